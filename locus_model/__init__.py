@@ -1,0 +1,1 @@
+"""LOCUS: model embeddings from evaluations (arXiv 2601.21082)."""

@@ -1,0 +1,1 @@
+"""Dagster definitions for the LOCUS pipeline."""
