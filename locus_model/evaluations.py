@@ -199,7 +199,7 @@ def _validate_chunk(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
                 f"empty {column}", file=file, row=int(frame["_row"][bad].iloc[0]), column=column,
                 fix=f"every row needs a non-empty {column}",
             )
-    for name, rows in frame.groupby("model", sort=False)["_row"]:
+    for name, rows in frame.groupby("model", sort=False, observed=True)["_row"]:
         problem = model_name_problem(name)
         if problem:
             raise EvaluationDataError(
