@@ -1,0 +1,28 @@
+"""What the LOCUS embedding space is for (arXiv 2601.21082, "downstream uses"), from the embeddings alone.
+
+Every analysis takes plain arrays (model embeddings (M, d), names, predicted probs (M, Q), labels (M, Q) with
+NaN = unknown) or, where a new embedding is needed, an `embed_fn(query_idx, scores) -> (d,)`, and returns a
+frozen result with `table()` (a DataFrame), `to_markdown()` and, where a picture helps, `plot(path)` (PNG).
+
+- geometry:    distance_vs_disagreement, family_clustering
+- portfolio:   k_center, k_medoids, coverage_greedy, parse_params_b, params_for_models, portfolio_curve
+- fallback:    fallback (nearest-neighbour substitute when the routed model is unavailable)
+- fingerprint: resample_embeddings, near_duplicates
+- capability:  capability_search
+"""
+
+from locus_model.analysis.capability import CapabilitySearch, capability_search
+from locus_model.analysis.fallback import Fallback, fallback
+from locus_model.analysis.fingerprint import EmbedFn, NearDuplicates, near_duplicates, resample_embeddings
+from locus_model.analysis.geometry import (Correlation, DistanceDisagreement, FamilyClustering,
+                                           distance_vs_disagreement, family_clustering)
+from locus_model.analysis.portfolio import (PortfolioCurve, coverage, coverage_greedy, coverage_similarity,
+                                            k_center, k_medoids, params_for_models, parse_params_b,
+                                            portfolio_curve)
+
+__all__ = [
+    "CapabilitySearch", "capability_search", "Fallback", "fallback", "EmbedFn", "NearDuplicates",
+    "near_duplicates", "resample_embeddings", "Correlation", "DistanceDisagreement", "FamilyClustering",
+    "distance_vs_disagreement", "family_clustering", "PortfolioCurve", "coverage", "coverage_greedy",
+    "coverage_similarity", "k_center", "k_medoids", "params_for_models", "parse_params_b", "portfolio_curve",
+]

@@ -1,0 +1,94 @@
+"""Shared helpers for the downstream analyses: input checks, distances, markdown tables, PNG figures.
+
+Plots use matplotlib's object-oriented API on an Agg canvas (no pyplot, no global backend switch), so the
+library can draw inside any process, headless or not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from scipy.spatial.distance import cdist
+
+METRICS = ("euclidean", "cosine")
+
+
+def check_embeddings(embeddings: np.ndarray, *, where: str, min_models: int = 1) -> np.ndarray:
+    """Return `embeddings` as a float64 (M, d) array, or raise saying what is wrong with it."""
+    z = np.asarray(embeddings, dtype=np.float64)
+    if z.ndim != 2:
+        raise ValueError(f"{where}: model embeddings must be a 2-D array (M, d), got shape {z.shape}. "
+                         "How to fix: stack one embedding per model into an (M, d) array.")
+    if z.shape[0] < min_models:
+        raise ValueError(f"{where}: needs at least {min_models} models, got {z.shape[0]}. "
+                         "How to fix: pass a larger pool of model embeddings.")
+    if not np.isfinite(z).all():
+        bad = np.unique(np.nonzero(~np.isfinite(z))[0])[:5].tolist()
+        raise ValueError(f"{where}: model embeddings contain NaN/inf (rows {bad}...). "
+                         "How to fix: drop or re-embed those models.")
+    return z
+
+
+def check_names(names, n_models: int, *, where: str) -> list[str]:
+    """Model names as a list of str, one per embedding row (default 'model_<i>')."""
+    if names is None:
+        return [f"model_{i}" for i in range(n_models)]
+    names = [str(n) for n in names]
+    if len(names) != n_models:
+        raise ValueError(f"{where}: got {len(names)} model names for {n_models} model embeddings. "
+                         "How to fix: pass one name per embedding row, in the same order.")
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})[:5]
+        raise ValueError(f"{where}: model names must be unique, repeated: {dup}. "
+                         "How to fix: de-duplicate the model list before embedding.")
+    return names
+
+
+def check_metric(metric: str, *, where: str) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"{where}: unknown metric {metric!r}. How to fix: use one of {METRICS}.")
+    return metric
+
+
+def pairwise_distances(a: np.ndarray, b: np.ndarray | None = None, *, metric: str = "euclidean") -> np.ndarray:
+    """(M, N) distances; cosine distance is 1 - cos(a, b) (0 = same direction, 2 = opposite)."""
+    b = a if b is None else b
+    d = cdist(a, b, metric=metric)
+    if metric == "cosine":
+        d = np.nan_to_num(d, nan=1.0)  # a zero vector has no direction: treat it as orthogonal to all
+    return np.maximum(d, 0.0)  # cdist can return -1e-16 for identical rows
+
+
+def markdown_table(df: pd.DataFrame, *, digits: int = 4, max_rows: int | None = 30) -> str:
+    """A GitHub-markdown table (no `tabulate` dependency); floats rounded to `digits` significant places."""
+    shown = df if max_rows is None or len(df) <= max_rows else df.head(max_rows)
+
+    def cell(v) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "nan" if np.isnan(v) else f"{v:.{digits}g}"
+        return str(v).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(str(c) for c in shown.columns) + " |",
+             "|" + "---|" * len(shown.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in shown.itertuples(index=False)]
+    if len(shown) < len(df):
+        lines.append(f"\n({len(df) - len(shown)} more rows not shown)")
+    return "\n".join(lines)
+
+
+def new_figure(width: float = 6.4, height: float = 4.8) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=120)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return path

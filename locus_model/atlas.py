@@ -1,0 +1,233 @@
+"""The model atlas: one self-contained HTML page to explore a pool of LOCUS model embeddings.
+
+The page needs no network: Plotly's JavaScript is inlined. It shows a PCA projection of the model
+embeddings in 2-D and 3-D (colour = family, diamond = portfolio member); clicking a model (or opening
+atlas.html#model=NAME) lists its nearest neighbours in the full embedding space and its per-benchmark accuracy.
+
+DOM contract (what tests and other tools may rely on):
+  #atlas[data-n-models]   pool size, written by Python
+  #atlas[data-n-points]   markers drawn in the 2-D plot (SVG path.point), counted by the page's script
+  #atlas[data-selected]   the selected model's name
+  #neighbours             an <ol> of <li data-model="NAME"> for the selected model's nearest neighbours
+  #benchmarks             a table of the selected model's per-benchmark accuracy
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from locus_model.analysis._common import check_embeddings, check_metric, check_names, pairwise_distances
+
+_SYMBOL = {False: "circle", True: "diamond"}
+
+
+def pca_projection(embeddings: np.ndarray, n_components: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """(M, n_components) principal-component scores and (n_components,) explained-variance ratios.
+
+    Signs are fixed (each component's largest-magnitude loading is positive) so the picture is reproducible;
+    missing components (d or M too small) are zero columns.
+    """
+    z = check_embeddings(embeddings, where="pca_projection")
+    zc = z - z.mean(axis=0)
+    u, s, vt = np.linalg.svd(zc, full_matrices=False)
+    k = min(n_components, len(s))
+    sign = np.sign(vt[np.arange(k), np.argmax(np.abs(vt[:k]), axis=1)])
+    sign[sign == 0] = 1.0
+    scores = np.zeros((len(z), n_components))
+    scores[:, :k] = u[:, :k] * s[:k] * sign
+    var = s ** 2
+    ratio = np.zeros(n_components)
+    ratio[:k] = var[:k] / var.sum() if var.sum() > 0 else 0.0
+    return scores, ratio
+
+
+def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str],
+                families: Sequence[str] | None = None, per_benchmark_acc: pd.DataFrame | None = None,
+                portfolio: Sequence[str] = (), neighbours: int = 5, metric: str = "euclidean",
+                title: str = "LOCUS model atlas") -> Path:
+    """Write the atlas HTML page and return its path.
+
+    Args:
+        embeddings: (M, d) model embeddings; names: M model names; families: M family names ("" = unknown).
+        per_benchmark_acc: index = model name, columns = benchmarks, values = accuracy in [0, 1] (optional).
+        portfolio: names of the chosen portfolio members (drawn as diamonds).
+        neighbours: how many nearest neighbours to list, by `metric` distance in the full d-dim space
+            (not in the projection, which distorts distances).
+    """
+    where = "write_atlas"
+    z = check_embeddings(embeddings, where=where, min_models=2)
+    names = check_names(names, len(z), where=where)
+    check_metric(metric, where=where)
+    fams = ["" if f is None or (isinstance(f, float) and np.isnan(f)) else str(f)
+            for f in (families if families is not None else [""] * len(z))]
+    if len(fams) != len(z):
+        raise ValueError(f"{where}: got {len(fams)} families for {len(z)} models. "
+                         "How to fix: pass one family per model ('' when unknown).")
+    unknown = sorted(set(portfolio) - set(names))
+    if unknown:
+        raise ValueError(f"{where}: portfolio members not in the pool: {unknown[:5]}. "
+                         "How to fix: pass portfolio names exactly as in `names`.")
+    in_portfolio = np.array([n in set(portfolio) for n in names])
+
+    d = pairwise_distances(z, metric=metric)
+    np.fill_diagonal(d, np.inf)
+    k = min(neighbours, len(z) - 1)
+    nn = np.argsort(d, axis=1, kind="stable")[:, :k]  # (M, k)
+    coords, ratio = pca_projection(z, 3)
+
+    if per_benchmark_acc is not None:
+        acc = per_benchmark_acc.copy()
+        acc.index = acc.index.astype(str)
+        benchmarks = [str(c) for c in acc.columns]
+        accuracy = [None if n not in acc.index else
+                    [None if pd.isna(v) else round(float(v), 4) for v in acc.loc[n].to_numpy()] for n in names]
+    else:
+        benchmarks, accuracy = [], [None] * len(names)
+
+    data = {"names": names, "families": fams, "portfolio": [n for n in names if n in set(portfolio)],
+            "neighbours": [[[int(j), round(float(d[i, j]), 6)] for j in nn[i]] for i in range(len(z))],
+            "benchmarks": benchmarks, "accuracy": accuracy, "xy": coords[:, :2].round(6).tolist()}
+    fig2d, fig3d = _figures(names, fams, in_portfolio, coords, ratio)
+    plot2d = pio.to_html(fig2d, full_html=False, include_plotlyjs=True, div_id="atlas-2d",
+                         config={"displaylogo": False}, default_height="520px")
+    plot3d = pio.to_html(fig3d, full_html=False, include_plotlyjs=False, div_id="atlas-3d",
+                         config={"displaylogo": False}, default_height="520px")
+    page = _PAGE.format(
+        title=html.escape(title), n_models=len(z), n_portfolio=int(in_portfolio.sum()), k=k, metric=metric,
+        plot2d=plot2d, plot3d=plot3d, options="".join(f'<option value="{html.escape(n)}">' for n in names),
+        data=json.dumps(data).replace("</", "<\\/"), script=_SCRIPT)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def _figures(names, fams, in_portfolio, coords, ratio) -> tuple[go.Figure, go.Figure]:
+    fig2d, fig3d = go.Figure(), go.Figure()
+    for fam in sorted(set(fams), key=lambda f: (f == "", f)):
+        idx = [i for i, f in enumerate(fams) if f == fam]
+        text = [names[i] + (" (portfolio)" if in_portfolio[i] else "") for i in idx]
+        marker = dict(symbol=[_SYMBOL[bool(in_portfolio[i])] for i in idx],
+                      size=[13 if in_portfolio[i] else 8 for i in idx], line=dict(width=1, color="black"))
+        common = dict(mode="markers", name=fam or "unknown family", text=text, customdata=idx,
+                      hovertemplate="%{text}<extra>" + html.escape(fam or "unknown family") + "</extra>")
+        fig2d.add_trace(go.Scatter(x=coords[idx, 0], y=coords[idx, 1], marker=marker, **common))
+        fig3d.add_trace(go.Scatter3d(x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2],
+                                     marker={**marker, "symbol": [("diamond" if in_portfolio[i] else "circle")
+                                                                  for i in idx],
+                                             "size": [7 if in_portfolio[i] else 4 for i in idx]}, **common))
+    axis = [f"PC{i + 1} ({100 * r:.1f}% of variance)" for i, r in enumerate(ratio)]
+    fig2d.update_layout(title="Model embeddings, PCA 2-D (diamond = portfolio)", xaxis_title=axis[0],
+                        yaxis_title=axis[1], template="plotly_white", clickmode="event", legend_title="family")
+    fig3d.update_layout(title="PCA 3-D", template="plotly_white", legend_title="family",
+                        scene=dict(xaxis_title=axis[0], yaxis_title=axis[1], zaxis_title=axis[2]))
+    return fig2d, fig3d
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 1em 2em; color: #222; }}
+#layout {{ display: grid; grid-template-columns: minmax(0, 1fr) 24em; gap: 2em; align-items: start; }}
+#panel {{ position: sticky; top: 1em; }}
+table {{ border-collapse: collapse; }} td, th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }}
+</style></head>
+<body>
+<h1>{title}</h1>
+<p>{n_models} models placed by their LOCUS embeddings (PCA of the embedding space); {n_portfolio} portfolio members
+drawn as diamonds. Click a model (or open <code>#model=NAME</code>) for its {k} nearest neighbours ({metric}
+distance in the full embedding space) and its per-benchmark accuracy.</p>
+<div id="atlas" data-n-models="{n_models}" data-n-points="" data-selected="">
+<div id="layout">
+<div id="plots">{plot2d}{plot3d}</div>
+<div id="panel">
+<label>Model: <input id="model-search" list="model-names" size="30"></label>
+<datalist id="model-names">{options}</datalist>
+<h2 id="selected">No model selected</h2>
+<h3>Nearest neighbours</h3><div id="neighbours"></div>
+<h3>Per-benchmark accuracy</h3><div id="benchmarks"></div><div id="benchmark-bars"></div>
+</div></div></div>
+<script id="atlas-data" type="application/json">{data}</script>
+<script>{script}</script>
+</body></html>
+"""
+
+_SCRIPT = """
+(function () {
+  const data = JSON.parse(document.getElementById('atlas-data').textContent);
+  const root = document.getElementById('atlas');
+  const index = new Map(data.names.map((n, i) => [n, i]));
+  const inPortfolio = new Set(data.portfolio);
+
+  function cell(tag, text) { const c = document.createElement(tag); c.textContent = text; return c; }
+
+  function select(i) {
+    const name = data.names[i];
+    root.dataset.selected = name;
+    document.getElementById('selected').textContent = name + (data.families[i] ? ' (' + data.families[i] + ')' : '')
+      + (inPortfolio.has(name) ? ', portfolio member' : '');
+    const ol = document.createElement('ol');
+    for (const [j, dist] of data.neighbours[i]) {
+      const li = document.createElement('li');
+      li.dataset.model = data.names[j];
+      const a = cell('a', data.names[j]);
+      a.href = '#model=' + encodeURIComponent(data.names[j]);
+      li.append(a, ' (distance ' + dist.toFixed(3) + (inPortfolio.has(data.names[j]) ? ', portfolio' : '') + ')');
+      ol.append(li);
+    }
+    document.getElementById('neighbours').replaceChildren(ol);
+    const box = document.getElementById('benchmarks');
+    const row = data.accuracy[i];
+    if (!row) { box.replaceChildren(cell('p', 'No per-benchmark accuracy for this model.')); }
+    else {
+      const t = document.createElement('table');
+      const head = document.createElement('tr'); head.append(cell('th', 'benchmark'), cell('th', 'accuracy'));
+      t.append(head);
+      data.benchmarks.forEach((b, k) => {
+        const tr = document.createElement('tr');
+        tr.append(cell('td', b), cell('td', row[k] === null ? 'n/a' : row[k].toFixed(3)));
+        t.append(tr);
+      });
+      box.replaceChildren(t);
+    }
+    if (window.Plotly) {
+      try {
+        if (row) Plotly.react('benchmark-bars', [{type: 'bar', x: data.benchmarks, y: row}],
+          {height: 260, width: 360, margin: {t: 10, b: 90, l: 40, r: 10}, yaxis: {range: [0, 1]}}, {displayModeBar: false});
+        Plotly.relayout('atlas-2d', {annotations: [{x: data.xy[i][0], y: data.xy[i][1], text: name,
+          showarrow: true, arrowhead: 2}]});
+      } catch (e) { console.error(e); }
+    }
+  }
+
+  function fromHash() {
+    const m = /(?:^#|&)model=([^&]*)/.exec(location.hash);
+    if (!m) return;
+    const i = index.get(decodeURIComponent(m[1]));
+    if (i !== undefined) select(i);
+  }
+
+  function choose(i) { history.replaceState(null, '', '#model=' + encodeURIComponent(data.names[i])); select(i); }
+
+  for (const id of ['atlas-2d', 'atlas-3d']) {
+    const gd = document.getElementById(id);
+    if (gd && gd.on) gd.on('plotly_click', ev => { if (ev.points.length) choose(Number(ev.points[0].customdata)); });
+  }
+  document.getElementById('model-search').addEventListener('change', ev => {
+    const i = index.get(ev.target.value); if (i !== undefined) choose(i);
+  });
+  window.addEventListener('hashchange', fromHash);
+  const gd2 = document.getElementById('atlas-2d');
+  // markers Plotly actually drew in the 2-D plot (SVG paths), not the input arrays
+  root.dataset.nPoints = gd2 ? gd2.querySelectorAll('.scatterlayer path.point').length : 0;
+  fromHash();
+})();
+"""
