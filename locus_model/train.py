@@ -1,0 +1,266 @@
+"""Training of LOCUS (arXiv 2601.21082): set encoder + correctness predictor, end to end, with BCE.
+
+Each step takes a mini-batch of models. For every model an encoder subset S_enc of random size in
+[enc_min, enc_max] is drawn from its train cells (training on varying sizes is what lets the encoder work
+at any n later) and an independent decoder batch S_dec of dec_batch train cells supplies the targets.
+Gaussian noise is added to the query encodings of both. Early stopping watches validation routing
+accuracy (validation loss breaks ties) and the best state is kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from locus_model.metrics import correctness_accuracy, routing_accuracy
+from locus_model.model import Locus, LocusConfig, _embed_batches, default_max_tokens, resolve_device
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to train LOCUS.
+
+    The defaults are sized for CPU: a ~100-model x ~5,000-query pool trains on a shared 2-core CPU in about
+    one to three minutes: at most 60 epochs of 13 steps, ~1.5-2 s each with 384-d encodings and ~2-3 s with
+    768-d ones, validation included (measured on a loaded machine, bench/README.md).
+    Small pools and short runs converge slowly at the paper's learning rates (there is a plateau of ~20
+    epochs on planted synthetic pools before the encoder picks up per-model structure); for a final model
+    raise epochs and patience, or use a GPU with the paper's setting.
+    The paper's setting (GPU) is epochs=2500, patience=500, batch_models=128, encoder subsets of all N
+    anchors (256 / 512 / 1024), noise 0.10 -> 0.05 per dimension on 768-d mpnet encodings over 500 epochs
+    (noise_start ~2.8, noise_end ~1.4 in this file's relative units), validation embedding from all anchors.
+
+    Query noise is relative: noise_* is the ratio ||noise|| / ||encoding||, i.e. the per-dimension std is
+    ratio * (mean encoding norm) / sqrt(D), so one setting means the same thing for 384-d and 768-d
+    encoders. The reference's 0.10 per dimension on unit-norm 768-d encodings is a ratio of ~2.8: the noise
+    is almost three times the signal, which on structured pools (queries of one benchmark close together)
+    blurs neighbouring queries into each other; a prototype lost ~4 routing points with it. The default
+    0.3 -> 0.1 (noise a third, then a tenth, of the signal) still jitters each query (a regulariser against
+    memorising query identities) without drowning the encoding.
+    On a planted 100 x 5,000 synthetic pool 0.3 -> 0.1 was at least as good as 0.5 -> 0.2 after 40 epochs.
+    """
+
+    epochs: int = 60  # max epochs; one epoch = one pass over all models in mini-batches
+    batch_models: int = 8  # models per step (small: more optimiser steps per CPU second)
+    enc_min: int = 16  # smallest encoder subset (clipped to the model's number of train cells)
+    enc_max: int = 256  # largest encoder subset
+    dec_batch: int = 512  # decoder targets per model per step (fewer if the model has fewer train cells)
+    val_set_max: int | None = 256  # validation embeds each model from at most this many of its train
+    #   cells (a fixed seeded subset); None = all of them (the paper: all N anchors). Bounds epoch cost.
+    lr_encoder: float = 2e-4  # AdamW lr of tokenizer, ISAB blocks, PMA, output layer
+    lr_predictor: float = 8e-4  # AdamW lr of the correctness predictor G
+    weight_decay: float = 0.05  # AdamW weight decay (both groups)
+    grad_clip: float = 1.0  # max global gradient norm
+    noise_start: float = 0.3  # query-noise ratio ||noise|| / ||phi|| at epoch 0
+    noise_end: float = 0.1  # ... after noise_anneal_epochs (cosine schedule), constant afterwards
+    noise_anneal_epochs: int = 30  # length of the cosine annealing
+    patience: int = 20  # stop after this many epochs without a better validation checkpoint
+    seed: int = 0  # seeds init, subsets, noise and dropout: same seed -> same result on CPU
+    device: str = "auto"  # "auto" -> cuda if available else cpu; or "cpu", "cuda", "cuda:1", ...
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.enc_min <= self.enc_max:
+            raise ValueError(f"TrainConfig: need 1 <= enc_min ({self.enc_min}) <= enc_max ({self.enc_max}).")
+        for name in ("epochs", "batch_models", "dec_batch", "patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
+        if self.noise_start < 0 or self.noise_end < 0:
+            raise ValueError("TrainConfig: noise_start and noise_end are ratios and must be >= 0.")
+
+
+@dataclass
+class TrainResult:
+    model: Locus  # best validation state, on CPU, eval mode
+    history: list[dict] = field(default_factory=list)  # one dict per epoch (as passed to on_epoch)
+    best_epoch: int = -1  # epoch of the kept state
+    best_metrics: dict = field(default_factory=dict)  # that epoch's dict
+
+
+def noise_ratio(epoch: int, cfg: TrainConfig) -> float:
+    """Cosine annealing from noise_start (epoch 0) to noise_end (epoch noise_anneal_epochs and later)."""
+    if epoch >= cfg.noise_anneal_epochs:
+        return cfg.noise_end
+    w = 0.5 * (1 + math.cos(math.pi * epoch / cfg.noise_anneal_epochs))
+    return cfg.noise_end + (cfg.noise_start - cfg.noise_end) * w
+
+
+def _check_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray, D: int) -> None:
+    Q = encodings.shape[0]
+    if encodings.ndim != 2 or encodings.shape[1] != D:
+        raise ValueError(
+            f"train_locus: encodings must be (Q, {D}) to match model_config.query_dim, got {encodings.shape}."
+        )
+    for name, s in (("train_scores", train_scores), ("val_scores", val_scores)):
+        if s.ndim != 2 or s.shape[1] != Q:
+            raise ValueError(f"train_locus: {name} must be (M, {Q}) (models x queries), got {s.shape}.")
+        known = s[~np.isnan(s)]
+        if known.size and (known.min() < 0 or known.max() > 1):
+            raise ValueError(f"train_locus: {name} must be in [0, 1] (NaN = no cell).")
+    if train_scores.shape != val_scores.shape:
+        raise ValueError(f"train_locus: train_scores {train_scores.shape} != val_scores {val_scores.shape}.")
+    empty = np.flatnonzero((~np.isnan(train_scores)).sum(axis=1) == 0)
+    if empty.size:
+        raise ValueError(
+            f"train_locus: models at rows {empty[:10].tolist()} have no train cells. How to fix: drop them or "
+            "give each model at least one train evaluation."
+        )
+    if not (~np.isnan(val_scores)).any():
+        raise ValueError("train_locus: val_scores has no cells; early stopping needs validation cells.")
+
+
+def _pad(rows: list[np.ndarray], fill: float | int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    n = max(len(r) for r in rows)
+    out = np.full((len(rows), n), fill, dtype=dtype)
+    mask = np.zeros((len(rows), n), dtype=bool)
+    for i, r in enumerate(rows):
+        out[i, : len(r)], mask[i, : len(r)] = r, True
+    return out, mask
+
+
+def train_locus(
+    encodings: np.ndarray,  # (Q, D) query encodings
+    train_scores: np.ndarray,  # (M, Q) scores in [0, 1], NaN = not a train cell
+    val_scores: np.ndarray,  # (M, Q) scores in [0, 1], NaN = not a val cell
+    *,
+    model_config: LocusConfig,
+    train_config: TrainConfig,
+    on_epoch: Callable[[dict], None] | None = None,
+    progress: bool = True,
+) -> TrainResult:
+    """Train LOCUS; returns the state with the best validation routing accuracy (ties: lower val loss).
+
+    Validation embeds each model from its train cells (at most val_set_max, a fixed subset) and scores its
+    val cells. on_epoch receives {epoch, train_loss, val_loss, val_routing_acc, val_correctness_acc, noise,
+    seconds} after every epoch. Seeds torch inside a forked RNG, so the caller's global RNG is untouched.
+    """
+    cfg = train_config
+    enc_np = np.asarray(encodings, dtype=np.float32)
+    train_np = np.asarray(train_scores, dtype=np.float32)
+    val_np = np.asarray(val_scores, dtype=np.float32)
+    _check_inputs(enc_np, train_np, val_np, model_config.query_dim)
+    device = resolve_device(cfg.device)
+    rng = np.random.default_rng(cfg.seed)
+
+    M, Q = train_np.shape
+    D = enc_np.shape[1]
+    avail = [np.flatnonzero(~np.isnan(row)) for row in train_np]  # train cells per model
+    # validation inputs: a fixed subset of each model's train cells -> its val cells
+    val_sets = []
+    for m in range(M):
+        idx = avail[m]
+        if cfg.val_set_max is not None and len(idx) > cfg.val_set_max:
+            idx = np.sort(rng.choice(idx, cfg.val_set_max, replace=False))
+        val_sets.append((idx, train_np[m, idx]))
+    val_cols = np.flatnonzero((~np.isnan(val_np)).any(axis=0))  # queries with a val cell
+    val_labels = val_np[:, val_cols]  # (M, Qv)
+    val_known = torch.from_numpy(~np.isnan(val_labels)).to(device)
+    val_targets = torch.from_numpy(np.nan_to_num(val_labels)).to(device)
+
+    enc_t = torch.from_numpy(enc_np).to(device)  # (Q, D)
+    scores_t = torch.from_numpy(np.nan_to_num(train_np)).to(device)  # (M, Q)
+    mean_norm = float(np.linalg.norm(enc_np, axis=1).mean())
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+
+    with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
+        torch.manual_seed(cfg.seed)  # init and dropout
+        model = Locus(model_config).to(device)
+        opt = torch.optim.AdamW(
+            [
+                {"params": model.encoder_parameters(), "lr": cfg.lr_encoder},
+                {"params": model.predictor_parameters(), "lr": cfg.lr_predictor},
+            ],
+            weight_decay=cfg.weight_decay,
+        )
+
+        def noisy(phi: torch.Tensor, std: float) -> torch.Tensor:
+            if std == 0:
+                return phi
+            return phi + std * torch.randn(phi.shape, generator=gen, device=device)
+
+        @torch.no_grad()
+        def validate() -> tuple[float, float, float]:
+            model.eval()
+            used, inverse = np.unique(np.concatenate([i for i, _ in val_sets]), return_inverse=True)
+            parts = model.token_parts(enc_t[torch.from_numpy(used).to(device)])  # (U, 2d)
+            offsets = np.cumsum([0] + [len(i) for i, _ in val_sets])
+            local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(val_sets)]
+            z = _embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(device))  # (M, d)
+            logits = model.predict_logits(z, enc_t[torch.from_numpy(val_cols).to(device)])  # (M, Qv)
+            loss = F.binary_cross_entropy_with_logits(logits[val_known], val_targets[val_known]).item()
+            probs = torch.sigmoid(logits).cpu().numpy()
+            return loss, routing_accuracy(probs, val_labels), correctness_accuracy(probs, val_labels)
+
+        history: list[dict] = []
+        best_key: tuple[float, float] | None = None
+        best_state, best_epoch, best_metrics = None, -1, {}
+        bar = tqdm(range(cfg.epochs), desc="train LOCUS", disable=not progress)
+        for epoch in bar:
+            t0 = time.perf_counter()
+            model.train()
+            ratio = noise_ratio(epoch, cfg)
+            std = ratio * mean_norm / math.sqrt(D)
+            order = rng.permutation(M)
+            losses, weights = [], []
+            for start in range(0, M, cfg.batch_models):
+                batch = order[start : start + cfg.batch_models]
+                enc_rows, dec_rows = [], []
+                for m in batch:
+                    a = avail[m]
+                    k = int(rng.integers(min(cfg.enc_min, len(a)), min(cfg.enc_max, len(a)) + 1))
+                    enc_rows.append(rng.choice(a, k, replace=False))
+                    dec_rows.append(rng.choice(a, min(cfg.dec_batch, len(a)), replace=False))
+                enc_idx, enc_mask = _pad(enc_rows, 0, np.int64)  # (B, n)
+                dec_idx, dec_mask = _pad(dec_rows, 0, np.int64)  # (B, T)
+                b_t = torch.from_numpy(batch).to(device)[:, None]
+                enc_idx_t, dec_idx_t = torch.from_numpy(enc_idx).to(device), torch.from_numpy(dec_idx).to(device)
+                enc_mask_t, dec_mask_t = torch.from_numpy(enc_mask).to(device), torch.from_numpy(dec_mask).to(device)
+                logits = model(
+                    noisy(enc_t[enc_idx_t], std),  # (B, n, D)
+                    scores_t[b_t, enc_idx_t],  # (B, n)
+                    enc_mask_t,
+                    noisy(enc_t[dec_idx_t], std),  # (B, T, D)
+                )  # (B, T)
+                loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], scores_t[b_t, dec_idx_t][dec_mask_t])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                opt.step()
+                losses.append(loss.item())
+                weights.append(int(dec_mask.sum()))
+
+            val_loss, val_routing, val_correct = validate()
+            row = {
+                "epoch": epoch,
+                "train_loss": float(np.average(losses, weights=weights)),
+                "val_loss": val_loss,
+                "val_routing_acc": val_routing,
+                "val_correctness_acc": val_correct,
+                "noise": ratio,
+                "seconds": time.perf_counter() - t0,
+            }
+            history.append(row)
+            key = (val_routing, -val_loss)
+            if best_key is None or key > best_key:
+                best_key, best_epoch, best_metrics = key, epoch, dict(row)
+                best_state = copy.deepcopy(model.state_dict())
+            if on_epoch is not None:
+                on_epoch(dict(row))
+            bar.set_postfix(loss=f"{row['train_loss']:.4f}", val_route=f"{val_routing:.4f}", best=best_epoch)
+            if epoch - best_epoch >= cfg.patience:
+                break
+        bar.close()
+
+    model.load_state_dict(best_state)
+    model.cpu().eval()
+    return TrainResult(model=model, history=history, best_epoch=best_epoch, best_metrics=best_metrics)
+
+
+__all__ = ["TrainConfig", "TrainResult", "train_locus", "noise_ratio"]

@@ -1,0 +1,58 @@
+"""Shapes, masking and NaN-safety of the Set Transformer blocks."""
+
+import pytest
+import torch
+
+from locus_model.modules import ISAB, MAB, PMA, masked_softmax
+
+
+@pytest.mark.parametrize(
+    "block, out_len",
+    [
+        (MAB(d=16, n_heads=4), 5),  # queries x: (B, 5, d)
+        (ISAB(d=16, n_heads=4, n_latents=3), 7),  # one output per set element
+        (PMA(d=16, n_heads=4, n_seeds=2), 2),  # one output per seed
+    ],
+)
+def test_shapes(block, out_len):
+    torch.manual_seed(0)
+    x, y = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    out = block(x, y, key_mask=mask) if isinstance(block, MAB) else block(y, mask)
+    assert out.shape == (2, out_len, 16)
+
+
+def test_masked_keys_get_zero_weight_and_all_masked_rows_are_finite():
+    scores = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], requires_grad=True)
+    mask = torch.tensor([[True, False, True], [False, False, False]])
+    w = masked_softmax(scores, mask)
+    assert w[0, 1] == 0 and torch.allclose(w[0].sum(), torch.tensor(1.0))
+    assert torch.equal(w[1], torch.zeros(3))
+    w.sum().backward()
+    assert torch.isfinite(scores.grad).all()
+
+
+@pytest.mark.parametrize("block", [ISAB(d=8, n_heads=2, n_latents=4), PMA(d=8, n_heads=2)])
+def test_padding_changes_nothing(block):
+    torch.manual_seed(0)
+    x = torch.randn(1, 6, 8)
+    padded = torch.cat([x, torch.randn(1, 4, 8) * 100], dim=1)  # garbage in the padding
+    mask = torch.tensor([[True] * 6 + [False] * 4])
+    ref = block(x, torch.ones(1, 6, dtype=torch.bool))
+    out = block(padded, mask)
+    torch.testing.assert_close(out[:, : ref.shape[1]], ref, atol=1e-6, rtol=1e-5)
+
+
+def test_isab_zeroes_padded_rows_and_survives_fully_masked_set():
+    block = ISAB(d=8, n_heads=2, n_latents=4)
+    x = torch.randn(2, 3, 8, requires_grad=True)
+    mask = torch.tensor([[True, False, False], [False, False, False]])
+    out = block(x, mask)
+    assert torch.isfinite(out).all() and torch.equal(out[0, 1:], torch.zeros(2, 8))
+    out.sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+def test_mab_rejects_heads_not_dividing_width():
+    with pytest.raises(ValueError, match="divisible"):
+        MAB(d=10, n_heads=4)

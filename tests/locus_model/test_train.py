@@ -1,0 +1,105 @@
+"""End-to-end training on a tiny synthetic pool with planted structure."""
+
+import numpy as np
+import pytest
+import torch
+
+from locus_model.metrics import routing_accuracy
+from locus_model.model import LocusConfig, embed_evaluation_sets, predict_proba
+from locus_model.train import TrainConfig, noise_ratio, train_locus
+
+D = 16
+MODEL_CFG = LocusConfig(query_dim=D, d=32, n_blocks=1, n_latents=8, n_heads=4, predictor_hidden=32)
+FAST = dict(epochs=25, batch_models=4, enc_min=8, enc_max=64, dec_batch=64, lr_encoder=2e-3, lr_predictor=4e-3,
+            patience=25, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def tiny_pool():
+    """12 models x 200 queries in 4 clusters; each model is good at some clusters (planted skill)."""
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(4, D))
+    cluster = rng.integers(0, 4, 200)
+    enc = centres[cluster] + 0.3 * rng.normal(size=(200, D))
+    enc = (enc / np.linalg.norm(enc, axis=1, keepdims=True)).astype(np.float32)
+    skill = rng.choice([-3.0, 3.0], size=(12, 4))
+    p = 1 / (1 + np.exp(-skill[:, cluster]))
+    scores = (rng.random((12, 200)) < p).astype(np.float32)
+    is_val = rng.random(200) < 0.3
+    train = np.where(is_val[None], np.nan, scores)
+    val = np.where(is_val[None], scores, np.nan)
+    return enc, train, val
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_pool):
+    enc, train, val = tiny_pool
+    calls = []
+    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**FAST, seed=1),
+                      on_epoch=calls.append, progress=False)
+    return res, calls
+
+
+def test_training_beats_a_constant_predictor(tiny_pool, trained):
+    enc, train, val = tiny_pool
+    res, _ = trained
+    sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
+    probs = predict_proba(res.model, embed_evaluation_sets(res.model, enc, sets), enc)
+    constant = np.full_like(probs, 0.5)  # a constant predictor routes every query to model 0
+    assert routing_accuracy(probs, val) > routing_accuracy(constant, val) + 0.15
+    assert res.best_metrics["val_routing_acc"] == pytest.approx(routing_accuracy(probs, val))
+    base_rate = np.nanmean(val) if np.nanmean(val) > 0.5 else 1 - np.nanmean(val)  # best constant answer
+    assert res.best_metrics["val_correctness_acc"] > base_rate + 0.1
+
+
+def test_on_epoch_is_called_every_epoch_with_the_history(trained):
+    res, calls = trained
+    assert len(calls) == len(res.history) and [c["epoch"] for c in calls] == list(range(len(calls)))
+    assert set(calls[0]) == {"epoch", "train_loss", "val_loss", "val_routing_acc", "val_correctness_acc", "noise",
+                             "seconds"}
+    best = res.history[res.best_epoch]
+    assert all((h["val_routing_acc"], -h["val_loss"]) <= (best["val_routing_acc"], -best["val_loss"])
+               for h in res.history)
+    assert res.best_metrics == best
+
+
+def test_same_seed_same_result_and_caller_rng_untouched(tiny_pool):
+    enc, train, val = tiny_pool
+    cfg = TrainConfig(**{**FAST, "epochs": 2}, seed=7)
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    a = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
+    after = torch.rand(1)
+    b = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
+    assert torch.equal(before, after)  # training ran in a forked RNG
+    assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+    for (k, v), w in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+        assert torch.equal(v, w), k
+    c = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**{**FAST, "epochs": 2}, seed=8),
+                    progress=False)
+    assert a.history[0]["train_loss"] != c.history[0]["train_loss"]
+
+
+def test_early_stopping_stops_after_patience(tiny_pool):
+    enc, train, val = tiny_pool
+    res = train_locus(enc, train, val, model_config=MODEL_CFG,
+                      train_config=TrainConfig(**{**FAST, "epochs": 50, "patience": 2, "lr_encoder": 0.0,
+                                                  "lr_predictor": 0.0}),
+                      progress=False)
+    assert len(res.history) == res.best_epoch + 3  # stopped 2 epochs after the last improvement
+
+
+def test_noise_schedule_is_a_cosine_from_start_to_end():
+    cfg = TrainConfig(noise_start=0.4, noise_end=0.1, noise_anneal_epochs=10)
+    assert noise_ratio(0, cfg) == pytest.approx(0.4)
+    assert noise_ratio(5, cfg) == pytest.approx(0.25)
+    assert noise_ratio(10, cfg) == noise_ratio(99, cfg) == pytest.approx(0.1)
+
+
+def test_rejects_models_without_train_cells(tiny_pool):
+    enc, train, val = tiny_pool
+    train = train.copy()
+    train[3] = np.nan
+    with pytest.raises(ValueError, match=r"rows \[3\] have no train cells"):
+        train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**FAST), progress=False)
