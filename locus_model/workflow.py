@@ -1,0 +1,106 @@
+"""The pipeline's steps as plain functions over tables: query split and anchors, training arrays,
+the evaluations a pool embedding is computed from. The Dagster assets are thin adapters around these.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from locus_model.evaluate import kfold_splits, table_split
+from locus_model.evaluations import EvaluationMatrix
+
+
+def query_split(table: pd.DataFrame, *, budget: int, seed: int, test_fraction: float = 0.1, val_fraction: float = 0.1) -> pd.DataFrame:
+    """One row per query: query_id, split (train/val/test), anchor (one of the ``budget`` training anchors).
+
+    A table with its own ``split`` column (EmbedLLM) keeps it; otherwise queries are split at random
+    (seeded): ``test_fraction`` held-out test queries, ``val_fraction`` of the rest for validation.
+    The anchors are one random set of ``budget`` training queries shared by every model (the reference
+    protocol); training uses each model's evaluations on them.
+    """
+    matrix_queries = table.drop_duplicates("query_id").sort_values("query_id", kind="stable")
+    query_ids = matrix_queries["query_id"].astype(str).to_numpy()
+    if "split" in matrix_queries.columns:
+        fold = table_split(matrix_queries["split"].to_numpy(str), budget=budget, seed=seed)[0]
+    else:
+        if not 0 < test_fraction < 0.5:
+            raise ValueError(f"test_fraction={test_fraction} must be in (0, 0.5)")
+        fold = kfold_splits(len(query_ids), folds=max(2, round(1 / test_fraction)), budget=budget, seed=seed, val_fraction=val_fraction)[0]
+    split = np.full(len(query_ids), "train", dtype=object)
+    split[fold.val], split[fold.test] = "val", "test"
+    anchor = np.zeros(len(query_ids), dtype=bool)
+    anchor[fold.anchors] = True
+    return pd.DataFrame({"query_id": query_ids, "split": split.astype(str), "anchor": anchor})
+
+
+@dataclass
+class TrainingArrays:
+    matrix: EvaluationMatrix
+    encodings: np.ndarray  # (Q, D) in matrix.query_ids order
+    train_scores: np.ndarray  # (M, Q): scores on the anchors, NaN elsewhere
+    val_scores: np.ndarray  # (M, Q): scores on validation queries, NaN elsewhere
+
+
+def training_arrays(table: pd.DataFrame, encodings: pd.DataFrame, split: pd.DataFrame) -> TrainingArrays:
+    """Dense arrays for train_locus: anchors -> train cells, validation queries -> val cells."""
+    matrix = EvaluationMatrix.from_table(table.drop(columns=["split"], errors="ignore"))
+    enc = aligned_encodings(encodings, matrix.query_ids)
+    by_query = split.set_index("query_id").reindex(matrix.query_ids)
+    if by_query["split"].isna().any():
+        raise ValueError("the query split does not cover every query of the evaluation table; re-materialize training_split")
+    anchor = by_query["anchor"].to_numpy(bool)
+    val = (by_query["split"] == "val").to_numpy()
+    train_scores = np.where(anchor[None, :], matrix.scores, np.nan).astype(np.float32)
+    val_scores = np.where(val[None, :], matrix.scores, np.nan).astype(np.float32)
+    return TrainingArrays(matrix, enc, train_scores, val_scores)
+
+
+def aligned_encodings(encodings: pd.DataFrame, query_ids: list[str]) -> np.ndarray:
+    """(Q, D) encodings in the order of ``query_ids``; a clear error if one is missing."""
+    index = pd.Index(encodings["query_id"].astype(str))
+    rows = index.get_indexer(query_ids)
+    if (rows < 0).any():
+        missing = [q for q, r in zip(query_ids, rows) if r < 0][:5]
+        raise KeyError(f"no query encoding for query_id(s) {missing}; re-materialize query_encodings")
+    return np.stack(encodings["encoding"].to_numpy()[rows]).astype(np.float32)
+
+
+def pool_evaluations(table: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
+    """The evaluations pool embeddings are computed from: all of a model's evaluations outside the test queries."""
+    test = set(split.loc[split["split"] == "test", "query_id"].astype(str))
+    return table[~table["query_id"].astype(str).isin(test)]
+
+
+def training_curve_png(history: list[dict], path: Path) -> str:
+    """Plot train/val loss and validation routing accuracy per epoch to ``path``; returns a markdown image."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame(history)
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.2))
+    for column in ("train_loss", "val_loss"):
+        if column in frame:
+            ax_loss.plot(frame["epoch"], frame[column], label=column)
+    ax_loss.set_xlabel("epoch"), ax_loss.set_ylabel("BCE"), ax_loss.legend()
+    for column in ("val_routing_acc", "val_correctness_acc"):
+        if column in frame:
+            ax_acc.plot(frame["epoch"], frame[column], label=column)
+    ax_acc.set_xlabel("epoch"), ax_acc.set_ylabel("accuracy"), ax_acc.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return png_markdown(path)
+
+
+def png_markdown(path: Path) -> str:
+    """A PNG embedded as a markdown image (data URI), so Dagster metadata shows it inline."""
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return f"![{Path(path).stem}](data:image/png;base64,{data})"

@@ -1,0 +1,1 @@
+"""Dagster definitions by concept: assets by stage, resources, checks, sensors, partitions."""

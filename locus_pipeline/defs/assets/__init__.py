@@ -1,0 +1,1 @@
+"""Assets by stage: ingestion -> encoding -> training -> pool -> evaluation -> analyses."""

@@ -1,0 +1,143 @@
+"""Training split + anchors, and the trained LOCUS checkpoint (tracked in MLflow)."""
+
+
+import json
+import uuid
+from dataclasses import asdict
+
+import dagster as dg
+import pandas as pd
+from pydantic import Field
+
+from locus_model.model import LocusConfig
+from locus_model.train import TrainConfig
+from locus_pipeline.defs.resources import LocusHome, MlflowTracking
+
+_TRAIN, _MODEL = TrainConfig(), LocusConfig()  # the launchpad's defaults are the library's: one source
+
+
+class SplitConfig(dg.Config):
+    budget: int = Field(default=512, description="Evaluations per model used for training: one shared random set of training queries (the anchors). Paper: 256 / 512 / 1024.")
+    seed: int = Field(default=0, description="Seed of the query split and of the anchors.")
+    test_fraction: float = Field(default=0.1, description="Held-out test queries (never used for embeddings) when the source has no split of its own.")
+    val_fraction: float = Field(default=0.1, description="Validation share of the remaining queries (early stopping).")
+
+
+@dg.asset(kinds={"pandas"}, group_name="training")
+def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evaluation_table: pd.DataFrame) -> pd.DataFrame:
+    """One row per query: query_id, split (train/val/test), anchor (True for the budget anchors)."""
+    from locus_model.workflow import query_split
+
+    split = query_split(evaluation_table, budget=config.budget, seed=config.seed, test_fraction=config.test_fraction, val_fraction=config.val_fraction)
+    context.add_output_metadata({"queries_by_split": dg.MetadataValue.json(split["split"].value_counts().to_dict()), "anchors": int(split["anchor"].sum())})
+    return split
+
+
+class TrainingConfig(dg.Config):
+    """LOCUS training. Defaults are the library's (locus_model.train.TrainConfig, sized for a CPU); the paper's
+    setting is epochs=2500, patience=500, batch_models=128, noise_start=2.8, noise_end=1.4,
+    noise_anneal_epochs=500, with all-mpnet-base-v2 encodings (see README)."""
+
+    epochs: int = Field(default=_TRAIN.epochs, description="Maximum epochs (one epoch = one pass over all models). Paper: 2500.")
+    patience: int = Field(default=_TRAIN.patience, description="Early stopping patience on validation routing accuracy. Paper: 500.")
+    seed: int = Field(default=_TRAIN.seed, description="Seed of initialisation, subsets and noise.")
+    batch_models: int = Field(default=_TRAIN.batch_models, description="Models per optimisation step.")
+    enc_min: int = Field(default=_TRAIN.enc_min, description="Smallest encoder subset per model.")
+    enc_max: int = Field(default=_TRAIN.enc_max, description="Largest encoder subset per model.")
+    noise_start: float = Field(default=_TRAIN.noise_start, description="Query-noise ratio ||noise||/||phi|| at epoch 0.")
+    noise_end: float = Field(default=_TRAIN.noise_end, description="Query-noise ratio after annealing.")
+    noise_anneal_epochs: int = Field(default=_TRAIN.noise_anneal_epochs, description="Epochs of cosine noise annealing.")
+    d: int = Field(default=_MODEL.d, description="Model embedding dimension.")
+    n_blocks: int = Field(default=_MODEL.n_blocks, description="ISAB blocks (L).")
+    n_latents: int = Field(default=_MODEL.n_latents, description="Latents per ISAB block (r).")
+    n_heads: int = Field(default=_MODEL.n_heads, description="Attention heads.")
+    device: str = Field(default=_TRAIN.device, description="auto = CUDA when present, else CPU.")
+
+    def to_library(self, query_dim: int):
+        model = LocusConfig(query_dim=query_dim, d=self.d, n_blocks=self.n_blocks, n_latents=self.n_latents, n_heads=self.n_heads)
+        train = TrainConfig(
+            epochs=self.epochs, patience=self.patience, seed=self.seed, batch_models=self.batch_models,
+            enc_min=self.enc_min, enc_max=self.enc_max, noise_start=self.noise_start, noise_end=self.noise_end,
+            noise_anneal_epochs=self.noise_anneal_epochs, device=self.device,
+        )
+        return model, train
+
+
+@dg.asset(kinds={"pytorch", "mlflow"}, group_name="training", pool="training")
+def locus_checkpoint(
+    context: dg.AssetExecutionContext,
+    config: TrainingConfig,
+    evaluation_table: pd.DataFrame,
+    query_encodings: pd.DataFrame,
+    training_split: pd.DataFrame,
+    home: LocusHome,
+    mlflow: MlflowTracking,
+) -> pd.DataFrame:
+    """The trained set encoder + correctness predictor; one row: checkpoint_id, path, MLflow run, metrics."""
+    import mlflow as mlflow_api
+
+    from locus_model.evaluations import fingerprint_evaluations
+    from locus_model.model import resolve_device, save_checkpoint
+    from locus_model.pool import checkpoint_id
+    from locus_model.train import train_locus
+    from locus_model.workflow import training_arrays, training_curve_png
+
+    arrays = training_arrays(evaluation_table, query_encodings, training_split)
+    model_config, train_config = config.to_library(query_dim=arrays.encodings.shape[1])
+    encoder = str(query_encodings["encoder"].iloc[0])
+    fingerprint = fingerprint_evaluations(evaluation_table)
+    device = str(resolve_device(train_config.device))
+    tags = {"dagster.run_id": context.run_id, "dagster.asset": "locus_checkpoint", "encoder": encoder}
+    with mlflow.start_run(run_name=f"locus-{context.run_id[:8]}", tags=tags) as run:
+        mlflow_api.log_params(
+            {**{f"model.{k}": v for k, v in asdict(model_config).items()}, **{f"train.{k}": v for k, v in asdict(train_config).items()},
+             "data_fingerprint": fingerprint, "encoder": encoder, "seed": train_config.seed, "device": device,
+             "models": arrays.matrix.shape[0], "queries": arrays.matrix.shape[1], "budget": int(training_split["anchor"].sum())}
+        )
+
+        def on_epoch(row: dict) -> None:
+            mlflow_api.log_metrics({k: float(v) for k, v in row.items() if k != "epoch" and v is not None}, step=int(row["epoch"]))
+
+        result = train_locus(
+            arrays.encodings, arrays.train_scores, arrays.val_scores,
+            model_config=model_config, train_config=train_config, on_epoch=on_epoch, progress=True,
+        )
+        staging = home.dir("checkpoints") / f".{uuid.uuid4().hex}.pt"
+        save_checkpoint(staging, result.model, encoder=encoder, data_fingerprint=fingerprint, best_epoch=result.best_epoch, train_config=asdict(train_config))
+        ckpt_id = checkpoint_id(staging)
+        path = staging.with_name(f"locus-{ckpt_id}.pt")
+        staging.rename(path)
+        curve = home.dir("reports") / "training_curve.png"
+        curve_md = training_curve_png(result.history, curve)
+        mlflow_api.log_metrics({f"best.{k}": float(v) for k, v in result.best_metrics.items() if k != "epoch" and v is not None})
+        mlflow_api.set_tag("checkpoint_id", ckpt_id)
+        mlflow_api.log_artifact(str(path), artifact_path="checkpoint")
+        mlflow_api.log_artifact(str(curve), artifact_path="plots")
+        client = mlflow_api.MlflowClient()
+        if client.search_registered_models(filter_string=f"name = '{mlflow.registered_model}'") == []:
+            client.create_registered_model(mlflow.registered_model, description="LOCUS set encoder + correctness predictor")
+        version = client.create_model_version(
+            mlflow.registered_model, source=f"{run.info.artifact_uri}/checkpoint", run_id=run.info.run_id,
+            tags={"checkpoint_id": ckpt_id, "encoder": encoder},
+        )
+        url = mlflow.run_url(run.info.experiment_id, run.info.run_id)
+    context.add_output_metadata(
+        {
+            "mlflow_run": dg.MetadataValue.url(url),
+            "checkpoint": dg.MetadataValue.path(str(path)),
+            "checkpoint_id": ckpt_id,
+            "registered_model_version": f"{mlflow.registered_model} v{version.version}",
+            "best_epoch": result.best_epoch,
+            "epochs_run": len(result.history),
+            "device": device,
+            "best_metrics": dg.MetadataValue.json({k: v for k, v in result.best_metrics.items()}),
+            "training_curve": dg.MetadataValue.md(curve_md),
+        }
+    )
+    return pd.DataFrame(
+        [{
+            "checkpoint_id": ckpt_id, "path": str(path), "encoder": encoder, "data_fingerprint": fingerprint,
+            "mlflow_run_id": run.info.run_id, "mlflow_url": url, "model_version": str(version.version),
+            "best_epoch": result.best_epoch, "best_metrics": json.dumps(result.best_metrics), "device": device,
+        }]
+    )

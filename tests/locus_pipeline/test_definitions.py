@@ -1,0 +1,51 @@
+"""The code location loads, without work at import time, and holds the required graph."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import dagster as dg
+
+from locus_pipeline.definitions import defs
+
+CHAIN = ["raw_evaluations", "evaluation_table", "query_encodings", "training_split", "locus_checkpoint", "model_embeddings", "routing_evaluation"]
+
+
+def test_definitions_load_with_the_required_chain() -> None:
+    d = defs()
+    graph = d.resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    assert set(CHAIN) <= keys
+    parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
+    edges = [
+        ("raw_evaluations", "evaluation_table"), ("evaluation_table", "query_encodings"),
+        ("evaluation_table", "training_split"), ("query_encodings", "locus_checkpoint"),
+        ("training_split", "locus_checkpoint"), ("locus_checkpoint", "model_embeddings"),
+        ("query_encodings", "routing_evaluation"), ("training_split", "routing_evaluation"),
+    ]
+    for upstream, downstream in edges:
+        assert upstream in parents[downstream], (upstream, downstream)
+    assert d.resolve_job_def("locus_job") is not None
+    checks = {c.name for c in graph.asset_check_keys}
+    assert {"evaluation_table_valid", "pool_embeddings_finite", "pool_embeddings_reproducible", "locus_beats_best_single"} <= checks
+
+
+def test_training_is_in_a_pool_of_one() -> None:
+    d = defs()
+    assets = {a.key.to_user_string(): a for a in d.resolve_all_asset_specs()}
+    node = d.resolve_assets_def("locus_checkpoint")
+    assert node.op.pool == "training"
+    assert "locus_checkpoint" in assets
+
+
+def test_importing_the_definitions_is_cheap() -> None:
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, locus_pipeline.definitions as m; m.defs(); "
+         "print('sentence_transformers' in sys.modules, 'mlflow' in sys.modules)"],
+        capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.split()[-2:] == ["False", "False"], out.stdout  # no model loading at import time
+    assert time.perf_counter() - start < 60

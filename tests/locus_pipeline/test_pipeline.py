@@ -1,0 +1,102 @@
+"""The whole graph materialized in pytest on a tiny demo pool: outputs, checks, MLflow run contents."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from locus_model.pool import POOL_COLUMNS
+
+
+def test_every_asset_and_check_succeeds(materialized) -> None:
+    _, result, _ = materialized
+    assert result.success
+    done = {e.event_specific_data.materialization.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert {"raw_evaluations", "evaluation_table", "query_encodings", "training_split", "locus_checkpoint",
+            "model_embeddings", "routing_evaluation"} <= done
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    for name in ("evaluation_table_valid", "pool_embeddings_finite", "pool_embeddings_reproducible"):
+        assert checks[name].passed, name
+    reproducible = checks["pool_embeddings_reproducible"].metadata
+    assert reproducible["models_not_bit_identical"].value == 0 and reproducible["models_checked"].value > 0
+    assert "locus_routing_acc" in checks["locus_beats_best_single"].metadata
+
+
+def test_pool_table_schema_and_provenance(materialized) -> None:
+    _, _, home = materialized
+    pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    assert tuple(pool.columns) == POOL_COLUMNS
+    table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
+    assert sorted(pool["model"]) == sorted(table["model"].unique())
+    z = np.stack(pool["embedding"].to_numpy())
+    assert z.shape == (len(pool), 128) and np.isfinite(z).all()
+    checkpoint = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    assert set(pool["checkpoint_id"]) == {checkpoint["checkpoint_id"]}
+    split = pd.read_parquet(home / "warehouse" / "training_split.parquet")
+    test_queries = set(split.loc[split["split"] == "test", "query_id"])
+    per_model = table[~table["query_id"].isin(test_queries)].groupby("model").size()
+    assert (pool.set_index("model")["n_evaluations"] == per_model.reindex(pool["model"]).to_numpy()).all()
+
+
+def test_pool_is_readable_with_duckdb(materialized) -> None:
+    duckdb = pytest.importorskip("duckdb", reason="duckdb is in the dev extra")
+    _, _, home = materialized
+    count = duckdb.sql(f"select count(*) from '{home / 'warehouse' / 'model_embeddings.parquet'}'").fetchall()[0][0]
+    assert count == 24
+
+
+def test_mlflow_run_contents(materialized) -> None:
+    import mlflow
+
+    _, result, home = materialized
+    checkpoint = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow' / 'mlflow.db'}")
+    client = mlflow.MlflowClient()
+    run = client.get_run(checkpoint["mlflow_run_id"])
+    assert run.data.tags["dagster.run_id"] == result.run_id
+    params = run.data.params
+    for key in ("model.d", "train.epochs", "data_fingerprint", "encoder", "seed", "device"):
+        assert key in params, key
+    assert params["encoder"] == "hashing-256" and params["model.d"] == "128" and params["device"] == "cpu"
+    history = client.get_metric_history(run.info.run_id, "val_routing_acc")
+    assert len(history) >= 1 and [m.step for m in history] == sorted(m.step for m in history)
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "checkpoint")}
+    assert f"checkpoint/locus-{checkpoint['checkpoint_id']}.pt" in artifacts
+    versions = client.search_model_versions("name = 'locus'")
+    assert any(v.run_id == run.info.run_id for v in versions)
+    # the Dagster materialization links to the run
+    event = next(e for e in result.get_asset_materialization_events()
+                 if e.event_specific_data.materialization.asset_key.to_user_string() == "locus_checkpoint")
+    url = event.event_specific_data.materialization.metadata["mlflow_run"].value
+    assert url.endswith(f"/runs/{run.info.run_id}")
+
+
+def test_checkpoint_round_trip_reproduces_the_pool(materialized) -> None:
+    from locus_model.model import load_checkpoint
+    from locus_model.pool import embed_models
+    from locus_model.workflow import pool_evaluations
+
+    _, _, home = materialized
+    warehouse = home / "warehouse"
+    checkpoint = pd.read_parquet(warehouse / "locus_checkpoint.parquet").iloc[0]
+    model, extra = load_checkpoint(checkpoint["path"])
+    assert extra["encoder"] == "hashing-256"
+    table, split = pd.read_parquet(warehouse / "evaluation_table.parquet"), pd.read_parquet(warehouse / "training_split.parquet")
+    rows = embed_models(model, pool_evaluations(table, split), pd.read_parquet(warehouse / "query_encodings.parquet"), checkpoint="x", source="training")
+    pool = pd.read_parquet(warehouse / "model_embeddings.parquet").set_index("model")
+    np.testing.assert_array_equal(np.stack(rows["embedding"]), np.stack(pool.loc[rows["model"], "embedding"]))
+
+
+def test_routing_evaluation_report(materialized) -> None:
+    _, _, home = materialized
+    report = json.loads((home / "reports" / "routing_evaluation.json").read_text())
+    assert set(report["methods"]) == {"locus", "embedllm_mf", "irt", "knn", "best_single", "oracle"}
+    assert {"all", "in_training", "held_out"} <= set(report["methods"]["locus"])
+    oracle = report["methods"]["oracle"]["all"]["routing_acc"]["mean"]
+    for method, groups in report["methods"].items():
+        assert 0 <= groups["all"]["routing_acc"]["mean"] <= oracle + 1e-9, method
+    flat = pd.read_parquet(home / "warehouse" / "routing_evaluation.parquet")
+    assert {"method", "group", "benchmark", "metric", "mean", "std"} <= set(flat.columns)

@@ -1,0 +1,18 @@
+"""The tiny pipeline configuration the tests use."""
+
+from __future__ import annotations
+
+# Tiny and fast: the small demo pool (24 models, 600 queries), the weight-free hashing encoder, a few epochs.
+TINY_RUN_CONFIG = {
+    "ops": {
+        "raw_evaluations": {"config": {"source": "demo", "demo_size": "small"}},
+        "query_encodings": {"config": {"encoder": "hashing-256"}},
+        "training_split": {"config": {"budget": 128}},
+        "locus_checkpoint": {"config": {"epochs": 3, "patience": 3, "enc_max": 64}},
+        "routing_evaluation": {"config": {"budget": 64, "training": {"epochs": 2, "patience": 2, "enc_max": 32}}},
+    }
+}
+
+
+def run_config_for(job_ops: set[str]) -> dict:
+    return {"ops": {k: v for k, v in TINY_RUN_CONFIG["ops"].items() if k in job_ops}}
