@@ -49,3 +49,18 @@ def test_importing_the_definitions_is_cheap() -> None:
     )
     assert out.stdout.split()[-2:] == ["False", "False"], out.stdout  # no model loading at import time
     assert time.perf_counter() - start < 60
+
+
+def test_dg_cli_loads_the_project(tmp_path) -> None:
+    import os
+    from pathlib import Path
+
+    from locus_pipeline.instance import prepare_dagster_home
+
+    env = {**os.environ, "LOCUS_HOME": str(tmp_path), "DAGSTER_HOME": str(prepare_dagster_home(tmp_path))}
+    dg_cli = Path(sys.executable).parent / "dg"
+    out = subprocess.run([str(dg_cli), "list", "defs", "--json"], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).resolve().parents[2], timeout=180)
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name in ("locus_checkpoint", "model_embeddings", "locus_job"):
+        assert name in out.stdout
