@@ -1,0 +1,205 @@
+"""The ``locus`` command line: one subcommand per task.
+
+    locus evaluate --evaluations PATH --out results.json [--budget 256] [--folds 5] [--holdout-models 0.2]
+                   [--seed 0] [--encoder all-MiniLM-L6-v2] [--epochs N]
+    locus demo-data --out DIR [--size full|small] [--seed 0]
+    locus search --target 'synth-gsm8k=0.9,synth-mmlu=0.5' [--k 5] [--home PATH] [--json]
+
+Adding a subcommand: write ``add_<name>(subparsers)`` that builds its parser and sets ``run=<function>``
+(taking the parsed args, returning an exit code), and append it to ``COMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def _fail(command: str, err: Exception) -> int:
+    print(f"locus {command}: error: {err}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+# ---------------------------------------------------------------------------------------------- evaluate
+
+
+def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "evaluate",
+        help="accuracy of LOCUS vs baselines (EmbedLLM-MF, IRT, kNN, best single, oracle) on an evaluation table",
+        description=(
+            "Split the queries into folds, give every model the same random budget of anchor evaluations, train "
+            "LOCUS and the baselines on the in-training models, onboard the held-out models from their budget "
+            "evaluations only, and score every (test query, model) pair. With a table that has its own split "
+            "(an EmbedLLM folder) and no --folds, its train/val/test split is used (the reference protocol)."
+        ),
+    )
+    p.add_argument("--evaluations", required=True, type=Path,
+                   help="long-format file (.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder")
+    p.add_argument("--out", required=True, type=Path, help="where to write the result JSON")
+    p.add_argument("--budget", type=int, default=256, help="evaluations (anchor queries) per model (default 256)")
+    p.add_argument("--folds", type=int, default=None,
+                   help="K-fold over queries (default: the table's own split if it has one, else 5)")
+    p.add_argument("--holdout-models", type=float, default=None,
+                   help="fraction of models never trained on, onboarded from their budget evaluations "
+                        "(default 0.2 with k-fold, 0 with the table's own split as in the reference)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--encoder", default="all-MiniLM-L6-v2",
+                   help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256")
+    p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
+    p.add_argument("--patience", type=int, default=None, help="LOCUS early-stopping patience in epochs")
+    p.add_argument("--methods", default=",".join(("locus", "embedllm_mf", "irt", "knn", "best_single", "oracle")),
+                   help="comma-separated subset of locus,embedllm_mf,irt,knn,best_single,oracle")
+    p.add_argument("--device", default="auto", help="LOCUS training device: auto, cpu, cuda (default auto)")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(run=run_evaluate)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    import torch
+
+    from locus_model.encoding import encode_queries_with_report, resolve_encoder
+    from locus_model.evaluate import METHODS, evaluate, print_results, save_results
+    from locus_model.evaluations import EvaluationDataError, EvaluationMatrix, read_evaluations
+    from locus_model.model import LocusConfig
+    from locus_model.train import TrainConfig
+
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        return _fail("evaluate", ValueError(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}"))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    progress = not args.quiet
+    try:
+        spec = resolve_encoder(args.encoder)
+        start = time.perf_counter()
+        table = read_evaluations(args.evaluations)
+        matrix = EvaluationMatrix.from_table(table)
+        del table
+        folds = args.folds if args.folds is not None else (None if matrix.split is not None else 5)
+        holdout = args.holdout_models if args.holdout_models is not None else (0.2 if folds is not None else 0.0)
+        if progress:
+            print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
+                  f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
+        encodings, report = encode_queries_with_report(matrix.queries, encoder=spec.name, progress=progress)
+        train_config = TrainConfig(device=args.device)
+        if args.epochs is not None:
+            train_config = replace(train_config, epochs=args.epochs)
+        if args.patience is not None:
+            train_config = replace(train_config, patience=args.patience)
+        result = evaluate(
+            matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
+            methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
+            progress=progress,
+        )
+    except (EvaluationDataError, ValueError, FileNotFoundError) as err:
+        return _fail("evaluate", err)
+    result["settings"].update(
+        {"encoder": spec.name, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2)}
+    )
+    path = save_results(result, args.out)
+    print_results(result)
+    print(f"\nwrote {path}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------- demo-data
+
+
+def add_demo_data(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "demo-data",
+        help="write the SYNTHETIC demo pool (known ground truth) as long-format and EmbedLLM-format files",
+    )
+    p.add_argument("--out", required=True, type=Path, help="parent folder; files go to OUT/demo-synthetic/")
+    p.add_argument("--size", choices=("full", "small"), default="full",
+                   help="full: 113 models x 6,000 queries; small: 24 models x 600 queries")
+    p.add_argument("--seed", type=int, default=0, help="same seed -> byte-identical files")
+    p.set_defaults(run=run_demo_data)
+
+
+def run_demo_data(args: argparse.Namespace) -> int:
+    from locus_model.demo import generate_demo_pool
+
+    try:
+        pool = generate_demo_pool(args.out, size=args.size, seed=args.seed)
+    except (ValueError, OSError) as err:
+        return _fail("demo-data", err)
+    print(f"wrote the synthetic demo pool ({args.size}, seed {args.seed}, {pool.n_rows} rows) to {pool.root}")
+    for path in pool.files:
+        print(f"  {path}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------- search
+
+
+def add_search(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "search",
+        help="capability-profile search: the real models nearest to a target per-benchmark accuracy",
+        description=(
+            "Synthesize an evaluation set with the target accuracy per benchmark (non-test queries of the pool), "
+            "embed it with the pool's checkpoint, and print the nearest models in LOCUS_HOME's pool with their "
+            "actual per-benchmark accuracy. Needs a materialized pipeline (make demo)."
+        ),
+    )
+    p.add_argument("--target", required=True,
+                   help="comma-separated BENCHMARK=ACCURACY, e.g. 'synth-gsm8k=0.9,synth-mmlu=0.5'")
+    p.add_argument("--k", type=int, default=5, help="nearest models to return (default 5)")
+    p.add_argument("--n-per-benchmark", type=int, default=64, help="synthetic evaluations per benchmark (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic evaluation set")
+    p.add_argument("--home", type=Path, default=None, help="LOCUS_HOME to read (default: $LOCUS_HOME or <repo>/data)")
+    p.add_argument("--json", action="store_true", help="print JSON (target, realised, neighbours) instead of a table")
+    p.set_defaults(run=run_search)
+
+
+def run_search(args: argparse.Namespace) -> int:
+    import json
+
+    from locus_model.paths import locus_home
+    from locus_model.reports import capability_search_in_home, parse_target
+
+    try:
+        result = capability_search_in_home(args.home or locus_home(), parse_target(args.target), k=args.k,
+                                           n_per_benchmark=args.n_per_benchmark, seed=args.seed)
+    except (ValueError, FileNotFoundError) as err:
+        return _fail("search", err)
+    if args.json:
+        print(json.dumps({"target": result.target, "realised": result.realised,
+                          "neighbours": json.loads(result.neighbours.to_json(orient="records"))}, indent=2))
+    else:
+        cols = ["rank", "model", "distance", "profile_mae"] + [b for b in result.target if b in result.neighbours]
+        print(result.neighbours[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------- entry point
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_evaluate, add_demo_data, add_search]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="locus", description="LOCUS: model embeddings from evaluations (arXiv 2601.21082)")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

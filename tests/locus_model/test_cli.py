@@ -1,0 +1,106 @@
+"""The locus command line: evaluate end to end on a tiny table, demo-data, and errors that say what to do."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from locus_model.cli import build_parser, main
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """Encoding caches go to a temporary LOCUS_HOME; one torch thread (tiny tensors, shared CPU)."""
+    monkeypatch.setenv("LOCUS_HOME", str(tmp_path / "home"))
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def write_table(path, *, n_models: int = 8, n_queries: int = 50, split: bool = False):
+    rng = np.random.default_rng(0)
+    ability = np.linspace(-1.5, 1.5, n_models)
+    difficulty = rng.normal(size=n_queries)
+    y = (rng.random((n_models, n_queries)) < 1 / (1 + np.exp(-(ability[:, None] - difficulty)))).astype(int)
+    rows = [
+        {"model": f"org/model {m}", "query_id": f"q{q}", "query": f"what is {q} plus {q % 7}?",
+         "benchmark": ("arith", "logic")[q % 2], "score": y[m, q],
+         **({"split": "train" if q < 30 else ("val" if q < 40 else "test")} if split else {})}
+        for m in range(n_models) for q in range(n_queries)
+    ]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def run_evaluate(tmp_path, table, *extra):
+    out = tmp_path / "results.json"
+    code = main(["evaluate", "--evaluations", str(table), "--encoder", "hashing-256", "--budget", "16", "--epochs", "2",
+                 "--patience", "2", "--device", "cpu", "--threads", "1", "--quiet", "--out", str(out), *extra])
+    return code, out
+
+
+def test_evaluate_writes_results(tmp_path, capsys):
+    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--folds", "2",
+                             "--methods", "locus,knn,best_single,oracle")
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert set(result) == {"settings", "sizes", "wall_s", "methods"}
+    assert result["settings"]["encoder"] == "hashing-256" and result["settings"]["protocol"] == "kfold"
+    assert result["settings"]["holdout_models"] == 0.2 and result["sizes"]["held_out_models"] == 2
+    assert result["settings"]["train_config"]["epochs"] == 2 and result["settings"]["model_config"]["query_dim"] == 256
+    assert set(result["methods"]) == {"locus", "knn", "best_single", "oracle"}
+    assert set(result["methods"]["locus"]) == {"all", "in_training", "held_out"}
+    printed = capsys.readouterr().out
+    assert "[held_out]" in printed and "wrote" in printed
+    assert (tmp_path / "home" / "encodings" / "hashing-256").is_dir()  # cache under $LOCUS_HOME/encodings
+
+
+def test_evaluate_uses_a_tables_own_split(tmp_path):
+    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv", split=True), "--methods", "best_single,oracle")
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["settings"]["protocol"] == "table_split" and result["settings"]["holdout_models"] == 0.0
+    assert result["sizes"]["test_queries"] == [10]
+
+
+def test_evaluate_errors_are_reported(tmp_path, capsys):
+    code, _ = run_evaluate(tmp_path, tmp_path / "missing.csv")
+    assert code == 2 and "no such file" in capsys.readouterr().err
+    code, _ = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--budget", "500", "--folds", "2")
+    err = capsys.readouterr().err
+    assert code == 2 and "lower --budget" in err
+    code, _ = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--methods", "locus,magic")
+    assert code == 2 and "magic" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--budget", "16"])  # --evaluations and --out are required
+
+
+def test_demo_data_small(tmp_path, capsys):
+    assert main(["demo-data", "--out", str(tmp_path), "--size", "small", "--seed", "1"]) == 0
+    root = tmp_path / "demo-synthetic"
+    assert (root / "evaluations.parquet").is_file() and (root / "README.txt").is_file()
+    assert "synthetic" in capsys.readouterr().out
+
+
+def test_parser_lists_subcommands():
+    text = build_parser().format_help()
+    assert "evaluate" in text and "demo-data" in text
+
+
+@pytest.mark.slow
+def test_evaluate_small_demo_pool_with_minilm(tmp_path):
+    """End to end with the real MiniLM encoder on the small synthetic pool (~1 min on 2 cores)."""
+    assert main(["demo-data", "--out", str(tmp_path), "--size", "small"]) == 0
+    out = tmp_path / "demo.json"
+    code = main(["evaluate", "--evaluations", str(tmp_path / "demo-synthetic" / "evaluations.parquet"), "--folds", "2",
+                 "--budget", "128", "--epochs", "5", "--threads", "1", "--quiet", "--out", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["settings"]["encoder"] == "all-MiniLM-L6-v2" and result["settings"]["encoding_dim"] == 384
+    oracle = result["methods"]["oracle"]["all"]["routing_acc"]["mean"]
+    for method in ("locus", "embedllm_mf", "irt", "knn", "best_single"):
+        assert 0 < result["methods"][method]["all"]["routing_acc"]["mean"] <= oracle

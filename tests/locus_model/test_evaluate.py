@@ -1,0 +1,271 @@
+"""The accuracy harness: splits, bootstrap, hand-checked best-single / oracle, result schema, no leakage."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import locus_model.evaluate as ev
+from locus_model import metrics
+from locus_model.baselines import KNNConfig, LatentConfig
+from locus_model.evaluations import EvaluationMatrix
+
+FAST_LATENT = LatentConfig(dim=8, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30)
+FAST_BASELINES = {"embedllm_mf": FAST_LATENT, "irt": LatentConfig(dim=4, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30), "knn": KNNConfig(ks=(3, 5))}
+BASELINE_METHODS = ("embedllm_mf", "irt", "knn", "best_single", "oracle")
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny tensors on a shared 2-core machine: one thread is several times faster than two."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def make_table(n_models: int = 10, n_queries: int = 60, *, seed: int = 0, split: bool = False) -> pd.DataFrame:
+    """A long table from a low-rank logistic model; benchmarks 'mmlu_a', 'mmlu_b', 'gsm8k'."""
+    rng = np.random.default_rng(seed)
+    theta, items = rng.normal(size=(n_models, 2)) * 2, rng.normal(size=(n_queries, 2))
+    p = 1 / (1 + np.exp(-(theta @ items.T)))
+    y = (rng.random(p.shape) < p).astype(float)
+    rows = []
+    for m in range(n_models):
+        for q in range(n_queries):
+            row = {"model": f"m{m:02d}", "query_id": f"q{q:03d}", "query": f"question {q}",
+                   "benchmark": ("mmlu_a", "mmlu_b", "gsm8k")[q % 3], "score": y[m, q]}
+            if split:
+                row["split"] = "train" if q < n_queries * 0.6 else ("val" if q < n_queries * 0.8 else "test")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def unit_encodings(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+    enc = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return enc / np.linalg.norm(enc, axis=1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------------------------- pieces
+
+
+def test_routing_outcomes_agree_with_metrics():
+    rng = np.random.default_rng(1)
+    probs = rng.random((6, 40))
+    labels = (rng.random((6, 40)) < 0.5).astype(float)
+    labels[rng.random((6, 40)) < 0.3] = np.nan
+    labels[:, 0] = np.nan  # a query no model is labelled on: skipped by both
+    out = ev.routing_outcomes(probs, labels)
+    assert np.isnan(out[0])
+    assert np.nanmean(out) == pytest.approx(metrics.routing_accuracy(probs, labels))
+
+
+def test_paired_bootstrap_hand_checked():
+    same = ev.paired_bootstrap(np.array([1.0, 0, 1]), np.array([1.0, 0, 1]), n_boot=200)
+    assert same == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+    always = ev.paired_bootstrap(np.ones(5), np.zeros(5), n_boot=200)
+    assert always == {"diff": 1.0, "ci_low": 1.0, "ci_high": 1.0}
+    # d = [1, 0, 0, 1]: a resample's mean is 0 (or 1) with probability 1/16 > 2.5%, so the 95% interval is [0, 1]
+    a, b = np.array([1.0, 0, 1, 1, np.nan]), np.array([0.0, 0, 1, 0, 1])  # the NaN pair is dropped
+    tie = ev.paired_bootstrap(a, b, n_boot=4000, seed=3)
+    assert tie == {"diff": 0.5, "ci_low": 0.0, "ci_high": 1.0}
+    with pytest.raises(ValueError, match="equal length"):
+        ev.paired_bootstrap(np.ones(3), np.ones(4))
+
+
+def test_kfold_splits_partition_queries():
+    splits = ev.kfold_splits(100, folds=5, budget=30, seed=0, val_fraction=0.1)
+    tests = np.concatenate([f.test for f in splits])
+    assert sorted(tests.tolist()) == list(range(100))
+    for f in splits:
+        assert len(f.anchors) == 30 and set(f.anchors) <= set(f.train)
+        assert not set(f.val) & set(f.train) and not set(f.test) & (set(f.train) | set(f.val))
+        assert len(f.val) == 8 and len(f.train) + len(f.val) + len(f.test) == 100
+    again = ev.kfold_splits(100, folds=5, budget=30, seed=0, val_fraction=0.1)
+    assert all(np.array_equal(a.anchors, b.anchors) for a, b in zip(splits, again))
+    with pytest.raises(ValueError, match="lower --budget"):
+        ev.kfold_splits(100, folds=5, budget=90, seed=0)
+
+
+def test_choose_held_out():
+    held = ev.choose_held_out(10, 0.2, seed=0)
+    assert len(held) == 2 and np.array_equal(held, ev.choose_held_out(10, 0.2, seed=0))
+    assert len(ev.choose_held_out(10, 0.0, seed=0)) == 0
+    assert len(ev.choose_held_out(3, 0.1, seed=0)) == 1
+    with pytest.raises(ValueError, match="fewer than 2"):
+        ev.choose_held_out(2, 0.5, seed=0)
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+
+def test_best_single_and_oracle_hand_checked():
+    # A is right on 3 of every 4 queries, B exactly on the others, C never: any-model-correct everywhere
+    q = np.arange(40)
+    rows = []
+    for name, right in (("A", q % 4 != 0), ("B", q % 4 == 0), ("C", np.zeros(40, bool))):
+        rows += [{"model": name, "query_id": f"q{i:02d}", "query": f"x {i}", "benchmark": "b", "score": float(r)} for i, r in zip(q, right)]
+    table = pd.DataFrame(rows)
+    res = ev.evaluate(table, unit_encodings(40), budget=12, folds=2, holdout_models=0.0,
+                      methods=("best_single", "oracle"), progress=False, n_boot=500)
+    best, oracle = res["methods"]["best_single"], res["methods"]["oracle"]
+    assert set(best) == {"all", "in_training"}  # nothing held out: no held_out group
+    # routing always picks A (best budget mean); equal fold sizes, so the fold mean is the pooled 30/40
+    assert best["all"]["routing_acc"]["mean"] == pytest.approx(0.75)
+    # P>0.5 for A only: right on A's 30 correct cells, B's 30 wrong cells and all 40 of C's -> 100/120
+    assert best["all"]["correctness_acc"]["mean"] == pytest.approx(100 / 120)
+    assert oracle["all"]["routing_acc"]["mean"] == 1.0 and oracle["all"]["correctness_acc"]["mean"] == 1.0
+    assert oracle["all"]["brier"]["mean"] == 0.0
+    assert oracle["all"]["vs_best_single"]["diff"] == pytest.approx(0.25)
+    assert "vs_best_single" not in best["all"]
+
+
+def check_stat(stat):
+    assert set(stat) == {"mean", "std"}
+    assert stat["mean"] is None or isinstance(stat["mean"], float)
+
+
+def test_result_schema_key_by_key():
+    table = make_table()
+    res = ev.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=BASELINE_METHODS,
+                      baseline_configs=FAST_BASELINES, progress=False, n_boot=200)
+    json.dumps(res, allow_nan=False)  # strict JSON
+    assert set(res) == {"settings", "sizes", "wall_s", "methods"}
+    assert res["settings"]["budget"] == 20 and res["settings"]["folds"] == 3 and res["settings"]["protocol"] == "kfold"
+    assert len(res["settings"]["held_out_model_names"]) == 2
+    assert res["sizes"]["models"] == 10 and res["sizes"]["held_out_models"] == 2 and res["sizes"]["anchors"] == [20] * 3
+    assert sum(res["sizes"]["test_queries"]) == 60
+    assert set(res["methods"]) == set(BASELINE_METHODS)
+    for name, groups in res["methods"].items():
+        assert set(groups) == {"all", "in_training", "held_out"}
+        for entry in groups.values():
+            expected = set(ev.METRICS) | {"per_benchmark"} | ({"vs_best_single"} if name != "best_single" else set())
+            assert set(entry) == expected
+            for metric in ev.METRICS:
+                check_stat(entry[metric])
+            assert set(entry["per_benchmark"]) == {"mmlu_a", "mmlu_b", "gsm8k"}  # k-fold keeps names as given
+            for bench in entry["per_benchmark"].values():
+                assert set(bench) == set(ev.METRICS)
+                for stat in bench.values():
+                    check_stat(stat)
+            if name != "best_single":
+                vs = entry["vs_best_single"]
+                assert set(vs) == {"diff", "ci_low", "ci_high"} and vs["ci_low"] <= vs["diff"] <= vs["ci_high"]
+    text = ev.format_results(res)
+    for word in ("[all]", "[in_training]", "[held_out]", "embedllm_mf", "oracle"):
+        assert word in text
+
+
+def test_held_out_models_are_never_trained_on(monkeypatch):
+    table = make_table()
+    seen = []
+    real_make = ev.make_method
+
+    class Spy:
+        def __init__(self, inner):
+            self.inner, self.calls = inner, {}
+
+        def fit(self, encodings, train_scores, val_scores=None):
+            self.calls["fit"] = (train_scores.copy(), None if val_scores is None else val_scores.copy())
+            self.inner.fit(encodings, train_scores, val_scores)
+
+        def onboard(self, scores):
+            self.calls["onboard"] = scores.copy()
+            return self.inner.onboard(scores)
+
+        def predict_proba(self, rows, query_idx):
+            return self.inner.predict_proba(rows, query_idx)
+
+    def spy_make(name, **kwargs):
+        spy = Spy(real_make(name, **kwargs))
+        seen.append((name, spy))
+        return spy
+
+    monkeypatch.setattr(ev, "make_method", spy_make)
+    res = ev.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=("embedllm_mf", "irt", "knn", "best_single"),
+                      baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
+    matrix = EvaluationMatrix.from_table(table)
+    held = [matrix.models.index(n) for n in res["settings"]["held_out_model_names"]]
+    trained = [i for i in range(len(matrix.models)) if i not in held]
+    splits = ev.kfold_splits(60, folds=3, budget=20, seed=0)
+    assert len(seen) == 4 * 3
+    for k, (name, spy) in enumerate(seen):
+        fold = splits[k // 4]
+        train_scores, val_scores = spy.calls["fit"]
+        assert train_scores.shape == (len(trained), 60)  # only in-training models reach fit()
+        assert spy.inner.n_fitted_models == len(trained)
+        budget_only = np.full((len(trained), 60), np.nan, np.float32)
+        budget_only[:, fold.anchors] = matrix.scores[trained][:, fold.anchors]
+        np.testing.assert_array_equal(train_scores, budget_only)  # anchors only: no test or val cells
+        assert np.isnan(val_scores[:, fold.test]).all() and np.isnan(val_scores[:, fold.anchors]).all()
+        onboard = spy.calls["onboard"]
+        expected = np.full((len(held), 60), np.nan, np.float32)
+        expected[:, fold.anchors] = matrix.scores[held][:, fold.anchors]
+        np.testing.assert_array_equal(onboard, expected)  # held-out models: their budget evaluations only
+        if name in ("embedllm_mf", "irt"):
+            assert spy.inner.net.models.shape[0] == len(trained)
+
+
+def test_locus_in_the_harness(monkeypatch):
+    from locus_model import train as train_module
+    from locus_model.model import LocusConfig
+    from locus_model.train import TrainConfig
+
+    shapes = []
+    real_train = train_module.train_locus
+
+    def spy_train(encodings, train_scores, val_scores, **kwargs):
+        shapes.append(train_scores.shape)
+        return real_train(encodings, train_scores, val_scores, **kwargs)
+
+    monkeypatch.setattr(train_module, "train_locus", spy_train)
+    table = make_table()
+    res = ev.evaluate(
+        table, unit_encodings(60), budget=20, folds=2, methods=("locus",), progress=False, n_boot=50,
+        model_config=LocusConfig(query_dim=16, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8),
+        train_config=TrainConfig(epochs=2, batch_models=4, enc_min=4, enc_max=16, dec_batch=16, patience=5, device="cpu"),
+    )
+    assert shapes == [(8, 60), (8, 60)]  # 2 of 10 models held out, never trained on
+    assert set(res["methods"]) == {"locus", "best_single"}
+    assert set(res["methods"]["locus"]) == {"all", "in_training", "held_out"}
+    assert res["settings"]["model_config"]["d"] == 16 and res["settings"]["train_config"]["epochs"] == 2
+    json.dumps(res, allow_nan=False)
+
+
+def test_table_split_protocol_and_benchmark_merge():
+    table = make_table(split=True)
+    res = ev.evaluate(table, unit_encodings(60), budget=20, folds=None, holdout_models=0.0, methods=("knn", "best_single"),
+                      baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
+    assert res["settings"]["protocol"] == "table_split" and res["settings"]["folds"] is None
+    assert res["sizes"]["test_queries"] == [12] and res["sizes"]["val_queries"] == [12] and res["sizes"]["train_queries"] == [36]
+    assert set(res["methods"]["knn"]["all"]["per_benchmark"]) == {"mmlu", "gsm8k"}  # mmlu_* merged
+    assert res["methods"]["knn"]["all"]["routing_acc"]["std"] == 0.0  # one fold
+    with pytest.raises(ValueError, match="no 'split' column"):
+        ev.evaluate(make_table(), unit_encodings(60), folds=None, methods=("best_single",), progress=False)
+
+
+def test_bad_inputs_are_explained():
+    table = make_table()
+    with pytest.raises(ValueError, match="one row per query"):
+        ev.evaluate(table, unit_encodings(59), budget=10, methods=("best_single",), progress=False)
+    with pytest.raises(ValueError, match="unknown method"):
+        ev.evaluate(table, unit_encodings(60), budget=10, methods=("magic",), progress=False)
+    mapping = dict(zip(EvaluationMatrix.from_table(table).query_ids, unit_encodings(60)))
+    res = ev.evaluate(table, mapping, budget=10, folds=2, methods=("best_single",), progress=False, n_boot=10)
+    assert res["sizes"]["queries"] == 60
+
+
+def test_extra_groups_report_chosen_models():
+    table = make_table()
+    res = ev.evaluate(table, unit_encodings(60), budget=20, folds=2, holdout_models=0.0, methods=("best_single", "oracle"),
+                      extra_groups={"probe": ["m01", "m05"]}, progress=False, n_boot=20)
+    assert set(res["methods"]["oracle"]) == {"all", "in_training", "probe"}
+    assert res["settings"]["extra_groups"] == {"probe": ["m01", "m05"]}
+    assert "[probe]" in ev.format_results(res)
+    with pytest.raises(ValueError, match="unknown"):
+        ev.evaluate(table, unit_encodings(60), budget=20, folds=2, methods=("best_single",),
+                    extra_groups={"probe": ["nope"]}, progress=False)
