@@ -188,7 +188,7 @@ def iter_evaluation_chunks(path: Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> I
         yield frame
 
 
-def _validate_chunk(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
+def validate_chunk(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
     """Per-row checks of one chunk; returns the chunk with a float ``score`` and categorical text columns."""
     _check_columns(list(frame.columns), EVALUATION_COLUMNS, file)
     for column in ("model", "query_id", "benchmark"):
@@ -340,7 +340,7 @@ def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUN
     chunks = []
     for file in files:
         for chunk in iter_evaluation_chunks(file, chunk_rows=chunk_rows):
-            valid = _validate_chunk(chunk, file)
+            valid = validate_chunk(chunk, file)
             valid["_file"] = pd.Categorical([str(file)] * len(valid))
             chunks.append(valid)
     rows_read = sum(len(c) for c in chunks)
@@ -389,7 +389,7 @@ def validate_evaluations(df: pd.DataFrame, *, source: str = "<in-memory table>")
     frame = df.copy()
     _check_columns(list(frame.columns), EVALUATION_COLUMNS, Path(source))
     frame["_row"] = np.arange(1, len(frame) + 1)
-    valid = _validate_chunk(frame, Path(source))
+    valid = validate_chunk(frame, Path(source))
     valid["_file"] = source
     table, _ = _check_consistency(valid)
     return _finish(table)

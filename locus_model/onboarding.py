@@ -28,26 +28,28 @@ training-pool model, add the evaluations to the training source and re-materiali
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
 
 from locus_model.encoding import encode_queries_with_report, resolve_encoder
 from locus_model.evaluations import (
-    CSV_CHUNK_ROWS,
     EVALUATION_COLUMNS,
     EvaluationDataError,
-    _validate_chunk,
+    validate_chunk,
     iter_evaluation_chunks,
     safe_model_key,
     suffix_of,
@@ -57,6 +59,7 @@ from locus_model.pool import embed_models, pool_lock, upsert_pool, write_parquet
 
 IN_PROGRESS_SUFFIXES = (".part", ".tmp", ".partial", ".crdownload", ".swp")
 SETTLE_SECONDS = 3.0  # a file is read once nothing has written to it for this long
+INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
 STORE_COLUMNS = EVALUATION_COLUMNS + ("received_at", "source_file")
 MANIFEST_SUFFIX = ".manifest.json"
 PARTS_SUFFIX = ".parts"
@@ -88,6 +91,23 @@ class DropFolder:
         for folder in (self.incoming, self.accepted, self.rejected):
             folder.mkdir(parents=True, exist_ok=True)
         return self
+
+
+@contextmanager
+def intake_lock(folder: DropFolder) -> Iterator[bool]:
+    """Non-blocking exclusive lock on the drop folder: yields False when another process (e.g. a sensor tick
+    that outlived its timeout) is still taking files in, so two ticks never read the same file."""
+    folder.ensure()
+    with open(folder.incoming / ".intake.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def onboarded_dir(home: Path) -> Path:
@@ -263,7 +283,7 @@ def _split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[M
     counts: dict[str, int] = {}
     rows_read = 0
     for number, chunk in enumerate(iter_evaluation_chunks(path, chunk_rows=chunk_rows)):
-        valid = _validate_chunk(chunk, path)
+        valid = validate_chunk(chunk, path)
         rows_read += len(valid)
         pairs = valid[["query_id", "query", "_row"]].drop_duplicates(["query_id", "query"])
         hashes = pd.util.hash_array(pairs["query"].astype(str).to_numpy(object))
@@ -314,7 +334,7 @@ def _split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[M
 
 
 def intake_file(
-    path: Path, folder: DropFolder, *, chunk_rows: int = CSV_CHUNK_ROWS, now: float | None = None, name: str | None = None
+    path: Path, folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS, now: float | None = None, name: str | None = None
 ) -> Intake:
     """Validate one dropped file and move it to ``accepted/`` (with per-model parts and a manifest) or to
     ``rejected/`` (with a reason). A file that changes while being read is left in place (status "changed").
@@ -364,7 +384,7 @@ def intake_file(
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def recover_orphans(folder: DropFolder, *, chunk_rows: int = CSV_CHUNK_ROWS) -> list[Intake]:
+def recover_orphans(folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS) -> list[Intake]:
     """Accepted files without a manifest (a process killed between moving the file and the commit):
     intake them again in place. Returns what was recovered."""
     out = []

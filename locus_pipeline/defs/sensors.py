@@ -1,0 +1,161 @@
+"""Sensors: the onboarding drop folder, and the report refresh after onboarding.
+
+``onboarding_drop_folder`` (every 5 s, running by default) takes complete files from LOCUS_HOME/incoming/,
+validates each in one streamed pass, moves it to accepted/ or rejected/ (+ .reason.txt), adds one dynamic
+partition per model and requests one onboarding run per (file, model). The cursor is the stem of the last
+accepted file whose runs were requested; run_key = "<sha256 of the file>:<model key>", so the same bytes never
+onboard twice. ``reports_after_onboarding`` requests one run of the "analyses" group once onboarding runs
+have finished (debounced: it waits while onboarding runs are queued or in progress).
+"""
+
+import time
+
+import dagster as dg
+
+from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.resources import LocusHome
+
+ONBOARDING_ASSET = "onboarded_model_embedding"
+MAX_FILES_PER_TICK = 20  # the rest waits for the next tick, so one tick stays well inside the sensor timeout
+MAX_SECONDS_PER_TICK = 30.0
+
+onboarding_job = dg.define_asset_job(
+    "onboarding_job",
+    selection=dg.AssetSelection.groups("onboarding"),
+    partitions_def=onboarded_models,
+    executor_def=dg.in_process_executor,  # one step: no second process to start (saves seconds per model)
+    description="Onboard one model from an accepted evaluation file: forward pass of the pool's checkpoint, upsert its pool row.",
+)
+
+reports_refresh_job = dg.define_asset_job(
+    "reports_refresh_job",
+    selection=dg.AssetSelection.groups("analyses"),
+    description="Re-materialize the analyses (reports) from the current pool, e.g. after onboarding.",
+)
+
+
+def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
+    """(one RunRequest per model of an accepted file, the partition keys to add)."""
+    requests, keys = [], []
+    for entry in manifest.models:
+        keys.append(entry.model_key)
+        requests.append(
+            dg.RunRequest(
+                run_key=f"{manifest.sha256}:{entry.model_key}",
+                partition_key=entry.model_key,
+                run_config={"ops": {ONBOARDING_ASSET: {"config": {"accepted_file": manifest.stem, "model": entry.model}}}},
+                tags={"locus/accepted_file": manifest.stem[:255], "locus/model": entry.model[:255], "locus/sha256": manifest.sha256[:16]},
+            )
+        )
+    return requests, keys
+
+
+def take_in(context: dg.SensorEvaluationContext, folder) -> list[str]:
+    """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message."""
+    from locus_model.onboarding import intake_file, recover_orphans, scan_incoming
+
+    notes = []
+    for item in recover_orphans(folder):
+        notes.append(f"recovered {item.stored.name if item.stored else item.source.name}: {item.status}")
+    ready, settling = scan_incoming(folder)
+    if settling:
+        notes.append(f"waiting for {len(settling)} file(s) to settle: {', '.join(p.name for p in settling[:5])}")
+    start = time.monotonic()
+    for n, path in enumerate(ready):
+        if n >= MAX_FILES_PER_TICK or time.monotonic() - start > MAX_SECONDS_PER_TICK:
+            notes.append(f"{len(ready) - n} file(s) left for the next tick")
+            break
+        try:
+            result = intake_file(path, folder)
+        except OSError as err:  # unreadable (permissions), vanished, disk full: say so, keep going, retry next tick
+            context.log.warning(f"cannot take {path.name} in: {err}")
+            notes.append(f"cannot read {path.name} ({err.strerror or err}); check its permissions; retrying next tick")
+            continue
+        if result.status == "rejected":
+            context.log.warning(f"REJECTED {path.name} -> rejected/{result.stored.name}\n{result.reason}")
+            notes.append(f"rejected {path.name}: {result.reason.splitlines()[-1]} (see rejected/{result.stored.name}.reason.txt)")
+        elif result.status == "duplicate":
+            context.log.info(f"{path.name}: same bytes as accepted/{result.manifest.duplicate_of}; nothing to onboard")
+            notes.append(f"{path.name} was already onboarded (accepted/{result.manifest.duplicate_of}); nothing to do")
+        elif result.status == "changed":
+            notes.append(f"{path.name} changed while being read; retrying next tick")
+        else:
+            models = ", ".join(f"{m.model} ({m.evaluations})" for m in result.manifest.models[:10])
+            context.log.info(f"accepted {path.name} -> accepted/{result.stored.name}: {result.manifest.rows} rows; {models}")
+    return notes
+
+
+@dg.sensor(
+    job=onboarding_job,
+    minimum_interval_seconds=5,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> one onboarding run per model (docs/onboarding.md).",
+)
+def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
+    from locus_model.onboarding import DropFolder, intake_lock, manifest_stems, pool_path, read_manifest
+
+    folder = DropFolder(home.path).ensure()
+    notes: list[str] = []
+    with intake_lock(folder) as mine:
+        if mine:
+            notes += take_in(context, folder)
+        else:
+            notes.append("an earlier tick is still taking files in; waiting for it")
+
+    cursor = context.cursor or ""
+    pending = [s for s in manifest_stems(folder) if s > cursor]
+    if pending and not pool_path(home.path).exists():
+        notes.append(f"{len(pending)} accepted file(s) wait for the model embedding pool: materialize locus_job first")
+        return dg.SkipReason("; ".join(notes))
+    requests, keys = [], []
+    for stem in pending:
+        manifest = read_manifest(folder, stem)
+        r, k = run_requests_for(manifest)
+        requests += r
+        keys += k
+    for note in notes:
+        context.log.info(note)
+    if not requests:
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no new files in incoming/"), cursor=pending[-1] if pending else (cursor or None))
+    new_keys = sorted(set(keys) - set(context.instance.get_dynamic_partitions(onboarded_models.name))) if context.instance else sorted(set(keys))
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[onboarded_models.build_add_request(new_keys)] if new_keys else [],
+        cursor=pending[-1],
+    )
+
+
+@dg.sensor(
+    job=reports_refresh_job,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After onboarding runs succeed (and none is still queued or running), refresh the analyses once.",
+)
+def reports_after_onboarding(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+    instance = context.instance
+    since = float(context.cursor or 0.0)
+    finished = instance.get_run_records(
+        dg.RunsFilter(job_name=onboarding_job.name, statuses=[dg.DagsterRunStatus.SUCCESS], updated_after=_utc(since)),
+        limit=1000,
+    )
+    if not finished:
+        return dg.SkipReason("no onboarding run succeeded since the last refresh")
+    active = instance.get_runs_count(
+        dg.RunsFilter(
+            job_name=onboarding_job.name,
+            statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED],
+        )
+    )
+    if active:
+        return dg.SkipReason(f"waiting for {active} onboarding run(s) to finish before refreshing the reports")
+    latest = max(r.update_timestamp.timestamp() for r in finished)
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=f"reports-after-onboarding-{latest:.6f}", tags={"locus/trigger": "onboarding"})],
+        cursor=f"{latest:.6f}",
+    )
+
+
+def _utc(ts: float):
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc)

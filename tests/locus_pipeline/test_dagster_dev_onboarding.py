@@ -1,0 +1,85 @@
+"""End to end: the real `dagster dev` (daemon included) on a temporary LOCUS_HOME; drop a file into incoming/,
+the sensor and an onboarding run put the model's embedding into the pool table."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "e2e/dropped model ü"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_dagster_dev(home: Path, log_path: Path, monkeypatch: pytest.MonkeyPatch) -> subprocess.Popen:
+    from locus_pipeline.instance import prepare_dagster_home
+
+    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))  # restored after the test
+    env = {**os.environ, "LOCUS_HOME": str(home), "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(prepare_dagster_home(home))}
+    dagster = str(Path(sys.executable).parent / "dagster")
+    return subprocess.Popen(
+        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(free_port())],
+        cwd=REPO, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT, start_new_session=True,  # own process group
+    )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_dropping_a_file_puts_the_model_into_the_pool(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, _, source = materialized
+    home = tmp_path / "home"
+    shutil.copytree(source / "warehouse", home / "warehouse", ignore=shutil.ignore_patterns(".*"))
+    pool_file = home / "warehouse" / "model_embeddings.parquet"
+    before = pd.read_parquet(pool_file)
+    table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
+    rows = table.drop_duplicates("query_id").head(64).assign(model=MODEL)[["model", "query_id", "query", "benchmark", "score"]]
+
+    log_path = tmp_path / "dagster.log"
+    proc = start_dagster_dev(home, log_path, monkeypatch)
+    try:
+        incoming = home / "incoming"
+        incoming.mkdir(parents=True, exist_ok=True)
+        rows.to_csv(incoming / "new-model.csv.part", index=False)  # write, then rename: the documented convention
+        os.replace(incoming / "new-model.csv.part", incoming / "new-model.csv")
+        dropped = time.time()
+        deadline = dropped + 150
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"dagster dev exited early:\n{log_path.read_text()[-3000:]}")
+            pool = pd.read_parquet(pool_file)
+            if MODEL in set(pool["model"]):
+                break
+            time.sleep(1)
+        else:
+            pytest.fail(f"{MODEL!r} not in the pool after {time.time() - dropped:.0f} s:\n{log_path.read_text()[-5000:]}")
+        print(f"file drop -> embedding in the pool: {time.time() - dropped:.1f} s")
+        row = pool[pool["model"] == MODEL].iloc[0]
+        assert row["source"] == "onboarded" and row["n_evaluations"] == 64
+        kept = pool[pool["model"] != MODEL].reset_index(drop=True)
+        pd.testing.assert_frame_equal(kept, before)
+        accepted = list((incoming / "accepted").glob("*-new-model.csv"))
+        assert len(accepted) == 1 and not (incoming / "new-model.csv").exists()
+    finally:
+        stop(proc)

@@ -1,0 +1,167 @@
+"""The onboarding sensors, evaluated with build_sensor_context: cursor, run requests, partition requests."""
+
+from __future__ import annotations
+
+import os
+import uuid
+import time
+from pathlib import Path
+
+import dagster as dg
+import pandas as pd
+import pytest
+
+from locus_model.evaluations import safe_model_key
+from locus_model.onboarding import DropFolder
+from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.resources import LocusHome
+from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_onboarding
+
+HEADER = "model,query_id,query,benchmark,score\n"
+OLD = time.time() - 3600
+
+
+def drop(home: Path, name: str, content: str, *, mtime: float = OLD) -> Path:
+    folder = DropFolder(home).ensure()
+    path = folder.incoming / name
+    path.write_text(content, encoding="utf-8")
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+def evals(*models: str, n: int = 3) -> str:
+    return HEADER + "".join(f'"{m}",q{q},"question {q}",bench,{q % 2}\n' for m in models for q in range(n))
+
+
+@pytest.fixture()
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "warehouse").mkdir()
+    pd.DataFrame({"model": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")  # "a pool exists"
+    return tmp_path
+
+
+def tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None):
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home))})
+    return onboarding_drop_folder(context), context
+
+
+def test_a_dropped_file_becomes_partitions_and_one_run_per_model(home: Path) -> None:
+    models = ["org/llama 7b", "../escape", "modèle"]
+    drop(home, "evals.csv", evals(*models))
+    with dg.instance_for_test() as instance:
+        result, context = tick(instance, home)
+        assert isinstance(result, dg.SensorResult)
+        keys = sorted(safe_model_key(m) for m in models)
+        assert sorted(r.partition_key for r in result.run_requests) == keys
+        (add,) = result.dynamic_partitions_requests
+        assert add.partitions_def_name == onboarded_models.name and sorted(add.partition_keys) == keys
+        stem = result.cursor
+        assert stem.endswith("-evals.csv") and (home / "incoming" / "accepted" / stem).exists()
+        for request in result.run_requests:
+            config = request.run_config["ops"]["onboarded_model_embedding"]["config"]
+            assert config["accepted_file"] == stem and safe_model_key(config["model"]) == request.partition_key
+            sha = request.run_key.split(":")[0]
+            assert request.run_key == f"{sha}:{request.partition_key}" and len(sha) == 64
+            assert request.tags["locus/accepted_file"] == stem
+        # next tick, same cursor: nothing new
+        again, _ = tick(instance, home, cursor=stem)
+        assert again.run_requests == [] and again.skip_reason is not None
+
+
+def test_partial_writes_wait_and_in_progress_names_are_ignored(home: Path) -> None:
+    drop(home, "big.csv.part", evals("m"))
+    drop(home, "fresh.csv", evals("n"), mtime=time.time() + 60)  # still being written
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+        assert result.run_requests == [] and "waiting for 1 file(s) to settle: fresh.csv" in result.skip_reason.skip_message
+        assert (home / "incoming" / "big.csv.part").exists() and (home / "incoming" / "fresh.csv").exists()
+        os.replace(home / "incoming" / "big.csv.part", home / "incoming" / "big.csv")  # the writer's final rename
+        result, _ = tick(instance, home, cursor=result.cursor)
+        assert [r.partition_key for r in result.run_requests] == ["m"]
+
+
+def test_rejections_show_in_the_tick_and_move_the_file(home: Path) -> None:
+    drop(home, "bad.csv", HEADER + "m,q1,text,bench,7\n")
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+        message = result.skip_reason.skip_message
+        assert "rejected bad.csv" in message and "row 1, column 'score'" in message and "How to fix" in message
+        rejected = list((home / "incoming" / "rejected").iterdir())
+        assert sorted(p.name.endswith(".reason.txt") for p in rejected) == [False, True]
+
+
+def test_the_same_file_twice_requests_nothing_the_second_time(home: Path) -> None:
+    drop(home, "a.csv", evals("m"))
+    with dg.instance_for_test() as instance:
+        first, _ = tick(instance, home)
+        drop(home, "a-copy.csv", evals("m"))
+        second, _ = tick(instance, home, cursor=first.cursor)
+        assert len(first.run_requests) == 1 and second.run_requests == []
+        assert "already onboarded" in second.skip_reason.skip_message
+        # a changed file (new bytes) for the same model is a new onboarding run
+        drop(home, "a.csv", evals("m", n=5))
+        third, _ = tick(instance, home, cursor=second.cursor)
+        assert [r.partition_key for r in third.run_requests] == ["m"] and third.run_requests[0].run_key != first.run_requests[0].run_key
+
+
+def test_accepted_files_wait_for_the_pool(tmp_path: Path) -> None:
+    drop(tmp_path, "a.csv", evals("m"))
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, tmp_path)
+        assert isinstance(result, dg.SkipReason) and "wait for the model embedding pool" in result.skip_message
+        (tmp_path / "warehouse").mkdir()
+        pd.DataFrame({"model": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")
+        result, _ = tick(instance, tmp_path)  # cursor was not advanced: the runs are requested now
+        assert [r.partition_key for r in result.run_requests] == ["m"]
+
+
+def _add_run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus) -> None:
+    instance.add_run(dg.DagsterRun(job_name=onboarding_job.name, run_id=str(uuid.uuid4()), status=status))
+
+
+def test_reports_refresh_once_after_onboarding_runs_finish() -> None:
+    with dg.instance_for_test() as instance:
+        context = dg.build_sensor_context(instance=instance)
+        assert isinstance(reports_after_onboarding(context), dg.SkipReason)
+        _add_run(instance, dg.DagsterRunStatus.SUCCESS)
+        _add_run(instance, dg.DagsterRunStatus.STARTED)
+        waiting = reports_after_onboarding(dg.build_sensor_context(instance=instance))
+        assert "waiting for 1 onboarding run" in waiting.skip_message
+        for record in instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
+            instance.report_run_failed(record.dagster_run)  # a failed run does not count
+        _add_run(instance, dg.DagsterRunStatus.SUCCESS)
+        result = reports_after_onboarding(dg.build_sensor_context(instance=instance))
+        assert len(result.run_requests) == 1 and result.cursor
+        later = reports_after_onboarding(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        assert isinstance(later, dg.SkipReason)  # one refresh per batch of onboarding runs
+
+
+def test_a_tick_never_reads_a_file_another_tick_is_reading(home: Path) -> None:
+    from locus_model.onboarding import intake_lock
+
+    drop(home, "a.csv", evals("m"))
+    with dg.instance_for_test() as instance:
+        with intake_lock(DropFolder(home)) as mine:  # an earlier tick that outlived its timeout
+            assert mine
+            result, _ = tick(instance, home)
+        assert "still taking files in" in result.skip_reason.skip_message and (home / "incoming" / "a.csv").exists()
+        result, _ = tick(instance, home)
+        assert [r.partition_key for r in result.run_requests] == ["m"]
+
+
+def test_an_unreadable_file_is_reported_and_does_not_block_the_others(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import locus_model.onboarding as ob
+
+    locked = drop(home, "a-locked.csv", evals("m"))
+    drop(home, "b.csv", evals("n"))
+    real = ob.file_sha256
+
+    def no_permission(path: Path) -> str:
+        if Path(path).name == "a-locked.csv":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(ob, "file_sha256", no_permission)
+    with dg.instance_for_test() as instance:
+        result, context = tick(instance, home)
+        assert [r.partition_key for r in result.run_requests] == ["n"] and locked.exists()
