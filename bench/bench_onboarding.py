@@ -18,8 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,9 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev  # noqa: E402
+
 POOL_CONFIG = {
     "ops": {
         "raw_evaluations": {"config": {"source": "demo", "demo_size": "small"}},
@@ -57,12 +58,6 @@ def evaluations(home: Path, model: str, n: int) -> pd.DataFrame:
                           "benchmark": "bench"})
     rows = pd.concat([known, extra], ignore_index=True)
     return rows.assign(model=model, score=[float(i % 3 == 0) for i in range(len(rows))])[["model", "query_id", "query", "benchmark", "score"]]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_idle(instance, timeout: float = 300) -> None:
@@ -114,10 +109,7 @@ def bench_latency(sizes: list[int], repeats: int) -> list[dict]:
     os.environ["DAGSTER_HOME"] = str(prepare_dagster_home(home))
     print(f"building the tiny pool in {home} ...", flush=True)
     build_pool(home)
-    log = (tmp / "dagster.log").open("w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-                             "-p", str(free_port())], cwd=REPO, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc, _ = start_dagster_dev(home, tmp / "dagster.log")
     rows = []
     try:
         import dagster as dg
@@ -135,12 +127,7 @@ def bench_latency(sizes: list[int], repeats: int) -> list[dict]:
                     print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
                     rows.append(row)
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
+        stop_dagster_dev(proc)
         shutil.rmtree(tmp, ignore_errors=True)
     return rows
 

@@ -19,7 +19,6 @@ truth returned beside the tables.
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import sys
 from dataclasses import dataclass, field

@@ -5,49 +5,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev
+
 MODEL = "e2e/dropped model ü"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_dagster_dev(home: Path, log_path: Path, monkeypatch: pytest.MonkeyPatch) -> subprocess.Popen:
-    from locus_pipeline.instance import prepare_dagster_home
-
-    monkeypatch.setenv("DAGSTER_HOME", os.environ.get("DAGSTER_HOME", ""))  # restored after the test
-    env = {**os.environ, "LOCUS_HOME": str(home), "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(prepare_dagster_home(home))}
-    dagster = str(Path(sys.executable).parent / "dagster")
-    return subprocess.Popen(
-        [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(free_port())],
-        cwd=REPO, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT, start_new_session=True,  # own process group
-    )
-
-
-def stop(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 @pytest.mark.slow
-def test_dropping_a_file_puts_the_model_into_the_pool(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dropping_a_file_puts_the_model_into_the_pool(materialized, tmp_path: Path) -> None:
     _, _, source = materialized
     home = tmp_path / "home"
     shutil.copytree(source / "warehouse", home / "warehouse", ignore=shutil.ignore_patterns(".*"))
@@ -57,7 +27,7 @@ def test_dropping_a_file_puts_the_model_into_the_pool(materialized, tmp_path: Pa
     rows = table.drop_duplicates("query_id").head(64).assign(model=MODEL)[["model", "query_id", "query", "benchmark", "score"]]
 
     log_path = tmp_path / "dagster.log"
-    proc = start_dagster_dev(home, log_path, monkeypatch)
+    proc, _ = start_dagster_dev(home, log_path)
     try:
         incoming = home / "incoming"
         incoming.mkdir(parents=True, exist_ok=True)
@@ -82,4 +52,4 @@ def test_dropping_a_file_puts_the_model_into_the_pool(materialized, tmp_path: Pa
         accepted = list((incoming / "accepted").glob("*-new-model.csv"))
         assert len(accepted) == 1 and not (incoming / "new-model.csv").exists()
     finally:
-        stop(proc)
+        stop_dagster_dev(proc)

@@ -6,7 +6,6 @@ import subprocess
 import sys
 import time
 
-import dagster as dg
 
 from locus_pipeline.definitions import defs
 
