@@ -1,0 +1,516 @@
+"""What the embedding space is for (arXiv 2601.21082, downstream uses): one asset per analysis.
+
+Each asset reads the pool (model_embeddings) and what it needs, calls one function of locus_model.analysis,
+writes LOCUS_HOME/reports/<name>.md + <name>.png, returns its table (warehouse Parquet) and shows the report
+as Dagster metadata. heldout_predictions is shared: P(correct) of every pool model on the held-out test
+queries, beside its labels. Onboarded models have no held-out labels: label-based analyses (geometry,
+portfolios, fallback) leave them out, the others (clustering, near-duplicates, search, atlas) keep them.
+"""
+
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+from pydantic import Field
+
+from locus_pipeline.defs.resources import LocusHome
+
+GROUP = "analyses"
+
+# ----------------------------------------------------------------------------- shared plumbing
+
+
+def data_note(raw_evaluations: pd.DataFrame) -> str:
+    """One line saying what the numbers are computed on; the demo pool is called SYNTHETIC."""
+    source, root = str(raw_evaluations["source"].iloc[0]), str(raw_evaluations["root"].iloc[0])
+    if source == "demo":
+        return ("Data: the **SYNTHETIC** demo pool (`locus_model.demo`: made-up models drawn from a known latent "
+                "model, not real LLMs): its numbers are not findings about real models.")
+    return f"Data: `{source}` evaluations from `{root}`."
+
+
+def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, title: str, summary: str, body: str,
+            note: str, png=None, **metadata) -> None:
+    """Write reports/<name>.md (+ the PNG drawn at `png`) and attach it, PNG inline, as Dagster metadata."""
+    from locus_model.reports import write_report
+    from locus_model.workflow import png_markdown
+
+    report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=note, png=png)
+    shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", png_markdown(png))
+    context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shown),
+                                 "report_path": dg.MetadataValue.path(str(report.md_path)), **metadata})
+
+
+def check_pool_checkpoint(pool: pd.DataFrame, locus_checkpoint: pd.DataFrame) -> str:
+    """The checkpoint path, after checking the pool was embedded by that very checkpoint."""
+    ckpt = locus_checkpoint.iloc[0]
+    pool_ids = set(pool["checkpoint_id"].astype(str))
+    if pool_ids != {str(ckpt["checkpoint_id"])}:
+        raise ValueError(f"model_embeddings was embedded with checkpoint(s) {sorted(pool_ids)}, but locus_checkpoint "
+                         f"is {ckpt['checkpoint_id']}. How to fix: re-materialize model_embeddings, then the analyses.")
+    return str(ckpt["path"])
+
+
+def labelled_pool(model_embeddings: pd.DataFrame, heldout_predictions: pd.DataFrame):
+    """(names, embeddings, Predictions, excluded names): pool models with held-out labels only."""
+    from locus_model.pool import pool_matrix
+    from locus_model.reports import prediction_matrices
+
+    names, z = pool_matrix(model_embeddings)
+    preds = prediction_matrices(heldout_predictions, names)
+    keep = preds.labelled
+    return ([n for n, k in zip(names, keep) if k], z[keep], preds.subset(keep),
+            [n for n, k in zip(names, keep) if not k])
+
+
+def excluded_note(excluded: list[str]) -> str:
+    if not excluded:
+        return ""
+    return (f"\n\nLeft out (no held-out labels, e.g. onboarded): {len(excluded)} model(s): "
+            + ", ".join(excluded[:20]) + (" ..." if len(excluded) > 20 else "") + ".")
+
+
+def catalog_column(names: list[str], model_catalog: pd.DataFrame, column: str = "family") -> list[str]:
+    """The catalog's `column` (family, variant ...) for each name, "" where unknown."""
+    values = model_catalog.assign(model=model_catalog["model"].astype(str)).set_index("model")[column]
+    return ["" if pd.isna(v) else str(v) for v in values.reindex(names)]
+
+
+# ----------------------------------------------------------------------------- held-out predictions
+
+
+@dg.asset(kinds={"pytorch"}, group_name=GROUP)
+def heldout_predictions(
+    context: dg.AssetExecutionContext,
+    model_embeddings: pd.DataFrame,
+    evaluation_table: pd.DataFrame,
+    query_encodings: pd.DataFrame,
+    training_split: pd.DataFrame,
+    locus_checkpoint: pd.DataFrame,
+) -> pd.DataFrame:
+    """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the correctness
+    predictor's P(correct) from the pool embedding), label (NaN where unknown, e.g. onboarded models)."""
+    from locus_model.metrics import correctness_accuracy, routing_accuracy
+    from locus_model.model import load_checkpoint
+    from locus_model.reports import heldout_predictions as predict, prediction_matrices
+
+    model, _ = load_checkpoint(check_pool_checkpoint(model_embeddings, locus_checkpoint))
+    table = predict(model_embeddings, evaluation_table, query_encodings, training_split, model)
+    preds = prediction_matrices(table, model_embeddings["model"].astype(str).tolist())
+    lab = preds.subset(preds.labelled)
+    context.add_output_metadata({
+        "models": len(preds.names), "models_with_labels": len(lab.names), "test_queries": len(preds.query_ids),
+        "routing_accuracy_full_pool": float(routing_accuracy(lab.probs, lab.labels)),
+        "correctness_accuracy": float(correctness_accuracy(lab.probs, lab.labels)),
+    })
+    return table
+
+# ----------------------------------------------------------------------------- distance vs behaviour
+
+
+@dg.asset(kinds={"scipy"}, group_name=GROUP)
+def embedding_geometry(
+    context: dg.AssetExecutionContext,
+    model_embeddings: pd.DataFrame,
+    heldout_predictions: pd.DataFrame,
+    raw_evaluations: pd.DataFrame,
+    home: LocusHome,
+) -> pd.DataFrame:
+    """Per model pair: Euclidean and cosine embedding distance vs the correctness disagreement rate on the
+    held-out test queries; Pearson, Spearman and Kendall over pairs (paper: Pearson 0.887 Euclidean)."""
+    from locus_model.analysis import distance_vs_disagreement
+
+    names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
+    result = distance_vs_disagreement(z, preds.labels, names=names)
+    png = result.plot(home.dir("reports") / "embedding_geometry.png")
+    eu, co = result.euclidean_corr, result.cosine_corr
+    summary = (f"Pearson {eu.pearson:.3f} (Euclidean) / {co.pearson:.3f} (cosine), Spearman {eu.spearman:.3f} / "
+               f"{co.spearman:.3f}, Kendall {eu.kendall:.3f} / {co.kendall:.3f} between embedding distance and "
+               f"held-out disagreement, {len(result.pair_a)} pairs of {len(names)} models (paper, EmbedLLM: "
+               "Pearson 0.887 / 0.845, Spearman 0.876 / 0.886).")
+    body = (result.to_markdown() + f"\n\nDisagreement is measured on the {len(preds.query_ids)} held-out test "
+            "queries, which no pool embedding was computed from." + excluded_note(excluded))
+    publish(context, home, "embedding_geometry", title="Embedding distance vs behaviour", summary=summary, body=body,
+            note=data_note(raw_evaluations), png=png,
+            pearson_euclidean=eu.pearson, pearson_cosine=co.pearson, spearman_euclidean=eu.spearman,
+            spearman_cosine=co.spearman, kendall_euclidean=eu.kendall, kendall_cosine=co.kendall,
+            correlations=dg.MetadataValue.md(result.correlation_table().round(4).to_markdown(index=False)))
+    return result.table()
+
+# ----------------------------------------------------------------------------- family clustering
+
+
+class FamilyClusteringConfig(dg.Config):
+    method: str = Field(default="average", description="scipy linkage: average (UPGMA, default), complete, "
+                        "single, or ward (needs metric euclidean).")
+    metric: str = Field(default="cosine", description="Distance between model embeddings: cosine or euclidean.")
+
+
+@dg.asset(kinds={"scipy"}, group_name=GROUP)
+def family_clusters(
+    context: dg.AssetExecutionContext,
+    config: FamilyClusteringConfig,
+    model_embeddings: pd.DataFrame,
+    model_catalog: pd.DataFrame,
+    raw_evaluations: pd.DataFrame,
+    home: LocusHome,
+) -> pd.DataFrame:
+    """Hierarchical clustering of the whole pool (dendrogram by model name); where families are known (models
+    file, or the demo pool's own), the tree cut at the number of families is scored by purity and adjusted Rand.
+    A models file with a `variant` column (base / chat / math / code ..., as the demo pool's) is scored too: the
+    paper finds math- and code-finetuned models cluster together across base families."""
+    from locus_model.analysis import family_clustering
+    from locus_model.pool import pool_matrix
+
+    names, z = pool_matrix(model_embeddings)
+    groupings = ["family"] + (["variant"] if "variant" in model_catalog.columns else [])
+    results = {g: family_clustering(z, names, catalog_column(names, model_catalog, g), method=config.method,
+                                    metric=config.metric) for g in groupings}
+    result = results["family"]
+    png = result.plot(home.dir("reports") / "family_clusters.png")
+    scored = {g: r for g, r in results.items() if r.clusters is not None}
+    if not scored:
+        summary = f"{len(names)} models clustered ({result.method} linkage, {result.metric}); no family labels to score."
+    else:
+        summary = (f"{result.method}-linkage tree ({result.metric} distance) of {len(names)} models, cut at the "
+                   "number of known groups: " + "; ".join(
+                       f"{g} ({r.n_families} groups): adjusted Rand {r.adjusted_rand:.3f}, purity {r.purity:.3f}"
+                       for g, r in scored.items()) + ".")
+    body = result.to_markdown()
+    if "variant" in scored:
+        r = scored["variant"]
+        body += (f"\n\nThe same tree cut at the {r.n_families} fine-tune variants: adjusted Rand {r.adjusted_rand:.3f}, "
+                 f"purity {r.purity:.3f}.")
+    body += ("\n\nLinkage: average (UPGMA) on cosine distance by default: every pair between two clusters counts, "
+             "so one close pair cannot chain two families (as single linkage can), and it is valid for a "
+             "non-Euclidean distance; cosine ignores embedding norms, which follow overall accuracy more than family.")
+    table = result.table()
+    if "variant" in scored:
+        by_model = dict(zip(names, scored["variant"].clusters))
+        table = table.assign(variant=catalog_column(table["model"].tolist(), model_catalog, "variant"),
+                             variant_cluster=[int(by_model[m]) for m in table["model"]])
+    publish(context, home, "family_clusters", title="Family clustering", summary=summary, body=body,
+            note=data_note(raw_evaluations), png=png, adjusted_rand=float(result.adjusted_rand),
+            purity=float(result.purity), n_families=int(result.n_families),
+            **{f"adjusted_rand_{g}": float(r.adjusted_rand) for g, r in scored.items() if g != "family"})
+    return table
+
+# ----------------------------------------------------------------------------- portfolios
+
+
+class PortfolioConfig(dg.Config):
+    max_k: int = Field(default=0, description="Largest portfolio size on the k-center / k-medoids curves; "
+                       "0 = the whole pool.")
+    n_budgets: int = Field(default=12, description="Parameter budgets on the coverage-greedy curve: geometric "
+                           "from the smallest model to the whole pool's parameters.")
+    tolerance: float = Field(default=0.005, description="A portfolio matches the full pool within this much "
+                             "routing accuracy (0.005 = 0.5 point).")
+    n_random: int = Field(default=5, description="Random portfolios per size (the baseline curve).")
+    seed: int = Field(default=0, description="Seed of the random portfolios.")
+
+
+def budget_grid(params_b: np.ndarray, n: int) -> list[float]:
+    """Geometric budgets from the smallest known model to the pool's total known parameters (both included)."""
+    known = params_b[np.isfinite(params_b) & (params_b > 0)]
+    if len(known) == 0:
+        return []
+    return sorted({round(float(b), 3) for b in np.geomspace(known.min(), known.sum(), max(2, n))} | {float(known.sum())})
+
+
+@dg.asset(kinds={"numpy"}, group_name=GROUP)
+def portfolios(
+    context: dg.AssetExecutionContext,
+    config: PortfolioConfig,
+    model_embeddings: pd.DataFrame,
+    heldout_predictions: pd.DataFrame,
+    model_catalog: pd.DataFrame,
+    raw_evaluations: pd.DataFrame,
+    home: LocusHome,
+) -> pd.DataFrame:
+    """k-center and k-medoids portfolios (curve over k) and coverage-greedy per parameter (curve over a
+    total-parameter budget): routing accuracy when routing among the portfolio only, on the held-out queries,
+    and the smallest portfolio within `tolerance` of the full pool. Parameter counts: the models file's
+    params_b, else parsed from the name ("7b", "8x7b", "350m"); models with neither are never budgeted."""
+    from locus_model.analysis import params_for_models, portfolio_curve
+    from locus_model.reports import plot_portfolio_curves
+
+    names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
+    ks = list(range(1, (min(config.max_k, len(names)) if config.max_k > 0 else len(names)) + 1))
+    common = dict(names=names, tolerance=config.tolerance, n_random=config.n_random, seed=config.seed)
+    curves = [portfolio_curve(z, preds.probs, preds.labels, method=m, ks=ks, **common) for m in ("k_center", "k_medoids")]
+    params = params_for_models(names, model_catalog[["model", "params_b"]])
+    budgets = budget_grid(params, config.n_budgets)
+    if budgets:
+        curves.append(portfolio_curve(z, preds.probs, preds.labels, method="coverage_greedy", budgets_b=budgets,
+                                      params_b=params, **common))
+    png = plot_portfolio_curves(curves, home.dir("reports") / "portfolios.png")
+    frames = []
+    for c in curves:
+        t = c.table().rename(columns={c.x_name: "x"})
+        frames.append(t.assign(method=c.method, x_name=c.x_name, full_pool_accuracy=c.full_accuracy,
+                               smallest_matching=(t["x"] == c.smallest_matching) if c.smallest_matching is not None else False))
+    out = pd.concat(frames, ignore_index=True)[["method", "x_name", "x", "n_models", "routing_accuracy",
+                                                "random_portfolio_accuracy", "params_b", "full_pool_accuracy",
+                                                "smallest_matching", "portfolio"]]
+    match = {c.method: c.smallest_matching for c in curves}
+    fmt = {m: ("none on the curve" if v is None else f"{v:g}") for m, v in match.items()}
+    unknown = int(np.isnan(params).sum())
+    if budgets:
+        found = match["coverage_greedy"]
+        greedy = (("; coverage-greedy: no budget matches" if found is None else f"; coverage-greedy: budget {found:g}B")
+                  + f" of the {float(np.nansum(params)):g}B known"
+                  + (f" ({unknown} model(s) of unknown size are never chosen)" if unknown else ""))
+    else:
+        greedy = "; coverage-greedy: no parameter counts known"
+    summary = (f"full pool of {len(names)} models: routing accuracy {curves[0].full_accuracy:.4f}; smallest k within "
+               f"{100 * config.tolerance:g} point: k-center k = {fmt['k_center']}, k-medoids k = {fmt['k_medoids']}"
+               + greedy + ".")
+    body = "\n\n".join(c.to_markdown() for c in curves)
+    if not budgets:
+        body += "\n\nNo parameter count is known (models file or name), so there is no coverage-greedy curve."
+    body += ("\n\nRouting among a portfolio: for every held-out query, the member with the highest predicted "
+             "P(correct) answers (the correctness predictor's probabilities from the pool embeddings)."
+             + excluded_note(excluded))
+    publish(context, home, "portfolios", title="Portfolio selection", summary=summary, body=body,
+            note=data_note(raw_evaluations), png=png, full_pool_routing_accuracy=float(curves[0].full_accuracy),
+            **{f"smallest_{m}": (float(v) if v is not None else -1.0) for m, v in match.items()})
+    return out
+
+# ----------------------------------------------------------------------------- fallback
+
+
+class FallbackConfig(dg.Config):
+    n_random: int = Field(default=20, description="Draws of the random-substitute baseline.")
+    seed: int = Field(default=0, description="Seed of the random substitutes.")
+    metric: str = Field(default="euclidean", description="Nearest neighbour by euclidean or cosine distance.")
+
+
+@dg.asset(kinds={"numpy"}, group_name=GROUP)
+def fallback_report(
+    context: dg.AssetExecutionContext,
+    config: FallbackConfig,
+    model_embeddings: pd.DataFrame,
+    heldout_predictions: pd.DataFrame,
+    raw_evaluations: pd.DataFrame,
+    home: LocusHome,
+) -> pd.DataFrame:
+    """When the routed model is unavailable, its nearest embedding neighbour answers: the share of routing
+    accuracy kept (paper: 85%) against a random substitute and the router's own second choice."""
+    from locus_model.analysis import fallback
+
+    names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
+    result = fallback(z, preds.probs, preds.labels, names=names, seed=config.seed, n_random=config.n_random,
+                      metric=config.metric)
+    png = result.plot(home.dir("reports") / "fallback_report.png")
+    summary = (f"nearest-neighbour fallback keeps {100 * result.share_kept:.1f}% of routing accuracy "
+               f"({result.fallback_accuracy:.4f} of {result.router_accuracy:.4f}); random substitute "
+               f"{100 * result.random_share_kept:.1f}%, router's second choice {100 * result.second_choice_share_kept:.1f}% "
+               "(paper: 85%).")
+    publish(context, home, "fallback_report", title="Fallback routing", summary=summary,
+            body=result.to_markdown() + excluded_note(excluded), note=data_note(raw_evaluations), png=png,
+            share_kept=float(result.share_kept), random_share_kept=float(result.random_share_kept),
+            second_choice_share_kept=float(result.second_choice_share_kept))
+    return result.summary().assign(n_queries=result.n_queries)
+
+# ----------------------------------------------------------------------------- near-duplicates
+
+
+class NearDuplicatesConfig(dg.Config):
+    resamples: int = Field(default=8, description="Independently resampled evaluation subsets per model (R); "
+                           "the score's spread across seeds shrinks with R (about +-15% at R=5 on the demo pool).")
+    fraction: float = Field(default=0.5, description="Share of a model's evaluation set kept in each resample.")
+    threshold: float = Field(default=1.1, description="Near-duplicate when between-model distance / mean "
+                             "within-model resampling spread is at most this (1 = indistinguishable).")
+    seed: int = Field(default=0, description="Seed of the resamples.")
+
+
+@dg.asset(kinds={"pytorch"}, group_name=GROUP)
+def near_duplicates(
+    context: dg.AssetExecutionContext,
+    config: NearDuplicatesConfig,
+    model_embeddings: pd.DataFrame,
+    evaluation_table: pd.DataFrame,
+    query_encodings: pd.DataFrame,
+    training_split: pd.DataFrame,
+    locus_checkpoint: pd.DataFrame,
+    model_catalog: pd.DataFrame,
+    raw_evaluations: pd.DataFrame,
+    home: LocusHome,
+) -> pd.DataFrame:
+    """Fingerprinting: every model embedded from `resamples` random subsets of the evaluation set its pool
+    embedding came from; pairs whose distance stays within the models' own resampling spread are flagged.
+    Also shows the cosine distance of the pool embeddings (paper: near-duplicates < 1e-5) and, where the
+    models file has a duplicate_of column (the demo pool), which known re-uploads were found."""
+    from locus_model.analysis import near_duplicates as score_pairs
+    from locus_model.analysis import resample_embeddings
+    from locus_model.analysis._common import pairwise_distances
+    from locus_model.model import load_checkpoint
+    from locus_model.onboarding import encodings_for, onboarded_evaluations
+    from locus_model.pool import pool_matrix
+    from locus_model.reports import embed_fn, pool_evaluation_sets, torch_threads
+
+    model, _ = load_checkpoint(check_pool_checkpoint(model_embeddings, locus_checkpoint))
+    onboarded = onboarded_evaluations(home.path)
+    onboarded_enc = (encodings_for(onboarded, str(locus_checkpoint["encoder"].iloc[0]), home.path)
+                     if len(onboarded) else None)
+    sets = pool_evaluation_sets(model_embeddings, evaluation_table, training_split, query_encodings,
+                                onboarded, onboarded_enc)
+    with torch_threads(1):  # R x M small forward passes: one thread is fastest (see torch_threads)
+        resampled = resample_embeddings(embed_fn(model, sets.encodings), sets.sets, config.resamples,
+                                        config.fraction, config.seed)              # (R, M, d)
+    result = score_pairs(resampled, sets.names, threshold=config.threshold)
+    png = result.plot(home.dir("reports") / "near_duplicates.png")
+    names, z = pool_matrix(model_embeddings)
+    row = {n: i for i, n in enumerate(names)}
+    cos = pairwise_distances(z.astype(np.float64), metric="cosine")
+    pairs = result.pairs.assign(pool_cosine_distance=[cos[row[a], row[b]] for a, b in
+                                                      zip(result.pairs["model_a"], result.pairs["model_b"])])
+    known = _known_duplicates(model_catalog)
+    pairs["known_duplicate"] = [frozenset((a, b)) in known for a, b in zip(pairs["model_a"], pairs["model_b"])]
+    flagged = pairs[pairs["near_duplicate"]]
+    summary = f"{len(flagged)} near-duplicate pair(s) among {len(sets.names)} models ({config.resamples} resamples at {config.fraction:g})"
+    if known:
+        found = int(flagged["known_duplicate"].sum())
+        summary += f"; known re-uploads found: {found} of {len(known)}, other pairs flagged: {len(flagged) - found}"
+    summary += "."
+    body = result.to_markdown() + "\n\nFlagged pairs with the pool embeddings' cosine distance:\n\n" + (
+        flagged[["model_a", "model_b", "score", "pool_cosine_distance", "known_duplicate"]].to_markdown(index=False)
+        if len(flagged) else "(none)")
+    if sets.missing:
+        body += f"\n\nNot resampled (evaluations not found): {', '.join(sets.missing[:20])}."
+    publish(context, home, "near_duplicates", title="Near-duplicates / fingerprinting", summary=summary, body=body,
+            note=data_note(raw_evaluations), png=png, flagged_pairs=len(flagged),
+            known_duplicates_found=int(flagged["known_duplicate"].sum()), known_duplicates=len(known))
+    return pairs
+
+
+def _known_duplicates(model_catalog: pd.DataFrame) -> set[frozenset[str]]:
+    if "duplicate_of" not in model_catalog.columns:
+        return set()
+    dup = model_catalog[model_catalog["duplicate_of"].fillna("").astype(str) != ""]
+    return {frozenset((str(m), str(o))) for m, o in zip(dup["model"], dup["duplicate_of"])}
+
+# ----------------------------------------------------------------------------- capability-profile search
+
+
+class CapabilitySearchConfig(dg.Config):
+    target: dict[str, float] = Field(default_factory=dict, description="Benchmark -> accuracy in [0, 1], e.g. "
+                                     "{'synth-gsm8k': 0.9, 'synth-mmlu': 0.5}; empty = every benchmark at the "
+                                     "pool's median accuracy.")
+    k: int = Field(default=5, description="Nearest real models to return.")
+    n_per_benchmark: int = Field(default=64, description="Synthetic evaluations per benchmark.")
+    seed: int = Field(default=0, description="Seed of the synthetic evaluation set.")
+
+
+@dg.asset(kinds={"pytorch"}, group_name=GROUP)
+def capability_search(
+    context: dg.AssetExecutionContext,
+    config: CapabilitySearchConfig,
+    model_embeddings: pd.DataFrame,
+    evaluation_table: pd.DataFrame,
+    query_encodings: pd.DataFrame,
+    training_split: pd.DataFrame,
+    locus_checkpoint: pd.DataFrame,
+    raw_evaluations: pd.DataFrame,
+    home: LocusHome,
+) -> pd.DataFrame:
+    """A synthetic evaluation set with the target per-benchmark accuracy (non-test queries), embedded with the
+    pool's checkpoint; the k nearest real models with their actual per-benchmark accuracy (same as `locus search`)."""
+    from locus_model.model import load_checkpoint
+    from locus_model.onboarding import onboarded_evaluations
+    from locus_model.reports import capability_search_from_tables, plot_capability_search
+
+    model, _ = load_checkpoint(check_pool_checkpoint(model_embeddings, locus_checkpoint))
+    result = capability_search_from_tables(
+        config.target, pool=model_embeddings, table=evaluation_table, encodings=query_encodings,
+        split=training_split, model=model, onboarded=onboarded_evaluations(home.path), k=config.k,
+        n_per_benchmark=config.n_per_benchmark, seed=config.seed)
+    png = plot_capability_search(result, home.dir("reports") / "capability_search.png")
+    top = result.neighbours.iloc[0]
+    summary = (f"nearest to the target profile ({'pool median' if not config.target else 'given'}, "
+               f"{len(result.target)} benchmarks): {top['model']} (distance {top['distance']:.4g}, mean |actual - "
+               f"target| {top['profile_mae']:.3f}).")
+    publish(context, home, "capability_search", title="Capability-profile search", summary=summary,
+            body=result.to_markdown(), note=data_note(raw_evaluations), png=png,
+            target=dg.MetadataValue.json(result.target))
+    return result.neighbours
+
+# ----------------------------------------------------------------------------- the atlas
+
+
+@dg.asset(kinds={"plotly"}, group_name=GROUP)
+def model_atlas(
+    context: dg.AssetExecutionContext,
+    model_embeddings: pd.DataFrame,
+    model_catalog: pd.DataFrame,
+    evaluation_table: pd.DataFrame,
+    portfolios: pd.DataFrame,
+    raw_evaluations: pd.DataFrame,
+    home: LocusHome,
+) -> pd.DataFrame:
+    """reports/atlas.html: one self-contained page (Plotly inlined, opens offline) placing every pool model by
+    a PCA of its embedding, the smallest k-center portfolio matching the full pool drawn as diamonds; clicking
+    a model lists its nearest neighbours and per-benchmark accuracy."""
+    from locus_model.analysis._common import new_figure, save_figure
+    from locus_model.atlas import pca_projection, write_atlas
+    from locus_model.onboarding import onboarded_evaluations
+    from locus_model.pool import pool_matrix
+    from locus_model.reports import per_benchmark_accuracy
+
+    names, z = pool_matrix(model_embeddings)
+    families = catalog_column(names, model_catalog)
+    kc = portfolios[portfolios["method"] == "k_center"]
+    chosen = kc[kc["smallest_matching"]] if kc["smallest_matching"].any() else kc.tail(1)
+    members = [m for m in str(chosen["portfolio"].iloc[0]).split(", ") if m in set(names)] if len(chosen) else []
+    accuracy = per_benchmark_accuracy(evaluation_table, onboarded_evaluations(home.path))
+    path = write_atlas(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=families,
+                       per_benchmark_acc=accuracy, portfolio=members,
+                       title="LOCUS model atlas" + (" (SYNTHETIC demo pool)" if raw_evaluations["source"].iloc[0] == "demo" else ""))
+    coords, ratio = pca_projection(z, 3)
+    fig = new_figure(6.4, 5.0)
+    ax = fig.add_subplot(1, 1, 1)
+    member = np.array([n in set(members) for n in names])
+    ax.scatter(coords[~member, 0], coords[~member, 1], s=14, alpha=0.7, label="model")
+    ax.scatter(coords[member, 0], coords[member, 1], s=60, marker="D", edgecolor="k", label="k-center portfolio")
+    ax.set_xlabel(f"PC1 ({100 * ratio[0]:.1f}% of variance)")
+    ax.set_ylabel(f"PC2 ({100 * ratio[1]:.1f}% of variance)")
+    ax.set_title("Model embeddings, PCA (diamond = k-center portfolio)")
+    ax.legend(fontsize=8)
+    png = save_figure(fig, home.dir("reports") / "model_atlas.png")
+    summary = (f"[atlas.html](atlas.html): {len(names)} models, k-center portfolio of {len(members)} highlighted; "
+               "self-contained, opens without network.")
+    publish(context, home, "model_atlas", title="Model atlas", summary=summary,
+            body=f"Open `{path}` in a browser (PCA 2-D/3-D, click a model for its neighbours).",
+            note=data_note(raw_evaluations), png=png, atlas=dg.MetadataValue.path(str(path)), portfolio_size=len(members))
+    return pd.DataFrame({"model": names, "family": families, "pc1": coords[:, 0], "pc2": coords[:, 1],
+                         "pc3": coords[:, 2], "in_portfolio": member})
+
+# ----------------------------------------------------------------------------- the index
+
+
+REPORTS = ("embedding_geometry", "family_clusters", "portfolios", "fallback_report", "near_duplicates",
+           "capability_search", "model_atlas")
+
+
+@dg.asset(kinds={"markdown"}, group_name=GROUP, deps=list(REPORTS))
+def analysis_reports(context: dg.AssetExecutionContext, raw_evaluations: pd.DataFrame, home: LocusHome) -> pd.DataFrame:
+    """reports/README.md: every analysis report with its one-line summary, and the other files in reports/."""
+    from locus_model.reports import report_summary
+
+    folder = home.dir("reports")
+    rows = []
+    for name in REPORTS:
+        md = folder / f"{name}.md"
+        title = md.read_text(encoding="utf-8").splitlines()[0].lstrip("# ") if md.exists() else name
+        rows.append({"report": name, "title": title, "file": md.name, "summary": report_summary(md) if md.exists() else "missing"})
+    index = pd.DataFrame(rows)
+    listed = {f"{n}.{ext}" for n in REPORTS for ext in ("md", "png")} | {"README.md"}
+    others = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in listed)
+    lines = ["# LOCUS reports", "", data_note(raw_evaluations), ""]
+    lines += [f"- [{r.title}]({r.file}): {r.summary}" for r in index.itertuples()]
+    if others:
+        lines += ["", "Other files: " + ", ".join(f"[{o}]({o})" for o in others)]
+    path = folder / "README.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    context.add_output_metadata({"index": dg.MetadataValue.md("\n".join(lines)), "path": dg.MetadataValue.path(str(path))})
+    return index
