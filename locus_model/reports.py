@@ -293,20 +293,7 @@ def plot_portfolio_curves(curves: Sequence, path: Path) -> Path:
 
     fig = new_figure(4.2 * max(1, len(curves)), 3.8)
     for i, c in enumerate(curves):
-        ax = fig.add_subplot(1, max(1, len(curves)), i + 1)
-        ax.plot(c.xs, c.accuracy, marker="o", ms=3, label=c.method)
-        if np.isfinite(c.random_accuracy).any():
-            ax.plot(c.xs, c.random_accuracy, ls="--", color="grey", label="random portfolio")
-        ax.axhline(c.full_accuracy, color="k", lw=1, label=f"all {c.n_models} models")
-        ax.axhspan(c.full_accuracy - c.tolerance, c.full_accuracy, color="k", alpha=0.08)
-        if c.smallest_matching is not None:
-            ax.axvline(c.smallest_matching, color="C3", lw=1, ls=":", label=f"matches at {c.smallest_matching:g}")
-        if c.x_name == "budget_b":
-            ax.set_xscale("log")
-        ax.set_xlabel("portfolio size k" if c.x_name == "k" else "parameter budget (billions)")
-        ax.set_ylabel("routing accuracy (held-out)")
-        ax.set_title(c.method)
-        ax.legend(fontsize=7)
+        c.draw(fig.add_subplot(1, max(1, len(curves)), i + 1), title=True)
     return save_figure(fig, path)
 
 

@@ -231,9 +231,9 @@ class PortfolioCurve:
                 f"{self.full_accuracy:.4f}). Smallest portfolio within {100 * self.tolerance:.1f} points of the "
                 f"full pool: {match}.\n\n" + markdown_table(t, max_rows=None))
 
-    def plot(self, path: str | Path) -> Path:
-        fig = new_figure(6.4, 4.2)
-        ax = fig.add_subplot(1, 1, 1)
+    def draw(self, ax, *, title: bool = False) -> None:
+        """The curve on a matplotlib axis: accuracy vs k or budget, the random baseline, the full pool and
+        its tolerance band, and where the portfolio first matches it."""
         ax.plot(self.xs, self.accuracy, marker="o", ms=3, label=self.method)
         if np.isfinite(self.random_accuracy).any():
             ax.plot(self.xs, self.random_accuracy, ls="--", color="grey", label="random portfolio (mean)")
@@ -242,9 +242,17 @@ class PortfolioCurve:
         if self.smallest_matching is not None:
             ax.axvline(self.smallest_matching, color="C3", lw=1, ls=":",
                        label=f"matches at {self.x_name}={self.smallest_matching:g}")
+        if self.x_name == "budget_b":
+            ax.set_xscale("log")
         ax.set_xlabel("portfolio size k" if self.x_name == "k" else "parameter budget (billions)")
         ax.set_ylabel("routing accuracy")
-        ax.legend(fontsize=8)
+        if title:
+            ax.set_title(self.method)
+        ax.legend(fontsize=7)
+
+    def plot(self, path: str | Path) -> Path:
+        fig = new_figure(6.4, 4.2)
+        self.draw(fig.add_subplot(1, 1, 1))
         return save_figure(fig, path)
 
 
