@@ -63,6 +63,11 @@ class Locus(nn.Module):
         self.hidden = nn.Linear(3 * d, config.predictor_hidden)  # on [z, u, z * u]
         self.dropout = nn.Dropout(config.predictor_dropout)
         self.head = nn.Linear(config.predictor_hidden, 1)
+        # post-hoc calibration of every logit: logit / temperature + logit_bias (1 and 0 = off; train_locus
+        # fits them on the validation cells, TrainConfig.calibration). The same increasing map for every
+        # model, so the ranking of models on a query, hence routing, is unchanged.
+        self.register_buffer("temperature", torch.ones(()))
+        self.register_buffer("logit_bias", torch.zeros(()))
 
     # ---- parameter groups (separate learning rates in training) ----
     def encoder_parameters(self) -> list[nn.Parameter]:
@@ -118,7 +123,7 @@ class Locus(nn.Module):
     ) -> torch.Tensor:  # (B, T) logits of P(correct)
         z = z[:, None, :].expand_as(u)  # (B, T, d)
         h = F.relu(self.hidden(torch.cat([z, u, z * u], dim=-1)))  # (B, T, hidden)
-        return self.head(self.dropout(h))[..., 0]  # (B, T)
+        return self.head(self.dropout(h))[..., 0] / self.temperature + self.logit_bias  # (B, T)
 
     def predict_logits_projected(
         self,
@@ -133,7 +138,8 @@ class Locus(nn.Module):
         bilinear = (z[:, None, :] * w_zu[None]) @ u.T  # (M, hidden, Q): sum_k w_zu[j,k] z[m,k] u[q,k]
         h = F.relu(bilinear + model_part[:, :, None] + query_part.T[None])  # (M, hidden, Q)
         h = self.dropout(h)
-        return torch.einsum("mjq,j->mq", h, self.head.weight[0]) + self.head.bias  # (M, Q)
+        logits = torch.einsum("mjq,j->mq", h, self.head.weight[0]) + self.head.bias  # (M, Q)
+        return logits / self.temperature + self.logit_bias
 
     def predict_logits(
         self,
@@ -189,7 +195,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             "How to fix: write it with locus_model.model.save_checkpoint."
         )
     model = Locus(LocusConfig(**ckpt["config"]))
-    model.load_state_dict(ckpt["state_dict"])
+    state = dict(ckpt["state_dict"])
+    state.setdefault("temperature", torch.ones(()))  # checkpoints from before calibration existed
+    state.setdefault("logit_bias", torch.zeros(()))
+    model.load_state_dict(state)
     model.to(map_location).eval()
     extra = {k: v for k, v in ckpt.items() if k not in ("config", "state_dict")}
     return model, extra

@@ -4,7 +4,9 @@ Each step takes a mini-batch of models. For every model an encoder subset S_enc 
 [enc_min, enc_max] is drawn from its train cells (training on varying sizes is what lets the encoder work
 at any n later) and an independent decoder batch S_dec of dec_batch train cells supplies the targets.
 Gaussian noise is added to the query encodings of both. Early stopping watches validation routing
-accuracy (validation loss breaks ties) and the best state is kept.
+accuracy (validation loss breaks ties) and the best state is kept; that state is usually overconfident
+(validation BCE bottoms out long before routing peaks), so by default a Platt scaling of its logits
+(logit / T + b, one T and b for all pairs) is then fitted on the validation cells and stored in the model.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class TrainConfig:
     0.3 -> 0.1 (noise a third, then a tenth, of the signal) still jitters each query (a regulariser against
     memorising query identities) without drowning the encoding.
     On a planted 100 x 5,000 synthetic pool 0.3 -> 0.1 was at least as good as 0.5 -> 0.2 after 40 epochs.
+    Calibration (default "platt") leaves routing untouched and, on the demo pool (budget 256, fold 0,
+    bench/README.md "LOCUS training diagnostics"), lowered Brier from 25.2 to 23.3; disjoint_targets and
+    select_loss_tolerance=0.02 cost 8-9 routing points there and are off by default.
     """
 
     epochs: int = 60  # max epochs; one epoch = one pass over all models in mini-batches
@@ -65,6 +70,13 @@ class TrainConfig:
     patience: int = 20  # stop after this many epochs without a better validation checkpoint
     seed: int = 0  # seeds init, subsets, noise and dropout: same seed -> same result on CPU
     device: str = "auto"  # "auto" -> cuda if available else cpu; or "cpu", "cuda", "cuda:1", ...
+    disjoint_targets: bool = False  # decoder targets drawn only from the model's train cells outside its
+    #   encoder subset (the encoder subset then leaves at least one cell out), so labels cannot be copied
+    select_loss_tolerance: float | None = None  # checkpoint = best val routing among epochs whose val loss
+    #   is within this much (nats) of the minimum val loss; None = best val routing over all epochs
+    calibration: str = "platt"  # after training, fit on the validation cells (minimum val BCE) and store
+    #   in the model: "temperature" = logit / T; "platt" = logit / T + b; "none". Same increasing map for
+    #   every model, so routing is unchanged; "temperature" keeps every P > 0.5 decision, "platt" may move them
 
     def __post_init__(self) -> None:
         if not 1 <= self.enc_min <= self.enc_max:
@@ -74,6 +86,10 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
         if self.noise_start < 0 or self.noise_end < 0:
             raise ValueError("TrainConfig: noise_start and noise_end are ratios and must be >= 0.")
+        if self.calibration not in ("none", "temperature", "platt"):
+            raise ValueError(f"TrainConfig: calibration={self.calibration!r}; use 'none', 'temperature' or 'platt'.")
+        if self.select_loss_tolerance is not None and self.select_loss_tolerance < 0:
+            raise ValueError(f"TrainConfig: select_loss_tolerance={self.select_loss_tolerance} must be >= 0 or None.")
 
 
 @dataclass
@@ -82,6 +98,7 @@ class TrainResult:
     history: list[dict] = field(default_factory=list)  # one dict per epoch (as passed to on_epoch)
     best_epoch: int = -1  # epoch of the kept state
     best_metrics: dict = field(default_factory=dict)  # that epoch's dict
+    calibration: dict = field(default_factory=dict)  # {"temperature", "logit_bias"} fitted on val; {} if none
 
 
 def noise_ratio(epoch: int, cfg: TrainConfig) -> float:
@@ -114,6 +131,41 @@ def _check_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: n
         )
     if not (~np.isnan(val_scores)).any():
         raise ValueError("train_locus: val_scores has no cells; early stopping needs validation cells.")
+
+
+def fit_temperature(
+    logits: torch.Tensor,  # (n,) validation logits, uncalibrated
+    targets: torch.Tensor,  # (n,) labels in [0, 1]
+    *,
+    bias: bool = False,
+) -> tuple[float, float]:
+    """(T, b) minimising BCE(logits / T + b, targets): temperature scaling (Guo et al. 2017), with bias=True
+    Platt scaling; b = 0 when bias is False. T is clamped to [0.05, 20]."""
+    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    b = torch.zeros((), dtype=torch.float64, requires_grad=bias)
+    x, y = logits.detach().double().cpu(), targets.detach().double().cpu()
+    opt = torch.optim.LBFGS([log_t, b] if bias else [log_t], lr=0.5, max_iter=100, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = F.binary_cross_entropy_with_logits(x / log_t.exp() + b, y)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return float(log_t.detach().exp().clamp(0.05, 20.0)), float(b.detach())
+
+
+def _draw_sets(
+    a: np.ndarray, cfg: TrainConfig, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:  # (encoder subset (k,), decoder targets (T,)) of one model's train cells a
+    n = len(a)
+    if cfg.disjoint_targets and n >= 2:
+        k = int(rng.integers(min(cfg.enc_min, n - 1), min(cfg.enc_max, n - 1) + 1))
+        perm = rng.permutation(a)
+        return perm[:k], perm[k : k + cfg.dec_batch]
+    k = int(rng.integers(min(cfg.enc_min, n), min(cfg.enc_max, n) + 1))
+    return rng.choice(a, k, replace=False), rng.choice(a, min(cfg.dec_batch, n), replace=False)
 
 
 def _pad(rows: list[np.ndarray], fill: float | int, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -186,14 +238,18 @@ def train_locus(
             return phi + std * torch.randn(phi.shape, generator=gen, device=device)
 
         @torch.no_grad()
-        def validate() -> tuple[float, float, float]:
+        def val_logits() -> torch.Tensor:  # (M, Qv)
             model.eval()
             used, inverse = np.unique(np.concatenate([i for i, _ in val_sets]), return_inverse=True)
             parts = model.token_parts(enc_t[torch.from_numpy(used).to(device)])  # (U, 2d)
             offsets = np.cumsum([0] + [len(i) for i, _ in val_sets])
             local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(val_sets)]
             z = _embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(device))  # (M, d)
-            logits = model.predict_logits(z, enc_t[torch.from_numpy(val_cols).to(device)])  # (M, Qv)
+            return model.predict_logits(z, enc_t[torch.from_numpy(val_cols).to(device)])  # (M, Qv)
+
+        @torch.no_grad()
+        def validate() -> tuple[float, float, float]:
+            logits = val_logits()  # (M, Qv)
             loss = F.binary_cross_entropy_with_logits(logits[val_known], val_targets[val_known]).item()
             probs = torch.sigmoid(logits).cpu().numpy()
             return loss, routing_accuracy(probs, val_labels), correctness_accuracy(probs, val_labels)
@@ -201,6 +257,10 @@ def train_locus(
         history: list[dict] = []
         best_key: tuple[float, float] | None = None
         best_state, best_epoch, best_metrics = None, -1, {}
+        tol = cfg.select_loss_tolerance
+        calibration: dict = {}
+        min_loss = math.inf
+        candidates: dict[int, dict] = {}  # epoch -> state of epochs still within tol of the minimum val loss
         bar = tqdm(range(cfg.epochs), desc="train LOCUS", disable=not progress)
         for epoch in bar:
             t0 = time.perf_counter()
@@ -213,10 +273,9 @@ def train_locus(
                 batch = order[start : start + cfg.batch_models]
                 enc_rows, dec_rows = [], []
                 for m in batch:
-                    a = avail[m]
-                    k = int(rng.integers(min(cfg.enc_min, len(a)), min(cfg.enc_max, len(a)) + 1))
-                    enc_rows.append(rng.choice(a, k, replace=False))
-                    dec_rows.append(rng.choice(a, min(cfg.dec_batch, len(a)), replace=False))
+                    enc_row, dec_row = _draw_sets(avail[m], cfg, rng)
+                    enc_rows.append(enc_row)
+                    dec_rows.append(dec_row)
                 enc_idx, enc_mask = _pad(enc_rows, 0, np.int64)  # (B, n)
                 dec_idx, dec_mask = _pad(dec_rows, 0, np.int64)  # (B, T)
                 b_t = torch.from_numpy(batch).to(device)[:, None]
@@ -248,9 +307,19 @@ def train_locus(
             }
             history.append(row)
             key = (val_routing, -val_loss)
-            if best_key is None or key > best_key:
-                best_key, best_epoch, best_metrics = key, epoch, dict(row)
-                best_state = copy.deepcopy(model.state_dict())
+            if tol is None:
+                if best_key is None or key > best_key:
+                    best_key, best_epoch, best_metrics = key, epoch, dict(row)
+                    best_state = copy.deepcopy(model.state_dict())
+            else:
+                min_loss = min(min_loss, val_loss)
+                if val_loss <= min_loss + tol:
+                    candidates[epoch] = copy.deepcopy(model.state_dict())
+                eligible = [h for h in history if h["epoch"] in candidates and h["val_loss"] <= min_loss + tol]
+                candidates = {h["epoch"]: candidates[h["epoch"]] for h in eligible}
+                best = max(eligible, key=lambda h: (h["val_routing_acc"], -h["val_loss"]))
+                best_key, best_epoch, best_metrics = (best["val_routing_acc"], -best["val_loss"]), best["epoch"], dict(best)
+                best_state = candidates[best_epoch]
             if on_epoch is not None:
                 on_epoch(dict(row))
             bar.set_postfix(loss=f"{row['train_loss']:.4f}", val_route=f"{val_routing:.4f}", best=best_epoch)
@@ -258,9 +327,18 @@ def train_locus(
                 break
         bar.close()
 
-    model.load_state_dict(best_state)
+        model.load_state_dict(best_state)
+        if cfg.calibration != "none":
+            with torch.no_grad():
+                logits = val_logits()  # (M, Qv), uncalibrated (temperature 1, bias 0)
+            t, b = fit_temperature(logits[val_known], val_targets[val_known], bias=cfg.calibration == "platt")
+            model.temperature.fill_(t)
+            model.logit_bias.fill_(b)
+            calibration = {"temperature": t, "logit_bias": b}
     model.cpu().eval()
-    return TrainResult(model=model, history=history, best_epoch=best_epoch, best_metrics=best_metrics)
+    return TrainResult(
+        model=model, history=history, best_epoch=best_epoch, best_metrics=best_metrics, calibration=calibration
+    )
 
 
-__all__ = ["TrainConfig", "TrainResult", "train_locus", "noise_ratio"]
+__all__ = ["TrainConfig", "TrainResult", "train_locus", "noise_ratio", "fit_temperature"]

@@ -103,3 +103,42 @@ def test_rejects_models_without_train_cells(tiny_pool):
     train[3] = np.nan
     with pytest.raises(ValueError, match=r"rows \[3\] have no train cells"):
         train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**FAST), progress=False)
+
+
+def test_disjoint_targets_never_overlap_the_encoder_subset():
+    from locus_model.train import _draw_sets
+
+    rng = np.random.default_rng(0)
+    cfg = TrainConfig(enc_min=4, enc_max=300, dec_batch=64, disjoint_targets=True)
+    for n in (2, 10, 256):
+        a = np.arange(100, 100 + n)
+        for _ in range(20):
+            enc, dec = _draw_sets(a, cfg, rng)
+            assert len(enc) >= 1 and len(dec) >= 1 and not set(enc) & set(dec)
+            assert set(enc) | set(dec) <= set(a)
+
+
+def test_fit_temperature_recovers_the_scale_of_overconfident_logits():
+    from locus_model.train import fit_temperature
+
+    g = torch.Generator().manual_seed(0)
+    true_logits = 2 * torch.randn(20000, generator=g)
+    labels = (torch.rand(20000, generator=g) < torch.sigmoid(true_logits)).float()
+    t, b = fit_temperature(3 * true_logits, labels)
+    assert t == pytest.approx(3.0, rel=0.1) and b == 0
+    t, b = fit_temperature(3 * true_logits - 1.5, labels, bias=True)  # logits shifted by -1.5 = -0.5 * T
+    assert t == pytest.approx(3.0, rel=0.1) and b == pytest.approx(0.5, abs=0.1)
+
+
+def test_loss_tolerant_selection_and_calibration(tiny_pool):
+    enc, train, val = tiny_pool
+    cfg = TrainConfig(**{**FAST, "epochs": 8, "patience": 8}, seed=2, select_loss_tolerance=0.01, calibration="platt",
+                      disjoint_targets=True)
+    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
+    min_loss = min(h["val_loss"] for h in res.history)
+    eligible = [h for h in res.history if h["val_loss"] <= min_loss + 0.01]
+    assert res.history[res.best_epoch]["val_loss"] <= min_loss + 0.01
+    assert res.best_metrics["val_routing_acc"] == max(h["val_routing_acc"] for h in eligible)
+    assert res.calibration["temperature"] > 0
+    assert float(res.model.temperature) == pytest.approx(res.calibration["temperature"])
+    assert float(res.model.logit_bias) == pytest.approx(res.calibration["logit_bias"])
