@@ -2,6 +2,8 @@
 
 import dagster as dg
 
+from locus_pipeline.defs.partitions import onboarded_models
+
 locus_job = dg.define_asset_job(
     "locus_job",
     selection=dg.AssetSelection.all() - dg.AssetSelection.groups("onboarding"),
@@ -12,4 +14,18 @@ pool_job = dg.define_asset_job(
     "pool_job",
     selection=dg.AssetSelection.assets("model_embeddings").upstream(),
     description="Only what the embedding pool needs: ingestion -> encodings -> training -> model_embeddings.",
+)
+
+onboarding_job = dg.define_asset_job(
+    "onboarding_job",
+    selection=dg.AssetSelection.groups("onboarding"),
+    partitions_def=onboarded_models,
+    executor_def=dg.in_process_executor,  # one step: no second process to start (saves seconds per model)
+    description="Onboard one model from an accepted evaluation file: forward pass of the pool's checkpoint, upsert its pool row.",
+)
+
+reports_refresh_job = dg.define_asset_job(
+    "reports_refresh_job",
+    selection=dg.AssetSelection.groups("analyses"),
+    description="Re-materialize the analyses (reports) from the current pool, e.g. after onboarding.",
 )

@@ -12,27 +12,13 @@ import time
 
 import dagster as dg
 
+from locus_pipeline.defs.jobs import onboarding_job, reports_refresh_job
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.resources import LocusHome
 
 ONBOARDING_ASSET = "onboarded_model_embedding"
 MAX_FILES_PER_TICK = 20  # the rest waits for the next tick, so one tick stays well inside the sensor timeout
 MAX_SECONDS_PER_TICK = 30.0
-
-onboarding_job = dg.define_asset_job(
-    "onboarding_job",
-    selection=dg.AssetSelection.groups("onboarding"),
-    partitions_def=onboarded_models,
-    executor_def=dg.in_process_executor,  # one step: no second process to start (saves seconds per model)
-    description="Onboard one model from an accepted evaluation file: forward pass of the pool's checkpoint, upsert its pool row.",
-)
-
-reports_refresh_job = dg.define_asset_job(
-    "reports_refresh_job",
-    selection=dg.AssetSelection.groups("analyses"),
-    description="Re-materialize the analyses (reports) from the current pool, e.g. after onboarding.",
-)
-
 
 def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
     """(one RunRequest per model of an accepted file, the partition keys to add)."""
