@@ -30,15 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev  # noqa: E402
+from tests.locus_pipeline.tiny import POOL_OPS, run_config_for  # noqa: E402
 
-POOL_CONFIG = {
-    "ops": {
-        "raw_evaluations": {"config": {"source": "demo", "demo_size": "small"}},
-        "query_encodings": {"config": {"encoder": "hashing-256"}},
-        "training_split": {"config": {"budget": 128}},
-        "locus_checkpoint": {"config": {"epochs": 3, "patience": 3, "enc_max": 64}},
-    }
-}
+POOL_CONFIG = run_config_for(POOL_OPS)  # the tests' tiny pool: small demo, hashing encoder, 3 epochs
 
 
 def build_pool(home: Path) -> None:

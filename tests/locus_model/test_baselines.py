@@ -12,13 +12,7 @@ from locus_model.metrics import roc_auc
 FAST = LatentConfig(dim=8, hidden=16, noise=(0.05,), max_steps=400, eval_every=20, patience=100, onboard_iters=50)
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny tensors on a shared 2-core machine: one thread is several times faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def synthetic(n_models: int = 12, n_queries: int = 80, dim: int = 16, seed: int = 0):

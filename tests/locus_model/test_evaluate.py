@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 import locus_model.evaluate as ev
 from locus_model import metrics
@@ -19,13 +18,7 @@ FAST_BASELINES = {"embedllm_mf": FAST_LATENT, "irt": LatentConfig(dim=4, hidden=
 BASELINE_METHODS = ("embedllm_mf", "irt", "knn", "best_single", "oracle")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny tensors on a shared 2-core machine: one thread is several times faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_table(n_models: int = 10, n_queries: int = 60, *, seed: int = 0, split: bool = False) -> pd.DataFrame:

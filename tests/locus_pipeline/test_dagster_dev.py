@@ -9,9 +9,7 @@ import pandas as pd
 import pytest
 
 from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev
-from tests.locus_pipeline.tiny import run_config_for
-
-POOL_OPS = {"raw_evaluations", "query_encodings", "training_split", "locus_checkpoint"}
+from tests.locus_pipeline.tiny import POOL_OPS, run_config_for
 
 
 @pytest.mark.slow

@@ -16,3 +16,7 @@ TINY_RUN_CONFIG = {
 
 def run_config_for(job_ops: set[str]) -> dict:
     return {"ops": {k: v for k, v in TINY_RUN_CONFIG["ops"].items() if k in job_ops}}
+
+
+# The ops of pool_job (ingestion -> encodings -> training -> model_embeddings) that take config.
+POOL_OPS = {"raw_evaluations", "query_encodings", "training_split", "locus_checkpoint"}
