@@ -55,6 +55,8 @@ class TrainConfig:
 
     epochs: int = 60  # max epochs; one epoch = one pass over all models in mini-batches
     batch_models: int = 8  # models per step (small: more optimiser steps per CPU second)
+    draws: int = 1  # independent (encoder subset, decoder batch) draws per model per step: the step's batch
+    #   holds batch_models * draws evaluation sets; more set sizes and targets per model per step
     enc_min: int = 16  # smallest encoder subset (clipped to the model's number of train cells)
     enc_max: int = 256  # largest encoder subset
     dec_batch: int = 512  # decoder targets per model per step (fewer if the model has fewer train cells)
@@ -74,6 +76,9 @@ class TrainConfig:
     #   encoder subset (the encoder subset then leaves at least one cell out), so labels cannot be copied
     select_loss_tolerance: float | None = None  # checkpoint = best val routing among epochs whose val loss
     #   is within this much (nats) of the minimum val loss; None = best val routing over all epochs
+    ema_decay: float = 0.0  # 0 = off; else validation, checkpoint selection and the returned model use an
+    #   exponential moving average of the weights (decay per optimiser step, warmed up as
+    #   min(decay, (1 + t) / (10 + t))), which smooths the step-to-step jitter of small-batch training
     calibration: str = "platt"  # after training, fit on the validation cells (minimum val BCE) and store
     #   in the model: "temperature" = logit / T; "platt" = logit / T + b; "none". Same increasing map for
     #   every model, so routing is unchanged; "temperature" keeps every P > 0.5 decision, "platt" may move them
@@ -81,13 +86,15 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.enc_min <= self.enc_max:
             raise ValueError(f"TrainConfig: need 1 <= enc_min ({self.enc_min}) <= enc_max ({self.enc_max}).")
-        for name in ("epochs", "batch_models", "dec_batch", "patience"):
+        for name in ("epochs", "batch_models", "draws", "dec_batch", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
         if self.noise_start < 0 or self.noise_end < 0:
             raise ValueError("TrainConfig: noise_start and noise_end are ratios and must be >= 0.")
         if self.calibration not in ("none", "temperature", "platt"):
             raise ValueError(f"TrainConfig: calibration={self.calibration!r}; use 'none', 'temperature' or 'platt'.")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"TrainConfig: ema_decay={self.ema_decay} must be in [0, 1) (0 = off).")
         if self.select_loss_tolerance is not None and self.select_loss_tolerance < 0:
             raise ValueError(f"TrainConfig: select_loss_tolerance={self.select_loss_tolerance} must be >= 0 or None.")
 
@@ -223,14 +230,18 @@ def train_locus(
 
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(cfg.seed)  # init and dropout
-        model = Locus(model_config).to(device)
+        net = Locus(model_config).to(device)  # the weights the optimiser moves
         opt = torch.optim.AdamW(
             [
-                {"params": model.encoder_parameters(), "lr": cfg.lr_encoder},
-                {"params": model.predictor_parameters(), "lr": cfg.lr_predictor},
+                {"params": net.encoder_parameters(), "lr": cfg.lr_encoder},
+                {"params": net.predictor_parameters(), "lr": cfg.lr_predictor},
             ],
             weight_decay=cfg.weight_decay,
         )
+        # the weights that are validated, selected and returned: net itself, or its moving average
+        model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
+        ema_pairs = list(zip(model.parameters(), net.parameters())) if cfg.ema_decay > 0 else []
+        step = 0
 
         def noisy(phi: torch.Tensor, std: float) -> torch.Tensor:
             if std == 0:
@@ -264,13 +275,13 @@ def train_locus(
         bar = tqdm(range(cfg.epochs), desc="train LOCUS", disable=not progress)
         for epoch in bar:
             t0 = time.perf_counter()
-            model.train()
+            net.train()
             ratio = noise_ratio(epoch, cfg)
             std = ratio * mean_norm / math.sqrt(D)
             order = rng.permutation(M)
             losses, weights = [], []
             for start in range(0, M, cfg.batch_models):
-                batch = order[start : start + cfg.batch_models]
+                batch = np.repeat(order[start : start + cfg.batch_models], cfg.draws)  # draws rows per model
                 enc_rows, dec_rows = [], []
                 for m in batch:
                     enc_row, dec_row = _draw_sets(avail[m], cfg, rng)
@@ -281,7 +292,7 @@ def train_locus(
                 b_t = torch.from_numpy(batch).to(device)[:, None]
                 enc_idx_t, dec_idx_t = torch.from_numpy(enc_idx).to(device), torch.from_numpy(dec_idx).to(device)
                 enc_mask_t, dec_mask_t = torch.from_numpy(enc_mask).to(device), torch.from_numpy(dec_mask).to(device)
-                logits = model(
+                logits = net(
                     noisy(enc_t[enc_idx_t], std),  # (B, n, D)
                     scores_t[b_t, enc_idx_t],  # (B, n)
                     enc_mask_t,
@@ -290,8 +301,14 @@ def train_locus(
                 loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], scores_t[b_t, dec_idx_t][dec_mask_t])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
                 opt.step()
+                if ema_pairs:
+                    decay = min(cfg.ema_decay, (1 + step) / (10 + step))
+                    with torch.no_grad():
+                        for avg, cur in ema_pairs:
+                            avg.lerp_(cur, 1 - decay)
+                step += 1
                 losses.append(loss.item())
                 weights.append(int(dec_mask.sum()))
 

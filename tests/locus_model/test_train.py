@@ -142,3 +142,38 @@ def test_loss_tolerant_selection_and_calibration(tiny_pool):
     assert res.calibration["temperature"] > 0
     assert float(res.model.temperature) == pytest.approx(res.calibration["temperature"])
     assert float(res.model.logit_bias) == pytest.approx(res.calibration["logit_bias"])
+
+
+def test_draws_put_several_evaluation_sets_of_each_model_in_a_step(tiny_pool, monkeypatch):
+    import locus_model.train as train_mod
+
+    enc, train, val = tiny_pool
+    batch_sizes = []
+    real_forward = train_mod.Locus.forward
+
+    def spy(self, phi_enc, y_enc, mask_enc, phi_dec):
+        if self.training:
+            batch_sizes.append(phi_enc.shape[0])
+        return real_forward(self, phi_enc, y_enc, mask_enc, phi_dec)
+
+    monkeypatch.setattr(train_mod.Locus, "forward", spy)
+    cfg = TrainConfig(**{**FAST, "epochs": 1, "patience": 1, "batch_models": 4}, draws=3)
+    train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
+    assert batch_sizes == [12, 12, 12]  # 12 models / 4 per step, each drawn 3 times
+
+
+def test_ema_returns_the_average_of_the_trained_weights(tiny_pool):
+    enc, train, val = tiny_pool
+    base = dict(**{**FAST, "epochs": 6, "patience": 6}, seed=3, calibration="none")
+    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base), progress=False)
+    ema = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, ema_decay=0.9),
+                      progress=False)
+    # the same optimisation path (same seed, same draws), but the returned weights are an average of it
+    assert [h["train_loss"] for h in ema.history] == [h["train_loss"] for h in plain.history]
+    w_plain, w_ema = plain.model.hidden.weight, ema.model.hidden.weight
+    assert not torch.equal(w_plain, w_ema) and torch.isfinite(w_ema).all()
+    assert ema.best_metrics["val_routing_acc"] == max(h["val_routing_acc"] for h in ema.history)
+    with pytest.raises(ValueError, match="ema_decay"):
+        TrainConfig(ema_decay=1.0)
+    with pytest.raises(ValueError, match="draws"):
+        TrainConfig(draws=0)
