@@ -45,6 +45,8 @@ TRIALS: dict[str, dict] = {
     "noise1_d4_ema": {**NOISE1, "draws": 4, "ema_decay": 0.99},
     "noise1_d4_ema_lr3": {**NOISE1, "draws": 4, "ema_decay": 0.99, "lr_encoder": 6e-4, "lr_predictor": 2.4e-3},
     "noise2_d4_ema": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.99},
+    "noise2_d4_ema_e120": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995, "epochs": 120,
+                           "patience": 120},
     "noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200},
     "disjoint_noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200,
                                     "disjoint_targets": True},

@@ -34,7 +34,8 @@ def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evalu
 
 
 class TrainingConfig(dg.Config):
-    """LOCUS training. Defaults are the library's (locus_model.train.TrainConfig, sized for a CPU); the paper's
+    """LOCUS training. Defaults are the library's (locus_model.train.TrainConfig: the best setting of the
+    training sweep in bench/README.md, ~10 min on a 2-core CPU for the full demo pool); the paper's
     setting is epochs=2500, patience=500, batch_models=128, noise_start=2.8, noise_end=1.4,
     noise_anneal_epochs=500, with all-mpnet-base-v2 encodings (see README)."""
 
@@ -42,11 +43,14 @@ class TrainingConfig(dg.Config):
     patience: int = Field(default=_TRAIN.patience, description="Early stopping patience on validation routing accuracy. Paper: 500.")
     seed: int = Field(default=_TRAIN.seed, description="Seed of initialisation, subsets and noise.")
     batch_models: int = Field(default=_TRAIN.batch_models, description="Models per optimisation step.")
+    draws: int = Field(default=_TRAIN.draws, description="Evaluation sets drawn per model per step (encoder subset + decoder targets).")
     enc_min: int = Field(default=_TRAIN.enc_min, description="Smallest encoder subset per model.")
     enc_max: int = Field(default=_TRAIN.enc_max, description="Largest encoder subset per model.")
     noise_start: float = Field(default=_TRAIN.noise_start, description="Query-noise ratio ||noise||/||phi|| at epoch 0.")
     noise_end: float = Field(default=_TRAIN.noise_end, description="Query-noise ratio after annealing.")
     noise_anneal_epochs: int = Field(default=_TRAIN.noise_anneal_epochs, description="Epochs of cosine noise annealing.")
+    ema_decay: float = Field(default=_TRAIN.ema_decay, description="Per-step decay of the moving average of the weights that is validated and kept; 0 = off.")
+    calibration: str = Field(default=_TRAIN.calibration, description="Post-hoc calibration fitted on validation: platt, temperature or none (routing unchanged).")
     d: int = Field(default=_MODEL.d, description="Model embedding dimension.")
     n_blocks: int = Field(default=_MODEL.n_blocks, description="ISAB blocks (L).")
     n_latents: int = Field(default=_MODEL.n_latents, description="Latents per ISAB block (r).")
@@ -57,8 +61,9 @@ class TrainingConfig(dg.Config):
         model = LocusConfig(query_dim=query_dim, d=self.d, n_blocks=self.n_blocks, n_latents=self.n_latents, n_heads=self.n_heads)
         train = TrainConfig(
             epochs=self.epochs, patience=self.patience, seed=self.seed, batch_models=self.batch_models,
-            enc_min=self.enc_min, enc_max=self.enc_max, noise_start=self.noise_start, noise_end=self.noise_end,
-            noise_anneal_epochs=self.noise_anneal_epochs, device=self.device,
+            draws=self.draws, enc_min=self.enc_min, enc_max=self.enc_max, noise_start=self.noise_start,
+            noise_end=self.noise_end, noise_anneal_epochs=self.noise_anneal_epochs, ema_decay=self.ema_decay,
+            calibration=self.calibration, device=self.device,
         )
         return model, train
 
