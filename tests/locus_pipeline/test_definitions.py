@@ -63,3 +63,14 @@ def test_dg_cli_loads_the_project(tmp_path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     for name in ("locus_checkpoint", "model_embeddings", "locus_job"):
         assert name in out.stdout
+
+
+def test_training_config_defaults_are_the_library_defaults_and_every_field_reaches_the_library():
+    from locus_model.model import LocusConfig
+    from locus_model.train import TrainConfig
+    from locus_pipeline.defs.assets.training import TrainingConfig
+
+    model, train = TrainingConfig().to_library(query_dim=384)
+    assert train == TrainConfig() and model == LocusConfig(query_dim=384)
+    _, train = TrainingConfig(draws=2, ema_decay=0.0, calibration="none", epochs=7, noise_start=0.5).to_library(384)
+    assert (train.draws, train.ema_decay, train.calibration, train.epochs, train.noise_start) == (2, 0.0, "none", 7, 0.5)
