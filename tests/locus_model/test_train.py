@@ -178,3 +178,16 @@ def test_ema_returns_the_average_of_the_trained_weights(tiny_pool):
         TrainConfig(ema_decay=1.0)
     with pytest.raises(ValueError, match="draws"):
         TrainConfig(draws=0)
+
+
+def test_epochs_before_select_from_epoch_are_never_kept(tiny_pool):
+    enc, train, val = tiny_pool
+    cfg = TrainConfig(**{**FAST, "epochs": 6, "patience": 1}, seed=4, select_from_epoch=4)
+    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
+    assert res.best_epoch >= 4 and len(res.history) == 6  # patience counts only from epoch 4 on
+    late = res.history[4:]
+    assert res.best_metrics["val_routing_acc"] == max(h["val_routing_acc"] for h in late)
+    short = TrainConfig(**{**FAST, "epochs": 3, "patience": 3}, select_from_epoch=30)  # clipped to the last epoch
+    assert train_locus(enc, train, val, model_config=MODEL_CFG, train_config=short, progress=False).best_epoch == 2
+    with pytest.raises(ValueError, match="select_from_epoch"):
+        TrainConfig(select_from_epoch=-1)
