@@ -121,7 +121,7 @@ def main() -> None:
               f"{a['peak_mb']:>15.0f}{b['peak_mb']:>9.0f}   (max |diff| {res[task + '_maxdiff']:.1e})")
     tr = run_training(args.train_epochs)
     c = tr["config"]
-    print(f"(c) train_locus, 100 models x 5000 queries, default TrainConfig (batch_models={c.batch_models}, "
+    print(f"(c) train_locus, 100 models x 5000 queries, default TrainConfig (batch_models={c.batch_models}, draws={c.draws}, "
           f"enc {c.enc_min}-{c.enc_max}, dec_batch={c.dec_batch}, val_set_max={c.val_set_max}): "
           f"{tr['seconds_per_epoch']:.2f} s/epoch (median of {tr['epochs']}, validation included)")
 

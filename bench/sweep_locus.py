@@ -51,6 +51,8 @@ TRIALS: dict[str, dict] = {
                            "patience": 120},
     "noise2_d4_ema_e120_sel30": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995, "epochs": 120,
                                  "patience": 120, "select_from_epoch": 30},
+    "noise2_d4_ema_e120_sel10": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995, "epochs": 120,
+                                 "patience": 120, "select_from_epoch": 10},
     "noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200},
     "disjoint_noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200,
                                     "disjoint_targets": True},

@@ -133,7 +133,7 @@ def test_fit_temperature_recovers_the_scale_of_overconfident_logits():
 def test_loss_tolerant_selection_and_calibration(tiny_pool):
     enc, train, val = tiny_pool
     cfg = TrainConfig(**{**FAST, "epochs": 8, "patience": 8}, seed=2, select_loss_tolerance=0.01, calibration="platt",
-                      disjoint_targets=True)
+                      disjoint_targets=True, select_from_epoch=0)
     res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     min_loss = min(h["val_loss"] for h in res.history)
     eligible = [h for h in res.history if h["val_loss"] <= min_loss + 0.01]

@@ -49,6 +49,7 @@ class TrainingConfig(dg.Config):
     noise_start: float = Field(default=_TRAIN.noise_start, description="Query-noise ratio ||noise||/||phi|| at epoch 0.")
     noise_end: float = Field(default=_TRAIN.noise_end, description="Query-noise ratio after annealing.")
     noise_anneal_epochs: int = Field(default=_TRAIN.noise_anneal_epochs, description="Epochs of cosine noise annealing.")
+    select_from_epoch: int = Field(default=_TRAIN.select_from_epoch, description="Epochs before this one are never kept as the checkpoint.")
     ema_decay: float = Field(default=_TRAIN.ema_decay, description="Per-step decay of the moving average of the weights that is validated and kept; 0 = off.")
     calibration: str = Field(default=_TRAIN.calibration, description="Post-hoc calibration fitted on validation: platt, temperature or none (routing unchanged).")
     d: int = Field(default=_MODEL.d, description="Model embedding dimension.")
@@ -63,7 +64,7 @@ class TrainingConfig(dg.Config):
             epochs=self.epochs, patience=self.patience, seed=self.seed, batch_models=self.batch_models,
             draws=self.draws, enc_min=self.enc_min, enc_max=self.enc_max, noise_start=self.noise_start,
             noise_end=self.noise_end, noise_anneal_epochs=self.noise_anneal_epochs, ema_decay=self.ema_decay,
-            calibration=self.calibration, device=self.device,
+            select_from_epoch=self.select_from_epoch, calibration=self.calibration, device=self.device,
         )
         return model, train
 
