@@ -45,8 +45,8 @@ class TrainConfig:
     ratio * (mean encoding norm) / sqrt(D), so one setting means the same thing for 384-d and 768-d
     encoders. Training draws the decoder targets from the same anchors the encoder subset comes from, so a
     target's own (query, label) is often inside the set being embedded; strong noise keeps the model from
-    memorising labels by query identity (with a ratio of 0.3 -> 0.1 train BCE fell far below val BCE and
-    correctness prediction lost 2-3 points on the demo pool and AlpacaEval).
+    memorising labels by query identity (with a ratio of 0.3 -> 0.1 instead of 1.0 -> 0.5, train BCE fell far
+    below val BCE and correctness accuracy was 0.6-2.2 points lower on the demo pool and AlpacaEval).
     Calibration (default "platt") leaves routing untouched and, on the demo pool (budget 256, fold 0,
     bench/README.md "LOCUS training diagnostics"), lowered Brier from 25.2 to 23.3; disjoint_targets and
     select_loss_tolerance=0.02 cost 8-9 routing points there and are off by default.
