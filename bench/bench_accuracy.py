@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from locus_model.encoding import encode_queries  # noqa: E402
-from locus_model.evaluate import METHODS, choose_held_out, evaluate, print_results, save_results  # noqa: E402
+from locus_model.evaluate import METHODS, choose_held_out, evaluate, format_interval, print_results, save_results  # noqa: E402
 from locus_model.evaluations import EvaluationMatrix, read_evaluations, validate_evaluations  # noqa: E402
 from locus_model.model import LocusConfig  # noqa: E402
 from locus_model.train import TrainConfig  # noqa: E402
@@ -57,12 +57,9 @@ def _cell(stat: dict | None, scale: float = 100.0) -> str:
     return f"{stat['mean'] * scale:.1f} ± {stat['std'] * scale:.1f}"
 
 
-def _vs(entry: dict) -> str:
-    vs = entry.get("vs_best_single")
-    if not vs or vs.get("diff") is None:
-        return ""
-    tie = " (tie)" if vs["ci_low"] <= 0 <= vs["ci_high"] else ""
-    return f"{vs['diff'] * 100:+.1f} [{vs['ci_low'] * 100:+.1f}, {vs['ci_high'] * 100:+.1f}]{tie}"
+def _vs(stat: dict | None) -> str:
+    text = format_interval(stat)
+    return "" if text == "-" else text
 
 
 def markdown_summary(paths: list[Path]) -> str:
@@ -86,8 +83,17 @@ def markdown_summary(paths: list[Path]) -> str:
                 if e is None:
                     continue
                 out.append(f"| {name} | {_cell(e['routing_acc'])} | {_cell(e['hit@3'])} | {_cell(e['correctness_acc'])} | "
-                           f"{_cell(e['auc'])} | {_cell(e['brier'])} | {_vs(e)} |")
+                           f"{_cell(e['auc'])} | {_cell(e['brier'])} | {_vs(e.get('vs_best_single'))} |")
             out.append("")
+            vs_methods = result["methods"].get("locus", {}).get(group, {}).get("vs_methods")
+            if vs_methods:
+                out.append(f"LOCUS minus each method ({group}; paired bootstrap over the pooled test queries, 95% CI; "
+                           "Brier: negative favours LOCUS):\n")
+                out.append("| vs | routing | correctness | AUC | Brier |")
+                out.append("|---|---|---|---|---|")
+                for other, stats in vs_methods.items():
+                    out.append(f"| {other} | " + " | ".join(_vs(stats.get(k)) for k in ("routing_acc", "correctness_acc", "auc", "brier")) + " |")
+                out.append("")
     return "\n".join(out)
 
 

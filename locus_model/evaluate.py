@@ -12,7 +12,8 @@ Protocol (k-fold, any evaluation table):
   IRT fit only their per-model vector, kNN and best-single read their anchor scores;
 - every (test query, model) pair is scored with locus_model.metrics; groups ``all``, ``in_training`` and
   ``held_out`` route among the models of the group; numbers are mean/std over folds, and a paired bootstrap
-  over the pooled test queries gives the routing-accuracy difference of each method vs best_single.
+  over the pooled test queries gives the routing-accuracy difference of each method vs best_single, and
+  LOCUS's difference from every other method on routing, correctness accuracy, AUC and Brier (``vs_methods``).
 
 EmbedLLM protocol (a table with a ``split`` column and ``folds=None``): the dataset's own train/val/test
 queries form the single fold (the reference protocol of patel-shivam/locus_code_release; mmlu*/gpqa*
@@ -245,6 +246,95 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, n_boot: int = 2000, seed: 
     return {"diff": float(d.mean()), "ci_low": float(np.quantile(means, tail)), "ci_high": float(np.quantile(means, 1 - tail))}
 
 
+def bootstrap_draws(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """Routing, correctness accuracy, Brier and AUC of (M, Q) probs on query-resampled copies of the data.
+
+    weights: (B, Q) multiplicities of the queries in B bootstrap resamples (a row of ones is the data as
+    it is). Returns {metric: (B,)}; each value equals the metric of score_predictions on the data with every
+    query column repeated weights[b, q] times (AUC: Mann-Whitney with ties counting one half)."""
+    probs, labels = np.asarray(probs, np.float64), np.asarray(labels, np.float64)
+    weights = np.asarray(weights, np.float64)
+    known = ~np.isnan(labels)
+    routed = routing_outcomes(probs, labels)  # (Q,), NaN where no model is labelled
+    has = ~np.isnan(routed)
+    n_known = known.sum(axis=0)  # (Q,)
+    agree = np.where(known, (probs > 0.5) == (labels >= 0.5), False).sum(axis=0)
+    sq_err = np.where(known, (probs - np.nan_to_num(labels)) ** 2, 0.0).sum(axis=0)
+    out = {
+        "routing_acc": weights[:, has] @ routed[has] / weights[:, has].sum(axis=1),
+        "correctness_acc": weights @ agree / (weights @ n_known),
+        "brier": weights @ sq_err / (weights @ n_known),
+    }
+    # AUC: sort the labelled cells once; a resample only reweights them (cell weight = its query's multiplicity)
+    rows, cols = np.nonzero(known)
+    p, pos = probs[rows, cols], labels[rows, cols] >= 0.5
+    _, tie_group = np.unique(p, return_inverse=True)  # ascending score groups; equal scores share one
+    n_groups = int(tie_group.max()) + 1 if len(p) else 0
+    auc = np.full(len(weights), np.nan)
+    for b, w_query in enumerate(weights):
+        w = w_query[cols]
+        w_pos = np.bincount(tie_group, weights=w * pos, minlength=n_groups)
+        w_neg = np.bincount(tie_group, weights=w * ~pos, minlength=n_groups)
+        total = w_pos.sum() * w_neg.sum()
+        if total > 0:
+            below = np.cumsum(w_neg) - w_neg  # negative weight strictly below each score group
+            auc[b] = float((w_pos * (below + 0.5 * w_neg)).sum() / total)
+    out["auc"] = auc
+    return out
+
+
+def bootstrap_comparisons(
+    probs: Mapping[str, np.ndarray], labels: np.ndarray, *, against: str, n_boot: int = 2000, seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, dict[str, dict]]:
+    """Metric of method ``against`` minus metric of each other method, all scored on the same (M, Q) labels,
+    with percentile intervals from resampling the queries (columns) with replacement; every method is scored
+    on the same resamples. Returns {other: {metric: {"diff", "ci_low", "ci_high"}}} for routing_acc,
+    correctness_acc, auc and brier (lower is better: a negative diff favours ``against``). An interval that
+    covers 0 is a tie at this level."""
+    shapes = {name: np.shape(p) for name, p in probs.items()}
+    if against not in probs or any(s != np.shape(labels) for s in shapes.values()) or np.ndim(labels) != 2:
+        raise ValueError(f"bootstrap_comparisons: probs {shapes} must include {against!r} and all be the same (M, Q) "
+                         f"as labels {np.shape(labels)}")
+    n_queries = np.shape(labels)[1]
+    rng = np.random.default_rng(seed)
+    point = {name: bootstrap_draws(p, labels, np.ones((1, n_queries))) for name, p in probs.items()}
+    draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name]} for name in probs}
+    for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q)
+        size = min(n_boot, start + 256) - start
+        picks = rng.integers(0, n_queries, size=(size, n_queries))
+        weights = np.stack([np.bincount(row, minlength=n_queries) for row in picks])  # (size, Q)
+        for name, p in probs.items():
+            for k, v in bootstrap_draws(p, labels, weights).items():
+                draws[name][k].append(v)
+    tail = (1 - level) / 2
+    result: dict[str, dict[str, dict]] = {}
+    for other in probs:
+        if other == against:
+            continue
+        result[other] = {}
+        for k in point[against]:
+            diff = point[against][k][0] - point[other][k][0]
+            d = np.concatenate(draws[against][k]) - np.concatenate(draws[other][k])
+            d = d[~np.isnan(d)]
+            result[other][k] = (
+                {"diff": None, "ci_low": None, "ci_high": None} if len(d) == 0 or np.isnan(diff)
+                else {"diff": float(diff), "ci_low": float(np.quantile(d, tail)), "ci_high": float(np.quantile(d, 1 - tail))}
+            )
+    return result
+
+
+def paired_bootstrap_metrics(
+    probs_a: np.ndarray, probs_b: np.ndarray, labels: np.ndarray, *, n_boot: int = 2000, seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, dict]:
+    """Metric of a minus metric of b on the same (M, Q) labels: bootstrap_comparisons for one pair."""
+    if not (np.shape(probs_a) == np.shape(probs_b) == np.shape(labels)) or np.ndim(labels) != 2:
+        raise ValueError(f"paired_bootstrap_metrics: probs_a {np.shape(probs_a)}, probs_b {np.shape(probs_b)} and "
+                         f"labels {np.shape(labels)} must all be the same (M, Q)")
+    return bootstrap_comparisons({"a": probs_a, "b": probs_b}, labels, against="a", n_boot=n_boot, seed=seed,
+                                 level=level)["b"]
+
 def score_predictions(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """All METRICS on (M, Q) probs against labels (NaN = unknown)."""
     return {
@@ -317,7 +407,7 @@ def evaluate(
         methods: any of METHODS; "best_single" is always run (it is the bootstrap reference).
         train_config, model_config: LOCUS TrainConfig / LocusConfig (None = defaults with query_dim = D).
         val_fraction: share of the non-test queries held for validation in each fold (k-fold only).
-        n_boot: bootstrap resamples for the vs_best_single intervals.
+        n_boot: bootstrap resamples for the vs_best_single and vs_methods intervals.
         baseline_configs: {"embedllm_mf" | "irt": LatentConfig, "knn": KNNConfig} overriding the defaults.
         only_folds: run only these fold indices (0-based) of the K, e.g. when compute is short; recorded in
             settings["only_folds"], and the means/stds are then over those folds only.
@@ -327,7 +417,9 @@ def evaluate(
     Returns:
         {"settings", "sizes", "wall_s", "methods": {method: {group: {"routing_acc": {"mean", "std"}, "hit@3",
         "correctness_acc", "auc", "brier", "per_benchmark": {bench: {metric: {"mean", "std"}}},
-        "vs_best_single": {"diff", "ci_low", "ci_high"}}}}}. Groups: all, in_training, held_out (absent when
+        "vs_best_single": {"diff", "ci_low", "ci_high"}}}}}; LOCUS entries also carry "vs_methods": {other method:
+        {metric: {"diff", "ci_low", "ci_high"}}}, LOCUS minus the other on the pooled test queries (routing_acc,
+        correctness_acc, auc, brier; see paired_bootstrap_metrics). Groups: all, in_training, held_out (absent when
         nothing is held out), then any extra_groups. Undefined numbers (e.g. AUC on one class) are None.
     """
     start = time.perf_counter()
@@ -382,6 +474,8 @@ def evaluate(
 
     per_fold: dict[str, dict[str, list[dict]]] = {m: {g: [] for g in groups} for m in methods}
     outcomes: dict[str, dict[str, list[np.ndarray]]] = {m: {g: [] for g in groups} for m in methods}
+    pooled: dict[str, dict[str, list[np.ndarray]]] = {m: {g: [] for g in groups} for m in methods}  # probs per fold
+    pooled_labels: dict[str, list[np.ndarray]] = {g: [] for g in groups}
     anchor_counts = []
     for fold in splits:
         budget_scores = np.full_like(scores, np.nan)  # (M, Q): only the anchor cells are usable
@@ -424,6 +518,9 @@ def evaluate(
                 }
                 per_fold[name][group].append(result)
                 outcomes[name][group].append(routing_outcomes(p, y))
+                pooled[name][group].append(p)
+                if name == REFERENCE:
+                    pooled_labels[group].append(y)
             _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} {time.perf_counter() - t0:7.1f} s  "
                            f"routing(all) {per_fold[name]['all'][-1]['routing_acc']:.4f}")
 
@@ -444,6 +541,12 @@ def evaluate(
                 entry["vs_best_single"] = paired_bootstrap(
                     np.concatenate(outcomes[name][group]), np.concatenate(outcomes[REFERENCE][group]),
                     n_boot=n_boot, seed=seed,
+                )
+            if name == "locus":  # LOCUS against every other method on the same pooled test queries
+                compared = {m: np.concatenate(pooled[m][group], axis=1) for m in methods
+                            if m != "oracle" and len(pooled[m][group]) == len(pooled_labels[group])}
+                entry["vs_methods"] = bootstrap_comparisons(
+                    compared, np.concatenate(pooled_labels[group], axis=1), against="locus", n_boot=n_boot, seed=seed,
                 )
             result_methods[name][group] = entry
 
@@ -532,17 +635,29 @@ def format_results(result: dict) -> str:
             continue
         lines += ["", f"[{group}]", header]
         for name, entry in rows:
-            vs = entry.get("vs_best_single")
-            if vs and vs["diff"] is not None:
-                tie = " tie" if vs["ci_low"] <= 0 <= vs["ci_high"] else ""
-                vs_text = f"{vs['diff'] * 100:+.1f} [{vs['ci_low'] * 100:+.1f},{vs['ci_high'] * 100:+.1f}]{tie}"
-            else:
-                vs_text = "-"
+            vs_text = format_interval(entry.get("vs_best_single"))
             lines.append(
                 f"{name:<12} {_fmt(entry['routing_acc']):>11} {_fmt(entry['hit@3']):>11} {_fmt(entry['correctness_acc']):>11} "
                 f"{_fmt(entry['auc']):>11} {_fmt(entry['brier']):>11}  {vs_text:>24}"
             )
+        locus = next((entry for m, entry in rows if m == "locus"), None)
+        if locus and locus.get("vs_methods"):
+            lines += ["", f"LOCUS minus each method [{group}], paired bootstrap over test queries, 95% CI (Brier: negative favours LOCUS)",
+                      f"{'method':<12} " + " ".join(f"{k:>22}" for k in _PAIRED)]
+            for other, stats in locus["vs_methods"].items():
+                lines.append(f"{other:<12} " + " ".join(f"{format_interval(stats.get(k)):>22}" for k in _PAIRED))
     return "\n".join(lines)
+
+
+_PAIRED = ("routing_acc", "correctness_acc", "auc", "brier")
+
+
+def format_interval(stat: dict | None, scale: float = 100.0) -> str:
+    """'+1.2 [+0.3,+2.0]' for a {"diff", "ci_low", "ci_high"} dict (x100), with ' tie' when the interval covers 0."""
+    if not stat or stat.get("diff") is None:
+        return "-"
+    tie = " tie" if stat["ci_low"] <= 0 <= stat["ci_high"] else ""
+    return f"{stat['diff'] * scale:+.1f} [{stat['ci_low'] * scale:+.1f},{stat['ci_high'] * scale:+.1f}]{tie}"
 
 
 def print_results(result: dict, file: Any = None) -> None:
@@ -551,6 +666,7 @@ def print_results(result: dict, file: Any = None) -> None:
 
 __all__ = [
     "METHODS", "GROUPS", "METRICS", "LocusMethod", "make_method", "Fold", "kfold_splits", "table_split",
-    "choose_held_out", "benchmark_group", "routing_outcomes", "paired_bootstrap", "score_predictions",
-    "evaluate", "save_results", "format_results", "print_results",
+    "choose_held_out", "benchmark_group", "routing_outcomes", "paired_bootstrap", "bootstrap_draws",
+    "bootstrap_comparisons", "paired_bootstrap_metrics", "score_predictions",
+    "evaluate", "save_results", "format_results", "format_interval", "print_results",
 ]

@@ -70,6 +70,43 @@ def test_paired_bootstrap_hand_checked():
         ev.paired_bootstrap(np.ones(3), np.ones(4))
 
 
+
+def _labelled(seed: int, m: int = 5, q: int = 30) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    probs = np.round(rng.random((m, q)), 1)  # rounded: many tied scores, as with best_single
+    labels = (rng.random((m, q)) < 0.5).astype(float)
+    labels[rng.random((m, q)) < 0.2] = np.nan
+    labels[:, 3] = np.nan  # a query no model is labelled on
+    return probs, labels
+
+
+def test_bootstrap_draws_equal_the_metrics_on_repeated_columns():
+    probs, labels = _labelled(2)
+    weights = np.random.default_rng(0).integers(0, 4, size=(3, probs.shape[1]))
+    weights[:, 0] = 1  # keep a labelled query in every resample
+    draws = ev.bootstrap_draws(probs, labels, np.vstack([np.ones(probs.shape[1]), weights]))
+    for b, w in enumerate([np.ones(probs.shape[1], int), *weights]):
+        cols = np.repeat(np.arange(probs.shape[1]), w)  # the resample written out column by column
+        expected = ev.score_predictions(probs[:, cols], labels[:, cols])
+        for metric in ("routing_acc", "correctness_acc", "auc", "brier"):
+            assert draws[metric][b] == pytest.approx(expected[metric], abs=1e-12), (metric, b)
+
+
+def test_paired_bootstrap_metrics_ties_and_wins():
+    probs, labels = _labelled(4, m=6, q=200)
+    same = ev.paired_bootstrap_metrics(probs, probs, labels, n_boot=100)
+    assert set(same) == {"routing_acc", "correctness_acc", "auc", "brier"}
+    assert all(v == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0} for v in same.values())
+    perfect = np.nan_to_num(labels) * 0.8 + 0.1  # knows every answer
+    win = ev.paired_bootstrap_metrics(perfect, probs, labels, n_boot=300, seed=1)
+    direct = ev.score_predictions(perfect, labels)["auc"] - ev.score_predictions(probs, labels)["auc"]
+    assert win["auc"]["diff"] == pytest.approx(direct)
+    for metric in ("routing_acc", "correctness_acc", "auc"):
+        assert win[metric]["ci_low"] > 0, metric  # a clear win is not a tie
+    assert win["brier"]["ci_high"] < 0  # lower Brier is better
+    with pytest.raises(ValueError, match="same \\(M, Q\\)"):
+        ev.paired_bootstrap_metrics(probs, probs[:, :-1], labels)
+
 def test_kfold_splits_partition_queries():
     splits = ev.kfold_splits(100, folds=5, budget=30, seed=0, val_fraction=0.1)
     tests = np.concatenate([f.test for f in splits])
@@ -226,6 +263,14 @@ def test_locus_in_the_harness(monkeypatch):
     assert set(res["methods"]) == {"locus", "best_single"}
     assert set(res["methods"]["locus"]) == {"all", "in_training", "held_out"}
     assert res["settings"]["model_config"]["d"] == 16 and res["settings"]["train_config"]["epochs"] == 2
+    for group in ("all", "in_training", "held_out"):  # LOCUS against the other methods run, on every metric
+        vs = res["methods"]["locus"][group]["vs_methods"]
+        assert set(vs) == {"best_single"}
+        assert set(vs["best_single"]) == {"routing_acc", "correctness_acc", "auc", "brier"}
+        routing = vs["best_single"]["routing_acc"]
+        assert routing["diff"] == pytest.approx(res["methods"]["locus"][group]["vs_best_single"]["diff"])
+        assert routing["ci_low"] <= routing["diff"] <= routing["ci_high"]
+    assert "LOCUS minus each method [all]" in ev.format_results(res)
     json.dumps(res, allow_nan=False)
 
 

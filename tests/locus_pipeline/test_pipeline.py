@@ -100,3 +100,8 @@ def test_routing_evaluation_report(materialized) -> None:
         assert 0 <= groups["all"]["routing_acc"]["mean"] <= oracle + 1e-9, method
     flat = pd.read_parquet(home / "warehouse" / "routing_evaluation.parquet")
     assert {"method", "group", "benchmark", "metric", "mean", "std"} <= set(flat.columns)
+    # LOCUS minus each baseline, with its bootstrap interval, survives the flattening
+    locus_vs = report["methods"]["locus"]["all"]["vs_methods"]
+    assert set(locus_vs) == {"embedllm_mf", "irt", "knn", "best_single"}
+    row = flat[(flat["method"] == "locus") & (flat["group"] == "all") & (flat["metric"] == "vs_irt.auc.diff")]
+    assert row["mean"].tolist() == [pytest.approx(locus_vs["irt"]["auc"]["diff"])]

@@ -30,6 +30,9 @@ def flatten_results(result: dict) -> pd.DataFrame:
                         rows += [dict(method=method, group=group, benchmark=bench, metric=m, mean=s["mean"], std=s["std"]) for m, s in metrics.items()]
                 elif metric == "vs_best_single":
                     rows += [dict(method=method, group=group, benchmark="", metric=f"vs_best_single.{k}", mean=v, std=None) for k, v in stat.items()]
+                elif metric == "vs_methods":  # LOCUS minus another method: vs_<method>.<metric>.<diff|ci_low|ci_high>
+                    rows += [dict(method=method, group=group, benchmark="", metric=f"vs_{other}.{m}.{k}", mean=v, std=None)
+                             for other, metrics in stat.items() for m, interval in metrics.items() for k, v in interval.items()]
                 else:
                     rows.append(dict(method=method, group=group, benchmark="", metric=metric, mean=stat["mean"], std=stat["std"]))
     return pd.DataFrame(rows)
