@@ -56,6 +56,10 @@ TRIALS: dict[str, dict] = {
     # the current defaults with the reference's noise level (0.10 -> 0.05 per dimension of 768-d mpnet)
     "noise28_d4_ema_e120_sel10": {"noise_start": 2.8, "noise_end": 1.4, "draws": 4, "ema_decay": 0.995, "epochs": 120,
                                   "patience": 120, "select_from_epoch": 10},
+    # the current defaults + 300 steps of predictor fine-tuning on the full-anchor embeddings (noise ratio 2)
+    "noise2_d4_ema_e120_sel10_ft300": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995,
+                                       "epochs": 120, "patience": 120, "select_from_epoch": 10,
+                                       "finetune_steps": 300, "finetune_noise": 2.0},
     "noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200},
     "disjoint_noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200,
                                     "disjoint_targets": True},

@@ -82,6 +82,12 @@ class TrainConfig:
     ema_decay: float = 0.995  # 0 = off; else validation, checkpoint selection and the returned model use an
     #   exponential moving average of the weights (decay per optimiser step, warmed up as
     #   min(decay, (1 + t) / (10 + t))), which smooths the step-to-step jitter of small-batch training
+    finetune_steps: int = 0  # 0 = off; else, after checkpoint selection, the predictor alone is trained up to
+    #   this many full-batch steps on fixed embeddings of the training models from all their train cells (as
+    #   they are embedded at test time, where training embedded random subsets), keeping the step of minimum
+    #   val BCE (checked every 10 steps; step 0 = no change). The encoder is untouched: onboarding stays one
+    #   forward pass
+    finetune_noise: float = 2.0  # query-noise ratio during that fine-tuning
     calibration: str = "platt"  # after training, fit on the validation cells (minimum val BCE) and store
     #   in the model: "temperature" = logit / T; "platt" = logit / T + b; "none". Same increasing map for
     #   every model, so routing is unchanged; "temperature" keeps every P > 0.5 decision, "platt" may move them
@@ -91,6 +97,9 @@ class TrainConfig:
             raise ValueError(f"TrainConfig: need 1 <= enc_min ({self.enc_min}) <= enc_max ({self.enc_max}).")
         if self.select_from_epoch < 0:
             raise ValueError(f"TrainConfig: select_from_epoch={self.select_from_epoch} must be >= 0.")
+        if self.finetune_steps < 0 or self.finetune_noise < 0:
+            raise ValueError(f"TrainConfig: finetune_steps={self.finetune_steps} and finetune_noise={self.finetune_noise} "
+                             "must be >= 0 (finetune_steps=0 turns the predictor fine-tuning off).")
         for name in ("epochs", "batch_models", "draws", "dec_batch", "patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
@@ -111,6 +120,7 @@ class TrainResult:
     best_epoch: int = -1  # epoch of the kept state
     best_metrics: dict = field(default_factory=dict)  # that epoch's dict
     calibration: dict = field(default_factory=dict)  # {"temperature", "logit_bias"} fitted on val; {} if none
+    finetune: dict = field(default_factory=dict)  # {"step", "val_loss_before", "val_loss_after"}; {} if off
 
 
 def noise_ratio(epoch: int, cfg: TrainConfig) -> float:
@@ -254,14 +264,17 @@ def train_locus(
             return phi + std * torch.randn(phi.shape, generator=gen, device=device)
 
         @torch.no_grad()
-        def val_logits() -> torch.Tensor:  # (M, Qv)
+        def embed(sets: list[tuple[np.ndarray, np.ndarray]]) -> torch.Tensor:  # (M, d)
             model.eval()
-            used, inverse = np.unique(np.concatenate([i for i, _ in val_sets]), return_inverse=True)
+            used, inverse = np.unique(np.concatenate([i for i, _ in sets]), return_inverse=True)
             parts = model.token_parts(enc_t[torch.from_numpy(used).to(device)])  # (U, 2d)
-            offsets = np.cumsum([0] + [len(i) for i, _ in val_sets])
-            local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(val_sets)]
-            z = _embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(device))  # (M, d)
-            return model.predict_logits(z, enc_t[torch.from_numpy(val_cols).to(device)])  # (M, Qv)
+            offsets = np.cumsum([0] + [len(i) for i, _ in sets])
+            local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(sets)]
+            return _embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(device))
+
+        def val_logits(z: torch.Tensor | None = None) -> torch.Tensor:  # (M, Qv)
+            z = embed(val_sets) if z is None else z
+            return model.predict_logits(z, enc_t[torch.from_numpy(val_cols).to(device)])
 
         @torch.no_grad()
         def validate() -> tuple[float, float, float]:
@@ -353,6 +366,14 @@ def train_locus(
         bar.close()
 
         model.load_state_dict(best_state)
+        finetune: dict = {}
+        if cfg.finetune_steps > 0:
+            z_all = embed([(idx, train_np[m, idx]) for m, idx in enumerate(avail)])  # (M, d), as at test time
+            finetune = _finetune_predictor(
+                model, z_all, enc_t, scores_t, torch.from_numpy(~np.isnan(train_np)).to(device),
+                lambda: val_logits(z_all), val_known, val_targets, cfg=cfg,
+                std=cfg.finetune_noise * mean_norm / math.sqrt(D), gen=gen, rng=rng,
+            )
         if cfg.calibration != "none":
             with torch.no_grad():
                 logits = val_logits()  # (M, Qv), uncalibrated (temperature 1, bias 0)
@@ -362,8 +383,63 @@ def train_locus(
             calibration = {"temperature": t, "logit_bias": b}
     model.cpu().eval()
     return TrainResult(
-        model=model, history=history, best_epoch=best_epoch, best_metrics=best_metrics, calibration=calibration
+        model=model, history=history, best_epoch=best_epoch, best_metrics=best_metrics, calibration=calibration,
+        finetune=finetune,
     )
+
+
+FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning
+FINETUNE_MAX_COLUMNS = 2048  # train queries per fine-tuning step (a random subset when there are more)
+
+
+def _finetune_predictor(
+    model: Locus,
+    z: torch.Tensor,  # (M, d) fixed embeddings
+    enc_t: torch.Tensor,  # (Q, D)
+    scores_t: torch.Tensor,  # (M, Q) train scores, 0 where unknown
+    known_t: torch.Tensor,  # (M, Q) bool train cells
+    val_logits: Callable[[], torch.Tensor],  # (M, Qv) logits of the val cells with the same z
+    val_known: torch.Tensor,
+    val_targets: torch.Tensor,
+    *,
+    cfg: TrainConfig,
+    std: float,
+    gen: torch.Generator,
+    rng: np.random.Generator,
+) -> dict:
+    """Train only the predictor on fixed embeddings (TrainConfig.finetune_steps); keep the min val BCE state."""
+
+    def val_loss() -> float:
+        model.eval()
+        with torch.no_grad():
+            return F.binary_cross_entropy_with_logits(val_logits()[val_known], val_targets[val_known]).item()
+
+    params = model.predictor_parameters()
+    opt = torch.optim.AdamW(params, lr=cfg.lr_predictor, weight_decay=cfg.weight_decay)
+    cols_all = np.flatnonzero(known_t.any(dim=0).cpu().numpy())
+    before = best = val_loss()
+    best_step, best_state = 0, copy.deepcopy(model.state_dict())
+    for step in range(1, cfg.finetune_steps + 1):
+        model.train()
+        cols = cols_all if len(cols_all) <= FINETUNE_MAX_COLUMNS else rng.choice(cols_all, FINETUNE_MAX_COLUMNS, replace=False)
+        cols_t = torch.from_numpy(np.asarray(cols)).to(enc_t.device)
+        phi = enc_t[cols_t]
+        if std > 0:
+            phi = phi + std * torch.randn(phi.shape, generator=gen, device=phi.device)
+        logits = model.predict_logits(z, phi)  # (M, C)
+        mask = known_t[:, cols_t]
+        loss = F.binary_cross_entropy_with_logits(logits[mask], scores_t[:, cols_t][mask])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        opt.step()
+        if step % FINETUNE_EVERY == 0 or step == cfg.finetune_steps:
+            current = val_loss()
+            if current < best:
+                best, best_step, best_state = current, step, copy.deepcopy(model.state_dict())
+    model.load_state_dict(best_state)
+    model.eval()
+    return {"step": best_step, "val_loss_before": before, "val_loss_after": best}
 
 
 __all__ = ["TrainConfig", "TrainResult", "train_locus", "noise_ratio", "fit_temperature"]

@@ -191,3 +191,30 @@ def test_epochs_before_select_from_epoch_are_never_kept(tiny_pool):
     assert train_locus(enc, train, val, model_config=MODEL_CFG, train_config=short, progress=False).best_epoch == 2
     with pytest.raises(ValueError, match="select_from_epoch"):
         TrainConfig(select_from_epoch=-1)
+
+
+def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tiny_pool):
+    from locus_model.metrics import bce
+
+    enc, train, val = tiny_pool
+    base = dict(**{**FAST, "epochs": 6, "patience": 6}, seed=5, calibration="none")
+    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base), progress=False)
+    tuned = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, finetune_steps=60),
+                        progress=False)
+    assert plain.finetune == {} and tuned.best_epoch == plain.best_epoch
+    predictor = {n for n, _ in tuned.model.named_parameters() if n.split(".")[0] in ("query_proj", "hidden", "head")}
+    changed = {n for (n, a), (_, b) in zip(plain.model.named_parameters(), tuned.model.named_parameters())
+               if not torch.equal(a, b)}
+    assert changed <= predictor  # the encoder is untouched: onboarding gives the same embeddings
+    sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
+    z_plain, z_tuned = embed_evaluation_sets(plain.model, enc, sets), embed_evaluation_sets(tuned.model, enc, sets)
+    np.testing.assert_array_equal(z_plain, z_tuned)
+    info = tuned.finetune
+    assert set(info) == {"step", "val_loss_before", "val_loss_after"} and 0 <= info["step"] <= 60
+    assert info["val_loss_after"] <= info["val_loss_before"]
+    assert (info["step"] > 0) == bool(changed)  # step 0 = the selected checkpoint as it was
+    # the recorded val loss is the val BCE of the returned model, embedding every model from all its train cells
+    cols = np.flatnonzero((~np.isnan(val)).any(axis=0))
+    assert bce(predict_proba(tuned.model, z_tuned, enc[cols]), val[:, cols]) == pytest.approx(info["val_loss_after"], abs=1e-4)
+    with pytest.raises(ValueError, match="finetune_steps"):
+        TrainConfig(finetune_steps=-1)

@@ -51,6 +51,8 @@ class TrainingConfig(dg.Config):
     noise_anneal_epochs: int = Field(default=_TRAIN.noise_anneal_epochs, description="Epochs of cosine noise annealing.")
     select_from_epoch: int = Field(default=_TRAIN.select_from_epoch, description="Epochs before this one are never kept as the checkpoint.")
     ema_decay: float = Field(default=_TRAIN.ema_decay, description="Per-step decay of the moving average of the weights that is validated and kept; 0 = off.")
+    finetune_steps: int = Field(default=_TRAIN.finetune_steps, description="Steps of predictor-only training on the full-anchor embeddings after checkpoint selection (min val BCE kept); 0 = off. The encoder is untouched.")
+    finetune_noise: float = Field(default=_TRAIN.finetune_noise, description="Query-noise ratio during that predictor fine-tuning.")
     calibration: str = Field(default=_TRAIN.calibration, description="Post-hoc calibration fitted on validation: platt, temperature or none (routing unchanged).")
     d: int = Field(default=_MODEL.d, description="Model embedding dimension.")
     n_blocks: int = Field(default=_MODEL.n_blocks, description="ISAB blocks (L).")
@@ -65,6 +67,7 @@ class TrainingConfig(dg.Config):
             draws=self.draws, enc_min=self.enc_min, enc_max=self.enc_max, noise_start=self.noise_start,
             noise_end=self.noise_end, noise_anneal_epochs=self.noise_anneal_epochs, ema_decay=self.ema_decay,
             select_from_epoch=self.select_from_epoch, calibration=self.calibration, device=self.device,
+            finetune_steps=self.finetune_steps, finetune_noise=self.finetune_noise,
         )
         return model, train
 
@@ -116,6 +119,8 @@ def locus_checkpoint(
         curve = home.dir("reports") / "training_curve.png"
         curve_md = training_curve_png(result.history, curve)
         mlflow_api.log_metrics({f"best.{k}": float(v) for k, v in result.best_metrics.items() if k != "epoch" and v is not None})
+        if result.finetune:  # predictor fine-tuning: the kept step and val BCE before/after
+            mlflow_api.log_metrics({f"finetune.{k}": float(v) for k, v in result.finetune.items()})
         mlflow_api.set_tag("checkpoint_id", ckpt_id)
         mlflow_api.log_artifact(str(path), artifact_path="checkpoint")
         mlflow_api.log_artifact(str(curve), artifact_path="plots")
