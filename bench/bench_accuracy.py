@@ -87,14 +87,27 @@ def markdown_summary(paths: list[Path]) -> str:
             out.append("")
             vs_methods = result["methods"].get("locus", {}).get(group, {}).get("vs_methods")
             if vs_methods:
-                out.append(f"LOCUS minus each method ({group}; paired bootstrap over the pooled test queries, 95% CI; "
-                           "Brier: negative favours LOCUS):\n")
+                out.append(f"LOCUS minus each method ({group}; difference of the fold means, 95% paired bootstrap CI "
+                           "over the test queries within folds; Brier: negative favours LOCUS):\n")
                 out.append("| vs | routing | correctness | AUC | Brier |")
                 out.append("|---|---|---|---|---|")
                 for other, stats in vs_methods.items():
                     out.append(f"| {other} | " + " | ".join(_vs(stats.get(k)) for k in ("routing_acc", "correctness_acc", "auc", "brier")) + " |")
                 out.append("")
     return "\n".join(out)
+
+
+def apply_train_options(config: TrainConfig, options: list[str]) -> TrainConfig:
+    """TrainConfig with NAME=VALUE overrides, each VALUE parsed as the field's current type."""
+    changes = {}
+    for option in options:
+        name, sep, value = option.partition("=")
+        if not sep or not hasattr(config, name):
+            raise SystemExit(f"--train-option {option!r}: use NAME=VALUE with NAME a TrainConfig field")
+        current = getattr(config, name)
+        changes[name] = (value.lower() in ("1", "true", "yes")) if isinstance(current, bool) else (
+            value if isinstance(current, str) or current is None else type(current)(value))
+    return replace(config, **changes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--encoder", default="all-MiniLM-L6-v2")
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS patience in epochs (default: TrainConfig's)")
+    p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="override one LOCUS TrainConfig field, e.g. finetune_steps=300 (repeatable)")
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
@@ -128,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         train_config = replace(train_config, epochs=args.epochs)
     if args.patience is not None:
         train_config = replace(train_config, patience=args.patience)
+    train_config = apply_train_options(train_config, args.train_option)
     methods = tuple(m for m in args.methods.split(",") if m)
     for suite in args.suite:
         matrix, source = load_suite(suite)

@@ -12,8 +12,9 @@ Protocol (k-fold, any evaluation table):
   IRT fit only their per-model vector, kNN and best-single read their anchor scores;
 - every (test query, model) pair is scored with locus_model.metrics; groups ``all``, ``in_training`` and
   ``held_out`` route among the models of the group; numbers are mean/std over folds, and a paired bootstrap
-  over the pooled test queries gives the routing-accuracy difference of each method vs best_single, and
-  LOCUS's difference from every other method on routing, correctness accuracy, AUC and Brier (``vs_methods``).
+  over the pooled test queries gives the routing-accuracy difference of each method vs best_single, and one
+  over the test queries of each fold gives LOCUS's difference from every other method on routing, correctness
+  accuracy, AUC and Brier (``vs_methods``; the difference of the fold means).
 
 EmbedLLM protocol (a table with a ``split`` column and ``folds=None``): the dataset's own train/val/test
 queries form the single fold (the reference protocol of patel-shivam/locus_code_release; mmlu*/gpqa*
@@ -284,40 +285,49 @@ def bootstrap_draws(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray) 
 
 
 def bootstrap_comparisons(
-    probs: Mapping[str, np.ndarray], labels: np.ndarray, *, against: str, n_boot: int = 2000, seed: int = 0,
-    level: float = 0.95,
+    probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, against: str, n_boot: int = 2000,
+    seed: int = 0, level: float = 0.95,
 ) -> dict[str, dict[str, dict]]:
-    """Metric of method ``against`` minus metric of each other method, all scored on the same (M, Q) labels,
-    with percentile intervals from resampling the queries (columns) with replacement; every method is scored
-    on the same resamples. Returns {other: {metric: {"diff", "ci_low", "ci_high"}}} for routing_acc,
-    correctness_acc, auc and brier (lower is better: a negative diff favours ``against``). An interval that
-    covers 0 is a tie at this level."""
-    shapes = {name: np.shape(p) for name, p in probs.items()}
-    if against not in probs or any(s != np.shape(labels) for s in shapes.values()) or np.ndim(labels) != 2:
-        raise ValueError(f"bootstrap_comparisons: probs {shapes} must include {against!r} and all be the same (M, Q) "
-                         f"as labels {np.shape(labels)}")
-    n_queries = np.shape(labels)[1]
+    """Metric of method ``against`` minus metric of each other method, with percentile bootstrap intervals.
+
+    probs: {method: one (M, Q_k) array per stratum (fold)}; labels: the (M, Q_k) labels of each stratum. A
+    method's metric is the mean over strata of its metric in each stratum (the harness's mean over folds), so
+    "diff" is the difference of the reported means; a resample draws each stratum's queries (columns) with
+    replacement, and every method is scored on the same resamples. Returns {other: {metric: {"diff",
+    "ci_low", "ci_high"}}} for routing_acc, correctness_acc, auc and brier (lower is better: a negative diff
+    favours ``against``). An interval that covers 0 is a tie at this level."""
+    labels = [np.asarray(y) for y in labels]
+    bad = {name: [np.shape(p) for p in ps] for name, ps in probs.items()
+           if len(ps) != len(labels) or any(np.shape(p) != y.shape for p, y in zip(ps, labels))}
+    if against not in probs or bad or not labels or any(y.ndim != 2 for y in labels):
+        raise ValueError(f"bootstrap_comparisons: probs must include {against!r} and give one array per stratum of the "
+                         f"same (M, Q) shape as its labels {[y.shape for y in labels]}; mismatched: {bad}")
     rng = np.random.default_rng(seed)
-    point = {name: bootstrap_draws(p, labels, np.ones((1, n_queries))) for name, p in probs.items()}
-    draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name]} for name in probs}
-    for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q)
+    point = {name: [bootstrap_draws(p, y, np.ones((1, y.shape[1]))) for p, y in zip(ps, labels)]
+             for name, ps in probs.items()}
+    draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name][0]} for name in probs}
+    for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q_k)
         size = min(n_boot, start + 256) - start
-        picks = rng.integers(0, n_queries, size=(size, n_queries))
-        weights = np.stack([np.bincount(row, minlength=n_queries) for row in picks])  # (size, Q)
-        for name, p in probs.items():
-            for k, v in bootstrap_draws(p, labels, weights).items():
-                draws[name][k].append(v)
+        per_stratum = {name: [] for name in probs}
+        for k, y in enumerate(labels):
+            n_q = y.shape[1]
+            weights = np.stack([np.bincount(row, minlength=n_q) for row in rng.integers(0, n_q, size=(size, n_q))])
+            for name, ps in probs.items():
+                per_stratum[name].append(bootstrap_draws(ps[k], y, weights))
+        for name, strata in per_stratum.items():
+            for metric in draws[name]:
+                draws[name][metric].append(np.mean([d[metric] for d in strata], axis=0))
     tail = (1 - level) / 2
     result: dict[str, dict[str, dict]] = {}
     for other in probs:
         if other == against:
             continue
         result[other] = {}
-        for k in point[against]:
-            diff = point[against][k][0] - point[other][k][0]
-            d = np.concatenate(draws[against][k]) - np.concatenate(draws[other][k])
+        for metric in draws[against]:
+            diff = np.mean([d[metric][0] for d in point[against]]) - np.mean([d[metric][0] for d in point[other]])
+            d = np.concatenate(draws[against][metric]) - np.concatenate(draws[other][metric])
             d = d[~np.isnan(d)]
-            result[other][k] = (
+            result[other][metric] = (
                 {"diff": None, "ci_low": None, "ci_high": None} if len(d) == 0 or np.isnan(diff)
                 else {"diff": float(diff), "ci_low": float(np.quantile(d, tail)), "ci_high": float(np.quantile(d, 1 - tail))}
             )
@@ -332,7 +342,7 @@ def paired_bootstrap_metrics(
     if not (np.shape(probs_a) == np.shape(probs_b) == np.shape(labels)) or np.ndim(labels) != 2:
         raise ValueError(f"paired_bootstrap_metrics: probs_a {np.shape(probs_a)}, probs_b {np.shape(probs_b)} and "
                          f"labels {np.shape(labels)} must all be the same (M, Q)")
-    return bootstrap_comparisons({"a": probs_a, "b": probs_b}, labels, against="a", n_boot=n_boot, seed=seed,
+    return bootstrap_comparisons({"a": [probs_a], "b": [probs_b]}, [labels], against="a", n_boot=n_boot, seed=seed,
                                  level=level)["b"]
 
 def score_predictions(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
@@ -418,8 +428,9 @@ def evaluate(
         {"settings", "sizes", "wall_s", "methods": {method: {group: {"routing_acc": {"mean", "std"}, "hit@3",
         "correctness_acc", "auc", "brier", "per_benchmark": {bench: {metric: {"mean", "std"}}},
         "vs_best_single": {"diff", "ci_low", "ci_high"}}}}}; LOCUS entries also carry "vs_methods": {other method:
-        {metric: {"diff", "ci_low", "ci_high"}}}, LOCUS minus the other on the pooled test queries (routing_acc,
-        correctness_acc, auc, brier; see paired_bootstrap_metrics). Groups: all, in_training, held_out (absent when
+        {metric: {"diff", "ci_low", "ci_high"}}}, LOCUS's fold mean minus the other's, with an interval from
+        resampling the test queries within each fold (routing_acc, correctness_acc, auc, brier; see
+        bootstrap_comparisons). Groups: all, in_training, held_out (absent when
         nothing is held out), then any extra_groups. Undefined numbers (e.g. AUC on one class) are None.
     """
     start = time.perf_counter()
@@ -543,10 +554,10 @@ def evaluate(
                     n_boot=n_boot, seed=seed,
                 )
             if name == "locus":  # LOCUS against every other method on the same pooled test queries
-                compared = {m: np.concatenate(pooled[m][group], axis=1) for m in methods
+                compared = {m: pooled[m][group] for m in methods
                             if m != "oracle" and len(pooled[m][group]) == len(pooled_labels[group])}
-                entry["vs_methods"] = bootstrap_comparisons(
-                    compared, np.concatenate(pooled_labels[group], axis=1), against="locus", n_boot=n_boot, seed=seed,
+                entry["vs_methods"] = bootstrap_comparisons(  # folds are strata: diff = difference of the fold means
+                    compared, pooled_labels[group], against="locus", n_boot=n_boot, seed=seed,
                 )
             result_methods[name][group] = entry
 
@@ -642,7 +653,7 @@ def format_results(result: dict) -> str:
             )
         locus = next((entry for m, entry in rows if m == "locus"), None)
         if locus and locus.get("vs_methods"):
-            lines += ["", f"LOCUS minus each method [{group}], paired bootstrap over test queries, 95% CI (Brier: negative favours LOCUS)",
+            lines += ["", f"LOCUS minus each method [{group}] (fold means; 95% paired bootstrap CI over test queries within folds; Brier: negative favours LOCUS)",
                       f"{'method':<12} " + " ".join(f"{k:>22}" for k in _PAIRED)]
             for other, stats in locus["vs_methods"].items():
                 lines.append(f"{other:<12} " + " ".join(f"{format_interval(stats.get(k)):>22}" for k in _PAIRED))
