@@ -87,8 +87,10 @@ def markdown_summary(paths: list[Path]) -> str:
             out.append("")
             vs_methods = result["methods"].get("locus", {}).get(group, {}).get("vs_methods")
             if vs_methods:
-                out.append(f"LOCUS minus each method ({group}; difference of the fold means, 95% paired bootstrap CI "
-                           "over the test queries within folds; Brier: negative favours LOCUS):\n")
+                how = ("difference of the fold means, 95% paired bootstrap CI over the test queries within folds"
+                       if s.get("vs_methods_intervals") == "fold-stratified" else  # files written before 2026-11-30 05:15
+                       "difference over the test queries pooled across folds, 95% paired bootstrap CI")
+                out.append(f"LOCUS minus each method ({group}; {how}; Brier: negative favours LOCUS):\n")
                 out.append("| vs | routing | correctness | AUC | Brier |")
                 out.append("|---|---|---|---|---|")
                 for other, stats in vs_methods.items():

@@ -573,6 +573,7 @@ def evaluate(
             "val_fraction": val_fraction if folds is not None else None,
             "methods": methods,
             "n_boot": n_boot,
+            "vs_methods_intervals": "fold-stratified",  # LOCUS minus others: fold means, resampled within folds
             "encoding_dim": int(enc.shape[1]),
             "train_config": _config_dict(train_config),
             "model_config": _config_dict(model_config),
