@@ -62,6 +62,20 @@ def _vs(stat: dict | None) -> str:
     return "" if text == "-" else text
 
 
+def _fold_stratified(result: dict, group: str) -> bool:
+    """Whether the file's LOCUS-minus intervals are fold-stratified: recorded in its settings, or (files written
+    while that key did not exist yet) every diff equals the difference of the fold means, which pooled AUCs miss."""
+    if result["settings"].get("vs_methods_intervals") == "fold-stratified":
+        return True
+    methods = result["methods"]
+    for other, stats in methods["locus"][group]["vs_methods"].items():
+        for metric, stat in stats.items():
+            a, b = methods["locus"][group][metric]["mean"], methods[other][group][metric]["mean"]
+            if stat["diff"] is not None and None not in (a, b) and abs(stat["diff"] - (a - b)) > 1e-9:
+                return False
+    return True
+
+
 def markdown_summary(paths: list[Path]) -> str:
     """Markdown tables (percent; Brier x100; mean ± std over folds) from result JSONs."""
     import json
@@ -88,7 +102,7 @@ def markdown_summary(paths: list[Path]) -> str:
             vs_methods = result["methods"].get("locus", {}).get(group, {}).get("vs_methods")
             if vs_methods:
                 how = ("difference of the fold means, 95% paired bootstrap CI over the test queries within folds"
-                       if s.get("vs_methods_intervals") == "fold-stratified" else  # files written before 2026-11-30 05:15
+                       if _fold_stratified(result, group) else
                        "difference over the test queries pooled across folds, 95% paired bootstrap CI")
                 out.append(f"LOCUS minus each method ({group}; {how}; Brier: negative favours LOCUS):\n")
                 out.append("| vs | routing | correctness | AUC | Brier |")
