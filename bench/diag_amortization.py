@@ -136,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     val_scores[:, fold.val] = scores[:, fold.val]
     labels = scores[:, fold.test]
 
-    train_config = TrainConfig(device="cpu", seed=0)
+    # LOCUS as trained before any predictor fine-tuning (finetune_steps=0); --finetune-noise adds it apart
+    train_config = TrainConfig(device="cpu", seed=0, finetune_steps=0)
     if args.epochs is not None:
-        train_config = TrainConfig(device="cpu", seed=0, epochs=args.epochs, patience=args.epochs)
+        train_config = TrainConfig(device="cpu", seed=0, finetune_steps=0, epochs=args.epochs, patience=args.epochs)
     locus = LocusMethod(model_config=LocusConfig(query_dim=enc.shape[1]), train_config=train_config)
     locus.fit(enc, budget_scores[trained], val_scores[trained])
     locus.onboard(budget_scores[held])

@@ -11,7 +11,7 @@ from locus_model.train import TrainConfig, noise_ratio, train_locus
 D = 16
 MODEL_CFG = LocusConfig(query_dim=D, d=32, n_blocks=1, n_latents=8, n_heads=4, predictor_hidden=32)
 FAST = dict(epochs=25, batch_models=4, enc_min=8, enc_max=64, dec_batch=64, lr_encoder=2e-3, lr_predictor=4e-3,
-            patience=25, device="cpu")
+            patience=25, device="cpu", finetune_steps=0)  # epoch selection alone; fine-tuning has its own test
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_on_epoch_is_called_every_epoch_with_the_history(trained):
 
 def test_same_seed_same_result_and_caller_rng_untouched(tiny_pool):
     enc, train, val = tiny_pool
-    cfg = TrainConfig(**{**FAST, "epochs": 2}, seed=7)
+    cfg = TrainConfig(**{**FAST, "epochs": 2, "finetune_steps": 30}, seed=7)  # fine-tuning is seeded too
     torch.manual_seed(123)
     before = torch.rand(1)
     torch.manual_seed(123)
@@ -73,7 +73,7 @@ def test_same_seed_same_result_and_caller_rng_untouched(tiny_pool):
     after = torch.rand(1)
     b = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     assert torch.equal(before, after)  # training ran in a forked RNG
-    assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
+    assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history] and a.finetune == b.finetune
     for (k, v), w in zip(a.model.state_dict().items(), b.model.state_dict().values()):
         assert torch.equal(v, w), k
     c = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**{**FAST, "epochs": 2}, seed=8),
@@ -197,10 +197,10 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
     from locus_model.metrics import bce
 
     enc, train, val = tiny_pool
-    base = dict(**{**FAST, "epochs": 6, "patience": 6}, seed=5, calibration="none")
+    base = dict(**{**FAST, "epochs": 6, "patience": 6, "finetune_steps": 0}, seed=5, calibration="none")
     plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base), progress=False)
-    tuned = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, finetune_steps=60),
-                        progress=False)
+    tuned = train_locus(enc, train, val, model_config=MODEL_CFG,
+                        train_config=TrainConfig(**{**base, "finetune_steps": 60}), progress=False)
     assert plain.finetune == {} and tuned.best_epoch == plain.best_epoch
     predictor = {n for n, _ in tuned.model.named_parameters() if n.split(".")[0] in ("query_proj", "hidden", "head")}
     changed = {n for (n, a), (_, b) in zip(plain.model.named_parameters(), tuned.model.named_parameters())
@@ -210,11 +210,14 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
     z_plain, z_tuned = embed_evaluation_sets(plain.model, enc, sets), embed_evaluation_sets(tuned.model, enc, sets)
     np.testing.assert_array_equal(z_plain, z_tuned)
     info = tuned.finetune
-    assert set(info) == {"step", "val_loss_before", "val_loss_after"} and 0 <= info["step"] <= 60
+    assert set(info) == {"step", "val_loss_before", "val_loss_after", "val_routing_acc"} and 0 <= info["step"] <= 60
     assert info["val_loss_after"] <= info["val_loss_before"]
     assert (info["step"] > 0) == bool(changed)  # step 0 = the selected checkpoint as it was
     # the recorded val loss is the val BCE of the returned model, embedding every model from all its train cells
     cols = np.flatnonzero((~np.isnan(val)).any(axis=0))
-    assert bce(predict_proba(tuned.model, z_tuned, enc[cols]), val[:, cols]) == pytest.approx(info["val_loss_after"], abs=1e-4)
+    probs = predict_proba(tuned.model, z_tuned, enc[cols])
+    assert bce(probs, val[:, cols]) == pytest.approx(info["val_loss_after"], abs=1e-4)
+    assert routing_accuracy(probs, val[:, cols]) == pytest.approx(info["val_routing_acc"])
+    assert TrainConfig().finetune_steps == 300  # on by default
     with pytest.raises(ValueError, match="finetune_steps"):
         TrainConfig(finetune_steps=-1)
