@@ -38,7 +38,7 @@ class TrainConfig:
     all their train cells, as they are embedded at test time, keeping the step of minimum val BCE: training
     embeds random subsets, so the predictor had never seen those embeddings. With the same trained encoder it
     raised AUC by 0.2-1.4 points and lowered Brier on AlpacaEval and the demo pool (bench/README.md
-    "Predictor fine-tuning").
+    "Second CPU session": predictor fine-tuning).
     On CPU this costs ~5 s per epoch for ~100 models x 1,024 anchors on one thread, i.e. ~10 min for a
     full run; for a quick run lower epochs (the demo job uses 40) or draws, at some accuracy cost (60 epochs:
     81.6 at 1024). The paper's setting (GPU) is epochs=2500, patience=500, batch_models=128, encoder subsets
