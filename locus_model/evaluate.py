@@ -339,9 +339,6 @@ def paired_bootstrap_metrics(
     level: float = 0.95,
 ) -> dict[str, dict]:
     """Metric of a minus metric of b on the same (M, Q) labels: bootstrap_comparisons for one pair."""
-    if not (np.shape(probs_a) == np.shape(probs_b) == np.shape(labels)) or np.ndim(labels) != 2:
-        raise ValueError(f"paired_bootstrap_metrics: probs_a {np.shape(probs_a)}, probs_b {np.shape(probs_b)} and "
-                         f"labels {np.shape(labels)} must all be the same (M, Q)")
     return bootstrap_comparisons({"a": [probs_a], "b": [probs_b]}, [labels], against="a", n_boot=n_boot, seed=seed,
                                  level=level)["b"]
 
@@ -485,8 +482,8 @@ def evaluate(
 
     per_fold: dict[str, dict[str, list[dict]]] = {m: {g: [] for g in groups} for m in methods}
     outcomes: dict[str, dict[str, list[np.ndarray]]] = {m: {g: [] for g in groups} for m in methods}
-    pooled: dict[str, dict[str, list[np.ndarray]]] = {m: {g: [] for g in groups} for m in methods}  # probs per fold
-    pooled_labels: dict[str, list[np.ndarray]] = {g: [] for g in groups}
+    fold_probs: dict[str, dict[str, list[np.ndarray]]] = {m: {g: [] for g in groups} for m in methods}  # (M_g, Q_test)
+    fold_labels: dict[str, list[np.ndarray]] = {g: [] for g in groups}
     anchor_counts = []
     for fold in splits:
         budget_scores = np.full_like(scores, np.nan)  # (M, Q): only the anchor cells are usable
@@ -529,9 +526,9 @@ def evaluate(
                 }
                 per_fold[name][group].append(result)
                 outcomes[name][group].append(routing_outcomes(p, y))
-                pooled[name][group].append(p)
+                fold_probs[name][group].append(p)
                 if name == REFERENCE:
-                    pooled_labels[group].append(y)
+                    fold_labels[group].append(y)
             _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} {time.perf_counter() - t0:7.1f} s  "
                            f"routing(all) {per_fold[name]['all'][-1]['routing_acc']:.4f}")
 
@@ -553,11 +550,11 @@ def evaluate(
                     np.concatenate(outcomes[name][group]), np.concatenate(outcomes[REFERENCE][group]),
                     n_boot=n_boot, seed=seed,
                 )
-            if name == "locus":  # LOCUS against every other method on the same pooled test queries
-                compared = {m: pooled[m][group] for m in methods
-                            if m != "oracle" and len(pooled[m][group]) == len(pooled_labels[group])}
-                entry["vs_methods"] = bootstrap_comparisons(  # folds are strata: diff = difference of the fold means
-                    compared, pooled_labels[group], against="locus", n_boot=n_boot, seed=seed,
+            if name == "locus":  # LOCUS against every other method on the same test queries, folds as strata
+                compared = {m: fold_probs[m][group] for m in methods
+                            if m != "oracle" and len(fold_probs[m][group]) == len(fold_labels[group])}
+                entry["vs_methods"] = bootstrap_comparisons(  # diff = difference of the fold means
+                    compared, fold_labels[group], against="locus", n_boot=n_boot, seed=seed,
                 )
             result_methods[name][group] = entry
 

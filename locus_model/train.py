@@ -279,13 +279,14 @@ def train_locus(
             local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(sets)]
             return _embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(device))
 
-        def val_logits(z: torch.Tensor | None = None) -> torch.Tensor:  # (M, Qv)
+        def val_logits(z: torch.Tensor | None = None) -> torch.Tensor:  # (M, Qv); z: embeddings, default from val_sets
+            model.eval()
             z = embed(val_sets) if z is None else z
             return model.predict_logits(z, enc_t[torch.from_numpy(val_cols).to(device)])
 
         @torch.no_grad()
-        def validate() -> tuple[float, float, float]:
-            logits = val_logits()  # (M, Qv)
+        def validate(z: torch.Tensor | None = None) -> tuple[float, float, float]:  # val loss, routing, correctness
+            logits = val_logits(z)  # (M, Qv)
             loss = F.binary_cross_entropy_with_logits(logits[val_known], val_targets[val_known]).item()
             probs = torch.sigmoid(logits).cpu().numpy()
             return loss, routing_accuracy(probs, val_labels), correctness_accuracy(probs, val_labels)
@@ -378,8 +379,7 @@ def train_locus(
             z_all = embed([(idx, train_np[m, idx]) for m, idx in enumerate(avail)])  # (M, d), as at test time
             finetune = _finetune_predictor(
                 model, z_all, enc_t, scores_t, torch.from_numpy(~np.isnan(train_np)).to(device),
-                lambda: val_logits(z_all), val_known, val_targets, cfg=cfg,
-                std=cfg.finetune_noise * mean_norm / math.sqrt(D), gen=gen, rng=rng,
+                lambda: validate(z_all), cfg=cfg, std=cfg.finetune_noise * mean_norm / math.sqrt(D), gen=gen, rng=rng,
             )
         if cfg.calibration != "none":
             with torch.no_grad():
@@ -405,9 +405,7 @@ def _finetune_predictor(
     enc_t: torch.Tensor,  # (Q, D)
     scores_t: torch.Tensor,  # (M, Q) train scores, 0 where unknown
     known_t: torch.Tensor,  # (M, Q) bool train cells
-    val_logits: Callable[[], torch.Tensor],  # (M, Qv) logits of the val cells with the same z
-    val_known: torch.Tensor,
-    val_targets: torch.Tensor,
+    validate: Callable[[], tuple[float, float, float]],  # (val loss, routing, correctness) with the same z
     *,
     cfg: TrainConfig,
     std: float,
@@ -415,16 +413,10 @@ def _finetune_predictor(
     rng: np.random.Generator,
 ) -> dict:
     """Train only the predictor on fixed embeddings (TrainConfig.finetune_steps); keep the min val BCE state."""
-
-    def val_loss() -> float:
-        model.eval()
-        with torch.no_grad():
-            return F.binary_cross_entropy_with_logits(val_logits()[val_known], val_targets[val_known]).item()
-
     params = model.predictor_parameters()
     opt = torch.optim.AdamW(params, lr=cfg.lr_predictor, weight_decay=cfg.weight_decay)
     cols_all = np.flatnonzero(known_t.any(dim=0).cpu().numpy())
-    before = best = val_loss()
+    before = best = validate()[0]
     best_step, best_state = 0, copy.deepcopy(model.state_dict())
     for step in range(1, cfg.finetune_steps + 1):
         model.train()
@@ -441,16 +433,11 @@ def _finetune_predictor(
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         opt.step()
         if step % FINETUNE_EVERY == 0 or step == cfg.finetune_steps:
-            current = val_loss()
+            current = validate()[0]
             if current < best:
                 best, best_step, best_state = current, step, copy.deepcopy(model.state_dict())
     model.load_state_dict(best_state)
-    model.eval()
-    with torch.no_grad():
-        logits = val_logits()
-    known = val_known.cpu().numpy()
-    labels = np.where(known, val_targets.cpu().numpy(), np.nan)
-    routing = routing_accuracy(torch.sigmoid(logits).cpu().numpy(), labels)  # unchanged by the calibration after
+    routing = validate()[1]  # unchanged by the calibration after
     return {"step": best_step, "val_loss_before": before, "val_loss_after": best, "val_routing_acc": routing}
 
 
