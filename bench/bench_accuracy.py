@@ -141,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="override one LOCUS TrainConfig field, e.g. finetune_steps=300 (repeatable)")
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="(fold, method) fits at once in worker processes (cpu_count // jobs threads each)")
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--tag", default="", help="suffix for the result file names")
     p.add_argument("--probe-held-out", action="store_true",
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                 matrix, encodings, budget=budget, folds=args.folds, holdout_models=holdout,
                 seed=args.seed, methods=methods, train_config=train_config,
                 model_config=LocusConfig(query_dim=encodings.shape[1]), only_folds=args.only_folds, progress=True,
-                extra_groups=extra,
+                extra_groups=extra, jobs=args.jobs,
             )
             result["settings"].update({"suite": suite, "source": source, "encoder": args.encoder,
                                        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})

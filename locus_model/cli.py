@@ -57,6 +57,9 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
                    help="comma-separated subset of locus,embedllm_mf,irt,knn,best_single,oracle")
     p.add_argument("--device", default="auto", help="LOCUS training device: auto, cpu, cuda (default auto)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="(fold, method) fits run at once in worker processes, each with cpu_count // jobs threads "
+                        "(default 1: everything in this process)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(run=run_evaluate)
 
@@ -99,7 +102,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         result = evaluate(
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
-            progress=progress,
+            progress=progress, jobs=args.jobs,
         )
     except (EvaluationDataError, ValueError, FileNotFoundError) as err:
         return _fail("evaluate", err)

@@ -379,6 +379,47 @@ def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: E
     return encodings
 
 
+def fit_and_predict(
+    *,
+    name: str,
+    seed: int,
+    scores: np.ndarray,  # (M, Q) all scores, NaN = no cell
+    encodings: np.ndarray,  # (Q, D)
+    fold: Fold,
+    trained: np.ndarray,  # model rows trained on
+    held: np.ndarray,  # model rows onboarded from their anchor evaluations only
+    model_config: Any = None,
+    train_config: Any = None,
+    baseline_config: Any = None,
+    progress: bool = False,
+) -> tuple[np.ndarray, float]:
+    """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
+    onboard the held-out models from their anchor cells, score every test query; ((M, Q_test) P(correct),
+    seconds). A module-level function so that evaluate(jobs > 1) can run it in a worker process."""
+    t0 = time.perf_counter()
+    budget_scores = np.full_like(scores, np.nan)
+    budget_scores[:, fold.anchors] = scores[:, fold.anchors]
+    val_scores = np.full_like(scores, np.nan)
+    val_scores[:, fold.val] = scores[:, fold.val]
+    method = make_method(
+        name, seed=seed, model_config=model_config, train_config=train_config, baseline_config=baseline_config,
+        progress=progress,
+    )
+    method.fit(encodings, budget_scores[trained], val_scores[trained])
+    held_rows = method.onboard(budget_scores[held])
+    probs = np.empty((len(scores), len(fold.test)), dtype=np.float32)
+    probs[trained] = method.predict_proba(np.arange(len(trained)), fold.test)
+    if len(held):
+        probs[held] = method.predict_proba(held_rows, fold.test)
+    return probs, time.perf_counter() - t0
+
+
+def _set_threads(n: int) -> None:  # worker initializer of evaluate(jobs > 1)
+    import torch
+
+    torch.set_num_threads(n)
+
+
 def _log(progress: bool, message: str) -> None:
     if progress:
         print(message, file=sys.stderr, flush=True)
@@ -401,6 +442,7 @@ def evaluate(
     baseline_configs: Mapping[str, Any] | None = None,
     only_folds: Sequence[int] | None = None,
     extra_groups: Mapping[str, Sequence[str]] | None = None,
+    jobs: int = 1,
 ) -> dict:
     """Evaluate LOCUS and the baselines on one evaluation table; returns the JSON-ready result dict.
 
@@ -420,6 +462,8 @@ def evaluate(
             settings["only_folds"], and the means/stds are then over those folds only.
         extra_groups: more groups to report, {name: model names}, e.g. the models another run holds out, so
             that their accuracy as in-training models can be set beside their accuracy when onboarded.
+        jobs: (fold, method) fits run at once, each in its own process with cpu_count // jobs torch threads;
+            1 = all in this process. The results do not depend on it beyond float rounding (thread counts differ).
 
     Returns:
         {"settings", "sizes", "wall_s", "methods": {method: {group: {"routing_acc": {"mean", "std"}, "hit@3",
@@ -431,6 +475,8 @@ def evaluate(
         nothing is held out), then any extra_groups. Undefined numbers (e.g. AUC on one class) are None.
     """
     start = time.perf_counter()
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs}: give the number of worker processes, 1 or more (1 = no workers)")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
@@ -485,6 +531,7 @@ def evaluate(
     fold_probs: dict[str, dict[str, list[np.ndarray]]] = {m: {g: [] for g in groups} for m in methods}  # (M_g, Q_test)
     fold_labels: dict[str, list[np.ndarray]] = {g: [] for g in groups}
     anchor_counts = []
+    tasks = []  # (fold, method) fits, in the order they are reported
     for fold in splits:
         budget_scores = np.full_like(scores, np.nan)  # (M, Q): only the anchor cells are usable
         budget_scores[:, fold.anchors] = scores[:, fold.anchors]
@@ -496,24 +543,42 @@ def evaluate(
                 f"fold {fold.index + 1}: model {name!r} has no evaluation among the {len(fold.anchors)} anchor queries; "
                 "raise the budget or drop models with very few evaluations"
             )
-        val_scores = np.full_like(scores, np.nan)
-        val_scores[:, fold.val] = scores[:, fold.val]
+        tasks += [(fold, name) for name in methods if name != "oracle"]
+
+    def fit_args(fold: Fold, name: str) -> dict:
+        return dict(
+            name=name, seed=seed + fold.index, scores=scores, encodings=enc, fold=fold, trained=trained, held=held,
+            model_config=model_config, train_config=train_config,
+            baseline_config=(baseline_configs or {}).get(name), progress=progress and jobs == 1,
+        )
+
+    fitted: dict[tuple[int, str], tuple[np.ndarray, float]] = {}  # (fold index, method) -> (test probs, seconds)
+    if jobs == 1:
+        for fold, name in tasks:
+            fitted[fold.index, name] = fit_and_predict(**fit_args(fold, name))
+            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} {fitted[fold.index, name][1]:7.1f} s")
+    elif tasks:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        threads = max(1, (multiprocessing.cpu_count() or 1) // jobs)
+        with ProcessPoolExecutor(  # spawn: a forked torch runtime can hang; each worker gets its share of threads
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_set_threads,
+            initargs=(threads,),
+        ) as pool:
+            futures = {pool.submit(fit_and_predict, **fit_args(fold, name)): (fold.index, name) for fold, name in tasks}
+            for future in as_completed(futures):
+                key = futures[future]
+                fitted[key] = future.result()
+                _log(progress, f"fold {key[0] + 1}/{total_folds} {key[1]:<12} {fitted[key][1]:7.1f} s (worker)")
+
+    for fold in splits:
         labels = scores[:, fold.test]  # (M, Qte)
         for name in methods:
-            t0 = time.perf_counter()
             if name == "oracle":
                 probs = np.nan_to_num(labels, nan=0.0)  # knows the answers: routing = any model correct
             else:
-                method = make_method(
-                    name, seed=seed + fold.index, model_config=model_config, train_config=train_config,
-                    baseline_config=(baseline_configs or {}).get(name), progress=progress,
-                )
-                method.fit(enc, budget_scores[trained], val_scores[trained])
-                held_rows = method.onboard(budget_scores[held])
-                probs = np.empty_like(labels)
-                probs[trained] = method.predict_proba(np.arange(len(trained)), fold.test)
-                if len(held):
-                    probs[held] = method.predict_proba(held_rows, fold.test)
+                probs = fitted[fold.index, name][0]
             for group, rows in groups.items():
                 p, y = probs[rows], labels[rows]
                 if np.isnan(y).all():
@@ -529,8 +594,7 @@ def evaluate(
                 fold_probs[name][group].append(p)
                 if name == REFERENCE:
                     fold_labels[group].append(y)
-            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} {time.perf_counter() - t0:7.1f} s  "
-                           f"routing(all) {per_fold[name]['all'][-1]['routing_acc']:.4f}")
+            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {per_fold[name]['all'][-1]['routing_acc']:.4f}")
 
     result_methods: dict[str, dict] = {}
     for name in methods:
@@ -570,6 +634,7 @@ def evaluate(
             "val_fraction": val_fraction if folds is not None else None,
             "methods": methods,
             "n_boot": n_boot,
+            "jobs": jobs,
             "vs_methods_intervals": "fold-stratified",  # LOCUS minus others: fold means, resampled within folds
             "encoding_dim": int(enc.shape[1]),
             "train_config": _config_dict(train_config),

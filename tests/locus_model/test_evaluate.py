@@ -323,3 +323,36 @@ def test_extra_groups_report_chosen_models():
     with pytest.raises(ValueError, match="unknown"):
         ev.evaluate(table, unit_encodings(60), budget=20, folds=2, methods=("best_single",),
                     extra_groups={"probe": ["nope"]}, progress=False)
+
+
+def test_worker_processes_give_the_same_results():
+    import os
+
+    import torch
+
+    from locus_model.model import LocusConfig
+    from locus_model.train import TrainConfig
+
+    table = make_table()
+    kwargs = dict(
+        budget=20, folds=2, methods=("locus", "irt", "knn", "best_single"), baseline_configs=FAST_BASELINES,
+        progress=False, n_boot=50,
+        model_config=LocusConfig(query_dim=16, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8),
+        train_config=TrainConfig(epochs=2, batch_models=4, enc_min=4, enc_max=16, dec_batch=16, patience=5,
+                                 finetune_steps=20, device="cpu"),
+    )
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))  # what each of 2 workers gets
+    try:
+        serial = ev.evaluate(table, unit_encodings(60), jobs=1, **kwargs)
+    finally:
+        torch.set_num_threads(threads)
+    parallel = ev.evaluate(table, unit_encodings(60), jobs=2, **kwargs)
+    assert (serial["settings"]["jobs"], parallel["settings"]["jobs"]) == (1, 2)
+    for name in ("locus", "irt", "knn", "best_single"):
+        for group in ("all", "in_training", "held_out"):
+            for metric in ("routing_acc", "correctness_acc", "auc", "brier"):
+                a, b = serial["methods"][name][group][metric], parallel["methods"][name][group][metric]
+                assert b["mean"] == pytest.approx(a["mean"], abs=1e-6), (name, group, metric)
+    with pytest.raises(ValueError, match="jobs=0"):
+        ev.evaluate(table, unit_encodings(60), jobs=0, **kwargs)
