@@ -121,8 +121,12 @@ def apply_train_options(config: TrainConfig, options: list[str]) -> TrainConfig:
         if not sep or not hasattr(config, name):
             raise SystemExit(f"--train-option {option!r}: use NAME=VALUE with NAME a TrainConfig field")
         current = getattr(config, name)
-        changes[name] = (value.lower() in ("1", "true", "yes")) if isinstance(current, bool) else (
-            value if isinstance(current, str) or current is None else type(current)(value))
+        if isinstance(current, bool):
+            changes[name] = value.lower() in ("1", "true", "yes")
+        elif isinstance(current, tuple):  # comma-separated, e.g. finetune_noise=2,3
+            changes[name] = tuple(type(current[0])(v) for v in value.split(",")) if current else tuple(value.split(","))
+        else:
+            changes[name] = value if isinstance(current, str) or current is None else type(current)(value)
     return replace(config, **changes)
 
 

@@ -210,7 +210,16 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
     z_plain, z_tuned = embed_evaluation_sets(plain.model, enc, sets), embed_evaluation_sets(tuned.model, enc, sets)
     np.testing.assert_array_equal(z_plain, z_tuned)
     info = tuned.finetune
-    assert set(info) == {"step", "val_loss_before", "val_loss_after", "val_routing_acc"} and 0 <= info["step"] <= 60
+    ratios = TrainConfig().finetune_noise
+    assert len(ratios) >= 2  # the default tries several noise ratios and keeps the lowest val BCE
+    assert set(info) == {"noise", "step", "steps_run", "val_loss_before", "val_loss_after", "val_routing_acc",
+                         *(f"val_loss_at_noise_{r:g}" for r in ratios)}
+    assert 0 <= info["step"] <= info["steps_run"] <= 60 and info["noise"] in ratios
+    assert info["val_loss_after"] == min(info[f"val_loss_at_noise_{r:g}"] for r in ratios)
+    assert info["val_loss_after"] == info[f"val_loss_at_noise_{info['noise']:g}"]
+    first = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,  # the grid's first run, alone
+                        train_config=TrainConfig(**{**base, "finetune_steps": 60, "finetune_noise": ratios[0]}))
+    assert first.finetune["val_loss_after"] == info[f"val_loss_at_noise_{ratios[0]:g}"]
     assert info["val_loss_after"] <= info["val_loss_before"]
     assert (info["step"] > 0) == bool(changed)  # step 0 = the selected checkpoint as it was
     # the recorded val loss is the val BCE of the returned model, embedding every model from all its train cells
@@ -218,6 +227,32 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
     probs = predict_proba(tuned.model, z_tuned, enc[cols])
     assert bce(probs, val[:, cols]) == pytest.approx(info["val_loss_after"], abs=1e-4)
     assert routing_accuracy(probs, val[:, cols]) == pytest.approx(info["val_routing_acc"])
-    assert TrainConfig().finetune_steps == 300  # on by default
+    assert TrainConfig().finetune_steps > 0  # on by default
     with pytest.raises(ValueError, match="finetune_steps"):
         TrainConfig(finetune_steps=-1)
+    with pytest.raises(ValueError, match="finetune_patience"):
+        TrainConfig(finetune_patience=0)
+    assert TrainConfig(finetune_noise=2).finetune_noise == (2.0,)  # one number = one ratio
+    with pytest.raises(ValueError, match="finetune_noise"):
+        TrainConfig(finetune_noise=())
+
+
+def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_loss(tiny_pool):
+    from locus_model.train import FINETUNE_EVERY
+
+    enc, train, val = tiny_pool
+    base = dict(**{**FAST, "epochs": 4, "patience": 4}, seed=3, calibration="none")
+    long = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
+                       train_config=TrainConfig(**{**base, "finetune_steps": 400, "finetune_patience": 400,
+                                                   "finetune_noise": 2.0}))
+    short = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
+                        train_config=TrainConfig(**{**base, "finetune_steps": 400, "finetune_patience": 30,
+                                                    "finetune_noise": 2.0}))
+    assert long.finetune["steps_run"] == 400
+    stopped = short.finetune
+    assert stopped["steps_run"] < 400  # stopped early, and only after 30 steps without a better val BCE
+    assert 30 <= stopped["steps_run"] - stopped["step"] < 30 + FINETUNE_EVERY
+    # up to the stop the two runs are the same run: same kept step while it falls before the stop
+    if long.finetune["step"] <= stopped["steps_run"]:
+        assert long.finetune["step"] == stopped["step"]
+        assert long.finetune["val_loss_after"] == pytest.approx(stopped["val_loss_after"])

@@ -73,6 +73,7 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
     model, train = TrainingConfig().to_library(query_dim=384)
     assert train == TrainConfig() and model == LocusConfig(query_dim=384)
     _, train = TrainingConfig(draws=2, ema_decay=0.0, calibration="none", epochs=7, noise_start=0.5,
-                              select_from_epoch=3, finetune_steps=40, finetune_noise=1.5).to_library(384)
+                              select_from_epoch=3, finetune_steps=40, finetune_patience=20,
+                              finetune_noise=[1.5, 2.5]).to_library(384)
     assert (train.draws, train.ema_decay, train.calibration, train.epochs, train.noise_start, train.select_from_epoch,
-            train.finetune_steps, train.finetune_noise) == (2, 0.0, "none", 7, 0.5, 3, 40, 1.5)
+            train.finetune_steps, train.finetune_patience, train.finetune_noise) == (2, 0.0, "none", 7, 0.5, 3, 40, 20, (1.5, 2.5))

@@ -52,7 +52,8 @@ class TrainingConfig(dg.Config):
     select_from_epoch: int = Field(default=_TRAIN.select_from_epoch, description="Epochs before this one are never kept as the checkpoint.")
     ema_decay: float = Field(default=_TRAIN.ema_decay, description="Per-step decay of the moving average of the weights that is validated and kept; 0 = off.")
     finetune_steps: int = Field(default=_TRAIN.finetune_steps, description="Steps of predictor-only training on the full-anchor embeddings after checkpoint selection (min val BCE kept); 0 = off. The encoder is untouched.")
-    finetune_noise: float = Field(default=_TRAIN.finetune_noise, description="Query-noise ratio during that predictor fine-tuning.")
+    finetune_patience: int = Field(default=_TRAIN.finetune_patience, description="Stop that fine-tuning after this many steps without a lower val BCE.")
+    finetune_noise: list[float] = Field(default=list(_TRAIN.finetune_noise), description="Query-noise ratios of that predictor fine-tuning: one run per ratio, the lowest val BCE kept.")
     calibration: str = Field(default=_TRAIN.calibration, description="Post-hoc calibration fitted on validation: platt, temperature or none (routing unchanged).")
     d: int = Field(default=_MODEL.d, description="Model embedding dimension.")
     n_blocks: int = Field(default=_MODEL.n_blocks, description="ISAB blocks (L).")
@@ -67,7 +68,8 @@ class TrainingConfig(dg.Config):
             draws=self.draws, enc_min=self.enc_min, enc_max=self.enc_max, noise_start=self.noise_start,
             noise_end=self.noise_end, noise_anneal_epochs=self.noise_anneal_epochs, ema_decay=self.ema_decay,
             select_from_epoch=self.select_from_epoch, calibration=self.calibration, device=self.device,
-            finetune_steps=self.finetune_steps, finetune_noise=self.finetune_noise,
+            finetune_steps=self.finetune_steps, finetune_patience=self.finetune_patience,
+            finetune_noise=tuple(self.finetune_noise),
         )
         return model, train
 
