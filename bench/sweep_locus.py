@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 # the bench's fixed part: 60 epochs, kept to the end (best validation epoch), as in bench/README.md "Accuracy",
 # and the TrainConfig defaults as they were when the sweep started, so that a trial means the same whatever the
-# defaults are now (noise2_d4_ema_e120_sel10_ft300 is the current default)
+# defaults are now (noise2_d4_ema_e120_sel10_ftgrid is the current default)
 BASE = dict(epochs=60, patience=60, noise_start=0.3, noise_end=0.1, draws=1, ema_decay=0.0, select_from_epoch=0,
             finetune_steps=0)
 NOISE1 = dict(noise_start=1.0, noise_end=0.5)
@@ -57,10 +57,16 @@ TRIALS: dict[str, dict] = {
     # noise2_d4_ema_e120_sel10 with the reference's noise level (0.10 -> 0.05 per dimension of 768-d mpnet)
     "noise28_d4_ema_e120_sel10": {"noise_start": 2.8, "noise_end": 1.4, "draws": 4, "ema_decay": 0.995, "epochs": 120,
                                   "patience": 120, "select_from_epoch": 10},
-    # noise2_d4_ema_e120_sel10 + 300 steps of predictor fine-tuning (= the TrainConfig defaults) on the full-anchor embeddings (noise ratio 2)
+    # noise2_d4_ema_e120_sel10 + 300 steps of predictor fine-tuning on the full-anchor embeddings (noise ratio 2;
+    # the defaults of the second CPU session)
     "noise2_d4_ema_e120_sel10_ft300": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995,
                                        "epochs": 120, "patience": 120, "select_from_epoch": 10,
                                        "finetune_steps": 300, "finetune_noise": 2.0},
+    # ... fine-tuning at noise ratios 2 and 3, up to 2,000 steps with patience 300, lower val BCE kept (= the
+    # TrainConfig defaults since the third CPU session)
+    "noise2_d4_ema_e120_sel10_ftgrid": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995,
+                                        "epochs": 120, "patience": 120, "select_from_epoch": 10,
+                                        "finetune_steps": 2000, "finetune_patience": 300, "finetune_noise": (2.0, 3.0)},
     "noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200},
     "disjoint_noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200,
                                     "disjoint_targets": True},

@@ -39,9 +39,9 @@ class TrainConfig:
     subsets, so the predictor had never seen those embeddings. With the same trained encoder it raised AUC by
     0.2-1.4 points and lowered Brier on AlpacaEval and the demo pool (bench/README.md "Second CPU session":
     predictor fine-tuning). It runs at noise ratios 2 and 3 and keeps the lower val BCE: on the demo pool 3 is
-    better (it matched IRT's correctness, AUC and Brier on two folds at budget 256), on AlpacaEval mostly 2; on
-    the 5 of 6 folds tried where they differed, the lower val BCE was also the better test AUC and Brier
-    (bench/README.md "Third CPU session").
+    better (it matched IRT's correctness, AUC and Brier on two folds at budget 256), on AlpacaEval mostly 2, and
+    on the folds tried the lower val BCE of the two went with the better test AUC (bench/README.md "Third CPU
+    session", bench/diag_finetune.py).
     On CPU this costs ~5 s per epoch for ~100 models x 1,024 anchors on one thread, i.e. ~10 min for a
     full run; for a quick run lower epochs (the demo job uses 40) or draws, at some accuracy cost (60 epochs:
     81.6 at 1024). The paper's setting (GPU) is epochs=2500, patience=500, batch_models=128, encoder subsets

@@ -8,8 +8,9 @@ TINY_RUN_CONFIG = {
         "raw_evaluations": {"config": {"source": "demo", "demo_size": "small"}},
         "query_encodings": {"config": {"encoder": "hashing-256"}},
         "training_split": {"config": {"budget": 128}},
-        "locus_checkpoint": {"config": {"epochs": 3, "patience": 3, "enc_max": 64}},
-        "routing_evaluation": {"config": {"budget": 64, "training": {"epochs": 2, "patience": 2, "enc_max": 32}}},
+        "locus_checkpoint": {"config": {"epochs": 3, "patience": 3, "enc_max": 64, "finetune_steps": 40}},
+        "routing_evaluation": {"config": {"budget": 64, "training": {"epochs": 2, "patience": 2, "enc_max": 32,
+                                                                    "finetune_steps": 20}}},
     }
 }
 
