@@ -533,9 +533,7 @@ def evaluate(
     anchor_counts = []
     tasks = []  # (fold, method) fits, in the order they are reported
     for fold in splits:
-        budget_scores = np.full_like(scores, np.nan)  # (M, Q): only the anchor cells are usable
-        budget_scores[:, fold.anchors] = scores[:, fold.anchors]
-        counts = (~np.isnan(budget_scores)).sum(axis=1)
+        counts = (~np.isnan(scores[:, fold.anchors])).sum(axis=1)  # (M,) evaluations each model has on the anchors
         anchor_counts.append(counts)
         if (counts == 0).any():
             name = matrix.models[int(np.flatnonzero(counts == 0)[0])]

@@ -103,9 +103,8 @@ class TrainConfig:
     #   every model, so routing is unchanged; "temperature" keeps every P > 0.5 decision, "platt" may move them
 
     def __post_init__(self) -> None:
-        if isinstance(self.finetune_noise, (int, float)):
-            object.__setattr__(self, "finetune_noise", (float(self.finetune_noise),))
-        object.__setattr__(self, "finetune_noise", tuple(float(r) for r in self.finetune_noise))
+        ratios = (self.finetune_noise,) if isinstance(self.finetune_noise, (int, float)) else self.finetune_noise
+        object.__setattr__(self, "finetune_noise", tuple(float(r) for r in ratios))
         if not self.finetune_noise:
             raise ValueError("TrainConfig: finetune_noise is empty; give at least one noise ratio, e.g. (2.0,).")
         if not 1 <= self.enc_min <= self.enc_max:
