@@ -3,8 +3,9 @@
     locus evaluate --evaluations PATH --out results.json [--budget 256] [--folds 5] [--holdout-models 0.2]
                    [--seed 0] [--encoder all-MiniLM-L6-v2] [--epochs N]
     locus demo-data --out DIR [--size full|small] [--seed 0]
-    locus search --target 'synth-gsm8k=0.9,synth-mmlu=0.5' [--k 5] [--home PATH] [--json]
 
+These are the commands that need only the library. The installed ``locus`` command is
+locus_pipeline.cli, which adds the ones that read a LOCUS_HOME (``locus search``).
 Adding a subcommand: write ``add_<name>(subparsers)`` that builds its parser and sets ``run=<function>``
 (taking the parsed args, returning an exit code), and append it to ``COMMANDS``.
 """
@@ -143,58 +144,15 @@ def run_demo_data(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# ---------------------------------------------------------------------------------------------- search
-
-
-def add_search(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "search",
-        help="capability-profile search: the real models nearest to a target per-benchmark accuracy",
-        description=(
-            "Synthesize an evaluation set with the target accuracy per benchmark (non-test queries of the pool), "
-            "embed it with the pool's checkpoint, and print the nearest models in LOCUS_HOME's pool with their "
-            "actual per-benchmark accuracy. Needs a materialized pipeline (make demo)."
-        ),
-    )
-    p.add_argument("--target", required=True,
-                   help="comma-separated BENCHMARK=ACCURACY, e.g. 'synth-gsm8k=0.9,synth-mmlu=0.5'")
-    p.add_argument("--k", type=int, default=5, help="nearest models to return (default 5)")
-    p.add_argument("--n-per-benchmark", type=int, default=64, help="synthetic evaluations per benchmark (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic evaluation set")
-    p.add_argument("--home", type=Path, default=None, help="LOCUS_HOME to read (default: $LOCUS_HOME or <repo>/data)")
-    p.add_argument("--json", action="store_true", help="print JSON (target, realised, neighbours) instead of a table")
-    p.set_defaults(run=run_search)
-
-
-def run_search(args: argparse.Namespace) -> int:
-    import json
-
-    from locus_model.paths import locus_home
-    from locus_model.reports import capability_search_in_home, parse_target
-
-    try:
-        result = capability_search_in_home(args.home or locus_home(), parse_target(args.target), k=args.k,
-                                           n_per_benchmark=args.n_per_benchmark, seed=args.seed)
-    except (ValueError, FileNotFoundError) as err:
-        return _fail("search", err)
-    if args.json:
-        print(json.dumps({"target": result.target, "realised": result.realised,
-                          "neighbours": json.loads(result.neighbours.to_json(orient="records"))}, indent=2))
-    else:
-        cols = ["rank", "model", "distance", "profile_mae"] + [b for b in result.target if b in result.neighbours]
-        print(result.neighbours[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    return EXIT_OK
-
-
 # ---------------------------------------------------------------------------------------------- entry point
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_evaluate, add_demo_data, add_search]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_evaluate, add_demo_data]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Sequence[Callable[[argparse._SubParsersAction], None]] = COMMANDS) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="locus", description="LOCUS: model embeddings from evaluations (arXiv 2601.21082)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in COMMANDS:
+    for add in commands:
         add(subparsers)
     return parser
 

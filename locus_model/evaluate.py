@@ -50,15 +50,18 @@ REFERENCE = "best_single"  # the method every other one is compared with by pair
 
 
 class LocusMethod(Baseline):
-    """LOCUS behind the baseline interface: fit = train_locus on the in-training models' anchor evaluations;
+    """LOCUS behind the baseline interface: fit = train_locus on the in-training models' anchor evaluations
+    (or, given a trained ``model``, no training at all: the in-training models are embedded by it too);
     onboard = one forward pass of the set encoder (embed_evaluation_sets); nothing is refitted."""
 
     name = "locus"
 
-    def __init__(self, *, model_config: Any = None, train_config: Any = None, progress: bool = False) -> None:
+    def __init__(self, *, model_config: Any = None, train_config: Any = None, progress: bool = False,
+                 model: Any = None) -> None:
         super().__init__()
         self.model_config, self.train_config, self.progress = model_config, train_config, progress
-        self.model = None
+        self.model = model
+        self.pretrained = model is not None
         self.embeddings = np.zeros((0, 0), np.float32)  # (M_fitted + H, d)
         self.train_result = None
 
@@ -77,6 +80,13 @@ class LocusMethod(Baseline):
         from locus_model.train import TrainConfig, train_locus
 
         self.encodings = np.asarray(encodings, dtype=np.float32)
+        if self.pretrained:
+            if self.model.config.query_dim != self.encodings.shape[1]:
+                raise ValueError(f"the trained LOCUS takes {self.model.config.query_dim}-d query encodings, these are "
+                                 f"{self.encodings.shape[1]}-d: encode the queries with the checkpoint's encoder")
+            self.embeddings = embed_evaluation_sets(self.model, self.encodings, self._sets(train_scores), device=self._device())
+            self.n_fitted_models = len(train_scores)
+            return
         model_config = self.model_config or LocusConfig(query_dim=self.encodings.shape[1])
         if model_config.query_dim != self.encodings.shape[1]:
             raise ValueError(
@@ -118,12 +128,14 @@ def make_method(
     train_config: Any = None,
     baseline_config: Any = None,
     progress: bool = False,
+    locus_model: Any = None,
 ) -> Baseline:
     """A fresh, unfitted method by its result-table name (everything in METHODS except the oracle).
 
-    baseline_config: LatentConfig for embedllm_mf / irt (its seed is replaced by ``seed``), KNNConfig for knn."""
+    baseline_config: LatentConfig for embedllm_mf / irt (its seed is replaced by ``seed``), KNNConfig for knn.
+    locus_model: a trained Locus that "locus" uses as it is (no training)."""
     if name == "locus":
-        return LocusMethod(model_config=model_config, train_config=train_config, progress=progress)
+        return LocusMethod(model_config=model_config, train_config=train_config, progress=progress, model=locus_model)
     if name in ("embedllm_mf", "irt"):
         method = BASELINES[name](baseline_config) if baseline_config is not None else BASELINES[name]()
         method.config = replace(method.config, seed=seed)
@@ -392,6 +404,7 @@ def fit_and_predict(
     train_config: Any = None,
     baseline_config: Any = None,
     progress: bool = False,
+    locus_model: Any = None,
 ) -> tuple[np.ndarray, float]:
     """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
     onboard the held-out models from their anchor cells, score every test query; ((M, Q_test) P(correct),
@@ -403,7 +416,7 @@ def fit_and_predict(
     val_scores[:, fold.val] = scores[:, fold.val]
     method = make_method(
         name, seed=seed, model_config=model_config, train_config=train_config, baseline_config=baseline_config,
-        progress=progress,
+        progress=progress, locus_model=locus_model,
     )
     method.fit(encodings, budget_scores[trained], val_scores[trained])
     held_rows = method.onboard(budget_scores[held])
@@ -443,6 +456,9 @@ def evaluate(
     only_folds: Sequence[int] | None = None,
     extra_groups: Mapping[str, Sequence[str]] | None = None,
     jobs: int = 1,
+    fold: Fold | None = None,
+    held_out: Sequence[str] | None = None,
+    locus_model: Any = None,
 ) -> dict:
     """Evaluate LOCUS and the baselines on one evaluation table; returns the JSON-ready result dict.
 
@@ -464,6 +480,11 @@ def evaluate(
             that their accuracy as in-training models can be set beside their accuracy when onboarded.
         jobs: (fold, method) fits run at once, each in its own process with cpu_count // jobs torch threads;
             1 = all in this process. The results do not depend on it beyond float rounding (thread counts differ).
+        fold: one given split of the queries (indices in EvaluationMatrix order) instead of folds: e.g. the split
+            a deployed checkpoint was trained with.
+        held_out: the held-out models by name, instead of drawing a ``holdout_models`` share.
+        locus_model: a trained Locus scored as it is ("locus" is not trained; its in-training models are
+            embedded from their anchor evaluations like the held-out ones): e.g. the pool's checkpoint.
 
     Returns:
         {"settings", "sizes", "wall_s", "methods": {method: {group: {"routing_acc": {"mean", "std"}, "hit@3",
@@ -486,7 +507,10 @@ def evaluate(
     scores = matrix.scores.astype(np.float32)  # (M, Q)
     n_models, n_queries = scores.shape
 
-    if folds is None:
+    if fold is not None:
+        protocol, splits = "given_split", [fold]
+        bench = np.asarray(matrix.benchmarks).astype(str)
+    elif folds is None:
         if matrix.split is None:
             raise ValueError(
                 "folds=None uses the table's own train/val/test split, but the table has no 'split' column; "
@@ -503,8 +527,8 @@ def evaluate(
         from locus_model.model import LocusConfig
         from locus_model.train import TrainConfig
 
-        model_config = model_config or LocusConfig(query_dim=enc.shape[1])
-        train_config = train_config or TrainConfig()
+        model_config = locus_model.config if locus_model is not None else (model_config or LocusConfig(query_dim=enc.shape[1]))
+        train_config = None if locus_model is not None else (train_config or TrainConfig())
 
     total_folds = len(splits)
     if only_folds is not None:
@@ -513,7 +537,13 @@ def evaluate(
             raise ValueError(f"only_folds={list(only_folds)}: give fold indices in [0, {len(splits)})")
         splits = [splits[f] for f in sorted(set(only_folds))]
 
-    held = choose_held_out(n_models, holdout_models, seed)
+    if held_out is not None:
+        unknown_models = sorted(set(held_out) - set(matrix.models))
+        if unknown_models:
+            raise ValueError(f"held-out models {unknown_models[:3]} are not in the table")
+        held = np.array(sorted(matrix.models.index(m) for m in held_out), dtype=np.int64)
+    else:
+        held = choose_held_out(n_models, holdout_models, seed)
     trained = np.setdiff1d(np.arange(n_models), held)
     groups = {"all": np.arange(n_models), "in_training": trained}
     if len(held):
@@ -548,6 +578,7 @@ def evaluate(
             name=name, seed=seed + fold.index, scores=scores, encodings=enc, fold=fold, trained=trained, held=held,
             model_config=model_config, train_config=train_config,
             baseline_config=(baseline_configs or {}).get(name), progress=progress and jobs == 1,
+            locus_model=locus_model if name == "locus" else None,
         )
 
     fitted: dict[tuple[int, str], tuple[np.ndarray, float]] = {}  # (fold index, method) -> (test probs, seconds)
@@ -639,6 +670,7 @@ def evaluate(
             "model_config": _config_dict(model_config),
             "baseline_configs": {k: _config_dict(v) for k, v in (baseline_configs or {}).items()},
             "held_out_model_names": [matrix.models[i] for i in held],
+            "locus_trained_here": locus_model is None,
             "extra_groups": {k: list(v) for k, v in (extra_groups or {}).items()},
         },
         "sizes": {

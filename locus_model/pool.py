@@ -1,6 +1,6 @@
 """The model embedding pool: one table of model embeddings, all from one checkpoint.
 
-Schema of ``LOCUS_HOME/warehouse/model_embeddings.parquet`` (one row per model):
+Schema of the pool table (one row per model):
 
 | column | type | meaning |
 |---|---|---|
@@ -10,24 +10,20 @@ Schema of ``LOCUS_HOME/warehouse/model_embeddings.parquet`` (one row per model):
 | n_evaluations | int | evaluations the embedding was computed from |
 | evaluations_fingerprint | str | sha256 prefix of the (model, query_id, score) triples used |
 | checkpoint_id | str | sha256 prefix of the checkpoint file that embedded it |
-| source | str | "training" (in the training pool) or "onboarded" (forward pass on a dropped file) |
+| source | str | "training" (trained on), "held_out" (in the training source, never trained on) or "onboarded" (a dropped file) |
 | embedded_at | timestamp[UTC] | when the row was written |
 
 A pool embedding is computed from all of the model's evaluations outside the held-out test queries (the
 test queries stay unseen so that routing accuracy on them is honest). Rows from different checkpoints are
 never mixed: a new checkpoint re-embeds the whole pool, and an upsert with another checkpoint is refused.
-Writes are atomic (temporary file + rename) under an exclusive lock, so a failed run never leaves half a pool.
+Every embedding is computed by one forward pass of the checkpoint, so re-embedding the same evaluations
+reproduces a row bit for bit.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
-import uuid
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -93,53 +89,31 @@ def pool_matrix(pool: pd.DataFrame) -> tuple[list[str], np.ndarray]:
     return pool["model"].astype(str).tolist(), np.stack(pool["embedding"].to_numpy()).astype(np.float32)
 
 
-def write_parquet_atomic(frame: pd.DataFrame, path: Path) -> None:
-    """Write Parquet via a temporary file and rename: readers see the old or the new file, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+class PoolError(ValueError):
+    """A pool table that breaks its invariants (one checkpoint, one row per model and per key)."""
 
 
-@contextmanager
-def pool_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock beside the pool file, so concurrent onboarding runs do not lose each other's rows."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def check_pool(pool: pd.DataFrame) -> None:
+    """Raise PoolError unless every row comes from one checkpoint and models and model keys are unique."""
+    missing = [c for c in POOL_COLUMNS if c not in pool.columns]
+    if missing:
+        raise PoolError(f"the pool table lacks the columns {missing}")
+    ids = sorted(set(pool["checkpoint_id"].astype(str)))
+    if len(ids) > 1:
+        raise PoolError(f"the pool mixes checkpoints {ids}: embeddings of different checkpoints live in different spaces")
+    for column in ("model", "model_key"):
+        dup = pool[pool[column].duplicated(keep=False)]
+        if len(dup):
+            raise PoolError(f"{column} {dup[column].iloc[0]!r} appears twice in the pool "
+                            f"(models {sorted(dup['model'].astype(str))[:4]})")
 
 
-def read_pool(path: Path) -> pd.DataFrame:
-    if not Path(path).exists():
-        raise FileNotFoundError(
-            f"no model embedding pool at {path}; materialize the model_embeddings asset (make demo) first"
-        )
-    return pd.read_parquet(path)
+def upsert_rows(pool: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """``pool`` with ``rows`` inserted or replaced (by model); every other row unchanged, in its place.
 
-
-def upsert_pool(path: Path, rows: pd.DataFrame) -> pd.DataFrame:
-    """Insert or replace ``rows`` (by model) in the pool at ``path``; every other row stays byte-identical.
-
-    Refused when the rows come from another checkpoint than the pool's: embeddings from different
-    checkpoints live in different spaces and are never mixed.
-    """
-    path = Path(path)
-    with pool_lock(path):
-        pool = read_pool(path)
-        ours, theirs = set(rows["checkpoint_id"]), set(pool["checkpoint_id"])
-        if theirs and ours != theirs:
-            raise ValueError(
-                f"rows from checkpoint {sorted(ours)} cannot join a pool embedded with {sorted(theirs)}; "
-                "re-materialize model_embeddings with the current checkpoint"
-            )
-        kept = pool[~pool["model"].isin(rows["model"])]
-        merged = pd.concat([kept, rows[list(POOL_COLUMNS)]], ignore_index=True)
-        write_parquet_atomic(merged, path)
-    return merged
+    Refused when the rows come from another checkpoint than the pool's."""
+    ours, theirs = set(rows["checkpoint_id"].astype(str)), set(pool["checkpoint_id"].astype(str))
+    if theirs and ours != theirs:
+        raise PoolError(f"rows from checkpoint {sorted(ours)} cannot join a pool embedded with {sorted(theirs)}")
+    kept = pool[~pool["model"].isin(rows["model"])]
+    return pd.concat([kept, rows[list(POOL_COLUMNS)]], ignore_index=True)

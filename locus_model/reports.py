@@ -1,15 +1,15 @@
-"""Glue between the pipeline's tables and the downstream analyses (locus_model.analysis), shared by the
-Dagster assets of group "analyses" and the `locus search` command.
+"""From evaluation tables and a pool table to the downstream analyses (locus_model.analysis): what the
+analysis assets and the `locus search` command share.
 
 - heldout_predictions: P(correct) of every pool model on the held-out test queries, beside its labels
 - prediction_matrices: that long table as (M, Q) probs / labels in pool order
 - per_benchmark_accuracy: each model's actual accuracy per benchmark
 - pool_evaluation_sets / embed_fn: the evaluation set every pool embedding came from, and a function that
   embeds new sets with the same checkpoint (for resampling and capability search)
-- capability_search_from_tables / capability_search_in_home: capability-profile search on the warehouse
+- capability_search_from_tables: capability-profile search over a pool
 - write_report: one analysis result -> <name>.md + <name>.png under a reports folder
 
-Onboarded models (LOCUS_HOME/onboarded, source "onboarded" in the pool) have no labels on the test queries:
+Onboarded models (source "onboarded" in the pool) have no labels on the test queries:
 their label rows are all NaN, so label-based analyses leave them out while geometric ones keep them.
 """
 
@@ -35,7 +35,7 @@ def heldout_query_ids(split: pd.DataFrame) -> list[str]:
     ids = sorted(split.loc[split["split"] == "test", "query_id"].astype(str))
     if not ids:
         raise ValueError("the training split has no test queries, so nothing is held out for the analyses. "
-                         "How to fix: re-materialize training_split with test_fraction > 0.")
+                         "How to fix: split the queries with test_fraction > 0.")
     return ids
 
 
@@ -87,8 +87,8 @@ def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Pred
     names = [str(n) for n in names]
     missing = sorted(set(names) - set(predictions["model"].astype(str)))
     if missing:
-        raise ValueError(f"no held-out predictions for models {missing[:5]}. How to fix: re-materialize "
-                         "heldout_predictions after model_embeddings (the pool changed).")
+        raise ValueError(f"no held-out predictions for models {missing[:5]}. How to fix: predict for the same pool "
+                         "the analysis reads (the pool changed in between).")
     wide = predictions.assign(model=predictions["model"].astype(str), query_id=predictions["query_id"].astype(str))
     qids = sorted(wide["query_id"].unique())
     probs = wide.pivot(index="model", columns="query_id", values="prob").reindex(index=names, columns=qids)
@@ -214,8 +214,10 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
 
     names, z = pool_matrix(pool)
     accuracy = per_benchmark_accuracy(table, onboarded if onboarded is not None else pd.DataFrame())
-    target = dict(target) or median_profile(accuracy.reindex([n for n in names if n in accuracy.index]))
     queries = table.drop_duplicates("query_id").astype({"query_id": str}).sort_values("query_id")
+    searchable = sorted(set(queries["benchmark"].astype(str)))  # an onboarded model's new benchmark has no queries here
+    target = dict(target) or median_profile(accuracy.reindex(index=[n for n in names if n in accuracy.index],
+                                                             columns=[b for b in accuracy.columns if b in searchable]))
     qids = queries["query_id"].tolist()
     phi = aligned_encodings(encodings, qids)                       # (Q, D)
     test = set(heldout_query_ids(split))
@@ -225,31 +227,6 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
         candidates=np.array([q not in test for q in qids]), n_per_benchmark=n_per_benchmark, seed=seed,
         k=min(k, len(names)))
 
-
-def capability_search_in_home(home: Path, target: Mapping[str, float], *, k: int = 5, n_per_benchmark: int = 64,
-                              seed: int = 0) -> CapabilitySearch:
-    """capability_search_from_tables on LOCUS_HOME's warehouse (what `locus search` runs)."""
-    from locus_model.model import load_checkpoint
-    from locus_model.onboarding import onboarded_evaluations
-
-    warehouse = Path(home) / "warehouse"
-    frames = {}
-    for name in ("model_embeddings", "locus_checkpoint", "evaluation_table", "query_encodings", "training_split"):
-        path = warehouse / f"{name}.parquet"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist. How to fix: materialize the pipeline first "
-                                    "(make demo), or point --home / $LOCUS_HOME at a LOCUS_HOME that has a pool.")
-        frames[name] = pd.read_parquet(path)
-    ckpt = frames["locus_checkpoint"].iloc[0]
-    pool_ckpts = set(frames["model_embeddings"]["checkpoint_id"].astype(str))
-    if pool_ckpts != {str(ckpt["checkpoint_id"])}:
-        raise ValueError(f"the pool was embedded with checkpoint(s) {sorted(pool_ckpts)} but the current checkpoint "
-                         f"is {ckpt['checkpoint_id']}. How to fix: re-materialize model_embeddings.")
-    model, _ = load_checkpoint(ckpt["path"])
-    return capability_search_from_tables(
-        target, pool=frames["model_embeddings"], table=frames["evaluation_table"],
-        encodings=frames["query_encodings"], split=frames["training_split"], model=model,
-        onboarded=onboarded_evaluations(Path(home)), k=k, n_per_benchmark=n_per_benchmark, seed=seed)
 
 # ----------------------------------------------------------------------------- report files
 

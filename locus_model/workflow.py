@@ -1,5 +1,5 @@
 """The pipeline's steps as plain functions over tables: query split and anchors, training arrays,
-the evaluations a pool embedding is computed from. The Dagster assets are thin adapters around these.
+the evaluations a pool embedding is computed from. The pipeline's assets are thin adapters around these.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locus_model.evaluate import kfold_splits, table_split
+from locus_model.evaluate import Fold, choose_held_out, kfold_splits, table_split
 from locus_model.evaluations import EvaluationMatrix
 
 
@@ -38,6 +38,24 @@ def query_split(table: pd.DataFrame, *, budget: int, seed: int, test_fraction: f
     return pd.DataFrame({"query_id": query_ids, "split": split.astype(str), "anchor": anchor})
 
 
+def given_fold(split: pd.DataFrame, query_ids: list[str]) -> Fold:
+    """The query split (query_split's table) as a Fold of indices into ``query_ids`` (an EvaluationMatrix's)."""
+    by_query = split.assign(query_id=split["query_id"].astype(str)).set_index("query_id").reindex(query_ids)
+    if by_query["split"].isna().any():
+        raise ValueError("the query split does not cover every query of the evaluation table: compute the split from this table")
+    kind, anchor = by_query["split"].to_numpy(str), by_query["anchor"].to_numpy(bool)
+    train, val, test = (np.flatnonzero(kind == s) for s in ("train", "val", "test"))
+    return Fold(0, train, np.flatnonzero(anchor), val, test)
+
+
+def model_split(table: pd.DataFrame, *, holdout: float, seed: int) -> pd.DataFrame:
+    """One row per model (sorted by name): model, group -- "held_out" for a random ``holdout`` share that is
+    never trained on (embedded by one forward pass, as a new model would be), "in_training" for the rest."""
+    models = sorted(table["model"].astype(str).unique())
+    held = set(choose_held_out(len(models), holdout, seed).tolist())
+    return pd.DataFrame({"model": models, "group": ["held_out" if i in held else "in_training" for i in range(len(models))]})
+
+
 @dataclass
 class TrainingArrays:
     matrix: EvaluationMatrix
@@ -52,7 +70,7 @@ def training_arrays(table: pd.DataFrame, encodings: pd.DataFrame, split: pd.Data
     enc = aligned_encodings(encodings, matrix.query_ids)
     by_query = split.set_index("query_id").reindex(matrix.query_ids)
     if by_query["split"].isna().any():
-        raise ValueError("the query split does not cover every query of the evaluation table; re-materialize training_split")
+        raise ValueError("the query split does not cover every query of the evaluation table: compute the split from this table")
     anchor = by_query["anchor"].to_numpy(bool)
     val = (by_query["split"] == "val").to_numpy()
     train_scores = np.where(anchor[None, :], matrix.scores, np.nan).astype(np.float32)
@@ -66,7 +84,7 @@ def aligned_encodings(encodings: pd.DataFrame, query_ids: list[str]) -> np.ndarr
     rows = index.get_indexer(query_ids)
     if (rows < 0).any():
         missing = [q for q, r in zip(query_ids, rows) if r < 0][:5]
-        raise KeyError(f"no query encoding for query_id(s) {missing}; re-materialize query_encodings")
+        raise KeyError(f"no query encoding for query_id(s) {missing}: encode every query of the table")
     return np.stack(encodings["encoding"].to_numpy()[rows]).astype(np.float32)
 
 
@@ -101,6 +119,6 @@ def training_curve_png(history: list[dict], path: Path) -> str:
 
 
 def png_markdown(path: Path) -> str:
-    """A PNG embedded as a markdown image (data URI), so Dagster metadata shows it inline."""
+    """A PNG embedded as a markdown image (data URI), so a markdown viewer shows it inline."""
     data = base64.b64encode(Path(path).read_bytes()).decode()
     return f"![{Path(path).stem}](data:image/png;base64,{data})"

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from locus_model.paths import REPO_ROOT
 from locus_pipeline.instance import prepare_dagster_home
+from locus_pipeline.storage import REPO_ROOT
 
 
 def free_port() -> int:
@@ -22,12 +22,7 @@ def free_port() -> int:
 def start_dagster_dev(home: Path, log_path: Path, *, port: int | None = None) -> tuple[subprocess.Popen, int]:
     """`dagster dev` on 127.0.0.1 in its own process group (so SIGINT reaches it), DAGSTER_HOME=<home>/dagster."""
     port = port or free_port()
-    previous = os.environ.get("DAGSTER_HOME")
     env = {**os.environ, "LOCUS_HOME": str(home), "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(prepare_dagster_home(home))}
-    if previous is None:  # prepare_dagster_home sets it for this process; keep the caller's environment as it was
-        os.environ.pop("DAGSTER_HOME", None)
-    else:
-        os.environ["DAGSTER_HOME"] = previous
     dagster = str(Path(sys.executable).parent / "dagster")
     proc = subprocess.Popen(
         [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],

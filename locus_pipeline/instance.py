@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
-from locus_model.paths import REPO_ROOT, locus_home
+from locus_pipeline.storage import REPO_ROOT, default_home
 
 
 def prepare_dagster_home(home: Path | None = None) -> Path:
-    """Create ``<home>/dagster`` holding a link to the repository's dagster.yaml; sets DAGSTER_HOME."""
-    dagster_home = (home or locus_home()) / "dagster"
+    """Create ``<home>/dagster`` holding a link to the repository's dagster.yaml and return it (the caller sets
+    DAGSTER_HOME to it for the processes that need it)."""
+    dagster_home = (home or default_home()) / "dagster"
     dagster_home.mkdir(parents=True, exist_ok=True)
     target = dagster_home / "dagster.yaml"
     source = REPO_ROOT / "dagster.yaml"
@@ -21,5 +21,4 @@ def prepare_dagster_home(home: Path | None = None) -> Path:
             target.symlink_to(source)
         except OSError:  # filesystems without symlinks
             shutil.copyfile(source, target)
-    os.environ["DAGSTER_HOME"] = str(dagster_home)
     return dagster_home

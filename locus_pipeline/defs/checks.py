@@ -7,7 +7,8 @@ import pandas as pd
 
 from locus_pipeline.defs.assets.evaluation import routing_evaluation
 from locus_pipeline.defs.assets.ingestion import evaluation_table
-from locus_pipeline.defs.assets.pool import model_embeddings
+from locus_pipeline.defs.assets.pool import embed_onboarded, embed_training_source, model_embeddings
+from locus_pipeline.storage import LocusHome
 
 
 @dg.asset_check(asset=evaluation_table, description="The stored table passes the evaluation data contract again.")
@@ -15,7 +16,7 @@ def evaluation_table_valid(evaluation_table: pd.DataFrame) -> dg.AssetCheckResul
     from locus_model.evaluations import EvaluationDataError, validate_evaluations
 
     try:
-        validate_evaluations(evaluation_table, source="warehouse/evaluation_table.parquet")
+        validate_evaluations(evaluation_table, source="the evaluation_table asset")
         problem = ""
     except EvaluationDataError as err:
         problem = str(err)
@@ -26,8 +27,9 @@ def evaluation_table_valid(evaluation_table: pd.DataFrame) -> dg.AssetCheckResul
 
 
 @dg.asset_check(asset=model_embeddings, description="Every model in the pool has a finite embedding.")
-def pool_embeddings_finite(model_embeddings: pd.DataFrame) -> dg.AssetCheckResult:
-    z = np.stack(model_embeddings["embedding"].to_numpy())
+def pool_embeddings_finite(home: LocusHome) -> dg.AssetCheckResult:
+    pool = home.read_pool()
+    z = np.stack(pool["embedding"].to_numpy())
     bad = int((~np.isfinite(z)).any(axis=1).sum())
     return dg.AssetCheckResult(passed=bad == 0, metadata={"models_with_non_finite_embedding": bad, "threshold": 0, "models": len(z)})
 
@@ -35,30 +37,41 @@ def pool_embeddings_finite(model_embeddings: pd.DataFrame) -> dg.AssetCheckResul
 @dg.asset_check(
     asset=model_embeddings,
     blocking=True,
-    additional_ins={"evaluation_table": dg.AssetIn("evaluation_table"), "query_encodings": dg.AssetIn("query_encodings"),
-                    "training_split": dg.AssetIn("training_split"), "locus_checkpoint": dg.AssetIn("locus_checkpoint")},
-    description="Re-embedding every training-pool model from the same evaluations reproduces its embedding exactly.",
+    description="Re-embedding pool rows from their evaluations (training source or onboarded store) with the pool's "
+                "checkpoint reproduces them bit for bit: every row after a rebuild, the onboarded model after an onboarding.",
 )
-def pool_embeddings_reproducible(
-    model_embeddings: pd.DataFrame,
-    evaluation_table: pd.DataFrame,
-    query_encodings: pd.DataFrame,
-    training_split: pd.DataFrame,
-    locus_checkpoint: pd.DataFrame,
-) -> dg.AssetCheckResult:
-    from locus_model.model import load_checkpoint
-    from locus_model.pool import embed_models
-    from locus_model.workflow import pool_evaluations
+def pool_embeddings_reproducible(context: dg.AssetCheckExecutionContext, home: LocusHome) -> dg.AssetCheckResult:
+    from locus_model.evaluations import fingerprint_evaluations
+    from locus_model.pool import check_pool
 
-    model, _ = load_checkpoint(locus_checkpoint["path"].iloc[0])
-    stored = model_embeddings[model_embeddings["source"] == "training"].set_index("model")
-    again = embed_models(model, pool_evaluations(evaluation_table, training_split), query_encodings, checkpoint="check", source="training").set_index("model")
-    a = np.stack(stored.loc[again.index, "embedding"].to_numpy()).astype(np.float32)
-    b = np.stack(again["embedding"].to_numpy()).astype(np.float32)
+    with home.lock("pool"):  # the state the last materialization left, not one half-way through another write
+        pool = home.read_pool()
+        check_pool(pool)
+        checkpoint = home.pool_checkpoint(pool)
+        key = context.run.tags.get("dagster/partition")
+        rows = pool if key is None else pool[pool["model_key"] == key]
+        from_source = rows[rows["source"] != "onboarded"]
+        again = [embed_training_source(home, checkpoint, set(from_source["model"].astype(str)))] if len(from_source) else []
+        pending = []  # onboarded models whose store already holds newer rows: their own onboarding run re-embeds them
+        current = []
+        for r in rows[rows["source"] == "onboarded"].itertuples():
+            if fingerprint_evaluations(home.read_store(r.model_key)) != r.evaluations_fingerprint:
+                pending.append(r.model)
+            else:
+                current.append(r.model_key)
+        if current:
+            again.append(embed_onboarded(home, checkpoint, current, set()))
+    again = pd.concat(again, ignore_index=True).set_index("model") if again else pd.DataFrame(columns=["embedding"])
+    stored = pool.set_index("model").loc[again.index]
+    a = np.stack(stored["embedding"].to_numpy()).astype(np.float32) if len(again) else np.zeros((0, 1), np.float32)
+    b = np.stack(again["embedding"].to_numpy()).astype(np.float32) if len(again) else np.zeros((0, 1), np.float32)
     differing = int((a != b).any(axis=1).sum())
     return dg.AssetCheckResult(
         passed=differing == 0,
-        metadata={"models_checked": len(b), "models_not_bit_identical": differing, "threshold": 0, "max_abs_diff": float(np.abs(a - b).max())},
+        metadata={"models_checked": len(b), "models_not_bit_identical": differing, "threshold": 0,
+                  "max_abs_diff": float(np.abs(a - b).max()) if len(b) else 0.0, "checkpoint_id": checkpoint.checkpoint_id,
+                  "scope": "every row" if key is None else f"model key {key}",
+                  "pending_onboarded_models": ", ".join(pending) or "none"},
     )
 
 

@@ -12,16 +12,17 @@ locus_job = dg.define_asset_job(
 
 pool_job = dg.define_asset_job(
     "pool_job",
-    selection=dg.AssetSelection.assets("model_embeddings").upstream(),
+    selection=dg.AssetSelection.assets("model_embeddings").upstream() - dg.AssetSelection.groups("onboarding"),
     description="Only what the embedding pool needs: ingestion -> encodings -> training -> model_embeddings.",
 )
 
 onboarding_job = dg.define_asset_job(
     "onboarding_job",
-    selection=dg.AssetSelection.groups("onboarding"),
+    selection=dg.AssetSelection.groups("onboarding") | dg.AssetSelection.assets("model_embeddings"),
     partitions_def=onboarded_models,
-    executor_def=dg.in_process_executor,  # one step: no second process to start (saves seconds per model)
-    description="Onboard one model from an accepted evaluation file: forward pass of the pool's checkpoint, upsert its pool row.",
+    executor_def=dg.in_process_executor,  # three small steps: no second process to start (saves seconds per model)
+    description="Onboard one model (partition = its key) from an accepted file: record its evaluations, embed it by one "
+                "forward pass of the pool's checkpoint into the pool, show its nearest models.",
 )
 
 reports_refresh_job = dg.define_asset_job(

@@ -1,7 +1,8 @@
-"""Resources, bound in one place: the LOCUS_HOME root, the warehouse IO manager, query encoder, MLflow."""
+"""Resources, bound in one place: LOCUS_HOME (storage), the warehouse IO manager, query encoder, MLflow."""
 
 
 import os
+import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -11,85 +12,101 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from locus_model.paths import locus_home
-
-
-class LocusHome(dg.ConfigurableResource):
-    """The one root the project writes under (``$LOCUS_HOME``, default ``data/`` in the repository)."""
-
-    root: str = Field(default="", description="Folder for all outputs; empty = $LOCUS_HOME or <repo>/data.")
-
-    @property
-    def path(self) -> Path:
-        return Path(self.root).expanduser().resolve() if self.root else locus_home()
-
-    def dir(self, *parts: str) -> Path:
-        folder = self.path.joinpath(*parts)
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
+from locus_pipeline.storage import LocusHome
 
 
 class WarehouseIOManager(dg.ConfigurableIOManager):
     """Asset outputs as Parquet under ``LOCUS_HOME/warehouse``: ``<asset>.parquet``, or
-    ``<asset>/<partition>.parquet`` for partitioned assets. Readable with pandas or DuckDB.
-    Writes are atomic (temporary file + rename), so a failed run leaves the previous table intact."""
+    ``<asset>/<partition>.parquet`` for partitioned assets, written atomically through LocusHome.
+    Readable with pandas or DuckDB."""
 
     home: LocusHome
 
-    def _path(self, context: dg.InputContext | dg.OutputContext) -> Path:
-        base = self.home.dir("warehouse").joinpath(*context.asset_key.path)
-        return base / f"{context.partition_key}.parquet" if context.has_partition_key else base.with_suffix(".parquet")
+    def _partition(self, context: dg.InputContext | dg.OutputContext) -> str | None:
+        return context.partition_key if context.has_partition_key else None
 
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
-        from locus_model.pool import pool_lock, write_parquet_atomic
-
         if not isinstance(obj, pd.DataFrame):
             raise TypeError(f"asset {context.asset_key.to_user_string()} must return a pandas DataFrame, got {type(obj)}")
-        path = self._path(context)
-        with pool_lock(path):
-            write_parquet_atomic(obj, path)
+        path = self.home.write_table(context.asset_key.to_user_string(), obj, partition=self._partition(context))
         context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "dagster/row_count": len(obj)})
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
-        path = self._path(context)
-        if not path.exists():
-            raise FileNotFoundError(f"{path} does not exist: materialize {context.asset_key.to_user_string()} first")
-        return pd.read_parquet(path)
+        return self.home.read_table(context.asset_key.to_user_string(), partition=self._partition(context))
 
 
 class QueryEncoder(dg.ConfigurableResource):
-    """Sentence encoder for query encodings; the model loads once per process, encodings are cached."""
+    """Sentence encoder for query encodings; the model loads once per process, encodings are cached under
+    LOCUS_HOME/encodings/<encoder>/."""
 
     home: LocusHome
     device: str = Field(default="cpu", description="torch device for the sentence encoder.")
     batch_size: int = Field(default=64, description="Sentences per encoder batch.")
 
     def encode(self, texts: list[str], encoder: str, progress: bool = True) -> tuple[np.ndarray, Any]:
-        from locus_model.encoding import encode_queries_with_report, resolve_encoder
+        from locus_model.encoding import encode_queries_with_report
 
-        spec = resolve_encoder(encoder)
         return encode_queries_with_report(
-            texts, encoder=spec.name, cache_dir=self.home.dir("encodings", spec.name),
+            texts, encoder=encoder, cache_dir=self.home.encoding_cache(encoder),
             batch_size=self.batch_size, progress=progress, device=self.device,
         )
 
 
+def _default_ui_url() -> str:
+    return os.environ.get("LOCUS_MLFLOW_URL") or f"http://127.0.0.1:{os.environ.get('MLFLOW_PORT', '5000')}"
+
+
 class MlflowTracking(dg.ConfigurableResource):
-    """MLflow tracking with an sqlite backend and artifact root under LOCUS_HOME/mlflow."""
+    """MLflow tracking with an sqlite backend and artifact root under LOCUS_HOME/mlflow. A home that was copied
+    or moved is relocated on first use: stored artifact locations follow it (see ``relocate``)."""
 
     home: LocusHome
     tracking_uri: str = Field(default="", description="Empty = sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.")
     experiment: str = Field(default="locus", description="MLflow experiment for training runs.")
     registered_model: str = Field(default="locus", description="Registered model name for checkpoints.")
-    ui_url: str = Field(default="http://127.0.0.1:5000", description="MLflow UI base URL, for links in Dagster.")
+    ui_url: str = Field(default_factory=_default_ui_url,
+                        description="MLflow UI base URL for links in Dagster; default $LOCUS_MLFLOW_URL, else "
+                                    "http://127.0.0.1:$MLFLOW_PORT (5000).")
+
+    @property
+    def db_path(self) -> Path:
+        return self.home.dir("mlflow") / "mlflow.db"
 
     @property
     def uri(self) -> str:
-        return self.tracking_uri or f"sqlite:///{self.home.dir('mlflow') / 'mlflow.db'}"
+        return self.tracking_uri or f"sqlite:///{self.db_path}"
 
     @property
     def artifact_root(self) -> Path:
         return self.home.dir("mlflow", "artifacts")
+
+    def relocate(self) -> int:
+        """Point every artifact location stored in the local database at this home's ``mlflow/artifacts``
+        (MLflow stores them as absolute URIs; a copied home would otherwise read and write the original's).
+        Returns the rows changed. Only the home's own sqlite database is touched."""
+        if self.tracking_uri or not self.db_path.exists():
+            return 0
+        new = self.artifact_root.as_uri()
+        changed = 0
+        with sqlite3.connect(self.db_path) as db:
+            tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+            if "experiments" not in tables:
+                return 0
+            for (location,) in db.execute("select artifact_location from experiments").fetchall():
+                old = location.split("/mlflow/artifacts")[0] + "/mlflow/artifacts" if "/mlflow/artifacts" in location else None
+                if old is None or old == new:
+                    continue
+                for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri"),
+                                      ("model_versions", "source"), ("model_versions", "storage_location")):
+                    if table in tables and column in {c[1] for c in db.execute(f"pragma table_info({table})")}:
+                        cur = db.execute(f"update {table} set {column} = ? || substr({column}, ?) where substr({column}, 1, ?) = ?",
+                                         (new, len(old) + 1, len(old), old))
+                        changed += cur.rowcount
+            # the Default experiment (id 0) gets this home's artifact root, not a folder of the working directory
+            cur = db.execute("update experiments set artifact_location = ? where experiment_id = 0 and artifact_location != ?",
+                             (f"{new}/0", f"{new}/0"))
+            changed += cur.rowcount
+        return changed
 
     @contextmanager
     def start_run(self, run_name: str, tags: dict[str, str]) -> Iterator[Any]:
@@ -97,17 +114,19 @@ class MlflowTracking(dg.ConfigurableResource):
 
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         mlflow.set_tracking_uri(self.uri)
+        self.relocate()
         experiment = mlflow.get_experiment_by_name(self.experiment)
         experiment_id = (
             experiment.experiment_id
             if experiment
-            else mlflow.create_experiment(self.experiment, artifact_location=self.artifact_root.as_uri())
+            else mlflow.create_experiment(self.experiment, artifact_location=(self.artifact_root / "locus").as_uri())
         )
+        self.relocate()  # the Default experiment, created with the database
         with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
             yield run
 
     def run_url(self, experiment_id: str, run_id: str) -> str:
-        return f"{self.ui_url}/#/experiments/{experiment_id}/runs/{run_id}"
+        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
 
 
 @dg.definitions

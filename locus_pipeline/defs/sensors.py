@@ -1,24 +1,25 @@
-"""Sensors: the onboarding drop folder, and the report refresh after onboarding.
+"""Sensors: the onboarding drop folder, and the report refresh after the pool changed.
 
-``onboarding_drop_folder`` (every 5 s, running by default) takes complete files from LOCUS_HOME/incoming/,
+``onboarding_drop_folder`` (every 2 s, running by default) takes complete files from LOCUS_HOME/incoming/,
 validates each in one streamed pass, moves it to accepted/ or rejected/ (+ .reason.txt), adds one dynamic
 partition per model and requests one onboarding run per (file, model). The cursor is the stem of the last
 accepted file whose runs were requested; run_key = "<sha256 of the file>:<model key>", so the same bytes never
-onboard twice. ``reports_after_onboarding`` requests one run of the "analyses" group once onboarding runs
-have finished (debounced: it waits while onboarding runs are queued or in progress).
+onboard twice. ``reports_after_pool_change`` requests one run of the analyses once the pool is newer than the
+reports and no onboarding, rebuild or refresh is queued or running (so 50 onboarded models refresh once).
 """
 
 import time
 
 import dagster as dg
 
-from locus_pipeline.defs.jobs import onboarding_job, reports_refresh_job
+from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, reports_refresh_job
 from locus_pipeline.defs.partitions import onboarded_models
-from locus_pipeline.defs.resources import LocusHome
+from locus_pipeline.storage import LocusHome
 
-ONBOARDING_ASSET = "onboarded_model_embedding"
 MAX_FILES_PER_TICK = 20  # the rest waits for the next tick, so one tick stays well inside the sensor timeout
 MAX_SECONDS_PER_TICK = 30.0
+ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+
 
 def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
     """(one RunRequest per model of an accepted file, the partition keys to add)."""
@@ -29,19 +30,20 @@ def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
             dg.RunRequest(
                 run_key=f"{manifest.sha256}:{entry.model_key}",
                 partition_key=entry.model_key,
-                run_config={"ops": {ONBOARDING_ASSET: {"config": {"accepted_file": manifest.stem, "model": entry.model}}}},
+                run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": manifest.stem, "model": entry.model}}}},
                 tags={"locus/accepted_file": manifest.stem[:255], "locus/model": entry.model[:255], "locus/sha256": manifest.sha256[:16]},
             )
         )
     return requests, keys
 
 
-def take_in(context: dg.SensorEvaluationContext, folder) -> list[str]:
+def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> list[str]:
     """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message."""
-    from locus_model.onboarding import intake_file, recover_orphans, scan_incoming
+    from locus_pipeline.intake import claimed_keys, intake_file, recover_orphans, scan_incoming
 
     notes = []
-    for item in recover_orphans(folder):
+    claimed = claimed_keys(home, folder)
+    for item in recover_orphans(folder, claimed=claimed):
         notes.append(f"recovered {item.stored.name if item.stored else item.source.name}: {item.status}")
     ready, settling = scan_incoming(folder)
     if settling:
@@ -52,7 +54,7 @@ def take_in(context: dg.SensorEvaluationContext, folder) -> list[str]:
             notes.append(f"{len(ready) - n} file(s) left for the next tick")
             break
         try:
-            result = intake_file(path, folder)
+            result = intake_file(path, folder, claimed=claimed)
         except OSError as err:  # unreadable (permissions), vanished, disk full: say so, keep going, retry next tick
             context.log.warning(f"cannot take {path.name} in: {err}")
             notes.append(f"cannot read {path.name} ({err.strerror or err}); check its permissions; retrying next tick")
@@ -66,6 +68,7 @@ def take_in(context: dg.SensorEvaluationContext, folder) -> list[str]:
         elif result.status == "changed":
             notes.append(f"{path.name} changed while being read; retrying next tick")
         else:
+            claimed.update({m.model_key: m.model for m in result.manifest.models})
             models = ", ".join(f"{m.model} ({m.evaluations})" for m in result.manifest.models[:10])
             context.log.info(f"accepted {path.name} -> accepted/{result.stored.name}: {result.manifest.rows} rows; {models}")
     return notes
@@ -73,30 +76,29 @@ def take_in(context: dg.SensorEvaluationContext, folder) -> list[str]:
 
 @dg.sensor(
     job=onboarding_job,
-    minimum_interval_seconds=5,
+    minimum_interval_seconds=2,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> one onboarding run per model (docs/onboarding.md).",
 )
 def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
-    from locus_model.onboarding import DropFolder, intake_lock, manifest_stems, pool_path, read_manifest
+    from locus_pipeline.intake import DropFolder, manifest_stems, read_manifest
 
-    folder = DropFolder(home.path).ensure()
+    folder = DropFolder(home).ensure()
     notes: list[str] = []
-    with intake_lock(folder) as mine:
+    with folder.intake_lock() as mine:
         if mine:
-            notes += take_in(context, folder)
+            notes += take_in(context, home, folder)
         else:
             notes.append("an earlier tick is still taking files in; waiting for it")
 
     cursor = context.cursor or ""
     pending = [s for s in manifest_stems(folder) if s > cursor]
-    if pending and not pool_path(home.path).exists():
+    if pending and not home.has_pool():
         notes.append(f"{len(pending)} accepted file(s) wait for the model embedding pool: materialize locus_job first")
         return dg.SkipReason("; ".join(notes))
     requests, keys = [], []
     for stem in pending:
-        manifest = read_manifest(folder, stem)
-        r, k = run_requests_for(manifest)
+        r, k = run_requests_for(read_manifest(folder, stem))
         requests += r
         keys += k
     for note in notes:
@@ -115,33 +117,24 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
     job=reports_refresh_job,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="After onboarding runs succeed (and none is still queued or running), refresh the analyses once.",
+    description="When the pool is newer than the reports (onboarding, a rebuild) and nothing that changes either is "
+                "queued or running, refresh the analyses once.",
 )
-def reports_after_onboarding(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     instance = context.instance
-    since = float(context.cursor or 0.0)
-    finished = instance.get_run_records(
-        dg.RunsFilter(job_name=onboarding_job.name, statuses=[dg.DagsterRunStatus.SUCCESS], updated_after=_utc(since)),
-        limit=1000,
-    )
-    if not finished:
-        return dg.SkipReason("no onboarding run succeeded since the last refresh")
-    active = instance.get_runs_count(
-        dg.RunsFilter(
-            job_name=onboarding_job.name,
-            statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED],
-        )
-    )
-    if active:
-        return dg.SkipReason(f"waiting for {active} onboarding run(s) to finish before refreshing the reports")
-    latest = max(r.update_timestamp.timestamp() for r in finished)
+    pool = instance.get_latest_materialization_event(dg.AssetKey("model_embeddings"))
+    if pool is None:
+        return dg.SkipReason("no pool yet")
+    reports = instance.get_latest_materialization_event(dg.AssetKey("heldout_predictions"))
+    if reports is not None and reports.storage_id > pool.storage_id:
+        return dg.SkipReason("the reports are newer than the pool")
+    if context.cursor and int(context.cursor) >= pool.storage_id:
+        return dg.SkipReason("a refresh for this pool was already requested")
+    for job in (onboarding_job, locus_job, pool_job, reports_refresh_job):
+        active = instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
+        if active:
+            return dg.SkipReason(f"waiting for {active} {job.name} run(s) to finish before refreshing the reports")
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=f"reports-after-onboarding-{latest:.6f}", tags={"locus/trigger": "onboarding"})],
-        cursor=f"{latest:.6f}",
+        run_requests=[dg.RunRequest(run_key=f"reports-for-pool-{pool.storage_id}", tags={"locus/trigger": "pool-change"})],
+        cursor=str(pool.storage_id),
     )
-
-
-def _utc(ts: float):
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(ts, tz=timezone.utc)

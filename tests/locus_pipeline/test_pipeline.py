@@ -82,7 +82,8 @@ def test_checkpoint_round_trip_reproduces_the_pool(materialized) -> None:
     _, _, home = materialized
     warehouse = home / "warehouse"
     checkpoint = pd.read_parquet(warehouse / "locus_checkpoint.parquet").iloc[0]
-    model, extra = load_checkpoint(checkpoint["path"])
+    assert not checkpoint["path"].startswith("/")  # stored relative to LOCUS_HOME: a copied home works
+    model, extra = load_checkpoint(home / checkpoint["path"])
     assert extra["encoder"] == "hashing-256"
     table, split = pd.read_parquet(warehouse / "evaluation_table.parquet"), pd.read_parquet(warehouse / "training_split.parquet")
     rows = embed_models(model, pool_evaluations(table, split), pd.read_parquet(warehouse / "query_encodings.parquet"), checkpoint="x", source="training")
@@ -90,9 +91,20 @@ def test_checkpoint_round_trip_reproduces_the_pool(materialized) -> None:
     np.testing.assert_array_equal(np.stack(rows["embedding"]), np.stack(pool.loc[rows["model"], "embedding"]))
 
 
-def test_routing_evaluation_report(materialized) -> None:
+def test_routing_evaluation_scores_the_pools_checkpoint_without_training(materialized) -> None:
     _, _, home = materialized
     report = json.loads((home / "reports" / "routing_evaluation.json").read_text())
+    checkpoint = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    models = pd.read_parquet(home / "warehouse" / "model_split.parquet")
+    held = sorted(models.loc[models["group"] == "held_out", "model"])
+    assert report["settings"]["checkpoint_id"] == checkpoint["checkpoint_id"] == pool["checkpoint_id"].iloc[0]
+    assert report["settings"]["locus_trained_here"] is False and report["settings"]["protocol"] == "given_split"
+    assert report["settings"]["held_out_model_names"] == held and len(held) == 5  # 0.2 of 24
+    assert sorted(pool.loc[pool["source"] == "held_out", "model"]) == held
+    split = pd.read_parquet(home / "warehouse" / "training_split.parquet")
+    assert report["sizes"]["test_queries"] == [int((split["split"] == "test").sum())]
+    assert report["sizes"]["anchors"] == [int(split["anchor"].sum())]
     assert set(report["methods"]) == {"locus", "embedllm_mf", "irt", "knn", "best_single", "oracle"}
     assert {"all", "in_training", "held_out"} <= set(report["methods"]["locus"])
     oracle = report["methods"]["oracle"]["all"]["routing_acc"]["mean"]

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-# Tiny and fast: the small demo pool (24 models, 600 queries), the weight-free hashing encoder, a few epochs.
+# Tiny and fast: the small demo pool (24 models, 600 queries; 5 models held out of training), the weight-free
+# hashing encoder, a few epochs.
 TINY_RUN_CONFIG = {
     "ops": {
         "raw_evaluations": {"config": {"source": "demo", "demo_size": "small"}},
         "query_encodings": {"config": {"encoder": "hashing-256"}},
         "training_split": {"config": {"budget": 128}},
         "locus_checkpoint": {"config": {"epochs": 3, "patience": 3, "enc_max": 64, "finetune_steps": 40}},
-        "routing_evaluation": {"config": {"budget": 64, "training": {"epochs": 2, "patience": 2, "enc_max": 32,
-                                                                    "finetune_steps": 20}}},
+        "routing_evaluation": {"config": {"n_boot": 200}},
     }
 }
 

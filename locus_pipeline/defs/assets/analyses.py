@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.resources import LocusHome
+from locus_pipeline.storage import LocusHome
 
 GROUP = "analyses"
 
@@ -41,22 +41,21 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
                                  "report_path": dg.MetadataValue.path(str(report.md_path)), **metadata})
 
 
-def check_pool_checkpoint(pool: pd.DataFrame, locus_checkpoint: pd.DataFrame) -> str:
-    """The checkpoint path, after checking the pool was embedded by that very checkpoint."""
-    ckpt = locus_checkpoint.iloc[0]
-    pool_ids = set(pool["checkpoint_id"].astype(str))
-    if pool_ids != {str(ckpt["checkpoint_id"])}:
-        raise ValueError(f"model_embeddings was embedded with checkpoint(s) {sorted(pool_ids)}, but locus_checkpoint "
-                         f"is {ckpt['checkpoint_id']}. How to fix: re-materialize model_embeddings, then the analyses.")
-    return str(ckpt["path"])
-
-
 def labelled_pool(model_embeddings: pd.DataFrame, heldout_predictions: pd.DataFrame):
-    """(names, embeddings, Predictions, excluded names): pool models with held-out labels only."""
+    """(names, embeddings, Predictions, excluded names): pool models with held-out labels only, as the pool was
+    when heldout_predictions read it. Models onboarded since are left for the next refresh (their rows carry no
+    labels anyway); a pool rebuilt since (another checkpoint) is a failure that says so."""
     from locus_model.pool import pool_matrix
     from locus_model.reports import prediction_matrices
 
-    names, z = pool_matrix(model_embeddings)
+    snapshot = set(heldout_predictions["checkpoint_id"].astype(str))
+    current = set(model_embeddings["checkpoint_id"].astype(str))
+    if snapshot != current:
+        raise dg.Failure(description=f"the pool was re-embedded with checkpoint {sorted(current)} after heldout_predictions "
+                                     f"read it with {sorted(snapshot)}",
+                         metadata={"how_to_fix": "nothing to do: the refresh requested after the rebuild replaces this one"})
+    pool = model_embeddings[model_embeddings["model"].astype(str).isin(set(heldout_predictions["model"].astype(str)))]
+    names, z = pool_matrix(pool)
     preds = prediction_matrices(heldout_predictions, names)
     keep = preds.labelled
     return ([n for n, k in zip(names, keep) if k], z[keep], preds.subset(keep),
@@ -86,24 +85,25 @@ def heldout_predictions(
     evaluation_table: pd.DataFrame,
     query_encodings: pd.DataFrame,
     training_split: pd.DataFrame,
-    locus_checkpoint: pd.DataFrame,
+    home: LocusHome,
 ) -> pd.DataFrame:
     """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the correctness
-    predictor's P(correct) from the pool embedding), label (NaN where unknown, e.g. onboarded models)."""
+    predictor's P(correct) from the pool embedding), label (NaN where unknown, e.g. onboarded models),
+    checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
     from locus_model.metrics import correctness_accuracy, routing_accuracy
-    from locus_model.model import load_checkpoint
     from locus_model.reports import heldout_predictions as predict, prediction_matrices
 
-    model, _ = load_checkpoint(check_pool_checkpoint(model_embeddings, locus_checkpoint))
-    table = predict(model_embeddings, evaluation_table, query_encodings, training_split, model)
+    checkpoint = home.pool_checkpoint(model_embeddings)
+    table = predict(model_embeddings, evaluation_table, query_encodings, training_split, checkpoint.model)
     preds = prediction_matrices(table, model_embeddings["model"].astype(str).tolist())
     lab = preds.subset(preds.labelled)
     context.add_output_metadata({
         "models": len(preds.names), "models_with_labels": len(lab.names), "test_queries": len(preds.query_ids),
         "routing_accuracy_full_pool": float(routing_accuracy(lab.probs, lab.labels)),
         "correctness_accuracy": float(correctness_accuracy(lab.probs, lab.labels)),
+        "checkpoint_id": checkpoint.checkpoint_id,
     })
-    return table
+    return table.assign(checkpoint_id=checkpoint.checkpoint_id)
 
 # ----------------------------------------------------------------------------- distance vs behaviour
 
@@ -332,7 +332,6 @@ def near_duplicates(
     evaluation_table: pd.DataFrame,
     query_encodings: pd.DataFrame,
     training_split: pd.DataFrame,
-    locus_checkpoint: pd.DataFrame,
     model_catalog: pd.DataFrame,
     raw_evaluations: pd.DataFrame,
     home: LocusHome,
@@ -344,15 +343,13 @@ def near_duplicates(
     from locus_model.analysis import near_duplicates as score_pairs
     from locus_model.analysis import resample_embeddings
     from locus_model.analysis._common import pairwise_distances
-    from locus_model.model import load_checkpoint
-    from locus_model.onboarding import encodings_for, onboarded_evaluations
     from locus_model.pool import pool_matrix
     from locus_model.reports import embed_fn, pool_evaluation_sets, torch_threads
 
-    model, _ = load_checkpoint(check_pool_checkpoint(model_embeddings, locus_checkpoint))
-    onboarded = onboarded_evaluations(home.path)
-    onboarded_enc = (encodings_for(onboarded, str(locus_checkpoint["encoder"].iloc[0]), home.path)
-                     if len(onboarded) else None)
+    checkpoint = home.pool_checkpoint(model_embeddings)
+    model = checkpoint.model
+    onboarded = home.onboarded_evaluations()
+    onboarded_enc = home.encode(onboarded, checkpoint.encoder)[0] if len(onboarded) else None
     sets = pool_evaluation_sets(model_embeddings, evaluation_table, training_split, query_encodings,
                                 onboarded, onboarded_enc)
     with torch_threads(1):  # R x M small forward passes: one thread is fastest (see torch_threads)
@@ -410,20 +407,16 @@ def capability_search(
     evaluation_table: pd.DataFrame,
     query_encodings: pd.DataFrame,
     training_split: pd.DataFrame,
-    locus_checkpoint: pd.DataFrame,
     raw_evaluations: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """A synthetic evaluation set with the target per-benchmark accuracy (non-test queries), embedded with the
     pool's checkpoint; the k nearest real models with their actual per-benchmark accuracy (same as `locus search`)."""
-    from locus_model.model import load_checkpoint
-    from locus_model.onboarding import onboarded_evaluations
     from locus_model.reports import capability_search_from_tables, plot_capability_search
 
-    model, _ = load_checkpoint(check_pool_checkpoint(model_embeddings, locus_checkpoint))
     result = capability_search_from_tables(
         config.target, pool=model_embeddings, table=evaluation_table, encodings=query_encodings,
-        split=training_split, model=model, onboarded=onboarded_evaluations(home.path), k=config.k,
+        split=training_split, model=home.pool_checkpoint(model_embeddings).model, onboarded=home.onboarded_evaluations(), k=config.k,
         n_per_benchmark=config.n_per_benchmark, seed=config.seed)
     png = plot_capability_search(result, home.dir("reports") / "capability_search.png")
     top = result.neighbours.iloc[0]
@@ -453,7 +446,6 @@ def model_atlas(
     a model lists its nearest neighbours and per-benchmark accuracy."""
     from locus_model.analysis._common import new_figure, save_figure
     from locus_model.atlas import pca_projection, write_atlas
-    from locus_model.onboarding import onboarded_evaluations
     from locus_model.pool import pool_matrix
     from locus_model.reports import per_benchmark_accuracy
 
@@ -462,7 +454,7 @@ def model_atlas(
     kc = portfolios[portfolios["method"] == "k_center"]
     chosen = kc[kc["smallest_matching"]] if kc["smallest_matching"].any() else kc.tail(1)
     members = [m for m in str(chosen["portfolio"].iloc[0]).split(", ") if m in set(names)] if len(chosen) else []
-    accuracy = per_benchmark_accuracy(evaluation_table, onboarded_evaluations(home.path))
+    accuracy = per_benchmark_accuracy(evaluation_table, home.onboarded_evaluations())
     path = write_atlas(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=families,
                        per_benchmark_acc=accuracy, portfolio=members,
                        title="LOCUS model atlas" + (" (SYNTHETIC demo pool)" if raw_evaluations["source"].iloc[0] == "demo" else ""))

@@ -7,16 +7,12 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.assets.training import TrainingConfig
-from locus_pipeline.defs.resources import LocusHome
+from locus_pipeline.storage import LocusHome
 
 
 class RoutingEvaluationConfig(dg.Config):
-    budget: int = Field(default=256, description="Evaluations per model every method may use (the anchors).")
-    holdout_models: float = Field(default=0.2, description="Share of models never trained on, onboarded from their budget evaluations and reported separately.")
-    seed: int = Field(default=0, description="Seed of anchors, held-out models and training.")
-    methods: list[str] = Field(default=["locus", "embedllm_mf", "irt", "knn", "best_single", "oracle"], description="Methods to compare.")
-    training: TrainingConfig = Field(default_factory=TrainingConfig, description="LOCUS training settings inside the harness.")
+    methods: list[str] = Field(default=["locus", "embedllm_mf", "irt", "knn", "best_single", "oracle"], description="Methods to compare (locus is the pool's checkpoint, never retrained here).")
+    n_boot: int = Field(default=2000, description="Bootstrap resamples of the test queries for the paired intervals.")
 
 
 def flatten_results(result: dict) -> pd.DataFrame:
@@ -45,22 +41,29 @@ def routing_evaluation(
     evaluation_table: pd.DataFrame,
     query_encodings: pd.DataFrame,
     training_split: pd.DataFrame,
+    model_split: pd.DataFrame,
+    locus_checkpoint: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
-    """Routing and correctness accuracy of LOCUS, EmbedLLM-MF, IRT, kNN, best single, oracle on the test queries.
-
-    Uses the pipeline's query split; held-out models are embedded without retraining and reported apart.
-    The full JSON (as written by `locus evaluate`) is saved to LOCUS_HOME/reports/routing_evaluation.json.
-    """
+    """The pool's own router on the test queries: the locus_checkpoint (not retrained) beside EmbedLLM-MF, IRT,
+    kNN, best single and oracle fitted on the same split and the same budget anchors. Held-out models (never
+    trained on) are embedded by one forward pass from their anchor evaluations and reported apart. The full
+    JSON (as `locus evaluate` writes it) is saved to LOCUS_HOME/reports/routing_evaluation.json."""
     from locus_model.evaluate import evaluate, format_results, save_results
+    from locus_model.evaluations import EvaluationMatrix
+    from locus_model.workflow import given_fold
 
-    table = evaluation_table.drop(columns=["split"], errors="ignore").merge(training_split[["query_id", "split"]], on="query_id")
+    record = home.current_checkpoint()
+    checkpoint = home.load_checkpoint(record.checkpoint_id)
+    matrix = EvaluationMatrix.from_table(evaluation_table.drop(columns=["split"], errors="ignore"))
+    fold = given_fold(training_split, matrix.query_ids)
+    held = model_split.loc[model_split["group"] == "held_out", "model"].astype(str).tolist()
     encodings = dict(zip(query_encodings["query_id"].astype(str), query_encodings["encoding"]))
-    model_config, train_config = config.training.to_library(query_dim=len(query_encodings["encoding"].iloc[0]))
     result = evaluate(
-        table, encodings, budget=config.budget, folds=None, holdout_models=config.holdout_models, seed=config.seed,
-        methods=config.methods, train_config=train_config, model_config=model_config, progress=False,
+        matrix, encodings, budget=len(fold.anchors), fold=fold, held_out=held, locus_model=checkpoint.model,
+        seed=0, methods=config.methods, n_boot=config.n_boot, progress=False,
     )
+    result["settings"]["checkpoint_id"] = record.checkpoint_id
     path = save_results(result, home.dir("reports") / "routing_evaluation.json")
     text = format_results(result)
     context.log.info("\n" + text)
@@ -69,10 +72,11 @@ def routing_evaluation(
     table_md = headline.pivot_table(index=["method", "group"], columns="metric", values="mean").round(4).to_markdown()
     context.add_output_metadata(
         {
+            "checkpoint_id": record.checkpoint_id,
             "routing_table": dg.MetadataValue.md(table_md),
             "report": dg.MetadataValue.path(str(path)),
             "sizes": dg.MetadataValue.json(json.loads(json.dumps(result["sizes"]))),
             "wall_s": result["wall_s"],
         }
     )
-    return flat
+    return flat.assign(checkpoint_id=record.checkpoint_id)

@@ -1,14 +1,13 @@
 """Raw benchmark ingestion and the validated evaluation table."""
 
 
-import hashlib
 from pathlib import Path
 
 import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.resources import LocusHome
+from locus_pipeline.storage import LocusHome, sha256_file
 
 SOURCES = ("demo", "long", "embedllm")
 
@@ -22,14 +21,6 @@ class SourceConfig(dg.Config):
     demo_size: str = Field(default="full", description="Demo pool size: full (>=100 models, >=5,000 queries) or small.")
     demo_seed: int = Field(default=0, description="Seed of the synthetic demo pool.")
     download: bool = Field(default=False, description="embedllm only: download the files from Hugging Face at the pinned revision when absent.")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | None]:
@@ -76,7 +67,7 @@ def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, hom
             "models_file": str(models) if models is not None and models.exists() else "",
             "file": [str(f) for f in files],
             "bytes": [f.stat().st_size for f in files],
-            "sha256": [_sha256(f) for f in files],
+            "sha256": [sha256_file(f) for f in files],
         }
     )
     context.add_output_metadata(

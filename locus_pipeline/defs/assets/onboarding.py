@@ -1,4 +1,12 @@
-"""Onboarding: one model from a dropped evaluation file -> its model embedding in the pool (no training)."""
+"""Onboarding: one model from a dropped evaluation file -> its model embedding in the pool (no training).
+
+An onboarding run (onboarding_job, one partition = one model key) materializes, in order:
+1. ``onboarded_evaluations[key]``: the file's rows join the model's store (newest file wins per query_id);
+2. ``model_embeddings``: the pool, with only this model's row recomputed by one forward pass (and its blocking
+   reproducibility check, on the new state);
+3. ``onboarded_model_embedding[key]``: the model's row, its five nearest models and its per-benchmark profile.
+See docs/onboarding.md.
+"""
 
 
 import dagster as dg
@@ -6,7 +14,10 @@ import pandas as pd
 from pydantic import Field
 
 from locus_pipeline.defs.partitions import onboarded_models
-from locus_pipeline.defs.resources import LocusHome
+from locus_pipeline.storage import LocusHome
+
+GROUP = "onboarding"
+NEIGHBOURS = 5
 
 
 class OnboardingConfig(dg.Config):
@@ -16,20 +27,23 @@ class OnboardingConfig(dg.Config):
     model: str = Field(default="", description="The model name exactly as in the file (the partition key is its safe form).")
 
 
-@dg.asset(
-    partitions_def=onboarded_models,
-    group_name="onboarding",
-    kinds={"pytorch", "parquet"},
-    deps=["locus_checkpoint", "model_embeddings"],
-)
-def onboarded_model_embedding(context: dg.AssetExecutionContext, config: OnboardingConfig, home: LocusHome) -> pd.DataFrame:
-    """The model's row in the pool (LOCUS_HOME/warehouse/model_embeddings.parquet), computed by one forward pass of
-    the pool's checkpoint from all of the model's evaluations so far (newest file wins per query_id).
+def _failure(err) -> dg.Failure:
+    """An EvaluationDataError as a run failure that shows file, row, column and fix in the UI."""
+    return dg.Failure(
+        description=str(err),
+        metadata={"file": str(err.file), "row": str(err.row), "column": str(err.column), "problem": err.problem, "how_to_fix": str(err.fix)},
+    )
 
-    Every other pool row stays bit-identical. A model of the training pool keeps its training embedding (its new
-    evaluations are recorded in LOCUS_HOME/onboarded/ only). See docs/onboarding.md."""
+
+@dg.asset(partitions_def=onboarded_models, group_name=GROUP, kinds={"parquet"})
+def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingConfig, home: LocusHome) -> dg.MaterializeResult:
+    """Every evaluation of one onboarded model so far (LOCUS_HOME/onboarded/<model_key>.parquet): the rows of each
+    accepted file for it, one row per query_id, the newest file (by the time it was received) winning."""
+    import numpy as np
+
     from locus_model.evaluations import EvaluationDataError, safe_model_key
-    from locus_model.onboarding import onboard_from_manifest, reembed_onboarded
+    from locus_model.onboarding import as_store
+    from locus_pipeline.intake import DropFolder, accepted_rows, read_manifest
 
     key = context.partition_key
     if config.model and safe_model_key(config.model) != key:
@@ -37,36 +51,62 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, config: Onboard
             description=f"model {config.model!r} has the key {safe_model_key(config.model)!r}, not this partition {key!r}",
             metadata={"how_to_fix": "launch the partition whose key is the model's safe key (the sensor does this)"},
         )
-    try:
-        if config.accepted_file:
-            result = onboard_from_manifest(home.path, config.accepted_file, config.model)
-        else:
-            result = reembed_onboarded(home.path, key)
-    except EvaluationDataError as err:  # shown as the run's failure reason in the UI
-        raise dg.Failure(
-            description=str(err),
-            metadata={"file": str(err.file), "row": str(err.row), "column": str(err.column), "problem": err.problem, "how_to_fix": str(err.fix)},
-        ) from err
-    note = {
-        "new": "new model added to the pool",
-        "replaced": "embedding recomputed from all evaluations so far (newest file wins per query_id)",
-        "kept-training": "model of the training pool: its training embedding is kept, the new evaluations are only recorded "
-        "in LOCUS_HOME/onboarded/ (add them to the training source and re-materialize model_embeddings to use them)",
-    }[result.action]
-    if result.action == "kept-training":
-        context.log.warning(f"{result.model}: {note}")
-    context.add_output_metadata(
-        {
-            "model": result.model,
-            "action": result.action,
-            "note": note,
-            "n_evaluations": result.n_evaluations,
-            "new_evaluations_in_file": result.new_evaluations,
-            "newly_encoded_queries": result.newly_encoded,
-            "nearest_pool_model": result.nearest_model,
-            "distance_to_nearest": float(result.nearest_distance),
-            "checkpoint_id": result.checkpoint_id,
-            "accepted_file": config.accepted_file or "(re-embedded from the store)",
-        }
-    )
-    return result.row
+    new_rows = 0
+    if config.accepted_file:
+        folder = DropFolder(home)
+        try:
+            manifest = read_manifest(folder, config.accepted_file)
+            rows = accepted_rows(folder, config.accepted_file, config.model)
+        except EvaluationDataError as err:
+            raise _failure(err) from err
+        received = pd.Timestamp(manifest.received_at_ns, unit="ns", tz="UTC")
+        store = home.record_evaluations(key, as_store(rows, received, config.accepted_file))
+        new_rows = len(rows)
+    else:
+        store = home.read_store(key)
+    profile = store.groupby("benchmark")["score"].agg(evaluations="size", accuracy="mean")
+    return dg.MaterializeResult(metadata={
+        "model": str(store["model"].iloc[0]),
+        "evaluations": len(store),
+        "new_evaluations_in_file": new_rows,
+        "accepted_file": config.accepted_file or "(none: re-embedding from the store)",
+        "mean_score": float(np.mean(store["score"])),
+        "benchmarks": dg.MetadataValue.md(profile.round(4).to_markdown()),
+        "dagster/row_count": len(store),
+        "path": dg.MetadataValue.path(str(home.store_path(key))),
+    })
+
+
+@dg.asset(partitions_def=onboarded_models, group_name=GROUP, kinds={"pytorch"}, deps=["model_embeddings"])
+def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome) -> pd.DataFrame:
+    """The onboarded model as the pool holds it: its row, its five nearest models (Euclidean distance between
+    model embeddings) and its per-benchmark profile beside theirs. A model of the training source keeps its
+    training embedding (its new evaluations are only recorded in its store)."""
+    from locus_model.onboarding import nearest_models
+    from locus_model.reports import per_benchmark_accuracy
+
+    key = context.partition_key
+    pool = home.read_pool()
+    rows = pool[pool["model_key"] == key]
+    if rows.empty:
+        raise dg.Failure(description=f"no model with key {key!r} is in the pool",
+                         metadata={"how_to_fix": "run the whole onboarding_job for this partition (it embeds the model first)"})
+    row = rows.iloc[0]
+    name = str(row["model"])
+    neighbours = nearest_models(pool, name, NEIGHBOURS)
+    training = home.read_table("evaluation_table", columns=["model", "benchmark", "score"])
+    accuracy = per_benchmark_accuracy(training, home.onboarded_evaluations())
+    profile = accuracy.reindex([name] + neighbours["model"].tolist())
+    profile = profile.loc[:, profile.loc[name].notna()] if name in accuracy.index else profile
+    context.add_output_metadata({
+        "model": name,
+        "source": str(row["source"]),
+        "n_evaluations": int(row["n_evaluations"]),
+        "checkpoint_id": str(row["checkpoint_id"]),
+        "nearest_model": str(neighbours["model"].iloc[0]) if len(neighbours) else "",
+        "distance_to_nearest": float(neighbours["distance"].iloc[0]) if len(neighbours) else float("nan"),
+        "nearest_models": dg.MetadataValue.md(neighbours.round(4).to_markdown(index=False)),
+        "per_benchmark_profile": dg.MetadataValue.md(profile.round(3).to_markdown()),
+        "pool_models": len(pool),
+    })
+    return neighbours.assign(of_model=name, checkpoint_id=str(row["checkpoint_id"]))

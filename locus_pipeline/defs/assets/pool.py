@@ -1,48 +1,109 @@
-"""The model embedding pool: every model embedded by the current checkpoint, one table."""
+"""The model embedding pool: every model embedded by one checkpoint, one table, one owner.
+
+Every change of the pool is a materialization of ``model_embeddings``:
+- unpartitioned (``locus_job``, ``pool_job``, the UI): a rebuild with the current checkpoint: training-source
+  models (in training or held out) from their evaluations outside the test queries, onboarded models from their
+  stores;
+- in an onboarding run (``onboarding_job``, partitioned by model): only that model's row, embedded with the
+  checkpoint the pool already carries.
+Both read and write under the pool lock (LocusHome.update_pool), so no update is ever lost, whatever the order.
+"""
 
 
 import dagster as dg
 import pandas as pd
 
-from locus_pipeline.defs.resources import LocusHome
+from locus_pipeline.storage import LocusHome
+
+POOL_GROUP = "pool"
 
 
-@dg.asset(kinds={"pytorch", "parquet"}, group_name="pool")
-def model_embeddings(
-    context: dg.AssetExecutionContext,
-    evaluation_table: pd.DataFrame,
-    query_encodings: pd.DataFrame,
-    training_split: pd.DataFrame,
-    locus_checkpoint: pd.DataFrame,
-    home: LocusHome,
-) -> pd.DataFrame:
-    """The pool (LOCUS_HOME/warehouse/model_embeddings.parquet): one embedding per model, all from one checkpoint.
-
-    Training-pool models are embedded from all their evaluations outside the held-out test queries;
-    onboarded models (dropped files) from all their evaluations so far. A new checkpoint re-embeds them all.
-    """
-    from locus_model.model import load_checkpoint
-    from locus_model.onboarding import onboarded_evaluations
+def embed_training_source(home: LocusHome, checkpoint, models: set[str] | None = None) -> pd.DataFrame:
+    """Pool rows of the training source's models (source "training" or "held_out"); ``models``: only these."""
     from locus_model.pool import embed_models
     from locus_model.workflow import pool_evaluations
 
-    ckpt = locus_checkpoint.iloc[0]
-    model, _ = load_checkpoint(ckpt["path"])
-    trained = embed_models(model, pool_evaluations(evaluation_table, training_split), query_encodings, checkpoint=ckpt["checkpoint_id"], source="training")
-    onboarded = onboarded_evaluations(home.path)
-    onboarded = onboarded[~onboarded["model"].isin(trained["model"])] if len(onboarded) else onboarded
-    parts = [trained]
-    if len(onboarded):
-        from locus_model.onboarding import encodings_for
+    table, split = home.read_table("evaluation_table"), home.read_table("training_split")
+    if models is not None:
+        table = table[table["model"].astype(str).isin(models)]
+    groups = home.read_table("model_split").set_index("model")["group"]
+    evaluations = pool_evaluations(table, split)
+    rows = embed_models(checkpoint.model, evaluations, home.read_table("query_encodings"),
+                        checkpoint=checkpoint.checkpoint_id, source="training")
+    held = rows["model"].map(groups).eq("held_out").to_numpy()
+    rows.loc[held, "source"] = "held_out"
+    return rows
 
-        parts.append(embed_models(model, onboarded, encodings_for(onboarded, str(ckpt["encoder"]), home.path), checkpoint=ckpt["checkpoint_id"], source="onboarded"))
-    pool = pd.concat(parts, ignore_index=True)
-    context.add_output_metadata(
-        {
-            "models": len(pool),
-            "onboarded_models": int((pool["source"] == "onboarded").sum()),
-            "checkpoint_id": str(ckpt["checkpoint_id"]),
-            "preview": dg.MetadataValue.md(pool.drop(columns=["embedding"]).head(15).to_markdown(index=False)),
-        }
-    )
-    return pool
+
+def embed_onboarded(home: LocusHome, checkpoint, keys: list[str], training: set[str]) -> pd.DataFrame | None:
+    """Pool rows of onboarded models (one forward pass over each one's store); training-source names are skipped."""
+    from locus_model.pool import embed_models
+
+    stores = [home.read_store(k) for k in keys]
+    stores = [s for s in stores if len(s) and str(s["model"].iloc[0]) not in training]
+    if not stores:
+        return None
+    evaluations = pd.concat(stores, ignore_index=True)
+    encodings, _ = home.encode(evaluations, checkpoint.encoder)
+    return embed_models(checkpoint.model, evaluations, encodings, checkpoint=checkpoint.checkpoint_id, source="onboarded")
+
+
+def pool_summary(pool: pd.DataFrame) -> dict:
+    by_source = pool["source"].value_counts()
+    newest = pool.sort_values("embedded_at", ascending=False).head(10)
+    return {
+        "models": len(pool),
+        "training_models": int(by_source.get("training", 0)),
+        "held_out_models": int(by_source.get("held_out", 0)),
+        "onboarded_models": int(by_source.get("onboarded", 0)),
+        "checkpoint_id": str(pool["checkpoint_id"].iloc[0]) if len(pool) else "",
+        "dagster/row_count": len(pool),
+        "newest": dg.MetadataValue.md(newest[["model", "source", "n_evaluations", "embedded_at"]].to_markdown(index=False)),
+    }
+
+
+@dg.asset(
+    kinds={"pytorch", "parquet"},
+    group_name=POOL_GROUP,
+    pool="model_embeddings",
+    deps=["evaluation_table", "query_encodings", "training_split", "model_split", "locus_checkpoint", "onboarded_evaluations"],
+)
+def model_embeddings(context: dg.AssetExecutionContext, home: LocusHome) -> dg.MaterializeResult:
+    """The pool (LOCUS_HOME/warehouse/model_embeddings.parquet): one model embedding per model, all from one
+    checkpoint. A rebuild embeds every model with the current locus_checkpoint; an onboarding run (partition =
+    a model key) embeds only that model, with the pool's own checkpoint. Schema: locus_model.pool."""
+    from locus_model.pool import upsert_rows
+
+    changed = {}
+    if context.has_partition_key:  # an onboarding run: one model
+        key = context.partition_key
+
+        def change(current: pd.DataFrame | None) -> pd.DataFrame:
+            if current is None:
+                raise dg.Failure(description="there is no pool yet to onboard into",
+                                 metadata={"how_to_fix": "materialize locus_job (make demo) first"})
+            checkpoint = home.pool_checkpoint(current)
+            store = home.read_store(key)
+            name = str(store["model"].iloc[0])
+            training = home.training_models()
+            changed.update(model=name, model_key=key)
+            if name in training:
+                changed["action"] = "kept-training"
+                return current
+            row = embed_onboarded(home, checkpoint, [key], training)
+            changed["action"] = "replaced" if (current["model"] == name).any() else "new"
+            return upsert_rows(current, row)
+    else:  # a rebuild with the current checkpoint
+
+        def change(current: pd.DataFrame | None) -> pd.DataFrame:
+            checkpoint = home.load_checkpoint(home.current_checkpoint().checkpoint_id)
+            trained = embed_training_source(home, checkpoint)
+            onboarded = embed_onboarded(home, checkpoint, home.onboarded_keys(), set(trained["model"]))
+            changed.update(action="rebuilt", previous_checkpoint=(str(current["checkpoint_id"].iloc[0]) if current is not None and len(current) else ""))
+            return pd.concat([trained] + ([onboarded] if onboarded is not None else []), ignore_index=True)
+
+    pool = home.update_pool(change)
+    if changed.get("action") == "kept-training":
+        context.log.warning(f"{changed['model']} is a model of the training source: its pool row stays the training "
+                            "embedding; the new evaluations are recorded in its store only")
+    return dg.MaterializeResult(metadata={**pool_summary(pool), **changed, "path": dg.MetadataValue.path(str(home.pool_path))})

@@ -11,26 +11,39 @@ from pydantic import Field
 
 from locus_model.model import LocusConfig
 from locus_model.train import TrainConfig
-from locus_pipeline.defs.resources import LocusHome, MlflowTracking
+from locus_pipeline.defs.resources import MlflowTracking
+from locus_pipeline.storage import LocusHome
 
 _TRAIN, _MODEL = TrainConfig(), LocusConfig()  # the launchpad's defaults are the library's: one source
 
 
 class SplitConfig(dg.Config):
     budget: int = Field(default=512, description="Evaluations per model used for training: one shared random set of training queries (the anchors). Paper: 256 / 512 / 1024.")
-    seed: int = Field(default=0, description="Seed of the query split and of the anchors.")
+    seed: int = Field(default=0, description="Seed of the query split, the anchors and the held-out models.")
     test_fraction: float = Field(default=0.1, description="Held-out test queries (never used for embeddings) when the source has no split of its own.")
     val_fraction: float = Field(default=0.1, description="Validation share of the remaining queries (early stopping).")
+    holdout_models: float = Field(default=0.2, description="Share of models never trained on: embedded by one forward pass like an onboarded model, and reported apart by routing_evaluation. 0 = train on every model.")
 
 
-@dg.asset(kinds={"pandas"}, group_name="training")
-def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evaluation_table: pd.DataFrame) -> pd.DataFrame:
-    """One row per query: query_id, split (train/val/test), anchor (True for the budget anchors)."""
+@dg.multi_asset(
+    outs={
+        "training_split": dg.AssetOut(kinds={"pandas"}, group_name="training", description="One row per query: query_id, split (train/val/test), anchor (one of the budget anchors)."),
+        "model_split": dg.AssetOut(kinds={"pandas"}, group_name="training", description="One row per model: model, group (in_training or held_out: never trained on)."),
+    },
+)
+def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evaluation_table: pd.DataFrame):
+    """The query split with its budget anchors, and the models held out of training."""
+    from locus_model.workflow import model_split as split_models
     from locus_model.workflow import query_split
 
-    split = query_split(evaluation_table, budget=config.budget, seed=config.seed, test_fraction=config.test_fraction, val_fraction=config.val_fraction)
-    context.add_output_metadata({"queries_by_split": dg.MetadataValue.json(split["split"].value_counts().to_dict()), "anchors": int(split["anchor"].sum())})
-    return split
+    queries = query_split(evaluation_table, budget=config.budget, seed=config.seed, test_fraction=config.test_fraction, val_fraction=config.val_fraction)
+    models = split_models(evaluation_table, holdout=config.holdout_models, seed=config.seed)
+    yield dg.Output(queries, output_name="training_split", metadata={
+        "queries_by_split": dg.MetadataValue.json(queries["split"].value_counts().to_dict()), "anchors": int(queries["anchor"].sum())})
+    held = models.loc[models["group"] == "held_out", "model"].tolist()
+    yield dg.Output(models, output_name="model_split", metadata={
+        "in_training": int((models["group"] == "in_training").sum()), "held_out": len(held),
+        "held_out_models": ", ".join(held[:20]) + (" ..." if len(held) > 20 else "")})
 
 
 class TrainingConfig(dg.Config):
@@ -81,10 +94,12 @@ def locus_checkpoint(
     evaluation_table: pd.DataFrame,
     query_encodings: pd.DataFrame,
     training_split: pd.DataFrame,
+    model_split: pd.DataFrame,
     home: LocusHome,
     mlflow: MlflowTracking,
 ) -> pd.DataFrame:
-    """The trained set encoder + correctness predictor; one row: checkpoint_id, path, MLflow run, metrics."""
+    """The trained set encoder + correctness predictor (trained on the in-training models only); one row:
+    checkpoint_id, path (relative to LOCUS_HOME), encoder, MLflow run, metrics."""
     import mlflow as mlflow_api
 
     from locus_model.evaluations import fingerprint_evaluations
@@ -93,17 +108,20 @@ def locus_checkpoint(
     from locus_model.train import train_locus
     from locus_model.workflow import training_arrays, training_curve_png
 
-    arrays = training_arrays(evaluation_table, query_encodings, training_split)
+    in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
+    trained_on = evaluation_table[evaluation_table["model"].astype(str).isin(in_training)]
+    arrays = training_arrays(trained_on, query_encodings, training_split)
     model_config, train_config = config.to_library(query_dim=arrays.encodings.shape[1])
     encoder = str(query_encodings["encoder"].iloc[0])
-    fingerprint = fingerprint_evaluations(evaluation_table)
+    fingerprint = fingerprint_evaluations(trained_on)
     device = str(resolve_device(train_config.device))
     tags = {"dagster.run_id": context.run_id, "dagster.asset": "locus_checkpoint", "encoder": encoder}
     with mlflow.start_run(run_name=f"locus-{context.run_id[:8]}", tags=tags) as run:
         mlflow_api.log_params(
             {**{f"model.{k}": v for k, v in asdict(model_config).items()}, **{f"train.{k}": v for k, v in asdict(train_config).items()},
              "data_fingerprint": fingerprint, "encoder": encoder, "seed": train_config.seed, "device": device,
-             "models": arrays.matrix.shape[0], "queries": arrays.matrix.shape[1], "budget": int(training_split["anchor"].sum())}
+             "models": arrays.matrix.shape[0], "held_out_models": int((model_split["group"] == "held_out").sum()),
+             "queries": arrays.matrix.shape[1], "budget": int(training_split["anchor"].sum())}
         )
 
         def on_epoch(row: dict) -> None:
@@ -116,7 +134,7 @@ def locus_checkpoint(
         staging = home.dir("checkpoints") / f".{uuid.uuid4().hex}.pt"
         save_checkpoint(staging, result.model, encoder=encoder, data_fingerprint=fingerprint, best_epoch=result.best_epoch, train_config=asdict(train_config))
         ckpt_id = checkpoint_id(staging)
-        path = staging.with_name(f"locus-{ckpt_id}.pt")
+        path = home.checkpoint_file(ckpt_id)
         staging.rename(path)
         curve = home.dir("reports") / "training_curve.png"
         curve_md = training_curve_png(result.history, curve)
@@ -140,6 +158,7 @@ def locus_checkpoint(
             "checkpoint": dg.MetadataValue.path(str(path)),
             "checkpoint_id": ckpt_id,
             "registered_model_version": f"{mlflow.registered_model} v{version.version}",
+            "trained_on_models": arrays.matrix.shape[0],
             "best_epoch": result.best_epoch,
             "epochs_run": len(result.history),
             "device": device,
@@ -149,8 +168,8 @@ def locus_checkpoint(
     )
     return pd.DataFrame(
         [{
-            "checkpoint_id": ckpt_id, "path": str(path), "encoder": encoder, "data_fingerprint": fingerprint,
-            "mlflow_run_id": run.info.run_id, "mlflow_url": url, "model_version": str(version.version),
+            "checkpoint_id": ckpt_id, "path": home.relative(path), "encoder": encoder, "data_fingerprint": fingerprint,
+            "mlflow_run_id": run.info.run_id, "model_version": str(version.version),
             "best_epoch": result.best_epoch, "best_metrics": json.dumps(result.best_metrics), "device": device,
         }]
     )

@@ -1,0 +1,208 @@
+"""The drop-folder intake: complete files only, validation, accepted/rejected, nothing lost, model identity."""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import tracemalloc
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from locus_model.evaluations import safe_model_key
+from locus_pipeline import intake as ob
+from locus_pipeline.intake import DropFolder, claimed_keys, intake_file, scan_incoming
+
+HEADER = "model,query_id,query,benchmark,score\n"
+OLD = time.time() - 3600
+
+
+def csv_text(rows: list[tuple[str, str, float]], text: str = "question {q}") -> str:
+    return HEADER + "".join(f'"{m}",{q},"{text.format(q=q)}",bench,{s}\n' for m, q, s in rows)
+
+
+def drop(folder: DropFolder, name: str, content: str | bytes, *, mtime: float = OLD) -> Path:
+    folder.ensure()
+    path = folder.incoming / name
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    os.utime(path, (mtime, mtime))
+    return path
+
+
+@pytest.fixture()
+def folder(tmp_path: Path) -> DropFolder:
+    return DropFolder.at(tmp_path).ensure()
+
+
+# ---------------------------------------------------------------------------------------------- complete files only
+
+
+def test_in_progress_names_and_unsettled_files_are_not_read(folder: DropFolder) -> None:
+    drop(folder, "a.csv.part", csv_text([("m", "q1", 1)]))
+    drop(folder, ".b.csv", csv_text([("m", "q1", 1)]))
+    drop(folder, "c.csv.tmp", csv_text([("m", "q1", 1)]))
+    fresh = drop(folder, "d.csv", csv_text([("m", "q1", 1)]), mtime=time.time())
+    old = drop(folder, "e.csv", csv_text([("m", "q1", 1)]))
+    ready, settling = scan_incoming(folder, settle_seconds=3)
+    assert ready == [old] and settling == [fresh]
+    # write-then-rename: the finished file appears under its final name and is read once settled
+    os.replace(folder.incoming / "a.csv.part", folder.incoming / "a.csv")
+    ready, _ = scan_incoming(folder, now=time.time() + 10, settle_seconds=3)
+    assert {p.name for p in ready} == {"a.csv", "d.csv", "e.csv"}
+
+
+def test_a_file_that_changes_while_read_is_left_for_later(folder: DropFolder, monkeypatch) -> None:
+    path = drop(folder, "growing.csv", csv_text([("m", "q1", 1)]))
+    real = ob.sha256_file
+
+    def sha_then_writer_appends(p: Path) -> str:
+        digest = real(p)
+        with open(p, "a") as handle:  # the writer is still going
+            handle.write('"m",q2,"question q2",bench,0\n')
+        return digest
+
+    monkeypatch.setattr(ob, "sha256_file", sha_then_writer_appends)
+    result = intake_file(path, folder)
+    assert result.status == "changed" and path.exists()
+    assert not any(folder.accepted.iterdir()) and not any(folder.rejected.iterdir())
+
+
+# ---------------------------------------------------------------------------------------------- intake
+
+
+def test_accepted_file_is_split_by_model_with_a_manifest(folder: DropFolder) -> None:
+    content = csv_text([("a/model", "q1", 1), ("a/model", "q2", 0), ("b", "q1", 0.5), ("a/model", "q2", 0)])  # one exact repeat
+    path = drop(folder, "evals.csv", content)
+    result = intake_file(path, folder)
+    assert result.status == "accepted" and not path.exists()
+    assert result.stored.read_text() == content  # the original bytes, moved, not rewritten
+    stem = result.manifest.stem
+    assert stem.endswith("-evals.csv") and result.sha256[:8] in stem
+    manifest = ob.read_manifest(folder, stem)
+    assert manifest == result.manifest and manifest.rows == 4
+    assert [(m.model, m.rows, m.evaluations) for m in manifest.models] == [("a/model", 3, 2), ("b", 1, 1)]
+    rows = ob.accepted_rows(folder, stem, "a/model")
+    assert rows["query_id"].tolist() == ["q1", "q2"] and rows["score"].tolist() == [1.0, 0.0]
+    assert ob.manifest_stems(folder) == [stem]
+
+
+BAD = {
+    "empty file": (b"", None, None, "empty"),
+    "header only": (HEADER.encode(), 1, None, "no evaluation rows"),
+    "wrong columns": (b"name,qid,text,bench,value\nm,q1,x,b,1\n", None, "model", "missing column"),
+    "score out of range": (csv_text([("m", "q1", 1), ("m", "q2", 1.5)]).encode(), 2, "score", "not a number in [0, 1]"),
+    "score not a number": (csv_text([("m", "q1", "yes")]).encode(), 1, "score", "not a number"),
+    "non-UTF-8": (HEADER.encode() + b'm,q1,"caf\xe9",b,1\n', 1, None, "not valid UTF-8"),
+    "conflicting scores": (csv_text([("m", "q1", 1), ("m", "q1", 0)]).encode(), 2, "score", "two different scores"),
+    "two texts for one query_id": (HEADER.encode() + b"m,q1,one,b,1\nn,q1,two,b,1\n", 2, "query", "two different texts"),
+    "cut inside a quoted field (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'"m",q2,"quest', None, None, "EOF inside string"),
+    "cut before the score (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'm,q2,quest', 2, "benchmark", "empty benchmark"),
+    "model name with surrounding spaces": (csv_text([(" m ", "q1", 1)]).encode(), 1, "model", "whitespace"),
+    "corrupt parquet": (b"PAR1 not really", None, None, "not a readable Parquet"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_files_are_rejected_with_row_column_and_fix(folder: DropFolder, case: str) -> None:
+    content, row, column, problem = BAD[case]
+    name = "bad.parquet" if case == "corrupt parquet" else "bad.csv"
+    path = drop(folder, name, content)
+    result = intake_file(path, folder)
+    assert result.status == "rejected" and not path.exists()
+    assert result.stored.parent == folder.rejected and result.stored.read_bytes() == content  # kept, unchanged
+    reason = (folder.rejected / f"{result.stored.name}.reason.txt").read_text()
+    assert reason == result.reason and problem in reason and "how to fix:" in reason
+    if row is not None:
+        assert f"row: {row} " in reason
+    if column is not None:
+        assert f"column: {column}" in reason
+    assert ob.manifest_stems(folder) == []
+
+
+def test_unsupported_file_type_is_rejected(folder: DropFolder) -> None:
+    result = intake_file(drop(folder, "evals.xlsx", b"\x00\x01"), folder)
+    assert result.status == "rejected" and "unsupported file type" in result.reason
+
+
+def test_the_same_bytes_twice_onboard_nothing_the_second_time(folder: DropFolder) -> None:
+    content = csv_text([("m", "q1", 1)])
+    first = intake_file(drop(folder, "a.csv", content), folder)
+    second = intake_file(drop(folder, "a-again.csv", content), folder)
+    assert second.status == "duplicate" and second.manifest.duplicate_of == first.manifest.stem
+    assert second.manifest.models == [] and second.stored.exists()  # kept, with a manifest saying why
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "org/model 7b", "modèle-ü 𝛼", "a\\b:c*?", "..", "x/../../y"])
+def test_hostile_model_names_stay_inside_the_drop_folder(folder: DropFolder, name: str) -> None:
+    result = intake_file(drop(folder, "names.csv", csv_text([(name, "q1", 1)])), folder)
+    if name == "..":
+        assert result.status == "rejected" and "path component" in result.reason
+        return
+    assert result.status == "accepted"
+    key = result.manifest.models[0].model_key
+    assert key == safe_model_key(name) and "/" not in key and "\\" not in key and ".." not in key and key.isascii()
+    part = folder.accepted / f"{result.manifest.stem}.parts" / f"{key}.parquet"
+    assert part.resolve().parent == (folder.accepted / f"{result.manifest.stem}.parts").resolve()
+    assert ob.accepted_rows(folder, result.manifest.stem, name)["model"].tolist() == [name]
+
+
+def test_a_killed_intake_is_recovered(folder: DropFolder) -> None:
+    result = intake_file(drop(folder, "a.csv", csv_text([("m", "q1", 1)])), folder)
+    manifest = folder.accepted / f"{result.manifest.stem}.manifest.json"
+    manifest.unlink()  # as if the process died between moving the file and the commit
+    recovered = ob.recover_orphans(folder)
+    assert [r.status for r in recovered] == ["accepted"]
+    assert len(ob.manifest_stems(folder)) == 1 and recovered[0].stored.read_text() == csv_text([("m", "q1", 1)])
+
+
+def _intake_peak(folder: DropFolder, n_models: int, n_queries: int) -> tuple[int, int]:
+    filler = "x" * 400  # long query text, as in real benchmarks
+    lines = [HEADER] + [f"m{m},q{q},\"{q} {filler}\",b{q % 3},{(q * m) % 2}\n" for m in range(n_models) for q in range(n_queries)]
+    path = drop(folder, f"big-{n_models}.csv", "".join(lines))
+    size = path.stat().st_size
+    del lines
+    gc.collect()
+    tracemalloc.start()
+    result = intake_file(path, folder, chunk_rows=1000)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert result.status == "accepted" and result.manifest.rows == n_models * n_queries
+    return peak, size
+
+
+def test_streaming_intake_memory_does_not_grow_with_the_file(folder: DropFolder) -> None:
+    """Memory follows one chunk and the distinct queries, not the number of rows (see bench/ for 1 GB)."""
+    small_peak, small_size = _intake_peak(folder, 4, 1000)  # ~1.7 MB
+    big_peak, big_size = _intake_peak(folder, 64, 1000)  # ~27 MB: 16x the rows, same queries
+    assert big_peak < 1.5 * small_peak, (small_peak, big_peak)
+    assert big_peak < 0.5 * big_size, f"peak {big_peak / 1e6:.1f} MB for a {big_size / 1e6:.1f} MB file"
+
+
+
+
+# ---------------------------------------------------------------------------------------------- model identity
+
+
+COLLIDING = ("org llama 7b", safe_model_key("org llama 7b"))  # a name, and another name that is its safe key
+
+
+@pytest.mark.parametrize("first, second", [COLLIDING, COLLIDING[::-1]])
+def test_a_name_whose_key_names_another_model_is_rejected_in_either_order(folder: DropFolder, first: str, second: str) -> None:
+    assert safe_model_key(first) == safe_model_key(second) and first != second
+    accepted = intake_file(drop(folder, "first.csv", csv_text([(first, "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder))
+    assert accepted.status == "accepted"
+    later = intake_file(drop(folder, "second.csv", csv_text([(second, "q1", 0)])), folder, claimed=claimed_keys(folder.home, folder))
+    assert later.status == "rejected"
+    assert f"already names the model {first!r}" in later.reason and "column: model" in later.reason
+    assert len(ob.manifest_stems(folder)) == 1  # only the first file's models will be onboarded
+
+
+def test_a_training_model_key_is_claimed_too(folder: DropFolder) -> None:
+    warehouse = folder.home.path / "warehouse"
+    warehouse.mkdir()
+    pd.DataFrame({"model": [COLLIDING[0]], "query_id": ["q1"], "query": ["x"], "benchmark": ["b"], "score": [1.0]}).to_parquet(
+        warehouse / "evaluation_table.parquet")
+    result = intake_file(drop(folder, "f.csv", csv_text([(COLLIDING[1], "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder))
+    assert result.status == "rejected" and repr(COLLIDING[0]) in result.reason
