@@ -254,7 +254,8 @@ def read_mmlu_pro_outputs_with_report(
     if not files:
         raise EvaluationDataError("the folder has no MMLU-Pro result files (*.json)", file=path, fix=_FIX_LAYOUT)
 
-    rows: dict[tuple[str, int], tuple[str, int, float, str, int]] = {}  # (model, qid) -> (answer, file, score, category, record)
+    # (model, question_id) -> (gold answer, index of its file, score, category, record number)
+    rows: dict[tuple[str, int], tuple[str, int, float, str, int]] = {}
     texts: dict[int, Counter] = {}  # qid -> Counter of query texts, insertion order = reading order
     answers: dict[int, set[str]] = {}
     records_read = repeats = skipped = no_answer = 0

@@ -303,8 +303,10 @@ BAD = {
     "question_id not an integer": ([record(1) | {"question_id": 1.5}], 1, "question_id", "not a non-negative integer"),
     "empty category": ([record(1) | {"category": " "}], 1, "category", "not a non-empty text"),
     "entry not an object": ([record(1), 7], 2, "record", "a JSON int, not an object"),
-    "same question, two answers": ([record(1), record(2), record(1, answer="C")], 3, "answer", "appears again with answer 'C'"),
-    "same question, two results": ([record(1), record(1, pred="A")], 2, "pred", "appears again with a different result"),
+    "same question, two answers": (
+        [record(1), record(2), record(1, answer="C")], 3, "answer", "appears again with answer 'C'"),
+    "same question, two results": (
+        [record(1), record(1, pred="A")], 2, "pred", "appears again with a different result"),
 }
 
 
