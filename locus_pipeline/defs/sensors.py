@@ -122,10 +122,10 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
 )
 def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     instance = context.instance
-    pool = instance.get_latest_materialization_event(dg.AssetKey("model_embeddings"))
+    pool, reports = (next(iter(instance.fetch_materializations(dg.AssetKey(name), limit=1).records), None)
+                     for name in ("model_embeddings", "heldout_predictions"))
     if pool is None:
         return dg.SkipReason("no pool yet")
-    reports = instance.get_latest_materialization_event(dg.AssetKey("heldout_predictions"))
     if reports is not None and reports.storage_id > pool.storage_id:
         return dg.SkipReason("the reports are newer than the pool")
     if context.cursor and int(context.cursor) >= pool.storage_id:

@@ -1,317 +1,51 @@
-"""Onboarding: the drop-folder intake (complete files only, validation, accepted/rejected, nothing lost) and
-the forward-pass onboarding of one model (newest file wins, other pool rows bit-identical, concurrency)."""
+"""Onboarding's pieces on frames: a model's store (newest file wins, order-independent) and its nearest models.
+The drop folder is tested in tests/locus_pipeline/test_intake.py, onboarding runs in test_onboarding_runs.py."""
 
 from __future__ import annotations
-
-import gc
-import os
-import threading
-import time
-import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
-from locus_model import onboarding as ob
-from locus_model.evaluations import safe_model_key
-from locus_model.model import Locus, LocusConfig, save_checkpoint
-from locus_model.onboarding import DropFolder, intake_file, onboard_model, scan_incoming
-from locus_model.pool import checkpoint_id, embed_models
-
-HEADER = "model,query_id,query,benchmark,score\n"
-OLD = time.time() - 3600
-
-
-def csv_text(rows: list[tuple[str, str, float]], text: str = "question {q}") -> str:
-    return HEADER + "".join(f'"{m}",{q},"{text.format(q=q)}",bench,{s}\n' for m, q, s in rows)
-
-
-def drop(folder: DropFolder, name: str, content: str | bytes, *, mtime: float = OLD) -> Path:
-    folder.ensure()
-    path = folder.incoming / name
-    path.write_bytes(content.encode() if isinstance(content, str) else content)
-    os.utime(path, (mtime, mtime))
-    return path
-
-
-@pytest.fixture()
-def folder(tmp_path: Path) -> DropFolder:
-    return DropFolder(tmp_path).ensure()
-
-
-# ---------------------------------------------------------------------------------------------- complete files only
-
-
-def test_in_progress_names_and_unsettled_files_are_not_read(folder: DropFolder) -> None:
-    drop(folder, "a.csv.part", csv_text([("m", "q1", 1)]))
-    drop(folder, ".b.csv", csv_text([("m", "q1", 1)]))
-    drop(folder, "c.csv.tmp", csv_text([("m", "q1", 1)]))
-    fresh = drop(folder, "d.csv", csv_text([("m", "q1", 1)]), mtime=time.time())
-    old = drop(folder, "e.csv", csv_text([("m", "q1", 1)]))
-    ready, settling = scan_incoming(folder, settle_seconds=3)
-    assert ready == [old] and settling == [fresh]
-    # write-then-rename: the finished file appears under its final name and is read once settled
-    os.replace(folder.incoming / "a.csv.part", folder.incoming / "a.csv")
-    ready, _ = scan_incoming(folder, now=time.time() + 10, settle_seconds=3)
-    assert {p.name for p in ready} == {"a.csv", "d.csv", "e.csv"}
-
-
-def test_a_file_that_changes_while_read_is_left_for_later(folder: DropFolder, monkeypatch) -> None:
-    path = drop(folder, "growing.csv", csv_text([("m", "q1", 1)]))
-    real = ob.file_sha256
-
-    def sha_then_writer_appends(p: Path) -> str:
-        digest = real(p)
-        with open(p, "a") as handle:  # the writer is still going
-            handle.write('"m",q2,"question q2",bench,0\n')
-        return digest
-
-    monkeypatch.setattr(ob, "file_sha256", sha_then_writer_appends)
-    result = intake_file(path, folder)
-    assert result.status == "changed" and path.exists()
-    assert not any(folder.accepted.iterdir()) and not any(folder.rejected.iterdir())
-
-
-# ---------------------------------------------------------------------------------------------- intake
-
-
-def test_accepted_file_is_split_by_model_with_a_manifest(folder: DropFolder) -> None:
-    content = csv_text([("a/model", "q1", 1), ("a/model", "q2", 0), ("b", "q1", 0.5), ("a/model", "q2", 0)])  # one exact repeat
-    path = drop(folder, "evals.csv", content)
-    result = intake_file(path, folder)
-    assert result.status == "accepted" and not path.exists()
-    assert result.stored.read_text() == content  # the original bytes, moved, not rewritten
-    stem = result.manifest.stem
-    assert stem.endswith("-evals.csv") and result.sha256[:8] in stem
-    manifest = ob.read_manifest(folder, stem)
-    assert manifest == result.manifest and manifest.rows == 4
-    assert [(m.model, m.rows, m.evaluations) for m in manifest.models] == [("a/model", 3, 2), ("b", 1, 1)]
-    rows = ob.accepted_rows(folder, stem, "a/model")
-    assert rows["query_id"].tolist() == ["q1", "q2"] and rows["score"].tolist() == [1.0, 0.0]
-    assert ob.manifest_stems(folder) == [stem]
-
-
-BAD = {
-    "empty file": (b"", None, None, "empty"),
-    "header only": (HEADER.encode(), 1, None, "no evaluation rows"),
-    "wrong columns": (b"name,qid,text,bench,value\nm,q1,x,b,1\n", None, "model", "missing column"),
-    "score out of range": (csv_text([("m", "q1", 1), ("m", "q2", 1.5)]).encode(), 2, "score", "not a number in [0, 1]"),
-    "score not a number": (csv_text([("m", "q1", "yes")]).encode(), 1, "score", "not a number"),
-    "non-UTF-8": (HEADER.encode() + b'm,q1,"caf\xe9",b,1\n', 1, None, "not valid UTF-8"),
-    "conflicting scores": (csv_text([("m", "q1", 1), ("m", "q1", 0)]).encode(), 2, "score", "two different scores"),
-    "two texts for one query_id": (HEADER.encode() + b"m,q1,one,b,1\nn,q1,two,b,1\n", 2, "query", "two different texts"),
-    "cut inside a quoted field (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'"m",q2,"quest', None, None, "EOF inside string"),
-    "cut before the score (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'm,q2,quest', 2, "benchmark", "empty benchmark"),
-    "model name with surrounding spaces": (csv_text([(" m ", "q1", 1)]).encode(), 1, "model", "whitespace"),
-    "corrupt parquet": (b"PAR1 not really", None, None, "not a readable Parquet"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_files_are_rejected_with_row_column_and_fix(folder: DropFolder, case: str) -> None:
-    content, row, column, problem = BAD[case]
-    name = "bad.parquet" if case == "corrupt parquet" else "bad.csv"
-    path = drop(folder, name, content)
-    result = intake_file(path, folder)
-    assert result.status == "rejected" and not path.exists()
-    assert result.stored.parent == folder.rejected and result.stored.read_bytes() == content  # kept, unchanged
-    reason = (folder.rejected / f"{result.stored.name}.reason.txt").read_text()
-    assert reason == result.reason and problem in reason and "how to fix:" in reason
-    if row is not None:
-        assert f"row: {row} " in reason
-    if column is not None:
-        assert f"column: {column}" in reason
-    assert ob.manifest_stems(folder) == []
-
-
-def test_unsupported_file_type_is_rejected(folder: DropFolder) -> None:
-    result = intake_file(drop(folder, "evals.xlsx", b"\x00\x01"), folder)
-    assert result.status == "rejected" and "unsupported file type" in result.reason
-
-
-def test_the_same_bytes_twice_onboard_nothing_the_second_time(folder: DropFolder) -> None:
-    content = csv_text([("m", "q1", 1)])
-    first = intake_file(drop(folder, "a.csv", content), folder)
-    second = intake_file(drop(folder, "a-again.csv", content), folder)
-    assert second.status == "duplicate" and second.manifest.duplicate_of == first.manifest.stem
-    assert second.manifest.models == [] and second.stored.exists()  # kept, with a manifest saying why
-
-
-@pytest.mark.parametrize("name", ["../../etc/passwd", "org/model 7b", "modèle-ü 𝛼", "a\\b:c*?", "..", "x/../../y"])
-def test_hostile_model_names_stay_inside_the_drop_folder(folder: DropFolder, name: str) -> None:
-    result = intake_file(drop(folder, "names.csv", csv_text([(name, "q1", 1)])), folder)
-    if name == "..":
-        assert result.status == "rejected" and "path component" in result.reason
-        return
-    assert result.status == "accepted"
-    key = result.manifest.models[0].model_key
-    assert key == safe_model_key(name) and "/" not in key and "\\" not in key and ".." not in key and key.isascii()
-    part = folder.accepted / f"{result.manifest.stem}.parts" / f"{key}.parquet"
-    assert part.resolve().parent == (folder.accepted / f"{result.manifest.stem}.parts").resolve()
-    assert ob.accepted_rows(folder, result.manifest.stem, name)["model"].tolist() == [name]
-
-
-def test_a_killed_intake_is_recovered(folder: DropFolder) -> None:
-    result = intake_file(drop(folder, "a.csv", csv_text([("m", "q1", 1)])), folder)
-    manifest = folder.accepted / f"{result.manifest.stem}.manifest.json"
-    manifest.unlink()  # as if the process died between moving the file and the commit
-    recovered = ob.recover_orphans(folder)
-    assert [r.status for r in recovered] == ["accepted"]
-    assert len(ob.manifest_stems(folder)) == 1 and recovered[0].stored.read_text() == csv_text([("m", "q1", 1)])
-
-
-def _intake_peak(folder: DropFolder, n_models: int, n_queries: int) -> tuple[int, int]:
-    filler = "x" * 400  # long query text, as in real benchmarks
-    lines = [HEADER] + [f"m{m},q{q},\"{q} {filler}\",b{q % 3},{(q * m) % 2}\n" for m in range(n_models) for q in range(n_queries)]
-    path = drop(folder, f"big-{n_models}.csv", "".join(lines))
-    size = path.stat().st_size
-    del lines
-    gc.collect()
-    tracemalloc.start()
-    result = intake_file(path, folder, chunk_rows=1000)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert result.status == "accepted" and result.manifest.rows == n_models * n_queries
-    return peak, size
-
-
-def test_streaming_intake_memory_does_not_grow_with_the_file(folder: DropFolder) -> None:
-    """Memory follows one chunk and the distinct queries, not the number of rows (see bench/ for 1 GB)."""
-    small_peak, small_size = _intake_peak(folder, 4, 1000)  # ~1.7 MB
-    big_peak, big_size = _intake_peak(folder, 64, 1000)  # ~27 MB: 16x the rows, same queries
-    assert big_peak < 1.5 * small_peak, (small_peak, big_peak)
-    assert big_peak < 0.5 * big_size, f"peak {big_peak / 1e6:.1f} MB for a {big_size / 1e6:.1f} MB file"
-
-
-# ---------------------------------------------------------------------------------------------- onboarding
-
-
-ENCODER = "hashing-256"
-
-
-@pytest.fixture()
-def pool_home(tmp_path: Path):
-    """A tiny LOCUS_HOME: random checkpoint (hashing-256 encodings), a training pool of three models."""
-    torch.manual_seed(0)
-    model = Locus(LocusConfig(query_dim=256, d=16, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=8))
-    staging = tmp_path / "checkpoints" / "staging.pt"
-    save_checkpoint(staging, model, encoder=ENCODER)
-    ckpt = checkpoint_id(staging)
-    path = staging.rename(staging.with_name(f"locus-{ckpt}.pt"))
-    rng = np.random.default_rng(0)
-    table = pd.DataFrame(
-        [(f"train-{m}", f"q{q}", f"question {q}", "bench", float(rng.integers(0, 2))) for m in range(3) for q in range(40)],
-        columns=["model", "query_id", "query", "benchmark", "score"],
-    )
-    warehouse = tmp_path / "warehouse"
-    warehouse.mkdir()
-    table.to_parquet(warehouse / "evaluation_table.parquet")
-    pd.DataFrame([{"checkpoint_id": ckpt, "path": str(path), "encoder": ENCODER}]).to_parquet(warehouse / "locus_checkpoint.parquet")
-    encodings = ob.encodings_for(table, ENCODER, tmp_path)
-    embed_models(model, table, encodings, checkpoint=ckpt, source="training").to_parquet(warehouse / "model_embeddings.parquet")
-    return tmp_path
+from locus_model.onboarding import STORE_COLUMNS, as_store, merge_into_store, nearest_models, split_by_model
 
 
 def rows_of(model: str, scores: dict[str, float]) -> pd.DataFrame:
-    return pd.DataFrame({"model": model, "query_id": list(scores), "query": [f"question {q[1:]}" for q in scores],
+    return pd.DataFrame({"model": model, "query_id": list(scores), "query": [f"question {q}" for q in scores],
                          "benchmark": "bench", "score": list(scores.values())})
 
 
-def onboard(home: Path, rows: pd.DataFrame, received: float = 0.0, **kw):
-    ckpt = ob.pool_checkpoint(home)
-    return onboard_model(ckpt.model, rows, home=home, encoder=ckpt.encoder, checkpoint=ckpt.checkpoint_id,
-                         pool_path=ob.pool_path(home), received_at=pd.Timestamp(received, unit="s", tz="UTC"), **kw)
+def stamp(rows: pd.DataFrame, seconds: float, name: str) -> pd.DataFrame:
+    return as_store(rows, pd.Timestamp(seconds, unit="s", tz="UTC"), name)
 
 
-def expected_embedding(home: Path, evaluations: pd.DataFrame) -> np.ndarray:
-    ckpt = ob.pool_checkpoint(home)
-    enc = ob.encodings_for(evaluations, ENCODER, home)
-    return embed_models(ckpt.model, evaluations, enc, checkpoint="x", source="x")["embedding"].iloc[0]
+def test_the_newest_file_wins_per_query_whatever_the_order() -> None:
+    old, new = stamp(rows_of("m", {"q1": 1, "q2": 1}), 100, "old"), stamp(rows_of("m", {"q2": 0, "q3": 1}), 200, "new")
+    forward = merge_into_store(merge_into_store(None, old), new)
+    backward = merge_into_store(merge_into_store(None, new), old)  # the older file processed last
+    pd.testing.assert_frame_equal(forward, backward)
+    assert dict(zip(forward["query_id"], forward["score"])) == {"q1": 1.0, "q2": 0.0, "q3": 1.0}
+    assert dict(zip(forward["query_id"], forward["source_file"])) == {"q1": "old", "q2": "new", "q3": "new"}
+    assert tuple(forward.columns) == STORE_COLUMNS
 
 
-def test_onboarding_adds_one_row_and_leaves_every_other_row_bit_identical(pool_home: Path) -> None:
-    before = pd.read_parquet(ob.pool_path(pool_home))
-    result = onboard(pool_home, rows_of("org/new model", {"q1": 1, "q2": 0, "q500": 1}))  # q500: new text
-    after = pd.read_parquet(ob.pool_path(pool_home))
-    assert result.action == "new" and result.n_evaluations == 3 and result.newly_encoded == 1
-    assert len(after) == len(before) + 1
-    new = after[after["model"] == "org/new model"].iloc[0]
-    assert new["source"] == "onboarded" and new["model_key"] == safe_model_key("org/new model")
-    kept = after[after["model"] != "org/new model"].reset_index(drop=True)
-    pd.testing.assert_frame_equal(kept, before)
-    for a, b in zip(kept["embedding"], before["embedding"]):
-        assert np.asarray(a, np.float32).tobytes() == np.asarray(b, np.float32).tobytes()
-    assert result.nearest_model.startswith("train-") and result.nearest_distance > 0
+def test_nearest_models_by_euclidean_distance() -> None:
+    pool = pd.DataFrame({"model": ["a", "b", "c", "d"], "source": ["training", "training", "onboarded", "held_out"],
+                         "embedding": [np.array(v, np.float32) for v in ([0, 0], [3, 4], [1, 0], [0, 2])]})
+    near = nearest_models(pool, "a", k=2)
+    assert near["model"].tolist() == ["c", "d"] and near["distance"].tolist() == [1.0, 2.0]
+    assert near["rank"].tolist() == [1, 2] and near["source"].tolist() == ["onboarded", "held_out"]
+    assert nearest_models(pool, "a", k=10)["model"].tolist() == ["c", "d", "b"]  # never itself
+    with pytest.raises(KeyError, match="'z' is not in the pool"):
+        nearest_models(pool, "z")
 
 
-def test_a_later_file_refines_from_all_evaluations_newest_wins(pool_home: Path) -> None:
-    onboard(pool_home, rows_of("m", {"q1": 1, "q2": 1}), received=100)
-    second = onboard(pool_home, rows_of("m", {"q2": 0, "q3": 1}), received=200)
-    store = pd.read_parquet(ob.store_path(pool_home, "m"))
-    assert dict(zip(store["query_id"], store["score"])) == {"q1": 1.0, "q2": 0.0, "q3": 1.0}
-    assert second.action == "replaced" and second.n_evaluations == 3 and second.new_evaluations == 2
-    pool = pd.read_parquet(ob.pool_path(pool_home)).set_index("model")
-    assert np.array_equal(pool.loc["m", "embedding"], expected_embedding(pool_home, store))
-    # an older file processed late does not override newer scores
-    onboard(pool_home, rows_of("m", {"q2": 1}), received=150)
-    store = pd.read_parquet(ob.store_path(pool_home, "m"))
-    assert dict(zip(store["query_id"], store["score"]))["q2"] == 0.0
-
-
-def test_a_training_pool_model_keeps_its_training_embedding(pool_home: Path) -> None:
-    before = pd.read_parquet(ob.pool_path(pool_home))
-    result = onboard(pool_home, rows_of("train-1", {"q1": 0, "q900": 1}))
-    assert result.action == "kept-training" and result.n_evaluations == 40
-    pd.testing.assert_frame_equal(pd.read_parquet(ob.pool_path(pool_home)), before)
-    assert len(pd.read_parquet(ob.store_path(pool_home, "train-1"))) == 2  # recorded, nothing lost
-
-
-def test_concurrent_onboarding_of_one_model_loses_no_rows(pool_home: Path) -> None:
-    files = [rows_of("same", {f"q{i}": float(i % 2) for i in range(k * 10, k * 10 + 10)}) for k in range(4)]
-    errors: list[BaseException] = []
-
-    def work(k: int) -> None:
-        try:
-            onboard(pool_home, files[k], received=float(k))
-            onboard(pool_home, rows_of(f"other-{k}", {"q1": 1}), received=float(k))
-        except BaseException as err:  # surfaced below
-            errors.append(err)
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    store = pd.read_parquet(ob.store_path(pool_home, "same"))
-    assert len(store) == 40
-    pool = pd.read_parquet(ob.pool_path(pool_home)).set_index("model")
-    assert {f"other-{k}" for k in range(4)} | {"same"} <= set(pool.index) and len(pool) == 3 + 5
-    assert pool.loc["same", "n_evaluations"] == 40
-    assert np.array_equal(pool.loc["same", "embedding"], expected_embedding(pool_home, store))
-
-
-def test_a_run_failing_half_way_leaves_the_pool_intact(pool_home: Path, monkeypatch) -> None:
-    path = ob.pool_path(pool_home)
-    before = path.read_bytes()
-
-    def crash(frame, target, *a, **k):
-        Path(target).write_bytes(b"half a parquet")
-        raise OSError("disk full")
-
-    monkeypatch.setattr(pd.DataFrame, "to_parquet", crash)
-    with pytest.raises(OSError):
-        onboard(pool_home, rows_of("m", {"q1": 1}))
-    monkeypatch.undo()
-    assert path.read_bytes() == before
-    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
-    assert onboard(pool_home, rows_of("m", {"q1": 1})).action == "new"  # the retry works
-
-
-def test_reembed_from_the_store(pool_home: Path) -> None:
-    first = onboard(pool_home, rows_of("m", {"q1": 1, "q2": 0}))
-    again = ob.reembed_onboarded(pool_home, "m")
-    assert again.action == "replaced" and again.new_evaluations == 0 and np.array_equal(again.embedding, first.embedding)
+def test_split_by_model_writes_one_validated_part_per_model(tmp_path) -> None:
+    path = tmp_path / "evals.csv"
+    path.write_text("model,query_id,query,benchmark,score\n"
+                    '"org/a",q1,x,b,1\n"org/a",q2,y,b,0\nb,q1,x,b,0.5\n"org/a",q2,y,b,0\n', encoding="utf-8")
+    out = tmp_path / "parts"
+    rows, models = split_by_model(path, out, chunk_rows=2)
+    assert rows == 4 and [(m.model, m.rows, m.evaluations) for m in models] == [("b", 1, 1), ("org/a", 3, 2)]
+    part = pd.read_parquet(out / f"{models[1].model_key}.parquet")
+    assert part["query_id"].tolist() == ["q1", "q2"] and part["model"].unique().tolist() == ["org/a"]

@@ -120,7 +120,7 @@ def test_atlas_is_self_contained(materialized):
 
 
 def test_locus_search_cli(materialized, capsys):
-    from locus_model.cli import main
+    from locus_pipeline.cli import main
 
     _, _, home = materialized
     assert main(["search", "--target", "synth-gsm8k=0.9,synth-mmlu=0.5", "--k", "3", "--home", str(home), "--json"]) == 0
@@ -149,9 +149,11 @@ def test_onboarded_models_stay_in_geometry_and_leave_label_based_analyses(materi
 
     import dagster as dg
 
-    from locus_model.onboarding import record_evaluations
+    from locus_model.evaluations import safe_model_key
+    from locus_model.onboarding import as_store
     from locus_pipeline.definitions import defs
-    from locus_pipeline.defs.resources import LocusHome, MlflowTracking, QueryEncoder, WarehouseIOManager
+    from locus_pipeline.defs.resources import MlflowTracking, QueryEncoder, WarehouseIOManager
+    from locus_pipeline.storage import LocusHome
 
     instance, _, home = materialized
     copy = tmp_path / "home"
@@ -159,9 +161,10 @@ def test_onboarded_models_stay_in_geometry_and_leave_label_based_analyses(materi
     table = _warehouse(copy, "evaluation_table")
     train = set(_warehouse(copy, "training_split").query("split == 'train'")["query_id"])
     clone = table[(table["model"] == table["model"].iloc[0]) & table["query_id"].isin(train)].head(128)
-    record_evaluations(copy, clone.assign(model="onboarded-clone")[["model", "query_id", "query", "benchmark", "score"]])
-
     root = LocusHome(root=str(copy))
+    root.record_evaluations(safe_model_key("onboarded-clone"), as_store(
+        clone.assign(model="onboarded-clone")[["model", "query_id", "query", "benchmark", "score"]], None, "test"))
+
     resources = {"home": root, "io_manager": WarehouseIOManager(home=root), "query_encoder": QueryEncoder(home=root),
                  "mlflow": MlflowTracking(home=root)}
     d = defs()

@@ -1,9 +1,11 @@
-"""Onboarding runs in pytest, on a private copy of the tiny materialized pool: sensor tick -> runs -> pool row."""
+"""Onboarding runs in pytest, on a private copy of the tiny materialized home: sensor tick -> onboarding_job
+(store -> pool materialization + its blocking check -> the model's neighbours), rebuilds racing onboardings,
+reports refreshing while the pool changes, and a copied home."""
 
 from __future__ import annotations
 
-import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -11,88 +13,254 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from locus_model.evaluations import safe_model_key
-from locus_pipeline.defs.assets.onboarding import onboarded_model_embedding
-from locus_pipeline.defs.partitions import onboarded_models
-from locus_pipeline.defs.resources import LocusHome, WarehouseIOManager
+from locus_model.model import load_checkpoint, save_checkpoint
+from locus_model.pool import checkpoint_id
+from locus_pipeline.defs.assets.pool import onboard_change, rebuild_change
 from locus_pipeline.defs.sensors import onboarding_drop_folder
+from locus_pipeline.storage import LocusHome
+from tests.locus_pipeline.test_sensors import drop
 
-OLD = time.time() - 3600
+COLUMNS = ["model", "query_id", "query", "benchmark", "score"]
 
 
 @pytest.fixture()
-def home(materialized, tmp_path: Path) -> Path:
-    """A copy of the session's materialized LOCUS_HOME warehouse: these tests change the pool, others must not see it."""
+def home(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the session's materialized LOCUS_HOME (these tests change the pool; others must not see it),
+    made this process's LOCUS_HOME so that the code location's resources use it."""
     _, _, source = materialized
-    shutil.copytree(source / "warehouse", tmp_path / "warehouse", ignore=shutil.ignore_patterns(".*"))
-    if (source / "encodings").exists():
-        shutil.copytree(source / "encodings", tmp_path / "encodings")
-    return tmp_path
+    target = tmp_path / "home"
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".locks", "dagster"))
+    monkeypatch.setenv("LOCUS_HOME", str(target))
+    return target
 
 
-def materialize(instance: dg.DagsterInstance, home: Path, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
-    root = LocusHome(root=str(home))
-    return dg.materialize(
-        [onboarded_model_embedding], instance=instance, partition_key=request.partition_key, run_config=request.run_config,
-        resources={"home": root, "io_manager": WarehouseIOManager(home=root)}, raise_on_error=False, tags=request.tags,
-    )
+def defs():
+    from locus_pipeline.definitions import defs as load
+
+    return load()
 
 
-def drop_and_tick(instance: dg.DagsterInstance, home: Path, name: str, table: pd.DataFrame) -> dg.SensorResult:
-    (home / "incoming").mkdir(exist_ok=True)
-    path = home / "incoming" / name
-    table.to_csv(path, index=False)
-    os.utime(path, (OLD, OLD))
-    context = dg.build_sensor_context(instance=instance, resources={"home": LocusHome(root=str(home))})
-    result = onboarding_drop_folder(context)
-    for add in result.dynamic_partitions_requests:
+def tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None) -> dg.SensorResult:
+    result = onboarding_drop_folder(dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home))}))
+    for add in getattr(result, "dynamic_partitions_requests", None) or []:
         instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
     return result
 
 
-def test_sensor_to_pool_row_with_every_other_row_bit_identical(home: Path) -> None:
+def run_onboarding(instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+    return defs().resolve_job_def("onboarding_job").execute_in_process(
+        instance=instance, partition_key=request.partition_key, run_config=request.run_config, tags=request.tags,
+        raise_on_error=False)
+
+
+def materializations(result, asset: str) -> list[dg.AssetMaterialization]:
+    return [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
+            if e.event_specific_data.materialization.asset_key.to_user_string() == asset]
+
+
+def new_model_rows(home: Path, name: str, n: int = 128) -> pd.DataFrame:
     table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
-    queries = table.drop_duplicates("query_id").head(128)
-    new = queries.assign(model="newcomer/llama 3 ü", score=np.arange(len(queries)) % 2)[list(table.columns[:5])]
+    queries = table.drop_duplicates("query_id").head(n)
+    return queries.assign(model=name, score=(np.arange(len(queries)) % 3 == 0).astype(float))[COLUMNS]
+
+
+def drop_file(home: Path, name: str, rows: pd.DataFrame) -> None:
+    drop(home, name, rows.to_csv(index=False))
+
+
+def new_checkpoint(home: Path) -> str:
+    """Another checkpoint (perturbed weights) recorded as the current locus_checkpoint: what a retraining leaves."""
+    storage = LocusHome(root=str(home))
+    record = storage.current_checkpoint()
+    model, extra = load_checkpoint(storage.resolve(record.path))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    staging = home / "checkpoints" / "staging.pt"
+    save_checkpoint(staging, model, **extra)
+    new_id = checkpoint_id(staging)
+    staging.rename(storage.checkpoint_file(new_id))
+    table = storage.read_table("locus_checkpoint").assign(checkpoint_id=new_id, path=f"checkpoints/locus-{new_id}.pt")
+    storage.write_table("locus_checkpoint", table)
+    return new_id
+
+
+# ---------------------------------------------------------------------------------------------- one onboarding run
+
+
+def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_neighbours(home: Path) -> None:
+    name = "newcomer/llama 3 ü"
+    table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
     trained_name = str(table["model"].iloc[0])
-    trained = queries.head(5).assign(model=trained_name, score=1.0)[list(table.columns[:5])]
+    drop_file(home, "two models.csv", pd.concat([new_model_rows(home, name), new_model_rows(home, trained_name, 5)]))
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     before = pd.read_parquet(pool_file)
     with dg.instance_for_test() as instance:
-        tick = drop_and_tick(instance, home, "two models.csv", pd.concat([new, trained]))
-        assert sorted(r.partition_key for r in tick.run_requests) == sorted([safe_model_key("newcomer/llama 3 ü"), safe_model_key(trained_name)])
-        assert set(instance.get_dynamic_partitions(onboarded_models.name)) == {r.partition_key for r in tick.run_requests}
-        results = {r.partition_key: materialize(instance, home, r) for r in tick.run_requests}
-    assert all(r.success for r in results.values())
-    meta = {k: next(iter(r.asset_materializations_for_node("onboarded_model_embedding"))).metadata for k, r in results.items()}
-    newcomer = meta[safe_model_key("newcomer/llama 3 ü")]
-    assert newcomer["action"].value == "new" and newcomer["n_evaluations"].value == 128
-    assert newcomer["nearest_pool_model"].value in set(before["model"]) and newcomer["distance_to_nearest"].value > 0
-    assert newcomer["checkpoint_id"].value == before["checkpoint_id"].iloc[0]
-    assert meta[safe_model_key(trained_name)]["action"].value == "kept-training"
+        requests = {r.partition_key: r for r in tick(instance, home).run_requests}
+        assert sorted(requests) == sorted([safe_model_key(name), safe_model_key(trained_name)])
+        result = run_onboarding(instance, requests[safe_model_key(name)])
+        assert result.success
+        (pool_event,) = materializations(result, "model_embeddings")
+        meta = pool_event.metadata
+        assert meta["models"].value == len(before) + 1 and meta["onboarded_models"].value == 1
+        assert meta["action"].value == "new" and meta["model"].value == name
+        (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "pool_embeddings_reproducible"]
+        assert check.passed and check.metadata["models_checked"].value == 1
+        assert check.metadata["scope"].value == f"model key {safe_model_key(name)}"
+        (view,) = materializations(result, "onboarded_model_embedding")
+        assert view.partition == safe_model_key(name)
+        neighbours = pd.read_parquet(home / "warehouse" / "onboarded_model_embedding" / f"{safe_model_key(name)}.parquet")
+        assert len(neighbours) == 5 and neighbours["distance"].is_monotonic_increasing and name not in set(neighbours["model"])
+        assert neighbours["model"].iloc[0] == view.metadata["nearest_model"].value
+        assert "distance" in view.metadata["nearest_models"].value and neighbours["model"].iloc[4] in view.metadata["nearest_models"].value
+        profile = view.metadata["per_benchmark_profile"].value
+        assert name in profile and all(b in profile for b in new_model_rows(home, name)["benchmark"].unique())
+        assert str(before["checkpoint_id"].iloc[0]) == view.metadata["checkpoint_id"].value
+        # the model of the training source: recorded, its training row kept
+        kept = run_onboarding(instance, requests[safe_model_key(trained_name)])
+        assert kept.success and materializations(kept, "model_embeddings")[0].metadata["action"].value == "kept-training"
     after = pd.read_parquet(pool_file)
     assert len(after) == len(before) + 1
-    row = after[after["model"] == "newcomer/llama 3 ü"].iloc[0]
-    assert row["source"] == "onboarded" and np.isfinite(np.asarray(row["embedding"])).all()
-    kept = after[after["model"] != "newcomer/llama 3 ü"].reset_index(drop=True)
-    pd.testing.assert_frame_equal(kept, before)  # the training model's row too: kept, bit-identical
-    per_model = home / "warehouse" / "onboarded_model_embedding" / f"{safe_model_key('newcomer/llama 3 ü')}.parquet"
-    assert per_model.exists()
+    row = after[after["model"] == name].iloc[0]
+    assert row["source"] == "onboarded" and row["n_evaluations"] == 128
+    pd.testing.assert_frame_equal(after[after["model"] != name].reset_index(drop=True), before)  # bit-identical
+    assert len(pd.read_parquet(home / "onboarded" / f"{safe_model_key(trained_name)}.parquet")) == 5
 
 
 def test_a_failing_run_shows_the_reason_and_leaves_the_pool(home: Path) -> None:
-    table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet").head(4).assign(model="solo")
+    drop_file(home, "solo.csv", new_model_rows(home, "solo", 4))
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     with dg.instance_for_test() as instance:
-        tick = drop_and_tick(instance, home, "solo.csv", table[["model", "query_id", "query", "benchmark", "score"]])
-        (request,) = tick.run_requests
+        (request,) = tick(instance, home).run_requests
         before = pool_file.read_bytes()
-        stem = request.run_config["ops"]["onboarded_model_embedding"]["config"]["accepted_file"]
+        stem = request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_file"]
         (home / "incoming" / "accepted" / f"{stem}.parts" / "solo.parquet").unlink()  # the file's rows went missing
-        result = materialize(instance, home, request)
+        result = run_onboarding(instance, request)
         assert not result.success
         failure = result.get_step_failure_events()[0].step_failure_data
         assert "model 'solo' has no rows in this accepted file" in failure.error.message
         assert "How to fix" in failure.error.message
         assert pool_file.read_bytes() == before
+
+
+# ---------------------------------------------------------------------------------------------- no lost update
+
+
+def embedding_of(storage: LocusHome, key: str, checkpoint: str) -> np.ndarray:
+    from locus_model.pool import embed_models
+
+    store = storage.read_store(key)
+    encodings, _ = storage.encode(store, storage.load_checkpoint(checkpoint).encoder)
+    return embed_models(storage.load_checkpoint(checkpoint).model, store, encodings, checkpoint=checkpoint, source="x")["embedding"].iloc[0]
+
+
+@pytest.mark.parametrize("order", ["rebuild first", "onboarding first", "interleaved"])
+def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(home: Path, order: str) -> None:
+    from locus_model.onboarding import as_store
+
+    storage = LocusHome(root=str(home))
+    key = safe_model_key("late/model")
+    new_id = new_checkpoint(home)
+
+    def record() -> None:
+        storage.record_evaluations(key, as_store(new_model_rows(home, "late/model", 64), pd.Timestamp.now(tz="UTC"), "f"))
+
+    def onboard() -> None:
+        storage.update_pool(onboard_change(storage, key, {}))
+
+    if order == "rebuild first":
+        storage.update_pool(rebuild_change(storage, {}))
+        record()
+        onboard()
+    elif order == "onboarding first":
+        record()
+        onboard()
+        storage.update_pool(rebuild_change(storage, {}))
+    else:  # the rebuild has read the stores and is embedding when the onboarding records and asks for the pool
+        reading, go_on = threading.Event(), threading.Event()
+        inner = rebuild_change(storage, {})
+
+        def slow_rebuild(current):
+            out = inner(current)
+            reading.set()
+            go_on.wait(10)
+            return out
+
+        rebuild = threading.Thread(target=storage.update_pool, args=(slow_rebuild,))
+        rebuild.start()
+        assert reading.wait(60)
+        record()
+        onboarding = threading.Thread(target=onboard)
+        onboarding.start()
+        time.sleep(0.5)
+        assert onboarding.is_alive()  # waiting for the pool lock, not writing beside the rebuild
+        go_on.set()
+        rebuild.join(60)
+        onboarding.join(60)
+    pool = storage.read_pool()
+    assert set(pool["checkpoint_id"]) == {new_id}
+    assert "late/model" in set(pool["model"]) and pool["model"].is_unique
+    row = pool.set_index("model").loc["late/model"]
+    assert row["n_evaluations"] == 64
+    assert np.array_equal(row["embedding"], embedding_of(storage, key, new_id))
+
+
+# ---------------------------------------------------------------------------------------------- reports
+
+
+def test_reports_refresh_while_models_are_onboarded_and_with_a_new_benchmark(home: Path) -> None:
+    analyses = defs().resolve_job_def("reports_refresh_job")
+    rows = new_model_rows(home, "brand/new", 64)
+    novel = pd.DataFrame({"model": "brand/new", "query_id": [f"novel-{i}" for i in range(20)],
+                          "query": [f"a question of a benchmark the pool never saw, number {i}" for i in range(20)],
+                          "benchmark": "never-seen-bench", "score": np.arange(20) % 2 * 1.0})
+    with dg.instance_for_test() as instance:
+        first = analyses.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("heldout_predictions")])
+        assert first.success
+        drop_file(home, "brand new.csv", pd.concat([rows, novel]))
+        (request,) = tick(instance, home).run_requests
+        assert run_onboarding(instance, request).success  # the pool changed after heldout_predictions read it
+        rest = analyses.execute_in_process(instance=instance, asset_selection=[
+            k for k in analyses.asset_layer.asset_graph.get_all_asset_keys() if k.to_user_string() != "heldout_predictions"],
+            raise_on_error=False)
+        assert rest.success, [e.message for e in rest.all_events if e.is_failure]
+        again = analyses.execute_in_process(instance=instance, raise_on_error=False)  # the refresh after onboarding
+        assert again.success, [e.message for e in again.all_events if e.is_failure]
+    geometry = pd.read_parquet(home / "warehouse" / "model_atlas.parquet")
+    assert "brand/new" in set(geometry["model"])
+
+
+# ---------------------------------------------------------------------------------------------- a copied home
+
+
+def test_a_copied_home_works_with_the_original_deleted(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mlflow
+
+    from locus_pipeline.defs.resources import MlflowTracking
+
+    copy = tmp_path / "copy"
+    shutil.copytree(home, copy)
+    old_run = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet")["mlflow_run_id"].iloc[0]
+    shutil.rmtree(home)
+    monkeypatch.setenv("LOCUS_HOME", str(copy))
+    storage = LocusHome(root=str(copy))
+    pool = storage.read_pool()
+    assert storage.pool_checkpoint(pool).checkpoint_id == pool["checkpoint_id"].iloc[0]
+    drop_file(copy, "after the move.csv", new_model_rows(copy, "moved/model", 32))
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, copy).run_requests
+        assert run_onboarding(instance, request).success
+    assert "moved/model" in set(storage.read_pool()["model"])
+    tracking = MlflowTracking(home=storage)
+    with tracking.start_run("after-move", tags={}) as run:
+        mlflow.log_metric("x", 1.0)
+    assert run.info.artifact_uri.startswith((copy / "mlflow" / "artifacts").as_uri())
+    client = mlflow.MlflowClient(tracking.uri)
+    assert client.get_run(old_run).info.artifact_uri.startswith((copy / "mlflow" / "artifacts").as_uri())
+    files = client.list_artifacts(old_run, "checkpoint")
+    assert files and mlflow.artifacts.download_artifacts(run_id=old_run, artifact_path=files[0].path, dst_path=str(tmp_path / "dl"),
+                                                         tracking_uri=tracking.uri)
+    assert not home.exists()

@@ -12,17 +12,17 @@ import pandas as pd
 import pytest
 
 from locus_model.evaluations import safe_model_key
-from locus_model.onboarding import DropFolder
 from locus_pipeline.defs.partitions import onboarded_models
-from locus_pipeline.defs.resources import LocusHome
-from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_onboarding
+from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change
+from locus_pipeline.intake import DropFolder
+from locus_pipeline.storage import LocusHome
 
 HEADER = "model,query_id,query,benchmark,score\n"
 OLD = time.time() - 3600
 
 
 def drop(home: Path, name: str, content: str, *, mtime: float = OLD) -> Path:
-    folder = DropFolder(home).ensure()
+    folder = DropFolder.at(home).ensure()
     path = folder.incoming / name
     path.write_text(content, encoding="utf-8")
     os.utime(path, (mtime, mtime))
@@ -36,7 +36,7 @@ def evals(*models: str, n: int = 3) -> str:
 @pytest.fixture()
 def home(tmp_path: Path) -> Path:
     (tmp_path / "warehouse").mkdir()
-    pd.DataFrame({"model": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")  # "a pool exists"
+    pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")  # "a pool exists"
     return tmp_path
 
 
@@ -58,7 +58,7 @@ def test_a_dropped_file_becomes_partitions_and_one_run_per_model(home: Path) -> 
         stem = result.cursor
         assert stem.endswith("-evals.csv") and (home / "incoming" / "accepted" / stem).exists()
         for request in result.run_requests:
-            config = request.run_config["ops"]["onboarded_model_embedding"]["config"]
+            config = request.run_config["ops"]["onboarded_evaluations"]["config"]
             assert config["accepted_file"] == stem and safe_model_key(config["model"]) == request.partition_key
             sha = request.run_key.split(":")[0]
             assert request.run_key == f"{sha}:{request.partition_key}" and len(sha) == 64
@@ -110,7 +110,7 @@ def test_accepted_files_wait_for_the_pool(tmp_path: Path) -> None:
         result, _ = tick(instance, tmp_path)
         assert isinstance(result, dg.SkipReason) and "wait for the model embedding pool" in result.skip_message
         (tmp_path / "warehouse").mkdir()
-        pd.DataFrame({"model": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")
+        pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")
         result, _ = tick(instance, tmp_path)  # cursor was not advanced: the runs are requested now
         assert [r.partition_key for r in result.run_requests] == ["m"]
 
@@ -119,29 +119,33 @@ def _add_run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus) -> None:
     instance.add_run(dg.DagsterRun(job_name=onboarding_job.name, run_id=str(uuid.uuid4()), status=status))
 
 
-def test_reports_refresh_once_after_onboarding_runs_finish() -> None:
+def _materialize(instance: dg.DagsterInstance, asset: str) -> None:
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset))
+
+
+def test_reports_refresh_once_when_the_pool_is_newer_and_nothing_is_running() -> None:
     with dg.instance_for_test() as instance:
-        context = dg.build_sensor_context(instance=instance)
-        assert isinstance(reports_after_onboarding(context), dg.SkipReason)
-        _add_run(instance, dg.DagsterRunStatus.SUCCESS)
-        _add_run(instance, dg.DagsterRunStatus.STARTED)
-        waiting = reports_after_onboarding(dg.build_sensor_context(instance=instance))
-        assert "waiting for 1 onboarding run" in waiting.skip_message
+        sense = lambda cursor=None: reports_after_pool_change(dg.build_sensor_context(instance=instance, cursor=cursor))  # noqa: E731
+        assert "no pool yet" in sense().skip_message
+        _materialize(instance, "model_embeddings")
+        _materialize(instance, "heldout_predictions")
+        assert "newer than the pool" in sense().skip_message
+        _materialize(instance, "model_embeddings")  # an onboarding changed the pool
+        _add_run(instance, dg.DagsterRunStatus.STARTED)  # and another one is still going
+        assert "waiting for 1 onboarding_job run" in sense().skip_message
         for record in instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
-            instance.report_run_failed(record.dagster_run)  # a failed run does not count
-        _add_run(instance, dg.DagsterRunStatus.SUCCESS)
-        result = reports_after_onboarding(dg.build_sensor_context(instance=instance))
+            instance.report_run_failed(record.dagster_run)
+        result = sense()
         assert len(result.run_requests) == 1 and result.cursor
-        later = reports_after_onboarding(dg.build_sensor_context(instance=instance, cursor=result.cursor))
-        assert isinstance(later, dg.SkipReason)  # one refresh per batch of onboarding runs
+        assert isinstance(sense(result.cursor), dg.SkipReason)  # one refresh per pool state
+        _materialize(instance, "model_embeddings")
+        assert len(sense(result.cursor).run_requests) == 1  # the pool changed again
 
 
 def test_a_tick_never_reads_a_file_another_tick_is_reading(home: Path) -> None:
-    from locus_model.onboarding import intake_lock
-
     drop(home, "a.csv", evals("m"))
     with dg.instance_for_test() as instance:
-        with intake_lock(DropFolder(home)) as mine:  # an earlier tick that outlived its timeout
+        with DropFolder.at(home).intake_lock() as mine:  # an earlier tick that outlived its timeout
             assert mine
             result, _ = tick(instance, home)
         assert "still taking files in" in result.skip_reason.skip_message and (home / "incoming" / "a.csv").exists()
@@ -150,18 +154,18 @@ def test_a_tick_never_reads_a_file_another_tick_is_reading(home: Path) -> None:
 
 
 def test_an_unreadable_file_is_reported_and_does_not_block_the_others(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import locus_model.onboarding as ob
+    import locus_pipeline.intake as ob
 
     locked = drop(home, "a-locked.csv", evals("m"))
     drop(home, "b.csv", evals("n"))
-    real = ob.file_sha256
+    real = ob.sha256_file
 
     def no_permission(path: Path) -> str:
         if Path(path).name == "a-locked.csv":
             raise PermissionError(13, "Permission denied", str(path))
         return real(path)
 
-    monkeypatch.setattr(ob, "file_sha256", no_permission)
+    monkeypatch.setattr(ob, "sha256_file", no_permission)
     with dg.instance_for_test() as instance:
         result, context = tick(instance, home)
         assert [r.partition_key for r in result.run_requests] == ["n"] and locked.exists()

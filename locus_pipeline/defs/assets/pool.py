@@ -48,6 +48,43 @@ def embed_onboarded(home: LocusHome, checkpoint, keys: list[str], training: set[
     return embed_models(checkpoint.model, evaluations, encodings, checkpoint=checkpoint.checkpoint_id, source="onboarded")
 
 
+def onboard_change(home: LocusHome, key: str, changed: dict):
+    """The pool change of an onboarding run: model ``key``'s row from its store, with the pool's own checkpoint
+    (a model of the training source keeps its training row). What happened goes into ``changed``."""
+    from locus_model.pool import upsert_rows
+
+    def change(current: pd.DataFrame | None) -> pd.DataFrame:
+        if current is None:
+            raise dg.Failure(description="there is no pool yet to onboard into",
+                             metadata={"how_to_fix": "materialize locus_job (make demo) first"})
+        checkpoint = home.pool_checkpoint(current)
+        store = home.read_store(key)
+        name = str(store["model"].iloc[0])
+        training = home.training_models()
+        changed.update(model=name, model_key=key)
+        if name in training:
+            changed["action"] = "kept-training"
+            return current
+        row = embed_onboarded(home, checkpoint, [key], training)
+        changed["action"] = "replaced" if (current["model"] == name).any() else "new"
+        return upsert_rows(current, row)
+
+    return change
+
+
+def rebuild_change(home: LocusHome, changed: dict):
+    """The pool change of a rebuild: every model embedded with the current locus_checkpoint."""
+
+    def change(current: pd.DataFrame | None) -> pd.DataFrame:
+        checkpoint = home.load_checkpoint(home.current_checkpoint().checkpoint_id)
+        trained = embed_training_source(home, checkpoint)
+        onboarded = embed_onboarded(home, checkpoint, home.onboarded_keys(), set(trained["model"]))
+        changed.update(action="rebuilt", previous_checkpoint=str(current["checkpoint_id"].iloc[0]) if current is not None and len(current) else "")
+        return pd.concat([trained] + ([onboarded] if onboarded is not None else []), ignore_index=True)
+
+    return change
+
+
 def pool_summary(pool: pd.DataFrame) -> dict:
     by_source = pool["source"].value_counts()
     newest = pool.sort_values("embedded_at", ascending=False).head(10)
@@ -72,36 +109,8 @@ def model_embeddings(context: dg.AssetExecutionContext, home: LocusHome) -> dg.M
     """The pool (LOCUS_HOME/warehouse/model_embeddings.parquet): one model embedding per model, all from one
     checkpoint. A rebuild embeds every model with the current locus_checkpoint; an onboarding run (partition =
     a model key) embeds only that model, with the pool's own checkpoint. Schema: locus_model.pool."""
-    from locus_model.pool import upsert_rows
-
-    changed = {}
-    if context.has_partition_key:  # an onboarding run: one model
-        key = context.partition_key
-
-        def change(current: pd.DataFrame | None) -> pd.DataFrame:
-            if current is None:
-                raise dg.Failure(description="there is no pool yet to onboard into",
-                                 metadata={"how_to_fix": "materialize locus_job (make demo) first"})
-            checkpoint = home.pool_checkpoint(current)
-            store = home.read_store(key)
-            name = str(store["model"].iloc[0])
-            training = home.training_models()
-            changed.update(model=name, model_key=key)
-            if name in training:
-                changed["action"] = "kept-training"
-                return current
-            row = embed_onboarded(home, checkpoint, [key], training)
-            changed["action"] = "replaced" if (current["model"] == name).any() else "new"
-            return upsert_rows(current, row)
-    else:  # a rebuild with the current checkpoint
-
-        def change(current: pd.DataFrame | None) -> pd.DataFrame:
-            checkpoint = home.load_checkpoint(home.current_checkpoint().checkpoint_id)
-            trained = embed_training_source(home, checkpoint)
-            onboarded = embed_onboarded(home, checkpoint, home.onboarded_keys(), set(trained["model"]))
-            changed.update(action="rebuilt", previous_checkpoint=(str(current["checkpoint_id"].iloc[0]) if current is not None and len(current) else ""))
-            return pd.concat([trained] + ([onboarded] if onboarded is not None else []), ignore_index=True)
-
+    changed: dict = {}
+    change = onboard_change(home, context.partition_key, changed) if context.has_partition_key else rebuild_change(home, changed)
     pool = home.update_pool(change)
     if changed.get("action") == "kept-training":
         context.log.warning(f"{changed['model']} is a model of the training source: its pool row stays the training "
