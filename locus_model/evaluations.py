@@ -464,13 +464,14 @@ def _bad_categories(column: str, categories: pd.Index) -> np.ndarray:
     import pyarrow.compute as pc
 
     values = pa.array(categories.to_numpy(object), type=pa.string())
-    trimmed = pc.utf8_trim_whitespace(values)
-    bad = pc.or_(pc.equal(trimmed, ""), pc.match_substring(values, "\0"))
-    if column != "query":
+    bad = pc.match_substring_regex(values, r"^[\s\x0b\x1c-\x1f\x{85}\p{Z}]*$")  # empty or whitespace only (str.isspace)
+    if column == "query":
+        bad = pc.or_(bad, pc.match_substring(values, "\0"))
+    else:
         bad = pc.or_(bad, pc.match_substring_regex(values, _CONTROL_RE2))
     if column == "model":
         bad = pc.or_(bad, pc.match_substring_regex(values, _INVISIBLE_RE2))
-        bad = pc.or_(bad, pc.not_equal(trimmed, values))
+        bad = pc.or_(bad, pc.not_equal(pc.utf8_trim_whitespace(values), values))
         bad = pc.or_(bad, pc.greater(pc.utf8_length(values), MAX_MODEL_NAME))
         bad = pc.or_(bad, pc.is_in(values, pa.array([".", ".."])))
     if column == "split":
@@ -647,8 +648,8 @@ def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUN
         )
     table = _concat_categorical(chunks)
     table, repeats = _check_consistency(table)
-    table = _finish(table)
-    return table, ReadReport(tuple(map(str, files)), rows_read, repeats, table["model"].nunique(), table["query_id"].nunique())
+    models, queries = table["model"].nunique(), table["query_id"].nunique()  # on the categoricals: fast
+    return _finish(table), ReadReport(tuple(map(str, files)), rows_read, repeats, models, queries)
 
 
 def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> pd.DataFrame:
