@@ -61,6 +61,7 @@ def load_old(ref: str):
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"evaluations_{ref}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
