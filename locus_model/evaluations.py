@@ -464,7 +464,10 @@ def _bad_categories(column: str, categories: pd.Index) -> np.ndarray:
     import pyarrow.compute as pc
 
     values = pa.array(categories.to_numpy(object), type=pa.string())
-    bad = pc.match_substring_regex(values, r"^[\s\x0b\x1c-\x1f\x{85}\p{Z}]*$")  # empty or whitespace only (str.isspace)
+    if column == "category":  # optional free label: may be empty
+        bad = pa.array(np.zeros(len(values), dtype=bool))
+    else:  # empty or whitespace only (as str.isspace)
+        bad = pc.match_substring_regex(values, r"^[\s\x0b\x1c-\x1f\x{85}\p{Z}]*$")
     if column == "query":
         bad = pc.or_(bad, pc.match_substring(values, "\0"))
     else:

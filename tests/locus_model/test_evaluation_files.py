@@ -238,3 +238,11 @@ def test_fuzz_damaged_csv_gz_never_crashes_the_reader(tmp_path: Path, data: st.D
     if data.draw(st.booleans()):  # damage the text inside an intact gzip stream too
         damaged = gzip.compress(_damage(GOOD.encode(), data.draw), mtime=0)
     _read_or_explain(write(tmp_path, damaged, "evals.csv.gz"))
+
+
+def test_optional_columns_split_and_category(tmp_path: Path) -> None:
+    table = read_evaluations(write(tmp_path, "model,query_id,query,benchmark,score,split,category\n"
+                                             "m1,q1,x,b,1,train,\nm1,q2,y,b,0,test,algebra\n"))
+    assert table["split"].tolist() == ["train", "test"] and table["category"].tolist() == ["", "algebra"]
+    err = error_of(write(tmp_path, "model,query_id,query,benchmark,score,split\nm1,q1,x,b,1,train\nm1,q2,y,b,0,\n"))
+    assert (err.row, err.column) == (2, "split")
