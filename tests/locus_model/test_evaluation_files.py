@@ -246,3 +246,12 @@ def test_optional_columns_split_and_category(tmp_path: Path) -> None:
     assert table["split"].tolist() == ["train", "test"] and table["category"].tolist() == ["", "algebra"]
     err = error_of(write(tmp_path, "model,query_id,query,benchmark,score,split\nm1,q1,x,b,1,train\nm1,q2,y,b,0,\n"))
     assert (err.row, err.column) == (2, "split")
+
+
+def test_errors_survive_pickling_with_their_fields(tmp_path: Path) -> None:
+    import pickle
+
+    err = error_of(write(tmp_path, HEADER + ROWS[0] + "m1,q9,x,b,2\n"))
+    again = pickle.loads(pickle.dumps(err))
+    assert (again.file, again.row, again.line, again.column, again.fix, str(again)) == (
+        err.file, err.row, err.line, err.column, err.fix, str(err))
