@@ -34,6 +34,7 @@ SPLITS = ("train", "val", "test")
 EVALUATION_SUFFIXES = (".csv", ".csv.gz", ".parquet")
 MAX_MODEL_NAME = 200
 CSV_CHUNK_ROWS = 200_000  # rows per chunk when streaming a CSV: bounds memory for very large files
+PARQUET_BATCH_ROWS = 1 << 22  # read_evaluations keeps the whole table anyway: few, dictionary-encoded batches
 
 
 class EvaluationDataError(ValueError):
@@ -618,6 +619,7 @@ def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUN
     Exact repeats of a (model, query_id, score) row are collapsed (counted in the report); conflicting
     scores for one (model, query_id) are an error. CSVs are streamed in chunks of ``chunk_rows`` and text
     columns are held as categoricals, so memory grows with the number of distinct queries, not of rows.
+    Parquet is read in batches of up to ``PARQUET_BATCH_ROWS`` (its text columns arrive dictionary-encoded).
     """
     path = Path(path)
     if not path.exists():
@@ -640,7 +642,8 @@ def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUN
         files = [path]
     chunks = []
     for file in files:
-        for chunk in iter_evaluation_chunks(file, chunk_rows=chunk_rows):
+        rows = max(chunk_rows, PARQUET_BATCH_ROWS) if suffix_of(file) == ".parquet" else chunk_rows
+        for chunk in iter_evaluation_chunks(file, chunk_rows=rows):
             valid = validate_chunk(chunk, file)
             valid["_file"] = pd.Categorical.from_codes(np.zeros(len(valid), np.int8), [str(file)])
             chunks.append(valid)
