@@ -35,7 +35,7 @@ test: setup
 	$(PY) -m pytest -q
 
 dev: setup
-	./scripts/dev.sh
+	VENV=$(VENV) ./scripts/dev.sh
 
 bench: setup
 	$(PY) bench/bench_speed.py

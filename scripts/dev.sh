@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # make dev: dagster dev (webserver + daemon) and the MLflow UI on 127.0.0.1, stopped together on Ctrl-C.
+# Ctrl-C (or SIGTERM) asks both to stop, waits at most STOP_GRACE_S seconds (default 10), then SIGKILLs
+# whatever is left of their process groups: everything is gone within ~STOP_GRACE_S + 1 s.
+# Environment: LOCUS_HOME, DAGSTER_PORT (3000), MLFLOW_PORT (5000), VENV (.venv), STOP_GRACE_S (10).
 set -euo pipefail
 set -m  # each background job gets its own process group: dagster dev ignores SIGINT otherwise (stack.md)
 cd "$(dirname "$0")/.."
@@ -7,29 +10,48 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export LOCUS_HOME="${LOCUS_HOME:-$PWD/data}"
 DAGSTER_PORT="${DAGSTER_PORT:-3000}"
 MLFLOW_PORT="${MLFLOW_PORT:-5000}"
-PY=.venv/bin/python
+VENV="${VENV:-.venv}"
+STOP_GRACE_S="${STOP_GRACE_S:-10}"
+PY="$VENV/bin/python"
 export DAGSTER_HOME
 DAGSTER_HOME=$($PY -c "from locus_pipeline.instance import prepare_dagster_home; print(prepare_dagster_home())")
 mkdir -p "$LOCUS_HOME/mlflow/artifacts" "$LOCUS_HOME/incoming"
 
-MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false .venv/bin/mlflow server \
-  --backend-store-uri "sqlite:///$LOCUS_HOME/mlflow/mlflow.db" \
-  --default-artifact-root "$LOCUS_HOME/mlflow/artifacts" \
-  --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 &
-MLFLOW_PID=$!
-.venv/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p "$DAGSTER_PORT" &
-DAGSTER_PID=$!
+MLFLOW_PID="" DAGSTER_PID=""
+
+alive() {  # is any process left in the process group of the given leader?
+  [[ -n "$1" ]] && kill -0 -- "-$1" 2>/dev/null
+}
 
 stop() {
   trap - INT TERM EXIT
   echo; echo "stopping dagster dev and the MLflow UI ..."
-  kill -INT -- "-$DAGSTER_PID" 2>/dev/null || true
-  kill -TERM -- "-$MLFLOW_PID" 2>/dev/null || true
-  wait "$DAGSTER_PID" 2>/dev/null || true
-  wait "$MLFLOW_PID" 2>/dev/null || true
+  if [[ -n "$DAGSTER_PID" ]]; then kill -INT -- "-$DAGSTER_PID" 2>/dev/null || true; fi
+  if [[ -n "$MLFLOW_PID" ]]; then kill -TERM -- "-$MLFLOW_PID" 2>/dev/null || true; fi
+  local deadline=$((SECONDS + STOP_GRACE_S))
+  while (alive "$DAGSTER_PID" || alive "$MLFLOW_PID") && ((SECONDS < deadline)); do
+    sleep 0.2
+  done
+  for pid in "$DAGSTER_PID" "$MLFLOW_PID"; do
+    if alive "$pid"; then
+      echo "process group $pid did not stop within ${STOP_GRACE_S} s: SIGKILL"
+      kill -KILL -- "-$pid" 2>/dev/null || true
+    fi
+  done
+  wait 2>/dev/null || true  # reap the jobs
   echo "stopped."
 }
-trap stop INT TERM EXIT
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
+trap stop EXIT
+
+MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "$VENV/bin/mlflow" server \
+  --backend-store-uri "sqlite:///$LOCUS_HOME/mlflow/mlflow.db" \
+  --default-artifact-root "$LOCUS_HOME/mlflow/artifacts" \
+  --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 &
+MLFLOW_PID=$!
+"$VENV/bin/dagster" dev -w workspace.yaml -h 127.0.0.1 -p "$DAGSTER_PORT" &
+DAGSTER_PID=$!
 
 cat <<MSG
 

@@ -104,3 +104,14 @@ def test_evaluate_small_demo_pool_with_minilm(tmp_path):
     oracle = result["methods"]["oracle"]["all"]["routing_acc"]["mean"]
     for method in ("locus", "embedllm_mf", "irt", "knn", "best_single"):
         assert 0 < result["methods"][method]["all"]["routing_acc"]["mean"] <= oracle
+
+
+def test_evaluate_reports_a_corrupt_file_in_one_line(tmp_path, capsys):
+    import gzip
+
+    data = gzip.compress(write_table(tmp_path / "evals.csv").read_bytes())
+    (tmp_path / "evals.csv.gz").write_bytes(data[: len(data) // 2])  # a cut download
+    code, _ = run_evaluate(tmp_path, tmp_path / "evals.csv.gz")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.startswith("locus evaluate: error: ") and "evals.csv.gz" in err and "gzip" in err and "How to fix" in err

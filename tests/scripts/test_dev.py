@@ -1,0 +1,138 @@
+"""scripts/dev.sh (make dev): Ctrl-C stops dagster dev and the MLflow UI, and whatever does not stop is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEV_SH = REPO / "scripts" / "dev.sh"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def descendants(root: int) -> set[int]:
+    """Live (non-zombie) processes below ``root``, from /proc."""
+    parent_of, state_of = {}, {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            state_of[int(entry.name)], parent_of[int(entry.name)] = fields[0], int(fields[1])
+    found, frontier = set(), {root}
+    while frontier:
+        frontier = {pid for pid, parent in parent_of.items() if parent in frontier} - found
+        found |= frontier
+    return {pid for pid in found if state_of.get(pid) != "Z"}
+
+
+def alive(pids: set[int]) -> set[int]:
+    left = set()
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            left.add(pid)
+    return left
+
+
+def answers(port: int, path: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def start(tmp_path: Path, venv: Path, **env: str) -> tuple[subprocess.Popen, int, int]:
+    dagster_port, mlflow_port = free_port(), free_port()
+    environ = {**os.environ, "LOCUS_HOME": str(tmp_path / "home"), "DAGSTER_PORT": str(dagster_port),
+               "MLFLOW_PORT": str(mlflow_port), "VENV": str(venv), **env}
+    log = open(tmp_path / "dev.log", "wb")  # noqa: SIM115 (closed with the process)
+    proc = subprocess.Popen([str(DEV_SH)], env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)  # like a terminal: Ctrl-C reaches the script, not its jobs
+    return proc, dagster_port, mlflow_port
+
+
+def stop_and_measure(proc: subprocess.Popen, pids: set[int], limit_s: float) -> float:
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    while (proc.poll() is None or alive(pids)) and time.monotonic() - started < limit_s + 5:
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def kill_all(proc: subprocess.Popen, pids: set[int]) -> None:
+    for pid in alive(pids | {proc.pid}):
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except OSError:
+            pass
+    proc.wait(timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ctrl_c_stops_both_servers_within_15_s(tmp_path: Path) -> None:
+    venv = Path(sys.executable).parent.parent
+    if not (venv / "bin" / "dagster").exists() or not (venv / "bin" / "mlflow").exists():
+        pytest.skip(f"dagster and mlflow are not installed in {venv}")
+    proc, dagster_port, mlflow_port = start(tmp_path, venv)
+    pids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 180
+        while not (answers(dagster_port, "/server_info") and answers(mlflow_port, "/health")):
+            assert proc.poll() is None, (tmp_path / "dev.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "servers did not answer in 180 s\n" + (tmp_path / "dev.log").read_text()[-3000:]
+            time.sleep(1)
+        pids = descendants(proc.pid)
+        assert len(pids) >= 2
+        took = stop_and_measure(proc, pids, 15)
+        log = (tmp_path / "dev.log").read_text()
+        assert proc.poll() is not None and not alive(pids), f"left running after {took:.1f} s: {alive(pids)}\n{log[-3000:]}"
+        assert took <= 15, log[-3000:]
+        assert not answers(dagster_port, "/server_info") and not answers(mlflow_port, "/health")
+        assert "stopped." in log
+    finally:
+        kill_all(proc, pids)
+
+
+def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path) -> None:
+    """Stand-ins for dagster and mlflow that ignore SIGINT and SIGTERM: the script SIGKILLs their groups."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    stubborn = "#!/usr/bin/env bash\ntrap '' INT TERM\nsleep 300 & sleep 300\n"  # a child too: the whole group goes
+    for name in ("dagster", "mlflow"):
+        (venv / "bin" / name).write_text(stubborn)
+        (venv / "bin" / name).chmod(0o755)
+    proc, _, _ = start(tmp_path, venv, STOP_GRACE_S="2")
+    pids: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(pids := descendants(proc.pid)) < 4:  # two stand-ins, each with a sleeping child
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "dev.log").read_text()
+            time.sleep(0.2)
+        took = stop_and_measure(proc, pids, 4)
+        log = (tmp_path / "dev.log").read_text()
+        assert proc.poll() is not None and not alive(pids) and took < 5, f"{took:.1f} s, left {alive(pids)}\n{log}"
+        assert log.count("SIGKILL") == 2 and "stopped." in log
+    finally:
+        kill_all(proc, pids)
