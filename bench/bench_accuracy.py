@@ -11,7 +11,7 @@ Suites:
     .venv/bin/python bench/bench_accuracy.py --suite demo --budgets 128 --probe-held-out   # held-out check
 
 Writes one JSON per (suite, budget) to bench/results/accuracy_<suite>_b<budget>.json (the harness's result,
-see locus_model.evaluate) and prints the tables. Encodings are cached under $LOCUS_HOME/encodings.
+see locus_model.evaluate) and prints the tables. Encodings are cached in the user cache (locus_model.encoding.user_cache_dir).
 """
 
 from __future__ import annotations

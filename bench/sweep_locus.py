@@ -84,12 +84,11 @@ SUITES = ("demo", "ae1")
 def export(out: Path) -> None:
     from bench.bench_accuracy import load_suite
     from locus_model.encoding import encode_queries
-    from locus_model.paths import locus_home
 
     out.mkdir(parents=True, exist_ok=True)
     for suite in SUITES:
         matrix, source = load_suite(suite)
-        enc = encode_queries(matrix.queries, encoder="all-MiniLM-L6-v2", cache_dir=locus_home() / "encodings" / "all-MiniLM-L6-v2")
+        enc = encode_queries(matrix.queries, encoder="all-MiniLM-L6-v2")  # the user cache
         np.savez(out / f"{suite}.npz", models=np.array(matrix.models), query_ids=np.array(matrix.query_ids),
                  benchmarks=matrix.benchmarks.astype(str), scores=matrix.scores, encodings=enc.astype(np.float32),
                  source=np.array(source))

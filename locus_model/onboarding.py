@@ -44,13 +44,14 @@ class ModelRows:
 def split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[ModelRows]]:
     """Validate ``path`` in one streamed pass and write each model's rows to ``out/<model_key>.parquet``.
 
+    A plain CSV whose last line has no newline is refused (that is how a file cut by its writer looks).
     Returns (rows read, per-model counts). Raises EvaluationDataError at the first problem. Memory: one chunk,
     a text hash per distinct query_id, and (at the end) one model's rows at a time.
     """
     text_of: dict[str, tuple[int, int]] = {}  # query_id -> (hash of its text, first row)
     counts: dict[str, int] = {}
     rows_read = 0
-    for number, chunk in enumerate(iter_evaluation_chunks(path, chunk_rows=chunk_rows)):
+    for number, chunk in enumerate(iter_evaluation_chunks(path, chunk_rows=chunk_rows, require_final_newline=True)):
         valid = validate_chunk(chunk, path)
         rows_read += len(valid)
         pairs = valid[["query_id", "query", "_row"]].drop_duplicates(["query_id", "query"])

@@ -202,6 +202,7 @@ def _reason_text(err: EvaluationDataError, original: str, sha: str, when: str) -
         f"sha256: {sha}",
         f"rejected at: {when}",
         f"row: {err.row if err.row is not None else '-'} (1-based data row, the header not counted)",
+        f"line: {err.line if err.line is not None else '-'} (as an editor shows it: the header is line 1)",
         f"column: {err.column or '-'}",
         f"problem: {err.problem}",
         f"how to fix: {err.fix or '-'}",

@@ -10,6 +10,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export LOCUS_HOME="${LOCUS_HOME:-$PWD/data}"
 DAGSTER_PORT="${DAGSTER_PORT:-3000}"
 MLFLOW_PORT="${MLFLOW_PORT:-5000}"
+export DAGSTER_PORT MLFLOW_PORT  # the code location builds its MLflow links from MLFLOW_PORT
 VENV="${VENV:-.venv}"
 STOP_GRACE_S="${STOP_GRACE_S:-10}"
 PY="$VENV/bin/python"

@@ -97,8 +97,9 @@ BAD = {
     "non-UTF-8": (HEADER.encode() + b'm,q1,"caf\xe9",b,1\n', 1, None, "not valid UTF-8"),
     "conflicting scores": (csv_text([("m", "q1", 1), ("m", "q1", 0)]).encode(), 2, "score", "two different scores"),
     "two texts for one query_id": (HEADER.encode() + b"m,q1,one,b,1\nn,q1,two,b,1\n", 2, "query", "two different texts"),
-    "cut inside a quoted field (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'"m",q2,"quest', None, None, "EOF inside string"),
-    "cut before the score (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'm,q2,quest', 2, "benchmark", "empty benchmark"),
+    "cut inside a quoted field (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'"m",q2,"quest', None, None, "the last line has no newline"),
+    "cut before the score (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'm,q2,quest', None, None, "the last line has no newline"),
+    "cut at a row boundary inside the last row": (csv_text([("m", "q1", 1), ("m", "q2", 0)]).encode()[:-3], None, None, "looks cut off"),
     "model name with surrounding spaces": (csv_text([(" m ", "q1", 1)]).encode(), 1, "model", "whitespace"),
     "corrupt parquet": (b"PAR1 not really", None, None, "not a readable Parquet"),
 }
