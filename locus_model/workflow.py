@@ -38,6 +38,25 @@ def query_split(table: pd.DataFrame, *, budget: int, seed: int, test_fraction: f
     return pd.DataFrame({"query_id": query_ids, "split": split.astype(str), "anchor": anchor})
 
 
+def subset_queries(table: pd.DataFrame, n: int, *, seed: int) -> pd.DataFrame:
+    """The rows of ``n`` queries drawn at random (seeded), stratified by benchmark: each benchmark keeps its share
+    of the queries (largest remainders), so a subset of a large source keeps its mix of topics."""
+    queries = table[["query_id", "benchmark"]].drop_duplicates("query_id").astype(str).sort_values("query_id")
+    if n >= len(queries):
+        return table
+    if n < 1:
+        raise ValueError(f"max_queries={n}: give a positive number of queries (0 = all)")
+    rng = np.random.default_rng(seed)
+    counts = queries["benchmark"].value_counts().sort_index()
+    quota = counts * n / len(queries)
+    take = np.floor(quota).astype(int)
+    take[(quota - take).sort_values(ascending=False, kind="stable").index[: n - int(take.sum())]] += 1
+    chosen = [rng.choice(group["query_id"].to_numpy(), size=int(take[b]), replace=False)
+              for b, group in queries.groupby("benchmark", sort=True)]
+    keep = set(np.concatenate(chosen).tolist())
+    return table[table["query_id"].astype(str).isin(keep)].reset_index(drop=True)
+
+
 def given_fold(split: pd.DataFrame, query_ids: list[str]) -> Fold:
     """The query split (query_split's table) as a Fold of indices into ``query_ids`` (an EvaluationMatrix's)."""
     by_query = split.assign(query_id=split["query_id"].astype(str)).set_index("query_id").reindex(query_ids)

@@ -1,6 +1,11 @@
-"""`make demo`: materialize the whole graph on the embedded demo pool, then say where things are.
+"""`make demo`: materialize the whole graph on the embedded demo data, then say where things are.
 
-Usage: python -m locus_pipeline.demo [--size full|small] [--encoder NAME]
+Usage: python -m locus_pipeline.demo [--source mmlu_pro|synthetic] [--max-queries N] [--size full|small] [--encoder NAME]
+
+The default is real data: the vendored MMLU-Pro matrix (29 models; data/mmlu-pro/README.md), on a subset of
+DEMO_QUERIES of its 12,032 questions stratified by category, so that encoding the question texts stays within the
+demo's time (the whole matrix: --max-queries 0). --source synthetic runs on the generated pool with a known latent
+structure (the tests' planted-truth fixture).
 
 The training uses the library's defaults (locus_model.train.TrainConfig): the demo shows the router the
 defaults give, not a shortened one. Every step's wall time is printed at the end.
@@ -12,7 +17,8 @@ import argparse
 import os
 import time
 
-# The small pool (24 models, 600 queries: ~400 training queries) cannot hold the default budget of 512 anchors.
+DEMO_QUERIES = 2000  # MMLU-Pro questions in the demo (stratified by category; bench/README.md "make demo")
+# The small synthetic pool (24 models, 600 queries: ~400 training queries) cannot hold the default budget of 512 anchors.
 SMALL_OPS = {"training_split": {"config": {"budget": 256}}}
 
 
@@ -31,7 +37,9 @@ def step_seconds(result) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="full", choices=["full", "small"], help="demo pool size (default full)")
+    parser.add_argument("--source", default="mmlu_pro", choices=["mmlu_pro", "synthetic"], help="demo data (default mmlu_pro: real models)")
+    parser.add_argument("--max-queries", type=int, default=DEMO_QUERIES, help=f"mmlu_pro: questions used (default {DEMO_QUERIES}; 0 = all 12,032)")
+    parser.add_argument("--size", default="full", choices=["full", "small"], help="synthetic pool size (default full)")
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2", help="sentence encoder for the queries")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -46,11 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     home = LocusHome()
     dagster_home = prepare_dagster_home(home.path)
     DropFolder(home).ensure()  # the drop folder exists from the start: drop files there to onboard models
-    run_config = {"ops": {
-        "raw_evaluations": {"config": {"source": "demo", "demo_size": args.size}},
-        "query_encodings": {"config": {"encoder": args.encoder}},
-        **(SMALL_OPS if args.size == "small" else {}),
-    }}
+    if args.source == "mmlu_pro":
+        ops = {"raw_evaluations": {"config": {"source": "mmlu_pro"}},
+               "evaluation_table": {"config": {"max_queries": args.max_queries}}}
+    else:
+        ops = {"raw_evaluations": {"config": {"source": "synthetic", "synthetic_size": args.size}},
+               **(SMALL_OPS if args.size == "small" else {})}
+    run_config = {"ops": {**ops, "query_encodings": {"config": {"encoder": args.encoder}}}}
     start = time.perf_counter()
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         result = defs().resolve_job_def("locus_job").execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
@@ -59,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     for step, seconds in sorted(step_seconds(result).items(), key=lambda kv: -kv[1]):
         print(f"  {seconds:7.1f} s  {step}")
     root = home.path
-    print(f"  LOCUS_HOME            {root}  (the demo pool is SYNTHETIC)")
+    data = ("real MMLU-Pro results, " + (f"{args.max_queries} questions" if args.max_queries else "all questions")
+            if args.source == "mmlu_pro" else "the SYNTHETIC pool")
+    print(f"  LOCUS_HOME            {root}  (data: {data})")
     print(f"  pool table            {home.pool_path}")
     print(f"  warehouse (Parquet)   {root / 'warehouse'}")
     print(f"  reports               {root / 'reports'}  (atlas.html, routing_evaluation.json, ...)")

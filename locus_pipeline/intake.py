@@ -36,7 +36,7 @@ from locus_model.onboarding import INTAKE_CHUNK_ROWS, ModelRows, split_by_model
 from locus_pipeline.storage import LocusHome, sha256_file
 
 IN_PROGRESS_SUFFIXES = (".part", ".tmp", ".partial", ".crdownload", ".swp")
-SETTLE_SECONDS = 3.0  # a file is read once nothing has written to it for this long
+SETTLE_SECONDS = 2.0  # a file is read once nothing has written to it for this long
 MANIFEST_SUFFIX = ".manifest.json"
 PARTS_SUFFIX = ".parts"
 REASON_SUFFIX = ".reason.txt"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-# Tiny and fast: the small demo pool (24 models, 600 queries; 5 models held out of training), the weight-free
+# Tiny and fast: the small synthetic pool (24 models, 600 queries; 5 models held out of training), the weight-free
 # hashing encoder, a few epochs.
 TINY_RUN_CONFIG = {
     "ops": {
-        "raw_evaluations": {"config": {"source": "demo", "demo_size": "small"}},
+        "raw_evaluations": {"config": {"source": "synthetic", "synthetic_size": "small"}},
         "query_encodings": {"config": {"encoder": "hashing-256"}},
         "training_split": {"config": {"budget": 128}},
         "locus_checkpoint": {"config": {"epochs": 3, "patience": 3, "enc_max": 64, "finetune_steps": 40}},

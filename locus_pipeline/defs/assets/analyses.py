@@ -21,11 +21,13 @@ GROUP = "analyses"
 
 
 def data_note(raw_evaluations: pd.DataFrame) -> str:
-    """One line saying what the numbers are computed on; the demo pool is called SYNTHETIC."""
+    """One line saying what the numbers are computed on; the synthetic pool is called SYNTHETIC."""
     source, root = str(raw_evaluations["source"].iloc[0]), str(raw_evaluations["root"].iloc[0])
-    if source == "demo":
-        return ("Data: the **SYNTHETIC** demo pool (`locus_model.demo`: made-up models drawn from a known latent "
+    if source == "synthetic":
+        return ("Data: the **SYNTHETIC** pool (`locus_model.demo`: made-up models drawn from a known latent "
                 "model, not real LLMs): its numbers are not findings about real models.")
+    if source == "mmlu_pro":
+        return f"Data: **real** MMLU-Pro results of real models (`{root}`, data/mmlu-pro/README.md)."
     return f"Data: `{source}` evaluations from `{root}`."
 
 
@@ -457,7 +459,7 @@ def model_atlas(
     accuracy = per_benchmark_accuracy(evaluation_table, home.onboarded_evaluations())
     path = write_atlas(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=families,
                        per_benchmark_acc=accuracy, portfolio=members,
-                       title="LOCUS model atlas" + (" (SYNTHETIC demo pool)" if raw_evaluations["source"].iloc[0] == "demo" else ""))
+                       title="LOCUS model atlas" + (" (SYNTHETIC pool)" if raw_evaluations["source"].iloc[0] == "synthetic" else ""))
     coords, ratio = pca_projection(z, 3)
     fig = new_figure(6.4, 5.0)
     ax = fig.add_subplot(1, 1, 1)

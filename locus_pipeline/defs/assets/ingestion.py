@@ -7,19 +7,20 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.storage import LocusHome, sha256_file
+from locus_pipeline.storage import REPO_ROOT, LocusHome, sha256_file
 
-SOURCES = ("demo", "long", "embedllm")
+SOURCES = ("mmlu_pro", "synthetic", "long", "embedllm")
+MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"  # vendored: 29 real models x 12,032 questions (data/mmlu-pro/README.md)
 
 
 class SourceConfig(dg.Config):
     """Where the evaluations come from."""
 
-    source: str = Field(default="demo", description="demo (embedded synthetic pool) | long (a long-format file or folder) | embedllm (an EmbedLLM folder).")
-    path: str = Field(default="", description="For long/embedllm: the file or folder. Empty with embedllm = LOCUS_HOME/sources/embedllm.")
-    models_file: str = Field(default="", description="Optional models file (model, params_b, family); the demo pool brings its own.")
-    demo_size: str = Field(default="full", description="Demo pool size: full (>=100 models, >=5,000 queries) or small.")
-    demo_seed: int = Field(default=0, description="Seed of the synthetic demo pool.")
+    source: str = Field(default="mmlu_pro", description="mmlu_pro (real: the vendored MMLU-Pro matrix, or a folder of MMLU-Pro's own per-model JSON outputs) | synthetic (a generated pool with a known latent structure) | long (a long-format file or folder) | embedllm (an EmbedLLM folder).")
+    path: str = Field(default="", description="mmlu_pro: empty = the vendored data/mmlu-pro/evaluations.parquet, else a folder of MMLU-Pro JSON outputs; long/embedllm: the file or folder (empty with embedllm = LOCUS_HOME/sources/embedllm).")
+    models_file: str = Field(default="", description="Optional models file (model, params_b, family); mmlu_pro and synthetic bring their own.")
+    synthetic_size: str = Field(default="full", description="synthetic only: full (>=100 models, >=5,000 queries) or small.")
+    synthetic_seed: int = Field(default=0, description="synthetic only: seed of the generated pool.")
     download: bool = Field(default=False, description="embedllm only: download the files from Hugging Face at the pinned revision when absent.")
 
 
@@ -28,11 +29,13 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
     if config.source not in SOURCES:
         raise ValueError(f"source {config.source!r} is not one of {SOURCES}")
     models = Path(config.models_file) if config.models_file else None
-    if config.source == "demo":
+    if config.source == "mmlu_pro":
+        return (Path(config.path) if config.path else MMLU_PRO / "evaluations.parquet"), models or MMLU_PRO / "models.csv"
+    if config.source == "synthetic":
         from locus_model.demo import generate_demo_pool
 
-        parent = home.dir("sources", f"{config.demo_size}-seed{config.demo_seed}")
-        pool = generate_demo_pool(parent, size=config.demo_size, seed=config.demo_seed, formats=("long",))  # deterministic
+        parent = home.dir("sources", f"{config.synthetic_size}-seed{config.synthetic_seed}")
+        pool = generate_demo_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
         return pool.evaluations_parquet, models or pool.models_csv
     if config.source == "embedllm":
         from locus_model.embedllm import download_embedllm, is_embedllm_folder
@@ -57,7 +60,7 @@ def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, hom
     from locus_model.evaluations import is_evaluation_file
 
     path, models = resolve_source(config, home)
-    files = sorted(p for p in path.rglob("*") if p.is_file() and (is_evaluation_file(p) or p.suffix == ".csv")) if path.is_dir() else [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and (is_evaluation_file(p) or p.suffix in (".csv", ".json"))) if path.is_dir() else [path]
     if models is not None and models.exists():
         files.append(models)
     manifest = pd.DataFrame(
@@ -73,26 +76,43 @@ def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, hom
     context.add_output_metadata(
         {
             "files": dg.MetadataValue.md(manifest[["file", "bytes", "sha256"]].to_markdown(index=False)),
-            "synthetic": config.source == "demo",
+            "synthetic": config.source == "synthetic",
         }
     )
     return manifest
 
 
+class TableConfig(dg.Config):
+    max_queries: int = Field(default=0, description="Use a random subset of this many queries, stratified by benchmark (seeded); 0 = all. For a quick look at a large source: the demo uses 2,000 of MMLU-Pro's 12,032.")
+    subset_seed: int = Field(default=0, description="Seed of that subset.")
+
+
 @dg.asset(kinds={"pandas"}, group_name="ingestion")
-def evaluation_table(context: dg.AssetExecutionContext, raw_evaluations: pd.DataFrame) -> pd.DataFrame:
+def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw_evaluations: pd.DataFrame) -> pd.DataFrame:
     """Validated long-format evaluations: model, query_id, query, benchmark, score (+ split if the source has one)."""
     from locus_model.evaluations import read_evaluations_with_report
+    from locus_model.mmlu_pro import is_mmlu_pro_folder, read_mmlu_pro_outputs_with_report
+    from locus_model.workflow import subset_queries
 
-    table, report = read_evaluations_with_report(raw_evaluations["root"].iloc[0])
+    root = Path(raw_evaluations["root"].iloc[0])
+    if is_mmlu_pro_folder(root):  # MMLU-Pro's own per-model JSON, scored as its scorer does
+        table, mmlu = read_mmlu_pro_outputs_with_report(root)
+        rows_read, repeats = len(table), 0
+    else:
+        table, report = read_evaluations_with_report(root)
+        rows_read, repeats = report.rows_read, report.repeats_dropped
+    queries_in_source = table["query_id"].nunique()
+    if config.max_queries:
+        table = subset_queries(table, config.max_queries, seed=config.subset_seed)
     context.add_output_metadata(
         {
-            "rows_read": report.rows_read,
-            "repeats_dropped": report.repeats_dropped,
-            "models": report.models,
-            "queries": report.queries,
+            "rows_read": rows_read,
+            "repeats_dropped": repeats,
+            "models": int(table["model"].nunique()),
+            "queries": int(table["query_id"].nunique()),
+            "queries_in_source": int(queries_in_source),
             "benchmarks": dg.MetadataValue.md(
-                table.groupby("benchmark").agg(queries=("query_id", "nunique"), mean_score=("score", "mean")).to_markdown()
+                table.groupby("benchmark", observed=True).agg(queries=("query_id", "nunique"), mean_score=("score", "mean")).to_markdown()
             ),
             "preview": dg.MetadataValue.md(table.head(10).to_markdown(index=False)),
         }
