@@ -5,7 +5,7 @@
     locus demo-data --out DIR [--size full|small] [--seed 0]
 
 These are the commands that need only the library. The installed ``locus`` command is
-locus_pipeline.cli, which adds the ones that read a LOCUS_HOME (``locus search``).
+locus_pipeline.cli, which adds the ones that read the pipeline's storage (``locus search``).
 Adding a subcommand: write ``add_<name>(subparsers)`` that builds its parser and sets ``run=<function>``
 (taking the parsed args, returning an exit code), and append it to ``COMMANDS``.
 """

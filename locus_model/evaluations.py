@@ -71,7 +71,7 @@ class EvaluationDataError(ValueError):
             message += f". How to fix: {fix}"
         super().__init__(message)
 
-    def __reduce__(self):  # picklable (worker processes, Dagster): rebuild from the fields, not the message
+    def __reduce__(self):  # picklable (worker processes, run processes): rebuild from the fields, not the message
         return (_rebuild_error, (self.problem, self.file, self.row, self.column, self.fix, self.line))
 
 

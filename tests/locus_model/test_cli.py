@@ -14,8 +14,8 @@ from locus_model.cli import build_parser, main
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):
-    """Encoding caches go to a temporary LOCUS_HOME; one torch thread (tiny tensors, shared CPU)."""
-    monkeypatch.setenv("LOCUS_HOME", str(tmp_path / "home"))
+    """Encoding caches go to a temporary user cache; one torch thread (tiny tensors, shared CPU)."""
+    monkeypatch.setenv("LOCUS_CACHE_DIR", str(tmp_path / "cache"))
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
@@ -56,7 +56,7 @@ def test_evaluate_writes_results(tmp_path, capsys):
     assert set(result["methods"]["locus"]) == {"all", "in_training", "held_out"}
     printed = capsys.readouterr().out
     assert "[held_out]" in printed and "wrote" in printed
-    assert (tmp_path / "home" / "encodings" / "hashing-256").is_dir()  # cache under $LOCUS_HOME/encodings
+    assert (tmp_path / "cache" / "encodings" / "hashing-256").is_dir()  # the library's user cache, not a LOCUS_HOME
 
 
 def test_evaluate_uses_a_tables_own_split(tmp_path):
