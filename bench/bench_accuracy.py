@@ -34,7 +34,8 @@ from locus_model.model import LocusConfig  # noqa: E402
 from locus_model.train import TrainConfig  # noqa: E402
 
 AE1 = REPO.parent / "shared" / "data" / "alpacaeval-ae1" / "evaluations.parquet"
-BUDGETS = {"demo": (128, 256, 512, 1024), "ae1": (64, 128, 256)}
+MMLU_PRO = REPO / "data" / "mmlu-pro" / "evaluations.parquet"
+BUDGETS = {"demo": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64, 128, 256, 512, 1024)}
 
 
 def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
@@ -48,7 +49,9 @@ def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
         if not AE1.is_file():
             raise SystemExit(f"{AE1} not found: the AlpacaEval matrix lives in ../shared/data (see its README)")
         return EvaluationMatrix.from_table(read_evaluations(AE1)), str(AE1)
-    raise SystemExit(f"unknown suite {suite!r}: use demo or ae1")
+    if suite == "mmlu":  # real: 29 models x 12,032 MMLU-Pro questions, vendored (data/mmlu-pro/README.md)
+        return EvaluationMatrix.from_table(read_evaluations(MMLU_PRO)), str(MMLU_PRO)
+    raise SystemExit(f"unknown suite {suite!r}: use demo, ae1 or mmlu")
 
 
 def _cell(stat: dict | None, scale: float = 100.0) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from locus_pipeline.storage import REPO_ROOT, default_home
+from locus_pipeline.home import REPO_ROOT, default_home
 
 
 def prepare_dagster_home(home: Path | None = None) -> Path:

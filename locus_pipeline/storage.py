@@ -32,14 +32,9 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from locus_pipeline.home import REPO_ROOT, default_home  # noqa: F401  (REPO_ROOT: re-exported for the assets)
+
 POOL = "model_embeddings"
-
-
-def default_home() -> Path:
-    """``$LOCUS_HOME`` if set, else ``data/`` in the repository."""
-    home = os.environ.get("LOCUS_HOME")
-    return Path(home).expanduser().resolve() if home else REPO_ROOT / "data"
 
 
 class StorageError(RuntimeError):

@@ -85,7 +85,7 @@ def test_rejections_show_in_the_tick_and_move_the_file(home: Path) -> None:
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, home)
         message = result.skip_reason.skip_message
-        assert "rejected bad.csv" in message and "row 1, column 'score'" in message and "How to fix" in message
+        assert "rejected bad.csv" in message and "row 1 (line 2), column 'score'" in message and "How to fix" in message
         rejected = list((home / "incoming" / "rejected").iterdir())
         assert sorted(p.name.endswith(".reason.txt") for p in rejected) == [False, True]
 
