@@ -79,12 +79,15 @@ class Locus(nn.Module):
         return [p for m in mods for p in m.parameters()]
 
     # ---- encoder ----
-    def token_parts(self, phi: torch.Tensor) -> torch.Tensor:  # (..., D) -> (..., 2d)
-        """The query-only part of the tokens, [A phi, B phi]; compute once per query and gather."""
+    def token_weight(self) -> torch.Tensor:  # (2d, D)
+        """[A; B]: the tokenizer's weight on phi and on phi * (2y - 1), stacked."""
         D = self.config.query_dim
         w = self.tokenizer.weight  # (d, 2D + 1)
-        w_parts = torch.cat([w[:, :D], w[:, D + 1 :]], dim=0)  # (2d, D)
-        return phi @ w_parts.T  # (..., 2d)
+        return torch.cat([w[:, :D], w[:, D + 1 :]], dim=0)  # (2d, D)
+
+    def token_parts(self, phi: torch.Tensor) -> torch.Tensor:  # (..., D) -> (..., 2d)
+        """The query-only part of the tokens, [A phi, B phi]; compute once per query and gather."""
+        return phi @ self.token_weight().T  # (..., 2d)
 
     def embed_from_parts(
         self,
