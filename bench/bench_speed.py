@@ -1,24 +1,37 @@
-"""Speed and peak memory of LOCUS inference and training on this machine, against a plain reimplementation.
+"""Speed of LOCUS inference and training against the public reference code, a plain loop, and the FLOP limit.
 
-  .venv/bin/python bench/bench_speed.py [--threads 1] [--repeats 3]
+  .venv/bin/python bench/bench_speed.py --reference bench/.cache/locus_code_release [--threads 1,2] [--repeats 5]
 
-(a) embedding 112 models from 4,096 evaluations each, (b) scoring 4,096 queries against 112 models:
-locus_model (masked batches, query-only work done once per query) vs bench/naive_locus.py (one model at a
-time, no masks, every query reprojected per model). Both use the same random weights (paper config,
-768-d queries) and their outputs are compared. Time: best of --repeats after one warm-up, in one process.
-Peak memory: each case runs in a fresh subprocess; the figure is the peak resident set (VmHWM, reset via
-/proc/self/clear_refs just before the call) minus the resident set before the call, i.e. what the call
-itself adds, all allocators included (torch's CPU allocator is invisible to tracemalloc).
-(c) training: seconds per epoch of train_locus with the default TrainConfig on a random 100-model x
-5,000-query pool (768-d encodings, 80/20 query split), validation included.
-The paper reports ~100 ms for (a) and ~20 ms for (b) on one V100.
+--reference: a checkout of patel-shivam/locus_code_release (pinned commit REFERENCE_COMMIT; it has no licence,
+so it is kept in the ignored bench/.cache/ and never committed). Without it, the reference column is skipped.
+
+(a) embed 112 models, each evaluated on the same 4,096 anchors (768-d encodings; the paper's setting):
+    reference `evaluation.embed_all_models` vs bench/naive_locus.py vs `embed_evaluation_sets`.
+(b) score 4,096 queries x 112 models: reference `evaluation.score_queries_against_models` vs the plain loop
+    vs `predict_proba`.
+The three run in one process, alternately, at each thread count; time = best and median of --repeats after a
+warm-up. The reference gets the library's weights copied in (its MAB has no bias on the q/k/v/o projections,
+so the library model here has those biases at 0; its MAB has a ReLU after the first LayerNorm, which the
+library's does not: outputs are compared on a copy of the reference with that ReLU removed, and timed on the
+unmodified reference).
+(c) one training epoch (default TrainConfig, validation included) on a demo-sized random pool (112 models x
+4,096 queries, 768-d, 80/20 query split): the current library vs the library before this work (commit
+BEFORE_COMMIT, extracted to bench/.cache/before/), alternately, each in a fresh subprocess.
+GFLOP: counted with torch.utils.flop_counter's per-operator formulas on the library's own run (matrix products and
+attention, forward and backward; padded work included). FLOP limit: the best GFLOP/s of a 2048^3 fp32 matmul
+measured in the same run at the same thread count; "x limit" = measured time / (GFLOP / that rate).
+Peak MB: the rise of the process's peak resident set (VmHWM, reset via /proc/self/clear_refs) over the
+resident set before the warm-up call.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -26,104 +39,328 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
 
 from naive_locus import naive_embed_all, naive_predict_proba  # noqa: E402
 
 from locus_model.model import Locus, LocusConfig, embed_evaluation_sets, predict_proba  # noqa: E402
-from locus_model.train import TrainConfig, train_locus  # noqa: E402
 
-M, N_EVALS, Q_POOL, Q_SCORE, D = 112, 4096, 8192, 4096, 768
-
-
-def _setup(seed: int = 0):
-    torch.manual_seed(seed)
-    model = Locus(LocusConfig(query_dim=D)).eval()
-    rng = np.random.default_rng(seed)
-    enc = rng.normal(size=(Q_POOL, D)).astype(np.float32)
-    enc /= np.linalg.norm(enc, axis=1, keepdims=True)
-    sets = [(rng.choice(Q_POOL, N_EVALS, replace=False), (rng.random(N_EVALS) > 0.5).astype(np.float32))
-            for _ in range(M)]
-    return model, enc, sets
+REFERENCE_COMMIT = "e4ebf6965685ad72566a7f068e6ed011a154350b"
+BEFORE_COMMIT = "28136bf"
+M, N_ANCHORS, Q_SCORE, D = 112, 4096, 4096, 768
 
 
 def _vm(key: str) -> int:  # kB
     return int(re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
 
 
-def run_case(case: str, repeats: int) -> dict:
-    """One measurement, meant to run in its own process."""
-    model, enc, sets = _setup()
+def peak_matmul_gflops(repeats: int = 5, n: int = 2048) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2 * n**3 / best / 1e9
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+class _FlopCount(TorchDispatchMode):
+    """FlopCounterMode's per-operator formulas without its module tracker (which fails under inference_mode)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        formula = flop_registry.get(func._overloadpacket)
+        if formula is not None:
+            self.flops += formula(*args, **kwargs, out_val=out)
+        return out
+
+
+def gflop(fn, *, grad: bool = False) -> float:
+    with torch.set_grad_enabled(grad), _FlopCount() as counter:
+        fn()
+    return counter.flops / 1e9
+
+
+# ---------------------------------------------------------------------------------------------------
+# the reference, with the library's weights
+
+
+def load_reference(path: Path):
+    scripts = path / "scripts"
+    if not (scripts / "evaluation.py").exists():
+        raise SystemExit(f"--reference {path}: no scripts/evaluation.py there. How to fix: extract "
+                         f"patel-shivam/locus_code_release@{REFERENCE_COMMIT[:12]} into that folder.")
+    commit_file = path / "COMMIT"
+    commit = commit_file.read_text().strip() if commit_file.exists() else "unknown (no COMMIT file)"
+    sys.path.insert(0, str(scripts))
+    import evaluation  # noqa: PLC0415  (the reference's own module; prints its device on import)
+    import router_model  # noqa: PLC0415
+
+    return evaluation, router_model, commit
+
+
+def _copy_linear(dst: nn.Linear, src: nn.Linear) -> None:
+    dst.weight.copy_(src.weight)
+    if dst.bias is not None:
+        dst.bias.copy_(src.bias)
+
+
+def _copy_mab(dst, src) -> None:
+    for a, b in ((dst.W_q, src.w_q), (dst.W_k, src.w_k), (dst.W_v, src.w_v), (dst.fc_o, src.w_o)):
+        _copy_linear(a, b)
+    _copy_linear(dst.ln0, src.ln_attn)
+    _copy_linear(dst.ln1, src.ln_ff)
+    _copy_linear(dst.rff.net[0], src.ff[0])
+    _copy_linear(dst.rff.net[2], src.ff[2])
+
+
+@torch.no_grad()
+def reference_with_weights_of(lib: Locus, router_model) -> nn.Module:
+    """The reference ModelEmbedRouter (same widths) carrying lib's weights; every parameter is assigned."""
+    c = lib.config
+    ref = router_model.ModelEmbedRouter(router_model.Config(
+        q_dim=c.query_dim, z_dim=c.d, n_heads=c.n_heads, n_layers=c.n_blocks, m_induce=c.n_latents,
+        decoder_hidden=c.predictor_hidden)).eval()
+    enc = ref.encoder
+    _copy_linear(enc.input[0], lib.tokenizer)
+    for layer, block in zip(enc.layers, lib.blocks):
+        layer.I.copy_(block.latents)
+        _copy_mab(layer.mab1, block.compress)
+        _copy_mab(layer.mab2, block.broadcast)
+    enc.pma.S.copy_(lib.pool.seeds)
+    _copy_mab(enc.pma.mab, lib.pool.mab)
+    _copy_linear(enc.out[0], lib.out)
+    _copy_linear(ref.decoder.U, lib.query_proj)
+    _copy_linear(ref.decoder.mlp_head[0], lib.hidden)
+    _copy_linear(ref.decoder.mlp_head[2], lib.head)
+    n_ref = sum(p.numel() for p in ref.parameters())
+    n_lib = sum(p.numel() for p in lib.parameters()) - sum(
+        m.bias.numel() for blk in [*lib.blocks] for mab in (blk.compress, blk.broadcast)
+        for m in (mab.w_q, mab.w_k, mab.w_v, mab.w_o)) - sum(
+        m.bias.numel() for m in (lib.pool.mab.w_q, lib.pool.mab.w_k, lib.pool.mab.w_v, lib.pool.mab.w_o))
+    assert n_ref == n_lib, (n_ref, n_lib)  # every reference weight has its library counterpart
+    return ref
+
+
+def library_model(seed: int = 0) -> Locus:
+    torch.manual_seed(seed)
+    lib = Locus(LocusConfig(query_dim=D)).eval()
+    with torch.no_grad():  # the reference's attention projections have no bias
+        mabs = [m for blk in lib.blocks for m in (blk.compress, blk.broadcast)] + [lib.pool.mab]
+        for mab in mabs:
+            for lin in (mab.w_q, mab.w_k, mab.w_v, mab.w_o):
+                lin.bias.zero_()
+    return lib
+
+
+# ---------------------------------------------------------------------------------------------------
+# (a), (b)
+
+
+def inference_cases(reference, seed: int = 0) -> tuple[dict, dict, dict]:
+    lib = library_model(seed)
+    rng = np.random.default_rng(seed)
+    enc = rng.normal(size=(N_ANCHORS, D)).astype(np.float32)
+    enc /= np.linalg.norm(enc, axis=1, keepdims=True)
+    labels = (rng.random((M, N_ANCHORS)) > 0.5).astype(np.float32)
+    sets = [(np.arange(N_ANCHORS), labels[m]) for m in range(M)]
     enc_t = torch.from_numpy(enc)
     sets_t = [(torch.from_numpy(i), torch.from_numpy(y)) for i, y in sets]
-    z = embed_evaluation_sets(model, enc, sets[:4])  # inputs for scoring (values do not matter for speed)
-    z = np.repeat(z, M // 4, axis=0)
-    queries = enc[:Q_SCORE]
-    fn = {
-        "embed_locus": lambda: embed_evaluation_sets(model, enc, sets),
-        "embed_naive": lambda: naive_embed_all(model, enc_t, sets_t).numpy(),
-        "score_locus": lambda: predict_proba(model, z, queries),
-        "score_naive": lambda: naive_predict_proba(model, torch.from_numpy(z), torch.from_numpy(queries)).numpy(),
-    }[case]
-    Path("/proc/self/clear_refs").write_text("5")
-    rss0 = _vm("VmRSS")
-    out = fn()  # warm-up, and the memory measurement
-    peak_mb = (_vm("VmHWM") - rss0) / 1024
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+    z = embed_evaluation_sets(lib, enc, sets)
+    queries = rng.normal(size=(Q_SCORE, D)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    embed = {
+        "library": lambda: embed_evaluation_sets(lib, enc, sets),
+        "plain loop": lambda: naive_embed_all(lib, enc_t, sets_t).numpy(),
+    }
+    score = {
+        "library": lambda: predict_proba(lib, z, queries),
+        "plain loop": lambda: naive_predict_proba(lib, torch.from_numpy(z), torch.from_numpy(queries)).numpy(),
+    }
+    diffs = {}
+    if reference is not None:
+        evaluation, router_model, _ = reference
+        ref = reference_with_weights_of(lib, router_model)
+        ref_same = copy.deepcopy(ref)  # the function the library computes: no ReLU after the first LayerNorm
+        for mod in ref_same.modules():
+            if hasattr(mod, "relu") and isinstance(mod.relu, nn.ReLU):
+                mod.relu = nn.Identity()
+        anchors = np.arange(N_ANCHORS)
+        embed["reference"] = lambda: evaluation.embed_all_models(ref, enc, labels, anchors, "cpu").numpy()
+        z_t = torch.from_numpy(z)
+        score["reference"] = lambda: torch.sigmoid(torch.from_numpy(
+            evaluation.score_queries_against_models(ref, z_t, queries, "cpu"))).numpy().T
+        z_ref = evaluation.embed_all_models(ref_same, enc, labels[:8], anchors, "cpu").numpy()
+        diffs["embed: library vs reference (ReLU removed)"] = float(np.abs(z[:8] - z_ref).max())
+        z_ref_relu = evaluation.embed_all_models(ref, enc, labels[:8], anchors, "cpu").numpy()
+        diffs["embed: library vs unmodified reference (its extra ReLU)"] = float(np.abs(z[:8] - z_ref_relu).max())
+        diffs["score: library vs reference"] = float(np.abs(score["library"]() - score["reference"]()).max())
+    diffs["embed: library vs plain loop"] = float(np.abs(z[:8] - naive_embed_all(lib, enc_t, sets_t[:8]).numpy()).max())
+    diffs["score: library vs plain loop"] = float(np.abs(score["library"]() - score["plain loop"]()).max())
+    # counted outside inference_mode (under it, composite ops such as linear reach the counter undecomposed)
+    flops = {"embed": gflop(lambda: embed_evaluation_sets.__wrapped__(lib, enc, sets)),
+             "score": gflop(lambda: predict_proba.__wrapped__(lib, z, queries))}
+    return {"embed": embed, "score": score}, diffs, flops
+
+
+def measure_alternately(cases: dict, repeats: int) -> dict:
+    """{impl: {"times": [...], "peak_mb": x}}: one warm-up each (peak memory), then repeats rounds in turn."""
+    out = {}
+    for name, fn in cases.items():
+        Path("/proc/self/clear_refs").write_text("5")
+        rss0 = _vm("VmRSS")
         fn()
-        times.append(time.perf_counter() - t0)
-    return {"case": case, "seconds": min(times), "peak_mb": peak_mb, "out": out[:8, :8].tolist()}
+        out[name] = {"times": [], "peak_mb": (_vm("VmHWM") - rss0) / 1024}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            out[name]["times"].append(_timed(fn))
+    for r in out.values():
+        r["best"], r["median"] = min(r["times"]), statistics.median(r["times"])
+    return out
 
 
-def run_training(epochs: int) -> dict:
+# ---------------------------------------------------------------------------------------------------
+# (c) training, each epoch in a fresh subprocess
+
+
+def train_epoch_case(epochs: int, threads: int, count_flops: bool) -> dict:
+    from locus_model.train import TrainConfig, train_locus  # the package on PYTHONPATH: current or before
+
+    torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
-    n_models, n_queries = 100, 5000
-    enc = rng.normal(size=(n_queries, D)).astype(np.float32)
+    enc = rng.normal(size=(N_ANCHORS, D)).astype(np.float32)
     enc /= np.linalg.norm(enc, axis=1, keepdims=True)
-    scores = (rng.random((n_models, n_queries)) > 0.5).astype(np.float32)
-    is_val = rng.random(n_queries) < 0.2
-    train = np.where(is_val[None], np.nan, scores)
-    val = np.where(is_val[None], scores, np.nan)
-    cfg = TrainConfig(epochs=epochs, patience=epochs, device="cpu")
-    res = train_locus(enc, train, val, model_config=LocusConfig(query_dim=D), train_config=cfg, progress=False)
-    secs = [h["seconds"] for h in res.history]
-    return {"epochs": len(secs), "seconds_per_epoch": float(np.median(secs)), "config": cfg}
+    scores = (rng.random((M, N_ANCHORS)) > 0.5).astype(np.float32)
+    is_val = rng.random(N_ANCHORS) < 0.2
+    train, val = np.where(is_val[None], np.nan, scores), np.where(is_val[None], scores, np.nan)
+    cfg = TrainConfig(epochs=epochs, patience=epochs, device="cpu", finetune_steps=0, calibration="none")
+
+    def run():
+        return train_locus(enc, train, val, model_config=LocusConfig(query_dim=D), train_config=cfg, progress=False)
+
+    res = {"seconds": [h["seconds"] for h in run().history]}
+    if count_flops:
+        cfg = TrainConfig(epochs=1, patience=1, device="cpu", finetune_steps=0, calibration="none")
+        res["gflop_per_epoch"] = gflop(run, grad=True)
+    return res
+
+
+def training(repeats: int, epochs: int, threads: int) -> dict:
+    before = BENCH / ".cache" / "before"
+    impls = {"library": str(BENCH.parent)}
+    if (before / "locus_model").exists():
+        impls["before"] = str(before)
+    else:
+        print(f"(c): no {before}/locus_model; extract it with: git archive {BEFORE_COMMIT} locus_model | "
+              f"tar -x -C {before}  -- measuring the current library only")
+    out = {name: {"epoch_seconds": []} for name in impls}
+    for r in range(repeats):
+        for name, path in impls.items():
+            cmd = [sys.executable, __file__, "--train-case", str(epochs), "--threads", str(threads)]
+            if name == "library" and r == 0:
+                cmd.append("--count-flops")
+            env = {**os.environ, "PYTHONPATH": path}
+            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+                             .stdout.splitlines()[-1])
+            out[name]["epoch_seconds"] += res["seconds"]
+            if "gflop_per_epoch" in res:
+                out["gflop_per_epoch"] = res["gflop_per_epoch"]
+    for name in impls:
+        s = out[name]["epoch_seconds"]
+        out[name]["best"], out[name]["median"] = min(s), statistics.median(s)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: stable on a shared machine)")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--train-epochs", type=int, default=3)
-    ap.add_argument("--case", help=argparse.SUPPRESS)  # internal: run one case in this process
+    ap.add_argument("--reference", type=Path, help="checkout of patel-shivam/locus_code_release")
+    ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--train-repeats", type=int, default=2, help="subprocess runs per implementation")
+    ap.add_argument("--train-epochs", type=int, default=2, help="epochs per training run")
+    ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--out", type=Path, default=BENCH / "results" / "speed.json")
+    ap.add_argument("--train-case", type=int, help=argparse.SUPPRESS)  # internal: one training run
+    ap.add_argument("--count-flops", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    if args.case:
-        print(json.dumps(run_case(args.case, args.repeats)))
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.train_case:
+        print(json.dumps(train_epoch_case(args.train_case, threads[0], args.count_flops)))
         return
 
-    res = {}
-    for case in ("embed_locus", "embed_naive", "score_locus", "score_naive"):
-        cmd = [sys.executable, __file__, "--case", case, "--threads", str(args.threads), "--repeats", str(args.repeats)]
-        res[case] = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-    for task in ("embed", "score"):
-        a, b = np.array(res[f"{task}_locus"]["out"]), np.array(res[f"{task}_naive"]["out"])
-        res[task + "_maxdiff"] = float(np.abs(a - b).max())
-    print(f"torch {torch.__version__}, {args.threads} thread(s), best of {args.repeats}")
-    print(f"{'task':<42}{'locus_model':>14}{'naive':>12}{'speed-up':>10}{'peak MB locus':>15}{'naive':>9}")
-    for task, label in (("embed", f"(a) embed {M} models x {N_EVALS} evaluations"),
-                        ("score", f"(b) score {Q_SCORE} queries x {M} models")):
-        a, b = res[f"{task}_locus"], res[f"{task}_naive"]
-        print(f"{label:<42}{a['seconds'] * 1e3:>11.0f} ms{b['seconds'] * 1e3:>9.0f} ms{b['seconds'] / a['seconds']:>9.1f}x"
-              f"{a['peak_mb']:>15.0f}{b['peak_mb']:>9.0f}   (max |diff| {res[task + '_maxdiff']:.1e})")
-    tr = run_training(args.train_epochs)
-    c = tr["config"]
-    print(f"(c) train_locus, 100 models x 5000 queries, default TrainConfig (batch_models={c.batch_models}, draws={c.draws}, "
-          f"enc {c.enc_min}-{c.enc_max}, dec_batch={c.dec_batch}, val_set_max={c.val_set_max}): "
-          f"{tr['seconds_per_epoch']:.2f} s/epoch (median of {tr['epochs']}, validation included)")
+    reference = None
+    if args.reference is None:
+        print("no --reference given: the reference column is skipped (see the module docstring)")
+    else:
+        reference = load_reference(args.reference)
+        flag = "" if reference[2] == REFERENCE_COMMIT else f"  (NOT the pinned {REFERENCE_COMMIT})"
+        print(f"reference: patel-shivam/locus_code_release @ {reference[2]}{flag}")
+    print(f"torch {torch.__version__}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+          f"best and median of {args.repeats} after a warm-up, impls alternating")
+    torch.set_num_threads(1)
+    cases, diffs, flops = inference_cases(reference)
+    for k, v in diffs.items():
+        print(f"max |diff| {k}: {v:.1e}")
+    result = {"reference_commit": reference[2] if reference else None, "diffs": diffs, "gflop": flops,
+              "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "runs": {}}
+    for t in threads:
+        torch.set_num_threads(t)
+        peak = peak_matmul_gflops()
+        run = {"peak_gflops_start": peak}
+        for task in ("embed", "score"):
+            run[task] = measure_alternately(cases[task], args.repeats)
+        run["peak_gflops_end"] = peak_matmul_gflops()
+        peak = max(peak, run["peak_gflops_end"])
+        if not args.skip_train:
+            run["train"] = training(args.train_repeats, args.train_epochs, t)
+            flops["train_epoch"] = run["train"].get("gflop_per_epoch")
+        result["runs"][t] = run
+        print(f"\n{t} thread(s): fp32 matmul limit {peak:.0f} GFLOP/s (2048^3, best of 5; start "
+              f"{run['peak_gflops_start']:.0f}, end {run['peak_gflops_end']:.0f})")
+        print(f"{'task':<44}{'impl':<12}{'best':>10}{'median':>10}{'vs lib':>8}{'peak MB':>9}{'GFLOP/s':>9}{'x limit':>9}")
+        tasks = [("embed", f"(a) embed {M} x {N_ANCHORS} evaluations"), ("score", f"(b) score {Q_SCORE} q x {M} models")]
+        for task, label in tasks:
+            lib = run[task]["library"]["best"]
+            for impl, r in run[task].items():
+                rate = flops[task] / r["best"] if impl == "library" else None
+                print(f"{label:<44}{impl:<12}{r['best']:>9.3f}s{r['median']:>9.3f}s{r['best'] / lib:>7.1f}x"
+                      f"{r['peak_mb']:>9.0f}" + (f"{rate:>9.0f}{peak / rate:>8.1f}x" if rate else ""))
+                label = ""
+        if "train" in run:
+            tr = run["train"]
+            lib = tr["library"]["best"]
+            for impl in ("library", "before"):
+                if impl in tr:
+                    r = tr[impl]
+                    g = flops.get("train_epoch")
+                    rate = g / r["best"] if (g and impl == "library") else None
+                    print(f"{'(c) train epoch ' + str(M) + ' x ' + str(N_ANCHORS) if impl == 'library' else '':<44}"
+                          f"{impl:<12}{r['best']:>9.2f}s{r['median']:>9.2f}s{r['best'] / lib:>7.1f}x{'':>9}"
+                          + (f"{rate:>9.0f}{peak / rate:>8.1f}x" if rate else ""))
+        result["runs"][t]["peak_gflops"] = peak
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for run in result["runs"].values():
+        for task in ("embed", "score"):
+            for r in run[task].values():
+                r["times"] = [round(x, 4) for x in r["times"]]
+    args.out.write_text(json.dumps(result, indent=1, default=str))
+    print(f"\nwrote {args.out}; GFLOP counted: {json.dumps({k: round(v, 1) for k, v in flops.items() if v})}")
 
 
 if __name__ == "__main__":

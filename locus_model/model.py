@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from locus_model.modules import ISAB, PMA
+from locus_model.modules import ISAB, MIN_ROWS, PMA, rowwise
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,15 @@ class Locus(nn.Module):
         return [p for m in mods for p in m.parameters()]
 
     # ---- encoder ----
-    def token_parts(self, phi: torch.Tensor) -> torch.Tensor:  # (..., D) -> (..., 2d)
-        """The query-only part of the tokens, [A phi, B phi]; compute once per query and gather."""
+    def token_weight(self) -> torch.Tensor:  # (2d, D)
+        """[A; B]: the tokenizer's weight on phi and on phi * (2y - 1), stacked."""
         D = self.config.query_dim
         w = self.tokenizer.weight  # (d, 2D + 1)
-        w_parts = torch.cat([w[:, :D], w[:, D + 1 :]], dim=0)  # (2d, D)
-        return phi @ w_parts.T  # (..., 2d)
+        return torch.cat([w[:, :D], w[:, D + 1 :]], dim=0)  # (2d, D)
+
+    def token_parts(self, phi: torch.Tensor) -> torch.Tensor:  # (..., D) -> (..., 2d)
+        """The query-only part of the tokens, [A phi, B phi]; compute once per query and gather."""
+        return phi @ self.token_weight().T  # (..., 2d)
 
     def embed_from_parts(
         self,
@@ -96,11 +99,11 @@ class Locus(nn.Module):
         y = y.to(parts.dtype)[..., None]  # (B, n, 1)
         a, b = parts[..., :d], parts[..., d:]  # (B, n, d) each
         w_y = self.tokenizer.weight[:, D]  # (d,)
-        tokens = a + (2 * y - 1) * b + y * w_y + self.tokenizer.bias  # (B, n, d)
-        tokens = tokens * mask[..., None]  # padding rows are exactly zero
+        tokens = torch.addcmul(a, 2 * y - 1, b).add_(self.tokenizer.bias).addcmul_(y, w_y)  # (B, n, d)
+        tokens = tokens.mul_(mask[..., None])  # padding rows are exactly zero
         for block in self.blocks:
             tokens = block(tokens, mask)  # (B, n, d)
-        return self.out(self.pool(tokens, mask)[:, 0])  # (B, d)
+        return rowwise(self.out, self.pool(tokens, mask)[:, 0])  # (B, d)
 
     def embed(
         self,
@@ -116,30 +119,58 @@ class Locus(nn.Module):
         """u = U phi + c; depends only on the query, so compute it once per query."""
         return self.query_proj(phi)
 
+    def _predictor_split(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The hidden layer on [z, u, z * u] as one product per model: pre[j] = left[j] . u + left_bias[j].
+
+        hidden([z, u, z u])_j = w_z[j] . z + w_u[j] . u + w_zu[j] . (z u) + b_j = (z * w_zu[j] + w_u[j]) . u
+        + (w_z[j] . z + b_j): a d-wide product per (model, query, unit) instead of a 3d-wide one.
+        """
+        d = self.config.d
+        w = self.hidden.weight  # (hidden, 3d) split into the z, u and z*u columns
+        w_z, w_u, w_zu = w[:, :d], w[:, d : 2 * d], w[:, 2 * d :]
+        left = torch.addcmul(w_u, z[:, None, :], w_zu)  # (M, hidden, d)
+        left_bias = F.linear(z, w_z, self.hidden.bias)  # (M, hidden)
+        return left, left_bias
+
+    def _head(self, h: torch.Tensor) -> torch.Tensor:  # (M, hidden, Q) after ReLU -> (M, Q) calibrated logits
+        logits = (self.head.weight @ self.dropout(h))[:, 0] + self.head.bias  # (M, Q)
+        return logits / self.temperature + self.logit_bias
+
     def pair_logits(
         self,
         z: torch.Tensor,  # (B, d) model embeddings
         u: torch.Tensor,  # (B, T, d) projected queries, T per model
     ) -> torch.Tensor:  # (B, T) logits of P(correct)
-        z = z[:, None, :].expand_as(u)  # (B, T, d)
-        h = F.relu(self.hidden(torch.cat([z, u, z * u], dim=-1)))  # (B, T, hidden)
-        return self.head(self.dropout(h))[..., 0] / self.temperature + self.logit_bias  # (B, T)
+        left, left_bias = self._predictor_split(z)  # (B, hidden, d), (B, hidden)
+        h = F.relu(torch.baddbmm(left_bias[:, :, None], left, u.transpose(1, 2)))  # (B, hidden, T)
+        return self._head(h)
 
     def predict_logits_projected(
         self,
         z: torch.Tensor,  # (M, d) model embeddings
         u: torch.Tensor,  # (Q, d) projected queries
+        *,
+        block_models: int | None = None,
+        block_queries: int | None = None,
     ) -> torch.Tensor:  # (M, Q) logits for all pairs
-        d = self.config.d
-        w = self.hidden.weight  # (hidden, 3d) split into the z, u and z*u columns
-        w_z, w_u, w_zu = w[:, :d], w[:, d : 2 * d], w[:, 2 * d :]
-        model_part = z @ w_z.T  # (M, hidden)
-        query_part = u @ w_u.T + self.hidden.bias  # (Q, hidden)
-        bilinear = (z[:, None, :] * w_zu[None]) @ u.T  # (M, hidden, Q): sum_k w_zu[j,k] z[m,k] u[q,k]
-        h = F.relu(bilinear + model_part[:, :, None] + query_part.T[None])  # (M, hidden, Q)
-        h = self.dropout(h)
-        logits = torch.einsum("mjq,j->mq", h, self.head.weight[0]) + self.head.bias  # (M, Q)
-        return logits / self.temperature + self.logit_bias
+        """All pairs, in tiles of block_models x block_queries: the (M, hidden, Q) hidden layer is never built
+        whole (None = the cache-sized defaults of score_blocks; under autograd, one tile)."""
+        if torch.is_grad_enabled() and (z.requires_grad or u.requires_grad or self.hidden.weight.requires_grad):
+            left, left_bias = self._predictor_split(z)  # (M, hidden, d), (M, hidden)
+            pre = (left.reshape(-1, left.shape[-1]) @ u.T).view(*left.shape[:2], -1)  # (M, hidden, Q)
+            return self._head(F.relu(pre + left_bias[:, :, None]))
+        bm, bq = score_blocks(z.device)
+        bm, bq = block_models or bm, block_queries or bq
+        M, Q = z.shape[0], u.shape[0]
+        out = torch.empty(M, Q, dtype=z.dtype, device=z.device)
+        u_t = u.T  # (d, Q)
+        for m0 in range(0, M, bm):
+            left, left_bias = self._predictor_split(z[m0 : m0 + bm])  # (m, hidden, d), (m, hidden)
+            flat = left.reshape(-1, left.shape[-1])  # (m hidden, d)
+            for q0 in range(0, Q, bq):
+                pre = (flat @ u_t[:, q0 : q0 + bq]).view(left.shape[0], left.shape[1], -1)  # (m, hidden, q)
+                out[m0 : m0 + bm, q0 : q0 + bq] = self._head(pre.add_(left_bias[:, :, None]).relu_())
+        return out
 
     def predict_logits(
         self,
@@ -220,6 +251,12 @@ def default_max_tokens(device: torch.device) -> int:
     return 1 << 17 if device.type == "cuda" else 1 << 13
 
 
+def score_blocks(device: torch.device) -> tuple[int, int]:
+    """(models, queries) per scoring tile: 16 x 512 on CPU (a 2 MiB hidden-layer tile stays in cache; measured
+    fastest, bench/README.md "Speed"), 4096 x 4096 on GPU."""
+    return (4096, 4096) if device.type == "cuda" else (16, 512)
+
+
 EvaluationSet = tuple[np.ndarray, np.ndarray]  # (query indices (n,), scores (n,))
 
 
@@ -243,6 +280,19 @@ def _validate_sets(sets: Sequence[EvaluationSet], n_queries: int) -> list[tuple[
     return out
 
 
+def length_bucket(n: int) -> int:
+    """The padded length a set of n elements is always embedded at, alone or with any other sets.
+
+    n rounded up to a multiple of 2^(floor(log2 n) - 3) (at most 1/8 padding), at least MIN_ROWS. A set's
+    bits then never depend on what it is batched with: its attention runs at one length, and the row-wise
+    products see enough rows to take the same code path (modules.rowwise).
+    """
+    if n <= MIN_ROWS:
+        return MIN_ROWS
+    step = 1 << max(0, n.bit_length() - 4)
+    return -(-n // step) * step
+
+
 def _embed_batches(
     model: Locus,
     parts: torch.Tensor,  # (U, 2d) token parts of the queries the sets refer to
@@ -251,15 +301,17 @@ def _embed_batches(
     batch_size: int,
     max_tokens: int,
 ) -> torch.Tensor:  # (M, d)
-    """Embed sets in length-sorted, padded batches of at most batch_size sets and ~max_tokens tokens."""
+    """Embed sets in batches of one padded length (length_bucket) of at most batch_size sets and ~max_tokens
+    tokens (longest first); the result of a set does not depend on the other sets (bit for bit)."""
     device = parts.device
-    lengths = np.array([len(i) for i, _ in sets])
+    lengths = np.array([length_bucket(len(i)) for i, _ in sets])
     order = np.argsort(-lengths, kind="stable")
     z = torch.empty(len(sets), model.config.d, device=device)
     start = 0
     while start < len(order):
         n_max = int(lengths[order[start]])
-        take = max(1, min(batch_size, max_tokens // n_max))
+        same = int(np.searchsorted(-lengths[order], -n_max, side="right"))  # end of this bucket in order
+        take = max(1, min(batch_size, max_tokens // n_max, same - start))
         batch = order[start : start + take]
         idx = np.zeros((len(batch), n_max), dtype=np.int64)
         y = np.zeros((len(batch), n_max), dtype=np.float32)
@@ -270,12 +322,18 @@ def _embed_batches(
         idx_t = torch.from_numpy(idx).to(device)
         z[torch.from_numpy(batch).to(device)] = model.embed_from_parts(
             parts[idx_t], torch.from_numpy(y).to(device), torch.from_numpy(mask).to(device)
-        )
+        ).to(z.dtype)
         start += take
     return z
 
 
-@torch.no_grad()
+def _low_precision(device: torch.device, enabled: bool):
+    """autocast to bf16 on CPU / fp16 on GPU when enabled (matrix products and attention; norms stay fp32)."""
+    dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+    return torch.autocast(device_type=device.type, dtype=dtype, enabled=enabled)
+
+
+@torch.inference_mode()
 def embed_evaluation_sets(
     model: Locus,
     encodings: np.ndarray,  # (Q, D) query encodings
@@ -284,13 +342,17 @@ def embed_evaluation_sets(
     batch_size: int = 64,
     max_tokens: int | None = None,
     device: str | torch.device = "cpu",
+    low_precision: bool = False,
 ) -> np.ndarray:  # (M, d) float32 model embeddings
-    """Model embeddings from evaluation sets: one forward pass, no grad, deterministic.
+    """Model embeddings from evaluation sets: one forward pass, no autograd (inference_mode), deterministic.
 
     Each set is put in a canonical order first (so any permutation gives the same bytes), the query part
-    of the tokens is computed once per distinct query, and sets are batched by length with masks (at most
-    batch_size sets and about max_tokens set elements per forward pass, to bound memory at any n; None =
+    of the tokens is computed once per distinct query, and sets are batched by padded length with masks (at
+    most batch_size sets and about max_tokens set elements per forward pass, to bound memory at any n; None =
     default_max_tokens(device): small on CPU, where cache-sized batches are fastest, large on GPU).
+    A set's embedding is the same bit for bit whether it is embedded alone or with any other sets.
+    low_precision=True runs the products in bf16 (CPU) / fp16 (GPU): faster where the hardware has such
+    units, not bit-identical to fp32 (bench/README.md "Speed" gives the measured deviation); off by default.
     The model is moved to `device` and left in eval mode.
     """
     enc = np.asarray(encodings, dtype=np.float32)
@@ -305,11 +367,12 @@ def embed_evaluation_sets(
     dev = resolve_device(device)
     model.to(dev).eval()
     used, inverse = np.unique(np.concatenate([i for i, _ in sets]), return_inverse=True)
-    parts = model.token_parts(torch.from_numpy(enc[used]).to(dev))  # (U, 2d), once per query
-    offsets = np.cumsum([0] + [len(i) for i, _ in sets])
-    local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(sets)]
-    max_tokens = max_tokens or default_max_tokens(dev)
-    z = _embed_batches(model, parts, local, batch_size=batch_size, max_tokens=max_tokens)
+    with _low_precision(dev, low_precision):
+        parts = rowwise(model.token_parts, torch.from_numpy(enc[used]).to(dev))  # (U, 2d), once per query
+        offsets = np.cumsum([0] + [len(i) for i, _ in sets])
+        local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(sets)]
+        max_tokens = max_tokens or default_max_tokens(dev)
+        z = _embed_batches(model, parts, local, batch_size=batch_size, max_tokens=max_tokens)
     return z.float().cpu().numpy()
 
 
@@ -320,7 +383,8 @@ def embed_evaluation_set(
     *,
     device: str | torch.device = "cpu",
 ) -> np.ndarray:  # (d,)
-    """Onboard one model: its embedding from its evaluation set, a single forward pass."""
+    """Onboard one model: its embedding from its evaluation set, a single forward pass (the same bits as in
+    embed_evaluation_sets with any other sets)."""
     phi = np.asarray(phi, dtype=np.float32)
     y = np.asarray(y, dtype=np.float32)
     if phi.ndim != 2 or y.shape != (phi.shape[0],):
@@ -328,7 +392,7 @@ def embed_evaluation_set(
     return embed_evaluation_sets(model, phi, [(np.arange(len(y)), y)], device=device)[0]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def predict_proba(
     model: Locus,
     embeddings: np.ndarray,  # (M, d) model embeddings
@@ -336,11 +400,13 @@ def predict_proba(
     *,
     batch_size: int = 1024,
     device: str | torch.device = "cpu",
+    low_precision: bool = False,
 ) -> np.ndarray:  # (M, Q) float32 P(correct)
     """P(model m answers query q correctly) for all pairs, batch_size queries at a time.
 
-    Each query is projected once per call (not once per model). The model is moved to `device` and left in
-    eval mode.
+    Each query is projected once per call (not once per model); the pairs are scored in cache-sized tiles
+    (score_blocks), so memory beyond the (M, Q) result stays bounded at any M. low_precision as in
+    embed_evaluation_sets. The model is moved to `device` and left in eval mode.
     """
     z_np = np.asarray(embeddings, dtype=np.float32)
     enc = np.asarray(encodings, dtype=np.float32)
@@ -354,9 +420,11 @@ def predict_proba(
     model.to(dev).eval()
     z = torch.from_numpy(z_np).to(dev)
     out = np.empty((z_np.shape[0], enc.shape[0]), dtype=np.float32)
-    for start in range(0, enc.shape[0], batch_size):
-        u = model.query_projection(torch.from_numpy(enc[start : start + batch_size]).to(dev))  # (q, d)
-        out[:, start : start + batch_size] = torch.sigmoid(model.predict_logits_projected(z, u)).cpu().numpy()
+    with _low_precision(dev, low_precision):
+        for start in range(0, enc.shape[0], batch_size):
+            u = model.query_projection(torch.from_numpy(enc[start : start + batch_size]).to(dev))  # (q, d)
+            logits = model.predict_logits_projected(z, u)  # (M, q)
+            out[:, start : start + batch_size] = torch.sigmoid_(logits).cpu().numpy()
     return out
 
 

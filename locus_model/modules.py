@@ -15,6 +15,10 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+
+
+MIN_ROWS = 64  # row-wise work runs on at least this many rows (see rowwise)
 
 
 def masked_softmax(scores: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
@@ -34,6 +38,9 @@ def masked_softmax(scores: torch.Tensor, key_mask: torch.Tensor | None) -> torch
 
 class MAB(nn.Module):
     """Multihead attention block: MAB(X, Y) = LN(H + rFF(H)), H = LN(X + Multihead(X, Y, Y)).
+
+    The attention itself runs in torch.nn.functional.scaled_dot_product_attention (fused on CPU and GPU) with
+    the key mask; the key and value projections run as one matrix product.
 
     Args:
         d: model width (input and output).
@@ -55,27 +62,35 @@ class MAB(nn.Module):
         hidden = ff_hidden or 2 * d
         self.ff = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Linear(hidden, d))
 
+    def finish(self, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:  # (..., d) each -> (..., d)
+        """The row-wise rest of the block once the attention output is known: LN(H + rFF(H))."""
+        # in place on fresh products (autograd-safe: a linear layer does not keep its output); on CPU a fresh
+        # tensor costs page faults, and these are the largest tensors of the encoder
+        out = self.w_o(att)
+        hid = self.ln_attn(out.add_(x))
+        out = self.ff[2](F.relu_(self.ff[0](hid)))
+        return self.ln_ff(out.add_(hid))
+
     def forward(
         self,
-        x: torch.Tensor,  # (B, nx, d) queries
+        x: torch.Tensor,  # (B, nx, d) queries; (1, nx, d) = the same queries for every set (learned latents)
         y: torch.Tensor,  # (B, ny, d) keys and values
         key_mask: torch.Tensor | None = None,  # (B, ny) bool, True = real
         query_mask: torch.Tensor | None = None,  # (B, nx) bool; padded query rows are zeroed in the output
     ) -> torch.Tensor:  # (B, nx, d)
-        B, nx, d = x.shape
-        ny = y.shape[1]
+        B, ny, d = y.shape
+        nx = x.shape[1]
         h, dh = self.n_heads, d // self.n_heads
-        q = self.w_q(x).view(B, nx, h, dh).transpose(1, 2)  # (B, h, nx, dh)
-        k = self.w_k(y).view(B, ny, h, dh).transpose(1, 2)  # (B, h, ny, dh)
-        v = self.w_v(y).view(B, ny, h, dh).transpose(1, 2)  # (B, h, ny, dh)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(dh)  # (B, h, nx, ny)
+        q = self.w_q(x).view(x.shape[0], nx, h, dh).transpose(1, 2).expand(B, h, nx, dh)  # (B, h, nx, dh)
+        w_kv = torch.cat([self.w_k.weight, self.w_v.weight])  # (2d, d)
+        b_kv = torch.cat([self.w_k.bias, self.w_v.bias])
+        k, v = F.linear(y, w_kv, b_kv).view(B, ny, 2, h, dh).permute(2, 0, 3, 1, 4)  # (B, h, ny, dh) each
         mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, ny)
-        att = masked_softmax(scores, mask) @ v  # (B, h, nx, dh)
-        att = att.transpose(1, 2).reshape(B, nx, d)  # (B, nx, d)
-        hid = self.ln_attn(x + self.w_o(att))  # (B, nx, d)
-        out = self.ln_ff(hid + self.ff(hid))  # (B, nx, d)
+        # masked keys get weight exactly 0; a query whose keys are all masked gets 0 (not NaN) from SDPA
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, nx, dh)
+        out = self.finish(x, att.transpose(1, 2).reshape(B, nx, d))  # (B, nx, d)
         if query_mask is not None:
-            out = out * query_mask[..., None]
+            out = out.mul_(query_mask[..., None])  # layer norm keeps its input, not its output
         return out
 
 
@@ -102,13 +117,17 @@ class ISAB(nn.Module):
         x: torch.Tensor,  # (B, n, d)
         mask: torch.Tensor | None = None,  # (B, n) bool, True = real
     ) -> torch.Tensor:  # (B, n, d), padded rows zero
-        latents = self.latents.expand(x.shape[0], -1, -1)  # (B, r, d)
-        summary = self.compress(latents, x, key_mask=mask)  # (B, r, d)
+        summary = self.compress(self.latents, x, key_mask=mask)  # (B, r, d); latents projected once, not per set
         return self.broadcast(x, summary, query_mask=mask)  # (B, n, d)
 
 
 class PMA(nn.Module):
     """Pooling by multihead attention: k learned seed vectors attend over the set.
+
+    The seeds are fixed, so the key projection is folded into them: q_h . (W_k,h x + b_k,h) =
+    (W_k,h^T q_h) . x + const, and the constant cancels in the softmax; likewise the value projection is applied
+    after pooling (sum_j p_j (W_v x_j + b_v) = W_v (sum_j p_j x_j) + b_v, the weights summing to 1). The same
+    function as MAB(seeds, X) at (k * n_heads) * d instead of 2 d^2 multiply-adds per set element.
 
     Args:
         d: model width.
@@ -127,8 +146,39 @@ class PMA(nn.Module):
         x: torch.Tensor,  # (B, n, d)
         mask: torch.Tensor | None = None,  # (B, n) bool, True = real
     ) -> torch.Tensor:  # (B, k, d)
-        seeds = self.seeds.expand(x.shape[0], -1, -1)  # (B, k, d)
-        return self.mab(seeds, x, key_mask=mask)
+        mab = self.mab
+        B, n, d = x.shape
+        k = self.seeds.shape[1]
+        h, dh = mab.n_heads, d // mab.n_heads
+        q = mab.w_q(self.seeds[0]).view(k, h, 1, dh)  # (k, h, 1, dh)
+        folded = (q @ mab.w_k.weight.view(h, dh, d)).reshape(1, 1, k * h, d)  # (1, 1, k h, d): W_k,h^T q_h
+        attn_mask = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, n)
+        xs = x[:, None]  # (B, 1, n, d): one "head" of width d whose k * h query rows are the seed-heads
+        pooled = F.scaled_dot_product_attention(folded.expand(B, 1, k * h, d), xs, xs, attn_mask=attn_mask,
+                                                scale=1 / math.sqrt(dh)).view(B * k, h, d)  # sum_j p_j x_j
+        real = torch.ones(B, 1, device=x.device, dtype=x.dtype) if mask is None else mask.any(dim=1, keepdim=True)
+        real = real.to(x.dtype).repeat_interleave(k, dim=0)  # (B k, 1): an all-padding set pools to 0, as in MAB
+
+        def tail(pooled: torch.Tensor, real: torch.Tensor) -> torch.Tensor:  # (R, h, d), (R, 1) -> (R, d)
+            att = torch.einsum("rhd,hed->rhe", pooled, mab.w_v.weight.view(h, dh, d)).reshape(-1, d)
+            seeds = self.seeds[0][torch.arange(len(real), device=x.device) % k]  # (R, d), row b k + s is seed s
+            return mab.finish(seeds, att + mab.w_v.bias * real)
+
+        return rowwise(tail, pooled, real).view(B, k, d)
 
 
-__all__ = ["MAB", "ISAB", "PMA", "masked_softmax"]
+def rowwise(fn, *xs: torch.Tensor, min_rows: int = MIN_ROWS) -> torch.Tensor:
+    """fn(*xs) for a row-wise fn, run on at least min_rows rows (zero rows appended, cut off after).
+
+    CPU matrix products take another code path for a handful of rows, so a set's embedding would differ
+    in the last bits between embedding it alone and in a batch; with at least min_rows rows every row is
+    computed the same way (tests/locus_model/test_model.py checks the bits).
+    """
+    n = xs[0].shape[0]
+    if n >= min_rows:
+        return fn(*xs)
+    padded = [torch.cat([x, x.new_zeros((min_rows - n, *x.shape[1:]))]) for x in xs]
+    return fn(*padded)[:n]
+
+
+__all__ = ["MAB", "ISAB", "PMA", "masked_softmax", "rowwise", "MIN_ROWS"]

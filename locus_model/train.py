@@ -195,6 +195,24 @@ def fit_temperature(
     return float(log_t.detach().exp().clamp(0.05, 20.0)), float(b.detach())
 
 
+def projected_noise(
+    weight: torch.Tensor,  # (k, D) a linear map W applied to query encodings
+    std: float,
+    shape: tuple[int, ...],  # (..., k)
+    gen: torch.Generator,
+) -> torch.Tensor:  # (..., k) distributed as W eps with eps ~ N(0, std^2 I_D), drawn in k dimensions
+    """W eps for Gaussian query noise eps, without drawing D-dimensional noise or projecting it.
+
+    W eps ~ N(0, std^2 W W^T) = N(0, std^2 R^T R) for the QR factorisation W^T = Q R (Q: D x k' orthonormal,
+    k' = min(k, D)), so xi R with xi ~ N(0, std^2 I_k') has exactly its distribution; R is differentiable in W,
+    so the gradient is an unbiased estimate of the same expected loss. For the 768-d encodings this draws 128 (predictor) or 256
+    (tokens) numbers per query instead of 768, and multiplies by a k x k matrix instead of k x 768.
+    """
+    r = torch.linalg.qr(weight.T)[1]  # (min(k, D), k) upper triangular
+    xi = torch.randn((*shape[:-1], r.shape[0]), generator=gen, device=weight.device, dtype=weight.dtype)
+    return std * (xi @ r)
+
+
 def _draw_sets(
     a: np.ndarray, cfg: TrainConfig, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:  # (encoder subset (k,), decoder targets (T,)) of one model's train cells a
@@ -275,11 +293,6 @@ def train_locus(
         ema_pairs = list(zip(model.parameters(), net.parameters())) if cfg.ema_decay > 0 else []
         step = 0
 
-        def noisy(phi: torch.Tensor, std: float) -> torch.Tensor:
-            if std == 0:
-                return phi
-            return phi + std * torch.randn(phi.shape, generator=gen, device=device)
-
         @torch.no_grad()
         def embed(sets: list[tuple[np.ndarray, np.ndarray]]) -> torch.Tensor:  # (M, d)
             model.eval()
@@ -329,12 +342,19 @@ def train_locus(
                 b_t = torch.from_numpy(batch).to(device)[:, None]
                 enc_idx_t, dec_idx_t = torch.from_numpy(enc_idx).to(device), torch.from_numpy(dec_idx).to(device)
                 enc_mask_t, dec_mask_t = torch.from_numpy(enc_mask).to(device), torch.from_numpy(dec_mask).to(device)
-                logits = net(
-                    noisy(enc_t[enc_idx_t], std),  # (B, n, D)
-                    scores_t[b_t, enc_idx_t],  # (B, n)
-                    enc_mask_t,
-                    noisy(enc_t[dec_idx_t], std),  # (B, T, D)
-                )  # (B, T)
+                # query-only work once per distinct query of the step, the noise added after the projection
+                enc_used, enc_local = np.unique(enc_idx, return_inverse=True)
+                dec_used, dec_local = np.unique(dec_idx, return_inverse=True)
+                parts = net.token_parts(enc_t[torch.from_numpy(enc_used).to(device)])  # (U, 2d)
+                # index_select: its backward (index_add_) sums repeated rows in a fixed order; indexing's does not
+                parts = parts.index_select(0, torch.from_numpy(enc_local.ravel()).to(device)).view(*enc_idx.shape, -1)
+                u = net.query_projection(enc_t[torch.from_numpy(dec_used).to(device)])  # (U', d)
+                u = u.index_select(0, torch.from_numpy(dec_local.ravel()).to(device)).view(*dec_idx.shape, -1)
+                if std > 0:
+                    parts = parts + projected_noise(net.token_weight(), std, parts.shape, gen)
+                    u = u + projected_noise(net.query_proj.weight, std, u.shape, gen)
+                z = net.embed_from_parts(parts, scores_t[b_t, enc_idx_t], enc_mask_t)  # (B, d)
+                logits = net.pair_logits(z, u)  # (B, T)
                 loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], scores_t[b_t, dec_idx_t][dec_mask_t])
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -441,10 +461,10 @@ def _finetune_predictor(
         model.train()
         cols = cols_all if len(cols_all) <= FINETUNE_MAX_COLUMNS else rng.choice(cols_all, FINETUNE_MAX_COLUMNS, replace=False)
         cols_t = torch.from_numpy(np.asarray(cols)).to(enc_t.device)
-        phi = enc_t[cols_t]
+        u = model.query_projection(enc_t[cols_t])  # (C, d)
         if std > 0:
-            phi = phi + std * torch.randn(phi.shape, generator=gen, device=phi.device)
-        logits = model.predict_logits(z, phi)  # (M, C)
+            u = u + projected_noise(model.query_proj.weight, std, u.shape, gen)
+        logits = model.predict_logits_projected(z, u)  # (M, C)
         mask = known_t[:, cols_t]
         loss = F.binary_cross_entropy_with_logits(logits[mask], scores_t[:, cols_t][mask])
         opt.zero_grad(set_to_none=True)
@@ -463,4 +483,4 @@ def _finetune_predictor(
             "val_routing_acc": routing}
 
 
-__all__ = ["TrainConfig", "TrainResult", "train_locus", "noise_ratio", "fit_temperature"]
+__all__ = ["TrainConfig", "TrainResult", "train_locus", "noise_ratio", "fit_temperature", "projected_noise"]

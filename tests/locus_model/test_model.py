@@ -182,3 +182,88 @@ def test_errors_say_how_to_fix(model, pool):
         embed_evaluation_sets(model, enc, [(np.array([0]), np.array([np.nan]))])
     with pytest.raises(ValueError, match="encodings must be"):
         embed_evaluation_sets(model, enc[:, :5], [(np.array([0]), np.array([1.0]))])
+
+
+def _plain_embed(model: Locus, phi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # (n, D), (n,) -> (d,)
+    """The encoder written out the plain way (the implementation before the speed work): one set, no masks,
+    the tokenizer on [phi, y, phi (2y - 1)], every attention with explicit q, k, v and a softmax."""
+    def mab(m, x, ys):
+        h, d = m.n_heads, x.shape[-1]
+        q, k, v = (lin(t).view(-1, h, d // h).transpose(0, 1) for lin, t in ((m.w_q, x), (m.w_k, ys), (m.w_v, ys)))
+        att = torch.softmax(q @ k.transpose(-2, -1) / (d // h) ** 0.5, dim=-1) @ v
+        hid = m.ln_attn(x + m.w_o(att.transpose(0, 1).reshape(-1, d)))
+        return m.ln_ff(hid + m.ff(hid))
+
+    tokens = model.tokenizer(torch.cat([phi, y[:, None], phi * (2 * y[:, None] - 1)], dim=-1))
+    for block in model.blocks:
+        tokens = mab(block.broadcast, tokens, mab(block.compress, block.latents[0], tokens))
+    return model.out(mab(model.pool.mab, model.pool.seeds[0], tokens)[0])
+
+
+def test_embeddings_equal_the_plain_implementation(model, pool):
+    enc, sets = pool
+    z = embed_evaluation_sets(model, enc, sets)
+    with torch.no_grad():
+        plain = torch.stack([_plain_embed(model, torch.from_numpy(enc[i]), torch.from_numpy(s)) for i, s in sets])
+    np.testing.assert_allclose(z, plain.numpy(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_set_gets_the_same_bits_alone_and_in_any_batch(model, threads):
+    """The pipeline checks that re-embedding reproduces the pool bit for bit, whatever else is embedded."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(threads)
+        enc = rng.normal(size=(2000, D)).astype(np.float32)
+        sets = [(rng.choice(2000, n, replace=False), (rng.random(n) > 0.5).astype(np.float32))
+                for n in (1, 2, 5, 63, 64, 65, 100, 300, 301, 1000, 300)]
+        together = embed_evaluation_sets(model, enc, sets)
+        small_batches = embed_evaluation_sets(model, enc, sets, batch_size=3, max_tokens=700)
+        for m, (idx, y) in enumerate(sets):
+            alone = embed_evaluation_sets(model, enc, [(idx, y)])[0]
+            assert alone.tobytes() == together[m].tobytes() == small_batches[m].tobytes(), m
+            order = np.argsort(idx)  # embed_evaluation_set knows no query ids: its canonical order is phi's
+            assert embed_evaluation_set(model, enc[idx[order]], y[order]).tobytes() == alone.tobytes()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_inference_runs_in_inference_mode(model, pool, monkeypatch):
+    enc, sets = pool
+    seen = []
+    real = Locus.embed_from_parts
+
+    def spy(self, parts, y, mask):
+        seen.append(torch.is_inference_mode_enabled())
+        return real(self, parts, y, mask)
+
+    monkeypatch.setattr(Locus, "embed_from_parts", spy)
+    z = embed_evaluation_sets(model, enc, sets)
+    real_split = Locus._predictor_split
+    monkeypatch.setattr(Locus, "_predictor_split", lambda self, z: (seen.append(torch.is_inference_mode_enabled()),
+                                                                     real_split(self, z))[1])
+    predict_proba(model, z, enc)
+    assert seen and all(seen)
+
+
+def test_tiled_scoring_equals_one_tile(model, pool):
+    enc, sets = pool
+    z = torch.from_numpy(embed_evaluation_sets(model, enc, sets))
+    u = model.query_projection(torch.from_numpy(enc)).detach()
+    with torch.inference_mode():
+        whole = model.predict_logits_projected(z, u, block_models=len(z), block_queries=len(u))
+        tiled = model.predict_logits_projected(z, u, block_models=3, block_queries=7)
+    torch.testing.assert_close(tiled, whole, atol=1e-6, rtol=1e-6)
+    plain = torch.stack([model.pair_logits(z[m : m + 1], u[None])[0] for m in range(len(z))]).detach()
+    torch.testing.assert_close(whole, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_low_precision_stays_close_to_fp32(model, pool):
+    """bf16 on CPU: embeddings within 0.1 (their entries are O(1)), probabilities within 0.02."""
+    enc, sets = pool
+    z, z_lp = embed_evaluation_sets(model, enc, sets), embed_evaluation_sets(model, enc, sets, low_precision=True)
+    assert z_lp.dtype == np.float32 and np.abs(z_lp - z).max() < 0.1 and np.abs(z).max() > 0.3
+    p, p_lp = predict_proba(model, z, enc), predict_proba(model, z, enc, low_precision=True)
+    assert p_lp.dtype == np.float32 and np.abs(p_lp - p).max() < 0.02
+    assert embed_evaluation_sets(model, enc, sets).tobytes() == z.tobytes()  # fp32 is the default

@@ -56,3 +56,30 @@ def test_isab_zeroes_padded_rows_and_survives_fully_masked_set():
 def test_mab_rejects_heads_not_dividing_width():
     with pytest.raises(ValueError, match="divisible"):
         MAB(d=10, n_heads=4)
+
+
+@pytest.mark.parametrize("n_seeds", [1, 3])
+def test_folded_pma_equals_attention_of_the_seeds(n_seeds):
+    torch.manual_seed(0)
+    block = PMA(d=16, n_heads=4, n_seeds=n_seeds)
+    with torch.no_grad():
+        for lin in (block.mab.w_q, block.mab.w_k, block.mab.w_v):
+            lin.bias.normal_()  # the fold must handle the biases too
+    x = torch.randn(3, 9, 16)
+    mask = torch.ones(3, 9, dtype=torch.bool)
+    mask[1, 5:] = False
+    plain = block.mab(block.seeds.expand(3, -1, -1), x, key_mask=mask)  # MAB(S, X) computed the plain way
+    torch.testing.assert_close(block(x, mask), plain, atol=1e-5, rtol=1e-5)
+
+
+def test_mab_equals_the_plain_masked_softmax_attention():
+    torch.manual_seed(0)
+    mab = MAB(d=16, n_heads=4)
+    x, y = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    mask = torch.tensor([[True] * 7, [True] * 3 + [False] * 4])
+    q = mab.w_q(x).view(2, 5, 4, 4).transpose(1, 2)
+    k = mab.w_k(y).view(2, 7, 4, 4).transpose(1, 2)
+    v = mab.w_v(y).view(2, 7, 4, 4).transpose(1, 2)
+    att = masked_softmax(q @ k.transpose(-2, -1) / 2.0, mask[:, None, None, :]) @ v
+    hid = mab.ln_attn(x + mab.w_o(att.transpose(1, 2).reshape(2, 5, 16)))
+    torch.testing.assert_close(mab(x, y, key_mask=mask), mab.ln_ff(hid + mab.ff(hid)), atol=1e-5, rtol=1e-5)
