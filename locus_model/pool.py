@@ -50,7 +50,7 @@ def embed_models(
     source: str,
     device: str = "cpu",
 ) -> pd.DataFrame:
-    """Pool rows for every model in ``table``: one forward pass per model, no training."""
+    """Pool rows for every model in ``table``: one forward pass, no training."""
     query_index = pd.Index(encodings["query_id"].astype(str))
     phi = encoding_matrix(encodings)
     models = sorted(table["model"].astype(str).unique())
@@ -63,9 +63,9 @@ def embed_models(
         sets.append((idx, rows["score"].to_numpy(np.float32)))
         prints.append(fingerprint_evaluations(rows))
         counts.append(len(rows))
-    # one forward pass per model: a row depends on that model's evaluations only, never on which other models
-    # share its batch, so re-embedding any subset of the pool reproduces it bit for bit
-    z = np.concatenate([embed_evaluation_sets(model, phi, [s], device=device) for s in sets]) if sets else np.zeros((0, model.config.d), np.float32)  # (M, d)
+    # a set's embedding does not depend on the other sets of its batch (embed_evaluation_sets pads by the set's
+    # own length), so re-embedding any subset of the pool reproduces its rows bit for bit
+    z = embed_evaluation_sets(model, phi, sets, device=device)  # (M, d)
     now = pd.Timestamp.now(tz="UTC")
     return pd.DataFrame(
         {
