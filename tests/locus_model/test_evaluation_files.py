@@ -12,6 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.locus_model.test_evaluations import error_of as read_error
+from tests.locus_model.test_evaluations import write
 from locus_model.evaluations import (
     EvaluationDataError,
     editor_line,
@@ -32,16 +34,9 @@ ROWS = [
 GOOD = HEADER + "".join(ROWS)
 
 
-def write(tmp_path: Path, data: str | bytes, name: str = "evals.csv") -> Path:
-    path = tmp_path / name
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    return path
-
-
 def error_of(path: Path) -> EvaluationDataError:
-    with pytest.raises(EvaluationDataError) as info:
-        read_evaluations(path)
-    err = info.value
+    """The reader's error for ``path``, which must name the file and say how to fix it."""
+    err = read_error(path)
     assert err.file is not None and Path(err.file).name == path.name and "How to fix" in str(err)
     return err
 
