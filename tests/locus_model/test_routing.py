@@ -118,8 +118,8 @@ def test_cost_frontier_hand_checked():
 
 
 def test_cost_frontier_never_reaching_the_share(tmp_path):
-    # the router's choices are always wrong: never 95% of the best single model
-    f = cost_frontier(np.array([[0.1, 0.1], [0.9, 0.9]]), np.array([[1.0, 1.0], [0.0, 0.0]]), np.array([1.0, 1.0]),
+    # the router picks the cheaper, more confident, always wrong model: never 95% of the best single model
+    f = cost_frontier(np.array([[0.1, 0.1], [0.9, 0.9]]), np.array([[1.0, 1.0], [0.0, 0.0]]), np.array([2.0, 1.0]),
                       weights=[0.0, 1.0])
     assert f.cost_at_share is None and "never reached" in f.summary()
     assert f.plot(tmp_path / "f.png").stat().st_size > 0
