@@ -30,11 +30,13 @@ def queries(n: int, *, seed: int = 0) -> list[str]:
             for i in range(n)]
 
 
-def save_random_checkpoint(home: LocusHome, *, encoder: str, seed: int, d: int = 16) -> tuple[Locus, str]:
-    """A random Locus for ``encoder`` at checkpoints/locus-<id>.pt; returns (model, checkpoint id)."""
+def save_random_checkpoint(home: LocusHome, *, encoder: str, seed: int, full_size: bool = False) -> tuple[Locus, str]:
+    """A random Locus for ``encoder`` at checkpoints/locus-<id>.pt (tiny, or the default LocusConfig's size with
+    ``full_size``); returns (model, checkpoint id)."""
     torch.manual_seed(seed)
-    config = LocusConfig(query_dim=resolve_encoder(encoder).dim, d=d, n_blocks=1, n_latents=4, n_heads=2,
-                         predictor_hidden=8)
+    dim = resolve_encoder(encoder).dim
+    config = (LocusConfig(query_dim=dim) if full_size else
+              LocusConfig(query_dim=dim, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8))
     model = Locus(config).eval()
     tmp = home.dir("checkpoints") / f".tmp-{seed}.pt"
     save_checkpoint(tmp, model, encoder=encoder)
@@ -64,10 +66,10 @@ def embed(model: Locus, cid: str, names: Sequence[str], *, encoder: str, source:
 
 
 def build_home(root: Path, names: Sequence[str], *, encoder: str = "hashing-256", seed: int = 0,
-               n_queries: int = 40) -> dict:
+               n_queries: int = 40, full_size: bool = False) -> dict:
     """A home with a checkpoint, warehouse/locus_checkpoint.parquet and a pool of ``names``."""
     home = LocusHome(root=str(root))
-    model, cid = save_random_checkpoint(home, encoder=encoder, seed=seed)
+    model, cid = save_random_checkpoint(home, encoder=encoder, seed=seed, full_size=full_size)
     home.write_table("locus_checkpoint", pd.DataFrame(
         {"checkpoint_id": [cid], "path": [home.relative(home.checkpoint_file(cid))], "encoder": [encoder]}))
     pool = embed(model, cid, names, encoder=encoder, source="training", seed=seed, n_queries=n_queries,
