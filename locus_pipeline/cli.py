@@ -2,6 +2,7 @@
 LOCUS_HOME through the pipeline's storage (search).
 
     locus search --target 'synth-gsm8k=0.9,synth-mmlu=0.5' [--k 5] [--home PATH] [--json]
+    locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
 """
 
 from __future__ import annotations
@@ -70,7 +71,57 @@ def run_search(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search]
+# ---------------------------------------------------------------------------------------------- serve
+
+
+def add_serve(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="route live traffic: a cost-aware router over the pool (POST /route, OpenAI-compatible /v1/chat/completions)",
+        description=(
+            "Serve LOCUS_HOME's pool: POST /route ranks the pool models for a query by P(correct) and cost; "
+            "/v1/chat/completions with model 'locus' or 'locus:<quality_weight>' forwards the request to the chosen "
+            "model's upstream (the models config), moving down the embedding-neighbour fallback chain on errors. "
+            "Without upstreams it is a dry run that answers with the decision. The pool is reloaded when it "
+            "changes (onboarding, rebuild) without a restart. GET /metrics (Prometheus), GET /healthz."
+        ),
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--home", type=Path, default=None, help="LOCUS_HOME to serve (default: $LOCUS_HOME or <repo>/data)")
+    p.add_argument("--token", default=None,
+                   help="bearer token required on every endpoint but /healthz (default: $LOCUS_SERVE_TOKEN, else none)")
+    p.add_argument("--models-config", type=Path, default=None,
+                   help="YAML or JSON: per pool model its OpenAI-compatible base_url, model, api_key_env and "
+                        "cost_per_query or price_input_per_mtok / price_output_per_mtok or params_b (README.md)")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads for encoding and prediction (default 1)")
+    p.add_argument("--quality-weight", type=float, default=1.0,
+                   help="default quality weight in [0, 1] when a request gives none (1 = best P(correct))")
+    p.add_argument("--fallbacks", type=int, default=3, help="models of the fallback chain tried after the chosen one")
+    p.add_argument("--poll-seconds", type=float, default=1.0, help="how often the pool file is checked for changes")
+    p.add_argument("--access-log", action="store_true", help="log every request (off by default)")
+    p.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import os
+
+    from locus_pipeline.serve import ConfigError, ServeConfig, serve
+    from locus_pipeline.storage import StorageError
+
+    if not 0.0 <= args.quality_weight <= 1.0:
+        return _fail("serve", ValueError(f"--quality-weight {args.quality_weight} must be in [0, 1]"))
+    config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
+                         models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
+                         poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks)
+    try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
+        serve(config, host=args.host, port=args.port, access_log=args.access_log)
+    except (ConfigError, StorageError, ValueError) as err:
+        return _fail("serve", err)
+    return EXIT_OK
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,125 @@
+"""Cost-aware routing, fallback chains, cost tables and the quality-cost frontier on tiny hand-checked arrays."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from locus_model.routing import (cost_frontier, cost_table, estimate_tokens, fallback_chain, quality_lambda, route,
+                                 route_many, route_scores)
+
+P = np.array([0.9, 0.8, 0.5])
+C = np.array([10.0, 2.0, 0.0])  # normalised: [1, 0.2, 0]
+
+
+@pytest.mark.parametrize("w, order, scores", [
+    (1.0, [0, 1, 2], [0.9, 0.8, 0.5]),
+    (0.5, [1, 2, 0], [-0.05, 0.3, 0.25]),  # 0.5 * P - 0.5 * c~
+    (0.0, [2, 1, 0], [-1.0, -0.2, 0.0]),
+])
+def test_route_ranks_by_weighted_probability_minus_normalised_cost(w, order, scores):
+    d = route(P, C, quality_weight=w)
+    assert d.ranking.tolist() == order and d.chosen == order[0]
+    np.testing.assert_allclose(d.scores, scores, atol=1e-12)
+    assert d.over_cost.tolist() == []
+
+
+def test_quality_weight_maps_to_lambda():
+    assert quality_lambda(1.0) == 0.0 and quality_lambda(0.5) == 1.0 and quality_lambda(0.8) == pytest.approx(0.25)
+    assert quality_lambda(0.0) == math.inf
+    # same ranking as P - lambda * c~
+    w = 0.8
+    np.testing.assert_allclose(route_scores(P, C, w) / w, P - quality_lambda(w) * C / C.max())
+    for bad in (-0.1, 1.2):
+        with pytest.raises(ValueError, match=r"quality_weight=.* must be in \[0, 1\]"):
+            route(P, C, quality_weight=bad)
+
+
+def test_cost_cap_keeps_only_affordable_candidates():
+    d = route(P, C, quality_weight=1.0, max_cost=5)
+    assert d.ranking.tolist() == [1, 2] and d.chosen == 1 and d.over_cost.tolist() == [0]
+    assert np.isnan(d.scores[0])
+    assert route(P, C, max_cost=0).chosen == 2
+    with pytest.raises(ValueError, match="no candidate costs at most max_cost=0.5; the cheapest costs 1"):
+        route(P, np.array([10.0, 2.0, 1.0]), max_cost=0.5)
+    with pytest.raises(ValueError, match="max_cost=-1 must be >= 0"):
+        route(P, C, max_cost=-1)
+
+
+def test_ties_go_to_the_cheaper_then_the_lower_index():
+    assert route(np.array([0.5, 0.5, 0.5]), np.array([3.0, 1.0, 1.0])).ranking.tolist() == [1, 2, 0]
+
+
+def test_fallback_chain_is_nearest_embedding_neighbours_among_candidates():
+    z = np.array([[0.0, 0.0], [3.0, 0.0], [1.0, 0.0], [0.0, 2.0], [0.0, 1.0]])
+    assert fallback_chain(z, 0, [0, 1, 2, 3]).tolist() == [2, 3, 1]
+    assert fallback_chain(z, 0, [0, 1, 2, 3], k=2).tolist() == [2, 3]
+    assert fallback_chain(z, 0, [0, 1, 2, 3, 4]).tolist() == [2, 4, 3, 1]  # 2 and 4 tie at 1: lower index first
+    assert fallback_chain(z, 0, [0]).tolist() == []
+    d = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.zeros(5), embeddings=z, max_cost=None)
+    assert d.chosen == 0 and d.fallbacks.tolist() == [2, 4, 3, 1]  # by distance, not by P(correct)
+    capped = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.array([0, 0, 5, 0, 0.0]), embeddings=z, max_cost=1)
+    assert capped.fallbacks.tolist() == [4, 3, 1]  # the over-budget neighbour is not a fallback
+
+
+def test_cost_table_prefers_cost_per_query_then_token_prices():
+    t = cost_table(["a", "b", "c"], {"a": {"cost_per_query": 0.01},
+                                     "b": {"price_input_per_mtok": 1.0, "price_output_per_mtok": 2.0}})
+    assert t.basis == "usd" and t.unknown == ("c",)
+    # b: (1000 * 1 + 500 * 2) / 1e6; c: the most expensive known (a) stands in
+    np.testing.assert_allclose(t.costs(input_tokens=1000, output_tokens=500), [0.01, 0.002, 0.01])
+    assert t.subset(["b", "a"]).costs(1000, 500).tolist() == pytest.approx([0.002, 0.01])
+
+
+def test_cost_table_falls_back_to_parameter_counts_and_says_so():
+    t = cost_table(["a", "b", "c"], {"a": {"params_b": 7}, "b": {"params_b": "70"}})
+    assert t.basis == "params_b" and "parameter count" in t.note and t.unknown == ("c",)
+    assert t.costs(10, 10).tolist() == [7.0, 70.0, 70.0]
+    none = cost_table(["a"], {})
+    assert none.basis == "none" and none.costs().tolist() == [0.0]
+    with pytest.raises(ValueError, match="cost_per_query of model 'a' is negative"):
+        cost_table(["a"], {"a": {"cost_per_query": -1}})
+
+
+def test_estimate_tokens():
+    assert [estimate_tokens(t) for t in ("", "abcdefgh", "abcdefghi")] == [1, 2, 3]
+
+
+# model A: good and expensive; model B: cheap, right on query 0 only
+PROBS = np.array([[0.9, 0.9, 0.9, 0.9], [0.95, 0.2, 0.2, 0.2]])
+LABELS = np.array([[1.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
+COSTS = np.array([1.0, 0.1])
+
+
+def test_route_many_and_unlabelled_models():
+    assert route_many(PROBS, COSTS, 1.0).tolist() == [1, 0, 0, 0]
+    assert route_many(PROBS, COSTS, 0.0).tolist() == [1, 1, 1, 1]
+    known = np.array([[True, True, True, False], [True] * 4])
+    assert route_many(PROBS, COSTS, 1.0, known).tolist() == [1, 0, 0, 1]
+
+
+def test_cost_frontier_hand_checked():
+    # A beats B on queries 1-3 iff 0.9 w - (1 - w) > 0.2 w - 0.1 (1 - w), i.e. w > 0.5625
+    f = cost_frontier(PROBS, LABELS, COSTS, names=["A", "B"], weights=[0.0, 0.5, 0.6, 1.0])
+    t = f.table.set_index("quality_weight")
+    assert t.loc[0.0, "accuracy"] == 0.25 and t.loc[0.0, "mean_cost"] == pytest.approx(0.1)
+    assert t.loc[0.5, "accuracy"] == 0.25
+    assert t.loc[0.6, "accuracy"] == 0.75 and t.loc[0.6, "mean_cost"] == pytest.approx((0.1 + 3) / 4)
+    assert t.loc[1.0, "accuracy"] == 0.75
+    assert (f.best_single, f.best_single_accuracy, f.best_single_cost) == ("A", 0.75, 1.0)
+    assert (f.cheapest, f.cheapest_accuracy, f.cheapest_cost) == ("B", 0.25, pytest.approx(0.1))
+    assert f.cost_at_share == pytest.approx(0.775) and f.weight_at_share == 0.6
+    assert t["pareto"].all()  # equal points do not dominate each other
+    mix = f.random_mix(3)
+    assert mix["accuracy"].tolist() == [0.25, 0.5, 0.75]
+    assert "0.775" in f.summary()
+
+
+def test_cost_frontier_never_reaching_the_share(tmp_path):
+    # the router picks the cheaper, more confident, always wrong model: never 95% of the best single model
+    f = cost_frontier(np.array([[0.1, 0.1], [0.9, 0.9]]), np.array([[1.0, 1.0], [0.0, 0.0]]), np.array([2.0, 1.0]),
+                      weights=[0.0, 1.0])
+    assert f.cost_at_share is None and "never reached" in f.summary()
+    assert f.plot(tmp_path / "f.png").stat().st_size > 0
