@@ -22,16 +22,17 @@ DEMO_QUERIES = 2000  # MMLU-Pro questions in the demo (stratified by category; b
 SMALL_OPS = {"training_split": {"config": {"budget": 256}}}
 
 
-def step_seconds(result) -> dict[str, float]:
-    """Wall seconds of every step of a finished in-process run, from its STEP_START / STEP_SUCCESS events."""
+def step_seconds(instance, run_id: str) -> dict[str, float]:
+    """Wall seconds of every step of a finished run, from its STEP_START / STEP_SUCCESS events."""
     start, out = {}, {}
-    for event in result.all_events:
-        if event.step_key is None:
+    for entry in instance.all_logs(run_id):
+        event = entry.dagster_event
+        if event is None or event.step_key is None:
             continue
         if event.event_type_value == "STEP_START":
-            start[event.step_key] = event.timestamp
+            start[event.step_key] = entry.timestamp
         elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in start:
-            out[event.step_key] = event.timestamp - start[event.step_key]
+            out[event.step_key] = entry.timestamp - start[event.step_key]
     return out
 
 
@@ -64,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         result = defs().resolve_job_def("locus_job").execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
-    wall = time.perf_counter() - start
-    print(f"\nlocus_job {'succeeded' if result.success else 'FAILED'} in {wall:.0f} s (run {result.run_id})")
-    for step, seconds in sorted(step_seconds(result).items(), key=lambda kv: -kv[1]):
-        print(f"  {seconds:7.1f} s  {step}")
+        wall = time.perf_counter() - start
+        print(f"\nlocus_job {'succeeded' if result.success else 'FAILED'} in {wall:.0f} s (run {result.run_id})")
+        for step, seconds in sorted(step_seconds(instance, result.run_id).items(), key=lambda kv: -kv[1]):
+            print(f"  {seconds:7.1f} s  {step}")
     root = home.path
     data = ("real MMLU-Pro results, " + (f"{args.max_queries} questions" if args.max_queries else "all questions")
             if args.source == "mmlu_pro" else "the SYNTHETIC pool")
