@@ -656,7 +656,7 @@ def evaluate(
         "settings": {
             "protocol": protocol,
             "budget": budget,
-            "folds": None if fold is not None else folds,
+            "folds": None if protocol == "given_split" else folds,
             "only_folds": sorted(set(only_folds)) if only_folds is not None else None,
             "holdout_models": holdout_models,
             "seed": seed,

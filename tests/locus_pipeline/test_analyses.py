@@ -183,3 +183,18 @@ def test_onboarded_models_stay_in_geometry_and_leave_label_based_analyses(materi
     assert "onboarded-clone" in set(_warehouse(copy, "model_atlas")["model"])
     nd = _warehouse(copy, "near_duplicates")
     assert len(nd) == m * (m - 1) // 2
+
+
+def test_cost_frontier_runs_from_cheapest_to_best_with_parameter_counts_as_the_cost(materialized):
+    _, _, home = materialized
+    frontier = _warehouse(home, "cost_frontier")
+    assert set(frontier["cost_basis"]) == {"params_b"}  # the synthetic models file has sizes, no prices
+    assert frontier["quality_weight"].min() == 0.0 and frontier["quality_weight"].max() == 1.0
+    cheapest = frontier.sort_values("quality_weight").iloc[0]
+    best = frontier.sort_values("quality_weight").iloc[-1]
+    assert cheapest["mean_cost"] <= best["mean_cost"]  # w = 0 takes the cheapest model
+    catalog = _warehouse(home, "model_catalog").set_index("model")
+    assert cheapest["mean_cost"] == pytest.approx(catalog.loc[cheapest["cheapest"], "params_b"])
+    report = (home / "reports" / "cost_frontier.md").read_text()
+    assert "parameter count" in report and "95% of the best single model's accuracy" in report
+    assert (home / "reports" / "cost_frontier.png").stat().st_size > 0

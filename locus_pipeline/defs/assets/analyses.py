@@ -483,7 +483,7 @@ def model_atlas(
 
 
 REPORTS = ("embedding_geometry", "family_clusters", "portfolios", "fallback_report", "near_duplicates",
-           "capability_search", "model_atlas")
+           "capability_search", "model_atlas", "cost_frontier")
 
 
 @dg.asset(kinds={"markdown"}, group_name=GROUP, deps=list(REPORTS))

@@ -1,0 +1,52 @@
+"""The quality-cost frontier of the cost-aware router (locus_model.routing) on the held-out queries."""
+
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+
+from locus_pipeline.defs.assets.analyses import GROUP, data_note, labelled_pool, publish
+from locus_pipeline.storage import LocusHome
+
+COST_COLUMNS = ("cost_per_query", "price_input_per_mtok", "price_output_per_mtok", "params_b")
+
+
+@dg.asset(kinds={"numpy"}, group_name=GROUP)
+def cost_frontier(
+    context: dg.AssetExecutionContext,
+    model_embeddings: pd.DataFrame,
+    heldout_predictions: pd.DataFrame,
+    model_catalog: pd.DataFrame,
+    evaluation_table: pd.DataFrame,
+    raw_evaluations: pd.DataFrame,
+    home: LocusHome,
+) -> pd.DataFrame:
+    """Routing accuracy against mean cost per query as the router's quality weight goes from cheapest to best
+    (P(correct) - lambda * cost), on the held-out queries, beside the best single model, the cheapest model and a
+    random mix of the two; and the cost at which the router reaches 95% of the best single model's accuracy.
+    Costs come from the models file (cost_per_query, or prices per million input/output tokens with the query's
+    estimated tokens); where no price is known, parameter counts serve as the cost and the report says so."""
+    from locus_model.routing import cost_table, estimate_tokens
+    from locus_model.routing import cost_frontier as frontier
+
+    names, _, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
+    catalog = model_catalog.assign(model=model_catalog["model"].astype(str)).set_index("model")
+    info = {n: {c: catalog.at[n, c] for c in COST_COLUMNS if c in catalog.columns} for n in names if n in catalog.index}
+    table = cost_table(names, info)
+    texts = (evaluation_table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
+             .set_index("query_id")["query"].astype(str).reindex(preds.query_ids))
+    costs = np.stack([table.costs(input_tokens=estimate_tokens(t)) for t in texts], axis=1)  # (M, Q)
+    result = frontier(preds.probs, preds.labels, costs, names=names)
+    png = result.plot(home.dir("reports") / "cost_frontier.png",
+                      cost_label="mean cost per query" + (" (USD)" if table.basis == "usd" else " (billions of parameters)" if table.basis == "params_b" else ""))
+    summary = result.summary() + f" Costs: {table.note}."
+    body = (result.table.round(4).to_markdown(index=False)
+            + "\n\nquality_weight w ranks models by w * P(correct) - (1 - w) * cost / (largest cost); w = 1 routes by "
+              "P(correct) alone, w = 0 takes the cheapest." + (f"\n\nModels without a cost on this basis: "
+                                                               f"{', '.join(table.unknown)}." if table.unknown else "")
+            + ("\n\nLeft out (no held-out labels, e.g. onboarded): " + ", ".join(excluded[:20]) if excluded else ""))
+    publish(context, home, "cost_frontier", title="Quality-cost frontier", summary=summary, body=body,
+            note=data_note(raw_evaluations), png=png, cost_basis=table.basis,
+            best_single_accuracy=float(result.best_single_accuracy),
+            cost_at_95_percent_of_best_single=float(result.cost_at_share) if result.cost_at_share is not None else -1.0)
+    return result.table.assign(best_single=result.best_single, cheapest=result.cheapest, cost_basis=table.basis)
