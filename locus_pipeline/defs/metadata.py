@@ -34,4 +34,8 @@ def atlas_link(home, mlflow, checkpoint_id: str) -> dict:
     rows = checkpoint[checkpoint["checkpoint_id"].astype(str) == checkpoint_id]
     if rows.empty:
         return {"atlas": f"no atlas link: checkpoint {checkpoint_id} is not the current locus_checkpoint"}
-    return {"atlas": dg.MetadataValue.url(mlflow.artifact_page_url(str(rows["mlflow_run_id"].iloc[0]), ATLAS_ARTIFACT))}
+    run_id = str(rows["mlflow_run_id"].iloc[0])
+    url = mlflow.artifact_page_url(run_id, ATLAS_ARTIFACT)
+    if url is None:
+        return {"atlas": f"no atlas link: MLflow run {run_id} is not in the tracking store ({mlflow.uri})"}
+    return {"atlas": dg.MetadataValue.url(url)}

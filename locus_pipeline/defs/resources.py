@@ -153,25 +153,29 @@ class MlflowTracking(dg.ConfigurableResource):
         """The MLflow server's raw download of a run's artifact (an HTML file opens in the browser)."""
         return f"{self.ui_url.rstrip('/')}/get-artifact?path={path}&run_uuid={run_id}"
 
-    def experiment_of_run(self, run_id: str) -> str:
-        """The experiment id of a run; the home's own database is read directly (no mlflow import: onboarding runs
-        stay fast)."""
+    def experiment_of_run(self, run_id: str) -> str | None:
+        """The experiment id of a run, None when the tracking store does not hold it (e.g. a home copied without
+        its mlflow/ folder). The home's own database is read directly: no mlflow import, onboarding runs stay fast."""
         if not self.tracking_uri:
             if not self.db_path.exists():
-                raise FileNotFoundError(f"no MLflow database at {self.db_path}: materialize locus_checkpoint first")
+                return None
             with sqlite3.connect(self.db_path) as db:
                 row = db.execute("select experiment_id from runs where run_uuid = ?", (run_id,)).fetchone()
-            if row is None:
-                raise KeyError(f"MLflow run {run_id} is not in {self.db_path}")
-            return str(row[0])
+            return None if row is None else str(row[0])
         import mlflow
 
-        return mlflow.MlflowClient(self.uri).get_run(run_id).info.experiment_id
+        try:
+            return mlflow.MlflowClient(self.uri).get_run(run_id).info.experiment_id
+        except mlflow.exceptions.MlflowException:
+            return None
 
-    def artifact_page_url(self, run_id: str, path: str) -> str:
-        """The run's artifact page with ``path`` selected: the MLflow UI previews HTML there."""
-        return (f"{self.ui_url.rstrip('/')}/#/experiments/{self.experiment_of_run(run_id)}/runs/{run_id}/artifacts/"
-                f"{path}{UI_QUERY}")
+    def artifact_page_url(self, run_id: str, path: str) -> str | None:
+        """The run's artifact page with ``path`` selected (the MLflow UI previews HTML there); None when the
+        tracking store does not hold the run."""
+        experiment = self.experiment_of_run(run_id)
+        if experiment is None:
+            return None
+        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment}/runs/{run_id}/artifacts/{path}{UI_QUERY}"
 
     def log_artifact(self, run_id: str, local_path: Path, artifact_path: str) -> None:
         """Add (or replace) a file among a finished run's artifacts."""

@@ -128,7 +128,10 @@ def test_locus_search_cli(materialized, capsys):
     assert out["target"] == {"synth-gsm8k": 0.9, "synth-mmlu": 0.5}
     assert len(out["neighbours"]) == 3 and {"model", "distance", "synth-gsm8k"} <= set(out["neighbours"][0])
     assert main(["search", "--target", "synth-gsm8k=0.9", "--home", str(home)]) == 0
-    assert "synth-gsm8k" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["rank", "model", "distance", "profile_mae", "synth-gsm8k"]
+    assert lines[1].split() == ["target", "(target", "profile)", "0.900"]  # the target first, beside the found models
+    assert lines[2].split()[0] == "1" and "Euclidean distance between model embeddings" in "\n".join(lines)
     assert main(["search", "--target", "nonsense-bench=0.5", "--home", str(home)]) == 2
     assert "nonsense-bench" in capsys.readouterr().err
 

@@ -94,7 +94,7 @@ def test_mlflow_experiment_model_and_links_back_to_dagster(materialized) -> None
     model = client.get_registered_model("locus")
     assert "set encoder" in model.description
     current = client.get_model_version_by_alias("locus", "current")
-    assert current.version == checkpoint["model_version"] and current.run_id == run.info.run_id
+    assert str(current.version) == checkpoint["model_version"] and current.run_id == run.info.run_id
     assert current.tags["dagster.run_url"] == dagster_url and dagster_url in current.description
 
 

@@ -425,7 +425,7 @@ class CapabilitySearchConfig(dg.Config):
     target: dict[str, float] = Field(default_factory=dict, description="Benchmark -> accuracy in [0, 1], e.g. "
                                      "{'synth-gsm8k': 0.9, 'synth-mmlu': 0.5}; empty = every benchmark at the "
                                      "pool's median accuracy.")
-    k: int = Field(default=5, description="Nearest real models to return.")
+    k: int = Field(default=5, description="Nearest pool models to return.")
     n_per_benchmark: int = Field(default=64, description="Synthetic evaluations per benchmark.")
     seed: int = Field(default=0, description="Seed of the synthetic evaluation set.")
 
@@ -441,7 +441,7 @@ def capability_search(
     home: LocusHome,
 ) -> pd.DataFrame:
     """A synthetic evaluation set with the target per-benchmark accuracy (non-test queries), embedded with the
-    pool's checkpoint; the k nearest real models with their actual per-benchmark accuracy (same as `locus search`)."""
+    pool's checkpoint; the k nearest pool models with their actual per-benchmark accuracy (same as `locus search`)."""
     from locus_model.reports import capability_search_from_tables, plot_capability_search
 
     result = capability_search_from_tables(
@@ -488,11 +488,12 @@ def model_atlas(
     accuracy = per_benchmark_accuracy(evaluation_table, home.onboarded_evaluations())
     path = write_atlas(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=families,
                        per_benchmark_acc=accuracy, portfolio=members,
+                       onboarded=model_embeddings.loc[model_embeddings["source"] == "onboarded", "model"].astype(str).tolist(),
                        title="LOCUS model atlas" + (" (SYNTHETIC pool)" if "SYNTHETIC" in data_note(home) else ""))
     checkpoint_id = str(model_embeddings["checkpoint_id"].iloc[0])
     current = home.read_table("locus_checkpoint")
     run = current.loc[current["checkpoint_id"].astype(str) == checkpoint_id, "mlflow_run_id"]
-    if len(run):  # the URL model_embeddings and onboarded_model_embedding link to
+    if len(run) and mlflow.experiment_of_run(str(run.iloc[0])) is not None:  # where the pool's atlas link points
         mlflow.log_artifact(str(run.iloc[0]), path, ATLAS_ARTIFACT.rsplit("/", 1)[0])
     coords, ratio = pca_projection(z, 3)
     fig = new_figure(6.4, 5.0)
