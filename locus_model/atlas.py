@@ -22,11 +22,16 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.colors as px_colors
 import plotly.io as pio
 
 from locus_model.analysis._common import check_embeddings, check_metric, check_names, pairwise_distances
 
 _SYMBOL = {False: "circle", True: "diamond"}
+# one colour per family: Plotly's Dark24 then Light24 (48 distinct colours; the default cycle has 10, so a pool of
+# 14+ families repeated colours); families beyond that cycle again
+PALETTE = tuple(px_colors.qualitative.Dark24) + tuple(px_colors.qualitative.Light24)
+ONBOARDED = "onboarded"  # the legend group of onboarded models whose family is unknown
 
 
 def pca_projection(embeddings: np.ndarray, n_components: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -52,13 +57,14 @@ def pca_projection(embeddings: np.ndarray, n_components: int = 3) -> tuple[np.nd
 def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str],
                 families: Sequence[str] | None = None, per_benchmark_acc: pd.DataFrame | None = None,
                 portfolio: Sequence[str] = (), neighbours: int = 5, metric: str = "euclidean",
-                title: str = "LOCUS model atlas") -> Path:
+                title: str = "LOCUS model atlas", onboarded: Sequence[str] = ()) -> Path:
     """Write the atlas HTML page and return its path.
 
     Args:
         embeddings: (M, d) model embeddings; names: M model names; families: M family names ("" = unknown).
         per_benchmark_acc: index = model name, columns = benchmarks, values = accuracy in [0, 1] (optional).
         portfolio: names of the chosen portfolio members (drawn as diamonds).
+        onboarded: names of onboarded models: those of unknown family are shown as "onboarded", not "unknown family".
         neighbours: how many nearest neighbours to list, by `metric` distance in the full d-dim space
             (not in the projection, which distorts distances).
     """
@@ -71,6 +77,7 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     if len(fams) != len(z):
         raise ValueError(f"{where}: got {len(fams)} families for {len(z)} models. "
                          "How to fix: pass one family per model ('' when unknown).")
+    fams = [ONBOARDED if not f and n in set(onboarded) else f for f, n in zip(fams, names)]
     unknown = sorted(set(portfolio) - set(names))
     if unknown:
         raise ValueError(f"{where}: portfolio members not in the pool: {unknown[:5]}. "
@@ -112,10 +119,10 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
 
 def _figures(names, fams, in_portfolio, coords, ratio) -> tuple[go.Figure, go.Figure]:
     fig2d, fig3d = go.Figure(), go.Figure()
-    for fam in sorted(set(fams), key=lambda f: (f == "", f)):
+    for colour, fam in enumerate(sorted(set(fams), key=lambda f: (f == "", f == ONBOARDED, f))):
         idx = [i for i, f in enumerate(fams) if f == fam]
         text = [names[i] + (" (portfolio)" if in_portfolio[i] else "") for i in idx]
-        marker = dict(symbol=[_SYMBOL[bool(in_portfolio[i])] for i in idx],
+        marker = dict(symbol=[_SYMBOL[bool(in_portfolio[i])] for i in idx], color=PALETTE[colour % len(PALETTE)],
                       size=[13 if in_portfolio[i] else 8 for i in idx], line=dict(width=1, color="black"))
         common = dict(mode="markers", name=fam or "unknown family", text=text, customdata=idx,
                       hovertemplate="%{text}<extra>" + html.escape(fam or "unknown family") + "</extra>")
@@ -200,8 +207,11 @@ _SCRIPT = """
     }
     if (window.Plotly) {
       try {
-        if (row) Plotly.react('benchmark-bars', [{type: 'bar', x: data.benchmarks, y: row}],
-          {height: 260, width: 360, margin: {t: 10, b: 90, l: 40, r: 10}, yaxis: {range: [0, 1]}}, {displayModeBar: false});
+        // horizontal bars: long benchmark names get a left margin that fits them (automargin), never cut
+        if (row) Plotly.react('benchmark-bars', [{type: 'bar', orientation: 'h', y: data.benchmarks, x: row}],
+          {height: 40 + 22 * data.benchmarks.length, width: 360, margin: {t: 10, b: 30, l: 10, r: 20},
+           xaxis: {range: [0, 1], title: {text: 'accuracy'}}, yaxis: {automargin: true, autorange: 'reversed', dtick: 1}},
+          {displayModeBar: false});
         Plotly.relayout('atlas-2d', {annotations: [{x: data.xy[i][0], y: data.xy[i][1], text: name,
           showarrow: true, arrowhead: 2}]});
       } catch (e) { console.error(e); }

@@ -34,6 +34,17 @@ from locus_model.model import Locus, embed_evaluation_sets
 POOL_COLUMNS = (
     "model", "model_key", "embedding", "n_evaluations", "evaluations_fingerprint", "checkpoint_id", "source", "embedded_at",
 )
+# (type, meaning) of every pool column, as in the module docstring; the pipeline shows it as the table's schema
+POOL_COLUMN_DOCS = {
+    "model": ("str", "model name as in the evaluation files"),
+    "model_key": ("str", "safe form of the name (partition key, file names)"),
+    "embedding": ("list<float32>[d]", "the model embedding z_m"),
+    "n_evaluations": ("int64", "evaluations the embedding was computed from"),
+    "evaluations_fingerprint": ("str", "sha256 prefix of the (model, query_id, score) triples used"),
+    "checkpoint_id": ("str", "sha256 prefix of the checkpoint file that embedded it"),
+    "source": ("str", "training (trained on), held_out (in the training source, never trained on) or onboarded"),
+    "embedded_at": ("timestamp[UTC]", "when the row was written"),
+}
 
 
 def checkpoint_id(path: str | Path) -> str:

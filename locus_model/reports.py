@@ -240,16 +240,16 @@ class Report:
 
 def write_report(folder: Path, name: str, *, title: str, summary: str, body: str, note: str = "",
                  png: Path | None = None) -> Report:
-    """Write <folder>/<name>.md: a title, a one-line summary (the reports index quotes it), a data note,
-    the body and the PNG (if any, drawn beforehand at `png`) linked by relative path."""
+    """Write <folder>/<name>.md: a title, a one-line summary (the reports index quotes it), the PNG (if any,
+    drawn beforehand at `png`) linked by relative path, a data note and the body: what a reader wants first."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     parts = [f"# {title}", f"Summary: {summary}"]
+    if png is not None:
+        parts.append(f"![{name}]({Path(png).name})")
     if note:
         parts.append(note)
     parts.append(body)
-    if png is not None:
-        parts.append(f"![{name}]({Path(png).name})")
     text = "\n\n".join(parts) + "\n"
     path = folder / f"{name}.md"
     path.write_text(text, encoding="utf-8")

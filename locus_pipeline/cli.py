@@ -33,11 +33,13 @@ def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, 
 def add_search(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "search",
-        help="capability-profile search: the real models nearest to a target per-benchmark accuracy",
+        help="capability-profile search: the pool models nearest to a target per-benchmark accuracy",
         description=(
             "Synthesize an evaluation set with the target accuracy per benchmark (non-test queries of the pool), "
-            "embed it with the pool's checkpoint, and print the nearest models in LOCUS_HOME's pool with their "
-            "actual per-benchmark accuracy. Needs a materialized pipeline (make demo)."
+            "embed it with the pool's checkpoint, and print the target profile, then the nearest models in "
+            "LOCUS_HOME's pool with their actual per-benchmark accuracy. distance is the Euclidean distance between "
+            "model embeddings (the synthetic set's and the model's), the space and scale of the atlas's neighbours "
+            "list. Needs a materialized pipeline (make demo)."
         ),
     )
     p.add_argument("--target", required=True,
@@ -66,9 +68,26 @@ def run_search(args: argparse.Namespace) -> int:
         print(json.dumps({"target": result.target, "realised": result.realised,
                           "neighbours": json.loads(result.neighbours.to_json(orient="records"))}, indent=2))
     else:
-        cols = ["rank", "model", "distance", "profile_mae"] + [b for b in result.target if b in result.neighbours]
-        print(result.neighbours[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(search_text(result))
     return EXIT_OK
+
+
+SEARCH_NOTE = ("distance: Euclidean distance between model embeddings (the synthetic set's and the model's), the "
+               "same space and scale as the atlas's neighbours list; profile_mae: mean |actual - target| over the "
+               "target's benchmarks.")
+
+
+def search_text(result) -> str:
+    """The target profile as the first row, the found models' profiles under it, and what the columns mean."""
+    import pandas as pd
+
+    benches = [b for b in result.target if b in result.neighbours]
+    found = result.neighbours[["rank", "model", "distance", "profile_mae"] + benches]
+    target = {"rank": "target", "model": "(target profile)", "distance": float("nan"), "profile_mae": float("nan"),
+              **{b: result.target[b] for b in benches}}
+    table = pd.DataFrame([target] + found.astype({"rank": str}).to_dict("records"))
+    text = table.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
+    return text + "\n\n" + SEARCH_NOTE
 
 
 # ---------------------------------------------------------------------------------------------- serve

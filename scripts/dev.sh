@@ -2,7 +2,8 @@
 # make dev: dagster dev (webserver + daemon) and the MLflow UI on 127.0.0.1, stopped together on Ctrl-C.
 # Ctrl-C (or SIGTERM) asks both to stop, waits at most STOP_GRACE_S seconds (default 10), then SIGKILLs
 # whatever is left of their process groups: everything is gone within ~STOP_GRACE_S + 1 s.
-# Environment: LOCUS_HOME, DAGSTER_PORT (3000), MLFLOW_PORT (5000), VENV (.venv), STOP_GRACE_S (10).
+# Environment: LOCUS_HOME, DAGSTER_PORT (3000), MLFLOW_PORT (5000), VENV (.venv), STOP_GRACE_S (10),
+# DAGSTER_LOG_LEVEL (info).
 set -euo pipefail
 set -m  # each background job gets its own process group: dagster dev ignores SIGINT otherwise (stack.md)
 cd "$(dirname "$0")/.."
@@ -11,8 +12,9 @@ export LOCUS_HOME="${LOCUS_HOME:-$PWD/data}"
 DAGSTER_PORT="${DAGSTER_PORT:-3000}"
 MLFLOW_PORT="${MLFLOW_PORT:-5000}"
 export DAGSTER_PORT MLFLOW_PORT  # the code location builds its MLflow links from MLFLOW_PORT
-VENV="${VENV:-.venv}"
+VENV="$(cd "${VENV:-.venv}" && pwd)"  # absolute: dagster dev starts from DAGSTER_HOME
 STOP_GRACE_S="${STOP_GRACE_S:-10}"
+DAGSTER_LOG_LEVEL="${DAGSTER_LOG_LEVEL:-info}"  # warning: only problems (no sensor tick lines)
 PY="$VENV/bin/python"
 export DAGSTER_HOME
 DAGSTER_HOME=$($PY -c "from locus_pipeline.instance import prepare_dagster_home; print(prepare_dagster_home())")
@@ -51,13 +53,17 @@ MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "$VENV/bin/mlflow" server \
   --default-artifact-root "$LOCUS_HOME/mlflow/artifacts" \
   --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 &
 MLFLOW_PID=$!
-"$VENV/bin/dagster" dev -w workspace.yaml -h 127.0.0.1 -p "$DAGSTER_PORT" &
+# started from DAGSTER_HOME (where dagster.yaml is linked): from the repository root, dagster dev warns that the
+# dagster.yaml "in the current folder" will not be used, though it is, through DAGSTER_HOME
+REPO="$PWD"
+(cd "$DAGSTER_HOME" && exec "$VENV/bin/dagster" dev -w "$REPO/workspace.yaml" -h 127.0.0.1 -p "$DAGSTER_PORT" \
+  --log-level "$DAGSTER_LOG_LEVEL") &
 DAGSTER_PID=$!
 
 cat <<MSG
 
   Dagster UI   http://127.0.0.1:$DAGSTER_PORT   (materialize locus_job; DAGSTER_HOME=$DAGSTER_HOME)
-  MLflow UI    http://127.0.0.1:$MLFLOW_PORT   (experiment "locus")
+  MLflow UI    http://127.0.0.1:$MLFLOW_PORT/#/experiments?workflowType=machine_learning   (experiment "locus")
   Drop folder  $LOCUS_HOME/incoming/            (new evaluation files are onboarded by the sensor)
   Ctrl-C stops both.
 

@@ -86,9 +86,13 @@ def new_figure(width: float = 6.4, height: float = 4.8) -> Figure:
     return fig
 
 
+FIGURE_MAX_PX = 1100  # widest PNG drawn: it fits a 1,280 px window (Dagster's metadata modal) unscaled
+
+
 def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Save as PNG at the figure's dpi, lowered so the image is at most FIGURE_MAX_PX wide."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    fig.savefig(path, format="png", dpi=min(fig.dpi, FIGURE_MAX_PX / fig.get_figwidth()))
     return path

@@ -19,7 +19,7 @@ from locus_model.analysis.fingerprint import EmbedFn
 
 @dataclass(frozen=True)
 class CapabilitySearch:
-    """The synthetic evaluation set and the k real models nearest to its embedding."""
+    """The synthetic evaluation set and the k pool models nearest to its embedding."""
     target: dict[str, float]          # requested accuracy per benchmark
     realised: dict[str, float]        # accuracy of the synthetic set per benchmark (exact counts / n)
     n_queries: dict[str, int]         # queries sampled per benchmark
@@ -34,8 +34,8 @@ class CapabilitySearch:
                                "synthetic": [self.realised[b] for b in self.target],
                                "n_queries": [self.n_queries[b] for b in self.target]})
         return ("**Capability-profile search**: a synthetic evaluation set with the requested per-benchmark "
-                "accuracy, embedded; the nearest real models (profile_mae = mean |actual - target| over the "
-                "requested benchmarks).\n\n" + markdown_table(target) + "\n\n"
+                "accuracy, embedded; the nearest pool models by Euclidean distance between model embeddings "
+                "(profile_mae = mean |actual - target| over the requested benchmarks).\n\n" + markdown_table(target) + "\n\n"
                 + markdown_table(self.neighbours, digits=3))
 
 

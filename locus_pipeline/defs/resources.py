@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from locus_pipeline.defs.metadata import table_schema
 from locus_pipeline.storage import LocusHome
 
 
@@ -29,7 +30,8 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
         if not isinstance(obj, pd.DataFrame):
             raise TypeError(f"asset {context.asset_key.to_user_string()} must return a pandas DataFrame, got {type(obj)}")
         path = self.home.write_table(context.asset_key.to_user_string(), obj, partition=self._partition(context))
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "dagster/row_count": len(obj)})
+        context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "dagster/row_count": len(obj),
+                                     "dagster/column_schema": table_schema(obj)})
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         return self.home.read_table(context.asset_key.to_user_string(), partition=self._partition(context))
@@ -56,6 +58,16 @@ def _default_ui_url() -> str:
     return os.environ.get("LOCUS_MLFLOW_URL") or f"http://127.0.0.1:{os.environ.get('MLFLOW_PORT', '5000')}"
 
 
+def _default_dagster_url() -> str:
+    return os.environ.get("LOCUS_DAGSTER_URL") or f"http://127.0.0.1:{os.environ.get('DAGSTER_PORT', '3000')}"
+
+
+# MLflow 3 opens an experiment in its GenAI view unless told otherwise: the experiment tag says what kind it is,
+# and the UI's links carry workflowType (the UI's own switch, which wins over the tag when present)
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+UI_QUERY = "?workflowType=machine_learning"
+
+
 class MlflowTracking(dg.ConfigurableResource):
     """MLflow tracking with an sqlite backend and artifact root under LOCUS_HOME/mlflow. A home that was copied
     or moved is relocated on first use: stored artifact locations follow it (see ``relocate``)."""
@@ -67,6 +79,9 @@ class MlflowTracking(dg.ConfigurableResource):
     ui_url: str = Field(default_factory=_default_ui_url,
                         description="MLflow UI base URL for links in Dagster; default $LOCUS_MLFLOW_URL, else "
                                     "http://127.0.0.1:$MLFLOW_PORT (5000).")
+    dagster_url: str = Field(default_factory=_default_dagster_url,
+                             description="Dagster UI base URL for the links back from MLflow; default $LOCUS_DAGSTER_URL, "
+                                         "else http://127.0.0.1:$DAGSTER_PORT (3000).")
 
     @property
     def db_path(self) -> Path:
@@ -116,17 +131,63 @@ class MlflowTracking(dg.ConfigurableResource):
         mlflow.set_tracking_uri(self.uri)
         self.relocate()
         experiment = mlflow.get_experiment_by_name(self.experiment)
-        experiment_id = (
-            experiment.experiment_id
-            if experiment
-            else mlflow.create_experiment(self.experiment, artifact_location=(self.artifact_root / "locus").as_uri())
-        )
+        if experiment is None:
+            experiment_id = mlflow.create_experiment(self.experiment, artifact_location=(self.artifact_root / "locus").as_uri(),
+                                                     tags=EXPERIMENT_KIND)
+        else:
+            experiment_id = experiment.experiment_id
+            for key, value in EXPERIMENT_KIND.items():  # an experiment made before the tag existed
+                if experiment.tags.get(key) != value:
+                    mlflow.MlflowClient().set_experiment_tag(experiment_id, key, value)
         self.relocate()  # the Default experiment, created with the database
         with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
             yield run
 
     def run_url(self, experiment_id: str, run_id: str) -> str:
-        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{UI_QUERY}"
+
+    def experiment_url(self, experiment_id: str) -> str:
+        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}{UI_QUERY}"
+
+    def artifact_url(self, run_id: str, path: str) -> str:
+        """The MLflow server's raw download of a run's artifact (an HTML file opens in the browser)."""
+        return f"{self.ui_url.rstrip('/')}/get-artifact?path={path}&run_uuid={run_id}"
+
+    def experiment_of_run(self, run_id: str) -> str | None:
+        """The experiment id of a run, None when the tracking store does not hold it (e.g. a home copied without
+        its mlflow/ folder). The home's own database is read directly: no mlflow import, onboarding runs stay fast."""
+        if not self.tracking_uri:
+            if not self.db_path.exists():
+                return None
+            with sqlite3.connect(self.db_path) as db:
+                row = db.execute("select experiment_id from runs where run_uuid = ?", (run_id,)).fetchone()
+            return None if row is None else str(row[0])
+        import mlflow
+
+        try:
+            return mlflow.MlflowClient(self.uri).get_run(run_id).info.experiment_id
+        except mlflow.exceptions.MlflowException:
+            return None
+
+    def artifact_page_url(self, run_id: str, path: str) -> str | None:
+        """The run's artifact page with ``path`` selected (the MLflow UI previews HTML there); None when the
+        tracking store does not hold the run."""
+        experiment = self.experiment_of_run(run_id)
+        if experiment is None:
+            return None
+        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment}/runs/{run_id}/artifacts/{path}{UI_QUERY}"
+
+    def log_artifact(self, run_id: str, local_path: Path, artifact_path: str) -> None:
+        """Add (or replace) a file among a finished run's artifacts."""
+        import mlflow
+
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        mlflow.set_tracking_uri(self.uri)
+        self.relocate()
+        mlflow.MlflowClient(self.uri).log_artifact(run_id, str(local_path), artifact_path)
+
+    def dagster_run_url(self, run_id: str) -> str:
+        return f"{self.dagster_url.rstrip('/')}/runs/{run_id}"
 
 
 @dg.definitions

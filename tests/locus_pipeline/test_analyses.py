@@ -128,7 +128,10 @@ def test_locus_search_cli(materialized, capsys):
     assert out["target"] == {"synth-gsm8k": 0.9, "synth-mmlu": 0.5}
     assert len(out["neighbours"]) == 3 and {"model", "distance", "synth-gsm8k"} <= set(out["neighbours"][0])
     assert main(["search", "--target", "synth-gsm8k=0.9", "--home", str(home)]) == 0
-    assert "synth-gsm8k" in capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["rank", "model", "distance", "profile_mae", "synth-gsm8k"]
+    assert lines[1].split() == ["target", "(target", "profile)", "0.900"]  # the target first, beside the found models
+    assert lines[2].split()[0] == "1" and "Euclidean distance between model embeddings" in "\n".join(lines)
     assert main(["search", "--target", "nonsense-bench=0.5", "--home", str(home)]) == 2
     assert "nonsense-bench" in capsys.readouterr().err
 
@@ -198,3 +201,72 @@ def test_cost_frontier_runs_from_cheapest_to_best_with_parameter_counts_as_the_c
     report = (home / "reports" / "cost_frontier.md").read_text()
     assert "parameter count" in report and "95% of the best single model's accuracy" in report
     assert (home / "reports" / "cost_frontier.png").stat().st_size > 0
+
+
+def _png_width(path) -> int:
+    return int.from_bytes(path.read_bytes()[16:20], "big")  # IHDR width
+
+
+def test_reports_show_summary_and_figure_first_at_modal_width(materialized):
+    """The UI's report modal (1,280 px): summary, then the figure (at most 1,100 px wide), then the rest."""
+    _, result, home = materialized
+    for name in REPORTS:
+        shown = _metadata(result, name)["report"].value
+        lines = [line for line in shown.splitlines() if line]
+        assert lines[0].startswith("# ") and lines[1].startswith("Summary: "), name
+        assert lines[2].startswith("![") and "data:image/png;base64," in lines[2], name
+        assert _png_width(home / "reports" / f"{name}.png") <= 1100, name
+
+
+def test_report_tables_in_the_ui_are_previews(materialized):
+    from locus_pipeline.defs.assets.analyses import PREVIEW_ROWS
+
+    _, result, home = materialized
+    for name in REPORTS:
+        shown = _metadata(result, name)["report"].value
+        blocks = re.split(r"\n(?!\|)", shown)  # runs of table lines stay together
+        for block in blocks:
+            rows = [line for line in block.splitlines() if line.startswith("|")]
+            assert len(rows) <= PREVIEW_ROWS + 2, name  # header + separator + preview
+        assert "dagster/row_count" in _metadata(result, name), name
+    # portfolios' curves are longer than a preview on the tiny pool: cut in the UI, whole in the file
+    shown = _metadata(result, "portfolios")["report"].value
+    assert "more rows: the full table is the asset's output (`warehouse/portfolios.parquet`)" in shown
+    full = (home / "reports" / "portfolios.md").read_text()
+    assert full.count("\n|") > shown.count("\n|")
+
+
+def test_shorten_tables_keeps_short_tables_and_cuts_long_ones():
+    from locus_pipeline.defs.assets.analyses import shorten_tables
+
+    table = "| a |\n|---|\n" + "\n".join(f"| {i} |" for i in range(5))
+    assert shorten_tables("x\n\n" + table + "\n\ny", "t", max_rows=5) == "x\n\n" + table + "\n\ny"
+    cut = shorten_tables(table, "t", max_rows=2).splitlines()
+    assert cut[:4] == ["| a |", "|---|", "| 0 |", "| 1 |"] and "3 more rows" in cut[-1] and "warehouse/t.parquet" in cut[-1]
+
+
+def test_analyses_read_no_raw_evaluations_edge():
+    """The graph reads left to right: the data note comes through LocusHome, not a lineage edge per analysis."""
+    from locus_pipeline.definitions import defs
+
+    deps = {s.key.to_user_string(): {d.asset_key.to_user_string() for d in s.deps} for s in defs().resolve_all_asset_specs()}
+    for name in REPORTS + ("analysis_reports",):
+        assert "raw_evaluations" not in deps[name], name
+
+
+def test_the_atlas_is_an_mlflow_artifact_linked_from_the_pool(materialized):
+    """The atlas reachable from the UI: an artifact of the checkpoint's MLflow run, linked (a URL entry) from the
+    pool's and the atlas's materializations."""
+    import mlflow
+    from dagster import UrlMetadataValue
+
+    _, result, home = materialized
+    checkpoint = _warehouse(home, "locus_checkpoint").iloc[0]
+    client = mlflow.MlflowClient(f"sqlite:///{home / 'mlflow' / 'mlflow.db'}")
+    run_id = checkpoint["mlflow_run_id"]
+    assert "reports/atlas.html" in {a.path for a in client.list_artifacts(run_id, "reports")}
+    experiment = client.get_run(run_id).info.experiment_id
+    for asset in ("model_embeddings", "model_atlas"):
+        link = _metadata(result, asset)["atlas"]
+        assert isinstance(link, UrlMetadataValue), asset
+        assert f"/#/experiments/{experiment}/runs/{run_id}/artifacts/reports/atlas.html" in link.value, asset

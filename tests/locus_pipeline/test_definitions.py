@@ -77,3 +77,19 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
                               finetune_noise=[1.5, 2.5]).to_library(384)
     assert (train.draws, train.ema_decay, train.calibration, train.epochs, train.noise_start, train.select_from_epoch,
             train.finetune_steps, train.finetune_patience, train.finetune_noise) == (2, 0.0, "none", 7, 0.5, 3, 40, 20, (1.5, 2.5))
+
+
+def test_the_readme_names_every_asset_as_it_is() -> None:
+    """README.md's asset table names each asset by its key, and names no asset that does not exist."""
+    import re
+    from pathlib import Path
+
+    from locus_pipeline.definitions import defs
+
+    keys = {s.key.to_user_string() for s in defs().resolve_all_asset_specs()}
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("| asset | what |", 1)[1].split("\n\n", 1)[0]
+    named = set()
+    for row in table.splitlines()[1:]:
+        named |= {re.sub(r"\[key\]$", "", n) for n in re.findall(r"`([a-z_]+(?:\[key\])?)`", row.split(" | ")[0])}
+    assert named == keys

@@ -71,7 +71,31 @@ def test_mlflow_run_contents(materialized) -> None:
     event = next(e for e in result.get_asset_materialization_events()
                  if e.event_specific_data.materialization.asset_key.to_user_string() == "locus_checkpoint")
     url = event.event_specific_data.materialization.metadata["mlflow_run"].value
-    assert url.endswith(f"/runs/{run.info.run_id}")
+    assert url.endswith(f"/runs/{run.info.run_id}?workflowType=machine_learning")
+
+
+def test_mlflow_experiment_model_and_links_back_to_dagster(materialized) -> None:
+    """The experiment opens as model training (not GenAI); the registered model has a description, the alias
+    `current` on its newest version, and both the run and the version link back to the Dagster run."""
+    import mlflow
+
+    _, result, home = materialized
+    checkpoint = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    mlflow.set_tracking_uri(f"sqlite:///{home / 'mlflow' / 'mlflow.db'}")
+    client = mlflow.MlflowClient()
+    run = client.get_run(checkpoint["mlflow_run_id"])
+    assert client.get_experiment(run.info.experiment_id).tags["mlflow.experimentKind"] == "custom_model_development"
+    from locus_pipeline.defs.resources import MlflowTracking
+    from locus_pipeline.storage import LocusHome
+
+    dagster_url = MlflowTracking(home=LocusHome(root=str(home))).dagster_run_url(result.run_id)
+    assert dagster_url.endswith(f"/runs/{result.run_id}")
+    assert run.data.tags["dagster.run_url"] == dagster_url and f"]({dagster_url})" in run.data.tags["mlflow.note.content"]
+    model = client.get_registered_model("locus")
+    assert "set encoder" in model.description
+    current = client.get_model_version_by_alias("locus", "current")
+    assert str(current.version) == checkpoint["model_version"] and current.run_id == run.info.run_id
+    assert current.tags["dagster.run_url"] == dagster_url and dagster_url in current.description
 
 
 def test_checkpoint_round_trip_reproduces_the_pool(materialized) -> None:
@@ -117,3 +141,36 @@ def test_routing_evaluation_scores_the_pools_checkpoint_without_training(materia
     assert set(locus_vs) == {"embedllm_mf", "irt", "knn", "best_single"}
     row = flat[(flat["method"] == "locus") & (flat["group"] == "all") & (flat["metric"] == "vs_irt.auc.diff")]
     assert row["mean"].tolist() == [pytest.approx(locus_vs["irt"]["auc"]["diff"])]
+
+
+def _materialization(result, asset: str):
+    [event] = [e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == asset]
+    return event.materialization.metadata
+
+
+def test_table_assets_carry_their_column_schema(materialized) -> None:
+    """The UI's Columns view: the pool's schema with the meaning of each column, known before a run too;
+    every warehouse table's columns with their dtypes."""
+    from locus_pipeline.definitions import defs
+
+    _, result, _ = materialized
+    schema = _materialization(result, "model_embeddings")["dagster/column_schema"].value
+    assert tuple(c.name for c in schema.columns) == POOL_COLUMNS
+    assert all(c.description for c in schema.columns)
+    spec = next(s for s in defs().resolve_all_asset_specs() if s.key.to_user_string() == "model_embeddings")
+    assert tuple(c.name for c in spec.metadata["dagster/column_schema"].columns) == POOL_COLUMNS
+    assert spec.owners == ["team:locus"]
+    table = _materialization(result, "evaluation_table")["dagster/column_schema"].value
+    assert {"model", "query_id", "score"} <= {c.name for c in table.columns}
+
+
+def test_checkpoint_best_metrics_are_plottable_floats(materialized) -> None:
+    """The asset's Plots tab charts float entries across materializations, not a JSON blob."""
+    from dagster import FloatMetadataValue
+
+    _, result, home = materialized
+    meta = _materialization(result, "locus_checkpoint")
+    best = json.loads(pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]["best_metrics"])
+    assert isinstance(meta["best_val_routing_acc"], FloatMetadataValue)
+    assert meta["best_val_routing_acc"].value == pytest.approx(best["val_routing_acc"])
+    assert "best_epoch" in meta and "best_metrics" in meta

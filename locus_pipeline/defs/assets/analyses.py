@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from locus_pipeline.defs.metadata import ATLAS_ARTIFACT, OWNERS, atlas_link
+from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 GROUP = "analyses"
@@ -20,9 +22,11 @@ GROUP = "analyses"
 # ----------------------------------------------------------------------------- shared plumbing
 
 
-def data_note(raw_evaluations: pd.DataFrame) -> str:
-    """One line saying what the numbers are computed on; the synthetic pool is called SYNTHETIC."""
-    source, root = str(raw_evaluations["source"].iloc[0]), str(raw_evaluations["root"].iloc[0])
+def data_note(home: LocusHome) -> str:
+    """One line saying what the numbers are computed on; the synthetic pool is called SYNTHETIC. Read from the
+    raw_evaluations table through LocusHome: the note is no data dependency, so no lineage edge is drawn for it."""
+    raw = home.read_table("raw_evaluations", columns=["source", "root"])
+    source, root = str(raw["source"].iloc[0]), str(raw["root"].iloc[0])
     if source == "synthetic":
         return ("Data: the **SYNTHETIC** pool (`locus_model.demo`: made-up models drawn from a known latent "
                 "model, not real LLMs): its numbers are not findings about real models.")
@@ -31,15 +35,45 @@ def data_note(raw_evaluations: pd.DataFrame) -> str:
     return f"Data: `{source}` evaluations from `{root}`."
 
 
+PREVIEW_ROWS = 10  # markdown tables in the UI's report are cut to this many rows; the asset's Parquet has them all
+
+
+def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> str:
+    """Every markdown table longer than ``max_rows`` rows cut to its first ``max_rows``, with a line saying how
+    many more there are and where (the asset's Parquet output, warehouse/<name>.parquet)."""
+    out, block = [], []
+
+    def flush() -> None:
+        rows = block[2:]  # header and separator first
+        out.extend(block[:2 + max_rows])
+        if len(rows) > max_rows:
+            out.append(f"\n*... {len(rows) - max_rows} more rows: the full table is the asset's output "
+                       f"(`warehouse/{name}.parquet`) and `reports/{name}.md`.*")
+        block.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            flush()
+        out.append(line)
+    if block:
+        flush()
+    return "\n".join(out)
+
+
 def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, title: str, summary: str, body: str,
-            note: str, png=None, **metadata) -> None:
-    """Write reports/<name>.md (+ the PNG drawn at `png`) and attach it, PNG inline, as Dagster metadata."""
+            png=None, **metadata) -> None:
+    """Write reports/<name>.md (summary, figure, data note, body) and attach it as Dagster metadata: the summary
+    and the figure first (drawn at most FIGURE_MAX_PX wide, so it fits the UI's modal), long tables shortened
+    to a preview (the full table is the asset's Parquet output)."""
     from locus_model.reports import write_report
     from locus_model.workflow import png_markdown
 
-    report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=note, png=png)
+    report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=data_note(home), png=png)
     shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", png_markdown(png))
-    context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shown),
+    context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shorten_tables(shown, name)),
                                  "report_path": dg.MetadataValue.path(str(report.md_path)), **metadata})
 
 
@@ -80,7 +114,7 @@ def catalog_column(names: list[str], model_catalog: pd.DataFrame, column: str = 
 # ----------------------------------------------------------------------------- held-out predictions
 
 
-@dg.asset(kinds={"pytorch"}, group_name=GROUP)
+@dg.asset(kinds={"pytorch"}, group_name=GROUP, owners=OWNERS)
 def heldout_predictions(
     context: dg.AssetExecutionContext,
     model_embeddings: pd.DataFrame,
@@ -110,12 +144,11 @@ def heldout_predictions(
 # ----------------------------------------------------------------------------- distance vs behaviour
 
 
-@dg.asset(kinds={"scipy"}, group_name=GROUP)
+@dg.asset(kinds={"scipy"}, group_name=GROUP, owners=OWNERS)
 def embedding_geometry(
     context: dg.AssetExecutionContext,
     model_embeddings: pd.DataFrame,
     heldout_predictions: pd.DataFrame,
-    raw_evaluations: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """Per model pair: Euclidean and cosine embedding distance vs the correctness disagreement rate on the
@@ -133,7 +166,7 @@ def embedding_geometry(
     body = (result.to_markdown() + f"\n\nDisagreement is measured on the {len(preds.query_ids)} held-out test "
             "queries, which no pool embedding was computed from." + excluded_note(excluded))
     publish(context, home, "embedding_geometry", title="Embedding distance vs behaviour", summary=summary, body=body,
-            note=data_note(raw_evaluations), png=png,
+            png=png,
             pearson_euclidean=eu.pearson, pearson_cosine=co.pearson, spearman_euclidean=eu.spearman,
             spearman_cosine=co.spearman, kendall_euclidean=eu.kendall, kendall_cosine=co.kendall,
             correlations=dg.MetadataValue.md(result.correlation_table().round(4).to_markdown(index=False)))
@@ -148,13 +181,12 @@ class FamilyClusteringConfig(dg.Config):
     metric: str = Field(default="cosine", description="Distance between model embeddings: cosine or euclidean.")
 
 
-@dg.asset(kinds={"scipy"}, group_name=GROUP)
+@dg.asset(kinds={"scipy"}, group_name=GROUP, owners=OWNERS)
 def family_clusters(
     context: dg.AssetExecutionContext,
     config: FamilyClusteringConfig,
     model_embeddings: pd.DataFrame,
     model_catalog: pd.DataFrame,
-    raw_evaluations: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """Hierarchical clustering of the whole pool (dendrogram by model name); where families are known (models
@@ -192,7 +224,7 @@ def family_clusters(
         table = table.assign(variant=catalog_column(table["model"].tolist(), model_catalog, "variant"),
                              variant_cluster=[int(by_model[m]) for m in table["model"]])
     publish(context, home, "family_clusters", title="Family clustering", summary=summary, body=body,
-            note=data_note(raw_evaluations), png=png, adjusted_rand=float(result.adjusted_rand),
+            png=png, adjusted_rand=float(result.adjusted_rand),
             purity=float(result.purity), n_families=int(result.n_families),
             **{f"adjusted_rand_{g}": float(r.adjusted_rand) for g, r in scored.items() if g != "family"})
     return table
@@ -219,14 +251,13 @@ def budget_grid(params_b: np.ndarray, n: int) -> list[float]:
     return sorted({round(float(b), 3) for b in np.geomspace(known.min(), known.sum(), max(2, n))} | {float(known.sum())})
 
 
-@dg.asset(kinds={"numpy"}, group_name=GROUP)
+@dg.asset(kinds={"numpy"}, group_name=GROUP, owners=OWNERS)
 def portfolios(
     context: dg.AssetExecutionContext,
     config: PortfolioConfig,
     model_embeddings: pd.DataFrame,
     heldout_predictions: pd.DataFrame,
     model_catalog: pd.DataFrame,
-    raw_evaluations: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """k-center and k-medoids portfolios (curve over k) and coverage-greedy per parameter (curve over a
@@ -274,7 +305,7 @@ def portfolios(
              "P(correct) answers (the correctness predictor's probabilities from the pool embeddings)."
              + excluded_note(excluded))
     publish(context, home, "portfolios", title="Portfolio selection", summary=summary, body=body,
-            note=data_note(raw_evaluations), png=png, full_pool_routing_accuracy=float(curves[0].full_accuracy),
+            png=png, full_pool_routing_accuracy=float(curves[0].full_accuracy),
             **{f"smallest_{m}": (float(v) if v is not None else -1.0) for m, v in match.items()})
     return out
 
@@ -287,13 +318,12 @@ class FallbackConfig(dg.Config):
     metric: str = Field(default="euclidean", description="Nearest neighbour by euclidean or cosine distance.")
 
 
-@dg.asset(kinds={"numpy"}, group_name=GROUP)
+@dg.asset(kinds={"numpy"}, group_name=GROUP, owners=OWNERS)
 def fallback_report(
     context: dg.AssetExecutionContext,
     config: FallbackConfig,
     model_embeddings: pd.DataFrame,
     heldout_predictions: pd.DataFrame,
-    raw_evaluations: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """When the routed model is unavailable, its nearest embedding neighbour answers: the share of routing
@@ -309,7 +339,7 @@ def fallback_report(
                f"{100 * result.random_share_kept:.1f}%, router's second choice {100 * result.second_choice_share_kept:.1f}% "
                "(paper: 85%).")
     publish(context, home, "fallback_report", title="Fallback routing", summary=summary,
-            body=result.to_markdown() + excluded_note(excluded), note=data_note(raw_evaluations), png=png,
+            body=result.to_markdown() + excluded_note(excluded), png=png,
             share_kept=float(result.share_kept), random_share_kept=float(result.random_share_kept),
             second_choice_share_kept=float(result.second_choice_share_kept))
     return result.summary().assign(n_queries=result.n_queries)
@@ -326,7 +356,7 @@ class NearDuplicatesConfig(dg.Config):
     seed: int = Field(default=0, description="Seed of the resamples.")
 
 
-@dg.asset(kinds={"pytorch"}, group_name=GROUP)
+@dg.asset(kinds={"pytorch"}, group_name=GROUP, owners=OWNERS)
 def near_duplicates(
     context: dg.AssetExecutionContext,
     config: NearDuplicatesConfig,
@@ -335,7 +365,6 @@ def near_duplicates(
     query_encodings: pd.DataFrame,
     training_split: pd.DataFrame,
     model_catalog: pd.DataFrame,
-    raw_evaluations: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """Fingerprinting: every model embedded from `resamples` random subsets of the evaluation set its pool
@@ -378,7 +407,7 @@ def near_duplicates(
     if sets.missing:
         body += f"\n\nNot resampled (evaluations not found): {', '.join(sets.missing[:20])}."
     publish(context, home, "near_duplicates", title="Near-duplicates / fingerprinting", summary=summary, body=body,
-            note=data_note(raw_evaluations), png=png, flagged_pairs=len(flagged),
+            png=png, flagged_pairs=len(flagged),
             known_duplicates_found=int(flagged["known_duplicate"].sum()), known_duplicates=len(known))
     return pairs
 
@@ -396,12 +425,12 @@ class CapabilitySearchConfig(dg.Config):
     target: dict[str, float] = Field(default_factory=dict, description="Benchmark -> accuracy in [0, 1], e.g. "
                                      "{'synth-gsm8k': 0.9, 'synth-mmlu': 0.5}; empty = every benchmark at the "
                                      "pool's median accuracy.")
-    k: int = Field(default=5, description="Nearest real models to return.")
+    k: int = Field(default=5, description="Nearest pool models to return.")
     n_per_benchmark: int = Field(default=64, description="Synthetic evaluations per benchmark.")
     seed: int = Field(default=0, description="Seed of the synthetic evaluation set.")
 
 
-@dg.asset(kinds={"pytorch"}, group_name=GROUP)
+@dg.asset(kinds={"pytorch"}, group_name=GROUP, owners=OWNERS)
 def capability_search(
     context: dg.AssetExecutionContext,
     config: CapabilitySearchConfig,
@@ -409,11 +438,10 @@ def capability_search(
     evaluation_table: pd.DataFrame,
     query_encodings: pd.DataFrame,
     training_split: pd.DataFrame,
-    raw_evaluations: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """A synthetic evaluation set with the target per-benchmark accuracy (non-test queries), embedded with the
-    pool's checkpoint; the k nearest real models with their actual per-benchmark accuracy (same as `locus search`)."""
+    pool's checkpoint; the k nearest pool models with their actual per-benchmark accuracy (same as `locus search`)."""
     from locus_model.reports import capability_search_from_tables, plot_capability_search
 
     result = capability_search_from_tables(
@@ -426,24 +454,25 @@ def capability_search(
                f"{len(result.target)} benchmarks): {top['model']} (distance {top['distance']:.4g}, mean |actual - "
                f"target| {top['profile_mae']:.3f}).")
     publish(context, home, "capability_search", title="Capability-profile search", summary=summary,
-            body=result.to_markdown(), note=data_note(raw_evaluations), png=png,
+            body=result.to_markdown(), png=png,
             target=dg.MetadataValue.json(result.target))
     return result.neighbours
 
 # ----------------------------------------------------------------------------- the atlas
 
 
-@dg.asset(kinds={"plotly"}, group_name=GROUP)
+@dg.asset(kinds={"plotly"}, group_name=GROUP, owners=OWNERS)
 def model_atlas(
     context: dg.AssetExecutionContext,
     model_embeddings: pd.DataFrame,
     model_catalog: pd.DataFrame,
     evaluation_table: pd.DataFrame,
     portfolios: pd.DataFrame,
-    raw_evaluations: pd.DataFrame,
     home: LocusHome,
+    mlflow: MlflowTracking,
 ) -> pd.DataFrame:
-    """reports/atlas.html: one self-contained page (Plotly inlined, opens offline) placing every pool model by
+    """reports/atlas.html (also an artifact of the pool checkpoint's MLflow run, linked from here, the pool and
+    every onboarded model): one self-contained page (Plotly inlined, opens offline) placing every pool model by
     a PCA of its embedding, the smallest k-center portfolio matching the full pool drawn as diamonds; clicking
     a model lists its nearest neighbours and per-benchmark accuracy."""
     from locus_model.analysis._common import new_figure, save_figure
@@ -459,7 +488,13 @@ def model_atlas(
     accuracy = per_benchmark_accuracy(evaluation_table, home.onboarded_evaluations())
     path = write_atlas(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=families,
                        per_benchmark_acc=accuracy, portfolio=members,
-                       title="LOCUS model atlas" + (" (SYNTHETIC pool)" if raw_evaluations["source"].iloc[0] == "synthetic" else ""))
+                       onboarded=model_embeddings.loc[model_embeddings["source"] == "onboarded", "model"].astype(str).tolist(),
+                       title="LOCUS model atlas" + (" (SYNTHETIC pool)" if "SYNTHETIC" in data_note(home) else ""))
+    checkpoint_id = str(model_embeddings["checkpoint_id"].iloc[0])
+    current = home.read_table("locus_checkpoint")
+    run = current.loc[current["checkpoint_id"].astype(str) == checkpoint_id, "mlflow_run_id"]
+    if len(run) and mlflow.experiment_of_run(str(run.iloc[0])) is not None:  # where the pool's atlas link points
+        mlflow.log_artifact(str(run.iloc[0]), path, ATLAS_ARTIFACT.rsplit("/", 1)[0])
     coords, ratio = pca_projection(z, 3)
     fig = new_figure(6.4, 5.0)
     ax = fig.add_subplot(1, 1, 1)
@@ -475,7 +510,8 @@ def model_atlas(
                "self-contained, opens without network.")
     publish(context, home, "model_atlas", title="Model atlas", summary=summary,
             body=f"Open `{path}` in a browser (PCA 2-D/3-D, click a model for its neighbours).",
-            note=data_note(raw_evaluations), png=png, atlas=dg.MetadataValue.path(str(path)), portfolio_size=len(members))
+            png=png, atlas_path=dg.MetadataValue.path(str(path)), portfolio_size=len(members),
+            **atlas_link(home, mlflow, checkpoint_id))
     return pd.DataFrame({"model": names, "family": families, "pc1": coords[:, 0], "pc2": coords[:, 1],
                          "pc3": coords[:, 2], "in_portfolio": member})
 
@@ -486,8 +522,8 @@ REPORTS = ("embedding_geometry", "family_clusters", "portfolios", "fallback_repo
            "capability_search", "model_atlas", "cost_frontier")
 
 
-@dg.asset(kinds={"markdown"}, group_name=GROUP, deps=list(REPORTS))
-def analysis_reports(context: dg.AssetExecutionContext, raw_evaluations: pd.DataFrame, home: LocusHome) -> pd.DataFrame:
+@dg.asset(kinds={"markdown"}, group_name=GROUP, owners=OWNERS, deps=list(REPORTS))
+def analysis_reports(context: dg.AssetExecutionContext, home: LocusHome) -> pd.DataFrame:
     """reports/README.md: every analysis report with its one-line summary, and the other files in reports/."""
     from locus_model.reports import report_summary
 
@@ -500,7 +536,7 @@ def analysis_reports(context: dg.AssetExecutionContext, raw_evaluations: pd.Data
     index = pd.DataFrame(rows)
     listed = {f"{n}.{ext}" for n in REPORTS for ext in ("md", "png")} | {"README.md"}
     others = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in listed)
-    lines = ["# LOCUS reports", "", data_note(raw_evaluations), ""]
+    lines = ["# LOCUS reports", "", data_note(home), ""]
     lines += [f"- [{r.title}]({r.file}): {r.summary}" for r in index.itertuples()]
     if others:
         lines += ["", "Other files: " + ", ".join(f"[{o}]({o})" for o in others)]

@@ -5,7 +5,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from locus_pipeline.defs.assets.analyses import GROUP, data_note, labelled_pool, publish
+from locus_pipeline.defs.assets.analyses import GROUP, labelled_pool, publish
 from locus_pipeline.storage import LocusHome
 
 COST_COLUMNS = ("cost_per_query", "price_input_per_mtok", "price_output_per_mtok", "params_b")
@@ -18,7 +18,6 @@ def cost_frontier(
     heldout_predictions: pd.DataFrame,
     model_catalog: pd.DataFrame,
     evaluation_table: pd.DataFrame,
-    raw_evaluations: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """Routing accuracy against mean cost per query as the router's quality weight goes from cheapest to best
@@ -46,7 +45,7 @@ def cost_frontier(
                                                                f"{', '.join(table.unknown)}." if table.unknown else "")
             + ("\n\nLeft out (no held-out labels, e.g. onboarded): " + ", ".join(excluded[:20]) if excluded else ""))
     publish(context, home, "cost_frontier", title="Quality-cost frontier", summary=summary, body=body,
-            note=data_note(raw_evaluations), png=png, cost_basis=table.basis,
+            png=png, cost_basis=table.basis,
             best_single_accuracy=float(result.best_single_accuracy),
             cost_at_95_percent_of_best_single=float(result.cost_at_share) if result.cost_at_share is not None else -1.0)
     return result.table.assign(best_single=result.best_single, cheapest=result.cheapest, cost_basis=table.basis)

@@ -5,6 +5,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.defs.resources import QueryEncoder
 
 
@@ -15,7 +16,7 @@ class EncodingConfig(dg.Config):
     )
 
 
-@dg.asset(kinds={"pytorch"}, group_name="encoding")
+@dg.asset(owners=OWNERS, kinds={"pytorch"}, group_name="encoding")
 def query_encodings(
     context: dg.AssetExecutionContext, config: EncodingConfig, evaluation_table: pd.DataFrame, query_encoder: QueryEncoder
 ) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
 
 
@@ -34,7 +35,7 @@ def flatten_results(result: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@dg.asset(kinds={"pytorch"}, group_name="evaluation", pool="training")
+@dg.asset(owners=OWNERS, kinds={"pytorch"}, group_name="evaluation", pool="training")
 def routing_evaluation(
     context: dg.AssetExecutionContext,
     config: RoutingEvaluationConfig,

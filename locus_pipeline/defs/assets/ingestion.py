@@ -7,6 +7,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import REPO_ROOT, LocusHome, sha256_file
 
 SOURCES = ("mmlu_pro", "synthetic", "long", "embedllm")
@@ -54,7 +55,7 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
     return Path(config.path), models
 
 
-@dg.asset(kinds={"pandas"}, group_name="ingestion")
+@dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, home: LocusHome) -> pd.DataFrame:
     """The source files as ingested: one row per file with its size and sha256 (the files stay untouched)."""
     from locus_model.evaluations import is_evaluation_file
@@ -87,7 +88,7 @@ class TableConfig(dg.Config):
     subset_seed: int = Field(default=0, description="Seed of that subset.")
 
 
-@dg.asset(kinds={"pandas"}, group_name="ingestion")
+@dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw_evaluations: pd.DataFrame) -> pd.DataFrame:
     """Validated long-format evaluations: model, query_id, query, benchmark, score (+ split if the source has one)."""
     from locus_model.evaluations import read_evaluations_with_report
@@ -120,7 +121,7 @@ def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw
     return table
 
 
-@dg.asset(kinds={"pandas"}, group_name="ingestion")
+@dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def model_catalog(context: dg.AssetExecutionContext, raw_evaluations: pd.DataFrame, evaluation_table: pd.DataFrame) -> pd.DataFrame:
     """One row per model: model, model_key, params_b, family (from the models file, else parsed from the name)."""
     from locus_model.catalog import build_catalog

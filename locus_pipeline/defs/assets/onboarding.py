@@ -14,6 +14,8 @@ import pandas as pd
 from pydantic import Field
 
 from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.metadata import OWNERS, atlas_link
+from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 GROUP = "onboarding"
@@ -35,7 +37,7 @@ def _failure(err) -> dg.Failure:
     )
 
 
-@dg.asset(partitions_def=onboarded_models, group_name=GROUP, kinds={"parquet"})
+@dg.asset(owners=OWNERS, partitions_def=onboarded_models, group_name=GROUP, kinds={"parquet"})
 def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingConfig, home: LocusHome) -> dg.MaterializeResult:
     """Every evaluation of one onboarded model so far (LOCUS_HOME/onboarded/<model_key>.parquet): the rows of each
     accepted file for it, one row per query_id, the newest file (by the time it was received) winning."""
@@ -77,8 +79,8 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
     })
 
 
-@dg.asset(partitions_def=onboarded_models, group_name=GROUP, kinds={"pytorch"}, deps=["model_embeddings"])
-def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome) -> pd.DataFrame:
+@dg.asset(owners=OWNERS, partitions_def=onboarded_models, group_name=GROUP, kinds={"pytorch"}, deps=["model_embeddings"])
+def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome, mlflow: MlflowTracking) -> pd.DataFrame:
     """The onboarded model as the pool holds it: its row, its five nearest models (Euclidean distance between
     model embeddings) and its per-benchmark profile beside theirs. A model of the training source keeps its
     training embedding (its new evaluations are only recorded in its store)."""
@@ -108,5 +110,6 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
         "nearest_models": dg.MetadataValue.md(neighbours.round(4).to_markdown(index=False)),
         "per_benchmark_profile": dg.MetadataValue.md(profile.round(3).to_markdown()),
         "pool_models": len(pool),
+        **atlas_link(home, mlflow, str(row["checkpoint_id"])),  # the model shows there after the reports refresh
     })
     return neighbours.assign(of_model=name, checkpoint_id=str(row["checkpoint_id"]))

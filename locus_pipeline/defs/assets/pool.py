@@ -13,6 +13,8 @@ Both read and write under the pool lock (LocusHome.update_pool), so no update is
 import dagster as dg
 import pandas as pd
 
+from locus_pipeline.defs.metadata import OWNERS, atlas_link, pool_schema
+from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 POOL_GROUP = "pool"
@@ -103,9 +105,12 @@ def pool_summary(pool: pd.DataFrame) -> dict:
     kinds={"pytorch", "parquet"},
     group_name=POOL_GROUP,
     pool="model_embeddings",
+    owners=OWNERS,
+    tags={"layer": "pool"},
+    metadata={"dagster/column_schema": pool_schema(), "dagster/table_name": "warehouse/model_embeddings.parquet"},
     deps=["evaluation_table", "query_encodings", "training_split", "model_split", "locus_checkpoint", "onboarded_evaluations"],
 )
-def model_embeddings(context: dg.AssetExecutionContext, home: LocusHome) -> dg.MaterializeResult:
+def model_embeddings(context: dg.AssetExecutionContext, home: LocusHome, mlflow: MlflowTracking) -> dg.MaterializeResult:
     """The pool (LOCUS_HOME/warehouse/model_embeddings.parquet): one model embedding per model, all from one
     checkpoint. A rebuild embeds every model with the current locus_checkpoint; an onboarding run (partition =
     a model key) embeds only that model, with the pool's own checkpoint. Schema: locus_model.pool."""
@@ -115,4 +120,6 @@ def model_embeddings(context: dg.AssetExecutionContext, home: LocusHome) -> dg.M
     if changed.get("action") == "kept-training":
         context.log.warning(f"{changed['model']} is a model of the training source: its pool row stays the training "
                             "embedding; the new evaluations are recorded in its store only")
-    return dg.MaterializeResult(metadata={**pool_summary(pool), **changed, "path": dg.MetadataValue.path(str(home.pool_path))})
+    return dg.MaterializeResult(metadata={**pool_summary(pool), **changed, "path": dg.MetadataValue.path(str(home.pool_path)),
+                                          "dagster/column_schema": pool_schema(),
+                                          **atlas_link(home, mlflow, str(pool["checkpoint_id"].iloc[0]))})

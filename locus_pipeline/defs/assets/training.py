@@ -11,10 +11,17 @@ from pydantic import Field
 
 from locus_model.model import LocusConfig
 from locus_model.train import TrainConfig
+from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 _TRAIN, _MODEL = TrainConfig(), LocusConfig()  # the launchpad's defaults are the library's: one source
+CURRENT_ALIAS = "current"  # the registered model's newest version: models:/locus@current
+REGISTERED_MODEL_DESCRIPTION = (
+    "LOCUS (arXiv 2601.21082): the set encoder that turns a model's evaluations into a model embedding, and the "
+    "correctness predictor P(correct | model embedding, query encoding). Each version is one `locus_checkpoint` "
+    "materialization (tags: checkpoint_id, encoder, dagster.run_url); the alias `current` is the newest. Load the "
+    "artifact's `.pt` with `locus_model.model.load_checkpoint`.")
 
 
 class SplitConfig(dg.Config):
@@ -87,7 +94,7 @@ class TrainingConfig(dg.Config):
         return model, train
 
 
-@dg.asset(kinds={"pytorch", "mlflow"}, group_name="training", pool="training")
+@dg.asset(kinds={"pytorch", "mlflow"}, group_name="training", pool="training", owners=OWNERS, tags={"layer": "training"})
 def locus_checkpoint(
     context: dg.AssetExecutionContext,
     config: TrainingConfig,
@@ -115,7 +122,12 @@ def locus_checkpoint(
     encoder = str(query_encodings["encoder"].iloc[0])
     fingerprint = fingerprint_evaluations(trained_on)
     device = str(resolve_device(train_config.device))
-    tags = {"dagster.run_id": context.run_id, "dagster.asset": "locus_checkpoint", "encoder": encoder}
+    dagster_run = mlflow.dagster_run_url(context.run_id)
+    tags = {"dagster.run_id": context.run_id, "dagster.run_url": dagster_run, "dagster.asset": "locus_checkpoint",
+            "encoder": encoder,
+            # the run's description (markdown, rendered with links on the run page)
+            "mlflow.note.content": f"LOCUS checkpoint trained by Dagster run [{context.run_id[:8]}]({dagster_run}) "
+                                   "(asset `locus_checkpoint`)."}
     with mlflow.start_run(run_name=f"locus-{context.run_id[:8]}", tags=tags) as run:
         mlflow_api.log_params(
             {**{f"model.{k}": v for k, v in asdict(model_config).items()}, **{f"train.{k}": v for k, v in asdict(train_config).items()},
@@ -146,23 +158,30 @@ def locus_checkpoint(
         mlflow_api.log_artifact(str(curve), artifact_path="plots")
         client = mlflow_api.MlflowClient()
         if client.search_registered_models(filter_string=f"name = '{mlflow.registered_model}'") == []:
-            client.create_registered_model(mlflow.registered_model, description="LOCUS set encoder + correctness predictor")
+            client.create_registered_model(mlflow.registered_model, description=REGISTERED_MODEL_DESCRIPTION)
+        elif not client.get_registered_model(mlflow.registered_model).description:
+            client.update_registered_model(mlflow.registered_model, description=REGISTERED_MODEL_DESCRIPTION)
         version = client.create_model_version(
             mlflow.registered_model, source=f"{run.info.artifact_uri}/checkpoint", run_id=run.info.run_id,
-            tags={"checkpoint_id": ckpt_id, "encoder": encoder},
+            tags={"checkpoint_id": ckpt_id, "encoder": encoder, "dagster.run_id": context.run_id, "dagster.run_url": dagster_run},
+            description=f"Checkpoint `{ckpt_id}` ({encoder}), trained by Dagster run [{context.run_id[:8]}]({dagster_run}).",
         )
+        client.set_registered_model_alias(mlflow.registered_model, CURRENT_ALIAS, version.version)
         url = mlflow.run_url(run.info.experiment_id, run.info.run_id)
     context.add_output_metadata(
         {
             "mlflow_run": dg.MetadataValue.url(url),
             "checkpoint": dg.MetadataValue.path(str(path)),
             "checkpoint_id": ckpt_id,
-            "registered_model_version": f"{mlflow.registered_model} v{version.version}",
+            "registered_model_version": f"{mlflow.registered_model} v{version.version} (alias {CURRENT_ALIAS})",
+            "mlflow_experiment": dg.MetadataValue.url(mlflow.experiment_url(run.info.experiment_id)),
             "trained_on_models": arrays.matrix.shape[0],
             "best_epoch": result.best_epoch,
             "epochs_run": len(result.history),
             "device": device,
             "best_metrics": dg.MetadataValue.json({k: v for k, v in result.best_metrics.items()}),
+            # one float per metric: the asset's Plots tab charts them across materializations
+            **{f"best_{k}": float(v) for k, v in result.best_metrics.items() if k != "epoch" and v is not None},
             "training_curve": dg.MetadataValue.md(curve_md),
         }
     )

@@ -1,0 +1,41 @@
+"""Metadata shared by the assets: table schemas (the UI's Columns view) and who owns what."""
+
+import dagster as dg
+import pandas as pd
+
+OWNERS = ["team:locus"]
+
+
+def table_schema(frame: pd.DataFrame, docs: dict[str, tuple[str, str]] | None = None) -> dg.TableSchema:
+    """A frame's columns as a Dagster table schema: type and meaning from ``docs`` where given, else the dtype."""
+    docs = docs or {}
+    return dg.TableSchema(columns=[
+        dg.TableColumn(name=str(c), type=docs.get(str(c), (str(frame[c].dtype), ""))[0],
+                       description=docs.get(str(c), ("", None))[1] or None)
+        for c in frame.columns
+    ])
+
+
+def pool_schema() -> dg.TableSchema:
+    """The pool table's schema (locus_model.pool.POOL_COLUMN_DOCS), known before any materialization."""
+    from locus_model.pool import POOL_COLUMN_DOCS, POOL_COLUMNS
+
+    return dg.TableSchema(columns=[dg.TableColumn(name=c, type=POOL_COLUMN_DOCS[c][0], description=POOL_COLUMN_DOCS[c][1])
+                                   for c in POOL_COLUMNS])
+
+
+ATLAS_ARTIFACT = "reports/atlas.html"  # in the MLflow run of the pool's checkpoint; model_atlas logs it there
+
+
+def atlas_link(home, mlflow, checkpoint_id: str) -> dict:
+    """{"atlas": url} to the atlas in the MLflow UI (an artifact of the run that trained ``checkpoint_id``), or a
+    line saying why there is none yet."""
+    checkpoint = home.read_table("locus_checkpoint")
+    rows = checkpoint[checkpoint["checkpoint_id"].astype(str) == checkpoint_id]
+    if rows.empty:
+        return {"atlas": f"no atlas link: checkpoint {checkpoint_id} is not the current locus_checkpoint"}
+    run_id = str(rows["mlflow_run_id"].iloc[0])
+    url = mlflow.artifact_page_url(run_id, ATLAS_ARTIFACT)
+    if url is None:
+        return {"atlas": f"no atlas link: MLflow run {run_id} is not in the tracking store ({mlflow.uri})"}
+    return {"atlas": dg.MetadataValue.url(url)}
