@@ -86,7 +86,7 @@ def new_figure(width: float = 6.4, height: float = 4.8) -> Figure:
     return fig
 
 
-FIGURE_MAX_PX = 1100  # widest PNG drawn: it fits a 1,280 px window (Dagster's metadata modal) unscaled
+FIGURE_MAX_PX = 1100  # widest PNG drawn: it fits a 1,280 px window (e.g. a metadata viewer's modal) unscaled
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:
