@@ -772,13 +772,6 @@ class EvaluationMatrix:
         return self.scores.shape
 
 
-def merge_newest_wins(older: pd.DataFrame, newer: pd.DataFrame) -> pd.DataFrame:
-    """All evaluations so far for onboarding: rows of ``newer`` replace rows of ``older`` with the same
-    (model, query_id); everything else is kept."""
-    both = pd.concat([older, newer], ignore_index=True)
-    return both.drop_duplicates(["model", "query_id"], keep="last").reset_index(drop=True)
-
-
 def fingerprint_evaluations(table: pd.DataFrame) -> str:
     """sha256 over the sorted (model, query_id, score) triples: identical evaluations, identical fingerprint."""
     part = table[["model", "query_id", "score"]].astype({"model": str, "query_id": str})

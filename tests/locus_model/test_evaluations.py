@@ -13,7 +13,6 @@ from locus_model.evaluations import (
     EvaluationDataError,
     EvaluationMatrix,
     fingerprint_evaluations,
-    merge_newest_wins,
     read_evaluations,
     read_evaluations_with_report,
     read_models_file,
@@ -153,8 +152,3 @@ def test_matrix_and_fingerprint(tmp_path: Path) -> None:
     assert fingerprint_evaluations(table) != fingerprint_evaluations(table.assign(score=[1.0, 1.0, 0.0]))
 
 
-def test_merge_newest_wins() -> None:
-    old = pd.DataFrame({"model": ["m", "m"], "query_id": ["q1", "q2"], "score": [0.0, 0.0]})
-    new = pd.DataFrame({"model": ["m"], "query_id": ["q2"], "score": [1.0]})
-    merged = merge_newest_wins(old, new).set_index("query_id")["score"]
-    assert merged.to_dict() == {"q1": 0.0, "q2": 1.0}
