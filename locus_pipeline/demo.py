@@ -17,7 +17,7 @@ import argparse
 import os
 import time
 
-DEMO_QUERIES = 2000  # MMLU-Pro questions in the demo (stratified by category; bench/README.md "make demo")
+DEMO_QUERIES = 1500  # MMLU-Pro questions in the demo (stratified by category; bench/README.md "make demo")
 # The small synthetic pool (24 models, 600 queries: ~400 training queries) cannot hold the default budget of 512 anchors.
 SMALL_OPS = {"training_split": {"config": {"budget": 256}}}
 

@@ -84,7 +84,7 @@ def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, hom
 
 
 class TableConfig(dg.Config):
-    max_queries: int = Field(default=0, description="Use a random subset of this many queries, stratified by benchmark (seeded); 0 = all. For a quick look at a large source: the demo uses 2,000 of MMLU-Pro's 12,032.")
+    max_queries: int = Field(default=0, description="Use a random subset of this many queries, stratified by benchmark (seeded); 0 = all. For a quick look at a large source: the demo uses 1,500 of MMLU-Pro's 12,032.")
     subset_seed: int = Field(default=0, description="Seed of that subset.")
 
 
