@@ -115,11 +115,16 @@ def _stamp(now: float) -> str:
     return datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
+MAX_NAME_BYTES = 120  # of the original name kept in a stem: every name made from it stays under the 255-byte limit
+
+
 def _stem(now: float, sha: str, name: str) -> str:
+    """``<UTC time>-<sha8>-<name>``, the name cut to MAX_NAME_BYTES (keeping its suffix): the longest name built from
+    a stem, the temporary ``.<stem>.manifest.json.<32 hex>.tmp``, stays under the filesystem's 255 bytes."""
     raw = name.encode("utf-8")
-    if len(raw) > 180:  # keep <stem>.manifest.json under the 255-byte name limit
-        suffix = suffix_of(Path(name)) or Path(name).suffix
-        name = raw[: 180 - len(suffix.encode())].decode("utf-8", "ignore") + suffix
+    if len(raw) > MAX_NAME_BYTES:
+        suffix = suffix_of(Path(name)) or Path(name).suffix[:16]
+        name = raw[: MAX_NAME_BYTES - len(suffix.encode())].decode("utf-8", "ignore") + suffix
     return f"{_stamp(now)}-{sha[:8]}-{name}"
 
 
@@ -321,3 +326,52 @@ def check_identities(models: list[ModelRows], claimed: Mapping[str, str], path: 
                 file=path, column="model",
                 fix="model names must stay distinct after making them file-safe: rename this model (e.g. add a suffix)",
             )
+
+
+# ---------------------------------------------------------------------------------------------- what is never read
+
+
+def unusable_entries(folder: DropFolder) -> list[tuple[Path, str]]:
+    """Entries of ``incoming/`` that are never read, with the reason: symlinks and folders (besides accepted/ and
+    rejected/). Hidden and in-progress names are not listed: they are the writers' convention (write, then rename)."""
+    out = []
+    if not folder.incoming.exists():
+        return out
+    for path in sorted(folder.incoming.iterdir()):
+        if is_in_progress(path.name) or path in (folder.accepted, folder.rejected):
+            continue
+        if path.is_symlink():
+            out.append((path, "a symbolic link: links are not followed (the target could change or vanish after intake); "
+                              "copy the file itself into incoming/"))
+        elif path.is_dir():
+            out.append((path, "a folder: folders are not read; drop the evaluation files themselves into incoming/"))
+    return out
+
+
+def reject_unusable(folder: DropFolder, path: Path, reason: str, *, now: float | None = None) -> Path:
+    """Move a symlink or folder out of incoming/ into rejected/ (the link itself, never its target) with a reason."""
+    now = time.time() if now is None else now
+    when = datetime.fromtimestamp(now, tz=timezone.utc).isoformat()
+    target = folder.rejected / _stem(now, "notafile", path.name)
+    os.replace(path, target)
+    _write_text_atomic(folder.rejected / f"{target.name}{REASON_SUFFIX}",
+                       f"REJECTED: {path.name}\nrejected at: {when}\nproblem: {reason}\n"
+                       "how to fix: see the problem; nothing was read from it, and it is kept here unchanged.\n")
+    return target
+
+
+def reason_summary(reason: str) -> str:
+    """A rejection reason on one line for the sensor's tick message: where (row, editor line, column), the problem
+    and the fix (the tick message shows one line only)."""
+    fields = {}
+    for line in reason.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key in ("problem", "how to fix", "row", "line", "column"):
+            fields[key] = value.split(" (")[0] if key in ("row", "line") else value
+    known = {k: v for k, v in fields.items() if v != "-"}
+    where = ", ".join(filter(None, [
+        f"row {known['row']}" + (f" (line {known['line']})" if "line" in known else "") if "row" in known
+        else (f"line {known['line']}" if "line" in known else ""),
+        f"column '{known['column']}'" if "column" in known else ""]))
+    problem = known.get("problem") or (reason.strip().splitlines()[-1] if reason.strip() else "")
+    return (f"{where}: " if where else "") + problem + (f". How to fix: {known['how to fix']}" if "how to fix" in known else "")

@@ -39,9 +39,14 @@ def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
 
 def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> list[str]:
     """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message."""
-    from locus_pipeline.intake import claimed_keys, intake_file, recover_orphans, scan_incoming
+    from locus_pipeline.intake import (claimed_keys, intake_file, reason_summary, recover_orphans, reject_unusable,
+                                       scan_incoming, unusable_entries)
 
     notes = []
+    for path, why in unusable_entries(folder):
+        target = reject_unusable(folder, path, why)
+        context.log.warning(f"REJECTED {path.name}: {why}")
+        notes.append(f"rejected {path.name}: {why} (see rejected/{target.name}.reason.txt)")
     claimed = claimed_keys(home, folder)
     for item in recover_orphans(folder, claimed=claimed):
         notes.append(f"recovered {item.stored.name if item.stored else item.source.name}: {item.status}")
@@ -61,7 +66,7 @@ def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> lis
             continue
         if result.status == "rejected":
             context.log.warning(f"REJECTED {path.name} -> rejected/{result.stored.name}\n{result.reason}")
-            notes.append(f"rejected {path.name}: {result.reason.splitlines()[-1]} (see rejected/{result.stored.name}.reason.txt)")
+            notes.append(f"rejected {path.name}: {reason_summary(result.reason)} (see rejected/{result.stored.name}.reason.txt)")
         elif result.status == "duplicate":
             context.log.info(f"{path.name}: same bytes as accepted/{result.manifest.duplicate_of}; nothing to onboard")
             notes.append(f"{path.name} was already onboarded (accepted/{result.manifest.duplicate_of}); nothing to do")

@@ -169,3 +169,35 @@ def test_an_unreadable_file_is_reported_and_does_not_block_the_others(home: Path
     with dg.instance_for_test() as instance:
         result, context = tick(instance, home)
         assert [r.partition_key for r in result.run_requests] == ["n"] and locked.exists()
+
+
+def test_long_names_symlinks_and_folders_never_jam_the_folder(home: Path, tmp_path_factory) -> None:
+    """A 250-byte file name is taken in; a symlink and a folder are moved to rejected/ with a reason (the link's
+    target untouched) and named in the tick; a good file on the same tick is onboarded."""
+    long_name = "é" * 60 + "x" * 126 + ".csv"  # 250 bytes, the most a filesystem name allows is 255
+    assert len(long_name.encode()) == 250
+    drop(home, long_name, evals("long-named"))
+    outside = tmp_path_factory.mktemp("outside") / "target.csv"
+    outside.write_text(evals("linked"), encoding="utf-8")
+    (home / "incoming" / "link.csv").symlink_to(outside)
+    (home / "incoming" / "a-folder.csv").mkdir()
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+    assert sorted(r.partition_key for r in result.run_requests) == ["long-named"]
+    rejected = {p.name for p in (home / "incoming" / "rejected").iterdir()}
+    assert any(n.endswith("-link.csv") for n in rejected) and any(n.endswith("-a-folder.csv") for n in rejected)
+    reasons = [(home / "incoming" / "rejected" / n).read_text() for n in rejected if n.endswith(".reason.txt")]
+    assert any("symbolic link" in r for r in reasons) and any("a folder" in r for r in reasons)
+    assert outside.read_text(encoding="utf-8") == evals("linked")  # the link moved, its target untouched
+    assert not (home / "incoming" / "link.csv").exists() and not (home / "incoming" / "a-folder.csv").exists()
+
+
+def test_a_rejection_shows_in_the_tick_on_one_line() -> None:
+    from locus_pipeline.intake import reason_summary
+
+    reason = ("REJECTED: bad.csv\nsha256: abc\nrejected at: now\nrow: 3 (1-based data row, the header not counted)\n"
+              "line: 7 (as an editor shows it: the header is line 1)\ncolumn: score\nproblem: score 'x' is not a number\n"
+              "how to fix: write a number\n\nThe file is kept unchanged beside this note.\n\nfull message: a\nb")
+    line = reason_summary(reason)
+    assert line == "row 3 (line 7), column 'score': score 'x' is not a number. How to fix: write a number"
+    assert "\n" not in line
