@@ -201,3 +201,45 @@ def test_a_rejection_shows_in_the_tick_on_one_line() -> None:
     line = reason_summary(reason)
     assert line == "row 3 (line 7), column 'score': score 'x' is not a number. How to fix: write a number"
     assert "\n" not in line
+
+
+def test_fuzz_corrupt_files_beside_a_good_one_never_fail_a_tick(tmp_path_factory) -> None:
+    """Random byte-level corruptions and truncations of a good file (plain and gzip), dropped with a good file:
+    the tick never raises, the good file gets its run, every other file ends in accepted/ or in rejected/ with a
+    reason, and nothing is left in incoming/."""
+    import gzip
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    good = evals("fuzzed", n=12).encode()
+    edits = st.lists(st.tuples(st.integers(0, len(good) - 1), st.integers(0, 255)), max_size=6)
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(edits=edits, cut=st.integers(0, len(good)), gz=st.booleans())
+    def check(edits, cut, gz) -> None:
+        home = tmp_path_factory.mktemp("fuzz")
+        (home / "warehouse").mkdir()
+        pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(home / "warehouse" / "model_embeddings.parquet")
+        data = bytearray(good)
+        for at, value in edits:
+            data[at] = value
+        data = bytes(data[:cut])
+        name = "bad.csv.gz" if gz else "bad.csv"
+        if gz:
+            packed = gzip.compress(good)
+            data = packed[: max(1, cut * len(packed) // len(good))]
+        folder = DropFolder.at(home).ensure()
+        (folder.incoming / name).write_bytes(data)
+        os.utime(folder.incoming / name, (OLD, OLD))
+        drop(home, "good.csv", evals("good-model"))
+        with dg.instance_for_test() as instance:
+            result, _ = tick(instance, home)
+        keys = [r.partition_key for r in getattr(result, "run_requests", [])]
+        assert "good-model" in keys
+        assert not [p for p in folder.incoming.iterdir() if p.is_file()]  # nothing stuck in incoming/
+        rejected = [p for p in folder.rejected.iterdir() if not p.name.endswith(".reason.txt")]
+        for p in rejected:
+            assert (folder.rejected / f"{p.name}.reason.txt").read_text().startswith("REJECTED: ")
+
+    check()
