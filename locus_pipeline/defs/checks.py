@@ -53,12 +53,13 @@ def pool_embeddings_reproducible(context: dg.AssetCheckExecutionContext, home: L
         from_source = rows[rows["source"] != "onboarded"]
         again = [embed_training_source(home, checkpoint, set(from_source["model"].astype(str)))] if len(from_source) else []
         pending = []  # onboarded models whose store already holds newer rows: their own onboarding run re-embeds them
-        current = []
+        current = []  # stores whose rows the pool row was embedded from
         for r in rows[rows["source"] == "onboarded"].itertuples():
-            if fingerprint_evaluations(home.read_store(r.model_key)) != r.evaluations_fingerprint:
+            store = home.read_store(r.model_key)
+            if fingerprint_evaluations(store) != r.evaluations_fingerprint:
                 pending.append(r.model)
             else:
-                current.append(r.model_key)
+                current.append(store)
         if current:
             again.append(embed_onboarded(home, checkpoint, current, set()))
     again = pd.concat(again, ignore_index=True).set_index("model") if again else pd.DataFrame(columns=["embedding"])

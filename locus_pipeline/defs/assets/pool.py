@@ -37,11 +37,11 @@ def embed_training_source(home: LocusHome, checkpoint, models: set[str] | None =
     return rows
 
 
-def embed_onboarded(home: LocusHome, checkpoint, keys: list[str], training: set[str]) -> pd.DataFrame | None:
-    """Pool rows of onboarded models (one forward pass over each one's store); training-source names are skipped."""
+def embed_onboarded(home: LocusHome, checkpoint, stores: list[pd.DataFrame], training: set[str]) -> pd.DataFrame | None:
+    """Pool rows of onboarded models (one forward pass over each one's store, as read by the caller);
+    training-source names are skipped."""
     from locus_model.pool import embed_models
 
-    stores = [home.read_store(k) for k in keys]
     stores = [s for s in stores if len(s) and str(s["model"].iloc[0]) not in training]
     if not stores:
         return None
@@ -67,7 +67,7 @@ def onboard_change(home: LocusHome, key: str, changed: dict):
         if name in training:
             changed["action"] = "kept-training"
             return current
-        row = embed_onboarded(home, checkpoint, [key], training)
+        row = embed_onboarded(home, checkpoint, [store], training)
         changed["action"] = "replaced" if (current["model"] == name).any() else "new"
         return upsert_rows(current, row)
 
@@ -80,7 +80,8 @@ def rebuild_change(home: LocusHome, changed: dict):
     def change(current: pd.DataFrame | None) -> pd.DataFrame:
         checkpoint = home.load_checkpoint(home.current_checkpoint().checkpoint_id)
         trained = embed_training_source(home, checkpoint)
-        onboarded = embed_onboarded(home, checkpoint, home.onboarded_keys(), set(trained["model"]))
+        stores = [home.read_store(k) for k in home.onboarded_keys()]
+        onboarded = embed_onboarded(home, checkpoint, stores, set(trained["model"]))
         changed.update(action="rebuilt", previous_checkpoint=str(current["checkpoint_id"].iloc[0]) if current is not None and len(current) else "")
         return pd.concat([trained] + ([onboarded] if onboarded is not None else []), ignore_index=True)
 
