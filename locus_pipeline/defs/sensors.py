@@ -39,8 +39,8 @@ def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
 
 def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> list[str]:
     """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message."""
-    from locus_pipeline.intake import (claimed_keys, intake_file, reason_summary, recover_orphans, reject_unusable,
-                                       scan_incoming, unusable_entries)
+    from locus_pipeline.intake import (changed_accepted_files, claimed_keys, in_progress_entries, intake_file, reason_summary,
+                                       recover_orphans, reject_unusable, retake, scan_incoming, unusable_entries)
 
     notes = []
     for path, why in unusable_entries(folder):
@@ -50,6 +50,21 @@ def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> lis
     claimed = claimed_keys(home, folder)
     for item in recover_orphans(folder, claimed=claimed):
         notes.append(f"recovered {item.stored.name if item.stored else item.source.name}: {item.status}")
+    for manifest in changed_accepted_files(folder):  # a writer kept writing in place after intake
+        result = retake(folder, manifest, claimed=claimed)
+        if result is None:
+            notes.append(f"accepted/{manifest.stem} is still being written after intake; it is taken in again once it settles")
+            continue
+        context.log.warning(f"accepted/{manifest.stem} changed after intake ({manifest.rows} rows onboarded from it): "
+                            f"taken in again: {result.status} (see accepted/{manifest.stem}.changed.txt)")
+        notes.append(f"{manifest.original_name} changed after intake: taken in again, {result.status}"
+                     + (f": {reason_summary(result.reason)}" if result.reason else ""))
+        if result.manifest is not None:
+            claimed.update({m.model_key: m.model for m in result.manifest.models})
+    waiting = in_progress_entries(folder)
+    if waiting:
+        notes.append(f"{len(waiting)} file(s) with in-progress names are read once renamed (names starting with '.' or "
+                     f"ending in .part, .tmp, ...): {', '.join(p.name for p in waiting[:5])}")
     ready, settling = scan_incoming(folder)
     if settling:
         notes.append(f"waiting for {len(settling)} file(s) to settle: {', '.join(p.name for p in settling[:5])}")

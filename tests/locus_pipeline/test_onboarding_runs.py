@@ -265,3 +265,19 @@ def test_a_copied_home_works_with_the_original_deleted(home: Path, tmp_path: Pat
     assert files and mlflow.artifacts.download_artifacts(run_id=old_run, artifact_path=files[0].path, dst_path=str(tmp_path / "dl"),
                                                          tracking_uri=tracking.uri)
     assert not home.exists()
+
+
+def test_a_run_onboards_nothing_from_a_file_that_changed_after_intake(home: Path) -> None:
+    drop_file(home, "growing.csv", new_model_rows(home, "grower", 8))
+    pool_file = home / "warehouse" / "model_embeddings.parquet"
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, home).run_requests
+        before = pool_file.read_bytes()
+        stem = request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_file"]
+        with open(home / "incoming" / "accepted" / stem, "a", encoding="utf-8") as writer:  # the writer goes on
+            writer.write(new_model_rows(home, "grower", 12).tail(4).to_csv(index=False, header=False))
+        result = run_onboarding(instance, request)
+    assert not result.success
+    message = result.get_step_failure_events()[0].step_failure_data.error.message
+    assert "growing.csv changed after it was taken in" in message and "Nothing was onboarded" in message
+    assert pool_file.read_bytes() == before and not (home / "onboarded" / "grower.parquet").exists()

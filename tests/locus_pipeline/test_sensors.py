@@ -243,3 +243,69 @@ def test_fuzz_corrupt_files_beside_a_good_one_never_fail_a_tick(tmp_path_factory
             assert (folder.rejected / f"{p.name}.reason.txt").read_text().startswith("REJECTED: ")
 
     check()
+
+
+def test_a_file_that_grows_after_intake_is_taken_in_again_whole(home: Path) -> None:
+    """An in-place writer that paused past the settle time at a row boundary: the first half was taken in, then the
+    writer (its open file followed the move into accepted/) wrote the rest. The next tick takes the whole file in
+    again as a new file with its own runs, puts the accepted copy back as it was onboarded, and says so."""
+    import hashlib
+
+    full = evals("writer", n=40)
+    lines = full.splitlines(keepends=True)
+    half = "".join(lines[:21])  # the header and 20 rows: a row boundary
+    drop(home, "inplace.csv", half)
+    with dg.instance_for_test() as instance:
+        first, _ = tick(instance, home)
+        (request,) = first.run_requests
+        stem = first.cursor
+        accepted = home / "incoming" / "accepted" / stem
+        with open(accepted, "a", encoding="utf-8") as writer:  # the writer goes on where it paused
+            writer.write("".join(lines[21:]))
+        os.utime(accepted, (OLD + 60, OLD + 60))
+        second, _ = tick(instance, home, cursor=first.cursor)
+    (again,) = second.run_requests
+    assert again.partition_key == "writer" and again.run_key != request.run_key and second.cursor > stem
+    new_stem = again.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_file"]
+    manifest = DropFolder.at(home).accepted / f"{new_stem}.manifest.json"
+    assert '"rows": 40' in manifest.read_text() and (home / "incoming" / "accepted" / new_stem).read_text() == full
+    old_sha = request.run_key.split(":")[0]
+    assert hashlib.sha256(accepted.read_bytes()).hexdigest() == old_sha and accepted.read_text() == half  # restored
+    note = (home / "incoming" / "accepted" / f"{stem}.changed.txt").read_text()
+    assert "restored to the bytes that were onboarded" in note and new_stem in note
+    assert [p for p in (home / "incoming").iterdir() if p.is_file()] == []
+
+
+def test_a_file_still_written_after_intake_waits_and_a_cut_one_is_rejected(home: Path) -> None:
+    drop(home, "inplace.csv", evals("writer", n=4))
+    with dg.instance_for_test() as instance:
+        first, _ = tick(instance, home)
+        accepted = home / "incoming" / "accepted" / first.cursor
+        with open(accepted, "a", encoding="utf-8") as writer:
+            writer.write('"writer",q9,"question 9",bench,1\n"writer",q10,"quest')  # the writer died mid-row
+        second, _ = tick(instance, home, cursor=first.cursor)  # modified just now: still being written
+        assert second.run_requests == [] and "still being written after intake" in second.skip_reason.skip_message
+        os.utime(accepted, (OLD + 60, OLD + 60))
+        third, _ = tick(instance, home, cursor=second.cursor)
+    assert third.run_requests == [] and "changed after intake: taken in again, rejected" in third.skip_reason.skip_message
+    assert accepted.read_text() == evals("writer", n=4)
+    (reason,) = (home / "incoming" / "rejected").glob("*.reason.txt")
+    assert "inplace.csv" in reason.read_text()
+
+
+def test_in_progress_names_are_named_in_the_tick(home: Path) -> None:
+    drop(home, "..csv", evals("dots"))
+    drop(home, "results.csv.part", evals("partial"))
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+    message = result.skip_reason.skip_message
+    assert "2 file(s) with in-progress names are read once renamed" in message
+    assert "..csv" in message and "results.csv.part" in message
+
+
+def test_a_file_held_by_a_killed_retake_is_taken_in_on_the_next_tick(home: Path) -> None:
+    drop(home, f".retake-{uuid.uuid4().hex}-held.csv", evals("held"))
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+    assert [r.partition_key for r in result.run_requests] == ["held"] and result.cursor.endswith("-held.csv")
+    assert not list((home / "incoming").glob(".retake-*"))

@@ -45,7 +45,7 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
 
     from locus_model.evaluations import EvaluationDataError, safe_model_key
     from locus_model.onboarding import as_store
-    from locus_pipeline.intake import DropFolder, accepted_rows, read_manifest
+    from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, read_manifest
 
     key = context.partition_key
     if config.model and safe_model_key(config.model) != key:
@@ -61,6 +61,14 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
             rows = accepted_rows(folder, config.accepted_file, config.model)
         except EvaluationDataError as err:
             raise _failure(err) from err
+        changed = changed_since_intake(folder, manifest)
+        if changed:  # half a file must never be onboarded: the sensor takes the whole file in again once it settles
+            raise dg.Failure(
+                description=f"{manifest.original_name} changed after it was taken in: {changed}. Nothing was onboarded "
+                            "from it; the drop-folder sensor takes the whole file in again once it settles.",
+                metadata={"accepted_file": config.accepted_file, "how_to_fix": "write the file as <name>.part, then rename "
+                          "it to <name> when it is complete (docs/onboarding.md); nothing to do for this run"},
+            )
         received = pd.Timestamp(manifest.received_at_ns, unit="ns", tz="UTC")
         store = home.record_evaluations(key, as_store(rows, received, config.accepted_file))
         new_rows = len(rows)
