@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 .PHONY: setup demo test dev bench clean-home help
 
 help:
-	@echo "make demo   - set up, then run the main job on the embedded synthetic demo pool"
+	@echo "make demo   - set up, then run the main job on the embedded MMLU-Pro pool (29 real models; ~5 min)"
 	@echo "make test   - set up, then run the tests"
 	@echo "make dev    - set up, then start dagster dev and the MLflow UI on 127.0.0.1"
 	@echo "make bench  - run the benchmarks in bench/ (minutes)"
