@@ -4,6 +4,7 @@ reports refreshing while the pool changes, and a copied home."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -20,6 +21,7 @@ from locus_model.model import load_checkpoint, save_checkpoint
 from locus_model.pool import checkpoint_id
 from locus_pipeline.defs.assets.pool import onboard_change, rebuild_change
 from locus_pipeline.defs.sensors import onboarding_drop_folder
+from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import LocusHome
 from tests.locus_pipeline.test_sensors import drop
 
@@ -281,3 +283,36 @@ def test_a_run_onboards_nothing_from_a_file_that_changed_after_intake(home: Path
     message = result.get_step_failure_events()[0].step_failure_data.error.message
     assert "growing.csv changed after it was taken in" in message and "Nothing was onboarded" in message
     assert pool_file.read_bytes() == before and not (home / "onboarded" / "grower.parquet").exists()
+
+
+def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path) -> None:
+    """The drop folder end to end: cut, corrupt, fake-gzip and NUL-bearing copies of a good file dropped with two
+    good files; every requested run succeeds, only the two good models join the pool, every other row stays bit for
+    bit, and every bad file sits in rejected/ with its reason."""
+    import gzip
+
+    good = new_model_rows(home, "bad-copy", 40).to_csv(index=False).encode()
+    packed = gzip.compress(good)
+    bad = {"cut.csv.gz": packed[: len(packed) // 2], "flipped.csv.gz": packed[:20] + bytes([packed[20] ^ 0xFF]) + packed[21:],
+           "not-gzip.csv.gz": good, "nul.csv": good.replace(b"bad-copy", b"bad\0copy", 3),
+           "cut-row.csv": good[: len(good) - 7]}
+    incoming = DropFolder.at(home).ensure().incoming
+    for name, data in bad.items():
+        (incoming / name).write_bytes(data)
+        os.utime(incoming / name, (time.time() - 3600, time.time() - 3600))
+    drop_file(home, "good-one.csv", new_model_rows(home, "good/one", 64))
+    drop_file(home, "good-two.csv", new_model_rows(home, "good/two", 32))
+    pool_file = home / "warehouse" / "model_embeddings.parquet"
+    before = pd.read_parquet(pool_file)
+    with dg.instance_for_test() as instance:
+        requests = tick(instance, home).run_requests
+        assert sorted(r.partition_key for r in requests) == sorted(safe_model_key(m) for m in ("good/one", "good/two"))
+        assert all(run_onboarding(instance, r).success for r in requests)
+    after = pd.read_parquet(pool_file)
+    assert sorted(set(after["model"]) - set(before["model"])) == ["good/one", "good/two"]
+    pd.testing.assert_frame_equal(after[after["model"].isin(before["model"])].reset_index(drop=True), before)
+    rejected = home / "incoming" / "rejected"
+    for name in bad:
+        (kept,) = [p for p in rejected.iterdir() if p.name.endswith(f"-{name}")]
+        assert kept.read_bytes() == bad[name] and (rejected / f"{kept.name}.reason.txt").read_text().startswith("REJECTED: ")
+    assert not [p for p in (home / "incoming").iterdir() if p.is_file()]
