@@ -8,6 +8,8 @@ set -euo pipefail
 set -m  # each background job gets its own process group: dagster dev ignores SIGINT otherwise (stack.md)
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# this checkout's code is what runs (dagster dev starts from DAGSTER_HOME, where the repository is not on sys.path)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export LOCUS_HOME="${LOCUS_HOME:-$PWD/data}"
 DAGSTER_PORT="${DAGSTER_PORT:-3000}"
 MLFLOW_PORT="${MLFLOW_PORT:-5000}"
