@@ -209,6 +209,41 @@ class Walk:
         return {e["label"]: e for e in events[0]["metadataEntries"]} if events else {}
 
 
+# ------------------------------------------------------------------------------------------ a tiny home
+
+TINY_HOME = """
+import os, sys, time
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import dagster as dg
+from locus_pipeline.definitions import defs
+from locus_pipeline.demo import SMALL_OPS
+from locus_pipeline.instance import prepare_dagster_home
+from locus_pipeline.intake import DropFolder
+from locus_pipeline.storage import LocusHome
+
+home = LocusHome()
+DropFolder(home).ensure()
+ops = {"raw_evaluations": {"config": {"source": "synthetic", "synthetic_size": "small"}}, **SMALL_OPS,
+       "query_encodings": {"config": {"encoder": "hashing-256"}},
+       "locus_checkpoint": {"config": {"epochs": 3, "finetune_steps": 0, "select_from_epoch": 0}},
+       "routing_evaluation": {"config": {"methods": ["locus", "best_single", "oracle"], "n_boot": 200}}}
+with dg.DagsterInstance.from_config(str(prepare_dagster_home(home.path))) as instance:
+    result = defs().resolve_job_def("locus_job").execute_in_process(instance=instance, run_config={"ops": ops}, raise_on_error=False)
+sys.exit(0 if result.success else 1)
+"""
+
+
+def build_tiny_home(home: Path, log: Path) -> None:
+    """The small synthetic pool (24 models, 600 queries) through locus_job with a 3-epoch training and the
+    weight-free hashing encoder: a home the walk can look at, in ~2-3 minutes on 2 cores (not a useful router)."""
+    env = {**os.environ, "LOCUS_HOME": str(home), "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    with log.open("wb") as out:
+        done = subprocess.run([sys.executable, "-c", TINY_HOME], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    if done.returncode != 0:
+        raise RuntimeError(f"building the tiny home failed ({done.returncode}), see {log}:\n{log.read_text(errors='replace')[-3000:]}")
+
+
 # ------------------------------------------------------------------------------------------ onboarding
 
 
@@ -477,11 +512,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=60, help="how long a page may take to show its text")
     parser.add_argument("--no-onboard", action="store_true", help="do not drop a file into incoming/ when the pool has no onboarded model")
     parser.add_argument("--items", default="1-9", help="e.g. 1,4-6")
+    parser.add_argument("--build-tiny", action="store_true",
+                        help="first build a tiny synthetic home at --home (must not hold a pool yet; ~2-3 minutes)")
     args = parser.parse_args(argv)
     if screenshot.chromium() is None:
         print("ui_walk: chromium is not installed: apt-get install -y chromium chromium-driver", file=sys.stderr)
         return 3
     home, out = args.home.resolve(), args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.build_tiny:
+        if (home / "warehouse" / "model_embeddings.parquet").exists():
+            print(f"ui_walk: --build-tiny: {home} already holds a pool; walking it as it is", file=sys.stderr)
+        else:
+            began = time.monotonic()
+            build_tiny_home(home, out / "build.log")
+            print(f"built a tiny synthetic home at {home} in {time.monotonic() - began:.0f} s", flush=True)
     if not (home / "warehouse" / "model_embeddings.parquet").exists():
         print(f"ui_walk: {home} has no pool: run the demo into it first (LOCUS_HOME={home} make demo)", file=sys.stderr)
         return 2
