@@ -374,6 +374,9 @@ def item4(walk: Walk, item: Item, onboarded_key: str) -> None:
     url = pool_meta.get("atlas", {}).get("url")
     item.check(bool(url), f"[graphql] model_embeddings has an 'atlas' URL entry: {url or pool_meta.get('atlas')}")
     walk.page(item, "pool-atlas-link", walk.asset_url("model_embeddings"), ["atlas", "atlas.html"])
+    if not onboarded_key:
+        item.failures.append("no onboarded model in the pool (--no-onboard): the link from an onboarded model is not checked")
+        return
     onboarded_meta = walk.latest_metadata("onboarded_model_embedding", onboarded_key)
     item.check(bool(onboarded_meta.get("atlas", {}).get("url")), f"[graphql] onboarded model {onboarded_key} links the atlas")
     walk.page(item, "onboarded-model", walk.asset_url("onboarded_model_embedding", partition=onboarded_key),
