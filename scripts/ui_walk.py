@@ -320,6 +320,10 @@ def item1(walk: Walk, item: Item) -> None:
               after=lambda b: b.click_text("Plots"), then_needles=["best_val_routing_acc", "best_val_loss"])
     charts = walk.browser.evaluate("document.querySelectorAll('canvas').length")
     item.check(charts >= 2, f"checkpoint: the Plots tab draws {charts} charts")
+    nodes = walk.servers.graphql("""{ assetNodes { assetKey { path } owners { ... on TeamAssetOwner { team }
+                                    ... on UserAssetOwner { email } } } }""")["assetNodes"]
+    ownerless = sorted(n["assetKey"]["path"][-1] for n in nodes if not n["owners"])
+    item.check(not ownerless, f"[graphql] every asset has an owner ({len(nodes)} assets; without: {ownerless})")
     meta = walk.latest_metadata("locus_checkpoint")
     floats = sorted(k for k, e in meta.items() if k.startswith("best_") and e["__typename"] == "FloatMetadataEntry")
     item.check({"best_val_routing_acc", "best_val_loss"} <= set(floats), f"[graphql] float entries for Plots: {floats}")

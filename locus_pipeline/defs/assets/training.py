@@ -34,8 +34,8 @@ class SplitConfig(dg.Config):
 
 @dg.multi_asset(
     outs={
-        "training_split": dg.AssetOut(kinds={"pandas"}, group_name="training", description="One row per query: query_id, split (train/val/test), anchor (one of the budget anchors)."),
-        "model_split": dg.AssetOut(kinds={"pandas"}, group_name="training", description="One row per model: model, group (in_training or held_out: never trained on)."),
+        "training_split": dg.AssetOut(kinds={"pandas"}, group_name="training", owners=OWNERS, description="One row per query: query_id, split (train/val/test), anchor (one of the budget anchors)."),
+        "model_split": dg.AssetOut(kinds={"pandas"}, group_name="training", owners=OWNERS, description="One row per model: model, group (in_training or held_out: never trained on)."),
     },
 )
 def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evaluation_table: pd.DataFrame):
