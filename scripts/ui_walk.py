@@ -438,13 +438,18 @@ def item6(walk: Walk, item: Item) -> None:
     item.notes.append("MLflow 3.17.2 opens a bare experiment URL in its GenAI view whatever the experiment's "
                       "mlflow.experimentKind tag (the view follows the UI-wide GenAI / Model training switch): "
                       "every link LOCUS makes carries ?workflowType=machine_learning")
-    runs = json.loads(urllib.request.urlopen(urllib.request.Request(
-        walk.servers.mlflow + "/ajax-api/2.0/mlflow/runs/search", data=json.dumps({"experiment_ids": [eid], "max_results": 1}).encode(),
-        headers={"Content-Type": "application/json"}), timeout=30).read())["runs"][0]
-    run_id = runs["info"]["run_id"]
-    walk.page(item, "run", f"{walk.servers.mlflow}/#/experiments/{eid}/runs/{run_id}", ["LOCUS checkpoint trained by Dagster run", "dagster.run_url"])
-    links = walk.browser.evaluate("[...document.querySelectorAll('a')].map(a => a.href).filter(h => h.includes('/runs/')).join(' ')")
-    item.check(f"/runs/" in (links or "") and ":" in (links or ""), f"the run's description links the Dagster run ({(links or '')[:120]})")
+    run_link = re.sub(r"^http://127\.0\.0\.1:\d+", walk.servers.mlflow, meta.get("mlflow_run", {}).get("url", ""))
+    item.check("/runs/" in run_link, f"[graphql] locus_checkpoint links its MLflow run: {run_link}")
+    text = walk.page(item, "run", run_link, ["LOCUS checkpoint trained by Dagster run", "dagster.run_url"])
+    item.check("Evaluation runs" not in text, "the run opens in the model-training view (not GenAI's evaluation runs)")
+    links = walk.browser.evaluate("[...document.querySelectorAll('a')].map(a => a.href).filter(h => /:\\d+\\/runs\\//.test(h) && !h.includes('#')).join(' ')")
+    item.check(bool(links), f"the run's description links the Dagster run ({(links or '')[:120]})")
+    walk.page(item, "run-metrics", run_link.replace("?", "/model-metrics?", 1) if "?" in run_link else run_link + "/model-metrics",
+              ["val_routing_acc"])
+    sections = re.findall(r"^(\w[\w ]*)\n\((\d+)\)\nAdd chart", walk.browser.text(), flags=re.M)
+    names = [name for name, _ in sections]
+    item.check(bool(names) and names[0] == "epoch",
+               f"run metrics: the per-epoch curves' section comes first (sections in order: {sections})")
     walk.page(item, "registered-model", f"{walk.servers.mlflow}/#/models/locus", ["set encoder", "current", "Version"])
 
 
