@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """The UI walk (issue 19): every screen a Dagster and MLflow user looks at, in a real headless Chromium.
 
-    python scripts/ui_walk.py --home PATH [--out ui-walk] [--dagster-port N] [--mlflow-port N] [--no-onboard]
+    python scripts/ui_walk.py --home PATH [--build-tiny] [--out ui-walk] [--items 1-9] [--no-onboard]
+                              [--dagster-port N] [--mlflow-port N] [--timeout-s 60]
 
-Given a LOCUS_HOME that has been through the demo (`make demo`, or `--build-tiny` here: a small synthetic home in
-~1-2 minutes), it starts `make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on free ports, onboards one
-model through the drop folder if the pool has none (as a user would: a CSV into incoming/), visits the screens of
-the issue's items 1-9, saves a screenshot of each under --out, asserts on each page's rendered DOM, prints one
-PASS/FAIL line per item and exits 1 if any failed. The servers are always stopped (SIGINT, SIGKILL after 14 s).
+Given a LOCUS_HOME that has been through the demo (`make demo`; or `--build-tiny`: a tiny synthetic home first,
+~3 minutes), it starts `make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on free ports, onboards one
+model through the drop folder if the pool has none (as a user would: a CSV into incoming/), waits for the reports
+refresh the sensor then launches, visits the screens of the issue's items 1-9, saves a screenshot and the rendered
+DOM of each under --out, asserts on each page, prints one PASS/FAIL line per item (with what was checked) and exits
+1 if any failed. The servers are always stopped (SIGINT to dev.sh; SIGKILL to what is left after 14 s).
 
 The pages render client-side, so Chromium is driven over the DevTools protocol on a pipe (scripts/screenshot.py
 Browser: standard library only) and each check waits for the text it needs. What the UI cannot show reliably
 (the edges of the asset graph, a run's config defaults) is checked through Dagster's GraphQL API, and the output
-says so ("[graphql]"). Needs Debian's chromium (exits 3 without it). Takes ~3-4 minutes on a 2-core machine.
+says so ("[graphql]", "[rest]"). Needs Debian's chromium (exits 3 without it). Takes ~4 minutes on a 2-core machine,
+most of it the reports refresh after the onboarding (~1 minute on a home that needs neither).
 """
 
 from __future__ import annotations
@@ -551,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     dagster_port = args.dagster_port or free_port()
     mlflow_port = args.mlflow_port or free_port()
     os.environ["MLFLOW_PORT"], os.environ["DAGSTER_PORT"] = str(mlflow_port), str(dagster_port)  # for the links this walk makes
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM still runs the finally: the servers stop
     servers = DevServers(home, out / "dev.log", dagster_port=dagster_port, mlflow_port=mlflow_port)
     results: list[Item] = []
     try:
