@@ -410,11 +410,11 @@ def item5(walk: Walk, item: Item, onboarded_name: str) -> None:
     legend = re.findall(r'class="legendtext"[^>]*>([^<]*)<', plot2d)
     item.check(len(colours) == len(legend) and len(legend) > 1, f"{len(legend)} legend entries, {len(colours)} distinct colours")
     pool = pd.read_parquet(walk.home / "warehouse" / "model_embeddings.parquet", columns=["model", "source"])
-    in_atlas = set(re.findall(r'"name":\s*"([^"]*)"', html))
     if (pool["source"] == "onboarded").any():
         item.check("onboarded" in legend and "unknown family" not in legend, f"legend names onboarded models: {legend}")
-    item.check(f'data-selected="{onboarded_name}"' in html or onboarded_name not in str(in_atlas),
-               f"the onboarded model {onboarded_name!r} is selectable (#model=)")
+    if onboarded_name:
+        item.check(f'data-selected="{onboarded_name}"' in html and "(onboarded)" in html,
+                   f"the onboarded model {onboarded_name!r} opens from #model= and says it is onboarded")
     bars = walk.browser.evaluate("""(() => { const box = document.getElementById('benchmark-bars');
         if (!box) return null; const outer = box.getBoundingClientRect();
         const labels = [...box.querySelectorAll('.ytick text, .xtick text, .bartext, text.bartext')].map(t => {
