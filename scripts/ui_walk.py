@@ -5,7 +5,7 @@
                               [--dagster-port N] [--mlflow-port N] [--timeout-s 60]
 
 Given a LOCUS_HOME that has been through the demo (`make demo`; or `--build-tiny`: a tiny synthetic home first,
-~3 minutes), it starts `make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on free ports, onboards one
+~80 s), it starts `make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on free ports, onboards one
 model through the drop folder if the pool has none (as a user would: a CSV into incoming/), waits for the reports
 refresh the sensor then launches, visits the screens of the issue's items 1-9, saves a screenshot and the rendered
 DOM of each under --out, asserts on each page, prints one PASS/FAIL line per item (with what was checked) and exits
@@ -14,7 +14,7 @@ DOM of each under --out, asserts on each page, prints one PASS/FAIL line per ite
 The pages render client-side, so Chromium is driven over the DevTools protocol on a pipe (scripts/screenshot.py
 Browser: standard library only) and each check waits for the text it needs. What the UI cannot show reliably
 (the edges of the asset graph, a run's config defaults) is checked through Dagster's GraphQL API, and the output
-says so ("[graphql]", "[rest]"). Needs Debian's chromium (exits 3 without it). Takes ~4 minutes on a 2-core machine,
+says so ("[graphql]", "[rest]"). Needs Debian's chromium (exits 3 without it). Takes ~5 minutes on a 2-core machine,
 most of it the reports refresh after the onboarding (~1 minute on a home that needs neither).
 """
 
@@ -528,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-onboard", action="store_true", help="do not drop a file into incoming/ when the pool has no onboarded model")
     parser.add_argument("--items", default="1-9", help="e.g. 1,4-6")
     parser.add_argument("--build-tiny", action="store_true",
-                        help="first build a tiny synthetic home at --home (must not hold a pool yet; ~2-3 minutes)")
+                        help="first build a tiny synthetic home at --home (unless it holds a pool already; ~80 s)")
     args = parser.parse_args(argv)
     if screenshot.chromium() is None:
         print("ui_walk: chromium is not installed: apt-get install -y chromium chromium-driver", file=sys.stderr)
