@@ -23,7 +23,9 @@ DAGSTER_HOME=$($PY -c "from locus_pipeline.instance import prepare_dagster_home;
 mkdir -p "$LOCUS_HOME/mlflow/artifacts" "$LOCUS_HOME/incoming"
 # a copied or moved home: its MLflow database's artifact locations (absolute URIs) and the Default experiment's
 # follow it to this home's mlflow/artifacts before the MLflow UI reads them
-$PY -c "from locus_pipeline.defs.resources import MlflowTracking; from locus_pipeline.storage import LocusHome; MlflowTracking(home=LocusHome()).relocate()"
+if [[ -f "$LOCUS_HOME/mlflow/mlflow.db" ]]; then
+  $PY -c "from locus_pipeline.defs.resources import MlflowTracking; from locus_pipeline.storage import LocusHome; MlflowTracking(home=LocusHome()).relocate()"
+fi
 
 MLFLOW_PID="" DAGSTER_PID=""
 
