@@ -8,6 +8,8 @@ set -euo pipefail
 set -m  # each background job gets its own process group: dagster dev ignores SIGINT otherwise (stack.md)
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# this checkout's code is what runs (dagster dev starts from DAGSTER_HOME, where the repository is not on sys.path)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export LOCUS_HOME="${LOCUS_HOME:-$PWD/data}"
 DAGSTER_PORT="${DAGSTER_PORT:-3000}"
 MLFLOW_PORT="${MLFLOW_PORT:-5000}"
@@ -19,6 +21,11 @@ PY="$VENV/bin/python"
 export DAGSTER_HOME
 DAGSTER_HOME=$($PY -c "from locus_pipeline.instance import prepare_dagster_home; print(prepare_dagster_home())")
 mkdir -p "$LOCUS_HOME/mlflow/artifacts" "$LOCUS_HOME/incoming"
+# a copied or moved home: its MLflow database's artifact locations (absolute URIs) and the Default experiment's
+# follow it to this home's mlflow/artifacts before the MLflow UI reads them
+if [[ -f "$LOCUS_HOME/mlflow/mlflow.db" ]]; then
+  $PY -c "from locus_pipeline.defs.resources import MlflowTracking; from locus_pipeline.storage import LocusHome; MlflowTracking(home=LocusHome()).relocate()"
+fi
 
 MLFLOW_PID="" DAGSTER_PID=""
 

@@ -1,5 +1,9 @@
 """Metadata shared by the assets: table schemas (the UI's Columns view) and who owns what."""
 
+import base64
+import io
+from pathlib import Path
+
 import dagster as dg
 import pandas as pd
 
@@ -39,3 +43,19 @@ def atlas_link(home, mlflow, checkpoint_id: str) -> dict:
     if url is None:
         return {"atlas": f"no atlas link: MLflow run {run_id} is not in the tracking store ({mlflow.uri})"}
     return {"atlas": dg.MetadataValue.url(url)}
+
+
+UI_FIGURE_PX = 960  # the metadata viewer's modal is 1,024 px wide (~1,000 px of content) in a 1,280 px window
+
+
+def ui_png_markdown(png: Path, max_px: int = UI_FIGURE_PX) -> str:
+    """A PNG as an inline markdown image for the UI's metadata viewer, scaled down to ``max_px`` wide so that the
+    modal shows all of it (a wider image is clipped there, not scaled). The report file keeps the full PNG."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        if image.width > max_px:
+            image = image.resize((max_px, round(image.height * max_px / image.width)), Image.LANCZOS)
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG", optimize=True)
+    return f"![{Path(png).stem}](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()})"

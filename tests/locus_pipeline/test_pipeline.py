@@ -61,8 +61,10 @@ def test_mlflow_run_contents(materialized) -> None:
     for key in ("model.d", "train.epochs", "data_fingerprint", "encoder", "seed", "device"):
         assert key in params, key
     assert params["encoder"] == "hashing-256" and params["model.d"] == "128" and params["device"] == "cpu"
-    history = client.get_metric_history(run.info.run_id, "val_routing_acc")
+    history = client.get_metric_history(run.info.run_id, "epoch/val_routing_acc")
     assert len(history) >= 1 and [m.step for m in history] == sorted(m.step for m in history)
+    # the curves' section ("epoch/") sorts before the kept checkpoint's single values ("selected/") in the run page
+    assert "selected/val_routing_acc" in run.data.metrics and not [k for k in run.data.metrics if "/" not in k]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "checkpoint")}
     assert f"checkpoint/locus-{checkpoint['checkpoint_id']}.pt" in artifacts
     versions = client.search_model_versions("name = 'locus'")

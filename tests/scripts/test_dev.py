@@ -136,3 +136,33 @@ def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path) -> None:
         assert log.count("SIGKILL") == 2 and "stopped." in log
     finally:
         kill_all(proc, pids)
+
+
+RUN_A_JOB = """
+import dagster as dg
+from locus_pipeline.instance import prepare_dagster_home
+from pathlib import Path
+import sys
+
+@dg.asset
+def tiny() -> int:
+    return 1
+
+with dg.DagsterInstance.from_config(str(prepare_dagster_home(Path(sys.argv[1])))) as instance:
+    result = dg.materialize([tiny], instance=instance)
+    steps = [e for e in instance.all_logs(result.run_id) if e.dagster_event and e.dagster_event.event_type_value == "STEP_START"]
+    print("stored STEP_START events:", len(steps))
+"""
+
+
+def test_runs_print_no_debug_lines_but_store_every_event(tmp_path: Path) -> None:
+    """The repository's dagster.yaml sets the runs' console logger to INFO (make dev printed ~200 DEBUG lines in
+    30 minutes: every step event of every sensor-launched run); the event log (the UI) still has every event."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", RUN_A_JOB, str(tmp_path / "home")], capture_output=True, text=True,
+                         env=env, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    printed = out.stdout + out.stderr
+    assert "stored STEP_START events: 1" in printed
+    assert " - DEBUG - " not in printed, [line for line in printed.splitlines() if " - DEBUG - " in line][:5]
+    assert " - INFO - " in printed or "RUN_SUCCESS" not in printed  # the console logger is on, at INFO

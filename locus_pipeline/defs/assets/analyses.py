@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.metadata import ATLAS_ARTIFACT, OWNERS, atlas_link
+from locus_pipeline.defs.metadata import ATLAS_ARTIFACT, OWNERS, atlas_link, ui_png_markdown
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
@@ -66,13 +66,12 @@ def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> st
 def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, title: str, summary: str, body: str,
             png=None, **metadata) -> None:
     """Write reports/<name>.md (summary, figure, data note, body) and attach it as Dagster metadata: the summary
-    and the figure first (drawn at most FIGURE_MAX_PX wide, so it fits the UI's modal), long tables shortened
+    and the figure first (scaled to UI_FIGURE_PX wide, so the UI's modal shows all of it), long tables shortened
     to a preview (the full table is the asset's Parquet output)."""
     from locus_model.reports import write_report
-    from locus_model.workflow import png_markdown
 
     report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=data_note(home), png=png)
-    shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", png_markdown(png))
+    shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", ui_png_markdown(png))
     context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shorten_tables(shown, name)),
                                  "report_path": dg.MetadataValue.path(str(report.md_path)), **metadata})
 

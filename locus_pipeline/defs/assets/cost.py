@@ -6,12 +6,13 @@ import numpy as np
 import pandas as pd
 
 from locus_pipeline.defs.assets.analyses import GROUP, labelled_pool, publish
+from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
 
 COST_COLUMNS = ("cost_per_query", "price_input_per_mtok", "price_output_per_mtok", "params_b")
 
 
-@dg.asset(kinds={"numpy"}, group_name=GROUP)
+@dg.asset(kinds={"numpy"}, group_name=GROUP, owners=OWNERS)
 def cost_frontier(
     context: dg.AssetExecutionContext,
     model_embeddings: pd.DataFrame,

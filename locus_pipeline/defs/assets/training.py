@@ -34,8 +34,8 @@ class SplitConfig(dg.Config):
 
 @dg.multi_asset(
     outs={
-        "training_split": dg.AssetOut(kinds={"pandas"}, group_name="training", description="One row per query: query_id, split (train/val/test), anchor (one of the budget anchors)."),
-        "model_split": dg.AssetOut(kinds={"pandas"}, group_name="training", description="One row per model: model, group (in_training or held_out: never trained on)."),
+        "training_split": dg.AssetOut(kinds={"pandas"}, group_name="training", owners=OWNERS, description="One row per query: query_id, split (train/val/test), anchor (one of the budget anchors)."),
+        "model_split": dg.AssetOut(kinds={"pandas"}, group_name="training", owners=OWNERS, description="One row per model: model, group (in_training or held_out: never trained on)."),
     },
 )
 def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evaluation_table: pd.DataFrame):
@@ -137,7 +137,9 @@ def locus_checkpoint(
         )
 
         def on_epoch(row: dict) -> None:
-            mlflow_api.log_metrics({k: float(v) for k, v in row.items() if k != "epoch" and v is not None}, step=int(row["epoch"]))
+            # "epoch/..." and "selected/...": MLflow's run page draws one section per prefix, in name order, so the
+            # per-epoch curves come before the single values of the kept checkpoint (drawn as bars)
+            mlflow_api.log_metrics({f"epoch/{k}": float(v) for k, v in row.items() if k != "epoch" and v is not None}, step=int(row["epoch"]))
 
         result = train_locus(
             arrays.encodings, arrays.train_scores, arrays.val_scores,
@@ -150,9 +152,9 @@ def locus_checkpoint(
         staging.rename(path)
         curve = home.dir("reports") / "training_curve.png"
         curve_md = training_curve_png(result.history, curve)
-        mlflow_api.log_metrics({f"best.{k}": float(v) for k, v in result.best_metrics.items() if k != "epoch" and v is not None})
+        mlflow_api.log_metrics({f"selected/{k}": float(v) for k, v in result.best_metrics.items() if k != "epoch" and v is not None})
         if result.finetune:  # predictor fine-tuning: the kept step and val BCE before/after
-            mlflow_api.log_metrics({f"finetune.{k}": float(v) for k, v in result.finetune.items()})
+            mlflow_api.log_metrics({f"selected/finetune_{k}": float(v) for k, v in result.finetune.items()})
         mlflow_api.set_tag("checkpoint_id", ckpt_id)
         mlflow_api.log_artifact(str(path), artifact_path="checkpoint")
         mlflow_api.log_artifact(str(curve), artifact_path="plots")

@@ -1,0 +1,30 @@
+"""locus_pipeline.defs.metadata: what the UI's metadata viewer is given."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+from PIL import Image
+
+from locus_pipeline.defs.metadata import UI_FIGURE_PX, ui_png_markdown
+
+
+def _png(path, width: int, height: int):
+    Image.new("RGB", (width, height), (200, 30, 30)).save(path)
+    return path
+
+
+def _embedded_size(markdown: str) -> tuple[int, int]:
+    data = re.fullmatch(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", markdown).group(1)
+    return Image.open(io.BytesIO(base64.b64decode(data))).size
+
+
+def test_a_wide_figure_is_scaled_to_fit_the_modal_keeping_its_aspect(tmp_path) -> None:
+    # 1,100 px figures were clipped by the 1,024 px modal (the UI walk, item 2)
+    assert _embedded_size(ui_png_markdown(_png(tmp_path / "wide.png", 1100, 550))) == (UI_FIGURE_PX, 480)
+
+
+def test_a_narrow_figure_is_left_as_it_is(tmp_path) -> None:
+    assert _embedded_size(ui_png_markdown(_png(tmp_path / "narrow.png", 700, 300))) == (700, 300)
