@@ -79,7 +79,7 @@ def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, s
     For every query with at least two labelled models: the router picks r = argmax of probs among the
     labelled models (ties: lowest index), and its substitute is the labelled model other than r nearest to r
     in embedding space (ties: lowest index). Scored on exactly those queries:
-        router accuracy   = mean label of r         (= locus_model.metrics.routing_accuracy on these queries)
+        router accuracy   = mean label of r         (= locus_model.evaluation.metrics.routing_accuracy on these queries)
         fallback accuracy = mean label of the substitute
         share kept        = fallback accuracy / router accuracy.
     Baselines, same queries: a uniformly random other labelled model (mean and std over n_random draws from

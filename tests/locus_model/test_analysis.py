@@ -6,11 +6,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.analysis import (capability_search, coverage, coverage_greedy, coverage_similarity,
-                                  distance_vs_disagreement, fallback, family_clustering, k_center, k_medoids,
-                                  near_duplicates, params_for_models, parse_params_b, portfolio_curve,
-                                  resample_embeddings)
-from locus_model.metrics import routing_accuracy
+from locus_model.analysis import (
+    capability_search,
+    coverage,
+    coverage_greedy,
+    coverage_similarity,
+    distance_vs_disagreement,
+    fallback,
+    family_clustering,
+    k_center,
+    k_medoids,
+    near_duplicates,
+    portfolio_curve,
+    resample_embeddings,
+)
+from locus_model.data.catalog import params_for_models, parse_params_b
+from locus_model.evaluation.metrics import routing_accuracy
 
 
 def _png(path) -> bool:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.atlas import pca_projection, write_atlas
+from locus_model.analysis.atlas import pca_projection, write_atlas
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
                   "--disable-component-update", "--disable-sync"]

@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.demo import (
+from locus_model.data.demo import (
     BENCHMARKS,
     DEMO_FOLDER,
-    SKILLS,
     generate_demo_pool,
     load_demo_truth,
     make_demo_tables,
+    SKILLS,
 )
 
 
@@ -166,7 +166,7 @@ def test_truth_file_round_trips(pool) -> None:
 
 
 def test_long_format_files_pass_the_validator(pool, small) -> None:
-    evaluations_module = pytest.importorskip("locus_model.evaluations")
+    evaluations_module = pytest.importorskip("locus_model.data.long_format")
     evaluations, models, _ = small
     expected = evaluations.drop_duplicates(["model", "query_id"], keep="last")
     for path in (pool.evaluations_parquet, pool.evaluations_csv):
@@ -180,15 +180,15 @@ def test_long_format_files_pass_the_validator(pool, small) -> None:
 
 def _has_embedllm() -> bool:
     try:
-        from locus_model.embedllm import read_embedllm, write_embedllm  # noqa: F401
+        from locus_model.data.embedllm import read_embedllm, write_embedllm  # noqa: F401
     except ImportError:
         return False
     return True
 
 
-@pytest.mark.skipif(not _has_embedllm(), reason="locus_model.embedllm not available")
+@pytest.mark.skipif(not _has_embedllm(), reason="locus_model.data.embedllm not available")
 def test_embedllm_folder_round_trips(tmp_path: Path, small) -> None:
-    from locus_model.embedllm import read_embedllm
+    from locus_model.data.embedllm import read_embedllm
 
     demo = generate_demo_pool(tmp_path, size="small", seed=0, formats=("embedllm",))
     assert demo.evaluations_parquet is None and demo.embedllm_dir is not None

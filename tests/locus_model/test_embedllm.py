@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.embedllm import (
+from locus_model.data.embedllm import (
+    download_embedllm,
     EMBEDLLM_REVISION,
     EmbedLLMDownloadError,
-    download_embedllm,
     is_embedllm_folder,
     merge_benchmark,
     read_embedllm,
     write_embedllm,
 )
-from locus_model.evaluations import EvaluationDataError
+from locus_model.data.errors import EvaluationDataError
 
 MODELS = ["org/alpha-7b", "org/beta-13b", "gamma"]
 CATEGORIES = ["mmlu_anatomy", "mmlu_virology", "gpqa_main", "gsm8k", "truthfulqa_mc1"]
@@ -264,7 +264,8 @@ def test_download_returns_a_complete_folder_without_network(folder: Path, monkey
 
 
 def test_table_passes_the_evaluation_validator_and_builds_a_matrix(folder: Path) -> None:
-    from locus_model.evaluations import EvaluationMatrix, validate_evaluations
+    from locus_model.data.contract import validate_evaluations
+    from locus_model.data.matrix import EvaluationMatrix
 
     table, _ = read_embedllm(folder)
     assert len(validate_evaluations(table, source=str(folder))) == len(table)

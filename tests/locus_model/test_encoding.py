@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from locus_model.encoding import encode_queries, encode_queries_with_report, resolve_encoder
+from locus_model.data.encoding import encode_queries, encode_queries_with_report, resolve_encoder
 
 TEXTS = ["Solve for x: 3x + 5 = 20.", "Which organ produces insulin?", "Solve for x: 3x + 5 = 20."]
 

@@ -14,14 +14,9 @@ from hypothesis import strategies as st
 
 from tests.locus_model.test_evaluations import error_of as read_error
 from tests.locus_model.test_evaluations import write
-from locus_model.evaluations import (
-    EvaluationDataError,
-    editor_line,
-    ends_with_newline,
-    iter_evaluation_chunks,
-    read_evaluations,
-    validate_evaluations,
-)
+from locus_model.data.contract import validate_evaluations
+from locus_model.data.errors import editor_line, EvaluationDataError
+from locus_model.data.long_format import ends_with_newline, iter_evaluation_chunks, read_evaluations
 
 HEADER = "model,query_id,query,benchmark,score\n"
 ROWS = [

@@ -9,16 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.evaluations import (
-    EvaluationDataError,
-    EvaluationMatrix,
-    fingerprint_evaluations,
-    read_evaluations,
-    read_evaluations_with_report,
-    read_models_file,
-    safe_model_key,
-    validate_evaluations,
-)
+from locus_model.data.contract import safe_model_key, validate_evaluations
+from locus_model.data.errors import EvaluationDataError
+from locus_model.data.long_format import read_evaluations, read_evaluations_with_report, read_models_file
+from locus_model.data.matrix import EvaluationMatrix, fingerprint_evaluations
 
 HEADER = "model,query_id,query,benchmark,score\n"
 ROWS = [

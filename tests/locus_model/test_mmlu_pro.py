@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.catalog import build_catalog
-from locus_model.evaluations import EvaluationDataError, read_models_file
-from locus_model.mmlu_pro import (
+from locus_model.data.catalog import build_catalog
+from locus_model.data.errors import EvaluationDataError
+from locus_model.data.long_format import read_models_file
+from locus_model.data.mmlu_pro import (
     build_query,
     is_mmlu_pro_folder,
     model_name_of,

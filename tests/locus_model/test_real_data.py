@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from locus_model.evaluations import EvaluationMatrix, read_evaluations_with_report
+from locus_model.data.long_format import read_evaluations_with_report
+from locus_model.data.matrix import EvaluationMatrix
 
 AE1 = Path(__file__).resolve().parents[3] / "shared" / "data" / "alpacaeval-ae1" / "evaluations.parquet"
 needs_ae1 = pytest.mark.skipif(not AE1.exists(), reason=f"real AE1 data not found at {AE1} (../shared is absent on this machine)")

@@ -28,7 +28,7 @@ def data_note(home: LocusHome) -> str:
     raw = home.read_table("raw_evaluations", columns=["source", "root"])
     source, root = str(raw["source"].iloc[0]), str(raw["root"].iloc[0])
     if source == "synthetic":
-        return ("Data: the **SYNTHETIC** pool (`locus_model.demo`: made-up models drawn from a known latent "
+        return ("Data: the **SYNTHETIC** pool (`locus_model.data.demo`: made-up models drawn from a known latent "
                 "model, not real LLMs): its numbers are not findings about real models.")
     if source == "mmlu_pro":
         return f"Data: **real** MMLU-Pro results of real models (`{root}`, data/mmlu-pro/README.md)."
@@ -68,8 +68,8 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
     """Write reports/<name>.md (summary, figure, data note, body) and attach it as Dagster metadata: the summary
     and the figure first (drawn at most FIGURE_MAX_PX wide, so it fits the UI's modal), long tables shortened
     to a preview (the full table is the asset's Parquet output)."""
-    from locus_model.reports import write_report
-    from locus_model.workflow import png_markdown
+    from locus_pipeline.defs.metadata import png_markdown
+    from locus_pipeline.reports import write_report
 
     report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=data_note(home), png=png)
     shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", png_markdown(png))
@@ -81,11 +81,10 @@ def labelled_pool(model_embeddings: pd.DataFrame, heldout_predictions: pd.DataFr
     """(names, embeddings, Predictions, excluded names): pool models with held-out labels only, as the pool was
     when heldout_predictions read it. Models onboarded since are left for the next refresh (their rows carry no
     labels anyway); a pool rebuilt since (another checkpoint) is a failure that says so."""
-    from locus_model.pool import pool_matrix
-    from locus_model.reports import prediction_matrices
+    from locus_model.pool import checkpoints_of, pool_matrix
+    from locus_pipeline.reports import prediction_matrices
 
-    snapshot = set(heldout_predictions["checkpoint_id"].astype(str))
-    current = set(model_embeddings["checkpoint_id"].astype(str))
+    snapshot, current = checkpoints_of(heldout_predictions), checkpoints_of(model_embeddings)
     if snapshot != current:
         raise dg.Failure(description=f"the pool was re-embedded with checkpoint {sorted(current)} after heldout_predictions "
                                      f"read it with {sorted(snapshot)}",
@@ -126,8 +125,8 @@ def heldout_predictions(
     """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the correctness
     predictor's P(correct) from the pool embedding), label (NaN where unknown, e.g. onboarded models),
     checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
-    from locus_model.metrics import correctness_accuracy, routing_accuracy
-    from locus_model.reports import heldout_predictions as predict, prediction_matrices
+    from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
+    from locus_pipeline.reports import prediction_matrices, test_query_predictions as predict
 
     checkpoint = home.pool_checkpoint(model_embeddings)
     table = predict(model_embeddings, evaluation_table, query_encodings, training_split, checkpoint.model)
@@ -264,8 +263,9 @@ def portfolios(
     total-parameter budget): routing accuracy when routing among the portfolio only, on the held-out queries,
     and the smallest portfolio within `tolerance` of the full pool. Parameter counts: the models file's
     params_b, else parsed from the name ("7b", "8x7b", "350m"); models with neither are never budgeted."""
-    from locus_model.analysis import params_for_models, portfolio_curve
-    from locus_model.reports import plot_portfolio_curves
+    from locus_model.analysis import portfolio_curve
+    from locus_model.data.catalog import params_for_models
+    from locus_pipeline.reports import plot_portfolio_curves
 
     names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
     ks = list(range(1, (min(config.max_k, len(names)) if config.max_k > 0 else len(names)) + 1))
@@ -375,7 +375,7 @@ def near_duplicates(
     from locus_model.analysis import resample_embeddings
     from locus_model.analysis._common import pairwise_distances
     from locus_model.pool import pool_matrix
-    from locus_model.reports import embed_fn, pool_evaluation_sets, torch_threads
+    from locus_pipeline.reports import embed_fn, pool_evaluation_sets, torch_threads
 
     checkpoint = home.pool_checkpoint(model_embeddings)
     model = checkpoint.model
@@ -442,7 +442,7 @@ def capability_search(
 ) -> pd.DataFrame:
     """A synthetic evaluation set with the target per-benchmark accuracy (non-test queries), embedded with the
     pool's checkpoint; the k nearest pool models with their actual per-benchmark accuracy (same as `locus search`)."""
-    from locus_model.reports import capability_search_from_tables, plot_capability_search
+    from locus_pipeline.reports import capability_search_from_tables, plot_capability_search
 
     result = capability_search_from_tables(
         config.target, pool=model_embeddings, table=evaluation_table, encodings=query_encodings,
@@ -476,9 +476,9 @@ def model_atlas(
     a PCA of its embedding, the smallest k-center portfolio matching the full pool drawn as diamonds; clicking
     a model lists its nearest neighbours and per-benchmark accuracy."""
     from locus_model.analysis._common import new_figure, save_figure
-    from locus_model.atlas import pca_projection, write_atlas
+    from locus_model.analysis.atlas import pca_projection, write_atlas
     from locus_model.pool import pool_matrix
-    from locus_model.reports import per_benchmark_accuracy
+    from locus_pipeline.reports import per_benchmark_accuracy
 
     names, z = pool_matrix(model_embeddings)
     families = catalog_column(names, model_catalog)
@@ -525,7 +525,7 @@ REPORTS = ("embedding_geometry", "family_clusters", "portfolios", "fallback_repo
 @dg.asset(kinds={"markdown"}, group_name=GROUP, owners=OWNERS, deps=list(REPORTS))
 def analysis_reports(context: dg.AssetExecutionContext, home: LocusHome) -> pd.DataFrame:
     """reports/README.md: every analysis report with its one-line summary, and the other files in reports/."""
-    from locus_model.reports import report_summary
+    from locus_pipeline.reports import report_summary
 
     folder = home.dir("reports")
     rows = []

@@ -11,7 +11,7 @@
 - :class:`BestSingle` -- the model with the best mean score on its budget evaluations; every model predicts
   its own mean rate for every query, so routing always picks the best single model.
 
-The oracle (any model correct) needs the test labels and lives in the harness (locus_model.evaluate).
+The oracle (any model correct) needs the test labels and lives in the harness (locus_model.evaluation.harness).
 
 Interface (:class:`Baseline`): ``fit(encodings, train_scores, val_scores)`` on the in-training models
 (rows of the (M, Q) score matrices, NaN = not a training cell), ``onboard(scores)`` appends held-out models
@@ -315,7 +315,7 @@ class KNNRouter(Baseline):
         val_q = np.flatnonzero(~np.isnan(val_scores).all(axis=0))
         if len(val_q) == 0:
             return
-        from locus_model.metrics import brier, routing_accuracy
+        from locus_model.evaluation.metrics import brier, routing_accuracy
 
         rows = np.arange(self.n_fitted_models)
         best = None

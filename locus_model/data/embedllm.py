@@ -31,11 +31,11 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from locus_model.evaluations import EvaluationDataError
+from locus_model.data.contract import SPLITS, benchmark_group
+from locus_model.data.errors import EvaluationDataError
 
 EMBEDLLM_REPO_ID = "RZ412/EmbedLLM"
 EMBEDLLM_REVISION = "70dee14af6101604ce1130cfcf2849daba4b6077"  # pinned; the reference's numbers use it
-SPLITS = ("train", "val", "test")
 SPLIT_FILES = {split: f"{split}.csv" for split in SPLITS}
 MODEL_ORDER_FILE = "model_order.csv"
 QUESTION_ORDER_FILE = "question_order.csv"
@@ -45,7 +45,6 @@ SPLIT_COLUMNS = ("model_id", "prompt_id", "prompt", "category", "label")  # what
 WRITTEN_SPLIT_COLUMNS = ("prompt_id", "model_id", "model_name", "label", "prompt", "category_id", "category")
 MODEL_ORDER_COLUMNS = ("model_id", "model_name")
 QUESTION_ORDER_COLUMNS = ("prompt_id", "prompt")
-MERGED_BENCHMARK_PREFIXES = ("mmlu", "gpqa")  # subtasks merged for per-benchmark reporting (as the reference)
 
 DEFAULT_CHUNK_ROWS = 200_000  # ~150 MB of prompt text per chunk of train.csv (2.7 GB, 3.8 M rows)
 
@@ -57,11 +56,7 @@ def embedllm_url(revision: str = EMBEDLLM_REVISION) -> str:
 
 def merge_benchmark(category: str) -> str:
     """Benchmark of an EmbedLLM category: mmlu_* -> "mmlu", gpqa_* -> "gpqa", others lower-cased as they are."""
-    name = str(category).strip().lower()
-    for prefix in MERGED_BENCHMARK_PREFIXES:
-        if name.startswith(prefix):
-            return prefix
-    return name
+    return benchmark_group(str(category).strip().lower())
 
 
 @dataclass(frozen=True)
@@ -111,7 +106,7 @@ class EmbedLLMReport:
 def _fix_missing_file(folder: Path) -> str:
     return (
         f"put EmbedLLM's {', '.join(EMBEDLLM_FILES)} into {folder}: run "
-        f"locus_model.embedllm.download_embedllm({str(folder)!r}) or download them by hand from "
+        f"locus_model.data.embedllm.download_embedllm({str(folder)!r}) or download them by hand from "
         f"{embedllm_url()}"
     )
 

@@ -1,18 +1,83 @@
-"""The pipeline's steps as plain functions over tables: query split and anchors, training arrays,
-the evaluations a pool embedding is computed from. The pipeline's assets are thin adapters around these.
+"""Splits of an evaluation table: test queries (k-fold or the table's own split), validation queries, the
+budget's anchor queries, and the held-out models (never trained on, onboarded from their anchor evaluations).
+
+The harness works on indices (:class:`Fold`); the pipeline stores the same split as tables
+(:func:`query_split`, :func:`model_split`) and reads them back (:func:`given_fold`).
 """
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from locus_model.evaluate import Fold, choose_held_out, kfold_splits, table_split
-from locus_model.evaluations import EvaluationMatrix
+from locus_model.data.contract import SPLITS
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Query indices of one fold: training queries, the anchors drawn from them, validation and test."""
+
+    index: int
+    train: np.ndarray  # (Qtr,) training queries (anchors come from these)
+    anchors: np.ndarray  # (N,) the budget: every model's usable evaluations are on these queries
+    val: np.ndarray  # (Qv,) LOCUS early stopping / baseline model selection
+    test: np.ndarray  # (Qte,)
+
+
+def _draw_anchors(train: np.ndarray, budget: int, rng: np.random.Generator, where: str) -> np.ndarray:
+    if budget < 1:
+        raise ValueError(f"budget={budget}: the number of evaluations per model must be >= 1")
+    if budget > len(train):
+        raise ValueError(
+            f"{where}: budget={budget} anchors but only {len(train)} training queries; "
+            "lower --budget, use fewer folds, or evaluate on a larger query pool"
+        )
+    return np.sort(rng.choice(train, size=budget, replace=False))
+
+
+def kfold_splits(n_queries: int, *, folds: int, budget: int, seed: int, val_fraction: float = 0.1) -> list[Fold]:
+    """K query folds; per fold a validation slice of the non-test queries and ``budget`` anchors from the rest."""
+    if folds < 2:
+        raise ValueError(f"folds={folds}: k-fold needs at least 2 folds (use folds=None for a table's own split)")
+    if n_queries < folds:
+        raise ValueError(f"{n_queries} queries cannot be split into {folds} folds; use fewer folds")
+    order = np.random.default_rng(seed).permutation(n_queries)
+    out = []
+    for f, test in enumerate(np.array_split(order, folds)):
+        rng = np.random.default_rng([seed, f])
+        rest = rng.permutation(np.setdiff1d(order, test))
+        n_val = max(1, int(round(val_fraction * len(rest)))) if val_fraction > 0 else 0
+        val, train = np.sort(rest[:n_val]), np.sort(rest[n_val:])
+        anchors = _draw_anchors(train, budget, rng, f"fold {f + 1}/{folds}")
+        out.append(Fold(f, train, anchors, val, np.sort(test)))
+    return out
+
+
+def table_split(split: np.ndarray, *, budget: int, seed: int) -> list[Fold]:
+    """The table's own train/val/test split as a single fold (EmbedLLM's reference protocol)."""
+    split = np.asarray(split).astype(str)
+    train, val, test = (np.flatnonzero(split == s) for s in SPLITS)
+    if len(test) == 0:
+        raise ValueError("the table's split column has no 'test' queries; use k-fold (folds=5) instead")
+    anchors = _draw_anchors(train, budget, np.random.default_rng(seed), "the table's train split")
+    return [Fold(0, train, anchors, val, test)]
+
+
+def choose_held_out(n_models: int, fraction: float, seed: int) -> np.ndarray:
+    """Sorted indices of the held-out models: round(fraction * M), at least 1 when fraction > 0."""
+    if not 0 <= fraction < 1:
+        raise ValueError(f"holdout_models={fraction} must be in [0, 1)")
+    if fraction == 0:
+        return np.zeros(0, dtype=np.int64)
+    n = max(1, int(round(fraction * n_models)))
+    if n_models - n < 2:
+        raise ValueError(
+            f"holding out {n} of {n_models} models leaves fewer than 2 to train on; lower --holdout-models or add models"
+        )
+    rng = np.random.default_rng([seed, 7919])  # its own stream: the held-out set does not move with the folds
+    return np.sort(rng.choice(n_models, size=n, replace=False))
 
 
 def query_split(table: pd.DataFrame, *, budget: int, seed: int, test_fraction: float = 0.1, val_fraction: float = 0.1) -> pd.DataFrame:
@@ -63,7 +128,7 @@ def given_fold(split: pd.DataFrame, query_ids: list[str]) -> Fold:
     if by_query["split"].isna().any():
         raise ValueError("the query split does not cover every query of the evaluation table: compute the split from this table")
     kind, anchor = by_query["split"].to_numpy(str), by_query["anchor"].to_numpy(bool)
-    train, val, test = (np.flatnonzero(kind == s) for s in ("train", "val", "test"))
+    train, val, test = (np.flatnonzero(kind == s) for s in SPLITS)
     return Fold(0, train, np.flatnonzero(anchor), val, test)
 
 
@@ -73,71 +138,3 @@ def model_split(table: pd.DataFrame, *, holdout: float, seed: int) -> pd.DataFra
     models = sorted(table["model"].astype(str).unique())
     held = set(choose_held_out(len(models), holdout, seed).tolist())
     return pd.DataFrame({"model": models, "group": ["held_out" if i in held else "in_training" for i in range(len(models))]})
-
-
-@dataclass
-class TrainingArrays:
-    matrix: EvaluationMatrix
-    encodings: np.ndarray  # (Q, D) in matrix.query_ids order
-    train_scores: np.ndarray  # (M, Q): scores on the anchors, NaN elsewhere
-    val_scores: np.ndarray  # (M, Q): scores on validation queries, NaN elsewhere
-
-
-def training_arrays(table: pd.DataFrame, encodings: pd.DataFrame, split: pd.DataFrame) -> TrainingArrays:
-    """Dense arrays for train_locus: anchors -> train cells, validation queries -> val cells."""
-    matrix = EvaluationMatrix.from_table(table.drop(columns=["split"], errors="ignore"))
-    enc = aligned_encodings(encodings, matrix.query_ids)
-    by_query = split.set_index("query_id").reindex(matrix.query_ids)
-    if by_query["split"].isna().any():
-        raise ValueError("the query split does not cover every query of the evaluation table: compute the split from this table")
-    anchor = by_query["anchor"].to_numpy(bool)
-    val = (by_query["split"] == "val").to_numpy()
-    train_scores = np.where(anchor[None, :], matrix.scores, np.nan).astype(np.float32)
-    val_scores = np.where(val[None, :], matrix.scores, np.nan).astype(np.float32)
-    return TrainingArrays(matrix, enc, train_scores, val_scores)
-
-
-def aligned_encodings(encodings: pd.DataFrame, query_ids: list[str]) -> np.ndarray:
-    """(Q, D) encodings in the order of ``query_ids``; a clear error if one is missing."""
-    index = pd.Index(encodings["query_id"].astype(str))
-    rows = index.get_indexer(query_ids)
-    if (rows < 0).any():
-        missing = [q for q, r in zip(query_ids, rows) if r < 0][:5]
-        raise KeyError(f"no query encoding for query_id(s) {missing}: encode every query of the table")
-    return np.stack(encodings["encoding"].to_numpy()[rows]).astype(np.float32)
-
-
-def pool_evaluations(table: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
-    """The evaluations pool embeddings are computed from: all of a model's evaluations outside the test queries."""
-    test = set(split.loc[split["split"] == "test", "query_id"].astype(str))
-    return table[~table["query_id"].astype(str).isin(test)]
-
-
-def training_curve_png(history: list[dict], path: Path) -> str:
-    """Plot train/val loss and validation routing accuracy per epoch to ``path``; returns a markdown image."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    frame = pd.DataFrame(history)
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.2))
-    for column in ("train_loss", "val_loss"):
-        if column in frame:
-            ax_loss.plot(frame["epoch"], frame[column], label=column)
-    ax_loss.set_xlabel("epoch"), ax_loss.set_ylabel("BCE"), ax_loss.legend()
-    for column in ("val_routing_acc", "val_correctness_acc"):
-        if column in frame:
-            ax_acc.plot(frame["epoch"], frame[column], label=column)
-    ax_acc.set_xlabel("epoch"), ax_acc.set_ylabel("accuracy"), ax_acc.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return png_markdown(path)
-
-
-def png_markdown(path: Path) -> str:
-    """A PNG embedded as a markdown image (data URI), so a markdown viewer shows it inline."""
-    data = base64.b64encode(Path(path).read_bytes()).decode()
-    return f"![{Path(path).stem}](data:image/png;base64,{data})"

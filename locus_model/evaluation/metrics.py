@@ -81,4 +81,19 @@ def bce(probs: np.ndarray, labels: np.ndarray, *, eps: float = 1e-7) -> float:
     return float(np.mean(-(y * np.log(p) + (1 - y) * np.log1p(-p))))
 
 
-__all__ = ["routing_accuracy", "hit_at_k", "correctness_accuracy", "roc_auc", "brier", "bce"]
+METRICS = ("routing_acc", "hit@3", "correctness_acc", "auc", "brier")  # what the harness reports
+
+
+def score_predictions(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """All METRICS on (M, Q) probs against labels (NaN = unknown)."""
+    return {
+        "routing_acc": routing_accuracy(probs, labels),
+        "hit@3": hit_at_k(probs, labels, 3),
+        "correctness_acc": correctness_accuracy(probs, labels),
+        "auc": roc_auc(probs, labels),
+        "brier": brier(probs, labels),
+    }
+
+
+__all__ = ["routing_accuracy", "hit_at_k", "correctness_accuracy", "roc_auc", "brier", "bce", "METRICS",
+           "score_predictions"]

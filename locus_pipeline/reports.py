@@ -1,7 +1,7 @@
 """From evaluation tables and a pool table to the downstream analyses (locus_model.analysis): what the
 analysis assets and the `locus search` command share.
 
-- heldout_predictions: P(correct) of every pool model on the held-out test queries, beside its labels
+- test_query_predictions: P(correct) of every pool model on the test queries (asset heldout_predictions), beside its labels
 - prediction_matrices: that long table as (M, Q) probs / labels in pool order
 - per_benchmark_accuracy: each model's actual accuracy per benchmark
 - pool_evaluation_sets / embed_fn: the evaluation set every pool embedding came from, and a function that
@@ -26,12 +26,13 @@ import pandas as pd
 from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
 from locus_model.model import Locus, embed_evaluation_sets, predict_proba
 from locus_model.pool import pool_matrix
+from locus_pipeline.tables import aligned_encodings, pool_evaluations
 
-# ----------------------------------------------------------------------------- predictions on held-out queries
+# ----------------------------------------------------------------------------- predictions on the test queries
 
 
-def heldout_query_ids(split: pd.DataFrame) -> list[str]:
-    """The held-out test queries of the pipeline's split, sorted (never used for any pool embedding)."""
+def test_query_ids(split: pd.DataFrame) -> list[str]:
+    """The test queries of the pipeline's split, sorted (never used for any pool embedding)."""
     ids = sorted(split.loc[split["split"] == "test", "query_id"].astype(str))
     if not ids:
         raise ValueError("the training split has no test queries, so nothing is held out for the analyses. "
@@ -39,17 +40,15 @@ def heldout_query_ids(split: pd.DataFrame) -> list[str]:
     return ids
 
 
-def heldout_predictions(pool: pd.DataFrame, table: pd.DataFrame, encodings: pd.DataFrame, split: pd.DataFrame,
+def test_query_predictions(pool: pd.DataFrame, table: pd.DataFrame, encodings: pd.DataFrame, split: pd.DataFrame,
                         model: Locus, *, device: str = "cpu") -> pd.DataFrame:
     """Long table, one row per (pool model, test query): model, query_id, benchmark, prob, label.
 
     prob = the correctness predictor's P(correct) from the model's pool embedding; label = its score on the
     query from the evaluation table, NaN where it has none (every onboarded model).
     """
-    from locus_model.workflow import aligned_encodings
-
     names, z = pool_matrix(pool)                                 # M, (M, d)
-    qids = heldout_query_ids(split)
+    qids = test_query_ids(split)
     phi = aligned_encodings(encodings, qids)                     # (Q, D)
     probs = predict_proba(model, z, phi, device=device)          # (M, Q)
     test = table[table["query_id"].astype(str).isin(set(qids))]
@@ -73,7 +72,7 @@ class Predictions:
 
     @property
     def labelled(self) -> np.ndarray:
-        """(M,) bool: the model has at least one held-out label (False for onboarded models)."""
+        """(M,) bool: the model has at least one label on the test queries (False for onboarded models)."""
         return ~np.isnan(self.labels).all(axis=1)
 
     def subset(self, keep: np.ndarray) -> "Predictions":
@@ -87,7 +86,7 @@ def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Pred
     names = [str(n) for n in names]
     missing = sorted(set(names) - set(predictions["model"].astype(str)))
     if missing:
-        raise ValueError(f"no held-out predictions for models {missing[:5]}. How to fix: predict for the same pool "
+        raise ValueError(f"no test-query predictions for models {missing[:5]}. How to fix: predict for the same pool "
                          "the analysis reads (the pool changed in between).")
     wide = predictions.assign(model=predictions["model"].astype(str), query_id=predictions["query_id"].astype(str))
     qids = sorted(wide["query_id"].unique())
@@ -131,8 +130,6 @@ def pool_evaluation_sets(pool: pd.DataFrame, table: pd.DataFrame, split: pd.Data
     Training-pool models: all their evaluations outside the test queries; onboarded models: all their
     onboarded evaluations (their query encodings in `onboarded_encodings`, query_id + encoding).
     """
-    from locus_model.workflow import pool_evaluations
-
     enc = encodings[["query_id", "encoding"]]
     bench_of = table.drop_duplicates("query_id")[["query_id", "benchmark"]]
     evals = [pool_evaluations(table, split)[["model", "query_id", "score"]]]
@@ -210,8 +207,6 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
     """Capability-profile search over the pool: a synthetic set from non-test queries, embedded with the
     pool's checkpoint; neighbours reported with their actual per-benchmark accuracy (all their evaluations).
     An empty target means every benchmark at the pool's median accuracy."""
-    from locus_model.workflow import aligned_encodings
-
     names, z = pool_matrix(pool)
     accuracy = per_benchmark_accuracy(table, onboarded if onboarded is not None else pd.DataFrame())
     queries = table.drop_duplicates("query_id").astype({"query_id": str}).sort_values("query_id")
@@ -220,7 +215,7 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
                                                              columns=[b for b in accuracy.columns if b in searchable]))
     qids = queries["query_id"].tolist()
     phi = aligned_encodings(encodings, qids)                       # (Q, D)
-    test = set(heldout_query_ids(split))
+    test = set(test_query_ids(split))
     return capability_search(
         target, benchmarks=queries["benchmark"].astype(str).to_numpy(), embed_fn=embed_fn(model, phi),
         pool_embeddings=z, pool_names=names, pool_per_benchmark_acc=accuracy, encodings=phi,

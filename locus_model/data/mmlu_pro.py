@@ -34,7 +34,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from locus_model.evaluations import EvaluationDataError, model_name_problem, validate_evaluations
+from locus_model.data.contract import model_name_problem, validate_evaluations
+from locus_model.data.errors import EvaluationDataError
 
 LETTERS = "ABCDEFGHIJKLMNOP"  # the harness's choice letters (MMLU-Pro uses up to J)
 REQUIRED_FIELDS = ("question_id", "question", "options", "answer", "category", "pred")
