@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, safe_model_key,
-                                       two_texts_error, validate_chunk)
-from locus_model.data.errors import EvaluationDataError
+from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
+                                       safe_model_key, two_texts_error, validate_chunk)
 from locus_model.data.long_format import iter_evaluation_chunks
 from locus_model.pool import pool_matrix
 
@@ -67,7 +66,7 @@ def split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[Mo
             part.to_parquet(folder / f"{number:06d}.parquet", index=False)
             counts[name] = counts.get(name, 0) + len(part)
     if rows_read == 0:
-        raise EvaluationDataError("the file has a header but no evaluation rows", file=path, row=1, fix="add at least one row")
+        raise no_rows_error(path)
     check_model_keys(list(counts), file=path)
     models = []
     for name in sorted(counts):

@@ -257,34 +257,3 @@ def report_summary(md_path: Path) -> str:
         if line.startswith("Summary: "):
             return line[len("Summary: "):]
     return ""
-
-
-def plot_portfolio_curves(curves: Sequence, path: Path) -> Path:
-    """One panel per PortfolioCurve (routing accuracy vs k or budget, the full pool and its 0.5-point band)."""
-    from locus_model.analysis._common import new_figure, save_figure
-
-    fig = new_figure(4.2 * max(1, len(curves)), 3.8)
-    for i, c in enumerate(curves):
-        c.draw(fig.add_subplot(1, max(1, len(curves)), i + 1), title=True)
-    return save_figure(fig, path)
-
-
-def plot_capability_search(result: CapabilitySearch, path: Path, *, top: int = 3) -> Path:
-    """Per requested benchmark: the target accuracy beside the actual accuracy of the `top` nearest models."""
-    from locus_model.analysis._common import new_figure, save_figure
-
-    benches = list(result.target)
-    x = np.arange(len(benches))
-    rows = result.neighbours.head(top)
-    width = 0.8 / (len(rows) + 1)
-    fig = new_figure(max(5.0, 0.9 * len(benches) + 2), 3.8)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.bar(x, [result.target[b] for b in benches], width, color="k", label="target")
-    for i, row in enumerate(rows.to_dict("records")):
-        actual = [float(row.get(b, np.nan)) for b in benches]
-        ax.bar(x + (i + 1) * width, actual, width, label=f"#{i + 1} {row['model']}")
-    ax.set_xticks(x + 0.4 - width / 2, benches, rotation=45, ha="right", fontsize=8)
-    ax.set_ylabel("accuracy")
-    ax.set_ylim(0, 1)
-    ax.legend(fontsize=7)
-    return save_figure(fig, path)

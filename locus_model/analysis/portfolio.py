@@ -223,6 +223,14 @@ class PortfolioCurve:
         return save_figure(fig, path)
 
 
+def plot_curves(curves: Sequence[PortfolioCurve], path: str | Path) -> Path:
+    """One panel per PortfolioCurve (routing accuracy vs k or budget, the full pool and its 0.5-point band)."""
+    fig = new_figure(4.2 * max(1, len(curves)), 3.8)
+    for i, c in enumerate(curves):
+        c.draw(fig.add_subplot(1, max(1, len(curves)), i + 1), title=True)
+    return save_figure(fig, path)
+
+
 def portfolio_curve(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, names=None,
                     method: str = "k_center", ks: Sequence[int] | None = None,
                     budgets_b: Sequence[float] | None = None, params_b: np.ndarray | None = None,

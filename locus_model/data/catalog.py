@@ -1,4 +1,5 @@
-"""The model catalog: one row per model with its safe key, parameter count and family."""
+"""The model catalog: one row per model with its safe key, parameter count and family, from the models file
+(``model, params_b, family``) and, where it says nothing, the model's name."""
 
 from __future__ import annotations
 

@@ -242,6 +242,10 @@ def two_texts_error(query_id: str, first: str, *, file: str | Path | None, row: 
     )
 
 
+def no_rows_error(file: str | Path) -> EvaluationDataError:
+    return EvaluationDataError("the file has a header but no evaluation rows", file=file, row=1, fix="add at least one row")
+
+
 def check_model_keys(names: list[str], *, file: str | Path | None) -> None:
     """Every model name has its own key (safe_model_key): two names sharing one would share a store."""
     keys_by_name = pd.Series(names, dtype=object)

@@ -699,7 +699,7 @@ def make_demo_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFrame, 
                     break
             else:
                 raise RuntimeError(f"demo text generator for {b.name}/{st} ran out of distinct texts after "
-                                   f"{len(seen)} queries. How to fix: add vocabulary to locus_model/demo.py")
+                                   f"{len(seen)} queries. How to fix: add vocabulary to locus_model/data/demo.py")
             seen.add(t)
             bench.append(b.name)
             sub.append(st)
@@ -792,7 +792,7 @@ def generate_demo_pool(out_dir: Path, *, size: str = "full", seed: int = 0,
         size: "full" (109 + 4 re-uploaded models, 6,000 queries) or "small" (22 + 2 models, 600 queries).
         seed: same seed -> byte-identical files.
         formats: "long" (evaluations.parquet + evaluations.csv.gz) and/or "embedllm" (EmbedLLM folder layout,
-            written by ``locus_model.data.embedllm.write_embedllm``).
+            written by ``locus_model.data.embedllm_writer.write_embedllm``).
     """
     unknown = set(formats) - {"long", "embedllm"}
     if unknown:
@@ -811,9 +811,9 @@ def generate_demo_pool(out_dir: Path, *, size: str = "full", seed: int = 0,
         files += [parquet, csv]
     if "embedllm" in formats:
         try:  # written by another module; imported lazily so the long format works without it
-            from locus_model.data.embedllm import write_embedllm
+            from locus_model.data.embedllm_writer import write_embedllm
         except ImportError as err:
-            raise ImportError(f"generate_demo_pool: the 'embedllm' format needs locus_model.data.embedllm.write_embedllm "
+            raise ImportError(f"generate_demo_pool: the 'embedllm' format needs locus_model.data.embedllm_writer.write_embedllm "
                               f"({err}). How to fix: pass formats=('long',)") from err
         embedllm_dir = root / "embedllm"
         # write_embedllm takes one row per (model, query): the folder format carries no repeated rows.

@@ -1,4 +1,4 @@
-"""EmbedLLM's correctness matrix: read, write and download its files (Hugging Face dataset RZ412/EmbedLLM).
+"""EmbedLLM's correctness matrix: its folder format and reader (Hugging Face dataset RZ412/EmbedLLM).
 
 EmbedLLM (Zhuang et al., ICLR 2025, arXiv 2410.02223) released 0/1 correctness of 112 models on 35,673
 queries from 10 benchmarks; LOCUS (arXiv 2601.21082) trains and reports on it. A folder holds five files:
@@ -13,20 +13,15 @@ The splits are by query (29,673 / 3,000 / 3,000). The same (prompt_id, model_id)
 (a prompt listed under several category variants); like the public LOCUS reference
 (patel-shivam/locus_code_release, data/make_concise_split.py) the LAST occurrence in file order wins.
 mmlu* and gpqa* categories are merged into the benchmarks "mmlu" and "gpqa". Format details and sources:
-data/EMBEDLLM.md.
+data/EMBEDLLM.md. Writing: embedllm_writer; downloading: embedllm_download.
 """
 
 from __future__ import annotations
 
 import csv
-import os
-import re
-import socket
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
@@ -106,7 +101,7 @@ class EmbedLLMReport:
 def _fix_missing_file(folder: Path) -> str:
     return (
         f"put EmbedLLM's {', '.join(EMBEDLLM_FILES)} into {folder}: run "
-        f"locus_model.data.embedllm.download_embedllm({str(folder)!r}) or download them by hand from "
+        f"locus_model.data.embedllm_download.download_embedllm({str(folder)!r}) or download them by hand from "
         f"{embedllm_url()}"
     )
 
@@ -211,6 +206,116 @@ class _SplitRows:
     label: np.ndarray  # (n,) int8
 
 
+class _QueryMeta:
+    """Per query: the text and category of its last row, and the queries with several (small: ~36 k queries)."""
+
+    def __init__(self) -> None:
+        self.text: dict[int, str] = {}  # prompt_id -> prompt text of its last row
+        self.category: dict[int, str] = {}  # prompt_id -> category of its last row
+        self.several_texts: set[int] = set()
+        self.several_categories: set[int] = set()
+
+    def update(self, pid: np.ndarray, prompts: np.ndarray, categories: np.ndarray) -> None:
+        meta = pd.DataFrame({"pid": pid, "prompt": prompts, "cat": categories})
+        for column, store, several in (("cat", self.category, self.several_categories),
+                                       ("prompt", self.text, self.several_texts)):
+            pairs = meta.drop_duplicates(["pid", column], keep="last")
+            several.update(pairs.loc[pairs["pid"].duplicated(keep=False), "pid"].tolist())
+            for p, value in zip(pairs["pid"].tolist(), pairs[column].tolist()):
+                old = store.get(p)
+                if old is not None and old != value:
+                    several.add(p)
+                store[p] = value
+
+
+def _check_chunk(path: Path, first_row: int, pid: np.ndarray, mid: np.ndarray, label: pd.Series, raw_label: pd.Series,
+                 n_models: int, earlier: np.ndarray, split_of: dict[int, int]) -> None:
+    """A chunk's model ids exist, its labels are 0/1 and its prompt ids are in no split read before."""
+    unknown = np.flatnonzero((mid < 0) | (mid >= n_models))
+    if len(unknown):
+        i = int(unknown[0])
+        raise EvaluationDataError(
+            f"model_id {mid[i]} is not in {MODEL_ORDER_FILE} (which lists 0..{n_models - 1})",
+            file=str(path), row=first_row + i, column="model_id",
+            fix=f"add the model to {MODEL_ORDER_FILE} or drop its rows",
+        )
+    bad = np.flatnonzero(~label.isin(("0", "1", "0.0", "1.0")).to_numpy())
+    if len(bad):
+        i = int(bad[0])
+        raise EvaluationDataError(
+            f"label {raw_label.iloc[i]!r} is not 0 or 1", file=str(path), row=first_row + i,
+            column="label", fix="EmbedLLM labels are correctness, 1 (correct) or 0 (wrong)",
+        )
+    other = np.isin(pid, earlier)  # a prompt_id belongs to one split
+    if other.any():
+        i = int(np.flatnonzero(other)[0])
+        raise EvaluationDataError(
+            f"prompt_id {pid[i]} is also in {SPLIT_FILES[SPLITS[split_of[int(pid[i])]]]}; "
+            "the splits must be disjoint by query",
+            file=str(path), row=first_row + i, column="prompt_id",
+            fix="keep each prompt_id in exactly one of train.csv, val.csv, test.csv",
+        )
+
+
+def _read_split(path: Path, s: int, *, chunk_rows: int, n_models: int, split_of: dict[int, int], meta: _QueryMeta,
+                bar) -> tuple[_SplitRows, int]:  # noqa: ANN001 (bar: a tqdm bar or None)
+    """One split file, streamed: its rows as arrays and the number of rows read; split_of and meta are updated."""
+    earlier = np.fromiter(split_of.keys(), dtype=np.int64, count=len(split_of))  # ids of earlier splits
+    pids, models, labels = [], [], []
+    seen = 0
+    for chunk in _chunks(path, chunk_rows):
+        first_row = seen + 1
+        pid = _integers(chunk["prompt_id"], path=path, column="prompt_id", first_row=first_row)
+        mid = _integers(chunk["model_id"], path=path, column="model_id", first_row=first_row)
+        label = chunk["label"].str.strip()
+        _check_chunk(path, first_row, pid, mid, label, chunk["label"], n_models, earlier, split_of)
+        meta.update(pid, chunk["prompt"].to_numpy(), chunk["category"].to_numpy())
+        del chunk  # drop this chunk's text before reading the next
+        for p in np.unique(pid).tolist():
+            split_of[p] = s
+        pids.append(pid)
+        models.append(mid.astype(np.int16))
+        labels.append((label.to_numpy() != "0") & (label.to_numpy() != "0.0"))
+        seen += len(pid)
+        if bar is not None:
+            bar.update(len(pid))
+    rows = _SplitRows(
+        prompt_id=np.concatenate(pids) if pids else np.zeros(0, np.int64),
+        model=np.concatenate(models) if models else np.zeros(0, np.int16),
+        label=np.concatenate(labels).astype(np.int8) if labels else np.zeros(0, np.int8),
+    )
+    return rows, seen
+
+
+def _last_rows_win(rows: dict[str, _SplitRows]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """(prompt_id, model, label, split code) per kept row (N,), and the duplicates dropped per split: the last
+    occurrence wins per (prompt_id, model_id); the splits are disjoint by query, so per split."""
+    duplicate_rows: dict[str, int] = {}
+    kept = []
+    for s, split in enumerate(SPLITS):
+        r = rows.pop(split)
+        key = pd.DataFrame({"p": r.prompt_id, "m": r.model})
+        keep = ~key.duplicated(keep="last").to_numpy()
+        duplicate_rows[split] = int((~keep).sum())
+        kept.append((r.prompt_id[keep], r.model[keep], r.label[keep], np.full(int(keep.sum()), s, np.int8)))
+    return (*(np.concatenate([k[c] for k in kept]) for c in range(4)), duplicate_rows)
+
+
+def _query_order(pid: np.ndarray, question_position: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the queries' prompt_ids in output order (Q,), each row's output query index (N,), which queries
+    question_order.csv lacks (Q,) by prompt_id): question_order.csv's order, then the rest by prompt_id."""
+    by_id = np.unique(pid)  # (Q,) sorted prompt_ids
+    missing = np.array([q not in question_position for q in by_id.tolist()], dtype=bool)
+    position = np.array(
+        [question_position.get(q, len(question_position) + i) for i, q in enumerate(by_id.tolist())],
+        dtype=np.int64,
+    )
+    out_order = np.argsort(position, kind="stable")
+    to_output = np.empty(len(by_id), np.int64)
+    to_output[out_order] = np.arange(len(by_id))
+    return by_id[out_order], to_output[np.searchsorted(by_id, pid)], missing
+
+
 def read_embedllm(
     folder: Path | str, *, progress: bool = False, chunk_rows: int = DEFAULT_CHUNK_ROWS
 ) -> tuple[pd.DataFrame, EmbedLLMReport]:
@@ -240,114 +345,28 @@ def read_embedllm(
     question_position = _read_question_order(folder / QUESTION_ORDER_FILE)
     n_models = len(model_names)
 
-    text: dict[int, str] = {}  # prompt_id -> prompt text of its last row
-    category: dict[int, str] = {}  # prompt_id -> category of its last row
+    meta = _QueryMeta()
     split_of: dict[int, int] = {}  # prompt_id -> index into SPLITS
-    several_categories: set[int] = set()
-    several_texts: set[int] = set()
     rows: dict[str, _SplitRows] = {}
     rows_read: dict[str, int] = {}
-
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(desc="EmbedLLM rows", unit="row", unit_scale=True)
     for s, split in enumerate(SPLITS):
-        path = folder / SPLIT_FILES[split]
-        earlier = np.fromiter(split_of.keys(), dtype=np.int64, count=len(split_of))  # ids of earlier splits
-        pids, models, labels = [], [], []
-        seen = 0
-        for chunk in _chunks(path, chunk_rows):
-            first_row = seen + 1
-            pid = _integers(chunk["prompt_id"], path=path, column="prompt_id", first_row=first_row)
-            mid = _integers(chunk["model_id"], path=path, column="model_id", first_row=first_row)
-            unknown = np.flatnonzero((mid < 0) | (mid >= n_models))
-            if len(unknown):
-                i = int(unknown[0])
-                raise EvaluationDataError(
-                    f"model_id {mid[i]} is not in {MODEL_ORDER_FILE} (which lists 0..{n_models - 1})",
-                    file=str(path), row=first_row + i, column="model_id",
-                    fix=f"add the model to {MODEL_ORDER_FILE} or drop its rows",
-                )
-            label = chunk["label"].str.strip()
-            bad = np.flatnonzero(~label.isin(("0", "1", "0.0", "1.0")).to_numpy())
-            if len(bad):
-                i = int(bad[0])
-                raise EvaluationDataError(
-                    f"label {chunk['label'].iloc[i]!r} is not 0 or 1", file=str(path), row=first_row + i,
-                    column="label", fix="EmbedLLM labels are correctness, 1 (correct) or 0 (wrong)",
-                )
-            # a prompt_id belongs to one split: check against the splits read before this one
-            other = np.isin(pid, earlier)
-            if other.any():
-                i = int(np.flatnonzero(other)[0])
-                raise EvaluationDataError(
-                    f"prompt_id {pid[i]} is also in {SPLIT_FILES[SPLITS[split_of[int(pid[i])]]]}; "
-                    "the splits must be disjoint by query",
-                    file=str(path), row=first_row + i, column="prompt_id",
-                    fix="keep each prompt_id in exactly one of train.csv, val.csv, test.csv",
-                )
-            # per-query text and category: keep the last row's, note variants (small: ~36 k queries)
-            meta = pd.DataFrame({"pid": pid, "prompt": chunk["prompt"].to_numpy(), "cat": chunk["category"].to_numpy()})
-            for column, store, several in (("cat", category, several_categories), ("prompt", text, several_texts)):
-                pairs = meta.drop_duplicates(["pid", column], keep="last")
-                several.update(pairs.loc[pairs["pid"].duplicated(keep=False), "pid"].tolist())
-                for p, value in zip(pairs["pid"].tolist(), pairs[column].tolist()):
-                    old = store.get(p)
-                    if old is not None and old != value:
-                        several.add(p)
-                    store[p] = value
-            del meta, chunk  # drop this chunk's text before reading the next
-            for p in np.unique(pid).tolist():
-                split_of[p] = s
-            pids.append(pid)
-            models.append(mid.astype(np.int16))
-            labels.append((label.to_numpy() != "0") & (label.to_numpy() != "0.0"))
-            seen += len(pid)
-            if bar is not None:
-                bar.update(len(pid))
-        rows_read[split] = seen
-        rows[split] = _SplitRows(
-            prompt_id=np.concatenate(pids) if pids else np.zeros(0, np.int64),
-            model=np.concatenate(models) if models else np.zeros(0, np.int16),
-            label=np.concatenate(labels).astype(np.int8) if labels else np.zeros(0, np.int8),
-        )
+        rows[split], rows_read[split] = _read_split(folder / SPLIT_FILES[split], s, chunk_rows=chunk_rows,
+                                                    n_models=n_models, split_of=split_of, meta=meta, bar=bar)
     if bar is not None:
         bar.close()
 
-    # last occurrence wins per (prompt_id, model_id); splits are disjoint by query so dedup per split
-    duplicate_rows: dict[str, int] = {}
-    kept = []
-    for s, split in enumerate(SPLITS):
-        r = rows.pop(split)
-        key = pd.DataFrame({"p": r.prompt_id, "m": r.model})
-        keep = ~key.duplicated(keep="last").to_numpy()
-        duplicate_rows[split] = int((~keep).sum())
-        kept.append((r.prompt_id[keep], r.model[keep], r.label[keep], np.full(int(keep.sum()), s, np.int8)))
-    pid = np.concatenate([k[0] for k in kept])  # (N,)
-    mid = np.concatenate([k[1] for k in kept])  # (N,)
-    label = np.concatenate([k[2] for k in kept])  # (N,)
-    split_code = np.concatenate([k[3] for k in kept])  # (N,)
-    del kept
-
-    # queries in question_order.csv order, then any it lacks by prompt_id
-    by_id = np.unique(pid)  # (Q,) sorted prompt_ids
-    missing = np.array([q not in question_position for q in by_id.tolist()], dtype=bool)
-    position = np.array(
-        [question_position.get(q, len(question_position) + i) for i, q in enumerate(by_id.tolist())],
-        dtype=np.int64,
-    )
-    out_order = np.argsort(position, kind="stable")
-    queries = by_id[out_order]  # (Q,) prompt_ids in output order
-    to_output = np.empty(len(by_id), np.int64)
-    to_output[out_order] = np.arange(len(by_id))
-    q_code = to_output[np.searchsorted(by_id, pid)]  # (N,) output index of each row's query
+    pid, mid, label, split_code, duplicate_rows = _last_rows_win(rows)  # (N,) each
+    queries, q_code, missing = _query_order(pid, question_position)
     order = np.lexsort((mid, q_code))  # by query, then model_id
     pid, mid, label, split_code, q_code = pid[order], mid[order], label[order], split_code[order], q_code[order]
 
-    q_text = np.array([text[q] for q in queries.tolist()], dtype=object)  # (Q,)
-    q_category = np.array([category[q] for q in queries.tolist()], dtype=object)  # (Q,)
+    q_text = np.array([meta.text[q] for q in queries.tolist()], dtype=object)  # (Q,)
+    q_category = np.array([meta.category[q] for q in queries.tolist()], dtype=object)  # (Q,)
     q_benchmark = np.array([merge_benchmark(c) for c in q_category], dtype=object)  # (Q,)
 
     def per_query(values: np.ndarray) -> pd.Categorical:
@@ -376,8 +395,8 @@ def read_embedllm(
         rows_read_per_split=rows_read,
         duplicates_dropped_per_split=duplicate_rows,
         queries_per_split={split: int(sum(1 for v in split_of.values() if v == s)) for s, split in enumerate(SPLITS)},
-        n_queries_with_several_categories=len(several_categories),
-        n_queries_with_several_texts=len(several_texts),
+        n_queries_with_several_categories=len(meta.several_categories),
+        n_queries_with_several_texts=len(meta.several_texts),
         n_queries_not_in_question_order=int(missing.sum()),
         n_question_order_without_rows=len(set(question_position) - set(queries.tolist())),
     )
@@ -399,198 +418,3 @@ def is_embedllm_folder(path: Path | str) -> bool:
         except (OSError, UnicodeDecodeError, csv.Error):
             return False
     return True
-
-
-# ----------------------------------------------------------------------------------------------------------
-# writing
-
-_INTEGER = re.compile(r"^(0|[1-9][0-9]*)$")
-
-
-def write_embedllm(
-    table: pd.DataFrame,
-    folder: Path | str,
-    *,
-    split: str | Mapping[str, str] | pd.Series | np.ndarray | None = None,
-) -> None:
-    """Write a long evaluation table as an EmbedLLM folder (the five files read_embedllm reads).
-
-    split: None -> the table's `split` column; a str -> every query in that split; a Series or array
-    of len(table) -> one split per row (a Series aligned on the table's index); a mapping query_id -> split. Scores must be 0 or 1 (EmbedLLM labels are binary). Models get model_id 0..M-1 in
-    the order of the column's categories (Categorical) or of first appearance. query_ids that are all
-    distinct non-negative integers ("0", "17", ...) become their prompt_id, so a round trip keeps them;
-    otherwise queries are numbered 0..Q-1 in order of first appearance. category = the table's `category`
-    column if present, else its benchmark. Rows are written in table order; a repeated (model, query_id)
-    is written as repeated rows, as EmbedLLM has them (read_embedllm keeps the last). All three split files
-    are written, header-only when empty.
-    """
-    folder = Path(folder)
-    source = "the table passed to write_embedllm"
-    for column in ("model", "query_id", "query", "benchmark", "score"):
-        if column not in table.columns:
-            raise EvaluationDataError("required column is missing", file=source, column=column,
-                                      fix="pass a long evaluation table (model, query_id, query, benchmark, score)")
-    query_id = table["query_id"].astype(str).to_numpy()
-    if split is None:
-        if "split" not in table.columns:
-            raise EvaluationDataError("no split given and the table has no `split` column", file=source,
-                                      column="split", fix="pass split='train' or a mapping query_id -> split")
-        splits = table["split"].astype(str).to_numpy()
-    elif isinstance(split, str):
-        splits = np.full(len(table), split, dtype=object)
-    elif isinstance(split, (pd.Series, np.ndarray, list)):
-        if len(split) != len(table):
-            raise EvaluationDataError(f"split has {len(split)} values for {len(table)} rows", file=source,
-                                      column="split", fix="pass one split per row, or a mapping query_id -> split")
-        if isinstance(split, pd.Series) and split.index.equals(table.index):
-            split = split.reindex(table.index)
-        splits = np.asarray(split, dtype=object).astype(str)
-    else:
-        splits = np.array([split.get(q, "") for q in query_id], dtype=object)
-    bad = np.flatnonzero(~np.isin(splits, SPLITS))
-    if len(bad):
-        i = int(bad[0])
-        raise EvaluationDataError(f"split {splits[i]!r} is not one of {', '.join(SPLITS)}", file=source,
-                                  row=i + 1, column="split", fix="give every query train, val or test")
-    score = table["score"].to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(~np.isin(score, (0.0, 1.0)))
-    if len(bad):
-        i = int(bad[0])
-        raise EvaluationDataError(f"score {score[i]!r} is not 0 or 1", file=source, row=i + 1, column="score",
-                                  fix="EmbedLLM's format holds binary correctness; threshold the scores first")
-    per_query = pd.DataFrame({"q": query_id, "s": splits}).drop_duplicates()
-    dup = per_query["q"].duplicated()
-    if dup.any():
-        q = per_query.loc[dup, "q"].iloc[0]
-        raise EvaluationDataError(f"query_id {q!r} is in more than one split", file=source, column="split",
-                                  fix="EmbedLLM splits by query: give each query one split")
-    pairs = pd.DataFrame({"m": table["model"].astype(str).to_numpy(), "q": query_id})
-
-    if isinstance(table["model"].dtype, pd.CategoricalDtype):
-        used = set(pairs["m"])
-        models = [str(m) for m in table["model"].cat.categories if str(m) in used]
-    else:
-        models = [str(m) for m in pd.unique(pairs["m"])]
-    model_id = {m: i for i, m in enumerate(models)}
-    unique_q = [str(q) for q in pd.unique(query_id)]
-    if all(_INTEGER.match(q) for q in unique_q):
-        prompt_id = {q: int(q) for q in unique_q}
-    else:
-        prompt_id = {q: i for i, q in enumerate(unique_q)}
-    categories = table["category"] if "category" in table.columns else table["benchmark"]
-    categories = categories.astype(str).to_numpy()
-    category_id = {c: i for i, c in enumerate(sorted(set(categories.tolist())))}
-
-    folder.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"model_id": range(len(models)), "model_name": models}).to_csv(
-        folder / MODEL_ORDER_FILE, index=False)
-    queries = (
-        pd.DataFrame({"prompt_id": [prompt_id[q] for q in query_id], "prompt": table["query"].astype(str).to_numpy()})
-        .drop_duplicates("prompt_id", keep="last")
-        .sort_values("prompt_id", kind="stable")
-    )
-    queries.to_csv(folder / QUESTION_ORDER_FILE, index=False)
-    rows = pd.DataFrame(
-        {
-            "prompt_id": [prompt_id[q] for q in query_id],
-            "model_id": [model_id[m] for m in pairs["m"].tolist()],
-            "model_name": pairs["m"].to_numpy(),
-            "label": score.astype(np.int64),
-            "prompt": table["query"].astype(str).to_numpy(),
-            "category_id": [category_id[c] for c in categories.tolist()],
-            "category": categories,
-        },
-        columns=list(WRITTEN_SPLIT_COLUMNS),
-    )
-    for name in SPLITS:
-        rows.loc[splits == name].to_csv(folder / SPLIT_FILES[name], index=False)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# downloading
-
-
-class EmbedLLMDownloadError(ConnectionError):
-    """The Hub could not be reached (offline mode, no network, DNS failure); says how to get the files by hand."""
-
-
-def _manual_fix(dest: Path, revision: str) -> str:
-    return (
-        f"download {', '.join(EMBEDLLM_FILES)} from {embedllm_url(revision)} (on each file's page, the "
-        f"'download' link) and put them in {dest}, then read it with read_embedllm({str(dest)!r}); or rerun "
-        "download_embedllm where huggingface.co is reachable (unset HF_HUB_OFFLINE)"
-    )
-
-
-def _offline() -> bool:
-    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
-    return any(str(v).strip().upper() in {"1", "ON", "YES", "TRUE"} for v in flags if v)
-
-
-def _reachable(url: str, timeout_s: float) -> str | None:
-    """None when a TCP connection to url's host (or the https proxy) opens within timeout_s, else why not.
-
-    Runs in a daemon thread so that a slow DNS resolver cannot stall the caller past the timeout.
-    """
-    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
-    target = urlparse(proxy if proxy and url.startswith("https") else url)
-    host = target.hostname or ""
-    port = target.port or (443 if target.scheme == "https" else 80)
-    result: list[str | None] = []
-
-    def probe() -> None:
-        try:
-            socket.create_connection((host, port), timeout=timeout_s).close()
-            result.append(None)
-        except OSError as err:
-            result.append(f"{type(err).__name__}: {err}")
-
-    thread = threading.Thread(target=probe, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if not result:
-        return f"no answer from {host}:{port} within {timeout_s:g} s"
-    return None if result[0] is None else f"cannot connect to {host}:{port} ({result[0]})"
-
-
-def download_embedllm(
-    dest: Path | str, *, revision: str = EMBEDLLM_REVISION, timeout_s: float = 30
-) -> Path:
-    """Download EmbedLLM's five CSV files (~3.3 GB) at a pinned revision into dest; return dest.
-
-    Uses huggingface_hub.hf_hub_download(repo_type="dataset", revision=revision, local_dir=dest) for each
-    file, so interrupted downloads resume. A dest that already holds the five files is returned without
-    touching the network. Offline (HF_HUB_OFFLINE=1), with no route to the endpoint (HF_ENDPOINT or
-    huggingface.co) or on DNS failure it raises EmbedLLMDownloadError within about timeout_s (the
-    reachability probe waits at most min(timeout_s, 10) s), saying where to get the files by hand and where
-    to put them. The large .pth tensors of the dataset are not fetched; LOCUS encodes queries itself.
-    """
-    from huggingface_hub import constants, hf_hub_download
-
-    dest = Path(dest)
-    if is_embedllm_folder(dest):
-        return dest
-    fix = _manual_fix(dest, revision)
-    if _offline():
-        raise EmbedLLMDownloadError(f"cannot download EmbedLLM: HF_HUB_OFFLINE is set. How to fix: {fix}")
-    endpoint = (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")  # env read now, not at import
-    why = _reachable(endpoint, min(timeout_s, 10.0))
-    if why is not None:
-        raise EmbedLLMDownloadError(f"cannot download EmbedLLM from {endpoint}: {why}. How to fix: {fix}")
-
-    import httpx
-    from huggingface_hub.errors import HfHubHTTPError
-
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in EMBEDLLM_FILES:
-        try:
-            hf_hub_download(
-                EMBEDLLM_REPO_ID, name, repo_type="dataset", revision=revision, local_dir=dest,
-                endpoint=endpoint, etag_timeout=timeout_s,
-            )
-        except (OSError, HfHubHTTPError, httpx.HTTPError) as err:
-            raise EmbedLLMDownloadError(
-                f"downloading {name} of {EMBEDLLM_REPO_ID}@{revision} from {endpoint} failed "
-                f"({type(err).__name__}: {err}). How to fix: {fix}"
-            ) from err
-    return dest

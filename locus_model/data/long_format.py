@@ -1,12 +1,9 @@
 """Long-format evaluation files: CSV (optionally gzipped) and Parquet, streamed in chunks and validated.
 
-An *evaluation* is one (model, query) pair with a score in [0, 1] (0/1 for correctness). Files are long
-format, one row per evaluation, CSV (optionally gzipped) or Parquet, with the columns
-``model, query_id, query, benchmark, score`` (an optional ``split`` column: train / val / test).
-A companion *models file* has ``model, params_b, family``. See data/README.md for the full contract.
-
-Every problem is raised as an :class:`EvaluationDataError` naming the file, the row (1-based data row, the
-header not counted) and the column, what is wrong and how to fix it. Reading never modifies the file.
+A file holds one row per evaluation with the columns of the contract (data.contract); a folder is read
+file by file (an EmbedLLM folder by data.embedllm). The companion *models file* (``model, params_b, family``)
+is read here too. Every way a file can fail to read is an :class:`EvaluationDataError` naming the file, the
+row and the column, what is wrong and how to fix it. Reading never modifies the file.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from locus_model.data.contract import (CONTROL, EVALUATION_COLUMNS, OPTIONAL_COLUMNS, TEXT_COLUMNS, check_columns,
-                                       check_consistency, finish_table, validate_chunk)
+                                       check_consistency, finish_table, no_rows_error, validate_chunk)
 from locus_model.data.embedllm import is_embedllm_folder, read_embedllm
 from locus_model.data.errors import (CUT_OR_CORRUPT, EVALUATION_SUFFIXES, EvaluationDataError, RecordError,
                                      csv_records, open_binary, suffix_of)
@@ -327,9 +324,7 @@ def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUN
             chunks.append(valid)
     rows_read = sum(len(c) for c in chunks)
     if rows_read == 0:
-        raise EvaluationDataError(
-            "the file has a header but no evaluation rows", file=files[0], row=1, fix="add at least one row"
-        )
+        raise no_rows_error(files[0])
     table = _concat_categorical(chunks)
     table, repeats = check_consistency(table)
     models, queries = table["model"].nunique(), table["query_id"].nunique()  # on the categoricals: fast
@@ -354,7 +349,6 @@ def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
         else:
             out[column] = np.concatenate([p.to_numpy() for p in parts])
     return pd.DataFrame(out)
-
 
 
 def read_models_file(path: str | Path) -> pd.DataFrame:
@@ -385,4 +379,3 @@ def read_models_file(path: str | Path) -> pd.DataFrame:
             f"model {out['model'].iloc[i]!r} is listed twice", file=path, row=i + 1, column="model", fix="list each model once"
         )
     return out
-

@@ -25,11 +25,10 @@ The result is a JSON-ready dict (see :func:`evaluate`); evaluation.results saves
 
 from __future__ import annotations
 
-import math
 import sys
 import time
-from dataclasses import asdict
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,11 +36,11 @@ import pandas as pd
 from locus_model.data.contract import benchmark_group
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.evaluation.bootstrap import bootstrap_comparisons, paired_bootstrap, routing_outcomes
-from locus_model.evaluation.methods import METHODS, make_method
+from locus_model.evaluation.methods import METHODS, fit_and_predict, set_threads
 from locus_model.evaluation.metrics import METRICS, score_predictions
+from locus_model.evaluation.results import config_dict, json_clean
 from locus_model.evaluation.splits import Fold, choose_held_out, kfold_splits, table_split
 
-GROUPS = ("all", "in_training", "held_out")
 REFERENCE = "best_single"  # the method every other one is compared with by paired bootstrap
 
 
@@ -69,51 +68,161 @@ def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: E
     return encodings
 
 
-def fit_and_predict(
-    *,
-    name: str,
-    seed: int,
-    scores: np.ndarray,  # (M, Q) all scores, NaN = no cell
-    encodings: np.ndarray,  # (Q, D)
-    fold: Fold,
-    trained: np.ndarray,  # model rows trained on
-    held: np.ndarray,  # model rows onboarded from their anchor evaluations only
-    model_config: Any = None,
-    train_config: Any = None,
-    baseline_config: Any = None,
-    progress: bool = False,
-    locus_model: Any = None,
-) -> tuple[np.ndarray, float]:
-    """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
-    onboard the held-out models from their anchor cells, score every test query; ((M, Q_test) P(correct),
-    seconds). A module-level function so that evaluate(jobs > 1) can run it in a worker process."""
-    t0 = time.perf_counter()
-    budget_scores = np.full_like(scores, np.nan)
-    budget_scores[:, fold.anchors] = scores[:, fold.anchors]
-    val_scores = np.full_like(scores, np.nan)
-    val_scores[:, fold.val] = scores[:, fold.val]
-    method = make_method(
-        name, seed=seed, model_config=model_config, train_config=train_config, baseline_config=baseline_config,
-        progress=progress, locus_model=locus_model,
-    )
-    method.fit(encodings, budget_scores[trained], val_scores[trained])
-    held_rows = method.onboard(budget_scores[held])
-    probs = np.empty((len(scores), len(fold.test)), dtype=np.float32)
-    probs[trained] = method.predict_proba(np.arange(len(trained)), fold.test)
-    if len(held):
-        probs[held] = method.predict_proba(held_rows, fold.test)
-    return probs, time.perf_counter() - t0
-
-
-def _set_threads(n: int) -> None:  # worker initializer of evaluate(jobs > 1)
-    import torch
-
-    torch.set_num_threads(n)
-
-
 def _log(progress: bool, message: str) -> None:
     if progress:
         print(message, file=sys.stderr, flush=True)
+
+
+def _query_folds(matrix: EvaluationMatrix, *, fold: Fold | None, folds: int | None, budget: int, seed: int,
+                 val_fraction: float) -> tuple[str, list[Fold], np.ndarray]:
+    """(protocol, the folds, each query's benchmark as reported): a given fold, the table's own split or k-fold."""
+    if fold is not None:
+        return "given_split", [fold], np.asarray(matrix.benchmarks).astype(str)
+    if folds is None:
+        if matrix.split is None:
+            raise ValueError(
+                "folds=None uses the table's own train/val/test split, but the table has no 'split' column; "
+                "pass folds=5 (k-fold over queries) or an EmbedLLM folder"
+            )
+        splits = table_split(matrix.split, budget=budget, seed=seed)
+        return "table_split", splits, np.array([benchmark_group(b) for b in matrix.benchmarks])
+    splits = kfold_splits(matrix.scores.shape[1], folds=folds, budget=budget, seed=seed, val_fraction=val_fraction)
+    return "kfold", splits, np.asarray(matrix.benchmarks).astype(str)
+
+
+def _model_groups(matrix: EvaluationMatrix, *, held_out: Sequence[str] | None, holdout_models: float, seed: int,
+                  extra_groups: Mapping[str, Sequence[str]] | None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(in-training rows, held-out rows, {group: rows}) of the models."""
+    n_models = len(matrix.models)
+    if held_out is not None:
+        unknown_models = sorted(set(held_out) - set(matrix.models))
+        if unknown_models:
+            raise ValueError(f"held-out models {unknown_models[:3]} are not in the table")
+        held = np.array(sorted(matrix.models.index(m) for m in held_out), dtype=np.int64)
+    else:
+        held = choose_held_out(n_models, holdout_models, seed)
+    trained = np.setdiff1d(np.arange(n_models), held)
+    groups = {"all": np.arange(n_models), "in_training": trained}
+    if len(held):
+        groups["held_out"] = held
+    for group, names in (extra_groups or {}).items():
+        if group in groups:
+            raise ValueError(f"extra group {group!r} clashes with a built-in group; choose another name")
+        missing = [n for n in names if n not in matrix.models]
+        if missing or not names:
+            raise ValueError(f"extra group {group!r}: unknown or no model names {missing[:3]}; use names from the table")
+        groups[group] = np.array(sorted(matrix.models.index(n) for n in names))
+    return trained, held, groups
+
+
+def _anchor_counts(scores: np.ndarray, splits: list[Fold], models: list[str]) -> np.ndarray:  # (folds, M)
+    """Evaluations each model has on each fold's anchors; every model needs at least one."""
+    counts = []
+    for fold in splits:
+        counts.append((~np.isnan(scores[:, fold.anchors])).sum(axis=1))  # (M,)
+        if (counts[-1] == 0).any():
+            name = models[int(np.flatnonzero(counts[-1] == 0)[0])]
+            raise ValueError(
+                f"fold {fold.index + 1}: model {name!r} has no evaluation among the {len(fold.anchors)} anchor queries; "
+                "raise the budget or drop models with very few evaluations"
+            )
+    return np.stack(counts)
+
+
+def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict], *, jobs: int, progress: bool,
+             total_folds: int) -> dict[tuple[int, str], tuple[np.ndarray, float]]:
+    """(fold index, method) -> (test probs, seconds): in this process, or in ``jobs`` worker processes."""
+    fitted: dict[tuple[int, str], tuple[np.ndarray, float]] = {}
+    if jobs == 1:
+        for fold, name in tasks:
+            fitted[fold.index, name] = fit_and_predict(**fit_args(fold, name))
+            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} {fitted[fold.index, name][1]:7.1f} s")
+    elif tasks:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        threads = max(1, (multiprocessing.cpu_count() or 1) // jobs)
+        with ProcessPoolExecutor(  # spawn: a forked torch runtime can hang; each worker gets its share of threads
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=set_threads,
+            initargs=(threads,),
+        ) as executor:
+            futures = {executor.submit(fit_and_predict, **fit_args(fold, name)): (fold.index, name) for fold, name in tasks}
+            for future in as_completed(futures):
+                key = futures[future]
+                fitted[key] = future.result()
+                _log(progress, f"fold {key[0] + 1}/{total_folds} {key[1]:<12} {fitted[key][1]:7.1f} s (worker)")
+    return fitted
+
+
+@dataclass
+class _FoldScores:
+    """Per method and group, one entry per fold: metrics, routing outcomes, probs; the labels per group."""
+
+    per_fold: dict[str, dict[str, list[dict]]]
+    outcomes: dict[str, dict[str, list[np.ndarray]]]
+    probs: dict[str, dict[str, list[np.ndarray]]]  # (M_g, Q_test)
+    labels: dict[str, list[np.ndarray]]
+
+
+def _score_folds(splits: list[Fold], methods: list[str], fitted: dict, scores: np.ndarray,
+                 groups: dict[str, np.ndarray], bench: np.ndarray, *, progress: bool, total_folds: int) -> _FoldScores:
+    out = _FoldScores({m: {g: [] for g in groups} for m in methods}, {m: {g: [] for g in groups} for m in methods},
+                      {m: {g: [] for g in groups} for m in methods}, {g: [] for g in groups})
+    for fold in splits:
+        labels = scores[:, fold.test]  # (M, Qte)
+        for name in methods:
+            if name == "oracle":
+                probs = np.nan_to_num(labels, nan=0.0)  # knows the answers: routing = any model correct
+            else:
+                probs = fitted[fold.index, name][0]
+            for group, rows in groups.items():
+                p, y = probs[rows], labels[rows]
+                if np.isnan(y).all():
+                    continue
+                result = score_predictions(p, y)
+                result["per_benchmark"] = {
+                    b: score_predictions(p[:, bench[fold.test] == b], y[:, bench[fold.test] == b])
+                    for b in sorted(set(bench[fold.test]))
+                    if not np.isnan(y[:, bench[fold.test] == b]).all()
+                }
+                out.per_fold[name][group].append(result)
+                out.outcomes[name][group].append(routing_outcomes(p, y))
+                out.probs[name][group].append(p)
+                if name == REFERENCE:
+                    out.labels[group].append(y)
+            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {out.per_fold[name]['all'][-1]['routing_acc']:.4f}")
+    return out
+
+
+def _summarise(scored: _FoldScores, methods: list[str], groups: dict[str, np.ndarray], *, n_boot: int,
+               seed: int) -> dict[str, dict]:
+    """Mean/std over folds per method and group, with the paired bootstrap comparisons."""
+    result_methods: dict[str, dict] = {}
+    for name in methods:
+        result_methods[name] = {}
+        for group in groups:
+            folds_res = scored.per_fold[name][group]
+            if not folds_res:
+                continue
+            entry: dict[str, Any] = {k: _mean_std([r[k] for r in folds_res]) for k in METRICS}
+            benches = sorted({b for r in folds_res for b in r["per_benchmark"]})
+            entry["per_benchmark"] = {
+                b: {k: _mean_std([r["per_benchmark"][b][k] for r in folds_res if b in r["per_benchmark"]]) for k in METRICS}
+                for b in benches
+            }
+            if name != REFERENCE:
+                entry["vs_best_single"] = paired_bootstrap(
+                    np.concatenate(scored.outcomes[name][group]), np.concatenate(scored.outcomes[REFERENCE][group]),
+                    n_boot=n_boot, seed=seed,
+                )
+            if name == "locus":  # LOCUS against every other method on the same test queries, folds as strata
+                compared = {m: scored.probs[m][group] for m in methods
+                            if m != "oracle" and len(scored.probs[m][group]) == len(scored.labels[group])}
+                entry["vs_methods"] = bootstrap_comparisons(  # diff = difference of the fold means
+                    compared, scored.labels[group], against="locus", n_boot=n_boot, seed=seed,
+                )
+            result_methods[name][group] = entry
+    return result_methods
 
 
 def evaluate(
@@ -184,22 +293,8 @@ def evaluate(
     enc = _align_encodings(encodings, matrix)
     scores = matrix.scores.astype(np.float32)  # (M, Q)
     n_models, n_queries = scores.shape
-
-    if fold is not None:
-        protocol, splits = "given_split", [fold]
-        bench = np.asarray(matrix.benchmarks).astype(str)
-    elif folds is None:
-        if matrix.split is None:
-            raise ValueError(
-                "folds=None uses the table's own train/val/test split, but the table has no 'split' column; "
-                "pass folds=5 (k-fold over queries) or an EmbedLLM folder"
-            )
-        protocol, splits = "table_split", table_split(matrix.split, budget=budget, seed=seed)
-        bench = np.array([benchmark_group(b) for b in matrix.benchmarks])
-    else:
-        protocol = "kfold"
-        splits = kfold_splits(n_queries, folds=folds, budget=budget, seed=seed, val_fraction=val_fraction)
-        bench = np.asarray(matrix.benchmarks).astype(str)
+    protocol, splits, bench = _query_folds(matrix, fold=fold, folds=folds, budget=budget, seed=seed,
+                                           val_fraction=val_fraction)
 
     if "locus" in methods:  # record the effective LOCUS settings, not None
         from locus_model.model import LocusConfig
@@ -214,42 +309,9 @@ def evaluate(
         if bad or not only_folds:
             raise ValueError(f"only_folds={list(only_folds)}: give fold indices in [0, {len(splits)})")
         splits = [splits[f] for f in sorted(set(only_folds))]
-
-    if held_out is not None:
-        unknown_models = sorted(set(held_out) - set(matrix.models))
-        if unknown_models:
-            raise ValueError(f"held-out models {unknown_models[:3]} are not in the table")
-        held = np.array(sorted(matrix.models.index(m) for m in held_out), dtype=np.int64)
-    else:
-        held = choose_held_out(n_models, holdout_models, seed)
-    trained = np.setdiff1d(np.arange(n_models), held)
-    groups = {"all": np.arange(n_models), "in_training": trained}
-    if len(held):
-        groups["held_out"] = held
-    for group, names in (extra_groups or {}).items():
-        if group in groups:
-            raise ValueError(f"extra group {group!r} clashes with a built-in group; choose another name")
-        missing = [n for n in names if n not in matrix.models]
-        if missing or not names:
-            raise ValueError(f"extra group {group!r}: unknown or no model names {missing[:3]}; use names from the table")
-        groups[group] = np.array(sorted(matrix.models.index(n) for n in names))
-
-    per_fold: dict[str, dict[str, list[dict]]] = {m: {g: [] for g in groups} for m in methods}
-    outcomes: dict[str, dict[str, list[np.ndarray]]] = {m: {g: [] for g in groups} for m in methods}
-    fold_probs: dict[str, dict[str, list[np.ndarray]]] = {m: {g: [] for g in groups} for m in methods}  # (M_g, Q_test)
-    fold_labels: dict[str, list[np.ndarray]] = {g: [] for g in groups}
-    anchor_counts = []
-    tasks = []  # (fold, method) fits, in the order they are reported
-    for fold in splits:
-        counts = (~np.isnan(scores[:, fold.anchors])).sum(axis=1)  # (M,) evaluations each model has on the anchors
-        anchor_counts.append(counts)
-        if (counts == 0).any():
-            name = matrix.models[int(np.flatnonzero(counts == 0)[0])]
-            raise ValueError(
-                f"fold {fold.index + 1}: model {name!r} has no evaluation among the {len(fold.anchors)} anchor queries; "
-                "raise the budget or drop models with very few evaluations"
-            )
-        tasks += [(fold, name) for name in methods if name != "oracle"]
+    trained, held, groups = _model_groups(matrix, held_out=held_out, holdout_models=holdout_models, seed=seed,
+                                          extra_groups=extra_groups)
+    counts = _anchor_counts(scores, splits, matrix.models)  # (folds, M)
 
     def fit_args(fold: Fold, name: str) -> dict:
         return dict(
@@ -259,78 +321,11 @@ def evaluate(
             locus_model=locus_model if name == "locus" else None,
         )
 
-    fitted: dict[tuple[int, str], tuple[np.ndarray, float]] = {}  # (fold index, method) -> (test probs, seconds)
-    if jobs == 1:
-        for fold, name in tasks:
-            fitted[fold.index, name] = fit_and_predict(**fit_args(fold, name))
-            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} {fitted[fold.index, name][1]:7.1f} s")
-    elif tasks:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        threads = max(1, (multiprocessing.cpu_count() or 1) // jobs)
-        with ProcessPoolExecutor(  # spawn: a forked torch runtime can hang; each worker gets its share of threads
-            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_set_threads,
-            initargs=(threads,),
-        ) as executor:
-            futures = {executor.submit(fit_and_predict, **fit_args(fold, name)): (fold.index, name) for fold, name in tasks}
-            for future in as_completed(futures):
-                key = futures[future]
-                fitted[key] = future.result()
-                _log(progress, f"fold {key[0] + 1}/{total_folds} {key[1]:<12} {fitted[key][1]:7.1f} s (worker)")
-
-    for fold in splits:
-        labels = scores[:, fold.test]  # (M, Qte)
-        for name in methods:
-            if name == "oracle":
-                probs = np.nan_to_num(labels, nan=0.0)  # knows the answers: routing = any model correct
-            else:
-                probs = fitted[fold.index, name][0]
-            for group, rows in groups.items():
-                p, y = probs[rows], labels[rows]
-                if np.isnan(y).all():
-                    continue
-                result = score_predictions(p, y)
-                result["per_benchmark"] = {
-                    b: score_predictions(p[:, bench[fold.test] == b], y[:, bench[fold.test] == b])
-                    for b in sorted(set(bench[fold.test]))
-                    if not np.isnan(y[:, bench[fold.test] == b]).all()
-                }
-                per_fold[name][group].append(result)
-                outcomes[name][group].append(routing_outcomes(p, y))
-                fold_probs[name][group].append(p)
-                if name == REFERENCE:
-                    fold_labels[group].append(y)
-            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {per_fold[name]['all'][-1]['routing_acc']:.4f}")
-
-    result_methods: dict[str, dict] = {}
-    for name in methods:
-        result_methods[name] = {}
-        for group in groups:
-            folds_res = per_fold[name][group]
-            if not folds_res:
-                continue
-            entry: dict[str, Any] = {k: _mean_std([r[k] for r in folds_res]) for k in METRICS}
-            benches = sorted({b for r in folds_res for b in r["per_benchmark"]})
-            entry["per_benchmark"] = {
-                b: {k: _mean_std([r["per_benchmark"][b][k] for r in folds_res if b in r["per_benchmark"]]) for k in METRICS}
-                for b in benches
-            }
-            if name != REFERENCE:
-                entry["vs_best_single"] = paired_bootstrap(
-                    np.concatenate(outcomes[name][group]), np.concatenate(outcomes[REFERENCE][group]),
-                    n_boot=n_boot, seed=seed,
-                )
-            if name == "locus":  # LOCUS against every other method on the same test queries, folds as strata
-                compared = {m: fold_probs[m][group] for m in methods
-                            if m != "oracle" and len(fold_probs[m][group]) == len(fold_labels[group])}
-                entry["vs_methods"] = bootstrap_comparisons(  # diff = difference of the fold means
-                    compared, fold_labels[group], against="locus", n_boot=n_boot, seed=seed,
-                )
-            result_methods[name][group] = entry
-
-    counts = np.stack(anchor_counts)  # (folds, M)
-    return _json_clean({
+    tasks = [(fold, name) for fold in splits for name in methods if name != "oracle"]  # in the order reported
+    fitted = _fit_all(tasks, fit_args, jobs=jobs, progress=progress, total_folds=total_folds)
+    scored = _score_folds(splits, methods, fitted, scores, groups, bench, progress=progress, total_folds=total_folds)
+    result_methods = _summarise(scored, methods, groups, n_boot=n_boot, seed=seed)
+    return json_clean({
         "settings": {
             "protocol": protocol,
             "budget": budget,
@@ -344,9 +339,9 @@ def evaluate(
             "jobs": jobs,
             "vs_methods_intervals": "fold-stratified",  # LOCUS minus others: fold means, resampled within folds
             "encoding_dim": int(enc.shape[1]),
-            "train_config": _config_dict(train_config),
-            "model_config": _config_dict(model_config),
-            "baseline_configs": {k: _config_dict(v) for k, v in (baseline_configs or {}).items()},
+            "train_config": config_dict(train_config),
+            "model_config": config_dict(model_config),
+            "baseline_configs": {k: config_dict(v) for k, v in (baseline_configs or {}).items()},
             "held_out_model_names": [matrix.models[i] for i in held],
             "locus_trained_here": locus_model is None,
             "extra_groups": {k: list(v) for k, v in (extra_groups or {}).items()},
@@ -367,21 +362,3 @@ def evaluate(
         "wall_s": round(time.perf_counter() - start, 2),
         "methods": result_methods,
     })
-
-
-def _config_dict(config: Any) -> dict | None:
-    return asdict(config) if config is not None else None
-
-
-def _json_clean(obj: Any) -> Any:
-    """NaN/inf -> None and numpy scalars -> Python, so the result is strict JSON."""
-    if isinstance(obj, dict):
-        return {str(k): _json_clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_clean(v) for v in obj]
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return None if not math.isfinite(float(obj)) else float(obj)
-    return obj
-

@@ -3,14 +3,18 @@ adapter below) and the baselines (EmbedLLM's matrix factorization, IRT, kNN, bes
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from locus_model.evaluation.baselines import BASELINES, Baseline
+from locus_model.evaluation.baselines import Baseline, BestSingle, KNNRouter
+from locus_model.evaluation.latent import IRT, MatrixFactorization
+from locus_model.evaluation.splits import Fold
 
 METHODS = ("locus", "embedllm_mf", "irt", "knn", "best_single", "oracle")
+BASELINES: dict[str, type[Baseline]] = {cls.name: cls for cls in (MatrixFactorization, IRT, KNNRouter, BestSingle)}
 
 
 class LocusMethod(Baseline):
@@ -109,3 +113,45 @@ def make_method(
     if name in BASELINES:
         return BASELINES[name]()
     raise ValueError(f"unknown method {name!r}; choose from {list(METHODS)}")
+
+
+def fit_and_predict(
+    *,
+    name: str,
+    seed: int,
+    scores: np.ndarray,  # (M, Q) all scores, NaN = no cell
+    encodings: np.ndarray,  # (Q, D)
+    fold: Fold,
+    trained: np.ndarray,  # model rows trained on
+    held: np.ndarray,  # model rows onboarded from their anchor evaluations only
+    model_config: Any = None,
+    train_config: Any = None,
+    baseline_config: Any = None,
+    progress: bool = False,
+    locus_model: Any = None,
+) -> tuple[np.ndarray, float]:
+    """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
+    onboard the held-out models from their anchor cells, score every test query; ((M, Q_test) P(correct),
+    seconds). A module-level function so that evaluate(jobs > 1) can run it in a worker process."""
+    t0 = time.perf_counter()
+    budget_scores = np.full_like(scores, np.nan)
+    budget_scores[:, fold.anchors] = scores[:, fold.anchors]
+    val_scores = np.full_like(scores, np.nan)
+    val_scores[:, fold.val] = scores[:, fold.val]
+    method = make_method(
+        name, seed=seed, model_config=model_config, train_config=train_config, baseline_config=baseline_config,
+        progress=progress, locus_model=locus_model,
+    )
+    method.fit(encodings, budget_scores[trained], val_scores[trained])
+    held_rows = method.onboard(budget_scores[held])
+    probs = np.empty((len(scores), len(fold.test)), dtype=np.float32)
+    probs[trained] = method.predict_proba(np.arange(len(trained)), fold.test)
+    if len(held):
+        probs[held] = method.predict_proba(held_rows, fold.test)
+    return probs, time.perf_counter() - t0
+
+
+def set_threads(n: int) -> None:  # worker initializer of evaluate(jobs > 1)
+    import torch
+
+    torch.set_num_threads(n)

@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from locus_model.evaluation.harness import GROUPS
+import numpy as np
+
+GROUPS = ("all", "in_training", "held_out")  # the built-in model groups of a result, in print order
+
+
+def config_dict(config: Any) -> dict | None:
+    return asdict(config) if config is not None else None
+
+
+def json_clean(obj: Any) -> Any:
+    """NaN/inf -> None and numpy scalars -> Python, so the result is strict JSON."""
+    if isinstance(obj, dict):
+        return {str(k): json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_clean(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return None if not math.isfinite(float(obj)) else float(obj)
+    return obj
 
 
 def save_results(result: dict, path: str | Path) -> Path:

@@ -180,7 +180,8 @@ def test_long_format_files_pass_the_validator(pool, small) -> None:
 
 def _has_embedllm() -> bool:
     try:
-        from locus_model.data.embedllm import read_embedllm, write_embedllm  # noqa: F401
+        from locus_model.data.embedllm import read_embedllm  # noqa: F401
+        from locus_model.data.embedllm_writer import write_embedllm  # noqa: F401
     except ImportError:
         return False
     return True

@@ -9,15 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.data.embedllm import (
-    download_embedllm,
-    EMBEDLLM_REVISION,
-    EmbedLLMDownloadError,
-    is_embedllm_folder,
-    merge_benchmark,
-    read_embedllm,
-    write_embedllm,
-)
+from locus_model.data.embedllm import EMBEDLLM_REVISION, is_embedllm_folder, merge_benchmark, read_embedllm
+from locus_model.data.embedllm_download import download_embedllm, EmbedLLMDownloadError
+from locus_model.data.embedllm_writer import write_embedllm
 from locus_model.data.errors import EvaluationDataError
 
 MODELS = ["org/alpha-7b", "org/beta-13b", "gamma"]

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation import bootstrap, harness, metrics, results
-from locus_model.evaluation.baselines import KNNConfig, LatentConfig
+from locus_model.evaluation import bootstrap, harness, methods, metrics, results
+from locus_model.evaluation.baselines import KNNConfig
+from locus_model.evaluation.latent import LatentConfig
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
 
 FAST_LATENT = LatentConfig(dim=8, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30)
@@ -206,7 +207,7 @@ def test_result_schema_key_by_key():
 def test_held_out_models_are_never_trained_on(monkeypatch):
     table = make_table()
     seen = []
-    real_make = harness.make_method
+    real_make = methods.make_method
 
     class Spy:
         def __init__(self, inner):
@@ -228,7 +229,7 @@ def test_held_out_models_are_never_trained_on(monkeypatch):
         seen.append((name, spy))
         return spy
 
-    monkeypatch.setattr(harness, "make_method", spy_make)
+    monkeypatch.setattr(methods, "make_method", spy_make)
     res = harness.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=("embedllm_mf", "irt", "knn", "best_single"),
                       baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
     matrix = EvaluationMatrix.from_table(table)

@@ -264,8 +264,8 @@ def portfolios(
     and the smallest portfolio within `tolerance` of the full pool. Parameter counts: the models file's
     params_b, else parsed from the name ("7b", "8x7b", "350m"); models with neither are never budgeted."""
     from locus_model.analysis import portfolio_curve
+    from locus_model.analysis.portfolio import plot_curves
     from locus_model.data.catalog import params_for_models
-    from locus_pipeline.reports import plot_portfolio_curves
 
     names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
     ks = list(range(1, (min(config.max_k, len(names)) if config.max_k > 0 else len(names)) + 1))
@@ -276,7 +276,7 @@ def portfolios(
     if budgets:
         curves.append(portfolio_curve(z, preds.probs, preds.labels, method="coverage_greedy", budgets_b=budgets,
                                       params_b=params, **common))
-    png = plot_portfolio_curves(curves, home.dir("reports") / "portfolios.png")
+    png = plot_curves(curves, home.dir("reports") / "portfolios.png")
     frames = []
     for c in curves:
         t = c.table().rename(columns={c.x_name: "x"})
@@ -442,13 +442,13 @@ def capability_search(
 ) -> pd.DataFrame:
     """A synthetic evaluation set with the target per-benchmark accuracy (non-test queries), embedded with the
     pool's checkpoint; the k nearest pool models with their actual per-benchmark accuracy (same as `locus search`)."""
-    from locus_pipeline.reports import capability_search_from_tables, plot_capability_search
+    from locus_pipeline.reports import capability_search_from_tables
 
     result = capability_search_from_tables(
         config.target, pool=model_embeddings, table=evaluation_table, encodings=query_encodings,
         split=training_split, model=home.pool_checkpoint(model_embeddings).model, onboarded=home.onboarded_evaluations(), k=config.k,
         n_per_benchmark=config.n_per_benchmark, seed=config.seed)
-    png = plot_capability_search(result, home.dir("reports") / "capability_search.png")
+    png = result.plot(home.dir("reports") / "capability_search.png")
     top = result.neighbours.iloc[0]
     summary = (f"nearest to the target profile ({'pool median' if not config.target else 'given'}, "
                f"{len(result.target)} benchmarks): {top['model']} (distance {top['distance']:.4g}, mean |actual - "

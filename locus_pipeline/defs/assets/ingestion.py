@@ -39,7 +39,8 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
         pool = generate_demo_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
         return pool.evaluations_parquet, models or pool.models_csv
     if config.source == "embedllm":
-        from locus_model.data.embedllm import download_embedllm, is_embedllm_folder
+        from locus_model.data.embedllm import is_embedllm_folder
+        from locus_model.data.embedllm_download import download_embedllm
 
         folder = Path(config.path) if config.path else home.dir("sources", "embedllm")
         if not is_embedllm_folder(folder):
