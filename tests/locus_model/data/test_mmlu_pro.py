@@ -20,7 +20,7 @@ from locus_model.data.mmlu_pro import (
     read_mmlu_pro_outputs_with_report,
 )
 
-MMLU_PRO = Path(__file__).resolve().parents[2] / "data" / "mmlu-pro"
+MMLU_PRO = Path(__file__).resolve().parents[3] / "data" / "mmlu-pro"
 PARQUET = MMLU_PRO / "evaluations.parquet"
 MODELS_CSV = MMLU_PRO / "models.csv"
 
