@@ -2,7 +2,8 @@
 
 Every analysis takes plain arrays (model embeddings (M, d), names, predicted probs (M, Q), labels (M, Q) with
 NaN = unknown) or, where a new embedding is needed, an `embed_fn(query_idx, scores) -> (d,)`, and returns a
-frozen result with `table()` (a DataFrame), `to_markdown()` and, where a picture helps, `plot(path)` (PNG).
+frozen result with `table()` (a DataFrame), `to_markdown()`, where a picture helps `plot(path)` (PNG), and
+where one sentence says it, `headline()` (a report's summary line).
 
 - geometry:    distance_vs_disagreement, family_clustering
 - portfolio:   k_center, k_medoids, coverage_greedy, portfolio_curve (parameter counts: data.catalog)

@@ -39,6 +39,12 @@ class CapabilitySearch:
                 "(profile_mae = mean |actual - target| over the requested benchmarks).\n\n" + markdown_table(target) + "\n\n"
                 + markdown_table(self.neighbours, digits=3))
 
+    def headline(self, target_from: str = "given") -> str:
+        """The nearest model in one sentence; ``target_from`` says where the target came from ("pool median")."""
+        top = self.neighbours.iloc[0]
+        return (f"nearest to the target profile ({target_from}, {len(self.target)} benchmarks): {top['model']} "
+                f"(distance {top['distance']:.4g}, mean |actual - target| {top['profile_mae']:.3f}).")
+
     def plot(self, path: str | Path, *, top: int = 3) -> Path:
         """Per requested benchmark: the target accuracy beside the actual accuracy of the `top` nearest models."""
         benches = list(self.target)

@@ -41,6 +41,13 @@ class Fallback:
     def second_choice_share_kept(self) -> float:
         return self.second_choice_accuracy / self.router_accuracy if self.router_accuracy > 0 else float("nan")
 
+    def headline(self) -> str:
+        """The result in one sentence, beside the paper's number."""
+        return (f"nearest-neighbour fallback keeps {100 * self.share_kept:.1f}% of routing accuracy "
+                f"({self.fallback_accuracy:.4f} of {self.router_accuracy:.4f}); random substitute "
+                f"{100 * self.random_share_kept:.1f}%, router's second choice {100 * self.second_choice_share_kept:.1f}% "
+                "(paper: 85%).")
+
     def summary(self) -> pd.DataFrame:
         return pd.DataFrame([
             {"substitute": "none (full router)", "routing_accuracy": self.router_accuracy, "share_kept": 1.0},

@@ -158,10 +158,7 @@ def embedding_geometry(
     result = distance_vs_disagreement(z, preds.labels, names=names)
     png = result.plot(home.dir("reports") / "embedding_geometry.png")
     eu, co = result.euclidean_corr, result.cosine_corr
-    summary = (f"Pearson {eu.pearson:.3f} (Euclidean) / {co.pearson:.3f} (cosine), Spearman {eu.spearman:.3f} / "
-               f"{co.spearman:.3f}, Kendall {eu.kendall:.3f} / {co.kendall:.3f} between embedding distance and "
-               f"held-out disagreement, {len(result.pair_a)} pairs of {len(names)} models (paper, EmbedLLM: "
-               "Pearson 0.887 / 0.845, Spearman 0.876 / 0.886).")
+    summary = result.headline()
     body = (result.to_markdown() + f"\n\nDisagreement is measured on the {len(preds.query_ids)} held-out test "
             "queries, which no pool embedding was computed from." + excluded_note(excluded))
     publish(context, home, "embedding_geometry", title="Embedding distance vs behaviour", summary=summary, body=body,
@@ -334,10 +331,7 @@ def fallback_report(
     result = fallback(z, preds.probs, preds.labels, names=names, seed=config.seed, n_random=config.n_random,
                       metric=config.metric)
     png = result.plot(home.dir("reports") / "fallback_report.png")
-    summary = (f"nearest-neighbour fallback keeps {100 * result.share_kept:.1f}% of routing accuracy "
-               f"({result.fallback_accuracy:.4f} of {result.router_accuracy:.4f}); random substitute "
-               f"{100 * result.random_share_kept:.1f}%, router's second choice {100 * result.second_choice_share_kept:.1f}% "
-               "(paper: 85%).")
+    summary = result.headline()
     publish(context, home, "fallback_report", title="Fallback routing", summary=summary,
             body=result.to_markdown() + excluded_note(excluded), png=png,
             share_kept=float(result.share_kept), random_share_kept=float(result.random_share_kept),
@@ -449,10 +443,7 @@ def capability_search(
         split=training_split, model=home.pool_checkpoint(model_embeddings).model, onboarded=home.onboarded_evaluations(), k=config.k,
         n_per_benchmark=config.n_per_benchmark, seed=config.seed)
     png = result.plot(home.dir("reports") / "capability_search.png")
-    top = result.neighbours.iloc[0]
-    summary = (f"nearest to the target profile ({'pool median' if not config.target else 'given'}, "
-               f"{len(result.target)} benchmarks): {top['model']} (distance {top['distance']:.4g}, mean |actual - "
-               f"target| {top['profile_mae']:.3f}).")
+    summary = result.headline("pool median" if not config.target else "given")
     publish(context, home, "capability_search", title="Capability-profile search", summary=summary,
             body=result.to_markdown(), png=png,
             target=dg.MetadataValue.json(result.target))
