@@ -27,9 +27,14 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from locus_model.encoding import encode_queries  # noqa: E402
-from locus_model.evaluate import METHODS, choose_held_out, evaluate, format_interval, print_results, save_results  # noqa: E402
-from locus_model.evaluations import EvaluationMatrix, read_evaluations, validate_evaluations  # noqa: E402
+from locus_model.data.contract import validate_evaluations  # noqa: E402
+from locus_model.data.encoding import encode_queries  # noqa: E402
+from locus_model.data.long_format import read_evaluations  # noqa: E402
+from locus_model.data.matrix import EvaluationMatrix  # noqa: E402
+from locus_model.evaluation.harness import evaluate  # noqa: E402
+from locus_model.evaluation.methods import METHODS  # noqa: E402
+from locus_model.evaluation.results import format_interval, print_results, save_results  # noqa: E402
+from locus_model.evaluation.splits import choose_held_out  # noqa: E402
 from locus_model.model import LocusConfig  # noqa: E402
 from locus_model.train import TrainConfig  # noqa: E402
 
@@ -40,7 +45,7 @@ BUDGETS = {"demo": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64
 
 def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
     if suite == "demo":
-        from locus_model.demo import make_demo_tables
+        from locus_model.data.demo import make_demo_tables
 
         evaluations, _, _ = make_demo_tables("full", seed=0)
         table = validate_evaluations(evaluations.drop(columns="split"), source="demo pool (full, seed 0)")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from locus_model.demo import make_demo_tables
-from locus_model.encoding import encode_queries_with_report, load_sentence_encoder
+from locus_model.data.demo import make_demo_tables
+from locus_model.data.encoding import encode_queries_with_report, load_sentence_encoder
 
 
 def main() -> None:

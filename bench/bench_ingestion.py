@@ -25,7 +25,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from locus_model import evaluations  # noqa: E402
+from locus_model.data import long_format as evaluations  # noqa: E402
 
 MMLU_PRO = ROOT.parent / "shared" / "data" / "mmlu-pro" / "evaluations.parquet"
 SCRATCH = Path(tempfile.gettempdir()) / "locus-bench-ingestion"  # generated data: never in git

@@ -83,7 +83,7 @@ SUITES = ("demo", "ae1")
 
 def export(out: Path) -> None:
     from bench.bench_accuracy import load_suite
-    from locus_model.encoding import encode_queries
+    from locus_model.data.encoding import encode_queries
 
     out.mkdir(parents=True, exist_ok=True)
     for suite in SUITES:
@@ -99,7 +99,7 @@ _DATA: dict = {}
 
 
 def _load(data_dir: Path, suite: str):
-    from locus_model.evaluations import EvaluationMatrix
+    from locus_model.data.matrix import EvaluationMatrix
 
     if suite not in _DATA:
         z = np.load(data_dir / f"{suite}.npz")
@@ -118,7 +118,7 @@ def run_task(data_dir: str, trial: str, suite: str, budget: int, fold: int, devi
     import torch
 
     torch.set_num_threads(1)
-    from locus_model.evaluate import evaluate
+    from locus_model.evaluation.harness import evaluate
     from locus_model.model import LocusConfig
     from locus_model.train import TrainConfig
 

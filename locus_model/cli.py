@@ -70,9 +70,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     import torch
 
-    from locus_model.encoding import encode_queries_with_report, resolve_encoder
-    from locus_model.evaluate import METHODS, evaluate, print_results, save_results
-    from locus_model.evaluations import EvaluationDataError, EvaluationMatrix, read_evaluations
+    from locus_model.data.encoding import encode_queries_with_report, resolve_encoder
+    from locus_model.data.errors import EvaluationDataError
+    from locus_model.data.long_format import read_evaluations
+    from locus_model.data.matrix import EvaluationMatrix
+    from locus_model.evaluation.harness import evaluate
+    from locus_model.evaluation.methods import METHODS
+    from locus_model.evaluation.results import print_results, save_results
     from locus_model.model import LocusConfig
     from locus_model.train import TrainConfig
 
@@ -132,7 +136,7 @@ def add_demo_data(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_demo_data(args: argparse.Namespace) -> int:
-    from locus_model.demo import generate_demo_pool
+    from locus_model.data.demo import generate_demo_pool
 
     try:
         pool = generate_demo_pool(args.out, size=args.size, seed=args.seed)

@@ -293,6 +293,14 @@ def length_bucket(n: int) -> int:
     return -(-n // step) * step
 
 
+def distinct_queries(sets: Sequence[EvaluationSet]) -> tuple[np.ndarray, list[EvaluationSet]]:
+    """(the distinct queries U of all sets (U,), each set re-indexed into them): the query part of the
+    tokens is then computed once per distinct query, however many sets share it."""
+    used, inverse = np.unique(np.concatenate([i for i, _ in sets]), return_inverse=True)
+    offsets = np.cumsum([0] + [len(i) for i, _ in sets])
+    return used, [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(sets)]
+
+
 def _embed_batches(
     model: Locus,
     parts: torch.Tensor,  # (U, 2d) token parts of the queries the sets refer to
@@ -366,11 +374,9 @@ def embed_evaluation_sets(
     sets = _validate_sets(sets, enc.shape[0])
     dev = resolve_device(device)
     model.to(dev).eval()
-    used, inverse = np.unique(np.concatenate([i for i, _ in sets]), return_inverse=True)
+    used, local = distinct_queries(sets)
     with _low_precision(dev, low_precision):
         parts = rowwise(model.token_parts, torch.from_numpy(enc[used]).to(dev))  # (U, 2d), once per query
-        offsets = np.cumsum([0] + [len(i) for i, _ in sets])
-        local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(sets)]
         max_tokens = max_tokens or default_max_tokens(dev)
         z = _embed_batches(model, parts, local, batch_size=batch_size, max_tokens=max_tokens)
     return z.float().cpu().numpy()

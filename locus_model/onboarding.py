@@ -20,13 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locus_model.evaluations import (
-    EVALUATION_COLUMNS,
-    EvaluationDataError,
-    iter_evaluation_chunks,
-    safe_model_key,
-    validate_chunk,
-)
+from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
+                                       safe_model_key, two_texts_error, validate_chunk)
+from locus_model.data.long_format import iter_evaluation_chunks
 from locus_model.pool import pool_matrix
 
 INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
@@ -59,11 +55,7 @@ def split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[Mo
         for qid, h, row in zip(pairs["query_id"].astype(str), hashes, pairs["_row"]):
             seen = text_of.setdefault(qid, (int(h), int(row)))
             if seen[0] != int(h):
-                raise EvaluationDataError(
-                    f"query_id {qid!r} has two different texts (the first at row {seen[1]})",
-                    file=path, row=int(row), column="query",
-                    fix="one query_id must always name the same text; give different texts different ids",
-                )
+                raise two_texts_error(qid, f"row {seen[1]}", file=path, row=int(row))
         for name, rows in valid.groupby("model", observed=True, sort=False):
             name = str(name)
             part = pd.DataFrame({c: rows[c].astype(str).to_numpy(object) for c in ("model", "query_id", "query", "benchmark")})
@@ -74,28 +66,12 @@ def split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[Mo
             part.to_parquet(folder / f"{number:06d}.parquet", index=False)
             counts[name] = counts.get(name, 0) + len(part)
     if rows_read == 0:
-        raise EvaluationDataError("the file has a header but no evaluation rows", file=path, row=1, fix="add at least one row")
-    keys = pd.Series(list(counts)).map(safe_model_key)
-    if keys.duplicated().any():
-        clash = [n for n, k in zip(counts, keys) if (keys == k).sum() > 1]
-        raise EvaluationDataError(f"model names {clash} map to the same key", file=path, column="model", fix="rename one of the models")
+        raise no_rows_error(path)
+    check_model_keys(list(counts), file=path)
     models = []
     for name in sorted(counts):
         key = safe_model_key(name)
-        rows = pd.read_parquet(out / key)
-        dup = rows.duplicated("query_id", keep=False)
-        if dup.any():
-            conflicting = rows[dup].groupby("query_id")["score"].nunique()
-            if (conflicting > 1).any():
-                qid = conflicting[conflicting > 1].index[0]
-                both = rows[rows["query_id"] == qid].sort_values("_row")
-                raise EvaluationDataError(
-                    f"model {name!r} has two different scores for query_id {qid!r}: {both['score'].iloc[0]} "
-                    f"(row {both['_row'].iloc[0]}) and {both['score'].iloc[1]}",
-                    file=path, row=int(both["_row"].iloc[1]), column="score",
-                    fix="keep one score per (model, query_id); merge repeated runs before submitting",
-                )
-            rows = rows.drop_duplicates("query_id", keep="last")  # exact repeats
+        rows, _ = drop_repeats(pd.read_parquet(out / key).sort_values("_row", kind="stable"), file=path)
         rows.sort_values("query_id", kind="stable").reset_index(drop=True).to_parquet(out / f"{key}.parquet", index=False)
         shutil.rmtree(out / key)
         models.append(ModelRows(name, key, counts[name], len(rows)))

@@ -22,13 +22,12 @@ reproduces a row bit for bit.
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from locus_model.evaluations import fingerprint_evaluations, safe_model_key
+from locus_model.data.contract import safe_model_key
+from locus_model.data.matrix import fingerprint_evaluations
 from locus_model.model import Locus, embed_evaluation_sets
 
 POOL_COLUMNS = (
@@ -45,11 +44,6 @@ POOL_COLUMN_DOCS = {
     "source": ("str", "training (trained on), held_out (in the training source, never trained on) or onboarded"),
     "embedded_at": ("timestamp[UTC]", "when the row was written"),
 }
-
-
-def checkpoint_id(path: str | Path) -> str:
-    """Identity of a checkpoint: sha256 prefix of its bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 def embed_models(
@@ -102,6 +96,11 @@ def pool_matrix(pool: pd.DataFrame) -> tuple[list[str], np.ndarray]:
     return pool["model"].astype(str).tolist(), np.stack(pool["embedding"].to_numpy()).astype(np.float32)
 
 
+def checkpoints_of(table: pd.DataFrame) -> list[str]:
+    """The checkpoints a pool table's rows were embedded with (sorted; one for a valid non-empty pool)."""
+    return sorted(set(table["checkpoint_id"].astype(str)))
+
+
 class PoolError(ValueError):
     """A pool table that breaks its invariants (one checkpoint, one row per model and per key)."""
 
@@ -111,7 +110,7 @@ def check_pool(pool: pd.DataFrame) -> None:
     missing = [c for c in POOL_COLUMNS if c not in pool.columns]
     if missing:
         raise PoolError(f"the pool table lacks the columns {missing}")
-    ids = sorted(set(pool["checkpoint_id"].astype(str)))
+    ids = checkpoints_of(pool)
     if len(ids) > 1:
         raise PoolError(f"the pool mixes checkpoints {ids}: embeddings of different checkpoints live in different spaces")
     for column in ("model", "model_key"):
@@ -125,7 +124,7 @@ def upsert_rows(pool: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
     """``pool`` with ``rows`` inserted or replaced (by model); every other row unchanged, in its place.
 
     Refused when the rows come from another checkpoint than the pool's."""
-    ours, theirs = set(rows["checkpoint_id"].astype(str)), set(pool["checkpoint_id"].astype(str))
+    ours, theirs = checkpoints_of(rows), checkpoints_of(pool)
     if theirs and ours != theirs:
         raise PoolError(f"rows from checkpoint {sorted(ours)} cannot join a pool embedded with {sorted(theirs)}")
     kept = pool[~pool["model"].isin(rows["model"])]

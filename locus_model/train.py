@@ -22,42 +22,20 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from locus_model.metrics import correctness_accuracy, routing_accuracy
-from locus_model.model import Locus, LocusConfig, _embed_batches, default_max_tokens, resolve_device
+from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
+from locus_model.model import (Locus, LocusConfig, _embed_batches, default_max_tokens, distinct_queries,
+                               resolve_device)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How to train LOCUS.
+    """How to train LOCUS: epochs and batches, encoder-subset sizes, query noise, EMA, checkpoint selection,
+    the predictor fine-tuning and the calibration.
 
-    The defaults are the best setting of a 5-fold sweep (bench/README.md "Training sweep", measured on a GPU,
-    bench/sweep_locus.py): noise ratio 2.0 -> 1.0, 4 draws per model per step, an EMA of the weights (0.995), 120
-    epochs with the best validation epoch from epoch 10 on kept. On the demo pool it took LOCUS from routing 79.0 / 79.1 (the
-    earlier defaults: noise 0.3 -> 0.1, 1 draw, no EMA, 60 epochs) to 81.3 / 83.7 at budgets 256 / 1024.
-    Then the predictor alone is fine-tuned on the embeddings of the training models from all their train
-    cells, as they are embedded at test time, keeping the step of minimum val BCE: training embeds random
-    subsets, so the predictor had never seen those embeddings. With the same trained encoder it raised AUC by
-    0.2-1.4 points and lowered Brier on AlpacaEval and the demo pool (bench/README.md "Second CPU session":
-    predictor fine-tuning). It runs at noise ratios 2 and 3 and keeps the lower val BCE: on the demo pool 3 is
-    better (it matched IRT's correctness, AUC and Brier on two folds at budget 256), on AlpacaEval mostly 2, and
-    on the folds tried the lower val BCE of the two went with the better test AUC (bench/README.md "Third CPU
-    session", bench/diag_finetune.py).
-    On CPU this costs ~5 s per epoch for ~100 models x 1,024 anchors on one thread, i.e. ~10 min for a
-    full run; for a quick run lower epochs (the demo job uses 40) or draws, at some accuracy cost (60 epochs:
-    81.6 at 1024). The paper's setting (GPU) is epochs=2500, patience=500, batch_models=128, encoder subsets
-    of all N anchors (256 / 512 / 1024), noise 0.10 -> 0.05 per dimension on 768-d mpnet encodings over 500
-    epochs (noise_start ~2.8, noise_end ~1.4 in this file's relative units), validation embedding from all
-    anchors.
-
-    Query noise is relative: noise_* is the ratio ||noise|| / ||encoding||, i.e. the per-dimension std is
-    ratio * (mean encoding norm) / sqrt(D), so one setting means the same thing for 384-d and 768-d
-    encoders. Training draws the decoder targets from the same anchors the encoder subset comes from, so a
-    target's own (query, label) is often inside the set being embedded; strong noise keeps the model from
-    memorising labels by query identity (with a ratio of 0.3 -> 0.1 instead of 1.0 -> 0.5, train BCE fell far
-    below val BCE and correctness accuracy was 0.6-2.2 points lower on the demo pool and AlpacaEval).
-    Calibration (default "platt") leaves routing untouched and, on the demo pool (budget 256, fold 0,
-    bench/README.md "LOCUS training diagnostics"), lowered Brier from 25.2 to 23.3; disjoint_targets and
-    select_loss_tolerance=0.02 cost 8-9 routing points there and are off by default.
+    The defaults are the best setting of a 5-fold sweep on the demo pool (docs/experiments-training.md says
+    how each was chosen). Query noise is relative: noise_* is the ratio ||noise|| / ||encoding||, so one
+    setting means the same for 384-d and 768-d encoders. On one CPU thread an epoch costs ~5 s for ~100 models
+    x 1,024 anchors; lower epochs (the demo job uses 40) for a quick run.
     """
 
     epochs: int = 120  # max epochs; one epoch = one pass over all models in mini-batches
@@ -78,9 +56,7 @@ class TrainConfig:
     noise_anneal_epochs: int = 30  # length of the cosine annealing
     patience: int = 120  # stop after this many epochs without a better validation checkpoint
     select_from_epoch: int = 10  # epochs before this one are never kept (nor counted by patience); clipped to
-    #   epochs - 1. On small validation sets routing is saturated and noisy from the first epochs on, and an
-    #   almost untrained epoch can win on a couple of queries (AlpacaEval, 64 validation queries: one fold of
-    #   five kept epoch 2 and the mean AUC at budget 64 fell to 76.0 +- 6.2; with 10: 79.0 +- 1.5)
+    #   epochs - 1: on small validation sets an almost untrained epoch can win on a couple of queries
     seed: int = 0  # seeds init, subsets, noise and dropout: same seed -> same result on CPU
     device: str = "auto"  # "auto" -> cuda if available else cpu; or "cpu", "cuda", "cuda:1", ...
     disjoint_targets: bool = False  # decoder targets drawn only from the model's train cells outside its
@@ -234,6 +210,219 @@ def _pad(rows: list[np.ndarray], fill: float | int, dtype) -> tuple[np.ndarray, 
     return out, mask
 
 
+@dataclass
+class _Inputs:
+    """The training inputs on the device, and the two random streams every draw comes from."""
+
+    enc: torch.Tensor  # (Q, D) query encodings
+    scores: torch.Tensor  # (M, Q) train scores, 0 where unknown
+    avail: list[np.ndarray]  # per model: its train cells (query indices)
+    mean_norm: float  # mean encoding norm: noise ratios are relative to it
+    rng: np.random.Generator  # permutations, evaluation sets, fine-tuning columns
+    gen: torch.Generator  # query noise
+
+    def noise_std(self, ratio: float) -> float:  # per-dimension std of a noise ratio ||noise|| / ||phi||
+        return ratio * self.mean_norm / math.sqrt(self.enc.shape[1])
+
+
+@dataclass
+class _Validation:
+    """What validation scores: each model embedded from a fixed subset of its train cells, on its val cells."""
+
+    sets: list[tuple[np.ndarray, np.ndarray]]  # per model: (train-cell query indices, scores)
+    cols: torch.Tensor  # (Qv,) queries with a val cell
+    labels: np.ndarray  # (M, Qv) NaN = no val cell
+    known: torch.Tensor  # (M, Qv) bool
+    targets: torch.Tensor  # (M, Qv) labels, 0 where unknown
+
+
+@dataclass
+class _Selected:
+    """The epochs run and the one kept: best validation routing (ties: lower val loss), among the epochs within
+    select_loss_tolerance of the minimum val loss when that is set."""
+
+    history: list[dict] = field(default_factory=list)
+    epoch: int = -1
+    metrics: dict = field(default_factory=dict)
+    state: dict | None = None
+    key: tuple[float, float] | None = None
+    min_loss: float = math.inf
+    candidates: dict[int, dict] = field(default_factory=dict)  # epoch -> state, epochs still within the tolerance
+
+    def consider(self, row: dict, model: Locus, tol: float | None) -> None:
+        """Keep ``row``'s epoch (already in history) if it is the best so far."""
+        key = (row["val_routing_acc"], -row["val_loss"])
+        if tol is None:
+            if self.key is None or key > self.key:
+                self.key, self.epoch, self.metrics = key, row["epoch"], dict(row)
+                self.state = copy.deepcopy(model.state_dict())
+            return
+        self.min_loss = min(self.min_loss, row["val_loss"])
+        if row["val_loss"] <= self.min_loss + tol:
+            self.candidates[row["epoch"]] = copy.deepcopy(model.state_dict())
+        eligible = [h for h in self.history if h["epoch"] in self.candidates and h["val_loss"] <= self.min_loss + tol]
+        self.candidates = {h["epoch"]: self.candidates[h["epoch"]] for h in eligible}
+        best = max(eligible, key=lambda h: (h["val_routing_acc"], -h["val_loss"]))
+        self.key, self.epoch, self.metrics = (best["val_routing_acc"], -best["val_loss"]), best["epoch"], dict(best)
+        self.state = self.candidates[self.epoch]
+
+
+def _validation(train_np: np.ndarray, val_np: np.ndarray, avail: list[np.ndarray], cfg: TrainConfig,
+                rng: np.random.Generator, device: torch.device) -> _Validation:
+    sets = []
+    for m, idx in enumerate(avail):  # a fixed subset of each model's train cells -> its val cells
+        if cfg.val_set_max is not None and len(idx) > cfg.val_set_max:
+            idx = np.sort(rng.choice(idx, cfg.val_set_max, replace=False))
+        sets.append((idx, train_np[m, idx]))
+    cols = np.flatnonzero((~np.isnan(val_np)).any(axis=0))
+    labels = val_np[:, cols]
+    return _Validation(sets, torch.from_numpy(cols).to(device), labels, torch.from_numpy(~np.isnan(labels)).to(device),
+                       torch.from_numpy(np.nan_to_num(labels)).to(device))
+
+
+@torch.no_grad()
+def _embed(model: Locus, enc: torch.Tensor, sets: list[tuple[np.ndarray, np.ndarray]]) -> torch.Tensor:  # (M, d)
+    model.eval()
+    used, local = distinct_queries(sets)
+    parts = model.token_parts(enc[torch.from_numpy(used).to(enc.device)])  # (U, 2d)
+    return _embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(enc.device))
+
+
+def _val_logits(model: Locus, enc: torch.Tensor, val: _Validation, z: torch.Tensor | None = None) -> torch.Tensor:
+    model.eval()  # (M, Qv); z: embeddings, by default from val.sets
+    z = _embed(model, enc, val.sets) if z is None else z
+    return model.predict_logits(z, enc[val.cols])
+
+
+@torch.no_grad()
+def _validate(model: Locus, enc: torch.Tensor, val: _Validation,
+              z: torch.Tensor | None = None) -> tuple[float, float, float]:  # val loss, routing, correctness
+    logits = _val_logits(model, enc, val, z)  # (M, Qv)
+    loss = F.binary_cross_entropy_with_logits(logits[val.known], val.targets[val.known]).item()
+    probs = torch.sigmoid(logits).cpu().numpy()
+    return loss, routing_accuracy(probs, val.labels), correctness_accuracy(probs, val.labels)
+
+
+def _batch_loss(net: Locus, batch: np.ndarray, data: _Inputs, cfg: TrainConfig, std: float) -> tuple[torch.Tensor, int]:
+    """BCE of one step (batch: model rows, each repeated cfg.draws times) and its number of decoder targets."""
+    device = data.enc.device
+    enc_rows, dec_rows = [], []
+    for m in batch:
+        enc_row, dec_row = _draw_sets(data.avail[m], cfg, data.rng)
+        enc_rows.append(enc_row)
+        dec_rows.append(dec_row)
+    enc_idx, enc_mask = _pad(enc_rows, 0, np.int64)  # (B, n)
+    dec_idx, dec_mask = _pad(dec_rows, 0, np.int64)  # (B, T)
+    b_t = torch.from_numpy(batch).to(device)[:, None]
+    enc_idx_t, dec_idx_t = torch.from_numpy(enc_idx).to(device), torch.from_numpy(dec_idx).to(device)
+    enc_mask_t, dec_mask_t = torch.from_numpy(enc_mask).to(device), torch.from_numpy(dec_mask).to(device)
+    # query-only work once per distinct query of the step, the noise added after the projection
+    enc_used, enc_local = np.unique(enc_idx, return_inverse=True)
+    dec_used, dec_local = np.unique(dec_idx, return_inverse=True)
+    parts = net.token_parts(data.enc[torch.from_numpy(enc_used).to(device)])  # (U, 2d)
+    # index_select: its backward (index_add_) sums repeated rows in a fixed order; indexing's does not
+    parts = parts.index_select(0, torch.from_numpy(enc_local.ravel()).to(device)).view(*enc_idx.shape, -1)
+    u = net.query_projection(data.enc[torch.from_numpy(dec_used).to(device)])  # (U', d)
+    u = u.index_select(0, torch.from_numpy(dec_local.ravel()).to(device)).view(*dec_idx.shape, -1)
+    if std > 0:
+        parts = parts + projected_noise(net.token_weight(), std, parts.shape, data.gen)
+        u = u + projected_noise(net.query_proj.weight, std, u.shape, data.gen)
+    z = net.embed_from_parts(parts, data.scores[b_t, enc_idx_t], enc_mask_t)  # (B, d)
+    logits = net.pair_logits(z, u)  # (B, T)
+    loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], data.scores[b_t, dec_idx_t][dec_mask_t])
+    return loss, int(dec_mask.sum())
+
+
+@torch.no_grad()
+def _ema_update(pairs: list[tuple[torch.Tensor, torch.Tensor]], decay: float, step: int) -> None:
+    decay = min(decay, (1 + step) / (10 + step))  # warm-up: early steps follow the weights closely
+    for avg, cur in pairs:
+        avg.lerp_(cur, 1 - decay)
+
+
+def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: int, data: _Inputs,
+                 cfg: TrainConfig, std: float) -> tuple[float, int]:
+    """One pass over all models in mini-batches; (target-weighted mean train loss, optimiser steps so far)."""
+    net.train()
+    order = data.rng.permutation(len(data.avail))
+    losses, weights = [], []
+    for start in range(0, len(order), cfg.batch_models):
+        batch = np.repeat(order[start : start + cfg.batch_models], cfg.draws)  # draws rows per model
+        loss, n_targets = _batch_loss(net, batch, data, cfg, std)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+        opt.step()
+        if ema_pairs:
+            _ema_update(ema_pairs, cfg.ema_decay, step)
+        step += 1
+        losses.append(loss.item())
+        weights.append(n_targets)
+    return float(np.average(losses, weights=weights)), step
+
+
+def _train_epochs(net: Locus, model: Locus, data: _Inputs, val: _Validation, cfg: TrainConfig,
+                  on_epoch: Callable[[dict], None] | None, progress: bool) -> _Selected:
+    """Train ``net``; validate ``model`` (net itself or its moving average) after every epoch, keep the best."""
+    opt = torch.optim.AdamW(
+        [
+            {"params": net.encoder_parameters(), "lr": cfg.lr_encoder},
+            {"params": net.predictor_parameters(), "lr": cfg.lr_predictor},
+        ],
+        weight_decay=cfg.weight_decay,
+    )
+    ema_pairs = list(zip(model.parameters(), net.parameters())) if model is not net else []
+    first_eligible = min(cfg.select_from_epoch, cfg.epochs - 1)
+    best, step = _Selected(), 0
+    bar = tqdm(range(cfg.epochs), desc="train LOCUS", disable=not progress)
+    for epoch in bar:
+        t0 = time.perf_counter()
+        ratio = noise_ratio(epoch, cfg)
+        train_loss, step = _train_epoch(net, opt, ema_pairs, step, data, cfg, data.noise_std(ratio))
+        val_loss, val_routing, val_correct = _validate(model, data.enc, val)
+        row = {"epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, "val_routing_acc": val_routing,
+               "val_correctness_acc": val_correct, "noise": ratio, "seconds": time.perf_counter() - t0}
+        best.history.append(row)
+        if epoch >= first_eligible:
+            best.consider(row, model, cfg.select_loss_tolerance)
+        if on_epoch is not None:
+            on_epoch(dict(row))
+        bar.set_postfix(loss=f"{train_loss:.4f}", val_route=f"{val_routing:.4f}", best=best.epoch)
+        if epoch >= first_eligible and epoch - best.epoch >= cfg.patience:
+            break
+    bar.close()
+    return best
+
+
+def _finetune(model: Locus, train_np: np.ndarray, data: _Inputs, val: _Validation, cfg: TrainConfig) -> dict:
+    """The predictor fine-tuning at each of cfg.finetune_noise from the selected state; the lowest val BCE is kept."""
+    z_all = _embed(model, data.enc, [(idx, train_np[m, idx]) for m, idx in enumerate(data.avail)])  # as at test time
+    known_t = torch.from_numpy(~np.isnan(train_np)).to(data.enc.device)
+    selected, kept_state, by_noise, finetune = copy.deepcopy(model.state_dict()), None, {}, {}
+    for ratio in cfg.finetune_noise:
+        model.load_state_dict(selected)
+        info = _finetune_predictor(
+            model, z_all, data.enc, data.scores, known_t, lambda: _validate(model, data.enc, val, z_all), cfg=cfg,
+            std=data.noise_std(ratio), gen=data.gen, rng=data.rng,
+        )
+        by_noise[f"val_loss_at_noise_{ratio:g}"] = info["val_loss_after"]
+        if kept_state is None or info["val_loss_after"] < finetune["val_loss_after"]:
+            finetune, kept_state = {**info, "noise": ratio}, copy.deepcopy(model.state_dict())
+    model.load_state_dict(kept_state)
+    finetune.update(by_noise)
+    return finetune
+
+
+def _calibrate(model: Locus, enc: torch.Tensor, val: _Validation, cfg: TrainConfig) -> dict:
+    """Fit the temperature (and bias, "platt") on the validation cells and store them in the model."""
+    with torch.no_grad():
+        logits = _val_logits(model, enc, val)  # (M, Qv), uncalibrated (temperature 1, bias 0)
+    t, b = fit_temperature(logits[val.known], val.targets[val.known], bias=cfg.calibration == "platt")
+    model.temperature.fill_(t)
+    model.logit_bias.fill_(b)
+    return {"temperature": t, "logit_bias": b}
+
+
 def train_locus(
     encodings: np.ndarray,  # (Q, D) query encodings
     train_scores: np.ndarray,  # (M, Q) scores in [0, 1], NaN = not a train cell
@@ -257,181 +446,24 @@ def train_locus(
     _check_inputs(enc_np, train_np, val_np, model_config.query_dim)
     device = resolve_device(cfg.device)
     rng = np.random.default_rng(cfg.seed)
-
-    M, Q = train_np.shape
-    D = enc_np.shape[1]
     avail = [np.flatnonzero(~np.isnan(row)) for row in train_np]  # train cells per model
-    # validation inputs: a fixed subset of each model's train cells -> its val cells
-    val_sets = []
-    for m in range(M):
-        idx = avail[m]
-        if cfg.val_set_max is not None and len(idx) > cfg.val_set_max:
-            idx = np.sort(rng.choice(idx, cfg.val_set_max, replace=False))
-        val_sets.append((idx, train_np[m, idx]))
-    val_cols = np.flatnonzero((~np.isnan(val_np)).any(axis=0))  # queries with a val cell
-    val_labels = val_np[:, val_cols]  # (M, Qv)
-    val_known = torch.from_numpy(~np.isnan(val_labels)).to(device)
-    val_targets = torch.from_numpy(np.nan_to_num(val_labels)).to(device)
-
-    enc_t = torch.from_numpy(enc_np).to(device)  # (Q, D)
-    scores_t = torch.from_numpy(np.nan_to_num(train_np)).to(device)  # (M, Q)
-    mean_norm = float(np.linalg.norm(enc_np, axis=1).mean())
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    val = _validation(train_np, val_np, avail, cfg, rng, device)
+    data = _Inputs(enc=torch.from_numpy(enc_np).to(device), scores=torch.from_numpy(np.nan_to_num(train_np)).to(device),
+                   avail=avail, mean_norm=float(np.linalg.norm(enc_np, axis=1).mean()), rng=rng,
+                   gen=torch.Generator(device=device).manual_seed(cfg.seed))
 
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(cfg.seed)  # init and dropout
         net = Locus(model_config).to(device)  # the weights the optimiser moves
-        opt = torch.optim.AdamW(
-            [
-                {"params": net.encoder_parameters(), "lr": cfg.lr_encoder},
-                {"params": net.predictor_parameters(), "lr": cfg.lr_predictor},
-            ],
-            weight_decay=cfg.weight_decay,
-        )
         # the weights that are validated, selected and returned: net itself, or its moving average
         model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
-        ema_pairs = list(zip(model.parameters(), net.parameters())) if cfg.ema_decay > 0 else []
-        step = 0
-
-        @torch.no_grad()
-        def embed(sets: list[tuple[np.ndarray, np.ndarray]]) -> torch.Tensor:  # (M, d)
-            model.eval()
-            used, inverse = np.unique(np.concatenate([i for i, _ in sets]), return_inverse=True)
-            parts = model.token_parts(enc_t[torch.from_numpy(used).to(device)])  # (U, 2d)
-            offsets = np.cumsum([0] + [len(i) for i, _ in sets])
-            local = [(inverse[offsets[m] : offsets[m + 1]], s) for m, (_, s) in enumerate(sets)]
-            return _embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(device))
-
-        def val_logits(z: torch.Tensor | None = None) -> torch.Tensor:  # (M, Qv); z: embeddings, default from val_sets
-            model.eval()
-            z = embed(val_sets) if z is None else z
-            return model.predict_logits(z, enc_t[torch.from_numpy(val_cols).to(device)])
-
-        @torch.no_grad()
-        def validate(z: torch.Tensor | None = None) -> tuple[float, float, float]:  # val loss, routing, correctness
-            logits = val_logits(z)  # (M, Qv)
-            loss = F.binary_cross_entropy_with_logits(logits[val_known], val_targets[val_known]).item()
-            probs = torch.sigmoid(logits).cpu().numpy()
-            return loss, routing_accuracy(probs, val_labels), correctness_accuracy(probs, val_labels)
-
-        history: list[dict] = []
-        best_key: tuple[float, float] | None = None
-        best_state, best_epoch, best_metrics = None, -1, {}
-        tol = cfg.select_loss_tolerance
-        first_eligible = min(cfg.select_from_epoch, cfg.epochs - 1)
-        calibration: dict = {}
-        min_loss = math.inf
-        candidates: dict[int, dict] = {}  # epoch -> state of epochs still within tol of the minimum val loss
-        bar = tqdm(range(cfg.epochs), desc="train LOCUS", disable=not progress)
-        for epoch in bar:
-            t0 = time.perf_counter()
-            net.train()
-            ratio = noise_ratio(epoch, cfg)
-            std = ratio * mean_norm / math.sqrt(D)
-            order = rng.permutation(M)
-            losses, weights = [], []
-            for start in range(0, M, cfg.batch_models):
-                batch = np.repeat(order[start : start + cfg.batch_models], cfg.draws)  # draws rows per model
-                enc_rows, dec_rows = [], []
-                for m in batch:
-                    enc_row, dec_row = _draw_sets(avail[m], cfg, rng)
-                    enc_rows.append(enc_row)
-                    dec_rows.append(dec_row)
-                enc_idx, enc_mask = _pad(enc_rows, 0, np.int64)  # (B, n)
-                dec_idx, dec_mask = _pad(dec_rows, 0, np.int64)  # (B, T)
-                b_t = torch.from_numpy(batch).to(device)[:, None]
-                enc_idx_t, dec_idx_t = torch.from_numpy(enc_idx).to(device), torch.from_numpy(dec_idx).to(device)
-                enc_mask_t, dec_mask_t = torch.from_numpy(enc_mask).to(device), torch.from_numpy(dec_mask).to(device)
-                # query-only work once per distinct query of the step, the noise added after the projection
-                enc_used, enc_local = np.unique(enc_idx, return_inverse=True)
-                dec_used, dec_local = np.unique(dec_idx, return_inverse=True)
-                parts = net.token_parts(enc_t[torch.from_numpy(enc_used).to(device)])  # (U, 2d)
-                # index_select: its backward (index_add_) sums repeated rows in a fixed order; indexing's does not
-                parts = parts.index_select(0, torch.from_numpy(enc_local.ravel()).to(device)).view(*enc_idx.shape, -1)
-                u = net.query_projection(enc_t[torch.from_numpy(dec_used).to(device)])  # (U', d)
-                u = u.index_select(0, torch.from_numpy(dec_local.ravel()).to(device)).view(*dec_idx.shape, -1)
-                if std > 0:
-                    parts = parts + projected_noise(net.token_weight(), std, parts.shape, gen)
-                    u = u + projected_noise(net.query_proj.weight, std, u.shape, gen)
-                z = net.embed_from_parts(parts, scores_t[b_t, enc_idx_t], enc_mask_t)  # (B, d)
-                logits = net.pair_logits(z, u)  # (B, T)
-                loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], scores_t[b_t, dec_idx_t][dec_mask_t])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-                opt.step()
-                if ema_pairs:
-                    decay = min(cfg.ema_decay, (1 + step) / (10 + step))
-                    with torch.no_grad():
-                        for avg, cur in ema_pairs:
-                            avg.lerp_(cur, 1 - decay)
-                step += 1
-                losses.append(loss.item())
-                weights.append(int(dec_mask.sum()))
-
-            val_loss, val_routing, val_correct = validate()
-            row = {
-                "epoch": epoch,
-                "train_loss": float(np.average(losses, weights=weights)),
-                "val_loss": val_loss,
-                "val_routing_acc": val_routing,
-                "val_correctness_acc": val_correct,
-                "noise": ratio,
-                "seconds": time.perf_counter() - t0,
-            }
-            history.append(row)
-            key = (val_routing, -val_loss)
-            if epoch < first_eligible:
-                pass
-            elif tol is None:
-                if best_key is None or key > best_key:
-                    best_key, best_epoch, best_metrics = key, epoch, dict(row)
-                    best_state = copy.deepcopy(model.state_dict())
-            else:
-                min_loss = min(min_loss, val_loss)
-                if val_loss <= min_loss + tol:
-                    candidates[epoch] = copy.deepcopy(model.state_dict())
-                eligible = [h for h in history if h["epoch"] in candidates and h["val_loss"] <= min_loss + tol]
-                candidates = {h["epoch"]: candidates[h["epoch"]] for h in eligible}
-                best = max(eligible, key=lambda h: (h["val_routing_acc"], -h["val_loss"]))
-                best_key, best_epoch, best_metrics = (best["val_routing_acc"], -best["val_loss"]), best["epoch"], dict(best)
-                best_state = candidates[best_epoch]
-            if on_epoch is not None:
-                on_epoch(dict(row))
-            bar.set_postfix(loss=f"{row['train_loss']:.4f}", val_route=f"{val_routing:.4f}", best=best_epoch)
-            if epoch >= first_eligible and epoch - best_epoch >= cfg.patience:
-                break
-        bar.close()
-
-        model.load_state_dict(best_state)
-        finetune: dict = {}
-        if cfg.finetune_steps > 0:
-            z_all = embed([(idx, train_np[m, idx]) for m, idx in enumerate(avail)])  # (M, d), as at test time
-            known_t = torch.from_numpy(~np.isnan(train_np)).to(device)
-            selected, kept_state, by_noise = copy.deepcopy(model.state_dict()), None, {}
-            for ratio in cfg.finetune_noise:  # each from the selected checkpoint; the lowest val BCE is kept
-                model.load_state_dict(selected)
-                info = _finetune_predictor(
-                    model, z_all, enc_t, scores_t, known_t, lambda: validate(z_all), cfg=cfg,
-                    std=ratio * mean_norm / math.sqrt(D), gen=gen, rng=rng,
-                )
-                by_noise[f"val_loss_at_noise_{ratio:g}"] = info["val_loss_after"]
-                if kept_state is None or info["val_loss_after"] < finetune["val_loss_after"]:
-                    finetune, kept_state = {**info, "noise": ratio}, copy.deepcopy(model.state_dict())
-            model.load_state_dict(kept_state)
-            finetune.update(by_noise)
-        if cfg.calibration != "none":
-            with torch.no_grad():
-                logits = val_logits()  # (M, Qv), uncalibrated (temperature 1, bias 0)
-            t, b = fit_temperature(logits[val_known], val_targets[val_known], bias=cfg.calibration == "platt")
-            model.temperature.fill_(t)
-            model.logit_bias.fill_(b)
-            calibration = {"temperature": t, "logit_bias": b}
+        best = _train_epochs(net, model, data, val, cfg, on_epoch, progress)
+        model.load_state_dict(best.state)
+        finetune = _finetune(model, train_np, data, val, cfg) if cfg.finetune_steps > 0 else {}
+        calibration = _calibrate(model, data.enc, val, cfg) if cfg.calibration != "none" else {}
     model.cpu().eval()
-    return TrainResult(
-        model=model, history=history, best_epoch=best_epoch, best_metrics=best_metrics, calibration=calibration,
-        finetune=finetune,
-    )
+    return TrainResult(model=model, history=best.history, best_epoch=best.epoch, best_metrics=best.metrics,
+                       calibration=calibration, finetune=finetune)
 
 
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning

@@ -18,7 +18,7 @@ from locus_model.cli import EXIT_OK, _fail, build_parser as _build_parser
 
 def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, n_per_benchmark: int = 64, seed: int = 0):
     """Capability-profile search on a LOCUS_HOME's pool, with the checkpoint the pool was embedded with."""
-    from locus_model.reports import capability_search_from_tables
+    from locus_pipeline.reports import capability_search_from_tables
 
     pool = home.read_pool()
     return capability_search_from_tables(
@@ -55,7 +55,7 @@ def add_search(subparsers: argparse._SubParsersAction) -> None:
 def run_search(args: argparse.Namespace) -> int:
     import json
 
-    from locus_model.reports import parse_target
+    from locus_pipeline.reports import parse_target
     from locus_pipeline.storage import LocusHome, StorageError
 
     try:

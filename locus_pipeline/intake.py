@@ -32,7 +32,8 @@ from typing import Iterator, Mapping
 
 import pandas as pd
 
-from locus_model.evaluations import EvaluationDataError, safe_model_key, suffix_of
+from locus_model.data.contract import safe_model_key
+from locus_model.data.errors import EvaluationDataError, suffix_of
 from locus_model.onboarding import INTAKE_CHUNK_ROWS, ModelRows, split_by_model
 from locus_pipeline.storage import LocusHome, sha256_file
 

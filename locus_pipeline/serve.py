@@ -228,7 +228,7 @@ class Scorer:
         self._queue: asyncio.Queue | None = None
 
     def encode(self, encoder: str, texts: Sequence[str]) -> np.ndarray:  # (n, D); in the worker thread
-        from locus_model.encoding import load_sentence_encoder
+        from locus_model.data.encoding import load_sentence_encoder
 
         cache = self._caches.setdefault(encoder, OrderedDict())
         new = list(dict.fromkeys(t for t in texts if t not in cache))
@@ -404,7 +404,7 @@ class Router:
 
     def _load_warm(self) -> Snapshot:
         snap = load_snapshot(self.home, self.models)
-        from locus_model.encoding import load_sentence_encoder
+        from locus_model.data.encoding import load_sentence_encoder
 
         load_sentence_encoder(snap.encoder)(["warm up"], 1)  # a new encoder loads here, not in a request
         return snap

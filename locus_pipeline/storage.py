@@ -181,8 +181,10 @@ class LocusHome(dg.ConfigurableResource):
 
     def pool_checkpoint(self, pool: pd.DataFrame | None = None) -> PoolCheckpoint:
         """The checkpoint the pool was embedded with (every row carries its id; one id per pool)."""
+        from locus_model.pool import checkpoints_of
+
         pool = self.read_table(POOL, columns=["checkpoint_id"]) if pool is None else pool
-        ids = sorted(set(pool["checkpoint_id"].astype(str)))
+        ids = checkpoints_of(pool)
         if len(ids) != 1:
             raise StorageError(f"the pool {self.pool_path} holds checkpoints {ids}, not one. How to fix: materialize "
                                "model_embeddings (it re-embeds every model with the current checkpoint)")
@@ -227,7 +229,7 @@ class LocusHome(dg.ConfigurableResource):
 
     def onboarded_evaluations(self) -> pd.DataFrame:
         """All evaluations of all onboarded models (an empty frame when none was onboarded)."""
-        from locus_model.evaluations import EVALUATION_COLUMNS
+        from locus_model.data.contract import EVALUATION_COLUMNS
 
         frames = [self.read_store(k) for k in self.onboarded_keys()]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(EVALUATION_COLUMNS))
@@ -239,7 +241,7 @@ class LocusHome(dg.ConfigurableResource):
     def model_identities(self) -> dict[str, str]:
         """model_key -> model name for every model the home knows (training source, pool, onboarded stores)."""
         known: dict[str, str] = {}
-        from locus_model.evaluations import safe_model_key
+        from locus_model.data.contract import safe_model_key
 
         if self.table_path("evaluation_table").exists():
             known.update({safe_model_key(m): m for m in self.training_models()})
@@ -255,19 +257,24 @@ class LocusHome(dg.ConfigurableResource):
     # ------------------------------------------------------------------ query encodings
 
     def encoding_cache(self, encoder: str) -> Path:
-        from locus_model.encoding import resolve_encoder
+        from locus_model.data.encoding import resolve_encoder
 
         return self.dir("encodings", resolve_encoder(encoder).name)
 
     def encode(self, table: pd.DataFrame, encoder: str, *, progress: bool = False):
         """(query_id + encoding frame, EncodeReport) for the table's distinct queries, through the cache."""
-        from locus_model.encoding import encode_queries_with_report
+        from locus_model.data.encoding import encode_queries_with_report
 
         queries = table.drop_duplicates("query_id")
         vectors, report = encode_queries_with_report(queries["query"].astype(str).tolist(), encoder=encoder,
                                                      cache_dir=self.encoding_cache(encoder), progress=progress)
         frame = pd.DataFrame({"query_id": queries["query_id"].astype(str).to_numpy(), "encoding": list(vectors)})
         return frame, report
+
+
+def checkpoint_id(path: str | Path) -> str:
+    """Identity of a checkpoint: sha256 prefix of its bytes."""
+    return sha256_file(Path(path))[:16]
 
 
 def sha256_file(path: Path) -> str:

@@ -262,7 +262,7 @@ def onboard_one(home: Path, servers: DevServers, timeout_s: float = 300) -> str:
     sensor's onboarding run to materialize onboarded_model_embedding; the model's key."""
     import pandas as pd
 
-    from locus_model.evaluations import safe_model_key
+    from locus_model.data.contract import safe_model_key
 
     table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
     first = table[table["model"] == table["model"].iloc[0]].head(128)

@@ -7,13 +7,14 @@ like any model's evaluation set, and return the nearest real models in the embed
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table,
-                                          pairwise_distances)
+                                          new_figure, pairwise_distances, save_figure)
 from locus_model.analysis.fingerprint import EmbedFn
 
 
@@ -37,6 +38,30 @@ class CapabilitySearch:
                 "accuracy, embedded; the nearest pool models by Euclidean distance between model embeddings "
                 "(profile_mae = mean |actual - target| over the requested benchmarks).\n\n" + markdown_table(target) + "\n\n"
                 + markdown_table(self.neighbours, digits=3))
+
+    def headline(self, target_from: str = "given") -> str:
+        """The nearest model in one sentence; ``target_from`` says where the target came from ("pool median")."""
+        top = self.neighbours.iloc[0]
+        return (f"nearest to the target profile ({target_from}, {len(self.target)} benchmarks): {top['model']} "
+                f"(distance {top['distance']:.4g}, mean |actual - target| {top['profile_mae']:.3f}).")
+
+    def plot(self, path: str | Path, *, top: int = 3) -> Path:
+        """Per requested benchmark: the target accuracy beside the actual accuracy of the `top` nearest models."""
+        benches = list(self.target)
+        x = np.arange(len(benches))
+        rows = self.neighbours.head(top)
+        width = 0.8 / (len(rows) + 1)
+        fig = new_figure(max(5.0, 0.9 * len(benches) + 2), 3.8)
+        ax = fig.add_subplot(1, 1, 1)
+        ax.bar(x, [self.target[b] for b in benches], width, color="k", label="target")
+        for i, row in enumerate(rows.to_dict("records")):
+            actual = [float(row.get(b, np.nan)) for b in benches]
+            ax.bar(x + (i + 1) * width, actual, width, label=f"#{i + 1} {row['model']}")
+        ax.set_xticks(x + 0.4 - width / 2, benches, rotation=45, ha="right", fontsize=8)
+        ax.set_ylabel("accuracy")
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=7)
+        return save_figure(fig, path)
 
 
 def capability_search(target: Mapping[str, float], *, benchmarks: np.ndarray, embed_fn: EmbedFn,

@@ -41,6 +41,13 @@ class Fallback:
     def second_choice_share_kept(self) -> float:
         return self.second_choice_accuracy / self.router_accuracy if self.router_accuracy > 0 else float("nan")
 
+    def headline(self) -> str:
+        """The result in one sentence, beside the paper's number."""
+        return (f"nearest-neighbour fallback keeps {100 * self.share_kept:.1f}% of routing accuracy "
+                f"({self.fallback_accuracy:.4f} of {self.router_accuracy:.4f}); random substitute "
+                f"{100 * self.random_share_kept:.1f}%, router's second choice {100 * self.second_choice_share_kept:.1f}% "
+                "(paper: 85%).")
+
     def summary(self) -> pd.DataFrame:
         return pd.DataFrame([
             {"substitute": "none (full router)", "routing_accuracy": self.router_accuracy, "share_kept": 1.0},
@@ -79,7 +86,7 @@ def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, s
     For every query with at least two labelled models: the router picks r = argmax of probs among the
     labelled models (ties: lowest index), and its substitute is the labelled model other than r nearest to r
     in embedding space (ties: lowest index). Scored on exactly those queries:
-        router accuracy   = mean label of r         (= locus_model.metrics.routing_accuracy on these queries)
+        router accuracy   = mean label of r         (= locus_model.evaluation.metrics.routing_accuracy on these queries)
         fallback accuracy = mean label of the substitute
         share kept        = fallback accuracy / router accuracy.
     Baselines, same queries: a uniformly random other labelled model (mean and std over n_random draws from

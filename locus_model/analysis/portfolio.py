@@ -12,7 +12,6 @@ A portfolio is evaluated by routing among its members only, with the correctness
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -22,40 +21,8 @@ import pandas as pd
 
 from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table,
                                           new_figure, pairwise_distances, save_figure)
-from locus_model.metrics import routing_accuracy
-
-# ----------------------------------------------------------------------------- parameter counts
-
-# "<a>x<b>b" (mixture of experts, e.g. 8x7b) or "<n>b"/"<n>m", as its own token of the name: preceded by the
-# start or a separator and followed by the end or a separator, so "v2" / "gpt2" / "e5" are not read as sizes.
-_SIZE = re.compile(r"(?<![a-z0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)([bm])(?![a-z0-9])")
-
-
-def parse_params_b(name: str) -> float:
-    """Parameter count in billions read from a model name; NaN when the name states none.
-
-    "Llama-2-7b-chat" -> 7, "Qwen1.5-1.8B" -> 1.8, "SOLAR-10.7B" -> 10.7, "opt-125m" -> 0.125,
-    "Mixtral-8x7B" -> 56 (experts x size: the naive total, the real model shares attention and has 46.7B),
-    "gpt2-xl" -> NaN. The first size token in the name wins (case-insensitive; the basename after the last '/').
-    """
-    base = str(name).rsplit("/", 1)[-1].lower()
-    m = _SIZE.search(base)
-    if m is None:
-        return float("nan")
-    experts = float(m.group(1)) if m.group(1) else 1.0
-    size = float(m.group(2)) * (1e-3 if m.group(3) == "m" else 1.0)
-    return experts * size
-
-
-def params_for_models(names: Sequence[str], models: pd.DataFrame | None = None) -> np.ndarray:
-    """(M,) parameter counts in billions: the models table's `params_b` where known, else parse_params_b(name)."""
-    known: dict[str, float] = {}
-    if models is not None:
-        if not {"model", "params_b"} <= set(models.columns):
-            raise ValueError(f"params_for_models: models table has columns {list(models.columns)}, needs "
-                             "'model' and 'params_b'. How to fix: pass the validated models table.")
-        known = {str(m): float(p) for m, p in zip(models["model"], models["params_b"]) if pd.notna(p)}
-    return np.array([known.get(str(n), parse_params_b(n)) for n in names], dtype=np.float64)
+from locus_model.data.catalog import params_for_models
+from locus_model.evaluation.metrics import routing_accuracy
 
 # ----------------------------------------------------------------------------- selectors
 
@@ -256,6 +223,14 @@ class PortfolioCurve:
         return save_figure(fig, path)
 
 
+def plot_curves(curves: Sequence[PortfolioCurve], path: str | Path) -> Path:
+    """One panel per PortfolioCurve (routing accuracy vs k or budget, the full pool and its 0.5-point band)."""
+    fig = new_figure(4.2 * max(1, len(curves)), 3.8)
+    for i, c in enumerate(curves):
+        c.draw(fig.add_subplot(1, max(1, len(curves)), i + 1), title=True)
+    return save_figure(fig, path)
+
+
 def portfolio_curve(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, names=None,
                     method: str = "k_center", ks: Sequence[int] | None = None,
                     budgets_b: Sequence[float] | None = None, params_b: np.ndarray | None = None,
@@ -270,7 +245,7 @@ def portfolio_curve(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarra
             `budgets_b` with `params_b`, e.g. from params_for_models).
         tolerance: a portfolio "matches" the full pool when its accuracy >= full - tolerance (0.005 = 0.5 point).
         n_random, seed: random portfolios of the same size (k methods) as a baseline, mean over n_random draws.
-    Routing among a portfolio = locus_model.metrics.routing_accuracy on the portfolio's rows of probs/labels
+    Routing among a portfolio = locus_model.evaluation.metrics.routing_accuracy on the portfolio's rows of probs/labels
     (per query, the member with the highest predicted probability; with a dense label matrix every
     portfolio is scored on the same queries).
     """

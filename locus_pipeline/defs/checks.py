@@ -13,7 +13,8 @@ from locus_pipeline.storage import LocusHome
 
 @dg.asset_check(asset=evaluation_table, description="The stored table passes the evaluation data contract again.")
 def evaluation_table_valid(evaluation_table: pd.DataFrame) -> dg.AssetCheckResult:
-    from locus_model.evaluations import EvaluationDataError, validate_evaluations
+    from locus_model.data.contract import validate_evaluations
+    from locus_model.data.errors import EvaluationDataError
 
     try:
         validate_evaluations(evaluation_table, source="the evaluation_table asset")
@@ -41,7 +42,7 @@ def pool_embeddings_finite(home: LocusHome) -> dg.AssetCheckResult:
                 "checkpoint reproduces them bit for bit: every row after a rebuild, the onboarded model after an onboarding.",
 )
 def pool_embeddings_reproducible(context: dg.AssetCheckExecutionContext, home: LocusHome) -> dg.AssetCheckResult:
-    from locus_model.evaluations import fingerprint_evaluations
+    from locus_model.data.matrix import fingerprint_evaluations
     from locus_model.pool import check_pool
 
     with home.lock("pool"):  # the state the last materialization left, not one half-way through another write

@@ -59,3 +59,34 @@ def ui_png_markdown(png: Path, max_px: int = UI_FIGURE_PX) -> str:
         buffer = io.BytesIO()
         image.save(buffer, format="PNG", optimize=True)
     return f"![{Path(png).stem}](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()})"
+
+
+def training_curve_png(history: list[dict], path: Path) -> str:
+    """Plot train/val loss and validation routing accuracy per epoch to ``path``; returns a markdown image."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = pd.DataFrame(history)
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.2))
+    for column in ("train_loss", "val_loss"):
+        if column in frame:
+            ax_loss.plot(frame["epoch"], frame[column], label=column)
+    ax_loss.set_xlabel("epoch"), ax_loss.set_ylabel("BCE"), ax_loss.legend()
+    for column in ("val_routing_acc", "val_correctness_acc"):
+        if column in frame:
+            ax_acc.plot(frame["epoch"], frame[column], label=column)
+    ax_acc.set_xlabel("epoch"), ax_acc.set_ylabel("accuracy"), ax_acc.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return png_markdown(path)
+
+
+def png_markdown(path: Path) -> str:
+    """A PNG embedded as a markdown image (data URI), so a markdown viewer shows it inline."""
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return f"![{Path(path).stem}](data:image/png;base64,{data})"
+

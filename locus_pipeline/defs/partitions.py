@@ -2,5 +2,5 @@
 
 import dagster as dg
 
-# Keys are locus_model.evaluations.safe_model_key(model name): ASCII, no "/", ".." or spaces; the sensor adds them.
+# Keys are locus_model.data.contract.safe_model_key(model name): ASCII, no "/", ".." or spaces; the sensor adds them.
 onboarded_models = dg.DynamicPartitionsDefinition(name="onboarded_models")

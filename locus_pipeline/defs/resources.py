@@ -46,7 +46,7 @@ class QueryEncoder(dg.ConfigurableResource):
     batch_size: int = Field(default=64, description="Sentences per encoder batch.")
 
     def encode(self, texts: list[str], encoder: str, progress: bool = True) -> tuple[np.ndarray, Any]:
-        from locus_model.encoding import encode_queries_with_report
+        from locus_model.data.encoding import encode_queries_with_report
 
         return encode_queries_with_report(
             texts, encoder=encoder, cache_dir=self.home.encoding_cache(encoder),

@@ -24,3 +24,54 @@ def test_a_library_module_imports_no_pipeline_and_names_no_storage(path: Path) -
             assert name.split(".")[0] not in FORBIDDEN_IMPORTS, f"{path.name} imports {name}"
     hits = [line for line in source.splitlines() if PIPELINE_WORDS.search(line)]
     assert not hits, f"{path.name} names the pipeline's storage: {hits[:3]}"
+
+
+def _import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same packages it imports (at the top or inside a function)."""
+    modules = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from pkg import sub` imports the module pkg.sub when there is one
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt] if nxt in path else path + [nxt]
+            if nxt not in state and (found := visit(nxt, path + [nxt])):
+                return found
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start, [start])):
+            return found
+    return None
+
+
+@pytest.mark.parametrize("package", ["locus_model", "locus_pipeline"])
+def test_no_import_cycle(package: str) -> None:
+    graph = _import_graph(LIBRARY.parent / package, package)
+    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None

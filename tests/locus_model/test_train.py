@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.metrics import routing_accuracy
+from locus_model.evaluation.metrics import routing_accuracy
 from locus_model.model import LocusConfig, embed_evaluation_sets, predict_proba
 from locus_model.train import TrainConfig, noise_ratio, train_locus
 
@@ -196,7 +196,7 @@ def test_epochs_before_select_from_epoch_are_never_kept(tiny_pool):
 
 
 def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tiny_pool):
-    from locus_model.metrics import bce
+    from locus_model.evaluation.metrics import bce
 
     enc, train, val = tiny_pool
     base = dict(**{**FAST, "epochs": 6, "patience": 6, "finetune_steps": 0}, seed=5, calibration="none")

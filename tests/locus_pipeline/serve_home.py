@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from locus_model.encoding import encode_queries, resolve_encoder
+from locus_model.data.encoding import encode_queries, resolve_encoder
 from locus_model.model import Locus, LocusConfig, save_checkpoint
-from locus_model.pool import checkpoint_id, embed_models, upsert_rows
+from locus_model.pool import embed_models, upsert_rows
+from locus_pipeline.storage import checkpoint_id
 from locus_pipeline.storage import LocusHome, write_parquet_atomic
 
 TOPICS = ("algebra", "biology", "chemistry", "history", "law", "physics", "economics", "philosophy")

@@ -137,7 +137,7 @@ def test_locus_search_cli(materialized, capsys):
 
 
 def test_parse_target():
-    from locus_model.reports import parse_target
+    from locus_pipeline.reports import parse_target
 
     assert parse_target("a=0.9, b-c=0.5") == {"a": 0.9, "b-c": 0.5}
     with pytest.raises(ValueError, match="BENCHMARK=ACCURACY"):
@@ -152,7 +152,7 @@ def test_onboarded_models_stay_in_geometry_and_leave_label_based_analyses(materi
 
     import dagster as dg
 
-    from locus_model.evaluations import safe_model_key
+    from locus_model.data.contract import safe_model_key
     from locus_model.onboarding import as_store
     from locus_pipeline.definitions import defs
     from locus_pipeline.defs.resources import MlflowTracking, QueryEncoder, WarehouseIOManager

@@ -79,6 +79,34 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
             train.finetune_steps, train.finetune_patience, train.finetune_noise) == (2, 0.0, "none", 7, 0.5, 3, 40, 20, (1.5, 2.5))
 
 
+# A value other than the default for every field of the library's configs (a new field must be added here).
+NOT_DEFAULT_TRAIN = dict(epochs=7, batch_models=3, draws=2, enc_min=5, enc_max=40, dec_batch=33, val_set_max=None,
+                         lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01, grad_clip=0.5, noise_start=0.5,
+                         noise_end=0.25, noise_anneal_epochs=4, patience=9, select_from_epoch=3, seed=11, device="cpu",
+                         disjoint_targets=True, select_loss_tolerance=0.02, ema_decay=0.0, finetune_steps=40,
+                         finetune_patience=20, finetune_noise=(1.5, 2.5), calibration="none")
+NOT_DEFAULT_MODEL = dict(d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=16, predictor_dropout=0.2)
+
+
+def test_every_field_of_the_library_configs_reaches_the_library_unchanged() -> None:
+    import dataclasses
+
+    from locus_model.model import LocusConfig
+    from locus_model.train import TrainConfig
+    from locus_pipeline.defs.assets.training import TrainingConfig
+
+    assert set(NOT_DEFAULT_TRAIN) == {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(NOT_DEFAULT_MODEL) == {f.name for f in dataclasses.fields(LocusConfig)} - {"query_dim"}
+    assert all(getattr(TrainConfig(), k) != v for k, v in NOT_DEFAULT_TRAIN.items())
+    assert all(getattr(LocusConfig(), k) != v for k, v in NOT_DEFAULT_MODEL.items())
+    given = {k: list(v) if isinstance(v, tuple) else v for k, v in {**NOT_DEFAULT_TRAIN, **NOT_DEFAULT_MODEL}.items()}
+    model, train = TrainingConfig(**given).to_library(query_dim=96)
+    assert train == TrainConfig(**NOT_DEFAULT_TRAIN)
+    assert model == LocusConfig(query_dim=96, **NOT_DEFAULT_MODEL)
+    described = {name: field.description for name, field in TrainingConfig.model_fields.items()}
+    assert set(described) == set(NOT_DEFAULT_TRAIN) | set(NOT_DEFAULT_MODEL) and all(described.values())
+
+
 def test_the_readme_names_every_asset_as_it_is() -> None:
     """README.md's asset table names each asset by its key, and names no asset that does not exist."""
     import re

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from locus_model.evaluations import safe_model_key
+from locus_model.data.contract import safe_model_key
 from locus_pipeline import intake as ob
 from locus_pipeline.intake import DropFolder, claimed_keys, intake_file, scan_incoming
 

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 import torch
 
-from locus_model.evaluations import safe_model_key
+from locus_model.data.contract import safe_model_key
 from locus_model.model import load_checkpoint, save_checkpoint
-from locus_model.pool import checkpoint_id
 from locus_pipeline.defs.assets.pool import onboard_change, rebuild_change
 from locus_pipeline.defs.sensors import onboarding_drop_folder
 from locus_pipeline.intake import DropFolder
+from locus_pipeline.storage import checkpoint_id
 from locus_pipeline.storage import LocusHome
 from tests.locus_pipeline.test_sensors import drop
 

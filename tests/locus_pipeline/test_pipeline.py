@@ -103,7 +103,7 @@ def test_mlflow_experiment_model_and_links_back_to_dagster(materialized) -> None
 def test_checkpoint_round_trip_reproduces_the_pool(materialized) -> None:
     from locus_model.model import load_checkpoint
     from locus_model.pool import embed_models
-    from locus_model.workflow import pool_evaluations
+    from locus_pipeline.tables import pool_evaluations
 
     _, _, home = materialized
     warehouse = home / "warehouse"

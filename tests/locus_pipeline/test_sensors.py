@@ -11,7 +11,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from locus_model.evaluations import safe_model_key
+from locus_model.data.contract import safe_model_key
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change
 from locus_pipeline.intake import DropFolder

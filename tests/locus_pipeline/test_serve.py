@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.testclient import TestClient
 
-from locus_model.encoding import encode_queries
+from locus_model.data.encoding import encode_queries
 from locus_model.model import predict_proba
 from locus_model.pool import pool_matrix
 from locus_pipeline.serve import ServeConfig, create_app, read_models_config, ConfigError

@@ -23,7 +23,7 @@ needs_chromium = pytest.mark.skipif(screenshot.chromium() is None,
 
 
 def _atlas(tmp_path, n_families: int = 16, per_family: int = 2):
-    from locus_model.atlas import write_atlas
+    from locus_model.analysis.atlas import write_atlas
 
     rng = np.random.default_rng(0)
     m = n_families * per_family + 2  # two onboarded models of unknown family at the end

@@ -28,7 +28,7 @@ def data_note(home: LocusHome) -> str:
     raw = home.read_table("raw_evaluations", columns=["source", "root"])
     source, root = str(raw["source"].iloc[0]), str(raw["root"].iloc[0])
     if source == "synthetic":
-        return ("Data: the **SYNTHETIC** pool (`locus_model.demo`: made-up models drawn from a known latent "
+        return ("Data: the **SYNTHETIC** pool (`locus_model.data.demo`: made-up models drawn from a known latent "
                 "model, not real LLMs): its numbers are not findings about real models.")
     if source == "mmlu_pro":
         return f"Data: **real** MMLU-Pro results of real models (`{root}`, data/mmlu-pro/README.md)."
@@ -68,7 +68,7 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
     """Write reports/<name>.md (summary, figure, data note, body) and attach it as Dagster metadata: the summary
     and the figure first (scaled to UI_FIGURE_PX wide, so the UI's modal shows all of it), long tables shortened
     to a preview (the full table is the asset's Parquet output)."""
-    from locus_model.reports import write_report
+    from locus_pipeline.reports import write_report
 
     report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=data_note(home), png=png)
     shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", ui_png_markdown(png))
@@ -80,11 +80,10 @@ def labelled_pool(model_embeddings: pd.DataFrame, heldout_predictions: pd.DataFr
     """(names, embeddings, Predictions, excluded names): pool models with held-out labels only, as the pool was
     when heldout_predictions read it. Models onboarded since are left for the next refresh (their rows carry no
     labels anyway); a pool rebuilt since (another checkpoint) is a failure that says so."""
-    from locus_model.pool import pool_matrix
-    from locus_model.reports import prediction_matrices
+    from locus_model.pool import checkpoints_of, pool_matrix
+    from locus_pipeline.reports import prediction_matrices
 
-    snapshot = set(heldout_predictions["checkpoint_id"].astype(str))
-    current = set(model_embeddings["checkpoint_id"].astype(str))
+    snapshot, current = checkpoints_of(heldout_predictions), checkpoints_of(model_embeddings)
     if snapshot != current:
         raise dg.Failure(description=f"the pool was re-embedded with checkpoint {sorted(current)} after heldout_predictions "
                                      f"read it with {sorted(snapshot)}",
@@ -125,8 +124,8 @@ def heldout_predictions(
     """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the correctness
     predictor's P(correct) from the pool embedding), label (NaN where unknown, e.g. onboarded models),
     checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
-    from locus_model.metrics import correctness_accuracy, routing_accuracy
-    from locus_model.reports import heldout_predictions as predict, prediction_matrices
+    from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
+    from locus_pipeline.reports import prediction_matrices, test_query_predictions as predict
 
     checkpoint = home.pool_checkpoint(model_embeddings)
     table = predict(model_embeddings, evaluation_table, query_encodings, training_split, checkpoint.model)
@@ -158,10 +157,7 @@ def embedding_geometry(
     result = distance_vs_disagreement(z, preds.labels, names=names)
     png = result.plot(home.dir("reports") / "embedding_geometry.png")
     eu, co = result.euclidean_corr, result.cosine_corr
-    summary = (f"Pearson {eu.pearson:.3f} (Euclidean) / {co.pearson:.3f} (cosine), Spearman {eu.spearman:.3f} / "
-               f"{co.spearman:.3f}, Kendall {eu.kendall:.3f} / {co.kendall:.3f} between embedding distance and "
-               f"held-out disagreement, {len(result.pair_a)} pairs of {len(names)} models (paper, EmbedLLM: "
-               "Pearson 0.887 / 0.845, Spearman 0.876 / 0.886).")
+    summary = result.headline()
     body = (result.to_markdown() + f"\n\nDisagreement is measured on the {len(preds.query_ids)} held-out test "
             "queries, which no pool embedding was computed from." + excluded_note(excluded))
     publish(context, home, "embedding_geometry", title="Embedding distance vs behaviour", summary=summary, body=body,
@@ -263,8 +259,9 @@ def portfolios(
     total-parameter budget): routing accuracy when routing among the portfolio only, on the held-out queries,
     and the smallest portfolio within `tolerance` of the full pool. Parameter counts: the models file's
     params_b, else parsed from the name ("7b", "8x7b", "350m"); models with neither are never budgeted."""
-    from locus_model.analysis import params_for_models, portfolio_curve
-    from locus_model.reports import plot_portfolio_curves
+    from locus_model.analysis import portfolio_curve
+    from locus_model.analysis.portfolio import plot_curves
+    from locus_model.data.catalog import params_for_models
 
     names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
     ks = list(range(1, (min(config.max_k, len(names)) if config.max_k > 0 else len(names)) + 1))
@@ -275,7 +272,7 @@ def portfolios(
     if budgets:
         curves.append(portfolio_curve(z, preds.probs, preds.labels, method="coverage_greedy", budgets_b=budgets,
                                       params_b=params, **common))
-    png = plot_portfolio_curves(curves, home.dir("reports") / "portfolios.png")
+    png = plot_curves(curves, home.dir("reports") / "portfolios.png")
     frames = []
     for c in curves:
         t = c.table().rename(columns={c.x_name: "x"})
@@ -333,10 +330,7 @@ def fallback_report(
     result = fallback(z, preds.probs, preds.labels, names=names, seed=config.seed, n_random=config.n_random,
                       metric=config.metric)
     png = result.plot(home.dir("reports") / "fallback_report.png")
-    summary = (f"nearest-neighbour fallback keeps {100 * result.share_kept:.1f}% of routing accuracy "
-               f"({result.fallback_accuracy:.4f} of {result.router_accuracy:.4f}); random substitute "
-               f"{100 * result.random_share_kept:.1f}%, router's second choice {100 * result.second_choice_share_kept:.1f}% "
-               "(paper: 85%).")
+    summary = result.headline()
     publish(context, home, "fallback_report", title="Fallback routing", summary=summary,
             body=result.to_markdown() + excluded_note(excluded), png=png,
             share_kept=float(result.share_kept), random_share_kept=float(result.random_share_kept),
@@ -374,7 +368,7 @@ def near_duplicates(
     from locus_model.analysis import resample_embeddings
     from locus_model.analysis._common import pairwise_distances
     from locus_model.pool import pool_matrix
-    from locus_model.reports import embed_fn, pool_evaluation_sets, torch_threads
+    from locus_pipeline.reports import embed_fn, pool_evaluation_sets, torch_threads
 
     checkpoint = home.pool_checkpoint(model_embeddings)
     model = checkpoint.model
@@ -441,17 +435,14 @@ def capability_search(
 ) -> pd.DataFrame:
     """A synthetic evaluation set with the target per-benchmark accuracy (non-test queries), embedded with the
     pool's checkpoint; the k nearest pool models with their actual per-benchmark accuracy (same as `locus search`)."""
-    from locus_model.reports import capability_search_from_tables, plot_capability_search
+    from locus_pipeline.reports import capability_search_from_tables
 
     result = capability_search_from_tables(
         config.target, pool=model_embeddings, table=evaluation_table, encodings=query_encodings,
         split=training_split, model=home.pool_checkpoint(model_embeddings).model, onboarded=home.onboarded_evaluations(), k=config.k,
         n_per_benchmark=config.n_per_benchmark, seed=config.seed)
-    png = plot_capability_search(result, home.dir("reports") / "capability_search.png")
-    top = result.neighbours.iloc[0]
-    summary = (f"nearest to the target profile ({'pool median' if not config.target else 'given'}, "
-               f"{len(result.target)} benchmarks): {top['model']} (distance {top['distance']:.4g}, mean |actual - "
-               f"target| {top['profile_mae']:.3f}).")
+    png = result.plot(home.dir("reports") / "capability_search.png")
+    summary = result.headline("pool median" if not config.target else "given")
     publish(context, home, "capability_search", title="Capability-profile search", summary=summary,
             body=result.to_markdown(), png=png,
             target=dg.MetadataValue.json(result.target))
@@ -475,9 +466,9 @@ def model_atlas(
     a PCA of its embedding, the smallest k-center portfolio matching the full pool drawn as diamonds; clicking
     a model lists its nearest neighbours and per-benchmark accuracy."""
     from locus_model.analysis._common import new_figure, save_figure
-    from locus_model.atlas import pca_projection, write_atlas
+    from locus_model.analysis.atlas import pca_projection, write_atlas
     from locus_model.pool import pool_matrix
-    from locus_model.reports import per_benchmark_accuracy
+    from locus_pipeline.reports import per_benchmark_accuracy
 
     names, z = pool_matrix(model_embeddings)
     families = catalog_column(names, model_catalog)
@@ -524,7 +515,7 @@ REPORTS = ("embedding_geometry", "family_clusters", "portfolios", "fallback_repo
 @dg.asset(kinds={"markdown"}, group_name=GROUP, owners=OWNERS, deps=list(REPORTS))
 def analysis_reports(context: dg.AssetExecutionContext, home: LocusHome) -> pd.DataFrame:
     """reports/README.md: every analysis report with its one-line summary, and the other files in reports/."""
-    from locus_model.reports import report_summary
+    from locus_pipeline.reports import report_summary
 
     folder = home.dir("reports")
     rows = []

@@ -50,9 +50,10 @@ def routing_evaluation(
     kNN, best single and oracle fitted on the same split and the same budget anchors. Held-out models (never
     trained on) are embedded by one forward pass from their anchor evaluations and reported apart. The full
     JSON (as `locus evaluate` writes it) is saved to LOCUS_HOME/reports/routing_evaluation.json."""
-    from locus_model.evaluate import evaluate, format_results, save_results
-    from locus_model.evaluations import EvaluationMatrix
-    from locus_model.workflow import given_fold
+    from locus_model.data.matrix import EvaluationMatrix
+    from locus_model.evaluation.harness import evaluate
+    from locus_model.evaluation.results import format_results, save_results
+    from locus_model.evaluation.splits import given_fold
 
     record = home.current_checkpoint()
     checkpoint = home.load_checkpoint(record.checkpoint_id)

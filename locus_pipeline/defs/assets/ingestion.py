@@ -33,13 +33,14 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
     if config.source == "mmlu_pro":
         return (Path(config.path) if config.path else MMLU_PRO / "evaluations.parquet"), models or MMLU_PRO / "models.csv"
     if config.source == "synthetic":
-        from locus_model.demo import generate_demo_pool
+        from locus_model.data.demo import generate_demo_pool
 
         parent = home.dir("sources", f"{config.synthetic_size}-seed{config.synthetic_seed}")
         pool = generate_demo_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
         return pool.evaluations_parquet, models or pool.models_csv
     if config.source == "embedllm":
-        from locus_model.embedllm import download_embedllm, is_embedllm_folder
+        from locus_model.data.embedllm import is_embedllm_folder
+        from locus_model.data.embedllm_download import download_embedllm
 
         folder = Path(config.path) if config.path else home.dir("sources", "embedllm")
         if not is_embedllm_folder(folder):
@@ -58,7 +59,7 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, home: LocusHome) -> pd.DataFrame:
     """The source files as ingested: one row per file with its size and sha256 (the files stay untouched)."""
-    from locus_model.evaluations import is_evaluation_file
+    from locus_model.data.long_format import is_evaluation_file
 
     path, models = resolve_source(config, home)
     files = sorted(p for p in path.rglob("*") if p.is_file() and (is_evaluation_file(p) or p.suffix in (".csv", ".json"))) if path.is_dir() else [path]
@@ -91,9 +92,9 @@ class TableConfig(dg.Config):
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw_evaluations: pd.DataFrame) -> pd.DataFrame:
     """Validated long-format evaluations: model, query_id, query, benchmark, score (+ split if the source has one)."""
-    from locus_model.evaluations import read_evaluations_with_report
-    from locus_model.mmlu_pro import is_mmlu_pro_folder, read_mmlu_pro_outputs_with_report
-    from locus_model.workflow import subset_queries
+    from locus_model.data.long_format import read_evaluations_with_report
+    from locus_model.data.mmlu_pro import is_mmlu_pro_folder, read_mmlu_pro_outputs_with_report
+    from locus_model.evaluation.splits import subset_queries
 
     root = Path(raw_evaluations["root"].iloc[0])
     if is_mmlu_pro_folder(root):  # MMLU-Pro's own per-model JSON, scored as its scorer does
@@ -124,7 +125,7 @@ def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def model_catalog(context: dg.AssetExecutionContext, raw_evaluations: pd.DataFrame, evaluation_table: pd.DataFrame) -> pd.DataFrame:
     """One row per model: model, model_key, params_b, family (from the models file, else parsed from the name)."""
-    from locus_model.catalog import build_catalog
+    from locus_model.data.catalog import build_catalog
 
     models_file = raw_evaluations["models_file"].iloc[0]
     catalog = build_catalog(evaluation_table, Path(models_file) if models_file else None)

@@ -13,8 +13,8 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.metadata import OWNERS, atlas_link
+from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
@@ -43,7 +43,8 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
     accepted file for it, one row per query_id, the newest file (by the time it was received) winning."""
     import numpy as np
 
-    from locus_model.evaluations import EvaluationDataError, safe_model_key
+    from locus_model.data.contract import safe_model_key
+    from locus_model.data.errors import EvaluationDataError
     from locus_model.onboarding import as_store
     from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, read_manifest
 
@@ -93,7 +94,7 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     model embeddings) and its per-benchmark profile beside theirs. A model of the training source keeps its
     training embedding (its new evaluations are only recorded in its store)."""
     from locus_model.onboarding import nearest_models
-    from locus_model.reports import per_benchmark_accuracy
+    from locus_pipeline.reports import per_benchmark_accuracy
 
     key = context.partition_key
     pool = home.read_pool()

@@ -23,7 +23,7 @@ POOL_GROUP = "pool"
 def embed_training_source(home: LocusHome, checkpoint, models: set[str] | None = None) -> pd.DataFrame:
     """Pool rows of the training source's models (source "training" or "held_out"); ``models``: only these."""
     from locus_model.pool import embed_models
-    from locus_model.workflow import pool_evaluations
+    from locus_pipeline.tables import pool_evaluations
 
     table, split = home.read_table("evaluation_table"), home.read_table("training_split")
     if models is not None:

@@ -1,21 +1,22 @@
 """Training split + anchors, and the trained LOCUS checkpoint (tracked in MLflow)."""
 
 
+import dataclasses
 import json
+import typing
 import uuid
 from dataclasses import asdict
 
 import dagster as dg
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, create_model
 
 from locus_model.model import LocusConfig
 from locus_model.train import TrainConfig
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.defs.resources import MlflowTracking
-from locus_pipeline.storage import LocusHome
+from locus_pipeline.storage import LocusHome, checkpoint_id
 
-_TRAIN, _MODEL = TrainConfig(), LocusConfig()  # the launchpad's defaults are the library's: one source
 CURRENT_ALIAS = "current"  # the registered model's newest version: models:/locus@current
 REGISTERED_MODEL_DESCRIPTION = (
     "LOCUS (arXiv 2601.21082): the set encoder that turns a model's evaluations into a model embedding, and the "
@@ -40,8 +41,8 @@ class SplitConfig(dg.Config):
 )
 def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evaluation_table: pd.DataFrame):
     """The query split with its budget anchors, and the models held out of training."""
-    from locus_model.workflow import model_split as split_models
-    from locus_model.workflow import query_split
+    from locus_model.evaluation.splits import model_split as split_models
+    from locus_model.evaluation.splits import query_split
 
     queries = query_split(evaluation_table, budget=config.budget, seed=config.seed, test_fraction=config.test_fraction, val_fraction=config.val_fraction)
     models = split_models(evaluation_table, holdout=config.holdout_models, seed=config.seed)
@@ -53,45 +54,81 @@ def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evalu
         "held_out_models": ", ".join(held[:20]) + (" ..." if len(held) > 20 else "")})
 
 
-class TrainingConfig(dg.Config):
-    """LOCUS training. Defaults are the library's (locus_model.train.TrainConfig: the best setting of the
-    training sweep in bench/README.md, ~10 min on a 2-core CPU for the full demo pool); the paper's
-    setting is epochs=2500, patience=500, batch_models=128, noise_start=2.8, noise_end=1.4,
-    noise_anneal_epochs=500, with all-mpnet-base-v2 encodings (see README)."""
+# The launchpad's description of each field. The fields themselves (names, types, defaults) are the library's
+# dataclasses', so a field added to TrainConfig or LocusConfig appears here (and must get a description).
+TRAIN_FIELD_DOCS = {
+    "epochs": "Maximum epochs (one epoch = one pass over all models). Paper: 2500.",
+    "batch_models": "Models per optimisation step.",
+    "draws": "Evaluation sets drawn per model per step (encoder subset + decoder targets).",
+    "enc_min": "Smallest encoder subset per model.",
+    "enc_max": "Largest encoder subset per model.",
+    "dec_batch": "Decoder targets per model per step.",
+    "val_set_max": "Validation embeds each model from at most this many of its train cells; empty = all.",
+    "lr_encoder": "AdamW learning rate of the set encoder.",
+    "lr_predictor": "AdamW learning rate of the correctness predictor.",
+    "weight_decay": "AdamW weight decay.",
+    "grad_clip": "Maximum global gradient norm.",
+    "noise_start": "Query-noise ratio ||noise||/||phi|| at epoch 0.",
+    "noise_end": "Query-noise ratio after annealing.",
+    "noise_anneal_epochs": "Epochs of cosine noise annealing.",
+    "patience": "Early stopping patience on validation routing accuracy. Paper: 500.",
+    "select_from_epoch": "Epochs before this one are never kept as the checkpoint.",
+    "seed": "Seed of initialisation, subsets and noise.",
+    "device": "auto = CUDA when present, else CPU.",
+    "disjoint_targets": "Decoder targets only from train cells outside the encoder subset (off by default: costs routing).",
+    "select_loss_tolerance": "Keep the best routing among epochs within this val loss of the minimum; empty = over all epochs.",
+    "ema_decay": "Per-step decay of the moving average of the weights that is validated and kept; 0 = off.",
+    "finetune_steps": "Steps of predictor-only training on the full-anchor embeddings after checkpoint selection "
+                      "(min val BCE kept); 0 = off. The encoder is untouched.",
+    "finetune_patience": "Stop that fine-tuning after this many steps without a lower val BCE.",
+    "finetune_noise": "Query-noise ratios of that predictor fine-tuning: one run per ratio, the lowest val BCE kept.",
+    "calibration": "Post-hoc calibration fitted on validation: platt, temperature or none (routing unchanged).",
+}
+MODEL_FIELD_DOCS = {  # LocusConfig's query_dim is not configurable: it is the query encoder's width
+    "d": "Model embedding dimension.",
+    "n_blocks": "ISAB blocks (L).",
+    "n_latents": "Latents per ISAB block (r).",
+    "n_heads": "Attention heads.",
+    "predictor_hidden": "Hidden width of the correctness predictor.",
+    "predictor_dropout": "Dropout on the correctness predictor's hidden layer during training.",
+}
 
-    epochs: int = Field(default=_TRAIN.epochs, description="Maximum epochs (one epoch = one pass over all models). Paper: 2500.")
-    patience: int = Field(default=_TRAIN.patience, description="Early stopping patience on validation routing accuracy. Paper: 500.")
-    seed: int = Field(default=_TRAIN.seed, description="Seed of initialisation, subsets and noise.")
-    batch_models: int = Field(default=_TRAIN.batch_models, description="Models per optimisation step.")
-    draws: int = Field(default=_TRAIN.draws, description="Evaluation sets drawn per model per step (encoder subset + decoder targets).")
-    enc_min: int = Field(default=_TRAIN.enc_min, description="Smallest encoder subset per model.")
-    enc_max: int = Field(default=_TRAIN.enc_max, description="Largest encoder subset per model.")
-    noise_start: float = Field(default=_TRAIN.noise_start, description="Query-noise ratio ||noise||/||phi|| at epoch 0.")
-    noise_end: float = Field(default=_TRAIN.noise_end, description="Query-noise ratio after annealing.")
-    noise_anneal_epochs: int = Field(default=_TRAIN.noise_anneal_epochs, description="Epochs of cosine noise annealing.")
-    select_from_epoch: int = Field(default=_TRAIN.select_from_epoch, description="Epochs before this one are never kept as the checkpoint.")
-    ema_decay: float = Field(default=_TRAIN.ema_decay, description="Per-step decay of the moving average of the weights that is validated and kept; 0 = off.")
-    finetune_steps: int = Field(default=_TRAIN.finetune_steps, description="Steps of predictor-only training on the full-anchor embeddings after checkpoint selection (min val BCE kept); 0 = off. The encoder is untouched.")
-    finetune_patience: int = Field(default=_TRAIN.finetune_patience, description="Stop that fine-tuning after this many steps without a lower val BCE.")
-    finetune_noise: list[float] = Field(default=list(_TRAIN.finetune_noise), description="Query-noise ratios of that predictor fine-tuning: one run per ratio, the lowest val BCE kept.")
-    calibration: str = Field(default=_TRAIN.calibration, description="Post-hoc calibration fitted on validation: platt, temperature or none (routing unchanged).")
-    d: int = Field(default=_MODEL.d, description="Model embedding dimension.")
-    n_blocks: int = Field(default=_MODEL.n_blocks, description="ISAB blocks (L).")
-    n_latents: int = Field(default=_MODEL.n_latents, description="Latents per ISAB block (r).")
-    n_heads: int = Field(default=_MODEL.n_heads, description="Attention heads.")
-    device: str = Field(default=_TRAIN.device, description="auto = CUDA when present, else CPU.")
 
-    def to_library(self, query_dim: int):
-        model = LocusConfig(query_dim=query_dim, d=self.d, n_blocks=self.n_blocks, n_latents=self.n_latents, n_heads=self.n_heads)
-        train = TrainConfig(
-            epochs=self.epochs, patience=self.patience, seed=self.seed, batch_models=self.batch_models,
-            draws=self.draws, enc_min=self.enc_min, enc_max=self.enc_max, noise_start=self.noise_start,
-            noise_end=self.noise_end, noise_anneal_epochs=self.noise_anneal_epochs, ema_decay=self.ema_decay,
-            select_from_epoch=self.select_from_epoch, calibration=self.calibration, device=self.device,
-            finetune_steps=self.finetune_steps, finetune_patience=self.finetune_patience,
-            finetune_noise=tuple(self.finetune_noise),
-        )
+def config_fields(cls: type, docs: dict[str, str], skip: tuple[str, ...] = ()) -> dict[str, tuple]:
+    """A library config dataclass's fields as pydantic fields: same names, types and defaults (tuples as lists)."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        if f.name not in docs:
+            raise TypeError(f"{cls.__name__}.{f.name} has no launchpad description. How to fix: describe it in "
+                            "TRAIN_FIELD_DOCS / MODEL_FIELD_DOCS in locus_pipeline/defs/assets/training.py")
+        kind, default = hints[f.name], f.default
+        if typing.get_origin(kind) is tuple:  # Dagster config has lists, not tuples
+            kind, default = list[typing.get_args(kind)[0]], list(default)
+        out[f.name] = (kind, Field(default=default, description=docs[f.name]))
+    return out
+
+
+class _TrainingConfigBase(dg.Config):
+    def to_library(self, query_dim: int) -> tuple[LocusConfig, TrainConfig]:
+        """The library's configs, every field as set here (query_dim: the query encoder's width)."""
+        values = self.model_dump()
+        train = TrainConfig(**{f.name: values[f.name] for f in dataclasses.fields(TrainConfig)})
+        model = LocusConfig(query_dim=query_dim, **{f.name: values[f.name] for f in dataclasses.fields(LocusConfig)
+                                                     if f.name != "query_dim"})
         return model, train
+
+
+TrainingConfig = create_model(
+    "TrainingConfig", __base__=_TrainingConfigBase,
+    __doc__="LOCUS training: every field of the library's TrainConfig and LocusConfig (but query_dim), with their "
+            "defaults (the best setting of the training sweep, docs/experiments-training.md). The paper's setting "
+            "is epochs=2500, patience=500, batch_models=128, noise_start=2.8, noise_end=1.4, "
+            "noise_anneal_epochs=500, with all-mpnet-base-v2 encodings (see README).",
+    **config_fields(TrainConfig, TRAIN_FIELD_DOCS), **config_fields(LocusConfig, MODEL_FIELD_DOCS, skip=("query_dim",)),
+)
 
 
 @dg.asset(kinds={"pytorch", "mlflow"}, group_name="training", pool="training", owners=OWNERS, tags={"layer": "training"})
@@ -109,11 +146,11 @@ def locus_checkpoint(
     checkpoint_id, path (relative to LOCUS_HOME), encoder, MLflow run, metrics."""
     import mlflow as mlflow_api
 
-    from locus_model.evaluations import fingerprint_evaluations
+    from locus_model.data.matrix import fingerprint_evaluations
     from locus_model.model import resolve_device, save_checkpoint
-    from locus_model.pool import checkpoint_id
     from locus_model.train import train_locus
-    from locus_model.workflow import training_arrays, training_curve_png
+    from locus_pipeline.defs.metadata import training_curve_png
+    from locus_pipeline.tables import training_arrays
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
     trained_on = evaluation_table[evaluation_table["model"].astype(str).isin(in_training)]

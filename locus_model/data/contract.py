@@ -1,0 +1,308 @@
+"""The evaluation data contract and its one validator.
+
+An *evaluation* is one (model, query) pair with a score in [0, 1] (0/1 for correctness). Tables are long
+format, one row per evaluation, with the columns ``model, query_id, query, benchmark, score`` (an optional
+``split`` column: train / val / test, and a free ``category``). A companion *models file* has
+``model, params_b, family``. See data/README.md for the full contract.
+
+The rules live here once: per-row rules (:func:`validate_chunk`, vectorised over a chunk's distinct values)
+and cross-row rules (one score per (model, query_id), one text per query_id, one split per query_id, one
+key per model name). The file readers (long_format, embedllm, mmlu_pro) and the drop folder's streamed
+intake (onboarding.split_by_model) all call them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from locus_model.data.errors import EvaluationDataError
+
+EVALUATION_COLUMNS = ("model", "query_id", "query", "benchmark", "score")
+OPTIONAL_COLUMNS = ("split", "category")
+MODELS_COLUMNS = ("model", "params_b", "family")
+SPLITS = ("train", "val", "test")
+MAX_MODEL_NAME = 200
+TEXT_COLUMNS = ("model", "query_id", "query", "benchmark")
+MERGED_BENCHMARK_PREFIXES = ("mmlu", "gpqa")  # subtasks merged for per-benchmark reporting (as EmbedLLM's reference)
+
+
+def benchmark_group(name: str) -> str:
+    """Per-benchmark reporting merges subtasks: mmlu_* -> "mmlu", gpqa_* -> "gpqa"; other names are kept."""
+    low = name.lower()
+    for prefix in MERGED_BENCHMARK_PREFIXES:
+        if low.startswith(prefix):
+            return prefix
+    return name
+
+
+# ---------------------------------------------------------------------------------------------- names
+
+
+def model_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot be used safely as a model key, or None when it can."""
+    if not isinstance(name, str) or not name.strip():
+        return "the model name is empty"
+    if name != name.strip():
+        return f"the model name {name!r} has leading or trailing whitespace"
+    if len(name) > MAX_MODEL_NAME:
+        return f"the model name is {len(name)} characters long (at most {MAX_MODEL_NAME})"
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
+        return f"the model name {name!r} contains control or invisible characters"
+    if name in (".", ".."):
+        return f"the model name {name!r} is a path component, not a name"
+    return None
+
+
+def safe_model_key(name: str) -> str:
+    """A filesystem- and partition-safe key for a model name, stable and collision-free.
+
+    ASCII letters, digits, '.', '_' and '-' are kept; anything else ('/', spaces, '..', unicode) becomes '-'.
+    When the key differs from the name, 8 hex digits of the name's sha1 are appended so that two names never
+    share a key (``"org/llama 7b"`` -> ``"org-llama-7b-1c2d3e4f"``).
+    """
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    key = re.sub(r"[^A-Za-z0-9._-]+", "-", ascii_name)
+    key = re.sub(r"\.{2,}", "-", key).strip(".-")[:100] or "model"
+    if key != name:
+        key = f"{key}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    return key
+
+
+
+def check_columns(columns: list[str], required: tuple[str, ...], file: Path) -> None:
+    columns = [str(c) for c in columns]
+    twice = sorted({c for c in columns if columns.count(c) > 1})
+    if twice:
+        raise EvaluationDataError(
+            f"the header names {twice} more than once; found {columns}", file=file, column=twice[0],
+            fix="name each column once (a second score column is ambiguous: keep one)",
+        )
+    missing = [c for c in required if c not in columns]
+    if missing:
+        raise EvaluationDataError(
+            f"missing column(s) {missing} in the header; found {columns}",
+            file=file,
+            column=missing[0],
+            fix=f"the header must name the columns {list(required)} (see data/README.md)",
+        )
+
+
+# ---------------------------------------------------------------------------------------------- validation
+
+# Control characters: none in names, ids, benchmarks and splits. The query text may hold tabs, newlines and
+# the control characters real benchmarks contain (MMLU-Pro has \x07, \x08, \x0b from mis-escaped LaTeX such
+# as "\alpha"), but never a NUL, which CSV tools truncate at.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL_RE2 = r"[\x00-\x1f\x7f-\x{9f}]"
+_INVISIBLE_RE2 = r"[\p{Cc}\p{Cf}\x{2028}\x{2029}]"  # model names: Cc, Cf, Zl, Zp (as model_name_problem)
+
+
+def _text_categorical(values: pd.Series) -> pd.Categorical:
+    """A text column as a Categorical of str (NaN/None where missing), without a Python loop over rows."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes, uniques = values.cat.codes.to_numpy(), values.cat.categories
+    else:
+        codes, uniques = pd.factorize(values.to_numpy(object), use_na_sentinel=True)
+    if pd.api.types.infer_dtype(uniques, skipna=False) not in ("string", "empty"):
+        as_text = np.array([str(u) for u in uniques], dtype=object)  # integer ids, floats ...
+        new_codes, uniques = pd.factorize(as_text)
+        codes = np.where(codes >= 0, new_codes[np.maximum(codes, 0)], -1)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(np.asarray(uniques, dtype=object), dtype=object))
+
+
+def _bad_categories(column: str, categories: pd.Index) -> np.ndarray:
+    """Which distinct values of ``column`` break a rule (vectorised: pyarrow.compute over the distinct values)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = pa.array(categories.to_numpy(object), type=pa.string())
+    if column == "category":  # optional free label: may be empty
+        bad = pa.array(np.zeros(len(values), dtype=bool))
+    else:  # empty or whitespace only (as str.isspace)
+        bad = pc.match_substring_regex(values, r"^[\s\x0b\x1c-\x1f\x{85}\p{Z}]*$")
+    if column == "query":
+        bad = pc.or_(bad, pc.match_substring(values, "\0"))
+    else:
+        bad = pc.or_(bad, pc.match_substring_regex(values, _CONTROL_RE2))
+    if column == "model":
+        bad = pc.or_(bad, pc.match_substring_regex(values, _INVISIBLE_RE2))
+        bad = pc.or_(bad, pc.not_equal(pc.utf8_trim_whitespace(values), values))
+        bad = pc.or_(bad, pc.greater(pc.utf8_length(values), MAX_MODEL_NAME))
+        bad = pc.or_(bad, pc.is_in(values, pa.array([".", ".."])))
+    if column == "split":
+        bad = pc.or_(bad, pc.invert(pc.is_in(values, pa.array(SPLITS))))
+    return np.asarray(bad.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _value_problem(column: str, value: str) -> tuple[str, str]:
+    """(problem, fix) for one value that _bad_categories flagged."""
+    if column == "model":
+        problem = model_name_problem(value) or f"the model name {value!r} is not usable"
+        return problem, "use a printable name without control characters or surrounding spaces (slashes and unicode are fine)"
+    if "\0" in value:
+        return (f"a NUL byte in the value {value!r}",
+                "remove the NUL bytes (tr -d '\\000'); they usually mean a damaged file or binary data saved as text")
+    if not value.strip():
+        what = "query text" if column == "query" else column
+        return f"empty {what}" + (f" ({value!r})" if value else ""), f"every row needs a non-empty {what}"
+    if column == "split":
+        return f"split {value!r} is not one of {list(SPLITS)}", "use train, val or test"
+    return (f"{column} {value!r} contains control characters",
+            f"a {column} is printable text: remove tabs, newlines and other control characters")
+
+
+def validate_chunk(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
+    """Per-row checks of one chunk; returns the chunk with a float ``score`` and categorical text columns.
+
+    Vectorised: the rules run over each column's distinct values; the first offending row is looked up only
+    when a rule fails."""
+    check_columns(list(frame.columns), EVALUATION_COLUMNS, file)
+    rows = frame["_row"].to_numpy()
+    out: dict[str, object] = {}
+    for column in (*TEXT_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in frame.columns)):
+        values = _text_categorical(frame[column])
+        bad = np.append(_bad_categories(column, values.categories), True)  # the last entry: code -1, missing
+        bad_rows = bad[values.codes]
+        if bad_rows.any():
+            first = int(bad_rows.argmax())
+            code = int(values.codes[first])
+            if code < 0:
+                problem, fix = f"missing {column}", f"every row needs a {column}"
+            else:
+                problem, fix = _value_problem(column, str(values.categories[code]))
+            raise EvaluationDataError(problem, file=file, row=int(rows[first]), column=column, fix=fix)
+        out[column] = values
+    score = _scores(frame["score"])
+    bad = np.isnan(score) | (score < 0) | (score > 1)
+    if bad.any():
+        first = int(bad.argmax())
+        raise EvaluationDataError(
+            f"score {frame['score'].iloc[first]!r} is not a number in [0, 1] ({int(bad.sum())} such row(s) in this chunk)",
+            file=file, row=int(rows[first]), column="score",
+            fix="scores are 0/1 for correctness or a fraction in [0, 1]; drop rows without a score",
+        )
+    result = pd.DataFrame({c: out[c] for c in TEXT_COLUMNS})
+    result["score"] = score
+    result["_row"] = rows
+    for column in OPTIONAL_COLUMNS:
+        if column in out:
+            result[column] = out[column]
+    return result
+
+
+def _scores(raw: pd.Series) -> np.ndarray:
+    """float64 scores, NaN where a value is not a number."""
+    if isinstance(raw.dtype, pd.CategoricalDtype):  # CSV: few distinct strings ('0', '1'): convert those only
+        numbers = pd.to_numeric(pd.Series(raw.cat.categories.to_numpy(object)), errors="coerce")
+        return np.append(numbers.to_numpy(np.float64, na_value=np.nan), np.nan)[raw.cat.codes.to_numpy()]
+    if pd.api.types.is_bool_dtype(raw) or pd.api.types.is_numeric_dtype(raw):
+        return raw.to_numpy(np.float64, na_value=np.nan)
+    return pd.to_numeric(raw, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+
+
+def drop_repeats(table: pd.DataFrame, *, file: str | Path | None = None) -> tuple[pd.DataFrame, int]:
+    """One score per (model, query_id): exact repeats are dropped (the last kept), two different scores are an
+    error. Rows carry ``_row`` (and ``_file`` when the table comes from several files). Returns (table, repeats)."""
+    keys = ["model", "query_id"]
+    dup = table.duplicated(keys, keep=False)
+    if not dup.any():
+        return table, 0
+    conflicting = table[dup].groupby(keys, observed=True, sort=False)["score"].nunique() > 1
+    if conflicting.any():
+        model, query_id = conflicting[conflicting].index[0]
+        rows = table[dup & (table["model"] == model) & (table["query_id"] == query_id)]
+        a, b = rows.iloc[0], rows.iloc[1]
+        raise EvaluationDataError(
+            f"model {model!r} has two different scores for query_id {query_id!r}: {a['score']} "
+            f"({_where(a)}) and {b['score']}",
+            file=b["_file"] if "_file" in rows else file, row=int(b["_row"]), column="score",
+            fix="keep one score per (model, query_id); merge repeated runs before submitting",
+        )
+    kept = table.drop_duplicates(keys, keep="last")
+    return kept, len(table) - len(kept)
+
+
+def _where(row: pd.Series) -> str:
+    return f"row {row['_row']}" + (f" of {row['_file']}" if "_file" in row else "")
+
+
+def two_texts_error(query_id: str, first: str, *, file: str | Path | None, row: int,
+                    texts: tuple[str, str] | None = None) -> EvaluationDataError:
+    """One query_id, two texts. ``first``: where the first text is; ``texts``: both, when known."""
+    shown = f": {texts[0][:60]!r} ({first}) and {texts[1][:60]!r}" if texts else f" (the first at {first})"
+    return EvaluationDataError(
+        f"query_id {query_id!r} has two different texts{shown}", file=file, row=row, column="query",
+        fix="one query_id must always name the same text; give different texts different ids",
+    )
+
+
+def no_rows_error(file: str | Path) -> EvaluationDataError:
+    return EvaluationDataError("the file has a header but no evaluation rows", file=file, row=1, fix="add at least one row")
+
+
+def check_model_keys(names: list[str], *, file: str | Path | None) -> None:
+    """Every model name has its own key (safe_model_key): two names sharing one would share a store."""
+    keys_by_name = pd.Series(names, dtype=object)
+    safe = keys_by_name.map(safe_model_key)
+    if safe.duplicated().any():
+        clash = keys_by_name[safe.duplicated(keep=False)].tolist()
+        raise EvaluationDataError(
+            f"model names {clash} map to the same key {safe[safe.duplicated()].iloc[0]!r}",
+            file=file, column="model", fix="rename one of the models",
+        )
+
+
+def check_consistency(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Cross-row checks over the whole table; drops exact repeats. Returns (table, number of repeats dropped)."""
+    table, repeats = drop_repeats(table)
+    texts = table[["query_id", "query"]].drop_duplicates()
+    clash = texts["query_id"].duplicated(keep=False)
+    if clash.any():
+        query_id = texts.loc[clash, "query_id"].iloc[0]
+        rows = table[table["query_id"] == query_id].drop_duplicates("query")
+        a, b = rows.iloc[0], rows.iloc[1]
+        raise two_texts_error(query_id, _where(a), file=b["_file"], row=int(b["_row"]),
+                              texts=(str(a["query"]), str(b["query"])))
+    if "split" in table.columns:
+        splits = table[["query_id", "split"]].drop_duplicates()
+        clash = splits["query_id"].duplicated(keep=False)
+        if clash.any():
+            row = table[table["query_id"] == splits.loc[clash, "query_id"].iloc[0]].iloc[-1]
+            raise EvaluationDataError(
+                f"query_id {row['query_id']!r} is in two splits", file=row["_file"], row=int(row["_row"]),
+                column="split", fix="a query belongs to exactly one of train/val/test",
+            )
+    check_model_keys(table["model"].unique().astype(str).tolist(), file=table["_file"].iloc[0])
+    return table, repeats
+
+
+def finish_table(table: pd.DataFrame) -> pd.DataFrame:
+    columns = list(EVALUATION_COLUMNS) + [c for c in OPTIONAL_COLUMNS if c in table.columns]
+    out = table[columns].reset_index(drop=True)
+    for column in (*TEXT_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in out.columns)):
+        values = out[column]
+        if isinstance(values.dtype, pd.CategoricalDtype):  # categories.take: astype(str) would build a <U array
+            out[column] = np.asarray(values.cat.categories, dtype=object).take(values.cat.codes.to_numpy())
+        else:
+            out[column] = values.astype(str)
+    return out
+
+
+def validate_evaluations(df: pd.DataFrame, *, source: str = "<in-memory table>") -> pd.DataFrame:
+    """Validate an in-memory long table with the same rules as the file reader; returns a clean copy."""
+    if df is None or len(df) == 0:
+        raise EvaluationDataError("the table is empty", file=source, fix="add evaluation rows")
+    frame = df.copy()
+    check_columns(list(frame.columns), EVALUATION_COLUMNS, Path(source))
+    frame["_row"] = np.arange(1, len(frame) + 1)
+    valid = validate_chunk(frame, Path(source))
+    valid["_file"] = source
+    table, _ = check_consistency(valid)
+    return finish_table(table)
+

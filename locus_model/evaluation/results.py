@@ -1,0 +1,92 @@
+"""The harness's result dict: saved as strict JSON, printed as plain-text tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+GROUPS = ("all", "in_training", "held_out")  # the built-in model groups of a result, in print order
+
+
+def config_dict(config: Any) -> dict | None:
+    return asdict(config) if config is not None else None
+
+
+def json_clean(obj: Any) -> Any:
+    """NaN/inf -> None and numpy scalars -> Python, so the result is strict JSON."""
+    if isinstance(obj, dict):
+        return {str(k): json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_clean(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return None if not math.isfinite(float(obj)) else float(obj)
+    return obj
+
+
+def save_results(result: dict, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- printing
+
+
+def _fmt(stat: dict | None, scale: float = 100.0, digits: int = 1) -> str:
+    if not stat or stat.get("mean") is None:
+        return "-"
+    return f"{stat['mean'] * scale:.{digits}f}±{stat['std'] * scale:.{digits}f}"
+
+
+def format_results(result: dict) -> str:
+    """The result as plain-text tables, one per group (percent; Brier x100; +- = std over folds)."""
+    s, z = result["settings"], result["sizes"]
+    lines = [
+        f"protocol={s['protocol']} budget={s['budget']} folds={s['folds']} held_out={z['held_out_models']}/{z['models']} "
+        f"models, {z['queries']} queries, wall {result['wall_s']:.0f} s"
+    ]
+    header = f"{'method':<12} {'routing':>11} {'hit@3':>11} {'correct':>11} {'AUC':>11} {'Brier':>11}  {'vs best_single [95% CI]':>24}"
+    groups = list(GROUPS) + [g for g in (result["settings"].get("extra_groups") or {}) if g not in GROUPS]
+    for group in groups:
+        rows = [(m, res[group]) for m, res in result["methods"].items() if group in res]
+        if not rows:
+            continue
+        lines += ["", f"[{group}]", header]
+        for name, entry in rows:
+            vs_text = format_interval(entry.get("vs_best_single"))
+            lines.append(
+                f"{name:<12} {_fmt(entry['routing_acc']):>11} {_fmt(entry['hit@3']):>11} {_fmt(entry['correctness_acc']):>11} "
+                f"{_fmt(entry['auc']):>11} {_fmt(entry['brier']):>11}  {vs_text:>24}"
+            )
+        locus = next((entry for m, entry in rows if m == "locus"), None)
+        if locus and locus.get("vs_methods"):
+            lines += ["", f"LOCUS minus each method [{group}] (fold means; 95% paired bootstrap CI over test queries within folds; Brier: negative favours LOCUS)",
+                      f"{'method':<12} " + " ".join(f"{k:>22}" for k in _PAIRED)]
+            for other, stats in locus["vs_methods"].items():
+                lines.append(f"{other:<12} " + " ".join(f"{format_interval(stats.get(k)):>22}" for k in _PAIRED))
+    return "\n".join(lines)
+
+
+_PAIRED = ("routing_acc", "correctness_acc", "auc", "brier")
+
+
+def format_interval(stat: dict | None, scale: float = 100.0) -> str:
+    """'+1.2 [+0.3,+2.0]' for a {"diff", "ci_low", "ci_high"} dict (x100), with ' tie' when the interval covers 0."""
+    if not stat or stat.get("diff") is None:
+        return "-"
+    tie = " tie" if stat["ci_low"] <= 0 <= stat["ci_high"] else ""
+    return f"{stat['diff'] * scale:+.1f} [{stat['ci_low'] * scale:+.1f},{stat['ci_high'] * scale:+.1f}]{tie}"
+
+
+def print_results(result: dict, file: Any = None) -> None:
+    print(format_results(result), file=file or sys.stdout)
+

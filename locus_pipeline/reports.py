@@ -1,0 +1,259 @@
+"""From evaluation tables and a pool table to the downstream analyses (locus_model.analysis): what the
+analysis assets and the `locus search` command share.
+
+- test_query_predictions: P(correct) of every pool model on the test queries (asset heldout_predictions), beside its labels
+- prediction_matrices: that long table as (M, Q) probs / labels in pool order
+- per_benchmark_accuracy: each model's actual accuracy per benchmark
+- pool_evaluation_sets / embed_fn: the evaluation set every pool embedding came from, and a function that
+  embeds new sets with the same checkpoint (for resampling and capability search)
+- capability_search_from_tables: capability-profile search over a pool
+- write_report: one analysis result -> <name>.md + <name>.png under a reports folder
+
+Onboarded models (source "onboarded" in the pool) have no labels on the test queries:
+their label rows are all NaN, so label-based analyses leave them out while geometric ones keep them.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
+from locus_model.model import Locus, embed_evaluation_sets, predict_proba
+from locus_model.pool import pool_matrix
+from locus_pipeline.tables import aligned_encodings, pool_evaluations
+
+# ----------------------------------------------------------------------------- predictions on the test queries
+
+
+def test_query_ids(split: pd.DataFrame) -> list[str]:
+    """The test queries of the pipeline's split, sorted (never used for any pool embedding)."""
+    ids = sorted(split.loc[split["split"] == "test", "query_id"].astype(str))
+    if not ids:
+        raise ValueError("the training split has no test queries, so nothing is held out for the analyses. "
+                         "How to fix: split the queries with test_fraction > 0.")
+    return ids
+
+
+def test_query_predictions(pool: pd.DataFrame, table: pd.DataFrame, encodings: pd.DataFrame, split: pd.DataFrame,
+                        model: Locus, *, device: str = "cpu") -> pd.DataFrame:
+    """Long table, one row per (pool model, test query): model, query_id, benchmark, prob, label.
+
+    prob = the correctness predictor's P(correct) from the model's pool embedding; label = its score on the
+    query from the evaluation table, NaN where it has none (every onboarded model).
+    """
+    names, z = pool_matrix(pool)                                 # M, (M, d)
+    qids = test_query_ids(split)
+    phi = aligned_encodings(encodings, qids)                     # (Q, D)
+    probs = predict_proba(model, z, phi, device=device)          # (M, Q)
+    test = table[table["query_id"].astype(str).isin(set(qids))]
+    labels = (test.assign(model=test["model"].astype(str), query_id=test["query_id"].astype(str))
+              .pivot_table(index="model", columns="query_id", values="score", aggfunc="last")
+              .reindex(index=names, columns=qids))
+    bench = (table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
+             .set_index("query_id")["benchmark"].astype(str).reindex(qids).to_numpy())
+    return pd.DataFrame({"model": np.repeat(names, len(qids)), "query_id": np.tile(qids, len(names)),
+                         "benchmark": np.tile(bench, len(names)), "prob": probs.reshape(-1).astype(np.float64),
+                         "label": labels.to_numpy(np.float64).reshape(-1)})
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Held-out predictions as dense matrices, rows in the requested model order."""
+    names: list[str]         # M
+    query_ids: list[str]     # Q
+    probs: np.ndarray        # (M, Q)
+    labels: np.ndarray       # (M, Q), NaN = unknown
+
+    @property
+    def labelled(self) -> np.ndarray:
+        """(M,) bool: the model has at least one label on the test queries (False for onboarded models)."""
+        return ~np.isnan(self.labels).all(axis=1)
+
+    def subset(self, keep: np.ndarray) -> "Predictions":
+        keep = np.asarray(keep, dtype=bool)
+        return Predictions([n for n, k in zip(self.names, keep) if k], self.query_ids, self.probs[keep],
+                           self.labels[keep])
+
+
+def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Predictions:
+    """(M, Q) probs and labels from the heldout_predictions table, rows in `names` order."""
+    names = [str(n) for n in names]
+    missing = sorted(set(names) - set(predictions["model"].astype(str)))
+    if missing:
+        raise ValueError(f"no test-query predictions for models {missing[:5]}. How to fix: predict for the same pool "
+                         "the analysis reads (the pool changed in between).")
+    wide = predictions.assign(model=predictions["model"].astype(str), query_id=predictions["query_id"].astype(str))
+    qids = sorted(wide["query_id"].unique())
+    probs = wide.pivot(index="model", columns="query_id", values="prob").reindex(index=names, columns=qids)
+    labels = wide.pivot(index="model", columns="query_id", values="label").reindex(index=names, columns=qids)
+    return Predictions(names, qids, probs.to_numpy(np.float64), labels.to_numpy(np.float64))
+
+
+def per_benchmark_accuracy(*tables: pd.DataFrame) -> pd.DataFrame:
+    """index = model, columns = benchmarks (sorted), values = mean score over all its evaluations.
+
+    Several tables (the evaluation table, the onboarded evaluations) are stacked; a model's rows in a later
+    table do not replace earlier ones (the pool never holds the same model from two sources)."""
+    parts = [t[["model", "benchmark", "score"]] for t in tables if len(t)]
+    if not parts:
+        return pd.DataFrame()
+    long = pd.concat(parts, ignore_index=True).astype({"model": str, "benchmark": str, "score": float})
+    acc = long.pivot_table(index="model", columns="benchmark", values="score", aggfunc="mean")
+    acc.columns.name = None
+    return acc.sort_index(axis=1)
+
+# ----------------------------------------------------------------------------- evaluation sets and embed_fn
+
+
+@dataclass(frozen=True)
+class EvaluationSets:
+    """Query encodings and, per pool model, the evaluation set its pool embedding was computed from."""
+    query_ids: list[str]                      # Q
+    encodings: np.ndarray                     # (Q, D)
+    benchmarks: np.ndarray                    # (Q,) str
+    names: list[str]                          # pool models that have a set (pool order)
+    sets: list[tuple[np.ndarray, np.ndarray]]  # per name: (query indices (n,), scores (n,))
+    missing: list[str]                        # pool models whose evaluations were not found
+
+
+def pool_evaluation_sets(pool: pd.DataFrame, table: pd.DataFrame, split: pd.DataFrame, encodings: pd.DataFrame,
+                         onboarded: pd.DataFrame | None = None,
+                         onboarded_encodings: pd.DataFrame | None = None) -> EvaluationSets:
+    """The evaluation sets the pool was embedded from (as model_embeddings does it).
+
+    Training-pool models: all their evaluations outside the test queries; onboarded models: all their
+    onboarded evaluations (their query encodings in `onboarded_encodings`, query_id + encoding).
+    """
+    enc = encodings[["query_id", "encoding"]]
+    bench_of = table.drop_duplicates("query_id")[["query_id", "benchmark"]]
+    evals = [pool_evaluations(table, split)[["model", "query_id", "score"]]]
+    if onboarded is not None and len(onboarded):
+        on = onboarded[~onboarded["model"].astype(str).isin(set(table["model"].astype(str)))]
+        evals.append(on[["model", "query_id", "score"]])
+        bench_of = pd.concat([bench_of, on.drop_duplicates("query_id")[["query_id", "benchmark"]]])
+        if onboarded_encodings is not None:
+            enc = pd.concat([enc, onboarded_encodings[["query_id", "encoding"]]])
+    enc = enc.assign(query_id=enc["query_id"].astype(str)).drop_duplicates("query_id", keep="first")
+    bench_of = bench_of.assign(query_id=bench_of["query_id"].astype(str)).drop_duplicates("query_id")
+    index = pd.Index(enc["query_id"])
+    long = pd.concat(evals, ignore_index=True).astype({"model": str, "query_id": str})
+    long = long.assign(q=index.get_indexer(long["query_id"]))
+    long = long[long["q"] >= 0]                                   # evaluations on queries without an encoding
+    by_model = {m: (g["q"].to_numpy(np.int64), g["score"].to_numpy(np.float32)) for m, g in long.groupby("model")}
+    pool_names = pool["model"].astype(str).tolist()
+    names = [n for n in pool_names if n in by_model]
+    return EvaluationSets(
+        query_ids=index.tolist(), encodings=np.stack(enc["encoding"].to_numpy()).astype(np.float32),
+        benchmarks=bench_of.set_index("query_id")["benchmark"].astype(str).reindex(index).fillna("").to_numpy(),
+        names=names, sets=[by_model[n] for n in names], missing=[n for n in pool_names if n not in by_model])
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run torch CPU ops on `n` intra-op threads, then restore. Many small forward passes (one evaluation set
+    each, ~10 ms) run fastest on one thread: on a busy 2-core machine two threads made them ~20x slower."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def embed_fn(model: Locus, encodings: np.ndarray, *, device: str = "cpu") -> EmbedFn:
+    """(query indices (n,), scores (n,)) -> (d,) embedding with this checkpoint, over these query encodings."""
+    def embed(idx: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        return embed_evaluation_sets(model, encodings, [(np.asarray(idx), np.asarray(scores))], device=device)[0]
+    return embed
+
+# ----------------------------------------------------------------------------- capability-profile search
+
+
+def parse_target(text: str) -> dict[str, float]:
+    """"synth-gsm8k=0.9,synth-mmlu=0.5" -> {"synth-gsm8k": 0.9, "synth-mmlu": 0.5}."""
+    target: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, sep, value = part.rpartition("=")
+        try:
+            acc = float(value)
+        except ValueError:
+            acc = float("nan")
+        if not sep or not name.strip() or not 0.0 <= acc <= 1.0:
+            raise ValueError(f"target entry {part!r} is not BENCHMARK=ACCURACY with an accuracy in [0, 1]. "
+                             "How to fix: write e.g. --target 'synth-gsm8k=0.9,synth-mmlu=0.5'.")
+        target[name.strip()] = acc
+    if not target:
+        raise ValueError("empty target. How to fix: write e.g. --target 'synth-gsm8k=0.9,synth-mmlu=0.5'.")
+    return target
+
+
+def median_profile(accuracy: pd.DataFrame) -> dict[str, float]:
+    """Every benchmark at the pool's median accuracy (the default target)."""
+    return {str(b): round(float(v), 4) for b, v in accuracy.median(axis=0, skipna=True).items() if pd.notna(v)}
+
+
+def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataFrame, table: pd.DataFrame,
+                                  encodings: pd.DataFrame, split: pd.DataFrame, model: Locus,
+                                  onboarded: pd.DataFrame | None = None, k: int = 5, n_per_benchmark: int = 64,
+                                  seed: int = 0) -> CapabilitySearch:
+    """Capability-profile search over the pool: a synthetic set from non-test queries, embedded with the
+    pool's checkpoint; neighbours reported with their actual per-benchmark accuracy (all their evaluations).
+    An empty target means every benchmark at the pool's median accuracy."""
+    names, z = pool_matrix(pool)
+    accuracy = per_benchmark_accuracy(table, onboarded if onboarded is not None else pd.DataFrame())
+    queries = table.drop_duplicates("query_id").astype({"query_id": str}).sort_values("query_id")
+    searchable = sorted(set(queries["benchmark"].astype(str)))  # an onboarded model's new benchmark has no queries here
+    target = dict(target) or median_profile(accuracy.reindex(index=[n for n in names if n in accuracy.index],
+                                                             columns=[b for b in accuracy.columns if b in searchable]))
+    qids = queries["query_id"].tolist()
+    phi = aligned_encodings(encodings, qids)                       # (Q, D)
+    test = set(test_query_ids(split))
+    return capability_search(
+        target, benchmarks=queries["benchmark"].astype(str).to_numpy(), embed_fn=embed_fn(model, phi),
+        pool_embeddings=z, pool_names=names, pool_per_benchmark_acc=accuracy, encodings=phi,
+        candidates=np.array([q not in test for q in qids]), n_per_benchmark=n_per_benchmark, seed=seed,
+        k=min(k, len(names)))
+
+
+# ----------------------------------------------------------------------------- report files
+
+
+@dataclass(frozen=True)
+class Report:
+    markdown: str          # the report text (the PNG referenced by relative path)
+    md_path: Path
+    png_path: Path | None
+
+
+def write_report(folder: Path, name: str, *, title: str, summary: str, body: str, note: str = "",
+                 png: Path | None = None) -> Report:
+    """Write <folder>/<name>.md: a title, a one-line summary (the reports index quotes it), the PNG (if any,
+    drawn beforehand at `png`) linked by relative path, a data note and the body: what a reader wants first."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = [f"# {title}", f"Summary: {summary}"]
+    if png is not None:
+        parts.append(f"![{name}]({Path(png).name})")
+    if note:
+        parts.append(note)
+    parts.append(body)
+    text = "\n\n".join(parts) + "\n"
+    path = folder / f"{name}.md"
+    path.write_text(text, encoding="utf-8")
+    return Report(markdown=text, md_path=path, png_path=png)
+
+
+def report_summary(md_path: Path) -> str:
+    """The `Summary:` line of a report written by write_report ("" when absent)."""
+    for line in Path(md_path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("Summary: "):
+            return line[len("Summary: "):]
+    return ""

@@ -1,0 +1,94 @@
+"""The atlas page: self-contained HTML, and (in headless Chromium) its points and neighbour list render."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import urllib.parse
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from locus_model.analysis.atlas import pca_projection, write_atlas
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+                  "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Path of a headless Chromium; installs Debian's `chromium` (~30 s) when missing and we are root."""
+    path = shutil.which("chromium")
+    if path is None and shutil.which("apt-get") and os.geteuid() == 0:
+        subprocess.run(["apt-get", "install", "-y", "chromium", "chromium-driver"], check=False,
+                       capture_output=True, timeout=900)
+        path = shutil.which("chromium")
+    if path is None:
+        pytest.skip("chromium is not installed and could not be installed (apt-get install -y chromium)")
+    return path
+
+
+def _pool(m: int = 9, d: int = 6, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    z = np.concatenate([c + 0.3 * rng.normal(size=(m // 3, d)) for c in 3.0 * np.eye(d)[:3]])
+    names = [f"org/model-{i}b v<{i}>" for i in range(m)]  # slashes, spaces and markup must survive
+    families = ["llama"] * 3 + ["qwen"] * 3 + [""] * 3
+    acc = pd.DataFrame(rng.random((m - 1, 3)), index=names[:-1], columns=["gsm8k", "mmlu", "piqa"])
+    return z, names, families, acc
+
+
+def _dump_dom(chromium: str, url: str, tmp_path) -> str:
+    out = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+@pytest.mark.slow
+def test_atlas_renders_points_and_neighbours(chromium, tmp_path):
+    z, names, families, acc = _pool()
+    page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, families=families,
+                       per_benchmark_acc=acc, portfolio=[names[0], names[4]], neighbours=4)
+    chosen = 4
+    d = np.linalg.norm(z - z[chosen], axis=1)
+    d[chosen] = np.inf
+    expected = [names[j] for j in np.argsort(d, kind="stable")[:4]]
+    url = page.resolve().as_uri() + "#model=" + urllib.parse.quote(names[chosen])
+    dom = _dump_dom(chromium, url, tmp_path)
+
+    assert 'data-n-models="9"' in dom and 'data-n-points="9"' in dom  # all markers drawn in the 2-D plot
+    assert f'data-selected="{html.escape(names[chosen])}"' in dom
+    listed = [html.unescape(n) for n in re.findall(r'<li data-model="([^"]*)"', dom)]
+    assert listed == expected
+    panel = dom.split('id="benchmarks"', 1)[1]
+    assert "gsm8k" in panel and f"{acc.loc[names[chosen], 'mmlu']:.3f}" in panel
+
+
+def test_atlas_is_self_contained_and_checks_inputs(tmp_path):
+    z, names, families, acc = _pool()
+    page = write_atlas(tmp_path / "sub" / "atlas.html", embeddings=z, names=names, families=families,
+                       per_benchmark_acc=acc, portfolio=[names[2]])
+    text = page.read_text(encoding="utf-8")
+    assert re.search(r"<script[^>]+src=", text) is None and "<link" not in text  # nothing fetched
+    assert "Plotly.newPlot" in text and len(text) > 1_000_000  # plotly.js inlined
+    assert '"diamond"' in text and 'id="neighbours"' in text
+    with pytest.raises(ValueError, match="portfolio members not in the pool"):
+        write_atlas(tmp_path / "x.html", embeddings=z, names=names, portfolio=["gpt-5"])
+    with pytest.raises(ValueError, match="got 2 families for 9 models"):
+        write_atlas(tmp_path / "x.html", embeddings=z, names=names, families=["a", "b"])
+
+
+def test_pca_projection_is_deterministic_and_ordered():
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(20, 5)) * np.array([5.0, 3.0, 1.0, 0.5, 0.1])
+    xy, ratio = pca_projection(z, 3)
+    xy2, _ = pca_projection(z[::-1], 3)
+    np.testing.assert_allclose(xy[::-1], xy2, atol=1e-9)  # row order does not flip signs
+    assert xy.shape == (20, 3) and np.all(np.diff(ratio) <= 0) and 0 < ratio.sum() <= 1
+    np.testing.assert_allclose(xy.mean(axis=0), 0, atol=1e-9)
+    small, r2 = pca_projection(np.array([[0.0, 1.0], [1.0, 0.0]]), 3)
+    assert small.shape == (2, 3) and r2[2] == 0.0

@@ -1,0 +1,148 @@
+"""The evaluation data contract: reading, validation errors naming file/row/column, the dense matrix."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from locus_model.data.contract import safe_model_key, validate_evaluations
+from locus_model.data.errors import EvaluationDataError
+from locus_model.data.long_format import read_evaluations, read_evaluations_with_report, read_models_file
+from locus_model.data.matrix import EvaluationMatrix, fingerprint_evaluations
+
+HEADER = "model,query_id,query,benchmark,score\n"
+ROWS = [
+    "m1,q1,What is 2+2?,gsm8k,1\n",
+    "m1,q2,Who wrote Hamlet?,mmlu,0\n",
+    "m2,q1,What is 2+2?,gsm8k,0\n",
+    "m2,q2,Who wrote Hamlet?,mmlu,1\n",
+]
+
+
+def write(tmp_path: Path, text: str | bytes, name: str = "evals.csv") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def error_of(path: Path) -> EvaluationDataError:
+    with pytest.raises(EvaluationDataError) as info:
+        read_evaluations(path)
+    return info.value
+
+
+def test_reads_csv_gzip_and_parquet_alike(tmp_path: Path) -> None:
+    csv = write(tmp_path, HEADER + "".join(ROWS))
+    gz = write(tmp_path, gzip.compress((HEADER + "".join(ROWS)).encode()), "evals.csv.gz")
+    table = read_evaluations(csv)
+    table.to_parquet(tmp_path / "evals.parquet")
+    assert list(table.columns) == ["model", "query_id", "query", "benchmark", "score"]
+    assert len(table) == 4 and table["score"].tolist() == [1.0, 0.0, 0.0, 1.0]
+    pd.testing.assert_frame_equal(read_evaluations(gz), table)
+    pd.testing.assert_frame_equal(read_evaluations(tmp_path / "evals.parquet"), table)
+
+
+def test_original_file_is_untouched(tmp_path: Path) -> None:
+    path = write(tmp_path, HEADER + "".join(ROWS) + ROWS[0])
+    before = path.read_bytes()
+    read_evaluations(path)
+    assert path.read_bytes() == before
+
+
+def test_exact_repeats_are_collapsed_and_counted(tmp_path: Path) -> None:
+    table, report = read_evaluations_with_report(write(tmp_path, HEADER + "".join(ROWS) + ROWS[0] + ROWS[3]))
+    assert len(table) == 4 and report.rows_read == 6 and report.repeats_dropped == 2
+
+
+def test_streamed_chunks_give_the_same_table(tmp_path: Path) -> None:
+    path = write(tmp_path, HEADER + "".join(ROWS))
+    pd.testing.assert_frame_equal(read_evaluations(path, chunk_rows=1), read_evaluations(path))
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    err = error_of(write(tmp_path, ""))
+    assert "empty" in str(err) and "evals.csv" in str(err)
+
+
+def test_header_only(tmp_path: Path) -> None:
+    err = error_of(write(tmp_path, HEADER))
+    assert "no evaluation rows" in str(err)
+
+
+def test_missing_columns(tmp_path: Path) -> None:
+    err = error_of(write(tmp_path, "model,query_id,query,score\nm1,q1,x,1\n"))
+    assert err.column == "benchmark" and "missing column" in str(err) and "How to fix" in str(err)
+
+
+@pytest.mark.parametrize("bad", ["1.5", "-0.1", "nan", "", "yes"])
+def test_scores_outside_unit_interval_or_nan(tmp_path: Path, bad: str) -> None:
+    err = error_of(write(tmp_path, HEADER + ROWS[0] + f"m1,q2,Who wrote Hamlet?,mmlu,{bad}\n"))
+    assert (err.row, err.column) == (2, "score") and "[0, 1]" in str(err)
+
+
+def test_conflicting_duplicate_scores(tmp_path: Path) -> None:
+    err = error_of(write(tmp_path, HEADER + "".join(ROWS) + "m1,q1,What is 2+2?,gsm8k,0\n"))
+    assert (err.row, err.column) == (5, "score") and "two different scores" in str(err)
+
+
+def test_one_query_id_with_two_texts(tmp_path: Path) -> None:
+    err = error_of(write(tmp_path, HEADER + "".join(ROWS) + "m3,q1,What is 3+3?,gsm8k,1\n"))
+    assert (err.row, err.column) == (5, "query") and "two different texts" in str(err)
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    body = (HEADER + ROWS[0]).encode() + "m2,q3,Caf\u00e9 cr\u00e8me?,mmlu,1\n".encode("latin-1")
+    err = error_of(write(tmp_path, body))
+    assert err.row == 2 and "UTF-8" in str(err)
+
+
+@pytest.mark.parametrize("name", ["", " padded", "tab\tname", "line\u2028sep", ".."])
+def test_unsafe_model_names_are_rejected(name: str) -> None:
+    df = pd.DataFrame({"model": [name], "query_id": ["q"], "query": ["t"], "benchmark": ["b"], "score": [1.0]})
+    with pytest.raises(EvaluationDataError) as info:
+        validate_evaluations(df, source="mem.csv")
+    assert info.value.column == "model" and info.value.row == 1
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "org/model-7b", "my model", "模型-7b", "a..b"])
+def test_safe_model_key_is_a_plain_path_component(name: str) -> None:
+    key = safe_model_key(name)
+    assert "/" not in key and ".." not in key and " " not in key and key.isascii()
+    assert (Path("/x") / key).parent == Path("/x")
+    assert safe_model_key(name) == key
+
+
+def test_safe_model_key_keeps_plain_names_and_separates_lookalikes() -> None:
+    assert safe_model_key("llama-2-7b_chat.v1") == "llama-2-7b_chat.v1"
+    assert safe_model_key("org/model") != safe_model_key("org-model") != safe_model_key("org model")
+
+
+def test_models_file(tmp_path: Path) -> None:
+    models = read_models_file(write(tmp_path, "model,params_b,family\nm1,7,llama\nm2,,\n", "models.csv"))
+    assert models["params_b"].iloc[0] == 7 and np.isnan(models["params_b"].iloc[1])
+    with pytest.raises(EvaluationDataError) as info:
+        read_models_file(write(tmp_path, "model,params_b,family\nm1,seven,llama\n", "bad.csv"))
+    assert (info.value.row, info.value.column) == (1, "params_b")
+
+
+def test_folder_of_files_reports_the_file_of_a_conflict(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    write(tmp_path / "in", HEADER + "".join(ROWS), "a.csv")
+    write(tmp_path / "in", HEADER + "m1,q1,What is 2+2?,gsm8k,0\n", "b.csv")
+    err = error_of(tmp_path / "in")
+    assert "b.csv" in str(err.file) and err.row == 1
+
+
+def test_matrix_and_fingerprint(tmp_path: Path) -> None:
+    table = read_evaluations(write(tmp_path, HEADER + "".join(ROWS[:3])))
+    matrix = EvaluationMatrix.from_table(table)
+    assert matrix.models == ["m1", "m2"] and matrix.query_ids == ["q1", "q2"]
+    np.testing.assert_array_equal(matrix.scores, np.array([[1, 0], [0, np.nan]], np.float32))
+    assert fingerprint_evaluations(table) == fingerprint_evaluations(table.iloc[::-1])
+    assert fingerprint_evaluations(table) != fingerprint_evaluations(table.assign(score=[1.0, 1.0, 0.0]))
+
+

@@ -1,0 +1,71 @@
+"""The pool table: one checkpoint per pool, one row per model; rows embedded in one forward pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from locus_model.data.matrix import fingerprint_evaluations
+from locus_model.model import Locus, LocusConfig
+from locus_model.pool import POOL_COLUMNS, PoolError, check_pool, checkpoints_of, embed_models, pool_matrix, upsert_rows
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def rows(models: list[str], checkpoint: str = "ck-a", value: float = 0.0) -> pd.DataFrame:
+    return pd.DataFrame({
+        "model": models, "model_key": models, "embedding": [np.full(4, value, np.float32) for _ in models],
+        "n_evaluations": np.ones(len(models), np.int64), "evaluations_fingerprint": "f", "checkpoint_id": checkpoint,
+        "source": "training", "embedded_at": pd.Timestamp(0, tz="UTC"),
+    })
+
+
+def test_upsert_replaces_a_model_in_place_and_appends_a_new_one() -> None:
+    pool = rows(["a", "b", "c"])
+    out = upsert_rows(pool, rows(["b", "d"], value=1.0))
+    assert out["model"].tolist() == ["a", "c", "b", "d"]
+    names, z = pool_matrix(out)
+    assert z[names.index("b")].tolist() == [1.0] * 4 and z[names.index("a")].tolist() == [0.0] * 4
+    check_pool(out)
+
+
+def test_upsert_refuses_rows_of_another_checkpoint() -> None:
+    with pytest.raises(PoolError, match=r"checkpoint \['ck-b'\] cannot join a pool embedded with \['ck-a'\]"):
+        upsert_rows(rows(["a", "b"]), rows(["c"], checkpoint="ck-b"))
+    assert upsert_rows(rows([]), rows(["c"], checkpoint="ck-b"))["model"].tolist() == ["c"]  # an empty pool takes any
+
+
+@pytest.mark.parametrize("bad, message", [
+    (pd.concat([rows(["a"]), rows(["b"], checkpoint="ck-b")], ignore_index=True), "mixes checkpoints"),
+    (rows(["a", "a"]), "model 'a' appears twice"),
+    (rows(["a", "b"]).assign(model_key="k"), "model_key 'k' appears twice"),
+    (rows(["a"]).drop(columns=["source"]), r"lacks the columns \['source'\]"),
+])
+def test_check_pool_refuses_a_broken_pool(bad: pd.DataFrame, message: str) -> None:
+    with pytest.raises(PoolError, match=message):
+        check_pool(bad)
+
+
+def test_checkpoints_of_lists_each_checkpoint_once() -> None:
+    both = pd.concat([rows(["a", "b"], "ck-b"), rows(["c"], "ck-a")], ignore_index=True)
+    assert checkpoints_of(both) == ["ck-a", "ck-b"] and checkpoints_of(rows([])) == []
+
+
+def test_embed_models_gives_one_row_per_model_and_reproduces_itself() -> None:
+    torch.manual_seed(0)
+    model = Locus(LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)).eval()
+    rng = np.random.default_rng(0)
+    encodings = pd.DataFrame({"query_id": [f"q{i}" for i in range(12)],
+                              "encoding": list(rng.normal(size=(12, 8)).astype(np.float32))})
+    table = pd.DataFrame({"model": ["m2"] * 5 + ["m1"] * 7, "query_id": [f"q{i}" for i in range(5)] + [f"q{i}" for i in range(7)],
+                          "score": rng.integers(0, 2, 12).astype(float)})
+    out = embed_models(model, table, encodings, checkpoint="ck", source="onboarded")
+    assert list(out.columns) == list(POOL_COLUMNS) and out["model"].tolist() == ["m1", "m2"]
+    assert out["n_evaluations"].tolist() == [7, 5] and set(out["source"]) == {"onboarded"}
+    assert out["evaluations_fingerprint"].tolist() == [fingerprint_evaluations(table[table["model"] == m]) for m in ("m1", "m2")]
+    alone = embed_models(model, table[table["model"] == "m2"], encodings, checkpoint="ck", source="onboarded")
+    np.testing.assert_array_equal(alone["embedding"].iloc[0], out["embedding"].iloc[1])  # the same bits alone
+    with pytest.raises(KeyError, match="has no encoding"):
+        embed_models(model, table.assign(query_id="zz"), encodings, checkpoint="ck", source="onboarded")

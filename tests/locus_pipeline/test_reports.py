@@ -1,0 +1,55 @@
+"""The report files and the table helpers the analysis assets and `locus search` share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from locus_pipeline import reports  # reports.test_query_ids: not imported by name, or pytest would collect it
+from locus_pipeline.reports import parse_target, per_benchmark_accuracy, prediction_matrices, report_summary, write_report
+
+
+def test_parse_target_reads_benchmark_accuracy_pairs() -> None:
+    assert parse_target(" synth-gsm8k=0.9, a=b=0.5 ,") == {"synth-gsm8k": 0.9, "a=b": 0.5}
+    for bad in ("gsm8k", "gsm8k=1.5", "=0.3", "gsm8k=high", " , "):
+        with pytest.raises(ValueError, match="How to fix"):
+            parse_target(bad)
+
+
+def test_a_written_report_leads_with_its_summary_and_figure(tmp_path: Path) -> None:
+    report = write_report(tmp_path / "reports", "portfolios", title="Portfolios", summary="15 models do it",
+                          body="| k | acc |", note="Data: demo", png=tmp_path / "reports" / "portfolios.png")
+    text = report.md_path.read_text(encoding="utf-8")
+    assert text.split("\n\n")[:4] == ["# Portfolios", "Summary: 15 models do it", "![portfolios](portfolios.png)", "Data: demo"]
+    assert report_summary(report.md_path) == "15 models do it"
+    bare = write_report(tmp_path, "x", title="X", summary="s", body="b")
+    assert "![" not in bare.markdown and report_summary(bare.md_path) == "s"
+
+
+def test_the_test_query_ids_are_the_sorted_test_queries() -> None:
+    split = pd.DataFrame({"query_id": ["q3", "q1", "q2"], "split": ["test", "test", "train"]})
+    assert reports.test_query_ids(split) == ["q1", "q3"]
+    with pytest.raises(ValueError, match="no test queries"):
+        reports.test_query_ids(split.assign(split="train"))
+
+
+def test_per_benchmark_accuracy_stacks_tables() -> None:
+    table = pd.DataFrame({"model": ["a", "a", "a", "b"], "benchmark": ["x", "x", "y", "y"], "score": [1, 0, 1, 0]})
+    onboarded = pd.DataFrame({"model": ["c"], "benchmark": ["x"], "score": [1.0]})
+    acc = per_benchmark_accuracy(table, onboarded)
+    assert acc.columns.tolist() == ["x", "y"] and acc.loc["a"].tolist() == [0.5, 1.0] and acc.loc["c", "x"] == 1.0
+    assert np.isnan(acc.loc["b", "x"]) and per_benchmark_accuracy(table.iloc[:0]).empty
+
+
+def test_prediction_matrices_follow_the_requested_model_order() -> None:
+    long = pd.DataFrame({"model": ["a", "a", "b", "b"], "query_id": ["q1", "q2", "q1", "q2"],
+                         "prob": [0.1, 0.2, 0.3, 0.4], "label": [1.0, 0.0, np.nan, np.nan]})
+    preds = prediction_matrices(long, ["b", "a"])
+    assert preds.names == ["b", "a"] and preds.query_ids == ["q1", "q2"]
+    np.testing.assert_array_equal(preds.probs, [[0.3, 0.4], [0.1, 0.2]])
+    assert preds.labelled.tolist() == [False, True]
+    with pytest.raises(ValueError, match=r"no test-query predictions for models \['c'\]"):
+        prediction_matrices(long, ["a", "c"])
