@@ -17,18 +17,22 @@ see locus_model.evaluate) and prints the tables. Encodings are cached in the use
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import locus_model.evaluate as harness  # noqa: E402
 from locus_model.encoding import encode_queries  # noqa: E402
-from locus_model.evaluate import METHODS, choose_held_out, evaluate, format_interval, print_results, save_results  # noqa: E402
+from locus_model.evaluate import METHODS, make_method, choose_held_out, evaluate, format_interval, print_results, save_results  # noqa: E402
 from locus_model.evaluations import EvaluationMatrix, read_evaluations, validate_evaluations  # noqa: E402
 from locus_model.model import LocusConfig  # noqa: E402
 from locus_model.train import TrainConfig  # noqa: E402
@@ -116,6 +120,141 @@ def markdown_summary(paths: list[Path]) -> str:
     return "\n".join(out)
 
 
+LABELS = {"locus": "LOCUS", "embedllm_mf": "EmbedLLM-MF", "irt": "IRT", "knn": "kNN", "best_single": "best single",
+          "oracle": "oracle"}
+
+
+def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", reference_budget: int = 128) -> str:
+    """Routing accuracy against budget from result JSONs of one suite: a PNG with two panels (left: each method's
+    fold mean, bars = std over folds; right: LOCUS minus each method, 95% paired bootstrap interval) and a
+    markdown table of the budget at which each method first reaches LOCUS's routing at ``reference_budget``."""
+    results = sorted((json.loads(p.read_text()) for p in paths), key=lambda r: r["settings"]["budget"])
+    suites = {r["settings"].get("suite") for r in results}
+    if len(suites) != 1 or len({r["settings"]["budget"] for r in results}) != len(results):
+        raise SystemExit(f"--plot: give one result file per budget of one suite (got suites {sorted(map(str, suites))})")
+    budgets = [r["settings"]["budget"] for r in results]
+    methods = [m for m in results[0]["methods"] if all(m in r["methods"] for r in results)]
+    folds = sorted({str(r["settings"].get("only_folds") or list(range(r["settings"]["folds"]))) for r in results})
+
+    def stat(r: dict, m: str, key: str = "routing_acc") -> dict:
+        return r["methods"][m][group][key]
+
+    lines = []
+    if out is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        colours = {"locus": "C0", "embedllm_mf": "C1", "irt": "C2", "knn": "C3", "best_single": "grey"}
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+        for m in methods:
+            if m == "oracle":  # far above the others (its value is in the title)
+                continue
+            mean = [100 * stat(r, m)["mean"] for r in results]
+            std = [100 * (stat(r, m)["std"] or 0) for r in results]
+            ax.errorbar(budgets, mean, yerr=std, marker="o", ms=4, capsize=3, label=LABELS.get(m, m),
+                        color=colours.get(m), ls="--" if m == "best_single" else "-")
+            vs = [r["methods"]["locus"][group].get("vs_methods", {}).get(m, {}).get("routing_acc") for r in results]
+            if m != "locus" and m != "oracle" and all(v and v["diff"] is not None for v in vs):
+                diff = np.array([100 * v["diff"] for v in vs])
+                lo, hi = np.array([100 * v["ci_low"] for v in vs]), np.array([100 * v["ci_high"] for v in vs])
+                bx.plot(budgets, diff, marker="o", ms=4, label=f"LOCUS - {LABELS.get(m, m)}", color=colours.get(m))
+                bx.fill_between(budgets, lo, hi, alpha=0.2, color=colours.get(m))
+        for a in (ax, bx):
+            a.set_xscale("log", base=2)
+            a.set_xticks(budgets, [str(b) for b in budgets])
+            a.set_xlabel("budget (evaluations per model)")
+            a.grid(alpha=0.3)
+        bx.axhline(0, color="black", lw=0.8)
+        ax.set_ylabel(f"routing accuracy, % ({group} models)")
+        oracle = (f"; oracle {100 * min(stat(r, 'oracle')['mean'] for r in results):.1f}-"
+                  f"{100 * max(stat(r, 'oracle')['mean'] for r in results):.1f}" if "oracle" in methods else "")
+        ax.set_title(f"{results[0]['settings'].get('suite')}: mean ± std over folds {', '.join(folds)}{oracle}",
+                     fontsize=9)
+        bx.set_ylabel("routing difference, points")
+        bx.set_title("LOCUS minus each method, 95% paired bootstrap interval", fontsize=9)
+        ax.legend(fontsize=8)
+        bx.legend(fontsize=8)
+        fig.tight_layout()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=90)
+        lines.append(f"wrote {out}\n")
+    ref = next((r for r in results if r["settings"]["budget"] == reference_budget), None)
+    if ref is not None and "locus" in methods:
+        target = stat(ref, "locus")["mean"]
+        lines.append(f"First budget at which each method's routing ({group}) reaches LOCUS's at {reference_budget} "
+                     f"({100 * target:.1f}):\n")
+        lines.append("| method | " + " | ".join(str(b) for b in budgets) + " | first budget >= LOCUS@" + str(reference_budget) + " |")
+        lines.append("|---|" + "---|" * (len(budgets) + 1))
+        for m in methods:
+            means = [stat(r, m)["mean"] for r in results]
+            first = next((b for b, v in zip(budgets, means) if v >= target), None)
+            lines.append(f"| {m} | " + " | ".join(f"{100 * v:.1f}" for v in means) + " | "
+                         + (str(first) if first is not None else f"not reached by {budgets[-1]}") + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- fit cache
+
+
+def fit_key(args: dict, tag: str) -> str:
+    """What makes one (fold, method) fit: the fold's queries, the model split, the configs, the seed, the data."""
+    fold = args["fold"]
+    parts = {
+        "name": args["name"], "seed": args["seed"], "tag": tag,
+        "fold": [hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()
+                 for a in (fold.train, fold.anchors, fold.val, fold.test)],
+        "trained": args["trained"].tolist(), "held": args["held"].tolist(),
+        "scores": hashlib.sha1(np.nan_to_num(args["scores"], nan=-1).tobytes()).hexdigest(),
+        "encodings": hashlib.sha1(args["encodings"][:64].tobytes()).hexdigest() + str(args["encodings"].shape),
+        "configs": [repr(args.get(k)) for k in ("model_config", "train_config", "baseline_config")]
+        if args["name"] == "locus" else repr(args.get("baseline_config")),
+    }
+    return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cached_fit_and_predict(cache: Path, tag: str):
+    """harness.fit_and_predict with its result kept on disk per (fold, method) fit, so that folds run in separate
+    invocations add up to one k-fold result without refitting, and the trained LOCUS of each fold is kept
+    (`<key>.pt`, locus_model.model.save_checkpoint) for the onboarding and geometry scripts."""
+    from locus_model.model import save_checkpoint
+
+    def run(**args):
+        key = fit_key(args, tag)
+        path = cache / f"{args['name']}_f{args['fold'].index}_{key}.npz"
+        if path.is_file():
+            with np.load(path) as z:
+                return z["probs"], float(z["seconds"])
+        if args.get("locus_model") is not None:
+            return harness.fit_and_predict(**args)
+        # harness.fit_and_predict, keeping the method (its trained LOCUS) to save it
+        t0 = time.perf_counter()
+        scores, fold, trained, held = args["scores"], args["fold"], args["trained"], args["held"]
+        budget_scores = np.full_like(scores, np.nan)
+        budget_scores[:, fold.anchors] = scores[:, fold.anchors]
+        val_scores = np.full_like(scores, np.nan)
+        val_scores[:, fold.val] = scores[:, fold.val]
+        method = make_method(args["name"], seed=args["seed"], model_config=args["model_config"],
+                             train_config=args["train_config"], baseline_config=args["baseline_config"],
+                             progress=args["progress"])
+        method.fit(args["encodings"], budget_scores[trained], val_scores[trained])
+        held_rows = method.onboard(budget_scores[held])
+        probs = np.empty((len(scores), len(fold.test)), dtype=np.float32)
+        probs[trained] = method.predict_proba(np.arange(len(trained)), fold.test)
+        if len(held):
+            probs[held] = method.predict_proba(held_rows, fold.test)
+        seconds = time.perf_counter() - t0
+        cache.mkdir(parents=True, exist_ok=True)
+        if args["name"] == "locus":
+            save_checkpoint(path.with_suffix(".pt"), method.model, fold=fold.index, anchors=fold.anchors.tolist(),
+                            trained=trained.tolist(), held=held.tolist(), seed=args["seed"])
+        np.savez(path, probs=probs, seconds=seconds)
+        return probs, seconds
+
+    return run
+
+
 def apply_train_options(config: TrainConfig, options: list[str]) -> TrainConfig:
     """TrainConfig with NAME=VALUE overrides, each VALUE parsed as the field's current type."""
     changes = {}
@@ -156,13 +295,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="train on all models (no hold-out) and report the models that --holdout-models would hold "
                         "out as an extra group 'held_out_as_trained': their accuracy as in-training models, to set "
                         "beside their accuracy when onboarded (files get the suffix _probe)")
+    p.add_argument("--fit-cache", type=Path, default=None,
+                   help="keep each (fold, method) fit's test probabilities (and each fold's trained LOCUS) in this "
+                        "folder and reuse them: folds run in separate calls add up without refitting (--jobs 1 only)")
+    p.add_argument("--plot", type=Path, nargs="+", default=None,
+                   help="draw routing accuracy against budget (one line per method, fold mean and 95%% paired "
+                        "interval) from these result JSONs into --plot-out and exit (runs nothing)")
+    p.add_argument("--plot-out", type=Path, default=None, help="the PNG --plot writes")
     p.add_argument("--summarize", type=Path, nargs="+", default=None,
                    help="print markdown tables from these result JSONs and exit (runs nothing)")
     args = p.parse_args(argv)
     if args.summarize:
         print(markdown_summary(args.summarize))
         return 0
+    if args.plot:
+        print(sample_efficiency(args.plot, args.plot_out))
+        return 0
     torch.set_num_threads(args.threads)
+    if args.fit_cache is not None:
+        if args.jobs != 1:
+            raise SystemExit("--fit-cache works with --jobs 1 only")
+        harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag)
     train_config = TrainConfig(device="cpu", seed=args.seed)
     if args.epochs is not None:
         train_config = replace(train_config, epochs=args.epochs)
