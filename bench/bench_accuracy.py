@@ -21,7 +21,7 @@ import hashlib
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 import locus_model.evaluate as harness  # noqa: E402
 from locus_model.encoding import encode_queries  # noqa: E402
-from locus_model.evaluate import METHODS, make_method, choose_held_out, evaluate, format_interval, print_results, save_results  # noqa: E402
+from locus_model.evaluate import METHODS, choose_held_out, kfold_splits, make_method, evaluate, format_interval, print_results, save_results  # noqa: E402
 from locus_model.evaluations import EvaluationMatrix, read_evaluations, validate_evaluations  # noqa: E402
 from locus_model.model import LocusConfig  # noqa: E402
 from locus_model.train import TrainConfig  # noqa: E402
@@ -253,6 +253,56 @@ def cached_fit_and_predict(cache: Path, tag: str):
         return probs, seconds
 
     return run
+
+
+@dataclass
+class HarnessSetup:
+    """What evaluate() builds for one suite and budget, for scripts that reuse its folds and trained LOCUS."""
+
+    matrix: EvaluationMatrix
+    encodings: np.ndarray  # (Q, D) float32, matrix order
+    scores: np.ndarray  # (M, Q) float32, NaN = no cell
+    splits: list
+    trained: np.ndarray  # model rows trained on
+    held: np.ndarray  # held-out model rows
+    model_config: LocusConfig
+    train_config: TrainConfig
+    seed: int
+
+    def fit_args(self, name: str, fold) -> dict:
+        """The arguments evaluate() gives fit_and_predict for (fold, method): the same fit-cache key."""
+        return dict(name=name, seed=self.seed + fold.index, scores=self.scores, encodings=self.encodings, fold=fold,
+                    trained=self.trained, held=self.held, model_config=self.model_config,
+                    train_config=self.train_config, baseline_config=None, progress=True, locus_model=None)
+
+
+def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, holdout_models: float = 0.2,
+                  encoder: str = "all-MiniLM-L6-v2", train_options: list[str] = ()) -> HarnessSetup:
+    """The folds, anchors, held-out models and LOCUS configs of `bench_accuracy.py --suite S --budgets B` with the
+    same options (TrainConfig(device="cpu", seed) plus --train-option overrides)."""
+    matrix, _ = load_suite(suite)
+    enc = np.asarray(encode_queries(matrix.queries, encoder=encoder, progress=True), dtype=np.float32)
+    held = choose_held_out(len(matrix.models), holdout_models, seed)
+    return HarnessSetup(
+        matrix=matrix, encodings=enc, scores=matrix.scores.astype(np.float32),
+        splits=kfold_splits(len(matrix.query_ids), folds=folds, budget=budget, seed=seed),
+        trained=np.setdiff1d(np.arange(len(matrix.models)), held), held=held,
+        model_config=LocusConfig(query_dim=enc.shape[1]),
+        train_config=apply_train_options(TrainConfig(device="cpu", seed=seed), list(train_options)), seed=seed,
+    )
+
+
+def fold_locus(setup: HarnessSetup, fold, cache: Path, tag: str = ""):
+    """The LOCUS that `bench_accuracy.py --fit-cache CACHE` trained on this fold (trained and cached now if absent)."""
+    from locus_model.model import load_checkpoint
+
+    args = setup.fit_args("locus", fold)
+    path = cache / f"locus_f{fold.index}_{fit_key(args, tag)}.pt"
+    if not path.is_file():
+        cached_fit_and_predict(cache, tag)(**args)
+    if not path.is_file():
+        raise SystemExit(f"{path}: no checkpoint beside the cached fit; delete its .npz and run again")
+    return load_checkpoint(path)[0]
 
 
 def apply_train_options(config: TrainConfig, options: list[str]) -> TrainConfig:
