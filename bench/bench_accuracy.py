@@ -195,6 +195,38 @@ def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", r
     return "\n".join(lines)
 
 
+def budget_tables(paths: list[Path], group: str = "all", metrics: tuple[str, ...] = ("routing_acc", "correctness_acc", "auc", "brier")) -> str:
+    """Markdown: one table per metric (rows = methods, columns = budgets, mean ± std over folds), then LOCUS minus
+    each method with its 95% paired interval per budget, from result JSONs of one suite."""
+    results = sorted((json.loads(p.read_text()) for p in paths), key=lambda r: r["settings"]["budget"])
+    budgets = [r["settings"]["budget"] for r in results]
+    methods = [m for m in results[0]["methods"] if all(group in r["methods"].get(m, {}) for r in results)]
+    names = {"routing_acc": "routing", "correctness_acc": "correctness", "auc": "AUC", "brier": "Brier x100", "hit@3": "hit@3"}
+    out = []
+    for metric in metrics:
+        out.append(f"| {names[metric]} ({group}) | " + " | ".join(f"@{b}" for b in budgets) + " |")
+        out.append("|---|" + "---|" * len(budgets))
+        for m in methods:
+            if m == "oracle" and metric != "routing_acc":  # it reads the labels: 100 / 0 by construction
+                continue
+            scale = 100.0
+            out.append(f"| {LABELS.get(m, m)} | " + " | ".join(_cell(r["methods"][m][group][metric], scale) for r in results) + " |")
+        out.append("")
+    if "locus" in methods:
+        out.append(f"LOCUS minus each method ({group}; difference of the fold means, 95% paired bootstrap interval over "
+                   "the test queries within folds; an interval covering 0 is a tie; Brier: negative favours LOCUS):\n")
+        out.append("| vs | metric | " + " | ".join(f"@{b}" for b in budgets) + " |")
+        out.append("|---|---|" + "---|" * len(budgets))
+        for m in methods:
+            if m in ("locus", "oracle"):
+                continue
+            for metric in ("routing_acc", "correctness_acc", "auc", "brier"):
+                cells = [_vs(r["methods"]["locus"][group].get("vs_methods", {}).get(m, {}).get(metric)) or "-" for r in results]
+                out.append(f"| {LABELS.get(m, m)} | {names[metric]} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 # ---------------------------------------------------------------------------------------------- fit cache
 
 
@@ -351,6 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", type=Path, nargs="+", default=None,
                    help="draw routing accuracy against budget (one line per method, fold mean and 95%% paired "
                         "interval) from these result JSONs into --plot-out and exit (runs nothing)")
+    p.add_argument("--table", type=Path, nargs="+", default=None,
+                   help="print compact markdown tables (methods x budgets, and LOCUS minus each method with its paired "
+                        "interval) from these result JSONs of one suite and exit (runs nothing)")
+    p.add_argument("--group", default="all", help="the model group --table and --plot report (all, in_training, held_out)")
     p.add_argument("--plot-out", type=Path, default=None, help="the PNG --plot writes")
     p.add_argument("--summarize", type=Path, nargs="+", default=None,
                    help="print markdown tables from these result JSONs and exit (runs nothing)")
@@ -359,7 +395,10 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown_summary(args.summarize))
         return 0
     if args.plot:
-        print(sample_efficiency(args.plot, args.plot_out))
+        print(sample_efficiency(args.plot, args.plot_out, group=args.group))
+        return 0
+    if args.table:
+        print(budget_tables(args.table, group=args.group))
         return 0
     torch.set_num_threads(args.threads)
     if args.fit_cache is not None:
