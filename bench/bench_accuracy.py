@@ -209,8 +209,9 @@ def budget_tables(paths: list[Path], group: str = "all", metrics: tuple[str, ...
         for m in methods:
             if m == "oracle" and metric != "routing_acc":  # it reads the labels: 100 / 0 by construction
                 continue
-            scale = 100.0
-            out.append(f"| {LABELS.get(m, m)} | " + " | ".join(_cell(r["methods"][m][group][metric], scale) for r in results) + " |")
+            cells = [_cell(r["methods"][m][group][metric]) if len(r["settings"].get("only_folds") or [0, 1]) > 1
+                     else f"{100 * r['methods'][m][group][metric]['mean']:.1f}" for r in results]  # one fold: no std
+            out.append(f"| {LABELS.get(m, m)} | " + " | ".join(cells) + " |")
         out.append("")
     if "locus" in methods:
         out.append(f"LOCUS minus each method ({group}; difference of the fold means, 95% paired bootstrap interval over "
