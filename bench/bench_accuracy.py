@@ -154,7 +154,8 @@ def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", r
             mean = [100 * stat(r, m)["mean"] for r in results]
             std = [100 * (stat(r, m)["std"] or 0) for r in results]
             ax.errorbar(budgets, mean, yerr=std, marker="o", ms=4, capsize=3, label=LABELS.get(m, m),
-                        color=colours.get(m), ls="--" if m == "best_single" else "-")
+                        color=colours.get(m), ls="--" if m == "best_single" else "-",
+                        lw=2.5 if m == "locus" else 1.5, zorder=1 if m == "best_single" else 2)
             vs = [r["methods"]["locus"][group].get("vs_methods", {}).get(m, {}).get("routing_acc") for r in results]
             if m != "locus" and m != "oracle" and all(v and v["diff"] is not None for v in vs):
                 diff = np.array([100 * v["diff"] for v in vs])
@@ -170,7 +171,9 @@ def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", r
         ax.set_ylabel(f"routing accuracy, % ({group} models)")
         oracle = (f"; oracle {100 * min(stat(r, 'oracle')['mean'] for r in results):.1f}-"
                   f"{100 * max(stat(r, 'oracle')['mean'] for r in results):.1f}" if "oracle" in methods else "")
-        ax.set_title(f"{results[0]['settings'].get('suite')}: mean ± std over folds {', '.join(folds)}{oracle}",
+        over = (f"fold {folds[0].strip('[]')} only" if len(folds) == 1 and "," not in folds[0]
+                else f"mean ± std over folds {', '.join(folds)}")
+        ax.set_title(f"{results[0]['settings'].get('suite')}: {over}{oracle}",
                      fontsize=9)
         bx.set_ylabel("routing difference, points")
         bx.set_title("LOCUS minus each method, 95% paired bootstrap interval", fontsize=9)
