@@ -71,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="the --train-option values the bench_accuracy.py run used (they are part of the cache key)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--summarize", type=Path, default=None, help="print the tables of this result JSON and exit")
     args = p.parse_args(argv)
+    if args.summarize:
+        print(markdown(json.loads(args.summarize.read_text())))
+        return 0
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
@@ -133,6 +137,13 @@ def markdown(result: dict) -> str:
     s = result["settings"]
     lines = []
     trained_on = result.get("trained_on", {})
+    one_fold = len(s["only_folds"] or [0, 1]) == 1
+
+    def cell(stat: dict | None) -> str:
+        if not stat or stat["mean"] is None:
+            return "-"
+        return f"{100 * stat['mean']:.1f}" if one_fold else f"{100 * stat['mean']:.1f} ± {100 * stat['std']:.1f}"
+
     for metric, title in (("routing_acc", "routing accuracy among the held-out models"),
                           ("correctness_acc", "correctness accuracy"), ("auc", "AUC"), ("brier", "Brier x100")):
         lines.append(f"**{title}** ({len(s['held_out_model_names'])} held-out models; trained at budget {s['budget']})\n")
@@ -140,11 +151,9 @@ def markdown(result: dict) -> str:
         lines.append("| method | " + " | ".join(head) + " |")
         lines.append("|---|" + "---|" * len(head))
         for m, by_n in result["methods"].items():
-            cells = [f"{100 * by_n[str(n)]['held_out'][metric]['mean']:.1f} ± {100 * by_n[str(n)]['held_out'][metric]['std']:.1f}"
-                     if by_n[str(n)]["held_out"][metric]["mean"] is not None else "-" for n in s["sizes"]]
+            cells = [cell(by_n[str(n)]["held_out"][metric]) for n in s["sizes"]]
             if trained_on:
-                t = trained_on.get(m, {}).get(metric)
-                cells.append(f"{100 * t['mean']:.1f} ± {100 * t['std']:.1f}" if t and t["mean"] is not None else "-")
+                cells.append(cell(trained_on.get(m, {}).get(metric)))
             lines.append(f"| {LABELS.get(m, m)} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
