@@ -1,7 +1,7 @@
 """Accuracy benchmark: LOCUS vs EmbedLLM-MF, IRT, kNN, best single and the oracle, same harness, same anchors.
 
 Suites:
-  demo  the SYNTHETIC demo pool (full: 113 models x 6,000 queries, locus_model.demo, seed 0), MiniLM
+  demo  the SYNTHETIC demo pool (full: 113 models x 6,000 queries, locus_model.data.demo, seed 0), MiniLM
         encodings, budgets 256 / 512 / 1024 (and 128 for the held-out target), 5 folds over queries.
   ae1   AlpacaEval 1 (real: 53 models x 805 instructions, GPT-4-judged wins over text-davinci-003), read in
         place from ../shared/data/alpacaeval-ae1 (CC BY-NC 4.0: never copied), budgets 64 / 128 / 256, 5 folds.
@@ -11,17 +11,20 @@ Suites:
     .venv/bin/python bench/bench_accuracy.py --suite demo --budgets 128 --probe-held-out   # held-out check
 
 Writes one JSON per (suite, budget) to bench/results/accuracy_<suite>_b<budget>.json (the harness's result,
-see locus_model.evaluate) and prints the tables. Encodings are cached in the user cache (locus_model.encoding.user_cache_dir).
+see locus_model.evaluation) and prints the tables. Encodings are cached in the user cache (locus_model.data.encoding.user_cache_dir).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,10 +34,11 @@ from locus_model.data.contract import validate_evaluations  # noqa: E402
 from locus_model.data.encoding import encode_queries  # noqa: E402
 from locus_model.data.long_format import read_evaluations  # noqa: E402
 from locus_model.data.matrix import EvaluationMatrix  # noqa: E402
+import locus_model.evaluation.harness as harness  # noqa: E402
 from locus_model.evaluation.harness import evaluate  # noqa: E402
-from locus_model.evaluation.methods import METHODS  # noqa: E402
+from locus_model.evaluation.methods import METHODS, fit_and_predict  # noqa: E402
 from locus_model.evaluation.results import format_interval, print_results, save_results  # noqa: E402
-from locus_model.evaluation.splits import choose_held_out  # noqa: E402
+from locus_model.evaluation.splits import choose_held_out, kfold_splits  # noqa: E402
 from locus_model.model import LocusConfig  # noqa: E402
 from locus_model.train import TrainConfig  # noqa: E402
 
@@ -121,6 +125,215 @@ def markdown_summary(paths: list[Path]) -> str:
     return "\n".join(out)
 
 
+LABELS = {"locus": "LOCUS", "embedllm_mf": "EmbedLLM-MF", "irt": "IRT", "knn": "kNN", "best_single": "best single",
+          "oracle": "oracle"}
+
+
+def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", reference_budget: int = 128) -> str:
+    """Routing accuracy against budget from result JSONs of one suite: a PNG with two panels (left: each method's
+    fold mean, bars = std over folds; right: LOCUS minus each method, 95% paired bootstrap interval) and a
+    markdown table of the budget at which each method first reaches LOCUS's routing at ``reference_budget``."""
+    results = sorted((json.loads(p.read_text()) for p in paths), key=lambda r: r["settings"]["budget"])
+    suites = {r["settings"].get("suite") for r in results}
+    if len(suites) != 1 or len({r["settings"]["budget"] for r in results}) != len(results):
+        raise SystemExit(f"--plot: give one result file per budget of one suite (got suites {sorted(map(str, suites))})")
+    budgets = [r["settings"]["budget"] for r in results]
+    methods = [m for m in results[0]["methods"] if all(m in r["methods"] for r in results)]
+    folds = sorted({str(r["settings"].get("only_folds") or list(range(r["settings"]["folds"]))) for r in results})
+
+    def stat(r: dict, m: str, key: str = "routing_acc") -> dict:
+        return r["methods"][m][group][key]
+
+    lines = []
+    if out is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        colours = {"locus": "C0", "embedllm_mf": "C1", "irt": "C2", "knn": "C3", "best_single": "grey"}
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
+        for m in methods:
+            if m == "oracle":  # far above the others (its value is in the title)
+                continue
+            mean = [100 * stat(r, m)["mean"] for r in results]
+            std = [100 * (stat(r, m)["std"] or 0) for r in results]
+            ax.errorbar(budgets, mean, yerr=std, marker="o", ms=4, capsize=3, label=LABELS.get(m, m),
+                        color=colours.get(m), ls="--" if m == "best_single" else "-",
+                        lw=2.5 if m == "locus" else 1.5, zorder=1 if m == "best_single" else 2)
+            vs = [r["methods"]["locus"][group].get("vs_methods", {}).get(m, {}).get("routing_acc") for r in results]
+            if m != "locus" and m != "oracle" and all(v and v["diff"] is not None for v in vs):
+                diff = np.array([100 * v["diff"] for v in vs])
+                lo, hi = np.array([100 * v["ci_low"] for v in vs]), np.array([100 * v["ci_high"] for v in vs])
+                bx.plot(budgets, diff, marker="o", ms=4, label=f"LOCUS - {LABELS.get(m, m)}", color=colours.get(m))
+                bx.fill_between(budgets, lo, hi, alpha=0.2, color=colours.get(m))
+        for a in (ax, bx):
+            a.set_xscale("log", base=2)
+            a.set_xticks(budgets, [str(b) for b in budgets])
+            a.set_xlabel("budget (evaluations per model)")
+            a.grid(alpha=0.3)
+        bx.axhline(0, color="black", lw=0.8)
+        ax.set_ylabel(f"routing accuracy, % ({group} models)")
+        oracle = (f"; oracle {100 * min(stat(r, 'oracle')['mean'] for r in results):.1f}-"
+                  f"{100 * max(stat(r, 'oracle')['mean'] for r in results):.1f}" if "oracle" in methods else "")
+        over = (f"fold {folds[0].strip('[]')} only" if len(folds) == 1 and "," not in folds[0]
+                else f"mean ± std over folds {', '.join(folds)}")
+        ax.set_title(f"{results[0]['settings'].get('suite')}: {over}{oracle}",
+                     fontsize=9)
+        bx.set_ylabel("routing difference, points")
+        bx.set_title("LOCUS minus each method, 95% paired bootstrap interval", fontsize=9)
+        ax.legend(fontsize=8)
+        bx.legend(fontsize=8)
+        fig.tight_layout()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=90)
+        lines.append(f"wrote {out}\n")
+    ref = next((r for r in results if r["settings"]["budget"] == reference_budget), None)
+    if ref is not None and "locus" in methods:
+        target = stat(ref, "locus")["mean"]
+        lines.append(f"First budget at which each method's routing ({group}) reaches LOCUS's at {reference_budget} "
+                     f"({100 * target:.1f}):\n")
+        lines.append("| method | " + " | ".join(str(b) for b in budgets) + " | first budget >= LOCUS@" + str(reference_budget) + " |")
+        lines.append("|---|" + "---|" * (len(budgets) + 1))
+        for m in methods:
+            means = [stat(r, m)["mean"] for r in results]
+            first = next((b for b, v in zip(budgets, means) if v >= target), None)
+            lines.append(f"| {m} | " + " | ".join(f"{100 * v:.1f}" for v in means) + " | "
+                         + (str(first) if first is not None else f"not reached by {budgets[-1]}") + " |")
+    return "\n".join(lines)
+
+
+def budget_tables(paths: list[Path], group: str = "all", metrics: tuple[str, ...] = ("routing_acc", "correctness_acc", "auc", "brier")) -> str:
+    """Markdown: one table per metric (rows = methods, columns = budgets, mean ± std over folds), then LOCUS minus
+    each method with its 95% paired interval per budget, from result JSONs of one suite."""
+    results = sorted((json.loads(p.read_text()) for p in paths), key=lambda r: r["settings"]["budget"])
+    budgets = [r["settings"]["budget"] for r in results]
+    methods = [m for m in results[0]["methods"] if all(group in r["methods"].get(m, {}) for r in results)]
+    names = {"routing_acc": "routing", "correctness_acc": "correctness", "auc": "AUC", "brier": "Brier x100", "hit@3": "hit@3"}
+    out = []
+    for metric in metrics:
+        out.append(f"| {names[metric]} ({group}) | " + " | ".join(f"@{b}" for b in budgets) + " |")
+        out.append("|---|" + "---|" * len(budgets))
+        for m in methods:
+            if m == "oracle" and metric != "routing_acc":  # it reads the labels: 100 / 0 by construction
+                continue
+            cells = [_cell(r["methods"][m][group][metric]) if len(r["settings"].get("only_folds") or [0, 1]) > 1
+                     else f"{100 * r['methods'][m][group][metric]['mean']:.1f}" for r in results]  # one fold: no std
+            out.append(f"| {LABELS.get(m, m)} | " + " | ".join(cells) + " |")
+        out.append("")
+    if "locus" in methods:
+        out.append(f"LOCUS minus each method ({group}; difference of the fold means, 95% paired bootstrap interval over "
+                   "the test queries within folds; an interval covering 0 is a tie; Brier: negative favours LOCUS):\n")
+        out.append("| vs | metric | " + " | ".join(f"@{b}" for b in budgets) + " |")
+        out.append("|---|---|" + "---|" * len(budgets))
+        for m in methods:
+            if m in ("locus", "oracle"):
+                continue
+            for metric in ("routing_acc", "correctness_acc", "auc", "brier"):
+                cells = [_vs(r["methods"]["locus"][group].get("vs_methods", {}).get(m, {}).get(metric)) or "-" for r in results]
+                out.append(f"| {LABELS.get(m, m)} | {names[metric]} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------- fit cache
+
+
+def fit_key(args: dict, tag: str) -> str:
+    """What makes one (fold, method) fit: the fold's queries, the model split, the configs, the seed, the data."""
+    fold = args["fold"]
+    parts = {
+        "name": args["name"], "seed": args["seed"], "tag": tag,
+        "fold": [hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()
+                 for a in (fold.train, fold.anchors, fold.val, fold.test)],
+        "trained": args["trained"].tolist(), "held": args["held"].tolist(),
+        "scores": hashlib.sha1(np.nan_to_num(args["scores"], nan=-1).tobytes()).hexdigest(),
+        "encodings": hashlib.sha1(args["encodings"][:64].tobytes()).hexdigest() + str(args["encodings"].shape),
+        "configs": [repr(args.get(k)) for k in ("model_config", "train_config", "baseline_config")]
+        if args["name"] == "locus" else repr(args.get("baseline_config")),
+    }
+    return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cached_fit_and_predict(cache: Path, tag: str):
+    """The library's fit_and_predict with its result kept on disk per (fold, method) fit, so that folds run in separate
+    invocations add up to one k-fold result without refitting, and the trained LOCUS of each fold is kept
+    (`<key>.pt`, locus_model.model.save_checkpoint) for the onboarding and geometry scripts."""
+    from locus_model.model import save_checkpoint
+
+    def run(**args):
+        key = fit_key(args, tag)
+        path = cache / f"{args['name']}_f{args['fold'].index}_{key}.npz"
+        if path.is_file():
+            with np.load(path) as z:
+                return z["probs"], float(z["seconds"])
+        if args.get("locus_model") is not None:
+            return fit_and_predict(**args)
+        cache.mkdir(parents=True, exist_ok=True)
+
+        def keep(method) -> None:  # the fold's trained LOCUS, for the onboarding and geometry scripts
+            if args["name"] == "locus":
+                fold = args["fold"]
+                save_checkpoint(path.with_suffix(".pt"), method.model, fold=fold.index, anchors=fold.anchors.tolist(),
+                                trained=args["trained"].tolist(), held=args["held"].tolist(), seed=args["seed"])
+
+        probs, seconds = fit_and_predict(**args, on_fitted=keep)
+        np.savez(path, probs=probs, seconds=seconds)
+        return probs, seconds
+
+    return run
+
+
+@dataclass
+class HarnessSetup:
+    """What evaluate() builds for one suite and budget, for scripts that reuse its folds and trained LOCUS."""
+
+    matrix: EvaluationMatrix
+    encodings: np.ndarray  # (Q, D) float32, matrix order
+    scores: np.ndarray  # (M, Q) float32, NaN = no cell
+    splits: list
+    trained: np.ndarray  # model rows trained on
+    held: np.ndarray  # held-out model rows
+    model_config: LocusConfig
+    train_config: TrainConfig
+    seed: int
+
+    def fit_args(self, name: str, fold) -> dict:
+        """The arguments evaluate() gives fit_and_predict for (fold, method): the same fit-cache key."""
+        return dict(name=name, seed=self.seed + fold.index, scores=self.scores, encodings=self.encodings, fold=fold,
+                    trained=self.trained, held=self.held, model_config=self.model_config,
+                    train_config=self.train_config, baseline_config=None, progress=True, locus_model=None)
+
+
+def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, holdout_models: float = 0.2,
+                  encoder: str = "all-MiniLM-L6-v2", train_options: list[str] = ()) -> HarnessSetup:
+    """The folds, anchors, held-out models and LOCUS configs of `bench_accuracy.py --suite S --budgets B` with the
+    same options (TrainConfig(device="cpu", seed) plus --train-option overrides)."""
+    matrix, _ = load_suite(suite)
+    enc = np.asarray(encode_queries(matrix.queries, encoder=encoder, progress=True), dtype=np.float32)
+    held = choose_held_out(len(matrix.models), holdout_models, seed)
+    return HarnessSetup(
+        matrix=matrix, encodings=enc, scores=matrix.scores.astype(np.float32),
+        splits=kfold_splits(len(matrix.query_ids), folds=folds, budget=budget, seed=seed),
+        trained=np.setdiff1d(np.arange(len(matrix.models)), held), held=held,
+        model_config=LocusConfig(query_dim=enc.shape[1]),
+        train_config=apply_train_options(TrainConfig(device="cpu", seed=seed), list(train_options)), seed=seed,
+    )
+
+
+def fold_locus(setup: HarnessSetup, fold, cache: Path, tag: str = ""):
+    """The LOCUS that `bench_accuracy.py --fit-cache CACHE` trained on this fold (trained and cached now if absent)."""
+    from locus_model.model import load_checkpoint
+
+    args = setup.fit_args("locus", fold)
+    path = cache / f"locus_f{fold.index}_{fit_key(args, tag)}.pt"
+    if not path.is_file():
+        cached_fit_and_predict(cache, tag)(**args)
+    if not path.is_file():
+        raise SystemExit(f"{path}: no checkpoint beside the cached fit; delete its .npz and run again")
+    return load_checkpoint(path)[0]
+
+
 def apply_train_options(config: TrainConfig, options: list[str]) -> TrainConfig:
     """TrainConfig with NAME=VALUE overrides, each VALUE parsed as the field's current type."""
     changes = {}
@@ -161,13 +374,34 @@ def main(argv: list[str] | None = None) -> int:
                    help="train on all models (no hold-out) and report the models that --holdout-models would hold "
                         "out as an extra group 'held_out_as_trained': their accuracy as in-training models, to set "
                         "beside their accuracy when onboarded (files get the suffix _probe)")
+    p.add_argument("--fit-cache", type=Path, default=None,
+                   help="keep each (fold, method) fit's test probabilities (and each fold's trained LOCUS) in this "
+                        "folder and reuse them: folds run in separate calls add up without refitting (--jobs 1 only)")
+    p.add_argument("--plot", type=Path, nargs="+", default=None,
+                   help="draw routing accuracy against budget (one line per method, fold mean and 95%% paired "
+                        "interval) from these result JSONs into --plot-out and exit (runs nothing)")
+    p.add_argument("--table", type=Path, nargs="+", default=None,
+                   help="print compact markdown tables (methods x budgets, and LOCUS minus each method with its paired "
+                        "interval) from these result JSONs of one suite and exit (runs nothing)")
+    p.add_argument("--group", default="all", help="the model group --table and --plot report (all, in_training, held_out)")
+    p.add_argument("--plot-out", type=Path, default=None, help="the PNG --plot writes")
     p.add_argument("--summarize", type=Path, nargs="+", default=None,
                    help="print markdown tables from these result JSONs and exit (runs nothing)")
     args = p.parse_args(argv)
     if args.summarize:
         print(markdown_summary(args.summarize))
         return 0
+    if args.plot:
+        print(sample_efficiency(args.plot, args.plot_out, group=args.group))
+        return 0
+    if args.table:
+        print(budget_tables(args.table, group=args.group))
+        return 0
     torch.set_num_threads(args.threads)
+    if args.fit_cache is not None:
+        if args.jobs != 1:
+            raise SystemExit("--fit-cache works with --jobs 1 only")
+        harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag)
     train_config = TrainConfig(device="cpu", seed=args.seed)
     if args.epochs is not None:
         train_config = replace(train_config, epochs=args.epochs)

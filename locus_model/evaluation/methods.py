@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -129,10 +129,12 @@ def fit_and_predict(
     baseline_config: Any = None,
     progress: bool = False,
     locus_model: Any = None,
+    on_fitted: Callable[[Any], None] | None = None,
 ) -> tuple[np.ndarray, float]:
     """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
     onboard the held-out models from their anchor cells, score every test query; ((M, Q_test) P(correct),
-    seconds). A module-level function so that evaluate(jobs > 1) can run it in a worker process."""
+    seconds). A module-level function so that evaluate(jobs > 1) can run it in a worker process.
+    ``on_fitted(method)``: called once the method is fitted (e.g. to keep its trained model)."""
     t0 = time.perf_counter()
     budget_scores = np.full_like(scores, np.nan)
     budget_scores[:, fold.anchors] = scores[:, fold.anchors]
@@ -143,6 +145,8 @@ def fit_and_predict(
         progress=progress, locus_model=locus_model,
     )
     method.fit(encodings, budget_scores[trained], val_scores[trained])
+    if on_fitted is not None:
+        on_fitted(method)
     held_rows = method.onboard(budget_scores[held])
     probs = np.empty((len(scores), len(fold.test)), dtype=np.float32)
     probs[trained] = method.predict_proba(np.arange(len(trained)), fold.test)

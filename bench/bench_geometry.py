@@ -1,0 +1,133 @@
+"""Geometry of the model embeddings on real models: distance vs disagreement, and each model's nearest neighbour.
+
+Per fold of `bench_accuracy.py --suite S --budgets B` (the LOCUS trained there, from its --fit-cache; trained now if
+absent), every model is embedded from its evaluations on the fold's B anchors (the held-out ones are onboarded
+exactly so), and:
+- Pearson / Spearman between embedding distance (Euclidean, cosine) and the correctness disagreement rate of each
+  model pair on the fold's test queries, which no embedding saw (locus_model.analysis.distance_vs_disagreement);
+- each model's nearest neighbour by cosine distance, beside its nearest neighbour by disagreement on the test
+  queries (the behavioural truth), with families and variants from data/mmlu-pro/models.csv; and the family
+  clustering's purity and adjusted Rand index (locus_model.analysis.family_clustering).
+
+    PYTHONPATH=. .venv/bin/python bench/bench_geometry.py --suite mmlu --budget 1024 --fit-cache bench/.cache/fits
+
+Writes bench/results/geometry_<suite>_b<budget>.json and prints markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.bench_accuracy import fold_locus, harness_setup  # noqa: E402
+from locus_model.analysis import distance_vs_disagreement, family_clustering  # noqa: E402
+from locus_model.model import embed_evaluation_sets  # noqa: E402
+
+MODELS_CSV = REPO / "data" / "mmlu-pro" / "models.csv"
+
+
+def nearest(d: np.ndarray) -> np.ndarray:
+    """(M,) index of each row's nearest other model in a (M, M) distance matrix."""
+    d = d.astype(np.float64).copy()
+    np.fill_diagonal(d, np.inf)
+    return np.argmin(d, axis=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", default="mmlu")
+    p.add_argument("--budget", type=int, default=1024)
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--only-folds", type=int, nargs="+", default=None)
+    p.add_argument("--holdout-models", type=float, default=0.2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="the --train-option values the bench_accuracy.py run used (they are part of the cache key)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
+                          holdout_models=args.holdout_models, train_options=args.train_option)
+    names = setup.matrix.models
+    info = pd.read_csv(MODELS_CSV).set_index("model").reindex(names) if args.suite == "mmlu" else None
+    families = info["family"].fillna("").tolist() if info is not None else None
+    variants = info["variant"].fillna("").tolist() if info is not None else [""] * len(names)
+    folds = [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]
+    per_fold = []
+    for fold in folds:
+        model = fold_locus(setup, fold, args.fit_cache)
+        sets = []
+        for row in setup.scores[:, fold.anchors]:
+            keep = ~np.isnan(row)
+            sets.append((fold.anchors[keep], row[keep]))
+        z = embed_evaluation_sets(model, setup.encodings, sets)  # (M, d): trained and held-out models alike
+        labels = setup.scores[:, fold.test]
+        dd = distance_vs_disagreement(z, labels, names)
+        square = np.zeros((len(names), len(names)))
+        square[dd.pair_a, dd.pair_b] = square[dd.pair_b, dd.pair_a] = dd.cosine
+        truth = np.zeros_like(square)
+        truth[dd.pair_a, dd.pair_b] = truth[dd.pair_b, dd.pair_a] = dd.disagreement
+        clust = family_clustering(z, names, families)
+        per_fold.append({
+            "fold": fold.index,
+            "euclidean": vars(dd.euclidean_corr), "cosine": vars(dd.cosine_corr),
+            "nn_embedding": [names[j] for j in nearest(square)],
+            "nn_disagreement": [names[j] for j in nearest(truth)],
+            "purity": clust.purity, "adjusted_rand": clust.adjusted_rand,
+        })
+        print(f"fold {fold.index + 1}: Pearson {dd.euclidean_corr.pearson:.3f} (Euclidean) / {dd.cosine_corr.pearson:.3f} "
+              f"(cosine)", file=sys.stderr, flush=True)
+
+    def ms(values: list[float]) -> str:
+        v = np.array(values, np.float64)
+        return f"{v.mean():.3f} ± {v.std(ddof=1) if len(v) > 1 else 0.0:.3f}"
+
+    held = set(names[i] for i in setup.held)
+    first = per_fold[0]
+    rows = []
+    for i, name in enumerate(names):
+        nn = first["nn_embedding"][i]
+        fam = families[i] if families else ""
+        nn_fam = families[names.index(nn)] if families else ""
+        rows.append({
+            "model": name + (" (held out)" if name in held else ""), "family / variant": f"{fam} / {variants[i]}",
+            "nearest (embedding, cosine)": nn, "same family": "yes" if fam and fam == nn_fam else "no",
+            "nearest (disagreement)": first["nn_disagreement"][i],
+            "embedding NN = disagreement NN, folds": f"{sum(f['nn_embedding'][i] == f['nn_disagreement'][i] for f in per_fold)}/{len(per_fold)}",
+            "same NN as fold 1st, folds": f"{sum(f['nn_embedding'][i] == nn for f in per_fold)}/{len(per_fold)}",
+        })
+    table = pd.DataFrame(rows)
+    summary = {
+        "pearson_euclidean": ms([f["euclidean"]["pearson"] for f in per_fold]),
+        "spearman_euclidean": ms([f["euclidean"]["spearman"] for f in per_fold]),
+        "pearson_cosine": ms([f["cosine"]["pearson"] for f in per_fold]),
+        "spearman_cosine": ms([f["cosine"]["spearman"] for f in per_fold]),
+        "family_purity": ms([f["purity"] for f in per_fold]),
+        "family_adjusted_rand": ms([f["adjusted_rand"] for f in per_fold]),
+        "nn_same_family_fold_first": f"{(table['same family'] == 'yes').sum()}/{len(table)}",
+        "nn_equals_disagreement_nn": ms([np.mean([a == b for a, b in zip(f["nn_embedding"], f["nn_disagreement"])]) for f in per_fold]),
+    }
+    out = args.out_dir / f"geometry_{args.suite}_b{args.budget}.json"
+    out.write_text(json.dumps({"settings": {**vars(args), "fit_cache": str(args.fit_cache), "out_dir": str(args.out_dir),
+                                            "folds_run": [f.index for f in folds],
+                                            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])},
+                               "summary": summary, "per_fold": per_fold, "nearest_table": rows}, indent=1))
+    print(f"Over folds {[f.index for f in folds]} (mean ± std): " + "; ".join(f"{k} {v}" for k, v in summary.items()) + "\n")
+    print(table.to_markdown(index=False))
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
