@@ -68,8 +68,6 @@ TRIALS: dict[str, dict] = {
                                         "epochs": 120, "patience": 120, "select_from_epoch": 10,
                                         "finetune_steps": 2000, "finetune_patience": 300, "finetune_noise": (2.0, 3.0)},
     "noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200},
-    "disjoint_noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200,
-                                    "disjoint_targets": True},
     # closer to the paper (arXiv 2601.21082 reference): all models per step, encoder subsets up to the budget,
     # the reference's noise (~2.8 -> 1.4 in relative units) annealed over most of the run
     "paperish_e600": {"batch_models": 128, "enc_max": 1024, "noise_start": 2.8, "noise_end": 1.4,

@@ -32,7 +32,7 @@ class TrainConfig:
     """How to train LOCUS: epochs and batches, encoder-subset sizes, query noise, EMA, checkpoint selection,
     the predictor fine-tuning and the calibration.
 
-    The defaults are the best setting of a 5-fold sweep on the demo pool (docs/experiments-training.md says
+    The defaults are the best setting of a 5-fold sweep on the demo pool (docs/experiments.md says
     how each was chosen). Query noise is relative: noise_* is the ratio ||noise|| / ||encoding||, so one
     setting means the same for 384-d and 768-d encoders. On one CPU thread an epoch costs ~5 s for ~100 models
     x 1,024 anchors; lower epochs (the demo job uses 40) for a quick run.
@@ -59,10 +59,6 @@ class TrainConfig:
     #   epochs - 1: on small validation sets an almost untrained epoch can win on a couple of queries
     seed: int = 0  # seeds init, subsets, noise and dropout: same seed -> same result on CPU
     device: str = "auto"  # "auto" -> cuda if available else cpu; or "cpu", "cuda", "cuda:1", ...
-    disjoint_targets: bool = False  # decoder targets drawn only from the model's train cells outside its
-    #   encoder subset (the encoder subset then leaves at least one cell out), so labels cannot be copied
-    select_loss_tolerance: float | None = None  # checkpoint = best val routing among epochs whose val loss
-    #   is within this much (nats) of the minimum val loss; None = best val routing over all epochs
     ema_decay: float = 0.995  # 0 = off; else validation, checkpoint selection and the returned model use an
     #   exponential moving average of the weights (decay per optimiser step, warmed up as
     #   min(decay, (1 + t) / (10 + t))), which smooths the step-to-step jitter of small-batch training
@@ -99,8 +95,6 @@ class TrainConfig:
             raise ValueError(f"TrainConfig: calibration={self.calibration!r}; use 'none', 'temperature' or 'platt'.")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"TrainConfig: ema_decay={self.ema_decay} must be in [0, 1) (0 = off).")
-        if self.select_loss_tolerance is not None and self.select_loss_tolerance < 0:
-            raise ValueError(f"TrainConfig: select_loss_tolerance={self.select_loss_tolerance} must be >= 0 or None.")
 
 
 @dataclass
@@ -193,10 +187,6 @@ def _draw_sets(
     a: np.ndarray, cfg: TrainConfig, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:  # (encoder subset (k,), decoder targets (T,)) of one model's train cells a
     n = len(a)
-    if cfg.disjoint_targets and n >= 2:
-        k = int(rng.integers(min(cfg.enc_min, n - 1), min(cfg.enc_max, n - 1) + 1))
-        perm = rng.permutation(a)
-        return perm[:k], perm[k : k + cfg.dec_batch]
     k = int(rng.integers(min(cfg.enc_min, n), min(cfg.enc_max, n) + 1))
     return rng.choice(a, k, replace=False), rng.choice(a, min(cfg.dec_batch, n), replace=False)
 
@@ -238,33 +228,20 @@ class _Validation:
 
 @dataclass
 class _Selected:
-    """The epochs run and the one kept: best validation routing (ties: lower val loss), among the epochs within
-    select_loss_tolerance of the minimum val loss when that is set."""
+    """The epochs run and the one kept: best validation routing (ties: lower val loss)."""
 
     history: list[dict] = field(default_factory=list)
     epoch: int = -1
     metrics: dict = field(default_factory=dict)
     state: dict | None = None
     key: tuple[float, float] | None = None
-    min_loss: float = math.inf
-    candidates: dict[int, dict] = field(default_factory=dict)  # epoch -> state, epochs still within the tolerance
 
-    def consider(self, row: dict, model: Locus, tol: float | None) -> None:
+    def consider(self, row: dict, model: Locus) -> None:
         """Keep ``row``'s epoch (already in history) if it is the best so far."""
         key = (row["val_routing_acc"], -row["val_loss"])
-        if tol is None:
-            if self.key is None or key > self.key:
-                self.key, self.epoch, self.metrics = key, row["epoch"], dict(row)
-                self.state = copy.deepcopy(model.state_dict())
-            return
-        self.min_loss = min(self.min_loss, row["val_loss"])
-        if row["val_loss"] <= self.min_loss + tol:
-            self.candidates[row["epoch"]] = copy.deepcopy(model.state_dict())
-        eligible = [h for h in self.history if h["epoch"] in self.candidates and h["val_loss"] <= self.min_loss + tol]
-        self.candidates = {h["epoch"]: self.candidates[h["epoch"]] for h in eligible}
-        best = max(eligible, key=lambda h: (h["val_routing_acc"], -h["val_loss"]))
-        self.key, self.epoch, self.metrics = (best["val_routing_acc"], -best["val_loss"]), best["epoch"], dict(best)
-        self.state = self.candidates[self.epoch]
+        if self.key is None or key > self.key:
+            self.key, self.epoch, self.metrics = key, row["epoch"], dict(row)
+            self.state = copy.deepcopy(model.state_dict())
 
 
 def _validation(train_np: np.ndarray, val_np: np.ndarray, avail: list[np.ndarray], cfg: TrainConfig,
@@ -384,7 +361,7 @@ def _train_epochs(net: Locus, model: Locus, data: _Inputs, val: _Validation, cfg
                "val_correctness_acc": val_correct, "noise": ratio, "seconds": time.perf_counter() - t0}
         best.history.append(row)
         if epoch >= first_eligible:
-            best.consider(row, model, cfg.select_loss_tolerance)
+            best.consider(row, model)
         if on_epoch is not None:
             on_epoch(dict(row))
         bar.set_postfix(loss=f"{train_loss:.4f}", val_route=f"{val_routing:.4f}", best=best.epoch)

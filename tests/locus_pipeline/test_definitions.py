@@ -83,7 +83,7 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
 NOT_DEFAULT_TRAIN = dict(epochs=7, batch_models=3, draws=2, enc_min=5, enc_max=40, dec_batch=33, val_set_max=None,
                          lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01, grad_clip=0.5, noise_start=0.5,
                          noise_end=0.25, noise_anneal_epochs=4, patience=9, select_from_epoch=3, seed=11, device="cpu",
-                         disjoint_targets=True, select_loss_tolerance=0.02, ema_decay=0.0, finetune_steps=40,
+                         ema_decay=0.0, finetune_steps=40,
                          finetune_patience=20, finetune_noise=(1.5, 2.5), calibration="none")
 NOT_DEFAULT_MODEL = dict(d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=16, predictor_dropout=0.2)
 

@@ -75,8 +75,6 @@ TRAIN_FIELD_DOCS = {
     "select_from_epoch": "Epochs before this one are never kept as the checkpoint.",
     "seed": "Seed of initialisation, subsets and noise.",
     "device": "auto = CUDA when present, else CPU.",
-    "disjoint_targets": "Decoder targets only from train cells outside the encoder subset (off by default: costs routing).",
-    "select_loss_tolerance": "Keep the best routing among epochs within this val loss of the minimum; empty = over all epochs.",
     "ema_decay": "Per-step decay of the moving average of the weights that is validated and kept; 0 = off.",
     "finetune_steps": "Steps of predictor-only training on the full-anchor embeddings after checkpoint selection "
                       "(min val BCE kept); 0 = off. The encoder is untouched.",
@@ -124,7 +122,7 @@ class _TrainingConfigBase(dg.Config):
 TrainingConfig = create_model(
     "TrainingConfig", __base__=_TrainingConfigBase,
     __doc__="LOCUS training: every field of the library's TrainConfig and LocusConfig (but query_dim), with their "
-            "defaults (the best setting of the training sweep, docs/experiments-training.md). The paper's setting "
+            "defaults (the best setting of the training sweep, docs/experiments.md). The paper's setting "
             "is epochs=2500, patience=500, batch_models=128, noise_start=2.8, noise_end=1.4, "
             "noise_anneal_epochs=500, with all-mpnet-base-v2 encodings (see README).",
     **config_fields(TrainConfig, TRAIN_FIELD_DOCS), **config_fields(LocusConfig, MODEL_FIELD_DOCS, skip=("query_dim",)),
