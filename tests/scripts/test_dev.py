@@ -67,8 +67,15 @@ def start(tmp_path: Path, venv: Path, **env: str) -> tuple[subprocess.Popen, int
                "MLFLOW_PORT": str(mlflow_port), "VENV": str(venv), **env}
     log = open(tmp_path / "dev.log", "wb")  # noqa: SIM115 (closed with the process)
     proc = subprocess.Popen([str(DEV_SH)], env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)  # like a terminal: Ctrl-C reaches the script, not its jobs
+                            start_new_session=True,  # like a terminal: Ctrl-C reaches the script, not its jobs
+                            preexec_fn=_default_sigint)
     return proc, dagster_port, mlflow_port
+
+
+def _default_sigint() -> None:
+    """SIGINT as a terminal gives it: a test run started in the background (``cmd &`` in a script, nohup) inherits
+    SIGINT ignored, and bash can never trap a signal ignored on entry, so dev.sh would not see the Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def stop_and_measure(proc: subprocess.Popen, pids: set[int], limit_s: float) -> float:
