@@ -131,19 +131,21 @@ class DevServers:
 
 
 def descendants(root: int) -> set[int]:
-    parent_of = {}
+    """Live (non-zombie) processes below ``root``, from /proc."""
+    parent_of, state_of = {}, {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            parent_of[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            fields = stat[stat.rindex(")") + 2 :].split()
+            state_of[int(entry.name)], parent_of[int(entry.name)] = fields[0], int(fields[1])
     found, frontier = set(), {root}
     while frontier:
         frontier = {pid for pid, parent in parent_of.items() if parent in frontier} - found
         found |= frontier
-    return found
+    return {pid for pid in found if state_of.get(pid) != "Z"}
 
 
 def alive(pids: set[int]) -> set[int]:

@@ -15,42 +15,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DEV_SH = REPO / "scripts" / "dev.sh"
+sys.path.insert(0, str(REPO / "scripts"))
+
+from ui_walk import alive, descendants  # noqa: E402  (the walk stops the same servers)
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def descendants(root: int) -> set[int]:
-    """Live (non-zombie) processes below ``root``, from /proc."""
-    parent_of, state_of = {}, {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            state_of[int(entry.name)], parent_of[int(entry.name)] = fields[0], int(fields[1])
-    found, frontier = set(), {root}
-    while frontier:
-        frontier = {pid for pid, parent in parent_of.items() if parent in frontier} - found
-        found |= frontier
-    return {pid for pid in found if state_of.get(pid) != "Z"}
-
-
-def alive(pids: set[int]) -> set[int]:
-    left = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            left.add(pid)
-    return left
 
 
 def answers(port: int, path: str) -> bool:
