@@ -188,6 +188,11 @@ def manifest_stems(folder: DropFolder) -> list[str]:
     return sorted(p.name[: -len(MANIFEST_SUFFIX)] for p in folder.accepted.glob(f"*{MANIFEST_SUFFIX}") if not p.name.startswith("."))
 
 
+def read_manifests(folder: DropFolder) -> list[Manifest]:
+    """Every accepted file's manifest, in acceptance order."""
+    return [read_manifest(folder, stem) for stem in manifest_stems(folder)]
+
+
 def _find_duplicate(folder: DropFolder, sha: str) -> str | None:
     for path in folder.accepted.glob(f"*-{sha[:8]}-*{MANIFEST_SUFFIX}"):
         manifest = Manifest.from_json(path.read_text(encoding="utf-8"))
@@ -343,11 +348,12 @@ def changed_since_intake(folder: DropFolder, manifest: Manifest) -> str | None:
     return None
 
 
-def changed_accepted_files(folder: DropFolder) -> list[Manifest]:
-    """Accepted files whose size or modification time differ from their manifest (cheap: one stat each)."""
+def changed_accepted_files(folder: DropFolder, manifests: list[Manifest] | None = None) -> list[Manifest]:
+    """Accepted files whose size or modification time differ from their manifest (cheap: one stat each).
+    ``manifests``: those already read this tick (default: every manifest)."""
     out = []
-    for stem in manifest_stems(folder):
-        manifest = read_manifest(folder, stem)
+    for manifest in read_manifests(folder) if manifests is None else manifests:
+        stem = manifest.stem
         try:
             stat = (folder.accepted / stem).stat()
         except FileNotFoundError:
@@ -406,11 +412,12 @@ def accepted_rows(folder: DropFolder, stem: str, model: str) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
-def claimed_keys(home: LocusHome, folder: DropFolder) -> dict[str, str]:
-    """model_key -> model name of every model the home knows, and of every model of an accepted file."""
+def claimed_keys(home: LocusHome, folder: DropFolder, manifests: list[Manifest] | None = None) -> dict[str, str]:
+    """model_key -> model name of every model the home knows, and of every model of an accepted file.
+    ``manifests``: those already read this tick (default: every manifest)."""
     claimed = home.model_identities()
-    for stem in manifest_stems(folder):
-        for entry in read_manifest(folder, stem).models:
+    for manifest in read_manifests(folder) if manifests is None else manifests:
+        for entry in manifest.models:
             claimed.setdefault(entry.model_key, entry.model)
     return claimed
 

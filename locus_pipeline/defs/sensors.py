@@ -39,18 +39,22 @@ def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
 
 def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> list[str]:
     """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message."""
-    from locus_pipeline.intake import (changed_accepted_files, claimed_keys, in_progress_entries, intake_file, reason_summary,
-                                       recover_orphans, reject_unusable, retake, scan_incoming, unusable_entries)
+    from locus_pipeline.intake import (changed_accepted_files, claimed_keys, in_progress_entries, intake_file, read_manifests,
+                                       reason_summary, recover_orphans, reject_unusable, retake, scan_incoming,
+                                       unusable_entries)
 
     notes = []
     for path, why in unusable_entries(folder):
         target = reject_unusable(folder, path, why)
         context.log.warning(f"REJECTED {path.name}: {why}")
         notes.append(f"rejected {path.name}: {why} (see rejected/{target.name}.reason.txt)")
-    claimed = claimed_keys(home, folder)
+    manifests = read_manifests(folder)  # once per tick
+    claimed = claimed_keys(home, folder, manifests)
     for item in recover_orphans(folder, claimed=claimed):
         notes.append(f"recovered {item.stored.name if item.stored else item.source.name}: {item.status}")
-    for manifest in changed_accepted_files(folder):  # a writer kept writing in place after intake
+        if item.manifest is not None:
+            claimed.update({m.model_key: m.model for m in item.manifest.models})
+    for manifest in changed_accepted_files(folder, manifests):  # a writer kept writing in place after intake
         result = retake(folder, manifest, claimed=claimed)
         if result is None:
             notes.append(f"accepted/{manifest.stem} is still being written after intake; it is taken in again once it settles")
