@@ -376,6 +376,7 @@ def retake(folder: DropFolder, manifest: Manifest, *, now: float | None = None, 
     if now - path.stat().st_mtime < settle_seconds:
         return None
     held = _hold(folder, path, "retake", manifest.original_name)
+    grown_to = held.stat().st_size
     restored = False
     with open(held, "rb") as source:
         prefix = source.read(manifest.bytes)
@@ -394,7 +395,7 @@ def retake(folder: DropFolder, manifest: Manifest, *, now: float | None = None, 
         f"CHANGED AFTER INTAKE: {manifest.original_name}\n"
         f"noticed at: {datetime.fromtimestamp(now, tz=timezone.utc).isoformat()}\n"
         f"onboarded from this file: {manifest.rows:,} rows, {manifest.bytes:,} bytes, sha256 {manifest.sha256}\n"
-        f"the file then had: {held.stat().st_size if held.exists() else '?'} bytes (a writer kept writing it in place after intake)\n"
+        f"the file then had: {grown_to:,} bytes (a writer kept writing it in place after intake)\n"
         f"this copy: {'restored to the bytes that were onboarded' if restored else 'NOT restored: its first bytes changed too (not an append); the onboarded rows are in ' + manifest.stem + PARTS_SUFFIX + '/'}\n"
         f"the new version: {where}\n"
         "To avoid this, write the file under a .part name and rename it when it is complete (docs/onboarding.md).\n"))

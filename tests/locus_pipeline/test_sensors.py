@@ -273,6 +273,7 @@ def test_a_file_that_grows_after_intake_is_taken_in_again_whole(home: Path) -> N
     assert hashlib.sha256(accepted.read_bytes()).hexdigest() == old_sha and accepted.read_text() == half  # restored
     note = (home / "incoming" / "accepted" / f"{stem}.changed.txt").read_text()
     assert "restored to the bytes that were onboarded" in note and new_stem in note
+    assert f"the file then had: {len(full.encode()):,} bytes" in note
     assert [p for p in (home / "incoming").iterdir() if p.is_file()] == []
 
 
