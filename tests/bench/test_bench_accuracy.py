@@ -49,3 +49,24 @@ def test_onboarding_sets_are_nested_anchor_subsets():
         assert [len(c) for c in cells] == [4, 8, 40 - (10 if h == 2 else 0)]
         assert cells[0] <= cells[1] <= cells[2] <= set(anchors)
         assert np.array_equal(sets[40][i][sorted(cells[2])], scores[h, sorted(cells[2])])
+
+
+def test_headroom_routers_find_a_planted_per_category_best_model():
+    from bench.diag_routing_headroom import best_single_probs, category_probs, logistic_probs
+    from locus_model.evaluation.metrics import routing_accuracy
+
+    rng = np.random.default_rng(0)
+    q = 400
+    bench = np.where(np.arange(q) % 2 == 0, "math", "law")
+    # model 0 is right on every math query, model 1 on every law query, model 2 on 60% of all (the best single)
+    scores = np.stack([(bench == "math"), (bench == "law"), rng.random(q) < 0.6]).astype(np.float32)
+    scores[0, 5] = np.nan  # a missing cell is skipped, not counted as wrong
+    encodings = np.where(bench[:, None] == "math", 1.0, -1.0) * np.ones((q, 4)) + rng.normal(0, 0.1, (q, 4))
+    known, val, test = np.arange(0, 200), np.arange(200, 300), np.arange(300, q)
+    single = best_single_probs(scores, known, len(test))
+    assert single.shape == (3, len(test)) and np.all(np.argmax(single, axis=0) == 2)
+    category = category_probs(scores, bench, known, test)
+    assert routing_accuracy(category, scores[:, test]) == 1.0
+    logistic = logistic_probs(scores, encodings.astype(np.float32), known, val, test)
+    assert routing_accuracy(logistic, scores[:, test]) == 1.0
+    assert routing_accuracy(single, scores[:, test]) < 0.75
