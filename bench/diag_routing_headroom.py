@@ -65,9 +65,11 @@ def best_single_probs(scores: np.ndarray, known_q: np.ndarray, n_test: int) -> n
 
 
 def logistic_probs(scores: np.ndarray, encodings: np.ndarray, known_q: np.ndarray, val: np.ndarray,
-                   test: np.ndarray, cs: tuple[float, ...] = (0.01, 0.1, 1.0)) -> np.ndarray:
+                   test: np.ndarray, val_rows: np.ndarray | None = None,
+                   cs: tuple[float, ...] = (0.01, 0.1, 1.0)) -> np.ndarray:
     """(M, Q_test) P(correct) from one logistic regression per model on the encodings of its known queries; the
-    inverse regularisation C is the one with the best routing on the validation queries."""
+    inverse regularisation C is the one with the best routing among `val_rows` (default: every model) on the
+    validation queries, as the harness selects on the trained models' validation cells."""
     from sklearn.linear_model import LogisticRegression
 
     from locus_model.evaluation.metrics import routing_accuracy
@@ -84,7 +86,8 @@ def logistic_probs(scores: np.ndarray, encodings: np.ndarray, known_q: np.ndarra
             out[m] = clf.predict_proba(encodings[q])[:, 1]
         return out
 
-    best = max(cs, key=lambda c: routing_accuracy(fit(c, val), scores[:, val]))
+    rows = np.arange(len(scores)) if val_rows is None else np.asarray(val_rows)
+    best = max(cs, key=lambda c: routing_accuracy(fit(c, val)[rows], scores[np.ix_(rows, val)]))
     return fit(best, test)
 
 
@@ -124,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                         "kNN": fit_and_predict(**{**setup.fit_args("knn", use), "progress": False})[0],
                         "kNN, k = 500": fit_and_predict(**{**setup.fit_args("knn", use), "progress": False,
                                                            "baseline_config": KNNConfig(ks=(500,))})[0],
-                        "logistic": logistic_probs(scores, setup.encodings, use.anchors, fold.val, fold.test),
+                        "logistic": logistic_probs(scores, setup.encodings, use.anchors, fold.val, fold.test,
+                                                   val_rows=setup.trained),
                     }
                     if label != "budget":
                         memo[key] = found
