@@ -317,7 +317,7 @@ def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, hol
         splits=kfold_splits(len(matrix.query_ids), folds=folds, budget=budget, seed=seed),
         trained=np.setdiff1d(np.arange(len(matrix.models)), held), held=held,
         model_config=LocusConfig(query_dim=enc.shape[1]),
-        train_config=apply_train_options(TrainConfig(device="cpu", seed=seed), list(train_options)), seed=seed,
+        train_config=apply_options(TrainConfig(device="cpu", seed=seed), list(train_options)), seed=seed,
     )
 
 
@@ -334,13 +334,14 @@ def fold_locus(setup: HarnessSetup, fold, cache: Path, tag: str = ""):
     return load_checkpoint(path)[0]
 
 
-def apply_train_options(config: TrainConfig, options: list[str]) -> TrainConfig:
-    """TrainConfig with NAME=VALUE overrides, each VALUE parsed as the field's current type."""
+def apply_options(config, options: list[str], flag: str = "--train-option"):
+    """A config dataclass (TrainConfig, LocusConfig) with NAME=VALUE overrides, each VALUE parsed as the field's
+    current type; `flag` names the command-line option in the error."""
     changes = {}
     for option in options:
         name, sep, value = option.partition("=")
         if not sep or not hasattr(config, name):
-            raise SystemExit(f"--train-option {option!r}: use NAME=VALUE with NAME a TrainConfig field")
+            raise SystemExit(f"{flag} {option!r}: use NAME=VALUE with NAME a {type(config).__name__} field")
         current = getattr(config, name)
         if isinstance(current, bool):
             changes[name] = value.lower() in ("1", "true", "yes")
@@ -364,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--patience", type=int, default=None, help="LOCUS patience in epochs (default: TrainConfig's)")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
                    help="override one LOCUS TrainConfig field, e.g. finetune_steps=300 (repeatable)")
+    p.add_argument("--model-option", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a LocusConfig field for LOCUS, e.g. predictor_hidden=256 (repeatable)")
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
     p.add_argument("--jobs", type=int, default=1,
@@ -407,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         train_config = replace(train_config, epochs=args.epochs)
     if args.patience is not None:
         train_config = replace(train_config, patience=args.patience)
-    train_config = apply_train_options(train_config, args.train_option)
+    train_config = apply_options(train_config, args.train_option)
     methods = tuple(m for m in args.methods.split(",") if m)
     for suite in args.suite:
         matrix, source = load_suite(suite)
@@ -423,7 +426,8 @@ def main(argv: list[str] | None = None) -> int:
             result = evaluate(
                 matrix, encodings, budget=budget, folds=args.folds, holdout_models=holdout,
                 seed=args.seed, methods=methods, train_config=train_config,
-                model_config=LocusConfig(query_dim=encodings.shape[1]), only_folds=args.only_folds, progress=True,
+                model_config=apply_options(LocusConfig(query_dim=encodings.shape[1]), args.model_option, "--model-option"),
+                only_folds=args.only_folds, progress=True,
                 extra_groups=extra, jobs=args.jobs,
             )
             result["settings"].update({"suite": suite, "source": source, "encoder": args.encoder,
