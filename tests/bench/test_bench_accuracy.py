@@ -70,3 +70,18 @@ def test_headroom_routers_find_a_planted_per_category_best_model():
     logistic = logistic_probs(scores, encodings.astype(np.float32), known, val, test)
     assert routing_accuracy(logistic, scores[:, test]) == 1.0
     assert routing_accuracy(single, scores[:, test]) < 0.75
+
+
+def test_embedding_profile_measures_per_benchmark_deviation_and_ridge_recovers_a_linear_profile():
+    from bench.diag_embedding_profile import loo_ridge, profile, r2
+
+    bench = np.array(["a", "a", "b", "b"])
+    scores = np.array([[1, 1, 0, 0], [1, 0, 1, np.nan]], dtype=np.float32)
+    got = profile(scores, bench, np.arange(4))
+    # model 0: 1.0 on a, 0.0 on b, 0.5 overall; model 1: 0.5 on a, 1.0 on b (its NaN skipped), 2/3 overall
+    assert np.allclose(got, [[0.5, -0.5], [0.5 - 2 / 3, 1 - 2 / 3]])
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(30, 3))
+    y = x @ rng.normal(size=(3, 4))
+    assert r2(loo_ridge(x, y), y) > 0.95
+    assert r2(loo_ridge(rng.normal(size=(30, 3)), y), y) < 0.2  # unrelated features predict nothing
