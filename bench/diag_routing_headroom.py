@@ -59,11 +59,6 @@ def category_probs(scores: np.ndarray, benchmarks: np.ndarray, known_q: np.ndarr
     return out
 
 
-def best_single_probs(scores: np.ndarray, known_q: np.ndarray, n_test: int) -> np.ndarray:
-    rate = np.nanmean(scores[:, known_q], axis=1)
-    return np.repeat(np.nan_to_num(rate, nan=-1.0)[:, None], n_test, axis=1)
-
-
 def logistic_probs(scores: np.ndarray, encodings: np.ndarray, known_q: np.ndarray, val: np.ndarray,
                    test: np.ndarray, val_rows: np.ndarray | None = None,
                    cs: tuple[float, ...] = (0.01, 0.1, 1.0)) -> np.ndarray:
@@ -122,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 key = (f, fold.train.tobytes(), fold.test.tobytes())  # the same at every budget (seeded splits)
                 if label == "budget" or key not in memo:
                     found = {
-                        "best single": best_single_probs(scores, use.anchors, len(fold.test)),
+                        "best single": fit_and_predict(**{**setup.fit_args("best_single", use), "progress": False})[0],
                         "category": category_probs(scores, bench_of, use.anchors, fold.test),
                         "kNN": fit_and_predict(**{**setup.fit_args("knn", use), "progress": False})[0],
                         "kNN, k = 500": fit_and_predict(**{**setup.fit_args("knn", use), "progress": False,
@@ -164,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 cmp = paired_bootstrap(out, ref, seed=budget)
             cell = "-" if cmp["diff"] is None else f"{cmp['diff'] * 100:+.1f} [{cmp['ci_low'] * 100:+.1f}, {cmp['ci_high'] * 100:+.1f}]"
-            print(f"| {router} | {source or 'the test labels' if router != 'oracle' else 'the test labels'} | "
+            print(f"| {router} | {source or 'the test labels'} | "
                   f"{np.nanmean(out) * 100:.1f} | {cell} |")
             rows.append({"budget": budget, "router": router, "from": source or "test labels",
                          "routing_acc": float(np.nanmean(out)), "vs_best_single": cmp})
