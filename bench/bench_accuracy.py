@@ -304,6 +304,15 @@ class HarnessSetup:
                     trained=self.trained, held=self.held, model_config=self.model_config,
                     train_config=self.train_config, baseline_config=None, progress=True, locus_model=None)
 
+    def anchor_sets(self, fold) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Every model's evaluation set on the fold's anchors, (query indices, scores) with NaN cells left out: what
+        embed_evaluation_sets embeds, as the harness embeds held-out models."""
+        sets = []
+        for row in self.scores[:, fold.anchors]:
+            keep = ~np.isnan(row)
+            sets.append((fold.anchors[keep], row[keep]))
+        return sets
+
 
 def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, holdout_models: float = 0.2,
                   encoder: str = "all-MiniLM-L6-v2", train_options: list[str] = ()) -> HarnessSetup:

@@ -67,11 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     per_fold = []
     for fold in folds:
         model = fold_locus(setup, fold, args.fit_cache)
-        sets = []
-        for row in setup.scores[:, fold.anchors]:
-            keep = ~np.isnan(row)
-            sets.append((fold.anchors[keep], row[keep]))
-        z = embed_evaluation_sets(model, setup.encodings, sets)  # (M, d): trained and held-out models alike
+        z = embed_evaluation_sets(model, setup.encodings, setup.anchor_sets(fold))  # (M, d): trained and held-out models alike
         labels = setup.scores[:, fold.test]
         dd = distance_vs_disagreement(z, labels, names)
         square = np.zeros((len(names), len(names)))
