@@ -5,6 +5,9 @@ Suites:
         encodings, budgets 256 / 512 / 1024 (and 128 for the held-out target), 5 folds over queries.
   ae1   AlpacaEval 1 (real: 53 models x 805 instructions, GPT-4-judged wins over text-davinci-003), read in
         place from ../shared/data/alpacaeval-ae1 (CC BY-NC 4.0: never copied), budgets 64 / 128 / 256, 5 folds.
+  mmlu  MMLU-Pro (real: 29 models x 12,032 questions, vendored in data/), budgets 32-1024, 5 folds.
+  metabench  Open LLM Leaderboard items (real: 2,001 open models x 1,075 items of ARC, GSM8K, MMLU, TruthfulQA,
+        Winogrande), read in place from ../shared/data/metabench (CC BY-NC-SA 4.0: never copied), budgets 32-512.
 
     .venv/bin/python bench/bench_accuracy.py --suite demo ae1          # everything (long on 2 CPU cores)
     .venv/bin/python bench/bench_accuracy.py --suite ae1 --budgets 128 --only-folds 0
@@ -44,7 +47,9 @@ from locus_model.train import TrainConfig  # noqa: E402
 
 AE1 = REPO.parent / "shared" / "data" / "alpacaeval-ae1" / "evaluations.parquet"
 MMLU_PRO = REPO / "data" / "mmlu-pro" / "evaluations.parquet"
-BUDGETS = {"demo": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64, 128, 256, 512, 1024)}
+METABENCH = REPO.parent / "shared" / "data" / "metabench" / "evaluations.parquet"
+BUDGETS = {"demo": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64, 128, 256, 512, 1024),
+           "metabench": (32, 64, 128, 256, 512)}
 
 
 def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
@@ -60,7 +65,11 @@ def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
         return EvaluationMatrix.from_table(read_evaluations(AE1)), str(AE1)
     if suite == "mmlu":  # real: 29 models x 12,032 MMLU-Pro questions, vendored (data/mmlu-pro/README.md)
         return EvaluationMatrix.from_table(read_evaluations(MMLU_PRO)), str(MMLU_PRO)
-    raise SystemExit(f"unknown suite {suite!r}: use demo, ae1 or mmlu")
+    if suite == "metabench":  # real: 2,001 open models x 1,075 leaderboard items, read in place (CC BY-NC-SA)
+        if not METABENCH.is_file():
+            raise SystemExit(f"{METABENCH} not found: the metabench matrix lives in ../shared/data (see its README)")
+        return EvaluationMatrix.from_table(read_evaluations(METABENCH)), str(METABENCH)
+    raise SystemExit(f"unknown suite {suite!r}: use demo, ae1, mmlu or metabench")
 
 
 def _cell(stat: dict | None, scale: float = 100.0) -> str:

@@ -54,8 +54,9 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
                    help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256")
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS early-stopping patience in epochs")
-    p.add_argument("--methods", default=",".join(("locus", "embedllm_mf", "irt", "knn", "best_single", "oracle")),
-                   help="comma-separated subset of locus,embedllm_mf,irt,knn,best_single,oracle")
+    p.add_argument("--methods", default="locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle",
+                   help="comma-separated subset of locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle "
+                        "(per_benchmark: each benchmark's best model on its anchors; it reads the benchmark label)")
     p.add_argument("--device", default="auto", help="LOCUS training device: auto, cpu, cuda (default auto)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--jobs", type=int, default=1,

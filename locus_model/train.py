@@ -38,7 +38,11 @@ class TrainConfig:
     x 1,024 anchors; lower epochs (the demo job uses 40) for a quick run.
     """
 
-    epochs: int = 120  # max epochs; one epoch = one pass over all models in mini-batches
+    epochs: int = 120  # max epochs; one epoch = one pass over all models in mini-batches (at most epoch_models)
+    epoch_models: int = 200  # an epoch visits at most this many models (the next ones of a running permutation,
+    #   so every model is visited equally often): a pool of 2,000 models gets an epoch of 25 optimiser steps
+    #   and a validation after it, like a pool of 200, instead of one per 250 steps; pools up to this size
+    #   visit every model once per epoch
     batch_models: int = 8  # models per step (small: more optimiser steps per CPU second)
     draws: int = 4  # independent (encoder subset, decoder batch) draws per model per step: the step's batch
     #   holds batch_models * draws evaluation sets; more set sizes and targets per model per step
@@ -55,6 +59,8 @@ class TrainConfig:
     noise_end: float = 1.0  # ... after noise_anneal_epochs (cosine schedule), constant afterwards
     noise_anneal_epochs: int = 30  # length of the cosine annealing
     patience: int = 120  # stop after this many epochs without a better validation checkpoint
+    select_on: str = "routing"  # the validation figure that picks the kept epoch: "routing" = routing accuracy
+    #   (ties: lower val BCE), "loss" = val BCE over every (model, val query) cell
     select_from_epoch: int = 10  # epochs before this one are never kept (nor counted by patience); clipped to
     #   epochs - 1: on small validation sets an almost untrained epoch can win on a couple of queries
     seed: int = 0  # seeds init, subsets, noise and dropout: same seed -> same result on CPU
@@ -86,11 +92,13 @@ class TrainConfig:
         if self.finetune_steps < 0 or min(self.finetune_noise) < 0:
             raise ValueError(f"TrainConfig: finetune_steps={self.finetune_steps} and finetune_noise={self.finetune_noise} "
                              "must be >= 0 (finetune_steps=0 turns the predictor fine-tuning off).")
-        for name in ("epochs", "batch_models", "draws", "dec_batch", "patience", "finetune_patience"):
+        for name in ("epochs", "epoch_models", "batch_models", "draws", "dec_batch", "patience", "finetune_patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
         if self.noise_start < 0 or self.noise_end < 0:
             raise ValueError("TrainConfig: noise_start and noise_end are ratios and must be >= 0.")
+        if self.select_on not in ("routing", "loss"):
+            raise ValueError(f"TrainConfig: select_on={self.select_on!r}; use 'routing' or 'loss'.")
         if self.calibration not in ("none", "temperature", "platt"):
             raise ValueError(f"TrainConfig: calibration={self.calibration!r}; use 'none', 'temperature' or 'platt'.")
         if not 0.0 <= self.ema_decay < 1.0:
@@ -210,6 +218,18 @@ class _Inputs:
     mean_norm: float  # mean encoding norm: noise ratios are relative to it
     rng: np.random.Generator  # permutations, evaluation sets, fine-tuning columns
     gen: torch.Generator  # query noise
+    pending: list[int] = field(default_factory=list)  # the rest of the running permutation of the models
+
+    def epoch_order(self, epoch_models: int) -> np.ndarray:
+        """The models of the next epoch: a permutation of all of them, or the next epoch_models of a running
+        permutation when the pool is larger."""
+        n = len(self.avail)
+        if n <= epoch_models:
+            return self.rng.permutation(n)
+        while len(self.pending) < epoch_models:
+            self.pending.extend(self.rng.permutation(n).tolist())
+        order, self.pending = self.pending[:epoch_models], self.pending[epoch_models:]
+        return np.asarray(order, dtype=np.int64)
 
     def noise_std(self, ratio: float) -> float:  # per-dimension std of a noise ratio ||noise|| / ||phi||
         return ratio * self.mean_norm / math.sqrt(self.enc.shape[1])
@@ -236,9 +256,9 @@ class _Selected:
     state: dict | None = None
     key: tuple[float, float] | None = None
 
-    def consider(self, row: dict, model: Locus) -> None:
+    def consider(self, row: dict, model: Locus, select_on: str = "routing") -> None:
         """Keep ``row``'s epoch (already in history) if it is the best so far."""
-        key = (row["val_routing_acc"], -row["val_loss"])
+        key = (row["val_routing_acc"], -row["val_loss"]) if select_on == "routing" else (-row["val_loss"], row["val_routing_acc"])
         if self.key is None or key > self.key:
             self.key, self.epoch, self.metrics = key, row["epoch"], dict(row)
             self.state = copy.deepcopy(model.state_dict())
@@ -321,7 +341,7 @@ def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: 
                  cfg: TrainConfig, std: float) -> tuple[float, int]:
     """One pass over all models in mini-batches; (target-weighted mean train loss, optimiser steps so far)."""
     net.train()
-    order = data.rng.permutation(len(data.avail))
+    order = data.epoch_order(cfg.epoch_models)
     losses, weights = [], []
     for start in range(0, len(order), cfg.batch_models):
         batch = np.repeat(order[start : start + cfg.batch_models], cfg.draws)  # draws rows per model
@@ -361,7 +381,7 @@ def _train_epochs(net: Locus, model: Locus, data: _Inputs, val: _Validation, cfg
                "val_correctness_acc": val_correct, "noise": ratio, "seconds": time.perf_counter() - t0}
         best.history.append(row)
         if epoch >= first_eligible:
-            best.consider(row, model)
+            best.consider(row, model, cfg.select_on)
         if on_epoch is not None:
             on_epoch(dict(row))
         bar.set_postfix(loss=f"{train_loss:.4f}", val_route=f"{val_routing:.4f}", best=best.epoch)

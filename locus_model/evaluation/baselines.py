@@ -166,3 +166,54 @@ class BestSingle(Baseline):
         """The row among ``model_rows`` with the highest mean rate (the first on ties)."""
         model_rows = np.asarray(model_rows, dtype=np.int64)
         return int(model_rows[np.argmax(self.rates[model_rows])])
+
+
+@dataclass(frozen=True)
+class PerBenchmarkConfig:
+    """The per-benchmark rule: it reads each query's benchmark label (which LOCUS never does)."""
+
+    benchmarks: tuple[str, ...] = ()  # (Q,) each query's benchmark, aligned with the encodings
+    smoothing: float = 1.0  # pseudo-count pulling a model's benchmark mean toward its overall anchor mean
+
+
+class PerBenchmark(Baseline):
+    """P(correct | m, q) = m's smoothed mean score on its anchors of q's benchmark: routing picks, for each
+    benchmark, the model best on that benchmark's anchors (the simple rule a user tries first)."""
+
+    name = "per_benchmark"
+
+    def __init__(self, config: PerBenchmarkConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or PerBenchmarkConfig()
+        self.scores = np.zeros((0, 0), np.float32)  # (M_fitted + H, Q) each model's own anchor evaluations
+        self.labels = np.zeros(0, np.int64)  # (Q,) benchmark index per query
+
+    def fit(self, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray | None = None) -> None:
+        self.encodings = np.asarray(encodings, dtype=np.float32)
+        if len(self.config.benchmarks) != len(self.encodings):
+            raise ValueError(
+                f"PerBenchmark: {len(self.config.benchmarks)} benchmark labels for {len(self.encodings)} queries; "
+                "give PerBenchmarkConfig(benchmarks=...) one label per query, in the encodings' order"
+            )
+        self.labels = np.unique(np.asarray(self.config.benchmarks).astype(str), return_inverse=True)[1].ravel()
+        self.scores = check_scores(train_scores, len(self.encodings), "train_scores").copy()
+        self.n_fitted_models = len(self.scores)
+
+    def onboard(self, scores: np.ndarray) -> np.ndarray:
+        encodings = self._require_fit()
+        scores = check_scores(scores, len(encodings), "scores")
+        rows = np.arange(len(self.scores), len(self.scores) + len(scores))
+        self.scores = np.concatenate([self.scores, scores])
+        return rows
+
+    def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
+        self._require_fit()
+        scores = self.scores[np.asarray(model_rows, dtype=np.int64)]  # (M, Q)
+        known = ~np.isnan(scores)
+        y = np.nan_to_num(scores)
+        overall = y.sum(1) / np.maximum(known.sum(1), 1)  # (M,)
+        onehot = np.eye(self.labels.max() + 1, dtype=np.float32)[self.labels]  # (Q, B)
+        hits, counts = y @ onehot, known.astype(np.float32) @ onehot  # (M, B)
+        alpha = self.config.smoothing
+        rate = (hits + alpha * overall[:, None]) / (counts + alpha)  # (M, B)
+        return rate[:, self.labels[np.asarray(query_idx, dtype=np.int64)]].astype(np.float32)

@@ -313,11 +313,17 @@ def evaluate(
                                           extra_groups=extra_groups)
     counts = _anchor_counts(scores, splits, matrix.models)  # (folds, M)
 
+    configs = dict(baseline_configs or {})
+    if "per_benchmark" in methods and "per_benchmark" not in configs:
+        from locus_model.evaluation.baselines import PerBenchmarkConfig
+
+        configs["per_benchmark"] = PerBenchmarkConfig(benchmarks=tuple(np.asarray(matrix.benchmarks).astype(str)))
+
     def fit_args(fold: Fold, name: str) -> dict:
         return dict(
             name=name, seed=seed + fold.index, scores=scores, encodings=enc, fold=fold, trained=trained, held=held,
             model_config=model_config, train_config=train_config,
-            baseline_config=(baseline_configs or {}).get(name), progress=progress and jobs == 1,
+            baseline_config=configs.get(name), progress=progress and jobs == 1,
             locus_model=locus_model if name == "locus" else None,
         )
 

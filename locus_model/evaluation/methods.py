@@ -9,12 +9,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from locus_model.evaluation.baselines import Baseline, BestSingle, KNNRouter
+from locus_model.evaluation.baselines import Baseline, BestSingle, KNNRouter, PerBenchmark
 from locus_model.evaluation.latent import IRT, MatrixFactorization
 from locus_model.evaluation.splits import Fold
 
-METHODS = ("locus", "embedllm_mf", "irt", "knn", "best_single", "oracle")
-BASELINES: dict[str, type[Baseline]] = {cls.name: cls for cls in (MatrixFactorization, IRT, KNNRouter, BestSingle)}
+METHODS = ("locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single", "oracle")
+BASELINES: dict[str, type[Baseline]] = {cls.name: cls for cls in (MatrixFactorization, IRT, KNNRouter, PerBenchmark, BestSingle)}
 
 
 class LocusMethod(Baseline):
@@ -100,7 +100,8 @@ def make_method(
 ) -> Baseline:
     """A fresh, unfitted method by its result-table name (everything in METHODS except the oracle).
 
-    baseline_config: LatentConfig for embedllm_mf / irt (its seed is replaced by ``seed``), KNNConfig for knn.
+    baseline_config: LatentConfig for embedllm_mf / irt (its seed is replaced by ``seed``), KNNConfig for knn,
+    PerBenchmarkConfig for per_benchmark (its benchmark labels; the harness gives them).
     locus_model: a trained Locus that "locus" uses as it is (no training)."""
     if name == "locus":
         return LocusMethod(model_config=model_config, train_config=train_config, progress=progress, model=locus_model)
@@ -108,7 +109,7 @@ def make_method(
         method = BASELINES[name](baseline_config) if baseline_config is not None else BASELINES[name]()
         method.config = replace(method.config, seed=seed)
         return method
-    if name == "knn":
+    if name in ("knn", "per_benchmark"):
         return BASELINES[name](baseline_config)
     if name in BASELINES:
         return BASELINES[name]()

@@ -244,3 +244,32 @@ def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_los
     if long.finetune["step"] <= stopped["steps_run"]:
         assert long.finetune["step"] == stopped["step"]
         assert long.finetune["val_loss_after"] == pytest.approx(stopped["val_loss_after"])
+
+
+def test_a_pool_larger_than_epoch_models_is_visited_evenly_in_shorter_epochs(tiny_pool, monkeypatch):
+    import locus_model.train as train_module
+
+    enc, train, val = tiny_pool
+    visits, original = [], train_module._batch_loss
+
+    def counting(net, batch, data, cfg, std):
+        visits.append(np.unique(batch))
+        return original(net, batch, data, cfg, std)
+
+    monkeypatch.setattr(train_module, "_batch_loss", counting)
+    cfg = TrainConfig(**{**FAST, "epochs": 6, "patience": 6, "batch_models": 2}, epoch_models=4, seed=0)
+    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
+    assert len(res.history) == 6 and len(visits) == 6 * 2  # 4 of the 12 models per epoch, 2 per step
+    counts = np.bincount(np.concatenate(visits), minlength=12)
+    assert counts.tolist() == [2] * 12  # 24 visits: each model twice, in a running permutation
+
+
+def test_select_on_loss_keeps_the_epoch_of_lowest_val_loss(tiny_pool):
+    enc, train, val = tiny_pool
+    cfg = TrainConfig(**{**FAST, "epochs": 8}, select_from_epoch=0, select_on="loss", calibration="none", seed=2)
+    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
+    losses = [row["val_loss"] for row in res.history]
+    assert res.best_epoch == int(np.argmin(losses))
+    with pytest.raises(ValueError, match="select_on"):
+        TrainConfig(select_on="auc")
+

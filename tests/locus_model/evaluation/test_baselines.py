@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.evaluation.baselines import BestSingle, KNNConfig, KNNRouter
+from locus_model.evaluation.baselines import BestSingle, KNNConfig, KNNRouter, PerBenchmark, PerBenchmarkConfig
 from locus_model.evaluation.latent import IRT, LatentConfig, MatrixFactorization
 from locus_model.evaluation.metrics import roc_auc
 
@@ -40,10 +40,11 @@ def make(name: str):
         "irt": lambda: IRT(FAST),
         "knn": lambda: KNNRouter(KNNConfig(ks=(3, 5))),
         "best": BestSingle,
+        "bench": lambda: PerBenchmark(PerBenchmarkConfig(benchmarks=tuple("ab"[q % 2] for q in range(80)))),
     }[name]()
 
 
-@pytest.mark.parametrize("name", ["mf", "irt", "knn", "best"])
+@pytest.mark.parametrize("name", ["mf", "irt", "knn", "best", "bench"])
 def test_fit_onboard_predict_shapes(name):
     enc, scores = synthetic()
     train, val, test = np.arange(0, 50), np.arange(50, 60), np.arange(60, 80)
@@ -158,3 +159,22 @@ def test_noise_level_is_chosen_on_validation():
     no_val = IRT(cfg)
     no_val.fit(enc, masked(scores, np.arange(60)))  # nothing to select on: the first level is used
     assert no_val.noise == 0.0
+
+
+def test_per_benchmark_routes_each_benchmark_to_its_best_model():
+    # model 0 is right on every "a" query, model 1 on every "b" query; model 2 is right on 60% of everything
+    bench = np.array(["a", "b"] * 10)
+    scores = np.zeros((3, 20), np.float32)
+    scores[0, bench == "a"] = 1
+    scores[1, bench == "b"] = 1
+    scores[2, :12] = 1
+    enc = np.eye(20, dtype=np.float32)
+    train, test = np.arange(16), np.arange(16, 20)
+    method = PerBenchmark(PerBenchmarkConfig(benchmarks=tuple(bench), smoothing=1.0))
+    method.fit(enc, masked(scores, train))
+    probs = method.predict_proba(np.arange(3), test)
+    # smoothed benchmark means on the 8 training anchors of each benchmark: (hits + 1 * overall) / (8 + 1)
+    np.testing.assert_allclose(probs[0], [(8 + 0.5) / 9, 0.5 / 9] * 2, rtol=1e-6)
+    assert list(probs.argmax(axis=0)) == [0, 1, 0, 1]
+    with pytest.raises(ValueError, match="benchmark labels"):
+        PerBenchmark(PerBenchmarkConfig(benchmarks=("a",))).fit(enc, masked(scores, train))
