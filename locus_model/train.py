@@ -49,6 +49,9 @@ class TrainConfig:
     enc_min: int = 16  # smallest encoder subset (clipped to the model's number of train cells)
     enc_max: int = 256  # largest encoder subset
     dec_batch: int = 512  # decoder targets per model per step (fewer if the model has fewer train cells)
+    disjoint: bool = False  # True = the decoder targets of a draw are cells its encoder subset does not hold (a
+    #   context / target split, as queries at test time are never in the set); False = drawn independently from
+    #   all train cells, so a target's own (query, score) is often in the set being embedded
     val_set_max: int | None = 256  # validation embeds each model from at most this many of its train
     #   cells (a fixed seeded subset); None = all of them (the paper: all N anchors). Bounds epoch cost.
     lr_encoder: float = 2e-4  # AdamW lr of tokenizer, ISAB blocks, PMA, output layer
@@ -195,6 +198,10 @@ def _draw_sets(
     a: np.ndarray, cfg: TrainConfig, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:  # (encoder subset (k,), decoder targets (T,)) of one model's train cells a
     n = len(a)
+    if cfg.disjoint and n > 1:  # k of a permutation for the encoder, targets from the rest
+        k = int(rng.integers(min(cfg.enc_min, n - 1), min(cfg.enc_max, n - 1) + 1))
+        order = rng.permutation(a)
+        return order[:k], order[k : k + cfg.dec_batch]
     k = int(rng.integers(min(cfg.enc_min, n), min(cfg.enc_max, n) + 1))
     return rng.choice(a, k, replace=False), rng.choice(a, min(cfg.dec_batch, n), replace=False)
 
