@@ -243,3 +243,30 @@ def test_a_training_model_key_is_claimed_too(folder: DropFolder) -> None:
         warehouse / "evaluation_table.parquet")
     result = intake_file(drop(folder, "f.csv", csv_text([(COLLIDING[1], "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder))
     assert result.status == "rejected" and repr(COLLIDING[0]) in result.reason
+
+
+# ---------------------------------------------------------------------------------------------- kills and order
+
+
+def test_a_killed_intakes_staging_folder_is_removed_and_its_file_taken_in(folder: DropFolder) -> None:
+    path = drop(folder, "evals.csv", csv_text([("m", "q1", 1)]))
+    staging = folder.accepted / f".20250101T000000.000000Z-abcdef12-evals.csv{ob.PARTS_SUFFIX}.{'0' * 32}.tmp"
+    (staging / "m").mkdir(parents=True)  # what split_by_model had written when the process was killed
+    (staging / "m" / "000000.parquet").write_bytes(b"partial")
+    ob.recover_orphans(folder)
+    assert not staging.exists() and path.exists()  # the original is untouched, and read by the scan as usual
+    assert intake_file(path, folder).status == "accepted"
+    assert [p.name for p in folder.accepted.iterdir() if p.name.startswith(".")] == []
+
+
+def test_newest_is_the_file_taken_in_last_whatever_its_modification_time(folder: DropFolder) -> None:
+    """A correction copied with its old mtime (cp -p, rsync -t) still replaces what it corrects."""
+    from locus_model.onboarding import as_store, merge_into_store
+
+    first = intake_file(drop(folder, "first.csv", csv_text([("m", "q1", 1)]), mtime=OLD), folder, now=OLD + 100)
+    fix = intake_file(drop(folder, "fix.csv", csv_text([("m", "q1", 0)]), mtime=OLD - 86_400), folder, now=OLD + 200)
+    store = None
+    for result in (fix, first):  # whatever order the runs finish in
+        rows = ob.accepted_rows(folder, result.manifest.stem, "m")
+        store = merge_into_store(store, as_store(rows, ob.intake_order(result.manifest), result.manifest.stem))
+    assert store["score"].tolist() == [0.0] and store["source_file"].tolist() == [fix.manifest.stem]

@@ -47,7 +47,7 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
     from locus_model.data.contract import safe_model_key
     from locus_model.data.errors import EvaluationDataError
     from locus_model.onboarding import as_store
-    from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, read_manifest
+    from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, intake_order, read_manifest
 
     key = context.partition_key
     if config.model and safe_model_key(config.model) != key:
@@ -71,7 +71,7 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
                 metadata={"accepted_file": config.accepted_file, "how_to_fix": "write the file as <name>.part, then rename "
                           "it to <name> when it is complete (docs/onboarding.md); nothing to do for this run"},
             )
-        received = pd.Timestamp(manifest.received_at_ns, unit="ns", tz="UTC")
+        received = intake_order(manifest)  # newest = taken in last, not the file's modification time
         store = home.record_evaluations(key, as_store(rows, received, config.accepted_file))
         new_rows = len(rows)
     else:
