@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
-                                       safe_model_key, two_texts_error, validate_chunk)
+                                       safe_model_key, text_values, two_texts_error, validate_chunk)
 from locus_model.data.long_format import iter_evaluation_chunks
 from locus_model.pool import pool_matrix
 
@@ -51,14 +51,14 @@ def split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[Mo
         valid = validate_chunk(chunk, path)
         rows_read += len(valid)
         pairs = valid[["query_id", "query", "_row"]].drop_duplicates(["query_id", "query"])
-        hashes = pd.util.hash_array(pairs["query"].astype(str).to_numpy(object))
-        for qid, h, row in zip(pairs["query_id"].astype(str), hashes, pairs["_row"]):
+        hashes = pd.util.hash_array(text_values(pairs["query"]))
+        for qid, h, row in zip(text_values(pairs["query_id"]), hashes, pairs["_row"]):
             seen = text_of.setdefault(qid, (int(h), int(row)))
             if seen[0] != int(h):
                 raise two_texts_error(qid, f"row {seen[1]}", file=path, row=int(row))
         for name, rows in valid.groupby("model", observed=True, sort=False):
             name = str(name)
-            part = pd.DataFrame({c: rows[c].astype(str).to_numpy(object) for c in ("model", "query_id", "query", "benchmark")})
+            part = pd.DataFrame({c: text_values(rows[c]) for c in ("model", "query_id", "query", "benchmark")})
             part["score"] = rows["score"].to_numpy(np.float64)
             part["_row"] = rows["_row"].to_numpy(np.int64)
             folder = out / safe_model_key(name)

@@ -118,6 +118,8 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
                    help="default quality weight in [0, 1] when a request gives none (1 = best P(correct))")
     p.add_argument("--fallbacks", type=int, default=3, help="models of the fallback chain tried after the chosen one")
     p.add_argument("--poll-seconds", type=float, default=1.0, help="how often the pool file is checked for changes")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20,
+                   help="request bodies larger than this are refused with 413 (default 1,048,576 = 1 MiB; 0: no limit)")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default)")
     p.set_defaults(run=run_serve)
 
@@ -132,7 +134,8 @@ def run_serve(args: argparse.Namespace) -> int:
         return _fail("serve", ValueError(f"--quality-weight {args.quality_weight} must be in [0, 1]"))
     config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
                          models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
-                         poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks)
+                         poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
+                         max_body_bytes=args.max_body_bytes)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:

@@ -139,9 +139,9 @@ class Manifest:
     original_name: str
     sha256: str
     bytes: int
-    received_at: str  # ISO time: the file's modification time when it was accepted ("newest wins" order)
+    received_at: str  # ISO time: the file's modification time when it was accepted (tells a later change apart)
     received_at_ns: int
-    accepted_at: str
+    accepted_at: str  # ISO time of the intake: the "newest file wins" order (intake_order)
     rows: int
     models: list[ModelRows] = field(default_factory=list)
     duplicate_of: str | None = None  # stem of the earlier file with the same bytes: nothing to onboard
@@ -172,6 +172,13 @@ def _write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def intake_order(manifest: Manifest) -> pd.Timestamp:
+    """When a file counts as received for "the newest file wins": the time it was taken in, not its modification
+    time. A writer sets the modification time (``cp -p``, ``rsync -t``, an unpacked archive keep old ones), so a
+    correction dropped after the file it corrects must win whatever its mtime says."""
+    return pd.Timestamp(manifest.accepted_at).tz_convert("UTC")
 
 
 def read_manifest(folder: DropFolder, stem: str) -> Manifest:
@@ -310,10 +317,13 @@ def recover_orphans(folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS,
                     claimed: Mapping[str, str] | None = None) -> list[Intake]:
     """What a killed process left half-way, taken in again: accepted files without a manifest (killed between
     moving the file and the commit) and files held under a hidden name in incoming/ (killed during a recovery
-    or a re-take). Call it under the intake lock. Returns what was recovered."""
+    or a re-take); a killed intake's hidden staging folder is removed (the file it was made from is never in it).
+    Call it under the intake lock. Returns what was recovered."""
     out = []
     if not folder.accepted.exists():
         return out
+    for staging in folder.accepted.glob(f".*{PARTS_SUFFIX}.*.tmp"):  # a killed intake's parts; its file is still in
+        shutil.rmtree(staging, ignore_errors=True)                   # incoming/ (or below, without manifest): read again
     for path in sorted(folder.accepted.iterdir()):
         name = path.name
         if (name.startswith(".") or name.endswith((MANIFEST_SUFFIX, REASON_SUFFIX, PARTS_SUFFIX, CHANGED_SUFFIX))

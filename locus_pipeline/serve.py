@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import time
 from collections import OrderedDict
@@ -147,6 +148,7 @@ class ServeConfig:
     n_fallbacks: int = 3  # models of the fallback chain tried after the chosen one
     max_batch: int = 64  # queries encoded together at most
     cache_size: int = 100_000  # query encodings kept in memory
+    max_body_bytes: int = 1 << 20  # a request body larger than this is refused with 413 (0: no limit)
 
 
 # ------------------------------------------------------------------------------------------------ the pool snapshot
@@ -352,6 +354,77 @@ class MetricsMiddleware:
 # ------------------------------------------------------------------------------------------------ routing
 
 
+class BodyLimitMiddleware:
+    """Refuses a request body larger than ``max_bytes`` with 413, before any of it is parsed or forwarded: by its
+    Content-Length, or while it arrives (chunked). The accepted body (at most ``max_bytes``) is replayed to the app."""
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or self.max_bytes <= 0:
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.max_bytes:
+            await self._refuse(scope, receive, send)
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()  # after the body: the disconnect a streaming response listens for
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope, receive, send) -> None:
+        await error_response(413, f"the request body is larger than {self.max_bytes:,} bytes, the limit of this router "
+                                  "(locus serve --max-body-bytes)", code="request_too_large")(scope, receive, send)
+
+
+_CREDENTIAL = re.compile(r"(?i)(bearer\s+|(?:authorization|api[_-]?key|x-api-key|access[_-]?token)[\"']?\s*[:=]\s*[\"']?"
+                         r"(?:bearer\s+)?)([^\s\"',;}]+)")
+_KEY_SHAPED = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}")
+
+
+def scrub_credentials(text: str, known: Sequence[str] = ()) -> str:
+    """``text`` (an upstream's error body, an exception) with credentials replaced by ``[redacted]``: the ``known``
+    secrets wherever they appear, Authorization / api-key values and key-shaped strings (``sk-...``), so that an
+    upstream echoing the request's headers never puts a key into a 502 body or the log."""
+    for secret in known:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    text = _CREDENTIAL.sub(lambda m: m.group(1) + "[redacted]", text)
+    return _KEY_SHAPED.sub("[redacted]", text)
+
+
+def _is_event_line(line: str) -> bool:
+    """Whether ``line`` is a line of a server-sent event stream whose data is JSON (or ``[DONE]``)."""
+    if line.startswith((":", "event:", "id:", "retry:")):
+        return True
+    if not line.startswith("data:"):
+        return False
+    data = line[5:].strip()
+    try:
+        return data == "[DONE]" or isinstance(json.loads(data), (dict, list))
+    except ValueError:
+        return False
+
+
 class RouteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str
@@ -478,12 +551,24 @@ class Router:
     # -- upstreams
 
     async def forward(self, name: str, upstream: Upstream, body: dict, stream: bool) -> Response:
-        """The upstream's answer; raises _UpstreamFailed on a timeout, a connection error or a retryable status."""
+        """The upstream's answer; raises _UpstreamFailed on a timeout, a connection error, a retryable status or a
+        200 that is not JSON (an event stream whose first line is not one, with ``stream``). Credentials are
+        scrubbed from every detail and relayed error body (scrub_credentials)."""
+        key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
+        secrets_known = [s for s in (key, self.config.token) if s]
+        try:
+            return await self._forward(name, upstream, body, stream, key, secrets_known)
+        except _UpstreamFailed as fail:
+            fail.detail = scrub_credentials(fail.detail, secrets_known)
+            raise
+
+    async def _forward(self, name: str, upstream: Upstream, body: dict, stream: bool, key: str | None,
+                       secrets_known: list[str]) -> Response:
         assert self.client is not None
         payload = {**body, "model": upstream.model}
         headers = {"content-type": "application/json"}
-        if upstream.api_key_env and os.environ.get(upstream.api_key_env):
-            headers["authorization"] = f"Bearer {os.environ[upstream.api_key_env]}"
+        if key:
+            headers["authorization"] = f"Bearer {key}"
         request = self.client.build_request("POST", f"{upstream.base_url}/chat/completions", json=payload,
                                             headers=headers, timeout=upstream.timeout_s)
         try:
@@ -497,8 +582,20 @@ class Router:
             await resp.aclose()
             raise _UpstreamFailed(name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text}")
         headers_out = {"x-locus-model": name, "x-locus-upstream-model": upstream.model}
-        if stream and resp.status_code == 200:
-            return StreamingResponse(_rewrite_sse(resp, name), status_code=200, headers=headers_out,
+        if stream and resp.status_code == 200:  # the first line decides: an event stream, or the next model
+            lines = resp.aiter_lines()
+            try:
+                first = ""
+                while not first.strip():
+                    first = await lines.__anext__()
+            except (httpx.HTTPError, StopAsyncIteration) as err:
+                await resp.aclose()
+                raise _UpstreamFailed(name, "bad_response" if isinstance(err, StopAsyncIteration) else "connection",
+                                      f"the event stream ended before its first event ({type(err).__name__})")
+            if not _is_event_line(first):
+                await resp.aclose()
+                raise _UpstreamFailed(name, "bad_response", f"not an event stream: {first[:200]!r}")
+            return StreamingResponse(_rewrite_sse(resp, name, first, lines), status_code=200, headers=headers_out,
                                      media_type=resp.headers.get("content-type", "text/event-stream"))
         try:
             raw = await resp.aread()
@@ -506,6 +603,8 @@ class Router:
             raise _UpstreamFailed(name, "connection", f"{type(err).__name__}: {err}")
         finally:
             await resp.aclose()
+        if resp.status_code != 200:  # relayed as it came, less any credential it echoes
+            raw = scrub_credentials(raw.decode("utf-8", "replace"), secrets_known).encode("utf-8")
         try:
             data = json.loads(raw)
         except ValueError:
@@ -524,10 +623,18 @@ class _UpstreamFailed(Exception):
         self.model, self.reason, self.detail = model, reason, detail
 
 
-async def _rewrite_sse(resp: httpx.Response, name: str) -> AsyncIterator[bytes]:
-    """Pass an SSE stream through line by line, with each chunk's ``model`` set to the pool model's name."""
+async def _rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncIterator[str]) -> AsyncIterator[bytes]:
+    """Pass an SSE stream through line by line (``first``, then the rest of ``lines``), with each chunk's ``model``
+    set to the pool model's name. An upstream that fails mid-way ends the stream with an error event
+    (``data: {"error": {...}}``, as OpenAI's API sends one), not with a 200 that just stops."""
+
+    async def all_lines() -> AsyncIterator[str]:
+        yield first
+        async for line in lines:
+            yield line
+
     try:
-        async for line in resp.aiter_lines():
+        async for line in all_lines():
             if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
                 try:
                     chunk = json.loads(line[5:])
@@ -537,6 +644,11 @@ async def _rewrite_sse(resp: httpx.Response, name: str) -> AsyncIterator[bytes]:
                 except ValueError:
                     pass  # not JSON: pass it through as it came
             yield (line + "\n").encode("utf-8")
+    except httpx.HTTPError as err:
+        log.warning("upstream %s failed mid-stream (%s: %s)", name, type(err).__name__, scrub_credentials(str(err)))
+        error = {"error": {"message": f"the upstream of {name} failed mid-stream ({type(err).__name__}); the answer "
+                                      "is incomplete", "type": "upstream_error", "code": "stream_interrupted"}}
+        yield f"\ndata: {json.dumps(error)}\n\n".encode("utf-8")
     finally:
         await resp.aclose()
 
@@ -608,7 +720,8 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
     app = FastAPI(title="LOCUS router", lifespan=lifespan,
                   description="Routes each query to the pool model most likely to answer it, at a cost you choose.")
     app.state.router = router
-    app.add_middleware(MetricsMiddleware, metrics=router.metrics)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=router.metrics)  # outermost: a 413 is counted too
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
@@ -627,12 +740,19 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
             raise ApiError(401, "missing or wrong bearer token (Authorization: Bearer <token>)", kind="authentication_error")
 
     @app.get("/healthz")
-    async def healthz() -> dict:
+    async def healthz(request: Request) -> dict:
         snap = router.snapshot
-        return {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
+        try:
+            authorize(request)
+            names_shown = True
+        except ApiError:  # the token guards the model names; the status is for anyone
+            names_shown = False
+        health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
                 "pool_models": len(snap.names), "routable_models": len(snap.upstreams), "dry_run": snap.dry_run,
-                "cost_basis": snap.costs.basis, "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error,
-                "configured_not_in_pool": sorted(set(router.models.upstreams) - set(snap.names))}
+                "cost_basis": snap.costs.basis, "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error}
+        if names_shown:
+            health["configured_not_in_pool"] = sorted(set(router.models.upstreams) - set(snap.names))
+        return health
 
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
@@ -666,6 +786,8 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
             body = await request.json()
         except ValueError:
             raise ApiError(400, "the body is not JSON")
+        except RecursionError:
+            raise ApiError(400, "the body nests JSON deeper than this router parses (about 1,000 levels)")
         if not isinstance(body, dict):
             raise ApiError(400, "the body must be a JSON object")
         snap = router.snapshot

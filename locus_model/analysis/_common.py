@@ -14,6 +14,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from scipy.spatial.distance import cdist
 
+from locus_model.markdown import escape_markdown
+
 METRICS = ("euclidean", "cosine")
 
 
@@ -70,9 +72,9 @@ def markdown_table(df: pd.DataFrame, *, digits: int = 4, max_rows: int | None = 
     def cell(v) -> str:
         if isinstance(v, (float, np.floating)):
             return "nan" if np.isnan(v) else f"{v:.{digits}g}"
-        return str(v).replace("|", "\\|")
+        return escape_markdown(v)
 
-    lines = ["| " + " | ".join(str(c) for c in shown.columns) + " |",
+    lines = ["| " + " | ".join(escape_markdown(c) for c in shown.columns) + " |",
              "|" + "---|" * len(shown.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in shown.itertuples(index=False)]
     if len(shown) < len(df):

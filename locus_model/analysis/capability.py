@@ -16,6 +16,7 @@ import pandas as pd
 from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table,
                                           new_figure, pairwise_distances, save_figure)
 from locus_model.analysis.fingerprint import EmbedFn
+from locus_model.markdown import escape_markdown
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class CapabilitySearch:
     def headline(self, target_from: str = "given") -> str:
         """The nearest model in one sentence; ``target_from`` says where the target came from ("pool median")."""
         top = self.neighbours.iloc[0]
-        return (f"nearest to the target profile ({target_from}, {len(self.target)} benchmarks): {top['model']} "
+        return (f"nearest to the target profile ({target_from}, {len(self.target)} benchmarks): {escape_markdown(top['model'])} "
                 f"(distance {top['distance']:.4g}, mean |actual - target| {top['profile_mae']:.3f}).")
 
     def plot(self, path: str | Path, *, top: int = 3) -> Path:

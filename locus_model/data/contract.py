@@ -28,6 +28,7 @@ OPTIONAL_COLUMNS = ("split", "category")
 MODELS_COLUMNS = ("model", "params_b", "family")
 SPLITS = ("train", "val", "test")
 MAX_MODEL_NAME = 200
+MAX_QUERY_CHARS = 100_000  # a longer query text is rejected: the sentence encoder reads only its first few hundred tokens
 TEXT_COLUMNS = ("model", "query_id", "query", "benchmark")
 MERGED_BENCHMARK_PREFIXES = ("mmlu", "gpqa")  # subtasks merged for per-benchmark reporting (as EmbedLLM's reference)
 
@@ -116,6 +117,15 @@ def _text_categorical(values: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(np.asarray(uniques, dtype=object), dtype=object))
 
 
+def text_values(values: pd.Series) -> np.ndarray:
+    """A text column as an object array of str. Never ``astype(str)`` on a categorical: that builds a fixed-width
+    ``<U`` array of rows x longest text x 4 bytes (one 1 MB query in 10,000 rows: 37 GiB)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        categories = np.asarray([str(c) for c in values.cat.categories], dtype=object)
+        return np.append(categories, None).take(values.cat.codes.to_numpy())  # code -1 (missing): None
+    return values.astype(str).to_numpy(object)  # object in, object out (pandas' string conversion, not numpy's)
+
+
 def _bad_categories(column: str, categories: pd.Index) -> np.ndarray:
     """Which distinct values of ``column`` break a rule (vectorised: pyarrow.compute over the distinct values)."""
     import pyarrow as pa
@@ -128,6 +138,7 @@ def _bad_categories(column: str, categories: pd.Index) -> np.ndarray:
         bad = pc.match_substring_regex(values, r"^[\s\x0b\x1c-\x1f\x{85}\p{Z}]*$")
     if column == "query":
         bad = pc.or_(bad, pc.match_substring(values, "\0"))
+        bad = pc.or_(bad, pc.greater(pc.utf8_length(values), MAX_QUERY_CHARS))
     else:
         bad = pc.or_(bad, pc.match_substring_regex(values, _CONTROL_RE2))
     if column == "model":
@@ -145,6 +156,10 @@ def _value_problem(column: str, value: str) -> tuple[str, str]:
     if column == "model":
         problem = model_name_problem(value) or f"the model name {value!r} is not usable"
         return problem, "use a printable name without control characters or surrounding spaces (slashes and unicode are fine)"
+    if column == "query" and len(value) > MAX_QUERY_CHARS:
+        return (f"the query text is {len(value):,} characters long (at most {MAX_QUERY_CHARS:,}): {value[:60]!r}...",
+                f"shorten the query to at most {MAX_QUERY_CHARS:,} characters (the sentence encoder reads only its "
+                "first few hundred tokens), or leave the row out")
     if "\0" in value:
         return (f"a NUL byte in the value {value!r}",
                 "remove the NUL bytes (tr -d '\\000'); they usually mean a damaged file or binary data saved as text")
@@ -286,11 +301,7 @@ def finish_table(table: pd.DataFrame) -> pd.DataFrame:
     columns = list(EVALUATION_COLUMNS) + [c for c in OPTIONAL_COLUMNS if c in table.columns]
     out = table[columns].reset_index(drop=True)
     for column in (*TEXT_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in out.columns)):
-        values = out[column]
-        if isinstance(values.dtype, pd.CategoricalDtype):  # categories.take: astype(str) would build a <U array
-            out[column] = np.asarray(values.cat.categories, dtype=object).take(values.cat.codes.to_numpy())
-        else:
-            out[column] = values.astype(str)
+        out[column] = text_values(out[column])
     return out
 
 

@@ -194,9 +194,34 @@ def _score_folds(splits: list[Fold], methods: list[str], fitted: dict, scores: n
     return out
 
 
+def label_warnings(scores: np.ndarray, models: Sequence[str]) -> tuple[list[str], bool]:
+    """(warnings, degenerate) for a (M, Q) score matrix: ``degenerate`` when no method can be told from another
+    (every score equal, e.g. all 0.5, all 0 or all 1; or no query on which two models' scores differ), so that no
+    interval may be claimed; a one-model pool is warned about too (there is nothing to route between)."""
+    out, degenerate = [], False
+    seen = scores[~np.isnan(scores)]
+    if len(models) < 2:
+        out.append(f"the pool has {len(models)} model(s): routing has nothing to choose between")
+    if seen.size and seen.min() == seen.max():
+        out.append(f"every score is {float(seen[0]):g}: the labels carry no information, every method scores the "
+                   "same on them; no interval or difference is reported")
+        degenerate = True
+    elif seen.size and not (np.where(np.isnan(scores), -np.inf, scores).max(axis=0)
+                            > np.where(np.isnan(scores), np.inf, scores).min(axis=0)).any():
+        out.append("no query on which two models' scores differ: every routing choice is as good as any other; "
+                   "no interval or difference is reported")
+        degenerate = True
+    return out, degenerate
+
+
+def _no_interval(stat: dict) -> dict:
+    return {k: None for k in stat}
+
+
 def _summarise(scored: _FoldScores, methods: list[str], groups: dict[str, np.ndarray], *, n_boot: int,
-               seed: int) -> dict[str, dict]:
-    """Mean/std over folds per method and group, with the paired bootstrap comparisons."""
+               seed: int, degenerate: bool = False) -> dict[str, dict]:
+    """Mean/std over folds per method and group, with the paired bootstrap comparisons (none when ``degenerate``:
+    see label_warnings)."""
     result_methods: dict[str, dict] = {}
     for name in methods:
         result_methods[name] = {}
@@ -215,12 +240,16 @@ def _summarise(scored: _FoldScores, methods: list[str], groups: dict[str, np.nda
                     np.concatenate(scored.outcomes[name][group]), np.concatenate(scored.outcomes[REFERENCE][group]),
                     n_boot=n_boot, seed=seed,
                 )
+                if degenerate:
+                    entry["vs_best_single"] = _no_interval(entry["vs_best_single"])
             if name == "locus":  # LOCUS against every other method on the same test queries, folds as strata
                 compared = {m: scored.probs[m][group] for m in methods
                             if m != "oracle" and len(scored.probs[m][group]) == len(scored.labels[group])}
                 entry["vs_methods"] = bootstrap_comparisons(  # diff = difference of the fold means
                     compared, scored.labels[group], against="locus", n_boot=n_boot, seed=seed,
                 )
+                if degenerate:
+                    entry["vs_methods"] = {m: {k: _no_interval(v) for k, v in s.items()} for m, s in entry["vs_methods"].items()}
             result_methods[name][group] = entry
     return result_methods
 
@@ -330,7 +359,10 @@ def evaluate(
     tasks = [(fold, name) for fold in splits for name in methods if name != "oracle"]  # in the order reported
     fitted = _fit_all(tasks, fit_args, jobs=jobs, progress=progress, total_folds=total_folds)
     scored = _score_folds(splits, methods, fitted, scores, groups, bench, progress=progress, total_folds=total_folds)
-    result_methods = _summarise(scored, methods, groups, n_boot=n_boot, seed=seed)
+    warnings, degenerate = label_warnings(scores, matrix.models)
+    for warning in warnings:
+        _log(progress, f"WARNING: {warning}")
+    result_methods = _summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
     return json_clean({
         "settings": {
             "protocol": protocol,
@@ -366,5 +398,6 @@ def evaluate(
             "mean_budget_evaluations_held_out": float(counts[:, held].mean()) if len(held) else None,
         },
         "wall_s": round(time.perf_counter() - start, 2),
+        "warnings": warnings,  # label_warnings: degenerate labels, a one-model pool
         "methods": result_methods,
     })

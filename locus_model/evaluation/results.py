@@ -54,6 +54,7 @@ def format_results(result: dict) -> str:
         f"protocol={s['protocol']} budget={s['budget']} folds={s['folds']} held_out={z['held_out_models']}/{z['models']} "
         f"models, {z['queries']} queries, wall {result['wall_s']:.0f} s"
     ]
+    lines += [f"WARNING: {w}" for w in result.get("warnings") or []]
     header = f"{'method':<12} {'routing':>11} {'hit@3':>11} {'correct':>11} {'AUC':>11} {'Brier':>11}  {'vs best_single [95% CI]':>24}"
     groups = list(GROUPS) + [g for g in (result["settings"].get("extra_groups") or {}) if g not in GROUPS]
     for group in groups:

@@ -6,6 +6,8 @@ partition per model and requests one onboarding run per (file, model). The curso
 accepted file whose runs were requested; run_key = "<sha256 of the file>:<model key>", so the same bytes never
 onboard twice. ``reports_after_pool_change`` requests one run of the analyses once the pool is newer than the
 reports and no onboarding, rebuild or refresh is queued or running (so 50 onboarded models refresh once).
+Both fail runs whose process died and request them again (locus_pipeline/runs.py), so a killed run neither holds
+a concurrency slot nor blocks the reports for good.
 """
 
 import time
@@ -14,10 +16,12 @@ import dagster as dg
 
 from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, reports_refresh_job
 from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
 
 MAX_FILES_PER_TICK = 20  # the rest waits for the next tick, so one tick stays well inside the sensor timeout
 MAX_SECONDS_PER_TICK = 30.0
+WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, reports_refresh_job.name]
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 
 
@@ -125,6 +129,12 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
         r, k = run_requests_for(read_manifest(folder, stem))
         requests += r
         keys += k
+    if context.instance is not None:  # an onboarding whose process died is failed and requested again
+        for run_id in fail_dead_runs(context.instance, WATCHED_JOBS):
+            notes.append(f"run {run_id[:8]} had lost its process: marked failed, its concurrency slot freed")
+        retries, retry_notes = retries_of_crashed_runs(context.instance, onboarding_job.name)
+        requests += retries
+        notes += retry_notes
     for note in notes:
         context.log.info(note)
     if not requests:
@@ -133,7 +143,7 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[onboarded_models.build_add_request(new_keys)] if new_keys else [],
-        cursor=pending[-1],
+        cursor=pending[-1] if pending else (cursor or None),  # retries only: the cursor stays
     )
 
 
@@ -152,13 +162,17 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
         return dg.SkipReason("no pool yet")
     if reports is not None and reports.storage_id > pool.storage_id:
         return dg.SkipReason("the reports are newer than the pool")
+    dead = fail_dead_runs(instance, WATCHED_JOBS)  # a killed run is not waited on
+    request = dg.RunRequest(run_key=f"reports-for-pool-{pool.storage_id}", tags={"locus/trigger": "pool-change"})
     if context.cursor and int(context.cursor) >= pool.storage_id:
-        return dg.SkipReason("a refresh for this pool was already requested")
+        retries = [r for r in retries_of_crashed_runs(instance, reports_refresh_job.name)[0]
+                   if r.run_key.startswith(f"reports-for-pool-{pool.storage_id}:")]
+        if not retries:
+            return dg.SkipReason("a refresh for this pool was already requested")
+        request = retries[0]  # that refresh died with its process: once more
     for job in (onboarding_job, locus_job, pool_job, reports_refresh_job):
         active = instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
         if active:
-            return dg.SkipReason(f"waiting for {active} {job.name} run(s) to finish before refreshing the reports")
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=f"reports-for-pool-{pool.storage_id}", tags={"locus/trigger": "pool-change"})],
-        cursor=str(pool.storage_id),
-    )
+            return dg.SkipReason(f"waiting for {active} {job.name} run(s) to finish before refreshing the reports"
+                                 + (f" ({len(dead)} run(s) whose process died were marked failed)" if dead else ""))
+    return dg.SensorResult(run_requests=[request], cursor=str(pool.storage_id))

@@ -48,7 +48,7 @@ def test_evaluate_writes_results(tmp_path, capsys):
                              "--methods", "locus,knn,best_single,oracle")
     assert code == 0
     result = json.loads(out.read_text())
-    assert set(result) == {"settings", "sizes", "wall_s", "methods"}
+    assert set(result) == {"settings", "sizes", "wall_s", "warnings", "methods"}
     assert result["settings"]["encoder"] == "hashing-256" and result["settings"]["protocol"] == "kfold"
     assert result["settings"]["holdout_models"] == 0.2 and result["sizes"]["held_out_models"] == 2
     assert result["settings"]["train_config"]["epochs"] == 2 and result["settings"]["model_config"]["query_dim"] == 256

@@ -181,6 +181,42 @@ def test_streaming_intake_memory_does_not_grow_with_the_file(folder: DropFolder)
     assert big_peak < 0.5 * big_size, f"peak {big_peak / 1e6:.1f} MB for a {big_size / 1e6:.1f} MB file"
 
 
+def test_one_long_text_costs_its_own_size_not_rows_times_its_size(folder: DropFolder) -> None:
+    """Text columns are never made fixed-width (<U: rows x longest text x 4 bytes): 2,000 rows with one 50,000-char
+    query (under the limit) were a 400 MB array; now the peak stays near the file's size."""
+    rows = [f"m{q % 4},q{q},question {q},b,{q % 2}\n" for q in range(2000)]
+    rows[7] = f"m3,q7,{'x' * 50_000},b,1\n"
+    path = drop(folder, "long.csv", HEADER + "".join(rows))
+    gc.collect()
+    tracemalloc.start()
+    result = intake_file(path, folder, chunk_rows=1000)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert result.status == "accepted" and result.manifest.rows == 2000
+    assert peak < 40e6, f"peak {peak / 1e6:.0f} MB for a {result.manifest.bytes / 1e6:.2f} MB file"
+
+
+def test_a_1mb_query_in_10000_rows_is_rejected_with_its_row_and_the_drop_folder_moves_on(folder: DropFolder) -> None:
+    """The per-query text limit (MAX_QUERY_CHARS): the file is rejected naming the row and the column, and the
+    good file beside it is accepted in the same pass (the tick used to fail on a 37 GiB allocation, forever)."""
+    from locus_model.data.contract import MAX_QUERY_CHARS
+
+    rows = [f"m{q % 5},q{q},question {q},b,{q % 2}\n" for q in range(10_000)]
+    rows[4321] = f"m1,q4321,{'y' * 1_000_000},b,1\n"
+    bad = drop(folder, "huge.csv", HEADER + "".join(rows))
+    good = drop(folder, "good.csv", csv_text([("m9", "q1", 1), ("m9", "q2", 0)]))
+    gc.collect()
+    tracemalloc.start()
+    results = [intake_file(path, folder, chunk_rows=50_000) for path in (bad, good)]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert [r.status for r in results] == ["rejected", "accepted"]
+    reason = results[0].reason
+    assert "row: 4322 " in reason and "column: query" in reason  # 1-based data row
+    assert f"1,000,000 characters long (at most {MAX_QUERY_CHARS:,})" in reason and len(reason) < 2000
+    assert peak < 200e6, f"peak {peak / 1e6:.0f} MB"
+
+
 
 
 # ---------------------------------------------------------------------------------------------- model identity
@@ -207,3 +243,30 @@ def test_a_training_model_key_is_claimed_too(folder: DropFolder) -> None:
         warehouse / "evaluation_table.parquet")
     result = intake_file(drop(folder, "f.csv", csv_text([(COLLIDING[1], "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder))
     assert result.status == "rejected" and repr(COLLIDING[0]) in result.reason
+
+
+# ---------------------------------------------------------------------------------------------- kills and order
+
+
+def test_a_killed_intakes_staging_folder_is_removed_and_its_file_taken_in(folder: DropFolder) -> None:
+    path = drop(folder, "evals.csv", csv_text([("m", "q1", 1)]))
+    staging = folder.accepted / f".20250101T000000.000000Z-abcdef12-evals.csv{ob.PARTS_SUFFIX}.{'0' * 32}.tmp"
+    (staging / "m").mkdir(parents=True)  # what split_by_model had written when the process was killed
+    (staging / "m" / "000000.parquet").write_bytes(b"partial")
+    ob.recover_orphans(folder)
+    assert not staging.exists() and path.exists()  # the original is untouched, and read by the scan as usual
+    assert intake_file(path, folder).status == "accepted"
+    assert [p.name for p in folder.accepted.iterdir() if p.name.startswith(".")] == []
+
+
+def test_newest_is_the_file_taken_in_last_whatever_its_modification_time(folder: DropFolder) -> None:
+    """A correction copied with its old mtime (cp -p, rsync -t) still replaces what it corrects."""
+    from locus_model.onboarding import as_store, merge_into_store
+
+    first = intake_file(drop(folder, "first.csv", csv_text([("m", "q1", 1)]), mtime=OLD), folder, now=OLD + 100)
+    fix = intake_file(drop(folder, "fix.csv", csv_text([("m", "q1", 0)]), mtime=OLD - 86_400), folder, now=OLD + 200)
+    store = None
+    for result in (fix, first):  # whatever order the runs finish in
+        rows = ob.accepted_rows(folder, result.manifest.stem, "m")
+        store = merge_into_store(store, as_store(rows, ob.intake_order(result.manifest), result.manifest.stem))
+    assert store["score"].tolist() == [0.0] and store["source_file"].tolist() == [fix.manifest.stem]

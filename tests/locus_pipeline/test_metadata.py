@@ -28,3 +28,17 @@ def test_a_wide_figure_is_scaled_to_fit_the_modal_keeping_its_aspect(tmp_path) -
 
 def test_a_narrow_figure_is_left_as_it_is(tmp_path) -> None:
     assert _embedded_size(ui_png_markdown(_png(tmp_path / "narrow.png", 700, 300))) == (700, 300)
+
+
+def test_the_pools_newest_table_escapes_model_names() -> None:
+    import pandas as pd
+
+    from locus_pipeline.defs.assets.pool import pool_summary
+
+    names = ["ok", "a | b", "![i](http://127.0.0.1:9/track.png)", "[x](javascript:alert(1))"]
+    pool = pd.DataFrame({"model": names, "source": "onboarded", "n_evaluations": 3, "checkpoint_id": "c",
+                         "embedded_at": pd.date_range("2025-01-01", periods=len(names), tz="UTC")})
+    table = pool_summary(pool)["newest"].md_str
+    lines = table.splitlines()
+    assert len({line.replace("\\|", "").count("|") for line in lines}) == 1 and len(lines) == len(names) + 2
+    assert "](" not in table.replace("\\](", "")

@@ -310,3 +310,66 @@ def test_a_file_held_by_a_killed_retake_is_taken_in_on_the_next_tick(home: Path)
         result, _ = tick(instance, home)
     assert [r.partition_key for r in result.run_requests] == ["held"] and result.cursor.endswith("-held.csv")
     assert not list((home / "incoming").glob(".retake-*"))
+
+
+# ---------------------------------------------------------------------------------------------- runs whose process died
+
+
+def _dead_pid() -> int:
+    import subprocess
+
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def _started_run(instance: dg.DagsterInstance, job_name: str, *, run_key: str, pid: int, partition: str | None = None,
+                 run_config: dict | None = None) -> dg.DagsterRun:
+    from dagster._core.events import EngineEventData
+
+    tags = {"dagster/run_key": run_key, **({"dagster/partition": partition} if partition else {})}
+    run = instance.add_run(dg.DagsterRun(job_name=job_name, run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
+                                         tags=tags, run_config=run_config or {}))
+    instance.report_engine_event(f"Started process for run (pid: {pid}).", run, EngineEventData.in_process(pid))
+    return run
+
+
+def test_an_onboarding_whose_process_died_is_failed_its_slot_freed_and_requested_again(home: Path) -> None:
+    from locus_pipeline.runs import pid_alive
+
+    config = {"ops": {"onboarded_evaluations": {"config": {"accepted_file": "stem", "model": "m"}}}}
+    with dg.instance_for_test() as instance:
+        dead = _started_run(instance, onboarding_job.name, run_key="abc:m", pid=_dead_pid(), partition="m", run_config=config)
+        alive = _started_run(instance, onboarding_job.name, run_key="def:n", pid=os.getpid(), partition="n")
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots("model_embeddings", 1)
+        storage.claim_concurrency_slot("model_embeddings", dead.run_id, "model_embeddings")
+        assert storage.get_concurrency_info("model_embeddings").active_slot_count == 1 and pid_alive(os.getpid())
+        result, _ = tick(instance, home)
+        assert instance.get_run_by_id(dead.run_id).status == dg.DagsterRunStatus.FAILURE
+        assert instance.get_run_by_id(alive.run_id).status == dg.DagsterRunStatus.STARTED  # its process is there
+        assert storage.get_concurrency_info("model_embeddings").active_slot_count == 0
+        (retry,) = result.run_requests
+        assert retry.run_key == "abc:m:attempt-2" and retry.partition_key == "m" and retry.run_config == config
+        assert retry.tags["locus/retry_of"] == dead.run_id
+
+
+def test_a_killed_reports_refresh_is_not_waited_on_and_runs_again() -> None:
+    with dg.instance_for_test() as instance:
+        _materialize(instance, "heldout_predictions")
+        _materialize(instance, "model_embeddings")
+        pool_id = next(iter(instance.fetch_materializations(dg.AssetKey("model_embeddings"), limit=1).records)).storage_id
+        killed = _started_run(instance, "reports_refresh_job", run_key=f"reports-for-pool-{pool_id}", pid=_dead_pid())
+        result = reports_after_pool_change(dg.build_sensor_context(instance=instance, cursor=str(pool_id)))
+        assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
+        (request,) = result.run_requests
+        assert request.run_key == f"reports-for-pool-{pool_id}:attempt-2"
+
+
+def test_a_run_that_failed_in_a_step_is_not_retried(home: Path) -> None:
+    with dg.instance_for_test() as instance:
+        run = instance.add_run(dg.DagsterRun(job_name=onboarding_job.name, run_id=str(uuid.uuid4()),
+                                             status=dg.DagsterRunStatus.STARTED, tags={"dagster/run_key": "abc:m"}))
+        instance.report_run_failed(run)  # no failure reason of a crash: a step failed, a retry would fail the same way
+        result, _ = tick(instance, home)
+        assert isinstance(result, dg.SensorResult) and not result.run_requests

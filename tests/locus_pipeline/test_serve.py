@@ -430,3 +430,102 @@ def test_a_missing_pool_fails_at_startup(tmp_path):
     from locus_pipeline.cli import main
 
     assert main(["serve", "--home", str(tmp_path / "empty"), "--port", "0"]) == 2
+
+
+# ------------------------------------------------------------------------------------------------ hostile requests (issue 26)
+
+
+def test_a_body_over_the_limit_is_a_413_and_nothing_is_forwarded(built, tmp_path):
+    fake = FakeUpstreams()
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake),
+                    max_body_bytes=50_000) as client:
+        big = client.post("/v1/chat/completions", json=chat(padding="x" * 60_000))
+        chunked = client.post("/route", content=iter([b'{"query": "', b"y" * 60_000, b'"}']),
+                              headers={"content-type": "application/json"})
+        small = client.post("/v1/chat/completions", json=chat(padding="x" * 1000))
+    assert big.status_code == 413 and "larger than 50,000 bytes" in big.json()["error"]["message"]
+    assert chunked.status_code == 413
+    assert small.status_code == 200 and len(fake.seen) == 1  # only the small one reached an upstream
+
+
+def test_the_default_body_limit_is_one_mib():
+    assert ServeConfig().max_body_bytes == 1 << 20
+
+
+def test_json_nested_10000_deep_is_a_clear_400(built, tmp_path):
+    deep = '{"model": "locus", "messages": ' + "[" * 10_000 + "]" * 10_000 + "}"
+    with client_for(built, tmp_path) as client:
+        r = client.post("/v1/chat/completions", content=deep, headers={"content-type": "application/json"})
+        route = client.post("/route", content='{"query": ' + "[" * 10_000 + "]" * 10_000 + "}",
+                            headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "nests JSON deeper" in r.json()["error"]["message"]
+    assert route.status_code == 400
+
+
+def test_credentials_an_upstream_echoes_are_scrubbed_from_the_502_and_the_log(built, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("LOCUS_TEST_KEY", "sk-live-0123456789abcdef")
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, text=f"bad gateway; you sent Authorization: {request.headers['authorization']} "
+                                        f"and api_key=other-secret-123")
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo), n_fallbacks=1) as client:
+        r = client.post("/v1/chat/completions", json=chat())
+    assert r.status_code == 502
+    for text in (r.text, caplog.text):
+        assert "0123456789abcdef" not in text and "other-secret-123" not in text
+    assert "[redacted]" in r.text
+
+
+def test_a_relayed_client_error_is_scrubbed_too(built, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCUS_TEST_KEY", "k-very-secret")
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"error": {"message": f"bad key {request.headers['authorization']}"}})
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo)) as client:
+        r = client.post("/v1/chat/completions", json=chat())
+    assert r.status_code == 401 and "k-very-secret" not in r.text
+
+
+class _CutStream(httpx.AsyncByteStream):
+    async def __aiter__(self):
+        yield b'data: {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": "hel"}}]}\n\n'
+        raise httpx.ReadError("connection reset by peer")
+
+
+def test_a_stream_cut_mid_way_ends_with_an_error_event(built, tmp_path):
+    def cut(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=_CutStream(), headers={"content-type": "text/event-stream"})
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(cut)) as client:
+        r = client.post("/v1/chat/completions", json=chat(stream=True))
+    events = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    assert json.loads(events[0])["choices"][0]["delta"]["content"] == "hel"
+    assert json.loads(events[-1])["error"]["code"] == "stream_interrupted"
+
+
+def test_a_streamed_200_that_is_not_an_event_stream_falls_back(built, tmp_path):
+    with client_for(built, tmp_path) as dry:
+        chosen = dry.post("/route", json={"query": QUERY}).json()["chosen"]
+    fake = FakeUpstreams()
+
+    def broken_first(request: httpx.Request) -> httpx.Response:
+        if request.url.host == host(chosen):
+            return httpx.Response(200, content=b"<html>not json</html>", headers={"content-type": "text/event-stream"})
+        return fake(request)
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(broken_first)) as client:
+        r = client.post("/v1/chat/completions", json=chat(stream=True))
+        metrics = client.get("/metrics").text
+    assert r.status_code == 200 and r.headers["x-locus-model"] != chosen and r.headers["x-locus-fallbacks-used"] == "1"
+    assert f'locus_fallbacks_total{{model="{chosen}",reason="bad_response"}} 1.0' in metrics
+
+
+def test_healthz_without_the_token_names_no_model(built, tmp_path):
+    models = {"models": {"not-in-pool-model": {"base_url": "http://x.test/v1"}}}
+    with client_for(built, tmp_path, models=models, token="s3cret") as client:
+        anonymous = client.get("/healthz").json()
+        with_token = client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()
+    assert "not-in-pool-model" not in json.dumps(anonymous) and anonymous["status"] == "ok"
+    assert with_token["configured_not_in_pool"] == ["not-in-pool-model"]

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from locus_model.markdown import escape_frame, escape_markdown
 from locus_pipeline.defs.metadata import ATLAS_ARTIFACT, OWNERS, atlas_link, ui_png_markdown
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
@@ -100,7 +101,7 @@ def excluded_note(excluded: list[str]) -> str:
     if not excluded:
         return ""
     return (f"\n\nLeft out (no held-out labels, e.g. onboarded): {len(excluded)} model(s): "
-            + ", ".join(excluded[:20]) + (" ..." if len(excluded) > 20 else "") + ".")
+            + ", ".join(map(escape_markdown, excluded[:20])) + (" ..." if len(excluded) > 20 else "") + ".")
 
 
 def catalog_column(names: list[str], model_catalog: pd.DataFrame, column: str = "family") -> list[str]:
@@ -164,7 +165,7 @@ def embedding_geometry(
             png=png,
             pearson_euclidean=eu.pearson, pearson_cosine=co.pearson, spearman_euclidean=eu.spearman,
             spearman_cosine=co.spearman, kendall_euclidean=eu.kendall, kendall_cosine=co.kendall,
-            correlations=dg.MetadataValue.md(result.correlation_table().round(4).to_markdown(index=False)))
+            correlations=dg.MetadataValue.md(escape_frame(result.correlation_table().round(4)).to_markdown(index=False)))
     return result.table()
 
 # ----------------------------------------------------------------------------- family clustering
@@ -395,10 +396,10 @@ def near_duplicates(
         summary += f"; known re-uploads found: {found} of {len(known)}, other pairs flagged: {len(flagged) - found}"
     summary += "."
     body = result.to_markdown() + "\n\nFlagged pairs with the pool embeddings' cosine distance:\n\n" + (
-        flagged[["model_a", "model_b", "score", "pool_cosine_distance", "known_duplicate"]].to_markdown(index=False)
+        escape_frame(flagged[["model_a", "model_b", "score", "pool_cosine_distance", "known_duplicate"]]).to_markdown(index=False)
         if len(flagged) else "(none)")
     if sets.missing:
-        body += f"\n\nNot resampled (evaluations not found): {', '.join(sets.missing[:20])}."
+        body += f"\n\nNot resampled (evaluations not found): {', '.join(map(escape_markdown, sets.missing[:20]))}."
     publish(context, home, "near_duplicates", title="Near-duplicates / fingerprinting", summary=summary, body=body,
             png=png, flagged_pairs=len(flagged),
             known_duplicates_found=int(flagged["known_duplicate"].sum()), known_duplicates=len(known))

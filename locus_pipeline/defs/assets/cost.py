@@ -5,6 +5,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
+from locus_model.markdown import escape_frame, escape_markdown
 from locus_pipeline.defs.assets.analyses import GROUP, labelled_pool, publish
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
@@ -40,11 +41,11 @@ def cost_frontier(
     png = result.plot(home.dir("reports") / "cost_frontier.png",
                       cost_label="mean cost per query" + (" (USD)" if table.basis == "usd" else " (billions of parameters)" if table.basis == "params_b" else ""))
     summary = result.summary() + f" Costs: {table.note}."
-    body = (result.table.round(4).to_markdown(index=False)
+    body = (escape_frame(result.table.round(4)).to_markdown(index=False)
             + "\n\nquality_weight w ranks models by w * P(correct) - (1 - w) * cost / (largest cost); w = 1 routes by "
               "P(correct) alone, w = 0 takes the cheapest." + (f"\n\nModels without a cost on this basis: "
-                                                               f"{', '.join(table.unknown)}." if table.unknown else "")
-            + ("\n\nLeft out (no held-out labels, e.g. onboarded): " + ", ".join(excluded[:20]) if excluded else ""))
+                                                               f"{', '.join(map(escape_markdown, table.unknown))}." if table.unknown else "")
+            + ("\n\nLeft out (no held-out labels, e.g. onboarded): " + ", ".join(map(escape_markdown, excluded[:20])) if excluded else ""))
     publish(context, home, "cost_frontier", title="Quality-cost frontier", summary=summary, body=body,
             png=png, cost_basis=table.basis,
             best_single_accuracy=float(result.best_single_accuracy),

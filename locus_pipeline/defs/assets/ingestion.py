@@ -7,6 +7,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import REPO_ROOT, LocusHome, sha256_file
 
@@ -77,7 +78,7 @@ def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, hom
     )
     context.add_output_metadata(
         {
-            "files": dg.MetadataValue.md(manifest[["file", "bytes", "sha256"]].to_markdown(index=False)),
+            "files": dg.MetadataValue.md(escape_frame(manifest[["file", "bytes", "sha256"]]).to_markdown(index=False)),
             "synthetic": config.source == "synthetic",
         }
     )
@@ -114,9 +115,9 @@ def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw
             "queries": int(table["query_id"].nunique()),
             "queries_in_source": int(queries_in_source),
             "benchmarks": dg.MetadataValue.md(
-                table.groupby("benchmark", observed=True).agg(queries=("query_id", "nunique"), mean_score=("score", "mean")).to_markdown()
+                table.groupby("benchmark", observed=True).agg(queries=("query_id", "nunique"), mean_score=("score", "mean")).pipe(escape_frame).to_markdown()
             ),
-            "preview": dg.MetadataValue.md(table.head(10).to_markdown(index=False)),
+            "preview": dg.MetadataValue.md(escape_frame(table.head(10)).to_markdown(index=False)),
         }
     )
     return table
@@ -129,5 +130,5 @@ def model_catalog(context: dg.AssetExecutionContext, raw_evaluations: pd.DataFra
 
     models_file = raw_evaluations["models_file"].iloc[0]
     catalog = build_catalog(evaluation_table, Path(models_file) if models_file else None)
-    context.add_output_metadata({"preview": dg.MetadataValue.md(catalog.head(20).to_markdown(index=False))})
+    context.add_output_metadata({"preview": dg.MetadataValue.md(escape_frame(catalog.head(20)).to_markdown(index=False))})
     return catalog

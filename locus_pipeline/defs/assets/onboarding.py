@@ -13,6 +13,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS, atlas_link
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.resources import MlflowTracking
@@ -46,7 +47,7 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
     from locus_model.data.contract import safe_model_key
     from locus_model.data.errors import EvaluationDataError
     from locus_model.onboarding import as_store
-    from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, read_manifest
+    from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, intake_order, read_manifest
 
     key = context.partition_key
     if config.model and safe_model_key(config.model) != key:
@@ -70,7 +71,7 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
                 metadata={"accepted_file": config.accepted_file, "how_to_fix": "write the file as <name>.part, then rename "
                           "it to <name> when it is complete (docs/onboarding.md); nothing to do for this run"},
             )
-        received = pd.Timestamp(manifest.received_at_ns, unit="ns", tz="UTC")
+        received = intake_order(manifest)  # newest = taken in last, not the file's modification time
         store = home.record_evaluations(key, as_store(rows, received, config.accepted_file))
         new_rows = len(rows)
     else:
@@ -82,7 +83,7 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
         "new_evaluations_in_file": new_rows,
         "accepted_file": config.accepted_file or "(none: re-embedding from the store)",
         "mean_score": float(np.mean(store["score"])),
-        "benchmarks": dg.MetadataValue.md(profile.round(4).to_markdown()),
+        "benchmarks": dg.MetadataValue.md(escape_frame(profile.round(4)).to_markdown()),
         "dagster/row_count": len(store),
         "path": dg.MetadataValue.path(str(home.store_path(key))),
     })
@@ -116,8 +117,8 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
         "checkpoint_id": str(row["checkpoint_id"]),
         "nearest_model": str(neighbours["model"].iloc[0]) if len(neighbours) else "",
         "distance_to_nearest": float(neighbours["distance"].iloc[0]) if len(neighbours) else float("nan"),
-        "nearest_models": dg.MetadataValue.md(neighbours.round(4).to_markdown(index=False)),
-        "per_benchmark_profile": dg.MetadataValue.md(profile.round(3).to_markdown()),
+        "nearest_models": dg.MetadataValue.md(escape_frame(neighbours.round(4)).to_markdown(index=False)),
+        "per_benchmark_profile": dg.MetadataValue.md(escape_frame(profile.round(3)).to_markdown()),
         "pool_models": len(pool),
         **atlas_link(home, mlflow, str(row["checkpoint_id"])),  # the model shows there after the reports refresh
     })

@@ -13,6 +13,7 @@ Both read and write under the pool lock (LocusHome.update_pool), so no update is
 import dagster as dg
 import pandas as pd
 
+from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS, atlas_link, pool_schema
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
@@ -98,7 +99,7 @@ def pool_summary(pool: pd.DataFrame) -> dict:
         "onboarded_models": int(by_source.get("onboarded", 0)),
         "checkpoint_id": str(pool["checkpoint_id"].iloc[0]) if len(pool) else "",
         "dagster/row_count": len(pool),
-        "newest": dg.MetadataValue.md(newest[["model", "source", "n_evaluations", "embedded_at"]].to_markdown(index=False)),
+        "newest": dg.MetadataValue.md(escape_frame(newest[["model", "source", "n_evaluations", "embedded_at"]]).to_markdown(index=False)),
     }
 
 

@@ -146,3 +146,15 @@ def test_matrix_and_fingerprint(tmp_path: Path) -> None:
     assert fingerprint_evaluations(table) != fingerprint_evaluations(table.assign(score=[1.0, 1.0, 0.0]))
 
 
+
+
+def test_a_query_text_over_the_limit_is_rejected_naming_its_row() -> None:
+    from locus_model.data.contract import MAX_QUERY_CHARS, validate_evaluations
+    from locus_model.data.errors import EvaluationDataError
+
+    table = pd.DataFrame({"model": ["a", "a"], "query_id": ["q1", "q2"], "query": ["ok", "z" * (MAX_QUERY_CHARS + 1)],
+                          "benchmark": "b", "score": [1.0, 0.0]})
+    with pytest.raises(EvaluationDataError, match="characters long") as err:
+        validate_evaluations(table)
+    assert err.value.row == 2 and err.value.column == "query" and len(str(err.value)) < 1000
+    assert validate_evaluations(table.assign(query=["ok", "z" * MAX_QUERY_CHARS]))["query"].str.len().max() == MAX_QUERY_CHARS

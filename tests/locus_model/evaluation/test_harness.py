@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -178,7 +179,7 @@ def test_result_schema_key_by_key():
     res = harness.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=BASELINE_METHODS,
                       baseline_configs=FAST_BASELINES, progress=False, n_boot=200)
     json.dumps(res, allow_nan=False)  # strict JSON
-    assert set(res) == {"settings", "sizes", "wall_s", "methods"}
+    assert set(res) == {"settings", "sizes", "wall_s", "warnings", "methods"}
     assert res["settings"]["budget"] == 20 and res["settings"]["folds"] == 3 and res["settings"]["protocol"] == "kfold"
     assert len(res["settings"]["held_out_model_names"]) == 2
     assert res["sizes"]["models"] == 10 and res["sizes"]["held_out_models"] == 2 and res["sizes"]["anchors"] == [20] * 3
@@ -357,3 +358,31 @@ def test_worker_processes_give_the_same_results():
                 assert b["mean"] == pytest.approx(a["mean"], abs=1e-6), (name, group, metric)
     with pytest.raises(ValueError, match="jobs=0"):
         harness.evaluate(table, unit_encodings(60), jobs=0, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- degenerate labels
+
+
+@pytest.mark.parametrize("value", [0.0, 0.5, 1.0])
+def test_constant_labels_are_warned_about_and_no_interval_is_claimed(value: float) -> None:
+    table = make_table(8, 60).assign(score=value)
+    result = harness.evaluate(table, unit_encodings(60), budget=16, folds=2, holdout_models=0.25, seed=0,
+                              methods=("knn", "best_single"), baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
+    assert any(f"every score is {value:g}" in w for w in result["warnings"])
+    knn = result["methods"]["knn"]["all"]["vs_best_single"]
+    assert knn == {"diff": None, "ci_low": None, "ci_high": None}
+    text = results.format_results(result)
+    assert text.splitlines()[1].startswith("WARNING: every score is")
+    assert not re.search(r"\[[+-]\d|\d\] tie", text)  # no interval printed, so no "tie" or difference claimed
+
+
+def test_label_warnings_name_a_one_model_pool_and_queries_no_model_differs_on() -> None:
+    rng = np.random.default_rng(0)
+    varied = (rng.random((5, 30)) < 0.5).astype(float)
+    assert harness.label_warnings(varied, [f"m{i}" for i in range(5)]) == ([], False)
+    one, degenerate = harness.label_warnings(varied[:1], ["m0"])
+    assert "1 model(s)" in one[0]
+    same_per_query = np.tile(varied[:1], (5, 1))  # every model scores what the others score, query by query
+    same_per_query[2, 3] = np.nan
+    warnings, degenerate = harness.label_warnings(same_per_query, [f"m{i}" for i in range(5)])
+    assert degenerate and "no query on which two models' scores differ" in warnings[0]
