@@ -49,6 +49,15 @@ class TrainConfig:
     enc_min: int = 16  # smallest encoder subset (clipped to the model's number of train cells)
     enc_max: int = 256  # largest encoder subset
     dec_batch: int = 512  # decoder targets per model per step (fewer if the model has fewer train cells)
+    splice: float = 0.0  # share of a step's evaluation sets drawn from a virtual model: the model's own scores, with
+    #   those of another random model on a random half of the query clusters (model-level augmentation: in a
+    #   real pool profiles go with accuracy -- merges of one base --, in spliced models they vary apart from it)
+    splice_clusters: int = 8  # k-means clusters of the train queries' encodings that splicing and the profile
+    #   objective use (no benchmark labels are read)
+    profile_weight: float = 0.0  # > 0: an auxiliary loss, this times the mean squared error of a linear read-out
+    #   of the embedding (of a random subset) against the model's mean score per query cluster on all its train
+    #   cells: it rewards the embedding for carrying the model's profile, not only its accuracy; the read-out is
+    #   used in training only (checkpoints are unchanged)
     disjoint: bool = False  # True = the decoder targets of a draw are cells its encoder subset does not hold (a
     #   context / target split, as queries at test time are never in the set); False = drawn independently from
     #   all train cells, so a target's own (query, score) is often in the set being embedded
@@ -61,6 +70,9 @@ class TrainConfig:
     noise_start: float = 2.0  # query-noise ratio ||noise|| / ||phi|| at epoch 0
     noise_end: float = 1.0  # ... after noise_anneal_epochs (cosine schedule), constant afterwards
     noise_anneal_epochs: int = 30  # length of the cosine annealing
+    encoder_noise_scale: float = 1.0  # the encoder's query noise is this times the decoder's (the ratio above): the
+    #   decoder's noise keeps the predictor from overfitting the few distinct anchor queries; on the encoder side
+    #   the same noise blurs which query (which benchmark) each score belongs to
     patience: int = 120  # stop after this many epochs without a better validation checkpoint
     select_on: str = "routing"  # the validation figure that picks the kept epoch: "routing" = routing accuracy
     #   (ties: lower val BCE), "loss" = val BCE over every (model, val query) cell
@@ -95,10 +107,15 @@ class TrainConfig:
         if self.finetune_steps < 0 or min(self.finetune_noise) < 0:
             raise ValueError(f"TrainConfig: finetune_steps={self.finetune_steps} and finetune_noise={self.finetune_noise} "
                              "must be >= 0 (finetune_steps=0 turns the predictor fine-tuning off).")
+        if self.profile_weight < 0:
+            raise ValueError(f"TrainConfig: profile_weight={self.profile_weight} must be >= 0 (0 = off).")
+        if not 0.0 <= self.splice <= 1.0 or self.splice_clusters < 2:
+            raise ValueError(f"TrainConfig: splice={self.splice} must be in [0, 1] and splice_clusters="
+                             f"{self.splice_clusters} >= 2.")
         for name in ("epochs", "epoch_models", "batch_models", "draws", "dec_batch", "patience", "finetune_patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
-        if self.noise_start < 0 or self.noise_end < 0:
+        if self.noise_start < 0 or self.noise_end < 0 or self.encoder_noise_scale < 0:
             raise ValueError("TrainConfig: noise_start and noise_end are ratios and must be >= 0.")
         if self.select_on not in ("routing", "loss"):
             raise ValueError(f"TrainConfig: select_on={self.select_on!r}; use 'routing' or 'loss'.")
@@ -226,6 +243,11 @@ class _Inputs:
     rng: np.random.Generator  # permutations, evaluation sets, fine-tuning columns
     gen: torch.Generator  # query noise
     pending: list[int] = field(default_factory=list)  # the rest of the running permutation of the models
+    known: torch.Tensor | None = None  # (M, Q) bool train cells (for splicing)
+    clusters: torch.Tensor | None = None  # (Q,) k-means cluster of each query (for splicing), 0 where no train cell
+    profile: torch.Tensor | None = None  # (M, K) each model's mean train score per query cluster (profile objective)
+    profile_known: torch.Tensor | None = None  # (M, K) bool: the model has train cells in the cluster
+    readout: torch.nn.Linear | None = None  # (d -> K) the profile objective's read-out of the embedding
 
     def epoch_order(self, epoch_models: int) -> np.ndarray:
         """The models of the next epoch: a permutation of all of them, or the next epoch_models of a running
@@ -329,12 +351,48 @@ def _batch_loss(net: Locus, batch: np.ndarray, data: _Inputs, cfg: TrainConfig, 
     u = net.query_projection(data.enc[torch.from_numpy(dec_used).to(device)])  # (U', d)
     u = u.index_select(0, torch.from_numpy(dec_local.ravel()).to(device)).view(*dec_idx.shape, -1)
     if std > 0:
-        parts = parts + projected_noise(net.token_weight(), std, parts.shape, data.gen)
+        if cfg.encoder_noise_scale > 0:
+            parts = parts + projected_noise(net.token_weight(), std * cfg.encoder_noise_scale, parts.shape, data.gen)
         u = u + projected_noise(net.query_proj.weight, std, u.shape, data.gen)
-    z = net.embed_from_parts(parts, data.scores[b_t, enc_idx_t], enc_mask_t)  # (B, d)
+    y_enc, y_dec = data.scores[b_t, enc_idx_t], data.scores[b_t, dec_idx_t]  # (B, n), (B, T)
+    if cfg.splice > 0:
+        y_enc, y_dec = _splice(data, cfg, len(batch), (enc_idx_t, y_enc), (dec_idx_t, y_dec))
+    z = net.embed_from_parts(parts, y_enc, enc_mask_t)  # (B, d)
     logits = net.pair_logits(z, u)  # (B, T)
-    loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], data.scores[b_t, dec_idx_t][dec_mask_t])
+    loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], y_dec[dec_mask_t])
+    if cfg.profile_weight > 0:  # the embedding of a subset should tell the profile on all of the model's cells
+        known = data.profile_known[b_t[:, 0]]  # (B, K)
+        err = (data.readout(z) - data.profile[b_t[:, 0]])[known]
+        loss = loss + cfg.profile_weight * err.pow(2).mean()
     return loss, int(dec_mask.sum())
+
+
+def _splice(data: _Inputs, cfg: TrainConfig, rows: int,
+            *sets: tuple[torch.Tensor, torch.Tensor]) -> list[torch.Tensor]:  # ((B, n) query indices, scores) each
+    """The scores of virtual models: in a cfg.splice share of the rows, the clusters drawn for a row take a random
+    donor model's scores where the donor has the cell; encoder set and decoder targets of a row splice alike."""
+    device = data.enc.device
+    spliced = data.rng.random(rows) < cfg.splice  # (B,)
+    donors = torch.from_numpy(data.rng.integers(0, len(data.avail), rows)).to(device)[:, None]  # (B, 1)
+    takes = (data.rng.random((rows, cfg.splice_clusters)) < 0.5) & spliced[:, None]  # (B, K) clusters from the donor
+    takes_t = torch.from_numpy(takes).to(device)
+    out = []
+    for idx, y in sets:
+        from_donor = takes_t.gather(1, data.clusters[idx]) & data.known[donors, idx]  # (B, n)
+        out.append(torch.where(from_donor, data.scores[donors, idx], y))
+    return out
+
+
+def _query_clusters(enc: np.ndarray, train_np: np.ndarray, k: int, seed: int) -> np.ndarray:  # (Q,) int64
+    """k-means clusters of the encodings of the queries with a train cell (0 for the others)."""
+    from sklearn.cluster import KMeans
+
+    cells = np.flatnonzero((~np.isnan(train_np)).any(axis=0))
+    out = np.zeros(len(enc), np.int64)
+    k = min(k, len(cells))
+    if k >= 2:
+        out[cells] = KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(enc[cells])
+    return out
 
 
 @torch.no_grad()
@@ -370,7 +428,8 @@ def _train_epochs(net: Locus, model: Locus, data: _Inputs, val: _Validation, cfg
     """Train ``net``; validate ``model`` (net itself or its moving average) after every epoch, keep the best."""
     opt = torch.optim.AdamW(
         [
-            {"params": net.encoder_parameters(), "lr": cfg.lr_encoder},
+            {"params": net.encoder_parameters() + ([] if data.readout is None else list(data.readout.parameters())),
+             "lr": cfg.lr_encoder},
             {"params": net.predictor_parameters(), "lr": cfg.lr_predictor},
         ],
         weight_decay=cfg.weight_decay,
@@ -455,10 +514,20 @@ def train_locus(
     data = _Inputs(enc=torch.from_numpy(enc_np).to(device), scores=torch.from_numpy(np.nan_to_num(train_np)).to(device),
                    avail=avail, mean_norm=float(np.linalg.norm(enc_np, axis=1).mean()), rng=rng,
                    gen=torch.Generator(device=device).manual_seed(cfg.seed))
+    if cfg.splice > 0 or cfg.profile_weight > 0:
+        data.known = torch.from_numpy(~np.isnan(train_np)).to(device)
+        data.clusters = torch.from_numpy(_query_clusters(enc_np, train_np, cfg.splice_clusters, cfg.seed)).to(device)
+    if cfg.profile_weight > 0:
+        onehot = F.one_hot(data.clusters, cfg.splice_clusters).float()  # (Q, K)
+        counts = data.known.float() @ onehot  # (M, K)
+        data.profile = (data.scores @ onehot) / counts.clamp(min=1)
+        data.profile_known = counts > 0
 
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(cfg.seed)  # init and dropout
         net = Locus(model_config).to(device)  # the weights the optimiser moves
+        if cfg.profile_weight > 0:
+            data.readout = torch.nn.Linear(model_config.d, cfg.splice_clusters).to(device)
         # the weights that are validated, selected and returned: net itself, or its moving average
         model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
         best = _train_epochs(net, model, data, val, cfg, on_epoch, progress)

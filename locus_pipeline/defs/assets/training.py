@@ -57,12 +57,20 @@ def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evalu
 # The launchpad's description of each field. The fields themselves (names, types, defaults) are the library's
 # dataclasses', so a field added to TrainConfig or LocusConfig appears here (and must get a description).
 TRAIN_FIELD_DOCS = {
-    "epochs": "Maximum epochs (one epoch = one pass over all models). Paper: 2500.",
+    "epochs": "Maximum epochs (one epoch = one pass over all models, at most epoch_models of them). Paper: 2500.",
+    "epoch_models": "Models an epoch visits at most (the next ones of a running permutation): a pool larger than "
+                    "this gets epochs of epoch_models / batch_models steps, each followed by a validation.",
     "batch_models": "Models per optimisation step.",
     "draws": "Evaluation sets drawn per model per step (encoder subset + decoder targets).",
     "enc_min": "Smallest encoder subset per model.",
     "enc_max": "Largest encoder subset per model.",
     "dec_batch": "Decoder targets per model per step.",
+    "splice": "Share of a step's evaluation sets taken from virtual models: a model's scores with another model's on "
+              "a random half of the query clusters (model-level augmentation).",
+    "splice_clusters": "k-means clusters of the train queries' encodings that splicing and the profile objective use.",
+    "profile_weight": "Weight of the auxiliary loss that asks a linear read-out of the embedding for the model's mean "
+                      "score per query cluster (0 = off; training only, checkpoints unchanged).",
+    "disjoint": "Decoder targets only from cells outside the draw's encoder subset (a context / target split).",
     "val_set_max": "Validation embeds each model from at most this many of its train cells; empty = all.",
     "lr_encoder": "AdamW learning rate of the set encoder.",
     "lr_predictor": "AdamW learning rate of the correctness predictor.",
@@ -71,7 +79,10 @@ TRAIN_FIELD_DOCS = {
     "noise_start": "Query-noise ratio ||noise||/||phi|| at epoch 0.",
     "noise_end": "Query-noise ratio after annealing.",
     "noise_anneal_epochs": "Epochs of cosine noise annealing.",
-    "patience": "Early stopping patience on validation routing accuracy. Paper: 500.",
+    "encoder_noise_scale": "The encoder's query noise as a multiple of the decoder's (0 = none on the encoder side).",
+    "patience": "Early stopping patience, in epochs without a better validation checkpoint. Paper: 500.",
+    "select_on": "The validation figure that picks the kept epoch: routing (routing accuracy, ties: lower BCE) or "
+                 "loss (BCE over every model x validation query cell).",
     "select_from_epoch": "Epochs before this one are never kept as the checkpoint.",
     "seed": "Seed of initialisation, subsets and noise.",
     "device": "auto = CUDA when present, else CPU.",
