@@ -1,7 +1,7 @@
 """LOCUS training diagnostics: single-fold (fold 0) trials of TrainConfig options on the demo pool, budget 256.
 
-Exploratory, ONE fold: differences of ~1 point are within seed noise (bench/README.md, "LOCUS training
-diagnostics"). Usage, from the repository root:
+Exploratory, ONE fold: differences of ~1 point are within seed noise (docs/experiments.md, "Where the
+earlier defaults lost"). Usage, from the repository root:
 
     .venv/bin/python bench/diag_locus_training.py base calib calib_disjoint ...   # trial names below
     .venv/bin/python bench/diag_locus_training.py --list

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from locus_model.data import long_format
 from locus_model.data.demo import (
     BENCHMARKS,
     DEMO_FOLDER,
@@ -18,6 +19,7 @@ from locus_model.data.demo import (
     make_demo_tables,
     SKILLS,
 )
+from locus_model.data.embedllm import read_embedllm
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,7 @@ def _accuracy(evaluations: pd.DataFrame, model: str, benchmark: str) -> float:
 
 
 def test_same_seed_gives_byte_identical_files_and_other_seed_differs(tmp_path: Path) -> None:
-    formats = ("long", "embedllm") if _has_embedllm() else ("long",)
+    formats = ("long", "embedllm")
     a = generate_demo_pool(tmp_path / "a", size="small", seed=3, formats=formats)
     b = generate_demo_pool(tmp_path / "b", size="small", seed=3, formats=formats)
     c = generate_demo_pool(tmp_path / "c", size="small", seed=4, formats=formats)
@@ -166,31 +168,18 @@ def test_truth_file_round_trips(pool) -> None:
 
 
 def test_long_format_files_pass_the_validator(pool, small) -> None:
-    evaluations_module = pytest.importorskip("locus_model.data.long_format")
     evaluations, models, _ = small
     expected = evaluations.drop_duplicates(["model", "query_id"], keep="last")
     for path in (pool.evaluations_parquet, pool.evaluations_csv):
-        table = evaluations_module.read_evaluations(path)  # collapses the exact repeats
+        table = long_format.read_evaluations(path)  # collapses the exact repeats
         assert len(table) == len(expected)
         assert set(zip(table["model"].astype(str), table["query_id"].astype(str), table["score"])) == set(
             zip(expected["model"], expected["query_id"], expected["score"]))
-    listed = evaluations_module.read_models_file(pool.models_csv)
+    listed = long_format.read_models_file(pool.models_csv)
     assert list(listed["model"]) == list(models["model"]) and listed["params_b"].notna().all()
 
 
-def _has_embedllm() -> bool:
-    try:
-        from locus_model.data.embedllm import read_embedllm  # noqa: F401
-        from locus_model.data.embedllm_writer import write_embedllm  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _has_embedllm(), reason="locus_model.data.embedllm not available")
 def test_embedllm_folder_round_trips(tmp_path: Path, small) -> None:
-    from locus_model.data.embedllm import read_embedllm
-
     demo = generate_demo_pool(tmp_path, size="small", seed=0, formats=("embedllm",))
     assert demo.evaluations_parquet is None and demo.embedllm_dir is not None
     table, _ = read_embedllm(demo.embedllm_dir)
