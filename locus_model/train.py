@@ -61,6 +61,8 @@ class TrainConfig:
     disjoint: bool = False  # True = the decoder targets of a draw are cells its encoder subset does not hold (a
     #   context / target split, as queries at test time are never in the set); False = drawn independently from
     #   all train cells, so a target's own (query, score) is often in the set being embedded
+    val_models: int | None = 200  # validation scores at most this many models (a fixed seeded subset of a larger
+    #   pool); None = all of them. Bounds epoch cost on pools of thousands of models
     val_set_max: int | None = 256  # validation embeds each model from at most this many of its train
     #   cells (a fixed seeded subset); None = all of them (the paper: all N anchors). Bounds epoch cost.
     lr_encoder: float = 2e-4  # AdamW lr of tokenizer, ISAB blocks, PMA, output layer
@@ -112,6 +114,8 @@ class TrainConfig:
         if not 0.0 <= self.splice <= 1.0 or self.splice_clusters < 2:
             raise ValueError(f"TrainConfig: splice={self.splice} must be in [0, 1] and splice_clusters="
                              f"{self.splice_clusters} >= 2.")
+        if self.val_models is not None and self.val_models < 1:
+            raise ValueError(f"TrainConfig: val_models={self.val_models} must be >= 1 (None = every model).")
         for name in ("epochs", "epoch_models", "batch_models", "draws", "dec_batch", "patience", "finetune_patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
@@ -268,11 +272,12 @@ class _Inputs:
 class _Validation:
     """What validation scores: each model embedded from a fixed subset of its train cells, on its val cells."""
 
-    sets: list[tuple[np.ndarray, np.ndarray]]  # per model: (train-cell query indices, scores)
+    sets: list[tuple[np.ndarray, np.ndarray]]  # per validated model: (train-cell query indices, scores)
+    rows: torch.Tensor  # (Mv,) the validated models (all, or TrainConfig.val_models of them)
     cols: torch.Tensor  # (Qv,) queries with a val cell
-    labels: np.ndarray  # (M, Qv) NaN = no val cell
-    known: torch.Tensor  # (M, Qv) bool
-    targets: torch.Tensor  # (M, Qv) labels, 0 where unknown
+    labels: np.ndarray  # (Mv, Qv) NaN = no val cell
+    known: torch.Tensor  # (Mv, Qv) bool
+    targets: torch.Tensor  # (Mv, Qv) labels, 0 where unknown
 
 
 @dataclass
@@ -300,10 +305,14 @@ def _validation(train_np: np.ndarray, val_np: np.ndarray, avail: list[np.ndarray
         if cfg.val_set_max is not None and len(idx) > cfg.val_set_max:
             idx = np.sort(rng.choice(idx, cfg.val_set_max, replace=False))
         sets.append((idx, train_np[m, idx]))
-    cols = np.flatnonzero((~np.isnan(val_np)).any(axis=0))
-    labels = val_np[:, cols]
-    return _Validation(sets, torch.from_numpy(cols).to(device), labels, torch.from_numpy(~np.isnan(labels)).to(device),
-                       torch.from_numpy(np.nan_to_num(labels)).to(device))
+    rows = np.arange(len(avail))
+    if cfg.val_models is not None and len(avail) > cfg.val_models:
+        rows = np.sort(rng.choice(len(avail), cfg.val_models, replace=False))
+        sets = [sets[r] for r in rows]
+    cols = np.flatnonzero((~np.isnan(val_np[rows])).any(axis=0))
+    labels = val_np[rows][:, cols]
+    return _Validation(sets, torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device), labels,
+                       torch.from_numpy(~np.isnan(labels)).to(device), torch.from_numpy(np.nan_to_num(labels)).to(device))
 
 
 @torch.no_grad()
@@ -465,7 +474,7 @@ def _finetune(model: Locus, train_np: np.ndarray, data: _Inputs, val: _Validatio
     for ratio in cfg.finetune_noise:
         model.load_state_dict(selected)
         info = _finetune_predictor(
-            model, z_all, data.enc, data.scores, known_t, lambda: _validate(model, data.enc, val, z_all), cfg=cfg,
+            model, z_all, data.enc, data.scores, known_t, lambda: _validate(model, data.enc, val, z_all[val.rows]), cfg=cfg,
             std=data.noise_std(ratio), gen=data.gen, rng=data.rng,
         )
         by_noise[f"val_loss_at_noise_{ratio:g}"] = info["val_loss_after"]
@@ -541,6 +550,7 @@ def train_locus(
 
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning
 FINETUNE_MAX_COLUMNS = 2048  # train queries per fine-tuning step (a random subset when there are more)
+FINETUNE_MAX_MODELS = 256  # models per fine-tuning step (a random subset when there are more)
 
 
 def _finetune_predictor(
@@ -569,9 +579,11 @@ def _finetune_predictor(
         u = model.query_projection(enc_t[cols_t])  # (C, d)
         if std > 0:
             u = u + projected_noise(model.query_proj.weight, std, u.shape, gen)
-        logits = model.predict_logits_projected(z, u)  # (M, C)
-        mask = known_t[:, cols_t]
-        loss = F.binary_cross_entropy_with_logits(logits[mask], scores_t[:, cols_t][mask])
+        rows_t = (slice(None) if len(z) <= FINETUNE_MAX_MODELS else
+                  torch.from_numpy(np.sort(rng.choice(len(z), FINETUNE_MAX_MODELS, replace=False))).to(z.device))
+        logits = model.predict_logits_projected(z[rows_t], u)  # (M', C)
+        mask = known_t[rows_t][:, cols_t]
+        loss = F.binary_cross_entropy_with_logits(logits[mask], scores_t[rows_t][:, cols_t][mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)

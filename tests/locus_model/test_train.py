@@ -273,3 +273,18 @@ def test_select_on_loss_keeps_the_epoch_of_lowest_val_loss(tiny_pool):
     with pytest.raises(ValueError, match="select_on"):
         TrainConfig(select_on="auc")
 
+
+
+def test_validation_scores_at_most_val_models_models_of_a_larger_pool(tiny_pool):
+    import locus_model.train as train_module
+
+    enc, train, val = tiny_pool
+    avail = [np.flatnonzero(~np.isnan(row)) for row in train]
+    for cap, expected in ((5, 5), (None, 12), (50, 12)):
+        v = train_module._validation(train, val, avail, TrainConfig(val_models=cap), np.random.default_rng(0),
+                                     torch.device("cpu"))
+        assert len(v.sets) == len(v.rows) == v.labels.shape[0] == expected
+        np.testing.assert_array_equal(v.labels, val[v.rows.numpy()][:, v.cols.numpy()])
+    cfg = TrainConfig(**{**FAST, "epochs": 3, "finetune_steps": 20}, val_models=5, seed=0)
+    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
+    assert len(res.history) == 3 and res.finetune["steps_run"] >= 10

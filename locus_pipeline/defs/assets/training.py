@@ -71,6 +71,7 @@ TRAIN_FIELD_DOCS = {
     "profile_weight": "Weight of the auxiliary loss that asks a linear read-out of the embedding for the model's mean "
                       "score per query cluster (0 = off; training only, checkpoints unchanged).",
     "disjoint": "Decoder targets only from cells outside the draw's encoder subset (a context / target split).",
+    "val_models": "Validation scores at most this many models (a fixed seeded subset of a larger pool); empty = all.",
     "val_set_max": "Validation embeds each model from at most this many of its train cells; empty = all.",
     "lr_encoder": "AdamW learning rate of the set encoder.",
     "lr_predictor": "AdamW learning rate of the correctness predictor.",
