@@ -13,7 +13,11 @@
    cells and the test queries are routed with that runtime's encodings (as the pipeline does when it runs on
    one runtime); also "mixed": the torch pool with the runtime's query encodings (a checkpoint trained on torch
    served with --encoder-runtime). Reported: the share of test queries routed to the same model as with torch,
-   routing accuracy (mean score of the chosen model) with a 95 % bootstrap interval, and the paired difference.
+   routing accuracy (mean score of the chosen model) with a 95 % bootstrap interval, and the paired difference;
+   at quality weight 1 (the paper's router) and, since a checkpoint that routes nearly every MMLU-Pro query to
+   one model makes that share easy, also cost-aware at quality weights 0.9 / 0.7 (parameter-count costs from
+   data/mmlu-pro/models.csv, as `locus serve` charges them), where the choice moves from query to query;
+   and the P(correct) agreement (mean and max |P_runtime - P_torch| over every test pair).
 The encodings of part 2 are cached in the user cache (LOCUS_CACHE_DIR), so a re-run encodes nothing.
 """
 
@@ -75,11 +79,12 @@ def bootstrap(values: np.ndarray, seed: int = 0, draws: int = 2000) -> tuple[flo
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def routing(n_queries: int, threads: int, epochs: int) -> dict:
+def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) -> dict:
     import torch
 
     from locus_model.data.matrix import EvaluationMatrix
-    from locus_model.model import LocusConfig, embed_evaluation_sets, predict_proba
+    from locus_model.model import LocusConfig, embed_evaluation_sets, load_checkpoint, predict_proba, save_checkpoint
+    from locus_model.routing import cost_table, route_many
     from locus_model.train import TrainConfig, train_locus
 
     table = pd.read_parquet(REPO / "data" / "mmlu-pro" / "evaluations.parquet")
@@ -99,31 +104,47 @@ def routing(n_queries: int, threads: int, epochs: int) -> dict:
     train_scores[:, train] = scores[:, train]
     val_scores = np.full_like(scores, np.nan)
     val_scores[:, val] = scores[:, val]
-    t0 = time.perf_counter()
-    result = train_locus(enc["torch"], train_scores, val_scores, model_config=LocusConfig(query_dim=enc["torch"].shape[1]),
-                         train_config=TrainConfig(epochs=epochs, finetune_steps=300, device="cpu"), progress=False)
-    print(f"  trained LOCUS on torch encodings in {time.perf_counter() - t0:.0f} s (epochs {epochs})", flush=True)
-    model = result.model
+    tag = {"queries": n_queries, "epochs": epochs}
+    if checkpoint is not None and checkpoint.exists() and load_checkpoint(checkpoint)[1].get("bench") == tag:
+        model, best_epoch = load_checkpoint(checkpoint)[0], load_checkpoint(checkpoint)[1]["best_epoch"]
+        print(f"  the LOCUS checkpoint of an earlier run with these settings: {checkpoint}", flush=True)
+    else:
+        t0 = time.perf_counter()
+        result = train_locus(enc["torch"], train_scores, val_scores,
+                             model_config=LocusConfig(query_dim=enc["torch"].shape[1]),
+                             train_config=TrainConfig(epochs=epochs, finetune_steps=300, device="cpu"), progress=False)
+        print(f"  trained LOCUS on torch encodings in {time.perf_counter() - t0:.0f} s (epochs {epochs})", flush=True)
+        model, best_epoch = result.model, result.best_epoch
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, model, encoder=ENCODER, encoder_runtime="torch", best_epoch=best_epoch, bench=tag)
     sets = [(train[~np.isnan(scores[m, train])], scores[m, train][~np.isnan(scores[m, train])]) for m in range(len(scores))]
 
-    def route(pool_enc: np.ndarray, query_enc: np.ndarray) -> np.ndarray:  # (test,) chosen model
-        z = embed_evaluation_sets(model, pool_enc, sets)
-        return predict_proba(model, z, query_enc[test]).argmax(0)
+    def probs(pool_enc: np.ndarray, query_enc: np.ndarray) -> np.ndarray:  # (M, test) P(correct)
+        return predict_proba(model, embed_evaluation_sets(model, pool_enc, sets), query_enc[test])
 
+    info = pd.read_csv(REPO / "data" / "mmlu-pro" / "models.csv").set_index("model")["params_b"].to_dict()
+    costs = cost_table(matrix.models, {m: {"params_b": info[m]} for m in matrix.models if m in info}).costs()
     test_scores = np.nan_to_num(scores[:, test])
-    chosen = {"torch": route(enc["torch"], enc["torch"]), "onnx-int8": route(enc["onnx-int8"], enc["onnx-int8"]),
-              "mixed (torch pool, onnx-int8 queries)": route(enc["torch"], enc["onnx-int8"])}
-    correct = {k: test_scores[c, np.arange(len(test))] for k, c in chosen.items()}
-    out = {"queries": Q, "test_queries": len(test), "models": len(scores), "checkpoint_best_epoch": result.best_epoch}
-    best_single = float(np.nan_to_num(scores[:, train]).mean(1).argmax())
-    out["best_single_accuracy"] = round(float(test_scores[int(best_single)].mean()), 4)
-    for k, c in chosen.items():
-        lo, hi = bootstrap(correct[k])
-        diff = correct[k] - correct["torch"]
-        dlo, dhi = bootstrap(diff)
-        out[k] = {"same_model_as_torch": round(float((c == chosen["torch"]).mean()), 4),
-                  "routing_accuracy": round(float(correct[k].mean()), 4), "interval_95": [round(lo, 4), round(hi, 4)],
-                  "difference_vs_torch": round(float(diff.mean()), 4), "difference_interval_95": [round(dlo, 4), round(dhi, 4)]}
+    p = {"torch": probs(enc["torch"], enc["torch"]), "onnx-int8": probs(enc["onnx-int8"], enc["onnx-int8"]),
+         "mixed (torch pool, onnx-int8 queries)": probs(enc["torch"], enc["onnx-int8"])}
+    out = {"queries": Q, "test_queries": len(test), "models": len(scores), "checkpoint_best_epoch": best_epoch,
+           "cost_basis": "params_b"}
+    best_single = int(np.nan_to_num(scores[:, train]).mean(1).argmax())
+    out["best_single_accuracy"] = round(float(test_scores[best_single].mean()), 4)
+    for k in p:
+        out[k] = {"p_abs_diff_mean": round(float(np.abs(p[k] - p["torch"]).mean()), 5),
+                  "p_abs_diff_max": round(float(np.abs(p[k] - p["torch"]).max()), 5)}
+        for w in (1.0, 0.9, 0.7):
+            chosen = {r: route_many(p[r], costs, w) for r in ("torch", k)}
+            correct = {r: test_scores[c, np.arange(len(test))] for r, c in chosen.items()}
+            lo, hi = bootstrap(correct[k])
+            dlo, dhi = bootstrap(correct[k] - correct["torch"])
+            out[k][f"w={w}"] = {
+                "same_model_as_torch": round(float((chosen[k] == chosen["torch"]).mean()), 4),
+                "models_chosen": int(len(np.unique(chosen[k]))),
+                "routing_accuracy": round(float(correct[k].mean()), 4), "interval_95": [round(lo, 4), round(hi, 4)],
+                "difference_vs_torch": round(float((correct[k] - correct["torch"]).mean()), 4),
+                "difference_interval_95": [round(dlo, 4), round(dhi, 4)]}
     return out
 
 
@@ -134,17 +155,20 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--routing-queries", type=int, default=1200, help="0 = skip the routing part")
     parser.add_argument("--epochs", type=int, default=40, help="LOCUS epochs of the routing part (the demo job's)")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="keep the routing part's LOCUS checkpoint here (reused by a run with the same settings)")
+    parser.add_argument("--skip-throughput", action="store_true", help="the routing part only")
     parser.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}, {os.cpu_count()} CPUs", flush=True)
     result = {"threads": args.threads, "batch_size": args.batch_size, "load_before": os.getloadavg()}
-    result["throughput"] = throughput(args.n, args.threads, args.batch_size)
+    result["throughput"] = {"rows": {}} if args.skip_throughput else throughput(args.n, args.threads, args.batch_size)
     print(f"{'runtime':<10} {'texts':<6} {'q/s':>7} {'x torch':>8} {'cos mean':>9} {'cos min':>8}")
     for row in result["throughput"]["rows"].values():
         print(f"{row['runtime']:<10} {row['texts']:<6} {row['queries_per_s']:7.1f} {row['speedup_vs_torch']:8.2f} "
               f"{row['cosine_mean']:9.5f} {row['cosine_min']:8.5f}", flush=True)
     if args.routing_queries:
-        result["routing"] = routing(args.routing_queries, args.threads, args.epochs)
+        result["routing"] = routing(args.routing_queries, args.threads, args.epochs, args.checkpoint)
     result["load_after"] = os.getloadavg()
     print(json.dumps(result, indent=2))
     if args.out:
