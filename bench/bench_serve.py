@@ -164,15 +164,21 @@ def rss_mb(pid: int) -> dict:
 
 def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO), "LOCUS_CACHE_DIR": str(Path(tmp) / "cache")}
+    import socket
+
+    with socket.socket() as probe:  # a server left on the port would answer /healthz and be measured instead
+        if probe.connect_ex(("127.0.0.1", args.port)) == 0:
+            raise SystemExit(f"port {args.port} is in use: stop what listens there, or pass --port")
+    log_path = Path(tmp) / f"serve-{runtime}.log"  # a file, not a pipe: a full pipe nobody reads blocks the server
     server = subprocess.Popen([sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", str(home),
                                "--port", str(args.port), "--threads", str(args.threads), "--encoder-runtime", runtime,
                                "--batch-wait-ms", str(args.batch_wait_ms)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                              stdout=subprocess.DEVNULL, stderr=log_path.open("wb"), start_new_session=True)
     try:
         t0 = time.perf_counter()
         while True:
             if server.poll() is not None:
-                raise SystemExit(f"the server exited: {server.stderr.read().decode()[-2000:]}")
+                raise SystemExit(f"the server exited: {log_path.read_text(errors='replace')[-2000:]}")
             try:
                 health = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{args.port}/healthz", timeout=1).read())
                 break
@@ -197,6 +203,7 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict) -> dict:
             print(f"[{runtime}] whole {out['concurrent_whole']}", flush=True)
         out["server_memory_mb"] = rss_mb(server.pid)
         out["load_after"] = os.getloadavg()
+        out["server_log_bytes"] = log_path.stat().st_size
         return out
     finally:
         os.killpg(server.pid, signal.SIGINT)

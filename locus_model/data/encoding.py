@@ -318,9 +318,10 @@ class SentenceEncoder:
             from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(str(_model_folder(self.spec)), device=device)
-            # sentence-transformers sorts by length and batches itself
+            # sentence-transformers sorts by length and batches itself; no progress bar (it would draw one per
+            # call whenever logging is at INFO, as in `locus serve`)
             self._run = lambda texts, batch_size: model.encode(texts, batch_size=batch_size, convert_to_numpy=True,
-                                                               normalize_embeddings=True)
+                                                               normalize_embeddings=True, show_progress_bar=False)
             return
         if device != "cpu":
             raise ValueError(f"the {self.runtime} runtime runs on the CPU, not {device!r}; use runtime 'torch' for {device}")
