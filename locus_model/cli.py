@@ -54,9 +54,9 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
                    help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256")
     from locus_model.data.encoding import DEFAULT_RUNTIME, RUNTIMES
 
-    p.add_argument("--encoder-runtime", default=DEFAULT_RUNTIME, choices=RUNTIMES,
-                   help=f"how the query encoder runs (default {DEFAULT_RUNTIME}): onnx-int8, onnx-fp32, or torch "
-                        "(sentence-transformers fp32, the reference); hashing-256 ignores it")
+    p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
+                   help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
+                        f"reference); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS early-stopping patience in epochs")
     p.add_argument("--methods", default=",".join(("locus", "embedllm_mf", "irt", "knn", "best_single", "oracle")),

@@ -13,7 +13,8 @@ Runtimes (how a transformer encoder is run; :data:`RUNTIMES`):
 - ``onnx-fp32``: the same weights exported with torch's ONNX exporter, fused by onnxruntime's transformer
   optimizer and run by ONNX Runtime.
 - ``onnx-int8``: that graph with dynamic int8 quantization of its weights (onnxruntime.quantization.quantize_dynamic,
-  per channel). The default: bench/README.md ("Query encoder") has the figures it was chosen by.
+  per channel). The default for all-MiniLM-L6-v2: bench/README.md ("Query encoder (runtimes)") has the figures it
+  was chosen by. all-mpnet-base-v2 has the torch runtime only (no ONNX build was measured for it).
 The ONNX files are built from the installed weights, offline, once (``make setup`` runs ``python -m
 locus_model.data.encoding prepare``; otherwise on first use) into ``<venv>/share/locus/onnx`` or the user cache.
 ``hashing-256`` has one runtime of its own, ``hashing``.
@@ -140,15 +141,23 @@ HASHING_RUNTIME = "hashing"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length of both encoders (sentence_bert_config.json)
 
 
+ONNX_ENCODERS = {"all-MiniLM-L6-v2"}  # the encoders whose ONNX build is made and measured (bench_encoding.py)
+
+
 def resolve_runtime(encoder: str, runtime: str | None = None) -> str:
-    """The runtime an encoder runs with: ``hashing`` for hashing-256 (it has no other), else one of RUNTIMES
-    (None: DEFAULT_RUNTIME); a clear error listing the choices otherwise."""
+    """The runtime an encoder runs with: ``hashing`` for hashing-256 (it has no other); else one of RUNTIMES,
+    None meaning the encoder's default (DEFAULT_RUNTIME where it has an ONNX build, else torch); a clear error
+    listing the choices otherwise."""
     spec = resolve_encoder(encoder)
     if spec.name == "hashing-256":
         return HASHING_RUNTIME
-    runtime = DEFAULT_RUNTIME if runtime is None else runtime
+    if runtime is None:
+        return DEFAULT_RUNTIME if spec.name in ONNX_ENCODERS else "torch"
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown encoder runtime {runtime!r}; choose one of {list(RUNTIMES)}")
+    if runtime != "torch" and spec.name not in ONNX_ENCODERS:
+        raise ValueError(f"the {runtime} runtime has no build for {spec.name} (only for {sorted(ONNX_ENCODERS)}); "
+                         f"use runtime torch, or leave it unset for the encoder's default")
     return runtime
 
 

@@ -43,8 +43,9 @@ class QueryEncoder(dg.ConfigurableResource):
     loads once per process, encodings are cached under LOCUS_HOME/encodings/<encoder>/<runtime>/."""
 
     home: LocusHome
-    runtime: str = Field(default=DEFAULT_RUNTIME, description=f"Encoder runtime: one of {', '.join(RUNTIMES)} (default "
-                         f"{DEFAULT_RUNTIME}; torch = sentence-transformers fp32, the reference). Recorded in the checkpoint.")
+    runtime: str = Field(default="", description=f"Encoder runtime: one of {', '.join(RUNTIMES)} (torch = "
+                         f"sentence-transformers fp32, the reference); empty = the encoder's default ({DEFAULT_RUNTIME} "
+                         "for all-MiniLM-L6-v2, torch for all-mpnet-base-v2). Recorded in the checkpoint.")
     device: str = Field(default="cpu", description="torch device for the sentence encoder (runtime torch only).")
     batch_size: int = Field(default=64, description="Sentences per encoder batch.")
     threads: int = Field(default=0, description="CPU threads of the encoder; 0 = torch's default.")
@@ -53,7 +54,7 @@ class QueryEncoder(dg.ConfigurableResource):
         from locus_model.data.encoding import encode_queries_with_report
 
         return encode_queries_with_report(
-            texts, encoder=encoder, runtime=self.runtime, cache_dir=self.home.encoding_cache(encoder),
+            texts, encoder=encoder, runtime=self.runtime or None, cache_dir=self.home.encoding_cache(encoder),
             batch_size=self.batch_size, progress=progress, device=self.device, threads=self.threads or None,
         )
 

@@ -103,7 +103,9 @@ def test_unmarked_shards_from_before_runtimes_are_the_torch_runtimes(tmp_path: P
 
 def test_runtimes_are_named_and_checked() -> None:
     assert resolve_runtime("hashing-256", "onnx-int8") == "hashing"  # hashing has one runtime
-    assert resolve_runtime("minilm") == "onnx-int8"
+    assert resolve_runtime("minilm") == "onnx-int8" and resolve_runtime("mpnet") == "torch"
+    with pytest.raises(ValueError, match="no build for all-mpnet-base-v2"):
+        resolve_runtime("mpnet", "onnx-int8")
     with pytest.raises(ValueError, match="onnx-fp32"):
         resolve_runtime("minilm", "tensorrt")
 
