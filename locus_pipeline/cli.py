@@ -113,7 +113,11 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--models-config", type=Path, default=None,
                    help="YAML or JSON: per pool model its OpenAI-compatible base_url, model, api_key_env and "
                         "cost_per_query or price_input_per_mtok / price_output_per_mtok or params_b (README.md)")
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads for encoding and prediction (default 1)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads for encoding and prediction (default 1)")
+    p.add_argument("--encoder-runtime", default=None, choices=["onnx-int8", "onnx-fp32", "torch"],
+                   help="query encoder runtime (default: the one the checkpoint's training encodings came from)")
+    p.add_argument("--batch-wait-ms", type=float, default=2.0,
+                   help="how long a query waits for concurrent ones to be encoded with it (default 2 ms)")
     p.add_argument("--quality-weight", type=float, default=1.0,
                    help="default quality weight in [0, 1] when a request gives none (1 = best P(correct))")
     p.add_argument("--fallbacks", type=int, default=3, help="models of the fallback chain tried after the chosen one")
@@ -135,7 +139,8 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
                          models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
                          poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
-                         max_body_bytes=args.max_body_bytes)
+                         max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
+                         batch_wait_ms=args.batch_wait_ms)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:

@@ -6,11 +6,14 @@
     GET  /v1/models             "locus" and every pool model
     GET  /metrics               Prometheus text;  GET /healthz
 
-How a query is routed: its text is encoded with the sentence encoder of the pool's checkpoint (loaded once per
-process; encodings kept in an in-process LRU), the correctness predictor gives P(correct) for every candidate
-(locus_model.model.predict_proba) and locus_model.routing ranks them by quality_weight * P - (1 - quality_weight)
-* cost / max cost (or under a cost cap). Concurrent queries are encoded together in one batch (a single worker
-thread), which is what makes the sentence encoder affordable per request on a CPU.
+How a query is routed: its text is encoded with the sentence encoder of the pool's checkpoint and the runtime
+its training encodings came from (``--encoder-runtime`` overrides; locus_model.data.encoding, loaded once per
+process; encodings kept in an in-process LRU keyed by encoder, runtime and text), the correctness predictor gives
+P(correct) for every candidate (locus_model.model.predict_proba) and locus_model.routing ranks them by
+quality_weight * P - (1 - quality_weight) * cost / max cost (or under a cost cap). Concurrent queries are encoded
+together: a micro-batching queue feeds the scorer's own thread, which takes the first waiting query and those
+arriving within ``batch_wait_ms`` of it (up to ``max_batch``), and encodes and scores them in one call. A query
+the encoder refuses (text that is not valid Unicode) fails alone with a 400; the others of its batch are answered.
 
 Hot reload: a background task polls the pool file's (mtime, size, inode) every ``poll_seconds``; on a change it
 loads the new pool and its checkpoint off the event loop and swaps one immutable :class:`Snapshot`. A request keeps
@@ -27,9 +30,10 @@ import logging
 import math
 import os
 import re
+import queue
 import secrets
+import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping, Sequence
@@ -142,13 +146,15 @@ class ServeConfig:
     home: str = ""  # LOCUS_HOME (empty: $LOCUS_HOME or <repo>/data)
     token: str | None = None  # bearer token every endpoint but /healthz requires
     models_config: str | None = None  # YAML or JSON (read_models_config)
-    threads: int = 1  # torch CPU threads (the encoder and the predictor run in one worker thread)
+    threads: int = 1  # CPU threads of the encoder and the predictor (both run in the scorer's thread)
     poll_seconds: float = 1.0  # how often the pool file is checked for a change
     quality_weight: float = 1.0  # default quality weight (1 = the paper's router: best P(correct))
     n_fallbacks: int = 3  # models of the fallback chain tried after the chosen one
     max_batch: int = 64  # queries encoded together at most
     cache_size: int = 100_000  # query encodings kept in memory
     max_body_bytes: int = 1 << 20  # a request body larger than this is refused with 413 (0: no limit)
+    batch_wait_ms: float = 2.0  # how long the first query of a batch waits for others to join it
+    encoder_runtime: str | None = None  # None: the runtime the checkpoint's training encodings came from
 
 
 # ------------------------------------------------------------------------------------------------ the pool snapshot
@@ -170,6 +176,7 @@ class Snapshot:
     key: tuple[int, int, int]
     checkpoint_id: str
     encoder: str
+    runtime: str  # the encoder runtime (locus_model.data.encoding.RUNTIMES)
     model: Any  # locus_model.model.Locus (eval mode; only read)
     names: tuple[str, ...]
     sources: tuple[str, ...]
@@ -188,9 +195,11 @@ class Snapshot:
         return not self.upstreams
 
 
-def load_snapshot(home: LocusHome, config: ModelsConfig) -> Snapshot:
+def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = None) -> Snapshot:
     """The pool as it is now, with the checkpoint it was embedded with; parameter counts from the model catalog
-    when it exists, costs and upstreams from the models config."""
+    when it exists, costs and upstreams from the models config. ``runtime``: the encoder runtime (None: the
+    checkpoint's)."""
+    from locus_model.data.encoding import resolve_runtime
     from locus_model.pool import pool_matrix
 
     for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version
@@ -210,7 +219,8 @@ def load_snapshot(home: LocusHome, config: ModelsConfig) -> Snapshot:
         info = {str(m): {"params_b": p} for m, p in zip(catalog["model"], catalog["params_b"])}
     for name, costs in config.costs.items():
         info.setdefault(name, {}).update(costs)
-    return Snapshot(key=key, checkpoint_id=checkpoint.checkpoint_id, encoder=checkpoint.encoder, model=checkpoint.model,
+    return Snapshot(key=key, checkpoint_id=checkpoint.checkpoint_id, encoder=checkpoint.encoder,
+                    runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), model=checkpoint.model,
                     names=tuple(names), sources=tuple(pool["source"].astype(str)), embeddings=z,
                     costs=cost_table(names, info),
                     upstreams={n: u for n, u in config.upstreams.items() if n in set(names)},
@@ -220,76 +230,147 @@ def load_snapshot(home: LocusHome, config: ModelsConfig) -> Snapshot:
 # ------------------------------------------------------------------------------------------------ scoring
 
 
+@dataclass
+class _Pending:
+    snap: Snapshot
+    text: str
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    queued: float  # time.monotonic() when it was queued
+
+
+def _settle(future: asyncio.Future, result: np.ndarray | BaseException) -> None:  # on the event loop
+    if future.done():  # the client went away
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
+
+
 class Scorer:
-    """P(correct) of every pool model for a query. Requests queue up; one worker thread takes everything waiting
-    (up to max_batch), encodes the texts not in the LRU in one call of the sentence encoder and predicts."""
+    """P(correct) of every pool model for a query, in micro-batches on the scorer's own thread.
 
-    def __init__(self, *, max_batch: int, cache_size: int) -> None:
-        self.max_batch, self.cache_size = max_batch, cache_size
-        self._caches: dict[str, OrderedDict[str, np.ndarray]] = {}  # encoder -> text -> encoding (worker thread only)
-        self._queue: asyncio.Queue | None = None
+    Requests queue up; the thread takes the first and every request queued within ``batch_wait_ms`` of it (up
+    to ``max_batch``; one that already waited longer takes only what is queued), encodes the texts not in the
+    LRU in one call of the library encoder (locus_model.data.encoding.load_encoder) and predicts for the batch.
+    Each request gets its own result or its own error: a text the encoder refuses fails that request only."""
 
-    def encode(self, encoder: str, texts: Sequence[str]) -> np.ndarray:  # (n, D); in the worker thread
-        from locus_model.data.encoding import load_sentence_encoder
+    def __init__(self, *, max_batch: int, cache_size: int, batch_wait_ms: float = 2.0, threads: int | None = None,
+                 on_batch=None) -> None:
+        from locus_model.data.encoding import EncodingLRU
 
-        cache = self._caches.setdefault(encoder, OrderedDict())
-        new = list(dict.fromkeys(t for t in texts if t not in cache))
+        self.max_batch, self.batch_wait, self.threads = max_batch, batch_wait_ms / 1000.0, threads
+        self.on_batch = on_batch  # called with each batch's size (metrics)
+        self._lru = EncodingLRU(cache_size)  # the scorer's thread only (and the warm-up before it starts)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def encoder(self, snap: Snapshot):
+        from locus_model.data.encoding import load_encoder
+
+        return load_encoder(snap.encoder, snap.runtime, threads=self.threads)
+
+    def encode(self, snap: Snapshot, texts: Sequence[str]) -> np.ndarray:  # (n, D); in the scorer's thread
+        encoder = self.encoder(snap)
+        found = {t: v for t in dict.fromkeys(texts) if (v := self._lru.get(encoder, t)) is not None}
+        new = [t for t in dict.fromkeys(texts) if t not in found]
         if new:
-            for text, vector in zip(new, load_sentence_encoder(encoder)(new, 64)):
-                cache[text] = vector
-        out = []
-        for text in texts:
-            cache.move_to_end(text)
-            out.append(cache[text])
-        while len(cache) > self.cache_size:
-            cache.popitem(last=False)
-        return np.stack(out)
+            for text, vector in zip(new, encoder.encode(new, self.max_batch)):
+                found[text] = vector
+                self._lru.put(encoder, text, vector)
+        return np.stack([found[t] for t in texts])
 
-    def _score_batch(self, items: list[tuple[Snapshot, str]]) -> list[np.ndarray]:
+    def _score_group(self, snap: Snapshot, texts: list[str]) -> np.ndarray:  # (M, B)
         from locus_model.model import predict_proba
 
-        out: list[np.ndarray | None] = [None] * len(items)
+        return predict_proba(snap.model, snap.embeddings, self.encode(snap, texts))
+
+    def _score_batch(self, items: list[tuple[Snapshot, str]]) -> list[np.ndarray | BaseException]:
+        """Each item's (M,) probabilities, or the exception that item alone raised."""
+        from locus_model.data.encoding import EncodingInputError, check_texts
+
+        out: list[np.ndarray | BaseException | None] = [None] * len(items)
         groups: dict[int, list[int]] = {}
-        for i, (snap, _) in enumerate(items):
+        for i, (snap, text) in enumerate(items):
+            try:
+                check_texts([text])  # a text the tokenizer would refuse fails here, alone
+            except EncodingInputError as err:
+                out[i] = err
+                continue
             groups.setdefault(id(snap), []).append(i)
         for rows in groups.values():  # a reload in progress: each snapshot scores its own queries
             snap = items[rows[0]][0]
-            phi = self.encode(snap.encoder, [items[i][1] for i in rows])  # (B, D)
-            probs = predict_proba(snap.model, snap.embeddings, phi)  # (M, B)
+            try:
+                probs = self._score_group(snap, [items[i][1] for i in rows])  # (M, B)
+            except Exception:  # noqa: BLE001 -- find the request that fails: each is scored alone, fails alone
+                for i in rows:
+                    try:
+                        out[i] = self._score_group(snap, [items[i][1]])[:, 0]
+                    except Exception as err:  # that request's own error, handed to it
+                        log.exception("scoring a query failed")
+                        out[i] = err
+                continue
             for j, i in enumerate(rows):
                 out[i] = probs[:, j]
-        return out
+        return out  # type: ignore[return-value]
 
-    def start(self) -> None:
-        """A fresh queue on the running event loop (an app may be started more than once, e.g. in tests)."""
-        self._queue = asyncio.Queue()
+    def _next_batch(self) -> list[_Pending] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        deadline = first.queued + self.batch_wait
+        while len(batch) < self.max_batch:
+            wait = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:  # stop after this batch
+                self._queue.put(None)
+                break
+            batch.append(item)
+        return batch
 
-    async def run(self) -> None:
-        assert self._queue is not None, "call start() first"
-        while True:
-            items = [await self._queue.get()]
-            while len(items) < self.max_batch and not self._queue.empty():
-                items.append(self._queue.get_nowait())
-            live = [(s, t, f) for s, t, f in items if not f.done()]  # drop the cancelled (client gone)
+    def _work(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            live = [p for p in batch if not p.future.done()]  # drop the cancelled (client gone)
             if not live:
                 continue
+            if self.on_batch is not None:
+                self.on_batch(len(live))
             try:
-                results = await run_in_threadpool(self._score_batch, [(s, t) for s, t, _ in live])
-            except Exception as err:  # hand the failure to every waiting request; the worker keeps serving
-                for _, _, fut in live:
-                    if not fut.done():
-                        fut.set_exception(err)
-                continue
-            for (_, _, fut), probs in zip(live, results):
-                if not fut.done():
-                    fut.set_result(probs)
+                results = self._score_batch([(p.snap, p.text) for p in live])
+            except BaseException as err:  # noqa: BLE001 -- never leave a request waiting; the thread keeps serving
+                log.exception("a scoring batch failed")
+                results = [err] * len(live)
+            for pending, result in zip(live, results):
+                try:
+                    pending.loop.call_soon_threadsafe(_settle, pending.future, result)
+                except RuntimeError:  # its event loop is closed (an app stopped in tests)
+                    pass
+
+    def start(self) -> None:
+        """Start the scorer's thread (an app may be started more than once, e.g. in tests)."""
+        self.stop()
+        self._queue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="locus-scorer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+            self._thread = None
 
     async def score(self, snap: Snapshot, text: str) -> np.ndarray:  # (M,)
-        if self._queue is None:
+        if self._thread is None:
             raise RuntimeError("the scorer is not running (the app's lifespan did not start)")
-        fut = asyncio.get_running_loop().create_future()
-        await self._queue.put((snap, text, fut))
-        return await fut
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put(_Pending(snap, text, future, loop, time.monotonic()))
+        return await future
 
 
 # ------------------------------------------------------------------------------------------------ errors and metrics
@@ -321,6 +402,8 @@ class Metrics:
                                  "chain, by the model that failed", ["model", "reason"], registry=r)
         self.reloads = Counter("locus_pool_reloads", "pool reloads by outcome", ["outcome"], registry=r)
         self.pool_models = Gauge("locus_pool_models", "models in the pool being served", registry=r)
+        self.batch_size = Histogram("locus_scorer_batch_size", "queries encoded and scored together", registry=r,
+                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128))
 
 
 ENDPOINTS = {"/route", "/v1/chat/completions", "/v1/models", "/metrics", "/healthz"}
@@ -446,11 +529,13 @@ class Router:
         self.config = config
         self.home = LocusHome(root=config.home)
         self.models = read_models_config(config.models_config)
-        self.snapshot = load_snapshot(self.home, self.models)
+        self.snapshot = load_snapshot(self.home, self.models, config.encoder_runtime)
         self.failed_key: tuple[int, int, int] | None = None
         self.last_reload_error: str | None = None
-        self.scorer = Scorer(max_batch=config.max_batch, cache_size=config.cache_size)
         self.metrics = Metrics()
+        self.scorer = Scorer(max_batch=config.max_batch, cache_size=config.cache_size,
+                             batch_wait_ms=config.batch_wait_ms, threads=config.threads or None,
+                             on_batch=self.metrics.batch_size.observe)
         self.metrics.pool_models.set(len(self.snapshot.names))
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
@@ -476,10 +561,8 @@ class Router:
         return True
 
     def _load_warm(self) -> Snapshot:
-        snap = load_snapshot(self.home, self.models)
-        from locus_model.data.encoding import load_sentence_encoder
-
-        load_sentence_encoder(snap.encoder)(["warm up"], 1)  # a new encoder loads here, not in a request
+        snap = load_snapshot(self.home, self.models, self.config.encoder_runtime)
+        self.scorer.encoder(snap).encode(["warm up"])  # a new encoder loads here, not in a request
         return snap
 
     async def watch(self) -> None:
@@ -527,7 +610,13 @@ class Router:
         n_in = estimate_tokens(query) if input_tokens is None else input_tokens
         n_out = snap.output_tokens if output_tokens is None else output_tokens
         costs = snap.costs.costs(n_in, n_out)[idx]
-        probs = (await self.scorer.score(snap, query))[idx]
+        from locus_model.data.encoding import EncodingInputError
+
+        try:
+            probs = (await self.scorer.score(snap, query))[idx]
+        except EncodingInputError as err:
+            raise ApiError(400, f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
+                           code="invalid_query_text")
         try:
             d = route(probs, costs, quality_weight=w, max_cost=max_cost, embeddings=snap.embeddings[idx],
                       n_fallbacks=self.config.n_fallbacks)
@@ -544,7 +633,8 @@ class Router:
             "quality_weight": float(w), "lambda": _json_number(d.lam), "max_cost": max_cost,
             "cost_basis": snap.costs.basis, "cost_note": snap.costs.note,
             "input_tokens": n_in, "output_tokens": n_out,
-            "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder, "pool_models": len(snap.names),
+            "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder, "encoder_runtime": snap.runtime,
+            "pool_models": len(snap.names),
             "elapsed_ms": round(1000 * (time.perf_counter() - start), 3),
         }
 
@@ -705,16 +795,17 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
 
         if config.threads:
             torch.set_num_threads(config.threads)
-        await run_in_threadpool(router.scorer.encode, router.snapshot.encoder, ["warm up"])
+        await run_in_threadpool(router.scorer.encode, router.snapshot, ["warm up"])
         router.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
         router.scorer.start()
-        tasks = [asyncio.create_task(router.scorer.run()), asyncio.create_task(router.watch())]
+        tasks = [asyncio.create_task(router.watch())]
         try:
             yield
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await run_in_threadpool(router.scorer.stop)
             await router.client.aclose()
 
     app = FastAPI(title="LOCUS router", lifespan=lifespan,
@@ -852,7 +943,7 @@ def _dry_run_answer(decision: dict, stream: bool) -> Response:
 
 def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False,
           log_level: str = "info") -> None:
-    """Run the router with uvicorn (one process; the event loop plus one scoring thread)."""
+    """Run the router with uvicorn (one process; the event loop plus the scorer's thread)."""
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -57,6 +57,7 @@ class PoolCheckpoint:
     model: object  # locus_model.model.Locus
     checkpoint_id: str
     encoder: str
+    runtime: str = "torch"  # the encoder runtime its training encodings came from (older checkpoints: torch)
 
 
 @lru_cache(maxsize=4)
@@ -165,7 +166,7 @@ class LocusHome(dg.ConfigurableResource):
         encoder = str(extra.get("encoder", ""))
         if not encoder:
             raise StorageError(f"checkpoint {path} does not name its sentence encoder. How to fix: materialize locus_checkpoint")
-        return PoolCheckpoint(model, checkpoint_id, encoder)
+        return PoolCheckpoint(model, checkpoint_id, encoder, str(extra.get("encoder_runtime", "torch")))
 
     # ------------------------------------------------------------------ the pool
 
@@ -257,17 +258,22 @@ class LocusHome(dg.ConfigurableResource):
     # ------------------------------------------------------------------ query encodings
 
     def encoding_cache(self, encoder: str) -> Path:
+        """The encoder's cache folder (one subfolder per runtime, see locus_model.data.encoding.open_cache)."""
         from locus_model.data.encoding import resolve_encoder
 
         return self.dir("encodings", resolve_encoder(encoder).name)
 
-    def encode(self, table: pd.DataFrame, encoder: str, *, progress: bool = False):
-        """(query_id + encoding frame, EncodeReport) for the table's distinct queries, through the cache."""
+    def encode(self, table: pd.DataFrame, encoder: str, *, runtime: str | None = None, progress: bool = False,
+               batch_size: int = 64, device: str = "cpu", threads: int | None = None):
+        """(query_id + encoding frame, EncodeReport) for the table's distinct queries, through the cache of
+        (encoder, runtime); runtime None: the library's default."""
         from locus_model.data.encoding import encode_queries_with_report
 
         queries = table.drop_duplicates("query_id")
         vectors, report = encode_queries_with_report(queries["query"].astype(str).tolist(), encoder=encoder,
-                                                     cache_dir=self.encoding_cache(encoder), progress=progress)
+                                                     runtime=runtime, cache_dir=self.encoding_cache(encoder),
+                                                     progress=progress, batch_size=batch_size, device=device,
+                                                     threads=threads)
         frame = pd.DataFrame({"query_id": queries["query_id"].astype(str).to_numpy(), "encoding": list(vectors)})
         return frame, report
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from locus_model.data.encoding import DEFAULT_RUNTIME, RUNTIMES
 from locus_pipeline.defs.metadata import table_schema
 from locus_pipeline.storage import LocusHome
 
@@ -38,19 +39,23 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
 
 
 class QueryEncoder(dg.ConfigurableResource):
-    """Sentence encoder for query encodings; the model loads once per process, encodings are cached under
-    LOCUS_HOME/encodings/<encoder>/."""
+    """Sentence encoder for query encodings (locus_model.data.encoding, through LocusHome.encode); the model
+    loads once per process, encodings are cached under LOCUS_HOME/encodings/<encoder>/<runtime>/."""
 
     home: LocusHome
-    device: str = Field(default="cpu", description="torch device for the sentence encoder.")
+    runtime: str = Field(default="", description=f"Encoder runtime: one of {', '.join(RUNTIMES)} (torch = "
+                         f"sentence-transformers fp32, the reference); empty = the encoder's default ({DEFAULT_RUNTIME} "
+                         "for all-MiniLM-L6-v2, torch for all-mpnet-base-v2). Recorded in the checkpoint.")
+    device: str = Field(default="cpu", description="torch device for the sentence encoder (runtime torch only).")
     batch_size: int = Field(default=64, description="Sentences per encoder batch.")
+    threads: int = Field(default=0, description="CPU threads of the encoder; 0 = torch's default.")
 
     def encode(self, texts: list[str], encoder: str, progress: bool = True) -> tuple[np.ndarray, Any]:
         from locus_model.data.encoding import encode_queries_with_report
 
         return encode_queries_with_report(
-            texts, encoder=encoder, cache_dir=self.home.encoding_cache(encoder),
-            batch_size=self.batch_size, progress=progress, device=self.device,
+            texts, encoder=encoder, runtime=self.runtime or None, cache_dir=self.home.encoding_cache(encoder),
+            batch_size=self.batch_size, progress=progress, device=self.device, threads=self.threads or None,
         )
 
 

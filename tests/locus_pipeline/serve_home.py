@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from locus_model.data.encoding import encode_queries, resolve_encoder
+from locus_model.data.encoding import encode_queries, resolve_encoder, resolve_runtime
 from locus_model.model import Locus, LocusConfig, save_checkpoint
 from locus_model.pool import embed_models, upsert_rows
 from locus_pipeline.storage import checkpoint_id
@@ -31,16 +31,17 @@ def queries(n: int, *, seed: int = 0) -> list[str]:
             for i in range(n)]
 
 
-def save_random_checkpoint(home: LocusHome, *, encoder: str, seed: int, full_size: bool = False) -> tuple[Locus, str]:
+def save_random_checkpoint(home: LocusHome, *, encoder: str, seed: int, full_size: bool = False,
+                           runtime: str | None = None) -> tuple[Locus, str]:
     """A random Locus for ``encoder`` at checkpoints/locus-<id>.pt (tiny, or the default LocusConfig's size with
-    ``full_size``); returns (model, checkpoint id)."""
+    ``full_size``), recording the encoder runtime (default: the library's); returns (model, checkpoint id)."""
     torch.manual_seed(seed)
     dim = resolve_encoder(encoder).dim
     config = (LocusConfig(query_dim=dim) if full_size else
               LocusConfig(query_dim=dim, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8))
     model = Locus(config).eval()
     tmp = home.dir("checkpoints") / f".tmp-{seed}.pt"
-    save_checkpoint(tmp, model, encoder=encoder)
+    save_checkpoint(tmp, model, encoder=encoder, encoder_runtime=resolve_runtime(encoder, runtime))
     cid = checkpoint_id(tmp)
     tmp.rename(home.checkpoint_file(cid))
     return model, cid
@@ -58,23 +59,24 @@ def evaluations(names: Sequence[str], texts: Sequence[str], *, seed: int) -> pd.
 
 
 def embed(model: Locus, cid: str, names: Sequence[str], *, encoder: str, source: str, seed: int,
-          n_queries: int = 40, cache_dir: Path | None = None) -> pd.DataFrame:
+          n_queries: int = 40, cache_dir: Path | None = None, runtime: str | None = None) -> pd.DataFrame:
     texts = queries(n_queries, seed=seed)
     table = evaluations(names, texts, seed=seed)
-    vectors = encode_queries(texts, encoder=encoder, cache_dir=cache_dir, progress=False)
+    vectors = encode_queries(texts, encoder=encoder, runtime=runtime, cache_dir=cache_dir, progress=False)
     enc = pd.DataFrame({"query_id": [f"q{q}" for q in range(len(texts))], "encoding": list(vectors)})
     return embed_models(model, table, enc, checkpoint=cid, source=source)
 
 
 def build_home(root: Path, names: Sequence[str], *, encoder: str = "hashing-256", seed: int = 0,
-               n_queries: int = 40, full_size: bool = False) -> dict:
-    """A home with a checkpoint, warehouse/locus_checkpoint.parquet and a pool of ``names``."""
+               n_queries: int = 40, full_size: bool = False, runtime: str | None = None) -> dict:
+    """A home with a checkpoint, warehouse/locus_checkpoint.parquet and a pool of ``names`` (encoded with
+    ``runtime``, default the library's, which the checkpoint records)."""
     home = LocusHome(root=str(root))
-    model, cid = save_random_checkpoint(home, encoder=encoder, seed=seed, full_size=full_size)
+    model, cid = save_random_checkpoint(home, encoder=encoder, seed=seed, full_size=full_size, runtime=runtime)
     home.write_table("locus_checkpoint", pd.DataFrame(
         {"checkpoint_id": [cid], "path": [home.relative(home.checkpoint_file(cid))], "encoder": [encoder]}))
     pool = embed(model, cid, names, encoder=encoder, source="training", seed=seed, n_queries=n_queries,
-                 cache_dir=home.encoding_cache(encoder))
+                 cache_dir=home.encoding_cache(encoder), runtime=runtime)
     write_parquet_atomic(pool, home.pool_path)
     return {"home": home, "model": model, "checkpoint_id": cid, "pool": pool, "encoder": encoder}
 

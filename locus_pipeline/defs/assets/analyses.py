@@ -374,7 +374,7 @@ def near_duplicates(
     checkpoint = home.pool_checkpoint(model_embeddings)
     model = checkpoint.model
     onboarded = home.onboarded_evaluations()
-    onboarded_enc = home.encode(onboarded, checkpoint.encoder)[0] if len(onboarded) else None
+    onboarded_enc = home.encode(onboarded, checkpoint.encoder, runtime=checkpoint.runtime)[0] if len(onboarded) else None
     sets = pool_evaluation_sets(model_embeddings, evaluation_table, training_split, query_encodings,
                                 onboarded, onboarded_enc)
     with torch_threads(1):  # R x M small forward passes: one thread is fastest (see torch_threads)

@@ -1,4 +1,4 @@
-"""Query encodings phi(x), cached by (encoder, sha256 of the text): only new text is encoded."""
+"""Query encodings phi(x), cached by (encoder, runtime, sha256 of the text): only new text is encoded."""
 
 
 import dagster as dg
@@ -20,12 +20,13 @@ class EncodingConfig(dg.Config):
 def query_encodings(
     context: dg.AssetExecutionContext, config: EncodingConfig, evaluation_table: pd.DataFrame, query_encoder: QueryEncoder
 ) -> pd.DataFrame:
-    """One row per query: query_id, encoder, encoding (list of floats, unit norm)."""
+    """One row per query: query_id, encoder, runtime (the encoder runtime), encoding (list of floats, unit norm)."""
     queries = evaluation_table.drop_duplicates("query_id").sort_values("query_id")
     vectors, report = query_encoder.encode(queries["query"].tolist(), config.encoder)
     context.add_output_metadata(
         {
             "encoder": report.encoder,
+            "runtime": report.runtime,
             "dim": int(vectors.shape[1]),
             "queries": len(queries),
             "newly_encoded": report.encoded,
@@ -33,4 +34,5 @@ def query_encodings(
             "sentences_per_s": round(report.encoded / report.seconds, 1) if report.encoded else 0.0,
         }
     )
-    return pd.DataFrame({"query_id": queries["query_id"].to_numpy(), "encoder": report.encoder, "encoding": list(vectors)})
+    return pd.DataFrame({"query_id": queries["query_id"].to_numpy(), "encoder": report.encoder,
+                         "runtime": report.runtime, "encoding": list(vectors)})

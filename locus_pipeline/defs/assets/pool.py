@@ -47,7 +47,7 @@ def embed_onboarded(home: LocusHome, checkpoint, stores: list[pd.DataFrame], tra
     if not stores:
         return None
     evaluations = pd.concat(stores, ignore_index=True)
-    encodings, _ = home.encode(evaluations, checkpoint.encoder)
+    encodings, _ = home.encode(evaluations, checkpoint.encoder, runtime=checkpoint.runtime)
     return embed_models(checkpoint.model, evaluations, encodings, checkpoint=checkpoint.checkpoint_id, source="onboarded")
 
 

@@ -167,6 +167,8 @@ def locus_checkpoint(
     arrays = training_arrays(trained_on, query_encodings, training_split)
     model_config, train_config = config.to_library(query_dim=arrays.encodings.shape[1])
     encoder = str(query_encodings["encoder"].iloc[0])
+    # the runtime the training encodings came from: the pool and serving encode with the same one
+    runtime = str(query_encodings["runtime"].iloc[0]) if "runtime" in query_encodings else "torch"
     fingerprint = fingerprint_evaluations(trained_on)
     device = str(resolve_device(train_config.device))
     dagster_run = mlflow.dagster_run_url(context.run_id)
@@ -178,7 +180,7 @@ def locus_checkpoint(
     with mlflow.start_run(run_name=f"locus-{context.run_id[:8]}", tags=tags) as run:
         mlflow_api.log_params(
             {**{f"model.{k}": v for k, v in asdict(model_config).items()}, **{f"train.{k}": v for k, v in asdict(train_config).items()},
-             "data_fingerprint": fingerprint, "encoder": encoder, "seed": train_config.seed, "device": device,
+             "data_fingerprint": fingerprint, "encoder": encoder, "encoder_runtime": runtime, "seed": train_config.seed, "device": device,
              "models": arrays.matrix.shape[0], "held_out_models": int((model_split["group"] == "held_out").sum()),
              "queries": arrays.matrix.shape[1], "budget": int(training_split["anchor"].sum())}
         )
@@ -193,7 +195,7 @@ def locus_checkpoint(
             model_config=model_config, train_config=train_config, on_epoch=on_epoch, progress=True,
         )
         staging = home.dir("checkpoints") / f".{uuid.uuid4().hex}.pt"
-        save_checkpoint(staging, result.model, encoder=encoder, data_fingerprint=fingerprint, best_epoch=result.best_epoch, train_config=asdict(train_config))
+        save_checkpoint(staging, result.model, encoder=encoder, encoder_runtime=runtime, data_fingerprint=fingerprint, best_epoch=result.best_epoch, train_config=asdict(train_config))
         ckpt_id = checkpoint_id(staging)
         path = home.checkpoint_file(ckpt_id)
         staging.rename(path)
