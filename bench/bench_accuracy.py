@@ -324,11 +324,11 @@ class HarnessSetup:
 
 
 def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, holdout_models: float = 0.2,
-                  encoder: str = "all-MiniLM-L6-v2", train_options: list[str] = ()) -> HarnessSetup:
+                  encoder: str = "all-MiniLM-L6-v2", runtime: str = "torch", train_options: list[str] = ()) -> HarnessSetup:
     """The folds, anchors, held-out models and LOCUS configs of `bench_accuracy.py --suite S --budgets B` with the
     same options (TrainConfig(device="cpu", seed) plus --train-option overrides)."""
     matrix, _ = load_suite(suite)
-    enc = np.asarray(encode_queries(matrix.queries, encoder=encoder, progress=True), dtype=np.float32)
+    enc = np.asarray(encode_queries(matrix.queries, encoder=encoder, runtime=runtime, progress=True), dtype=np.float32)
     held = choose_held_out(len(matrix.models), holdout_models, seed)
     return HarnessSetup(
         matrix=matrix, encodings=enc, scores=matrix.scores.astype(np.float32),
@@ -379,6 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--holdout-models", type=float, default=0.2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--encoder", default="all-MiniLM-L6-v2")
+    p.add_argument("--encoder-runtime", default="torch",
+                   help="query-encoder runtime (torch, the reference, as every result file here was made; onnx-int8, ...)")
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS patience in epochs (default: TrainConfig's)")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
@@ -433,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     for suite in args.suite:
         matrix, source = load_suite(suite)
         start = time.perf_counter()
-        encodings = encode_queries(matrix.queries, encoder=args.encoder, progress=True)
+        encodings = encode_queries(matrix.queries, encoder=args.encoder, runtime=args.encoder_runtime, progress=True)
         print(f"[{suite}] {len(matrix.models)} models x {len(matrix.query_ids)} queries from {source}; "
               f"encodings {encodings.shape} in {time.perf_counter() - start:.0f} s", flush=True)
         holdout, extra, tag = args.holdout_models, None, args.tag
@@ -448,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                 only_folds=args.only_folds, progress=True,
                 extra_groups=extra, jobs=args.jobs,
             )
-            result["settings"].update({"suite": suite, "source": source, "encoder": args.encoder,
+            result["settings"].update({"suite": suite, "source": source, "encoder": args.encoder, "encoder_runtime": args.encoder_runtime,
                                        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])})
             path = save_results(result, args.out_dir / f"accuracy_{suite}_b{budget}{tag}.json")
             print(f"\n=== {suite}, budget {budget} ===")
