@@ -8,8 +8,9 @@ Same folds, anchors and LOCUS settings as `bench_accuracy.py --suite S --budgets
                fold's full in-training pool (the bench_accuracy.py result itself when its --fit-cache has it).
 --small-pools K --draws R   a team's pool: R random K-model subsets of the suite's held-out models (never trained
                on by the fold's full-pool LOCUS); on each, every method fitted on the K models alone (LOCUS trained
-               on K sets), routing among the K, plus "locus_pretrained": the fold's full-pool LOCUS (from --fit-cache,
-               trained now if absent) reused as it is, the K models embedded by one forward pass.
+               on K sets with the library's TrainConfig defaults), routing among the K, plus "locus_pretrained": the
+               fold's full-pool LOCUS (from --fit-cache, trained with the --train-option values given; trained now
+               if absent) reused as it is, the K models embedded by one forward pass.
 
     PYTHONPATH=. .venv/bin/python bench/bench_training_pool.py --suite metabench --budget 256 --sizes 25 100 400 \
         --only-folds 0 --fit-cache bench/.cache/fits
@@ -38,6 +39,7 @@ import locus_model.evaluation.harness as harness  # noqa: E402
 from locus_model.data.matrix import EvaluationMatrix  # noqa: E402
 from locus_model.evaluation.harness import evaluate  # noqa: E402
 from locus_model.evaluation.results import format_interval  # noqa: E402
+from locus_model.train import TrainConfig  # noqa: E402
 
 CURVE_METHODS = ("locus", "embedllm_mf", "irt", "best_single")
 SMALL_METHODS = ("locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single", "oracle")
@@ -84,8 +86,9 @@ def small_pools(setup, args) -> dict:
             sub = submatrix(setup.matrix, pick)
             common = dict(budget=args.budget, folds=args.folds, seed=args.seed, only_folds=[fold.index],
                           holdout_models=0.0, progress=False)
-            fitted = evaluate(sub, setup.encodings, methods=SMALL_METHODS, train_config=setup.train_config,
-                              model_config=setup.model_config, **common)
+            fitted = evaluate(sub, setup.encodings, methods=SMALL_METHODS,  # LOCUS on K sets: the library's defaults
+                              train_config=TrainConfig(device="cpu", seed=args.seed), model_config=setup.model_config,
+                              **common)
             reused = evaluate(sub, setup.encodings, methods=("locus", "best_single"), locus_model=pretrained, **common)
             row = {"fold": fold.index, "draw": draw, "models": sub.models,
                    **{m: _routing(fitted, m) for m in SMALL_METHODS}, "locus_pretrained": _routing(reused, "locus")}
