@@ -63,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     info = pd.read_csv(MODELS_CSV).set_index("model").reindex(names) if args.suite == "mmlu" else None
     families = info["family"].fillna("").tolist() if info is not None else None
     variants = info["variant"].fillna("").tolist() if info is not None else [""] * len(names)
+    if args.suite == "metabench":  # the Hugging Face organisation as the family label (2,001 models, ~500 orgs)
+        families = [name.split("/")[0] for name in names]
     folds = [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]
     per_fold = []
     for fold in folds:
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                                             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])},
                                "summary": summary, "per_fold": per_fold, "nearest_table": rows}, indent=1))
     print(f"Over folds {[f.index for f in folds]} (mean ± std): " + "; ".join(f"{k} {v}" for k, v in summary.items()) + "\n")
-    print(table.to_markdown(index=False))
+    print(table.head(40).to_markdown(index=False) + (f"\n({len(table) - 40} more rows in the JSON)" if len(table) > 40 else ""))
     print(f"\nwrote {out}")
     return 0
 
