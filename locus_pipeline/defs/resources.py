@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.metadata import table_schema
+from locus_pipeline.defs.metadata import COLUMN_DOCS, home_path, table_schema
 from locus_pipeline.storage import LocusHome
 
 
@@ -30,8 +30,8 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
         if not isinstance(obj, pd.DataFrame):
             raise TypeError(f"asset {context.asset_key.to_user_string()} must return a pandas DataFrame, got {type(obj)}")
         path = self.home.write_table(context.asset_key.to_user_string(), obj, partition=self._partition(context))
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "dagster/row_count": len(obj),
-                                     "dagster/column_schema": table_schema(obj)})
+        context.add_output_metadata({"path": home_path(self.home, path), "dagster/row_count": len(obj),
+                                     "dagster/column_schema": table_schema(obj, COLUMN_DOCS.get(context.asset_key.to_user_string()))})
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         return self.home.read_table(context.asset_key.to_user_string(), partition=self._partition(context))

@@ -166,13 +166,30 @@ def test_table_assets_carry_their_column_schema(materialized) -> None:
     assert {"model", "query_id", "score"} <= {c.name for c in table.columns}
 
 
-def test_checkpoint_best_metrics_are_plottable_floats(materialized) -> None:
-    """The asset's Plots tab charts float entries across materializations, not a JSON blob."""
+def test_checkpoint_figures_are_the_kept_models_in_dagster_and_mlflow(materialized) -> None:
+    """The asset's Plots tab charts float entries across materializations; they are the saved checkpoint's figures
+    (after the predictor fine-tuning), the same as the MLflow run's selected/... metrics."""
+    import mlflow
     from dagster import FloatMetadataValue
 
     _, result, home = materialized
     meta = _materialization(result, "locus_checkpoint")
-    best = json.loads(pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]["best_metrics"])
-    assert isinstance(meta["best_val_routing_acc"], FloatMetadataValue)
-    assert meta["best_val_routing_acc"].value == pytest.approx(best["val_routing_acc"])
-    assert "best_epoch" in meta and "best_metrics" in meta
+    row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    kept, epoch = json.loads(row["kept_metrics"]), json.loads(row["best_metrics"])
+    assert isinstance(meta["val_routing_acc"], FloatMetadataValue)
+    assert meta["epoch_val_routing_acc"].value == pytest.approx(epoch["val_routing_acc"], abs=1e-4)
+    assert "finetune_step" in kept and meta["val_loss"].value == kept["val_loss"]  # the tiny config fine-tunes
+    assert meta["val_loss"].value <= meta["finetune_val_loss_before"].value  # the lower val BCE is kept
+    logged = mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(row["mlflow_run_id"]).data.metrics
+    assert {k: logged[f"selected/{k}"] for k in kept} == kept
+    assert "what it measures" in meta["figures"].value and "best_epoch" in meta
+
+
+def test_metadata_paths_are_relative_to_the_home(materialized) -> None:
+    """A copied home's metadata names its own files: $LOCUS_HOME/<relative path>, never the original's."""
+    _, result, home = materialized
+    paths = {f"{e.asset_key.to_user_string()}.{k}": v.value for e in result.get_asset_materialization_events()
+             for e in [e.event_specific_data.materialization] for k, v in e.metadata.items() if type(v).__name__ == "PathMetadataValue"}
+    assert {"locus_checkpoint.checkpoint", "locus_checkpoint.path", "routing_evaluation.report"} <= set(paths)
+    assert all(p.startswith("$LOCUS_HOME/") and str(home) not in p for p in paths.values()), paths
+    assert (home / paths["locus_checkpoint.checkpoint"].removeprefix("$LOCUS_HOME/")).exists()

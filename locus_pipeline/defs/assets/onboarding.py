@@ -13,7 +13,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.metadata import OWNERS, atlas_link
+from locus_pipeline.defs.metadata import OWNERS, atlas_link, home_path
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
@@ -84,7 +84,7 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
         "mean_score": float(np.mean(store["score"])),
         "benchmarks": dg.MetadataValue.md(profile.round(4).to_markdown()),
         "dagster/row_count": len(store),
-        "path": dg.MetadataValue.path(str(home.store_path(key))),
+        "path": home_path(home, home.store_path(key)),
     })
 
 
