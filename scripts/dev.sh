@@ -22,10 +22,13 @@ export DAGSTER_HOME
 DAGSTER_HOME=$($PY -c "from locus_pipeline.instance import prepare_dagster_home; print(prepare_dagster_home())")
 mkdir -p "$LOCUS_HOME/mlflow/artifacts" "$LOCUS_HOME/incoming"
 # a copied or moved home: its MLflow database's artifact locations (absolute URIs) and the Default experiment's
-# follow it to this home's mlflow/artifacts before the MLflow UI reads them
-if [[ -f "$LOCUS_HOME/mlflow/mlflow.db" ]]; then
-  $PY -c "from locus_pipeline.defs.resources import MlflowTracking; from locus_pipeline.storage import LocusHome; MlflowTracking(home=LocusHome()).relocate()"
-fi
+# follow it to this home's mlflow/artifacts before the MLflow UI reads them; the links between the two UIs stored
+# by earlier runs (e.g. make demo's, made with the default ports) follow DAGSTER_PORT / MLFLOW_PORT
+$PY -c "
+from locus_pipeline.defs.resources import MlflowTracking; from locus_pipeline.instance import relink_mlflow_links
+from locus_pipeline.storage import LocusHome
+tracking = MlflowTracking(home=LocusHome()); tracking.relocate(); tracking.relink()
+relink_mlflow_links('$DAGSTER_HOME', tracking.ui_url)"
 
 MLFLOW_PID="" DAGSTER_PID=""
 

@@ -123,6 +123,33 @@ class MlflowTracking(dg.ConfigurableResource):
             changed += cur.rowcount
         return changed
 
+    def relink(self) -> int:
+        """Point the Dagster links stored in the local MLflow database (each run's ``dagster.run_url`` tag and
+        description, each model version's tag and description) at ``dagster_url``: they were made with the ports
+        of the process that trained, e.g. `make demo`'s defaults. Returns the values changed."""
+        if self.tracking_uri or not self.db_path.exists():
+            return 0
+        new = self.dagster_url.rstrip("/")
+        changed = 0
+        with sqlite3.connect(self.db_path) as db:
+            tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+            if "tags" not in tables:
+                return 0
+            old_bases = set()
+            for table in ("tags", "model_version_tags"):
+                if table in tables:
+                    for (url,) in db.execute(f"select value from {table} where key = 'dagster.run_url'"):
+                        base = url.rsplit("/runs/", 1)[0] if "/runs/" in (url or "") else None
+                        if base and base != new:
+                            old_bases.add(base)
+            for old in sorted(old_bases):
+                for table, column in (("tags", "value"), ("model_version_tags", "value"), ("model_versions", "description")):
+                    if table in tables:
+                        cur = db.execute(f"update {table} set {column} = replace({column}, ?, ?) where instr({column}, ?) > 0",
+                                         (f"{old}/runs/", f"{new}/runs/", f"{old}/runs/"))
+                        changed += cur.rowcount
+        return changed
+
     @contextmanager
     def start_run(self, run_name: str, tags: dict[str, str]) -> Iterator[Any]:
         import mlflow
