@@ -171,7 +171,11 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
     if pool is None:
         return dg.SkipReason("no pool yet")
     if reports is not None and reports.storage_id > pool.storage_id:
-        return dg.SkipReason("the reports are newer than the pool")
+        refreshing = instance.get_runs_count(dg.RunsFilter(job_name=reports_refresh_job.name, statuses=ACTIVE))
+        if refreshing:  # heldout_predictions comes first in the refresh: the analyses after it are still running
+            return dg.SkipReason(f"a reports refresh is running ({refreshing} {reports_refresh_job.name} run(s)); the "
+                                 "analyses follow the pool once it ends")
+        return dg.SkipReason("the reports are up to date with the pool (refreshed after its last change)")
     if context.cursor and int(context.cursor) >= pool.storage_id:
         return dg.SkipReason("a refresh for this pool was already requested")
     for job in (onboarding_job, locus_job, pool_job, reports_refresh_job):
