@@ -193,3 +193,29 @@ def test_metadata_paths_are_relative_to_the_home(materialized) -> None:
     assert {"locus_checkpoint.checkpoint", "locus_checkpoint.path", "routing_evaluation.report"} <= set(paths)
     assert all(p.startswith("$LOCUS_HOME/") and str(home) not in p for p in paths.values()), paths
     assert (home / paths["locus_checkpoint.checkpoint"].removeprefix("$LOCUS_HOME/")).exists()
+
+
+def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized) -> None:
+    """mlflow.pyfunc.load_model("models:/locus@current"): routes queries, or scores (query, model) pairs, with the
+    checkpoint's own predictions."""
+    import mlflow
+    import numpy as np
+
+    from locus_model.data.encoding import encode_queries
+    from locus_model.model import load_checkpoint, predict_proba
+    from locus_model.pool import pool_matrix
+
+    _, _, home = materialized
+    mlflow.set_tracking_uri(f"sqlite:///{home}/mlflow/mlflow.db")
+    router = mlflow.pyfunc.load_model("models:/locus@current")
+    queries = ["What is 2 + 2?", "Name the capital of France."]
+    routed = router.predict(pd.DataFrame({"query": queries}))
+    assert list(routed.columns) == ["query", "model", "p_correct"] and len(routed) == 2
+    row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    model, extra = load_checkpoint(home / row["path"])
+    pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    names, z = pool_matrix(pool[pool["source"] != "onboarded"])
+    probs = predict_proba(model, z, encode_queries(queries, encoder=extra["encoder"], progress=False))
+    assert routed["model"].tolist() == [names[i] for i in probs.argmax(axis=0)]
+    pairs = router.predict(pd.DataFrame({"query": queries, "model": [names[0], names[1]]}))
+    np.testing.assert_allclose(pairs["p_correct"], [probs[0, 0], probs[1, 1]], rtol=1e-5)

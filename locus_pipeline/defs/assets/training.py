@@ -3,6 +3,7 @@
 
 import dataclasses
 import json
+import tempfile
 import typing
 import uuid
 from dataclasses import asdict
@@ -21,8 +22,10 @@ CURRENT_ALIAS = "current"  # the registered model's newest version: models:/locu
 REGISTERED_MODEL_DESCRIPTION = (
     "LOCUS (arXiv 2601.21082): the set encoder that turns a model's evaluations into a model embedding, and the "
     "correctness predictor P(correct | model embedding, query encoding). Each version is one `locus_checkpoint` "
-    "materialization (tags: checkpoint_id, encoder, dagster.run_url); the alias `current` is the newest. Load the "
-    "artifact's `.pt` with `locus_model.model.load_checkpoint`.")
+    "materialization (tags: checkpoint_id, encoder, dagster.run_url); the alias `current` is the newest. "
+    "`mlflow.pyfunc.load_model('models:/locus@current').predict(pd.DataFrame({'query': [...]}))` routes queries "
+    "(add a `model` column for P(correct) of (query, model) pairs; locus_pipeline/pyfunc.py); the run's "
+    "`checkpoint/` holds the `.pt` for `locus_model.model.load_checkpoint`.")
 
 
 def checkpoint_figures(result) -> list[tuple[str, float, str]]:
@@ -173,8 +176,10 @@ def locus_checkpoint(
     from locus_model.data.matrix import fingerprint_evaluations
     from locus_model.model import resolve_device, save_checkpoint
     from locus_model.train import train_locus
+    from locus_model.pool import embed_models
     from locus_pipeline.defs.metadata import training_curve_png
-    from locus_pipeline.tables import training_arrays
+    from locus_pipeline.pyfunc import log_pyfunc
+    from locus_pipeline.tables import pool_evaluations, training_arrays
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
     trained_on = evaluation_table[evaluation_table["model"].astype(str).isin(in_training)]
@@ -218,13 +223,18 @@ def locus_checkpoint(
         mlflow_api.set_tag("checkpoint_id", ckpt_id)
         mlflow_api.log_artifact(str(path), artifact_path="checkpoint")
         mlflow_api.log_artifact(str(curve), artifact_path="plots")
+        with tempfile.TemporaryDirectory() as staging_dir:
+            # the registered version as a pyfunc: the checkpoint with the training source's model embeddings
+            embeddings = embed_models(result.model, pool_evaluations(evaluation_table, training_split), query_encodings,
+                                      checkpoint=ckpt_id, source="training")
+            logged = log_pyfunc(path, embeddings, staging_dir)
         client = mlflow_api.MlflowClient()
         if client.search_registered_models(filter_string=f"name = '{mlflow.registered_model}'") == []:
             client.create_registered_model(mlflow.registered_model, description=REGISTERED_MODEL_DESCRIPTION)
         elif not client.get_registered_model(mlflow.registered_model).description:
             client.update_registered_model(mlflow.registered_model, description=REGISTERED_MODEL_DESCRIPTION)
         version = client.create_model_version(
-            mlflow.registered_model, source=f"{run.info.artifact_uri}/checkpoint", run_id=run.info.run_id,
+            mlflow.registered_model, source=logged.model_uri, model_id=logged.model_id, run_id=run.info.run_id,
             tags={"checkpoint_id": ckpt_id, "encoder": encoder, "dagster.run_id": context.run_id, "dagster.run_url": dagster_run},
             description=f"Checkpoint `{ckpt_id}` ({encoder}), trained by Dagster run [{context.run_id[:8]}]({dagster_run}).",
         )
