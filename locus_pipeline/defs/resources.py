@@ -112,7 +112,8 @@ class MlflowTracking(dg.ConfigurableResource):
                 if old is None or old == new:
                     continue
                 for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri"),
-                                      ("model_versions", "source"), ("model_versions", "storage_location")):
+                                      ("model_versions", "source"), ("model_versions", "storage_location"),
+                                      ("logged_models", "artifact_location")):  # the pyfunc of each version
                     if table in tables and column in {c[1] for c in db.execute(f"pragma table_info({table})")}:
                         cur = db.execute(f"update {table} set {column} = ? || substr({column}, ?) where substr({column}, 1, ?) = ?",
                                          (new, len(old) + 1, len(old), old))
