@@ -72,8 +72,9 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
 
     report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=data_note(home), png=png)
     shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", ui_png_markdown(png))
+    figures = {k: float(f"{v:.4g}") if isinstance(v, float) and np.isfinite(v) else v for k, v in metadata.items()}  # 4 digits
     context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shorten_tables(shown, name)),
-                                 "report_path": home_path(home, report.md_path), **metadata})
+                                 "report_path": home_path(home, report.md_path), **figures})
 
 
 def labelled_pool(model_embeddings: pd.DataFrame, heldout_predictions: pd.DataFrame):

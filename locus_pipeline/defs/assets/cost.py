@@ -55,6 +55,6 @@ def cost_frontier(
             + ("\n\nLeft out (no held-out labels, e.g. onboarded): " + ", ".join(excluded[:20]) if excluded else ""))
     publish(context, home, "cost_frontier", title="Quality-cost frontier", summary=summary, body=body,
             png=png, cost_basis=table.basis, cost_basis_means=basis, models_of_unknown_cost=len(unknown),
-            best_single_accuracy=float(result.best_single_accuracy),
-            cost_at_95_percent_of_best_single=float(result.cost_at_share) if result.cost_at_share is not None else -1.0)
+            best_single_accuracy=round(float(result.best_single_accuracy), 4),
+            cost_at_95_percent_of_best_single=float(f"{result.cost_at_share:.4g}") if result.cost_at_share is not None else -1.0)
     return result.table.assign(best_single=result.best_single, cheapest=result.cheapest, cost_basis=table.basis)
