@@ -71,8 +71,32 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run_evaluate)
 
 
+def check_evaluate_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, found before anything heavy is imported (torch takes seconds); None if
+    nothing."""
+    if not Path(args.evaluations).exists():
+        return (f"--evaluations {args.evaluations}: no such file or folder. How to fix: give a long-format file "
+                "(.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder")
+    out_dir = Path(args.out).resolve().parent
+    if not out_dir.is_dir():
+        return f"--out {args.out}: the folder {out_dir} does not exist. How to fix: create it, or write elsewhere"
+    if args.budget < 1:
+        return f"--budget {args.budget}: must be at least 1 (evaluations per model)"
+    if args.folds is not None and args.folds < 2:
+        return f"--folds {args.folds}: must be at least 2 (or omitted: the table's own split, else 5)"
+    if args.holdout_models is not None and not 0.0 <= args.holdout_models < 1.0:
+        return f"--holdout-models {args.holdout_models}: must be in [0, 1)"
+    if args.jobs < 1:
+        return f"--jobs {args.jobs}: must be at least 1"
+    return None
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from dataclasses import replace
+
+    problem = check_evaluate_args(args)
+    if problem:
+        return _fail("evaluate", ValueError(problem))
 
     import torch
 

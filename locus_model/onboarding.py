@@ -6,7 +6,9 @@ The pieces the pipeline's drop folder is built from, on frames and files it name
   contract and writes each model's rows to ``<out>/<model_key>.parquet`` (memory: one chunk and the distinct
   query ids, not the file);
 - :func:`merge_into_store`: a model's evaluations so far, one row per query_id, the newest file winning;
-- :func:`nearest_models`: where a new embedding landed, its k nearest models in the pool.
+- :func:`nearest_models`: where a new embedding landed, its k nearest models in the pool;
+- :func:`neighbour_stability`: how much of that a few evaluations can say (bootstrap of the model's own
+  evaluations).
 
 The embedding itself is :func:`locus_model.pool.embed_models` over all of a model's evaluations so far.
 """
@@ -23,7 +25,7 @@ import pandas as pd
 from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
                                        safe_model_key, text_values, two_texts_error, validate_chunk)
 from locus_model.data.long_format import iter_evaluation_chunks
-from locus_model.pool import pool_matrix
+from locus_model.pool import encoding_matrix, pool_matrix
 
 INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
 STORE_COLUMNS = EVALUATION_COLUMNS + ("received_at", "source_file")
@@ -115,3 +117,34 @@ def nearest_models(pool: pd.DataFrame, model: str, k: int = 5) -> pd.DataFrame:
     sources = pool["source"].astype(str).to_numpy()
     return pd.DataFrame({"rank": np.arange(1, len(order) + 1), "model": [names[j] for j in order],
                          "distance": d[order], "source": sources[order]})
+
+
+def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFrame, pool: pd.DataFrame, name: str,
+                        *, k: int = 5, draws: int = 20, seed: int = 0) -> pd.DataFrame:
+    """How stable ``name``'s nearest models are when its own evaluations are resampled (bootstrap: as many rows,
+    drawn with replacement, embedded by one forward pass each): per pool model that was ever among the ``k``
+    nearest, ``share_top1`` (draws where it is the nearest) and ``share_topk`` (draws where it is among the k
+    nearest), most frequent first. With few evaluations the nearest model often changes between draws.
+
+    ``evaluations``: the model's rows (query_id, score); ``encodings``: query_id, encoding for them; ``pool``: the
+    other models' rows (``name`` itself is left out)."""
+    from locus_model.model import embed_evaluation_sets
+
+    names, z = pool_matrix(pool[pool["model"].astype(str) != name])
+    if not names:
+        raise ValueError(f"neighbour_stability: the pool holds no model besides {name!r}")
+    index = pd.Index(encodings["query_id"].astype(str))
+    idx = index.get_indexer(evaluations["query_id"].astype(str))
+    if (idx < 0).any():
+        raise KeyError(f"neighbour_stability: query_id {evaluations['query_id'].astype(str)[idx < 0].iloc[0]!r} has no encoding")
+    scores = evaluations["score"].to_numpy(np.float32)
+    rng = np.random.default_rng(seed)
+    picks = [rng.integers(0, len(idx), len(idx)) for _ in range(draws)]
+    zs = embed_evaluation_sets(model, encoding_matrix(encodings), [(idx[p], scores[p]) for p in picks])  # (draws, d)
+    dist = np.linalg.norm(zs[:, None, :].astype(np.float64) - z[None, :, :], axis=2)  # (draws, M)
+    order = np.argsort(dist, axis=1, kind="stable")[:, : min(k, len(names))]
+    top1 = np.bincount(order[:, 0], minlength=len(names)) / draws
+    topk = np.bincount(order.ravel(), minlength=len(names)) / draws
+    seen = np.flatnonzero(topk > 0)
+    out = pd.DataFrame({"model": [names[i] for i in seen], "share_top1": top1[seen], "share_topk": topk[seen]})
+    return out.sort_values(["share_top1", "share_topk", "model"], ascending=[False, False, True]).reset_index(drop=True)

@@ -12,11 +12,14 @@ expensive candidate so that lambda has the same meaning whatever the unit. Alter
 (``max_cost``) keeps only the candidates that cost at most that much and ranks them the same way.
 
 Costs (:func:`cost_table`): a fixed ``cost_per_query``, else prices per million input/output tokens times token
-estimates, else the parameter count (billions) as a proxy when no price is known, which the cost table says.
+estimates, else the parameter count (billions) as a proxy when no price is known (from the models table, else
+read from the name, e.g. ``acme/new-model-7b``), which the cost table says. A model without a cost on that basis
+has an unknown cost (NaN): it is never charged a made-up cost; a cost-aware ranking (w < 1 or a cost cap) leaves
+it out and says so, the plain ranking (w = 1) keeps it.
 
 A fallback chain is the chosen model's nearest neighbours in the embedding space (Euclidean) among the other
-candidates: the paper's nearest-neighbour fallback, which keeps most of the routing accuracy when the routed
-model is unavailable.
+candidates (the paper's nearest-neighbour fallback, which keeps most of the routing accuracy when the routed
+model is unavailable), tried in the order of the same cost-aware score that ranked the candidates.
 
 :func:`cost_frontier` measures accuracy against mean cost per query as the quality weight varies, on labelled
 queries, beside the best single model, the cheapest model and their random mix.
@@ -53,8 +56,9 @@ class CostTable:
     price_input: np.ndarray  # (M,) per million input tokens (0 where cost_per_query is used)
     price_output: np.ndarray  # (M,) per million output tokens
     basis: str
-    unknown: tuple[str, ...] = ()  # models without a cost on the basis: charged the most expensive known cost
+    unknown: tuple[str, ...] = ()  # models without a cost on the basis: their cost is NaN (unknown)
     note: str = ""
+    parsed: tuple[str, ...] = ()  # basis params_b: models whose size was read from their name
 
     def costs(self, input_tokens: int = 0, output_tokens: int = DEFAULT_OUTPUT_TOKENS) -> np.ndarray:  # (M,)
         """Expected cost of one query with these token counts, per model."""
@@ -64,7 +68,12 @@ class CostTable:
     def subset(self, names: Sequence[str]) -> "CostTable":
         idx = [self.names.index(n) for n in names]
         return CostTable(tuple(names), self.cost_per_query[idx], self.price_input[idx], self.price_output[idx],
-                         self.basis, tuple(n for n in self.unknown if n in set(names)), self.note)
+                         self.basis, tuple(n for n in self.unknown if n in set(names)), self.note,
+                         tuple(n for n in self.parsed if n in set(names)))
+
+    @property
+    def known(self) -> np.ndarray:  # (M,) bool: the model has a cost on the basis
+        return ~np.isin(np.array(self.names, dtype=object), np.array(self.unknown, dtype=object))
 
 
 def _number(value) -> float:
@@ -80,9 +89,12 @@ def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -
     ``price_output_per_mtok``, ``params_b``; any may be missing).
 
     A model has a dollar cost when it has ``cost_per_query`` or at least one token price (a missing one counts 0).
-    The basis is dollars when any model has one, else parameter counts when any model has one, else none. Models
-    without a cost on that basis are charged the most expensive known cost (they are never preferred for being
-    cheap) and listed in ``unknown``; negative costs are refused."""
+    The basis is dollars when any model has one, else parameter counts when any model has one (a missing
+    ``params_b`` is read from the name, e.g. "acme/new-model-7b" -> 7, and listed in ``parsed``), else none.
+    Models without a cost on that basis have cost NaN (unknown, never a made-up figure) and are listed in
+    ``unknown``; negative costs are refused."""
+    from locus_model.data.catalog import parse_params_b
+
     names = [str(n) for n in names]
     per_query, p_in, p_out, params = (np.full(len(names), np.nan) for _ in range(4))
     for i, name in enumerate(names):
@@ -90,6 +102,8 @@ def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -
         per_query[i] = _number(row.get("cost_per_query"))
         p_in[i], p_out[i] = _number(row.get("price_input_per_mtok")), _number(row.get("price_output_per_mtok"))
         params[i] = _number(row.get("params_b"))
+    stated = ~np.isnan(params)
+    params = np.where(stated, params, [parse_params_b(n) for n in names]) if len(names) else params
     for label, values in (("cost_per_query", per_query), ("price_input_per_mtok", p_in),
                           ("price_output_per_mtok", p_out), ("params_b", params)):
         if (values < 0).any():
@@ -100,22 +114,24 @@ def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -
     zeros = np.zeros(len(names))
     if usd.any():
         unknown = [n for n, k in zip(names, usd) if not k]
-        # the most expensive known model (its output price for a default-length answer) stands in for the unknown
-        known_cost = np.where(~np.isnan(per_query), per_query, np.nan_to_num(p_out) * DEFAULT_OUTPUT_TOKENS / 1e6)
-        worst = float(np.nanmax(np.where(usd, known_cost, np.nan)))
-        per_query = np.where(usd, per_query, worst)
         note = "cost in USD per query (cost_per_query, or token prices x estimated tokens)"
         if unknown:
-            note += f"; {len(unknown)} model(s) without a price are charged the most expensive known cost"
-        return CostTable(tuple(names), per_query, np.nan_to_num(p_in), np.nan_to_num(p_out), "usd", tuple(unknown), note)
+            note += (f"; {len(unknown)} model(s) without a price have an unknown cost: left out of cost-aware "
+                     f"routing ({', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''})")
+        p_in, p_out = np.where(usd, np.nan_to_num(p_in), np.nan), np.where(usd, np.nan_to_num(p_out), np.nan)
+        return CostTable(tuple(names), per_query, p_in, p_out, "usd", tuple(unknown), note)
     if (~np.isnan(params)).any():
         unknown = [n for n, p in zip(names, params) if np.isnan(p)]
-        filled = np.where(np.isnan(params), np.nanmax(params), params)
+        parsed = [n for n, s, p in zip(names, stated, params) if not s and not np.isnan(p)]
         note = ("no price known: the parameter count (billions) is the cost proxy, so costs are relative, not "
                 "dollars")
+        if parsed:
+            note += f"; the size of {len(parsed)} model(s) is read from the name ({', '.join(parsed[:5])}{' ...' if len(parsed) > 5 else ''})"
         if unknown:
-            note += f"; {len(unknown)} model(s) of unknown size are charged the largest known size"
-        return CostTable(tuple(names), filled, zeros, zeros, "params_b", tuple(unknown), note)
+            note += (f"; {len(unknown)} model(s) of unknown size have an unknown cost: left out of cost-aware "
+                     f"routing ({', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''})")
+        no_price = np.where(np.isnan(params), np.nan, 0.0)  # the unknown stay NaN in costs()
+        return CostTable(tuple(names), params, no_price, no_price, "params_b", tuple(unknown), note, tuple(parsed))
     return CostTable(tuple(names), zeros.copy(), zeros, zeros, "none", tuple(names),
                      "no price and no parameter count known: every cost is 0, routing by P(correct) only")
 
@@ -165,6 +181,7 @@ class RouteDecision:
     over_cost: np.ndarray  # candidates left out by max_cost
     quality_weight: float
     lam: float = field(default=0.0)
+    unknown_cost: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # left out: cost unknown
 
 
 def fallback_chain(embeddings: np.ndarray, chosen: int, among: Sequence[int], *, k: int | None = None) -> np.ndarray:
@@ -181,7 +198,7 @@ def fallback_chain(embeddings: np.ndarray, chosen: int, among: Sequence[int], *,
 
 def route(
     probs: np.ndarray,  # (M,) P(correct) of each candidate for this query
-    costs: np.ndarray,  # (M,) expected cost of each candidate for this query
+    costs: np.ndarray,  # (M,) expected cost of each candidate for this query (NaN = unknown)
     *,
     quality_weight: float = 1.0,
     max_cost: float | None = None,
@@ -190,19 +207,29 @@ def route(
 ) -> RouteDecision:
     """Rank the candidates by :func:`route_scores` (ties: cheaper first, then lower index), keeping only those
     that cost at most ``max_cost`` when given; the chosen model is the first, its fallback chain its nearest
-    embedding neighbours among the other kept candidates (empty without embeddings)."""
+    embedding neighbours among the other kept candidates (empty without embeddings), in ranking order.
+
+    A candidate of unknown cost (NaN) is left out (``unknown_cost``) when the ranking uses cost (w < 1 or a cost
+    cap) and another candidate has a known cost; at w = 1 cost does not matter and it is ranked like the others."""
     p = np.asarray(probs, dtype=np.float64)
     c = np.asarray(costs, dtype=np.float64)
     if p.ndim != 1 or p.shape != c.shape or p.size == 0:
         raise ValueError(f"route: probs {p.shape} and costs {c.shape} must be 1-D, equal and non-empty.")
-    if (c < 0).any() or np.isnan(c).any():
-        raise ValueError("route: costs must be >= 0 (no NaN).")
+    if (c < 0).any():
+        raise ValueError("route: costs must be >= 0 (NaN = unknown).")
     if max_cost is not None and not max_cost >= 0:
         raise ValueError(f"route: max_cost={max_cost} must be >= 0.")
     w = check_quality_weight(quality_weight)
-    keep = np.ones(len(c), dtype=bool) if max_cost is None else c <= max_cost
+    unknown = np.isnan(c)
+    uses_cost = w < 1 or max_cost is not None
+    if uses_cost and unknown.all():
+        raise ValueError("route: every candidate's cost is unknown, so no cost-aware ranking (quality_weight < 1 or "
+                         "max_cost) is possible. How to fix: give prices (or parameter counts), or quality_weight=1.")
+    left_out = unknown if uses_cost else np.zeros(len(c), dtype=bool)
+    c = np.where(unknown, 0.0 if not uses_cost else np.inf, c)  # at w = 1 the cost only breaks ties
+    keep = ~left_out if max_cost is None else ~left_out & (c <= max_cost)
     if not keep.any():
-        cheapest = int(np.argmin(c))
+        cheapest = int(np.argmin(np.where(left_out, np.inf, c)))
         raise ValueError(f"route: no candidate costs at most max_cost={max_cost:g}; the cheapest costs "
                          f"{c[cheapest]:g}. How to fix: raise max_cost or add cheaper candidates.")
     idx = np.flatnonzero(keep)
@@ -212,7 +239,10 @@ def route(
     chosen = int(ranking[0])
     chain = (fallback_chain(embeddings, chosen, ranking, k=n_fallbacks) if embeddings is not None
              else np.zeros(0, dtype=np.int64))
-    return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(~keep), w, quality_lambda(w))
+    position = {int(m): r for r, m in enumerate(ranking)}
+    chain = np.array(sorted(chain.tolist(), key=position.__getitem__), dtype=np.int64)  # nearest k, tried best-scored first
+    return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(~keep & ~left_out), w, quality_lambda(w),
+                         np.flatnonzero(left_out))
 
 
 def route_many(probs: np.ndarray, costs: np.ndarray, quality_weight: float,

@@ -1,7 +1,7 @@
 """The ``locus`` command: the library's commands (locus_model.cli: evaluate, demo-data) and those that read a
 LOCUS_HOME through the pipeline's storage (search).
 
-    locus search --target 'synth-gsm8k=0.9,synth-mmlu=0.5' [--k 5] [--home PATH] [--json]
+    locus search --target 'math=0.9,law=0.3' [--k 5] [--home PATH] [--json]
     locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
 """
 
@@ -43,7 +43,8 @@ def add_search(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--target", required=True,
-                   help="comma-separated BENCHMARK=ACCURACY, e.g. 'synth-gsm8k=0.9,synth-mmlu=0.5'")
+                   help="comma-separated BENCHMARK=ACCURACY over the home's benchmarks, e.g. 'math=0.9,law=0.3' on the demo "
+                        "home (MMLU-Pro categories; the synthetic pool's are synth-gsm8k, synth-mmlu, ...)")
     p.add_argument("--k", type=int, default=5, help="nearest models to return (default 5)")
     p.add_argument("--n-per-benchmark", type=int, default=64, help="synthetic evaluations per benchmark (default 64)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic evaluation set")

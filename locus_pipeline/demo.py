@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+import warnings
 
 DEMO_QUERIES = 1500  # MMLU-Pro questions in the demo (stratified by category; bench/README.md "make demo")
 # The small synthetic pool (24 models, 600 queries: ~400 training queries) cannot hold the default budget of 512 anchors.
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2", help="sentence encoder for the queries")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    warnings.filterwarnings("ignore", message="Handling yaml-defined logging configuration")  # dagster.yaml's run lines
 
     import dagster as dg
 

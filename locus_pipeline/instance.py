@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 from locus_pipeline.home import REPO_ROOT, default_home
@@ -22,3 +24,28 @@ def prepare_dagster_home(home: Path | None = None) -> Path:
         except OSError:  # filesystems without symlinks
             shutil.copyfile(source, target)
     return dagster_home
+
+
+# an MLflow UI link as stored in a serialized event: "url": "<base>/#/experiments/..." or "<base>/get-artifact?..."
+_MLFLOW_LINK = re.compile(r'"url": "(https?://[^"#?]+?)/(?:#/experiments|get-artifact)')
+
+
+def relink_mlflow_links(dagster_home: Path, mlflow_url: str) -> int:
+    """Point the MLflow links stored in this Dagster instance's events (``mlflow_run``, ``mlflow_experiment``,
+    ``atlas``, made with the ports of the process that materialized them, e.g. `make demo`'s defaults) at
+    ``mlflow_url``, so that `make dev` on other ports (or a moved home) shows working links. Only the instance's
+    own sqlite files are touched; run it while no Dagster process uses them. Returns the events changed."""
+    new = mlflow_url.rstrip("/")
+    changed = 0
+    for db_path in sorted((Path(dagster_home) / "history").rglob("*.db")):
+        with sqlite3.connect(db_path) as db:
+            tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+            columns = [(t, c) for t, c in (("event_logs", "event"), ("asset_keys", "last_materialization")) if t in tables]
+            for table, column in columns:
+                rows = db.execute(f"select rowid, {column} from {table} where {column} like '%\"url\": \"http%'").fetchall()
+                for rowid, text in rows:
+                    fixed = _MLFLOW_LINK.sub(lambda m: m.group(0).replace(m.group(1), new, 1) if m.group(1) != new else m.group(0), text)
+                    if fixed != text:
+                        db.execute(f"update {table} set {column} = ? where rowid = ?", (fixed, rowid))
+                        changed += 1
+    return changed

@@ -188,10 +188,10 @@ def parse_target(text: str) -> dict[str, float]:
             acc = float("nan")
         if not sep or not name.strip() or not 0.0 <= acc <= 1.0:
             raise ValueError(f"target entry {part!r} is not BENCHMARK=ACCURACY with an accuracy in [0, 1]. "
-                             "How to fix: write e.g. --target 'synth-gsm8k=0.9,synth-mmlu=0.5'.")
+                             "How to fix: write e.g. --target 'math=0.9,law=0.3' (the home's benchmarks).")
         target[name.strip()] = acc
     if not target:
-        raise ValueError("empty target. How to fix: write e.g. --target 'synth-gsm8k=0.9,synth-mmlu=0.5'.")
+        raise ValueError("empty target. How to fix: write e.g. --target 'math=0.9,law=0.3' (the home's benchmarks).")
     return target
 
 

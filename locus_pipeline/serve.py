@@ -628,8 +628,9 @@ class Router:
             "chosen": names[d.chosen],
             "fallbacks": [names[i] for i in d.fallbacks],
             "ranking": [{"model": names[i], "p_correct": round(float(probs[i]), 6),
-                         "expected_cost": float(costs[i]), "score": round(float(d.scores[i]), 6)} for i in d.ranking],
+                         "expected_cost": _json_number(float(costs[i])), "score": round(float(d.scores[i]), 6)} for i in d.ranking],
             "over_cost": [names[i] for i in d.over_cost],
+            "unknown_cost": [names[i] for i in d.unknown_cost],  # left out of a cost-aware ranking: no cost known
             "quality_weight": float(w), "lambda": _json_number(d.lam), "max_cost": max_cost,
             "cost_basis": snap.costs.basis, "cost_note": snap.costs.note,
             "input_tokens": n_in, "output_tokens": n_out,
@@ -839,7 +840,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         except ApiError:  # the token guards the model names; the status is for anyone
             names_shown = False
         health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
-                "pool_models": len(snap.names), "routable_models": len(snap.upstreams), "dry_run": snap.dry_run,
+                "pool_models": len(snap.names), "routable_models": len(snap.names) if snap.dry_run else len(snap.upstreams), "dry_run": snap.dry_run,
                 "cost_basis": snap.costs.basis, "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error}
         if names_shown:
             health["configured_not_in_pool"] = sorted(set(router.models.upstreams) - set(snap.names))
@@ -885,7 +886,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         weight, pinned = parse_router_model(body.get("model"), snap)
         extra = body.pop("locus", None) or {}
         if not isinstance(extra, dict):
-            raise ApiError(400, "'locus' must be an object {candidates?, max_cost?}")
+            raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, explain?}")
         text = last_user_text(body.get("messages"))
         stream = bool(body.get("stream", False))
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -908,6 +909,11 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
                 log.warning("upstream %s failed (%s); trying the next model of the fallback chain", name, fail.detail)
                 continue
             router.metrics.answers.labels(name).inc()
+            if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
+                answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
+                if isinstance(answer, dict):
+                    answer["locus"] = {**decision, "answered_by": name, "fallbacks_used": len(errors)}
+                    resp = JSONResponse(answer, headers={k: v for k, v in resp.headers.items() if k.startswith("x-locus")})
             resp.headers["x-locus-chosen"] = decision["chosen"]
             resp.headers["x-locus-fallbacks-used"] = str(len(errors))
             return resp

@@ -17,15 +17,20 @@ export DAGSTER_PORT MLFLOW_PORT  # the code location builds its MLflow links fro
 VENV="$(cd "${VENV:-.venv}" && pwd)"  # absolute: dagster dev starts from DAGSTER_HOME
 STOP_GRACE_S="${STOP_GRACE_S:-10}"
 DAGSTER_LOG_LEVEL="${DAGSTER_LOG_LEVEL:-info}"  # warning: only problems (no sensor tick lines)
+# the libraries' deprecation notices are for their developers, not for someone looking at the UIs
+export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::DeprecationWarning,ignore::FutureWarning,ignore:starlette.middleware.wsgi is deprecated:UserWarning,ignore:Handling yaml-defined logging configuration}"
 PY="$VENV/bin/python"
 export DAGSTER_HOME
 DAGSTER_HOME=$($PY -c "from locus_pipeline.instance import prepare_dagster_home; print(prepare_dagster_home())")
 mkdir -p "$LOCUS_HOME/mlflow/artifacts" "$LOCUS_HOME/incoming"
 # a copied or moved home: its MLflow database's artifact locations (absolute URIs) and the Default experiment's
-# follow it to this home's mlflow/artifacts before the MLflow UI reads them
-if [[ -f "$LOCUS_HOME/mlflow/mlflow.db" ]]; then
-  $PY -c "from locus_pipeline.defs.resources import MlflowTracking; from locus_pipeline.storage import LocusHome; MlflowTracking(home=LocusHome()).relocate()"
-fi
+# follow it to this home's mlflow/artifacts before the MLflow UI reads them; the links between the two UIs stored
+# by earlier runs (e.g. make demo's, made with the default ports) follow DAGSTER_PORT / MLFLOW_PORT
+$PY -c "
+from locus_pipeline.defs.resources import MlflowTracking; from locus_pipeline.instance import relink_mlflow_links
+from locus_pipeline.storage import LocusHome
+tracking = MlflowTracking(home=LocusHome()); tracking.relocate(); tracking.relink()
+relink_mlflow_links('$DAGSTER_HOME', tracking.ui_url)"
 
 MLFLOW_PID="" DAGSTER_PID=""
 
@@ -58,7 +63,7 @@ trap stop EXIT
 MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "$VENV/bin/mlflow" server \
   --backend-store-uri "sqlite:///$LOCUS_HOME/mlflow/mlflow.db" \
   --default-artifact-root "$LOCUS_HOME/mlflow/artifacts" \
-  --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 &
+  --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 --uvicorn-opts "--no-access-log --log-level warning" &
 MLFLOW_PID=$!
 # started from DAGSTER_HOME (where dagster.yaml is linked): from the repository root, dagster dev warns that the
 # dagster.yaml "in the current folder" will not be used, though it is, through DAGSTER_HOME
@@ -67,9 +72,12 @@ REPO="$PWD"
   --log-level "$DAGSTER_LOG_LEVEL") &
 DAGSTER_PID=$!
 
+DEMO_QUERIES=$($PY -c "from locus_pipeline.demo import DEMO_QUERIES; print(DEMO_QUERIES)")
 cat <<MSG
 
-  Dagster UI   http://127.0.0.1:$DAGSTER_PORT   (materialize locus_job; DAGSTER_HOME=$DAGSTER_HOME)
+  Dagster UI   http://127.0.0.1:$DAGSTER_PORT   (DAGSTER_HOME=$DAGSTER_HOME)
+               materialize locus_job; make demo's run sets evaluation_table max_queries: $DEMO_QUERIES in the
+               launchpad (its default 0 = every question of the source: all 12,032 of MMLU-Pro)
   MLflow UI    http://127.0.0.1:$MLFLOW_PORT/#/experiments?workflowType=machine_learning   (experiment "locus")
   Drop folder  $LOCUS_HOME/incoming/            (new evaluation files are onboarded by the sensor)
   Ctrl-C stops both.

@@ -290,14 +290,36 @@ def latest_timestamp(servers: DevServers, key: str) -> float:
     return float(events[0]["timestamp"]) if events else 0.0
 
 
-def wait_for_reports(servers: DevServers, timeout_s: float = 900) -> None:
-    """Wait until model_atlas was materialized after the pool's latest change (the sensor reports_after_pool_change
-    launches reports_refresh_job once the pool is newer than the reports and nothing runs)."""
+ACTIVE_RUNS = """query { runsOrError(filter: {statuses: [QUEUED, NOT_STARTED, STARTING, STARTED, CANCELING]}) {
+                   ... on Runs { results { runId jobName } } } }"""
+
+
+def settled(servers: DevServers, home: Path) -> str:
+    """Why the pool and the reports may still change ("" when they will not): a run queued or running (a
+    catch-up onboarding, the refresh), a file still in incoming/, or reports older than the pool."""
+    runs = servers.graphql(ACTIVE_RUNS)["runsOrError"].get("results", [])
+    if runs:
+        return f"{len(runs)} run(s) queued or running: {sorted({r['jobName'] for r in runs})}"
+    waiting = [p.name for p in (home / "incoming").iterdir() if p.is_file() and not p.name.startswith(".")] if (home / "incoming").is_dir() else []
+    if waiting:
+        return f"{len(waiting)} file(s) in incoming/ not taken in yet: {waiting[:3]}"
+    if latest_timestamp(servers, "model_atlas") < latest_timestamp(servers, "model_embeddings"):
+        return "the reports are older than the pool (reports_after_pool_change requests the refresh)"
+    return ""
+
+
+def wait_for_reports(servers: DevServers, home: Path, timeout_s: float = 900) -> None:
+    """Wait until the reports follow the pool and nothing can change either: no run queued or running (catch-up
+    onboardings of files already in the home, the refresh after them), nothing left in incoming/, model_atlas
+    materialized after the pool's latest change; twice in a row, 5 s apart (a sensor may be about to request)."""
     deadline = time.monotonic() + timeout_s
-    while latest_timestamp(servers, "model_atlas") < latest_timestamp(servers, "model_embeddings"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"reports_refresh_job did not refresh the reports in {timeout_s:.0f} s:\n{servers.log_tail()}")
-        time.sleep(3)
+    calm = 0
+    while calm < 2:
+        why = settled(servers, home)
+        calm = 0 if why else calm + 1
+        if why and time.monotonic() > deadline:
+            raise TimeoutError(f"the pool and the reports did not settle in {timeout_s:.0f} s ({why}):\n{servers.log_tail()}")
+        time.sleep(5 if not why else 3)
 
 
 # ------------------------------------------------------------------------------------------- the items
@@ -321,8 +343,8 @@ def item1(walk: Walk, item: Item) -> None:
                      ["Columns", "embedding", "list<float32>[d]", "source", "Owners", "Tags", "layer: pool", "Row count",
                       "training_models", "onboarded_models", "newest"])
     item.check(re.search(r"Owners\s+locus", text) is not None, "pool: owner team:locus shown (as 'locus')")
-    walk.page(item, "checkpoint-plots", walk.asset_url("locus_checkpoint"), ["Metadata", "best_val_routing_acc"],
-              after=lambda b: b.click_text("Plots"), then_needles=["best_val_routing_acc", "best_val_loss"])
+    walk.page(item, "checkpoint-plots", walk.asset_url("locus_checkpoint"), ["Metadata", "val_routing_acc"],
+              after=lambda b: b.click_text("Plots"), then_needles=["val_routing_acc", "val_loss"])
     charts = walk.browser.evaluate("document.querySelectorAll('canvas').length")
     item.check(charts >= 2, f"checkpoint: the Plots tab draws {charts} charts")
     nodes = walk.servers.graphql("""{ assetNodes { assetKey { path } owners { ... on TeamAssetOwner { team }
@@ -331,7 +353,7 @@ def item1(walk: Walk, item: Item) -> None:
     item.check(not ownerless, f"[graphql] every asset has an owner ({len(nodes)} assets; without: {ownerless})")
     meta = walk.latest_metadata("locus_checkpoint")
     floats = sorted(k for k, e in meta.items() if k.startswith("best_") and e["__typename"] == "FloatMetadataEntry")
-    item.check({"best_val_routing_acc", "best_val_loss"} <= set(floats), f"[graphql] float entries for Plots: {floats}")
+    item.check({"val_routing_acc", "val_loss"} <= set(floats), f"[graphql] float entries for Plots: {floats}")
     newest = walk.latest_metadata("model_embeddings").get("newest", {}).get("mdStr", "")
     item.check("| source" in newest and "embedded_at" in newest, "[graphql] pool preview 'newest' is the newest rows by source")
 
@@ -566,8 +588,8 @@ def main(argv: list[str] | None = None) -> int:
         if not keys and not args.no_onboard:
             keys = [onboard_one(home, servers)]
             print(f"onboarded {ONBOARDED_NAME!r} through incoming/ ({time.monotonic() - started:.0f} s)", flush=True)
-        wait_for_reports(servers)
-        print(f"the reports are newer than the pool ({time.monotonic() - started:.0f} s)", flush=True)
+        wait_for_reports(servers, home)
+        print(f"the reports follow the pool and no run is queued or running ({time.monotonic() - started:.0f} s)", flush=True)
         import pandas as pd
 
         pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet", columns=["model", "model_key"])

@@ -28,10 +28,15 @@ import plotly.io as pio
 from locus_model.analysis._common import check_embeddings, check_metric, check_names, pairwise_distances
 
 _SYMBOL = {False: "circle", True: "diamond"}
-# one colour per family: Plotly's Dark24 then Light24 (48 distinct colours; the default cycle has 10, so a pool of
-# 14+ families repeated colours); families beyond that cycle again
-PALETTE = tuple(px_colors.qualitative.Dark24) + tuple(px_colors.qualitative.Light24)
+# one colour per family: Kelly's colours of maximum contrast (without white and black; Dark24's first 15 hold
+# three close pinks and two close purples), then Plotly's Dark24 and Light24; families beyond that cycle again
+KELLY = ("#F3C300", "#875692", "#F38400", "#A1CAF1", "#BE0032", "#C2B280", "#848482", "#008856", "#E68FAC", "#0067A5",
+         "#F99379", "#604E97", "#F6A600", "#B3446C", "#DCD300", "#882D17", "#8DB600", "#654522", "#E25822", "#2B3D26")
+PALETTE = KELLY + tuple(c for c in tuple(px_colors.qualitative.Dark24) + tuple(px_colors.qualitative.Light24)
+                        if c.upper() not in KELLY)
 ONBOARDED = "onboarded"  # the legend group of onboarded models whose family is unknown
+ONBOARDED_COLOUR = "#111111"  # onboarded models stand out: black, larger, labelled
+MIN_3D_VARIANCE = 0.05  # a 3-D view whose third axis holds less of the variance than this shows nothing more
 
 
 def pca_projection(embeddings: np.ndarray, n_components: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -102,11 +107,17 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     data = {"names": names, "families": fams, "portfolio": [n for n in names if n in set(portfolio)],
             "neighbours": [[[int(j), round(float(d[i, j]), 6)] for j in nn[i]] for i in range(len(z))],
             "benchmarks": benchmarks, "accuracy": accuracy, "xy": coords[:, :2].round(6).tolist()}
-    fig2d, fig3d = _figures(names, fams, in_portfolio, coords, ratio)
-    plot2d = pio.to_html(fig2d, full_html=False, include_plotlyjs=True, div_id="atlas-2d",
-                         config={"displaylogo": False}, default_height="520px")
-    plot3d = pio.to_html(fig3d, full_html=False, include_plotlyjs=False, div_id="atlas-3d",
-                         config={"displaylogo": False}, default_height="520px")
+    labelled = set(onboarded) | set(portfolio)  # names drawn beside their points (any model: click it)
+    fig2d, fig3d = _figures(names, fams, in_portfolio, coords, ratio, labelled=labelled, onboarded=set(onboarded))
+    config = {"displaylogo": False, "responsive": True}
+    plot2d = pio.to_html(fig2d, full_html=False, include_plotlyjs=True, div_id="atlas-2d", config=config,
+                         default_height="560px", default_width="100%")
+    if ratio[2] >= MIN_3D_VARIANCE:
+        plot3d = pio.to_html(fig3d, full_html=False, include_plotlyjs=False, div_id="atlas-3d", config=config,
+                             default_height="520px", default_width="100%")
+    else:
+        plot3d = (f'<p class="note">No 3-D view: the third principal component holds {100 * ratio[2]:.1f}% of the '
+                  'variance, so it would show nothing the 2-D view does not.</p>')
     page = _PAGE.format(
         title=html.escape(title), n_models=len(z), n_portfolio=int(in_portfolio.sum()), k=k, metric=metric,
         plot2d=plot2d, plot3d=plot3d, options="".join(f'<option value="{html.escape(n)}">' for n in names),
@@ -117,24 +128,34 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     return path
 
 
-def _figures(names, fams, in_portfolio, coords, ratio) -> tuple[go.Figure, go.Figure]:
+def _figures(names, fams, in_portfolio, coords, ratio, *, labelled=frozenset(),
+             onboarded=frozenset()) -> tuple[go.Figure, go.Figure]:
     fig2d, fig3d = go.Figure(), go.Figure()
-    for colour, fam in enumerate(sorted(set(fams), key=lambda f: (f == "", f == ONBOARDED, f))):
+    colours = iter(PALETTE * (1 + len(set(fams)) // len(PALETTE)))
+    for fam in sorted(set(fams), key=lambda f: (f == "", f == ONBOARDED, f)):
         idx = [i for i, f in enumerate(fams) if f == fam]
-        text = [names[i] + (" (portfolio)" if in_portfolio[i] else "") for i in idx]
-        marker = dict(symbol=[_SYMBOL[bool(in_portfolio[i])] for i in idx], color=PALETTE[colour % len(PALETTE)],
-                      size=[13 if in_portfolio[i] else 8 for i in idx], line=dict(width=1, color="black"))
-        common = dict(mode="markers", name=fam or "unknown family", text=text, customdata=idx,
-                      hovertemplate="%{text}<extra>" + html.escape(fam or "unknown family") + "</extra>")
-        fig2d.add_trace(go.Scatter(x=coords[idx, 0], y=coords[idx, 1], marker=marker, **common))
+        hover = [names[i] + (" (portfolio)" if in_portfolio[i] else "") + (" (onboarded)" if names[i] in onboarded else "")
+                 for i in idx]
+        big = [bool(in_portfolio[i]) or names[i] in onboarded for i in idx]
+        colour = ONBOARDED_COLOUR if fam == ONBOARDED else next(colours)
+        marker = dict(symbol=[_SYMBOL[bool(in_portfolio[i])] for i in idx], color=colour,
+                      size=[14 if b else 9 for b in big], line=dict(width=1, color="black"))
+        common = dict(mode="markers+text", name=fam or "unknown family", hovertext=hover, customdata=idx,
+                      text=[names[i].rsplit("/", 1)[-1] if names[i] in labelled else "" for i in idx],
+                      hovertemplate="%{hovertext}<extra>" + html.escape(fam or "unknown family") + "</extra>")
+        fig2d.add_trace(go.Scatter(x=coords[idx, 0], y=coords[idx, 1], marker=marker, textposition="top center",
+                                   textfont=dict(size=11), **common))
         fig3d.add_trace(go.Scatter3d(x=coords[idx, 0], y=coords[idx, 1], z=coords[idx, 2],
                                      marker={**marker, "symbol": [("diamond" if in_portfolio[i] else "circle")
                                                                   for i in idx],
-                                             "size": [7 if in_portfolio[i] else 4 for i in idx]}, **common))
+                                             "size": [7 if b else 4 for b in big]}, **common))
     axis = [f"PC{i + 1} ({100 * r:.1f}% of variance)" for i, r in enumerate(ratio)]
-    fig2d.update_layout(title="Model embeddings, PCA 2-D (diamond = portfolio)", xaxis_title=axis[0],
-                        yaxis_title=axis[1], template="plotly_white", clickmode="event", legend_title="family")
-    fig3d.update_layout(title="PCA 3-D", template="plotly_white", legend_title="family",
+    # the legend under the plot: beside it, a narrow frame (MLflow's artifact viewer) squeezes the points to a strip
+    legend = dict(title="family", orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0)
+    fig2d.update_layout(title="Model embeddings, PCA 2-D (diamond = portfolio; labelled: portfolio and onboarded)",
+                        xaxis_title=axis[0], yaxis_title=axis[1], template="plotly_white", clickmode="event",
+                        legend=legend, margin=dict(l=50, r=20, t=50, b=40), autosize=True)
+    fig3d.update_layout(title="PCA 3-D", template="plotly_white", legend=legend, autosize=True,
                         scene=dict(xaxis_title=axis[0], yaxis_title=axis[1], zaxis_title=axis[2]))
     return fig2d, fig3d
 
@@ -145,6 +166,10 @@ _PAGE = """<!DOCTYPE html>
 body {{ font-family: system-ui, sans-serif; margin: 1em 2em; color: #222; }}
 #layout {{ display: grid; grid-template-columns: minmax(0, 1fr) 24em; gap: 2em; align-items: start; }}
 #panel {{ position: sticky; top: 1em; }}
+#plots {{ min-width: 0; }}
+/* a narrow window or frame (MLflow's artifact viewer): the panel goes under the plot, the plot takes the width */
+@media (max-width: 1000px) {{ #layout {{ grid-template-columns: minmax(0, 1fr); }} #panel {{ position: static; }}
+  body {{ margin: 0.5em; }} }}
 table {{ border-collapse: collapse; }} td, th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }}
 </style></head>
 <body>

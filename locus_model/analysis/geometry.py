@@ -168,7 +168,11 @@ class FamilyClustering:
         ax.set_title("Hierarchical clustering of model embeddings")
         if self.families:  # colour tick labels by family so mixed clusters stand out
             fams = sorted({f for f in self.families if f})
-            colours = {f: colormaps["tab20"](i % 20) for i, f in enumerate(fams)}
+            # saturated colours only (tab20's odd entries are pale, unreadable as label text): tab20's dark half,
+            # then the darkest of tab20b and tab20c
+            dark = ([colormaps["tab20"](i) for i in range(0, 20, 2)] + [colormaps["tab20b"](i) for i in (0, 4, 8, 12, 16)]
+                    + [colormaps["tab20c"](i) for i in (0, 4, 8, 12)])
+            colours = {f: dark[i % len(dark)] for i, f in enumerate(fams)}
             family_of = dict(zip(self.names, self.families))
             for tick in ax.get_xticklabels():
                 fam = family_of.get(tick.get_text(), "")

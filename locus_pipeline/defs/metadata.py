@@ -10,14 +10,54 @@ import pandas as pd
 OWNERS = ["team:locus"]
 
 
+# What the columns of the tables without a schema of their own mean: (type, description), by asset
+COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
+    "locus_checkpoint": {
+        "checkpoint_id": ("string", "sha256 prefix of the checkpoint file's bytes"),
+        "path": ("string", "the checkpoint file, relative to LOCUS_HOME (checkpoints/locus-<id>.pt)"),
+        "encoder": ("string", "sentence encoder of the query encodings it was trained on"),
+        "data_fingerprint": ("string", "sha256 of the evaluations it was trained on"),
+        "mlflow_run_id": ("string", "the MLflow run that trained it"),
+        "model_version": ("string", "its version of the registered model `locus`"),
+        "best_epoch": ("int", "the selected epoch (best validation routing accuracy)"),
+        "best_metrics": ("json", "validation figures at the selected epoch, before the predictor fine-tuning"),
+        "kept_metrics": ("json", "the saved checkpoint's figures (after the fine-tuning): the metadata floats and MLflow selected/..."),
+        "device": ("string", "torch device it was trained on"),
+    },
+    "onboarded_model_embedding": {
+        "rank": ("int", "1 = the nearest"),
+        "model": ("string", "a pool model near the onboarded one"),
+        "distance": ("float", "Euclidean distance between the two model embeddings (the atlas's scale)"),
+        "of_model": ("string", "the onboarded model"),
+        "source": ("string", "where that model's pool row comes from: training, held_out or onboarded"),
+        "checkpoint_id": ("string", "the checkpoint that embedded both"),
+    },
+}
+
+
+def _column_type(series: pd.Series) -> str:
+    """A readable type: the dtype, or for object columns the kind of their values (string, list, json)."""
+    if series.dtype != object:
+        return {"int64": "int", "float64": "float", "float32": "float", "bool": "bool"}.get(str(series.dtype), str(series.dtype))
+    value = next((v for v in series if v is not None), None)
+    return ("string" if isinstance(value, str) else "list" if hasattr(value, "__len__") and not isinstance(value, dict)
+            else "json" if isinstance(value, dict) else "object")
+
+
 def table_schema(frame: pd.DataFrame, docs: dict[str, tuple[str, str]] | None = None) -> dg.TableSchema:
-    """A frame's columns as a Dagster table schema: type and meaning from ``docs`` where given, else the dtype."""
+    """A frame's columns as a Dagster table schema: type and meaning from ``docs`` where given, else the values' type."""
     docs = docs or {}
     return dg.TableSchema(columns=[
-        dg.TableColumn(name=str(c), type=docs.get(str(c), (str(frame[c].dtype), ""))[0],
+        dg.TableColumn(name=str(c), type=docs.get(str(c), (_column_type(frame[c]), ""))[0],
                        description=docs.get(str(c), ("", None))[1] or None)
         for c in frame.columns
     ])
+
+
+def home_path(home, path) -> dg.PathMetadataValue:
+    """A file under LOCUS_HOME as metadata: ``$LOCUS_HOME/<relative path>``, so the metadata of a copied or moved
+    home names its own files, not the original's (the tables store the same relative paths)."""
+    return dg.MetadataValue.path(f"$LOCUS_HOME/{home.relative(path)}")
 
 
 def pool_schema() -> dg.TableSchema:

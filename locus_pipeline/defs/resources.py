@@ -13,7 +13,7 @@ import pandas as pd
 from pydantic import Field
 
 from locus_model.data.encoding import DEFAULT_RUNTIME, RUNTIMES
-from locus_pipeline.defs.metadata import table_schema
+from locus_pipeline.defs.metadata import COLUMN_DOCS, home_path, table_schema
 from locus_pipeline.storage import LocusHome
 
 
@@ -31,8 +31,8 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
         if not isinstance(obj, pd.DataFrame):
             raise TypeError(f"asset {context.asset_key.to_user_string()} must return a pandas DataFrame, got {type(obj)}")
         path = self.home.write_table(context.asset_key.to_user_string(), obj, partition=self._partition(context))
-        context.add_output_metadata({"path": dg.MetadataValue.path(str(path)), "dagster/row_count": len(obj),
-                                     "dagster/column_schema": table_schema(obj)})
+        context.add_output_metadata({"path": home_path(self.home, path), "dagster/row_count": len(obj),
+                                     "dagster/column_schema": table_schema(obj, COLUMN_DOCS.get(context.asset_key.to_user_string()))})
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         return self.home.read_table(context.asset_key.to_user_string(), partition=self._partition(context))
@@ -117,7 +117,8 @@ class MlflowTracking(dg.ConfigurableResource):
                 if old is None or old == new:
                     continue
                 for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri"),
-                                      ("model_versions", "source"), ("model_versions", "storage_location")):
+                                      ("model_versions", "source"), ("model_versions", "storage_location"),
+                                      ("logged_models", "artifact_location")):  # the pyfunc of each version
                     if table in tables and column in {c[1] for c in db.execute(f"pragma table_info({table})")}:
                         cur = db.execute(f"update {table} set {column} = ? || substr({column}, ?) where substr({column}, 1, ?) = ?",
                                          (new, len(old) + 1, len(old), old))
@@ -126,6 +127,33 @@ class MlflowTracking(dg.ConfigurableResource):
             cur = db.execute("update experiments set artifact_location = ? where experiment_id = 0 and artifact_location != ?",
                              (f"{new}/0", f"{new}/0"))
             changed += cur.rowcount
+        return changed
+
+    def relink(self) -> int:
+        """Point the Dagster links stored in the local MLflow database (each run's ``dagster.run_url`` tag and
+        description, each model version's tag and description) at ``dagster_url``: they were made with the ports
+        of the process that trained, e.g. `make demo`'s defaults. Returns the values changed."""
+        if self.tracking_uri or not self.db_path.exists():
+            return 0
+        new = self.dagster_url.rstrip("/")
+        changed = 0
+        with sqlite3.connect(self.db_path) as db:
+            tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
+            if "tags" not in tables:
+                return 0
+            old_bases = set()
+            for table in ("tags", "model_version_tags"):
+                if table in tables:
+                    for (url,) in db.execute(f"select value from {table} where key = 'dagster.run_url'"):
+                        base = url.rsplit("/runs/", 1)[0] if "/runs/" in (url or "") else None
+                        if base and base != new:
+                            old_bases.add(base)
+            for old in sorted(old_bases):
+                for table, column in (("tags", "value"), ("model_version_tags", "value"), ("model_versions", "description")):
+                    if table in tables:
+                        cur = db.execute(f"update {table} set {column} = replace({column}, ?, ?) where instr({column}, ?) > 0",
+                                         (f"{old}/runs/", f"{new}/runs/", f"{old}/runs/"))
+                        changed += cur.rowcount
         return changed
 
     @contextmanager

@@ -41,8 +41,21 @@ def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
     return requests, keys
 
 
-def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> list[str]:
-    """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message."""
+REJECTIONS_ASSET = dg.AssetKey("onboarded_evaluations")  # where a rejected file shows as an observation
+
+
+def rejection(name: str, why: str, reason_file: str) -> dg.AssetObservation:
+    """A rejected file as an observation of onboarded_evaluations: the asset's page (Events) lists every rejection
+    with its reason, even in a tick that also requested runs for other files."""
+    return dg.AssetObservation(asset_key=REJECTIONS_ASSET, description=f"rejected {name}: {why}"[:1000],
+                               metadata={"rejected_file": name, "reason": why, "reason_file": f"incoming/rejected/{reason_file}"})
+
+
+def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder,
+            rejected: list[dg.AssetObservation] | None = None) -> list[str]:
+    """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message and
+    appends one observation per rejected file to ``rejected``."""
+    rejected = [] if rejected is None else rejected
     from locus_pipeline.intake import (changed_accepted_files, claimed_keys, in_progress_entries, intake_file, read_manifests,
                                        reason_summary, recover_orphans, reject_unusable, retake, scan_incoming,
                                        unusable_entries)
@@ -52,6 +65,7 @@ def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> lis
         target = reject_unusable(folder, path, why)
         context.log.warning(f"REJECTED {path.name}: {why}")
         notes.append(f"rejected {path.name}: {why} (see rejected/{target.name}.reason.txt)")
+        rejected.append(rejection(path.name, why, f"{target.name}.reason.txt"))
     manifests = read_manifests(folder)  # once per tick
     claimed = claimed_keys(home, folder, manifests)
     for item in recover_orphans(folder, claimed=claimed):
@@ -69,6 +83,8 @@ def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> lis
                      + (f": {reason_summary(result.reason)}" if result.reason else ""))
         if result.manifest is not None:
             claimed.update({m.model_key: m.model for m in result.manifest.models})
+        if result.status == "rejected" and result.stored is not None:
+            rejected.append(rejection(manifest.original_name, reason_summary(result.reason), f"{result.stored.name}.reason.txt"))
     waiting = in_progress_entries(folder)
     if waiting:
         notes.append(f"{len(waiting)} file(s) with in-progress names are read once renamed (names starting with '.' or "
@@ -90,6 +106,7 @@ def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder) -> lis
         if result.status == "rejected":
             context.log.warning(f"REJECTED {path.name} -> rejected/{result.stored.name}\n{result.reason}")
             notes.append(f"rejected {path.name}: {reason_summary(result.reason)} (see rejected/{result.stored.name}.reason.txt)")
+            rejected.append(rejection(path.name, reason_summary(result.reason), f"{result.stored.name}.reason.txt"))
         elif result.status == "duplicate":
             context.log.info(f"{path.name}: same bytes as accepted/{result.manifest.duplicate_of}; nothing to onboard")
             notes.append(f"{path.name} was already onboarded (accepted/{result.manifest.duplicate_of}); nothing to do")
@@ -113,9 +130,10 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
 
     folder = DropFolder(home).ensure()
     notes: list[str] = []
+    rejected: list[dg.AssetObservation] = []  # shown on onboarded_evaluations' page, whatever else the tick does
     with folder.intake_lock() as mine:
         if mine:
-            notes += take_in(context, home, folder)
+            notes += take_in(context, home, folder, rejected)
         else:
             notes.append("an earlier tick is still taking files in; waiting for it")
 
@@ -123,7 +141,7 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
     pending = [s for s in manifest_stems(folder) if s > cursor]
     if pending and not home.has_pool():
         notes.append(f"{len(pending)} accepted file(s) wait for the model embedding pool: materialize locus_job first")
-        return dg.SkipReason("; ".join(notes))
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes)), asset_events=rejected) if rejected else dg.SkipReason("; ".join(notes))
     requests, keys = [], []
     for stem in pending:
         r, k = run_requests_for(read_manifest(folder, stem))
@@ -138,11 +156,13 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
     for note in notes:
         context.log.info(note)
     if not requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no new files in incoming/"), cursor=pending[-1] if pending else (cursor or None))
+        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no new files in incoming/"), asset_events=rejected,
+                               cursor=pending[-1] if pending else (cursor or None))
     new_keys = sorted(set(keys) - set(context.instance.get_dynamic_partitions(onboarded_models.name))) if context.instance else sorted(set(keys))
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[onboarded_models.build_add_request(new_keys)] if new_keys else [],
+        asset_events=rejected,
         cursor=pending[-1] if pending else (cursor or None),  # retries only: the cursor stays
     )
 
@@ -161,7 +181,12 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
     if pool is None:
         return dg.SkipReason("no pool yet")
     if reports is not None and reports.storage_id > pool.storage_id:
-        return dg.SkipReason("the reports are newer than the pool")
+        fail_dead_runs(instance, WATCHED_JOBS)  # a killed refresh is not counted as running
+        refreshing = instance.get_runs_count(dg.RunsFilter(job_name=reports_refresh_job.name, statuses=ACTIVE))
+        if refreshing:  # heldout_predictions comes first in the refresh: the analyses after it are still running
+            return dg.SkipReason(f"a reports refresh is running ({refreshing} {reports_refresh_job.name} run(s)); the "
+                                 "analyses follow the pool once it ends")
+        return dg.SkipReason("the reports are up to date with the pool (refreshed after its last change)")
     dead = fail_dead_runs(instance, WATCHED_JOBS)  # a killed run is not waited on
     request = dg.RunRequest(run_key=f"reports-for-pool-{pool.storage_id}", tags={"locus/trigger": "pool-change"})
     if context.cursor and int(context.cursor) >= pool.storage_id:

@@ -115,3 +115,21 @@ def test_evaluate_reports_a_corrupt_file_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith("locus evaluate: error: ") and "evals.csv.gz" in err and "gzip" in err and "How to fix" in err
+
+
+def test_evaluate_checks_its_arguments_before_importing_torch(tmp_path):
+    """A wrong path fails within the interpreter's start-up time, not after importing torch (seconds)."""
+    import subprocess
+    import sys
+    import time
+
+    code = ("import sys; from locus_model.cli import main; rc = main(sys.argv[1:]); "
+            "assert 'torch' not in sys.modules, 'torch was imported'; raise SystemExit(rc)")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, "evaluate", "--evaluations", str(tmp_path / "missing.csv"),
+                           "--out", str(tmp_path / "r.json")], capture_output=True, text=True)
+    assert done.returncode == 2 and "no such file or folder" in done.stderr, done.stderr
+    assert time.perf_counter() - start < 10
+    done = subprocess.run([sys.executable, "-c", code, "evaluate", "--evaluations", str(tmp_path),
+                           "--out", str(tmp_path / "nowhere" / "r.json")], capture_output=True, text=True)
+    assert done.returncode == 2 and "does not exist" in done.stderr, done.stderr

@@ -49,3 +49,25 @@ def test_split_by_model_writes_one_validated_part_per_model(tmp_path) -> None:
     assert rows == 4 and [(m.model, m.rows, m.evaluations) for m in models] == [("b", 1, 1), ("org/a", 3, 2)]
     part = pd.read_parquet(out / f"{models[1].model_key}.parquet")
     assert part["query_id"].tolist() == ["q1", "q2"] and part["model"].unique().tolist() == ["org/a"]
+
+
+def test_neighbour_stability_is_certain_for_a_copy_and_shares_sum_to_one():
+    """A model whose evaluations are another's exactly has that model nearest in every resample; the top-1 shares
+    over the pool sum to 1 and the top-k shares to k."""
+    from locus_model.model import Locus, LocusConfig
+    from locus_model.onboarding import neighbour_stability
+    from locus_model.pool import embed_models
+    import torch
+
+    rng = np.random.default_rng(0)
+    queries = [f"q{i}" for i in range(60)]
+    encodings = pd.DataFrame({"query_id": queries, "encoding": list(rng.normal(size=(60, 8)).astype(np.float32))})
+    table = pd.DataFrame([(m, q, float(rng.random() < p)) for m, p in (("a", 0.9), ("b", 0.5), ("c", 0.1), ("d", 0.7))
+                          for q in queries], columns=["model", "query_id", "score"])
+    torch.manual_seed(0)
+    model = Locus(LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=16)).eval()
+    pool = embed_models(model, table, encodings, checkpoint="x", source="training")
+    copy = table[table["model"] == "a"].assign(model="a-copy")
+    shares = neighbour_stability(model, copy, encodings, pool, "a-copy", k=2, draws=10)
+    assert shares["share_top1"].sum() == pytest.approx(1.0) and shares["share_topk"].sum() == pytest.approx(2.0)
+    assert shares.iloc[0]["model"] == "a"  # the exact copy's resamples land nearest the original most often

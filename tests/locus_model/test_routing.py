@@ -59,7 +59,9 @@ def test_fallback_chain_is_nearest_embedding_neighbours_among_candidates():
     assert fallback_chain(z, 0, [0, 1, 2, 3, 4]).tolist() == [2, 4, 3, 1]  # 2 and 4 tie at 1: lower index first
     assert fallback_chain(z, 0, [0]).tolist() == []
     d = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.zeros(5), embeddings=z, max_cost=None)
-    assert d.chosen == 0 and d.fallbacks.tolist() == [2, 4, 3, 1]  # by distance, not by P(correct)
+    assert d.chosen == 0 and d.fallbacks.tolist() == [4, 3, 2, 1]  # the neighbours, tried in ranking order
+    near = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.zeros(5), embeddings=z, n_fallbacks=2)
+    assert near.fallbacks.tolist() == [4, 2]  # the two nearest (2 and 4), the better-scored first
     capped = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.array([0, 0, 5, 0, 0.0]), embeddings=z, max_cost=1)
     assert capped.fallbacks.tolist() == [4, 3, 1]  # the over-budget neighbour is not a fallback
 
@@ -67,16 +69,17 @@ def test_fallback_chain_is_nearest_embedding_neighbours_among_candidates():
 def test_cost_table_prefers_cost_per_query_then_token_prices():
     t = cost_table(["a", "b", "c"], {"a": {"cost_per_query": 0.01},
                                      "b": {"price_input_per_mtok": 1.0, "price_output_per_mtok": 2.0}})
-    assert t.basis == "usd" and t.unknown == ("c",)
-    # b: (1000 * 1 + 500 * 2) / 1e6; c: the most expensive known (a) stands in
-    np.testing.assert_allclose(t.costs(input_tokens=1000, output_tokens=500), [0.01, 0.002, 0.01])
+    assert t.basis == "usd" and t.unknown == ("c",) and "unknown cost" in t.note
+    # b: (1000 * 1 + 500 * 2) / 1e6; c: unknown, never a made-up cost
+    np.testing.assert_allclose(t.costs(input_tokens=1000, output_tokens=500), [0.01, 0.002, np.nan])
     assert t.subset(["b", "a"]).costs(1000, 500).tolist() == pytest.approx([0.002, 0.01])
+    assert t.known.tolist() == [True, True, False]
 
 
 def test_cost_table_falls_back_to_parameter_counts_and_says_so():
     t = cost_table(["a", "b", "c"], {"a": {"params_b": 7}, "b": {"params_b": "70"}})
     assert t.basis == "params_b" and "parameter count" in t.note and t.unknown == ("c",)
-    assert t.costs(10, 10).tolist() == [7.0, 70.0, 70.0]
+    np.testing.assert_allclose(t.costs(10, 10), [7.0, 70.0, np.nan])
     none = cost_table(["a"], {})
     assert none.basis == "none" and none.costs().tolist() == [0.0]
     with pytest.raises(ValueError, match="cost_per_query of model 'a' is negative"):
@@ -123,3 +126,18 @@ def test_cost_frontier_never_reaching_the_share(tmp_path):
                       weights=[0.0, 1.0])
     assert f.cost_at_share is None and "never reached" in f.summary()
     assert f.plot(tmp_path / "f.png").stat().st_size > 0
+
+
+def test_a_model_of_unknown_size_is_unknown_and_a_size_in_its_name_is_read():
+    names = ["big-70b", "acme/new-model-7b", "tiny-3.8b", "gemini-1.5-flash"]
+    t = cost_table(names, {"big-70b": {"params_b": 70}})
+    np.testing.assert_allclose(t.costs(), [70.0, 7.0, 3.8, np.nan])  # never the largest size for the unknown
+    assert t.parsed == ("acme/new-model-7b", "tiny-3.8b") and t.unknown == ("gemini-1.5-flash",)
+    assert "read from the name" in t.note and "unknown cost" in t.note
+    p = np.array([0.5, 0.4, 0.3, 0.9])
+    cheap = route(p, t.costs(), quality_weight=0.5)
+    assert cheap.unknown_cost.tolist() == [3] and cheap.ranking.tolist() == [1, 2, 0]
+    plain = route(p, t.costs(), quality_weight=1.0)  # cost does not matter: the unknown-cost model competes
+    assert plain.chosen == 3 and plain.unknown_cost.tolist() == []
+    with pytest.raises(ValueError, match="every candidate's cost is unknown"):
+        route(p[3:], t.costs()[3:], quality_weight=0.5)

@@ -80,8 +80,8 @@ def test_fallback_share_is_a_sensible_fraction(materialized):
     assert 0 < share < 2
     summary = _warehouse(home, "fallback_report").set_index("substitute")
     nearest = summary.loc["nearest embedding neighbour"]
-    assert nearest["share_kept"] == pytest.approx(share)
-    assert nearest["routing_accuracy"] == pytest.approx(share * summary.loc["none (full router)", "routing_accuracy"])
+    assert nearest["share_kept"] == pytest.approx(share, rel=1e-3)  # the metadata shows 4 significant digits
+    assert nearest["routing_accuracy"] == pytest.approx(nearest["share_kept"] * summary.loc["none (full router)", "routing_accuracy"])
 
 
 def test_near_duplicates_finds_the_exact_reupload(materialized):

@@ -120,6 +120,11 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         assert "distance" in view.metadata["nearest_models"].value and neighbours["model"].iloc[4] in view.metadata["nearest_models"].value
         profile = view.metadata["per_benchmark_profile"].value
         assert name in profile and all(b in profile for b in new_model_rows(home, name)["benchmark"].unique())
+        counts = new_model_rows(home, name).groupby("benchmark").size()
+        n_line = next(line for line in profile.splitlines() if line.startswith(f"| n ({name})"))
+        assert [int(float(c)) for c in n_line.strip("|").split("|")[1:]] == counts.tolist()  # n per benchmark
+        stability = view.metadata["nearest_model_stability"].value
+        assert 0.0 <= stability <= 1.0 and "bootstrap resamples" in view.metadata["neighbours_under_resampling"].value
         assert str(before["checkpoint_id"].iloc[0]) == view.metadata["checkpoint_id"].value
         # the model of the training source: recorded, its training row kept
         kept = run_onboarding(instance, requests[safe_model_key(trained_name)])

@@ -166,13 +166,56 @@ def test_table_assets_carry_their_column_schema(materialized) -> None:
     assert {"model", "query_id", "score"} <= {c.name for c in table.columns}
 
 
-def test_checkpoint_best_metrics_are_plottable_floats(materialized) -> None:
-    """The asset's Plots tab charts float entries across materializations, not a JSON blob."""
+def test_checkpoint_figures_are_the_kept_models_in_dagster_and_mlflow(materialized) -> None:
+    """The asset's Plots tab charts float entries across materializations; they are the saved checkpoint's figures
+    (after the predictor fine-tuning), the same as the MLflow run's selected/... metrics."""
+    import mlflow
     from dagster import FloatMetadataValue
 
     _, result, home = materialized
     meta = _materialization(result, "locus_checkpoint")
-    best = json.loads(pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]["best_metrics"])
-    assert isinstance(meta["best_val_routing_acc"], FloatMetadataValue)
-    assert meta["best_val_routing_acc"].value == pytest.approx(best["val_routing_acc"])
-    assert "best_epoch" in meta and "best_metrics" in meta
+    row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    kept, epoch = json.loads(row["kept_metrics"]), json.loads(row["best_metrics"])
+    assert isinstance(meta["val_routing_acc"], FloatMetadataValue)
+    assert meta["epoch_val_routing_acc"].value == pytest.approx(epoch["val_routing_acc"], abs=1e-4)
+    assert "finetune_step" in kept and meta["val_loss"].value == kept["val_loss"]  # the tiny config fine-tunes
+    assert meta["val_loss"].value <= meta["finetune_val_loss_before"].value  # the lower val BCE is kept
+    logged = mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(row["mlflow_run_id"]).data.metrics
+    assert {k: logged[f"selected/{k}"] for k in kept} == kept
+    assert "what it measures" in meta["figures"].value and "best_epoch" in meta
+
+
+def test_metadata_paths_are_relative_to_the_home(materialized) -> None:
+    """A copied home's metadata names its own files: $LOCUS_HOME/<relative path>, never the original's."""
+    _, result, home = materialized
+    paths = {f"{e.asset_key.to_user_string()}.{k}": v.value for e in result.get_asset_materialization_events()
+             for e in [e.event_specific_data.materialization] for k, v in e.metadata.items() if type(v).__name__ == "PathMetadataValue"}
+    assert {"locus_checkpoint.checkpoint", "locus_checkpoint.path", "routing_evaluation.report"} <= set(paths)
+    assert all(p.startswith("$LOCUS_HOME/") and str(home) not in p for p in paths.values()), paths
+    assert (home / paths["locus_checkpoint.checkpoint"].removeprefix("$LOCUS_HOME/")).exists()
+
+
+def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized) -> None:
+    """mlflow.pyfunc.load_model("models:/locus@current"): routes queries, or scores (query, model) pairs, with the
+    checkpoint's own predictions."""
+    import mlflow
+    import numpy as np
+
+    from locus_model.data.encoding import encode_queries
+    from locus_model.model import load_checkpoint, predict_proba
+    from locus_model.pool import pool_matrix
+
+    _, _, home = materialized
+    mlflow.set_tracking_uri(f"sqlite:///{home}/mlflow/mlflow.db")
+    router = mlflow.pyfunc.load_model("models:/locus@current")
+    queries = ["What is 2 + 2?", "Name the capital of France."]
+    routed = router.predict(pd.DataFrame({"query": queries}))
+    assert list(routed.columns) == ["query", "model", "p_correct"] and len(routed) == 2
+    row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    model, extra = load_checkpoint(home / row["path"])
+    pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    names, z = pool_matrix(pool[pool["source"] != "onboarded"])
+    probs = predict_proba(model, z, encode_queries(queries, encoder=extra["encoder"], progress=False))
+    assert routed["model"].tolist() == [names[i] for i in probs.argmax(axis=0)]
+    pairs = router.predict(pd.DataFrame({"query": queries, "model": [names[0], names[1]]}))
+    np.testing.assert_allclose(pairs["p_correct"], [probs[0, 0], probs[1, 1]], rtol=1e-5)

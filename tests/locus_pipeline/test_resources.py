@@ -44,3 +44,48 @@ def test_a_missing_or_damaged_table_names_the_file_and_the_fix(tmp_path) -> None
     home.table_path("model_embeddings").write_bytes(b"PAR1 not a parquet file")
     with pytest.raises(StorageError, match="model_embeddings.parquet cannot be read"):
         home.read_pool()
+
+
+def test_links_stored_by_an_earlier_run_follow_the_configured_ports(tmp_path, monkeypatch) -> None:
+    """make demo stores links with the default ports; make dev on other ports relinks both stores before starting."""
+    import dagster as dg
+    import mlflow
+
+    from locus_pipeline.instance import relink_mlflow_links
+
+    monkeypatch.delenv("LOCUS_MLFLOW_URL", raising=False)
+    monkeypatch.delenv("LOCUS_DAGSTER_URL", raising=False)
+    home = LocusHome(root=str(tmp_path))
+    demo = MlflowTracking(home=home, ui_url="http://127.0.0.1:5000", dagster_url="http://127.0.0.1:3000")
+    with demo.start_run("r", tags={"dagster.run_url": demo.dagster_run_url("abc"),
+                                   "mlflow.note.content": f"trained by [abc]({demo.dagster_run_url('abc')})"}) as run:
+        run_id, experiment_id = run.info.run_id, run.info.experiment_id
+    client = mlflow.MlflowClient(demo.uri)
+    client.create_registered_model("locus")
+    client.create_model_version("locus", source="x", run_id=run_id, tags={"dagster.run_url": demo.dagster_run_url("abc")},
+                                description=f"by [abc]({demo.dagster_run_url('abc')})")
+    dagster_home = tmp_path / "dagster"
+    dagster_home.mkdir()
+
+    @dg.asset
+    def checkpoint(context) -> None:
+        context.add_output_metadata({"mlflow_run": dg.MetadataValue.url(demo.run_url(experiment_id, run_id)),
+                                     "atlas": dg.MetadataValue.url(demo.artifact_url(run_id, "reports/atlas.html"))})
+
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        dg.materialize([checkpoint], instance=instance)
+
+    monkeypatch.setenv("DAGSTER_PORT", "3931")
+    monkeypatch.setenv("MLFLOW_PORT", "5031")
+    dev = MlflowTracking(home=home)
+    assert dev.relink() == 4 and dev.relink() == 0  # two run tags, the version's tag and description; then nothing
+    assert relink_mlflow_links(dagster_home, dev.ui_url) >= 1
+    run = client.get_run(run_id)
+    assert run.data.tags["dagster.run_url"] == "http://127.0.0.1:3931/runs/abc"
+    assert "(http://127.0.0.1:3931/runs/abc)" in run.data.tags["mlflow.note.content"]
+    version = client.get_model_version("locus", "1")
+    assert version.tags["dagster.run_url"] == "http://127.0.0.1:3931/runs/abc" and ":3931/runs/abc" in version.description
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        meta = instance.get_latest_materialization_event(dg.AssetKey("checkpoint")).asset_materialization.metadata
+    assert meta["mlflow_run"].url == dev.run_url(experiment_id, run_id)
+    assert meta["atlas"].url.startswith("http://127.0.0.1:5031/get-artifact?")

@@ -90,6 +90,24 @@ def test_rejections_show_in_the_tick_and_move_the_file(home: Path) -> None:
         assert sorted(p.name.endswith(".reason.txt") for p in rejected) == [False, True]
 
 
+def test_a_rejection_beside_an_accepted_file_is_an_observation_on_the_onboarding_asset(home: Path) -> None:
+    """A tick that requests runs still shows the rejected file: an AssetObservation of onboarded_evaluations
+    (the asset's Events in the UI) with the reason; a tick with only a rejection is SKIPPED with it and the same."""
+    drop(home, "good.csv", evals("org/good 7b"))
+    drop(home, "bad.csv", HEADER + "m,q1,text,bench,7\n")
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+        assert [r.partition_key for r in result.run_requests] == [safe_model_key("org/good 7b")]
+        (seen,) = result.asset_events
+        assert isinstance(seen, dg.AssetObservation) and seen.asset_key == dg.AssetKey("onboarded_evaluations")
+        assert seen.metadata["rejected_file"].value == "bad.csv" and "column 'score'" in seen.metadata["reason"].value
+        assert (home / seen.metadata["reason_file"].value).exists()
+        drop(home, "worse.csv", "not,a,header\n1,2,3\n")
+        alone, _ = tick(instance, home, cursor=result.cursor)
+        assert alone.run_requests == [] and "rejected worse.csv" in alone.skip_reason.skip_message
+        assert [e.metadata["rejected_file"].value for e in alone.asset_events] == ["worse.csv"]
+
+
 def test_the_same_file_twice_requests_nothing_the_second_time(home: Path) -> None:
     drop(home, "a.csv", evals("m"))
     with dg.instance_for_test() as instance:
@@ -129,7 +147,11 @@ def test_reports_refresh_once_when_the_pool_is_newer_and_nothing_is_running() ->
         assert "no pool yet" in sense().skip_message
         _materialize(instance, "model_embeddings")
         _materialize(instance, "heldout_predictions")
-        assert "newer than the pool" in sense().skip_message
+        assert "up to date with the pool" in sense().skip_message
+        refresh = dg.DagsterRun(job_name="reports_refresh_job", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED)
+        instance.add_run(refresh)  # heldout_predictions is done, the analyses after it are not
+        assert "a reports refresh is running" in sense().skip_message
+        instance.report_run_failed(refresh)
         _materialize(instance, "model_embeddings")  # an onboarding changed the pool
         _add_run(instance, dg.DagsterRunStatus.STARTED)  # and another one is still going
         assert "waiting for 1 onboarding_job run" in sense().skip_message

@@ -71,9 +71,12 @@ def test_route_ranks_the_pool_by_p_correct_with_nearest_neighbour_fallbacks(buil
     for x in ranking:
         assert x["p_correct"] == pytest.approx(probs[x["model"]], abs=1e-6) and x["score"] == pytest.approx(x["p_correct"], abs=1e-6)
     assert body["chosen"] == ranking[0]["model"]
-    assert body["fallbacks"] == nearest(built, body["chosen"], list(built["pool"]["model"]))[:3]
+    near = nearest(built, body["chosen"], list(built["pool"]["model"]))[:3]  # the three nearest, in ranking order
+    assert body["fallbacks"] == [x["model"] for x in ranking if x["model"] in near]
     assert body["checkpoint_id"] == built["checkpoint_id"] and body["pool_models"] == len(NAMES)
-    assert body["cost_basis"] == "none" and body["elapsed_ms"] >= 0 and body["lambda"] == 0.0
+    # no catalog and no prices: the sizes in the names ("alpha-7b") are the cost proxy, and the note says so
+    assert body["cost_basis"] == "params_b" and "read from the name" in body["cost_note"]
+    assert body["elapsed_ms"] >= 0 and body["lambda"] == 0.0
 
 
 def test_route_trades_quality_for_cost_and_honours_the_cost_cap(built, tmp_path):
@@ -171,6 +174,9 @@ def test_dry_run_answers_with_the_decision_clearly_marked(built, tmp_path):
     body = r.json()
     assert body["model"] == decision["chosen"] == r.headers["x-locus-model"]
     assert body["locus"]["dry_run"] is True and body["locus"]["fallbacks"] == decision["fallbacks"]
+    with client_for(built, tmp_path) as client:  # /healthz and /v1/models agree on what a dry run can route
+        health, listed = client.get("/healthz").json(), client.get("/v1/models").json()["data"]
+    assert health["routable_models"] == sum(m["locus"].get("routable", False) for m in listed) == len(NAMES)
     assert body["choices"][0]["message"]["content"].startswith("[locus dry-run: no upstream configured]")
     events = [line for line in s.text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "data: [DONE]" and json.loads(events[0][6:])["model"] == decision["chosen"]
@@ -252,6 +258,10 @@ def test_an_upstream_error_moves_down_the_fallback_chain(built, tmp_path):
     assert f'locus_fallbacks_total{{model="{chosen}",reason="http_500"}} 1.0' in metrics
     assert f'locus_fallbacks_total{{model="{first}",reason="timeout"}} 1.0' in metrics
     assert f'locus_answers_total{{model="{second}"}} 1.0' in metrics
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake)) as client:
+        explained = client.post("/v1/chat/completions", json=chat(locus={"explain": True})).json()
+    assert explained["locus"]["chosen"] == chosen and explained["locus"]["answered_by"] == second
+    assert explained["locus"]["fallbacks_used"] == 2 and explained["locus"]["ranking"][0]["model"] == chosen
 
 
 def test_every_upstream_failing_is_a_502_naming_them(built, tmp_path):

@@ -14,7 +14,7 @@ import pandas as pd
 from pydantic import Field
 
 from locus_model.markdown import escape_frame, escape_markdown
-from locus_pipeline.defs.metadata import ATLAS_ARTIFACT, OWNERS, atlas_link, ui_png_markdown
+from locus_pipeline.defs.metadata import ATLAS_ARTIFACT, OWNERS, atlas_link, home_path, ui_png_markdown
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
@@ -73,8 +73,9 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
 
     report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=data_note(home), png=png)
     shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", ui_png_markdown(png))
+    figures = {k: float(f"{v:.4g}") if isinstance(v, float) and np.isfinite(v) else v for k, v in metadata.items()}  # 4 digits
     context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shorten_tables(shown, name)),
-                                 "report_path": dg.MetadataValue.path(str(report.md_path)), **metadata})
+                                 "report_path": home_path(home, report.md_path), **figures})
 
 
 def labelled_pool(model_embeddings: pd.DataFrame, heldout_predictions: pd.DataFrame):
@@ -500,8 +501,8 @@ def model_atlas(
     summary = (f"[atlas.html](atlas.html): {len(names)} models, k-center portfolio of {len(members)} highlighted; "
                "self-contained, opens without network.")
     publish(context, home, "model_atlas", title="Model atlas", summary=summary,
-            body=f"Open `{path}` in a browser (PCA 2-D/3-D, click a model for its neighbours).",
-            png=png, atlas_path=dg.MetadataValue.path(str(path)), portfolio_size=len(members),
+            body=f"Open `$LOCUS_HOME/{home.relative(path)}` in a browser (PCA 2-D/3-D, click a model for its neighbours).",
+            png=png, atlas_path=home_path(home, path), portfolio_size=len(members),
             **atlas_link(home, mlflow, checkpoint_id))
     return pd.DataFrame({"model": names, "family": families, "pc1": coords[:, 0], "pc2": coords[:, 1],
                          "pc3": coords[:, 2], "in_portfolio": member})
@@ -533,5 +534,5 @@ def analysis_reports(context: dg.AssetExecutionContext, home: LocusHome) -> pd.D
         lines += ["", "Other files: " + ", ".join(f"[{o}]({o})" for o in others)]
     path = folder / "README.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    context.add_output_metadata({"index": dg.MetadataValue.md("\n".join(lines)), "path": dg.MetadataValue.path(str(path))})
+    context.add_output_metadata({"index": dg.MetadataValue.md("\n".join(lines)), "path": home_path(home, path)})
     return index

@@ -7,7 +7,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.metadata import OWNERS
+from locus_pipeline.defs.metadata import OWNERS, home_path
 from locus_pipeline.storage import LocusHome
 
 
@@ -71,12 +71,13 @@ def routing_evaluation(
     context.log.info("\n" + text)
     flat = flatten_results(result)
     headline = flat[(flat["benchmark"] == "") & flat["metric"].isin(["routing_acc", "correctness_acc", "auc", "brier"])]
-    table_md = headline.pivot_table(index=["method", "group"], columns="metric", values="mean").round(4).to_markdown()
+    table_md = (headline.pivot_table(index=["method", "group"], columns="metric", values="mean").reset_index()
+                .rename_axis(columns=None).to_markdown(index=False, floatfmt=".4g"))  # one column per key, 4 digits
     context.add_output_metadata(
         {
             "checkpoint_id": record.checkpoint_id,
             "routing_table": dg.MetadataValue.md(table_md),
-            "report": dg.MetadataValue.path(str(path)),
+            "report": home_path(home, path),
             "sizes": dg.MetadataValue.json(json.loads(json.dumps(result["sizes"]))),
             "wall_s": result["wall_s"],
         }

@@ -14,13 +14,14 @@ import pandas as pd
 from pydantic import Field
 
 from locus_model.markdown import escape_frame
-from locus_pipeline.defs.metadata import OWNERS, atlas_link
+from locus_pipeline.defs.metadata import OWNERS, atlas_link, home_path
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 GROUP = "onboarding"
 NEIGHBOURS = 5
+STABILITY_DRAWS = 20  # bootstrap resamples of an onboarded model's evaluations for its neighbours' stability
 
 
 class OnboardingConfig(dg.Config):
@@ -82,10 +83,10 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
         "evaluations": len(store),
         "new_evaluations_in_file": new_rows,
         "accepted_file": config.accepted_file or "(none: re-embedding from the store)",
-        "mean_score": float(np.mean(store["score"])),
+        "mean_score": round(float(np.mean(store["score"])), 4),
         "benchmarks": dg.MetadataValue.md(escape_frame(profile.round(4)).to_markdown()),
         "dagster/row_count": len(store),
-        "path": dg.MetadataValue.path(str(home.store_path(key))),
+        "path": home_path(home, home.store_path(key)),
     })
 
 
@@ -94,7 +95,7 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     """The onboarded model as the pool holds it: its row, its five nearest models (Euclidean distance between
     model embeddings) and its per-benchmark profile beside theirs. A model of the training source keeps its
     training embedding (its new evaluations are only recorded in its store)."""
-    from locus_model.onboarding import nearest_models
+    from locus_model.onboarding import nearest_models, neighbour_stability
     from locus_pipeline.reports import per_benchmark_accuracy
 
     key = context.partition_key
@@ -110,15 +111,37 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     accuracy = per_benchmark_accuracy(training, home.onboarded_evaluations())
     profile = accuracy.reindex([name] + neighbours["model"].tolist())
     profile = profile.loc[:, profile.loc[name].notna()] if name in accuracy.index else profile
+    stability, n_rows = {}, {}
+    if str(row["source"]) == "onboarded":  # its evaluations are its store: how much can they say?
+        store = home.read_store(key)
+        n_rows = store.groupby("benchmark")["score"].size().to_dict()
+        checkpoint = home.pool_checkpoint(pool)
+        encodings, _ = home.encode(store, checkpoint.encoder)  # cached: the onboarding run encoded them
+        shares = neighbour_stability(checkpoint.model, store, encodings, pool, name, k=NEIGHBOURS,
+                                     draws=STABILITY_DRAWS)
+        nearest = str(neighbours["model"].iloc[0]) if len(neighbours) else ""
+        top1 = float(shares.set_index("model")["share_top1"].get(nearest, 0.0))
+        stability = {
+            "nearest_model_stability": round(top1, 3),
+            "neighbours_under_resampling": dg.MetadataValue.md(
+                f"{STABILITY_DRAWS} bootstrap resamples of {name}'s own {len(store)} evaluations, each embedded by one "
+                f"forward pass: how often each model is the nearest (share_top1) or among the {NEIGHBOURS} nearest "
+                f"(share_topk). {nearest} is the nearest in {100 * top1:.0f}% of them.\n\n"
+                + shares.head(10).to_markdown(index=False, floatfmt=".2f")),
+        }
+    shown = profile.round(3)
+    if n_rows:  # how many evaluations each of the model's accuracies rests on
+        shown = pd.concat([shown, pd.DataFrame([{b: n_rows.get(b) for b in shown.columns}], index=[f"n ({name})"])])
     context.add_output_metadata({
         "model": name,
         "source": str(row["source"]),
         "n_evaluations": int(row["n_evaluations"]),
         "checkpoint_id": str(row["checkpoint_id"]),
         "nearest_model": str(neighbours["model"].iloc[0]) if len(neighbours) else "",
-        "distance_to_nearest": float(neighbours["distance"].iloc[0]) if len(neighbours) else float("nan"),
+        "distance_to_nearest": round(float(neighbours["distance"].iloc[0]), 4) if len(neighbours) else float("nan"),
         "nearest_models": dg.MetadataValue.md(escape_frame(neighbours.round(4)).to_markdown(index=False)),
-        "per_benchmark_profile": dg.MetadataValue.md(escape_frame(profile.round(3)).to_markdown()),
+        "per_benchmark_profile": dg.MetadataValue.md(escape_frame(shown).to_markdown()),
+        **stability,
         "pool_models": len(pool),
         **atlas_link(home, mlflow, str(row["checkpoint_id"])),  # the model shows there after the reports refresh
     })

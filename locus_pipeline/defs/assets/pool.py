@@ -14,7 +14,7 @@ import dagster as dg
 import pandas as pd
 
 from locus_model.markdown import escape_frame
-from locus_pipeline.defs.metadata import OWNERS, atlas_link, pool_schema
+from locus_pipeline.defs.metadata import OWNERS, atlas_link, home_path, pool_schema
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
@@ -122,6 +122,6 @@ def model_embeddings(context: dg.AssetExecutionContext, home: LocusHome, mlflow:
     if changed.get("action") == "kept-training":
         context.log.warning(f"{changed['model']} is a model of the training source: its pool row stays the training "
                             "embedding; the new evaluations are recorded in its store only")
-    return dg.MaterializeResult(metadata={**pool_summary(pool), **changed, "path": dg.MetadataValue.path(str(home.pool_path)),
+    return dg.MaterializeResult(metadata={**pool_summary(pool), **changed, "path": home_path(home, home.pool_path),
                                           "dagster/column_schema": pool_schema(),
                                           **atlas_link(home, mlflow, str(pool["checkpoint_id"].iloc[0]))})

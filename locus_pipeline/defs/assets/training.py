@@ -3,6 +3,7 @@
 
 import dataclasses
 import json
+import tempfile
 import typing
 import uuid
 from dataclasses import asdict
@@ -13,7 +14,7 @@ from pydantic import Field, create_model
 
 from locus_model.model import LocusConfig
 from locus_model.train import TrainConfig
-from locus_pipeline.defs.metadata import OWNERS
+from locus_pipeline.defs.metadata import OWNERS, home_path
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome, checkpoint_id
 
@@ -21,8 +22,36 @@ CURRENT_ALIAS = "current"  # the registered model's newest version: models:/locu
 REGISTERED_MODEL_DESCRIPTION = (
     "LOCUS (arXiv 2601.21082): the set encoder that turns a model's evaluations into a model embedding, and the "
     "correctness predictor P(correct | model embedding, query encoding). Each version is one `locus_checkpoint` "
-    "materialization (tags: checkpoint_id, encoder, dagster.run_url); the alias `current` is the newest. Load the "
-    "artifact's `.pt` with `locus_model.model.load_checkpoint`.")
+    "materialization (tags: checkpoint_id, encoder, dagster.run_url); the alias `current` is the newest. "
+    "`mlflow.pyfunc.load_model('models:/locus@current').predict(pd.DataFrame({'query': [...]}))` routes queries "
+    "(add a `model` column for P(correct) of (query, model) pairs; locus_pipeline/pyfunc.py); the run's "
+    "`checkpoint/` holds the `.pt` for `locus_model.model.load_checkpoint`.")
+
+
+def checkpoint_figures(result) -> list[tuple[str, float, str]]:
+    """(name, value, what it measures) of the saved checkpoint: the kept model's validation figures (after the
+    predictor fine-tuning when it ran), then the selected epoch's (before it). The same names are the MLflow
+    metrics ``selected/<name>`` and the Dagster floats (the Plots tab)."""
+    epoch = result.best_metrics
+    tuned = result.finetune
+    out = [
+        ("val_loss", tuned.get("val_loss_after", epoch.get("val_loss")),
+         "the saved checkpoint's validation BCE" + (" after the predictor fine-tuning (every model embedded from all "
+                                                    "its train cells; before the post-hoc calibration)" if tuned else
+                                                    " at the selected epoch")),
+        ("val_routing_acc", tuned.get("val_routing_acc", epoch.get("val_routing_acc")),
+         "the saved checkpoint's validation routing accuracy: the mean score of the model it routes each validation "
+         "query to" + (" (after the fine-tuning)" if tuned else "")),
+        ("epoch_val_loss", epoch.get("val_loss"), f"validation BCE at the selected epoch {result.best_epoch}, before any fine-tuning"),
+        ("epoch_val_routing_acc", epoch.get("val_routing_acc"), "validation routing accuracy at the selected epoch (what selects it)"),
+        ("epoch_val_correctness_acc", epoch.get("val_correctness_acc"), "validation correctness accuracy (P > 0.5) at the selected epoch"),
+        ("epoch_train_loss", epoch.get("train_loss"), "training BCE (noisy queries) at the selected epoch"),
+    ]
+    if tuned:
+        out += [("finetune_val_loss_before", tuned.get("val_loss_before"), "validation BCE at the start of the fine-tuning"),
+                ("finetune_step", tuned.get("step"), "the kept step of the predictor fine-tuning"),
+                ("finetune_noise", tuned.get("noise"), "the query-noise ratio of the kept fine-tuning")]
+    return [(n, round(float(v), 4), why) for n, v, why in out if v is not None]
 
 
 class SplitConfig(dg.Config):
@@ -159,8 +188,10 @@ def locus_checkpoint(
     from locus_model.data.matrix import fingerprint_evaluations
     from locus_model.model import resolve_device, save_checkpoint
     from locus_model.train import train_locus
+    from locus_model.pool import embed_models
     from locus_pipeline.defs.metadata import training_curve_png
-    from locus_pipeline.tables import training_arrays
+    from locus_pipeline.pyfunc import log_pyfunc
+    from locus_pipeline.tables import pool_evaluations, training_arrays
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
     trained_on = evaluation_table[evaluation_table["model"].astype(str).isin(in_training)]
@@ -201,19 +232,23 @@ def locus_checkpoint(
         staging.rename(path)
         curve = home.dir("reports") / "training_curve.png"
         curve_md = training_curve_png(result.history, curve)
-        mlflow_api.log_metrics({f"selected/{k}": float(v) for k, v in result.best_metrics.items() if k != "epoch" and v is not None})
-        if result.finetune:  # predictor fine-tuning: the kept step and val BCE before/after
-            mlflow_api.log_metrics({f"selected/finetune_{k}": float(v) for k, v in result.finetune.items()})
+        figures = checkpoint_figures(result)  # the saved checkpoint's figures, the same in MLflow and in Dagster
+        mlflow_api.log_metrics({f"selected/{name}": value for name, value, _ in figures})
         mlflow_api.set_tag("checkpoint_id", ckpt_id)
         mlflow_api.log_artifact(str(path), artifact_path="checkpoint")
         mlflow_api.log_artifact(str(curve), artifact_path="plots")
+        with tempfile.TemporaryDirectory() as staging_dir:
+            # the registered version as a pyfunc: the checkpoint with the training source's model embeddings
+            embeddings = embed_models(result.model, pool_evaluations(evaluation_table, training_split), query_encodings,
+                                      checkpoint=ckpt_id, source="training")
+            logged = log_pyfunc(path, embeddings, staging_dir)
         client = mlflow_api.MlflowClient()
         if client.search_registered_models(filter_string=f"name = '{mlflow.registered_model}'") == []:
             client.create_registered_model(mlflow.registered_model, description=REGISTERED_MODEL_DESCRIPTION)
         elif not client.get_registered_model(mlflow.registered_model).description:
             client.update_registered_model(mlflow.registered_model, description=REGISTERED_MODEL_DESCRIPTION)
         version = client.create_model_version(
-            mlflow.registered_model, source=f"{run.info.artifact_uri}/checkpoint", run_id=run.info.run_id,
+            mlflow.registered_model, source=logged.model_uri, model_id=logged.model_id, run_id=run.info.run_id,
             tags={"checkpoint_id": ckpt_id, "encoder": encoder, "dagster.run_id": context.run_id, "dagster.run_url": dagster_run},
             description=f"Checkpoint `{ckpt_id}` ({encoder}), trained by Dagster run [{context.run_id[:8]}]({dagster_run}).",
         )
@@ -222,7 +257,7 @@ def locus_checkpoint(
     context.add_output_metadata(
         {
             "mlflow_run": dg.MetadataValue.url(url),
-            "checkpoint": dg.MetadataValue.path(str(path)),
+            "checkpoint": home_path(home, path),
             "checkpoint_id": ckpt_id,
             "registered_model_version": f"{mlflow.registered_model} v{version.version} (alias {CURRENT_ALIAS})",
             "mlflow_experiment": dg.MetadataValue.url(mlflow.experiment_url(run.info.experiment_id)),
@@ -230,9 +265,10 @@ def locus_checkpoint(
             "best_epoch": result.best_epoch,
             "epochs_run": len(result.history),
             "device": device,
-            "best_metrics": dg.MetadataValue.json({k: v for k, v in result.best_metrics.items()}),
-            # one float per metric: the asset's Plots tab charts them across materializations
-            **{f"best_{k}": float(v) for k, v in result.best_metrics.items() if k != "epoch" and v is not None},
+            # one float per figure (MLflow: selected/<name>): the asset's Plots tab charts them across materializations
+            **{name: value for name, value, _ in figures},
+            "figures": dg.MetadataValue.md("| figure | value | what it measures |\n|---|---|---|\n" + "\n".join(
+                f"| `{name}` | {value:.4g} | {why} |" for name, value, why in figures)),
             "training_curve": dg.MetadataValue.md(curve_md),
         }
     )
@@ -241,5 +277,6 @@ def locus_checkpoint(
             "checkpoint_id": ckpt_id, "path": home.relative(path), "encoder": encoder, "data_fingerprint": fingerprint,
             "mlflow_run_id": run.info.run_id, "model_version": str(version.version),
             "best_epoch": result.best_epoch, "best_metrics": json.dumps(result.best_metrics), "device": device,
+            "kept_metrics": json.dumps({name: value for name, value, _ in figures}),
         }]
     )
