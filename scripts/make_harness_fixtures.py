@@ -1,0 +1,100 @@
+"""Regenerate tests/fixtures/harnesses/ with the REAL evaluation harnesses, offline, on small local tasks.
+
+The harnesses are not project dependencies: install them in a separate venv (they pull datasets, evaluate, boto3):
+
+    python3.11 -m venv /work/harness-venv
+    /work/harness-venv/bin/pip install -r scripts/harness-requirements.txt
+    HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 /work/harness-venv/bin/python scripts/make_harness_fixtures.py
+
+What it writes under tests/fixtures/harnesses/ (the task definitions and data are in sources/):
+- lm_eval/<model>/results_<time>.json + samples_<task>_<time>.jsonl: `lm_eval --model dummy --log_samples` on the
+  YAML tasks locus_capitals (multiple choice, 2-shot, acc/acc_norm) and locus_arithmetic (generate_until,
+  exact_match), data from local JSON files (`dataset_path: json`), for two "models": the dummy model named
+  dummy-a (seed 1) and dummy-b (seed 2) through `--model_args pretrained=<name>` (the dummy ignores it; lm-eval
+  records it as the model's name). The dummy scores choices at random, so the seeds give different scores.
+- inspect/: Inspect AI's `mockllm/model-a` (an .eval log per task) and `mockllm/model-b` (a .json log per task)
+  on the tasks in sources/inspect_tasks.py; each mock answers from a fixed table (custom_outputs), so the two
+  models get different scores.
+lighteval and HELM fixtures are not produced here: see tests/fixtures/harnesses/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "harnesses"
+SOURCES = FIXTURES / "sources"
+LM_EVAL_MODELS = (("dummy-a", 1), ("dummy-b", 2))
+# what each mock model answers, by a word of the question: model-a knows France/Japan/Kenya and 2 + 2, 3 * 5;
+# model-b knows France/Canada and 2 + 2, 10 - 7, 9 / 3
+INSPECT_ANSWERS = {
+    "model-a": {"France": "B", "Japan": "A", "Canada": "A", "Kenya": "D", "Peru": "B",
+                "2 + 2": "4", "3 * 5": "15", "10 - 7": "4", "9 / 3": "2"},
+    "model-b": {"France": "B", "Japan": "C", "Canada": "C", "Kenya": "A", "Peru": "C",
+                "2 + 2": "4", "3 * 5": "8", "10 - 7": "3", "9 / 3": "3"},
+}
+
+
+def offline_env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_DATASETS_CACHE": str(cache / "datasets"),
+            "HF_HOME": str(cache / "hf"), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def make_lm_eval(out: Path, cache: Path) -> None:
+    shutil.rmtree(out, ignore_errors=True)
+    lm_eval = Path(sys.executable).parent / "lm_eval"
+    for name, seed in LM_EVAL_MODELS:
+        subprocess.run([str(lm_eval), "--model", "dummy", "--model_args", f"pretrained={name}", "--include_path", ".",
+                        "--tasks", "locus_capitals,locus_arithmetic", "--output_path", str(out), "--log_samples",
+                        "--seed", str(seed)], cwd=SOURCES, env=offline_env(cache), check=True)
+
+
+def make_inspect(out: Path) -> None:
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+    sys.path.insert(0, str(SOURCES))
+    from inspect_tasks import arithmetic, capitals
+
+    shutil.rmtree(out, ignore_errors=True)
+    for name, log_format in (("model-a", "eval"), ("model-b", "json")):
+        table = INSPECT_ANSWERS[name]
+
+        def answer(messages, tools, tool_choice, config, table=table, name=name):  # noqa: ANN001, ANN202 (mockllm's callable)
+            text = messages[-1].text
+            reply = next((a for key, a in table.items() if key in text), "no idea")
+            content = f"ANSWER: {reply}" if len(reply) == 1 and reply.isalpha() else reply
+            output = ModelOutput.from_content(model=name, content=content)
+            # with usage given, mockllm does not count tokens with tiktoken (whose encoding file is downloaded)
+            output.usage = ModelUsage(input_tokens=len(text.split()), output_tokens=1, total_tokens=len(text.split()) + 1)
+            return output
+
+        model = get_model(f"mockllm/{name}", custom_outputs=answer)
+        logs = inspect_eval([capitals(), arithmetic()], model=model, log_dir=str(out), log_format=log_format, display="none")
+        failed = [(log.eval.task, log.error.message if log.error else "") for log in logs if log.status != "success"]
+        if failed:
+            raise SystemExit(f"Inspect runs failed: {failed}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["lm_eval", "inspect"], help="regenerate one harness's fixtures only")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ.update(offline_env(Path(tmp)))
+        if args.only in (None, "lm_eval"):
+            make_lm_eval(FIXTURES / "lm_eval", Path(tmp))
+        if args.only in (None, "inspect"):
+            make_inspect(FIXTURES / "inspect")
+    print(f"fixtures written under {FIXTURES}")
+
+
+if __name__ == "__main__":
+    main()
