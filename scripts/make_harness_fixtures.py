@@ -15,7 +15,18 @@ What it writes under tests/fixtures/harnesses/ (the task definitions and data ar
 - inspect/: Inspect AI's `mockllm/model-a` (an .eval log per task) and `mockllm/model-b` (a .json log per task)
   on the tasks in sources/inspect_tasks.py; each mock answers from a fixed table (custom_outputs), so the two
   models get different scores.
-lighteval and HELM fixtures are not produced here: see tests/fixtures/harnesses/README.md.
+- lighteval/: lighteval's DummyModel named dummy-a (seed 1) and dummy-b (seed 2) on the custom task in
+  sources/lighteval_tasks.py (data: sources/lighteval_data/test.jsonl, loaded from the local folder), with
+  --save-details: results/<model>/results_<time>.json and details/<model>/<time>/details_capitals|0_<time>.parquet.
+  lighteval needs its own venv (it pulls torch and transformers; pin the CPU torch):
+      python3.11 -m venv /work/lighteval-venv
+      /work/lighteval-venv/bin/pip install -r scripts/lighteval-requirements.txt
+      /work/lighteval-venv/bin/python scripts/make_harness_fixtures.py --only lighteval
+  Offline, lighteval 0.13 needs two workarounds, both made here: its registry imports every built-in task module
+  and some fail at import time (tiny_benchmarks downloads a file, mt_bench/mix_eval call the hub with arguments
+  huggingface_hub 2.x refuses): a built-in task module that fails to import is replaced by an empty one; and it
+  hashes text with xxhash, which 4.x refuses for str: xxhash<4 is pinned.
+HELM: see make_helm below and tests/fixtures/harnesses/README.md.
 """
 
 from __future__ import annotations
@@ -83,9 +94,43 @@ def make_inspect(out: Path) -> None:
             raise SystemExit(f"Inspect runs failed: {failed}")
 
 
+LIGHTEVAL_RUN = """
+import importlib, sys, types
+_import = importlib.import_module
+def tolerant(name, package=None):  # a built-in task module failing at import time (offline) -> an empty one
+    try:
+        return _import(name, package)
+    except Exception as err:
+        if not name.startswith("lighteval.tasks.tasks."):
+            raise
+        print(f"[fixtures] skipped lighteval's built-in task module {name}: {type(err).__name__}", file=sys.stderr)
+        stub = types.ModuleType(name)
+        stub.TASKS_TABLE = []
+        return stub
+importlib.import_module = tolerant
+from lighteval.logging.evaluation_tracker import EvaluationTracker
+from lighteval.models.dummy.dummy_model import DummyModelConfig
+from lighteval.pipeline import ParallelismManager, Pipeline, PipelineParameters
+name, seed, out, tasks_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+pipeline = Pipeline(tasks="capitals|0", evaluation_tracker=EvaluationTracker(output_dir=out, save_details=True),
+                    pipeline_parameters=PipelineParameters(launcher_type=ParallelismManager.NONE, custom_tasks_directory=tasks_file),
+                    model_config=DummyModelConfig(model_name=name, seed=seed))
+pipeline.evaluate()
+pipeline.save_and_push_results()
+"""
+
+
+def make_lighteval(out: Path, cache: Path) -> None:
+    shutil.rmtree(out, ignore_errors=True)
+    for name, seed in LM_EVAL_MODELS:  # one process per model: lighteval keeps state between pipelines
+        subprocess.run([sys.executable, "-c", LIGHTEVAL_RUN, name, str(seed), str(out), str(SOURCES / "lighteval_tasks.py")],
+                       cwd=cache, env=offline_env(cache), check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["lm_eval", "inspect"], help="regenerate one harness's fixtures only")
+    parser.add_argument("--only", choices=["lm_eval", "inspect", "lighteval", "helm"],
+                        help="regenerate one harness's fixtures only (default: lm_eval and inspect, in the harness venv)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.update(offline_env(Path(tmp)))
@@ -93,6 +138,8 @@ def main() -> None:
             make_lm_eval(FIXTURES / "lm_eval", Path(tmp))
         if args.only in (None, "inspect"):
             make_inspect(FIXTURES / "inspect")
+        if args.only == "lighteval":
+            make_lighteval(FIXTURES / "lighteval", Path(tmp))
     print(f"fixtures written under {FIXTURES}")
 
 
