@@ -26,7 +26,15 @@ What it writes under tests/fixtures/harnesses/ (the task definitions and data ar
   and some fail at import time (tiny_benchmarks downloads a file, mt_bench/mix_eval call the hub with arguments
   huggingface_hub 2.x refuses): a built-in task module that fails to import is replaced by an empty one; and it
   hashes text with xxhash, which 4.x refuses for str: xxhash<4 is pinned.
-HELM: see make_helm below and tests/fixtures/harnesses/README.md.
+- helm/: `helm-run --run-entries simple_mcqa:model=simple/model1 ... --max-eval-instances 5` and the same for
+  simple/model2, suite "fixtures": HELM's own debugging scenario (even/odd questions, multiple_choice_joint,
+  exact_match) answered by its SimpleClient (it echoes the prompt's last word, so every answer is wrong);
+  simple/model2 is a second deployment of the same client declared in a local prod_env (HELM ships only
+  simple/model1). The run folders are copied as helm-run wrote them (benchmark_output/runs/fixtures/<run>/).
+  HELM needs its own venv too:
+      python3.11 -m venv /work/helm-venv
+      /work/helm-venv/bin/pip install torch==2.13.0 crfm-helm==0.5.16
+      /work/helm-venv/bin/python scripts/make_harness_fixtures.py --only helm
 """
 
 from __future__ import annotations
@@ -127,6 +135,30 @@ def make_lighteval(out: Path, cache: Path) -> None:
                        cwd=cache, env=offline_env(cache), check=True)
 
 
+HELM_MODEL2 = {
+    "model_deployments.yaml": "model_deployments:\n  - name: simple/model2\n    model_name: simple/model2\n"
+                              "    tokenizer_name: simple/tokenizer1\n    max_sequence_length: 2048\n    client_spec:\n"
+                              "      class_name: helm.clients.simple_client.SimpleClient\n",
+    "model_metadata.yaml": "models:\n  - name: simple/model2\n    display_name: Simple Model 2\n"
+                           "    description: a second deployment of HELM's SimpleClient, for fixtures with two models\n"
+                           "    creator_organization_name: Helm\n    access: open\n    release_date: 2023-01-01\n"
+                           "    tags: [TEXT_MODEL_TAG, FULL_FUNCTIONALITY_TEXT_MODEL_TAG]\n",
+}
+
+
+def make_helm(out: Path, cache: Path) -> None:
+    shutil.rmtree(out, ignore_errors=True)
+    (cache / "prod_env").mkdir(parents=True, exist_ok=True)
+    for name, text in HELM_MODEL2.items():
+        (cache / "prod_env" / name).write_text(text, encoding="utf-8")
+    helm_run = Path(sys.executable).parent / "helm-run"
+    for model in ("simple/model1", "simple/model2"):
+        subprocess.run([str(helm_run), "--run-entries", f"simple_mcqa:model={model}", "--suite", "fixtures",
+                        "--max-eval-instances", "5", "-o", str(cache / "benchmark_output")], cwd=cache,
+                       env=offline_env(cache), check=True)
+    shutil.copytree(cache / "benchmark_output" / "runs" / "fixtures", out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["lm_eval", "inspect", "lighteval", "helm"],
@@ -140,6 +172,8 @@ def main() -> None:
             make_inspect(FIXTURES / "inspect")
         if args.only == "lighteval":
             make_lighteval(FIXTURES / "lighteval", Path(tmp))
+        if args.only == "helm":
+            make_helm(FIXTURES / "helm", Path(tmp))
     print(f"fixtures written under {FIXTURES}")
 
 
