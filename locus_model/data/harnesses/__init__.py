@@ -25,6 +25,8 @@ import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.harnesses.common import HarnessReport
+from locus_model.data.harnesses.lighteval import _DETAILS as _DETAILS_NAME
+from locus_model.data.harnesses.lm_eval import _SAMPLES as _SAMPLES_NAME
 
 HARNESSES = ("lm_eval", "inspect", "lighteval", "helm")
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
@@ -69,12 +71,27 @@ def detect_harness(path: str | Path) -> str | None:
             return None
         if is_inspect_log(path):
             return "inspect"
+        if _SAMPLES_NAME.match(path.name):  # one samples file without its folder: the reader says what is missing
+            return "lm_eval"
+        if _DETAILS_NAME.match(path.name):
+            return "lighteval"
         if archive_suffix(path):
             names = _member_names(path)
             return _detect_names(names) if names else None
     except OSError:
         return None
     return None
+
+
+def is_harness_drop(path: str | Path) -> bool:
+    """Whether a dropped entry goes to the harness readers: any folder (a folder holds a harness's output or is
+    refused with the reason), any archive, and any file a harness wrote (Inspect log, lm-eval samples file,
+    lighteval details file). Never raises."""
+    path = Path(path)
+    try:
+        return not path.is_symlink() and (path.is_dir() or bool(archive_suffix(path)) or detect_harness(path) is not None)
+    except OSError:
+        return False
 
 
 def _member_names(path: Path) -> list[str] | None:
@@ -90,14 +107,12 @@ def _member_names(path: Path) -> list[str] | None:
 
 def _detect_names(names: list[str]) -> str | None:
     """The harness an archive holds, from its member names (the same marks as the folder readers look for)."""
-    from locus_model.data.harnesses.lm_eval import _SAMPLES
-
     base = [n.rstrip("/").rsplit("/", 1)[-1] for n in names]
-    if any(_SAMPLES.match(b) for b in base):
+    if any(_SAMPLES_NAME.match(b) for b in base):
         return "lm_eval"
     if "per_instance_stats.json" in base and "scenario_state.json" in base:
         return "helm"
-    if any(b.startswith("details_") and b.endswith(".parquet") for b in base):
+    if any(_DETAILS_NAME.match(b) for b in base):
         return "lighteval"
     if any(b.endswith(".eval") for b in base) or ("header.json" in base and any(n.startswith("samples/") for n in names)):
         return "inspect"

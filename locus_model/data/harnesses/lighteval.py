@@ -106,14 +106,15 @@ def read_lighteval_details_with_report(path: str | Path, *, model: str | None = 
                                        metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
     """Read a lighteval output folder (details and results, any depth) into the long table."""
     path = Path(path)
-    files = detail_files(path) if path.is_dir() else []
+    files = detail_files(path) if path.is_dir() else ([path] if _DETAILS.match(path.name) and path.is_file() else [])
+    root = path if path.is_dir() else path.parent
     if not files:
         raise EvaluationDataError("no details_<task>_<time>.parquet files (was --save-details given?)", file=path, fix=FIX_LAYOUT)
     rows, tasks, read, records = [], {}, [], 0
     for file in files:
         found = _DETAILS.match(file.name)
         task, stamp = found["task"], found["time"]
-        results_file, results = _results_for(path, stamp)
+        results_file, results = _results_for(root, stamp)
         if model is not None:
             name = model
         elif results_file is not None and (results.get("config_general") or {}).get("model_name"):
