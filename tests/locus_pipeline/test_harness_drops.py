@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from locus_model.data.contract import safe_model_key
-from locus_pipeline.intake import DropFolder, accepted_rows, read_manifests, scan_incoming
+import locus_pipeline.intake as intake
+from locus_pipeline.intake import DropFolder, accepted_rows, intake_file, read_manifests, scan_incoming
 from tests.locus_pipeline.test_sensors import OLD, tick
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harnesses"
@@ -108,6 +109,21 @@ def test_a_folder_is_read_once_settled_and_a_bad_one_is_rejected_with_the_reason
     reasons = {p.name.split("-", 2)[2]: p.read_text() for p in folder.rejected.glob("*.reason.txt")}
     assert "samples_locus_capitals_" in reasons["broken-out.reason.txt"] and "how to fix: lm-eval writes" in reasons["broken-out.reason.txt"]
     assert (folder.rejected / next(p.name for p in folder.rejected.iterdir() if p.name.endswith("-broken-out"))).is_dir()  # kept whole
+
+
+def test_a_folder_that_changes_while_read_is_left_for_later(home: Path, tmp_path: Path, monkeypatch) -> None:
+    path = drop_folder(home, "lm_eval", "lm-eval-out", tmp_path)
+    real = intake.sha256_entry
+
+    def sha_then_writer_adds_a_task(p: Path) -> str:
+        digest = real(p)
+        (p / "dummy-a" / "samples_locus_more_2026-12-01T00-00-00.000001.jsonl").write_text("{}\n")  # still writing
+        return digest
+
+    monkeypatch.setattr(intake, "sha256_entry", sha_then_writer_adds_a_task)
+    result = intake_file(path, DropFolder.at(home))
+    assert result.status == "changed" and path.is_dir()
+    assert not any(DropFolder.at(home).accepted.iterdir()) and not any(DropFolder.at(home).rejected.iterdir())
 
 
 def test_an_lm_eval_folder_is_onboarded_end_to_end(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
