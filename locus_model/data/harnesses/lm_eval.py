@@ -103,7 +103,7 @@ def _first_context(arguments: object) -> str | None:
     return first if isinstance(first, str) else None
 
 
-def _read_samples(file: Path, task: str, version: object, model: str, metric: str | None, delimiter: str,
+def _read_samples(file: Path, task: str, version: object, metric: str | None, delimiter: str,
                   report: dict) -> tuple[dict[str, tuple[str, float]], str]:
     """query_id -> (query, score) of one samples file, and the metric used."""
     lines = list(iter_jsonl(file, fix="the file is cut off or not an lm-eval samples file: run lm_eval again"))
@@ -179,7 +179,7 @@ def read_lm_eval_output_with_report(path: str | Path, *, model: str | None = Non
         config = configs.get(task, {}) if isinstance(configs.get(task), dict) else {}
         version = versions.get(task, (config.get("metadata") or {}).get("version") if isinstance(config.get("metadata"), dict) else None)
         delimiter = config.get("fewshot_delimiter", "\n\n") if isinstance(config.get("fewshot_delimiter", "\n\n"), str) else "\n\n"
-        evaluations, used = _read_samples(file, task, version, name, metric, delimiter, counts)
+        evaluations, used = _read_samples(file, task, version, metric, delimiter, counts)
         tasks[task] = used
         read.extend([results_file, file] if results_file is not None and results_file not in read else [file])
         for query_id, (text, score) in evaluations.items():
