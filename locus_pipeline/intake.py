@@ -14,6 +14,13 @@
    bytes were already accepted moves to ``accepted/`` with a manifest marked ``duplicate_of`` and onboards
    nothing. Nothing is ever deleted.
 3. *Onboarding* is a Dagster run per (file, model): see locus_pipeline/defs/assets/onboarding.py.
+4. *Harness outputs.* A folder, an archive (.zip, .tar.gz, .tgz) or an Inspect log dropped into incoming/ is read
+   by the harness readers (:mod:`locus_model.data.harnesses`: lm-eval, Inspect AI, lighteval, HELM), recognised
+   by its content; its long table is then split by model as a file's rows are. A folder is taken whole: write it
+   elsewhere and move it into incoming/ when complete (one rename), or drop an archive (as ``<name>.part``,
+   then renamed). As the safety net for files, a folder is read only once nothing in it has changed for
+   ``settle_seconds``, and set aside if anything in it changed while it was read. A folder that holds no harness
+   output is rejected with the reason.
 """
 
 from __future__ import annotations
@@ -34,8 +41,11 @@ import pandas as pd
 
 from locus_model.data.contract import safe_model_key
 from locus_model.data.errors import EvaluationDataError, suffix_of
+from locus_model.data.harnesses import is_harness_drop
 from locus_model.onboarding import INTAKE_CHUNK_ROWS, ModelRows, split_by_model
 from locus_pipeline.storage import LocusHome, sha256_file
+
+HARNESS_TABLE = ".harness-evaluations.parquet"  # a harness output's long table, in the staging folder while split
 
 IN_PROGRESS_SUFFIXES = (".part", ".tmp", ".partial", ".crdownload", ".swp")
 SETTLE_SECONDS = 2.0  # a file is read once nothing has written to it for this long
@@ -86,16 +96,47 @@ class DropFolder:
 # ---------------------------------------------------------------------------------------------- drop folder
 
 
+@dataclass(frozen=True)
+class EntryStat:
+    """Size and modification time of a dropped file, or of a dropped folder's content (every file in it)."""
+
+    st_size: int  # bytes (a folder: of all its files)
+    st_mtime_ns: int  # a folder: the newest modification time of anything in it (of the folder itself when empty)
+    signature: tuple  # what must stay the same while the entry is read
+
+
+def entry_stat(path: Path) -> EntryStat:
+    stat = path.stat()
+    if not path.is_dir():
+        return EntryStat(stat.st_size, stat.st_mtime_ns, (stat.st_size, stat.st_mtime_ns))
+    entries = []
+    for item in sorted(path.rglob("*")):
+        item_stat = item.lstat()
+        entries.append((item.relative_to(path).as_posix(), item_stat.st_size if item.is_file() else 0, item_stat.st_mtime_ns))
+    return EntryStat(sum(e[1] for e in entries), max((e[2] for e in entries), default=stat.st_mtime_ns), tuple(entries))
+
+
+def sha256_entry(path: Path) -> str:
+    """sha256 of a file's bytes; of a folder: over each file's relative path and sha256, in sorted order."""
+    if not path.is_dir():
+        return sha256_file(path)
+    digest = hashlib.sha256(b"locus-folder\0")
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(item.relative_to(path).as_posix().encode() + b"\0" + sha256_file(item).encode() + b"\n")
+    return digest.hexdigest()
+
+
 def is_in_progress(name: str) -> bool:
     """Names a writer uses while the file is incomplete: never read (write, then rename)."""
     return name.startswith(".") or name.lower().endswith(IN_PROGRESS_SUFFIXES)
 
 
 def scan_incoming(folder: DropFolder, *, now: float | None = None, settle_seconds: float = SETTLE_SECONDS) -> tuple[list[Path], list[Path]]:
-    """(ready, settling): complete-looking files in ``incoming/``, oldest first, and those still settling.
+    """(ready, settling): complete-looking files and folders in ``incoming/``, oldest first, and those still settling.
 
-    A file is ready when its name is not an in-progress name and nothing has modified it for
-    ``settle_seconds`` (a modification time in the future, e.g. from clock skew, counts as "just written").
+    An entry is ready when its name is not an in-progress name and nothing has modified it (a folder: anything in
+    it, or the folder itself) for ``settle_seconds`` (a modification time in the future, e.g. from clock skew,
+    counts as "just written"). ``accepted/`` and ``rejected/`` are not entries.
     """
     now = time.time() if now is None else now
     ready, settling = [], []
@@ -103,10 +144,12 @@ def scan_incoming(folder: DropFolder, *, now: float | None = None, settle_second
         return ready, settling
     entries = []
     for path in folder.incoming.iterdir():
-        if is_in_progress(path.name) or not path.is_file() or path.is_symlink():
+        if (is_in_progress(path.name) or path.is_symlink() or path in (folder.accepted, folder.rejected)
+                or not (path.is_file() or path.is_dir())):
             continue
         try:
-            entries.append((path.stat().st_mtime, path))
+            mtime = path.stat().st_mtime if path.is_file() else max(entry_stat(path).st_mtime_ns, path.stat().st_mtime_ns) / 1e9
+            entries.append((mtime, path))
         except FileNotFoundError:  # renamed away between listing and stat
             continue
     for mtime, path in sorted(entries, key=lambda e: (e[0], e[1].name)):
@@ -208,12 +251,11 @@ def _find_duplicate(folder: DropFolder, sha: str) -> str | None:
     return None
 
 
-def _changed(path: Path, before: os.stat_result) -> bool:
+def _changed(path: Path, before: EntryStat) -> bool:
     try:
-        after = path.stat()
+        return entry_stat(path).signature != before.signature
     except FileNotFoundError:
         return True
-    return (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
 
 
 def _reason_text(err: EvaluationDataError, original: str, sha: str, when: str) -> str:
@@ -248,8 +290,8 @@ def intake_file(
     path = Path(path)
     name = name or path.name
     now = time.time() if now is None else now
-    before = path.stat()
-    sha = sha256_file(path)
+    before = entry_stat(path)
+    sha = sha256_entry(path)
     stem = _stem(now, sha, name)
     accepted_at = datetime.fromtimestamp(now, tz=timezone.utc).isoformat()
     received = datetime.fromtimestamp(before.st_mtime_ns / 1e9, tz=timezone.utc).isoformat()
@@ -269,7 +311,7 @@ def intake_file(
     staging.mkdir(parents=True)
     try:
         try:
-            rows, models = split_by_model(path, staging, chunk_rows)
+            rows, models = _split(path, staging, chunk_rows)
             check_identities(models, claimed or {}, path)
         except EvaluationDataError as err:
             if _changed(path, before):  # half-written, not wrong: look again next time
@@ -288,6 +330,37 @@ def intake_file(
         return Intake("accepted", path, folder.accepted / stem, sha, manifest)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelRows]]:
+    """Validate a dropped entry and split its rows by model into ``staging``: a long-format file streamed as it is;
+    what an evaluation harness wrote (a folder, an archive, an Inspect log) read into the long table first."""
+    if not is_harness_drop(path):
+        return split_by_model(path, staging, chunk_rows)
+    from locus_model.data.harnesses import read_harness_output_with_report
+
+    if path.is_dir():
+        from locus_model.data.harnesses import detect_harness
+
+        link = next((p for p in sorted(path.rglob("*")) if p.is_symlink()), None)
+        if link is not None:  # a link could point anywhere, and change after intake
+            raise EvaluationDataError(f"the folder holds a symbolic link ({link.relative_to(path).as_posix()})", file=path,
+                                      fix="copy the files themselves into the folder (cp -rL), then drop it again")
+        if detect_harness(path) is None:
+            raise EvaluationDataError(
+                "a folder, but not an evaluation harness's output: no lm-eval samples_<task>_<time>.jsonl, Inspect log "
+                "(.eval, .json), lighteval details_<task>_<time>.parquet, or HELM scenario_state.json + per_instance_stats.json in it",
+                file=path, fix="drop evaluation files themselves, or the folder a harness wrote as it is (write it elsewhere, "
+                               "then move it into incoming/), or an archive of it; see data/README.md")
+    table, _ = read_harness_output_with_report(path)
+    converted = staging / HARNESS_TABLE
+    table.to_parquet(converted, index=False)
+    try:
+        return split_by_model(converted, staging, chunk_rows)
+    except EvaluationDataError as err:  # the rows were validated by the reader: name the drop, not the table
+        raise EvaluationDataError(err.problem, file=path, column=err.column, fix=err.fix) from None
+    finally:
+        converted.unlink(missing_ok=True)
 
 
 HELD_PREFIXES = (".recover-", ".retake-")  # incoming/.<prefix><32 hex>-<original name>: a file intake is holding
@@ -327,13 +400,14 @@ def recover_orphans(folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS,
     for path in sorted(folder.accepted.iterdir()):
         name = path.name
         if (name.startswith(".") or name.endswith((MANIFEST_SUFFIX, REASON_SUFFIX, PARTS_SUFFIX, CHANGED_SUFFIX))
-                or not path.is_file() or (folder.accepted / f"{name}{MANIFEST_SUFFIX}").exists()):
+                or path.is_symlink() or not (path.is_file() or path.is_dir())
+                or (folder.accepted / f"{name}{MANIFEST_SUFFIX}").exists()):
             continue
         shutil.rmtree(folder.accepted / f"{name}{PARTS_SUFFIX}", ignore_errors=True)
         original = name.split("-", 2)[2] if name.count("-") >= 2 else name  # <time>-<sha8>-<original name>
         out.append(_intake_held(folder, _hold(folder, path, "recover", original), original, chunk_rows=chunk_rows, claimed=claimed))
     for path in sorted(folder.incoming.iterdir()):
-        if path.name.startswith(HELD_PREFIXES) and path.is_file() and not path.is_symlink():
+        if path.name.startswith(HELD_PREFIXES) and (path.is_file() or path.is_dir()) and not path.is_symlink():
             original = path.name.split("-", 2)[2] if path.name.count("-") >= 2 else path.name.lstrip(".")
             out.append(_intake_held(folder, path, original, chunk_rows=chunk_rows, claimed=claimed))
     return out
@@ -348,12 +422,12 @@ def changed_since_intake(folder: DropFolder, manifest: Manifest) -> str | None:
     first; the sha256 when they match (a rewrite within the same second and size)."""
     path = folder.accepted / manifest.stem
     try:
-        stat = path.stat()
+        stat = entry_stat(path)
     except FileNotFoundError:
         return f"accepted/{manifest.stem} is missing"
     if stat.st_size != manifest.bytes:
         return f"accepted/{manifest.stem} has {stat.st_size:,} bytes, {manifest.bytes:,} when it was taken in"
-    if stat.st_mtime_ns != manifest.received_at_ns and sha256_file(path) != manifest.sha256:
+    if stat.st_mtime_ns != manifest.received_at_ns and sha256_entry(path) != manifest.sha256:
         return f"accepted/{manifest.stem} was rewritten after it was taken in (its sha256 differs from the manifest's)"
     return None
 
@@ -365,7 +439,7 @@ def changed_accepted_files(folder: DropFolder, manifests: list[Manifest] | None 
     for manifest in read_manifests(folder) if manifests is None else manifests:
         stem = manifest.stem
         try:
-            stat = (folder.accepted / stem).stat()
+            stat = entry_stat(folder.accepted / stem)
         except FileNotFoundError:
             continue  # restored copy impossible (rewritten, not appended): the .changed.txt note says so
         if (stat.st_size, stat.st_mtime_ns) != (manifest.bytes, manifest.received_at_ns):
@@ -383,14 +457,16 @@ def retake(folder: DropFolder, manifest: Manifest, *, now: float | None = None, 
     happened and where the new version went. Nothing is deleted."""
     now = time.time() if now is None else now
     path = folder.accepted / manifest.stem
-    if now - path.stat().st_mtime < settle_seconds:
+    if now - entry_stat(path).st_mtime_ns / 1e9 < settle_seconds:
         return None
     held = _hold(folder, path, "retake", manifest.original_name)
-    grown_to = held.stat().st_size
+    grown_to = entry_stat(held).st_size
     restored = False
-    with open(held, "rb") as source:
-        prefix = source.read(manifest.bytes)
-    if len(prefix) == manifest.bytes and hashlib.sha256(prefix).hexdigest() == manifest.sha256:
+    prefix = b""
+    if held.is_file():  # a folder is taken in again whole; its onboarded rows stay in <stem>.parts/
+        with open(held, "rb") as source:
+            prefix = source.read(manifest.bytes)
+    if held.is_file() and len(prefix) == manifest.bytes and hashlib.sha256(prefix).hexdigest() == manifest.sha256:
         tmp = folder.accepted / f".{manifest.stem}.{uuid.uuid4().hex}.tmp"
         tmp.write_bytes(prefix)
         os.utime(tmp, ns=(manifest.received_at_ns, manifest.received_at_ns))
@@ -449,8 +525,9 @@ def check_identities(models: list[ModelRows], claimed: Mapping[str, str], path: 
 
 
 def unusable_entries(folder: DropFolder) -> list[tuple[Path, str]]:
-    """Entries of ``incoming/`` that are never read, with the reason: symlinks and folders (besides accepted/ and
-    rejected/). Hidden and in-progress names are not listed: they are the writers' convention (write, then rename)."""
+    """Entries of ``incoming/`` that are never read, with the reason: symlinks (and anything neither a file nor a
+    folder). Folders are read (harness outputs; a folder that holds none is rejected by intake, with the reason).
+    Hidden and in-progress names are not listed: they are the writers' convention (write, then rename)."""
     out = []
     if not folder.incoming.exists():
         return out
@@ -460,8 +537,8 @@ def unusable_entries(folder: DropFolder) -> list[tuple[Path, str]]:
         if path.is_symlink():
             out.append((path, "a symbolic link: links are not followed (the target could change or vanish after intake); "
                               "copy the file itself into incoming/"))
-        elif path.is_dir():
-            out.append((path, "a folder: folders are not read; drop the evaluation files themselves into incoming/"))
+        elif not (path.is_file() or path.is_dir()):
+            out.append((path, "neither a file nor a folder (a pipe, socket or device): drop evaluation files or a harness's output folder"))
     return out
 
 

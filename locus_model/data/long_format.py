@@ -290,7 +290,8 @@ class ReadReport:
 
 
 def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> tuple[pd.DataFrame, ReadReport]:
-    """Read and validate a long-format file, or every evaluation file in a folder (an EmbedLLM folder too).
+    """Read and validate a long-format file, or every evaluation file in a folder (an EmbedLLM folder too), or what
+    an evaluation harness wrote (a folder, an archive or an Inspect log: locus_model.data.harnesses).
 
     Exact repeats of a (model, query_id, score) row are collapsed (counted in the report); conflicting
     scores for one (model, query_id) are an error. CSVs are streamed in chunks of ``chunk_rows`` and text
@@ -308,12 +309,20 @@ def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUN
                 (str(path),), int(report.rows_read), int(report.duplicates_dropped),
                 table["model"].nunique(), table["query_id"].nunique(),
             )
+        from locus_model.data.harnesses import detect_harness
+
+        if detect_harness(path):  # what an evaluation harness wrote (lm-eval, Inspect, lighteval, HELM)
+            return _read_harness(path)
         files = sorted(p for p in path.iterdir() if is_evaluation_file(p))
         if not files:
             raise EvaluationDataError(
                 "the folder has no evaluation files", file=path, fix=f"add files ending in {list(EVALUATION_SUFFIXES)}"
             )
     else:
+        from locus_model.data.harnesses import is_harness_drop
+
+        if is_harness_drop(path):  # an archive of a harness's output, or an Inspect log
+            return _read_harness(path)
         files = [path]
     chunks = []
     for file in files:
@@ -329,6 +338,13 @@ def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUN
     table, repeats = check_consistency(table)
     models, queries = table["model"].nunique(), table["query_id"].nunique()  # on the categoricals: fast
     return finish_table(table), ReadReport(tuple(map(str, files)), rows_read, repeats, models, queries)
+
+
+def _read_harness(path: Path) -> tuple[pd.DataFrame, ReadReport]:
+    from locus_model.data.harnesses import read_harness_output_with_report
+
+    table, harness = read_harness_output_with_report(path)
+    return table, ReadReport(harness.files, len(table), 0, len(harness.models), table["query_id"].nunique())
 
 
 def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> pd.DataFrame:

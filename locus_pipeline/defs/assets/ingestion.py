@@ -18,7 +18,7 @@ MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"  # vendored: 29 real models x 12,032 
 class SourceConfig(dg.Config):
     """Where the evaluations come from."""
 
-    source: str = Field(default="mmlu_pro", description="mmlu_pro (real: the vendored MMLU-Pro matrix, or a folder of MMLU-Pro's own per-model JSON outputs) | synthetic (a generated pool with a known latent structure) | long (a long-format file or folder) | embedllm (an EmbedLLM folder).")
+    source: str = Field(default="mmlu_pro", description="mmlu_pro (real: the vendored MMLU-Pro matrix, or a folder of MMLU-Pro's own per-model JSON outputs) | synthetic (a generated pool with a known latent structure) | long (a long-format file or folder, or what an evaluation harness wrote: an lm-eval, Inspect, lighteval or HELM output folder, an archive of one, an Inspect log) | embedllm (an EmbedLLM folder).")
     path: str = Field(default="", description="mmlu_pro: empty = the vendored data/mmlu-pro/evaluations.parquet, else a folder of MMLU-Pro JSON outputs; long/embedllm: the file or folder (empty with embedllm = LOCUS_HOME/sources/embedllm).")
     models_file: str = Field(default="", description="Optional models file (model, params_b, family); mmlu_pro and synthetic bring their own.")
     synthetic_size: str = Field(default="full", description="synthetic only: full (>=100 models, >=5,000 queries) or small.")
@@ -63,7 +63,7 @@ def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, hom
     from locus_model.data.long_format import is_evaluation_file
 
     path, models = resolve_source(config, home)
-    files = sorted(p for p in path.rglob("*") if p.is_file() and (is_evaluation_file(p) or p.suffix in (".csv", ".json"))) if path.is_dir() else [path]
+    files = sorted(p for p in path.rglob("*") if p.is_file() and (is_evaluation_file(p) or p.suffix in (".csv", ".json", ".jsonl", ".eval"))) if path.is_dir() else [path]
     if models is not None and models.exists():
         files.append(models)
     manifest = pd.DataFrame(

@@ -1,0 +1,220 @@
+"""What evaluation harnesses write, read as the long evaluation table: one reader per harness, one entry point.
+
+- lm-evaluation-harness ``--log_samples`` folders (:mod:`.lm_eval`),
+- Inspect AI logs, ``.eval`` or ``.json`` (:mod:`.inspect_logs`),
+- lighteval details, Parquet per task (:mod:`.lighteval`),
+- HELM run folders, ``scenario_state.json`` + ``per_instance_stats.json`` (:mod:`.helm`).
+
+:func:`detect_harness` recognises a folder, a log file, or an archive (.zip, .tar.gz, .tgz) of any of them by its
+content, never by its name alone; :func:`read_harness_output` reads it (an archive is unpacked into a temporary
+folder, safely: no absolute paths, no '..', no links, bounded size) and names the member in its errors as
+``<archive> > <member>``. The rules (metric -> score, stable query ids, query text, model name) are stated in
+each module and in data/README.md ("Evaluation harness outputs").
+"""
+
+from __future__ import annotations
+
+import tarfile
+import tempfile
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from locus_model.data.errors import EvaluationDataError
+from locus_model.data.harnesses.common import HarnessReport
+from locus_model.data.harnesses.lighteval import _DETAILS as _DETAILS_NAME
+from locus_model.data.harnesses.lm_eval import _SAMPLES as _SAMPLES_NAME
+
+HARNESSES = ("lm_eval", "inspect", "lighteval", "helm")
+ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
+MAX_UNPACKED_BYTES = 4 << 30  # an archive unpacking to more is refused (a zip bomb, or not evaluation output)
+MAX_MEMBERS = 200_000
+
+
+def archive_suffix(path: Path) -> str:
+    name = path.name.lower()
+    return next((s for s in ARCHIVE_SUFFIXES if name.endswith(s)), "")
+
+
+def _detect_folder(path: Path) -> str | None:
+    from locus_model.data.harnesses.helm import is_helm_output
+    from locus_model.data.harnesses.inspect_logs import log_files
+    from locus_model.data.harnesses.lighteval import is_lighteval_output
+    from locus_model.data.harnesses.lm_eval import is_lm_eval_output
+
+    if is_lm_eval_output(path):
+        return "lm_eval"
+    if is_helm_output(path):
+        return "helm"
+    if is_lighteval_output(path):
+        return "lighteval"
+    if log_files(path):
+        return "inspect"
+    return None
+
+
+def detect_harness(path: str | Path) -> str | None:
+    """Which harness wrote ``path`` (a folder, an Inspect log, or an archive of one): a name of HARNESSES, or None.
+    Looks at file names and first bytes only; never raises (an unreadable archive is None: reading it says why)."""
+    from locus_model.data.harnesses.inspect_logs import is_inspect_log
+
+    path = Path(path)
+    try:
+        if path.is_symlink():
+            return None
+        if path.is_dir():
+            return _detect_folder(path)
+        if not path.is_file():
+            return None
+        if is_inspect_log(path):
+            return "inspect"
+        if _SAMPLES_NAME.match(path.name):  # one samples file without its folder: the reader says what is missing
+            return "lm_eval"
+        if _DETAILS_NAME.match(path.name):
+            return "lighteval"
+        if archive_suffix(path):
+            names = _member_names(path)
+            return _detect_names(names) if names else None
+    except OSError:
+        return None
+    return None
+
+
+def is_harness_drop(path: str | Path) -> bool:
+    """Whether a dropped entry goes to the harness readers: any folder (a folder holds a harness's output or is
+    refused with the reason), any archive, and any file a harness wrote (Inspect log, lm-eval samples file,
+    lighteval details file). Never raises."""
+    path = Path(path)
+    try:
+        return not path.is_symlink() and (path.is_dir() or bool(archive_suffix(path)) or detect_harness(path) is not None)
+    except OSError:
+        return False
+
+
+def _member_names(path: Path) -> list[str] | None:
+    try:
+        if archive_suffix(path) == ".zip":
+            with zipfile.ZipFile(path) as archive:
+                return archive.namelist()
+        with tarfile.open(path, "r:gz") as archive:
+            return archive.getnames()
+    except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError):
+        return None
+
+
+def _detect_names(names: list[str]) -> str | None:
+    """The harness an archive holds, from its member names (the same marks as the folder readers look for)."""
+    base = [n.rstrip("/").rsplit("/", 1)[-1] for n in names]
+    if any(_SAMPLES_NAME.match(b) for b in base):
+        return "lm_eval"
+    if "per_instance_stats.json" in base and "scenario_state.json" in base:
+        return "helm"
+    if any(_DETAILS_NAME.match(b) for b in base):
+        return "lighteval"
+    if any(b.endswith(".eval") for b in base) or ("header.json" in base and any(n.startswith("samples/") for n in names)):
+        return "inspect"
+    return None
+
+
+@contextmanager
+def unpacked(path: Path) -> Iterator[Path]:
+    """An archive's content in a temporary folder (removed afterwards). Refuses absolute paths, '..', links and
+    devices, more than MAX_MEMBERS members or MAX_UNPACKED_BYTES bytes, with an EvaluationDataError."""
+    fix = "pack the harness's output folder as it is (zip -r out.zip OUT, or tar czf out.tar.gz OUT) and drop it again"
+    with tempfile.TemporaryDirectory(prefix="locus-harness-") as tmp:
+        root = Path(tmp)
+        try:
+            if archive_suffix(path) == ".zip":
+                with zipfile.ZipFile(path) as archive:
+                    members = archive.infolist()
+                    _check_members([(m.filename, m.file_size, (m.external_attr >> 16) & 0o170000 == 0o120000) for m in members], path, fix)
+                    archive.extractall(root)
+            else:
+                with tarfile.open(path, "r:gz") as archive:
+                    members = archive.getmembers()
+                    _check_members([(m.name, m.size, not (m.isfile() or m.isdir())) for m in members], path, fix)
+                    archive.extractall(root, filter="data")
+        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+            raise EvaluationDataError(f"the archive cannot be unpacked ({type(err).__name__}: {err})", file=path,
+                                      fix="the archive is cut off or damaged: " + fix) from None
+        yield root
+
+
+def _check_members(members: list[tuple[str, int, bool]], path: Path, fix: str) -> None:
+    if len(members) > MAX_MEMBERS:
+        raise EvaluationDataError(f"the archive has {len(members):,} members (at most {MAX_MEMBERS:,})", file=path, fix=fix)
+    total = 0
+    for name, size, special in members:
+        parts = Path(name).parts
+        if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+            raise EvaluationDataError(f"the archive member {name!r} points outside the archive", file=path, fix=fix)
+        if special:
+            raise EvaluationDataError(f"the archive member {name!r} is a link or a device, not a file", file=path, fix=fix)
+        total += size
+    if total > MAX_UNPACKED_BYTES:
+        raise EvaluationDataError(f"the archive unpacks to {total:,} bytes (at most {MAX_UNPACKED_BYTES:,})", file=path, fix=fix)
+
+
+def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessReport]:
+    if kind == "lm_eval":
+        from locus_model.data.harnesses.lm_eval import read_lm_eval_output_with_report as read
+    elif kind == "inspect":
+        from locus_model.data.harnesses.inspect_logs import read_inspect_logs_with_report as read
+    elif kind == "lighteval":
+        from locus_model.data.harnesses.lighteval import read_lighteval_details_with_report as read
+    elif kind == "helm":
+        from locus_model.data.harnesses.helm import read_helm_runs_with_report as read
+    else:
+        raise ValueError(f"unknown harness {kind!r}: one of {HARNESSES}")
+    return read(folder, model=model)
+
+
+def _renamed(err: EvaluationDataError, root: Path, archive: Path) -> EvaluationDataError:
+    """The same error with a file inside the unpacked archive named as ``<archive> > <member>``."""
+    file = err.file
+    try:
+        member = Path(str(file)).relative_to(root).as_posix() if file is not None else None
+    except ValueError:
+        member = None
+    if member is None:
+        return err if file is not None and str(file) != str(root) else EvaluationDataError(
+            err.problem, file=archive, row=err.row, column=err.column, fix=err.fix, line=err.line)
+    shown = f"{archive} > {member}" if member != "." else str(archive)
+    return EvaluationDataError(err.problem, file=shown, row=err.row, column=err.column, fix=err.fix, line=err.line)
+
+
+def read_harness_output_with_report(path: str | Path, *, model: str | None = None,
+                                    harness: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+    """Read what a harness wrote (see :func:`detect_harness`) into the long table; returns (table, report).
+    ``model``: the model name for every record (else each harness's own record names it); ``harness``: skip
+    the detection."""
+    path = Path(path)
+    if not path.exists():
+        raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
+    if path.is_file() and archive_suffix(path):
+        with unpacked(path) as root:
+            kind = harness or _detect_folder(root)
+            if kind is None:
+                raise EvaluationDataError(
+                    "the archive holds no evaluation harness output (lm-eval samples_*.jsonl, Inspect logs, lighteval "
+                    "details_*.parquet, HELM scenario_state.json + per_instance_stats.json)", file=path,
+                    fix="pack the harness's output folder as it wrote it (see data/README.md)")
+            try:
+                return _read_folder(kind, root, model)
+            except EvaluationDataError as err:
+                raise _renamed(err, root, path) from None
+    kind = harness or detect_harness(path)
+    if kind is None:
+        raise EvaluationDataError(
+            "not an evaluation harness output: no lm-eval samples_*.jsonl, Inspect log, lighteval details_*.parquet "
+            "or HELM scenario_state.json + per_instance_stats.json", file=path,
+            fix="drop the folder the harness wrote as it is, an archive of it, or a long-format file (data/README.md)")
+    return _read_folder(kind, path, model)
+
+
+def read_harness_output(path: str | Path, *, model: str | None = None) -> pd.DataFrame:
+    """The long table of a harness's output (see :func:`read_harness_output_with_report`)."""
+    return read_harness_output_with_report(path, model=model)[0]

@@ -1,0 +1,121 @@
+"""What the four harness readers share: the report, stable query ids, score mapping, JSON loading, errors.
+
+Every reader gives the long table of the contract (model, query_id, query, benchmark, score), validated with
+:func:`locus_model.data.contract.validate_evaluations`; every failure is an EvaluationDataError naming the file,
+the record (``row``: 1-based line of a .jsonl, position in a JSON list, or Parquet row), the field (``column``)
+and a fix. The rules per format are stated in data/README.md ("Evaluation harness outputs").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from locus_model.data.contract import model_name_problem, validate_evaluations
+from locus_model.data.errors import EvaluationDataError
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass(frozen=True)
+class HarnessReport:
+    """What a harness reader found, beside the table."""
+
+    harness: str  # lm_eval | inspect | lighteval | helm
+    files: tuple[str, ...]  # files read, in reading order
+    models: tuple[str, ...]
+    tasks: dict[str, str] = field(default_factory=dict)  # task -> the metric (or scorer, stat) its score came from
+    rows: int = 0
+    records_read: int = 0
+    records_skipped: int = 0  # records not used, by rule (other filters, perturbed instances, later trials ...)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def text_hash(value: object, n: int = 12) -> str:
+    """A short sha256 of a text or of a JSON value (keys sorted): the same doc gives the same hash in every file."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:n]
+
+
+def make_query_id(harness: str, task: str, version: object, item: object, content: object) -> str:
+    """``<harness>:<task>:v<version>:<item>:<12 hex of the doc>``: the task, its version (the part left out when the
+    harness has none), the doc's id within the task, and a hash of the doc itself (so a changed dataset under the
+    same task name and version never shares an id)."""
+    versioned = "" if version is None else f"v{version}:"
+    return f"{harness}:{task}:{versioned}{item}:{text_hash(content)}"
+
+
+def with_options(question: str, options: list[str] | None) -> str:
+    """The query text: the question, then "A. <option>" per line when the doc has answer options."""
+    question = question.strip()
+    if not options:
+        return question
+    return question + "\n" + "\n".join(f"{LETTERS[i]}. {str(o).strip()}" for i, o in enumerate(options[: len(LETTERS)]))
+
+
+def bad(file: Path | str, record: int | None, field_name: str | None, problem: str, fix: str) -> EvaluationDataError:
+    """An error at one record of a harness file (``row`` = the record, ``line`` too for .jsonl files)."""
+    line = record if str(file).endswith(".jsonl") else None
+    prefix = f"record {record}: " if record is not None else ""
+    return EvaluationDataError(prefix + problem, file=file, row=record, line=line, column=field_name, fix=fix)
+
+
+def load_json(file: Path, *, fix: str) -> object:
+    """A whole JSON file, or an EvaluationDataError saying why it cannot be read."""
+    try:
+        return json.loads(file.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise EvaluationDataError(f"the file is not valid UTF-8 ({err})", file=file, fix="the harness writes UTF-8: copy the file again") from None
+    except json.JSONDecodeError as err:
+        raise EvaluationDataError(f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})", file=file,
+                                  line=err.lineno, fix=fix) from None
+
+
+def iter_jsonl(file: Path, *, fix: str) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON-lines file; a bad line is an error at that line."""
+    with open(file, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            try:
+                value = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as err:
+                raise bad(file, number, None, f"the line is not valid UTF-8 ({err})", "copy the file again") from None
+            except json.JSONDecodeError as err:
+                raise bad(file, number, None, f"not valid JSON ({err.msg} at column {err.colno})", fix) from None
+            if not isinstance(value, dict):
+                raise bad(file, number, None, f"a JSON {type(value).__name__}, not an object", fix)
+            yield number, value
+
+
+def unit_score(value: object, file: Path | str, record: int | None, metric: str, fix: str) -> float:
+    """A per-record metric value as a score in [0, 1]: booleans are 0/1, numbers must lie in [0, 1]."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and not math.isnan(value) and 0.0 <= float(value) <= 1.0:
+        return float(value)
+    raise bad(file, record, metric, f"{metric} is {value!r}, not a score in [0, 1]", fix)
+
+
+def check_model_name(name: object, file: Path | str, where: str) -> str:
+    problem = model_name_problem(name)
+    if problem:
+        raise EvaluationDataError(f"the model name from {where}: {problem}", file=file, column="model",
+                                  fix="fix the name in the harness output, or pass model= to the reader")
+    return str(name)
+
+
+def finish(rows: list[tuple[str, str, str, str, float]], source: Path | str, *, fix: str) -> pd.DataFrame:
+    """The validated long table of (model, query_id, query, benchmark, score) rows; no rows is an error."""
+    if not rows:
+        raise EvaluationDataError("no evaluation records found", file=source, fix=fix)
+    table = pd.DataFrame(rows, columns=["model", "query_id", "query", "benchmark", "score"])
+    return validate_evaluations(table, source=str(source))
