@@ -264,18 +264,21 @@ def fit_key(args: dict, tag: str) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cached_fit_and_predict(cache: Path, tag: str):
+def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = ()):
     """The library's fit_and_predict with its result kept on disk per (fold, method) fit, so that folds run in separate
     invocations add up to one k-fold result without refitting, and the trained LOCUS of each fold is kept
-    (`<key>.pt`, locus_model.model.save_checkpoint) for the onboarding and geometry scripts."""
+    (`<key>.pt`, locus_model.model.save_checkpoint) for the onboarding and geometry scripts. The tag is part of the
+    key; a fit cached under one of ``reuse_tags`` (runs with another --tag, same data and configs) is read too."""
     from locus_model.model import save_checkpoint
 
     def run(**args):
         key = fit_key(args, tag)
         path = cache / f"{args['name']}_f{args['fold'].index}_{key}.npz"
-        if path.is_file():
-            with np.load(path) as z:
-                return z["probs"], float(z["seconds"])
+        for other in (tag, *reuse_tags):
+            found = cache / f"{args['name']}_f{args['fold'].index}_{fit_key(args, other)}.npz"
+            if found.is_file():
+                with np.load(found) as z:
+                    return z["probs"], float(z["seconds"])
         if args.get("locus_model") is not None:
             return fit_and_predict(**args)
         cache.mkdir(parents=True, exist_ok=True)
@@ -339,12 +342,14 @@ def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, hol
     )
 
 
-def fold_locus(setup: HarnessSetup, fold, cache: Path, tag: str = ""):
-    """The LOCUS that `bench_accuracy.py --fit-cache CACHE` trained on this fold (trained and cached now if absent)."""
+def fold_locus(setup: HarnessSetup, fold, cache: Path, tag: str = "", reuse_tags: tuple[str, ...] = ()):
+    """The LOCUS that `bench_accuracy.py --fit-cache CACHE [--tag TAG]` trained on this fold (one cached under
+    ``reuse_tags`` is taken too; trained and cached now if absent)."""
     from locus_model.model import load_checkpoint
 
     args = setup.fit_args("locus", fold)
-    path = cache / f"locus_f{fold.index}_{fit_key(args, tag)}.pt"
+    found = [cache / f"locus_f{fold.index}_{fit_key(args, t)}.pt" for t in (tag, *reuse_tags)]
+    path = next((p for p in found if p.is_file()), found[0])
     if not path.is_file():
         cached_fit_and_predict(cache, tag)(**args)
     if not path.is_file():
@@ -400,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit-cache", type=Path, default=None,
                    help="keep each (fold, method) fit's test probabilities (and each fold's trained LOCUS) in this "
                         "folder and reuse them: folds run in separate calls add up without refitting (--jobs 1 only)")
+    p.add_argument("--reuse-tags", nargs="+", default=[], metavar="TAG",
+                   help="with --fit-cache: also read the fits cached by runs with these --tag values (same data, folds "
+                        "and configs), e.g. to assemble folds or methods run apart into one file")
     p.add_argument("--plot", type=Path, nargs="+", default=None,
                    help="draw routing accuracy against budget (one line per method, fold mean and 95%% paired "
                         "interval) from these result JSONs into --plot-out and exit (runs nothing)")
@@ -424,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit_cache is not None:
         if args.jobs != 1:
             raise SystemExit("--fit-cache works with --jobs 1 only")
-        harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag)
+        harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag, tuple(args.reuse_tags))
     train_config = TrainConfig(device="cpu", seed=args.seed)
     if args.epochs is not None:
         train_config = replace(train_config, epochs=args.epochs)

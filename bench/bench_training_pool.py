@@ -79,7 +79,7 @@ def curve(setup, args) -> dict:
 def small_pools(setup, args) -> dict:
     rows = []
     for fold in [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]:
-        pretrained = fold_locus(setup, fold, args.fit_cache)
+        pretrained = fold_locus(setup, fold, args.fit_cache, reuse_tags=tuple(args.reuse_tags))
         rng = np.random.default_rng([args.seed, fold.index, 29])
         for draw in range(args.draws):
             pick = np.sort(rng.choice(setup.held, args.small_pools, replace=False))
@@ -128,13 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--draws", type=int, default=5, help="small pools drawn per fold")
     p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--reuse-tags", nargs="+", default=[], metavar="TAG",
+                   help="the --tag values of the bench_accuracy.py runs whose fits (and fold checkpoints) to reuse")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args(argv)
     if (args.sizes is None) == (args.small_pools is None):
         raise SystemExit("give either --sizes (the training-pool curve) or --small-pools K")
     torch.set_num_threads(args.threads)
-    harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, "")  # the full-pool fits are bench_accuracy's
+    harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, "", tuple(args.reuse_tags))  # bench_accuracy's fits
     setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
                           holdout_models=args.holdout_models, train_options=args.train_option)
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
