@@ -58,11 +58,14 @@ def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evalu
 # dataclasses', so a field added to TrainConfig or LocusConfig appears here (and must get a description).
 TRAIN_FIELD_DOCS = {
     "epochs": "Maximum epochs (one epoch = one pass over all models). Paper: 2500.",
+    "epoch_models": "An epoch visits at most this many models (the next ones of a running permutation); larger "
+                    "pools get epochs of the same length instead of one validation per pass over every model.",
     "batch_models": "Models per optimisation step.",
     "draws": "Evaluation sets drawn per model per step (encoder subset + decoder targets).",
     "enc_min": "Smallest encoder subset per model.",
     "enc_max": "Largest encoder subset per model.",
     "dec_batch": "Decoder targets per model per step.",
+    "disjoint": "Decoder targets of a draw are cells its encoder subset does not hold (off: drawn from all train cells).",
     "val_set_max": "Validation embeds each model from at most this many of its train cells; empty = all.",
     "lr_encoder": "AdamW learning rate of the set encoder.",
     "lr_predictor": "AdamW learning rate of the correctness predictor.",
@@ -72,6 +75,7 @@ TRAIN_FIELD_DOCS = {
     "noise_end": "Query-noise ratio after annealing.",
     "noise_anneal_epochs": "Epochs of cosine noise annealing.",
     "patience": "Early stopping patience on validation routing accuracy. Paper: 500.",
+    "select_on": "Validation figure that picks the kept epoch: routing (routing accuracy, ties: lower val BCE) or loss (val BCE).",
     "select_from_epoch": "Epochs before this one are never kept as the checkpoint.",
     "seed": "Seed of initialisation, subsets and noise.",
     "device": "auto = CUDA when present, else CPU.",
