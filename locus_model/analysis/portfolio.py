@@ -41,24 +41,38 @@ def _first_medoid(d: np.ndarray) -> int:
     return _argmin(d.sum(axis=1))
 
 
+ROW_BLOCK = 1024  # rows of distances computed at a time where only rows are needed (k_center: O(M) memory)
+
+
+def _distance_row_sums(z: np.ndarray, metric: str) -> np.ndarray:
+    """(M,) total distance of each model to all others, ROW_BLOCK rows at a time (the same values as
+    pairwise_distances(z).sum(axis=1), without the (M, M) matrix)."""
+    return np.concatenate([pairwise_distances(z[i:i + ROW_BLOCK], z, metric=metric).sum(axis=1)
+                           for i in range(0, len(z), ROW_BLOCK)])
+
+
 def k_center(embeddings: np.ndarray, k: int, *, metric: str = "euclidean") -> list[int]:
     """Greedy farthest-point k-center: indices of k models, in the order chosen (prefixes are k'-portfolios).
 
     Start: the medoid (the model with the smallest total distance to all others), so the result does not
     depend on model order or a seed. Then repeatedly add the model farthest from its nearest chosen model.
     Euclidean by default: the 2-approximation guarantee needs a metric (cosine distance is not one).
+    Cost: O(M^2 d) time, O(M) memory: distances are computed one row (one chosen model) at a time.
     """
     z = check_embeddings(embeddings, where="k_center")
     check_metric(metric, where="k_center")
     k = _check_k(k, len(z), where="k_center")
-    d = pairwise_distances(z, metric=metric)  # (M, M)
-    chosen = [_first_medoid(d)]
-    nearest = d[chosen[0]].copy()              # (M,) distance to the nearest chosen model
+    chosen = [_argmin(_distance_row_sums(z, metric))]
+
+    def row(i: int) -> np.ndarray:                                 # (M,) distances of model i to all
+        return pairwise_distances(z[i:i + 1], z, metric=metric)[0]
+
+    nearest = row(chosen[0])                   # (M,) distance to the nearest chosen model
     while len(chosen) < k:
         nearest[chosen] = -1.0                 # never re-pick (matters when points coincide)
         nxt = _argmax(nearest)
         chosen.append(nxt)
-        nearest = np.minimum(nearest, d[nxt])
+        nearest = np.minimum(nearest, row(nxt))
     return chosen
 
 
@@ -66,32 +80,62 @@ def k_medoids(embeddings: np.ndarray, k: int, *, metric: str = "euclidean", max_
     """PAM k-medoids: indices of k models (sorted) minimising the summed distance to the nearest medoid.
 
     BUILD: start at the medoid, then add the model that lowers the total cost most. SWAP: apply the best
-    improving (medoid, non-medoid) exchange until none improves (or max_iter swaps). Fully deterministic.
+    improving (medoid, non-medoid) exchange until none improves (or max_iter swaps). Fully deterministic
+    (ties: the lowest medoid position, then the lowest candidate index, within 1e-9 relative).
+    Memory: O(M^2), said here as the rule asks: the (M, M) distance matrix and two (M, M) temporaries per
+    swap (32 MB each at M = 2,001). Time: the cost of every (medoid, candidate) exchange at once per swap,
+    as in FastPAM1 (Schubert & Rousseeuw 2019): O(M^2) array work and one (M, M) x (M, k) product, no loop
+    over medoids.
     """
     z = check_embeddings(embeddings, where="k_medoids")
     check_metric(metric, where="k_medoids")
     k = _check_k(k, len(z), where="k_medoids")
     d = pairwise_distances(z, metric=metric)   # (M, M)
+    return _pam_swap(d, _pam_build(d, k), max_iter=max_iter)
+
+
+def _pam_build(d: np.ndarray, k: int) -> list[int]:
+    """PAM's greedy BUILD on an (M, M) distance matrix: the medoid, then the model lowering the total cost most
+    (the k-prefix of BUILD to k' > k is BUILD to k, so one run serves a whole curve)."""
     chosen = [_first_medoid(d)]
     nearest = d[chosen[0]].copy()
-    while len(chosen) < k:                     # BUILD
+    while len(chosen) < k:
         cost = np.minimum(nearest[None, :], d).sum(axis=1)  # (M,) total cost if each candidate were added
         cost[chosen] = np.inf
         nxt = _argmin(cost)
         chosen.append(nxt)
         nearest = np.minimum(nearest, d[nxt])
-    current = nearest.sum()
-    for _ in range(max_iter):                  # SWAP
-        best = (current - 1e-12 * max(current, 1.0), None, None)
+    return chosen
+
+
+def _pam_swap(d: np.ndarray, start: Sequence[int], *, max_iter: int = 100) -> list[int]:
+    """PAM's SWAP from the medoids `start` (sorted result)."""
+    m, k = len(d), len(start)
+    chosen = list(start)
+    current = d[chosen].min(axis=0).sum()
+    for _ in range(max_iter):
         dm = d[chosen]                          # (k, M)
+        order = np.argsort(dm, axis=0, kind="stable")
+        first = order[0]                                            # (M,) position of each model's nearest medoid
+        d1 = dm[first, np.arange(m)]                                # (M,) distance to it
+        d2 = dm[order[1], np.arange(m)] if k > 1 else np.full(m, np.inf)  # (M,) to the second nearest
+        near1 = np.minimum(d1[None, :], d)                          # (M cand, M) with candidate h added
+        # removing medoid p moves the models it served from d1 to d2: cost(h, p) = sum_o min(without_p(o), d(h, o))
+        fix = (np.minimum(d2[None, :], d) - near1) @ np.eye(k)[first]  # (M, k)
+        cost = near1.sum(axis=1)[:, None] + fix                     # (M, k) cost after swapping chosen[p] for h
+        cost[chosen] = np.inf
+        # each medoid's best candidate, its cost summed again directly (as one sum over models) so that
+        # exchanges of equal cost compare as equal and the first medoid position wins, whatever the rounding above
+        best = (current - 1e-12 * max(current, 1.0), None, None)
         for pos in range(k):
+            h = _argmin(cost[:, pos])
+            if not np.isfinite(cost[h, pos]):
+                continue
             others = np.delete(dm, pos, axis=0)
-            without = others.min(axis=0) if len(others) else np.full(len(z), np.inf)  # (M,)
-            cost = np.minimum(without[None, :], d).sum(axis=1)  # (M,) cost after swapping chosen[pos] for h
-            cost[chosen] = np.inf
-            h = _argmin(cost)
-            if cost[h] < best[0]:
-                best = (cost[h], pos, h)
+            without = others.min(axis=0) if len(others) else np.full(m, np.inf)  # (M,)
+            exact = np.minimum(without, d[h]).sum()
+            if exact < best[0]:
+                best = (exact, pos, h)
         if best[1] is None:
             break
         chosen[best[1]] = best[2]
@@ -260,8 +304,13 @@ def portfolio_curve(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarra
         if method == "k_center":  # greedy: every prefix is the smaller portfolio
             order = k_center(z, int(xs.max()), metric=metric)
             picks = [order[:k] for k in xs]
-        else:
-            picks = [k_medoids(z, int(k), metric=metric) for k in xs]
+        else:  # one distance matrix and one BUILD (its prefixes) for the whole curve, then SWAP per k
+            check_metric(metric, where=where)
+            for k in (xs.min(), xs.max()):
+                _check_k(int(k), len(z), where="k_medoids")
+            d = pairwise_distances(z, metric=metric)  # (M, M)
+            build = _pam_build(d, int(xs.max()))
+            picks = [_pam_swap(d, build[:int(k)]) for k in xs]
         rand = np.array([np.mean([routing_accuracy(probs[s], labels[s]) for s in
                                   (rng.choice(len(z), size=int(k), replace=False) for _ in range(n_random))])
                          for k in xs]) if n_random > 0 else np.full(len(xs), np.nan)
