@@ -173,6 +173,10 @@ def coverage_greedy(embeddings: np.ndarray, params_b: np.ndarray, budget_b: floa
     affordable model adds coverage. As in cost-benefit greedy (Khuller et al. 1999), the answer is the better
     of that set and the single affordable model with the highest coverage. Models with unknown (NaN)
     parameter counts cannot be budgeted and are never chosen.
+    Lazy evaluation (Minoux 1978): a model's gain only shrinks as the portfolio grows, so each step recomputes
+    the gains of the models whose last ratio could still be the best, in batches, and picks the same model as
+    recomputing every gain would (ties: lowest index). Memory: O(M^2), said here as the rule asks: the (M, M)
+    similarity (32 MB at M = 2,001) and a (batch, M) temporary.
     """
     z = check_embeddings(embeddings, where="coverage_greedy")
     p = np.asarray(params_b, dtype=np.float64)
@@ -182,24 +186,41 @@ def coverage_greedy(embeddings: np.ndarray, params_b: np.ndarray, budget_b: floa
     if np.any(p[~np.isnan(p)] <= 0):
         raise ValueError(f"coverage_greedy: parameter counts must be > 0, got {p[p <= 0][:5].tolist()}. "
                          "How to fix: use NaN for unknown sizes, never 0.")
-    s = coverage_similarity(z, bandwidth=bandwidth)        # (M, M)
+    s = coverage_similarity(z, bandwidth=bandwidth)        # (M, M), symmetric: row j = column j
     affordable = ~np.isnan(p) & (p <= budget_b)
+    cost = np.nan_to_num(p, nan=np.inf)
     chosen: list[int] = []
     best_cover = np.zeros(len(z))                          # (M,) max similarity to the portfolio so far
     spent = 0.0
+    upper = np.where(affordable, np.inf, -np.inf)          # (M,) each model's last gain per billion (an upper bound)
+
+    def ratios(js: np.ndarray) -> np.ndarray:              # gain per billion of adding each of js, now
+        gain = np.maximum(s[js], best_cover[None, :]).mean(axis=1) - best_cover.mean()  # (len(js),) row sums
+        return np.where(gain > 1e-12, gain / cost[js], -np.inf)
+
     while True:
-        gain = np.maximum(s, best_cover[:, None]).mean(axis=0) - best_cover.mean()  # (M,) gain of adding j
-        ok = affordable & (spent + np.nan_to_num(p, nan=np.inf) <= budget_b + 1e-9)
-        ok[chosen] = False
-        ratio = np.where(ok & (gain > 1e-12), gain / np.where(ok, p, 1.0), -np.inf)
-        if not np.isfinite(ratio).any():
+        cand = np.flatnonzero((upper > -np.inf) & (spent + cost <= budget_b + 1e-9))
+        if not len(cand):
             break
-        j = int(np.argmax(ratio))
+        cand = cand[np.lexsort((cand, -upper[cand]))]      # highest bound first
+        best, done, batch = -np.inf, 0, 64
+        while done < len(cand):
+            js = cand[done:done + batch]
+            upper[js] = ratios(js)
+            best = max(best, float(upper[js].max()))
+            done, batch = done + len(js), 2 * batch
+            # the rest cannot beat `best` (slack: their bounds are exact up to float rounding)
+            if done < len(cand) and upper[cand[done]] < best - 1e-12 - 1e-9 * abs(best):
+                break
+        if best == -np.inf:
+            break
+        j = int(cand[:done][upper[cand[:done]] == best].min())
         chosen.append(j)
         spent += p[j]
-        best_cover = np.maximum(best_cover, s[:, j])
+        upper[j] = -np.inf
+        best_cover = np.maximum(best_cover, s[j])
     if affordable.any():
-        single = int(np.argmax(np.where(affordable, s.mean(axis=0), -np.inf)))
+        single = int(np.argmax(np.where(affordable, s.mean(axis=1), -np.inf)))
         if coverage(s, [single]) > coverage(s, chosen) + 1e-12:
             return [single]
     return chosen
