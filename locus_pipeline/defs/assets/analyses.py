@@ -504,7 +504,8 @@ def model_atlas(
     families = catalog_column(names, model_catalog)
     kc = portfolios[portfolios["method"] == "k_center"]
     chosen = kc[kc["smallest_matching"]] if kc["smallest_matching"].any() else kc.tail(1)
-    members = [m for m in str(chosen["portfolio"].iloc[0]).split(", ") if m in set(names)] if len(chosen) else []
+    pool_names = set(names)  # built once: membership tests below are per model (a portfolio can be the whole pool)
+    members = [m for m in str(chosen["portfolio"].iloc[0]).split(", ") if m in pool_names] if len(chosen) else []
     accuracy = per_benchmark_accuracy(evaluation_table, home.onboarded_evaluations())
     path = write_atlas(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=families,
                        per_benchmark_acc=accuracy, portfolio=members,
@@ -518,7 +519,8 @@ def model_atlas(
     coords, ratio = pca_projection(z, 3)
     fig = new_figure(6.4, 5.0)
     ax = fig.add_subplot(1, 1, 1)
-    member = np.array([n in set(members) for n in names])
+    member_set = set(members)
+    member = np.array([n in member_set for n in names])
     ax.scatter(coords[~member, 0], coords[~member, 1], s=14, alpha=0.7, label="model")
     ax.scatter(coords[member, 0], coords[member, 1], s=60, marker="D", edgecolor="k", label="k-center portfolio")
     ax.set_xlabel(f"PC1 ({100 * ratio[0]:.1f}% of variance)")
