@@ -48,8 +48,9 @@ class DistanceDisagreement:
     cosine_corr: Correlation
 
     def table(self) -> pd.DataFrame:
+        names = np.asarray(self.names, dtype=object)  # indexed in C: no Python loop over the M(M-1)/2 pairs
         return pd.DataFrame({
-            "model_a": [self.names[i] for i in self.pair_a], "model_b": [self.names[j] for j in self.pair_b],
+            "model_a": names[self.pair_a], "model_b": names[self.pair_b],
             "euclidean": self.euclidean, "cosine": self.cosine,
             "disagreement": self.disagreement, "n_shared": self.n_shared})
 

@@ -407,7 +407,7 @@ def near_duplicates(
     with torch_threads(1):  # R batched forward passes over the M subsets (see torch_threads)
         resampled = resample_embeddings(None, sets.sets, config.resamples, config.fraction, config.seed,
                                         embed_many=lambda subsets: embed_evaluation_sets(model, sets.encodings, subsets))
-    result = score_pairs(resampled, sets.names, threshold=config.threshold, max_pairs=config.max_pairs)  # (R, M, d) in
+    result = score_pairs(resampled, sets.names, threshold=config.threshold, max_pairs=config.max_pairs)
     png = result.plot(home.dir("reports") / "near_duplicates.png")
     names, z = pool_matrix(model_embeddings)
     rows = pd.Index(names)
