@@ -82,17 +82,16 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     if len(fams) != len(z):
         raise ValueError(f"{where}: got {len(fams)} families for {len(z)} models. "
                          "How to fix: pass one family per model ('' when unknown).")
-    fams = [ONBOARDED if not f and n in set(onboarded) else f for f, n in zip(fams, names)]
-    unknown = sorted(set(portfolio) - set(names))
+    onboarded, portfolio_set = set(onboarded), set(portfolio)
+    fams = [ONBOARDED if not f and n in onboarded else f for f, n in zip(fams, names)]
+    unknown = sorted(portfolio_set - set(names))
     if unknown:
         raise ValueError(f"{where}: portfolio members not in the pool: {unknown[:5]}. "
                          "How to fix: pass portfolio names exactly as in `names`.")
-    in_portfolio = np.array([n in set(portfolio) for n in names])
+    in_portfolio = np.array([n in portfolio_set for n in names])
 
-    d = pairwise_distances(z, metric=metric)
-    np.fill_diagonal(d, np.inf)
     k = min(neighbours, len(z) - 1)
-    nn = np.argsort(d, axis=1, kind="stable")[:, :k]  # (M, k)
+    nn, nn_dist = _nearest(z, k, metric)  # (M, k) each
     coords, ratio = pca_projection(z, 3)
 
     if per_benchmark_acc is not None:
@@ -104,8 +103,8 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     else:
         benchmarks, accuracy = [], [None] * len(names)
 
-    data = {"names": names, "families": fams, "portfolio": [n for n in names if n in set(portfolio)],
-            "neighbours": [[[int(j), round(float(d[i, j]), 6)] for j in nn[i]] for i in range(len(z))],
+    data = {"names": names, "families": fams, "portfolio": [n for n in names if n in portfolio_set],
+            "neighbours": [[[int(j), round(float(x), 6)] for j, x in zip(nn[i], nn_dist[i])] for i in range(len(z))],
             "benchmarks": benchmarks, "accuracy": accuracy, "xy": coords[:, :2].round(6).tolist()}
     labelled = set(onboarded) | set(portfolio)  # names drawn beside their points (any model: click it)
     fig2d, fig3d = _figures(names, fams, in_portfolio, coords, ratio, labelled=labelled, onboarded=set(onboarded))
@@ -126,6 +125,22 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+NEIGHBOUR_BLOCK = 1024  # rows of the distance matrix held at a time when finding nearest neighbours
+
+
+def _nearest(z: np.ndarray, k: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(M, k) indices and distances of each model's k nearest other models (ties: lower index), NEIGHBOUR_BLOCK
+    rows of distances at a time: O(M * NEIGHBOUR_BLOCK) memory, never the (M, M) matrix."""
+    idx, dist = [], []
+    for start in range(0, len(z), NEIGHBOUR_BLOCK):
+        d = pairwise_distances(z[start:start + NEIGHBOUR_BLOCK], z, metric=metric)  # (b, M)
+        d[np.arange(len(d)), np.arange(start, start + len(d))] = np.inf
+        nn = np.argsort(d, axis=1, kind="stable")[:, :k]
+        idx.append(nn)
+        dist.append(np.take_along_axis(d, nn, axis=1))
+    return np.concatenate(idx), np.concatenate(dist)
 
 
 def _figures(names, fams, in_portfolio, coords, ratio, *, labelled=frozenset(),

@@ -91,6 +91,7 @@ def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, s
         share kept        = fallback accuracy / router accuracy.
     Baselines, same queries: a uniformly random other labelled model (mean and std over n_random draws from
     numpy's default_rng(seed)), and the router's second choice (the next-highest probability).
+    Memory: O((M + U) Q) for U distinct routed models: distances only from those to the pool, no (M, M) matrix.
     """
     where = "fallback"
     z = check_embeddings(embeddings, where=where, min_models=2)
@@ -107,20 +108,23 @@ def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, s
     routed = np.argmax(np.where(known, p, -np.inf), axis=0)  # (Q,)
     others = known.copy()
     others[routed, q] = False                              # (M, Q) candidate substitutes
-    d = pairwise_distances(z, metric=metric)               # (M, M)
-    substitute = np.argmin(np.where(others, d[routed].T, np.inf), axis=0)  # (Q,)
+    used, slot = np.unique(routed, return_inverse=True)   # U routed models (U <= min(M, Q)), routed = used[slot]
+    d = pairwise_distances(z[used], z, metric=metric)      # (U, M): only routed models' rows, never (M, M)
+    substitute = np.argmin(np.where(others, d[slot].T, np.inf), axis=0)  # (Q,)
     second = np.argmax(np.where(others, p, -np.inf), axis=0)
     rng = np.random.default_rng(seed)
     rand_acc = np.array([y[np.argmax(np.where(others, rng.random(others.shape), -1.0), axis=0), q].mean()
                          for _ in range(n_random)])
     router_acc = float(y[routed, q].mean())  # = routing_accuracy(p, y); computed here so it uses the same picks
 
-    nn_global = np.argmin(d + np.diag(np.full(len(z), np.inf)), axis=1)  # (M,) nearest other model overall
+    d_self = d.copy()
+    d_self[np.arange(len(used)), used] = np.inf
+    nn_global = np.argmin(d_self, axis=1)                  # (U,) each routed model's nearest other model overall
     rows = []
-    for m in np.unique(routed):
+    for u, m in enumerate(used):
         sel = routed == m
-        rows.append({"model": names[m], "n_routed": int(sel.sum()), "nearest_neighbour": names[nn_global[m]],
-                     "distance": float(d[m, nn_global[m]]), "accuracy_routed": float(y[m, q[sel]].mean()),
+        rows.append({"model": names[m], "n_routed": int(sel.sum()), "nearest_neighbour": names[nn_global[u]],
+                     "distance": float(d[u, nn_global[u]]), "accuracy_routed": float(y[m, q[sel]].mean()),
                      "accuracy_fallback": float(y[substitute[sel], q[sel]].mean())})
     per_model = pd.DataFrame(rows).sort_values(["n_routed", "model"], ascending=[False, True], ignore_index=True)
     return Fallback(n_queries=int(keep.sum()), router_accuracy=router_acc,

@@ -18,10 +18,14 @@ from locus_model.analysis._common import (check_metric, check_names, markdown_ta
                                           pairwise_distances, save_figure)
 
 EmbedFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (query_idx (n,), scores (n,)) -> (d,) embedding
+EvaluationSets = Sequence[tuple[np.ndarray, np.ndarray]]
+EmbedManyFn = Callable[[EvaluationSets], np.ndarray]  # M evaluation sets -> (M, d) embeddings, one batched call
+
+MAX_PAIRS = 100_000  # near_duplicates keeps the lowest-scored pairs up to this many (2,001 models have 2.0 million)
 
 
-def resample_embeddings(embed_fn: EmbedFn, sets: Sequence[tuple[np.ndarray, np.ndarray]], R: int,
-                        frac: float, seed: int) -> np.ndarray:
+def resample_embeddings(embed_fn: EmbedFn | None, sets: EvaluationSets, R: int, frac: float, seed: int, *,
+                        embed_many: EmbedManyFn | None = None) -> np.ndarray:
     """(R, M, d) embeddings of each model from R independently resampled subsets of its evaluation set.
 
     Args:
@@ -30,33 +34,49 @@ def resample_embeddings(embed_fn: EmbedFn, sets: Sequence[tuple[np.ndarray, np.n
         sets: one evaluation set (query_idx (n_m,), scores (n_m,)) per model.
         R: number of resamples; frac: share of each set kept per resample (without replacement, at least 1).
         seed: numpy default_rng seed; one draw per (resample, model), independent across models.
+        embed_many: optional, the M subsets of one resample -> (M, d) in one call (e.g. embed_evaluation_sets,
+            which batches them); used instead of embed_fn, with the same draws. R calls instead of R x M.
     """
     if R < 2 or not 0 < frac <= 1:
         raise ValueError(f"resample_embeddings: need R >= 2 and 0 < frac <= 1, got R={R}, frac={frac}. "
                          "How to fix: e.g. R=8, frac=0.5.")
+    if embed_fn is None and embed_many is None:
+        raise ValueError("resample_embeddings: needs embed_fn or embed_many. How to fix: pass the function that "
+                         "embedded the pool.")
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(R):
-        row = []
+        subsets = []
         for m, (idx, scores) in enumerate(sets):
             idx, scores = np.asarray(idx), np.asarray(scores)
             if len(idx) != len(scores) or len(idx) == 0:
                 raise ValueError(f"resample_embeddings: evaluation set {m} has {len(idx)} query indices and "
                                  f"{len(scores)} scores. How to fix: pass non-empty, equal-length arrays.")
             keep = rng.choice(len(idx), size=max(1, int(round(frac * len(idx)))), replace=False)
-            row.append(np.asarray(embed_fn(idx[keep], scores[keep]), dtype=np.float64))
-        out.append(np.stack(row))
+            subsets.append((idx[keep], scores[keep]))
+        if embed_many is not None:
+            row = np.asarray(embed_many(subsets), dtype=np.float64)
+            if row.shape[0] != len(sets):
+                raise ValueError(f"resample_embeddings: embed_many returned {row.shape[0]} embeddings for "
+                                 f"{len(sets)} evaluation sets. How to fix: return one row per set, in order.")
+        else:
+            row = np.stack([np.asarray(embed_fn(i, y), dtype=np.float64) for i, y in subsets])
+        out.append(row)
     return np.stack(out)  # (R, M, d)
 
 
 @dataclass(frozen=True)
 class NearDuplicates:
-    """Every model pair scored by between-model distance over within-model resampling spread."""
+    """Model pairs scored by between-model distance over within-model resampling spread: every pair's score is
+    computed, the lowest-scored `max_pairs` are kept as rows (all of them in pools up to 447 models)."""
     names: tuple[str, ...]
     metric: str
     threshold: float
     R: int
     pairs: pd.DataFrame  # model_a, model_b, between, within_a, within_b, score, near_duplicate; sorted by score
+    n_pairs: int = -1        # pairs scored: M(M-1)/2 (-1: as many as `pairs` has)
+    n_flagged: int = -1      # pairs with score <= threshold, kept or not (-1: count them in `pairs`)
+    histogram: tuple[np.ndarray, np.ndarray] | None = None  # (counts (40,), edges (41,)) of log10 score, all pairs
 
     @property
     def duplicates(self) -> pd.DataFrame:
@@ -66,17 +86,19 @@ class NearDuplicates:
         return self.pairs
 
     def to_markdown(self) -> str:
-        dup = self.duplicates
+        n_pairs = self.n_pairs if self.n_pairs >= 0 else len(self.pairs)
+        flagged = self.n_flagged if self.n_flagged >= 0 else len(self.duplicates)
+        kept = "" if len(self.pairs) == n_pairs else f" The {len(self.pairs):,} lowest-scored of {n_pairs:,} pairs are kept."
         return (f"**Near-duplicate models** ({len(self.names)} models, {self.R} resampled evaluation sets each, "
-                f"{self.metric} distance): {len(dup)} pair(s) with score <= {self.threshold:g} (score = "
-                "2 x between-model distance / sum of the two within-model spreads; ~1 = indistinguishable).\n\n"
-                + markdown_table(self.pairs, max_rows=20))
+                f"{self.metric} distance): {flagged} pair(s) with score <= {self.threshold:g} (score = "
+                "2 x between-model distance / sum of the two within-model spreads; ~1 = indistinguishable)."
+                + kept + "\n\n" + markdown_table(self.pairs, max_rows=20))
 
     def plot(self, path: str | Path) -> Path:
         fig = new_figure(6.4, 4.0)
         ax = fig.add_subplot(1, 1, 1)
-        s = self.pairs["score"].to_numpy()
-        ax.hist(np.log10(np.clip(s[np.isfinite(s)], 1e-3, None)), bins=40)
+        counts, edges = self.histogram if self.histogram is not None else _log_histogram(self.pairs["score"].to_numpy())
+        ax.stairs(counts, edges, fill=True)
         ax.axvline(np.log10(self.threshold), color="C3", ls=":", label=f"threshold {self.threshold:g}")
         ax.set_xlabel("log10 score (between / within spread)")
         ax.set_ylabel("model pairs")
@@ -84,14 +106,24 @@ class NearDuplicates:
         return save_figure(fig, path)
 
 
+def _log_histogram(score: np.ndarray, bins: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """Counts and edges of log10 score (clipped at 1e-3; infinite scores left out)."""
+    return np.histogram(np.log10(np.clip(score[np.isfinite(score)], 1e-3, None)), bins=bins)
+
+
 def near_duplicates(resampled: np.ndarray, names=None, *, metric: str = "euclidean",
-                    threshold: float = 1.1) -> NearDuplicates:
+                    threshold: float = 1.1, max_pairs: int | None = MAX_PAIRS) -> NearDuplicates:
     """Pairs of models whose embeddings stay within the models' own resampling spread.
 
     Args:
         resampled: (R, M, d) embeddings, R independent resamples of each model's evaluation set
             (resample_embeddings).
         threshold: a pair is a near-duplicate when score <= threshold.
+        max_pairs: rows kept in `pairs`, the lowest-scored first (None = every pair); the histogram and the
+            count of flagged pairs are over every pair.
+    Memory: O(M^2), said here as the rule asks: the (M, M) mean between-model distance, one (M, M) block of
+    distances at a time (R^2 blocks, 32 MB each at M = 2,001), and the M(M-1)/2 pair scores (16 MB); never the
+    (R M)^2 matrix of every resample against every other (2 GB at R = 8, M = 2,001).
     For models a, b with resampled embeddings a_1..a_R, b_1..b_R:
         between(a, b) = mean over all (r, s) of dist(a_r, b_s)
         within(a)     = mean over r != s of dist(a_r, a_s)     (the model's own resampling spread)
@@ -110,17 +142,28 @@ def near_duplicates(resampled: np.ndarray, names=None, *, metric: str = "euclide
     check_metric(metric, where=where)
     R, M, _ = e.shape
     names = check_names(names, M, where=where)
-    d = pairwise_distances(e.reshape(R * M, -1), metric=metric).reshape(R, M, R, M)
-    between = d.mean(axis=(0, 2))                               # (M, M) over all (r, s)
-    diag = np.einsum("rmsm->mrs", d)                            # (M, R, R) each model against itself
-    within = diag.sum(axis=(1, 2)) / (R * (R - 1))              # (M,) over r != s (diagonal is 0)
+    between = np.zeros((M, M))                                  # (M, M) sum over all (r, s)
+    within = np.zeros(M)                                        # (M,) sum over r != s (the diagonal is 0)
+    for r in range(R):
+        for s in range(R):
+            block = pairwise_distances(e[r], e[s], metric=metric)  # (M, M) resample r against resample s
+            between += block
+            within += np.diagonal(block)                        # each model against itself
+    between /= R * R
+    within /= R * (R - 1)
     a, b = np.triu_indices(M, k=1)
     spread = within[a] + within[b]
     btw = between[a, b]
+    del between
     with np.errstate(divide="ignore", invalid="ignore"):
         score = np.where(spread > 0, 2 * btw / spread, np.where(btw > 0, np.inf, 0.0))
-    pairs = pd.DataFrame({"model_a": [names[i] for i in a], "model_b": [names[j] for j in b], "between": btw,
-                          "within_a": within[a], "within_b": within[b], "score": score,
-                          "near_duplicate": score <= threshold})
-    pairs = pairs.sort_values(["score", "between"], ignore_index=True, kind="stable")
-    return NearDuplicates(names=tuple(names), metric=metric, threshold=threshold, R=R, pairs=pairs)
+    order = np.lexsort((btw, score))                            # by score, then between; stable
+    if max_pairs is not None:
+        order = order[:max(0, int(max_pairs))]
+    a, b = a[order], b[order]
+    pairs = pd.DataFrame({"model_a": np.asarray(names, dtype=object)[a], "model_b": np.asarray(names, dtype=object)[b],
+                          "between": btw[order], "within_a": within[a], "within_b": within[b], "score": score[order],
+                          "near_duplicate": score[order] <= threshold})
+    return NearDuplicates(names=tuple(names), metric=metric, threshold=threshold, R=R, pairs=pairs,
+                          n_pairs=len(score), n_flagged=int((score <= threshold).sum()),
+                          histogram=_log_histogram(score))

@@ -14,13 +14,16 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from scipy import stats
-from scipy.cluster.hierarchy import dendrogram, fcluster, linkage
+from scipy.spatial.distance import pdist
+from scipy.cluster.hierarchy import dendrogram, fcluster, leaves_list, linkage
 from sklearn.metrics import adjusted_rand_score
 
 from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table,
                                           new_figure, pairwise_distances, save_figure)
 
 # ----------------------------------------------------------------------------- distance vs disagreement
+
+SCATTER_MAX_POINTS = 20_000  # dots drawn in the distance-vs-disagreement figure (2,001 models have 2.0 million pairs)
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,9 @@ class DistanceDisagreement:
     cosine_corr: Correlation
 
     def table(self) -> pd.DataFrame:
+        names = np.asarray(self.names, dtype=object)  # indexed in C: no Python loop over the M(M-1)/2 pairs
         return pd.DataFrame({
-            "model_a": [self.names[i] for i in self.pair_a], "model_b": [self.names[j] for j in self.pair_b],
+            "model_a": names[self.pair_a], "model_b": names[self.pair_b],
             "euclidean": self.euclidean, "cosine": self.cosine,
             "disagreement": self.disagreement, "n_shared": self.n_shared})
 
@@ -68,13 +72,20 @@ class DistanceDisagreement:
                 f"{len(self.names)} models; paper: Pearson 0.887 Euclidean / 0.845 cosine)\n\n"
                 + markdown_table(self.correlation_table(), digits=3))
 
-    def plot(self, path: str | Path) -> Path:
+    def plot(self, path: str | Path, *, max_points: int = SCATTER_MAX_POINTS) -> Path:
+        """Distance vs disagreement, one dot per pair; pools with more than `max_points` pairs draw a uniform
+        random sample of that many (seed 0), said in the axis label (the correlations are over all pairs)."""
         fig = new_figure(10, 4.2)
+        shown = np.arange(len(self.pair_a))
+        if len(shown) > max_points:
+            shown = np.sort(np.random.default_rng(0).choice(len(shown), size=max_points, replace=False))
+        sample = "" if len(shown) == len(self.pair_a) else f", {len(shown):,} of {len(self.pair_a):,} pairs drawn"
         for k, (dist, corr, label) in enumerate([(self.euclidean, self.euclidean_corr, "Euclidean"),
                                                   (self.cosine, self.cosine_corr, "cosine")]):
             ax = fig.add_subplot(1, 2, k + 1)
-            ax.scatter(dist, self.disagreement, s=6, alpha=0.5)
-            ax.set_xlabel(f"{label} distance between model embeddings")
+            ax.scatter(dist[shown], self.disagreement[shown], s=6 if len(shown) < 5000 else 2,
+                       alpha=0.5 if len(shown) < 5000 else 0.2, linewidths=0)
+            ax.set_xlabel(f"{label} distance between model embeddings" + sample)
             ax.set_ylabel("correctness disagreement rate (held-out)")
             ax.set_title(f"{label}: Pearson {corr.pearson:.3f}, Spearman {corr.spearman:.3f}")
         return save_figure(fig, path)
@@ -92,6 +103,8 @@ def distance_vs_disagreement(embeddings: np.ndarray, labels_heldout: np.ndarray,
         min_shared: pairs sharing fewer labelled queries are left out of the pairs and the correlations.
     Disagreement of (a, b) = mean over queries labelled for both of |y_a - y_b|, i.e. the disagreement rate
     for 0/1 labels. Correlations (Pearson, Spearman, Kendall tau-b) are over all kept pairs.
+    Memory: O(M^2), said here as the rule asks: a few (M, M) float64 matrices (32 MB each at M = 2,001) and the
+    result's M(M-1)/2 pairs (2.0 million at 2,001 models); the time is BLAS products, no loop over models.
     """
     z = check_embeddings(embeddings, where="distance_vs_disagreement", min_models=3)
     y = np.asarray(labels_heldout, dtype=np.float64)  # (M, Q)
@@ -104,8 +117,7 @@ def distance_vs_disagreement(embeddings: np.ndarray, labels_heldout: np.ndarray,
     y0 = np.where(known, y, 0.0)
     kf = known.astype(np.float64)
     n_shared = kf @ kf.T                                    # (M, M) queries labelled for both
-    # sum over shared queries of |y_a - y_b|, one model against all at a time (M ~ 100, Q ~ 10^4: cheap)
-    abs_diff = np.stack([(np.abs(y0[i] - y0) * (known[i] & known)).sum(axis=1) for i in range(len(y0))])
+    abs_diff = _shared_abs_diff(y0, known)                  # (M, M) sum over shared queries of |y_a - y_b|
     a, b = np.triu_indices(z.shape[0], k=1)
     keep = n_shared[a, b] >= max(min_shared, 1)
     a, b = a[keep], b[keep]
@@ -125,7 +137,28 @@ def distance_vs_disagreement(embeddings: np.ndarray, labels_heldout: np.ndarray,
                                 disagreement=disagreement, n_shared=n_shared[a, b].astype(int),
                                 euclidean_corr=corr(eu), cosine_corr=corr(co))
 
+def _shared_abs_diff(y0: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """(M, M) sum over the queries both models are labelled on of |y_a - y_b| (y0: labels, 0 where unknown).
+
+    0/1 labels: |a - b| = a + b - 2ab, three matrix products (exact: sums of integers). Other scores in [0, 1]:
+    one block of models against all at a time, so the (block, M, Q) temporary stays near 64 MB."""
+    kf = known.astype(np.float64)
+    if np.isin(y0, (0.0, 1.0)).all():
+        both = y0 @ kf.T                                    # (M, M) sum of y_a over queries labelled for b too
+        return both + both.T - 2.0 * (y0 @ y0.T)
+    m, q = y0.shape
+    block = max(1, int(8e6 // max(1, m * q)))
+    out = np.empty((m, m))
+    for i in range(0, m, block):
+        a, ka = y0[i:i + block, None, :], known[i:i + block, None, :]   # (b, 1, Q)
+        out[i:i + block] = (np.abs(a - y0[None]) * (ka & known[None])).sum(axis=2)
+    return out
+
 # ----------------------------------------------------------------------------- family clustering
+
+DENDROGRAM_MAX_LEAVES = 60  # leaves drawn: a larger pool's dendrogram shows its top 60 branches with their sizes
+LISTED_MODELS = 100  # the report lists every model up to this pool size, else its largest clusters
+LISTED_CLUSTERS = 20
 
 
 @dataclass(frozen=True)
@@ -142,7 +175,7 @@ class FamilyClustering:
     adjusted_rand: float          # ARI of clusters vs families (1 = identical partitions, ~0 = chance)
 
     def table(self) -> pd.DataFrame:
-        leaves = dendrogram(self.linkage, no_plot=True)["leaves"]
+        leaves = leaves_list(self.linkage)  # the dendrogram's left-to-right order (C, no recursion limit)
         order = np.empty(len(self.names), dtype=int)
         order[leaves] = np.arange(len(leaves))
         return pd.DataFrame({"model": list(self.names),
@@ -154,18 +187,42 @@ class FamilyClustering:
         head = (f"**Family clustering** ({self.method} linkage, {self.metric} distance, {len(self.names)} models)")
         if self.clusters is None:
             return head + "\n\nNo family labels (fewer than 2 known families): dendrogram only."
-        return (head + f"\n\nCut at {self.n_families} clusters (the number of known families): "
-                f"purity {self.purity:.3f}, adjusted Rand {self.adjusted_rand:.3f}.\n\n"
-                + markdown_table(self.table(), max_rows=None))
+        head += (f"\n\nCut at {self.n_families} clusters (the number of known families): "
+                 f"purity {self.purity:.3f}, adjusted Rand {self.adjusted_rand:.3f}.\n\n")
+        if len(self.names) <= LISTED_MODELS:
+            return head + markdown_table(self.table(), max_rows=None)
+        return (head + f"The {LISTED_CLUSTERS} largest of the {len(np.unique(self.clusters[self.clusters >= 0]))} "
+                f"clusters ({len(self.names)} models: every model's cluster is in table()):\n\n"
+                + markdown_table(self.cluster_table().head(LISTED_CLUSTERS), max_rows=None))
 
-    def plot(self, path: str | Path) -> Path:
+    def cluster_table(self) -> pd.DataFrame:
+        """One row per cluster at the cut, largest first: size, its most common families and a few members."""
+        if self.clusters is None:
+            return pd.DataFrame(columns=["cluster", "models", "top_families", "majority_share", "members"])
+        t = pd.DataFrame({"model": list(self.names), "family": list(self.families), "cluster": self.clusters})
+        rows = []
+        for c, g in t[t["cluster"] >= 0].groupby("cluster"):
+            counts = g["family"].value_counts()
+            rows.append({"cluster": int(c), "models": len(g),
+                         "top_families": ", ".join(f"{f} ({n})" for f, n in counts.head(3).items()),
+                         "majority_share": float(counts.iloc[0] / len(g)),
+                         "members": ", ".join(g["model"].head(4)) + (" ..." if len(g) > 4 else "")})
+        return pd.DataFrame(rows).sort_values(["models", "cluster"], ascending=[False, True], ignore_index=True)
+
+    def plot(self, path: str | Path, *, max_leaves: int = DENDROGRAM_MAX_LEAVES) -> Path:
+        """The dendrogram, leaves labelled by model; a pool of more than `max_leaves` models is drawn with its
+        top `max_leaves` branches, each labelled by its number of models (scipy's truncate_mode="lastp")."""
         m = len(self.names)
-        fig = new_figure(max(6.0, 0.18 * m + 2), 5.5)
+        shown = min(m, max_leaves)
+        fig = new_figure(max(6.0, 0.18 * shown + 2), 5.5)
         ax = fig.add_subplot(1, 1, 1)
+        truncate = {} if m <= max_leaves else {"truncate_mode": "lastp", "p": max_leaves, "show_contracted": True}
         dendrogram(self.linkage, labels=list(self.names), ax=ax, leaf_rotation=90,
-                   leaf_font_size=max(4, min(9, 600 // max(m, 1))))
+                   leaf_font_size=max(4, min(9, 600 // max(shown, 1))), **truncate)
         ax.set_ylabel(f"{self.metric} distance ({self.method} linkage)")
-        ax.set_title("Hierarchical clustering of model embeddings")
+        ax.set_title("Hierarchical clustering of model embeddings" if not truncate else
+                     f"Hierarchical clustering of {m:,} model embeddings: top {max_leaves} branches "
+                     "(label (n) = n models)")
         if self.families:  # colour tick labels by family so mixed clusters stand out
             fams = sorted({f for f in self.families if f})
             # saturated colours only (tab20's odd entries are pale, unreadable as label text): tab20's dark half,
@@ -188,6 +245,8 @@ def family_clustering(embeddings: np.ndarray, names, families=None, *, method: s
     between two clusters, so one close pair cannot chain two families together (single linkage does), and
     unlike ward/centroid it is valid for a non-Euclidean distance. Cosine ignores embedding norms, which vary
     with overall accuracy more than with family. ward/centroid/median need metric="euclidean".
+    Memory: O(M^2), said here as the rule asks: scipy's linkage needs the M(M-1)/2 condensed distances (16 MB at
+    M = 2,001; the square matrix is never built) and its time is O(M^2) in C.
 
     Args:
         embeddings: (M, d) model embeddings; names: M model names (dendrogram labels).
@@ -202,7 +261,7 @@ def family_clustering(embeddings: np.ndarray, names, families=None, *, method: s
     if method in ("ward", "centroid", "median") and metric != "euclidean":
         raise ValueError(f"{where}: {method} linkage is only defined for Euclidean distance, got metric={metric!r}. "
                          "How to fix: pass metric='euclidean' or use method='average'/'complete'.")
-    tree = linkage(_condensed(pairwise_distances(z, metric=metric)), method=method)
+    tree = linkage(_condensed(z, metric), method=method)
     fams = None
     clusters, n_fam, purity, ari = None, 0, float("nan"), float("nan")
     if families is not None:
@@ -215,7 +274,7 @@ def family_clustering(embeddings: np.ndarray, names, families=None, *, method: s
         n_fam = len(set(labels))
         if n_fam >= 2 and known.sum() > n_fam:
             zk = z[known]
-            sub = linkage(_condensed(pairwise_distances(zk, metric=metric)), method=method)
+            sub = linkage(_condensed(zk, metric), method=method)
             cut = fcluster(sub, t=n_fam, criterion="maxclust")
             clusters = np.full(len(names), -1, dtype=int)
             clusters[known] = cut
@@ -226,7 +285,9 @@ def family_clustering(embeddings: np.ndarray, names, families=None, *, method: s
                             clusters=clusters, n_families=n_fam, purity=purity, adjusted_rand=ari)
 
 
-def _condensed(d: np.ndarray) -> np.ndarray:
-    """Square symmetric distance matrix -> condensed vector (scipy's pdist layout)."""
-    i, j = np.triu_indices(len(d), k=1)
-    return d[i, j]
+def _condensed(z: np.ndarray, metric: str) -> np.ndarray:
+    """(M(M-1)/2,) distances between the rows of z in scipy's pdist layout, as pairwise_distances has them."""
+    d = pdist(z, metric=metric)
+    if metric == "cosine":
+        d = np.nan_to_num(d, nan=1.0)  # a zero vector has no direction: orthogonal to all (as pairwise_distances)
+    return np.maximum(d, 0.0)

@@ -270,3 +270,13 @@ def test_the_atlas_is_an_mlflow_artifact_linked_from_the_pool(materialized):
         link = _metadata(result, asset)["atlas"]
         assert isinstance(link, UrlMetadataValue), asset
         assert f"/#/experiments/{experiment}/runs/{run_id}/artifacts/reports/atlas.html" in link.value, asset
+
+
+@pytest.mark.parametrize("m, max_k, first, last, n", [(24, 0, 1, 24, 24), (50, 0, 1, 50, 50), (24, 10, 1, 10, 10),
+                                                      (2001, 0, 1, 2001, 70), (2001, 300, 1, 300, 70)])
+def test_portfolio_sizes_are_dense_then_geometric(m, max_k, first, last, n):
+    from locus_pipeline.defs.assets.analyses import DENSE_K, portfolio_sizes
+
+    ks = portfolio_sizes(m, max_k)
+    assert ks[0] == first and ks[-1] == last and ks == sorted(set(ks)) and len(ks) <= n
+    assert ks[:min(DENSE_K, last)] == list(range(1, min(DENSE_K, last) + 1))

@@ -229,9 +229,16 @@ def family_clusters(
 # ----------------------------------------------------------------------------- portfolios
 
 
+DENSE_K = 50  # the k curves take every size up to this, then GEOMETRIC_K sizes more up to the whole pool
+GEOMETRIC_K = 20
+
+
 class PortfolioConfig(dg.Config):
     max_k: int = Field(default=0, description="Largest portfolio size on the k-center / k-medoids curves; "
-                       "0 = the whole pool.")
+                       f"0 = the whole pool (every size up to {DENSE_K}, then {GEOMETRIC_K} sizes spaced "
+                       "geometrically up to the pool).")
+    max_k_medoids: int = Field(default=DENSE_K, description="Largest k-medoids portfolio (PAM: each size is a "
+                               "search over (M, M) distances); 0 = as far as the k-center curve.")
     n_budgets: int = Field(default=12, description="Parameter budgets on the coverage-greedy curve: geometric "
                            "from the smallest model to the whole pool's parameters.")
     tolerance: float = Field(default=0.005, description="A portfolio matches the full pool within this much "
@@ -248,6 +255,16 @@ def budget_grid(params_b: np.ndarray, n: int) -> list[float]:
     return sorted({round(float(b), 3) for b in np.geomspace(known.min(), known.sum(), max(2, n))} | {float(known.sum())})
 
 
+def portfolio_sizes(m: int, max_k: int = 0) -> list[int]:
+    """The k curves' portfolio sizes: every k up to max_k (0 = the pool) while k <= DENSE_K, then GEOMETRIC_K
+    sizes spaced geometrically up to max_k, which is always included (pools up to DENSE_K models: 1..m)."""
+    top = min(max_k, m) if max_k > 0 else m
+    dense = list(range(1, min(top, DENSE_K) + 1))
+    if top <= DENSE_K:
+        return dense
+    return sorted(set(dense) | {int(round(k)) for k in np.geomspace(DENSE_K, top, GEOMETRIC_K + 1)} | {top})
+
+
 @dg.asset(kinds={"numpy"}, group_name=GROUP, owners=OWNERS)
 def portfolios(
     context: dg.AssetExecutionContext,
@@ -260,15 +277,19 @@ def portfolios(
     """k-center and k-medoids portfolios (curve over k) and coverage-greedy per parameter (curve over a
     total-parameter budget): routing accuracy when routing among the portfolio only, on the held-out queries,
     and the smallest portfolio within `tolerance` of the full pool. Parameter counts: the models file's
-    params_b, else parsed from the name ("7b", "8x7b", "350m"); models with neither are never budgeted."""
+    params_b, else parsed from the name ("7b", "8x7b", "350m"); models with neither are never budgeted.
+    Pools of more than 50 models get every k up to 50, then sizes spaced geometrically up to the pool
+    (portfolio_sizes); k-medoids stops at max_k_medoids."""
     from locus_model.analysis import portfolio_curve
     from locus_model.analysis.portfolio import plot_curves
     from locus_model.data.catalog import params_for_models
 
     names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
-    ks = list(range(1, (min(config.max_k, len(names)) if config.max_k > 0 else len(names)) + 1))
+    ks = portfolio_sizes(len(names), config.max_k)
+    medoid_ks = [k for k in ks if config.max_k_medoids <= 0 or k <= config.max_k_medoids]
     common = dict(names=names, tolerance=config.tolerance, n_random=config.n_random, seed=config.seed)
-    curves = [portfolio_curve(z, preds.probs, preds.labels, method=m, ks=ks, **common) for m in ("k_center", "k_medoids")]
+    curves = [portfolio_curve(z, preds.probs, preds.labels, method=m, ks=k, **common)
+              for m, k in (("k_center", ks), ("k_medoids", medoid_ks))]
     params = params_for_models(names, model_catalog[["model", "params_b"]])
     budgets = budget_grid(params, config.n_budgets)
     if budgets:
@@ -349,6 +370,11 @@ class NearDuplicatesConfig(dg.Config):
     threshold: float = Field(default=1.1, description="Near-duplicate when between-model distance / mean "
                              "within-model resampling spread is at most this (1 = indistinguishable).")
     seed: int = Field(default=0, description="Seed of the resamples.")
+    max_pairs: int = Field(default=100_000, description="Model pairs kept in the output, lowest score first "
+                           "(every pair is scored; a pool of 2,001 models has 2.0 million pairs).")
+
+
+FLAGGED_LISTED = 50  # flagged pairs listed in the report; all of them are in the asset's output
 
 
 @dg.asset(kinds={"pytorch"}, group_name=GROUP, owners=OWNERS)
@@ -368,9 +394,10 @@ def near_duplicates(
     models file has a duplicate_of column (the demo pool), which known re-uploads were found."""
     from locus_model.analysis import near_duplicates as score_pairs
     from locus_model.analysis import resample_embeddings
-    from locus_model.analysis._common import pairwise_distances
+    from locus_model.analysis._common import paired_distances
+    from locus_model.model import embed_evaluation_sets
     from locus_model.pool import pool_matrix
-    from locus_pipeline.reports import embed_fn, pool_evaluation_sets, torch_threads
+    from locus_pipeline.reports import pool_evaluation_sets, torch_threads
 
     checkpoint = home.pool_checkpoint(model_embeddings)
     model = checkpoint.model
@@ -378,27 +405,29 @@ def near_duplicates(
     onboarded_enc = home.encode(onboarded, checkpoint.encoder, runtime=checkpoint.runtime)[0] if len(onboarded) else None
     sets = pool_evaluation_sets(model_embeddings, evaluation_table, training_split, query_encodings,
                                 onboarded, onboarded_enc)
-    with torch_threads(1):  # R x M small forward passes: one thread is fastest (see torch_threads)
-        resampled = resample_embeddings(embed_fn(model, sets.encodings), sets.sets, config.resamples,
-                                        config.fraction, config.seed)              # (R, M, d)
-    result = score_pairs(resampled, sets.names, threshold=config.threshold)
+    with torch_threads(1):  # R batched forward passes over the M subsets (see torch_threads)
+        resampled = resample_embeddings(None, sets.sets, config.resamples, config.fraction, config.seed,
+                                        embed_many=lambda subsets: embed_evaluation_sets(model, sets.encodings, subsets))
+    result = score_pairs(resampled, sets.names, threshold=config.threshold, max_pairs=config.max_pairs)
     png = result.plot(home.dir("reports") / "near_duplicates.png")
     names, z = pool_matrix(model_embeddings)
-    row = {n: i for i, n in enumerate(names)}
-    cos = pairwise_distances(z.astype(np.float64), metric="cosine")
-    pairs = result.pairs.assign(pool_cosine_distance=[cos[row[a], row[b]] for a, b in
-                                                      zip(result.pairs["model_a"], result.pairs["model_b"])])
+    rows = pd.Index(names)
+    pairs = result.pairs.assign(pool_cosine_distance=paired_distances(
+        z[rows.get_indexer(result.pairs["model_a"])], z[rows.get_indexer(result.pairs["model_b"])], metric="cosine"))
     known = _known_duplicates(model_catalog)
     pairs["known_duplicate"] = [frozenset((a, b)) in known for a, b in zip(pairs["model_a"], pairs["model_b"])]
     flagged = pairs[pairs["near_duplicate"]]
-    summary = f"{len(flagged)} near-duplicate pair(s) among {len(sets.names)} models ({config.resamples} resamples at {config.fraction:g})"
+    summary = f"{result.n_flagged} near-duplicate pair(s) among {len(sets.names)} models ({config.resamples} resamples at {config.fraction:g})"
     if known:
         found = int(flagged["known_duplicate"].sum())
-        summary += f"; known re-uploads found: {found} of {len(known)}, other pairs flagged: {len(flagged) - found}"
+        summary += f"; known re-uploads found: {found} of {len(known)}, other pairs flagged: {result.n_flagged - found}"
     summary += "."
+    listed = flagged.head(FLAGGED_LISTED)
     body = result.to_markdown() + "\n\nFlagged pairs with the pool embeddings' cosine distance:\n\n" + (
-        escape_frame(flagged[["model_a", "model_b", "score", "pool_cosine_distance", "known_duplicate"]]).to_markdown(index=False)
-        if len(flagged) else "(none)")
+        escape_frame(listed[["model_a", "model_b", "score", "pool_cosine_distance", "known_duplicate"]]).to_markdown(index=False)
+        if len(flagged) else "(none)") + (
+        f"\n\n({result.n_flagged - len(listed)} more flagged pairs: the asset's output, `warehouse/near_duplicates.parquet`.)"
+        if result.n_flagged > len(listed) else "")
     if sets.missing:
         body += f"\n\nNot resampled (evaluations not found): {', '.join(map(escape_markdown, sets.missing[:20]))}."
     publish(context, home, "near_duplicates", title="Near-duplicates / fingerprinting", summary=summary, body=body,
@@ -476,7 +505,8 @@ def model_atlas(
     families = catalog_column(names, model_catalog)
     kc = portfolios[portfolios["method"] == "k_center"]
     chosen = kc[kc["smallest_matching"]] if kc["smallest_matching"].any() else kc.tail(1)
-    members = [m for m in str(chosen["portfolio"].iloc[0]).split(", ") if m in set(names)] if len(chosen) else []
+    pool_names = set(names)  # built once: membership tests below are per model (a portfolio can be the whole pool)
+    members = [m for m in str(chosen["portfolio"].iloc[0]).split(", ") if m in pool_names] if len(chosen) else []
     accuracy = per_benchmark_accuracy(evaluation_table, home.onboarded_evaluations())
     path = write_atlas(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=families,
                        per_benchmark_acc=accuracy, portfolio=members,
@@ -490,7 +520,8 @@ def model_atlas(
     coords, ratio = pca_projection(z, 3)
     fig = new_figure(6.4, 5.0)
     ax = fig.add_subplot(1, 1, 1)
-    member = np.array([n in set(members) for n in names])
+    member_set = set(members)
+    member = np.array([n in member_set for n in names])
     ax.scatter(coords[~member, 0], coords[~member, 1], s=14, alpha=0.7, label="model")
     ax.scatter(coords[member, 0], coords[member, 1], s=60, marker="D", edgecolor="k", label="k-center portfolio")
     ax.set_xlabel(f"PC1 ({100 * ratio[0]:.1f}% of variance)")
