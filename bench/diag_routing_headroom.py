@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_accuracy import cached_fit_and_predict, fit_key, harness_setup  # noqa: E402
-from locus_model.evaluation.baselines import KNNConfig  # noqa: E402
+from locus_model.evaluation.baselines import KNNConfig, PerBenchmark, PerBenchmarkConfig  # noqa: E402
 from locus_model.evaluation.bootstrap import paired_bootstrap, routing_outcomes  # noqa: E402
 from locus_model.evaluation.methods import fit_and_predict  # noqa: E402
 
@@ -46,17 +46,12 @@ from locus_model.evaluation.methods import fit_and_predict  # noqa: E402
 def category_probs(scores: np.ndarray, benchmarks: np.ndarray, known_q: np.ndarray, test: np.ndarray,
                    smoothing: float = 1.0) -> np.ndarray:
     """(M, Q_test): each model's mean score on the known queries of each test query's benchmark, pulled toward its
-    overall mean by `smoothing` pseudo-counts (as KNNRouter smooths its neighbourhoods)."""
-    y = scores[:, known_q]
-    known = ~np.isnan(y)
-    y0 = np.nan_to_num(y)
-    overall = y0.sum(1) / np.maximum(known.sum(1), 1)  # (M,)
-    out = np.empty((len(scores), len(test)), np.float64)
-    for cat in np.unique(benchmarks[test]):
-        in_cat = benchmarks[known_q] == cat
-        rate = (y0[:, in_cat].sum(1) + smoothing * overall) / (known[:, in_cat].sum(1) + smoothing)
-        out[:, benchmarks[test] == cat] = rate[:, None]
-    return out
+    overall mean by `smoothing` pseudo-counts: the harness's per_benchmark baseline fitted on the known queries."""
+    masked = np.full_like(scores, np.nan, dtype=np.float32)
+    masked[:, known_q] = scores[:, known_q]
+    method = PerBenchmark(PerBenchmarkConfig(benchmarks=tuple(np.asarray(benchmarks).astype(str)), smoothing=smoothing))
+    method.fit(np.zeros((len(benchmarks), 1), np.float32), masked)
+    return method.predict_proba(np.arange(len(scores)), test).astype(np.float64)
 
 
 def logistic_probs(scores: np.ndarray, encodings: np.ndarray, known_q: np.ndarray, val: np.ndarray,

@@ -62,6 +62,16 @@ class Baseline(ABC):
 # ---------------------------------------------------------------------------------------------- non-parametric
 
 
+def append_anchor_scores(method: Baseline, scores: np.ndarray) -> np.ndarray:
+    """Onboarding of a method that keeps every model's own anchor scores (``method.scores``): append the held-out
+    models' rows; returns their row indices."""
+    encodings = method._require_fit()
+    scores = check_scores(scores, len(encodings), "scores")
+    rows = np.arange(len(method.scores), len(method.scores) + len(scores))
+    method.scores = np.concatenate([method.scores, scores])
+    return rows
+
+
 @dataclass(frozen=True)
 class KNNConfig:
     """Per-query kNN router settings."""
@@ -105,11 +115,7 @@ class KNNRouter(Baseline):
         self.k = best[1]
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:
-        encodings = self._require_fit()
-        scores = check_scores(scores, len(encodings), "scores")
-        rows = np.arange(len(self.scores), len(self.scores) + len(scores))
-        self.scores = np.concatenate([self.scores, scores])
-        return rows
+        return append_anchor_scores(self, scores)
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
         encodings = self._require_fit()
@@ -200,11 +206,7 @@ class PerBenchmark(Baseline):
         self.n_fitted_models = len(self.scores)
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:
-        encodings = self._require_fit()
-        scores = check_scores(scores, len(encodings), "scores")
-        rows = np.arange(len(self.scores), len(self.scores) + len(scores))
-        self.scores = np.concatenate([self.scores, scores])
-        return rows
+        return append_anchor_scores(self, scores)
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
         self._require_fit()
