@@ -1,5 +1,5 @@
 """Markdown/HTML escaping of user-supplied text (model names, file names, benchmarks, query text) before it goes
-into a Markdown table or paragraph: Dagster metadata (``MetadataValue.md``) and reports/*.md.
+into a Markdown table or paragraph (asset metadata, report files, anything rendered as Markdown).
 
 One function, :func:`escape_markdown`, used everywhere; :func:`escape_frame` applies it to every text cell, index
 label and column name of a table before ``to_markdown``. A model name is data, never markup: a ``|`` must not add
