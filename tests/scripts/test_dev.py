@@ -98,7 +98,10 @@ def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path) -> None:
     """Stand-ins for dagster and mlflow that ignore SIGINT and SIGTERM: the script SIGKILLs their groups."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
+    # the project's python (a wrapper, not a symlink: a symlinked interpreter outside its venv loses the venv's
+    # packages, and the script's link and home steps import the pipeline)
+    (venv / "bin" / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (venv / "bin" / "python").chmod(0o755)
     stubborn = "#!/usr/bin/env bash\ntrap '' INT TERM\nsleep 300 & sleep 300\n"  # a child too: the whole group goes
     for name in ("dagster", "mlflow"):
         (venv / "bin" / name).write_text(stubborn)
