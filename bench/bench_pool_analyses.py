@@ -54,16 +54,16 @@ class RssSampler(threading.Thread):
 
     def __init__(self, interval: float = 0.1):
         super().__init__(daemon=True)
-        self.interval, self.samples, self._stop = interval, [], threading.Event()
+        self.interval, self.samples, self._halt = interval, [], threading.Event()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             t = os.times()
             self.samples.append((time.time(), rss_bytes(), t.user + t.system))
-            self._stop.wait(self.interval)
+            self._halt.wait(self.interval)
 
     def stop(self) -> list[tuple[float, int]]:
-        self._stop.set()
+        self._halt.set()
         self.join()
         return self.samples
 
