@@ -68,18 +68,6 @@ class RssSampler(threading.Thread):
         return self.samples
 
 
-def step_windows(instance, run_id: str) -> dict[str, tuple[float, float, bool]]:
-    """step -> (start, end, succeeded) from the run's STEP_START / STEP_SUCCESS / STEP_FAILURE events."""
-    start, out = {}, {}
-    for entry in instance.all_logs(run_id):
-        event = entry.dagster_event
-        if event is None or event.step_key is None:
-            continue
-        if event.event_type_value == "STEP_START":
-            start[event.step_key] = entry.timestamp
-        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in start:
-            out[event.step_key] = (start[event.step_key], entry.timestamp, event.event_type_value == "STEP_SUCCESS")
-    return out
 
 
 def run_pipeline(args) -> int:
@@ -88,6 +76,7 @@ def run_pipeline(args) -> int:
     import dagster as dg
 
     from locus_pipeline.definitions import defs
+    from locus_pipeline.demo import step_windows
     from locus_pipeline.instance import prepare_dagster_home
 
     args.home.mkdir(parents=True, exist_ok=True)

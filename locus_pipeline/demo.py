@@ -23,8 +23,8 @@ DEMO_QUERIES = 1500  # MMLU-Pro questions in the demo (stratified by category; b
 SMALL_OPS = {"training_split": {"config": {"budget": 256}}}
 
 
-def step_seconds(instance, run_id: str) -> dict[str, float]:
-    """Wall seconds of every step of a finished run, from its STEP_START / STEP_SUCCESS events."""
+def step_windows(instance, run_id: str) -> dict[str, tuple[float, float, bool]]:
+    """step -> (start, end, succeeded) from the run's STEP_START / STEP_SUCCESS / STEP_FAILURE events."""
     start, out = {}, {}
     for entry in instance.all_logs(run_id):
         event = entry.dagster_event
@@ -33,8 +33,13 @@ def step_seconds(instance, run_id: str) -> dict[str, float]:
         if event.event_type_value == "STEP_START":
             start[event.step_key] = entry.timestamp
         elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE") and event.step_key in start:
-            out[event.step_key] = entry.timestamp - start[event.step_key]
+            out[event.step_key] = (start[event.step_key], entry.timestamp, event.event_type_value == "STEP_SUCCESS")
     return out
+
+
+def step_seconds(instance, run_id: str) -> dict[str, float]:
+    """Wall seconds of every step of a finished run (step_windows)."""
+    return {step: end - begin for step, (begin, end, _) in step_windows(instance, run_id).items()}
 
 
 def main(argv: list[str] | None = None) -> int:
