@@ -75,9 +75,21 @@ class TrainConfig:
     encoder_noise_scale: float = 1.0  # the encoder's query noise is this times the decoder's (the ratio above): the
     #   decoder's noise keeps the predictor from overfitting the few distinct anchor queries; on the encoder side
     #   the same noise blurs which query (which benchmark) each score belongs to
+    latent_steps: int = 1500  # 0 = off; else the latent warm-up runs first, up to this many steps: the correctness
+    #   predictor is fitted with one free vector per training model (an auto-decoder, as matrix factorisation fits
+    #   its model vectors), keeping the step of minimum val BCE; the set encoder is then trained to produce those
+    #   vectors from evaluation subsets (latent_weight) through the fitted predictor, which stays frozen. End to
+    #   end, the predictor first learns the accuracy, and the encoder only what the predictor already reads; the
+    #   latents carry each model's whole profile from the first encoder step
+    latent_noise: tuple[float, ...] = (1.0, 2.0, 4.0)  # query-noise ratios of the warm-up: it runs once per ratio
+    #   and the lowest val BCE is kept (as the matrix-factorisation baseline chooses its noise)
+    latent_lr: float = 1e-2  # Adam learning rate of the free model vectors (the predictor's is lr_predictor)
+    latent_weight: float = 1.0  # weight of the encoder's squared error to the model's latent vector, relative to
+    #   the latents' total variance, beside the BCE through the frozen predictor
     patience: int = 120  # stop after this many epochs without a better validation checkpoint
-    select_on: str = "routing"  # the validation figure that picks the kept epoch: "routing" = routing accuracy
-    #   (ties: lower val BCE), "loss" = val BCE over every (model, val query) cell
+    select_on: str = "loss"  # the validation figure that picks the kept epoch: "loss" = val BCE over every (model,
+    #   val query) cell; "routing" = routing accuracy (ties: lower val BCE), a hit rate over the few val queries that
+    #   swings by a query between epochs
     select_from_epoch: int = 10  # epochs before this one are never kept (nor counted by patience); clipped to
     #   epochs - 1: on small validation sets an almost untrained epoch can win on a couple of queries
     seed: int = 0  # seeds init, subsets, noise and dropout: same seed -> same result on CPU
@@ -98,10 +110,16 @@ class TrainConfig:
     #   every model, so routing is unchanged; "temperature" keeps every P > 0.5 decision, "platt" may move them
 
     def __post_init__(self) -> None:
-        ratios = (self.finetune_noise,) if isinstance(self.finetune_noise, (int, float)) else self.finetune_noise
-        object.__setattr__(self, "finetune_noise", tuple(float(r) for r in ratios))
-        if not self.finetune_noise:
-            raise ValueError("TrainConfig: finetune_noise is empty; give at least one noise ratio, e.g. (2.0,).")
+        for name in ("finetune_noise", "latent_noise"):
+            ratios = getattr(self, name)
+            ratios = (ratios,) if isinstance(ratios, (int, float)) else ratios
+            object.__setattr__(self, name, tuple(float(r) for r in ratios))
+            if not getattr(self, name) or min(getattr(self, name)) < 0:
+                raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must hold at least one noise ratio >= 0, "
+                                 "e.g. (2.0,).")
+        if self.latent_steps < 0 or self.latent_lr <= 0 or self.latent_weight < 0:
+            raise ValueError(f"TrainConfig: latent_steps={self.latent_steps} and latent_weight={self.latent_weight} "
+                             f"must be >= 0 and latent_lr={self.latent_lr} > 0 (latent_steps=0 turns the warm-up off).")
         if not 1 <= self.enc_min <= self.enc_max:
             raise ValueError(f"TrainConfig: need 1 <= enc_min ({self.enc_min}) <= enc_max ({self.enc_max}).")
         if self.select_from_epoch < 0:
@@ -140,6 +158,8 @@ class TrainResult:
     #   "steps_run", "val_loss_before", "val_loss_after", "val_routing_acc"} (val embeddings from all train cells),
     #   plus "val_loss_at_noise_<ratio>" for every ratio tried; {} if off. best_metrics stay those of the
     #   selected epoch, before it
+    latent: dict = field(default_factory=dict)  # the latent warm-up that was kept: {"noise", "step", "val_loss" (of
+    #   the predictor with the free model vectors), "steps_run" per noise ratio}; {} if off
 
 
 def noise_ratio(epoch: int, cfg: TrainConfig) -> float:
@@ -252,6 +272,8 @@ class _Inputs:
     profile: torch.Tensor | None = None  # (M, K) each model's mean train score per query cluster (profile objective)
     profile_known: torch.Tensor | None = None  # (M, K) bool: the model has train cells in the cluster
     readout: torch.nn.Linear | None = None  # (d -> K) the profile objective's read-out of the embedding
+    latents: torch.Tensor | None = None  # (M, d) the latent warm-up's model vectors: the encoder's targets
+    latent_var: float = 1.0  # their total variance (sum over dimensions): the squared error is relative to it
 
     def epoch_order(self, epoch_models: int) -> np.ndarray:
         """The models of the next epoch: a permutation of all of them, or the next epoch_models of a running
@@ -369,6 +391,9 @@ def _batch_loss(net: Locus, batch: np.ndarray, data: _Inputs, cfg: TrainConfig, 
     z = net.embed_from_parts(parts, y_enc, enc_mask_t)  # (B, d)
     logits = net.pair_logits(z, u)  # (B, T)
     loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], y_dec[dec_mask_t])
+    if data.latents is not None and cfg.latent_weight > 0:  # the embedding of a subset -> the model's latent vector
+        err = (z - data.latents[b_t[:, 0]]).pow(2).sum(dim=1).mean() / data.latent_var
+        loss = loss + cfg.latent_weight * err
     if cfg.profile_weight > 0:  # the embedding of a subset should tell the profile on all of the model's cells
         known = data.profile_known[b_t[:, 0]]  # (B, K)
         err = (data.readout(z) - data.profile[b_t[:, 0]])[known]
@@ -435,14 +460,14 @@ def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: 
 def _train_epochs(net: Locus, model: Locus, data: _Inputs, val: _Validation, cfg: TrainConfig,
                   on_epoch: Callable[[dict], None] | None, progress: bool) -> _Selected:
     """Train ``net``; validate ``model`` (net itself or its moving average) after every epoch, keep the best."""
-    opt = torch.optim.AdamW(
-        [
-            {"params": net.encoder_parameters() + ([] if data.readout is None else list(data.readout.parameters())),
-             "lr": cfg.lr_encoder},
-            {"params": net.predictor_parameters(), "lr": cfg.lr_predictor},
-        ],
-        weight_decay=cfg.weight_decay,
-    )
+    groups = [{"params": net.encoder_parameters() + ([] if data.readout is None else list(data.readout.parameters())),
+               "lr": cfg.lr_encoder}]
+    frozen = net.predictor_parameters() if data.latents is not None else []  # the warm-up's predictor stays as fitted
+    if not frozen:
+        groups.append({"params": net.predictor_parameters(), "lr": cfg.lr_predictor})
+    for p in frozen:
+        p.requires_grad_(False)
+    opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
     ema_pairs = list(zip(model.parameters(), net.parameters())) if model is not net else []
     first_eligible = min(cfg.select_from_epoch, cfg.epochs - 1)
     best, step = _Selected(), 0
@@ -463,7 +488,66 @@ def _train_epochs(net: Locus, model: Locus, data: _Inputs, val: _Validation, cfg
         if epoch >= first_eligible and epoch - best.epoch >= cfg.patience:
             break
     bar.close()
+    for p in frozen:
+        p.requires_grad_(True)
     return best
+
+
+def _fit_latents(net: Locus, data: _Inputs, train_np: np.ndarray, val: _Validation, cfg: TrainConfig) -> dict:
+    """The latent warm-up: net's predictor and one free vector per training model, fitted on the train cells
+    (MAP, a N(0, I) prior on each vector) once per cfg.latent_noise ratio from the same initial predictor; the
+    state of minimum val BCE over steps and ratios is loaded into net and its vectors set as data.latents."""
+    device = data.enc.device
+    known_t = torch.from_numpy(~np.isnan(train_np)).to(device)
+    cols_all = np.flatnonzero(known_t.any(dim=0).cpu().numpy())
+    params = net.predictor_parameters()
+    initial = [p.detach().clone() for p in params]
+    best: dict = {"val_loss": math.inf}
+    steps_run: dict[str, int] = {}
+    for ratio in cfg.latent_noise:
+        with torch.no_grad():
+            for p, p0 in zip(params, initial):
+                p.copy_(p0)
+        z = torch.nn.Parameter(0.1 * torch.randn(len(train_np), net.config.d, generator=data.gen, device=device))
+        opt = torch.optim.AdamW([{"params": params, "lr": cfg.lr_predictor, "weight_decay": cfg.weight_decay},
+                                 {"params": [z], "lr": cfg.latent_lr, "weight_decay": 0.0}])
+        std, ratio_best, ratio_step = data.noise_std(ratio), math.inf, 0
+        for step in range(1, cfg.latent_steps + 1):
+            net.train()
+            cols = cols_all if len(cols_all) <= FINETUNE_MAX_COLUMNS else rng_choice(data.rng, cols_all, FINETUNE_MAX_COLUMNS)
+            rows = np.arange(len(z)) if len(z) <= FINETUNE_MAX_MODELS else rng_choice(data.rng, len(z), FINETUNE_MAX_MODELS)
+            cols_t, rows_t = torch.from_numpy(cols).to(device), torch.from_numpy(rows).to(device)
+            u = net.query_projection(data.enc[cols_t])  # (C, d)
+            if std > 0:
+                u = u + projected_noise(net.query_proj.weight, std, u.shape, data.gen)
+            logits = net.predict_logits_projected(z[rows_t], u)  # (R, C)
+            mask = known_t[rows_t][:, cols_t]
+            bce = F.binary_cross_entropy_with_logits(logits[mask], data.scores[rows_t][:, cols_t][mask], reduction="sum")
+            loss = (bce + 0.5 * z[rows_t].pow(2).sum()) / mask.sum().clamp(min=1)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            opt.step()
+            if step % FINETUNE_EVERY == 0 or step == cfg.latent_steps:
+                current = _validate(net, data.enc, val, z.detach()[val.rows])[0]
+                if current < ratio_best:
+                    ratio_best, ratio_step = current, step
+                    if current < best["val_loss"]:
+                        best = {"val_loss": current, "noise": ratio, "step": step, "latents": z.detach().clone(),
+                                "predictor": [p.detach().clone() for p in params]}
+                elif step - ratio_step >= cfg.finetune_patience:
+                    break
+        steps_run[f"{ratio:g}"] = step
+    with torch.no_grad():
+        for p, kept in zip(params, best["predictor"]):
+            p.copy_(kept)
+    data.latents = best["latents"]
+    data.latent_var = float(data.latents.var(dim=0).sum().clamp(min=1e-8))
+    return {"noise": best["noise"], "step": best["step"], "val_loss": best["val_loss"], "steps_run": steps_run}
+
+
+def rng_choice(rng: np.random.Generator, pool, k: int) -> np.ndarray:  # k sorted draws without replacement
+    return np.sort(rng.choice(pool, k, replace=False))
 
 
 def _finetune(model: Locus, train_np: np.ndarray, data: _Inputs, val: _Validation, cfg: TrainConfig) -> dict:
@@ -537,6 +621,7 @@ def train_locus(
         net = Locus(model_config).to(device)  # the weights the optimiser moves
         if cfg.profile_weight > 0:
             data.readout = torch.nn.Linear(model_config.d, cfg.splice_clusters).to(device)
+        latent = _fit_latents(net, data, train_np, val, cfg) if cfg.latent_steps > 0 else {}
         # the weights that are validated, selected and returned: net itself, or its moving average
         model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
         best = _train_epochs(net, model, data, val, cfg, on_epoch, progress)
@@ -545,7 +630,7 @@ def train_locus(
         calibration = _calibrate(model, data.enc, val, cfg) if cfg.calibration != "none" else {}
     model.cpu().eval()
     return TrainResult(model=model, history=best.history, best_epoch=best.epoch, best_metrics=best.metrics,
-                       calibration=calibration, finetune=finetune)
+                       calibration=calibration, finetune=finetune, latent=latent)
 
 
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning

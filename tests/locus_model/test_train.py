@@ -11,7 +11,8 @@ from locus_model.train import TrainConfig, noise_ratio, train_locus
 D = 16
 MODEL_CFG = LocusConfig(query_dim=D, d=32, n_blocks=1, n_latents=8, n_heads=4, predictor_hidden=32)
 FAST = dict(epochs=25, batch_models=4, enc_min=8, enc_max=64, dec_batch=64, lr_encoder=2e-3, lr_predictor=4e-3,
-            patience=25, device="cpu", finetune_steps=0)  # epoch selection alone; fine-tuning has its own test
+            patience=25, device="cpu", finetune_steps=0, latent_steps=0,
+            select_on="routing")  # end-to-end epochs alone; the latent warm-up and the fine-tuning have their own tests
 
 
 @pytest.fixture(scope="module")
@@ -266,7 +267,7 @@ def test_a_pool_larger_than_epoch_models_is_visited_evenly_in_shorter_epochs(tin
 
 def test_select_on_loss_keeps_the_epoch_of_lowest_val_loss(tiny_pool):
     enc, train, val = tiny_pool
-    cfg = TrainConfig(**{**FAST, "epochs": 8}, select_from_epoch=0, select_on="loss", calibration="none", seed=2)
+    cfg = TrainConfig(**{**FAST, "epochs": 8, "select_on": "loss"}, select_from_epoch=0, calibration="none", seed=2)
     res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     losses = [row["val_loss"] for row in res.history]
     assert res.best_epoch == int(np.argmin(losses))
@@ -288,3 +289,74 @@ def test_validation_scores_at_most_val_models_models_of_a_larger_pool(tiny_pool)
     cfg = TrainConfig(**{**FAST, "epochs": 3, "finetune_steps": 20}, val_models=5, seed=0)
     res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     assert len(res.history) == 3 and res.finetune["steps_run"] >= 10
+
+
+LATENT = {**FAST, "epochs": 10, "patience": 10, "latent_steps": 200, "select_on": "loss", "calibration": "none"}
+
+
+@pytest.fixture(scope="module")
+def warmed(tiny_pool):
+    enc, train, val = tiny_pool
+    return train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
+                       progress=False)
+
+
+def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(tiny_pool, warmed, monkeypatch):
+    import locus_model.train as train_mod
+
+    enc, train, val = tiny_pool
+    sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
+    probs = predict_proba(warmed.model, embed_evaluation_sets(warmed.model, enc, sets), enc)
+    assert routing_accuracy(probs, val) > routing_accuracy(np.full_like(probs, 0.5), val) + 0.15
+    assert warmed.latent["noise"] in TrainConfig().latent_noise and set(warmed.latent["steps_run"]) == {
+        f"{r:g}" for r in TrainConfig().latent_noise}
+    seen = []  # every warm-up validation (they pass the free vectors as z)
+    original = train_mod._validate
+
+    def record(model, enc_t, v, z=None):
+        out = original(model, enc_t, v, z)
+        if z is not None:
+            seen.append(out[0])
+        return out
+
+    monkeypatch.setattr(train_mod, "_validate", record)
+    again = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
+                        progress=False)
+    assert again.latent["val_loss"] == pytest.approx(min(seen)) and len(seen) > len(TrainConfig().latent_noise)
+
+
+def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_predictor(tiny_pool, monkeypatch):
+    import locus_model.train as train_mod
+
+    enc, train, val = tiny_pool
+    kept = {}
+    original = train_mod._fit_latents
+
+    def capture(net, data, train_np, v, cfg):
+        info = original(net, data, train_np, v, cfg)
+        kept["predictor"] = {n: p.detach().clone() for n, p in net.named_parameters()
+                             if n.split(".")[0] in ("query_proj", "hidden", "head")}
+        kept["latents"] = data.latents.clone()
+        kept["encoder"] = {n: p.detach().clone() for n, p in net.named_parameters() if n not in kept["predictor"]}
+        return info
+
+    monkeypatch.setattr(train_mod, "_fit_latents", capture)
+    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
+                      progress=False)
+    params = dict(res.model.named_parameters())
+    for name, value in kept["predictor"].items():  # the predictor is the warm-up's, untouched by the epochs
+        torch.testing.assert_close(params[name], value, rtol=0, atol=0)
+    assert any(not torch.equal(params[n], v) for n, v in kept["encoder"].items())
+    sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
+    z = torch.from_numpy(embed_evaluation_sets(res.model, enc, sets))
+    target = kept["latents"]
+    err = (z - target).pow(2).sum(1).mean() / target.var(0).sum()  # the squared error the epochs minimise
+    assert err < 0.8  # far below the 1 + ... of an embedding that ignores the latents
+
+
+def test_latent_config_is_checked():
+    assert TrainConfig(latent_noise=2).latent_noise == (2.0,)
+    assert TrainConfig().latent_steps > 0 and TrainConfig().select_on == "loss"  # the defaults
+    for bad in (dict(latent_noise=()), dict(latent_steps=-1), dict(latent_lr=0.0), dict(latent_weight=-1.0)):
+        with pytest.raises(ValueError, match="latent"):
+            TrainConfig(**bad)

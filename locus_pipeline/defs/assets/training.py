@@ -42,11 +42,17 @@ def checkpoint_figures(result) -> list[tuple[str, float, str]]:
         ("val_routing_acc", tuned.get("val_routing_acc", epoch.get("val_routing_acc")),
          "the saved checkpoint's validation routing accuracy: the mean score of the model it routes each validation "
          "query to" + (" (after the fine-tuning)" if tuned else "")),
-        ("epoch_val_loss", epoch.get("val_loss"), f"validation BCE at the selected epoch {result.best_epoch}, before any fine-tuning"),
-        ("epoch_val_routing_acc", epoch.get("val_routing_acc"), "validation routing accuracy at the selected epoch (what selects it)"),
+        ("epoch_val_loss", epoch.get("val_loss"), f"validation BCE at the selected epoch {result.best_epoch}, before any fine-tuning (what selects the epoch "
+         "under select_on=loss, the default)"),
+        ("epoch_val_routing_acc", epoch.get("val_routing_acc"), "validation routing accuracy at the selected epoch"),
         ("epoch_val_correctness_acc", epoch.get("val_correctness_acc"), "validation correctness accuracy (P > 0.5) at the selected epoch"),
         ("epoch_train_loss", epoch.get("train_loss"), "training BCE (noisy queries) at the selected epoch"),
     ]
+    latent = getattr(result, "latent", {})
+    if latent:
+        out += [("latent_val_loss", latent.get("val_loss"), "validation BCE of the latent warm-up's predictor with "
+                 "its free model vectors (what the encoder is then trained to reproduce)"),
+                ("latent_noise", latent.get("noise"), "the query-noise ratio of the kept latent warm-up")]
     if tuned:
         out += [("finetune_val_loss_before", tuned.get("val_loss_before"), "validation BCE at the start of the fine-tuning"),
                 ("finetune_step", tuned.get("step"), "the kept step of the predictor fine-tuning"),
@@ -110,9 +116,15 @@ TRAIN_FIELD_DOCS = {
     "noise_end": "Query-noise ratio after annealing.",
     "noise_anneal_epochs": "Epochs of cosine noise annealing.",
     "encoder_noise_scale": "The encoder's query noise as a multiple of the decoder's (0 = none on the encoder side).",
+    "latent_steps": "Maximum steps of the latent warm-up (0 = off): the correctness predictor is first fitted with one "
+                    "free vector per training model (min val BCE kept), then the set encoder is trained to produce "
+                    "those vectors through the frozen predictor.",
+    "latent_noise": "Query-noise ratios of the latent warm-up: one fit per ratio, the lowest val BCE kept.",
+    "latent_lr": "Adam learning rate of the warm-up's free model vectors.",
+    "latent_weight": "Weight of the encoder's squared error to the model's latent vector (relative to their variance).",
     "patience": "Early stopping patience, in epochs without a better validation checkpoint. Paper: 500.",
-    "select_on": "The validation figure that picks the kept epoch: routing (routing accuracy, ties: lower BCE) or "
-                 "loss (BCE over every model x validation query cell).",
+    "select_on": "The validation figure that picks the kept epoch: loss (BCE over every model x validation query "
+                 "cell) or routing (routing accuracy over the few validation queries, ties: lower BCE).",
     "select_from_epoch": "Epochs before this one are never kept as the checkpoint.",
     "seed": "Seed of initialisation, subsets and noise.",
     "device": "auto = CUDA when present, else CPU.",
