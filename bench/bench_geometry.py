@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--holdout-models", type=float, default=0.2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--tag", default="", help="the --tag of the bench_accuracy.py run whose LOCUS fits to use")
+    p.add_argument("--reuse-tags", nargs="+", default=(), metavar="TAG", help="LOCUS fits cached under these tags count too")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
                    help="the --train-option values the bench_accuracy.py run used (they are part of the cache key)")
     p.add_argument("--threads", type=int, default=1)
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     folds = [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]
     per_fold = []
     for fold in folds:
-        model = fold_locus(setup, fold, args.fit_cache)
+        model = fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags))
         z = embed_evaluation_sets(model, setup.encodings, setup.anchor_sets(fold))  # (M, d): trained and held-out models alike
         labels = setup.scores[:, fold.test]
         dd = distance_vs_disagreement(z, labels, names)

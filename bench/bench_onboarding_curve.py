@@ -67,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default=",".join(("locus", *BASELINES)))
     p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--tag", default="", help="the --tag of the bench_accuracy.py run whose LOCUS fits to use")
+    p.add_argument("--reuse-tags", nargs="+", default=(), metavar="TAG", help="LOCUS fits cached under these tags count too")
     p.add_argument("--trained-on", type=Path, default=None, help="the --probe-held-out result JSON at this budget")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
                    help="the --train-option values the bench_accuracy.py run used (they are part of the cache key)")
@@ -96,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         labels = scores[:, fold.test]
         for name in methods:
             if name == "locus":  # the fold's trained LOCUS as it is: nothing is refitted
-                method = LocusMethod(model=fold_locus(setup, fold, args.fit_cache), train_config=setup.train_config)
+                method = LocusMethod(model=fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags)), train_config=setup.train_config)
             else:
                 method = make_method(name, seed=args.seed + fold.index)
             method.fit(setup.encodings, budget_scores[trained], val_scores[trained])
