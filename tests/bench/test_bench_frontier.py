@@ -1,0 +1,130 @@
+"""bench/bench_frontier.py: AIQ and the monotone hull on hand-checked curves, unknown-cost models left out, and the
+bench's decisions equal to the library rule's (locus serve's route, the cost_frontier asset's cost_frontier)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench.bench_frontier import (aiq, cost_at, fold_curves, fold_figures, monotone_hull,  # noqa: E402
+                                  rule_choices, threshold_choices, undominated)
+from locus_model.routing import cost_frontier, route  # noqa: E402
+
+
+def test_monotone_hull_drops_points_below_a_chord_and_after_the_best():
+    # (1, .55) lies below the chord (0, .5)-(2, .8); (3, .7) and (4, .8) cost more for no more accuracy;
+    # of the two points at cost 0 the more accurate starts the hull
+    hx, hy = monotone_hull([0, 0, 1, 2, 3, 4], [0.4, 0.5, 0.55, 0.8, 0.7, 0.8])
+    assert hx.tolist() == [0, 2] and hy.tolist() == [0.5, 0.8]
+    hx, hy = monotone_hull([2, 0, 1], [0.8, 0.5, 0.7])  # (1, .7) is above the chord (.65): kept
+    assert hx.tolist() == [0, 1, 2] and hy.tolist() == [0.5, 0.7, 0.8]
+    assert (np.diff(monotone_hull([3, 1, 2], [0.9, 0.95, 0.2])[1]) >= 0).all()  # cheapest is best: one point
+    assert monotone_hull([3, 1, 2], [0.9, 0.95, 0.2])[0].tolist() == [1]
+
+
+def test_aiq_of_known_curves():
+    a = monotone_hull([0, 1, 2], [0.5, 0.7, 0.8])
+    b = (np.array([1.0]), np.array([0.9]))  # one operating point at cost 1: nothing below it, flat after
+    got = aiq({"a": a, "b": b})  # range [0, 2]
+    assert got["a"] == pytest.approx((0.6 + 0.75) / 2)  # trapezoids (0.5+0.7)/2 + (0.7+0.8)/2 over a width of 2
+    assert got["b"] == pytest.approx(0.9 / 2)
+    assert aiq({"a": a}, lo=0, hi=4)["a"] == pytest.approx((1.35 + 2 * 0.8) / 4)  # flat at 0.8 after its end
+
+
+def test_cost_at_interpolates_on_the_hull():
+    hx, hy = np.array([0.0, 2.0]), np.array([0.5, 0.8])
+    assert cost_at(hx, hy, 0.65) == pytest.approx(1.0)
+    assert cost_at(hx, hy, 0.4) == 0.0
+    assert np.isnan(cost_at(hx, hy, 0.81))
+
+
+def synthetic(seed: int = 0, m: int = 12, q: int = 40):
+    rng = np.random.default_rng(seed)
+    probs = rng.uniform(0.05, 0.95, size=(m, q))
+    labels = (rng.uniform(size=(m, q)) < probs).astype(np.float64)
+    costs = rng.choice([0.5, 1.0, 3.0, 7.0, 13.0, 70.0], size=m).astype(np.float64)
+    costs[[2, 5]] = np.nan  # two models of unknown size
+    return probs, labels, costs
+
+
+def test_models_of_unknown_cost_are_never_chosen_even_when_they_look_best():
+    probs, labels, costs = synthetic()
+    probs[2] = 0.999  # the unknown-cost model would win every query at w = 1 were it a candidate
+    anchor = labels.mean(axis=1)
+    anchor[2] = 0.0  # ... but it is not the best single model (whose cost must be known)
+    curves, info = fold_curves({"locus": probs, "embedllm_mf": probs, "irt": probs, "per_benchmark": probs},
+                               labels, costs, anchor, small_params=3.0, weights=(0.0, 0.5, 0.99, 1.0))
+    for name, curve in curves.items():
+        if curve.chosen is not None:
+            assert not np.isin(curve.chosen, [2, 5]).any(), name
+        assert not np.isnan(curve.cost).any()
+    assert costs[info["small"]] <= 3.0 and not np.isnan(costs[info["strong"]])
+    assert (curves["locus"].chosen[0] == curves["locus"].chosen[0][0]).all()  # w = 0: the cheapest, every query
+    assert costs[curves["locus"].chosen[0][0]] == np.nanmin(costs)
+    figures = fold_figures(curves, labels[info["strong"]])
+    assert set(figures) == set(curves) and all(0 <= f["aiq"][0] <= 1 for f in figures.values())
+
+
+@pytest.mark.parametrize("consistent", [False, True])
+@pytest.mark.parametrize("w", [0.0, 0.3, 0.9, 0.99, 1.0])
+def test_the_bench_decides_as_the_library_rule_for_every_query_weight_and_candidate_set(w, consistent):
+    probs, _, costs = synthetic(1)
+    rng = np.random.default_rng(2)
+    if consistent:  # one ranking of the models for every query, as LOCUS's: most models are never chosen
+        probs = np.linspace(0.2, 0.8, len(probs))[rng.permutation(len(probs))][:, None] + rng.normal(0, 0.01, probs.shape)
+        known = np.flatnonzero(~np.isnan(costs))
+        assert len(undominated(probs, costs, known)) < len(known)
+    for candidates in (np.flatnonzero(~np.isnan(costs)), np.sort(rng.choice(np.flatnonzero(~np.isnan(costs)), 4, replace=False))):
+        chosen = rule_choices(probs, costs, [w], candidates)[0]
+        for q in range(probs.shape[1]):
+            d = route(probs[candidates, q], costs[candidates], quality_weight=w)  # what locus serve calls per request
+            assert chosen[q] == candidates[d.chosen]
+    if w < 1:  # serve given every model: route itself leaves the unknown-cost ones out of a cost-aware ranking
+        known = np.flatnonzero(~np.isnan(costs))
+        chosen = rule_choices(probs, costs, [w], known)[0]
+        assert all(chosen[q] == route(probs[:, q], costs, quality_weight=w).chosen for q in range(probs.shape[1]))
+
+
+def test_the_bench_frontier_equals_the_cost_frontier_the_asset_computes():
+    probs, labels, costs = synthetic(3)
+    known = np.flatnonzero(~np.isnan(costs))  # the asset leaves the unknown-cost models out, as the bench does
+    weights = (0.0, 0.2, 0.5, 0.9, 0.99, 1.0)
+    chosen = rule_choices(probs, costs, weights, known)
+    q = np.arange(probs.shape[1])
+    table = cost_frontier(probs[known], labels[known], costs[known], weights=weights).table
+    assert table["accuracy"].tolist() == pytest.approx([labels[c, q].mean() for c in chosen])
+    assert table["mean_cost"].tolist() == pytest.approx([costs[c].mean() for c in chosen])
+
+
+def test_threshold_router_runs_from_the_small_model_to_the_strong_one():
+    probs = np.array([[0.9, 0.2, 0.6], [0.5, 0.5, 0.5]])
+    chosen, ts = threshold_choices(probs, strong=0, small=1)  # d = 0.4, -0.3, 0.1
+    assert chosen[0].tolist() == [1, 1, 1] and chosen[-1].tolist() == [0, 0, 0]
+    assert [row.tolist() for row in chosen[1:-1]] == [[0, 1, 1], [0, 1, 0]]  # the largest gain goes first
+    assert ts[0] == np.inf and ts[-1] == -np.inf
+
+
+def test_locus_serve_routes_a_query_as_the_bench_decides(tmp_path):
+    """One real POST /route per weight on the tiny served pool: the bench's decision from the same P(correct),
+    costs and candidates is the server's."""
+    from tests.locus_pipeline.test_serve import NAMES, QUERY, client_for, expected_probs
+    from tests.locus_pipeline.serve_home import build_home
+
+    built = build_home(tmp_path / "home", NAMES)
+    costs = {"alpha-7b": 7, "beta-13b": 13, "gamma-70b": 70, "delta-1b": 1, "org/epsilon 3b": 3}
+    p = expected_probs(built, QUERY)
+    names = list(p)
+    probs = np.array([[p[n]] for n in names])
+    cost = np.array([costs[n] for n in names], dtype=np.float64)
+    candidates = ["alpha-7b", "gamma-70b", "delta-1b", "org/epsilon 3b"]
+    rows = np.array(sorted(names.index(c) for c in candidates))
+    with client_for(built, tmp_path, models={"models": {n: {"cost_per_query": c} for n, c in costs.items()}}) as client:
+        for w in (0.0, 0.5, 0.9, 0.99, 1.0):
+            served = client.post("/route", json={"query": QUERY, "quality_weight": w, "candidates": candidates}).json()
+            assert names[rule_choices(probs, cost, [w], rows)[0][0]] == served["chosen"], w
