@@ -5,6 +5,9 @@ absent), every model is embedded from its evaluations on the fold's B anchors (t
 exactly so), and:
 - Pearson / Spearman between embedding distance (Euclidean, cosine) and the correctness disagreement rate of each
   model pair on the fold's test queries, which no embedding saw (locus_model.analysis.distance_vs_disagreement);
+- nearest-neighbour fallback (share of routing accuracy kept, locus_model.analysis.fallback) and the routing accuracy
+  of a --portfolio-k k-center portfolio against the whole pool (portfolio_curve), routing by the fold's LOCUS on the
+  test queries;
 - each model's nearest neighbour by cosine distance, beside its nearest neighbour by disagreement on the test
   queries (the behavioural truth), with families and variants from data/mmlu-pro/models.csv; and the family
   clustering's purity and adjusted Rand index (locus_model.analysis.family_clustering).
@@ -30,7 +33,9 @@ sys.path.insert(0, str(REPO))
 
 from bench.bench_accuracy import fold_locus, harness_setup  # noqa: E402
 from locus_model.analysis import distance_vs_disagreement, family_clustering  # noqa: E402
-from locus_model.model import embed_evaluation_sets  # noqa: E402
+from locus_model.analysis.fallback import fallback  # noqa: E402
+from locus_model.analysis.portfolio import portfolio_curve  # noqa: E402
+from locus_model.model import embed_evaluation_sets, predict_proba  # noqa: E402
 
 MODELS_CSV = REPO / "data" / "mmlu-pro" / "models.csv"
 
@@ -56,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
                    help="the --train-option values the bench_accuracy.py run used (they are part of the cache key)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--portfolio-k", type=int, default=15, help="size of the k-center portfolio routed among (paper: 15)")
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -79,12 +85,19 @@ def main(argv: list[str] | None = None) -> int:
         truth = np.zeros_like(square)
         truth[dd.pair_a, dd.pair_b] = truth[dd.pair_b, dd.pair_a] = dd.disagreement
         clust = family_clustering(z, names, families)
+        probs = predict_proba(model, z, setup.encodings[fold.test])  # (M, Qte): routing among the whole pool
+        fb = fallback(z, probs, labels, names=names)
+        port = portfolio_curve(z, probs, labels, names=names, method="k_center", ks=[args.portfolio_k])
         per_fold.append({
             "fold": fold.index,
             "euclidean": vars(dd.euclidean_corr), "cosine": vars(dd.cosine_corr),
             "nn_embedding": [names[j] for j in nearest(square)],
             "nn_disagreement": [names[j] for j in nearest(truth)],
             "purity": clust.purity, "adjusted_rand": clust.adjusted_rand,
+            "fallback_share_kept": fb.share_kept, "fallback_random_share_kept": fb.random_share_kept,
+            "router_accuracy": fb.router_accuracy, "fallback_accuracy": fb.fallback_accuracy,
+            "k_center_accuracy": float(port.accuracy[0]), "k_center_random_accuracy": float(port.random_accuracy[0]),
+            "full_pool_accuracy": port.full_accuracy, "k_center_models": list(port.portfolios[0]),
         })
         print(f"fold {fold.index + 1}: Pearson {dd.euclidean_corr.pearson:.3f} (Euclidean) / {dd.cosine_corr.pearson:.3f} "
               f"(cosine)", file=sys.stderr, flush=True)
@@ -115,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         "spearman_cosine": ms([f["cosine"]["spearman"] for f in per_fold]),
         "family_purity": ms([f["purity"] for f in per_fold]),
         "family_adjusted_rand": ms([f["adjusted_rand"] for f in per_fold]),
+        "fallback_share_kept": ms([f["fallback_share_kept"] for f in per_fold]),
+        "fallback_random_share_kept": ms([f["fallback_random_share_kept"] for f in per_fold]),
+        "k_center_accuracy": ms([f["k_center_accuracy"] for f in per_fold]),
+        "k_center_random_accuracy": ms([f["k_center_random_accuracy"] for f in per_fold]),
+        "full_pool_accuracy": ms([f["full_pool_accuracy"] for f in per_fold]),
         "nn_same_family_fold_first": f"{(table['same family'] == 'yes').sum()}/{len(table)}",
         "nn_equals_disagreement_nn": ms([np.mean([a == b for a, b in zip(f["nn_embedding"], f["nn_disagreement"])]) for f in per_fold]),
     }
