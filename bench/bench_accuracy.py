@@ -54,7 +54,7 @@ BUDGETS = {"demo": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64
 
 def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
     if suite == "demo":
-        from locus_model.data.demo import make_demo_tables
+        from locus_model.data.demo_skills import make_demo_tables
 
         evaluations, _, _ = make_demo_tables("full", seed=0)
         table = validate_evaluations(evaluations.drop(columns="split"), source="demo pool (full, seed 0)")
