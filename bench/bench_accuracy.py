@@ -1,7 +1,7 @@
 """Accuracy benchmark: LOCUS vs EmbedLLM-MF, IRT, kNN, best single and the oracle, same harness, same anchors.
 
 Suites:
-  demo  the SYNTHETIC demo pool (full: 113 models x 6,000 queries, locus_model.data.demo, seed 0), MiniLM
+  demo  the SYNTHETIC demo pool (full: 113 models x 6,000 queries, locus_model.data.demo_skills, seed 0), MiniLM
         encodings, budgets 256 / 512 / 1024 (and 128 for the held-out target), 5 folds over queries.
   ae1   AlpacaEval 1 (real: 53 models x 805 instructions, GPT-4-judged wins over text-davinci-003), read in
         place from ../shared/data/alpacaeval-ae1 (CC BY-NC 4.0: never copied), budgets 64 / 128 / 256, 5 folds.
