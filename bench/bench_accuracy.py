@@ -1,7 +1,7 @@
 """Accuracy benchmark: LOCUS vs EmbedLLM-MF, IRT, kNN, best single and the oracle, same harness, same anchors.
 
 Suites:
-  demo  the SYNTHETIC demo pool (full: 113 models x 6,000 queries, locus_model.data.demo, seed 0), MiniLM
+  demo  the SYNTHETIC demo pool (full: 113 models x 6,000 queries, locus_model.data.demo_skills, seed 0), MiniLM
         encodings, budgets 256 / 512 / 1024 (and 128 for the held-out target), 5 folds over queries.
   ae1   AlpacaEval 1 (real: 53 models x 805 instructions, GPT-4-judged wins over text-davinci-003), read in
         place from ../shared/data/alpacaeval-ae1 (CC BY-NC 4.0: never copied), budgets 64 / 128 / 256, 5 folds.
@@ -54,7 +54,7 @@ BUDGETS = {"demo": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64
 
 def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
     if suite == "demo":
-        from locus_model.data.demo import make_demo_tables
+        from locus_model.data.demo_skills import make_demo_tables
 
         evaluations, _, _ = make_demo_tables("full", seed=0)
         table = validate_evaluations(evaluations.drop(columns="split"), source="demo pool (full, seed 0)")

@@ -83,7 +83,8 @@ def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) 
     import torch
 
     from locus_model.data.matrix import EvaluationMatrix
-    from locus_model.model import LocusConfig, embed_evaluation_sets, load_checkpoint, predict_proba, save_checkpoint
+    from locus_model.infer import embed_evaluation_sets, predict_proba
+    from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint
     from locus_model.routing import cost_table, route_many
     from locus_model.train import TrainConfig, train_locus
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from locus_model.model import Locus, LocusConfig, embed_evaluation_sets, predict_proba
+from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.model import Locus, LocusConfig
 
 D, Q_POOL = 768, 16384
 

@@ -48,7 +48,8 @@ sys.path.insert(0, str(BENCH))
 
 from naive_locus import naive_embed_all, naive_predict_proba  # noqa: E402
 
-from locus_model.model import Locus, LocusConfig, embed_evaluation_sets, predict_proba  # noqa: E402
+from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
+from locus_model.model import Locus, LocusConfig  # noqa: E402
 
 REFERENCE_COMMIT = "e4ebf6965685ad72566a7f068e6ed011a154350b"
 BEFORE_COMMIT = "28136bf"

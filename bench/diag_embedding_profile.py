@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_accuracy import fold_locus, harness_setup  # noqa: E402
-from locus_model.model import embed_evaluation_sets  # noqa: E402
+from locus_model.infer import embed_evaluation_sets  # noqa: E402
 
 
 def profile(scores: np.ndarray, benchmarks: np.ndarray, queries: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from locus_model.data.contract import validate_evaluations  # noqa: E402
-from locus_model.data.demo import make_demo_tables  # noqa: E402
+from locus_model.data.demo_skills import make_demo_tables  # noqa: E402
 from locus_model.data.encoding import encode_queries  # noqa: E402
 from locus_model.data.matrix import EvaluationMatrix  # noqa: E402
 from locus_model.evaluation.harness import evaluate  # noqa: E402

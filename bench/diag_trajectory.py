@@ -27,7 +27,7 @@ import locus_model.train as train_module  # noqa: E402
 from bench.bench_accuracy import apply_options, harness_setup  # noqa: E402
 from locus_model.evaluation.methods import fit_and_predict  # noqa: E402
 from locus_model.evaluation.metrics import roc_auc, routing_accuracy  # noqa: E402
-from locus_model.model import embed_evaluation_sets, predict_proba  # noqa: E402
+from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
 
 
 def query_auc(probs: np.ndarray, labels: np.ndarray) -> float:

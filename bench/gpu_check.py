@@ -30,9 +30,8 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from locus_model.model import (  # noqa: E402
-    LocusConfig, embed_evaluation_sets, load_checkpoint, predict_proba, save_checkpoint,
-)
+from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
+from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint  # noqa: E402
 from locus_model.train import TrainConfig, train_locus  # noqa: E402
 
 

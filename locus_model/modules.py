@@ -172,7 +172,7 @@ def rowwise(fn, *xs: torch.Tensor, min_rows: int = MIN_ROWS) -> torch.Tensor:
 
     CPU matrix products take another code path for a handful of rows, so a set's embedding would differ
     in the last bits between embedding it alone and in a batch; with at least min_rows rows every row is
-    computed the same way (tests/locus_model/test_model.py checks the bits).
+    computed the same way (tests/locus_model/test_infer.py checks the bits).
     """
     n = xs[0].shape[0]
     if n >= min_rows:

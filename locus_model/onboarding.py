@@ -128,7 +128,7 @@ def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFram
 
     ``evaluations``: the model's rows (query_id, score); ``encodings``: query_id, encoding for them; ``pool``: the
     other models' rows (``name`` itself is left out)."""
-    from locus_model.model import embed_evaluation_sets
+    from locus_model.infer import embed_evaluation_sets
 
     names, z = pool_matrix(pool[pool["model"].astype(str) != name])
     if not names:

@@ -28,7 +28,8 @@ import pandas as pd
 
 from locus_model.data.contract import safe_model_key
 from locus_model.data.matrix import fingerprint_evaluations
-from locus_model.model import Locus, embed_evaluation_sets
+from locus_model.infer import embed_evaluation_sets
+from locus_model.model import Locus
 
 POOL_COLUMNS = (
     "model", "model_key", "embedding", "n_evaluations", "evaluations_fingerprint", "checkpoint_id", "source", "embedded_at",

@@ -23,8 +23,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
-from locus_model.model import (Locus, LocusConfig, _embed_batches, default_max_tokens, distinct_queries,
-                               resolve_device)
+from locus_model.infer import default_max_tokens, distinct_queries, embed_batches as _embed_batches, resolve_device
+from locus_model.model import Locus, LocusConfig
 
 
 @dataclass(frozen=True)

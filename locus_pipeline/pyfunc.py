@@ -33,7 +33,7 @@ class LocusPyfunc(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
         from locus_model.data.encoding import encode_queries
-        from locus_model.model import predict_proba
+        from locus_model.infer import predict_proba
 
         frame = pd.DataFrame(model_input)
         if "query" not in frame.columns:

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
-from locus_model.model import Locus, embed_evaluation_sets, predict_proba
+from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.model import Locus
 from locus_model.pool import pool_matrix
 from locus_pipeline.tables import aligned_encodings, pool_evaluations
 

@@ -9,7 +9,7 @@
 How a query is routed: its text is encoded with the sentence encoder of the pool's checkpoint and the runtime
 its training encodings came from (``--encoder-runtime`` overrides; locus_model.data.encoding, loaded once per
 process; encodings kept in an in-process LRU keyed by encoder, runtime and text), the correctness predictor gives
-P(correct) for every candidate (locus_model.model.predict_proba) and locus_model.routing ranks them by
+P(correct) for every candidate (locus_model.infer.predict_proba) and locus_model.routing ranks them by
 quality_weight * P - (1 - quality_weight) * cost / max cost (or under a cost cap). Concurrent queries are encoded
 together: a micro-batching queue feeds the scorer's own thread, which takes the first waiting query and those
 arriving within ``batch_wait_ms`` of it (up to ``max_batch``), and encodes and scores them in one call. A query
@@ -282,7 +282,7 @@ class Scorer:
         return np.stack([found[t] for t in texts])
 
     def _score_group(self, snap: Snapshot, texts: list[str]) -> np.ndarray:  # (M, B)
-        from locus_model.model import predict_proba
+        from locus_model.infer import predict_proba
 
         return predict_proba(snap.model, snap.embeddings, self.encode(snap, texts))
 

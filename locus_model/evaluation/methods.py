@@ -44,7 +44,8 @@ class LocusMethod(Baseline):
         return getattr(self.train_config, "device", "cpu") if self.train_config is not None else "cpu"
 
     def fit(self, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray | None = None) -> None:
-        from locus_model.model import LocusConfig, embed_evaluation_sets
+        from locus_model.infer import embed_evaluation_sets
+        from locus_model.model import LocusConfig
         from locus_model.train import TrainConfig, train_locus
 
         self.encodings = np.asarray(encodings, dtype=np.float32)
@@ -72,7 +73,7 @@ class LocusMethod(Baseline):
         self.n_fitted_models = len(train_scores)
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:
-        from locus_model.model import embed_evaluation_sets
+        from locus_model.infer import embed_evaluation_sets
 
         encodings = self._require_fit()
         rows = np.arange(len(self.embeddings), len(self.embeddings) + len(scores))
@@ -82,7 +83,7 @@ class LocusMethod(Baseline):
         return rows
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
-        from locus_model.model import predict_proba
+        from locus_model.infer import predict_proba
 
         encodings = self._require_fit()
         return predict_proba(self.model, self.embeddings[np.asarray(model_rows)], encodings[np.asarray(query_idx)], device=self._device())

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from locus_model.evaluation.metrics import routing_accuracy
-from locus_model.model import LocusConfig, embed_evaluation_sets, predict_proba
+from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.model import LocusConfig
 from locus_model.train import TrainConfig, noise_ratio, train_locus
 
 D = 16

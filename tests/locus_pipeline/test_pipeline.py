@@ -202,7 +202,8 @@ def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized)
     import numpy as np
 
     from locus_model.data.encoding import encode_queries
-    from locus_model.model import load_checkpoint, predict_proba
+    from locus_model.infer import predict_proba
+    from locus_model.model import load_checkpoint
     from locus_model.pool import pool_matrix
 
     _, _, home = materialized

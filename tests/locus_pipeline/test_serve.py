@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.testclient import TestClient
 
 from locus_model.data.encoding import encode_queries
-from locus_model.model import predict_proba
+from locus_model.infer import predict_proba
 from locus_model.pool import pool_matrix
 from locus_pipeline.serve import ServeConfig, create_app, read_models_config, ConfigError
 from tests.locus_pipeline.serve_home import ServerThread, build_home, embed, onboard, save_random_checkpoint

@@ -395,7 +395,7 @@ def near_duplicates(
     from locus_model.analysis import near_duplicates as score_pairs
     from locus_model.analysis import resample_embeddings
     from locus_model.analysis._common import paired_distances
-    from locus_model.model import embed_evaluation_sets
+    from locus_model.infer import embed_evaluation_sets
     from locus_model.pool import pool_matrix
     from locus_pipeline.reports import pool_evaluation_sets, torch_threads
 

@@ -198,7 +198,8 @@ def locus_checkpoint(
     import mlflow as mlflow_api
 
     from locus_model.data.matrix import fingerprint_evaluations
-    from locus_model.model import resolve_device, save_checkpoint
+    from locus_model.infer import resolve_device
+    from locus_model.model import save_checkpoint
     from locus_model.train import train_locus
     from locus_model.pool import embed_models
     from locus_pipeline.defs.metadata import training_curve_png
