@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
-from locus_model.infer import default_max_tokens, distinct_queries, embed_batches as _embed_batches, resolve_device
+from locus_model.infer import default_max_tokens, distinct_queries, embed_batches, resolve_device
 from locus_model.model import Locus, LocusConfig
 
 
@@ -342,7 +342,7 @@ def _embed(model: Locus, enc: torch.Tensor, sets: list[tuple[np.ndarray, np.ndar
     model.eval()
     used, local = distinct_queries(sets)
     parts = model.token_parts(enc[torch.from_numpy(used).to(enc.device)])  # (U, 2d)
-    return _embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(enc.device))
+    return embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(enc.device))
 
 
 def _val_logits(model: Locus, enc: torch.Tensor, val: _Validation, z: torch.Tensor | None = None) -> torch.Tensor:
