@@ -514,15 +514,9 @@ def _fit_latents(net: Locus, data: _Inputs, train_np: np.ndarray, val: _Validati
         std, ratio_best, ratio_step = data.noise_std(ratio), math.inf, 0
         for step in range(1, cfg.latent_steps + 1):
             net.train()
-            cols = cols_all if len(cols_all) <= FINETUNE_MAX_COLUMNS else rng_choice(data.rng, cols_all, FINETUNE_MAX_COLUMNS)
-            rows = np.arange(len(z)) if len(z) <= FINETUNE_MAX_MODELS else rng_choice(data.rng, len(z), FINETUNE_MAX_MODELS)
-            cols_t, rows_t = torch.from_numpy(cols).to(device), torch.from_numpy(rows).to(device)
-            u = net.query_projection(data.enc[cols_t])  # (C, d)
-            if std > 0:
-                u = u + projected_noise(net.query_proj.weight, std, u.shape, data.gen)
-            logits = net.predict_logits_projected(z[rows_t], u)  # (R, C)
-            mask = known_t[rows_t][:, cols_t]
-            bce = F.binary_cross_entropy_with_logits(logits[mask], data.scores[rows_t][:, cols_t][mask], reduction="sum")
+            logits, targets, mask, rows_t = _predictor_batch(net, z, data.enc, data.scores, known_t, cols_all, std,
+                                                             data.gen, data.rng)
+            bce = F.binary_cross_entropy_with_logits(logits[mask], targets[mask], reduction="sum")
             loss = (bce + 0.5 * z[rows_t].pow(2).sum()) / mask.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -544,10 +538,6 @@ def _fit_latents(net: Locus, data: _Inputs, train_np: np.ndarray, val: _Validati
     data.latents = best["latents"]
     data.latent_var = float(data.latents.var(dim=0).sum().clamp(min=1e-8))
     return {"noise": best["noise"], "step": best["step"], "val_loss": best["val_loss"], "steps_run": steps_run}
-
-
-def rng_choice(rng: np.random.Generator, pool, k: int) -> np.ndarray:  # k sorted draws without replacement
-    return np.sort(rng.choice(pool, k, replace=False))
 
 
 def _finetune(model: Locus, train_np: np.ndarray, data: _Inputs, val: _Validation, cfg: TrainConfig) -> dict:
@@ -638,6 +628,30 @@ FINETUNE_MAX_COLUMNS = 2048  # train queries per fine-tuning step (a random subs
 FINETUNE_MAX_MODELS = 256  # models per fine-tuning step (a random subset when there are more)
 
 
+def _predictor_batch(
+    model: Locus,
+    z: torch.Tensor,  # (M, d) model vectors (fixed embeddings, or the warm-up's free vectors)
+    enc_t: torch.Tensor,  # (Q, D)
+    scores_t: torch.Tensor,  # (M, Q) train scores, 0 where unknown
+    known_t: torch.Tensor,  # (M, Q) bool train cells
+    cols_all: np.ndarray,  # the queries with a train cell
+    std: float,
+    gen: torch.Generator,
+    rng: np.random.Generator,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | slice]:
+    """One predictor-only step's cells: at most FINETUNE_MAX_COLUMNS train queries and FINETUNE_MAX_MODELS models
+    (random subsets when there are more), noisy query projections; (logits (R, C), targets, known, the rows)."""
+    cols = cols_all if len(cols_all) <= FINETUNE_MAX_COLUMNS else rng.choice(cols_all, FINETUNE_MAX_COLUMNS, replace=False)
+    cols_t = torch.from_numpy(np.asarray(cols)).to(enc_t.device)
+    u = model.query_projection(enc_t[cols_t])  # (C, d)
+    if std > 0:
+        u = u + projected_noise(model.query_proj.weight, std, u.shape, gen)
+    rows_t = (slice(None) if len(z) <= FINETUNE_MAX_MODELS else
+              torch.from_numpy(np.sort(rng.choice(len(z), FINETUNE_MAX_MODELS, replace=False))).to(z.device))
+    logits = model.predict_logits_projected(z[rows_t], u)  # (R, C)
+    return logits, scores_t[rows_t][:, cols_t], known_t[rows_t][:, cols_t], rows_t
+
+
 def _finetune_predictor(
     model: Locus,
     z: torch.Tensor,  # (M, d) fixed embeddings
@@ -659,16 +673,8 @@ def _finetune_predictor(
     best_step, best_state = 0, copy.deepcopy(model.state_dict())
     for step in range(1, cfg.finetune_steps + 1):
         model.train()
-        cols = cols_all if len(cols_all) <= FINETUNE_MAX_COLUMNS else rng.choice(cols_all, FINETUNE_MAX_COLUMNS, replace=False)
-        cols_t = torch.from_numpy(np.asarray(cols)).to(enc_t.device)
-        u = model.query_projection(enc_t[cols_t])  # (C, d)
-        if std > 0:
-            u = u + projected_noise(model.query_proj.weight, std, u.shape, gen)
-        rows_t = (slice(None) if len(z) <= FINETUNE_MAX_MODELS else
-                  torch.from_numpy(np.sort(rng.choice(len(z), FINETUNE_MAX_MODELS, replace=False))).to(z.device))
-        logits = model.predict_logits_projected(z[rows_t], u)  # (M', C)
-        mask = known_t[rows_t][:, cols_t]
-        loss = F.binary_cross_entropy_with_logits(logits[mask], scores_t[rows_t][:, cols_t][mask])
+        logits, targets, mask, _ = _predictor_batch(model, z, enc_t, scores_t, known_t, cols_all, std, gen, rng)
+        loss = F.binary_cross_entropy_with_logits(logits[mask], targets[mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
