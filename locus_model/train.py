@@ -39,6 +39,9 @@ class TrainConfig:
     """
 
     epochs: int = 120  # max epochs; one epoch = one pass over all models in mini-batches (at most epoch_models)
+    max_steps: int | None = None  # None = epochs alone bound training; else also at most this many encoder
+    #   optimiser steps (rounded up to whole epochs): the encoder's work does not grow with the pool, so a schedule
+    #   in steps keeps a pool of thousands of models (25 steps per epoch) as long as one of a few hundred
     epoch_models: int = 200  # an epoch visits at most this many models (the next ones of a running permutation,
     #   so every model is visited equally often): a pool of 2,000 models gets an epoch of 25 optimiser steps
     #   and a validation after it, like a pool of 200, instead of one per 250 steps; pools up to this size
@@ -134,6 +137,8 @@ class TrainConfig:
                              f"{self.splice_clusters} >= 2.")
         if self.val_models is not None and self.val_models < 1:
             raise ValueError(f"TrainConfig: val_models={self.val_models} must be >= 1 (None = every model).")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"TrainConfig: max_steps={self.max_steps} must be >= 1 (None = no step bound).")
         for name in ("epochs", "epoch_models", "batch_models", "draws", "dec_batch", "patience", "finetune_patience"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
@@ -457,6 +462,15 @@ def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: 
     return float(np.average(losses, weights=weights)), step
 
 
+def epochs_to_run(cfg: TrainConfig, n_models: int) -> int:
+    """cfg.epochs, or fewer when cfg.max_steps is reached first (an epoch is ceil(min(n_models, epoch_models) /
+    batch_models) optimiser steps)."""
+    if cfg.max_steps is None:
+        return cfg.epochs
+    per_epoch = math.ceil(min(n_models, cfg.epoch_models) / cfg.batch_models)
+    return max(1, min(cfg.epochs, math.ceil(cfg.max_steps / per_epoch)))
+
+
 def _train_epochs(net: Locus, model: Locus, data: _Inputs, val: _Validation, cfg: TrainConfig,
                   on_epoch: Callable[[dict], None] | None, progress: bool) -> _Selected:
     """Train ``net``; validate ``model`` (net itself or its moving average) after every epoch, keep the best."""
@@ -469,9 +483,10 @@ def _train_epochs(net: Locus, model: Locus, data: _Inputs, val: _Validation, cfg
         p.requires_grad_(False)
     opt = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
     ema_pairs = list(zip(model.parameters(), net.parameters())) if model is not net else []
-    first_eligible = min(cfg.select_from_epoch, cfg.epochs - 1)
+    epochs = epochs_to_run(cfg, len(data.avail))
+    first_eligible = min(cfg.select_from_epoch, epochs - 1)
     best, step = _Selected(), 0
-    bar = tqdm(range(cfg.epochs), desc="train LOCUS", disable=not progress)
+    bar = tqdm(range(epochs), desc="train LOCUS", disable=not progress)
     for epoch in bar:
         t0 = time.perf_counter()
         ratio = noise_ratio(epoch, cfg)

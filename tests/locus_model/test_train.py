@@ -361,3 +361,29 @@ def test_latent_config_is_checked():
     for bad in (dict(latent_noise=()), dict(latent_steps=-1), dict(latent_lr=0.0), dict(latent_weight=-1.0)):
         with pytest.raises(ValueError, match="latent"):
             TrainConfig(**bad)
+
+
+def test_max_steps_bounds_the_epochs_and_none_leaves_them():
+    from locus_model.train import epochs_to_run
+
+    # a pool of 2,001 models: epochs of min(2001, 200) / 8 = 25 steps; 600 steps = 24 epochs
+    assert epochs_to_run(TrainConfig(epochs=120, max_steps=600), 2001) == 24
+    # a pool of 23 models: 3 steps per epoch, 120 epochs = 360 steps, under the bound: unchanged
+    assert epochs_to_run(TrainConfig(epochs=120, max_steps=600), 23) == 120
+    # rounded up to a whole epoch, never below one
+    assert epochs_to_run(TrainConfig(epochs=120, max_steps=601), 2001) == 25
+    assert epochs_to_run(TrainConfig(epochs=120, max_steps=1), 2001) == 1
+    assert epochs_to_run(TrainConfig(epochs=120, max_steps=None), 2001) == 120
+    with pytest.raises(ValueError, match="max_steps"):
+        TrainConfig(max_steps=0)
+
+
+def test_training_stops_at_max_steps_and_is_otherwise_the_same_run(tiny_pool):
+    enc, train, val = tiny_pool
+    base = {**FAST, "epochs": 6, "patience": 6, "batch_models": 2, "epoch_models": 4, "seed": 0}
+    full = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base), progress=False)
+    # 2 steps per epoch: 7 steps round up to 4 epochs, which are the first 4 of the unbounded run
+    bounded = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, max_steps=7),
+                          progress=False)
+    assert len(bounded.history) == 4
+    assert [h["train_loss"] for h in bounded.history] == [h["train_loss"] for h in full.history[:4]]
