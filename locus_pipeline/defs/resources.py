@@ -31,6 +31,7 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
         if not isinstance(obj, pd.DataFrame):
             raise TypeError(f"asset {context.asset_key.to_user_string()} must return a pandas DataFrame, got {type(obj)}")
         path = self.home.write_table(context.asset_key.to_user_string(), obj, partition=self._partition(context))
+        self.home.upload_changes()  # a remote home: the reports and run files the asset wrote go to the bucket too
         context.add_output_metadata({"path": home_path(self.home, path), "dagster/row_count": len(obj),
                                      "dagster/column_schema": table_schema(obj, COLUMN_DOCS.get(context.asset_key.to_user_string()))})
 
@@ -175,6 +176,22 @@ class MlflowTracking(dg.ConfigurableResource):
         self.relocate()  # the Default experiment, created with the database
         with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
             yield run
+
+    def register_version(self, logged: Any, *, run_id: str, alias: str, description: str, tags: dict[str, str],
+                         version_description: str) -> str:
+        """A new version of ``registered_model`` from a logged model (created, with ``description``, on first
+        use), pointed to by ``alias``; returns the version number."""
+        import mlflow
+
+        client = mlflow.MlflowClient(self.uri)
+        if client.search_registered_models(filter_string=f"name = '{self.registered_model}'") == []:
+            client.create_registered_model(self.registered_model, description=description)
+        elif not client.get_registered_model(self.registered_model).description:
+            client.update_registered_model(self.registered_model, description=description)
+        version = client.create_model_version(self.registered_model, source=logged.model_uri, model_id=logged.model_id,
+                                              run_id=run_id, tags=tags, description=version_description)
+        client.set_registered_model_alias(self.registered_model, alias, version.version)
+        return str(version.version)
 
     def run_url(self, experiment_id: str, run_id: str) -> str:
         return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{UI_QUERY}"
