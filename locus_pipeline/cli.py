@@ -48,7 +48,7 @@ def add_search(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=5, help="nearest models to return (default 5)")
     p.add_argument("--n-per-benchmark", type=int, default=64, help="synthetic evaluations per benchmark (default 64)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic evaluation set")
-    p.add_argument("--home", type=Path, default=None, help="LOCUS_HOME to read (default: $LOCUS_HOME or <repo>/data)")
+    p.add_argument("--home", type=str, default=None, help="LOCUS_HOME to read (default: $LOCUS_HOME or <repo>/data)")
     p.add_argument("--json", action="store_true", help="print JSON (target, realised, neighbours) instead of a table")
     p.set_defaults(run=run_search)
 
@@ -108,7 +108,7 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--home", type=Path, default=None, help="LOCUS_HOME to serve (default: $LOCUS_HOME or <repo>/data)")
+    p.add_argument("--home", type=str, default=None, help="LOCUS_HOME to serve (default: $LOCUS_HOME or <repo>/data)")
     p.add_argument("--token", default=None,
                    help="bearer token required on every endpoint but /healthz (default: $LOCUS_SERVE_TOKEN, else none)")
     p.add_argument("--models-config", type=Path, default=None,

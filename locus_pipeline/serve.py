@@ -49,6 +49,7 @@ from starlette.concurrency import run_in_threadpool
 
 from locus_model.routing import DEFAULT_OUTPUT_TOKENS, CostTable, cost_table, estimate_tokens, quality_lambda, route
 from locus_pipeline.storage import LocusHome, StorageError
+from locus_pipeline.storage.files import version_of
 
 log = logging.getLogger("locus.serve")
 
@@ -160,13 +161,10 @@ class ServeConfig:
 # ------------------------------------------------------------------------------------------------ the pool snapshot
 
 
-def pool_key(path: Path) -> tuple[int, int, int] | None:
-    """(mtime_ns, size, inode) of the pool file, None when it is missing: an atomic rewrite changes the inode."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+def pool_key(path) -> tuple | None:
+    """What changes whenever the pool file is replaced, None when it is missing: (mtime_ns, size, inode) on a local
+    home (an atomic rewrite changes the inode), the object's ETag in object storage (storage.files.version_of)."""
+    return version_of(path)
 
 
 @dataclass(frozen=True)

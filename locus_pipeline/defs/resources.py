@@ -60,8 +60,14 @@ class QueryEncoder(dg.ConfigurableResource):
         )
 
 
+def _default_tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI", "")
+
+
 def _default_ui_url() -> str:
-    return os.environ.get("LOCUS_MLFLOW_URL") or f"http://127.0.0.1:{os.environ.get('MLFLOW_PORT', '5000')}"
+    server = _default_tracking_uri()
+    return (os.environ.get("LOCUS_MLFLOW_URL") or (server if server.startswith("http") else "")
+            or f"http://127.0.0.1:{os.environ.get('MLFLOW_PORT', '5000')}")
 
 
 def _default_dagster_url() -> str:
@@ -75,11 +81,15 @@ UI_QUERY = "?workflowType=machine_learning"
 
 
 class MlflowTracking(dg.ConfigurableResource):
-    """MLflow tracking with an sqlite backend and artifact root under LOCUS_HOME/mlflow. A home that was copied
-    or moved is relocated on first use: stored artifact locations follow it (see ``relocate``)."""
+    """MLflow tracking: by default an sqlite backend and artifact root under LOCUS_HOME/mlflow (a home that was
+    copied or moved is relocated on first use: stored artifact locations follow it, see ``relocate``); with
+    ``tracking_uri`` (default $MLFLOW_TRACKING_URI) an MLflow server, reached through its API only (its own
+    database and artifact store, e.g. Postgres and S3: docs/deploy.md)."""
 
     home: LocusHome
-    tracking_uri: str = Field(default="", description="Empty = sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.")
+    tracking_uri: str = Field(default_factory=_default_tracking_uri,
+                              description="MLflow tracking server (http://...); default $MLFLOW_TRACKING_URI; empty = "
+                                          "sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.")
     experiment: str = Field(default="locus", description="MLflow experiment for training runs.")
     registered_model: str = Field(default="locus", description="Registered model name for checkpoints.")
     ui_url: str = Field(default_factory=_default_ui_url,
@@ -91,6 +101,9 @@ class MlflowTracking(dg.ConfigurableResource):
 
     @property
     def db_path(self) -> Path:
+        if self.home.remote and not self.tracking_uri:
+            raise ValueError(f"LOCUS_HOME={self.home.location} is in object storage, where MLflow cannot keep an sqlite "
+                             "database. How to fix: set MLFLOW_TRACKING_URI to an MLflow server (docs/deploy.md)")
         return self.home.dir("mlflow") / "mlflow.db"
 
     @property
@@ -165,9 +178,9 @@ class MlflowTracking(dg.ConfigurableResource):
         mlflow.set_tracking_uri(self.uri)
         self.relocate()
         experiment = mlflow.get_experiment_by_name(self.experiment)
-        if experiment is None:
-            experiment_id = mlflow.create_experiment(self.experiment, artifact_location=(self.artifact_root / "locus").as_uri(),
-                                                     tags=EXPERIMENT_KIND)
+        if experiment is None:  # a server chooses its own artifact location (its artifact store)
+            location = None if self.tracking_uri else (self.artifact_root / "locus").as_uri()
+            experiment_id = mlflow.create_experiment(self.experiment, artifact_location=location, tags=EXPERIMENT_KIND)
         else:
             experiment_id = experiment.experiment_id
             for key, value in EXPERIMENT_KIND.items():  # an experiment made before the tag existed
