@@ -61,7 +61,10 @@ class QueryEncoder(dg.ConfigurableResource):
 
 
 def _default_tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI", "")
+    """$MLFLOW_TRACKING_URI when it names a server (http/https). Any other value is ignored: mlflow.set_tracking_uri
+    writes the variable itself, so after a run in this process it holds some home's sqlite URI, not a choice."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    return uri if uri.startswith(("http://", "https://")) else ""
 
 
 def _default_ui_url() -> str:
@@ -88,7 +91,7 @@ class MlflowTracking(dg.ConfigurableResource):
 
     home: LocusHome
     tracking_uri: str = Field(default_factory=_default_tracking_uri,
-                              description="MLflow tracking server (http://...); default $MLFLOW_TRACKING_URI; empty = "
+                              description="MLflow tracking server (http://...); default $MLFLOW_TRACKING_URI if it is one; empty = "
                                           "sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.")
     experiment: str = Field(default="locus", description="MLflow experiment for training runs.")
     registered_model: str = Field(default="locus", description="Registered model name for checkpoints.")

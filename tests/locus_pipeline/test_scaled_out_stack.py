@@ -102,6 +102,15 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
                 assert type(instance.run_storage).__name__ == "PostgresRunStorage"
                 assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
                 assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+                # the concurrency pools (dagster.yaml: every pool admits one step) hold across processes in Postgres
+                events = instance.event_log_storage
+                assert events.supports_global_concurrency_limits
+                events.initialize_concurrency_limit_to_default("training")
+                assert events.get_concurrency_info("training").slot_count == 1
+                assert events.claim_concurrency_slot("training", "run-a", "locus_checkpoint").is_claimed
+                assert not events.claim_concurrency_slot("training", "run-b", "locus_checkpoint").is_claimed
+                events.free_concurrency_slots_for_run("run-a")
+                events.free_concurrency_slots_for_run("run-b")
 
                 # 1. the pool job: every table, the checkpoint and the pool in the bucket; the run in MLflow's server
                 result = defs.resolve_job_def("pool_job").execute_in_process(
