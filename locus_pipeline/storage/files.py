@@ -37,7 +37,8 @@ def as_path(location: str) -> Any:
     if is_url(location):
         from upath import UPath
 
-        return UPath(location.rstrip("/"))
+        # no listings cache: other processes write the same prefixes, and a cached listing would hide their objects
+        return UPath(location.rstrip("/"), use_listings_cache=False)
     return Path(location.removeprefix("file://")).expanduser().resolve()
 
 
