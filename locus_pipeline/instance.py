@@ -28,8 +28,8 @@ def prepare_dagster_home(home: Path | None = None, *, dagster_home: Path | None 
         target.unlink(missing_ok=True)
         target.write_text(source.read_text() + "\n" + POSTGRES_PROFILE.read_text())
         return dagster_home
-    if target.is_symlink() or not target.exists():
-        target.unlink(missing_ok=True)
+    if target.is_symlink() or not target.exists() or "LOCUS_DAGSTER_PG_URL" in target.read_text():
+        target.unlink(missing_ok=True)  # (a copy with the Postgres block, from a run with the variable set, too)
         try:
             target.symlink_to(source)
         except OSError:  # filesystems without symlinks
