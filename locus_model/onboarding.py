@@ -25,7 +25,8 @@ import pandas as pd
 from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
                                        safe_model_key, text_values, two_texts_error, validate_chunk)
 from locus_model.data.long_format import iter_evaluation_chunks
-from locus_model.pool import encoding_matrix, pool_matrix
+from locus_model.data.query_encodings import encoding_matrix, query_rows
+from locus_model.pool import pool_matrix
 
 INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
 STORE_COLUMNS = EVALUATION_COLUMNS + ("received_at", "source_file")
@@ -133,10 +134,7 @@ def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFram
     names, z = pool_matrix(pool[pool["model"].astype(str) != name])
     if not names:
         raise ValueError(f"neighbour_stability: the pool holds no model besides {name!r}")
-    index = pd.Index(encodings["query_id"].astype(str))
-    idx = index.get_indexer(evaluations["query_id"].astype(str))
-    if (idx < 0).any():
-        raise KeyError(f"neighbour_stability: query_id {evaluations['query_id'].astype(str)[idx < 0].iloc[0]!r} has no encoding")
+    idx = query_rows(encodings, evaluations["query_id"], what="neighbour_stability: ")
     scores = evaluations["score"].to_numpy(np.float32)
     rng = np.random.default_rng(seed)
     picks = [rng.integers(0, len(idx), len(idx)) for _ in range(draws)]

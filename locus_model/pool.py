@@ -1,17 +1,7 @@
 """The model embedding pool: one table of model embeddings, all from one checkpoint.
 
-Schema of the pool table (one row per model):
-
-| column | type | meaning |
-|---|---|---|
-| model | str | model name as in the evaluation files |
-| model_key | str | safe form of the name (partition key, file names) |
-| embedding | list<float32>[d] | the model embedding z_m |
-| n_evaluations | int | evaluations the embedding was computed from |
-| evaluations_fingerprint | str | sha256 prefix of the (model, query_id, score) triples used |
-| checkpoint_id | str | sha256 prefix of the checkpoint file that embedded it |
-| source | str | "training" (trained on), "held_out" (in the training source, never trained on) or "onboarded" (a dropped file) |
-| embedded_at | timestamp[UTC] | when the row was written |
+The table's schema is ``POOL_SCHEMA`` below (column, Arrow type as written to Parquet, meaning): the one
+source of the pool's columns, shown by the pipeline as the table's schema and tested against the written file.
 
 A pool embedding is computed from all of the model's evaluations outside the held-out test queries (the
 test queries stay unseen so that routing accuracy on them is honest). Rows from different checkpoints are
@@ -25,26 +15,43 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from locus_model.data.contract import safe_model_key
 from locus_model.data.matrix import fingerprint_evaluations
+from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
 
-POOL_COLUMNS = (
-    "model", "model_key", "embedding", "n_evaluations", "evaluations_fingerprint", "checkpoint_id", "source", "embedded_at",
-)
-# (type, meaning) of every pool column, as in the module docstring; the pipeline shows it as the table's schema
-POOL_COLUMN_DOCS = {
-    "model": ("str", "model name as in the evaluation files"),
-    "model_key": ("str", "safe form of the name (partition key, file names)"),
-    "embedding": ("list<float32>[d]", "the model embedding z_m"),
-    "n_evaluations": ("int64", "evaluations the embedding was computed from"),
-    "evaluations_fingerprint": ("str", "sha256 prefix of the (model, query_id, score) triples used"),
-    "checkpoint_id": ("str", "sha256 prefix of the checkpoint file that embedded it"),
-    "source": ("str", "training (trained on), held_out (in the training source, never trained on) or onboarded"),
-    "embedded_at": ("timestamp[UTC]", "when the row was written"),
-}
+POOL_SCHEMA = pa.schema([
+    pa.field(name, type_, metadata={"doc": doc}) for name, type_, doc in (
+        ("model", pa.string(), "model name as in the evaluation files"),
+        ("model_key", pa.string(), "safe form of the name (partition key, file names)"),
+        ("embedding", pa.list_(pa.float32()), "the model embedding z_m (d float32)"),
+        ("n_evaluations", pa.int64(), "evaluations the embedding was computed from"),
+        ("evaluations_fingerprint", pa.string(), "sha256 prefix of the (model, query_id, score) triples used"),
+        ("checkpoint_id", pa.string(), "sha256 prefix of the checkpoint file that embedded it"),
+        ("source", pa.string(), '"training" (trained on), "held_out" (in the training source, never trained on) '
+                                'or "onboarded" (a dropped file)'),
+        ("embedded_at", pa.timestamp("us", tz="UTC"), "when the row was written"),
+    )
+])
+POOL_COLUMNS = tuple(POOL_SCHEMA.names)
+
+
+def column_doc(column: str) -> str:
+    """The meaning of a pool column, as POOL_SCHEMA states it."""
+    return POOL_SCHEMA.field(column).metadata[b"doc"].decode()
+
+
+def schema_differences(schema: pa.Schema) -> list[str]:
+    """How an Arrow schema (a written pool file's, or ``pa.Schema.from_pandas(pool)``) differs from POOL_SCHEMA:
+    one line per missing, extra or differently typed column; [] when it matches."""
+    found = {f.name: f.type for f in schema if not f.name.startswith("__")}  # pandas' index columns
+    out = [f"{f.name}: missing (expected {f.type})" for f in POOL_SCHEMA if f.name not in found]
+    out += [f"{f.name}: {found[f.name]}, expected {f.type}" for f in POOL_SCHEMA
+            if f.name in found and not found[f.name].equals(f.type)]
+    return out + [f"{name}: not a pool column" for name in found if name not in POOL_COLUMNS]
 
 
 def embed_models(
@@ -57,15 +64,11 @@ def embed_models(
     device: str = "cpu",
 ) -> pd.DataFrame:
     """Pool rows for every model in ``table``: one forward pass, no training."""
-    query_index = pd.Index(encodings["query_id"].astype(str))
     phi = encoding_matrix(encodings)
     models = sorted(table["model"].astype(str).unique())
     sets, prints, counts = [], [], []
     for name, rows in table.groupby(table["model"].astype(str), sort=True):
-        idx = query_index.get_indexer(rows["query_id"].astype(str))
-        if (idx < 0).any():
-            missing = rows["query_id"].astype(str)[idx < 0].iloc[0]
-            raise KeyError(f"query_id {missing!r} of model {name!r} has no encoding; encode the table's queries first")
+        idx = query_rows(encodings, rows["query_id"], what=f"model {name!r}: ")
         sets.append((idx, rows["score"].to_numpy(np.float32)))
         prints.append(fingerprint_evaluations(rows))
         counts.append(len(rows))
@@ -85,11 +88,6 @@ def embed_models(
             "embedded_at": now,
         }
     )
-
-
-def encoding_matrix(encodings: pd.DataFrame) -> np.ndarray:
-    """(Q, D) float32 array from a query-encodings frame with an ``encoding`` list column."""
-    return np.stack(encodings["encoding"].to_numpy()).astype(np.float32)
 
 
 def pool_matrix(pool: pd.DataFrame) -> tuple[list[str], np.ndarray]:

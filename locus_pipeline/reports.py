@@ -24,10 +24,11 @@ import numpy as np
 import pandas as pd
 
 from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
+from locus_model.data.query_encodings import encoding_matrix
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.model import Locus
 from locus_model.pool import pool_matrix
-from locus_pipeline.tables import aligned_encodings, pool_evaluations
+from locus_pipeline.tables import pool_evaluations
 
 # ----------------------------------------------------------------------------- predictions on the test queries
 
@@ -50,7 +51,7 @@ def test_query_predictions(pool: pd.DataFrame, table: pd.DataFrame, encodings: p
     """
     names, z = pool_matrix(pool)                                 # M, (M, d)
     qids = test_query_ids(split)
-    phi = aligned_encodings(encodings, qids)                     # (Q, D)
+    phi = encoding_matrix(encodings, qids)                     # (Q, D)
     probs = predict_proba(model, z, phi, device=device)          # (M, Q)
     test = table[table["query_id"].astype(str).isin(set(qids))]
     labels = (test.assign(model=test["model"].astype(str), query_id=test["query_id"].astype(str))
@@ -150,7 +151,7 @@ def pool_evaluation_sets(pool: pd.DataFrame, table: pd.DataFrame, split: pd.Data
     pool_names = pool["model"].astype(str).tolist()
     names = [n for n in pool_names if n in by_model]
     return EvaluationSets(
-        query_ids=index.tolist(), encodings=np.stack(enc["encoding"].to_numpy()).astype(np.float32),
+        query_ids=index.tolist(), encodings=encoding_matrix(enc),
         benchmarks=bench_of.set_index("query_id")["benchmark"].astype(str).reindex(index).fillna("").to_numpy(),
         names=names, sets=[by_model[n] for n in names], missing=[n for n in pool_names if n not in by_model])
 
@@ -215,7 +216,7 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
     target = dict(target) or median_profile(accuracy.reindex(index=[n for n in names if n in accuracy.index],
                                                              columns=[b for b in accuracy.columns if b in searchable]))
     qids = queries["query_id"].tolist()
-    phi = aligned_encodings(encodings, qids)                       # (Q, D)
+    phi = encoding_matrix(encodings, qids)                       # (Q, D)
     test = set(test_query_ids(split))
     return capability_search(
         target, benchmarks=queries["benchmark"].astype(str).to_numpy(), embed_fn=embed_fn(model, phi),

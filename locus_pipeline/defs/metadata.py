@@ -61,11 +61,11 @@ def home_path(home, path) -> dg.PathMetadataValue:
 
 
 def pool_schema() -> dg.TableSchema:
-    """The pool table's schema (locus_model.pool.POOL_COLUMN_DOCS), known before any materialization."""
-    from locus_model.pool import POOL_COLUMN_DOCS, POOL_COLUMNS
+    """The pool table's schema (locus_model.pool.POOL_SCHEMA: Arrow types as written), known before any materialization."""
+    from locus_model.pool import POOL_SCHEMA, column_doc
 
-    return dg.TableSchema(columns=[dg.TableColumn(name=c, type=POOL_COLUMN_DOCS[c][0], description=POOL_COLUMN_DOCS[c][1])
-                                   for c in POOL_COLUMNS])
+    return dg.TableSchema(columns=[dg.TableColumn(name=f.name, type=str(f.type), description=column_doc(f.name))
+                                   for f in POOL_SCHEMA])
 
 
 ATLAS_ARTIFACT = "reports/atlas.html"  # in the MLflow run of the pool's checkpoint; model_atlas logs it there

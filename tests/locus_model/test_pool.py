@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import torch
 
 from locus_model.data.matrix import fingerprint_evaluations
 from locus_model.model import Locus, LocusConfig
-from locus_model.pool import POOL_COLUMNS, PoolError, check_pool, checkpoints_of, embed_models, pool_matrix, upsert_rows
+from locus_model.pool import (POOL_COLUMNS, PoolError, check_pool, checkpoints_of, embed_models, pool_matrix,
+                              schema_differences, upsert_rows)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -67,5 +69,8 @@ def test_embed_models_gives_one_row_per_model_and_reproduces_itself() -> None:
     assert out["evaluations_fingerprint"].tolist() == [fingerprint_evaluations(table[table["model"] == m]) for m in ("m1", "m2")]
     alone = embed_models(model, table[table["model"] == "m2"], encodings, checkpoint="ck", source="onboarded")
     np.testing.assert_array_equal(alone["embedding"].iloc[0], out["embedding"].iloc[1])  # the same bits alone
-    with pytest.raises(KeyError, match="has no encoding"):
+    assert schema_differences(pa.Schema.from_pandas(out)) == []  # the types POOL_SCHEMA states, as written to Parquet
+    assert schema_differences(pa.Schema.from_pandas(out.astype({"n_evaluations": "int32"}).drop(columns="source"))) == [
+        "source: missing (expected string)", "n_evaluations: int32, expected int64"]
+    with pytest.raises(KeyError, match="model 'm1': query_id 'zz' has no query encoding"):
         embed_models(model, table.assign(query_id="zz"), encodings, checkpoint="ck", source="onboarded")
