@@ -12,6 +12,8 @@ reproduces a row bit for bit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -128,3 +130,69 @@ def upsert_rows(pool: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
         raise PoolError(f"rows from checkpoint {sorted(ours)} cannot join a pool embedded with {sorted(theirs)}")
     kept = pool[~pool["model"].isin(rows["model"])]
     return pd.concat([kept, rows[list(POOL_COLUMNS)]], ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- reproducibility at a bounded cost
+
+
+def models_with_new_evaluations(previous: pd.DataFrame | None, pool: pd.DataFrame) -> list[str]:
+    """Models of ``pool`` whose evaluations are new to it (sorted): not in ``previous`` (None: no pool before), or
+    with another evaluations digest than their previous row. A rebuild's other rows re-embed evaluations the pool
+    already held."""
+    before = {} if previous is None else dict(zip(previous["model"].astype(str), previous["evaluations_fingerprint"]))
+    return sorted(m for m, f in zip(pool["model"].astype(str), pool["evaluations_fingerprint"]) if before.get(m) != f)
+
+
+@dataclass(frozen=True)
+class ReproductionSample:
+    """The pool rows a reproducibility check re-embeds: the rows with new evaluations (at most ``max_changed``,
+    a seeded sample beyond that) and a seeded sample of at most ``sample`` of the other rows."""
+    models: list[str]   # the rows to re-embed, in pool order
+    rows: int           # rows in the pool
+    changed: int        # rows with new evaluations
+    changed_checked: int
+    others_checked: int
+
+    @property
+    def share_of_rebuild(self) -> float:
+        """Rows re-embedded / rows a rebuild embeds: the check's cost beside the rebuild's."""
+        return len(self.models) / self.rows if self.rows else 0.0
+
+
+def reproduction_sample(pool: pd.DataFrame, changed: Sequence[str], *, sample: int = 32, max_changed: int = 256,
+                        seed: int = 0) -> ReproductionSample:
+    """Which rows to re-embed so that a check costs at most ``sample + max_changed`` rows whatever the pool's
+    size: every row in ``changed`` (a seeded sample of ``max_changed`` of them if there are more) and a seeded
+    sample of ``sample`` other rows (numpy default_rng(seed) over the sorted model names)."""
+    names = pool["model"].astype(str).tolist()
+    changed_set = set(map(str, changed)) & set(names)
+    rng = np.random.default_rng(seed)
+
+    def draw(candidates: list[str], k: int) -> list[str]:
+        candidates = sorted(candidates)
+        return candidates if len(candidates) <= k else [candidates[i] for i in rng.choice(len(candidates), size=k, replace=False)]
+
+    picked_changed = draw(list(changed_set), max(0, max_changed))
+    picked_others = draw([n for n in names if n not in changed_set], max(0, sample))
+    chosen = set(picked_changed) | set(picked_others)
+    return ReproductionSample(models=[n for n in names if n in chosen], rows=len(names), changed=len(changed_set),
+                              changed_checked=len(picked_changed), others_checked=len(picked_others))
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """Stored pool rows against the same rows embedded again."""
+    models_checked: int
+    not_bit_identical: list[str]  # models whose two embeddings differ in any bit
+    max_abs_diff: float
+
+
+def compare_embeddings(stored: pd.DataFrame, again: pd.DataFrame) -> Reproduction:
+    """Each row of ``again`` (pool rows embedded again) against the row of the same model in ``stored``."""
+    if not len(again):
+        return Reproduction(0, [], 0.0)
+    names = again["model"].astype(str).tolist()
+    _, b = pool_matrix(again)
+    a = pool_matrix(stored.set_index(stored["model"].astype(str)).loc[names].reset_index(drop=True))[1]
+    differ = (a != b).any(axis=1)
+    return Reproduction(len(names), [n for n, d in zip(names, differ) if d], float(np.abs(a - b).max()))

@@ -109,3 +109,16 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=min(fig.dpi, FIGURE_MAX_PX / fig.get_figwidth()))
     return path
+
+
+LEFT_OUT_LISTED = 20  # models named in a report's "left out" line; the count is always complete
+
+
+def left_out_note(names) -> str:
+    """A report's closing paragraph naming the models an analysis left out because they have no held-out
+    labels (e.g. onboarded ones); "" when none were."""
+    names = [str(n) for n in names]
+    if not names:
+        return ""
+    return (f"\n\nLeft out (no held-out labels, e.g. onboarded): {len(names)} model(s): "
+            + ", ".join(map(escape_markdown, names[:LEFT_OUT_LISTED])) + (" ..." if len(names) > LEFT_OUT_LISTED else "") + ".")
