@@ -9,8 +9,9 @@ want of held-out labels, and name them in the report.
 
 - geometry:         distance_vs_disagreement
 - clustering:       family_clustering, cluster_pool (one tree scored against several groupings)
-- portfolio:        k_center, k_medoids, coverage_greedy, portfolio_curve (parameter counts: data.catalog)
-- portfolio_curves: portfolios (the k-center, k-medoids and coverage-greedy curves of a pool)
+- portfolio:        k_center, k_medoids, coverage_greedy (the selectors)
+- portfolio_curves: portfolio_curve (routing accuracy over k or a budget; parameter counts: data.catalog),
+                    portfolios (the k-center, k-medoids and coverage-greedy curves of a pool)
 - atlas:            write_atlas, model_atlas (an interactive 3-D map of the pool)
 - fallback:         fallback (nearest-neighbour substitute when the routed model is unavailable)
 - fingerprint:      resample_embeddings, near_duplicates, known_duplicates
@@ -23,9 +24,8 @@ from locus_model.analysis.clustering import FamilyClustering, PoolClustering, cl
 from locus_model.analysis.fingerprint import (EmbedFn, NearDuplicates, known_duplicates, near_duplicates,
                                               resample_embeddings)
 from locus_model.analysis.geometry import Correlation, DistanceDisagreement, distance_vs_disagreement
-from locus_model.analysis.portfolio import (PortfolioCurve, coverage, coverage_greedy, coverage_similarity,
-                                            k_center, k_medoids, portfolio_curve)
-from locus_model.analysis.portfolio_curves import Portfolios, portfolios
+from locus_model.analysis.portfolio import coverage, coverage_greedy, coverage_similarity, k_center, k_medoids
+from locus_model.analysis.portfolio_curves import PortfolioCurve, Portfolios, portfolio_curve, portfolios
 
 __all__ = [
     "CapabilitySearch", "capability_search", "Fallback", "fallback", "EmbedFn", "NearDuplicates",

@@ -50,6 +50,17 @@ def check_names(names, n_models: int, *, where: str) -> list[str]:
     return names
 
 
+def check_probs_labels(probs, labels, n_models: int, *, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """probs and labels as float64 (M, Q) arrays of the same shape, one row per model embedding, or raise."""
+    p = np.asarray(probs, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if p.ndim != 2 or p.shape != y.shape or p.shape[0] != n_models:
+        raise ValueError(f"{where}: probs {p.shape} and labels {y.shape} must both be (M, Q) with M = "
+                         f"{n_models} model embeddings. How to fix: predict and label the same queries for "
+                         "every model, rows in the embedding order.")
+    return p, y
+
+
 def check_metric(metric: str, *, where: str) -> str:
     if metric not in METRICS:
         raise ValueError(f"{where}: unknown metric {metric!r}. How to fix: use one of {METRICS}.")

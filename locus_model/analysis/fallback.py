@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locus_model.analysis._common import (check_embeddings, check_metric, check_names, left_out_note,
+from locus_model.analysis._common import (check_embeddings, check_metric, check_names, check_probs_labels, left_out_note,
                                           markdown_table, new_figure, pairwise_distances, save_figure)
-from locus_model.analysis.portfolio import _check_probs_labels
 
 
 @dataclass(frozen=True)
@@ -103,7 +102,7 @@ def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, s
     z = check_embeddings(embeddings, where=where, min_models=2)
     names = check_names(names, len(z), where=where)
     check_metric(metric, where=where)
-    p, y = _check_probs_labels(probs, labels, len(z), where=where)
+    p, y = check_probs_labels(probs, labels, len(z), where=where)
     known = ~np.isnan(y)                                   # (M, Q)
     keep = known.sum(axis=0) >= 2
     if not keep.any():
