@@ -13,8 +13,9 @@ import pandas as pd
 Encodings = pd.DataFrame | Mapping[str, np.ndarray]
 
 
-class MissingEncodingError(KeyError):
-    """A query without an encoding (a KeyError whose text reads as a sentence)."""
+class MissingEncodingError(KeyError, ValueError):
+    """A query without an encoding: a KeyError (a lookup that failed) and a ValueError (what the commands catch
+    to print the message and its fix), whose text reads as a sentence."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
