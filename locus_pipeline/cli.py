@@ -132,11 +132,14 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     import os
 
+    from locus_model.routing import RoutingError, check_quality_weight
     from locus_pipeline.serve import ConfigError, ServeConfig, serve
     from locus_pipeline.storage import StorageError
 
-    if not 0.0 <= args.quality_weight <= 1.0:
-        return _fail("serve", ValueError(f"--quality-weight {args.quality_weight} must be in [0, 1]"))
+    try:
+        check_quality_weight(args.quality_weight)
+    except RoutingError as err:
+        return _fail("serve", ValueError(f"--quality-weight: {err}"))
     config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
                          models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
                          poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,

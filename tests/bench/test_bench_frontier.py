@@ -113,7 +113,7 @@ def test_threshold_router_runs_from_the_small_model_to_the_strong_one():
 def test_locus_serve_routes_a_query_as_the_bench_decides(tmp_path):
     """One real POST /route per weight on the tiny served pool: the bench's decision from the same P(correct),
     costs and candidates is the server's."""
-    from tests.locus_pipeline.test_serve import NAMES, QUERY, client_for, expected_probs
+    from tests.locus_pipeline.serve.helpers import NAMES, QUERY, client_for, expected_probs
     from tests.locus_pipeline.serve_home import build_home
 
     built = build_home(tmp_path / "home", NAMES)

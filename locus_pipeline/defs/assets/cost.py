@@ -10,8 +10,6 @@ from locus_pipeline.defs.assets.analyses import GROUP, labelled_pool, publish
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
 
-COST_COLUMNS = ("cost_per_query", "price_input_per_mtok", "price_output_per_mtok", "params_b")
-
 
 @dg.asset(kinds={"numpy"}, group_name=GROUP, owners=OWNERS)
 def cost_frontier(
@@ -28,19 +26,18 @@ def cost_frontier(
     Costs come from the models file (cost_per_query, or prices per million input/output tokens with the query's
     estimated tokens); where no price is known, parameter counts serve as the cost (from the catalog, else read from
     the name) and the report says so. A model with no cost on that basis is left out of the frontier and named."""
-    from locus_model.routing import cost_table, estimate_tokens
+    from locus_model.routing import COST_KEYS, cost_table, estimate_tokens
     from locus_model.routing import cost_frontier as frontier
 
     names, _, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
     catalog = model_catalog.assign(model=model_catalog["model"].astype(str)).set_index("model")
-    info = {n: {c: catalog.at[n, c] for c in COST_COLUMNS if c in catalog.columns} for n in names if n in catalog.index}
+    info = {n: {c: catalog.at[n, c] for c in COST_KEYS if c in catalog.columns} for n in names if n in catalog.index}
     table = cost_table(names, info)
     unknown = list(table.unknown)
     if table.unknown and table.known.any():  # an unknown cost is never made up: those models are left out, named
         known = table.known
         names, preds, table = [n for n, k in zip(names, known) if k], preds.subset(known), table.subset([n for n, k in zip(names, known) if k])
-    basis = {"usd": "USD per query", "params_b": "billions of parameters (a proxy: no price known)",
-             "none": "none (no price or size known: every cost 0)"}[table.basis]
+    basis = table.basis_means
     texts = (evaluation_table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
              .set_index("query_id")["query"].astype(str).reindex(preds.query_ids))
     costs = np.stack([table.costs(input_tokens=estimate_tokens(t)) for t in texts], axis=1)  # (M, Q)
