@@ -10,14 +10,14 @@ decide by the same rule.
 """
 
 from locus_model.routing.costs import (BASIS_MEANS, COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostTable, check_cost,
-                                       cost_table, estimate_tokens)
+                                       cost_info, cost_table, estimate_tokens)
 from locus_model.routing.errors import (CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError,
                                         RoutingError)
-from locus_model.routing.frontier import DEFAULT_WEIGHTS, CostFrontier, cost_frontier
+from locus_model.routing.frontier import DEFAULT_WEIGHTS, CostFrontier, cost_frontier, frontier_of_pool
 from locus_model.routing.route import (RouteDecision, check_quality_weight, fallback_chain, normalized_costs,
                                        quality_lambda, route, route_many, route_scores)
 
-__all__ = ["BASIS_MEANS", "COST_KEYS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "check_cost", "cost_table",
+__all__ = ["BASIS_MEANS", "COST_KEYS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "check_cost", "cost_info", "cost_table",
            "estimate_tokens", "CostError", "CostUnknown", "NoCandidateWithinCap", "QualityWeightError", "RoutingError",
-           "DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier", "RouteDecision", "check_quality_weight",
+           "DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier", "frontier_of_pool", "RouteDecision", "check_quality_weight",
            "fallback_chain", "normalized_costs", "quality_lambda", "route", "route_many", "route_scores"]

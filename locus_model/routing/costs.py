@@ -94,6 +94,19 @@ def _listed(names: Sequence[str]) -> str:
     return f"{', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
 
 
+def cost_info(models=None, overrides: Mapping[str, Mapping[str, object]] | None = None) -> dict[str, dict]:
+    """Per-model cost info for :func:`cost_table`: the :data:`COST_KEYS` columns a models table has (``model`` +
+    any of them, e.g. the model catalog), then ``overrides`` (e.g. ``locus serve``'s models config) on top."""
+    info: dict[str, dict] = {}
+    if models is not None and len(models):
+        columns = [k for k in COST_KEYS if k in models.columns]
+        for row in models[["model", *columns]].itertuples(index=False):
+            info[str(row[0])] = dict(zip(columns, row[1:]))
+    for name, values in (overrides or {}).items():
+        info.setdefault(str(name), {}).update(values)
+    return info
+
+
 def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -> CostTable:
     """The cost table of ``names`` from per-model ``info`` (keys :data:`COST_KEYS`; any may be missing).
 
@@ -140,5 +153,5 @@ def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -
                      "no price and no parameter count known: every cost is 0, routing by P(correct) only", (), params)
 
 
-__all__ = ["COST_KEYS", "BASIS_MEANS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "cost_table", "check_cost",
+__all__ = ["COST_KEYS", "BASIS_MEANS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "cost_info", "cost_table", "check_cost",
            "estimate_tokens"]

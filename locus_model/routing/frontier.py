@@ -7,12 +7,13 @@ Every query is routed by :func:`locus_model.routing.route_many`, the rule ``locu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from locus_model.routing.costs import DEFAULT_OUTPUT_TOKENS, CostTable, estimate_tokens
 from locus_model.routing.errors import CostError, RoutingError
 from locus_model.routing.route import quality_lambda, route_many
 
@@ -36,6 +37,9 @@ class CostFrontier:
     share: float  # the target share of the best single model's accuracy (0.95)
     cost_at_share: float | None  # the lowest mean cost at which the router reaches it (None: never)
     weight_at_share: float | None
+    chosen: np.ndarray | None = None  # (K, Q) row of ``names`` chosen per query, one row per weight of ``table``
+    cost_basis: str = ""  # the CostTable's basis ("usd", "params_b", "none") when the costs came from one
+    unknown_cost: tuple[str, ...] = ()  # models left out: no cost known on that basis (frontier_of_pool)
 
     def random_mix(self, n: int = 11) -> pd.DataFrame:
         """The cheapest model with probability 1 - p, the best single model with probability p: a straight line."""
@@ -106,9 +110,10 @@ def cost_frontier(
     p, y, c = p[:, cols], y[:, cols], c[:, cols]
     known = ~np.isnan(y)
     q = np.arange(p.shape[1])
-    rows = []
+    rows, choices = [], []
     for w in sorted({float(v) for v in weights}):
         chosen = route_many(p, c, w, known)
+        choices.append(chosen)
         rows.append({"quality_weight": w, "lam": quality_lambda(w), "accuracy": float(y[chosen, q].mean()),
                      "mean_cost": float(c[chosen, q].mean())})
     table = pd.DataFrame(rows)
@@ -124,7 +129,30 @@ def cost_frontier(
     at = reach.sort_values(["mean_cost", "quality_weight"]).iloc[0] if len(reach) else None
     return CostFrontier(table, names, names[best], float(single_acc[best]), float(single_cost[best]), names[cheap],
                         float(single_acc[cheap]), float(single_cost[cheap]), int(p.shape[1]), share,
-                        None if at is None else float(at["mean_cost"]), None if at is None else float(at["quality_weight"]))
+                        None if at is None else float(at["mean_cost"]), None if at is None else float(at["quality_weight"]),
+                        np.stack(choices))
 
 
-__all__ = ["DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier"]
+def frontier_of_pool(probs: np.ndarray, labels: np.ndarray, names: Sequence[str], texts: Sequence[str],
+                     costs: CostTable, *, output_tokens: int = DEFAULT_OUTPUT_TOKENS,
+                     weights: Sequence[float] = DEFAULT_WEIGHTS) -> CostFrontier:
+    """:func:`cost_frontier` of a pool's models (probs, labels (M, Q); ``texts`` the Q query texts) with the costs
+    of a :class:`CostTable` (a query's cost from its estimated input tokens and ``output_tokens``, as ``locus
+    serve`` charges a request). The models of unknown cost are left out (a frontier needs the mean cost of what it
+    chooses; never a made-up cost) and named in ``unknown_cost``, unless no model has a known cost (basis "none":
+    every cost 0)."""
+    names = [str(n) for n in names]
+    p, y = np.asarray(probs, dtype=np.float64), np.asarray(labels, dtype=np.float64)
+    if costs.names != tuple(names):
+        costs = costs.subset(names)
+    unknown = tuple(costs.unknown) if costs.known.any() else ()
+    if unknown:
+        keep = costs.known
+        names, p, y = [n for n, k in zip(names, keep) if k], p[keep], y[keep]
+        costs = costs.subset(names)
+    c = np.stack([costs.costs(estimate_tokens(t), output_tokens) for t in texts], axis=1)  # (M, Q)
+    result = cost_frontier(p, y, np.nan_to_num(c) if costs.basis == "none" else c, names=names, weights=weights)
+    return replace(result, cost_basis=costs.basis, unknown_cost=unknown)
+
+
+__all__ = ["DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier", "frontier_of_pool"]

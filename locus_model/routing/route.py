@@ -77,6 +77,8 @@ class RouteDecision:
     quality_weight: float
     lam: float = field(default=0.0)
     unknown_cost: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # left out: cost unknown
+    over_params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # left out by max_params
+    unknown_params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # left out: size unknown
 
 
 def fallback_chain(embeddings: np.ndarray, chosen: int, among: Sequence[int], *, k: int | None = None) -> np.ndarray:
@@ -97,15 +99,20 @@ def route(
     *,
     quality_weight: float = 1.0,
     max_cost: float | None = None,
+    params: np.ndarray | None = None,  # (M,) parameter counts (billions, NaN = unknown), for max_params
+    max_params: float | None = None,
     embeddings: np.ndarray | None = None,  # (M, d) model embeddings, for the fallback chain
     n_fallbacks: int | None = None,
 ) -> RouteDecision:
     """Rank the candidates by :func:`route_scores` (ties: cheaper first, then lower index), keeping only those
-    that cost at most ``max_cost`` when given; the chosen model is the first, its fallback chain its nearest
-    embedding neighbours among the other kept candidates (empty without embeddings), in ranking order.
+    that cost at most ``max_cost`` and have at most ``max_params`` billion parameters when given; the chosen model
+    is the first, its fallback chain its nearest embedding neighbours among the other kept candidates (empty
+    without embeddings), in ranking order. Costs are normalised over the kept candidates.
 
-    A candidate of unknown cost (NaN) is left out (``unknown_cost``) when the ranking uses cost (w < 1 or a cost
-    cap) and another candidate has a known cost; at w = 1 cost does not matter and it is ranked like the others."""
+    Nothing unknown is made up. A candidate of unknown cost (NaN) is left out (``unknown_cost``) when the ranking
+    uses cost (w < 1 or a cost cap); at w = 1 cost does not matter and it is ranked like the others, after the
+    candidates of known cost on an exact tie. Under ``max_params`` a candidate of unknown size is left out
+    (``unknown_params``)."""
     p = np.asarray(probs, dtype=np.float64)
     c = np.asarray(costs, dtype=np.float64)
     if p.ndim != 1 or p.shape != c.shape or p.size == 0:
@@ -121,37 +128,71 @@ def route(
         raise CostUnknown("route: every candidate's cost is unknown, so no cost-aware ranking (quality_weight < 1 or "
                           "max_cost) is possible. How to fix: give prices (or parameter counts), or quality_weight=1.")
     left_out = unknown if uses_cost else np.zeros(len(c), dtype=bool)
-    c = np.where(unknown, 0.0 if not uses_cost else np.inf, c)  # at w = 1 the cost only breaks ties
-    keep = ~left_out if max_cost is None else ~left_out & (c <= max_cost)
+    keep = ~left_out if max_cost is None else ~left_out & (np.nan_to_num(c) <= max_cost)
+    over_cost = ~keep & ~left_out
+    size_unknown = np.zeros(len(c), dtype=bool)
+    if max_params is not None:
+        check_cost(max_params, "max_params")
+        n = np.full(len(c), np.nan) if params is None else np.asarray(params, dtype=np.float64)
+        if n.shape != c.shape:
+            raise RoutingError(f"route: params {n.shape} must match costs {c.shape}.")
+        if np.isnan(n).all():
+            raise CostUnknown("route: every candidate's parameter count is unknown, so max_params cannot be applied. "
+                              "How to fix: give params_b (models file or models config), or leave max_params out.")
+        size_unknown = keep & np.isnan(n)
+        over_params = keep & ~size_unknown & (np.nan_to_num(n) > max_params)
+        keep &= ~size_unknown & ~over_params
+    else:
+        over_params = np.zeros(len(c), dtype=bool)
     if not keep.any():
-        cheapest = int(np.argmin(np.where(left_out, np.inf, c)))
-        raise NoCandidateWithinCap(f"route: no candidate costs at most max_cost={max_cost:g}; the cheapest costs "
-                                   f"{c[cheapest]:g}. How to fix: raise max_cost or add cheaper candidates.")
+        raise NoCandidateWithinCap(_nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params))
     idx = np.flatnonzero(keep)
     scores = np.full(len(c), np.nan)
-    scores[idx] = route_scores(p[idx], c[idx], w)
-    ranking = idx[np.lexsort((idx, c[idx], -scores[idx]))]
+    scores[idx] = route_scores(p[idx], np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
+    ranking = idx[np.lexsort((idx, np.where(unknown, np.inf, c)[idx], -scores[idx]))]  # unknown: after, on a tie
     chosen = int(ranking[0])
     chain = (fallback_chain(embeddings, chosen, ranking, k=n_fallbacks) if embeddings is not None
              else np.zeros(0, dtype=np.int64))
     position = {int(m): r for r, m in enumerate(ranking)}
     chain = np.array(sorted(chain.tolist(), key=position.__getitem__), dtype=np.int64)  # nearest k, tried best-scored first
-    return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(~keep & ~left_out), w, quality_lambda(w),
-                         np.flatnonzero(left_out))
+    return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(over_cost), w, quality_lambda(w),
+                         np.flatnonzero(left_out), np.flatnonzero(over_params), np.flatnonzero(size_unknown))
+
+
+def _nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params) -> str:
+    """What to say when the caps leave no candidate: the caps, the cheapest and the smallest left out."""
+    cheapest = float(np.min(np.where(left_out, np.inf, c))) if max_cost is not None else None
+    if max_params is None:
+        return (f"route: no candidate costs at most max_cost={max_cost:g}; the cheapest costs {cheapest:g}. "
+                "How to fix: raise max_cost or add cheaper candidates.")
+    sizes = np.where(over_params, np.asarray(params, dtype=np.float64), np.nan)
+    smallest = float(np.nanmin(sizes)) if over_params.any() else None
+    caps = ([f"max_cost={max_cost:g}"] if max_cost is not None else []) + [f"max_params={max_params:g} (billions)"]
+    return (f"route: no candidate of known size within {' and '.join(caps)}"
+            + (f"; the cheapest costs {cheapest:g}" if cheapest is not None else "")
+            + (f"; the smallest over the size cap has {smallest:g}B" if smallest is not None else "")
+            + ". How to fix: raise the cap or add cheaper / smaller candidates of known size.")
 
 
 def route_many(probs: np.ndarray, costs: np.ndarray, quality_weight: float,
                known: np.ndarray | None = None) -> np.ndarray:  # (Q,) chosen model per query
-    """The chosen model of each query (column) of ``probs`` (M, Q); costs (M,) or (M, Q). ``known`` (M, Q) bool
-    restricts each query to those models (e.g. labelled ones). Ties as in :func:`route`."""
+    """The chosen model of each query (column) of ``probs`` (M, Q) by the rule of :func:`route`; costs (M,) or
+    (M, Q), NaN = unknown (left out at w < 1; at w = 1 ranked after the known on a tie, as :func:`route` does).
+    ``known`` (M, Q) bool restricts each query to those models (e.g. labelled ones)."""
     p = np.asarray(probs, dtype=np.float64)
     c = np.broadcast_to(np.asarray(costs, dtype=np.float64).reshape(p.shape[0], -1), p.shape)
+    w = check_quality_weight(quality_weight)
     known = np.ones(p.shape, dtype=bool) if known is None else np.asarray(known, dtype=bool)
-    c_known = np.where(known, c, 0.0)
-    s = np.where(known, route_scores(p, c_known, quality_weight), -np.inf)
-    # best score, then cheaper, then lower index (np.lexsort sorts by its last key first)
+    if w < 1:
+        known = known & ~np.isnan(c)
+        if not known.any(axis=0).all():
+            raise CostUnknown("route_many: a query has no candidate of known cost, so no cost-aware ranking "
+                              "(quality_weight < 1) is possible. How to fix: give prices (or parameter counts).")
+    c_known = np.where(known & ~np.isnan(c), c, 0.0)
+    s = np.where(known, route_scores(p, c_known, w), -np.inf)
+    # best score, then cheaper (unknown last), then lower index (np.lexsort sorts by its last key first)
     rows = np.arange(p.shape[0])[:, None] * np.ones((1, p.shape[1]))
-    order = np.lexsort((rows, c, -s), axis=0)
+    order = np.lexsort((rows, np.where(np.isnan(c), np.inf, c), -s), axis=0)
     return order[0]
 
 

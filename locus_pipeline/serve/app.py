@@ -79,10 +79,12 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         except ApiError:  # the token guards the model names; the status is for anyone
             names_shown = False
         health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
-                "pool_models": len(snap.names), "routable_models": len(snap.names) if snap.dry_run else len(snap.upstreams), "dry_run": snap.dry_run,
-                "cost_basis": snap.costs.basis, "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error}
+                  "pool_models": len(snap.names), "routable_models": len(snap.routable), "dry_run": snap.dry_run,
+                  "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
+                  "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error}
         if names_shown:
             health["configured_not_in_pool"] = sorted(set(router.models.upstreams) - set(snap.names))
+            health["portfolio_not_in_pool"] = list(snap.portfolio_missing)
         return health
 
     @app.get("/metrics")
@@ -95,18 +97,19 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         authorize(request)
         snap = router.snapshot  # this request's pool, whatever reloads happen meanwhile
         return await router.decide(snap, body.query, candidates=body.candidates, max_cost=body.max_cost,
-                                   quality_weight=body.quality_weight, input_tokens=body.input_tokens,
-                                   output_tokens=body.output_tokens)
+                                   max_params=body.max_params, quality_weight=body.quality_weight,
+                                   input_tokens=body.input_tokens, output_tokens=body.output_tokens)
 
     @app.get("/v1/models")
     async def list_models(request: Request) -> dict:
         authorize(request)
         snap = router.snapshot
-        created = int(snap.loaded_at)
+        created, routable = int(snap.loaded_at), set(snap.routable)
         data = [{"id": ROUTER_MODEL, "object": "model", "created": created, "owned_by": "locus",
-                 "locus": {"router": True, "checkpoint_id": snap.checkpoint_id, "dry_run": snap.dry_run}}]
+                 "locus": {"router": True, "checkpoint_id": snap.checkpoint_id, "dry_run": snap.dry_run,
+                           "portfolio": snap.portfolio}}]
         data += [{"id": n, "object": "model", "created": created, "owned_by": "locus-pool",
-                  "locus": {"source": s, "routable": (n in snap.upstreams) or snap.dry_run}}
+                  "locus": {"source": s, "routable": n in routable}}
                  for n, s in zip(snap.names, snap.sources)]
         return {"object": "list", "data": data}
 

@@ -32,14 +32,14 @@ async def chat_completion(router: Router, body: Any) -> Response:
     weight, pinned = parse_router_model(body.get("model"), snap)
     extra = body.pop("locus", None) or {}
     if not isinstance(extra, dict):
-        raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, explain?}")
+        raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, max_params?, explain?}")
     text = last_user_text(body.get("messages"))
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
     decision = await router.decide(
         snap, text, candidates=[pinned] if pinned else extra.get("candidates"), max_cost=extra.get("max_cost"),
-        quality_weight=weight, input_tokens=estimate_tokens(prompt),
+        max_params=extra.get("max_params"), quality_weight=weight, input_tokens=estimate_tokens(prompt),
         output_tokens=max_tokens if isinstance(max_tokens, int) else None, need_upstream=True)
     if pinned:  # a named model answers; its embedding neighbours are its fallbacks
         decision["fallbacks"] = [snap.names[i] for i in _neighbours(router, snap, pinned)]
@@ -103,7 +103,7 @@ def parse_router_model(model: Any, snap: Snapshot) -> tuple[float | None, str | 
 
 
 def _neighbours(router: Router, snap: Snapshot, name: str) -> list[int]:
-    among = [snap.index[n] for n in snap.upstreams] if snap.upstreams else range(len(snap.names))
+    among = [snap.index[n] for n in snap.routable]
     return fallback_chain(snap.embeddings, snap.index[name], among, k=router.config.n_fallbacks).tolist()
 
 

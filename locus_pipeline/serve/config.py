@@ -105,4 +105,5 @@ class ServeConfig:
     max_body_bytes: int = 1 << 20  # a request body larger than this is refused with 413 (0: no limit)
     batch_wait_ms: float = 2.0  # how long the first query of a batch waits for others to join it
     encoder_runtime: str | None = None  # None: the runtime the checkpoint's training encodings came from
+    portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
 

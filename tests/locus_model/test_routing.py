@@ -148,3 +148,27 @@ def test_a_model_of_unknown_size_is_unknown_and_a_size_in_its_name_is_read():
     assert plain.chosen == 3 and plain.unknown_cost.tolist() == []
     with pytest.raises(CostUnknown, match="every candidate's cost is unknown"):
         route(p[3:], t.costs()[3:], quality_weight=0.5)
+
+
+def test_a_size_cap_keeps_the_models_of_known_size_within_it():
+    p, c = np.array([0.9, 0.8, 0.7, 0.95]), np.array([70.0, 7.0, 3.0, 1.0])
+    params = np.array([70.0, 7.0, 3.0, np.nan])  # the last: a priced model of unknown size
+    d = route(p, c, params=params, max_params=8)
+    assert d.ranking.tolist() == [1, 2] and d.over_params.tolist() == [0] and d.unknown_params.tolist() == [3]
+    assert np.isnan(d.scores[[0, 3]]).all()
+    both = route(p, c, params=params, max_params=8, max_cost=5)  # the two caps together
+    assert both.ranking.tolist() == [2] and both.over_cost.tolist() == [0, 1]
+    with pytest.raises(NoCandidateWithinCap, match="max_params=2 .*the smallest over the size cap has 3B"):
+        route(p, c, params=params, max_params=2)
+    with pytest.raises(CostUnknown, match="every candidate's parameter count is unknown"):
+        route(p, c, params=np.full(4, np.nan), max_params=8)
+
+
+def test_an_unknown_cost_is_never_the_cheapest_on_a_tie():
+    p, c = np.array([0.5, 0.5]), np.array([np.nan, 3.0])
+    assert route(p, c).ranking.tolist() == [1, 0]  # w = 1: both ranked, the unknown after the known on a tie
+    assert route_many(p[:, None], c, 1.0).tolist() == [1]
+    assert route_many(np.array([[0.9], [0.1]]), c, 0.5).tolist() == [1]  # w < 1: the unknown is left out
+    assert route_many(np.array([[0.9], [0.1]]), c, 1.0).tolist() == [0]  # w = 1: it competes on P(correct)
+    with pytest.raises(CostUnknown, match="no candidate of known cost"):
+        route_many(np.array([[0.9]]), np.array([np.nan]), 0.5)
