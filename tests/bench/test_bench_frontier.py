@@ -12,8 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_frontier import (aiq, cost_at, fold_curves, fold_figures, monotone_hull,  # noqa: E402
-                                  rule_choices, threshold_choices, undominated)
+from bench.bench_frontier import (aiq, cost_at, fold_curves, fold_figures, fold_record, markdown,  # noqa: E402
+                                  model_costs, monotone_hull, plot, rule_choices, summarise, threshold_choices,
+                                  undominated)
 from locus_model.routing import cost_frontier, route  # noqa: E402
 
 
@@ -200,3 +201,38 @@ def test_the_asset_the_server_and_the_bench_decide_alike_with_unknown_costs_cand
             assert table.loc[w, "accuracy"] == pytest.approx(labels[bench[k], q].mean())  # the asset's point
             assert table.loc[w, "mean_cost"] == pytest.approx(costs[bench[k]].mean())
             assert [rows[i] for i in capped_frontier.chosen[k]] == rule_choices(probs, costs, [w], rows)[0].tolist()
+
+
+def test_the_served_portfolio_is_routed_by_the_same_rule_among_its_members_of_known_cost(tmp_path):
+    probs, labels, costs = synthetic(4)
+    anchor = labels.mean(axis=1)
+    anchor[[2, 5]] = 0.0
+    portfolio = np.array([0, 2, 3, 7, 9])  # row 2: unknown cost, never routed to
+    weights = (0.0, 0.5, 0.99, 1.0)
+    curves, info = fold_curves({"locus": probs}, labels, costs, anchor, small_params=3.0, weights=weights,
+                               portfolio=portfolio)
+    served = curves["locus_portfolio"].chosen
+    assert set(np.unique(served)) <= {0, 3, 7, 9}
+    assert (served == rule_choices(probs, costs, weights, np.array([0, 3, 7, 9]))).all()
+    # the whole pool's frontier is never below the portfolio's at w = 1 (more candidates, the same P)
+    assert (probs[curves["locus"].chosen[-1], np.arange(probs.shape[1])]
+            >= probs[served[-1], np.arange(probs.shape[1])]).all()
+    figures = fold_figures(curves, labels[int(np.argmax(anchor))])
+    result = {"summary": summarise([figures], [fold_figures(curves, labels[int(np.argmax(anchor))], np.ones((3, labels.shape[1])))],
+                                   [{"best_single_cost": 7.0}]),
+              "settings": {"cost": {"basis": "usd"}}, "folds": [fold_record(curves, info)]}
+    table = markdown(result)
+    assert "LOCUS on the served k-center portfolio" in table and "cost @95% (USD / 1k queries)" in table
+    assert plot(result, tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_prices_make_the_cost_dollars_per_query_and_unpriced_models_unknown(tmp_path):
+    prices = tmp_path / "prices.csv"
+    prices.write_text("model,price_input_per_mtok,price_output_per_mtok\na,1.0,2.0\nb,0.5,0.5\n")
+    costs, note = model_costs(["a", "b", "c"], prices=prices, input_tokens=100, output_tokens=50)
+    np.testing.assert_allclose(costs, [(100 * 1.0 + 50 * 2.0) / 1e6, (100 * 0.5 + 50 * 0.5) / 1e6, np.nan])
+    assert note["basis"] == "usd" and note["unknown"] == 1 and note["unknown_examples"] == ["c"]
+    nothing = tmp_path / "none.csv"
+    nothing.write_text("model,price_input_per_mtok\nzz,1.0\n")
+    with pytest.raises(SystemExit, match="no model of the suite has a price"):
+        model_costs(["a"], prices=nothing)
