@@ -13,7 +13,8 @@ Routers (all 2,001 models are candidates, held-out ones included, as in the accu
         --portfolio-k models (15) over the fold's LOCUS model embeddings, as bench_geometry.py and the portfolios
         asset build it and ``locus serve --portfolio k-center-15`` serves it (members of unknown cost left out).
   per_benchmark_cap   each benchmark's best model on its anchors (the per_benchmark baseline's P) among the models
-        of cost at most C, C swept over every cost in the pool (the same rule at w = 1 with a cost cap).
+        of cost at most C, C swept over every cost in the pool (the same rule at w = 1 with a cost cap: a size
+        cap with the default costs, a dollar cap with --prices).
   threshold_locus / threshold_mf   RouteLLM-style two-model router: the best single model (strong; best on the
         anchors) when P_strong - P_small > t by that method's P(correct), else the best small model (best on the
         anchors among models of at most --small-params billion), t swept.
@@ -65,7 +66,7 @@ MODELS_CSV = METABENCH.parent / "models.csv"
 RULE_METHODS = ("locus", "embedllm_mf", "irt")  # the cost-aware rule on each one's P(correct)
 THRESHOLD_METHODS = {"threshold_locus": "locus", "threshold_mf": "embedllm_mf"}
 LABELS = {"locus": "LOCUS (cost rule, w)", "locus_portfolio": "LOCUS on the served k-center portfolio (cost rule, w)", "embedllm_mf": "EmbedLLM-MF (cost rule, w)", "irt": "IRT (cost rule, w)",
-          "per_benchmark_cap": "per-benchmark rule, cost cap", "threshold_locus": "2-model threshold (LOCUS P)",
+          "per_benchmark_cap": "per-benchmark rule, size cap", "threshold_locus": "2-model threshold (LOCUS P)",
           "threshold_mf": "2-model threshold (MF P)", "random_mix": "random mix (small / best single)"}
 # denser near w = 1, where lambda = (1 - w) / w is small and the rule trades a little accuracy for a lot of cost
 WEIGHTS = tuple(sorted({*map(float, DEFAULT_WEIGHTS), *np.round(1 - np.geomspace(1e-4, 0.5, 40), 6).tolist()}))
