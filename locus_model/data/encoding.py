@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -91,7 +92,8 @@ def check_texts(texts: Sequence[str]) -> None:
 class SentenceEncoder:
     """One loaded (encoder, runtime): texts -> (n, dim) float32 unit-norm rows. Load it with :func:`load_encoder`
     (once per process). Texts are checked first (:func:`check_texts`), then encoded in batches of similar
-    length (onnx-int8: one text at a time, see _run_onnx). Thread-safe: calls are serialised."""
+    length (onnx-int8: one text per run, `threads` texts at once; see _run_onnx). Thread-safe: calls are
+    serialised."""
 
     def __init__(self, name: str, runtime: str, *, device: str = "cpu", threads: int | None = None) -> None:
         self.spec = resolve_encoder(name)
@@ -125,10 +127,15 @@ class SentenceEncoder:
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or _default_threads()
+        workers = threads or _default_threads()
+        # onnx-int8 encodes each text alone (see _run_onnx): `workers` texts at once, one thread each, which keeps
+        # every thread busy on short texts where one text's products are too small to split across threads
+        self._workers = workers if self.runtime == "onnx-int8" else 1
+        options.intra_op_num_threads = 1 if self._workers > 1 else workers
         options.inter_op_num_threads = 1
         self._session = ort.InferenceSession(str(onnx_model_path(self.name, self.runtime)), options,
                                              providers=["CPUExecutionProvider"])
+        self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="encoder") if self._workers > 1 else None
         self._run = self._run_onnx
 
     def _run_onnx(self, texts: list[str], batch_size: int) -> np.ndarray:
@@ -139,17 +146,22 @@ class SentenceEncoder:
             batch_size = 1
         encoded = self._tokenizer.encode_batch(texts, add_special_tokens=True)
         lengths = np.array([len(e.ids) for e in encoded])
-        out = np.empty((len(texts), self.dim), np.float32)
         order = np.argsort(-lengths, kind="stable")  # batches of similar length: little padding
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
+        batches = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+
+        def run(rows: np.ndarray) -> np.ndarray:  # (B, dim) encodings of texts[rows]
             width = int(lengths[rows].max())
             ids = np.zeros((len(rows), width), np.int64)  # (B, T); 0 = [PAD]
             mask = np.zeros((len(rows), width), np.int64)
             for j, r in enumerate(rows):
                 ids[j, : lengths[r]] = encoded[r].ids
                 mask[j, : lengths[r]] = 1
-            out[rows] = self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            return self._session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+
+        out = np.empty((len(texts), self.dim), np.float32)
+        results = self._pool.map(run, batches) if self._pool and len(batches) > 1 else map(run, batches)
+        for rows, vectors in zip(batches, results):
+            out[rows] = vectors
         return out
 
     def encode(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:  # (n, dim) float32
