@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 
 from locus_pipeline.definitions import defs
@@ -40,14 +39,15 @@ def test_training_is_in_a_pool_of_one() -> None:
 
 
 def test_importing_the_definitions_is_cheap() -> None:
-    start = time.perf_counter()
+    # what makes a code-location load slow is the encoder stack and MLflow; none of it is imported at load
+    # (no wall-clock bound: a test is no benchmark)
+    heavy = ("sentence_transformers", "transformers", "onnxruntime", "mlflow")
     out = subprocess.run(
         [sys.executable, "-c", "import sys, locus_pipeline.definitions as m; m.defs(); "
-         "print('sentence_transformers' in sys.modules, 'mlflow' in sys.modules)"],
+         f"print(*[name in sys.modules for name in {heavy!r}])"],
         capture_output=True, text=True, check=True,
     )
-    assert out.stdout.split()[-2:] == ["False", "False"], out.stdout  # no model loading at import time
-    assert time.perf_counter() - start < 60
+    assert out.stdout.split()[-len(heavy):] == ["False"] * len(heavy), out.stdout  # no model loading at import
 
 
 def test_dg_cli_loads_the_project(tmp_path) -> None:
