@@ -7,7 +7,8 @@ import torch
 from locus_model.evaluation.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.model import LocusConfig
-from locus_model.train import TrainConfig, noise_ratio, train_locus
+from locus_model.train import TrainConfig, train_locus
+from locus_model.train_config import noise_ratio
 
 D = 16
 MODEL_CFG = LocusConfig(query_dim=D, d=32, n_blocks=1, n_latents=8, n_heads=4, predictor_hidden=32)
@@ -109,7 +110,7 @@ def test_rejects_models_without_train_cells(tiny_pool):
 
 
 def test_fit_temperature_recovers_the_scale_of_overconfident_logits():
-    from locus_model.train import fit_temperature
+    from locus_model.train_predictor import fit_temperature
 
     g = torch.Generator().manual_seed(0)
     true_logits = 2 * torch.randn(20000, generator=g)
@@ -134,18 +135,18 @@ def test_the_kept_epoch_has_the_best_validation_routing_and_calibration(tiny_poo
 
 
 def test_draws_put_several_evaluation_sets_of_each_model_in_a_step(tiny_pool, monkeypatch):
-    import locus_model.train as train_mod
+    from locus_model.model import Locus
 
     enc, train, val = tiny_pool
     batch_sizes = []
-    real_embed = train_mod.Locus.embed_from_parts
+    real_embed = Locus.embed_from_parts
 
     def spy(self, parts, y, mask):
         if self.training:
             batch_sizes.append(parts.shape[0])
         return real_embed(self, parts, y, mask)
 
-    monkeypatch.setattr(train_mod.Locus, "embed_from_parts", spy)
+    monkeypatch.setattr(Locus, "embed_from_parts", spy)
     cfg = TrainConfig(**{**FAST, "epochs": 1, "patience": 1, "batch_models": 4}, draws=3)
     train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     assert batch_sizes == [12, 12, 12]  # 12 models / 4 per step, each drawn 3 times
@@ -228,7 +229,7 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
 
 
 def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_loss(tiny_pool):
-    from locus_model.train import FINETUNE_EVERY
+    from locus_model.train_predictor import FINETUNE_EVERY
 
     enc, train, val = tiny_pool
     base = dict(**{**FAST, "epochs": 4, "patience": 4}, seed=3, calibration="none")
@@ -249,16 +250,16 @@ def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_los
 
 
 def test_a_pool_larger_than_epoch_models_is_visited_evenly_in_shorter_epochs(tiny_pool, monkeypatch):
-    import locus_model.train as train_module
+    import locus_model.train_epochs as train_epochs
 
     enc, train, val = tiny_pool
-    visits, original = [], train_module._batch_loss
+    visits, original = [], train_epochs._batch_loss
 
     def counting(net, batch, data, cfg, std):
         visits.append(np.unique(batch))
         return original(net, batch, data, cfg, std)
 
-    monkeypatch.setattr(train_module, "_batch_loss", counting)
+    monkeypatch.setattr(train_epochs, "_batch_loss", counting)
     cfg = TrainConfig(**{**FAST, "epochs": 6, "patience": 6, "batch_models": 2}, epoch_models=4, seed=0)
     res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     assert len(res.history) == 6 and len(visits) == 6 * 2  # 4 of the 12 models per epoch, 2 per step
@@ -278,13 +279,13 @@ def test_select_on_loss_keeps_the_epoch_of_lowest_val_loss(tiny_pool):
 
 
 def test_validation_scores_at_most_val_models_models_of_a_larger_pool(tiny_pool):
-    import locus_model.train as train_module
+    from locus_model.train_inputs import build_validation
 
     enc, train, val = tiny_pool
     avail = [np.flatnonzero(~np.isnan(row)) for row in train]
     for cap, expected in ((5, 5), (None, 12), (50, 12)):
-        v = train_module._validation(train, val, avail, TrainConfig(val_models=cap), np.random.default_rng(0),
-                                     torch.device("cpu"))
+        v = build_validation(train, val, avail, TrainConfig(val_models=cap), np.random.default_rng(0),
+                             torch.device("cpu"))
         assert len(v.sets) == len(v.rows) == v.labels.shape[0] == expected
         np.testing.assert_array_equal(v.labels, val[v.rows.numpy()][:, v.cols.numpy()])
     cfg = TrainConfig(**{**FAST, "epochs": 3, "finetune_steps": 20}, val_models=5, seed=0)
@@ -303,7 +304,7 @@ def warmed(tiny_pool):
 
 
 def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(tiny_pool, warmed, monkeypatch):
-    import locus_model.train as train_mod
+    import locus_model.train_predictor as train_predictor
 
     enc, train, val = tiny_pool
     sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
@@ -312,7 +313,7 @@ def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(t
     assert warmed.latent["noise"] in TrainConfig().latent_noise and set(warmed.latent["steps_run"]) == {
         f"{r:g}" for r in TrainConfig().latent_noise}
     seen = []  # every warm-up validation (they pass the free vectors as z)
-    original = train_mod._validate
+    original = train_predictor.validate
 
     def record(model, enc_t, v, z=None):
         out = original(model, enc_t, v, z)
@@ -320,7 +321,7 @@ def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(t
             seen.append(out[0])
         return out
 
-    monkeypatch.setattr(train_mod, "_validate", record)
+    monkeypatch.setattr(train_predictor, "validate", record)
     again = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
                         progress=False)
     assert again.latent["val_loss"] == pytest.approx(min(seen)) and len(seen) > len(TrainConfig().latent_noise)
@@ -331,7 +332,7 @@ def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_p
 
     enc, train, val = tiny_pool
     kept = {}
-    original = train_mod._fit_latents
+    original = train_mod.fit_latents
 
     def capture(net, data, train_np, v, cfg):
         info = original(net, data, train_np, v, cfg)
@@ -341,7 +342,7 @@ def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_p
         kept["encoder"] = {n: p.detach().clone() for n, p in net.named_parameters() if n not in kept["predictor"]}
         return info
 
-    monkeypatch.setattr(train_mod, "_fit_latents", capture)
+    monkeypatch.setattr(train_mod, "fit_latents", capture)
     res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
                       progress=False)
     params = dict(res.model.named_parameters())
@@ -364,7 +365,7 @@ def test_latent_config_is_checked():
 
 
 def test_max_steps_bounds_the_epochs_and_none_leaves_them():
-    from locus_model.train import epochs_to_run
+    from locus_model.train_config import epochs_to_run
 
     # a pool of 2,001 models: epochs of min(2001, 200) / 8 = 25 steps; 600 steps = 24 epochs
     assert epochs_to_run(TrainConfig(epochs=120, max_steps=600), 2001) == 24
