@@ -148,4 +148,3 @@ def epochs_to_run(cfg: TrainConfig, n_models: int) -> int:
         return cfg.epochs
     per_epoch = math.ceil(min(n_models, cfg.epoch_models) / cfg.batch_models)
     return max(1, min(cfg.epochs, math.ceil(cfg.max_steps / per_epoch)))
-

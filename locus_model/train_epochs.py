@@ -158,4 +158,3 @@ def train_epochs(net: Locus, model: Locus, data: Inputs, val: Validation, cfg: T
     for p in frozen:
         p.requires_grad_(True)
     return best
-

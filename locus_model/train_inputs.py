@@ -203,4 +203,3 @@ def validate(model: Locus, enc: torch.Tensor, val: Validation,
     loss = F.binary_cross_entropy_with_logits(logits[val.known], val.targets[val.known]).item()
     probs = torch.sigmoid(logits).cpu().numpy()
     return loss, routing_accuracy(probs, val.labels), correctness_accuracy(probs, val.labels)
-

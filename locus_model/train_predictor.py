@@ -184,4 +184,3 @@ def fit_temperature(
 
     opt.step(closure)
     return float(log_t.detach().exp().clamp(0.05, 20.0)), float(b.detach())
-
