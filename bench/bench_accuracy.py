@@ -370,8 +370,10 @@ def apply_options(config, options: list[str], flag: str = "--train-option"):
             changes[name] = value.lower() in ("1", "true", "yes")
         elif isinstance(current, tuple):  # comma-separated, e.g. finetune_noise=2,3
             changes[name] = tuple(type(current[0])(v) for v in value.split(",")) if current else tuple(value.split(","))
+        elif current is None or value.lower() == "none":  # an optional field (int | None): a number, or None
+            changes[name] = None if value.lower() == "none" else (float(value) if "." in value else int(value))
         else:
-            changes[name] = value if isinstance(current, str) or current is None else type(current)(value)
+            changes[name] = value if isinstance(current, str) else type(current)(value)
     return replace(config, **changes)
 
 

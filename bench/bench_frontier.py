@@ -9,8 +9,12 @@ Routers (all 2,001 models are candidates, held-out ones included, as in the accu
   locus / embedllm_mf / irt   the library's cost-aware rule (locus_model.routing.route_many, the rule of the
         ``cost_frontier`` asset; locus serve's ``route`` decides the same, tests/bench/test_bench_frontier.py) on
         that method's P(correct): w * P - (1 - w) * cost / max cost, as w goes from 0 (cheapest) to 1.
+  locus_portfolio   the same rule on LOCUS's P(correct) among the served portfolio only: the k-center portfolio of
+        --portfolio-k models (15) over the fold's LOCUS model embeddings, as bench_geometry.py and the portfolios
+        asset build it and ``locus serve --portfolio k-center-15`` serves it (members of unknown cost left out).
   per_benchmark_cap   each benchmark's best model on its anchors (the per_benchmark baseline's P) among the models
-        of at most C billion parameters, C swept over every size in the pool (the same rule at w = 1 with a cap).
+        of cost at most C, C swept over every cost in the pool (the same rule at w = 1 with a cost cap: a size
+        cap with the default costs, a dollar cap with --prices).
   threshold_locus / threshold_mf   RouteLLM-style two-model router: the best single model (strong; best on the
         anchors) when P_strong - P_small > t by that method's P(correct), else the best small model (best on the
         anchors among models of at most --small-params billion), t swept.
@@ -19,6 +23,10 @@ Routers (all 2,001 models are candidates, held-out ones included, as in the accu
 Cost = the chosen model's parameter count (billions), a proxy for self-hosted inference cost, from models.csv
 (``locus_model.routing.cost_table``); a model of unknown size is left out of every router's candidates, never
 priced (``--sizes csv+name`` also reads sizes from names, as locus serve and the asset do, and says how many).
+With ``--prices CSV`` (columns ``model`` and ``price_input_per_mtok`` / ``price_output_per_mtok`` in USD per
+million tokens, or ``cost_per_query`` in USD: the keys of locus serve's models config) the cost is dollars per
+query instead, at --input-tokens (default: the mean estimate over the suite's queries) and --output-tokens (256)
+per query; a model without a price is left out, and the small model is still chosen by size.
 
 AIQ (RouterBench, Hu et al. 2024, arXiv 2403.12031): the area under a router's non-decreasing convex hull (mixing
 two operating points at random reaches every point between them) over the fold's cost range (cheapest to dearest
@@ -51,12 +59,13 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_accuracy import METABENCH, HarnessSetup, fit_key, harness_setup  # noqa: E402
-from locus_model.routing import DEFAULT_WEIGHTS, cost_table, route_many  # noqa: E402
+from locus_model.routing import (COST_KEYS, DEFAULT_OUTPUT_TOKENS, DEFAULT_WEIGHTS, cost_info, cost_table,  # noqa: E402
+                                 estimate_tokens, route_many)
 
 MODELS_CSV = METABENCH.parent / "models.csv"
 RULE_METHODS = ("locus", "embedllm_mf", "irt")  # the cost-aware rule on each one's P(correct)
 THRESHOLD_METHODS = {"threshold_locus": "locus", "threshold_mf": "embedllm_mf"}
-LABELS = {"locus": "LOCUS (cost rule, w)", "embedllm_mf": "EmbedLLM-MF (cost rule, w)", "irt": "IRT (cost rule, w)",
+LABELS = {"locus": "LOCUS (cost rule, w)", "locus_portfolio": "LOCUS on the served k-center portfolio (cost rule, w)", "embedllm_mf": "EmbedLLM-MF (cost rule, w)", "irt": "IRT (cost rule, w)",
           "per_benchmark_cap": "per-benchmark rule, size cap", "threshold_locus": "2-model threshold (LOCUS P)",
           "threshold_mf": "2-model threshold (MF P)", "random_mix": "random mix (small / best single)"}
 # denser near w = 1, where lambda = (1 - w) / w is small and the rule trades a little accuracy for a lot of cost
@@ -192,9 +201,13 @@ class Curve:
 
 
 def fold_curves(probs: dict[str, np.ndarray], labels: np.ndarray, costs: np.ndarray, anchor_rate: np.ndarray, *,
-                small_params: float, weights=WEIGHTS) -> tuple[dict[str, Curve], dict]:
+                small_params: float, weights=WEIGHTS, portfolio: np.ndarray | None = None,
+                params: np.ndarray | None = None) -> tuple[dict[str, Curve], dict]:
     """Every router's curve on one fold's test queries. probs: {method: (M, Q)}; labels (M, Q); costs (M,) with NaN
-    = unknown (left out of every router); anchor_rate (M,) each model's mean on the fold's anchors."""
+    = unknown (left out of every router); anchor_rate (M,) each model's mean on the fold's anchors; ``portfolio``
+    (rows): the served portfolio, whose members of known cost the cost rule on LOCUS's P also routes among
+    (router ``locus_portfolio``, as ``locus serve --portfolio`` does); ``params`` (M,) the sizes that choose the
+    small model when the costs are dollars (default: the costs are the sizes)."""
     q = np.arange(labels.shape[1])
     candidates = np.flatnonzero(~np.isnan(costs))
     c0 = np.nan_to_num(costs)
@@ -205,11 +218,17 @@ def fold_curves(probs: dict[str, np.ndarray], labels: np.ndarray, costs: np.ndar
     strong = best_on_anchors(anchor_rate, np.arange(len(costs)))
     if np.isnan(costs[strong]):
         raise SystemExit(f"the best single model (row {strong}) has no known size: its cost cannot be compared")
-    small_rows = candidates[costs[candidates] <= small_params]
+    size = costs if params is None else params
+    small_rows = candidates[np.nan_to_num(size[candidates], nan=np.inf) <= small_params]
     if not len(small_rows):
         raise SystemExit(f"--small-params {small_params}: no model of known size is that small")
     small = best_on_anchors(anchor_rate, small_rows)
     curves = {m: curve(weights, rule_choices(probs[m], costs, weights, candidates)) for m in RULE_METHODS if m in probs}
+    if portfolio is not None and "locus" in probs:
+        served = np.intersect1d(portfolio, candidates)
+        if not len(served):
+            raise SystemExit("the portfolio has no model of known cost: nothing to route among")
+        curves["locus_portfolio"] = curve(weights, rule_choices(probs["locus"], costs, weights, served))
     if "per_benchmark" in probs:
         caps = np.unique(costs[undominated(probs["per_benchmark"], costs, candidates)])  # where a choice can change
         curves["per_benchmark_cap"] = curve(caps, cap_choices(probs["per_benchmark"], costs, caps, candidates))
@@ -243,15 +262,38 @@ def fold_figures(curves: dict[str, Curve], target_rows: np.ndarray, weights: np.
     return out
 
 
+def fold_record(curves: dict[str, Curve], info: dict) -> dict:
+    """What the result JSON keeps of a fold: its figures, each router's operating points and hull, the cost range."""
+    pts = {name: c.points() for name, c in curves.items()}
+    hulls = {name: monotone_hull(cost[0], acc[0]) for name, (acc, cost) in pts.items()}
+    return {**{k: v for k, v in info.items() if k not in ("strong", "small")},
+            "cost_range": [min(float(h[0][0]) for h in hulls.values()), max(float(h[0][-1]) for h in hulls.values())],
+            "routers": {name: {"knob": c.knob.tolist(), "accuracy": pts[name][0][0].round(6).tolist(),
+                               "mean_cost": pts[name][1][0].round(6).tolist(),
+                               "hull_cost": hulls[name][0].round(6).tolist(), "hull_accuracy": hulls[name][1].round(6).tolist()}
+                        for name, c in curves.items()}}
+
+
 # ---------------------------------------------------------------------------------------------- data
 
 
-def model_costs(names: list[str], sizes: str = "csv") -> tuple[np.ndarray, dict]:
-    """(costs (M,) billions of parameters, NaN = unknown; what the cost table says) via routing.cost_table, from
-    models.csv; ``sizes="csv"`` keeps a size the table read from a name unknown (models.csv's own sizes only)."""
+def model_costs(names: list[str], sizes: str = "csv", prices: Path | None = None, *, input_tokens: int = 0,
+                output_tokens: int = DEFAULT_OUTPUT_TOKENS) -> tuple[np.ndarray, dict]:
+    """(costs (M,), NaN = unknown; what the cost table says) via routing.cost_table. Without ``prices``: billions of
+    parameters from models.csv (``sizes="csv"`` keeps a size the table read from a name unknown). With ``prices``:
+    dollars per query from a CSV of ``model`` and any of routing.COST_KEYS (``price_input_per_mtok``,
+    ``price_output_per_mtok``, or ``cost_per_query``), ``input_tokens`` / ``output_tokens`` per query as
+    locus serve charges a request; a model without a price is unknown."""
+    if prices is not None:
+        ct = cost_table(names, cost_info(pd.read_csv(prices)))
+        if ct.basis != "usd":
+            raise SystemExit(f"{prices}: no model of the suite has a price (columns: model and any of {COST_KEYS})")
+        costs = ct.costs(input_tokens, output_tokens).astype(np.float64)
+        unknown = [n for n, c in zip(names, costs) if np.isnan(c)]
+        return costs, {"basis": ct.basis, "note": ct.note, "prices": str(prices), "input_tokens": input_tokens,
+                       "output_tokens": output_tokens, "unknown": len(unknown), "unknown_examples": unknown[:10]}
     table = pd.read_csv(MODELS_CSV)
-    info = {str(m): {"params_b": p} for m, p in zip(table["model"], table["params_b"])}
-    ct = cost_table(names, info)
+    ct = cost_table(names, cost_info(table[["model", "params_b"]]))
     if ct.basis != "params_b":
         raise SystemExit(f"{MODELS_CSV}: expected parameter counts as the cost basis, got {ct.basis!r}")
     costs = ct.costs().astype(np.float64)
@@ -261,6 +303,23 @@ def model_costs(names: list[str], sizes: str = "csv") -> tuple[np.ndarray, dict]
     unknown = [n for n, c in zip(names, costs) if np.isnan(c)]
     return costs, {"basis": ct.basis, "note": ct.note, "sizes": sizes, "read_from_name": len(parsed) if sizes != "csv" else 0,
                    "unknown": len(unknown), "unknown_examples": unknown[:10]}
+
+
+def served_portfolio(setup: HarnessSetup, fold, cache: Path, tags: tuple[str, ...], k: int) -> np.ndarray:
+    """The k-center portfolio of k models over the fold's LOCUS model embeddings (every model embedded from its
+    anchor evaluations, as bench_geometry.py and the portfolios asset build it), from the cached LOCUS checkpoint."""
+    from locus_model.analysis.portfolio import k_center
+    from locus_model.infer import embed_evaluation_sets
+    from locus_model.model import load_checkpoint
+
+    args = setup.fit_args("locus", fold)
+    found = [cache / f"locus_f{fold.index}_{fit_key(args, t)}.pt" for t in tags]
+    path = next((p for p in found if p.is_file()), None)
+    if path is None:
+        raise SystemExit(f"--portfolio-k {k}: no cached LOCUS checkpoint for fold {fold.index} (tried "
+                         f"{[p.name for p in found]}). How to fix: --portfolio-k 0, or the --tag of a run that cached it")
+    z = embed_evaluation_sets(load_checkpoint(path)[0], setup.encodings, setup.anchor_sets(fold))  # (M, d)
+    return np.sort(np.asarray(k_center(z, k), dtype=np.int64))
 
 
 def cached_probs(cache: Path, setup: HarnessSetup, name: str, fold, tags: tuple[str, ...]) -> tuple[np.ndarray, str]:
@@ -332,15 +391,20 @@ def reached(stat: dict, scale: float = 1.0, digits: int = 1) -> str:
     return f"not reached ({never}/{len(stat['per_fold'])} folds)" if never is not None else "not reached"
 
 
+UNITS = {"params_b": ("B params", 1.0, 1, "mean parameters of the chosen model (billions; the cost proxy)"),
+         "usd": ("USD / 1k queries", 1000.0, 3, "mean cost of the chosen model (USD per 1,000 queries)")}
+
+
 def markdown(result: dict) -> str:
     s = result["summary"]
-    lines = ["| router | AIQ x100 | LOCUS minus, AIQ x100 | cost @95% (B params) | % of best single's cost "
-             "| cost @100% (B params) | % of best single's cost |", "|---|---|---|---|---|---|---|"]
+    unit, scale, digits, _ = UNITS[result["settings"]["cost"].get("basis", "params_b")]
+    lines = [f"| router | AIQ x100 | LOCUS minus, AIQ x100 | cost @95% ({unit}) | % of best single's cost "
+             f"| cost @100% ({unit}) | % of best single's cost |", "|---|---|---|---|---|---|---|"]
     for name, e in s.items():
         vs = e["aiq"].get("locus_minus")
         lines.append(f"| {LABELS.get(name, name)} | {fmt(e['aiq'], 100)} | {fmt(vs, 100) if vs else ''} | "
-                     f"{reached(e['cost@95'])} | {fmt(e['cost@95']['share_of_best_single_cost'], 100, 0)} | "
-                     f"{reached(e['cost@100'])} | {fmt(e['cost@100']['share_of_best_single_cost'], 100, 0)} |")
+                     f"{reached(e['cost@95'], scale, digits)} | {fmt(e['cost@95']['share_of_best_single_cost'], 100, 0)} | "
+                     f"{reached(e['cost@100'], scale, digits)} | {fmt(e['cost@100']['share_of_best_single_cost'], 100, 0)} |")
     return "\n".join(lines)
 
 
@@ -355,7 +419,7 @@ def plot(result: dict, path: Path) -> Path:
     folds = result["folds"]
     grid = np.linspace(min(min(f["cost_range"]) for f in folds), max(max(f["cost_range"]) for f in folds), 600)
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.6))
-    colours = {"locus": "C0", "embedllm_mf": "C1", "irt": "C2", "per_benchmark_cap": "C4", "threshold_locus": "C5",
+    colours = {"locus": "C0", "locus_portfolio": "C9", "embedllm_mf": "C1", "irt": "C2", "per_benchmark_cap": "C4", "threshold_locus": "C5",
                "threshold_mf": "C6", "random_mix": "grey"}
     for name in folds[0]["routers"]:
         hulls = [(np.array(f["routers"][name]["hull_cost"]), np.array(f["routers"][name]["hull_accuracy"])) for f in folds]
@@ -364,7 +428,7 @@ def plot(result: dict, path: Path) -> Path:
         ax.plot(grid[grid >= start], 100 * y[grid >= start], label=LABELS.get(name, name), color=colours.get(name),
                 lw=2.4 if name == "locus" else 1.3, ls="--" if name == "random_mix" else "-")
         r = [f["routers"][name] for f in folds]
-        if name in RULE_METHODS:  # the same weights on every fold: the fold mean of each operating point
+        if name in (*RULE_METHODS, "locus_portfolio"):  # the same weights on every fold: the fold mean of each point
             bx.plot(np.mean([x["mean_cost"] for x in r], axis=0), 100 * np.mean([x["accuracy"] for x in r], axis=0),
                     "o-", ms=2.5, lw=0.8, color=colours[name], label=LABELS[name])
         elif name == "per_benchmark_cap":
@@ -376,9 +440,9 @@ def plot(result: dict, path: Path) -> Path:
         a.scatter([bs_cost], [100 * bs_acc], marker="*", s=160, color="C3", zorder=5, label="best single (fold mean)")
         a.axhline(95 * bs_acc, color="C3", lw=0.7, ls=":")
         a.axvline(0.5 * bs_cost, color="black", lw=0.7, ls=":")
-        a.set_xlabel("mean parameters of the chosen model (billions; the cost proxy)")
+        a.set_xlabel(UNITS[result["settings"]["cost"].get("basis", "params_b")][3])
         a.grid(alpha=0.3)
-    ax.set_ylim(70, 95)
+    ax.set_ylim(max(0.0, 100 * bs_acc - 15), min(100.0, 100 * bs_acc + 12))
     ax.set_ylabel("routing accuracy on the test queries, %")
     ax.set_title(f"non-decreasing convex hulls, mean over {len(folds)} folds (dotted: 95% of best single, half its cost)",
                  fontsize=8)
@@ -414,6 +478,17 @@ def main(argv: list[str] | None = None) -> int:
                         "billion parameters")
     p.add_argument("--sizes", choices=["csv", "csv+name"], default="csv",
                    help="csv: sizes from models.csv only; csv+name: also sizes read from model names (as serve does)")
+    p.add_argument("--portfolio-k", type=int, default=15,
+                   help="also route LOCUS's cost rule among the k-center portfolio of this many models over the fold's "
+                        "LOCUS embeddings (the portfolio locus serve --portfolio k-center-K serves); 0: not")
+    p.add_argument("--prices", type=Path, default=None,
+                   help="CSV of model and price_input_per_mtok / price_output_per_mtok (USD per million tokens) or "
+                        "cost_per_query (USD): costs in dollars instead of parameters; models without a price are left out")
+    p.add_argument("--input-tokens", type=int, default=None,
+                   help="with --prices: input tokens per query (default: the mean estimate over the suite's queries, "
+                        "4 characters a token, as locus serve estimates)")
+    p.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS,
+                   help=f"with --prices: output tokens per query (default {DEFAULT_OUTPUT_TOKENS}, locus serve's default)")
     p.add_argument("--n-boot", type=int, default=1000)
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--table", type=Path, default=None, help="print the markdown table of this result JSON and exit")
@@ -431,7 +506,11 @@ def main(argv: list[str] | None = None) -> int:
         [f"patience={args.patience}"] if args.patience is not None else []) + list(args.train_option)
     setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed, train_options=options)
     names = list(setup.matrix.models)
-    costs, cost_info = model_costs(names, args.sizes)
+    input_tokens = args.input_tokens if args.input_tokens is not None else int(round(np.mean(
+        [estimate_tokens(t) for t in setup.matrix.queries])))
+    costs, cost_note = model_costs(names, args.sizes, args.prices, input_tokens=input_tokens,
+                                   output_tokens=args.output_tokens)
+    params = model_costs(names, args.sizes)[0] if args.prices is not None else None  # the small model is by size
     tags = (args.tag, *args.reuse_tags)
     methods = sorted({*RULE_METHODS, *THRESHOLD_METHODS.values(), "per_benchmark", "best_single"})
     folds = [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]
@@ -445,28 +524,23 @@ def main(argv: list[str] | None = None) -> int:
         if np.isnan(labels).any():
             raise SystemExit("metabench is complete: a NaN label means the wrong matrix")
         anchor_rate = probs["best_single"][:, 0].astype(np.float64)  # BestSingle: each model's anchor mean rate
-        curves, info = fold_curves(probs, labels, costs, anchor_rate, small_params=args.small_params)
+        portfolio = served_portfolio(setup, fold, args.fit_cache, tags, args.portfolio_k) if args.portfolio_k else None
+        curves, info = fold_curves(probs, labels, costs, anchor_rate, small_params=args.small_params, portfolio=portfolio,
+                                   params=params)
         target_rows = labels[info["strong"]]
         n_q = labels.shape[1]
         weights = np.stack([np.bincount(r, minlength=n_q) for r in rng.integers(0, n_q, size=(args.n_boot, n_q))])
         point.append(fold_figures(curves, target_rows))
         boot.append(fold_figures(curves, target_rows, weights.astype(np.float64)))
         infos.append(info)
-        pts = {name: c.points() for name, c in curves.items()}
-        hulls = {name: monotone_hull(cost[0], acc[0]) for name, (acc, cost) in pts.items()}
-        fold_out.append({
-            "fold": fold.index, "test_queries": n_q, "files": files,
-            "best_single": names[info["strong"]], "small": names[info["small"]],
-            **{k: v for k, v in info.items() if k not in ("strong", "small")},
-            "cost_range": [min(float(h[0][0]) for h in hulls.values()), max(float(h[0][-1]) for h in hulls.values())],
-            "routers": {name: {"knob": c.knob.tolist(), "accuracy": pts[name][0][0].round(6).tolist(),
-                               "mean_cost": pts[name][1][0].round(6).tolist(),
-                               "hull_cost": hulls[name][0].round(6).tolist(), "hull_accuracy": hulls[name][1].round(6).tolist()}
-                        for name, c in curves.items()},
-        })
+        fold_out.append({"fold": fold.index, "test_queries": n_q, "files": files,
+                         "portfolio": [names[i] for i in portfolio] if portfolio is not None else None,
+                         "portfolio_unknown_cost": int(np.isnan(costs[portfolio]).sum()) if portfolio is not None else None,
+                         "best_single": names[info["strong"]], "small": names[info["small"]],
+                         **fold_record(curves, info)})
         print(f"fold {fold.index}: best single {names[info['strong']]} {100 * info['best_single_accuracy']:.1f}% at "
-              f"{info['best_single_cost']:.1f}B; small {names[info['small']]} {100 * info['small_accuracy']:.1f}% at "
-              f"{info['small_cost']:.1f}B; AIQ " + ", ".join(f"{n} {100 * v['aiq'][0]:.1f}" for n, v in point[-1].items()),
+              f"cost {info['best_single_cost']:.4g}; small {names[info['small']]} {100 * info['small_accuracy']:.1f}% at "
+              f"cost {info['small_cost']:.4g}; AIQ " + ", ".join(f"{n} {100 * v['aiq'][0]:.1f}" for n, v in point[-1].items()),
               flush=True)
     summary = summarise(point, boot, infos)
     locus = summary.get("locus")
@@ -482,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "settings": {"suite": args.suite, "budget": args.budget, "folds": [f.index for f in folds], "tags": list(tags),
                      "locus_train_options": options, "small_params": args.small_params, "n_boot": args.n_boot,
-                     "seed": args.seed, "weights": list(WEIGHTS), "cost": cost_info,
+                     "seed": args.seed, "weights": list(WEIGHTS), "cost": cost_note,
+                     "portfolio_k": args.portfolio_k,
                      "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])},
         "summary": summary, "targets": targets, "folds": fold_out, "wall_s": round(time.perf_counter() - start, 1),
     }

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from bench.bench_accuracy import fold_locus, harness_setup  # noqa: E402
 from locus_model.analysis import distance_vs_disagreement, family_clustering  # noqa: E402
 from locus_model.analysis.fallback import fallback  # noqa: E402
-from locus_model.analysis.portfolio import portfolio_curve  # noqa: E402
+from locus_model.analysis.portfolio_curves import portfolio_curve  # noqa: E402
 from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
 
 MODELS_CSV = REPO / "data" / "mmlu-pro" / "models.csv"

@@ -8,7 +8,8 @@ The pieces the pipeline's drop folder is built from, on frames and files it name
 - :func:`merge_into_store`: a model's evaluations so far, one row per query_id, the newest file winning;
 - :func:`nearest_models`: where a new embedding landed, its k nearest models in the pool;
 - :func:`neighbour_stability`: how much of that a few evaluations can say (bootstrap of the model's own
-  evaluations).
+  evaluations), a :class:`NeighbourStability` that renders itself; :func:`benchmark_profile`: its per-benchmark
+  accuracy beside its neighbours'.
 
 The embedding itself is :func:`locus_model.pool.embed_models` over all of a model's evaluations so far.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,7 +27,9 @@ import pandas as pd
 from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
                                        safe_model_key, text_values, two_texts_error, validate_chunk)
 from locus_model.data.long_format import iter_evaluation_chunks
-from locus_model.pool import encoding_matrix, pool_matrix
+from locus_model.data.query_encodings import encoding_matrix, query_rows
+from locus_model.markdown import escape_frame, escape_markdown
+from locus_model.pool import pool_matrix
 
 INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
 STORE_COLUMNS = EVALUATION_COLUMNS + ("received_at", "source_file")
@@ -119,8 +123,48 @@ def nearest_models(pool: pd.DataFrame, model: str, k: int = 5) -> pd.DataFrame:
                          "distance": d[order], "source": sources[order]})
 
 
+STABILITY_LISTED = 10  # models listed in the stability report; all of them are in `shares`
+
+
+@dataclass(frozen=True)
+class NeighbourStability:
+    """How often each pool model is ``name``'s nearest (share_top1) or among its k nearest (share_topk) when its
+    own evaluations are resampled; the most frequent first."""
+    name: str
+    n_evaluations: int
+    draws: int
+    k: int
+    shares: pd.DataFrame  # model, share_top1, share_topk
+
+    def share_top1(self, model: str) -> float:
+        return float(self.shares.set_index("model")["share_top1"].get(model, 0.0))
+
+    def to_markdown(self, nearest: str) -> str:
+        """The resampling said in a sentence about ``nearest`` (the full pool embedding's nearest model), then
+        the most frequent neighbours."""
+        top = self.shares.head(STABILITY_LISTED)
+        return (f"{self.draws} bootstrap resamples of {escape_markdown(self.name)}'s own {self.n_evaluations} "
+                "evaluations, each embedded by one forward pass: how often each model is the nearest (share_top1) or "
+                f"among the {self.k} nearest (share_topk). {escape_markdown(nearest)} is the nearest in "
+                f"{100 * self.share_top1(nearest):.0f}% of them.\n\n"
+                + escape_frame(top).to_markdown(index=False, floatfmt=".2f"))
+
+
+def benchmark_profile(accuracy: pd.DataFrame, name: str, neighbours: Sequence[str],
+                      n_per_benchmark: Mapping[str, int] | None = None) -> pd.DataFrame:
+    """``name``'s per-benchmark accuracy beside its neighbours' (rows: name, then the neighbours; columns: the
+    benchmarks ``name`` has, all where it has none), rounded to 3 digits, with a last row `n (<name>)` giving how
+    many evaluations each of its accuracies rests on when ``n_per_benchmark`` is given."""
+    profile = accuracy.reindex([name] + list(neighbours))
+    profile = profile.loc[:, profile.loc[name].notna()] if name in accuracy.index else profile
+    shown = profile.round(3)
+    if n_per_benchmark:
+        shown = pd.concat([shown, pd.DataFrame([{b: n_per_benchmark.get(b) for b in shown.columns}], index=[f"n ({name})"])])
+    return shown
+
+
 def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFrame, pool: pd.DataFrame, name: str,
-                        *, k: int = 5, draws: int = 20, seed: int = 0) -> pd.DataFrame:
+                        *, k: int = 5, draws: int = 20, seed: int = 0) -> NeighbourStability:
     """How stable ``name``'s nearest models are when its own evaluations are resampled (bootstrap: as many rows,
     drawn with replacement, embedded by one forward pass each): per pool model that was ever among the ``k``
     nearest, ``share_top1`` (draws where it is the nearest) and ``share_topk`` (draws where it is among the k
@@ -133,10 +177,7 @@ def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFram
     names, z = pool_matrix(pool[pool["model"].astype(str) != name])
     if not names:
         raise ValueError(f"neighbour_stability: the pool holds no model besides {name!r}")
-    index = pd.Index(encodings["query_id"].astype(str))
-    idx = index.get_indexer(evaluations["query_id"].astype(str))
-    if (idx < 0).any():
-        raise KeyError(f"neighbour_stability: query_id {evaluations['query_id'].astype(str)[idx < 0].iloc[0]!r} has no encoding")
+    idx = query_rows(encodings, evaluations["query_id"], what="neighbour_stability: ")
     scores = evaluations["score"].to_numpy(np.float32)
     rng = np.random.default_rng(seed)
     picks = [rng.integers(0, len(idx), len(idx)) for _ in range(draws)]
@@ -147,4 +188,5 @@ def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFram
     topk = np.bincount(order.ravel(), minlength=len(names)) / draws
     seen = np.flatnonzero(topk > 0)
     out = pd.DataFrame({"model": [names[i] for i in seen], "share_top1": top1[seen], "share_topk": topk[seen]})
-    return out.sort_values(["share_top1", "share_topk", "model"], ascending=[False, False, True]).reset_index(drop=True)
+    shares = out.sort_values(["share_top1", "share_topk", "model"], ascending=[False, False, True]).reset_index(drop=True)
+    return NeighbourStability(name=name, n_evaluations=len(idx), draws=draws, k=k, shares=shares)

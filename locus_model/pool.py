@@ -1,17 +1,7 @@
 """The model embedding pool: one table of model embeddings, all from one checkpoint.
 
-Schema of the pool table (one row per model):
-
-| column | type | meaning |
-|---|---|---|
-| model | str | model name as in the evaluation files |
-| model_key | str | safe form of the name (partition key, file names) |
-| embedding | list<float32>[d] | the model embedding z_m |
-| n_evaluations | int | evaluations the embedding was computed from |
-| evaluations_fingerprint | str | sha256 prefix of the (model, query_id, score) triples used |
-| checkpoint_id | str | sha256 prefix of the checkpoint file that embedded it |
-| source | str | "training" (trained on), "held_out" (in the training source, never trained on) or "onboarded" (a dropped file) |
-| embedded_at | timestamp[UTC] | when the row was written |
+The table's schema is ``POOL_SCHEMA`` below (column, Arrow type as written to Parquet, meaning): the one
+source of the pool's columns, shown by the pipeline as the table's schema and tested against the written file.
 
 A pool embedding is computed from all of the model's evaluations outside the held-out test queries (the
 test queries stay unseen so that routing accuracy on them is honest). Rows from different checkpoints are
@@ -22,29 +12,48 @@ reproduces a row bit for bit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from locus_model.data.contract import safe_model_key
 from locus_model.data.matrix import fingerprint_evaluations
+from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
 
-POOL_COLUMNS = (
-    "model", "model_key", "embedding", "n_evaluations", "evaluations_fingerprint", "checkpoint_id", "source", "embedded_at",
-)
-# (type, meaning) of every pool column, as in the module docstring; the pipeline shows it as the table's schema
-POOL_COLUMN_DOCS = {
-    "model": ("str", "model name as in the evaluation files"),
-    "model_key": ("str", "safe form of the name (partition key, file names)"),
-    "embedding": ("list<float32>[d]", "the model embedding z_m"),
-    "n_evaluations": ("int64", "evaluations the embedding was computed from"),
-    "evaluations_fingerprint": ("str", "sha256 prefix of the (model, query_id, score) triples used"),
-    "checkpoint_id": ("str", "sha256 prefix of the checkpoint file that embedded it"),
-    "source": ("str", "training (trained on), held_out (in the training source, never trained on) or onboarded"),
-    "embedded_at": ("timestamp[UTC]", "when the row was written"),
-}
+POOL_SCHEMA = pa.schema([
+    pa.field(name, type_, metadata={"doc": doc}) for name, type_, doc in (
+        ("model", pa.string(), "model name as in the evaluation files"),
+        ("model_key", pa.string(), "safe form of the name (partition key, file names)"),
+        ("embedding", pa.list_(pa.float32()), "the model embedding z_m (d float32)"),
+        ("n_evaluations", pa.int64(), "evaluations the embedding was computed from"),
+        ("evaluations_fingerprint", pa.string(), "sha256 prefix of the (model, query_id, score) triples used"),
+        ("checkpoint_id", pa.string(), "sha256 prefix of the checkpoint file that embedded it"),
+        ("source", pa.string(), '"training" (trained on), "held_out" (in the training source, never trained on) '
+                                'or "onboarded" (a dropped file)'),
+        ("embedded_at", pa.timestamp("us", tz="UTC"), "when the row was written"),
+    )
+])
+POOL_COLUMNS = tuple(POOL_SCHEMA.names)
+
+
+def column_doc(column: str) -> str:
+    """The meaning of a pool column, as POOL_SCHEMA states it."""
+    return POOL_SCHEMA.field(column).metadata[b"doc"].decode()
+
+
+def schema_differences(schema: pa.Schema) -> list[str]:
+    """How an Arrow schema (a written pool file's, or ``pa.Schema.from_pandas(pool)``) differs from POOL_SCHEMA:
+    one line per missing, extra or differently typed column; [] when it matches."""
+    found = {f.name: f.type for f in schema if not f.name.startswith("__")}  # pandas' index columns
+    out = [f"{f.name}: missing (expected {f.type})" for f in POOL_SCHEMA if f.name not in found]
+    out += [f"{f.name}: {found[f.name]}, expected {f.type}" for f in POOL_SCHEMA
+            if f.name in found and not found[f.name].equals(f.type)]
+    return out + [f"{name}: not a pool column" for name in found if name not in POOL_COLUMNS]
 
 
 def embed_models(
@@ -57,15 +66,11 @@ def embed_models(
     device: str = "cpu",
 ) -> pd.DataFrame:
     """Pool rows for every model in ``table``: one forward pass, no training."""
-    query_index = pd.Index(encodings["query_id"].astype(str))
     phi = encoding_matrix(encodings)
     models = sorted(table["model"].astype(str).unique())
     sets, prints, counts = [], [], []
     for name, rows in table.groupby(table["model"].astype(str), sort=True):
-        idx = query_index.get_indexer(rows["query_id"].astype(str))
-        if (idx < 0).any():
-            missing = rows["query_id"].astype(str)[idx < 0].iloc[0]
-            raise KeyError(f"query_id {missing!r} of model {name!r} has no encoding; encode the table's queries first")
+        idx = query_rows(encodings, rows["query_id"], what=f"model {name!r}: ")
         sets.append((idx, rows["score"].to_numpy(np.float32)))
         prints.append(fingerprint_evaluations(rows))
         counts.append(len(rows))
@@ -85,11 +90,6 @@ def embed_models(
             "embedded_at": now,
         }
     )
-
-
-def encoding_matrix(encodings: pd.DataFrame) -> np.ndarray:
-    """(Q, D) float32 array from a query-encodings frame with an ``encoding`` list column."""
-    return np.stack(encodings["encoding"].to_numpy()).astype(np.float32)
 
 
 def pool_matrix(pool: pd.DataFrame) -> tuple[list[str], np.ndarray]:
@@ -130,3 +130,69 @@ def upsert_rows(pool: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
         raise PoolError(f"rows from checkpoint {sorted(ours)} cannot join a pool embedded with {sorted(theirs)}")
     kept = pool[~pool["model"].isin(rows["model"])]
     return pd.concat([kept, rows[list(POOL_COLUMNS)]], ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- reproducibility at a bounded cost
+
+
+def models_with_new_evaluations(previous: pd.DataFrame | None, pool: pd.DataFrame) -> list[str]:
+    """Models of ``pool`` whose evaluations are new to it (sorted): not in ``previous`` (None: no pool before), or
+    with another evaluations digest than their previous row. A rebuild's other rows re-embed evaluations the pool
+    already held."""
+    before = {} if previous is None else dict(zip(previous["model"].astype(str), previous["evaluations_fingerprint"]))
+    return sorted(m for m, f in zip(pool["model"].astype(str), pool["evaluations_fingerprint"]) if before.get(m) != f)
+
+
+@dataclass(frozen=True)
+class ReproductionSample:
+    """The pool rows a reproducibility check re-embeds: the rows with new evaluations (at most ``max_changed``,
+    a seeded sample beyond that) and a seeded sample of at most ``sample`` of the other rows."""
+    models: list[str]   # the rows to re-embed, in pool order
+    rows: int           # rows in the pool
+    changed: int        # rows with new evaluations
+    changed_checked: int
+    others_checked: int
+
+    @property
+    def share_of_rebuild(self) -> float:
+        """Rows re-embedded / rows a rebuild embeds: the check's cost beside the rebuild's."""
+        return len(self.models) / self.rows if self.rows else 0.0
+
+
+def reproduction_sample(pool: pd.DataFrame, changed: Sequence[str], *, sample: int = 32, max_changed: int = 256,
+                        seed: int = 0) -> ReproductionSample:
+    """Which rows to re-embed so that a check costs at most ``sample + max_changed`` rows whatever the pool's
+    size: every row in ``changed`` (a seeded sample of ``max_changed`` of them if there are more) and a seeded
+    sample of ``sample`` other rows (numpy default_rng(seed) over the sorted model names)."""
+    names = pool["model"].astype(str).tolist()
+    changed_set = set(map(str, changed)) & set(names)
+    rng = np.random.default_rng(seed)
+
+    def draw(candidates: list[str], k: int) -> list[str]:
+        candidates = sorted(candidates)
+        return candidates if len(candidates) <= k else [candidates[i] for i in rng.choice(len(candidates), size=k, replace=False)]
+
+    picked_changed = draw(list(changed_set), max(0, max_changed))
+    picked_others = draw([n for n in names if n not in changed_set], max(0, sample))
+    chosen = set(picked_changed) | set(picked_others)
+    return ReproductionSample(models=[n for n in names if n in chosen], rows=len(names), changed=len(changed_set),
+                              changed_checked=len(picked_changed), others_checked=len(picked_others))
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """Stored pool rows against the same rows embedded again."""
+    models_checked: int
+    not_bit_identical: list[str]  # models whose two embeddings differ in any bit
+    max_abs_diff: float
+
+
+def compare_embeddings(stored: pd.DataFrame, again: pd.DataFrame) -> Reproduction:
+    """Each row of ``again`` (pool rows embedded again) against the row of the same model in ``stored``."""
+    if not len(again):
+        return Reproduction(0, [], 0.0)
+    names = again["model"].astype(str).tolist()
+    _, b = pool_matrix(again)
+    a = pool_matrix(stored.set_index(stored["model"].astype(str)).loc[names].reset_index(drop=True))[1]
+    differ = (a != b).any(axis=1)
+    return Reproduction(len(names), [n for n, d in zip(names, differ) if d], float(np.abs(a - b).max()))

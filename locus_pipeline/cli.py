@@ -3,6 +3,7 @@ LOCUS_HOME through the pipeline's storage (search).
 
     locus search --target 'math=0.9,law=0.3' [--k 5] [--home PATH] [--json]
     locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
+                [--portfolio k-center-15]
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def add_search(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=5, help="nearest models to return (default 5)")
     p.add_argument("--n-per-benchmark", type=int, default=64, help="synthetic evaluations per benchmark (default 64)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic evaluation set")
-    p.add_argument("--home", type=Path, default=None, help="LOCUS_HOME to read (default: $LOCUS_HOME or <repo>/data)")
+    p.add_argument("--home", type=str, default=None, help="LOCUS_HOME to read (default: $LOCUS_HOME or <repo>/data)")
     p.add_argument("--json", action="store_true", help="print JSON (target, realised, neighbours) instead of a table")
     p.set_defaults(run=run_search)
 
@@ -108,7 +109,7 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--home", type=Path, default=None, help="LOCUS_HOME to serve (default: $LOCUS_HOME or <repo>/data)")
+    p.add_argument("--home", type=str, default=None, help="LOCUS_HOME to serve (default: $LOCUS_HOME or <repo>/data)")
     p.add_argument("--token", default=None,
                    help="bearer token required on every endpoint but /healthz (default: $LOCUS_SERVE_TOKEN, else none)")
     p.add_argument("--models-config", type=Path, default=None,
@@ -121,6 +122,9 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
                    help="how long a query waits for concurrent ones to be encoded with it (default 2 ms)")
     p.add_argument("--quality-weight", type=float, default=1.0,
                    help="default quality weight in [0, 1] when a request gives none (1 = best P(correct))")
+    p.add_argument("--portfolio", default=None, metavar="NAME",
+                   help="serve only this portfolio of the portfolios asset as the candidate set, e.g. k-center-15 "
+                        "(<method>-<k or budget>; an unknown name lists the available ones)")
     p.add_argument("--fallbacks", type=int, default=3, help="models of the fallback chain tried after the chosen one")
     p.add_argument("--poll-seconds", type=float, default=1.0, help="how often the pool file is checked for changes")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
@@ -132,16 +136,19 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     import os
 
+    from locus_model.routing import RoutingError, check_quality_weight
     from locus_pipeline.serve import ConfigError, ServeConfig, serve
     from locus_pipeline.storage import StorageError
 
-    if not 0.0 <= args.quality_weight <= 1.0:
-        return _fail("serve", ValueError(f"--quality-weight {args.quality_weight} must be in [0, 1]"))
+    try:
+        check_quality_weight(args.quality_weight)
+    except RoutingError as err:
+        return _fail("serve", ValueError(f"--quality-weight: {err}"))
     config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
                          models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
                          poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
                          max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
-                         batch_wait_ms=args.batch_wait_ms)
+                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:

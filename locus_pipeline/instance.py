@@ -1,7 +1,10 @@
-"""The Dagster instance of a LOCUS_HOME: DAGSTER_HOME=$LOCUS_HOME/dagster with the repository's dagster.yaml."""
+"""The Dagster instance of a LOCUS_HOME: DAGSTER_HOME=$LOCUS_HOME/dagster with the repository's dagster.yaml
+(sqlite storage in that folder), or, with LOCUS_DAGSTER_PG_URL set, the same settings with Postgres storage
+(deploy/dagster-postgres.yaml)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sqlite3
@@ -10,15 +13,23 @@ from pathlib import Path
 from locus_pipeline.home import REPO_ROOT, default_home
 
 
-def prepare_dagster_home(home: Path | None = None) -> Path:
-    """Create ``<home>/dagster`` holding a link to the repository's dagster.yaml and return it (the caller sets
-    DAGSTER_HOME to it for the processes that need it)."""
-    dagster_home = (home or default_home()) / "dagster"
+POSTGRES_PROFILE = REPO_ROOT / "deploy" / "dagster-postgres.yaml"
+
+
+def prepare_dagster_home(home: Path | None = None, *, dagster_home: Path | None = None) -> Path:
+    """Create ``<home>/dagster`` (or ``dagster_home``) holding the repository's dagster.yaml and return it (the
+    caller sets DAGSTER_HOME to it for the processes that need it): a link to it, or, when LOCUS_DAGSTER_PG_URL
+    is set, a copy with the Postgres storage block appended."""
+    dagster_home = dagster_home or (home or default_home()) / "dagster"
     dagster_home.mkdir(parents=True, exist_ok=True)
     target = dagster_home / "dagster.yaml"
     source = REPO_ROOT / "dagster.yaml"
-    if target.is_symlink() or not target.exists():
+    if os.environ.get("LOCUS_DAGSTER_PG_URL"):
         target.unlink(missing_ok=True)
+        target.write_text(source.read_text() + "\n" + POSTGRES_PROFILE.read_text())
+        return dagster_home
+    if target.is_symlink() or not target.exists() or "LOCUS_DAGSTER_PG_URL" in target.read_text():
+        target.unlink(missing_ok=True)  # (a copy with the Postgres block, from a run with the variable set, too)
         try:
             target.symlink_to(source)
         except OSError:  # filesystems without symlinks

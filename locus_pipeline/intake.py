@@ -70,7 +70,8 @@ class DropFolder:
 
     @property
     def incoming(self) -> Path:
-        return self.home.path / "incoming"
+        """The local drop folder: the home's own on a local home, its working copy on a remote one (storage/drops.py)."""
+        return self.home.local_path / "incoming"
 
     @property
     def accepted(self) -> Path:
@@ -90,7 +91,23 @@ class DropFolder:
         """Non-blocking: False when another process (e.g. a sensor tick that outlived its timeout) is still
         taking files in, so two ticks never read the same file."""
         with self.home.lock("intake", blocking=False) as mine:
+            if not (mine and self.home.remote):
+                yield mine
+                return
+            from locus_pipeline.storage import drops
+
+            self.ensure()
+            pulled = drops.pull(self.home, self.incoming)  # the bucket's new objects into the local copy
             yield mine
+            drops.push(self.home, self.incoming, pulled)  # the outcome back, the objects taken in deleted
+
+    def fetch(self, path: Path, mtime_ns: int | None = None) -> Path:
+        """``path`` (under the local drop folder) present locally: on a remote home, downloaded on first use."""
+        if self.home.remote:
+            from locus_pipeline.storage import drops
+
+            drops.fetch(self.home, self.incoming, path, mtime_ns)
+        return path
 
 
 # ---------------------------------------------------------------------------------------------- drop folder
@@ -225,7 +242,7 @@ def intake_order(manifest: Manifest) -> pd.Timestamp:
 
 
 def read_manifest(folder: DropFolder, stem: str) -> Manifest:
-    path = folder.accepted / f"{stem}{MANIFEST_SUFFIX}"
+    path = folder.fetch(folder.accepted / f"{stem}{MANIFEST_SUFFIX}")
     if not path.exists():
         raise FileNotFoundError(f"no manifest {path}: the file {stem!r} was not accepted (look in {folder.rejected})")
     return Manifest.from_json(path.read_text(encoding="utf-8"))
@@ -419,7 +436,10 @@ def recover_orphans(folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS,
 def changed_since_intake(folder: DropFolder, manifest: Manifest) -> str | None:
     """Why the accepted copy no longer holds the bytes its manifest records (a writer that kept writing in place:
     its open file followed the move into accepted/), or None when it still does. Size and modification time
-    first; the sha256 when they match (a rewrite within the same second and size)."""
+    first; the sha256 when they match (a rewrite within the same second and size). On a remote home the bucket's
+    accepted copy was uploaded by intake itself, from its own copy: no writer holds it open (None)."""
+    if folder.home.remote:
+        return None
     path = folder.accepted / manifest.stem
     try:
         stat = entry_stat(path)
@@ -490,7 +510,7 @@ def retake(folder: DropFolder, manifest: Manifest, *, now: float | None = None, 
 
 def accepted_rows(folder: DropFolder, stem: str, model: str) -> pd.DataFrame:
     """One model's validated rows from an accepted file (model, query_id, query, benchmark, score, _row)."""
-    path = folder.accepted / f"{stem}{PARTS_SUFFIX}" / f"{safe_model_key(model)}.parquet"
+    path = folder.fetch(folder.accepted / f"{stem}{PARTS_SUFFIX}" / f"{safe_model_key(model)}.parquet")
     if not path.exists():
         raise EvaluationDataError(
             f"model {model!r} has no rows in this accepted file", file=folder.accepted / stem, column="model",

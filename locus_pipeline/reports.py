@@ -7,7 +7,8 @@ analysis assets and the `locus search` command share.
 - pool_evaluation_sets / embed_fn: the evaluation set every pool embedding came from, and a function that
   embeds new sets with the same checkpoint (for resampling and capability search)
 - capability_search_from_tables: capability-profile search over a pool
-- write_report: one analysis result -> <name>.md + <name>.png under a reports folder
+- data_note: the line saying what data a report's numbers come from
+- write_report: one analysis result -> <name>.md + <name>.png under a reports folder; write_index: reports/README.md
 
 Onboarded models (source "onboarded" in the pool) have no labels on the test queries:
 their label rows are all NaN, so label-based analyses leave them out while geometric ones keep them.
@@ -24,10 +25,11 @@ import numpy as np
 import pandas as pd
 
 from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
+from locus_model.data.query_encodings import encoding_matrix
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.model import Locus
 from locus_model.pool import pool_matrix
-from locus_pipeline.tables import aligned_encodings, pool_evaluations
+from locus_pipeline.tables import pool_evaluations
 
 # ----------------------------------------------------------------------------- predictions on the test queries
 
@@ -50,7 +52,7 @@ def test_query_predictions(pool: pd.DataFrame, table: pd.DataFrame, encodings: p
     """
     names, z = pool_matrix(pool)                                 # M, (M, d)
     qids = test_query_ids(split)
-    phi = aligned_encodings(encodings, qids)                     # (Q, D)
+    phi = encoding_matrix(encodings, qids)                     # (Q, D)
     probs = predict_proba(model, z, phi, device=device)          # (M, Q)
     test = table[table["query_id"].astype(str).isin(set(qids))]
     labels = (test.assign(model=test["model"].astype(str), query_id=test["query_id"].astype(str))
@@ -150,7 +152,7 @@ def pool_evaluation_sets(pool: pd.DataFrame, table: pd.DataFrame, split: pd.Data
     pool_names = pool["model"].astype(str).tolist()
     names = [n for n in pool_names if n in by_model]
     return EvaluationSets(
-        query_ids=index.tolist(), encodings=np.stack(enc["encoding"].to_numpy()).astype(np.float32),
+        query_ids=index.tolist(), encodings=encoding_matrix(enc),
         benchmarks=bench_of.set_index("query_id")["benchmark"].astype(str).reindex(index).fillna("").to_numpy(),
         names=names, sets=[by_model[n] for n in names], missing=[n for n in pool_names if n not in by_model])
 
@@ -215,7 +217,7 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
     target = dict(target) or median_profile(accuracy.reindex(index=[n for n in names if n in accuracy.index],
                                                              columns=[b for b in accuracy.columns if b in searchable]))
     qids = queries["query_id"].tolist()
-    phi = aligned_encodings(encodings, qids)                       # (Q, D)
+    phi = encoding_matrix(encodings, qids)                       # (Q, D)
     test = set(test_query_ids(split))
     return capability_search(
         target, benchmarks=queries["benchmark"].astype(str).to_numpy(), embed_fn=embed_fn(model, phi),
@@ -225,6 +227,17 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
 
 
 # ----------------------------------------------------------------------------- report files
+
+
+def data_note(source: str, root: str) -> str:
+    """One line saying what the numbers are computed on (the raw_evaluations table's source and root); the
+    synthetic pool is called SYNTHETIC."""
+    if source == "synthetic":
+        return ("Data: the **SYNTHETIC** pool (`locus_model.data.demo`: made-up models drawn from a known latent "
+                "model, not real LLMs): its numbers are not findings about real models.")
+    if source == "mmlu_pro":
+        return f"Data: **real** MMLU-Pro results of real models (`{root}`, data/mmlu-pro/README.md)."
+    return f"Data: `{source}` evaluations from `{root}`."
 
 
 @dataclass(frozen=True)
@@ -258,3 +271,25 @@ def report_summary(md_path: Path) -> str:
         if line.startswith("Summary: "):
             return line[len("Summary: "):]
     return ""
+
+
+def write_index(folder: Path, names: Sequence[str], note: str = "") -> tuple[pd.DataFrame, str, Path]:
+    """<folder>/README.md: every report of ``names`` with its title and summary line (in that order), then the
+    folder's other files. Returns (one row per report: report, title, file, summary; the text; the path)."""
+    folder = Path(folder)
+    rows = []
+    for name in names:
+        md = folder / f"{name}.md"
+        title = md.read_text(encoding="utf-8").splitlines()[0].lstrip("# ") if md.exists() else name
+        rows.append({"report": name, "title": title, "file": md.name, "summary": report_summary(md) if md.exists() else "missing"})
+    index = pd.DataFrame(rows)
+    listed = {f"{n}.{ext}" for n in names for ext in ("md", "png")} | {"README.md"}
+    others = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in listed)
+    lines = ["# LOCUS reports", "", note, ""] if note else ["# LOCUS reports", ""]
+    lines += [f"- [{r.title}]({r.file}): {r.summary}" for r in index.itertuples()]
+    if others:
+        lines += ["", "Other files: " + ", ".join(f"[{o}]({o})" for o in others)]
+    text = "\n".join(lines)
+    path = folder / "README.md"
+    path.write_text(text + "\n", encoding="utf-8")
+    return index, text, path

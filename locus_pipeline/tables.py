@@ -1,5 +1,5 @@
 """From the pipeline's tables (evaluations, query encodings, the query split) to the arrays the library
-takes: the training arrays, encodings in a given query order, the evaluations a pool embedding is computed
+takes: the training arrays and the evaluations a pool embedding is computed
 from. The split itself is the library's (locus_model.evaluation.splits)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from locus_model.data.matrix import EvaluationMatrix
+from locus_model.data.query_encodings import encoding_matrix
 
 
 @dataclass
@@ -23,7 +24,7 @@ class TrainingArrays:
 def training_arrays(table: pd.DataFrame, encodings: pd.DataFrame, split: pd.DataFrame) -> TrainingArrays:
     """Dense arrays for train_locus: anchors -> train cells, validation queries -> val cells."""
     matrix = EvaluationMatrix.from_table(table.drop(columns=["split"], errors="ignore"))
-    enc = aligned_encodings(encodings, matrix.query_ids)
+    enc = encoding_matrix(encodings, matrix.query_ids)
     by_query = split.set_index("query_id").reindex(matrix.query_ids)
     if by_query["split"].isna().any():
         raise ValueError("the query split does not cover every query of the evaluation table: compute the split from this table")
@@ -32,16 +33,6 @@ def training_arrays(table: pd.DataFrame, encodings: pd.DataFrame, split: pd.Data
     train_scores = np.where(anchor[None, :], matrix.scores, np.nan).astype(np.float32)
     val_scores = np.where(val[None, :], matrix.scores, np.nan).astype(np.float32)
     return TrainingArrays(matrix, enc, train_scores, val_scores)
-
-
-def aligned_encodings(encodings: pd.DataFrame, query_ids: list[str]) -> np.ndarray:
-    """(Q, D) encodings in the order of ``query_ids``; a clear error if one is missing."""
-    index = pd.Index(encodings["query_id"].astype(str))
-    rows = index.get_indexer(query_ids)
-    if (rows < 0).any():
-        missing = [q for q, r in zip(query_ids, rows) if r < 0][:5]
-        raise KeyError(f"no query encoding for query_id(s) {missing}: encode every query of the table")
-    return np.stack(encodings["encoding"].to_numpy()[rows]).astype(np.float32)
 
 
 def pool_evaluations(table: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:

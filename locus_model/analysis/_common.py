@@ -50,6 +50,17 @@ def check_names(names, n_models: int, *, where: str) -> list[str]:
     return names
 
 
+def check_probs_labels(probs, labels, n_models: int, *, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """probs and labels as float64 (M, Q) arrays of the same shape, one row per model embedding, or raise."""
+    p = np.asarray(probs, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.float64)
+    if p.ndim != 2 or p.shape != y.shape or p.shape[0] != n_models:
+        raise ValueError(f"{where}: probs {p.shape} and labels {y.shape} must both be (M, Q) with M = "
+                         f"{n_models} model embeddings. How to fix: predict and label the same queries for "
+                         "every model, rows in the embedding order.")
+    return p, y
+
+
 def check_metric(metric: str, *, where: str) -> str:
     if metric not in METRICS:
         raise ValueError(f"{where}: unknown metric {metric!r}. How to fix: use one of {METRICS}.")
@@ -109,3 +120,16 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=min(fig.dpi, FIGURE_MAX_PX / fig.get_figwidth()))
     return path
+
+
+LEFT_OUT_LISTED = 20  # models named in a report's "left out" line; the count is always complete
+
+
+def left_out_note(names) -> str:
+    """A report's closing paragraph naming the models an analysis left out because they have no held-out
+    labels (e.g. onboarded ones); "" when none were."""
+    names = [str(n) for n in names]
+    if not names:
+        return ""
+    return (f"\n\nLeft out (no held-out labels, e.g. onboarded): {len(names)} model(s): "
+            + ", ".join(map(escape_markdown, names[:LEFT_OUT_LISTED])) + (" ..." if len(names) > LEFT_OUT_LISTED else "") + ".")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +26,8 @@ import plotly.graph_objects as go
 import plotly.colors as px_colors
 import plotly.io as pio
 
-from locus_model.analysis._common import check_embeddings, check_metric, check_names, pairwise_distances
+from locus_model.analysis._common import (check_embeddings, check_metric, check_names, new_figure, pairwise_distances,
+                                          save_figure)
 
 _SYMBOL = {False: "circle", True: "diamond"}
 # one colour per family: Kelly's colours of maximum contrast (without white and black; Dark24's first 15 hold
@@ -125,6 +127,62 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+@dataclass(frozen=True)
+class Atlas:
+    """A written atlas page and the PCA it shows: the report of the pool's map."""
+    path: Path                 # the HTML page
+    names: tuple[str, ...]     # M
+    families: tuple[str, ...]  # M, "" = unknown
+    portfolio: tuple[str, ...]  # the members drawn as diamonds
+    coords: np.ndarray         # (M, 3) principal-component scores
+    ratio: np.ndarray          # (3,) explained-variance ratios
+
+    def headline(self) -> str:
+        return (f"[{self.path.name}]({self.path.name}): {len(self.names)} models, k-center portfolio of "
+                f"{len(self.portfolio)} highlighted; self-contained, opens without network.")
+
+    def to_markdown(self, where: str | None = None) -> str:
+        """How to open it; ``where``: the page's location as the reader knows it (default its path)."""
+        return f"Open `{where or self.path}` in a browser (PCA 2-D/3-D, click a model for its neighbours)."
+
+    def table(self) -> pd.DataFrame:
+        members = set(self.portfolio)
+        return pd.DataFrame({"model": list(self.names), "family": list(self.families), "pc1": self.coords[:, 0],
+                             "pc2": self.coords[:, 1], "pc3": self.coords[:, 2],
+                             "in_portfolio": [n in members for n in self.names]})
+
+    def figures(self) -> dict[str, int]:
+        return {"portfolio_size": len(self.portfolio)}
+
+    def plot(self, path: str | Path) -> Path:
+        """The 2-D PCA as a PNG, portfolio members as diamonds (the page's first view, for reports)."""
+        member = self.table()["in_portfolio"].to_numpy()
+        fig = new_figure(6.4, 5.0)
+        ax = fig.add_subplot(1, 1, 1)
+        ax.scatter(self.coords[~member, 0], self.coords[~member, 1], s=14, alpha=0.7, label="model")
+        ax.scatter(self.coords[member, 0], self.coords[member, 1], s=60, marker="D", edgecolor="k", label="k-center portfolio")
+        ax.set_xlabel(f"PC1 ({100 * self.ratio[0]:.1f}% of variance)")
+        ax.set_ylabel(f"PC2 ({100 * self.ratio[1]:.1f}% of variance)")
+        ax.set_title("Model embeddings, PCA (diamond = k-center portfolio)")
+        ax.legend(fontsize=8)
+        return save_figure(fig, path)
+
+
+def model_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str], families: Sequence[str] | None = None,
+                per_benchmark_acc: pd.DataFrame | None = None, portfolio: Sequence[str] = (),
+                onboarded: Sequence[str] = (), title: str = "LOCUS model atlas") -> Atlas:
+    """write_atlas, keeping the portfolio members that are in the pool, and the Atlas that reports it."""
+    names = [str(n) for n in names]
+    pool = set(names)
+    members = [m for m in portfolio if m in pool]
+    page = write_atlas(path, embeddings=embeddings, names=names, families=families, per_benchmark_acc=per_benchmark_acc,
+                       portfolio=members, onboarded=onboarded, title=title)
+    coords, ratio = pca_projection(embeddings, 3)
+    fams = tuple("" if f is None or (isinstance(f, float) and np.isnan(f)) else str(f)
+                 for f in (families if families is not None else [""] * len(names)))
+    return Atlas(page, tuple(names), fams, tuple(members), coords, ratio)
 
 
 NEIGHBOUR_BLOCK = 1024  # rows of the distance matrix held at a time when finding nearest neighbours

@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table,
-                                          new_figure, pairwise_distances, save_figure)
-from locus_model.analysis.portfolio import _check_probs_labels
+from locus_model.analysis._common import (check_embeddings, check_metric, check_names, check_probs_labels, left_out_note,
+                                          markdown_table, new_figure, pairwise_distances, save_figure)
 
 
 @dataclass(frozen=True)
@@ -27,6 +26,7 @@ class Fallback:
     second_choice_accuracy: float  # the router's own second-best model answers (needs probs, not embeddings)
     n_random: int
     per_model: pd.DataFrame        # one row per routed model: how often routed, its neighbour, accuracies
+    left_out: tuple[str, ...] = ()  # models left out before the call (no held-out labels)
 
     @property
     def share_kept(self) -> float:
@@ -67,7 +67,11 @@ class Fallback:
                 f"(random substitute: {100 * self.random_share_kept:.1f}% +- "
                 f"{100 * self.random_accuracy_std / max(self.router_accuracy, 1e-12):.1f}; paper: 85%).\n\n"
                 + markdown_table(self.summary()) + "\n\nMost-routed models:\n\n"
-                + markdown_table(self.per_model, max_rows=15))
+                + markdown_table(self.per_model, max_rows=15) + left_out_note(self.left_out))
+
+    def figures(self) -> dict[str, float]:
+        return {"share_kept": float(self.share_kept), "random_share_kept": float(self.random_share_kept),
+                "second_choice_share_kept": float(self.second_choice_share_kept)}
 
     def plot(self, path: str | Path) -> Path:
         s = self.summary()
@@ -80,7 +84,7 @@ class Fallback:
 
 
 def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, seed: int = 0, names=None,
-             n_random: int = 20, metric: str = "euclidean") -> Fallback:
+             n_random: int = 20, metric: str = "euclidean", left_out=()) -> Fallback:
     """Share of routing accuracy kept when each routed model is replaced by its nearest embedding neighbour.
 
     For every query with at least two labelled models: the router picks r = argmax of probs among the
@@ -91,13 +95,14 @@ def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, s
         share kept        = fallback accuracy / router accuracy.
     Baselines, same queries: a uniformly random other labelled model (mean and std over n_random draws from
     numpy's default_rng(seed)), and the router's second choice (the next-highest probability).
+    left_out: names of models the caller left out (no held-out labels), named by the report.
     Memory: O((M + U) Q) for U distinct routed models: distances only from those to the pool, no (M, M) matrix.
     """
     where = "fallback"
     z = check_embeddings(embeddings, where=where, min_models=2)
     names = check_names(names, len(z), where=where)
     check_metric(metric, where=where)
-    p, y = _check_probs_labels(probs, labels, len(z), where=where)
+    p, y = check_probs_labels(probs, labels, len(z), where=where)
     known = ~np.isnan(y)                                   # (M, Q)
     keep = known.sum(axis=0) >= 2
     if not keep.any():
@@ -131,4 +136,5 @@ def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, s
                     fallback_accuracy=float(y[substitute, q].mean()),
                     random_accuracy=float(rand_acc.mean()) if n_random else float("nan"),
                     random_accuracy_std=float(rand_acc.std()) if n_random else float("nan"),
-                    second_choice_accuracy=float(y[second, q].mean()), n_random=n_random, per_model=per_model)
+                    second_choice_accuracy=float(y[second, q].mean()), n_random=n_random, per_model=per_model,
+                    left_out=tuple(map(str, left_out)))

@@ -7,7 +7,7 @@ near-duplicate when the distance between the two models is no larger than each m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -15,12 +15,14 @@ import numpy as np
 import pandas as pd
 
 from locus_model.analysis._common import (check_metric, check_names, markdown_table, new_figure,
-                                          pairwise_distances, save_figure)
+                                          paired_distances, pairwise_distances, save_figure)
+from locus_model.markdown import escape_markdown
 
 EmbedFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (query_idx (n,), scores (n,)) -> (d,) embedding
 EvaluationSets = Sequence[tuple[np.ndarray, np.ndarray]]
 EmbedManyFn = Callable[[EvaluationSets], np.ndarray]  # M evaluation sets -> (M, d) embeddings, one batched call
 
+FLAGGED_LISTED = 50  # flagged pairs listed beside the pool distance in the report; all of them are in the table
 MAX_PAIRS = 100_000  # near_duplicates keeps the lowest-scored pairs up to this many (2,001 models have 2.0 million)
 
 
@@ -77,6 +79,9 @@ class NearDuplicates:
     n_pairs: int = -1        # pairs scored: M(M-1)/2 (-1: as many as `pairs` has)
     n_flagged: int = -1      # pairs with score <= threshold, kept or not (-1: count them in `pairs`)
     histogram: tuple[np.ndarray, np.ndarray] | None = None  # (counts (40,), edges (41,)) of log10 score, all pairs
+    fraction: float | None = None  # share of each evaluation set kept per resample (for the report)
+    known: frozenset = frozenset()   # known duplicate pairs (frozensets of two names), e.g. the catalog's re-uploads
+    not_resampled: tuple[str, ...] = ()  # pool models without evaluations to resample (left out)
 
     @property
     def duplicates(self) -> pd.DataFrame:
@@ -89,10 +94,51 @@ class NearDuplicates:
         n_pairs = self.n_pairs if self.n_pairs >= 0 else len(self.pairs)
         flagged = self.n_flagged if self.n_flagged >= 0 else len(self.duplicates)
         kept = "" if len(self.pairs) == n_pairs else f" The {len(self.pairs):,} lowest-scored of {n_pairs:,} pairs are kept."
-        return (f"**Near-duplicate models** ({len(self.names)} models, {self.R} resampled evaluation sets each, "
+        text = (f"**Near-duplicate models** ({len(self.names)} models, {self.R} resampled evaluation sets each, "
                 f"{self.metric} distance): {flagged} pair(s) with score <= {self.threshold:g} (score = "
                 "2 x between-model distance / sum of the two within-model spreads; ~1 = indistinguishable)."
                 + kept + "\n\n" + markdown_table(self.pairs, max_rows=20))
+        if "pool_cosine_distance" in self.pairs.columns:
+            listed = self.duplicates.head(FLAGGED_LISTED)
+            columns = ["model_a", "model_b", "score", "pool_cosine_distance", "known_duplicate"]
+            text += ("\n\nFlagged pairs with the pool embeddings' cosine distance:\n\n"
+                     + (markdown_table(listed[columns], max_rows=None) if len(listed) else "(none)"))
+            if flagged > len(listed):
+                text += f"\n\n({flagged - len(listed)} more flagged pairs: the full table has them.)"
+        if self.not_resampled:
+            text += f"\n\nNot resampled (evaluations not found): {', '.join(map(escape_markdown, self.not_resampled[:20]))}."
+        return text
+
+    def headline(self) -> str:
+        flagged = self.n_flagged if self.n_flagged >= 0 else len(self.duplicates)
+        at = "" if self.fraction is None else f" at {self.fraction:g}"
+        line = f"{flagged} near-duplicate pair(s) among {len(self.names)} models ({self.R} resamples{at})"
+        if self.known:
+            found = self.known_found()
+            line += f"; known re-uploads found: {found} of {len(self.known)}, other pairs flagged: {flagged - found}"
+        return line + "."
+
+    def known_found(self) -> int:
+        """Known duplicate pairs among the flagged pairs kept."""
+        d = self.duplicates
+        return int(sum(frozenset((a, b)) in self.known for a, b in zip(d["model_a"], d["model_b"])))
+
+    def figures(self) -> dict[str, int]:
+        return {"flagged_pairs": self.n_flagged if self.n_flagged >= 0 else len(self.duplicates),
+                "known_duplicates_found": self.known_found(), "known_duplicates": len(self.known)}
+
+    def beside_pool(self, pool_names, pool_embeddings: np.ndarray, *, known=frozenset(),
+                    not_resampled=()) -> "NearDuplicates":
+        """This result with each pair's cosine distance between the two pool embeddings (`pool_cosine_distance`),
+        whether it is a `known_duplicate` (pairs of names in ``known``), and the pool models not resampled."""
+        rows = pd.Index([str(n) for n in pool_names])
+        z = np.asarray(pool_embeddings, dtype=np.float64)
+        known = frozenset(frozenset(map(str, p)) for p in known)
+        pairs = self.pairs.assign(
+            pool_cosine_distance=paired_distances(z[rows.get_indexer(self.pairs["model_a"])],
+                                                  z[rows.get_indexer(self.pairs["model_b"])], metric="cosine"),
+            known_duplicate=[frozenset((a, b)) in known for a, b in zip(self.pairs["model_a"], self.pairs["model_b"])])
+        return replace(self, pairs=pairs, known=known, not_resampled=tuple(map(str, not_resampled)))
 
     def plot(self, path: str | Path) -> Path:
         fig = new_figure(6.4, 4.0)
@@ -111,8 +157,18 @@ def _log_histogram(score: np.ndarray, bins: int = 40) -> tuple[np.ndarray, np.nd
     return np.histogram(np.log10(np.clip(score[np.isfinite(score)], 1e-3, None)), bins=bins)
 
 
+def known_duplicates(catalog: pd.DataFrame) -> frozenset:
+    """The known duplicate pairs of a model catalog with a `duplicate_of` column (the synthetic pool's
+    re-uploads), as frozensets of two names; empty without the column."""
+    if "duplicate_of" not in catalog.columns:
+        return frozenset()
+    dup = catalog[catalog["duplicate_of"].fillna("").astype(str) != ""]
+    return frozenset(frozenset((str(m), str(o))) for m, o in zip(dup["model"], dup["duplicate_of"]))
+
+
 def near_duplicates(resampled: np.ndarray, names=None, *, metric: str = "euclidean",
-                    threshold: float = 1.1, max_pairs: int | None = MAX_PAIRS) -> NearDuplicates:
+                    threshold: float = 1.1, max_pairs: int | None = MAX_PAIRS,
+                    fraction: float | None = None) -> NearDuplicates:
     """Pairs of models whose embeddings stay within the models' own resampling spread.
 
     Args:
@@ -121,6 +177,7 @@ def near_duplicates(resampled: np.ndarray, names=None, *, metric: str = "euclide
         threshold: a pair is a near-duplicate when score <= threshold.
         max_pairs: rows kept in `pairs`, the lowest-scored first (None = every pair); the histogram and the
             count of flagged pairs are over every pair.
+        fraction: the share of each evaluation set kept per resample (only reported).
     Memory: O(M^2), said here as the rule asks: the (M, M) mean between-model distance, one (M, M) block of
     distances at a time (R^2 blocks, 32 MB each at M = 2,001), and the M(M-1)/2 pair scores (16 MB); never the
     (R M)^2 matrix of every resample against every other (2 GB at R = 8, M = 2,001).
@@ -166,4 +223,4 @@ def near_duplicates(resampled: np.ndarray, names=None, *, metric: str = "euclide
                           "near_duplicate": score[order] <= threshold})
     return NearDuplicates(names=tuple(names), metric=metric, threshold=threshold, R=R, pairs=pairs,
                           n_pairs=len(score), n_flagged=int((score <= threshold).sum()),
-                          histogram=_log_histogram(score))
+                          histogram=_log_histogram(score), fraction=fraction)

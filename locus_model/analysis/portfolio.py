@@ -7,22 +7,17 @@ Selectors (all deterministic, ties broken by the lowest model index):
 - k_center: greedy farthest-point (min over portfolios of the max distance to the nearest member; 2-approximate).
 - k_medoids: PAM (greedy BUILD, then best-improvement SWAP) minimising the mean distance to the nearest member.
 - coverage_greedy: facility-location coverage gain per billion parameters, under a total-parameter budget.
-A portfolio is evaluated by routing among its members only, with the correctness predictor's probabilities.
+A portfolio is evaluated by routing among its members only, with the correctness predictor's probabilities
+(portfolio_curves.portfolio_curve).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 
-from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table,
-                                          new_figure, pairwise_distances, save_figure)
-from locus_model.data.catalog import params_for_models
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.analysis._common import check_embeddings, check_metric, pairwise_distances
 
 # ----------------------------------------------------------------------------- selectors
 
@@ -61,7 +56,7 @@ def k_center(embeddings: np.ndarray, k: int, *, metric: str = "euclidean") -> li
     """
     z = check_embeddings(embeddings, where="k_center")
     check_metric(metric, where="k_center")
-    k = _check_k(k, len(z), where="k_center")
+    k = check_k(k, len(z), where="k_center")
     chosen = [_argmin(_distance_row_sums(z, metric))]
 
     def row(i: int) -> np.ndarray:                                 # (M,) distances of model i to all
@@ -89,12 +84,12 @@ def k_medoids(embeddings: np.ndarray, k: int, *, metric: str = "euclidean", max_
     """
     z = check_embeddings(embeddings, where="k_medoids")
     check_metric(metric, where="k_medoids")
-    k = _check_k(k, len(z), where="k_medoids")
+    k = check_k(k, len(z), where="k_medoids")
     d = pairwise_distances(z, metric=metric)   # (M, M)
-    return _pam_swap(d, _pam_build(d, k), max_iter=max_iter)
+    return pam_swap(d, pam_build(d, k), max_iter=max_iter)
 
 
-def _pam_build(d: np.ndarray, k: int) -> list[int]:
+def pam_build(d: np.ndarray, k: int) -> list[int]:
     """PAM's greedy BUILD on an (M, M) distance matrix: the medoid, then the model lowering the total cost most
     (the k-prefix of BUILD to k' > k is BUILD to k, so one run serves a whole curve)."""
     chosen = [_first_medoid(d)]
@@ -108,7 +103,7 @@ def _pam_build(d: np.ndarray, k: int) -> list[int]:
     return chosen
 
 
-def _pam_swap(d: np.ndarray, start: Sequence[int], *, max_iter: int = 100) -> list[int]:
+def pam_swap(d: np.ndarray, start: Sequence[int], *, max_iter: int = 100) -> list[int]:
     """PAM's SWAP from the medoids `start` (sorted result)."""
     m, k = len(d), len(start)
     chosen = list(start)
@@ -226,142 +221,8 @@ def coverage_greedy(embeddings: np.ndarray, params_b: np.ndarray, budget_b: floa
     return chosen
 
 
-def _check_k(k: int, m: int, *, where: str) -> int:
+def check_k(k: int, m: int, *, where: str) -> int:
     if not 1 <= int(k) <= m:
         raise ValueError(f"{where}: k must be between 1 and the pool size {m}, got {k}. "
                          "How to fix: choose a smaller portfolio size.")
     return int(k)
-
-# ----------------------------------------------------------------------------- routing accuracy curve
-
-
-@dataclass(frozen=True)
-class PortfolioCurve:
-    """Routing accuracy of portfolios of growing size (k) or parameter budget, vs the full pool."""
-    method: str                      # "k_center" | "k_medoids" | "coverage_greedy"
-    x_name: str                      # "k" or "budget_b"
-    xs: np.ndarray                   # (T,) portfolio sizes or budgets
-    accuracy: np.ndarray             # (T,) routing accuracy routing among the portfolio only
-    random_accuracy: np.ndarray      # (T,) mean over seeds of random portfolios of the same size (NaN for budgets)
-    params_b: np.ndarray             # (T,) total parameters of each portfolio (NaN if any member unknown)
-    portfolios: tuple[tuple[str, ...], ...]  # T portfolios, member names
-    full_accuracy: float             # routing accuracy of the whole pool
-    n_models: int
-    tolerance: float                 # "matches the full pool" = accuracy >= full_accuracy - tolerance
-    smallest_matching: float | None  # smallest x whose portfolio matches the full pool, None if none does
-
-    def table(self) -> pd.DataFrame:
-        return pd.DataFrame({self.x_name: self.xs, "n_models": [len(p) for p in self.portfolios],
-                             "routing_accuracy": self.accuracy, "random_portfolio_accuracy": self.random_accuracy,
-                             "params_b": self.params_b, "portfolio": [", ".join(p) for p in self.portfolios]})
-
-    def to_markdown(self) -> str:
-        match = ("no portfolio on the curve" if self.smallest_matching is None
-                 else f"{self.x_name} = {self.smallest_matching:g}")
-        t = self.table().drop(columns="portfolio")
-        return (f"**Portfolio selection: {self.method}** (pool of {self.n_models} models, full-pool routing accuracy "
-                f"{self.full_accuracy:.4f}). Smallest portfolio within {100 * self.tolerance:.1f} points of the "
-                f"full pool: {match}.\n\n" + markdown_table(t, max_rows=None))
-
-    def draw(self, ax, *, title: bool = False) -> None:
-        """The curve on a matplotlib axis: accuracy vs k or budget, the random baseline, the full pool and
-        its tolerance band, and where the portfolio first matches it."""
-        ax.plot(self.xs, self.accuracy, marker="o", ms=3, label=self.method)
-        if np.isfinite(self.random_accuracy).any():
-            ax.plot(self.xs, self.random_accuracy, ls="--", color="grey", label="random portfolio (mean)")
-        ax.axhline(self.full_accuracy, color="k", lw=1, label=f"all {self.n_models} models")
-        ax.axhspan(self.full_accuracy - self.tolerance, self.full_accuracy, color="k", alpha=0.08)
-        if self.smallest_matching is not None:
-            ax.axvline(self.smallest_matching, color="C3", lw=1, ls=":",
-                       label=f"matches at {self.x_name}={self.smallest_matching:g}")
-        if self.x_name == "budget_b":
-            ax.set_xscale("log")
-        ax.set_xlabel("portfolio size k" if self.x_name == "k" else "parameter budget (billions)")
-        ax.set_ylabel("routing accuracy")
-        if title:
-            ax.set_title(self.method)
-        ax.legend(fontsize=7)
-
-    def plot(self, path: str | Path) -> Path:
-        fig = new_figure(6.4, 4.2)
-        self.draw(fig.add_subplot(1, 1, 1))
-        return save_figure(fig, path)
-
-
-def plot_curves(curves: Sequence[PortfolioCurve], path: str | Path) -> Path:
-    """One panel per PortfolioCurve (routing accuracy vs k or budget, the full pool and its 0.5-point band)."""
-    fig = new_figure(4.2 * max(1, len(curves)), 3.8)
-    for i, c in enumerate(curves):
-        c.draw(fig.add_subplot(1, max(1, len(curves)), i + 1), title=True)
-    return save_figure(fig, path)
-
-
-def portfolio_curve(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, names=None,
-                    method: str = "k_center", ks: Sequence[int] | None = None,
-                    budgets_b: Sequence[float] | None = None, params_b: np.ndarray | None = None,
-                    metric: str = "euclidean", tolerance: float = 0.005, n_random: int = 5,
-                    seed: int = 0) -> PortfolioCurve:
-    """Routing accuracy of the chosen portfolio as a function of its size (k) or parameter budget.
-
-    Args:
-        embeddings: (M, d) model embeddings; probs: (M, Q) predicted P(correct); labels: (M, Q), NaN = unknown
-            (use held-out queries).
-        method: "k_center" / "k_medoids" (curve over `ks`, default 1..M) or "coverage_greedy" (curve over
-            `budgets_b` with `params_b`, e.g. from params_for_models).
-        tolerance: a portfolio "matches" the full pool when its accuracy >= full - tolerance (0.005 = 0.5 point).
-        n_random, seed: random portfolios of the same size (k methods) as a baseline, mean over n_random draws.
-    Routing among a portfolio = locus_model.evaluation.metrics.routing_accuracy on the portfolio's rows of probs/labels
-    (per query, the member with the highest predicted probability; with a dense label matrix every
-    portfolio is scored on the same queries).
-    """
-    where = "portfolio_curve"
-    z = check_embeddings(embeddings, where=where)
-    names = check_names(names, len(z), where=where)
-    probs, labels = _check_probs_labels(probs, labels, len(z), where=where)
-    full = routing_accuracy(probs, labels)
-    rng = np.random.default_rng(seed)
-    if method in ("k_center", "k_medoids"):
-        xs = np.asarray(ks if ks is not None else range(1, len(z) + 1), dtype=np.int64)
-        if method == "k_center":  # greedy: every prefix is the smaller portfolio
-            order = k_center(z, int(xs.max()), metric=metric)
-            picks = [order[:k] for k in xs]
-        else:  # one distance matrix and one BUILD (its prefixes) for the whole curve, then SWAP per k
-            check_metric(metric, where=where)
-            for k in (xs.min(), xs.max()):
-                _check_k(int(k), len(z), where="k_medoids")
-            d = pairwise_distances(z, metric=metric)  # (M, M)
-            build = _pam_build(d, int(xs.max()))
-            picks = [_pam_swap(d, build[:int(k)]) for k in xs]
-        rand = np.array([np.mean([routing_accuracy(probs[s], labels[s]) for s in
-                                  (rng.choice(len(z), size=int(k), replace=False) for _ in range(n_random))])
-                         for k in xs]) if n_random > 0 else np.full(len(xs), np.nan)
-        x_name = "k"
-    elif method == "coverage_greedy":
-        if budgets_b is None or params_b is None:
-            raise ValueError(f"{where}: method='coverage_greedy' needs budgets_b and params_b. "
-                             "How to fix: pass params_b=params_for_models(names, models) and a list of budgets.")
-        xs = np.asarray(budgets_b, dtype=np.float64)
-        picks = [coverage_greedy(z, params_b, float(b)) for b in xs]
-        rand = np.full(len(xs), np.nan)
-        x_name = "budget_b"
-    else:
-        raise ValueError(f"{where}: unknown method {method!r}. "
-                         "How to fix: use 'k_center', 'k_medoids' or 'coverage_greedy'.")
-    p_all = params_for_models(names) if params_b is None else np.asarray(params_b, dtype=np.float64)
-    acc = np.array([routing_accuracy(probs[list(s)], labels[list(s)]) if len(s) else np.nan for s in picks])
-    matching = [x for x, a in zip(xs, acc) if a >= full - tolerance]
-    return PortfolioCurve(
-        method=method, x_name=x_name, xs=xs, accuracy=acc, random_accuracy=rand,
-        params_b=np.array([p_all[list(s)].sum() if len(s) else 0.0 for s in picks]),
-        portfolios=tuple(tuple(names[i] for i in s) for s in picks), full_accuracy=float(full),
-        n_models=len(z), tolerance=tolerance, smallest_matching=float(min(matching)) if matching else None)
-
-
-def _check_probs_labels(probs, labels, n_models: int, *, where: str) -> tuple[np.ndarray, np.ndarray]:
-    p = np.asarray(probs, dtype=np.float64)
-    y = np.asarray(labels, dtype=np.float64)
-    if p.ndim != 2 or p.shape != y.shape or p.shape[0] != n_models:
-        raise ValueError(f"{where}: probs {p.shape} and labels {y.shape} must both be (M, Q) with M = "
-                         f"{n_models} model embeddings. How to fix: predict and label the same queries for "
-                         "every model, rows in the embedding order.")
-    return p, y

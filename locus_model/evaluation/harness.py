@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from locus_model.data.matrix import EvaluationMatrix
+from locus_model.data.query_encodings import encoding_matrix
 from locus_model.evaluation.methods import METHODS, fit_and_predict, set_threads
 from locus_model.evaluation.results import config_dict, json_clean
 from locus_model.evaluation.splits import Fold, anchor_counts, model_groups, query_folds
@@ -41,10 +42,7 @@ from locus_model.evaluation.summary import REFERENCE, label_warnings, score_fold
 
 def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: EvaluationMatrix) -> np.ndarray:
     if isinstance(encodings, Mapping):
-        missing = [q for q in matrix.query_ids if q not in encodings]
-        if missing:
-            raise ValueError(f"no encoding for {len(missing)} query_id(s), e.g. {missing[0]!r}; encode every query of the table")
-        encodings = np.stack([np.asarray(encodings[q], np.float32) for q in matrix.query_ids])
+        encodings = encoding_matrix(encodings, matrix.query_ids)
     encodings = np.asarray(encodings, dtype=np.float32)
     if encodings.ndim != 2 or len(encodings) != len(matrix.query_ids):
         raise ValueError(

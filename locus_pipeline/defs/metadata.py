@@ -60,12 +60,40 @@ def home_path(home, path) -> dg.PathMetadataValue:
     return dg.MetadataValue.path(f"$LOCUS_HOME/{home.relative(path)}")
 
 
-def pool_schema() -> dg.TableSchema:
-    """The pool table's schema (locus_model.pool.POOL_COLUMN_DOCS), known before any materialization."""
-    from locus_model.pool import POOL_COLUMN_DOCS, POOL_COLUMNS
+PREVIEW_ROWS = 10  # markdown tables in the UI's report are cut to this many rows; the asset's Parquet has them all
 
-    return dg.TableSchema(columns=[dg.TableColumn(name=c, type=POOL_COLUMN_DOCS[c][0], description=POOL_COLUMN_DOCS[c][1])
-                                   for c in POOL_COLUMNS])
+
+def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> str:
+    """Every markdown table longer than ``max_rows`` rows cut to its first ``max_rows``, with a line saying how
+    many more there are and where (the asset's Parquet output, warehouse/<name>.parquet)."""
+    out, block = [], []
+
+    def flush() -> None:
+        rows = block[2:]  # header and separator first
+        out.extend(block[:2 + max_rows])
+        if len(rows) > max_rows:
+            out.append(f"\n*... {len(rows) - max_rows} more rows: the full table is the asset's output "
+                       f"(`warehouse/{name}.parquet`) and `reports/{name}.md`.*")
+        block.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            flush()
+        out.append(line)
+    if block:
+        flush()
+    return "\n".join(out)
+
+
+def pool_schema() -> dg.TableSchema:
+    """The pool table's schema (locus_model.pool.POOL_SCHEMA: Arrow types as written), known before any materialization."""
+    from locus_model.pool import POOL_SCHEMA, column_doc
+
+    return dg.TableSchema(columns=[dg.TableColumn(name=f.name, type=str(f.type), description=column_doc(f.name))
+                                   for f in POOL_SCHEMA])
 
 
 ATLAS_ARTIFACT = "reports/atlas.html"  # in the MLflow run of the pool's checkpoint; model_atlas logs it there

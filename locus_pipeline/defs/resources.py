@@ -31,6 +31,7 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
         if not isinstance(obj, pd.DataFrame):
             raise TypeError(f"asset {context.asset_key.to_user_string()} must return a pandas DataFrame, got {type(obj)}")
         path = self.home.write_table(context.asset_key.to_user_string(), obj, partition=self._partition(context))
+        self.home.upload_changes()  # a remote home: the reports and run files the asset wrote go to the bucket too
         context.add_output_metadata({"path": home_path(self.home, path), "dagster/row_count": len(obj),
                                      "dagster/column_schema": table_schema(obj, COLUMN_DOCS.get(context.asset_key.to_user_string()))})
 
@@ -59,8 +60,17 @@ class QueryEncoder(dg.ConfigurableResource):
         )
 
 
+def _default_tracking_uri() -> str:
+    """$MLFLOW_TRACKING_URI when it names a server (http/https). Any other value is ignored: mlflow.set_tracking_uri
+    writes the variable itself, so after a run in this process it holds some home's sqlite URI, not a choice."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+    return uri if uri.startswith(("http://", "https://")) else ""
+
+
 def _default_ui_url() -> str:
-    return os.environ.get("LOCUS_MLFLOW_URL") or f"http://127.0.0.1:{os.environ.get('MLFLOW_PORT', '5000')}"
+    server = _default_tracking_uri()
+    return (os.environ.get("LOCUS_MLFLOW_URL") or (server if server.startswith("http") else "")
+            or f"http://127.0.0.1:{os.environ.get('MLFLOW_PORT', '5000')}")
 
 
 def _default_dagster_url() -> str:
@@ -74,11 +84,15 @@ UI_QUERY = "?workflowType=machine_learning"
 
 
 class MlflowTracking(dg.ConfigurableResource):
-    """MLflow tracking with an sqlite backend and artifact root under LOCUS_HOME/mlflow. A home that was copied
-    or moved is relocated on first use: stored artifact locations follow it (see ``relocate``)."""
+    """MLflow tracking: by default an sqlite backend and artifact root under LOCUS_HOME/mlflow (a home that was
+    copied or moved is relocated on first use: stored artifact locations follow it, see ``relocate``); with
+    ``tracking_uri`` (default $MLFLOW_TRACKING_URI) an MLflow server, reached through its API only (its own
+    database and artifact store, e.g. Postgres and S3: docs/deploy.md)."""
 
     home: LocusHome
-    tracking_uri: str = Field(default="", description="Empty = sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.")
+    tracking_uri: str = Field(default_factory=_default_tracking_uri,
+                              description="MLflow tracking server (http://...); default $MLFLOW_TRACKING_URI if it is one; empty = "
+                                          "sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.")
     experiment: str = Field(default="locus", description="MLflow experiment for training runs.")
     registered_model: str = Field(default="locus", description="Registered model name for checkpoints.")
     ui_url: str = Field(default_factory=_default_ui_url,
@@ -90,6 +104,9 @@ class MlflowTracking(dg.ConfigurableResource):
 
     @property
     def db_path(self) -> Path:
+        if self.home.remote and not self.tracking_uri:
+            raise ValueError(f"LOCUS_HOME={self.home.location} is in object storage, where MLflow cannot keep an sqlite "
+                             "database. How to fix: set MLFLOW_TRACKING_URI to an MLflow server (docs/deploy.md)")
         return self.home.dir("mlflow") / "mlflow.db"
 
     @property
@@ -164,9 +181,9 @@ class MlflowTracking(dg.ConfigurableResource):
         mlflow.set_tracking_uri(self.uri)
         self.relocate()
         experiment = mlflow.get_experiment_by_name(self.experiment)
-        if experiment is None:
-            experiment_id = mlflow.create_experiment(self.experiment, artifact_location=(self.artifact_root / "locus").as_uri(),
-                                                     tags=EXPERIMENT_KIND)
+        if experiment is None:  # a server chooses its own artifact location (its artifact store)
+            location = None if self.tracking_uri else (self.artifact_root / "locus").as_uri()
+            experiment_id = mlflow.create_experiment(self.experiment, artifact_location=location, tags=EXPERIMENT_KIND)
         else:
             experiment_id = experiment.experiment_id
             for key, value in EXPERIMENT_KIND.items():  # an experiment made before the tag existed
@@ -175,6 +192,22 @@ class MlflowTracking(dg.ConfigurableResource):
         self.relocate()  # the Default experiment, created with the database
         with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
             yield run
+
+    def register_version(self, logged: Any, *, run_id: str, alias: str, description: str, tags: dict[str, str],
+                         version_description: str) -> str:
+        """A new version of ``registered_model`` from a logged model (created, with ``description``, on first
+        use), pointed to by ``alias``; returns the version number."""
+        import mlflow
+
+        client = mlflow.MlflowClient(self.uri)
+        if client.search_registered_models(filter_string=f"name = '{self.registered_model}'") == []:
+            client.create_registered_model(self.registered_model, description=description)
+        elif not client.get_registered_model(self.registered_model).description:
+            client.update_registered_model(self.registered_model, description=description)
+        version = client.create_model_version(self.registered_model, source=logged.model_uri, model_id=logged.model_id,
+                                              run_id=run_id, tags=tags, description=version_description)
+        client.set_registered_model_alias(self.registered_model, alias, version.version)
+        return str(version.version)
 
     def run_url(self, experiment_id: str, run_id: str) -> str:
         return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{UI_QUERY}"

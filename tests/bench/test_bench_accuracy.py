@@ -85,3 +85,13 @@ def test_embedding_profile_measures_per_benchmark_deviation_and_ridge_recovers_a
     y = x @ rng.normal(size=(3, 4))
     assert r2(loo_ridge(x, y), y) > 0.95
     assert r2(loo_ridge(rng.normal(size=(30, 3)), y), y) < 0.2  # unrelated features predict nothing
+
+
+def test_train_options_parse_optional_fields_as_numbers_or_none():
+    from bench.bench_accuracy import apply_options
+
+    from locus_model.train import TrainConfig
+
+    cfg = apply_options(TrainConfig(), ["max_steps=600", "val_models=none", "epochs=24"])
+    assert cfg.max_steps == 600 and cfg.val_models is None and cfg.epochs == 24
+    assert apply_options(cfg, ["max_steps=None"]).max_steps is None

@@ -12,8 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_frontier import (aiq, cost_at, fold_curves, fold_figures, monotone_hull,  # noqa: E402
-                                  rule_choices, threshold_choices, undominated)
+from bench.bench_frontier import (aiq, cost_at, fold_curves, fold_figures, fold_record, markdown,  # noqa: E402
+                                  model_costs, monotone_hull, plot, rule_choices, summarise, threshold_choices,
+                                  undominated)
 from locus_model.routing import cost_frontier, route  # noqa: E402
 
 
@@ -113,7 +114,7 @@ def test_threshold_router_runs_from_the_small_model_to_the_strong_one():
 def test_locus_serve_routes_a_query_as_the_bench_decides(tmp_path):
     """One real POST /route per weight on the tiny served pool: the bench's decision from the same P(correct),
     costs and candidates is the server's."""
-    from tests.locus_pipeline.test_serve import NAMES, QUERY, client_for, expected_probs
+    from tests.locus_pipeline.serve.helpers import NAMES, QUERY, client_for, expected_probs
     from tests.locus_pipeline.serve_home import build_home
 
     built = build_home(tmp_path / "home", NAMES)
@@ -128,3 +129,110 @@ def test_locus_serve_routes_a_query_as_the_bench_decides(tmp_path):
         for w in (0.0, 0.5, 0.9, 0.99, 1.0):
             served = client.post("/route", json={"query": QUERY, "quality_weight": w, "candidates": candidates}).json()
             assert names[rule_choices(probs, cost, [w], rows)[0][0]] == served["chosen"], w
+
+
+@pytest.mark.slow
+def test_the_asset_the_server_and_the_bench_decide_alike_with_unknown_costs_candidates_and_caps(tmp_path):
+    """The cost_frontier asset (invoked as Dagster runs it), locus serve (POST /route) and the bench's rule choose the
+    same model for every query, weight and candidate set, on a tiny home whose catalog leaves one model's size
+    unknown (no size in its name either): the asset and the bench leave it out, the server leaves it out of every
+    cost-aware ranking by itself."""
+    import dagster as dg
+    import pandas as pd
+
+    from locus_model.data.encoding import encode_queries
+    from locus_model.infer import predict_proba
+    from locus_model.pool import pool_matrix
+    from locus_model.routing import cost_info, cost_table, frontier_of_pool
+    from locus_pipeline.defs.assets.cost import cost_frontier as cost_frontier_asset
+    from tests.locus_pipeline.serve.helpers import client_for
+    from tests.locus_pipeline.serve_home import build_home, queries
+
+    names = ["alpha-7b", "beta-13b", "gamma-70b", "delta-1b", "org/epsilon 3b", "mystery-model"]
+    built = build_home(tmp_path / "home", names)
+    home = built["home"]
+    pool_names, z = pool_matrix(home.read_pool())
+    texts = queries(6, seed=5)
+    probs = predict_proba(built["model"], z, encode_queries(texts, encoder="hashing-256", progress=False))  # (M, Q)
+    labels = (np.random.default_rng(0).uniform(size=probs.shape) < 0.5).astype(np.float64)
+    qids = [f"t{q}" for q in range(len(texts))]
+    # the likelier right, the dearer, in steps as small as the untrained predictor's P(correct) differences: every
+    # weight trades the two differently
+    mean = probs.mean(axis=1)
+    rank, step = np.argsort(np.argsort(mean)), float(np.median(np.diff(np.sort(mean))))
+    sizes = {n: np.nan if n == "mystery-model" else 1 + step * rank[i] for i, n in enumerate(pool_names)}
+    catalog = pd.DataFrame({"model": pool_names, "params_b": [sizes[n] for n in pool_names]})
+    home.write_table("model_catalog", catalog)  # the server reads the same catalog
+    home.write_table("raw_evaluations", pd.DataFrame({"source": ["long_format"], "root": ["tests"]}))  # the report's data note
+    preds = pd.DataFrame({"model": np.repeat(pool_names, len(qids)), "query_id": np.tile(qids, len(pool_names)),
+                          "prob": probs.ravel(), "label": labels.ravel(), "checkpoint_id": built["checkpoint_id"]})
+    evaluations = pd.DataFrame({"query_id": qids, "query": texts})
+    with dg.build_asset_context() as context:
+        table = cost_frontier_asset(context, model_embeddings=home.read_pool(), heldout_predictions=preds,
+                                    model_catalog=catalog, evaluation_table=evaluations, home=home).set_index("quality_weight")
+    costs = cost_table(pool_names, cost_info(catalog)).costs()  # (M,) params_b, NaN for mystery-model
+    assert np.isnan(costs[pool_names.index("mystery-model")]) and set(table["cost_basis"]) == {"params_b"}
+    known = np.flatnonzero(~np.isnan(costs))
+    weights = [float(w) for w in table.index]  # the asset's 41, from 0 to 1
+    bench = rule_choices(probs, costs, weights, known)  # (K, Q)
+    assert len({tuple(b) for b in bench}) > 1  # the weights lead to different choices
+    q = np.arange(len(texts))
+    subset = ["beta-13b", "gamma-70b", "delta-1b", "org/epsilon 3b", "mystery-model"]
+    rows = np.array(sorted(pool_names.index(n) for n in subset if n != "mystery-model"))
+    cap = float(np.median(costs[rows]))
+    small = rows[costs[rows] <= cap]
+    capped_frontier = frontier_of_pool(probs[rows], labels[rows], [pool_names[i] for i in rows], texts,
+                                       cost_table(pool_names, cost_info(catalog)), weights=weights)
+    with client_for(built, tmp_path) as client:
+        for k, w in enumerate(weights):
+            served = []
+            for text in texts:
+                body = {"query": text, "quality_weight": w} | ({} if w < 1 else {"candidates": [pool_names[i] for i in known]})
+                decision = client.post("/route", json=body).json()
+                served.append(pool_names.index(decision["chosen"]))
+                if w < 1:
+                    assert decision["unknown_cost"] == ["mystery-model"], decision
+                capped = client.post("/route", json={"query": text, "quality_weight": w, "candidates": subset,
+                                                     "max_params": cap}).json()
+                assert pool_names.index(capped["chosen"]) == rule_choices(probs, costs, [w], small)[0][texts.index(text)]
+                assert set(capped["over_params"]) == {pool_names[i] for i in rows if costs[i] > cap}
+                assert capped["unknown_params"] == ([] if w < 1 else ["mystery-model"])  # w < 1: left out as unknown cost
+            assert served == bench[k].tolist(), w
+            assert table.loc[w, "accuracy"] == pytest.approx(labels[bench[k], q].mean())  # the asset's point
+            assert table.loc[w, "mean_cost"] == pytest.approx(costs[bench[k]].mean())
+            assert [rows[i] for i in capped_frontier.chosen[k]] == rule_choices(probs, costs, [w], rows)[0].tolist()
+
+
+def test_the_served_portfolio_is_routed_by_the_same_rule_among_its_members_of_known_cost(tmp_path):
+    probs, labels, costs = synthetic(4)
+    anchor = labels.mean(axis=1)
+    anchor[[2, 5]] = 0.0
+    portfolio = np.array([0, 2, 3, 7, 9])  # row 2: unknown cost, never routed to
+    weights = (0.0, 0.5, 0.99, 1.0)
+    curves, info = fold_curves({"locus": probs}, labels, costs, anchor, small_params=3.0, weights=weights,
+                               portfolio=portfolio)
+    served = curves["locus_portfolio"].chosen
+    assert set(np.unique(served)) <= {0, 3, 7, 9}
+    assert (served == rule_choices(probs, costs, weights, np.array([0, 3, 7, 9]))).all()
+    # the whole pool's frontier is never below the portfolio's at w = 1 (more candidates, the same P)
+    assert (probs[curves["locus"].chosen[-1], np.arange(probs.shape[1])]
+            >= probs[served[-1], np.arange(probs.shape[1])]).all()
+    figures = fold_figures(curves, labels[int(np.argmax(anchor))])
+    result = {"summary": summarise([figures], [fold_figures(curves, labels[int(np.argmax(anchor))], np.ones((3, labels.shape[1])))],
+                                   [{"best_single_cost": 7.0}]),
+              "settings": {"cost": {"basis": "usd"}}, "folds": [fold_record(curves, info)]}
+    table = markdown(result)
+    assert "LOCUS on the served k-center portfolio" in table and "cost @95% (USD / 1k queries)" in table
+    assert plot(result, tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_prices_make_the_cost_dollars_per_query_and_unpriced_models_unknown(tmp_path):
+    prices = tmp_path / "prices.csv"
+    prices.write_text("model,price_input_per_mtok,price_output_per_mtok\na,1.0,2.0\nb,0.5,0.5\n")
+    costs, note = model_costs(["a", "b", "c"], prices=prices, input_tokens=100, output_tokens=50)
+    np.testing.assert_allclose(costs, [(100 * 1.0 + 50 * 2.0) / 1e6, (100 * 0.5 + 50 * 0.5) / 1e6, np.nan])
+    assert note["basis"] == "usd" and note["unknown"] == 1 and note["unknown_examples"] == ["c"]
+    nothing = tmp_path / "none.csv"
+    nothing.write_text("model,price_input_per_mtok\nzz,1.0\n")
+    with pytest.raises(SystemExit, match="no model of the suite has a price"):
+        model_costs(["a"], prices=nothing)

@@ -1,5 +1,5 @@
 """Onboarding's pieces on frames: a model's store (newest file wins, order-independent) and its nearest models.
-The drop folder is tested in tests/locus_pipeline/test_intake.py, onboarding runs in test_onboarding_runs.py."""
+The drop folder is tested in tests/locus_pipeline/test_intake.py, onboarding runs in tests/locus_pipeline/defs/assets/test_onboarding.py."""
 
 from __future__ import annotations
 
@@ -68,6 +68,18 @@ def test_neighbour_stability_is_certain_for_a_copy_and_shares_sum_to_one():
     model = Locus(LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=16)).eval()
     pool = embed_models(model, table, encodings, checkpoint="x", source="training")
     copy = table[table["model"] == "a"].assign(model="a-copy")
-    shares = neighbour_stability(model, copy, encodings, pool, "a-copy", k=2, draws=10)
+    result = neighbour_stability(model, copy, encodings, pool, "a-copy", k=2, draws=10)
+    shares = result.shares
+    assert result.to_markdown("a").startswith("10 bootstrap resamples of a-copy's own 60 evaluations")
+    assert f"a is the nearest in {100 * result.share_top1('a'):.0f}% of them" in result.to_markdown("a")
     assert shares["share_top1"].sum() == pytest.approx(1.0) and shares["share_topk"].sum() == pytest.approx(2.0)
     assert shares.iloc[0]["model"] == "a"  # the exact copy's resamples land nearest the original most often
+
+
+def test_the_benchmark_profile_puts_the_model_first_with_its_counts() -> None:
+    from locus_model.onboarding import benchmark_profile
+
+    accuracy = pd.DataFrame({"x": [0.5, 0.25, 1.0], "y": [np.nan, 0.5, 0.75]}, index=["new", "n1", "n2"])
+    shown = benchmark_profile(accuracy, "new", ["n2", "n1"], {"x": 4})
+    assert shown.index.tolist() == ["new", "n2", "n1", "n (new)"] and shown.columns.tolist() == ["x"]  # only its benchmarks
+    assert shown.loc["n (new)", "x"] == 4 and benchmark_profile(accuracy, "gone", ["n1"]).shape == (2, 2)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import torch
 
 from locus_model.data.matrix import fingerprint_evaluations
 from locus_model.model import Locus, LocusConfig
-from locus_model.pool import POOL_COLUMNS, PoolError, check_pool, checkpoints_of, embed_models, pool_matrix, upsert_rows
+from locus_model.pool import (POOL_COLUMNS, PoolError, Reproduction, check_pool, checkpoints_of, compare_embeddings,
+                              embed_models, models_with_new_evaluations, pool_matrix, reproduction_sample,
+                              schema_differences, upsert_rows)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -67,5 +70,39 @@ def test_embed_models_gives_one_row_per_model_and_reproduces_itself() -> None:
     assert out["evaluations_fingerprint"].tolist() == [fingerprint_evaluations(table[table["model"] == m]) for m in ("m1", "m2")]
     alone = embed_models(model, table[table["model"] == "m2"], encodings, checkpoint="ck", source="onboarded")
     np.testing.assert_array_equal(alone["embedding"].iloc[0], out["embedding"].iloc[1])  # the same bits alone
-    with pytest.raises(KeyError, match="has no encoding"):
+    assert schema_differences(pa.Schema.from_pandas(out)) == []  # the types POOL_SCHEMA states, as written to Parquet
+    assert schema_differences(pa.Schema.from_pandas(out.astype({"n_evaluations": "int32"}).drop(columns="source"))) == [
+        "source: missing (expected string)", "n_evaluations: int32, expected int64"]
+    with pytest.raises(KeyError, match="model 'm1': query_id 'zz' has no query encoding"):
         embed_models(model, table.assign(query_id="zz"), encodings, checkpoint="ck", source="onboarded")
+
+
+def test_models_with_new_evaluations_are_the_new_models_and_those_with_other_evaluations() -> None:
+    before = rows(["a", "b", "c"])
+    after = pd.concat([before.iloc[:2], rows(["d"])], ignore_index=True)
+    after.loc[after["model"] == "b", "evaluations_fingerprint"] = "g"
+    assert models_with_new_evaluations(before, after) == ["b", "d"]
+    assert models_with_new_evaluations(None, after) == ["a", "b", "d"]  # no pool before: every row is new
+
+
+def test_the_reproduction_sample_is_bounded_whatever_the_pool_and_keeps_every_changed_row() -> None:
+    pool = rows([f"m{i:05d}" for i in range(20_000)])
+    few = reproduction_sample(pool, ["m00007", "m19999", "not in the pool"], sample=32, max_changed=256, seed=0)
+    assert {"m00007", "m19999"} <= set(few.models) and len(few.models) == 34
+    assert (few.changed, few.changed_checked, few.others_checked, few.rows) == (2, 2, 32, 20_000)
+    assert few.share_of_rebuild == 34 / 20_000
+    assert reproduction_sample(pool, ["m00007", "m19999"], seed=0) == few  # seeded: the same rows again
+    many = reproduction_sample(pool, pool["model"].iloc[:5_000], sample=32, max_changed=256)
+    assert len(many.models) == 32 + 256 and many.changed == 5_000  # 5,000 new rows still cost at most 288
+    small = reproduction_sample(pool.iloc[:10], ["m00001"])
+    assert small.models == pool["model"].iloc[:10].tolist()  # a small pool is checked whole
+
+
+def test_compare_embeddings_names_each_row_that_differs_in_any_bit() -> None:
+    stored = rows(["a", "b", "c"])
+    again = rows(["c", "a"])
+    assert compare_embeddings(stored, again) == Reproduction(2, [], 0.0)
+    again.at[1, "embedding"] = np.full(4, np.float32(1e-7), np.float32)
+    result = compare_embeddings(stored, again)
+    assert result.not_bit_identical == ["a"] and result.max_abs_diff == pytest.approx(1e-7)
+    assert compare_embeddings(stored, again.iloc[:0]).models_checked == 0

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from locus_model.routing import (cost_frontier, cost_table, estimate_tokens, fallback_chain, quality_lambda, route,
+from locus_model.routing import (CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError, cost_frontier,
+                                 cost_table, estimate_tokens, fallback_chain, normalized_costs, quality_lambda, route,
                                  route_many, route_scores)
 
 P = np.array([0.9, 0.8, 0.5])
@@ -33,7 +34,7 @@ def test_quality_weight_maps_to_lambda():
     w = 0.8
     np.testing.assert_allclose(route_scores(P, C, w) / w, P - quality_lambda(w) * C / C.max())
     for bad in (-0.1, 1.2):
-        with pytest.raises(ValueError, match=r"quality_weight=.* must be in \[0, 1\]"):
+        with pytest.raises(QualityWeightError, match=r"quality_weight=.* must be in \[0, 1\]"):
             route(P, C, quality_weight=bad)
 
 
@@ -42,10 +43,16 @@ def test_cost_cap_keeps_only_affordable_candidates():
     assert d.ranking.tolist() == [1, 2] and d.chosen == 1 and d.over_cost.tolist() == [0]
     assert np.isnan(d.scores[0])
     assert route(P, C, max_cost=0).chosen == 2
-    with pytest.raises(ValueError, match="no candidate costs at most max_cost=0.5; the cheapest costs 1"):
+    with pytest.raises(NoCandidateWithinCap, match="no candidate costs at most max_cost=0.5; the cheapest costs 1"):
         route(P, np.array([10.0, 2.0, 1.0]), max_cost=0.5)
-    with pytest.raises(ValueError, match="max_cost=-1 must be >= 0"):
+    with pytest.raises(CostError, match="max_cost=-1 must be a number >= 0"):
         route(P, C, max_cost=-1)
+
+
+def test_costs_are_normalised_by_the_dearest_model_per_query():
+    np.testing.assert_allclose(normalized_costs(np.array([[2.0, 0.0], [4.0, 0.0]])), [[0.5, 0.0], [1.0, 0.0]])
+    assert normalized_costs(np.zeros(3)).tolist() == [0.0, 0.0, 0.0]  # all free: nothing to normalise by
+    np.testing.assert_allclose(route_scores(P, C, 0.5), 0.5 * P - 0.5 * normalized_costs(C))
 
 
 def test_ties_go_to_the_cheaper_then_the_lower_index():
@@ -82,7 +89,7 @@ def test_cost_table_falls_back_to_parameter_counts_and_says_so():
     np.testing.assert_allclose(t.costs(10, 10), [7.0, 70.0, np.nan])
     none = cost_table(["a"], {})
     assert none.basis == "none" and none.costs().tolist() == [0.0]
-    with pytest.raises(ValueError, match="cost_per_query of model 'a' is negative"):
+    with pytest.raises(CostError, match=r"model 'a': cost_per_query=-1.0 must be a number >= 0"):
         cost_table(["a"], {"a": {"cost_per_query": -1}})
 
 
@@ -139,5 +146,29 @@ def test_a_model_of_unknown_size_is_unknown_and_a_size_in_its_name_is_read():
     assert cheap.unknown_cost.tolist() == [3] and cheap.ranking.tolist() == [1, 2, 0]
     plain = route(p, t.costs(), quality_weight=1.0)  # cost does not matter: the unknown-cost model competes
     assert plain.chosen == 3 and plain.unknown_cost.tolist() == []
-    with pytest.raises(ValueError, match="every candidate's cost is unknown"):
+    with pytest.raises(CostUnknown, match="every candidate's cost is unknown"):
         route(p[3:], t.costs()[3:], quality_weight=0.5)
+
+
+def test_a_size_cap_keeps_the_models_of_known_size_within_it():
+    p, c = np.array([0.9, 0.8, 0.7, 0.95]), np.array([70.0, 7.0, 3.0, 1.0])
+    params = np.array([70.0, 7.0, 3.0, np.nan])  # the last: a priced model of unknown size
+    d = route(p, c, params=params, max_params=8)
+    assert d.ranking.tolist() == [1, 2] and d.over_params.tolist() == [0] and d.unknown_params.tolist() == [3]
+    assert np.isnan(d.scores[[0, 3]]).all()
+    both = route(p, c, params=params, max_params=8, max_cost=5)  # the two caps together
+    assert both.ranking.tolist() == [2] and both.over_cost.tolist() == [0, 1]
+    with pytest.raises(NoCandidateWithinCap, match="max_params=2 .*the smallest over the size cap has 3B"):
+        route(p, c, params=params, max_params=2)
+    with pytest.raises(CostUnknown, match="every candidate's parameter count is unknown"):
+        route(p, c, params=np.full(4, np.nan), max_params=8)
+
+
+def test_an_unknown_cost_is_never_the_cheapest_on_a_tie():
+    p, c = np.array([0.5, 0.5]), np.array([np.nan, 3.0])
+    assert route(p, c).ranking.tolist() == [1, 0]  # w = 1: both ranked, the unknown after the known on a tie
+    assert route_many(p[:, None], c, 1.0).tolist() == [1]
+    assert route_many(np.array([[0.9], [0.1]]), c, 0.5).tolist() == [1]  # w < 1: the unknown is left out
+    assert route_many(np.array([[0.9], [0.1]]), c, 1.0).tolist() == [0]  # w = 1: it competes on P(correct)
+    with pytest.raises(CostUnknown, match="no candidate of known cost"):
+        route_many(np.array([[0.9]]), np.array([np.nan]), 0.5)

@@ -6,9 +6,10 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
-from locus_model.pool import POOL_COLUMNS
+from locus_model.pool import POOL_COLUMNS, POOL_SCHEMA, schema_differences
 
 
 def test_every_asset_and_check_succeeds(materialized) -> None:
@@ -29,6 +30,7 @@ def test_pool_table_schema_and_provenance(materialized) -> None:
     _, _, home = materialized
     pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
     assert tuple(pool.columns) == POOL_COLUMNS
+    assert schema_differences(pq.read_schema(home / "warehouse" / "model_embeddings.parquet")) == []  # POOL_SCHEMA's types
     table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
     assert sorted(pool["model"]) == sorted(table["model"].unique())
     z = np.stack(pool["embedding"].to_numpy())
@@ -158,7 +160,7 @@ def test_table_assets_carry_their_column_schema(materialized) -> None:
     _, result, _ = materialized
     schema = _materialization(result, "model_embeddings")["dagster/column_schema"].value
     assert tuple(c.name for c in schema.columns) == POOL_COLUMNS
-    assert all(c.description for c in schema.columns)
+    assert [c.type for c in schema.columns] == [str(f.type) for f in POOL_SCHEMA] and all(c.description for c in schema.columns)
     spec = next(s for s in defs().resolve_all_asset_specs() if s.key.to_user_string() == "model_embeddings")
     assert tuple(c.name for c in spec.metadata["dagster/column_schema"].columns) == POOL_COLUMNS
     assert spec.owners == ["team:locus"]

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from locus_pipeline import reports  # reports.test_query_ids: not imported by name, or pytest would collect it
-from locus_pipeline.reports import parse_target, per_benchmark_accuracy, prediction_matrices, report_summary, write_report
+from locus_pipeline.reports import (data_note, parse_target, per_benchmark_accuracy, prediction_matrices, report_summary,
+                                    write_index, write_report)
 
 
 def test_parse_target_reads_benchmark_accuracy_pairs() -> None:
@@ -27,6 +28,19 @@ def test_a_written_report_leads_with_its_summary_and_figure(tmp_path: Path) -> N
     assert report_summary(report.md_path) == "15 models do it"
     bare = write_report(tmp_path, "x", title="X", summary="s", body="b")
     assert "![" not in bare.markdown and report_summary(bare.md_path) == "s"
+
+
+def test_the_index_lists_each_report_with_its_summary_then_the_other_files(tmp_path: Path) -> None:
+    write_report(tmp_path, "b", title="Bee", summary="two", body="")
+    write_report(tmp_path, "a", title="Ay", summary="one", body="")
+    (tmp_path / "atlas.html").write_text("<html></html>")
+    index, text, path = write_index(tmp_path, ["a", "b", "c"], data_note("synthetic", "x"))
+    assert index["summary"].tolist() == ["one", "two", "missing"] and path.read_text() == text + "\n"
+    lines = text.splitlines()
+    assert lines[0] == "# LOCUS reports" and "SYNTHETIC" in lines[2]
+    assert lines[4:7] == ["- [Ay](a.md): one", "- [Bee](b.md): two", "- [c](c.md): missing"]
+    assert lines[-1] == "Other files: [atlas.html](atlas.html)"
+    assert data_note("mmlu_pro", "data/x").startswith("Data: **real** MMLU-Pro") and data_note("long", "f.csv") == "Data: `long` evaluations from `f.csv`."
 
 
 def test_the_test_query_ids_are_the_sorted_test_queries() -> None:

@@ -1,4 +1,4 @@
-"""From the pipeline's tables to the library's arrays: training cells, encodings in order, pool evaluations."""
+"""From the pipeline's tables to the library's arrays: training cells (encodings in query order), pool evaluations."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_pipeline.tables import aligned_encodings, pool_evaluations, training_arrays
+from locus_pipeline.tables import pool_evaluations, training_arrays
 
 
 def evaluations() -> pd.DataFrame:
@@ -30,12 +30,6 @@ def test_training_arrays_put_anchors_in_train_cells_and_validation_queries_in_va
     np.testing.assert_array_equal(arrays.val_scores, [[np.nan, np.nan, np.nan], [np.nan, 0.0, np.nan]])
     with pytest.raises(ValueError, match="does not cover every query"):
         training_arrays(evaluations(), encodings(), split().iloc[:2])
-
-
-def test_aligned_encodings_name_a_missing_query() -> None:
-    np.testing.assert_array_equal(aligned_encodings(encodings(), ["q2", "q3"]), [[2, 2], [3, 3]])
-    with pytest.raises(KeyError, match=r"\['q9'\]"):
-        aligned_encodings(encodings(), ["q1", "q9"])
 
 
 def test_pool_evaluations_leave_out_the_test_queries() -> None:

@@ -2,15 +2,13 @@
 
 
 import dagster as dg
-import numpy as np
 import pandas as pd
 
 from locus_model.markdown import escape_frame, escape_markdown
+from locus_model.analysis._common import left_out_note as excluded_note  # ops: one-line fix, excluded_note moved (pipe)
 from locus_pipeline.defs.assets.analyses import GROUP, labelled_pool, publish
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
-
-COST_COLUMNS = ("cost_per_query", "price_input_per_mtok", "price_output_per_mtok", "params_b")
 
 
 @dg.asset(kinds={"numpy"}, group_name=GROUP, owners=OWNERS)
@@ -25,35 +23,26 @@ def cost_frontier(
     """Routing accuracy against mean cost per query as the router's quality weight goes from cheapest to best
     (P(correct) - lambda * cost), on the held-out queries, beside the best single model, the cheapest model and a
     random mix of the two; and the cost at which the router reaches 95% of the best single model's accuracy.
-    Costs come from the models file (cost_per_query, or prices per million input/output tokens with the query's
-    estimated tokens); where no price is known, parameter counts serve as the cost (from the catalog, else read from
-    the name) and the report says so. A model with no cost on that basis is left out of the frontier and named."""
-    from locus_model.routing import cost_table, estimate_tokens
-    from locus_model.routing import cost_frontier as frontier
+    The rule is locus serve's (locus_model.routing), and so are the costs: the model catalog's cost columns
+    (routing.COST_KEYS: cost_per_query, or prices per million input/output tokens with the query's estimated
+    tokens; else parameter counts, from the catalog or read from the name), with the basis said in the report and
+    the metadata. A model with no cost on that basis is left out of the frontier and named."""
+    from locus_model.routing import cost_info, cost_table, frontier_of_pool
 
     names, _, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
-    catalog = model_catalog.assign(model=model_catalog["model"].astype(str)).set_index("model")
-    info = {n: {c: catalog.at[n, c] for c in COST_COLUMNS if c in catalog.columns} for n in names if n in catalog.index}
-    table = cost_table(names, info)
-    unknown = list(table.unknown)
-    if table.unknown and table.known.any():  # an unknown cost is never made up: those models are left out, named
-        known = table.known
-        names, preds, table = [n for n, k in zip(names, known) if k], preds.subset(known), table.subset([n for n, k in zip(names, known) if k])
-    basis = {"usd": "USD per query", "params_b": "billions of parameters (a proxy: no price known)",
-             "none": "none (no price or size known: every cost 0)"}[table.basis]
+    table = cost_table(names, cost_info(model_catalog))
     texts = (evaluation_table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
              .set_index("query_id")["query"].astype(str).reindex(preds.query_ids))
-    costs = np.stack([table.costs(input_tokens=estimate_tokens(t)) for t in texts], axis=1)  # (M, Q)
-    result = frontier(preds.probs, preds.labels, costs, names=names)
-    png = result.plot(home.dir("reports") / "cost_frontier.png",
-                      cost_label="mean cost per query" + (" (USD)" if table.basis == "usd" else " (billions of parameters)" if table.basis == "params_b" else ""))
+    result = frontier_of_pool(preds.probs, preds.labels, names, list(texts), table)
+    basis, unknown = table.basis_means, list(result.unknown_cost)
+    png = result.plot(home.dir("reports") / "cost_frontier.png", cost_label=f"mean cost per query ({basis})")
     summary = result.summary() + f" Cost basis: {basis}. Costs: {table.note}."
     body = (escape_frame(result.table.round(4)).to_markdown(index=False)
             + "\n\nquality_weight w ranks models by w * P(correct) - (1 - w) * cost / (largest cost); w = 1 routes by "
-              "P(correct) alone, w = 0 takes the cheapest." + (f"\n\nLeft out, cost unknown on this basis (never charged a made-up "
-                                                               f"cost): {', '.join(map(escape_markdown, unknown))}." if unknown else "")
-            + f"\n\nCost basis: {basis}."
-            + ("\n\nLeft out (no held-out labels, e.g. onboarded): " + ", ".join(map(escape_markdown, excluded[:20])) if excluded else ""))
+              "P(correct) alone, w = 0 takes the cheapest (the rule locus serve applies to each request)."
+            + (f"\n\nLeft out, cost unknown on this basis (never charged a made-up cost): "
+               f"{', '.join(map(escape_markdown, unknown))}." if unknown else "")
+            + f"\n\nCost basis: {basis}." + excluded_note(excluded))
     publish(context, home, "cost_frontier", title="Quality-cost frontier", summary=summary, body=body,
             png=png, cost_basis=table.basis, cost_basis_means=basis, models_of_unknown_cost=len(unknown),
             best_single_accuracy=round(float(result.best_single_accuracy), 4),

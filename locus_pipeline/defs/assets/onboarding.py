@@ -95,7 +95,7 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     """The onboarded model as the pool holds it: its row, its five nearest models (Euclidean distance between
     model embeddings) and its per-benchmark profile beside theirs. A model of the training source keeps its
     training embedding (its new evaluations are only recorded in its store)."""
-    from locus_model.onboarding import nearest_models, neighbour_stability
+    from locus_model.onboarding import benchmark_profile, nearest_models, neighbour_stability
     from locus_pipeline.reports import per_benchmark_accuracy
 
     key = context.partition_key
@@ -109,29 +109,17 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     neighbours = nearest_models(pool, name, NEIGHBOURS)
     training = home.read_table("evaluation_table", columns=["model", "benchmark", "score"])
     accuracy = per_benchmark_accuracy(training, home.onboarded_evaluations())
-    profile = accuracy.reindex([name] + neighbours["model"].tolist())
-    profile = profile.loc[:, profile.loc[name].notna()] if name in accuracy.index else profile
     stability, n_rows = {}, {}
     if str(row["source"]) == "onboarded":  # its evaluations are its store: how much can they say?
         store = home.read_store(key)
         n_rows = store.groupby("benchmark")["score"].size().to_dict()
         checkpoint = home.pool_checkpoint(pool)
         encodings, _ = home.encode(store, checkpoint.encoder)  # cached: the onboarding run encoded them
-        shares = neighbour_stability(checkpoint.model, store, encodings, pool, name, k=NEIGHBOURS,
-                                     draws=STABILITY_DRAWS)
+        result = neighbour_stability(checkpoint.model, store, encodings, pool, name, k=NEIGHBOURS, draws=STABILITY_DRAWS)
         nearest = str(neighbours["model"].iloc[0]) if len(neighbours) else ""
-        top1 = float(shares.set_index("model")["share_top1"].get(nearest, 0.0))
-        stability = {
-            "nearest_model_stability": round(top1, 3),
-            "neighbours_under_resampling": dg.MetadataValue.md(
-                f"{STABILITY_DRAWS} bootstrap resamples of {name}'s own {len(store)} evaluations, each embedded by one "
-                f"forward pass: how often each model is the nearest (share_top1) or among the {NEIGHBOURS} nearest "
-                f"(share_topk). {nearest} is the nearest in {100 * top1:.0f}% of them.\n\n"
-                + shares.head(10).to_markdown(index=False, floatfmt=".2f")),
-        }
-    shown = profile.round(3)
-    if n_rows:  # how many evaluations each of the model's accuracies rests on
-        shown = pd.concat([shown, pd.DataFrame([{b: n_rows.get(b) for b in shown.columns}], index=[f"n ({name})"])])
+        stability = {"nearest_model_stability": round(result.share_top1(nearest), 3),
+                     "neighbours_under_resampling": dg.MetadataValue.md(result.to_markdown(nearest))}
+    shown = benchmark_profile(accuracy, name, neighbours["model"].tolist(), n_rows)
     context.add_output_metadata({
         "model": name,
         "source": str(row["source"]),

@@ -19,42 +19,14 @@ from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 POOL_GROUP = "pool"
-
-
-def embed_training_source(home: LocusHome, checkpoint, models: set[str] | None = None) -> pd.DataFrame:
-    """Pool rows of the training source's models (source "training" or "held_out"); ``models``: only these."""
-    from locus_model.pool import embed_models
-    from locus_pipeline.tables import pool_evaluations
-
-    table, split = home.read_table("evaluation_table"), home.read_table("training_split")
-    if models is not None:
-        table = table[table["model"].astype(str).isin(models)]
-    groups = home.read_table("model_split").set_index("model")["group"]
-    evaluations = pool_evaluations(table, split)
-    rows = embed_models(checkpoint.model, evaluations, home.read_table("query_encodings"),
-                        checkpoint=checkpoint.checkpoint_id, source="training")
-    held = rows["model"].map(groups).eq("held_out").to_numpy()
-    rows.loc[held, "source"] = "held_out"
-    return rows
-
-
-def embed_onboarded(home: LocusHome, checkpoint, stores: list[pd.DataFrame], training: set[str]) -> pd.DataFrame | None:
-    """Pool rows of onboarded models (one forward pass over each one's store, as read by the caller);
-    training-source names are skipped."""
-    from locus_model.pool import embed_models
-
-    stores = [s for s in stores if len(s) and str(s["model"].iloc[0]) not in training]
-    if not stores:
-        return None
-    evaluations = pd.concat(stores, ignore_index=True)
-    encodings, _ = home.encode(evaluations, checkpoint.encoder, runtime=checkpoint.runtime)
-    return embed_models(checkpoint.model, evaluations, encodings, checkpoint=checkpoint.checkpoint_id, source="onboarded")
+NEW_EVALUATIONS = "models_with_new_evaluations"  # metadata: the rows the reproducibility check re-embeds in full
 
 
 def onboard_change(home: LocusHome, key: str, changed: dict):
     """The pool change of an onboarding run: model ``key``'s row from its store, with the pool's own checkpoint
     (a model of the training source keeps its training row). What happened goes into ``changed``."""
-    from locus_model.pool import upsert_rows
+    from locus_model.pool import models_with_new_evaluations, upsert_rows
+    from locus_pipeline.pool_rows import onboarded_rows
 
     def change(current: pd.DataFrame | None) -> pd.DataFrame:
         if current is None:
@@ -68,23 +40,29 @@ def onboard_change(home: LocusHome, key: str, changed: dict):
         if name in training:
             changed["action"] = "kept-training"
             return current
-        row = embed_onboarded(home, checkpoint, [store], training)
+        row = onboarded_rows(home, checkpoint, [store], training)
         changed["action"] = "replaced" if (current["model"] == name).any() else "new"
-        return upsert_rows(current, row)
+        new = upsert_rows(current, row)
+        changed[NEW_EVALUATIONS] = models_with_new_evaluations(current, new)
+        return new
 
     return change
 
 
 def rebuild_change(home: LocusHome, changed: dict):
     """The pool change of a rebuild: every model embedded with the current locus_checkpoint."""
+    from locus_model.pool import models_with_new_evaluations
+    from locus_pipeline.pool_rows import onboarded_rows, training_source_rows
 
     def change(current: pd.DataFrame | None) -> pd.DataFrame:
         checkpoint = home.load_checkpoint(home.current_checkpoint().checkpoint_id)
-        trained = embed_training_source(home, checkpoint)
+        trained = training_source_rows(home, checkpoint)
         stores = [home.read_store(k) for k in home.onboarded_keys()]
-        onboarded = embed_onboarded(home, checkpoint, stores, set(trained["model"]))
-        changed.update(action="rebuilt", previous_checkpoint=str(current["checkpoint_id"].iloc[0]) if current is not None and len(current) else "")
-        return pd.concat([trained] + ([onboarded] if onboarded is not None else []), ignore_index=True)
+        onboarded = onboarded_rows(home, checkpoint, stores, set(trained["model"]))
+        new = pd.concat([trained] + ([onboarded] if onboarded is not None else []), ignore_index=True)
+        changed.update({"action": "rebuilt", NEW_EVALUATIONS: models_with_new_evaluations(current, new)},
+                       previous_checkpoint=str(current["checkpoint_id"].iloc[0]) if current is not None and len(current) else "")
+        return new
 
     return change
 
@@ -122,6 +100,9 @@ def model_embeddings(context: dg.AssetExecutionContext, home: LocusHome, mlflow:
     if changed.get("action") == "kept-training":
         context.log.warning(f"{changed['model']} is a model of the training source: its pool row stays the training "
                             "embedding; the new evaluations are recorded in its store only")
+    new = changed.pop(NEW_EVALUATIONS, [])
     return dg.MaterializeResult(metadata={**pool_summary(pool), **changed, "path": home_path(home, home.pool_path),
+                                          "rows_with_new_evaluations": len(new),
+                                          NEW_EVALUATIONS: dg.MetadataValue.json(new),
                                           "dagster/column_schema": pool_schema(),
                                           **atlas_link(home, mlflow, str(pool["checkpoint_id"].iloc[0]))})

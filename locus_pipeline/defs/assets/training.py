@@ -5,7 +5,6 @@ import dataclasses
 import json
 import tempfile
 import typing
-import uuid
 from dataclasses import asdict
 
 import dagster as dg
@@ -16,7 +15,7 @@ from locus_model.model import LocusConfig
 from locus_model.train import TrainConfig
 from locus_pipeline.defs.metadata import OWNERS, home_path
 from locus_pipeline.defs.resources import MlflowTracking
-from locus_pipeline.storage import LocusHome, checkpoint_id
+from locus_pipeline.storage import LocusHome
 
 CURRENT_ALIAS = "current"  # the registered model's newest version: models:/locus@current
 REGISTERED_MODEL_DESCRIPTION = (
@@ -240,41 +239,34 @@ def locus_checkpoint(
             arrays.encodings, arrays.train_scores, arrays.val_scores,
             model_config=model_config, train_config=train_config, on_epoch=on_epoch, progress=True,
         )
-        staging = home.dir("checkpoints") / f".{uuid.uuid4().hex}.pt"
-        save_checkpoint(staging, result.model, encoder=encoder, encoder_runtime=runtime, data_fingerprint=fingerprint, best_epoch=result.best_epoch, train_config=asdict(train_config))
-        ckpt_id = checkpoint_id(staging)
-        path = home.checkpoint_file(ckpt_id)
-        staging.rename(path)
-        curve = home.dir("reports") / "training_curve.png"
+        saved = home.save_checkpoint(lambda path: save_checkpoint(
+            path, result.model, encoder=encoder, encoder_runtime=runtime, data_fingerprint=fingerprint,
+            best_epoch=result.best_epoch, train_config=asdict(train_config)))
+        ckpt_id = saved.checkpoint_id
+        curve = home.run_file(context.run_id, "training_curve.png")
         curve_md = training_curve_png(result.history, curve)
         figures = checkpoint_figures(result)  # the saved checkpoint's figures, the same in MLflow and in Dagster
         mlflow_api.log_metrics({f"selected/{name}": value for name, value, _ in figures})
         mlflow_api.set_tag("checkpoint_id", ckpt_id)
-        mlflow_api.log_artifact(str(path), artifact_path="checkpoint")
+        mlflow_api.log_artifact(str(saved.local), artifact_path="checkpoint")
         mlflow_api.log_artifact(str(curve), artifact_path="plots")
         with tempfile.TemporaryDirectory() as staging_dir:
             # the registered version as a pyfunc: the checkpoint with the training source's model embeddings
             embeddings = embed_models(result.model, pool_evaluations(evaluation_table, training_split), query_encodings,
                                       checkpoint=ckpt_id, source="training")
-            logged = log_pyfunc(path, embeddings, staging_dir)
-        client = mlflow_api.MlflowClient()
-        if client.search_registered_models(filter_string=f"name = '{mlflow.registered_model}'") == []:
-            client.create_registered_model(mlflow.registered_model, description=REGISTERED_MODEL_DESCRIPTION)
-        elif not client.get_registered_model(mlflow.registered_model).description:
-            client.update_registered_model(mlflow.registered_model, description=REGISTERED_MODEL_DESCRIPTION)
-        version = client.create_model_version(
-            mlflow.registered_model, source=logged.model_uri, model_id=logged.model_id, run_id=run.info.run_id,
+            logged = log_pyfunc(saved.local, embeddings, staging_dir)
+        version = mlflow.register_version(
+            logged, run_id=run.info.run_id, alias=CURRENT_ALIAS, description=REGISTERED_MODEL_DESCRIPTION,
             tags={"checkpoint_id": ckpt_id, "encoder": encoder, "dagster.run_id": context.run_id, "dagster.run_url": dagster_run},
-            description=f"Checkpoint `{ckpt_id}` ({encoder}), trained by Dagster run [{context.run_id[:8]}]({dagster_run}).",
+            version_description=f"Checkpoint `{ckpt_id}` ({encoder}), trained by Dagster run [{context.run_id[:8]}]({dagster_run}).",
         )
-        client.set_registered_model_alias(mlflow.registered_model, CURRENT_ALIAS, version.version)
         url = mlflow.run_url(run.info.experiment_id, run.info.run_id)
     context.add_output_metadata(
         {
             "mlflow_run": dg.MetadataValue.url(url),
-            "checkpoint": home_path(home, path),
+            "checkpoint": home_path(home, home.resolve(saved.stored)),
             "checkpoint_id": ckpt_id,
-            "registered_model_version": f"{mlflow.registered_model} v{version.version} (alias {CURRENT_ALIAS})",
+            "registered_model_version": f"{mlflow.registered_model} v{version} (alias {CURRENT_ALIAS})",
             "mlflow_experiment": dg.MetadataValue.url(mlflow.experiment_url(run.info.experiment_id)),
             "trained_on_models": arrays.matrix.shape[0],
             "best_epoch": result.best_epoch,
@@ -289,8 +281,8 @@ def locus_checkpoint(
     )
     return pd.DataFrame(
         [{
-            "checkpoint_id": ckpt_id, "path": home.relative(path), "encoder": encoder, "data_fingerprint": fingerprint,
-            "mlflow_run_id": run.info.run_id, "model_version": str(version.version),
+            "checkpoint_id": ckpt_id, "path": saved.stored, "encoder": encoder, "data_fingerprint": fingerprint,
+            "mlflow_run_id": run.info.run_id, "model_version": str(version),
             "best_epoch": result.best_epoch, "best_metrics": json.dumps(result.best_metrics), "device": device,
             "kept_metrics": json.dumps({name: value for name, value, _ in figures}),
         }]

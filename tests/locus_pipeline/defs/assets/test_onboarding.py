@@ -23,7 +23,7 @@ from locus_pipeline.defs.sensors import onboarding_drop_folder
 from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import checkpoint_id
 from locus_pipeline.storage import LocusHome
-from tests.locus_pipeline.test_sensors import drop
+from tests.locus_pipeline.defs.test_sensors import drop
 
 COLUMNS = ["model", "query_id", "query", "benchmark", "score"]
 

@@ -219,7 +219,7 @@ def test_reports_show_summary_and_figure_first_at_modal_width(materialized):
 
 
 def test_report_tables_in_the_ui_are_previews(materialized):
-    from locus_pipeline.defs.assets.analyses import PREVIEW_ROWS
+    from locus_pipeline.defs.metadata import PREVIEW_ROWS
 
     _, result, home = materialized
     for name in REPORTS:
@@ -234,15 +234,6 @@ def test_report_tables_in_the_ui_are_previews(materialized):
     assert "more rows: the full table is the asset's output (`warehouse/portfolios.parquet`)" in shown
     full = (home / "reports" / "portfolios.md").read_text()
     assert full.count("\n|") > shown.count("\n|")
-
-
-def test_shorten_tables_keeps_short_tables_and_cuts_long_ones():
-    from locus_pipeline.defs.assets.analyses import shorten_tables
-
-    table = "| a |\n|---|\n" + "\n".join(f"| {i} |" for i in range(5))
-    assert shorten_tables("x\n\n" + table + "\n\ny", "t", max_rows=5) == "x\n\n" + table + "\n\ny"
-    cut = shorten_tables(table, "t", max_rows=2).splitlines()
-    assert cut[:4] == ["| a |", "|---|", "| 0 |", "| 1 |"] and "3 more rows" in cut[-1] and "warehouse/t.parquet" in cut[-1]
 
 
 def test_analyses_read_no_raw_evaluations_edge():
@@ -272,11 +263,8 @@ def test_the_atlas_is_an_mlflow_artifact_linked_from_the_pool(materialized):
         assert f"/#/experiments/{experiment}/runs/{run_id}/artifacts/reports/atlas.html" in link.value, asset
 
 
-@pytest.mark.parametrize("m, max_k, first, last, n", [(24, 0, 1, 24, 24), (50, 0, 1, 50, 50), (24, 10, 1, 10, 10),
-                                                      (2001, 0, 1, 2001, 70), (2001, 300, 1, 300, 70)])
-def test_portfolio_sizes_are_dense_then_geometric(m, max_k, first, last, n):
-    from locus_pipeline.defs.assets.analyses import DENSE_K, portfolio_sizes
+def test_the_portfolio_config_defaults_are_the_librarys():
+    from locus_model.analysis.portfolio_curves import DENSE_K
+    from locus_pipeline.defs.assets.analyses import PortfolioConfig
 
-    ks = portfolio_sizes(m, max_k)
-    assert ks[0] == first and ks[-1] == last and ks == sorted(set(ks)) and len(ks) <= n
-    assert ks[:min(DENSE_K, last)] == list(range(1, min(DENSE_K, last) + 1))
+    assert PortfolioConfig().max_k_medoids == DENSE_K and PortfolioConfig().max_k == 0

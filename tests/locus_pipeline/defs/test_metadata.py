@@ -42,3 +42,12 @@ def test_the_pools_newest_table_escapes_model_names() -> None:
     lines = table.splitlines()
     assert len({line.replace("\\|", "").count("|") for line in lines}) == 1 and len(lines) == len(names) + 2
     assert "](" not in table.replace("\\](", "")
+
+
+def test_shorten_tables_keeps_short_tables_and_cuts_long_ones():
+    from locus_pipeline.defs.metadata import shorten_tables
+
+    table = "| a |\n|---|\n" + "\n".join(f"| {i} |" for i in range(5))
+    assert shorten_tables("x\n\n" + table + "\n\ny", "t", max_rows=5) == "x\n\n" + table + "\n\ny"
+    cut = shorten_tables(table, "t", max_rows=2).splitlines()
+    assert cut[:4] == ["| a |", "|---|", "| 0 |", "| 1 |"] and "3 more rows" in cut[-1] and "warehouse/t.parquet" in cut[-1]

@@ -1,0 +1,23 @@
+"""Cost-aware routing over a pool of model embeddings (arXiv 2601.21082, routing as a downstream use).
+
+    costs.py     what a query costs on each model (prices, or parameter counts as a proxy; unknown stays unknown)
+    route.py     the rule: w * P(correct) - (1 - w) * cost / max cost, under optional caps; the fallback chain
+    frontier.py  accuracy against mean cost as the quality weight varies, and its plot
+    errors.py    one error type per cause
+
+``locus serve`` (one query per request), the ``cost_frontier`` asset and bench/bench_frontier.py (many queries)
+decide by the same rule.
+"""
+
+from locus_model.routing.costs import (BASIS_MEANS, COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostTable, check_cost,
+                                       cost_info, cost_table, estimate_tokens)
+from locus_model.routing.errors import (CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError,
+                                        RoutingError)
+from locus_model.routing.frontier import DEFAULT_WEIGHTS, CostFrontier, cost_frontier, frontier_of_pool
+from locus_model.routing.route import (RouteDecision, check_quality_weight, fallback_chain, normalized_costs,
+                                       quality_lambda, route, route_many, route_scores)
+
+__all__ = ["BASIS_MEANS", "COST_KEYS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "check_cost", "cost_info", "cost_table",
+           "estimate_tokens", "CostError", "CostUnknown", "NoCandidateWithinCap", "QualityWeightError", "RoutingError",
+           "DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier", "frontier_of_pool", "RouteDecision", "check_quality_weight",
+           "fallback_chain", "normalized_costs", "quality_lambda", "route", "route_many", "route_scores"]

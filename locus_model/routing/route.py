@@ -1,0 +1,200 @@
+"""The cost-aware route (arXiv 2601.21082, routing as a downstream use) and its fallback chain.
+
+The correctness predictor gives P(correct) for every (model, query); the paper routes each query to the model
+with the highest P(correct). Here each candidate also has a cost per query (locus_model.routing.costs), and the
+router trades the two:
+
+    score_m = w * P_m - (1 - w) * c_m / max_k c_k          w = quality_weight in [0, 1]
+
+which ranks exactly as ``P_m - lambda * c~_m`` with ``lambda = (1 - w) / w`` (w = 1: lambda = 0, the paper's
+router; w = 0.5: lambda = 1, the most expensive candidate must be 1.0 more likely to be right than a free one;
+w = 0: lambda = infinity, the cheapest candidate, ties broken by P(correct)). Costs are normalised by the most
+expensive candidate (:func:`normalized_costs`) so that lambda has the same meaning whatever the unit.
+Alternatively a cost cap (``max_cost``) keeps only the candidates that cost at most that much and ranks them the
+same way. A candidate of unknown cost (NaN) is left out of a cost-aware ranking (w < 1 or a cap), never charged a
+made-up cost.
+
+A fallback chain is the chosen model's nearest neighbours in the embedding space (Euclidean) among the other
+candidates (the paper's nearest-neighbour fallback, which keeps most of the routing accuracy when the routed
+model is unavailable), tried in the order of the same cost-aware score that ranked the candidates.
+
+:func:`route` decides one query (``locus serve``); :func:`route_many` decides many at once by the same rule (the
+``cost_frontier`` asset, bench/bench_frontier.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from locus_model.routing.costs import check_cost
+from locus_model.routing.errors import CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingError
+
+
+def check_quality_weight(quality_weight) -> float:
+    """``quality_weight`` as a float in [0, 1]; else a QualityWeightError."""
+    ok = (isinstance(quality_weight, (int, float, np.integer, np.floating))
+          and not isinstance(quality_weight, (bool, np.bool_)) and 0.0 <= quality_weight <= 1.0)
+    if not ok:
+        raise QualityWeightError(f"quality_weight={quality_weight} must be in [0, 1] (1 = best P(correct) whatever "
+                                 "the cost, 0 = the cheapest model)")
+    return float(quality_weight)
+
+
+def quality_lambda(quality_weight: float) -> float:
+    """lambda of ``P - lambda * normalised cost`` for a quality weight w: (1 - w) / w (infinite at w = 0)."""
+    w = check_quality_weight(quality_weight)
+    return math.inf if w == 0 else (1.0 - w) / w
+
+
+def normalized_costs(costs: np.ndarray) -> np.ndarray:  # (M,) or (M, Q)
+    """costs / the largest cost over the models (axis 0: per query for (M, Q)); 0 where the largest is free."""
+    c = np.asarray(costs, dtype=np.float64)
+    if c.size == 0:
+        return c
+    top = c.max(axis=0, keepdims=True)
+    return np.divide(c, top, out=np.zeros_like(c), where=top > 0)
+
+
+def route_scores(probs: np.ndarray, costs: np.ndarray, quality_weight: float) -> np.ndarray:  # (M,) or (M, Q)
+    """w * P - (1 - w) * cost / max cost; costs (M,) or (M, Q), normalised per query over the models."""
+    w = check_quality_weight(quality_weight)
+    return w * np.asarray(probs, dtype=np.float64) - (1.0 - w) * normalized_costs(costs)
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    """One query's routing: indices refer to the arrays given to :func:`route`."""
+
+    ranking: np.ndarray  # eligible candidates, best first
+    scores: np.ndarray  # (M,) the score that ranked them (NaN for models left out)
+    chosen: int
+    fallbacks: np.ndarray  # the chosen model's nearest neighbours among the other eligible candidates
+    over_cost: np.ndarray  # candidates left out by max_cost
+    quality_weight: float
+    lam: float = field(default=0.0)
+    unknown_cost: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # left out: cost unknown
+    over_params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # left out by max_params
+    unknown_params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # left out: size unknown
+
+
+def fallback_chain(embeddings: np.ndarray, chosen: int, among: Sequence[int], *, k: int | None = None) -> np.ndarray:
+    """The models of ``among`` (other than ``chosen``) ordered by Euclidean distance of their model embedding to
+    the chosen one's, nearest first (ties: lower index); at most ``k``."""
+    z = np.asarray(embeddings, dtype=np.float64)
+    others = np.array([i for i in among if i != chosen], dtype=np.int64)
+    if others.size == 0:
+        return others
+    dist = np.linalg.norm(z[others] - z[chosen], axis=1)
+    order = others[np.lexsort((others, dist))]
+    return order if k is None else order[:k]
+
+
+def route(
+    probs: np.ndarray,  # (M,) P(correct) of each candidate for this query
+    costs: np.ndarray,  # (M,) expected cost of each candidate for this query (NaN = unknown)
+    *,
+    quality_weight: float = 1.0,
+    max_cost: float | None = None,
+    params: np.ndarray | None = None,  # (M,) parameter counts (billions, NaN = unknown), for max_params
+    max_params: float | None = None,
+    embeddings: np.ndarray | None = None,  # (M, d) model embeddings, for the fallback chain
+    n_fallbacks: int | None = None,
+) -> RouteDecision:
+    """Rank the candidates by :func:`route_scores` (ties: cheaper first, then lower index), keeping only those
+    that cost at most ``max_cost`` and have at most ``max_params`` billion parameters when given; the chosen model
+    is the first, its fallback chain its nearest embedding neighbours among the other kept candidates (empty
+    without embeddings), in ranking order. Costs are normalised over the kept candidates.
+
+    Nothing unknown is made up. A candidate of unknown cost (NaN) is left out (``unknown_cost``) when the ranking
+    uses cost (w < 1 or a cost cap); at w = 1 cost does not matter and it is ranked like the others, after the
+    candidates of known cost on an exact tie. Under ``max_params`` a candidate of unknown size is left out
+    (``unknown_params``)."""
+    p = np.asarray(probs, dtype=np.float64)
+    c = np.asarray(costs, dtype=np.float64)
+    if p.ndim != 1 or p.shape != c.shape or p.size == 0:
+        raise RoutingError(f"route: probs {p.shape} and costs {c.shape} must be 1-D, equal and non-empty.")
+    if (c < 0).any():
+        raise RoutingError("route: costs must be >= 0 (NaN = unknown).")
+    if max_cost is not None:
+        check_cost(max_cost, "max_cost")
+    w = check_quality_weight(quality_weight)
+    unknown = np.isnan(c)
+    uses_cost = w < 1 or max_cost is not None
+    if uses_cost and unknown.all():
+        raise CostUnknown("route: every candidate's cost is unknown, so no cost-aware ranking (quality_weight < 1 or "
+                          "max_cost) is possible. How to fix: give prices (or parameter counts), or quality_weight=1.")
+    left_out = unknown if uses_cost else np.zeros(len(c), dtype=bool)
+    keep = ~left_out if max_cost is None else ~left_out & (np.nan_to_num(c) <= max_cost)
+    over_cost = ~keep & ~left_out
+    size_unknown = np.zeros(len(c), dtype=bool)
+    if max_params is not None:
+        check_cost(max_params, "max_params")
+        n = np.full(len(c), np.nan) if params is None else np.asarray(params, dtype=np.float64)
+        if n.shape != c.shape:
+            raise RoutingError(f"route: params {n.shape} must match costs {c.shape}.")
+        if np.isnan(n).all():
+            raise CostUnknown("route: every candidate's parameter count is unknown, so max_params cannot be applied. "
+                              "How to fix: give params_b (models file or models config), or leave max_params out.")
+        size_unknown = keep & np.isnan(n)
+        over_params = keep & ~size_unknown & (np.nan_to_num(n) > max_params)
+        keep &= ~size_unknown & ~over_params
+    else:
+        over_params = np.zeros(len(c), dtype=bool)
+    if not keep.any():
+        raise NoCandidateWithinCap(_nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params))
+    idx = np.flatnonzero(keep)
+    scores = np.full(len(c), np.nan)
+    scores[idx] = route_scores(p[idx], np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
+    ranking = idx[np.lexsort((idx, np.where(unknown, np.inf, c)[idx], -scores[idx]))]  # unknown: after, on a tie
+    chosen = int(ranking[0])
+    chain = (fallback_chain(embeddings, chosen, ranking, k=n_fallbacks) if embeddings is not None
+             else np.zeros(0, dtype=np.int64))
+    position = {int(m): r for r, m in enumerate(ranking)}
+    chain = np.array(sorted(chain.tolist(), key=position.__getitem__), dtype=np.int64)  # nearest k, tried best-scored first
+    return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(over_cost), w, quality_lambda(w),
+                         np.flatnonzero(left_out), np.flatnonzero(over_params), np.flatnonzero(size_unknown))
+
+
+def _nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params) -> str:
+    """What to say when the caps leave no candidate: the caps, the cheapest and the smallest left out."""
+    cheapest = float(np.min(np.where(left_out, np.inf, c))) if max_cost is not None else None
+    if max_params is None:
+        return (f"route: no candidate costs at most max_cost={max_cost:g}; the cheapest costs {cheapest:g}. "
+                "How to fix: raise max_cost or add cheaper candidates.")
+    sizes = np.where(over_params, np.asarray(params, dtype=np.float64), np.nan)
+    smallest = float(np.nanmin(sizes)) if over_params.any() else None
+    caps = ([f"max_cost={max_cost:g}"] if max_cost is not None else []) + [f"max_params={max_params:g} (billions)"]
+    return (f"route: no candidate of known size within {' and '.join(caps)}"
+            + (f"; the cheapest costs {cheapest:g}" if cheapest is not None else "")
+            + (f"; the smallest over the size cap has {smallest:g}B" if smallest is not None else "")
+            + ". How to fix: raise the cap or add cheaper / smaller candidates of known size.")
+
+
+def route_many(probs: np.ndarray, costs: np.ndarray, quality_weight: float,
+               known: np.ndarray | None = None) -> np.ndarray:  # (Q,) chosen model per query
+    """The chosen model of each query (column) of ``probs`` (M, Q) by the rule of :func:`route`; costs (M,) or
+    (M, Q), NaN = unknown (left out at w < 1; at w = 1 ranked after the known on a tie, as :func:`route` does).
+    ``known`` (M, Q) bool restricts each query to those models (e.g. labelled ones)."""
+    p = np.asarray(probs, dtype=np.float64)
+    c = np.broadcast_to(np.asarray(costs, dtype=np.float64).reshape(p.shape[0], -1), p.shape)
+    w = check_quality_weight(quality_weight)
+    known = np.ones(p.shape, dtype=bool) if known is None else np.asarray(known, dtype=bool)
+    if w < 1:
+        known = known & ~np.isnan(c)
+        if not known.any(axis=0).all():
+            raise CostUnknown("route_many: a query has no candidate of known cost, so no cost-aware ranking "
+                              "(quality_weight < 1) is possible. How to fix: give prices (or parameter counts).")
+    c_known = np.where(known & ~np.isnan(c), c, 0.0)
+    s = np.where(known, route_scores(p, c_known, w), -np.inf)
+    # best score, then cheaper (unknown last), then lower index (np.lexsort sorts by its last key first)
+    rows = np.arange(p.shape[0])[:, None] * np.ones((1, p.shape[1]))
+    order = np.lexsort((rows, np.where(np.isnan(c), np.inf, c), -s), axis=0)
+    return order[0]
+
+
+__all__ = ["check_quality_weight", "quality_lambda", "normalized_costs", "route_scores", "RouteDecision",
+           "fallback_chain", "route", "route_many"]

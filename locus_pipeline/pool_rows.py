@@ -1,0 +1,54 @@
+"""Pool rows from what the home holds, embedded by the library (locus_model.pool.embed_models) with a given
+checkpoint: the training source's models from the evaluation table (outside the test queries), onboarded models
+from their stores. What the pool asset writes and what its reproducibility check embeds again."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from locus_model.data.matrix import fingerprint_evaluations
+from locus_model.pool import embed_models
+from locus_pipeline.storage import LocusHome
+from locus_pipeline.tables import pool_evaluations
+
+
+def training_source_rows(home: LocusHome, checkpoint, models: set[str] | None = None) -> pd.DataFrame:
+    """Pool rows of the training source's models (source "training" or "held_out"); ``models``: only these."""
+    table, split = home.read_table("evaluation_table"), home.read_table("training_split")
+    if models is not None:
+        table = table[table["model"].astype(str).isin(models)]
+    groups = home.read_table("model_split").set_index("model")["group"]
+    rows = embed_models(checkpoint.model, pool_evaluations(table, split), home.read_table("query_encodings"),
+                        checkpoint=checkpoint.checkpoint_id, source="training")
+    rows.loc[rows["model"].map(groups).eq("held_out").to_numpy(), "source"] = "held_out"
+    return rows
+
+
+def onboarded_rows(home: LocusHome, checkpoint, stores: list[pd.DataFrame], training: set[str]) -> pd.DataFrame | None:
+    """Pool rows of onboarded models (one forward pass over each one's store, as read by the caller);
+    training-source names are skipped."""
+    stores = [s for s in stores if len(s) and str(s["model"].iloc[0]) not in training]
+    if not stores:
+        return None
+    evaluations = pd.concat(stores, ignore_index=True)
+    encodings, _ = home.encode(evaluations, checkpoint.encoder, runtime=checkpoint.runtime)
+    return embed_models(checkpoint.model, evaluations, encodings, checkpoint=checkpoint.checkpoint_id, source="onboarded")
+
+
+def embed_again(home: LocusHome, checkpoint, rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """``rows`` of the pool embedded again from the evaluations they were computed from: (the new rows, the
+    onboarded models left out because their store already holds newer evaluations than their row; their own
+    onboarding run embeds them)."""
+    again, pending, current = [], [], []
+    from_source = rows[rows["source"] != "onboarded"]
+    if len(from_source):
+        again.append(training_source_rows(home, checkpoint, set(from_source["model"].astype(str))))
+    for r in rows[rows["source"] == "onboarded"].itertuples():
+        store = home.read_store(r.model_key)
+        if fingerprint_evaluations(store) != r.evaluations_fingerprint:
+            pending.append(str(r.model))
+        else:
+            current.append(store)
+    if current:
+        again.append(onboarded_rows(home, checkpoint, current, set()))
+    return (pd.concat(again, ignore_index=True) if again else rows.iloc[:0]), pending

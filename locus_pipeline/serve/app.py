@@ -1,0 +1,137 @@
+"""The router's FastAPI app (:func:`create_app`): the endpoints, the bearer token, the lifespan that starts the
+scorer and the pool watcher; :func:`serve` runs it with uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
+
+from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
+from locus_pipeline.serve.config import ServeConfig
+from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, error_response
+from locus_pipeline.serve.metrics import MetricsMiddleware
+from locus_pipeline.serve.router import RouteRequest, Router
+
+
+def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+    """The router's FastAPI app. The pool is loaded here (a missing pool fails now, not at the first request);
+    the lifespan starts the scorer and the pool watcher. ``transport`` replaces the network for upstream calls
+    (tests)."""
+    from contextlib import asynccontextmanager
+
+    router = Router(config, transport=transport)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        import torch
+
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        await run_in_threadpool(router.scorer.encode, router.snapshot, ["warm up"])
+        router.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
+        router.scorer.start()
+        tasks = [asyncio.create_task(router.watch())]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await run_in_threadpool(router.scorer.stop)
+            await router.client.aclose()
+
+    app = FastAPI(title="LOCUS router", lifespan=lifespan,
+                  description="Routes each query to the pool model most likely to answer it, at a cost you choose.")
+    app.state.router = router
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=router.metrics)  # outermost: a 413 is counted too
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, err: ApiError) -> JSONResponse:
+        return error_response(err.status, err.message, err.kind, **{k: v for k, v in err.extra.items() if v})
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in err.errors())
+        return error_response(400, f"invalid request: {problems}")
+
+    def authorize(request: Request) -> None:
+        if config.token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not secrets.compare_digest(given.encode(), f"Bearer {config.token}".encode()):
+            raise ApiError(401, "missing or wrong bearer token (Authorization: Bearer <token>)", kind="authentication_error")
+
+    @app.get("/healthz")
+    async def healthz(request: Request) -> dict:
+        snap = router.snapshot
+        try:
+            authorize(request)
+            names_shown = True
+        except ApiError:  # the token guards the model names; the status is for anyone
+            names_shown = False
+        health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
+                  "pool_models": len(snap.names), "routable_models": len(snap.routable), "dry_run": snap.dry_run,
+                  "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
+                  "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error}
+        if names_shown:
+            health["configured_not_in_pool"] = sorted(set(router.models.upstreams) - set(snap.names))
+            health["portfolio_not_in_pool"] = list(snap.portfolio_missing)
+        return health
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        authorize(request)
+        return Response(generate_latest(router.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/route")
+    async def route_query(request: Request, body: RouteRequest) -> dict:
+        authorize(request)
+        snap = router.snapshot  # this request's pool, whatever reloads happen meanwhile
+        return await router.decide(snap, body.query, candidates=body.candidates, max_cost=body.max_cost,
+                                   max_params=body.max_params, quality_weight=body.quality_weight,
+                                   input_tokens=body.input_tokens, output_tokens=body.output_tokens)
+
+    @app.get("/v1/models")
+    async def list_models(request: Request) -> dict:
+        authorize(request)
+        snap = router.snapshot
+        created, routable = int(snap.loaded_at), set(snap.routable)
+        data = [{"id": ROUTER_MODEL, "object": "model", "created": created, "owned_by": "locus",
+                 "locus": {"router": True, "checkpoint_id": snap.checkpoint_id, "dry_run": snap.dry_run,
+                           "portfolio": snap.portfolio}}]
+        data += [{"id": n, "object": "model", "created": created, "owned_by": "locus-pool",
+                  "locus": {"source": s, "routable": n in routable}}
+                 for n, s in zip(snap.names, snap.sources)]
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        authorize(request)
+        try:
+            body = await request.json()
+        except ValueError:
+            raise ApiError(400, "the body is not JSON")
+        except RecursionError:
+            raise ApiError(400, "the body nests JSON deeper than this router parses (about 1,000 levels)")
+        return await chat_completion(router, body)
+
+    return app
+
+
+def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False,
+          log_level: str = "info") -> None:
+    """Run the router with uvicorn (one process; the event loop plus the scorer's thread)."""
+    import uvicorn
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    app = create_app(config)
+    uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)

@@ -1,0 +1,109 @@
+"""The router's configuration: the server's options (:class:`ServeConfig`) and the models config file, per pool model
+its upstream and its cost (:func:`read_models_config`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from locus_model.routing import COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostError, check_cost
+
+UPSTREAM_KEYS = ("base_url", "model", "api_key_env", "timeout_s")
+MODEL_KEYS = {*UPSTREAM_KEYS, *COST_KEYS}
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """An OpenAI-compatible endpoint serving one pool model."""
+
+    base_url: str  # e.g. http://127.0.0.1:8001/v1 (POST {base_url}/chat/completions)
+    model: str  # the model name the upstream expects
+    api_key_env: str | None = None  # environment variable holding its API key (sent as a bearer token)
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    """The --models-config file: per pool model an upstream and/or its cost."""
+
+    upstreams: Mapping[str, Upstream] = field(default_factory=dict)
+    costs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> COST_KEYS subset
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS  # expected answer length when a request has no max_tokens
+
+
+class ConfigError(ValueError):
+    """A models config that cannot be used; the message names the file, the model and the fix."""
+
+
+def read_models_config(path: str | Path | None) -> ModelsConfig:
+    """Read a YAML or JSON models config::
+
+        defaults: {timeout_s: 60, output_tokens: 256}
+        models:
+          <pool model name>:
+            base_url: https://api.example.com/v1     # OpenAI-compatible; omit for a cost-only entry
+            model: upstream-model-name               # default: the pool model name
+            api_key_env: EXAMPLE_API_KEY             # optional
+            price_input_per_mtok: 0.5                # USD per million tokens, or cost_per_query: 0.002,
+            price_output_per_mtok: 1.5               # or params_b: 70 (a proxy when no price is known)
+    """
+    if path is None:
+        return ModelsConfig()
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"the models config {path} does not exist. How to fix: pass an existing YAML or JSON file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as err:  # yaml and json raise their own types; name the file, keep the cause
+        raise ConfigError(f"the models config {path} cannot be parsed ({type(err).__name__}: {err})") from err
+    data = data or {}
+    if not isinstance(data, dict) or not isinstance(data.get("models", {}), dict):
+        raise ConfigError(f"{path}: expected a mapping with 'models: {{<model>: {{...}}}}' (and optional 'defaults')")
+    defaults = dict(data.get("defaults") or {})
+    unknown_defaults = set(defaults) - {"timeout_s", "output_tokens"}
+    if unknown_defaults:
+        raise ConfigError(f"{path}: unknown defaults {sorted(unknown_defaults)}; allowed: timeout_s, output_tokens")
+    timeout = float(defaults.get("timeout_s", 60.0))
+    upstreams, costs = {}, {}
+    for name, entry in (data.get("models") or {}).items():
+        entry = dict(entry or {})
+        unknown = set(entry) - MODEL_KEYS
+        if unknown:
+            raise ConfigError(f"{path}: model {name!r} has unknown keys {sorted(unknown)}; allowed: {sorted(MODEL_KEYS)}")
+        try:
+            costs[str(name)] = {k: check_cost(entry[k], f"model {name!r}: {k}") for k in COST_KEYS if k in entry}
+        except CostError as err:
+            raise ConfigError(f"{path}: {err}") from None
+        if "base_url" in entry:
+            url = str(entry["base_url"]).rstrip("/")
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(f"{path}: model {name!r}: base_url {url!r} must start with http:// or https://")
+            upstreams[str(name)] = Upstream(url, str(entry.get("model") or name), entry.get("api_key_env"),
+                                            float(entry.get("timeout_s", timeout)))
+    return ModelsConfig(upstreams, costs, int(defaults.get("output_tokens", DEFAULT_OUTPUT_TOKENS)))
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    home: str = ""  # LOCUS_HOME (empty: $LOCUS_HOME or <repo>/data)
+    token: str | None = None  # bearer token every endpoint but /healthz requires
+    models_config: str | None = None  # YAML or JSON (read_models_config)
+    threads: int = 1  # CPU threads of the encoder and the predictor (both run in the scorer's thread)
+    poll_seconds: float = 1.0  # how often the pool file is checked for a change
+    quality_weight: float = 1.0  # default quality weight (1 = the paper's router: best P(correct))
+    n_fallbacks: int = 3  # models of the fallback chain tried after the chosen one
+    max_batch: int = 64  # queries encoded together at most
+    cache_size: int = 100_000  # query encodings kept in memory
+    max_body_bytes: int = 1 << 20  # a request body larger than this is refused with 413 (0: no limit)
+    batch_wait_ms: float = 2.0  # how long the first query of a batch waits for others to join it
+    encoder_runtime: str | None = None  # None: the runtime the checkpoint's training encodings came from
+    portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
+

@@ -1,0 +1,55 @@
+"""The router's Prometheus metrics (``GET /metrics``): requests and latency per endpoint (:class:`MetricsMiddleware`),
+decisions, answers, fallbacks, reloads, pool size and scorer batch sizes."""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("locus_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r)
+        self.latency = Histogram("locus_request_latency_seconds", "HTTP request latency by endpoint", ["endpoint"],
+                                 buckets=(.002, .005, .01, .02, .03, .05, .075, .1, .25, .5, 1, 2.5, 5, 10, 30),
+                                 registry=r)
+        self.decisions = Counter("locus_decisions", "routing decisions by chosen model", ["model"], registry=r)
+        self.answers = Counter("locus_answers", "chat completions answered, by the model that answered", ["model"],
+                               registry=r)
+        self.fallbacks = Counter("locus_fallbacks", "upstream failures that moved to the next model of the fallback "
+                                 "chain, by the model that failed", ["model", "reason"], registry=r)
+        self.reloads = Counter("locus_pool_reloads", "pool reloads by outcome", ["outcome"], registry=r)
+        self.pool_models = Gauge("locus_pool_models", "models in the pool being served", registry=r)
+        self.batch_size = Histogram("locus_scorer_batch_size", "queries encoded and scored together", registry=r,
+                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128))
+
+
+ENDPOINTS = {"/route", "/v1/chat/completions", "/v1/models", "/metrics", "/healthz"}
+
+
+class MetricsMiddleware:
+    """Counts every HTTP request and times it (a plain ASGI middleware: no per-request task or body copy)."""
+
+    def __init__(self, app, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status = time.perf_counter(), [500]
+
+        async def send_status(message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            endpoint = scope["path"] if scope["path"] in ENDPOINTS else "other"
+            self.metrics.requests.labels(endpoint, str(status[0])).inc()
+            self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+

@@ -1,0 +1,173 @@
+"""The served state and its decisions: :class:`Router` holds the current snapshot (reloaded when the pool file
+changes), the scorer and the metrics, and decides a query (:meth:`Router.decide`) by locus_model.routing.route."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from typing import Sequence
+
+import httpx
+from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
+
+from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
+                                 estimate_tokens, route)
+from locus_pipeline.serve.config import ServeConfig, read_models_config
+from locus_pipeline.serve.http import ApiError
+from locus_pipeline.serve.metrics import Metrics
+from locus_pipeline.serve.scorer import Scorer
+from locus_pipeline.serve.snapshot import Snapshot, load_snapshot, watched_key
+from locus_pipeline.storage import LocusHome
+
+log = logging.getLogger("locus.serve")
+ERROR_CODES = {NoCandidateWithinCap: "no_candidate_within_cost", CostUnknown: "cost_unknown"}  # the error body's code
+
+class RouteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str
+    candidates: list[str] | None = None
+    max_cost: float | None = None
+    quality_weight: float | None = None
+    max_params: float | None = None  # billions: only candidates of known size at most this
+    input_tokens: int | None = None  # default: estimated from the query (4 characters a token)
+    output_tokens: int | None = None  # default: the models config's output_tokens (256)
+
+
+def _json_number(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+class Router:
+    """The served state: the current snapshot (swapped whole), the scorer, the metrics."""
+
+    def __init__(self, config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = config
+        self.home = LocusHome(root=config.home)
+        self.models = read_models_config(config.models_config)
+        self.snapshot = load_snapshot(self.home, self.models, config.encoder_runtime, portfolio=config.portfolio)
+        self.failed_key: tuple | None = None
+        self.last_reload_error: str | None = None
+        self.metrics = Metrics()
+        self.scorer = Scorer(max_batch=config.max_batch, cache_size=config.cache_size,
+                             batch_wait_ms=config.batch_wait_ms, threads=config.threads or None,
+                             on_batch=self.metrics.batch_size.observe)
+        self.metrics.pool_models.set(len(self.snapshot.names))
+        self.transport = transport
+        self.client: httpx.AsyncClient | None = None
+
+    # -- reload
+
+    async def reload_if_changed(self) -> bool:
+        key = watched_key(self.home, self.config.portfolio)
+        if key is None or key == (self.snapshot.key, self.snapshot.portfolio_key) or key == self.failed_key:
+            return False
+        try:
+            snap = await run_in_threadpool(self._load_warm)
+        except Exception as err:  # keep serving the old pool; the log and /healthz say why
+            self.failed_key = key
+            self.metrics.reloads.labels("failed").inc()
+            log.error("pool reload failed, still serving checkpoint %s: %s", self.snapshot.checkpoint_id, err)
+            self.last_reload_error = f"{type(err).__name__}: {err}"
+            return False
+        self.snapshot, self.failed_key, self.last_reload_error = snap, None, None  # one assignment: the swap
+        self.metrics.reloads.labels("ok").inc()
+        self.metrics.pool_models.set(len(snap.names))
+        log.info("pool reloaded: %d models, checkpoint %s", len(snap.names), snap.checkpoint_id)
+        return True
+
+    def _load_warm(self) -> Snapshot:
+        snap = load_snapshot(self.home, self.models, self.config.encoder_runtime, portfolio=self.config.portfolio)
+        self.scorer.encoder(snap).encode(["warm up"])  # a new encoder loads here, not in a request
+        return snap
+
+    async def watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.poll_seconds)
+            await self.reload_if_changed()
+
+    # -- decisions
+
+    def candidate_indices(self, snap: Snapshot, candidates: Sequence[str] | None, *, need_upstream: bool) -> list[int]:
+        """The pool rows a request routes among: its ``candidates`` (pool models of the served set, with an
+        upstream when it will be forwarded), else every routable served model."""
+        index = snap.index
+        if candidates is None:
+            return [index[n] for n in snap.routable]
+        if not isinstance(candidates, list) or not all(isinstance(c, str) for c in candidates):
+            raise ApiError(400, "candidates must be a list of pool model names")
+        if len(candidates) == 0:
+            raise ApiError(400, "candidates is empty: give at least one pool model, or leave it out for all of them")
+        unknown = [c for c in candidates if c not in index]
+        if unknown:
+            raise ApiError(400, f"unknown candidate model(s) {unknown[:5]}: not in the pool "
+                                f"({len(snap.names)} models; GET /v1/models lists them)", code="unknown_candidate")
+        if snap.portfolio:
+            outside = [c for c in candidates if c not in set(snap.served)]
+            if outside:
+                raise ApiError(400, f"candidate model(s) {outside[:5]} are not in the served portfolio {snap.portfolio} "
+                                    f"({len(snap.served)} models; GET /v1/models marks them routable)",
+                               code="not_in_portfolio")
+        if need_upstream and snap.upstreams:
+            missing = [c for c in candidates if c not in snap.upstreams]
+            if missing:
+                raise ApiError(400, f"candidate model(s) {missing[:5]} have no upstream in the models config")
+        return [index[c] for c in dict.fromkeys(candidates)]
+
+    async def decide(self, snap: Snapshot, query: str, *, candidates: Sequence[str] | None, max_cost: float | None,
+                     quality_weight: float | None, input_tokens: int | None, output_tokens: int | None,
+                     max_params: float | None = None, need_upstream: bool = False) -> dict:
+        """The decision for ``query`` among the candidates (locus_model.routing.route on the scorer's P(correct)
+        and the snapshot's costs and sizes), as the JSON body of POST /route."""
+        start = time.perf_counter()
+        if not isinstance(query, str) or not query.strip():
+            raise ApiError(400, "query is empty: give the text to route")
+        try:
+            w = check_quality_weight(self.config.quality_weight if quality_weight is None else quality_weight)
+            for cap, value in (("max_cost", max_cost), ("max_params", max_params)):
+                if value is not None:
+                    check_cost(value, cap)
+        except RoutingError as err:
+            raise ApiError(400, str(err))
+        for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if value is not None and value < 0:
+                raise ApiError(400, f"{name}={value} must be >= 0")
+        idx = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
+        n_in = estimate_tokens(query) if input_tokens is None else input_tokens
+        n_out = snap.output_tokens if output_tokens is None else output_tokens
+        costs = snap.costs.costs(n_in, n_out)[idx]
+        params = snap.costs.params_b[idx]
+        from locus_model.data.encoding import EncodingInputError
+
+        try:
+            probs = (await self.scorer.score(snap, query))[idx]
+        except EncodingInputError as err:
+            raise ApiError(400, f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
+                           code="invalid_query_text")
+        try:
+            d = route(probs, costs, quality_weight=w, max_cost=max_cost, params=params, max_params=max_params,
+                      embeddings=snap.embeddings[idx], n_fallbacks=self.config.n_fallbacks)
+        except RoutingError as err:
+            raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
+        names = [snap.names[i] for i in idx]
+        self.metrics.decisions.labels(names[d.chosen]).inc()
+        return {
+            "chosen": names[d.chosen],
+            "fallbacks": [names[i] for i in d.fallbacks],
+            "ranking": [{"model": names[i], "p_correct": round(float(probs[i]), 6),
+                         "expected_cost": _json_number(float(costs[i])), "params_b": _json_number(float(params[i])),
+                         "score": round(float(d.scores[i]), 6)} for i in d.ranking],
+            "over_cost": [names[i] for i in d.over_cost],
+            "unknown_cost": [names[i] for i in d.unknown_cost],  # left out of a cost-aware ranking: no cost known
+            "over_params": [names[i] for i in d.over_params],
+            "unknown_params": [names[i] for i in d.unknown_params],  # left out under max_params: no size known
+            "quality_weight": float(w), "lambda": _json_number(d.lam), "max_cost": max_cost, "max_params": max_params,
+            "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means, "cost_note": snap.costs.note,
+            "candidates": len(idx), "portfolio": snap.portfolio,
+            "input_tokens": n_in, "output_tokens": n_out,
+            "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder, "encoder_runtime": snap.runtime,
+            "pool_models": len(snap.names),
+            "elapsed_ms": round(1000 * (time.perf_counter() - start), 3),
+        }

@@ -1,0 +1,161 @@
+"""P(correct) of every pool model for a query: the micro-batching :class:`Scorer` on its own thread (the query
+encoder and the correctness predictor of the snapshot's checkpoint)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from locus_pipeline.serve.snapshot import Snapshot
+
+log = logging.getLogger("locus.serve")
+
+@dataclass
+class _Pending:
+    snap: Snapshot
+    text: str
+    future: asyncio.Future
+    loop: asyncio.AbstractEventLoop
+    queued: float  # time.monotonic() when it was queued
+
+
+def _settle(future: asyncio.Future, result: np.ndarray | BaseException) -> None:  # on the event loop
+    if future.done():  # the client went away
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
+
+
+class Scorer:
+    """P(correct) of every pool model for a query, in micro-batches on the scorer's own thread.
+
+    Requests queue up; the thread takes the first and every request queued within ``batch_wait_ms`` of it (up
+    to ``max_batch``; one that already waited longer takes only what is queued), encodes the texts not in the
+    LRU in one call of the library encoder (locus_model.data.encoding.load_encoder) and predicts for the batch.
+    Each request gets its own result or its own error: a text the encoder refuses fails that request only."""
+
+    def __init__(self, *, max_batch: int, cache_size: int, batch_wait_ms: float = 2.0, threads: int | None = None,
+                 on_batch=None) -> None:
+        from locus_model.data.encoding import EncodingLRU
+
+        self.max_batch, self.batch_wait, self.threads = max_batch, batch_wait_ms / 1000.0, threads
+        self.on_batch = on_batch  # called with each batch's size (metrics)
+        self._lru = EncodingLRU(cache_size)  # the scorer's thread only (and the warm-up before it starts)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def encoder(self, snap: Snapshot):
+        from locus_model.data.encoding import load_encoder
+
+        return load_encoder(snap.encoder, snap.runtime, threads=self.threads)
+
+    def encode(self, snap: Snapshot, texts: Sequence[str]) -> np.ndarray:  # (n, D); in the scorer's thread
+        encoder = self.encoder(snap)
+        found = {t: v for t in dict.fromkeys(texts) if (v := self._lru.get(encoder, t)) is not None}
+        new = [t for t in dict.fromkeys(texts) if t not in found]
+        if new:
+            for text, vector in zip(new, encoder.encode(new, self.max_batch)):
+                found[text] = vector
+                self._lru.put(encoder, text, vector)
+        return np.stack([found[t] for t in texts])
+
+    def _score_group(self, snap: Snapshot, texts: list[str]) -> np.ndarray:  # (M, B)
+        from locus_model.infer import predict_proba
+
+        return predict_proba(snap.model, snap.embeddings, self.encode(snap, texts))
+
+    def _score_batch(self, items: list[tuple[Snapshot, str]]) -> list[np.ndarray | BaseException]:
+        """Each item's (M,) probabilities, or the exception that item alone raised."""
+        from locus_model.data.encoding import EncodingInputError, check_texts
+
+        out: list[np.ndarray | BaseException | None] = [None] * len(items)
+        groups: dict[int, list[int]] = {}
+        for i, (snap, text) in enumerate(items):
+            try:
+                check_texts([text])  # a text the tokenizer would refuse fails here, alone
+            except EncodingInputError as err:
+                out[i] = err
+                continue
+            groups.setdefault(id(snap), []).append(i)
+        for rows in groups.values():  # a reload in progress: each snapshot scores its own queries
+            snap = items[rows[0]][0]
+            try:
+                probs = self._score_group(snap, [items[i][1] for i in rows])  # (M, B)
+            except Exception:  # noqa: BLE001 -- find the request that fails: each is scored alone, fails alone
+                for i in rows:
+                    try:
+                        out[i] = self._score_group(snap, [items[i][1]])[:, 0]
+                    except Exception as err:  # that request's own error, handed to it
+                        log.exception("scoring a query failed")
+                        out[i] = err
+                continue
+            for j, i in enumerate(rows):
+                out[i] = probs[:, j]
+        return out  # type: ignore[return-value]
+
+    def _next_batch(self) -> list[_Pending] | None:
+        first = self._queue.get()
+        if first is None:
+            return None
+        batch = [first]
+        deadline = first.queued + self.batch_wait
+        while len(batch) < self.max_batch:
+            wait = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:  # stop after this batch
+                self._queue.put(None)
+                break
+            batch.append(item)
+        return batch
+
+    def _work(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            live = [p for p in batch if not p.future.done()]  # drop the cancelled (client gone)
+            if not live:
+                continue
+            if self.on_batch is not None:
+                self.on_batch(len(live))
+            try:
+                results = self._score_batch([(p.snap, p.text) for p in live])
+            except BaseException as err:  # noqa: BLE001 -- never leave a request waiting; the thread keeps serving
+                log.exception("a scoring batch failed")
+                results = [err] * len(live)
+            for pending, result in zip(live, results):
+                try:
+                    pending.loop.call_soon_threadsafe(_settle, pending.future, result)
+                except RuntimeError:  # its event loop is closed (an app stopped in tests)
+                    pass
+
+    def start(self) -> None:
+        """Start the scorer's thread (an app may be started more than once, e.g. in tests)."""
+        self.stop()
+        self._queue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="locus-scorer", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    async def score(self, snap: Snapshot, text: str) -> np.ndarray:  # (M,)
+        if self._thread is None:
+            raise RuntimeError("the scorer is not running (the app's lifespan did not start)")
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put(_Pending(snap, text, future, loop, time.monotonic()))
+        return await future
+

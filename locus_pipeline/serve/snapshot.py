@@ -1,0 +1,103 @@
+"""The pool being served: one immutable :class:`Snapshot` (pool, checkpoint, costs, upstreams), swapped whole on a
+reload; :func:`watched_key` tells when the pool file (or the served portfolio's table) changed. Storage goes through LocusHome only."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from locus_model.routing import CostTable, cost_info, cost_table
+from locus_pipeline.serve.config import ModelsConfig, Upstream
+from locus_pipeline.serve.portfolio import read_portfolio
+from locus_pipeline.storage import LocusHome, StorageError
+from locus_pipeline.storage.files import version_of
+
+
+def pool_key(path) -> tuple | None:
+    """What changes whenever the file is replaced, None when it is missing: (mtime_ns, size, inode) on a local home
+    (an atomic rewrite changes the inode), the object's ETag in object storage (storage.files.version_of)."""
+    return version_of(path)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One pool with its checkpoint and costs; immutable, swapped whole on a reload."""
+
+    key: tuple[int, int, int]
+    checkpoint_id: str
+    encoder: str
+    runtime: str  # the encoder runtime (locus_model.data.encoding.RUNTIMES)
+    model: Any  # locus_model.model.Locus (eval mode; only read)
+    names: tuple[str, ...]
+    sources: tuple[str, ...]
+    embeddings: np.ndarray  # (M, d)
+    costs: CostTable
+    upstreams: Mapping[str, Upstream]  # pool models with an upstream
+    output_tokens: int
+    loaded_at: float
+    portfolio: str | None = None  # the portfolio served as the candidate set (None: the whole pool)
+    served: tuple[str, ...] = ()  # the candidate set: the portfolio's members in the pool, else every pool model
+    portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
+    portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
+
+    @property
+    def index(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.names)}
+
+    @property
+    def routable(self) -> tuple[str, ...]:
+        """The served models a request may be sent to: those with an upstream (a dry run: every served one)."""
+        return self.served if self.dry_run else tuple(n for n in self.served if n in self.upstreams)
+
+    @property
+    def dry_run(self) -> bool:
+        return not self.upstreams
+
+
+def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = None, *,
+                  portfolio: str | None = None) -> Snapshot:
+    """The pool as it is now, with the checkpoint it was embedded with; costs from the model catalog when it exists
+    (its cost columns, as the cost_frontier asset reads them), with the models config's costs on top, and
+    upstreams from the models config. ``runtime``: the encoder runtime (None: the checkpoint's). ``portfolio``: a
+    portfolio of the portfolios table served as the candidate set (read again with each pool)."""
+    from locus_model.data.encoding import resolve_runtime
+    from locus_model.pool import pool_matrix
+
+    for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version
+        key = pool_key(home.pool_path)
+        if key is None:
+            raise StorageError(f"no pool at {home.pool_path}. How to fix: materialize model_embeddings (make demo)")
+        pool = home.read_pool()
+        if pool_key(home.pool_path) == key:
+            break
+    if len(pool) == 0:
+        raise StorageError(f"the pool {home.pool_path} is empty. How to fix: materialize model_embeddings")
+    checkpoint = home.pool_checkpoint(pool)
+    names, z = pool_matrix(pool)
+    catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
+    portfolio_key = pool_key(home.table_path("portfolios")) if portfolio else None  # before it is read
+    members = read_portfolio(home, portfolio) if portfolio else tuple(names)
+    served = tuple(n for n in names if n in set(members))  # pool order, as the whole pool is served
+    if not served:
+        raise StorageError(f"--portfolio {portfolio}: none of its {len(members)} models is in the pool "
+                           f"{home.pool_path} (a pool rebuilt since?). How to fix: re-materialize the portfolios asset")
+    return Snapshot(key=key, checkpoint_id=checkpoint.checkpoint_id, encoder=checkpoint.encoder,
+                    runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), model=checkpoint.model,
+                    names=tuple(names), sources=tuple(pool["source"].astype(str)), embeddings=z,
+                    costs=cost_table(names, cost_info(catalog, config.costs)),
+                    upstreams={n: u for n, u in config.upstreams.items() if n in set(names)},
+                    output_tokens=config.output_tokens, loaded_at=time.time(), portfolio=portfolio, served=served,
+                    portfolio_missing=tuple(n for n in members if n not in set(names)), portfolio_key=portfolio_key)
+
+
+def watched_key(home: LocusHome, portfolio: str | None) -> tuple | None:
+    """What a reload watches: the pool file's key and, when a portfolio is served, the portfolios table's (a
+    portfolios refresh after a rebuild changes the candidate set). None while there is no pool."""
+    key = pool_key(home.pool_path)
+    return None if key is None else (key, pool_key(home.table_path("portfolios")) if portfolio else None)
+

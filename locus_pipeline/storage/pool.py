@@ -1,0 +1,108 @@
+"""The pool (``warehouse/model_embeddings.parquet``) and the onboarded models' evaluation stores
+(``onboarded/<model_key>.parquet``): their read-modify-writes, each under its lock."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pandas as pd
+
+from locus_pipeline.storage.checkpoints import PoolCheckpoint
+from locus_pipeline.storage.files import StorageError, read_parquet, version_of, write_parquet_atomic
+
+POOL = "model_embeddings"
+
+
+class PoolAndStores:
+    """The pool and store half of LocusHome (a mixin: it uses the home's paths, tables, locks and checkpoints)."""
+
+    # ------------------------------------------------------------------ the pool
+
+    @property
+    def pool_path(self) -> Any:
+        return self.table_path(POOL)
+
+    def has_pool(self) -> bool:
+        return self.pool_path.exists()
+
+    def read_pool(self) -> pd.DataFrame:
+        return self.read_table(POOL)
+
+    def pool_version(self) -> tuple | None:
+        """What changes whenever the pool is replaced (None: no pool): a reader polls it to reload."""
+        return version_of(self.pool_path)
+
+    def pool_checkpoint(self, pool: pd.DataFrame | None = None) -> PoolCheckpoint:
+        """The checkpoint the pool was embedded with (every row carries its id; one id per pool)."""
+        from locus_model.pool import checkpoints_of
+
+        pool = self.read_table(POOL, columns=["checkpoint_id"]) if pool is None else pool
+        ids = checkpoints_of(pool)
+        if len(ids) != 1:
+            raise StorageError(f"the pool {self.pool_path} holds checkpoints {ids}, not one. How to fix: materialize "
+                               "model_embeddings (it re-embeds every model with the current checkpoint)")
+        return self.load_checkpoint(ids[0])
+
+    def update_pool(self, change: Callable[[pd.DataFrame | None], pd.DataFrame]) -> pd.DataFrame:
+        """The pool's one read-modify-write: under the pool lock, ``change(current pool or None)`` returns the
+        new pool, which is checked (one checkpoint, unique models and keys) and written atomically. Whatever
+        ``change`` reads (stores, checkpoint) it reads under the same lock, so no update is lost."""
+        from locus_model.pool import check_pool
+
+        with self.lock("pool"):
+            current = self.read_pool() if self.has_pool() else None
+            new = change(current)
+            check_pool(new)
+            write_parquet_atomic(new, self.pool_path)
+        return new
+
+    # ------------------------------------------------------------------ onboarded models: their evaluation stores
+
+    def store_path(self, model_key: str) -> Any:
+        return self.path / "onboarded" / f"{model_key}.parquet"
+
+    def read_store(self, model_key: str) -> pd.DataFrame:
+        return read_parquet(self.store_path(model_key), what=f"the evaluations of onboarded model {model_key!r}",
+                            fix="drop an evaluation file for the model into incoming/")
+
+    def record_evaluations(self, model_key: str, fresh: pd.DataFrame) -> pd.DataFrame:
+        """Merge a model's new evaluations into its store under the model's lock (newest ``received_at`` wins
+        per query_id); returns all of its evaluations so far."""
+        from locus_model.onboarding import merge_into_store
+
+        path = self.store_path(model_key)
+        with self.lock(f"model-{model_key}"):
+            merged = merge_into_store(self.read_store(model_key) if path.exists() else None, fresh)
+            write_parquet_atomic(merged, path)
+        return merged
+
+    def onboarded_keys(self) -> list[str]:
+        folder = self.path / "onboarded"
+        return sorted(p.name[: -len(".parquet")] for p in folder.glob("*.parquet")) if folder.exists() else []
+
+    def onboarded_evaluations(self) -> pd.DataFrame:
+        """All evaluations of all onboarded models (an empty frame when none was onboarded)."""
+        from locus_model.data.contract import EVALUATION_COLUMNS
+
+        frames = [self.read_store(k) for k in self.onboarded_keys()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(EVALUATION_COLUMNS))
+
+    def training_models(self) -> set[str]:
+        """Models of the training source (the evaluation table); an error, never an empty set, when it is missing."""
+        return set(self.read_table("evaluation_table", columns=["model"])["model"].astype(str).unique())
+
+    def model_identities(self) -> dict[str, str]:
+        """model_key -> model name for every model the home knows (training source, pool, onboarded stores)."""
+        known: dict[str, str] = {}
+        from locus_model.data.contract import safe_model_key
+
+        if self.table_path("evaluation_table").exists():
+            known.update({safe_model_key(m): m for m in self.training_models()})
+        if self.has_pool():
+            pool = self.read_table(POOL, columns=["model", "model_key"])
+            known.update(zip(pool["model_key"].astype(str), pool["model"].astype(str)))
+        for key in self.onboarded_keys():
+            names = read_parquet(self.store_path(key), what="an onboarded store", fix="-", columns=["model"])["model"]
+            if len(names):
+                known[key] = str(names.iloc[0])
+        return known

@@ -1,0 +1,113 @@
+"""Each analysis result renders its whole report: the summary line, the body (user strings escaped), the table the
+pipeline stores, the figures it shows; models left out for want of labels are named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from locus_model.analysis import (cluster_pool, distance_vs_disagreement, fallback, known_duplicates, near_duplicates,
+                                  portfolios)
+from locus_model.analysis.atlas import model_atlas
+from locus_model.analysis.portfolio_curves import DENSE_K, portfolio_sizes, smallest_matching_portfolio
+
+
+def pool(m: int = 9, q: int = 40, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(3, 4)) * 4
+    z = np.concatenate([centres[i % 3] + rng.normal(size=(1, 4)) * 0.1 for i in range(m)])
+    labels = (rng.random((m, q)) < 0.3 + 0.2 * (np.arange(m) % 3)[:, None]).astype(float)
+    probs = np.clip(labels * 0.6 + rng.random((m, q)) * 0.4, 0, 1)
+    names = [f"fam{i % 3}/m|{i}" for i in range(m)]
+    return z, probs, labels, names
+
+
+def test_geometry_names_the_queries_and_the_models_left_out() -> None:
+    z, _, labels, names = pool()
+    result = distance_vs_disagreement(z, labels, names=names, left_out=["onboarded/x|y"])
+    text = result.to_markdown()
+    assert "measured on the 40 held-out test queries" in text
+    assert text.endswith(r"Left out (no held-out labels, e.g. onboarded): 1 model(s): onboarded/x\|y.")
+    assert set(result.figures()) == {f"{s}_{d}" for s in ("pearson", "spearman", "kendall") for d in ("euclidean", "cosine")}
+    assert "Left out" not in distance_vs_disagreement(z, labels, names=names).to_markdown()
+
+
+def test_the_pool_tree_is_scored_against_each_grouping_and_the_table_carries_them() -> None:
+    z, _, _, names = pool()
+    families = [n.split("/")[0] for n in names]
+    variants = ["base" if i < 5 else "chat" for i in range(len(names))]
+    result = cluster_pool(z, names, {"family": families, "variant": variants})
+    assert result.headline().startswith("average-linkage tree (cosine distance) of 9 models, cut at the number of "
+                                        "known groups: family (3 groups): adjusted Rand 1.000, purity 1.000; variant (2 groups)")
+    assert "The same tree cut at the 2 groups of `variant`" in result.to_markdown() and r"m\|0" in result.to_markdown()
+    table = result.table()
+    assert {"variant", "variant_cluster"} <= set(table.columns) and table.set_index("model").loc[names[6], "variant"] == "chat"
+    assert result.figures()["adjusted_rand"] == 1.0 and "adjusted_rand_variant" in result.figures()
+    unlabelled = cluster_pool(z, names, {"family": [""] * len(names)})
+    assert unlabelled.headline() == "9 models clustered (average linkage, cosine); no family labels to score."
+    assert "family_cluster" not in unlabelled.table().columns
+
+
+def test_portfolios_render_their_curves_and_say_what_has_no_parameter_count() -> None:
+    z, probs, labels, names = pool()
+    params = np.array([7.0, 13.0, np.nan, 70.0, 7.0, 13.0, 1.0, 3.0, 8.0])
+    result = portfolios(z, probs, labels, names=names, params_b=params, n_random=2, left_out=["gone"])
+    assert [c.method for c in result.curves] == ["k_center", "k_medoids", "coverage_greedy"]
+    assert "(1 model(s) of unknown size are never chosen)" in result.headline()
+    assert result.headline().startswith(f"full pool of 9 models: routing accuracy {result.curves[0].full_accuracy:.4f}")
+    table = result.table()
+    assert table.groupby("method")["smallest_matching"].sum().le(1).all()
+    members = smallest_matching_portfolio(table, "k_center")
+    k = result.smallest()["k_center"]
+    assert len(members) == (int(k) if k is not None else len(names)) and set(members) <= set(names)
+    assert result.to_markdown().endswith("Left out (no held-out labels, e.g. onboarded): 1 model(s): gone.")
+    unknown = portfolios(z, probs, labels, names=names, params_b=np.full(9, np.nan), n_random=0)
+    assert "coverage-greedy: no parameter counts known" in unknown.headline()
+    assert "so there is no coverage-greedy curve" in unknown.to_markdown()
+
+
+@pytest.mark.parametrize("m, max_k, first, last, n", [(24, 0, 1, 24, 24), (50, 0, 1, 50, 50), (24, 10, 1, 10, 10),
+                                                      (2001, 0, 1, 2001, 70), (2001, 300, 1, 300, 70)])
+def test_portfolio_sizes_are_dense_then_geometric(m, max_k, first, last, n):
+    ks = portfolio_sizes(m, max_k)
+    assert ks[0] == first and ks[-1] == last and ks == sorted(set(ks)) and len(ks) <= n
+    assert ks[:min(DENSE_K, last)] == list(range(1, min(DENSE_K, last) + 1))
+
+
+def test_fallback_figures_and_left_out() -> None:
+    z, probs, labels, names = pool()
+    result = fallback(z, probs, labels, names=names, n_random=3, left_out=["a", "b"])
+    assert result.figures()["share_kept"] == result.share_kept
+    assert "2 model(s): a, b." in result.to_markdown()
+
+
+def test_near_duplicates_beside_the_pool_list_flagged_pairs_and_known_reuploads() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(4, 3))
+    base[3] = base[0]  # model 3 is a re-upload of model 0
+    resampled = base[None] + rng.normal(size=(4, 4, 3)) * 0.01
+    names = ["orig", "b", "c", "re|upload"]
+    catalog = pd.DataFrame({"model": names, "duplicate_of": ["", None, "", "orig"]})
+    known = known_duplicates(catalog)
+    assert known == {frozenset(("orig", "re|upload"))} and known_duplicates(catalog.drop(columns="duplicate_of")) == set()
+    result = near_duplicates(resampled, names, fraction=0.5).beside_pool(names, base, known=known, not_resampled=["lost"])
+    assert result.headline() == ("1 near-duplicate pair(s) among 4 models (4 resamples at 0.5); known re-uploads "
+                                 "found: 1 of 1, other pairs flagged: 0.")
+    text = result.to_markdown()
+    assert "Flagged pairs with the pool embeddings' cosine distance" in text and r"re\|upload" in text
+    assert text.endswith("Not resampled (evaluations not found): lost.")
+    assert result.pairs["known_duplicate"].sum() == 1 and result.pairs["pool_cosine_distance"].min() == pytest.approx(0.0, abs=1e-12)
+    assert result.figures() == {"flagged_pairs": 1, "known_duplicates_found": 1, "known_duplicates": 1}
+
+
+def test_the_atlas_reports_its_page_and_keeps_only_pool_members(tmp_path) -> None:
+    z, _, _, names = pool()
+    atlas = model_atlas(tmp_path / "atlas.html", embeddings=z, names=names, families=[n[:4] for n in names],
+                        portfolio=[names[0], "not in the pool"])
+    assert atlas.path.exists() and atlas.portfolio == (names[0],)
+    assert atlas.headline() == ("[atlas.html](atlas.html): 9 models, k-center portfolio of 1 highlighted; "
+                                "self-contained, opens without network.")
+    assert atlas.to_markdown("$LOCUS_HOME/reports/atlas.html").startswith("Open `$LOCUS_HOME/reports/atlas.html`")
+    assert atlas.table()["in_portfolio"].sum() == 1 and atlas.figures() == {"portfolio_size": 1}
+    assert atlas.plot(tmp_path / "atlas.png").read_bytes()[:4] == b"\x89PNG"

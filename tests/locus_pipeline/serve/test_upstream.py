@@ -1,0 +1,124 @@
+"""Upstreams that fail: real sockets (slow, failing), credentials echoed back, streams cut or not event streams."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from locus_pipeline.serve import ServeConfig, create_app
+from tests.locus_pipeline.serve.helpers import NAMES, QUERY, FakeUpstreams, chat, client_for, host, upstream_config
+from tests.locus_pipeline.serve_home import ServerThread
+
+
+def fake_upstream_app(kind: str) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def completions(body: dict):
+        if kind == "slow":
+            await asyncio.sleep(3)
+        if kind == "failing":
+            return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)
+        if body.get("stream"):
+            async def events():
+                for word in ("real", " socket"):
+                    yield f"data: {json.dumps({'model': body['model'], 'choices': [{'delta': {'content': word}}]})}\n\n"
+                yield "data: [DONE]\n\n"
+            return StreamingResponse(events(), media_type="text/event-stream")
+        return {"object": "chat.completion", "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok from good"}}]}
+
+    return app
+
+
+def test_real_sockets_slow_and_failing_upstreams_fall_back(built, tmp_path):
+    with client_for(built, tmp_path) as dry:
+        decision = dry.post("/route", json={"query": QUERY}).json()
+    chosen, first, second = decision["chosen"], *decision["fallbacks"][:2]
+    with ServerThread(fake_upstream_app("slow")) as slow, ServerThread(fake_upstream_app("failing")) as failing, \
+            ServerThread(fake_upstream_app("good")) as good:
+        url = {chosen: slow.url, first: failing.url}
+        models = {"defaults": {"timeout_s": 0.5},
+                  "models": {n: {"base_url": f"{url.get(n, good.url)}/v1"} for n in NAMES}}
+        path = tmp_path / "models.yaml"
+        import yaml
+        path.write_text(yaml.safe_dump(models))
+        app = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path)))
+        with ServerThread(app) as router:
+            with httpx.Client(base_url=router.url, timeout=30) as client:
+                r = client.post("/v1/chat/completions", json=chat())
+                s = client.post("/v1/chat/completions", json=chat(stream=True))
+                metrics = client.get("/metrics").text
+    assert r.status_code == 200, r.text
+    assert r.headers["x-locus-model"] == second and r.json()["model"] == second
+    assert r.json()["choices"][0]["message"]["content"] == "ok from good"
+    assert s.headers["x-locus-model"] == second
+    assert [json.loads(line[6:])["model"] for line in s.text.splitlines() if line.startswith("data: {")] == [second] * 2
+    assert f'locus_fallbacks_total{{model="{chosen}",reason="timeout"}} 2.0' in metrics
+    assert f'locus_fallbacks_total{{model="{first}",reason="http_503"}} 2.0' in metrics
+    # (the streamed request is counted once its body is sent, which may land after the /metrics call)
+    assert 'locus_request_latency_seconds_count{endpoint="/v1/chat/completions"}' in metrics
+
+
+def test_credentials_an_upstream_echoes_are_scrubbed_from_the_502_and_the_log(built, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("LOCUS_TEST_KEY", "sk-live-0123456789abcdef")
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, text=f"bad gateway; you sent Authorization: {request.headers['authorization']} "
+                                        f"and api_key=other-secret-123")
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo), n_fallbacks=1) as client:
+        r = client.post("/v1/chat/completions", json=chat())
+    assert r.status_code == 502
+    for text in (r.text, caplog.text):
+        assert "0123456789abcdef" not in text and "other-secret-123" not in text
+    assert "[redacted]" in r.text
+
+
+def test_a_relayed_client_error_is_scrubbed_too(built, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCUS_TEST_KEY", "k-very-secret")
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"error": {"message": f"bad key {request.headers['authorization']}"}})
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo)) as client:
+        r = client.post("/v1/chat/completions", json=chat())
+    assert r.status_code == 401 and "k-very-secret" not in r.text
+
+
+class _CutStream(httpx.AsyncByteStream):
+    async def __aiter__(self):
+        yield b'data: {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": "hel"}}]}\n\n'
+        raise httpx.ReadError("connection reset by peer")
+
+
+def test_a_stream_cut_mid_way_ends_with_an_error_event(built, tmp_path):
+    def cut(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=_CutStream(), headers={"content-type": "text/event-stream"})
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(cut)) as client:
+        r = client.post("/v1/chat/completions", json=chat(stream=True))
+    events = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    assert json.loads(events[0])["choices"][0]["delta"]["content"] == "hel"
+    assert json.loads(events[-1])["error"]["code"] == "stream_interrupted"
+
+
+def test_a_streamed_200_that_is_not_an_event_stream_falls_back(built, tmp_path):
+    with client_for(built, tmp_path) as dry:
+        chosen = dry.post("/route", json={"query": QUERY}).json()["chosen"]
+    fake = FakeUpstreams()
+
+    def broken_first(request: httpx.Request) -> httpx.Response:
+        if request.url.host == host(chosen):
+            return httpx.Response(200, content=b"<html>not json</html>", headers={"content-type": "text/event-stream"})
+        return fake(request)
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(broken_first)) as client:
+        r = client.post("/v1/chat/completions", json=chat(stream=True))
+        metrics = client.get("/metrics").text
+    assert r.status_code == 200 and r.headers["x-locus-model"] != chosen and r.headers["x-locus-fallbacks-used"] == "1"
+    assert f'locus_fallbacks_total{{model="{chosen}",reason="bad_response"}} 1.0' in metrics
