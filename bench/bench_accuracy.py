@@ -62,13 +62,13 @@ def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
     if suite == "ae1":
         if not AE1.is_file():
             raise SystemExit(f"{AE1} not found: the AlpacaEval matrix lives in ../shared/data (see its README)")
-        return EvaluationMatrix.from_table(read_evaluations(AE1)), str(AE1)
+        return EvaluationMatrix.from_table(read_evaluations(AE1)[0]), str(AE1)
     if suite == "mmlu":  # real: 29 models x 12,032 MMLU-Pro questions, vendored (data/mmlu-pro/README.md)
-        return EvaluationMatrix.from_table(read_evaluations(MMLU_PRO)), str(MMLU_PRO)
+        return EvaluationMatrix.from_table(read_evaluations(MMLU_PRO)[0]), str(MMLU_PRO)
     if suite == "metabench":  # real: 2,001 open models x 1,075 leaderboard items, read in place (CC BY-NC-SA)
         if not METABENCH.is_file():
             raise SystemExit(f"{METABENCH} not found: the metabench matrix lives in ../shared/data (see its README)")
-        return EvaluationMatrix.from_table(read_evaluations(METABENCH)), str(METABENCH)
+        return EvaluationMatrix.from_table(read_evaluations(METABENCH)[0]), str(METABENCH)
     raise SystemExit(f"unknown suite {suite!r}: use demo, ae1, mmlu or metabench")
 
 

@@ -3,7 +3,7 @@
 One state's test routing swings by several points between checks 100 steps apart on metabench, so trials are read
 from the whole trajectory. Trains LOCUS on fold 0 of `bench_accuracy.py --suite S --budgets B` with the given
 TrainConfig / LocusConfig overrides (NAME=VALUE; M:NAME=VALUE for LocusConfig) and prints one JSON line every
-EVERY validations: val BCE, val routing, val within-query AUC (mean over val queries of the AUC of the models'
+EVERY epochs: val BCE, val routing, val within-query AUC (mean over val queries of the AUC of the models'
 P(correct) against their labels), test routing and test AUC; then the kept state's test figures.
 
     PYTHONPATH=. .venv/bin/python bench/diag_trajectory.py --suite metabench --budget 256 --every 4 \
@@ -23,11 +23,12 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import locus_model.train as train_module  # noqa: E402
+import locus_model.train_epochs as train_epochs  # noqa: E402
 from bench.bench_accuracy import apply_options, harness_setup  # noqa: E402
 from locus_model.evaluation.methods import fit_and_predict  # noqa: E402
 from locus_model.evaluation.metrics import roc_auc, routing_accuracy  # noqa: E402
 from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
+from locus_model.train_inputs import val_logits  # noqa: E402
 
 
 def query_auc(probs: np.ndarray, labels: np.ndarray) -> float:
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suite", default="metabench")
     p.add_argument("--budget", type=int, default=256)
     p.add_argument("--fold", type=int, default=0)
-    p.add_argument("--every", type=int, default=4, help="score the test queries every this many validations")
+    p.add_argument("--every", type=int, default=4, help="score the test queries every this many epochs")
     p.add_argument("options", nargs="*", metavar="NAME=VALUE")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -53,14 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     model_config = apply_options(setup.model_config, [o[2:] for o in args.options if o.startswith("M:")], "M:")
     fold = setup.splits[args.fold]
     labels, sets = setup.scores[:, fold.test], setup.anchor_sets(fold)
-    original, calls = train_module._validate, [0]
+    original, calls = train_epochs.validate, [0]
 
     def traced(model, enc, val, z=None):
         out = original(model, enc, val, z)
         calls[0] += 1
-        if z is None and calls[0] % args.every == 0:  # an epoch's validation (the fine-tuning passes z)
+        if calls[0] % args.every == 0:  # every this many epochs (only the epochs call train_epochs.validate)
             with torch.no_grad():
-                val_p = torch.sigmoid(train_module._val_logits(model, enc, val)).cpu().numpy()
+                val_p = torch.sigmoid(val_logits(model, enc, val)).cpu().numpy()
             test_p = predict_proba(model, embed_evaluation_sets(model, setup.encodings, sets), setup.encodings[fold.test])
             print(json.dumps({"validation": calls[0], "val_loss": round(out[0], 4), "val_routing": round(out[1], 4),
                               "val_query_auc": round(query_auc(val_p, val.labels), 4),
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                               "test_auc": round(roc_auc(test_p, labels), 4)}), flush=True)
         return out
 
-    train_module._validate = traced
+    train_epochs.validate = traced  # the epochs' validations only
     probs, seconds = fit_and_predict(**{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False})
     print(json.dumps({"kept_test_routing": round(routing_accuracy(probs, labels), 4),
                       "kept_test_auc": round(roc_auc(probs, labels), 4), "seconds": round(seconds)}), flush=True)

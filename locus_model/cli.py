@@ -120,7 +120,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     try:
         spec = resolve_encoder(args.encoder)
         start = time.perf_counter()
-        table = read_evaluations(args.evaluations)
+        table, _ = read_evaluations(args.evaluations)
         matrix = EvaluationMatrix.from_table(table)
         del table
         folds = args.folds if args.folds is not None else (None if matrix.split is not None else 5)

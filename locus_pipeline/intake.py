@@ -354,7 +354,7 @@ def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelR
     what an evaluation harness wrote (a folder, an archive, an Inspect log) read into the long table first."""
     if not is_harness_drop(path):
         return split_by_model(path, staging, chunk_rows)
-    from locus_model.data.harnesses import read_harness_output_with_report
+    from locus_model.data.harnesses import read_harness_output
 
     if path.is_dir():
         from locus_model.data.harnesses import detect_harness
@@ -369,7 +369,7 @@ def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelR
                 "(.eval, .json), lighteval details_<task>_<time>.parquet, or HELM scenario_state.json + per_instance_stats.json in it",
                 file=path, fix="drop evaluation files themselves, or the folder a harness wrote as it is (write it elsewhere, "
                                "then move it into incoming/), or an archive of it; see data/README.md")
-    table, _ = read_harness_output_with_report(path)
+    table, _ = read_harness_output(path)
     converted = staging / HARNESS_TABLE
     table.to_parquet(converted, index=False)
     try:

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
-from locus_model.data.embedllm import (EMBEDLLM_FILES, EMBEDLLM_REPO_ID, EMBEDLLM_REVISION, embedllm_url,
-                                       is_embedllm_folder, read_embedllm)
+from locus_model.data.embedllm_files import (EMBEDLLM_FILES, EMBEDLLM_REPO_ID, EMBEDLLM_REVISION, embedllm_url,
+                                             is_embedllm_folder)
 
 
 class EmbedLLMDownloadError(ConnectionError):

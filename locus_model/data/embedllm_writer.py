@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 
 from locus_model.data.contract import SPLITS
-from locus_model.data.embedllm import (MODEL_ORDER_FILE, QUESTION_ORDER_FILE, SPLIT_FILES, WRITTEN_SPLIT_COLUMNS,
-                                       read_embedllm)
+from locus_model.data.embedllm_files import MODEL_ORDER_FILE, QUESTION_ORDER_FILE, SPLIT_FILES, WRITTEN_SPLIT_COLUMNS
 from locus_model.data.errors import EvaluationDataError
 
 _INTEGER = re.compile(r"^(0|[1-9][0-9]*)$")
@@ -114,9 +113,3 @@ def write_embedllm(
     )
     for name in SPLITS:
         rows.loc[splits == name].to_csv(folder / SPLIT_FILES[name], index=False)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# downloading
-
-

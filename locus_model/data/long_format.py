@@ -22,7 +22,8 @@ import pandas as pd
 
 from locus_model.data.contract import (CONTROL, EVALUATION_COLUMNS, OPTIONAL_COLUMNS, TEXT_COLUMNS, check_columns,
                                        check_consistency, finish_table, no_rows_error, validate_chunk)
-from locus_model.data.embedllm import is_embedllm_folder, read_embedllm
+from locus_model.data.embedllm import read_embedllm
+from locus_model.data.embedllm_files import is_embedllm_folder
 from locus_model.data.errors import (CUT_OR_CORRUPT, EVALUATION_SUFFIXES, EvaluationDataError, RecordError,
                                      csv_records, open_binary, suffix_of)
 
@@ -289,9 +290,10 @@ class ReadReport:
     queries: int
 
 
-def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> tuple[pd.DataFrame, ReadReport]:
+def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> tuple[pd.DataFrame, ReadReport]:
     """Read and validate a long-format file, or every evaluation file in a folder (an EmbedLLM folder too), or what
-    an evaluation harness wrote (a folder, an archive or an Inspect log: locus_model.data.harnesses).
+    an evaluation harness wrote (a folder, an archive or an Inspect log: locus_model.data.harnesses); returns
+    (table, report).
 
     Exact repeats of a (model, query_id, score) row are collapsed (counted in the report); conflicting
     scores for one (model, query_id) are an error. CSVs are streamed in chunks of ``chunk_rows`` and text
@@ -341,15 +343,10 @@ def read_evaluations_with_report(path: str | Path, *, chunk_rows: int = CSV_CHUN
 
 
 def _read_harness(path: Path) -> tuple[pd.DataFrame, ReadReport]:
-    from locus_model.data.harnesses import read_harness_output_with_report
+    from locus_model.data.harnesses import read_harness_output
 
-    table, harness = read_harness_output_with_report(path)
+    table, harness = read_harness_output(path)
     return table, ReadReport(harness.files, len(table), 0, len(harness.models), table["query_id"].nunique())
-
-
-def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> pd.DataFrame:
-    """Read and validate evaluations (see :func:`read_evaluations_with_report`)."""
-    return read_evaluations_with_report(path, chunk_rows=chunk_rows)[0]
 
 
 def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:

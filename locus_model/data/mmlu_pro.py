@@ -224,7 +224,7 @@ def _parse_record(entry: dict, file: Path, record: int) -> tuple[int, str, str, 
 # reading a file or a folder
 
 
-def read_mmlu_pro_outputs_with_report(
+def read_mmlu_pro_outputs(
     path: str | Path, *, model: str | None = None
 ) -> tuple[pd.DataFrame, MmluProReport]:
     """Read MMLU-Pro result files into the long evaluation table; returns (table, report).
@@ -323,8 +323,3 @@ def read_mmlu_pro_outputs_with_report(
         queries_with_several_answers=sum(len(a) > 1 for a in answers.values()),
     )
     return table, report
-
-
-def read_mmlu_pro_outputs(path: str | Path, *, model: str | None = None) -> pd.DataFrame:
-    """Read MMLU-Pro result files into the long evaluation table (see :func:`read_mmlu_pro_outputs_with_report`)."""
-    return read_mmlu_pro_outputs_with_report(path, model=model)[0]

@@ -27,31 +27,17 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from locus_model.data.contract import benchmark_group
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.data.query_encodings import encoding_matrix
-from locus_model.evaluation.bootstrap import bootstrap_comparisons, paired_bootstrap, routing_outcomes
 from locus_model.evaluation.methods import METHODS, fit_and_predict, set_threads
-from locus_model.evaluation.metrics import METRICS, score_predictions
 from locus_model.evaluation.results import config_dict, json_clean
-from locus_model.evaluation.splits import Fold, choose_held_out, kfold_splits, table_split
-
-REFERENCE = "best_single"  # the method every other one is compared with by paired bootstrap
-
-
-def _mean_std(values: Sequence[float]) -> dict:
-    vals = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-    vals = vals[~np.isnan(vals)]
-    if len(vals) == 0:
-        return {"mean": None, "std": None}
-    return {"mean": float(vals.mean()), "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0}
-
+from locus_model.evaluation.splits import Fold, anchor_counts, model_groups, query_folds
+from locus_model.evaluation.summary import REFERENCE, label_warnings, score_folds, summarise
 
 
 def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: EvaluationMatrix) -> np.ndarray:
@@ -66,75 +52,14 @@ def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: E
     return encodings
 
 
-def _log(progress: bool, message: str) -> None:
-    if progress:
-        print(message, file=sys.stderr, flush=True)
-
-
-def _query_folds(matrix: EvaluationMatrix, *, fold: Fold | None, folds: int | None, budget: int, seed: int,
-                 val_fraction: float) -> tuple[str, list[Fold], np.ndarray]:
-    """(protocol, the folds, each query's benchmark as reported): a given fold, the table's own split or k-fold."""
-    if fold is not None:
-        return "given_split", [fold], np.asarray(matrix.benchmarks).astype(str)
-    if folds is None:
-        if matrix.split is None:
-            raise ValueError(
-                "folds=None uses the table's own train/val/test split, but the table has no 'split' column; "
-                "pass folds=5 (k-fold over queries) or an EmbedLLM folder"
-            )
-        splits = table_split(matrix.split, budget=budget, seed=seed)
-        return "table_split", splits, np.array([benchmark_group(b) for b in matrix.benchmarks])
-    splits = kfold_splits(matrix.scores.shape[1], folds=folds, budget=budget, seed=seed, val_fraction=val_fraction)
-    return "kfold", splits, np.asarray(matrix.benchmarks).astype(str)
-
-
-def _model_groups(matrix: EvaluationMatrix, *, held_out: Sequence[str] | None, holdout_models: float, seed: int,
-                  extra_groups: Mapping[str, Sequence[str]] | None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-    """(in-training rows, held-out rows, {group: rows}) of the models."""
-    n_models = len(matrix.models)
-    if held_out is not None:
-        unknown_models = sorted(set(held_out) - set(matrix.models))
-        if unknown_models:
-            raise ValueError(f"held-out models {unknown_models[:3]} are not in the table")
-        held = np.array(sorted(matrix.models.index(m) for m in held_out), dtype=np.int64)
-    else:
-        held = choose_held_out(n_models, holdout_models, seed)
-    trained = np.setdiff1d(np.arange(n_models), held)
-    groups = {"all": np.arange(n_models), "in_training": trained}
-    if len(held):
-        groups["held_out"] = held
-    for group, names in (extra_groups or {}).items():
-        if group in groups:
-            raise ValueError(f"extra group {group!r} clashes with a built-in group; choose another name")
-        missing = [n for n in names if n not in matrix.models]
-        if missing or not names:
-            raise ValueError(f"extra group {group!r}: unknown or no model names {missing[:3]}; use names from the table")
-        groups[group] = np.array(sorted(matrix.models.index(n) for n in names))
-    return trained, held, groups
-
-
-def _anchor_counts(scores: np.ndarray, splits: list[Fold], models: list[str]) -> np.ndarray:  # (folds, M)
-    """Evaluations each model has on each fold's anchors; every model needs at least one."""
-    counts = []
-    for fold in splits:
-        counts.append((~np.isnan(scores[:, fold.anchors])).sum(axis=1))  # (M,)
-        if (counts[-1] == 0).any():
-            name = models[int(np.flatnonzero(counts[-1] == 0)[0])]
-            raise ValueError(
-                f"fold {fold.index + 1}: model {name!r} has no evaluation among the {len(fold.anchors)} anchor queries; "
-                "raise the budget or drop models with very few evaluations"
-            )
-    return np.stack(counts)
-
-
-def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict], *, jobs: int, progress: bool,
-             total_folds: int) -> dict[tuple[int, str], tuple[np.ndarray, float]]:
+def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict], *, jobs: int,
+             log: Callable[[str], None], total_folds: int) -> dict[tuple[int, str], tuple[np.ndarray, float]]:
     """(fold index, method) -> (test probs, seconds): in this process, or in ``jobs`` worker processes."""
     fitted: dict[tuple[int, str], tuple[np.ndarray, float]] = {}
     if jobs == 1:
         for fold, name in tasks:
             fitted[fold.index, name] = fit_and_predict(**fit_args(fold, name))
-            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} {fitted[fold.index, name][1]:7.1f} s")
+            log(f"fold {fold.index + 1}/{total_folds} {name:<12} {fitted[fold.index, name][1]:7.1f} s")
     elif tasks:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -148,108 +73,8 @@ def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict
             for future in as_completed(futures):
                 key = futures[future]
                 fitted[key] = future.result()
-                _log(progress, f"fold {key[0] + 1}/{total_folds} {key[1]:<12} {fitted[key][1]:7.1f} s (worker)")
+                log(f"fold {key[0] + 1}/{total_folds} {key[1]:<12} {fitted[key][1]:7.1f} s (worker)")
     return fitted
-
-
-@dataclass
-class _FoldScores:
-    """Per method and group, one entry per fold: metrics, routing outcomes, probs; the labels per group."""
-
-    per_fold: dict[str, dict[str, list[dict]]]
-    outcomes: dict[str, dict[str, list[np.ndarray]]]
-    probs: dict[str, dict[str, list[np.ndarray]]]  # (M_g, Q_test)
-    labels: dict[str, list[np.ndarray]]
-
-
-def _score_folds(splits: list[Fold], methods: list[str], fitted: dict, scores: np.ndarray,
-                 groups: dict[str, np.ndarray], bench: np.ndarray, *, progress: bool, total_folds: int) -> _FoldScores:
-    out = _FoldScores({m: {g: [] for g in groups} for m in methods}, {m: {g: [] for g in groups} for m in methods},
-                      {m: {g: [] for g in groups} for m in methods}, {g: [] for g in groups})
-    for fold in splits:
-        labels = scores[:, fold.test]  # (M, Qte)
-        for name in methods:
-            if name == "oracle":
-                probs = np.nan_to_num(labels, nan=0.0)  # knows the answers: routing = any model correct
-            else:
-                probs = fitted[fold.index, name][0]
-            for group, rows in groups.items():
-                p, y = probs[rows], labels[rows]
-                if np.isnan(y).all():
-                    continue
-                result = score_predictions(p, y)
-                result["per_benchmark"] = {
-                    b: score_predictions(p[:, bench[fold.test] == b], y[:, bench[fold.test] == b])
-                    for b in sorted(set(bench[fold.test]))
-                    if not np.isnan(y[:, bench[fold.test] == b]).all()
-                }
-                out.per_fold[name][group].append(result)
-                out.outcomes[name][group].append(routing_outcomes(p, y))
-                out.probs[name][group].append(p)
-                if name == REFERENCE:
-                    out.labels[group].append(y)
-            _log(progress, f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {out.per_fold[name]['all'][-1]['routing_acc']:.4f}")
-    return out
-
-
-def label_warnings(scores: np.ndarray, models: Sequence[str]) -> tuple[list[str], bool]:
-    """(warnings, degenerate) for a (M, Q) score matrix: ``degenerate`` when no method can be told from another
-    (every score equal, e.g. all 0.5, all 0 or all 1; or no query on which two models' scores differ), so that no
-    interval may be claimed; a one-model pool is warned about too (there is nothing to route between)."""
-    out, degenerate = [], False
-    seen = scores[~np.isnan(scores)]
-    if len(models) < 2:
-        out.append(f"the pool has {len(models)} model(s): routing has nothing to choose between")
-    if seen.size and seen.min() == seen.max():
-        out.append(f"every score is {float(seen[0]):g}: the labels carry no information, every method scores the "
-                   "same on them; no interval or difference is reported")
-        degenerate = True
-    elif seen.size and not (np.where(np.isnan(scores), -np.inf, scores).max(axis=0)
-                            > np.where(np.isnan(scores), np.inf, scores).min(axis=0)).any():
-        out.append("no query on which two models' scores differ: every routing choice is as good as any other; "
-                   "no interval or difference is reported")
-        degenerate = True
-    return out, degenerate
-
-
-def _no_interval(stat: dict) -> dict:
-    return {k: None for k in stat}
-
-
-def _summarise(scored: _FoldScores, methods: list[str], groups: dict[str, np.ndarray], *, n_boot: int,
-               seed: int, degenerate: bool = False) -> dict[str, dict]:
-    """Mean/std over folds per method and group, with the paired bootstrap comparisons (none when ``degenerate``:
-    see label_warnings)."""
-    result_methods: dict[str, dict] = {}
-    for name in methods:
-        result_methods[name] = {}
-        for group in groups:
-            folds_res = scored.per_fold[name][group]
-            if not folds_res:
-                continue
-            entry: dict[str, Any] = {k: _mean_std([r[k] for r in folds_res]) for k in METRICS}
-            benches = sorted({b for r in folds_res for b in r["per_benchmark"]})
-            entry["per_benchmark"] = {
-                b: {k: _mean_std([r["per_benchmark"][b][k] for r in folds_res if b in r["per_benchmark"]]) for k in METRICS}
-                for b in benches
-            }
-            if name != REFERENCE:
-                entry["vs_best_single"] = paired_bootstrap(
-                    np.concatenate(scored.outcomes[name][group]), np.concatenate(scored.outcomes[REFERENCE][group]),
-                    n_boot=n_boot, seed=seed,
-                )
-                if degenerate:
-                    entry["vs_best_single"] = _no_interval(entry["vs_best_single"])
-            if name == "locus":  # LOCUS against every other method on the same test queries, folds as strata
-                compared = {m: scored.probs[m][group] for m in methods
-                            if m != "oracle" and len(scored.probs[m][group]) == len(scored.labels[group])}
-                entry["vs_methods"] = bootstrap_comparisons(  # diff = difference of the fold means
-                    compared, scored.labels[group], against="locus", n_boot=n_boot, seed=seed,
-                )
-                if degenerate:
-                    entry["vs_methods"] = {m: {k: _no_interval(v) for k, v in s.items()} for m, s in entry["vs_methods"].items()}
-            result_methods[name][group] = entry
-    return result_methods
 
 
 def evaluate(
@@ -310,6 +135,7 @@ def evaluate(
         nothing is held out), then any extra_groups. Undefined numbers (e.g. AUC on one class) are None.
     """
     start = time.perf_counter()
+    log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)
     if jobs < 1:
         raise ValueError(f"jobs={jobs}: give the number of worker processes, 1 or more (1 = no workers)")
     unknown = [m for m in methods if m not in METHODS]
@@ -320,8 +146,8 @@ def evaluate(
     enc = _align_encodings(encodings, matrix)
     scores = matrix.scores.astype(np.float32)  # (M, Q)
     n_models, n_queries = scores.shape
-    protocol, splits, bench = _query_folds(matrix, fold=fold, folds=folds, budget=budget, seed=seed,
-                                           val_fraction=val_fraction)
+    protocol, splits, bench = query_folds(matrix, fold=fold, folds=folds, budget=budget, seed=seed,
+                                          val_fraction=val_fraction)
 
     if "locus" in methods:  # record the effective LOCUS settings, not None
         from locus_model.model import LocusConfig
@@ -336,9 +162,9 @@ def evaluate(
         if bad or not only_folds:
             raise ValueError(f"only_folds={list(only_folds)}: give fold indices in [0, {len(splits)})")
         splits = [splits[f] for f in sorted(set(only_folds))]
-    trained, held, groups = _model_groups(matrix, held_out=held_out, holdout_models=holdout_models, seed=seed,
-                                          extra_groups=extra_groups)
-    counts = _anchor_counts(scores, splits, matrix.models)  # (folds, M)
+    trained, held, groups = model_groups(matrix, held_out=held_out, holdout_models=holdout_models, seed=seed,
+                                         extra_groups=extra_groups)
+    counts = anchor_counts(scores, splits, matrix.models)  # (folds, M)
 
     configs = dict(baseline_configs or {})
     if "per_benchmark" in methods and "per_benchmark" not in configs:
@@ -355,12 +181,12 @@ def evaluate(
         )
 
     tasks = [(fold, name) for fold in splits for name in methods if name != "oracle"]  # in the order reported
-    fitted = _fit_all(tasks, fit_args, jobs=jobs, progress=progress, total_folds=total_folds)
-    scored = _score_folds(splits, methods, fitted, scores, groups, bench, progress=progress, total_folds=total_folds)
+    fitted = _fit_all(tasks, fit_args, jobs=jobs, log=log, total_folds=total_folds)
+    scored = score_folds(splits, methods, fitted, scores, groups, bench, log=log, total_folds=total_folds)
     warnings, degenerate = label_warnings(scores, matrix.models)
     for warning in warnings:
-        _log(progress, f"WARNING: {warning}")
-    result_methods = _summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
+        log(f"WARNING: {warning}")
+    result_methods = summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
     return json_clean({
         "settings": {
             "protocol": protocol,

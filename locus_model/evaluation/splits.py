@@ -1,18 +1,21 @@
 """Splits of an evaluation table: test queries (k-fold or the table's own split), validation queries, the
 budget's anchor queries, and the held-out models (never trained on, onboarded from their anchor evaluations).
 
-The harness works on indices (:class:`Fold`); the pipeline stores the same split as tables
-(:func:`query_split`, :func:`model_split`) and reads them back (:func:`given_fold`).
+The harness works on indices (:class:`Fold`) and chooses them with :func:`query_folds`, :func:`model_groups` and
+:func:`anchor_counts`; the pipeline stores the same split as tables (:func:`query_split`, :func:`model_split`) and
+reads them back (:func:`given_fold`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from locus_model.data.contract import SPLITS
+from locus_model.data.contract import SPLITS, benchmark_group
+from locus_model.data.matrix import EvaluationMatrix
 
 
 @dataclass(frozen=True)
@@ -138,3 +141,63 @@ def model_split(table: pd.DataFrame, *, holdout: float, seed: int) -> pd.DataFra
     models = sorted(table["model"].astype(str).unique())
     held = set(choose_held_out(len(models), holdout, seed).tolist())
     return pd.DataFrame({"model": models, "group": ["held_out" if i in held else "in_training" for i in range(len(models))]})
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the harness's protocol: which folds, which model groups, enough anchors
+
+
+def query_folds(matrix: EvaluationMatrix, *, fold: Fold | None, folds: int | None, budget: int, seed: int,
+                val_fraction: float) -> tuple[str, list[Fold], np.ndarray]:
+    """(protocol, the folds, each query's benchmark as reported): a given fold, the table's own split or k-fold."""
+    if fold is not None:
+        return "given_split", [fold], np.asarray(matrix.benchmarks).astype(str)
+    if folds is None:
+        if matrix.split is None:
+            raise ValueError(
+                "folds=None uses the table's own train/val/test split, but the table has no 'split' column; "
+                "pass folds=5 (k-fold over queries) or an EmbedLLM folder"
+            )
+        splits = table_split(matrix.split, budget=budget, seed=seed)
+        return "table_split", splits, np.array([benchmark_group(b) for b in matrix.benchmarks])
+    splits = kfold_splits(matrix.scores.shape[1], folds=folds, budget=budget, seed=seed, val_fraction=val_fraction)
+    return "kfold", splits, np.asarray(matrix.benchmarks).astype(str)
+
+
+def model_groups(matrix: EvaluationMatrix, *, held_out: Sequence[str] | None, holdout_models: float, seed: int,
+                 extra_groups: Mapping[str, Sequence[str]] | None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """(in-training rows, held-out rows, {group: rows}) of the models."""
+    n_models = len(matrix.models)
+    if held_out is not None:
+        unknown_models = sorted(set(held_out) - set(matrix.models))
+        if unknown_models:
+            raise ValueError(f"held-out models {unknown_models[:3]} are not in the table")
+        held = np.array(sorted(matrix.models.index(m) for m in held_out), dtype=np.int64)
+    else:
+        held = choose_held_out(n_models, holdout_models, seed)
+    trained = np.setdiff1d(np.arange(n_models), held)
+    groups = {"all": np.arange(n_models), "in_training": trained}
+    if len(held):
+        groups["held_out"] = held
+    for group, names in (extra_groups or {}).items():
+        if group in groups:
+            raise ValueError(f"extra group {group!r} clashes with a built-in group; choose another name")
+        missing = [n for n in names if n not in matrix.models]
+        if missing or not names:
+            raise ValueError(f"extra group {group!r}: unknown or no model names {missing[:3]}; use names from the table")
+        groups[group] = np.array(sorted(matrix.models.index(n) for n in names))
+    return trained, held, groups
+
+
+def anchor_counts(scores: np.ndarray, splits: list[Fold], models: list[str]) -> np.ndarray:  # (folds, M)
+    """Evaluations each model has on each fold's anchors; every model needs at least one."""
+    counts = []
+    for fold in splits:
+        counts.append((~np.isnan(scores[:, fold.anchors])).sum(axis=1))  # (M,)
+        if (counts[-1] == 0).any():
+            name = models[int(np.flatnonzero(counts[-1] == 0)[0])]
+            raise ValueError(
+                f"fold {fold.index + 1}: model {name!r} has no evaluation among the {len(fold.anchors)} anchor queries; "
+                "raise the budget or drop models with very few evaluations"
+            )
+    return np.stack(counts)

@@ -160,13 +160,13 @@ def _check_members(members: list[tuple[str, int, bool]], path: Path, fix: str) -
 
 def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessReport]:
     if kind == "lm_eval":
-        from locus_model.data.harnesses.lm_eval import read_lm_eval_output_with_report as read
+        from locus_model.data.harnesses.lm_eval import read_lm_eval_output as read
     elif kind == "inspect":
-        from locus_model.data.harnesses.inspect_logs import read_inspect_logs_with_report as read
+        from locus_model.data.harnesses.inspect_logs import read_inspect_logs as read
     elif kind == "lighteval":
-        from locus_model.data.harnesses.lighteval import read_lighteval_details_with_report as read
+        from locus_model.data.harnesses.lighteval import read_lighteval_details as read
     elif kind == "helm":
-        from locus_model.data.harnesses.helm import read_helm_runs_with_report as read
+        from locus_model.data.harnesses.helm import read_helm_runs as read
     else:
         raise ValueError(f"unknown harness {kind!r}: one of {HARNESSES}")
     return read(folder, model=model)
@@ -186,8 +186,8 @@ def _renamed(err: EvaluationDataError, root: Path, archive: Path) -> EvaluationD
     return EvaluationDataError(err.problem, file=shown, row=err.row, column=err.column, fix=err.fix, line=err.line)
 
 
-def read_harness_output_with_report(path: str | Path, *, model: str | None = None,
-                                    harness: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+def read_harness_output(path: str | Path, *, model: str | None = None,
+                        harness: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
     """Read what a harness wrote (see :func:`detect_harness`) into the long table; returns (table, report).
     ``model``: the model name for every record (else each harness's own record names it); ``harness``: skip
     the detection."""
@@ -213,8 +213,3 @@ def read_harness_output_with_report(path: str | Path, *, model: str | None = Non
             "or HELM scenario_state.json + per_instance_stats.json", file=path,
             fix="drop the folder the harness wrote as it is, an archive of it, or a long-format file (data/README.md)")
     return _read_folder(kind, path, model)
-
-
-def read_harness_output(path: str | Path, *, model: str | None = None) -> pd.DataFrame:
-    """The long table of a harness's output (see :func:`read_harness_output_with_report`)."""
-    return read_harness_output_with_report(path, model=model)[0]

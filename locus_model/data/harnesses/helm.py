@@ -121,8 +121,8 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
     return model, benchmark, rows, used
 
 
-def read_helm_runs_with_report(path: str | Path, *, model: str | None = None,
-                               metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+def read_helm_runs(path: str | Path, *, model: str | None = None,
+                   metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
     """Read one HELM run folder, or every run folder under ``path``, into the long table."""
     path = Path(path)
     folders = run_folders(path) if path.is_dir() else []

@@ -139,8 +139,8 @@ def _score(value: object, file: Path, record: int | None, scorer: str) -> float:
                       "a score must be C/I/P/N, a boolean or a number in [0, 1]; pass scorer= naming such a scorer")
 
 
-def read_inspect_logs_with_report(path: str | Path, *, model: str | None = None,
-                                  scorer: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+def read_inspect_logs(path: str | Path, *, model: str | None = None,
+                      scorer: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
     """Read one Inspect log, or every log in a folder (any depth), into the long table."""
     path = Path(path)
     files = log_files(path) if path.exists() else []

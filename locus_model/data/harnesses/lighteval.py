@@ -102,8 +102,8 @@ def _records(file: Path) -> list[tuple[int, dict, dict]]:
                               file=file, fix=FIX_LAYOUT)
 
 
-def read_lighteval_details_with_report(path: str | Path, *, model: str | None = None,
-                                       metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+def read_lighteval_details(path: str | Path, *, model: str | None = None,
+                           metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
     """Read a lighteval output folder (details and results, any depth) into the long table."""
     path = Path(path)
     files = detail_files(path) if path.is_dir() else ([path] if _DETAILS.match(path.name) and path.is_file() else [])

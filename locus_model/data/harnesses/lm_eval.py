@@ -145,8 +145,8 @@ def _read_samples(file: Path, task: str, version: object, metric: str | None, de
     return out, metric
 
 
-def read_lm_eval_output_with_report(path: str | Path, *, model: str | None = None,
-                                    metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+def read_lm_eval_output(path: str | Path, *, model: str | None = None,
+                        metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
     """Read an lm-eval output folder (any depth: one folder per model, several runs each) into the long table."""
     path = Path(path)
     if not path.is_dir():

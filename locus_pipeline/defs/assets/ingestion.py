@@ -40,7 +40,7 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
         pool = generate_demo_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
         return pool.evaluations_parquet, models or pool.models_csv
     if config.source == "embedllm":
-        from locus_model.data.embedllm import is_embedllm_folder
+        from locus_model.data.embedllm_files import is_embedllm_folder
         from locus_model.data.embedllm_download import download_embedllm
 
         folder = Path(config.path) if config.path else home.dir("sources", "embedllm")
@@ -93,16 +93,16 @@ class TableConfig(dg.Config):
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw_evaluations: pd.DataFrame) -> pd.DataFrame:
     """Validated long-format evaluations: model, query_id, query, benchmark, score (+ split if the source has one)."""
-    from locus_model.data.long_format import read_evaluations_with_report
-    from locus_model.data.mmlu_pro import is_mmlu_pro_folder, read_mmlu_pro_outputs_with_report
+    from locus_model.data.long_format import read_evaluations
+    from locus_model.data.mmlu_pro import is_mmlu_pro_folder, read_mmlu_pro_outputs
     from locus_model.evaluation.splits import subset_queries
 
     root = Path(raw_evaluations["root"].iloc[0])
     if is_mmlu_pro_folder(root):  # MMLU-Pro's own per-model JSON, scored as its scorer does
-        table, mmlu = read_mmlu_pro_outputs_with_report(root)
+        table, mmlu = read_mmlu_pro_outputs(root)
         rows_read, repeats = len(table), 0
     else:
-        table, report = read_evaluations_with_report(root)
+        table, report = read_evaluations(root)
         rows_read, repeats = report.rows_read, report.repeats_dropped
     queries_in_source = table["query_id"].nunique()
     if config.max_queries:

@@ -11,7 +11,7 @@ import pytest
 
 from locus_model.data.contract import safe_model_key, validate_evaluations
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.long_format import read_evaluations, read_evaluations_with_report, read_models_file
+from locus_model.data.long_format import read_evaluations, read_models_file
 from locus_model.data.matrix import EvaluationMatrix, fingerprint_evaluations
 
 HEADER = "model,query_id,query,benchmark,score\n"
@@ -38,12 +38,12 @@ def error_of(path: Path) -> EvaluationDataError:
 def test_reads_csv_gzip_and_parquet_alike(tmp_path: Path) -> None:
     csv = write(tmp_path, HEADER + "".join(ROWS))
     gz = write(tmp_path, gzip.compress((HEADER + "".join(ROWS)).encode()), "evals.csv.gz")
-    table = read_evaluations(csv)
+    table = read_evaluations(csv)[0]
     table.to_parquet(tmp_path / "evals.parquet")
     assert list(table.columns) == ["model", "query_id", "query", "benchmark", "score"]
     assert len(table) == 4 and table["score"].tolist() == [1.0, 0.0, 0.0, 1.0]
-    pd.testing.assert_frame_equal(read_evaluations(gz), table)
-    pd.testing.assert_frame_equal(read_evaluations(tmp_path / "evals.parquet"), table)
+    pd.testing.assert_frame_equal(read_evaluations(gz)[0], table)
+    pd.testing.assert_frame_equal(read_evaluations(tmp_path / "evals.parquet")[0], table)
 
 
 def test_original_file_is_untouched(tmp_path: Path) -> None:
@@ -54,13 +54,13 @@ def test_original_file_is_untouched(tmp_path: Path) -> None:
 
 
 def test_exact_repeats_are_collapsed_and_counted(tmp_path: Path) -> None:
-    table, report = read_evaluations_with_report(write(tmp_path, HEADER + "".join(ROWS) + ROWS[0] + ROWS[3]))
+    table, report = read_evaluations(write(tmp_path, HEADER + "".join(ROWS) + ROWS[0] + ROWS[3]))
     assert len(table) == 4 and report.rows_read == 6 and report.repeats_dropped == 2
 
 
 def test_streamed_chunks_give_the_same_table(tmp_path: Path) -> None:
     path = write(tmp_path, HEADER + "".join(ROWS))
-    pd.testing.assert_frame_equal(read_evaluations(path, chunk_rows=1), read_evaluations(path))
+    pd.testing.assert_frame_equal(read_evaluations(path, chunk_rows=1)[0], read_evaluations(path)[0])
 
 
 def test_empty_file(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ def test_folder_of_files_reports_the_file_of_a_conflict(tmp_path: Path) -> None:
 
 
 def test_matrix_and_fingerprint(tmp_path: Path) -> None:
-    table = read_evaluations(write(tmp_path, HEADER + "".join(ROWS[:3])))
+    table = read_evaluations(write(tmp_path, HEADER + "".join(ROWS[:3])))[0]
     matrix = EvaluationMatrix.from_table(table)
     assert matrix.models == ["m1", "m2"] and matrix.query_ids == ["q1", "q2"]
     np.testing.assert_array_equal(matrix.scores, np.array([[1, 0], [0, np.nan]], np.float32))

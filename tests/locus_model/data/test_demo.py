@@ -60,7 +60,7 @@ def test_long_format_files_pass_the_validator(pool, small) -> None:
     evaluations, models, _ = small
     expected = evaluations.drop_duplicates(["model", "query_id"], keep="last")
     for path in (pool.evaluations_parquet, pool.evaluations_csv):
-        table = long_format.read_evaluations(path)  # collapses the exact repeats
+        table, _ = long_format.read_evaluations(path)  # collapses the exact repeats
         assert len(table) == len(expected)
         assert set(zip(table["model"].astype(str), table["query_id"].astype(str), table["score"])) == set(
             zip(expected["model"], expected["query_id"], expected["score"]))

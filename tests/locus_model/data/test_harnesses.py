@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses import detect_harness, read_harness_output, read_harness_output_with_report
+from locus_model.data.harnesses import detect_harness, read_harness_output
 from locus_model.data.long_format import read_evaluations
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "harnesses"
@@ -32,37 +32,37 @@ def copy(tmp_path: Path):
 @pytest.mark.parametrize("harness", list(MODELS))
 def test_each_fixture_gives_both_models_the_same_query_ids(harness: str) -> None:
     assert detect_harness(FIXTURES / harness) == harness
-    table, report = read_harness_output_with_report(FIXTURES / harness)
+    table, report = read_harness_output(FIXTURES / harness)
     assert report.harness == harness and report.models == MODELS[harness]
     assert list(table.columns) == ["model", "query_id", "query", "benchmark", "score"]
     ids = {m: set(rows["query_id"]) for m, rows in table.groupby("model")}
     assert sorted(ids) == sorted(MODELS[harness]) and len(set(map(frozenset, ids.values()))) == 1  # the same ids
     assert len(next(iter(ids.values()))) == QUERIES[harness] and table["score"].isin([0.0, 1.0]).all()
     assert table.groupby("query_id")["query"].nunique().max() == 1
-    pd.testing.assert_frame_equal(read_evaluations(FIXTURES / harness), table)  # the one reader entry point
+    pd.testing.assert_frame_equal(read_evaluations(FIXTURES / harness)[0], table)  # the one reader entry point
 
 
 def test_lm_eval_query_is_the_docs_question_not_the_few_shot_prompt() -> None:
-    table = read_harness_output(FIXTURES / "lm_eval")
+    table = read_harness_output(FIXTURES / "lm_eval")[0]
     row = table[(table["model"] == "dummy-a") & (table["benchmark"] == "locus_capitals")].iloc[0]
     assert row["query"] == "What is the capital of France?\nA. Berlin\nB. Paris\nC. Rome\nD. Madrid"
     assert row["query_id"].startswith("lm-eval:locus_capitals:v1.0:0:") and "Italy" not in row["query"]
     sample = json.loads(next((FIXTURES / "lm_eval" / "dummy-a").glob("samples_locus_capitals_*.jsonl")).read_text().splitlines()[0])
     assert "Italy" in sample["arguments"]["gen_args_0"]["arg_0"]  # the 2-shot prompt holds the examples
     assert row["score"] == sample["acc"]  # acc, not acc_norm
-    _, report = read_harness_output_with_report(FIXTURES / "lm_eval")
+    _, report = read_harness_output(FIXTURES / "lm_eval")
     assert report.tasks == {"locus_arithmetic": "exact_match", "locus_capitals": "acc"}
 
 
 def test_inspect_scores_map_as_inspect_does_and_the_model_name_is_overridable() -> None:
-    table = read_harness_output(FIXTURES / "inspect")
+    table = read_harness_output(FIXTURES / "inspect")[0]
     a = table[table["model"] == "mockllm/model-a"].set_index("query")["score"]
     # the mock answers of scripts/make_harness_fixtures.py: model-a knows France, Japan, Kenya, 2 + 2, 3 * 5
     assert a["What is the capital of France?\nA. Berlin\nB. Paris\nC. Rome\nD. Madrid"] == 1.0
     assert a["What is the capital of Peru?\nA. Lima\nB. Quito\nC. Bogota\nD. Santiago"] == 0.0
     assert a["3 * 5 ="] == 1.0 and a["10 - 7 ="] == 0.0
     (log,) = [p for p in (FIXTURES / "inspect").glob("*_capitals_*.eval")]
-    renamed = read_harness_output(log, model="team/model-a")
+    renamed = read_harness_output(log, model="team/model-a")[0]
     assert set(renamed["model"]) == {"team/model-a"} and len(renamed) == 5
 
 
@@ -78,7 +78,7 @@ def test_an_archive_reads_as_its_folder(tmp_path: Path, kind: str) -> None:
         with tarfile.open(archive, "w:gz") as t:
             t.add(FIXTURES / "lm_eval", arcname="out")
     assert detect_harness(archive) == "lm_eval"
-    pd.testing.assert_frame_equal(read_harness_output(archive), read_harness_output(FIXTURES / "lm_eval"))
+    pd.testing.assert_frame_equal(read_harness_output(archive)[0], read_harness_output(FIXTURES / "lm_eval")[0])
 
 
 def test_an_archive_member_outside_the_archive_is_refused(tmp_path: Path) -> None:
@@ -127,7 +127,7 @@ def test_lm_eval_samples_without_results_or_results_without_samples(copy) -> Non
         results.unlink()
     with pytest.raises(EvaluationDataError, match="no results_.*json beside this samples file"):
         read_harness_output(folder)
-    assert set(read_harness_output(folder, model="m")["model"]) == {"m"}
+    assert set(read_harness_output(folder, model="m")[0]["model"]) == {"m"}
     for samples in folder.rglob("samples_*.jsonl"):
         samples.unlink()
     (folder / "dummy-a" / "results_2026-01-01T00-00-00.000001.json").write_text("{}")

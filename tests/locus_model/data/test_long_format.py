@@ -125,7 +125,7 @@ def test_query_text_keeps_tabs_newlines_and_benchmark_escapes(tmp_path: Path) ->
     text = "Find x:\n\tA. \x07lpha\n\tB. 3 g\x08ullet cm"
     df = pd.DataFrame({"model": ["m"], "query_id": ["q"], "query": [text], "benchmark": ["b"], "score": [1.0]})
     assert validate_evaluations(df)["query"].tolist() == [text]
-    table = read_evaluations(write(tmp_path, GOOD))
+    table, _ = read_evaluations(write(tmp_path, GOOD))
     assert table["query"].iloc[1] == 'Who wrote "Hamlet"?\nA. Marlowe\nB. Shakespeare' and "\t" in table["query"].iloc[4]
 
 
@@ -175,7 +175,7 @@ def test_empty_or_blank_query_text_is_rejected(tmp_path: Path, text: str) -> Non
 def test_a_last_line_without_newline_is_read_but_can_be_refused(tmp_path: Path) -> None:
     cut = write(tmp_path, HEADER + ROWS[0] + "m1,q2,x,b,1")
     assert not ends_with_newline(cut) and ends_with_newline(write(tmp_path, GOOD, "whole.csv"))
-    assert len(read_evaluations(cut)) == 2  # read_evaluations accepts it: many tools omit the final newline
+    assert len(read_evaluations(cut)[0]) == 2  # read_evaluations accepts it: many tools omit the final newline
     with pytest.raises(EvaluationDataError) as info:
         list(iter_evaluation_chunks(cut, require_final_newline=True))
     assert info.value.line == 3 and "no newline" in info.value.problem
@@ -204,7 +204,7 @@ def _damage(data: bytes, draw) -> bytes:  # noqa: ANN001
 
 def _read_or_explain(path: Path) -> None:
     try:
-        table = read_evaluations(path)
+        table, _ = read_evaluations(path)
     except EvaluationDataError as err:
         assert err.file is not None and err.problem and str(err)
         return
@@ -231,7 +231,7 @@ def test_fuzz_damaged_csv_gz_never_crashes_the_reader(tmp_path: Path, data: st.D
 
 
 def test_optional_columns_split_and_category(tmp_path: Path) -> None:
-    table = read_evaluations(write(tmp_path, "model,query_id,query,benchmark,score,split,category\n"
+    table, _ = read_evaluations(write(tmp_path, "model,query_id,query,benchmark,score,split,category\n"
                                              "m1,q1,x,b,1,train,\nm1,q2,y,b,0,test,algebra\n"))
     assert table["split"].tolist() == ["train", "test"] and table["category"].tolist() == ["", "algebra"]
     err = error_of(write(tmp_path, "model,query_id,query,benchmark,score,split\nm1,q1,x,b,1,train\nm1,q2,y,b,0,\n"))

@@ -17,7 +17,6 @@ from locus_model.data.mmlu_pro import (
     is_mmlu_pro_folder,
     model_name_of,
     read_mmlu_pro_outputs,
-    read_mmlu_pro_outputs_with_report,
 )
 
 MMLU_PRO = Path(__file__).resolve().parents[3] / "data" / "mmlu-pro"
@@ -193,7 +192,7 @@ def harness(tmp_path: Path) -> Path:
 
 
 def test_harness_folder_reads_as_a_long_table(harness: Path) -> None:
-    table, report = read_mmlu_pro_outputs_with_report(harness)
+    table, report = read_mmlu_pro_outputs(harness)
     assert list(table.columns) == ["model", "query_id", "query", "benchmark", "score"]
     got = {(m, q): s for m, q, s in zip(table["model"], table["query_id"], table["score"])}
     assert got == {
@@ -212,21 +211,21 @@ def test_harness_folder_reads_as_a_long_table(harness: Path) -> None:
 
 def test_published_file_name_gives_the_model(tmp_path: Path) -> None:
     file = write(tmp_path / "model_outputs_Meta-Llama-3_1-8B-Instruct_5shots.json", [record(1)])
-    assert set(read_mmlu_pro_outputs(file)["model"]) == {"Meta-Llama-3_1-8B-Instruct"}
+    assert set(read_mmlu_pro_outputs(file)[0]["model"]) == {"Meta-Llama-3_1-8B-Instruct"}
 
 
 def test_api_layout_one_folder_per_model_and_summaries_skipped(tmp_path: Path) -> None:
     write(tmp_path / "gpt-4o" / "math_result.json", [record(1)])
     write(tmp_path / "gpt-4o" / "math_summary.json", {"math": {"corr": 1.0, "wrong": 0.0}})
     write(tmp_path / "claude-3-opus" / "math_result.json", [record(1, pred="D")])
-    table = read_mmlu_pro_outputs(tmp_path)
+    table, _ = read_mmlu_pro_outputs(tmp_path)
     assert dict(zip(table["model"], table["score"])) == {"claude-3-opus": 0.0, "gpt-4o": 1.0}
-    assert set(read_mmlu_pro_outputs(tmp_path / "gpt-4o")["model"]) == {"gpt-4o"}  # files directly in the folder
+    assert set(read_mmlu_pro_outputs(tmp_path / "gpt-4o")[0]["model"]) == {"gpt-4o"}  # files directly in the folder
 
 
 def test_explicit_model_name_wins(harness: Path) -> None:
     file = harness / "Yi-6B" / "CoT" / "all" / "math.json"
-    assert set(read_mmlu_pro_outputs(file, model="my model/v1")["model"]) == {"my model/v1"}
+    assert set(read_mmlu_pro_outputs(file, model="my model/v1")[0]["model"]) == {"my model/v1"}
 
 
 @pytest.mark.parametrize(
@@ -248,7 +247,7 @@ def test_model_name_rule(tmp_path: Path, relative: str, root: str, model: str) -
 def test_repeats_collapse_and_stray_strings_are_skipped(tmp_path: Path) -> None:
     # the published DeepSeek-Coder-V2 file holds bare strings ("total", category names) between its records
     file = write(tmp_path / "m" / "math.json", [record(1), "total", record(1), "math", record(2)])
-    table, report = read_mmlu_pro_outputs_with_report(file)
+    table, report = read_mmlu_pro_outputs(file)
     assert len(table) == 2 and report.repeats_dropped == 1 and report.entries_skipped == 2
 
 
@@ -257,7 +256,7 @@ def test_disagreeing_question_texts_keep_the_commonest(tmp_path: Path) -> None:
     write(tmp_path / "a" / "math.json", [record(1, question=old)])
     write(tmp_path / "b" / "math.json", [record(1, question=new, answer="C", pred="C")])
     write(tmp_path / "c" / "math.json", [record(1, question=new)])
-    table, report = read_mmlu_pro_outputs_with_report(tmp_path)
+    table, report = read_mmlu_pro_outputs(tmp_path)
     assert set(table["query"]) == {build_query(new, [str(k) for k in range(1, 5)])}
     assert dict(zip(table["model"], table["score"])) == {"a": 1.0, "b": 1.0, "c": 1.0}  # each against its own gold
     assert (report.queries_with_several_texts, report.queries_with_several_answers) == (1, 1)
@@ -268,7 +267,7 @@ def test_disagreeing_question_texts_keep_the_commonest(tmp_path: Path) -> None:
 
 def test_query_text_and_scores_match_the_vendored_parquet(tmp_path: Path) -> None:
     file = write(tmp_path / "model_outputs_Yi-6B_5shots.json", REAL_RECORDS)
-    table = read_mmlu_pro_outputs(file).set_index("query_id")
+    table = read_mmlu_pro_outputs(file)[0].set_index("query_id")
     ids = [f"mmlupro-{r['question_id']}" for r in REAL_RECORDS]
     ref = pd.read_parquet(PARQUET, filters=[("model", "==", "Yi-6B"), ("query_id", "in", ids)]).set_index("query_id")
     assert sorted(ref.index) == sorted(ids)

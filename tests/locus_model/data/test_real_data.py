@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from locus_model.data.long_format import read_evaluations_with_report
+from locus_model.data.long_format import read_evaluations
 from locus_model.data.matrix import EvaluationMatrix
 
 AE1 = Path(__file__).resolve().parents[4] / "shared" / "data" / "alpacaeval-ae1" / "evaluations.parquet"
@@ -16,7 +16,7 @@ needs_ae1 = pytest.mark.skipif(not AE1.exists(), reason=f"real AE1 data not foun
 
 @needs_ae1
 def test_alpacaeval_reads_as_a_valid_long_table() -> None:
-    table, report = read_evaluations_with_report(AE1)
+    table, report = read_evaluations(AE1)
     assert (report.models, report.queries, len(table)) == (53, 805, 42_416)
     assert report.repeats_dropped == 0
     assert set(table["benchmark"]) == {"helpful_base", "koala", "oasst", "selfinstruct", "vicuna"}

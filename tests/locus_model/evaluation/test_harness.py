@@ -374,15 +374,3 @@ def test_constant_labels_are_warned_about_and_no_interval_is_claimed(value: floa
     text = results.format_results(result)
     assert text.splitlines()[1].startswith("WARNING: every score is")
     assert not re.search(r"\[[+-]\d|\d\] tie", text)  # no interval printed, so no "tie" or difference claimed
-
-
-def test_label_warnings_name_a_one_model_pool_and_queries_no_model_differs_on() -> None:
-    rng = np.random.default_rng(0)
-    varied = (rng.random((5, 30)) < 0.5).astype(float)
-    assert harness.label_warnings(varied, [f"m{i}" for i in range(5)]) == ([], False)
-    one, degenerate = harness.label_warnings(varied[:1], ["m0"])
-    assert "1 model(s)" in one[0]
-    same_per_query = np.tile(varied[:1], (5, 1))  # every model scores what the others score, query by query
-    same_per_query[2, 3] = np.nan
-    warnings, degenerate = harness.label_warnings(same_per_query, [f"m{i}" for i in range(5)])
-    assert degenerate and "no query on which two models' scores differ" in warnings[0]

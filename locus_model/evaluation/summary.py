@@ -1,0 +1,126 @@
+"""The harness's scores and their summary: every (fold, method, group) scored on the test queries, then mean / std
+over folds with the paired-bootstrap comparisons (each method vs best_single; LOCUS vs every method), none when
+the labels cannot tell methods apart (label_warnings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from locus_model.evaluation.bootstrap import bootstrap_comparisons, paired_bootstrap, routing_outcomes
+from locus_model.evaluation.metrics import METRICS, score_predictions
+from locus_model.evaluation.splits import Fold
+
+REFERENCE = "best_single"  # the method every other one is compared with by paired bootstrap
+
+
+def _mean_std(values: Sequence[float]) -> dict:
+    vals = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    vals = vals[~np.isnan(vals)]
+    if len(vals) == 0:
+        return {"mean": None, "std": None}
+    return {"mean": float(vals.mean()), "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0}
+
+
+@dataclass
+class FoldScores:
+    """Per method and group, one entry per fold: metrics, routing outcomes, probs; the labels per group."""
+
+    per_fold: dict[str, dict[str, list[dict]]]
+    outcomes: dict[str, dict[str, list[np.ndarray]]]
+    probs: dict[str, dict[str, list[np.ndarray]]]  # (M_g, Q_test)
+    labels: dict[str, list[np.ndarray]]
+
+
+def score_folds(splits: list[Fold], methods: list[str], fitted: dict, scores: np.ndarray,
+                groups: dict[str, np.ndarray], bench: np.ndarray, *, log: Callable[[str], None],
+                total_folds: int) -> FoldScores:
+    """Every method's test-query metrics per fold and group (per benchmark too); the oracle knows the labels."""
+    out = FoldScores({m: {g: [] for g in groups} for m in methods}, {m: {g: [] for g in groups} for m in methods},
+                      {m: {g: [] for g in groups} for m in methods}, {g: [] for g in groups})
+    for fold in splits:
+        labels = scores[:, fold.test]  # (M, Qte)
+        for name in methods:
+            if name == "oracle":
+                probs = np.nan_to_num(labels, nan=0.0)  # knows the answers: routing = any model correct
+            else:
+                probs = fitted[fold.index, name][0]
+            for group, rows in groups.items():
+                p, y = probs[rows], labels[rows]
+                if np.isnan(y).all():
+                    continue
+                result = score_predictions(p, y)
+                result["per_benchmark"] = {
+                    b: score_predictions(p[:, bench[fold.test] == b], y[:, bench[fold.test] == b])
+                    for b in sorted(set(bench[fold.test]))
+                    if not np.isnan(y[:, bench[fold.test] == b]).all()
+                }
+                out.per_fold[name][group].append(result)
+                out.outcomes[name][group].append(routing_outcomes(p, y))
+                out.probs[name][group].append(p)
+                if name == REFERENCE:
+                    out.labels[group].append(y)
+            log(f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {out.per_fold[name]['all'][-1]['routing_acc']:.4f}")
+    return out
+
+
+def label_warnings(scores: np.ndarray, models: Sequence[str]) -> tuple[list[str], bool]:
+    """(warnings, degenerate) for a (M, Q) score matrix: ``degenerate`` when no method can be told from another
+    (every score equal, e.g. all 0.5, all 0 or all 1; or no query on which two models' scores differ), so that no
+    interval may be claimed; a one-model pool is warned about too (there is nothing to route between)."""
+    out, degenerate = [], False
+    seen = scores[~np.isnan(scores)]
+    if len(models) < 2:
+        out.append(f"the pool has {len(models)} model(s): routing has nothing to choose between")
+    if seen.size and seen.min() == seen.max():
+        out.append(f"every score is {float(seen[0]):g}: the labels carry no information, every method scores the "
+                   "same on them; no interval or difference is reported")
+        degenerate = True
+    elif seen.size and not (np.where(np.isnan(scores), -np.inf, scores).max(axis=0)
+                            > np.where(np.isnan(scores), np.inf, scores).min(axis=0)).any():
+        out.append("no query on which two models' scores differ: every routing choice is as good as any other; "
+                   "no interval or difference is reported")
+        degenerate = True
+    return out, degenerate
+
+
+def _no_interval(stat: dict) -> dict:
+    return {k: None for k in stat}
+
+
+def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarray], *, n_boot: int,
+              seed: int, degenerate: bool = False) -> dict[str, dict]:
+    """Mean/std over folds per method and group, with the paired bootstrap comparisons (none when ``degenerate``:
+    see label_warnings)."""
+    result_methods: dict[str, dict] = {}
+    for name in methods:
+        result_methods[name] = {}
+        for group in groups:
+            folds_res = scored.per_fold[name][group]
+            if not folds_res:
+                continue
+            entry: dict[str, Any] = {k: _mean_std([r[k] for r in folds_res]) for k in METRICS}
+            benches = sorted({b for r in folds_res for b in r["per_benchmark"]})
+            entry["per_benchmark"] = {
+                b: {k: _mean_std([r["per_benchmark"][b][k] for r in folds_res if b in r["per_benchmark"]]) for k in METRICS}
+                for b in benches
+            }
+            if name != REFERENCE:
+                entry["vs_best_single"] = paired_bootstrap(
+                    np.concatenate(scored.outcomes[name][group]), np.concatenate(scored.outcomes[REFERENCE][group]),
+                    n_boot=n_boot, seed=seed,
+                )
+                if degenerate:
+                    entry["vs_best_single"] = _no_interval(entry["vs_best_single"])
+            if name == "locus":  # LOCUS against every other method on the same test queries, folds as strata
+                compared = {m: scored.probs[m][group] for m in methods
+                            if m != "oracle" and len(scored.probs[m][group]) == len(scored.labels[group])}
+                entry["vs_methods"] = bootstrap_comparisons(  # diff = difference of the fold means
+                    compared, scored.labels[group], against="locus", n_boot=n_boot, seed=seed,
+                )
+                if degenerate:
+                    entry["vs_methods"] = {m: {k: _no_interval(v) for k, v in s.items()} for m, s in entry["vs_methods"].items()}
+            result_methods[name][group] = entry
+    return result_methods

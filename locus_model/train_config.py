@@ -1,0 +1,150 @@
+"""How LOCUS is trained: TrainConfig (every knob with its default and meaning) and the schedule it sets
+(the query-noise annealing, the number of epochs a step budget allows). The stages read it: train_inputs,
+train_epochs, train_predictor; train.train_locus takes it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to train LOCUS: epochs and batches, encoder-subset sizes, query noise, EMA, checkpoint selection,
+    the predictor fine-tuning and the calibration.
+
+    The defaults are the best setting of a 5-fold sweep on the demo pool (docs/experiments.md says
+    how each was chosen). Query noise is relative: noise_* is the ratio ||noise|| / ||encoding||, so one
+    setting means the same for 384-d and 768-d encoders. On one CPU thread an epoch costs ~5 s for ~100 models
+    x 1,024 anchors; lower epochs (the demo job uses 40) for a quick run.
+    """
+
+    epochs: int = 120  # max epochs; one epoch = one pass over all models in mini-batches (at most epoch_models)
+    max_steps: int | None = None  # None = epochs alone bound training; else also at most this many encoder
+    #   optimiser steps (rounded up to whole epochs): the encoder's work does not grow with the pool, so a schedule
+    #   in steps keeps a pool of thousands of models (25 steps per epoch) as long as one of a few hundred
+    epoch_models: int = 200  # an epoch visits at most this many models (the next ones of a running permutation,
+    #   so every model is visited equally often): a pool of 2,000 models gets an epoch of 25 optimiser steps
+    #   and a validation after it, like a pool of 200, instead of one per 250 steps; pools up to this size
+    #   visit every model once per epoch
+    batch_models: int = 8  # models per step (small: more optimiser steps per CPU second)
+    draws: int = 4  # independent (encoder subset, decoder batch) draws per model per step: the step's batch
+    #   holds batch_models * draws evaluation sets; more set sizes and targets per model per step
+    enc_min: int = 16  # smallest encoder subset (clipped to the model's number of train cells)
+    enc_max: int = 256  # largest encoder subset
+    dec_batch: int = 512  # decoder targets per model per step (fewer if the model has fewer train cells)
+    splice: float = 0.0  # share of a step's evaluation sets drawn from a virtual model: the model's own scores, with
+    #   those of another random model on a random half of the query clusters (model-level augmentation: in a
+    #   real pool profiles go with accuracy -- merges of one base --, in spliced models they vary apart from it)
+    splice_clusters: int = 8  # k-means clusters of the train queries' encodings that splicing and the profile
+    #   objective use (no benchmark labels are read)
+    profile_weight: float = 0.0  # > 0: an auxiliary loss, this times the mean squared error of a linear read-out
+    #   of the embedding (of a random subset) against the model's mean score per query cluster on all its train
+    #   cells: it rewards the embedding for carrying the model's profile, not only its accuracy; the read-out is
+    #   used in training only (checkpoints are unchanged)
+    disjoint: bool = False  # True = the decoder targets of a draw are cells its encoder subset does not hold (a
+    #   context / target split, as queries at test time are never in the set); False = drawn independently from
+    #   all train cells, so a target's own (query, score) is often in the set being embedded
+    val_models: int | None = 200  # validation scores at most this many models (a fixed seeded subset of a larger
+    #   pool); None = all of them. Bounds epoch cost on pools of thousands of models
+    val_set_max: int | None = 256  # validation embeds each model from at most this many of its train
+    #   cells (a fixed seeded subset); None = all of them (the paper: all N anchors). Bounds epoch cost.
+    lr_encoder: float = 2e-4  # AdamW lr of tokenizer, ISAB blocks, PMA, output layer
+    lr_predictor: float = 8e-4  # AdamW lr of the correctness predictor G
+    weight_decay: float = 0.05  # AdamW weight decay (both groups)
+    grad_clip: float = 1.0  # max global gradient norm
+    noise_start: float = 2.0  # query-noise ratio ||noise|| / ||phi|| at epoch 0
+    noise_end: float = 1.0  # ... after noise_anneal_epochs (cosine schedule), constant afterwards
+    noise_anneal_epochs: int = 30  # length of the cosine annealing
+    encoder_noise_scale: float = 1.0  # the encoder's query noise is this times the decoder's (the ratio above): the
+    #   decoder's noise keeps the predictor from overfitting the few distinct anchor queries; on the encoder side
+    #   the same noise blurs which query (which benchmark) each score belongs to
+    latent_steps: int = 1500  # 0 = off; else the latent warm-up runs first, up to this many steps: the correctness
+    #   predictor is fitted with one free vector per training model (an auto-decoder, as matrix factorisation fits
+    #   its model vectors), keeping the step of minimum val BCE; the set encoder is then trained to produce those
+    #   vectors from evaluation subsets (latent_weight) through the fitted predictor, which stays frozen. End to
+    #   end, the predictor first learns the accuracy, and the encoder only what the predictor already reads; the
+    #   latents carry each model's whole profile from the first encoder step
+    latent_noise: tuple[float, ...] = (1.0, 2.0, 4.0)  # query-noise ratios of the warm-up: it runs once per ratio
+    #   and the lowest val BCE is kept (as the matrix-factorisation baseline chooses its noise)
+    latent_lr: float = 1e-2  # Adam learning rate of the free model vectors (the predictor's is lr_predictor)
+    latent_weight: float = 1.0  # weight of the encoder's squared error to the model's latent vector, relative to
+    #   the latents' total variance, beside the BCE through the frozen predictor
+    patience: int = 120  # stop after this many epochs without a better validation checkpoint
+    select_on: str = "loss"  # the validation figure that picks the kept epoch: "loss" = val BCE over every (model,
+    #   val query) cell; "routing" = routing accuracy (ties: lower val BCE), a hit rate over the few val queries that
+    #   swings by a query between epochs
+    select_from_epoch: int = 10  # epochs before this one are never kept (nor counted by patience); clipped to
+    #   epochs - 1: on small validation sets an almost untrained epoch can win on a couple of queries
+    seed: int = 0  # seeds init, subsets, noise and dropout: same seed -> same result on CPU
+    device: str = "auto"  # "auto" -> cuda if available else cpu; or "cpu", "cuda", "cuda:1", ...
+    ema_decay: float = 0.995  # 0 = off; else validation, checkpoint selection and the returned model use an
+    #   exponential moving average of the weights (decay per optimiser step, warmed up as
+    #   min(decay, (1 + t) / (10 + t))), which smooths the step-to-step jitter of small-batch training
+    finetune_steps: int = 2000  # 0 = off; else, after checkpoint selection, the predictor alone is trained up to
+    #   this many full-batch steps on fixed embeddings of the training models from all their train cells (as
+    #   they are embedded at test time, where training embedded random subsets), keeping the step of minimum
+    #   val BCE (checked every 10 steps; step 0 = no change). The encoder is untouched: onboarding stays one
+    #   forward pass
+    finetune_patience: int = 300  # stop the fine-tuning after this many steps without a lower val BCE
+    finetune_noise: tuple[float, ...] = (2.0, 3.0)  # query-noise ratios of that fine-tuning: it is run once per
+    #   ratio from the same selected checkpoint and the one with the lowest val BCE is kept (a number = one ratio)
+    calibration: str = "platt"  # after training, fit on the validation cells (minimum val BCE) and store
+    #   in the model: "temperature" = logit / T; "platt" = logit / T + b; "none". Same increasing map for
+    #   every model, so routing is unchanged; "temperature" keeps every P > 0.5 decision, "platt" may move them
+
+    def __post_init__(self) -> None:
+        for name in ("finetune_noise", "latent_noise"):
+            ratios = getattr(self, name)
+            ratios = (ratios,) if isinstance(ratios, (int, float)) else ratios
+            object.__setattr__(self, name, tuple(float(r) for r in ratios))
+            if not getattr(self, name) or min(getattr(self, name)) < 0:
+                raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must hold at least one noise ratio >= 0, "
+                                 "e.g. (2.0,).")
+        if self.latent_steps < 0 or self.latent_lr <= 0 or self.latent_weight < 0:
+            raise ValueError(f"TrainConfig: latent_steps={self.latent_steps} and latent_weight={self.latent_weight} "
+                             f"must be >= 0 and latent_lr={self.latent_lr} > 0 (latent_steps=0 turns the warm-up off).")
+        if not 1 <= self.enc_min <= self.enc_max:
+            raise ValueError(f"TrainConfig: need 1 <= enc_min ({self.enc_min}) <= enc_max ({self.enc_max}).")
+        if self.select_from_epoch < 0:
+            raise ValueError(f"TrainConfig: select_from_epoch={self.select_from_epoch} must be >= 0.")
+        if self.finetune_steps < 0 or min(self.finetune_noise) < 0:
+            raise ValueError(f"TrainConfig: finetune_steps={self.finetune_steps} and finetune_noise={self.finetune_noise} "
+                             "must be >= 0 (finetune_steps=0 turns the predictor fine-tuning off).")
+        if self.profile_weight < 0:
+            raise ValueError(f"TrainConfig: profile_weight={self.profile_weight} must be >= 0 (0 = off).")
+        if not 0.0 <= self.splice <= 1.0 or self.splice_clusters < 2:
+            raise ValueError(f"TrainConfig: splice={self.splice} must be in [0, 1] and splice_clusters="
+                             f"{self.splice_clusters} >= 2.")
+        if self.val_models is not None and self.val_models < 1:
+            raise ValueError(f"TrainConfig: val_models={self.val_models} must be >= 1 (None = every model).")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"TrainConfig: max_steps={self.max_steps} must be >= 1 (None = no step bound).")
+        for name in ("epochs", "epoch_models", "batch_models", "draws", "dec_batch", "patience", "finetune_patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
+        if self.noise_start < 0 or self.noise_end < 0 or self.encoder_noise_scale < 0:
+            raise ValueError("TrainConfig: noise_start and noise_end are ratios and must be >= 0.")
+        if self.select_on not in ("routing", "loss"):
+            raise ValueError(f"TrainConfig: select_on={self.select_on!r}; use 'routing' or 'loss'.")
+        if self.calibration not in ("none", "temperature", "platt"):
+            raise ValueError(f"TrainConfig: calibration={self.calibration!r}; use 'none', 'temperature' or 'platt'.")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ValueError(f"TrainConfig: ema_decay={self.ema_decay} must be in [0, 1) (0 = off).")
+
+
+def noise_ratio(epoch: int, cfg: TrainConfig) -> float:
+    """Cosine annealing from noise_start (epoch 0) to noise_end (epoch noise_anneal_epochs and later)."""
+    if epoch >= cfg.noise_anneal_epochs:
+        return cfg.noise_end
+    w = 0.5 * (1 + math.cos(math.pi * epoch / cfg.noise_anneal_epochs))
+    return cfg.noise_end + (cfg.noise_start - cfg.noise_end) * w
+
+
+def epochs_to_run(cfg: TrainConfig, n_models: int) -> int:
+    """cfg.epochs, or fewer when cfg.max_steps is reached first (an epoch is ceil(min(n_models, epoch_models) /
+    batch_models) optimiser steps)."""
+    if cfg.max_steps is None:
+        return cfg.epochs
+    per_epoch = math.ceil(min(n_models, cfg.epoch_models) / cfg.batch_models)
+    return max(1, min(cfg.epochs, math.ceil(cfg.max_steps / per_epoch)))

@@ -1,0 +1,205 @@
+"""What every stage of LOCUS training works on: the inputs on the device and their random streams (Inputs),
+the query noise drawn in projection space, the validation cells (Validation) and how they are scored, and the
+selection of the kept epoch (Selected)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
+from locus_model.infer import default_max_tokens, distinct_queries, embed_batches, resolve_device
+from locus_model.model import Locus
+from locus_model.train_config import TrainConfig
+
+
+def _check_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray, D: int) -> None:
+    Q = encodings.shape[0]
+    if encodings.ndim != 2 or encodings.shape[1] != D:
+        raise ValueError(
+            f"train_locus: encodings must be (Q, {D}) to match model_config.query_dim, got {encodings.shape}."
+        )
+    for name, s in (("train_scores", train_scores), ("val_scores", val_scores)):
+        if s.ndim != 2 or s.shape[1] != Q:
+            raise ValueError(f"train_locus: {name} must be (M, {Q}) (models x queries), got {s.shape}.")
+        known = s[~np.isnan(s)]
+        if known.size and (known.min() < 0 or known.max() > 1):
+            raise ValueError(f"train_locus: {name} must be in [0, 1] (NaN = no cell).")
+    if train_scores.shape != val_scores.shape:
+        raise ValueError(f"train_locus: train_scores {train_scores.shape} != val_scores {val_scores.shape}.")
+    empty = np.flatnonzero((~np.isnan(train_scores)).sum(axis=1) == 0)
+    if empty.size:
+        raise ValueError(
+            f"train_locus: models at rows {empty[:10].tolist()} have no train cells. How to fix: drop them or "
+            "give each model at least one train evaluation."
+        )
+    if not (~np.isnan(val_scores)).any():
+        raise ValueError("train_locus: val_scores has no cells; early stopping needs validation cells.")
+
+
+@dataclass
+class Inputs:
+    """The training inputs on the device, and the two random streams every draw comes from."""
+
+    enc: torch.Tensor  # (Q, D) query encodings
+    scores: torch.Tensor  # (M, Q) train scores, 0 where unknown
+    avail: list[np.ndarray]  # per model: its train cells (query indices)
+    mean_norm: float  # mean encoding norm: noise ratios are relative to it
+    rng: np.random.Generator  # permutations, evaluation sets, fine-tuning columns
+    gen: torch.Generator  # query noise
+    pending: list[int] = field(default_factory=list)  # the rest of the running permutation of the models
+    known: torch.Tensor | None = None  # (M, Q) bool train cells (for splicing)
+    clusters: torch.Tensor | None = None  # (Q,) k-means cluster of each query (for splicing), 0 where no train cell
+    profile: torch.Tensor | None = None  # (M, K) each model's mean train score per query cluster (profile objective)
+    profile_known: torch.Tensor | None = None  # (M, K) bool: the model has train cells in the cluster
+    readout: torch.nn.Linear | None = None  # (d -> K) the profile objective's read-out of the embedding
+    latents: torch.Tensor | None = None  # (M, d) the latent warm-up's model vectors: the encoder's targets
+    latent_var: float = 1.0  # their total variance (sum over dimensions): the squared error is relative to it
+
+    def epoch_order(self, epoch_models: int) -> np.ndarray:
+        """The models of the next epoch: a permutation of all of them, or the next epoch_models of a running
+        permutation when the pool is larger."""
+        n = len(self.avail)
+        if n <= epoch_models:
+            return self.rng.permutation(n)
+        while len(self.pending) < epoch_models:
+            self.pending.extend(self.rng.permutation(n).tolist())
+        order, self.pending = self.pending[:epoch_models], self.pending[epoch_models:]
+        return np.asarray(order, dtype=np.int64)
+
+    def noise_std(self, ratio: float) -> float:  # per-dimension std of a noise ratio ||noise|| / ||phi||
+        return ratio * self.mean_norm / math.sqrt(self.enc.shape[1])
+
+
+@dataclass
+class Validation:
+    """What validation scores: each model embedded from a fixed subset of its train cells, on its val cells."""
+
+    sets: list[tuple[np.ndarray, np.ndarray]]  # per validated model: (train-cell query indices, scores)
+    rows: torch.Tensor  # (Mv,) the validated models (all, or TrainConfig.val_models of them)
+    cols: torch.Tensor  # (Qv,) queries with a val cell
+    labels: np.ndarray  # (Mv, Qv) NaN = no val cell
+    known: torch.Tensor  # (Mv, Qv) bool
+    targets: torch.Tensor  # (Mv, Qv) labels, 0 where unknown
+
+
+@dataclass
+class Selected:
+    """The epochs run and the one kept: best validation routing (ties: lower val loss)."""
+
+    history: list[dict] = field(default_factory=list)
+    epoch: int = -1
+    metrics: dict = field(default_factory=dict)
+    state: dict | None = None
+    key: tuple[float, float] | None = None
+
+    def consider(self, row: dict, model: Locus, select_on: str = "routing") -> None:
+        """Keep ``row``'s epoch (already in history) if it is the best so far."""
+        key = (row["val_routing_acc"], -row["val_loss"]) if select_on == "routing" else (-row["val_loss"], row["val_routing_acc"])
+        if self.key is None or key > self.key:
+            self.key, self.epoch, self.metrics = key, row["epoch"], dict(row)
+            self.state = copy.deepcopy(model.state_dict())
+
+
+def prepare_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray, query_dim: int,
+                   cfg: TrainConfig) -> tuple[Inputs, Validation, np.ndarray]:
+    """The checked inputs on cfg.device, the validation cells and the train scores as float32 (M, Q): the
+    validation subsets are drawn first from the seeded stream, then the splicing / profile clusters."""
+    enc_np = np.asarray(encodings, dtype=np.float32)
+    train_np = np.asarray(train_scores, dtype=np.float32)
+    val_np = np.asarray(val_scores, dtype=np.float32)
+    _check_inputs(enc_np, train_np, val_np, query_dim)
+    device = resolve_device(cfg.device)
+    rng = np.random.default_rng(cfg.seed)
+    avail = [np.flatnonzero(~np.isnan(row)) for row in train_np]  # train cells per model
+    val = build_validation(train_np, val_np, avail, cfg, rng, device)
+    data = Inputs(enc=torch.from_numpy(enc_np).to(device), scores=torch.from_numpy(np.nan_to_num(train_np)).to(device),
+                  avail=avail, mean_norm=float(np.linalg.norm(enc_np, axis=1).mean()), rng=rng,
+                  gen=torch.Generator(device=device).manual_seed(cfg.seed))
+    if cfg.splice > 0 or cfg.profile_weight > 0:
+        data.known = torch.from_numpy(~np.isnan(train_np)).to(device)
+        data.clusters = torch.from_numpy(_query_clusters(enc_np, train_np, cfg.splice_clusters, cfg.seed)).to(device)
+    if cfg.profile_weight > 0:
+        onehot = F.one_hot(data.clusters, cfg.splice_clusters).float()  # (Q, K)
+        counts = data.known.float() @ onehot  # (M, K)
+        data.profile = (data.scores @ onehot) / counts.clamp(min=1)
+        data.profile_known = counts > 0
+    return data, val, train_np
+
+
+def build_validation(train_np: np.ndarray, val_np: np.ndarray, avail: list[np.ndarray], cfg: TrainConfig,
+                     rng: np.random.Generator, device: torch.device) -> Validation:
+    """Each model's validation set: at most cfg.val_set_max of its train cells (a seeded subset), scored on its
+    val cells; at most cfg.val_models models (a seeded subset)."""
+    sets = []
+    for m, idx in enumerate(avail):  # a fixed subset of each model's train cells -> its val cells
+        if cfg.val_set_max is not None and len(idx) > cfg.val_set_max:
+            idx = np.sort(rng.choice(idx, cfg.val_set_max, replace=False))
+        sets.append((idx, train_np[m, idx]))
+    rows = np.arange(len(avail))
+    if cfg.val_models is not None and len(avail) > cfg.val_models:
+        rows = np.sort(rng.choice(len(avail), cfg.val_models, replace=False))
+        sets = [sets[r] for r in rows]
+    cols = np.flatnonzero((~np.isnan(val_np[rows])).any(axis=0))
+    labels = val_np[rows][:, cols]
+    return Validation(sets, torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device), labels,
+                      torch.from_numpy(~np.isnan(labels)).to(device), torch.from_numpy(np.nan_to_num(labels)).to(device))
+
+
+def _query_clusters(enc: np.ndarray, train_np: np.ndarray, k: int, seed: int) -> np.ndarray:  # (Q,) int64
+    """k-means clusters of the encodings of the queries with a train cell (0 for the others)."""
+    from sklearn.cluster import KMeans
+
+    cells = np.flatnonzero((~np.isnan(train_np)).any(axis=0))
+    out = np.zeros(len(enc), np.int64)
+    k = min(k, len(cells))
+    if k >= 2:
+        out[cells] = KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(enc[cells])
+    return out
+
+
+def projected_noise(
+    weight: torch.Tensor,  # (k, D) a linear map W applied to query encodings
+    std: float,
+    shape: tuple[int, ...],  # (..., k)
+    gen: torch.Generator,
+) -> torch.Tensor:  # (..., k) distributed as W eps with eps ~ N(0, std^2 I_D), drawn in k dimensions
+    """W eps for Gaussian query noise eps, without drawing D-dimensional noise or projecting it.
+
+    W eps ~ N(0, std^2 W W^T) = N(0, std^2 R^T R) for the QR factorisation W^T = Q R (Q: D x k' orthonormal,
+    k' = min(k, D)), so xi R with xi ~ N(0, std^2 I_k') has exactly its distribution; R is differentiable in W,
+    so the gradient is an unbiased estimate of the same expected loss. For the 768-d encodings this draws 128 (predictor) or 256
+    (tokens) numbers per query instead of 768, and multiplies by a k x k matrix instead of k x 768.
+    """
+    r = torch.linalg.qr(weight.T)[1]  # (min(k, D), k) upper triangular
+    xi = torch.randn((*shape[:-1], r.shape[0]), generator=gen, device=weight.device, dtype=weight.dtype)
+    return std * (xi @ r)
+
+
+@torch.no_grad()
+def embed_sets(model: Locus, enc: torch.Tensor, sets: list[tuple[np.ndarray, np.ndarray]]) -> torch.Tensor:  # (M, d)
+    """The model embeddings of evaluation sets (query indices into enc, scores), on enc's device."""
+    model.eval()
+    used, local = distinct_queries(sets)
+    parts = model.token_parts(enc[torch.from_numpy(used).to(enc.device)])  # (U, 2d)
+    return embed_batches(model, parts, local, batch_size=64, max_tokens=default_max_tokens(enc.device))
+
+
+def val_logits(model: Locus, enc: torch.Tensor, val: Validation, z: torch.Tensor | None = None) -> torch.Tensor:
+    model.eval()  # (M, Qv); z: embeddings, by default from val.sets
+    z = embed_sets(model, enc, val.sets) if z is None else z
+    return model.predict_logits(z, enc[val.cols])
+
+
+@torch.no_grad()
+def validate(model: Locus, enc: torch.Tensor, val: Validation,
+             z: torch.Tensor | None = None) -> tuple[float, float, float]:  # val loss, routing, correctness
+    logits = val_logits(model, enc, val, z)  # (M, Qv)
+    loss = F.binary_cross_entropy_with_logits(logits[val.known], val.targets[val.known]).item()
+    probs = torch.sigmoid(logits).cpu().numpy()
+    return loss, routing_accuracy(probs, val.labels), correctness_accuracy(probs, val.labels)
