@@ -4,13 +4,15 @@
 
 Runs `python -m locus_pipeline.demo` in a new process with LOCUS_HOME in a fresh temporary folder (nothing cached:
 no encodings, no checkpoint), so the figure is what a new user waits for after `make setup`. The demo prints every
-step's wall time; this script adds the process's total (imports and Dagster start-up included).
+step's wall time; this script adds the process's total (imports and Dagster start-up included) and its CPU time
+(user + system, child processes included: on a machine shared with other jobs, what the demo itself costs).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -32,10 +34,13 @@ def main() -> int:
     proc = subprocess.run([sys.executable, "-m", "locus_pipeline.demo", *demo_args], cwd=REPO, env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime
     lines = proc.stdout.splitlines()
     first = next((i for i, line in enumerate(lines) if line.startswith("locus_job ")), max(0, len(lines) - 30))
     print("\n".join(lines[first:]))
-    print(f"\nmake demo after setup (fresh LOCUS_HOME, process total): {wall:.0f} s, exit code {proc.returncode}")
+    print(f"\nmake demo after setup (fresh LOCUS_HOME, process total): {wall:.0f} s, exit code {proc.returncode}; "
+          f"CPU time {cpu:.0f} s on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     if args.keep:
         print(f"LOCUS_HOME kept at {home}")
     else:

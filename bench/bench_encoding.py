@@ -6,7 +6,8 @@
    question with its ten options, mean ~650 characters, truncated at 256 tokens as sentence-transformers does),
    encoded by each runtime (torch = sentence-transformers fp32, the reference; onnx-fp32; onnx-int8) with no
    cache, runtimes interleaved per text kind so that machine load hits them alike. Model loading is timed apart.
-   Agreement: cosine similarity of each runtime's encodings to torch's on the same texts (mean, min).
+   Also per CPU-second of the process (q/cpu-s: what a runtime costs, less disturbed by other jobs on the cores
+   than wall time). Agreement: cosine similarity of each runtime's encodings to torch's on the same texts.
 2. Routing agreement with one trained checkpoint: --routing-queries whole questions (29 models); the queries are
    split 50 / 10 / 40 % into train (every train query is an anchor), val and test; LOCUS (a short training run,
    the demo job's size) is trained on torch encodings. For each runtime the pool is embedded from the train
@@ -58,17 +59,19 @@ def throughput(n: int, threads: int, batch_size: int) -> dict:
         load_s[runtime] = round(time.perf_counter() - t0, 2)
     rows = {}
     for kind, texts in (("short", short), ("whole", whole)):
-        encodings, seconds = {}, {}
+        encodings, seconds, cpu = {}, {}, {}
         for runtime in RUNTIMES:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             encodings[runtime] = load_encoder(ENCODER, runtime, threads=threads).encode(texts, batch_size)
-            seconds[runtime] = time.perf_counter() - t0
+            seconds[runtime], cpu[runtime] = time.perf_counter() - t0, time.process_time() - c0
         for runtime in RUNTIMES:
             cosine = (encodings[runtime] * encodings["torch"]).sum(1)
             rows[f"{runtime}/{kind}"] = {
                 "runtime": runtime, "texts": kind, "n": len(texts), "mean_chars": round(float(np.mean([len(t) for t in texts]))),
                 "queries_per_s": round(len(texts) / seconds[runtime], 1),
                 "speedup_vs_torch": round(seconds["torch"] / seconds[runtime], 2),
+                "queries_per_cpu_s": round(len(texts) / cpu[runtime], 1),
+                "cpu_speedup_vs_torch": round(cpu["torch"] / cpu[runtime], 2),
                 "cosine_mean": round(float(cosine.mean()), 5), "cosine_min": round(float(cosine.min()), 5)}
     return {"load_s": load_s, "rows": rows}
 
@@ -164,9 +167,10 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()}, {os.cpu_count()} CPUs", flush=True)
     result = {"threads": args.threads, "batch_size": args.batch_size, "load_before": os.getloadavg()}
     result["throughput"] = {"rows": {}} if args.skip_throughput else throughput(args.n, args.threads, args.batch_size)
-    print(f"{'runtime':<10} {'texts':<6} {'q/s':>7} {'x torch':>8} {'cos mean':>9} {'cos min':>8}")
+    print(f"{'runtime':<10} {'texts':<6} {'q/s':>7} {'x torch':>8} {'q/cpu-s':>8} {'x torch':>8} {'cos mean':>9} {'cos min':>8}")
     for row in result["throughput"]["rows"].values():
         print(f"{row['runtime']:<10} {row['texts']:<6} {row['queries_per_s']:7.1f} {row['speedup_vs_torch']:8.2f} "
+              f"{row['queries_per_cpu_s']:8.1f} {row['cpu_speedup_vs_torch']:8.2f} "
               f"{row['cosine_mean']:9.5f} {row['cosine_min']:8.5f}", flush=True)
     if args.routing_queries:
         result["routing"] = routing(args.routing_queries, args.threads, args.epochs, args.checkpoint)

@@ -6,20 +6,22 @@
 so it is kept in the ignored bench/.cache/ and never committed). Without it, the reference column is skipped.
 
 (a) embed 112 models, each evaluated on the same 4,096 anchors (768-d encodings; the paper's setting):
-    reference `evaluation.embed_all_models` vs bench/naive_locus.py vs `embed_evaluation_sets`.
+    reference `evaluation.embed_all_models` vs bench/naive_locus.py vs `embed_evaluation_sets` in fp32
+    ("library", low_precision=False) and in bf16 ("library bf16", low_precision=True).
 (b) score 4,096 queries x 112 models: reference `evaluation.score_queries_against_models` vs the plain loop
-    vs `predict_proba`.
-The three run in one process, alternately, at each thread count; time = best and median of --repeats after a
-warm-up. The reference gets the library's weights copied in (its MAB has no bias on the q/k/v/o projections,
+    vs `predict_proba` (fp32 and bf16).
+They run in one process, alternately, at each thread count; time = best and median of --repeats after a
+warm-up, wall and the process's CPU time ("cpu", less disturbed by other processes on a shared machine). The reference gets the library's weights copied in (its MAB has no bias on the q/k/v/o projections,
 so the library model here has those biases at 0; its MAB has a ReLU after the first LayerNorm, which the
 library's does not: outputs are compared on a copy of the reference with that ReLU removed, and timed on the
 unmodified reference).
 (c) one training epoch (default TrainConfig, validation included) on a demo-sized random pool (112 models x
-4,096 queries, 768-d, 80/20 query split): the current library vs the library before this work (commit
+4,096 queries, 768-d, 80/20 query split): the current library vs the library in --before (default: commit
 BEFORE_COMMIT, extracted to bench/.cache/before/), alternately, each in a fresh subprocess.
-GFLOP: counted with torch.utils.flop_counter's per-operator formulas on the library's own run (matrix products and
-attention, forward and backward; padded work included). FLOP limit: the best GFLOP/s of a 2048^3 fp32 matmul
-measured in the same run at the same thread count; "x limit" = measured time / (GFLOP / that rate).
+GFLOP: counted with torch.utils.flop_counter's per-operator formulas on the library's own fp32 run (matrix products
+and attention, forward and backward, the CPU attention kernel included; padded work included). FLOP limit: the best GFLOP/s of a 2048^3 fp32 matmul
+measured in the same run at the same thread count; "x limit" = measured time / (GFLOP / that rate); both by CPU
+time (GFLOP/s = GFLOP / best CPU time).
 Peak MB: the rise of the process's peak resident set (VmHWM, reset via /proc/self/clear_refs) over the
 resident set before the warm-up call.
 """
@@ -41,14 +43,14 @@ import numpy as np
 import torch
 import torch.nn as nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import flop_registry
+from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from naive_locus import naive_embed_all, naive_predict_proba  # noqa: E402
 
-from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
+from locus_model.infer import cpu_has_bf16, embed_evaluation_sets, inference_precision, predict_proba  # noqa: E402
 from locus_model.model import Locus, LocusConfig  # noqa: E402
 
 REFERENCE_COMMIT = "e4ebf6965685ad72566a7f068e6ed011a154350b"
@@ -61,10 +63,17 @@ def _vm(key: str) -> int:  # kB
 
 
 def peak_matmul_gflops(repeats: int = 5, n: int = 2048) -> float:
+    """The best rate of a 2048^3 fp32 matmul, by the process's CPU time (as the "cpu" columns)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
-    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    best = min(_cpu_timed(lambda: a @ b) for _ in range(repeats))
     return 2 * n**3 / best / 1e9
+
+
+def _cpu_timed(fn) -> float:
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
 
 
 def _timed(fn) -> float:
@@ -73,8 +82,22 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def _cpu_flash(query, key, value, *args, out_val=None, **kwargs) -> int:
+    return sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+def _cpu_flash_backward(grad_out, query, key, value, *args, out_val=None, **kwargs) -> int:
+    return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
+
+
+# torch's registry has the CUDA attention kernels only; on CPU scaled_dot_product_attention runs these two
+CPU_FORMULAS = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash,
+                torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward}
+
+
 class _FlopCount(TorchDispatchMode):
-    """FlopCounterMode's per-operator formulas without its module tracker (which fails under inference_mode)."""
+    """FlopCounterMode's per-operator formulas (plus the CPU attention kernel's, CPU_FORMULAS) without its module
+    tracker (which fails under inference_mode)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,7 +106,7 @@ class _FlopCount(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        formula = flop_registry.get(func._overloadpacket)
+        formula = flop_registry.get(func._overloadpacket) or CPU_FORMULAS.get(func._overloadpacket)
         if formula is not None:
             self.flops += formula(*args, **kwargs, out_val=out)
         return out
@@ -180,15 +203,17 @@ def inference_cases(reference, seed: int = 0) -> tuple[dict, dict, dict]:
     sets = [(np.arange(N_ANCHORS), labels[m]) for m in range(M)]
     enc_t = torch.from_numpy(enc)
     sets_t = [(torch.from_numpy(i), torch.from_numpy(y)) for i, y in sets]
-    z = embed_evaluation_sets(lib, enc, sets)
+    z = embed_evaluation_sets(lib, enc, sets, low_precision=False)
     queries = rng.normal(size=(Q_SCORE, D)).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     embed = {
-        "library": lambda: embed_evaluation_sets(lib, enc, sets),
+        "library": lambda: embed_evaluation_sets(lib, enc, sets, low_precision=False),
+        "library bf16": lambda: embed_evaluation_sets(lib, enc, sets, low_precision=True),
         "plain loop": lambda: naive_embed_all(lib, enc_t, sets_t).numpy(),
     }
     score = {
-        "library": lambda: predict_proba(lib, z, queries),
+        "library": lambda: predict_proba(lib, z, queries, low_precision=False),
+        "library bf16": lambda: predict_proba(lib, z, queries, low_precision=True),
         "plain loop": lambda: naive_predict_proba(lib, torch.from_numpy(z), torch.from_numpy(queries)).numpy(),
     }
     diffs = {}
@@ -209,27 +234,33 @@ def inference_cases(reference, seed: int = 0) -> tuple[dict, dict, dict]:
         z_ref_relu = evaluation.embed_all_models(ref, enc, labels[:8], anchors, "cpu").numpy()
         diffs["embed: library vs unmodified reference (its extra ReLU)"] = float(np.abs(z[:8] - z_ref_relu).max())
         diffs["score: library vs reference"] = float(np.abs(score["library"]() - score["reference"]()).max())
+    diffs["embed: bf16 vs fp32"] = float(np.abs(embed["library bf16"]() - z).max())
+    diffs["score: bf16 vs fp32 probabilities"] = float(np.abs(score["library bf16"]() - score["library"]()).max())
     diffs["embed: library vs plain loop"] = float(np.abs(z[:8] - naive_embed_all(lib, enc_t, sets_t[:8]).numpy()).max())
     diffs["score: library vs plain loop"] = float(np.abs(score["library"]() - score["plain loop"]()).max())
     # counted outside inference_mode (under it, composite ops such as linear reach the counter undecomposed)
-    flops = {"embed": gflop(lambda: embed_evaluation_sets.__wrapped__(lib, enc, sets)),
-             "score": gflop(lambda: predict_proba.__wrapped__(lib, z, queries))}
+    flops = {"embed": gflop(lambda: embed_evaluation_sets.__wrapped__(lib, enc, sets, low_precision=False)),
+             "score": gflop(lambda: predict_proba.__wrapped__(lib, z, queries, low_precision=False))}
     return {"embed": embed, "score": score}, diffs, flops
 
 
 def measure_alternately(cases: dict, repeats: int) -> dict:
-    """{impl: {"times": [...], "peak_mb": x}}: one warm-up each (peak memory), then repeats rounds in turn."""
+    """{impl: {"times": [...], "cpu_times": [...], "peak_mb": x}}: one warm-up each (peak memory), then repeats
+    rounds in turn. cpu = the process's CPU time (less disturbed than wall time by other processes on the cores)."""
     out = {}
     for name, fn in cases.items():
         Path("/proc/self/clear_refs").write_text("5")
         rss0 = _vm("VmRSS")
         fn()
-        out[name] = {"times": [], "peak_mb": (_vm("VmHWM") - rss0) / 1024}
+        out[name] = {"times": [], "cpu_times": [], "peak_mb": (_vm("VmHWM") - rss0) / 1024}
     for _ in range(repeats):
         for name, fn in cases.items():
+            cpu0 = time.process_time()
             out[name]["times"].append(_timed(fn))
+            out[name]["cpu_times"].append(time.process_time() - cpu0)
     for r in out.values():
         r["best"], r["median"] = min(r["times"]), statistics.median(r["times"])
+        r["cpu_best"], r["cpu_median"] = min(r["cpu_times"]), statistics.median(r["cpu_times"])
     return out
 
 
@@ -252,15 +283,16 @@ def train_epoch_case(epochs: int, threads: int, count_flops: bool) -> dict:
     def run():
         return train_locus(enc, train, val, model_config=LocusConfig(query_dim=D), train_config=cfg, progress=False)
 
+    cpu0 = time.process_time()
     res = {"seconds": [h["seconds"] for h in run().history]}
+    res["cpu_seconds_per_epoch"] = (time.process_time() - cpu0) / epochs  # setup and validation included
     if count_flops:
         cfg = TrainConfig(epochs=1, patience=1, device="cpu", finetune_steps=0, calibration="none")
         res["gflop_per_epoch"] = gflop(run, grad=True)
     return res
 
 
-def training(repeats: int, epochs: int, threads: int) -> dict:
-    before = BENCH / ".cache" / "before"
+def training(repeats: int, epochs: int, threads: int, before: Path) -> dict:
     impls = {"library": str(BENCH.parent)}
     if (before / "locus_model").exists():
         impls["before"] = str(before)
@@ -277,11 +309,13 @@ def training(repeats: int, epochs: int, threads: int) -> dict:
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
                              .stdout.splitlines()[-1])
             out[name]["epoch_seconds"] += res["seconds"]
+            out[name].setdefault("cpu_seconds_per_epoch", []).append(res["cpu_seconds_per_epoch"])
             if "gflop_per_epoch" in res:
                 out["gflop_per_epoch"] = res["gflop_per_epoch"]
     for name in impls:
         s = out[name]["epoch_seconds"]
         out[name]["best"], out[name]["median"] = min(s), statistics.median(s)
+        out[name]["cpu_best"] = min(out[name]["cpu_seconds_per_epoch"])
     return out
 
 
@@ -296,6 +330,8 @@ def main() -> None:
     ap.add_argument("--train-repeats", type=int, default=2, help="subprocess runs per implementation")
     ap.add_argument("--train-epochs", type=int, default=2, help="epochs per training run")
     ap.add_argument("--skip-train", action="store_true")
+    ap.add_argument("--before", type=Path, default=BENCH / ".cache" / "before",
+                    help=f"folder holding the locus_model of the 'before' library (default: {BEFORE_COMMIT}'s)")
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "speed.json")
     ap.add_argument("--train-case", type=int, help=argparse.SUPPRESS)  # internal: one training run
     ap.add_argument("--count-flops", action="store_true", help=argparse.SUPPRESS)
@@ -312,6 +348,8 @@ def main() -> None:
         reference = load_reference(args.reference)
         flag = "" if reference[2] == REFERENCE_COMMIT else f"  (NOT the pinned {REFERENCE_COMMIT})"
         print(f"reference: patel-shivam/locus_code_release @ {reference[2]}{flag}")
+    print(f"CPU bf16 units: {cpu_has_bf16()} -> default inference precision {inference_precision('cpu')}; "
+          f"'library' = fp32 (low_precision=False), 'library bf16' = low_precision=True")
     print(f"torch {torch.__version__}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
           f"best and median of {args.repeats} after a warm-up, impls alternating")
     torch.set_num_threads(1)
@@ -319,6 +357,7 @@ def main() -> None:
     for k, v in diffs.items():
         print(f"max |diff| {k}: {v:.1e}")
     result = {"reference_commit": reference[2] if reference else None, "diffs": diffs, "gflop": flops,
+              "cpu_has_bf16": cpu_has_bf16(), "precision_by_default": inference_precision("cpu"),
               "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "runs": {}}
     for t in threads:
         torch.set_num_threads(t)
@@ -329,19 +368,21 @@ def main() -> None:
         run["peak_gflops_end"] = peak_matmul_gflops()
         peak = max(peak, run["peak_gflops_end"])
         if not args.skip_train:
-            run["train"] = training(args.train_repeats, args.train_epochs, t)
+            run["train"] = training(args.train_repeats, args.train_epochs, t, args.before)
             flops["train_epoch"] = run["train"].get("gflop_per_epoch")
         result["runs"][t] = run
-        print(f"\n{t} thread(s): fp32 matmul limit {peak:.0f} GFLOP/s (2048^3, best of 5; start "
+        print(f"\n{t} thread(s): fp32 matmul limit {peak:.0f} GFLOP/s (2048^3, best of 5 by CPU time; start "
               f"{run['peak_gflops_start']:.0f}, end {run['peak_gflops_end']:.0f})")
-        print(f"{'task':<44}{'impl':<12}{'best':>10}{'median':>10}{'vs lib':>8}{'peak MB':>9}{'GFLOP/s':>9}{'x limit':>9}")
+        print(f"{'task':<40}{'impl':<13}{'best':>9}{'median':>9}{'cpu best':>9}{'vs ref':>8}{'cpu vs ref':>11}"
+              f"{'peak MB':>8}{'GFLOP/s':>8}{'x limit':>8}")
         tasks = [("embed", f"(a) embed {M} x {N_ANCHORS} evaluations"), ("score", f"(b) score {Q_SCORE} q x {M} models")]
         for task, label in tasks:
-            lib = run[task]["library"]["best"]
+            ref = run[task].get("reference", run[task]["library"])
             for impl, r in run[task].items():
-                rate = flops[task] / r["best"] if impl == "library" else None
-                print(f"{label:<44}{impl:<12}{r['best']:>9.3f}s{r['median']:>9.3f}s{r['best'] / lib:>7.1f}x"
-                      f"{r['peak_mb']:>9.0f}" + (f"{rate:>9.0f}{peak / rate:>8.1f}x" if rate else ""))
+                rate = flops[task] / r["cpu_best"] if impl.startswith("library") else None
+                print(f"{label:<40}{impl:<13}{r['best']:>8.3f}s{r['median']:>8.3f}s{r['cpu_best']:>8.3f}s"
+                      f"{ref['best'] / r['best']:>7.2f}x{ref['cpu_best'] / r['cpu_best']:>10.2f}x{r['peak_mb']:>8.0f}"
+                      + (f"{rate:>8.0f}{peak / rate:>7.1f}x" if rate else ""))
                 label = ""
         if "train" in run:
             tr = run["train"]
@@ -350,16 +391,17 @@ def main() -> None:
                 if impl in tr:
                     r = tr[impl]
                     g = flops.get("train_epoch")
-                    rate = g / r["best"] if (g and impl == "library") else None
-                    print(f"{'(c) train epoch ' + str(M) + ' x ' + str(N_ANCHORS) if impl == 'library' else '':<44}"
-                          f"{impl:<12}{r['best']:>9.2f}s{r['median']:>9.2f}s{r['best'] / lib:>7.1f}x{'':>9}"
-                          + (f"{rate:>9.0f}{peak / rate:>8.1f}x" if rate else ""))
+                    rate = g / r["cpu_best"] if (g and impl == "library") else None
+                    print(f"{'(c) train epoch ' + str(M) + ' x ' + str(N_ANCHORS) if impl == 'library' else '':<40}"
+                          f"{impl:<13}{r['best']:>8.2f}s{r['median']:>8.2f}s{r['cpu_best']:>8.2f}s"
+                          f"{r['best'] / lib:>7.2f}x{r['cpu_best'] / tr['library']['cpu_best']:>10.2f}x{'':>8}"
+                          + (f"{rate:>8.0f}{peak / rate:>7.1f}x" if rate else ""))
         result["runs"][t]["peak_gflops"] = peak
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for run in result["runs"].values():
         for task in ("embed", "score"):
             for r in run[task].values():
-                r["times"] = [round(x, 4) for x in r["times"]]
+                r["times"], r["cpu_times"] = [round(x, 4) for x in r["times"]], [round(x, 4) for x in r["cpu_times"]]
     args.out.write_text(json.dumps(result, indent=1, default=str))
     print(f"\nwrote {args.out}; GFLOP counted: {json.dumps({k: round(v, 1) for k, v in flops.items() if v})}")
 

@@ -8,6 +8,8 @@ all-pairs scoring, checkpoints) is in locus_model.model.
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -111,10 +113,38 @@ def embed_batches(
     return z
 
 
-def _low_precision(device: torch.device, enabled: bool):
-    """autocast to bf16 on CPU / fp16 on GPU when enabled (matrix products and attention; norms stay fp32)."""
-    dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
-    return torch.autocast(device_type=device.type, dtype=dtype, enabled=enabled)
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs with bf16 matrix units
+
+
+@functools.cache
+def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has bf16 matrix units (a flag of BF16_CPU_FLAGS in /proc/cpuinfo; False where unreadable)."""
+    try:
+        flags = Path(cpuinfo).read_text().split()
+    except OSError:
+        return False
+    return any(f in flags for f in BF16_CPU_FLAGS)
+
+
+def inference_precision(device: str | torch.device = "cpu", low_precision: bool | None = None) -> str:
+    """The precision of embed_evaluation_sets and predict_proba: "fp32", "bf16" (CPU) or "fp16" (GPU).
+
+    low_precision None = chosen from the hardware: bf16 on a CPU with bf16 units (cpu_has_bf16; about 1.8x
+    faster there, within 0.1 of fp32 embeddings and 0.02 of fp32 probabilities, bench/README.md "Speed"), fp32
+    on other CPUs and on GPU; True forces bf16 (CPU) / fp16 (GPU), False forces fp32.
+    """
+    dev = resolve_device(device)
+    if low_precision is None:
+        low_precision = dev.type == "cpu" and cpu_has_bf16()
+    if not low_precision:
+        return "fp32"
+    return "fp16" if dev.type == "cuda" else "bf16"
+
+
+def _autocast(device: torch.device, precision: str):
+    """autocast to bf16 / fp16 unless fp32 (matrix products and attention; norms stay fp32)."""
+    dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+    return torch.autocast(device_type=device.type, dtype=dtype, enabled=precision != "fp32")
 
 
 @torch.inference_mode()
@@ -126,7 +156,7 @@ def embed_evaluation_sets(
     batch_size: int = 64,
     max_tokens: int | None = None,
     device: str | torch.device = "cpu",
-    low_precision: bool = False,
+    low_precision: bool | None = None,
 ) -> np.ndarray:  # (M, d) float32 model embeddings
     """Model embeddings from evaluation sets: one forward pass, no autograd (inference_mode), deterministic.
 
@@ -135,8 +165,8 @@ def embed_evaluation_sets(
     most batch_size sets and about max_tokens set elements per forward pass, to bound memory at any n; None =
     default_max_tokens(device): small on CPU, where cache-sized batches are fastest, large on GPU).
     A set's embedding is the same bit for bit whether it is embedded alone or with any other sets.
-    low_precision=True runs the products in bf16 (CPU) / fp16 (GPU): faster where the hardware has such
-    units, not bit-identical to fp32 (bench/README.md "Speed" gives the measured deviation); off by default.
+    low_precision: None = bf16 products on a CPU with bf16 units, fp32 elsewhere; True / False force bf16 (CPU)
+    or fp16 (GPU) / fp32 (inference_precision; bf16 is not bit-identical to fp32, bench/README.md "Speed").
     The model is moved to `device` and left in eval mode.
     """
     enc = np.asarray(encodings, dtype=np.float32)
@@ -151,7 +181,7 @@ def embed_evaluation_sets(
     dev = resolve_device(device)
     model.to(dev).eval()
     used, local = distinct_queries(sets)
-    with _low_precision(dev, low_precision):
+    with _autocast(dev, inference_precision(dev, low_precision)):
         parts = rowwise(model.token_parts, torch.from_numpy(enc[used]).to(dev))  # (U, 2d), once per query
         max_tokens = max_tokens or default_max_tokens(dev)
         z = embed_batches(model, parts, local, batch_size=batch_size, max_tokens=max_tokens)
@@ -164,6 +194,7 @@ def embed_evaluation_set(
     y: np.ndarray,  # (n,) its scores in [0, 1]
     *,
     device: str | torch.device = "cpu",
+    low_precision: bool | None = None,
 ) -> np.ndarray:  # (d,)
     """Onboard one model: its embedding from its evaluation set, a single forward pass (the same bits as in
     embed_evaluation_sets with any other sets)."""
@@ -171,7 +202,7 @@ def embed_evaluation_set(
     y = np.asarray(y, dtype=np.float32)
     if phi.ndim != 2 or y.shape != (phi.shape[0],):
         raise ValueError(f"embed_evaluation_set: phi must be (n, D) and y (n,), got {phi.shape} and {y.shape}.")
-    return embed_evaluation_sets(model, phi, [(np.arange(len(y)), y)], device=device)[0]
+    return embed_evaluation_sets(model, phi, [(np.arange(len(y)), y)], device=device, low_precision=low_precision)[0]
 
 
 @torch.inference_mode()
@@ -182,7 +213,7 @@ def predict_proba(
     *,
     batch_size: int = 1024,
     device: str | torch.device = "cpu",
-    low_precision: bool = False,
+    low_precision: bool | None = None,
 ) -> np.ndarray:  # (M, Q) float32 P(correct)
     """P(model m answers query q correctly) for all pairs, batch_size queries at a time.
 
@@ -202,7 +233,7 @@ def predict_proba(
     model.to(dev).eval()
     z = torch.from_numpy(z_np).to(dev)
     out = np.empty((z_np.shape[0], enc.shape[0]), dtype=np.float32)
-    with _low_precision(dev, low_precision):
+    with _autocast(dev, inference_precision(dev, low_precision)):
         for start in range(0, enc.shape[0], batch_size):
             u = model.query_projection(torch.from_numpy(enc[start : start + batch_size]).to(dev))  # (q, d)
             logits = model.predict_logits_projected(z, u)  # (M, q)
@@ -213,6 +244,8 @@ def predict_proba(
 __all__ = [
     "EvaluationSet",
     "resolve_device",
+    "cpu_has_bf16",
+    "inference_precision",
     "default_max_tokens",
     "length_bucket",
     "distinct_queries",

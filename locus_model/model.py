@@ -132,7 +132,10 @@ class Locus(nn.Module):
         return left, left_bias
 
     def _head(self, h: torch.Tensor) -> torch.Tensor:  # (M, hidden, Q) after ReLU -> (M, Q) calibrated logits
-        logits = (self.head.weight @ self.dropout(h))[:, 0] + self.head.bias  # (M, Q)
+        # one (1, hidden) x (hidden, Q) product per model; a plain `weight @ h` would first copy each tile into
+        # a (M Q, hidden) matrix (22% of all-pairs scoring, bench/README.md "Speed")
+        w = self.head.weight.expand(h.shape[0], 1, h.shape[1])  # (M, 1, hidden), no copy
+        logits = torch.bmm(w, self.dropout(h))[:, 0] + self.head.bias  # (M, Q)
         return logits / self.temperature + self.logit_bias
 
     def pair_logits(
@@ -153,23 +156,28 @@ class Locus(nn.Module):
         block_queries: int | None = None,
     ) -> torch.Tensor:  # (M, Q) logits for all pairs
         """All pairs, in tiles of block_models x block_queries: the (M, hidden, Q) hidden layer is never built
-        whole (None = the cache-sized defaults of score_blocks; under autograd, one tile)."""
-        if torch.is_grad_enabled() and (z.requires_grad or u.requires_grad or self.hidden.weight.requires_grad):
-            left, left_bias = self._predictor_split(z)  # (M, hidden, d), (M, hidden)
-            pre = (left.reshape(-1, left.shape[-1]) @ u.T).view(*left.shape[:2], -1)  # (M, hidden, Q)
-            return self._head(F.relu(pre + left_bias[:, :, None]))
-        bm, bq = score_blocks(z.device)
-        bm, bq = block_models or bm, block_queries or bq
+        whole. None = score_blocks(device) (cache-sized on CPU) without autograd; with autograd, one tile of
+        everything (autograd keeps every tile's hidden layer for the backward pass anyway, so tiles would only
+        add copies). The same code in training and in inference."""
         M, Q = z.shape[0], u.shape[0]
+        grad = torch.is_grad_enabled() and (z.requires_grad or u.requires_grad or self.hidden.weight.requires_grad)
+        bm, bq = (M, Q) if grad else score_blocks(z.device)
+        bm, bq = block_models or bm, block_queries or bq
+        if bm >= M and bq >= Q:  # one tile: no copy into an output
+            return self._tile_logits(*self._predictor_split(z), u.T)
         out = torch.empty(M, Q, dtype=z.dtype, device=z.device)
         u_t = u.T  # (d, Q)
         for m0 in range(0, M, bm):
             left, left_bias = self._predictor_split(z[m0 : m0 + bm])  # (m, hidden, d), (m, hidden)
-            flat = left.reshape(-1, left.shape[-1])  # (m hidden, d)
             for q0 in range(0, Q, bq):
-                pre = (flat @ u_t[:, q0 : q0 + bq]).view(left.shape[0], left.shape[1], -1)  # (m, hidden, q)
-                out[m0 : m0 + bm, q0 : q0 + bq] = self._head(pre.add_(left_bias[:, :, None]).relu_())
+                out[m0 : m0 + bm, q0 : q0 + bq] = self._tile_logits(left, left_bias, u_t[:, q0 : q0 + bq])
         return out
+
+    def _tile_logits(self, left: torch.Tensor, left_bias: torch.Tensor, u_t: torch.Tensor) -> torch.Tensor:
+        """(m, hidden, d), (m, hidden), (d, q) -> (m, q) logits of one tile."""
+        pre = (left.reshape(-1, left.shape[-1]) @ u_t).view(left.shape[0], left.shape[1], -1)  # (m, hidden, q)
+        # in place on the fresh product (its backward needs only its inputs; relu's needs its output)
+        return self._head(pre.add_(left_bias[:, :, None]).relu_())
 
     def predict_logits(
         self,

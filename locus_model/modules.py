@@ -82,13 +82,21 @@ class MAB(nn.Module):
         nx = x.shape[1]
         h, dh = self.n_heads, d // self.n_heads
         q = self.w_q(x).view(x.shape[0], nx, h, dh).transpose(1, 2).expand(B, h, nx, dh)  # (B, h, nx, dh)
+        # when the keys are the larger side (latents <- set), no biases on the (B ny, 2d) keys and values, the
+        # largest product of the encoder (addmm copies a bias into each fresh output first): the key bias adds
+        # q . b_k to every score of a query, which cancels in the softmax; the value bias adds b_v to every
+        # attention output that has a real key (its weights sum to 1), on nx < ny rows
+        late_bias = ny > nx
         w_kv = torch.cat([self.w_k.weight, self.w_v.weight])  # (2d, d)
-        b_kv = torch.cat([self.w_k.bias, self.w_v.bias])
+        b_kv = None if late_bias else torch.cat([self.w_k.bias, self.w_v.bias])
         k, v = F.linear(y, w_kv, b_kv).view(B, ny, 2, h, dh).permute(2, 0, 3, 1, 4)  # (B, h, ny, dh) each
         mask = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, ny)
         # masked keys get weight exactly 0; a query whose keys are all masked gets 0 (not NaN) from SDPA
-        att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, h, nx, dh)
-        out = self.finish(x, att.transpose(1, 2).reshape(B, nx, d))  # (B, nx, d)
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(B, nx, d)
+        if late_bias:
+            real = 1.0 if key_mask is None else key_mask.any(dim=1).to(att.dtype)[:, None, None]  # (B, 1, 1)
+            att = att + self.w_v.bias * real
+        out = self.finish(x, att)  # (B, nx, d)
         if query_mask is not None:
             out = out.mul_(query_mask[..., None])  # layer norm keeps its input, not its output
         return out

@@ -4,7 +4,8 @@ Dagster's run monitoring (dagster.yaml: ``run_monitoring``) fails a run that nev
 of runs that ended, but the default run launcher that ``dagster dev`` uses cannot check a started run's worker, so
 a run whose process was killed (``kill -9`` of ``dagster dev``, the OOM killer) would stay STARTED for good and keep
 the only ``model_embeddings`` slot. Every run worker records its pid ("Started process for run (pid: N)"); on this
-one machine a pid that no longer exists is a run that will never finish: :func:`fail_dead_runs` fails it with
+one machine a pid that no longer exists, or that a process started after the run now holds (pids are reused
+after a restart), is a run that will never finish: :func:`fail_dead_runs` fails it with
 ``dagster/failure_reason=UNEXPECTED_TERMINATION`` and frees its slots. The sensors call it each tick, and
 :func:`retry_request` gives the run of a crashed run again (a new run key per attempt, so one retry per crash).
 """
@@ -24,28 +25,40 @@ ATTEMPT_TAG = "locus/attempt"
 MAX_ATTEMPTS = 3  # a run that crashes this often is left failed (the tick says so)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists on this machine and is not a zombie."""
+def pid_alive(pid: int, *, started_by: float | None = None) -> bool:
+    """Whether a process with this pid exists on this machine, is not a zombie and, with ``started_by`` (a Unix
+    time), had started by then: a process that started later only reuses the pid of the one we look for."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, another user's
-        return True
-    stat = Path(f"/proc/{pid}/stat")
+        pass
     try:
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
+        return True  # no /proc to tell more
+    if fields[0] == "Z":
+        return False
+    if started_by is None:
         return True
+    return process_start_time(int(fields[19])) <= started_by + 1.0  # /proc's start time is in clock ticks
 
 
-def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
-    """The pid the run's worker reported when it started, None when it reported none (e.g. an in-process run)."""
+def process_start_time(ticks_since_boot: int) -> float:
+    """The Unix time of a process start given in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
+    boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    return boot + ticks_since_boot / os.sysconf("SC_CLK_TCK")
+
+
+def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | None:
+    """(the pid the run's worker reported when it started, when it reported it), None when it reported none (e.g.
+    an in-process run)."""
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
         data = entry.dagster_event.engine_event_data if entry.dagster_event else None
         pid = (data.metadata or {}).get("pid") if data is not None else None
         if pid is not None and str(pid.value).isdigit():
-            return int(pid.value)
+            return int(pid.value), entry.timestamp
     return None
 
 
@@ -58,9 +71,10 @@ def fail_dead_runs(instance: dg.DagsterInstance, job_names: list[str]) -> list[s
     for name in job_names:
         for record in instance.get_run_records(dg.RunsFilter(job_name=name, statuses=[dg.DagsterRunStatus.STARTED])):
             run = record.dagster_run
-            pid = run_worker_pid(instance, run.run_id)
-            if pid is None or pid_alive(pid):
+            worker = run_worker_pid(instance, run.run_id)
+            if worker is None or pid_alive(worker[0], started_by=worker[1]):
                 continue
+            pid = worker[0]
             instance.report_run_failed(run, f"the run's process (pid {pid}) is gone: it was killed or crashed "
                                             "(e.g. dagster dev was stopped with kill -9); failed so that its "
                                             "concurrency slot is freed and the run can be requested again",

@@ -283,39 +283,28 @@ def onboard_one(home: Path, servers: DevServers, timeout_s: float = 300) -> str:
     return key
 
 
-def latest_timestamp(servers: DevServers, key: str) -> float:
-    data = servers.graphql("""query($key: AssetKeyInput!) { assetOrError(assetKey: $key) { ... on Asset {
-                             assetMaterializations(limit: 1) { timestamp } } } }""", {"key": {"path": [key]}})
-    events = data["assetOrError"].get("assetMaterializations") or []
-    return float(events[0]["timestamp"]) if events else 0.0
+def settled(home: Path) -> str:
+    """Why the pool and the reports may still change ("" when they will not): a file still in incoming/, or what
+    the pipeline's own condition says (locus_pipeline.defs.sensors.reports_lag, read through Dagster's instance:
+    a run queued or running, e.g. a catch-up onboarding or the refresh, or the reports index older than the pool)."""
+    import dagster as dg
 
+    from locus_pipeline.defs.sensors import reports_lag
 
-ACTIVE_RUNS = """query { runsOrError(filter: {statuses: [QUEUED, NOT_STARTED, STARTING, STARTED, CANCELING]}) {
-                   ... on Runs { results { runId jobName } } } }"""
-
-
-def settled(servers: DevServers, home: Path) -> str:
-    """Why the pool and the reports may still change ("" when they will not): a run queued or running (a
-    catch-up onboarding, the refresh), a file still in incoming/, or reports older than the pool."""
-    runs = servers.graphql(ACTIVE_RUNS)["runsOrError"].get("results", [])
-    if runs:
-        return f"{len(runs)} run(s) queued or running: {sorted({r['jobName'] for r in runs})}"
     waiting = [p.name for p in (home / "incoming").iterdir() if p.is_file() and not p.name.startswith(".")] if (home / "incoming").is_dir() else []
     if waiting:
         return f"{len(waiting)} file(s) in incoming/ not taken in yet: {waiting[:3]}"
-    if latest_timestamp(servers, "model_atlas") < latest_timestamp(servers, "model_embeddings"):
-        return "the reports are older than the pool (reports_after_pool_change requests the refresh)"
-    return ""
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        return reports_lag(instance)
 
 
 def wait_for_reports(servers: DevServers, home: Path, timeout_s: float = 900) -> None:
-    """Wait until the reports follow the pool and nothing can change either: no run queued or running (catch-up
-    onboardings of files already in the home, the refresh after them), nothing left in incoming/, model_atlas
-    materialized after the pool's latest change; twice in a row, 5 s apart (a sensor may be about to request)."""
+    """Wait until the reports follow the pool and nothing can change either (settled): twice in a row, 5 s apart
+    (a sensor tick may be between taking a file in and requesting its run)."""
     deadline = time.monotonic() + timeout_s
     calm = 0
     while calm < 2:
-        why = settled(servers, home)
+        why = settled(home)
         calm = 0 if why else calm + 1
         if why and time.monotonic() > deadline:
             raise TimeoutError(f"the pool and the reports did not settle in {timeout_s:.0f} s ({why}):\n{servers.log_tail()}")

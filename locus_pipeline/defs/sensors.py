@@ -5,7 +5,8 @@ validates each in one streamed pass, moves it to accepted/ or rejected/ (+ .reas
 partition per model and requests one onboarding run per (file, model). The cursor is the stem of the last
 accepted file whose runs were requested; run_key = "<sha256 of the file>:<model key>", so the same bytes never
 onboard twice. ``reports_after_pool_change`` requests one run of the analyses once the pool is newer than the
-reports and no onboarding, rebuild or refresh is queued or running (so 50 onboarded models refresh once).
+reports (the last report, analysis_reports, is older than the pool's latest materialization) and no onboarding,
+rebuild or refresh is queued or running (so 50 onboarded models refresh once).
 Both fail runs whose process died and request them again (locus_pipeline/runs.py), so a killed run neither holds
 a concurrency slot nor blocks the reports for good.
 """
@@ -167,6 +168,30 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
     )
 
 
+REPORTS_DONE = dg.AssetKey("analysis_reports")  # the last asset of a refresh: it follows every report
+
+
+def latest_pool_and_reports(instance: dg.DagsterInstance):
+    """(the pool's latest materialization record, the reports index's), either None when never materialized. The
+    reports follow the pool when the index's storage id is the larger: a refresh killed or failed half-way (after
+    heldout_predictions, before the index) leaves them behind, so the sensor asks again."""
+    return tuple(next(iter(instance.fetch_materializations(key, limit=1).records), None)
+                 for key in (dg.AssetKey("model_embeddings"), REPORTS_DONE))
+
+
+def reports_lag(instance: dg.DagsterInstance) -> str:
+    """Why the pool or the reports may still change ("" when the reports follow the pool and nothing that changes
+    either is queued or running): what a user or a script waits on before reading the reports."""
+    active = {job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
+              for job in (onboarding_job, locus_job, pool_job, reports_refresh_job)}
+    if any(active.values()):
+        return "runs queued or running: " + ", ".join(f"{n} {name}" for name, n in active.items() if n)
+    pool, reports = latest_pool_and_reports(instance)
+    if pool is not None and (reports is None or reports.storage_id < pool.storage_id):
+        return "the reports are older than the pool (reports_after_pool_change requests the refresh)"
+    return ""
+
+
 @dg.sensor(
     job=reports_refresh_job,
     minimum_interval_seconds=30,
@@ -176,28 +201,30 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
 )
 def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     instance = context.instance
-    pool, reports = (next(iter(instance.fetch_materializations(dg.AssetKey(name), limit=1).records), None)
-                     for name in ("model_embeddings", "heldout_predictions"))
+    pool, reports = latest_pool_and_reports(instance)
     if pool is None:
         return dg.SkipReason("no pool yet")
     if reports is not None and reports.storage_id > pool.storage_id:
-        fail_dead_runs(instance, WATCHED_JOBS)  # a killed refresh is not counted as running
-        refreshing = instance.get_runs_count(dg.RunsFilter(job_name=reports_refresh_job.name, statuses=ACTIVE))
-        if refreshing:  # heldout_predictions comes first in the refresh: the analyses after it are still running
-            return dg.SkipReason(f"a reports refresh is running ({refreshing} {reports_refresh_job.name} run(s)); the "
-                                 "analyses follow the pool once it ends")
         return dg.SkipReason("the reports are up to date with the pool (refreshed after its last change)")
     dead = fail_dead_runs(instance, WATCHED_JOBS)  # a killed run is not waited on
-    request = dg.RunRequest(run_key=f"reports-for-pool-{pool.storage_id}", tags={"locus/trigger": "pool-change"})
+    died = f" ({len(dead)} run(s) whose process died were marked failed)" if dead else ""
+    active = {job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
+              for job in (onboarding_job, locus_job, pool_job, reports_refresh_job)}
+    key = f"reports-for-pool-{pool.storage_id}"
+    request = dg.RunRequest(run_key=key, tags={"locus/trigger": "pool-change"})
     if context.cursor and int(context.cursor) >= pool.storage_id:
-        retries = [r for r in retries_of_crashed_runs(instance, reports_refresh_job.name)[0]
-                   if r.run_key.startswith(f"reports-for-pool-{pool.storage_id}:")]
+        if active[reports_refresh_job.name]:
+            return dg.SkipReason(f"a reports refresh is running ({active[reports_refresh_job.name]} "
+                                 f"{reports_refresh_job.name} run(s)); the reports follow the pool once it ends")
+        retries = [r for r in retries_of_crashed_runs(instance, reports_refresh_job.name)[0] if r.run_key.startswith(f"{key}:")]
         if not retries:
-            return dg.SkipReason("a refresh for this pool was already requested")
+            last = next(iter(instance.get_runs(dg.RunsFilter(job_name=reports_refresh_job.name, tags={"dagster/run_key": key}), limit=1)), None)
+            if last is not None and last.status == dg.DagsterRunStatus.FAILURE:
+                return dg.SkipReason(f"the refresh for this pool failed (run {last.run_id[:8]}): see its logs; the reports "
+                                     "stay behind the pool until the next pool change or a launch of reports_refresh_job")
+            return dg.SkipReason("a refresh for this pool was already requested" + died)
         request = retries[0]  # that refresh died with its process: once more
-    for job in (onboarding_job, locus_job, pool_job, reports_refresh_job):
-        active = instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
-        if active:
-            return dg.SkipReason(f"waiting for {active} {job.name} run(s) to finish before refreshing the reports"
-                                 + (f" ({len(dead)} run(s) whose process died were marked failed)" if dead else ""))
+    for name, n in active.items():
+        if n:
+            return dg.SkipReason(f"waiting for {n} {name} run(s) to finish before refreshing the reports" + died)
     return dg.SensorResult(run_requests=[request], cursor=str(pool.storage_id))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.infer import embed_evaluation_set, embed_evaluation_sets, predict_proba
+from locus_model import infer
+from locus_model.infer import cpu_has_bf16, embed_evaluation_set, embed_evaluation_sets, inference_precision, predict_proba
 from locus_model.model import Locus, load_checkpoint, save_checkpoint
 from tests.locus_model.tiny_locus import CFG, D, tiny_model, tiny_pool
 
@@ -57,8 +58,8 @@ def test_onboarding_equals_batch_embedding(model, pool):
     np.testing.assert_allclose(one, embed_evaluation_sets(model, enc, [(idx, y)])[0], atol=1e-6)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_a_set_gets_the_same_bits_alone_and_in_any_batch(model, threads):
+@pytest.mark.parametrize("threads, low_precision", [(1, False), (2, False), (1, True)])
+def test_a_set_gets_the_same_bits_alone_and_in_any_batch(model, threads, low_precision):
     """The pipeline checks that re-embedding reproduces the pool bit for bit, whatever else is embedded."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -67,13 +68,14 @@ def test_a_set_gets_the_same_bits_alone_and_in_any_batch(model, threads):
         enc = rng.normal(size=(2000, D)).astype(np.float32)
         sets = [(rng.choice(2000, n, replace=False), (rng.random(n) > 0.5).astype(np.float32))
                 for n in (1, 2, 5, 63, 64, 65, 100, 300, 301, 1000, 300)]
-        together = embed_evaluation_sets(model, enc, sets)
-        small_batches = embed_evaluation_sets(model, enc, sets, batch_size=3, max_tokens=700)
+        lp = {"low_precision": low_precision}
+        together = embed_evaluation_sets(model, enc, sets, **lp)
+        small_batches = embed_evaluation_sets(model, enc, sets, batch_size=3, max_tokens=700, **lp)
         for m, (idx, y) in enumerate(sets):
-            alone = embed_evaluation_sets(model, enc, [(idx, y)])[0]
+            alone = embed_evaluation_sets(model, enc, [(idx, y)], **lp)[0]
             assert alone.tobytes() == together[m].tobytes() == small_batches[m].tobytes(), m
             order = np.argsort(idx)  # embed_evaluation_set knows no query ids: its canonical order is phi's
-            assert embed_evaluation_set(model, enc[idx[order]], y[order]).tobytes() == alone.tobytes()
+            assert embed_evaluation_set(model, enc[idx[order]], y[order], **lp).tobytes() == alone.tobytes()
     finally:
         torch.set_num_threads(before)
 
@@ -110,7 +112,7 @@ def test_predict_proba_projects_each_query_once(model, pool):
     rows = []
     handle = model.query_proj.register_forward_hook(lambda mod, inp, out: rows.append(inp[0].shape[0]))
     try:
-        probs = predict_proba(model, z, enc, batch_size=128)
+        probs = predict_proba(model, z, enc, batch_size=128, low_precision=False)
     finally:
         handle.remove()
     assert sum(rows) == len(enc)  # not len(enc) * number of models
@@ -143,9 +145,28 @@ def test_low_precision_stays_close_to_fp32(model, pool):
     enc, sets = pool
     z, z_lp = embed_evaluation_sets(model, enc, sets), embed_evaluation_sets(model, enc, sets, low_precision=True)
     assert z_lp.dtype == np.float32 and np.abs(z_lp - z).max() < 0.1 and np.abs(z).max() > 0.3
-    p, p_lp = predict_proba(model, z, enc), predict_proba(model, z, enc, low_precision=True)
+    p, p_lp = predict_proba(model, z, enc, low_precision=False), predict_proba(model, z, enc, low_precision=True)
     assert p_lp.dtype == np.float32 and np.abs(p_lp - p).max() < 0.02
-    assert embed_evaluation_sets(model, enc, sets).tobytes() == z.tobytes()  # fp32 is the default
+
+
+def test_the_default_precision_follows_the_cpu_flags(model, pool, tmp_path, monkeypatch):
+    """bf16 on a CPU with bf16 units, fp32 elsewhere; low_precision=True / False force either."""
+    flags = {"avx512_bf16": True, "amx_bf16": True, "avx2 avx512f avx512_vnni": False}
+    for cpu_flags, has in flags.items():
+        info = tmp_path / cpu_flags.replace(" ", "_")
+        info.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {cpu_flags} fma\n")
+        assert cpu_has_bf16(str(info)) is has
+    assert cpu_has_bf16(str(tmp_path / "absent")) is False
+    enc, sets = pool
+    fp32 = embed_evaluation_sets(model, enc, sets, low_precision=False)
+    bf16 = embed_evaluation_sets(model, enc, sets, low_precision=True)
+    for has, expected in ((True, bf16), (False, fp32)):
+        monkeypatch.setattr(infer, "cpu_has_bf16", lambda has=has: has)
+        assert inference_precision("cpu") == ("bf16" if has else "fp32")
+        assert embed_evaluation_sets(model, enc, sets).tobytes() == expected.tobytes()
+        assert predict_proba(model, fp32, enc).tobytes() == predict_proba(model, fp32, enc, low_precision=has).tobytes()
+    assert inference_precision("cpu", low_precision=True) == "bf16"
+    assert inference_precision("cpu", low_precision=False) == "fp32"
 
 
 def test_errors_say_how_to_fix(model, pool):

@@ -96,7 +96,7 @@ def _plain_embed(model: Locus, phi: torch.Tensor, y: torch.Tensor) -> torch.Tens
 
 def test_embeddings_equal_the_plain_implementation(model, pool):
     enc, sets = pool
-    z = embed_evaluation_sets(model, enc, sets)
+    z = embed_evaluation_sets(model, enc, sets, low_precision=False)
     with torch.no_grad():
         plain = torch.stack([_plain_embed(model, torch.from_numpy(enc[i]), torch.from_numpy(s)) for i, s in sets])
     np.testing.assert_allclose(z, plain.numpy(), atol=1e-5, rtol=0)
@@ -112,6 +112,23 @@ def test_tiled_scoring_equals_one_tile(model, pool):
     torch.testing.assert_close(tiled, whole, atol=1e-6, rtol=1e-6)
     plain = torch.stack([model.pair_logits(z[m : m + 1], u[None])[0] for m in range(len(z))]).detach()
     torch.testing.assert_close(whole, plain, atol=1e-5, rtol=1e-5)
+
+
+def test_training_and_inference_score_all_pairs_with_the_same_code(model, pool):
+    """Under autograd predict_logits_projected is one tile (the same numbers as the tiles of inference) and its
+    gradient is the gradient of the plain per-pair predictor."""
+    enc, sets = pool
+    z = torch.from_numpy(embed_evaluation_sets(model, enc, sets, low_precision=False)).requires_grad_()
+    u = model.query_projection(torch.from_numpy(enc[:40])).detach()
+    logits = model.predict_logits_projected(z, u)
+    with torch.inference_mode():
+        tiled = model.predict_logits_projected(z.detach(), u, block_models=3, block_queries=7)
+    torch.testing.assert_close(logits.detach(), tiled, atol=1e-6, rtol=1e-6)
+    logits.sum().backward()
+    z_plain = z.detach().clone().requires_grad_()
+    model.pair_logits(z_plain, u[None].expand(len(z), -1, -1)).sum().backward()
+    torch.testing.assert_close(z.grad, z_plain.grad, atol=1e-5, rtol=1e-5)
+    model.zero_grad()
 
 
 def test_checkpoint_round_trip(model, pool, tmp_path):

@@ -83,3 +83,23 @@ def test_mab_equals_the_plain_masked_softmax_attention():
     att = masked_softmax(q @ k.transpose(-2, -1) / 2.0, mask[:, None, None, :]) @ v
     hid = mab.ln_attn(x + mab.w_o(att.transpose(1, 2).reshape(2, 5, 16)))
     torch.testing.assert_close(mab(x, y, key_mask=mask), mab.ln_ff(hid + mab.ff(hid)), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("nx, ny", [(3, 9), (9, 3)])
+def test_mab_with_its_key_and_value_biases_after_the_attention_equals_the_plain_one(nx, ny):
+    """MAB moves the k/v biases after the attention when the keys are more than the queries; the same function
+    as the plain projections, all-padding sets included."""
+    torch.manual_seed(1)
+    mab = MAB(d=16, n_heads=4)
+    with torch.no_grad():
+        for lin in (mab.w_k, mab.w_v):
+            lin.bias.normal_()
+    x, y = torch.randn(3, nx, 16), torch.randn(3, ny, 16)
+    mask = torch.ones(3, ny, dtype=torch.bool)
+    mask[1, 2:] = False
+    mask[2] = False  # an all-padding set
+    q = mab.w_q(x).view(3, nx, 4, 4).transpose(1, 2)
+    k, v = (lin(y).view(3, ny, 4, 4).transpose(1, 2) for lin in (mab.w_k, mab.w_v))
+    att = masked_softmax(q @ k.transpose(-2, -1) / 2, mask[:, None, None, :]) @ v
+    plain = mab.finish(x, att.transpose(1, 2).reshape(3, nx, 16))
+    torch.testing.assert_close(mab(x, y, key_mask=mask), plain, atol=1e-5, rtol=1e-5)

@@ -5,7 +5,8 @@ import dagster as dg
 import pandas as pd
 
 from locus_model.markdown import escape_frame, escape_markdown
-from locus_pipeline.defs.assets.analyses import GROUP, excluded_note, labelled_pool, publish
+from locus_model.analysis._common import left_out_note as excluded_note  # ops: one-line fix, excluded_note moved (pipe)
+from locus_pipeline.defs.assets.analyses import GROUP, labelled_pool, publish
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
 

@@ -13,7 +13,7 @@ import pytest
 
 from locus_model.data.contract import safe_model_key
 from locus_pipeline.defs.partitions import onboarded_models
-from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change
+from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change, reports_lag
 from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import LocusHome
 
@@ -146,20 +146,26 @@ def test_reports_refresh_once_when_the_pool_is_newer_and_nothing_is_running() ->
         sense = lambda cursor=None: reports_after_pool_change(dg.build_sensor_context(instance=instance, cursor=cursor))  # noqa: E731
         assert "no pool yet" in sense().skip_message
         _materialize(instance, "model_embeddings")
-        _materialize(instance, "heldout_predictions")
-        assert "up to date with the pool" in sense().skip_message
-        refresh = dg.DagsterRun(job_name="reports_refresh_job", run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED)
-        instance.add_run(refresh)  # heldout_predictions is done, the analyses after it are not
-        assert "a reports refresh is running" in sense().skip_message
-        instance.report_run_failed(refresh)
+        _materialize(instance, "analysis_reports")
+        assert "up to date with the pool" in sense().skip_message and reports_lag(instance) == ""
         _materialize(instance, "model_embeddings")  # an onboarding changed the pool
         _add_run(instance, dg.DagsterRunStatus.STARTED)  # and another one is still going
         assert "waiting for 1 onboarding_job run" in sense().skip_message
+        assert "1 onboarding_job" in reports_lag(instance)
         for record in instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
             instance.report_run_failed(record.dagster_run)
+        assert "older than the pool" in reports_lag(instance)
         result = sense()
-        assert len(result.run_requests) == 1 and result.cursor
-        assert isinstance(sense(result.cursor), dg.SkipReason)  # one refresh per pool state
+        (request,) = result.run_requests
+        assert result.cursor and isinstance(sense(result.cursor), dg.SkipReason)  # one refresh per pool state
+        refresh = instance.add_run(dg.DagsterRun(job_name="reports_refresh_job", run_id=str(uuid.uuid4()),
+                                                 status=dg.DagsterRunStatus.STARTED, tags={"dagster/run_key": request.run_key}))
+        _materialize(instance, "heldout_predictions")  # the refresh's first asset is newer than the pool, the rest is not
+        assert "a reports refresh is running" in sense(result.cursor).skip_message
+        assert "reports_refresh_job" in reports_lag(instance)
+        instance.report_run_failed(refresh)  # a step failed: said, not retried, not called up to date
+        assert "the refresh for this pool failed" in sense(result.cursor).skip_message
+        assert "older than the pool" in reports_lag(instance)
         _materialize(instance, "model_embeddings")
         assert len(sense(result.cursor).run_requests) == 1  # the pool changed again
 
@@ -347,13 +353,16 @@ def _dead_pid() -> int:
 
 
 def _started_run(instance: dg.DagsterInstance, job_name: str, *, run_key: str, pid: int, partition: str | None = None,
-                 run_config: dict | None = None) -> dg.DagsterRun:
-    from dagster._core.events import EngineEventData
+                 run_config: dict | None = None, reported_at: float | None = None) -> dg.DagsterRun:
+    """A STARTED run whose worker reported ``pid`` (at ``reported_at``, default now), as a run worker does."""
+    from dagster._core.events import DagsterEvent, DagsterEventType, EngineEventData
 
     tags = {"dagster/run_key": run_key, **({"dagster/partition": partition} if partition else {})}
     run = instance.add_run(dg.DagsterRun(job_name=job_name, run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
                                          tags=tags, run_config=run_config or {}))
-    instance.report_engine_event(f"Started process for run (pid: {pid}).", run, EngineEventData.in_process(pid))
+    event = DagsterEvent(DagsterEventType.ENGINE_EVENT.value, job_name=job_name, message=f"Started process for run (pid: {pid}).",
+                         event_specific_data=EngineEventData.in_process(pid))
+    instance.report_dagster_event(event, run.run_id, timestamp=reported_at)
     return run
 
 
@@ -379,14 +388,30 @@ def test_an_onboarding_whose_process_died_is_failed_its_slot_freed_and_requested
 
 def test_a_killed_reports_refresh_is_not_waited_on_and_runs_again() -> None:
     with dg.instance_for_test() as instance:
-        _materialize(instance, "heldout_predictions")
+        _materialize(instance, "analysis_reports")
         _materialize(instance, "model_embeddings")
         pool_id = next(iter(instance.fetch_materializations(dg.AssetKey("model_embeddings"), limit=1).records)).storage_id
         killed = _started_run(instance, "reports_refresh_job", run_key=f"reports-for-pool-{pool_id}", pid=_dead_pid())
+        _materialize(instance, "heldout_predictions")  # killed half-way: its first report is newer than the pool
         result = reports_after_pool_change(dg.build_sensor_context(instance=instance, cursor=str(pool_id)))
         assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
         (request,) = result.run_requests
         assert request.run_key == f"reports-for-pool-{pool_id}:attempt-2"
+
+
+def test_a_pid_taken_by_a_later_process_is_not_the_run_s_worker() -> None:
+    from locus_pipeline.runs import fail_dead_runs, pid_alive
+
+    started = time.time()
+    assert pid_alive(os.getpid()) and pid_alive(os.getpid(), started_by=started)
+    assert not pid_alive(os.getpid(), started_by=started - 24 * 3600)  # the run reported this pid before we existed
+    assert not pid_alive(_dead_pid())
+    with dg.instance_for_test() as instance:
+        reused = _started_run(instance, onboarding_job.name, run_key="abc:m", pid=os.getpid(), reported_at=started - 24 * 3600)
+        assert fail_dead_runs(instance, [onboarding_job.name]) == [reused.run_id]  # the pid is ours now, not the run's
+        fresh = _started_run(instance, onboarding_job.name, run_key="def:n", pid=os.getpid())
+        assert fail_dead_runs(instance, [onboarding_job.name]) == []
+        assert instance.get_run_by_id(fresh.run_id).status == dg.DagsterRunStatus.STARTED
 
 
 def test_a_run_that_failed_in_a_step_is_not_retried(home: Path) -> None:
