@@ -19,7 +19,7 @@ from locus_pipeline.intake import DropFolder, intake_file, read_manifest, scan_i
 from locus_pipeline.storage import LocusHome, StorageError
 from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ WRITER = textwrap.dedent("""
     import sys, numpy as np, pandas as pd
     sys.path.insert(0, sys.argv[3])
     from locus_pipeline.storage import LocusHome
-    from tests.locus_pipeline.test_storage_remote import pool_rows
+    from tests.locus_pipeline.storage.test_remote import pool_rows
 
     home = LocusHome(root=sys.argv[1], cache=sys.argv[2])
     name = sys.argv[4]
