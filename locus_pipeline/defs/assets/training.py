@@ -199,7 +199,7 @@ def locus_checkpoint(
     import mlflow as mlflow_api
 
     from locus_model.data.matrix import fingerprint_evaluations
-    from locus_model.infer import resolve_device
+    from locus_model.infer import inference_precision, resolve_device
     from locus_model.model import save_checkpoint
     from locus_model.train import train_locus
     from locus_model.pool import embed_models
@@ -272,6 +272,7 @@ def locus_checkpoint(
             "best_epoch": result.best_epoch,
             "epochs_run": len(result.history),
             "device": device,
+            "inference_precision": inference_precision(device),  # of the pool's embeddings and of scoring (bf16/fp32)
             # one float per figure (MLflow: selected/<name>): the asset's Plots tab charts them across materializations
             **{name: value for name, value, _ in figures},
             "figures": dg.MetadataValue.md("| figure | value | what it measures |\n|---|---|---|\n" + "\n".join(

@@ -1,0 +1,135 @@
+"""A pool of 100,000 synthetic models embedded, stored and served, with the library's functions (issue 29, item 6).
+
+    PYTHONPATH=. .venv/bin/python bench/bench_scale_pool.py [--models 100000] [--evaluations 64] [--queries 4096]
+        [--route-queries 200] [--threads 1] [--out FILE]
+
+The pool: --models models, each evaluated on --evaluations of --queries random unit-norm 384-d query encodings
+(MiniLM's width), its scores drawn from a planted ability (P(correct) = sigmoid(ability . query)); a random
+default-size LOCUS (no training: the cost of embedding, storing and routing does not depend on the weights).
+1. embed: `infer.embed_evaluation_sets` on every set (the precision the library picks on this CPU); wall and CPU
+   time, and the process's peak resident memory (VmHWM) over its size before.
+2. store: the pool as a Parquet table (model, embedding), written and read back.
+3. exact top-10 neighbours of every model by Euclidean distance, in blocks of --block rows against the whole pool
+   (memory: block x models distances at a time, never a models x models matrix).
+4. serve: for each of --route-queries queries, `predict_proba` over all models and `routing.route` with cost
+   (quality weight 0.9, random costs) and a fallback chain of 3 from the embeddings: per-query wall latency p50 / p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from locus_model.infer import embed_evaluation_sets, inference_precision, predict_proba  # noqa: E402
+from locus_model.model import Locus, LocusConfig  # noqa: E402
+from locus_model.routing import route  # noqa: E402
+
+DIM = 384
+
+
+def _vm_mb(key: str) -> float:
+    return int(re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) / 1024
+
+
+def synthetic_pool(models: int, evaluations: int, queries: int, seed: int = 0):
+    """(encodings (Q, DIM), sets [(query indices, scores)] * models): planted abilities, Bernoulli scores."""
+    rng = np.random.default_rng(seed)
+    enc = rng.normal(size=(queries, DIM)).astype(np.float32)
+    enc /= np.linalg.norm(enc, axis=1, keepdims=True)
+    sets = []
+    for _ in range(models):
+        idx = rng.choice(queries, evaluations, replace=False)
+        ability = rng.normal(size=DIM).astype(np.float32)
+        p = 1 / (1 + np.exp(-(enc[idx] @ ability)))
+        sets.append((idx, (rng.random(evaluations) < p).astype(np.float32)))
+    return enc, sets
+
+
+def top_neighbours(z: np.ndarray, k: int = 10, block: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """(indices (M, k), distances (M, k)) of each row's k nearest other rows, exact, nearest first; memory
+    block x M distances at a time."""
+    sq = (z.astype(np.float64) ** 2).sum(1)
+    idx = np.empty((len(z), k), np.int64)
+    dist = np.empty((len(z), k))
+    for start in range(0, len(z), block):
+        rows = np.arange(start, min(start + block, len(z)))
+        d2 = sq[rows, None] + sq[None, :] - 2 * (z[rows].astype(np.float64) @ z.T.astype(np.float64))  # (b, M)
+        d2[np.arange(len(rows)), rows] = np.inf  # not itself
+        part = np.argpartition(d2, k, axis=1)[:, :k]
+        part_d = np.take_along_axis(d2, part, axis=1)
+        order = np.argsort(part_d, axis=1, kind="stable")
+        idx[rows] = np.take_along_axis(part, order, axis=1)
+        dist[rows] = np.sqrt(np.maximum(np.take_along_axis(part_d, order, axis=1), 0))
+    return idx, dist
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", type=int, default=100_000)
+    ap.add_argument("--evaluations", type=int, default=64, help="evaluations per model")
+    ap.add_argument("--queries", type=int, default=4096)
+    ap.add_argument("--route-queries", type=int, default=200)
+    ap.add_argument("--block", type=int, default=128, help="rows per block of the neighbour search")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = Locus(LocusConfig(query_dim=DIM)).eval()
+    enc, sets = synthetic_pool(args.models, args.evaluations, args.queries)
+    out = {"models": args.models, "evaluations": args.evaluations, "threads": args.threads,
+           "precision": inference_precision("cpu")}
+
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here
+    rss0 = _vm_mb("VmRSS")
+    t0, c0 = time.perf_counter(), time.process_time()
+    z = embed_evaluation_sets(model, enc, sets)
+    out["embed"] = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
+                    "peak_mb_over_start": round(_vm_mb("VmHWM") - rss0)}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "pool.parquet"
+        t0 = time.perf_counter()
+        pd.DataFrame({"model": [f"synthetic-{m:06d}" for m in range(len(z))], "embedding": list(z)}).to_parquet(path)
+        back = np.stack(pd.read_parquet(path)["embedding"].to_numpy())
+        out["store"] = {"wall_s": round(time.perf_counter() - t0, 1), "mb": round(path.stat().st_size / 2**20, 1),
+                        "round_trip_equal": bool(np.array_equal(back, z))}
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    neighbours, _ = top_neighbours(z, 10, args.block)
+    out["neighbours"] = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
+                         "block_mb": round(args.block * len(z) * 8 / 2**20)}
+
+    rng = np.random.default_rng(1)
+    costs = rng.uniform(0.1, 10, len(z))
+    latencies, chosen = [], []
+    for q in rng.choice(len(enc), args.route_queries):
+        t0 = time.perf_counter()
+        probs = predict_proba(model, z, enc[q : q + 1])[:, 0]  # (M,)
+        decision = route(probs, costs, quality_weight=0.9, embeddings=z, n_fallbacks=3)
+        latencies.append(time.perf_counter() - t0)
+        chosen.append(decision.chosen)
+    ms = np.array(latencies) * 1e3
+    out["route"] = {"queries": args.route_queries, "p50_ms": round(float(np.percentile(ms, 50)), 1),
+                    "p99_ms": round(float(np.percentile(ms, 99)), 1), "distinct_chosen": len(set(chosen))}
+    out["neighbours_of_model_0"] = neighbours[0].tolist()
+    print(json.dumps(out, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    main()
