@@ -3,7 +3,7 @@
 Two modes:
 
 ``synthetic``: every function of locus_model.analysis on a synthetic pool of M models (random d-dim embeddings
-with planted families, 0/1 labels and probabilities on Q held-out queries, an embedding function for the
+with planted families, 0/1 labels and probabilities on Q test queries, an embedding function for the
 resampling analyses), timed one at a time; peak memory is the process's peak RSS during the call above its RSS
 at the start (the kernel's high-water mark, reset before each call).
 
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="mode", required=True)
     s = sub.add_parser("synthetic", help="time each analysis function on synthetic pools of M models")
     s.add_argument("--models", type=int, nargs="+", default=[2001, 10000])
-    s.add_argument("--queries", type=int, default=200, help="held-out queries (metabench's test split: ~108)")
+    s.add_argument("--queries", type=int, default=200, help="test queries (metabench's test split: ~108)")
     s.add_argument("--max-k", type=int, default=50, help="largest portfolio on the k curves")
     s.add_argument("--skip", nargs="*", default=[], help="skip analyses whose name contains one of these")
     s.add_argument("--out-dir", default="/tmp/bench_pool_analyses")

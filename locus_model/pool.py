@@ -3,7 +3,7 @@
 The table's schema is ``POOL_SCHEMA`` below (column, Arrow type as written to Parquet, meaning): the one
 source of the pool's columns, shown by the pipeline as the table's schema and tested against the written file.
 
-A pool embedding is computed from all of the model's evaluations outside the held-out test queries (the
+A pool embedding is computed from all of the model's evaluations outside the test queries (the
 test queries stay unseen so that routing accuracy on them is honest). Rows from different checkpoints are
 never mixed: a new checkpoint re-embeds the whole pool, and an upsert with another checkpoint is refused.
 Every embedding is computed by one forward pass of the checkpoint, so re-embedding the same evaluations
@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from locus_model.data.contract import safe_model_key
-from locus_model.data.matrix import fingerprint_evaluations
+from locus_model.data.matrix import evaluations_digest
 from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
@@ -31,7 +31,7 @@ POOL_SCHEMA = pa.schema([
         ("model_key", pa.string(), "safe form of the name (partition key, file names)"),
         ("embedding", pa.list_(pa.float32()), "the model embedding z_m (d float32)"),
         ("n_evaluations", pa.int64(), "evaluations the embedding was computed from"),
-        ("evaluations_fingerprint", pa.string(), "sha256 prefix of the (model, query_id, score) triples used"),
+        ("evaluations_digest", pa.string(), "sha256 prefix of the (model, query_id, score) triples used"),
         ("checkpoint_id", pa.string(), "sha256 prefix of the checkpoint file that embedded it"),
         ("source", pa.string(), '"training" (trained on), "held_out" (in the training source, never trained on) '
                                 'or "onboarded" (a dropped file)'),
@@ -39,6 +39,13 @@ POOL_SCHEMA = pa.schema([
     )
 ])
 POOL_COLUMNS = tuple(POOL_SCHEMA.names)
+# columns that pools written by earlier versions name otherwise (old name -> name): read under the new name
+RENAMED_COLUMNS = {"evaluations_fingerprint": "evaluations_digest"}
+
+
+def upgrade_pool(pool: pd.DataFrame) -> pd.DataFrame:
+    """A pool read from a file written by an earlier version, with today's column names."""
+    return pool.rename(columns={old: new for old, new in RENAMED_COLUMNS.items() if old in pool.columns})
 
 
 def column_doc(column: str) -> str:
@@ -72,7 +79,7 @@ def embed_models(
     for name, rows in table.groupby(table["model"].astype(str), sort=True):
         idx = query_rows(encodings, rows["query_id"], what=f"model {name!r}: ")
         sets.append((idx, rows["score"].to_numpy(np.float32)))
-        prints.append(fingerprint_evaluations(rows))
+        prints.append(evaluations_digest(rows))
         counts.append(len(rows))
     # a set's embedding does not depend on the other sets of its batch (embed_evaluation_sets pads by the set's
     # own length), so re-embedding any subset of the pool reproduces its rows bit for bit
@@ -84,7 +91,7 @@ def embed_models(
             "model_key": [safe_model_key(m) for m in models],
             "embedding": list(z.astype(np.float32)),
             "n_evaluations": np.asarray(counts, dtype=np.int64),
-            "evaluations_fingerprint": prints,
+            "evaluations_digest": prints,
             "checkpoint_id": checkpoint,
             "source": source,
             "embedded_at": now,
@@ -139,8 +146,8 @@ def models_with_new_evaluations(previous: pd.DataFrame | None, pool: pd.DataFram
     """Models of ``pool`` whose evaluations are new to it (sorted): not in ``previous`` (None: no pool before), or
     with another evaluations digest than their previous row. A rebuild's other rows re-embed evaluations the pool
     already held."""
-    before = {} if previous is None else dict(zip(previous["model"].astype(str), previous["evaluations_fingerprint"]))
-    return sorted(m for m, f in zip(pool["model"].astype(str), pool["evaluations_fingerprint"]) if before.get(m) != f)
+    before = {} if previous is None else dict(zip(previous["model"].astype(str), previous["evaluations_digest"]))
+    return sorted(m for m, f in zip(pool["model"].astype(str), pool["evaluations_digest"]) if before.get(m) != f)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from locus_model.data.matrix import fingerprint_evaluations
+from locus_model.data.matrix import evaluations_digest
 from locus_model.pool import embed_models
 from locus_pipeline.storage import LocusHome
 from locus_pipeline.tables import pool_evaluations
@@ -45,7 +45,7 @@ def embed_again(home: LocusHome, checkpoint, rows: pd.DataFrame) -> tuple[pd.Dat
         again.append(training_source_rows(home, checkpoint, set(from_source["model"].astype(str))))
     for r in rows[rows["source"] == "onboarded"].itertuples():
         store = home.read_store(r.model_key)
-        if fingerprint_evaluations(store) != r.evaluations_fingerprint:
+        if evaluations_digest(store) != r.evaluations_digest:
             pending.append(str(r.model))
         else:
             current.append(store)

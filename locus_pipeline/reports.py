@@ -1,7 +1,7 @@
 """From evaluation tables and a pool table to the downstream analyses (locus_model.analysis): what the
 analysis assets and the `locus search` command share.
 
-- test_query_predictions: P(correct) of every pool model on the test queries (asset heldout_predictions), beside its labels
+- test_query_predictions: P(correct) of every pool model on the test queries (asset test_query_predictions), beside its labels
 - prediction_matrices: that long table as (M, Q) probs / labels in pool order
 - per_benchmark_accuracy: each model's actual accuracy per benchmark
 - pool_evaluation_sets / embed_fn: the evaluation set every pool embedding came from, and a function that
@@ -85,7 +85,7 @@ class Predictions:
 
 
 def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Predictions:
-    """(M, Q) probs and labels from the heldout_predictions table, rows in `names` order."""
+    """(M, Q) probs and labels from the test_query_predictions table, rows in `names` order."""
     names = [str(n) for n in names]
     missing = sorted(set(names) - set(predictions["model"].astype(str)))
     if missing:

@@ -14,14 +14,14 @@ want of held-out labels, and name them in the report.
                     portfolios (the k-center, k-medoids and coverage-greedy curves of a pool)
 - atlas:            write_atlas, model_atlas (an interactive 3-D map of the pool)
 - fallback:         fallback (nearest-neighbour substitute when the routed model is unavailable)
-- fingerprint:      resample_embeddings, near_duplicates, known_duplicates
+- duplicates:       resample_embeddings, near_duplicates, known_duplicates
 - capability:       capability_search
 """
 
 from locus_model.analysis.capability import CapabilitySearch, capability_search
 from locus_model.analysis.fallback import Fallback, fallback
 from locus_model.analysis.clustering import FamilyClustering, PoolClustering, cluster_pool, family_clustering
-from locus_model.analysis.fingerprint import (EmbedFn, NearDuplicates, known_duplicates, near_duplicates,
+from locus_model.analysis.duplicates import (EmbedFn, NearDuplicates, known_duplicates, near_duplicates,
                                               resample_embeddings)
 from locus_model.analysis.geometry import Correlation, DistanceDisagreement, distance_vs_disagreement
 from locus_model.analysis.portfolio import coverage, coverage_greedy, coverage_similarity, k_center, k_medoids

@@ -15,7 +15,7 @@ import pandas as pd
 
 from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table,
                                           new_figure, pairwise_distances, save_figure)
-from locus_model.analysis.fingerprint import EmbedFn
+from locus_model.analysis.duplicates import EmbedFn
 from locus_model.markdown import escape_markdown
 
 

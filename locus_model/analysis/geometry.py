@@ -31,7 +31,7 @@ class Correlation:
 
 @dataclass(frozen=True)
 class DistanceDisagreement:
-    """Per model pair: embedding distances and the correctness disagreement rate on held-out queries."""
+    """Per model pair: embedding distances and the correctness disagreement rate on test queries."""
     names: tuple[str, ...]   # M
     pair_a: np.ndarray       # (P,) int, index of the first model of each pair (a < b)
     pair_b: np.ndarray       # (P,) int
@@ -41,7 +41,7 @@ class DistanceDisagreement:
     n_shared: np.ndarray     # (P,) int, number of those queries
     euclidean_corr: Correlation
     cosine_corr: Correlation
-    n_queries: int = 0       # held-out queries the disagreement is measured on
+    n_queries: int = 0       # test queries the disagreement is measured on
     left_out: tuple[str, ...] = ()  # models left out before the call (no held-out labels)
 
     def table(self) -> pd.DataFrame:
@@ -68,7 +68,7 @@ class DistanceDisagreement:
         return (f"**Embedding distance vs correctness disagreement** ({len(self.pair_a)} model pairs, "
                 f"{len(self.names)} models; paper: Pearson 0.887 Euclidean / 0.845 cosine)\n\n"
                 + markdown_table(self.correlation_table(), digits=3)
-                + f"\n\nDisagreement is measured on the {self.n_queries} held-out test queries, which no pool "
+                + f"\n\nDisagreement is measured on the {self.n_queries} test queries, which no pool "
                 "embedding was computed from." + left_out_note(self.left_out))
 
     def figures(self) -> dict[str, float]:
@@ -96,13 +96,13 @@ class DistanceDisagreement:
         return save_figure(fig, path)
 
 
-def distance_vs_disagreement(embeddings: np.ndarray, labels_heldout: np.ndarray, names=None, *,
+def distance_vs_disagreement(embeddings: np.ndarray, labels_test: np.ndarray, names=None, *,
                              min_shared: int = 1, left_out=()) -> DistanceDisagreement:
     """For every model pair, embedding distance vs how often the two models disagree on correctness.
 
     Args:
         embeddings: (M, d) model embeddings.
-        labels_heldout: (M, Q) held-out correctness labels in [0, 1], NaN = model not evaluated on the query.
+        labels_test: (M, Q) correctness labels on the test queries in [0, 1], NaN = model not evaluated on the query.
             Use queries the embeddings were NOT computed from, so the correlation is not circular.
         names: M model names (for the table), default model_<i>.
         min_shared: pairs sharing fewer labelled queries are left out of the pairs and the correlations.
@@ -113,9 +113,9 @@ def distance_vs_disagreement(embeddings: np.ndarray, labels_heldout: np.ndarray,
     result's M(M-1)/2 pairs (2.0 million at 2,001 models); the time is BLAS products, no loop over models.
     """
     z = check_embeddings(embeddings, where="distance_vs_disagreement", min_models=3)
-    y = np.asarray(labels_heldout, dtype=np.float64)  # (M, Q)
+    y = np.asarray(labels_test, dtype=np.float64)  # (M, Q)
     if y.ndim != 2 or y.shape[0] != z.shape[0]:
-        raise ValueError(f"distance_vs_disagreement: labels_heldout has shape {y.shape}, expected "
+        raise ValueError(f"distance_vs_disagreement: labels_test has shape {y.shape}, expected "
                          f"({z.shape[0]}, Q) to match {z.shape[0]} model embeddings. "
                          "How to fix: pass the held-out label matrix with models in the embedding order.")
     names = check_names(names, z.shape[0], where="distance_vs_disagreement")

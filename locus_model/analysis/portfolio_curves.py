@@ -97,7 +97,7 @@ def portfolio_curve(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarra
 
     Args:
         embeddings: (M, d) model embeddings; probs: (M, Q) predicted P(correct); labels: (M, Q), NaN = unknown
-            (use held-out queries).
+            (use test queries).
         method: "k_center" / "k_medoids" (curve over `ks`, default 1..M) or "coverage_greedy" (curve over
             `budgets_b` with `params_b`, e.g. from params_for_models).
         tolerance: a portfolio "matches" the full pool when its accuracy >= full - tolerance (0.005 = 0.5 point).
@@ -199,7 +199,7 @@ class Portfolios:
         body = "\n\n".join(c.to_markdown() for c in self.curves)
         if all(c.method != "coverage_greedy" for c in self.curves):
             body += "\n\nNo parameter count is known (models file or name), so there is no coverage-greedy curve."
-        return (body + "\n\nRouting among a portfolio: for every held-out query, the member with the highest predicted "
+        return (body + "\n\nRouting among a portfolio: for every test query, the member with the highest predicted "
                 "P(correct) answers (the correctness predictor's probabilities from the pool embeddings)."
                 + left_out_note(self.left_out))
 

@@ -9,7 +9,7 @@ are generated. Correctness comes from a multidimensional IRT model (see data/DEM
 with K latent skills, a_q the query's skill loadings (set by its benchmark and subtopic, i.e. by the topic
 of its text), b_q its difficulty and c_q the guessing floor of a multiple-choice question (0 otherwise).
 Families, specialists (math / code / medical finetunes) and re-uploads (models sharing one skill vector)
-exist by construction, so later analyses (clustering, fingerprinting, routing) can be checked against the
+exist by construction, so later analyses (clustering, near-duplicate detection, routing) can be checked against the
 truth returned beside the tables. The query texts come from locus_model.data.demo_text; the files are
 written by locus_model.data.demo.
 

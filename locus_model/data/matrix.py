@@ -1,4 +1,4 @@
-"""The dense form of an evaluation table the model code uses, and the fingerprint of its evaluations."""
+"""The dense form of an evaluation table the model code uses, and the digest of its evaluations."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ class EvaluationMatrix:
         return self.scores.shape
 
 
-def fingerprint_evaluations(table: pd.DataFrame) -> str:
-    """sha256 over the sorted (model, query_id, score) triples: identical evaluations, identical fingerprint."""
+def evaluations_digest(table: pd.DataFrame) -> str:
+    """sha256 over the sorted (model, query_id, score) triples: identical evaluations, identical digest."""
     part = table[["model", "query_id", "score"]].astype({"model": str, "query_id": str})
     part = part.sort_values(["model", "query_id"], kind="stable")
     digest = hashlib.sha256()

@@ -87,7 +87,7 @@ def query_split(table: pd.DataFrame, *, budget: int, seed: int, test_fraction: f
     """One row per query: query_id, split (train/val/test), anchor (one of the ``budget`` training anchors).
 
     A table with its own ``split`` column (EmbedLLM) keeps it; otherwise queries are split at random
-    (seeded): ``test_fraction`` held-out test queries, ``val_fraction`` of the rest for validation.
+    (seeded): ``test_fraction`` test queries, ``val_fraction`` of the rest for validation.
     The anchors are one random set of ``budget`` training queries shared by every model (the reference
     protocol); training uses each model's evaluations on them.
     """

@@ -77,7 +77,7 @@ class CostFrontier:
         if self.cost_at_share is not None:
             ax.axvline(self.cost_at_share, color="C0", lw=0.8, ls=":")
         ax.set_xlabel(cost_label)
-        ax.set_ylabel("routing accuracy (held-out queries)")
+        ax.set_ylabel("routing accuracy (test queries)")
         ax.set_title("Quality-cost frontier")
         ax.legend(fontsize=7, loc="lower right")
         return save_figure(fig, path)
@@ -106,7 +106,7 @@ def cost_frontier(
     names = [f"model_{i}" for i in range(p.shape[0])] if names is None else [str(n) for n in names]
     cols = (~np.isnan(y)).any(axis=0)
     if not cols.any():
-        raise RoutingError("cost_frontier: no query has a label. How to fix: pass labelled held-out queries.")
+        raise RoutingError("cost_frontier: no query has a label. How to fix: pass labelled test queries.")
     p, y, c = p[:, cols], y[:, cols], c[:, cols]
     known = ~np.isnan(y)
     q = np.arange(p.shape[1])

@@ -16,7 +16,7 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "checkpoint_id": ("string", "sha256 prefix of the checkpoint file's bytes"),
         "path": ("string", "the checkpoint file, relative to LOCUS_HOME (checkpoints/locus-<id>.pt)"),
         "encoder": ("string", "sentence encoder of the query encodings it was trained on"),
-        "data_fingerprint": ("string", "sha256 of the evaluations it was trained on"),
+        "evaluations_digest": ("string", "sha256 of the evaluations it was trained on"),
         "mlflow_run_id": ("string", "the MLflow run that trained it"),
         "model_version": ("string", "its version of the registered model `locus`"),
         "best_epoch": ("int", "the selected epoch (best validation routing accuracy)"),

@@ -174,7 +174,7 @@ REPORTS_DONE = dg.AssetKey("analysis_reports")  # the last asset of a refresh: i
 def latest_pool_and_reports(instance: dg.DagsterInstance):
     """(the pool's latest materialization record, the reports index's), either None when never materialized. The
     reports follow the pool when the index's storage id is the larger: a refresh killed or failed half-way (after
-    heldout_predictions, before the index) leaves them behind, so the sensor asks again."""
+    test_query_predictions, before the index) leaves them behind, so the sensor asks again."""
     return tuple(next(iter(instance.fetch_materializations(key, limit=1).records), None)
                  for key in (dg.AssetKey("model_embeddings"), REPORTS_DONE))
 

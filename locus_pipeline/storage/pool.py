@@ -26,7 +26,9 @@ class PoolAndStores:
         return self.pool_path.exists()
 
     def read_pool(self) -> pd.DataFrame:
-        return self.read_table(POOL)
+        from locus_model.pool import upgrade_pool
+
+        return upgrade_pool(self.read_table(POOL))
 
     def pool_version(self) -> tuple | None:
         """What changes whenever the pool is replaced (None: no pool): a reader polls it to reload."""

@@ -168,7 +168,7 @@ def test_the_asset_the_server_and_the_bench_decide_alike_with_unknown_costs_cand
                           "prob": probs.ravel(), "label": labels.ravel(), "checkpoint_id": built["checkpoint_id"]})
     evaluations = pd.DataFrame({"query_id": qids, "query": texts})
     with dg.build_asset_context() as context:
-        table = cost_frontier_asset(context, model_embeddings=home.read_pool(), heldout_predictions=preds,
+        table = cost_frontier_asset(context, model_embeddings=home.read_pool(), test_query_predictions=preds,
                                     model_catalog=catalog, evaluation_table=evaluations, home=home).set_index("quality_weight")
     costs = cost_table(pool_names, cost_info(catalog)).costs()  # (M,) params_b, NaN for mystery-model
     assert np.isnan(costs[pool_names.index("mystery-model")]) and set(table["cost_basis"]) == {"params_b"}

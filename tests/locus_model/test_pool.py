@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from locus_model.data.matrix import fingerprint_evaluations
+from locus_model.data.matrix import evaluations_digest
 from locus_model.model import Locus, LocusConfig
 from locus_model.pool import (POOL_COLUMNS, PoolError, Reproduction, check_pool, checkpoints_of, compare_embeddings,
                               embed_models, models_with_new_evaluations, pool_matrix, reproduction_sample,
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def rows(models: list[str], checkpoint: str = "ck-a", value: float = 0.0) -> pd.DataFrame:
     return pd.DataFrame({
         "model": models, "model_key": models, "embedding": [np.full(4, value, np.float32) for _ in models],
-        "n_evaluations": np.ones(len(models), np.int64), "evaluations_fingerprint": "f", "checkpoint_id": checkpoint,
+        "n_evaluations": np.ones(len(models), np.int64), "evaluations_digest": "f", "checkpoint_id": checkpoint,
         "source": "training", "embedded_at": pd.Timestamp(0, tz="UTC"),
     })
 
@@ -67,7 +67,7 @@ def test_embed_models_gives_one_row_per_model_and_reproduces_itself() -> None:
     out = embed_models(model, table, encodings, checkpoint="ck", source="onboarded")
     assert list(out.columns) == list(POOL_COLUMNS) and out["model"].tolist() == ["m1", "m2"]
     assert out["n_evaluations"].tolist() == [7, 5] and set(out["source"]) == {"onboarded"}
-    assert out["evaluations_fingerprint"].tolist() == [fingerprint_evaluations(table[table["model"] == m]) for m in ("m1", "m2")]
+    assert out["evaluations_digest"].tolist() == [evaluations_digest(table[table["model"] == m]) for m in ("m1", "m2")]
     alone = embed_models(model, table[table["model"] == "m2"], encodings, checkpoint="ck", source="onboarded")
     np.testing.assert_array_equal(alone["embedding"].iloc[0], out["embedding"].iloc[1])  # the same bits alone
     assert schema_differences(pa.Schema.from_pandas(out)) == []  # the types POOL_SCHEMA states, as written to Parquet
@@ -80,7 +80,7 @@ def test_embed_models_gives_one_row_per_model_and_reproduces_itself() -> None:
 def test_models_with_new_evaluations_are_the_new_models_and_those_with_other_evaluations() -> None:
     before = rows(["a", "b", "c"])
     after = pd.concat([before.iloc[:2], rows(["d"])], ignore_index=True)
-    after.loc[after["model"] == "b", "evaluations_fingerprint"] = "g"
+    after.loc[after["model"] == "b", "evaluations_digest"] = "g"
     assert models_with_new_evaluations(before, after) == ["b", "d"]
     assert models_with_new_evaluations(None, after) == ["a", "b", "d"]  # no pool before: every row is new
 
@@ -106,3 +106,11 @@ def test_compare_embeddings_names_each_row_that_differs_in_any_bit() -> None:
     result = compare_embeddings(stored, again)
     assert result.not_bit_identical == ["a"] and result.max_abs_diff == pytest.approx(1e-7)
     assert compare_embeddings(stored, again.iloc[:0]).models_checked == 0
+
+
+def test_a_pool_written_before_the_digest_rename_reads_with_todays_columns():
+    from locus_model.pool import POOL_COLUMNS, upgrade_pool
+
+    old = pd.DataFrame({"model": ["a"], "evaluations_fingerprint": ["f"]})
+    assert upgrade_pool(old).columns.tolist() == ["model", "evaluations_digest"]
+    assert "evaluations_digest" in POOL_COLUMNS and "evaluations_fingerprint" not in POOL_COLUMNS

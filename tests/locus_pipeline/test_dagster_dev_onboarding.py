@@ -186,7 +186,7 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
             refresh = wait_for(lambda: next((r for r in runs_of(instance, "reports_refresh_job")
                                              if step_started(instance, r.run_id, "analysis_reports")), None),
                                "a reports refresh at its last step", proc, log2, 2 * timeout)
-            assert materializations_after(instance, "heldout_predictions", refresh.run_id)
+            assert materializations_after(instance, "test_query_predictions", refresh.run_id)
             kill_group(proc)
         killed_at = time.time()
         assert not instance.get_run_by_id(refresh.run_id).is_finished and reports_lag(instance)

@@ -60,7 +60,7 @@ def test_mlflow_run_contents(materialized) -> None:
     run = client.get_run(checkpoint["mlflow_run_id"])
     assert run.data.tags["dagster.run_id"] == result.run_id
     params = run.data.params
-    for key in ("model.d", "train.epochs", "data_fingerprint", "encoder", "seed", "device"):
+    for key in ("model.d", "train.epochs", "evaluations_digest", "encoder", "seed", "device"):
         assert key in params, key
     assert params["encoder"] == "hashing-256" and params["model.d"] == "128" and params["device"] == "cpu"
     history = client.get_metric_history(run.info.run_id, "epoch/val_routing_acc")

@@ -2,7 +2,7 @@
 
 Each asset reads the pool (model_embeddings) and what it needs, calls one function of locus_model.analysis,
 writes LOCUS_HOME/reports/<name>.md + <name>.png, returns its table (warehouse Parquet) and shows the report
-as Dagster metadata. heldout_predictions is shared: P(correct) of every pool model on the held-out test
+as Dagster metadata. test_query_predictions is shared: P(correct) of every pool model on the test
 queries, beside its labels. Onboarded models have no held-out labels: label-based analyses (geometry,
 portfolios, fallback) leave them out, the others (clustering, near-duplicates, search, atlas) keep them.
 """
@@ -53,21 +53,21 @@ def publish_result(context: dg.AssetExecutionContext, home: LocusHome, name: str
             body=result.to_markdown() if body is None else body, png=png, **result.figures(), **metadata)
 
 
-def labelled_pool(model_embeddings: pd.DataFrame, heldout_predictions: pd.DataFrame):
+def labelled_pool(model_embeddings: pd.DataFrame, test_query_predictions: pd.DataFrame):
     """(names, embeddings, Predictions, excluded names): pool models with held-out labels only, as the pool was
-    when heldout_predictions read it. Models onboarded since are left for the next refresh (their rows carry no
+    when test_query_predictions read it. Models onboarded since are left for the next refresh (their rows carry no
     labels anyway); a pool rebuilt since (another checkpoint) is a failure that says so."""
     from locus_model.pool import checkpoints_of, pool_matrix
     from locus_pipeline.reports import prediction_matrices
 
-    snapshot, current = checkpoints_of(heldout_predictions), checkpoints_of(model_embeddings)
+    snapshot, current = checkpoints_of(test_query_predictions), checkpoints_of(model_embeddings)
     if snapshot != current:
-        raise dg.Failure(description=f"the pool was re-embedded with checkpoint {sorted(current)} after heldout_predictions "
+        raise dg.Failure(description=f"the pool was re-embedded with checkpoint {sorted(current)} after test_query_predictions "
                                      f"read it with {sorted(snapshot)}",
                          metadata={"how_to_fix": "nothing to do: the refresh requested after the rebuild replaces this one"})
-    pool = model_embeddings[model_embeddings["model"].astype(str).isin(set(heldout_predictions["model"].astype(str)))]
+    pool = model_embeddings[model_embeddings["model"].astype(str).isin(set(test_query_predictions["model"].astype(str)))]
     names, z = pool_matrix(pool)
-    preds = prediction_matrices(heldout_predictions, names)
+    preds = prediction_matrices(test_query_predictions, names)
     keep = preds.labelled
     return ([n for n, k in zip(names, keep) if k], z[keep], preds.subset(keep),
             [n for n, k in zip(names, keep) if not k])
@@ -83,7 +83,7 @@ def catalog_column(names: list[str], model_catalog: pd.DataFrame, column: str = 
 
 
 @dg.asset(kinds={"pytorch"}, group_name=GROUP, owners=OWNERS)
-def heldout_predictions(
+def test_query_predictions(
     context: dg.AssetExecutionContext,
     model_embeddings: pd.DataFrame,
     evaluation_table: pd.DataFrame,
@@ -116,15 +116,15 @@ def heldout_predictions(
 def embedding_geometry(
     context: dg.AssetExecutionContext,
     model_embeddings: pd.DataFrame,
-    heldout_predictions: pd.DataFrame,
+    test_query_predictions: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """Per model pair: Euclidean and cosine embedding distance vs the correctness disagreement rate on the
-    held-out test queries; Pearson, Spearman and Kendall over pairs (paper: Pearson 0.887 Euclidean)."""
+    test queries; Pearson, Spearman and Kendall over pairs (paper: Pearson 0.887 Euclidean)."""
     from locus_model.analysis import distance_vs_disagreement
     from locus_model.analysis._common import markdown_table
 
-    names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
+    names, z, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
     result = distance_vs_disagreement(z, preds.labels, names=names, left_out=excluded)
     publish_result(context, home, "embedding_geometry", "Embedding distance vs behaviour", result,
                    correlations=dg.MetadataValue.md(markdown_table(result.correlation_table(), digits=4)))
@@ -183,12 +183,12 @@ def portfolios(
     context: dg.AssetExecutionContext,
     config: PortfolioConfig,
     model_embeddings: pd.DataFrame,
-    heldout_predictions: pd.DataFrame,
+    test_query_predictions: pd.DataFrame,
     model_catalog: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """k-center and k-medoids portfolios (curve over k) and coverage-greedy per parameter (curve over a
-    total-parameter budget): routing accuracy when routing among the portfolio only, on the held-out queries,
+    total-parameter budget): routing accuracy when routing among the portfolio only, on the test queries,
     and the smallest portfolio within `tolerance` of the full pool. Parameter counts: the models file's
     params_b, else parsed from the name ("7b", "8x7b", "350m"); models with neither are never budgeted.
     Pools of more than 50 models get every k up to 50, then sizes spaced geometrically up to the pool
@@ -196,7 +196,7 @@ def portfolios(
     from locus_model.analysis import portfolios as curves
     from locus_model.data.catalog import params_for_models
 
-    names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
+    names, z, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
     result = curves(z, preds.probs, preds.labels, names=names, params_b=params_for_models(names, model_catalog[["model", "params_b"]]),
                     max_k=config.max_k, max_k_medoids=config.max_k_medoids, n_budgets=config.n_budgets,
                     tolerance=config.tolerance, n_random=config.n_random, seed=config.seed, left_out=excluded)
@@ -217,14 +217,14 @@ def fallback_report(
     context: dg.AssetExecutionContext,
     config: FallbackConfig,
     model_embeddings: pd.DataFrame,
-    heldout_predictions: pd.DataFrame,
+    test_query_predictions: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """When the routed model is unavailable, its nearest embedding neighbour answers: the share of routing
     accuracy kept (paper: 85%) against a random substitute and the router's own second choice."""
     from locus_model.analysis import fallback
 
-    names, z, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
+    names, z, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
     result = fallback(z, preds.probs, preds.labels, names=names, seed=config.seed, n_random=config.n_random,
                       metric=config.metric, left_out=excluded)
     publish_result(context, home, "fallback_report", "Fallback routing", result)
@@ -276,7 +276,7 @@ def near_duplicates(
     result = score_pairs(resampled, sets.names, threshold=config.threshold, max_pairs=config.max_pairs,
                          fraction=config.fraction).beside_pool(*pool_matrix(model_embeddings),
                                                                known=known_duplicates(model_catalog), not_resampled=sets.missing)
-    publish_result(context, home, "near_duplicates", "Near-duplicates / fingerprinting", result)
+    publish_result(context, home, "near_duplicates", "Near-duplicates", result)
     return result.pairs
 
 # ----------------------------------------------------------------------------- capability-profile search

@@ -1,4 +1,4 @@
-"""The quality-cost frontier of the cost-aware router (locus_model.routing) on the held-out queries."""
+"""The quality-cost frontier of the cost-aware router (locus_model.routing) on the test queries."""
 
 
 import dagster as dg
@@ -15,13 +15,13 @@ from locus_pipeline.storage import LocusHome
 def cost_frontier(
     context: dg.AssetExecutionContext,
     model_embeddings: pd.DataFrame,
-    heldout_predictions: pd.DataFrame,
+    test_query_predictions: pd.DataFrame,
     model_catalog: pd.DataFrame,
     evaluation_table: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """Routing accuracy against mean cost per query as the router's quality weight goes from cheapest to best
-    (P(correct) - lambda * cost), on the held-out queries, beside the best single model, the cheapest model and a
+    (P(correct) - lambda * cost), on the test queries, beside the best single model, the cheapest model and a
     random mix of the two; and the cost at which the router reaches 95% of the best single model's accuracy.
     The rule is locus serve's (locus_model.routing), and so are the costs: the model catalog's cost columns
     (routing.COST_KEYS: cost_per_query, or prices per million input/output tokens with the query's estimated
@@ -29,7 +29,7 @@ def cost_frontier(
     the metadata. A model with no cost on that basis is left out of the frontier and named."""
     from locus_model.routing import cost_info, cost_table, frontier_of_pool
 
-    names, _, preds, excluded = labelled_pool(model_embeddings, heldout_predictions)
+    names, _, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
     table = cost_table(names, cost_info(model_catalog))
     texts = (evaluation_table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
              .set_index("query_id")["query"].astype(str).reindex(preds.query_ids))

@@ -198,7 +198,7 @@ def locus_checkpoint(
     checkpoint_id, path (relative to LOCUS_HOME), encoder, MLflow run, metrics."""
     import mlflow as mlflow_api
 
-    from locus_model.data.matrix import fingerprint_evaluations
+    from locus_model.data.matrix import evaluations_digest
     from locus_model.infer import inference_precision, resolve_device
     from locus_model.model import save_checkpoint
     from locus_model.train import train_locus
@@ -214,7 +214,7 @@ def locus_checkpoint(
     encoder = str(query_encodings["encoder"].iloc[0])
     # the runtime the training encodings came from: the pool and serving encode with the same one
     runtime = str(query_encodings["runtime"].iloc[0]) if "runtime" in query_encodings else "torch"
-    fingerprint = fingerprint_evaluations(trained_on)
+    digest = evaluations_digest(trained_on)
     device = str(resolve_device(train_config.device))
     dagster_run = mlflow.dagster_run_url(context.run_id)
     tags = {"dagster.run_id": context.run_id, "dagster.run_url": dagster_run, "dagster.asset": "locus_checkpoint",
@@ -225,7 +225,7 @@ def locus_checkpoint(
     with mlflow.start_run(run_name=f"locus-{context.run_id[:8]}", tags=tags) as run:
         mlflow_api.log_params(
             {**{f"model.{k}": v for k, v in asdict(model_config).items()}, **{f"train.{k}": v for k, v in asdict(train_config).items()},
-             "data_fingerprint": fingerprint, "encoder": encoder, "encoder_runtime": runtime, "seed": train_config.seed, "device": device,
+             "evaluations_digest": digest, "encoder": encoder, "encoder_runtime": runtime, "seed": train_config.seed, "device": device,
              "models": arrays.matrix.shape[0], "held_out_models": int((model_split["group"] == "held_out").sum()),
              "queries": arrays.matrix.shape[1], "budget": int(training_split["anchor"].sum())}
         )
@@ -240,7 +240,7 @@ def locus_checkpoint(
             model_config=model_config, train_config=train_config, on_epoch=on_epoch, progress=True,
         )
         saved = home.save_checkpoint(lambda path: save_checkpoint(
-            path, result.model, encoder=encoder, encoder_runtime=runtime, data_fingerprint=fingerprint,
+            path, result.model, encoder=encoder, encoder_runtime=runtime, evaluations_digest=digest,
             best_epoch=result.best_epoch, train_config=asdict(train_config)))
         ckpt_id = saved.checkpoint_id
         curve = home.run_file(context.run_id, "training_curve.png")
@@ -282,7 +282,7 @@ def locus_checkpoint(
     )
     return pd.DataFrame(
         [{
-            "checkpoint_id": ckpt_id, "path": saved.stored, "encoder": encoder, "data_fingerprint": fingerprint,
+            "checkpoint_id": ckpt_id, "path": saved.stored, "encoder": encoder, "evaluations_digest": digest,
             "mlflow_run_id": run.info.run_id, "model_version": str(version),
             "best_epoch": result.best_epoch, "best_metrics": json.dumps(result.best_metrics), "device": device,
             "kept_metrics": json.dumps({name: value for name, value, _ in figures}),

@@ -63,7 +63,7 @@ def test_distance_vs_disagreement_cosine_ranks_and_nan_labels():
 
 
 def test_distance_vs_disagreement_rejects_misaligned_labels():
-    with pytest.raises(ValueError, match="labels_heldout has shape"):
+    with pytest.raises(ValueError, match="labels_test has shape"):
         distance_vs_disagreement(np.zeros((4, 2)), np.zeros((3, 5)))
 
 # ----------------------------------------------------------------------------- family clustering

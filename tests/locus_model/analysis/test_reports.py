@@ -27,7 +27,7 @@ def test_geometry_names_the_queries_and_the_models_left_out() -> None:
     z, _, labels, names = pool()
     result = distance_vs_disagreement(z, labels, names=names, left_out=["onboarded/x|y"])
     text = result.to_markdown()
-    assert "measured on the 40 held-out test queries" in text
+    assert "measured on the 40 test queries" in text
     assert text.endswith(r"Left out (no held-out labels, e.g. onboarded): 1 model(s): onboarded/x\|y.")
     assert set(result.figures()) == {f"{s}_{d}" for s in ("pearson", "spearman", "kendall") for d in ("euclidean", "cosine")}
     assert "Left out" not in distance_vs_disagreement(z, labels, names=names).to_markdown()

@@ -12,7 +12,7 @@ import pytest
 from locus_model.data.contract import safe_model_key, validate_evaluations
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.long_format import read_evaluations, read_models_file
-from locus_model.data.matrix import EvaluationMatrix, fingerprint_evaluations
+from locus_model.data.matrix import EvaluationMatrix, evaluations_digest
 
 HEADER = "model,query_id,query,benchmark,score\n"
 ROWS = [
@@ -137,13 +137,13 @@ def test_folder_of_files_reports_the_file_of_a_conflict(tmp_path: Path) -> None:
     assert "b.csv" in str(err.file) and err.row == 1
 
 
-def test_matrix_and_fingerprint(tmp_path: Path) -> None:
+def test_matrix_and_evaluations_digest(tmp_path: Path) -> None:
     table = read_evaluations(write(tmp_path, HEADER + "".join(ROWS[:3])))[0]
     matrix = EvaluationMatrix.from_table(table)
     assert matrix.models == ["m1", "m2"] and matrix.query_ids == ["q1", "q2"]
     np.testing.assert_array_equal(matrix.scores, np.array([[1, 0], [0, np.nan]], np.float32))
-    assert fingerprint_evaluations(table) == fingerprint_evaluations(table.iloc[::-1])
-    assert fingerprint_evaluations(table) != fingerprint_evaluations(table.assign(score=[1.0, 1.0, 0.0]))
+    assert evaluations_digest(table) == evaluations_digest(table.iloc[::-1])
+    assert evaluations_digest(table) != evaluations_digest(table.assign(score=[1.0, 1.0, 0.0]))
 
 
 

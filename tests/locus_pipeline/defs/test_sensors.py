@@ -160,7 +160,7 @@ def test_reports_refresh_once_when_the_pool_is_newer_and_nothing_is_running() ->
         assert result.cursor and isinstance(sense(result.cursor), dg.SkipReason)  # one refresh per pool state
         refresh = instance.add_run(dg.DagsterRun(job_name="reports_refresh_job", run_id=str(uuid.uuid4()),
                                                  status=dg.DagsterRunStatus.STARTED, tags={"dagster/run_key": request.run_key}))
-        _materialize(instance, "heldout_predictions")  # the refresh's first asset is newer than the pool, the rest is not
+        _materialize(instance, "test_query_predictions")  # the refresh's first asset is newer than the pool, the rest is not
         assert "a reports refresh is running" in sense(result.cursor).skip_message
         assert "reports_refresh_job" in reports_lag(instance)
         instance.report_run_failed(refresh)  # a step failed: said, not retried, not called up to date
@@ -392,7 +392,7 @@ def test_a_killed_reports_refresh_is_not_waited_on_and_runs_again() -> None:
         _materialize(instance, "model_embeddings")
         pool_id = next(iter(instance.fetch_materializations(dg.AssetKey("model_embeddings"), limit=1).records)).storage_id
         killed = _started_run(instance, "reports_refresh_job", run_key=f"reports-for-pool-{pool_id}", pid=_dead_pid())
-        _materialize(instance, "heldout_predictions")  # killed half-way: its first report is newer than the pool
+        _materialize(instance, "test_query_predictions")  # killed half-way: its first report is newer than the pool
         result = reports_after_pool_change(dg.build_sensor_context(instance=instance, cursor=str(pool_id)))
         assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
         (request,) = result.run_requests

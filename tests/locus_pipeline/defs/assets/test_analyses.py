@@ -35,9 +35,9 @@ def test_every_analysis_writes_a_report_with_its_plot(materialized):
     assert "SYNTHETIC" in index and all(f"({name}.md)" in index for name in REPORTS)
 
 
-def test_heldout_predictions_cover_pool_times_test_queries(materialized):
+def test_test_query_predictions_cover_pool_times_test_queries(materialized):
     _, _, home = materialized
-    preds = _warehouse(home, "heldout_predictions")
+    preds = _warehouse(home, "test_query_predictions")
     pool = _warehouse(home, "model_embeddings")
     n_test = int((_warehouse(home, "training_split")["split"] == "test").sum())
     assert len(preds) == len(pool) * n_test
@@ -178,7 +178,7 @@ def test_onboarded_models_stay_in_geometry_and_leave_label_based_analyses(materi
     pool = _warehouse(copy, "model_embeddings")
     assert "onboarded-clone" in set(pool["model"])
     m = len(pool)
-    preds = _warehouse(copy, "heldout_predictions")
+    preds = _warehouse(copy, "test_query_predictions")
     assert preds.loc[preds["model"] == "onboarded-clone", "label"].isna().all()
     assert len(_warehouse(copy, "embedding_geometry")) == (m - 1) * (m - 2) // 2
     assert "onboarded-clone" in (copy / "reports" / "portfolios.md").read_text()  # listed as left out

@@ -226,14 +226,14 @@ def test_reports_refresh_while_models_are_onboarded_and_with_a_new_benchmark(hom
                           "benchmark": "never-seen-bench", "score": np.arange(20) % 2 * 1.0})
     fast = {"ops": {"near_duplicates": {"config": {"resamples": 2}}}}
     with dg.instance_for_test() as instance:
-        first = analyses.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("heldout_predictions")])
+        first = analyses.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("test_query_predictions")])
         assert first.success
         drop_file(home, "brand new.csv", pd.concat([rows, novel]))
         (request,) = tick(instance, home).run_requests
-        assert run_onboarding(instance, request).success  # the pool changed after heldout_predictions read it
+        assert run_onboarding(instance, request).success  # the pool changed after test_query_predictions read it
         group = dg.AssetSelection.groups("analyses").resolve(defs().resolve_asset_graph())
         rest = analyses.execute_in_process(instance=instance, asset_selection=[
-            k for k in group if k.to_user_string() != "heldout_predictions"], run_config=fast, raise_on_error=False)
+            k for k in group if k.to_user_string() != "test_query_predictions"], run_config=fast, raise_on_error=False)
         assert rest.success, [e.message for e in rest.all_events if e.is_failure]
         again = analyses.execute_in_process(instance=instance, run_config=fast, raise_on_error=False)  # the refresh after onboarding
         assert again.success, [e.message for e in again.all_events if e.is_failure]
