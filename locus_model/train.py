@@ -3,10 +3,10 @@
 Each step takes a mini-batch of models. For every model an encoder subset S_enc of random size in
 [enc_min, enc_max] is drawn from its train cells (training on varying sizes is what lets the encoder work
 at any n later) and an independent decoder batch S_dec of dec_batch train cells supplies the targets.
-Gaussian noise is added to the query encodings of both. Early stopping watches validation routing
-accuracy (validation loss breaks ties) and the best state is kept; that state is usually overconfident
-(validation BCE bottoms out long before routing peaks), so by default a Platt scaling of its logits
-(logit / T + b, one T and b for all pairs) is then fitted on the validation cells and stored in the model.
+Gaussian noise is added to the query encodings of both. Early stopping watches the validation figure of
+TrainConfig.select_on (val BCE by default; or routing accuracy, val BCE breaking ties) and the best state is
+kept; by default a Platt scaling of its logits (logit / T + b, one T and b for all pairs) is then fitted on the
+validation cells and stored in the model.
 
 This module is the order of the stages; each lives in its own module: the knobs in train_config, the inputs,
 validation and selection in train_inputs, the end-to-end epochs in train_epochs, the latent warm-up, the
@@ -54,7 +54,8 @@ def train_locus(
     on_epoch: Callable[[dict], None] | None = None,
     progress: bool = True,
 ) -> TrainResult:
-    """Train LOCUS; returns the state with the best validation routing accuracy (ties: lower val loss).
+    """Train LOCUS; returns the state with the best validation figure (TrainConfig.select_on: val BCE, or routing
+    accuracy with val BCE breaking ties), after the predictor fine-tuning and the calibration.
 
     Validation embeds each model from its train cells (at most val_set_max, a fixed subset) and scores its
     val cells. on_epoch receives {epoch, train_loss, val_loss, val_routing_acc, val_correctness_acc, noise,

@@ -90,7 +90,8 @@ class Validation:
 
 @dataclass
 class Selected:
-    """The epochs run and the one kept: best validation routing (ties: lower val loss)."""
+    """The epochs run and the one kept: the best by select_on ("loss": lowest val BCE, ties: higher routing;
+    "routing": highest routing accuracy, ties: lower val BCE)."""
 
     history: list[dict] = field(default_factory=list)
     epoch: int = -1

@@ -30,7 +30,9 @@ def test_training_beats_a_constant_predictor(tiny_pool, trained):
     enc, train, val = tiny_pool
     res, _ = trained
     sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
-    probs = predict_proba(res.model, embed_evaluation_sets(res.model, enc, sets), enc)
+    # fp32, as validation scores (a CPU with bf16 units would score in bf16 by default)
+    probs = predict_proba(res.model, embed_evaluation_sets(res.model, enc, sets, low_precision=False), enc,
+                          low_precision=False)
     constant = np.full_like(probs, 0.5)  # a constant predictor routes every query to model 0
     assert routing_accuracy(probs, val) > routing_accuracy(constant, val) + 0.15
     assert res.best_metrics["val_routing_acc"] == pytest.approx(routing_accuracy(probs, val))

@@ -43,7 +43,8 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
                if not torch.equal(a, b)}
     assert changed <= predictor  # the encoder is untouched: onboarding gives the same embeddings
     sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
-    z_plain, z_tuned = embed_evaluation_sets(plain.model, enc, sets), embed_evaluation_sets(tuned.model, enc, sets)
+    z_plain = embed_evaluation_sets(plain.model, enc, sets, low_precision=False)  # fp32, as validation embeds
+    z_tuned = embed_evaluation_sets(tuned.model, enc, sets, low_precision=False)
     np.testing.assert_array_equal(z_plain, z_tuned)
     info = tuned.finetune
     ratios = TrainConfig().finetune_noise
@@ -60,7 +61,7 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
     assert (info["step"] > 0) == bool(changed)  # step 0 = the selected checkpoint as it was
     # the recorded val loss is the val BCE of the returned model, embedding every model from all its train cells
     cols = np.flatnonzero((~np.isnan(val)).any(axis=0))
-    probs = predict_proba(tuned.model, z_tuned, enc[cols])
+    probs = predict_proba(tuned.model, z_tuned, enc[cols], low_precision=False)
     assert bce(probs, val[:, cols]) == pytest.approx(info["val_loss_after"], abs=1e-4)
     assert routing_accuracy(probs, val[:, cols]) == pytest.approx(info["val_routing_acc"])
     assert TrainConfig().finetune_steps > 0  # on by default
