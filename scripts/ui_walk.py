@@ -328,9 +328,11 @@ MODAL_FIT_JS = """(() => {
 
 def item1(walk: Walk, item: Item) -> None:
     """Column schemas, owners and tags, float metadata in the Plots tab, a useful pool preview."""
+    from locus_model.pool import POOL_SCHEMA
+
     text = walk.page(item, "pool", walk.asset_url("model_embeddings"),
-                     ["Columns", "embedding", "list<float32>[d]", "source", "Owners", "Tags", "layer: pool", "Row count",
-                      "training_models", "onboarded_models", "newest"])
+                     ["Columns", "embedding", str(POOL_SCHEMA.field("embedding").type), "source", "Owners", "Tags",
+                      "layer: pool", "Row count", "training_models", "onboarded_models", "newest"])
     item.check(re.search(r"Owners\s+locus", text) is not None, "pool: owner team:locus shown (as 'locus')")
     walk.page(item, "checkpoint-plots", walk.asset_url("locus_checkpoint"), ["Metadata", "val_routing_acc"],
               after=lambda b: b.click_text("Plots"), then_needles=["val_routing_acc", "val_loss"])
@@ -341,9 +343,9 @@ def item1(walk: Walk, item: Item) -> None:
     ownerless = sorted(n["assetKey"]["path"][-1] for n in nodes if not n["owners"])
     item.check(not ownerless, f"[graphql] every asset has an owner ({len(nodes)} assets; without: {ownerless})")
     meta = walk.latest_metadata("locus_checkpoint")
-    floats = sorted(k for k, e in meta.items() if k.startswith("best_") and e["__typename"] == "FloatMetadataEntry")
+    floats = sorted(k for k, e in meta.items() if e["__typename"] == "FloatMetadataEntry")  # the kept model's figures
     item.check({"val_routing_acc", "val_loss"} <= set(floats), f"[graphql] float entries for Plots: {floats}")
-    newest = walk.latest_metadata("model_embeddings").get("newest", {}).get("mdStr", "")
+    newest = walk.latest_metadata("model_embeddings").get("newest", {}).get("mdStr", "").replace("\\_", "_")  # escaped Markdown
     item.check("| source" in newest and "embedded_at" in newest, "[graphql] pool preview 'newest' is the newest rows by source")
 
 
