@@ -348,7 +348,7 @@ def main() -> None:
         reference = load_reference(args.reference)
         flag = "" if reference[2] == REFERENCE_COMMIT else f"  (NOT the pinned {REFERENCE_COMMIT})"
         print(f"reference: patel-shivam/locus_code_release @ {reference[2]}{flag}")
-    print(f"CPU bf16 units: {cpu_has_bf16()} -> default inference precision {inference_precision('cpu')}; "
+    print(f"CPU bf16 units: {cpu_has_bf16()} -> low_precision="auto" chooses {inference_precision('cpu', 'auto')}; "
           f"'library' = fp32 (low_precision=False), 'library bf16' = low_precision=True")
     print(f"torch {torch.__version__}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
           f"best and median of {args.repeats} after a warm-up, impls alternating")
@@ -357,7 +357,7 @@ def main() -> None:
     for k, v in diffs.items():
         print(f"max |diff| {k}: {v:.1e}")
     result = {"reference_commit": reference[2] if reference else None, "diffs": diffs, "gflop": flops,
-              "cpu_has_bf16": cpu_has_bf16(), "precision_by_default": inference_precision("cpu"),
+              "cpu_has_bf16": cpu_has_bf16(), "precision_auto": inference_precision("cpu", "auto"),
               "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "runs": {}}
     for t in threads:
         torch.set_num_threads(t)

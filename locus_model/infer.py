@@ -126,16 +126,20 @@ def cpu_has_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool:
     return any(f in flags for f in BF16_CPU_FLAGS)
 
 
-def inference_precision(device: str | torch.device = "cpu", low_precision: bool | None = None) -> str:
+def inference_precision(device: str | torch.device = "cpu", low_precision: bool | str | None = None) -> str:
     """The precision of embed_evaluation_sets and predict_proba: "fp32", "bf16" (CPU) or "fp16" (GPU).
 
-    low_precision None = chosen from the hardware: bf16 on a CPU with bf16 units (cpu_has_bf16; about 1.8x
-    faster there, within 0.1 of fp32 embeddings and 0.02 of fp32 probabilities, bench/README.md "Speed"), fp32
-    on other CPUs and on GPU; True forces bf16 (CPU) / fp16 (GPU), False forces fp32.
+    low_precision None (the default) = fp32: bf16's error (0.014 on embeddings, 3.5e-4 on P(correct), bench/README.md
+    "Speed") reorders models whose P(correct) are close and hides near-duplicates, which are told apart at cosine
+    1e-5 (the pipeline's tests failed with bf16 as the default); "auto" = chosen from the hardware: bf16 on a CPU
+    with bf16 units (cpu_has_bf16; about 1.8x faster there), fp32 on other CPUs and on GPU; True forces bf16 (CPU)
+    / fp16 (GPU), False forces fp32.
     """
     dev = resolve_device(device)
-    if low_precision is None:
+    if low_precision == "auto":
         low_precision = dev.type == "cpu" and cpu_has_bf16()
+    elif low_precision is None:
+        low_precision = False
     if not low_precision:
         return "fp32"
     return "fp16" if dev.type == "cuda" else "bf16"
@@ -156,7 +160,7 @@ def embed_evaluation_sets(
     batch_size: int = 64,
     max_tokens: int | None = None,
     device: str | torch.device = "cpu",
-    low_precision: bool | None = None,
+    low_precision: bool | str | None = None,
 ) -> np.ndarray:  # (M, d) float32 model embeddings
     """Model embeddings from evaluation sets: one forward pass, no autograd (inference_mode), deterministic.
 
@@ -165,8 +169,8 @@ def embed_evaluation_sets(
     most batch_size sets and about max_tokens set elements per forward pass, to bound memory at any n; None =
     default_max_tokens(device): small on CPU, where cache-sized batches are fastest, large on GPU).
     A set's embedding is the same bit for bit whether it is embedded alone or with any other sets.
-    low_precision: None = bf16 products on a CPU with bf16 units, fp32 elsewhere; True / False force bf16 (CPU)
-    or fp16 (GPU) / fp32 (inference_precision; bf16 is not bit-identical to fp32, bench/README.md "Speed").
+    low_precision: None = fp32; "auto" = bf16 products on a CPU with bf16 units, fp32 elsewhere; True / False force
+    bf16 (CPU) or fp16 (GPU) / fp32 (inference_precision; bf16 is not bit-identical to fp32, bench/README.md "Speed").
     The model is moved to `device` and left in eval mode.
     """
     enc = np.asarray(encodings, dtype=np.float32)
@@ -194,7 +198,7 @@ def embed_evaluation_set(
     y: np.ndarray,  # (n,) its scores in [0, 1]
     *,
     device: str | torch.device = "cpu",
-    low_precision: bool | None = None,
+    low_precision: bool | str | None = None,
 ) -> np.ndarray:  # (d,)
     """Onboard one model: its embedding from its evaluation set, a single forward pass (the same bits as in
     embed_evaluation_sets with any other sets)."""
@@ -213,7 +217,7 @@ def predict_proba(
     *,
     batch_size: int = 1024,
     device: str | torch.device = "cpu",
-    low_precision: bool | None = None,
+    low_precision: bool | str | None = None,
 ) -> np.ndarray:  # (M, Q) float32 P(correct)
     """P(model m answers query q correctly) for all pairs, batch_size queries at a time.
 

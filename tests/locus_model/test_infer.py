@@ -149,7 +149,7 @@ def test_low_precision_stays_close_to_fp32(model, pool):
     assert p_lp.dtype == np.float32 and np.abs(p_lp - p).max() < 0.02
 
 
-def test_the_default_precision_follows_the_cpu_flags(model, pool, tmp_path, monkeypatch):
+def test_auto_precision_follows_the_cpu_flags_and_the_default_is_fp32(model, pool, tmp_path, monkeypatch):
     """bf16 on a CPU with bf16 units, fp32 elsewhere; low_precision=True / False force either."""
     flags = {"avx512_bf16": True, "amx_bf16": True, "avx2 avx512f avx512_vnni": False}
     for cpu_flags, has in flags.items():
@@ -162,9 +162,12 @@ def test_the_default_precision_follows_the_cpu_flags(model, pool, tmp_path, monk
     bf16 = embed_evaluation_sets(model, enc, sets, low_precision=True)
     for has, expected in ((True, bf16), (False, fp32)):
         monkeypatch.setattr(infer, "cpu_has_bf16", lambda has=has: has)
-        assert inference_precision("cpu") == ("bf16" if has else "fp32")
-        assert embed_evaluation_sets(model, enc, sets).tobytes() == expected.tobytes()
-        assert predict_proba(model, fp32, enc).tobytes() == predict_proba(model, fp32, enc, low_precision=has).tobytes()
+        assert inference_precision("cpu", low_precision="auto") == ("bf16" if has else "fp32")
+        assert inference_precision("cpu") == "fp32"  # the default: bf16 is opt-in
+        assert embed_evaluation_sets(model, enc, sets, low_precision="auto").tobytes() == expected.tobytes()
+        assert embed_evaluation_sets(model, enc, sets).tobytes() == fp32.tobytes()
+        assert (predict_proba(model, fp32, enc, low_precision="auto").tobytes()
+                == predict_proba(model, fp32, enc, low_precision=has).tobytes())
     assert inference_precision("cpu", low_precision=True) == "bf16"
     assert inference_precision("cpu", low_precision=False) == "fp32"
 
