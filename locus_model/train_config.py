@@ -20,9 +20,11 @@ class TrainConfig:
     """
 
     epochs: int = 120  # max epochs; one epoch = one pass over all models in mini-batches (at most epoch_models)
-    max_steps: int | None = None  # None = epochs alone bound training; else also at most this many encoder
-    #   optimiser steps (rounded up to whole epochs): the encoder's work does not grow with the pool, so a schedule
-    #   in steps keeps a pool of thousands of models (25 steps per epoch) as long as one of a few hundred
+    max_steps: int | None = 600  # also at most this many encoder optimiser steps (rounded up to whole epochs); None =
+    #   epochs alone bound training. The encoder's work does not grow with the pool, so a schedule in steps keeps a
+    #   pool of thousands of models (25 steps per epoch: 24 epochs) as long as one of a few hundred; pools up to ~40
+    #   training models (MMLU-Pro's 23: 360 steps) never reach it. On metabench 600 steps route above 3,000
+    #   (docs/experiments.md) and a fold fits 15 minutes of this CPU
     epoch_models: int = 200  # an epoch visits at most this many models (the next ones of a running permutation,
     #   so every model is visited equally often): a pool of 2,000 models gets an epoch of 25 optimiser steps
     #   and a validation after it, like a pool of 200, instead of one per 250 steps; pools up to this size

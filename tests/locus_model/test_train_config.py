@@ -31,3 +31,13 @@ def test_max_steps_bounds_the_epochs_and_none_leaves_them():
     assert epochs_to_run(TrainConfig(epochs=120, max_steps=None), 2001) == 120
     with pytest.raises(ValueError, match="max_steps"):
         TrainConfig(max_steps=0)
+
+
+def test_the_default_schedule_trains_a_large_pool_in_steps_and_a_small_pool_in_epochs():
+    # metabench's 1,601 training models: 25 steps per epoch, bounded to 600 steps (24 epochs, a 15-minute fold);
+    # MMLU-Pro's 23 and any pool of up to 40 training models keep every one of the 120 epochs
+    assert epochs_to_run(TrainConfig(), 1601) == 24
+    assert epochs_to_run(TrainConfig(), 40) == TrainConfig().epochs == 120
+    assert epochs_to_run(TrainConfig(), 23) == 120
+    # the synthetic pool's ~90 training models: 12 steps per epoch, 50 epochs
+    assert epochs_to_run(TrainConfig(), 90) == 50

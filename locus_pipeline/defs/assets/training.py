@@ -92,8 +92,9 @@ def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evalu
 # dataclasses', so a field added to TrainConfig or LocusConfig appears here (and must get a description).
 TRAIN_FIELD_DOCS = {
     "epochs": "Maximum epochs (one epoch = one pass over all models, at most epoch_models of them). Paper: 2500.",
-    "max_steps": "Also stop after this many encoder optimisation steps (rounded up to whole epochs); empty = epochs "
-                 "alone bound training. A pool of thousands of models then trains as long as one of a few hundred.",
+    "max_steps": "Also stop after this many encoder optimisation steps (rounded up to whole epochs; default 600); "
+                 "empty = epochs alone bound training. A pool of thousands of models then trains as long as one of a "
+                 "few hundred; pools of up to ~40 training models never reach it.",
     "epoch_models": "Models an epoch visits at most (the next ones of a running permutation): a pool larger than "
                     "this gets epochs of epoch_models / batch_models steps, each followed by a validation.",
     "batch_models": "Models per optimisation step.",
