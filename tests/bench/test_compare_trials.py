@@ -1,0 +1,61 @@
+"""bench/compare_trials.py: two LOCUS trials read from bench_accuracy's fit cache under their own keys and compared
+on the same test queries, B minus A with a paired interval."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench.bench_accuracy import HarnessSetup, fit_key  # noqa: E402
+from bench.compare_trials import compare  # noqa: E402
+from locus_model.evaluation.splits import kfold_splits  # noqa: E402
+from locus_model.model import LocusConfig  # noqa: E402
+from locus_model.train import TrainConfig  # noqa: E402
+
+
+def small_setup(seed: int = 0) -> HarnessSetup:
+    rng = np.random.default_rng(seed)
+    scores = (rng.uniform(size=(10, 60)) < 0.5).astype(np.float32)
+    return HarnessSetup(matrix=None, encodings=rng.normal(size=(60, 8)).astype(np.float32), scores=scores,
+                        splits=kfold_splits(60, folds=3, budget=20, seed=seed), trained=np.arange(8),
+                        held=np.array([8, 9]), model_config=LocusConfig(query_dim=8),
+                        train_config=TrainConfig(device="cpu", seed=seed), seed=seed)
+
+
+def cache_probs(cache: Path, setup: HarnessSetup, config: TrainConfig, probs_of) -> None:
+    cache.mkdir(exist_ok=True)
+    for fold in setup.splits:
+        args = {**setup.fit_args("locus", fold), "train_config": config}
+        np.savez(cache / f"locus_f{fold.index}_{fit_key(args, '')}.npz", probs=probs_of(fold), seconds=1.0)
+
+
+def test_each_trial_reads_its_own_fits_and_b_minus_a_is_paired(tmp_path):
+    setup = small_setup()
+    a, b = replace(setup.train_config, max_steps=None), replace(setup.train_config, max_steps=600)
+    flat = lambda fold: np.full((10, len(fold.test)), 0.5, np.float32)  # noqa: E731  every query to model 0
+    oracle = lambda fold: setup.scores[:, fold.test]  # noqa: E731  a correct model whenever there is one
+    cache_probs(tmp_path, setup, a, flat)
+    cache_probs(tmp_path, setup, b, oracle)
+    result = compare(setup, a, b, cache=tmp_path, n_boot=200)
+    g = result["groups"]["all"]
+    assert g["per_fold"]["a"]["routing_acc"] == [setup.scores[0, f.test].mean() for f in setup.splits]
+    solvable = [setup.scores[:, f.test].max(axis=0).mean() for f in setup.splits]
+    assert np.allclose(g["per_fold"]["b"]["routing_acc"], solvable)
+    d = g["b_minus_a"]["routing_acc"]
+    assert np.isclose(d["diff"], np.mean(solvable) - np.mean(g["per_fold"]["a"]["routing_acc"]))
+    assert 0 < d["ci_low"] <= d["diff"] <= d["ci_high"]
+    assert set(result["groups"]) == {"all", "in_training", "held_out"}
+
+
+def test_the_same_trial_twice_is_a_tie_of_exactly_zero(tmp_path):
+    setup = small_setup(1)
+    rng = np.random.default_rng(3)
+    cache_probs(tmp_path, setup, setup.train_config, lambda fold: rng.uniform(size=(10, len(fold.test))))
+    d = compare(setup, setup.train_config, setup.train_config, cache=tmp_path, n_boot=100)["groups"]["all"]["b_minus_a"]
+    assert d["routing_acc"] == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
