@@ -16,7 +16,10 @@ made-up cost.
 
 A fallback chain is the chosen model's nearest neighbours in the embedding space (Euclidean) among the other
 candidates (the paper's nearest-neighbour fallback, which keeps most of the routing accuracy when the routed
-model is unavailable), tried in the order of the same cost-aware score that ranked the candidates.
+model is unavailable), tried in the order of the same cost-aware score that ranked the candidates. When the
+ranking uses cost (w < 1 or a cost cap), a failure must not make the query dearer than the rule accepted: the
+chain takes its neighbours among the candidates that cost at most the chosen one, and only when fewer than k of
+those exist the nearest dearer ones after them.
 
 :func:`route` decides one query (``locus serve``); :func:`route_many` decides many at once by the same rule (the
 ``cost_frontier`` asset, bench/bench_frontier.py).
@@ -107,7 +110,8 @@ def route(
     """Rank the candidates by :func:`route_scores` (ties: cheaper first, then lower index), keeping only those
     that cost at most ``max_cost`` and have at most ``max_params`` billion parameters when given; the chosen model
     is the first, its fallback chain its nearest embedding neighbours among the other kept candidates (empty
-    without embeddings), in ranking order. Costs are normalised over the kept candidates.
+    without embeddings), in ranking order; when cost ranks, those that cost at most the chosen one first (the
+    module's docstring). Costs are normalised over the kept candidates.
 
     Nothing unknown is made up. A candidate of unknown cost (NaN) is left out (``unknown_cost``) when the ranking
     uses cost (w < 1 or a cost cap); at w = 1 cost does not matter and it is ranked like the others, after the
@@ -151,12 +155,30 @@ def route(
     scores[idx] = route_scores(p[idx], np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
     ranking = idx[np.lexsort((idx, np.where(unknown, np.inf, c)[idx], -scores[idx]))]  # unknown: after, on a tie
     chosen = int(ranking[0])
-    chain = (fallback_chain(embeddings, chosen, ranking, k=n_fallbacks) if embeddings is not None
+    chain = (_cost_aware_chain(embeddings, chosen, ranking, c, uses_cost, n_fallbacks) if embeddings is not None
              else np.zeros(0, dtype=np.int64))
-    position = {int(m): r for r, m in enumerate(ranking)}
-    chain = np.array(sorted(chain.tolist(), key=position.__getitem__), dtype=np.int64)  # nearest k, tried best-scored first
     return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(over_cost), w, quality_lambda(w),
                          np.flatnonzero(left_out), np.flatnonzero(over_params), np.flatnonzero(size_unknown))
+
+
+def _cost_aware_chain(embeddings: np.ndarray, chosen: int, ranking: np.ndarray, c: np.ndarray, uses_cost: bool,
+                      k: int | None) -> np.ndarray:
+    """The fallback chain of :func:`route`: the nearest k of the other ranked candidates, each group tried in
+    ranking order; under a cost-aware ranking first those that cost at most the chosen one, then (to fill k) the
+    nearest dearer ones."""
+    position = {int(m): r for r, m in enumerate(ranking)}
+    groups = [ranking]
+    if uses_cost:
+        not_dearer = c[ranking] <= c[chosen]
+        groups = [ranking[not_dearer], ranking[~not_dearer]]
+    chain: list[int] = []
+    for group in groups:
+        room = None if k is None else k - len(chain)
+        if room is not None and room <= 0:
+            break
+        near = fallback_chain(embeddings, chosen, group, k=room).tolist()
+        chain += sorted(near, key=position.__getitem__)  # nearest, tried best-scored first
+    return np.array(chain, dtype=np.int64)
 
 
 def _nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params) -> str:

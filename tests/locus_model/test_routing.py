@@ -172,3 +172,16 @@ def test_an_unknown_cost_is_never_the_cheapest_on_a_tie():
     assert route_many(np.array([[0.9], [0.1]]), c, 1.0).tolist() == [0]  # w = 1: it competes on P(correct)
     with pytest.raises(CostUnknown, match="no candidate of known cost"):
         route_many(np.array([[0.9]]), np.array([np.nan]), 0.5)
+
+
+def test_a_cost_aware_fallback_chain_never_makes_the_query_dearer_while_cheaper_neighbours_exist():
+    # the chosen model (0, cost 10) has two near, dear variants (1, 2: cost 40) and two farther cheap ones (3, 4)
+    z = np.array([[0.0, 0.0], [0.1, 0.0], [0.2, 0.0], [1.0, 0.0], [2.0, 0.0]])
+    p = np.array([0.9, 0.85, 0.8, 0.6, 0.55])
+    c = np.array([10.0, 40.0, 40.0, 5.0, 1.0])
+    d = route(p, c, quality_weight=0.99, embeddings=z, n_fallbacks=2)
+    assert d.chosen == 0 and d.fallbacks.tolist() == [3, 4]  # not the nearest (dearer) variants
+    filled = route(p, c, quality_weight=0.99, embeddings=z, n_fallbacks=3)
+    assert filled.fallbacks.tolist() == [3, 4, 1]  # fewer cheap ones than k: the nearest dearer one after them
+    # cost has no weight at w = 1: the nearest neighbours, whatever they cost, best-scored first
+    assert route(p, c, quality_weight=1.0, embeddings=z, n_fallbacks=2).fallbacks.tolist() == [1, 2]
