@@ -123,3 +123,27 @@ def test_the_readme_names_every_asset_as_it_is() -> None:
     for row in table.splitlines()[1:]:
         named |= {re.sub(r"\[key\]$", "", n) for n in re.findall(r"`([a-z_]+(?:\[key\])?)`", row.split(" | ")[0])}
     assert named == keys
+
+
+def test_every_edge_of_the_readme_pipeline_graph_is_an_edge_of_the_asset_graph() -> None:
+    """README.md's "The pipeline" block: each `a + b -> c, d -> e` says a and b are parents of c and d, c and d of e;
+    every such edge is a dependency Dagster has, and every asset appears in the block."""
+    import re
+    from pathlib import Path
+
+    from locus_pipeline.definitions import defs
+
+    graph = defs().resolve_asset_graph()
+    parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
+               for k in graph.get_all_asset_keys()}
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## The pipeline", 1)[1].split("```", 2)[1]
+    edges, seen = set(), set()
+    for statement in re.split(r"[;\n]", block):
+        stages = [{w for w in re.findall(r"[a-z_]+", re.sub(r"\([^)]*\)|\[[^]]*\]", "", s)) if w in parents}
+                  for s in statement.split("->")]
+        seen |= set().union(*stages)
+        edges |= {(a, b) for left, right in zip(stages, stages[1:]) for a in left for b in right}
+    assert len(edges) > 20
+    assert not {(a, b) for a, b in edges if a not in parents[b]}, "README graph edges Dagster does not have"
+    assert seen == set(parents)
