@@ -10,7 +10,15 @@ exactly so), and:
   test queries;
 - each model's nearest neighbour by cosine distance, beside its nearest neighbour by disagreement on the test
   queries (the behavioural truth), with families and variants from data/mmlu-pro/models.csv; and the family
-  clustering's purity and adjusted Rand index (locus_model.analysis.family_clustering).
+  clustering's purity and adjusted Rand index (locus_model.analysis.family_clustering);
+- near-duplicates, two ways: pairs of pool embeddings closer than cosine distance 1e-5 (the paper's criterion), and
+  the near_duplicates asset's rule (locus_model.analysis.near_duplicates: --resamples subsets of half of each
+  model's anchors, score <= 1.1); for each, how many pairs, how many have identical anchor scores (the same input:
+  equal embeddings by construction), and whether they are true relatives: their disagreement on the test queries
+  (which no embedding saw) against the pool's median pair, and the share in one organisation;
+- coverage-greedy under a parameter budget (--coverage-budget billions, sizes from the suite's models.csv;
+  locus_model.analysis.portfolio.coverage_greedy, as the portfolios asset): the models chosen, their total size and
+  the routing accuracy among them against the whole pool and the size-blind k-center portfolio.
 
     PYTHONPATH=. .venv/bin/python bench/bench_geometry.py --suite mmlu --budget 1024 --fit-cache bench/.cache/fits
 
@@ -33,11 +41,32 @@ sys.path.insert(0, str(REPO))
 
 from bench.bench_accuracy import fold_locus, harness_setup  # noqa: E402
 from locus_model.analysis import distance_vs_disagreement, family_clustering  # noqa: E402
+from locus_model.analysis import near_duplicates, resample_embeddings  # noqa: E402
+from locus_model.analysis._common import pairwise_distances  # noqa: E402
 from locus_model.analysis.fallback import fallback  # noqa: E402
+from locus_model.analysis.portfolio import coverage_greedy  # noqa: E402
+from locus_model.evaluation.metrics import routing_accuracy  # noqa: E402
 from locus_model.analysis.portfolio_curves import portfolio_curve  # noqa: E402
 from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
 
 MODELS_CSV = REPO / "data" / "mmlu-pro" / "models.csv"
+SIZES_CSV = {"metabench": REPO.parent / "shared" / "data" / "metabench" / "models.csv"}
+COSINE_DUPLICATE = 1e-5  # the paper's near-duplicate distance
+
+
+def pair_relatives(a: np.ndarray, b: np.ndarray, anchor_scores: np.ndarray, test_labels: np.ndarray,
+                   organisations: list[str], median_disagreement: float) -> dict:
+    """Of model pairs (a[i], b[i]): how many, how many share every anchor score, their mean test disagreement (the
+    share of test queries where exactly one is right) against the pool's median pair, and the share in one
+    organisation."""
+    if len(a) == 0:
+        return {"pairs": 0}
+    same_anchors = np.all(np.nan_to_num(anchor_scores[a], nan=-1) == np.nan_to_num(anchor_scores[b], nan=-1), axis=1)
+    disagree = np.nanmean(np.abs(test_labels[a] - test_labels[b]), axis=1)
+    return {"pairs": int(len(a)), "identical_anchor_scores": int(same_anchors.sum()),
+            "test_disagreement_mean": float(disagree.mean()), "test_disagreement_median_pair": median_disagreement,
+            "test_disagreement_at_most_2pct": float(np.mean(disagree <= 0.02)),
+            "same_organisation": float(np.mean([organisations[i] == organisations[j] for i, j in zip(a, b)]))}
 
 
 def nearest(d: np.ndarray) -> np.ndarray:
@@ -62,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the --train-option values the bench_accuracy.py run used (they are part of the cache key)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--portfolio-k", type=int, default=15, help="size of the k-center portfolio routed among (paper: 15)")
+    p.add_argument("--resamples", type=int, default=8, help="near-duplicates: resampled anchor subsets per model")
+    p.add_argument("--coverage-budget", type=float, default=100.0,
+                   help="coverage-greedy: total parameter budget in billions (sizes from the suite's models.csv)")
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -73,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     variants = info["variant"].fillna("").tolist() if info is not None else [""] * len(names)
     if args.suite == "metabench":  # the Hugging Face organisation as the family label (2,001 models, ~500 orgs)
         families = [name.split("/")[0] for name in names]
+    organisations = [name.split("/")[0] for name in names]
+    sizes = None
+    if args.suite in SIZES_CSV and SIZES_CSV[args.suite].is_file():
+        sizes = pd.read_csv(SIZES_CSV[args.suite]).set_index("model")["params_b"].reindex(names).to_numpy(np.float64)
     folds = [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]
     per_fold = []
     for fold in folds:
@@ -88,7 +124,29 @@ def main(argv: list[str] | None = None) -> int:
         probs = predict_proba(model, z, setup.encodings[fold.test])  # (M, Qte): routing among the whole pool
         fb = fallback(z, probs, labels, names=names)
         port = portfolio_curve(z, probs, labels, names=names, method="k_center", ks=[args.portfolio_k])
+        anchor_scores = setup.scores[:, fold.anchors]
+        median_pair = float(np.median(dd.disagreement))
+        cos = pairwise_distances(z, z, metric="cosine")
+        ca, cb = np.nonzero(np.triu(cos < COSINE_DUPLICATE, k=1))
+        resampled = resample_embeddings(None, setup.anchor_sets(fold), args.resamples, 0.5, args.seed,
+                                        embed_many=lambda subsets: embed_evaluation_sets(model, setup.encodings, subsets))
+        nd = near_duplicates(resampled, names)
+        flagged = nd.duplicates
+        index = {n: i for i, n in enumerate(names)}
+        fa = np.array([index[n] for n in flagged["model_a"]], dtype=np.int64)
+        fb_ = np.array([index[n] for n in flagged["model_b"]], dtype=np.int64)
+        duplicates = {"cosine_below_1e-5": pair_relatives(ca, cb, anchor_scores, labels, organisations, median_pair),
+                      "resampling_rule": pair_relatives(fa, fb_, anchor_scores, labels, organisations, median_pair),
+                      "examples": [f"{names[i]} ~ {names[j]}" for i, j in list(zip(ca, cb))[:5]]}
+        cover = {}
+        if sizes is not None:
+            chosen = coverage_greedy(z, sizes, args.coverage_budget)
+            cover = {"budget_b": args.coverage_budget, "models": [names[i] for i in chosen],
+                     "total_params_b": float(np.nansum(sizes[chosen])),
+                     "accuracy": float(routing_accuracy(probs[chosen], labels[chosen])),
+                     "k_center_total_params_b": float(np.nansum(sizes[[index[n] for n in port.portfolios[0]]]))}
         per_fold.append({
+            "duplicates": duplicates, "coverage_greedy": cover,
             "fold": fold.index,
             "euclidean": vars(dd.euclidean_corr), "cosine": vars(dd.cosine_corr),
             "nn_embedding": [names[j] for j in nearest(square)],
@@ -134,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         "k_center_random_accuracy": ms([f["k_center_random_accuracy"] for f in per_fold]),
         "full_pool_accuracy": ms([f["full_pool_accuracy"] for f in per_fold]),
         "nn_same_family_fold_first": f"{(table['same family'] == 'yes').sum()}/{len(table)}",
+        "cosine_duplicate_pairs": ms([f["duplicates"]["cosine_below_1e-5"]["pairs"] for f in per_fold]),
+        "resampling_duplicate_pairs": ms([f["duplicates"]["resampling_rule"]["pairs"] for f in per_fold]),
+        **({"coverage_greedy_accuracy": ms([f["coverage_greedy"]["accuracy"] for f in per_fold]),
+            "coverage_greedy_models": ms([len(f["coverage_greedy"]["models"]) for f in per_fold])}
+           if sizes is not None else {}),
         "nn_equals_disagreement_nn": ms([np.mean([a == b for a, b in zip(f["nn_embedding"], f["nn_disagreement"])]) for f in per_fold]),
     }
     out = args.out_dir / f"geometry_{args.suite}_b{args.budget}.json"

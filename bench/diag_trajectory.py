@@ -4,7 +4,10 @@ One state's test routing swings by several points between checks 100 steps apart
 from the whole trajectory. Trains LOCUS on fold 0 of `bench_accuracy.py --suite S --budgets B` with the given
 TrainConfig / LocusConfig overrides (NAME=VALUE; M:NAME=VALUE for LocusConfig) and prints one JSON line every
 EVERY epochs: val BCE, val routing, val within-query AUC (mean over val queries of the AUC of the models'
-P(correct) against their labels), test routing and test AUC; then the kept state's test figures.
+P(correct) against their labels), test routing and test AUC (all models; "_trained": among the in-training models
+only); then the kept state's test figures. With the latent warm-up on, first one line of the warm-up's own test
+routing among the in-training models: their free vectors through the warm-up's predictor (what matrix
+factorisation routes with), against which the encoder's embeddings of the same models are read.
 
     PYTHONPATH=. .venv/bin/python bench/diag_trajectory.py --suite metabench --budget 256 --every 4 \
         epochs=48 finetune_steps=0 select_on=loss patience=1000
@@ -23,6 +26,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import locus_model.train as train  # noqa: E402
 import locus_model.train_epochs as train_epochs  # noqa: E402
 from bench.bench_accuracy import apply_options, harness_setup  # noqa: E402
 from locus_model.evaluation.methods import fit_and_predict  # noqa: E402
@@ -56,6 +60,21 @@ def main(argv: list[str] | None = None) -> int:
     labels, sets = setup.scores[:, fold.test], setup.anchor_sets(fold)
     original, calls = train_epochs.validate, [0]
 
+    trained = setup.trained
+    original_latents = train.fit_latents
+
+    def traced_latents(net, data, train_np, val, cfg):
+        out = original_latents(net, data, train_np, val, cfg)
+        with torch.no_grad():
+            u = net.query_projection(data.enc[torch.from_numpy(fold.test).to(data.enc.device)])
+            p_latent = torch.sigmoid(net.predict_logits_projected(data.latents, u)).cpu().numpy()
+        print(json.dumps({"warmup": out["step"], "noise": out["noise"], "val_loss": round(out["val_loss"], 4),
+                          "test_routing_trained": round(routing_accuracy(p_latent, labels[trained]), 4),
+                          "test_auc_trained": round(roc_auc(p_latent, labels[trained]), 4)}), flush=True)
+        return out
+
+    train.fit_latents = traced_latents
+
     def traced(model, enc, val, z=None):
         out = original(model, enc, val, z)
         calls[0] += 1
@@ -66,12 +85,15 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"validation": calls[0], "val_loss": round(out[0], 4), "val_routing": round(out[1], 4),
                               "val_query_auc": round(query_auc(val_p, val.labels), 4),
                               "test_routing": round(routing_accuracy(test_p, labels), 4),
-                              "test_auc": round(roc_auc(test_p, labels), 4)}), flush=True)
+                              "test_auc": round(roc_auc(test_p, labels), 4),
+                              "test_routing_trained": round(routing_accuracy(test_p[trained], labels[trained]), 4)}),
+                  flush=True)
         return out
 
     train_epochs.validate = traced  # the epochs' validations only
     probs, seconds = fit_and_predict(**{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False})
     print(json.dumps({"kept_test_routing": round(routing_accuracy(probs, labels), 4),
+                      "kept_test_routing_trained": round(routing_accuracy(probs[trained], labels[trained]), 4),
                       "kept_test_auc": round(roc_auc(probs, labels), 4), "seconds": round(seconds)}), flush=True)
     return 0
 
