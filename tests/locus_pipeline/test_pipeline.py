@@ -1,4 +1,4 @@
-"""The whole graph materialized in pytest on a tiny demo pool: outputs, checks, MLflow run contents."""
+"""The whole graph materialized in pytest on a tiny synthetic pool: outputs, checks, MLflow run contents."""
 
 from __future__ import annotations
 

@@ -34,10 +34,10 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
     if config.source == "mmlu_pro":
         return (Path(config.path) if config.path else MMLU_PRO / "evaluations.parquet"), models or MMLU_PRO / "models.csv"
     if config.source == "synthetic":
-        from locus_model.data.demo import generate_demo_pool
+        from locus_model.data.synthetic import generate_synthetic_pool
 
         parent = home.dir("sources", f"{config.synthetic_size}-seed{config.synthetic_seed}")
-        pool = generate_demo_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
+        pool = generate_synthetic_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
         return pool.evaluations_parquet, models or pool.models_csv
     if config.source == "embedllm":
         from locus_model.data.embedllm_files import is_embedllm_folder
