@@ -60,7 +60,7 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, home: LocusHome) -> pd.DataFrame:
     """The source files as ingested: one row per file with its size and sha256 (the files stay untouched)."""
-    from locus_model.data.long_format import is_evaluation_file
+    from locus_model.data.file_chunks import is_evaluation_file
 
     path, models = resolve_source(config, home)
     files = sorted(p for p in path.rglob("*") if p.is_file() and (is_evaluation_file(p) or p.suffix in (".csv", ".json", ".jsonl", ".eval"))) if path.is_dir() else [path]
