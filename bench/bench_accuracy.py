@@ -1,7 +1,7 @@
 """Accuracy benchmark: LOCUS vs EmbedLLM-MF, IRT, kNN, best single and the oracle, same harness, same anchors.
 
 Suites:
-  demo  the SYNTHETIC demo pool (full: 113 models x 6,000 queries, locus_model.data.demo_skills, seed 0), MiniLM
+  synthetic  the SYNTHETIC pool (full: 113 models x 6,000 queries, locus_model.data.synthetic_skills, seed 0), MiniLM
         encodings, budgets 256 / 512 / 1024 (and 128 for the held-out target), 5 folds over queries.
   ae1   AlpacaEval 1 (real: 53 models x 805 instructions, GPT-4-judged wins over text-davinci-003), read in
         place from ../shared/data/alpacaeval-ae1 (CC BY-NC 4.0: never copied), budgets 64 / 128 / 256, 5 folds.
@@ -9,9 +9,9 @@ Suites:
   metabench  Open LLM Leaderboard items (real: 2,001 open models x 1,075 items of ARC, GSM8K, MMLU, TruthfulQA,
         Winogrande), read in place from ../shared/data/metabench (CC BY-NC-SA 4.0: never copied), budgets 32-512.
 
-    .venv/bin/python bench/bench_accuracy.py --suite demo ae1          # everything (long on 2 CPU cores)
+    .venv/bin/python bench/bench_accuracy.py --suite synthetic ae1          # everything (long on 2 CPU cores)
     .venv/bin/python bench/bench_accuracy.py --suite ae1 --budgets 128 --only-folds 0
-    .venv/bin/python bench/bench_accuracy.py --suite demo --budgets 128 --probe-held-out   # held-out check
+    .venv/bin/python bench/bench_accuracy.py --suite synthetic --budgets 128 --probe-held-out   # held-out check
 
 Writes one JSON per (suite, budget) to bench/results/accuracy_<suite>_b<budget>.json (the harness's result,
 see locus_model.evaluation) and prints the tables. Encodings are cached in the user cache (locus_model.data.encoding.user_cache_dir).
@@ -48,17 +48,26 @@ from locus_model.train import TrainConfig  # noqa: E402
 AE1 = REPO.parent / "shared" / "data" / "alpacaeval-ae1" / "evaluations.parquet"
 MMLU_PRO = REPO / "data" / "mmlu-pro" / "evaluations.parquet"
 METABENCH = REPO.parent / "shared" / "data" / "metabench" / "evaluations.parquet"
-BUDGETS = {"demo": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64, 128, 256, 512, 1024),
+BUDGETS = {"synthetic": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64, 128, 256, 512, 1024),
            "metabench": (32, 64, 128, 256, 512)}
 
 
-def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
-    if suite == "demo":
-        from locus_model.data.demo_skills import make_demo_tables
+SUITE_ALIASES = {"demo": "synthetic"}  # the synthetic pool's suite name before the rename: users' commands, stored results
 
-        evaluations, _, _ = make_demo_tables("full", seed=0)
-        table = validate_evaluations(evaluations.drop(columns="split"), source="demo pool (full, seed 0)")
-        return EvaluationMatrix.from_table(table), "synthetic demo pool, full, seed 0"
+
+def suite_name(suite: str) -> str:
+    """The current name of a suite (an old name such as "demo" read from a stored result or a command line)."""
+    return SUITE_ALIASES.get(suite, suite)
+
+
+def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
+    suite = suite_name(suite)
+    if suite == "synthetic":
+        from locus_model.data.synthetic_skills import make_synthetic_tables
+
+        evaluations, _, _ = make_synthetic_tables("full", seed=0)
+        table = validate_evaluations(evaluations.drop(columns="split"), source="synthetic pool (full, seed 0)")
+        return EvaluationMatrix.from_table(table), "synthetic pool, full, seed 0"
     if suite == "ae1":
         if not AE1.is_file():
             raise SystemExit(f"{AE1} not found: the AlpacaEval matrix lives in ../shared/data (see its README)")
@@ -69,7 +78,7 @@ def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
         if not METABENCH.is_file():
             raise SystemExit(f"{METABENCH} not found: the metabench matrix lives in ../shared/data (see its README)")
         return EvaluationMatrix.from_table(read_evaluations(METABENCH)[0]), str(METABENCH)
-    raise SystemExit(f"unknown suite {suite!r}: use demo, ae1, mmlu or metabench")
+    raise SystemExit(f"unknown suite {suite!r}: use synthetic, ae1, mmlu or metabench")
 
 
 def _cell(stat: dict | None, scale: float = 100.0) -> str:
@@ -105,7 +114,7 @@ def markdown_summary(paths: list[Path]) -> str:
     for path in paths:
         result = json.loads(path.read_text())
         s, z = result["settings"], result["sizes"]
-        out.append(f"#### {s.get('suite', path.stem)}, budget {s['budget']} (`{path.name}`)\n")
+        out.append(f"#### {suite_name(s['suite']) if 'suite' in s else path.stem}, budget {s['budget']} (`{path.name}`)\n")
         out.append(f"{z['models']} models ({z['held_out_models']} held out) x {z['queries']} queries, "
                    f"{s['folds']} folds{'' if s.get('only_folds') is None else ' (only ' + str(s['only_folds']) + ')'}, "
                    f"wall {result['wall_s'] / 60:.0f} min.\n")
@@ -143,7 +152,7 @@ def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", r
     fold mean, bars = std over folds; right: LOCUS minus each method, 95% paired bootstrap interval) and a
     markdown table of the budget at which each method first reaches LOCUS's routing at ``reference_budget``."""
     results = sorted((json.loads(p.read_text()) for p in paths), key=lambda r: r["settings"]["budget"])
-    suites = {r["settings"].get("suite") for r in results}
+    suites = {suite_name(str(r["settings"].get("suite"))) for r in results}
     if len(suites) != 1 or len({r["settings"]["budget"] for r in results}) != len(results):
         raise SystemExit(f"--plot: give one result file per budget of one suite (got suites {sorted(map(str, suites))})")
     budgets = [r["settings"]["budget"] for r in results]
@@ -187,7 +196,7 @@ def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", r
                   f"{100 * max(stat(r, 'oracle')['mean'] for r in results):.1f}" if "oracle" in methods else "")
         over = (f"fold {folds[0].strip('[]')} only" if len(folds) == 1 and "," not in folds[0]
                 else f"mean ± std over folds {', '.join(folds)}")
-        ax.set_title(f"{results[0]['settings'].get('suite')}: {over}{oracle}",
+        ax.set_title(f"{suite_name(str(results[0]['settings'].get('suite')))}: {over}{oracle}",
                      fontsize=9)
         bx.set_ylabel("routing difference, points")
         bx.set_title("LOCUS minus each method, 95% paired bootstrap interval", fontsize=9)
@@ -377,9 +386,10 @@ def apply_options(config, options: list[str], flag: str = "--train-option"):
     return replace(config, **changes)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", nargs="+", default=["demo", "ae1"], choices=sorted(BUDGETS))
+    p.add_argument("--suite", nargs="+", default=["synthetic", "ae1"], choices=sorted([*BUDGETS, *SUITE_ALIASES]),
+                   help="the suites to run (demo: deprecated name of synthetic)")
     p.add_argument("--budgets", type=int, nargs="+", default=None, help="override the suite's budgets")
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--only-folds", type=int, nargs="+", default=None, help="run only these fold indices (0-based)")
@@ -420,7 +430,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot-out", type=Path, default=None, help="the PNG --plot writes")
     p.add_argument("--summarize", type=Path, nargs="+", default=None,
                    help="print markdown tables from these result JSONs and exit (runs nothing)")
-    args = p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, old suite names replaced by the current ones (one note on stderr for each)."""
+    args = build_parser().parse_args(argv)
+    for old in sorted(set(args.suite) & set(SUITE_ALIASES)):
+        print(f"--suite {old} is deprecated: use --suite {SUITE_ALIASES[old]}", file=sys.stderr)
+    args.suite = [suite_name(s) for s in args.suite]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.summarize:
         print(markdown_summary(args.summarize))
         return 0

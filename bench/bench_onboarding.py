@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_onboarding.py --sizes 128 4096 --repeats 3 [--big-gb 1.0]
 
-1. Builds a tiny pool in a temporary LOCUS_HOME (pool_job in-process: small demo pool, hashing-256 encoder).
+1. Builds a tiny pool in a temporary LOCUS_HOME (pool_job in-process: small synthetic pool, hashing-256 encoder).
 2. Starts `dagster dev`, waits for the drop-folder sensor's first tick (it creates incoming/accepted/).
 3. For each size and repeat: writes one model's evaluations as <name>.csv.part, renames it to <name>.csv (the
    drop), and polls the pool table every 0.2 s. The run record gives the split:
@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev  # noqa: E402
 from tests.locus_pipeline.tiny import POOL_OPS, run_config_for  # noqa: E402
 
-POOL_CONFIG = run_config_for(POOL_OPS)  # the tests' tiny pool: small demo, hashing encoder, 3 epochs
+POOL_CONFIG = run_config_for(POOL_OPS)  # the tests' tiny pool: small synthetic pool, hashing encoder, 3 epochs
 
 
 def build_pool(home: Path) -> None:

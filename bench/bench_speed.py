@@ -15,7 +15,7 @@ warm-up, wall and the process's CPU time ("cpu", less disturbed by other process
 so the library model here has those biases at 0; its MAB has a ReLU after the first LayerNorm, which the
 library's does not: outputs are compared on a copy of the reference with that ReLU removed, and timed on the
 unmodified reference).
-(c) one training epoch (default TrainConfig, validation included) on a demo-sized random pool (112 models x
+(c) one training epoch (default TrainConfig, validation included) on a random pool the size of the synthetic one (112 models x
 4,096 queries, 768-d, 80/20 query split): the current library vs the library in --before (default: commit
 BEFORE_COMMIT, extracted to bench/.cache/before/), alternately, each in a fresh subprocess.
 GFLOP: counted with torch.utils.flop_counter's per-operator formulas on the library's own fp32 run (matrix products

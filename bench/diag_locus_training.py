@@ -1,4 +1,4 @@
-"""LOCUS training diagnostics: single-fold (fold 0) trials of TrainConfig options on the demo pool, budget 256.
+"""LOCUS training diagnostics: single-fold (fold 0) trials of TrainConfig options on the synthetic pool, budget 256.
 
 Exploratory, ONE fold: differences of ~1 point are within seed noise (docs/experiments.md, "Where the
 earlier defaults lost"). Usage, from the repository root:
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from locus_model.data.contract import validate_evaluations  # noqa: E402
-from locus_model.data.demo_skills import make_demo_tables  # noqa: E402
+from locus_model.data.synthetic_skills import make_synthetic_tables  # noqa: E402
 from locus_model.data.encoding import encode_queries  # noqa: E402
 from locus_model.data.matrix import EvaluationMatrix  # noqa: E402
 from locus_model.evaluation.harness import evaluate  # noqa: E402
@@ -46,7 +46,7 @@ TRIALS: dict[str, dict] = {
     "platt_noise1_seed1": dict(calibration="platt", noise_start=1.0, noise_end=0.5, seed=1),
     "calib_seed1": dict(calibration="temperature", seed=1),
 }
-CACHE = Path("/tmp/ci/data/encodings/all-MiniLM-L6-v2")  # holds every demo query; else the repo's cache
+CACHE = Path("/tmp/ci/data/encodings/all-MiniLM-L6-v2")  # holds every synthetic-pool query; else the repo's cache
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown trials {unknown}; see --list")
     torch.set_num_threads(args.threads)
-    evaluations, _, _ = make_demo_tables("full", seed=0)
-    table = validate_evaluations(evaluations.drop(columns="split"), source="demo pool (full, seed 0)")
+    evaluations, _, _ = make_synthetic_tables("full", seed=0)
+    table = validate_evaluations(evaluations.drop(columns="split"), source="synthetic pool (full, seed 0)")
     matrix = EvaluationMatrix.from_table(table)
     cache = CACHE if CACHE.is_dir() else ROOT / "data/encodings/all-MiniLM-L6-v2"
     enc = encode_queries(matrix.queries, encoder="all-MiniLM-L6-v2", cache_dir=cache, progress=False)

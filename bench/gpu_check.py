@@ -4,13 +4,13 @@ Run on a machine with a GPU (the CI machines have none; tests cover the CPU path
 
     python3 bench/gpu_check.py --data .sweep --out gpu_check.json
 
-`--data` is a folder written by `bench/sweep_locus.py export` (demo.npz: the synthetic demo pool and its
+`--data` is a folder written by `bench/sweep_locus.py export` (synthetic.npz: the synthetic pool and its
 MiniLM encodings). Checks, each printed and stored in the JSON:
   1. train_locus on CUDA (device=dev) finishes with finite weights and beats a constant predictor;
   2. embeddings on CUDA are bit-identical across two calls (determinism) and permutation invariant to 1e-5;
   3. CUDA and CPU embeddings and probabilities of the same checkpoint agree (max abs difference);
   4. a checkpoint saved from the CUDA run loads with weights_only=True on CPU and gives the same outputs;
-  5. seconds per training epoch on the demo pool with the default TrainConfig, CUDA and (1 thread) CPU,
+  5. seconds per training epoch on the synthetic pool with the default TrainConfig, CUDA and (1 thread) CPU,
      and embedding 112 models x 4,096 evaluations / scoring 4,096 queries x 112 models on CUDA.
 Exits 1 if a check fails.
 """
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if dev.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("gpu_check: torch sees no CUDA device; run this on a machine with a GPU")
     torch.set_num_threads(1)
-    z = np.load(args.data / "demo.npz")
+    z = np.load(args.data / "synthetic.npz")
     scores, enc = z["scores"].astype(np.float32), z["encodings"].astype(np.float32)
     M, Q = scores.shape
     rng = np.random.default_rng(0)

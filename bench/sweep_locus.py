@@ -9,7 +9,7 @@ same folds and anchors, so the means are comparable; per-fold pairing is not).
     # 1. export the matrices and their MiniLM encodings (needs the encoder cache and ../shared)
     .venv/bin/python bench/sweep_locus.py export .sweep
     # 2. run trials (CUDA when present; --deadline-s stops launching tasks and ends the run in time)
-    python3 bench/sweep_locus.py run .sweep --trials default noise1 --tasks demo:256 ae1:128 --workers 12 \
+    python3 bench/sweep_locus.py run .sweep --trials default noise1 --tasks synthetic:256 ae1:128 --workers 12 \
         --out results.jsonl
     # 3. tables (mean ± std over the folds that finished, next to the baselines' 5-fold means)
     .venv/bin/python bench/sweep_locus.py summarize results.jsonl
@@ -73,7 +73,13 @@ TRIALS: dict[str, dict] = {
     "paperish_e600": {"batch_models": 128, "enc_max": 1024, "noise_start": 2.8, "noise_end": 1.4,
                       "noise_anneal_epochs": 200, "epochs": 600, "patience": 600, "val_set_max": None},
 }
-SUITES = ("demo", "ae1")
+SUITES = ("synthetic", "ae1")
+
+
+def suite_name(suite: str) -> str:
+    from bench.bench_accuracy import suite_name as current  # the one list of old suite names (demo -> synthetic)
+
+    return current(suite)
 
 
 # ---------------------------------------------------------------------------------------------- export
@@ -149,11 +155,12 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists():
         for line in args.out.read_text().splitlines():
             r = json.loads(line)
-            done.add((r["trial"], r["suite"], r["budget"], r["fold"]))
+            done.add((r["trial"], suite_name(r["suite"]), r["budget"], r["fold"]))
     tasks = []
     for trial in args.trials:  # trial-major: whole 5-fold sets finish first
         for spec in args.tasks:
             suite, budget = spec.split(":")
+            suite = suite_name(suite)
             for fold in args.folds:
                 key = (trial, suite, int(budget), fold)
                 if key not in done:
@@ -209,7 +216,7 @@ def summarize(paths: list[Path], group: str = "all") -> str:
     rows = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
     by = defaultdict(list)
     for r in rows:
-        by[(r["suite"], r["budget"], r["trial"])].append(r)
+        by[(suite_name(r["suite"]), r["budget"], r["trial"])].append(r)
     lines = []
     for suite, budget in sorted({(s, b) for s, b, _ in by}):
         lines += [f"\n{suite} @{budget} ({group}; percent, Brier x100; mean ± std over folds)",
@@ -239,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run")
     r.add_argument("data", type=Path)
     r.add_argument("--trials", nargs="+", default=list(TRIALS))
-    r.add_argument("--tasks", nargs="+", default=["demo:256", "demo:1024", "ae1:128"], help="suite:budget")
+    r.add_argument("--tasks", nargs="+", default=["synthetic:256", "synthetic:1024", "ae1:128"],
+                   help="suite:budget (demo: deprecated name of synthetic)")
     r.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     r.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     r.add_argument("--device", default=None, help="cuda when available, else cpu")

@@ -2,7 +2,7 @@
 
     locus evaluate --evaluations PATH --out results.json [--budget 256] [--folds 5] [--holdout-models 0.2]
                    [--seed 0] [--encoder all-MiniLM-L6-v2] [--epochs N]
-    locus demo-data --out DIR [--size full|small] [--seed 0]
+    locus synthetic-data --out DIR [--size full|small] [--seed 0]   (old name: demo-data, deprecated)
 
 These are the commands that need only the library. The installed ``locus`` command is
 locus_pipeline.cli, which adds the ones that read the pipeline's storage (``locus search``).
@@ -151,37 +151,50 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# ---------------------------------------------------------------------------------------------- demo-data
+# ---------------------------------------------------------------------------------------------- synthetic-data
 
 
-def add_demo_data(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "demo-data",
-        help="write the SYNTHETIC demo pool (known ground truth) as long-format and EmbedLLM-format files",
-    )
-    p.add_argument("--out", required=True, type=Path, help="parent folder; files go to OUT/demo-synthetic/")
+def _synthetic_data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, type=Path, help="parent folder; files go to OUT/synthetic/")
     p.add_argument("--size", choices=("full", "small"), default="full",
                    help="full: 113 models x 6,000 queries; small: 24 models x 600 queries")
     p.add_argument("--seed", type=int, default=0, help="same seed -> byte-identical files")
-    p.set_defaults(run=run_demo_data)
 
 
-def run_demo_data(args: argparse.Namespace) -> int:
-    from locus_model.data.demo import generate_demo_pool
+def add_synthetic_data(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "synthetic-data",
+        help="write the SYNTHETIC pool (known ground truth) as long-format and EmbedLLM-format files",
+    )
+    _synthetic_data_options(p)
+    p.set_defaults(run=run_synthetic_data)
+    # The command's name before the rename; kept for users' scripts, not listed in --help.
+    old = subparsers.add_parser("demo-data", description="Deprecated name of `locus synthetic-data`.")
+    _synthetic_data_options(old)
+    old.set_defaults(run=run_demo_data)
+
+
+def run_synthetic_data(args: argparse.Namespace) -> int:
+    from locus_model.data.synthetic import generate_synthetic_pool
 
     try:
-        pool = generate_demo_pool(args.out, size=args.size, seed=args.seed)
+        pool = generate_synthetic_pool(args.out, size=args.size, seed=args.seed)
     except (ValueError, OSError) as err:
-        return _fail("demo-data", err)
-    print(f"wrote the synthetic demo pool ({args.size}, seed {args.seed}, {pool.n_rows} rows) to {pool.root}")
+        return _fail("synthetic-data", err)
+    print(f"wrote the synthetic pool ({args.size}, seed {args.seed}, {pool.n_rows} rows) to {pool.root}")
     for path in pool.files:
         print(f"  {path}")
     return EXIT_OK
 
 
+def run_demo_data(args: argparse.Namespace) -> int:
+    print("locus demo-data is deprecated: use `locus synthetic-data` (same options)", file=sys.stderr)
+    return run_synthetic_data(args)
+
+
 # ---------------------------------------------------------------------------------------------- entry point
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_evaluate, add_demo_data]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_evaluate, add_synthetic_data]
 
 
 def build_parser(commands: Sequence[Callable[[argparse._SubParsersAction], None]] = COMMANDS) -> argparse.ArgumentParser:

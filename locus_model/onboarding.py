@@ -26,7 +26,7 @@ import pandas as pd
 
 from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
                                        safe_model_key, text_values, two_texts_error, validate_chunk)
-from locus_model.data.long_format import iter_evaluation_chunks
+from locus_model.data.file_chunks import iter_evaluation_chunks
 from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.markdown import escape_frame, escape_markdown
 from locus_model.pool import pool_matrix

@@ -13,10 +13,10 @@ class TrainConfig:
     """How to train LOCUS: epochs and batches, encoder-subset sizes, query noise, EMA, checkpoint selection,
     the predictor fine-tuning and the calibration.
 
-    The defaults are the best setting of a 5-fold sweep on the demo pool (docs/experiments.md says
+    The defaults are the best setting of a 5-fold sweep on the synthetic pool (docs/experiments.md says
     how each was chosen). Query noise is relative: noise_* is the ratio ||noise|| / ||encoding||, so one
     setting means the same for 384-d and 768-d encoders. On one CPU thread an epoch costs ~5 s for ~100 models
-    x 1,024 anchors; lower epochs (the demo job uses 40) for a quick run.
+    x 1,024 anchors; lower epochs (e.g. 40) for a quick run.
     """
 
     epochs: int = 120  # max epochs; one epoch = one pass over all models in mini-batches (at most epoch_models)

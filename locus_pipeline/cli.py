@@ -1,4 +1,4 @@
-"""The ``locus`` command: the library's commands (locus_model.cli: evaluate, demo-data) and those that read a
+"""The ``locus`` command: the library's commands (locus_model.cli: evaluate, synthetic-data) and those that read a
 LOCUS_HOME through the pipeline's storage (search).
 
     locus search --target 'math=0.9,law=0.3' [--k 5] [--home PATH] [--json]

@@ -233,7 +233,7 @@ def data_note(source: str, root: str) -> str:
     """One line saying what the numbers are computed on (the raw_evaluations table's source and root); the
     synthetic pool is called SYNTHETIC."""
     if source == "synthetic":
-        return ("Data: the **SYNTHETIC** pool (`locus_model.data.demo`: made-up models drawn from a known latent "
+        return ("Data: the **SYNTHETIC** pool (`locus_model.data.synthetic`: made-up models drawn from a known latent "
                 "model, not real LLMs): its numbers are not findings about real models.")
     if source == "mmlu_pro":
         return f"Data: **real** MMLU-Pro results of real models (`{root}`, data/mmlu-pro/README.md)."

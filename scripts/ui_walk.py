@@ -328,7 +328,7 @@ MODAL_FIT_JS = """(() => {
 
 def item1(walk: Walk, item: Item) -> None:
     """Column schemas, owners and tags, float metadata in the Plots tab, a useful pool preview."""
-    from locus_model.pool import POOL_SCHEMA
+    from locus_model.pool_schema import POOL_SCHEMA
 
     text = walk.page(item, "pool", walk.asset_url("model_embeddings"),
                      ["Columns", "embedding", str(POOL_SCHEMA.field("embedding").type), "source", "Owners", "Tags",

@@ -8,7 +8,7 @@ format, one row per evaluation, with the columns ``model, query_id, query, bench
 The rules live here once: per-row rules (:func:`validate_chunk`, vectorised over a chunk's distinct values)
 and cross-row rules (one score per (model, query_id), one text per query_id, one split per query_id, one
 key per model name). The file readers (long_format, embedllm, mmlu_pro) and the drop folder's streamed
-intake (onboarding.split_by_model) all call them.
+intake (onboarding.split_by_model, over data.file_chunks) all call them.
 """
 
 from __future__ import annotations

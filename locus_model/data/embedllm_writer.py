@@ -1,4 +1,4 @@
-"""Write a long evaluation table as an EmbedLLM folder (the five files read_embedllm reads), e.g. the demo pool."""
+"""Write a long evaluation table as an EmbedLLM folder (the five files read_embedllm reads), e.g. the synthetic pool."""
 
 from __future__ import annotations
 

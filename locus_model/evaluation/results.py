@@ -1,4 +1,5 @@
-"""The harness's result dict: saved as strict JSON, printed as plain-text tables."""
+"""The harness's result dict: saved as strict JSON, printed as plain-text tables, flattened into a long table
+(one row per method, group, benchmark and metric) with its headline as Markdown."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 GROUPS = ("all", "in_training", "held_out")  # the built-in model groups of a result, in print order
 
@@ -91,3 +93,37 @@ def format_interval(stat: dict | None, scale: float = 100.0) -> str:
 def print_results(result: dict, file: Any = None) -> None:
     print(format_results(result), file=file or sys.stdout)
 
+
+# ---------------------------------------------------------------------------------------------- long table
+
+HEADLINE_METRICS = ("routing_acc", "correctness_acc", "auc", "brier")
+
+
+def flatten_results(result: dict) -> pd.DataFrame:
+    """The result as a long table: method, group, benchmark ('' = all), metric, mean, std. Paired comparisons
+    become metrics too: ``vs_best_single.<key>`` and, for LOCUS minus another method,
+    ``vs_<method>.<metric>.<diff|ci_low|ci_high>`` (std None)."""
+    rows = []
+    for method, groups in result["methods"].items():
+        for group, entry in groups.items():
+            for metric, stat in entry.items():
+                if metric == "per_benchmark":
+                    rows += [dict(method=method, group=group, benchmark=bench, metric=m, mean=s["mean"], std=s["std"])
+                             for bench, metrics in stat.items() for m, s in metrics.items()]
+                elif metric == "vs_best_single":
+                    rows += [dict(method=method, group=group, benchmark="", metric=f"vs_best_single.{k}", mean=v, std=None)
+                             for k, v in stat.items()]
+                elif metric == "vs_methods":
+                    rows += [dict(method=method, group=group, benchmark="", metric=f"vs_{other}.{m}.{k}", mean=v, std=None)
+                             for other, metrics in stat.items() for m, interval in metrics.items() for k, v in interval.items()]
+                else:
+                    rows.append(dict(method=method, group=group, benchmark="", metric=metric, mean=stat["mean"], std=stat["std"]))
+    return pd.DataFrame(rows)
+
+
+def headline_markdown(flat: pd.DataFrame) -> str:
+    """A flattened result's headline as a Markdown table: one row per (method, group), one column per metric of
+    ``HEADLINE_METRICS`` (fold means, 4 significant digits)."""
+    headline = flat[(flat["benchmark"] == "") & flat["metric"].isin(HEADLINE_METRICS)]
+    table = headline.pivot_table(index=["method", "group"], columns="metric", values="mean").reset_index()
+    return table.rename_axis(columns=None).to_markdown(index=False, floatfmt=".4g")

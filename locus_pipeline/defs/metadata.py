@@ -89,8 +89,8 @@ def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> st
 
 
 def pool_schema() -> dg.TableSchema:
-    """The pool table's schema (locus_model.pool.POOL_SCHEMA: Arrow types as written), known before any materialization."""
-    from locus_model.pool import POOL_SCHEMA, column_doc
+    """The pool table's schema (locus_model.pool_schema.POOL_SCHEMA: Arrow types as written), known before any materialization."""
+    from locus_model.pool_schema import POOL_SCHEMA, column_doc
 
     return dg.TableSchema(columns=[dg.TableColumn(name=f.name, type=str(f.type), description=column_doc(f.name))
                                    for f in POOL_SCHEMA])

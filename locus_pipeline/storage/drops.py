@@ -3,7 +3,7 @@
 Object storage has no rename. Its writer protocol is "upload the whole object": one PUT (or one multipart upload)
 makes the object visible complete or not at all, so every object directly under ``incoming/`` is a complete file
 (in-progress names, ``x.csv.part``, are still skipped; a folder cannot be dropped atomically: drop an archive).
-Intake itself (locus_pipeline/intake.py) runs unchanged on the local copy; around it, under the intake lock:
+Intake itself (locus_pipeline/intake/) runs unchanged on the local copy; around it, under the intake lock:
 
 - ``pull``: the accepted manifests the local copy lacks (a new machine or pod), then each complete object under
   ``incoming/``, downloaded under a hidden name and renamed into the local ``incoming/`` with the object's time;
@@ -20,6 +20,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+# The drop folder's names, here once (intake, a layer above, imports them): an accepted file's manifest, and the
+# names a writer uses while a file is incomplete (never read).
 MANIFEST_SUFFIX = ".manifest.json"
 IN_PROGRESS_SUFFIXES = (".part", ".tmp", ".partial", ".crdownload", ".swp")
 

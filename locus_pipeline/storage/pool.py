@@ -26,7 +26,7 @@ class PoolAndStores:
         return self.pool_path.exists()
 
     def read_pool(self) -> pd.DataFrame:
-        from locus_model.pool import upgrade_pool
+        from locus_model.pool_schema import upgrade_pool
 
         return upgrade_pool(self.read_table(POOL))
 

@@ -95,3 +95,15 @@ def test_train_options_parse_optional_fields_as_numbers_or_none():
     cfg = apply_options(TrainConfig(), ["max_steps=600", "val_models=none", "epochs=24"])
     assert cfg.max_steps == 600 and cfg.val_models is None and cfg.epochs == 24
     assert apply_options(cfg, ["max_steps=None"]).max_steps is None
+
+
+def test_suite_demo_is_a_deprecated_name_of_synthetic(capsys):
+    from bench.bench_accuracy import parse_args, suite_name
+
+    args = parse_args(["--suite", "demo", "ae1"])
+    assert args.suite == ["synthetic", "ae1"]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--suite demo is deprecated: use --suite synthetic" in err
+    assert parse_args(["--suite", "synthetic"]).suite == ["synthetic"] and capsys.readouterr().err == ""
+    assert parse_args([]).suite == ["synthetic", "ae1"]
+    assert suite_name("demo") == "synthetic" and suite_name("mmlu") == "mmlu"  # result files written before the rename

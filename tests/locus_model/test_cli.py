@@ -1,4 +1,4 @@
-"""The locus command line: evaluate end to end on a tiny table, demo-data, and errors that say what to do."""
+"""The locus command line: evaluate end to end on a tiny table, synthetic-data (and its old name), and errors that say what to do."""
 
 from __future__ import annotations
 
@@ -79,24 +79,34 @@ def test_evaluate_errors_are_reported(tmp_path, capsys):
         main(["evaluate", "--budget", "16"])  # --evaluations and --out are required
 
 
-def test_demo_data_small(tmp_path, capsys):
-    assert main(["demo-data", "--out", str(tmp_path), "--size", "small", "--seed", "1"]) == 0
-    root = tmp_path / "demo-synthetic"
+def test_synthetic_data_small(tmp_path, capsys):
+    assert main(["synthetic-data", "--out", str(tmp_path), "--size", "small", "--seed", "1"]) == 0
+    root = tmp_path / "synthetic"
     assert (root / "evaluations.parquet").is_file() and (root / "README.txt").is_file()
-    assert "synthetic" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "synthetic" in out.out and "deprecated" not in out.err
+
+
+def test_demo_data_is_a_deprecated_alias_with_a_one_line_note(tmp_path, capsys):
+    assert main(["demo-data", "--out", str(tmp_path / "old"), "--size", "small", "--seed", "1"]) == 0
+    assert main(["synthetic-data", "--out", str(tmp_path / "new"), "--size", "small", "--seed", "1"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "deprecated" in err and "locus synthetic-data" in err
+    for name in ("evaluations.parquet", "models.csv", "synthetic_truth.json"):
+        assert (tmp_path / "old" / "synthetic" / name).read_bytes() == (tmp_path / "new" / "synthetic" / name).read_bytes()
 
 
 def test_parser_lists_subcommands():
     text = build_parser().format_help()
-    assert "evaluate" in text and "demo-data" in text
+    assert "evaluate" in text and "synthetic-data" in text and "demo-data" not in text
 
 
 @pytest.mark.slow
-def test_evaluate_small_demo_pool_with_minilm(tmp_path):
+def test_evaluate_small_synthetic_pool_with_minilm(tmp_path):
     """End to end with the real MiniLM encoder on the small synthetic pool (~1 min on 2 cores)."""
-    assert main(["demo-data", "--out", str(tmp_path), "--size", "small"]) == 0
-    out = tmp_path / "demo.json"
-    code = main(["evaluate", "--evaluations", str(tmp_path / "demo-synthetic" / "evaluations.parquet"), "--folds", "2",
+    assert main(["synthetic-data", "--out", str(tmp_path), "--size", "small"]) == 0
+    out = tmp_path / "result.json"
+    code = main(["evaluate", "--evaluations", str(tmp_path / "synthetic" / "evaluations.parquet"), "--folds", "2",
                  "--budget", "128", "--epochs", "5", "--threads", "1", "--quiet", "--out", str(out)])
     assert code == 0
     result = json.loads(out.read_text())

@@ -10,9 +10,9 @@ import torch
 
 from locus_model.data.matrix import evaluations_digest
 from locus_model.model import Locus, LocusConfig
-from locus_model.pool import (POOL_COLUMNS, PoolError, Reproduction, check_pool, checkpoints_of, compare_embeddings,
-                              embed_models, models_with_new_evaluations, pool_matrix, reproduction_sample,
-                              schema_differences, upsert_rows)
+from locus_model.pool import (PoolError, Reproduction, check_pool, checkpoints_of, compare_embeddings, embed_models,
+                              models_with_new_evaluations, pool_matrix, reproduction_sample, upsert_rows)
+from locus_model.pool_schema import POOL_COLUMNS, schema_differences
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -106,11 +106,3 @@ def test_compare_embeddings_names_each_row_that_differs_in_any_bit() -> None:
     result = compare_embeddings(stored, again)
     assert result.not_bit_identical == ["a"] and result.max_abs_diff == pytest.approx(1e-7)
     assert compare_embeddings(stored, again.iloc[:0]).models_checked == 0
-
-
-def test_a_pool_written_before_the_digest_rename_reads_with_todays_columns():
-    from locus_model.pool import POOL_COLUMNS, upgrade_pool
-
-    old = pd.DataFrame({"model": ["a"], "evaluations_fingerprint": ["f"]})
-    assert upgrade_pool(old).columns.tolist() == ["model", "evaluations_digest"]
-    assert "evaluations_digest" in POOL_COLUMNS and "evaluations_fingerprint" not in POOL_COLUMNS

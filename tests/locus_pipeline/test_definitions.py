@@ -50,6 +50,15 @@ def test_importing_the_definitions_is_cheap() -> None:
     assert out.stdout.split()[-len(heavy):] == ["False"] * len(heavy), out.stdout  # no model loading at import
 
 
+def test_the_code_location_loads_without_torch() -> None:
+    """Importing the code location and building its definitions imports no torch: the configs the launchpad shows
+    (LocusConfig, TrainConfig) and the pool's schema live in torch-free modules; assets import torch in their body."""
+    code = ("import sys, locus_pipeline.definitions as m; assert 'torch' not in sys.modules, 'import'; "
+            "m.defs(); assert 'torch' not in sys.modules, 'defs()'")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
 def test_dg_cli_loads_the_project(tmp_path) -> None:
     import os
     from pathlib import Path
@@ -66,8 +75,8 @@ def test_dg_cli_loads_the_project(tmp_path) -> None:
 
 
 def test_training_config_defaults_are_the_library_defaults_and_every_field_reaches_the_library():
-    from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.model_config import LocusConfig
+    from locus_model.train_config import TrainConfig
     from locus_pipeline.defs.assets.training import TrainingConfig
 
     model, train = TrainingConfig().to_library(query_dim=384)
@@ -93,8 +102,8 @@ NOT_DEFAULT_MODEL = dict(d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hid
 def test_every_field_of_the_library_configs_reaches_the_library_unchanged() -> None:
     import dataclasses
 
-    from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.model_config import LocusConfig
+    from locus_model.train_config import TrainConfig
     from locus_pipeline.defs.assets.training import TrainingConfig
 
     assert set(NOT_DEFAULT_TRAIN) == {f.name for f in dataclasses.fields(TrainConfig)}

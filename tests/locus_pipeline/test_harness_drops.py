@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from locus_model.data.contract import safe_model_key
-import locus_pipeline.intake as intake
+import locus_pipeline.intake.accept as accept  # where intake_file looks up sha256_entry
 from locus_pipeline.intake import DropFolder, accepted_rows, intake_file, read_manifests, scan_incoming
 from tests.locus_pipeline.defs.test_sensors import OLD, tick
 
@@ -113,14 +113,14 @@ def test_a_folder_is_read_once_settled_and_a_bad_one_is_rejected_with_the_reason
 
 def test_a_folder_that_changes_while_read_is_left_for_later(home: Path, tmp_path: Path, monkeypatch) -> None:
     path = drop_folder(home, "lm_eval", "lm-eval-out", tmp_path)
-    real = intake.sha256_entry
+    real = accept.sha256_entry
 
     def sha_then_writer_adds_a_task(p: Path) -> str:
         digest = real(p)
         (p / "dummy-a" / "samples_locus_more_2026-12-01T00-00-00.000001.jsonl").write_text("{}\n")  # still writing
         return digest
 
-    monkeypatch.setattr(intake, "sha256_entry", sha_then_writer_adds_a_task)
+    monkeypatch.setattr(accept, "sha256_entry", sha_then_writer_adds_a_task)
     result = intake_file(path, DropFolder.at(home))
     assert result.status == "changed" and path.is_dir()
     assert not any(DropFolder.at(home).accepted.iterdir()) and not any(DropFolder.at(home).rejected.iterdir())

@@ -1,4 +1,4 @@
-"""The whole graph materialized in pytest on a tiny demo pool: outputs, checks, MLflow run contents."""
+"""The whole graph materialized in pytest on a tiny synthetic pool: outputs, checks, MLflow run contents."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from locus_model.pool import POOL_COLUMNS, POOL_SCHEMA, schema_differences
+from locus_model.pool_schema import POOL_COLUMNS, POOL_SCHEMA, schema_differences
 
 
 def test_every_asset_and_check_succeeds(materialized) -> None:

@@ -22,9 +22,9 @@ def test_parse_target_reads_benchmark_accuracy_pairs() -> None:
 
 def test_a_written_report_leads_with_its_summary_and_figure(tmp_path: Path) -> None:
     report = write_report(tmp_path / "reports", "portfolios", title="Portfolios", summary="15 models do it",
-                          body="| k | acc |", note="Data: demo", png=tmp_path / "reports" / "portfolios.png")
+                          body="| k | acc |", note="Data: synthetic", png=tmp_path / "reports" / "portfolios.png")
     text = report.md_path.read_text(encoding="utf-8")
-    assert text.split("\n\n")[:4] == ["# Portfolios", "Summary: 15 models do it", "![portfolios](portfolios.png)", "Data: demo"]
+    assert text.split("\n\n")[:4] == ["# Portfolios", "Summary: 15 models do it", "![portfolios](portfolios.png)", "Data: synthetic"]
     assert report_summary(report.md_path) == "15 models do it"
     bare = write_report(tmp_path, "x", title="X", summary="s", body="b")
     assert "![" not in bare.markdown and report_summary(bare.md_path) == "s"

@@ -148,8 +148,8 @@ def family_clusters(
     home: LocusHome,
 ) -> pd.DataFrame:
     """Hierarchical clustering of the whole pool (dendrogram by model name); where families are known (models
-    file, or the demo pool's own), the tree cut at the number of families is scored by purity and adjusted Rand.
-    A models file with a `variant` column (base / chat / math / code ..., as the demo pool's) is scored too: the
+    file, or the synthetic pool's own), the tree cut at the number of families is scored by purity and adjusted Rand.
+    A models file with a `variant` column (base / chat / math / code ..., as the synthetic pool's) is scored too: the
     paper finds math- and code-finetuned models cluster together across base families."""
     from locus_model.analysis import cluster_pool
     from locus_model.pool import pool_matrix
@@ -235,7 +235,7 @@ def fallback_report(
 
 class NearDuplicatesConfig(dg.Config):
     resamples: int = Field(default=8, description="Independently resampled evaluation subsets per model (R); "
-                           "the score's spread across seeds shrinks with R (about +-15% at R=5 on the demo pool).")
+                           "the score's spread across seeds shrinks with R (about +-15% at R=5 on the synthetic pool).")
     fraction: float = Field(default=0.5, description="Share of a model's evaluation set kept in each resample.")
     threshold: float = Field(default=1.1, description="Near-duplicate when between-model distance / mean "
                              "within-model resampling spread is at most this (1 = indistinguishable).")
@@ -258,7 +258,7 @@ def near_duplicates(
     """Fingerprinting: every model embedded from `resamples` random subsets of the evaluation set its pool
     embedding came from; pairs whose distance stays within the models' own resampling spread are flagged.
     Also shows the cosine distance of the pool embeddings (paper: near-duplicates < 1e-5) and, where the
-    models file has a duplicate_of column (the demo pool), which known re-uploads were found."""
+    models file has a duplicate_of column (the synthetic pool), which known re-uploads were found."""
     from locus_model.analysis import known_duplicates, resample_embeddings
     from locus_model.analysis import near_duplicates as score_pairs
     from locus_model.infer import embed_evaluation_sets

@@ -16,25 +16,6 @@ class RoutingEvaluationConfig(dg.Config):
     n_boot: int = Field(default=2000, description="Bootstrap resamples of the test queries for the paired intervals.")
 
 
-def flatten_results(result: dict) -> pd.DataFrame:
-    """The harness JSON as a long table: method, group, benchmark ('' = all), metric, mean, std."""
-    rows = []
-    for method, groups in result["methods"].items():
-        for group, entry in groups.items():
-            for metric, stat in entry.items():
-                if metric == "per_benchmark":
-                    for bench, metrics in stat.items():
-                        rows += [dict(method=method, group=group, benchmark=bench, metric=m, mean=s["mean"], std=s["std"]) for m, s in metrics.items()]
-                elif metric == "vs_best_single":
-                    rows += [dict(method=method, group=group, benchmark="", metric=f"vs_best_single.{k}", mean=v, std=None) for k, v in stat.items()]
-                elif metric == "vs_methods":  # LOCUS minus another method: vs_<method>.<metric>.<diff|ci_low|ci_high>
-                    rows += [dict(method=method, group=group, benchmark="", metric=f"vs_{other}.{m}.{k}", mean=v, std=None)
-                             for other, metrics in stat.items() for m, interval in metrics.items() for k, v in interval.items()]
-                else:
-                    rows.append(dict(method=method, group=group, benchmark="", metric=metric, mean=stat["mean"], std=stat["std"]))
-    return pd.DataFrame(rows)
-
-
 @dg.asset(owners=OWNERS, kinds={"pytorch"}, group_name="evaluation", pool="training")
 def routing_evaluation(
     context: dg.AssetExecutionContext,
@@ -52,7 +33,7 @@ def routing_evaluation(
     JSON (as `locus evaluate` writes it) is saved to LOCUS_HOME/reports/routing_evaluation.json."""
     from locus_model.data.matrix import EvaluationMatrix
     from locus_model.evaluation.harness import evaluate
-    from locus_model.evaluation.results import format_results, save_results
+    from locus_model.evaluation.results import flatten_results, format_results, headline_markdown, save_results
     from locus_model.evaluation.splits import given_fold
 
     record = home.current_checkpoint()
@@ -70,13 +51,10 @@ def routing_evaluation(
     text = format_results(result)
     context.log.info("\n" + text)
     flat = flatten_results(result)
-    headline = flat[(flat["benchmark"] == "") & flat["metric"].isin(["routing_acc", "correctness_acc", "auc", "brier"])]
-    table_md = (headline.pivot_table(index=["method", "group"], columns="metric", values="mean").reset_index()
-                .rename_axis(columns=None).to_markdown(index=False, floatfmt=".4g"))  # one column per key, 4 digits
     context.add_output_metadata(
         {
             "checkpoint_id": record.checkpoint_id,
-            "routing_table": dg.MetadataValue.md(table_md),
+            "routing_table": dg.MetadataValue.md(headline_markdown(flat)),
             "report": home_path(home, path),
             "sizes": dg.MetadataValue.json(json.loads(json.dumps(result["sizes"]))),
             "wall_s": result["wall_s"],

@@ -34,10 +34,10 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
     if config.source == "mmlu_pro":
         return (Path(config.path) if config.path else MMLU_PRO / "evaluations.parquet"), models or MMLU_PRO / "models.csv"
     if config.source == "synthetic":
-        from locus_model.data.demo import generate_demo_pool
+        from locus_model.data.synthetic import generate_synthetic_pool
 
         parent = home.dir("sources", f"{config.synthetic_size}-seed{config.synthetic_seed}")
-        pool = generate_demo_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
+        pool = generate_synthetic_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
         return pool.evaluations_parquet, models or pool.models_csv
     if config.source == "embedllm":
         from locus_model.data.embedllm_files import is_embedllm_folder
@@ -60,7 +60,7 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, home: LocusHome) -> pd.DataFrame:
     """The source files as ingested: one row per file with its size and sha256 (the files stay untouched)."""
-    from locus_model.data.long_format import is_evaluation_file
+    from locus_model.data.file_chunks import is_evaluation_file
 
     path, models = resolve_source(config, home)
     files = sorted(p for p in path.rglob("*") if p.is_file() and (is_evaluation_file(p) or p.suffix in (".csv", ".json", ".jsonl", ".eval"))) if path.is_dir() else [path]

@@ -11,8 +11,8 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field, create_model
 
-from locus_model.model import LocusConfig
-from locus_model.train import TrainConfig
+from locus_model.model_config import LocusConfig
+from locus_model.train_config import TrainConfig
 from locus_pipeline.defs.metadata import OWNERS, home_path
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome

@@ -45,7 +45,7 @@ def test_write_takes_split_as_str_or_mapping_and_renumbers_non_integer_ids(tmp_p
     write_embedllm(table, tmp_path / "b", split=mapping)
     _, report = read_embedllm(tmp_path / "b")
     assert report.queries_per_split == {"train": 6, "val": 6, "test": 0}
-    full = small_table()  # one split per row, as the demo generator passes it
+    full = small_table()  # one split per row, as the synthetic pool's generator passes it
     write_embedllm(full.drop(columns="split"), tmp_path / "c", split=full["split"])
     back, _ = read_embedllm(tmp_path / "c")
     pd.testing.assert_frame_equal(canonical(back), canonical(full))

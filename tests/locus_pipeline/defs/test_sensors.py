@@ -182,7 +182,7 @@ def test_a_tick_never_reads_a_file_another_tick_is_reading(home: Path) -> None:
 
 
 def test_an_unreadable_file_is_reported_and_does_not_block_the_others(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import locus_pipeline.intake as ob
+    import locus_pipeline.intake.folder as ob  # where sha256_entry looks up sha256_file
 
     locked = drop(home, "a-locked.csv", evals("m"))
     drop(home, "b.csv", evals("n"))

@@ -89,7 +89,7 @@ def test_near_duplicates_finds_the_exact_reupload(materialized):
     pairs = _warehouse(home, "near_duplicates")
     catalog = _warehouse(home, "model_catalog")
     scores = _warehouse(home, "evaluation_table").pivot(index="query_id", columns="model", values="score")
-    # the small demo pool has two re-uploads; the "exact" one answers like its original on every shared query
+    # the small synthetic pool has two re-uploads; the "exact" one answers like its original on every shared query
     dup = catalog[catalog["duplicate_of"].fillna("") != ""]
     exact = [(m, o) for m, o in zip(dup["model"], dup["duplicate_of"])
              if (scores[m] == scores[o])[scores[m].notna() & scores[o].notna()].all()]

@@ -2,7 +2,7 @@
 
 Nothing here is real: ten look-alikes of EmbedLLM's benchmarks ("synth-mathqa", "synth-gsm8k", ...), one text
 function per benchmark that writes a question of a given subtopic from its vocabulary, so that a query's text
-gives away its topic (and with it its skill loadings, locus_model.data.demo_skills). query_texts draws them,
+gives away its topic (and with it its skill loadings, locus_model.data.synthetic_skills). query_texts draws them,
 distinct across the pool; the text functions are grouped by kind in maths, knowledge and reasoning.
 """
 
@@ -12,10 +12,10 @@ from typing import Sequence
 
 import numpy as np
 
-from locus_model.data.demo_text._common import pick
-from locus_model.data.demo_text.knowledge import gpqa, medmcqa, mmlu, truthfulqa
-from locus_model.data.demo_text.maths import asdiv, gsm8k, mathqa
-from locus_model.data.demo_text.reasoning import logiqa, piqa, socialiqa
+from locus_model.data.synthetic_text._common import pick
+from locus_model.data.synthetic_text.knowledge import gpqa, medmcqa, mmlu, truthfulqa
+from locus_model.data.synthetic_text.maths import asdiv, gsm8k, mathqa
+from locus_model.data.synthetic_text.reasoning import logiqa, piqa, socialiqa
 
 _TEXT = {"synth-mathqa": mathqa, "synth-logiqa": logiqa, "synth-medmcqa": medmcqa, "synth-piqa": piqa,
          "synth-truthfulqa": truthfulqa, "synth-mmlu": mmlu, "synth-gsm8k": gsm8k, "synth-gpqa": gpqa,
@@ -37,8 +37,8 @@ def query_texts(rng: np.random.Generator, plan: Sequence[tuple[str, Sequence[str
                 if t not in seen:
                     break
             else:
-                raise RuntimeError(f"demo text generator for {name}/{st} ran out of distinct texts after "
-                                   f"{len(seen)} queries. How to fix: add vocabulary to locus_model/data/demo_text/")
+                raise RuntimeError(f"synthetic text generator for {name}/{st} ran out of distinct texts after "
+                                   f"{len(seen)} queries. How to fix: add vocabulary to locus_model/data/synthetic_text/")
             seen.add(t)
             bench.append(name)
             sub.append(st)

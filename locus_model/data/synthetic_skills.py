@@ -1,7 +1,7 @@
-"""The latent skill model of the SYNTHETIC pool, and the pool drawn from it in memory (make_demo_tables).
+"""The latent skill model of the SYNTHETIC pool, and the pool drawn from it in memory (make_synthetic_tables).
 
 Nothing here is real: the models ("synth-..."), the benchmarks ("synth-gsm8k", ...) and the query texts
-are generated. Correctness comes from a multidimensional IRT model (see data/DEMO.md):
+are generated. Correctness comes from a multidimensional IRT model (see data/SYNTHETIC.md):
 
     theta_m = family base + size effect * log2(params_b / 7) + finetune boost (+ small noise)   # (K,)
     P(model m answers query q) = c_q + (1 - c_q) * sigmoid(a_q . theta_m - b_q)
@@ -10,10 +10,10 @@ with K latent skills, a_q the query's skill loadings (set by its benchmark and s
 of its text), b_q its difficulty and c_q the guessing floor of a multiple-choice question (0 otherwise).
 Families, specialists (math / code / medical finetunes) and re-uploads (models sharing one skill vector)
 exist by construction, so later analyses (clustering, near-duplicate detection, routing) can be checked against the
-truth returned beside the tables. The query texts come from locus_model.data.demo_text; the files are
-written by locus_model.data.demo.
+truth returned beside the tables. The query texts come from locus_model.data.synthetic_text; the files are
+written by locus_model.data.synthetic.
 
-    evaluations, models, truth = make_demo_tables("small", seed=0)       # in memory
+    evaluations, models, truth = make_synthetic_tables("small", seed=0)       # in memory
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locus_model.data.demo_text import query_texts
+from locus_model.data.synthetic_text import query_texts
 
 SKILLS = ("general", "arithmetic", "logic", "knowledge", "medicine", "commonsense", "truthfulness")  # K = 7
 # EmbedLLM's query split: 29,673 / 3,000 / 3,000 of 35,673 queries.
@@ -47,7 +47,7 @@ class FamilySpec:
 
 
 @dataclass(frozen=True)
-class DemoSize:
+class SyntheticSize:
     """What one ``size`` generates."""
 
     families: tuple[FamilySpec, ...]
@@ -74,7 +74,7 @@ _FULL_FAMILIES = (
     FamilySpec("lumen", -0.6, (0.3, 1, 3), ("chat",)),
 )
 SIZES = {
-    "full": DemoSize(
+    "full": SyntheticSize(
         families=_FULL_FAMILIES,
         n_queries=6_000,
         reuploads=(
@@ -84,7 +84,7 @@ SIZES = {
             ("synth-iris-7b-code", "resampled"),
         ),
     ),
-    "small": DemoSize(
+    "small": SyntheticSize(
         families=(
             FamilySpec("alpine", 0.0, (7, 13), ("chat", "math", "code", "med")),
             FamilySpec("basalt", 0.4, (1.8, 7), ("chat", "math")),
@@ -120,7 +120,7 @@ def _size_tag(params_b: float) -> str:
     return f"{params_b:g}b"
 
 
-def _model_specs(spec: DemoSize) -> list[dict]:
+def _model_specs(spec: SyntheticSize) -> list[dict]:
     """One dict per model, in pool order: base model, then its finetunes; re-uploads last."""
     rows = []
     for fam in spec.families:
@@ -133,7 +133,7 @@ def _model_specs(spec: DemoSize) -> list[dict]:
     by_name = {r["model"]: r for r in rows}
     for original, kind in spec.reuploads:
         if original not in by_name:
-            raise ValueError(f"demo size spec: re-upload of unknown model {original!r}. "
+            raise ValueError(f"synthetic size spec: re-upload of unknown model {original!r}. "
                              f"How to fix: name one of {sorted(by_name)}")
         rows.append({**by_name[original], "model": f"{original}-reupload", "duplicate_of": original,
                      "duplicate_kind": kind})
@@ -211,8 +211,8 @@ def _benchmark_counts(n_queries: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class DemoTruth:
-    """The latent model behind a demo pool; ``probabilities()`` recomputes every P(correct)."""
+class SyntheticTruth:
+    """The latent model behind a synthetic pool; ``probabilities()`` recomputes every P(correct)."""
 
     size: str
     seed: int
@@ -255,7 +255,7 @@ class DemoTruth:
         }
 
     @classmethod
-    def from_dict(cls, d: dict) -> DemoTruth:
+    def from_dict(cls, d: dict) -> SyntheticTruth:
         models = pd.DataFrame([{k: v for k, v in m.items() if k != "skills"} for m in d["models"]])
         q = d["queries"]
         return cls(size=d["size"], seed=d["seed"], skill_names=tuple(d["skill_names"]), models=models,
@@ -266,16 +266,16 @@ class DemoTruth:
                    split=np.array(q["split"], dtype=object))
 
 
-def load_demo_truth(path: Path) -> DemoTruth:
-    """Read demo_truth.json written by ``generate_demo_pool``."""
-    return DemoTruth.from_dict(json.loads(Path(path).read_text()))
+def load_synthetic_truth(path: Path) -> SyntheticTruth:
+    """Read synthetic_truth.json written by ``generate_synthetic_pool``."""
+    return SyntheticTruth.from_dict(json.loads(Path(path).read_text()))
 
 
 # ----------------------------------------------------------------------------------------------------------
 # The tables
 
 
-def make_demo_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, DemoTruth]:
+def make_synthetic_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame, SyntheticTruth]:
     """Generate the synthetic pool in memory, deterministically from (size, seed).
 
     Returns:
@@ -285,7 +285,7 @@ def make_demo_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFrame, 
         truth: the latent model (skills, query loadings, difficulties, duplicates).
     """
     if size not in SIZES:
-        raise ValueError(f"make_demo_tables: unknown size {size!r}. How to fix: use one of {sorted(SIZES)}")
+        raise ValueError(f"make_synthetic_tables: unknown size {size!r}. How to fix: use one of {sorted(SIZES)}")
     spec = SIZES[size]
     rng_models, rng_text, rng_queries, rng_split, rng_labels, rng_missing, rng_repeat = (
         np.random.default_rng(s) for s in np.random.SeedSequence([seed, 0x10C05]).spawn(7))
@@ -325,7 +325,7 @@ def make_demo_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFrame, 
     perm = rng_split.permutation(Q)
     split[perm[:n_val]], split[perm[n_val:n_val + n_test]] = "val", "test"
 
-    truth = DemoTruth(size=size, seed=seed, skill_names=SKILLS, models=models, skills=skills, query_ids=query_ids,
+    truth = SyntheticTruth(size=size, seed=seed, skill_names=SKILLS, models=models, skills=skills, query_ids=query_ids,
                       benchmarks=np.array(bench, dtype=object), subtopics=np.array(sub, dtype=object),
                       loadings=loadings, difficulty=difficulty, guess=guess, split=split)
 

@@ -3,7 +3,7 @@ synth-gsm8k (word problems about a named person), synth-asdiv (one-step arithmet
 
 from __future__ import annotations
 
-from locus_model.data.demo_text._common import letters, numeric_options, pick, sample
+from locus_model.data.synthetic_text._common import letters, numeric_options, pick, sample
 
 
 _GIVEN = ["Aisha", "Ben", "Carla", "Dmitri", "Elena", "Farid", "Grace", "Hiro", "Ines", "Jamal", "Kofi", "Lena",

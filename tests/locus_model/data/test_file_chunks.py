@@ -16,7 +16,8 @@ from tests.locus_model.data.test_contract import error_of as read_error
 from tests.locus_model.data.test_contract import write
 from locus_model.data.contract import validate_evaluations
 from locus_model.data.errors import editor_line, EvaluationDataError
-from locus_model.data.long_format import ends_with_newline, iter_evaluation_chunks, read_evaluations
+from locus_model.data.file_chunks import ends_with_newline, iter_evaluation_chunks
+from locus_model.data.long_format import read_evaluations
 
 HEADER = "model,query_id,query,benchmark,score\n"
 ROWS = [

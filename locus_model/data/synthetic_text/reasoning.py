@@ -3,7 +3,7 @@ goals and two solutions), synth-socialiqa (what a person did and what follows)."
 
 from __future__ import annotations
 
-from locus_model.data.demo_text._common import letters, pick, sample
+from locus_model.data.synthetic_text._common import letters, pick, sample
 
 
 _LOGIC_GROUPS = ["painters", "lawyers", "engineers", "chess players", "farmers", "violinists", "poets", "sailors",

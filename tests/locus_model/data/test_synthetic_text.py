@@ -1,4 +1,4 @@
-"""The synthetic pool's query texts (locus_model.data.demo_text): distinct, and their benchmark recoverable
+"""The synthetic pool's query texts (locus_model.data.synthetic_text): distinct, and their benchmark recoverable
 from the words."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import re
 
 import numpy as np
 
-from locus_model.data.demo_skills import make_demo_tables
+from locus_model.data.synthetic_skills import make_synthetic_tables
 
 
 def test_query_texts_are_distinct_and_recover_their_benchmark() -> None:
-    evaluations, _, truth = make_demo_tables("small", seed=0)
+    evaluations, _, truth = make_synthetic_tables("small", seed=0)
     queries = evaluations.drop_duplicates("query_id").set_index("query_id").loc[truth.query_ids]
     texts = queries["query"].tolist()
     assert len(set(texts)) == len(texts) and min(len(t) for t in texts) > 40

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from locus_model.data.demo_text._common import letters, pick, sample
+from locus_model.data.synthetic_text._common import letters, pick, sample
 
 
 _DRUGS = ["Metformin", "Amiodarone", "Ceftriaxone", "Methotrexate", "Propranolol", "Lithium", "Warfarin", "Digoxin",

@@ -1,56 +1,20 @@
-"""The drop-folder intake: complete files only, validation, accepted/rejected, nothing lost, model identity."""
+"""One dropped file taken in (locus_pipeline.intake.accept): validated, split by model, accepted or rejected with
+row, column and fix, nothing lost, model identity kept, memory bounded."""
 
 from __future__ import annotations
 
 import gc
-import os
-import time
 import tracemalloc
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+import locus_pipeline.intake.folder as ob  # where sha256_entry looks up sha256_file
 from locus_model.data.contract import safe_model_key
-from locus_pipeline import intake as ob
-from locus_pipeline.intake import DropFolder, claimed_keys, intake_file, scan_incoming
-
-HEADER = "model,query_id,query,benchmark,score\n"
-OLD = time.time() - 3600
-
-
-def csv_text(rows: list[tuple[str, str, float]], text: str = "question {q}") -> str:
-    return HEADER + "".join(f'"{m}",{q},"{text.format(q=q)}",bench,{s}\n' for m, q, s in rows)
-
-
-def drop(folder: DropFolder, name: str, content: str | bytes, *, mtime: float = OLD) -> Path:
-    folder.ensure()
-    path = folder.incoming / name
-    path.write_bytes(content.encode() if isinstance(content, str) else content)
-    os.utime(path, (mtime, mtime))
-    return path
-
-
-@pytest.fixture()
-def folder(tmp_path: Path) -> DropFolder:
-    return DropFolder.at(tmp_path).ensure()
-
-
-# ---------------------------------------------------------------------------------------------- complete files only
-
-
-def test_in_progress_names_and_unsettled_files_are_not_read(folder: DropFolder) -> None:
-    drop(folder, "a.csv.part", csv_text([("m", "q1", 1)]))
-    drop(folder, ".b.csv", csv_text([("m", "q1", 1)]))
-    drop(folder, "c.csv.tmp", csv_text([("m", "q1", 1)]))
-    fresh = drop(folder, "d.csv", csv_text([("m", "q1", 1)]), mtime=time.time())
-    old = drop(folder, "e.csv", csv_text([("m", "q1", 1)]))
-    ready, settling = scan_incoming(folder, settle_seconds=3)
-    assert ready == [old] and settling == [fresh]
-    # write-then-rename: the finished file appears under its final name and is read once settled
-    os.replace(folder.incoming / "a.csv.part", folder.incoming / "a.csv")
-    ready, _ = scan_incoming(folder, now=time.time() + 10, settle_seconds=3)
-    assert {p.name for p in ready} == {"a.csv", "d.csv", "e.csv"}
+from locus_pipeline import intake
+from locus_pipeline.intake import DropFolder, claimed_keys, intake_file
+from tests.locus_pipeline.intake.helpers import HEADER, csv_text, drop
 
 
 def test_a_file_that_changes_while_read_is_left_for_later(folder: DropFolder, monkeypatch) -> None:
@@ -69,9 +33,6 @@ def test_a_file_that_changes_while_read_is_left_for_later(folder: DropFolder, mo
     assert not any(folder.accepted.iterdir()) and not any(folder.rejected.iterdir())
 
 
-# ---------------------------------------------------------------------------------------------- intake
-
-
 def test_accepted_file_is_split_by_model_with_a_manifest(folder: DropFolder) -> None:
     content = csv_text([("a/model", "q1", 1), ("a/model", "q2", 0), ("b", "q1", 0.5), ("a/model", "q2", 0)])  # one exact repeat
     path = drop(folder, "evals.csv", content)
@@ -80,12 +41,12 @@ def test_accepted_file_is_split_by_model_with_a_manifest(folder: DropFolder) -> 
     assert result.stored.read_text() == content  # the original bytes, moved, not rewritten
     stem = result.manifest.stem
     assert stem.endswith("-evals.csv") and result.sha256[:8] in stem
-    manifest = ob.read_manifest(folder, stem)
+    manifest = intake.read_manifest(folder, stem)
     assert manifest == result.manifest and manifest.rows == 4
     assert [(m.model, m.rows, m.evaluations) for m in manifest.models] == [("a/model", 3, 2), ("b", 1, 1)]
-    rows = ob.accepted_rows(folder, stem, "a/model")
+    rows = intake.accepted_rows(folder, stem, "a/model")
     assert rows["query_id"].tolist() == ["q1", "q2"] and rows["score"].tolist() == [1.0, 0.0]
-    assert ob.manifest_stems(folder) == [stem]
+    assert intake.manifest_stems(folder) == [stem]
 
 
 BAD = {
@@ -119,7 +80,7 @@ def test_bad_files_are_rejected_with_row_column_and_fix(folder: DropFolder, case
         assert f"row: {row} " in reason
     if column is not None:
         assert f"column: {column}" in reason
-    assert ob.manifest_stems(folder) == []
+    assert intake.manifest_stems(folder) == []
 
 
 def test_unsupported_file_type_is_rejected(folder: DropFolder) -> None:
@@ -146,16 +107,7 @@ def test_hostile_model_names_stay_inside_the_drop_folder(folder: DropFolder, nam
     assert key == safe_model_key(name) and "/" not in key and "\\" not in key and ".." not in key and key.isascii()
     part = folder.accepted / f"{result.manifest.stem}.parts" / f"{key}.parquet"
     assert part.resolve().parent == (folder.accepted / f"{result.manifest.stem}.parts").resolve()
-    assert ob.accepted_rows(folder, result.manifest.stem, name)["model"].tolist() == [name]
-
-
-def test_a_killed_intake_is_recovered(folder: DropFolder) -> None:
-    result = intake_file(drop(folder, "a.csv", csv_text([("m", "q1", 1)])), folder)
-    manifest = folder.accepted / f"{result.manifest.stem}.manifest.json"
-    manifest.unlink()  # as if the process died between moving the file and the commit
-    recovered = ob.recover_orphans(folder)
-    assert [r.status for r in recovered] == ["accepted"]
-    assert len(ob.manifest_stems(folder)) == 1 and recovered[0].stored.read_text() == csv_text([("m", "q1", 1)])
+    assert intake.accepted_rows(folder, result.manifest.stem, name)["model"].tolist() == [name]
 
 
 def _intake_peak(folder: DropFolder, n_models: int, n_queries: int) -> tuple[int, int]:
@@ -217,11 +169,6 @@ def test_a_1mb_query_in_10000_rows_is_rejected_with_its_row_and_the_drop_folder_
     assert peak < 200e6, f"peak {peak / 1e6:.0f} MB"
 
 
-
-
-# ---------------------------------------------------------------------------------------------- model identity
-
-
 COLLIDING = ("org llama 7b", safe_model_key("org llama 7b"))  # a name, and another name that is its safe key
 
 
@@ -233,7 +180,7 @@ def test_a_name_whose_key_names_another_model_is_rejected_in_either_order(folder
     later = intake_file(drop(folder, "second.csv", csv_text([(second, "q1", 0)])), folder, claimed=claimed_keys(folder.home, folder))
     assert later.status == "rejected"
     assert f"already names the model {first!r}" in later.reason and "column: model" in later.reason
-    assert len(ob.manifest_stems(folder)) == 1  # only the first file's models will be onboarded
+    assert len(intake.manifest_stems(folder)) == 1  # only the first file's models will be onboarded
 
 
 def test_a_training_model_key_is_claimed_too(folder: DropFolder) -> None:
@@ -243,30 +190,3 @@ def test_a_training_model_key_is_claimed_too(folder: DropFolder) -> None:
         warehouse / "evaluation_table.parquet")
     result = intake_file(drop(folder, "f.csv", csv_text([(COLLIDING[1], "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder))
     assert result.status == "rejected" and repr(COLLIDING[0]) in result.reason
-
-
-# ---------------------------------------------------------------------------------------------- kills and order
-
-
-def test_a_killed_intakes_staging_folder_is_removed_and_its_file_taken_in(folder: DropFolder) -> None:
-    path = drop(folder, "evals.csv", csv_text([("m", "q1", 1)]))
-    staging = folder.accepted / f".20250101T000000.000000Z-abcdef12-evals.csv{ob.PARTS_SUFFIX}.{'0' * 32}.tmp"
-    (staging / "m").mkdir(parents=True)  # what split_by_model had written when the process was killed
-    (staging / "m" / "000000.parquet").write_bytes(b"partial")
-    ob.recover_orphans(folder)
-    assert not staging.exists() and path.exists()  # the original is untouched, and read by the scan as usual
-    assert intake_file(path, folder).status == "accepted"
-    assert [p.name for p in folder.accepted.iterdir() if p.name.startswith(".")] == []
-
-
-def test_newest_is_the_file_taken_in_last_whatever_its_modification_time(folder: DropFolder) -> None:
-    """A correction copied with its old mtime (cp -p, rsync -t) still replaces what it corrects."""
-    from locus_model.onboarding import as_store, merge_into_store
-
-    first = intake_file(drop(folder, "first.csv", csv_text([("m", "q1", 1)]), mtime=OLD), folder, now=OLD + 100)
-    fix = intake_file(drop(folder, "fix.csv", csv_text([("m", "q1", 0)]), mtime=OLD - 86_400), folder, now=OLD + 200)
-    store = None
-    for result in (fix, first):  # whatever order the runs finish in
-        rows = ob.accepted_rows(folder, result.manifest.stem, "m")
-        store = merge_into_store(store, as_store(rows, ob.intake_order(result.manifest), result.manifest.stem))
-    assert store["score"].tolist() == [0.0] and store["source_file"].tolist() == [fix.manifest.stem]

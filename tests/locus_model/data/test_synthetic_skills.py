@@ -1,4 +1,4 @@
-"""The synthetic pool's skill model (locus_model.data.demo_skills): sizes, columns and split, families,
+"""The synthetic pool's skill model (locus_model.data.synthetic_skills): sizes, columns and split, families,
 re-uploads, missing cells and repeats, specialists, by construction."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.data.demo_skills import BENCHMARKS, SKILLS, make_demo_tables
+from locus_model.data.synthetic_skills import BENCHMARKS, SKILLS, make_synthetic_tables
 
 
 @pytest.fixture(scope="module")
 def small():
-    return make_demo_tables("small", seed=0)
+    return make_synthetic_tables("small", seed=0)
 
 
 def _accuracy(evaluations: pd.DataFrame, model: str, benchmark: str) -> float:
@@ -24,13 +24,13 @@ def _accuracy(evaluations: pd.DataFrame, model: str, benchmark: str) -> float:
 
 def test_small_and_full_sizes() -> None:
     t0 = time.perf_counter()
-    evaluations, models, truth = make_demo_tables("small", seed=0)
+    evaluations, models, truth = make_synthetic_tables("small", seed=0)
     assert time.perf_counter() - t0 < 2.0
     assert len(models) == 24 and evaluations["query_id"].nunique() == 600
     assert sorted(evaluations["benchmark"].unique()) == sorted(b.name for b in BENCHMARKS)
     assert truth.skills.shape == (24, len(SKILLS)) and truth.loadings.shape == (600, len(SKILLS))
 
-    evaluations, models, truth = make_demo_tables("full", seed=0)
+    evaluations, models, truth = make_synthetic_tables("full", seed=0)
     assert len(models) >= 100 and evaluations["query_id"].nunique() >= 5_000
     assert evaluations["benchmark"].nunique() == 10
     assert models["family"].nunique() >= 10
@@ -87,7 +87,7 @@ def test_missing_cells_and_repeated_rows(small) -> None:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_specialists_beat_their_base_model_on_their_benchmark(seed: int) -> None:
-    evaluations, models, truth = make_demo_tables("small", seed=seed)
+    evaluations, models, truth = make_synthetic_tables("small", seed=seed)
     probs = pd.DataFrame(truth.probabilities(), index=models["model"])
     expected = {"math": "synth-gsm8k", "med": "synth-medmcqa", "chat": "synth-truthfulqa"}
     checked = 0
@@ -103,4 +103,4 @@ def test_specialists_beat_their_base_model_on_their_benchmark(seed: int) -> None
 
 def test_bad_arguments_say_how_to_fix() -> None:
     with pytest.raises(ValueError, match="How to fix"):
-        make_demo_tables("huge", seed=0)
+        make_synthetic_tables("huge", seed=0)

@@ -1,0 +1,49 @@
+"""The pool table's schema: ``POOL_SCHEMA`` (column, Arrow type as written to Parquet, meaning), the one source of
+the pool's columns, shown by the pipeline as the table's schema and tested against the written file; how a schema
+differs from it; and the columns that pools written by earlier versions name otherwise.
+
+No torch here: the pipeline shows the schema when its code location loads, before anything is embedded
+(locus_model.pool computes the rows).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+
+POOL_SCHEMA = pa.schema([
+    pa.field(name, type_, metadata={"doc": doc}) for name, type_, doc in (
+        ("model", pa.string(), "model name as in the evaluation files"),
+        ("model_key", pa.string(), "safe form of the name (partition key, file names)"),
+        ("embedding", pa.list_(pa.float32()), "the model embedding z_m (d float32)"),
+        ("n_evaluations", pa.int64(), "evaluations the embedding was computed from"),
+        ("evaluations_digest", pa.string(), "sha256 prefix of the (model, query_id, score) triples used"),
+        ("checkpoint_id", pa.string(), "sha256 prefix of the checkpoint file that embedded it"),
+        ("source", pa.string(), '"training" (trained on), "held_out" (in the training source, never trained on) '
+                                'or "onboarded" (a dropped file)'),
+        ("embedded_at", pa.timestamp("us", tz="UTC"), "when the row was written"),
+    )
+])
+POOL_COLUMNS = tuple(POOL_SCHEMA.names)
+# columns that pools written by earlier versions name otherwise (old name -> name): read under the new name
+RENAMED_COLUMNS = {"evaluations_fingerprint": "evaluations_digest"}
+
+
+def upgrade_pool(pool: pd.DataFrame) -> pd.DataFrame:
+    """A pool read from a file written by an earlier version, with today's column names."""
+    return pool.rename(columns={old: new for old, new in RENAMED_COLUMNS.items() if old in pool.columns})
+
+
+def column_doc(column: str) -> str:
+    """The meaning of a pool column, as POOL_SCHEMA states it."""
+    return POOL_SCHEMA.field(column).metadata[b"doc"].decode()
+
+
+def schema_differences(schema: pa.Schema) -> list[str]:
+    """How an Arrow schema (a written pool file's, or ``pa.Schema.from_pandas(pool)``) differs from POOL_SCHEMA:
+    one line per missing, extra or differently typed column; [] when it matches."""
+    found = {f.name: f.type for f in schema if not f.name.startswith("__")}  # pandas' index columns
+    out = [f"{f.name}: missing (expected {f.type})" for f in POOL_SCHEMA if f.name not in found]
+    out += [f"{f.name}: {found[f.name]}, expected {f.type}" for f in POOL_SCHEMA
+            if f.name in found and not found[f.name].equals(f.type)]
+    return out + [f"{name}: not a pool column" for name in found if name not in POOL_COLUMNS]
