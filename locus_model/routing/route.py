@@ -30,6 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
+from locus_model.neighbours import nearest_neighbours, paired_distances
 from locus_model.routing.costs import check_cost
 from locus_model.routing.errors import CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingError
 
@@ -84,13 +85,13 @@ class RouteDecision:
 def fallback_chain(embeddings: np.ndarray, chosen: int, among: Sequence[int], *, k: int | None = None) -> np.ndarray:
     """The models of ``among`` (other than ``chosen``) ordered by Euclidean distance of their model embedding to
     the chosen one's, nearest first (ties: lower index); at most ``k``."""
-    z = np.asarray(embeddings, dtype=np.float64)
-    others = np.array([i for i in among if i != chosen], dtype=np.int64)
-    if others.size == 0:
-        return others
-    dist = np.linalg.norm(z[others] - z[chosen], axis=1)
-    order = others[np.lexsort((others, dist))]
-    return order if k is None else order[:k]
+    z = np.asarray(embeddings)
+    others = np.asarray(among, dtype=np.int64).reshape(-1)
+    others = others[others != chosen]
+    if k is not None and k < len(others):  # a few of many (a pool of 100,000): screened in blocks, still exact
+        return nearest_neighbours(z, k, rows=np.array([chosen]), among=others)[0][0] if k > 0 else others[:0]
+    dist = paired_distances(z[others], np.broadcast_to(z[chosen], (len(others), z.shape[1])))
+    return others[np.lexsort((others, dist))]
 
 
 def route(
@@ -153,8 +154,9 @@ def route(
     chosen = int(ranking[0])
     chain = (fallback_chain(embeddings, chosen, ranking, k=n_fallbacks) if embeddings is not None
              else np.zeros(0, dtype=np.int64))
-    position = {int(m): r for r, m in enumerate(ranking)}
-    chain = np.array(sorted(chain.tolist(), key=position.__getitem__), dtype=np.int64)  # nearest k, tried best-scored first
+    position = np.empty(len(c), dtype=np.int64)
+    position[ranking] = np.arange(len(ranking))
+    chain = chain[np.argsort(position[chain], kind="stable")]  # nearest k, tried best-scored first
     return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(over_cost), w, quality_lambda(w),
                          np.flatnonzero(left_out), np.flatnonzero(over_params), np.flatnonzero(size_unknown))
 
