@@ -183,7 +183,7 @@ class Locus(nn.Module):
         """The hidden layer split by query instead of by model: pre[m, q] = (w_z + w_zu * u_q) z_m + (w_u u_q + b),
         one (d, hidden) matrix per query and one product per tile of models. Splitting by model builds a
         (hidden, d) matrix per model, M of them for every call: at one query that is the whole cost (bench/README.md
-        "Scale")."""
+        "Scaling")."""
         d, hidden = self.config.d, self.hidden.out_features
         w = self.hidden.weight
         w_z, w_u, w_zu = w[:, :d], w[:, d : 2 * d], w[:, 2 * d :]
