@@ -13,6 +13,9 @@ default-size LOCUS (no training: the cost of embedding, storing and routing does
    against the whole pool (memory: 2**24 float32 distances at a time, never a models x models matrix).
 4. serve: for each of --route-queries queries, `predict_proba` over all models and `routing.route` with cost
    (quality weight 0.9, random costs) and a fallback chain of 3 from the embeddings: per-query wall latency p50 / p99.
+5. decide: `locus serve`'s whole decision (`Router.decide`: candidates, costs from the sizes in the names, scoring,
+   route, the response body with its default ranking size) on a snapshot of the pool, --route-queries times; the
+   scorer is `predict_proba` of a random query encoding (no encoder, no HTTP).
 """
 
 from __future__ import annotations
@@ -56,6 +59,44 @@ def synthetic_pool(models: int, evaluations: int, queries: int, seed: int = 0):
         p = 1 / (1 + np.exp(-(enc[idx] @ ability)))
         sets.append((idx, (rng.random(evaluations) < p).astype(np.float32)))
     return enc, sets
+
+
+def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -> dict:
+    """p50 / p99 of Router.decide over the whole pool (a Router without a home: the snapshot is made here)."""
+    import asyncio
+
+    from locus_model.routing import cost_info, cost_table
+    from locus_pipeline.serve import ServeConfig
+    from locus_pipeline.serve.metrics import Metrics
+    from locus_pipeline.serve.router import Router
+    from locus_pipeline.serve.snapshot import Snapshot
+
+    rng = np.random.default_rng(2)
+    names = tuple(f"org/synthetic-{m:06d}-{rng.integers(1, 70)}b" for m in range(len(z)))  # sizes: the cost proxy
+    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", model=model,
+                    names=names, sources=("pool",) * len(z), embeddings=z, costs=cost_table(names, cost_info(None, {})),
+                    upstreams={}, output_tokens=256, loaded_at=time.time(), served=names)
+
+    class Scorer:  # predict_proba of a random encoding, as the scorer does for an encoded query
+        async def score(self, snap: Snapshot, query: str) -> np.ndarray:
+            return predict_proba(snap.model, snap.embeddings, enc[rng.integers(len(enc))][None])[:, 0]
+
+    router = object.__new__(Router)
+    router.config, router.metrics, router.scorer = ServeConfig(quality_weight=0.9), Metrics(), Scorer()
+
+    async def run() -> list[float]:
+        latencies = []
+        for _ in range(queries):
+            t0 = time.perf_counter()
+            body = await router.decide(snap, "a query", candidates=None, max_cost=None, quality_weight=None,
+                                       input_tokens=None, output_tokens=None)
+            latencies.append(time.perf_counter() - t0)
+        assert body["ranked"] == len(z)
+        return latencies
+
+    ms = np.array(asyncio.run(run())) * 1e3
+    return {"queries": queries, "ranking_size": router.config.ranking_size,
+            "p50_ms": round(float(np.percentile(ms, 50)), 1), "p99_ms": round(float(np.percentile(ms, 99)), 1)}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -106,6 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
     ms = np.array(latencies) * 1e3
     out["route"] = {"queries": args.route_queries, "p50_ms": round(float(np.percentile(ms, 50)), 1),
                     "p99_ms": round(float(np.percentile(ms, 99)), 1), "distinct_chosen": len(set(chosen))}
+    out["decide"] = decide_latency(model, z, enc, args.route_queries)
     out["peak_rss_mb"] = round(_vm_mb("VmHWM"))  # the whole process from the embedding on: pool, model and all
     out["neighbours_of_model_0"] = neighbours[0].tolist()
     print(json.dumps(out, indent=1))

@@ -8,5 +8,6 @@ def test_a_small_pool_is_embedded_stored_and_routed(tmp_path):
                 "--out", str(tmp_path / "scale.json")])
     assert out["store"]["round_trip_equal"] and out["route"]["queries"] == 5
     assert out["route"]["p99_ms"] >= out["route"]["p50_ms"] > 0
+    assert out["decide"]["queries"] == 5 and out["decide"]["p99_ms"] >= out["decide"]["p50_ms"] > 0
     assert len(out["neighbours_of_model_0"]) == 10 and 0 not in out["neighbours_of_model_0"]
     assert (tmp_path / "scale.json").exists()
