@@ -1,4 +1,4 @@
-"""A pool of 100,000 synthetic models embedded, stored and served, with the library's functions (issue 29, item 6).
+"""A pool of 100,000 synthetic models embedded, stored and served, with the library's functions.
 
     PYTHONPATH=. .venv/bin/python bench/bench_scale_pool.py [--models 100000] [--evaluations 64] [--queries 4096]
         [--route-queries 200] [--threads 1] [--out FILE]
@@ -9,10 +9,13 @@ default-size LOCUS (no training: the cost of embedding, storing and routing does
 1. embed: `infer.embed_evaluation_sets` on every set (the precision the library picks on this CPU); wall and CPU
    time, and the process's peak resident memory (VmHWM) over its size before.
 2. store: the pool as a Parquet table (model, embedding), written and read back.
-3. exact top-10 neighbours of every model by Euclidean distance, in blocks of --block rows against the whole pool
-   (memory: block x models distances at a time, never a models x models matrix).
+3. exact top-10 neighbours of every model by Euclidean distance: `neighbours.nearest_neighbours`, blocks of rows
+   against the whole pool (memory: 2**24 float32 distances at a time, never a models x models matrix).
 4. serve: for each of --route-queries queries, `predict_proba` over all models and `routing.route` with cost
    (quality weight 0.9, random costs) and a fallback chain of 3 from the embeddings: per-query wall latency p50 / p99.
+5. decide: `locus serve`'s whole decision (`Router.decide`: candidates, costs from the sizes in the names, scoring,
+   route, the response body with its default ranking size) on a snapshot of the pool, --route-queries times; the
+   scorer is `predict_proba` of a random query encoding (no encoder, no HTTP).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from locus_model.infer import embed_evaluation_sets, inference_precision, predict_proba  # noqa: E402
 from locus_model.model import Locus, LocusConfig  # noqa: E402
+from locus_model.neighbours import NEIGHBOUR_TILE, nearest_neighbours  # noqa: E402
 from locus_model.routing import route  # noqa: E402
 
 DIM = 384
@@ -57,22 +61,42 @@ def synthetic_pool(models: int, evaluations: int, queries: int, seed: int = 0):
     return enc, sets
 
 
-def top_neighbours(z: np.ndarray, k: int = 10, block: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """(indices (M, k), distances (M, k)) of each row's k nearest other rows, exact, nearest first; memory
-    block x M distances at a time."""
-    sq = (z.astype(np.float64) ** 2).sum(1)
-    idx = np.empty((len(z), k), np.int64)
-    dist = np.empty((len(z), k))
-    for start in range(0, len(z), block):
-        rows = np.arange(start, min(start + block, len(z)))
-        d2 = sq[rows, None] + sq[None, :] - 2 * (z[rows].astype(np.float64) @ z.T.astype(np.float64))  # (b, M)
-        d2[np.arange(len(rows)), rows] = np.inf  # not itself
-        part = np.argpartition(d2, k, axis=1)[:, :k]
-        part_d = np.take_along_axis(d2, part, axis=1)
-        order = np.argsort(part_d, axis=1, kind="stable")
-        idx[rows] = np.take_along_axis(part, order, axis=1)
-        dist[rows] = np.sqrt(np.maximum(np.take_along_axis(part_d, order, axis=1), 0))
-    return idx, dist
+def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -> dict:
+    """p50 / p99 of Router.decide over the whole pool (a Router without a home: the snapshot is made here)."""
+    import asyncio
+
+    from locus_model.routing import cost_info, cost_table
+    from locus_pipeline.serve import ServeConfig
+    from locus_pipeline.serve.metrics import Metrics
+    from locus_pipeline.serve.router import Router
+    from locus_pipeline.serve.snapshot import Snapshot
+
+    rng = np.random.default_rng(2)
+    names = tuple(f"org/synthetic-{m:06d}-{rng.integers(1, 70)}b" for m in range(len(z)))  # sizes: the cost proxy
+    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", model=model,
+                    names=names, sources=("pool",) * len(z), embeddings=z, costs=cost_table(names, cost_info(None, {})),
+                    upstreams={}, output_tokens=256, loaded_at=time.time(), served=names)
+
+    class Scorer:  # predict_proba of a random encoding, as the scorer does for an encoded query
+        async def score(self, snap: Snapshot, query: str) -> np.ndarray:
+            return predict_proba(snap.model, snap.embeddings, enc[rng.integers(len(enc))][None])[:, 0]
+
+    router = object.__new__(Router)
+    router.config, router.metrics, router.scorer = ServeConfig(quality_weight=0.9), Metrics(), Scorer()
+
+    async def run() -> list[float]:
+        latencies = []
+        for _ in range(queries):
+            t0 = time.perf_counter()
+            body = await router.decide(snap, "a query", candidates=None, max_cost=None, quality_weight=None,
+                                       input_tokens=None, output_tokens=None)
+            latencies.append(time.perf_counter() - t0)
+        assert body["ranked"] == len(z)
+        return latencies
+
+    ms = np.array(asyncio.run(run())) * 1e3
+    return {"queries": queries, "ranking_size": router.config.ranking_size,
+            "p50_ms": round(float(np.percentile(ms, 50)), 1), "p99_ms": round(float(np.percentile(ms, 99)), 1)}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -81,7 +105,6 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--evaluations", type=int, default=64, help="evaluations per model")
     ap.add_argument("--queries", type=int, default=4096)
     ap.add_argument("--route-queries", type=int, default=200)
-    ap.add_argument("--block", type=int, default=128, help="rows per block of the neighbour search")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
@@ -108,9 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "round_trip_equal": bool(np.array_equal(back, z))}
 
     t0, c0 = time.perf_counter(), time.process_time()
-    neighbours, _ = top_neighbours(z, 10, args.block)
+    neighbours, _ = nearest_neighbours(z, 10)
     out["neighbours"] = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
-                         "block_mb": round(args.block * len(z) * 8 / 2**20)}
+                         "block_mb": round(NEIGHBOUR_TILE * 4 / 2**20)}
 
     rng = np.random.default_rng(1)
     costs = rng.uniform(0.1, 10, len(z))
@@ -124,6 +147,8 @@ def main(argv: list[str] | None = None) -> dict:
     ms = np.array(latencies) * 1e3
     out["route"] = {"queries": args.route_queries, "p50_ms": round(float(np.percentile(ms, 50)), 1),
                     "p99_ms": round(float(np.percentile(ms, 99)), 1), "distinct_chosen": len(set(chosen))}
+    out["decide"] = decide_latency(model, z, enc, args.route_queries)
+    out["peak_rss_mb"] = round(_vm_mb("VmHWM"))  # the whole process from the embedding on: pool, model and all
     out["neighbours_of_model_0"] = neighbours[0].tolist()
     print(json.dumps(out, indent=1))
     if args.out:

@@ -118,7 +118,9 @@ class Locus(nn.Module):
         # one (1, hidden) x (hidden, Q) product per model; a plain `weight @ h` would first copy each tile into
         # a (M Q, hidden) matrix (22% of all-pairs scoring, bench/README.md "Speed")
         w = self.head.weight.expand(h.shape[0], 1, h.shape[1])  # (M, 1, hidden), no copy
-        logits = torch.bmm(w, self.dropout(h))[:, 0] + self.head.bias  # (M, Q)
+        return self._calibrated(torch.bmm(w, self.dropout(h))[:, 0] + self.head.bias)  # (M, Q)
+
+    def _calibrated(self, logits: torch.Tensor) -> torch.Tensor:
         return logits / self.temperature + self.logit_bias
 
     def pair_logits(
@@ -141,9 +143,13 @@ class Locus(nn.Module):
         """All pairs, in tiles of block_models x block_queries: the (M, hidden, Q) hidden layer is never built
         whole. None = score_blocks(device) (cache-sized on CPU) without autograd; with autograd, one tile of
         everything (autograd keeps every tile's hidden layer for the backward pass anyway, so tiles would only
-        add copies). The same code in training and in inference."""
+        add copies). The same code in training and in inference, except for fewer queries than models without
+        autograd and without given blocks (serving: one query against a pool of 100,000), scored by query
+        (``_logits_by_query``, the same numbers up to float rounding)."""
         M, Q = z.shape[0], u.shape[0]
         grad = torch.is_grad_enabled() and (z.requires_grad or u.requires_grad or self.hidden.weight.requires_grad)
+        if not grad and Q < M and block_models is None and block_queries is None:
+            return self._logits_by_query(z, u)
         bm, bq = (M, Q) if grad else score_blocks(z.device)
         bm, bq = block_models or bm, block_queries or bq
         if bm >= M and bq >= Q:  # one tile: no copy into an output
@@ -154,6 +160,24 @@ class Locus(nn.Module):
             left, left_bias = self._predictor_split(z[m0 : m0 + bm])  # (m, hidden, d), (m, hidden)
             for q0 in range(0, Q, bq):
                 out[m0 : m0 + bm, q0 : q0 + bq] = self._tile_logits(left, left_bias, u_t[:, q0 : q0 + bq])
+        return out
+
+    def _logits_by_query(self, z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:  # (M, d), (Q, d) -> (M, Q)
+        """The hidden layer split by query instead of by model: pre[m, q] = (w_z + w_zu * u_q) z_m + (w_u u_q + b),
+        one (d, hidden) matrix per query and one product per tile of models. Splitting by model builds a
+        (hidden, d) matrix per model, M of them for every call: at one query that is the whole cost (bench/README.md
+        "Scaling")."""
+        d, hidden = self.config.d, self.hidden.out_features
+        w = self.hidden.weight
+        w_z, w_u, w_zu = w[:, :d], w[:, d : 2 * d], w[:, 2 * d :]
+        per_query = torch.addcmul(w_z, u[:, None, :], w_zu).reshape(-1, d).T  # (d, Q hidden)
+        bias = F.linear(u, w_u, self.hidden.bias)  # (Q, hidden)
+        bm, bq = score_blocks(z.device)
+        rows = max(1, bm * bq // u.shape[0])  # models per tile: a tile as large as score_blocks' tiles
+        out = torch.empty(z.shape[0], u.shape[0], dtype=z.dtype, device=z.device)
+        for m0 in range(0, z.shape[0], rows):
+            h = (z[m0 : m0 + rows] @ per_query).view(-1, u.shape[0], hidden).add_(bias).relu_()  # (m, Q, hidden)
+            out[m0 : m0 + rows] = self._calibrated(self.dropout(h) @ self.head.weight[0] + self.head.bias)
         return out
 
     def _tile_logits(self, left: torch.Tensor, left_bias: torch.Tensor, u_t: torch.Tensor) -> torch.Tensor:

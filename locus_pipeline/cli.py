@@ -126,6 +126,8 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
                    help="serve only this portfolio of the portfolios asset as the candidate set, e.g. k-center-15 "
                         "(<method>-<k or budget>; an unknown name lists the available ones)")
     p.add_argument("--fallbacks", type=int, default=3, help="models of the fallback chain tried after the chosen one")
+    p.add_argument("--ranking-size", type=int, default=100,
+                   help="models listed in a decision's ranking, best first (default 100; 0: every candidate)")
     p.add_argument("--poll-seconds", type=float, default=1.0, help="how often the pool file is checked for changes")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="request bodies larger than this are refused with 413 (default 1,048,576 = 1 MiB; 0: no limit)")
@@ -147,6 +149,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
                          models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
                          poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
+                         ranking_size=args.ranking_size,
                          max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
                          batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here

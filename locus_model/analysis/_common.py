@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from scipy.spatial.distance import cdist
 
 from locus_model.markdown import escape_markdown
+from locus_model.neighbours import paired_distances  # noqa: F401  (the analyses' pair distances)
 
 METRICS = ("euclidean", "cosine")
 
@@ -74,17 +75,6 @@ def pairwise_distances(a: np.ndarray, b: np.ndarray | None = None, *, metric: st
     if metric == "cosine":
         d = np.nan_to_num(d, nan=1.0)  # a zero vector has no direction: treat it as orthogonal to all
     return np.maximum(d, 0.0)  # cdist can return -1e-16 for identical rows
-
-
-def paired_distances(a: np.ndarray, b: np.ndarray, *, metric: str = "euclidean") -> np.ndarray:
-    """(P,) distance between a[i] and b[i] for every row i (as pairwise_distances: cosine = 1 - cos, zero
-    vectors orthogonal to all): O(P d), for a list of pairs without the (M, M) matrix."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if metric == "euclidean":
-        return np.sqrt(((a - b) ** 2).sum(axis=1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cos = (a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
-    return np.maximum(1.0 - np.nan_to_num(cos, nan=0.0), 0.0)
 
 
 def markdown_table(df: pd.DataFrame, *, digits: int = 4, max_rows: int | None = 30) -> str:

@@ -26,8 +26,8 @@ import plotly.graph_objects as go
 import plotly.colors as px_colors
 import plotly.io as pio
 
-from locus_model.analysis._common import (check_embeddings, check_metric, check_names, new_figure, pairwise_distances,
-                                          save_figure)
+from locus_model.analysis._common import check_embeddings, check_metric, check_names, new_figure, save_figure
+from locus_model.neighbours import nearest_neighbours
 
 _SYMBOL = {False: "circle", True: "diamond"}
 # one colour per family: Kelly's colours of maximum contrast (without white and black; Dark24's first 15 hold
@@ -93,7 +93,8 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     in_portfolio = np.array([n in portfolio_set for n in names])
 
     k = min(neighbours, len(z) - 1)
-    nn, nn_dist = _nearest(z, k, metric)  # (M, k) each
+    nn, nn_dist = (nearest_neighbours(z, k, metric=metric) if k > 0  # (M, k) each
+                   else (np.zeros((len(z), 0), dtype=np.int64), np.zeros((len(z), 0))))
     coords, ratio = pca_projection(z, 3)
 
     if per_benchmark_acc is not None:
@@ -183,22 +184,6 @@ def model_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     fams = tuple("" if f is None or (isinstance(f, float) and np.isnan(f)) else str(f)
                  for f in (families if families is not None else [""] * len(names)))
     return Atlas(page, tuple(names), fams, tuple(members), coords, ratio)
-
-
-NEIGHBOUR_BLOCK = 1024  # rows of the distance matrix held at a time when finding nearest neighbours
-
-
-def _nearest(z: np.ndarray, k: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(M, k) indices and distances of each model's k nearest other models (ties: lower index), NEIGHBOUR_BLOCK
-    rows of distances at a time: O(M * NEIGHBOUR_BLOCK) memory, never the (M, M) matrix."""
-    idx, dist = [], []
-    for start in range(0, len(z), NEIGHBOUR_BLOCK):
-        d = pairwise_distances(z[start:start + NEIGHBOUR_BLOCK], z, metric=metric)  # (b, M)
-        d[np.arange(len(d)), np.arange(start, start + len(d))] = np.inf
-        nn = np.argsort(d, axis=1, kind="stable")[:, :k]
-        idx.append(nn)
-        dist.append(np.take_along_axis(d, nn, axis=1))
-    return np.concatenate(idx), np.concatenate(dist)
 
 
 def _figures(names, fams, in_portfolio, coords, ratio, *, labelled=frozenset(),

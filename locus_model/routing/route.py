@@ -33,6 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
+from locus_model.neighbours import nearest_neighbours, paired_distances
 from locus_model.routing.costs import check_cost
 from locus_model.routing.errors import CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingError
 
@@ -87,13 +88,13 @@ class RouteDecision:
 def fallback_chain(embeddings: np.ndarray, chosen: int, among: Sequence[int], *, k: int | None = None) -> np.ndarray:
     """The models of ``among`` (other than ``chosen``) ordered by Euclidean distance of their model embedding to
     the chosen one's, nearest first (ties: lower index); at most ``k``."""
-    z = np.asarray(embeddings, dtype=np.float64)
-    others = np.array([i for i in among if i != chosen], dtype=np.int64)
-    if others.size == 0:
-        return others
-    dist = np.linalg.norm(z[others] - z[chosen], axis=1)
-    order = others[np.lexsort((others, dist))]
-    return order if k is None else order[:k]
+    z = np.asarray(embeddings)
+    others = np.asarray(among, dtype=np.int64).reshape(-1)
+    others = others[others != chosen]
+    if k is not None and k < len(others):  # a few of many (a pool of 100,000): screened in blocks, still exact
+        return nearest_neighbours(z, k, rows=np.array([chosen]), among=others)[0][0] if k > 0 else others[:0]
+    dist = paired_distances(z[others], np.broadcast_to(z[chosen], (len(others), z.shape[1])))
+    return others[np.lexsort((others, dist))]
 
 
 def route(
@@ -166,7 +167,8 @@ def _cost_aware_chain(embeddings: np.ndarray, chosen: int, ranking: np.ndarray, 
     """The fallback chain of :func:`route`: the nearest k of the other ranked candidates, each group tried in
     ranking order; under a cost-aware ranking first those that cost at most the chosen one, then (to fill k) the
     nearest dearer ones."""
-    position = {int(m): r for r, m in enumerate(ranking)}
+    position = np.empty(len(c), dtype=np.int64)
+    position[ranking] = np.arange(len(ranking))  # no per-candidate dict: pools of 100,000 models
     groups = [ranking]
     if uses_cost:
         not_dearer = c[ranking] <= c[chosen]
@@ -176,8 +178,8 @@ def _cost_aware_chain(embeddings: np.ndarray, chosen: int, ranking: np.ndarray, 
         room = None if k is None else k - len(chain)
         if room is not None and room <= 0:
             break
-        near = fallback_chain(embeddings, chosen, group, k=room).tolist()
-        chain += sorted(near, key=position.__getitem__)  # nearest, tried best-scored first
+        near = fallback_chain(embeddings, chosen, group, k=room)
+        chain += near[np.argsort(position[near], kind="stable")].tolist()  # nearest, tried best-scored first
     return np.array(chain, dtype=np.int64)
 
 

@@ -5,7 +5,7 @@ import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import dagster as dg
 import numpy as np
@@ -119,8 +119,17 @@ class MlflowTracking(dg.ConfigurableResource):
 
     def relocate(self) -> int:
         """Point every artifact location stored in the local database at this home's ``mlflow/artifacts``
-        (MLflow stores them as absolute URIs; a copied home would otherwise read and write the original's).
-        Returns the rows changed. Only the home's own sqlite database is touched."""
+        (a copied home would otherwise read and write the original's). Returns the rows changed. Only the home's
+        own sqlite database is touched, and only when a location is not already this home's.
+
+        The one place left where LOCUS edits MLflow's tables with SQL, because MLflow offers no other way: its
+        sqlite store resolves every local artifact location to an absolute URI when the experiment or run is
+        created (``resolve_uri_if_local``); relative locations exist only as ``mlflow-artifacts:`` URIs, which
+        need a tracking server (``--serve-artifacts``), not the in-process default; and no API call or CLI
+        command sets an experiment's ``artifact_location``, a run's ``artifact_uri``, a model version's
+        ``source``/``storage_location`` or a logged model's ``artifact_location`` (``mlflow db move-resources
+        --artifact-policy retarget`` moves an experiment's root between workspaces and keeps stored run and
+        logged-model URIs). With a server (``tracking_uri``) nothing is stored that needs relocating."""
         if self.tracking_uri or not self.db_path.exists():
             return 0
         new = self.artifact_root.as_uri()
@@ -140,37 +149,57 @@ class MlflowTracking(dg.ConfigurableResource):
                         cur = db.execute(f"update {table} set {column} = ? || substr({column}, ?) where substr({column}, 1, ?) = ?",
                                          (new, len(old) + 1, len(old), old))
                         changed += cur.rowcount
-            # the Default experiment (id 0) gets this home's artifact root, not a folder of the working directory
-            cur = db.execute("update experiments set artifact_location = ? where experiment_id = 0 and artifact_location != ?",
-                             (f"{new}/0", f"{new}/0"))
-            changed += cur.rowcount
         return changed
 
+    def _local_store(self) -> None:
+        """The home's sqlite store, made ready for a run: created by MLflow with this home's artifact root as its
+        default (its Default experiment keeps artifacts under the home, not in ./mlruns of the working directory),
+        or relocated when the home was copied or moved."""
+        if self.tracking_uri:
+            return
+        if not self.db_path.exists():
+            from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+            SqlAlchemyStore(self.uri, self.artifact_root.as_uri())  # creates the tables and the Default experiment
+        self.relocate()
+
     def relink(self) -> int:
-        """Point the Dagster links stored in the local MLflow database (each run's ``dagster.run_url`` tag and
+        """Point the Dagster links stored in the local MLflow store (each run's ``dagster.run_url`` tag and
         description, each model version's tag and description) at ``dagster_url``: they were made with the ports
-        of the process that trained, e.g. `make demo`'s defaults. Returns the values changed."""
+        of the process that trained, e.g. `make demo`'s defaults. Through MLflow's API (``set_tag``,
+        ``set_model_version_tag``, ``update_model_version``); the runs of deleted experiments keep their links.
+        Returns the values changed."""
         if self.tracking_uri or not self.db_path.exists():
             return 0
+        import mlflow
+
+        client = mlflow.MlflowClient(self.uri)
+        experiments = [e.experiment_id for e in _all_pages(lambda token: client.search_experiments(page_token=token))]
+        runs = list(_all_pages(lambda token: client.search_runs(experiments, max_results=1000, page_token=token)))
+        versions = list(_all_pages(lambda token: client.search_model_versions(page_token=token)))
         new = self.dagster_url.rstrip("/")
-        changed = 0
-        with sqlite3.connect(self.db_path) as db:
-            tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
-            if "tags" not in tables:
-                return 0
-            old_bases = set()
-            for table in ("tags", "model_version_tags"):
-                if table in tables:
-                    for (url,) in db.execute(f"select value from {table} where key = 'dagster.run_url'"):
-                        base = url.rsplit("/runs/", 1)[0] if "/runs/" in (url or "") else None
-                        if base and base != new:
-                            old_bases.add(base)
+        old_bases = {url.rsplit("/runs/", 1)[0] for url in [r.data.tags.get("dagster.run_url") for r in runs]
+                     + [v.tags.get("dagster.run_url") for v in versions] if url and "/runs/" in url} - {new}
+
+        def relinked(text: str) -> str:
             for old in sorted(old_bases):
-                for table, column in (("tags", "value"), ("model_version_tags", "value"), ("model_versions", "description")):
-                    if table in tables:
-                        cur = db.execute(f"update {table} set {column} = replace({column}, ?, ?) where instr({column}, ?) > 0",
-                                         (f"{old}/runs/", f"{new}/runs/", f"{old}/runs/"))
-                        changed += cur.rowcount
+                text = text.replace(f"{old}/runs/", f"{new}/runs/")
+            return text
+
+        changed = 0
+        for run in runs:
+            for key, value in run.data.tags.items():
+                if relinked(value) != value:
+                    client.set_tag(run.info.run_id, key, relinked(value))
+                    changed += 1
+        for version in versions:
+            for key, value in version.tags.items():
+                if relinked(value) != value:
+                    client.set_model_version_tag(version.name, version.version, key, relinked(value))
+                    changed += 1
+            if version.description and relinked(version.description) != version.description:
+                client.update_model_version(version.name, version.version, description=relinked(version.description))
+                changed += 1
         return changed
 
     @contextmanager
@@ -179,7 +208,7 @@ class MlflowTracking(dg.ConfigurableResource):
 
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         mlflow.set_tracking_uri(self.uri)
-        self.relocate()
+        self._local_store()
         experiment = mlflow.get_experiment_by_name(self.experiment)
         if experiment is None:  # a server chooses its own artifact location (its artifact store)
             location = None if self.tracking_uri else (self.artifact_root / "locus").as_uri()
@@ -189,7 +218,6 @@ class MlflowTracking(dg.ConfigurableResource):
             for key, value in EXPERIMENT_KIND.items():  # an experiment made before the tag existed
                 if experiment.tags.get(key) != value:
                     mlflow.MlflowClient().set_experiment_tag(experiment_id, key, value)
-        self.relocate()  # the Default experiment, created with the database
         with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
             yield run
 
@@ -249,11 +277,22 @@ class MlflowTracking(dg.ConfigurableResource):
 
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
         mlflow.set_tracking_uri(self.uri)
-        self.relocate()
+        self._local_store()
         mlflow.MlflowClient(self.uri).log_artifact(run_id, str(local_path), artifact_path)
 
     def dagster_run_url(self, run_id: str) -> str:
         return f"{self.dagster_url.rstrip('/')}/runs/{run_id}"
+
+
+def _all_pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
+    """Every item of an MLflow search, page by page: ``fetch(page_token)`` returns a PagedList."""
+    token = None
+    while True:
+        page = fetch(token)
+        yield from page
+        token = page.token
+        if not token:
+            return
 
 
 @dg.definitions

@@ -103,8 +103,7 @@ def parse_router_model(model: Any, snap: Snapshot) -> tuple[float | None, str | 
 
 
 def _neighbours(router: Router, snap: Snapshot, name: str) -> list[int]:
-    among = [snap.index[n] for n in snap.routable]
-    return fallback_chain(snap.embeddings, snap.index[name], among, k=router.config.n_fallbacks).tolist()
+    return fallback_chain(snap.embeddings, snap.index[name], snap.routable_rows, k=router.config.n_fallbacks).tolist()
 
 
 def _dry_run_answer(decision: dict, stream: bool) -> Response:

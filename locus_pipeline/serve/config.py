@@ -100,6 +100,7 @@ class ServeConfig:
     poll_seconds: float = 1.0  # how often the pool file is checked for a change
     quality_weight: float = 1.0  # default quality weight (1 = the paper's router: best P(correct))
     n_fallbacks: int = 3  # models of the fallback chain tried after the chosen one
+    ranking_size: int = 100  # models listed in a decision's ranking, best first (0: all; 100,000 take ~1 s to write)
     max_batch: int = 64  # queries encoded together at most
     cache_size: int = 100_000  # query encodings kept in memory
     max_body_bytes: int = 1 << 20  # a request body larger than this is refused with 413 (0: no limit)

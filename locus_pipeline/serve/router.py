@@ -10,6 +10,7 @@ import time
 from typing import Sequence
 
 import httpx
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
@@ -90,12 +91,12 @@ class Router:
 
     # -- decisions
 
-    def candidate_indices(self, snap: Snapshot, candidates: Sequence[str] | None, *, need_upstream: bool) -> list[int]:
+    def candidate_indices(self, snap: Snapshot, candidates: Sequence[str] | None, *, need_upstream: bool) -> np.ndarray:
         """The pool rows a request routes among: its ``candidates`` (pool models of the served set, with an
         upstream when it will be forwarded), else every routable served model."""
         index = snap.index
         if candidates is None:
-            return [index[n] for n in snap.routable]
+            return snap.routable_rows
         if not isinstance(candidates, list) or not all(isinstance(c, str) for c in candidates):
             raise ApiError(400, "candidates must be a list of pool model names")
         if len(candidates) == 0:
@@ -105,7 +106,8 @@ class Router:
             raise ApiError(400, f"unknown candidate model(s) {unknown[:5]}: not in the pool "
                                 f"({len(snap.names)} models; GET /v1/models lists them)", code="unknown_candidate")
         if snap.portfolio:
-            outside = [c for c in candidates if c not in set(snap.served)]
+            served = set(snap.served)
+            outside = [c for c in candidates if c not in served]
             if outside:
                 raise ApiError(400, f"candidate model(s) {outside[:5]} are not in the served portfolio {snap.portfolio} "
                                     f"({len(snap.served)} models; GET /v1/models marks them routable)",
@@ -114,7 +116,7 @@ class Router:
             missing = [c for c in candidates if c not in snap.upstreams]
             if missing:
                 raise ApiError(400, f"candidate model(s) {missing[:5]} have no upstream in the models config")
-        return [index[c] for c in dict.fromkeys(candidates)]
+        return np.array([index[c] for c in dict.fromkeys(candidates)], dtype=np.int64)
 
     async def decide(self, snap: Snapshot, query: str, *, candidates: Sequence[str] | None, max_cost: float | None,
                      quality_weight: float | None, input_tokens: int | None, output_tokens: int | None,
@@ -137,32 +139,36 @@ class Router:
         idx = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
         n_in = estimate_tokens(query) if input_tokens is None else input_tokens
         n_out = snap.output_tokens if output_tokens is None else output_tokens
-        costs = snap.costs.costs(n_in, n_out)[idx]
-        params = snap.costs.params_b[idx]
+        # every pool row in order (no candidates, every model routable): views, not copies of the pool's arrays
+        rows = slice(None) if len(idx) == len(snap.names) and (idx == np.arange(len(idx))).all() else idx
+        costs = snap.costs.costs(n_in, n_out)[rows]
+        params = snap.costs.params_b[rows]
         from locus_model.data.encoding import EncodingInputError
 
         try:
-            probs = (await self.scorer.score(snap, query))[idx]
+            probs = (await self.scorer.score(snap, query))[rows]
         except EncodingInputError as err:
             raise ApiError(400, f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
                            code="invalid_query_text")
         try:
             d = route(probs, costs, quality_weight=w, max_cost=max_cost, params=params, max_params=max_params,
-                      embeddings=snap.embeddings[idx], n_fallbacks=self.config.n_fallbacks)
+                      embeddings=snap.embeddings[rows], n_fallbacks=self.config.n_fallbacks)
         except RoutingError as err:
             raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
-        names = [snap.names[i] for i in idx]
-        self.metrics.decisions.labels(names[d.chosen]).inc()
+        names = snap.names
+        self.metrics.decisions.labels(names[idx[d.chosen]]).inc()
+        shown = d.ranking[:self.config.ranking_size or None]  # the best; a 100,000-model list is ~1 s of JSON
         return {
-            "chosen": names[d.chosen],
-            "fallbacks": [names[i] for i in d.fallbacks],
-            "ranking": [{"model": names[i], "p_correct": round(float(probs[i]), 6),
+            "chosen": names[idx[d.chosen]],
+            "fallbacks": [names[i] for i in idx[d.fallbacks]],
+            "ranking": [{"model": names[idx[i]], "p_correct": round(float(probs[i]), 6),
                          "expected_cost": _json_number(float(costs[i])), "params_b": _json_number(float(params[i])),
-                         "score": round(float(d.scores[i]), 6)} for i in d.ranking],
-            "over_cost": [names[i] for i in d.over_cost],
-            "unknown_cost": [names[i] for i in d.unknown_cost],  # left out of a cost-aware ranking: no cost known
-            "over_params": [names[i] for i in d.over_params],
-            "unknown_params": [names[i] for i in d.unknown_params],  # left out under max_params: no size known
+                         "score": round(float(d.scores[i]), 6)} for i in shown],
+            "ranked": len(d.ranking),
+            "over_cost": [names[i] for i in idx[d.over_cost]],
+            "unknown_cost": [names[i] for i in idx[d.unknown_cost]],  # left out of a cost-aware ranking: no cost known
+            "over_params": [names[i] for i in idx[d.over_params]],
+            "unknown_params": [names[i] for i in idx[d.unknown_params]],  # left out under max_params: no size known
             "quality_weight": float(w), "lambda": _json_number(d.lam), "max_cost": max_cost, "max_params": max_params,
             "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means, "cost_note": snap.costs.note,
             "candidates": len(idx), "portfolio": snap.portfolio,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -45,14 +46,20 @@ class Snapshot:
     portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
     portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
 
-    @property
+    # computed once per snapshot (a pool of 100,000 models: tens of ms each, too much for every request)
+    @cached_property
     def index(self) -> dict[str, int]:
         return {n: i for i, n in enumerate(self.names)}
 
-    @property
+    @cached_property
     def routable(self) -> tuple[str, ...]:
         """The served models a request may be sent to: those with an upstream (a dry run: every served one)."""
         return self.served if self.dry_run else tuple(n for n in self.served if n in self.upstreams)
+
+    @cached_property
+    def routable_rows(self) -> np.ndarray:  # (R,) rows of ``routable`` in names / embeddings
+        index = self.index
+        return np.array([index[n] for n in self.routable], dtype=np.int64)
 
     @property
     def dry_run(self) -> bool:
@@ -82,7 +89,8 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
     portfolio_key = pool_key(home.table_path("portfolios")) if portfolio else None  # before it is read
     members = read_portfolio(home, portfolio) if portfolio else tuple(names)
-    served = tuple(n for n in names if n in set(members))  # pool order, as the whole pool is served
+    member_set, name_set = set(members), set(names)
+    served = tuple(n for n in names if n in member_set)  # pool order, as the whole pool is served
     if not served:
         raise StorageError(f"--portfolio {portfolio}: none of its {len(members)} models is in the pool "
                            f"{home.pool_path} (a pool rebuilt since?). How to fix: re-materialize the portfolios asset")
@@ -90,9 +98,9 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
                     runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), model=checkpoint.model,
                     names=tuple(names), sources=tuple(pool["source"].astype(str)), embeddings=z,
                     costs=cost_table(names, cost_info(catalog, config.costs)),
-                    upstreams={n: u for n, u in config.upstreams.items() if n in set(names)},
+                    upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
                     output_tokens=config.output_tokens, loaded_at=time.time(), portfolio=portfolio, served=served,
-                    portfolio_missing=tuple(n for n in members if n not in set(names)), portfolio_key=portfolio_key)
+                    portfolio_missing=tuple(n for n in members if n not in name_set), portfolio_key=portfolio_key)
 
 
 def watched_key(home: LocusHome, portfolio: str | None) -> tuple | None:

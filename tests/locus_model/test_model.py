@@ -114,6 +114,22 @@ def test_tiled_scoring_equals_one_tile(model, pool):
     torch.testing.assert_close(whole, plain, atol=1e-5, rtol=1e-5)
 
 
+def test_fewer_queries_than_models_are_scored_by_query_with_the_same_numbers(model, pool):
+    """Serving scores one query against the whole pool: split by query, the numbers of the tiles split by model."""
+    enc, sets = pool
+    z = torch.from_numpy(embed_evaluation_sets(model, enc, sets))
+    z = z.repeat(750, 1) + 0.1 * torch.randn(3000, z.shape[1], generator=torch.Generator().manual_seed(0))
+    # 3,000 models: one tile at one query, two at three (score_blocks' 16 x 512 pairs = 2,730 models x 3 queries)
+    with torch.inference_mode():
+        for q in (1, 3):
+            u = model.query_projection(torch.from_numpy(enc[:q]))
+            by_query = model.predict_logits_projected(z, u)
+            by_model = model.predict_logits_projected(z, u, block_models=16, block_queries=512)
+            torch.testing.assert_close(by_query, by_model, atol=1e-6, rtol=1e-6)
+    probs = predict_proba(model, z.numpy(), enc[:1])
+    np.testing.assert_allclose(probs[:, 0], torch.sigmoid(by_model[:, 0]).numpy(), atol=1e-6)
+
+
 def test_training_and_inference_score_all_pairs_with_the_same_code(model, pool):
     """Under autograd predict_logits_projected is one tile (the same numbers as the tiles of inference) and its
     gradient is the gradient of the plain per-pair predictor."""

@@ -61,6 +61,8 @@ def test_links_stored_by_an_earlier_run_follow_the_configured_ports(tmp_path, mo
                                    "mlflow.note.content": f"trained by [abc]({demo.dagster_run_url('abc')})"}) as run:
         run_id, experiment_id = run.info.run_id, run.info.experiment_id
     client = mlflow.MlflowClient(demo.uri)
+    # the store was created with the home's artifact root: even the unused Default experiment keeps to the home
+    assert client.get_experiment("0").artifact_location == (tmp_path / "mlflow" / "artifacts" / "0").as_uri()
     client.create_registered_model("locus")
     client.create_model_version("locus", source="x", run_id=run_id, tags={"dagster.run_url": demo.dagster_run_url("abc")},
                                 description=f"by [abc]({demo.dagster_run_url('abc')})")

@@ -28,6 +28,14 @@ def test_route_ranks_the_pool_by_p_correct_with_nearest_neighbour_fallbacks(buil
     assert body["elapsed_ms"] >= 0 and body["lambda"] == 0.0
 
 
+def test_the_ranking_lists_the_best_ranking_size_models_and_counts_them_all(built, tmp_path):
+    with client_for(built, tmp_path, ranking_size=2) as client:
+        body = client.post("/route", json={"query": QUERY}).json()
+    probs = expected_probs(built, QUERY)
+    assert [x["model"] for x in body["ranking"]] == sorted(probs, key=lambda n: -probs[n])[:2]
+    assert body["ranked"] == len(NAMES) and body["chosen"] == body["ranking"][0]["model"]
+
+
 def test_route_trades_quality_for_cost_and_honours_the_cost_cap(built, tmp_path):
     costs = {"alpha-7b": 7, "beta-13b": 13, "gamma-70b": 70, "delta-1b": 1, "org/epsilon 3b": 3}
     models = {"models": {n: {"cost_per_query": c} for n, c in costs.items()}}
