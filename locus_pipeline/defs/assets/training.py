@@ -3,7 +3,6 @@
 
 import dataclasses
 import json
-import tempfile
 import typing
 from dataclasses import asdict
 
@@ -11,23 +10,17 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field, create_model
 
+from locus_model.data.matrix import evaluations_digest
 from locus_model.model_config import LocusConfig
 from locus_model.train_config import TrainConfig
-from locus_pipeline.defs.metadata import OWNERS, home_path
+from locus_pipeline.defs.metadata import OWNERS, home_path, training_curve_png
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
-
-CURRENT_ALIAS = "current"  # the registered model's newest version: models:/locus@current
-REGISTERED_MODEL_DESCRIPTION = (
-    "LOCUS (arXiv 2601.21082): the set encoder that turns a model's evaluations into a model embedding, and the "
-    "correctness predictor P(correct | model embedding, query encoding). Each version is one `locus_checkpoint` "
-    "materialization (tags: checkpoint_id, encoder, dagster.run_url); the alias `current` is the newest. "
-    "`mlflow.pyfunc.load_model('models:/locus@current').predict(pd.DataFrame({'query': [...]}))` routes queries "
-    "(add a `model` column for P(correct) of (query, model) pairs; locus_pipeline/pyfunc.py); the run's "
-    "`checkpoint/` holds the `.pt` for `locus_model.model.load_checkpoint`.")
+from locus_pipeline.tables import pool_evaluations, training_arrays
+from locus_pipeline.tracking import Figures, TrainingRun
 
 
-def checkpoint_figures(result) -> list[tuple[str, float, str]]:
+def checkpoint_figures(result) -> Figures:
     """(name, value, what it measures) of the saved checkpoint: the kept model's validation figures (after the
     predictor fine-tuning when it ran), then the selected epoch's (before it). The same names are the MLflow
     metrics ``selected/<name>`` and the Dagster floats (the Plots tab)."""
@@ -57,6 +50,14 @@ def checkpoint_figures(result) -> list[tuple[str, float, str]]:
                 ("finetune_step", tuned.get("step"), "the kept step of the predictor fine-tuning"),
                 ("finetune_noise", tuned.get("noise"), "the query-noise ratio of the kept fine-tuning")]
     return [(n, round(float(v), 4), why) for n, v, why in out if v is not None]
+
+
+def figures_metadata(figures: Figures) -> dict:
+    """One float per figure (MLflow: selected/<name>), which the asset's Plots tab charts across materializations,
+    and the figures as a table with what each measures."""
+    table = "| figure | value | what it measures |\n|---|---|---|\n" + "\n".join(
+        f"| `{name}` | {value:.4g} | {why} |" for name, value, why in figures)
+    return {**{name: value for name, value, _ in figures}, "figures": dg.MetadataValue.md(table)}
 
 
 class SplitConfig(dg.Config):
@@ -197,16 +198,10 @@ def locus_checkpoint(
 ) -> pd.DataFrame:
     """The trained set encoder + correctness predictor (trained on the in-training models only); one row:
     checkpoint_id, path (relative to LOCUS_HOME), encoder, MLflow run, metrics."""
-    import mlflow as mlflow_api
-
-    from locus_model.data.matrix import evaluations_digest
     from locus_model.infer import inference_precision, resolve_device
     from locus_model.model import save_checkpoint
-    from locus_model.train import train_locus
     from locus_model.pool import embed_models
-    from locus_pipeline.defs.metadata import training_curve_png
-    from locus_pipeline.pyfunc import log_pyfunc
-    from locus_pipeline.tables import pool_evaluations, training_arrays
+    from locus_model.train import train_locus
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
     trained_on = evaluation_table[evaluation_table["model"].astype(str).isin(in_training)]
@@ -215,77 +210,33 @@ def locus_checkpoint(
     encoder = str(query_encodings["encoder"].iloc[0])
     # the runtime the training encodings came from: the pool and serving encode with the same one
     runtime = str(query_encodings["runtime"].iloc[0]) if "runtime" in query_encodings else "torch"
-    digest = evaluations_digest(trained_on)
-    device = str(resolve_device(train_config.device))
-    dagster_run = mlflow.dagster_run_url(context.run_id)
-    tags = {"dagster.run_id": context.run_id, "dagster.run_url": dagster_run, "dagster.asset": "locus_checkpoint",
-            "encoder": encoder,
-            # the run's description (markdown, rendered with links on the run page)
-            "mlflow.note.content": f"LOCUS checkpoint trained by Dagster run [{context.run_id[:8]}]({dagster_run}) "
-                                   "(asset `locus_checkpoint`)."}
-    with mlflow.start_run(run_name=f"locus-{context.run_id[:8]}", tags=tags) as run:
-        mlflow_api.log_params(
-            {**{f"model.{k}": v for k, v in asdict(model_config).items()}, **{f"train.{k}": v for k, v in asdict(train_config).items()},
-             "evaluations_digest": digest, "encoder": encoder, "encoder_runtime": runtime, "seed": train_config.seed, "device": device,
-             "models": arrays.matrix.shape[0], "held_out_models": int((model_split["group"] == "held_out").sum()),
-             "queries": arrays.matrix.shape[1], "budget": int(training_split["anchor"].sum())}
-        )
-
-        def on_epoch(row: dict) -> None:
-            # "epoch/..." and "selected/...": MLflow's run page draws one section per prefix, in name order, so the
-            # per-epoch curves come before the single values of the kept checkpoint (drawn as bars)
-            mlflow_api.log_metrics({f"epoch/{k}": float(v) for k, v in row.items() if k != "epoch" and v is not None}, step=int(row["epoch"]))
-
-        result = train_locus(
-            arrays.encodings, arrays.train_scores, arrays.val_scores,
-            model_config=model_config, train_config=train_config, on_epoch=on_epoch, progress=True,
-        )
+    digest, device = evaluations_digest(trained_on), str(resolve_device(train_config.device))
+    with TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
+        tracked.log_params(model_config, train_config, evaluations_digest=digest, encoder_runtime=runtime, device=device,
+                           models=arrays.matrix.shape[0], held_out_models=int((model_split["group"] == "held_out").sum()),
+                           queries=arrays.matrix.shape[1], budget=int(training_split["anchor"].sum()))
+        result = train_locus(arrays.encodings, arrays.train_scores, arrays.val_scores, model_config=model_config,
+                             train_config=train_config, on_epoch=tracked.log_epoch, progress=True)
         saved = home.save_checkpoint(lambda path: save_checkpoint(
             path, result.model, encoder=encoder, encoder_runtime=runtime, evaluations_digest=digest,
             best_epoch=result.best_epoch, train_config=asdict(train_config)))
-        ckpt_id = saved.checkpoint_id
         curve = home.run_file(context.run_id, "training_curve.png")
         curve_md = training_curve_png(result.history, curve)
         figures = checkpoint_figures(result)  # the saved checkpoint's figures, the same in MLflow and in Dagster
-        mlflow_api.log_metrics({f"selected/{name}": value for name, value, _ in figures})
-        mlflow_api.set_tag("checkpoint_id", ckpt_id)
-        mlflow_api.log_artifact(str(saved.local), artifact_path="checkpoint")
-        mlflow_api.log_artifact(str(curve), artifact_path="plots")
-        with tempfile.TemporaryDirectory() as staging_dir:
-            # the registered version as a pyfunc: the checkpoint with the training source's model embeddings
-            embeddings = embed_models(result.model, pool_evaluations(evaluation_table, training_split), query_encodings,
-                                      checkpoint=ckpt_id, source="training")
-            logged = log_pyfunc(saved.local, embeddings, staging_dir)
-        version = mlflow.register_version(
-            logged, run_id=run.info.run_id, alias=CURRENT_ALIAS, description=REGISTERED_MODEL_DESCRIPTION,
-            tags={"checkpoint_id": ckpt_id, "encoder": encoder, "dagster.run_id": context.run_id, "dagster.run_url": dagster_run},
-            version_description=f"Checkpoint `{ckpt_id}` ({encoder}), trained by Dagster run [{context.run_id[:8]}]({dagster_run}).",
-        )
-        url = mlflow.run_url(run.info.experiment_id, run.info.run_id)
-    context.add_output_metadata(
-        {
-            "mlflow_run": dg.MetadataValue.url(url),
-            "checkpoint": home_path(home, home.resolve(saved.stored)),
-            "checkpoint_id": ckpt_id,
-            "registered_model_version": f"{mlflow.registered_model} v{version} (alias {CURRENT_ALIAS})",
-            "mlflow_experiment": dg.MetadataValue.url(mlflow.experiment_url(run.info.experiment_id)),
-            "trained_on_models": arrays.matrix.shape[0],
-            "best_epoch": result.best_epoch,
-            "epochs_run": len(result.history),
-            "device": device,
-            "inference_precision": inference_precision(device),  # of the pool's embeddings and of scoring (bf16/fp32)
-            # one float per figure (MLflow: selected/<name>): the asset's Plots tab charts them across materializations
-            **{name: value for name, value, _ in figures},
-            "figures": dg.MetadataValue.md("| figure | value | what it measures |\n|---|---|---|\n" + "\n".join(
-                f"| `{name}` | {value:.4g} | {why} |" for name, value, why in figures)),
-            "training_curve": dg.MetadataValue.md(curve_md),
-        }
-    )
-    return pd.DataFrame(
-        [{
-            "checkpoint_id": ckpt_id, "path": saved.stored, "encoder": encoder, "evaluations_digest": digest,
-            "mlflow_run_id": run.info.run_id, "model_version": str(version),
-            "best_epoch": result.best_epoch, "best_metrics": json.dumps(result.best_metrics), "device": device,
-            "kept_metrics": json.dumps({name: value for name, value, _ in figures}),
-        }]
-    )
+        tracked.log_checkpoint(saved, curve, figures)
+        # the registered version as a pyfunc: the checkpoint with the training source's model embeddings
+        tracked.register(saved, embed_models(result.model, pool_evaluations(evaluation_table, training_split),
+                                             query_encodings, checkpoint=saved.checkpoint_id, source="training"))
+    context.add_output_metadata({
+        **tracked.output_metadata(), "checkpoint": home_path(home, home.resolve(saved.stored)),
+        "checkpoint_id": saved.checkpoint_id, "trained_on_models": arrays.matrix.shape[0], "best_epoch": result.best_epoch,
+        "epochs_run": len(result.history), "device": device,
+        "inference_precision": inference_precision(device),  # of the pool's embeddings and of scoring (bf16/fp32)
+        **figures_metadata(figures), "training_curve": dg.MetadataValue.md(curve_md),
+    })
+    return pd.DataFrame([{
+        "checkpoint_id": saved.checkpoint_id, "path": saved.stored, "encoder": encoder, "evaluations_digest": digest,
+        "mlflow_run_id": tracked.run_id, "model_version": tracked.version, "best_epoch": result.best_epoch,
+        "best_metrics": json.dumps(result.best_metrics), "device": device,
+        "kept_metrics": json.dumps({name: value for name, value, _ in figures}),
+    }])
