@@ -76,7 +76,10 @@ async def _post(reader, writer, host: str, body: bytes) -> tuple[int, bytes]:
     writer.write(b"POST /route HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     await writer.drain()
-    status = int((await reader.readline()).split()[1])
+    first = await reader.readline()
+    if not first:  # the server closed this keep-alive connection (idle past its keep-alive timeout)
+        raise ConnectionResetError("connection closed by the server before a response")
+    status = int(first.split()[1])
     length = 0
     while (line := await reader.readline()) not in (b"\r\n", b""):
         name, _, value = line.partition(b":")
@@ -128,8 +131,17 @@ async def open_loop(port: int, queries: list[str], rate: float, seed: int = 0) -
     arrivals = np.cumsum(np.random.default_rng(seed).exponential(1 / rate, len(queries)))
 
     async def one(text: str, due: float) -> None:
+        body = json.dumps({"query": text}).encode()
         conn = idle.pop() if idle else await asyncio.open_connection("127.0.0.1", port)
-        status, raw = await _post(*conn, f"127.0.0.1:{port}", json.dumps({"query": text}).encode())
+        try:
+            status, raw = await _post(*conn, f"127.0.0.1:{port}", body)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            # a pooled connection the server closed while it sat idle (uvicorn's keep-alive timeout): as an HTTP
+            # client's pool does, the request is sent again once on a fresh connection; its latency still counts
+            # from the scheduled arrival
+            conn[1].close()
+            conn = await asyncio.open_connection("127.0.0.1", port)
+            status, raw = await _post(*conn, f"127.0.0.1:{port}", body)
         latencies.append(time.perf_counter() - due)
         idle.append(conn)
         if status != 200:
