@@ -42,7 +42,6 @@ sys.path.insert(0, str(REPO))
 from bench.bench_accuracy import fold_locus, harness_setup  # noqa: E402
 from locus_model.analysis import distance_vs_disagreement, family_clustering  # noqa: E402
 from locus_model.analysis import near_duplicates, resample_embeddings  # noqa: E402
-from locus_model.analysis._common import pairwise_distances  # noqa: E402
 from locus_model.analysis.fallback import fallback  # noqa: E402
 from locus_model.analysis.portfolio import coverage_greedy  # noqa: E402
 from locus_model.evaluation.metrics import routing_accuracy  # noqa: E402
@@ -103,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     info = pd.read_csv(MODELS_CSV).set_index("model").reindex(names) if args.suite == "mmlu" else None
     families = info["family"].fillna("").tolist() if info is not None else None
     variants = info["variant"].fillna("").tolist() if info is not None else [""] * len(names)
-    if args.suite == "metabench":  # the Hugging Face organisation as the family label (2,001 models, ~500 orgs)
-        families = [name.split("/")[0] for name in names]
     organisations = [name.split("/")[0] for name in names]
+    if args.suite == "metabench":  # the Hugging Face organisation as the family label (2,001 models, ~500 orgs)
+        families = organisations
     sizes = None
     if args.suite in SIZES_CSV and SIZES_CSV[args.suite].is_file():
         sizes = pd.read_csv(SIZES_CSV[args.suite]).set_index("model")["params_b"].reindex(names).to_numpy(np.float64)
@@ -126,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         port = portfolio_curve(z, probs, labels, names=names, method="k_center", ks=[args.portfolio_k])
         anchor_scores = setup.scores[:, fold.anchors]
         median_pair = float(np.median(dd.disagreement))
-        cos = pairwise_distances(z, z, metric="cosine")
-        ca, cb = np.nonzero(np.triu(cos < COSINE_DUPLICATE, k=1))
+        close = dd.cosine < COSINE_DUPLICATE  # the pairs' cosine distances, already computed
+        ca, cb = dd.pair_a[close], dd.pair_b[close]
         resampled = resample_embeddings(None, setup.anchor_sets(fold), args.resamples, 0.5, args.seed,
                                         embed_many=lambda subsets: embed_evaluation_sets(model, setup.encodings, subsets))
         nd = near_duplicates(resampled, names)

@@ -29,19 +29,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench.bench_accuracy import BUDGETS, apply_options, cached_fit_and_predict, fit_key, harness_setup  # noqa: E402
+from bench.bench_accuracy import BUDGETS, apply_options, cached_fit_and_predict, harness_setup  # noqa: E402
 from locus_model.evaluation.bootstrap import bootstrap_comparisons  # noqa: E402
 from locus_model.evaluation.metrics import roc_auc, routing_accuracy  # noqa: E402
 
 
 def fold_probs(setup, fold, train_config, cache: Path, tag: str) -> tuple[np.ndarray, float]:
-    """(M, Q_test) P(correct) of the fold's LOCUS trained with train_config: the cached fit, else trained now."""
-    args = {**setup.fit_args("locus", fold), "train_config": train_config}
-    path = cache / f"locus_f{fold.index}_{fit_key(args, tag)}.npz"
-    if path.is_file():
-        with np.load(path) as z:
-            return z["probs"], float(z["seconds"])
-    return cached_fit_and_predict(cache, tag)(**args)
+    """(M, Q_test) P(correct) of the fold's LOCUS trained with train_config: the cached fit, else trained now (and
+    cached, as bench_accuracy's fit cache does)."""
+    return cached_fit_and_predict(cache, tag)(**{**setup.fit_args("locus", fold), "train_config": train_config})
 
 
 def compare(setup, config_a, config_b, *, cache: Path, tag_a: str = "", tag_b: str = "", folds=None,
