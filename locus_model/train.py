@@ -10,7 +10,7 @@ validation cells and stored in the model.
 
 This module is the order of the stages; each lives in its own module: the knobs in train_config, the inputs,
 validation and selection in train_inputs, the end-to-end epochs in train_epochs, the latent warm-up, the
-predictor fine-tuning and the calibration in train_predictor.
+predictor fine-tuning and the calibration in train_predictor, the encoder's output refit in train_refit.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from locus_model.train_config import TrainConfig
 from locus_model.train_epochs import train_epochs
 from locus_model.train_inputs import prepare_inputs
 from locus_model.train_predictor import calibrate, finetune_predictor, fit_latents
+from locus_model.train_refit import refit_output
 
 
 @dataclass
@@ -42,6 +43,8 @@ class TrainResult:
     #   selected epoch, before it
     latent: dict = field(default_factory=dict)  # the latent warm-up that was kept: {"noise", "step", "val_loss" (of
     #   the predictor with the free model vectors), "steps_run" per noise ratio}; {} if off
+    refit: dict = field(default_factory=dict)  # the encoder's output refit (TrainConfig.refit_output): {"alpha" (None =
+    #   the trained layer kept), "val_loss_before", "val_loss_after", "latent_r2_before", "latent_r2_after"}; {} if off
 
 
 def train_locus(
@@ -74,11 +77,13 @@ def train_locus(
         model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
         best = train_epochs(net, model, data, val, cfg, on_epoch, progress)
         model.load_state_dict(best.state)
+        refit = refit_output(model, train_np, data, val, cfg) if cfg.refit_output else {}
         finetune = finetune_predictor(model, train_np, data, val, cfg) if cfg.finetune_steps > 0 else {}
         calibration = calibrate(model, data.enc, val, cfg) if cfg.calibration != "none" else {}
     model.cpu().eval()
     return TrainResult(model=model, history=best.history, best_epoch=best.epoch, best_metrics=best.metrics,
-                       calibration=calibration, finetune=finetune, latent=latent)
+                       calibration=calibration, finetune=finetune, latent=latent,
+                       refit=refit)
 
 
 __all__ = ["TrainConfig", "TrainResult", "train_locus"]

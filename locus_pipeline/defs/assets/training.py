@@ -45,6 +45,14 @@ def checkpoint_figures(result) -> Figures:
         out += [("latent_val_loss", latent.get("val_loss"), "validation BCE of the latent warm-up's predictor with "
                  "its free model vectors (what the encoder is then trained to reproduce)"),
                 ("latent_noise", latent.get("noise"), "the query-noise ratio of the kept latent warm-up")]
+    refit = getattr(result, "refit", {})
+    if refit:
+        out += [("refit_val_loss_before", refit.get("val_loss_before"), "validation BCE of the selected epoch before "
+                 "the encoder's output refit (every model embedded from all its train cells)"),
+                ("refit_latent_r2", refit.get("latent_r2_after"), "share of the warm-up latents' variance the encoder's "
+                 "embeddings reproduce after the output refit"),
+                ("refit_alpha", refit.get("alpha"), "the kept ridge strength of the output refit (absent: the trained "
+                 "layer was kept)")]
     if tuned:
         out += [("finetune_val_loss_before", tuned.get("val_loss_before"), "validation BCE at the start of the fine-tuning"),
                 ("finetune_step", tuned.get("step"), "the kept step of the predictor fine-tuning"),

@@ -1,0 +1,52 @@
+"""The encoder's output refit: ridge onto the warm-up latents, chosen by val BCE, one forward pass kept."""
+
+import numpy as np
+import pytest
+import torch
+
+from locus_model.infer import embed_evaluation_sets
+from locus_model.train import TrainConfig, train_locus
+from locus_model.train_refit import ridge
+from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+LATENT = {**FAST, "epochs": 4, "patience": 4, "latent_steps": 100, "select_on": "loss", "calibration": "none",
+          "finetune_steps": 0}
+
+
+def test_ridge_recovers_a_linear_map_and_shrinks_with_alpha():
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(400, 6, generator=g)
+    w_true, b_true = torch.randn(3, 6, generator=g), torch.randn(3, generator=g)
+    w, b = ridge(h, h @ w_true.T + b_true, alpha=1e-9)
+    assert torch.allclose(w, w_true, atol=1e-4) and torch.allclose(b, b_true, atol=1e-4)
+    w_big, _ = ridge(h, h @ w_true.T + b_true, alpha=100.0)
+    assert w_big.norm() < 0.1 * w_true.norm()
+
+
+def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass():
+    enc, train, val = tiny_train_pool()
+    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=2),
+                        progress=False)
+    refit = train_locus(enc, train, val, model_config=MODEL_CFG,
+                        train_config=TrainConfig(**LATENT, seed=2, refit_output=True), progress=False)
+    assert plain.refit == {} and refit.best_epoch == plain.best_epoch
+    info = refit.refit
+    tried = [v for k, v in info.items() if k.startswith("val_loss_at_alpha_")]
+    assert len(tried) == len(TrainConfig().refit_alphas)
+    assert info["val_loss_after"] == pytest.approx(min([info["val_loss_before"], *tried]))
+    assert (info["alpha"] is None) == (info["val_loss_after"] == info["val_loss_before"])
+    # only the encoder's output layer moved; the predictor is the one the same epochs produced
+    changed = {k for k, v in refit.model.state_dict().items() if not torch.equal(v, plain.model.state_dict()[k])}
+    assert changed <= {"out.weight", "out.bias"}
+    if info["alpha"] is not None:
+        assert changed == {"out.weight", "out.bias"} and info["latent_r2_after"] > info["latent_r2_before"]
+    sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train[:5]]
+    z = embed_evaluation_sets(refit.model, enc, sets)
+    assert np.allclose(z, embed_evaluation_sets(refit.model, enc, sets))
+
+
+def test_refit_needs_the_warmup():
+    with pytest.raises(ValueError, match="refit_output"):
+        TrainConfig(refit_output=True, latent_steps=0)
