@@ -11,6 +11,10 @@ bench_accuracy's "LOCUS minus X").
     PYTHONPATH=. .venv/bin/python bench/compare_trials.py --suite synthetic --budget 256 --fit-cache bench/.cache/fits \\
         --a max_steps=None --b max_steps=600 [--tag-a T] [--tag-b T] [--only-folds 0 1] [--out FILE]
 
+With --branch, trials that differ only after the selected epoch (the output refit, the fine-tuning, the calibration)
+share one warm-up and one set of epochs per fold (locus_model.train.train_branches): each trial's fit is the one it
+gets alone, at half the CPU.
+
 An option list is NAME=VALUE TrainConfig fields, comma-free values as --train-option takes them; give --a or --b
 without values for the defaults.
 """
@@ -40,16 +44,55 @@ def fold_probs(setup, fold, train_config, cache: Path, tag: str) -> tuple[np.nda
     return cached_fit_and_predict(cache, tag)(**{**setup.fit_args("locus", fold), "train_config": train_config})
 
 
+def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str, tag_b: str) -> dict:
+    """Both trials' (probs, seconds) on a fold when they differ only after the selected epoch (refit, fine-tuning,
+    calibration: locus_model.train.AFTER_SELECTION): cached fits are read; else the warm-up and the epochs run once
+    (train_branches) and each trial's fit is scored and cached under the key bench_accuracy gives it."""
+    import time
+
+    from locus_model.evaluation.methods import fit_and_predict
+    from locus_model.model import save_checkpoint
+    from locus_model.train import train_branches
+
+    from bench.bench_accuracy import fit_key
+
+    trials = {"a": (config_a, tag_a), "b": (config_b, tag_b)}
+    paths = {k: cache / f"locus_f{fold.index}_{fit_key({**setup.fit_args('locus', fold), 'train_config': c}, t)}.npz"
+             for k, (c, t) in trials.items()}
+    if not all(p.is_file() for p in paths.values()):
+        t0 = time.perf_counter()
+        budget = np.full_like(setup.scores, np.nan)
+        budget[:, fold.anchors] = setup.scores[:, fold.anchors]
+        val = np.full_like(setup.scores, np.nan)
+        val[:, fold.val] = setup.scores[:, fold.val]
+        results = train_branches(setup.encodings, budget[setup.trained], val[setup.trained],
+                                 model_config=setup.model_config, train_configs=[config_a, config_b])
+        shared = time.perf_counter() - t0
+        cache.mkdir(parents=True, exist_ok=True)
+        for (k, (config, _)), result in zip(trials.items(), results):
+            args = {**setup.fit_args("locus", fold), "train_config": config, "locus_model": result.model}
+            probs, seconds = fit_and_predict(**args)
+            save_checkpoint(paths[k].with_suffix(".pt"), result.model, fold=fold.index, anchors=fold.anchors.tolist(),
+                            trained=setup.trained.tolist(), held=setup.held.tolist(), seed=args["seed"])
+            np.savez(paths[k], probs=probs, seconds=shared + seconds)
+    out = {}
+    for k, path in paths.items():
+        with np.load(path) as z:
+            out[k] = (z["probs"], float(z["seconds"]))
+    return out
+
+
 def compare(setup, config_a, config_b, *, cache: Path, tag_a: str = "", tag_b: str = "", folds=None,
-            n_boot: int = 2000) -> dict:
+            n_boot: int = 2000, branch: bool = False) -> dict:
     """Both trials on every fold (or ``folds``): per group (all, in_training, held_out) the fold means of routing and
     AUC of each trial and B minus A with its interval."""
     splits = [f for f in setup.splits if folds is None or f.index in folds]
     probs = {"a": [], "b": []}
     labels, seconds = [], {"a": [], "b": []}
     for fold in splits:
+        both = branched_fold_probs(setup, fold, config_a, config_b, cache, tag_a, tag_b) if branch else None
         for name, config, tag in (("a", config_a, tag_a), ("b", config_b, tag_b)):
-            p, s = fold_probs(setup, fold, config, cache, tag)
+            p, s = both[name] if branch else fold_probs(setup, fold, config, cache, tag)
             probs[name].append(np.asarray(p, np.float64))
             seconds[name].append(s)
         labels.append(setup.scores[:, fold.test].astype(np.float64))
@@ -97,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tag-a", default="", help="the bench_accuracy --tag whose cached fits are trial A's")
     p.add_argument("--tag-b", default="", help="the bench_accuracy --tag whose cached fits are trial B's")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--branch", action="store_true",
+                   help="train each fold once and branch after the selected epoch (A and B may differ only in "
+                        "locus_model.train.AFTER_SELECTION fields: refit, fine-tuning, calibration); half the CPU")
     p.add_argument("--n-boot", type=int, default=2000)
     p.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
     args = p.parse_args(argv)
@@ -105,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     config_a = apply_options(setup.train_config, args.a, "--a")
     config_b = apply_options(setup.train_config, args.b, "--b")
     result = compare(setup, config_a, config_b, cache=args.fit_cache, tag_a=args.tag_a, tag_b=args.tag_b,
-                     folds=args.only_folds, n_boot=args.n_boot)
+                     folds=args.only_folds, n_boot=args.n_boot, branch=args.branch)
     result["settings"] = {"suite": args.suite, "budget": args.budget, "a": args.a, "b": args.b,
                           "command": " ".join(["compare_trials.py", *(argv if argv is not None else sys.argv[1:])])}
     print(report(result, args.a, args.b))

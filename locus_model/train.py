@@ -47,6 +47,11 @@ class TrainResult:
     #   the trained layer kept), "val_loss_before", "val_loss_after", "latent_r2_before", "latent_r2_after"}; {} if off
 
 
+# the TrainConfig fields read only after the kept epoch is selected: trials that differ in these alone can share
+# everything before (train_branches)
+AFTER_SELECTION = ("refit_output", "refit_alphas", "finetune_steps", "finetune_patience", "finetune_noise", "calibration")
+
+
 def train_locus(
     encodings: np.ndarray,  # (Q, D) query encodings
     train_scores: np.ndarray,  # (M, Q) scores in [0, 1], NaN = not a train cell
@@ -58,15 +63,39 @@ def train_locus(
     progress: bool = True,
 ) -> TrainResult:
     """Train LOCUS; returns the state with the best validation figure (TrainConfig.select_on: val BCE, or routing
-    accuracy with val BCE breaking ties), after the predictor fine-tuning and the calibration.
+    accuracy with val BCE breaking ties), after the encoder's output refit (when on), the predictor fine-tuning and
+    the calibration.
 
     Validation embeds each model from its train cells (at most val_set_max, a fixed subset) and scores its
     val cells. on_epoch receives {epoch, train_loss, val_loss, val_routing_acc, val_correctness_acc, noise,
     seconds} after every epoch. Seeds torch inside a forked RNG, so the caller's global RNG is untouched.
     """
-    cfg = train_config
+    return train_branches(encodings, train_scores, val_scores, model_config=model_config,
+                          train_configs=[train_config], on_epoch=on_epoch, progress=progress)[0]
+
+
+def train_branches(
+    encodings: np.ndarray,
+    train_scores: np.ndarray,
+    val_scores: np.ndarray,
+    *,
+    model_config: LocusConfig,
+    train_configs: list[TrainConfig],
+    on_epoch: Callable[[dict], None] | None = None,
+    progress: bool = True,
+) -> list[TrainResult]:
+    """train_locus for each of train_configs, which differ only in AFTER_SELECTION fields: the warm-up and the epochs
+    run once (with the first config), and every config's later stages start from the same selected state and the
+    same random state, so each result is the one train_locus gives for that config alone."""
+    cfg = train_configs[0]
+    for other in train_configs[1:]:
+        differ = [f for f in cfg.__dataclass_fields__ if getattr(cfg, f) != getattr(other, f) and f not in AFTER_SELECTION]
+        if differ:
+            raise ValueError(f"train_branches: the configs differ in {differ}, which the shared stages read; only "
+                             f"{list(AFTER_SELECTION)} may differ between branches (train them apart otherwise).")
     data, val, train_np = prepare_inputs(encodings, train_scores, val_scores, model_config.query_dim, cfg)
     device = data.enc.device
+    results = []
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(cfg.seed)  # init and dropout
         net = Locus(model_config).to(device)  # the weights the optimiser moves
@@ -76,14 +105,25 @@ def train_locus(
         # the weights that are validated, selected and returned: net itself, or its moving average
         model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
         best = train_epochs(net, model, data, val, cfg, on_epoch, progress)
-        model.load_state_dict(best.state)
-        refit = refit_output(model, train_np, data, val, cfg) if cfg.refit_output else {}
-        finetune = finetune_predictor(model, train_np, data, val, cfg) if cfg.finetune_steps > 0 else {}
-        calibration = calibrate(model, data.enc, val, cfg) if cfg.calibration != "none" else {}
-    model.cpu().eval()
-    return TrainResult(model=model, history=best.history, best_epoch=best.epoch, best_metrics=best.metrics,
-                       calibration=calibration, finetune=finetune, latent=latent,
-                       refit=refit)
+        cuda = device.type == "cuda"
+        states = (torch.get_rng_state(), data.gen.get_state(), copy.deepcopy(data.rng.bit_generator.state),
+                  torch.cuda.get_rng_state(device) if cuda else None)
+        for branch in train_configs:
+            torch.set_rng_state(states[0])
+            if cuda:
+                torch.cuda.set_rng_state(states[3], device)
+            data.gen.set_state(states[1])
+            data.rng.bit_generator.state = copy.deepcopy(states[2])
+            kept = copy.deepcopy(model) if len(train_configs) > 1 else model
+            kept.load_state_dict(best.state)
+            refit = refit_output(kept, train_np, data, val, branch) if branch.refit_output else {}
+            finetune = finetune_predictor(kept, train_np, data, val, branch) if branch.finetune_steps > 0 else {}
+            calibration = calibrate(kept, data.enc, val, branch) if branch.calibration != "none" else {}
+            kept.cpu().eval()
+            results.append(TrainResult(model=kept, history=best.history, best_epoch=best.epoch,
+                                       best_metrics=best.metrics, calibration=calibration, finetune=finetune,
+                                       latent=latent, refit=refit))
+    return results
 
 
-__all__ = ["TrainConfig", "TrainResult", "train_locus"]
+__all__ = ["AFTER_SELECTION", "TrainConfig", "TrainResult", "train_branches", "train_locus"]

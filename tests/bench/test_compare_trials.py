@@ -59,3 +59,25 @@ def test_the_same_trial_twice_is_a_tie_of_exactly_zero(tmp_path):
     cache_probs(tmp_path, setup, setup.train_config, lambda fold: rng.uniform(size=(10, len(fold.test))))
     d = compare(setup, setup.train_config, setup.train_config, cache=tmp_path, n_boot=100)["groups"]["all"]["b_minus_a"]
     assert d["routing_acc"] == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0}
+
+
+def test_branch_trains_once_and_caches_each_trial_as_a_separate_fit(tmp_path):
+    from bench.bench_accuracy import cached_fit_and_predict
+
+    setup = small_setup(2)
+    setup.model_config = LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)
+    a = TrainConfig(device="cpu", seed=2, epochs=2, patience=2, select_from_epoch=0, latent_steps=20,
+                    latent_noise=(1.0,), finetune_steps=10, finetune_noise=(2.0,), batch_models=4, enc_min=4,
+                    enc_max=16, dec_batch=16)
+    b = replace(a, refit_output=True)
+    branched = compare(setup, a, b, cache=tmp_path / "branched", folds=[0], n_boot=50, branch=True)
+    # the same fold trained alone per trial, through bench_accuracy's fit cache
+    alone = tmp_path / "alone"
+    for config in (a, b):
+        cached_fit_and_predict(alone, "")(**{**setup.fit_args("locus", setup.splits[0]), "train_config": config,
+                                            "progress": False})
+    again = compare(setup, a, b, cache=alone, folds=[0], n_boot=50)  # reads the fits trained alone
+    assert branched["groups"]["all"]["per_fold"] == again["groups"]["all"]["per_fold"]
+    assert len(list((tmp_path / "branched").glob("locus_f0_*.npz"))) == 2
+    with np.load(next((tmp_path / "branched").glob("locus_f0_*.npz"))) as z:
+        assert z["probs"].shape == (10, len(setup.splits[0].test))

@@ -50,3 +50,19 @@ def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass():
 def test_refit_needs_the_warmup():
     with pytest.raises(ValueError, match="refit_output"):
         TrainConfig(refit_output=True, latent_steps=0)
+
+
+def test_branches_share_the_epochs_and_equal_separate_runs():
+    from locus_model.train import train_branches
+
+    enc, train, val = tiny_train_pool()
+    a = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4)
+    b = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=True)
+    branched = train_branches(enc, train, val, model_config=MODEL_CFG, train_configs=[a, b], progress=False)
+    for config, got in zip((a, b), branched):
+        alone = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=config, progress=False)
+        assert got.refit.keys() == alone.refit.keys() and got.finetune == alone.finetune
+        for k, v in alone.model.state_dict().items():
+            assert torch.equal(v, got.model.state_dict()[k]), k
+    with pytest.raises(ValueError, match="lr_encoder"):
+        train_branches(enc, train, val, model_config=MODEL_CFG, train_configs=[a, TrainConfig(**{**LATENT, "lr_encoder": 1e-3})])
