@@ -76,7 +76,8 @@ class TrainConfig:
     #   ridge regression from the pooled features of every training model, embedded from all its train cells without
     #   noise (as at test time), onto its warm-up latent; the ridge strength (refit_alphas) or no change is chosen by
     #   val BCE. It closes the part of the encoder's amortisation gap (trained on noisy subsets, tested on whole
-    #   sets) that is linear in the pooled features; embedding stays one forward pass (locus_model.train_refit)
+    #   sets) that is linear in the pooled features; embedding stays one forward pass (locus_model.train_refit).
+    #   Pools of fewer than 2 (d + 1) training models (258 at d=128) are left as trained
     refit_alphas: tuple[float, ...] = (0.01, 0.1, 1.0)  # ridge strengths of that refit, relative to the mean
     #   eigenvalue of the features' Gram matrix
     patience: int = 120  # stop after this many epochs without a better validation checkpoint

@@ -17,6 +17,10 @@ from locus_model.model import Locus
 from locus_model.train_config import TrainConfig
 from locus_model.train_inputs import Inputs, Validation, embed_sets, validate
 
+MODELS_PER_WEIGHT = 2  # the refit runs only with at least this many training models per weight of one output (d + 1):
+#   with fewer, least squares can match every training model's latent and say nothing of a new model's (MMLU-Pro's 23,
+#   AlpacaEval's 42 and the synthetic pool's 90 training models are left as trained, by construction)
+
 
 def pooled_features(model: Locus, enc: torch.Tensor, sets: list) -> torch.Tensor:  # (M, d)
     """The set encoder's pooled features of evaluation sets, before its output layer."""
@@ -49,11 +53,16 @@ def _r2(z: torch.Tensor, target: torch.Tensor) -> float:
 @torch.no_grad()
 def refit_output(model: Locus, train_np, data: Inputs, val: Validation, cfg: TrainConfig) -> dict:
     """Solve model.out by ridge onto data.latents for each of cfg.refit_alphas; keep the lowest val BCE (the trained
-    layer included). Returns {"alpha" (None = kept as trained), "val_loss_before", "val_loss_after",
+    layer included). A pool of fewer than MODELS_PER_WEIGHT * (d + 1) training models is left as trained ({"alpha":
+    None, "skipped": why}). Returns {"alpha" (None = kept as trained), "val_loss_before", "val_loss_after",
     "latent_r2_before", "latent_r2_after", "val_loss_at_alpha_<a>" for every alpha}."""
     if data.latents is None:
         raise ValueError("TrainConfig.refit_output needs the latent warm-up (latent_steps > 0): the refit's targets "
                          "are the warm-up's model vectors.")
+    needed = MODELS_PER_WEIGHT * (model.config.d + 1)
+    if len(data.avail) < needed:
+        return {"alpha": None, "skipped": f"{len(data.avail)} training models, fewer than {needed} "
+                f"({MODELS_PER_WEIGHT} per weight of the {model.config.d}+1 of one output)"}
     sets = [(idx, train_np[m, idx]) for m, idx in enumerate(data.avail)]
     h = pooled_features(model, data.enc, sets)
     h_val = pooled_features(model, data.enc, val.sets)

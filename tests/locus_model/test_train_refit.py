@@ -25,7 +25,14 @@ def test_ridge_recovers_a_linear_map_and_shrinks_with_alpha():
     assert w_big.norm() < 0.1 * w_true.norm()
 
 
-def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass():
+@pytest.fixture
+def few_models_allowed(monkeypatch):  # the tiny pool has 12 training models, under 2 (d + 1) = 66
+    import locus_model.train_refit as train_refit
+
+    monkeypatch.setattr(train_refit, "MODELS_PER_WEIGHT", 0.25)
+
+
+def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(few_models_allowed):
     enc, train, val = tiny_train_pool()
     plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=2),
                         progress=False)
@@ -52,7 +59,18 @@ def test_refit_needs_the_warmup():
         TrainConfig(refit_output=True, latent_steps=0)
 
 
-def test_branches_share_the_epochs_and_equal_separate_runs():
+def test_a_pool_with_too_few_models_per_weight_is_left_as_trained():
+    enc, train, val = tiny_train_pool()
+    config = dict(**LATENT, seed=2)
+    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**config), progress=False)
+    refit = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**config, refit_output=True),
+                        progress=False)
+    assert refit.refit["alpha"] is None and "12 training models, fewer than 66" in refit.refit["skipped"]
+    for k, v in plain.model.state_dict().items():
+        assert torch.equal(v, refit.model.state_dict()[k]), k
+
+
+def test_branches_share_the_epochs_and_equal_separate_runs(few_models_allowed):
     from locus_model.train import train_branches
 
     enc, train, val = tiny_train_pool()
