@@ -57,8 +57,7 @@ def refit_output(model: Locus, train_np, data: Inputs, val: Validation, cfg: Tra
     None, "skipped": why}). Returns {"alpha" (None = kept as trained), "val_loss_before", "val_loss_after",
     "latent_r2_before", "latent_r2_after", "val_loss_at_alpha_<a>" for every alpha}."""
     if data.latents is None:
-        raise ValueError("TrainConfig.refit_output needs the latent warm-up (latent_steps > 0): the refit's targets "
-                         "are the warm-up's model vectors.")
+        return {"alpha": None, "skipped": "no latent warm-up (latent_steps=0): the refit's targets are its vectors"}
     needed = MODELS_PER_WEIGHT * (model.config.d + 1)
     if len(data.avail) < needed:
         return {"alpha": None, "skipped": f"{len(data.avail)} training models, fewer than {needed} "

@@ -34,8 +34,8 @@ def few_models_allowed(monkeypatch):  # the tiny pool has 12 training models, un
 
 def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(few_models_allowed):
     enc, train, val = tiny_train_pool()
-    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=2),
-                        progress=False)
+    plain = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
+                        train_config=TrainConfig(**LATENT, seed=2, refit_output=False))
     refit = train_locus(enc, train, val, model_config=MODEL_CFG,
                         train_config=TrainConfig(**LATENT, seed=2, refit_output=True), progress=False)
     assert plain.refit == {} and refit.best_epoch == plain.best_epoch
@@ -54,15 +54,18 @@ def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(few
     assert np.allclose(z, embed_evaluation_sets(refit.model, enc, sets))
 
 
-def test_refit_needs_the_warmup():
-    with pytest.raises(ValueError, match="refit_output"):
-        TrainConfig(refit_output=True, latent_steps=0)
+def test_without_the_warmup_nothing_is_refitted():
+    enc, train, val = tiny_train_pool()
+    result = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
+                         train_config=TrainConfig(**{**LATENT, "latent_steps": 0}, refit_output=True))
+    assert result.refit["alpha"] is None and "no latent warm-up" in result.refit["skipped"]
 
 
 def test_a_pool_with_too_few_models_per_weight_is_left_as_trained():
     enc, train, val = tiny_train_pool()
     config = dict(**LATENT, seed=2)
-    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**config), progress=False)
+    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**config, refit_output=False),
+                        progress=False)
     refit = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**config, refit_output=True),
                         progress=False)
     assert refit.refit["alpha"] is None and "12 training models, fewer than 66" in refit.refit["skipped"]
@@ -74,7 +77,7 @@ def test_branches_share_the_epochs_and_equal_separate_runs(few_models_allowed):
     from locus_model.train import train_branches
 
     enc, train, val = tiny_train_pool()
-    a = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4)
+    a = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=False)
     b = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=True)
     branched = train_branches(enc, train, val, model_config=MODEL_CFG, train_configs=[a, b], progress=False)
     for config, got in zip((a, b), branched):

@@ -133,6 +133,10 @@ TRAIN_FIELD_DOCS = {
     "latent_noise": "Query-noise ratios of the latent warm-up: one fit per ratio, the lowest val BCE kept.",
     "latent_lr": "Adam learning rate of the warm-up's free model vectors.",
     "latent_weight": "Weight of the encoder's squared error to the model's latent vector (relative to their variance).",
+    "refit_output": "After the epochs, solve the encoder's output layer by ridge onto the warm-up latents from every "
+                    "training model's whole train set (as at test time); strength or no change chosen by val BCE. "
+                    "Pools under 2 (d + 1) training models are left as trained.",
+    "refit_alphas": "Ridge strengths the output refit tries, relative to the mean eigenvalue of the features' Gram matrix.",
     "patience": "Early stopping patience, in epochs without a better validation checkpoint. Paper: 500.",
     "select_on": "The validation figure that picks the kept epoch: loss (BCE over every model x validation query "
                  "cell) or routing (routing accuracy over the few validation queries, ties: lower BCE).",
