@@ -3,7 +3,7 @@ on the same test queries, or are they tied at this level."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -40,41 +40,72 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, n_boot: int = 2000, seed: 
     return {"diff": float(d.mean()), "ci_low": float(np.quantile(means, tail)), "ci_high": float(np.quantile(means, 1 - tail))}
 
 
+class QueryStats(NamedTuple):
+    """Per-query sufficient statistics of (M, Q) probs against labels: every metric of a query-resampled copy
+    of the data is a (bi)linear function of the query multiplicities, so B resamples cost O(B Q^2), not O(B M Q)."""
+
+    routed: np.ndarray  # (Q,) label of the routed model, NaN where no model is labelled
+    n_known: np.ndarray  # (Q,) labelled cells
+    agree: np.ndarray  # (Q,) labelled cells with (prob > 0.5) == label
+    sq_err: np.ndarray  # (Q,) summed squared error over labelled cells
+    n_pos: np.ndarray  # (Q,) positive labelled cells
+    n_neg: np.ndarray  # (Q,) negative labelled cells
+    pairs: np.ndarray  # (Q, Q) [q, q']: positive cells of q scored above negative cells of q' (ties count 1/2)
+
+
+def query_stats(probs: np.ndarray, labels: np.ndarray) -> QueryStats:
+    """The QueryStats of (M, Q) probs and labels (NaN = not labelled)."""
+    probs, labels = np.asarray(probs, np.float64), np.asarray(labels, np.float64)
+    n_q = labels.shape[1]
+    known = ~np.isnan(labels)
+    rows, cols = np.nonzero(known)
+    score, pos = probs[rows, cols], labels[rows, cols] >= 0.5
+    _, rank = np.unique(score, return_inverse=True)  # equal scores share one rank
+    rank = rank.reshape(-1)
+    by_rank = np.argsort(rank[pos], kind="stable")  # sorted needles: searchsorted walks the arrays in order
+    pos_rank, pos_col = rank[pos][by_rank], cols[pos][by_rank]
+    order = np.lexsort((rank[~pos], cols[~pos]))  # negatives by query, then by score
+    neg_rank, neg_col = rank[~pos][order], cols[~pos][order]
+    bounds = np.searchsorted(neg_col, np.arange(n_q + 1))
+    pairs = np.zeros((n_q, n_q))
+    for q in range(n_q):  # Mann-Whitney counts against query q's negatives, summed by the positive's query
+        neg = neg_rank[bounds[q]:bounds[q + 1]]
+        if len(neg) and len(pos_rank):
+            below = np.searchsorted(neg, pos_rank, "left") + np.searchsorted(neg, pos_rank, "right")
+            pairs[:, q] = np.bincount(pos_col, weights=0.5 * below, minlength=n_q)
+    return QueryStats(
+        routed=routing_outcomes(probs, labels),
+        n_known=known.sum(axis=0).astype(np.float64),
+        agree=np.where(known, (probs > 0.5) == (labels >= 0.5), False).sum(axis=0).astype(np.float64),
+        sq_err=np.where(known, (probs - np.nan_to_num(labels)) ** 2, 0.0).sum(axis=0),
+        n_pos=np.bincount(pos_col, minlength=n_q).astype(np.float64),
+        n_neg=np.bincount(cols[~pos], minlength=n_q).astype(np.float64),
+        pairs=pairs,
+    )
+
+
+def stats_draws(stats: QueryStats, weights: np.ndarray) -> dict[str, np.ndarray]:
+    """Routing, correctness accuracy, Brier and AUC on B query-resampled copies: weights (B, Q) multiplicities."""
+    weights = np.asarray(weights, np.float64)
+    has = ~np.isnan(stats.routed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = (weights @ stats.n_pos) * (weights @ stats.n_neg)
+        auc = np.where(total > 0, ((weights @ stats.pairs) * weights).sum(axis=1) / total, np.nan)
+        return {
+            "routing_acc": weights[:, has] @ stats.routed[has] / weights[:, has].sum(axis=1),
+            "correctness_acc": weights @ stats.agree / (weights @ stats.n_known),
+            "brier": weights @ stats.sq_err / (weights @ stats.n_known),
+            "auc": auc,
+        }
+
+
 def bootstrap_draws(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
     """Routing, correctness accuracy, Brier and AUC of (M, Q) probs on query-resampled copies of the data.
 
     weights: (B, Q) multiplicities of the queries in B bootstrap resamples (a row of ones is the data as
     it is). Returns {metric: (B,)}; each value equals the metric of score_predictions on the data with every
     query column repeated weights[b, q] times (AUC: Mann-Whitney with ties counting one half)."""
-    probs, labels = np.asarray(probs, np.float64), np.asarray(labels, np.float64)
-    weights = np.asarray(weights, np.float64)
-    known = ~np.isnan(labels)
-    routed = routing_outcomes(probs, labels)  # (Q,), NaN where no model is labelled
-    has = ~np.isnan(routed)
-    n_known = known.sum(axis=0)  # (Q,)
-    agree = np.where(known, (probs > 0.5) == (labels >= 0.5), False).sum(axis=0)
-    sq_err = np.where(known, (probs - np.nan_to_num(labels)) ** 2, 0.0).sum(axis=0)
-    out = {
-        "routing_acc": weights[:, has] @ routed[has] / weights[:, has].sum(axis=1),
-        "correctness_acc": weights @ agree / (weights @ n_known),
-        "brier": weights @ sq_err / (weights @ n_known),
-    }
-    # AUC: sort the labelled cells once; a resample only reweights them (cell weight = its query's multiplicity)
-    rows, cols = np.nonzero(known)
-    p, pos = probs[rows, cols], labels[rows, cols] >= 0.5
-    _, tie_group = np.unique(p, return_inverse=True)  # ascending score groups; equal scores share one
-    n_groups = int(tie_group.max()) + 1 if len(p) else 0
-    auc = np.full(len(weights), np.nan)
-    for b, w_query in enumerate(weights):
-        w = w_query[cols]
-        w_pos = np.bincount(tie_group, weights=w * pos, minlength=n_groups)
-        w_neg = np.bincount(tie_group, weights=w * ~pos, minlength=n_groups)
-        total = w_pos.sum() * w_neg.sum()
-        if total > 0:
-            below = np.cumsum(w_neg) - w_neg  # negative weight strictly below each score group
-            auc[b] = float((w_pos * (below + 0.5 * w_neg)).sum() / total)
-    out["auc"] = auc
-    return out
+    return stats_draws(query_stats(probs, labels), weights)
 
 
 def bootstrap_comparisons(
@@ -96,8 +127,8 @@ def bootstrap_comparisons(
         raise ValueError(f"bootstrap_comparisons: probs must include {against!r} and give one array per stratum of the "
                          f"same (M, Q) shape as its labels {[y.shape for y in labels]}; mismatched: {bad}")
     rng = np.random.default_rng(seed)
-    point = {name: [bootstrap_draws(p, y, np.ones((1, y.shape[1]))) for p, y in zip(ps, labels)]
-             for name, ps in probs.items()}
+    stats = {name: [query_stats(p, y) for p, y in zip(ps, labels)] for name, ps in probs.items()}
+    point = {name: [stats_draws(s, np.ones((1, len(s.routed)))) for s in ss] for name, ss in stats.items()}
     draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name][0]} for name in probs}
     for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q_k)
         size = min(n_boot, start + 256) - start
@@ -105,8 +136,8 @@ def bootstrap_comparisons(
         for k, y in enumerate(labels):
             n_q = y.shape[1]
             weights = np.stack([np.bincount(row, minlength=n_q) for row in rng.integers(0, n_q, size=(size, n_q))])
-            for name, ps in probs.items():
-                per_stratum[name].append(bootstrap_draws(ps[k], y, weights))
+            for name, ss in stats.items():
+                per_stratum[name].append(stats_draws(ss[k], weights))
         for name, strata in per_stratum.items():
             for metric in draws[name]:
                 draws[name][metric].append(np.mean([d[metric] for d in strata], axis=0))
