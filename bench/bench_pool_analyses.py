@@ -85,8 +85,9 @@ def run_pipeline(args) -> int:
         "raw_evaluations": {"config": {"source": "long", "path": str(args.evaluations.resolve()),
                                        "models_file": str(args.models_file.resolve())}},
         "query_encodings": {"config": {"encoder": args.encoder}},
-        "locus_checkpoint": {"config": dict(SHORT_TRAINING, epochs=args.epochs)},
     }}
+    if not args.default_training:
+        run_config["ops"]["locus_checkpoint"] = {"config": dict(SHORT_TRAINING, epochs=args.epochs)}
     selection = [dg.AssetKey(a) for a in args.only.split(",")] if args.only else None
     if selection:  # only the selected assets' config
         run_config["ops"] = {k: v for k, v in run_config["ops"].items() if k in args.only.split(",")}
@@ -231,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--models-file", type=Path, required=True)
     q.add_argument("--encoder", default="all-MiniLM-L6-v2")
     q.add_argument("--epochs", type=int, default=SHORT_TRAINING["epochs"])
+    q.add_argument("--default-training", action="store_true",
+                   help="train locus_checkpoint with the library's TrainConfig defaults (what a user's run does)")
     q.add_argument("--only", default="", help="comma-separated assets to materialize from the home's stored upstream")
     args = p.parse_args(argv)
     return run_synthetic(args) if args.mode == "synthetic" else run_pipeline(args)
