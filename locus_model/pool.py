@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from locus_model.data.contract import safe_model_key
-from locus_model.data.matrix import evaluations_digest
+from locus_model.data.matrix import evaluations_digests
 from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
@@ -37,11 +37,12 @@ def embed_models(
     """Pool rows for every model in ``table``: one forward pass, no training."""
     phi = encoding_matrix(encodings)
     models = sorted(table["model"].astype(str).unique())
+    digests = evaluations_digests(table)
     sets, prints, counts = [], [], []
     for name, rows in table.groupby(table["model"].astype(str), sort=True):
         idx = query_rows(encodings, rows["query_id"], what=f"model {name!r}: ")
         sets.append((idx, rows["score"].to_numpy(np.float32)))
-        prints.append(evaluations_digest(rows))
+        prints.append(digests[name])
         counts.append(len(rows))
     # a set's embedding does not depend on the other sets of its batch (embed_evaluation_sets pads by the set's
     # own length), so re-embedding any subset of the pool reproduces its rows bit for bit

@@ -45,10 +45,22 @@ class EvaluationMatrix:
         return self.scores.shape
 
 
-def evaluations_digest(table: pd.DataFrame) -> str:
-    """sha256 over the sorted (model, query_id, score) triples: identical evaluations, identical digest."""
+def _sorted_row_hashes(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(model names, uint64 row hashes) of the (model, query_id, score) triples sorted by model and query_id."""
     part = table[["model", "query_id", "score"]].astype({"model": str, "query_id": str})
     part = part.sort_values(["model", "query_id"], kind="stable")
-    digest = hashlib.sha256()
-    digest.update(pd.util.hash_pandas_object(part, index=False).to_numpy().tobytes())
-    return digest.hexdigest()[:16]
+    return part["model"].to_numpy(), pd.util.hash_pandas_object(part, index=False).to_numpy()
+
+
+def evaluations_digest(table: pd.DataFrame) -> str:
+    """sha256 over the sorted (model, query_id, score) triples: identical evaluations, identical digest."""
+    return hashlib.sha256(_sorted_row_hashes(table)[1].tobytes()).hexdigest()[:16]
+
+
+def evaluations_digests(table: pd.DataFrame) -> dict[str, str]:
+    """{model: evaluations_digest of its rows} for every model of ``table``, from one sort and one hash pass
+    (a row's hash does not depend on the other rows)."""
+    models, hashes = _sorted_row_hashes(table)
+    starts = np.flatnonzero(np.r_[True, models[1:] != models[:-1]]) if len(models) else np.zeros(0, int)
+    ends = np.r_[starts[1:], len(models)]
+    return {str(models[a]): hashlib.sha256(hashes[a:b].tobytes()).hexdigest()[:16] for a, b in zip(starts, ends)}

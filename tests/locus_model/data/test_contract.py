@@ -12,7 +12,7 @@ import pytest
 from locus_model.data.contract import safe_model_key, validate_evaluations
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.long_format import read_evaluations, read_models_file
-from locus_model.data.matrix import EvaluationMatrix, evaluations_digest
+from locus_model.data.matrix import EvaluationMatrix, evaluations_digest, evaluations_digests
 
 HEADER = "model,query_id,query,benchmark,score\n"
 ROWS = [
@@ -144,6 +144,15 @@ def test_matrix_and_evaluations_digest(tmp_path: Path) -> None:
     np.testing.assert_array_equal(matrix.scores, np.array([[1, 0], [0, np.nan]], np.float32))
     assert evaluations_digest(table) == evaluations_digest(table.iloc[::-1])
     assert evaluations_digest(table) != evaluations_digest(table.assign(score=[1.0, 1.0, 0.0]))
+
+
+def test_evaluations_digests_equal_each_models_own_digest() -> None:
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame({"model": rng.choice(["b", "a", "c"], 60), "query_id": [f"q{i}" for i in rng.permutation(60)],
+                          "score": rng.integers(0, 2, 60).astype(float)})
+    digests = evaluations_digests(table.sample(frac=1, random_state=1))  # any row order
+    assert digests == {m: evaluations_digest(table[table["model"] == m]) for m in ("a", "b", "c")}
+    assert len(set(digests.values())) == 3 and evaluations_digests(table.iloc[:0]) == {}
 
 
 
