@@ -62,7 +62,7 @@ def curve(setup, args) -> dict:
     rows = []
     for fold in [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]:
         rng = np.random.default_rng([args.seed, fold.index, 17])
-        for n in [*args.sizes, None]:
+        for n in [*args.sizes, *([None] if args.full_pool else [])]:
             trained = setup.trained if n is None or n >= len(setup.trained) else np.sort(rng.choice(setup.trained, n, replace=False))
             held = [setup.matrix.models[i] for i in np.setdiff1d(np.arange(len(setup.matrix.models)), trained)]
             result = evaluate(setup.matrix, setup.encodings, budget=args.budget, folds=args.folds, seed=args.seed,
@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--holdout-models", type=float, default=0.2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sizes", type=int, nargs="+", default=None, help="training-pool sizes of the curve")
+    p.add_argument("--full-pool", action=argparse.BooleanOptionalAction, default=True,
+                   help="add the row of the fold's full in-training pool (--no-full-pool: that row is bench_accuracy.py's "
+                        "table, e.g. when its MF and IRT fits are cached under another tag)")
     p.add_argument("--small-pools", type=int, default=None, metavar="K", help="models per small pool")
     p.add_argument("--draws", type=int, default=5, help="small pools drawn per fold")
     p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
