@@ -187,6 +187,18 @@ def test_checkpoint_figures_are_the_kept_models_in_dagster_and_mlflow(materializ
     assert "what it measures" in meta["figures"].value and "best_epoch" in meta
 
 
+def test_training_runs_on_the_configured_threads_and_restores_them(materialized) -> None:
+    """The tiny config trains on 1 torch thread (``threads``): the run logs it in Dagster and MLflow; the
+    process's setting is restored after the step (tests/locus_pipeline/test_reports.py: torch_threads)."""
+    import mlflow
+
+    _, result, home = materialized
+    assert _materialization(result, "locus_checkpoint")["torch_threads"].value == 1
+    row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    assert mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(
+        row["mlflow_run_id"]).data.params["torch_threads"] == "1"
+
+
 def test_metadata_paths_are_relative_to_the_home(materialized) -> None:
     """A copied home's metadata names its own files: $LOCUS_HOME/<relative path>, never the original's."""
     _, result, home = materialized

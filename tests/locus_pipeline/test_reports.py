@@ -67,3 +67,16 @@ def test_prediction_matrices_follow_the_requested_model_order() -> None:
     assert preds.labelled.tolist() == [False, True]
     with pytest.raises(ValueError, match=r"no test-query predictions for models \['c'\]"):
         prediction_matrices(long, ["a", "c"])
+
+
+def test_torch_threads_sets_the_count_inside_and_restores_it_even_on_error() -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    inside = 2 if before == 1 else 1
+    with reports.torch_threads(inside):
+        assert torch.get_num_threads() == inside
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="boom"), reports.torch_threads(inside):
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before

@@ -10,7 +10,7 @@ TINY_RUN_CONFIG = {
         "query_encodings": {"config": {"encoder": "hashing-256"}},
         "training_split": {"config": {"budget": 128}},
         "locus_checkpoint": {"config": {"epochs": 3, "patience": 3, "enc_max": 64, "finetune_steps": 40,
-                                         "latent_steps": 60}},
+                                         "latent_steps": 60, "threads": 1}},
         "routing_evaluation": {"config": {"n_boot": 200}},
     }
 }

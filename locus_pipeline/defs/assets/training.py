@@ -1,6 +1,7 @@
 """Training split + anchors, and the trained LOCUS checkpoint (tracked in MLflow)."""
 
 
+import contextlib
 import dataclasses
 import json
 import typing
@@ -194,6 +195,10 @@ TrainingConfig = create_model(
             "is epochs=2500, patience=500, batch_models=128, noise_start=2.8, noise_end=1.4, "
             "noise_anneal_epochs=500, with all-mpnet-base-v2 encodings (see README).",
     **config_fields(TrainConfig, TRAIN_FIELD_DOCS), **config_fields(LocusConfig, MODEL_FIELD_DOCS, skip=("query_dim",)),
+    # how this process runs, not what it trains: not part of the library's configs nor of the checkpoint
+    threads=(int, Field(default=0, ge=0, description=(
+        "torch CPU threads while training; 0 = torch's default (one per core). On a machine shared with other "
+        "jobs, 1 avoids oversubscribing the cores (on a busy 2-core machine an epoch took 3.5x longer with 2)."))),
 )
 
 
@@ -210,10 +215,13 @@ def locus_checkpoint(
 ) -> pd.DataFrame:
     """The trained set encoder + correctness predictor (trained on the in-training models only); one row:
     checkpoint_id, path (relative to LOCUS_HOME), encoder, MLflow run, metrics."""
+    import torch
+
     from locus_model.infer import inference_precision, resolve_device
     from locus_model.model import save_checkpoint
     from locus_model.pool import embed_models
     from locus_model.train import train_locus
+    from locus_pipeline.reports import torch_threads
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
     trained_on = evaluation_table[evaluation_table["model"].astype(str).isin(in_training)]
@@ -223,10 +231,13 @@ def locus_checkpoint(
     # the runtime the training encodings came from: the pool and serving encode with the same one
     runtime = str(query_encodings["runtime"].iloc[0]) if "runtime" in query_encodings else "torch"
     digest, device = evaluations_digest(trained_on), str(resolve_device(train_config.device))
-    with TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
+    threads = torch_threads(config.threads) if config.threads else contextlib.nullcontext()
+    with threads, TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
+        torch_threads_used = torch.get_num_threads()
         tracked.log_params(model_config, train_config, evaluations_digest=digest, encoder_runtime=runtime, device=device,
                            models=arrays.matrix.shape[0], held_out_models=int((model_split["group"] == "held_out").sum()),
-                           queries=arrays.matrix.shape[1], budget=int(training_split["anchor"].sum()))
+                           queries=arrays.matrix.shape[1], budget=int(training_split["anchor"].sum()),
+                           torch_threads=torch_threads_used)
         result = train_locus(arrays.encodings, arrays.train_scores, arrays.val_scores, model_config=model_config,
                              train_config=train_config, on_epoch=tracked.log_epoch, progress=True)
         saved = home.save_checkpoint(lambda path: save_checkpoint(
@@ -242,7 +253,7 @@ def locus_checkpoint(
     context.add_output_metadata({
         **tracked.output_metadata(), "checkpoint": home_path(home, home.resolve(saved.stored)),
         "checkpoint_id": saved.checkpoint_id, "trained_on_models": arrays.matrix.shape[0], "best_epoch": result.best_epoch,
-        "epochs_run": len(result.history), "device": device,
+        "epochs_run": len(result.history), "device": device, "torch_threads": torch_threads_used,
         "inference_precision": inference_precision(device),  # of the pool's embeddings and of scoring (bf16/fp32)
         **figures_metadata(figures), "training_curve": dg.MetadataValue.md(curve_md),
     })
