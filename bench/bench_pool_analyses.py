@@ -86,8 +86,11 @@ def run_pipeline(args) -> int:
                                        "models_file": str(args.models_file.resolve())}},
         "query_encodings": {"config": {"encoder": args.encoder}},
     }}
-    if not args.default_training:
-        run_config["ops"]["locus_checkpoint"] = {"config": dict(SHORT_TRAINING, epochs=args.epochs)}
+    training = {} if args.default_training else dict(SHORT_TRAINING, epochs=args.epochs)
+    if args.threads:
+        training["threads"] = args.threads
+    if training:
+        run_config["ops"]["locus_checkpoint"] = {"config": training}
     selection = [dg.AssetKey(a) for a in args.only.split(",")] if args.only else None
     if selection:  # only the selected assets' config
         run_config["ops"] = {k: v for k, v in run_config["ops"].items() if k in args.only.split(",")}
@@ -233,7 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--encoder", default="all-MiniLM-L6-v2")
     q.add_argument("--epochs", type=int, default=SHORT_TRAINING["epochs"])
     q.add_argument("--default-training", action="store_true",
-                   help="train locus_checkpoint with the library's TrainConfig defaults (what a user's run does)")
+                   help="train locus_checkpoint with the library's TrainConfig defaults (what a user's run does; "
+                        "--epochs is then ignored)")
+    q.add_argument("--threads", type=int, default=0,
+                   help="locus_checkpoint's torch threads (0: torch's default; 1 on a machine shared with other jobs)")
     q.add_argument("--only", default="", help="comma-separated assets to materialize from the home's stored upstream")
     args = p.parse_args(argv)
     return run_synthetic(args) if args.mode == "synthetic" else run_pipeline(args)
