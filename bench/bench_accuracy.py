@@ -169,7 +169,7 @@ def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", r
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        colours = {"locus": "C0", "embedllm_mf": "C1", "irt": "C2", "knn": "C3", "best_single": "grey"}
+        colours = {"locus": "C0", "embedllm_mf": "C1", "irt": "C2", "knn": "C3", "per_benchmark": "C4", "best_single": "grey"}
         fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
         for m in methods:
             if m == "oracle":  # far above the others (its value is in the title)
