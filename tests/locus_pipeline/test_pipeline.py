@@ -187,9 +187,9 @@ def test_checkpoint_figures_are_the_kept_models_in_dagster_and_mlflow(materializ
     assert "what it measures" in meta["figures"].value and "best_epoch" in meta
 
 
-def test_training_runs_on_the_configured_threads_and_restores_them(materialized) -> None:
-    """The tiny config trains on 1 torch thread (``threads``): the run logs it in Dagster and MLflow; the
-    process's setting is restored after the step (tests/locus_pipeline/test_reports.py: torch_threads)."""
+def test_training_runs_on_the_configured_threads(materialized) -> None:
+    """The tiny config trains on 1 torch thread (``threads``) and the run logs it in Dagster and MLflow (that the
+    process's setting is restored afterwards: test_reports.py, torch_threads)."""
     import mlflow
 
     _, result, home = materialized
