@@ -16,8 +16,9 @@ predictor fine-tuning and the calibration in train_predictor, the encoder's outp
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -45,6 +46,11 @@ class TrainResult:
     #   the predictor with the free model vectors), "steps_run" per noise ratio}; {} if off
     refit: dict = field(default_factory=dict)  # the encoder's output refit (TrainConfig.refit_output): {"alpha" (None =
     #   the trained layer kept), "val_loss_before", "val_loss_after", "latent_r2_before", "latent_r2_after"}; {} if off
+    seconds: dict = field(default_factory=dict)  # wall seconds of each stage that ran, in STAGES order (of
+    #   train_branches: the shared warm-up and epochs, then this branch's own stages)
+
+
+STAGES = ("latent_warmup", "epochs", "output_refit", "predictor_finetuning", "calibration")  # TrainResult.seconds' keys
 
 
 # the TrainConfig fields read only after the kept epoch is selected: trials that differ in these alone can share
@@ -101,10 +107,11 @@ def train_branches(
         net = Locus(model_config).to(device)  # the weights the optimiser moves
         if cfg.profile_weight > 0:
             data.readout = torch.nn.Linear(model_config.d, cfg.splice_clusters).to(device)
-        latent = fit_latents(net, data, train_np, val, cfg) if cfg.latent_steps > 0 else {}
+        shared: dict[str, float] = {}
+        latent = _timed(shared, "latent_warmup", cfg.latent_steps > 0, fit_latents, net, data, train_np, val, cfg)
         # the weights that are validated, selected and returned: net itself, or its moving average
         model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
-        best = train_epochs(net, model, data, val, cfg, on_epoch, progress)
+        best = _timed(shared, "epochs", True, train_epochs, net, model, data, val, cfg, on_epoch, progress)
         cuda = device.type == "cuda"
         states = (torch.get_rng_state(), data.gen.get_state(), copy.deepcopy(data.rng.bit_generator.state),
                   torch.cuda.get_rng_state(device) if cuda else None)
@@ -116,14 +123,27 @@ def train_branches(
             data.rng.bit_generator.state = copy.deepcopy(states[2])
             kept = copy.deepcopy(model) if len(train_configs) > 1 else model
             kept.load_state_dict(best.state)
-            refit = refit_output(kept, train_np, data, val, branch) if branch.refit_output else {}
-            finetune = finetune_predictor(kept, train_np, data, val, branch) if branch.finetune_steps > 0 else {}
-            calibration = calibrate(kept, data.enc, val, branch) if branch.calibration != "none" else {}
+            seconds = dict(shared)
+            refit = _timed(seconds, "output_refit", branch.refit_output, refit_output, kept, train_np, data, val, branch)
+            finetune = _timed(seconds, "predictor_finetuning", branch.finetune_steps > 0, finetune_predictor, kept,
+                              train_np, data, val, branch)
+            calibration = _timed(seconds, "calibration", branch.calibration != "none", calibrate, kept, data.enc, val,
+                                 branch)
             kept.cpu().eval()
             results.append(TrainResult(model=kept, history=best.history, best_epoch=best.epoch,
                                        best_metrics=best.metrics, calibration=calibration, finetune=finetune,
-                                       latent=latent, refit=refit))
+                                       latent=latent, refit=refit, seconds=seconds))
     return results
 
 
-__all__ = ["AFTER_SELECTION", "TrainConfig", "TrainResult", "train_branches", "train_locus"]
+def _timed(seconds: dict[str, float], stage: str, on: bool, run: Callable[..., Any], *args) -> Any:
+    """run(*args) when the stage is on, its wall seconds into seconds[stage]; {} when off."""
+    if not on:
+        return {}
+    clock = time.perf_counter()
+    out = run(*args)
+    seconds[stage] = time.perf_counter() - clock
+    return out
+
+
+__all__ = ["AFTER_SELECTION", "STAGES", "TrainConfig", "TrainResult", "train_branches", "train_locus"]

@@ -19,8 +19,18 @@ from locus_model.train_inputs import Inputs, Validation, embed_sets, projected_n
 
 
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning
-FINETUNE_MAX_COLUMNS = 2048  # train queries per fine-tuning step (a random subset when there are more)
-FINETUNE_MAX_MODELS = 256  # models per fine-tuning step (a random subset when there are more)
+FINETUNE_MAX_COLUMNS = 2048  # train queries per predictor-only step (a random subset when there are more)
+FINETUNE_MAX_MODELS = 256  # models per predictor-only step (a random subset when there are more)
+PREDICTOR_STEP_CELLS = 32_768  # at most this many (model, query) cells per predictor-only step: with more models x
+#   train queries, the step takes a random subset of the queries (FINETUNE_MAX_MODELS models x 128 queries). A step's
+#   cost then stays that of 128 anchors at any budget: on metabench (1,601 training models, one CPU thread) a
+#   warm-up step cost 0.11 s at 128 anchors and 0.54 s at 512, and the warm-up was 1,203 of a fold's 1,728 s at 512
+
+
+def step_columns(rows: int) -> int:
+    """The most train queries a predictor-only step of ``rows`` models takes (FINETUNE_MAX_COLUMNS, fewer when
+    rows x FINETUNE_MAX_COLUMNS exceeds PREDICTOR_STEP_CELLS)."""
+    return max(1, min(FINETUNE_MAX_COLUMNS, PREDICTOR_STEP_CELLS // max(rows, 1)))
 
 
 def _predictor_batch(
@@ -34,9 +44,11 @@ def _predictor_batch(
     gen: torch.Generator,
     rng: np.random.Generator,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | slice]:
-    """One predictor-only step's cells: at most FINETUNE_MAX_COLUMNS train queries and FINETUNE_MAX_MODELS models
-    (random subsets when there are more), noisy query projections; (logits (R, C), targets, known, the rows)."""
-    cols = cols_all if len(cols_all) <= FINETUNE_MAX_COLUMNS else rng.choice(cols_all, FINETUNE_MAX_COLUMNS, replace=False)
+    """One predictor-only step's cells: at most FINETUNE_MAX_MODELS models and FINETUNE_MAX_COLUMNS train queries, at
+    most PREDICTOR_STEP_CELLS cells (random subsets when there are more), noisy query projections; (logits (R, C),
+    targets, known, the rows)."""
+    n_cols = step_columns(min(len(z), FINETUNE_MAX_MODELS))
+    cols = cols_all if len(cols_all) <= n_cols else rng.choice(cols_all, n_cols, replace=False)
     cols_t = torch.from_numpy(np.asarray(cols)).to(enc_t.device)
     u = model.query_projection(enc_t[cols_t])  # (C, d)
     if std > 0:

@@ -110,6 +110,13 @@ class TrainingRun:
         mlflow.log_artifact(str(saved.local), artifact_path="checkpoint")
         mlflow.log_artifact(str(curve), artifact_path="plots")
 
+    def log_stage_seconds(self, seconds: dict[str, float]) -> None:
+        """The wall seconds of each training stage that ran (``TrainResult.seconds``) as ``seconds/<stage>``: where a
+        training's time went (the latent warm-up, the epochs, the output refit, the fine-tuning, the calibration)."""
+        import mlflow
+
+        mlflow.log_metrics({f"seconds/{stage}": float(value) for stage, value in seconds.items()})
+
     def register(self, saved: SavedCheckpoint, embeddings: pd.DataFrame) -> str:
         """The checkpoint with ``embeddings`` (the model embeddings it made) logged as a pyfunc and registered as a
         new version (alias ``current``); returns the version number."""

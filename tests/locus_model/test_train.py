@@ -50,6 +50,9 @@ def test_on_epoch_is_called_every_epoch_with_the_history(trained):
     assert all((h["val_routing_acc"], -h["val_loss"]) <= (best["val_routing_acc"], -best["val_loss"])
                for h in eligible)
     assert res.best_metrics == best
+    # FAST: no warm-up nor fine-tuning; the refit is called and records why it skipped (no warm-up latents)
+    assert list(res.seconds) == ["epochs", "output_refit", "calibration"] and "skipped" in res.refit
+    assert res.seconds["epochs"] >= sum(h["seconds"] for h in res.history)
 
 
 def test_same_seed_same_result_and_caller_rng_untouched(tiny_pool):

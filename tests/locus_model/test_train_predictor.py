@@ -156,3 +156,29 @@ def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_p
     target = kept["latents"]
     err = (z - target).pow(2).sum(1).mean() / target.var(0).sum()  # the squared error the epochs minimise
     assert err < 0.8  # far below the 1 + ... of an embedding that ignores the latents
+
+
+def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(monkeypatch):
+    import locus_model.train_predictor as train_predictor
+    from locus_model.model import Locus, LocusConfig
+
+    monkeypatch.setattr(train_predictor, "PREDICTOR_STEP_CELLS", 64)
+    monkeypatch.setattr(train_predictor, "FINETUNE_MAX_MODELS", 8)
+    model = Locus(LocusConfig(query_dim=6, d=8, n_heads=2, n_latents=4, predictor_hidden=8))
+    enc = torch.randn(40, 6)
+    gen, rng = torch.Generator().manual_seed(0), np.random.default_rng(0)
+
+    def step(models: int, queries: int):
+        z = torch.randn(models, 8)
+        known = torch.zeros(models, 40, dtype=torch.bool)
+        known[:, :queries] = True
+        scores = known.float()
+        return train_predictor._predictor_batch(model, z, enc, scores, known, np.arange(queries), 0.0, gen, rng)
+
+    logits, _, mask, rows = step(4, 10)  # 40 cells: all of them
+    assert logits.shape == (4, 10) and bool(mask.all()) and rows == slice(None)
+    logits, _, _, _ = step(4, 30)  # 120 cells: 4 models x 16 queries
+    assert logits.shape == (4, 16)
+    logits, _, _, rows = step(20, 30)  # 8 of the 20 models x 8 queries
+    assert logits.shape == (8, 8) and len(rows) == 8
+    assert train_predictor.step_columns(1) == min(train_predictor.FINETUNE_MAX_COLUMNS, 64)

@@ -74,7 +74,7 @@ def test_a_pool_with_too_few_models_per_weight_is_left_as_trained():
 
 
 def test_branches_share_the_epochs_and_equal_separate_runs(few_models_allowed):
-    from locus_model.train import train_branches
+    from locus_model.train import STAGES, train_branches
 
     enc, train, val = tiny_train_pool()
     a = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=False)
@@ -83,6 +83,11 @@ def test_branches_share_the_epochs_and_equal_separate_runs(few_models_allowed):
     for config, got in zip((a, b), branched):
         alone = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=config, progress=False)
         assert got.refit.keys() == alone.refit.keys() and got.finetune == alone.finetune
+        # every stage that ran is timed; the shared ones are the same for both branches, the refit only where it ran
+        assert list(got.seconds) == [s for s in STAGES if s != "output_refit" or config.refit_output]
+        assert all(v > 0 for v in got.seconds.values())
+        assert {k: branched[0].seconds[k] for k in ("latent_warmup", "epochs")} == \
+            {k: got.seconds[k] for k in ("latent_warmup", "epochs")}
         for k, v in alone.model.state_dict().items():
             assert torch.equal(v, got.model.state_dict()[k]), k
     with pytest.raises(ValueError, match="lr_encoder"):

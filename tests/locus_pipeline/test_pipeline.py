@@ -199,6 +199,19 @@ def test_training_runs_on_the_configured_threads(materialized) -> None:
         row["mlflow_run_id"]).data.params["torch_threads"] == "1"
 
 
+def test_training_logs_where_its_time_went(materialized) -> None:
+    """Each training stage that ran has its wall seconds in MLflow (seconds/<stage>) and in the Dagster table."""
+    import mlflow
+
+    _, result, home = materialized
+    row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    logged = mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(row["mlflow_run_id"]).data.metrics
+    stages = {k.split("/", 1)[1]: v for k, v in logged.items() if k.startswith("seconds/")}
+    assert {"latent_warmup", "epochs", "predictor_finetuning", "calibration"} <= set(stages) and all(v > 0 for v in stages.values())
+    table = _materialization(result, "locus_checkpoint")["stage_seconds"].value
+    assert all(f"| {stage} | {value:.1f} |" in table for stage, value in stages.items()) and "| total |" in table
+
+
 def test_metadata_paths_are_relative_to_the_home(materialized) -> None:
     """A copied home's metadata names its own files: $LOCUS_HOME/<relative path>, never the original's."""
     _, result, home = materialized

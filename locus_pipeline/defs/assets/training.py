@@ -61,6 +61,14 @@ def checkpoint_figures(result) -> Figures:
     return [(n, round(float(v), 4), why) for n, v, why in out if v is not None]
 
 
+def stage_seconds_table(seconds: dict[str, float]) -> str:
+    """Where the training's wall time went: one row per stage that ran (MLflow: seconds/<stage>)."""
+    total = sum(seconds.values())
+    return "| stage | seconds | share |\n|---|---:|---:|\n" + "\n".join(
+        f"| {stage} | {value:.1f} | {100 * value / max(total, 1e-9):.0f} % |" for stage, value in seconds.items()) + \
+        f"\n| total | {total:.1f} | |"
+
+
 def figures_metadata(figures: Figures) -> dict:
     """One float per figure (MLflow: selected/<name>), which the asset's Plots tab charts across materializations,
     and the figures as a table with what each measures."""
@@ -247,6 +255,7 @@ def locus_checkpoint(
         curve_md = training_curve_png(result.history, curve)
         figures = checkpoint_figures(result)  # the saved checkpoint's figures, the same in MLflow and in Dagster
         tracked.log_checkpoint(saved, curve, figures)
+        tracked.log_stage_seconds(result.seconds)
         # the registered version as a pyfunc: the checkpoint with the training source's model embeddings
         tracked.register(saved, embed_models(result.model, pool_evaluations(evaluation_table, training_split),
                                              query_encodings, checkpoint=saved.checkpoint_id, source="training"))
@@ -254,6 +263,7 @@ def locus_checkpoint(
         **tracked.output_metadata(), "checkpoint": home_path(home, home.resolve(saved.stored)),
         "checkpoint_id": saved.checkpoint_id, "trained_on_models": arrays.matrix.shape[0], "best_epoch": result.best_epoch,
         "epochs_run": len(result.history), "device": device, "torch_threads": torch_threads_used,
+        "stage_seconds": dg.MetadataValue.md(stage_seconds_table(result.seconds)),
         "inference_precision": inference_precision(device),  # of the pool's embeddings and of scoring (bf16/fp32)
         **figures_metadata(figures), "training_curve": dg.MetadataValue.md(curve_md),
     })
