@@ -2,7 +2,7 @@
 
 Same folds, anchors, model split and TrainConfig as `bench_accuracy.py --suite S --budgets B` (the harness's k-fold;
 --train-option overrides as there). Each budget is trained once with the library as it is and, with --baseline-cells,
-once more with PREDICTOR_STEP_CELLS set to that value (the cap on cells per predictor-only step;
+once more with TrainConfig.predictor_step_cells set to that value (the cap on cells per predictor-only step;
 1000000 = no cap below the 2,048-query x 256-model limit, the behaviour before the cap), so the ratio of the two is
 measured in the same run on the same machine. Per stage: seconds, share, and (with a baseline) the ratio.
 
@@ -27,30 +27,26 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from dataclasses import replace  # noqa: E402
+
 from bench.bench_accuracy import BUDGETS, harness_setup  # noqa: E402
-import locus_model.train_predictor as train_predictor  # noqa: E402
 from locus_model.train import STAGES, train_locus  # noqa: E402
 
 
 def train_stages(setup, fold, step_cells: int | None = None) -> dict:
     """One LOCUS training on the fold's anchors (validation: its val cells), as fit_and_predict trains it; the
-    seconds per stage, the total, the warm-up's and the fine-tuning's steps. step_cells: PREDICTOR_STEP_CELLS for this
-    training (None = the library's)."""
+    seconds per stage, the total, the warm-up's and the fine-tuning's steps. step_cells: predictor_step_cells for this
+    training (None = the setup's)."""
     budget = np.full_like(setup.scores, np.nan)
     budget[:, fold.anchors] = setup.scores[:, fold.anchors]
     val = np.full_like(setup.scores, np.nan)
     val[:, fold.val] = setup.scores[:, fold.val]
-    kept = train_predictor.PREDICTOR_STEP_CELLS
-    if step_cells is not None:
-        train_predictor.PREDICTOR_STEP_CELLS = step_cells
-    try:
-        t0 = time.perf_counter()
-        result = train_locus(setup.encodings, budget[setup.trained], val[setup.trained],
-                             model_config=setup.model_config, train_config=setup.train_config, progress=False)
-        total = time.perf_counter() - t0
-    finally:
-        train_predictor.PREDICTOR_STEP_CELLS = kept
-    return {"step_cells": step_cells or kept, "seconds": result.seconds, "total": total,
+    config = setup.train_config if step_cells is None else replace(setup.train_config, predictor_step_cells=step_cells)
+    t0 = time.perf_counter()
+    result = train_locus(setup.encodings, budget[setup.trained], val[setup.trained],
+                         model_config=setup.model_config, train_config=config, progress=False)
+    total = time.perf_counter() - t0
+    return {"step_cells": config.predictor_step_cells, "seconds": result.seconds, "total": total,
             "latent_steps_run": result.latent.get("steps_run"), "finetune_steps_run": result.finetune.get("steps_run"),
             "val_routing_acc": result.finetune.get("val_routing_acc", result.best_metrics.get("val_routing_acc"))}
 
@@ -78,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--baseline-cells", type=int, default=None,
-                   help="also train with PREDICTOR_STEP_CELLS at this value and print the ratio (library / baseline)")
+                   help="also train with predictor_step_cells at this value and print the ratio (library / baseline)")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     args = p.parse_args(argv)

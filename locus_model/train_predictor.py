@@ -21,16 +21,12 @@ from locus_model.train_inputs import Inputs, Validation, embed_sets, projected_n
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning
 FINETUNE_MAX_COLUMNS = 2048  # train queries per predictor-only step (a random subset when there are more)
 FINETUNE_MAX_MODELS = 256  # models per predictor-only step (a random subset when there are more)
-PREDICTOR_STEP_CELLS = 32_768  # at most this many (model, query) cells per predictor-only step: with more models x
-#   train queries, the step takes a random subset of the queries (FINETUNE_MAX_MODELS models x 128 queries). A step's
-#   cost then stays that of 128 anchors at any budget: on metabench (1,601 training models, one CPU thread) a
-#   warm-up step cost 0.11 s at 128 anchors and 0.54 s at 512, and the warm-up was 1,203 of a fold's 1,728 s at 512
 
 
-def step_columns(rows: int) -> int:
+def step_columns(rows: int, step_cells: int) -> int:
     """The most train queries a predictor-only step of ``rows`` models takes (FINETUNE_MAX_COLUMNS, fewer when
-    rows x FINETUNE_MAX_COLUMNS exceeds PREDICTOR_STEP_CELLS)."""
-    return max(1, min(FINETUNE_MAX_COLUMNS, PREDICTOR_STEP_CELLS // max(rows, 1)))
+    rows x FINETUNE_MAX_COLUMNS exceeds step_cells, TrainConfig.predictor_step_cells)."""
+    return max(1, min(FINETUNE_MAX_COLUMNS, step_cells // max(rows, 1)))
 
 
 def _predictor_batch(
@@ -40,14 +36,15 @@ def _predictor_batch(
     scores_t: torch.Tensor,  # (M, Q) train scores, 0 where unknown
     known_t: torch.Tensor,  # (M, Q) bool train cells
     cols_all: np.ndarray,  # the queries with a train cell
+    step_cells: int,  # TrainConfig.predictor_step_cells
     std: float,
     gen: torch.Generator,
     rng: np.random.Generator,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | slice]:
     """One predictor-only step's cells: at most FINETUNE_MAX_MODELS models and FINETUNE_MAX_COLUMNS train queries, at
-    most PREDICTOR_STEP_CELLS cells (random subsets when there are more), noisy query projections; (logits (R, C),
+    most step_cells cells (random subsets when there are more), noisy query projections; (logits (R, C),
     targets, known, the rows)."""
-    n_cols = step_columns(min(len(z), FINETUNE_MAX_MODELS))
+    n_cols = step_columns(min(len(z), FINETUNE_MAX_MODELS), step_cells)
     cols = cols_all if len(cols_all) <= n_cols else rng.choice(cols_all, n_cols, replace=False)
     cols_t = torch.from_numpy(np.asarray(cols)).to(enc_t.device)
     u = model.query_projection(enc_t[cols_t])  # (C, d)
@@ -80,7 +77,8 @@ def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
         std, ratio_best, ratio_step = data.noise_std(ratio), math.inf, 0
         for step in range(1, cfg.latent_steps + 1):
             net.train()
-            logits, targets, mask, rows_t = _predictor_batch(net, z, data.enc, data.scores, known_t, cols_all, std,
+            logits, targets, mask, rows_t = _predictor_batch(net, z, data.enc, data.scores, known_t, cols_all,
+                                                             cfg.predictor_step_cells, std,
                                                              data.gen, data.rng)
             bce = F.binary_cross_entropy_with_logits(logits[mask], targets[mask], reduction="sum")
             loss = (bce + 0.5 * z[rows_t].pow(2).sum()) / mask.sum().clamp(min=1)
@@ -147,7 +145,8 @@ def _finetune_run(
     best_step, best_state = 0, copy.deepcopy(model.state_dict())
     for step in range(1, cfg.finetune_steps + 1):
         model.train()
-        logits, targets, mask, _ = _predictor_batch(model, z, enc_t, scores_t, known_t, cols_all, std, gen, rng)
+        logits, targets, mask, _ = _predictor_batch(model, z, enc_t, scores_t, known_t, cols_all,
+                                               cfg.predictor_step_cells, std, gen, rng)
         loss = F.binary_cross_entropy_with_logits(logits[mask], targets[mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -158,11 +158,10 @@ def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_p
     assert err < 0.8  # far below the 1 + ... of an embedding that ignores the latents
 
 
-def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(monkeypatch):
+def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(monkeypatch):  # predictor_step_cells=64
     import locus_model.train_predictor as train_predictor
     from locus_model.model import Locus, LocusConfig
 
-    monkeypatch.setattr(train_predictor, "PREDICTOR_STEP_CELLS", 64)
     monkeypatch.setattr(train_predictor, "FINETUNE_MAX_MODELS", 8)
     model = Locus(LocusConfig(query_dim=6, d=8, n_heads=2, n_latents=4, predictor_hidden=8))
     enc = torch.randn(40, 6)
@@ -173,7 +172,7 @@ def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(
         known = torch.zeros(models, 40, dtype=torch.bool)
         known[:, :queries] = True
         scores = known.float()
-        return train_predictor._predictor_batch(model, z, enc, scores, known, np.arange(queries), 0.0, gen, rng)
+        return train_predictor._predictor_batch(model, z, enc, scores, known, np.arange(queries), 64, 0.0, gen, rng)
 
     logits, _, mask, rows = step(4, 10)  # 40 cells: all of them
     assert logits.shape == (4, 10) and bool(mask.all()) and rows == slice(None)
@@ -181,4 +180,7 @@ def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(
     assert logits.shape == (4, 16)
     logits, _, _, rows = step(20, 30)  # 8 of the 20 models x 8 queries
     assert logits.shape == (8, 8) and len(rows) == 8
-    assert train_predictor.step_columns(1) == min(train_predictor.FINETUNE_MAX_COLUMNS, 64)
+    assert train_predictor.step_columns(1, 64) == 64
+    assert train_predictor.step_columns(1, 10**6) == train_predictor.FINETUNE_MAX_COLUMNS
+    with pytest.raises(ValueError, match="predictor_step_cells"):
+        TrainConfig(predictor_step_cells=0)

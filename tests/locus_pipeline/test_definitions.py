@@ -96,7 +96,7 @@ NOT_DEFAULT_TRAIN = dict(epochs=7, max_steps=123, epoch_models=50, val_models=No
                          lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01, grad_clip=0.5, noise_start=0.5,
                          noise_end=0.25, noise_anneal_epochs=4, patience=9, select_from_epoch=3, seed=11, device="cpu",
                          ema_decay=0.0, finetune_steps=40,
-                         finetune_patience=20, finetune_noise=(1.5, 2.5), calibration="none")
+                         finetune_patience=20, finetune_noise=(1.5, 2.5), predictor_step_cells=4096, calibration="none")
 NOT_DEFAULT_MODEL = dict(d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=16, predictor_dropout=0.2)
 
 

@@ -157,6 +157,8 @@ TRAIN_FIELD_DOCS = {
                       "(min val BCE kept); 0 = off. The encoder is untouched.",
     "finetune_patience": "Stop that fine-tuning after this many steps without a lower val BCE.",
     "finetune_noise": "Query-noise ratios of that predictor fine-tuning: one run per ratio, the lowest val BCE kept.",
+    "predictor_step_cells": "At most this many (model, query) cells per step of the latent warm-up and the predictor "
+                            "fine-tuning (a random subset of the queries beyond it): a step costs the same at any budget.",
     "calibration": "Post-hoc calibration fitted on validation: platt, temperature or none (routing unchanged).",
 }
 MODEL_FIELD_DOCS = {  # LocusConfig's query_dim is not configurable: it is the query encoder's width
