@@ -90,10 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     scores, held, trained = setup.scores, setup.held, setup.trained
     for fold in folds:
         t0 = time.perf_counter()
-        budget_scores = np.full_like(scores, np.nan)
-        budget_scores[:, fold.anchors] = scores[:, fold.anchors]
-        val_scores = np.full_like(scores, np.nan)
-        val_scores[:, fold.val] = scores[:, fold.val]
+        budget_scores, val_scores = fold.budget_and_val(scores)
         subsets = onboarding_scores(scores, fold.anchors, held, sizes, np.random.default_rng([args.seed, fold.index, 31]))
         labels = scores[:, fold.test]
         for name in methods:

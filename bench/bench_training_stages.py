@@ -19,15 +19,13 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-
-from dataclasses import replace  # noqa: E402
 
 from bench.bench_accuracy import BUDGETS, harness_setup  # noqa: E402
 from locus_model.train import STAGES, train_locus  # noqa: E402
@@ -37,10 +35,7 @@ def train_stages(setup, fold, step_cells: int | None = None) -> dict:
     """One LOCUS training on the fold's anchors (validation: its val cells), as fit_and_predict trains it; the
     seconds per stage, the total, the warm-up's and the fine-tuning's steps. step_cells: predictor_step_cells for this
     training (None = the setup's)."""
-    budget = np.full_like(setup.scores, np.nan)
-    budget[:, fold.anchors] = setup.scores[:, fold.anchors]
-    val = np.full_like(setup.scores, np.nan)
-    val[:, fold.val] = setup.scores[:, fold.val]
+    budget, val = fold.budget_and_val(setup.scores)
     config = setup.train_config if step_cells is None else replace(setup.train_config, predictor_step_cells=step_cells)
     t0 = time.perf_counter()
     result = train_locus(setup.encodings, budget[setup.trained], val[setup.trained],

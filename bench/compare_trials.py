@@ -61,10 +61,7 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
              for k, (c, t) in trials.items()}
     if not all(p.is_file() for p in paths.values()):
         t0 = time.perf_counter()
-        budget = np.full_like(setup.scores, np.nan)
-        budget[:, fold.anchors] = setup.scores[:, fold.anchors]
-        val = np.full_like(setup.scores, np.nan)
-        val[:, fold.val] = setup.scores[:, fold.val]
+        budget, val = fold.budget_and_val(setup.scores)
         results = train_branches(setup.encodings, budget[setup.trained], val[setup.trained],
                                  model_config=setup.model_config, train_configs=[config_a, config_b])
         shared = time.perf_counter() - t0

@@ -78,8 +78,7 @@ def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
         for step in range(1, cfg.latent_steps + 1):
             net.train()
             logits, targets, mask, rows_t = _predictor_batch(net, z, data.enc, data.scores, known_t, cols_all,
-                                                             cfg.predictor_step_cells, std,
-                                                             data.gen, data.rng)
+                                                             cfg.predictor_step_cells, std, data.gen, data.rng)
             bce = F.binary_cross_entropy_with_logits(logits[mask], targets[mask], reduction="sum")
             loss = (bce + 0.5 * z[rows_t].pow(2).sum()) / mask.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
@@ -146,7 +145,7 @@ def _finetune_run(
     for step in range(1, cfg.finetune_steps + 1):
         model.train()
         logits, targets, mask, _ = _predictor_batch(model, z, enc_t, scores_t, known_t, cols_all,
-                                               cfg.predictor_step_cells, std, gen, rng)
+                                                    cfg.predictor_step_cells, std, gen, rng)
         loss = F.binary_cross_entropy_with_logits(logits[mask], targets[mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -138,10 +138,7 @@ def fit_and_predict(
     seconds). A module-level function so that evaluate(jobs > 1) can run it in a worker process.
     ``on_fitted(method)``: called once the method is fitted (e.g. to keep its trained model)."""
     t0 = time.perf_counter()
-    budget_scores = np.full_like(scores, np.nan)
-    budget_scores[:, fold.anchors] = scores[:, fold.anchors]
-    val_scores = np.full_like(scores, np.nan)
-    val_scores[:, fold.val] = scores[:, fold.val]
+    budget_scores, val_scores = fold.budget_and_val(scores)
     method = make_method(
         name, seed=seed, model_config=model_config, train_config=train_config, baseline_config=baseline_config,
         progress=progress, locus_model=locus_model,

@@ -28,6 +28,14 @@ class Fold:
     val: np.ndarray  # (Qv,) LOCUS early stopping / baseline model selection
     test: np.ndarray  # (Qte,)
 
+    def budget_and_val(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # (M, Q) each
+        """What a method is fitted on: ``scores`` (M, Q) on the anchors only, and on the val queries only (NaN
+        elsewhere)."""
+        budget, val = np.full_like(scores, np.nan), np.full_like(scores, np.nan)
+        budget[:, self.anchors] = scores[:, self.anchors]
+        val[:, self.val] = scores[:, self.val]
+        return budget, val
+
 
 def _draw_anchors(train: np.ndarray, budget: int, rng: np.random.Generator, where: str) -> np.ndarray:
     if budget < 1:

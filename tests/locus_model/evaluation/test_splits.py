@@ -57,3 +57,14 @@ def test_subset_queries_keeps_each_benchmarks_share() -> None:
     per_bench = out.drop_duplicates("query_id")["benchmark"].value_counts().to_dict()
     assert per_bench == {"a": 8, "b": 7, "c": 5} or per_bench == {"a": 7, "b": 8, "c": 5}
     assert len(out) == 2 * 20 and subset_queries(frame, 100, seed=0) is frame
+
+
+def test_a_fold_gives_the_scores_on_its_anchors_and_on_its_val_queries_only() -> None:
+    from locus_model.evaluation.splits import Fold
+
+    scores = np.arange(12, dtype=np.float32).reshape(2, 6)
+    fold = Fold(index=0, train=np.array([0, 1, 2]), anchors=np.array([0, 2]), val=np.array([3]), test=np.array([4, 5]))
+    budget, val = fold.budget_and_val(scores)
+    assert np.array_equal(np.flatnonzero(~np.isnan(budget[0])), [0, 2]) and np.array_equal(budget[:, [0, 2]], scores[:, [0, 2]])
+    assert np.array_equal(np.flatnonzero(~np.isnan(val[1])), [3]) and np.array_equal(val[:, 3], scores[:, 3])
+    assert not np.isnan(scores).any()  # the input is not touched
