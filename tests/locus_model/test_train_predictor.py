@@ -184,3 +184,59 @@ def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(
     assert train_predictor.step_columns(1, 10**6) == train_predictor.FINETUNE_MAX_COLUMNS
     with pytest.raises(ValueError, match="predictor_step_cells"):
         TrainConfig(predictor_step_cells=0)
+
+
+def test_the_whitened_latent_error_weighs_every_principal_direction_alike_and_power_0_is_the_plain_one():
+    from locus_model.train_predictor import latent_metric
+
+    gen = torch.Generator().manual_seed(0)
+    scales = torch.tensor([10.0, 3.0, 1.0, 0.3])  # one dominant direction (the accuracy), three small (the profile)
+    basis = torch.linalg.qr(torch.randn(4, 4, generator=gen, dtype=torch.float64))[0].float()
+    latents = (torch.randn(5000, 4, generator=gen) * scales) @ basis.T
+    diff = torch.randn(7, 4, generator=gen)
+    plain = diff.pow(2).sum(1) / latents.var(0).sum()
+    torch.testing.assert_close((diff @ latent_metric(latents, 0.0)).pow(2).sum(1), plain, rtol=1e-4, atol=1e-6)
+    for power in (0.5, 1.0):
+        metric = latent_metric(latents, power)
+        centred = latents - latents.mean(0)
+        assert abs(float((centred @ metric).pow(2).sum(1).mean()) - 1.0) < 1e-3  # the mean latent still costs 1
+    whitened = latents @ latent_metric(latents, 1.0)
+    torch.testing.assert_close(torch.cov(whitened.T), torch.eye(4) / 4, atol=1e-3, rtol=0)  # every direction alike
+    # an error along the smallest direction costs as much as one of the same share along the largest
+    small, large = basis[:, 3] * scales[3], basis[:, 0] * scales[0]
+    m = latent_metric(latents, 1.0)
+    assert abs(float((small @ m).pow(2).sum()) - float((large @ m).pow(2).sum())) < 0.01
+    assert float((small @ latent_metric(latents, 0.0)).pow(2).sum()) < 0.01 * float((large @ latent_metric(latents, 0.0)).pow(2).sum())
+    with pytest.raises(ValueError, match="latent_whitening"):
+        TrainConfig(latent_whitening=1.5)
+
+
+def test_whitened_training_brings_the_small_principal_directions_of_the_latents_closer(tiny_pool, monkeypatch):
+    """latent_whitening=1 minimises the error in the whitened metric: the encoder it trains is nearer the latents
+    there (the small-variance directions) than the one trained on the plain error, from the same warm-up."""
+    import locus_model.train as train_mod
+    from locus_model.train_predictor import latent_metric
+
+    enc, train, val = tiny_pool
+    kept = {}
+    original = train_mod.fit_latents
+
+    def capture(net, data, train_np, v, cfg):
+        info = original(net, data, train_np, v, cfg)
+        kept[cfg.latent_whitening] = (data.latents.clone(), data.latent_metric)
+        return info
+
+    monkeypatch.setattr(train_mod, "fit_latents", capture)
+    sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
+    errors = {}
+    for power in (0.0, 1.0):
+        res = train_locus(enc, train, val, model_config=MODEL_CFG,
+                          train_config=TrainConfig(**LATENT, seed=3, latent_whitening=power), progress=False)
+        shares = res.latent["variance_share_top"]
+        assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1 + 1e-6
+        latents, metric = kept[power]
+        assert (metric is None) == (power == 0.0)
+        z = torch.from_numpy(embed_evaluation_sets(res.model, enc, sets))
+        errors[power] = float(((z - latents) @ latent_metric(latents, 1.0)).pow(2).sum(1).mean())
+    torch.testing.assert_close(kept[0.0][0], kept[1.0][0])  # the same warm-up: only the encoder's error differs
+    assert errors[1.0] < errors[0.0]
