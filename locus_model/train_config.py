@@ -72,11 +72,6 @@ class TrainConfig:
     latent_lr: float = 1e-2  # Adam learning rate of the free model vectors (the predictor's is lr_predictor)
     latent_weight: float = 1.0  # weight of the encoder's squared error to the model's latent vector, relative to
     #   the latents' total variance, beside the BCE through the frozen predictor
-    latent_whitening: float = 0.0  # 0 = that squared error is relative to the latents' total variance, so their
-    #   first principal direction (on metabench mostly the accuracy) dominates it; p in (0, 1]: each principal
-    #   direction's error is divided by its variance^p (1 = every direction counts alike), normalised so that predicting
-    #   the mean latent costs the same 1. Meant for pools with many more training models than d: directions in which
-    #   the latents do not vary are floored at 1e-6 of the largest variance
     refit_output: bool = True  # True (with the warm-up; without it nothing is refitted): after the epochs, the encoder's output layer is solved by
     #   ridge regression from the pooled features of every training model, embedded from all its train cells without
     #   noise (as at test time), onto its warm-up latent; the ridge strength (refit_alphas) or no change is chosen by
@@ -124,8 +119,6 @@ class TrainConfig:
             if not getattr(self, name) or min(getattr(self, name)) < 0:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must hold at least one noise ratio >= 0, "
                                  "e.g. (2.0,).")
-        if not 0.0 <= self.latent_whitening <= 1.0:
-            raise ValueError(f"TrainConfig: latent_whitening={self.latent_whitening} must be in [0, 1] (0 = off).")
         if self.latent_steps < 0 or self.latent_lr <= 0 or self.latent_weight < 0:
             raise ValueError(f"TrainConfig: latent_steps={self.latent_steps} and latent_weight={self.latent_weight} "
                              f"must be >= 0 and latent_lr={self.latent_lr} > 0 (latent_steps=0 turns the warm-up off).")

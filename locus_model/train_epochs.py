@@ -70,11 +70,7 @@ def _batch_loss(net: Locus, batch: np.ndarray, data: Inputs, cfg: TrainConfig, s
     logits = net.pair_logits(z, u)  # (B, T)
     loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], y_dec[dec_mask_t])
     if data.latents is not None and cfg.latent_weight > 0:  # the embedding of a subset -> the model's latent vector
-        diff = z - data.latents[b_t[:, 0]]
-        if data.latent_metric is None:
-            err = diff.pow(2).sum(dim=1).mean() / data.latent_var
-        else:  # each principal direction weighted by variance^-latent_whitening (train_predictor.latent_metric)
-            err = (diff @ data.latent_metric).pow(2).sum(dim=1).mean()
+        err = (z - data.latents[b_t[:, 0]]).pow(2).sum(dim=1).mean() / data.latent_var
         loss = loss + cfg.latent_weight * err
     if cfg.profile_weight > 0:  # the embedding of a subset should tell the profile on all of the model's cells
         known = data.profile_known[b_t[:, 0]]  # (B, K)

@@ -60,7 +60,6 @@ class Inputs:
     readout: torch.nn.Linear | None = None  # (d -> K) the profile objective's read-out of the embedding
     latents: torch.Tensor | None = None  # (M, d) the latent warm-up's model vectors: the encoder's targets
     latent_var: float = 1.0  # their total variance (sum over dimensions): the squared error is relative to it
-    latent_metric: torch.Tensor | None = None  # (d, d) with TrainConfig.latent_whitening > 0: the error is ||(z - latent) P||^2
 
     def epoch_order(self, epoch_models: int) -> np.ndarray:
         """The models of the next epoch: a permutation of all of them, or the next epoch_models of a running

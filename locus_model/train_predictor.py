@@ -100,23 +100,7 @@ def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
             p.copy_(kept)
     data.latents = best["latents"]
     data.latent_var = float(data.latents.var(dim=0).sum().clamp(min=1e-8))
-    spectrum = torch.linalg.eigvalsh(torch.cov(data.latents.T.double())).flip(0).clamp(min=0)  # descending
-    if cfg.latent_whitening > 0:
-        data.latent_metric = latent_metric(data.latents, cfg.latent_whitening)
-    return {"noise": best["noise"], "step": best["step"], "val_loss": best["val_loss"], "steps_run": steps_run,
-            "variance_share_top": [round(float(v), 4) for v in (spectrum / spectrum.sum().clamp(min=1e-12))[:4]]}
-
-
-def latent_metric(latents: torch.Tensor, power: float) -> torch.Tensor:  # (d, d)
-    """P such that ||(z - latent) P||^2 is the encoder's latent error with each principal direction of the latents
-    weighted by its variance^-power, normalised so that predicting the mean latent costs 1 (as ``/ latent_var`` does
-    at power 0): power 1 counts every direction alike, so the low-variance directions (the profile beside the
-    accuracy) weigh as much as the first."""
-    cov = torch.cov(latents.T.double())
-    eig, vec = torch.linalg.eigh(cov)
-    eig = eig.clamp(min=float(eig.max()) * 1e-6)
-    scale = eig.pow(-power / 2) / eig.pow(1 - power).sum().sqrt()
-    return (vec * scale).to(latents.dtype)
+    return {"noise": best["noise"], "step": best["step"], "val_loss": best["val_loss"], "steps_run": steps_run}
 
 
 def finetune_predictor(model: Locus, train_np: np.ndarray, data: Inputs, val: Validation, cfg: TrainConfig) -> dict:

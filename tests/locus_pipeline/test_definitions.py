@@ -90,7 +90,7 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
 
 # A value other than the default for every field of the library's configs (a new field must be added here).
 NOT_DEFAULT_TRAIN = dict(epochs=7, max_steps=123, epoch_models=50, val_models=None, select_on="routing", disjoint=True,
-                         latent_steps=30, latent_noise=(0.5,), latent_lr=3e-3, latent_weight=2.0, latent_whitening=0.5, refit_output=False,
+                         latent_steps=30, latent_noise=(0.5,), latent_lr=3e-3, latent_weight=2.0, refit_output=False,
                          refit_alphas=(0.5, 2.0),
                          encoder_noise_scale=0.5, splice=0.25, splice_clusters=4, profile_weight=0.5, batch_models=3, draws=2, enc_min=5, enc_max=40, dec_batch=33, val_set_max=None,
                          lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01, grad_clip=0.5, noise_start=0.5,

@@ -142,9 +142,6 @@ TRAIN_FIELD_DOCS = {
     "latent_noise": "Query-noise ratios of the latent warm-up: one fit per ratio, the lowest val BCE kept.",
     "latent_lr": "Adam learning rate of the warm-up's free model vectors.",
     "latent_weight": "Weight of the encoder's squared error to the model's latent vector (relative to their variance).",
-    "latent_whitening": "0 = the encoder's latent error is relative to the latents' total variance (their first "
-                        "principal direction dominates); p in (0, 1]: each principal direction's error divided by its "
-                        "variance^p (1 = every direction alike).",
     "refit_output": "After the epochs, solve the encoder's output layer by ridge onto the warm-up latents from every "
                     "training model's whole train set (as at test time); strength or no change chosen by val BCE. "
                     "Pools under 2 (d + 1) training models are left as trained.",
