@@ -15,6 +15,7 @@ With --branch, trials that differ only after the selected epoch (the output refi
 share one warm-up and one set of epochs per fold (locus_model.train.train_branches): each trial's fit is the one it
 gets alone, at half the CPU.
 
+--model-a / --model-b set LocusConfig fields of one trial (e.g. --model-b profile_clusters=8).
 An option list is NAME=VALUE TrainConfig fields, comma-free values as --train-option takes them; give --a or --b
 without values for the defaults.
 """
@@ -38,10 +39,11 @@ from locus_model.evaluation.bootstrap import bootstrap_comparisons  # noqa: E402
 from locus_model.evaluation.metrics import roc_auc, routing_accuracy  # noqa: E402
 
 
-def fold_probs(setup, fold, train_config, cache: Path, tag: str) -> tuple[np.ndarray, float]:
-    """(M, Q_test) P(correct) of the fold's LOCUS trained with train_config: the cached fit, else trained now (and
-    cached, as bench_accuracy's fit cache does)."""
-    return cached_fit_and_predict(cache, tag)(**{**setup.fit_args("locus", fold), "train_config": train_config})
+def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=None) -> tuple[np.ndarray, float]:
+    """(M, Q_test) P(correct) of the fold's LOCUS trained with train_config (and model_config, default the setup's):
+    the cached fit, else trained now (and cached, as bench_accuracy's fit cache does)."""
+    return cached_fit_and_predict(cache, tag)(**{**setup.fit_args("locus", fold), "train_config": train_config,
+                                                 "model_config": model_config or setup.model_config})
 
 
 def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str, tag_b: str) -> dict:
@@ -80,16 +82,20 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
 
 
 def compare(setup, config_a, config_b, *, cache: Path, tag_a: str = "", tag_b: str = "", folds=None,
-            n_boot: int = 2000, branch: bool = False) -> dict:
+            n_boot: int = 2000, branch: bool = False, models: dict | None = None) -> dict:
     """Both trials on every fold (or ``folds``): per group (all, in_training, held_out) the fold means of routing and
-    AUC of each trial and B minus A with its interval."""
+    AUC of each trial and B minus A with its interval. models: {"a"/"b": LocusConfig} where a trial's differs from
+    the setup's."""
+    models = models or {}
+    if branch and models:
+        raise SystemExit("--branch shares the epochs of one LocusConfig: give --model-a/--model-b without --branch")
     splits = [f for f in setup.splits if folds is None or f.index in folds]
     probs = {"a": [], "b": []}
     labels, seconds = [], {"a": [], "b": []}
     for fold in splits:
         both = branched_fold_probs(setup, fold, config_a, config_b, cache, tag_a, tag_b) if branch else None
         for name, config, tag in (("a", config_a, tag_a), ("b", config_b, tag_b)):
-            p, s = both[name] if branch else fold_probs(setup, fold, config, cache, tag)
+            p, s = both[name] if branch else fold_probs(setup, fold, config, cache, tag, models.get(name))
             probs[name].append(np.asarray(p, np.float64))
             seconds[name].append(s)
         labels.append(setup.scores[:, fold.test].astype(np.float64))
@@ -134,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit-cache", type=Path, required=True)
     p.add_argument("--a", nargs="*", default=[], metavar="NAME=VALUE", help="trial A's TrainConfig overrides")
     p.add_argument("--b", nargs="*", default=[], metavar="NAME=VALUE", help="trial B's TrainConfig overrides")
+    p.add_argument("--model-a", nargs="*", default=[], metavar="NAME=VALUE", help="trial A's LocusConfig overrides")
+    p.add_argument("--model-b", nargs="*", default=[], metavar="NAME=VALUE", help="trial B's LocusConfig overrides")
     p.add_argument("--tag-a", default="", help="the bench_accuracy --tag whose cached fits are trial A's")
     p.add_argument("--tag-b", default="", help="the bench_accuracy --tag whose cached fits are trial B's")
     p.add_argument("--threads", type=int, default=1)
@@ -147,11 +155,14 @@ def main(argv: list[str] | None = None) -> int:
     setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed)
     config_a = apply_options(setup.train_config, args.a, "--a")
     config_b = apply_options(setup.train_config, args.b, "--b")
+    models = {k: apply_options(setup.model_config, opts, f"--model-{k}")
+              for k, opts in (("a", args.model_a), ("b", args.model_b)) if opts}
     result = compare(setup, config_a, config_b, cache=args.fit_cache, tag_a=args.tag_a, tag_b=args.tag_b,
-                     folds=args.only_folds, n_boot=args.n_boot, branch=args.branch)
+                     folds=args.only_folds, n_boot=args.n_boot, branch=args.branch, models=models)
     result["settings"] = {"suite": args.suite, "budget": args.budget, "a": args.a, "b": args.b,
+                          "model_a": args.model_a, "model_b": args.model_b,
                           "command": " ".join(["compare_trials.py", *(argv if argv is not None else sys.argv[1:])])}
-    print(report(result, args.a, args.b))
+    print(report(result, args.a + args.model_a, args.b + args.model_b))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -84,3 +85,20 @@ def test_branch_trains_once_and_caches_each_trial_as_a_separate_fit(tmp_path, mo
     assert len(list((tmp_path / "branched").glob("locus_f0_*.npz"))) == 2
     with np.load(next((tmp_path / "branched").glob("locus_f0_*.npz"))) as z:
         assert z["probs"].shape == (10, len(setup.splits[0].test))
+
+
+def test_a_trial_with_its_own_locus_config_reads_the_fits_cached_under_that_config(tmp_path):
+    setup = small_setup(4)
+    wide = replace(setup.model_config, predictor_hidden=2 * setup.model_config.predictor_hidden)
+    oracle = lambda fold: setup.scores[:, fold.test]  # noqa: E731
+    cache_probs(tmp_path, setup, setup.train_config, lambda fold: np.full((10, len(fold.test)), 0.5, np.float32))
+    tmp_path.mkdir(exist_ok=True)
+    for fold in setup.splits:  # trial B: same TrainConfig, another LocusConfig: another key
+        args = {**setup.fit_args("locus", fold), "model_config": wide}
+        np.savez(tmp_path / f"locus_f{fold.index}_{fit_key(args, '')}.npz", probs=oracle(fold), seconds=1.0)
+    result = compare(setup, setup.train_config, setup.train_config, cache=tmp_path, n_boot=100, models={"b": wide})
+    g = result["groups"]["all"]["per_fold"]
+    assert g["a"]["routing_acc"] == [setup.scores[0, f.test].mean() for f in setup.splits]
+    assert np.allclose(g["b"]["routing_acc"], [setup.scores[:, f.test].max(axis=0).mean() for f in setup.splits])
+    with pytest.raises(SystemExit, match="--branch"):
+        compare(setup, setup.train_config, setup.train_config, cache=tmp_path, branch=True, models={"b": wide})
