@@ -257,17 +257,6 @@ def budget_tables(paths: list[Path], group: str = "all", metrics: tuple[str, ...
 # ---------------------------------------------------------------------------------------------- fit cache
 
 
-KEY_LATER_FIELDS = {"profile_clusters": 0}  # config fields added after fits were cached: at these values they stay
-#   out of the key, so the fits cached before them are still found
-
-
-def _key_repr(config) -> str:
-    text = repr(config)
-    for name, value in KEY_LATER_FIELDS.items():
-        text = text.replace(f", {name}={value!r}", "")
-    return text
-
-
 def fit_key(args: dict, tag: str) -> str:
     """What makes one (fold, method) fit: the fold's queries, the model split, the configs, the seed, the data."""
     fold = args["fold"]
@@ -278,7 +267,7 @@ def fit_key(args: dict, tag: str) -> str:
         "trained": args["trained"].tolist(), "held": args["held"].tolist(),
         "scores": hashlib.sha1(np.nan_to_num(args["scores"], nan=-1).tobytes()).hexdigest(),
         "encodings": hashlib.sha1(args["encodings"][:64].tobytes()).hexdigest() + str(args["encodings"].shape),
-        "configs": [_key_repr(args.get(k)) for k in ("model_config", "train_config", "baseline_config")]
+        "configs": [repr(args.get(k)) for k in ("model_config", "train_config", "baseline_config")]
         if args["name"] == "locus" else repr(args.get("baseline_config")),
     }
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]

@@ -92,7 +92,7 @@ def embed_batches(
     device = parts.device
     lengths = np.array([length_bucket(len(i)) for i, _ in sets])
     order = np.argsort(-lengths, kind="stable")
-    z = torch.empty(len(sets), model.out.out_features, device=device)  # (the refit swaps out for its input)
+    z = torch.empty(len(sets), model.config.d, device=device)
     start = 0
     while start < len(order):
         n_max = int(lengths[order[start]])

@@ -39,9 +39,7 @@ class Locus(nn.Module):
             ISAB(d=d, n_heads=config.n_heads, n_latents=config.n_latents) for _ in range(config.n_blocks)
         )
         self.pool = PMA(d=d, n_heads=config.n_heads, n_seeds=1)
-        self.out = nn.Linear(d + config.profile_clusters, d)  # on [pooled, profile] (profile: K = 0 columns when off)
-        if config.profile_clusters:  # k-means centroids of the training queries (set_profile_centroids)
-            self.register_buffer("profile_centroids", torch.zeros(config.profile_clusters, D))
+        self.out = nn.Linear(d, d)
         # correctness predictor G
         self.query_proj = nn.Linear(D, d)
         self.hidden = nn.Linear(3 * d, config.predictor_hidden)  # on [z, u, z * u]
@@ -69,42 +67,25 @@ class Locus(nn.Module):
         w = self.tokenizer.weight  # (d, 2D + 1)
         return torch.cat([w[:, :D], w[:, D + 1 :]], dim=0)  # (2d, D)
 
-    def token_parts(self, phi: torch.Tensor) -> torch.Tensor:  # (..., D) -> (..., 2d + K)
-        """The query-only part of the tokens, [A phi, B phi], then (profile_clusters K > 0) the one-hot of the query's
-        nearest profile centroid; compute once per query and gather."""
-        parts = phi @ self.token_weight().T  # (..., 2d)
-        if not self.config.profile_clusters:
-            return parts
-        c = self.profile_centroids
-        nearest = (c.pow(2).sum(dim=1) - 2 * phi @ c.T).argmin(dim=-1)  # (...,) squared distance minus ||phi||^2
-        return torch.cat([parts, F.one_hot(nearest, len(c)).to(parts.dtype)], dim=-1)
-
-    @torch.no_grad()
-    def set_profile_centroids(self, centroids: torch.Tensor) -> None:
-        """The K query-encoding centroids of the profile skip (k-means of the training queries, set before training)."""
-        if tuple(centroids.shape) != tuple(self.profile_centroids.shape):
-            raise ValueError(f"set_profile_centroids: expected {tuple(self.profile_centroids.shape)}, got "
-                             f"{tuple(centroids.shape)} (LocusConfig.profile_clusters x query_dim)")
-        self.profile_centroids.copy_(centroids)
+    def token_parts(self, phi: torch.Tensor) -> torch.Tensor:  # (..., D) -> (..., 2d)
+        """The query-only part of the tokens, [A phi, B phi]; compute once per query and gather."""
+        return phi @ self.token_weight().T  # (..., 2d)
 
     def embed_from_parts(
         self,
-        parts: torch.Tensor,  # (B, n, 2d + K) from token_parts
+        parts: torch.Tensor,  # (B, n, 2d) from token_parts
         y: torch.Tensor,  # (B, n) scores in [0, 1]
         mask: torch.Tensor,  # (B, n) bool, True = real
     ) -> torch.Tensor:  # (B, d)
         d, D = self.config.d, self.config.query_dim
         y = y.to(parts.dtype)[..., None]  # (B, n, 1)
-        a, b = parts[..., :d], parts[..., d : 2 * d]  # (B, n, d) each
+        a, b = parts[..., :d], parts[..., d:]  # (B, n, d) each
         w_y = self.tokenizer.weight[:, D]  # (d,)
         tokens = torch.addcmul(a, 2 * y - 1, b).add_(self.tokenizer.bias).addcmul_(y, w_y)  # (B, n, d)
         tokens = tokens.mul_(mask[..., None])  # padding rows are exactly zero
         for block in self.blocks:
             tokens = block(tokens, mask)  # (B, n, d)
-        pooled = self.pool(tokens, mask)[:, 0]  # (B, d)
-        if self.config.profile_clusters:
-            pooled = torch.cat([pooled, cluster_profile(parts[..., 2 * d :], y[..., 0], mask)], dim=1)  # (B, d + K)
-        return rowwise(self.out, pooled)  # (B, d)
+        return rowwise(self.out, self.pool(tokens, mask)[:, 0])  # (B, d)
 
     def embed(
         self,
@@ -223,24 +204,6 @@ class Locus(nn.Module):
         return self.pair_logits(z, self.query_projection(phi_dec))
 
 
-PROFILE_PRIOR = 1.0  # pseudo-count of the profile's shrinkage: a cluster with n of the set's queries keeps n / (n + 1)
-#   of their mean deviation (0 for a cluster the set does not touch)
-
-
-def cluster_profile(
-    onehot: torch.Tensor,  # (B, n, K) each query's cluster
-    y: torch.Tensor,  # (B, n) scores
-    mask: torch.Tensor,  # (B, n) bool, True = real
-) -> torch.Tensor:  # (B, K)
-    """Per cluster, the set's scores minus the set's mean, summed and divided by (count + PROFILE_PRIOR): where a
-    model is better or worse than its own accuracy; the accuracy itself is left to the attention."""
-    m = mask.to(y.dtype)
-    mean = (y * m).sum(dim=1, keepdim=True) / m.sum(dim=1, keepdim=True).clamp(min=1)  # (B, 1)
-    hot = onehot * m[..., None]  # (B, n, K)
-    dev = torch.bmm(((y - mean) * m)[:, None, :], hot)[:, 0]  # (B, K)
-    return dev / (hot.sum(dim=1) + PROFILE_PRIOR)
-
-
 def _check_set_batch(phi: torch.Tensor, y: torch.Tensor, mask: torch.Tensor, query_dim: int) -> None:
     if phi.dim() != 3 or phi.shape[-1] != query_dim:
         raise ValueError(
@@ -296,4 +259,4 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return model, extra
 
 
-__all__ = ["LocusConfig", "Locus", "PROFILE_PRIOR", "cluster_profile", "save_checkpoint", "load_checkpoint"]
+__all__ = ["LocusConfig", "Locus", "save_checkpoint", "load_checkpoint"]

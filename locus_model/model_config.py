@@ -18,9 +18,6 @@ class LocusConfig:
     n_heads: int = 4  # attention heads (must divide d)
     predictor_hidden: int = 64  # hidden width of the correctness predictor's two-layer MLP
     predictor_dropout: float = 0.1  # dropout on that hidden layer during training (the reference's 0.1)
-    profile_clusters: int = 0  # K > 0: the encoder's output layer also reads the set's per-cluster profile (its
-    #   scores' mean deviation in each of K clusters of query encodings, shrunk to 0 by PROFILE_PRIOR, the clusters
-    #   k-means of the training queries stored as centroids): a fixed skip past the attention; 0 = off
 
     def __post_init__(self) -> None:
         if self.d % self.n_heads != 0:
@@ -28,5 +25,3 @@ class LocusConfig:
         for name in ("query_dim", "d", "n_blocks", "n_latents", "n_heads", "predictor_hidden"):
             if getattr(self, name) < 1:
                 raise ValueError(f"LocusConfig: {name}={getattr(self, name)} must be >= 1.")
-        if self.profile_clusters < 0 or self.profile_clusters == 1:
-            raise ValueError(f"LocusConfig: profile_clusters={self.profile_clusters} must be 0 (off) or >= 2.")

@@ -26,7 +26,7 @@ import torch
 from locus_model.model import Locus, LocusConfig
 from locus_model.train_config import TrainConfig
 from locus_model.train_epochs import train_epochs
-from locus_model.train_inputs import prepare_inputs, profile_centroids
+from locus_model.train_inputs import prepare_inputs
 from locus_model.train_predictor import calibrate, finetune_predictor, fit_latents
 from locus_model.train_refit import refit_output
 
@@ -105,9 +105,6 @@ def train_branches(
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(cfg.seed)  # init and dropout
         net = Locus(model_config).to(device)  # the weights the optimiser moves
-        if model_config.profile_clusters:
-            net.set_profile_centroids(torch.from_numpy(profile_centroids(
-                data.enc.cpu().numpy(), train_np, model_config.profile_clusters, cfg.seed)).to(device))
         if cfg.profile_weight > 0:
             data.readout = torch.nn.Linear(model_config.d, cfg.splice_clusters).to(device)
         shared: dict[str, float] = {}

@@ -61,10 +61,7 @@ def _batch_loss(net: Locus, batch: np.ndarray, data: Inputs, cfg: TrainConfig, s
     u = u.index_select(0, torch.from_numpy(dec_local.ravel()).to(device)).view(*dec_idx.shape, -1)
     if std > 0:
         if cfg.encoder_noise_scale > 0:
-            w = net.token_weight()  # (2d, D): the noise goes on the projections, not on the profile's cluster one-hot
-            noise = projected_noise(w, std * cfg.encoder_noise_scale, (*parts.shape[:-1], len(w)), data.gen)
-            parts = parts + noise if parts.shape[-1] == len(w) else torch.cat([parts[..., : len(w)] + noise,
-                                                                               parts[..., len(w) :]], dim=-1)
+            parts = parts + projected_noise(net.token_weight(), std * cfg.encoder_noise_scale, parts.shape, data.gen)
         u = u + projected_noise(net.query_proj.weight, std, u.shape, data.gen)
     y_enc, y_dec = data.scores[b_t, enc_idx_t], data.scores[b_t, dec_idx_t]  # (B, n), (B, T)
     if cfg.splice > 0:

@@ -164,19 +164,6 @@ def _query_clusters(enc: np.ndarray, train_np: np.ndarray, k: int, seed: int) ->
     return out
 
 
-def profile_centroids(enc: np.ndarray, train_np: np.ndarray, k: int, seed: int) -> np.ndarray:  # (k, D) float32
-    """k-means centroids of the encodings of the queries with a train cell (LocusConfig.profile_clusters); with fewer
-    such queries than k, the first centroid repeats (its copies are never nearest: ties go to the first)."""
-    from sklearn.cluster import KMeans
-
-    cells = np.flatnonzero((~np.isnan(train_np)).any(axis=0))
-    out = np.repeat(enc[cells[:1]], k, axis=0).astype(np.float32)
-    n = min(k, len(cells))
-    if n >= 2:
-        out[:n] = KMeans(n_clusters=n, n_init=4, random_state=seed).fit(enc[cells]).cluster_centers_
-    return out
-
-
 def projected_noise(
     weight: torch.Tensor,  # (k, D) a linear map W applied to query encodings
     std: float,

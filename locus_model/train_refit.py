@@ -22,19 +22,10 @@ MODELS_PER_WEIGHT = 2  # the refit runs only with at least this many training mo
 #   AlpacaEval's 42 and the synthetic pool's 90 training models are left as trained, by construction)
 
 
-class _Inputs(torch.nn.Identity):
-    """An identity in place of the output layer, as wide as its inputs (embed_batches reads out_features)."""
-
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.out_features = width
-
-
-def pooled_features(model: Locus, enc: torch.Tensor, sets: list) -> torch.Tensor:  # (M, d + K)
-    """The set encoder's pooled features of evaluation sets (and the profile, LocusConfig.profile_clusters K > 0),
-    the inputs of its output layer."""
+def pooled_features(model: Locus, enc: torch.Tensor, sets: list) -> torch.Tensor:  # (M, d)
+    """The set encoder's pooled features of evaluation sets, before its output layer."""
     out = model.out
-    model.out = _Inputs(out.in_features)
+    model.out = torch.nn.Identity()
     try:
         return embed_sets(model, enc, sets)
     finally:
@@ -51,16 +42,6 @@ def ridge(h: torch.Tensor, target: torch.Tensor, alpha: float) -> tuple[torch.Te
     eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
     w = torch.linalg.solve(gram + alpha * max(scale, 1e-12) * eye, hc.T @ tc)  # (d_in, d_out)
     return w.T.to(h.dtype), (t_mean - h_mean @ w).to(h.dtype)
-
-
-def profile_scale(h: torch.Tensor, d: int) -> torch.Tensor:  # (d + K,)
-    """Column scales for the ridge on [pooled (d), profile (K)] features: the profile's columns brought to the pooled
-    ones' mean variance, so that one ridge strength penalises both alike (all ones without a profile)."""
-    scale = torch.ones(h.shape[1], dtype=h.dtype, device=h.device)
-    if h.shape[1] > d:
-        var = h.double().var(dim=0)
-        scale[d:] = float((var[:d].mean() / var[d:].mean().clamp(min=1e-12)).sqrt())
-    return scale
 
 
 def _r2(z: torch.Tensor, target: torch.Tensor) -> float:
@@ -89,10 +70,8 @@ def refit_output(model: Locus, train_np, data: Inputs, val: Validation, cfg: Tra
     info = {"alpha": None, "val_loss_before": before, "val_loss_after": before,
             "latent_r2_before": _r2(model.out(h), data.latents)}
     best = trained
-    scale = profile_scale(h, model.config.d)
     for alpha in cfg.refit_alphas:
-        w, b = ridge(h * scale, data.latents, alpha)
-        w = w * scale
+        w, b = ridge(h, data.latents, alpha)
         loss = validate(model, data.enc, val, h_val @ w.T + b)[0]
         info[f"val_loss_at_alpha_{alpha:g}"] = loss
         if loss < info["val_loss_after"]:
