@@ -5,9 +5,13 @@ the share of test queries routed to the best single model (the model with the hi
 the training models, as best_single picks it), the share of (other model, query) pairs predicted above that model,
 the spread over queries of each model's logit minus that model's (mean over models of the std), and the mean
 correlation over model pairs of their logits across the test queries (1 = the predictions are one query difficulty
-plus a per-model offset, so the ranking of models never changes). Nothing is refitted.
+plus a per-model offset, so the ranking of models never changes). With --shortlists N ...: the routing accuracy
+when each method routes only among its N models of highest mean predicted P(correct) over the test queries (no
+labels read): if near-tied top models were a winner's curse, a short list would route better. Nothing is refitted.
 
     PYTHONPATH=. .venv/bin/python bench/diag_routing_spread.py --suite mmlu --budgets 128 1024 --fold 0
+    PYTHONPATH=. .venv/bin/python bench/diag_routing_spread.py --suite metabench --budgets 128 --fold 0 \
+        --methods locus --tag _def3 --shortlists 1 15 200
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_accuracy import LABELS, fit_key, harness_setup  # noqa: E402
+from locus_model.evaluation.metrics import routing_accuracy  # noqa: E402
 
 
 def spread(probs: np.ndarray, top: int) -> dict:
@@ -35,6 +40,12 @@ def spread(probs: np.ndarray, top: int) -> dict:
             "gap_std": float(gap.std(axis=1).mean()), "logit_corr": float(corr[iu].mean()) if corr is not None else None}
 
 
+def shortlist_routing(probs: np.ndarray, labels: np.ndarray, n: int) -> float:
+    """Routing accuracy among the n models of highest mean predicted P(correct) (ties: the lower row)."""
+    top = np.argsort(-probs.mean(axis=1), kind="stable")[:n]
+    return routing_accuracy(probs[top], labels[top])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", default="mmlu")
@@ -44,10 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--tag", default="")
+    p.add_argument("--shortlists", type=int, nargs="*", default=[], metavar="N",
+                   help="also the routing accuracy among each method's N models of highest mean P(correct)")
     args = p.parse_args(argv)
+    lists = [f"routing among its top {n}" for n in args.shortlists] + (["routing among all"] if args.shortlists else [])
     print("| budget | method | routed to the best single model | (model, query) pairs above it | std over queries of "
-          "logit minus its logit | mean logit correlation between models |")
-    print("|---|---|---|---|---|---|")
+          "logit minus its logit | mean logit correlation between models |" + "".join(f" {c} |" for c in lists))
+    print("|---|---|---|---|---|---|" + "---|" * len(lists))
     for budget in args.budgets:
         setup = harness_setup(args.suite, budget=budget, train_options=args.train_option)
         fold = setup.splits[args.fold]
@@ -59,9 +73,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {budget} | {LABELS.get(name, name)} | not in {args.fit_cache} | | | |")
                 continue
             with np.load(path) as z:
-                s = spread(z["probs"], top)
+                probs = z["probs"].astype(np.float64)
+            s = spread(probs, top)
+            labels = setup.scores[:, fold.test]
+            routes = [shortlist_routing(probs, labels, n) for n in args.shortlists]
+            routes += [routing_accuracy(probs, labels)] if args.shortlists else []
             print(f"| {budget} | {LABELS.get(name, name)} | {100 * s['routed_to_top']:.1f}% | {100 * s['pairs_above_top']:.1f}% "
-                  f"| {s['gap_std']:.2f} | {s['logit_corr']:.3f} |")
+                  f"| {s['gap_std']:.2f} | {s['logit_corr']:.3f} |" + "".join(f" {100 * r:.1f} |" for r in routes))
         print(f"(budget {budget}: best single model on the anchors = {setup.matrix.models[top]})", file=sys.stderr)
     return 0
 

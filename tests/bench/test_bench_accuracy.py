@@ -72,6 +72,18 @@ def test_headroom_routers_find_a_planted_per_category_best_model():
     assert routing_accuracy(single, scores[:, test]) < 0.75
 
 
+def test_a_shortlist_routes_among_the_models_of_highest_mean_prediction_only():
+    from bench.diag_routing_spread import shortlist_routing
+    from locus_model.evaluation.metrics import routing_accuracy
+
+    # model 0: the highest mean prediction, right on half the queries; model 1 predicted (and right) on the others
+    labels = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 0, 0]], np.float32)
+    probs = np.array([[0.9, 0.9, 0.8, 0.8], [0.1, 0.1, 0.85, 0.85], [0.0, 0.0, 0.0, 0.0]])
+    assert shortlist_routing(probs, labels, 1) == 0.5  # every query to model 0
+    assert shortlist_routing(probs, labels, 2) == 1.0 == routing_accuracy(probs, labels)
+    assert shortlist_routing(probs, labels, 3) == routing_accuracy(probs, labels)
+
+
 def test_embedding_profile_measures_per_benchmark_deviation_and_ridge_recovers_a_linear_profile():
     from bench.diag_embedding_profile import loo_ridge, profile, r2
 
