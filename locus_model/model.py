@@ -45,8 +45,6 @@ class Locus(nn.Module):
         self.hidden = nn.Linear(3 * d, config.predictor_hidden)  # on [z, u, z * u]
         self.dropout = nn.Dropout(config.predictor_dropout)
         self.head = nn.Linear(config.predictor_hidden, 1)
-        if config.predictor_skip:
-            self.skip = nn.Parameter(torch.zeros(d))  # w of the logit's z . (w * u) term, starts off
         # post-hoc calibration of every logit: logit / temperature + logit_bias (1 and 0 = off; train_locus
         # fits them on the validation cells, TrainConfig.calibration). The same increasing map for every
         # model, so the ranking of models on a query, hence routing, is unchanged.
@@ -60,7 +58,7 @@ class Locus(nn.Module):
 
     def predictor_parameters(self) -> list[nn.Parameter]:
         mods = [self.query_proj, self.hidden, self.head]
-        return [p for m in mods for p in m.parameters()] + ([self.skip] if self.config.predictor_skip else [])
+        return [p for m in mods for p in m.parameters()]
 
     # ---- encoder ----
     def token_weight(self) -> torch.Tensor:  # (2d, D)
@@ -116,12 +114,11 @@ class Locus(nn.Module):
         left_bias = F.linear(z, w_z, self.hidden.bias)  # (M, hidden)
         return left, left_bias
 
-    def _head(self, h: torch.Tensor, skip: torch.Tensor | None = None) -> torch.Tensor:  # (M, hidden, Q) after ReLU -> (M, Q) calibrated logits
+    def _head(self, h: torch.Tensor) -> torch.Tensor:  # (M, hidden, Q) after ReLU -> (M, Q) calibrated logits
         # one (1, hidden) x (hidden, Q) product per model; a plain `weight @ h` would first copy each tile into
         # a (M Q, hidden) matrix (22% of all-pairs scoring, bench/README.md "Speed")
         w = self.head.weight.expand(h.shape[0], 1, h.shape[1])  # (M, 1, hidden), no copy
-        logits = torch.bmm(w, self.dropout(h))[:, 0] + self.head.bias
-        return self._calibrated(logits if skip is None else logits + skip)  # (M, Q)
+        return self._calibrated(torch.bmm(w, self.dropout(h))[:, 0] + self.head.bias)  # (M, Q)
 
     def _calibrated(self, logits: torch.Tensor) -> torch.Tensor:
         return logits / self.temperature + self.logit_bias
@@ -133,8 +130,7 @@ class Locus(nn.Module):
     ) -> torch.Tensor:  # (B, T) logits of P(correct)
         left, left_bias = self._predictor_split(z)  # (B, hidden, d), (B, hidden)
         h = F.relu(torch.baddbmm(left_bias[:, :, None], left, u.transpose(1, 2)))  # (B, hidden, T)
-        skip = torch.bmm((z * self.skip)[:, None, :], u.transpose(1, 2))[:, 0] if self.config.predictor_skip else None
-        return self._head(h, skip)
+        return self._head(h)
 
     def predict_logits_projected(
         self,
@@ -157,14 +153,13 @@ class Locus(nn.Module):
         bm, bq = (M, Q) if grad else score_blocks(z.device)
         bm, bq = block_models or bm, block_queries or bq
         if bm >= M and bq >= Q:  # one tile: no copy into an output
-            return self._tile_logits(*self._predictor_split(z), u.T, self._skip_left(z))
+            return self._tile_logits(*self._predictor_split(z), u.T)
         out = torch.empty(M, Q, dtype=z.dtype, device=z.device)
         u_t = u.T  # (d, Q)
         for m0 in range(0, M, bm):
             left, left_bias = self._predictor_split(z[m0 : m0 + bm])  # (m, hidden, d), (m, hidden)
-            zs = self._skip_left(z[m0 : m0 + bm])
             for q0 in range(0, Q, bq):
-                out[m0 : m0 + bm, q0 : q0 + bq] = self._tile_logits(left, left_bias, u_t[:, q0 : q0 + bq], zs)
+                out[m0 : m0 + bm, q0 : q0 + bq] = self._tile_logits(left, left_bias, u_t[:, q0 : q0 + bq])
         return out
 
     def _logits_by_query(self, z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:  # (M, d), (Q, d) -> (M, Q)
@@ -182,21 +177,14 @@ class Locus(nn.Module):
         out = torch.empty(z.shape[0], u.shape[0], dtype=z.dtype, device=z.device)
         for m0 in range(0, z.shape[0], rows):
             h = (z[m0 : m0 + rows] @ per_query).view(-1, u.shape[0], hidden).add_(bias).relu_()  # (m, Q, hidden)
-            logits = self.dropout(h) @ self.head.weight[0] + self.head.bias
-            if self.config.predictor_skip:
-                logits = logits + (z[m0 : m0 + rows] * self.skip) @ u.T
-            out[m0 : m0 + rows] = self._calibrated(logits)
+            out[m0 : m0 + rows] = self._calibrated(self.dropout(h) @ self.head.weight[0] + self.head.bias)
         return out
 
-    def _skip_left(self, z: torch.Tensor) -> torch.Tensor | None:  # (m, d) -> z * w, or None without the skip
-        return z * self.skip if self.config.predictor_skip else None
-
-    def _tile_logits(self, left: torch.Tensor, left_bias: torch.Tensor, u_t: torch.Tensor,
-                     zs: torch.Tensor | None = None) -> torch.Tensor:
-        """(m, hidden, d), (m, hidden), (d, q) -> (m, q) logits of one tile (zs: z * w of the skip, or None)."""
+    def _tile_logits(self, left: torch.Tensor, left_bias: torch.Tensor, u_t: torch.Tensor) -> torch.Tensor:
+        """(m, hidden, d), (m, hidden), (d, q) -> (m, q) logits of one tile."""
         pre = (left.reshape(-1, left.shape[-1]) @ u_t).view(left.shape[0], left.shape[1], -1)  # (m, hidden, q)
         # in place on the fresh product (its backward needs only its inputs; relu's needs its output)
-        return self._head(pre.add_(left_bias[:, :, None]).relu_(), None if zs is None else zs @ u_t)
+        return self._head(pre.add_(left_bias[:, :, None]).relu_())
 
     def predict_logits(
         self,

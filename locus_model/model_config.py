@@ -18,7 +18,6 @@ class LocusConfig:
     n_heads: int = 4  # attention heads (must divide d)
     predictor_hidden: int = 64  # hidden width of the correctness predictor's two-layer MLP
     predictor_dropout: float = 0.1  # dropout on that hidden layer during training (the reference's 0.1)
-    predictor_skip: bool = False  # True: the logit also gets z . (w * u), a learned diagonal bilinear term (MF's form)
 
     def __post_init__(self) -> None:
         if self.d % self.n_heads != 0:
