@@ -273,6 +273,12 @@ def fit_key(args: dict, tag: str) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def fit_path(cache: Path, args: dict, tag: str) -> Path:
+    """The fit cache's file of one (fold, method) fit: its test probabilities (.npz); LOCUS's checkpoint beside it
+    has the suffix .pt."""
+    return cache / f"{args['name']}_f{args['fold'].index}_{fit_key(args, tag)}.npz"
+
+
 def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = ()):
     """The library's fit_and_predict with its result kept on disk per (fold, method) fit, so that folds run in separate
     invocations add up to one k-fold result without refitting, and the trained LOCUS of each fold is kept
@@ -281,10 +287,9 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
     from locus_model.model import save_checkpoint
 
     def run(**args):
-        key = fit_key(args, tag)
-        path = cache / f"{args['name']}_f{args['fold'].index}_{key}.npz"
+        path = fit_path(cache, args, tag)
         for other in (tag, *reuse_tags):
-            found = cache / f"{args['name']}_f{args['fold'].index}_{fit_key(args, other)}.npz"
+            found = fit_path(cache, args, other)
             if found.is_file():
                 with np.load(found) as z:
                     return z["probs"], float(z["seconds"])
@@ -357,7 +362,7 @@ def fold_locus(setup: HarnessSetup, fold, cache: Path, tag: str = "", reuse_tags
     from locus_model.model import load_checkpoint
 
     args = setup.fit_args("locus", fold)
-    found = [cache / f"locus_f{fold.index}_{fit_key(args, t)}.pt" for t in (tag, *reuse_tags)]
+    found = [fit_path(cache, args, t).with_suffix(".pt") for t in (tag, *reuse_tags)]
     path = next((p for p in found if p.is_file()), found[0])
     if not path.is_file():
         cached_fit_and_predict(cache, tag)(**args)

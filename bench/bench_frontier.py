@@ -58,7 +58,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench_accuracy import METABENCH, HarnessSetup, fit_key, harness_setup  # noqa: E402
+from bench_accuracy import METABENCH, HarnessSetup, fit_path, harness_setup  # noqa: E402
 from locus_model.routing import (COST_KEYS, DEFAULT_OUTPUT_TOKENS, DEFAULT_WEIGHTS, cost_info, cost_table,  # noqa: E402
                                  estimate_tokens, route_many)
 
@@ -313,7 +313,7 @@ def served_portfolio(setup: HarnessSetup, fold, cache: Path, tags: tuple[str, ..
     from locus_model.model import load_checkpoint
 
     args = setup.fit_args("locus", fold)
-    found = [cache / f"locus_f{fold.index}_{fit_key(args, t)}.pt" for t in tags]
+    found = [fit_path(cache, args, t).with_suffix(".pt") for t in tags]
     path = next((p for p in found if p.is_file()), None)
     if path is None:
         raise SystemExit(f"--portfolio-k {k}: no cached LOCUS checkpoint for fold {fold.index} (tried "
@@ -332,7 +332,7 @@ def cached_probs(cache: Path, setup: HarnessSetup, name: str, fold, tags: tuple[
         args["baseline_config"] = PerBenchmarkConfig(benchmarks=tuple(np.asarray(setup.matrix.benchmarks).astype(str)))
     tried = []
     for tag in tags:
-        path = cache / f"{name}_f{fold.index}_{fit_key(args, tag)}.npz"
+        path = fit_path(cache, args, tag)
         tried.append(path.name)
         if path.is_file():
             with np.load(path) as z:

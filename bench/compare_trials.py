@@ -56,11 +56,10 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
     from locus_model.model import save_checkpoint
     from locus_model.train import train_branches
 
-    from bench.bench_accuracy import fit_key
+    from bench.bench_accuracy import fit_path
 
     trials = {"a": (config_a, tag_a), "b": (config_b, tag_b)}
-    paths = {k: cache / f"locus_f{fold.index}_{fit_key({**setup.fit_args('locus', fold), 'train_config': c}, t)}.npz"
-             for k, (c, t) in trials.items()}
+    paths = {k: fit_path(cache, {**setup.fit_args("locus", fold), "train_config": c}, t) for k, (c, t) in trials.items()}
     if not all(p.is_file() for p in paths.values()):
         t0 = time.perf_counter()
         budget, val = fold.budget_and_val(setup.scores)

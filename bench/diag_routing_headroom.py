@@ -37,7 +37,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bench_accuracy import cached_fit_and_predict, fit_key, harness_setup  # noqa: E402
+from bench.bench_accuracy import cached_fit_and_predict, fit_path, harness_setup  # noqa: E402
 from locus_model.evaluation.baselines import KNNConfig, PerBenchmark, PerBenchmarkConfig  # noqa: E402
 from locus_model.evaluation.bootstrap import paired_bootstrap, routing_outcomes  # noqa: E402
 from locus_model.evaluation.methods import fit_and_predict  # noqa: E402
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                     add(f"{router} | {label}", probs, fold)
             add("category, chosen on the test queries", category_probs(scores, bench_of, fold.test, fold.test, 0.0), fold)
             add("oracle", np.nan_to_num(scores[:, fold.test], nan=-1.0), fold)
-            cached = args.fit_cache / f"locus_f{fold.index}_{fit_key(setup.fit_args('locus', fold), args.tag)}.npz"
+            cached = fit_path(args.fit_cache, setup.fit_args("locus", fold), args.tag)
             if cached.is_file():
                 with np.load(cached) as z:
                     add("LOCUS | budget", z["probs"], fold)

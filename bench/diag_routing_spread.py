@@ -25,7 +25,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bench_accuracy import LABELS, fit_key, harness_setup  # noqa: E402
+from bench.bench_accuracy import LABELS, fit_path, harness_setup  # noqa: E402
 from locus_model.evaluation.metrics import routing_accuracy  # noqa: E402
 
 
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         anchor_mean = np.nanmean(setup.scores[setup.trained][:, fold.anchors], axis=1)
         top = int(setup.trained[np.argmax(anchor_mean)])
         for name in args.methods.split(","):
-            path = args.fit_cache / f"{name}_f{fold.index}_{fit_key(setup.fit_args(name, fold), args.tag)}.npz"
+            path = fit_path(args.fit_cache, setup.fit_args(name, fold), args.tag)
             if not path.is_file():
                 print(f"| {budget} | {LABELS.get(name, name)} | not in {args.fit_cache} | | | |")
                 continue

@@ -19,7 +19,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.bench_accuracy import fit_key, harness_setup  # noqa: E402
+from bench.bench_accuracy import fit_path, harness_setup  # noqa: E402
 from locus_model.evaluation.metrics import routing_accuracy  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     for fold in setups[0].splits:
         probs = []
         for setup, tag in zip(setups, args.tags):
-            path = args.fit_cache / f"locus_f{fold.index}_{fit_key(setup.fit_args('locus', fold), tag)}.npz"
+            path = fit_path(args.fit_cache, setup.fit_args("locus", fold), tag)
             if not path.is_file():
                 raise SystemExit(f"{path}: not cached; run bench_accuracy.py --suite {args.suite} --budgets "
                                  f"{args.budget} --methods locus --fit-cache {args.fit_cache} --tag {tag} with that seed")

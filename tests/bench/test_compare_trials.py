@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench.bench_accuracy import HarnessSetup, fit_key  # noqa: E402
+from bench.bench_accuracy import HarnessSetup, fit_path  # noqa: E402
 from bench.compare_trials import compare  # noqa: E402
 from locus_model.evaluation.splits import kfold_splits  # noqa: E402
 from locus_model.model import LocusConfig  # noqa: E402
@@ -33,7 +33,7 @@ def cache_probs(cache: Path, setup: HarnessSetup, config: TrainConfig, probs_of)
     cache.mkdir(exist_ok=True)
     for fold in setup.splits:
         args = {**setup.fit_args("locus", fold), "train_config": config}
-        np.savez(cache / f"locus_f{fold.index}_{fit_key(args, '')}.npz", probs=probs_of(fold), seconds=1.0)
+        np.savez(fit_path(cache, args, ""), probs=probs_of(fold), seconds=1.0)
 
 
 def test_each_trial_reads_its_own_fits_and_b_minus_a_is_paired(tmp_path):
@@ -95,7 +95,7 @@ def test_a_trial_with_its_own_locus_config_reads_the_fits_cached_under_that_conf
     tmp_path.mkdir(exist_ok=True)
     for fold in setup.splits:  # trial B: same TrainConfig, another LocusConfig: another key
         args = {**setup.fit_args("locus", fold), "model_config": wide}
-        np.savez(tmp_path / f"locus_f{fold.index}_{fit_key(args, '')}.npz", probs=oracle(fold), seconds=1.0)
+        np.savez(fit_path(tmp_path, args, ""), probs=oracle(fold), seconds=1.0)
     result = compare(setup, setup.train_config, setup.train_config, cache=tmp_path, n_boot=100, models={"b": wide})
     g = result["groups"]["all"]["per_fold"]
     assert g["a"]["routing_acc"] == [setup.scores[0, f.test].mean() for f in setup.splits]
