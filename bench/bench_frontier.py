@@ -35,7 +35,7 @@ calc_AIQ. Cost at 95% / 100%: the lowest mean cost at which the hull reaches tha
 test accuracy. Fold means; intervals: 95% percentile bootstrap over the test queries resampled within folds, every
 router on the same resamples (as bench_accuracy's LOCUS-minus intervals).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_frontier.py --suite metabench --fit-cache bench/.cache/fits \\
+    .venv/bin/python -m bench.bench_frontier --suite metabench --fit-cache bench/.cache/fits \\
         --tag _latent --reuse-tags _baselines --epochs 24 --patience 24
 
 Writes bench/results/frontier_metabench_b256<tag>.json and bench/results/frontier_metabench.png; `--table JSON
@@ -54,12 +54,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from bench_accuracy import METABENCH, HarnessSetup, fit_path, harness_setup  # noqa: E402
-from locus_model.routing import (COST_KEYS, DEFAULT_OUTPUT_TOKENS, DEFAULT_WEIGHTS, cost_info, cost_table,  # noqa: E402
+from bench.common import CACHE, METABENCH, RESULTS, HarnessSetup, fit_path, harness_setup
+from locus_model.routing import (COST_KEYS, DEFAULT_OUTPUT_TOKENS, DEFAULT_WEIGHTS, cost_info, cost_table,
                                  estimate_tokens, route_many)
 
 MODELS_CSV = METABENCH.parent / "models.csv"
@@ -466,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--only-folds", type=int, nargs="+", default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits",
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits",
                    help="bench_accuracy's --fit-cache folder (read only)")
     p.add_argument("--tag", default="", help="the --tag of the bench_accuracy run whose fits to read")
     p.add_argument("--reuse-tags", nargs="+", default=[], metavar="TAG", help="also read fits cached under these tags")
@@ -490,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS,
                    help=f"with --prices: output tokens per query (default {DEFAULT_OUTPUT_TOKENS}, locus serve's default)")
     p.add_argument("--n-boot", type=int, default=1000)
-    p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
     p.add_argument("--table", type=Path, default=None, help="print the markdown table of this result JSON and exit")
     p.add_argument("--plot-out", type=Path, default=None, help="with --table: also draw its figure to this PNG")
     args = p.parse_args(argv)

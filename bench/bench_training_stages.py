@@ -6,7 +6,7 @@ once more with TrainConfig.predictor_step_cells set to that value (the cap on ce
 1000000 = no cap below the 2,048-query x 256-model limit, the behaviour before the cap), so the ratio of the two is
 measured in the same run on the same machine. Per stage: seconds, share, and (with a baseline) the ratio.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_training_stages.py --suite metabench --budgets 128 512 --fold 0 \\
+    .venv/bin/python -m bench.bench_training_stages --suite metabench --budgets 128 512 --fold 0 \\
         --threads 1 [--baseline-cells 1000000] [--out bench/results/training_stages_metabench.json]
 
 Smoke run (seconds): `--budgets 32 --train-option max_steps=25 --train-option latent_steps=20 --train-option
@@ -17,18 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import BUDGETS, harness_setup  # noqa: E402
-from locus_model.train import STAGES, train_locus  # noqa: E402
+from bench.common import BUDGETS, harness_setup
+from locus_model.train import STAGES, train_locus
 
 
 def train_stages(setup, fold, step_cells: int | None = None) -> dict:

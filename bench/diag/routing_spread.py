@@ -9,8 +9,8 @@ plus a per-model offset, so the ranking of models never changes). With --shortli
 when each method routes only among its N models of highest mean predicted P(correct) over the test queries (no
 labels read): if near-tied top models were a winner's curse, a short list would route better. Nothing is refitted.
 
-    PYTHONPATH=. .venv/bin/python bench/diag_routing_spread.py --suite mmlu --budgets 128 1024 --fold 0
-    PYTHONPATH=. .venv/bin/python bench/diag_routing_spread.py --suite metabench --budgets 128 --fold 0 \
+    .venv/bin/python -m bench.diag.routing_spread --suite mmlu --budgets 128 1024 --fold 0
+    .venv/bin/python -m bench.diag.routing_spread --suite metabench --budgets 128 --fold 0 \
         --methods locus --tag _def3 --shortlists 1 15 200
 """
 
@@ -22,11 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import LABELS, fit_path, harness_setup  # noqa: E402
-from locus_model.evaluation.metrics import routing_accuracy  # noqa: E402
+from bench.common import CACHE, LABELS, fit_path, harness_setup
+from locus_model.evaluation.metrics import routing_accuracy
 
 
 def spread(probs: np.ndarray, top: int) -> dict:
@@ -52,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budgets", type=int, nargs="+", default=[128, 1024])
     p.add_argument("--fold", type=int, default=0)
     p.add_argument("--methods", default="locus,embedllm_mf,irt,knn")
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--tag", default="")
     p.add_argument("--shortlists", type=int, nargs="*", default=[], metavar="N",

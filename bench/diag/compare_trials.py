@@ -8,7 +8,7 @@ per model group, both trials' fold means and B minus A: the difference of the fo
 interval over the test queries resampled within folds (locus_model.evaluation.bootstrap.bootstrap_comparisons, as
 bench_accuracy's "LOCUS minus X").
 
-    PYTHONPATH=. .venv/bin/python bench/compare_trials.py --suite synthetic --budget 256 --fit-cache bench/.cache/fits \\
+    .venv/bin/python -m bench.diag.compare_trials --suite synthetic --budget 256 --fit-cache bench/.cache/fits \\
         --a max_steps=None --b max_steps=600 [--tag-a T] [--tag-b T] [--only-folds 0 1] [--out FILE]
 
 With --branch, trials that differ only after the selected epoch (the output refit, the fine-tuning, the calibration)
@@ -30,13 +30,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from bench.bench_accuracy import BUDGETS, apply_options, cached_fit_and_predict, harness_setup  # noqa: E402
-from locus_model.evaluation.bootstrap import bootstrap_comparisons  # noqa: E402
-from locus_model.evaluation.metrics import roc_auc, routing_accuracy  # noqa: E402
+from bench.common import BUDGETS, apply_options, cached_fit_and_predict, harness_setup
+from locus_model.evaluation.bootstrap import bootstrap_comparisons
+from locus_model.evaluation.metrics import roc_auc, routing_accuracy
 
 
 def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=None) -> tuple[np.ndarray, float]:
@@ -56,7 +52,7 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
     from locus_model.model import save_checkpoint
     from locus_model.train import train_branches
 
-    from bench.bench_accuracy import fit_path
+    from bench.common import fit_path
 
     trials = {"a": (config_a, tag_a), "b": (config_b, tag_b)}
     paths = {k: fit_path(cache, {**setup.fit_args("locus", fold), "train_config": c}, t) for k, (c, t) in trials.items()}

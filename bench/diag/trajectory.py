@@ -9,7 +9,7 @@ only); then the kept state's test figures. With the latent warm-up on, first one
 routing among the in-training models: their free vectors through the warm-up's predictor (what matrix
 factorisation routes with), against which the encoder's embeddings of the same models are read.
 
-    PYTHONPATH=. .venv/bin/python bench/diag_trajectory.py --suite metabench --budget 256 --every 4 \
+    .venv/bin/python -m bench.diag.trajectory --suite metabench --budget 256 --every 4 \
         epochs=48 finetune_steps=0 select_on=loss patience=1000
 """
 
@@ -23,16 +23,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import locus_model.train as train  # noqa: E402
-import locus_model.train_epochs as train_epochs  # noqa: E402
-from bench.bench_accuracy import apply_options, harness_setup  # noqa: E402
-from locus_model.evaluation.methods import fit_and_predict  # noqa: E402
-from locus_model.evaluation.metrics import roc_auc, routing_accuracy  # noqa: E402
-from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
-from locus_model.train_inputs import val_logits  # noqa: E402
+import locus_model.train as train
+import locus_model.train_epochs as train_epochs
+from bench.common import apply_options, harness_setup
+from locus_model.evaluation.methods import fit_and_predict
+from locus_model.evaluation.metrics import roc_auc, routing_accuracy
+from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.train_inputs import val_logits
 
 
 def query_auc(probs: np.ndarray, labels: np.ndarray) -> float:

@@ -7,12 +7,12 @@ many LOCUS configurations (the TRIALS below) on the same folds, anchors and held
 same folds and anchors, so the means are comparable; per-fold pairing is not).
 
     # 1. export the matrices and their MiniLM encodings (needs the encoder cache and ../shared)
-    .venv/bin/python bench/sweep_locus.py export .sweep
+    .venv/bin/python -m bench.diag.sweep_locus export .sweep
     # 2. run trials (CUDA when present; --deadline-s stops launching tasks and ends the run in time)
-    python3 bench/sweep_locus.py run .sweep --trials default noise1 --tasks synthetic:256 ae1:128 --workers 12 \
+    python3 -m bench.diag.sweep_locus run .sweep --trials default noise1 --tasks synthetic:256 ae1:128 --workers 12 \
         --out results.jsonl
     # 3. tables (mean ± std over the folds that finished, next to the baselines' 5-fold means)
-    .venv/bin/python bench/sweep_locus.py summarize results.jsonl
+    .venv/bin/python -m bench.diag.sweep_locus summarize results.jsonl
 
 The export holds AlpacaEval (CC BY-NC 4.0): keep it outside the repository's tracked files (.sweep/ is for
 a scratch copy that is deleted after the run) and never commit it.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections import defaultdict
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -31,8 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 # the bench's fixed part: 60 epochs, kept to the end (best validation epoch), as in bench/README.md "Accuracy",
 # and the TrainConfig defaults as they were when the sweep started, so that a trial means the same whatever the
@@ -76,17 +73,11 @@ TRIALS: dict[str, dict] = {
 SUITES = ("synthetic", "ae1")
 
 
-def suite_name(suite: str) -> str:
-    from bench.bench_accuracy import suite_name as current  # the one list of old suite names (demo -> synthetic)
-
-    return current(suite)
-
-
 # ---------------------------------------------------------------------------------------------- export
 
 
 def export(out: Path) -> None:
-    from bench.bench_accuracy import load_suite
+    from bench.common import load_suite
     from locus_model.data.encoding import encode_queries
 
     out.mkdir(parents=True, exist_ok=True)
@@ -155,12 +146,11 @@ def run(args: argparse.Namespace) -> int:
     if args.out.exists():
         for line in args.out.read_text().splitlines():
             r = json.loads(line)
-            done.add((r["trial"], suite_name(r["suite"]), r["budget"], r["fold"]))
+            done.add((r["trial"], r["suite"], r["budget"], r["fold"]))
     tasks = []
     for trial in args.trials:  # trial-major: whole 5-fold sets finish first
         for spec in args.tasks:
             suite, budget = spec.split(":")
-            suite = suite_name(suite)
             for fold in args.folds:
                 key = (trial, suite, int(budget), fold)
                 if key not in done:
@@ -204,7 +194,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _baselines(suite: str, budget: int) -> dict:
-    path = REPO / "bench" / "results" / f"accuracy_{suite}_b{budget}.json"
+    from bench.common import RESULTS
+
+    path = RESULTS / f"accuracy_{suite}_b{budget}.json"
     if not path.is_file():
         return {}
     res = json.loads(path.read_text())
@@ -216,7 +208,7 @@ def summarize(paths: list[Path], group: str = "all") -> str:
     rows = [json.loads(line) for p in paths for line in p.read_text().splitlines() if line.strip()]
     by = defaultdict(list)
     for r in rows:
-        by[(suite_name(r["suite"]), r["budget"], r["trial"])].append(r)
+        by[(r["suite"], r["budget"], r["trial"])].append(r)
     lines = []
     for suite, budget in sorted({(s, b) for s, b, _ in by}):
         lines += [f"\n{suite} @{budget} ({group}; percent, Brier x100; mean ± std over folds)",

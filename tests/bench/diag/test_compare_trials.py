@@ -1,23 +1,19 @@
-"""bench/compare_trials.py: two LOCUS trials read from bench_accuracy's fit cache under their own keys and compared
+"""bench/diag/compare_trials.py: two LOCUS trials read from bench_accuracy's fit cache under their own keys and compared
 on the same test queries, B minus A with a paired interval."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import HarnessSetup, fit_path  # noqa: E402
-from bench.compare_trials import compare  # noqa: E402
-from locus_model.evaluation.splits import kfold_splits  # noqa: E402
-from locus_model.model import LocusConfig  # noqa: E402
-from locus_model.train import TrainConfig  # noqa: E402
+from bench.common import HarnessSetup, fit_path
+from bench.diag.compare_trials import compare
+from locus_model.evaluation.splits import kfold_splits
+from locus_model.model import LocusConfig
+from locus_model.train import TrainConfig
 
 
 def small_setup(seed: int = 0) -> HarnessSetup:
@@ -64,7 +60,7 @@ def test_the_same_trial_twice_is_a_tie_of_exactly_zero(tmp_path):
 
 def test_branch_trains_once_and_caches_each_trial_as_a_separate_fit(tmp_path, monkeypatch):
     import locus_model.train_refit as train_refit
-    from bench.bench_accuracy import cached_fit_and_predict
+    from bench.common import cached_fit_and_predict
 
     monkeypatch.setattr(train_refit, "MODELS_PER_WEIGHT", 0.1)  # 8 training models: let the refit run
 

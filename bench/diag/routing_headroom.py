@@ -20,7 +20,7 @@ could learn with 37x-300x the budget), plus the category router chosen on the te
 per-category router can reach) and the per-query oracle. Differences against best single from the same evaluations
 carry a 95% paired bootstrap interval over the pooled test queries. Nothing is trained except the kNN's choice of k.
 
-    PYTHONPATH=. .venv/bin/python bench/diag_routing_headroom.py --suite mmlu --budgets 128 256 1024 \
+    .venv/bin/python -m bench.diag.routing_headroom --suite mmlu --budgets 128 256 1024 \
         --fit-cache bench/.cache/fits
 """
 
@@ -34,13 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import cached_fit_and_predict, fit_path, harness_setup  # noqa: E402
-from locus_model.evaluation.baselines import KNNConfig, PerBenchmark, PerBenchmarkConfig  # noqa: E402
-from locus_model.evaluation.bootstrap import paired_bootstrap, routing_outcomes  # noqa: E402
-from locus_model.evaluation.methods import fit_and_predict  # noqa: E402
+from bench.common import CACHE, cached_fit_and_predict, fit_path, harness_setup
+from locus_model.evaluation.baselines import KNNConfig, PerBenchmark, PerBenchmarkConfig
+from locus_model.evaluation.bootstrap import paired_bootstrap, routing_outcomes
+from locus_model.evaluation.methods import fit_and_predict
 
 
 def category_probs(scores: np.ndarray, benchmarks: np.ndarray, known_q: np.ndarray, test: np.ndarray,
@@ -86,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suite", default="mmlu")
     p.add_argument("--budgets", type=int, nargs="+", default=[128, 256, 1024])
     p.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     p.add_argument("--tag", default="")
     p.add_argument("--locus-category", action="store_true",
                    help="also train LOCUS with the benchmark one-hot appended to the query encodings (cached)")

@@ -3,8 +3,8 @@
 Exploratory, ONE fold: differences of ~1 point are within seed noise (docs/experiments.md, "Where the
 earlier defaults lost"). Usage, from the repository root:
 
-    .venv/bin/python bench/diag_locus_training.py base calib calib_disjoint ...   # trial names below
-    .venv/bin/python bench/diag_locus_training.py --list
+    .venv/bin/python -m bench.diag.locus_training base calib calib_disjoint ...   # trial names below
+    .venv/bin/python -m bench.diag.locus_training --list
 
 Each trial appends one JSON line to bench/results/diag_locus_training.jsonl.
 """
@@ -14,22 +14,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from locus_model.data.contract import validate_evaluations  # noqa: E402
-from locus_model.data.synthetic_skills import make_synthetic_tables  # noqa: E402
-from locus_model.data.encoding import encode_queries  # noqa: E402
-from locus_model.data.matrix import EvaluationMatrix  # noqa: E402
-from locus_model.evaluation.harness import evaluate  # noqa: E402
-from locus_model.model import LocusConfig  # noqa: E402
-from locus_model.train import TrainConfig  # noqa: E402
+from bench.common import RESULTS
+from locus_model.data.contract import validate_evaluations
+from locus_model.data.synthetic_skills import make_synthetic_tables
+from locus_model.data.encoding import encode_queries
+from locus_model.data.matrix import EvaluationMatrix
+from locus_model.evaluation.harness import evaluate
+from locus_model.model import LocusConfig
+from locus_model.train import TrainConfig
 
 # the bench's setting (bench/README.md "## Accuracy"): 60 epochs, no early stop; the trials change the rest
 BENCH = dict(epochs=60, patience=60, device="cpu")
@@ -46,7 +43,6 @@ TRIALS: dict[str, dict] = {
     "platt_noise1_seed1": dict(calibration="platt", noise_start=1.0, noise_end=0.5, seed=1),
     "calib_seed1": dict(calibration="temperature", seed=1),
 }
-CACHE = Path("/tmp/ci/data/encodings/all-MiniLM-L6-v2")  # holds every synthetic-pool query; else the repo's cache
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("trials", nargs="*")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/diag_locus_training.jsonl")
+    ap.add_argument("--out", type=Path, default=RESULTS / "diag_locus_training.jsonl")
     args = ap.parse_args(argv)
     if args.list or not args.trials:
         for name, opts in TRIALS.items():
@@ -67,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     evaluations, _, _ = make_synthetic_tables("full", seed=0)
     table = validate_evaluations(evaluations.drop(columns="split"), source="synthetic pool (full, seed 0)")
     matrix = EvaluationMatrix.from_table(table)
-    cache = CACHE if CACHE.is_dir() else ROOT / "data/encodings/all-MiniLM-L6-v2"
-    enc = encode_queries(matrix.queries, encoder="all-MiniLM-L6-v2", cache_dir=cache, progress=False)
+    enc = encode_queries(matrix.queries, encoder="all-MiniLM-L6-v2", progress=False)  # the user cache
     for name in args.trials:
         cfg = TrainConfig(**{**BENCH, **OLD, **TRIALS[name]})
         t0 = time.perf_counter()

@@ -15,7 +15,7 @@ Much of a profile follows from the accuracy alone (strong models gain most on th
 that keeps the rest scores above the accuracy-only ridge, toward the accuracy + profile ridge; one that keeps only
 the accuracy scores like the accuracy-only ridge.
 
-    PYTHONPATH=. .venv/bin/python bench/diag_embedding_profile.py --suite mmlu --budget 1024 --fit-cache bench/.cache/fits
+    .venv/bin/python -m bench.diag.embedding_profile --suite mmlu --budget 1024 --fit-cache bench/.cache/fits
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import fold_locus, harness_setup  # noqa: E402
-from locus_model.infer import embed_evaluation_sets  # noqa: E402
+from bench.common import CACHE, fold_locus, harness_setup
+from locus_model.infer import embed_evaluation_sets
 
 
 def profile(scores: np.ndarray, benchmarks: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -65,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suite", default="mmlu")
     p.add_argument("--budget", type=int, default=1024)
     p.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     args = p.parse_args(argv)
     setup = harness_setup(args.suite, budget=args.budget)
     bench_of = setup.matrix.benchmarks.astype(str)

@@ -5,7 +5,7 @@ DIR` (or compare_trials.py) cached for each training seed (seed 0 under --tags' 
 `--train-option seed=s`), and prints per fold the routing accuracy of each seed and of the ensemble that averages the
 seeds' probabilities or logits over every model (in-training and held-out).
 
-    PYTHONPATH=. .venv/bin/python bench/diag_seed_ensemble.py --suite metabench --budget 64 --tags _def4 _seed1 _seed2
+    .venv/bin/python -m bench.diag.seed_ensemble --suite metabench --budget 64 --tags _def4 _seed1 _seed2
 """
 
 from __future__ import annotations
@@ -16,11 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import fit_path, harness_setup  # noqa: E402
-from locus_model.evaluation.metrics import routing_accuracy  # noqa: E402
+from bench.common import CACHE, fit_path, harness_setup
+from locus_model.evaluation.metrics import routing_accuracy
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--suite", default="metabench")
     p.add_argument("--budget", type=int, default=64)
     p.add_argument("--tags", nargs="+", required=True, help="the fit-cache tag of seed 0, 1, 2, ... in that order")
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     args = p.parse_args(argv)
     setups = [harness_setup(args.suite, budget=args.budget, train_options=[f"seed={s}"] if s else [])
               for s in range(len(args.tags))]

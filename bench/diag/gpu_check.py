@@ -2,9 +2,9 @@
 
 Run on a machine with a GPU (the CI machines have none; tests cover the CPU path):
 
-    python3 bench/gpu_check.py --data .sweep --out gpu_check.json
+    python3 -m bench.diag.gpu_check --data .sweep --out gpu_check.json
 
-`--data` is a folder written by `bench/sweep_locus.py export` (synthetic.npz: the synthetic pool and its
+`--data` is a folder written by `bench/diag/sweep_locus.py export` (synthetic.npz: the synthetic pool and its
 MiniLM encodings). Checks, each printed and stored in the JSON:
   1. train_locus on CUDA (device=dev) finishes with finite weights and beats a constant predictor;
   2. embeddings on CUDA are bit-identical across two calls (determinism) and permutation invariant to 1e-5;
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,12 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
-from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint  # noqa: E402
-from locus_model.train import TrainConfig, train_locus  # noqa: E402
+from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint
+from locus_model.train import TrainConfig, train_locus
 
 
 def _sync() -> None:
