@@ -6,7 +6,7 @@ earlier defaults lost"). Usage, from the repository root:
     .venv/bin/python -m bench.diag.locus_training base calib calib_disjoint ...   # trial names below
     .venv/bin/python -m bench.diag.locus_training --list
 
-Each trial appends one JSON line to bench/results/diag_locus_training.jsonl.
+Each trial appends one JSON line to --out (default bench/.cache/diag/locus_training.jsonl, ignored by git).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import RESULTS
+from bench.common import CACHE
 from locus_model.data.contract import validate_evaluations
 from locus_model.data.synthetic_skills import make_synthetic_tables
 from locus_model.data.encoding import encode_queries
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("trials", nargs="*")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=RESULTS / "diag_locus_training.jsonl")
+    ap.add_argument("--out", type=Path, default=CACHE / "diag" / "locus_training.jsonl")
     args = ap.parse_args(argv)
     if args.list or not args.trials:
         for name, opts in TRIALS.items():
