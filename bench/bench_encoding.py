@@ -34,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from bench.common import REPO
-from locus_model.data.encoding import RUNTIMES, encode_queries, load_encoder
+from locus_model.data.encoders import RUNTIMES
+from locus_model.data.encoding import encode_queries, load_encoder
 
 ENCODER = "all-MiniLM-L6-v2"
 

@@ -43,24 +43,10 @@ from typing import Sequence
 
 import numpy as np
 
-from locus_model.data.encoders import (  # noqa: F401  (the encoders' public names, re-exported for callers)
-    ALIASES,
-    DEFAULT_ENCODER,
-    DEFAULT_RUNTIME,
-    ENCODERS,
-    HASHING_RUNTIME,
-    MAX_TOKENS,
-    ONNX_ENCODERS,
-    RUNTIMES,
-    EncoderSpec,
-    model_folder,
-    mpnet_folder,
-    resolve_encoder,
-    resolve_runtime,
-    user_cache_dir,
-)
-from locus_model.data.encoding_cache import EncodingCache, open_cache, text_key  # noqa: F401
-from locus_model.data.onnx_build import build_onnx, onnx_dirs, onnx_model_path  # noqa: F401
+from locus_model.data.encoders import (DEFAULT_ENCODER, DEFAULT_RUNTIME, HASHING_RUNTIME, MAX_TOKENS, model_folder,
+                                       resolve_encoder, resolve_runtime)
+from locus_model.data.encoding_cache import open_cache, text_key
+from locus_model.data.onnx_build import onnx_model_path
 
 
 class EncodingInputError(ValueError):

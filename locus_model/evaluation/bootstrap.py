@@ -85,7 +85,10 @@ def query_stats(probs: np.ndarray, labels: np.ndarray) -> QueryStats:
 
 
 def stats_draws(stats: QueryStats, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """Routing, correctness accuracy, Brier and AUC on B query-resampled copies: weights (B, Q) multiplicities."""
+    """Routing, correctness accuracy, Brier and AUC on B query-resampled copies: weights (B, Q) multiplicities of
+    the queries (a row of ones is the data as it is). Returns {metric: (B,)}; each value equals the metric of
+    score_predictions on the data with every query column repeated weights[b, q] times (AUC: Mann-Whitney, ties
+    counting one half)."""
     weights = np.asarray(weights, np.float64)
     has = ~np.isnan(stats.routed)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -97,15 +100,6 @@ def stats_draws(stats: QueryStats, weights: np.ndarray) -> dict[str, np.ndarray]
             "brier": weights @ stats.sq_err / (weights @ stats.n_known),
             "auc": auc,
         }
-
-
-def bootstrap_draws(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """Routing, correctness accuracy, Brier and AUC of (M, Q) probs on query-resampled copies of the data.
-
-    weights: (B, Q) multiplicities of the queries in B bootstrap resamples (a row of ones is the data as
-    it is). Returns {metric: (B,)}; each value equals the metric of score_predictions on the data with every
-    query column repeated weights[b, q] times (AUC: Mann-Whitney with ties counting one half)."""
-    return stats_draws(query_stats(probs, labels), weights)
 
 
 def bootstrap_comparisons(
@@ -156,12 +150,3 @@ def bootstrap_comparisons(
                 else {"diff": float(diff), "ci_low": float(np.quantile(d, tail)), "ci_high": float(np.quantile(d, 1 - tail))}
             )
     return result
-
-
-def paired_bootstrap_metrics(
-    probs_a: np.ndarray, probs_b: np.ndarray, labels: np.ndarray, *, n_boot: int = 2000, seed: int = 0,
-    level: float = 0.95,
-) -> dict[str, dict]:
-    """Metric of a minus metric of b on the same (M, Q) labels: bootstrap_comparisons for one pair."""
-    return bootstrap_comparisons({"a": [probs_a], "b": [probs_b]}, [labels], against="a", n_boot=n_boot, seed=seed,
-                                 level=level)["b"]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from locus_model.data.encoding import DEFAULT_RUNTIME, RUNTIMES
+from locus_model.data.encoders import DEFAULT_RUNTIME, RUNTIMES
 from locus_pipeline.defs.metadata import COLUMN_DOCS, home_path, table_schema
 from locus_pipeline.storage import LocusHome
 
@@ -242,10 +242,6 @@ class MlflowTracking(dg.ConfigurableResource):
 
     def experiment_url(self, experiment_id: str) -> str:
         return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}{UI_QUERY}"
-
-    def artifact_url(self, run_id: str, path: str) -> str:
-        """The MLflow server's raw download of a run's artifact (an HTML file opens in the browser)."""
-        return f"{self.ui_url.rstrip('/')}/get-artifact?path={path}&run_uuid={run_id}"
 
     def experiment_of_run(self, run_id: str) -> str | None:
         """The experiment id of a run, None when the tracking store does not hold it (e.g. a home copied without

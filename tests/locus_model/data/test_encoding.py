@@ -8,18 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from locus_model.data.encoders import resolve_encoder, resolve_runtime
 from locus_model.data.encoding import (
-    EncodingCache,
     EncodingInputError,
     EncodingLRU,
     check_texts,
     encode_queries,
     encode_queries_with_report,
     load_encoder,
-    open_cache,
-    resolve_encoder,
-    resolve_runtime,
 )
+from locus_model.data.encoding_cache import open_cache
 
 TEXTS = ["Solve for x: 3x + 5 = 20.", "Which organ produces insulin?", "Solve for x: 3x + 5 = 20."]
 
@@ -91,14 +89,6 @@ def test_the_cache_never_returns_another_runtimes_encoding(tmp_path: Path) -> No
     shard.rename(tmp_path / "torch" / shard.name)
     with pytest.raises(ValueError, match="onnx-int8"):
         open_cache("minilm", "torch", tmp_path)
-
-
-def test_unmarked_shards_from_before_runtimes_are_the_torch_runtimes(tmp_path: Path) -> None:
-    legacy = EncodingCache(tmp_path / "old", 256, encoder="hashing-256", runtime="hashing")
-    keys, vectors = ["k1"], np.ones((1, 256), np.float32)
-    np.savez(tmp_path / "shard-old.npz", keys=np.array(keys), vectors=vectors)  # as written before runtimes
-    assert "k1" in open_cache("minilm", "torch", tmp_path) and "k1" not in open_cache("minilm", "onnx-int8", tmp_path)
-    assert len(legacy) == 0
 
 
 def test_runtimes_are_named_and_checked() -> None:

@@ -82,11 +82,11 @@ def _labelled(seed: int, m: int = 5, q: int = 30) -> tuple[np.ndarray, np.ndarra
     return probs, labels
 
 
-def test_bootstrap_draws_equal_the_metrics_on_repeated_columns():
+def test_resampled_metrics_equal_the_metrics_on_repeated_columns():
     probs, labels = _labelled(2)
     weights = np.random.default_rng(0).integers(0, 4, size=(3, probs.shape[1]))
     weights[:, 0] = 1  # keep a labelled query in every resample
-    draws = bootstrap.bootstrap_draws(probs, labels, np.vstack([np.ones(probs.shape[1]), weights]))
+    draws = bootstrap.stats_draws(bootstrap.query_stats(probs, labels), np.vstack([np.ones(probs.shape[1]), weights]))
     for b, w in enumerate([np.ones(probs.shape[1], int), *weights]):
         cols = np.repeat(np.arange(probs.shape[1]), w)  # the resample written out column by column
         expected = metrics.score_predictions(probs[:, cols], labels[:, cols])
@@ -94,20 +94,25 @@ def test_bootstrap_draws_equal_the_metrics_on_repeated_columns():
             assert draws[metric][b] == pytest.approx(expected[metric], abs=1e-12), (metric, b)
 
 
-def test_paired_bootstrap_metrics_ties_and_wins():
+def paired(probs_a, probs_b, labels, **kw) -> dict:
+    """A minus b on the same labels, one stratum: bootstrap_comparisons for one pair."""
+    return bootstrap.bootstrap_comparisons({"a": [probs_a], "b": [probs_b]}, [labels], against="a", **kw)["b"]
+
+
+def test_paired_comparison_ties_and_wins():
     probs, labels = _labelled(4, m=6, q=200)
-    same = bootstrap.paired_bootstrap_metrics(probs, probs, labels, n_boot=100)
+    same = paired(probs, probs, labels, n_boot=100)
     assert set(same) == {"routing_acc", "correctness_acc", "auc", "brier"}
     assert all(v == {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0} for v in same.values())
     perfect = np.nan_to_num(labels) * 0.8 + 0.1  # knows every answer
-    win = bootstrap.paired_bootstrap_metrics(perfect, probs, labels, n_boot=300, seed=1)
+    win = paired(perfect, probs, labels, n_boot=300, seed=1)
     direct = metrics.score_predictions(perfect, labels)["auc"] - metrics.score_predictions(probs, labels)["auc"]
     assert win["auc"]["diff"] == pytest.approx(direct)
     for metric in ("routing_acc", "correctness_acc", "auc"):
         assert win[metric]["ci_low"] > 0, metric  # a clear win is not a tie
     assert win["brier"]["ci_high"] < 0  # lower Brier is better
     with pytest.raises(ValueError, match="same \\(M, Q\\)"):
-        bootstrap.paired_bootstrap_metrics(probs, probs[:, :-1], labels)
+        paired(probs, probs[:, :-1], labels)
 
 
 def test_bootstrap_comparisons_average_over_strata():
