@@ -1,4 +1,4 @@
-"""Accuracy benchmark: LOCUS vs EmbedLLM-MF, IRT, kNN, best single and the oracle, same harness, same anchors.
+"""Accuracy benchmark: LOCUS vs EmbedLLM-MF, IRT, kNN, best single and the oracle, same protocol, same anchors.
 
 Suites:
   synthetic  the SYNTHETIC pool (full: 113 models x 6,000 queries, locus_model.data.synthetic_skills, seed 0), MiniLM
@@ -13,7 +13,7 @@ Suites:
     .venv/bin/python -m bench.bench_accuracy --suite ae1 --budgets 128 --only-folds 0
     .venv/bin/python -m bench.bench_accuracy --suite synthetic --budgets 128 --probe-held-out   # held-out check
 
-Writes one JSON per (suite, budget) to bench/results/accuracy_<suite>_b<budget>.json (the harness's result,
+Writes one JSON per (suite, budget) to bench/results/accuracy_<suite>_b<budget>.json (the protocol's result,
 see locus_model.evaluation) and prints the tables. Encodings are cached in the user cache (locus_model.data.encoders.user_cache_dir).
 """
 
@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import locus_model.evaluation.harness as harness
+import locus_model.evaluation.protocol as protocol
 from bench.common import BUDGETS, LABELS, RESULTS, apply_options, cached_fit_and_predict, load_suite
 from locus_model.data.encoding import encode_queries
-from locus_model.evaluation.harness import evaluate
+from locus_model.evaluation.protocol import evaluate
 from locus_model.evaluation.methods import METHODS
 from locus_model.evaluation.results import format_interval, print_results, save_results
 from locus_model.evaluation.splits import choose_held_out
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit_cache is not None:
         if args.jobs != 1:
             raise SystemExit("--fit-cache works with --jobs 1 only")
-        harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag, tuple(args.reuse_tags))
+        protocol.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag, tuple(args.reuse_tags))
     train_config = TrainConfig(device="cpu", seed=args.seed)
     if args.epochs is not None:
         train_config = replace(train_config, epochs=args.epochs)

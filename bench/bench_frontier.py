@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.common import CACHE, METABENCH, RESULTS, HarnessSetup, fit_path, harness_setup
+from bench.common import CACHE, METABENCH, RESULTS, ProtocolSetup, fit_path, protocol_setup
 from locus_model.routing import (COST_KEYS, DEFAULT_OUTPUT_TOKENS, DEFAULT_WEIGHTS, cost_info, cost_table,
                                  estimate_tokens, route_many)
 
@@ -301,7 +301,7 @@ def model_costs(names: list[str], sizes: str = "csv", prices: Path | None = None
                    "unknown": len(unknown), "unknown_examples": unknown[:10]}
 
 
-def served_portfolio(setup: HarnessSetup, fold, cache: Path, tags: tuple[str, ...], k: int) -> np.ndarray:
+def served_portfolio(setup: ProtocolSetup, fold, cache: Path, tags: tuple[str, ...], k: int) -> np.ndarray:
     """The k-center portfolio of k models over the fold's LOCUS model embeddings (every model embedded from its
     anchor evaluations, as bench_geometry.py and the portfolios asset build it), from the cached LOCUS checkpoint."""
     from locus_model.analysis.portfolio import k_center
@@ -318,11 +318,11 @@ def served_portfolio(setup: HarnessSetup, fold, cache: Path, tags: tuple[str, ..
     return np.sort(np.asarray(k_center(z, k), dtype=np.int64))
 
 
-def cached_probs(cache: Path, setup: HarnessSetup, name: str, fold, tags: tuple[str, ...]) -> tuple[np.ndarray, str]:
+def cached_probs(cache: Path, setup: ProtocolSetup, name: str, fold, tags: tuple[str, ...]) -> tuple[np.ndarray, str]:
     """A fold's cached test probabilities of one method (bench_accuracy's fit cache; the first of ``tags`` found),
     and the file. The arguments are those bench_accuracy's evaluate() gives, so the key is the same."""
     args = setup.fit_args(name, fold)
-    if name == "per_benchmark":  # evaluate() gives per_benchmark its benchmark labels (harness.evaluate)
+    if name == "per_benchmark":  # evaluate() gives per_benchmark its benchmark labels (protocol.evaluate)
         from locus_model.evaluation.baselines import PerBenchmarkConfig
 
         args["baseline_config"] = PerBenchmarkConfig(benchmarks=tuple(np.asarray(setup.matrix.benchmarks).astype(str)))
@@ -500,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     options = ([f"epochs={args.epochs}"] if args.epochs is not None else []) + (
         [f"patience={args.patience}"] if args.patience is not None else []) + list(args.train_option)
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed, train_options=options)
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed, train_options=options)
     names = list(setup.matrix.models)
     input_tokens = args.input_tokens if args.input_tokens is not None else int(round(np.mean(
         [estimate_tokens(t) for t in setup.matrix.queries])))

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bench.common import CACHE, REPO, RESULTS, fold_locus, harness_setup
+from bench.common import CACHE, REPO, RESULTS, fold_locus, protocol_setup
 from locus_model.analysis import distance_vs_disagreement, family_clustering
 from locus_model.analysis import near_duplicates, resample_embeddings
 from locus_model.analysis.fallback import fallback
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
                           holdout_models=args.holdout_models, train_options=args.train_option)
     names = setup.matrix.models
     info = pd.read_csv(MODELS_CSV).set_index("model").reindex(names) if args.suite == "mmlu" else None

@@ -2,10 +2,10 @@
 
 Per fold of `bench_accuracy.py --suite S --budgets B` (same folds, anchors and held-out models), the LOCUS trained
 there (taken from its --fit-cache, trained now if absent) embeds each held-out model from the first n of a seeded
-permutation of its evaluations on the fold's B anchors, n in --sizes (n = B is the harness's own held-out
+permutation of its evaluations on the fold's B anchors, n in --sizes (n = B is the protocol's own held-out
 setting); the baselines (EmbedLLM-MF, IRT, kNN, best single) are fitted the same way and onboarded from the same
 n cells. Every method then scores the fold's test queries: routing among the held-out models (held_out) and among
-all models with the trained ones as in the harness (all), correctness accuracy, AUC, Brier.
+all models with the trained ones as in the protocol (all), correctness accuracy, AUC, Brier.
 
 The trained-on side is `bench_accuracy.py --suite S --budgets B --probe-held-out` (every model trained on; the same
 models reported as the group held_out_as_trained); give its JSON with --trained-on to put it beside the curve.
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.common import CACHE, LABELS, RESULTS, fold_locus, harness_setup
+from bench.common import CACHE, LABELS, RESULTS, fold_locus, protocol_setup
 from locus_model.evaluation.methods import LocusMethod, make_method
 from locus_model.evaluation.metrics import score_predictions
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
                           holdout_models=args.holdout_models, train_options=args.train_option)
     sizes = sorted(n for n in args.sizes if n <= args.budget)
     methods = [m for m in args.methods.split(",") if m]

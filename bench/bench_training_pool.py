@@ -1,6 +1,6 @@
 """How routing grows with the number of models LOCUS is trained on, and what works for a small pool.
 
-Same folds, anchors and LOCUS settings as `bench_accuracy.py --suite S --budgets B` (the harness's k-fold).
+Same folds, anchors and LOCUS settings as `bench_accuracy.py --suite S --budgets B` (the protocol's k-fold).
 
 --sizes N ...  the training-pool curve: per fold, LOCUS (and EmbedLLM-MF, IRT) trained on N models drawn at random
                from the fold's in-training models; every other model of the suite is onboarded from its anchor
@@ -31,10 +31,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.common import CACHE, RESULTS, cached_fit_and_predict, fold_locus, harness_setup
-import locus_model.evaluation.harness as harness
+from bench.common import CACHE, RESULTS, cached_fit_and_predict, fold_locus, protocol_setup
+import locus_model.evaluation.protocol as protocol
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation.harness import evaluate
+from locus_model.evaluation.protocol import evaluate
 from locus_model.evaluation.results import format_interval
 from locus_model.train import TrainConfig
 
@@ -136,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     if (args.sizes is None) == (args.small_pools is None):
         raise SystemExit("give either --sizes (the training-pool curve) or --small-pools K")
     torch.set_num_threads(args.threads)
-    harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, "", tuple(args.reuse_tags))  # bench_accuracy's fits
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
+    protocol.fit_and_predict = cached_fit_and_predict(args.fit_cache, "", tuple(args.reuse_tags))  # bench_accuracy's fits
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
                           holdout_models=args.holdout_models, train_options=args.train_option)
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     if args.sizes is not None:

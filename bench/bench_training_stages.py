@@ -1,6 +1,6 @@
 """Where a LOCUS training's time goes: the wall seconds of each stage (TrainResult.seconds) on one fold of a suite.
 
-Same folds, anchors, model split and TrainConfig as `bench_accuracy.py --suite S --budgets B` (the harness's k-fold;
+Same folds, anchors, model split and TrainConfig as `bench_accuracy.py --suite S --budgets B` (the protocol's k-fold;
 --train-option overrides as there). Each budget is trained once with the library as it is and, with --baseline-cells,
 once more with TrainConfig.predictor_step_cells set to that value (the cap on cells per predictor-only step;
 1000000 = no cap below the 2,048-query x 256-model limit, the behaviour before the cap), so the ratio of the two is
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import BUDGETS, harness_setup
+from bench.common import BUDGETS, protocol_setup
 from locus_model.train import STAGES, train_locus
 
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     out = {"suite": args.suite, "fold": args.fold, "threads": args.threads, "budgets": {}}
     for b in args.budgets:
-        setup = harness_setup(args.suite, budget=b, seed=args.seed, train_options=args.train_option)
+        setup = protocol_setup(args.suite, budget=b, seed=args.seed, train_options=args.train_option)
         fold = setup.splits[args.fold]
         runs = ([train_stages(setup, fold, args.baseline_cells)] if args.baseline_cells else []) + \
             [train_stages(setup, fold)]

@@ -1,7 +1,7 @@
-"""What the benchmarks share: the suites, the fit cache, the harness's folds and configs for scripts that reuse them.
+"""What the benchmarks share: the suites, the fit cache, the protocol's folds and configs for scripts that reuse them.
 
-`bench_accuracy.py` runs the harness on a suite; the other scripts (`bench_frontier.py`, `bench_geometry.py`, the
-diagnostics in `diag/`) rebuild the same folds, anchors, held-out models and LOCUS configs with `harness_setup` and
+`bench_accuracy.py` runs the protocol on a suite; the other scripts (`bench_frontier.py`, `bench_geometry.py`, the
+diagnostics in `diag/`) rebuild the same folds, anchors, held-out models and LOCUS configs with `protocol_setup` and
 read the fits `bench_accuracy.py --fit-cache DIR` kept (`fit_path`, `fold_locus`). Scripts run from the repository
 root as modules: `python -m bench.bench_accuracy ...`.
 """
@@ -116,7 +116,7 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
 
 
 @dataclass
-class HarnessSetup:
+class ProtocolSetup:
     """What evaluate() builds for one suite and budget, for scripts that reuse its folds and trained LOCUS."""
 
     matrix: EvaluationMatrix
@@ -137,7 +137,7 @@ class HarnessSetup:
 
     def anchor_sets(self, fold) -> list[tuple[np.ndarray, np.ndarray]]:
         """Every model's evaluation set on the fold's anchors, (query indices, scores) with NaN cells left out: what
-        embed_evaluation_sets embeds, as the harness embeds held-out models."""
+        embed_evaluation_sets embeds, as the protocol embeds held-out models."""
         sets = []
         for row in self.scores[:, fold.anchors]:
             keep = ~np.isnan(row)
@@ -145,14 +145,14 @@ class HarnessSetup:
         return sets
 
 
-def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, holdout_models: float = 0.2,
-                  encoder: str = "all-MiniLM-L6-v2", runtime: str = "torch", train_options: list[str] = ()) -> HarnessSetup:
+def protocol_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, holdout_models: float = 0.2,
+                  encoder: str = "all-MiniLM-L6-v2", runtime: str = "torch", train_options: list[str] = ()) -> ProtocolSetup:
     """The folds, anchors, held-out models and LOCUS configs of `bench_accuracy.py --suite S --budgets B` with the
     same options (TrainConfig(device="cpu", seed) plus --train-option overrides)."""
     matrix, _ = load_suite(suite)
     enc = np.asarray(encode_queries(matrix.queries, encoder=encoder, runtime=runtime, progress=True), dtype=np.float32)
     held = choose_held_out(len(matrix.models), holdout_models, seed)
-    return HarnessSetup(
+    return ProtocolSetup(
         matrix=matrix, encodings=enc, scores=matrix.scores.astype(np.float32),
         splits=kfold_splits(len(matrix.query_ids), folds=folds, budget=budget, seed=seed),
         trained=np.setdiff1d(np.arange(len(matrix.models)), held), held=held,
@@ -161,7 +161,7 @@ def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, hol
     )
 
 
-def fold_locus(setup: HarnessSetup, fold, cache: Path, tag: str = "", reuse_tags: tuple[str, ...] = ()):
+def fold_locus(setup: ProtocolSetup, fold, cache: Path, tag: str = "", reuse_tags: tuple[str, ...] = ()):
     """The LOCUS that `bench_accuracy.py --fit-cache CACHE [--tag TAG]` trained on this fold (one cached under
     ``reuse_tags`` is taken too; trained and cached now if absent)."""
     from locus_model.model import load_checkpoint

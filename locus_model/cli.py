@@ -105,7 +105,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.data.errors import EvaluationDataError
     from locus_model.data.long_format import read_evaluations
     from locus_model.data.matrix import EvaluationMatrix
-    from locus_model.evaluation.harness import evaluate
+    from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.methods import METHODS
     from locus_model.evaluation.results import print_results, save_results
     from locus_model.model import LocusConfig

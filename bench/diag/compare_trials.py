@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.common import BUDGETS, apply_options, cached_fit_and_predict, harness_setup
+from bench.common import BUDGETS, apply_options, cached_fit_and_predict, protocol_setup
 from locus_model.evaluation.bootstrap import bootstrap_comparisons
 from locus_model.evaluation.metrics import roc_auc, routing_accuracy
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed)
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed)
     config_a = apply_options(setup.train_config, args.a, "--a")
     config_b = apply_options(setup.train_config, args.b, "--b")
     models = {k: apply_options(setup.model_config, opts, f"--model-{k}")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import CACHE, fold_locus, harness_setup
+from bench.common import CACHE, fold_locus, protocol_setup
 from locus_model.infer import embed_evaluation_sets
 
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     args = p.parse_args(argv)
-    setup = harness_setup(args.suite, budget=args.budget)
+    setup = protocol_setup(args.suite, budget=args.budget)
     bench_of = setup.matrix.benchmarks.astype(str)
     rows = []
     for f in args.folds:

@@ -24,7 +24,7 @@ from locus_model.data.contract import validate_evaluations
 from locus_model.data.synthetic_skills import make_synthetic_tables
 from locus_model.data.encoding import encode_queries
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation.harness import evaluate
+from locus_model.evaluation.protocol import evaluate
 from locus_model.model import LocusConfig
 from locus_model.train import TrainConfig
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import CACHE, cached_fit_and_predict, fit_path, harness_setup
+from bench.common import CACHE, cached_fit_and_predict, fit_path, protocol_setup
 from locus_model.evaluation.baselines import KNNConfig, PerBenchmark, PerBenchmarkConfig
 from locus_model.evaluation.bootstrap import paired_bootstrap, routing_outcomes
 from locus_model.evaluation.methods import fit_and_predict
@@ -43,7 +43,7 @@ from locus_model.evaluation.methods import fit_and_predict
 def category_probs(scores: np.ndarray, benchmarks: np.ndarray, known_q: np.ndarray, test: np.ndarray,
                    smoothing: float = 1.0) -> np.ndarray:
     """(M, Q_test): each model's mean score on the known queries of each test query's benchmark, pulled toward its
-    overall mean by `smoothing` pseudo-counts: the harness's per_benchmark baseline fitted on the known queries."""
+    overall mean by `smoothing` pseudo-counts: the protocol's per_benchmark baseline fitted on the known queries."""
     masked = np.full_like(scores, np.nan, dtype=np.float32)
     masked[:, known_q] = scores[:, known_q]
     method = PerBenchmark(PerBenchmarkConfig(benchmarks=tuple(np.asarray(benchmarks).astype(str)), smoothing=smoothing))
@@ -56,7 +56,7 @@ def logistic_probs(scores: np.ndarray, encodings: np.ndarray, known_q: np.ndarra
                    cs: tuple[float, ...] = (0.01, 0.1, 1.0)) -> np.ndarray:
     """(M, Q_test) P(correct) from one logistic regression per model on the encodings of its known queries; the
     inverse regularisation C is the one with the best routing among `val_rows` (default: every model) on the
-    validation queries, as the harness selects on the trained models' validation cells."""
+    validation queries, as the protocol selects on the trained models' validation cells."""
     from sklearn.linear_model import LogisticRegression
 
     from locus_model.evaluation.metrics import routing_accuracy
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     memo: dict[tuple, dict[str, np.ndarray]] = {}  # per fold, the routers from every training query
     for budget in args.budgets:
-        setup = harness_setup(args.suite, budget=budget)
+        setup = protocol_setup(args.suite, budget=budget)
         scores, bench_of = setup.scores, setup.matrix.benchmarks.astype(str)
         outcomes: dict[str, list[np.ndarray]] = {}
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import CACHE, LABELS, fit_path, harness_setup
+from bench.common import CACHE, LABELS, fit_path, protocol_setup
 from locus_model.evaluation.metrics import routing_accuracy
 
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
           "logit minus its logit | mean logit correlation between models |" + "".join(f" {c} |" for c in lists))
     print("|---|---|---|---|---|---|" + "---|" * len(lists))
     for budget in args.budgets:
-        setup = harness_setup(args.suite, budget=budget, train_options=args.train_option)
+        setup = protocol_setup(args.suite, budget=budget, train_options=args.train_option)
         fold = setup.splits[args.fold]
         anchor_mean = np.nanmean(setup.scores[setup.trained][:, fold.anchors], axis=1)
         top = int(setup.trained[np.argmax(anchor_mean)])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import CACHE, fit_path, harness_setup
+from bench.common import CACHE, fit_path, protocol_setup
 from locus_model.evaluation.metrics import routing_accuracy
 
 
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tags", nargs="+", required=True, help="the fit-cache tag of seed 0, 1, 2, ... in that order")
     p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     args = p.parse_args(argv)
-    setups = [harness_setup(args.suite, budget=args.budget, train_options=[f"seed={s}"] if s else [])
+    setups = [protocol_setup(args.suite, budget=args.budget, train_options=[f"seed={s}"] if s else [])
               for s in range(len(args.tags))]
     rows: dict[str, list[float]] = {}
     for fold in setups[0].splits:

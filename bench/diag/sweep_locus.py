@@ -113,7 +113,7 @@ def run_task(data_dir: str, trial: str, suite: str, budget: int, fold: int, devi
     import torch
 
     torch.set_num_threads(1)
-    from locus_model.evaluation.harness import evaluate
+    from locus_model.evaluation.protocol import evaluate
     from locus_model.model import LocusConfig
     from locus_model.train import TrainConfig
 

@@ -25,7 +25,7 @@ import torch
 
 import locus_model.train as train
 import locus_model.train_epochs as train_epochs
-from bench.common import apply_options, harness_setup
+from bench.common import apply_options, protocol_setup
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.metrics import roc_auc, routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("options", nargs="*", metavar="NAME=VALUE")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    setup = harness_setup(args.suite, budget=args.budget, train_options=[o for o in args.options if not o.startswith("M:")])
+    setup = protocol_setup(args.suite, budget=args.budget, train_options=[o for o in args.options if not o.startswith("M:")])
     model_config = apply_options(setup.model_config, [o[2:] for o in args.options if o.startswith("M:")], "M:")
     fold = setup.splits[args.fold]
     labels, sets = setup.scores[:, fold.test], setup.anchor_sets(fold)

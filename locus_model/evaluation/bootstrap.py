@@ -109,7 +109,7 @@ def bootstrap_comparisons(
     """Metric of method ``against`` minus metric of each other method, with percentile bootstrap intervals.
 
     probs: {method: one (M, Q_k) array per stratum (fold)}; labels: the (M, Q_k) labels of each stratum. A
-    method's metric is the mean over strata of its metric in each stratum (the harness's mean over folds), so
+    method's metric is the mean over strata of its metric in each stratum (the protocol's mean over folds), so
     "diff" is the difference of the reported means; a resample draws each stratum's queries (columns) with
     replacement, and every method is scored on the same resamples. Returns {other: {metric: {"diff",
     "ci_low", "ci_high"}}} for routing_acc, correctness_acc, auc and brier (lower is better: a negative diff

@@ -7,19 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import locus_model.evaluation.harness as harness
+import locus_model.evaluation.protocol as protocol
 from bench.common import cached_fit_and_predict
 from bench.bench_onboarding_curve import onboarding_scores
-from tests.locus_model.evaluation.test_harness import make_table
+from tests.locus_model.evaluation.test_protocol import make_table
 
 METHODS = ("knn", "best_single", "oracle")  # no training: the test stays fast
 
 
 def run(monkeypatch, cache: Path | None, only_folds) -> dict:
     if cache is not None:
-        monkeypatch.setattr(harness, "fit_and_predict", cached_fit_and_predict(cache, ""))
+        monkeypatch.setattr(protocol, "fit_and_predict", cached_fit_and_predict(cache, ""))
     enc = np.random.default_rng(0).normal(size=(60, 8)).astype(np.float32)
-    return harness.evaluate(make_table(), enc, budget=12, folds=3, holdout_models=0.2, methods=METHODS,
+    return protocol.evaluate(make_table(), enc, budget=12, folds=3, holdout_models=0.2, methods=METHODS,
                             only_folds=only_folds, progress=False, n_boot=50)
 
 

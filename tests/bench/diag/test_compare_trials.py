@@ -9,23 +9,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.common import HarnessSetup, fit_path
+from bench.common import ProtocolSetup, fit_path
 from bench.diag.compare_trials import compare
 from locus_model.evaluation.splits import kfold_splits
 from locus_model.model import LocusConfig
 from locus_model.train import TrainConfig
 
 
-def small_setup(seed: int = 0) -> HarnessSetup:
+def small_setup(seed: int = 0) -> ProtocolSetup:
     rng = np.random.default_rng(seed)
     scores = (rng.uniform(size=(10, 60)) < 0.5).astype(np.float32)
-    return HarnessSetup(matrix=None, encodings=rng.normal(size=(60, 8)).astype(np.float32), scores=scores,
+    return ProtocolSetup(matrix=None, encodings=rng.normal(size=(60, 8)).astype(np.float32), scores=scores,
                         splits=kfold_splits(60, folds=3, budget=20, seed=seed), trained=np.arange(8),
                         held=np.array([8, 9]), model_config=LocusConfig(query_dim=8),
                         train_config=TrainConfig(device="cpu", seed=seed), seed=seed)
 
 
-def cache_probs(cache: Path, setup: HarnessSetup, config: TrainConfig, probs_of) -> None:
+def cache_probs(cache: Path, setup: ProtocolSetup, config: TrainConfig, probs_of) -> None:
     cache.mkdir(exist_ok=True)
     for fold in setup.splits:
         args = {**setup.fit_args("locus", fold), "train_config": config}

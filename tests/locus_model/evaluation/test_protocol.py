@@ -1,4 +1,4 @@
-"""The accuracy harness: splits, bootstrap, hand-checked best-single / oracle, result schema, no leakage."""
+"""The accuracy protocol: splits, bootstrap, hand-checked best-single / oracle, result schema, no leakage."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation import bootstrap, harness, methods, metrics, results
+from locus_model.evaluation import bootstrap, methods, metrics, protocol, results
 from locus_model.evaluation.baselines import KNNConfig
 from locus_model.evaluation.latent import LatentConfig
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
@@ -160,7 +160,7 @@ def test_best_single_and_oracle_hand_checked():
     for name, right in (("A", q % 4 != 0), ("B", q % 4 == 0), ("C", np.zeros(40, bool))):
         rows += [{"model": name, "query_id": f"q{i:02d}", "query": f"x {i}", "benchmark": "b", "score": float(r)} for i, r in zip(q, right)]
     table = pd.DataFrame(rows)
-    res = harness.evaluate(table, unit_encodings(40), budget=12, folds=2, holdout_models=0.0,
+    res = protocol.evaluate(table, unit_encodings(40), budget=12, folds=2, holdout_models=0.0,
                       methods=("best_single", "oracle"), progress=False, n_boot=500)
     best, oracle = res["methods"]["best_single"], res["methods"]["oracle"]
     assert set(best) == {"all", "in_training"}  # nothing held out: no held_out group
@@ -181,7 +181,7 @@ def check_stat(stat):
 
 def test_result_schema_key_by_key():
     table = make_table()
-    res = harness.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=BASELINE_METHODS,
+    res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=BASELINE_METHODS,
                       baseline_configs=FAST_BASELINES, progress=False, n_boot=200)
     json.dumps(res, allow_nan=False)  # strict JSON
     assert set(res) == {"settings", "sizes", "wall_s", "warnings", "methods"}
@@ -236,7 +236,7 @@ def test_held_out_models_are_never_trained_on(monkeypatch):
         return spy
 
     monkeypatch.setattr(methods, "make_method", spy_make)
-    res = harness.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=("embedllm_mf", "irt", "knn", "best_single"),
+    res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=("embedllm_mf", "irt", "knn", "best_single"),
                       baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
     matrix = EvaluationMatrix.from_table(table)
     held = [matrix.models.index(n) for n in res["settings"]["held_out_model_names"]]
@@ -260,7 +260,7 @@ def test_held_out_models_are_never_trained_on(monkeypatch):
             assert spy.inner.net.models.shape[0] == len(trained)
 
 
-def test_locus_in_the_harness(monkeypatch):
+def test_locus_in_the_protocol(monkeypatch):
     from locus_model import train as train_module
     from locus_model.model import LocusConfig
     from locus_model.train import TrainConfig
@@ -274,7 +274,7 @@ def test_locus_in_the_harness(monkeypatch):
 
     monkeypatch.setattr(train_module, "train_locus", spy_train)
     table = make_table()
-    res = harness.evaluate(
+    res = protocol.evaluate(
         table, unit_encodings(60), budget=20, folds=2, methods=("locus",), progress=False, n_boot=50,
         model_config=LocusConfig(query_dim=16, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8),
         train_config=TrainConfig(epochs=2, batch_models=4, enc_min=4, enc_max=16, dec_batch=16, patience=5, device="cpu"),
@@ -299,36 +299,36 @@ def test_locus_in_the_harness(monkeypatch):
 
 def test_table_split_protocol_and_benchmark_merge():
     table = make_table(split=True)
-    res = harness.evaluate(table, unit_encodings(60), budget=20, folds=None, holdout_models=0.0, methods=("knn", "best_single"),
+    res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=None, holdout_models=0.0, methods=("knn", "best_single"),
                       baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
     assert res["settings"]["protocol"] == "table_split" and res["settings"]["folds"] is None
     assert res["sizes"]["test_queries"] == [12] and res["sizes"]["val_queries"] == [12] and res["sizes"]["train_queries"] == [36]
     assert set(res["methods"]["knn"]["all"]["per_benchmark"]) == {"mmlu", "gsm8k"}  # mmlu_* merged
     assert res["methods"]["knn"]["all"]["routing_acc"]["std"] == 0.0  # one fold
     with pytest.raises(ValueError, match="no 'split' column"):
-        harness.evaluate(make_table(), unit_encodings(60), folds=None, methods=("best_single",), progress=False)
+        protocol.evaluate(make_table(), unit_encodings(60), folds=None, methods=("best_single",), progress=False)
 
 
 def test_bad_inputs_are_explained():
     table = make_table()
     with pytest.raises(ValueError, match="one row per query"):
-        harness.evaluate(table, unit_encodings(59), budget=10, methods=("best_single",), progress=False)
+        protocol.evaluate(table, unit_encodings(59), budget=10, methods=("best_single",), progress=False)
     with pytest.raises(ValueError, match="unknown method"):
-        harness.evaluate(table, unit_encodings(60), budget=10, methods=("magic",), progress=False)
+        protocol.evaluate(table, unit_encodings(60), budget=10, methods=("magic",), progress=False)
     mapping = dict(zip(EvaluationMatrix.from_table(table).query_ids, unit_encodings(60)))
-    res = harness.evaluate(table, mapping, budget=10, folds=2, methods=("best_single",), progress=False, n_boot=10)
+    res = protocol.evaluate(table, mapping, budget=10, folds=2, methods=("best_single",), progress=False, n_boot=10)
     assert res["sizes"]["queries"] == 60
 
 
 def test_extra_groups_report_chosen_models():
     table = make_table()
-    res = harness.evaluate(table, unit_encodings(60), budget=20, folds=2, holdout_models=0.0, methods=("best_single", "oracle"),
+    res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=2, holdout_models=0.0, methods=("best_single", "oracle"),
                       extra_groups={"probe": ["m01", "m05"]}, progress=False, n_boot=20)
     assert set(res["methods"]["oracle"]) == {"all", "in_training", "probe"}
     assert res["settings"]["extra_groups"] == {"probe": ["m01", "m05"]}
     assert "[probe]" in results.format_results(res)
     with pytest.raises(ValueError, match="unknown"):
-        harness.evaluate(table, unit_encodings(60), budget=20, folds=2, methods=("best_single",),
+        protocol.evaluate(table, unit_encodings(60), budget=20, folds=2, methods=("best_single",),
                     extra_groups={"probe": ["nope"]}, progress=False)
 
 
@@ -351,10 +351,10 @@ def test_worker_processes_give_the_same_results():
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))  # what each of 2 workers gets
     try:
-        serial = harness.evaluate(table, unit_encodings(60), jobs=1, **kwargs)
+        serial = protocol.evaluate(table, unit_encodings(60), jobs=1, **kwargs)
     finally:
         torch.set_num_threads(threads)
-    parallel = harness.evaluate(table, unit_encodings(60), jobs=2, **kwargs)
+    parallel = protocol.evaluate(table, unit_encodings(60), jobs=2, **kwargs)
     assert (serial["settings"]["jobs"], parallel["settings"]["jobs"]) == (1, 2)
     for name in ("locus", "irt", "knn", "best_single"):
         for group in ("all", "in_training", "held_out"):
@@ -362,7 +362,7 @@ def test_worker_processes_give_the_same_results():
                 a, b = serial["methods"][name][group][metric], parallel["methods"][name][group][metric]
                 assert b["mean"] == pytest.approx(a["mean"], abs=1e-6), (name, group, metric)
     with pytest.raises(ValueError, match="jobs=0"):
-        harness.evaluate(table, unit_encodings(60), jobs=0, **kwargs)
+        protocol.evaluate(table, unit_encodings(60), jobs=0, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------- degenerate labels
@@ -371,7 +371,7 @@ def test_worker_processes_give_the_same_results():
 @pytest.mark.parametrize("value", [0.0, 0.5, 1.0])
 def test_constant_labels_are_warned_about_and_no_interval_is_claimed(value: float) -> None:
     table = make_table(8, 60).assign(score=value)
-    result = harness.evaluate(table, unit_encodings(60), budget=16, folds=2, holdout_models=0.25, seed=0,
+    result = protocol.evaluate(table, unit_encodings(60), budget=16, folds=2, holdout_models=0.25, seed=0,
                               methods=("knn", "best_single"), baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
     assert any(f"every score is {value:g}" in w for w in result["warnings"])
     knn = result["methods"]["knn"]["all"]["vs_best_single"]

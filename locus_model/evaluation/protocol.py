@@ -1,4 +1,4 @@
-"""The accuracy harness: LOCUS and its baselines on the same queries, budgets and held-out models.
+"""The accuracy protocol: LOCUS and its baselines on the same queries, budgets and held-out models.
 
 Protocol (k-fold, any evaluation table):
 - queries are split into K folds; in fold f the test queries are fold f, a validation slice (``val_fraction``
