@@ -101,7 +101,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     import torch
 
     from locus_model.data.encoders import resolve_encoder
-    from locus_model.data.encoding import encode_queries_with_report
+    from locus_model.data.encoding import encode_queries_with_summary
     from locus_model.data.errors import EvaluationDataError
     from locus_model.data.long_format import read_evaluations
     from locus_model.data.matrix import EvaluationMatrix
@@ -129,7 +129,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
-        encodings, report = encode_queries_with_report(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
+        encodings, report = encode_queries_with_summary(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
                                                        progress=progress)
         train_config = TrainConfig(device=args.device)
         if args.epochs is not None:

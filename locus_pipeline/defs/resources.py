@@ -52,9 +52,9 @@ class QueryEncoder(dg.ConfigurableResource):
     threads: int = Field(default=0, description="CPU threads of the encoder; 0 = torch's default.")
 
     def encode(self, texts: list[str], encoder: str, progress: bool = True) -> tuple[np.ndarray, Any]:
-        from locus_model.data.encoding import encode_queries_with_report
+        from locus_model.data.encoding import encode_queries_with_summary
 
-        return encode_queries_with_report(
+        return encode_queries_with_summary(
             texts, encoder=encoder, runtime=self.runtime or None, cache_dir=self.home.encoding_cache(encoder),
             batch_size=self.batch_size, progress=progress, device=self.device, threads=self.threads or None,
         )

@@ -167,12 +167,12 @@ class LocusHome(Checkpoints, PoolAndStores, dg.ConfigurableResource):
 
     def encode(self, table: pd.DataFrame, encoder: str, *, runtime: str | None = None, progress: bool = False,
                batch_size: int = 64, device: str = "cpu", threads: int | None = None):
-        """(query_id + encoding frame, EncodeReport) for the table's distinct queries, through the cache of
+        """(query_id + encoding frame, EncodeSummary) for the table's distinct queries, through the cache of
         (encoder, runtime); runtime None: the library's default."""
-        from locus_model.data.encoding import encode_queries_with_report
+        from locus_model.data.encoding import encode_queries_with_summary
 
         queries = table.drop_duplicates("query_id")
-        vectors, report = encode_queries_with_report(queries["query"].astype(str).tolist(), encoder=encoder,
+        vectors, report = encode_queries_with_summary(queries["query"].astype(str).tolist(), encoder=encoder,
                                                      runtime=runtime, cache_dir=self.encoding_cache(encoder),
                                                      progress=progress, batch_size=batch_size, device=device,
                                                      threads=threads)
