@@ -1,4 +1,4 @@
-"""The methods the harness compares, behind one interface (evaluation.baselines.Baseline): LOCUS (the
+"""The methods the protocol compares, behind one interface (evaluation.baselines.Baseline): LOCUS's router (the
 adapter below) and the baselines (EmbedLLM's matrix factorization, IRT, kNN, the per-benchmark rule, its label-free
 form over query groups, best single model)."""
 
@@ -127,7 +127,7 @@ def make_method(
     """A fresh, unfitted method by its result-table name (everything in METHODS except the oracle).
 
     baseline_config: LatentConfig for embedllm_mf / irt (its seed is replaced by ``seed``), KNNConfig for knn,
-    PerBenchmarkConfig for per_benchmark (its benchmark labels; the harness gives them).
+    PerBenchmarkConfig for per_benchmark (its benchmark labels; the protocol gives them).
     locus_model: a trained Locus that "locus" uses as it is (no training).
     benchmarks: (Q,) the query labels that "locus" and "query_groups" may read to fit their query groups ("" for
     a query whose label must not be read)."""

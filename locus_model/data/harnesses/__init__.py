@@ -24,7 +24,7 @@ from typing import Iterator
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import HarnessReport
+from locus_model.data.harnesses.common import HarnessSummary
 from locus_model.data.harnesses.lighteval import _DETAILS as _DETAILS_NAME
 from locus_model.data.harnesses.lm_eval import _SAMPLES as _SAMPLES_NAME
 
@@ -158,7 +158,7 @@ def _check_members(members: list[tuple[str, int, bool]], path: Path, fix: str) -
         raise EvaluationDataError(f"the archive unpacks to {total:,} bytes (at most {MAX_UNPACKED_BYTES:,})", file=path, fix=fix)
 
 
-def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessReport]:
+def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
     if kind == "lm_eval":
         from locus_model.data.harnesses.lm_eval import read_lm_eval_output as read
     elif kind == "inspect":
@@ -187,7 +187,7 @@ def _renamed(err: EvaluationDataError, root: Path, archive: Path) -> EvaluationD
 
 
 def read_harness_output(path: str | Path, *, model: str | None = None,
-                        harness: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                        harness: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read what a harness wrote (see :func:`detect_harness`) into the long table; returns (table, report).
     ``model``: the model name for every record (else each harness's own record names it); ``harness``: skip
     the detection."""
