@@ -76,20 +76,15 @@ class LocusMethod(Baseline):
         self._fit_router(train_scores, val_scores)
 
     def _fit_router(self, train_scores: np.ndarray, val_scores: np.ndarray | None) -> None:
-        """Embed the in-training models from their train cells, then fit the GroupRouter (its blend on the
-        validation cells: the predictor alone when there are none)."""
-        from locus_model.infer import embed_evaluation_sets, predict_proba
-        from locus_model.routing.query_groups import fit_group_router
+        """Embed the in-training models from their train cells and fit the GroupRouter (its blend on the validation
+        cells: the predictor alone when there are none)."""
+        from locus_model.routing.query_groups import fit_locus_router
 
         train_scores = np.asarray(train_scores, np.float32)
-        val_scores = np.full_like(train_scores, np.nan) if val_scores is None else np.asarray(val_scores, np.float32)
-        self.embeddings = embed_evaluation_sets(self.model, self.encodings, self._sets(train_scores), device=self._device())
+        val_scores = np.full_like(train_scores, np.nan) if val_scores is None else val_scores
+        self.router, self.embeddings = fit_locus_router(self.model, self.encodings, train_scores, val_scores,
+                                                        self.benchmarks, device=self._device())
         self.n_fitted_models = len(train_scores)
-        val_p = np.full_like(val_scores, np.nan)
-        val_q = np.flatnonzero(~np.isnan(val_scores).all(0))
-        if len(val_q):
-            val_p[:, val_q] = predict_proba(self.model, self.embeddings, self.encodings[val_q], device=self._device())
-        self.router = fit_group_router(val_p, self.encodings, train_scores, val_scores, self.benchmarks)
         self.profiles = self.router.profiles(self.encodings, train_scores, self.benchmarks)
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:

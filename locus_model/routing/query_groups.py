@@ -248,5 +248,24 @@ def fit_group_router(predictor_val_p: np.ndarray, encodings: np.ndarray, train_s
     return GroupRouter(groups=groups, blend=blend)
 
 
-__all__ = ["Blend", "GroupRouter", "fit_group_router", "QueryGroupConfig", "QueryGroups", "fit_blend", "fit_query_groups", "group_proba",
+def fit_locus_router(model, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
+                     benchmarks: np.ndarray | None = None, *, device: str = "cpu",
+                     config: QueryGroupConfig | None = None) -> tuple[GroupRouter, np.ndarray]:
+    """The GroupRouter of a trained LOCUS (``model``) and the in-training models' embeddings (M, d): each model
+    embedded from its train cells (one forward pass), its P(correct) on its validation cells, then
+    :func:`fit_group_router`. What training (the pipeline's checkpoint) and the accuracy protocol both call."""
+    from locus_model.infer import embed_evaluation_sets, predict_proba
+
+    encodings = np.asarray(encodings, np.float32)
+    train_scores, val_scores = np.asarray(train_scores, np.float32), np.asarray(val_scores, np.float32)
+    sets = [(np.flatnonzero(~np.isnan(row)), row[~np.isnan(row)]) for row in train_scores]
+    embeddings = embed_evaluation_sets(model, encodings, sets, device=device)
+    val_p = np.full_like(val_scores, np.nan)
+    val_q = np.flatnonzero(~np.isnan(val_scores).all(0))
+    if len(val_q):
+        val_p[:, val_q] = predict_proba(model, embeddings, encodings[val_q], device=device)
+    return fit_group_router(val_p, encodings, train_scores, val_scores, benchmarks, config), embeddings
+
+
+__all__ = ["Blend", "GroupRouter", "fit_group_router", "fit_locus_router", "QueryGroupConfig", "QueryGroups", "fit_blend", "fit_query_groups", "group_proba",
            "group_profiles", "group_rates"]
