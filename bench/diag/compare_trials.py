@@ -50,7 +50,7 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
 
     from locus_model.evaluation.methods import fit_and_predict
     from locus_model.model import save_checkpoint
-    from locus_model.train import train_branches
+    from locus_model.training import train_branches
 
     from bench.common import fit_path
 

@@ -26,7 +26,7 @@ from locus_model.data.encoding import encode_queries
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.evaluation.protocol import evaluate
 from locus_model.model import LocusConfig
-from locus_model.train import TrainConfig
+from locus_model.training import TrainConfig
 
 # the bench's setting (bench/README.md "## Accuracy"): 60 epochs, no early stop; the trials change the rest
 BENCH = dict(epochs=60, patience=60, device="cpu")

@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import locus_model.train as train
-import locus_model.train_epochs as train_epochs
+import locus_model.training.train as train
+import locus_model.training.epochs as train_epochs
 from bench.common import apply_options, protocol_setup
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.metrics import roc_auc, routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
-from locus_model.train_inputs import val_logits
+from locus_model.training.inputs import val_logits
 
 
 def query_auc(probs: np.ndarray, labels: np.ndarray) -> float:

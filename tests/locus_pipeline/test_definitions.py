@@ -76,7 +76,7 @@ def test_dg_cli_loads_the_project(tmp_path) -> None:
 
 def test_training_config_defaults_are_the_library_defaults_and_every_field_reaches_the_library():
     from locus_model.model_config import LocusConfig
-    from locus_model.train_config import TrainConfig
+    from locus_model.training.config import TrainConfig
     from locus_pipeline.defs.assets.training import TrainingConfig
 
     model, train = TrainingConfig().to_library(query_dim=384)
@@ -104,7 +104,7 @@ def test_every_field_of_the_library_configs_reaches_the_library_unchanged() -> N
     import dataclasses
 
     from locus_model.model_config import LocusConfig
-    from locus_model.train_config import TrainConfig
+    from locus_model.training.config import TrainConfig
     from locus_pipeline.defs.assets.training import TrainingConfig
 
     assert set(NOT_DEFAULT_TRAIN) == {f.name for f in dataclasses.fields(TrainConfig)}

@@ -13,7 +13,7 @@ from pydantic import Field, create_model
 
 from locus_model.data.matrix import evaluations_digest
 from locus_model.model_config import LocusConfig
-from locus_model.train_config import TrainConfig
+from locus_model.training.config import TrainConfig
 from locus_pipeline.defs.metadata import OWNERS, home_path, training_curve_png
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
@@ -230,7 +230,7 @@ def locus_checkpoint(
     from locus_model.infer import inference_precision, resolve_device
     from locus_model.model import save_checkpoint
     from locus_model.pool import embed_models
-    from locus_model.train import train_locus
+    from locus_model.training import train_locus
     from locus_model.infer import torch_threads
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))

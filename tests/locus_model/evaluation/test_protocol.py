@@ -261,9 +261,9 @@ def test_held_out_models_are_never_trained_on(monkeypatch):
 
 
 def test_locus_in_the_protocol(monkeypatch):
-    from locus_model import train as train_module
+    from locus_model.training import train as train_module
     from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     shapes = []
     real_train = train_module.train_locus
@@ -338,7 +338,7 @@ def test_worker_processes_give_the_same_results():
     import torch
 
     from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     table = make_table()
     kwargs = dict(

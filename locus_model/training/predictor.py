@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from locus_model.model import Locus
-from locus_model.train_config import TrainConfig
-from locus_model.train_inputs import Inputs, Validation, embed_sets, projected_noise, val_logits, validate
+from locus_model.training.config import TrainConfig
+from locus_model.training.inputs import Inputs, Validation, embed_sets, projected_noise, val_logits, validate
 
 
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
 from locus_model.infer import default_max_tokens, distinct_queries, embed_batches, resolve_device
 from locus_model.model import Locus
-from locus_model.train_config import TrainConfig
+from locus_model.training.config import TrainConfig
 
 
 def _check_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray, D: int) -> None:

@@ -24,11 +24,11 @@ import numpy as np
 import torch
 
 from locus_model.model import Locus, LocusConfig
-from locus_model.train_config import TrainConfig
-from locus_model.train_epochs import train_epochs
-from locus_model.train_inputs import prepare_inputs
-from locus_model.train_predictor import calibrate, finetune_predictor, fit_latents
-from locus_model.train_refit import refit_output
+from locus_model.training.config import TrainConfig
+from locus_model.training.epochs import train_epochs
+from locus_model.training.inputs import prepare_inputs
+from locus_model.training.predictor import calibrate, finetune_predictor, fit_latents
+from locus_model.training.refit import refit_output
 
 
 @dataclass

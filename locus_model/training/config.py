@@ -76,7 +76,7 @@ class TrainConfig:
     #   ridge regression from the pooled features of every training model, embedded from all its train cells without
     #   noise (as at test time), onto its warm-up latent; the ridge strength (refit_alphas) or no change is chosen by
     #   val BCE. It closes the part of the encoder's amortisation gap (trained on noisy subsets, tested on whole
-    #   sets) that is linear in the pooled features; embedding stays one forward pass (locus_model.train_refit).
+    #   sets) that is linear in the pooled features; embedding stays one forward pass (locus_model.training.refit).
     #   Pools of fewer than 2 (d + 1) training models (258 at d=128) are left as trained. On metabench, five folds
     #   against off: @128 held-out routing +1.9 [+0.9, +2.8], AUC +0.2 [+0.0, +0.3]; @256 routing +1.1 [-0.2, +2.3]
     refit_alphas: tuple[float, ...] = (0.01, 0.1, 1.0)  # ridge strengths of that refit, relative to the mean

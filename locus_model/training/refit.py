@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from locus_model.model import Locus
-from locus_model.train_config import TrainConfig
-from locus_model.train_inputs import Inputs, Validation, embed_sets, validate
+from locus_model.training.config import TrainConfig
+from locus_model.training.inputs import Inputs, Validation, embed_sets, validate
 
 MODELS_PER_WEIGHT = 2  # the refit runs only with at least this many training models per weight of one output (d + 1):
 #   with fewer, least squares can match every training model's latent and say nothing of a new model's (MMLU-Pro's 23,

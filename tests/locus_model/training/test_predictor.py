@@ -6,8 +6,8 @@ import torch
 
 from locus_model.evaluation.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
-from locus_model.train import TrainConfig, train_locus
-from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from locus_model.training import TrainConfig, train_locus
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG, tiny_train_pool
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -18,7 +18,7 @@ def tiny_pool():
 
 
 def test_fit_temperature_recovers_the_scale_of_overconfident_logits():
-    from locus_model.train_predictor import fit_temperature
+    from locus_model.training.predictor import fit_temperature
 
     g = torch.Generator().manual_seed(0)
     true_logits = 2 * torch.randn(20000, generator=g)
@@ -75,7 +75,7 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
 
 
 def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_loss(tiny_pool):
-    from locus_model.train_predictor import FINETUNE_EVERY
+    from locus_model.training.predictor import FINETUNE_EVERY
 
     enc, train, val = tiny_pool
     base = dict(**{**FAST, "epochs": 4, "patience": 4}, seed=3, calibration="none")
@@ -106,7 +106,7 @@ def warmed(tiny_pool):
 
 
 def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(tiny_pool, warmed, monkeypatch):
-    import locus_model.train_predictor as train_predictor
+    import locus_model.training.predictor as train_predictor
 
     enc, train, val = tiny_pool
     sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
@@ -130,7 +130,7 @@ def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(t
 
 
 def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_predictor(tiny_pool, monkeypatch):
-    import locus_model.train as train_mod
+    import locus_model.training.train as train_mod
 
     enc, train, val = tiny_pool
     kept = {}
@@ -159,7 +159,7 @@ def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_p
 
 
 def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(monkeypatch):  # predictor_step_cells=64
-    import locus_model.train_predictor as train_predictor
+    import locus_model.training.predictor as train_predictor
     from locus_model.model import Locus, LocusConfig
 
     monkeypatch.setattr(train_predictor, "FINETUNE_MAX_MODELS", 8)

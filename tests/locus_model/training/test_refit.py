@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from locus_model.infer import embed_evaluation_sets
-from locus_model.train import TrainConfig, train_locus
-from locus_model.train_refit import ridge
-from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from locus_model.training import TrainConfig, train_locus
+from locus_model.training.refit import ridge
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG, tiny_train_pool
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -27,7 +27,7 @@ def test_ridge_recovers_a_linear_map_and_shrinks_with_alpha():
 
 @pytest.fixture
 def few_models_allowed(monkeypatch):  # the tiny pool has 12 training models, under 2 (d + 1) = 66
-    import locus_model.train_refit as train_refit
+    import locus_model.training.refit as train_refit
 
     monkeypatch.setattr(train_refit, "MODELS_PER_WEIGHT", 0.25)
 
@@ -74,7 +74,8 @@ def test_a_pool_with_too_few_models_per_weight_is_left_as_trained():
 
 
 def test_branches_share_the_epochs_and_equal_separate_runs(few_models_allowed):
-    from locus_model.train import STAGES, train_branches
+    from locus_model.training import train_branches
+    from locus_model.training.train import STAGES
 
     enc, train, val = tiny_train_pool()
     a = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=False)

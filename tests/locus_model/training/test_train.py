@@ -6,8 +6,8 @@ import torch
 
 from locus_model.evaluation.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
-from locus_model.train import TrainConfig, train_locus
-from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from locus_model.training import TrainConfig, train_locus
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG, tiny_train_pool
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

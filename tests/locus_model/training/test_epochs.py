@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.train import TrainConfig, train_locus
-from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from locus_model.training import TrainConfig, train_locus
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG, tiny_train_pool
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -53,7 +53,7 @@ def test_ema_returns_the_average_of_the_trained_weights(tiny_pool):
 
 
 def test_a_pool_larger_than_epoch_models_is_visited_evenly_in_shorter_epochs(tiny_pool, monkeypatch):
-    import locus_model.train_epochs as train_epochs
+    import locus_model.training.epochs as train_epochs
 
     enc, train, val = tiny_pool
     visits, original = [], train_epochs._batch_loss

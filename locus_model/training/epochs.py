@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from locus_model.model import Locus
-from locus_model.train_config import TrainConfig, epochs_to_run, noise_ratio
-from locus_model.train_inputs import Inputs, Selected, Validation, projected_noise, validate
+from locus_model.training.config import TrainConfig, epochs_to_run, noise_ratio
+from locus_model.training.inputs import Inputs, Selected, Validation, projected_noise, validate
 
 
 def _draw_sets(
