@@ -1,6 +1,9 @@
-"""LOCUS training: TrainConfig (config.py), train_locus and train_branches (train.py), returning a TrainResult;
-the stages in inputs.py, epochs.py, predictor.py and refit.py. Importing TrainConfig loads no torch (the pipeline
-builds its launchpad config from it when it loads): the training functions load with their first use.
+"""LOCUS training: TrainConfig (its defaults), train_locus (one config) and train_branches (configs that share the
+stages up to the kept epoch), returning a TrainResult.
+
+The modules, in the order of the stages: config (TrainConfig, Stage), inputs, predictor (latent warm-up, predictor
+fine-tuning), epochs, refit, calibration; train runs them. Importing TrainConfig loads no torch (the pipeline builds
+its launchpad config from it when it loads): the training functions load with their first use.
 """
 
 from __future__ import annotations

@@ -5,14 +5,9 @@ import pytest
 import torch
 
 from locus_model.training import TrainConfig, train_locus
-from tests.locus_model.training.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(scope="module")
-def tiny_pool():
-    return tiny_train_pool()
 
 
 def test_rejects_models_without_train_cells(tiny_pool):
