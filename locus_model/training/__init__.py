@@ -1,9 +1,10 @@
 """LOCUS training: TrainConfig (its defaults), train_locus (one config) and train_branches (configs that share the
 stages up to the kept epoch), returning a TrainResult.
 
-The modules, in the order of the stages: config (TrainConfig, Stage), inputs, predictor (latent warm-up, predictor
-fine-tuning), epochs, refit, calibration; train runs them. Importing TrainConfig loads no torch (the pipeline builds
-its launchpad config from it when it loads): the training functions load with their first use.
+The modules: config (TrainConfig, Stage: the fields a stage reads), train (the order of the stages), and one module
+per stage or pair of stages: inputs, predictor (the latent warm-up and the predictor fine-tuning), epochs, refit,
+calibration. Importing TrainConfig loads no torch (the pipeline builds its launchpad config from it when it loads):
+the training functions load with their first use.
 """
 
 from __future__ import annotations
