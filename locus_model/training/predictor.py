@@ -21,6 +21,8 @@ FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning
 FINETUNE_MAX_COLUMNS = 2048  # train queries per predictor-only step (a random subset when there are more)
 FINETUNE_MAX_MODELS = 256  # models per predictor-only step (a random subset when there are more)
 
+# what both stages read: the predictor's optimiser, a step's cells and the patience (finetune_patience stops the
+# warm-up too, so configs that differ in it cannot share a warm-up: train.BRANCH_FIELDS)
 _PREDICTOR_STEPS = {"lr_predictor", "weight_decay", "grad_clip", "predictor_step_cells", "finetune_patience"}
 LATENT_WARMUP = Stage("latent_warmup", frozenset({"latent_steps", "latent_noise", "latent_lr", *_PREDICTOR_STEPS}),
                       on=lambda cfg: cfg.latent_steps > 0)
