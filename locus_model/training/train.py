@@ -54,11 +54,11 @@ class TrainResult:
 
 
 SHARED_STAGES = (INPUTS, LATENT_WARMUP, EPOCHS)  # up to the kept epoch: run once by train_branches
-AFTER_SELECTION = (OUTPUT_REFIT, PREDICTOR_FINETUNING, CALIBRATION)  # from the kept epoch: run once per branch
-STAGES = tuple(s.name for s in (LATENT_WARMUP, EPOCHS, *AFTER_SELECTION))  # TrainResult.seconds' keys
+BRANCH_STAGES = (OUTPUT_REFIT, PREDICTOR_FINETUNING, CALIBRATION)  # from the kept epoch: run once per branch
+STAGES = tuple(s.name for s in (LATENT_WARMUP, EPOCHS, *BRANCH_STAGES))  # TrainResult.seconds' keys
 # the fields branches of train_branches may differ in: read after the selection and by no shared stage (derived from
 # the stages' declarations, so a field a shared stage reads -- finetune_patience: the warm-up's patience too -- is not)
-BRANCH_FIELDS = frozenset().union(*(s.reads for s in AFTER_SELECTION)) - frozenset().union(
+BRANCH_FIELDS = frozenset().union(*(s.reads for s in BRANCH_STAGES)) - frozenset().union(
     *(s.reads for s in SHARED_STAGES))
 
 
