@@ -3,7 +3,7 @@
 Exploratory, ONE fold: differences of ~1 point are within seed noise (docs/experiments.md, "Where the
 earlier defaults lost"). Usage, from the repository root:
 
-    .venv/bin/python -m bench.diag.locus_training base calib calib_disjoint ...   # trial names below
+    .venv/bin/python -m bench.diag.locus_training base calib platt ...   # trial names below
     .venv/bin/python -m bench.diag.locus_training --list
 
 Each trial appends one JSON line to --out (default bench/.cache/diag/locus_training.jsonl, ignored by git).
