@@ -37,7 +37,7 @@ from locus_model.evaluation.methods import METHODS
 from locus_model.evaluation.results import format_interval, print_results, save_results
 from locus_model.evaluation.splits import choose_held_out
 from locus_model.model import LocusConfig
-from locus_model.train import TrainConfig
+from locus_model.training import TrainConfig
 
 
 def _cell(stat: dict | None, scale: float = 100.0) -> str:

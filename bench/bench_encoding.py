@@ -87,7 +87,7 @@ def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) 
     from locus_model.infer import embed_evaluation_sets, predict_proba
     from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint
     from locus_model.routing import cost_table, route_many
-    from locus_model.train import TrainConfig, train_locus
+    from locus_model.training import TrainConfig, train_locus
 
     table = pd.read_parquet(REPO / "data" / "mmlu-pro" / "evaluations.parquet")
     keep = set(table.drop_duplicates("query_id")["query_id"].sample(n=n_queries, random_state=0))

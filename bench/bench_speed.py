@@ -311,7 +311,10 @@ def measure_alternately(cases: dict, repeats: int) -> dict:
 
 
 def train_epoch_case(epochs: int, threads: int, count_flops: bool) -> dict:
-    from locus_model.train import TrainConfig, train_locus  # the package on PYTHONPATH: current or before
+    try:  # the package on PYTHONPATH: current or before (BEFORE_COMMIT kept training in locus_model/train.py)
+        from locus_model.training import TrainConfig, train_locus
+    except ImportError:
+        from locus_model.train import TrainConfig, train_locus
 
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)

@@ -36,7 +36,7 @@ import locus_model.evaluation.protocol as protocol
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.evaluation.protocol import evaluate
 from locus_model.evaluation.results import format_interval
-from locus_model.train import TrainConfig
+from locus_model.training import TrainConfig
 
 CURVE_METHODS = ("locus", "embedllm_mf", "irt", "best_single")
 SMALL_METHODS = ("locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single", "oracle")

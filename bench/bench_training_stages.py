@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from bench.common import BUDGETS, protocol_setup
-from locus_model.train import STAGES, train_locus
+from locus_model.training import train_locus
+from locus_model.training.train import STAGES
 
 
 def train_stages(setup, fold, step_cells: int | None = None) -> dict:

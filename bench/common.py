@@ -22,7 +22,7 @@ from locus_model.data.matrix import EvaluationMatrix
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
 from locus_model.model import LocusConfig
-from locus_model.train import TrainConfig
+from locus_model.training import TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"  # the result files (bench/results/README.md: which figure each backs)

@@ -109,7 +109,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.evaluation.methods import METHODS
     from locus_model.evaluation.results import print_results, save_results
     from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     unknown = [m for m in methods if m not in METHODS]

@@ -12,7 +12,7 @@ bench_accuracy's "LOCUS minus X").
         --a max_steps=None --b max_steps=600 [--tag-a T] [--tag-b T] [--only-folds 0 1] [--out FILE]
 
 With --branch, trials that differ only after the selected epoch (the output refit, the fine-tuning, the calibration)
-share one warm-up and one set of epochs per fold (locus_model.train.train_branches): each trial's fit is the one it
+share one warm-up and one set of epochs per fold (locus_model.training.train_branches): each trial's fit is the one it
 gets alone, at half the CPU.
 
 --model-a / --model-b set LocusConfig fields of one trial (e.g. --model-b profile_clusters=8).
@@ -44,13 +44,13 @@ def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=No
 
 def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str, tag_b: str) -> dict:
     """Both trials' (probs, seconds) on a fold when they differ only after the selected epoch (refit, fine-tuning,
-    calibration: locus_model.train.AFTER_SELECTION): cached fits are read; else the warm-up and the epochs run once
+    calibration: locus_model.training.train.BRANCH_FIELDS): cached fits are read; else the warm-up and the epochs run once
     (train_branches) and each trial's fit is scored and cached under the key bench_accuracy gives it."""
     import time
 
     from locus_model.evaluation.methods import fit_and_predict
     from locus_model.model import save_checkpoint
-    from locus_model.train import train_branches
+    from locus_model.training import train_branches
 
     from bench.common import fit_path
 
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--branch", action="store_true",
                    help="train each fold once and branch after the selected epoch (A and B may differ only in "
-                        "locus_model.train.AFTER_SELECTION fields: refit, fine-tuning, calibration); half the CPU")
+                        "locus_model.training.train.BRANCH_FIELDS: refit, fine-tuning, calibration); half the CPU")
     p.add_argument("--n-boot", type=int, default=2000)
     p.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
     args = p.parse_args(argv)

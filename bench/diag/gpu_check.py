@@ -28,7 +28,7 @@ import torch
 
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint
-from locus_model.train import TrainConfig, train_locus
+from locus_model.training import TrainConfig, train_locus
 
 
 def _sync() -> None:

@@ -3,7 +3,7 @@
 Exploratory, ONE fold: differences of ~1 point are within seed noise (docs/experiments.md, "Where the
 earlier defaults lost"). Usage, from the repository root:
 
-    .venv/bin/python -m bench.diag.locus_training base calib calib_disjoint ...   # trial names below
+    .venv/bin/python -m bench.diag.locus_training base calib platt ...   # trial names below
     .venv/bin/python -m bench.diag.locus_training --list
 
 Each trial appends one JSON line to --out (default bench/.cache/diag/locus_training.jsonl, ignored by git).
@@ -26,7 +26,7 @@ from locus_model.data.encoding import encode_queries
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.evaluation.protocol import evaluate
 from locus_model.model import LocusConfig
-from locus_model.train import TrainConfig
+from locus_model.training import TrainConfig
 
 # the bench's setting (bench/README.md "## Accuracy"): 60 epochs, no early stop; the trials change the rest
 BENCH = dict(epochs=60, patience=60, device="cpu")

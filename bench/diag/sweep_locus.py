@@ -115,7 +115,7 @@ def run_task(data_dir: str, trial: str, suite: str, budget: int, fold: int, devi
     torch.set_num_threads(1)
     from locus_model.evaluation.protocol import evaluate
     from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     matrix, enc = _load(Path(data_dir), suite)
     opts = {**BASE, **TRIALS[trial]}

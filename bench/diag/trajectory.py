@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-import locus_model.train as train
-import locus_model.train_epochs as train_epochs
+import locus_model.training.epochs as epochs
+import locus_model.training.train as train
 from bench.common import apply_options, protocol_setup
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.metrics import roc_auc, routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
-from locus_model.train_inputs import val_logits
+from locus_model.training.inputs import val_logits
 
 
 def query_auc(probs: np.ndarray, labels: np.ndarray) -> float:
@@ -55,27 +55,27 @@ def main(argv: list[str] | None = None) -> int:
     model_config = apply_options(setup.model_config, [o[2:] for o in args.options if o.startswith("M:")], "M:")
     fold = setup.splits[args.fold]
     labels, sets = setup.scores[:, fold.test], setup.anchor_sets(fold)
-    original, calls = train_epochs.validate, [0]
+    original, calls = epochs.validate, [0]
 
     trained = setup.trained
     original_latents = train.fit_latents
 
     def traced_latents(net, data, train_np, val, cfg):
-        out = original_latents(net, data, train_np, val, cfg)
+        out, latents = original_latents(net, data, train_np, val, cfg)
         with torch.no_grad():
             u = net.query_projection(data.enc[torch.from_numpy(fold.test).to(data.enc.device)])
-            p_latent = torch.sigmoid(net.predict_logits_projected(data.latents, u)).cpu().numpy()
+            p_latent = torch.sigmoid(net.predict_logits_projected(latents.vectors, u)).cpu().numpy()
         print(json.dumps({"warmup": out["step"], "noise": out["noise"], "val_loss": round(out["val_loss"], 4),
                           "test_routing_trained": round(routing_accuracy(p_latent, labels[trained]), 4),
                           "test_auc_trained": round(roc_auc(p_latent, labels[trained]), 4)}), flush=True)
-        return out
+        return out, latents
 
     train.fit_latents = traced_latents
 
     def traced(model, enc, val, z=None):
         out = original(model, enc, val, z)
         calls[0] += 1
-        if calls[0] % args.every == 0:  # every this many epochs (only the epochs call train_epochs.validate)
+        if calls[0] % args.every == 0:  # every this many epochs (only the epochs call epochs.validate)
             with torch.no_grad():
                 val_p = torch.sigmoid(val_logits(model, enc, val)).cpu().numpy()
             test_p = predict_proba(model, embed_evaluation_sets(model, setup.encodings, sets), setup.encodings[fold.test])
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
         return out
 
-    train_epochs.validate = traced  # the epochs' validations only
+    epochs.validate = traced  # the epochs' validations only
     probs, seconds = fit_and_predict(**{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False})
     print(json.dumps({"kept_test_routing": round(routing_accuracy(probs, labels), 4),
                       "kept_test_routing_trained": round(routing_accuracy(probs[trained], labels[trained]), 4),

@@ -51,7 +51,7 @@ class LocusMethod(Baseline):
 
     def fit(self, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray | None = None) -> None:
         from locus_model.model import LocusConfig
-        from locus_model.train import TrainConfig, train_locus
+        from locus_model.training import TrainConfig, train_locus
 
         self.encodings = np.asarray(encodings, dtype=np.float32)
         if self.pretrained:

@@ -151,7 +151,7 @@ def evaluate(
 
     if "locus" in methods:  # record the effective LOCUS settings, not None
         from locus_model.model import LocusConfig
-        from locus_model.train import TrainConfig
+        from locus_model.training import TrainConfig
 
         model_config = locus_model.config if locus_model is not None else (model_config or LocusConfig(query_dim=enc.shape[1]))
         train_config = None if locus_model is not None else (train_config or TrainConfig())

@@ -50,7 +50,7 @@ def test_onboarding_sets_are_nested_anchor_subsets():
 def test_train_options_parse_optional_fields_as_numbers_or_none():
     from bench.common import apply_options
 
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     cfg = apply_options(TrainConfig(), ["max_steps=600", "val_models=none", "epochs=24"])
     assert cfg.max_steps == 600 and cfg.val_models is None and cfg.epochs == 24

@@ -13,7 +13,7 @@ from bench.common import ProtocolSetup, fit_path
 from bench.diag.compare_trials import compare
 from locus_model.evaluation.splits import kfold_splits
 from locus_model.model import LocusConfig
-from locus_model.train import TrainConfig
+from locus_model.training import TrainConfig
 
 
 def small_setup(seed: int = 0) -> ProtocolSetup:
@@ -59,10 +59,10 @@ def test_the_same_trial_twice_is_a_tie_of_exactly_zero(tmp_path):
 
 
 def test_branch_trains_once_and_caches_each_trial_as_a_separate_fit(tmp_path, monkeypatch):
-    import locus_model.train_refit as train_refit
+    import locus_model.training.refit as refit
     from bench.common import cached_fit_and_predict
 
-    monkeypatch.setattr(train_refit, "MODELS_PER_WEIGHT", 0.1)  # 8 training models: let the refit run
+    monkeypatch.setattr(refit, "MODELS_PER_WEIGHT", 0.1)  # 8 training models: let the refit run
 
     setup = small_setup(2)
     setup.model_config = LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)

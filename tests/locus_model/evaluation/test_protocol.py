@@ -261,18 +261,18 @@ def test_held_out_models_are_never_trained_on(monkeypatch):
 
 
 def test_locus_in_the_protocol(monkeypatch):
-    from locus_model import train as train_module
+    import locus_model.training as training
     from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     shapes = []
-    real_train = train_module.train_locus
+    real_train = training.train_locus
 
     def spy_train(encodings, train_scores, val_scores, **kwargs):
         shapes.append(train_scores.shape)
         return real_train(encodings, train_scores, val_scores, **kwargs)
 
-    monkeypatch.setattr(train_module, "train_locus", spy_train)
+    monkeypatch.setattr(training, "train_locus", spy_train)
     table = make_table()
     res = protocol.evaluate(
         table, unit_encodings(60), budget=20, folds=2, methods=("locus",), progress=False, n_boot=50,
@@ -338,7 +338,7 @@ def test_worker_processes_give_the_same_results():
     import torch
 
     from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     table = make_table()
     kwargs = dict(

@@ -4,15 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.train import TrainConfig, train_locus
-from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from locus_model.training import TrainConfig, train_locus
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(scope="module")
-def tiny_pool():
-    return tiny_train_pool()
 
 
 def test_draws_put_several_evaluation_sets_of_each_model_in_a_step(tiny_pool, monkeypatch):
@@ -45,7 +40,7 @@ def test_ema_returns_the_average_of_the_trained_weights(tiny_pool):
     w_plain, w_ema = plain.model.hidden.weight, ema.model.hidden.weight
     assert not torch.equal(w_plain, w_ema) and torch.isfinite(w_ema).all()
     first = min(TrainConfig().select_from_epoch, len(ema.history) - 1)  # earlier epochs are never kept
-    assert ema.best_metrics["val_routing_acc"] == max(h["val_routing_acc"] for h in ema.history[first:])
+    assert ema.best_metrics["val_loss"] == min(h["val_loss"] for h in ema.history[first:])
     with pytest.raises(ValueError, match="ema_decay"):
         TrainConfig(ema_decay=1.0)
     with pytest.raises(ValueError, match="draws"):
@@ -53,16 +48,16 @@ def test_ema_returns_the_average_of_the_trained_weights(tiny_pool):
 
 
 def test_a_pool_larger_than_epoch_models_is_visited_evenly_in_shorter_epochs(tiny_pool, monkeypatch):
-    import locus_model.train_epochs as train_epochs
+    import locus_model.training.epochs as epochs
 
     enc, train, val = tiny_pool
-    visits, original = [], train_epochs._batch_loss
+    visits, original = [], epochs._batch_loss
 
-    def counting(net, batch, data, cfg, std):
+    def counting(net, batch, data, latents, cfg, std):
         visits.append(np.unique(batch))
-        return original(net, batch, data, cfg, std)
+        return original(net, batch, data, latents, cfg, std)
 
-    monkeypatch.setattr(train_epochs, "_batch_loss", counting)
+    monkeypatch.setattr(epochs, "_batch_loss", counting)
     cfg = TrainConfig(**{**FAST, "epochs": 6, "patience": 6, "batch_models": 2}, epoch_models=4, seed=0)
     res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     assert len(res.history) == 6 and len(visits) == 6 * 2  # 4 of the 12 models per epoch, 2 per step
@@ -85,7 +80,7 @@ def test_epochs_before_select_from_epoch_are_never_kept(tiny_pool):
     res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     assert res.best_epoch >= 4 and len(res.history) == 6  # patience counts only from epoch 4 on
     late = res.history[4:]
-    assert res.best_metrics["val_routing_acc"] == max(h["val_routing_acc"] for h in late)
+    assert res.best_metrics["val_loss"] == min(h["val_loss"] for h in late)
     short = TrainConfig(**{**FAST, "epochs": 3, "patience": 3}, select_from_epoch=30)  # clipped to the last epoch
     assert train_locus(enc, train, val, model_config=MODEL_CFG, train_config=short, progress=False).best_epoch == 2
     with pytest.raises(ValueError, match="select_from_epoch"):

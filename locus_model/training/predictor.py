@@ -1,7 +1,6 @@
 """The predictor-only stages of LOCUS training, around the end-to-end epochs: the latent warm-up before them
-(fit_latents), the predictor fine-tuning on fixed embeddings after them (finetune_predictor), and the
-calibration of the kept state's logits (calibrate, fit_temperature). The warm-up and the fine-tuning share one
-step's batch (_predictor_batch)."""
+(fit_latents) and the predictor fine-tuning on fixed embeddings after them (finetune_predictor). Both draw one
+step's cells the same way (_predictor_batch)."""
 
 from __future__ import annotations
 
@@ -14,13 +13,21 @@ import torch
 import torch.nn.functional as F
 
 from locus_model.model import Locus
-from locus_model.train_config import TrainConfig
-from locus_model.train_inputs import Inputs, Validation, embed_sets, projected_noise, val_logits, validate
+from locus_model.training.config import Stage, TrainConfig
+from locus_model.training.inputs import Inputs, Latents, Validation, embed_sets, projected_noise, validate
 
 
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning
 FINETUNE_MAX_COLUMNS = 2048  # train queries per predictor-only step (a random subset when there are more)
 FINETUNE_MAX_MODELS = 256  # models per predictor-only step (a random subset when there are more)
+
+# what both stages read: the predictor's optimiser, a step's cells and the patience (finetune_patience stops the
+# warm-up too, so configs that differ in it cannot share a warm-up: train.BRANCH_FIELDS)
+_PREDICTOR_STEPS = {"lr_predictor", "weight_decay", "grad_clip", "predictor_step_cells", "finetune_patience"}
+LATENT_WARMUP = Stage("latent_warmup", frozenset({"latent_steps", "latent_noise", "latent_lr", *_PREDICTOR_STEPS}),
+                      on=lambda cfg: cfg.latent_steps > 0)
+PREDICTOR_FINETUNING = Stage("predictor_finetuning", frozenset({"finetune_steps", "finetune_noise", *_PREDICTOR_STEPS}),
+                             on=lambda cfg: cfg.finetune_steps > 0)
 
 
 def step_columns(rows: int, step_cells: int) -> int:
@@ -56,10 +63,12 @@ def _predictor_batch(
     return logits, scores_t[rows_t][:, cols_t], known_t[rows_t][:, cols_t], rows_t
 
 
-def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation, cfg: TrainConfig) -> dict:
+def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
+                cfg: TrainConfig) -> tuple[dict, Latents]:
     """The latent warm-up: net's predictor and one free vector per training model, fitted on the train cells
     (MAP, a N(0, I) prior on each vector) once per cfg.latent_noise ratio from the same initial predictor; the
-    state of minimum val BCE over steps and ratios is loaded into net and its vectors set as data.latents."""
+    predictor of minimum val BCE over steps and ratios is loaded into net. Returns ({"noise", "step", "val_loss",
+    "steps_run"}, that state's vectors)."""
     device = data.enc.device
     known_t = torch.from_numpy(~np.isnan(train_np)).to(device)
     cols_all = np.flatnonzero(known_t.any(dim=0).cpu().numpy())
@@ -98,9 +107,8 @@ def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
     with torch.no_grad():
         for p, kept in zip(params, best["predictor"]):
             p.copy_(kept)
-    data.latents = best["latents"]
-    data.latent_var = float(data.latents.var(dim=0).sum().clamp(min=1e-8))
-    return {"noise": best["noise"], "step": best["step"], "val_loss": best["val_loss"], "steps_run": steps_run}
+    latents = Latents(vectors=best["latents"], var=float(best["latents"].var(dim=0).sum().clamp(min=1e-8)))
+    return {"noise": best["noise"], "step": best["step"], "val_loss": best["val_loss"], "steps_run": steps_run}, latents
 
 
 def finetune_predictor(model: Locus, train_np: np.ndarray, data: Inputs, val: Validation, cfg: TrainConfig) -> dict:
@@ -161,36 +169,3 @@ def _finetune_run(
     routing = validate()[1]  # unchanged by the calibration after
     return {"step": best_step, "steps_run": step, "val_loss_before": before, "val_loss_after": best,
             "val_routing_acc": routing}
-
-
-def calibrate(model: Locus, enc: torch.Tensor, val: Validation, cfg: TrainConfig) -> dict:
-    """Fit the temperature (and bias, "platt") on the validation cells and store them in the model."""
-    with torch.no_grad():
-        logits = val_logits(model, enc, val)  # (M, Qv), uncalibrated (temperature 1, bias 0)
-    t, b = fit_temperature(logits[val.known], val.targets[val.known], bias=cfg.calibration == "platt")
-    model.temperature.fill_(t)
-    model.logit_bias.fill_(b)
-    return {"temperature": t, "logit_bias": b}
-
-
-def fit_temperature(
-    logits: torch.Tensor,  # (n,) validation logits, uncalibrated
-    targets: torch.Tensor,  # (n,) labels in [0, 1]
-    *,
-    bias: bool = False,
-) -> tuple[float, float]:
-    """(T, b) minimising BCE(logits / T + b, targets): temperature scaling (Guo et al. 2017), with bias=True
-    Platt scaling; b = 0 when bias is False. T is clamped to [0.05, 20]."""
-    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    b = torch.zeros((), dtype=torch.float64, requires_grad=bias)
-    x, y = logits.detach().double().cpu(), targets.detach().double().cpu()
-    opt = torch.optim.LBFGS([log_t, b] if bias else [log_t], lr=0.5, max_iter=100, line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        opt.zero_grad()
-        loss = F.binary_cross_entropy_with_logits(x / log_t.exp() + b, y)
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    return float(log_t.detach().exp().clamp(0.05, 20.0)), float(b.detach())

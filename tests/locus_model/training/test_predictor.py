@@ -1,4 +1,4 @@
-"""The predictor-only stages: calibration, the predictor fine-tuning, the latent warm-up."""
+"""The predictor-only stages: the predictor fine-tuning, the latent warm-up."""
 
 import numpy as np
 import pytest
@@ -6,27 +6,10 @@ import torch
 
 from locus_model.evaluation.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
-from locus_model.train import TrainConfig, train_locus
-from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from locus_model.training import TrainConfig, train_locus
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(scope="module")
-def tiny_pool():
-    return tiny_train_pool()
-
-
-def test_fit_temperature_recovers_the_scale_of_overconfident_logits():
-    from locus_model.train_predictor import fit_temperature
-
-    g = torch.Generator().manual_seed(0)
-    true_logits = 2 * torch.randn(20000, generator=g)
-    labels = (torch.rand(20000, generator=g) < torch.sigmoid(true_logits)).float()
-    t, b = fit_temperature(3 * true_logits, labels)
-    assert t == pytest.approx(3.0, rel=0.1) and b == 0
-    t, b = fit_temperature(3 * true_logits - 1.5, labels, bias=True)  # logits shifted by -1.5 = -0.5 * T
-    assert t == pytest.approx(3.0, rel=0.1) and b == pytest.approx(0.5, abs=0.1)
 
 
 def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tiny_pool):
@@ -75,7 +58,7 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
 
 
 def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_loss(tiny_pool):
-    from locus_model.train_predictor import FINETUNE_EVERY
+    from locus_model.training.predictor import FINETUNE_EVERY
 
     enc, train, val = tiny_pool
     base = dict(**{**FAST, "epochs": 4, "patience": 4}, seed=3, calibration="none")
@@ -95,7 +78,7 @@ def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_los
         assert long.finetune["val_loss_after"] == pytest.approx(stopped["val_loss_after"])
 
 
-LATENT = {**FAST, "epochs": 10, "patience": 10, "latent_steps": 200, "select_on": "loss", "calibration": "none"}
+LATENT = {**FAST, "epochs": 10, "patience": 10, "latent_steps": 200, "calibration": "none"}
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +89,7 @@ def warmed(tiny_pool):
 
 
 def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(tiny_pool, warmed, monkeypatch):
-    import locus_model.train_predictor as train_predictor
+    import locus_model.training.predictor as predictor
 
     enc, train, val = tiny_pool
     sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
@@ -115,7 +98,7 @@ def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(t
     assert warmed.latent["noise"] in TrainConfig().latent_noise and set(warmed.latent["steps_run"]) == {
         f"{r:g}" for r in TrainConfig().latent_noise}
     seen = []  # every warm-up validation (they pass the free vectors as z)
-    original = train_predictor.validate
+    original = predictor.validate
 
     def record(model, enc_t, v, z=None):
         out = original(model, enc_t, v, z)
@@ -123,26 +106,26 @@ def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(t
             seen.append(out[0])
         return out
 
-    monkeypatch.setattr(train_predictor, "validate", record)
+    monkeypatch.setattr(predictor, "validate", record)
     again = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
                         progress=False)
     assert again.latent["val_loss"] == pytest.approx(min(seen)) and len(seen) > len(TrainConfig().latent_noise)
 
 
 def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_predictor(tiny_pool, monkeypatch):
-    import locus_model.train as train_mod
+    import locus_model.training.train as train_mod
 
     enc, train, val = tiny_pool
     kept = {}
     original = train_mod.fit_latents
 
     def capture(net, data, train_np, v, cfg):
-        info = original(net, data, train_np, v, cfg)
+        info, latents = original(net, data, train_np, v, cfg)
         kept["predictor"] = {n: p.detach().clone() for n, p in net.named_parameters()
                              if n.split(".")[0] in ("query_proj", "hidden", "head")}
-        kept["latents"] = data.latents.clone()
+        kept["latents"] = latents.vectors.clone()
         kept["encoder"] = {n: p.detach().clone() for n, p in net.named_parameters() if n not in kept["predictor"]}
-        return info
+        return info, latents
 
     monkeypatch.setattr(train_mod, "fit_latents", capture)
     res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
@@ -159,10 +142,10 @@ def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_p
 
 
 def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(monkeypatch):  # predictor_step_cells=64
-    import locus_model.train_predictor as train_predictor
+    import locus_model.training.predictor as predictor
     from locus_model.model import Locus, LocusConfig
 
-    monkeypatch.setattr(train_predictor, "FINETUNE_MAX_MODELS", 8)
+    monkeypatch.setattr(predictor, "FINETUNE_MAX_MODELS", 8)
     model = Locus(LocusConfig(query_dim=6, d=8, n_heads=2, n_latents=4, predictor_hidden=8))
     enc = torch.randn(40, 6)
     gen, rng = torch.Generator().manual_seed(0), np.random.default_rng(0)
@@ -172,7 +155,7 @@ def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(
         known = torch.zeros(models, 40, dtype=torch.bool)
         known[:, :queries] = True
         scores = known.float()
-        return train_predictor._predictor_batch(model, z, enc, scores, known, np.arange(queries), 64, 0.0, gen, rng)
+        return predictor._predictor_batch(model, z, enc, scores, known, np.arange(queries), 64, 0.0, gen, rng)
 
     logits, _, mask, rows = step(4, 10)  # 40 cells: all of them
     assert logits.shape == (4, 10) and bool(mask.all()) and rows == slice(None)
@@ -180,7 +163,7 @@ def test_a_predictor_step_takes_at_most_its_cell_budget_and_every_cell_below_it(
     assert logits.shape == (4, 16)
     logits, _, _, rows = step(20, 30)  # 8 of the 20 models x 8 queries
     assert logits.shape == (8, 8) and len(rows) == 8
-    assert train_predictor.step_columns(1, 64) == 64
-    assert train_predictor.step_columns(1, 10**6) == train_predictor.FINETUNE_MAX_COLUMNS
+    assert predictor.step_columns(1, 64) == 64
+    assert predictor.step_columns(1, 10**6) == predictor.FINETUNE_MAX_COLUMNS
     with pytest.raises(ValueError, match="predictor_step_cells"):
         TrainConfig(predictor_step_cells=0)

@@ -1,5 +1,5 @@
 """The tiny pool of the training tests: 12 models x 200 queries in 4 clusters, each model good at some clusters
-(planted skill), and the small LOCUS and fast TrainConfig settings they train with."""
+(planted skill), and the small LOCUS and TrainConfig settings they train with."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from locus_model.model import LocusConfig
 
 D = 16
 MODEL_CFG = LocusConfig(query_dim=D, d=32, n_blocks=1, n_latents=8, n_heads=4, predictor_hidden=32)
-FAST = dict(epochs=25, batch_models=4, enc_min=8, enc_max=64, dec_batch=64, lr_encoder=2e-3, lr_predictor=4e-3,
-            patience=25, device="cpu", finetune_steps=0, latent_steps=0,
-            select_on="routing")  # end-to-end epochs alone; the latent warm-up and the fine-tuning have their own tests
+# the default path (every stage, every rule of TrainConfig's defaults), shrunk to the tiny pool: fewer epochs and
+# steps, smaller sets, larger learning rates for the few steps
+SMALL = dict(epochs=25, batch_models=4, enc_min=8, enc_max=64, dec_batch=64, lr_encoder=2e-3, lr_predictor=4e-3,
+             patience=25, device="cpu", latent_steps=100, finetune_steps=60)
+FAST = {**SMALL, "latent_steps": 0, "finetune_steps": 0}  # the end-to-end epochs alone, for their own tests
 
 
 def tiny_train_pool() -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # encodings, train, val scores

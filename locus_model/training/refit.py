@@ -14,8 +14,10 @@ from __future__ import annotations
 import torch
 
 from locus_model.model import Locus
-from locus_model.train_config import TrainConfig
-from locus_model.train_inputs import Inputs, Validation, embed_sets, validate
+from locus_model.training.config import Stage, TrainConfig
+from locus_model.training.inputs import Inputs, Latents, Validation, embed_sets, validate
+
+OUTPUT_REFIT = Stage("output_refit", frozenset({"refit_output", "refit_alphas"}), on=lambda cfg: cfg.refit_output)
 
 MODELS_PER_WEIGHT = 2  # the refit runs only with at least this many training models per weight of one output (d + 1):
 #   with fewer, least squares can match every training model's latent and say nothing of a new model's (MMLU-Pro's 23,
@@ -51,12 +53,13 @@ def _r2(z: torch.Tensor, target: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def refit_output(model: Locus, train_np, data: Inputs, val: Validation, cfg: TrainConfig) -> dict:
-    """Solve model.out by ridge onto data.latents for each of cfg.refit_alphas; keep the lowest val BCE (the trained
-    layer included). A pool of fewer than MODELS_PER_WEIGHT * (d + 1) training models is left as trained ({"alpha":
-    None, "skipped": why}). Returns {"alpha" (None = kept as trained), "val_loss_before", "val_loss_after",
+def refit_output(model: Locus, train_np, data: Inputs, val: Validation, latents: Latents | None,
+                 cfg: TrainConfig) -> dict:
+    """Solve model.out by ridge onto the warm-up's latents for each of cfg.refit_alphas; keep the lowest val BCE (the
+    trained layer included). A pool of fewer than MODELS_PER_WEIGHT * (d + 1) training models is left as trained
+    ({"alpha": None, "skipped": why}). Returns {"alpha" (None = kept as trained), "val_loss_before", "val_loss_after",
     "latent_r2_before", "latent_r2_after", "val_loss_at_alpha_<a>" for every alpha}."""
-    if data.latents is None:
+    if latents is None:
         return {"alpha": None, "skipped": "no latent warm-up (latent_steps=0): the refit's targets are its vectors"}
     needed = MODELS_PER_WEIGHT * (model.config.d + 1)
     if len(data.avail) < needed:
@@ -68,10 +71,10 @@ def refit_output(model: Locus, train_np, data: Inputs, val: Validation, cfg: Tra
     trained = (model.out.weight.clone(), model.out.bias.clone())
     before = validate(model, data.enc, val, model.out(h_val))[0]
     info = {"alpha": None, "val_loss_before": before, "val_loss_after": before,
-            "latent_r2_before": _r2(model.out(h), data.latents)}
+            "latent_r2_before": _r2(model.out(h), latents.vectors)}
     best = trained
     for alpha in cfg.refit_alphas:
-        w, b = ridge(h, data.latents, alpha)
+        w, b = ridge(h, latents.vectors, alpha)
         loss = validate(model, data.enc, val, h_val @ w.T + b)[0]
         info[f"val_loss_at_alpha_{alpha:g}"] = loss
         if loss < info["val_loss_after"]:
@@ -79,5 +82,5 @@ def refit_output(model: Locus, train_np, data: Inputs, val: Validation, cfg: Tra
             best = (w, b)
     model.out.weight.copy_(best[0])
     model.out.bias.copy_(best[1])
-    info["latent_r2_after"] = _r2(model.out(h), data.latents)
+    info["latent_r2_after"] = _r2(model.out(h), latents.vectors)
     return info

@@ -1,6 +1,6 @@
-"""What every stage of LOCUS training works on: the inputs on the device and their random streams (Inputs),
-the query noise drawn in projection space, the validation cells (Validation) and how they are scored, and the
-selection of the kept epoch (Selected)."""
+"""What every stage of LOCUS training works on: the inputs on the device and their random streams (Inputs), the
+warm-up's model vectors (Latents), the query noise drawn in projection space, the validation cells (Validation) and
+how they are scored, and the selection of the kept epoch (Selected)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,10 @@ import torch.nn.functional as F
 from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
 from locus_model.infer import default_max_tokens, distinct_queries, embed_batches, resolve_device
 from locus_model.model import Locus
-from locus_model.train_config import TrainConfig
+from locus_model.training.config import Stage, TrainConfig
+
+# the preparation of the inputs (and the seed of torch's init and dropout, set beside it by train_branches)
+INPUTS = Stage("inputs", frozenset({"seed", "device", "val_set_max", "val_models"}))
 
 
 def _check_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray, D: int) -> None:
@@ -42,9 +45,10 @@ def _check_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: n
         raise ValueError("train_locus: val_scores has no cells; early stopping needs validation cells.")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Inputs:
-    """The training inputs on the device, and the two random streams every draw comes from."""
+    """The training inputs on the device, and the two random streams every draw comes from (the only state the
+    stages share: each stage draws from them in turn, in the order train_branches runs the stages)."""
 
     enc: torch.Tensor  # (Q, D) query encodings
     scores: torch.Tensor  # (M, Q) train scores, 0 where unknown
@@ -52,28 +56,17 @@ class Inputs:
     mean_norm: float  # mean encoding norm: noise ratios are relative to it
     rng: np.random.Generator  # permutations, evaluation sets, fine-tuning columns
     gen: torch.Generator  # query noise
-    pending: list[int] = field(default_factory=list)  # the rest of the running permutation of the models
-    known: torch.Tensor | None = None  # (M, Q) bool train cells (for splicing)
-    clusters: torch.Tensor | None = None  # (Q,) k-means cluster of each query (for splicing), 0 where no train cell
-    profile: torch.Tensor | None = None  # (M, K) each model's mean train score per query cluster (profile objective)
-    profile_known: torch.Tensor | None = None  # (M, K) bool: the model has train cells in the cluster
-    readout: torch.nn.Linear | None = None  # (d -> K) the profile objective's read-out of the embedding
-    latents: torch.Tensor | None = None  # (M, d) the latent warm-up's model vectors: the encoder's targets
-    latent_var: float = 1.0  # their total variance (sum over dimensions): the squared error is relative to it
-
-    def epoch_order(self, epoch_models: int) -> np.ndarray:
-        """The models of the next epoch: a permutation of all of them, or the next epoch_models of a running
-        permutation when the pool is larger."""
-        n = len(self.avail)
-        if n <= epoch_models:
-            return self.rng.permutation(n)
-        while len(self.pending) < epoch_models:
-            self.pending.extend(self.rng.permutation(n).tolist())
-        order, self.pending = self.pending[:epoch_models], self.pending[epoch_models:]
-        return np.asarray(order, dtype=np.int64)
 
     def noise_std(self, ratio: float) -> float:  # per-dimension std of a noise ratio ||noise|| / ||phi||
         return ratio * self.mean_norm / math.sqrt(self.enc.shape[1])
+
+
+@dataclass(frozen=True)
+class Latents:
+    """The latent warm-up's model vectors: the encoder's targets in the epochs and the output refit."""
+
+    vectors: torch.Tensor  # (M, d) one per training model
+    var: float  # their total variance (sum over dimensions): the encoder's squared error is relative to it
 
 
 @dataclass
@@ -99,8 +92,9 @@ class Selected:
     state: dict | None = None
     key: tuple[float, float] | None = None
 
-    def consider(self, row: dict, model: Locus, select_on: str = "routing") -> None:
-        """Keep ``row``'s epoch (already in history) if it is the best so far."""
+    def consider(self, row: dict, model: Locus, select_on: str) -> None:
+        """Keep ``row``'s epoch (already in history) if it is the best so far by select_on (TrainConfig.select_on:
+        the one source of the rule's default)."""
         key = (row["val_routing_acc"], -row["val_loss"]) if select_on == "routing" else (-row["val_loss"], row["val_routing_acc"])
         if self.key is None or key > self.key:
             self.key, self.epoch, self.metrics = key, row["epoch"], dict(row)
@@ -110,7 +104,7 @@ class Selected:
 def prepare_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray, query_dim: int,
                    cfg: TrainConfig) -> tuple[Inputs, Validation, np.ndarray]:
     """The checked inputs on cfg.device, the validation cells and the train scores as float32 (M, Q): the
-    validation subsets are drawn first from the seeded stream, then the splicing / profile clusters."""
+    validation subsets are the first draws of the seeded stream."""
     enc_np = np.asarray(encodings, dtype=np.float32)
     train_np = np.asarray(train_scores, dtype=np.float32)
     val_np = np.asarray(val_scores, dtype=np.float32)
@@ -122,14 +116,6 @@ def prepare_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: 
     data = Inputs(enc=torch.from_numpy(enc_np).to(device), scores=torch.from_numpy(np.nan_to_num(train_np)).to(device),
                   avail=avail, mean_norm=float(np.linalg.norm(enc_np, axis=1).mean()), rng=rng,
                   gen=torch.Generator(device=device).manual_seed(cfg.seed))
-    if cfg.splice > 0 or cfg.profile_weight > 0:
-        data.known = torch.from_numpy(~np.isnan(train_np)).to(device)
-        data.clusters = torch.from_numpy(_query_clusters(enc_np, train_np, cfg.splice_clusters, cfg.seed)).to(device)
-    if cfg.profile_weight > 0:
-        onehot = F.one_hot(data.clusters, cfg.splice_clusters).float()  # (Q, K)
-        counts = data.known.float() @ onehot  # (M, K)
-        data.profile = (data.scores @ onehot) / counts.clamp(min=1)
-        data.profile_known = counts > 0
     return data, val, train_np
 
 
@@ -150,18 +136,6 @@ def build_validation(train_np: np.ndarray, val_np: np.ndarray, avail: list[np.nd
     labels = val_np[rows][:, cols]
     return Validation(sets, torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device), labels,
                       torch.from_numpy(~np.isnan(labels)).to(device), torch.from_numpy(np.nan_to_num(labels)).to(device))
-
-
-def _query_clusters(enc: np.ndarray, train_np: np.ndarray, k: int, seed: int) -> np.ndarray:  # (Q,) int64
-    """k-means clusters of the encodings of the queries with a train cell (0 for the others)."""
-    from sklearn.cluster import KMeans
-
-    cells = np.flatnonzero((~np.isnan(train_np)).any(axis=0))
-    out = np.zeros(len(enc), np.int64)
-    k = min(k, len(cells))
-    if k >= 2:
-        out[cells] = KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(enc[cells])
-    return out
 
 
 def projected_noise(

@@ -2,7 +2,8 @@
 
 import pytest
 
-from locus_model.train_config import TrainConfig, epochs_to_run, noise_ratio
+from locus_model.training import TrainConfig
+from locus_model.training.config import epochs_to_run, noise_ratio
 
 
 def test_noise_schedule_is_a_cosine_from_start_to_end():

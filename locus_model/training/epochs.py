@@ -1,11 +1,12 @@
-"""The end-to-end epochs of LOCUS training: each step draws encoder subsets and decoder targets per model
-(optionally spliced models, the latent and profile objectives), takes an AdamW step and moves the EMA; each
-epoch is validated and the best one kept (train_epochs)."""
+"""The end-to-end epochs of LOCUS training: each step draws encoder subsets and decoder targets per model (and the
+latent objective after the warm-up), takes an AdamW step and moves the EMA; each epoch is validated and the best one
+kept (train_epochs)."""
 
 from __future__ import annotations
 
+import copy
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -13,20 +14,35 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from locus_model.model import Locus
-from locus_model.train_config import TrainConfig, epochs_to_run, noise_ratio
-from locus_model.train_inputs import Inputs, Selected, Validation, projected_noise, validate
+from locus_model.training.config import Stage, TrainConfig, epochs_to_run, noise_ratio
+from locus_model.training.inputs import Inputs, Latents, Selected, Validation, projected_noise, validate
+
+EPOCHS = Stage("epochs", frozenset({
+    "epochs", "max_steps", "epoch_models", "batch_models", "draws", "enc_min", "enc_max", "dec_batch", "lr_encoder",
+    "lr_predictor", "weight_decay", "grad_clip", "noise_start", "noise_end", "noise_anneal_epochs", "latent_weight",
+    "patience", "select_on", "select_from_epoch", "ema_decay"}))
 
 
 def _draw_sets(
     a: np.ndarray, cfg: TrainConfig, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:  # (encoder subset (k,), decoder targets (T,)) of one model's train cells a
     n = len(a)
-    if cfg.disjoint and n > 1:  # k of a permutation for the encoder, targets from the rest
-        k = int(rng.integers(min(cfg.enc_min, n - 1), min(cfg.enc_max, n - 1) + 1))
-        order = rng.permutation(a)
-        return order[:k], order[k : k + cfg.dec_batch]
     k = int(rng.integers(min(cfg.enc_min, n), min(cfg.enc_max, n) + 1))
     return rng.choice(a, k, replace=False), rng.choice(a, min(cfg.dec_batch, n), replace=False)
+
+
+def _epoch_orders(n: int, epoch_models: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """The models of each epoch: a permutation of all of them, or the next epoch_models of a running permutation
+    when the pool is larger (every model is visited equally often)."""
+    pending: list[int] = []
+    while True:
+        if n <= epoch_models:
+            yield rng.permutation(n)
+            continue
+        while len(pending) < epoch_models:
+            pending.extend(rng.permutation(n).tolist())
+        order, pending = pending[:epoch_models], pending[epoch_models:]
+        yield np.asarray(order, dtype=np.int64)
 
 
 def _pad(rows: list[np.ndarray], fill: float | int, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -38,8 +54,10 @@ def _pad(rows: list[np.ndarray], fill: float | int, dtype) -> tuple[np.ndarray, 
     return out, mask
 
 
-def _batch_loss(net: Locus, batch: np.ndarray, data: Inputs, cfg: TrainConfig, std: float) -> tuple[torch.Tensor, int]:
-    """BCE of one step (batch: model rows, each repeated cfg.draws times) and its number of decoder targets."""
+def _batch_loss(net: Locus, batch: np.ndarray, data: Inputs, latents: Latents | None, cfg: TrainConfig,
+                std: float) -> tuple[torch.Tensor, int]:
+    """BCE of one step (batch: model rows, each repeated cfg.draws times), plus the squared error to the warm-up's
+    latents when there are some, and its number of decoder targets."""
     device = data.enc.device
     enc_rows, dec_rows = [], []
     for m in batch:
@@ -60,39 +78,16 @@ def _batch_loss(net: Locus, batch: np.ndarray, data: Inputs, cfg: TrainConfig, s
     u = net.query_projection(data.enc[torch.from_numpy(dec_used).to(device)])  # (U', d)
     u = u.index_select(0, torch.from_numpy(dec_local.ravel()).to(device)).view(*dec_idx.shape, -1)
     if std > 0:
-        if cfg.encoder_noise_scale > 0:
-            parts = parts + projected_noise(net.token_weight(), std * cfg.encoder_noise_scale, parts.shape, data.gen)
+        parts = parts + projected_noise(net.token_weight(), std, parts.shape, data.gen)
         u = u + projected_noise(net.query_proj.weight, std, u.shape, data.gen)
     y_enc, y_dec = data.scores[b_t, enc_idx_t], data.scores[b_t, dec_idx_t]  # (B, n), (B, T)
-    if cfg.splice > 0:
-        y_enc, y_dec = _splice(data, cfg, len(batch), (enc_idx_t, y_enc), (dec_idx_t, y_dec))
     z = net.embed_from_parts(parts, y_enc, enc_mask_t)  # (B, d)
     logits = net.pair_logits(z, u)  # (B, T)
     loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], y_dec[dec_mask_t])
-    if data.latents is not None and cfg.latent_weight > 0:  # the embedding of a subset -> the model's latent vector
-        err = (z - data.latents[b_t[:, 0]]).pow(2).sum(dim=1).mean() / data.latent_var
+    if latents is not None and cfg.latent_weight > 0:  # the embedding of a subset -> the model's latent vector
+        err = (z - latents.vectors[b_t[:, 0]]).pow(2).sum(dim=1).mean() / latents.var
         loss = loss + cfg.latent_weight * err
-    if cfg.profile_weight > 0:  # the embedding of a subset should tell the profile on all of the model's cells
-        known = data.profile_known[b_t[:, 0]]  # (B, K)
-        err = (data.readout(z) - data.profile[b_t[:, 0]])[known]
-        loss = loss + cfg.profile_weight * err.pow(2).mean()
     return loss, int(dec_mask.sum())
-
-
-def _splice(data: Inputs, cfg: TrainConfig, rows: int,
-            *sets: tuple[torch.Tensor, torch.Tensor]) -> list[torch.Tensor]:  # ((B, n) query indices, scores) each
-    """The scores of virtual models: in a cfg.splice share of the rows, the clusters drawn for a row take a random
-    donor model's scores where the donor has the cell; encoder set and decoder targets of a row splice alike."""
-    device = data.enc.device
-    spliced = data.rng.random(rows) < cfg.splice  # (B,)
-    donors = torch.from_numpy(data.rng.integers(0, len(data.avail), rows)).to(device)[:, None]  # (B, 1)
-    takes = (data.rng.random((rows, cfg.splice_clusters)) < 0.5) & spliced[:, None]  # (B, K) clusters from the donor
-    takes_t = torch.from_numpy(takes).to(device)
-    out = []
-    for idx, y in sets:
-        from_donor = takes_t.gather(1, data.clusters[idx]) & data.known[donors, idx]  # (B, n)
-        out.append(torch.where(from_donor, data.scores[donors, idx], y))
-    return out
 
 
 @torch.no_grad()
@@ -102,15 +97,15 @@ def _ema_update(pairs: list[tuple[torch.Tensor, torch.Tensor]], decay: float, st
         avg.lerp_(cur, 1 - decay)
 
 
-def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: int, data: Inputs,
-                 cfg: TrainConfig, std: float) -> tuple[float, int]:
-    """One pass over all models in mini-batches; (target-weighted mean train loss, optimiser steps so far)."""
+def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: int, order: np.ndarray, data: Inputs,
+                 latents: Latents | None, cfg: TrainConfig, std: float) -> tuple[float, int]:
+    """One pass over the epoch's models (order) in mini-batches; (target-weighted mean train loss, optimiser steps
+    so far)."""
     net.train()
-    order = data.epoch_order(cfg.epoch_models)
     losses, weights = [], []
     for start in range(0, len(order), cfg.batch_models):
         batch = np.repeat(order[start : start + cfg.batch_models], cfg.draws)  # draws rows per model
-        loss, n_targets = _batch_loss(net, batch, data, cfg, std)
+        loss, n_targets = _batch_loss(net, batch, data, latents, cfg, std)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
@@ -123,12 +118,14 @@ def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: 
     return float(np.average(losses, weights=weights)), step
 
 
-def train_epochs(net: Locus, model: Locus, data: Inputs, val: Validation, cfg: TrainConfig,
-                 on_epoch: Callable[[dict], None] | None, progress: bool) -> Selected:
-    """Train ``net``; validate ``model`` (net itself or its moving average) after every epoch, keep the best."""
-    groups = [{"params": net.encoder_parameters() + ([] if data.readout is None else list(data.readout.parameters())),
-               "lr": cfg.lr_encoder}]
-    frozen = net.predictor_parameters() if data.latents is not None else []  # the warm-up's predictor stays as fitted
+def train_epochs(net: Locus, data: Inputs, val: Validation, latents: Latents | None, cfg: TrainConfig, *,
+                 on_epoch: Callable[[dict], None] | None = None, progress: bool = False) -> tuple[Selected, Locus]:
+    """Train ``net`` end to end (its predictor frozen when the warm-up fitted it: latents given); validate the
+    returned model (net itself, or with cfg.ema_decay a moving average of its weights) after every epoch and keep the
+    best (the returned Selected holds its state, which the model has not loaded)."""
+    model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
+    groups = [{"params": net.encoder_parameters(), "lr": cfg.lr_encoder}]
+    frozen = net.predictor_parameters() if latents is not None else []  # the warm-up's predictor stays as fitted
     if not frozen:
         groups.append({"params": net.predictor_parameters(), "lr": cfg.lr_predictor})
     for p in frozen:
@@ -138,11 +135,13 @@ def train_epochs(net: Locus, model: Locus, data: Inputs, val: Validation, cfg: T
     epochs = epochs_to_run(cfg, len(data.avail))
     first_eligible = min(cfg.select_from_epoch, epochs - 1)
     best, step = Selected(), 0
+    orders = _epoch_orders(len(data.avail), cfg.epoch_models, data.rng)
     bar = tqdm(range(epochs), desc="train LOCUS", disable=not progress)
     for epoch in bar:
         t0 = time.perf_counter()
         ratio = noise_ratio(epoch, cfg)
-        train_loss, step = _train_epoch(net, opt, ema_pairs, step, data, cfg, data.noise_std(ratio))
+        train_loss, step = _train_epoch(net, opt, ema_pairs, step, next(orders), data, latents, cfg,
+                                        data.noise_std(ratio))
         val_loss, val_routing, val_correct = validate(model, data.enc, val)
         row = {"epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, "val_routing_acc": val_routing,
                "val_correctness_acc": val_correct, "noise": ratio, "seconds": time.perf_counter() - t0}
@@ -157,4 +156,4 @@ def train_epochs(net: Locus, model: Locus, data: Inputs, val: Validation, cfg: T
     bar.close()
     for p in frozen:
         p.requires_grad_(True)
-    return best
+    return best, model

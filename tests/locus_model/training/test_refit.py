@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from locus_model.infer import embed_evaluation_sets
-from locus_model.train import TrainConfig, train_locus
-from locus_model.train_refit import ridge
-from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from locus_model.training import TrainConfig, train_locus
+from locus_model.training.refit import ridge
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-LATENT = {**FAST, "epochs": 4, "patience": 4, "latent_steps": 100, "select_on": "loss", "calibration": "none",
+LATENT = {**FAST, "epochs": 4, "patience": 4, "latent_steps": 100, "calibration": "none",
           "finetune_steps": 0}
 
 
@@ -27,13 +27,13 @@ def test_ridge_recovers_a_linear_map_and_shrinks_with_alpha():
 
 @pytest.fixture
 def few_models_allowed(monkeypatch):  # the tiny pool has 12 training models, under 2 (d + 1) = 66
-    import locus_model.train_refit as train_refit
+    import locus_model.training.refit as refit
 
-    monkeypatch.setattr(train_refit, "MODELS_PER_WEIGHT", 0.25)
+    monkeypatch.setattr(refit, "MODELS_PER_WEIGHT", 0.25)
 
 
-def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(few_models_allowed):
-    enc, train, val = tiny_train_pool()
+def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(tiny_pool, few_models_allowed):
+    enc, train, val = tiny_pool
     plain = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
                         train_config=TrainConfig(**LATENT, seed=2, refit_output=False))
     refit = train_locus(enc, train, val, model_config=MODEL_CFG,
@@ -54,15 +54,15 @@ def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(few
     assert np.allclose(z, embed_evaluation_sets(refit.model, enc, sets))
 
 
-def test_without_the_warmup_nothing_is_refitted():
-    enc, train, val = tiny_train_pool()
+def test_without_the_warmup_nothing_is_refitted(tiny_pool):
+    enc, train, val = tiny_pool
     result = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
                          train_config=TrainConfig(**{**LATENT, "latent_steps": 0}, refit_output=True))
     assert result.refit["alpha"] is None and "no latent warm-up" in result.refit["skipped"]
 
 
-def test_a_pool_with_too_few_models_per_weight_is_left_as_trained():
-    enc, train, val = tiny_train_pool()
+def test_a_pool_with_too_few_models_per_weight_is_left_as_trained(tiny_pool):
+    enc, train, val = tiny_pool
     config = dict(**LATENT, seed=2)
     plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**config, refit_output=False),
                         progress=False)
@@ -73,10 +73,11 @@ def test_a_pool_with_too_few_models_per_weight_is_left_as_trained():
         assert torch.equal(v, refit.model.state_dict()[k]), k
 
 
-def test_branches_share_the_epochs_and_equal_separate_runs(few_models_allowed):
-    from locus_model.train import STAGES, train_branches
+def test_branches_share_the_epochs_and_equal_separate_runs(tiny_pool, few_models_allowed):
+    from locus_model.training import train_branches
+    from locus_model.training.train import STAGES
 
-    enc, train, val = tiny_train_pool()
+    enc, train, val = tiny_pool
     a = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=False)
     b = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=True)
     branched = train_branches(enc, train, val, model_config=MODEL_CFG, train_configs=[a, b], progress=False)

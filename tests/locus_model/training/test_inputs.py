@@ -4,15 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.train import TrainConfig, train_locus
-from tests.locus_model.tiny_train import FAST, MODEL_CFG, tiny_train_pool
+from locus_model.training import TrainConfig, train_locus
+from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(scope="module")
-def tiny_pool():
-    return tiny_train_pool()
 
 
 def test_rejects_models_without_train_cells(tiny_pool):
@@ -24,7 +19,7 @@ def test_rejects_models_without_train_cells(tiny_pool):
 
 
 def test_validation_scores_at_most_val_models_models_of_a_larger_pool(tiny_pool):
-    from locus_model.train_inputs import build_validation
+    from locus_model.training.inputs import build_validation
 
     enc, train, val = tiny_pool
     avail = [np.flatnonzero(~np.isnan(row)) for row in train]

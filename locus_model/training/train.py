@@ -8,27 +8,30 @@ TrainConfig.select_on (val BCE by default; or routing accuracy, val BCE breaking
 kept; by default a Platt scaling of its logits (logit / T + b, one T and b for all pairs) is then fitted on the
 validation cells and stored in the model.
 
-This module is the order of the stages; each lives in its own module: the knobs in train_config, the inputs,
-validation and selection in train_inputs, the end-to-end epochs in train_epochs, the latent warm-up, the
-predictor fine-tuning and the calibration in train_predictor, the encoder's output refit in train_refit.
+This module is the order of the stages; each lives in its own module of locus_model.training and declares the
+TrainConfig fields it reads (a Stage): the inputs (inputs), the latent warm-up (predictor), the end-to-end epochs
+(epochs), then, from the kept epoch, the encoder's output refit (refit), the predictor fine-tuning (predictor) and the
+calibration (calibration). A stage takes its inputs and returns what it makes; the model it is given is the one it
+trains.
 """
 
 from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from locus_model.model import Locus, LocusConfig
-from locus_model.train_config import TrainConfig
-from locus_model.train_epochs import train_epochs
-from locus_model.train_inputs import prepare_inputs
-from locus_model.train_predictor import calibrate, finetune_predictor, fit_latents
-from locus_model.train_refit import refit_output
+from locus_model.training.calibration import CALIBRATION, calibrate
+from locus_model.training.config import Stage, TrainConfig
+from locus_model.training.epochs import EPOCHS, train_epochs
+from locus_model.training.inputs import INPUTS, prepare_inputs
+from locus_model.training.predictor import LATENT_WARMUP, PREDICTOR_FINETUNING, finetune_predictor, fit_latents
+from locus_model.training.refit import OUTPUT_REFIT, refit_output
 
 
 @dataclass
@@ -50,12 +53,13 @@ class TrainResult:
     #   train_branches: the shared warm-up and epochs, then this branch's own stages)
 
 
-STAGES = ("latent_warmup", "epochs", "output_refit", "predictor_finetuning", "calibration")  # TrainResult.seconds' keys
-
-
-# the TrainConfig fields read only after the kept epoch is selected: trials that differ in these alone can share
-# everything before (train_branches)
-AFTER_SELECTION = ("refit_output", "refit_alphas", "finetune_steps", "finetune_patience", "finetune_noise", "calibration")
+SHARED_STAGES = (INPUTS, LATENT_WARMUP, EPOCHS)  # up to the kept epoch: run once by train_branches
+BRANCH_STAGES = (OUTPUT_REFIT, PREDICTOR_FINETUNING, CALIBRATION)  # from the kept epoch: run once per branch
+STAGES = tuple(s.name for s in (LATENT_WARMUP, EPOCHS, *BRANCH_STAGES))  # TrainResult.seconds' keys
+# the fields branches of train_branches may differ in: read after the selection and by no shared stage (derived from
+# the stages' declarations, so a field a shared stage reads -- finetune_patience: the warm-up's patience too -- is not)
+BRANCH_FIELDS = frozenset().union(*(s.reads for s in BRANCH_STAGES)) - frozenset().union(
+    *(s.reads for s in SHARED_STAGES))
 
 
 def train_locus(
@@ -90,28 +94,26 @@ def train_branches(
     on_epoch: Callable[[dict], None] | None = None,
     progress: bool = True,
 ) -> list[TrainResult]:
-    """train_locus for each of train_configs, which differ only in AFTER_SELECTION fields: the warm-up and the epochs
-    run once (with the first config), and every config's later stages start from the same selected state and the
-    same random state, so each result is the one train_locus gives for that config alone."""
+    """train_locus for each of train_configs, which differ only in BRANCH_FIELDS: the inputs, the warm-up and the
+    epochs run once (with the first config), and every config's later stages start from the same selected state and
+    the same random state, so each result is the one train_locus gives for that config alone."""
     cfg = train_configs[0]
     for other in train_configs[1:]:
-        differ = [f for f in cfg.__dataclass_fields__ if getattr(cfg, f) != getattr(other, f) and f not in AFTER_SELECTION]
+        differ = [f.name for f in fields(TrainConfig)
+                  if getattr(cfg, f.name) != getattr(other, f.name) and f.name not in BRANCH_FIELDS]
         if differ:
             raise ValueError(f"train_branches: the configs differ in {differ}, which the shared stages read; only "
-                             f"{list(AFTER_SELECTION)} may differ between branches (train them apart otherwise).")
+                             f"{sorted(BRANCH_FIELDS)} may differ between branches (train them apart otherwise).")
     data, val, train_np = prepare_inputs(encodings, train_scores, val_scores, model_config.query_dim, cfg)
     device = data.enc.device
     results = []
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(cfg.seed)  # init and dropout
         net = Locus(model_config).to(device)  # the weights the optimiser moves
-        if cfg.profile_weight > 0:
-            data.readout = torch.nn.Linear(model_config.d, cfg.splice_clusters).to(device)
         shared: dict[str, float] = {}
-        latent = _timed(shared, "latent_warmup", cfg.latent_steps > 0, fit_latents, net, data, train_np, val, cfg)
-        # the weights that are validated, selected and returned: net itself, or its moving average
-        model = copy.deepcopy(net) if cfg.ema_decay > 0 else net
-        best = _timed(shared, "epochs", True, train_epochs, net, model, data, val, cfg, on_epoch, progress)
+        latent, latents = _timed(shared, LATENT_WARMUP, cfg, fit_latents, net, data, train_np, val) or ({}, None)
+        best, model = _timed(shared, EPOCHS, cfg, lambda c: train_epochs(net, data, val, latents, c,
+                                                                          on_epoch=on_epoch, progress=progress))
         cuda = device.type == "cuda"
         states = (torch.get_rng_state(), data.gen.get_state(), copy.deepcopy(data.rng.bit_generator.state),
                   torch.cuda.get_rng_state(device) if cuda else None)
@@ -124,11 +126,10 @@ def train_branches(
             kept = copy.deepcopy(model) if len(train_configs) > 1 else model
             kept.load_state_dict(best.state)
             seconds = dict(shared)
-            refit = _timed(seconds, "output_refit", branch.refit_output, refit_output, kept, train_np, data, val, branch)
-            finetune = _timed(seconds, "predictor_finetuning", branch.finetune_steps > 0, finetune_predictor, kept,
-                              train_np, data, val, branch)
-            calibration = _timed(seconds, "calibration", branch.calibration != "none", calibrate, kept, data.enc, val,
-                                 branch)
+            refit = _timed(seconds, OUTPUT_REFIT, branch, refit_output, kept, train_np, data, val, latents) or {}
+            finetune = _timed(seconds, PREDICTOR_FINETUNING, branch, finetune_predictor, kept, train_np, data,
+                              val) or {}
+            calibration = _timed(seconds, CALIBRATION, branch, calibrate, kept, data.enc, val) or {}
             kept.cpu().eval()
             results.append(TrainResult(model=kept, history=best.history, best_epoch=best.epoch,
                                        best_metrics=best.metrics, calibration=calibration, finetune=finetune,
@@ -136,14 +137,11 @@ def train_branches(
     return results
 
 
-def _timed(seconds: dict[str, float], stage: str, on: bool, run: Callable[..., Any], *args) -> Any:
-    """run(*args) when the stage is on, its wall seconds into seconds[stage]; {} when off."""
-    if not on:
-        return {}
+def _timed(seconds: dict[str, float], stage: Stage, cfg: TrainConfig, run: Callable[..., Any], *args) -> Any:
+    """run(*args, cfg) when cfg turns the stage on, its wall seconds into seconds[stage.name]; None when off."""
+    if not stage.on(cfg):
+        return None
     clock = time.perf_counter()
-    out = run(*args)
-    seconds[stage] = time.perf_counter() - clock
+    out = run(*args, cfg)
+    seconds[stage.name] = time.perf_counter() - clock
     return out
-
-
-__all__ = ["AFTER_SELECTION", "STAGES", "TrainConfig", "TrainResult", "train_branches", "train_locus"]
