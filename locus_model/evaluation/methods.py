@@ -100,12 +100,12 @@ class LocusMethod(Baseline):
         return rows
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
-        from locus_model.infer import predict_proba
+        from locus_model.routing.query_groups import router_proba
 
         encodings = self._require_fit()
         rows, queries = np.asarray(model_rows), np.asarray(query_idx)
-        p = predict_proba(self.model, self.embeddings[rows], encodings[queries], device=self._device())
-        return self.router.proba(p, self.profiles[rows], encodings[queries])
+        return router_proba(self.model, self.router, self.embeddings[rows], self.profiles[rows], encodings[queries],
+                            device=self._device())
 
 
 def make_method(

@@ -267,5 +267,22 @@ def fit_locus_router(model, encodings: np.ndarray, train_scores: np.ndarray, val
     return fit_group_router(val_p, encodings, train_scores, val_scores, benchmarks, config), embeddings
 
 
-__all__ = ["Blend", "GroupRouter", "fit_group_router", "fit_locus_router", "QueryGroupConfig", "QueryGroups", "fit_blend", "fit_query_groups", "group_proba",
+def router_proba(model, router: GroupRouter | None, embeddings: np.ndarray, profiles: np.ndarray | None,
+                 encodings: np.ndarray, *, device: str = "cpu") -> np.ndarray:
+    """(M, Q) the router's P(correct) for models (embeddings (M, d), group profiles (M, G)) and queries (encodings
+    (Q, D)): the correctness predictor's, blended with the group table's by ``router``; the predictor's alone when
+    the checkpoint has no router (None). The one scoring path of the protocol, the pool's users, ``locus serve``
+    and the MLflow pyfunc."""
+    from locus_model.infer import predict_proba
+
+    p = predict_proba(model, embeddings, encodings, device=device)
+    return p if router is None else router.proba(p, profiles, encodings)
+
+
+def checkpoint_router(extra: dict) -> GroupRouter | None:
+    """The GroupRouter a checkpoint carries (``load_checkpoint``'s extra dict, key "router"), or None."""
+    return GroupRouter.from_dict(extra["router"]) if extra.get("router") else None
+
+
+__all__ = ["Blend", "GroupRouter", "checkpoint_router", "fit_group_router", "fit_locus_router", "router_proba", "QueryGroupConfig", "QueryGroups", "fit_blend", "fit_query_groups", "group_proba",
            "group_profiles", "group_rates"]

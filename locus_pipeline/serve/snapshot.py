@@ -37,6 +37,8 @@ class Snapshot:
     names: tuple[str, ...]
     sources: tuple[str, ...]
     embeddings: np.ndarray  # (M, d)
+    profiles: np.ndarray | None  # (M, G) the models' group profiles (None: the checkpoint has no router)
+    router: Any  # the checkpoint's GroupRouter, or None (the predictor alone)
     costs: CostTable
     upstreams: Mapping[str, Upstream]  # pool models with an upstream
     output_tokens: int
@@ -73,7 +75,7 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     upstreams from the models config. ``runtime``: the encoder runtime (None: the checkpoint's). ``portfolio``: a
     portfolio of the portfolios table served as the candidate set (read again with each pool)."""
     from locus_model.data.encoders import resolve_runtime
-    from locus_model.pool import pool_matrix
+    from locus_model.pool import pool_matrix, pool_profiles
 
     for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version
         key = pool_key(home.pool_path)
@@ -97,6 +99,7 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     return Snapshot(key=key, checkpoint_id=checkpoint.checkpoint_id, encoder=checkpoint.encoder,
                     runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), model=checkpoint.model,
                     names=tuple(names), sources=tuple(pool["source"].astype(str)), embeddings=z,
+                    profiles=pool_profiles(pool) if checkpoint.router is not None else None, router=checkpoint.router,
                     costs=cost_table(names, cost_info(catalog, config.costs)),
                     upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
                     output_tokens=config.output_tokens, loaded_at=time.time(), portfolio=portfolio, served=served,
