@@ -162,7 +162,7 @@ class Blend:
         return (1.0 / (1.0 + np.exp(-self.logits(predictor_logits, group_p)))).astype(np.float32)
 
     def describe(self) -> str:
-        """Which source the router leans on, in words (for Dagster, MLflow and `locus evaluate`)."""
+        """Which source the router leans on, in words (for the run's metadata and `locus evaluate`)."""
         return (f"P(correct) = sigmoid({self.predictor:.2f} x predictor logit + {self.groups:.2f} x group-table logit "
                 f"{self.bias:+.2f}), fitted on validation cells")
 
