@@ -55,7 +55,7 @@ def interval(diffs: np.ndarray, n_boot: int = 2000, seed: int = 0) -> dict:
 
 
 def large_checkpoint(fits: Path, fold: int):
-    found = sorted(fits.glob(f"locus_f{fold}_*.pt"))
+    found = sorted({p.resolve() for p in fits.glob(f"locus_f{fold}_*.pt")})  # a re-keyed link is the same file
     if len(found) != 1:
         raise SystemExit(f"{fits}: expected one locus_f{fold}_*.pt (the metabench @256 run's fold {fold} LOCUS, from "
                          f"`python -m bench.bench_accuracy --suite metabench --budgets 256 --methods locus "
