@@ -167,12 +167,9 @@ def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelR
     from locus_model.data.harnesses import read_harness_output
 
     if path.is_dir():
-        from locus_model.data.harnesses import detect_harness
+        from locus_model.data.harnesses import check_regular_files, detect_harness
 
-        link = next((p for p in sorted(path.rglob("*")) if p.is_symlink()), None)
-        if link is not None:  # a link could point anywhere, and change after intake
-            raise EvaluationDataError(f"the folder holds a symbolic link ({link.relative_to(path).as_posix()})", file=path,
-                                      fix="copy the files themselves into the folder (cp -rL), then drop it again")
+        check_regular_files(path)  # before anything in it is looked at: no links, pipes or devices
         if detect_harness(path) is None:
             raise EvaluationDataError(
                 "a folder, but not an evaluation harness's output: no lm-eval samples_<task>_<time>.jsonl, Inspect log "

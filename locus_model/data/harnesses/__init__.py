@@ -198,11 +198,15 @@ def _untar(path: Path, root: Path, fix: str) -> None:
                 raise EvaluationDataError(f"the archive member {member.name!r} is a link or a device, not a file", file=path, fix=fix)
 
 
-def special_files(folder: Path) -> list[str]:
-    """What in ``folder`` is neither a regular file nor a folder (a pipe, socket, device, link), by relative path;
-    read without opening anything (a pipe would block the reader)."""
-    return [p.relative_to(folder).as_posix() for p in sorted(folder.rglob("*"))
-            if p.is_symlink() or not (stat.S_ISREG(p.lstat().st_mode) or stat.S_ISDIR(p.lstat().st_mode))]
+def check_regular_files(folder: Path) -> None:
+    """Refuse a folder holding anything but regular files and folders (a pipe, socket, device or link), found
+    without opening anything (a pipe would block its reader; a link could point anywhere, and change later)."""
+    special = next((p for p in sorted(folder.rglob("*"))
+                    if not (stat.S_ISREG(p.lstat().st_mode) or stat.S_ISDIR(p.lstat().st_mode))), None)
+    if special is not None:
+        raise EvaluationDataError(f"the folder holds {special.relative_to(folder).as_posix()!r}, which is not a regular "
+                                  "file (a pipe, socket, device or link): nothing in the folder was read", file=folder,
+                                  fix="copy the harness's files themselves into the folder (cp -rL), then drop it again")
 
 
 def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessReport]:
@@ -248,11 +252,7 @@ def _read(path: Path, model: str | None, harness: str | None) -> tuple[pd.DataFr
     if not path.exists():
         raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
     if path.is_dir():
-        special = special_files(path)
-        if special:
-            raise EvaluationDataError(f"the folder holds {special[0]!r}, which is not a regular file (a pipe, socket, "
-                                      "device or link): nothing in the folder was read", file=path,
-                                      fix="copy only the harness's files into the folder (cp -rL), then drop it again")
+        check_regular_files(path)
     elif not path.is_file():
         raise EvaluationDataError("not a regular file (a pipe, socket or device)", file=path, fix="drop regular files only")
     if path.is_file() and archive_suffix(path):

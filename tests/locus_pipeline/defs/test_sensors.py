@@ -504,3 +504,16 @@ def test_a_reader_failure_of_any_type_rejects_only_that_drop(home: Path, monkeyp
     assert "ran out of memory (MemoryError)" in observation.metadata["reason"].value
     (reason,) = (home / "incoming" / "rejected").glob("*.reason.txt")
     assert "error type: MemoryError" in reason.read_text()
+
+
+def test_a_writer_paused_inside_a_quoted_field_is_waited_on_and_the_folder_moves_on(home: Path) -> None:
+    paused = HEADER + '"writer",q1,"a question\nover two lines",bench,1\n"writer",q2,"second\n'
+    drop(home, "paused.csv", paused, mtime=time.time() - 5)
+    drop(home, "good.csv", evals("good-model"))
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+        again, _ = tick(instance, home, cursor=result.cursor)
+    assert [r.partition_key for r in result.run_requests] == ["good-model"] and not result.asset_events
+    assert (home / "incoming" / "paused.csv").read_text() == paused  # not rejected while its writer may go on
+    assert "paused.csv: a quoted value starting in this row is never closed" in again.skip_reason.skip_message
+    assert "a writer may still be writing it" in again.skip_reason.skip_message

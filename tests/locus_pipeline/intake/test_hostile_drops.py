@@ -30,7 +30,14 @@ def _not_a_zip(root: Path) -> Path:
     return path
 
 
+def _linked(root: Path) -> Path:
+    folder = hostile.lm_eval_folder(root)
+    (folder / "passwd").symlink_to("/etc/passwd")
+    return folder
+
+
 HOSTILE = {  # name -> (builder into incoming/, what the reason says)
+    "a link in a folder": (_linked, "'passwd', which is not a regular file"),
     "encrypted zip": (lambda d: hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(d, name=".src"), d / "e.zip"), flags=1),
                       "is encrypted (password-protected)"),
     "unknown compression": (lambda d: hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(d, name=".src"), d / "p.zip"), method=98),
