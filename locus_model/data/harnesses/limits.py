@@ -123,10 +123,12 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 def json_depth(data: bytes) -> int:
     """How deep a JSON document nests (``{}`` is 1), without parsing it (so without recursion)."""
     brackets = np.frombuffer(_STRING.sub(b"", data).translate(None, _NOT_BRACKETS), dtype=np.uint8)
-    if not brackets.size:
-        return 0
-    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1).astype(np.int32)
-    return int(np.cumsum(steps).max())
+    deepest, level, block = 0, 0, 1 << 22
+    for start in range(0, brackets.size, block):  # in blocks: memory stays small for a bracket-dense document
+        part = brackets[start:start + block]
+        levels = level + np.cumsum(np.where((part == ord("[")) | (part == ord("{")), 1, -1).astype(np.int8), dtype=np.int64)
+        deepest, level = max(deepest, int(levels.max())), int(levels[-1])
+    return deepest
 
 
 def parse_json(data: bytes, where: Path | str, *, line: int | None = None) -> object:
