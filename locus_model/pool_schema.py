@@ -1,6 +1,6 @@
 """The pool table's schema: ``POOL_SCHEMA`` (column, Arrow type as written to Parquet, meaning), the one source of
-the pool's columns, shown by the pipeline as the table's schema and tested against the written file; how a schema
-differs from it; and the columns that pools written by earlier versions name otherwise.
+the pool's columns, shown by the pipeline as the table's schema and tested against the written file; and how a schema
+differs from it.
 
 No torch here: the pipeline shows the schema when its code location loads, before anything is embedded
 (locus_model.pool computes the rows).
@@ -8,7 +8,6 @@ No torch here: the pipeline shows the schema when its code location loads, befor
 
 from __future__ import annotations
 
-import pandas as pd
 import pyarrow as pa
 
 POOL_SCHEMA = pa.schema([
@@ -25,15 +24,6 @@ POOL_SCHEMA = pa.schema([
     )
 ])
 POOL_COLUMNS = tuple(POOL_SCHEMA.names)
-# columns that pools written by earlier versions name otherwise (old name -> name): read under the new name
-RENAMED_COLUMNS = {"evaluations_fingerprint": "evaluations_digest"}
-
-
-def upgrade_pool(pool: pd.DataFrame) -> pd.DataFrame:
-    """A pool read from a file written by an earlier version, with today's column names."""
-    return pool.rename(columns={old: new for old, new in RENAMED_COLUMNS.items() if old in pool.columns})
-
-
 def column_doc(column: str) -> str:
     """The meaning of a pool column, as POOL_SCHEMA states it."""
     return POOL_SCHEMA.field(column).metadata[b"doc"].decode()

@@ -1,4 +1,4 @@
-"""The harness's scores and their summary: every (fold, method, group) scored on the test queries, then mean / std
+"""The protocol's scores and their summary: every (fold, method, group) scored on the test queries, then mean / std
 over folds with the paired-bootstrap comparisons (each method vs best_single; LOCUS vs every method), none when
 the labels cannot tell methods apart (label_warnings)."""
 

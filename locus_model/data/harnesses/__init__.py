@@ -25,7 +25,7 @@ from typing import Iterator
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import HarnessReport
+from locus_model.data.harnesses.common import HarnessSummary
 from locus_model.data.harnesses.limits import CORRUPT, ReadLimits, bounded, budget, zip_member_problem
 from locus_model.data.harnesses.lighteval import _DETAILS as _DETAILS_NAME
 from locus_model.data.harnesses.lm_eval import _SAMPLES as _SAMPLES_NAME
@@ -209,7 +209,7 @@ def check_regular_files(folder: Path) -> None:
                                   fix="copy the harness's files themselves into the folder (cp -rL), then drop it again")
 
 
-def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessReport]:
+def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
     if kind == "lm_eval":
         from locus_model.data.harnesses.lm_eval import read_lm_eval_output as read
     elif kind == "inspect":
@@ -238,7 +238,7 @@ def _renamed(err: EvaluationDataError, root: Path, archive: Path) -> EvaluationD
 
 
 def read_harness_output(path: str | Path, *, model: str | None = None, harness: str | None = None,
-                        limits: ReadLimits | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                        limits: ReadLimits | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read what a harness wrote (see :func:`detect_harness`) into the long table; returns (table, report).
     ``model``: the model name for every record (else each harness's own record names it); ``harness``: skip
     the detection; ``limits``: the bounds of this read (:class:`ReadLimits`: unpacked bytes, JSON size and
@@ -248,7 +248,7 @@ def read_harness_output(path: str | Path, *, model: str | None = None, harness: 
         return _read(path, model, harness)
 
 
-def _read(path: Path, model: str | None, harness: str | None) -> tuple[pd.DataFrame, HarnessReport]:
+def _read(path: Path, model: str | None, harness: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
     if not path.exists():
         raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
     if path.is_dir():

@@ -25,7 +25,7 @@ LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 @dataclass(frozen=True)
-class HarnessReport:
+class HarnessSummary:
     """What a harness reader found, beside the table."""
 
     harness: str  # lm_eval | inspect | lighteval | helm

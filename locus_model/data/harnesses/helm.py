@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessReport, bad, check_model_name, finish, load_json, make_query_id,
+from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
                                                unit_score, with_options)
 
 METRICS = ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match", "math_equiv",
@@ -144,7 +144,7 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
 
 
 def read_helm_runs(path: str | Path, *, model: str | None = None,
-                   metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                   metric: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read one HELM run folder, or every run folder under ``path``, into the long table."""
     path = Path(path)
     folders = run_folders(path) if path.is_dir() else []
@@ -159,6 +159,6 @@ def read_helm_runs(path: str | Path, *, model: str | None = None,
         files += [str(folder / "scenario_state.json"), str(folder / "per_instance_stats.json")]
         rows += [(name, query_id, text, benchmark, score) for query_id, text, score in evaluations]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessReport("helm", tuple(files), tuple(sorted(table["model"].unique())), tasks, len(table),
+    report = HarnessSummary("helm", tuple(files), tuple(sorted(table["model"].unique())), tasks, len(table),
                            counts["records"], counts["skipped"])
     return table, report

@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessReport, bad, check_model_name, finish, load_json, make_query_id,
+from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
                                                unit_score, with_options)
 from locus_model.data.harnesses.limits import CORRUPT, parse_json, read_bounded, zip_member_problem
 
@@ -167,7 +167,7 @@ def _score(value: object, file: Path, record: int | None, scorer: str) -> float:
 
 
 def read_inspect_logs(path: str | Path, *, model: str | None = None,
-                      scorer: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                      scorer: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read one Inspect log, or every log in a folder (any depth), into the long table."""
     path = Path(path)
     files = log_files(path) if path.exists() else []
@@ -220,7 +220,7 @@ def read_inspect_logs(path: str | Path, *, model: str | None = None,
             tasks[task] = use
     rows = [(m, q, texts[q][0], texts[q][1], sum(v) / len(v)) for (m, q), v in scores.items()]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessReport("inspect", tuple(map(str, files)), tuple(sorted(table["model"].unique())), tasks, len(table),
+    report = HarnessSummary("inspect", tuple(map(str, files)), tuple(sorted(table["model"].unique())), tasks, len(table),
                            records, records - len(rows))
     return table, report
 

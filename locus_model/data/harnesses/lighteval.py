@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessReport, bad, check_model_name, finish, load_json, make_query_id,
+from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
                                                unit_score, with_options)
 
 METRICS = ("acc", "em", "exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match",
@@ -108,7 +108,7 @@ def _records(file: Path) -> list[tuple[int, dict, dict]]:
 
 
 def read_lighteval_details(path: str | Path, *, model: str | None = None,
-                           metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                           metric: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read a lighteval output folder (details and results, any depth) into the long table."""
     path = Path(path)
     files = detail_files(path) if path.is_dir() else ([path] if _DETAILS.match(path.name) and path.is_file() else [])
@@ -159,5 +159,5 @@ def read_lighteval_details(path: str | Path, *, model: str | None = None,
         tasks[task] = used
         read += [str(file)] + ([str(results_file)] if results_file is not None and str(results_file) not in read else [])
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessReport("lighteval", tuple(read), tuple(sorted(table["model"].unique())), tasks, len(table), records, 0)
+    report = HarnessSummary("lighteval", tuple(read), tuple(sorted(table["model"].unique())), tasks, len(table), records, 0)
     return table, report

@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessReport, bad, check_model_name, finish, iter_jsonl, load_json,
+from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, iter_jsonl, load_json,
                                                make_query_id, unit_score, with_options)
 
 METRICS = ("acc", "exact_match", "acc_norm", "em", "exact", "pass@1", "accuracy", "correct")  # accuracy-like, in [0, 1]
@@ -152,7 +152,7 @@ def _read_samples(file: Path, task: str, version: object, metric: str | None, de
 
 
 def read_lm_eval_output(path: str | Path, *, model: str | None = None,
-                        metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                        metric: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read an lm-eval output folder (any depth: one folder per model, several runs each) into the long table."""
     path = Path(path)
     if not path.is_dir():
@@ -192,6 +192,6 @@ def read_lm_eval_output(path: str | Path, *, model: str | None = None,
             cells[(name, query_id)] = (text, task, score, stamp)  # a later run overwrites: newest wins
     rows = [(m, q, text, task, score) for (m, q), (text, task, score, _) in cells.items()]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessReport("lm_eval", tuple(map(str, read)), tuple(sorted(table["model"].unique())), tasks, len(table),
+    report = HarnessSummary("lm_eval", tuple(map(str, read)), tuple(sorted(table["model"].unique())), tasks, len(table),
                            counts["records"], counts["skipped"])
     return table, report

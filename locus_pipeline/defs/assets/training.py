@@ -231,7 +231,7 @@ def locus_checkpoint(
     from locus_model.model import save_checkpoint
     from locus_model.pool import embed_models
     from locus_model.train import train_locus
-    from locus_pipeline.reports import torch_threads
+    from locus_model.infer import torch_threads
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
     trained_on = evaluation_table[evaluation_table["model"].astype(str).isin(in_training)]
