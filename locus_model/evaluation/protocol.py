@@ -146,6 +146,9 @@ def evaluate(
     enc = _align_encodings(encodings, matrix)
     scores = matrix.scores.astype(np.float32)  # (M, Q)
     n_models, n_queries = scores.shape
+    if n_models < 2:  # routing chooses between models; every ranking metric is undefined on one
+        raise ValueError(f"the table has {n_models} model(s) ({', '.join(matrix.models[:1])}): evaluating a router needs "
+                         "at least 2 models to choose between; add another model's evaluations")
     protocol, splits, bench = query_folds(matrix, fold=fold, folds=folds, budget=budget, seed=seed,
                                           val_fraction=val_fraction)
 

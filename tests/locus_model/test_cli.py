@@ -79,6 +79,13 @@ def test_evaluate_errors_are_reported(tmp_path, capsys):
         main(["evaluate", "--budget", "16"])  # --evaluations and --out are required
 
 
+def test_evaluate_on_one_model_says_it_needs_two(tmp_path, capsys):
+    table = write_table(tmp_path / "evals.csv", n_models=1)
+    code, _ = run_evaluate(tmp_path, table, "--holdout-models", "0", "--folds", "2", "--methods", "locus,best_single")
+    err = capsys.readouterr().err
+    assert code == 2 and "needs at least 2 models" in err and "NaN" not in err
+
+
 def test_synthetic_data_small(tmp_path, capsys):
     assert main(["synthetic-data", "--out", str(tmp_path), "--size", "small", "--seed", "1"]) == 0
     root = tmp_path / "synthetic"

@@ -67,6 +67,11 @@ def _results_for(path: Path, stamp: str) -> tuple[Path | None, dict]:
     return None, {}
 
 
+def _object(value: object) -> dict:
+    """A JSON object, or {} for anything else (a field of another type is read as absent)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _plain(value: object) -> object:
     """Parquet structs and lists (numpy arrays after pandas) as plain Python values."""
     if hasattr(value, "tolist"):
@@ -117,7 +122,7 @@ def read_lighteval_details(path: str | Path, *, model: str | None = None,
         results_file, results = _results_for(root, stamp)
         if model is not None:
             name = model
-        elif results_file is not None and (results.get("config_general") or {}).get("model_name"):
+        elif results_file is not None and _object(results.get("config_general")).get("model_name"):
             name = check_model_name(results["config_general"]["model_name"], results_file, "config_general.model_name")
         elif file.parent.parent.parent.name == "details":  # details/<model>/<time>/details_...
             name = check_model_name(file.parent.parent.name, file, "the folder name under details/")
@@ -125,8 +130,8 @@ def read_lighteval_details(path: str | Path, *, model: str | None = None,
             raise EvaluationDataError("the model's name is neither in a results file of this run nor in the path "
                                       "details/<model>/<time>/", file=file, fix="drop the whole output folder, or pass model=")
         check_model_name(name, file, "model=")
-        config = ((results.get("config_tasks") or {}).get(task) or {}) if results else {}
-        version = config.get("version", (results.get("versions") or {}).get(task) if results else None)
+        config = _object(_object(results.get("config_tasks")).get(task))
+        version = config.get("version", _object(results.get("versions")).get(task))
         used = metric
         for row, doc, metrics in _records(file):
             records += 1

@@ -379,3 +379,14 @@ def test_constant_labels_are_warned_about_and_no_interval_is_claimed(value: floa
     text = results.format_results(result)
     assert text.splitlines()[1].startswith("WARNING: every score is")
     assert not re.search(r"\[[+-]\d|\d\] tie", text)  # no interval printed, so no "tie" or difference claimed
+    for name in ("knn", "best_single"):  # 'correct' compares predictions with label >= 0.5: not reported here
+        assert result["methods"][name]["all"]["correctness_acc"] == {"mean": None, "std": None}
+    assert "nor 'correct' and AUC" in text
+
+
+def test_one_model_is_a_clear_error_not_a_nan_failure() -> None:
+    table = make_table(8, 60)
+    one = table[table["model"] == table["model"].iloc[0]]
+    with pytest.raises(ValueError, match=r"1 model\(s\).*needs at least 2 models"):
+        protocol.evaluate(one, unit_encodings(60), budget=16, folds=2, holdout_models=0.0, seed=0,
+                         methods=("knn", "best_single"), baseline_configs=FAST_BASELINES, progress=False)
