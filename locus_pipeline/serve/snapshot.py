@@ -37,8 +37,6 @@ class Snapshot:
     names: tuple[str, ...]
     sources: tuple[str, ...]
     embeddings: np.ndarray  # (M, d)
-    profiles: np.ndarray | None  # (M, G) the models' group profiles (None: the checkpoint has no router)
-    router: Any  # the checkpoint's GroupRouter, or None (the predictor alone)
     costs: CostTable
     upstreams: Mapping[str, Upstream]  # pool models with an upstream
     output_tokens: int
@@ -47,6 +45,8 @@ class Snapshot:
     served: tuple[str, ...] = ()  # the candidate set: the portfolio's members in the pool, else every pool model
     portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
     portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
+    router: Any = None  # the checkpoint's GroupRouter (locus_model.routing.query_groups); None: the predictor alone
+    profiles: np.ndarray | None = None  # (M, G) the models' group profiles (with a router)
 
     # computed once per snapshot (a pool of 100,000 models: tens of ms each, too much for every request)
     @cached_property
