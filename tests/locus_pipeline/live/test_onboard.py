@@ -154,3 +154,15 @@ def test_the_command_line_fails_clearly(home: LocusHome, tmp_path: Path, capsys:
     path.write_text("models:\n  a: {base_url: http://127.0.0.1:1/v1}\n")
     assert main(["onboard", "--endpoint", "b", "--models-config", str(path), "--home", home.location]) != 0
     assert "no endpoint 'b'" in capsys.readouterr().err
+
+
+def test_the_money_budget_stops_the_asking(home: LocusHome, replay_port: int, tmp_path: Path) -> None:
+    path = tmp_path / "priced.yaml"
+    path.write_text(f"models:\n  priced-copy:\n    base_url: http://127.0.0.1:{replay_port}/v1\n    model: {REPLAYED}\n"
+                    "    cost_per_query: 0.001\n")
+    result = onboard_endpoint(home, OnboardConfig(endpoint="priced-copy", budget=64, max_cost=0.0205),
+                              read_models_config(path), mlflow_log=False)
+    assert result.answers == 20 and result.stopped_by == "max_cost" and result.cost_usd == pytest.approx(0.020)
+    unpriced = models_config(tmp_path, replay_port)
+    with pytest.raises(OnboardError, match="--max-cost needs a price"):
+        onboard_endpoint(home, OnboardConfig(endpoint="my-copy", max_cost=1.0), read_models_config(unpriced))
