@@ -11,10 +11,13 @@ vendored matrix), up to 128; at n in --sizes:
                      median distance between the pool's models (the scale of "near" in the pool)
   routing agreement  share of test queries whose best model by predicted P(correct) among the 23 trained + h is
                      the same with z_n as with z_all;
+  local agreement    the same among h and its 5 nearest trained models (by z_all): the pool's routing almost never
+                     picks a held-out model (they are not the strongest), so the first agreement is near 100% for all;
   p_mae              mean |P(correct) with z_n - with z_all| of h on the test queries (what every decision reads);
   benchmark_mae      mean over the 14 categories of |mean predicted P(correct) with z_n - h's actual accuracy| on
                      the test queries (the per-category estimate; with z_all it is the floor, reported as n=all).
-Random is averaged over --random-seeds orders.
+Random, and "sampled" (a trial kept in this script: each round the adaptive choice among 4 x batch questions drawn
+at random), are averaged over --random-seeds orders.
 
     OMP_NUM_THREADS=1 nice -n 5 PYTHONPATH=. .venv/bin/python bench/bench_adaptive_onboarding.py \\
         --max-queries 4000 --train-option max_steps=200 latent_steps=300 finetune_steps=300
@@ -39,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench.bench_accuracy import apply_options, load_suite  # noqa: E402
-from locus_model.adaptive import SelectionConfig, next_queries  # noqa: E402
+from locus_model.adaptive import SelectionConfig, information_gain, next_queries, pool_posterior  # noqa: E402
 from locus_model.data.encoding import encode_queries  # noqa: E402
 from locus_model.evaluation.splits import choose_held_out  # noqa: E402
 from locus_model.infer import embed_evaluation_set, embed_evaluation_sets, predict_proba  # noqa: E402
@@ -47,6 +50,16 @@ from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint  # n
 from locus_model.train import TrainConfig, train_locus  # noqa: E402
 
 SIZES = (16, 32, 64, 128)
+STRATEGIES = ("adaptive", "sampled", "fixed", "random")
+
+
+def sampled_queries(P, asked, scores, k, seed: int, share: int = 4) -> np.ndarray:
+    """A trial, not the library's: each round, the adaptive choice among ``share * k`` questions drawn at random
+    (the set encoder was trained on random evaluation sets; this keeps the asked set close to one)."""
+    left = np.setdiff1d(np.arange(P.shape[1]), asked)
+    drawn = np.random.default_rng([seed, len(asked)]).choice(left, size=min(len(left), share * k), replace=False)
+    gain = information_gain(P[:, drawn], pool_posterior(P, asked, scores))  # the posterior from every answer
+    return drawn[np.argsort(-gain, kind="stable")[:k]]
 
 
 def trained_locus(enc, scores, trained, candidates, train_options, seed, cache: Path):
@@ -120,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         z_all = embed_evaluation_set(model, enc[candidates[answered]], y_all[answered])
         p_all = predict_proba(model, z_all[None], enc[test])  # (1, Qt)
         best_all = np.vstack([P_test_pool, p_all]).argmax(axis=0)
+        near = np.argsort(np.linalg.norm(pool_z - z_all, axis=1))[:5]
+        local_all = np.vstack([P_test_pool[near], p_all]).argmax(axis=0)
         seen = ~np.isnan(scores[h, test])
         cats = [np.flatnonzero(seen & (bench_test == b)) for b in np.unique(bench_test)]
 
@@ -127,16 +142,21 @@ def main(argv: list[str] | None = None) -> int:
             return float(np.mean([abs(p[c].mean() - scores[h, test[c]].mean()) for c in cats if len(c)]))
 
         rows.append({"model": matrix.models[h], "strategy": "all", "seed": 0, "n": int(answered.sum()),
-                     "embedding_error": 0.0, "relative_error": 0.0, "routing_agreement": 1.0, "p_mae": 0.0,
+                     "embedding_error": 0.0, "relative_error": 0.0, "routing_agreement": 1.0,
+                     "local_agreement": 1.0, "p_mae": 0.0,
                      "benchmark_mae": benchmark_mae(p_all[0])})
         P_h = P_cand[:, answered]  # ask only questions the model has a recorded answer to
         cols = np.flatnonzero(answered)
-        runs = [("adaptive", 0), ("fixed", 0)] + [("random", s) for s in range(args.random_seeds)]
+        runs = [("adaptive", 0), ("fixed", 0)] + [(name, s) for name in ("random", "sampled")
+                                                  for s in range(args.random_seeds)]
         for strategy, seed in runs:
-            config = SelectionConfig(strategy=strategy, seed=seed)
+            config = SelectionConfig(strategy=strategy if strategy != "sampled" else "adaptive", seed=seed)
             asked = np.empty(0, np.int64)
             while len(asked) < max(args.sizes):
-                new = next_queries(P_h, asked, y_all[cols[asked]], args.batch, config)
+                if strategy == "sampled":
+                    new = sampled_queries(P_h, asked, y_all[cols[asked]], args.batch, seed)
+                else:
+                    new = next_queries(P_h, asked, y_all[cols[asked]], args.batch, config)
                 asked = np.concatenate([asked, new])
                 n = len(asked)
                 if n in args.sizes:
@@ -148,12 +168,14 @@ def main(argv: list[str] | None = None) -> int:
                     rows.append({"model": matrix.models[h], "strategy": strategy, "seed": seed, "n": n,
                                  "embedding_error": err, "relative_error": err / scale,
                                  "routing_agreement": float((best == best_all).mean()),
+                                 "local_agreement": float((np.vstack([P_test_pool[near], p_n]).argmax(axis=0)
+                                                           == local_all).mean()),
                                  "p_mae": float(np.abs(p_n - p_all).mean()), "benchmark_mae": benchmark_mae(p_n[0])})
         print(f"{matrix.models[h]} done ({time.time() - start:.0f} s)", flush=True)
 
-    metrics = ("embedding_error", "relative_error", "routing_agreement", "p_mae", "benchmark_mae")
+    metrics = ("embedding_error", "relative_error", "routing_agreement", "local_agreement", "p_mae", "benchmark_mae")
     summary = {"all": {k: float(np.mean([r[k] for r in rows if r["strategy"] == "all"])) for k in metrics}}
-    for strategy in ("adaptive", "fixed", "random"):
+    for strategy in STRATEGIES:
         for n in args.sizes:
             sel = [r for r in rows if r["strategy"] == strategy and r["n"] == n]
             summary[f"{strategy}@{n}"] = {k: float(np.mean([r[k] for r in sel])) for k in metrics}
@@ -164,14 +186,16 @@ def main(argv: list[str] | None = None) -> int:
               "seconds": round(time.time() - start, 1), "summary": summary, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
-    print("relative embedding error / routing agreement % / P(correct) MAE / per-category accuracy MAE (points); "
+    print("relative embedding error / routing agreement % / local agreement % / P(correct) MAE / per-category "
+          "accuracy MAE (points); "
           f"with all answers the per-category MAE is {summary['all']['benchmark_mae'] * 100:.1f}")
     print("| strategy | " + " | ".join(f"n={n}" for n in args.sizes) + " |")
     print("|---|" + "---|" * len(args.sizes))
-    for strategy in ("adaptive", "fixed", "random"):
+    for strategy in STRATEGIES:
         cells = [summary[f"{strategy}@{n}"] for n in args.sizes]
         print(f"| {strategy} | " + " | ".join(
-            f"{c['relative_error']:.3f} / {c['routing_agreement'] * 100:.1f} / {c['p_mae']:.3f} / "
+            f"{c['relative_error']:.3f} / {c['routing_agreement'] * 100:.1f} / {c['local_agreement'] * 100:.1f} / "
+            f"{c['p_mae']:.3f} / "
             f"{c['benchmark_mae'] * 100:.1f}" for c in cells) + " |")
     print(f"-> {args.out} ({result['seconds']} s)")
     return 0

@@ -1,5 +1,5 @@
 """Live onboarding as a Dagster job (``live_onboarding_job``, launchpad config below): ask an endpoint of the models
-config MMLU-Pro questions chosen adaptively, grade them, and leave the graded answers in the drop folder, whose
+config MMLU-Pro questions, grade them, and leave the graded answers in the drop folder, whose
 sensor onboards them (onboarding_job: the pool row, its check, its nearest models). Same steps as ``locus onboard``
 (locus_pipeline/live/onboard.py)."""
 
@@ -19,7 +19,7 @@ class LiveOnboardingConfig(dg.Config):
     max_cost: float = Field(default=0.0, description="USD: stop before the spend could pass it (0 = no limit).")
     concurrency: int = Field(default=8, description="Calls in flight at once.")
     retries: int = Field(default=2, description="Retries of a failed call (timeout, connection, 5xx / 429).")
-    strategy: str = Field(default="adaptive", description="adaptive | fixed | random (locus_model.adaptive).")
+    strategy: str = Field(default="random", description="random | adaptive | fixed (locus_model.adaptive; random measured best).")
 
 
 @dg.op(description="Ask the endpoint, grade, log to MLflow, and drop the graded answers for the onboarding "
@@ -48,7 +48,7 @@ def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, h
     }))
 
 
-@dg.job(description="Onboard a live OpenAI-compatible endpoint: adaptive MMLU-Pro questions -> graded answers -> the "
+@dg.job(description="Onboard a live OpenAI-compatible endpoint: MMLU-Pro questions -> graded answers -> the "
                     "drop folder (its sensor runs onboarding_job). Launchpad: ops.ask_and_drop.config.endpoint and "
                     "models_config.", tags={"locus/kind": "live-onboarding", "owner": OWNERS[0]})
 def live_onboarding_job():

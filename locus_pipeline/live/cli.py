@@ -33,9 +33,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def add_onboard(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "onboard", help="onboard a live OpenAI-compatible endpoint: ask it MMLU-Pro questions chosen adaptively",
-        description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions, chosen adaptively "
-                    "from the pool's predictions, with bounded concurrency, timeouts and retries; log every answer "
+        "onboard", help="onboard a live OpenAI-compatible endpoint: ask it MMLU-Pro questions, grade, add it to the pool",
+        description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions (--strategy), with "
+                    "bounded concurrency, timeouts and retries; log every answer "
                     "under LOCUS_HOME/live/ as it arrives (a rerun resumes without asking again); grade; onboard the "
                     "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.")
     p.add_argument("--endpoint", required=True, help="the models config entry to onboard (its name joins the pool)")
@@ -44,7 +44,9 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-cost", type=float, default=None, help="USD: stop before the spend could pass it")
     p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once (default 8)")
     p.add_argument("--retries", type=int, default=2, help="retries of a failed call (default 2)")
-    p.add_argument("--strategy", default="adaptive", choices=["adaptive", "fixed", "random"])
+    p.add_argument("--strategy", default="random", choices=["random", "adaptive", "fixed"],
+                   help="how the questions are chosen (default random: measured more accurate than adaptive, "
+                        "bench/README.md 'Adaptive onboarding')")
     p.add_argument("--via-sensor", action="store_true",
                    help="write the graded answers to incoming/ for a running Dagster's drop-folder sensor instead of "
                         "onboarding them in this process")

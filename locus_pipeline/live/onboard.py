@@ -1,5 +1,6 @@
 """``locus onboard --endpoint NAME``: onboard a model behind an OpenAI-compatible endpoint (its models config entry)
-by asking it MMLU-Pro questions chosen adaptively (locus_model.adaptive), then onboarding the graded answers the way a
+by asking it MMLU-Pro questions (chosen at random by default, or adaptively: locus_model.adaptive; random gave the
+more accurate embedding, bench/README.md "Adaptive onboarding"), then onboarding the graded answers the way a
 dropped evaluation file is onboarded.
 
 1. The candidate questions are the MMLU-Pro bank's (data/mmlu-pro) that the home's training source holds (their
@@ -50,7 +51,7 @@ class OnboardConfig:
     max_cost: float | None = None  # USD: no call is started that could take the spend above it
     concurrency: int = 8  # calls in flight at once; also the questions chosen per round
     retries: int = 2  # retries of a failed call (timeout, connection, 5xx / 429), with backoff
-    strategy: str = "adaptive"  # adaptive | fixed | random (locus_model.adaptive)
+    strategy: str = "random"  # random | adaptive | fixed (locus_model.adaptive; random measured best: bench/README.md)
     via_sensor: bool = False  # True: leave the file in incoming/ for a running Dagster's drop-folder sensor
     data: str = str(MMLU_PRO)  # the MMLU-Pro bank
 
