@@ -33,7 +33,7 @@ from locus_model.adaptive import SelectionConfig, next_queries
 from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
 from locus_model.routing.costs import cost_table, estimate_tokens
-from locus_pipeline.home import REPO_ROOT
+from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.serve.config import ModelsConfig, Upstream
 
 MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 from locus_model.data.mmlu_pro_bank import AnswerBank, query_of_prompt, read_answer_bank
 from locus_model.routing.costs import estimate_tokens
-from locus_pipeline.home import REPO_ROOT
+from locus_pipeline.home_location import REPO_ROOT
 
 MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"
 NO_ANSWER = "no answer given"
