@@ -15,6 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 from locus_model.cli import COMMANDS as LIBRARY_COMMANDS
 from locus_model.cli import EXIT_OK, _fail, build_parser as _build_parser
+from locus_pipeline.live.cli import add_onboard, add_replay
 
 
 def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, n_per_benchmark: int = 64, seed: int = 0):
@@ -159,7 +160,8 @@ def run_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve, add_replay,
+                                                                add_onboard]
 
 
 def build_parser() -> argparse.ArgumentParser:

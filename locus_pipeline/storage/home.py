@@ -17,6 +17,7 @@ from locus_pipeline.home_location import default_home_location
 from locus_pipeline.storage.checkpoints import Checkpoints
 from locus_pipeline.storage.files import as_path, is_remote, read_parquet, write_bytes_atomic, write_parquet_atomic
 from locus_pipeline.storage.locks import file_lock, object_lock
+from locus_pipeline.storage.live import LiveAnswers
 from locus_pipeline.storage.pool import PoolAndStores
 
 # the working folders of a remote home whose files are also kept in the bucket (the rest are per-machine caches
@@ -25,7 +26,7 @@ PUBLISHED = ("reports",)
 _mirrored: dict[str, dict[str, tuple[int, int]]] = {}  # local mirror folder -> file -> (mtime_ns, size) last synced
 
 
-class LocusHome(Checkpoints, PoolAndStores, dg.ConfigurableResource):
+class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, dg.ConfigurableResource):
     """The one root the project writes under (``$LOCUS_HOME``, default ``data/`` in the repository; a URL such as
     ``s3://bucket/prefix`` puts it in object storage): every path, lock and read-modify-write of the pipeline's
     data goes through this resource."""
