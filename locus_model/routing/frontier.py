@@ -474,7 +474,7 @@ def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost 
     :func:`evaluate_frontiers` returns them."""
     from locus_model.analysis._common import new_figure, save_figure
 
-    fig = new_figure(7.2, 4.8)
+    fig = new_figure(9.0, 4.8)
     ax = fig.add_subplot(1, 1, 1)
     grid = np.linspace(min(f["cost_range"][0] for f in folds), max(f["cost_range"][1] for f in folds), 400)
     for i, name in enumerate(folds[0]["routers"]):
@@ -491,7 +491,7 @@ def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost 
     ax.set_ylabel("accuracy on the test queries")
     ax.set_title(f"Quality-cost frontiers (non-decreasing convex hulls, mean over {len(folds)} fold(s))", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return save_figure(fig, path)
 
 
