@@ -377,7 +377,7 @@ def _interval(point: float, draws: np.ndarray, level: float) -> dict:
 
 def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray],
                        costs: Sequence[np.ndarray], anchor_rates: Sequence[np.ndarray], *, names: Sequence[str],
-                       weak: Sequence[int] | None = None, n_boot: int = 2000, seed: int = 0, level: float = 0.95,
+                       n_boot: int = 2000, seed: int = 0, level: float = 0.95,
                        weights: Sequence[float] = DEFAULT_WEIGHTS) -> dict:
     """Every router's frontier on each fold's test queries and its figures, fold means with paired intervals.
 
@@ -386,10 +386,9 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
             labelled); costs: the (M, Q_k) cost of each query on each model (NaN = unknown: the model is left out
             of every router, never priced); anchor_rates: (M,) per fold, what the best single model is chosen by
             (its mean on the fold's anchors, the harness's best_single).
-        names: the M model names.
-        weak: per fold, the two-model routers' weak row (default: the cheapest model of known cost, the better on
-            the anchors among equally cheap); the strong one is the best single model, the best on the anchors
-            among the models of known cost.
+        names: the M model names. The two-model routers' strong model is the best single model (the best on the
+            anchors among the models of known cost), the weak one the cheapest (the better on the anchors among
+            equally cheap ones).
         n_boot, seed, level: the paired bootstrap: every router on the same resamples of each fold's queries
             (evaluation.bootstrap.resample_weights), a figure's draw the mean over the folds of its resample.
 
@@ -410,7 +409,7 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
         rate = np.asarray(anchor_rates[k], np.float64)
         strong = int(priced[np.argmax(rate[priced])])
         mean_cost = c[priced].mean(axis=1)
-        cheapest = int(priced[np.lexsort((-rate[priced], mean_cost))[0]]) if weak is None else int(weak[k])
+        cheapest = int(priced[np.lexsort((-rate[priced], mean_cost))[0]])
         keep = ~np.isnan(y[strong]) & ~np.isnan(y[cheapest])
         if not keep.any():
             raise RoutingError(f"evaluate_frontiers: fold {k}: no test query on which both {names[strong]!r} (the best "
