@@ -90,6 +90,45 @@ def format_interval(stat: dict | None, scale: float = 100.0) -> str:
     return f"{stat['diff'] * scale:+.1f} [{stat['ci_low'] * scale:+.1f},{stat['ci_high'] * scale:+.1f}]{tie}"
 
 
+def _share(stat: dict) -> str:
+    """A cost share (x100) with its interval; "never" where it is not reached (None), "> x" for an open bound."""
+    if stat["mean"] is None:
+        return "never" if stat["ci_low"] is None else f"never [{100 * stat['ci_low']:.0f}%, -]"
+    high = "-" if stat["ci_high"] is None else f"{100 * stat['ci_high']:.0f}%"
+    return f"{100 * stat['mean']:.0f}% [{100 * stat['ci_low']:.0f}%, {high}]"
+
+
+def frontier_rows(result: dict) -> list[dict]:
+    """The frontier of a result run with costs, one row per router: AIQ (x100) and the cost shares at 100% / 95% of
+    the best single model's accuracy, each with its 95% paired interval; [] without costs."""
+    rows = []
+    for name, e in (result.get("frontier") or {}).items():
+        aiq = e["aiq"]
+        rows.append({"router": name,
+                     "AIQ x100": "-" if aiq["mean"] is None else
+                     f"{100 * aiq['mean']:.1f} [{100 * aiq['ci_low']:.1f}, {100 * aiq['ci_high']:.1f}]",
+                     "cost at best single's accuracy": _share(e["cost_share_at_best_single"]),
+                     "cost at 95% of it": _share(e["cost_share_at_95"])})
+    return rows
+
+
+def format_frontier(result: dict) -> str:
+    """The frontier table of a result run with costs (``locus evaluate --models-file``); "" without costs."""
+    rows = frontier_rows(result)
+    if not rows:
+        return ""
+    costs, folds = result["settings"]["costs"], result["frontier_folds"]
+    best = ", ".join(sorted({f["best_single"] for f in folds}))
+    lines = [f"Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = {costs['means']}; "
+             f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; best single model {best} "
+             f"(the best on the anchors); cost shares are of its cost; AIQ: RouterBench's, cost range from the cheapest "
+             f"to the most expensive model"]
+    widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
+    lines.append("  ".join(f"{k:<{w}}" for k, w in widths.items()))
+    lines += ["  ".join(f"{r[k]:<{w}}" for k, w in widths.items()) for r in rows]
+    return "\n".join(lines)
+
+
 def print_results(result: dict, file: Any = None) -> None:
     print(format_results(result), file=file or sys.stdout)
 
@@ -102,7 +141,8 @@ HEADLINE_METRICS = ("routing_acc", "correctness_acc", "auc", "brier")
 def flatten_results(result: dict) -> pd.DataFrame:
     """The result as a long table: method, group, benchmark ('' = all), metric, mean, std. Paired comparisons
     become metrics too: ``vs_best_single.<key>`` and, for LOCUS minus another method,
-    ``vs_<method>.<metric>.<diff|ci_low|ci_high>`` (std None)."""
+    ``vs_<method>.<metric>.<diff|ci_low|ci_high>`` (std None); a result run with costs adds each router's
+    ``frontier.<figure>.<mean|ci_low|ci_high>`` (group all)."""
     rows = []
     for method, groups in result["methods"].items():
         for group, entry in groups.items():
@@ -118,6 +158,9 @@ def flatten_results(result: dict) -> pd.DataFrame:
                              for other, metrics in stat.items() for m, interval in metrics.items() for k, v in interval.items()]
                 else:
                     rows.append(dict(method=method, group=group, benchmark="", metric=metric, mean=stat["mean"], std=stat["std"]))
+    rows += [dict(method=method, group="all", benchmark="", metric=f"frontier.{figure}.{k}", mean=v, std=None)
+             for method, figures in (result.get("frontier") or {}).items() for figure, stat in figures.items()
+             for k, v in stat.items()]
     return pd.DataFrame(rows)
 
 

@@ -145,6 +145,14 @@ def test_routing_evaluation_scores_the_pools_checkpoint_without_training(materia
     assert set(locus_vs) == {"embedllm_mf", "irt", "knn", "best_single"}
     row = flat[(flat["method"] == "locus") & (flat["group"] == "all") & (flat["metric"] == "vs_irt.auc.diff")]
     assert row["mean"].tolist() == [pytest.approx(locus_vs["irt"]["auc"]["diff"])]
+    # every method's quality-cost frontier, as locus evaluate --models-file gives it (the synthetic catalog has
+    # sizes, no prices: parameter counts are the cost)
+    assert report["settings"]["costs"]["basis"] == "params_b"
+    assert set(report["frontier"]) == {"locus", "embedllm_mf", "irt", "knn", "best_single", "oracle", "threshold_locus",
+                                       "threshold_mf", "random_mix"}
+    assert set(report["frontier"]["locus"]["aiq"]) == {"mean", "ci_low", "ci_high"}
+    row = flat[(flat["method"] == "locus") & (flat["metric"] == "frontier.aiq.mean")]
+    assert row["mean"].tolist() == [pytest.approx(report["frontier"]["locus"]["aiq"]["mean"])]
 
 
 def _materialization(result, asset: str):
