@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 
 help:
 	@echo "make demo   - set up, then run the main job on the embedded MMLU-Pro pool (29 real models; ~5 min)"
-	@echo "make test   - set up, then run the fast tests (unit and small integration; ~10 min on 2 cores)"
+	@echo "make test   - set up, then run the fast tests (unit and small integration tests)"
 	@echo "make test-e2e - set up, then run the end-to-end tests (servers, dagster dev, S3/Postgres, browser)"
 	@echo "make dev    - set up, then start dagster dev and the MLflow UI on 127.0.0.1"
 	@echo "make bench  - run the benchmarks in bench/ (minutes)"
