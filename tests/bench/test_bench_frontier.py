@@ -85,7 +85,7 @@ def test_locus_serve_routes_a_query_as_the_bench_decides(tmp_path):
             assert names[choices(probs, cost, [w], rows)[0][0]] == served["chosen"], w
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_the_asset_the_server_and_the_bench_decide_alike_with_unknown_costs_candidates_and_caps(tmp_path):
     """The cost_frontier asset (invoked as Dagster runs it), locus serve (POST /route) and the bench's rule choose the
     same model for every query, weight and candidate set, on a tiny home whose catalog leaves one model's size

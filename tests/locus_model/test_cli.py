@@ -144,7 +144,7 @@ def test_parser_lists_subcommands():
     assert "evaluate" in text and "synthetic-data" in text
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_evaluate_small_synthetic_pool_with_minilm(tmp_path):
     """End to end with the real MiniLM encoder on the small synthetic pool (~1 min on 2 cores)."""
     assert main(["synthetic-data", "--out", str(tmp_path), "--size", "small"]) == 0

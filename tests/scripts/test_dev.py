@@ -68,7 +68,7 @@ def kill_all(proc: subprocess.Popen, pids: set[int]) -> None:
     proc.wait(timeout=10)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_ctrl_c_stops_both_servers_within_15_s(tmp_path: Path) -> None:
     venv = Path(sys.executable).parent.parent

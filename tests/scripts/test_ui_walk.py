@@ -1,8 +1,8 @@
 """scripts/ui_walk.py: the UI walk of issue 19 in headless Chromium.
 
-The browser driver is tested wherever chromium is installed (seconds). The walk itself builds a tiny synthetic home
-(~2-3 minutes on 2 cores), starts `make dev` and visits every screen (~4 minutes): it runs only when asked,
-LOCUS_UI_WALK=1 (and chromium installed; CI has none)."""
+Both are in the end-to-end tier and need chromium (.ci/run installs it). The browser driver is tested in seconds; the
+walk itself builds a tiny synthetic home (~2-3 minutes on 2 cores), starts `make dev` and visits every screen
+(~4 minutes)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ needs_chromium = pytest.mark.skipif(screenshot.chromium() is None,
 
 
 @needs_chromium
+@pytest.mark.e2e
 def test_the_browser_waits_for_text_a_script_adds_later(tmp_path: Path) -> None:
     page = tmp_path / "late.html"
     page.write_text("<h1>now</h1><script>setTimeout(() => document.body.insertAdjacentHTML('beforeend', "
@@ -40,10 +41,8 @@ def test_the_browser_waits_for_text_a_script_adds_later(tmp_path: Path) -> None:
 
 
 @needs_chromium
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(1500)
-@pytest.mark.skipif(os.environ.get("LOCUS_UI_WALK") != "1",
-                    reason="the UI walk takes ~7 minutes (a tiny home, then make dev and every screen): LOCUS_UI_WALK=1 runs it")
 def test_the_ui_walk_passes_every_item(tmp_path: Path) -> None:
     out = tmp_path / "walk"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "ui_walk.py"), "--home", str(tmp_path / "home"),

@@ -20,6 +20,7 @@ from locus_pipeline.storage import LocusHome, StorageError
 from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
 
 ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
