@@ -3,7 +3,7 @@ LOCUS_HOME through the pipeline's storage (search).
 
     locus search --target 'math=0.9,law=0.3' [--k 5] [--home PATH] [--json]
     locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
-                [--portfolio k-center-15]
+                [--portfolio k-center-15] [--dry-run]
 """
 
 from __future__ import annotations
@@ -103,7 +103,8 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
             "Serve LOCUS_HOME's pool: POST /route ranks the pool models for a query by P(correct) and cost; "
             "/v1/chat/completions with model 'locus' or 'locus:<quality_weight>' forwards the request to the chosen "
             "model's upstream (the models config), moving down the embedding-neighbour fallback chain on errors. "
-            "Without upstreams it is a dry run that answers with the decision. The pool is reloaded when it "
+            "Without an upstream, chat calls answer 503 (POST /route still answers); --dry-run answers them with the "
+            "decision only. A models config naming no pool model refuses to start. The pool is reloaded when it "
             "changes (onboarding, rebuild) without a restart. GET /metrics (Prometheus), GET /healthz."
         ),
     )
@@ -132,6 +133,9 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="request bodies larger than this are refused with 413 (default 1,048,576 = 1 MiB; 0: no limit)")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="answer chat calls with the routing decision only, never forwarding them (and start even "
+                        "when the models config names no pool model)")
     p.set_defaults(run=run_serve)
 
 
@@ -151,7 +155,7 @@ def run_serve(args: argparse.Namespace) -> int:
                          poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
                          ranking_size=args.ranking_size,
                          max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
-                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio)
+                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:

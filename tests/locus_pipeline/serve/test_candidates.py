@@ -16,7 +16,7 @@ SIZES = {"alpha-7b": 7, "beta-13b": 13, "gamma-70b": 70, "delta-1b": 1, "org/eps
 def test_a_size_cap_keeps_the_models_of_at_most_that_many_parameters_whatever_the_cost_basis(built, tmp_path):
     prices = {"alpha-7b": 0.5, "beta-13b": 0.1, "gamma-70b": 2.0, "delta-1b": 0.3, "org/epsilon 3b": 0.2}
     models = {"models": {n: {"cost_per_query": c} for n, c in prices.items()}}
-    with client_for(built, tmp_path, models=models) as client:
+    with client_for(built, tmp_path, models=models, dry_run=True) as client:
         capped = client.post("/route", json={"query": QUERY, "max_params": 8, "quality_weight": 0.5}).json()
         both = client.post("/route", json={"query": QUERY, "max_params": 8, "max_cost": 0.25}).json()
         none = client.post("/route", json={"query": QUERY, "max_params": 0.5})
@@ -44,7 +44,7 @@ def test_a_bad_size_cap_is_a_400(built, tmp_path, body):
 def test_a_model_of_unknown_cost_is_left_out_of_every_cost_aware_path_and_never_the_maximum(built, tmp_path):
     models = {"models": {n: {"cost_per_query": c} for n, c in (("alpha-7b", 0.5), ("delta-1b", 0.1), ("gamma-70b", 2.0))}}
     unpriced = {"beta-13b", "org/epsilon 3b"}
-    with client_for(built, tmp_path, models=models) as client:
+    with client_for(built, tmp_path, models=models, dry_run=True) as client:
         weighted = client.post("/route", json={"query": QUERY, "quality_weight": 0.5}).json()
         capped = client.post("/route", json={"query": QUERY, "max_cost": 100}).json()
         plain = client.post("/route", json={"query": QUERY}).json()
@@ -70,7 +70,7 @@ def test_a_portfolio_is_served_as_the_candidate_set(built, tmp_path):
     home = built["home"]
     write_portfolios(home, {("k_center", 2): ["gamma-70b", "delta-1b"], ("k_center", 3): ["gamma-70b", "delta-1b", "beta-13b"],
                             ("k_medoids", 2): ["alpha-7b", "beta-13b"]})
-    with client_for(built, tmp_path, portfolio="k-center-2", poll_seconds=0.05) as client:
+    with client_for(built, tmp_path, portfolio="k-center-2", poll_seconds=0.05, dry_run=True) as client:
         decision = client.post("/route", json={"query": QUERY}).json()
         inside = client.post("/route", json={"query": QUERY, "candidates": ["delta-1b"]}).json()
         outside = client.post("/route", json={"query": QUERY, "candidates": ["alpha-7b"]})

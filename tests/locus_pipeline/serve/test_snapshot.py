@@ -13,7 +13,7 @@ from tests.locus_pipeline.serve_home import ServerThread, embed, onboard, save_r
 
 
 def test_an_onboarded_model_is_routable_without_restart(built, tmp_path):
-    with client_for(built, tmp_path, poll_seconds=0.05) as client:
+    with client_for(built, tmp_path, poll_seconds=0.05, dry_run=True) as client:
         before = client.post("/route", json={"query": QUERY}).json()
         assert before["pool_models"] == len(NAMES)
         onboard(built, "zeta-new 2b")
