@@ -1,9 +1,10 @@
 """The ``locus`` command: the library's commands (locus_model.cli: evaluate, synthetic-data) and those that read a
-LOCUS_HOME through the pipeline's storage (search).
+LOCUS_HOME through the pipeline's storage (search, serve, pool).
 
     locus search --target 'math=0.9,law=0.3' [--k 5] [--home PATH] [--json]
     locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
                 [--portfolio k-center-15] [--dry-run]
+    locus pool remove NAME [--home PATH]
 """
 
 from __future__ import annotations
@@ -163,7 +164,61 @@ def run_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve]
+# ---------------------------------------------------------------------------------------------- pool
+
+
+def add_pool(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("pool", help="change the pool: remove an onboarded model",
+                              description="Changes of LOCUS_HOME's pool, each a Dagster run that materializes "
+                                          "model_embeddings (recorded in the home's Dagster instance, as in the UI).")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    r = actions.add_parser(
+        "remove", help="remove an onboarded model from the pool (pool_removal_job)",
+        description="Remove one onboarded model from the pool: a run of pool_removal_job (a materialization of "
+                    "model_embeddings, its checks, then the reports refresh under `make dev`). Its evaluations stay "
+                    "in incoming/accepted/ (the files as dropped) and onboarded/removed/; `locus serve` stops routing "
+                    "to it at its next reload. A model of the training source cannot be removed this way.")
+    r.add_argument("name", help="the model's name exactly as the pool's `model` column has it (GET /v1/models)")
+    r.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
+    r.set_defaults(run=run_pool_remove)
+
+
+def remove_from_pool(name: str, instance):
+    """Run pool_removal_job for ``name`` in this process on ``instance`` (the ExecuteInProcessResult)."""
+    from locus_pipeline.defs.assets.pool import REMOVAL_JOB
+    from locus_pipeline.definitions import defs
+
+    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}}
+    return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(instance=instance, run_config=run_config,
+                                                                  raise_on_error=False, tags={"locus/model": name[:255]})
+
+
+def run_pool_remove(args: argparse.Namespace) -> int:
+    import os
+
+    import dagster as dg
+
+    from locus_pipeline.instance import prepare_dagster_home
+
+    if args.home:
+        os.environ["LOCUS_HOME"] = str(args.home)  # the code location's resources read it
+    try:
+        dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home())
+    except ValueError as err:
+        return _fail("pool remove", err)
+    with dg.DagsterInstance.from_config(dagster_home) as instance:
+        result = remove_from_pool(args.name, instance)
+    if not result.success:
+        failures = [e.step_failure_data.error.message.strip() for e in result.get_step_failure_events()]
+        return _fail("pool remove", ValueError("; ".join(failures) or f"run {result.run_id} failed"))
+    (event,) = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
+    meta = {k: v.value for k, v in event.metadata.items()}
+    print(f"removed {args.name!r} from the pool (run {result.run_id}): {meta['models']} models left; evaluations "
+          f"kept in {meta['evaluations_kept']}")
+    return EXIT_OK
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve, add_pool]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,14 +15,14 @@ import time
 
 import dagster as dg
 
-from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, reports_refresh_job
+from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, pool_removal_job, reports_refresh_job
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
 
 MAX_FILES_PER_TICK = 20  # the rest waits for the next tick, so one tick stays well inside the sensor timeout
 MAX_SECONDS_PER_TICK = 30.0
-WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, reports_refresh_job.name]
+WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal_job.name, reports_refresh_job.name]
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 
 
@@ -183,7 +183,7 @@ def reports_lag(instance: dg.DagsterInstance) -> str:
     """Why the pool or the reports may still change ("" when the reports follow the pool and nothing that changes
     either is queued or running): what a user or a script waits on before reading the reports."""
     active = {job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
-              for job in (onboarding_job, locus_job, pool_job, reports_refresh_job)}
+              for job in (onboarding_job, locus_job, pool_job, pool_removal_job, reports_refresh_job)}
     if any(active.values()):
         return "runs queued or running: " + ", ".join(f"{n} {name}" for name, n in active.items() if n)
     pool, reports = latest_pool_and_reports(instance)
@@ -209,7 +209,7 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
     dead = fail_dead_runs(instance, WATCHED_JOBS)  # a killed run is not waited on
     died = f" ({len(dead)} run(s) whose process died were marked failed)" if dead else ""
     active = {job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
-              for job in (onboarding_job, locus_job, pool_job, reports_refresh_job)}
+              for job in (onboarding_job, locus_job, pool_job, pool_removal_job, reports_refresh_job)}
     key = f"reports-for-pool-{pool.storage_id}"
     request = dg.RunRequest(run_key=key, tags={"locus/trigger": "pool-change"})
     if context.cursor and int(context.cursor) >= pool.storage_id:

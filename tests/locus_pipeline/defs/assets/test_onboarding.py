@@ -321,3 +321,36 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
         (kept,) = [p for p in rejected.iterdir() if p.name.endswith(f"-{name}")]
         assert kept.read_bytes() == bad[name] and (rejected / f"{kept.name}.reason.txt").read_text().startswith("REJECTED: ")
     assert not [p for p in (home / "incoming").iterdir() if p.is_file()]
+
+
+# ---------------------------------------------------------------------------------------------- removal
+
+
+def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_bring_the_model_back(home, monkeypatch, capsys):
+    from locus_pipeline.cli import main, remove_from_pool
+
+    name = "ui-walk/onboarded model"
+    drop_file(home, "walk.csv", new_model_rows(home, name))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, home).run_requests
+        assert run_onboarding(instance, request).success
+        refused = remove_from_pool(str(pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")["model"].iloc[0]),
+                                   instance)
+        assert not refused.success
+        assert "training source" in refused.get_step_failure_events()[0].step_failure_data.error.message
+    before = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    assert main(["pool", "remove", name, "--home", str(home)]) == 0  # the home's own Dagster instance
+    printed = capsys.readouterr().out
+    assert f"removed {name!r} from the pool" in printed and "incoming/accepted/" in printed
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        (record,) = instance.fetch_materializations(dg.AssetKey("model_embeddings"), limit=1).records
+        meta = record.asset_materialization.metadata
+        assert meta["action"].value == "removed" and meta["model"].value == name
+        assert meta["models"].value == len(before) - 1
+    after = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    pd.testing.assert_frame_equal(after, before[before["model"] != name].reset_index(drop=True))
+    assert list((home / "incoming" / "accepted").glob("*walk.csv"))  # the evaluations as dropped stay
+    assert len(list((home / "onboarded" / "removed").glob(f"{safe_model_key(name)}.*.parquet"))) == 1
+    storage = LocusHome(root=str(home))
+    assert name not in set(storage.update_pool(rebuild_change(storage, {}))["model"])
