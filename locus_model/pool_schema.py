@@ -8,8 +8,14 @@ No torch here: the pipeline shows the schema when its code location loads, befor
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+
+# A stated floor (a choice, not a measured threshold): an onboarded model with fewer evaluations stays in the pool
+# (the atlas, neighbour lists) but `locus serve` leaves it out of its default candidates; a request naming it still
+# reaches it. Models of the training source are routable whatever their count (the checkpoint was trained on them).
+MIN_ROUTABLE_EVALUATIONS = 32
 
 POOL_SCHEMA = pa.schema([
     pa.field(name, type_, metadata={"doc": doc}) for name, type_, doc in (
@@ -22,6 +28,9 @@ POOL_SCHEMA = pa.schema([
         ("source", pa.string(), '"training" (trained on), "held_out" (in the training source, never trained on) '
                                 'or "onboarded" (a dropped file)'),
         ("embedded_at", pa.timestamp("us", tz="UTC"), "when the row was written"),
+        ("routable", pa.bool_(), f"routed to by default: false for an onboarded model whose embedding rests on "
+                                 f"fewer than {MIN_ROUTABLE_EVALUATIONS} evaluations (kept in the pool; locus serve "
+                                 "routes to it only when a request names it)"),
     )
 ])
 POOL_COLUMNS = tuple(POOL_SCHEMA.names)
@@ -30,8 +39,18 @@ RENAMED_COLUMNS = {"evaluations_fingerprint": "evaluations_digest"}
 
 
 def upgrade_pool(pool: pd.DataFrame) -> pd.DataFrame:
-    """A pool read from a file written by an earlier version, with today's column names."""
-    return pool.rename(columns={old: new for old, new in RENAMED_COLUMNS.items() if old in pool.columns})
+    """A pool read from a file written by an earlier version, with today's column names (and ``routable``, which
+    earlier versions did not write, from ``n_evaluations``)."""
+    pool = pool.rename(columns={old: new for old, new in RENAMED_COLUMNS.items() if old in pool.columns})
+    if "routable" not in pool.columns and {"n_evaluations", "source"} <= set(pool.columns):
+        pool = pool.assign(routable=routable(pool["source"], pool["n_evaluations"]))
+    return pool
+
+
+def routable(source, n_evaluations):
+    """The ``routable`` column: the training source's models, and onboarded ones with at least
+    MIN_ROUTABLE_EVALUATIONS evaluations (arrays or Series in, a bool array out)."""
+    return (np.asarray(source) != "onboarded") | (np.asarray(n_evaluations) >= MIN_ROUTABLE_EVALUATIONS)
 
 
 def column_doc(column: str) -> str:

@@ -85,6 +85,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         if names_shown:
             health["configured_not_in_pool"] = sorted(set(router.models.upstreams) - set(snap.names))
             health["portfolio_not_in_pool"] = list(snap.portfolio_missing)
+            health["not_routable_by_default"] = list(snap.held_back)  # too few evaluations: only when named
         return health
 
     @app.get("/metrics")

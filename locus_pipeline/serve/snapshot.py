@@ -42,7 +42,9 @@ class Snapshot:
     output_tokens: int
     loaded_at: float
     portfolio: str | None = None  # the portfolio served as the candidate set (None: the whole pool)
-    served: tuple[str, ...] = ()  # the candidate set: the portfolio's members in the pool, else every pool model
+    served: tuple[str, ...] = ()  # the candidate set: the portfolio's members in the pool, else every pool model,
+    # less the rows the pool marks not routable (too few evaluations: reached only when a request names them)
+    held_back: tuple[str, ...] = ()  # pool models not routable by default (the pool's `routable` column)
     portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
     portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
     dry_run: bool = False  # asked for (--dry-run): chat calls answer with the decision, never forwarded
@@ -91,7 +93,11 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     portfolio_key = pool_key(home.table_path("portfolios")) if portfolio else None  # before it is read
     members = read_portfolio(home, portfolio) if portfolio else tuple(names)
     member_set, name_set = set(members), set(names)
-    served = tuple(n for n in names if n in member_set)  # pool order, as the whole pool is served
+    routable = dict(zip(names, pool["routable"].astype(bool)))
+    served = tuple(n for n in names if n in member_set and routable[n])  # pool order, as the whole pool is served
+    if not served and not portfolio:
+        raise StorageError(f"no model of the pool {home.pool_path} is routable (each has too few evaluations, the "
+                           "pool's `routable` column). How to fix: onboard models with more evaluations")
     if not served:
         raise StorageError(f"--portfolio {portfolio}: none of its {len(members)} models is in the pool "
                            f"{home.pool_path} (a pool rebuilt since?). How to fix: re-materialize the portfolios asset")
@@ -102,7 +108,7 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
                     upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
                     output_tokens=config.output_tokens, loaded_at=time.time(), portfolio=portfolio, served=served,
                     portfolio_missing=tuple(n for n in members if n not in name_set), portfolio_key=portfolio_key,
-                    dry_run=dry_run)
+                    held_back=tuple(n for n in names if not routable[n]), dry_run=dry_run)
 
 
 def watched_key(home: LocusHome, portfolio: str | None) -> tuple | None:

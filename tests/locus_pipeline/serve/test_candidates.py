@@ -107,3 +107,25 @@ def test_an_unknown_portfolio_names_the_available_ones(built, tmp_path):
     from locus_pipeline.cli import main
 
     assert main(["serve", "--home", str(home.path), "--port", "0", "--portfolio", "k-medoids-4"]) == 2
+
+
+def test_a_model_with_too_few_evaluations_is_routed_to_only_when_a_request_names_it(built, tmp_path):
+    from locus_model.pool import upsert_rows
+    from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
+    from locus_pipeline.storage import write_parquet_atomic
+    from tests.locus_pipeline.serve_home import embed
+
+    home = built["home"]
+    tiny = embed(built["model"], built["checkpoint_id"], ["tiny-drop 1b"], encoder=built["encoder"], source="onboarded",
+                 seed=5, n_queries=9, cache_dir=home.encoding_cache(built["encoder"]))
+    assert tiny["n_evaluations"].iloc[0] == 9 < MIN_ROUTABLE_EVALUATIONS and not tiny["routable"].iloc[0]
+    write_parquet_atomic(upsert_rows(home.read_pool(), tiny), home.pool_path)
+    with client_for(built, tmp_path) as client:
+        default = client.post("/route", json={"query": QUERY}).json()
+        named = client.post("/route", json={"query": QUERY, "candidates": ["tiny-drop 1b", "alpha-7b"]}).json()
+        health = client.get("/healthz").json()
+        listed = {m["id"]: m["locus"] for m in client.get("/v1/models").json()["data"]}
+    assert {x["model"] for x in default["ranking"]} == set(NAMES) and default["pool_models"] == len(NAMES) + 1
+    assert {x["model"] for x in named["ranking"]} == {"tiny-drop 1b", "alpha-7b"}
+    assert health["not_routable_by_default"] == ["tiny-drop 1b"] and health["routable_models"] == len(NAMES)
+    assert listed["tiny-drop 1b"]["routable"] is False

@@ -123,6 +123,9 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         counts = new_model_rows(home, name).groupby("benchmark").size()
         n_line = next(line for line in profile.splitlines() if line.startswith(f"| n ({name})"))
         assert [int(float(c)) for c in n_line.strip("|").split("|")[1:]] == counts.tolist()  # n per benchmark
+        (trust,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_model_trustworthy"]
+        assert trust.passed and view.metadata["warnings"].value == "none"  # 128 evaluations of the pool's own queries
+        assert trust.metadata["query_overlap_ratio"].value >= 1.0 and view.metadata["routable"].value is True
         stability = view.metadata["nearest_model_stability"].value
         assert 0.0 <= stability <= 1.0 and "bootstrap resamples" in view.metadata["neighbours_under_resampling"].value
         assert str(before["checkpoint_id"].iloc[0]) == view.metadata["checkpoint_id"].value
