@@ -1,10 +1,11 @@
 """The ``locus`` command: the library's commands (locus_model.cli: evaluate, synthetic-data) and those that read a
-LOCUS_HOME through the pipeline's storage (search, serve, pool).
+LOCUS_HOME through the pipeline's storage (search, serve, pool, mlflow-uri).
 
     locus search --target 'math=0.9,law=0.3' [--k 5] [--home PATH] [--json]
     locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
                 [--portfolio k-center-15] [--dry-run]
     locus pool remove NAME [--home PATH]
+    locus mlflow-uri [--home PATH]
 """
 
 from __future__ import annotations
@@ -218,7 +219,36 @@ def run_pool_remove(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve, add_pool]
+# ---------------------------------------------------------------------------------------------- mlflow-uri
+
+
+def add_mlflow_uri(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "mlflow-uri", help="print the MLflow tracking URI of LOCUS_HOME (for MLFLOW_TRACKING_URI)",
+        description="Print the tracking URI the pipeline logs to for this home: $MLFLOW_TRACKING_URI when it names a "
+                    "server, else sqlite:///<LOCUS_HOME>/mlflow/mlflow.db. With it, MLflow clients find the "
+                    "registered model: MLFLOW_TRACKING_URI=$(locus mlflow-uri) python -c '...models:/locus@current...'")
+    p.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
+    p.set_defaults(run=run_mlflow_uri)
+
+
+def run_mlflow_uri(args: argparse.Namespace) -> int:
+    from locus_pipeline.defs.resources import MlflowTracking
+    from locus_pipeline.storage import LocusHome
+
+    try:
+        tracking = MlflowTracking(home=LocusHome(root=str(args.home) if args.home else ""))
+        if not tracking.tracking_uri and not tracking.db_path.exists():
+            raise ValueError(f"no MLflow database at {tracking.db_path}. How to fix: materialize locus_job into this "
+                             "home first (make demo), or pass --home / set LOCUS_HOME to the home that has one")
+    except ValueError as err:
+        return _fail("mlflow-uri", err)
+    print(tracking.uri)
+    return EXIT_OK
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve, add_pool,
+                                                                 add_mlflow_uri]
 
 
 def build_parser() -> argparse.ArgumentParser:
