@@ -247,8 +247,40 @@ def run_mlflow_uri(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve, add_pool,
-                                                                 add_mlflow_uri]
+# ---------------------------------------------------------------------------------------------- evaluate in a home
+
+
+def home_encoding_cache() -> Path | None:
+    """LOCUS_HOME's query-encoding caches (``encodings/``, one folder per encoder; a remote home's per-machine
+    copy) when it has them: where `locus evaluate` looks first, so queries the pipeline encoded are not encoded
+    again (the cache is content-addressed: a text's encoding is found whatever table it came from)."""
+    from locus_pipeline.storage import LocusHome
+
+    folder = LocusHome().local_path / "encodings"
+    return folder if folder.is_dir() else None
+
+
+def with_home_encoding_cache(add: Callable[[argparse._SubParsersAction], None]):
+    """The library's ``add_evaluate``, its --encoding-cache defaulting to the home's (home_encoding_cache),
+    looked up when the command runs."""
+    def add_in_home(subparsers: argparse._SubParsersAction) -> None:
+        add(subparsers)
+        parser = subparsers.choices["evaluate"]
+        run = parser.get_default("run")
+
+        def run_in_home(args: argparse.Namespace) -> int:
+            if args.encoding_cache is None:
+                args.encoding_cache = home_encoding_cache()
+            return run(args)
+
+        parser.set_defaults(run=run_in_home)
+
+    return add_in_home
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    *[with_home_encoding_cache(add) if add.__name__ == "add_evaluate" else add for add in LIBRARY_COMMANDS],
+    add_search, add_serve, add_pool, add_mlflow_uri]
 
 
 def build_parser() -> argparse.ArgumentParser:
