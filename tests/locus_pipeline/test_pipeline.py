@@ -269,3 +269,17 @@ def test_the_readmes_pyfunc_instruction_runs_as_written(materialized, tmp_path) 
     assert done.returncode == 0, done.stderr[-3000:]
     assert "p_correct" in done.stdout and "What is 7 times 8?" in done.stdout
     assert not list(tmp_path.iterdir())  # no stray mlflow.db or mlruns/ in the current folder
+
+
+def test_the_demo_shows_routing_decisions_at_two_quality_weights(materialized) -> None:
+    from locus_pipeline.demo import EXAMPLE_WEIGHTS, routing_examples
+    from locus_pipeline.storage import LocusHome
+
+    _, _, home = materialized
+    text = routing_examples(LocusHome(root=str(home)), n_queries=12, shown=3)
+    lines = text.splitlines()
+    assert lines[0].startswith("Routing 12 test questions over the pool's") and "cost basis: params_b" in lines[0]
+    assert [line.split(":")[0].strip() for line in lines[1:3]] == [f"w={w:g}" for w in EXAMPLE_WEIGHTS]
+    examples = [line for line in lines if line.startswith("      w=1: ")]
+    assert len(examples) == 3 and all("w=0.5: " in line and "(P=" in line for line in examples)
+    assert "trades P(correct) for cost" in text
