@@ -94,12 +94,23 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
     })
 
 
-def profile_markdown(shown: pd.DataFrame) -> str:
-    """The per-benchmark profile as a Markdown table, a missing accuracy as MISSING with what it means."""
-    cells = escape_frame(shown).astype(object).where(shown.notna(), MISSING)
-    note = (f"\n\n{MISSING}: that model has no evaluation on that benchmark (no accuracy to show)"
-            if shown.isna().to_numpy().any() else "")
-    return cells.to_markdown() + note
+def profile_markdown(shown: pd.DataFrame, name: str, neighbours: list[str]) -> str:
+    """The per-benchmark profile (benchmark_profile: rows the model, its neighbours and ``n (<name>)``) as a narrow
+    Markdown table that fits the UI's page: one row per benchmark, columns the model's accuracy, its evaluations
+    (n) and its neighbours' accuracy by rank (#1 ...), named under the table; a missing accuracy is MISSING."""
+    short = {name: "model", f"n ({name})": "n", **{n: f"#{i}" for i, n in enumerate(neighbours, 1)}}
+    table = shown.rename(index=short).T  # (benchmarks, model / #1 ... / n)
+    order = [c for c in ("model", "n", *(f"#{i}" for i in range(1, len(neighbours) + 1))) if c in table.columns]
+    cells = table[order].astype(object).where(table[order].notna(), MISSING)
+    if "n" in cells:
+        cells["n"] = [MISSING if v is MISSING else int(v) for v in cells["n"]]
+    cells = escape_frame(cells).set_axis(order, axis=1)  # the benchmarks escaped; the short headers as they are
+    lines = [cells.rename_axis("benchmark").to_markdown(), "",
+             f"model: {escape_markdown(name)}; n: its evaluations per benchmark; "
+             + "; ".join(f"#{i}: {escape_markdown(n)}" for i, n in enumerate(neighbours, 1)) + " (nearest_models)"]
+    if table.drop(columns=["n"], errors="ignore").isna().to_numpy().any():
+        lines.append(f"{MISSING}: that model has no evaluation on that benchmark (no accuracy to show)")
+    return "\n".join(lines)
 
 
 @dg.asset(owners=OWNERS, partitions_def=onboarded_models, group_name=GROUP, kinds={"pytorch"}, deps=["model_embeddings"],
@@ -149,7 +160,7 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
         "nearest_model": str(neighbours["model"].iloc[0]) if len(neighbours) else "",
         **({"distance_to_nearest": round(float(neighbours["distance"].iloc[0]), 4)} if len(neighbours) else {}),
         "nearest_models": dg.MetadataValue.md(escape_frame(neighbours.round(4)).to_markdown(index=False)),
-        "per_benchmark_profile": dg.MetadataValue.md(profile_markdown(shown)),
+        "per_benchmark_profile": dg.MetadataValue.md(profile_markdown(shown, name, neighbours["model"].tolist())),
         **stability,
         "pool_models": len(pool),
         **atlas_link(home, mlflow, str(row["checkpoint_id"])),  # the model shows there after the reports refresh

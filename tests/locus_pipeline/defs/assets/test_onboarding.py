@@ -121,8 +121,10 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         profile = view.metadata["per_benchmark_profile"].value
         assert name in profile and all(b in profile for b in new_model_rows(home, name)["benchmark"].unique())
         counts = new_model_rows(home, name).groupby("benchmark").size()
-        n_line = next(line for line in profile.splitlines() if line.startswith(f"| n ({name})"))
-        assert [int(float(c)) for c in n_line.strip("|").split("|")[1:]] == counts.tolist()  # n per benchmark
+        header, _, *body = [line.strip("|").split("|") for line in profile.split("\n\n")[0].splitlines()]
+        assert [h.strip() for h in header] == ["benchmark", "model", "n", "#1", "#2", "#3", "#4", "#5"]  # narrow
+        assert {r[0].strip(): int(r[2]) for r in body} == counts.to_dict()  # n per benchmark
+        assert f"#1: {neighbours['model'].iloc[0]}" in profile
         (trust,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_model_trustworthy"]
         assert trust.passed and view.metadata["warnings"].value == "none"  # 128 evaluations of the pool's own queries
         assert trust.metadata["query_overlap_ratio"].value >= 1.0 and view.metadata["routable"].value is True
