@@ -40,5 +40,5 @@ dev: setup
 	VENV=$(VENV) ./scripts/dev.sh
 
 bench: setup
-	$(PY) bench/bench_speed.py
-	$(PY) bench/bench_accuracy.py
+	$(PY) -m bench.bench_speed
+	$(PY) -m bench.bench_accuracy

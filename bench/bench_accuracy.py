@@ -1,4 +1,4 @@
-"""Accuracy benchmark: LOCUS vs EmbedLLM-MF, IRT, kNN, best single and the oracle, same harness, same anchors.
+"""Accuracy benchmark: LOCUS vs EmbedLLM-MF, IRT, kNN, best single and the oracle, same protocol, same anchors.
 
 Suites:
   synthetic  the SYNTHETIC pool (full: 113 models x 6,000 queries, locus_model.data.synthetic_skills, seed 0), MiniLM
@@ -9,76 +9,35 @@ Suites:
   metabench  Open LLM Leaderboard items (real: 2,001 open models x 1,075 items of ARC, GSM8K, MMLU, TruthfulQA,
         Winogrande), read in place from ../shared/data/metabench (CC BY-NC-SA 4.0: never copied), budgets 32-512.
 
-    .venv/bin/python bench/bench_accuracy.py --suite synthetic ae1          # everything (long on 2 CPU cores)
-    .venv/bin/python bench/bench_accuracy.py --suite ae1 --budgets 128 --only-folds 0
-    .venv/bin/python bench/bench_accuracy.py --suite synthetic --budgets 128 --probe-held-out   # held-out check
+    .venv/bin/python -m bench.bench_accuracy --suite synthetic ae1          # everything (long on 2 CPU cores)
+    .venv/bin/python -m bench.bench_accuracy --suite ae1 --budgets 128 --only-folds 0
+    .venv/bin/python -m bench.bench_accuracy --suite synthetic --budgets 128 --probe-held-out   # held-out check
 
-Writes one JSON per (suite, budget) to bench/results/accuracy_<suite>_b<budget>.json (the harness's result,
-see locus_model.evaluation) and prints the tables. Encodings are cached in the user cache (locus_model.data.encoding.user_cache_dir).
+Writes one JSON per (suite, budget) to bench/results/accuracy_<suite>_b<budget>.json (the protocol's result,
+see locus_model.evaluation) and prints the tables. Encodings are cached in the user cache (locus_model.data.encoders.user_cache_dir).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from locus_model.data.contract import validate_evaluations  # noqa: E402
-from locus_model.data.encoding import encode_queries  # noqa: E402
-from locus_model.data.long_format import read_evaluations  # noqa: E402
-from locus_model.data.matrix import EvaluationMatrix  # noqa: E402
-import locus_model.evaluation.harness as harness  # noqa: E402
-from locus_model.evaluation.harness import evaluate  # noqa: E402
-from locus_model.evaluation.methods import METHODS, fit_and_predict  # noqa: E402
-from locus_model.evaluation.results import format_interval, print_results, save_results  # noqa: E402
-from locus_model.evaluation.splits import choose_held_out, kfold_splits  # noqa: E402
-from locus_model.model import LocusConfig  # noqa: E402
-from locus_model.train import TrainConfig  # noqa: E402
-
-AE1 = REPO.parent / "shared" / "data" / "alpacaeval-ae1" / "evaluations.parquet"
-MMLU_PRO = REPO / "data" / "mmlu-pro" / "evaluations.parquet"
-METABENCH = REPO.parent / "shared" / "data" / "metabench" / "evaluations.parquet"
-BUDGETS = {"synthetic": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64, 128, 256, 512, 1024),
-           "metabench": (32, 64, 128, 256, 512)}
-
-
-SUITE_ALIASES = {"demo": "synthetic"}  # the synthetic pool's suite name before the rename: users' commands, stored results
-
-
-def suite_name(suite: str) -> str:
-    """The current name of a suite (an old name such as "demo" read from a stored result or a command line)."""
-    return SUITE_ALIASES.get(suite, suite)
-
-
-def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
-    suite = suite_name(suite)
-    if suite == "synthetic":
-        from locus_model.data.synthetic_skills import make_synthetic_tables
-
-        evaluations, _, _ = make_synthetic_tables("full", seed=0)
-        table = validate_evaluations(evaluations.drop(columns="split"), source="synthetic pool (full, seed 0)")
-        return EvaluationMatrix.from_table(table), "synthetic pool, full, seed 0"
-    if suite == "ae1":
-        if not AE1.is_file():
-            raise SystemExit(f"{AE1} not found: the AlpacaEval matrix lives in ../shared/data (see its README)")
-        return EvaluationMatrix.from_table(read_evaluations(AE1)[0]), str(AE1)
-    if suite == "mmlu":  # real: 29 models x 12,032 MMLU-Pro questions, vendored (data/mmlu-pro/README.md)
-        return EvaluationMatrix.from_table(read_evaluations(MMLU_PRO)[0]), str(MMLU_PRO)
-    if suite == "metabench":  # real: 2,001 open models x 1,075 leaderboard items, read in place (CC BY-NC-SA)
-        if not METABENCH.is_file():
-            raise SystemExit(f"{METABENCH} not found: the metabench matrix lives in ../shared/data (see its README)")
-        return EvaluationMatrix.from_table(read_evaluations(METABENCH)[0]), str(METABENCH)
-    raise SystemExit(f"unknown suite {suite!r}: use synthetic, ae1, mmlu or metabench")
+import locus_model.evaluation.protocol as protocol
+from bench.common import BUDGETS, LABELS, RESULTS, apply_options, cached_fit_and_predict, load_suite
+from locus_model.data.encoding import encode_queries
+from locus_model.evaluation.protocol import evaluate
+from locus_model.evaluation.methods import METHODS
+from locus_model.evaluation.results import format_interval, print_results, save_results
+from locus_model.evaluation.splits import choose_held_out
+from locus_model.model import LocusConfig
+from locus_model.training import TrainConfig
 
 
 def _cell(stat: dict | None, scale: float = 100.0) -> str:
@@ -108,13 +67,11 @@ def _fold_stratified(result: dict, group: str) -> bool:
 
 def markdown_summary(paths: list[Path]) -> str:
     """Markdown tables (percent; Brier x100; mean ± std over folds) from result JSONs."""
-    import json
-
     out = []
     for path in paths:
         result = json.loads(path.read_text())
         s, z = result["settings"], result["sizes"]
-        out.append(f"#### {suite_name(s['suite']) if 'suite' in s else path.stem}, budget {s['budget']} (`{path.name}`)\n")
+        out.append(f"#### {s.get('suite', path.stem)}, budget {s['budget']} (`{path.name}`)\n")
         out.append(f"{z['models']} models ({z['held_out_models']} held out) x {z['queries']} queries, "
                    f"{s['folds']} folds{'' if s.get('only_folds') is None else ' (only ' + str(s['only_folds']) + ')'}, "
                    f"wall {result['wall_s'] / 60:.0f} min.\n")
@@ -143,8 +100,6 @@ def markdown_summary(paths: list[Path]) -> str:
     return "\n".join(out)
 
 
-LABELS = {"locus": "LOCUS", "embedllm_mf": "EmbedLLM-MF", "irt": "IRT", "knn": "kNN", "best_single": "best single",
-          "oracle": "oracle"}
 
 
 def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", reference_budget: int = 128) -> str:
@@ -152,7 +107,7 @@ def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", r
     fold mean, bars = std over folds; right: LOCUS minus each method, 95% paired bootstrap interval) and a
     markdown table of the budget at which each method first reaches LOCUS's routing at ``reference_budget``."""
     results = sorted((json.loads(p.read_text()) for p in paths), key=lambda r: r["settings"]["budget"])
-    suites = {suite_name(str(r["settings"].get("suite"))) for r in results}
+    suites = {str(r["settings"].get("suite")) for r in results}
     if len(suites) != 1 or len({r["settings"]["budget"] for r in results}) != len(results):
         raise SystemExit(f"--plot: give one result file per budget of one suite (got suites {sorted(map(str, suites))})")
     budgets = [r["settings"]["budget"] for r in results]
@@ -196,7 +151,7 @@ def sample_efficiency(paths: list[Path], out: Path | None, group: str = "all", r
                   f"{100 * max(stat(r, 'oracle')['mean'] for r in results):.1f}" if "oracle" in methods else "")
         over = (f"fold {folds[0].strip('[]')} only" if len(folds) == 1 and "," not in folds[0]
                 else f"mean ± std over folds {', '.join(folds)}")
-        ax.set_title(f"{suite_name(str(results[0]['settings'].get('suite')))}: {over}{oracle}",
+        ax.set_title(f"{results[0]['settings'].get('suite')}: {over}{oracle}",
                      fontsize=9)
         bx.set_ylabel("routing difference, points")
         bx.set_title("LOCUS minus each method, 95% paired bootstrap interval", fontsize=9)
@@ -254,147 +209,12 @@ def budget_tables(paths: list[Path], group: str = "all", metrics: tuple[str, ...
     return "\n".join(out)
 
 
-# ---------------------------------------------------------------------------------------------- fit cache
-
-
-def fit_key(args: dict, tag: str) -> str:
-    """What makes one (fold, method) fit: the fold's queries, the model split, the configs, the seed, the data."""
-    fold = args["fold"]
-    parts = {
-        "name": args["name"], "seed": args["seed"], "tag": tag,
-        "fold": [hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()
-                 for a in (fold.train, fold.anchors, fold.val, fold.test)],
-        "trained": args["trained"].tolist(), "held": args["held"].tolist(),
-        "scores": hashlib.sha1(np.nan_to_num(args["scores"], nan=-1).tobytes()).hexdigest(),
-        "encodings": hashlib.sha1(args["encodings"][:64].tobytes()).hexdigest() + str(args["encodings"].shape),
-        "configs": [repr(args.get(k)) for k in ("model_config", "train_config", "baseline_config")]
-        if args["name"] == "locus" else repr(args.get("baseline_config")),
-    }
-    return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def fit_path(cache: Path, args: dict, tag: str) -> Path:
-    """The fit cache's file of one (fold, method) fit: its test probabilities (.npz); LOCUS's checkpoint beside it
-    has the suffix .pt."""
-    return cache / f"{args['name']}_f{args['fold'].index}_{fit_key(args, tag)}.npz"
-
-
-def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = ()):
-    """The library's fit_and_predict with its result kept on disk per (fold, method) fit, so that folds run in separate
-    invocations add up to one k-fold result without refitting, and the trained LOCUS of each fold is kept
-    (`<key>.pt`, locus_model.model.save_checkpoint) for the onboarding and geometry scripts. The tag is part of the
-    key; a fit cached under one of ``reuse_tags`` (runs with another --tag, same data and configs) is read too."""
-    from locus_model.model import save_checkpoint
-
-    def run(**args):
-        path = fit_path(cache, args, tag)
-        for other in (tag, *reuse_tags):
-            found = fit_path(cache, args, other)
-            if found.is_file():
-                with np.load(found) as z:
-                    return z["probs"], float(z["seconds"])
-        if args.get("locus_model") is not None:
-            return fit_and_predict(**args)
-        cache.mkdir(parents=True, exist_ok=True)
-
-        def keep(method) -> None:  # the fold's trained LOCUS, for the onboarding and geometry scripts
-            if args["name"] == "locus":
-                fold = args["fold"]
-                save_checkpoint(path.with_suffix(".pt"), method.model, fold=fold.index, anchors=fold.anchors.tolist(),
-                                trained=args["trained"].tolist(), held=args["held"].tolist(), seed=args["seed"])
-
-        probs, seconds = fit_and_predict(**args, on_fitted=keep)
-        np.savez(path, probs=probs, seconds=seconds)
-        return probs, seconds
-
-    return run
-
-
-@dataclass
-class HarnessSetup:
-    """What evaluate() builds for one suite and budget, for scripts that reuse its folds and trained LOCUS."""
-
-    matrix: EvaluationMatrix
-    encodings: np.ndarray  # (Q, D) float32, matrix order
-    scores: np.ndarray  # (M, Q) float32, NaN = no cell
-    splits: list
-    trained: np.ndarray  # model rows trained on
-    held: np.ndarray  # held-out model rows
-    model_config: LocusConfig
-    train_config: TrainConfig
-    seed: int
-
-    def fit_args(self, name: str, fold) -> dict:
-        """The arguments evaluate() gives fit_and_predict for (fold, method): the same fit-cache key."""
-        return dict(name=name, seed=self.seed + fold.index, scores=self.scores, encodings=self.encodings, fold=fold,
-                    trained=self.trained, held=self.held, model_config=self.model_config,
-                    train_config=self.train_config, baseline_config=None, progress=True, locus_model=None)
-
-    def anchor_sets(self, fold) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Every model's evaluation set on the fold's anchors, (query indices, scores) with NaN cells left out: what
-        embed_evaluation_sets embeds, as the harness embeds held-out models."""
-        sets = []
-        for row in self.scores[:, fold.anchors]:
-            keep = ~np.isnan(row)
-            sets.append((fold.anchors[keep], row[keep]))
-        return sets
-
-
-def harness_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, holdout_models: float = 0.2,
-                  encoder: str = "all-MiniLM-L6-v2", runtime: str = "torch", train_options: list[str] = ()) -> HarnessSetup:
-    """The folds, anchors, held-out models and LOCUS configs of `bench_accuracy.py --suite S --budgets B` with the
-    same options (TrainConfig(device="cpu", seed) plus --train-option overrides)."""
-    matrix, _ = load_suite(suite)
-    enc = np.asarray(encode_queries(matrix.queries, encoder=encoder, runtime=runtime, progress=True), dtype=np.float32)
-    held = choose_held_out(len(matrix.models), holdout_models, seed)
-    return HarnessSetup(
-        matrix=matrix, encodings=enc, scores=matrix.scores.astype(np.float32),
-        splits=kfold_splits(len(matrix.query_ids), folds=folds, budget=budget, seed=seed),
-        trained=np.setdiff1d(np.arange(len(matrix.models)), held), held=held,
-        model_config=LocusConfig(query_dim=enc.shape[1]),
-        train_config=apply_options(TrainConfig(device="cpu", seed=seed), list(train_options)), seed=seed,
-    )
-
-
-def fold_locus(setup: HarnessSetup, fold, cache: Path, tag: str = "", reuse_tags: tuple[str, ...] = ()):
-    """The LOCUS that `bench_accuracy.py --fit-cache CACHE [--tag TAG]` trained on this fold (one cached under
-    ``reuse_tags`` is taken too; trained and cached now if absent)."""
-    from locus_model.model import load_checkpoint
-
-    args = setup.fit_args("locus", fold)
-    found = [fit_path(cache, args, t).with_suffix(".pt") for t in (tag, *reuse_tags)]
-    path = next((p for p in found if p.is_file()), found[0])
-    if not path.is_file():
-        cached_fit_and_predict(cache, tag)(**args)
-    if not path.is_file():
-        raise SystemExit(f"{path}: no checkpoint beside the cached fit; delete its .npz and run again")
-    return load_checkpoint(path)[0]
-
-
-def apply_options(config, options: list[str], flag: str = "--train-option"):
-    """A config dataclass (TrainConfig, LocusConfig) with NAME=VALUE overrides, each VALUE parsed as the field's
-    current type; `flag` names the command-line option in the error."""
-    changes = {}
-    for option in options:
-        name, sep, value = option.partition("=")
-        if not sep or not hasattr(config, name):
-            raise SystemExit(f"{flag} {option!r}: use NAME=VALUE with NAME a {type(config).__name__} field")
-        current = getattr(config, name)
-        if isinstance(current, bool):
-            changes[name] = value.lower() in ("1", "true", "yes")
-        elif isinstance(current, tuple):  # comma-separated, e.g. finetune_noise=2,3
-            changes[name] = tuple(type(current[0])(v) for v in value.split(",")) if current else tuple(value.split(","))
-        elif current is None or value.lower() == "none":  # an optional field (int | None): a number, or None
-            changes[name] = None if value.lower() == "none" else (float(value) if "." in value else int(value))
-        else:
-            changes[name] = value if isinstance(current, str) else type(current)(value)
-    return replace(config, **changes)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--suite", nargs="+", default=["synthetic", "ae1"], choices=sorted([*BUDGETS, *SUITE_ALIASES]),
-                   help="the suites to run (demo: deprecated name of synthetic)")
+    p.add_argument("--suite", nargs="+", default=["synthetic", "ae1"], choices=sorted(BUDGETS),
+                   help="the suites to run")
     p.add_argument("--budgets", type=int, nargs="+", default=None, help="override the suite's budgets")
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--only-folds", type=int, nargs="+", default=None, help="run only these fold indices (0-based)")
@@ -413,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
     p.add_argument("--jobs", type=int, default=1,
                    help="(fold, method) fits at once in worker processes (cpu_count // jobs threads each)")
-    p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
     p.add_argument("--tag", default="", help="suffix for the result file names")
     p.add_argument("--probe-held-out", action="store_true",
                    help="train on all models (no hold-out) and report the models that --holdout-models would hold "
@@ -438,17 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    """The command line, old suite names replaced by the current ones (one note on stderr for each)."""
-    args = build_parser().parse_args(argv)
-    for old in sorted(set(args.suite) & set(SUITE_ALIASES)):
-        print(f"--suite {old} is deprecated: use --suite {SUITE_ALIASES[old]}", file=sys.stderr)
-    args.suite = [suite_name(s) for s in args.suite]
-    return args
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.summarize:
         print(markdown_summary(args.summarize))
         return 0
@@ -462,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit_cache is not None:
         if args.jobs != 1:
             raise SystemExit("--fit-cache works with --jobs 1 only")
-        harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag, tuple(args.reuse_tags))
+        protocol.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag, tuple(args.reuse_tags))
     train_config = TrainConfig(device="cpu", seed=args.seed)
     if args.epochs is not None:
         train_config = replace(train_config, epochs=args.epochs)

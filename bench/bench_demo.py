@@ -1,6 +1,6 @@
 """`make demo` wall time on a fresh LOCUS_HOME, step by step (the venv is set up beforehand: not timed).
 
-    .venv/bin/python bench/bench_demo.py [--keep] [demo args, e.g. --size small]
+    .venv/bin/python -m bench.bench_demo [--keep] [demo args, e.g. --size small]
 
 Runs `python -m locus_pipeline.demo` in a new process with LOCUS_HOME in a fresh temporary folder (nothing cached:
 no encodings, no checkpoint), so the figure is what a new user waits for after `make setup`. The demo prints every
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]  # not bench.common, which loads torch into this process
 
 
 def main() -> int:

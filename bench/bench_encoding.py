@@ -1,6 +1,6 @@
 """Query-encoder runtimes side by side in one run: throughput, agreement with torch fp32, routing agreement.
 
-    .venv/bin/python bench/bench_encoding.py [--n 256] [--routing-queries 1200] [--threads 2] [--out FILE]
+    .venv/bin/python -m bench.bench_encoding [--n 256] [--routing-queries 1200] [--threads 2] [--out FILE]
 
 1. Throughput: --n MMLU-Pro questions, short (the first line, <= 200 characters, as a chat prompt) and whole (the
    question with its ten options, mean ~650 characters, truncated at 256 tokens as sentence-transformers does),
@@ -27,17 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from locus_model.data.encoding import RUNTIMES, encode_queries, load_encoder  # noqa: E402
+from bench.common import REPO
+from locus_model.data.encoders import RUNTIMES
+from locus_model.data.encoding import encode_queries, load_encoder
 
 ENCODER = "all-MiniLM-L6-v2"
 
@@ -89,7 +87,7 @@ def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) 
     from locus_model.infer import embed_evaluation_sets, predict_proba
     from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint
     from locus_model.routing import cost_table, route_many
-    from locus_model.train import TrainConfig, train_locus
+    from locus_model.training import TrainConfig, train_locus
 
     table = pd.read_parquet(REPO / "data" / "mmlu-pro" / "evaluations.parquet")
     keep = set(table.drop_duplicates("query_id")["query_id"].sample(n=n_queries, random_state=0))

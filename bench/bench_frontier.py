@@ -35,7 +35,7 @@ calc_AIQ. Cost at 95% / 100%: the lowest mean cost at which the hull reaches tha
 test accuracy. Fold means; intervals: 95% percentile bootstrap over the test queries resampled within folds, every
 router on the same resamples (as bench_accuracy's LOCUS-minus intervals).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_frontier.py --suite metabench --fit-cache bench/.cache/fits \\
+    .venv/bin/python -m bench.bench_frontier --suite metabench --fit-cache bench/.cache/fits \\
         --tag _latent --reuse-tags _baselines --epochs 24 --patience 24
 
 Writes bench/results/frontier_metabench_b256<tag>.json and bench/results/frontier_metabench.png; `--table JSON
@@ -54,12 +54,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from bench_accuracy import METABENCH, HarnessSetup, fit_path, harness_setup  # noqa: E402
-from locus_model.routing import (COST_KEYS, DEFAULT_OUTPUT_TOKENS, DEFAULT_WEIGHTS, cost_info, cost_table,  # noqa: E402
+from bench.common import CACHE, METABENCH, RESULTS, ProtocolSetup, fit_path, protocol_setup
+from locus_model.routing import (COST_KEYS, DEFAULT_OUTPUT_TOKENS, DEFAULT_WEIGHTS, cost_info, cost_table,
                                  estimate_tokens, route_many)
 
 MODELS_CSV = METABENCH.parent / "models.csv"
@@ -305,7 +301,7 @@ def model_costs(names: list[str], sizes: str = "csv", prices: Path | None = None
                    "unknown": len(unknown), "unknown_examples": unknown[:10]}
 
 
-def served_portfolio(setup: HarnessSetup, fold, cache: Path, tags: tuple[str, ...], k: int) -> np.ndarray:
+def served_portfolio(setup: ProtocolSetup, fold, cache: Path, tags: tuple[str, ...], k: int) -> np.ndarray:
     """The k-center portfolio of k models over the fold's LOCUS model embeddings (every model embedded from its
     anchor evaluations, as bench_geometry.py and the portfolios asset build it), from the cached LOCUS checkpoint."""
     from locus_model.analysis.portfolio import k_center
@@ -322,11 +318,11 @@ def served_portfolio(setup: HarnessSetup, fold, cache: Path, tags: tuple[str, ..
     return np.sort(np.asarray(k_center(z, k), dtype=np.int64))
 
 
-def cached_probs(cache: Path, setup: HarnessSetup, name: str, fold, tags: tuple[str, ...]) -> tuple[np.ndarray, str]:
+def cached_probs(cache: Path, setup: ProtocolSetup, name: str, fold, tags: tuple[str, ...]) -> tuple[np.ndarray, str]:
     """A fold's cached test probabilities of one method (bench_accuracy's fit cache; the first of ``tags`` found),
     and the file. The arguments are those bench_accuracy's evaluate() gives, so the key is the same."""
     args = setup.fit_args(name, fold)
-    if name == "per_benchmark":  # evaluate() gives per_benchmark its benchmark labels (harness.evaluate)
+    if name == "per_benchmark":  # evaluate() gives per_benchmark its benchmark labels (protocol.evaluate)
         from locus_model.evaluation.baselines import PerBenchmarkConfig
 
         args["baseline_config"] = PerBenchmarkConfig(benchmarks=tuple(np.asarray(setup.matrix.benchmarks).astype(str)))
@@ -466,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--only-folds", type=int, nargs="+", default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits",
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits",
                    help="bench_accuracy's --fit-cache folder (read only)")
     p.add_argument("--tag", default="", help="the --tag of the bench_accuracy run whose fits to read")
     p.add_argument("--reuse-tags", nargs="+", default=[], metavar="TAG", help="also read fits cached under these tags")
@@ -490,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS,
                    help=f"with --prices: output tokens per query (default {DEFAULT_OUTPUT_TOKENS}, locus serve's default)")
     p.add_argument("--n-boot", type=int, default=1000)
-    p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
     p.add_argument("--table", type=Path, default=None, help="print the markdown table of this result JSON and exit")
     p.add_argument("--plot-out", type=Path, default=None, help="with --table: also draw its figure to this PNG")
     args = p.parse_args(argv)
@@ -504,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     options = ([f"epochs={args.epochs}"] if args.epochs is not None else []) + (
         [f"patience={args.patience}"] if args.patience is not None else []) + list(args.train_option)
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed, train_options=options)
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed, train_options=options)
     names = list(setup.matrix.models)
     input_tokens = args.input_tokens if args.input_tokens is not None else int(round(np.mean(
         [estimate_tokens(t) for t in setup.matrix.queries])))

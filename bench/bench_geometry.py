@@ -20,7 +20,7 @@ exactly so), and:
   locus_model.analysis.portfolio.coverage_greedy, as the portfolios asset): the models chosen, their total size and
   the routing accuracy among them against the whole pool and the size-blind k-center portfolio.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_geometry.py --suite mmlu --budget 1024 --fit-cache bench/.cache/fits
+    .venv/bin/python -m bench.bench_geometry --suite mmlu --budget 1024 --fit-cache bench/.cache/fits
 
 Writes bench/results/geometry_<suite>_b<budget>.json and prints markdown.
 """
@@ -36,17 +36,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import fold_locus, harness_setup  # noqa: E402
-from locus_model.analysis import distance_vs_disagreement, family_clustering  # noqa: E402
-from locus_model.analysis import near_duplicates, resample_embeddings  # noqa: E402
-from locus_model.analysis.fallback import fallback  # noqa: E402
-from locus_model.analysis.portfolio import coverage_greedy  # noqa: E402
-from locus_model.evaluation.metrics import routing_accuracy  # noqa: E402
-from locus_model.analysis.portfolio_curves import portfolio_curve  # noqa: E402
-from locus_model.infer import embed_evaluation_sets, predict_proba  # noqa: E402
+from bench.common import CACHE, REPO, RESULTS, fold_locus, protocol_setup
+from locus_model.analysis import distance_vs_disagreement, family_clustering
+from locus_model.analysis import near_duplicates, resample_embeddings
+from locus_model.analysis.fallback import fallback
+from locus_model.analysis.portfolio import coverage_greedy
+from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.analysis.portfolio_curves import portfolio_curve
+from locus_model.infer import embed_evaluation_sets, predict_proba
 
 MODELS_CSV = REPO / "data" / "mmlu-pro" / "models.csv"
 SIZES_CSV = {"metabench": REPO.parent / "shared" / "data" / "metabench" / "models.csv"}
@@ -83,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only-folds", type=int, nargs="+", default=None)
     p.add_argument("--holdout-models", type=float, default=0.2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     p.add_argument("--tag", default="", help="the --tag of the bench_accuracy.py run whose LOCUS fits to use")
     p.add_argument("--reuse-tags", nargs="+", default=(), metavar="TAG", help="LOCUS fits cached under these tags count too")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
@@ -93,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resamples", type=int, default=8, help="near-duplicates: resampled anchor subsets per model")
     p.add_argument("--coverage-budget", type=float, default=100.0,
                    help="coverage-greedy: total parameter budget in billions (sizes from the suite's models.csv)")
-    p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
                           holdout_models=args.holdout_models, train_options=args.train_option)
     names = setup.matrix.models
     info = pd.read_csv(MODELS_CSV).set_index("model").reindex(names) if args.suite == "mmlu" else None

@@ -1,8 +1,8 @@
 """Ingestion speed (issue 17): rows/s of read_evaluations (read + validate) on the MMLU-Pro Parquet matrix and a
 generated 1M-row CSV, for the current reader and, in the same run, the reader at an older commit.
 
-    python bench/bench_ingestion.py                 # current reader, and the reader at --old-ref (default 28136bf)
-    python bench/bench_ingestion.py --old-ref none  # current reader only
+    python -m bench.bench_ingestion                 # current reader, and the reader at --old-ref (default 28136bf)
+    python -m bench.bench_ingestion --old-ref none  # current reader only
 
 Times are the best of --repeats warm runs (imports done once before). The CSV is generated once under
 $TMPDIR/locus-bench-ingestion/ (100 models x 10,000 queries, 1,000,000 rows, ~120 chars of query text per row).
@@ -22,12 +22,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import REPO
+from locus_model.data import long_format as evaluations
 
-from locus_model.data import long_format as evaluations  # noqa: E402
-
-MMLU_PRO = ROOT.parent / "shared" / "data" / "mmlu-pro" / "evaluations.parquet"
+MMLU_PRO = REPO.parent / "shared" / "data" / "mmlu-pro" / "evaluations.parquet"
 SCRATCH = Path(tempfile.gettempdir()) / "locus-bench-ingestion"  # generated data: never in git
 CSV = SCRATCH / "ingestion-1m.csv"
 
@@ -54,7 +52,7 @@ def generate_csv(path: Path, *, models: int = 100, queries: int = 10_000, seed: 
 
 def load_old(ref: str):
     """locus_model.evaluations as it was at ``ref`` (git show), imported under another name."""
-    source = subprocess.run(["git", "show", f"{ref}:locus_model/evaluations.py"], cwd=ROOT, check=True,
+    source = subprocess.run(["git", "show", f"{ref}:locus_model/evaluations.py"], cwd=REPO, check=True,
                             capture_output=True, text=True).stdout
     SCRATCH.mkdir(parents=True, exist_ok=True)
     path = SCRATCH / f"evaluations_{ref}.py"

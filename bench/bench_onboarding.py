@@ -1,6 +1,6 @@
 """Onboarding latency: file drop -> model embedding in the pool, through the real `dagster dev` (daemon included).
 
-    .venv/bin/python bench/bench_onboarding.py --sizes 128 4096 --repeats 3 [--big-gb 1.0]
+    .venv/bin/python -m bench.bench_onboarding --sizes 128 4096 --repeats 3 [--big-gb 1.0]
 
 1. Builds a tiny pool in a temporary LOCUS_HOME (pool_job in-process: small synthetic pool, hashing-256 encoder).
 2. Starts `dagster dev`, waits for the drop-folder sensor's first tick (it creates incoming/accepted/).
@@ -26,11 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev  # noqa: E402
-from tests.locus_pipeline.tiny import POOL_OPS, run_config_for  # noqa: E402
+from bench.common import REPO
+from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev
+from tests.locus_pipeline.tiny import POOL_OPS, run_config_for
 
 POOL_CONFIG = run_config_for(POOL_OPS)  # the tests' tiny pool: small synthetic pool, hashing encoder, 3 epochs
 

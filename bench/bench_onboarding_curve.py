@@ -2,15 +2,15 @@
 
 Per fold of `bench_accuracy.py --suite S --budgets B` (same folds, anchors and held-out models), the LOCUS trained
 there (taken from its --fit-cache, trained now if absent) embeds each held-out model from the first n of a seeded
-permutation of its evaluations on the fold's B anchors, n in --sizes (n = B is the harness's own held-out
+permutation of its evaluations on the fold's B anchors, n in --sizes (n = B is the protocol's own held-out
 setting); the baselines (EmbedLLM-MF, IRT, kNN, best single) are fitted the same way and onboarded from the same
 n cells. Every method then scores the fold's test queries: routing among the held-out models (held_out) and among
-all models with the trained ones as in the harness (all), correctness accuracy, AUC, Brier.
+all models with the trained ones as in the protocol (all), correctness accuracy, AUC, Brier.
 
 The trained-on side is `bench_accuracy.py --suite S --budgets B --probe-held-out` (every model trained on; the same
 models reported as the group held_out_as_trained); give its JSON with --trained-on to put it beside the curve.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_onboarding_curve.py --suite mmlu --budget 1024 \\
+    .venv/bin/python -m bench.bench_onboarding_curve --suite mmlu --budget 1024 \\
         --fit-cache bench/.cache/fits --trained-on bench/results/accuracy_mmlu_b1024_probe.json
 
 Writes bench/results/onboarding_<suite>_b<budget>.json and prints a markdown table (percent, mean ± std over folds).
@@ -27,12 +27,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import LABELS, fold_locus, harness_setup  # noqa: E402
-from locus_model.evaluation.methods import LocusMethod, make_method  # noqa: E402
-from locus_model.evaluation.metrics import score_predictions  # noqa: E402
+from bench.common import CACHE, LABELS, RESULTS, fold_locus, protocol_setup
+from locus_model.evaluation.methods import LocusMethod, make_method
+from locus_model.evaluation.metrics import score_predictions
 
 SIZES = (16, 32, 64, 128, 256, 1024)
 BASELINES = ("embedllm_mf", "irt", "knn", "best_single")
@@ -66,14 +63,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--holdout-models", type=float, default=0.2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default=",".join(("locus", *BASELINES)))
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     p.add_argument("--tag", default="", help="the --tag of the bench_accuracy.py run whose LOCUS fits to use")
     p.add_argument("--reuse-tags", nargs="+", default=(), metavar="TAG", help="LOCUS fits cached under these tags count too")
     p.add_argument("--trained-on", type=Path, default=None, help="the --probe-held-out result JSON at this budget")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
                    help="the --train-option values the bench_accuracy.py run used (they are part of the cache key)")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
     p.add_argument("--summarize", type=Path, default=None, help="print the tables of this result JSON and exit")
     args = p.parse_args(argv)
     if args.summarize:
@@ -81,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
                           holdout_models=args.holdout_models, train_options=args.train_option)
     sizes = sorted(n for n in args.sizes if n <= args.budget)
     methods = [m for m in args.methods.split(",") if m]

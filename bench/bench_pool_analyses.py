@@ -7,7 +7,7 @@ with planted families, 0/1 labels and probabilities on Q test queries, an embedd
 resampling analyses), timed one at a time; peak memory is the process's peak RSS during the call above its RSS
 at the start (the kernel's high-water mark, reset before each call).
 
-    PYTHONPATH=. nice -n 10 .venv/bin/python bench/bench_pool_analyses.py synthetic --models 2001 10000
+    nice -n 10 .venv/bin/python -m bench.bench_pool_analyses synthetic --models 2001 10000
 
 ``pipeline``: `locus_job` (every asset but onboarding) on a long-format file with a models file, e.g. the
 2,001-model metabench pool, in-process with a fresh LOCUS_HOME; per step: wall seconds from Dagster's event log,
@@ -15,7 +15,7 @@ and the process's peak RSS while the step ran (sampled every 0.1 s; the process 
 encoder and the inputs, so the RSS at the step's start is shown beside it). ``--only A,B`` materializes just
 those assets from the home's stored upstream (a second run on the same home).
 
-    PYTHONPATH=. nice -n 10 .venv/bin/python bench/bench_pool_analyses.py pipeline --home /tmp/mbhome \
+    nice -n 10 .venv/bin/python -m bench.bench_pool_analyses pipeline --home HOME \
         --evaluations ../shared/data/metabench/evaluations.parquet --models-file ../shared/data/metabench/models.csv
 
 Prints markdown tables (bench/README.md, "Analyses on the 2,001-model pool").
@@ -27,15 +27,13 @@ import argparse
 import ctypes
 import gc
 import os
-import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 # the short training of the pipeline mode: only that every asset materializes and how long it takes matters here
 SHORT_TRAINING = {"epochs": 3, "finetune_steps": 0, "select_from_epoch": 0}
@@ -228,9 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--queries", type=int, default=200, help="test queries (metabench's test split: ~108)")
     s.add_argument("--max-k", type=int, default=50, help="largest portfolio on the k curves")
     s.add_argument("--skip", nargs="*", default=[], help="skip analyses whose name contains one of these")
-    s.add_argument("--out-dir", default="/tmp/bench_pool_analyses")
+    s.add_argument("--out-dir", default=Path(tempfile.gettempdir()) / "bench_pool_analyses")
     q = sub.add_parser("pipeline", help="time every asset of locus_job on a long-format file")
-    q.add_argument("--home", type=Path, required=True, help="LOCUS_HOME (fresh, e.g. /tmp/mbhome)")
+    q.add_argument("--home", type=Path, required=True, help="LOCUS_HOME (a fresh folder)")
     q.add_argument("--evaluations", type=Path, required=True)
     q.add_argument("--models-file", type=Path, required=True)
     q.add_argument("--encoder", default="all-MiniLM-L6-v2")

@@ -1,6 +1,6 @@
 """A pool of 100,000 synthetic models embedded, stored and served, with the library's functions.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_scale_pool.py [--models 100000] [--evaluations 64] [--queries 4096]
+    .venv/bin/python -m bench.bench_scale_pool [--models 100000] [--evaluations 64] [--queries 4096]
         [--route-queries 200] [--threads 1] [--out FILE]
 
 The pool: --models models, each evaluated on --evaluations of --queries random unit-norm 384-d query encodings
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,13 +31,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from locus_model.infer import embed_evaluation_sets, inference_precision, predict_proba  # noqa: E402
-from locus_model.model import Locus, LocusConfig  # noqa: E402
-from locus_model.neighbours import NEIGHBOUR_TILE, nearest_neighbours  # noqa: E402
-from locus_model.routing import route  # noqa: E402
+from locus_model.infer import embed_evaluation_sets, inference_precision, predict_proba
+from locus_model.model import Locus, LocusConfig
+from locus_model.neighbours import NEIGHBOUR_TILE, nearest_neighbours
+from locus_model.routing import route
 
 DIM = 384
 

@@ -1,6 +1,6 @@
 """How embedding, scoring and nearest-neighbour search scale, with peak memory; writes a JSON and a PNG.
 
-  .venv/bin/python bench/bench_scaling.py [--threads 1] [--max-models 100000]
+  .venv/bin/python -m bench.bench_scaling [--threads 1] [--max-models 100000]
 
 - embed time and peak memory against evaluations per model (128 ... 16,384; 16 models) and against pool size
   (112 ... 10,000 models of 128 evaluations);

@@ -1,6 +1,6 @@
 """Router serving load: POST /route over real HTTP to `locus serve` in a subprocess (dry run, no upstream).
 
-    .venv/bin/python bench/bench_serve.py [--runtimes torch,onnx-int8] [--requests 1000] [--concurrency 16]
+    .venv/bin/python -m bench.bench_serve [--runtimes torch,onnx-int8] [--requests 1000] [--concurrency 16]
         [--sequential 300] [--open-loop-rate 100] [--open-loop 1000] [--threads 1] [--models 30]
 
 1. Builds a home in a temporary folder: a random (untrained) checkpoint of the default LocusConfig size with the
@@ -41,8 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+REPO = Path(__file__).resolve().parents[1]  # not bench.common, which loads torch into this process
 
 
 def build(root: Path, n_models: int, runtime: str) -> None:

@@ -1,12 +1,12 @@
 """Speed of LOCUS inference and training against the public reference code, a plain loop, and the FLOP limit.
 
-  .venv/bin/python bench/bench_speed.py --reference bench/.cache/locus_code_release [--threads 1,2] [--repeats 5]
+  .venv/bin/python -m bench.bench_speed --reference bench/.cache/locus_code_release [--threads 1,2] [--repeats 5]
 
 --reference: a checkout of patel-shivam/locus_code_release (pinned commit REFERENCE_COMMIT; it has no licence,
 so it is kept in the ignored bench/.cache/ and never committed). Without it, the reference column is skipped.
 
 (a) embed 112 models, each evaluated on the same 4,096 anchors (768-d encodings; the paper's setting):
-    reference `evaluation.embed_all_models` vs bench/naive_locus.py vs `embed_evaluation_sets` in fp32
+    reference `evaluation.embed_all_models` vs the plain loop below vs `embed_evaluation_sets` in fp32
     ("library", low_precision=False) and in bf16 ("library bf16", low_precision=True).
 (b) score 4,096 queries x 112 models: reference `evaluation.score_queries_against_models` vs the plain loop
     vs `predict_proba` (fp32 and bf16).
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 import re
 import statistics
@@ -42,20 +43,17 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry, sdpa_backward_flop_count, sdpa_flop_count
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-from naive_locus import naive_embed_all, naive_predict_proba  # noqa: E402
-
-from locus_model.infer import cpu_has_bf16, embed_evaluation_sets, inference_precision, predict_proba  # noqa: E402
-from locus_model.model import Locus, LocusConfig  # noqa: E402
+from locus_model.infer import cpu_has_bf16, embed_evaluation_sets, inference_precision, predict_proba
+from locus_model.model import Locus, LocusConfig
 
 REFERENCE_COMMIT = "e4ebf6965685ad72566a7f068e6ed011a154350b"
 BEFORE_COMMIT = "28136bf"
 M, N_ANCHORS, Q_SCORE, D = 112, 4096, 4096, 768
+BENCH = Path(__file__).resolve().parent  # not bench.common: the training case runs this file under --before's library
 
 
 def _vm(key: str) -> int:  # kB
@@ -119,6 +117,50 @@ def gflop(fn, *, grad: bool = False) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------
+# the plain loop: LOCUS evaluated the obvious way, on a Locus model's weights (same function): no masks, no
+# batching, no shared work; one model at a time, the tokenizer on the concatenated [phi, y, phi * (2y - 1)], and
+# the correctness predictor on (z, query) pairs with every query reprojected for every model (as the reference does)
+
+
+def _mab(mab, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # (nx, d), (ny, d) -> (nx, d)
+    h = mab.n_heads
+    d = x.shape[-1]
+    dh = d // h
+    q = mab.w_q(x).view(-1, h, dh).transpose(0, 1)  # (h, nx, dh)
+    k = mab.w_k(y).view(-1, h, dh).transpose(0, 1)  # (h, ny, dh)
+    v = mab.w_v(y).view(-1, h, dh).transpose(0, 1)  # (h, ny, dh)
+    att = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1) @ v  # (h, nx, dh)
+    hid = mab.ln_attn(x + mab.w_o(att.transpose(0, 1).reshape(-1, d)))
+    return mab.ln_ff(hid + mab.ff(hid))
+
+
+@torch.no_grad()
+def naive_embed(model: Locus, phi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # (n, D), (n,) -> (d,)
+    y = y[:, None]
+    tokens = model.tokenizer(torch.cat([phi, y, phi * (2 * y - 1)], dim=-1))  # (n, d)
+    for block in model.blocks:
+        summary = _mab(block.compress, block.latents[0], tokens)  # (r, d)
+        tokens = _mab(block.broadcast, tokens, summary)  # (n, d)
+    return model.out(_mab(model.pool.mab, model.pool.seeds[0], tokens)[0])  # (d,)
+
+
+@torch.no_grad()
+def naive_embed_all(model: Locus, encodings: torch.Tensor, sets) -> torch.Tensor:  # -> (M, d)
+    return torch.stack([naive_embed(model, encodings[idx], y) for idx, y in sets])
+
+
+@torch.no_grad()
+def naive_predict_proba(model: Locus, z: torch.Tensor, encodings: torch.Tensor) -> torch.Tensor:  # (M, Q)
+    rows = []
+    for m in range(z.shape[0]):  # per model: reproject every query, build (Q, 3d) pair features
+        u = model.query_proj(encodings)  # (Q, d)
+        zm = z[m].expand_as(u)
+        h = F.relu(model.hidden(torch.cat([zm, u, zm * u], dim=-1)))
+        rows.append(torch.sigmoid(model.head(h)[:, 0]))
+    return torch.stack(rows)
+
+
+# ---------------------------------------------------------------------------------------------------
 # the reference, with the library's weights
 
 
@@ -129,7 +171,7 @@ def load_reference(path: Path):
                          f"patel-shivam/locus_code_release@{REFERENCE_COMMIT[:12]} into that folder.")
     commit_file = path / "COMMIT"
     commit = commit_file.read_text().strip() if commit_file.exists() else "unknown (no COMMIT file)"
-    sys.path.insert(0, str(scripts))
+    sys.path.insert(0, str(scripts))  # the reference's modules import each other by bare name
     import evaluation  # noqa: PLC0415  (the reference's own module; prints its device on import)
     import router_model  # noqa: PLC0415
 
@@ -269,7 +311,10 @@ def measure_alternately(cases: dict, repeats: int) -> dict:
 
 
 def train_epoch_case(epochs: int, threads: int, count_flops: bool) -> dict:
-    from locus_model.train import TrainConfig, train_locus  # the package on PYTHONPATH: current or before
+    try:  # the package on PYTHONPATH: current or before (BEFORE_COMMIT kept training in locus_model/train.py)
+        from locus_model.training import TrainConfig, train_locus
+    except ImportError:
+        from locus_model.train import TrainConfig, train_locus
 
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
@@ -348,7 +393,7 @@ def main() -> None:
         reference = load_reference(args.reference)
         flag = "" if reference[2] == REFERENCE_COMMIT else f"  (NOT the pinned {REFERENCE_COMMIT})"
         print(f"reference: patel-shivam/locus_code_release @ {reference[2]}{flag}")
-    print(f"CPU bf16 units: {cpu_has_bf16()} -> low_precision="auto" chooses {inference_precision('cpu', 'auto')}; "
+    print(f"CPU bf16 units: {cpu_has_bf16()} -> low_precision='auto' chooses {inference_precision('cpu', 'auto')}; "
           f"'library' = fp32 (low_precision=False), 'library bf16' = low_precision=True")
     print(f"torch {torch.__version__}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
           f"best and median of {args.repeats} after a warm-up, impls alternating")

@@ -1,6 +1,6 @@
 """How routing grows with the number of models LOCUS is trained on, and what works for a small pool.
 
-Same folds, anchors and LOCUS settings as `bench_accuracy.py --suite S --budgets B` (the harness's k-fold).
+Same folds, anchors and LOCUS settings as `bench_accuracy.py --suite S --budgets B` (the protocol's k-fold).
 
 --sizes N ...  the training-pool curve: per fold, LOCUS (and EmbedLLM-MF, IRT) trained on N models drawn at random
                from the fold's in-training models; every other model of the suite is onboarded from its anchor
@@ -12,9 +12,9 @@ Same folds, anchors and LOCUS settings as `bench_accuracy.py --suite S --budgets
                fold's full-pool LOCUS (from --fit-cache, trained with the --train-option values given; trained now
                if absent) reused as it is, the K models embedded by one forward pass.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_training_pool.py --suite metabench --budget 256 --sizes 25 100 400 \
+    .venv/bin/python -m bench.bench_training_pool --suite metabench --budget 256 --sizes 25 100 400 \
         --only-folds 0 --fit-cache bench/.cache/fits
-    PYTHONPATH=. .venv/bin/python bench/bench_training_pool.py --suite metabench --budget 256 --small-pools 8 \
+    .venv/bin/python -m bench.bench_training_pool --suite metabench --budget 256 --small-pools 8 \
         --draws 5 --fit-cache bench/.cache/fits
 
 Writes bench/results/training_pool_<suite>_b<budget>.json (the curve) or small_pools_<suite>_b<budget>_k<K>.json
@@ -31,15 +31,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import cached_fit_and_predict, fold_locus, harness_setup  # noqa: E402
-import locus_model.evaluation.harness as harness  # noqa: E402
-from locus_model.data.matrix import EvaluationMatrix  # noqa: E402
-from locus_model.evaluation.harness import evaluate  # noqa: E402
-from locus_model.evaluation.results import format_interval  # noqa: E402
-from locus_model.train import TrainConfig  # noqa: E402
+from bench.common import CACHE, RESULTS, cached_fit_and_predict, fold_locus, protocol_setup
+import locus_model.evaluation.protocol as protocol
+from locus_model.data.matrix import EvaluationMatrix
+from locus_model.evaluation.protocol import evaluate
+from locus_model.evaluation.results import format_interval
+from locus_model.training import TrainConfig
 
 CURVE_METHODS = ("locus", "embedllm_mf", "irt", "best_single")
 SMALL_METHODS = ("locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single", "oracle")
@@ -129,18 +126,18 @@ def main(argv: list[str] | None = None) -> int:
                         "table, e.g. when its MF and IRT fits are cached under another tag)")
     p.add_argument("--small-pools", type=int, default=None, metavar="K", help="models per small pool")
     p.add_argument("--draws", type=int, default=5, help="small pools drawn per fold")
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits")
+    p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--reuse-tags", nargs="+", default=[], metavar="TAG",
                    help="the --tag values of the bench_accuracy.py runs whose fits (and fold checkpoints) to reuse")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     if (args.sizes is None) == (args.small_pools is None):
         raise SystemExit("give either --sizes (the training-pool curve) or --small-pools K")
     torch.set_num_threads(args.threads)
-    harness.fit_and_predict = cached_fit_and_predict(args.fit_cache, "", tuple(args.reuse_tags))  # bench_accuracy's fits
-    setup = harness_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
+    protocol.fit_and_predict = cached_fit_and_predict(args.fit_cache, "", tuple(args.reuse_tags))  # bench_accuracy's fits
+    setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed,
                           holdout_models=args.holdout_models, train_options=args.train_option)
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
     if args.sizes is not None:

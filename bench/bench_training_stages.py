@@ -1,12 +1,12 @@
 """Where a LOCUS training's time goes: the wall seconds of each stage (TrainResult.seconds) on one fold of a suite.
 
-Same folds, anchors, model split and TrainConfig as `bench_accuracy.py --suite S --budgets B` (the harness's k-fold;
+Same folds, anchors, model split and TrainConfig as `bench_accuracy.py --suite S --budgets B` (the protocol's k-fold;
 --train-option overrides as there). Each budget is trained once with the library as it is and, with --baseline-cells,
 once more with TrainConfig.predictor_step_cells set to that value (the cap on cells per predictor-only step;
 1000000 = no cap below the 2,048-query x 256-model limit, the behaviour before the cap), so the ratio of the two is
 measured in the same run on the same machine. Per stage: seconds, share, and (with a baseline) the ratio.
 
-    PYTHONPATH=. .venv/bin/python bench/bench_training_stages.py --suite metabench --budgets 128 512 --fold 0 \\
+    .venv/bin/python -m bench.bench_training_stages --suite metabench --budgets 128 512 --fold 0 \\
         --threads 1 [--baseline-cells 1000000] [--out bench/results/training_stages_metabench.json]
 
 Smoke run (seconds): `--budgets 32 --train-option max_steps=25 --train-option latent_steps=20 --train-option
@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from bench.bench_accuracy import BUDGETS, harness_setup  # noqa: E402
-from locus_model.train import STAGES, train_locus  # noqa: E402
+from bench.common import BUDGETS, protocol_setup
+from locus_model.training import train_locus
+from locus_model.training.train import STAGES
 
 
 def train_stages(setup, fold, step_cells: int | None = None) -> dict:
@@ -76,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     out = {"suite": args.suite, "fold": args.fold, "threads": args.threads, "budgets": {}}
     for b in args.budgets:
-        setup = harness_setup(args.suite, budget=b, seed=args.seed, train_options=args.train_option)
+        setup = protocol_setup(args.suite, budget=b, seed=args.seed, train_options=args.train_option)
         fold = setup.splits[args.fold]
         runs = ([train_stages(setup, fold, args.baseline_cells)] if args.baseline_cells else []) + \
             [train_stages(setup, fold)]

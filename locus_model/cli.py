@@ -2,7 +2,7 @@
 
     locus evaluate --evaluations PATH --out results.json [--budget 256] [--folds 5] [--holdout-models 0.2]
                    [--seed 0] [--encoder all-MiniLM-L6-v2] [--epochs N]
-    locus synthetic-data --out DIR [--size full|small] [--seed 0]   (old name: demo-data, deprecated)
+    locus synthetic-data --out DIR [--size full|small] [--seed 0]
 
 These are the commands that need only the library. The installed ``locus`` command is
 locus_pipeline.cli, which adds the ones that read the pipeline's storage (``locus search``).
@@ -52,7 +52,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--encoder", default="all-MiniLM-L6-v2",
                    help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256")
-    from locus_model.data.encoding import DEFAULT_RUNTIME, RUNTIMES
+    from locus_model.data.encoders import DEFAULT_RUNTIME, RUNTIMES
 
     p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
                    help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
@@ -104,15 +104,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
     import torch
 
-    from locus_model.data.encoding import encode_queries_with_report, resolve_encoder
+    from locus_model.data.encoders import resolve_encoder
+    from locus_model.data.encoding import encode_queries_with_summary
     from locus_model.data.errors import EvaluationDataError
     from locus_model.data.long_format import read_evaluations
     from locus_model.data.matrix import EvaluationMatrix
-    from locus_model.evaluation.harness import evaluate
+    from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.methods import METHODS
     from locus_model.evaluation.results import print_results, save_results
     from locus_model.model import LocusConfig
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     unknown = [m for m in methods if m not in METHODS]
@@ -133,8 +134,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
         cache = Path(args.encoding_cache) / spec.name if args.encoding_cache else None
-        encodings, report = encode_queries_with_report(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
-                                                       cache_dir=cache, progress=progress)
+        encodings, report = encode_queries_with_summary(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
+                                                        cache_dir=cache, progress=progress)
         train_config = TrainConfig(device=args.device)
         if args.epochs is not None:
             train_config = replace(train_config, epochs=args.epochs)
@@ -174,10 +175,6 @@ def add_synthetic_data(subparsers: argparse._SubParsersAction) -> None:
     )
     _synthetic_data_options(p)
     p.set_defaults(run=run_synthetic_data)
-    # The command's name before the rename; kept for users' scripts, not listed in --help.
-    old = subparsers.add_parser("demo-data", description="Deprecated name of `locus synthetic-data`.")
-    _synthetic_data_options(old)
-    old.set_defaults(run=run_demo_data)
 
 
 def run_synthetic_data(args: argparse.Namespace) -> int:
@@ -191,11 +188,6 @@ def run_synthetic_data(args: argparse.Namespace) -> int:
     for path in pool.files:
         print(f"  {path}")
     return EXIT_OK
-
-
-def run_demo_data(args: argparse.Namespace) -> int:
-    print("locus demo-data is deprecated: use `locus synthetic-data` (same options)", file=sys.stderr)
-    return run_synthetic_data(args)
 
 
 # ---------------------------------------------------------------------------------------------- entry point

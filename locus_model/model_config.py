@@ -11,13 +11,23 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LocusConfig:
-    query_dim: int = 768  # D, width of the query encodings phi (768 all-mpnet-base-v2, 384 MiniLM)
-    d: int = 128  # width of tokens and of the model embedding z
-    n_blocks: int = 2  # L, ISAB blocks in the set encoder
-    n_latents: int = 64  # r, learned latents per ISAB block
-    n_heads: int = 4  # attention heads (must divide d)
-    predictor_hidden: int = 64  # hidden width of the correctness predictor's two-layer MLP
-    predictor_dropout: float = 0.1  # dropout on that hidden layer during training (the reference's 0.1)
+    """The widths and counts of a LOCUS model. Each field's docstring is its one description (the pipeline's
+    launchpad shows it)."""
+
+    query_dim: int = 768
+    """D, width of the query encodings phi (768 all-mpnet-base-v2, 384 MiniLM)."""
+    d: int = 128
+    """Width of the tokens and of the model embedding z."""
+    n_blocks: int = 2
+    """L, ISAB blocks in the set encoder."""
+    n_latents: int = 64
+    """r, learned latents per ISAB block."""
+    n_heads: int = 4
+    """Attention heads (must divide d)."""
+    predictor_hidden: int = 64
+    """Hidden width of the correctness predictor's two-layer MLP."""
+    predictor_dropout: float = 0.1
+    """Dropout on that hidden layer during training (the reference's 0.1)."""
 
     def __post_init__(self) -> None:
         if self.d % self.n_heads != 0:

@@ -1,6 +1,6 @@
 """The pool table's schema: ``POOL_SCHEMA`` (column, Arrow type as written to Parquet, meaning), the one source of
-the pool's columns, shown by the pipeline as the table's schema and tested against the written file; how a schema
-differs from it; and the columns that pools written by earlier versions name otherwise.
+the pool's columns, shown by the pipeline as the table's schema and tested against the written file; and how a schema
+differs from it.
 
 No torch here: the pipeline shows the schema when its code location loads, before anything is embedded
 (locus_model.pool computes the rows).
@@ -9,7 +9,6 @@ No torch here: the pipeline shows the schema when its code location loads, befor
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 # A stated floor (a choice, not a measured threshold): an onboarded model with fewer evaluations stays in the pool
@@ -34,17 +33,6 @@ POOL_SCHEMA = pa.schema([
     )
 ])
 POOL_COLUMNS = tuple(POOL_SCHEMA.names)
-# columns that pools written by earlier versions name otherwise (old name -> name): read under the new name
-RENAMED_COLUMNS = {"evaluations_fingerprint": "evaluations_digest"}
-
-
-def upgrade_pool(pool: pd.DataFrame) -> pd.DataFrame:
-    """A pool read from a file written by an earlier version, with today's column names (and ``routable``, which
-    earlier versions did not write, from ``n_evaluations``)."""
-    pool = pool.rename(columns={old: new for old, new in RENAMED_COLUMNS.items() if old in pool.columns})
-    if "routable" not in pool.columns and {"n_evaluations", "source"} <= set(pool.columns):
-        pool = pool.assign(routable=routable(pool["source"], pool["n_evaluations"]))
-    return pool
 
 
 def routable(source, n_evaluations):

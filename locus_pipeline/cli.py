@@ -17,6 +17,7 @@ from typing import Callable, Mapping, Sequence
 
 from locus_model.cli import COMMANDS as LIBRARY_COMMANDS
 from locus_model.cli import EXIT_OK, _fail, build_parser as _build_parser
+from locus_pipeline.live.cli import add_onboard, add_replay
 
 
 def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, n_per_benchmark: int = 64, seed: int = 0):
@@ -280,7 +281,7 @@ def with_home_encoding_cache(add: Callable[[argparse._SubParsersAction], None]):
 
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     *[with_home_encoding_cache(add) if add.__name__ == "add_evaluate" else add for add in LIBRARY_COMMANDS],
-    add_search, add_serve, add_pool, add_mlflow_uri]
+    add_search, add_serve, add_replay, add_onboard, add_pool, add_mlflow_uri]
 
 
 def build_parser() -> argparse.ArgumentParser:

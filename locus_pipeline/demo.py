@@ -7,7 +7,7 @@ DEMO_QUERIES of its 12,032 questions stratified by category, so that encoding th
 demo's time (the whole matrix: --max-queries 0). --source synthetic runs on the generated pool with a known latent
 structure (the tests' planted-truth fixture).
 
-The training uses the library's defaults (locus_model.train.TrainConfig): the demo shows the router the
+The training uses the library's defaults (locus_model.training.TrainConfig): the demo shows the router the
 defaults give, not a shortened one. Every step's wall time is printed at the end, then a few routing decisions on
 test questions at two quality weights (what the cost knob of `locus serve` changes).
 """

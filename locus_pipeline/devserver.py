@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.instance import prepare_dagster_home
-from locus_pipeline.storage import REPO_ROOT
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from locus_pipeline.home import REPO_ROOT, default_home
+from locus_pipeline.home_location import REPO_ROOT, default_home
 
 
 POSTGRES_PROFILE = REPO_ROOT / "deploy" / "dagster-postgres.yaml"

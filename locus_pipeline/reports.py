@@ -8,7 +8,8 @@ analysis assets and the `locus search` command share.
   embeds new sets with the same checkpoint (for resampling and capability search)
 - capability_search_from_tables: capability-profile search over a pool
 - data_note: the line saying what data a report's numbers come from
-- write_report: one analysis result -> <name>.md + <name>.png under a reports folder; write_index: reports/README.md
+- render_report: the text of one analysis's report (reports/<name>.md); render_index: reports/README.md's text
+  (the assets write both through LocusHome.write_text: storage/ is the only writer under the home)
 
 Onboarded models (source "onboarded" in the pool) have no labels on the test queries:
 their label rows are all NaN, so label-based analyses leave them out while geometric ones keep them.
@@ -16,10 +17,9 @@ their label rows are all NaN, so label-based analyses leave them out while geome
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -157,20 +157,6 @@ def pool_evaluation_sets(pool: pd.DataFrame, table: pd.DataFrame, split: pd.Data
         names=names, sets=[by_model[n] for n in names], missing=[n for n in pool_names if n not in by_model])
 
 
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run torch CPU ops on `n` intra-op threads, then restore. Many small forward passes (one evaluation set
-    each, ~10 ms) run fastest on one thread: on a busy 2-core machine two threads made them ~20x slower."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def embed_fn(model: Locus, encodings: np.ndarray, *, device: str = "cpu") -> EmbedFn:
     """(query indices (n,), scores (n,)) -> (d,) embedding with this checkpoint, over these query encodings."""
     def embed(idx: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -240,56 +226,40 @@ def data_note(source: str, root: str) -> str:
     return f"Data: `{source}` evaluations from `{root}`."
 
 
-@dataclass(frozen=True)
-class Report:
-    markdown: str          # the report text (the PNG referenced by relative path)
-    md_path: Path
-    png_path: Path | None
-
-
-def write_report(folder: Path, name: str, *, title: str, summary: str, body: str, note: str = "",
-                 png: Path | None = None) -> Report:
-    """Write <folder>/<name>.md: a title, a one-line summary (the reports index quotes it), the PNG (if any,
-    drawn beforehand at `png`) linked by relative path, a data note and the body: what a reader wants first."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+def render_report(name: str, *, title: str, summary: str, body: str, note: str = "", png: Path | None = None) -> str:
+    """The text of reports/<name>.md: a title, a one-line summary (the reports index quotes it), the PNG (if any,
+    drawn beforehand at `png`) linked by relative path, a data note and the body: what a reader wants first.
+    The asset writes it through LocusHome.write_text."""
     parts = [f"# {title}", f"Summary: {summary}"]
     if png is not None:
         parts.append(f"![{name}]({Path(png).name})")
     if note:
         parts.append(note)
     parts.append(body)
-    text = "\n\n".join(parts) + "\n"
-    path = folder / f"{name}.md"
-    path.write_text(text, encoding="utf-8")
-    return Report(markdown=text, md_path=path, png_path=png)
+    return "\n\n".join(parts) + "\n"
 
 
-def report_summary(md_path: Path) -> str:
-    """The `Summary:` line of a report written by write_report ("" when absent)."""
-    for line in Path(md_path).read_text(encoding="utf-8").splitlines():
+def report_summary(text: str) -> str:
+    """The `Summary:` line of a report's text (render_report's; "" when absent)."""
+    for line in text.splitlines():
         if line.startswith("Summary: "):
             return line[len("Summary: "):]
     return ""
 
 
-def write_index(folder: Path, names: Sequence[str], note: str = "") -> tuple[pd.DataFrame, str, Path]:
-    """<folder>/README.md: every report of ``names`` with its title and summary line (in that order), then the
-    folder's other files. Returns (one row per report: report, title, file, summary; the text; the path)."""
-    folder = Path(folder)
+def render_index(reports: Mapping[str, str | None], files: Sequence[str], note: str = "") -> tuple[pd.DataFrame, str]:
+    """The text of reports/README.md: every report of ``reports`` (name -> its text, None when not written) with its
+    title and summary line, in that order, then the folder's other ``files``. Returns (one row per report: report,
+    title, file, summary; the text)."""
     rows = []
-    for name in names:
-        md = folder / f"{name}.md"
-        title = md.read_text(encoding="utf-8").splitlines()[0].lstrip("# ") if md.exists() else name
-        rows.append({"report": name, "title": title, "file": md.name, "summary": report_summary(md) if md.exists() else "missing"})
+    for name, text in reports.items():
+        title = text.splitlines()[0].lstrip("# ") if text else name
+        rows.append({"report": name, "title": title, "file": f"{name}.md", "summary": report_summary(text) if text else "missing"})
     index = pd.DataFrame(rows)
-    listed = {f"{n}.{ext}" for n in names for ext in ("md", "png")} | {"README.md"}
-    others = sorted(p.name for p in folder.iterdir() if p.is_file() and p.name not in listed)
+    listed = {f"{n}.{ext}" for n in reports for ext in ("md", "png")} | {"README.md"}
+    others = sorted(f for f in files if f not in listed)
     lines = ["# LOCUS reports", "", note, ""] if note else ["# LOCUS reports", ""]
     lines += [f"- [{r.title}]({r.file}): {r.summary}" for r in index.itertuples()]
     if others:
         lines += ["", "Other files: " + ", ".join(f"[{o}]({o})" for o in others)]
-    text = "\n".join(lines)
-    path = folder / "README.md"
-    path.write_text(text + "\n", encoding="utf-8")
-    return index, text, path
+    return index, "\n".join(lines)

@@ -524,7 +524,7 @@ def item8(walk: Walk, item: Item) -> None:
     for needle in ("DAGSTER_PORT", "MLFLOW_PORT", "onboarded_model_embedding", "scripts/ui_walk.py", "minutes"):
         item.check(needle in readme, f"README mentions {needle}")
     item.check("onboarded_model[" not in readme, "README has no stale 'onboarded_model[<key>]'")
-    from locus_model.train import TrainConfig
+    from locus_model.training import TrainConfig
 
     config = walk.servers.graphql("""{ assetNodeOrError(assetKey: {path: ["locus_checkpoint"]}) { ... on AssetNode {
         configField { configType { ... on CompositeConfigType { fields { name defaultValueAsJson } } } } } } }""")

@@ -15,7 +15,6 @@ from matplotlib.figure import Figure
 from scipy.spatial.distance import cdist
 
 from locus_model.markdown import escape_markdown
-from locus_model.neighbours import paired_distances  # noqa: F401  (the analyses' pair distances)
 
 METRICS = ("euclidean", "cosine")
 

@@ -14,9 +14,10 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from locus_model.analysis._common import (check_metric, check_names, markdown_table, new_figure,
-                                          paired_distances, pairwise_distances, save_figure)
+from locus_model.analysis._common import (check_metric, check_names, markdown_table, new_figure, pairwise_distances,
+                                          save_figure)
 from locus_model.markdown import escape_markdown
+from locus_model.neighbours import paired_distances
 
 EmbedFn = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (query_idx (n,), scores (n,)) -> (d,) embedding
 EvaluationSets = Sequence[tuple[np.ndarray, np.ndarray]]

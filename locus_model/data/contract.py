@@ -76,6 +76,23 @@ def safe_model_key(name: str) -> str:
 
 
 
+# Characters NFKC keeps apart but a reader cannot tell from ASCII: other slashes and dashes, Cyrillic and Greek
+# letters drawn like Latin ones (a subset of Unicode's confusables.txt, for the characters model names use).
+_CONFUSABLE = str.maketrans({
+    **dict.fromkeys("\u2215\u2044\u29f8\u2571", "/"), **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043", "-"),
+    **dict(zip("\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04cf\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406",
+               "aeopcyxijsdlABEKMHOPCTXI")),
+    **dict(zip("\u03bf\u03bd\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7", "ovABEZHIKMNOPTYX")),
+})
+
+
+def look_alike(name: str) -> str:
+    """The form shared by model names a reader cannot tell apart: NFKC (``Org／Model`` -> ``Org/Model``), then
+    confusable slashes, dashes and Cyrillic/Greek letters folded to ASCII. Two different names with the same
+    form are refused (they would show as one model)."""
+    return unicodedata.normalize("NFKC", name).translate(_CONFUSABLE)
+
+
 def check_columns(columns: list[str], required: tuple[str, ...], file: Path) -> None:
     columns = [str(c) for c in columns]
     twice = sorted({c for c in columns if columns.count(c) > 1})
@@ -262,15 +279,19 @@ def no_rows_error(file: str | Path) -> EvaluationDataError:
 
 
 def check_model_keys(names: list[str], *, file: str | Path | None) -> None:
-    """Every model name has its own key (safe_model_key): two names sharing one would share a store."""
-    keys_by_name = pd.Series(names, dtype=object)
-    safe = keys_by_name.map(safe_model_key)
-    if safe.duplicated().any():
-        clash = keys_by_name[safe.duplicated(keep=False)].tolist()
-        raise EvaluationDataError(
-            f"model names {clash} map to the same key {safe[safe.duplicated()].iloc[0]!r}",
-            file=file, column="model", fix="rename one of the models",
-        )
+    """Every model name has its own key (safe_model_key): two names sharing one would share a store; and no two
+    names look the same (look_alike)."""
+    by_name = pd.Series(names, dtype=object)
+    for form, problem, fix in (
+        (safe_model_key, "map to the same key {}", "rename one of the models"),
+        (look_alike, "look the same as {} (they differ only in look-alike characters, e.g. a fullwidth slash)",
+         "write every model's name in plain characters, the same way in every file"),
+    ):
+        shared = by_name.map(form)
+        if shared.duplicated().any():
+            clash = by_name[shared.duplicated(keep=False)].tolist()
+            raise EvaluationDataError(f"model names {clash} " + problem.format(repr(shared[shared.duplicated()].iloc[0])),
+                                      file=file, column="model", fix=fix)
 
 
 def check_consistency(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:

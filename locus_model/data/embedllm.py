@@ -38,7 +38,7 @@ def merge_benchmark(category: str) -> str:
 
 
 @dataclass(frozen=True)
-class EmbedLLMReport:
+class EmbedLLMSummary:
     """What read_embedllm found: counts a reader wants to see next to the table."""
 
     folder: str
@@ -108,7 +108,7 @@ def _query_order(pid: np.ndarray, question_position: dict[int, int]) -> tuple[np
 
 def read_embedllm(
     folder: Path | str, *, progress: bool = False, chunk_rows: int = DEFAULT_CHUNK_ROWS
-) -> tuple[pd.DataFrame, EmbedLLMReport]:
+) -> tuple[pd.DataFrame, EmbedLLMSummary]:
     """Read an EmbedLLM folder into the long evaluation table.
 
     Returns (table, report). The table has one row per (model, query) with columns
@@ -174,7 +174,7 @@ def read_embedllm(
             "category": per_query(q_category),
         }
     )
-    report = EmbedLLMReport(
+    report = EmbedLLMSummary(
         folder=str(folder),
         n_models=n_models,
         n_models_with_rows=int(len(np.unique(mid))),

@@ -43,24 +43,10 @@ from typing import Sequence
 
 import numpy as np
 
-from locus_model.data.encoders import (  # noqa: F401  (the encoders' public names, re-exported for callers)
-    ALIASES,
-    DEFAULT_ENCODER,
-    DEFAULT_RUNTIME,
-    ENCODERS,
-    HASHING_RUNTIME,
-    MAX_TOKENS,
-    ONNX_ENCODERS,
-    RUNTIMES,
-    EncoderSpec,
-    model_folder,
-    mpnet_folder,
-    resolve_encoder,
-    resolve_runtime,
-    user_cache_dir,
-)
-from locus_model.data.encoding_cache import EncodingCache, open_cache, text_key  # noqa: F401
-from locus_model.data.onnx_build import build_onnx, onnx_dirs, onnx_model_path  # noqa: F401
+from locus_model.data.encoders import (DEFAULT_ENCODER, DEFAULT_RUNTIME, HASHING_RUNTIME, MAX_TOKENS, model_folder,
+                                       resolve_encoder, resolve_runtime)
+from locus_model.data.encoding_cache import open_cache, text_key
+from locus_model.data.onnx_build import onnx_model_path
 
 
 class EncodingInputError(ValueError):
@@ -222,7 +208,7 @@ class EncodingLRU:
 
 
 @dataclass(frozen=True)
-class EncodeReport:
+class EncodeSummary:
     encoder: str
     texts: int  # texts asked for
     unique: int  # distinct texts
@@ -231,7 +217,7 @@ class EncodeReport:
     runtime: str = DEFAULT_RUNTIME
 
 
-def encode_queries_with_report(
+def encode_queries_with_summary(
     texts: Sequence[str],
     *,
     encoder: str = DEFAULT_ENCODER,
@@ -241,7 +227,7 @@ def encode_queries_with_report(
     progress: bool = True,
     device: str = "cpu",
     threads: int | None = None,
-) -> tuple[np.ndarray, EncodeReport]:
+) -> tuple[np.ndarray, EncodeSummary]:
     """Encode texts (n, dim) float32 with (encoder, runtime), taking what the cache has and encoding only new
     text. runtime None: DEFAULT_RUNTIME; cache_dir: the encoder's cache folder (see :func:`open_cache`)."""
     import time
@@ -270,7 +256,7 @@ def encode_queries_with_report(
         bar.close()
     seconds = time.perf_counter() - start
     out = np.stack([cache.get(k) for k in keys]) if keys else np.zeros((0, spec.dim), np.float32)
-    return out.astype(np.float32), EncodeReport(spec.name, len(texts), len(set(keys)), len(new), seconds, runtime)
+    return out.astype(np.float32), EncodeSummary(spec.name, len(texts), len(set(keys)), len(new), seconds, runtime)
 
 
 def encode_queries(
@@ -284,8 +270,8 @@ def encode_queries(
     device: str = "cpu",
     threads: int | None = None,
 ) -> np.ndarray:
-    """Encode texts (n, dim) float32 unit-norm rows (see :func:`encode_queries_with_report`)."""
-    return encode_queries_with_report(texts, encoder=encoder, runtime=runtime, cache_dir=cache_dir,
+    """Encode texts (n, dim) float32 unit-norm rows (see :func:`encode_queries_with_summary`)."""
+    return encode_queries_with_summary(texts, encoder=encoder, runtime=runtime, cache_dir=cache_dir,
                                       batch_size=batch_size, progress=progress, device=device, threads=threads)[0]
 
 

@@ -20,17 +20,12 @@ def text_key(text: str) -> str:
 
 class EncodingCache:
     """Encodings of one (encoder, runtime) keyed by sha256(text), stored as append-only ``shard-*.npz`` files in
-    ``folder``; each shard names its encoder and runtime, and a shard of another is refused. ``legacy``: a folder
-    of shards from before runtimes were recorded, read as this runtime's (the caller says when that is true)."""
+    ``folder``; each shard names its encoder and runtime, and a shard of another is refused."""
 
-    def __init__(self, folder: Path, dim: int, *, encoder: str, runtime: str, legacy: Path | None = None) -> None:
+    def __init__(self, folder: Path, dim: int, *, encoder: str, runtime: str) -> None:
         self.folder, self.dim, self.encoder, self.runtime = Path(folder), dim, encoder, runtime
         self.folder.mkdir(parents=True, exist_ok=True)
         self._index: dict[str, np.ndarray] = {}
-        for shard in sorted(legacy.glob("shard-*.npz")) if legacy else []:
-            with np.load(shard) as data:
-                if "runtime" not in data.files:
-                    self._index.update(zip(map(str, data["keys"]), data["vectors"]))
         for shard in sorted(self.folder.glob("shard-*.npz")):
             with np.load(shard) as data:
                 found = (str(data["encoder"]), str(data["runtime"])) if "runtime" in data.files else None
@@ -59,10 +54,8 @@ class EncodingCache:
 
 
 def open_cache(encoder: str, runtime: str | None = None, cache_dir: Path | None = None) -> EncodingCache:
-    """The on-disk cache of (encoder, runtime): ``<cache_dir or user cache>/<runtime>/``; old unmarked shards
-    in ``cache_dir`` itself are sentence-transformers' (the torch runtime's, or hashing's)."""
+    """The on-disk cache of (encoder, runtime): ``<cache_dir or user cache>/<runtime>/``."""
     spec = resolve_encoder(encoder)
     runtime = resolve_runtime(spec.name, runtime)
     root = Path(cache_dir) if cache_dir else user_cache_dir("encodings", spec.name)
-    legacy = root if runtime in ("torch", HASHING_RUNTIME) else None
-    return EncodingCache(root / runtime, spec.dim, encoder=spec.name, runtime=runtime, legacy=legacy)
+    return EncodingCache(root / runtime, spec.dim, encoder=spec.name, runtime=runtime)

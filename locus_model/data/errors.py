@@ -54,11 +54,16 @@ class EvaluationDataError(ValueError):
         super().__init__(message)
 
     def __reduce__(self):  # picklable (worker processes, run processes): rebuild from the fields, not the message
-        return (_rebuild_error, (self.problem, self.file, self.row, self.column, self.fix, self.line))
+        return (_rebuild_error, (self.problem, self.file, self.row, self.column, self.fix, self.line, type(self)))
 
 
-def _rebuild_error(problem, file, row, column, fix, line) -> "EvaluationDataError":  # noqa: ANN001
-    return EvaluationDataError(problem, file=file, row=row, column=column, fix=fix, line=line)
+class CutOffError(EvaluationDataError):
+    """The file ends the way a file still being written does (no newline after the last line, a quoted value never
+    closed, a gzip stream cut): the drop folder waits for the writer before it rejects it."""
+
+
+def _rebuild_error(problem, file, row, column, fix, line, kind=EvaluationDataError) -> "EvaluationDataError":  # noqa: ANN001
+    return kind(problem, file=file, row=row, column=column, fix=fix, line=line)
 
 
 def suffix_of(path: Path) -> str:

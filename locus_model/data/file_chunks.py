@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from locus_model.data.contract import CONTROL, EVALUATION_COLUMNS, OPTIONAL_COLUMNS, TEXT_COLUMNS, check_columns
-from locus_model.data.errors import (CUT_OR_CORRUPT, EVALUATION_SUFFIXES, EvaluationDataError, RecordError,
+from locus_model.data.errors import (CUT_OR_CORRUPT, EVALUATION_SUFFIXES, CutOffError, EvaluationDataError, RecordError,
                                      csv_records, open_binary, suffix_of)
 
 CSV_CHUNK_ROWS = 200_000  # rows per chunk when streaming a CSV: bounds memory for very large files
@@ -36,7 +36,7 @@ def is_evaluation_file(path: Path) -> bool:
 def _stream_error(path: Path, err: BaseException, *, at_byte: int | None = None, line: int | None = None) -> EvaluationDataError:
     if suffix_of(path) == ".csv.gz":
         where = f" after {at_byte:,} bytes of text (about line {line})" if at_byte else ""
-        return EvaluationDataError(
+        return CutOffError(
             f"the gzip data is cut off or corrupt{where} ({type(err).__name__}: {err})", file=path,
             fix="the file was not completely written or copied: write it again (gzip -t FILE checks it)",
         )
@@ -58,7 +58,7 @@ def _check_final_newline(path: Path) -> None:
         return
     with open(path, "rb") as handle:
         lines = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b"")) + 1
-    raise EvaluationDataError(
+    raise CutOffError(
         "the last line has no newline at its end: the file looks cut off, or is still being written",
         file=path, line=lines,
         fix="finish writing the file (write it as <name>.part and rename it when complete), then drop it again",
@@ -175,7 +175,7 @@ def _parse_error(path: Path, err: Exception, n_columns: int) -> EvaluationDataEr
     except RecordError:
         pass
     if "EOF inside string" in message and last is not None:
-        return EvaluationDataError(
+        return CutOffError(
             "a quoted value starting in this row is never closed (EOF inside string: the quote runs to the end of the file)",
             file=path, row=last[0], line=last[1],
             fix='close the quote; a literal quote inside a quoted value is written as ""; a cut file must be written again',

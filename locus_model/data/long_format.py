@@ -1,5 +1,5 @@
 """Long-format evaluations read into one validated table: a file, a folder of files, an EmbedLLM folder or what
-an evaluation harness wrote (``read_evaluations``, with a ``ReadReport``), and the companion *models file*
+an evaluation harness wrote (``read_evaluations``, with a ``ReadSummary``), and the companion *models file*
 (``model, params_b, family``: ``read_models_file``).
 
 Each file is streamed in chunks by data.file_chunks and every chunk checked by the contract's one validator
@@ -26,7 +26,7 @@ PARQUET_BATCH_ROWS = 1 << 22  # read_evaluations keeps the whole table anyway: f
 
 
 @dataclass(frozen=True)
-class ReadReport:
+class ReadSummary:
     """What reading found: rows read, exact repeats dropped, models, queries."""
 
     files: tuple[str, ...]
@@ -36,7 +36,7 @@ class ReadReport:
     queries: int
 
 
-def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> tuple[pd.DataFrame, ReadReport]:
+def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> tuple[pd.DataFrame, ReadSummary]:
     """Read and validate a long-format file, or every evaluation file in a folder (an EmbedLLM folder too), or what
     an evaluation harness wrote (a folder, an archive or an Inspect log: locus_model.data.harnesses); returns
     (table, report).
@@ -53,7 +53,7 @@ def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> t
 
         if is_embedllm_folder(path):
             table, report = read_embedllm(path)
-            return table, ReadReport(
+            return table, ReadSummary(
                 (str(path),), int(report.rows_read), int(report.duplicates_dropped),
                 table["model"].nunique(), table["query_id"].nunique(),
             )
@@ -85,14 +85,14 @@ def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> t
     table = _concat_categorical(chunks)
     table, repeats = check_consistency(table)
     models, queries = table["model"].nunique(), table["query_id"].nunique()  # on the categoricals: fast
-    return finish_table(table), ReadReport(tuple(map(str, files)), rows_read, repeats, models, queries)
+    return finish_table(table), ReadSummary(tuple(map(str, files)), rows_read, repeats, models, queries)
 
 
-def _read_harness(path: Path) -> tuple[pd.DataFrame, ReadReport]:
+def _read_harness(path: Path) -> tuple[pd.DataFrame, ReadSummary]:
     from locus_model.data.harnesses import read_harness_output
 
     table, harness = read_harness_output(path)
-    return table, ReadReport(harness.files, len(table), 0, len(harness.models), table["query_id"].nunique())
+    return table, ReadSummary(harness.files, len(table), 0, len(harness.models), table["query_id"].nunique())
 
 
 def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:

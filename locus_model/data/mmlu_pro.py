@@ -53,7 +53,7 @@ _FIX_LAYOUT = (
 
 
 @dataclass(frozen=True)
-class MmluProReport:
+class MmluProSummary:
     """What read_mmlu_pro_outputs found, beside the table."""
 
     files: tuple[str, ...]  # result files read, in reading order
@@ -226,7 +226,7 @@ def _parse_record(entry: dict, file: Path, record: int) -> tuple[int, str, str, 
 
 def read_mmlu_pro_outputs(
     path: str | Path, *, model: str | None = None
-) -> tuple[pd.DataFrame, MmluProReport]:
+) -> tuple[pd.DataFrame, MmluProSummary]:
     """Read MMLU-Pro result files into the long evaluation table; returns (table, report).
 
     ``path``: one result file, or a folder searched at any depth for *.json (hidden entries and summary files,
@@ -310,7 +310,7 @@ def read_mmlu_pro_outputs(
         }
     )
     table = validate_evaluations(table, source=str(path))
-    report = MmluProReport(
+    report = MmluProSummary(
         files=tuple(map(str, files)),
         models=table["model"].nunique(),
         queries=table["query_id"].nunique(),

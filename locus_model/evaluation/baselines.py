@@ -6,7 +6,7 @@
   its own mean rate for every query, so routing always picks the best single model.
 
 The latent-factor baselines (EmbedLLM's matrix factorisation, IRT) are in evaluation.latent; the oracle (any
-model correct) needs the test labels and lives in the harness (evaluation.harness).
+model correct) needs the test labels and lives in the protocol (evaluation.protocol).
 
 Interface (:class:`Baseline`): ``fit(encodings, train_scores, val_scores)`` on the in-training models
 (rows of the (M, Q) score matrices, NaN = not a training cell), ``onboard(scores)`` appends held-out models

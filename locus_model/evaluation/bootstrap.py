@@ -85,7 +85,10 @@ def query_stats(probs: np.ndarray, labels: np.ndarray) -> QueryStats:
 
 
 def stats_draws(stats: QueryStats, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """Routing, correctness accuracy, Brier and AUC on B query-resampled copies: weights (B, Q) multiplicities."""
+    """Routing, correctness accuracy, Brier and AUC on B query-resampled copies: weights (B, Q) multiplicities of
+    the queries (a row of ones is the data as it is). Returns {metric: (B,)}; each value equals the metric of
+    score_predictions on the data with every query column repeated weights[b, q] times (AUC: Mann-Whitney, ties
+    counting one half)."""
     weights = np.asarray(weights, np.float64)
     has = ~np.isnan(stats.routed)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -99,15 +102,6 @@ def stats_draws(stats: QueryStats, weights: np.ndarray) -> dict[str, np.ndarray]
         }
 
 
-def bootstrap_draws(probs: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray]:
-    """Routing, correctness accuracy, Brier and AUC of (M, Q) probs on query-resampled copies of the data.
-
-    weights: (B, Q) multiplicities of the queries in B bootstrap resamples (a row of ones is the data as
-    it is). Returns {metric: (B,)}; each value equals the metric of score_predictions on the data with every
-    query column repeated weights[b, q] times (AUC: Mann-Whitney with ties counting one half)."""
-    return stats_draws(query_stats(probs, labels), weights)
-
-
 def bootstrap_comparisons(
     probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, against: str, n_boot: int = 2000,
     seed: int = 0, level: float = 0.95,
@@ -115,7 +109,7 @@ def bootstrap_comparisons(
     """Metric of method ``against`` minus metric of each other method, with percentile bootstrap intervals.
 
     probs: {method: one (M, Q_k) array per stratum (fold)}; labels: the (M, Q_k) labels of each stratum. A
-    method's metric is the mean over strata of its metric in each stratum (the harness's mean over folds), so
+    method's metric is the mean over strata of its metric in each stratum (the protocol's mean over folds), so
     "diff" is the difference of the reported means; a resample draws each stratum's queries (columns) with
     replacement, and every method is scored on the same resamples. Returns {other: {metric: {"diff",
     "ci_low", "ci_high"}}} for routing_acc, correctness_acc, auc and brier (lower is better: a negative diff
@@ -156,12 +150,3 @@ def bootstrap_comparisons(
                 else {"diff": float(diff), "ci_low": float(np.quantile(d, tail)), "ci_high": float(np.quantile(d, 1 - tail))}
             )
     return result
-
-
-def paired_bootstrap_metrics(
-    probs_a: np.ndarray, probs_b: np.ndarray, labels: np.ndarray, *, n_boot: int = 2000, seed: int = 0,
-    level: float = 0.95,
-) -> dict[str, dict]:
-    """Metric of a minus metric of b on the same (M, Q) labels: bootstrap_comparisons for one pair."""
-    return bootstrap_comparisons({"a": [probs_a], "b": [probs_b]}, [labels], against="a", n_boot=n_boot, seed=seed,
-                                 level=level)["b"]

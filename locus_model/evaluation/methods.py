@@ -1,4 +1,4 @@
-"""The methods the harness compares, behind one interface (evaluation.baselines.Baseline): LOCUS (the
+"""The methods the protocol compares, behind one interface (evaluation.baselines.Baseline): LOCUS (the
 adapter below) and the baselines (EmbedLLM's matrix factorization, IRT, kNN, best single model)."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class LocusMethod(Baseline):
     def fit(self, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray | None = None) -> None:
         from locus_model.infer import embed_evaluation_sets
         from locus_model.model import LocusConfig
-        from locus_model.train import TrainConfig, train_locus
+        from locus_model.training import TrainConfig, train_locus
 
         self.encodings = np.asarray(encodings, dtype=np.float32)
         if self.pretrained:
@@ -102,7 +102,7 @@ def make_method(
     """A fresh, unfitted method by its result-table name (everything in METHODS except the oracle).
 
     baseline_config: LatentConfig for embedllm_mf / irt (its seed is replaced by ``seed``), KNNConfig for knn,
-    PerBenchmarkConfig for per_benchmark (its benchmark labels; the harness gives them).
+    PerBenchmarkConfig for per_benchmark (its benchmark labels; the protocol gives them).
     locus_model: a trained Locus that "locus" uses as it is (no training)."""
     if name == "locus":
         return LocusMethod(model_config=model_config, train_config=train_config, progress=progress, model=locus_model)

@@ -81,7 +81,7 @@ def bce(probs: np.ndarray, labels: np.ndarray, *, eps: float = 1e-7) -> float:
     return float(np.mean(-(y * np.log(p) + (1 - y) * np.log1p(-p))))
 
 
-METRICS = ("routing_acc", "hit@3", "correctness_acc", "auc", "brier")  # what the harness reports
+METRICS = ("routing_acc", "hit@3", "correctness_acc", "auc", "brier")  # what the protocol reports
 
 
 def score_predictions(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:

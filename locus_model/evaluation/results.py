@@ -1,4 +1,4 @@
-"""The harness's result dict: saved as strict JSON, printed as plain-text tables, flattened into a long table
+"""The protocol's result dict: saved as strict JSON, printed as plain-text tables, flattened into a long table
 (one row per method, group, benchmark and metric) with its headline as Markdown."""
 
 from __future__ import annotations

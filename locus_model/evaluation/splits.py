@@ -1,7 +1,7 @@
 """Splits of an evaluation table: test queries (k-fold or the table's own split), validation queries, the
 budget's anchor queries, and the held-out models (never trained on, onboarded from their anchor evaluations).
 
-The harness works on indices (:class:`Fold`) and chooses them with :func:`query_folds`, :func:`model_groups` and
+The protocol works on indices (:class:`Fold`) and chooses them with :func:`query_folds`, :func:`model_groups` and
 :func:`anchor_counts`; the pipeline stores the same split as tables (:func:`query_split`, :func:`model_split`) and
 reads them back (:func:`given_fold`).
 """
@@ -152,7 +152,7 @@ def model_split(table: pd.DataFrame, *, holdout: float, seed: int) -> pd.DataFra
 
 
 # ----------------------------------------------------------------------------------------------------------
-# the harness's protocol: which folds, which model groups, enough anchors
+# the protocol's protocol: which folds, which model groups, enough anchors
 
 
 def query_folds(matrix: EvaluationMatrix, *, fold: Fold | None, folds: int | None, budget: int, seed: int,

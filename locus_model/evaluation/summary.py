@@ -1,4 +1,4 @@
-"""The harness's scores and their summary: every (fold, method, group) scored on the test queries, then mean / std
+"""The protocol's scores and their summary: every (fold, method, group) scored on the test queries, then mean / std
 over folds with the paired-bootstrap comparisons (each method vs best_single; LOCUS vs every method), none when
 the labels cannot tell methods apart (label_warnings)."""
 
@@ -76,7 +76,8 @@ def label_warnings(scores: np.ndarray, models: Sequence[str]) -> tuple[list[str]
         out.append(f"the pool has {len(models)} model(s): routing has nothing to choose between")
     if seen.size and seen.min() == seen.max():
         out.append(f"every score is {float(seen[0]):g}: the labels carry no information, every method scores the "
-                   "same on them; no interval or difference is reported")
+                   "same on them; no interval or difference is reported, nor 'correct' and AUC (they compare each "
+                   "prediction with label >= 0.5, which is the same for every cell here)")
         degenerate = True
     elif seen.size and not (np.where(np.isnan(scores), -np.inf, scores).max(axis=0)
                             > np.where(np.isnan(scores), np.inf, scores).min(axis=0)).any():
@@ -95,6 +96,9 @@ def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarr
     """Mean/std over folds per method and group, with the paired bootstrap comparisons (none when ``degenerate``:
     see label_warnings)."""
     result_methods: dict[str, dict] = {}
+    seen = np.concatenate([np.ravel(y) for ys in scored.labels.values() for y in ys]) if scored.labels else np.zeros(0)
+    seen = seen[~np.isnan(seen)]
+    constant = bool(degenerate and seen.size and seen.min() == seen.max())  # every label the same value
     for name in methods:
         result_methods[name] = {}
         for group in groups:
@@ -107,6 +111,9 @@ def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarr
                 b: {k: _mean_std([r["per_benchmark"][b][k] for r in folds_res if b in r["per_benchmark"]]) for k in METRICS}
                 for b in benches
             }
+            if constant:  # e.g. all 0.5: 'correct' would only count predictions above 0.5, from 0 to 100 by method
+                for stats in (entry, *entry["per_benchmark"].values()):
+                    stats.update({k: _no_interval(stats[k]) for k in ("correctness_acc", "auc")})
             if name != REFERENCE:
                 entry["vs_best_single"] = paired_bootstrap(
                     np.concatenate(scored.outcomes[name][group]), np.concatenate(scored.outcomes[REFERENCE][group]),

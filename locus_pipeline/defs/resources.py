@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from locus_model.data.encoding import DEFAULT_RUNTIME, RUNTIMES
+from locus_model.data.encoders import DEFAULT_RUNTIME, RUNTIMES
 from locus_pipeline.defs.metadata import COLUMN_DOCS, home_path, table_schema
 from locus_pipeline.storage import LocusHome
 
@@ -52,9 +52,9 @@ class QueryEncoder(dg.ConfigurableResource):
     threads: int = Field(default=0, description="CPU threads of the encoder; 0 = torch's default.")
 
     def encode(self, texts: list[str], encoder: str, progress: bool = True) -> tuple[np.ndarray, Any]:
-        from locus_model.data.encoding import encode_queries_with_report
+        from locus_model.data.encoding import encode_queries_with_summary
 
-        return encode_queries_with_report(
+        return encode_queries_with_summary(
             texts, encoder=encoder, runtime=self.runtime or None, cache_dir=self.home.encoding_cache(encoder),
             batch_size=self.batch_size, progress=progress, device=self.device, threads=self.threads or None,
         )
@@ -242,10 +242,6 @@ class MlflowTracking(dg.ConfigurableResource):
 
     def experiment_url(self, experiment_id: str) -> str:
         return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}{UI_QUERY}"
-
-    def artifact_url(self, run_id: str, path: str) -> str:
-        """The MLflow server's raw download of a run's artifact (an HTML file opens in the browser)."""
-        return f"{self.ui_url.rstrip('/')}/get-artifact?path={path}&run_uuid={run_id}"
 
     def experiment_of_run(self, run_id: str) -> str | None:
         """The experiment id of a run, None when the tracking store does not hold it (e.g. a home copied without

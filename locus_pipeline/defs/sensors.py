@@ -115,7 +115,7 @@ def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder,
             context.log.info(f"{path.name}: same bytes as accepted/{result.manifest.duplicate_of}; nothing to onboard")
             notes.append(f"{path.name} was already onboarded (accepted/{result.manifest.duplicate_of}); nothing to do")
         elif result.status == "changed":
-            notes.append(f"{path.name} changed while being read; retrying next tick")
+            notes.append(f"{path.name}: {result.reason}" if result.reason else f"{path.name} changed while being read; retrying next tick")
         else:
             claimed.update({m.model_key: m.model for m in result.manifest.models})
             models = ", ".join(f"{m.model} ({m.evaluations})" for m in result.manifest.models[:10])

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
 from locus_pipeline.serve.config import ServeConfig
-from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, error_response
+from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response
 from locus_pipeline.serve.metrics import MetricsMiddleware
 from locus_pipeline.serve.router import RouteRequest, Router
 
@@ -63,29 +63,28 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e['msg']}" for e in err.errors())
         return error_response(400, f"invalid request: {problems}")
 
-    def authorize(request: Request) -> None:
-        if config.token is None:
-            return
+    wrong_tokens = WrongTokenLimiter()
+
+    def authorized(request: Request) -> bool:
         given = request.headers.get("authorization", "")
-        if not secrets.compare_digest(given.encode(), f"Bearer {config.token}".encode()):
-            raise ApiError(401, "missing or wrong bearer token (Authorization: Bearer <token>)", kind="authentication_error")
+        return config.token is None or secrets.compare_digest(given.encode(), f"Bearer {config.token}".encode())
+
+    def authorize(request: Request) -> None:
+        if not authorized(request):
+            raise wrong_tokens.refuse(request.client.host if request.client else "unknown", request.url.path)
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict:
+        if not authorized(request):  # the status is for anyone (load balancers); the details need the token
+            return {"status": "ok"}
         snap = router.snapshot
-        try:
-            authorize(request)
-            names_shown = True
-        except ApiError:  # the token guards the model names; the status is for anyone
-            names_shown = False
         health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
                   "pool_models": len(snap.names), "routable_models": len(snap.routable), "dry_run": snap.dry_run,
                   "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
-                  "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error}
-        if names_shown:
-            health["configured_not_in_pool"] = sorted(set(router.models.upstreams) - set(snap.names))
-            health["portfolio_not_in_pool"] = list(snap.portfolio_missing)
-            health["not_routable_by_default"] = list(snap.held_back)  # too few evaluations: only when named
+                  "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error,
+                  "configured_not_in_pool": sorted(set(router.models.upstreams) - set(snap.names)),
+                  "portfolio_not_in_pool": list(snap.portfolio_missing),
+                  "not_routable_by_default": list(snap.held_back)}  # too few evaluations: only when named
         return health
 
     @app.get("/metrics")

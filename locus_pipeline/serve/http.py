@@ -1,11 +1,17 @@
-"""The router's HTTP plumbing: OpenAI-style errors (:class:`ApiError`, :func:`error_response`) and the request-body
-limit (:class:`BodyLimitMiddleware`)."""
+"""The router's HTTP plumbing: OpenAI-style errors (:class:`ApiError`, :func:`error_response`), the request-body
+limit (:class:`BodyLimitMiddleware`) and the limit on wrong bearer tokens (:class:`WrongTokenLimiter`)."""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import time
+from collections import deque
+from typing import Any, Callable
 
 from fastapi.responses import JSONResponse
+
+
+log = logging.getLogger("locus.serve")
 
 
 class ApiError(Exception):
@@ -60,3 +66,39 @@ class BodyLimitMiddleware:
         await error_response(413, f"the request body is larger than {self.max_bytes:,} bytes, the limit of this router "
                                   "(locus serve --max-body-bytes)", code="request_too_large")(scope, receive, send)
 
+
+
+class WrongTokenLimiter:
+    """Requests with a missing or wrong bearer token, per client address: each is logged (with the address and the
+    path) until ``limit`` of them fall within ``window_s``; then that client's further wrong tokens are answered
+    429 (one log line says so) until the window has passed. The right token is always accepted, so a client
+    sharing an address (a proxy) with someone guessing is not locked out."""
+
+    def __init__(self, limit: int = 10, window_s: float = 60.0, *, clock: Callable[[], float] = time.monotonic,
+                 max_clients: int = 10_000) -> None:
+        self.limit, self.window_s, self.clock, self.max_clients = limit, window_s, clock, max_clients
+        self.failures: dict[str, deque[float]] = {}
+
+    def _recent(self, client: str) -> deque[float]:
+        now = self.clock()
+        times = self.failures.get(client)
+        if times is None:
+            if len(self.failures) >= self.max_clients:  # bounded memory: forget clients whose window has passed
+                self.failures = {c: t for c, t in self.failures.items() if t and now - t[-1] < self.window_s}
+            times = self.failures[client] = deque()
+        while times and now - times[0] >= self.window_s:
+            times.popleft()
+        return times
+
+    def refuse(self, client: str, path: str) -> ApiError:
+        """The error for one wrong token from ``client`` (401, or 429 past the limit), logged as said above."""
+        times = self._recent(client)
+        times.append(self.clock())
+        if len(times) <= self.limit:
+            log.warning("wrong or missing bearer token from %s on %s (%d in the last %g s)", client, path, len(times), self.window_s)
+            return ApiError(401, "missing or wrong bearer token (Authorization: Bearer <token>)", kind="authentication_error")
+        if len(times) == self.limit + 1:
+            log.warning("more than %d wrong bearer tokens from %s in %g s: answered 429 until fewer", self.limit, client, self.window_s)
+        wait = self.window_s - (self.clock() - times[0])
+        return ApiError(429, f"too many requests with a wrong bearer token from this address; retry in {max(wait, 1):.0f} s",
+                        kind="rate_limit_error", code="too_many_wrong_tokens")

@@ -32,7 +32,7 @@ class Snapshot:
     key: tuple[int, int, int]
     checkpoint_id: str
     encoder: str
-    runtime: str  # the encoder runtime (locus_model.data.encoding.RUNTIMES)
+    runtime: str  # the encoder runtime (locus_model.data.encoders.RUNTIMES)
     model: Any  # locus_model.model.Locus (eval mode; only read)
     names: tuple[str, ...]
     sources: tuple[str, ...]
@@ -75,7 +75,7 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     upstreams from the models config. ``runtime``: the encoder runtime (None: the checkpoint's). ``portfolio``: a
     portfolio of the portfolios table served as the candidate set (read again with each pool). ``dry_run``: chat
     calls answer with the decision only."""
-    from locus_model.data.encoding import resolve_runtime
+    from locus_model.data.encoders import resolve_runtime
     from locus_model.pool import pool_matrix
 
     for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version

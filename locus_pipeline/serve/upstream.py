@@ -22,17 +22,66 @@ RETRY_STATUSES = {408, 409, 425, 429}  # plus every 5xx: the next model of the f
 _CREDENTIAL = re.compile(r"(?i)(bearer\s+|(?:authorization|api[_-]?key|x-api-key|access[_-]?token)[\"']?\s*[:=]\s*[\"']?"
                          r"(?:bearer\s+)?)([^\s\"',;}]+)")
 _KEY_SHAPED = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}")
+PARTIAL = 8  # any run of this many characters of a known secret is redacted (a key cut short, or split in two)
+MAX_DETAIL_CHARS = 300  # of an upstream's error body, in a 502's detail and the log (cut after scrubbing)
+
+
+def _redact_known(text: str, secret: str) -> str:
+    """``text`` with every run of at least PARTIAL characters of ``secret`` replaced (the whole secret, its first
+    or last characters where a body was cut, each half where it was split)."""
+    if len(secret) < PARTIAL:
+        return text.replace(secret, "[redacted]")
+    windows = sorted({secret[i:i + PARTIAL] for i in range(len(secret) - PARTIAL + 1)})
+    starts = [m.start() for m in re.finditer("(?=(?:" + "|".join(map(re.escape, windows)) + "))", text)]
+    if not starts:
+        return text
+    out, end = [], 0
+    for start in starts:  # merge the overlapping windows into runs
+        if out and start <= out[-1][1]:
+            out[-1][1] = start + PARTIAL
+        else:
+            out.append([start, start + PARTIAL])
+    pieces = []
+    for start, stop in out:
+        pieces += [text[end:start], "[redacted]"]
+        end = stop
+    return "".join(pieces) + text[end:]
 
 
 def scrub_credentials(text: str, known: Sequence[str] = ()) -> str:
     """``text`` (an upstream's error body, an exception) with credentials replaced by ``[redacted]``: the ``known``
-    secrets wherever they appear, Authorization / api-key values and key-shaped strings (``sk-...``), so that an
-    upstream echoing the request's headers never puts a key into a 502 body or the log."""
+    secrets wherever they appear (whole, cut short or split: any PARTIAL characters of one), Authorization /
+    api-key values and key-shaped strings (``sk-...``), so that an upstream echoing the request's headers never
+    puts a key into a 502 body or the log. Scrub what the client or the log will read: after every decoding
+    (:func:`scrub_body`) and before any cut."""
     for secret in known:
         if secret:
-            text = text.replace(secret, "[redacted]")
+            text = _redact_known(text, secret)
     text = _CREDENTIAL.sub(lambda m: m.group(1) + "[redacted]", text)
     return _KEY_SHAPED.sub("[redacted]", text)
+
+
+def _scrub_value(value: object, known: Sequence[str]) -> object:
+    if isinstance(value, str):
+        return scrub_credentials(value, known)
+    if isinstance(value, list):
+        return [_scrub_value(v, known) for v in value]
+    if isinstance(value, dict):
+        return {scrub_credentials(str(k), known): _scrub_value(v, known) for k, v in value.items()}
+    return value
+
+
+def scrub_body(raw: bytes, known: Sequence[str] = ()) -> tuple[object | None, str]:
+    """An upstream's body, decoded as far as it goes and scrubbed after each step: (the JSON value with every
+    string scrubbed, or None when not JSON; the scrubbed text). A key written as ``\\uXXXX`` escapes is plain
+    text once parsed, and is scrubbed there."""
+    text = scrub_credentials(raw.decode("utf-8", "replace"), known)
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None, text
+    data = _scrub_value(data, known)
+    return data, json.dumps(data, ensure_ascii=False)
 
 
 def _is_event_line(line: str) -> bool:
@@ -118,9 +167,9 @@ async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, bod
     except httpx.HTTPError as err:
         raise UpstreamFailed(name, "connection", f"{type(err).__name__}: {err}")
     if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
-        text = (await resp.aread()).decode("utf-8", "replace")[:300]
+        _, text = scrub_body(await resp.aread(), secrets_known)
         await resp.aclose()
-        raise UpstreamFailed(name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text}")
+        raise UpstreamFailed(name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text[:MAX_DETAIL_CHARS]}")
     headers_out = {"x-locus-model": name, "x-locus-upstream-model": upstream.model}
     if stream and resp.status_code == 200:  # the first line decides: an event stream, or the next model
         lines = resp.aiter_lines()
@@ -134,7 +183,7 @@ async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, bod
                              f"the event stream ended before its first event ({type(err).__name__})")
         if not _is_event_line(first):
             await resp.aclose()
-            raise UpstreamFailed(name, "bad_response", f"not an event stream: {first[:200]!r}")
+            raise UpstreamFailed(name, "bad_response", f"not an event stream: {scrub_credentials(first, secrets_known)[:200]!r}")
         return StreamingResponse(rewrite_sse(resp, name, first, lines), status_code=200, headers=headers_out,
                                  media_type=resp.headers.get("content-type", "text/event-stream"))
     try:
@@ -143,16 +192,17 @@ async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, bod
         raise UpstreamFailed(name, "connection", f"{type(err).__name__}: {err}")
     finally:
         await resp.aclose()
-    if resp.status_code != 200:  # relayed as it came, less any credential it echoes
-        raw = scrub_credentials(raw.decode("utf-8", "replace"), secrets_known).encode("utf-8")
+    if resp.status_code != 200:  # relayed as it came, less any credential it echoes (decoded, then scrubbed)
+        data, text = scrub_body(raw, secrets_known)
+        if data is None:
+            return Response(text.encode("utf-8"), status_code=resp.status_code, headers=headers_out,
+                            media_type=resp.headers.get("content-type"))
+        return JSONResponse(data, status_code=resp.status_code, headers=headers_out)
     try:
         data = json.loads(raw)
-    except ValueError:
-        if resp.status_code == 200:
-            raise UpstreamFailed(name, "bad_response", f"not JSON: {raw[:200]!r}")
-        return Response(raw, status_code=resp.status_code, headers=headers_out,
-                        media_type=resp.headers.get("content-type"))
-    if isinstance(data, dict) and resp.status_code == 200:
+    except (ValueError, RecursionError):
+        raise UpstreamFailed(name, "bad_response", f"not JSON: {scrub_body(raw, secrets_known)[1][:200]!r}")
+    if isinstance(data, dict):
         data["model"] = name
     return JSONResponse(data, status_code=resp.status_code, headers=headers_out)
 

@@ -19,7 +19,6 @@ or a URL such as ``s3://bucket/prefix``):
 (``locus_model``) never sees this layout: it gets frames, arrays and models from here.
 """
 
-from locus_pipeline.home import REPO_ROOT, default_home  # noqa: F401  (re-exported for the assets)
 from locus_pipeline.storage.checkpoints import CheckpointRecord, PoolCheckpoint, SavedCheckpoint  # noqa: F401
 from locus_pipeline.storage.files import (  # noqa: F401
     StorageError, checkpoint_id, read_parquet, sha256_file, write_bytes_atomic, write_parquet_atomic,

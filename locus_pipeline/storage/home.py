@@ -13,10 +13,11 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.home import default_home_location
+from locus_pipeline.home_location import default_home_location
 from locus_pipeline.storage.checkpoints import Checkpoints
-from locus_pipeline.storage.files import as_path, is_remote, read_parquet, write_parquet_atomic
+from locus_pipeline.storage.files import as_path, is_remote, read_parquet, write_bytes_atomic, write_parquet_atomic
 from locus_pipeline.storage.locks import file_lock, object_lock
+from locus_pipeline.storage.live import LiveAnswers
 from locus_pipeline.storage.pool import PoolAndStores
 
 # the working folders of a remote home whose files are also kept in the bucket (the rest are per-machine caches
@@ -25,7 +26,7 @@ PUBLISHED = ("reports",)
 _mirrored: dict[str, dict[str, tuple[int, int]]] = {}  # local mirror folder -> file -> (mtime_ns, size) last synced
 
 
-class LocusHome(Checkpoints, PoolAndStores, dg.ConfigurableResource):
+class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, dg.ConfigurableResource):
     """The one root the project writes under (``$LOCUS_HOME``, default ``data/`` in the repository; a URL such as
     ``s3://bucket/prefix`` puts it in object storage): every path, lock and read-modify-write of the pipeline's
     data goes through this resource."""
@@ -115,6 +116,14 @@ class LocusHome(Checkpoints, PoolAndStores, dg.ConfigurableResource):
         path = Path(stored)
         return path if path.is_absolute() else self.path / stored
 
+    def write_text(self, folder: str, name: str, text: str) -> Path:
+        """A text file in one of the home's folders (``reports/``: a report, the reports index), written whole
+        (readers never see half of one); on a remote home into the working copy that ``upload_changes`` publishes.
+        Returns its local path."""
+        path = self.dir(folder) / name
+        write_bytes_atomic(text.encode("utf-8"), path)
+        return path
+
     def run_file(self, run_id: str, name: str) -> Path:
         """A local file for one run's output under ``reports/runs/<run_id>/`` (published with the reports), so
         that concurrent runs never write the same file."""
@@ -151,20 +160,20 @@ class LocusHome(Checkpoints, PoolAndStores, dg.ConfigurableResource):
     # ------------------------------------------------------------------ query encodings
 
     def encoding_cache(self, encoder: str) -> Path:
-        """The encoder's cache folder (one subfolder per runtime, see locus_model.data.encoding.open_cache); on a
+        """The encoder's cache folder (one subfolder per runtime, see locus_model.data.encoding_cache.open_cache); on a
         remote home a per-machine cache."""
-        from locus_model.data.encoding import resolve_encoder
+        from locus_model.data.encoders import resolve_encoder
 
         return self.dir("encodings", resolve_encoder(encoder).name)
 
     def encode(self, table: pd.DataFrame, encoder: str, *, runtime: str | None = None, progress: bool = False,
                batch_size: int = 64, device: str = "cpu", threads: int | None = None):
-        """(query_id + encoding frame, EncodeReport) for the table's distinct queries, through the cache of
+        """(query_id + encoding frame, EncodeSummary) for the table's distinct queries, through the cache of
         (encoder, runtime); runtime None: the library's default."""
-        from locus_model.data.encoding import encode_queries_with_report
+        from locus_model.data.encoding import encode_queries_with_summary
 
         queries = table.drop_duplicates("query_id")
-        vectors, report = encode_queries_with_report(queries["query"].astype(str).tolist(), encoder=encoder,
+        vectors, report = encode_queries_with_summary(queries["query"].astype(str).tolist(), encoder=encoder,
                                                      runtime=runtime, cache_dir=self.encoding_cache(encoder),
                                                      progress=progress, batch_size=batch_size, device=device,
                                                      threads=threads)

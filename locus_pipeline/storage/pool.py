@@ -11,7 +11,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from locus_pipeline.storage.checkpoints import PoolCheckpoint
-from locus_pipeline.storage.files import StorageError, read_parquet, version_of, write_parquet_atomic
+from locus_pipeline.storage.files import StorageError, read_parquet, write_parquet_atomic
 
 POOL = "model_embeddings"
 
@@ -29,13 +29,12 @@ class PoolAndStores:
         return self.pool_path.exists()
 
     def read_pool(self) -> pd.DataFrame:
-        from locus_model.pool_schema import upgrade_pool
+        from locus_model.pool_schema import routable
 
-        return upgrade_pool(self.read_table(POOL))
-
-    def pool_version(self) -> tuple | None:
-        """What changes whenever the pool is replaced (None: no pool): a reader polls it to reload."""
-        return version_of(self.pool_path)
+        pool = self.read_table(POOL)
+        if "routable" not in pool.columns:  # a pool written before the column: the same rule, from its rows
+            pool = pool.assign(routable=routable(pool["source"], pool["n_evaluations"]))
+        return pool
 
     def pool_checkpoint(self, pool: pd.DataFrame | None = None) -> PoolCheckpoint:
         """The checkpoint the pool was embedded with (every row carries its id; one id per pool)."""

@@ -3,19 +3,13 @@ bench's decisions equal to the library rule's (locus serve's route, the cost_fro
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from bench.bench_frontier import (aiq, cost_at, fold_curves, fold_figures, fold_record, markdown,  # noqa: E402
+from bench.bench_frontier import (aiq, cost_at, fold_curves, fold_figures, fold_record, markdown,
                                   model_costs, monotone_hull, plot, rule_choices, summarise, threshold_choices,
                                   undominated)
-from locus_model.routing import cost_frontier, route  # noqa: E402
+from locus_model.routing import cost_frontier, route
 
 
 def test_monotone_hull_drops_points_below_a_chord_and_after_the_best():

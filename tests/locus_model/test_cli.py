@@ -79,6 +79,13 @@ def test_evaluate_errors_are_reported(tmp_path, capsys):
         main(["evaluate", "--budget", "16"])  # --evaluations and --out are required
 
 
+def test_evaluate_on_one_model_says_it_needs_two(tmp_path, capsys):
+    table = write_table(tmp_path / "evals.csv", n_models=1)
+    code, _ = run_evaluate(tmp_path, table, "--holdout-models", "0", "--folds", "2", "--methods", "locus,best_single")
+    err = capsys.readouterr().err
+    assert code == 2 and "needs at least 2 models" in err and "NaN" not in err
+
+
 def test_synthetic_data_small(tmp_path, capsys):
     assert main(["synthetic-data", "--out", str(tmp_path), "--size", "small", "--seed", "1"]) == 0
     root = tmp_path / "synthetic"
@@ -87,18 +94,9 @@ def test_synthetic_data_small(tmp_path, capsys):
     assert "synthetic" in out.out and "deprecated" not in out.err
 
 
-def test_demo_data_is_a_deprecated_alias_with_a_one_line_note(tmp_path, capsys):
-    assert main(["demo-data", "--out", str(tmp_path / "old"), "--size", "small", "--seed", "1"]) == 0
-    assert main(["synthetic-data", "--out", str(tmp_path / "new"), "--size", "small", "--seed", "1"]) == 0
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "deprecated" in err and "locus synthetic-data" in err
-    for name in ("evaluations.parquet", "models.csv", "synthetic_truth.json"):
-        assert (tmp_path / "old" / "synthetic" / name).read_bytes() == (tmp_path / "new" / "synthetic" / name).read_bytes()
-
-
 def test_parser_lists_subcommands():
     text = build_parser().format_help()
-    assert "evaluate" in text and "synthetic-data" in text and "demo-data" not in text
+    assert "evaluate" in text and "synthetic-data" in text
 
 
 @pytest.mark.slow

@@ -180,3 +180,14 @@ def test_errors_say_how_to_fix(model, pool):
         embed_evaluation_sets(model, enc, [(np.array([0]), np.array([np.nan]))])
     with pytest.raises(ValueError, match="encodings must be"):
         embed_evaluation_sets(model, enc[:, :5], [(np.array([0]), np.array([1.0]))])
+
+
+def test_torch_threads_sets_the_count_inside_and_restores_it_even_on_error() -> None:
+    before = torch.get_num_threads()
+    inside = 2 if before == 1 else 1
+    with infer.torch_threads(inside):
+        assert torch.get_num_threads() == inside
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError, match="boom"), infer.torch_threads(inside):
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before

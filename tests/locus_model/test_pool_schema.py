@@ -1,17 +1,10 @@
-"""The pool table's schema (locus_model.pool_schema): columns, types, meanings, old column names."""
+"""The pool table's schema (locus_model.pool_schema): columns, types, meanings."""
 
 from __future__ import annotations
 
-import pandas as pd
 import pyarrow as pa
 
-from locus_model.pool_schema import POOL_COLUMNS, POOL_SCHEMA, column_doc, schema_differences, upgrade_pool
-
-
-def test_a_pool_written_before_the_digest_rename_reads_with_todays_columns():
-    old = pd.DataFrame({"model": ["a"], "evaluations_fingerprint": ["f"]})
-    assert upgrade_pool(old).columns.tolist() == ["model", "evaluations_digest"]
-    assert "evaluations_digest" in POOL_COLUMNS and "evaluations_fingerprint" not in POOL_COLUMNS
+from locus_model.pool_schema import POOL_COLUMNS, POOL_SCHEMA, column_doc, schema_differences
 
 
 def test_schema_differences_name_each_missing_extra_or_retyped_column():

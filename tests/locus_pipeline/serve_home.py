@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from locus_model.data.encoding import encode_queries, resolve_encoder, resolve_runtime
+from locus_model.data.encoders import resolve_encoder, resolve_runtime
+from locus_model.data.encoding import encode_queries
 from locus_model.model import Locus, LocusConfig, save_checkpoint
 from locus_model.pool import embed_models, upsert_rows
 from locus_pipeline.storage import checkpoint_id

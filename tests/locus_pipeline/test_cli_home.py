@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from locus_model.data.encoding import encode_queries_with_report
+from locus_model.data.encoding import encode_queries_with_summary
 from locus_pipeline.cli import main
 from tests.locus_model.test_cli import write_table
 
@@ -15,7 +15,7 @@ from tests.locus_model.test_cli import write_table
 def test_evaluate_reuses_the_homes_cached_query_encodings(tmp_path, monkeypatch, capsys):
     home, table = tmp_path / "home", write_table(tmp_path / "evals.csv")
     texts = pd.read_csv(table).drop_duplicates("query_id")["query"].tolist()
-    encode_queries_with_report(texts, encoder="hashing-256", cache_dir=home / "encodings" / "hashing-256", progress=False)
+    encode_queries_with_summary(texts, encoder="hashing-256", cache_dir=home / "encodings" / "hashing-256", progress=False)
     monkeypatch.setenv("LOCUS_HOME", str(home))
     monkeypatch.setenv("LOCUS_CACHE_DIR", str(tmp_path / "user-cache"))  # empty: what is found comes from the home
     out = tmp_path / "results.json"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
 from locus_pipeline.definitions import defs
 
@@ -76,7 +77,7 @@ def test_dg_cli_loads_the_project(tmp_path) -> None:
 
 def test_training_config_defaults_are_the_library_defaults_and_every_field_reaches_the_library():
     from locus_model.model_config import LocusConfig
-    from locus_model.train_config import TrainConfig
+    from locus_model.training import TrainConfig
     from locus_pipeline.defs.assets.training import TrainingConfig
 
     model, train = TrainingConfig().to_library(query_dim=384)
@@ -89,14 +90,13 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
 
 
 # A value other than the default for every field of the library's configs (a new field must be added here).
-NOT_DEFAULT_TRAIN = dict(epochs=7, max_steps=123, epoch_models=50, val_models=None, select_on="routing", disjoint=True,
+NOT_DEFAULT_TRAIN = dict(epochs=7, max_steps=123, epoch_models=50, val_models=None, select_on="routing",
                          latent_steps=30, latent_noise=(0.5,), latent_lr=3e-3, latent_weight=2.0, refit_output=False,
-                         refit_alphas=(0.5, 2.0),
-                         encoder_noise_scale=0.5, splice=0.25, splice_clusters=4, profile_weight=0.5, batch_models=3, draws=2, enc_min=5, enc_max=40, dec_batch=33, val_set_max=None,
-                         lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01, grad_clip=0.5, noise_start=0.5,
-                         noise_end=0.25, noise_anneal_epochs=4, patience=9, select_from_epoch=3, seed=11, device="cpu",
-                         ema_decay=0.0, finetune_steps=40,
-                         finetune_patience=20, finetune_noise=(1.5, 2.5), predictor_step_cells=4096, calibration="none")
+                         refit_alphas=(0.5, 2.0), batch_models=3, draws=2, enc_min=5, enc_max=40, dec_batch=33,
+                         val_set_max=None, lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01, grad_clip=0.5,
+                         noise_start=0.5, noise_end=0.25, noise_anneal_epochs=4, patience=9, select_from_epoch=3,
+                         seed=11, device="cpu", ema_decay=0.0, finetune_steps=40, finetune_patience=20,
+                         finetune_noise=(1.5, 2.5), predictor_step_cells=4096, calibration="none")
 NOT_DEFAULT_MODEL = dict(d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=16, predictor_dropout=0.2)
 
 
@@ -104,7 +104,7 @@ def test_every_field_of_the_library_configs_reaches_the_library_unchanged() -> N
     import dataclasses
 
     from locus_model.model_config import LocusConfig
-    from locus_model.train_config import TrainConfig
+    from locus_model.training import TrainConfig
     from locus_pipeline.defs.assets.training import TrainingConfig
 
     assert set(NOT_DEFAULT_TRAIN) == {f.name for f in dataclasses.fields(TrainConfig)}
@@ -119,6 +119,33 @@ def test_every_field_of_the_library_configs_reaches_the_library_unchanged() -> N
     # threads: how the asset's process runs torch, not a training setting: it stays out of the library's configs
     assert set(described) == set(NOT_DEFAULT_TRAIN) | set(NOT_DEFAULT_MODEL) | {"threads"} and all(described.values())
     assert TrainingConfig(**given, threads=1).to_library(query_dim=96) == (model, train)
+
+
+def test_the_launchpad_describes_each_field_by_its_docstring_in_the_library() -> None:
+    """Each field of TrainConfig and LocusConfig has a docstring, and the launchpad's description is that docstring
+    (one source: the library's dataclass)."""
+    import dataclasses
+
+    from locus_model.model_config import LocusConfig
+    from locus_model.training import TrainConfig
+    from locus_pipeline.defs.assets.training import TrainingConfig, config_fields, field_docs
+
+    described = {name: field.description for name, field in TrainingConfig.model_fields.items()}
+    for cls in (TrainConfig, LocusConfig):
+        docs = field_docs(cls)
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert set(docs) == names and all(len(doc) > 10 for doc in docs.values()), names - set(docs)
+        assert all(described[name] == doc for name, doc in docs.items() if name != "query_dim")
+    assert described["select_on"].startswith('The validation figure that picks the kept epoch: "loss" = val BCE')
+
+    @dataclasses.dataclass(frozen=True)
+    class Undocumented:
+        a: int = 1
+        """Documented."""
+        b: int = 2
+
+    with pytest.raises(TypeError, match="Undocumented.b has no docstring"):
+        config_fields(Undocumented)
 
 
 def test_the_readme_names_every_asset_as_it_is() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import yaml
 
-from locus_pipeline.home import REPO_ROOT
+from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.instance import prepare_dagster_home
 
 

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from locus_pipeline import reports  # reports.test_query_ids: not imported by name, or pytest would collect it
-from locus_pipeline.reports import (data_note, parse_target, per_benchmark_accuracy, prediction_matrices, report_summary,
-                                    write_index, write_report)
+from locus_pipeline.reports import (data_note, parse_target, per_benchmark_accuracy, prediction_matrices, render_index,
+                                    render_report, report_summary)
+from locus_pipeline.storage import LocusHome
 
 
 def test_parse_target_reads_benchmark_accuracy_pairs() -> None:
@@ -20,22 +21,28 @@ def test_parse_target_reads_benchmark_accuracy_pairs() -> None:
             parse_target(bad)
 
 
-def test_a_written_report_leads_with_its_summary_and_figure(tmp_path: Path) -> None:
-    report = write_report(tmp_path / "reports", "portfolios", title="Portfolios", summary="15 models do it",
-                          body="| k | acc |", note="Data: synthetic", png=tmp_path / "reports" / "portfolios.png")
-    text = report.md_path.read_text(encoding="utf-8")
+def test_a_report_leads_with_its_summary_and_figure(tmp_path: Path) -> None:
+    text = render_report("portfolios", title="Portfolios", summary="15 models do it", body="| k | acc |",
+                         note="Data: synthetic", png=tmp_path / "reports" / "portfolios.png")
     assert text.split("\n\n")[:4] == ["# Portfolios", "Summary: 15 models do it", "![portfolios](portfolios.png)", "Data: synthetic"]
-    assert report_summary(report.md_path) == "15 models do it"
-    bare = write_report(tmp_path, "x", title="X", summary="s", body="b")
-    assert "![" not in bare.markdown and report_summary(bare.md_path) == "s"
+    assert report_summary(text) == "15 models do it"
+    bare = render_report("x", title="X", summary="s", body="b")
+    assert "![" not in bare and report_summary(bare) == "s"
 
 
-def test_the_index_lists_each_report_with_its_summary_then_the_other_files(tmp_path: Path) -> None:
-    write_report(tmp_path, "b", title="Bee", summary="two", body="")
-    write_report(tmp_path, "a", title="Ay", summary="one", body="")
-    (tmp_path / "atlas.html").write_text("<html></html>")
-    index, text, path = write_index(tmp_path, ["a", "b", "c"], data_note("synthetic", "x"))
-    assert index["summary"].tolist() == ["one", "two", "missing"] and path.read_text() == text + "\n"
+def test_a_report_is_written_through_the_home(tmp_path: Path) -> None:
+    home = LocusHome(root=str(tmp_path))
+    path = home.write_text("reports", "x.md", render_report("x", title="X", summary="s", body="b"))
+    assert path == tmp_path / "reports" / "x.md" and report_summary(path.read_text(encoding="utf-8")) == "s"
+    assert [p.name for p in path.parent.iterdir()] == ["x.md"]  # no temporary file left
+
+
+def test_the_index_lists_each_report_with_its_summary_then_the_other_files() -> None:
+    reports_ = {"a": render_report("a", title="Ay", summary="one", body=""),
+                "b": render_report("b", title="Bee", summary="two", body=""), "c": None}
+    files = ["a.md", "b.md", "b.png", "atlas.html", "README.md"]
+    index, text = render_index(reports_, files, data_note("synthetic", "x"))
+    assert index["summary"].tolist() == ["one", "two", "missing"]
     lines = text.splitlines()
     assert lines[0] == "# LOCUS reports" and "SYNTHETIC" in lines[2]
     assert lines[4:7] == ["- [Ay](a.md): one", "- [Bee](b.md): two", "- [c](c.md): missing"]
@@ -67,16 +74,3 @@ def test_prediction_matrices_follow_the_requested_model_order() -> None:
     assert preds.labelled.tolist() == [False, True]
     with pytest.raises(ValueError, match=r"no test-query predictions for models \['c'\]"):
         prediction_matrices(long, ["a", "c"])
-
-
-def test_torch_threads_sets_the_count_inside_and_restores_it_even_on_error() -> None:
-    import torch
-
-    before = torch.get_num_threads()
-    inside = 2 if before == 1 else 1
-    with reports.torch_threads(inside):
-        assert torch.get_num_threads() == inside
-    assert torch.get_num_threads() == before
-    with pytest.raises(RuntimeError, match="boom"), reports.torch_threads(inside):
-        raise RuntimeError("boom")
-    assert torch.get_num_threads() == before

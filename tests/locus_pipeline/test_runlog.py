@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from locus_pipeline.home import REPO_ROOT
+from locus_pipeline.home_location import REPO_ROOT
 
 # A run in its own interpreter, as `dagster dev` and `make demo` start them: its stderr is the run's terminal, and no
 # logging state left by other tests in this process (handlers, levels, captured streams) can reach it.

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from locus_model.model_config import LocusConfig
-from locus_model.train_config import TrainConfig
+from locus_model.training import TrainConfig
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 from locus_pipeline.tracking import CURRENT_ALIAS, TrainingRun

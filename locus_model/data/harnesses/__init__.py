@@ -7,13 +7,14 @@
 
 :func:`detect_harness` recognises a folder, a log file, or an archive (.zip, .tar.gz, .tgz) of any of them by its
 content, never by its name alone; :func:`read_harness_output` reads it (an archive is unpacked into a temporary
-folder, safely: no absolute paths, no '..', no links, bounded size) and names the member in its errors as
+folder, safely: no absolute paths, no '..', no links, bounded size and time, :mod:`.limits`) and names the member in its errors as
 ``<archive> > <member>``. The rules (metric -> score, stable query ids, query text, model name) are stated in
 each module and in data/README.md ("Evaluation harness outputs").
 """
 
 from __future__ import annotations
 
+import stat
 import tarfile
 import tempfile
 import zipfile
@@ -24,14 +25,13 @@ from typing import Iterator
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import HarnessReport
+from locus_model.data.harnesses.common import HarnessSummary
+from locus_model.data.harnesses.limits import CORRUPT, ReadLimits, bounded, budget, zip_member_problem
 from locus_model.data.harnesses.lighteval import _DETAILS as _DETAILS_NAME
 from locus_model.data.harnesses.lm_eval import _SAMPLES as _SAMPLES_NAME
 
 HARNESSES = ("lm_eval", "inspect", "lighteval", "helm")
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
-MAX_UNPACKED_BYTES = 4 << 30  # an archive unpacking to more is refused (a zip bomb, or not evaluation output)
-MAX_MEMBERS = 200_000
 
 
 def archive_suffix(path: Path) -> str:
@@ -85,11 +85,12 @@ def detect_harness(path: str | Path) -> str | None:
 
 def is_harness_drop(path: str | Path) -> bool:
     """Whether a dropped entry goes to the harness readers: any folder (a folder holds a harness's output or is
-    refused with the reason), any archive, and any file a harness wrote (Inspect log, lm-eval samples file,
-    lighteval details file). Never raises."""
+    refused with the reason), any archive, any file named .eval (an Inspect log, or the reader says why not) and
+    any file a harness wrote (Inspect log, lm-eval samples file, lighteval details file). Never raises."""
     path = Path(path)
     try:
-        return not path.is_symlink() and (path.is_dir() or bool(archive_suffix(path)) or detect_harness(path) is not None)
+        return not path.is_symlink() and (path.is_dir() or bool(archive_suffix(path)) or path.suffix == ".eval"
+                                          or detect_harness(path) is not None)
     except OSError:
         return False
 
@@ -122,43 +123,93 @@ def _detect_names(names: list[str]) -> str | None:
 @contextmanager
 def unpacked(path: Path) -> Iterator[Path]:
     """An archive's content in a temporary folder (removed afterwards). Refuses absolute paths, '..', links and
-    devices, more than MAX_MEMBERS members or MAX_UNPACKED_BYTES bytes, with an EvaluationDataError."""
+    devices, encrypted members and unknown compression methods, more members or unpacked bytes (counted as they are
+    written) than the read's limits (:mod:`.limits`), with an EvaluationDataError."""
     fix = "pack the harness's output folder as it is (zip -r out.zip OUT, or tar czf out.tar.gz OUT) and drop it again"
     with tempfile.TemporaryDirectory(prefix="locus-harness-") as tmp:
         root = Path(tmp)
         try:
             if archive_suffix(path) == ".zip":
-                with zipfile.ZipFile(path) as archive:
-                    members = archive.infolist()
-                    _check_members([(m.filename, m.file_size, (m.external_attr >> 16) & 0o170000 == 0o120000) for m in members], path, fix)
-                    archive.extractall(root)
+                _unzip(path, root, fix)
             else:
-                with tarfile.open(path, "r:gz") as archive:
-                    members = archive.getmembers()
-                    _check_members([(m.name, m.size, not (m.isfile() or m.isdir())) for m in members], path, fix)
-                    archive.extractall(root, filter="data")
-        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as err:
+                _untar(path, root, fix)
+        except CORRUPT as err:
             raise EvaluationDataError(f"the archive cannot be unpacked ({type(err).__name__}: {err})", file=path,
                                       fix="the archive is cut off or damaged: " + fix) from None
         yield root
 
 
-def _check_members(members: list[tuple[str, int, bool]], path: Path, fix: str) -> None:
-    if len(members) > MAX_MEMBERS:
-        raise EvaluationDataError(f"the archive has {len(members):,} members (at most {MAX_MEMBERS:,})", file=path, fix=fix)
-    total = 0
-    for name, size, special in members:
-        parts = Path(name).parts
-        if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-            raise EvaluationDataError(f"the archive member {name!r} points outside the archive", file=path, fix=fix)
-        if special:
-            raise EvaluationDataError(f"the archive member {name!r} is a link or a device, not a file", file=path, fix=fix)
-        total += size
-    if total > MAX_UNPACKED_BYTES:
-        raise EvaluationDataError(f"the archive unpacks to {total:,} bytes (at most {MAX_UNPACKED_BYTES:,})", file=path, fix=fix)
+def _target(root: Path, name: str, path: Path, fix: str) -> Path:
+    parts = Path(name.replace("\\", "/")).parts
+    if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+        raise EvaluationDataError(f"the archive member {name!r} points outside the archive", file=path, fix=fix)
+    return root.joinpath(*parts)
 
 
-def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessReport]:
+def _count(n: int, path: Path, fix: str) -> None:
+    limit = budget().limits.max_members
+    if n > limit:
+        raise EvaluationDataError(f"the archive has more than {limit:,} members", file=path, fix=fix)
+
+
+def _write(source, target: Path, where: str) -> None:
+    """A member's bytes copied in blocks, each counted against the unpacked budget before it is written."""
+    current = budget()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "wb") as out:
+        current.unpack(0, where)  # the time budget, also for empty members
+        while block := source.read(1 << 20):
+            current.unpack(len(block), where)
+            out.write(block)
+
+
+def _unzip(path: Path, root: Path, fix: str) -> None:
+    with zipfile.ZipFile(path) as archive:
+        members = archive.infolist()
+        _count(len(members), path, fix)
+        for info in members:  # every member checked before any is written
+            _target(root, info.filename, path, fix)
+            mode = (info.external_attr >> 16) & 0o170000
+            if mode and mode not in (0o100000, 0o040000):
+                raise EvaluationDataError(f"the archive member {info.filename!r} is a link or a device, not a file", file=path, fix=fix)
+            problem = zip_member_problem(info)
+            if problem:
+                raise EvaluationDataError(f"the archive member {info.filename!r} {problem}", file=path,
+                                          fix="pack it again without a password, with zip's default compression")
+        for info in members:
+            target = _target(root, info.filename, path, fix)
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            with archive.open(info) as source:
+                _write(source, target, f"{path} > {info.filename}")
+
+
+def _untar(path: Path, root: Path, fix: str) -> None:
+    with tarfile.open(path, "r|gz") as archive:  # one streamed pass: each member checked, then written
+        for n, member in enumerate(archive, start=1):
+            _count(n, path, fix)
+            target = _target(root, member.name, path, fix)
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+            elif member.isfile():
+                _write(archive.extractfile(member), target, f"{path} > {member.name}")
+            else:
+                raise EvaluationDataError(f"the archive member {member.name!r} is a link or a device, not a file", file=path, fix=fix)
+
+
+def check_regular_files(folder: Path) -> None:
+    """Refuse a folder holding anything but regular files and folders (a pipe, socket, device or link), found
+    without opening anything (a pipe would block its reader; a link could point anywhere, and change later)."""
+    special = next((p for p in sorted(folder.rglob("*"))
+                    if not (stat.S_ISREG(p.lstat().st_mode) or stat.S_ISDIR(p.lstat().st_mode))), None)
+    if special is not None:
+        raise EvaluationDataError(f"the folder holds {special.relative_to(folder).as_posix()!r}, which is not a regular "
+                                  "file (a pipe, socket, device or link): nothing in the folder was read", file=folder,
+                                  fix="copy the harness's files themselves into the folder (cp -rL), then drop it again")
+
+
+def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
     if kind == "lm_eval":
         from locus_model.data.harnesses.lm_eval import read_lm_eval_output as read
     elif kind == "inspect":
@@ -186,14 +237,24 @@ def _renamed(err: EvaluationDataError, root: Path, archive: Path) -> EvaluationD
     return EvaluationDataError(err.problem, file=shown, row=err.row, column=err.column, fix=err.fix, line=err.line)
 
 
-def read_harness_output(path: str | Path, *, model: str | None = None,
-                        harness: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+def read_harness_output(path: str | Path, *, model: str | None = None, harness: str | None = None,
+                        limits: ReadLimits | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read what a harness wrote (see :func:`detect_harness`) into the long table; returns (table, report).
     ``model``: the model name for every record (else each harness's own record names it); ``harness``: skip
-    the detection."""
+    the detection; ``limits``: the bounds of this read (:class:`ReadLimits`: unpacked bytes, JSON size and
+    depth, time), the defaults when None."""
     path = Path(path)
+    with bounded(limits):
+        return _read(path, model, harness)
+
+
+def _read(path: Path, model: str | None, harness: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
     if not path.exists():
         raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
+    if path.is_dir():
+        check_regular_files(path)
+    elif not path.is_file():
+        raise EvaluationDataError("not a regular file (a pipe, socket or device)", file=path, fix="drop regular files only")
     if path.is_file() and archive_suffix(path):
         with unpacked(path) as root:
             kind = harness or _detect_folder(root)
@@ -206,7 +267,7 @@ def read_harness_output(path: str | Path, *, model: str | None = None,
                 return _read_folder(kind, root, model)
             except EvaluationDataError as err:
                 raise _renamed(err, root, path) from None
-    kind = harness or detect_harness(path)
+    kind = harness or detect_harness(path) or ("inspect" if path.is_file() and path.suffix == ".eval" else None)
     if kind is None:
         raise EvaluationDataError(
             "not an evaluation harness output: no lm-eval samples_*.jsonl, Inspect log, lighteval details_*.parquet "

@@ -19,12 +19,13 @@ import pandas as pd
 
 from locus_model.data.contract import model_name_problem, validate_evaluations
 from locus_model.data.errors import EvaluationDataError
+from locus_model.data.harnesses.limits import FIX_SPLIT, budget, parse_json, read_bounded
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 @dataclass(frozen=True)
-class HarnessReport:
+class HarnessSummary:
     """What a harness reader found, beside the table."""
 
     harness: str  # lm_eval | inspect | lighteval | helm
@@ -68,29 +69,49 @@ def bad(file: Path | str, record: int | None, field_name: str | None, problem: s
     return EvaluationDataError(prefix + problem, file=file, row=record, line=line, column=field_name, fix=fix)
 
 
+def _not_json(file: Path, err: ValueError, fix: str, record: int | None = None) -> EvaluationDataError:
+    if isinstance(err, UnicodeDecodeError):
+        what = "the file" if record is None else "the line"
+        return bad(file, record, None, f"{what} is not valid UTF-8 ({err})", "the harness writes UTF-8: copy the file again")
+    if isinstance(err, json.JSONDecodeError):
+        where = f" at line {err.lineno}, column {err.colno}" if record is None else f" at column {err.colno}"
+        error = bad(file, record, None, f"not valid JSON ({err.msg}{where})", fix)
+        return error if record is not None else EvaluationDataError(error.problem, file=file, line=err.lineno, fix=fix)
+    return bad(file, record, None, f"not valid JSON ({err})", fix)  # e.g. a number of more than 4,300 digits
+
+
 def load_json(file: Path, *, fix: str) -> object:
-    """A whole JSON file, or an EvaluationDataError saying why it cannot be read."""
+    """A whole JSON file (a regular file within the document size and depth limits, harnesses.limits), or an
+    EvaluationDataError saying why it cannot be read."""
+    if not file.is_file():
+        raise EvaluationDataError("not a regular file (a pipe, socket or device?)", file=file, fix="drop regular files only")
+    with open(file, "rb") as handle:
+        data = read_bounded(handle, file, unpacking=False)
     try:
-        return json.loads(file.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise EvaluationDataError(f"the file is not valid UTF-8 ({err})", file=file, fix="the harness writes UTF-8: copy the file again") from None
-    except json.JSONDecodeError as err:
-        raise EvaluationDataError(f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})", file=file,
-                                  line=err.lineno, fix=fix) from None
+        return parse_json(data, file)
+    except EvaluationDataError:
+        raise
+    except ValueError as err:
+        raise _not_json(file, err, fix) from None
 
 
 def iter_jsonl(file: Path, *, fix: str) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each non-blank line of a JSON-lines file; a bad line is an error at that line."""
+    limit, current = budget().limits.max_document_bytes, budget()
     with open(file, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+        for number, raw in enumerate(iter(lambda: handle.readline(limit + 1), b""), start=1):
+            if len(raw) > limit:
+                raise bad(file, number, None, f"the line is longer than {limit:,} bytes", FIX_SPLIT)
+            if number % 1000 == 0:
+                current.check_time(file)
             if not raw.strip():
                 continue
             try:
-                value = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as err:
-                raise bad(file, number, None, f"the line is not valid UTF-8 ({err})", "copy the file again") from None
-            except json.JSONDecodeError as err:
-                raise bad(file, number, None, f"not valid JSON ({err.msg} at column {err.colno})", fix) from None
+                value = parse_json(raw, file, line=number)
+            except EvaluationDataError:
+                raise
+            except ValueError as err:
+                raise _not_json(file, err, fix, number) from None
             if not isinstance(value, dict):
                 raise bad(file, number, None, f"a JSON {type(value).__name__}, not an object", fix)
             yield number, value
@@ -100,9 +121,12 @@ def unit_score(value: object, file: Path | str, record: int | None, metric: str,
     """A per-record metric value as a score in [0, 1]: booleans are 0/1, numbers must lie in [0, 1]."""
     if isinstance(value, bool):
         return float(value)
-    if isinstance(value, (int, float)) and not math.isnan(value) and 0.0 <= float(value) <= 1.0:
+    if isinstance(value, int) and 0 <= value <= 1:  # compared as an int: a 400-digit one has no float
         return float(value)
-    raise bad(file, record, metric, f"{metric} is {value!r}, not a score in [0, 1]", fix)
+    if isinstance(value, float) and not math.isnan(value) and 0.0 <= value <= 1.0:
+        return value
+    shown = repr(value) if not isinstance(value, int) or abs(value) < 10**12 else f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    raise bad(file, record, metric, f"{metric} is {shown[:80]}, not a score in [0, 1]", fix)
 
 
 def check_model_name(name: object, file: Path | str, where: str) -> str:

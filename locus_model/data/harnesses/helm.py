@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessReport, bad, check_model_name, finish, load_json, make_query_id,
+from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
                                                unit_score, with_options)
 
 METRICS = ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match", "math_equiv",
@@ -56,10 +56,23 @@ def task_key(run_name: str) -> str:
     return f"{scenario}:{args}" if args else scenario
 
 
+def _mean(stat: dict, file: Path, record: int) -> object:
+    """A stat's mean (else sum / count), checked as numbers; unit_score then checks the range."""
+    count, mean = stat.get("count"), stat.get("mean")
+    if mean is not None:
+        return mean
+    total = stat.get("sum", 0)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (count, total)):
+        raise bad(file, record, "stats", f"a stat's count ({count!r}) and sum ({total!r}) are not numbers"[:200], FIX_LAYOUT)
+    return total / count
+
+
 def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict) -> tuple[str, str, list, str]:
     """(model, benchmark, [(query_id, query, score)], metric) of one run folder."""
     spec_file, state_file, stats_file = folder / "run_spec.json", folder / "scenario_state.json", folder / "per_instance_stats.json"
-    spec = load_json(spec_file, fix=FIX_LAYOUT) if spec_file.is_file() else {}
+    spec = load_json(spec_file, fix=FIX_LAYOUT) if spec_file.exists() else {}
+    if not isinstance(spec, dict):
+        raise EvaluationDataError("run_spec.json is not a JSON object", file=spec_file, fix=FIX_LAYOUT)
     state = load_json(state_file, fix="the file is cut off: helm-run may still be running; copy the run folder again")
     stats = load_json(stats_file, fix="the file is cut off: helm-run may still be running; copy the run folder again")
     if not isinstance(state, dict) or not isinstance(state.get("request_states"), list):
@@ -67,6 +80,9 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
     if not isinstance(stats, list):
         raise EvaluationDataError("per_instance_stats.json is not a list", file=stats_file, fix=FIX_LAYOUT)
     adapter = spec.get("adapter_spec") or state.get("adapter_spec") or {}
+    if not isinstance(adapter, dict):
+        raise EvaluationDataError("adapter_spec is not a JSON object", file=spec_file if spec.get("adapter_spec") else state_file,
+                                  column="adapter_spec", fix=FIX_LAYOUT)
     if model is None:
         where = "run_spec.json adapter_spec.model" if spec.get("adapter_spec") else "scenario_state.json adapter_spec.model"
         model = check_model_name(adapter.get("model"), spec_file if spec.get("adapter_spec") else state_file, where)
@@ -83,10 +99,13 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
             raise bad(state_file, number, "instance.id", "the request state has no instance with an id", FIX_LAYOUT)
         if instance.get("perturbation") or request_state.get("train_trial_index", 0) != 0 or instance["id"] in texts:
             continue
-        question = (instance.get("input") or {}).get("text")
+        given = instance.get("input")
+        question = given.get("text") if isinstance(given, dict) else None
         if not isinstance(question, str) or not question.strip():
             raise bad(state_file, number, "instance.input.text", f"instance {instance['id']!r} has no input text", FIX_LAYOUT)
-        options = [(r.get("output") or {}).get("text", "") for r in instance.get("references", [])] if multiple_choice else None
+        references = instance.get("references") if isinstance(instance.get("references"), list) else []
+        options = [r["output"].get("text", "") if isinstance(r, dict) and isinstance(r.get("output"), dict) else ""
+                   for r in references] if multiple_choice else None
         texts[instance["id"]] = with_options(question, options)
 
     rows, used = [], metric
@@ -98,10 +117,13 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
             counts["skipped"] += 1
             continue
         values = {}
-        for stat in entry.get("stats", []):
+        stats_list = entry.get("stats", [])
+        if not isinstance(stats_list, list):
+            raise bad(stats_file, number, "stats", f"the entry's stats are a JSON {type(stats_list).__name__}, not a list", FIX_LAYOUT)
+        for stat in stats_list:
             name = stat.get("name", {}) if isinstance(stat, dict) else {}
             if isinstance(name, dict) and not name.get("perturbation") and stat.get("count"):
-                values.setdefault(name.get("name"), stat.get("mean", stat.get("sum", 0) / stat["count"]))
+                values.setdefault(name.get("name"), _mean(stat, stats_file, number))
         if used is None:
             used = next((m for m in METRICS if m in values), None)
             if used is None:
@@ -122,7 +144,7 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
 
 
 def read_helm_runs(path: str | Path, *, model: str | None = None,
-                   metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                   metric: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read one HELM run folder, or every run folder under ``path``, into the long table."""
     path = Path(path)
     folders = run_folders(path) if path.is_dir() else []
@@ -137,6 +159,6 @@ def read_helm_runs(path: str | Path, *, model: str | None = None,
         files += [str(folder / "scenario_state.json"), str(folder / "per_instance_stats.json")]
         rows += [(name, query_id, text, benchmark, score) for query_id, text, score in evaluations]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessReport("helm", tuple(files), tuple(sorted(table["model"].unique())), tasks, len(table),
+    report = HarnessSummary("helm", tuple(files), tuple(sorted(table["model"].unique())), tasks, len(table),
                            counts["records"], counts["skipped"])
     return table, report

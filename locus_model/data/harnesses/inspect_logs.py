@@ -23,7 +23,6 @@ Rules (data/README.md, "Inspect AI"):
 from __future__ import annotations
 
 import io
-import json
 import struct
 import zipfile
 import zlib
@@ -32,8 +31,9 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessReport, bad, check_model_name, finish, load_json, make_query_id,
+from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
                                                unit_score, with_options)
+from locus_model.data.harnesses.limits import CORRUPT, parse_json, read_bounded, zip_member_problem
 
 VALUE_TO_FLOAT = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 LOG_SUFFIXES = (".eval", ".json")
@@ -59,34 +59,55 @@ def is_inspect_log(path: str | Path) -> bool:
 
 
 def log_files(path: Path) -> list[Path]:
+    """The Inspect logs in a folder (any depth), or the log itself: a file named .eval is read as one whatever its
+    content (reading it says why it is not one)."""
+    if path.is_file() and path.suffix == ".eval":
+        return [path]
     files = [path] if path.is_file() else [p for p in path.rglob("*") if p.suffix in LOG_SUFFIXES and p.is_file()
                                            and not any(s.startswith(".") for s in p.relative_to(path).parts)]
     return sorted((p for p in files if is_inspect_log(p)), key=lambda p: p.as_posix())
 
 
-def _load_log(file: Path) -> tuple[dict, list[tuple[int | None, dict]]]:
+KEPT = ("id", "epoch", "input", "choices", "scores")  # what is read of a sample (the rest, e.g. its events, is dropped)
+
+
+def _kept(sample: object) -> object:
+    return {k: sample[k] for k in KEPT if k in sample} if isinstance(sample, dict) else sample
+
+
+def _load_log(file: Path) -> tuple[dict, list[tuple[int | None, object]]]:
     """(header, [(record, sample)]) of one log; record = position in the JSON list, None for .eval members."""
     if file.suffix == ".json":
         log = load_json(file, fix="the log is cut off: the eval may still be running, or copy it again")
         if not isinstance(log, dict):
             raise EvaluationDataError("the log is not a JSON object", file=file, fix=FIX_LAYOUT)
         samples = log.get("samples") or []
-        return log, [(i, s) for i, s in enumerate(samples, start=1)]
+        if not isinstance(samples, list):
+            raise EvaluationDataError(f"the log's samples are a JSON {type(samples).__name__}, not a list", file=file,
+                                      column="samples", fix=FIX_LAYOUT)
+        return log, [(i, _kept(s)) for i, s in enumerate(samples, start=1)]
     try:
         with zipfile.ZipFile(file) as archive:
             names = archive.namelist()
             if "header.json" not in names:
                 raise EvaluationDataError("the .eval log has no header.json: the eval did not finish (or was killed)",
                                           file=file, fix="let the eval finish, or retry it (inspect eval-retry), then drop the log")
-            header = json.loads(_member(archive, file, "header.json").decode("utf-8"))
-            samples = [(None, json.loads(_member(archive, file, n).decode("utf-8"))) for n in sorted(names)
-                       if n.startswith("samples/") and n.endswith(".json")]
-    except (zipfile.BadZipFile, OSError, EOFError) as err:
-        raise EvaluationDataError(f"not a readable .eval log ({type(err).__name__}: {err})", file=file,
-                                  fix="the log is cut off or damaged: copy it again") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            header = parse_json(_member(archive, file, "header.json"), f"{file} > header.json")
+            samples = []
+            for n in sorted(names):
+                if n.startswith("samples/") and n.endswith(".json"):
+                    samples.append((None, _kept(parse_json(_member(archive, file, n), f"{file} > {n}"))))
+    except (*CORRUPT, zipfile.LargeZipFile) as err:
+        raise EvaluationDataError(f"not a readable .eval log ({type(err).__name__}: {err}); an .eval log is a zip archive",
+                                  file=file, fix="the log is cut off or damaged: copy it again") from None
+    except EvaluationDataError:
+        raise
+    except ValueError as err:  # not UTF-8, not JSON
         raise EvaluationDataError(f"a member of the .eval log is not valid JSON ({err})", file=file,
                                   fix="the log is damaged: copy it again") from None
+    if not isinstance(header, dict):
+        raise EvaluationDataError(f"the .eval log's header.json is a JSON {type(header).__name__}, not an object",
+                                  file=file, fix="the log is damaged: copy it again")
     return header, samples
 
 
@@ -94,10 +115,16 @@ ZIP_ZSTANDARD = 93  # the compression Inspect writes .eval members with (Python'
 
 
 def _member(archive: zipfile.ZipFile, file: Path, name: str) -> bytes:
-    """One member's bytes; zstd members are decompressed here with zstandard, and their CRC checked."""
+    """One member's bytes, within the document limit and counted against the unpacked budget (harnesses.limits);
+    zstd members are decompressed here with zstandard, and their CRC checked."""
     info = archive.getinfo(name)
+    where = f"{file} > {name}"
+    problem = zip_member_problem(info, extra=(ZIP_ZSTANDARD,))
+    if problem:
+        raise EvaluationDataError(f"the member {name!r} {problem}", file=file, fix="write the log with Inspect itself, unencrypted")
     if info.compress_type != ZIP_ZSTANDARD:
-        return archive.read(name)
+        with archive.open(info) as handle:
+            return read_bounded(handle, where, unpacking=True)
     import zstandard
 
     with open(file, "rb") as handle:
@@ -109,7 +136,7 @@ def _member(archive: zipfile.ZipFile, file: Path, name: str) -> bytes:
         handle.seek(info.header_offset + 30 + name_length + extra_length)
         packed = handle.read(info.compress_size)
     try:
-        data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(packed)).read()
+        data = read_bounded(zstandard.ZstdDecompressor().stream_reader(io.BytesIO(packed)), where, unpacking=True)
     except zstandard.ZstdError as err:
         raise zipfile.BadZipFile(f"{name}: {err}") from None
     if zlib.crc32(data) != info.CRC:
@@ -140,7 +167,7 @@ def _score(value: object, file: Path, record: int | None, scorer: str) -> float:
 
 
 def read_inspect_logs(path: str | Path, *, model: str | None = None,
-                      scorer: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                      scorer: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read one Inspect log, or every log in a folder (any depth), into the long table."""
     path = Path(path)
     files = log_files(path) if path.exists() else []
@@ -163,7 +190,8 @@ def read_inspect_logs(path: str | Path, *, model: str | None = None,
             raise EvaluationDataError("the log names no task (eval.task)", file=file, column="eval.task", fix=FIX_LAYOUT)
         name = model if model is not None else check_model_name(spec.get("model"), file, "eval.model")
         check_model_name(name, file, "model=")
-        listed = [s.get("name") for s in (header.get("results") or {}).get("scores", []) if isinstance(s, dict)]
+        results = header.get("results") if isinstance(header.get("results"), dict) else {}
+        listed = [s.get("name") for s in results.get("scores", []) if isinstance(s, dict)] if isinstance(results.get("scores"), list) else []
         if not samples:
             raise EvaluationDataError("the log holds no samples", file=file,
                                       fix="run the eval with samples logged (the default; not --no-log-samples)")
@@ -172,6 +200,8 @@ def read_inspect_logs(path: str | Path, *, model: str | None = None,
             if not isinstance(sample, dict):
                 raise bad(file, record, "samples", "a sample is not a JSON object", FIX_LAYOUT)
             given = sample.get("scores") or {}
+            if not isinstance(given, dict):
+                raise bad(file, record, "scores", f"the sample's scores are a JSON {type(given).__name__}, not an object", FIX_LAYOUT)
             use = scorer or next((s for s in listed if s in given), None) or (next(iter(given)) if len(given) == 1 else None)
             where = f"sample {sample.get('id')!r} (epoch {sample.get('epoch')})"
             if use is None or use not in given:
@@ -190,7 +220,7 @@ def read_inspect_logs(path: str | Path, *, model: str | None = None,
             tasks[task] = use
     rows = [(m, q, texts[q][0], texts[q][1], sum(v) / len(v)) for (m, q), v in scores.items()]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessReport("inspect", tuple(map(str, files)), tuple(sorted(table["model"].unique())), tasks, len(table),
+    report = HarnessSummary("inspect", tuple(map(str, files)), tuple(sorted(table["model"].unique())), tasks, len(table),
                            records, records - len(rows))
     return table, report
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessReport, bad, check_model_name, finish, load_json, make_query_id,
+from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
                                                unit_score, with_options)
 
 METRICS = ("acc", "em", "exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match",
@@ -65,6 +65,11 @@ def _results_for(path: Path, stamp: str) -> tuple[Path | None, dict]:
         if isinstance(results, dict):
             return file, results
     return None, {}
+
+
+def _object(value: object) -> dict:
+    """A JSON object, or {} for anything else (a field of another type is read as absent)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _plain(value: object) -> object:
@@ -103,7 +108,7 @@ def _records(file: Path) -> list[tuple[int, dict, dict]]:
 
 
 def read_lighteval_details(path: str | Path, *, model: str | None = None,
-                           metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                           metric: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read a lighteval output folder (details and results, any depth) into the long table."""
     path = Path(path)
     files = detail_files(path) if path.is_dir() else ([path] if _DETAILS.match(path.name) and path.is_file() else [])
@@ -117,7 +122,7 @@ def read_lighteval_details(path: str | Path, *, model: str | None = None,
         results_file, results = _results_for(root, stamp)
         if model is not None:
             name = model
-        elif results_file is not None and (results.get("config_general") or {}).get("model_name"):
+        elif results_file is not None and _object(results.get("config_general")).get("model_name"):
             name = check_model_name(results["config_general"]["model_name"], results_file, "config_general.model_name")
         elif file.parent.parent.parent.name == "details":  # details/<model>/<time>/details_...
             name = check_model_name(file.parent.parent.name, file, "the folder name under details/")
@@ -125,8 +130,8 @@ def read_lighteval_details(path: str | Path, *, model: str | None = None,
             raise EvaluationDataError("the model's name is neither in a results file of this run nor in the path "
                                       "details/<model>/<time>/", file=file, fix="drop the whole output folder, or pass model=")
         check_model_name(name, file, "model=")
-        config = ((results.get("config_tasks") or {}).get(task) or {}) if results else {}
-        version = config.get("version", (results.get("versions") or {}).get(task) if results else None)
+        config = _object(_object(results.get("config_tasks")).get(task))
+        version = config.get("version", _object(results.get("versions")).get(task))
         used = metric
         for row, doc, metrics in _records(file):
             records += 1
@@ -154,5 +159,5 @@ def read_lighteval_details(path: str | Path, *, model: str | None = None,
         tasks[task] = used
         read += [str(file)] + ([str(results_file)] if results_file is not None and str(results_file) not in read else [])
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessReport("lighteval", tuple(read), tuple(sorted(table["model"].unique())), tasks, len(table), records, 0)
+    report = HarnessSummary("lighteval", tuple(read), tuple(sorted(table["model"].unique())), tasks, len(table), records, 0)
     return table, report

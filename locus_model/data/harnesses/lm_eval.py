@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessReport, bad, check_model_name, finish, iter_jsonl, load_json,
+from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, iter_jsonl, load_json,
                                                make_query_id, unit_score, with_options)
 
 METRICS = ("acc", "exact_match", "acc_norm", "em", "exact", "pass@1", "accuracy", "correct")  # accuracy-like, in [0, 1]
@@ -106,21 +106,27 @@ def _first_context(arguments: object) -> str | None:
 def _read_samples(file: Path, task: str, version: object, metric: str | None, delimiter: str,
                   report: dict) -> tuple[dict[str, tuple[str, float]], str]:
     """query_id -> (query, score) of one samples file, and the metric used."""
-    lines = list(iter_jsonl(file, fix="the file is cut off or not an lm-eval samples file: run lm_eval again"))
-    if not lines:
+    fix = "the file is cut off or not an lm-eval samples file: run lm_eval again"
+    filters, first = set(), None  # a first pass: the filters and the metrics (streamed: nothing but these is kept)
+    for number, sample in iter_jsonl(file, fix=fix):
+        filters.add(str(sample.get("filter", "none")))
+        first = first or (number, sample)
+    if first is None:
         raise EvaluationDataError("the samples file is empty", file=file, fix="run lm_eval again with --log_samples")
-    filters = sorted({str(s.get("filter", "none")) for _, s in lines})
-    chosen = "none" if "none" in filters else filters[0]
-    names = [str(m) for m in lines[0][1].get("metrics", [])] or [k for k in lines[0][1] if k in METRICS]
+    chosen = "none" if "none" in filters else sorted(filters)[0]
+    listed = first[1].get("metrics", [])
+    if not isinstance(listed, list):
+        raise bad(file, first[0], "metrics", f"'metrics' is a JSON {type(listed).__name__}, not a list of metric names", fix)
+    names = [str(m) for m in listed] or [k for k in first[1] if k in METRICS]
     if metric is None:
-        metric = next((m for m in METRICS if m in names or m in lines[0][1]), None)
+        metric = next((m for m in METRICS if m in names or m in first[1]), None)
         if metric is None:
-            raise bad(file, lines[0][0], "metrics",
+            raise bad(file, first[0], "metrics",
                       f"task {task!r} reports {names or 'no metrics'}: none is an accuracy-like per-doc score in [0, 1] "
                       f"(one of {list(METRICS)})",
                       "leave this task out of the drop, or give metric= naming a per-doc metric in [0, 1]")
     out: dict[str, tuple[str, float]] = {}
-    for number, sample in lines:
+    for number, sample in iter_jsonl(file, fix=fix):
         if str(sample.get("filter", "none")) != chosen:
             report["skipped"] += 1
             continue
@@ -146,7 +152,7 @@ def _read_samples(file: Path, task: str, version: object, metric: str | None, de
 
 
 def read_lm_eval_output(path: str | Path, *, model: str | None = None,
-                        metric: str | None = None) -> tuple[pd.DataFrame, HarnessReport]:
+                        metric: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read an lm-eval output folder (any depth: one folder per model, several runs each) into the long table."""
     path = Path(path)
     if not path.is_dir():
@@ -186,6 +192,6 @@ def read_lm_eval_output(path: str | Path, *, model: str | None = None,
             cells[(name, query_id)] = (text, task, score, stamp)  # a later run overwrites: newest wins
     rows = [(m, q, text, task, score) for (m, q), (text, task, score, _) in cells.items()]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessReport("lm_eval", tuple(map(str, read)), tuple(sorted(table["model"].unique())), tasks, len(table),
+    report = HarnessSummary("lm_eval", tuple(map(str, read)), tuple(sorted(table["model"].unique())), tasks, len(table),
                            counts["records"], counts["skipped"])
     return table, report

@@ -36,13 +36,14 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
     """Write reports/<name>.md (summary, figure, data note, body) and attach it as Dagster metadata: the summary
     and the figure first (scaled to UI_FIGURE_PX wide, so the UI's modal shows all of it), long tables shortened
     to a preview (the full table is the asset's Parquet output)."""
-    from locus_pipeline.reports import write_report
+    from locus_pipeline.reports import render_report
 
-    report = write_report(home.dir("reports"), name, title=title, summary=summary, body=body, note=data_note(home), png=png)
-    shown = report.markdown if png is None else report.markdown.replace(f"![{name}]({png.name})", ui_png_markdown(png))
+    text = render_report(name, title=title, summary=summary, body=body, note=data_note(home), png=png)
+    md_path = home.write_text("reports", f"{name}.md", text)
+    shown = text if png is None else text.replace(f"![{name}]({png.name})", ui_png_markdown(png))
     figures = {k: float(f"{v:.4g}") if isinstance(v, float) and np.isfinite(v) else v for k, v in metadata.items()}  # 4 digits
     context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shorten_tables(shown, name)),
-                                 "report_path": home_path(home, report.md_path), **figures})
+                                 "report_path": home_path(home, md_path), **figures})
 
 
 def publish_result(context: dg.AssetExecutionContext, home: LocusHome, name: str, title: str, result, *,
@@ -263,7 +264,8 @@ def near_duplicates(
     from locus_model.analysis import near_duplicates as score_pairs
     from locus_model.infer import embed_evaluation_sets
     from locus_model.pool import pool_matrix
-    from locus_pipeline.reports import pool_evaluation_sets, torch_threads
+    from locus_model.infer import torch_threads
+    from locus_pipeline.reports import pool_evaluation_sets
 
     checkpoint = home.pool_checkpoint(model_embeddings)
     model = checkpoint.model
@@ -361,8 +363,11 @@ REPORTS = ("embedding_geometry", "family_clusters", "portfolios", "fallback_repo
 @dg.asset(kinds={"markdown"}, group_name=GROUP, owners=OWNERS, deps=list(REPORTS))
 def analysis_reports(context: dg.AssetExecutionContext, home: LocusHome) -> pd.DataFrame:
     """reports/README.md: every analysis report with its one-line summary, and the other files in reports/."""
-    from locus_pipeline.reports import write_index
+    from locus_pipeline.reports import render_index
 
-    index, text, path = write_index(home.dir("reports"), REPORTS, data_note(home))
+    folder = home.dir("reports")
+    texts = {n: (folder / f"{n}.md").read_text(encoding="utf-8") if (folder / f"{n}.md").exists() else None for n in REPORTS}
+    index, text = render_index(texts, [p.name for p in folder.iterdir() if p.is_file()], data_note(home))
+    path = home.write_text("reports", "README.md", text + "\n")
     context.add_output_metadata({"index": dg.MetadataValue.md(text), "path": home_path(home, path)})
     return index

@@ -32,7 +32,7 @@ def routing_evaluation(
     trained on) are embedded by one forward pass from their anchor evaluations and reported apart. The full
     JSON (as `locus evaluate` writes it) is saved to LOCUS_HOME/reports/routing_evaluation.json."""
     from locus_model.data.matrix import EvaluationMatrix
-    from locus_model.evaluation.harness import evaluate
+    from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.results import flatten_results, format_results, headline_markdown, save_results
     from locus_model.evaluation.splits import given_fold
 

@@ -9,7 +9,8 @@ from pydantic import Field
 
 from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS
-from locus_pipeline.storage import REPO_ROOT, LocusHome, sha256_file
+from locus_pipeline.home_location import REPO_ROOT
+from locus_pipeline.storage import LocusHome, sha256_file
 
 SOURCES = ("mmlu_pro", "synthetic", "long", "embedllm")
 MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"  # vendored: 29 real models x 12,032 questions (data/mmlu-pro/README.md)

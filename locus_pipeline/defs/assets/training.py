@@ -1,9 +1,12 @@
 """Training split + anchors, and the trained LOCUS checkpoint (tracked in MLflow)."""
 
 
+import ast
 import contextlib
 import dataclasses
+import inspect
 import json
+import textwrap
 import typing
 from dataclasses import asdict
 
@@ -13,7 +16,7 @@ from pydantic import Field, create_model
 
 from locus_model.data.matrix import evaluations_digest
 from locus_model.model_config import LocusConfig
-from locus_model.train_config import TrainConfig
+from locus_model.training import TrainConfig
 from locus_pipeline.defs.metadata import OWNERS, home_path, training_curve_png
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
@@ -36,7 +39,7 @@ def checkpoint_figures(result) -> Figures:
          "the saved checkpoint's validation routing accuracy: the mean score of the model it routes each validation "
          "query to" + (" (after the fine-tuning)" if tuned else "")),
         ("epoch_val_loss", epoch.get("val_loss"), f"validation BCE at the selected epoch {result.best_epoch}, before any fine-tuning (what selects the epoch "
-         "under select_on=loss, the default)"),
+         "under select_on=loss)"),
         ("epoch_val_routing_acc", epoch.get("val_routing_acc"), "validation routing accuracy at the selected epoch"),
         ("epoch_val_correctness_acc", epoch.get("val_correctness_acc"), "validation correctness accuracy (P > 0.5) at the selected epoch"),
         ("epoch_train_loss", epoch.get("train_loss"), "training BCE (noisy queries) at the selected epoch"),
@@ -106,81 +109,27 @@ def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evalu
         "held_out_models": ", ".join(held[:20]) + (" ..." if len(held) > 20 else "")})
 
 
-# The launchpad's description of each field. The fields themselves (names, types, defaults) are the library's
-# dataclasses', so a field added to TrainConfig or LocusConfig appears here (and must get a description).
-TRAIN_FIELD_DOCS = {
-    "epochs": "Maximum epochs (one epoch = one pass over all models, at most epoch_models of them). Paper: 2500.",
-    "max_steps": "Also stop after this many encoder optimisation steps (rounded up to whole epochs; default 600); "
-                 "empty = epochs alone bound training. A pool of thousands of models then trains as long as one of a "
-                 "few hundred; pools of up to ~40 training models never reach it.",
-    "epoch_models": "Models an epoch visits at most (the next ones of a running permutation): a pool larger than "
-                    "this gets epochs of epoch_models / batch_models steps, each followed by a validation.",
-    "batch_models": "Models per optimisation step.",
-    "draws": "Evaluation sets drawn per model per step (encoder subset + decoder targets).",
-    "enc_min": "Smallest encoder subset per model.",
-    "enc_max": "Largest encoder subset per model.",
-    "dec_batch": "Decoder targets per model per step.",
-    "splice": "Share of a step's evaluation sets taken from virtual models: a model's scores with another model's on "
-              "a random half of the query clusters (model-level augmentation).",
-    "splice_clusters": "k-means clusters of the train queries' encodings that splicing and the profile objective use.",
-    "profile_weight": "Weight of the auxiliary loss that asks a linear read-out of the embedding for the model's mean "
-                      "score per query cluster (0 = off; training only, checkpoints unchanged).",
-    "disjoint": "Decoder targets only from cells outside the draw's encoder subset (a context / target split).",
-    "val_models": "Validation scores at most this many models (a fixed seeded subset of a larger pool); empty = all.",
-    "val_set_max": "Validation embeds each model from at most this many of its train cells; empty = all.",
-    "lr_encoder": "AdamW learning rate of the set encoder.",
-    "lr_predictor": "AdamW learning rate of the correctness predictor.",
-    "weight_decay": "AdamW weight decay.",
-    "grad_clip": "Maximum global gradient norm.",
-    "noise_start": "Query-noise ratio ||noise||/||phi|| at epoch 0.",
-    "noise_end": "Query-noise ratio after annealing.",
-    "noise_anneal_epochs": "Epochs of cosine noise annealing.",
-    "encoder_noise_scale": "The encoder's query noise as a multiple of the decoder's (0 = none on the encoder side).",
-    "latent_steps": "Maximum steps of the latent warm-up (0 = off): the correctness predictor is first fitted with one "
-                    "free vector per training model (min val BCE kept), then the set encoder is trained to produce "
-                    "those vectors through the frozen predictor.",
-    "latent_noise": "Query-noise ratios of the latent warm-up: one fit per ratio, the lowest val BCE kept.",
-    "latent_lr": "Adam learning rate of the warm-up's free model vectors.",
-    "latent_weight": "Weight of the encoder's squared error to the model's latent vector (relative to their variance).",
-    "refit_output": "After the epochs, solve the encoder's output layer by ridge onto the warm-up latents from every "
-                    "training model's whole train set (as at test time); strength or no change chosen by val BCE. "
-                    "Pools under 2 (d + 1) training models are left as trained.",
-    "refit_alphas": "Ridge strengths the output refit tries, relative to the mean eigenvalue of the features' Gram matrix.",
-    "patience": "Early stopping patience, in epochs without a better validation checkpoint. Paper: 500.",
-    "select_on": "The validation figure that picks the kept epoch: loss (BCE over every model x validation query "
-                 "cell) or routing (routing accuracy over the few validation queries, ties: lower BCE).",
-    "select_from_epoch": "Epochs before this one are never kept as the checkpoint.",
-    "seed": "Seed of initialisation, subsets and noise.",
-    "device": "auto = CUDA when present, else CPU.",
-    "ema_decay": "Per-step decay of the moving average of the weights that is validated and kept; 0 = off.",
-    "finetune_steps": "Steps of predictor-only training on the full-anchor embeddings after checkpoint selection "
-                      "(min val BCE kept); 0 = off. The encoder is untouched.",
-    "finetune_patience": "Stop that fine-tuning after this many steps without a lower val BCE.",
-    "finetune_noise": "Query-noise ratios of that predictor fine-tuning: one run per ratio, the lowest val BCE kept.",
-    "predictor_step_cells": "At most this many (model, query) cells per step of the latent warm-up and the predictor "
-                            "fine-tuning (a random subset of the queries beyond it): a step costs the same at any budget.",
-    "calibration": "Post-hoc calibration fitted on validation: platt, temperature or none (routing unchanged).",
-}
-MODEL_FIELD_DOCS = {  # LocusConfig's query_dim is not configurable: it is the query encoder's width
-    "d": "Model embedding dimension.",
-    "n_blocks": "ISAB blocks (L).",
-    "n_latents": "Latents per ISAB block (r).",
-    "n_heads": "Attention heads.",
-    "predictor_hidden": "Hidden width of the correctness predictor.",
-    "predictor_dropout": "Dropout on the correctness predictor's hidden layer during training.",
-}
+def field_docs(cls: type) -> dict[str, str]:
+    """A config dataclass's field docstrings (the string under each field, as Sphinx and pydantic's
+    use_attribute_docstrings read them), each on one line: the one description of each field, shown by the
+    launchpad."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    return {node.target.id: " ".join(doc.value.value.split()) for node, doc in zip(body, body[1:])
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)}
 
 
-def config_fields(cls: type, docs: dict[str, str], skip: tuple[str, ...] = ()) -> dict[str, tuple]:
-    """A library config dataclass's fields as pydantic fields: same names, types and defaults (tuples as lists)."""
-    hints = typing.get_type_hints(cls)
+def config_fields(cls: type, skip: tuple[str, ...] = ()) -> dict[str, tuple]:
+    """A library config dataclass's fields as pydantic fields: same names, types and defaults (tuples as lists),
+    described by their docstrings."""
+    hints, docs = typing.get_type_hints(cls), field_docs(cls)
     out = {}
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
         if f.name not in docs:
-            raise TypeError(f"{cls.__name__}.{f.name} has no launchpad description. How to fix: describe it in "
-                            "TRAIN_FIELD_DOCS / MODEL_FIELD_DOCS in locus_pipeline/defs/assets/training.py")
+            raise TypeError(f"{cls.__name__}.{f.name} has no docstring, which the launchpad shows. How to fix: write "
+                            f"its description as a string on the line under the field in {cls.__module__}.")
         kind, default = hints[f.name], f.default
         if typing.get_origin(kind) is tuple:  # Dagster config has lists, not tuples
             kind, default = list[typing.get_args(kind)[0]], list(default)
@@ -204,7 +153,8 @@ TrainingConfig = create_model(
             "defaults (the best setting of the training sweep, docs/experiments.md). The paper's setting "
             "is epochs=2500, patience=500, batch_models=128, noise_start=2.8, noise_end=1.4, "
             "noise_anneal_epochs=500, with all-mpnet-base-v2 encodings (see README).",
-    **config_fields(TrainConfig, TRAIN_FIELD_DOCS), **config_fields(LocusConfig, MODEL_FIELD_DOCS, skip=("query_dim",)),
+    # LocusConfig's query_dim is not configurable: it is the query encoder's width
+    **config_fields(TrainConfig), **config_fields(LocusConfig, skip=("query_dim",)),
     # how this process runs, not what it trains: not part of the library's configs nor of the checkpoint
     threads=(int, Field(default=0, ge=0, description=(
         "torch CPU threads while training; 0 = torch's default (one per core). On a machine shared with other "
@@ -230,8 +180,8 @@ def locus_checkpoint(
     from locus_model.infer import inference_precision, resolve_device
     from locus_model.model import save_checkpoint
     from locus_model.pool import embed_models
-    from locus_model.train import train_locus
-    from locus_pipeline.reports import torch_threads
+    from locus_model.training import train_locus
+    from locus_model.infer import torch_threads
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
     trained_on = evaluation_table[evaluation_table["model"].astype(str).isin(in_training)]

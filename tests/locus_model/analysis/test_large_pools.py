@@ -10,8 +10,9 @@ from PIL import Image
 from locus_model.analysis import (coverage, coverage_greedy, coverage_similarity, distance_vs_disagreement,
                                   family_clustering, k_medoids, near_duplicates, portfolio_curve,
                                   resample_embeddings)
-from locus_model.analysis._common import paired_distances, pairwise_distances
+from locus_model.analysis._common import pairwise_distances
 from locus_model.analysis.clustering import DENDROGRAM_MAX_LEAVES, LISTED_CLUSTERS
+from locus_model.neighbours import paired_distances
 
 
 def _pool(m: int, seed: int = 0, d: int = 4, families: int = 6):

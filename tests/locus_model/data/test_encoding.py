@@ -8,27 +8,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from locus_model.data.encoders import resolve_encoder, resolve_runtime
 from locus_model.data.encoding import (
-    EncodingCache,
     EncodingInputError,
     EncodingLRU,
     check_texts,
     encode_queries,
-    encode_queries_with_report,
+    encode_queries_with_summary,
     load_encoder,
-    open_cache,
-    resolve_encoder,
-    resolve_runtime,
 )
+from locus_model.data.encoding_cache import open_cache
 
 TEXTS = ["Solve for x: 3x + 5 = 20.", "Which organ produces insulin?", "Solve for x: 3x + 5 = 20."]
 
 
 def test_cache_encodes_only_new_text(tmp_path: Path) -> None:
-    first, report = encode_queries_with_report(TEXTS, encoder="hashing-256", cache_dir=tmp_path, progress=False)
+    first, report = encode_queries_with_summary(TEXTS, encoder="hashing-256", cache_dir=tmp_path, progress=False)
     assert first.shape == (3, 256) and report.unique == 2 and report.encoded == 2
     np.testing.assert_array_equal(first[0], first[2])
-    again, report = encode_queries_with_report(TEXTS + ["A new question?"], encoder="hashing-256", cache_dir=tmp_path, progress=False)
+    again, report = encode_queries_with_summary(TEXTS + ["A new question?"], encoder="hashing-256", cache_dir=tmp_path, progress=False)
     assert report.encoded == 1
     np.testing.assert_array_equal(again[:3], first)
     assert len(list((tmp_path / "hashing").glob("shard-*.npz"))) == 2
@@ -75,14 +73,14 @@ def test_onnx_runtimes_agree_with_torch(runtime: str, min_cosine: float) -> None
 
 def test_the_cache_never_returns_another_runtimes_encoding(tmp_path: Path) -> None:
     texts = ["What is 12 times 7?", "Which bone is in the thigh?"]
-    torch_x, report = encode_queries_with_report(texts, encoder="minilm", runtime="torch", cache_dir=tmp_path,
+    torch_x, report = encode_queries_with_summary(texts, encoder="minilm", runtime="torch", cache_dir=tmp_path,
                                                  progress=False)
     assert report.runtime == "torch" and report.encoded == 2
-    int8_x, report = encode_queries_with_report(texts, encoder="minilm", runtime="onnx-int8", cache_dir=tmp_path,
+    int8_x, report = encode_queries_with_summary(texts, encoder="minilm", runtime="onnx-int8", cache_dir=tmp_path,
                                                 progress=False)
     assert report.runtime == "onnx-int8" and report.encoded == 2  # the torch encodings were not taken
     assert not np.array_equal(torch_x, int8_x)
-    again, report = encode_queries_with_report(texts, encoder="minilm", runtime="torch", cache_dir=tmp_path,
+    again, report = encode_queries_with_summary(texts, encoder="minilm", runtime="torch", cache_dir=tmp_path,
                                                progress=False)
     assert report.encoded == 0
     np.testing.assert_array_equal(again, torch_x)
@@ -91,14 +89,6 @@ def test_the_cache_never_returns_another_runtimes_encoding(tmp_path: Path) -> No
     shard.rename(tmp_path / "torch" / shard.name)
     with pytest.raises(ValueError, match="onnx-int8"):
         open_cache("minilm", "torch", tmp_path)
-
-
-def test_unmarked_shards_from_before_runtimes_are_the_torch_runtimes(tmp_path: Path) -> None:
-    legacy = EncodingCache(tmp_path / "old", 256, encoder="hashing-256", runtime="hashing")
-    keys, vectors = ["k1"], np.ones((1, 256), np.float32)
-    np.savez(tmp_path / "shard-old.npz", keys=np.array(keys), vectors=vectors)  # as written before runtimes
-    assert "k1" in open_cache("minilm", "torch", tmp_path) and "k1" not in open_cache("minilm", "onnx-int8", tmp_path)
-    assert len(legacy) == 0
 
 
 def test_runtimes_are_named_and_checked() -> None:

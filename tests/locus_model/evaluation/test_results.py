@@ -1,4 +1,4 @@
-"""The harness result flattened into a long table, and its headline as Markdown (evaluation.results)."""
+"""The protocol result flattened into a long table, and its headline as Markdown (evaluation.results)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The harness's summary: the label checks that decide whether an interval may be claimed."""
+"""The protocol's summary: the label checks that decide whether an interval may be claimed."""
 
 from __future__ import annotations
 

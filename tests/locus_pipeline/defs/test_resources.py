@@ -72,7 +72,8 @@ def test_links_stored_by_an_earlier_run_follow_the_configured_ports(tmp_path, mo
     @dg.asset
     def checkpoint(context) -> None:
         context.add_output_metadata({"mlflow_run": dg.MetadataValue.url(demo.run_url(experiment_id, run_id)),
-                                     "atlas": dg.MetadataValue.url(demo.artifact_url(run_id, "reports/atlas.html"))})
+                                     "atlas": dg.MetadataValue.url(f"http://127.0.0.1:5000/get-artifact?path=reports/atlas.html"
+                                                                   f"&run_uuid={run_id}")})
 
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         dg.materialize([checkpoint], instance=instance)

@@ -432,3 +432,99 @@ def test_a_run_that_failed_in_a_step_is_not_retried(home: Path) -> None:
         instance.report_run_failed(run)  # no failure reason of a crash: a step failed, a retry would fail the same way
         result, _ = tick(instance, home)
         assert isinstance(result, dg.SensorResult) and not result.run_requests
+
+
+def _hostile_encrypted_zip(incoming: Path) -> Path:
+    from tests.locus_model.data import hostile
+
+    return hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(incoming, name=".src"), incoming / "locked.zip"), flags=1)
+
+
+def _hostile_deep_json(incoming: Path) -> Path:
+    from tests.locus_model.data import hostile
+
+    path = incoming / "deep.json"
+    path.write_text(hostile.deep_json(100_000))
+    return path
+
+
+def _hostile_fifo_folder(incoming: Path) -> Path:
+    from tests.locus_model.data import hostile
+
+    return hostile.helm_with_fifo(incoming)
+
+
+def _hostile_many_members(incoming: Path) -> Path:
+    from tests.locus_model.data import hostile
+
+    return hostile.many_members(incoming / "many.zip", 3000)
+
+
+@pytest.mark.parametrize("build, says", [
+    (_hostile_encrypted_zip, "is encrypted"),  # RuntimeError on the reader's side: the tick failed, 120 times
+    (_hostile_deep_json, "nests deeper"),  # RecursionError
+    (_hostile_fifo_folder, "not a regular file"),  # the tick hung on the pipe, holding the intake lock
+    (_hostile_many_members, "took longer than"),  # 150,000 empty members held the intake for minutes
+])
+def test_a_hostile_drop_never_stops_the_folder(home: Path, monkeypatch: pytest.MonkeyPatch, build, says: str) -> None:
+    """A hostile drop, then a good file: the hostile one is rejected with its reason in the same tick and the good
+    one is accepted and gets its run (issue 47)."""
+    import threading
+
+    import locus_pipeline.intake.accept as accept
+    from locus_model.data.harnesses.limits import ReadLimits
+
+    monkeypatch.setattr(accept, "DROP_LIMITS", ReadLimits(seconds=0.2))  # the drop folder's time budget, shortened
+    folder = DropFolder.at(home).ensure()
+    bad = build(folder.incoming)
+    for entry in [*bad.rglob("*"), bad] if bad.is_dir() else [bad]:  # settled, and the oldest: read first
+        os.utime(entry, (OLD - 60, OLD - 60))
+    drop(home, "good.csv", evals("good-model"))
+    outcome = []
+    with dg.instance_for_test() as instance:
+        ticking = threading.Thread(target=lambda: outcome.append(tick(instance, home)[0]), daemon=True)
+        ticking.start()
+        ticking.join(60)
+        assert not ticking.is_alive(), "the tick hung"
+    (result,) = outcome
+    assert [r.partition_key for r in result.run_requests] == ["good-model"]
+    assert not bad.exists() and not (folder.incoming / "good.csv").exists()
+    (reason,) = [p.read_text() for p in folder.rejected.glob("*.reason.txt")]
+    assert says in reason
+    (observation,) = result.asset_events
+    assert says in observation.metadata["reason"].value
+
+
+def test_a_reader_failure_of_any_type_rejects_only_that_drop(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import locus_pipeline.intake.accept as accept
+
+    real = accept._split
+
+    def failing(path: Path, *args, **kwargs):
+        if path.name == "bad.csv":
+            raise MemoryError()
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(accept, "_split", failing)
+    drop(home, "bad.csv", evals("bad-model"), mtime=OLD - 60)
+    drop(home, "good.csv", evals("good-model"))
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+    assert [r.partition_key for r in result.run_requests] == ["good-model"]
+    (observation,) = result.asset_events
+    assert "ran out of memory (MemoryError)" in observation.metadata["reason"].value
+    (reason,) = (home / "incoming" / "rejected").glob("*.reason.txt")
+    assert "error type: MemoryError" in reason.read_text()
+
+
+def test_a_writer_paused_inside_a_quoted_field_is_waited_on_and_the_folder_moves_on(home: Path) -> None:
+    paused = HEADER + '"writer",q1,"a question\nover two lines",bench,1\n"writer",q2,"second\n'
+    drop(home, "paused.csv", paused, mtime=time.time() - 5)
+    drop(home, "good.csv", evals("good-model"))
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+        again, _ = tick(instance, home, cursor=result.cursor)
+    assert [r.partition_key for r in result.run_requests] == ["good-model"] and not result.asset_events
+    assert (home / "incoming" / "paused.csv").read_text() == paused  # not rejected while its writer may go on
+    assert "paused.csv: a quoted value starting in this row is never closed" in again.skip_reason.skip_message
+    assert "a writer may still be writing it" in again.skip_reason.skip_message

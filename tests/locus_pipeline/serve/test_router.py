@@ -114,3 +114,39 @@ def test_healthz_without_the_token_names_no_model(built, tmp_path):
         anonymous = client.get("/healthz").json()
         with_token = client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()
     assert "not-in-pool-model" not in json.dumps(anonymous) and anonymous["status"] == "ok"
+
+
+def test_healthz_without_the_token_says_only_ok_and_docs_show_no_pool(built, tmp_path):
+    """Without the token /healthz is a liveness answer only (no checkpoint, encoder, counts or reload error);
+    /docs and /openapi.json stay open: they describe the API, not the pool (README, serve section)."""
+    with client_for(built, tmp_path, token="s3cret") as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        assert client.get("/healthz", headers={"Authorization": "Bearer wrong"}).json() == {"status": "ok"}
+        full = client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()
+        spec = client.get("/openapi.json")
+        assert client.get("/docs").status_code == 200
+    assert {"checkpoint_id", "encoder", "pool_models", "last_reload_error"} <= set(full)
+    assert spec.status_code == 200 and not any(name in spec.text for name in NAMES) and "s3cret" not in spec.text
+
+
+def test_wrong_tokens_are_logged_and_limited_per_client_but_the_right_one_passes(built, tmp_path, caplog):
+    with client_for(built, tmp_path, token="s3cret") as client:
+        codes = [client.get("/v1/models", headers={"Authorization": f"Bearer guess{i}"}).status_code for i in range(12)]
+        right = client.get("/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code
+    assert codes == [401] * 10 + [429] * 2 and right == 200
+    assert "wrong or missing bearer token from testclient on /v1/models (1 in the last 60 s)" in caplog.text
+    assert "more than 10 wrong bearer tokens from testclient" in caplog.text
+    assert caplog.text.count("wrong or missing bearer token from") == 10  # then one line, not one per request
+
+
+def test_the_wrong_token_limit_ends_with_its_window():
+    from locus_pipeline.serve.http import WrongTokenLimiter
+
+    now = [0.0]
+    limiter = WrongTokenLimiter(limit=2, window_s=10, clock=lambda: now[0], max_clients=2)
+    assert [limiter.refuse("a", "/route").status for _ in range(3)] == [401, 401, 429]
+    assert limiter.refuse("b", "/route").status == 401  # per client
+    now[0] = 10.5
+    assert limiter.refuse("a", "/route").status == 401
+    limiter.refuse("c", "/route")  # a third client: the oldest windows are forgotten, memory stays bounded
+    assert len(limiter.failures) <= 2

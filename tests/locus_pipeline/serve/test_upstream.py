@@ -122,3 +122,53 @@ def test_a_streamed_200_that_is_not_an_event_stream_falls_back(built, tmp_path):
         metrics = client.get("/metrics").text
     assert r.status_code == 200 and r.headers["x-locus-model"] != chosen and r.headers["x-locus-fallbacks-used"] == "1"
     assert f'locus_fallbacks_total{{model="{chosen}",reason="bad_response"}} 1.0' in metrics
+
+
+KEY = "sk-live-0123456789abcdefghij"
+
+
+def _escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+def test_a_key_written_as_unicode_escapes_in_a_client_error_is_scrubbed(built, tmp_path, monkeypatch):
+    """The body is parsed and re-serialised for the client: the key must be scrubbed after the JSON decoding too."""
+    monkeypatch.setenv("LOCUS_TEST_KEY", KEY)
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        body = '{"error": {"message": "invalid key ' + _escaped(KEY) + '", "param": "' + _escaped("Bearer " + KEY) + '"}}'
+        return httpx.Response(401, content=body.encode(), headers={"content-type": "application/json"})
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo)) as client:
+        r = client.post("/v1/chat/completions", json=chat())
+    assert r.status_code == 401 and "[redacted]" in r.json()["error"]["message"]
+    assert KEY[8:16] not in r.text and KEY[8:16] not in json.dumps(r.json())
+
+
+def test_a_key_near_the_cut_of_a_5xx_body_leaks_no_characters(built, tmp_path, monkeypatch, caplog):
+    """5xx bodies are cut to 300 characters for the 502 and the log: scrubbed before the cut, so a key that starts
+    at character 290 leaks none of its characters."""
+    monkeypatch.setenv("LOCUS_TEST_KEY", KEY)
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, text="x" * 290 + KEY + " and more")
+
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo), n_fallbacks=1) as client:
+        r = client.post("/v1/chat/completions", json=chat())
+    assert r.status_code == 502
+    for text in (r.text, caplog.text):
+        assert "sk-live" not in text and "01234567" not in text
+
+
+def test_keys_split_cut_or_escaped_are_scrubbed():
+    from locus_pipeline.serve.upstream import scrub_body, scrub_credentials
+
+    key = "abcd-efgh-ijkl-mnop-qrst"  # not key-shaped: only knowing it finds it
+    assert scrub_credentials(f"got {key}!", [key]) == "got [redacted]!"
+    assert scrub_credentials(f"cut: {key[:11]}", [key]) == "cut: [redacted]"  # a body cut inside the key
+    assert scrub_credentials(f"tail: {key[-9:]}", [key]) == "tail: [redacted]"  # a log cut before it
+    assert key[:10] not in scrub_credentials(f"split: {key[:12]} / {key[12:]}", [key])  # two halves
+    assert key[12:20] not in scrub_credentials(f"split: {key[:12]} / {key[12:]}", [key])
+    data, text = scrub_body(('{"m": "' + _escaped(key) + '", "' + _escaped(key) + '": 1}').encode(), [key])
+    assert data == {"m": "[redacted]", "[redacted]": 1} and key[:8] not in text
+    assert scrub_body(b"not json " + key.encode(), [key]) == (None, "not json [redacted]")

@@ -1,0 +1,141 @@
+"""Bounds on the work one read of a harness output may do: bytes unpacked (counted as they are read, not as an
+archive declares them), the size and nesting depth of one JSON document, and, where the caller sets one, a
+wall-clock budget. Past a bound the read stops with an :class:`EvaluationDataError` saying which bound and how
+to stay inside it.
+
+:func:`bounded` sets the limits for the reads inside it (the drop folder gives each drop its own budget); the
+readers ask :func:`budget` for the current one, so a reader called without :func:`bounded` still gets the
+default bounds (without a time budget).
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import re
+import tarfile
+import time
+import zipfile
+import zlib
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from locus_model.data.errors import EvaluationDataError
+
+FIX_SPLIT = "split the output into several drops (e.g. one per model or per task), each within the limits (docs/onboarding.md, Limits)"
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """What one read of a harness output (a folder, an archive, a log) may take."""
+
+    max_unpacked_bytes: int = 4 << 30  # bytes unpacked from archives and .eval members, counted as they are read
+    max_members: int = 200_000  # members of one archive
+    max_document_bytes: int = 256 << 20  # one JSON document parsed whole: a .json file, an .eval member, a .jsonl line
+    max_depth: int = 200  # nesting of a JSON document (harness files nest a few levels; json recurses per level)
+    seconds: float | None = None  # wall-clock for the whole read; None: no bound (the CLI); the drop folder sets one
+
+
+@dataclass
+class Budget:
+    """The running count of one read against its :class:`ReadLimits`."""
+
+    limits: ReadLimits = ReadLimits()
+    started: float = field(default_factory=time.monotonic)
+    unpacked: int = 0
+
+    def check_time(self, where: Path | str) -> None:
+        """Past the time budget: an error naming where the read was."""
+        seconds = self.limits.seconds
+        if seconds is not None and time.monotonic() - self.started > seconds:
+            raise EvaluationDataError(f"reading this drop took longer than {seconds:g} s (stopped at {where})",
+                                      file=where, fix=FIX_SPLIT)
+
+    def unpack(self, n: int, where: Path | str) -> None:
+        """Count ``n`` more bytes unpacked (decompressed); past the limit, or the time budget, an error."""
+        self.unpacked += n
+        if self.unpacked > self.limits.max_unpacked_bytes:
+            raise EvaluationDataError(f"unpacks to more than {self.limits.max_unpacked_bytes:,} bytes (counted while "
+                                      "unpacking: a zip bomb, or not evaluation output)", file=where, fix=FIX_SPLIT)
+        self.check_time(where)
+
+
+_CURRENT: ContextVar[Budget | None] = ContextVar("locus_read_budget", default=None)
+
+
+def budget() -> Budget:
+    """The budget of the read in progress (a fresh default one outside :func:`bounded`)."""
+    return _CURRENT.get() or Budget()
+
+
+@contextmanager
+def bounded(limits: ReadLimits | None = None) -> Iterator[Budget]:
+    """Reads inside share one budget with ``limits`` (default: :class:`ReadLimits`); nested calls keep the outer one."""
+    outer = _CURRENT.get()
+    if outer is not None:
+        yield outer
+        return
+    token = _CURRENT.set(Budget(limits or ReadLimits()))
+    try:
+        yield _CURRENT.get()
+    finally:
+        _CURRENT.reset(token)
+
+
+def read_bounded(handle, where: Path | str, *, unpacking: bool, chunk: int = 1 << 20) -> bytes:
+    """All of ``handle``'s bytes, at most the document limit (and counted as unpacked when ``unpacking``); never
+    more than one chunk past the limit is held."""
+    current, parts, total = budget(), [], 0
+    limit = current.limits.max_document_bytes
+    while block := handle.read(min(chunk, limit + 1 - total)):
+        total += len(block)
+        if unpacking:
+            current.unpack(len(block), where)
+        if total > limit:
+            raise EvaluationDataError(f"a JSON document larger than {limit:,} bytes", file=where, fix=FIX_SPLIT)
+        parts.append(block)
+    current.check_time(where)
+    return b"".join(parts)
+
+
+CORRUPT = (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError)  # a damaged archive
+READABLE_ZIP = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
+
+
+def zip_member_problem(info: zipfile.ZipInfo, *, extra: tuple[int, ...] = ()) -> str | None:
+    """Why a zip member cannot be read (password-protected, a compression method not read here), or None."""
+    if info.flag_bits & 0x1:
+        return "is encrypted (password-protected)"
+    if info.compress_type not in READABLE_ZIP + extra:
+        return f"uses compression method {info.compress_type}, not one read here (stored, deflate, bzip2, lzma)"
+    return None
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string: brackets inside it do not nest
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth(data: bytes) -> int:
+    """How deep a JSON document nests (``{}`` is 1), without parsing it (so without recursion)."""
+    brackets = np.frombuffer(_STRING.sub(b"", data).translate(None, _NOT_BRACKETS), dtype=np.uint8)
+    deepest, level, block = 0, 0, 1 << 22
+    for start in range(0, brackets.size, block):  # in blocks: memory stays small for a bracket-dense document
+        part = brackets[start:start + block]
+        levels = level + np.cumsum(np.where((part == ord("[")) | (part == ord("{")), 1, -1).astype(np.int8), dtype=np.int64)
+        deepest, level = max(deepest, int(levels.max())), int(levels[-1])
+    return deepest
+
+
+def parse_json(data: bytes, where: Path | str, *, line: int | None = None) -> object:
+    """A JSON document within the depth limit, parsed. Raises UnicodeDecodeError and ValueError (json's
+    JSONDecodeError, or a number with more digits than Python converts) for the caller to place."""
+    limit = budget().limits.max_depth
+    if data.count(b"[") + data.count(b"{") > limit and json_depth(data) > limit:
+        raise EvaluationDataError(f"the JSON nests deeper than {limit} levels", file=where, line=line,
+                                  fix="harness outputs nest a few levels: this is not one, or it is damaged")
+    return json.loads(data.decode("utf-8"))

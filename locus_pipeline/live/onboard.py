@@ -1,0 +1,338 @@
+"""``locus onboard --endpoint NAME``: onboard a model behind an OpenAI-compatible endpoint (its models config entry)
+by asking it MMLU-Pro questions (chosen at random by default, or adaptively: locus_model.adaptive; random gave the
+more accurate embedding, bench/README.md "Adaptive onboarding"), then onboarding the graded answers the way a
+dropped evaluation file is onboarded.
+
+1. The candidate questions are the MMLU-Pro bank's (data/mmlu-pro) that the home's training source holds (their
+   encodings are in query_encodings); the pool's checkpoint predicts P(correct) of every pool model on them once.
+2. Rounds of ``concurrency`` questions: each asked through ``locus serve``'s upstream client
+   (serve/upstream.forward) with the entry's timeout and ``retries`` retries, graded (mmlu_pro_bank.grade_answer),
+   and appended to the home's answer log (``live/<model_key>.jsonl``) as it arrives, so a crash or Ctrl-C resumes
+   without asking again. It stops at ``budget`` answers or before ``max_cost`` USD (prices from the models config).
+   A round whose every call fails ends the run with the last error and no pool change.
+3. The graded answers become an evaluation file (model, query_id, query, benchmark, score) taken in by the drop
+   folder's intake (intake_file) and onboarded by ``onboarding_job`` (one forward pass, the pool materialized with
+   its check, the model's neighbours): in this process by default, or by a running Dagster's drop-folder sensor
+   (``via_sensor``: the file is written to incoming/).
+4. An MLflow run logs the prompts, answers, grades and cost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from locus_model.adaptive import SelectionConfig, next_queries
+from locus_model.data.contract import safe_model_key
+from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
+from locus_model.routing.costs import cost_table, estimate_tokens
+from locus_pipeline.home_location import REPO_ROOT
+from locus_pipeline.serve.config import ModelsConfig, Upstream
+
+MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"
+SENSOR_NAME = "onboarding_drop_folder"  # its run keys, set on the run launched here, so the sensor never repeats it
+
+
+class OnboardError(RuntimeError):
+    """A live onboarding that cannot go on; the message says why and how to fix it. The pool is unchanged."""
+
+
+@dataclass(frozen=True)
+class OnboardConfig:
+    endpoint: str  # the models config entry (its name becomes the pool model's name)
+    budget: int = 64  # answers to collect (calls that failed do not count)
+    max_cost: float | None = None  # USD: no call is started that could take the spend above it
+    concurrency: int = 8  # calls in flight at once; also the questions chosen per round
+    retries: int = 2  # retries of a failed call (timeout, connection, 5xx / 429), with backoff
+    strategy: str = "random"  # random | adaptive | fixed (locus_model.adaptive; random measured best: bench/README.md)
+    via_sensor: bool = False  # True: leave the file in incoming/ for a running Dagster's drop-folder sensor
+    data: str = str(MMLU_PRO)  # the MMLU-Pro bank
+
+    def __post_init__(self) -> None:
+        if self.budget < 1 or self.concurrency < 1 or self.retries < 0:
+            raise OnboardError("budget and concurrency must be >= 1 and retries >= 0")
+        if self.max_cost is not None and not self.max_cost >= 0:
+            raise OnboardError(f"max_cost {self.max_cost!r} must be a number >= 0 (USD)")
+
+
+@dataclass
+class OnboardResult:
+    model: str
+    answers: int  # answers in the log (this run's and a resumed run's)
+    asked_now: int  # calls answered by this run
+    resumed: int  # answers found in the log at the start
+    failed_calls: int
+    accuracy: float
+    cost_usd: float
+    stopped_by: str  # budget | max_cost | questions
+    seconds: float
+    neighbours: list[str] = field(default_factory=list)
+    run_id: str | None = None  # the onboarding run (None with via_sensor)
+    mlflow_run_id: str | None = None
+    evaluation_file: str = ""
+
+
+# ---------------------------------------------------------------------------------------------- asking
+
+
+async def ask_one(client, name: str, upstream: Upstream, prompt: str, retries: int) -> tuple[str | None, dict, str]:
+    """(answer text or None, usage, error) of one question, retried on the failures serve moves on from."""
+    from locus_pipeline.serve.upstream import UpstreamFailed, forward
+
+    body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens": 4000}
+    error = ""
+    for attempt in range(retries + 1):
+        if attempt:
+            await asyncio.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)))
+        try:
+            response = await forward(client, name, upstream, body, stream=False)
+        except UpstreamFailed as fail:
+            error = f"{fail.reason}: {fail.detail}"
+            continue
+        data = json.loads(response.body)
+        if response.status_code != 200:
+            error = f"HTTP {response.status_code}: {str(data)[:300]}"
+            if response.status_code in (400, 401, 403, 404):  # not transient: retrying asks the same of a refusal
+                break
+            continue
+        try:
+            text = data["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
+            error = f"no choices[0].message.content in the answer: {str(data)[:300]}"
+            continue
+        return text, data.get("usage") or {}, ""
+    return None, {}, error
+
+
+def call_cost(costs, prompt: str, text: str, usage: dict) -> float:
+    """USD of one call: the endpoint's prices times its reported token counts (estimated when not reported)."""
+    if costs is None:
+        return 0.0
+    tokens_in = int(usage.get("prompt_tokens") or estimate_tokens(prompt))
+    tokens_out = int(usage.get("completion_tokens") or estimate_tokens(text))
+    return float(costs.costs(tokens_in, tokens_out)[0])
+
+
+def _candidates(home, bank) -> tuple[pd.DataFrame, np.ndarray]:
+    """The bank's questions that the home's query_encodings hold, and their (Q, D) encodings."""
+    from locus_model.data.query_encodings import encoding_matrix
+
+    encodings = home.read_table("query_encodings")
+    questions = bank.questions[bank.questions["query_id"].isin(set(encodings["query_id"].astype(str)))]
+    if questions.empty:
+        raise OnboardError(f"the home {home.location} holds no MMLU-Pro question (its training source is another "
+                           "benchmark). How to fix: build the home from the mmlu_pro source (make demo)")
+    questions = questions.reset_index(drop=True)
+    return questions, encoding_matrix(encodings, questions["query_id"].tolist())
+
+
+def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[pd.DataFrame, dict]:
+    """Ask, grade and log until the budget, the money or the questions run out; returns (the log as a table, facts)."""
+    from locus_model.infer import predict_proba
+
+    if config.endpoint not in models.upstreams:
+        raise OnboardError(f"no endpoint {config.endpoint!r} in the models config (entries with a base_url: "
+                           f"{sorted(models.upstreams) or 'none'}). How to fix: add "
+                           f"'{config.endpoint}: {{base_url: http://host:port/v1, model: <upstream name>}}' under models:")
+    upstream = models.upstreams[config.endpoint]
+    costs = None
+    if config.endpoint in models.costs and models.costs[config.endpoint]:
+        table = cost_table([config.endpoint], {config.endpoint: models.costs[config.endpoint]})
+        costs = table if table.basis == "usd" else None
+    if config.max_cost is not None and costs is None:
+        raise OnboardError(f"--max-cost needs a price for {config.endpoint!r}: add cost_per_query or "
+                           "price_input_per_mtok / price_output_per_mtok to its models config entry")
+    key = safe_model_key(config.endpoint)
+    bank = read_answer_bank(config.data)
+    questions, encodings = _candidates(home, bank)
+    pool = home.read_pool()
+    checkpoint = home.pool_checkpoint(pool)
+    others = pool[pool["model"] != config.endpoint]
+    P = predict_proba(checkpoint.model, np.stack(others["embedding"].to_numpy()).astype(np.float32), encodings)
+
+    log = home.read_live_answers(key)
+    index = {q: i for i, q in enumerate(questions["query_id"])}
+    done = [r for r in log if r["query_id"] in index]
+    resumed = len(done)
+    spent = sum(float(r.get("cost_usd", 0.0)) for r in log)
+    failed: dict[str, str] = {}
+    selection = SelectionConfig(strategy=config.strategy)
+    stopped_by = "budget"
+    asked_now = 0
+
+    async def run() -> None:
+        nonlocal spent, stopped_by, asked_now
+        import httpx
+
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=config.concurrency)) as client:
+            while len(done) < config.budget:
+                asked = np.array([index[r["query_id"]] for r in done], dtype=np.int64)
+                scores = np.array([r["score"] for r in done], dtype=np.float64)
+                skip = np.array([index[q] for q in failed], dtype=np.int64)
+                k = min(config.concurrency, config.budget - len(done))
+                pick = choose(P, asked, scores, skip, k, selection)
+                if len(pick) == 0:
+                    stopped_by = "questions"
+                    return
+                if config.max_cost is not None:  # each call priced at its prompt and the expected answer length
+                    rows = questions.iloc[pick]
+                    each = [call_cost(costs, question_prompt(q, b), "", {"completion_tokens": models.output_tokens})
+                            for q, b in zip(rows["query"], rows["benchmark"])]
+                    pick = pick[spent + np.cumsum(each) <= config.max_cost]
+                    if len(pick) == 0:
+                        stopped_by = "max_cost"
+                        return
+
+                async def one(i: int) -> bool:
+                    nonlocal spent, asked_now
+                    row = questions.iloc[int(i)]
+                    prompt = question_prompt(row["query"], row["benchmark"])
+                    started = time.monotonic()
+                    text, usage, error = await ask_one(client, config.endpoint, upstream, prompt, config.retries)
+                    if text is None:
+                        failed[row["query_id"]] = error
+                        return False
+                    grade = grade_answer(text, row["answer"], int(row["n_options"]))
+                    cost = call_cost(costs, prompt, text, usage)
+                    record = {"query_id": row["query_id"], "benchmark": row["benchmark"], "prompt": prompt,
+                              "answer": text, "letter": grade.letter, "gold": row["answer"], "score": grade.score,
+                              "reason": grade.reason, "cost_usd": cost, "seconds": round(time.monotonic() - started, 3),
+                              "usage": usage, "at": time.time()}
+                    home.append_live_answer(key, record)  # before anything else: a crash after this never re-asks
+                    done.append(record)
+                    spent += cost
+                    asked_now += 1
+                    return True
+
+                results = await asyncio.gather(*(one(i) for i in pick))
+                if not any(results):
+                    last = failed[questions["query_id"].iloc[int(pick[-1])]]
+                    raise OnboardError(f"every call of a round to {config.endpoint!r} ({upstream.base_url}) failed "
+                                       f"({len(pick)} calls, {config.retries} retries each); last error: {last}. "
+                                       "Nothing was added to the pool. How to fix: check the endpoint's base_url, "
+                                       "model and API key (api_key_env) in the models config")
+
+    asyncio.run(run())
+    if not done:
+        raise OnboardError(f"no answers from {config.endpoint!r}; nothing was added to the pool")
+    facts = {"resumed": resumed, "asked_now": asked_now, "failed_calls": len(failed), "cost_usd": spent,
+             "stopped_by": stopped_by, "candidates": len(questions), "checkpoint_id": checkpoint.checkpoint_id}
+    answers = pd.DataFrame(done)
+    answers["query"] = answers["query_id"].map(dict(zip(questions["query_id"], questions["query"])))
+    return answers, facts
+
+
+def choose(P, asked, scores, skip, k, selection) -> np.ndarray:
+    """The next ``k`` questions (columns of ``P``) from the answers so far, the ``skip``ped (failed) ones left out."""
+    keep = np.ones(P.shape[1], dtype=bool)
+    keep[skip] = False
+    cols = np.flatnonzero(keep)
+    position = {c: i for i, c in enumerate(cols)}
+    local = next_queries(P[:, cols], np.array([position[a] for a in asked], dtype=np.int64), scores, k, selection)
+    return cols[local]
+
+
+# ---------------------------------------------------------------------------------------------- onboarding
+
+
+def evaluation_rows(model: str, answers: pd.DataFrame) -> pd.DataFrame:
+    """The graded answers as the evaluation contract's rows (model, query_id, query, benchmark, score)."""
+    return pd.DataFrame({"model": model, "query_id": answers["query_id"], "query": answers["query"],
+                         "benchmark": answers["benchmark"], "score": answers["score"].astype(float)})
+
+
+def onboard_rows(home, model: str, rows: pd.DataFrame, *, via_sensor: bool) -> tuple[str, str | None]:
+    """Hand the rows to the drop folder's onboarding; returns (the file written, the run id or None)."""
+    import dagster as dg
+
+    from locus_pipeline.instance import prepare_dagster_home
+    from locus_pipeline.intake import DropFolder, claimed_keys, intake_file, read_manifests
+    from locus_pipeline.intake.folder import write_text_atomic
+    from locus_pipeline.defs.sensors import run_requests_for
+
+    folder = DropFolder(home).ensure()
+    name = f"live-{safe_model_key(model)}-{len(rows)}.csv"
+    if via_sensor:
+        write_text_atomic(folder.incoming / name, rows.to_csv(index=False))
+        return str(folder.incoming / name), None
+    staged = Path(home.local_path) / "live" / name
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(staged, rows.to_csv(index=False))
+    with folder.intake_lock():
+        result = intake_file(staged, folder, claimed=claimed_keys(home, folder, read_manifests(folder)), name=name)
+    if result.status not in ("accepted", "duplicate"):
+        raise OnboardError(f"the drop folder's intake {result.status} the answers of {model!r}: {result.reason}")
+    if result.status == "duplicate":
+        return str(result.stored), None  # the same answers were onboarded before
+    (request,) = [r for r in run_requests_for(result.manifest)[0] if r.partition_key == safe_model_key(model)]
+    os.environ.setdefault("DAGSTER_HOME", str(prepare_dagster_home(Path(home.local_path))))
+    os.environ.setdefault("LOCUS_HOME", home.location)
+    from locus_pipeline.definitions import defs as load
+
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions("onboarded_models", [request.partition_key])
+        tags = {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": SENSOR_NAME,
+                "locus/trigger": "locus onboard"}
+        run = load().resolve_job_def("onboarding_job").execute_in_process(
+            instance=instance, partition_key=request.partition_key, run_config=request.run_config, tags=tags,
+            raise_on_error=False)
+    if not run.success:
+        raise OnboardError(f"the onboarding run {run.run_id} of {model!r} failed; see its logs in Dagster")
+    return str(result.stored), run.run_id
+
+
+def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dict, result: OnboardResult) -> str:
+    from locus_pipeline.defs.resources import MlflowTracking
+
+    import mlflow
+
+    tracking = MlflowTracking(home=home)
+    with tracking.start_run(f"onboard {config.endpoint}", {"locus/kind": "live-onboarding",
+                                                           "locus/model": config.endpoint}) as run:
+        mlflow.log_params({k: v for k, v in asdict(config).items() if k != "data"})
+        mlflow.log_metrics({"answers": result.answers, "accuracy": result.accuracy, "cost_usd": result.cost_usd,
+                            "failed_calls": result.failed_calls, "asked_now": result.asked_now,
+                            "seconds": result.seconds})
+        mlflow.log_table(answers[["query_id", "benchmark", "prompt", "answer", "letter", "gold", "score", "reason",
+                                  "cost_usd"]], "answers.json")
+        mlflow.log_dict({**facts, "neighbours": result.neighbours, "run_id": result.run_id}, "onboarding.json")
+        return run.info.run_id
+
+
+def per_category(answers: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
+    """Per MMLU-Pro category: answers, accuracy and its 95% Wilson interval (few answers per category: wide)."""
+    g = answers.groupby("benchmark")["score"].agg(answers="size", accuracy="mean")
+    n, p = g["answers"].to_numpy(float), g["accuracy"].to_numpy(float)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return g.assign(low=centre - half, high=centre + half).round(3)
+
+
+def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflow_log: bool = True,
+                     with_answers: bool = False):
+    """Ask, grade, onboard and log one endpoint (module docstring); returns the OnboardResult (and the answers
+    table with ``with_answers``)."""
+    from locus_model.onboarding import nearest_models
+
+    start = time.monotonic()
+    answers, facts = collect_answers(home, config, models)
+    rows = evaluation_rows(config.endpoint, answers)
+    stored, run_id = onboard_rows(home, config.endpoint, rows, via_sensor=config.via_sensor)
+    neighbours = []
+    if run_id is not None:
+        neighbours = nearest_models(home.read_pool(), config.endpoint, 5)["model"].astype(str).tolist()
+    result = OnboardResult(model=config.endpoint, answers=len(answers), asked_now=facts["asked_now"],
+                           resumed=facts["resumed"], failed_calls=facts["failed_calls"],
+                           accuracy=float(answers["score"].mean()), cost_usd=facts["cost_usd"],
+                           stopped_by=facts["stopped_by"], seconds=round(time.monotonic() - start, 2),
+                           neighbours=neighbours, run_id=run_id, evaluation_file=home.relative(stored))
+    if mlflow_log:
+        result.mlflow_run_id = log_to_mlflow(home, config, answers, facts, result)
+    return (result, answers) if with_answers else result

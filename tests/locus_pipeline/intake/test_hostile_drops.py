@@ -1,0 +1,120 @@
+"""Hostile drops taken in (issue 47): whatever reading one raises, it is rejected with the reason (and the exception's
+type when a reader did not say what is wrong); bounded work per drop; a file that ends as if still being written is
+waited on before it is rejected; look-alike model names are refused."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+import locus_pipeline.intake.accept as accept
+from locus_model.data.harnesses.limits import ReadLimits
+from locus_pipeline.intake import DropFolder, intake_file
+from tests.locus_model.data import hostile
+from tests.locus_pipeline.intake.helpers import HEADER, OLD, csv_text, drop
+
+
+def _deep(root: Path) -> Path:
+    path = root / "deep.json"
+    path.write_text(hostile.deep_json(100_000))
+    return path
+
+
+def _not_a_zip(root: Path) -> Path:
+    path = root / "run.eval"
+    path.write_text('{"status": "success"}')
+    return path
+
+
+def _linked(root: Path) -> Path:
+    folder = hostile.lm_eval_folder(root)
+    (folder / "passwd").symlink_to("/etc/passwd")
+    return folder
+
+
+HOSTILE = {  # name -> (builder into incoming/, what the reason says)
+    "a link in a folder": (_linked, "'passwd', which is not a regular file"),
+    "encrypted zip": (lambda d: hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(d, name=".src"), d / "e.zip"), flags=1),
+                      "is encrypted (password-protected)"),
+    "unknown compression": (lambda d: hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(d, name=".src"), d / "p.zip"), method=98),
+                            "uses compression method 98"),
+    "JSON 100,000 deep": (_deep, "nests deeper than 200 levels"),
+    "a pipe in a HELM folder": (hostile.helm_with_fifo, "which is not a regular file"),
+    "400-digit acc": (lambda d: hostile.with_sample(d, acc="1" + "0" * 400), "an integer of about 400 digits"),
+    ".eval that is no zip": (_not_a_zip, "an .eval log is a zip archive"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_hostile_drop_is_rejected_with_its_reason(folder: DropFolder, case: str) -> None:
+    build, says = HOSTILE[case]
+    path = build(folder.incoming)
+    result = intake_file(path, folder)
+    assert result.status == "rejected" and says in result.reason, result.reason
+    assert not path.exists() and (folder.rejected / f"{result.stored.name}.reason.txt").read_text() == result.reason
+
+
+@pytest.mark.parametrize("error", [RecursionError("maximum recursion depth exceeded"), MemoryError(),
+                                   NotImplementedError("That compression method is not supported"),
+                                   RuntimeError("File is encrypted, password required"), KeyError("doc"),
+                                   OSError(errno.EIO, "Input/output error")])
+def test_whatever_a_reader_raises_rejects_the_drop_with_the_type(folder: DropFolder, monkeypatch, error) -> None:
+    def reader(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(accept, "_split", reader)
+    path = drop(folder, "x.csv", csv_text([("m", "q1", 1)]))
+    result = intake_file(path, folder)
+    assert result.status == "rejected" and f"error type: {type(error).__name__}" in result.reason
+    assert f"({type(error).__name__}" in result.reason  # the problem line names it too (the tick shows that line)
+
+
+def test_an_os_error_of_this_machine_is_left_for_the_tick_to_retry(folder: DropFolder, monkeypatch) -> None:
+    def reader(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(accept, "_split", reader)
+    path = drop(folder, "x.csv", csv_text([("m", "q1", 1)]))
+    with pytest.raises(PermissionError):
+        intake_file(path, folder)
+    assert path.exists()
+
+
+def test_a_drop_past_its_time_budget_is_rejected(folder: DropFolder) -> None:
+    archive = hostile.many_members(folder.incoming / "many.zip", 2000)
+    result = intake_file(archive, folder, limits=ReadLimits(seconds=0))
+    assert result.status == "rejected" and "took longer than 0 s" in result.reason
+    assert accept.DROP_LIMITS.seconds == 30  # the drop folder's own budget (docs/onboarding.md, Limits)
+
+
+def test_a_writer_pausing_inside_a_quoted_multi_line_field_is_waited_on(folder: DropFolder) -> None:
+    """Paused inside a quoted value that spans lines: the file ends with a newline, but the quote is open. It stays in
+    incoming/ while it is recent (the writer may go on), and is rejected once unchanged for CUT_OFF_WAIT_SECONDS."""
+    paused = HEADER + '"m",q1,"a question\nthat spans lines",bench,1\n"m",q2,"second\n'
+    path = drop(folder, "paused.csv", paused, mtime=time.time() - 5)
+    result = intake_file(path, folder)
+    assert result.status == "changed" and "never closed" in result.reason and "may still be writing" in result.reason
+    assert path.read_text() == paused
+    with open(path, "a") as writer:  # the writer goes on and finishes
+        writer.write('question",bench,0\n')
+    os.utime(path, (OLD, OLD))
+    assert intake_file(path, folder).status == "accepted"
+    cut = drop(folder, "cut.csv", paused, mtime=time.time() - accept.CUT_OFF_WAIT_SECONDS - 1)
+    result = intake_file(cut, folder)
+    assert result.status == "rejected" and "never closed" in result.reason
+
+
+def test_a_look_alike_model_name_is_refused(folder: DropFolder) -> None:
+    from locus_model.data.contract import safe_model_key
+
+    claimed = {safe_model_key("Org/Model"): "Org/Model"}
+    path = drop(folder, "fullwidth.csv", csv_text([("Org\uff0fModel", "q1", 1)]))
+    result = intake_file(path, folder, claimed=claimed)
+    assert result.status == "rejected" and "looks the same as the model 'Org/Model'" in result.reason
+    both = drop(folder, "both.csv", csv_text([("Org/Model", "q1", 1), ("Org\u2215Model", "q1", 0)]))
+    result = intake_file(both, folder)
+    assert result.status == "rejected" and "look the same" in result.reason
