@@ -57,6 +57,10 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
                    help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
                         f"reference); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
+    p.add_argument("--encoding-cache", type=Path, default=None,
+                   help="folder of query-encoding caches, one subfolder per encoder (default: the user cache; the "
+                        "pipeline's `locus` uses its home's encodings/ when there is one, so queries it encoded are "
+                        "not encoded again)")
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS early-stopping patience in epochs")
     p.add_argument("--methods", default="locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle",
@@ -152,8 +156,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
+        cache = Path(args.encoding_cache) / spec.name if args.encoding_cache else None
         encodings, report = encode_queries_with_summary(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
-                                                       progress=progress)
+                                                        cache_dir=cache, progress=progress)
         train_config = TrainConfig(device=args.device)
         if args.epochs is not None:
             train_config = replace(train_config, epochs=args.epochs)
@@ -167,7 +172,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     except (EvaluationDataError, ValueError, FileNotFoundError) as err:
         return _fail("evaluate", err)
     result["settings"].update(
-        {"encoder": spec.name, "encoder_runtime": report.runtime, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2)}
+        {"encoder": spec.name, "encoder_runtime": report.runtime, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2),
+         "queries_encoded": report.encoded, "queries_from_cache": report.unique - report.encoded}
     )
     if costs is not None:
         result["settings"]["costs"]["models_file"] = str(args.models_file)

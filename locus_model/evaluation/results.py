@@ -57,25 +57,36 @@ def format_results(result: dict) -> str:
         f"models, {z['queries']} queries, wall {result['wall_s']:.0f} s"
     ]
     lines += [f"WARNING: {w}" for w in result.get("warnings") or []]
-    header = f"{'method':<12} {'routing':>11} {'hit@3':>11} {'correct':>11} {'AUC':>11} {'Brier':>11}  {'vs best_single [95% CI]':>24}"
+    if z.get("held_out_models") == 1:
+        lines.append("WARNING: the held_out group has one model: routing among one model picks it for every query, so "
+                     "every method (oracle included) routes alike there; its routing, hit@3 and routing differences "
+                     "are n/a (its correct, AUC and Brier still measure the predictions)")
+    lines.append("units: percent, mean±std over folds; Brier: the Brier score x 100 (lower is better); vs best_single: "
+                 "routing accuracy minus the best single model's, in points [95% paired bootstrap CI], tie when it "
+                 "covers 0")
+    header = (f"{'method':<12} {'routing %':>11} {'hit@3 %':>11} {'correct %':>11} {'AUC %':>11} {'Brier x100':>11}  "
+              "vs best_single [95% CI]")
     groups = list(GROUPS) + [g for g in (result["settings"].get("extra_groups") or {}) if g not in GROUPS]
     for group in groups:
         rows = [(m, res[group]) for m, res in result["methods"].items() if group in res]
         if not rows:
             continue
+        one_model = group == "held_out" and z.get("held_out_models") == 1  # routing among one model: n/a
+        routing = (lambda stat: "n/a") if one_model else _fmt
         lines += ["", f"[{group}]", header]
         for name, entry in rows:
-            vs_text = format_interval(entry.get("vs_best_single"))
+            vs_text = "n/a (one model)" if one_model else format_interval(entry.get("vs_best_single"))
             lines.append(
-                f"{name:<12} {_fmt(entry['routing_acc']):>11} {_fmt(entry['hit@3']):>11} {_fmt(entry['correctness_acc']):>11} "
-                f"{_fmt(entry['auc']):>11} {_fmt(entry['brier']):>11}  {vs_text:>24}"
+                f"{name:<12} {routing(entry['routing_acc']):>11} {routing(entry['hit@3']):>11} {_fmt(entry['correctness_acc']):>11} "
+                f"{_fmt(entry['auc']):>11} {_fmt(entry['brier']):>11}  {vs_text:<26}".rstrip()
             )
         locus = next((entry for m, entry in rows if m == "locus"), None)
         if locus and locus.get("vs_methods"):
             lines += ["", f"LOCUS minus each method [{group}] (fold means; 95% paired bootstrap CI over test queries within folds; Brier: negative favours LOCUS)",
-                      f"{'method':<12} " + " ".join(f"{k:>22}" for k in _PAIRED)]
+                      (f"{'method':<12} " + " ".join(f"{k:<24}" for k in _PAIRED)).rstrip()]
             for other, stats in locus["vs_methods"].items():
-                lines.append(f"{other:<12} " + " ".join(f"{format_interval(stats.get(k)):>22}" for k in _PAIRED))
+                cells = ["n/a (one model)" if one_model and k == "routing_acc" else format_interval(stats.get(k)) for k in _PAIRED]
+                lines.append((f"{other:<12} " + " ".join(f"{c:<24}" for c in cells)).rstrip())
     return "\n".join(lines)
 
 
@@ -83,11 +94,12 @@ _PAIRED = ("routing_acc", "correctness_acc", "auc", "brier")
 
 
 def format_interval(stat: dict | None, scale: float = 100.0) -> str:
-    """'+1.2 [+0.3,+2.0]' for a {"diff", "ci_low", "ci_high"} dict (x100), with ' tie' when the interval covers 0."""
+    """' +1.2 [ +0.3, +2.0]' for a {"diff", "ci_low", "ci_high"} dict (x100; each number 5 wide, so that a column of
+    them lines up), with ' tie' when the interval covers 0."""
     if not stat or stat.get("diff") is None:
         return "-"
     tie = " tie" if stat["ci_low"] <= 0 <= stat["ci_high"] else ""
-    return f"{stat['diff'] * scale:+.1f} [{stat['ci_low'] * scale:+.1f},{stat['ci_high'] * scale:+.1f}]{tie}"
+    return f"{stat['diff'] * scale:+5.1f} [{stat['ci_low'] * scale:+5.1f},{stat['ci_high'] * scale:+5.1f}]{tie}"
 
 
 def _share(stat: dict) -> str:

@@ -39,7 +39,7 @@ def pool_rows(models: list[str], checkpoint: str = "c0") -> pd.DataFrame:
         "model": models, "model_key": models, "embedding": [np.zeros(4, np.float32) for _ in models],
         "n_evaluations": [1] * len(models), "evaluations_digest": ["f"] * len(models),
         "checkpoint_id": [checkpoint] * len(models), "source": ["onboarded"] * len(models),
-        "embedded_at": [pd.Timestamp.now(tz="UTC")] * len(models)})
+        "embedded_at": [pd.Timestamp.now(tz="UTC")] * len(models), "routable": [True] * len(models)})
 
 
 def test_tables_are_objects_and_paths_stay_relative(home: LocusHome) -> None:
