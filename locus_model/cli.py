@@ -1,7 +1,7 @@
 """The ``locus`` command line: one subcommand per task.
 
     locus evaluate --evaluations PATH --out results.json [--budget 256] [--folds 5] [--holdout-models 0.2]
-                   [--seed 0] [--encoder all-MiniLM-L6-v2] [--epochs N]
+                   [--seed 0] [--encoder all-MiniLM-L6-v2] [--epochs N] [--models-file models.csv [--plot f.png]]
     locus synthetic-data --out DIR [--size full|small] [--seed 0]
 
 These are the commands that need only the library. The installed ``locus`` command is
@@ -57,6 +57,10 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
                    help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
                         f"reference); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
+    p.add_argument("--encoding-cache", type=Path, default=None,
+                   help="folder of query-encoding caches, one subfolder per encoder (default: the user cache; the "
+                        "pipeline's `locus` uses its home's encodings/ when there is one, so queries it encoded are "
+                        "not encoded again)")
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS early-stopping patience in epochs")
     p.add_argument("--methods", default="locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle",
@@ -67,6 +71,14 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=1,
                    help="(fold, method) fits run at once in worker processes, each with cpu_count // jobs threads "
                         "(default 1: everything in this process)")
+    p.add_argument("--models-file", type=Path, default=None,
+                   help="CSV (or Parquet) with a model column and any of params_b, price_input_per_mtok / "
+                        "price_output_per_mtok (USD per million tokens), cost_per_query (USD): the columns of the "
+                        "pipeline's models file and of locus serve's models config. Adds every method's quality-cost "
+                        "frontier on the test queries (AIQ, cost at 100%% / 95%% of the best single model's accuracy, "
+                        "paired 95%% intervals) to the table and the JSON; prices win over params_b (routing.cost_table), "
+                        "and a model without a cost is left out and counted")
+    p.add_argument("--plot", type=Path, default=None, help="with --models-file: draw the frontiers to this PNG")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(run=run_evaluate)
 
@@ -88,6 +100,13 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         return f"--holdout-models {args.holdout_models}: must be in [0, 1)"
     if args.jobs < 1:
         return f"--jobs {args.jobs}: must be at least 1"
+    if args.models_file is not None and not Path(args.models_file).is_file():
+        return (f"--models-file {args.models_file}: no such file. How to fix: a CSV with a model column and params_b, "
+                "price_input_per_mtok / price_output_per_mtok or cost_per_query")
+    if args.plot is not None and args.models_file is None:
+        return "--plot: draws the quality-cost frontiers, so it needs --models-file (the models' costs)"
+    if args.plot is not None and not Path(args.plot).resolve().parent.is_dir():
+        return f"--plot {args.plot}: the folder {Path(args.plot).resolve().parent} does not exist. How to fix: create it"
     return None
 
 
@@ -107,7 +126,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.data.matrix import EvaluationMatrix
     from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.methods import METHODS
-    from locus_model.evaluation.results import print_results, save_results
+    from locus_model.evaluation.results import format_frontier, print_results, save_results
     from locus_model.model import LocusConfig
     from locus_model.training import TrainConfig
 
@@ -124,13 +143,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
         table, _ = read_evaluations(args.evaluations)
         matrix = EvaluationMatrix.from_table(table)
         del table
+        costs = None
+        if args.models_file is not None:
+            from locus_model.data.long_format import read_models_file
+            from locus_model.routing import cost_info, cost_table
+
+            costs = cost_table(matrix.models, cost_info(read_models_file(args.models_file)))
+            if progress:
+                print(f"costs from {args.models_file}: {costs.note}", file=sys.stderr)
         folds = args.folds if args.folds is not None else (None if matrix.split is not None else 5)
         holdout = args.holdout_models if args.holdout_models is not None else (0.2 if folds is not None else 0.0)
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
+        cache = Path(args.encoding_cache) / spec.name if args.encoding_cache else None
         encodings, report = encode_queries_with_summary(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
-                                                       progress=progress)
+                                                        cache_dir=cache, progress=progress)
         train_config = TrainConfig(device=args.device)
         if args.epochs is not None:
             train_config = replace(train_config, epochs=args.epochs)
@@ -139,15 +167,24 @@ def run_evaluate(args: argparse.Namespace) -> int:
         result = evaluate(
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
-            progress=progress, jobs=args.jobs,
+            progress=progress, jobs=args.jobs, costs=costs,
         )
     except (EvaluationDataError, ValueError, FileNotFoundError) as err:
         return _fail("evaluate", err)
     result["settings"].update(
-        {"encoder": spec.name, "encoder_runtime": report.runtime, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2)}
+        {"encoder": spec.name, "encoder_runtime": report.runtime, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2),
+         "queries_encoded": report.encoded, "queries_from_cache": report.unique - report.encoded}
     )
+    if costs is not None:
+        result["settings"]["costs"]["models_file"] = str(args.models_file)
     path = save_results(result, args.out)
     print_results(result)
+    if costs is not None:
+        print("\n" + format_frontier(result))
+    if args.plot is not None:
+        from locus_model.routing.frontier import plot_frontiers
+
+        print(f"wrote {plot_frontiers(result['frontier_folds'], args.plot, cost_label=f'mean cost per query ({costs.basis_means})')}")
     print(f"\nwrote {path}")
     return EXIT_OK
 

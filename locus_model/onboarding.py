@@ -9,7 +9,9 @@ The pieces the pipeline's drop folder is built from, on frames and files it name
 - :func:`nearest_models`: where a new embedding landed, its k nearest models in the pool;
 - :func:`neighbour_stability`: how much of that a few evaluations can say (bootstrap of the model's own
   evaluations), a :class:`NeighbourStability` that renders itself; :func:`benchmark_profile`: its per-benchmark
-  accuracy beside its neighbours'.
+  accuracy beside its neighbours';
+- :func:`query_overlap` and :func:`onboarding_warnings`: whether a drop is too small or off the pool's queries to
+  be trusted (the evaluations the checkpoint was trained with, the pool's routable floor).
 
 The embedding itself is :func:`locus_model.pool.embed_models` over all of a model's evaluations so far.
 """
@@ -30,6 +32,7 @@ from locus_model.data.file_chunks import iter_evaluation_chunks
 from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.markdown import escape_frame, escape_markdown
 from locus_model.pool import pool_matrix
+from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
 
 INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
 STORE_COLUMNS = EVALUATION_COLUMNS + ("received_at", "source_file")
@@ -190,3 +193,70 @@ def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFram
     out = pd.DataFrame({"model": [names[i] for i in seen], "share_top1": top1[seen], "share_topk": topk[seen]})
     shares = out.sort_values(["share_top1", "share_topk", "model"], ascending=[False, False, True]).reset_index(drop=True)
     return NeighbourStability(name=name, n_evaluations=len(idx), draws=draws, k=k, shares=shares)
+
+
+# ----------------------------------------------------------------------------- small or off-topic drops
+
+OVERLAP_WARN_RATIO = 0.9  # overlap / baseline under this: the model's queries look unlike the pool's (a warning)
+
+
+@dataclass(frozen=True)
+class QueryOverlap:
+    """How much a model's queries look like the pool's, by their sentence encodings: ``overlap`` is the mean over
+    (a seeded sample of) its queries of the cosine similarity to the most similar pool query; ``baseline`` the same
+    for a sample of pool queries against the other pool queries (what in-distribution reads with this encoder)."""
+    overlap: float
+    baseline: float
+    queries: int  # the model's queries measured
+
+    @property
+    def ratio(self) -> float:
+        return self.overlap / self.baseline if self.baseline > 0 else float("nan")
+
+
+def _max_cosine(a: np.ndarray, b: np.ndarray, exclude: np.ndarray | None, block: int) -> np.ndarray:
+    """(len(a),) the largest cosine similarity of each row of ``a`` to the rows of ``b``; ``exclude[i]``: a row
+    of ``b`` left out for row i (itself)."""
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    out = np.empty(len(a), dtype=np.float32)
+    for start in range(0, len(a), block):
+        sims = a[start:start + block] @ b.T  # (block, Q)
+        if exclude is not None:
+            sims[np.arange(len(sims)), exclude[start:start + block]] = -np.inf
+        out[start:start + block] = sims.max(axis=1)
+    return out
+
+
+def query_overlap(model_phi: np.ndarray, pool_phi: np.ndarray, *, sample: int = 1024, seed: int = 0,
+                  block: int = 256) -> QueryOverlap:
+    """:class:`QueryOverlap` of a model's query encodings (n, D) with the pool's (Q, D), on at most ``sample``
+    queries of each side (seeded), in blocks of ``block`` rows (memory block * Q)."""
+    if len(model_phi) == 0 or len(pool_phi) < 2:
+        raise ValueError(f"query_overlap: needs queries on both sides ({len(model_phi)} of the model's, "
+                         f"{len(pool_phi)} of the pool's; at least 2)")
+    rng = np.random.default_rng(seed)
+    mine = rng.choice(len(model_phi), min(sample, len(model_phi)), replace=False)
+    theirs = rng.choice(len(pool_phi), min(sample, len(pool_phi)), replace=False)
+    overlap = float(_max_cosine(model_phi[mine].astype(np.float32), pool_phi.astype(np.float32), None, block).mean())
+    baseline = float(_max_cosine(pool_phi[theirs].astype(np.float32), pool_phi.astype(np.float32), theirs, block).mean())
+    return QueryOverlap(overlap=overlap, baseline=baseline, queries=len(mine))
+
+
+def onboarding_warnings(n_evaluations: int, budget: int, overlap: QueryOverlap | None) -> list[str]:
+    """What a user should know before trusting an onboarded model's embedding: fewer evaluations than the
+    checkpoint's training budget, fewer than the routable floor (MIN_ROUTABLE_EVALUATIONS), or queries unlike the
+    pool's (overlap ratio under OVERLAP_WARN_RATIO). [] when none applies."""
+    out = []
+    if n_evaluations < MIN_ROUTABLE_EVALUATIONS:
+        out.append(f"{n_evaluations} evaluations, under the pool's floor of {MIN_ROUTABLE_EVALUATIONS}: kept in the "
+                   "pool but not routed to by default (locus serve routes to it only when a request names it). "
+                   "How to fix: drop more evaluations of the model")
+    if n_evaluations < budget:
+        out.append(f"{n_evaluations} evaluations, fewer than the {budget} per model the checkpoint was trained with: "
+                   "its embedding and nearest models are less certain (see neighbours_under_resampling)")
+    if overlap is not None and overlap.ratio < OVERLAP_WARN_RATIO:
+        out.append(f"its queries look unlike the pool's: mean best cosine similarity {overlap.overlap:.2f} against "
+                   f"{overlap.baseline:.2f} among the pool's own queries (ratio {overlap.ratio:.2f} < "
+                   f"{OVERLAP_WARN_RATIO}): the correctness predictor was not trained on such queries")
+    return out

@@ -23,7 +23,7 @@ from locus_model.data.matrix import evaluations_digests
 from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
-from locus_model.pool_schema import POOL_COLUMNS
+from locus_model.pool_schema import POOL_COLUMNS, routable
 
 def embed_models(
     model: Locus,
@@ -64,6 +64,7 @@ def embed_models(
             "checkpoint_id": checkpoint,
             "source": source,
             "embedded_at": now,
+            "routable": routable([source] * len(models), counts),
         }
     )
 

@@ -8,7 +8,13 @@ No torch here: the pipeline shows the schema when its code location loads, befor
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+
+# A stated floor (a choice, not a measured threshold): an onboarded model with fewer evaluations stays in the pool
+# (the atlas, neighbour lists) but `locus serve` leaves it out of its default candidates; a request naming it still
+# reaches it. Models of the training source are routable whatever their count (the checkpoint was trained on them).
+MIN_ROUTABLE_EVALUATIONS = 32
 
 POOL_SCHEMA = pa.schema([
     pa.field(name, type_, metadata={"doc": doc}) for name, type_, doc in (
@@ -23,9 +29,20 @@ POOL_SCHEMA = pa.schema([
         ("source", pa.string(), '"training" (trained on), "held_out" (in the training source, never trained on) '
                                 'or "onboarded" (a dropped file)'),
         ("embedded_at", pa.timestamp("us", tz="UTC"), "when the row was written"),
+        ("routable", pa.bool_(), f"routed to by default: false for an onboarded model whose embedding rests on "
+                                 f"fewer than {MIN_ROUTABLE_EVALUATIONS} evaluations (kept in the pool; locus serve "
+                                 "routes to it only when a request names it)"),
     )
 ])
 POOL_COLUMNS = tuple(POOL_SCHEMA.names)
+
+
+def routable(source, n_evaluations):
+    """The ``routable`` column: the training source's models, and onboarded ones with at least
+    MIN_ROUTABLE_EVALUATIONS evaluations (arrays or Series in, a bool array out)."""
+    return (np.asarray(source) != "onboarded") | (np.asarray(n_evaluations) >= MIN_ROUTABLE_EVALUATIONS)
+
+
 def column_doc(column: str) -> str:
     """The meaning of a pool column, as POOL_SCHEMA states it."""
     return POOL_SCHEMA.field(column).metadata[b"doc"].decode()

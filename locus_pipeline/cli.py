@@ -1,9 +1,11 @@
 """The ``locus`` command: the library's commands (locus_model.cli: evaluate, synthetic-data) and those that read a
-LOCUS_HOME through the pipeline's storage (search).
+LOCUS_HOME through the pipeline's storage (search, serve, pool, mlflow-uri).
 
     locus search --target 'math=0.9,law=0.3' [--k 5] [--home PATH] [--json]
     locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
-                [--portfolio k-center-15]
+                [--portfolio k-center-15] [--dry-run]
+    locus pool remove NAME [--home PATH]
+    locus mlflow-uri [--home PATH]
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
             "Serve LOCUS_HOME's pool: POST /route ranks the pool models for a query by P(correct) and cost; "
             "/v1/chat/completions with model 'locus' or 'locus:<quality_weight>' forwards the request to the chosen "
             "model's upstream (the models config), moving down the embedding-neighbour fallback chain on errors. "
-            "Without upstreams it is a dry run that answers with the decision. The pool is reloaded when it "
+            "Without an upstream, chat calls answer 503 (POST /route still answers); --dry-run answers them with the "
+            "decision only. A models config naming no pool model refuses to start. The pool is reloaded when it "
             "changes (onboarding, rebuild) without a restart. GET /metrics (Prometheus), GET /healthz."
         ),
     )
@@ -133,6 +136,9 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="request bodies larger than this are refused with 413 (default 1,048,576 = 1 MiB; 0: no limit)")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="answer chat calls with the routing decision only, never forwarding them (and start even "
+                        "when the models config names no pool model)")
     p.set_defaults(run=run_serve)
 
 
@@ -152,7 +158,7 @@ def run_serve(args: argparse.Namespace) -> int:
                          poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
                          ranking_size=args.ranking_size,
                          max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
-                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio)
+                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:
@@ -160,8 +166,122 @@ def run_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [*LIBRARY_COMMANDS, add_search, add_serve, add_replay,
-                                                                add_onboard]
+# ---------------------------------------------------------------------------------------------- pool
+
+
+def add_pool(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("pool", help="change the pool: remove an onboarded model",
+                              description="Changes of LOCUS_HOME's pool, each a Dagster run that materializes "
+                                          "model_embeddings (recorded in the home's Dagster instance, as in the UI).")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    r = actions.add_parser(
+        "remove", help="remove an onboarded model from the pool (pool_removal_job)",
+        description="Remove one onboarded model from the pool: a run of pool_removal_job (a materialization of "
+                    "model_embeddings, its checks, then the reports refresh under `make dev`). Its evaluations stay "
+                    "in incoming/accepted/ (the files as dropped) and onboarded/removed/; `locus serve` stops routing "
+                    "to it at its next reload. A model of the training source cannot be removed this way.")
+    r.add_argument("name", help="the model's name exactly as the pool's `model` column has it (GET /v1/models)")
+    r.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
+    r.set_defaults(run=run_pool_remove)
+
+
+def remove_from_pool(name: str, instance):
+    """Run pool_removal_job for ``name`` in this process on ``instance`` (the ExecuteInProcessResult)."""
+    from locus_pipeline.defs.assets.pool import REMOVAL_JOB
+    from locus_pipeline.definitions import defs
+
+    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}}
+    return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(instance=instance, run_config=run_config,
+                                                                  raise_on_error=False, tags={"locus/model": name[:255]})
+
+
+def run_pool_remove(args: argparse.Namespace) -> int:
+    import os
+
+    import dagster as dg
+
+    from locus_pipeline.instance import prepare_dagster_home
+
+    if args.home:
+        os.environ["LOCUS_HOME"] = str(args.home)  # the code location's resources read it
+    try:
+        dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home())
+    except ValueError as err:
+        return _fail("pool remove", err)
+    with dg.DagsterInstance.from_config(dagster_home) as instance:
+        result = remove_from_pool(args.name, instance)
+    if not result.success:
+        failures = [e.step_failure_data.error.message.strip() for e in result.get_step_failure_events()]
+        return _fail("pool remove", ValueError("; ".join(failures) or f"run {result.run_id} failed"))
+    (event,) = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
+    meta = {k: v.value for k, v in event.metadata.items()}
+    print(f"removed {args.name!r} from the pool (run {result.run_id}): {meta['models']} models left; evaluations "
+          f"kept in {meta['evaluations_kept']}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------- mlflow-uri
+
+
+def add_mlflow_uri(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "mlflow-uri", help="print the MLflow tracking URI of LOCUS_HOME (for MLFLOW_TRACKING_URI)",
+        description="Print the tracking URI the pipeline logs to for this home: $MLFLOW_TRACKING_URI when it names a "
+                    "server, else sqlite:///<LOCUS_HOME>/mlflow/mlflow.db. With it, MLflow clients find the "
+                    "registered model: MLFLOW_TRACKING_URI=$(locus mlflow-uri) python -c '...models:/locus@current...'")
+    p.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
+    p.set_defaults(run=run_mlflow_uri)
+
+
+def run_mlflow_uri(args: argparse.Namespace) -> int:
+    from locus_pipeline.defs.resources import MlflowTracking
+    from locus_pipeline.storage import LocusHome
+
+    try:
+        tracking = MlflowTracking(home=LocusHome(root=str(args.home) if args.home else ""))
+        if not tracking.tracking_uri and not tracking.db_path.exists():
+            raise ValueError(f"no MLflow database at {tracking.db_path}. How to fix: materialize locus_job into this "
+                             "home first (make demo), or pass --home / set LOCUS_HOME to the home that has one")
+    except ValueError as err:
+        return _fail("mlflow-uri", err)
+    print(tracking.uri)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------------------------- evaluate in a home
+
+
+def home_encoding_cache() -> Path | None:
+    """LOCUS_HOME's query-encoding caches (``encodings/``, one folder per encoder; a remote home's per-machine
+    copy) when it has them: where `locus evaluate` looks first, so queries the pipeline encoded are not encoded
+    again (the cache is content-addressed: a text's encoding is found whatever table it came from)."""
+    from locus_pipeline.storage import LocusHome
+
+    folder = LocusHome().local_path / "encodings"
+    return folder if folder.is_dir() else None
+
+
+def with_home_encoding_cache(add: Callable[[argparse._SubParsersAction], None]):
+    """The library's ``add_evaluate``, its --encoding-cache defaulting to the home's (home_encoding_cache),
+    looked up when the command runs."""
+    def add_in_home(subparsers: argparse._SubParsersAction) -> None:
+        add(subparsers)
+        parser = subparsers.choices["evaluate"]
+        run = parser.get_default("run")
+
+        def run_in_home(args: argparse.Namespace) -> int:
+            if args.encoding_cache is None:
+                args.encoding_cache = home_encoding_cache()
+            return run(args)
+
+        parser.set_defaults(run=run_in_home)
+
+    return add_in_home
+
+
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
+    *[with_home_encoding_cache(add) if add.__name__ == "add_evaluate" else add for add in LIBRARY_COMMANDS],
+    add_search, add_serve, add_replay, add_onboard, add_pool, add_mlflow_uri]
 
 
 def build_parser() -> argparse.ArgumentParser:

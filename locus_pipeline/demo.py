@@ -8,7 +8,8 @@ demo's time (the whole matrix: --max-queries 0). --source synthetic runs on the 
 structure (the tests' planted-truth fixture).
 
 The training uses the library's defaults (locus_model.training.TrainConfig): the demo shows the router the
-defaults give, not a shortened one. Every step's wall time is printed at the end.
+defaults give, not a shortened one. Every step's wall time is printed at the end, then a few routing decisions on
+test questions at two quality weights (what the cost knob of `locus serve` changes).
 """
 
 from __future__ import annotations
@@ -21,6 +22,54 @@ import warnings
 DEMO_QUERIES = 1500  # MMLU-Pro questions in the demo (stratified by category; bench/README.md "make demo")
 # The small synthetic pool (24 models, 600 queries: ~400 training queries) cannot hold the default budget of 512 anchors.
 SMALL_OPS = {"training_split": {"config": {"budget": 256}}}
+
+
+EXAMPLE_WEIGHTS = (1.0, 0.5)  # the quality weights the demo's routing examples compare
+EXAMPLE_QUERIES = 30  # test questions routed for the counts; one per benchmark of them shown
+
+
+def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_QUERIES, shown: int = 6,
+                     seed: int = 0) -> str:
+    """Test questions of the home (never trained on) routed over its pool by `locus serve`'s rule
+    (locus_model.routing.route_many) at each quality weight, with the catalog's costs: how many distinct models
+    are chosen at each weight, then a few questions (one per benchmark) with the model chosen at each."""
+    import numpy as np
+
+    from locus_model.infer import predict_proba
+    from locus_model.pool import pool_matrix
+    from locus_model.routing import cost_info, cost_table, estimate_tokens, route_many
+
+    pool = home.read_pool()
+    pool = pool[pool["routable"]]
+    checkpoint = home.pool_checkpoint(pool)
+    names, z = pool_matrix(pool)
+    split = home.read_table("training_split", columns=["query_id", "split"])
+    table = home.read_table("evaluation_table", columns=["query_id", "query", "benchmark"]).drop_duplicates("query_id")
+    test = table[table["query_id"].isin(split.loc[split["split"] == "test", "query_id"])]
+    test = test.sample(min(n_queries, len(test)), random_state=seed).reset_index(drop=True)
+    encodings, _ = home.encode(test, checkpoint.encoder, runtime=checkpoint.runtime)
+    probs = predict_proba(checkpoint.model, z, np.stack(encodings["encoding"].to_numpy()))  # (M, Q)
+    catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
+    costs = cost_table(names, cost_info(catalog))
+    per_query = np.stack([costs.costs(estimate_tokens(q)) for q in test["query"]], axis=1)  # (M, Q)
+    chosen = {w: route_many(probs, per_query, w) for w in weights}
+    lines = [f"Routing {len(test)} test questions over the pool's {len(names)} routable models, as `locus serve` "
+             f"does: score = w * P(correct) - (1 - w) * cost / max cost (cost basis: {costs.basis}; {costs.note})"]
+    for w in weights:
+        models = [names[i] for i in chosen[w]]
+        top, count = max(((m, models.count(m)) for m in set(models)), key=lambda mc: mc[1])
+        lines.append(f"  w={w:g}: {len(set(models))} distinct model(s) chosen; most often {top} ({count} of {len(models)})")
+    lines.append("")
+    for q in test.drop_duplicates("benchmark").head(shown).index:
+        text = " ".join(str(test.at[q, "query"]).split())
+        picks = "   ".join(f"w={w:g}: {names[chosen[w][q]]} (P={probs[chosen[w][q], q]:.2f}, "
+                           f"cost {per_query[chosen[w][q], q]:.3g})" for w in weights)
+        lines.append(f"  [{test.at[q, 'benchmark']}] {text[:60]}{'...' if len(text) > 60 else ''}\n      {picks}")
+    lines += ["", "At w=1 the model with the best P(correct) wins; when one model is the strongest on nearly every "
+                  "question (MMLU-Pro's pool: a frontier model), it takes nearly all of them. Lower w (locus:0.5, "
+                  "--quality-weight) trades P(correct) for cost; models of unknown cost are left out then. Caps "
+                  "(max_cost, max_params) and candidates restrict the choice per request (README, Route live traffic)."]
+    return "\n".join(lines)
 
 
 def step_windows(instance, run_id: str) -> dict[str, tuple[float, float, bool]]:
@@ -92,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             if materialization.asset_key.to_user_string() == "locus_checkpoint":
                 url = materialization.metadata.get("mlflow_run")
                 print(f"  MLflow run            {url.value if url else '?'}")
+        print("\n" + routing_examples(home))
     return 0 if result.success else 1
 
 

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # make dev: dagster dev (webserver + daemon) and the MLflow UI on 127.0.0.1, stopped together on Ctrl-C.
-# Ctrl-C (or SIGTERM) asks both to stop, waits at most STOP_GRACE_S seconds (default 10), then SIGKILLs
-# whatever is left of their process groups: everything is gone within ~STOP_GRACE_S + 1 s.
+# Ctrl-C asks both to stop, waits at most STOP_GRACE_S seconds (default 10), then SIGKILLs whatever is left of
+# their process groups: everything is gone within ~STOP_GRACE_S + 1 s. SIGTERM (a service manager, `docker stop`,
+# `timeout`) does the same with TERM_GRACE_S (default 3): dagster dev stops its webserver and daemon at once but
+# waits ~10 s for its code server, which is killed instead (a run it was executing is failed and retried by the
+# sensors, locus_pipeline/runs.py).
 # Environment: LOCUS_HOME, DAGSTER_PORT (3000), MLFLOW_PORT (5000), VENV (.venv), STOP_GRACE_S (10),
-# DAGSTER_LOG_LEVEL (info).
+# TERM_GRACE_S (3), DAGSTER_LOG_LEVEL (info).
 set -euo pipefail
 set -m  # each background job gets its own process group: dagster dev ignores SIGINT otherwise (stack.md)
 cd "$(dirname "$0")/.."
@@ -16,6 +19,7 @@ MLFLOW_PORT="${MLFLOW_PORT:-5000}"
 export DAGSTER_PORT MLFLOW_PORT  # the code location builds its MLflow links from MLFLOW_PORT
 VENV="$(cd "${VENV:-.venv}" && pwd)"  # absolute: dagster dev starts from DAGSTER_HOME
 STOP_GRACE_S="${STOP_GRACE_S:-10}"
+TERM_GRACE_S="${TERM_GRACE_S:-3}"
 DAGSTER_LOG_LEVEL="${DAGSTER_LOG_LEVEL:-info}"  # warning: only problems (no sensor tick lines)
 # the libraries' deprecation notices are for their developers, not for someone looking at the UIs
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::DeprecationWarning,ignore::FutureWarning,ignore:starlette.middleware.wsgi is deprecated:UserWarning,ignore:Handling yaml-defined logging configuration}"
@@ -34,22 +38,23 @@ relink_mlflow_links('$DAGSTER_HOME', tracking.ui_url)"
 
 MLFLOW_PID="" DAGSTER_PID=""
 
-alive() {  # is any process left in the process group of the given leader?
-  [[ -n "$1" ]] && kill -0 -- "-$1" 2>/dev/null
+alive() {  # is any process (not a zombie: a container's PID 1 may never reap them) left in the leader's group?
+  [[ -n "$1" ]] && ps -e -o pgid=,stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {found = 1} END {exit !found}'
 }
 
-stop() {
+stop() {  # stop [grace seconds]
   trap - INT TERM EXIT
+  local grace="${1:-$STOP_GRACE_S}"
   echo; echo "stopping dagster dev and the MLflow UI ..."
   if [[ -n "$DAGSTER_PID" ]]; then kill -INT -- "-$DAGSTER_PID" 2>/dev/null || true; fi
   if [[ -n "$MLFLOW_PID" ]]; then kill -TERM -- "-$MLFLOW_PID" 2>/dev/null || true; fi
-  local deadline=$((SECONDS + STOP_GRACE_S))
+  local deadline=$((SECONDS + grace))
   while (alive "$DAGSTER_PID" || alive "$MLFLOW_PID") && ((SECONDS < deadline)); do
     sleep 0.2
   done
   for pid in "$DAGSTER_PID" "$MLFLOW_PID"; do
     if alive "$pid"; then
-      echo "process group $pid did not stop within ${STOP_GRACE_S} s: SIGKILL"
+      echo "process group $pid did not stop within ${grace} s: SIGKILL"
       kill -KILL -- "-$pid" 2>/dev/null || true
     fi
   done
@@ -57,7 +62,7 @@ stop() {
   echo "stopped."
 }
 trap 'stop; exit 130' INT
-trap 'stop; exit 143' TERM
+trap 'stop "$TERM_GRACE_S"; exit 143' TERM
 trap stop EXIT
 
 MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "$VENV/bin/mlflow" server \

@@ -2,10 +2,12 @@
 """The UI walk (issue 19): every screen a Dagster and MLflow user looks at, in a real headless Chromium.
 
     python scripts/ui_walk.py --home PATH [--build-tiny] [--out ui-walk] [--items 1-9] [--no-onboard]
-                              [--dagster-port N] [--mlflow-port N] [--timeout-s 60]
+                              [--dagster-port N] [--mlflow-port N] [--timeout-s 60] [--in-place]
 
 Given a LOCUS_HOME that has been through the demo (`make demo`; or `--build-tiny`: a tiny synthetic home first,
-~80 s), it starts `make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on free ports, onboards one
+~80 s), it copies the home to a temporary folder (the walk onboards a model and its servers write run history:
+the user's home is left as it was; the copy is removed at the end; `--in-place` walks the home itself), starts
+`make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on $DAGSTER_PORT / $MLFLOW_PORT (else free ports), onboards one
 model through the drop folder if the pool has none (as a user would: a CSV into incoming/), waits for the reports
 refresh the sensor then launches, visits the screens of the issue's items 1-9, saves a screenshot and the rendered
 DOM of each under --out, asserts on each page, prints one PASS/FAIL line per item (with what was checked) and exits
@@ -24,15 +26,19 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -46,6 +52,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def env_port(name: str) -> int:
+    """The port an environment variable names (DAGSTER_PORT, MLFLOW_PORT: what `make dev` reads), 0 when unset."""
+    value = os.environ.get(name, "")
+    if value and not value.isdigit():
+        raise SystemExit(f"ui_walk: {name}={value!r} is not a port number")
+    return int(value or 0)
+
+
+@contextmanager
+def walked_home(home: Path, *, in_place: bool = False) -> Iterator[Path]:
+    """The home the walk runs on: a temporary copy of ``home`` (the walk may onboard a model; its servers write
+    run history and relink MLflow), removed afterwards, so that ``home`` is left as it was; ``in_place``: the
+    home itself. Stored paths are relative to the home (a copy works); the copy keeps symlinks as links."""
+    if in_place:
+        yield home
+        return
+    with tempfile.TemporaryDirectory(prefix="locus-ui-walk-") as tmp:
+        copy = Path(tmp) / home.name
+        shutil.copytree(home, copy, symlinks=True, ignore=shutil.ignore_patterns(".locks"))
+        yield copy
 
 
 def http_ok(url: str) -> bool:
@@ -533,18 +561,26 @@ ITEMS = [(1, "Dagster asset pages: columns, owners, tags, float metadata + Plots
          (9, "locus search output")]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, required=True, help="a LOCUS_HOME that has been through the demo")
     parser.add_argument("--out", type=Path, default=Path("ui-walk"), help="screenshots and DOMs go here (default ui-walk/)")
-    parser.add_argument("--dagster-port", type=int, default=0, help="default: a free port")
-    parser.add_argument("--mlflow-port", type=int, default=0, help="default: a free port")
+    parser.add_argument("--dagster-port", type=int, default=env_port("DAGSTER_PORT"),
+                        help="default: $DAGSTER_PORT (as make dev), else a free port")
+    parser.add_argument("--mlflow-port", type=int, default=env_port("MLFLOW_PORT"),
+                        help="default: $MLFLOW_PORT (as make dev), else a free port")
+    parser.add_argument("--in-place", action="store_true",
+                        help="walk --home itself (it keeps the onboarded model and the runs); default: a temporary copy")
     parser.add_argument("--timeout-s", type=float, default=60, help="how long a page may take to show its text")
     parser.add_argument("--no-onboard", action="store_true", help="do not drop a file into incoming/ when the pool has no onboarded model")
     parser.add_argument("--items", default="1-9", help="e.g. 1,4-6")
     parser.add_argument("--build-tiny", action="store_true",
                         help="first build a tiny synthetic home at --home (unless it holds a pool already; ~80 s)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if screenshot.chromium() is None:
         print("ui_walk: chromium is not installed: apt-get install -y chromium chromium-driver", file=sys.stderr)
         return 3
@@ -564,7 +600,14 @@ def main(argv: list[str] | None = None) -> int:
     for part in args.items.split(","):
         lo, _, hi = part.partition("-")
         wanted |= set(range(int(lo), int(hi or lo) + 1))
-    out.mkdir(parents=True, exist_ok=True)
+    with walked_home(home, in_place=args.in_place) as walked:
+        if walked != home:
+            print(f"walking a copy of {home} at {walked} (removed at the end; --in-place walks the home itself)", flush=True)
+        return walk_home(walked, out, args, wanted)
+
+
+def walk_home(home: Path, out: Path, args: argparse.Namespace, wanted: set[int]) -> int:
+    """Start the servers on ``home``, onboard a model if it has none, visit the items; the exit status."""
     started = time.monotonic()
     dagster_port = args.dagster_port or free_port()
     mlflow_port = args.mlflow_port or free_port()

@@ -34,11 +34,18 @@ _SYMBOL = {False: "circle", True: "diamond"}
 # three close pinks and two close purples), then Plotly's Dark24 and Light24; families beyond that cycle again
 KELLY = ("#F3C300", "#875692", "#F38400", "#A1CAF1", "#BE0032", "#C2B280", "#848482", "#008856", "#E68FAC", "#0067A5",
          "#F99379", "#604E97", "#F6A600", "#B3446C", "#DCD300", "#882D17", "#8DB600", "#654522", "#E25822", "#2B3D26")
-PALETTE = KELLY + tuple(c for c in tuple(px_colors.qualitative.Dark24) + tuple(px_colors.qualitative.Light24)
-                        if c.upper() not in KELLY)
+# The first 16 in the order that keeps them farthest apart: greedy farthest-point in CIE Lab over Kelly, Dark24
+# and Light24, starting from the onboarded black and the white background (their smallest pairwise CIE76 distance
+# is 42, from the black 41; Kelly's first 14 in order: 15, with three near-identical orange/yellows). Tested in test_atlas.py.
+DISTINCT = ("#511CFB", "#00FE35", "#FB0D0D", "#F3C300", "#E15F99", "#479B55", "#2E91E5", "#882D17", "#0DF9FF",
+            "#FB00D1", "#750D86", "#848482", "#22FFA7", "#E3EE9E", "#0D2A63", "#8DB600")
+PALETTE = DISTINCT + tuple(c for c in dict.fromkeys(KELLY + tuple(c.upper() for c in px_colors.qualitative.Dark24
+                                                                         + px_colors.qualitative.Light24))
+                           if c not in DISTINCT)
 ONBOARDED = "onboarded"  # the legend group of onboarded models whose family is unknown
 ONBOARDED_COLOUR = "#111111"  # onboarded models stand out: black, larger, labelled
 MIN_3D_VARIANCE = 0.05  # a 3-D view whose third axis holds less of the variance than this shows nothing more
+ONE_DIMENSIONAL = 0.9  # PC1 holding more of the variance than this: the page says the map is nearly a line
 
 
 def pca_projection(embeddings: np.ndarray, n_components: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -110,6 +117,7 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
             "neighbours": [[[int(j), round(float(x), 6)] for j, x in zip(nn[i], nn_dist[i])] for i in range(len(z))],
             "benchmarks": benchmarks, "accuracy": accuracy, "xy": coords[:, :2].round(6).tolist()}
     labelled = set(onboarded) | set(portfolio)  # names drawn beside their points (any model: click it)
+    data["labelled"] = [n for n in names if n in labelled]  # the selection's arrow adds no second name to these
     fig2d, fig3d = _figures(names, fams, in_portfolio, coords, ratio, labelled=labelled, onboarded=set(onboarded))
     config = {"displaylogo": False, "responsive": True}
     plot2d = pio.to_html(fig2d, full_html=False, include_plotlyjs=True, div_id="atlas-2d", config=config,
@@ -120,6 +128,11 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     else:
         plot3d = (f'<p class="note">No 3-D view: the third principal component holds {100 * ratio[2]:.1f}% of the '
                   'variance, so it would show nothing the 2-D view does not.</p>')
+    if ratio[0] > ONE_DIMENSIONAL:
+        plot2d = (f'<p class="note" id="one-dimensional">The first principal component holds {100 * ratio[0]:.1f}% of '
+                  "the variance: the map is nearly one-dimensional (the models differ mostly along one direction, "
+                  "e.g. overall accuracy). The nearest neighbours in the panel are measured in the full embedding "
+                  "space, not on this map.</p>" + plot2d)
     page = _PAGE.format(
         title=html.escape(title), n_models=len(z), n_portfolio=int(in_portfolio.sum()), k=k, metric=metric,
         plot2d=plot2d, plot3d=plot3d, options="".join(f'<option value="{html.escape(n)}">' for n in names),
@@ -210,10 +223,13 @@ def _figures(names, fams, in_portfolio, coords, ratio, *, labelled=frozenset(),
     axis = [f"PC{i + 1} ({100 * r:.1f}% of variance)" for i, r in enumerate(ratio)]
     # the legend under the plot: beside it, a narrow frame (MLflow's artifact viewer) squeezes the points to a strip
     legend = dict(title="family", orientation="h", yanchor="top", y=-0.15, xanchor="left", x=0)
+    # the toolbar stands on the right edge (vertical), where it covers no title
     fig2d.update_layout(title="Model embeddings, PCA 2-D (diamond = portfolio; labelled: portfolio and onboarded)",
                         xaxis_title=axis[0], yaxis_title=axis[1], template="plotly_white", clickmode="event",
-                        legend=legend, margin=dict(l=50, r=20, t=50, b=40), autosize=True)
+                        legend=legend, margin=dict(l=50, r=50, t=50, b=40), autosize=True,
+                        modebar=dict(orientation="v"))
     fig3d.update_layout(title="PCA 3-D", template="plotly_white", legend=legend, autosize=True,
+                        modebar=dict(orientation="v"),
                         scene=dict(xaxis_title=axis[0], yaxis_title=axis[1], zaxis_title=axis[2]))
     return fig2d, fig3d
 
@@ -256,6 +272,7 @@ _SCRIPT = """
   const root = document.getElementById('atlas');
   const index = new Map(data.names.map((n, i) => [n, i]));
   const inPortfolio = new Set(data.portfolio);
+  const labelled = new Set(data.labelled);
 
   function cell(tag, text) { const c = document.createElement(tag); c.textContent = text; return c; }
 
@@ -295,8 +312,9 @@ _SCRIPT = """
           {height: 40 + 22 * data.benchmarks.length, width: 360, margin: {t: 10, b: 30, l: 10, r: 20},
            xaxis: {range: [0, 1], title: {text: 'accuracy'}}, yaxis: {automargin: true, autorange: 'reversed', dtick: 1}},
           {displayModeBar: false});
-        Plotly.relayout('atlas-2d', {annotations: [{x: data.xy[i][0], y: data.xy[i][1], text: name,
-          showarrow: true, arrowhead: 2}]});
+        // the arrow names the model unless the plot already draws its name beside it
+        Plotly.relayout('atlas-2d', {annotations: [{x: data.xy[i][0], y: data.xy[i][1],
+          text: labelled.has(name) ? '' : name, showarrow: true, arrowhead: 2}]});
       } catch (e) { console.error(e); }
     }
   }

@@ -83,7 +83,12 @@ class FamilyClustering:
         truncate = {} if m <= max_leaves else {"truncate_mode": "lastp", "p": max_leaves, "show_contracted": True}
         dendrogram(self.linkage, labels=list(self.names), ax=ax, leaf_rotation=90,
                    leaf_font_size=max(4, min(9, 600 // max(shown, 1))), **truncate)
-        ax.set_ylabel(f"{self.metric} distance ({self.method} linkage)")
+        # most merges of a trained pool sit near 0 beside a few high ones: a log scale (linear below the smallest
+        # merge above 0, so a merge at exactly 0 stays drawable) spreads them out
+        heights = self.linkage[:, 2]
+        low = float(heights[heights > 0].min()) if (heights > 0).any() else 1.0
+        ax.set_yscale("symlog", linthresh=low, linscale=0.2)
+        ax.set_ylabel(f"{self.metric} distance ({self.method} linkage; log scale)")
         ax.set_title("Hierarchical clustering of model embeddings" if not truncate else
                      f"Hierarchical clustering of {m:,} model embeddings: top {max_leaves} branches "
                      "(label (n) = n models)")

@@ -102,6 +102,13 @@ def stats_draws(stats: QueryStats, weights: np.ndarray) -> dict[str, np.ndarray]
         }
 
 
+def resample_weights(rng: np.random.Generator, n_q: int, size: int) -> np.ndarray:  # (size, n_q)
+    """Multiplicities of ``n_q`` queries in ``size`` resamples drawn with replacement: the one way every paired
+    interval here (bootstrap_comparisons, locus_model.routing.frontier) draws its resamples, so that the same
+    seed gives the same resamples."""
+    return np.stack([np.bincount(row, minlength=n_q) for row in rng.integers(0, n_q, size=(size, n_q))])
+
+
 def bootstrap_comparisons(
     probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, against: str, n_boot: int = 2000,
     seed: int = 0, level: float = 0.95,
@@ -128,8 +135,7 @@ def bootstrap_comparisons(
         size = min(n_boot, start + 256) - start
         per_stratum = {name: [] for name in probs}
         for k, y in enumerate(labels):
-            n_q = y.shape[1]
-            weights = np.stack([np.bincount(row, minlength=n_q) for row in rng.integers(0, n_q, size=(size, n_q))])
+            weights = resample_weights(rng, y.shape[1], size)
             for name, ss in stats.items():
                 per_stratum[name].append(stats_draws(ss[k], weights))
         for name, strata in per_stratum.items():

@@ -37,7 +37,7 @@ from locus_model.data.query_encodings import encoding_matrix
 from locus_model.evaluation.methods import METHODS, fit_and_predict, set_threads
 from locus_model.evaluation.results import config_dict, json_clean
 from locus_model.evaluation.splits import Fold, anchor_counts, model_groups, query_folds
-from locus_model.evaluation.summary import REFERENCE, label_warnings, score_folds, summarise
+from locus_model.evaluation.summary import REFERENCE, frontier_summary, label_warnings, score_folds, summarise
 
 
 def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: EvaluationMatrix) -> np.ndarray:
@@ -98,6 +98,7 @@ def evaluate(
     fold: Fold | None = None,
     held_out: Sequence[str] | None = None,
     locus_model: Any = None,
+    costs: Any = None,
 ) -> dict:
     """Evaluate LOCUS and the baselines on one evaluation table; returns the JSON-ready result dict.
 
@@ -124,6 +125,10 @@ def evaluate(
         held_out: the held-out models by name, instead of drawing a ``holdout_models`` share.
         locus_model: a trained Locus scored as it is ("locus" is not trained; its in-training models are
             embedded from their anchor evaluations like the held-out ones): e.g. the pool's checkpoint.
+        costs: a routing.CostTable of the matrix's models (e.g. cost_table(models, cost_info(models file))):
+            adds "frontier", every method's quality-cost frontier on the test queries with RouterBench's AIQ and
+            the cost shares at 100% / 95% of the best single model's accuracy (evaluation.summary.frontier_summary);
+            models of unknown cost are left out of it and counted in settings["costs"].
 
     Returns:
         {"settings", "sizes", "wall_s", "methods": {method: {group: {"routing_acc": {"mean", "std"}, "hit@3",
@@ -132,12 +137,18 @@ def evaluate(
         {metric: {"diff", "ci_low", "ci_high"}}}, LOCUS's fold mean minus the other's, with an interval from
         resampling the test queries within each fold (routing_acc, correctness_acc, auc, brier; see
         bootstrap_comparisons). Groups: all, in_training, held_out (absent when
-        nothing is held out), then any extra_groups. Undefined numbers (e.g. AUC on one class) are None.
+        nothing is held out), then any extra_groups. Undefined numbers (e.g. AUC on one class) are None. With
+        ``costs``: "frontier": {router: {"aiq" | "cost_share_at_best_single" | "cost_share_at_95": {"mean",
+        "ci_low", "ci_high"}, ...}} and "frontier_folds" (each fold's operating points and hulls, what
+        routing.plot_frontiers draws); a share never reached is None.
     """
     start = time.perf_counter()
     log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)
     if jobs < 1:
         raise ValueError(f"jobs={jobs}: give the number of worker processes, 1 or more (1 = no workers)")
+    if costs is not None and costs.basis == "none":
+        raise ValueError("costs: no model has a price or a parameter count, so there is no quality-cost frontier. How "
+                         "to fix: give params_b, price_input_per_mtok / price_output_per_mtok or cost_per_query per model")
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
@@ -191,6 +202,13 @@ def evaluate(
     for warning in warnings:
         log(f"WARNING: {warning}")
     result_methods = summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
+    frontier = None
+    if costs is not None:
+        from locus_model.routing.frontier import query_costs
+
+        costs = costs if costs.names == tuple(matrix.models) else costs.subset(matrix.models)
+        fold_costs = [query_costs(costs, [matrix.queries[q] for q in f.test]) for f in splits]
+        frontier = frontier_summary(scored, methods, fold_costs, matrix.models, n_boot=n_boot, seed=seed)
     return json_clean({
         "settings": {
             "protocol": protocol,
@@ -211,6 +229,9 @@ def evaluate(
             "held_out_model_names": [matrix.models[i] for i in held],
             "locus_trained_here": locus_model is None,
             "extra_groups": {k: list(v) for k, v in (extra_groups or {}).items()},
+            "costs": None if costs is None else {
+                "basis": costs.basis, "means": costs.basis_means, "note": costs.note,
+                "models_of_unknown_cost": len(costs.unknown), "unknown_cost": list(costs.unknown)},
         },
         "sizes": {
             "models": n_models,
@@ -228,4 +249,5 @@ def evaluate(
         "wall_s": round(time.perf_counter() - start, 2),
         "warnings": warnings,  # label_warnings: degenerate labels, a one-model pool
         "methods": result_methods,
+        **({} if frontier is None else {"frontier": frontier["methods"], "frontier_folds": frontier["folds"]}),
     })

@@ -57,25 +57,36 @@ def format_results(result: dict) -> str:
         f"models, {z['queries']} queries, wall {result['wall_s']:.0f} s"
     ]
     lines += [f"WARNING: {w}" for w in result.get("warnings") or []]
-    header = f"{'method':<12} {'routing':>11} {'hit@3':>11} {'correct':>11} {'AUC':>11} {'Brier':>11}  {'vs best_single [95% CI]':>24}"
+    if z.get("held_out_models") == 1:
+        lines.append("WARNING: the held_out group has one model: routing among one model picks it for every query, so "
+                     "every method (oracle included) routes alike there; its routing, hit@3 and routing differences "
+                     "are n/a (its correct, AUC and Brier still measure the predictions)")
+    lines.append("units: percent, mean±std over folds; Brier: the Brier score x 100 (lower is better); vs best_single: "
+                 "routing accuracy minus the best single model's, in points [95% paired bootstrap CI], tie when it "
+                 "covers 0")
+    header = (f"{'method':<12} {'routing %':>11} {'hit@3 %':>11} {'correct %':>11} {'AUC %':>11} {'Brier x100':>11}  "
+              "vs best_single [95% CI]")
     groups = list(GROUPS) + [g for g in (result["settings"].get("extra_groups") or {}) if g not in GROUPS]
     for group in groups:
         rows = [(m, res[group]) for m, res in result["methods"].items() if group in res]
         if not rows:
             continue
+        one_model = group == "held_out" and z.get("held_out_models") == 1  # routing among one model: n/a
+        routing = (lambda stat: "n/a") if one_model else _fmt
         lines += ["", f"[{group}]", header]
         for name, entry in rows:
-            vs_text = format_interval(entry.get("vs_best_single"))
+            vs_text = "n/a (one model)" if one_model else format_interval(entry.get("vs_best_single"))
             lines.append(
-                f"{name:<12} {_fmt(entry['routing_acc']):>11} {_fmt(entry['hit@3']):>11} {_fmt(entry['correctness_acc']):>11} "
-                f"{_fmt(entry['auc']):>11} {_fmt(entry['brier']):>11}  {vs_text:>24}"
+                f"{name:<12} {routing(entry['routing_acc']):>11} {routing(entry['hit@3']):>11} {_fmt(entry['correctness_acc']):>11} "
+                f"{_fmt(entry['auc']):>11} {_fmt(entry['brier']):>11}  {vs_text:<26}".rstrip()
             )
         locus = next((entry for m, entry in rows if m == "locus"), None)
         if locus and locus.get("vs_methods"):
             lines += ["", f"LOCUS minus each method [{group}] (fold means; 95% paired bootstrap CI over test queries within folds; Brier: negative favours LOCUS)",
-                      f"{'method':<12} " + " ".join(f"{k:>22}" for k in _PAIRED)]
+                      (f"{'method':<12} " + " ".join(f"{k:<24}" for k in _PAIRED)).rstrip()]
             for other, stats in locus["vs_methods"].items():
-                lines.append(f"{other:<12} " + " ".join(f"{format_interval(stats.get(k)):>22}" for k in _PAIRED))
+                cells = ["n/a (one model)" if one_model and k == "routing_acc" else format_interval(stats.get(k)) for k in _PAIRED]
+                lines.append((f"{other:<12} " + " ".join(f"{c:<24}" for c in cells)).rstrip())
     return "\n".join(lines)
 
 
@@ -83,11 +94,51 @@ _PAIRED = ("routing_acc", "correctness_acc", "auc", "brier")
 
 
 def format_interval(stat: dict | None, scale: float = 100.0) -> str:
-    """'+1.2 [+0.3,+2.0]' for a {"diff", "ci_low", "ci_high"} dict (x100), with ' tie' when the interval covers 0."""
+    """' +1.2 [ +0.3, +2.0]' for a {"diff", "ci_low", "ci_high"} dict (x100; each number 5 wide, so that a column of
+    them lines up), with ' tie' when the interval covers 0."""
     if not stat or stat.get("diff") is None:
         return "-"
     tie = " tie" if stat["ci_low"] <= 0 <= stat["ci_high"] else ""
-    return f"{stat['diff'] * scale:+.1f} [{stat['ci_low'] * scale:+.1f},{stat['ci_high'] * scale:+.1f}]{tie}"
+    return f"{stat['diff'] * scale:+5.1f} [{stat['ci_low'] * scale:+5.1f},{stat['ci_high'] * scale:+5.1f}]{tie}"
+
+
+def _share(stat: dict) -> str:
+    """A cost share (x100) with its interval; "never" where it is not reached (None), "> x" for an open bound."""
+    if stat["mean"] is None:
+        return "never" if stat["ci_low"] is None else f"never [{100 * stat['ci_low']:.0f}%, -]"
+    high = "-" if stat["ci_high"] is None else f"{100 * stat['ci_high']:.0f}%"
+    return f"{100 * stat['mean']:.0f}% [{100 * stat['ci_low']:.0f}%, {high}]"
+
+
+def frontier_rows(result: dict) -> list[dict]:
+    """The frontier of a result run with costs, one row per router: AIQ (x100) and the cost shares at 100% / 95% of
+    the best single model's accuracy, each with its 95% paired interval; [] without costs."""
+    rows = []
+    for name, e in (result.get("frontier") or {}).items():
+        aiq = e["aiq"]
+        rows.append({"router": name,
+                     "AIQ x100": "-" if aiq["mean"] is None else
+                     f"{100 * aiq['mean']:.1f} [{100 * aiq['ci_low']:.1f}, {100 * aiq['ci_high']:.1f}]",
+                     "cost at best single's accuracy": _share(e["cost_share_at_best_single"]),
+                     "cost at 95% of it": _share(e["cost_share_at_95"])})
+    return rows
+
+
+def format_frontier(result: dict) -> str:
+    """The frontier table of a result run with costs (``locus evaluate --models-file``); "" without costs."""
+    rows = frontier_rows(result)
+    if not rows:
+        return ""
+    costs, folds = result["settings"]["costs"], result["frontier_folds"]
+    best = ", ".join(sorted({f["best_single"] for f in folds}))
+    lines = [f"Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = {costs['means']}; "
+             f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; best single model {best} "
+             f"(the best on the anchors); cost shares are of its cost; AIQ: RouterBench's, cost range from the cheapest "
+             f"to the most expensive model"]
+    widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
+    lines.append("  ".join(f"{k:<{w}}" for k, w in widths.items()))
+    lines += ["  ".join(f"{r[k]:<{w}}" for k, w in widths.items()) for r in rows]
+    return "\n".join(lines)
 
 
 def print_results(result: dict, file: Any = None) -> None:
@@ -102,7 +153,8 @@ HEADLINE_METRICS = ("routing_acc", "correctness_acc", "auc", "brier")
 def flatten_results(result: dict) -> pd.DataFrame:
     """The result as a long table: method, group, benchmark ('' = all), metric, mean, std. Paired comparisons
     become metrics too: ``vs_best_single.<key>`` and, for LOCUS minus another method,
-    ``vs_<method>.<metric>.<diff|ci_low|ci_high>`` (std None)."""
+    ``vs_<method>.<metric>.<diff|ci_low|ci_high>`` (std None); a result run with costs adds each router's
+    ``frontier.<figure>.<mean|ci_low|ci_high>`` (group all)."""
     rows = []
     for method, groups in result["methods"].items():
         for group, entry in groups.items():
@@ -118,6 +170,9 @@ def flatten_results(result: dict) -> pd.DataFrame:
                              for other, metrics in stat.items() for m, interval in metrics.items() for k, v in interval.items()]
                 else:
                     rows.append(dict(method=method, group=group, benchmark="", metric=metric, mean=stat["mean"], std=stat["std"]))
+    rows += [dict(method=method, group="all", benchmark="", metric=f"frontier.{figure}.{k}", mean=v, std=None)
+             for method, figures in (result.get("frontier") or {}).items() for figure, stat in figures.items()
+             for k, v in stat.items()]
     return pd.DataFrame(rows)
 
 

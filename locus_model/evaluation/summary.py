@@ -131,3 +131,19 @@ def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarr
                     entry["vs_methods"] = {m: {k: _no_interval(v) for k, v in s.items()} for m, s in entry["vs_methods"].items()}
             result_methods[name][group] = entry
     return result_methods
+
+
+def frontier_summary(scored: FoldScores, methods: list[str], fold_costs: list[np.ndarray], names: Sequence[str], *,
+                     n_boot: int, seed: int) -> dict:
+    """Every method's quality-cost frontier on each fold's test queries among all the models
+    (locus_model.routing.frontier.evaluate_frontiers): the cost-aware rule on each method's P(correct), the
+    two-model threshold routers and random mixing; the best single model is best_single's choice (the best on the
+    anchors among the models of known cost). fold_costs: (M, Q_test) per fold, NaN = unknown."""
+    from locus_model.routing.frontier import evaluate_frontiers
+
+    labels = scored.labels["all"]
+    if len(labels) != len(fold_costs):
+        raise ValueError(f"frontier_summary: {len(fold_costs)} folds of costs for {len(labels)} folds of labels")
+    probs = {m: scored.probs[m]["all"] for m in methods if len(scored.probs[m]["all"]) == len(labels)}
+    rates = [p.mean(axis=1) for p in scored.probs[REFERENCE]["all"]]  # best_single: each model's anchor mean rate
+    return evaluate_frontiers(probs, labels, fold_costs, rates, names=names, n_boot=n_boot, seed=seed)

@@ -1,24 +1,48 @@
-"""The quality-cost frontier of the cost-aware router: accuracy against mean cost per query as the quality weight
-varies, on labelled queries, beside the best single model, the cheapest model and their random mix; and its plot.
+"""The quality-cost frontier: accuracy against mean cost per query of every router on labelled queries, and the
+figures routing papers compare routers by; and their plots.
 
-Every query is routed by :func:`locus_model.routing.route_many`, the rule ``locus serve`` applies per request
-(:func:`locus_model.routing.route`).
+Two views of one rule. :func:`cost_frontier` (the ``cost_frontier`` asset) sweeps the quality weight of the
+cost-aware router, :func:`locus_model.routing.route_many`, the rule ``locus serve`` applies per request
+(:func:`locus_model.routing.route`), and says at which weight it reaches 95% of the best single model.
+:func:`evaluate_frontiers` (``locus evaluate --models-file``, the ``routing_evaluation`` asset,
+bench/bench_frontier.py) sweeps every method's router on each fold's test queries (the same rule on each method's
+P(correct), a RouteLLM-style two-model threshold router, and random mixing of the best single and the cheapest
+model, the straight line) and gives, with paired bootstrap intervals, RouterBench's AIQ and the lowest mean cost at
+which a router reaches 95% and 100% of the best single model's accuracy, as a share of that model's cost.
+
+AIQ (RouterBench: Hu et al. 2024, "RouterBench: A Benchmark for Multi-LLM Routing System", arXiv 2403.12031,
+Sec. 3; code: withmartian/routerbench, evaluation/AIQ.py, ``get_non_descreasing_convex_hull_of`` and ``calc_AIQ``):
+a router's operating points (mean cost, accuracy) are replaced by their non-decreasing convex hull (mixing two
+operating points at random reaches every point between them, and paying more never has to lose accuracy), and AIQ
+is the area under the hull over the cost range divided by its width, ``1 / (c_max - c_min) * integral from c_min
+to c_max``, i.e. the cost normalised to [0, 1]; here c_min and c_max are the mean costs of the cheapest and the most
+expensive model on the same queries. As in ``calc_AIQ`` the hull counts 0 below its first point and is extended flat
+from its last point to c_max.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from locus_model.evaluation.bootstrap import resample_weights
 from locus_model.routing.costs import DEFAULT_OUTPUT_TOKENS, CostTable, estimate_tokens
 from locus_model.routing.errors import CostError, RoutingError
 from locus_model.routing.route import quality_lambda, route_many
 
 
-DEFAULT_WEIGHTS = tuple(np.round(np.concatenate([[0.0], np.geomspace(0.01, 1.0, 40)]), 6))
+# 0, 40 weights from 0.01 to 1 evenly on a log scale, and 40 from 0.5 to 0.9999 denser near 1, where lambda =
+# (1 - w) / w is small and the rule trades a little accuracy for a lot of cost
+DEFAULT_WEIGHTS = tuple(sorted({*np.round(np.concatenate([[0.0], np.geomspace(0.01, 1.0, 40)]), 6).tolist(),
+                                *np.round(1 - np.geomspace(1e-4, 0.5, 40), 6).tolist()}))
+
+
+def share_text(share: float | None) -> str:
+    """A cost share as a percentage; "never" for a target never reached (inf, or None in a result JSON)."""
+    return "never" if share is None or not np.isfinite(share) else f"{share:.1%}"
 
 
 @dataclass(frozen=True)
@@ -40,6 +64,9 @@ class CostFrontier:
     chosen: np.ndarray | None = None  # (K, Q) row of ``names`` chosen per query, one row per weight of ``table``
     cost_basis: str = ""  # the CostTable's basis ("usd", "params_b", "none") when the costs came from one
     unknown_cost: tuple[str, ...] = ()  # models left out: no cost known on that basis (frontier_of_pool)
+    # RouterBench's AIQ and the cost shares at 100% / 95% of the best single model's accuracy on the router's hull
+    # (frontier_figures, the code of locus evaluate --models-file; inf: never reached)
+    figures: dict[str, float] | None = None
 
     def random_mix(self, n: int = 11) -> pd.DataFrame:
         """The cheapest model with probability 1 - p, the best single model with probability p: a straight line."""
@@ -57,7 +84,11 @@ class CostFrontier:
                 f"{self.best_single_cost:.4g}; cheapest {self.cheapest}: {self.cheapest_accuracy:.4f} at "
                 f"{self.cheapest_cost:.4g}; router at quality_weight 1: "
                 + (f"{top['accuracy']:.4f} at {top['mean_cost']:.4g}" if top is not None else "-")
-                + f"; {self.share:.0%} of the best single model's accuracy: {at} ({self.n_queries} queries).")
+                + f"; {self.share:.0%} of the best single model's accuracy: {at} ({self.n_queries} queries)."
+                + ("" if self.figures is None else
+                   f" Mixing weights at random (the hull, RouterBench): AIQ {self.figures['aiq']:.4f}; the best single "
+                   f"model's accuracy at {share_text(self.figures['cost_share_at_best_single'])} of its cost, 95% of it "
+                   f"at {share_text(self.figures['cost_share_at_95'])}."))
 
     def plot(self, path, *, cost_label: str = "mean cost per query"):
         from locus_model.analysis._common import new_figure, save_figure
@@ -109,16 +140,12 @@ def cost_frontier(
         raise RoutingError("cost_frontier: no query has a label. How to fix: pass labelled test queries.")
     p, y, c = p[:, cols], y[:, cols], c[:, cols]
     known = ~np.isnan(y)
-    q = np.arange(p.shape[1])
-    rows, choices = [], []
-    for w in sorted({float(v) for v in weights}):
-        chosen = route_many(p, c, w, known)
-        choices.append(chosen)
-        rows.append({"quality_weight": w, "lam": quality_lambda(w), "accuracy": float(y[chosen, q].mean()),
-                     "mean_cost": float(c[chosen, q].mean())})
-    table = pd.DataFrame(rows)
+    weights = sorted({float(v) for v in weights})
+    curve = rule_curve(p, y, c, known, weights)
+    acc, cost = (x[0] for x in curve.points())
+    table = pd.DataFrame({"quality_weight": weights, "lam": [quality_lambda(w) for w in weights], "accuracy": acc,
+                          "mean_cost": cost})
     # pareto: no other point is at least as accurate and strictly cheaper, or strictly more accurate and as cheap
-    acc, cost = table["accuracy"].to_numpy(), table["mean_cost"].to_numpy()
     table["pareto"] = [not (((acc >= a) & (cost < m)) | ((acc > a) & (cost <= m))).any() for a, m in zip(acc, cost)]
     single_acc = np.array([np.nanmean(row) if k.any() else -np.inf for row, k in zip(y, known)])
     single_cost = np.array([row[k].mean() if k.any() else np.inf for row, k in zip(c, known)])
@@ -127,10 +154,14 @@ def cost_frontier(
     target = share * single_acc[best]
     reach = table[table["accuracy"] >= target - 1e-12]
     at = reach.sort_values(["mean_cost", "quality_weight"]).iloc[0] if len(reach) else None
+    # RouterBench's figures, by the code of evaluate_frontiers, on the queries where the best single model is labelled
+    on = known[best]
+    figures = frontier_figures({"locus": rule_curve(p[:, on], y[:, on], c[:, on], known[:, on], weights)},
+                               y[:, on], c[:, on], best)["locus"]
     return CostFrontier(table, names, names[best], float(single_acc[best]), float(single_cost[best]), names[cheap],
                         float(single_acc[cheap]), float(single_cost[cheap]), int(p.shape[1]), share,
                         None if at is None else float(at["mean_cost"]), None if at is None else float(at["quality_weight"]),
-                        np.stack(choices))
+                        curve.chosen, figures={f: float(v[0]) for f, v in figures.items()})
 
 
 def frontier_of_pool(probs: np.ndarray, labels: np.ndarray, names: Sequence[str], texts: Sequence[str],
@@ -155,4 +186,314 @@ def frontier_of_pool(probs: np.ndarray, labels: np.ndarray, names: Sequence[str]
     return replace(result, cost_basis=costs.basis, unknown_cost=unknown)
 
 
-__all__ = ["DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier", "frontier_of_pool"]
+def query_costs(costs: CostTable, texts: Sequence[str], output_tokens: int = DEFAULT_OUTPUT_TOKENS) -> np.ndarray:
+    """(M, Q) cost of each query on each model of ``costs`` (NaN: unknown), a query's cost from its estimated input
+    tokens and ``output_tokens``, as ``locus serve`` charges a request; the same for every query when the costs do
+    not depend on tokens (a cost per query, parameter counts): then a read-only (M, Q) view of the (M,) costs."""
+    if costs.basis == "usd" and (np.nan_to_num(costs.price_input) > 0).any():
+        return np.stack([costs.costs(estimate_tokens(t), output_tokens) for t in texts], axis=1)
+    return np.broadcast_to(costs.costs(0, output_tokens)[:, None], (len(costs.names), len(texts)))
+
+
+# ---------------------------------------------------------------------------------------------- RouterBench's figures
+
+
+def monotone_hull(costs, accuracies) -> tuple[np.ndarray, np.ndarray]:
+    """The non-decreasing convex hull of operating points (RouterBench): the most accuracy reachable at mean cost
+    <= c by mixing points at random, for c from the cheapest point to the (cheapest) most accurate one; flat after.
+    Returns the hull's vertices (cost ascending, accuracy non-decreasing)."""
+    c, a = np.asarray(costs, np.float64), np.asarray(accuracies, np.float64)
+    if c.shape != a.shape or c.ndim != 1 or c.size == 0 or np.isnan(c).any() or np.isnan(a).any():
+        raise ValueError(f"monotone_hull: costs {c.shape} and accuracies {a.shape} must be 1-D, equal, non-empty, no NaN")
+    order = np.lexsort((-a, c))  # cost ascending, the most accurate first among equal costs
+    c, a = c[order], a[order]
+    top = int(np.argmax(a))  # the first (cheapest) point of the highest accuracy ends the rising part
+    hull: list[tuple[float, float]] = []
+    for x, y in zip(c[: top + 1], a[: top + 1]):
+        if hull and x == hull[-1][0]:
+            continue  # same cost, not more accurate (sorted so)
+        while len(hull) >= 2:  # upper hull: drop the last vertex when it is on or below the chord to the new point
+            (x1, y1), (x2, y2) = hull[-2], hull[-1]
+            if (x2 - x1) * (y - y1) - (y2 - y1) * (x - x1) >= 0:
+                hull.pop()
+            else:
+                break
+        hull.append((float(x), float(y)))
+    return np.array([h[0] for h in hull]), np.array([h[1] for h in hull])
+
+
+def hull_area(hx: np.ndarray, hy: np.ndarray, lo: float, hi: float) -> float:
+    """Integral over [lo, hi] of the hull (0 below its first cost, linear between vertices, flat after the last)."""
+    start = max(lo, float(hx[0]))
+    if start >= hi:
+        return 0.0
+    grid = np.unique(np.concatenate([[start, hi], hx[(hx > start) & (hx < hi)]]))
+    values = np.interp(grid, hx, hy)
+    return float(np.sum((grid[1:] - grid[:-1]) * (values[1:] + values[:-1]) / 2))
+
+
+def aiq(hx: np.ndarray, hy: np.ndarray, lo: float, hi: float) -> float:
+    """RouterBench's AIQ of a hull over the cost range [lo, hi] (the cheapest and the most expensive model's mean
+    cost): its area there over hi - lo (the module docstring). A range of one cost (every model costs the same):
+    the hull's accuracy at that cost."""
+    if hi <= lo:
+        return float(np.interp(lo, hx, hy)) if hx[0] <= lo else 0.0
+    return hull_area(hx, hy, lo, hi) / (hi - lo)
+
+
+def cost_at(hx: np.ndarray, hy: np.ndarray, target: float) -> float:
+    """The lowest mean cost at which the hull reaches ``target`` accuracy (inf: never)."""
+    if hy[-1] < target - 1e-12:
+        return float("inf")
+    i = int(np.argmax(hy >= target - 1e-12))
+    if i == 0:
+        return float(hx[0])
+    (x1, y1), (x2, y2) = (hx[i - 1], hy[i - 1]), (hx[i], hy[i])
+    return float(x1 + (target - y1) * (x2 - x1) / (y2 - y1))
+
+
+# ---------------------------------------------------------------------------------------------- the routers
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One router's operating points on a set of queries: per point (one value of its knob: quality weight,
+    threshold, mixing probability), the label and the cost of the model chosen for each query."""
+
+    knob: np.ndarray  # (K,)
+    correct: np.ndarray  # (K, Q) label of the chosen model (random mix: of its two ends)
+    cost: np.ndarray  # (K, Q) its cost
+    chosen: np.ndarray | None = None  # (K, Q) rows chosen; None for the random mix
+
+    def points(self, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(accuracy (B, K), mean cost (B, K)) on B query-resampled copies (weights (B, Q)); None: the data as is."""
+        w = np.ones((1, self.correct.shape[1])) if weights is None else weights
+        n = w.sum(axis=1, keepdims=True)
+        return (w @ self.correct.T) / n, (w @ self.cost.T) / n
+
+
+def undominated(probs: np.ndarray, costs: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """The candidate rows the rule can choose for some query at some weight (costs (M,), the same on every query),
+    and the first of the dearest (it sets the rule's cost normalisation): a model is dropped when on every query
+    another candidate is cheaper and at least as likely right, or as cheap, at least as likely right and of a lower
+    row (it wins every tie the rule breaks: cheaper first, then lower row). Choosing among these gives exactly the
+    choices among all the candidates, at a fraction of the work on a pool of thousands of models."""
+    order = candidates[np.lexsort((candidates, costs[candidates]))]  # cost ascending, then row
+    p = probs[order]  # (C, Q)
+    best_before = np.maximum.accumulate(np.vstack([np.full((1, p.shape[1]), -np.inf), p[:-1]]), axis=0)
+    keep = (p > best_before).any(axis=1)
+    keep[np.flatnonzero(costs[order] == costs[order].max())[0]] = True
+    return np.sort(order[keep])
+
+
+def rule_curve(probs: np.ndarray, labels: np.ndarray, costs: np.ndarray, known: np.ndarray,
+               weights: Sequence[float] = DEFAULT_WEIGHTS) -> Curve:
+    """The cost-aware rule (:func:`route_many`, locus serve's) on ``probs`` (M, Q) at each quality weight, each
+    query routed among the models ``known`` (M, Q) on it (labelled, of known cost); costs (M, Q)."""
+    q = np.arange(probs.shape[1])
+    rows = np.arange(probs.shape[0])
+    uniform = (known == known[:, :1]).all() and (np.nan_to_num(costs) == np.nan_to_num(costs[:, :1])).all()
+    if uniform:  # one candidate set and one cost per model: the dominated never win, leave them out
+        rows = undominated(probs, costs[:, 0], np.flatnonzero(known[:, 0]))
+    p, c, k = probs[rows], costs[rows], known[rows]
+    chosen = np.stack([rows[route_many(p, c, w, k)] for w in weights])  # (K, Q)
+    return Curve(np.asarray(weights, np.float64), labels[chosen, q], costs[chosen, q], chosen)
+
+
+def threshold_curve(p_weak: np.ndarray, labels: np.ndarray, costs: np.ndarray, strong: int, weak: int,
+                    n_thresholds: int = 101) -> Curve:
+    """RouteLLM-style two-model router (Ong et al. 2024, arXiv 2406.18665): the strong model where the weak one's
+    predicted P(correct) ``p_weak`` (Q,) is below a threshold t, else the weak one, t swept over the quantiles of
+    ``p_weak`` (all weak first, all strong last)."""
+    q = np.arange(len(p_weak))
+    ts = np.unique(np.quantile(p_weak, np.linspace(0, 1, n_thresholds)))
+    ts = np.concatenate([[-np.inf], ts, [np.inf]])
+    chosen = np.where(p_weak[None, :] < ts[:, None], strong, weak)  # (K, Q)
+    return Curve(ts, labels[chosen, q], costs[chosen, q], chosen)
+
+
+def mix_curve(labels: np.ndarray, costs: np.ndarray, strong: int, weak: int) -> Curve:
+    """Random mixing of the weak and the strong model: its two ends (every mix lies on the line between them)."""
+    ends = np.array([weak, strong])
+    return Curve(np.array([0.0, 1.0]), labels[ends], costs[ends])
+
+
+THRESHOLD_OF = {"threshold_locus": "locus", "threshold_mf": "embedllm_mf"}  # router -> the method whose P it reads
+
+
+def frontier_curves(probs: Mapping[str, np.ndarray], labels: np.ndarray, costs: np.ndarray, *, strong: int,
+                    weak: int, weights: Sequence[float] = DEFAULT_WEIGHTS) -> dict[str, Curve]:
+    """Every router's curve on one set of queries: the cost-aware rule on each method's P(correct) (probs {method:
+    (M, Q)}), each query among the models labelled on it and of known cost; the two-model threshold router on the
+    P(correct) of each method of :data:`THRESHOLD_OF` that is there; random mixing of ``weak`` and ``strong``.
+    labels (M, Q) with NaN = not labelled; costs (M, Q) with NaN = unknown; ``strong`` and ``weak`` are labelled
+    on every query."""
+    known = ~np.isnan(labels) & ~np.isnan(costs)
+    curves = {name: rule_curve(np.asarray(p, np.float64), labels, costs, known, weights) for name, p in probs.items()}
+    for name, method in THRESHOLD_OF.items():
+        if method in probs:
+            curves[name] = threshold_curve(np.asarray(probs[method][weak], np.float64), labels, costs, strong, weak)
+    curves["random_mix"] = mix_curve(labels, costs, strong, weak)
+    return curves
+
+
+FIGURES = ("aiq", "cost_share_at_best_single", "cost_share_at_95")
+
+
+def frontier_figures(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int,
+                     weights: np.ndarray | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """{router: {figure: (B,)}} on B query-resampled copies of the data (weights (B, Q); None: the data as is):
+    AIQ over the range from the cheapest to the most expensive model of known cost, and the lowest mean cost at
+    which the router's hull reaches 100% and 95% of the best single model's (``strong``) accuracy over that
+    model's mean cost (inf: never reached), each on the same resample."""
+    w = np.ones((1, labels.shape[1])) if weights is None else np.asarray(weights, np.float64)
+    n = w.sum(axis=1)
+    priced = ~np.isnan(costs).any(axis=1)
+    model_cost = (w @ costs[priced].T) / n[:, None]  # (B, M_priced)
+    lo, hi = model_cost.min(axis=1), model_cost.max(axis=1)
+    target, strong_cost = (w @ labels[strong]) / n, (w @ costs[strong]) / n
+    out = {name: {f: np.empty(len(w)) for f in FIGURES} for name in curves}
+    points = {name: c.points(w) for name, c in curves.items()}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for b in range(len(w)):
+            for name, (acc, cost) in points.items():
+                hx, hy = monotone_hull(cost[b], acc[b])
+                out[name]["aiq"][b] = aiq(hx, hy, lo[b], hi[b])
+                out[name]["cost_share_at_best_single"][b] = cost_at(hx, hy, target[b]) / strong_cost[b]
+                out[name]["cost_share_at_95"][b] = cost_at(hx, hy, 0.95 * target[b]) / strong_cost[b]
+    return out
+
+
+def _interval(point: float, draws: np.ndarray, level: float) -> dict:
+    """{mean, ci_low, ci_high}: a percentile interval of the draws; a bound past every finite draw (a router that
+    does not reach its target on that share of resamples) is inf (None in the result JSON)."""
+    tail = (1 - level) / 2
+    d = np.sort(draws[~np.isnan(draws)])
+    if not len(d):
+        return {"mean": point, "ci_low": None, "ci_high": None}
+    return {"mean": point, "ci_low": float(np.quantile(d, tail, method="inverted_cdf")),
+            "ci_high": float(np.quantile(d, 1 - tail, method="inverted_cdf"))}
+
+
+def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray],
+                       costs: Sequence[np.ndarray], anchor_rates: Sequence[np.ndarray], *, names: Sequence[str],
+                       n_boot: int = 2000, seed: int = 0, level: float = 0.95,
+                       weights: Sequence[float] = DEFAULT_WEIGHTS) -> dict:
+    """Every router's frontier on each fold's test queries and its figures, fold means with paired intervals.
+
+    Args:
+        probs: {method: one (M, Q_k) P(correct) per fold}; labels: the (M, Q_k) labels of each fold (NaN = not
+            labelled); costs: the (M, Q_k) cost of each query on each model (NaN = unknown: the model is left out
+            of every router, never priced); anchor_rates: (M,) per fold, what the best single model is chosen by
+            (its mean on the fold's anchors, the harness's best_single).
+        names: the M model names. The two-model routers' strong model is the best single model (the best on the
+            anchors among the models of known cost), the weak one the cheapest (the better on the anchors among
+            equally cheap ones).
+        n_boot, seed, level: the paired bootstrap: every router on the same resamples of each fold's queries
+            (evaluation.bootstrap.resample_weights), a figure's draw the mean over the folds of its resample.
+
+    Each fold keeps the test queries on which the strong and the weak model are labelled. Returns {"methods":
+    {router: {"aiq" | "cost_share_at_best_single" | "cost_share_at_95": {"mean", "ci_low", "ci_high"},
+    "aiq_vs_locus": {"diff", "ci_low", "ci_high"} (LOCUS's AIQ minus this router's, when LOCUS ran)}}, "folds":
+    [{fold's queries, best single, cheapest, cost range, each router's operating points and hull}]}; a cost share
+    that some fold never reaches is inf (None in the JSON)."""
+    labels = [np.asarray(y, np.float64) for y in labels]
+    methods = list(probs)
+    folds, curves, strongs = [], [], []
+    for k, y in enumerate(labels):
+        c = np.broadcast_to(np.asarray(costs[k], np.float64), y.shape)
+        priced = np.flatnonzero(~np.isnan(c).any(axis=1))
+        if not len(priced):
+            raise CostError("evaluate_frontiers: no model has a known cost. How to fix: give prices or parameter "
+                            "counts (routing.COST_KEYS) for the models.")
+        rate = np.asarray(anchor_rates[k], np.float64)
+        strong = int(priced[np.argmax(rate[priced])])
+        mean_cost = c[priced].mean(axis=1)
+        cheapest = int(priced[np.lexsort((-rate[priced], mean_cost))[0]])
+        keep = ~np.isnan(y[strong]) & ~np.isnan(y[cheapest])
+        if not keep.any():
+            raise RoutingError(f"evaluate_frontiers: fold {k}: no test query on which both {names[strong]!r} (the best "
+                               f"single model) and {names[cheapest]!r} (the cheapest) are labelled")
+        y, c = y[:, keep], np.ascontiguousarray(c[:, keep])
+        fold_curves = frontier_curves({m: np.asarray(probs[m][k])[:, keep] for m in methods}, y, c, strong=strong,
+                                      weak=cheapest, weights=weights)
+        curves.append((fold_curves, y, c))
+        strongs.append(strong)
+        folds.append(_fold_record(fold_curves, y, c, strong, cheapest, names))
+    point = [frontier_figures(cv, y, c, s) for (cv, y, c), s in zip(curves, strongs)]
+    rng = np.random.default_rng(seed)
+    draws: dict[str, dict[str, list[np.ndarray]]] = {r: {f: [] for f in FIGURES} for r in point[0]}
+    for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q_k)
+        size = min(n_boot, start + 256) - start
+        per_fold = [frontier_figures(cv, y, c, s, resample_weights(rng, y.shape[1], size))
+                    for (cv, y, c), s in zip(curves, strongs)]
+        for r in draws:
+            for f in FIGURES:
+                draws[r][f].append(np.mean([d[r][f] for d in per_fold], axis=0))
+    out = {}
+    for r in point[0]:
+        out[r] = {f: _interval(float(np.mean([p[r][f][0] for p in point])), np.concatenate(draws[r][f]), level)
+                  for f in FIGURES}
+        if "locus" in point[0] and r != "locus":
+            diff = _interval(float(np.mean([p["locus"]["aiq"][0] - p[r]["aiq"][0] for p in point])),
+                             np.concatenate(draws["locus"]["aiq"]) - np.concatenate(draws[r]["aiq"]), level)
+            out[r]["aiq_vs_locus"] = {"diff": diff.pop("mean"), **diff}
+    return {"methods": out, "folds": folds}
+
+
+def _fold_record(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int, weak: int,
+                 names: Sequence[str]) -> dict:
+    """What a result keeps of one fold's frontier: its queries, the two reference models, the cost range and each
+    router's operating points and hull (what :func:`plot_frontiers` draws)."""
+    priced = ~np.isnan(costs).any(axis=1)
+    model_cost = costs[priced].mean(axis=1)
+    routers = {}
+    for name, curve in curves.items():
+        acc, cost = (x[0] for x in curve.points())
+        hx, hy = monotone_hull(cost, acc)
+        routers[name] = {"knob": curve.knob.tolist(), "accuracy": acc.round(6).tolist(),
+                         "mean_cost": cost.round(6).tolist(), "hull_cost": hx.round(6).tolist(),
+                         "hull_accuracy": hy.round(6).tolist()}
+    return {"queries": int(labels.shape[1]), "models_of_known_cost": int(priced.sum()),
+            "best_single": names[strong], "best_single_accuracy": float(labels[strong].mean()),
+            "best_single_cost": float(costs[strong].mean()), "cheapest": names[weak],
+            "cheapest_accuracy": float(labels[weak].mean()), "cheapest_cost": float(costs[weak].mean()),
+            "cost_range": [float(model_cost.min()), float(model_cost.max())], "routers": routers}
+
+
+LABELS = {"locus": "LOCUS", "embedllm_mf": "EmbedLLM-MF", "irt": "IRT", "knn": "kNN", "per_benchmark": "per-benchmark",
+          "best_single": "best single (anchor rates)", "oracle": "oracle (knows the labels)",
+          "threshold_locus": "2-model threshold (LOCUS P)", "threshold_mf": "2-model threshold (MF P)",
+          "random_mix": "random mix (cheapest / best single)"}
+
+
+def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost per query"):
+    """Each router's non-decreasing convex hull on the test queries, the mean over the folds (from where every
+    fold's hull starts), the best single model (star) and 95% of its accuracy (dotted); ``folds`` as
+    :func:`evaluate_frontiers` returns them."""
+    from locus_model.analysis._common import new_figure, save_figure
+
+    fig = new_figure(9.0, 4.8)
+    ax = fig.add_subplot(1, 1, 1)
+    grid = np.linspace(min(f["cost_range"][0] for f in folds), max(f["cost_range"][1] for f in folds), 400)
+    for i, name in enumerate(folds[0]["routers"]):
+        hulls = [(np.array(f["routers"][name]["hull_cost"]), np.array(f["routers"][name]["hull_accuracy"])) for f in folds]
+        start = max(h[0][0] for h in hulls)
+        y = np.mean([np.interp(grid, *h) for h in hulls], axis=0)
+        ax.plot(grid[grid >= start], y[grid >= start], label=LABELS.get(name, name), color=f"C{i % 10}",
+                lw=2.4 if name == "locus" else 1.2, ls="--" if name == "random_mix" else "-")
+    bs_acc = float(np.mean([f["best_single_accuracy"] for f in folds]))
+    ax.scatter([np.mean([f["best_single_cost"] for f in folds])], [bs_acc], marker="*", s=150, color="black",
+               zorder=5, label="best single (fold mean)")
+    ax.axhline(0.95 * bs_acc, color="black", lw=0.7, ls=":", label="95% of best single")
+    ax.set_xlabel(cost_label)
+    ax.set_ylabel("accuracy on the test queries")
+    ax.set_title(f"Quality-cost frontiers (non-decreasing convex hulls, mean over {len(folds)} fold(s))", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return save_figure(fig, path)
+
+
+__all__ = ["DEFAULT_WEIGHTS", "FIGURES", "THRESHOLD_OF", "CostFrontier", "Curve", "aiq", "cost_at", "cost_frontier",
+           "evaluate_frontiers", "frontier_curves", "frontier_figures", "frontier_of_pool", "monotone_hull",
+           "plot_frontiers", "query_costs", "rule_curve"]

@@ -7,6 +7,7 @@ import pandas as pd
 
 from locus_pipeline.defs.assets.evaluation import routing_evaluation
 from locus_pipeline.defs.assets.ingestion import evaluation_table
+from locus_pipeline.defs.assets.onboarding import onboarded_evaluations
 from locus_pipeline.defs.assets.pool import NEW_EVALUATIONS, model_embeddings
 from locus_pipeline.storage import LocusHome
 
@@ -109,3 +110,23 @@ def locus_beats_best_single(routing_evaluation: pd.DataFrame) -> dg.AssetCheckRe
             "bootstrap_ci_high": float(diff.get("vs_best_single.ci_high", np.nan)),
         },
     )
+
+
+REJECTION_CHECK = "dropped_files_accepted"  # the drop-folder sensor reports each rejected file as its failed evaluation
+
+
+@dg.asset_check(asset=onboarded_evaluations, name=REJECTION_CHECK,
+                description="The drop folder takes its files in: the sensor reports every rejected file as a failed "
+                            "evaluation of this check (warning) with the reason; run by hand, it fails while the "
+                            "newest file of incoming/ was rejected.")
+def dropped_files_accepted(home: LocusHome) -> dg.AssetCheckResult:
+    from locus_pipeline.intake import REASON_SUFFIX, DropFolder, manifest_stems
+
+    folder = DropFolder(home)
+    rejected = sorted(p.name[: -len(REASON_SUFFIX)] for p in folder.rejected.glob(f"*{REASON_SUFFIX}")) if folder.rejected.exists() else []
+    accepted = manifest_stems(folder)
+    newest_rejected = bool(rejected) and (not accepted or rejected[-1] > accepted[-1])  # stems start with the UTC time
+    return dg.AssetCheckResult(passed=not newest_rejected, severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"rejected_files": len(rejected), "accepted_files": len(accepted),
+                                         "newest_rejected": rejected[-1] if rejected else "none",
+                                         "reason_file": f"incoming/rejected/{rejected[-1]}{REASON_SUFFIX}" if rejected else "none"})

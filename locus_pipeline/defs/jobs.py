@@ -1,7 +1,9 @@
-"""Jobs: the main job materializes the whole unpartitioned graph (what `make demo` runs)."""
+"""Jobs: the main job materializes the whole unpartitioned graph (what `make demo` runs); the pool's own changes
+(a rebuild, one onboarding, one removal)."""
 
 import dagster as dg
 
+from locus_pipeline.defs.assets.pool import REMOVAL_JOB
 from locus_pipeline.defs.partitions import onboarded_models
 
 locus_job = dg.define_asset_job(
@@ -29,4 +31,14 @@ reports_refresh_job = dg.define_asset_job(
     "reports_refresh_job",
     selection=dg.AssetSelection.groups("analyses"),
     description="Re-materialize the analyses (reports) from the current pool, e.g. after onboarding.",
+)
+
+pool_removal_job = dg.define_asset_job(
+    REMOVAL_JOB,
+    selection=dg.AssetSelection.assets("model_embeddings"),
+    executor_def=dg.in_process_executor,
+    config={"ops": {"model_embeddings": {"config": {"remove_model": ""}}}},
+    description="Remove one onboarded model from the pool (launchpad: ops.model_embeddings.config.remove_model = its "
+                "name; or `locus pool remove NAME`). Its evaluations stay in incoming/accepted/ and onboarded/removed/; "
+                "the reports refresh follows, and `locus serve` stops routing to it at its next reload.",
 )

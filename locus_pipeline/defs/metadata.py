@@ -35,6 +35,14 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "source": ("string", "where that model's pool row comes from: training, held_out or onboarded"),
         "checkpoint_id": ("string", "the checkpoint that embedded both"),
     },
+    "embedding_geometry": {
+        "model_a": ("string", "the first model of the pair"),
+        "model_b": ("string", "the second model of the pair"),
+        "euclidean": ("float", "Euclidean distance between the two model embeddings (the atlas's scale)"),
+        "cosine": ("float", "cosine distance between the two model embeddings: 1 - cos"),
+        "disagreement": ("float", "share of the shared test queries one answers correctly and the other not"),
+        "n_shared": ("int", "test queries both models are labelled on (what the disagreement rests on)"),
+    },
 }
 
 

@@ -15,14 +15,15 @@ import time
 
 import dagster as dg
 
-from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, reports_refresh_job
+from locus_pipeline.defs.checks import REJECTION_CHECK
+from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, pool_removal_job, reports_refresh_job
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
 
 MAX_FILES_PER_TICK = 20  # the rest waits for the next tick, so one tick stays well inside the sensor timeout
 MAX_SECONDS_PER_TICK = 30.0
-WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, reports_refresh_job.name]
+WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal_job.name, reports_refresh_job.name]
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 
 
@@ -42,18 +43,20 @@ def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
     return requests, keys
 
 
-REJECTIONS_ASSET = dg.AssetKey("onboarded_evaluations")  # where a rejected file shows as an observation
+REJECTIONS_ASSET = dg.AssetKey("onboarded_evaluations")  # where a rejected file shows: a failed check of it
 
 
-def rejection(name: str, why: str, reason_file: str) -> dg.AssetObservation:
-    """A rejected file as an observation of onboarded_evaluations: the asset's page (Events) lists every rejection
-    with its reason, even in a tick that also requested runs for other files."""
-    return dg.AssetObservation(asset_key=REJECTIONS_ASSET, description=f"rejected {name}: {why}"[:1000],
-                               metadata={"rejected_file": name, "reason": why, "reason_file": f"incoming/rejected/{reason_file}"})
+def rejection(name: str, why: str, reason_file: str) -> dg.AssetCheckEvaluation:
+    """A rejected file as a failed evaluation (severity WARN) of onboarded_evaluations' check REJECTION_CHECK: the
+    asset's page (Checks) shows every rejection in amber with its reason, even in a tick that also requested runs
+    for other files."""
+    return dg.AssetCheckEvaluation(asset_key=REJECTIONS_ASSET, check_name=REJECTION_CHECK, passed=False,
+                                   severity=dg.AssetCheckSeverity.WARN, description=f"rejected {name}: {why}"[:1000],
+                                   metadata={"rejected_file": name, "reason": why, "reason_file": f"incoming/rejected/{reason_file}"})
 
 
 def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder,
-            rejected: list[dg.AssetObservation] | None = None) -> list[str]:
+            rejected: list[dg.AssetCheckEvaluation] | None = None) -> list[str]:
     """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message and
     appends one observation per rejected file to ``rejected``."""
     rejected = [] if rejected is None else rejected
@@ -131,7 +134,7 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
 
     folder = DropFolder(home).ensure()
     notes: list[str] = []
-    rejected: list[dg.AssetObservation] = []  # shown on onboarded_evaluations' page, whatever else the tick does
+    rejected: list[dg.AssetCheckEvaluation] = []  # shown on onboarded_evaluations' page, whatever else the tick does
     with folder.intake_lock() as mine:
         if mine:
             notes += take_in(context, home, folder, rejected)
@@ -183,7 +186,7 @@ def reports_lag(instance: dg.DagsterInstance) -> str:
     """Why the pool or the reports may still change ("" when the reports follow the pool and nothing that changes
     either is queued or running): what a user or a script waits on before reading the reports."""
     active = {job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
-              for job in (onboarding_job, locus_job, pool_job, reports_refresh_job)}
+              for job in (onboarding_job, locus_job, pool_job, pool_removal_job, reports_refresh_job)}
     if any(active.values()):
         return "runs queued or running: " + ", ".join(f"{n} {name}" for name, n in active.items() if n)
     pool, reports = latest_pool_and_reports(instance)
@@ -209,7 +212,7 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
     dead = fail_dead_runs(instance, WATCHED_JOBS)  # a killed run is not waited on
     died = f" ({len(dead)} run(s) whose process died were marked failed)" if dead else ""
     active = {job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
-              for job in (onboarding_job, locus_job, pool_job, reports_refresh_job)}
+              for job in (onboarding_job, locus_job, pool_job, pool_removal_job, reports_refresh_job)}
     key = f"reports-for-pool-{pool.storage_id}"
     request = dg.RunRequest(run_key=key, tags={"locus/trigger": "pool-change"})
     if context.cursor and int(context.cursor) >= pool.storage_id:

@@ -87,9 +87,8 @@ def intake_file(
     sha = sha256_entry(path)
     stem = entry_stem(now, sha, name)
     accepted_at = datetime.fromtimestamp(now, tz=timezone.utc).isoformat()
-    received = datetime.fromtimestamp(before.st_mtime_ns / 1e9, tz=timezone.utc).isoformat()
-    base = dict(stem=stem, original_name=name, sha256=sha, bytes=before.st_size, received_at=received,
-                received_at_ns=before.st_mtime_ns, accepted_at=accepted_at)
+    base = dict(stem=stem, original_name=name, sha256=sha, bytes=before.st_size, received_at=accepted_at,
+                received_at_ns=int(now * 1e9), accepted_at=accepted_at, modified_at_ns=before.st_mtime_ns)
 
     duplicate = find_duplicate(folder, sha)
     if duplicate is not None:

@@ -27,12 +27,19 @@ class Manifest:
     original_name: str
     sha256: str
     bytes: int
-    received_at: str  # ISO time: the file's modification time when it was accepted (tells a later change apart)
+    received_at: str  # ISO time intake saw the file (took it in), in UTC
     received_at_ns: int
     accepted_at: str  # ISO time of the intake: the "newest file wins" order (intake_order)
     rows: int
     models: list[ModelRows] = field(default_factory=list)
     duplicate_of: str | None = None  # stem of the earlier file with the same bytes: nothing to onboard
+    modified_at_ns: int | None = None  # its modification time when taken in (tells a later change apart); None in
+    # manifests written before this field, whose received_at_ns was that modification time
+
+    @property
+    def mtime_ns(self) -> int:
+        """The file's modification time when it was taken in (what a later change is told apart by)."""
+        return self.received_at_ns if self.modified_at_ns is None else self.modified_at_ns
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1, ensure_ascii=False)

@@ -87,7 +87,7 @@ def changed_since_intake(folder: DropFolder, manifest: Manifest) -> str | None:
         return f"accepted/{manifest.stem} is missing"
     if stat.st_size != manifest.bytes:
         return f"accepted/{manifest.stem} has {stat.st_size:,} bytes, {manifest.bytes:,} when it was taken in"
-    if stat.st_mtime_ns != manifest.received_at_ns and sha256_entry(path) != manifest.sha256:
+    if stat.st_mtime_ns != manifest.mtime_ns and sha256_entry(path) != manifest.sha256:
         return f"accepted/{manifest.stem} was rewritten after it was taken in (its sha256 differs from the manifest's)"
     return None
 
@@ -102,7 +102,7 @@ def changed_accepted_files(folder: DropFolder, manifests: list[Manifest] | None 
             stat = entry_stat(folder.accepted / stem)
         except FileNotFoundError:
             continue  # restored copy impossible (rewritten, not appended): the .changed.txt note says so
-        if (stat.st_size, stat.st_mtime_ns) != (manifest.bytes, manifest.received_at_ns):
+        if (stat.st_size, stat.st_mtime_ns) != (manifest.bytes, manifest.mtime_ns):
             out.append(manifest)
     return out
 
@@ -129,7 +129,7 @@ def retake(folder: DropFolder, manifest: Manifest, *, now: float | None = None, 
     if held.is_file() and len(prefix) == manifest.bytes and hashlib.sha256(prefix).hexdigest() == manifest.sha256:
         tmp = folder.accepted / f".{manifest.stem}.{uuid.uuid4().hex}.tmp"
         tmp.write_bytes(prefix)
-        os.utime(tmp, ns=(manifest.received_at_ns, manifest.received_at_ns))
+        os.utime(tmp, ns=(manifest.mtime_ns, manifest.mtime_ns))
         os.replace(tmp, path)
         restored = True
     result = _intake_held(folder, held, manifest.original_name, chunk_rows=chunk_rows, claimed=claimed)

@@ -83,7 +83,8 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
                   "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
                   "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error,
                   "configured_not_in_pool": sorted(set(router.models.upstreams) - set(snap.names)),
-                  "portfolio_not_in_pool": list(snap.portfolio_missing)}
+                  "portfolio_not_in_pool": list(snap.portfolio_missing),
+                  "not_routable_by_default": list(snap.held_back)}  # too few evaluations: only when named
         return health
 
     @app.get("/metrics")

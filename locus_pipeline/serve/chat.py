@@ -1,6 +1,7 @@
 """The OpenAI-compatible endpoint's logic (``POST /v1/chat/completions``): which model the request names
 (``locus``, ``locus:<quality_weight>`` or a pool model), the text routed (the last user message), the decision,
-then the chosen model's upstream and down its fallback chain; a dry run answers with the decision only."""
+then the chosen model's upstream and down its fallback chain; a dry run (--dry-run) answers with the decision
+only, and without an upstream and no dry run the answer is a 503."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ ROUTER_MODEL = "locus"
 
 async def chat_completion(router: Router, body: Any) -> Response:
     """Route the request's last user message and forward the request (``body``, parsed JSON) to the chosen model's
-    upstream, down the fallback chain on failures; the decision only when no upstream is configured."""
+    upstream, down the fallback chain on failures; the decision only in a dry run, a 503 when no upstream is
+    configured."""
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object")
     snap = router.snapshot
@@ -45,6 +47,12 @@ async def chat_completion(router: Router, body: Any) -> Response:
         decision["fallbacks"] = [snap.names[i] for i in _neighbours(router, snap, pinned)]
     if snap.dry_run:
         return _dry_run_answer(decision, stream)
+    if not snap.upstreams:  # never a 200 without an upstream unless a dry run was asked for
+        raise ApiError(503, f"no upstream is configured for {decision['chosen']!r} (the model this request routes "
+                            "to) nor any other pool model. How to fix: start locus serve with --models-config naming "
+                            f"pool models with a base_url (e.g. {decision['chosen']!r}), or with --dry-run for answers "
+                            "that only name the decision; POST /route returns the decision", kind="server_error",
+                       code="no_upstream_configured")
     errors = []
     for name in [decision["chosen"], *decision["fallbacks"]]:
         try:
@@ -107,8 +115,8 @@ def _neighbours(router: Router, snap: Snapshot, name: str) -> list[int]:
 
 
 def _dry_run_answer(decision: dict, stream: bool) -> Response:
-    """No upstream configured: the decision only, marked as a dry run in the body, the headers and the text."""
-    content = (f"[locus dry-run: no upstream configured] would route to {decision['chosen']} "
+    """A dry run (--dry-run): the decision only, marked as a dry run in the body, the headers and the text."""
+    content = (f"[locus dry-run] would route to {decision['chosen']} "
                f"(fallbacks: {', '.join(decision['fallbacks']) or 'none'})")
     headers = {"x-locus-model": decision["chosen"], "x-locus-dry-run": "true"}
     base = {"id": f"locus-dryrun-{secrets.token_hex(6)}", "created": int(time.time()), "model": decision["chosen"],

@@ -3,6 +3,7 @@ its upstream and its cost (:func:`read_models_config`)."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,4 +108,34 @@ class ServeConfig:
     batch_wait_ms: float = 2.0  # how long the first query of a batch waits for others to join it
     encoder_runtime: str | None = None  # None: the runtime the checkpoint's training encodings came from
     portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
+    dry_run: bool = False  # chat calls answer with the decision only, never forwarded (asked for, never a fallback)
+
+
+def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]:
+    """The models config's entries (upstreams and cost-only ones) that name no pool model, each with the pool
+    name most like it (difflib; None when nothing is close)."""
+    names = list(pool_names)
+    present = set(names)
+    return {entry: next(iter(difflib.get_close_matches(entry, names, n=1, cutoff=0.4)), None)
+            for entry in dict.fromkeys([*config.upstreams, *config.costs]) if entry not in present}
+
+
+def check_models_against_pool(config: ModelsConfig, pool_names, *, path: str | None, dry_run: bool) -> list[str]:
+    """What `locus serve` says at start-up about the models config and the pool: raises ConfigError when the
+    config has entries and none names a pool model (unless ``dry_run``); returns the warnings (each entry not in
+    the pool with its nearest pool name; no upstream at all)."""
+    unmatched = unmatched_entries(config, pool_names)
+    entries = set(config.upstreams) | set(config.costs)
+    lines = [f"{entry!r}" + (f" (nearest pool model: {near!r})" if near else " (no pool model is close)")
+             for entry, near in unmatched.items()]
+    if entries and len(unmatched) == len(entries) and not dry_run:
+        raise ConfigError(f"the models config {path}: none of its {len(entries)} models is in the pool: "
+                          f"{'; '.join(lines)}. How to fix: name the models as the pool does (GET /v1/models, or "
+                          "the pool table's `model` column), or pass --dry-run to serve decisions only")
+    warnings = [f"the models config {path}: {entry} is not in the pool and is ignored" for entry in lines]
+    if not dry_run and not any(name not in unmatched for name in config.upstreams):
+        warnings.append("no pool model has an upstream (base_url) in the models config: POST /route answers, "
+                        "/v1/chat/completions answers 503. How to fix: give pool models a base_url in "
+                        "--models-config, or pass --dry-run for chat answers that only name the decision")
+    return warnings
 

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
                                  estimate_tokens, route)
-from locus_pipeline.serve.config import ServeConfig, read_models_config
+from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.http import ApiError
 from locus_pipeline.serve.metrics import Metrics
 from locus_pipeline.serve.scorer import Scorer
@@ -48,7 +48,10 @@ class Router:
         self.config = config
         self.home = LocusHome(root=config.home)
         self.models = read_models_config(config.models_config)
-        self.snapshot = load_snapshot(self.home, self.models, config.encoder_runtime, portfolio=config.portfolio)
+        self.snapshot = self._load()
+        for warning in check_models_against_pool(self.models, self.snapshot.names, path=config.models_config,
+                                                 dry_run=config.dry_run):
+            log.warning(warning)
         self.failed_key: tuple | None = None
         self.last_reload_error: str | None = None
         self.metrics = Metrics()
@@ -79,8 +82,12 @@ class Router:
         log.info("pool reloaded: %d models, checkpoint %s", len(snap.names), snap.checkpoint_id)
         return True
 
+    def _load(self) -> Snapshot:
+        return load_snapshot(self.home, self.models, self.config.encoder_runtime, portfolio=self.config.portfolio,
+                             dry_run=self.config.dry_run)
+
     def _load_warm(self) -> Snapshot:
-        snap = load_snapshot(self.home, self.models, self.config.encoder_runtime, portfolio=self.config.portfolio)
+        snap = self._load()
         self.scorer.encoder(snap).encode(["warm up"])  # a new encoder loads here, not in a request
         return snap
 
@@ -112,7 +119,7 @@ class Router:
                 raise ApiError(400, f"candidate model(s) {outside[:5]} are not in the served portfolio {snap.portfolio} "
                                     f"({len(snap.served)} models; GET /v1/models marks them routable)",
                                code="not_in_portfolio")
-        if need_upstream and snap.upstreams:
+        if need_upstream and snap.upstreams and not snap.dry_run:
             missing = [c for c in candidates if c not in snap.upstreams]
             if missing:
                 raise ApiError(400, f"candidate model(s) {missing[:5]} have no upstream in the models config")

@@ -42,9 +42,12 @@ class Snapshot:
     output_tokens: int
     loaded_at: float
     portfolio: str | None = None  # the portfolio served as the candidate set (None: the whole pool)
-    served: tuple[str, ...] = ()  # the candidate set: the portfolio's members in the pool, else every pool model
+    served: tuple[str, ...] = ()  # the candidate set: the portfolio's members in the pool, else every pool model,
+    # less the rows the pool marks not routable (too few evaluations: reached only when a request names them)
+    held_back: tuple[str, ...] = ()  # pool models not routable by default (the pool's `routable` column)
     portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
     portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
+    dry_run: bool = False  # asked for (--dry-run): chat calls answer with the decision, never forwarded
     router: Any = None  # the checkpoint's GroupRouter (locus_model.routing.query_groups); None: the predictor alone
     profiles: np.ndarray | None = None  # (M, G) the models' group profiles (with a router)
 
@@ -55,25 +58,25 @@ class Snapshot:
 
     @cached_property
     def routable(self) -> tuple[str, ...]:
-        """The served models a request may be sent to: those with an upstream (a dry run: every served one)."""
-        return self.served if self.dry_run else tuple(n for n in self.served if n in self.upstreams)
+        """The served models a request may be sent to: those with an upstream (a dry run, or no upstream at all
+        where only POST /route answers: every served one)."""
+        if self.dry_run or not self.upstreams:
+            return self.served
+        return tuple(n for n in self.served if n in self.upstreams)
 
     @cached_property
     def routable_rows(self) -> np.ndarray:  # (R,) rows of ``routable`` in names / embeddings
         index = self.index
         return np.array([index[n] for n in self.routable], dtype=np.int64)
 
-    @property
-    def dry_run(self) -> bool:
-        return not self.upstreams
-
 
 def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = None, *,
-                  portfolio: str | None = None) -> Snapshot:
+                  portfolio: str | None = None, dry_run: bool = False) -> Snapshot:
     """The pool as it is now, with the checkpoint it was embedded with; costs from the model catalog when it exists
     (its cost columns, as the cost_frontier asset reads them), with the models config's costs on top, and
     upstreams from the models config. ``runtime``: the encoder runtime (None: the checkpoint's). ``portfolio``: a
-    portfolio of the portfolios table served as the candidate set (read again with each pool)."""
+    portfolio of the portfolios table served as the candidate set (read again with each pool). ``dry_run``: chat
+    calls answer with the decision only."""
     from locus_model.data.encoders import resolve_runtime
     from locus_model.pool import pool_matrix, pool_profiles
 
@@ -92,7 +95,11 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     portfolio_key = pool_key(home.table_path("portfolios")) if portfolio else None  # before it is read
     members = read_portfolio(home, portfolio) if portfolio else tuple(names)
     member_set, name_set = set(members), set(names)
-    served = tuple(n for n in names if n in member_set)  # pool order, as the whole pool is served
+    routable = dict(zip(names, pool["routable"].astype(bool)))
+    served = tuple(n for n in names if n in member_set and routable[n])  # pool order, as the whole pool is served
+    if not served and not portfolio:
+        raise StorageError(f"no model of the pool {home.pool_path} is routable (each has too few evaluations, the "
+                           "pool's `routable` column). How to fix: onboard models with more evaluations")
     if not served:
         raise StorageError(f"--portfolio {portfolio}: none of its {len(members)} models is in the pool "
                            f"{home.pool_path} (a pool rebuilt since?). How to fix: re-materialize the portfolios asset")
@@ -103,7 +110,8 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
                     costs=cost_table(names, cost_info(catalog, config.costs)),
                     upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
                     output_tokens=config.output_tokens, loaded_at=time.time(), portfolio=portfolio, served=served,
-                    portfolio_missing=tuple(n for n in members if n not in name_set), portfolio_key=portfolio_key)
+                    portfolio_missing=tuple(n for n in members if n not in name_set), portfolio_key=portfolio_key,
+                    held_back=tuple(n for n in names if not routable[n]), dry_run=dry_run)
 
 
 def watched_key(home: LocusHome, portfolio: str | None) -> tuple | None:

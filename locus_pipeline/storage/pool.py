@@ -1,10 +1,14 @@
 """The pool (``warehouse/model_embeddings.parquet``) and the onboarded models' evaluation stores
-(``onboarded/<model_key>.parquet``): their read-modify-writes, each under its lock."""
+(``onboarded/<model_key>.parquet``, a removed model's set aside under ``onboarded/removed/``): their
+read-modify-writes, each under its lock."""
 
 from __future__ import annotations
 
+import difflib
+from datetime import datetime, timezone
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 from locus_pipeline.storage.checkpoints import PoolCheckpoint
@@ -26,7 +30,14 @@ class PoolAndStores:
         return self.pool_path.exists()
 
     def read_pool(self) -> pd.DataFrame:
-        return self.read_table(POOL)
+        from locus_model.pool_schema import routable
+
+        pool = self.read_table(POOL)
+        if "routable" not in pool.columns:  # a pool written before the column: the same rule, from its rows
+            pool = pool.assign(routable=routable(pool["source"], pool["n_evaluations"]))
+        if "group_profile" not in pool.columns:  # a pool embedded before the router: its checkpoint has none either
+            pool = pool.assign(group_profile=[np.zeros(0, np.float32)] * len(pool))
+        return pool
 
     def pool_checkpoint(self, pool: pd.DataFrame | None = None) -> PoolCheckpoint:
         """The checkpoint the pool was embedded with (every row carries its id; one id per pool)."""
@@ -51,6 +62,40 @@ class PoolAndStores:
             check_pool(new)
             write_parquet_atomic(new, self.pool_path)
         return new
+
+    def remove_onboarded(self, name: str) -> tuple[pd.DataFrame, str]:
+        """Remove onboarded model ``name`` from the pool: (the new pool, where its store was set aside). Under
+        the pool lock (then the model's), its row leaves the pool and its store moves to
+        ``onboarded/removed/<model_key>.<UTC time>.parquet``, so a rebuild does not embed it again; its evaluations
+        stay there and in the drop folder's accepted/ history. A model of the training source cannot be removed (a
+        rebuild embeds it from the evaluation table)."""
+        kept: list[str] = []
+
+        def change(current: pd.DataFrame | None) -> pd.DataFrame:
+            rows = current[current["model"].astype(str) == name] if current is not None else current
+            if rows is None or rows.empty:
+                near = difflib.get_close_matches(name, current["model"].astype(str).tolist(), n=3) if current is not None else []
+                raise StorageError(f"model {name!r} is not in the pool {self.pool_path}"
+                                   + (f" (nearest names: {near})" if near else "")
+                                   + ". How to fix: give the name exactly as the pool's `model` column (or GET /v1/models) has it")
+            source, key = str(rows["source"].iloc[0]), str(rows["model_key"].iloc[0])
+            if source != "onboarded":
+                raise StorageError(f"model {name!r} is a model of the training source ({source}), not an onboarded one: "
+                                   "a rebuild embeds it from the evaluation table. How to fix: leave it out of the "
+                                   "raw evaluations and rebuild (locus_job), or leave it out of routing with "
+                                   "`locus serve --portfolio` / request candidates")
+            with self.lock(f"model-{key}"):
+                store = self.store_path(key)
+                if store.exists():
+                    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+                    target = self.path / "onboarded" / "removed" / f"{key}.{stamp}.parquet"
+                    write_parquet_atomic(self.read_store(key), target)
+                    store.unlink()
+                    kept.append(self.relative(target))
+            return current[current["model"].astype(str) != name].reset_index(drop=True)
+
+        pool = self.update_pool(change)
+        return pool, (kept[0] if kept else "")
 
     # ------------------------------------------------------------------ onboarded models: their evaluation stores
 

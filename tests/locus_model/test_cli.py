@@ -86,6 +86,51 @@ def test_evaluate_on_one_model_says_it_needs_two(tmp_path, capsys):
     assert code == 2 and "needs at least 2 models" in err and "NaN" not in err
 
 
+def test_evaluate_with_a_models_file_gives_every_methods_frontier(tmp_path, capsys):
+    """--models-file: the frontier of every method in the JSON (frontier.<router>.<figure>: mean and interval) and
+    printed; the model without a price left out and counted, never priced; --plot draws it."""
+    from locus_model.evaluation.results import flatten_results
+
+    models = tmp_path / "models.csv"  # the models file's columns; org/model 7 has a size but no price
+    models.write_text("model,params_b,price_input_per_mtok,price_output_per_mtok\n"
+                      + "".join(f"org/model {m},{m + 1},{0.1 * (m + 1)},{0.2 * (m + 1)}\n" for m in range(7))
+                      + "org/model 7,8,,\n")
+    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--folds", "2", "--methods",
+                             "locus,knn,best_single", "--models-file", str(models), "--plot", str(tmp_path / "f.png"))
+    assert code == 0
+    result = json.loads(out.read_text())
+    costs = result["settings"]["costs"]
+    assert costs["basis"] == "usd" and costs["models_of_unknown_cost"] == 1 and costs["unknown_cost"] == ["org/model 7"]
+    frontier = result["frontier"]
+    assert set(frontier) == {"locus", "knn", "best_single", "threshold_locus", "random_mix"}
+    for router, figures in frontier.items():
+        for figure in ("aiq", "cost_share_at_best_single", "cost_share_at_95"):
+            assert set(figures[figure]) == {"mean", "ci_low", "ci_high"}, (router, figure)
+        assert 0 <= figures["aiq"]["mean"] <= 1
+    assert all(fold["models_of_known_cost"] == 7 for fold in result["frontier_folds"])
+    chosen = {fold["best_single"] for fold in result["frontier_folds"]} | {fold["cheapest"] for fold in result["frontier_folds"]}
+    assert "org/model 7" not in chosen
+    assert frontier["random_mix"]["cost_share_at_best_single"]["mean"] == pytest.approx(1.0)  # the line's end
+    printed = capsys.readouterr().out
+    assert "Quality-cost frontier" in printed and "1 model(s) of unknown cost left out" in printed
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+    flat = flatten_results(result)
+    row = flat[(flat["method"] == "locus") & (flat["metric"] == "frontier.aiq.mean")]
+    assert row["mean"].tolist() == [pytest.approx(frontier["locus"]["aiq"]["mean"])]
+
+
+def test_evaluate_frontier_errors_say_what_to_do(tmp_path, capsys):
+    table = write_table(tmp_path / "evals.csv")
+    code, _ = run_evaluate(tmp_path, table, "--plot", str(tmp_path / "f.png"))
+    assert code == 2 and "needs --models-file" in capsys.readouterr().err
+    code, _ = run_evaluate(tmp_path, table, "--models-file", str(tmp_path / "nope.csv"))
+    assert code == 2 and "--models-file" in capsys.readouterr().err
+    unpriced = tmp_path / "models.csv"
+    unpriced.write_text("model,family\norg/model 0,x\n")
+    code, _ = run_evaluate(tmp_path, table, "--folds", "2", "--methods", "best_single", "--models-file", str(unpriced))
+    assert code == 2 and "no quality-cost frontier" in capsys.readouterr().err
+
+
 def test_synthetic_data_small(tmp_path, capsys):
     assert main(["synthetic-data", "--out", str(tmp_path), "--size", "small", "--seed", "1"]) == 0
     root = tmp_path / "synthetic"
@@ -99,7 +144,7 @@ def test_parser_lists_subcommands():
     assert "evaluate" in text and "synthetic-data" in text
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_evaluate_small_synthetic_pool_with_minilm(tmp_path):
     """End to end with the real MiniLM encoder on the small synthetic pool (~1 min on 2 cores)."""
     assert main(["synthetic-data", "--out", str(tmp_path), "--size", "small"]) == 0

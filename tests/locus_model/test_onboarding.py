@@ -83,3 +83,33 @@ def test_the_benchmark_profile_puts_the_model_first_with_its_counts() -> None:
     shown = benchmark_profile(accuracy, "new", ["n2", "n1"], {"x": 4})
     assert shown.index.tolist() == ["new", "n2", "n1", "n (new)"] and shown.columns.tolist() == ["x"]  # only its benchmarks
     assert shown.loc["n (new)", "x"] == 4 and benchmark_profile(accuracy, "gone", ["n1"]).shape == (2, 2)
+
+
+# ----------------------------------------------------------------------------- small or off-topic drops
+
+
+POOL_PHI = np.array([[1, 0], [1, 0.1], [0, 1], [0.1, 1]], np.float32)  # two pairs of near-identical queries
+
+
+def test_query_overlap_is_the_mean_best_cosine_against_the_pools_own():
+    from locus_model.onboarding import query_overlap
+
+    same = query_overlap(np.array([[2, 0], [0, 3]], np.float32), POOL_PHI)
+    assert same.overlap == pytest.approx(1.0) and same.queries == 2
+    assert same.baseline == pytest.approx(1 / np.sqrt(1.01), rel=1e-6)  # each pool query's best other: its pair
+    opposite = query_overlap(np.array([[-1, -1]], np.float32), POOL_PHI)
+    assert opposite.overlap == pytest.approx(-1 / np.sqrt(2), rel=1e-6)  # its best: an axis query
+    assert opposite.ratio < 0
+
+
+def test_a_small_off_topic_drop_gets_every_warning_and_a_full_one_none():
+    from locus_model.onboarding import QueryOverlap, onboarding_warnings
+
+    off = QueryOverlap(overlap=0.45, baseline=0.55, queries=9)
+    warnings = onboarding_warnings(9, 128, off)
+    assert len(warnings) == 3
+    assert warnings[0].startswith("9 evaluations, under the pool's floor of 32: kept in the pool but not routed")
+    assert "fewer than the 128 per model the checkpoint was trained with" in warnings[1]
+    assert "mean best cosine similarity 0.45 against 0.55" in warnings[2] and "ratio 0.82 < 0.9" in warnings[2]
+    assert onboarding_warnings(128, 128, QueryOverlap(overlap=0.55, baseline=0.55, queries=128)) == []
+    assert onboarding_warnings(40, 128, None) == [onboarding_warnings(40, 128, None)[0]]  # only the budget

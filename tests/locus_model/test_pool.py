@@ -22,7 +22,7 @@ def rows(models: list[str], checkpoint: str = "ck-a", value: float = 0.0) -> pd.
         "model": models, "model_key": models, "embedding": [np.full(4, value, np.float32) for _ in models],
         "group_profile": [np.zeros(0, np.float32) for _ in models],
         "n_evaluations": np.ones(len(models), np.int64), "evaluations_digest": "f", "checkpoint_id": checkpoint,
-        "source": "training", "embedded_at": pd.Timestamp(0, tz="UTC"),
+        "source": "training", "embedded_at": pd.Timestamp(0, tz="UTC"), "routable": True,
     })
 
 

@@ -12,7 +12,7 @@ from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev
 from tests.locus_pipeline.tiny import POOL_OPS, run_config_for
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_dagster_dev_materializes_the_pool_through_graphql(tmp_path: Path) -> None:
     from dagster_graphql import DagsterGraphQLClient
 

@@ -53,7 +53,7 @@ def pool_models(home: Path) -> set[str]:
         return set()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_dropped_files_are_onboarded_by_pool_materializations_and_race_a_rebuild(materialized, tmp_path: Path) -> None:
     _, _, source = materialized
     home = tmp_path / "home"
@@ -217,7 +217,7 @@ def materializations_after(instance: dg.DagsterInstance, asset: str, run_id: str
                for r in instance.fetch_materializations(dg.AssetKey(asset), limit=5).records)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_kill_9_mid_onboarding_and_mid_refresh_then_restart_ends_onboarded_once_with_no_slot_held(materialized, tmp_path: Path) -> None:
     _, _, source = materialized
     home = tmp_path / "home"

@@ -142,8 +142,20 @@ def test_an_lm_eval_folder_is_onboarded_end_to_end(materialized, tmp_path: Path,
         assert result.success
         (pool_event,) = materializations(result, "model_embeddings")
         assert pool_event.metadata["action"].value == "new" and pool_event.metadata["model"].value == "dummy-a"
+        # 9 evaluations of arithmetic and capitals: kept, said to be untrustworthy, not routed to by default
+        (view,) = materializations(result, "onboarded_model_embedding")
+        warnings = view.metadata["warnings"].value
+        assert "9 evaluations, under the pool's floor of 32" in warnings and "fewer than the 128 per model" in warnings
+        assert view.metadata["routable"].value is False
+        profile = view.metadata["per_benchmark_profile"].value
+        assert "nan" not in profile.lower() and "—: that model has no evaluation on that benchmark" in profile
+        (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_model_trustworthy"]
+        assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
+        assert check.metadata["threshold_budget"].value == 128 and check.metadata["n_evaluations"].value == 9
+        logged = [e.message for e in instance.all_logs(result.run_id) if e.level >= 30]  # logging.WARNING
+        assert any("dummy-a: 9 evaluations, under the pool's floor" in m for m in logged)
     pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
     row = pool[pool["model"] == "dummy-a"].iloc[0]
-    assert row["source"] == "onboarded" and row["n_evaluations"] == 9
+    assert row["source"] == "onboarded" and row["n_evaluations"] == 9 and not row["routable"]
     store = pd.read_parquet(home / "onboarded" / "dummy-a.parquet")
     assert sorted(store["benchmark"].unique()) == ["locus_arithmetic", "locus_capitals"]

@@ -145,6 +145,14 @@ def test_routing_evaluation_scores_the_pools_checkpoint_without_training(materia
     assert set(locus_vs) == {"embedllm_mf", "irt", "knn", "best_single"}
     row = flat[(flat["method"] == "locus") & (flat["group"] == "all") & (flat["metric"] == "vs_irt.auc.diff")]
     assert row["mean"].tolist() == [pytest.approx(locus_vs["irt"]["auc"]["diff"])]
+    # every method's quality-cost frontier, as locus evaluate --models-file gives it (the synthetic catalog has
+    # sizes, no prices: parameter counts are the cost)
+    assert report["settings"]["costs"]["basis"] == "params_b"
+    assert set(report["frontier"]) == {"locus", "embedllm_mf", "irt", "knn", "best_single", "oracle", "threshold_locus",
+                                       "threshold_mf", "random_mix"}
+    assert set(report["frontier"]["locus"]["aiq"]) == {"mean", "ci_low", "ci_high"}
+    row = flat[(flat["method"] == "locus") & (flat["metric"] == "frontier.aiq.mean")]
+    assert row["mean"].tolist() == [pytest.approx(report["frontier"]["locus"]["aiq"]["mean"])]
 
 
 def _materialization(result, asset: str):
@@ -250,3 +258,39 @@ def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized)
     assert routed["model"].tolist() == [names[i] for i in probs.argmax(axis=0)]
     pairs = router.predict(pd.DataFrame({"query": queries, "model": [names[0], names[1]]}))
     np.testing.assert_allclose(pairs["p_correct"], [probs[0, 0], probs[1, 1]], rtol=1e-5)
+
+
+def test_the_readmes_pyfunc_instruction_runs_as_written(materialized, tmp_path) -> None:
+    """README.md's `MLFLOW_TRACKING_URI=$(locus mlflow-uri) python -c '...'` block, run by bash exactly as written,
+    from another folder, with LOCUS_HOME set: it prints the routed query and leaves no mlflow.db behind."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _, _, home = materialized
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    start = "MLFLOW_TRACKING_URI=$(locus mlflow-uri)"
+    command = start + readme.split("```bash\n" + start, 1)[1].split("\n```", 1)[0]
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+    env.update(LOCUS_HOME=str(home), PYTHONPATH=str(root), HF_HUB_OFFLINE="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # locus and python of this venv
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "p_correct" in done.stdout and "What is 7 times 8?" in done.stdout
+    assert not list(tmp_path.iterdir())  # no stray mlflow.db or mlruns/ in the current folder
+
+
+def test_the_demo_shows_routing_decisions_at_two_quality_weights(materialized) -> None:
+    from locus_pipeline.demo import EXAMPLE_WEIGHTS, routing_examples
+    from locus_pipeline.storage import LocusHome
+
+    _, _, home = materialized
+    text = routing_examples(LocusHome(root=str(home)), n_queries=12, shown=3)
+    lines = text.splitlines()
+    assert lines[0].startswith("Routing 12 test questions over the pool's") and "cost basis: params_b" in lines[0]
+    assert [line.split(":")[0].strip() for line in lines[1:3]] == [f"w={w:g}" for w in EXAMPLE_WEIGHTS]
+    examples = [line for line in lines if line.startswith("      w=1: ")]
+    assert len(examples) == 3 and all("w=0.5: " in line and "(P=" in line for line in examples)
+    assert "trades P(correct) for cost" in text

@@ -24,7 +24,7 @@ from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
 from tests.locus_pipeline.tiny import POOL_OPS, run_config_for
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 def free_port() -> int:

@@ -51,9 +51,9 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def stop_and_measure(proc: subprocess.Popen, pids: set[int], limit_s: float) -> float:
+def stop_and_measure(proc: subprocess.Popen, pids: set[int], limit_s: float, sig: int = signal.SIGINT) -> float:
     started = time.monotonic()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     while (proc.poll() is None or alive(pids)) and time.monotonic() - started < limit_s + 5:
         time.sleep(0.1)
     return time.monotonic() - started
@@ -68,7 +68,7 @@ def kill_all(proc: subprocess.Popen, pids: set[int]) -> None:
     proc.wait(timeout=10)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_ctrl_c_stops_both_servers_within_15_s(tmp_path: Path) -> None:
     venv = Path(sys.executable).parent.parent
@@ -94,8 +94,8 @@ def test_ctrl_c_stops_both_servers_within_15_s(tmp_path: Path) -> None:
         kill_all(proc, pids)
 
 
-def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path) -> None:
-    """Stand-ins for dagster and mlflow that ignore SIGINT and SIGTERM: the script SIGKILLs their groups."""
+def stubborn_venv(tmp_path: Path) -> Path:
+    """A venv whose dagster and mlflow are stand-ins that ignore SIGINT and SIGTERM."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     # the project's python (a wrapper, not a symlink: a symlinked interpreter outside its venv loses the venv's
@@ -106,16 +106,25 @@ def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path) -> None:
     for name in ("dagster", "mlflow"):
         (venv / "bin" / name).write_text(stubborn)
         (venv / "bin" / name).chmod(0o755)
-    proc, _, _ = start(tmp_path, venv, STOP_GRACE_S="2")
+    return venv
+
+
+@pytest.mark.parametrize("sig, grace, limit", [(signal.SIGINT, {"STOP_GRACE_S": "2"}, 4),
+                                               (signal.SIGTERM, {"STOP_GRACE_S": "30"}, 4)])  # TERM_GRACE_S: 3
+def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path, sig, grace, limit) -> None:
+    """Stand-ins for dagster and mlflow that ignore SIGINT and SIGTERM: the script SIGKILLs their groups, after
+    STOP_GRACE_S on Ctrl-C and after TERM_GRACE_S (3 s) on SIGTERM, whatever STOP_GRACE_S is."""
+    venv = stubborn_venv(tmp_path)
+    proc, _, _ = start(tmp_path, venv, **grace)
     pids: set[int] = set()
     try:
         deadline = time.monotonic() + 60
         while len(pids := descendants(proc.pid)) < 4:  # two stand-ins, each with a sleeping child
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "dev.log").read_text()
             time.sleep(0.2)
-        took = stop_and_measure(proc, pids, 4)
+        took = stop_and_measure(proc, pids, limit, sig)
         log = (tmp_path / "dev.log").read_text()
-        assert proc.poll() is not None and not alive(pids) and took < 5, f"{took:.1f} s, left {alive(pids)}\n{log}"
+        assert proc.poll() is not None and not alive(pids) and took < limit + 1, f"{took:.1f} s, left {alive(pids)}\n{log}"
         assert log.count("SIGKILL") == 2 and "stopped." in log
     finally:
         kill_all(proc, pids)

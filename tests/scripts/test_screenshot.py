@@ -1,5 +1,5 @@
 """scripts/screenshot.py on the atlas: 14+ families in distinct colours, onboarded models shown as such, every
-benchmark label of the selected model's bars drawn. Runs where chromium is installed (CI does not install it)."""
+benchmark label of the selected model's bars drawn. End-to-end tier: needs chromium (.ci/run installs it)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def test_the_atlas_labels_onboarded_models_and_has_a_colour_per_family(tmp_path)
 
 
 @needs_chromium
+@pytest.mark.e2e
 def test_screenshot_of_the_atlas(tmp_path):
     page, names, benchmarks = _atlas(tmp_path)
     png, dom = tmp_path / "atlas.png", tmp_path / "atlas.dom.html"

@@ -1,8 +1,8 @@
 """scripts/ui_walk.py: the UI walk of issue 19 in headless Chromium.
 
-The browser driver is tested wherever chromium is installed (seconds). The walk itself builds a tiny synthetic home
-(~2-3 minutes on 2 cores), starts `make dev` and visits every screen (~4 minutes): it runs only when asked,
-LOCUS_UI_WALK=1 (and chromium installed; CI has none)."""
+Both are in the end-to-end tier and need chromium (.ci/run installs it). The browser driver is tested in seconds; the
+walk itself builds a tiny synthetic home (~2-3 minutes on 2 cores), starts `make dev` and visits every screen
+(~4 minutes)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,51 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import screenshot  # noqa: E402
+import ui_walk  # noqa: E402
 
 needs_chromium = pytest.mark.skipif(screenshot.chromium() is None,
                                     reason="chromium is not installed (apt-get install -y chromium chromium-driver)")
 
 
+def tree(root: Path) -> dict[str, bytes | str]:
+    """Every file's bytes (a symlink: its target) under ``root``, by relative path."""
+    return {p.relative_to(root).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_bytes())
+            for p in sorted(root.rglob("*")) if p.is_symlink() or p.is_file()}
+
+
+def test_the_walk_runs_on_a_copy_and_leaves_the_users_home_as_it_was(tmp_path: Path) -> None:
+    home = tmp_path / "data"
+    (home / "warehouse").mkdir(parents=True)
+    (home / "warehouse" / "model_embeddings.parquet").write_bytes(b"the pool")
+    (home / "incoming" / "accepted").mkdir(parents=True)
+    (home / "dagster").mkdir()
+    (home / "dagster" / "dagster.yaml").symlink_to(ROOT / "dagster.yaml")
+    (home / ".locks").mkdir()
+    (home / ".locks" / "pool.lock").write_text("")
+    before = tree(home)
+    with ui_walk.walked_home(home) as walked:
+        assert walked != home and tree(walked) == {k: v for k, v in before.items() if not k.startswith(".locks/")}
+        assert (walked / "dagster" / "dagster.yaml").is_symlink()  # the link, not a copy of the file
+        (walked / "incoming" / "ui-walk.csv").write_text("model,query_id\n")  # what the walk adds
+        (walked / "warehouse" / "model_embeddings.parquet").write_bytes(b"the pool and ui-walk/onboarded model")
+        (walked / "onboarded").mkdir()
+    assert tree(home) == before and not walked.exists()
+    with ui_walk.walked_home(home, in_place=True) as walked:
+        assert walked == home
+
+
+def test_the_walk_reads_the_ports_make_dev_reads(monkeypatch) -> None:
+    monkeypatch.setenv("DAGSTER_PORT", "3931")
+    monkeypatch.setenv("MLFLOW_PORT", "5031")
+    args = ui_walk.parse_args(["--home", "x"])
+    assert (args.dagster_port, args.mlflow_port) == (3931, 5031)
+    assert ui_walk.parse_args(["--home", "x", "--dagster-port", "4000"]).dagster_port == 4000
+    monkeypatch.delenv("DAGSTER_PORT")
+    assert ui_walk.parse_args(["--home", "x"]).dagster_port == 0  # a free port
+
+
 @needs_chromium
+@pytest.mark.e2e
 def test_the_browser_waits_for_text_a_script_adds_later(tmp_path: Path) -> None:
     page = tmp_path / "late.html"
     page.write_text("<h1>now</h1><script>setTimeout(() => document.body.insertAdjacentHTML('beforeend', "
@@ -40,10 +79,8 @@ def test_the_browser_waits_for_text_a_script_adds_later(tmp_path: Path) -> None:
 
 
 @needs_chromium
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(1500)
-@pytest.mark.skipif(os.environ.get("LOCUS_UI_WALK") != "1",
-                    reason="the UI walk takes ~7 minutes (a tiny home, then make dev and every screen): LOCUS_UI_WALK=1 runs it")
 def test_the_ui_walk_passes_every_item(tmp_path: Path) -> None:
     out = tmp_path / "walk"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "ui_walk.py"), "--home", str(tmp_path / "home"),
@@ -54,3 +91,4 @@ def test_the_ui_walk_passes_every_item(tmp_path: Path) -> None:
     assert [line.split(":")[0] for line in printed.splitlines() if line.startswith("PASS item")] == [f"PASS item {i}" for i in range(1, 10)]
     assert len(list(out.glob("item*.png"))) >= 9
     assert "servers stopped in" in printed
+    assert not list((tmp_path / "home" / "incoming").rglob("ui-walk*"))  # the walk ran on a copy of the home

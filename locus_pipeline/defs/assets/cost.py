@@ -2,6 +2,7 @@
 
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 
 from locus_model.markdown import escape_frame, escape_markdown
@@ -26,7 +27,9 @@ def cost_frontier(
     The rule is locus serve's (locus_model.routing), and so are the costs: the model catalog's cost columns
     (routing.COST_KEYS: cost_per_query, or prices per million input/output tokens with the query's estimated
     tokens; else parameter counts, from the catalog or read from the name), with the basis said in the report and
-    the metadata. A model with no cost on that basis is left out of the frontier and named."""
+    the metadata. A model with no cost on that basis is left out of the frontier and named. RouterBench's AIQ and the
+    cost shares at 100% / 95% of the best single model's accuracy come from the code that gives them to
+    `locus evaluate --models-file` and routing_evaluation (routing.frontier.frontier_figures)."""
     from locus_model.routing import cost_info, cost_table, frontier_of_pool
 
     names, _, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
@@ -46,5 +49,7 @@ def cost_frontier(
     publish(context, home, "cost_frontier", title="Quality-cost frontier", summary=summary, body=body,
             png=png, cost_basis=table.basis, cost_basis_means=basis, models_of_unknown_cost=len(unknown),
             best_single_accuracy=round(float(result.best_single_accuracy), 4),
-            cost_at_95_percent_of_best_single=float(f"{result.cost_at_share:.4g}") if result.cost_at_share is not None else -1.0)
+            cost_at_95_percent_of_best_single=float(f"{result.cost_at_share:.4g}") if result.cost_at_share is not None else -1.0,
+            # RouterBench's figures on the router's hull, by the code of locus evaluate --models-file (-1: never reached)
+            **{f"frontier_{k}": round(v, 4) if np.isfinite(v) else -1.0 for k, v in result.figures.items()})
     return result.table.assign(best_single=result.best_single, cheapest=result.cheapest, cost_basis=table.basis)

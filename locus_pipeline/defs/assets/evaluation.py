@@ -25,16 +25,23 @@ def routing_evaluation(
     training_split: pd.DataFrame,
     model_split: pd.DataFrame,
     locus_checkpoint: pd.DataFrame,
+    model_catalog: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
     """The pool's own router on the test queries: the locus_checkpoint (not retrained) beside EmbedLLM-MF, IRT,
     kNN, best single and oracle fitted on the same split and the same budget anchors. Held-out models (never
-    trained on) are embedded by one forward pass from their anchor evaluations and reported apart. The full
-    JSON (as `locus evaluate` writes it) is saved to LOCUS_HOME/reports/routing_evaluation.json."""
+    trained on) are embedded by one forward pass from their anchor evaluations and reported apart. With costs in
+    the model catalog (routing.COST_KEYS: prices, else parameter counts), every method's quality-cost frontier as
+    `locus evaluate --models-file` gives it (AIQ, the cost at 100% / 95% of the best single model's accuracy; the
+    figures of the cost_frontier asset, by the same code). The full JSON (as `locus evaluate` writes it) is saved
+    to LOCUS_HOME/reports/routing_evaluation.json."""
     from locus_model.data.matrix import EvaluationMatrix
     from locus_model.evaluation.protocol import evaluate
-    from locus_model.evaluation.results import flatten_results, format_results, headline_markdown, save_results
+    from locus_model.evaluation.results import (flatten_results, format_frontier, format_results, frontier_rows,
+                                                headline_markdown, save_results)
     from locus_model.evaluation.splits import given_fold
+    from locus_model.markdown import escape_frame
+    from locus_model.routing import cost_info, cost_table
 
     record = home.current_checkpoint()
     checkpoint = home.load_checkpoint(record.checkpoint_id)
@@ -42,19 +49,25 @@ def routing_evaluation(
     fold = given_fold(training_split, matrix.query_ids)
     held = model_split.loc[model_split["group"] == "held_out", "model"].astype(str).tolist()
     encodings = dict(zip(query_encodings["query_id"].astype(str), query_encodings["encoding"]))
+    costs = cost_table(matrix.models, cost_info(model_catalog))
     result = evaluate(
         matrix, encodings, budget=len(fold.anchors), fold=fold, held_out=held, locus_model=checkpoint.model,
         seed=0, methods=config.methods, n_boot=config.n_boot, progress=False,
+        costs=None if costs.basis == "none" else costs,  # no price and no size: no frontier
     )
     result["settings"]["checkpoint_id"] = record.checkpoint_id
     path = save_results(result, home.dir("reports") / "routing_evaluation.json")
-    text = format_results(result)
+    text = format_results(result) + ("\n\n" + format_frontier(result) if "frontier" in result else "")
     context.log.info("\n" + text)
     flat = flatten_results(result)
+    frontier = pd.DataFrame(frontier_rows(result))
     context.add_output_metadata(
         {
             "checkpoint_id": record.checkpoint_id,
             "routing_table": dg.MetadataValue.md(headline_markdown(flat)),
+            "frontier_table": dg.MetadataValue.md(
+                escape_frame(frontier).to_markdown(index=False) + f"\n\nCost: {costs.basis_means}. {costs.note}."
+                if len(frontier) else f"No frontier: {costs.note}."),
             "report": home_path(home, path),
             "sizes": dg.MetadataValue.json(json.loads(json.dumps(result["sizes"]))),
             "wall_s": result["wall_s"],

@@ -4,7 +4,9 @@ An onboarding run (onboarding_job, one partition = one model key) materializes, 
 1. ``onboarded_evaluations[key]``: the file's rows join the model's store (newest file wins per query_id);
 2. ``model_embeddings``: the pool, with only this model's row recomputed by one forward pass (and its blocking
    reproducibility check, on the new state);
-3. ``onboarded_model_embedding[key]``: the model's row, its five nearest models and its per-benchmark profile.
+3. ``onboarded_model_embedding[key]``: the model's row, its five nearest models and its per-benchmark profile,
+   with a warning (metadata, run log, the check ``onboarded_model_trustworthy``) when the drop is small or its
+   queries unlike the pool's (locus_model.onboarding.onboarding_warnings).
 See docs/onboarding.md.
 """
 
@@ -13,13 +15,15 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_model.markdown import escape_frame
+from locus_model.markdown import escape_frame, escape_markdown
 from locus_pipeline.defs.metadata import OWNERS, atlas_link, home_path
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 GROUP = "onboarding"
+TRUST_CHECK = "onboarded_model_trustworthy"
+MISSING = "—"  # a cell with no figure (a neighbour never evaluated on that benchmark), never "nan"
 NEIGHBOURS = 5
 STABILITY_DRAWS = 20  # bootstrap resamples of an onboarded model's evaluations for its neighbours' stability
 
@@ -90,8 +94,31 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
     })
 
 
-@dg.asset(owners=OWNERS, partitions_def=onboarded_models, group_name=GROUP, kinds={"pytorch"}, deps=["model_embeddings"])
-def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome, mlflow: MlflowTracking) -> pd.DataFrame:
+def profile_markdown(shown: pd.DataFrame, name: str, neighbours: list[str]) -> str:
+    """The per-benchmark profile (benchmark_profile: rows the model, its neighbours and ``n (<name>)``) as a narrow
+    Markdown table that fits the UI's page: one row per benchmark, columns the model's accuracy, its evaluations
+    (n) and its neighbours' accuracy by rank (#1 ...), named under the table; a missing accuracy is MISSING."""
+    short = {name: "model", f"n ({name})": "n", **{n: f"#{i}" for i, n in enumerate(neighbours, 1)}}
+    table = shown.rename(index=short).T  # (benchmarks, model / #1 ... / n)
+    order = [c for c in ("model", "n", *(f"#{i}" for i in range(1, len(neighbours) + 1))) if c in table.columns]
+    cells = table[order].astype(object).where(table[order].notna(), MISSING)
+    if "n" in cells:
+        cells["n"] = [MISSING if v is MISSING else int(v) for v in cells["n"]]
+    cells = escape_frame(cells).set_axis(order, axis=1)  # the benchmarks escaped; the short headers as they are
+    lines = [cells.rename_axis("benchmark").to_markdown(), "",
+             f"model: {escape_markdown(name)}; n: its evaluations per benchmark; "
+             + "; ".join(f"#{i}: {escape_markdown(n)}" for i, n in enumerate(neighbours, 1)) + " (nearest_models)"]
+    if table.drop(columns=["n"], errors="ignore").isna().to_numpy().any():
+        lines.append(f"{MISSING}: that model has no evaluation on that benchmark (no accuracy to show)")
+    return "\n".join(lines)
+
+
+@dg.asset(owners=OWNERS, partitions_def=onboarded_models, group_name=GROUP, kinds={"pytorch"}, deps=["model_embeddings"],
+          check_specs=[dg.AssetCheckSpec(TRUST_CHECK, asset="onboarded_model_embedding",
+                                         description="The model's embedding rests on enough evaluations (the checkpoint's "
+                                                     "training budget, the pool's routable floor) of queries like the "
+                                                     "pool's (warning only)")])
+def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome, mlflow: MlflowTracking):
     """The onboarded model as the pool holds it: its row, its five nearest models (Euclidean distance between
     model embeddings) and its per-benchmark profile beside theirs. A model of the training source keeps its
     training embedding (its new evaluations are only recorded in its store)."""
@@ -109,7 +136,7 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     neighbours = nearest_models(pool, name, NEIGHBOURS)
     training = home.read_table("evaluation_table", columns=["model", "benchmark", "score"])
     accuracy = per_benchmark_accuracy(training, home.onboarded_evaluations())
-    stability, n_rows = {}, {}
+    stability, n_rows, warnings, trust = {}, {}, [], {}
     if str(row["source"]) == "onboarded":  # its evaluations are its store: how much can they say?
         store = home.read_store(key)
         n_rows = store.groupby("benchmark")["score"].size().to_dict()
@@ -119,18 +146,43 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
         nearest = str(neighbours["model"].iloc[0]) if len(neighbours) else ""
         stability = {"nearest_model_stability": round(result.share_top1(nearest), 3),
                      "neighbours_under_resampling": dg.MetadataValue.md(result.to_markdown(nearest))}
+        warnings, trust = trust_warnings(home, store, encodings, int(row["n_evaluations"]))
+        for line in warnings:
+            context.log.warning(f"{name}: {line}")
     shown = benchmark_profile(accuracy, name, neighbours["model"].tolist(), n_rows)
-    context.add_output_metadata({
+    metadata = {
         "model": name,
         "source": str(row["source"]),
         "n_evaluations": int(row["n_evaluations"]),
+        "routable": bool(row["routable"]),
+        "warnings": dg.MetadataValue.md("\n".join(f"- {escape_markdown(w)}" for w in warnings) or "none"),
         "checkpoint_id": str(row["checkpoint_id"]),
         "nearest_model": str(neighbours["model"].iloc[0]) if len(neighbours) else "",
-        "distance_to_nearest": round(float(neighbours["distance"].iloc[0]), 4) if len(neighbours) else float("nan"),
+        **({"distance_to_nearest": round(float(neighbours["distance"].iloc[0]), 4)} if len(neighbours) else {}),
         "nearest_models": dg.MetadataValue.md(escape_frame(neighbours.round(4)).to_markdown(index=False)),
-        "per_benchmark_profile": dg.MetadataValue.md(escape_frame(shown).to_markdown()),
+        "per_benchmark_profile": dg.MetadataValue.md(profile_markdown(shown, name, neighbours["model"].tolist())),
         **stability,
         "pool_models": len(pool),
         **atlas_link(home, mlflow, str(row["checkpoint_id"])),  # the model shows there after the reports refresh
-    })
-    return neighbours.assign(of_model=name, checkpoint_id=str(row["checkpoint_id"]))
+    }
+    yield dg.Output(neighbours.assign(of_model=name, checkpoint_id=str(row["checkpoint_id"])), metadata=metadata)
+    yield dg.AssetCheckResult(check_name=TRUST_CHECK, passed=not warnings, severity=dg.AssetCheckSeverity.WARN,
+                              metadata={"n_evaluations": int(row["n_evaluations"]), "routable": bool(row["routable"]),
+                                        **trust, "warnings": "; ".join(warnings) or "none"})
+
+
+def trust_warnings(home: LocusHome, store: pd.DataFrame, encodings: pd.DataFrame, n_evaluations: int) -> tuple[list[str], dict]:
+    """(onboarding_warnings for the model's store, the figures beside their thresholds for the check): its count
+    against the checkpoint's training budget (the training split's anchors) and the routable floor, its queries'
+    overlap with the training source's (query_encodings)."""
+    from locus_model.data.query_encodings import encoding_matrix
+    from locus_model.onboarding import OVERLAP_WARN_RATIO, onboarding_warnings, query_overlap
+    from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
+
+    budget = int(home.read_table("training_split", columns=["anchor"])["anchor"].sum())
+    mine = encoding_matrix(encodings, store["query_id"].astype(str).unique(), what="the onboarded model's queries: ")
+    overlap = query_overlap(mine, encoding_matrix(home.read_table("query_encodings")))
+    figures = {"threshold_budget": budget, "threshold_routable": MIN_ROUTABLE_EVALUATIONS,
+               "query_overlap": round(overlap.overlap, 3), "query_overlap_pool_baseline": round(overlap.baseline, 3),
+               "query_overlap_ratio": round(overlap.ratio, 3), "threshold_query_overlap_ratio": OVERLAP_WARN_RATIO}
+    return onboarding_warnings(n_evaluations, budget, overlap), figures

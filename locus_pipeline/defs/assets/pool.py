@@ -5,13 +5,16 @@ Every change of the pool is a materialization of ``model_embeddings``:
   models (in training or held out) from their evaluations outside the test queries, onboarded models from their
   stores;
 - in an onboarding run (``onboarding_job``, partitioned by model): only that model's row, embedded with the
-  checkpoint the pool already carries.
+  checkpoint the pool already carries;
+- a removal (``pool_removal_job``, or `locus pool remove NAME`, with ``remove_model`` set): one onboarded model's
+  row leaves the pool (its evaluations stay in incoming/accepted/ and onboarded/removed/).
 Both read and write under the pool lock (LocusHome.update_pool), so no update is ever lost, whatever the order.
 """
 
 
 import dagster as dg
 import pandas as pd
+from pydantic import Field
 
 from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS, atlas_link, home_path, pool_schema
@@ -19,6 +22,7 @@ from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 POOL_GROUP = "pool"
+REMOVAL_JOB = "pool_removal_job"
 NEW_EVALUATIONS = "models_with_new_evaluations"  # metadata: the rows the reproducibility check re-embeds in full
 
 
@@ -81,6 +85,30 @@ def pool_summary(pool: pd.DataFrame) -> dict:
     }
 
 
+class PoolChangeConfig(dg.Config):
+    """What a run changes in the pool besides a rebuild or an onboarding: a removal."""
+
+    remove_model: str = Field(default="", description="An onboarded model to remove from the pool, its name exactly "
+                              "as the pool's `model` column has it (pool_removal_job; `locus pool remove NAME`). "
+                              "Empty: a rebuild, or the onboarding run's model.")
+
+
+def removal(home: LocusHome, context: dg.AssetExecutionContext, name: str, changed: dict) -> pd.DataFrame:
+    """The pool change of a removal (LocusHome.remove_onboarded), what happened in ``changed``."""
+    from locus_pipeline.storage import StorageError
+
+    if context.has_partition_key:
+        raise dg.Failure(description=f"remove_model={name!r} in an onboarding run (partition {context.partition_key})",
+                         metadata={"how_to_fix": f"launch {REMOVAL_JOB} (or `locus pool remove NAME`) instead"})
+    try:
+        pool, kept = home.remove_onboarded(name)
+    except StorageError as err:
+        raise dg.Failure(description=str(err)) from err
+    changed.update(action="removed", model=name, store_set_aside=kept,
+                   evaluations_kept="incoming/accepted/ (the files as dropped) and " + (kept or "no store"))
+    return pool
+
+
 @dg.asset(
     kinds={"pytorch", "parquet"},
     group_name=POOL_GROUP,
@@ -90,13 +118,21 @@ def pool_summary(pool: pd.DataFrame) -> dict:
     metadata={"dagster/column_schema": pool_schema(), "dagster/table_name": "warehouse/model_embeddings.parquet"},
     deps=["evaluation_table", "query_encodings", "training_split", "model_split", "locus_checkpoint", "onboarded_evaluations"],
 )
-def model_embeddings(context: dg.AssetExecutionContext, home: LocusHome, mlflow: MlflowTracking) -> dg.MaterializeResult:
+def model_embeddings(context: dg.AssetExecutionContext, config: PoolChangeConfig, home: LocusHome,
+                     mlflow: MlflowTracking) -> dg.MaterializeResult:
     """The pool (LOCUS_HOME/warehouse/model_embeddings.parquet): one model embedding per model, all from one
     checkpoint. A rebuild embeds every model with the current locus_checkpoint; an onboarding run (partition =
-    a model key) embeds only that model, with the pool's own checkpoint. Schema: locus_model.pool."""
+    a model key) embeds only that model, with the pool's own checkpoint; a removal (remove_model) takes one
+    onboarded model out. Schema: locus_model.pool."""
     changed: dict = {}
-    change = onboard_change(home, context.partition_key, changed) if context.has_partition_key else rebuild_change(home, changed)
-    pool = home.update_pool(change)
+    if config.remove_model:
+        pool = removal(home, context, config.remove_model, changed)
+    elif context.job_name == REMOVAL_JOB:
+        raise dg.Failure(description=f"{REMOVAL_JOB} without a model to remove",
+                         metadata={"how_to_fix": "set ops.model_embeddings.config.remove_model in the launchpad"})
+    else:
+        change = onboard_change(home, context.partition_key, changed) if context.has_partition_key else rebuild_change(home, changed)
+        pool = home.update_pool(change)
     if changed.get("action") == "kept-training":
         context.log.warning(f"{changed['model']} is a model of the training source: its pool row stays the training "
                             "embedding; the new evaluations are recorded in its store only")

@@ -378,7 +378,7 @@ def test_constant_labels_are_warned_about_and_no_interval_is_claimed(value: floa
     assert knn == {"diff": None, "ci_low": None, "ci_high": None}
     text = results.format_results(result)
     assert text.splitlines()[1].startswith("WARNING: every score is")
-    assert not re.search(r"\[[+-]\d|\d\] tie", text)  # no interval printed, so no "tie" or difference claimed
+    assert not re.search(r"\[ *[+-]\d|\d\] tie", text)  # no interval printed, so no "tie" or difference claimed
     for name in ("knn", "best_single"):  # 'correct' compares predictions with label >= 0.5: not reported here
         assert result["methods"][name]["all"]["correctness_acc"] == {"mean": None, "std": None}
     assert "nor 'correct' and AUC" in text
@@ -390,3 +390,18 @@ def test_one_model_is_a_clear_error_not_a_nan_failure() -> None:
     with pytest.raises(ValueError, match=r"1 model\(s\).*needs at least 2 models"):
         protocol.evaluate(one, unit_encodings(60), budget=16, folds=2, holdout_models=0.0, seed=0,
                          methods=("knn", "best_single"), baseline_configs=FAST_BASELINES, progress=False)
+
+
+def test_a_held_out_group_of_one_model_is_warned_about_and_its_routing_is_not_shown() -> None:
+    result = protocol.evaluate(make_table(8, 60), unit_encodings(60), budget=16, folds=2, holdout_models=0.125, seed=0,
+                               methods=("knn", "best_single", "oracle"), baseline_configs=FAST_BASELINES, progress=False,
+                               n_boot=50)
+    assert result["sizes"]["held_out_models"] == 1
+    text = results.format_results(result)
+    assert "WARNING: the held_out group has one model" in text
+    held_out = text.split("[held_out]", 1)[1].split("\n\n", 1)[0].splitlines()[2:]  # its method rows
+    assert len(held_out) == 3 and all("n/a (one model)" in line and " tie" not in line for line in held_out)
+    assert "units: percent" in text and "Brier x100" in text
+    rows = text.split("[all]", 1)[1].split("\n\n", 1)[0].splitlines()[1:]  # header and method rows
+    starts = {line.index("[") if "[" in line else None for line in rows[2:]} - {None}
+    assert len(starts) <= 1  # the vs best_single intervals start in one column, tie or not

@@ -51,3 +51,16 @@ def test_shorten_tables_keeps_short_tables_and_cuts_long_ones():
     assert shorten_tables("x\n\n" + table + "\n\ny", "t", max_rows=5) == "x\n\n" + table + "\n\ny"
     cut = shorten_tables(table, "t", max_rows=2).splitlines()
     assert cut[:4] == ["| a |", "|---|", "| 0 |", "| 1 |"] and "3 more rows" in cut[-1] and "warehouse/t.parquet" in cut[-1]
+
+
+def test_every_column_of_embedding_geometry_has_a_description() -> None:
+    import numpy as np
+
+    from locus_model.analysis import distance_vs_disagreement
+    from locus_pipeline.defs.metadata import COLUMN_DOCS, table_schema
+
+    rng = np.random.default_rng(0)
+    labels = (rng.random((4, 30)) < 0.5).astype(float)
+    table = distance_vs_disagreement(rng.normal(size=(4, 3)), labels, names=["a", "b", "c", "d"]).table()
+    schema = table_schema(table, COLUMN_DOCS["embedding_geometry"])
+    assert [c.name for c in schema.columns] == list(table.columns) and all(c.description for c in schema.columns)

@@ -90,22 +90,33 @@ def test_rejections_show_in_the_tick_and_move_the_file(home: Path) -> None:
         assert sorted(p.name.endswith(".reason.txt") for p in rejected) == [False, True]
 
 
-def test_a_rejection_beside_an_accepted_file_is_an_observation_on_the_onboarding_asset(home: Path) -> None:
-    """A tick that requests runs still shows the rejected file: an AssetObservation of onboarded_evaluations
-    (the asset's Events in the UI) with the reason; a tick with only a rejection is SKIPPED with it and the same."""
+def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding_asset(home: Path) -> None:
+    """A tick that requests runs still shows the rejected file: a failed evaluation (WARN) of onboarded_evaluations'
+    check dropped_files_accepted (the asset's Checks in the UI, not a green event) with the reason; a tick with
+    only a rejection is SKIPPED with it and the same."""
     drop(home, "good.csv", evals("org/good 7b"))
     drop(home, "bad.csv", HEADER + "m,q1,text,bench,7\n")
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, home)
         assert [r.partition_key for r in result.run_requests] == [safe_model_key("org/good 7b")]
         (seen,) = result.asset_events
-        assert isinstance(seen, dg.AssetObservation) and seen.asset_key == dg.AssetKey("onboarded_evaluations")
+        assert isinstance(seen, dg.AssetCheckEvaluation) and seen.asset_key == dg.AssetKey("onboarded_evaluations")
+        assert seen.check_name == "dropped_files_accepted" and not seen.passed
+        assert seen.severity == dg.AssetCheckSeverity.WARN
         assert seen.metadata["rejected_file"].value == "bad.csv" and "column 'score'" in seen.metadata["reason"].value
         assert (home / seen.metadata["reason_file"].value).exists()
         drop(home, "worse.csv", "not,a,header\n1,2,3\n")
         alone, _ = tick(instance, home, cursor=result.cursor)
         assert alone.run_requests == [] and "rejected worse.csv" in alone.skip_reason.skip_message
         assert [e.metadata["rejected_file"].value for e in alone.asset_events] == ["worse.csv"]
+        from locus_pipeline.defs.checks import dropped_files_accepted
+
+        by_hand = dropped_files_accepted(home=LocusHome(root=str(home)))  # the newest file was rejected
+        assert not by_hand.passed and by_hand.metadata["rejected_files"].value == 2
+        time.sleep(1.1)  # stems start with the UTC time to the second
+        drop(home, "later.csv", evals("org/later 7b"))
+        tick(instance, home, cursor=alone.cursor)
+        assert dropped_files_accepted(home=LocusHome(root=str(home))).passed
 
 
 def test_the_same_file_twice_requests_nothing_the_second_time(home: Path) -> None:

@@ -18,3 +18,22 @@ def test_newest_is_the_file_taken_in_last_whatever_its_modification_time(folder:
         rows = ob.accepted_rows(folder, result.manifest.stem, "m")
         store = merge_into_store(store, as_store(rows, ob.intake_order(result.manifest), result.manifest.stem))
     assert store["score"].tolist() == [0.0] and store["source_file"].tolist() == [fix.manifest.stem]
+
+
+def test_received_at_is_when_intake_took_the_file_in_not_its_modification_time(folder: DropFolder) -> None:
+    import json
+    from datetime import datetime, timezone
+
+    result = intake_file(drop(folder, "old.csv", csv_text([("m", "q1", 1)]), mtime=OLD - 86_400), folder, now=OLD + 100)
+    manifest = result.manifest
+    assert manifest.received_at == datetime.fromtimestamp(OLD + 100, tz=timezone.utc).isoformat()
+    assert abs(manifest.received_at_ns - (OLD + 100) * 1e9) < 1e3
+    assert abs(manifest.mtime_ns - (OLD - 86_400) * 1e9) < 1e3  # what a later change is told apart by
+    assert ob.changed_accepted_files(folder) == []
+    # a manifest written before modified_at_ns existed: its received_at_ns was the modification time
+    path = folder.accepted / f"{manifest.stem}{ob.MANIFEST_SUFFIX}"
+    old = {k: v for k, v in json.loads(path.read_text()).items() if k != "modified_at_ns"}
+    old["received_at_ns"] = manifest.modified_at_ns
+    path.write_text(json.dumps(old))
+    assert ob.read_manifest(folder, manifest.stem).mtime_ns == manifest.modified_at_ns
+    assert ob.changed_accepted_files(folder) == []

@@ -35,6 +35,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# a whole MMLU-Pro home is built and onboarded through replay servers: the end-to-end tier
+pytestmark = pytest.mark.e2e
+
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocusHome]:
     """A tiny home on 400 MMLU-Pro questions (pool_job: 29 models), its Dagster instance in the home."""

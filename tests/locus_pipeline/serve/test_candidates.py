@@ -16,7 +16,7 @@ SIZES = {"alpha-7b": 7, "beta-13b": 13, "gamma-70b": 70, "delta-1b": 1, "org/eps
 def test_a_size_cap_keeps_the_models_of_at_most_that_many_parameters_whatever_the_cost_basis(built, tmp_path):
     prices = {"alpha-7b": 0.5, "beta-13b": 0.1, "gamma-70b": 2.0, "delta-1b": 0.3, "org/epsilon 3b": 0.2}
     models = {"models": {n: {"cost_per_query": c} for n, c in prices.items()}}
-    with client_for(built, tmp_path, models=models) as client:
+    with client_for(built, tmp_path, models=models, dry_run=True) as client:
         capped = client.post("/route", json={"query": QUERY, "max_params": 8, "quality_weight": 0.5}).json()
         both = client.post("/route", json={"query": QUERY, "max_params": 8, "max_cost": 0.25}).json()
         none = client.post("/route", json={"query": QUERY, "max_params": 0.5})
@@ -44,7 +44,7 @@ def test_a_bad_size_cap_is_a_400(built, tmp_path, body):
 def test_a_model_of_unknown_cost_is_left_out_of_every_cost_aware_path_and_never_the_maximum(built, tmp_path):
     models = {"models": {n: {"cost_per_query": c} for n, c in (("alpha-7b", 0.5), ("delta-1b", 0.1), ("gamma-70b", 2.0))}}
     unpriced = {"beta-13b", "org/epsilon 3b"}
-    with client_for(built, tmp_path, models=models) as client:
+    with client_for(built, tmp_path, models=models, dry_run=True) as client:
         weighted = client.post("/route", json={"query": QUERY, "quality_weight": 0.5}).json()
         capped = client.post("/route", json={"query": QUERY, "max_cost": 100}).json()
         plain = client.post("/route", json={"query": QUERY}).json()
@@ -70,7 +70,7 @@ def test_a_portfolio_is_served_as_the_candidate_set(built, tmp_path):
     home = built["home"]
     write_portfolios(home, {("k_center", 2): ["gamma-70b", "delta-1b"], ("k_center", 3): ["gamma-70b", "delta-1b", "beta-13b"],
                             ("k_medoids", 2): ["alpha-7b", "beta-13b"]})
-    with client_for(built, tmp_path, portfolio="k-center-2", poll_seconds=0.05) as client:
+    with client_for(built, tmp_path, portfolio="k-center-2", poll_seconds=0.05, dry_run=True) as client:
         decision = client.post("/route", json={"query": QUERY}).json()
         inside = client.post("/route", json={"query": QUERY, "candidates": ["delta-1b"]}).json()
         outside = client.post("/route", json={"query": QUERY, "candidates": ["alpha-7b"]})
@@ -107,3 +107,25 @@ def test_an_unknown_portfolio_names_the_available_ones(built, tmp_path):
     from locus_pipeline.cli import main
 
     assert main(["serve", "--home", str(home.path), "--port", "0", "--portfolio", "k-medoids-4"]) == 2
+
+
+def test_a_model_with_too_few_evaluations_is_routed_to_only_when_a_request_names_it(built, tmp_path):
+    from locus_model.pool import upsert_rows
+    from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
+    from locus_pipeline.storage import write_parquet_atomic
+    from tests.locus_pipeline.serve_home import embed
+
+    home = built["home"]
+    tiny = embed(built["model"], built["checkpoint_id"], ["tiny-drop 1b"], encoder=built["encoder"], source="onboarded",
+                 seed=5, n_queries=9, cache_dir=home.encoding_cache(built["encoder"]))
+    assert tiny["n_evaluations"].iloc[0] == 9 < MIN_ROUTABLE_EVALUATIONS and not tiny["routable"].iloc[0]
+    write_parquet_atomic(upsert_rows(home.read_pool(), tiny), home.pool_path)
+    with client_for(built, tmp_path) as client:
+        default = client.post("/route", json={"query": QUERY}).json()
+        named = client.post("/route", json={"query": QUERY, "candidates": ["tiny-drop 1b", "alpha-7b"]}).json()
+        health = client.get("/healthz").json()
+        listed = {m["id"]: m["locus"] for m in client.get("/v1/models").json()["data"]}
+    assert {x["model"] for x in default["ranking"]} == set(NAMES) and default["pool_models"] == len(NAMES) + 1
+    assert {x["model"] for x in named["ranking"]} == {"tiny-drop 1b", "alpha-7b"}
+    assert health["not_routable_by_default"] == ["tiny-drop 1b"] and health["routable_models"] == len(NAMES)
+    assert listed["tiny-drop 1b"]["routable"] is False

@@ -18,7 +18,7 @@ def test_models_lists_the_router_and_the_pool(built, tmp_path):
 
 
 def test_dry_run_answers_with_the_decision_clearly_marked(built, tmp_path):
-    with client_for(built, tmp_path) as client:
+    with client_for(built, tmp_path, dry_run=True) as client:
         decision = client.post("/route", json={"query": QUERY}).json()
         r = client.post("/v1/chat/completions", json=chat())
         s = client.post("/v1/chat/completions", json=chat(stream=True))
@@ -26,10 +26,10 @@ def test_dry_run_answers_with_the_decision_clearly_marked(built, tmp_path):
     body = r.json()
     assert body["model"] == decision["chosen"] == r.headers["x-locus-model"]
     assert body["locus"]["dry_run"] is True and body["locus"]["fallbacks"] == decision["fallbacks"]
-    with client_for(built, tmp_path) as client:  # /healthz and /v1/models agree on what a dry run can route
+    with client_for(built, tmp_path, dry_run=True) as client:  # /healthz and /v1/models agree on what a dry run can route
         health, listed = client.get("/healthz").json(), client.get("/v1/models").json()["data"]
     assert health["routable_models"] == sum(m["locus"].get("routable", False) for m in listed) == len(NAMES)
-    assert body["choices"][0]["message"]["content"].startswith("[locus dry-run: no upstream configured]")
+    assert body["choices"][0]["message"]["content"].startswith("[locus dry-run] would route to")
     events = [line for line in s.text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "data: [DONE]" and json.loads(events[0][6:])["model"] == decision["chosen"]
 

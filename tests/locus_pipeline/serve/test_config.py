@@ -1,11 +1,17 @@
-"""The models config: errors that name the problem, a valid file read."""
+"""The models config: errors that name the problem, a valid file read; checked against the pool at start-up (no
+silent dry run)."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
-from locus_pipeline.serve import ConfigError, ServeConfig, read_models_config
+from locus_pipeline.cli import main
+from locus_pipeline.serve import ConfigError, ServeConfig, create_app, read_models_config
+from tests.locus_pipeline.serve.helpers import NAMES, QUERY, chat, client_for
 
 
 def test_models_config_errors_name_the_problem(tmp_path):
@@ -31,3 +37,50 @@ def test_models_config_errors_name_the_problem(tmp_path):
 
 def test_the_default_body_limit_is_one_mib():
     assert ServeConfig().max_body_bytes == 1 << 20
+
+
+# ------------------------------------------------------------------------------------------------ against the pool
+
+
+def readme_models_yaml() -> str:
+    """The models.yaml example of README.md ("Route live traffic"), as a user copies it."""
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("# models.yaml:", 1)[1].split("```", 1)[0]
+    return "# models.yaml:" + block
+
+
+def test_a_models_config_naming_no_pool_model_refuses_to_start_unless_dry_run(built, tmp_path, capsys):
+    path = tmp_path / "models.yaml"
+    path.write_text(readme_models_yaml())  # its two models are not in the tiny pool
+    with pytest.raises(ConfigError, match="none of its 2 models is in the pool") as err:
+        create_app(ServeConfig(home=str(built["home"].path), models_config=str(path)))
+    assert "'Qwen2-72B-Instruct'" in str(err.value) and "--dry-run" in str(err.value)
+    assert main(["serve", "--home", str(built["home"].path), "--models-config", str(path)]) != 0  # before listening
+    assert "none of its 2 models is in the pool" in capsys.readouterr().err
+    with TestClient(create_app(ServeConfig(home=str(built["home"].path), models_config=str(path), dry_run=True))) as client:
+        r = client.post("/v1/chat/completions", json=chat())
+    assert r.status_code == 200 and r.headers["x-locus-dry-run"] == "true"
+
+
+def test_a_partial_match_warns_naming_each_unmatched_entry_and_its_nearest_pool_model(built, tmp_path, caplog):
+    models = {"models": {"alpha-7b": {"base_url": "http://a.test/v1"}, "gamma-70B": {"base_url": "http://g.test/v1"},
+                         "zzz": {"cost_per_query": 1}}}
+    with caplog.at_level(logging.WARNING, logger="locus.serve"):
+        with client_for(built, tmp_path, models=models) as client:
+            assert client.get("/healthz").json()["routable_models"] == 1
+    warned = [r.getMessage() for r in caplog.records if "is not in the pool" in r.getMessage()]
+    assert len(warned) == 2
+    assert "'gamma-70B' (nearest pool model: 'gamma-70b')" in warned[0] and "'zzz' (no pool model is close)" in warned[1]
+
+
+@pytest.mark.parametrize("models", [None, {"models": {n: {"cost_per_query": 1} for n in NAMES}}])
+def test_a_chat_call_without_an_upstream_is_a_503_never_a_200(built, tmp_path, caplog, models):
+    with caplog.at_level(logging.WARNING, logger="locus.serve"):
+        with client_for(built, tmp_path, models=models) as client:
+            decision = client.post("/route", json={"query": QUERY})
+            r = client.post("/v1/chat/completions", json=chat())
+            s = client.post("/v1/chat/completions", json=chat(stream=True))
+    assert decision.status_code == 200  # the decision alone still answers
+    assert r.status_code == s.status_code == 503 and r.json()["error"]["code"] == "no_upstream_configured"
+    assert repr(decision.json()["chosen"]) in r.json()["error"]["message"] and "--models-config" in r.json()["error"]["message"]
+    assert any("no pool model has an upstream" in rec.getMessage() for rec in caplog.records)

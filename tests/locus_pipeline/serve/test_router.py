@@ -109,7 +109,7 @@ def test_a_missing_pool_fails_at_startup(tmp_path):
 
 
 def test_healthz_without_the_token_names_no_model(built, tmp_path):
-    models = {"models": {"not-in-pool-model": {"base_url": "http://x.test/v1"}}}
+    models = {"models": {"not-in-pool-model": {"base_url": "http://x.test/v1"}, "alpha-7b": {"base_url": "http://a.test/v1"}}}
     with client_for(built, tmp_path, models=models, token="s3cret") as client:
         anonymous = client.get("/healthz").json()
         with_token = client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()

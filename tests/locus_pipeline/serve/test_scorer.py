@@ -20,7 +20,7 @@ async def _post_all(url: str, bodies: list[bytes]) -> list[httpx.Response]:
                                       for b in bodies))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_query_the_encoder_refuses_fails_alone_among_concurrent_ones(built, tmp_path):
     """20 legitimate queries and one with a lone surrogate (valid JSON, not valid Unicode) sent at once: the 20
     are answered as when sent alone, the poisoned one is a 400 that says what is wrong."""
@@ -44,7 +44,7 @@ def test_a_query_the_encoder_refuses_fails_alone_among_concurrent_ones(built, tm
     assert batches["locus_scorer_batch_size_count"] < 21  # some queries were encoded together
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_concurrent_clients_get_the_decisions_of_sequential_ones(tmp_path):
     """The real encoder (all-MiniLM-L6-v2, onnx-int8): 24 queries sent one after another, then at once to a
     fresh server (no cached encodings); the same choices and probabilities."""

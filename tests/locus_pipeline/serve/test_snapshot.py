@@ -13,7 +13,7 @@ from tests.locus_pipeline.serve_home import ServerThread, embed, onboard, save_r
 
 
 def test_an_onboarded_model_is_routable_without_restart(built, tmp_path):
-    with client_for(built, tmp_path, poll_seconds=0.05) as client:
+    with client_for(built, tmp_path, poll_seconds=0.05, dry_run=True) as client:
         before = client.post("/route", json={"query": QUERY}).json()
         assert before["pool_models"] == len(NAMES)
         onboard(built, "zeta-new 2b")
@@ -68,3 +68,14 @@ def test_concurrent_requests_during_reloads_all_succeed_on_one_consistent_pool(b
     for b in bodies:
         assert len(b["ranking"]) == b["pool_models"] == sizes[b["checkpoint_id"]]
     assert 'locus_pool_reloads_total{outcome="ok"}' in reloads
+
+
+def test_a_removed_model_leaves_the_served_pool_at_the_next_reload(built, tmp_path):
+    onboard(built, "zeta-new 2b")
+    with client_for(built, tmp_path, poll_seconds=0.05) as client:
+        assert "zeta-new 2b" in [m["id"] for m in client.get("/v1/models").json()["data"]]
+        built["home"].remove_onboarded("zeta-new 2b")  # what pool_removal_job does (no store: nothing to set aside)
+        wait_for(lambda: "zeta-new 2b" not in [m["id"] for m in client.get("/v1/models").json()["data"]],
+                 "the removed model gone from /v1/models")
+        ranking = client.post("/route", json={"query": QUERY}).json()
+    assert {x["model"] for x in ranking["ranking"]} == set(NAMES)

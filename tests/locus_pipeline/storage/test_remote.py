@@ -20,6 +20,7 @@ from locus_pipeline.storage import LocusHome, StorageError
 from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
 
 ROOT = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def pool_rows(models: list[str], checkpoint: str = "c0") -> pd.DataFrame:
         "group_profile": [np.zeros(0, np.float32) for _ in models],
         "n_evaluations": [1] * len(models), "evaluations_digest": ["f"] * len(models),
         "checkpoint_id": [checkpoint] * len(models), "source": ["onboarded"] * len(models),
-        "embedded_at": [pd.Timestamp.now(tz="UTC")] * len(models)})
+        "embedded_at": [pd.Timestamp.now(tz="UTC")] * len(models), "routable": [True] * len(models)})
 
 
 def test_tables_are_objects_and_paths_stay_relative(home: LocusHome) -> None:

@@ -121,8 +121,13 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         profile = view.metadata["per_benchmark_profile"].value
         assert name in profile and all(b in profile for b in new_model_rows(home, name)["benchmark"].unique())
         counts = new_model_rows(home, name).groupby("benchmark").size()
-        n_line = next(line for line in profile.splitlines() if line.startswith(f"| n ({name})"))
-        assert [int(float(c)) for c in n_line.strip("|").split("|")[1:]] == counts.tolist()  # n per benchmark
+        header, _, *body = [line.strip("|").split("|") for line in profile.split("\n\n")[0].splitlines()]
+        assert [h.strip() for h in header] == ["benchmark", "model", "n", "#1", "#2", "#3", "#4", "#5"]  # narrow
+        assert {r[0].strip(): int(r[2]) for r in body} == counts.to_dict()  # n per benchmark
+        assert f"#1: {neighbours['model'].iloc[0]}" in profile
+        (trust,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_model_trustworthy"]
+        assert trust.passed and view.metadata["warnings"].value == "none"  # 128 evaluations of the pool's own queries
+        assert trust.metadata["query_overlap_ratio"].value >= 1.0 and view.metadata["routable"].value is True
         stability = view.metadata["nearest_model_stability"].value
         assert 0.0 <= stability <= 1.0 and "bootstrap resamples" in view.metadata["neighbours_under_resampling"].value
         assert str(before["checkpoint_id"].iloc[0]) == view.metadata["checkpoint_id"].value
@@ -321,3 +326,36 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
         (kept,) = [p for p in rejected.iterdir() if p.name.endswith(f"-{name}")]
         assert kept.read_bytes() == bad[name] and (rejected / f"{kept.name}.reason.txt").read_text().startswith("REJECTED: ")
     assert not [p for p in (home / "incoming").iterdir() if p.is_file()]
+
+
+# ---------------------------------------------------------------------------------------------- removal
+
+
+def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_bring_the_model_back(home, monkeypatch, capsys):
+    from locus_pipeline.cli import main, remove_from_pool
+
+    name = "ui-walk/onboarded model"
+    drop_file(home, "walk.csv", new_model_rows(home, name))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, home).run_requests
+        assert run_onboarding(instance, request).success
+        refused = remove_from_pool(str(pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")["model"].iloc[0]),
+                                   instance)
+        assert not refused.success
+        assert "training source" in refused.get_step_failure_events()[0].step_failure_data.error.message
+    before = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    assert main(["pool", "remove", name, "--home", str(home)]) == 0  # the home's own Dagster instance
+    printed = capsys.readouterr().out
+    assert f"removed {name!r} from the pool" in printed and "incoming/accepted/" in printed
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        (record,) = instance.fetch_materializations(dg.AssetKey("model_embeddings"), limit=1).records
+        meta = record.asset_materialization.metadata
+        assert meta["action"].value == "removed" and meta["model"].value == name
+        assert meta["models"].value == len(before) - 1
+    after = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    pd.testing.assert_frame_equal(after, before[before["model"] != name].reset_index(drop=True))
+    assert list((home / "incoming" / "accepted").glob("*walk.csv"))  # the evaluations as dropped stay
+    assert len(list((home / "onboarded" / "removed").glob(f"{safe_model_key(name)}.*.parquet"))) == 1
+    storage = LocusHome(root=str(home))
+    assert name not in set(storage.update_pool(rebuild_change(storage, {}))["model"])
