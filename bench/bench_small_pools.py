@@ -76,10 +76,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="the metabench @256 fit cache holding each fold's LOCUS (needed for locus_large)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "small_pools_metabench.json")
+    p.add_argument("--markdown", type=Path, default=None,
+                   help="print the markdown table of this result JSON (bench/README.md) and exit (runs nothing)")
     p.add_argument("--merge", action="store_true",
                    help="add this run's methods to the units already in --out (same pools, folds and budgets), e.g. "
                         "the slow methods run on fewer draws after the fast ones")
     args = p.parse_args(argv)
+    if args.markdown is not None:
+        print(markdown(json.loads(args.markdown.read_text())["summary"]))
+        return 0
     torch.set_num_threads(1)
     methods = [m for m in args.methods.split(",") if m]
     if "locus_large" in methods and args.large_fits is None:
@@ -167,6 +172,34 @@ def summarise(units: list[dict], methods: list[str]) -> dict:
                 rows[name] = row
             out.setdefault(str(budget), {})[str(size)] = rows
     return out
+
+
+def markdown(summary: dict) -> str:
+    """One row per (budget, pool size): the per-benchmark rule's and the best single model's routing, and each
+    method minus the per-benchmark rule on the same (draw, fold) units, with its interval."""
+    shown = [m for m in ("locus_large", "locus_small", "query_groups", "irt", "embedllm_mf", "knn")
+             if any(m in rows for sizes in summary.values() for rows in sizes.values())]
+    head = ["budget", "models", "per-benchmark", "best single"] + [f"{m} minus per-benchmark" for m in shown]
+    head.append("locus_large minus best single")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def ci(c: dict | None, units: int | None = None) -> str:
+        if not c:
+            return "-"
+        text = f"{100 * c['diff']:+.1f} [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
+        bold = c["ci_low"] > 0 or c["ci_high"] < 0
+        return (f"**{text}**" if bold else text) + (f" ({units})" if units else "")
+
+    for budget, sizes in summary.items():
+        for size, rows in sizes.items():
+            cells = [budget, size, f"{100 * rows['per_benchmark']['routing']:.1f}", f"{100 * rows['best_single']['routing']:.1f}"]
+            full = rows["per_benchmark"]["units"]
+            for m in shown:
+                row = rows.get(m)
+                cells.append(ci(row.get("vs_per_benchmark"), row["units"] if row["units"] != full else None) if row else "-")
+            cells.append(ci(rows.get("locus_large", {}).get("vs_best_single")))
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def table(summary: dict) -> str:
