@@ -88,11 +88,18 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
     """The library's fit_and_predict with its result kept on disk per (fold, method) fit, so that folds run in separate
     invocations add up to one k-fold result without refitting, and the trained LOCUS of each fold is kept
     (`<key>.pt`, locus_model.model.save_checkpoint) for the onboarding and geometry scripts. The tag is part of the
-    key; a fit cached under one of ``reuse_tags`` (runs with another --tag, same data and configs) is read too."""
-    from locus_model.model import save_checkpoint
+    key; a fit cached under one of ``reuse_tags`` (runs with another --tag, same data and configs) is read too.
+    LOCUS's cache is its checkpoint: a fold whose trained LOCUS is kept is scored by it again (its router -- query
+    groups and blend -- refitted in seconds, nothing trained), so router changes need no retraining."""
+    from locus_model.model import load_checkpoint, save_checkpoint
 
     def run(**args):
         path = fit_path(cache, args, tag)
+        if args["name"] == "locus" and args.get("locus_model") is None:
+            for other in (tag, *reuse_tags):
+                kept = fit_path(cache, args, other).with_suffix(".pt")
+                if kept.is_file():
+                    return fit_and_predict(**{**args, "locus_model": load_checkpoint(kept)[0]})
         for other in (tag, *reuse_tags):
             found = fit_path(cache, args, other)
             if found.is_file():

@@ -33,8 +33,10 @@ def embed_models(
     checkpoint: str,
     source: str,
     device: str = "cpu",
+    router=None,  # the checkpoint's GroupRouter (locus_model.routing.query_groups), or None
 ) -> pd.DataFrame:
-    """Pool rows for every model in ``table``: one forward pass, no training."""
+    """Pool rows for every model in ``table``: one forward pass, no training; with the checkpoint's router, each
+    model's group profile too (closed form from the same evaluations and their benchmark labels)."""
     phi = encoding_matrix(encodings)
     models = sorted(table["model"].astype(str).unique())
     digests = evaluations_digests(table)
@@ -47,12 +49,16 @@ def embed_models(
     # a set's embedding does not depend on the other sets of its batch (embed_evaluation_sets pads by the set's
     # own length), so re-embedding any subset of the pool reproduces its rows bit for bit
     z = embed_evaluation_sets(model, phi, sets, device=device)  # (M, d)
+    profiles: list = [np.zeros(0, np.float32)] * len(models)
+    if router is not None:
+        profiles = list(group_profiles_of(router, table, encodings, phi))
     now = pd.Timestamp.now(tz="UTC")
     return pd.DataFrame(
         {
             "model": models,
             "model_key": [safe_model_key(m) for m in models],
             "embedding": list(z.astype(np.float32)),
+            "group_profile": profiles,
             "n_evaluations": np.asarray(counts, dtype=np.int64),
             "evaluations_digest": prints,
             "checkpoint_id": checkpoint,
@@ -61,6 +67,29 @@ def embed_models(
             "routable": routable([source] * len(models), counts),
         }
     )
+
+
+def group_profiles_of(router, table: pd.DataFrame, encodings: pd.DataFrame, phi: np.ndarray) -> np.ndarray:
+    """(M, G) float32 group profiles of the models of a long table (sorted by name, as embed_models' rows), from
+    their scores and the queries' benchmark labels (routing.query_groups.GroupRouter.profiles)."""
+    q = query_rows(encodings, table["query_id"], what="group profiles: ")
+    names, m = np.unique(table["model"].astype(str).to_numpy(), return_inverse=True)
+    used, cols = np.unique(q, return_inverse=True)
+    scores = np.full((len(names), len(used)), np.nan, np.float32)
+    scores[m, cols] = table["score"].to_numpy(np.float32)
+    labels = None
+    if "benchmark" in table.columns:
+        labels = np.empty(len(used), object)
+        labels[cols] = table["benchmark"].astype(str).to_numpy()
+    return router.profiles(phi[used], scores, labels).astype(np.float32)
+
+
+def pool_profiles(pool: pd.DataFrame) -> np.ndarray | None:
+    """(M, G) float32 group profiles of a pool table; None when its rows carry none (a checkpoint without router)."""
+    rows = pool["group_profile"].to_numpy() if "group_profile" in pool.columns else []
+    if len(rows) == 0 or any(len(r) == 0 for r in rows):
+        return None
+    return np.stack(rows).astype(np.float32)
 
 
 def pool_matrix(pool: pd.DataFrame) -> tuple[list[str], np.ndarray]:

@@ -25,22 +25,26 @@ class LocusPyfunc(mlflow.pyfunc.PythonModel):
 
     def load_context(self, context) -> None:
         from locus_model.model import load_checkpoint
-        from locus_model.pool import pool_matrix
+        from locus_model.pool import pool_matrix, pool_profiles
+        from locus_model.routing.query_groups import checkpoint_router
 
         self.model, extra = load_checkpoint(context.artifacts["checkpoint"])
         self.encoder = str(extra["encoder"])
-        self.names, self.embeddings = pool_matrix(pd.read_parquet(context.artifacts["embeddings"]))
+        self.router = checkpoint_router(extra)
+        table = pd.read_parquet(context.artifacts["embeddings"])
+        self.names, self.embeddings = pool_matrix(table)
+        self.profiles = pool_profiles(table) if self.router is not None else None
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
         from locus_model.data.encoding import encode_queries
-        from locus_model.infer import predict_proba
+        from locus_model.routing.query_groups import router_proba
 
         frame = pd.DataFrame(model_input)
         if "query" not in frame.columns:
             raise ValueError(f"the input has columns {list(frame.columns)}; it needs 'query' (and optionally 'model')")
         queries = frame["query"].astype(str).tolist()
         phi = encode_queries(queries, encoder=self.encoder, progress=False)  # (Q, D)
-        probs = predict_proba(self.model, self.embeddings, phi)  # (M, Q)
+        probs = router_proba(self.model, self.router, self.embeddings, self.profiles, phi)  # (M, Q)
         cols = np.arange(len(queries))
         if "model" in frame.columns:
             index = {n: i for i, n in enumerate(self.names)}

@@ -19,6 +19,7 @@ class TrainingArrays:
     encodings: np.ndarray  # (Q, D) in matrix.query_ids order
     train_scores: np.ndarray  # (M, Q): scores on the anchors, NaN elsewhere
     val_scores: np.ndarray  # (M, Q): scores on validation queries, NaN elsewhere
+    benchmarks: np.ndarray  # (Q,) each query's benchmark, "" for test queries (the router's groups never read them)
 
 
 def training_arrays(table: pd.DataFrame, encodings: pd.DataFrame, split: pd.DataFrame) -> TrainingArrays:
@@ -32,7 +33,8 @@ def training_arrays(table: pd.DataFrame, encodings: pd.DataFrame, split: pd.Data
     val = (by_query["split"] == "val").to_numpy()
     train_scores = np.where(anchor[None, :], matrix.scores, np.nan).astype(np.float32)
     val_scores = np.where(val[None, :], matrix.scores, np.nan).astype(np.float32)
-    return TrainingArrays(matrix, enc, train_scores, val_scores)
+    benchmarks = np.where((by_query["split"] == "test").to_numpy(), "", np.asarray(matrix.benchmarks).astype(str))
+    return TrainingArrays(matrix, enc, train_scores, val_scores, benchmarks)
 
 
 def pool_evaluations(table: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:

@@ -117,6 +117,17 @@ class TrainingRun:
 
         mlflow.log_metrics({f"seconds/{stage}": float(value) for stage, value in seconds.items()})
 
+    def log_router(self, router) -> None:
+        """The checkpoint's router (locus_model.routing.query_groups.GroupRouter): its blend weights as
+        ``router/predictor_weight``, ``router/groups_weight``, ``router/bias``, its groups as ``router/groups``
+        (a parameter), its description as the tag ``router``."""
+        import mlflow
+
+        mlflow.log_metrics({"router/predictor_weight": router.blend.predictor,
+                            "router/groups_weight": router.blend.groups, "router/bias": router.blend.bias})
+        mlflow.log_param("router/groups", ", ".join(router.groups.names)[:6000])
+        mlflow.set_tag("router", router.describe())
+
     def register(self, saved: SavedCheckpoint, embeddings: pd.DataFrame) -> str:
         """The checkpoint with ``embeddings`` (the model embeddings it made) logged as a pyfunc and registered as a
         new version (alias ``current``); returns the version number."""

@@ -209,13 +209,44 @@ class PerBenchmark(Baseline):
         return append_anchor_scores(self, scores)
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
+        from locus_model.routing.query_groups import group_rates
+
         self._require_fit()
-        scores = self.scores[np.asarray(model_rows, dtype=np.int64)]  # (M, Q)
-        known = ~np.isnan(scores)
-        y = np.nan_to_num(scores)
-        overall = y.sum(1) / np.maximum(known.sum(1), 1)  # (M,)
         onehot = np.eye(self.labels.max() + 1, dtype=np.float32)[self.labels]  # (Q, B)
-        hits, counts = y @ onehot, known.astype(np.float32) @ onehot  # (M, B)
-        alpha = self.config.smoothing
-        rate = (hits + alpha * overall[:, None]) / (counts + alpha)  # (M, B)
+        rate = group_rates(self.scores[np.asarray(model_rows, dtype=np.int64)], onehot, self.config.smoothing)  # (M, B)
         return rate[:, self.labels[np.asarray(query_idx, dtype=np.int64)]].astype(np.float32)
+
+
+class QueryGroupTable(Baseline):
+    """The per-benchmark rule without reading a query's label: each query's group membership is predicted from its
+    encoding (locus_model.routing.query_groups: a classifier of the training queries' benchmarks, or k-means
+    clusters when the data has none), P(correct | m, q) = m's group profile weighted by q's membership. The same
+    groups and profiles are the group half of LOCUS's router (LocusMethod)."""
+
+    name = "query_groups"
+
+    def __init__(self, benchmarks: np.ndarray | None = None) -> None:
+        super().__init__()
+        self.benchmarks = benchmarks  # (Q,) labels, "" where one must not be read (test queries), or None
+        self.scores = np.zeros((0, 0), np.float32)
+        self.groups = None
+
+    def fit(self, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray | None = None) -> None:
+        from locus_model.routing.query_groups import fit_group_router
+
+        self.encodings = np.asarray(encodings, dtype=np.float32)
+        self.scores = check_scores(train_scores, len(self.encodings), "train_scores").copy()
+        self.n_fitted_models = len(self.scores)
+        empty = np.full_like(self.scores, np.nan)
+        self.groups = fit_group_router(empty, self.encodings, self.scores, empty, self.benchmarks).groups
+
+    def onboard(self, scores: np.ndarray) -> np.ndarray:
+        return append_anchor_scores(self, scores)
+
+    def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
+        from locus_model.routing.query_groups import group_proba, group_profiles
+
+        encodings = self._require_fit()
+        profiles = group_profiles(self.groups, encodings, self.scores[np.asarray(model_rows, dtype=np.int64)],
+                                  self.benchmarks)
+        return group_proba(profiles, self.groups.membership(encodings[np.asarray(query_idx, dtype=np.int64)]))

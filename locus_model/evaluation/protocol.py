@@ -192,6 +192,7 @@ def evaluate(
             model_config=model_config, train_config=train_config,
             baseline_config=configs.get(name), progress=progress and jobs == 1,
             locus_model=locus_model if name == "locus" else None,
+            benchmarks=np.asarray(matrix.benchmarks).astype(str) if name in ("locus", "query_groups") else None,
         )
 
     tasks = [(fold, name) for fold in splits for name in methods if name != "oracle"]  # in the order reported

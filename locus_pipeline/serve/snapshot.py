@@ -48,6 +48,8 @@ class Snapshot:
     portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
     portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
     dry_run: bool = False  # asked for (--dry-run): chat calls answer with the decision, never forwarded
+    router: Any = None  # the checkpoint's GroupRouter (locus_model.routing.query_groups); None: the predictor alone
+    profiles: np.ndarray | None = None  # (M, G) the models' group profiles (with a router)
 
     # computed once per snapshot (a pool of 100,000 models: tens of ms each, too much for every request)
     @cached_property
@@ -76,7 +78,7 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     portfolio of the portfolios table served as the candidate set (read again with each pool). ``dry_run``: chat
     calls answer with the decision only."""
     from locus_model.data.encoders import resolve_runtime
-    from locus_model.pool import pool_matrix
+    from locus_model.pool import pool_matrix, pool_profiles
 
     for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version
         key = pool_key(home.pool_path)
@@ -104,6 +106,7 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     return Snapshot(key=key, checkpoint_id=checkpoint.checkpoint_id, encoder=checkpoint.encoder,
                     runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), model=checkpoint.model,
                     names=tuple(names), sources=tuple(pool["source"].astype(str)), embeddings=z,
+                    profiles=pool_profiles(pool) if checkpoint.router is not None else None, router=checkpoint.router,
                     costs=cost_table(names, cost_info(catalog, config.costs)),
                     upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
                     output_tokens=config.output_tokens, loaded_at=time.time(), portfolio=portfolio, served=served,

@@ -29,6 +29,7 @@ class PoolCheckpoint:
     checkpoint_id: str
     encoder: str
     runtime: str = "torch"  # the encoder runtime its training encodings came from (older checkpoints: torch)
+    router: object = None  # locus_model.routing.query_groups.GroupRouter (None: the predictor alone)
 
 
 @dataclass(frozen=True)
@@ -99,4 +100,7 @@ class Checkpoints:
         encoder = str(extra.get("encoder", ""))
         if not encoder:
             raise StorageError(f"checkpoint {path} does not name its sentence encoder. How to fix: materialize locus_checkpoint")
-        return PoolCheckpoint(model, checkpoint_id, encoder, str(extra.get("encoder_runtime", "torch")))
+        from locus_model.routing.query_groups import checkpoint_router
+
+        return PoolCheckpoint(model, checkpoint_id, encoder, str(extra.get("encoder_runtime", "torch")),
+                              checkpoint_router(extra))

@@ -8,6 +8,7 @@ import difflib
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 from locus_pipeline.storage.checkpoints import PoolCheckpoint
@@ -34,6 +35,8 @@ class PoolAndStores:
         pool = self.read_table(POOL)
         if "routable" not in pool.columns:  # a pool written before the column: the same rule, from its rows
             pool = pool.assign(routable=routable(pool["source"], pool["n_evaluations"]))
+        if "group_profile" not in pool.columns:  # a pool embedded before the router: its checkpoint has none either
+            pool = pool.assign(group_profile=[np.zeros(0, np.float32)] * len(pool))
         return pool
 
     def pool_checkpoint(self, pool: pd.DataFrame | None = None) -> PoolCheckpoint:

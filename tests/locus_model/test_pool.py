@@ -20,6 +20,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def rows(models: list[str], checkpoint: str = "ck-a", value: float = 0.0) -> pd.DataFrame:
     return pd.DataFrame({
         "model": models, "model_key": models, "embedding": [np.full(4, value, np.float32) for _ in models],
+        "group_profile": [np.zeros(0, np.float32) for _ in models],
         "n_evaluations": np.ones(len(models), np.int64), "evaluations_digest": "f", "checkpoint_id": checkpoint,
         "source": "training", "embedded_at": pd.Timestamp(0, tz="UTC"), "routable": True,
     })

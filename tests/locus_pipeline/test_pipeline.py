@@ -232,14 +232,14 @@ def test_metadata_paths_are_relative_to_the_home(materialized) -> None:
 
 def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized) -> None:
     """mlflow.pyfunc.load_model("models:/locus@current"): routes queries, or scores (query, model) pairs, with the
-    checkpoint's own predictions."""
+    checkpoint's own router (the predictor blended with the group profiles)."""
     import mlflow
     import numpy as np
 
     from locus_model.data.encoding import encode_queries
-    from locus_model.infer import predict_proba
     from locus_model.model import load_checkpoint
-    from locus_model.pool import pool_matrix
+    from locus_model.pool import pool_matrix, pool_profiles
+    from locus_model.routing.query_groups import checkpoint_router, router_proba
 
     _, _, home = materialized
     mlflow.set_tracking_uri(f"sqlite:///{home}/mlflow/mlflow.db")
@@ -250,8 +250,11 @@ def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized)
     row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
     model, extra = load_checkpoint(home / row["path"])
     pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
-    names, z = pool_matrix(pool[pool["source"] != "onboarded"])
-    probs = predict_proba(model, z, encode_queries(queries, encoder=extra["encoder"], progress=False))
+    trained = pool[pool["source"] != "onboarded"]
+    names, z = pool_matrix(trained)
+    assert checkpoint_router(extra) is not None  # the checkpoint carries its router
+    probs = router_proba(model, checkpoint_router(extra), z, pool_profiles(trained),
+                         encode_queries(queries, encoder=extra["encoder"], progress=False))
     assert routed["model"].tolist() == [names[i] for i in probs.argmax(axis=0)]
     pairs = router.predict(pd.DataFrame({"query": queries, "model": [names[0], names[1]]}))
     np.testing.assert_allclose(pairs["p_correct"], [probs[0, 0], probs[1, 1]], rtol=1e-5)

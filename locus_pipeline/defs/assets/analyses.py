@@ -92,14 +92,15 @@ def test_query_predictions(
     training_split: pd.DataFrame,
     home: LocusHome,
 ) -> pd.DataFrame:
-    """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the correctness
-    predictor's P(correct) from the pool embedding), label (NaN where unknown, e.g. onboarded models),
+    """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the router's P(correct)
+    from the pool embedding and group profile), label (NaN where unknown, e.g. onboarded models),
     checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
     from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
     from locus_pipeline.reports import prediction_matrices, test_query_predictions as predict
 
     checkpoint = home.pool_checkpoint(model_embeddings)
-    table = predict(model_embeddings, evaluation_table, query_encodings, training_split, checkpoint.model)
+    table = predict(model_embeddings, evaluation_table, query_encodings, training_split, checkpoint.model,
+                    router=checkpoint.router)
     preds = prediction_matrices(table, model_embeddings["model"].astype(str).tolist())
     lab = preds.subset(preds.labelled)
     context.add_output_metadata({

@@ -15,6 +15,7 @@ import pandas as pd
 from pydantic import Field, create_model
 
 from locus_model.data.matrix import evaluations_digest
+from locus_model.markdown import escape_markdown
 from locus_model.model_config import LocusConfig
 from locus_model.training import TrainConfig
 from locus_pipeline.defs.metadata import OWNERS, home_path, training_curve_png
@@ -180,6 +181,7 @@ def locus_checkpoint(
     from locus_model.infer import inference_precision, resolve_device
     from locus_model.model import save_checkpoint
     from locus_model.pool import embed_models
+    from locus_model.routing.query_groups import fit_locus_router
     from locus_model.training import train_locus
     from locus_model.infer import torch_threads
 
@@ -200,9 +202,12 @@ def locus_checkpoint(
                            torch_threads=torch_threads_used)
         result = train_locus(arrays.encodings, arrays.train_scores, arrays.val_scores, model_config=model_config,
                              train_config=train_config, on_epoch=tracked.log_epoch, progress=True)
+        router, _ = fit_locus_router(result.model, arrays.encodings, arrays.train_scores, arrays.val_scores,
+                                     arrays.benchmarks, device=device)
+        tracked.log_router(router)
         saved = home.save_checkpoint(lambda path: save_checkpoint(
             path, result.model, encoder=encoder, encoder_runtime=runtime, evaluations_digest=digest,
-            best_epoch=result.best_epoch, train_config=asdict(train_config)))
+            best_epoch=result.best_epoch, train_config=asdict(train_config), router=router.to_dict()))
         curve = home.run_file(context.run_id, "training_curve.png")
         curve_md = training_curve_png(result.history, curve)
         figures = checkpoint_figures(result)  # the saved checkpoint's figures, the same in MLflow and in Dagster
@@ -210,12 +215,15 @@ def locus_checkpoint(
         tracked.log_stage_seconds(result.seconds)
         # the registered version as a pyfunc: the checkpoint with the training source's model embeddings
         tracked.register(saved, embed_models(result.model, pool_evaluations(evaluation_table, training_split),
-                                             query_encodings, checkpoint=saved.checkpoint_id, source="training"))
+                                             query_encodings, checkpoint=saved.checkpoint_id, source="training",
+                                             router=router))
     context.add_output_metadata({
         **tracked.output_metadata(), "checkpoint": home_path(home, home.resolve(saved.stored)),
         "checkpoint_id": saved.checkpoint_id, "trained_on_models": arrays.matrix.shape[0], "best_epoch": result.best_epoch,
         "epochs_run": len(result.history), "device": device, "torch_threads": torch_threads_used,
         "stage_seconds": dg.MetadataValue.md(stage_seconds_table(result.seconds)),
+        "router": router.describe(),  # how P(correct) blends the predictor with the query groups' table, and why
+        "router_groups": dg.MetadataValue.md(", ".join(escape_markdown(n) for n in router.groups.names)),
         "inference_precision": inference_precision(device),  # of the pool's embeddings and of scoring (bf16/fp32)
         **figures_metadata(figures), "training_curve": dg.MetadataValue.md(curve_md),
     })

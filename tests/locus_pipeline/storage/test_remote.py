@@ -37,6 +37,7 @@ def home(s3, tmp_path, request) -> LocusHome:
 def pool_rows(models: list[str], checkpoint: str = "c0") -> pd.DataFrame:
     return pd.DataFrame({
         "model": models, "model_key": models, "embedding": [np.zeros(4, np.float32) for _ in models],
+        "group_profile": [np.zeros(0, np.float32) for _ in models],
         "n_evaluations": [1] * len(models), "evaluations_digest": ["f"] * len(models),
         "checkpoint_id": [checkpoint] * len(models), "source": ["onboarded"] * len(models),
         "embedded_at": [pd.Timestamp.now(tz="UTC")] * len(models), "routable": [True] * len(models)})
