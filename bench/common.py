@@ -90,7 +90,8 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
     (`<key>.pt`, locus_model.model.save_checkpoint) for the onboarding and geometry scripts. The tag is part of the
     key; a fit cached under one of ``reuse_tags`` (runs with another --tag, same data and configs) is read too.
     LOCUS's cache is its checkpoint: a fold whose trained LOCUS is kept is scored by it again (its router -- query
-    groups and blend -- refitted in seconds, nothing trained), so router changes need no retraining."""
+    groups and blend -- refitted in seconds, nothing trained), so router changes need no retraining; its test
+    probabilities are written (again) under this run's key."""
     from locus_model.model import load_checkpoint, save_checkpoint
 
     def run(**args):
@@ -98,8 +99,10 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
         if args["name"] == "locus" and args.get("locus_model") is None:
             for other in (tag, *reuse_tags):
                 kept = fit_path(cache, args, other).with_suffix(".pt")
-                if kept.is_file():
-                    return fit_and_predict(**{**args, "locus_model": load_checkpoint(kept)[0]})
+                if kept.is_file():  # the router's probabilities are kept too, for the scripts that read them
+                    probs, seconds = fit_and_predict(**{**args, "locus_model": load_checkpoint(kept)[0]})
+                    np.savez(path, probs=probs, seconds=seconds)
+                    return probs, seconds
         for other in (tag, *reuse_tags):
             found = fit_path(cache, args, other)
             if found.is_file():
