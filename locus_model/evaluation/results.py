@@ -106,7 +106,8 @@ def _share(stat: dict) -> str:
     """A cost share (x100) with its interval; "never" where it is not reached (None), "> x" for an open bound."""
     if stat["mean"] is None:
         return "never" if stat["ci_low"] is None else f"never [{100 * stat['ci_low']:.0f}%, -]"
-    high = "-" if stat["ci_high"] is None else f"{100 * stat['ci_high']:.0f}%"
+    open_bound = stat["ci_high"] is None or stat["ci_high"] == float("inf")  # inf before the JSON's clean-up
+    high = "-" if open_bound else f"{100 * stat['ci_high']:.0f}%"
     return f"{100 * stat['mean']:.0f}% [{100 * stat['ci_low']:.0f}%, {high}]"
 
 
