@@ -65,6 +65,9 @@ trap 'stop; exit 130' INT
 trap 'stop "$TERM_GRACE_S"; exit 143' TERM
 trap stop EXIT
 
+# read before the servers start: bash runs a trap only after the foreground command it interrupts, and this import
+# takes seconds on a loaded machine (a SIGTERM then waited for it)
+DEMO_QUERIES=$($PY -c "from locus_pipeline.demo import DEMO_QUERIES; print(DEMO_QUERIES)")
 MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false "$VENV/bin/mlflow" server \
   --backend-store-uri "sqlite:///$LOCUS_HOME/mlflow/mlflow.db" \
   --default-artifact-root "$LOCUS_HOME/mlflow/artifacts" \
@@ -77,7 +80,6 @@ REPO="$PWD"
   --log-level "$DAGSTER_LOG_LEVEL") &
 DAGSTER_PID=$!
 
-DEMO_QUERIES=$($PY -c "from locus_pipeline.demo import DEMO_QUERIES; print(DEMO_QUERIES)")
 cat <<MSG
 
   Dagster UI   http://127.0.0.1:$DAGSTER_PORT   (DAGSTER_HOME=$DAGSTER_HOME)
