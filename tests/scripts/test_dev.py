@@ -41,14 +41,17 @@ def start(tmp_path: Path, venv: Path, **env: str) -> tuple[subprocess.Popen, int
     log = open(tmp_path / "dev.log", "wb")  # noqa: SIM115 (closed with the process)
     proc = subprocess.Popen([str(DEV_SH)], env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True,  # like a terminal: Ctrl-C reaches the script, not its jobs
-                            preexec_fn=_default_sigint)
+                            preexec_fn=_default_stop_signals)
     return proc, dagster_port, mlflow_port
 
 
-def _default_sigint() -> None:
-    """SIGINT as a terminal gives it: a test run started in the background (``cmd &`` in a script, nohup) inherits
-    SIGINT ignored, and bash can never trap a signal ignored on entry, so dev.sh would not see the Ctrl-C."""
+def _default_stop_signals() -> None:
+    """SIGINT and SIGTERM as a terminal or a service manager gives them: a test run started in the background
+    (``cmd &`` in a script, nohup) inherits SIGINT ignored, and in the whole suite SIGTERM arrived ignored too (set by
+    code an earlier test ran in this process); bash can never trap a signal ignored on entry, so dev.sh would not see
+    the stop."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def stop_and_measure(proc: subprocess.Popen, pids: set[int], limit_s: float, sig: int = signal.SIGINT) -> float:
