@@ -62,8 +62,11 @@ def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_
     lines.append("")
     for q in test.drop_duplicates("benchmark").head(shown).index:
         text = " ".join(str(test.at[q, "query"]).split())
+        def cost(c: float) -> str:  # a model of unknown cost (no size, no price) says so, never "nan"
+            return "cost unknown" if c != c else f"cost {c:.3g}"
+
         picks = "   ".join(f"w={w:g}: {names[chosen[w][q]]} (P={probs[chosen[w][q], q]:.2f}, "
-                           f"cost {per_query[chosen[w][q], q]:.3g})" for w in weights)
+                           f"{cost(per_query[chosen[w][q], q])})" for w in weights)
         lines.append(f"  [{test.at[q, 'benchmark']}] {text[:60]}{'...' if len(text) > 60 else ''}\n      {picks}")
     lines += ["", "At w=1 the model with the best P(correct) wins; when one model is the strongest on nearly every "
                   "question (MMLU-Pro's pool: a frontier model), it takes nearly all of them. Lower w (locus:0.5, "

@@ -293,4 +293,4 @@ def test_the_demo_shows_routing_decisions_at_two_quality_weights(materialized) -
     assert [line.split(":")[0].strip() for line in lines[1:3]] == [f"w={w:g}" for w in EXAMPLE_WEIGHTS]
     examples = [line for line in lines if line.startswith("      w=1: ")]
     assert len(examples) == 3 and all("w=0.5: " in line and "(P=" in line for line in examples)
-    assert "trades P(correct) for cost" in text
+    assert "trades P(correct) for cost" in text and "nan" not in text  # an unknown cost says so
