@@ -4,7 +4,7 @@
     python scripts/screenshot.py URL OUT.png [--dom OUT.html] [--width 1280] [--height 900] [--wait-ms 8000]
 
 URL may be a file (the atlas) or a served page (the Dagster UI at http://127.0.0.1:$DAGSTER_PORT, the MLflow UI at
-http://127.0.0.1:$MLFLOW_PORT). Needs Debian's `chromium` (apt-get install -y chromium chromium-driver, ~30 s;
+http://127.0.0.1:$MLFLOW_PORT). Needs Debian's `chromium` and `chromium-driver` (README, Tests; ~30 s to install;
 ../shared/docs/stack.md); exits 3 with that hint when it is missing. The tests run it only where it is installed.
 """
 
@@ -36,7 +36,7 @@ def capture(url: str, png: Path, *, dom: Path | None = None, width: int = 1280, 
     """Write the screenshot to ``png`` (and the rendered DOM to ``dom``); raise with Chromium's stderr on failure."""
     exe = chromium()
     if exe is None:
-        raise FileNotFoundError("chromium is not installed: apt-get install -y chromium chromium-driver")
+        raise FileNotFoundError("chromium is not installed (Debian's chromium and chromium-driver: README, Tests)")
     if Path(url).exists():
         url = Path(url).resolve().as_uri()
     png = Path(png)
@@ -67,7 +67,7 @@ class Browser:
     def __init__(self, *, width: int = 1280, height: int = 900) -> None:
         exe = chromium()
         if exe is None:
-            raise FileNotFoundError("chromium is not installed: apt-get install -y chromium chromium-driver")
+            raise FileNotFoundError("chromium is not installed (Debian's chromium and chromium-driver: README, Tests)")
         self.width, self.height = width, height
         self._profile = tempfile.TemporaryDirectory()
         to_browser_r, self._to_browser = os.pipe()

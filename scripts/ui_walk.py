@@ -582,7 +582,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if screenshot.chromium() is None:
-        print("ui_walk: chromium is not installed: apt-get install -y chromium chromium-driver", file=sys.stderr)
+        print("ui_walk: chromium is not installed (Debian's chromium and chromium-driver: README, Tests)", file=sys.stderr)
         return 3
     home, out = args.home.resolve(), args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

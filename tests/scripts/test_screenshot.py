@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import screenshot  # noqa: E402
 
 needs_chromium = pytest.mark.skipif(screenshot.chromium() is None,
-                                    reason="chromium is not installed (apt-get install -y chromium chromium-driver)")
+                                    reason="chromium is not installed (Debian's chromium and chromium-driver: README, Tests)")
 
 
 def _atlas(tmp_path, n_families: int = 16, per_family: int = 2):

@@ -20,7 +20,7 @@ import screenshot  # noqa: E402
 import ui_walk  # noqa: E402
 
 needs_chromium = pytest.mark.skipif(screenshot.chromium() is None,
-                                    reason="chromium is not installed (apt-get install -y chromium chromium-driver)")
+                                    reason="chromium is not installed (Debian's chromium and chromium-driver: README, Tests)")
 
 
 def tree(root: Path) -> dict[str, bytes | str]:

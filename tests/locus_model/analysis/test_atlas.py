@@ -23,7 +23,7 @@ def chromium() -> str:
     """Path of a headless Chromium; the test skips where it is absent (tests never install system packages)."""
     path = shutil.which("chromium")
     if path is None:
-        pytest.skip("chromium is not installed (apt-get install -y chromium chromium-driver; .ci/run does)")
+        pytest.skip("chromium is not installed (Debian's chromium and chromium-driver: README, Tests)")
     return path
 
 
