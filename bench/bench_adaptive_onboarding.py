@@ -1,5 +1,5 @@
 """Adaptive onboarding on MMLU-Pro: a held-out model embedded from n asked questions, the questions chosen
-adaptively (locus_model.adaptive: information gain under the posterior over pool models), by a fixed anchor set
+adaptively (bench/adaptive.py, a trial: information gain under the posterior over pool models), by a fixed anchor set
 (the same gain under uniform weights, ranked once) or at random.
 
 LOCUS is trained once on the models bench_accuracy.py keeps for training (choose_held_out, 20%, seed 0: 23 of the
@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from bench.common import REPO, apply_options, load_suite
-from locus_model.adaptive import SelectionConfig, information_gain, next_queries, pool_posterior
+from bench.adaptive import SelectionConfig, information_gain, next_queries, pool_posterior
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.splits import choose_held_out
 from locus_model.infer import embed_evaluation_set, embed_evaluation_sets, predict_proba

@@ -19,7 +19,6 @@ class LiveOnboardingConfig(dg.Config):
     max_cost: float = Field(default=0.0, description="USD: stop before the spend could pass it (0 = no limit).")
     concurrency: int = Field(default=8, description="Calls in flight at once.")
     retries: int = Field(default=2, description="Retries of a failed call (timeout, connection, 5xx / 429).")
-    strategy: str = Field(default="random", description="random | adaptive | fixed (locus_model.adaptive; random measured best).")
 
 
 @dg.op(description="Ask the endpoint, grade, log to MLflow, and drop the graded answers for the onboarding "
@@ -32,7 +31,7 @@ def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, h
     try:
         result, answers = onboard_endpoint(
             home, OnboardConfig(endpoint=config.endpoint, budget=config.budget, max_cost=config.max_cost or None,
-                                concurrency=config.concurrency, retries=config.retries, strategy=config.strategy,
+                                concurrency=config.concurrency, retries=config.retries,
                                 via_sensor=True),
             read_models_config(config.models_config), with_answers=True)
     except OnboardError as err:

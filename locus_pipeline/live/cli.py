@@ -34,7 +34,7 @@ def run_replay(args: argparse.Namespace) -> int:
 def add_onboard(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "onboard", help="onboard a live OpenAI-compatible endpoint: ask it MMLU-Pro questions, grade, add it to the pool",
-        description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions (--strategy), with "
+        description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions (in a seeded random order), with "
                     "bounded concurrency, timeouts and retries; log every answer "
                     "under LOCUS_HOME/live/ as it arrives (a rerun resumes without asking again); grade; onboard the "
                     "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.")
@@ -44,9 +44,6 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-cost", type=float, default=None, help="USD: stop before the spend could pass it")
     p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once (default 8)")
     p.add_argument("--retries", type=int, default=2, help="retries of a failed call (default 2)")
-    p.add_argument("--strategy", default="random", choices=["random", "adaptive", "fixed"],
-                   help="how the questions are chosen (default random: measured more accurate than adaptive, "
-                        "bench/README.md 'Adaptive onboarding')")
     p.add_argument("--via-sensor", action="store_true",
                    help="write the graded answers to incoming/ for a running Dagster's drop-folder sensor instead of "
                         "onboarding them in this process")
@@ -66,7 +63,7 @@ def run_onboard(args: argparse.Namespace) -> int:
 
     try:
         config = OnboardConfig(endpoint=args.endpoint, budget=args.budget, max_cost=args.max_cost,
-                               concurrency=args.concurrency, retries=args.retries, strategy=args.strategy,
+                               concurrency=args.concurrency, retries=args.retries,
                                via_sensor=args.via_sensor)
         home = LocusHome(root=str(args.home) if args.home else "")
         result = onboard_endpoint(home, config, read_models_config(args.models_config), mlflow_log=not args.no_mlflow)

@@ -1,10 +1,10 @@
 """``locus onboard --endpoint NAME``: onboard a model behind an OpenAI-compatible endpoint (its models config entry)
-by asking it MMLU-Pro questions (chosen at random by default, or adaptively: locus_model.adaptive; random gave the
-more accurate embedding, bench/README.md "Adaptive onboarding"), then onboarding the graded answers the way a
-dropped evaluation file is onboarded.
+by asking it MMLU-Pro questions in one seeded random order (choosing them adaptively gave a less accurate
+embedding: bench/README.md "Adaptive onboarding", a trial that lives in bench/adaptive.py), then onboarding the
+graded answers the way a dropped evaluation file is onboarded.
 
 1. The candidate questions are the MMLU-Pro bank's (data/mmlu-pro) that the home's training source holds (their
-   encodings are in query_encodings); the pool's checkpoint predicts P(correct) of every pool model on them once.
+   encodings are in query_encodings).
 2. Rounds of ``concurrency`` questions: each asked through ``locus serve``'s upstream client
    (serve/upstream.forward) with the entry's timeout and ``retries`` retries, graded (mmlu_pro_bank.grade_answer),
    and appended to the home's answer log (``live/<model_key>.jsonl``) as it arrives, so a crash or Ctrl-C resumes
@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locus_model.adaptive import SelectionConfig, next_queries
 from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
 from locus_model.routing.costs import cost_table, estimate_tokens
@@ -51,7 +50,6 @@ class OnboardConfig:
     max_cost: float | None = None  # USD: no call is started that could take the spend above it
     concurrency: int = 8  # calls in flight at once; also the questions chosen per round
     retries: int = 2  # retries of a failed call (timeout, connection, 5xx / 429), with backoff
-    strategy: str = "random"  # random | adaptive | fixed (locus_model.adaptive; random measured best: bench/README.md)
     via_sensor: bool = False  # True: leave the file in incoming/ for a running Dagster's drop-folder sensor
     data: str = str(MMLU_PRO)  # the MMLU-Pro bank
 
@@ -135,8 +133,6 @@ def _candidates(home, bank) -> tuple[pd.DataFrame, np.ndarray]:
 
 def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[pd.DataFrame, dict]:
     """Ask, grade and log until the budget, the money or the questions run out; returns (the log as a table, facts)."""
-    from locus_model.infer import predict_proba
-
     if config.endpoint not in models.upstreams:
         raise OnboardError(f"no endpoint {config.endpoint!r} in the models config (entries with a base_url: "
                            f"{sorted(models.upstreams) or 'none'}). How to fix: add "
@@ -151,11 +147,8 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
                            "price_input_per_mtok / price_output_per_mtok to its models config entry")
     key = safe_model_key(config.endpoint)
     bank = read_answer_bank(config.data)
-    questions, encodings = _candidates(home, bank)
-    pool = home.read_pool()
-    checkpoint = home.pool_checkpoint(pool)
-    others = pool[pool["model"] != config.endpoint]
-    P = predict_proba(checkpoint.model, np.stack(others["embedding"].to_numpy()).astype(np.float32), encodings)
+    questions, _ = _candidates(home, bank)
+    checkpoint = home.pool_checkpoint(home.read_pool())
 
     log = home.read_live_answers(key)
     index = {q: i for i, q in enumerate(questions["query_id"])}
@@ -163,7 +156,6 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
     resumed = len(done)
     spent = sum(float(r.get("cost_usd", 0.0)) for r in log)
     failed: dict[str, str] = {}
-    selection = SelectionConfig(strategy=config.strategy)
     stopped_by = "budget"
     asked_now = 0
 
@@ -174,10 +166,9 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=config.concurrency)) as client:
             while len(done) < config.budget:
                 asked = np.array([index[r["query_id"]] for r in done], dtype=np.int64)
-                scores = np.array([r["score"] for r in done], dtype=np.float64)
                 skip = np.array([index[q] for q in failed], dtype=np.int64)
                 k = min(config.concurrency, config.budget - len(done))
-                pick = choose(P, asked, scores, skip, k, selection)
+                pick = choose(len(questions), asked, skip, k)
                 if len(pick) == 0:
                     stopped_by = "questions"
                     return
@@ -229,14 +220,14 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
     return answers, facts
 
 
-def choose(P, asked, scores, skip, k, selection) -> np.ndarray:
-    """The next ``k`` questions (columns of ``P``) from the answers so far, the ``skip``ped (failed) ones left out."""
-    keep = np.ones(P.shape[1], dtype=bool)
-    keep[skip] = False
-    cols = np.flatnonzero(keep)
-    position = {c: i for i, c in enumerate(cols)}
-    local = next_queries(P[:, cols], np.array([position[a] for a in asked], dtype=np.int64), scores, k, selection)
-    return cols[local]
+def choose(n_questions: int, asked: np.ndarray, skip: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """The next ``k`` of the candidate questions in one seeded random order, the asked and the ``skip``ped (failed)
+    ones left out: the same state gives the same questions, so a resumed onboarding asks what it would have asked."""
+    order = np.random.default_rng(seed).permutation(n_questions)
+    left = np.ones(n_questions, dtype=bool)
+    left[np.asarray(asked, dtype=np.int64)] = False
+    left[np.asarray(skip, dtype=np.int64)] = False
+    return order[left[order]][:k]
 
 
 # ---------------------------------------------------------------------------------------------- onboarding

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from locus_model.adaptive import SelectionConfig, information_gain, next_queries, pool_posterior
+from bench.adaptive import SelectionConfig, information_gain, next_queries, pool_posterior
 
 
 def pool(seed: int = 0, M: int = 6, Q: int = 200) -> np.ndarray:
