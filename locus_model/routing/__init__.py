@@ -2,7 +2,8 @@
 
     costs.py     what a query costs on each model (prices, or parameter counts as a proxy; unknown stays unknown)
     route.py     the rule: w * P(correct) - (1 - w) * cost / max cost, under optional caps; the fallback chain
-    frontier.py  accuracy against mean cost as the quality weight varies, and its plot
+    curves.py    the curve each router's knob traces, its hull, AIQ and cost at an accuracy (RouterBench)
+    frontier.py  every router's frontier and figures per fold with paired intervals, the rule's sweep; plots
     errors.py    one error type per cause
 
 ``locus serve`` (one query per request), the ``cost_frontier`` asset and bench/bench_frontier.py (many queries)
@@ -13,7 +14,8 @@ from locus_model.routing.costs import (BASIS_MEANS, COST_KEYS, DEFAULT_OUTPUT_TO
                                        cost_info, cost_table, estimate_tokens)
 from locus_model.routing.errors import (CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError,
                                         RoutingError)
-from locus_model.routing.frontier import DEFAULT_WEIGHTS, CostFrontier, cost_frontier, frontier_of_pool
+from locus_model.routing.curves import DEFAULT_WEIGHTS
+from locus_model.routing.frontier import CostFrontier, cost_frontier, frontier_of_pool
 from locus_model.routing.route import (RouteDecision, check_quality_weight, fallback_chain, normalized_costs,
                                        quality_lambda, route, route_many, route_scores)
 

@@ -15,7 +15,7 @@ import pytest
 import bench.bench_frontier as bench_frontier
 from bench.bench_frontier import model_costs, targets
 from locus_model.evaluation.splits import Fold
-from locus_model.routing.frontier import rule_curve
+from locus_model.routing.curves import rule_curve
 
 
 def choices(probs: np.ndarray, costs: np.ndarray, weights, rows: np.ndarray) -> np.ndarray:

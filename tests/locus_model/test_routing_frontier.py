@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from locus_model.routing import cost_frontier, cost_table, route
-from locus_model.routing.frontier import (aiq, cost_at, evaluate_frontiers, monotone_hull, plot_frontiers, query_costs,
-                                          rule_curve)
+from locus_model.routing.curves import aiq, cost_at, monotone_hull, rule_curve
+from locus_model.routing.frontier import evaluate_frontiers, plot_frontiers, query_costs
 
 # Three models: A cheap (cost 1), B (2), C dear (4); C is right on queries 0-2, B on 0-1, A on 0 only.
 NAMES = ["A", "B", "C"]
