@@ -149,14 +149,14 @@ def test_the_launchpad_describes_each_field_by_its_docstring_in_the_library() ->
 
 
 def test_the_readme_names_every_asset_as_it_is() -> None:
-    """README.md's asset table names each asset by its key, and names no asset that does not exist."""
+    """docs/pipeline.md's asset table names each asset by its key, and names no asset that does not exist."""
     import re
     from pathlib import Path
 
     from locus_pipeline.definitions import defs
 
     keys = {s.key.to_user_string() for s in defs().resolve_all_asset_specs()}
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "pipeline.md").read_text(encoding="utf-8")
     table = readme.split("| asset | what |", 1)[1].split("\n\n", 1)[0]
     named = set()
     for row in table.splitlines()[1:]:
@@ -165,7 +165,7 @@ def test_the_readme_names_every_asset_as_it_is() -> None:
 
 
 def test_every_edge_of_the_readme_pipeline_graph_is_an_edge_of_the_asset_graph() -> None:
-    """README.md's "The pipeline" block: each `a + b -> c, d -> e` says a and b are parents of c and d, c and d of e;
+    """docs/pipeline.md's "The pipeline" block: each `a + b -> c, d -> e` says a and b are parents of c and d, c and d of e;
     every such edge is a dependency Dagster has, and every asset appears in the block."""
     import re
     from pathlib import Path
@@ -175,7 +175,7 @@ def test_every_edge_of_the_readme_pipeline_graph_is_an_edge_of_the_asset_graph()
     graph = defs().resolve_asset_graph()
     parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
                for k in graph.get_all_asset_keys()}
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "pipeline.md").read_text(encoding="utf-8")
     block = readme.split("## The pipeline", 1)[1].split("```", 2)[1]
     edges, seen = set(), set()
     for statement in re.split(r"[;\n]", block):

@@ -261,7 +261,7 @@ def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized)
 
 
 def test_the_readmes_pyfunc_instruction_runs_as_written(materialized, tmp_path) -> None:
-    """README.md's `MLFLOW_TRACKING_URI=$(locus mlflow-uri) python -c '...'` block, run by bash exactly as written,
+    """docs/ui.md's `MLFLOW_TRACKING_URI=$(locus mlflow-uri) python -c '...'` block, run by bash exactly as written,
     from another folder, with LOCUS_HOME set: it prints the routed query and leaves no mlflow.db behind."""
     import os
     import subprocess
@@ -270,7 +270,7 @@ def test_the_readmes_pyfunc_instruction_runs_as_written(materialized, tmp_path) 
 
     _, _, home = materialized
     root = Path(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    readme = (root / "docs" / "ui.md").read_text(encoding="utf-8")
     start = "MLFLOW_TRACKING_URI=$(locus mlflow-uri)"
     command = start + readme.split("```bash\n" + start, 1)[1].split("\n```", 1)[0]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
