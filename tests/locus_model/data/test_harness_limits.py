@@ -4,8 +4,10 @@ another exception, a hang, or unbounded memory or time (ReadLimits)."""
 from __future__ import annotations
 
 import json
+import random
 import tarfile
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -166,3 +168,67 @@ def test_a_zip_member_of_the_wrong_type_is_refused_with_the_other_checks(tmp_pat
         info.external_attr = 0o120777 << 16  # a symbolic link
         z.writestr(info, "/etc/passwd")
     refused(archive, "is a link or a device")
+
+
+def _cpu_seconds(read, path: Path) -> float:
+    """The least CPU time of three reads of ``path`` (each refused: both inputs nest too deep)."""
+    times = []
+    for _ in range(3):
+        start = time.process_time()
+        with pytest.raises(EvaluationDataError, match="nests deeper than 200 levels"):
+            read(path)
+        times.append(time.process_time() - start)
+    return min(times)
+
+
+def _dropped(tmp_path: Path, kind: str, document: bytes, name: str) -> Path:
+    if kind == "json":
+        target = tmp_path / f"{name}.json"
+        target.write_bytes(document)
+        return target
+    if kind == "eval":
+        return hostile.inspect_eval(tmp_path, {"header.json": document}, name=f"{name}.eval")
+    return hostile.lm_eval_folder(tmp_path, document.decode(), name=name)
+
+
+@pytest.mark.parametrize("kind", ["json", "eval", "lm_eval"])
+def test_the_depth_check_is_linear_in_the_document(tmp_path: Path, kind: str) -> None:
+    """An unclosed string of escaped quotes behind 300 brackets (1 MB) costs about what plain letters in its place
+    cost (a string-skipping regex took an hour at 1 MB: it was quadratic)."""
+    head = b'{"version": 2, "status": "success", "eval": {"task": "t", "model": "m"}, "samples": ' + b"[" * 300 + b'"'
+    size = 1 << 20
+    hostile_doc, plain_doc = head + b'\\"' * (size // 2), head + b"ab" * (size // 2)
+    read = (lambda p: read_harness_output(p, harness="inspect")) if kind != "lm_eval" else read_harness_output
+    hostile_cpu = _cpu_seconds(read, _dropped(tmp_path, kind, hostile_doc, "hostile"))
+    plain_cpu = _cpu_seconds(read, _dropped(tmp_path, kind, plain_doc, "plain"))
+    assert hostile_cpu <= 5 * max(plain_cpu, 0.01), (hostile_cpu, plain_cpu)
+
+
+def test_json_depth_matches_a_byte_by_byte_scan() -> None:
+    def scan(data: bytes) -> int:  # the state machine, one byte at a time
+        depth = deepest = 0
+        inside = escaped = False
+        for byte in data:
+            if escaped:
+                escaped = False
+                if byte in b'"\\':
+                    continue
+            if byte == ord("\\"):
+                escaped = True
+            elif byte == ord('"'):
+                inside = not inside
+            elif not inside and byte in b"[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif not inside and byte in b"]}":
+                depth -= 1
+        return deepest
+
+    rng = random.Random(0)
+    cases = [bytes(rng.choice(b'[]{}"\\ax') for _ in range(rng.randint(1, 80))) for _ in range(500)]
+    cases += [b'{"a": "\\\\", "b": [[{}]]}', b'["\\\\\\"[", [1]]', b"[" * 50 + b'"' + b"\\" * 7 + b'"]"']
+    for data in cases:
+        assert json_depth(data) == scan(data), data
+    assert json_depth(b"[" * 3_000_000) == 3_000_000  # several blocks: the state carries over
+    assert json_depth(b'"' + b"\\" * (3 << 20) + b'"[') == 1  # an even run across blocks: the quote closes
+    assert json_depth(b'"' + b"\\" * ((3 << 20) - 1) + b'"[') == 0  # an odd one: it is escaped
