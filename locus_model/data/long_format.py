@@ -21,6 +21,7 @@ from locus_model.data.embedllm import read_embedllm
 from locus_model.data.embedllm_files import is_embedllm_folder
 from locus_model.data.errors import EVALUATION_SUFFIXES, EvaluationDataError, suffix_of
 from locus_model.data.file_chunks import CSV_CHUNK_ROWS, is_evaluation_file, iter_evaluation_chunks
+from locus_model.data.limits import DropLimits, bounded
 
 PARQUET_BATCH_ROWS = 1 << 22  # read_evaluations keeps the whole table anyway: few, dictionary-encoded batches
 
@@ -36,7 +37,8 @@ class ReadSummary:
     queries: int
 
 
-def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> tuple[pd.DataFrame, ReadSummary]:
+def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS,
+                     limits: DropLimits | None = None) -> tuple[pd.DataFrame, ReadSummary]:
     """Read and validate a long-format file, or every evaluation file in a folder (an EmbedLLM folder too), or what
     an evaluation harness wrote (a folder, an archive or an Inspect log: locus_model.data.harnesses); returns
     (table, report).
@@ -45,8 +47,14 @@ def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> t
     scores for one (model, query_id) are an error. CSVs are streamed in chunks of ``chunk_rows`` and text
     columns are held as categoricals, so memory grows with the number of distinct queries, not of rows.
     Parquet is read in batches of up to ``PARQUET_BATCH_ROWS`` (its text columns arrive dictionary-encoded).
+    ``limits``: rows, models, bytes and time of this read, all files together (:class:`DropLimits`; None: the
+    enclosing ``bounded`` read's, else the defaults).
     """
-    path = Path(path)
+    with bounded(limits):
+        return _read_evaluations(Path(path), chunk_rows)
+
+
+def _read_evaluations(path: Path, chunk_rows: int) -> tuple[pd.DataFrame, ReadSummary]:
     if not path.exists():
         raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
     if path.is_dir():

@@ -1,5 +1,5 @@
 """Hostile harness outputs (issue 47), read directly: every one is an EvaluationDataError naming what is wrong, never
-another exception, a hang, or unbounded memory or time (ReadLimits)."""
+another exception, a hang, or unbounded memory or time (DropLimits)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.harnesses import is_harness_drop, read_harness_output
-from locus_model.data.harnesses.limits import ReadLimits, json_depth
+from locus_model.data.limits import DropLimits, json_depth
 from tests.locus_model.data import hostile
 
 
@@ -133,25 +133,25 @@ def test_unpacked_bytes_are_counted_as_read_for_archives_and_eval_members(tmp_pa
             with tarfile.open(archive, "w:gz") as tar:
                 tar.add(folder, arcname="lm")
         assert archive.stat().st_size < size / 20
-        refused(archive, "unpacks to more than 1,000,000 bytes", limits=ReadLimits(max_unpacked_bytes=1_000_000))
-        assert len(read_harness_output(archive, limits=ReadLimits(max_unpacked_bytes=size + 1))[0])
+        refused(archive, "unpacks to more than 1,000,000 bytes", limits=DropLimits(max_unpacked_bytes=1_000_000))
+        assert len(read_harness_output(archive, limits=DropLimits(max_unpacked_bytes=size + 1))[0])
     spaces = hostile.inspect_eval(tmp_path, {"header.json": b" " * 3_000_000 + b"{}"}, name="spaces.eval")
-    refused(spaces, "larger than 1,000,000 bytes", limits=ReadLimits(max_document_bytes=1_000_000))
-    refused(spaces, "unpacks to more than 2,000,000 bytes", limits=ReadLimits(max_unpacked_bytes=2_000_000))
+    refused(spaces, "larger than 1,000,000 bytes", limits=DropLimits(max_document_bytes=1_000_000))
+    refused(spaces, "unpacks to more than 2,000,000 bytes", limits=DropLimits(max_unpacked_bytes=2_000_000))
 
 
 def test_a_jsonl_line_over_the_document_limit_is_refused(tmp_path: Path) -> None:
     limit = max(p.stat().st_size for p in hostile.FIXTURES.joinpath("lm_eval").rglob("*.json")) + 1  # results files fit
     line = json.dumps(hostile.first_sample(hostile.FIXTURES / "lm_eval"))[:-1] + ', "pad": "' + "x" * limit + '"}'
-    err = refused(hostile.lm_eval_folder(tmp_path, line), f"longer than {limit:,} bytes", limits=ReadLimits(max_document_bytes=limit))
+    err = refused(hostile.lm_eval_folder(tmp_path, line), f"longer than {limit:,} bytes", limits=DropLimits(max_document_bytes=limit))
     assert err.row == 1
 
 
 def test_many_members_and_slow_reads_stop_at_the_limits(tmp_path: Path) -> None:
     archive = hostile.many_members(tmp_path / "many.zip", 3000)
-    refused(archive, "more than 1,000 members", limits=ReadLimits(max_members=1000))
-    refused(archive, "took longer than 0 s", limits=ReadLimits(seconds=0))
-    refused(hostile.lm_eval_folder(tmp_path), "took longer than 0 s", limits=ReadLimits(seconds=0))
+    refused(archive, "more than 1,000 members", limits=DropLimits(max_members=1000))
+    refused(archive, "took longer than 0 s", limits=DropLimits(seconds=0))
+    refused(hostile.lm_eval_folder(tmp_path), "took longer than 0 s", limits=DropLimits(seconds=0))
 
 
 def test_an_eval_file_that_is_not_a_zip_says_so(tmp_path: Path) -> None:
