@@ -19,7 +19,7 @@ import pandas as pd
 
 from locus_model.data.contract import model_name_problem, validate_evaluations
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.limits import FIX_SPLIT, budget, parse_json, read_bounded
+from locus_model.data.limits import FIX_SPLIT, Budget, budget, parse_json, read_bounded
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -145,7 +145,9 @@ def finish(rows: list[tuple[str, str, str, str, float]], source: Path | str, *, 
     if not rows:
         raise EvaluationDataError("no evaluation records found", file=source, fix=fix)
     current = budget()
-    current.count_rows(len(rows), source)
+    # the rows are checked against the limit, not added to the read's count: the drop folder streams this table
+    # again (split by model), and counts it then
+    Budget(current.limits).count_rows(len(rows), source)
     current.count_models(((name, None) for name in dict.fromkeys(row[0] for row in rows)), source)
     table = pd.DataFrame(rows, columns=["model", "query_id", "query", "benchmark", "score"])
     return validate_evaluations(table, source=str(source))

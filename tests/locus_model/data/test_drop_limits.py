@@ -103,3 +103,14 @@ def test_harness_records_and_models_are_limited(tmp_path: Path) -> None:
     lighteval = hostile.FIXTURES / "lighteval"
     with pytest.raises(EvaluationDataError, match="rows, more than the 1 a drop may have"):
         read_harness_output(lighteval, limits=DropLimits(max_rows=1))
+
+
+def test_a_harness_table_streamed_again_in_the_same_read_is_counted_once(tmp_path: Path) -> None:
+    from locus_model.data.limits import bounded
+
+    folder = hostile.lm_eval_folder(tmp_path)
+    rows = len(read_harness_output(folder)[0])
+    with bounded(DropLimits(max_rows=rows)):  # as the drop folder does: read the harness output, then split its table
+        table, _ = read_harness_output(folder)
+        table.to_parquet(tmp_path / "table.parquet")
+        assert sum(len(c) for c in iter_evaluation_chunks(tmp_path / "table.parquet")) == rows
