@@ -191,10 +191,12 @@ def _parse_error(path: Path, err: Exception, n_columns: int) -> EvaluationDataEr
                                fix="check quoting and the number of fields per line")
 
 
-def _csv_chunks(path: Path, chunk_rows: int, current: Budget) -> Iterator[pd.DataFrame]:
+def _csv_chunks(path: Path, chunk_rows: int, current: Budget, *, required: tuple[str, ...] = EVALUATION_COLUMNS,
+                categorical: tuple[str, ...] = (*TEXT_COLUMNS, "score", *OPTIONAL_COLUMNS)) -> Iterator[pd.DataFrame]:
+    """The CSV's rows in chunks, every column text (``categorical`` ones as categoricals)."""
     header = _csv_header(path)
-    check_columns(header, EVALUATION_COLUMNS, path)
-    dtype = defaultdict(lambda: str, {c: "category" for c in (*TEXT_COLUMNS, "score", *OPTIONAL_COLUMNS)})
+    check_columns(header, required, path)
+    dtype = defaultdict(lambda: str, {c: "category" for c in categorical})
 
     def readable(step):  # noqa: ANN001, ANN202 (pandas raises these while it reads, at any chunk)
         try:
@@ -256,6 +258,15 @@ def _parquet_chunks(path: Path, chunk_rows: int, current: Budget) -> Iterator[pd
         except Exception as err:  # noqa: BLE001 (a page cut or corrupt: re-raised with the file and a fix)
             raise unreadable(err) from None
         yield frame
+
+
+def read_csv_table(path: Path, *, required: tuple[str, ...]) -> pd.DataFrame:
+    """A small CSV (e.g. the models file) whole, every column text (empty cells ""), with the header naming
+    ``required``; read as evaluation files are, so every way it can fail (not UTF-8, NUL bytes, a row with the wrong
+    number of fields, an unclosed quote, a cut gzip stream) is an EvaluationDataError naming the file and row."""
+    path = Path(path)
+    frames = list(_csv_chunks(path, CSV_CHUNK_ROWS, budget(), required=required, categorical=()))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=_csv_header(path), dtype=str)
 
 
 def iter_evaluation_chunks(
