@@ -17,6 +17,7 @@ import hashlib
 import re
 import unicodedata
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
@@ -53,8 +54,8 @@ def model_name_problem(name: object) -> str | None:
         return f"the model name {name!r} has leading or trailing whitespace"
     if len(name) > MAX_MODEL_NAME:
         return f"the model name is {len(name)} characters long (at most {MAX_MODEL_NAME})"
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
-        return f"the model name {name!r} contains control or invisible characters"
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name) or _IGNORABLE.search(name):
+        return f"the model name {name!r} contains control or invisible characters (it reads as {canonical_name(name)!r})"
     if name in (".", ".."):
         return f"the model name {name!r} is a path component, not a name"
     return None
@@ -76,21 +77,55 @@ def safe_model_key(name: str) -> str:
 
 
 
-# Characters NFKC keeps apart but a reader cannot tell from ASCII: other slashes and dashes, Cyrillic and Greek
-# letters drawn like Latin ones (a subset of Unicode's confusables.txt, for the characters model names use).
+# Characters that are invisible yet not format characters (Cf): Unicode's Default_Ignorable_Code_Point outside Cf
+# (the combining grapheme joiner, Hangul fillers, variation selectors, Khmer inherent vowels ...), as (first, last).
+IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x3164, 0x3164),
+             (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+             (0xE0000, 0xE0FFF))
+_IGNORABLE = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in IGNORABLE) + "]")
+
+# Characters NFKC keeps apart but a reader cannot tell from ASCII (a subset of Unicode's confusables.txt, UTS #39,
+# for the characters model names use): other slashes and dashes, Cyrillic, Greek and other Latin letters drawn
+# like Latin ones; then, as UTS #39's skeleton does, the ASCII characters read alike: I, 1, | as l and 0 as O.
 _CONFUSABLE = str.maketrans({
     **dict.fromkeys("\u2215\u2044\u29f8\u2571", "/"), **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043", "-"),
-    **dict(zip("\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04cf\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406",
-               "aeopcyxijsdlABEKMHOPCTXI")),
-    **dict(zip("\u03bf\u03bd\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7", "ovABEZHIKMNOPTYX")),
+    **dict(zip("\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04cf\u04bb\u051b\u051d\u04af",
+               "aeopcyxijsdlhqwy")),
+    **dict(zip("\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406\u0408\u0405\u04ae\u04c0\u051a\u051c",
+               "ABEKMHOPCTXIJSYlQW")),
+    **dict(zip("\u03bf\u03bd\u03b1\u03b9\u03c1\u03c5\u03f2\u03c2\u03f3", "ovaipuccj")),
+    **dict(zip("\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7\u03f9",
+               "ABEZHIKMNOPTYXC")),
+    **dict(zip("\u0131\u0237\u0251\u0261\u0269\u01c0", "ijagil")),
+    **dict(zip("I1|0", "lllO")),
 })
 
 
-def look_alike(name: str) -> str:
-    """The form shared by model names a reader cannot tell apart: NFKC (``Org／Model`` -> ``Org/Model``), then
-    confusable slashes, dashes and Cyrillic/Greek letters folded to ASCII. Two different names with the same
-    form are refused (they would show as one model)."""
-    return unicodedata.normalize("NFKC", name).translate(_CONFUSABLE)
+def canonical_name(name: str) -> str:
+    """A model name as identity sees it: NFKC (``Org／Model`` -> ``Org/Model``), without invisible characters
+    (format characters, IGNORABLE: ``Yi-6B\ufe0f`` -> ``Yi-6B``) and combining marks left after NFKC."""
+    text = _IGNORABLE.sub("", unicodedata.normalize("NFKC", name))
+    return "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Mn"))
+
+
+def confusable_skeleton(name: str) -> str:
+    """The form shared by model names a reader cannot tell apart (UTS #39's skeleton, for Latin look-alikes): the
+    canonical name with confusable slashes, dashes and letters folded to ASCII (``\u04aei-6B`` -> ``Yi-6B``,
+    ``Phi-3-m\u0131ni`` -> ``Phi-3-mini``, ``LIama`` and ``Llama`` -> ``Llama``). Two different names with one
+    skeleton are refused (they would show as one model). Not for display: ``Llama-2-13b`` -> ``Llama-2-l3b``."""
+    return canonical_name(name).translate(_CONFUSABLE)
+
+
+look_alike = confusable_skeleton  # the former name, used by locus_pipeline/intake until it calls find_twin
+
+
+def find_twin(name: str, pool_names: Iterable[str]) -> str | None:
+    """The pool model ``name`` is confusable with (the same skeleton, a different name), or None. A name that is in
+    the pool is its own model, not a twin."""
+    skeleton, pool = confusable_skeleton(name), list(pool_names)
+    if name in pool:
+        return None
+    return next((other for other in pool if confusable_skeleton(other) == skeleton), None)
 
 
 def check_columns(columns: list[str], required: tuple[str, ...], file: Path) -> None:
@@ -118,7 +153,8 @@ def check_columns(columns: list[str], required: tuple[str, ...], file: Path) -> 
 # as "\alpha"), but never a NUL, which CSV tools truncate at.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROL_RE2 = r"[\x00-\x1f\x7f-\x{9f}]"
-_INVISIBLE_RE2 = r"[\p{Cc}\p{Cf}\x{2028}\x{2029}]"  # model names: Cc, Cf, Zl, Zp (as model_name_problem)
+# model names: Cc, Cf, Zl, Zp and IGNORABLE (as model_name_problem)
+_INVISIBLE_RE2 = r"[\p{Cc}\p{Cf}\x{2028}\x{2029}" + "".join(f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in IGNORABLE) + "]"
 
 
 def _text_categorical(values: pd.Series) -> pd.Categorical:
@@ -280,11 +316,11 @@ def no_rows_error(file: str | Path) -> EvaluationDataError:
 
 def check_model_keys(names: list[str], *, file: str | Path | None) -> None:
     """Every model name has its own key (safe_model_key): two names sharing one would share a store; and no two
-    names look the same (look_alike)."""
+    names look the same (confusable_skeleton)."""
     by_name = pd.Series(names, dtype=object)
     for form, problem, fix in (
         (safe_model_key, "map to the same key {}", "rename one of the models"),
-        (look_alike, "look the same as {} (they differ only in look-alike characters, e.g. a fullwidth slash)",
+        (confusable_skeleton, "look the same (their skeleton is {}: they differ only in look-alike or invisible characters)",
          "write every model's name in plain characters, the same way in every file"),
     ):
         shared = by_name.map(form)

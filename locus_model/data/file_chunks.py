@@ -25,6 +25,7 @@ import pandas as pd
 from locus_model.data.contract import CONTROL, EVALUATION_COLUMNS, OPTIONAL_COLUMNS, TEXT_COLUMNS, check_columns
 from locus_model.data.errors import (CUT_OR_CORRUPT, EVALUATION_SUFFIXES, CutOffError, EvaluationDataError, RecordError,
                                      csv_records, open_binary, suffix_of)
+from locus_model.data.limits import FIX_SPLIT, Budget, DropLimits, budget
 
 CSV_CHUNK_ROWS = 200_000  # rows per chunk when streaming a CSV: bounds memory for very large files
 
@@ -68,11 +69,13 @@ def _check_final_newline(path: Path) -> None:
 class _GuardedStream(io.RawIOBase):
     """The bytes of a CSV (decompressed for .csv.gz) for pandas, stopping at the first NUL byte (pandas' C
     parser would silently end the value there: 'a\\0b' -> 'a') and turning gzip errors into
-    EvaluationDataError. Counts bytes and newlines to say where a cut gzip stream ends."""
+    EvaluationDataError. Counts bytes and newlines to say where a cut gzip stream ends, and a .csv.gz's inflated
+    bytes against the read's budget."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, current: Budget) -> None:
         super().__init__()
         self.path, self.raw, self.bytes, self.lines = path, open_binary(path), 0, 0
+        self.current, self.inflating = current, suffix_of(path) == ".csv.gz"
 
     def readable(self) -> bool:
         return True
@@ -87,6 +90,8 @@ class _GuardedStream(io.RawIOBase):
             raise _nul_error(self.path)
         self.bytes += n
         self.lines += data.count(b"\n")
+        if self.inflating:
+            self.current.unpack(n, self.path, timed=False)
         return n
 
     def close(self) -> None:
@@ -186,10 +191,12 @@ def _parse_error(path: Path, err: Exception, n_columns: int) -> EvaluationDataEr
                                fix="check quoting and the number of fields per line")
 
 
-def _csv_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
+def _csv_chunks(path: Path, chunk_rows: int, current: Budget, *, required: tuple[str, ...] = EVALUATION_COLUMNS,
+                categorical: tuple[str, ...] = (*TEXT_COLUMNS, "score", *OPTIONAL_COLUMNS)) -> Iterator[pd.DataFrame]:
+    """The CSV's rows in chunks, every column text (``categorical`` ones as categoricals)."""
     header = _csv_header(path)
-    check_columns(header, EVALUATION_COLUMNS, path)
-    dtype = defaultdict(lambda: str, {c: "category" for c in (*TEXT_COLUMNS, "score", *OPTIONAL_COLUMNS)})
+    check_columns(header, required, path)
+    dtype = defaultdict(lambda: str, {c: "category" for c in categorical})
 
     def readable(step):  # noqa: ANN001, ANN202 (pandas raises these while it reads, at any chunk)
         try:
@@ -204,7 +211,7 @@ def _csv_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
         except pd.errors.EmptyDataError:
             raise EvaluationDataError("the file has no header and no rows", file=path, fix="write a header line") from None
 
-    with io.BufferedReader(_GuardedStream(path), buffer_size=1 << 20) as stream:
+    with io.BufferedReader(_GuardedStream(path, current), buffer_size=1 << 20) as stream:
         reader = readable(lambda: pd.read_csv(stream, dtype=dtype, na_filter=False, encoding="utf-8-sig",
                                               encoding_errors="strict", chunksize=chunk_rows, index_col=False))
         with reader:
@@ -212,7 +219,7 @@ def _csv_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
                 yield frame
 
 
-def _parquet_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
+def _parquet_chunks(path: Path, chunk_rows: int, current: Budget) -> Iterator[pd.DataFrame]:
     if path.stat().st_size == 0:
         raise EvaluationDataError("the file is empty", file=path, fix="write a Parquet file with evaluation rows")
     import pyarrow as pa
@@ -231,6 +238,10 @@ def _parquet_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
     except Exception as err:  # noqa: BLE001 (re-raised with the file and a fix)
         raise unreadable(err) from None
     check_columns(names, EVALUATION_COLUMNS, path)
+    declared = parquet.metadata.num_rows  # what pyarrow will read: refused here, before any row is read
+    if current.rows + declared > current.limits.max_rows:
+        raise EvaluationDataError(f"the file has {declared:,} rows: the drop would have more than "
+                                  f"{current.limits.max_rows:,} evaluation rows", file=path, fix=FIX_SPLIT)
     columns = [c for c in (*EVALUATION_COLUMNS, *OPTIONAL_COLUMNS) if c in names]
     batches = parquet.iter_batches(batch_size=chunk_rows, columns=columns)
     while True:
@@ -249,8 +260,17 @@ def _parquet_chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
         yield frame
 
 
+def read_csv_table(path: Path, *, required: tuple[str, ...]) -> pd.DataFrame:
+    """A small CSV (e.g. the models file) whole, every column text (empty cells ""), with the header naming
+    ``required``; read as evaluation files are, so every way it can fail (not UTF-8, NUL bytes, a row with the wrong
+    number of fields, an unclosed quote, a cut gzip stream) is an EvaluationDataError naming the file and row."""
+    path = Path(path)
+    frames = list(_csv_chunks(path, CSV_CHUNK_ROWS, budget(), required=required, categorical=()))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=_csv_header(path), dtype=str)
+
+
 def iter_evaluation_chunks(
-    path: Path, *, chunk_rows: int = CSV_CHUNK_ROWS, require_final_newline: bool = False
+    path: Path, *, chunk_rows: int = CSV_CHUNK_ROWS, require_final_newline: bool = False, limits: DropLimits | None = None
 ) -> Iterator[pd.DataFrame]:
     """Raw chunks of an evaluation file with a ``_row`` column (1-based data row); text columns categorical.
 
@@ -258,6 +278,9 @@ def iter_evaluation_chunks(
     wrong number of fields, an unclosed quote, a repeated column name) is an EvaluationDataError.
     ``require_final_newline``: refuse a plain CSV whose last line has no newline (a cut in-place write; gzip
     and Parquet check their own end). Not the default: editors and tools often omit the final newline.
+    ``limits``: rows, models and (.csv.gz) inflated bytes this read may take (:class:`DropLimits`; None: the
+    enclosing ``bounded`` read's, else the defaults): rows and models are counted chunk by chunk, a Parquet file's
+    rows from its footer before any is read, and past a limit the read stops with an EvaluationDataError.
     """
     path = Path(path)
     suffix = suffix_of(path)
@@ -267,9 +290,14 @@ def iter_evaluation_chunks(
         )
     if require_final_newline:
         _check_final_newline(path)
-    chunks = _parquet_chunks(path, chunk_rows) if suffix == ".parquet" else _csv_chunks(path, chunk_rows)
+    current = budget() if limits is None else Budget(limits)
+    chunks = _parquet_chunks(path, chunk_rows, current) if suffix == ".parquet" else _csv_chunks(path, chunk_rows, current)
     offset = 0
     for frame in chunks:
+        current.count_rows(len(frame), path, first_row=offset + 1)
         frame["_row"] = np.arange(offset + 1, offset + len(frame) + 1)
         offset += len(frame)
+        if "model" in frame.columns:
+            first = frame.loc[~frame["model"].duplicated(), ["model", "_row"]]
+            current.count_models(zip(map(str, first["model"]), map(int, first["_row"])), path)
         yield frame

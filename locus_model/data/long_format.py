@@ -10,6 +10,7 @@ is wrong and how to fix it. Reading never modifies the file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,8 @@ from locus_model.data.contract import check_columns, check_consistency, finish_t
 from locus_model.data.embedllm import read_embedllm
 from locus_model.data.embedllm_files import is_embedllm_folder
 from locus_model.data.errors import EVALUATION_SUFFIXES, EvaluationDataError, suffix_of
-from locus_model.data.file_chunks import CSV_CHUNK_ROWS, is_evaluation_file, iter_evaluation_chunks
+from locus_model.data.file_chunks import CSV_CHUNK_ROWS, is_evaluation_file, iter_evaluation_chunks, read_csv_table
+from locus_model.data.limits import DropLimits, bounded
 
 PARQUET_BATCH_ROWS = 1 << 22  # read_evaluations keeps the whole table anyway: few, dictionary-encoded batches
 
@@ -36,7 +38,8 @@ class ReadSummary:
     queries: int
 
 
-def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> tuple[pd.DataFrame, ReadSummary]:
+def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS,
+                     limits: DropLimits | None = None) -> tuple[pd.DataFrame, ReadSummary]:
     """Read and validate a long-format file, or every evaluation file in a folder (an EmbedLLM folder too), or what
     an evaluation harness wrote (a folder, an archive or an Inspect log: locus_model.data.harnesses); returns
     (table, report).
@@ -45,8 +48,14 @@ def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS) -> t
     scores for one (model, query_id) are an error. CSVs are streamed in chunks of ``chunk_rows`` and text
     columns are held as categoricals, so memory grows with the number of distinct queries, not of rows.
     Parquet is read in batches of up to ``PARQUET_BATCH_ROWS`` (its text columns arrive dictionary-encoded).
+    ``limits``: rows, models, bytes and time of this read, all files together (:class:`DropLimits`; None: the
+    enclosing ``bounded`` read's, else the defaults).
     """
-    path = Path(path)
+    with bounded(limits):
+        return _read_evaluations(Path(path), chunk_rows)
+
+
+def _read_evaluations(path: Path, chunk_rows: int) -> tuple[pd.DataFrame, ReadSummary]:
     if not path.exists():
         raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
     if path.is_dir():
@@ -111,26 +120,31 @@ def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def read_models_file(path: str | Path) -> pd.DataFrame:
-    """Read the companion models file (model, params_b, family); params_b in billions, may be empty."""
+    """Read the companion models file (``model``, and any of ``params_b`` in billions, ``family``, the prices of
+    locus_model.routing.COST_KEYS), a CSV (or .csv.gz) or Parquet file. Sizes and prices are floats, NaN where the
+    cell is empty; anything else that is not a plain number >= 0 ("abc", NaN, 1e309, 0x10) is an
+    EvaluationDataError naming the file, row and column, as is a file that cannot be read (a ragged row, an unclosed
+    quote, binary bytes, a corrupt Parquet file)."""
+    from locus_model.routing.costs import COST_KEYS
+
     path = Path(path)
-    if not path.exists() or path.stat().st_size == 0:
+    if not path.is_file() or path.stat().st_size == 0:
         raise EvaluationDataError("the models file is missing or empty", file=path, fix="write a header model,params_b,family")
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False) if suffix_of(path) != ".parquet" else pd.read_parquet(path)
-    check_columns(list(frame.columns), ("model",), path)
+    if suffix_of(path) == ".parquet":
+        try:
+            frame = pd.read_parquet(path)
+        except Exception as err:  # noqa: BLE001 (pyarrow raises several types for a cut or corrupt file)
+            raise EvaluationDataError(f"not a readable Parquet file ({type(err).__name__}: {err})", file=path,
+                                      fix="the file is cut off or corrupt: export or copy it again") from None
+        check_columns(list(frame.columns), ("model",), path)
+    else:
+        frame = read_csv_table(path, required=("model",))
     out = pd.DataFrame({"model": frame["model"].astype(str)})
-    params = frame.get("params_b", pd.Series([""] * len(frame))).replace("", np.nan)
-    out["params_b"] = pd.to_numeric(params, errors="coerce")
-    bad = params.notna() & (out["params_b"].isna() | (out["params_b"] < 0))
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise EvaluationDataError(
-            f"params_b {params.iloc[i]!r} is not a non-negative number", file=path, row=i + 1, column="params_b",
-            fix="give the parameter count in billions (e.g. 7 or 1.5) or leave it empty",
-        )
+    out["params_b"] = _sizes_and_prices(frame, "params_b", path)
     out["family"] = frame.get("family", pd.Series([""] * len(frame))).astype(str)
     for column in frame.columns:
         if column not in out.columns:
-            out[column] = frame[column]
+            out[column] = _sizes_and_prices(frame, column, path) if column in COST_KEYS else frame[column]
     dup = out["model"].duplicated()
     if dup.any():
         i = int(np.flatnonzero(dup.to_numpy())[0])
@@ -138,3 +152,41 @@ def read_models_file(path: str | Path) -> pd.DataFrame:
             f"model {out['model'].iloc[i]!r} is listed twice", file=path, row=i + 1, column="model", fix="list each model once"
         )
     return out
+
+
+_NUMBER_CHARACTERS = frozenset("0123456789.eE+-")
+
+
+def _sizes_and_prices(frame: pd.DataFrame, column: str, path: Path) -> np.ndarray:
+    """A size or price column as floats (NaN where empty); any other value is an error at its row."""
+    out = np.full(len(frame), np.nan)
+    if column not in frame.columns:
+        return out
+    for i, value in enumerate(frame[column].tolist()):
+        if value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float) and np.isnan(value)):
+            continue  # empty (a Parquet null is NaN once in pandas)
+        number = _plain_number(value)
+        if number is None or number < 0:
+            raise EvaluationDataError(
+                f"{column} {value!r} is not a number >= 0"[:200], file=path, row=i + 1, column=column,
+                fix=f"write {column} as a plain decimal number (e.g. 7, 1.5 or 2.5e-1) or leave it empty; text, NaN, "
+                    "infinity, hexadecimal and numbers beyond a float's range (1e309) are not sizes or prices")
+        out[i] = number
+    return out
+
+
+def _plain_number(value: object) -> float | None:
+    """``value`` as a finite float when it is a number or a decimal text (digits, '.', an exponent); else None."""
+    if isinstance(value, str):
+        text = value.strip()
+        if not set(text) <= _NUMBER_CHARACTERS:  # no "nan", "inf", "0x10", "1_000"
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            return None
+    elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        number = float(value)
+    else:
+        return None
+    return number if math.isfinite(number) else None

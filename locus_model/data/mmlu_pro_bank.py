@@ -33,7 +33,8 @@ from locus_model.data.mmlu_pro import LETTERS
 
 CHOICES = LETTERS[:10]  # MMLU-Pro's letters, A-J
 _FIRST = re.compile(r"answer is \(?([A-J])\)?")
-_AGAIN = re.compile(r".*[aA]nswer:\s*([A-J])")
+_AGAIN = re.compile(r".*[aA]nswer:\s*([A-J])")  # the scorer's rule 2, quadratic in a line's length (kept to test _again)
+_ANSWER = re.compile(r"[aA]nswer:\s*([A-J])")  # rule 2 without its leading .*: see _again
 _FINAL = re.compile(r"\b[A-J]\b(?!.*\b[A-J]\b)", re.DOTALL)  # the scorer's rule 3, quadratic in the length
 _LETTER = re.compile(r"\b[A-J]\b")  # rule 3 as its last match: the same letter in linear time (tested)
 _OPTION_LINE = re.compile(r"\n(?=[A-J]\. )")
@@ -47,14 +48,31 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     ``answer is``, ``Answer:``, ``last letter`` or ``none`` (letter None). ``**`` is removed first, as the
     scorer's ``evaluate_from_api.py`` does with every response."""
     text = text.replace("**", "")
-    for rule, pattern in (("answer is", _FIRST), ("Answer:", _AGAIN)):
-        match = pattern.search(text)
-        if match:
-            return match.group(1), rule
+    match = _FIRST.search(text)
+    if match:
+        return match.group(1), "answer is"
+    again = _again(text)
+    if again is not None:
+        return again, "Answer:"
     last = None
     for last in _LETTER.finditer(text):
         pass
     return (last.group(0), "last letter") if last else (None, "none")
+
+
+def _again(text: str) -> str | None:
+    """Rule 2, ``.*[aA]nswer:\\s*([A-J])`` searched, in linear time: that regex tries every start on a line and
+    scans to its end from each (an 80,000-character line without a match: 40 s); what it finds is the last match
+    starting on the first line that has one (``.`` stops at a newline; ``.*`` is greedy). Matches may overlap
+    ("answer: Answer: C" gives C), so each search starts one past the last match's start."""
+    match = _ANSWER.search(text)
+    if match is None:
+        return None
+    end = text.find("\n", match.start())
+    end = len(text) if end < 0 else end
+    while (later := _ANSWER.search(text, match.start() + 1)) is not None and later.start() < end:
+        match = later
+    return match.group(1)
 
 
 @dataclass(frozen=True)

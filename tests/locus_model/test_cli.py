@@ -86,6 +86,15 @@ def test_evaluate_on_one_model_says_it_needs_two(tmp_path, capsys):
     assert code == 2 and "needs at least 2 models" in err and "NaN" not in err
 
 
+def test_evaluate_refuses_a_models_file_price_that_is_not_a_number(tmp_path, capsys):
+    """A price of "abc" is an error at its file, row and column, not a silent switch to parameters as the cost."""
+    models = tmp_path / "models.csv"
+    models.write_text("model,params_b,price_input_per_mtok\norg/model 0,1,0.1\norg/model 1,2,abc\n")
+    code, _ = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--models-file", str(models))
+    assert code != 0
+    assert f"{models}, row 2 (line 3), column 'price_input_per_mtok': price_input_per_mtok 'abc' is not a number" in capsys.readouterr().err
+
+
 def test_evaluate_with_a_models_file_gives_every_methods_frontier(tmp_path, capsys):
     """--models-file: the frontier of every method in the JSON (frontier.<router>.<figure>: mean and interval) and
     printed; the model without a price left out and counted, never priced; --plot draws it."""

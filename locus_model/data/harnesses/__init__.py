@@ -7,7 +7,7 @@
 
 :func:`detect_harness` recognises a folder, a log file, or an archive (.zip, .tar.gz, .tgz) of any of them by its
 content, never by its name alone; :func:`read_harness_output` reads it (an archive is unpacked into a temporary
-folder, safely: no absolute paths, no '..', no links, bounded size and time, :mod:`.limits`) and names the member in its errors as
+folder, safely: no absolute paths, no '..', no links, bounded size and time, :mod:`locus_model.data.limits`) and names the member in its errors as
 ``<archive> > <member>``. The rules (metric -> score, stable query ids, query text, model name) are stated in
 each module and in data/README.md ("Evaluation harness outputs").
 """
@@ -26,7 +26,7 @@ import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.harnesses.common import HarnessSummary
-from locus_model.data.harnesses.limits import CORRUPT, ReadLimits, bounded, budget, zip_member_problem
+from locus_model.data.limits import CORRUPT, DropLimits, bounded, budget, zip_member_problem
 from locus_model.data.harnesses.lighteval import _DETAILS as _DETAILS_NAME
 from locus_model.data.harnesses.lm_eval import _SAMPLES as _SAMPLES_NAME
 
@@ -124,7 +124,7 @@ def _detect_names(names: list[str]) -> str | None:
 def unpacked(path: Path) -> Iterator[Path]:
     """An archive's content in a temporary folder (removed afterwards). Refuses absolute paths, '..', links and
     devices, encrypted members and unknown compression methods, more members or unpacked bytes (counted as they are
-    written) than the read's limits (:mod:`.limits`), with an EvaluationDataError."""
+    written) than the read's limits (:mod:`locus_model.data.limits`), with an EvaluationDataError."""
     fix = "pack the harness's output folder as it is (zip -r out.zip OUT, or tar czf out.tar.gz OUT) and drop it again"
     with tempfile.TemporaryDirectory(prefix="locus-harness-") as tmp:
         root = Path(tmp)
@@ -238,10 +238,10 @@ def _renamed(err: EvaluationDataError, root: Path, archive: Path) -> EvaluationD
 
 
 def read_harness_output(path: str | Path, *, model: str | None = None, harness: str | None = None,
-                        limits: ReadLimits | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
+                        limits: DropLimits | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read what a harness wrote (see :func:`detect_harness`) into the long table; returns (table, report).
     ``model``: the model name for every record (else each harness's own record names it); ``harness``: skip
-    the detection; ``limits``: the bounds of this read (:class:`ReadLimits`: unpacked bytes, JSON size and
+    the detection; ``limits``: the bounds of this read (:class:`DropLimits`: rows, models, unpacked bytes, JSON size and
     depth, time), the defaults when None."""
     path = Path(path)
     with bounded(limits):

@@ -19,7 +19,7 @@ import pandas as pd
 
 from locus_model.data.contract import model_name_problem, validate_evaluations
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.limits import FIX_SPLIT, budget, parse_json, read_bounded
+from locus_model.data.limits import FIX_SPLIT, Budget, budget, parse_json, read_bounded
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -81,7 +81,7 @@ def _not_json(file: Path, err: ValueError, fix: str, record: int | None = None) 
 
 
 def load_json(file: Path, *, fix: str) -> object:
-    """A whole JSON file (a regular file within the document size and depth limits, harnesses.limits), or an
+    """A whole JSON file (a regular file within the document size and depth limits, data.limits), or an
     EvaluationDataError saying why it cannot be read."""
     if not file.is_file():
         raise EvaluationDataError("not a regular file (a pipe, socket or device?)", file=file, fix="drop regular files only")
@@ -96,12 +96,15 @@ def load_json(file: Path, *, fix: str) -> object:
 
 
 def iter_jsonl(file: Path, *, fix: str) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank line of a JSON-lines file; a bad line is an error at that line."""
+    """(line number, object) for each non-blank line of a JSON-lines file; a bad line, or one past the rows limit, is
+    an error at that line."""
     limit, current = budget().limits.max_document_bytes, budget()
     with open(file, "rb") as handle:
         for number, raw in enumerate(iter(lambda: handle.readline(limit + 1), b""), start=1):
             if len(raw) > limit:
                 raise bad(file, number, None, f"the line is longer than {limit:,} bytes", FIX_SPLIT)
+            if number > current.limits.max_rows:
+                raise bad(file, number, None, f"the file has more than {current.limits.max_rows:,} lines", FIX_SPLIT)
             if number % 1000 == 0:
                 current.check_time(file)
             if not raw.strip():
@@ -141,5 +144,10 @@ def finish(rows: list[tuple[str, str, str, str, float]], source: Path | str, *, 
     """The validated long table of (model, query_id, query, benchmark, score) rows; no rows is an error."""
     if not rows:
         raise EvaluationDataError("no evaluation records found", file=source, fix=fix)
+    current = budget()
+    # the rows are checked against the limit, not added to the read's count: the drop folder streams this table
+    # again (split by model), and counts it then
+    Budget(current.limits).count_rows(len(rows), source)
+    current.count_models(((name, None) for name in dict.fromkeys(row[0] for row in rows)), source)
     table = pd.DataFrame(rows, columns=["model", "query_id", "query", "benchmark", "score"])
     return validate_evaluations(table, source=str(source))

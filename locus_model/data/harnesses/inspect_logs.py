@@ -33,7 +33,7 @@ import pandas as pd
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
                                                unit_score, with_options)
-from locus_model.data.harnesses.limits import CORRUPT, parse_json, read_bounded, zip_member_problem
+from locus_model.data.limits import CORRUPT, parse_json, read_bounded, zip_member_problem
 
 VALUE_TO_FLOAT = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
 LOG_SUFFIXES = (".eval", ".json")
@@ -115,7 +115,7 @@ ZIP_ZSTANDARD = 93  # the compression Inspect writes .eval members with (Python'
 
 
 def _member(archive: zipfile.ZipFile, file: Path, name: str) -> bytes:
-    """One member's bytes, within the document limit and counted against the unpacked budget (harnesses.limits);
+    """One member's bytes, within the document limit and counted against the unpacked budget (data.limits);
     zstd members are decompressed here with zstandard, and their CRC checked."""
     info = archive.getinfo(name)
     where = f"{file} > {name}"

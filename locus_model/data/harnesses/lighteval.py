@@ -31,6 +31,7 @@ import pandas as pd
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
                                                unit_score, with_options)
+from locus_model.data.limits import FIX_SPLIT, budget
 
 METRICS = ("acc", "em", "exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match",
            "extractive_match", "pass@1", "acc_norm", "loglikelihood_acc", "mc1", "accuracy")
@@ -82,12 +83,20 @@ def _plain(value: object) -> object:
 
 
 def _records(file: Path) -> list[tuple[int, dict, dict]]:
-    """(row, doc, metrics) per row of a details file, in either layout."""
+    """(row, doc, metrics) per row of a details file, in either layout; a file of more rows than the rows limit is
+    refused from its footer, before any row is read."""
+    import pyarrow.parquet as pq
+
     try:
-        frame = pd.read_parquet(file)
+        declared = pq.ParquetFile(file).metadata.num_rows
+        if declared <= budget().limits.max_rows:
+            frame = pd.read_parquet(file)
     except Exception as err:  # noqa: BLE001 (pyarrow raises several types for a cut or damaged file)
         raise EvaluationDataError(f"not a readable Parquet file ({type(err).__name__}: {err})", file=file,
                                   fix="the details file is cut off or damaged: copy it again") from None
+    if declared > budget().limits.max_rows:
+        raise EvaluationDataError(f"the file has {declared:,} rows, more than the {budget().limits.max_rows:,} a drop "
+                                  "may have", file=file, fix=FIX_SPLIT)
     if "doc" in frame.columns and "metric" in frame.columns:
         return [(i, _plain(d), _plain(m)) for i, (d, m) in enumerate(zip(frame["doc"], frame["metric"]), start=1)]
     if "metrics" in frame.columns and ("example" in frame.columns or "full_prompt" in frame.columns):

@@ -1,11 +1,13 @@
 """Hostile harness outputs (issue 47), read directly: every one is an EvaluationDataError naming what is wrong, never
-another exception, a hang, or unbounded memory or time (ReadLimits)."""
+another exception, a hang, or unbounded memory or time (DropLimits)."""
 
 from __future__ import annotations
 
 import json
+import random
 import tarfile
 import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import pytest
 
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.harnesses import is_harness_drop, read_harness_output
-from locus_model.data.harnesses.limits import ReadLimits, json_depth
+from locus_model.data.limits import DropLimits, json_depth
 from tests.locus_model.data import hostile
 
 
@@ -131,25 +133,25 @@ def test_unpacked_bytes_are_counted_as_read_for_archives_and_eval_members(tmp_pa
             with tarfile.open(archive, "w:gz") as tar:
                 tar.add(folder, arcname="lm")
         assert archive.stat().st_size < size / 20
-        refused(archive, "unpacks to more than 1,000,000 bytes", limits=ReadLimits(max_unpacked_bytes=1_000_000))
-        assert len(read_harness_output(archive, limits=ReadLimits(max_unpacked_bytes=size + 1))[0])
+        refused(archive, "unpacks to more than 1,000,000 bytes", limits=DropLimits(max_unpacked_bytes=1_000_000))
+        assert len(read_harness_output(archive, limits=DropLimits(max_unpacked_bytes=size + 1))[0])
     spaces = hostile.inspect_eval(tmp_path, {"header.json": b" " * 3_000_000 + b"{}"}, name="spaces.eval")
-    refused(spaces, "larger than 1,000,000 bytes", limits=ReadLimits(max_document_bytes=1_000_000))
-    refused(spaces, "unpacks to more than 2,000,000 bytes", limits=ReadLimits(max_unpacked_bytes=2_000_000))
+    refused(spaces, "larger than 1,000,000 bytes", limits=DropLimits(max_document_bytes=1_000_000))
+    refused(spaces, "unpacks to more than 2,000,000 bytes", limits=DropLimits(max_unpacked_bytes=2_000_000))
 
 
 def test_a_jsonl_line_over_the_document_limit_is_refused(tmp_path: Path) -> None:
     limit = max(p.stat().st_size for p in hostile.FIXTURES.joinpath("lm_eval").rglob("*.json")) + 1  # results files fit
     line = json.dumps(hostile.first_sample(hostile.FIXTURES / "lm_eval"))[:-1] + ', "pad": "' + "x" * limit + '"}'
-    err = refused(hostile.lm_eval_folder(tmp_path, line), f"longer than {limit:,} bytes", limits=ReadLimits(max_document_bytes=limit))
+    err = refused(hostile.lm_eval_folder(tmp_path, line), f"longer than {limit:,} bytes", limits=DropLimits(max_document_bytes=limit))
     assert err.row == 1
 
 
 def test_many_members_and_slow_reads_stop_at_the_limits(tmp_path: Path) -> None:
     archive = hostile.many_members(tmp_path / "many.zip", 3000)
-    refused(archive, "more than 1,000 members", limits=ReadLimits(max_members=1000))
-    refused(archive, "took longer than 0 s", limits=ReadLimits(seconds=0))
-    refused(hostile.lm_eval_folder(tmp_path), "took longer than 0 s", limits=ReadLimits(seconds=0))
+    refused(archive, "more than 1,000 members", limits=DropLimits(max_members=1000))
+    refused(archive, "took longer than 0 s", limits=DropLimits(seconds=0))
+    refused(hostile.lm_eval_folder(tmp_path), "took longer than 0 s", limits=DropLimits(seconds=0))
 
 
 def test_an_eval_file_that_is_not_a_zip_says_so(tmp_path: Path) -> None:
@@ -166,3 +168,67 @@ def test_a_zip_member_of_the_wrong_type_is_refused_with_the_other_checks(tmp_pat
         info.external_attr = 0o120777 << 16  # a symbolic link
         z.writestr(info, "/etc/passwd")
     refused(archive, "is a link or a device")
+
+
+def _cpu_seconds(read, path: Path) -> float:
+    """The least CPU time of three reads of ``path`` (each refused: both inputs nest too deep)."""
+    times = []
+    for _ in range(3):
+        start = time.process_time()
+        with pytest.raises(EvaluationDataError, match="nests deeper than 200 levels"):
+            read(path)
+        times.append(time.process_time() - start)
+    return min(times)
+
+
+def _dropped(tmp_path: Path, kind: str, document: bytes, name: str) -> Path:
+    if kind == "json":
+        target = tmp_path / f"{name}.json"
+        target.write_bytes(document)
+        return target
+    if kind == "eval":
+        return hostile.inspect_eval(tmp_path, {"header.json": document}, name=f"{name}.eval")
+    return hostile.lm_eval_folder(tmp_path, document.decode(), name=name)
+
+
+@pytest.mark.parametrize("kind", ["json", "eval", "lm_eval"])
+def test_the_depth_check_is_linear_in_the_document(tmp_path: Path, kind: str) -> None:
+    """An unclosed string of escaped quotes behind 300 brackets (1 MB) costs about what plain letters in its place
+    cost (a string-skipping regex took an hour at 1 MB: it was quadratic)."""
+    head = b'{"version": 2, "status": "success", "eval": {"task": "t", "model": "m"}, "samples": ' + b"[" * 300 + b'"'
+    size = 1 << 20
+    hostile_doc, plain_doc = head + b'\\"' * (size // 2), head + b"ab" * (size // 2)
+    read = (lambda p: read_harness_output(p, harness="inspect")) if kind != "lm_eval" else read_harness_output
+    hostile_cpu = _cpu_seconds(read, _dropped(tmp_path, kind, hostile_doc, "hostile"))
+    plain_cpu = _cpu_seconds(read, _dropped(tmp_path, kind, plain_doc, "plain"))
+    assert hostile_cpu <= 5 * max(plain_cpu, 0.01), (hostile_cpu, plain_cpu)
+
+
+def test_json_depth_matches_a_byte_by_byte_scan() -> None:
+    def scan(data: bytes) -> int:  # the state machine, one byte at a time
+        depth = deepest = 0
+        inside = escaped = False
+        for byte in data:
+            if escaped:
+                escaped = False
+                if byte in b'"\\':
+                    continue
+            if byte == ord("\\"):
+                escaped = True
+            elif byte == ord('"'):
+                inside = not inside
+            elif not inside and byte in b"[{":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif not inside and byte in b"]}":
+                depth -= 1
+        return deepest
+
+    rng = random.Random(0)
+    cases = [bytes(rng.choice(b'[]{}"\\ax') for _ in range(rng.randint(1, 80))) for _ in range(500)]
+    cases += [b'{"a": "\\\\", "b": [[{}]]}', b'["\\\\\\"[", [1]]', b"[" * 50 + b'"' + b"\\" * 7 + b'"]"']
+    for data in cases:
+        assert json_depth(data) == scan(data), data
+    assert json_depth(b"[" * 3_000_000) == 3_000_000  # several blocks: the state carries over
+    assert json_depth(b'"' + b"\\" * (3 << 20) + b'"[') == 1  # an even run across blocks: the quote closes
+    assert json_depth(b'"' + b"\\" * ((3 << 20) - 1) + b'"[') == 0  # an odd one: it is escaped

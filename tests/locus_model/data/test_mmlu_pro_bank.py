@@ -85,3 +85,36 @@ def test_the_recorded_letters_reproduce_the_vendored_matrix(bank) -> None:
     with pytest.raises(KeyError):
         bank.recorded_letter("DeepSeek-Coder-V2", next(q for q in bank.questions["query_id"]
                                                         if q not in set(recorded.query_id[recorded.model == "DeepSeek-Coder-V2"])))
+
+
+def test_the_linear_answer_rule_is_the_scorers_regex() -> None:
+    from locus_model.data.mmlu_pro_bank import _AGAIN
+
+    rng = random.Random(1)
+    pieces = ["answer:", "Answer:", "answer: ", "A", "C", "J", "K", " ", "\n", "x", "nswer:", "a"]  # never "answer is"
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        match = _AGAIN.search(text)
+        if match:
+            assert extract_answer(text) == (match.group(1), "Answer:"), text
+        else:
+            assert extract_answer(text)[1] != "Answer:", text
+    assert extract_answer("answer: Answer: C") == ("C", "Answer:")  # overlapping matches: the last start wins
+
+
+def test_grading_a_long_one_line_answer_is_linear() -> None:
+    """A 200,000-character answer on one line costs about what the same text broken into lines costs (the scorer's
+    rule 2 regex took ~40 s at 80,000 characters: it scanned to the line's end from every start)."""
+    import time
+
+    def cpu(text: str) -> float:
+        times = []
+        for _ in range(3):
+            start = time.process_time()
+            extract_answer(text)
+            times.append(time.process_time() - start)
+        return min(times)
+
+    one_line = "x y z " * 33_334
+    lines = ("x y z " * 13 + "\n") * (len(one_line) // 79)
+    assert cpu(one_line) <= 5 * max(cpu(lines), 0.01)
