@@ -64,7 +64,42 @@ def test_portfolios_render_their_curves_and_say_what_has_no_parameter_count() ->
     assert result.to_markdown().endswith("Left out (no held-out labels, e.g. onboarded): 1 model(s): gone.")
     unknown = portfolios(z, probs, labels, names=names, params_b=np.full(9, np.nan), n_random=0)
     assert "coverage-greedy: no parameter counts known" in unknown.headline()
+    assert "nan" not in unknown.to_markdown() and "| unknown (1 model) |" in unknown.to_markdown()
     assert "so there is no coverage-greedy curve" in unknown.to_markdown()
+
+
+def test_the_portfolios_report_names_the_members_and_the_sizes_it_knows() -> None:
+    z, probs, labels, names = pool()
+    params = np.array([7.0, 13.0, np.nan, 70.0, 7.0, 13.0, 1.0, 3.0, 8.0])
+    result = portfolios(z, probs, labels, names=names, params_b=params, n_random=2)
+    k_center = result.curves[0]
+    text = k_center.to_markdown()
+    members = k_center.portfolios[1]                                  # k = 2
+    assert k_center.params_b[1] == np.nansum(params[[names.index(m) for m in members]])
+    row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
+    assert ", ".join(m.replace("|", r"\|") for m in members) in row
+    assert "nan" not in text
+    with_unknown = next(i for i, p in enumerate(k_center.portfolios) if names[2] in p)
+    assert k_center.unknown_size[with_unknown] == 1
+    assert f"{k_center.params_b[with_unknown]:g} + 1 of unknown size" in text
+    big = next(line for line in text.splitlines() if line.startswith("| 9 |"))
+    assert big.count(r"m\|") == 6 and "and 3 more" in big
+    k = k_center.smallest_matching
+    if k is not None:
+        shown = ", ".join(n.replace("|", r"\|") for n in k_center.portfolios[int(k) - 1])
+        assert f"full pool: k = {k:g}: {shown}." in text
+
+
+def test_k_center_below_a_random_single_model_says_why() -> None:
+    # the central model (the medoid, index 1) is the least accurate; the others answer everything
+    z = np.array([[0.0], [1.0], [2.0]])
+    labels = np.array([[1.0] * 4, [0.0] * 4, [1.0] * 4])
+    result = portfolios(z, labels.copy(), labels, names=["left", "centre", "right"], params_b=np.full(3, np.nan),
+                        n_random=20)
+    curve = result.curves[0]
+    assert curve.portfolios[0] == ("centre",) and curve.accuracy[0] < curve.random_accuracy[0]
+    assert "k-center starts from the most central model (the medoid" in curve.to_markdown()
+    assert "k-center starts" not in result.curves[1].to_markdown()  # k-medoids says nothing of it
 
 
 @pytest.mark.parametrize("m, max_k, first, last, n", [(24, 0, 1, 24, 24), (50, 0, 1, 50, 50), (24, 10, 1, 10, 10),
