@@ -333,15 +333,19 @@ def model_atlas(
     """reports/atlas.html (also an artifact of the pool checkpoint's MLflow run, linked from here, the pool and
     every onboarded model): one self-contained page (Plotly inlined, opens offline) placing every pool model by
     a PCA of its embedding, the smallest k-center portfolio matching the full pool drawn as diamonds; clicking
-    a model lists its nearest neighbours and per-benchmark accuracy."""
+    a model lists its nearest neighbours and its accuracy on each of the pool's benchmarks it answered, with the
+    number of answers (an onboarded model's other tasks, e.g. an lm-eval drop's, apart, for that model only)."""
     from locus_model.analysis.atlas import model_atlas as write
     from locus_model.analysis.portfolio_curves import smallest_matching_portfolio
     from locus_model.pool import pool_matrix
-    from locus_pipeline.reports import per_benchmark_accuracy
+    from locus_pipeline.reports import per_benchmark_accuracy, per_benchmark_answers
 
     names, z = pool_matrix(model_embeddings)
+    onboarded = home.onboarded_evaluations()
     atlas = write(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=catalog_column(names, model_catalog),
-                  per_benchmark_acc=per_benchmark_accuracy(evaluation_table, home.onboarded_evaluations()),
+                  per_benchmark_acc=per_benchmark_accuracy(evaluation_table, onboarded),
+                  per_benchmark_n=per_benchmark_answers(evaluation_table, onboarded),
+                  pool_benchmarks=sorted(evaluation_table["benchmark"].astype(str).unique()),
                   portfolio=smallest_matching_portfolio(portfolios, "k_center"),
                   onboarded=model_embeddings.loc[model_embeddings["source"] == "onboarded", "model"].astype(str).tolist(),
                   title="LOCUS model atlas" + (" (SYNTHETIC pool)" if "SYNTHETIC" in data_note(home) else ""))
