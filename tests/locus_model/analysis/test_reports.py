@@ -3,6 +3,7 @@ pipeline stores, the figures it shows; models left out for want of labels are na
 
 from __future__ import annotations
 
+import matplotlib.colors
 import numpy as np
 import pandas as pd
 import pytest
@@ -47,6 +48,27 @@ def test_the_pool_tree_is_scored_against_each_grouping_and_the_table_carries_the
     unlabelled = cluster_pool(z, names, {"family": [""] * len(names)})
     assert unlabelled.headline() == "9 models clustered (average linkage, cosine); no family labels to score."
     assert "family_cluster" not in unlabelled.table().columns
+
+
+def test_dendrogram_branches_take_the_family_colour_of_their_models_with_a_legend() -> None:
+    from locus_model.analysis.clustering import (MIXED_COLOUR, UNKNOWN_COLOUR, branch_colours, family_clustering,
+                                                 family_colours)
+
+    # leaves 0, 1 (family a) merge first, then 2 (b) joins them, then 3 (unknown) with 4 (unknown), then all
+    tree = np.array([[0, 1, 0.1, 2], [3, 4, 0.2, 2], [2, 5, 0.3, 3], [6, 7, 0.4, 5]], dtype=float)
+    colours = family_colours(["a", "a", "b", "", ""])
+    assert branch_colours(tree, ["a", "a", "b", "", ""], colours)[5:] == [colours["a"], UNKNOWN_COLOUR, MIXED_COLOUR,
+                                                                           MIXED_COLOUR]
+    z, _, _, names = pool()
+    families = [n.split("/")[0] for n in names[:-1]] + [""]
+    ax = family_clustering(z, names, families).figure().axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["fam0", "fam1", "fam2", "several families", "unknown family"]
+    drawn = {matplotlib.colors.to_hex(c) for coll in ax.collections for c in coll.get_colors()}
+    pool_colours = family_colours(families)
+    assert set(pool_colours.values()) | {MIXED_COLOUR} == drawn  # three tight families, joined by black branches
+    labels = {t.get_text(): matplotlib.colors.to_hex(t.get_color()) for t in ax.get_xticklabels()}
+    assert labels[names[0]] == pool_colours["fam0"] and labels[names[-1]] == UNKNOWN_COLOUR
 
 
 def test_portfolios_render_their_curves_and_say_what_has_no_parameter_count() -> None:
