@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.metadata import ATLAS_ARTIFACT, OWNERS, atlas_link, home_path, shorten_tables, ui_png_markdown
+from locus_pipeline.defs.metadata import (ATLAS_ARTIFACT, OWNERS, atlas_link, home_path, shorten_tables, shown_whole,
+                                         ui_png_markdown)
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
@@ -41,8 +42,8 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
     text = render_report(name, title=title, summary=summary, body=body, note=data_note(home), png=png)
     md_path = home.write_text("reports", f"{name}.md", text)
     shown = text if png is None else text.replace(f"![{name}]({png.name})", ui_png_markdown(png))
-    figures = {k: float(f"{v:.4g}") if isinstance(v, float) and np.isfinite(v) else v for k, v in metadata.items()}  # 4 digits
-    context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shorten_tables(shown, name)),
+    figures = {k: float(f"{v:.4g}") if isinstance(v, float) and np.isfinite(v) else shown_whole(v) for k, v in metadata.items()}  # 4 digits
+    context.add_output_metadata({"summary": dg.MetadataValue.md(summary), "report": dg.MetadataValue.md(shorten_tables(shown, name)),
                                  "report_path": home_path(home, md_path), **figures})
 
 
