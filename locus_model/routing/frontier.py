@@ -392,7 +392,7 @@ def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost 
     """Each router's fold-mean hull (fold_mean_hull: the curve the table's cost shares are read from), the best
     single model (star), 95% of its accuracy (dotted) and where LOCUS reaches it; ``folds`` as
     :func:`evaluate_frontiers` returns them. The y-axis spans the routers' curves but the oracle's: an oracle far
-    above them would flatten them, so its level is written at the top edge with an arrow instead."""
+    above them would flatten them, so its level is written under the top edge, beside an up arrow, instead."""
     from locus_model.analysis._common import save_figure
 
     return save_figure(frontiers_figure(folds, cost_label=cost_label), path)
@@ -421,9 +421,9 @@ def frontiers_figure(folds: Sequence[dict], *, cost_label: str = "mean cost per 
     ax.set_ylim(low - pad, high + 2 * pad)
     if "oracle" in drawn and drawn["oracle"][1].max() > high + 2 * pad:
         level = float(drawn["oracle"][1].max())
-        ax.annotate(f"oracle (knows the labels): up to {level:.3f}, above the plot", xy=(0.02, 1.0),
-                    xycoords="axes fraction", xytext=(0.02, 0.93), textcoords="axes fraction", fontsize=7,
-                    arrowprops=dict(arrowstyle="->", color=f"C{list(drawn).index('oracle') % 10}"))
+        ax.text(0.01, 0.98, f"\u2191 oracle (knows the labels): up to {level:.3f}, above the plot", va="top",
+                transform=ax.transAxes, fontsize=7, color=f"C{list(drawn).index('oracle') % 10}",
+                bbox=dict(facecolor="white", edgecolor="none", alpha=0.8))
     ax.scatter([bs_cost], [bs_acc], marker="*", s=150, color="black", zorder=5, label="best single (fold mean)")
     ax.axhline(0.95 * bs_acc, color="black", lw=0.7, ls=":", label="95% of best single")
     if "locus" in drawn:
