@@ -192,7 +192,7 @@ def remove_from_pool(name: str, instance):
     from locus_pipeline.defs.assets.pool import REMOVAL_JOB
     from locus_pipeline.definitions import defs
 
-    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}}
+    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}, **QUIET_RUN}
     return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(instance=instance, run_config=run_config,
                                                                   raise_on_error=False, tags={"locus/model": name[:255]})
 
@@ -290,7 +290,30 @@ def build_parser() -> argparse.ArgumentParser:
     return _build_parser(COMMANDS)
 
 
+def quiet_cli() -> None:
+    """What the library's commands leave out (locus_model.cli.quiet_warnings), and Dagster's notices about its own
+    API (BetaWarning, PreviewWarning, the dagster.yaml logging note): for this code's maintainers, not its user."""
+    import warnings
+
+    from locus_model.cli import quiet_warnings
+
+    quiet_warnings()
+    warnings.filterwarnings("ignore", message="Handling yaml-defined logging configuration")
+    try:
+        from dagster import BetaWarning, PreviewWarning
+    except ImportError:  # an older Dagster: nothing of the kind to filter
+        return
+    for category in (BetaWarning, PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)
+
+
+# A command's in-process run (locus pool remove): Dagster's event log stays in the run's record (the UI shows it),
+# the terminal gets errors only and the command's own summary.
+QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_cli()
     args = build_parser().parse_args(argv)
     return args.run(args)
 
