@@ -102,17 +102,22 @@ def format_interval(stat: dict | None, scale: float = 100.0) -> str:
     return f"{stat['diff'] * scale:+5.1f} [{stat['ci_low'] * scale:+5.1f},{stat['ci_high'] * scale:+5.1f}]{tie}"
 
 
+def _percent(x: float) -> str:
+    """A share of resamples: "12%", "<1%" (not 0% for a few), ">99%"."""
+    return "<1%" if 0 < x < 0.005 else ">99%" if 0.995 <= x < 1 else f"{x:.0%}"
+
+
 def _share(stat: dict) -> str:
     """A cost share in words: "30% of its cost (95% CI 22-41%)", with "; not reached in 12% of resamples" where some
     resamples never reach it (the interval then has no upper end), "not reached" where the point figure is not."""
     missed = stat.get("not_reached") or 0.0
     if stat["mean"] is None or stat["mean"] == float("inf"):
-        return "not reached" + (f" (reached in {1 - missed:.0%} of resamples)" if 0 < missed < 1 else "")
+        return "not reached" + (f" (reached in {_percent(1 - missed)} of resamples)" if 0 < missed < 1 else "")
     open_bound = stat["ci_high"] is None or stat["ci_high"] == float("inf")  # inf before the JSON's clean-up
     interval = (f"95% CI from {100 * stat['ci_low']:.0f}%" if open_bound
                 else f"95% CI {100 * stat['ci_low']:.0f}-{100 * stat['ci_high']:.0f}%")
     return (f"{100 * stat['mean']:.0f}% of its cost ({interval}"
-            + (f"; not reached in {missed:.0%} of resamples)" if missed > 0 else ")"))
+            + (f"; not reached in {_percent(missed)} of resamples)" if missed > 0 else ")"))
 
 
 def frontier_rows(result: dict) -> list[dict]:

@@ -216,11 +216,13 @@ FIGURES = ("aiq", "cost_share_at_best_single", "cost_share_at_95")
 SHARES = {"cost_share_at_best_single": 1.0, "cost_share_at_95": 0.95}  # figure -> share of the best single's accuracy
 
 
-def fold_mean_hull(hulls: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def fold_mean_hull(hulls: Sequence[tuple[np.ndarray, np.ndarray]], unit_costs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
     """The mean over folds of one router's hulls (each (cost ascending, accuracy non-decreasing), flat after its
-    last vertex), from the cost where every fold's hull has started: its vertices (the union of the folds', where
+    last vertex), each fold's cost over its ``unit_costs`` (the fold's best single model's mean cost: 1 = that
+    model's cost), from the share where every fold's hull has started: its vertices (the union of the folds', where
     the mean is exactly linear between them). The one curve both the frontier table's cost shares (pooled_figures)
     and the plot (plot_frontiers) are read from."""
+    hulls = [(np.asarray(hx) / unit, np.asarray(hy)) for (hx, hy), unit in zip(hulls, unit_costs)]
     start = max(float(hx[0]) for hx, _ in hulls)
     xs = np.unique(np.concatenate([[start]] + [hx[hx > start] for hx, _ in hulls]))
     return xs, np.mean([np.interp(xs, hx, hy) for hx, hy in hulls], axis=0)
@@ -253,21 +255,20 @@ def fold_hulls(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarra
 
 def pooled_figures(folds: Sequence[FoldHulls]) -> dict[str, dict[str, np.ndarray]]:
     """{router: {figure: (B,)}} over the folds, copy by copy: AIQ, the mean of the folds' (each over its range from
-    the cheapest to the most expensive model of known cost); the cost shares, the lowest mean cost at which the
-    fold-mean hull (fold_mean_hull: what the plot draws) reaches 100% / 95% of the folds' mean best single
-    accuracy, over the folds' mean best single cost (inf: not reached)."""
+    the cheapest to the most expensive model of known cost); the cost shares, the lowest share of the best single
+    model's cost (fold by fold) at which the fold-mean hull (fold_mean_hull: what the plot draws) reaches 100% / 95%
+    of the folds' mean best single accuracy (inf: not reached)."""
     routers = list(folds[0].hulls)
     b_count = len(folds[0].target)
     target = np.mean([f.target for f in folds], axis=0)
-    strong_cost = np.mean([f.strong_cost for f in folds], axis=0)
     out = {name: {f: np.empty(b_count) for f in FIGURES} for name in routers}
     with np.errstate(divide="ignore", invalid="ignore"):
         for name in routers:
             for b in range(b_count):
                 out[name]["aiq"][b] = np.mean([aiq(*f.hulls[name][b], f.lo[b], f.hi[b]) for f in folds])
-                hx, hy = fold_mean_hull([f.hulls[name][b] for f in folds])
+                hx, hy = fold_mean_hull([f.hulls[name][b] for f in folds], [f.strong_cost[b] for f in folds])
                 for figure, share in SHARES.items():
-                    out[name][figure][b] = cost_at(hx, hy, share * target[b]) / strong_cost[b]
+                    out[name][figure][b] = cost_at(hx, hy, share * target[b])
     return out
 
 
@@ -389,8 +390,8 @@ LABELS = {"locus": "LOCUS", "embedllm_mf": "EmbedLLM-MF", "irt": "IRT", "knn": "
 
 
 def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost per query"):
-    """Each router's fold-mean hull (fold_mean_hull: the curve the table's cost shares are read from), the best
-    single model (star), 95% of its accuracy (dotted) and where LOCUS reaches it; ``folds`` as
+    """Each router's fold-mean hull (fold_mean_hull: the curve the table's cost shares are read from) against the
+    share of the best single model's cost, the best single model (star, at 100%), 95% of its accuracy (dotted) and where LOCUS reaches it; ``folds`` as
     :func:`evaluate_frontiers` returns them. The y-axis spans the routers' curves but the oracle's: an oracle far
     above them would flatten them, so its level is written under the top edge, beside an up arrow, instead."""
     from locus_model.analysis._common import save_figure
@@ -404,13 +405,13 @@ def frontiers_figure(folds: Sequence[dict], *, cost_label: str = "mean cost per 
 
     fig = new_figure(9.0, 4.8)
     ax = fig.add_subplot(1, 1, 1)
-    right = max(f["cost_range"][1] for f in folds)
+    units = [f["best_single_cost"] for f in folds]
+    right = max(f["cost_range"][1] / unit for f, unit in zip(folds, units))
     bs_acc = float(np.mean([f["best_single_accuracy"] for f in folds]))
-    bs_cost = float(np.mean([f["best_single_cost"] for f in folds]))
     drawn, lows = {}, [0.95 * bs_acc, bs_acc]
     for i, name in enumerate(folds[0]["routers"]):
         hx, hy = fold_mean_hull([(np.array(f["routers"][name]["hull_cost"]), np.array(f["routers"][name]["hull_accuracy"]))
-                                 for f in folds])
+                                 for f in folds], units)
         hx, hy = np.append(hx, max(right, hx[-1])), np.append(hy, hy[-1])  # flat to the most expensive model
         drawn[name] = (hx, hy)
         ax.plot(hx, hy, label=LABELS.get(name, name), color=f"C{i % 10}",
@@ -424,14 +425,15 @@ def frontiers_figure(folds: Sequence[dict], *, cost_label: str = "mean cost per 
         ax.text(0.01, 0.98, f"\u2191 oracle (knows the labels): up to {level:.3f}, above the plot", va="top",
                 transform=ax.transAxes, fontsize=7, color=f"C{list(drawn).index('oracle') % 10}",
                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.8))
-    ax.scatter([bs_cost], [bs_acc], marker="*", s=150, color="black", zorder=5, label="best single (fold mean)")
+    ax.scatter([1.0], [bs_acc], marker="*", s=150, color="black", zorder=5, label="best single (fold mean)")
     ax.axhline(0.95 * bs_acc, color="black", lw=0.7, ls=":", label="95% of best single")
     if "locus" in drawn:
         reach = cost_at(*drawn["locus"], 0.95 * bs_acc)
         if np.isfinite(reach):
             ax.scatter([reach], [0.95 * bs_acc], marker="o", s=40, facecolor="none", edgecolor="C0", zorder=6,
-                       label=f"LOCUS at 95%: {share_text(reach / bs_cost)} of best single's cost")
-    ax.set_xlabel(cost_label)
+                       label=f"LOCUS at 95%: {share_text(reach)} of best single's cost")
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:.0%}")
+    ax.set_xlabel(f"{cost_label}, as a share of the best single model's (fold by fold)")
     ax.set_ylabel("accuracy on the test queries")
     ax.set_title(f"Quality-cost frontiers (non-decreasing convex hulls, mean over {len(folds)} fold(s))", fontsize=9)
     ax.grid(alpha=0.3)

@@ -157,15 +157,18 @@ def test_the_table_and_the_plot_read_the_cost_share_from_one_fold_mean_curve():
     out = two_folds()
     hulls = [(np.array(f["routers"]["locus"]["hull_cost"]), np.array(f["routers"]["locus"]["hull_accuracy"]))
              for f in out["folds"]]
-    hx, hy = fold_mean_hull(hulls)
+    units = [f["best_single_cost"] for f in out["folds"]]
+    hx, hy = fold_mean_hull(hulls, units)
     best = np.mean([f["best_single_accuracy"] for f in out["folds"]])
-    best_cost = np.mean([f["best_single_cost"] for f in out["folds"]])
     stat = out["methods"]["locus"]["cost_share_at_95"]
-    assert stat["mean"] == pytest.approx(cost_at(hx, hy, 0.95 * best) / best_cost)
+    assert stat["mean"] == pytest.approx(cost_at(hx, hy, 0.95 * best))
     assert 0 <= stat["not_reached"] <= 1
-    # the mean of two piecewise-linear hulls is linear between the union of their vertices
+    # the mean of two piecewise-linear hulls (cost over each fold's best single cost) is linear between their vertices
     grid = np.linspace(hx[0], hx[-1], 50)
-    np.testing.assert_allclose(np.interp(grid, hx, hy), np.mean([np.interp(grid, *h) for h in hulls], axis=0))
+    np.testing.assert_allclose(np.interp(grid, hx, hy),
+                               np.mean([np.interp(grid, h[0] / u, h[1]) for h, u in zip(hulls, units)], axis=0))
+    # random mixing ends at the best single model in every fold: its share at 100% of that accuracy is 1
+    assert out["methods"]["random_mix"]["cost_share_at_best_single"]["mean"] == pytest.approx(1.0)
     ax = frontiers_figure(out["folds"]).axes[0]
     marked = [t for t in ax.get_legend().get_texts() if t.get_text().startswith("LOCUS at 95%")]
     assert marked and f"{stat['mean']:.1%}" in marked[0].get_text()  # the plot marks the table's figure

@@ -52,9 +52,13 @@ def test_the_frontier_table_says_the_cost_shares_in_words() -> None:
         "locus": {"aiq": aiq, "cost_share_at_best_single": share(None, 0.5, None, 0.6),
                   "cost_share_at_95": share(0.3, 0.22, None, 0.12)},
         "knn": {"aiq": aiq, "cost_share_at_best_single": share(0.9, 0.8, 1.0, 0.0),
-                "cost_share_at_95": share(None, None, None, 1.0)}}}
+                "cost_share_at_95": share(None, None, None, 1.0)},
+        "mf": {"aiq": aiq, "cost_share_at_best_single": share(None, 0.9, None, 0.998),
+               "cost_share_at_95": share(0.5, 0.4, None, 0.001)}}}
     rows = {r["router"]: r for r in frontier_rows(result)}
     assert rows["locus"]["cost at 95% of it"] == "30% of its cost (95% CI from 22%; not reached in 12% of resamples)"
     assert rows["locus"]["cost at best single's accuracy"] == "not reached (reached in 40% of resamples)"
     assert rows["knn"]["cost at best single's accuracy"] == "90% of its cost (95% CI 80-100%)"
     assert rows["knn"]["cost at 95% of it"] == "not reached"
+    assert rows["mf"]["cost at best single's accuracy"] == "not reached (reached in <1% of resamples)"
+    assert rows["mf"]["cost at 95% of it"] == "50% of its cost (95% CI from 40%; not reached in <1% of resamples)"
