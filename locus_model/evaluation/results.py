@@ -143,7 +143,7 @@ def format_frontier(result: dict) -> str:
     best = ", ".join(sorted({f["best_single"] for f in folds}))
     lines = [f"Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = {costs['means']}; "
              f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; best single model {best} "
-             f"(the best on the anchors); cost shares are of its cost; AIQ: RouterBench's, cost range from the cheapest "
+             f"(the best on the anchors); cost shares are of its cost fold by fold, read from the fold-mean hull (the plot's curve); AIQ: RouterBench's, cost range from the cheapest "
              f"to the most expensive model"]
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
     lines.append("  ".join(f"{k:<{w}}" for k, w in widths.items()))
