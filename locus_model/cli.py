@@ -234,7 +234,18 @@ def build_parser(commands: Sequence[Callable[[argparse._SubParsersAction], None]
     return parser
 
 
+def quiet_warnings() -> None:
+    """A command prints what its user needs: deprecation notices of the libraries underneath (pandas' and numpy's
+    FutureWarnings and DeprecationWarnings, meant for this code's maintainers; the test suite still shows them)
+    are not shown."""
+    import warnings
+
+    for category in (FutureWarning, DeprecationWarning):
+        warnings.filterwarnings("ignore", category=category)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_warnings()
     args = build_parser().parse_args(argv)
     return args.run(args)
 

@@ -243,18 +243,31 @@ def query_overlap(model_phi: np.ndarray, pool_phi: np.ndarray, *, sample: int = 
     return QueryOverlap(overlap=overlap, baseline=baseline, queries=len(mine))
 
 
+RECOMMENDED_EVALUATIONS = 128  # answers a new model needs (docs/onboarding.md, "How many queries")
+
+
+def accuracy_margin(n_answers: int) -> float:
+    """The 95% margin, in accuracy points, of an accuracy measured on ``n_answers`` answers, at its widest (p = 0.5):
+    1.96 x sqrt(0.25 / n) x 100, about 98 / sqrt(n): +-17 at 32, +-12 at 64, +-9 at 128, +-4 at 512."""
+    return 100 * 1.96 * np.sqrt(0.25 / max(int(n_answers), 1))
+
+
 def onboarding_warnings(n_evaluations: int, budget: int, overlap: QueryOverlap | None) -> list[str]:
-    """What a user should know before trusting an onboarded model's embedding: fewer evaluations than the
-    checkpoint's training budget, fewer than the routable floor (MIN_ROUTABLE_EVALUATIONS), or queries unlike the
-    pool's (overlap ratio under OVERLAP_WARN_RATIO). [] when none applies."""
+    """What a user should know before trusting an onboarded model's embedding: fewer evaluations than
+    RECOMMENDED_EVALUATIONS (said as the margin of its measured accuracy, beside the checkpoint's training
+    ``budget``'s), fewer than the routable floor (MIN_ROUTABLE_EVALUATIONS), or queries unlike the pool's (overlap
+    ratio under OVERLAP_WARN_RATIO). [] when none applies."""
     out = []
     if n_evaluations < MIN_ROUTABLE_EVALUATIONS:
         out.append(f"{n_evaluations} evaluations, under the pool's floor of {MIN_ROUTABLE_EVALUATIONS}: kept in the "
                    "pool but not routed to by default (locus serve routes to it only when a request names it). "
                    "How to fix: drop more evaluations of the model")
-    if n_evaluations < budget:
-        out.append(f"{n_evaluations} evaluations, fewer than the {budget} per model the checkpoint was trained with: "
-                   "its embedding and nearest models are less certain (see neighbours_under_resampling)")
+    if n_evaluations < RECOMMENDED_EVALUATIONS:
+        out.append(f"{n_evaluations} evaluations, fewer than the {RECOMMENDED_EVALUATIONS} per model recommended: its "
+                   f"accuracy is known to about +-{accuracy_margin(n_evaluations):.0f} points (95%; "
+                   f"+-{accuracy_margin(RECOMMENDED_EVALUATIONS):.0f} at {RECOMMENDED_EVALUATIONS}, "
+                   f"+-{accuracy_margin(budget):.0f} at the checkpoint's {budget} per model), its embedding and nearest "
+                   "models less certain (see neighbours_under_resampling). How to fix: evaluate it on more queries")
     if overlap is not None and overlap.ratio < OVERLAP_WARN_RATIO:
         out.append(f"its queries look unlike the pool's: mean best cosine similarity {overlap.overlap:.2f} against "
                    f"{overlap.baseline:.2f} among the pool's own queries (ratio {overlap.ratio:.2f} < "

@@ -37,13 +37,14 @@ def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, 
 def add_search(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "search",
-        help="capability-profile search: the pool models nearest to a target per-benchmark accuracy",
+        help="capability-profile search: the pool models closest to a target per-benchmark accuracy",
         description=(
             "Synthesize an evaluation set with the target accuracy per benchmark (non-test queries of the pool), "
-            "embed it with the pool's checkpoint, and print the target profile, then the nearest models in "
-            "LOCUS_HOME's pool with their actual per-benchmark accuracy. distance is the Euclidean distance between "
-            "model embeddings (the synthetic set's and the model's), the space and scale of the atlas's neighbours "
-            "list. Needs a materialized pipeline (make demo)."
+            "embed it with the pool's checkpoint, and print the target profile, then the models of LOCUS_HOME's "
+            "pool closest to it with their actual per-benchmark accuracy, ranked by target_distance: the mean "
+            "|actual - target| accuracy over the benchmarks of --target only. embedding_distance is the Euclidean "
+            "distance between model embeddings (the synthetic set's and the model's), the space and scale of the "
+            "atlas's neighbours list. Needs a materialized pipeline (make demo)."
         ),
     )
     p.add_argument("--target", required=True,
@@ -77,9 +78,10 @@ def run_search(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-SEARCH_NOTE = ("distance: Euclidean distance between model embeddings (the synthetic set's and the model's), the "
-               "same space and scale as the atlas's neighbours list; profile_mae: mean |actual - target| over the "
-               "target's benchmarks.")
+SEARCH_NOTE = ("Ranked by target_distance: mean |actual - target| accuracy over the target's benchmarks only (0 = the "
+               "profile asked for). embedding_distance: Euclidean distance between model embeddings (a synthetic "
+               "set with the target accuracy and the model), the space and scale of the atlas's neighbours list; "
+               "it breaks ties and ranks the models without an accuracy on every benchmark named (last).")
 
 
 def search_text(result) -> str:
@@ -87,9 +89,9 @@ def search_text(result) -> str:
     import pandas as pd
 
     benches = [b for b in result.target if b in result.neighbours]
-    found = result.neighbours[["rank", "model", "distance", "profile_mae"] + benches]
-    target = {"rank": "target", "model": "(target profile)", "distance": float("nan"), "profile_mae": float("nan"),
-              **{b: result.target[b] for b in benches}}
+    found = result.neighbours[["rank", "model", "target_distance", "embedding_distance"] + benches]
+    target = {"rank": "target", "model": "(target profile)", "target_distance": float("nan"),
+              "embedding_distance": float("nan"), **{b: result.target[b] for b in benches}}
     table = pd.DataFrame([target] + found.astype({"rank": str}).to_dict("records"))
     text = table.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
     return text + "\n\n" + SEARCH_NOTE
@@ -190,7 +192,7 @@ def remove_from_pool(name: str, instance):
     from locus_pipeline.defs.assets.pool import REMOVAL_JOB
     from locus_pipeline.definitions import defs
 
-    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}}
+    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}, **QUIET_RUN}
     return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(instance=instance, run_config=run_config,
                                                                   raise_on_error=False, tags={"locus/model": name[:255]})
 
@@ -288,7 +290,30 @@ def build_parser() -> argparse.ArgumentParser:
     return _build_parser(COMMANDS)
 
 
+def quiet_cli() -> None:
+    """What the library's commands leave out (locus_model.cli.quiet_warnings), and Dagster's notices about its own
+    API (BetaWarning, PreviewWarning, the dagster.yaml logging note): for this code's maintainers, not its user."""
+    import warnings
+
+    from locus_model.cli import quiet_warnings
+
+    quiet_warnings()
+    warnings.filterwarnings("ignore", message="Handling yaml-defined logging configuration")
+    try:
+        from dagster import BetaWarning, PreviewWarning
+    except ImportError:  # an older Dagster: nothing of the kind to filter
+        return
+    for category in (BetaWarning, PreviewWarning):
+        warnings.filterwarnings("ignore", category=category)
+
+
+# A command's in-process run (locus pool remove): Dagster's event log stays in the run's record (the UI shows it),
+# the terminal gets errors only and the command's own summary.
+QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_cli()
     args = build_parser().parse_args(argv)
     return args.run(args)
 

@@ -3,7 +3,7 @@ analysis assets and the `locus search` command share.
 
 - test_query_predictions: P(correct) of every pool model on the test queries (asset test_query_predictions), beside its labels
 - prediction_matrices: that long table as (M, Q) probs / labels in pool order
-- per_benchmark_accuracy: each model's actual accuracy per benchmark
+- per_benchmark_accuracy / per_benchmark_answers: each model's actual accuracy per benchmark, and its answer count
 - pool_evaluation_sets / embed_fn: the evaluation set every pool embedding came from, and a function that
   embeds new sets with the same checkpoint (for resampling and capability search)
 - capability_search_from_tables: capability-profile search over a pool
@@ -106,13 +106,22 @@ def per_benchmark_accuracy(*tables: pd.DataFrame) -> pd.DataFrame:
 
     Several tables (the evaluation table, the onboarded evaluations) are stacked; a model's rows in a later
     table do not replace earlier ones (the pool never holds the same model from two sources)."""
+    return _per_benchmark(tables, "mean")
+
+
+def per_benchmark_answers(*tables: pd.DataFrame) -> pd.DataFrame:
+    """The answers each per_benchmark_accuracy value rests on: same index and columns, values = counts."""
+    return _per_benchmark(tables, "count")
+
+
+def _per_benchmark(tables: Sequence[pd.DataFrame], aggfunc: str) -> pd.DataFrame:
     parts = [t[["model", "benchmark", "score"]] for t in tables if len(t)]
     if not parts:
         return pd.DataFrame()
     long = pd.concat(parts, ignore_index=True).astype({"model": str, "benchmark": str, "score": float})
-    acc = long.pivot_table(index="model", columns="benchmark", values="score", aggfunc="mean")
-    acc.columns.name = None
-    return acc.sort_index(axis=1)
+    out = long.pivot_table(index="model", columns="benchmark", values="score", aggfunc=aggfunc)
+    out.columns.name = None
+    return out.sort_index(axis=1)
 
 # ----------------------------------------------------------------------------- evaluation sets and embed_fn
 

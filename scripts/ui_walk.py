@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The UI walk (issue 19): every screen a Dagster and MLflow user looks at, in a real headless Chromium.
 
-    python scripts/ui_walk.py --home PATH [--build-tiny] [--out ui-walk] [--items 1-9] [--no-onboard]
+    python scripts/ui_walk.py --home PATH [--build-tiny] [--out ui-walk] [--items 1-12] [--no-onboard]
                               [--dagster-port N] [--mlflow-port N] [--timeout-s 60] [--in-place]
 
 Given a LOCUS_HOME that has been through the demo (`make demo`; or `--build-tiny`: a tiny synthetic home first,
@@ -9,7 +9,8 @@ Given a LOCUS_HOME that has been through the demo (`make demo`; or `--build-tiny
 the user's home is left as it was; the copy is removed at the end; `--in-place` walks the home itself), starts
 `make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on $DAGSTER_PORT / $MLFLOW_PORT (else free ports), onboards one
 model through the drop folder if the pool has none (as a user would: a CSV into incoming/), waits for the reports
-refresh the sensor then launches, visits the screens of the issue's items 1-9, saves a screenshot and the rendered
+refresh the sensor then launches, visits the screens of the issue's items 1-9 (and issue 58's items 7, 11 and 6 as
+10-12; 12 removes the onboarded model, so it comes last), saves a screenshot and the rendered
 DOM of each under --out, asserts on each page, prints one PASS/FAIL line per item (with what was checked) and exits
 1 if any failed. The servers are always stopped (SIGINT to dev.sh; SIGKILL to what is left after 14 s).
 
@@ -236,7 +237,8 @@ class Walk:
             """query($key: AssetKeyInput!, $partitions: [String!]) { assetOrError(assetKey: $key) { ... on Asset {
                  assetMaterializations(limit: 1, partitions: $partitions) { partition metadataEntries {
                    __typename label ... on UrlMetadataEntry { url } ... on FloatMetadataEntry { floatValue }
-                   ... on MarkdownMetadataEntry { mdStr } ... on TextMetadataEntry { text } } } } } }""",
+                   ... on MarkdownMetadataEntry { mdStr } ... on TextMetadataEntry { text }
+                   ... on BoolMetadataEntry { boolValue } } } } } }""",
             {"key": {"path": [key]}, "partitions": [partition] if partition else None})
         events = data["assetOrError"].get("assetMaterializations") or []
         return {e["label"]: e for e in events[0]["metadataEntries"]} if events else {}
@@ -546,8 +548,75 @@ def item9(walk: Walk, item: Item) -> None:
     item.check(out.returncode == 0, f"locus search exits 0 ({out.returncode}: {out.stderr[-300:]})")
     item.check("(target profile)" in out.stdout and benches[0] in out.stdout, "the target's profile is the first row, beside the found models'")
     item.check("distance:" in out.stdout and "atlas" in out.stdout, "the distance is explained (same scale as the atlas)")
+    item.check("Ranked by target_distance" in out.stdout, "ranked by the distance to the target given (issue 58 item 9)")
     helptext = subprocess.run([sys.executable, "-m", "locus_pipeline.cli", "search", "--help"], capture_output=True, text=True, env=env, timeout=120).stdout
     item.check("real models" not in helptext, "the help does not promise real models")
+
+
+def item10(walk: Walk, item: Item) -> None:
+    """Issue 58 item 7: the portfolios report names the portfolio's models and shows no nan for an unknown size."""
+    import pandas as pd
+
+    from locus_model.analysis.portfolio_curves import smallest_matching_portfolio
+
+    members = smallest_matching_portfolio(pd.read_parquet(walk.home / "warehouse" / "portfolios.parquet"), "k_center")
+    report = walk.latest_metadata("portfolios").get("report", {}).get("mdStr", "")
+    plain = report.replace("\\", "")  # the markdown escapes names' | _ etc.
+    item.check(bool(members) and all(m.replace("\\", "") in plain for m in members[:6]),
+               f"[graphql] the report names the smallest k-center portfolio's models ({members[:6]})")
+    item.check("| nan |" not in report, "[graphql] no nan in the report's tables (params_b of unknown sizes)")
+    walk.page(item, "portfolios", walk.asset_url("portfolios"), ["summary", members[0] if members else "k-center"])
+
+
+def item11(walk: Walk, item: Item, onboarded_key: str) -> None:
+    """Issue 58 item 11: no text metadata entry long enough to be cut in the UI (long ones are markdown or URLs);
+    the router's description and the atlas link show whole."""
+    from locus_pipeline.defs.metadata import TEXT_SHOWN
+
+    nodes = walk.servers.graphql("{ assetNodes { assetKey { path } isPartitioned } }")["assetNodes"]
+    long = []
+    for node in nodes:
+        key = node["assetKey"]["path"][-1]
+        if node["isPartitioned"] and not onboarded_key:
+            continue
+        meta = walk.latest_metadata(key, onboarded_key if node["isPartitioned"] else None)
+        long += [f"{key}.{label} ({len(e['text'])} chars)" for label, e in meta.items()
+                 if e["__typename"] == "TextMetadataEntry" and len(e["text"]) > TEXT_SHOWN]
+    item.check(not long, f"[graphql] no text entry over {TEXT_SHOWN} characters in {len(nodes)} assets' latest metadata: {long}")
+    router = walk.latest_metadata("locus_checkpoint").get("router", {})
+    described = router.get("mdStr") or router.get("text", "")
+    item.check(router.get("__typename") in ("MarkdownMetadataEntry", "TextMetadataEntry") and bool(described),
+               f"[graphql] locus_checkpoint's router entry: {router.get('__typename')}")
+    text = walk.page(item, "checkpoint-router", walk.asset_url("locus_checkpoint"), ["router"])
+    item.check(described.replace("\\", "") in text, f"the router's description shows whole on the page ({described[:60]}...)")
+    atlas = walk.latest_metadata("model_embeddings").get("atlas", {})
+    item.check(atlas.get("__typename") in ("UrlMetadataEntry", "MarkdownMetadataEntry"),
+               f"[graphql] model_embeddings' atlas entry is a URL (or a markdown line saying why not): {atlas.get('__typename')}")
+
+
+def item12(walk: Walk, item: Item, onboarded_key: str, onboarded_name: str) -> None:
+    """Issue 58 item 6: after `locus pool remove`, the removed model's partition no longer looks live (the lead
+    checks this against the other helper's change: the partition is gone, or its latest materialization says removed)."""
+    if not onboarded_key:
+        item.failures.append("no onboarded model in the pool (--no-onboard): nothing to remove")
+        return
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "LOCUS_HOME": str(walk.home),
+           "DAGSTER_HOME": str(walk.home / "dagster")}
+    out = subprocess.run([sys.executable, "-m", "locus_pipeline.cli", "pool", "remove", onboarded_name, "--home", str(walk.home)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    (walk.out / "item12-pool-remove.txt").write_text(out.stdout + out.stderr, encoding="utf-8")
+    item.shots.append("item12-pool-remove.txt")
+    item.check(out.returncode == 0, f"locus pool remove exits 0 ({out.returncode}: {out.stderr[-300:]})")
+    keys = walk.servers.graphql("""{ assetNodeOrError(assetKey: {path: ["onboarded_model_embedding"]}) {
+        ... on AssetNode { partitionKeys } } }""")["assetNodeOrError"].get("partitionKeys", [])
+    latest = walk.latest_metadata("onboarded_model_embedding", onboarded_key)
+    routable = latest.get("routable", {}).get("boolValue")
+    item.check(onboarded_key not in keys or routable is False or "removed" in latest,
+               f"[graphql] partition {onboarded_key!r}: {'gone' if onboarded_key not in keys else 'kept'}; latest "
+               f"materialization: routable {routable}, entries {sorted(latest)}")
+    if onboarded_key in keys:
+        text = walk.page(item, "removed-partition", walk.asset_url("onboarded_model_embedding", partition=onboarded_key), ["removed"])
+        item.check("routable: true" not in text.lower(), "the partition's page no longer says routable: true")
 
 
 ITEMS = [(1, "Dagster asset pages: columns, owners, tags, float metadata + Plots, pool preview"),
@@ -558,7 +627,10 @@ ITEMS = [(1, "Dagster asset pages: columns, owners, tags, float metadata + Plots
          (6, "MLflow: model-training experiment, run linked to Dagster, registered model"),
          (7, "make dev / make demo: incoming/, no DEBUG lines, no dagster.yaml warning, Default experiment"),
          (8, "README matches the screens"),
-         (9, "locus search output")]
+         (9, "locus search output"),
+         (10, "Issue 58 item 7: the portfolios report names its models, no nan"),
+         (11, "Issue 58 item 11: long metadata (router, atlas link) shows whole"),
+         (12, "Issue 58 item 6: a removed model's partition does not look live (removes the onboarded model: last)")]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -573,7 +645,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="walk --home itself (it keeps the onboarded model and the runs); default: a temporary copy")
     parser.add_argument("--timeout-s", type=float, default=60, help="how long a page may take to show its text")
     parser.add_argument("--no-onboard", action="store_true", help="do not drop a file into incoming/ when the pool has no onboarded model")
-    parser.add_argument("--items", default="1-9", help="e.g. 1,4-6")
+    parser.add_argument("--items", default="1-12", help="e.g. 1,4-6")
     parser.add_argument("--build-tiny", action="store_true",
                         help="first build a tiny synthetic home at --home (unless it holds a pool already; ~80 s)")
     return parser.parse_args(argv)
@@ -633,7 +705,8 @@ def walk_home(home: Path, out: Path, args: argparse.Namespace, wanted: set[int])
             walk = Walk(home, out, servers, browser, timeout_s=args.timeout_s)
             checks = {1: lambda i: item1(walk, i), 2: lambda i: item2(walk, i), 3: lambda i: item3(walk, i),
                       4: lambda i: item4(walk, i, key), 5: lambda i: item5(walk, i, name), 6: lambda i: item6(walk, i),
-                      7: lambda i: item7(walk, i), 8: lambda i: item8(walk, i), 9: lambda i: item9(walk, i)}
+                      7: lambda i: item7(walk, i), 8: lambda i: item8(walk, i), 9: lambda i: item9(walk, i),
+                      10: lambda i: item10(walk, i), 11: lambda i: item11(walk, i, key), 12: lambda i: item12(walk, i, key, name)}
             for number, title in ITEMS:
                 if number not in wanted:
                     continue

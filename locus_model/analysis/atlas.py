@@ -9,7 +9,9 @@ DOM contract (what tests and other tools may rely on):
   #atlas[data-n-points]   markers drawn in the 2-D plot (SVG path.point), counted by the page's script
   #atlas[data-selected]   the selected model's name
   #neighbours             an <ol> of <li data-model="NAME"> for the selected model's nearest neighbours
-  #benchmarks             a table of the selected model's per-benchmark accuracy
+  #benchmarks             a table of the selected model's accuracy and answer count (n) on the pool's benchmarks
+                          it has answers on (no rows for benchmarks it was never asked)
+  #other-benchmarks       a table of its tasks outside the pool's benchmarks (e.g. an lm-eval drop's), this model only
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def pca_projection(embeddings: np.ndarray, n_components: int = 3) -> tuple[np.nd
 
 def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str],
                 families: Sequence[str] | None = None, per_benchmark_acc: pd.DataFrame | None = None,
+                per_benchmark_n: pd.DataFrame | None = None, pool_benchmarks: Sequence[str] | None = None,
                 portfolio: Sequence[str] = (), neighbours: int = 5, metric: str = "euclidean",
                 title: str = "LOCUS model atlas", onboarded: Sequence[str] = ()) -> Path:
     """Write the atlas HTML page and return its path.
@@ -77,6 +80,9 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     Args:
         embeddings: (M, d) model embeddings; names: M model names; families: M family names ("" = unknown).
         per_benchmark_acc: index = model name, columns = benchmarks, values = accuracy in [0, 1] (optional).
+        per_benchmark_n: the answers each accuracy rests on, same index and columns (optional: no n shown).
+        pool_benchmarks: the pool's benchmarks (those of its training data); a model's other columns (e.g. an
+            onboarded model's lm-eval tasks) are listed apart for that model only. None: every column.
         portfolio: names of the chosen portfolio members (drawn as diamonds).
         onboarded: names of onboarded models: those of unknown family are shown as "onboarded", not "unknown family".
         neighbours: how many nearest neighbours to list, by `metric` distance in the full d-dim space
@@ -104,18 +110,10 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
                    else (np.zeros((len(z), 0), dtype=np.int64), np.zeros((len(z), 0))))
     coords, ratio = pca_projection(z, 3)
 
-    if per_benchmark_acc is not None:
-        acc = per_benchmark_acc.copy()
-        acc.index = acc.index.astype(str)
-        benchmarks = [str(c) for c in acc.columns]
-        accuracy = [None if n not in acc.index else
-                    [None if pd.isna(v) else round(float(v), 4) for v in acc.loc[n].to_numpy()] for n in names]
-    else:
-        benchmarks, accuracy = [], [None] * len(names)
-
+    scores = benchmark_rows(names, per_benchmark_acc, per_benchmark_n, pool_benchmarks)
     data = {"names": names, "families": fams, "portfolio": [n for n in names if n in portfolio_set],
             "neighbours": [[[int(j), round(float(x), 6)] for j, x in zip(nn[i], nn_dist[i])] for i in range(len(z))],
-            "benchmarks": benchmarks, "accuracy": accuracy, "xy": coords[:, :2].round(6).tolist()}
+            **scores, "xy": coords[:, :2].round(6).tolist()}
     labelled = set(onboarded) | set(portfolio)  # names drawn beside their points (any model: click it)
     data["labelled"] = [n for n in names if n in labelled]  # the selection's arrow adds no second name to these
     fig2d, fig3d = _figures(names, fams, in_portfolio, coords, ratio, labelled=labelled, onboarded=set(onboarded))
@@ -141,6 +139,28 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+def benchmark_rows(names: Sequence[str], acc: pd.DataFrame | None, n: pd.DataFrame | None,
+                   pool_benchmarks: Sequence[str] | None) -> dict:
+    """The page's per-model scores: {"benchmarks": the pool's benchmarks, "accuracy": per model, its [benchmark,
+    accuracy, n] rows on those it has answers on (None: no scores), "other": its rows on its other benchmarks}."""
+    if acc is None:
+        return {"benchmarks": [], "accuracy": [None] * len(names), "other": [[] for _ in names]}
+    acc = acc.set_axis(acc.index.astype(str), axis=0).set_axis(acc.columns.astype(str), axis=1)
+    count = (n.set_axis(n.index.astype(str), axis=0).set_axis(n.columns.astype(str), axis=1).reindex_like(acc)
+             if n is not None else pd.DataFrame(np.nan, index=acc.index, columns=acc.columns))
+    pool = list(acc.columns) if pool_benchmarks is None else [str(b) for b in pool_benchmarks]
+    inside = set(pool)
+
+    def rows(name: str, own: bool) -> list:
+        if name not in acc.index:
+            return []
+        return [[b, round(float(a), 4), None if pd.isna(k) else int(k)]
+                for b, a, k in zip(acc.columns, acc.loc[name].to_numpy(), count.loc[name].to_numpy())
+                if pd.notna(a) and (b in inside) == own]
+    return {"benchmarks": pool, "accuracy": [rows(m, True) or None for m in names],
+            "other": [rows(m, False) for m in names]}
 
 
 @dataclass(frozen=True)
@@ -185,14 +205,16 @@ class Atlas:
 
 
 def model_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str], families: Sequence[str] | None = None,
-                per_benchmark_acc: pd.DataFrame | None = None, portfolio: Sequence[str] = (),
+                per_benchmark_acc: pd.DataFrame | None = None, per_benchmark_n: pd.DataFrame | None = None,
+                pool_benchmarks: Sequence[str] | None = None, portfolio: Sequence[str] = (),
                 onboarded: Sequence[str] = (), title: str = "LOCUS model atlas") -> Atlas:
     """write_atlas, keeping the portfolio members that are in the pool, and the Atlas that reports it."""
     names = [str(n) for n in names]
     pool = set(names)
     members = [m for m in portfolio if m in pool]
     page = write_atlas(path, embeddings=embeddings, names=names, families=families, per_benchmark_acc=per_benchmark_acc,
-                       portfolio=members, onboarded=onboarded, title=title)
+                       per_benchmark_n=per_benchmark_n, pool_benchmarks=pool_benchmarks, portfolio=members,
+                       onboarded=onboarded, title=title)
     coords, ratio = pca_projection(embeddings, 3)
     fams = tuple("" if f is None or (isinstance(f, float) and np.isnan(f)) else str(f)
                  for f in (families if families is not None else [""] * len(names)))
@@ -260,6 +282,7 @@ distance in the full embedding space) and its per-benchmark accuracy.</p>
 <h2 id="selected">No model selected</h2>
 <h3>Nearest neighbours</h3><div id="neighbours"></div>
 <h3>Per-benchmark accuracy</h3><div id="benchmarks"></div><div id="benchmark-bars"></div>
+<div id="other-benchmarks"></div>
 </div></div></div>
 <script id="atlas-data" type="application/json">{data}</script>
 <script>{script}</script>
@@ -275,6 +298,19 @@ _SCRIPT = """
   const labelled = new Set(data.labelled);
 
   function cell(tag, text) { const c = document.createElement(tag); c.textContent = text; return c; }
+
+  function scoreTable(rows) {  // rows of [benchmark, accuracy, n answers]
+    const t = document.createElement('table');
+    const head = document.createElement('tr');
+    head.append(cell('th', 'benchmark'), cell('th', 'accuracy'), cell('th', 'n'));
+    t.append(head);
+    for (const [b, acc, n] of rows) {
+      const tr = document.createElement('tr');
+      tr.append(cell('td', b), cell('td', acc.toFixed(3)), cell('td', n === null ? '' : String(n)));
+      t.append(tr);
+    }
+    return t;
+  }
 
   function select(i) {
     const name = data.names[i];
@@ -292,26 +328,20 @@ _SCRIPT = """
     }
     document.getElementById('neighbours').replaceChildren(ol);
     const box = document.getElementById('benchmarks');
-    const row = data.accuracy[i];
-    if (!row) { box.replaceChildren(cell('p', 'No per-benchmark accuracy for this model.')); }
-    else {
-      const t = document.createElement('table');
-      const head = document.createElement('tr'); head.append(cell('th', 'benchmark'), cell('th', 'accuracy'));
-      t.append(head);
-      data.benchmarks.forEach((b, k) => {
-        const tr = document.createElement('tr');
-        tr.append(cell('td', b), cell('td', row[k] === null ? 'n/a' : row[k].toFixed(3)));
-        t.append(tr);
-      });
-      box.replaceChildren(t);
-    }
+    const row = data.accuracy[i];  // [benchmark, accuracy, n] on the pool's benchmarks it has answers on
+    box.replaceChildren(row ? scoreTable(row) : cell('p', 'No per-benchmark accuracy for this model.'));
+    const other = data.other[i];
+    document.getElementById('other-benchmarks').replaceChildren(...(other.length ? [
+      cell('h3', "Other tasks (this model only, not in the pool's benchmarks)"), scoreTable(other)] : []));
     if (window.Plotly) {
       try {
         // horizontal bars: long benchmark names get a left margin that fits them (automargin), never cut
-        if (row) Plotly.react('benchmark-bars', [{type: 'bar', orientation: 'h', y: data.benchmarks, x: row}],
-          {height: 40 + 22 * data.benchmarks.length, width: 360, margin: {t: 10, b: 30, l: 10, r: 20},
+        if (row) Plotly.react('benchmark-bars', [{type: 'bar', orientation: 'h', y: row.map(r => r[0]),
+                                                  x: row.map(r => r[1])}],
+          {height: 40 + 22 * row.length, width: 360, margin: {t: 10, b: 30, l: 10, r: 20},
            xaxis: {range: [0, 1], title: {text: 'accuracy'}}, yaxis: {automargin: true, autorange: 'reversed', dtick: 1}},
           {displayModeBar: false});
+        else Plotly.purge('benchmark-bars');
         // the arrow names the model unless the plot already draws its name beside it
         Plotly.relayout('atlas-2d', {annotations: [{x: data.xy[i][0], y: data.xy[i][1],
           text: labelled.has(name) ? '' : name, showarrow: true, arrowhead: 2}]});

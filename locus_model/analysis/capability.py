@@ -1,7 +1,10 @@
 """Capability-profile search: which real models look like a model with these per-benchmark accuracies?
 
 Paper (arXiv 2601.21082): synthesize an evaluation set with the requested per-benchmark accuracy, embed it
-like any model's evaluation set, and return the nearest real models in the embedding space.
+like any model's evaluation set, and find the nearest real models in the embedding space. The models are ranked
+by the distance the user asked about: target_distance, the mean |actual - target| accuracy over the target's
+benchmarks only; the embedding distance to the synthetic set is shown beside it and breaks ties (and ranks the
+models without an accuracy on every named benchmark, which come last).
 """
 
 from __future__ import annotations
@@ -21,12 +24,12 @@ from locus_model.markdown import escape_markdown
 
 @dataclass(frozen=True)
 class CapabilitySearch:
-    """The synthetic evaluation set and the k pool models nearest to its embedding."""
+    """The synthetic evaluation set and the k pool models closest to the target profile."""
     target: dict[str, float]          # requested accuracy per benchmark
     realised: dict[str, float]        # accuracy of the synthetic set per benchmark (exact counts / n)
     n_queries: dict[str, int]         # queries sampled per benchmark
     embedding: np.ndarray             # (d,) embedding of the synthetic evaluation set
-    neighbours: pd.DataFrame          # rank, model, distance, profile_mae, then actual accuracy per benchmark
+    neighbours: pd.DataFrame          # rank, model, target_distance, embedding_distance, then actual accuracy per benchmark
 
     def table(self) -> pd.DataFrame:
         return self.neighbours
@@ -35,16 +38,17 @@ class CapabilitySearch:
         target = pd.DataFrame({"benchmark": list(self.target), "target": list(self.target.values()),
                                "synthetic": [self.realised[b] for b in self.target],
                                "n_queries": [self.n_queries[b] for b in self.target]})
-        return ("**Capability-profile search**: a synthetic evaluation set with the requested per-benchmark "
-                "accuracy, embedded; the nearest pool models by Euclidean distance between model embeddings "
-                "(profile_mae = mean |actual - target| over the requested benchmarks).\n\n" + markdown_table(target) + "\n\n"
+        return ("**Capability-profile search**: the pool models ranked by target_distance = mean |actual - target| "
+                "accuracy over the requested benchmarks only; embedding_distance = Euclidean distance between the "
+                "model's embedding and that of a synthetic evaluation set with the requested accuracy (ties, and "
+                "models without an accuracy on every requested benchmark, by it).\n\n" + markdown_table(target) + "\n\n"
                 + markdown_table(self.neighbours, digits=3))
 
     def headline(self, target_from: str = "given") -> str:
-        """The nearest model in one sentence; ``target_from`` says where the target came from ("pool median")."""
+        """The closest model in one sentence; ``target_from`` says where the target came from ("pool median")."""
         top = self.neighbours.iloc[0]
-        return (f"nearest to the target profile ({target_from}, {len(self.target)} benchmarks): {escape_markdown(top['model'])} "
-                f"(distance {top['distance']:.4g}, mean |actual - target| {top['profile_mae']:.3f}).")
+        return (f"closest to the target profile ({target_from}, {len(self.target)} benchmarks): {escape_markdown(top['model'])} "
+                f"(mean |actual - target| {top['target_distance']:.3f}, embedding distance {top['embedding_distance']:.4g}).")
 
     def plot(self, path: str | Path, *, top: int = 3) -> Path:
         """Per requested benchmark: the target accuracy beside the actual accuracy of the `top` nearest models."""
@@ -70,7 +74,7 @@ def capability_search(target: Mapping[str, float], *, benchmarks: np.ndarray, em
                       encodings: np.ndarray | None = None, candidates: np.ndarray | None = None,
                       n_per_benchmark: int = 64, seed: int = 0, k: int = 5,
                       metric: str = "euclidean") -> CapabilitySearch:
-    """Synthesize an evaluation set with the target per-benchmark accuracy, embed it, return the k nearest models.
+    """The k pool models closest to the target per-benchmark accuracy, beside a synthetic set's embedding distance.
 
     Args:
         target: benchmark -> accuracy in [0, 1] (benchmarks absent from `target` get no queries).
@@ -83,6 +87,8 @@ def capability_search(target: Mapping[str, float], *, benchmarks: np.ndarray, em
         n_per_benchmark: queries sampled per benchmark (fewer if the benchmark has fewer candidates).
     Per benchmark: n queries are drawn without replacement (numpy default_rng(seed)), and exactly
     round(accuracy * n) of them, chosen at random, get score 1, the rest 0.
+    Ranking: target_distance (mean |actual - target| over the target's benchmarks; NaN where a model has no
+    accuracy on one of them: those come last), then the embedding distance to the synthetic set.
     """
     where = "capability_search"
     bench = np.asarray(benchmarks).astype(str)               # (Q,)
@@ -121,14 +127,13 @@ def capability_search(target: Mapping[str, float], *, benchmarks: np.ndarray, em
         raise ValueError(f"{where}: embed_fn returned shape {emb.shape}, expected ({z.shape[1]},) like the pool. "
                          "How to fix: embed with the model that embedded the pool.")
     dist = pairwise_distances(emb[None, :], z, metric=metric)[0]  # (M,)
-    order = np.argsort(dist, kind="stable")[: min(k, len(z))]
-    acc_table = pool_per_benchmark_acc.reindex([names[i] for i in order])
-    cols = [str(b) for b in target]
-    prof = acc_table.reindex(columns=cols)
-    mae = (prof - pd.Series({str(b): float(a) for b, a in target.items()})).abs().mean(axis=1)
+    acc_table = pool_per_benchmark_acc.set_axis(pool_per_benchmark_acc.index.astype(str), axis=0).reindex(names)
+    wanted = pd.Series({str(b): float(a) for b, a in target.items()})
+    gap = (acc_table.reindex(columns=wanted.index) - wanted).abs().mean(axis=1, skipna=False).to_numpy()  # (M,)
+    order = np.lexsort((np.arange(len(z)), dist, np.nan_to_num(gap, nan=np.inf)))[: min(k, len(z))]
     neighbours = pd.concat([pd.DataFrame({"rank": np.arange(1, len(order) + 1),
-                                          "model": [names[i] for i in order], "distance": dist[order],
-                                          "profile_mae": mae.to_numpy()}),
-                            acc_table.reset_index(drop=True)], axis=1)
+                                          "model": [names[i] for i in order], "target_distance": gap[order],
+                                          "embedding_distance": dist[order]}),
+                            acc_table.iloc[order].reset_index(drop=True)], axis=1)
     return CapabilitySearch(target={str(b): float(a) for b, a in target.items()}, realised=realised,
                             n_queries=counts, embedding=emb, neighbours=neighbours)

@@ -12,7 +12,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import matplotlib.colors
 from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from scipy.cluster.hierarchy import dendrogram, fcluster, leaves_list, linkage
 from scipy.spatial.distance import pdist
 from sklearn.metrics import adjusted_rand_score
@@ -74,15 +77,24 @@ class FamilyClustering:
         return pd.DataFrame(rows).sort_values(["models", "cluster"], ascending=[False, True], ignore_index=True)
 
     def plot(self, path: str | Path, *, max_leaves: int = DENDROGRAM_MAX_LEAVES) -> Path:
+        """The dendrogram (figure()) as a PNG."""
+        return save_figure(self.figure(max_leaves=max_leaves), path)
+
+    def figure(self, *, max_leaves: int = DENDROGRAM_MAX_LEAVES) -> Figure:
         """The dendrogram, leaves labelled by model; a pool of more than `max_leaves` models is drawn with its
-        top `max_leaves` branches, each labelled by its number of models (scipy's truncate_mode="lastp")."""
+        top `max_leaves` branches, each labelled by its number of models (scipy's truncate_mode="lastp"). Where
+        families are known, a branch whose models are all of one family takes that family's colour, as do the
+        leaf labels (a legend names them); a branch joining several families is black, models of unknown family grey."""
         m = len(self.names)
         shown = min(m, max_leaves)
         fig = new_figure(max(6.0, 0.18 * shown + 2), 5.5)
         ax = fig.add_subplot(1, 1, 1)
         truncate = {} if m <= max_leaves else {"truncate_mode": "lastp", "p": max_leaves, "show_contracted": True}
+        colours = family_colours(self.families) if self.families else {}
+        branch = branch_colours(self.linkage, self.families, colours) if self.families else None
         dendrogram(self.linkage, labels=list(self.names), ax=ax, leaf_rotation=90,
-                   leaf_font_size=max(4, min(9, 600 // max(shown, 1))), **truncate)
+                   leaf_font_size=max(4, min(9, 600 // max(shown, 1))),
+                   **({"link_color_func": branch.__getitem__} if branch is not None else {}), **truncate)
         # most merges of a trained pool sit near 0 beside a few high ones: a log scale (linear below the smallest
         # merge above 0, so a merge at exactly 0 stays drawable) spreads them out
         heights = self.linkage[:, 2]
@@ -92,18 +104,44 @@ class FamilyClustering:
         ax.set_title("Hierarchical clustering of model embeddings" if not truncate else
                      f"Hierarchical clustering of {m:,} model embeddings: top {max_leaves} branches "
                      "(label (n) = n models)")
-        if self.families:  # colour tick labels by family so mixed clusters stand out
-            fams = sorted({f for f in self.families if f})
-            # saturated colours only (tab20's odd entries are pale, unreadable as label text): tab20's dark half,
-            # then the darkest of tab20b and tab20c
-            dark = ([colormaps["tab20"](i) for i in range(0, 20, 2)] + [colormaps["tab20b"](i) for i in (0, 4, 8, 12, 16)]
-                    + [colormaps["tab20c"](i) for i in (0, 4, 8, 12)])
-            colours = {f: dark[i % len(dark)] for i, f in enumerate(fams)}
+        if self.families:  # tick labels in their family's colour, so mixed clusters stand out
             family_of = dict(zip(self.names, self.families))
             for tick in ax.get_xticklabels():
-                fam = family_of.get(tick.get_text(), "")
-                tick.set_color(colours[fam] if fam else "grey")
-        return save_figure(fig, path)
+                tick.set_color(colours.get(family_of.get(tick.get_text(), ""), UNKNOWN_COLOUR))
+            entries = list(colours.items())
+            if MIXED_COLOUR in branch[m:]:
+                entries.append(("several families", MIXED_COLOUR))
+            if "" in self.families:
+                entries.append(("unknown family", UNKNOWN_COLOUR))
+            ax.legend(handles=[Line2D([], [], color=c, lw=2, label=f) for f, c in entries], title="family",
+                      fontsize=7, title_fontsize=7, loc="upper right", ncol=1 + len(entries) // 12)
+        return fig
+
+
+# saturated colours only (tab20's odd entries are pale, unreadable as label text): tab20's dark half, then the
+# darkest of tab20b and tab20c; black and grey are kept for branches of several families and of unknown ones
+FAMILY_COLOURS = tuple(matplotlib.colors.to_hex(c) for c in
+                       [colormaps["tab20"](i) for i in range(0, 20, 2) if i != 14]  # tab20's 14 is grey
+                       + [colormaps["tab20b"](i) for i in (0, 4, 8, 12, 16)] + [colormaps["tab20c"](i) for i in (0, 4, 8, 12)])
+MIXED_COLOUR = "#000000"
+UNKNOWN_COLOUR = "#999999"
+
+
+def family_colours(families: Sequence[str]) -> dict[str, str]:
+    """Known family -> its colour (sorted families, FAMILY_COLOURS in turn, cycling)."""
+    fams = sorted({f for f in families if f})
+    return {f: FAMILY_COLOURS[i % len(FAMILY_COLOURS)] for i, f in enumerate(fams)}
+
+
+def branch_colours(tree: np.ndarray, families: Sequence[str], colours: Mapping[str, str]) -> list[str]:
+    """Colour of every node of a scipy linkage (index = node id, leaves 0..M-1, merges M..2M-2), scipy's
+    link_color_func order: its family's colour where all the models below it are of one known family,
+    UNKNOWN_COLOUR where all are of unknown family, MIXED_COLOUR otherwise."""
+    m = len(families)
+    below: list[str | None] = [str(f) for f in families] + [None] * (m - 1)  # one family, None = several
+    for i, (a, b) in enumerate(tree[:, :2].astype(int)):
+        below[m + i] = below[a] if below[a] == below[b] else None
+    return [MIXED_COLOUR if f is None else colours.get(f, UNKNOWN_COLOUR) for f in below]
 
 
 def family_clustering(embeddings: np.ndarray, names, families=None, *, method: str = "average",

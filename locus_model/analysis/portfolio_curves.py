@@ -19,12 +19,14 @@ from locus_model.analysis._common import (check_embeddings, check_metric, check_
                                           left_out_note, markdown_table, new_figure, pairwise_distances, save_figure)
 from locus_model.analysis.portfolio import check_k, pam_build, pam_swap, coverage_greedy, k_center
 from locus_model.data.catalog import params_for_models
+from locus_model.markdown import escape_markdown
 from locus_model.evaluation.metrics import routing_accuracy
 
 DENSE_K = 50  # the k curves take every size up to this, then GEOMETRIC_K sizes more up to the whole pool
 GEOMETRIC_K = 20
 TABLE_COLUMNS = ["method", "x_name", "x", "n_models", "routing_accuracy", "random_portfolio_accuracy", "params_b",
-                 "full_pool_accuracy", "smallest_matching", "portfolio"]
+                 "unknown_size", "full_pool_accuracy", "smallest_matching", "portfolio"]
+NAMES_SHOWN = 6  # members named in a report row; the table (Parquet) keeps every name
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ class PortfolioCurve:
     xs: np.ndarray                   # (T,) portfolio sizes or budgets
     accuracy: np.ndarray             # (T,) routing accuracy routing among the portfolio only
     random_accuracy: np.ndarray      # (T,) mean over seeds of random portfolios of the same size (NaN for budgets)
-    params_b: np.ndarray             # (T,) total parameters of each portfolio (NaN if any member unknown)
+    params_b: np.ndarray             # (T,) total parameters of each portfolio's members of known size
+    unknown_size: np.ndarray         # (T,) members of unknown size (not counted in params_b)
     portfolios: tuple[tuple[str, ...], ...]  # T portfolios, member names
     full_accuracy: float             # routing accuracy of the whole pool
     n_models: int
@@ -45,15 +48,37 @@ class PortfolioCurve:
     def table(self) -> pd.DataFrame:
         return pd.DataFrame({self.x_name: self.xs, "n_models": [len(p) for p in self.portfolios],
                              "routing_accuracy": self.accuracy, "random_portfolio_accuracy": self.random_accuracy,
-                             "params_b": self.params_b, "portfolio": [", ".join(p) for p in self.portfolios]})
+                             "params_b": self.params_b, "unknown_size": self.unknown_size,
+                             "portfolio": [", ".join(p) for p in self.portfolios]})
+
+    def matching_members(self) -> tuple[str, ...]:
+        """The smallest matching portfolio's members (() where none matches)."""
+        if self.smallest_matching is None:
+            return ()
+        return self.portfolios[int(np.flatnonzero(self.xs == self.smallest_matching)[0])]
+
+    def medoid_note(self) -> str:
+        """Why k-center's single model can score below a random one ("" where it does not)."""
+        if self.method != "k_center" or not len(self.xs) or self.xs[0] != 1 or not self.accuracy[0] < self.random_accuracy[0]:
+            return ""
+        return (f"k-center with k = 1 ({self.accuracy[0]:.4f}) is below a random single model "
+                f"({self.random_accuracy[0]:.4f}): k-center starts from the most central model (the medoid of the "
+                "embeddings, the one closest to all others), not the most accurate one; it pays off as k grows, "
+                "when the members cover the pool's different skills.")
 
     def to_markdown(self) -> str:
+        members = self.matching_members()
         match = ("no portfolio on the curve" if self.smallest_matching is None
-                 else f"{self.x_name} = {self.smallest_matching:g}")
-        t = self.table().drop(columns="portfolio")
+                 else f"{self.x_name} = {self.smallest_matching:g}: " + ", ".join(map(escape_markdown, members)))
+        t = self.table().drop(columns=["params_b", "unknown_size", "portfolio"]).assign(
+            params_b=[size_cell(p, u) for p, u in zip(self.params_b, self.unknown_size)],
+            portfolio=[names_cell(p) for p in self.portfolios])
+        if not np.isfinite(self.random_accuracy).any():                # budgets, or no random draws
+            t = t.drop(columns="random_portfolio_accuracy")
+        note = self.medoid_note()
         return (f"**Portfolio selection: {self.method}** (pool of {self.n_models} models, full-pool routing accuracy "
                 f"{self.full_accuracy:.4f}). Smallest portfolio within {100 * self.tolerance:.1f} points of the "
-                f"full pool: {match}.\n\n" + markdown_table(t, max_rows=None))
+                f"full pool: {match}.\n\n" + (note + "\n\n" if note else "") + markdown_table(t, max_rows=None))
 
     def draw(self, ax, *, title: bool = False) -> None:
         """The curve on a matplotlib axis: accuracy vs k or budget, the random baseline, the full pool and
@@ -78,6 +103,21 @@ class PortfolioCurve:
         fig = new_figure(6.4, 4.2)
         self.draw(fig.add_subplot(1, 1, 1))
         return save_figure(fig, path)
+
+
+def size_cell(known_b: float, unknown: int) -> str:
+    """A portfolio's parameter count for a report: "20", "20 + 1 of unknown size", "unknown (2 models)"."""
+    if unknown == 0:
+        return f"{known_b:g}"
+    if known_b > 0:
+        return f"{known_b:g} + {unknown} of unknown size"
+    return f"unknown ({unknown} model{'s' if unknown > 1 else ''})"
+
+
+def names_cell(members: Sequence[str]) -> str:
+    """A portfolio's members for a report row: up to NAMES_SHOWN names, then how many more."""
+    shown = ", ".join(members[:NAMES_SHOWN])
+    return shown + (f" and {len(members) - NAMES_SHOWN} more" if len(members) > NAMES_SHOWN else "")
 
 
 def plot_curves(curves: Sequence[PortfolioCurve], path: str | Path) -> Path:
@@ -144,7 +184,8 @@ def portfolio_curve(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarra
     matching = [x for x, a in zip(xs, acc) if a >= full - tolerance]
     return PortfolioCurve(
         method=method, x_name=x_name, xs=xs, accuracy=acc, random_accuracy=rand,
-        params_b=np.array([p_all[list(s)].sum() if len(s) else 0.0 for s in picks]),
+        params_b=np.array([np.nansum(p_all[list(s)]) if len(s) else 0.0 for s in picks]),
+        unknown_size=np.array([int(np.isnan(p_all[list(s)]).sum()) for s in picks], dtype=np.int64),
         portfolios=tuple(tuple(names[i] for i in s) for s in picks), full_accuracy=float(full),
         n_models=len(z), tolerance=tolerance, smallest_matching=float(min(matching)) if matching else None)
 
@@ -191,8 +232,9 @@ class Portfolios:
         else:
             greedy = "; coverage-greedy: no parameter counts known"
         first = self.curves[0]
+        named = f" ({escape_markdown(names_cell(first.matching_members()))})" if first.matching_members() else ""
         return (f"full pool of {first.n_models} models: routing accuracy {first.full_accuracy:.4f}; smallest k within "
-                f"{100 * self.tolerance:g} point: k-center k = {fmt['k_center']}, k-medoids k = {fmt['k_medoids']}"
+                f"{100 * self.tolerance:g} point: k-center k = {fmt['k_center']}{named}, k-medoids k = {fmt['k_medoids']}"
                 + greedy + ".")
 
     def to_markdown(self) -> str:
@@ -228,14 +270,13 @@ def portfolios(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *,
     Arguments as portfolio_curve; params_b: (M,) parameter counts in billions, NaN = unknown (never budgeted)."""
     ks = portfolio_sizes(len(embeddings), max_k)
     medoid_ks = [k for k in ks if max_k_medoids <= 0 or k <= max_k_medoids]
-    common = dict(names=names, tolerance=tolerance, n_random=n_random, seed=seed)
+    params = np.asarray(params_b, dtype=np.float64)
+    common = dict(names=names, tolerance=tolerance, n_random=n_random, seed=seed, params_b=params)
     curves = [portfolio_curve(embeddings, probs, labels, method=m, ks=k, **common)
               for m, k in (("k_center", ks), ("k_medoids", medoid_ks))]
-    params = np.asarray(params_b, dtype=np.float64)
     budgets = budget_grid(params, n_budgets)
     if budgets:
-        curves.append(portfolio_curve(embeddings, probs, labels, method="coverage_greedy", budgets_b=budgets,
-                                      params_b=params, **common))
+        curves.append(portfolio_curve(embeddings, probs, labels, method="coverage_greedy", budgets_b=budgets, **common))
     return Portfolios(tuple(curves), params, tolerance, tuple(map(str, left_out)))
 
 

@@ -102,13 +102,22 @@ def format_interval(stat: dict | None, scale: float = 100.0) -> str:
     return f"{stat['diff'] * scale:+5.1f} [{stat['ci_low'] * scale:+5.1f},{stat['ci_high'] * scale:+5.1f}]{tie}"
 
 
+def _percent(x: float) -> str:
+    """A share of resamples: "12%", "<1%" (not 0% for a few), ">99%"."""
+    return "<1%" if 0 < x < 0.005 else ">99%" if 0.995 <= x < 1 else f"{x:.0%}"
+
+
 def _share(stat: dict) -> str:
-    """A cost share (x100) with its interval; "never" where it is not reached (None), "> x" for an open bound."""
-    if stat["mean"] is None:
-        return "never" if stat["ci_low"] is None else f"never [{100 * stat['ci_low']:.0f}%, -]"
+    """A cost share in words: "30% of its cost (95% CI 22-41%)", with "; not reached in 12% of resamples" where some
+    resamples never reach it (the interval then has no upper end), "not reached" where the point figure is not."""
+    missed = stat.get("not_reached") or 0.0
+    if stat["mean"] is None or stat["mean"] == float("inf"):
+        return "not reached" + (f" (reached in {_percent(1 - missed)} of resamples)" if 0 < missed < 1 else "")
     open_bound = stat["ci_high"] is None or stat["ci_high"] == float("inf")  # inf before the JSON's clean-up
-    high = "-" if open_bound else f"{100 * stat['ci_high']:.0f}%"
-    return f"{100 * stat['mean']:.0f}% [{100 * stat['ci_low']:.0f}%, {high}]"
+    interval = (f"95% CI from {100 * stat['ci_low']:.0f}%" if open_bound
+                else f"95% CI {100 * stat['ci_low']:.0f}-{100 * stat['ci_high']:.0f}%")
+    return (f"{100 * stat['mean']:.0f}% of its cost ({interval}"
+            + (f"; not reached in {_percent(missed)} of resamples)" if missed > 0 else ")"))
 
 
 def frontier_rows(result: dict) -> list[dict]:
@@ -134,7 +143,7 @@ def format_frontier(result: dict) -> str:
     best = ", ".join(sorted({f["best_single"] for f in folds}))
     lines = [f"Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = {costs['means']}; "
              f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; best single model {best} "
-             f"(the best on the anchors); cost shares are of its cost; AIQ: RouterBench's, cost range from the cheapest "
+             f"(the best on the anchors); cost shares are of its cost fold by fold, read from the fold-mean hull (the plot's curve); AIQ: RouterBench's, cost range from the cheapest "
              f"to the most expensive model"]
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
     lines.append("  ".join(f"{k:<{w}}" for k, w in widths.items()))

@@ -213,41 +213,85 @@ def frontier_curves(probs: Mapping[str, np.ndarray], labels: np.ndarray, costs: 
 
 
 FIGURES = ("aiq", "cost_share_at_best_single", "cost_share_at_95")
+SHARES = {"cost_share_at_best_single": 1.0, "cost_share_at_95": 0.95}  # figure -> share of the best single's accuracy
 
 
-def frontier_figures(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int,
-                     weights: np.ndarray | None = None) -> dict[str, dict[str, np.ndarray]]:
-    """{router: {figure: (B,)}} on B query-resampled copies of the data (weights (B, Q); None: the data as is):
-    AIQ over the range from the cheapest to the most expensive model of known cost, and the lowest mean cost at
-    which the router's hull reaches 100% and 95% of the best single model's (``strong``) accuracy over that
-    model's mean cost (inf: never reached), each on the same resample."""
+def fold_mean_hull(hulls: Sequence[tuple[np.ndarray, np.ndarray]], unit_costs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The mean over folds of one router's hulls (each (cost ascending, accuracy non-decreasing), flat after its
+    last vertex), each fold's cost over its ``unit_costs`` (the fold's best single model's mean cost: 1 = that
+    model's cost), from the share where every fold's hull has started: its vertices (the union of the folds', where
+    the mean is exactly linear between them). The one curve both the frontier table's cost shares (pooled_figures)
+    and the plot (plot_frontiers) are read from."""
+    hulls = [(np.asarray(hx) / unit, np.asarray(hy)) for (hx, hy), unit in zip(hulls, unit_costs)]
+    start = max(float(hx[0]) for hx, _ in hulls)
+    xs = np.unique(np.concatenate([[start]] + [hx[hx > start] for hx, _ in hulls]))
+    return xs, np.mean([np.interp(xs, hx, hy) for hx, hy in hulls], axis=0)
+
+
+@dataclass(frozen=True)
+class FoldHulls:
+    """One fold's routers on B query-resampled copies: each router's hull per copy, and the references of each copy."""
+    hulls: dict[str, list[tuple[np.ndarray, np.ndarray]]]  # router -> B hulls
+    target: np.ndarray  # (B,) the best single model's accuracy
+    strong_cost: np.ndarray  # (B,) its mean cost
+    lo: np.ndarray  # (B,) the cheapest model's mean cost (of known cost)
+    hi: np.ndarray  # (B,) the most expensive model's
+
+
+def fold_hulls(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int,
+               weights: np.ndarray | None = None) -> FoldHulls:
+    """Every router's hull on B query-resampled copies of one fold (weights (B, Q); None: the data as is)."""
     w = np.ones((1, labels.shape[1])) if weights is None else np.asarray(weights, np.float64)
     n = w.sum(axis=1)
     priced = ~np.isnan(costs).any(axis=1)
     model_cost = (w @ costs[priced].T) / n[:, None]  # (B, M_priced)
-    lo, hi = model_cost.min(axis=1), model_cost.max(axis=1)
-    target, strong_cost = (w @ labels[strong]) / n, (w @ costs[strong]) / n
-    out = {name: {f: np.empty(len(w)) for f in FIGURES} for name in curves}
-    points = {name: c.points(w) for name, c in curves.items()}
+    hulls = {}
+    for name, curve in curves.items():
+        acc, cost = curve.points(w)
+        hulls[name] = [monotone_hull(cost[b], acc[b]) for b in range(len(w))]
+    return FoldHulls(hulls, (w @ labels[strong]) / n, (w @ costs[strong]) / n, model_cost.min(axis=1),
+                     model_cost.max(axis=1))
+
+
+def pooled_figures(folds: Sequence[FoldHulls]) -> dict[str, dict[str, np.ndarray]]:
+    """{router: {figure: (B,)}} over the folds, copy by copy: AIQ, the mean of the folds' (each over its range from
+    the cheapest to the most expensive model of known cost); the cost shares, the lowest share of the best single
+    model's cost (fold by fold) at which the fold-mean hull (fold_mean_hull: what the plot draws) reaches 100% / 95%
+    of the folds' mean best single accuracy (inf: not reached)."""
+    routers = list(folds[0].hulls)
+    b_count = len(folds[0].target)
+    target = np.mean([f.target for f in folds], axis=0)
+    out = {name: {f: np.empty(b_count) for f in FIGURES} for name in routers}
     with np.errstate(divide="ignore", invalid="ignore"):
-        for b in range(len(w)):
-            for name, (acc, cost) in points.items():
-                hx, hy = monotone_hull(cost[b], acc[b])
-                out[name]["aiq"][b] = aiq(hx, hy, lo[b], hi[b])
-                out[name]["cost_share_at_best_single"][b] = cost_at(hx, hy, target[b]) / strong_cost[b]
-                out[name]["cost_share_at_95"][b] = cost_at(hx, hy, 0.95 * target[b]) / strong_cost[b]
+        for name in routers:
+            for b in range(b_count):
+                out[name]["aiq"][b] = np.mean([aiq(*f.hulls[name][b], f.lo[b], f.hi[b]) for f in folds])
+                hx, hy = fold_mean_hull([f.hulls[name][b] for f in folds], [f.strong_cost[b] for f in folds])
+                for figure, share in SHARES.items():
+                    out[name][figure][b] = cost_at(hx, hy, share * target[b])
     return out
 
 
+def frontier_figures(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int,
+                     weights: np.ndarray | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """pooled_figures of one fold: {router: {figure: (B,)}} on B query-resampled copies (weights (B, Q); None: the
+    data as is): AIQ over the range from the cheapest to the most expensive model of known cost, and the lowest
+    mean cost at which the router's hull reaches 100% and 95% of the best single model's (``strong``) accuracy over
+    that model's mean cost (inf: never reached), each on the same resample."""
+    return pooled_figures([fold_hulls(curves, labels, costs, strong, weights)])
+
+
 def _interval(point: float, draws: np.ndarray, level: float) -> dict:
-    """{mean, ci_low, ci_high}: a percentile interval of the draws; a bound past every finite draw (a router that
-    does not reach its target on that share of resamples) is inf (None in the result JSON)."""
+    """{mean, ci_low, ci_high, not_reached}: a percentile interval of the draws; a bound past every finite draw (a
+    router that does not reach its target on that share of resamples) is inf (None in the result JSON);
+    not_reached: the share of resamples where the figure is inf."""
     tail = (1 - level) / 2
     d = np.sort(draws[~np.isnan(draws)])
     if not len(d):
-        return {"mean": point, "ci_low": None, "ci_high": None}
+        return {"mean": point, "ci_low": None, "ci_high": None, "not_reached": None}
     return {"mean": point, "ci_low": float(np.quantile(d, tail, method="inverted_cdf")),
-            "ci_high": float(np.quantile(d, 1 - tail, method="inverted_cdf"))}
+            "ci_high": float(np.quantile(d, 1 - tail, method="inverted_cdf")),
+            "not_reached": float(np.mean(np.isinf(d)))}
 
 
 def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray],
@@ -265,13 +309,15 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
             anchors among the models of known cost), the weak one the cheapest (the better on the anchors among
             equally cheap ones).
         n_boot, seed, level: the paired bootstrap: every router on the same resamples of each fold's queries
-            (evaluation.bootstrap.resample_weights), a figure's draw the mean over the folds of its resample.
+            (evaluation.bootstrap.resample_weights); each draw pools the folds' resamples as pooled_figures does
+            (AIQ: the folds' mean; a cost share: read from the fold-mean hull, the curve plot_frontiers draws).
 
     Each fold keeps the test queries on which the strong and the weak model are labelled. Returns {"methods":
     {router: {"aiq" | "cost_share_at_best_single" | "cost_share_at_95": {"mean", "ci_low", "ci_high"},
     "aiq_vs_locus": {"diff", "ci_low", "ci_high"} (LOCUS's AIQ minus this router's, when LOCUS ran)}}, "folds":
     [{fold's queries, best single, cheapest, cost range, each router's operating points and hull}]}; a cost share
-    that some fold never reaches is inf (None in the JSON)."""
+    the fold-mean hull never reaches is inf (None in the JSON), and each cost share says in ``not_reached`` the
+    share of resamples in which it was not reached."""
     labels = [np.asarray(y, np.float64) for y in labels]
     methods = list(probs)
     folds, curves, strongs = [], [], []
@@ -295,23 +341,24 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
         curves.append((fold_curves, y, c))
         strongs.append(strong)
         folds.append(_fold_record(fold_curves, y, c, strong, cheapest, names))
-    point = [frontier_figures(cv, y, c, s) for (cv, y, c), s in zip(curves, strongs)]
+    point = pooled_figures([fold_hulls(cv, y, c, s) for (cv, y, c), s in zip(curves, strongs)])
     rng = np.random.default_rng(seed)
-    draws: dict[str, dict[str, list[np.ndarray]]] = {r: {f: [] for f in FIGURES} for r in point[0]}
+    draws: dict[str, dict[str, list[np.ndarray]]] = {r: {f: [] for f in FIGURES} for r in point}
     for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q_k)
         size = min(n_boot, start + 256) - start
-        per_fold = [frontier_figures(cv, y, c, s, resample_weights(rng, y.shape[1], size))
-                    for (cv, y, c), s in zip(curves, strongs)]
+        pooled = pooled_figures([fold_hulls(cv, y, c, s, resample_weights(rng, y.shape[1], size))
+                                 for (cv, y, c), s in zip(curves, strongs)])
         for r in draws:
             for f in FIGURES:
-                draws[r][f].append(np.mean([d[r][f] for d in per_fold], axis=0))
+                draws[r][f].append(pooled[r][f])
     out = {}
-    for r in point[0]:
-        out[r] = {f: _interval(float(np.mean([p[r][f][0] for p in point])), np.concatenate(draws[r][f]), level)
-                  for f in FIGURES}
-        if "locus" in point[0] and r != "locus":
-            diff = _interval(float(np.mean([p["locus"]["aiq"][0] - p[r]["aiq"][0] for p in point])),
+    for r in point:
+        out[r] = {f: _interval(float(point[r][f][0]), np.concatenate(draws[r][f]), level) for f in FIGURES}
+        out[r]["aiq"].pop("not_reached")  # AIQ is always reached
+        if "locus" in point and r != "locus":
+            diff = _interval(float(point["locus"]["aiq"][0] - point[r]["aiq"][0]),
                              np.concatenate(draws["locus"]["aiq"]) - np.concatenate(draws[r]["aiq"]), level)
+            diff.pop("not_reached")
             out[r]["aiq_vs_locus"] = {"diff": diff.pop("mean"), **diff}
     return {"methods": out, "folds": folds}
 
@@ -343,31 +390,58 @@ LABELS = {"locus": "LOCUS", "embedllm_mf": "EmbedLLM-MF", "irt": "IRT", "knn": "
 
 
 def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost per query"):
-    """Each router's non-decreasing convex hull on the test queries, the mean over the folds (from where every
-    fold's hull starts), the best single model (star) and 95% of its accuracy (dotted); ``folds`` as
-    :func:`evaluate_frontiers` returns them."""
-    from locus_model.analysis._common import new_figure, save_figure
+    """Each router's fold-mean hull (fold_mean_hull: the curve the table's cost shares are read from) against the
+    share of the best single model's cost, the best single model (star, at 100%), 95% of its accuracy (dotted) and where LOCUS reaches it; ``folds`` as
+    :func:`evaluate_frontiers` returns them. The y-axis spans the routers' curves but the oracle's: an oracle far
+    above them would flatten them, so its level is written under the top edge, beside an up arrow, instead."""
+    from locus_model.analysis._common import save_figure
+
+    return save_figure(frontiers_figure(folds, cost_label=cost_label), path)
+
+
+def frontiers_figure(folds: Sequence[dict], *, cost_label: str = "mean cost per query"):
+    """The matplotlib Figure plot_frontiers saves."""
+    from locus_model.analysis._common import new_figure
 
     fig = new_figure(9.0, 4.8)
     ax = fig.add_subplot(1, 1, 1)
-    grid = np.linspace(min(f["cost_range"][0] for f in folds), max(f["cost_range"][1] for f in folds), 400)
-    for i, name in enumerate(folds[0]["routers"]):
-        hulls = [(np.array(f["routers"][name]["hull_cost"]), np.array(f["routers"][name]["hull_accuracy"])) for f in folds]
-        start = max(h[0][0] for h in hulls)
-        y = np.mean([np.interp(grid, *h) for h in hulls], axis=0)
-        ax.plot(grid[grid >= start], y[grid >= start], label=LABELS.get(name, name), color=f"C{i % 10}",
-                lw=2.4 if name == "locus" else 1.2, ls="--" if name == "random_mix" else "-")
+    units = [f["best_single_cost"] for f in folds]
+    right = max(f["cost_range"][1] / unit for f, unit in zip(folds, units))
     bs_acc = float(np.mean([f["best_single_accuracy"] for f in folds]))
-    ax.scatter([np.mean([f["best_single_cost"] for f in folds])], [bs_acc], marker="*", s=150, color="black",
-               zorder=5, label="best single (fold mean)")
+    drawn, lows = {}, [0.95 * bs_acc, bs_acc]
+    for i, name in enumerate(folds[0]["routers"]):
+        hx, hy = fold_mean_hull([(np.array(f["routers"][name]["hull_cost"]), np.array(f["routers"][name]["hull_accuracy"]))
+                                 for f in folds], units)
+        hx, hy = np.append(hx, max(right, hx[-1])), np.append(hy, hy[-1])  # flat to the most expensive model
+        drawn[name] = (hx, hy)
+        ax.plot(hx, hy, label=LABELS.get(name, name), color=f"C{i % 10}",
+                lw=2.4 if name == "locus" else 1.2, ls="--" if name == "random_mix" else "-")
+    shown = [hy for name, (_, hy) in drawn.items() if name != "oracle"] or [hy for _, hy in drawn.values()]
+    low, high = min(min(lows), *(float(h.min()) for h in shown)), max(max(lows), *(float(h.max()) for h in shown))
+    pad = 0.06 * max(high - low, 1e-3)
+    ax.set_ylim(low - pad, high + 2 * pad)
+    if "oracle" in drawn and drawn["oracle"][1].max() > high + 2 * pad:
+        level = float(drawn["oracle"][1].max())
+        ax.text(0.01, 0.98, f"\u2191 oracle (knows the labels): up to {level:.3f}, above the plot", va="top",
+                transform=ax.transAxes, fontsize=7, color=f"C{list(drawn).index('oracle') % 10}",
+                bbox=dict(facecolor="white", edgecolor="none", alpha=0.8))
+    ax.scatter([1.0], [bs_acc], marker="*", s=150, color="black", zorder=5, label="best single (fold mean)")
     ax.axhline(0.95 * bs_acc, color="black", lw=0.7, ls=":", label="95% of best single")
-    ax.set_xlabel(cost_label)
+    if "locus" in drawn:
+        reach = cost_at(*drawn["locus"], 0.95 * bs_acc)
+        if np.isfinite(reach):
+            ax.scatter([reach], [0.95 * bs_acc], marker="o", s=40, facecolor="none", edgecolor="C0", zorder=6,
+                       label=f"LOCUS at 95%: {share_text(reach)} of best single's cost")
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:.0%}")
+    ax.set_xlabel(f"{cost_label}, as a share of the best single model's (fold by fold)")
     ax.set_ylabel("accuracy on the test queries")
     ax.set_title(f"Quality-cost frontiers (non-decreasing convex hulls, mean over {len(folds)} fold(s))", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return save_figure(fig, path)
+    return fig
 
 
-__all__ = ["FIGURES", "THRESHOLD_OF", "CostFrontier", "cost_frontier", "evaluate_frontiers", "frontier_curves",
-           "frontier_figures", "frontier_of_pool", "plot_frontiers", "query_costs"]
+__all__ = ["FIGURES", "THRESHOLD_OF", "CostFrontier", "FoldHulls", "cost_frontier", "evaluate_frontiers",
+           "fold_hulls", "fold_mean_hull", "frontier_curves", "frontier_figures", "frontier_of_pool", "frontiers_figure",
+           "plot_frontiers",
+           "pooled_figures", "query_costs"]

@@ -107,6 +107,20 @@ def pool_schema() -> dg.TableSchema:
                                    for f in POOL_SCHEMA])
 
 
+TEXT_SHOWN = 60  # characters of a text metadata value the UI's metadata table shows uncut; longer ones go as markdown
+
+
+def shown_whole(value):
+    """A metadata value the UI shows whole: a text longer than TEXT_SHOWN as a markdown entry (its characters
+    escaped, so a name stays text), anything else as it is. A text entry is cut to one line in the asset's
+    metadata table; a markdown entry wraps there and opens in full."""
+    if isinstance(value, str) and len(value) > TEXT_SHOWN:
+        from locus_model.markdown import escape_markdown
+
+        return dg.MetadataValue.md(escape_markdown(value))
+    return value
+
+
 ATLAS_ARTIFACT = "reports/atlas.html"  # in the MLflow run of the pool's checkpoint; model_atlas logs it there
 
 
@@ -116,11 +130,11 @@ def atlas_link(home, mlflow, checkpoint_id: str) -> dict:
     checkpoint = home.read_table("locus_checkpoint")
     rows = checkpoint[checkpoint["checkpoint_id"].astype(str) == checkpoint_id]
     if rows.empty:
-        return {"atlas": f"no atlas link: checkpoint {checkpoint_id} is not the current locus_checkpoint"}
+        return {"atlas": shown_whole(f"no atlas link: checkpoint {checkpoint_id} is not the current locus_checkpoint")}
     run_id = str(rows["mlflow_run_id"].iloc[0])
     url = mlflow.artifact_page_url(run_id, ATLAS_ARTIFACT)
     if url is None:
-        return {"atlas": f"no atlas link: MLflow run {run_id} is not in the tracking store ({mlflow.uri})"}
+        return {"atlas": shown_whole(f"no atlas link: MLflow run {run_id} is not in the tracking store ({mlflow.uri})")}
     return {"atlas": dg.MetadataValue.url(url)}
 
 

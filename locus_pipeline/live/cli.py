@@ -40,7 +40,13 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
                     "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.")
     p.add_argument("--endpoint", required=True, help="the models config entry to onboard (its name joins the pool)")
     p.add_argument("--models-config", type=Path, required=True, help="YAML or JSON models config (locus serve's)")
-    p.add_argument("--budget", type=int, default=64, help="answers to collect (default 64)")
+    from locus_model.onboarding import RECOMMENDED_EVALUATIONS as REC, accuracy_margin
+    from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
+
+    p.add_argument("--budget", type=int, default=64,
+                   help=f"answers to collect (default 64: a first look, its accuracy known to about "
+                        f"+-{accuracy_margin(64):.0f} points; {REC}, the recommended count, +-{accuracy_margin(REC):.0f}; "
+                        f"fewer than {MIN_ROUTABLE_EVALUATIONS} are not routed to: docs/onboarding.md)")
     p.add_argument("--max-cost", type=float, default=None, help="USD: stop before the spend could pass it")
     p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once (default 8)")
     p.add_argument("--retries", type=int, default=2, help="retries of a failed call (default 2)")

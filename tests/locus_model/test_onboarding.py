@@ -109,7 +109,16 @@ def test_a_small_off_topic_drop_gets_every_warning_and_a_full_one_none():
     warnings = onboarding_warnings(9, 128, off)
     assert len(warnings) == 3
     assert warnings[0].startswith("9 evaluations, under the pool's floor of 32: kept in the pool but not routed")
-    assert "fewer than the 128 per model the checkpoint was trained with" in warnings[1]
+    assert warnings[1].startswith("9 evaluations, fewer than the 128 per model recommended: its accuracy is known to "
+                                  "about +-33 points (95%; +-9 at 128, +-9 at the checkpoint's 128 per model)")
     assert "mean best cosine similarity 0.45 against 0.55" in warnings[2] and "ratio 0.82 < 0.9" in warnings[2]
     assert onboarding_warnings(128, 128, QueryOverlap(overlap=0.55, baseline=0.55, queries=128)) == []
-    assert onboarding_warnings(40, 128, None) == [onboarding_warnings(40, 128, None)[0]]  # only the budget
+    assert onboarding_warnings(40, 128, None) == [onboarding_warnings(40, 128, None)[0]]  # only the count
+    # the warning's threshold is the recommended count, whatever the checkpoint was trained with
+    assert onboarding_warnings(128, 512, None) == [] and "+-4 at the checkpoint's 512" in onboarding_warnings(64, 512, None)[0]
+
+
+def test_the_accuracy_margin_of_n_answers():
+    from locus_model.onboarding import accuracy_margin
+
+    assert [round(accuracy_margin(n)) for n in (32, 64, 128, 512)] == [17, 12, 9, 4]

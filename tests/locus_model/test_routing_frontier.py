@@ -8,7 +8,8 @@ import pytest
 
 from locus_model.routing import cost_frontier, cost_table, route
 from locus_model.routing.curves import aiq, cost_at, monotone_hull, rule_curve
-from locus_model.routing.frontier import evaluate_frontiers, plot_frontiers, query_costs
+from locus_model.routing.frontier import (evaluate_frontiers, fold_mean_hull, frontiers_figure, plot_frontiers,
+                                          query_costs)
 
 # Three models: A cheap (cost 1), B (2), C dear (4); C is right on queries 0-2, B on 0-1, A on 0 only.
 NAMES = ["A", "B", "C"]
@@ -72,7 +73,8 @@ def test_the_frontier_of_three_models_by_hand():
     for router in m.values():
         for figure in ("aiq", "cost_share_at_best_single", "cost_share_at_95"):
             stat = router[figure]
-            assert set(stat) == {"mean", "ci_low", "ci_high"} and stat["ci_low"] <= stat["ci_high"]
+            assert set(stat) == {"mean", "ci_low", "ci_high"} | ({"not_reached"} if figure != "aiq" else set())
+            assert stat["ci_low"] <= stat["ci_high"]
     assert set(m["random_mix"]["aiq_vs_locus"]) == {"diff", "ci_low", "ci_high"}
 
 
@@ -138,3 +140,49 @@ def test_query_costs_charge_each_query_its_tokens_when_priced_by_token():
 def test_plot_frontiers_draws_every_router(tmp_path):
     out = run({"locus": PROBS}, LABELS, COSTS, n_boot=8)
     assert plot_frontiers(out["folds"], tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def two_folds(n_boot: int = 64, *, oracle: bool = False):
+    """Fold 1: the three models above; fold 2: the same but C also answers query 3, so LOCUS at weight 1 (always the
+    likeliest right) reaches fold 2's best single accuracy only at C's cost."""
+    y2 = LABELS.copy()
+    y2[2, 3] = 1.0
+    probs = {"locus": [PROBS, PROBS]} | ({"oracle": [LABELS, y2]} if oracle else {})
+    c = np.broadcast_to(COSTS[:, None], LABELS.shape)
+    return evaluate_frontiers(probs, [LABELS, y2], [c, c], [LABELS.mean(axis=1), y2.mean(axis=1)], names=NAMES,
+                              n_boot=n_boot, weights=[0.0, 0.5, 0.9, 1.0])
+
+
+def test_the_table_and_the_plot_read_the_cost_share_from_one_fold_mean_curve():
+    out = two_folds()
+    hulls = [(np.array(f["routers"]["locus"]["hull_cost"]), np.array(f["routers"]["locus"]["hull_accuracy"]))
+             for f in out["folds"]]
+    units = [f["best_single_cost"] for f in out["folds"]]
+    hx, hy = fold_mean_hull(hulls, units)
+    best = np.mean([f["best_single_accuracy"] for f in out["folds"]])
+    stat = out["methods"]["locus"]["cost_share_at_95"]
+    assert stat["mean"] == pytest.approx(cost_at(hx, hy, 0.95 * best))
+    assert 0 <= stat["not_reached"] <= 1
+    # the mean of two piecewise-linear hulls (cost over each fold's best single cost) is linear between their vertices
+    grid = np.linspace(hx[0], hx[-1], 50)
+    np.testing.assert_allclose(np.interp(grid, hx, hy),
+                               np.mean([np.interp(grid, h[0] / u, h[1]) for h, u in zip(hulls, units)], axis=0))
+    # random mixing ends at the best single model in every fold: its share at 100% of that accuracy is 1
+    assert out["methods"]["random_mix"]["cost_share_at_best_single"]["mean"] == pytest.approx(1.0)
+    ax = frontiers_figure(out["folds"]).axes[0]
+    marked = [t for t in ax.get_legend().get_texts() if t.get_text().startswith("LOCUS at 95%")]
+    assert marked and f"{stat['mean']:.1%}" in marked[0].get_text()  # the plot marks the table's figure
+
+
+def test_the_oracle_does_not_stretch_the_plot_and_its_level_is_written():
+    # every model is right on its own queries: the oracle answers all eight, the best single model (C) half
+    labels = np.array([[1.0, 1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 1, 1]])
+    probs = np.full(labels.shape, 0.5) + 0.01 * np.arange(3)[:, None]      # LOCUS knows little: always C at w=1
+    c = np.broadcast_to(COSTS[:, None], labels.shape)
+    out = evaluate_frontiers({"locus": [probs], "oracle": [labels]}, [labels], [c], [labels.mean(axis=1)],
+                             names=NAMES, n_boot=8, weights=[0.0, 0.5, 1.0])
+    ax = frontiers_figure(out["folds"]).axes[0]
+    low, high = ax.get_ylim()
+    assert 0.5 < high < 1.0 and low < 0.25                                   # the routers and best single fit
+    assert any("oracle (knows the labels): up to 1.000" in t.get_text() for t in ax.texts)
+    assert not any("oracle" in t.get_text() for t in frontiers_figure(two_folds(8)["folds"]).axes[0].texts)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from locus_pipeline import reports  # reports.test_query_ids: not imported by name, or pytest would collect it
-from locus_pipeline.reports import (data_note, parse_target, per_benchmark_accuracy, prediction_matrices, render_index,
-                                    render_report, report_summary)
+from locus_pipeline.reports import (data_note, parse_target, per_benchmark_accuracy, per_benchmark_answers,
+                                    prediction_matrices, render_index, render_report, report_summary)
 from locus_pipeline.storage import LocusHome
 
 
@@ -63,6 +63,8 @@ def test_per_benchmark_accuracy_stacks_tables() -> None:
     acc = per_benchmark_accuracy(table, onboarded)
     assert acc.columns.tolist() == ["x", "y"] and acc.loc["a"].tolist() == [0.5, 1.0] and acc.loc["c", "x"] == 1.0
     assert np.isnan(acc.loc["b", "x"]) and per_benchmark_accuracy(table.iloc[:0]).empty
+    n = per_benchmark_answers(table, onboarded)
+    assert n.columns.tolist() == ["x", "y"] and n.loc["a"].tolist() == [2, 1] and n.loc["c", "x"] == 1
 
 
 def test_prediction_matrices_follow_the_requested_model_order() -> None:

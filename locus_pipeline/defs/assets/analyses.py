@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.metadata import ATLAS_ARTIFACT, OWNERS, atlas_link, home_path, shorten_tables, ui_png_markdown
+from locus_pipeline.defs.metadata import (ATLAS_ARTIFACT, OWNERS, atlas_link, home_path, shorten_tables, shown_whole,
+                                         ui_png_markdown)
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
@@ -41,8 +42,8 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
     text = render_report(name, title=title, summary=summary, body=body, note=data_note(home), png=png)
     md_path = home.write_text("reports", f"{name}.md", text)
     shown = text if png is None else text.replace(f"![{name}]({png.name})", ui_png_markdown(png))
-    figures = {k: float(f"{v:.4g}") if isinstance(v, float) and np.isfinite(v) else v for k, v in metadata.items()}  # 4 digits
-    context.add_output_metadata({"summary": summary, "report": dg.MetadataValue.md(shorten_tables(shown, name)),
+    figures = {k: float(f"{v:.4g}") if isinstance(v, float) and np.isfinite(v) else shown_whole(v) for k, v in metadata.items()}  # 4 digits
+    context.add_output_metadata({"summary": dg.MetadataValue.md(summary), "report": dg.MetadataValue.md(shorten_tables(shown, name)),
                                  "report_path": home_path(home, md_path), **figures})
 
 
@@ -333,15 +334,19 @@ def model_atlas(
     """reports/atlas.html (also an artifact of the pool checkpoint's MLflow run, linked from here, the pool and
     every onboarded model): one self-contained page (Plotly inlined, opens offline) placing every pool model by
     a PCA of its embedding, the smallest k-center portfolio matching the full pool drawn as diamonds; clicking
-    a model lists its nearest neighbours and per-benchmark accuracy."""
+    a model lists its nearest neighbours and its accuracy on each of the pool's benchmarks it answered, with the
+    number of answers (an onboarded model's other tasks, e.g. an lm-eval drop's, apart, for that model only)."""
     from locus_model.analysis.atlas import model_atlas as write
     from locus_model.analysis.portfolio_curves import smallest_matching_portfolio
     from locus_model.pool import pool_matrix
-    from locus_pipeline.reports import per_benchmark_accuracy
+    from locus_pipeline.reports import per_benchmark_accuracy, per_benchmark_answers
 
     names, z = pool_matrix(model_embeddings)
+    onboarded = home.onboarded_evaluations()
     atlas = write(home.dir("reports") / "atlas.html", embeddings=z, names=names, families=catalog_column(names, model_catalog),
-                  per_benchmark_acc=per_benchmark_accuracy(evaluation_table, home.onboarded_evaluations()),
+                  per_benchmark_acc=per_benchmark_accuracy(evaluation_table, onboarded),
+                  per_benchmark_n=per_benchmark_answers(evaluation_table, onboarded),
+                  pool_benchmarks=sorted(evaluation_table["benchmark"].astype(str).unique()),
                   portfolio=smallest_matching_portfolio(portfolios, "k_center"),
                   onboarded=model_embeddings.loc[model_embeddings["source"] == "onboarded", "model"].astype(str).tolist(),
                   title="LOCUS model atlas" + (" (SYNTHETIC pool)" if "SYNTHETIC" in data_note(home) else ""))

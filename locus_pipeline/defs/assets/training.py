@@ -18,7 +18,7 @@ from locus_model.data.matrix import evaluations_digest
 from locus_model.markdown import escape_markdown
 from locus_model.model_config import LocusConfig
 from locus_model.training import TrainConfig
-from locus_pipeline.defs.metadata import OWNERS, home_path, training_curve_png
+from locus_pipeline.defs.metadata import OWNERS, home_path, shown_whole, training_curve_png
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 from locus_pipeline.tables import pool_evaluations, training_arrays
@@ -222,7 +222,7 @@ def locus_checkpoint(
         "checkpoint_id": saved.checkpoint_id, "trained_on_models": arrays.matrix.shape[0], "best_epoch": result.best_epoch,
         "epochs_run": len(result.history), "device": device, "torch_threads": torch_threads_used,
         "stage_seconds": dg.MetadataValue.md(stage_seconds_table(result.seconds)),
-        "router": router.describe(),  # how P(correct) blends the predictor with the query groups' table, and why
+        "router": shown_whole(router.describe()),  # how P(correct) blends the predictor with the query groups' table
         "router_groups": dg.MetadataValue.md(", ".join(escape_markdown(n) for n in router.groups.names)),
         "inference_precision": inference_precision(device),  # of the pool's embeddings and of scoring (bf16/fp32)
         **figures_metadata(figures), "training_curve": dg.MetadataValue.md(curve_md),

@@ -256,6 +256,23 @@ def test_near_duplicates_with_deterministic_embeddings():
 # ----------------------------------------------------------------------------- capability search
 
 
+def test_capability_search_ranks_by_the_distance_to_the_named_benchmarks_of_the_target():
+    # embeddings put m0 next to the synthetic set, but m1's actual accuracy on the named benchmarks is closer;
+    # m2 matches best on "law", which the target does not name; m3 has no "math" accuracy at all
+    bench = np.array(["math"] * 4 + ["law"] * 4)
+    names = ["m0", "m1", "m2", "m3"]
+    pool = np.array([[0.0], [1.0], [2.0], [0.5]])
+    acc = pd.DataFrame({"math": [0.5, 0.85, 0.2, np.nan], "law": [0.3, 0.3, 0.9, 0.3]}, index=names)
+    r = capability_search({"math": 0.9}, benchmarks=bench, embed_fn=lambda idx, y: np.zeros(1), pool_embeddings=pool,
+                          pool_names=names, pool_per_benchmark_acc=acc, k=4)
+    assert r.neighbours["model"].tolist() == ["m1", "m0", "m2", "m3"]
+    np.testing.assert_allclose(r.neighbours["target_distance"].to_numpy()[:3], [0.05, 0.4, 0.7])
+    assert np.isnan(r.neighbours["target_distance"].iloc[3])
+    assert r.neighbours["embedding_distance"].tolist() == [1.0, 0.0, 2.0, 0.5]
+    assert r.neighbours.loc[0, "law"] == 0.3  # each row carries its own model's accuracies
+    assert r.headline().startswith("closest to the target profile (given, 1 benchmarks): m1 (mean |actual - target| 0.050")
+
+
 def test_capability_search_returns_the_planted_model_first():
     rng = np.random.default_rng(0)
     n_bench, per = 3, 16
@@ -274,8 +291,8 @@ def test_capability_search_returns_the_planted_model_first():
     r = capability_search(target, benchmarks=bench_names[bench], embed_fn=embed, pool_embeddings=pool,
                           pool_names=names, pool_per_benchmark_acc=acc, n_per_benchmark=8, seed=0, k=3)
     first = r.neighbours.iloc[0]
-    assert first.model == "m3" and first.distance == pytest.approx(0.0, abs=1e-12)
-    assert first.profile_mae == pytest.approx(0.0) and first.gsm8k == 1.0
+    assert first.model == "m3" and first.embedding_distance == pytest.approx(0.0, abs=1e-12)
+    assert first.target_distance == pytest.approx(0.0) and first.gsm8k == 1.0
     assert r.realised == target and r.n_queries == {"gsm8k": 8, "mmlu": 8, "piqa": 8}
     assert len(r.table()) == 3 and "m3" in r.to_markdown()
     with pytest.raises(ValueError, match="no candidate queries for benchmark 'gpqa'"):

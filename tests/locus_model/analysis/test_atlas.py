@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 import subprocess
@@ -36,6 +37,36 @@ def _pool(m: int = 9, d: int = 6, seed: int = 0):
     return z, names, families, acc
 
 
+def _with_a_foreign_task(acc: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The pool's accuracies plus an lm-eval task only the first model answered (4 answers), and the answer counts;
+    the model of row 4 never answered piqa."""
+    acc = acc.assign(foreign_task=np.nan)
+    acc.loc[acc.index[0], "foreign_task"] = 1.0
+    acc.loc[acc.index[4], "piqa"] = np.nan
+    n = pd.DataFrame(20, index=acc.index, columns=acc.columns).where(acc.notna())
+    n.loc[acc.index[0], "foreign_task"] = 4
+    return acc, n
+
+
+def _atlas_data(page) -> dict:
+    text = page.read_text(encoding="utf-8")
+    return json.loads(text.split('<script id="atlas-data" type="application/json">', 1)[1].split("</script>", 1)[0])
+
+
+def test_the_atlas_lists_each_model_its_own_benchmarks_with_counts_and_foreign_tasks_apart(tmp_path):
+    z, names, families, acc = _pool()
+    acc, n = _with_a_foreign_task(acc)
+    data = _atlas_data(write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, per_benchmark_acc=acc,
+                                   per_benchmark_n=n, pool_benchmarks=["gsm8k", "mmlu", "piqa"]))
+    assert data["benchmarks"] == ["gsm8k", "mmlu", "piqa"]
+    assert data["accuracy"][1] == [[b, round(float(acc.loc[names[1], b]), 4), 20] for b in ("gsm8k", "mmlu", "piqa")]
+    assert [r[0] for r in data["accuracy"][4]] == ["gsm8k", "mmlu"]       # no n/a row for the benchmark it lacks
+    assert data["other"][0] == [["foreign_task", 1.0, 4]] and all(o == [] for o in data["other"][1:])
+    assert data["accuracy"][8] is None                                     # no scores at all
+    everything = _atlas_data(write_atlas(tmp_path / "all.html", embeddings=z, names=names, per_benchmark_acc=acc))
+    assert everything["accuracy"][0][-1] == ["foreign_task", 1.0, None] and everything["other"][0] == []
+
+
 def _dump_dom(chromium: str, url: str, tmp_path) -> str:
     out = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url],
                          capture_output=True, text=True, timeout=120)
@@ -46,8 +77,10 @@ def _dump_dom(chromium: str, url: str, tmp_path) -> str:
 @pytest.mark.e2e
 def test_atlas_renders_points_and_neighbours(chromium, tmp_path):
     z, names, families, acc = _pool()
-    page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, families=families,
-                       per_benchmark_acc=acc, portfolio=[names[0], names[4]], neighbours=4)
+    acc, n = _with_a_foreign_task(acc)
+    page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, families=families, per_benchmark_acc=acc,
+                       per_benchmark_n=n, pool_benchmarks=["gsm8k", "mmlu", "piqa"], portfolio=[names[0], names[4]],
+                       neighbours=4)
     chosen = 4
     d = np.linalg.norm(z - z[chosen], axis=1)
     d[chosen] = np.inf
@@ -59,8 +92,13 @@ def test_atlas_renders_points_and_neighbours(chromium, tmp_path):
     assert f'data-selected="{html.escape(names[chosen])}"' in dom
     listed = [html.unescape(n) for n in re.findall(r'<li data-model="([^"]*)"', dom)]
     assert listed == expected
-    panel = dom.split('id="benchmarks"', 1)[1]
-    assert "gsm8k" in panel and f"{acc.loc[names[chosen], 'mmlu']:.3f}" in panel
+    panel = dom.split('id="benchmarks"', 1)[1].split('id="benchmark-bars"', 1)[0]
+    assert "gsm8k" in panel and f"{acc.loc[names[chosen], 'mmlu']:.3f}</td><td>{int(n.loc[names[chosen], 'mmlu'])}<" in panel
+    assert "piqa" not in panel and "foreign_task" not in dom.split('id="benchmarks"', 1)[1]  # none for this model
+
+    dom = _dump_dom(chromium, page.resolve().as_uri() + "#model=" + urllib.parse.quote(names[0]), tmp_path)
+    own, other = dom.split('id="benchmarks"', 1)[1].split('id="other-benchmarks"', 1)
+    assert "foreign_task" not in own and "foreign_task</td><td>1.000</td><td>4<" in other
 
 
 def test_atlas_is_self_contained_and_checks_inputs(tmp_path):

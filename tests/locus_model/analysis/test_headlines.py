@@ -28,7 +28,7 @@ def test_fallback_headline() -> None:
 
 
 def test_capability_search_headline() -> None:
-    neighbours = pd.DataFrame({"rank": [1], "model": ["m"], "distance": [0.25], "profile_mae": [0.1]})
+    neighbours = pd.DataFrame({"rank": [1], "model": ["m"], "target_distance": [0.1], "embedding_distance": [0.25]})
     result = CapabilitySearch({"x": 0.5, "y": 0.9}, {"x": 0.5, "y": 0.9}, {"x": 2, "y": 10}, np.zeros(4), neighbours)
-    assert result.headline("pool median") == ("nearest to the target profile (pool median, 2 benchmarks): m "
-                                              "(distance 0.25, mean |actual - target| 0.100).")
+    assert result.headline("pool median") == ("closest to the target profile (pool median, 2 benchmarks): m "
+                                              "(mean |actual - target| 0.100, embedding distance 0.25).")

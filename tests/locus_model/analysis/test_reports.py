@@ -3,6 +3,7 @@ pipeline stores, the figures it shows; models left out for want of labels are na
 
 from __future__ import annotations
 
+import matplotlib.colors
 import numpy as np
 import pandas as pd
 import pytest
@@ -49,6 +50,27 @@ def test_the_pool_tree_is_scored_against_each_grouping_and_the_table_carries_the
     assert "family_cluster" not in unlabelled.table().columns
 
 
+def test_dendrogram_branches_take_the_family_colour_of_their_models_with_a_legend() -> None:
+    from locus_model.analysis.clustering import (MIXED_COLOUR, UNKNOWN_COLOUR, branch_colours, family_clustering,
+                                                 family_colours)
+
+    # leaves 0, 1 (family a) merge first, then 2 (b) joins them, then 3 (unknown) with 4 (unknown), then all
+    tree = np.array([[0, 1, 0.1, 2], [3, 4, 0.2, 2], [2, 5, 0.3, 3], [6, 7, 0.4, 5]], dtype=float)
+    colours = family_colours(["a", "a", "b", "", ""])
+    assert branch_colours(tree, ["a", "a", "b", "", ""], colours)[5:] == [colours["a"], UNKNOWN_COLOUR, MIXED_COLOUR,
+                                                                           MIXED_COLOUR]
+    z, _, _, names = pool()
+    families = [n.split("/")[0] for n in names[:-1]] + [""]
+    ax = family_clustering(z, names, families).figure().axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["fam0", "fam1", "fam2", "several families", "unknown family"]
+    drawn = {matplotlib.colors.to_hex(c) for coll in ax.collections for c in coll.get_colors()}
+    pool_colours = family_colours(families)
+    assert set(pool_colours.values()) | {MIXED_COLOUR} == drawn  # three tight families, joined by black branches
+    labels = {t.get_text(): matplotlib.colors.to_hex(t.get_color()) for t in ax.get_xticklabels()}
+    assert labels[names[0]] == pool_colours["fam0"] and labels[names[-1]] == UNKNOWN_COLOUR
+
+
 def test_portfolios_render_their_curves_and_say_what_has_no_parameter_count() -> None:
     z, probs, labels, names = pool()
     params = np.array([7.0, 13.0, np.nan, 70.0, 7.0, 13.0, 1.0, 3.0, 8.0])
@@ -64,7 +86,42 @@ def test_portfolios_render_their_curves_and_say_what_has_no_parameter_count() ->
     assert result.to_markdown().endswith("Left out (no held-out labels, e.g. onboarded): 1 model(s): gone.")
     unknown = portfolios(z, probs, labels, names=names, params_b=np.full(9, np.nan), n_random=0)
     assert "coverage-greedy: no parameter counts known" in unknown.headline()
+    assert "nan" not in unknown.to_markdown() and "| unknown (1 model) |" in unknown.to_markdown()
     assert "so there is no coverage-greedy curve" in unknown.to_markdown()
+
+
+def test_the_portfolios_report_names_the_members_and_the_sizes_it_knows() -> None:
+    z, probs, labels, names = pool()
+    params = np.array([7.0, 13.0, np.nan, 70.0, 7.0, 13.0, 1.0, 3.0, 8.0])
+    result = portfolios(z, probs, labels, names=names, params_b=params, n_random=2)
+    k_center = result.curves[0]
+    text = k_center.to_markdown()
+    members = k_center.portfolios[1]                                  # k = 2
+    assert k_center.params_b[1] == np.nansum(params[[names.index(m) for m in members]])
+    row = next(line for line in text.splitlines() if line.startswith("| 2 |"))
+    assert ", ".join(m.replace("|", r"\|") for m in members) in row
+    assert "nan" not in text
+    with_unknown = next(i for i, p in enumerate(k_center.portfolios) if names[2] in p)
+    assert k_center.unknown_size[with_unknown] == 1
+    assert f"{k_center.params_b[with_unknown]:g} + 1 of unknown size" in text
+    big = next(line for line in text.splitlines() if line.startswith("| 9 |"))
+    assert big.count(r"m\|") == 6 and "and 3 more" in big
+    k = k_center.smallest_matching
+    if k is not None:
+        shown = ", ".join(n.replace("|", r"\|") for n in k_center.portfolios[int(k) - 1])
+        assert f"full pool: k = {k:g}: {shown}." in text
+
+
+def test_k_center_below_a_random_single_model_says_why() -> None:
+    # the central model (the medoid, index 1) is the least accurate; the others answer everything
+    z = np.array([[0.0], [1.0], [2.0]])
+    labels = np.array([[1.0] * 4, [0.0] * 4, [1.0] * 4])
+    result = portfolios(z, labels.copy(), labels, names=["left", "centre", "right"], params_b=np.full(3, np.nan),
+                        n_random=20)
+    curve = result.curves[0]
+    assert curve.portfolios[0] == ("centre",) and curve.accuracy[0] < curve.random_accuracy[0]
+    assert "k-center starts from the most central model (the medoid" in curve.to_markdown()
+    assert "k-center starts" not in result.curves[1].to_markdown()  # k-medoids says nothing of it
 
 
 @pytest.mark.parametrize("m, max_k, first, last, n", [(24, 0, 1, 24, 24), (50, 0, 1, 50, 50), (24, 10, 1, 10, 10),

@@ -39,3 +39,26 @@ def test_headline_markdown_one_row_per_method_and_group_one_column_per_metric() 
     locus = next(line for line in lines if "locus" in line)
     assert [c.strip() for c in locus.strip("|").split("|")][2:] == ["0.7", "0.2", "0.65", "0.8"]
 
+
+
+def test_the_frontier_table_says_the_cost_shares_in_words() -> None:
+    from locus_model.evaluation.results import frontier_rows
+
+    def share(mean, low, high, missed):
+        return {"mean": mean, "ci_low": low, "ci_high": high, "not_reached": missed}
+
+    aiq = {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9}
+    result = {"frontier": {
+        "locus": {"aiq": aiq, "cost_share_at_best_single": share(None, 0.5, None, 0.6),
+                  "cost_share_at_95": share(0.3, 0.22, None, 0.12)},
+        "knn": {"aiq": aiq, "cost_share_at_best_single": share(0.9, 0.8, 1.0, 0.0),
+                "cost_share_at_95": share(None, None, None, 1.0)},
+        "mf": {"aiq": aiq, "cost_share_at_best_single": share(None, 0.9, None, 0.998),
+               "cost_share_at_95": share(0.5, 0.4, None, 0.001)}}}
+    rows = {r["router"]: r for r in frontier_rows(result)}
+    assert rows["locus"]["cost at 95% of it"] == "30% of its cost (95% CI from 22%; not reached in 12% of resamples)"
+    assert rows["locus"]["cost at best single's accuracy"] == "not reached (reached in 40% of resamples)"
+    assert rows["knn"]["cost at best single's accuracy"] == "90% of its cost (95% CI 80-100%)"
+    assert rows["knn"]["cost at 95% of it"] == "not reached"
+    assert rows["mf"]["cost at best single's accuracy"] == "not reached (reached in <1% of resamples)"
+    assert rows["mf"]["cost at 95% of it"] == "50% of its cost (95% CI from 40%; not reached in <1% of resamples)"

@@ -64,3 +64,23 @@ def test_every_column_of_embedding_geometry_has_a_description() -> None:
     table = distance_vs_disagreement(rng.normal(size=(4, 3)), labels, names=["a", "b", "c", "d"]).table()
     schema = table_schema(table, COLUMN_DOCS["embedding_geometry"])
     assert [c.name for c in schema.columns] == list(table.columns) and all(c.description for c in schema.columns)
+
+
+def test_long_text_metadata_goes_as_markdown_the_ui_shows_whole() -> None:
+    import dagster as dg
+    import pandas as pd
+
+    from locus_pipeline.defs.metadata import TEXT_SHOWN, atlas_link, shown_whole
+
+    assert shown_whole("short") == "short" and shown_whole(3) == 3
+    long = "P(correct) = sigmoid(1.00 x predictor logit + 0.50 x group-table logit -0.10), fitted on validation cells"
+    assert len(long) > TEXT_SHOWN
+    assert shown_whole(long) == dg.MetadataValue.md(long)  # nothing in it to escape
+    assert shown_whole("a|b " * 20).md_str.startswith(r"a\|b")                                   # a name stays text
+
+    class Home:
+        def read_table(self, name):
+            return pd.DataFrame({"checkpoint_id": ["other"], "mlflow_run_id": ["r"]})
+
+    link = atlas_link(Home(), None, "abc123")["atlas"]
+    assert isinstance(link, dg.MarkdownMetadataValue) and "checkpoint abc123 is not the current" in link.md_str

@@ -106,7 +106,7 @@ def test_capability_search_returns_real_models_with_accuracies(materialized):
     found = _warehouse(home, "capability_search")
     pool = set(_warehouse(home, "model_embeddings")["model"])
     assert len(found) == 5 and set(found["model"]) <= pool
-    assert found["distance"].is_monotonic_increasing
+    assert found["target_distance"].is_monotonic_increasing
     assert {"synth-gsm8k", "synth-mmlu"} <= set(found.columns)
 
 
@@ -126,12 +126,14 @@ def test_locus_search_cli(materialized, capsys):
     assert main(["search", "--target", "synth-gsm8k=0.9,synth-mmlu=0.5", "--k", "3", "--home", str(home), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["target"] == {"synth-gsm8k": 0.9, "synth-mmlu": 0.5}
-    assert len(out["neighbours"]) == 3 and {"model", "distance", "synth-gsm8k"} <= set(out["neighbours"][0])
+    assert len(out["neighbours"]) == 3 and {"model", "target_distance", "embedding_distance", "synth-gsm8k"} <= set(out["neighbours"][0])
+    gaps = [abs(n["synth-gsm8k"] - 0.9) + abs(n["synth-mmlu"] - 0.5) for n in out["neighbours"]]
+    assert gaps == sorted(gaps) and out["neighbours"][0]["target_distance"] == pytest.approx(gaps[0] / 2)
     assert main(["search", "--target", "synth-gsm8k=0.9", "--home", str(home)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["rank", "model", "distance", "profile_mae", "synth-gsm8k"]
+    assert lines[0].split() == ["rank", "model", "target_distance", "embedding_distance", "synth-gsm8k"]
     assert lines[1].split() == ["target", "(target", "profile)", "0.900"]  # the target first, beside the found models
-    assert lines[2].split()[0] == "1" and "Euclidean distance between model embeddings" in "\n".join(lines)
+    assert lines[2].split()[0] == "1" and "Ranked by target_distance" in "\n".join(lines)
     assert main(["search", "--target", "nonsense-bench=0.5", "--home", str(home)]) == 2
     assert "nonsense-bench" in capsys.readouterr().err
 
