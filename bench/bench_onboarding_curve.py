@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         labels = scores[:, fold.test]
         for name in methods:
             if name == "locus":  # the fold's trained LOCUS as it is: nothing is refitted
-                method = LocusMethod(model=fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags)), train_config=setup.train_config)
+                method = LocusMethod(router=fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags)), train_config=setup.train_config)
             else:
                 method = make_method(name, seed=args.seed + fold.index)
             method.fit(setup.encodings, budget_scores[trained], val_scores[trained])

@@ -99,8 +99,7 @@ def test_query_predictions(
     from locus_pipeline.reports import prediction_matrices, test_query_predictions as predict
 
     checkpoint = home.pool_checkpoint(model_embeddings)
-    table = predict(model_embeddings, evaluation_table, query_encodings, training_split, checkpoint.model,
-                    router=checkpoint.router)
+    table = predict(checkpoint.router.scorer(model_embeddings), evaluation_table, query_encodings, training_split)
     preds = prediction_matrices(table, model_embeddings["model"].astype(str).tolist())
     lab = preds.subset(preds.labelled)
     context.add_output_metadata({

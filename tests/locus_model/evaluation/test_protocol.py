@@ -261,18 +261,18 @@ def test_held_out_models_are_never_trained_on(monkeypatch):
 
 
 def test_locus_in_the_protocol(monkeypatch):
-    import locus_model.training as training
+    import locus_model.evaluation.methods as methods
     from locus_model.model import LocusConfig
     from locus_model.training import TrainConfig
 
     shapes = []
-    real_train = training.train_locus
+    real_train = methods.train_locus
 
     def spy_train(encodings, train_scores, val_scores, **kwargs):
         shapes.append(train_scores.shape)
         return real_train(encodings, train_scores, val_scores, **kwargs)
 
-    monkeypatch.setattr(training, "train_locus", spy_train)
+    monkeypatch.setattr(methods, "train_locus", spy_train)
     table = make_table()
     res = protocol.evaluate(
         table, unit_encodings(60), budget=20, folds=2, methods=("locus",), progress=False, n_boot=50,
