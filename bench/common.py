@@ -144,7 +144,7 @@ class ProtocolSetup:
         """The arguments evaluate() gives fit_and_predict for (fold, method): the same fit-cache key."""
         return dict(name=name, seed=self.seed + fold.index, scores=self.scores, encodings=self.encodings, fold=fold,
                     trained=self.trained, held=self.held, model_config=self.model_config,
-                    train_config=self.train_config, baseline_config=None, progress=True, router=None)
+                    train_config=self.train_config, baseline_config=None, progress=True)
 
     def anchor_sets(self, fold) -> list[tuple[np.ndarray, np.ndarray]]:
         """Every model's evaluation set on the fold's anchors, (query indices, scores) with NaN cells left out: what
