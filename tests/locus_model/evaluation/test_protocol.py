@@ -14,6 +14,7 @@ from locus_model.evaluation import bootstrap, methods, metrics, protocol, result
 from locus_model.evaluation.baselines import KNNConfig
 from locus_model.evaluation.latent import LatentConfig
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
+from tests.locus_model.tables import make_table, unit_encodings
 
 FAST_LATENT = LatentConfig(dim=8, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30)
 FAST_BASELINES = {"embedllm_mf": FAST_LATENT, "irt": LatentConfig(dim=4, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30), "knn": KNNConfig(ks=(3, 5))}
@@ -21,28 +22,6 @@ BASELINE_METHODS = ("embedllm_mf", "irt", "knn", "best_single", "oracle")
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def make_table(n_models: int = 10, n_queries: int = 60, *, seed: int = 0, split: bool = False) -> pd.DataFrame:
-    """A long table from a low-rank logistic model; benchmarks 'mmlu_a', 'mmlu_b', 'gsm8k'."""
-    rng = np.random.default_rng(seed)
-    theta, items = rng.normal(size=(n_models, 2)) * 2, rng.normal(size=(n_queries, 2))
-    p = 1 / (1 + np.exp(-(theta @ items.T)))
-    y = (rng.random(p.shape) < p).astype(float)
-    rows = []
-    for m in range(n_models):
-        for q in range(n_queries):
-            row = {"model": f"m{m:02d}", "query_id": f"q{q:03d}", "query": f"question {q}",
-                   "benchmark": ("mmlu_a", "mmlu_b", "gsm8k")[q % 3], "score": y[m, q]}
-            if split:
-                row["split"] = "train" if q < n_queries * 0.6 else ("val" if q < n_queries * 0.8 else "test")
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def unit_encodings(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
-    enc = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
-    return enc / np.linalg.norm(enc, axis=1, keepdims=True)
 
 
 # ---------------------------------------------------------------------------------------------- pieces
