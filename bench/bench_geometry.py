@@ -41,7 +41,7 @@ from locus_model.analysis import distance_vs_disagreement, family_clustering
 from locus_model.analysis import near_duplicates, resample_embeddings
 from locus_model.analysis.fallback import fallback
 from locus_model.analysis.portfolio import coverage_greedy
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 from locus_model.analysis.portfolio_curves import portfolio_curve
 from locus_model.infer import embed_evaluation_sets, predict_proba
 

@@ -29,7 +29,7 @@ import torch
 
 from bench.common import CACHE, LABELS, RESULTS, fold_locus, protocol_setup
 from locus_model.evaluation.methods import LocusMethod, make_method
-from locus_model.evaluation.metrics import score_predictions
+from locus_model.stats.metrics import score_predictions
 
 SIZES = (16, 32, 64, 128, 256, 1024)
 BASELINES = ("embedllm_mf", "irt", "knn", "best_single")

@@ -34,7 +34,7 @@ import torch
 from bench.common import REPO, load_suite
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.methods import fit_and_predict
-from locus_model.evaluation.metrics import roc_auc
+from locus_model.stats.metrics import roc_auc
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
 from locus_model.router import Router
 

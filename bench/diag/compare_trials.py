@@ -5,7 +5,7 @@ that holds across folds, which needs both on the same test queries. This script 
 fold's LOCUS of two --train-option sets from the fit cache of `bench_accuracy.py --fit-cache DIR` (same folds,
 anchors, held-out models and cache key, so a trial that bench_accuracy already ran is not retrained) and prints,
 per model group, both trials' fold means and B minus A: the difference of the fold means with a percentile bootstrap
-interval over the test queries resampled within folds (locus_model.evaluation.bootstrap.bootstrap_comparisons, as
+interval over the test queries resampled within folds (locus_model.stats.bootstrap.bootstrap_comparisons, as
 bench_accuracy's "LOCUS minus X").
 
     .venv/bin/python -m bench.diag.compare_trials --suite synthetic --budget 256 --fit-cache bench/.cache/fits \\
@@ -31,8 +31,8 @@ import numpy as np
 import torch
 
 from bench.common import BUDGETS, apply_options, cached_fit_and_predict, protocol_setup
-from locus_model.evaluation.bootstrap import bootstrap_comparisons
-from locus_model.evaluation.metrics import roc_auc, routing_accuracy
+from locus_model.stats.bootstrap import bootstrap_comparisons
+from locus_model.stats.metrics import roc_auc, routing_accuracy
 
 
 def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=None) -> tuple[np.ndarray, float]:

@@ -104,7 +104,7 @@ class KNNRouter(Baseline):
         val_q = np.flatnonzero(~np.isnan(val_scores).all(axis=0))
         if len(val_q) == 0:
             return
-        from locus_model.evaluation.metrics import brier, routing_accuracy
+        from locus_model.stats.metrics import brier, routing_accuracy
 
         rows = np.arange(self.n_fitted_models)
         best = None

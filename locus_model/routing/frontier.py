@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from locus_model.evaluation.bootstrap import resample_weights
+from locus_model.stats.bootstrap import resample_weights
 from locus_model.routing.costs import DEFAULT_OUTPUT_TOKENS, CostTable, estimate_tokens
 from locus_model.routing.errors import CostError, RoutingError
 from locus_model.routing.curves import (DEFAULT_WEIGHTS, Curve, aiq, cost_at, mix_curve, monotone_hull,
@@ -89,7 +89,7 @@ class CostFrontier:
                    f"at {share_text(self.figures['cost_share_at_95'])}."))
 
     def plot(self, path, *, cost_label: str = "mean cost per query"):
-        from locus_model.analysis._common import new_figure, save_figure
+        from locus_model.figures import new_figure, save_figure  # why: matplotlib loads only when a plot is drawn
 
         fig = new_figure(6.4, 4.4)
         ax = fig.add_subplot(1, 1, 1)
@@ -346,7 +346,7 @@ def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost 
     """Each router's non-decreasing convex hull on the test queries, the mean over the folds (from where every
     fold's hull starts), the best single model (star) and 95% of its accuracy (dotted); ``folds`` as
     :func:`evaluate_frontiers` returns them."""
-    from locus_model.analysis._common import new_figure, save_figure
+    from locus_model.figures import new_figure, save_figure  # why: matplotlib loads only when a plot is drawn
 
     fig = new_figure(9.0, 4.8)
     ax = fig.add_subplot(1, 1, 1)

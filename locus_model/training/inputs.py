@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
+from locus_model.stats.metrics import correctness_accuracy, routing_accuracy
 from locus_model.infer import default_max_tokens, distinct_queries, embed_batches, resolve_device
 from locus_model.model import Locus
 from locus_model.training.config import Stage, TrainConfig

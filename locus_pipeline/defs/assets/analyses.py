@@ -95,7 +95,7 @@ def test_query_predictions(
     """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the router's P(correct)
     from the pool embedding and group profile), label (NaN where unknown, e.g. onboarded models),
     checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
-    from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
+    from locus_model.stats.metrics import correctness_accuracy, routing_accuracy
     from locus_pipeline.reports import prediction_matrices, test_query_predictions as predict
 
     checkpoint = home.pool_checkpoint(model_embeddings)

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation import bootstrap, methods, metrics, protocol, results
+from locus_model.evaluation import methods, protocol, results
+from locus_model.stats import bootstrap, metrics
 from locus_model.evaluation.baselines import KNNConfig
 from locus_model.evaluation.latent import LatentConfig
 from locus_model.evaluation.splits import choose_held_out, kfold_splits

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.training import TrainConfig, train_locus
 from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tiny_pool):
-    from locus_model.evaluation.metrics import bce
+    from locus_model.stats.metrics import bce
 
     enc, train, val = tiny_pool
     base = dict(**{**FAST, "epochs": 6, "patience": 6, "finetune_steps": 0}, seed=5)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.query_groups import Blend
 from locus_model.training import TrainConfig, train_locus
