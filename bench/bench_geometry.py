@@ -41,7 +41,7 @@ from locus_model.analysis import distance_vs_disagreement, family_clustering
 from locus_model.analysis import near_duplicates, resample_embeddings
 from locus_model.analysis.fallback import fallback
 from locus_model.analysis.portfolio import coverage_greedy
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 from locus_model.analysis.portfolio_curves import portfolio_curve
 from locus_model.infer import embed_evaluation_sets, predict_proba
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     folds = [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]
     per_fold = []
     for fold in folds:
-        model = fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags))
+        model = fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags)).model
         z = embed_evaluation_sets(model, setup.encodings, setup.anchor_sets(fold))  # (M, d): trained and held-out models alike
         labels = setup.scores[:, fold.test]
         dd = distance_vs_disagreement(z, labels, names)

@@ -29,7 +29,7 @@ import torch
 
 from bench.common import CACHE, LABELS, RESULTS, fold_locus, protocol_setup
 from locus_model.evaluation.methods import LocusMethod, make_method
-from locus_model.evaluation.metrics import score_predictions
+from locus_model.stats.metrics import score_predictions
 
 SIZES = (16, 32, 64, 128, 256, 1024)
 BASELINES = ("embedllm_mf", "irt", "knn", "best_single")
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         labels = scores[:, fold.test]
         for name in methods:
             if name == "locus":  # the fold's trained LOCUS as it is: nothing is refitted
-                method = LocusMethod(model=fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags)), train_config=setup.train_config)
+                method = LocusMethod(router=fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags)), train_config=setup.train_config)
             else:
                 method = make_method(name, seed=args.seed + fold.index)
             method.fit(setup.encodings, budget_scores[trained], val_scores[trained])

@@ -69,13 +69,18 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
 
     rng = np.random.default_rng(2)
     names = tuple(f"org/synthetic-{m:06d}-{rng.integers(1, 70)}b" for m in range(len(z)))  # sizes: the cost proxy
-    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", model=model,
-                    names=names, sources=("pool",) * len(z), embeddings=z, costs=cost_table(names, cost_info(None, {})),
+    from locus_model.query_groups import Blend, fit_query_groups
+    from locus_model.router import Router as TrainedRouter
+
+    trained = TrainedRouter(model, fit_query_groups(enc[:1]), Blend())  # one group, the predictor alone
+    scorer = trained.scorer((z, np.zeros((len(z), 1), np.float32)))
+    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", scorer=scorer,
+                    names=names, sources=("pool",) * len(z), costs=cost_table(names, cost_info(None, {})),
                     upstreams={}, output_tokens=256, loaded_at=time.time(), served=names)
 
     class Scorer:  # predict_proba of a random encoding, as the scorer does for an encoded query
         async def score(self, snap: Snapshot, query: str) -> np.ndarray:
-            return predict_proba(snap.model, snap.embeddings, enc[rng.integers(len(enc))][None])[:, 0]
+            return predict_proba(model, z, enc[rng.integers(len(enc))][None])[:, 0]
 
     router = object.__new__(Router)
     router.config, router.metrics, router.scorer = ServeConfig(quality_weight=0.9), Metrics(), Scorer()

@@ -34,9 +34,9 @@ import torch
 from bench.common import REPO, load_suite
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.methods import fit_and_predict
-from locus_model.evaluation.metrics import roc_auc
+from locus_model.stats.metrics import roc_auc
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
-from locus_model.model import load_checkpoint
+from locus_model.router import Router
 
 ALL = ("locus_small", "locus_large", "embedllm_mf", "irt", "knn", "query_groups", "per_benchmark", "best_single")
 
@@ -60,7 +60,7 @@ def large_checkpoint(fits: Path, fold: int):
         raise SystemExit(f"{fits}: expected one locus_f{fold}_*.pt (the metabench @256 run's fold {fold} LOCUS, from "
                          f"`python -m bench.bench_accuracy --suite metabench --budgets 256 --methods locus "
                          f"--fit-cache {fits}`), found {len(found)}")
-    return load_checkpoint(found[0])[0]
+    return Router.load(found[0])[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                         if name == "locus_large":
                             if fold.index not in large:
                                 large[fold.index] = large_checkpoint(args.large_fits, fold.index)
-                            kwargs["locus_model"] = large[fold.index]
+                            kwargs["router"] = large[fold.index]
                         probs, seconds = fit_and_predict(name="locus" if name.startswith("locus") else name, **kwargs)
                         unit.setdefault("seconds", {})[name] = round(seconds, 2)
                         picked = chosen_scores(probs, labels)

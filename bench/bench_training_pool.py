@@ -86,7 +86,7 @@ def small_pools(setup, args) -> dict:
             fitted = evaluate(sub, setup.encodings, methods=SMALL_METHODS,  # LOCUS on K sets: the library's defaults
                               train_config=TrainConfig(device="cpu", seed=args.seed), model_config=setup.model_config,
                               **common)
-            reused = evaluate(sub, setup.encodings, methods=("locus", "best_single"), locus_model=pretrained, **common)
+            reused = evaluate(sub, setup.encodings, methods=("locus", "best_single"), router=pretrained, **common)
             row = {"fold": fold.index, "draw": draw, "models": sub.models,
                    **{m: _routing(fitted, m) for m in SMALL_METHODS}, "locus_pretrained": _routing(reused, "locus")}
             rows.append(row)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from locus_model.data.contract import validate_evaluations
 from locus_model.data.encoding import encode_queries
@@ -89,18 +90,18 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
     invocations add up to one k-fold result without refitting, and the trained LOCUS of each fold is kept
     (`<key>.pt`, locus_model.model.save_checkpoint) for the onboarding and geometry scripts. The tag is part of the
     key; a fit cached under one of ``reuse_tags`` (runs with another --tag, same data and configs) is read too.
-    LOCUS's cache is its checkpoint: a fold whose trained LOCUS is kept is scored by it again (its router -- query
-    groups and blend -- refitted in seconds, nothing trained), so router changes need no retraining; its test
-    probabilities are written (again) under this run's key."""
-    from locus_model.model import load_checkpoint, save_checkpoint
+    LOCUS's cache is its checkpoint: a fold whose trained router is kept is scored by it again (nothing trained or
+    fitted; a checkpoint from before the trained router, without one, is trained again); its test probabilities are
+    written (again) under this run's key."""
+    from locus_model.router import Router
 
     def run(**args):
         path = fit_path(cache, args, tag)
-        if args["name"] == "locus" and args.get("locus_model") is None:
+        if args["name"] == "locus" and args.get("router") is None:
             for other in (tag, *reuse_tags):
                 kept = fit_path(cache, args, other).with_suffix(".pt")
-                if kept.is_file():  # the router's probabilities are kept too, for the scripts that read them
-                    probs, seconds = fit_and_predict(**{**args, "locus_model": load_checkpoint(kept)[0]})
+                if kept.is_file() and "router" in torch.load(kept, weights_only=True):  # probabilities kept too
+                    probs, seconds = fit_and_predict(**{**args, "router": Router.load(kept)[0]})
                     np.savez(path, probs=probs, seconds=seconds)
                     return probs, seconds
         for other in (tag, *reuse_tags):
@@ -108,14 +109,14 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
             if found.is_file():
                 with np.load(found) as z:
                     return z["probs"], float(z["seconds"])
-        if args.get("locus_model") is not None:
+        if args.get("router") is not None:
             return fit_and_predict(**args)
         cache.mkdir(parents=True, exist_ok=True)
 
         def keep(method) -> None:  # the fold's trained LOCUS, for the onboarding and geometry scripts
             if args["name"] == "locus":
                 fold = args["fold"]
-                save_checkpoint(path.with_suffix(".pt"), method.model, fold=fold.index, anchors=fold.anchors.tolist(),
+                method.router.save(path.with_suffix(".pt"), fold=fold.index, anchors=fold.anchors.tolist(),
                                 trained=args["trained"].tolist(), held=args["held"].tolist(), seed=args["seed"])
 
         probs, seconds = fit_and_predict(**args, on_fitted=keep)
@@ -143,7 +144,7 @@ class ProtocolSetup:
         """The arguments evaluate() gives fit_and_predict for (fold, method): the same fit-cache key."""
         return dict(name=name, seed=self.seed + fold.index, scores=self.scores, encodings=self.encodings, fold=fold,
                     trained=self.trained, held=self.held, model_config=self.model_config,
-                    train_config=self.train_config, baseline_config=None, progress=True, locus_model=None)
+                    train_config=self.train_config, baseline_config=None, progress=True)
 
     def anchor_sets(self, fold) -> list[tuple[np.ndarray, np.ndarray]]:
         """Every model's evaluation set on the fold's anchors, (query indices, scores) with NaN cells left out: what
@@ -172,9 +173,9 @@ def protocol_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, ho
 
 
 def fold_locus(setup: ProtocolSetup, fold, cache: Path, tag: str = "", reuse_tags: tuple[str, ...] = ()):
-    """The LOCUS that `bench_accuracy.py --fit-cache CACHE [--tag TAG]` trained on this fold (one cached under
-    ``reuse_tags`` is taken too; trained and cached now if absent)."""
-    from locus_model.model import load_checkpoint
+    """The trained router (locus_model.router.Router) that `bench_accuracy.py --fit-cache CACHE [--tag TAG]` trained on
+    this fold (one cached under ``reuse_tags`` is taken too; trained and cached now if absent)."""
+    from locus_model.router import Router
 
     args = setup.fit_args("locus", fold)
     found = [fit_path(cache, args, t).with_suffix(".pt") for t in (tag, *reuse_tags)]
@@ -183,7 +184,7 @@ def fold_locus(setup: ProtocolSetup, fold, cache: Path, tag: str = "", reuse_tag
         cached_fit_and_predict(cache, tag)(**args)
     if not path.is_file():
         raise SystemExit(f"{path}: no checkpoint beside the cached fit; delete its .npz and run again")
-    return load_checkpoint(path)[0]
+    return Router.load(path)[0]
 
 
 def apply_options(config, options: list[str], flag: str = "--train-option"):

@@ -21,21 +21,6 @@ import torch.nn.functional as F
 MIN_ROWS = 64  # row-wise work runs on at least this many rows (see rowwise)
 
 
-def masked_softmax(scores: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
-    """Softmax over the last axis that gives masked keys weight 0 and all-masked rows all zeros.
-
-    Args:
-        scores: (..., n_keys) attention scores.
-        key_mask: (..., n_keys) bool, broadcastable to scores; True = real key. None = no masking.
-    """
-    if key_mask is None:
-        return scores.softmax(dim=-1)
-    # A finite fill (not -inf) keeps all-masked rows finite in the forward AND backward pass; the final
-    # multiplication zeroes them (exp(min - max) is already exactly 0 for masked keys in other rows).
-    filled = scores.masked_fill(~key_mask, torch.finfo(scores.dtype).min)
-    return filled.softmax(dim=-1) * key_mask
-
-
 class MAB(nn.Module):
     """Multihead attention block: MAB(X, Y) = LN(H + rFF(H)), H = LN(X + Multihead(X, Y, Y)).
 
@@ -189,4 +174,4 @@ def rowwise(fn, *xs: torch.Tensor, min_rows: int = MIN_ROWS) -> torch.Tensor:
     return fn(*padded)[:n]
 
 
-__all__ = ["MAB", "ISAB", "PMA", "masked_softmax", "rowwise", "MIN_ROWS"]
+__all__ = ["MAB", "ISAB", "PMA", "rowwise", "MIN_ROWS"]

@@ -21,22 +21,20 @@ import pandas as pd
 from locus_model.data.contract import safe_model_key
 from locus_model.data.matrix import evaluations_digests
 from locus_model.data.query_encodings import encoding_matrix, query_rows
-from locus_model.infer import embed_evaluation_sets
-from locus_model.model import Locus
 from locus_model.pool_schema import POOL_COLUMNS, routable
+from locus_model.router import Router
 
 def embed_models(
-    model: Locus,
+    router: Router,
     table: pd.DataFrame,  # long table: model, query_id, score (the evaluations to embed from)
     encodings: pd.DataFrame,  # query encodings: columns query_id, encoding (list of floats)
     *,
     checkpoint: str,
     source: str,
     device: str = "cpu",
-    router=None,  # the checkpoint's GroupRouter (locus_model.routing.query_groups), or None
 ) -> pd.DataFrame:
-    """Pool rows for every model in ``table``: one forward pass, no training; with the checkpoint's router, each
-    model's group profile too (closed form from the same evaluations and their benchmark labels)."""
+    """Pool rows for every model in ``table``: its model embedding (one forward pass of the router's set encoder, no
+    training) and its group profile (closed form from the same evaluations and their benchmark labels)."""
     phi = encoding_matrix(encodings)
     models = sorted(table["model"].astype(str).unique())
     digests = evaluations_digests(table)
@@ -48,10 +46,8 @@ def embed_models(
         counts.append(len(rows))
     # a set's embedding does not depend on the other sets of its batch (embed_evaluation_sets pads by the set's
     # own length), so re-embedding any subset of the pool reproduces its rows bit for bit
-    z = embed_evaluation_sets(model, phi, sets, device=device)  # (M, d)
-    profiles: list = [np.zeros(0, np.float32)] * len(models)
-    if router is not None:
-        profiles = list(group_profiles_of(router, table, encodings, phi))
+    z = router.embed(phi, sets, device=device)  # (M, d)
+    profiles = list(group_profiles_of(router, table, encodings, phi))
     now = pd.Timestamp.now(tz="UTC")
     return pd.DataFrame(
         {
@@ -69,9 +65,9 @@ def embed_models(
     )
 
 
-def group_profiles_of(router, table: pd.DataFrame, encodings: pd.DataFrame, phi: np.ndarray) -> np.ndarray:
+def group_profiles_of(router: Router, table: pd.DataFrame, encodings: pd.DataFrame, phi: np.ndarray) -> np.ndarray:
     """(M, G) float32 group profiles of the models of a long table (sorted by name, as embed_models' rows), from
-    their scores and the queries' benchmark labels (routing.query_groups.GroupRouter.profiles)."""
+    their scores and the queries' benchmark labels (Router.profiles)."""
     q = query_rows(encodings, table["query_id"], what="group profiles: ")
     names, m = np.unique(table["model"].astype(str).to_numpy(), return_inverse=True)
     used, cols = np.unique(q, return_inverse=True)
@@ -82,14 +78,6 @@ def group_profiles_of(router, table: pd.DataFrame, encodings: pd.DataFrame, phi:
         labels = np.empty(len(used), object)
         labels[cols] = table["benchmark"].astype(str).to_numpy()
     return router.profiles(phi[used], scores, labels).astype(np.float32)
-
-
-def pool_profiles(pool: pd.DataFrame) -> np.ndarray | None:
-    """(M, G) float32 group profiles of a pool table; None when its rows carry none (a checkpoint without router)."""
-    rows = pool["group_profile"].to_numpy() if "group_profile" in pool.columns else []
-    if len(rows) == 0 or any(len(r) == 0 for r in rows):
-        return None
-    return np.stack(rows).astype(np.float32)
 
 
 def pool_matrix(pool: pd.DataFrame) -> tuple[list[str], np.ndarray]:

@@ -22,7 +22,7 @@ POOL_SCHEMA = pa.schema([
         ("model_key", pa.string(), "safe form of the name (partition key, file names)"),
         ("embedding", pa.list_(pa.float32()), "the model embedding z_m (d float32)"),
         ("group_profile", pa.list_(pa.float32()), "the model's accuracy per query group of the checkpoint's router "
-                                                   "(smoothed; locus_model.routing.query_groups), empty without one"),
+                                                   "(smoothed; locus_model.query_groups)"),
         ("n_evaluations", pa.int64(), "evaluations the embedding was computed from"),
         ("evaluations_digest", pa.string(), "sha256 prefix of the (model, query_id, score) triples used"),
         ("checkpoint_id", pa.string(), "sha256 prefix of the checkpoint file that embedded it"),

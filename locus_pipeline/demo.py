@@ -35,20 +35,19 @@ def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_
     are chosen at each weight, then a few questions (one per benchmark) with the model chosen at each."""
     import numpy as np
 
-    from locus_model.infer import predict_proba
-    from locus_model.pool import pool_matrix
     from locus_model.routing import cost_info, cost_table, estimate_tokens, route_many
 
     pool = home.read_pool()
     pool = pool[pool["routable"]]
     checkpoint = home.pool_checkpoint(pool)
-    names, z = pool_matrix(pool)
+    scorer = checkpoint.router.scorer(pool)
+    names = list(scorer.names)
     split = home.read_table("training_split", columns=["query_id", "split"])
     table = home.read_table("evaluation_table", columns=["query_id", "query", "benchmark"]).drop_duplicates("query_id")
     test = table[table["query_id"].isin(split.loc[split["split"] == "test", "query_id"])]
     test = test.sample(min(n_queries, len(test)), random_state=seed).reset_index(drop=True)
     encodings, _ = home.encode(test, checkpoint.encoder, runtime=checkpoint.runtime)
-    probs = predict_proba(checkpoint.model, z, np.stack(encodings["encoding"].to_numpy()))  # (M, Q)
+    probs = scorer.proba(np.stack(encodings["encoding"].to_numpy()))  # (M, Q)
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
     costs = cost_table(names, cost_info(catalog))
     per_query = np.stack([costs.costs(estimate_tokens(q)) for q in test["query"]], axis=1)  # (M, Q)

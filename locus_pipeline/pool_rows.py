@@ -18,8 +18,8 @@ def training_source_rows(home: LocusHome, checkpoint, models: set[str] | None = 
     if models is not None:
         table = table[table["model"].astype(str).isin(models)]
     groups = home.read_table("model_split").set_index("model")["group"]
-    rows = embed_models(checkpoint.model, pool_evaluations(table, split), home.read_table("query_encodings"),
-                        checkpoint=checkpoint.checkpoint_id, source="training", router=checkpoint.router)
+    rows = embed_models(checkpoint.router, pool_evaluations(table, split), home.read_table("query_encodings"),
+                        checkpoint=checkpoint.checkpoint_id, source="training")
     rows.loc[rows["model"].map(groups).eq("held_out").to_numpy(), "source"] = "held_out"
     return rows
 
@@ -32,8 +32,8 @@ def onboarded_rows(home: LocusHome, checkpoint, stores: list[pd.DataFrame], trai
         return None
     evaluations = pd.concat(stores, ignore_index=True)
     encodings, _ = home.encode(evaluations, checkpoint.encoder, runtime=checkpoint.runtime)
-    return embed_models(checkpoint.model, evaluations, encodings, checkpoint=checkpoint.checkpoint_id, source="onboarded",
-                        router=checkpoint.router)
+    return embed_models(checkpoint.router, evaluations, encodings, checkpoint=checkpoint.checkpoint_id,
+                        source="onboarded")
 
 
 def embed_again(home: LocusHome, checkpoint, rows: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:

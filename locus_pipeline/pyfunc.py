@@ -24,27 +24,22 @@ class LocusPyfunc(mlflow.pyfunc.PythonModel):
     """P(correct) of (query, model) pairs, or each query's routed model."""
 
     def load_context(self, context) -> None:
-        from locus_model.model import load_checkpoint
-        from locus_model.pool import pool_matrix, pool_profiles
-        from locus_model.routing.query_groups import checkpoint_router
+        from locus_model.router import Router
 
-        self.model, extra = load_checkpoint(context.artifacts["checkpoint"])
+        router, extra = Router.load(context.artifacts["checkpoint"])
         self.encoder = str(extra["encoder"])
-        self.router = checkpoint_router(extra)
-        table = pd.read_parquet(context.artifacts["embeddings"])
-        self.names, self.embeddings = pool_matrix(table)
-        self.profiles = pool_profiles(table) if self.router is not None else None
+        self.scorer = router.scorer(pd.read_parquet(context.artifacts["embeddings"]))
+        self.names = list(self.scorer.names)
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
         from locus_model.data.encoding import encode_queries
-        from locus_model.routing.query_groups import router_proba
 
         frame = pd.DataFrame(model_input)
         if "query" not in frame.columns:
             raise ValueError(f"the input has columns {list(frame.columns)}; it needs 'query' (and optionally 'model')")
         queries = frame["query"].astype(str).tolist()
         phi = encode_queries(queries, encoder=self.encoder, progress=False)  # (Q, D)
-        probs = router_proba(self.model, self.router, self.embeddings, self.profiles, phi)  # (M, Q)
+        probs = self.scorer.proba(phi)  # (M, Q)
         cols = np.arange(len(queries))
         if "model" in frame.columns:
             index = {n: i for i, n in enumerate(self.names)}

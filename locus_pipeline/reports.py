@@ -28,8 +28,8 @@ from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
 from locus_model.data.query_encodings import encoding_matrix
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
-from locus_model.pool import pool_matrix, pool_profiles
-from locus_model.routing.query_groups import router_proba
+from locus_model.pool import pool_matrix
+from locus_model.router import PoolScorer
 from locus_pipeline.tables import pool_evaluations
 
 # ----------------------------------------------------------------------------- predictions on the test queries
@@ -44,19 +44,17 @@ def test_query_ids(split: pd.DataFrame) -> list[str]:
     return ids
 
 
-def test_query_predictions(pool: pd.DataFrame, table: pd.DataFrame, encodings: pd.DataFrame, split: pd.DataFrame,
-                        model: Locus, *, router=None, device: str = "cpu") -> pd.DataFrame:
+def test_query_predictions(scorer: PoolScorer, table: pd.DataFrame, encodings: pd.DataFrame,
+                           split: pd.DataFrame) -> pd.DataFrame:
     """Long table, one row per (pool model, test query): model, query_id, benchmark, prob, label.
 
-    prob = the router's P(correct) (locus_model.routing.query_groups.router_proba: the correctness predictor from
-    the model's pool embedding, blended with its group profile by the checkpoint's ``router``); label = its score
-    on the query from the evaluation table, NaN where it has none (every onboarded model).
+    prob = the router's P(correct) of the pool's model (``scorer``: the checkpoint's Router.scorer of the pool);
+    label = its score on the query from the evaluation table, NaN where it has none (every onboarded model).
     """
-    names, z = pool_matrix(pool)                                 # M, (M, d)
+    names = list(scorer.names)                                 # M
     qids = test_query_ids(split)
     phi = encoding_matrix(encodings, qids)                     # (Q, D)
-    profiles = pool_profiles(pool) if router is not None else None
-    probs = router_proba(model, router, z, profiles, phi, device=device)  # (M, Q)
+    probs = scorer.proba(phi)                                  # (M, Q)
     test = table[table["query_id"].astype(str).isin(set(qids))]
     labels = (test.assign(model=test["model"].astype(str), query_id=test["query_id"].astype(str))
               .pivot_table(index="model", columns="query_id", values="score", aggfunc="last")

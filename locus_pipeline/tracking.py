@@ -112,13 +112,13 @@ class TrainingRun:
 
     def log_stage_seconds(self, seconds: dict[str, float]) -> None:
         """The wall seconds of each training stage that ran (``TrainResult.seconds``) as ``seconds/<stage>``: where a
-        training's time went (the latent warm-up, the epochs, the output refit, the fine-tuning, the calibration)."""
+        training's time went (the latent warm-up, the epochs, the output refit, the fine-tuning, the router)."""
         import mlflow
 
         mlflow.log_metrics({f"seconds/{stage}": float(value) for stage, value in seconds.items()})
 
     def log_router(self, router) -> None:
-        """The checkpoint's router (locus_model.routing.query_groups.GroupRouter): its blend weights as
+        """The trained router (locus_model.router.Router): its blend weights as
         ``router/predictor_weight``, ``router/groups_weight``, ``router/bias``, its groups as ``router/groups``
         (a parameter), its description as the tag ``router``."""
         import mlflow

@@ -5,7 +5,7 @@ that holds across folds, which needs both on the same test queries. This script 
 fold's LOCUS of two --train-option sets from the fit cache of `bench_accuracy.py --fit-cache DIR` (same folds,
 anchors, held-out models and cache key, so a trial that bench_accuracy already ran is not retrained) and prints,
 per model group, both trials' fold means and B minus A: the difference of the fold means with a percentile bootstrap
-interval over the test queries resampled within folds (locus_model.evaluation.bootstrap.bootstrap_comparisons, as
+interval over the test queries resampled within folds (locus_model.stats.bootstrap.bootstrap_comparisons, as
 bench_accuracy's "LOCUS minus X").
 
     .venv/bin/python -m bench.diag.compare_trials --suite synthetic --budget 256 --fit-cache bench/.cache/fits \\
@@ -31,8 +31,8 @@ import numpy as np
 import torch
 
 from bench.common import BUDGETS, apply_options, cached_fit_and_predict, protocol_setup
-from locus_model.evaluation.bootstrap import bootstrap_comparisons
-from locus_model.evaluation.metrics import roc_auc, routing_accuracy
+from locus_model.stats.bootstrap import bootstrap_comparisons
+from locus_model.stats.metrics import roc_auc, routing_accuracy
 
 
 def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=None) -> tuple[np.ndarray, float]:
@@ -43,13 +43,12 @@ def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=No
 
 
 def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str, tag_b: str) -> dict:
-    """Both trials' (probs, seconds) on a fold when they differ only after the selected epoch (refit, fine-tuning,
-    calibration: locus_model.training.train.BRANCH_FIELDS): cached fits are read; else the warm-up and the epochs run once
+    """Both trials' (probs, seconds) on a fold when they differ only after the selected epoch (refit, fine-tuning:
+    locus_model.training.train.BRANCH_FIELDS): cached fits are read; else the warm-up and the epochs run once
     (train_branches) and each trial's fit is scored and cached under the key bench_accuracy gives it."""
     import time
 
     from locus_model.evaluation.methods import fit_and_predict
-    from locus_model.model import save_checkpoint
     from locus_model.training import train_branches
 
     from bench.common import fit_path
@@ -59,14 +58,18 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
     if not all(p.is_file() for p in paths.values()):
         t0 = time.perf_counter()
         budget, val = fold.budget_and_val(setup.scores)
-        results = train_branches(setup.encodings, budget[setup.trained], val[setup.trained],
+        labels = setup.fit_args("locus", fold)["benchmarks"]
+        if labels is not None:  # as fit_and_predict gives them: the test queries' labels unread
+            labels = np.asarray(labels).astype(str).astype(object)
+            labels[np.asarray(fold.test)] = ""
+        results = train_branches(setup.encodings, budget[setup.trained], val[setup.trained], benchmarks=labels,
                                  model_config=setup.model_config, train_configs=[config_a, config_b])
         shared = time.perf_counter() - t0
         cache.mkdir(parents=True, exist_ok=True)
         for (k, (config, _)), result in zip(trials.items(), results):
-            args = {**setup.fit_args("locus", fold), "train_config": config, "locus_model": result.model}
+            args = {**setup.fit_args("locus", fold), "train_config": config, "router": result.router}
             probs, seconds = fit_and_predict(**args)
-            save_checkpoint(paths[k].with_suffix(".pt"), result.model, fold=fold.index, anchors=fold.anchors.tolist(),
+            result.router.save(paths[k].with_suffix(".pt"), fold=fold.index, anchors=fold.anchors.tolist(),
                             trained=setup.trained.tolist(), held=setup.held.tolist(), seed=args["seed"])
             np.savez(paths[k], probs=probs, seconds=shared + seconds)
     out = {}

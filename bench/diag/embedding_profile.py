@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for f in args.folds:
         fold = setup.splits[f]
-        z = embed_evaluation_sets(fold_locus(setup, fold, args.fit_cache), setup.encodings, setup.anchor_sets(fold))
+        z = embed_evaluation_sets(fold_locus(setup, fold, args.fit_cache).model, setup.encodings, setup.anchor_sets(fold))
         truth = profile(setup.scores, bench_of, fold.test)
         accuracy = np.nanmean(setup.scores[:, fold.anchors], axis=1, keepdims=True)
         seen = profile(setup.scores, bench_of, fold.anchors)

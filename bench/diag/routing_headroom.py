@@ -36,7 +36,7 @@ import numpy as np
 
 from bench.common import CACHE, cached_fit_and_predict, fit_path, protocol_setup
 from locus_model.evaluation.baselines import KNNConfig, PerBenchmark, PerBenchmarkConfig
-from locus_model.evaluation.bootstrap import paired_bootstrap, routing_outcomes
+from locus_model.stats.bootstrap import paired_bootstrap, routing_outcomes
 from locus_model.evaluation.methods import fit_and_predict
 
 
@@ -59,7 +59,7 @@ def logistic_probs(scores: np.ndarray, encodings: np.ndarray, known_q: np.ndarra
     validation queries, as the protocol selects on the trained models' validation cells."""
     from sklearn.linear_model import LogisticRegression
 
-    from locus_model.evaluation.metrics import routing_accuracy
+    from locus_model.stats.metrics import routing_accuracy
 
     def fit(c: float, q: np.ndarray) -> np.ndarray:
         out = np.empty((len(scores), len(q)))

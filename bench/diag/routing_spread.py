@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import CACHE, LABELS, fit_path, protocol_setup
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 
 
 def spread(probs: np.ndarray, top: int) -> dict:

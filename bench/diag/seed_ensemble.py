@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import CACHE, fit_path, protocol_setup
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ import locus_model.training.epochs as epochs
 import locus_model.training.train as train
 from bench.common import apply_options, protocol_setup
 from locus_model.evaluation.methods import fit_and_predict
-from locus_model.evaluation.metrics import roc_auc, routing_accuracy
+from locus_model.stats.metrics import roc_auc, routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.training.inputs import val_logits
 

@@ -1,8 +1,5 @@
-"""Shared helpers for the downstream analyses: input checks, distances, markdown tables, PNG figures.
-
-Plots use matplotlib's object-oriented API on an Agg canvas (no pyplot, no global backend switch), so the
-library can draw inside any process, headless or not.
-"""
+"""Shared helpers for the downstream analyses: input checks, distances, markdown tables (figures:
+locus_model.figures)."""
 
 from __future__ import annotations
 
@@ -10,8 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from scipy.spatial.distance import cdist
 
 from locus_model.markdown import escape_markdown
@@ -91,24 +86,6 @@ def markdown_table(df: pd.DataFrame, *, digits: int = 4, max_rows: int | None = 
     if len(shown) < len(df):
         lines.append(f"\n({len(df) - len(shown)} more rows not shown)")
     return "\n".join(lines)
-
-
-def new_figure(width: float = 6.4, height: float = 4.8) -> Figure:
-    fig = Figure(figsize=(width, height), dpi=120)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-FIGURE_MAX_PX = 1100  # widest PNG drawn: it fits a 1,280 px window (e.g. a metadata viewer's modal) unscaled
-
-
-def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Save as PNG at the figure's dpi, lowered so the image is at most FIGURE_MAX_PX wide."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, format="png", dpi=min(fig.dpi, FIGURE_MAX_PX / fig.get_figwidth()))
-    return path
 
 
 LEFT_OUT_LISTED = 20  # models named in a report's "left out" line; the count is always complete

@@ -28,7 +28,8 @@ import plotly.graph_objects as go
 import plotly.colors as px_colors
 import plotly.io as pio
 
-from locus_model.analysis._common import check_embeddings, check_metric, check_names, new_figure, save_figure
+from locus_model.analysis._common import check_embeddings, check_metric, check_names
+from locus_model.figures import new_figure, save_figure
 from locus_model.neighbours import nearest_neighbours
 
 _SYMBOL = {False: "circle", True: "diamond"}

@@ -16,8 +16,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table,
-                                          new_figure, pairwise_distances, save_figure)
+from locus_model.analysis._common import check_embeddings, check_metric, check_names, markdown_table, pairwise_distances
+from locus_model.figures import new_figure, save_figure
 from locus_model.analysis.duplicates import EmbedFn
 from locus_model.markdown import escape_markdown
 

@@ -20,8 +20,8 @@ from scipy.cluster.hierarchy import dendrogram, fcluster, leaves_list, linkage
 from scipy.spatial.distance import pdist
 from sklearn.metrics import adjusted_rand_score
 
-from locus_model.analysis._common import (check_embeddings, check_metric, check_names, markdown_table, new_figure,
-                                          save_figure)
+from locus_model.analysis._common import check_embeddings, check_metric, check_names, markdown_table
+from locus_model.figures import new_figure, save_figure
 
 DENDROGRAM_MAX_LEAVES = 60  # leaves drawn: a larger pool's dendrogram shows its top 60 branches with their sizes
 LISTED_MODELS = 100  # the report lists every model up to this pool size, else its largest clusters

@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from locus_model.analysis._common import (check_metric, check_names, markdown_table, new_figure, pairwise_distances,
-                                          save_figure)
+from locus_model.analysis._common import check_metric, check_names, markdown_table, pairwise_distances
+from locus_model.figures import new_figure, save_figure
 from locus_model.markdown import escape_markdown
 from locus_model.neighbours import paired_distances
 

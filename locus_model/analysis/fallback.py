@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from locus_model.analysis._common import (check_embeddings, check_metric, check_names, check_probs_labels, left_out_note,
-                                          markdown_table, new_figure, pairwise_distances, save_figure)
+from locus_model.analysis._common import (check_embeddings, check_metric, check_names, check_probs_labels,
+                                        left_out_note, markdown_table, pairwise_distances)
+from locus_model.figures import new_figure, save_figure
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def fallback(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarray, *, s
     For every query with at least two labelled models: the router picks r = argmax of probs among the
     labelled models (ties: lowest index), and its substitute is the labelled model other than r nearest to r
     in embedding space (ties: lowest index). Scored on exactly those queries:
-        router accuracy   = mean label of r         (= locus_model.evaluation.metrics.routing_accuracy on these queries)
+        router accuracy   = mean label of r         (= locus_model.stats.metrics.routing_accuracy on these queries)
         fallback accuracy = mean label of the substitute
         share kept        = fallback accuracy / router accuracy.
     Baselines, same queries: a uniformly random other labelled model (mean and std over n_random draws from

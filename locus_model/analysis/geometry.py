@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from locus_model.analysis._common import (check_embeddings, check_names, left_out_note, markdown_table, new_figure,
-                                          pairwise_distances, save_figure)
+from locus_model.analysis._common import (check_embeddings, check_names, left_out_note, markdown_table,
+                                        pairwise_distances)
+from locus_model.figures import new_figure, save_figure
 
 # ----------------------------------------------------------------------------- distance vs disagreement
 

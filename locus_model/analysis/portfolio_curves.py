@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 
 from locus_model.analysis._common import (check_embeddings, check_metric, check_names, check_probs_labels,
-                                          left_out_note, markdown_table, new_figure, pairwise_distances, save_figure)
+                                        left_out_note, markdown_table, pairwise_distances)
+from locus_model.figures import new_figure, save_figure
 from locus_model.analysis.portfolio import check_k, pam_build, pam_swap, coverage_greedy, k_center
 from locus_model.data.catalog import params_for_models
 from locus_model.markdown import escape_markdown
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 
 DENSE_K = 50  # the k curves take every size up to this, then GEOMETRIC_K sizes more up to the whole pool
 GEOMETRIC_K = 20
@@ -142,7 +143,7 @@ def portfolio_curve(embeddings: np.ndarray, probs: np.ndarray, labels: np.ndarra
             `budgets_b` with `params_b`, e.g. from params_for_models).
         tolerance: a portfolio "matches" the full pool when its accuracy >= full - tolerance (0.005 = 0.5 point).
         n_random, seed: random portfolios of the same size (k methods) as a baseline, mean over n_random draws.
-    Routing among a portfolio = locus_model.evaluation.metrics.routing_accuracy on the portfolio's rows of probs/labels
+    Routing among a portfolio = locus_model.stats.metrics.routing_accuracy on the portfolio's rows of probs/labels
     (per query, the member with the highest predicted probability; with a dense label matrix every
     portfolio is scored on the same queries).
     """

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from locus_model.query_groups import SMOOTHING, fit_groups, group_proba, group_profiles, group_rates
+
 
 def check_scores(scores: np.ndarray, n_queries: int, what: str) -> np.ndarray:
     scores = np.asarray(scores, dtype=np.float32)
@@ -102,7 +104,7 @@ class KNNRouter(Baseline):
         val_q = np.flatnonzero(~np.isnan(val_scores).all(axis=0))
         if len(val_q) == 0:
             return
-        from locus_model.evaluation.metrics import brier, routing_accuracy
+        from locus_model.stats.metrics import brier, routing_accuracy
 
         rows = np.arange(self.n_fitted_models)
         best = None
@@ -179,7 +181,7 @@ class PerBenchmarkConfig:
     """The per-benchmark rule: it reads each query's benchmark label (which LOCUS never does)."""
 
     benchmarks: tuple[str, ...] = ()  # (Q,) each query's benchmark, aligned with the encodings
-    smoothing: float = 1.0  # pseudo-count pulling a model's benchmark mean toward its overall anchor mean
+    smoothing: float = SMOOTHING  # pseudo-count pulling a model's benchmark mean toward its overall anchor mean
 
 
 class PerBenchmark(Baseline):
@@ -209,8 +211,6 @@ class PerBenchmark(Baseline):
         return append_anchor_scores(self, scores)
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
-        from locus_model.routing.query_groups import group_rates
-
         self._require_fit()
         onehot = np.eye(self.labels.max() + 1, dtype=np.float32)[self.labels]  # (Q, B)
         rate = group_rates(self.scores[np.asarray(model_rows, dtype=np.int64)], onehot, self.config.smoothing)  # (M, B)
@@ -219,7 +219,7 @@ class PerBenchmark(Baseline):
 
 class QueryGroupTable(Baseline):
     """The per-benchmark rule without reading a query's label: each query's group membership is predicted from its
-    encoding (locus_model.routing.query_groups: a classifier of the training queries' benchmarks, or k-means
+    encoding (locus_model.query_groups: a classifier of the training queries' benchmarks, or k-means
     clusters when the data has none), P(correct | m, q) = m's group profile weighted by q's membership. The same
     groups and profiles are the group half of LOCUS's router (LocusMethod)."""
 
@@ -232,20 +232,15 @@ class QueryGroupTable(Baseline):
         self.groups = None
 
     def fit(self, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray | None = None) -> None:
-        from locus_model.routing.query_groups import fit_group_router
-
         self.encodings = np.asarray(encodings, dtype=np.float32)
         self.scores = check_scores(train_scores, len(self.encodings), "train_scores").copy()
         self.n_fitted_models = len(self.scores)
-        empty = np.full_like(self.scores, np.nan)
-        self.groups = fit_group_router(empty, self.encodings, self.scores, empty, self.benchmarks).groups
+        self.groups = fit_groups(self.encodings, self.scores, np.full_like(self.scores, np.nan), self.benchmarks)
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:
         return append_anchor_scores(self, scores)
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
-        from locus_model.routing.query_groups import group_proba, group_profiles
-
         encodings = self._require_fit()
         profiles = group_profiles(self.groups, encodings, self.scores[np.asarray(model_rows, dtype=np.int64)],
                                   self.benchmarks)

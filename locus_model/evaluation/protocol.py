@@ -10,7 +10,7 @@ Protocol (k-fold, any evaluation table):
 - *held-out models* (a random ``holdout_models`` fraction, the same in every fold) are never trained on:
   LOCUS embeds them from their anchor evaluations with one forward pass (``embed_evaluation_sets``), MF and
   IRT fit only their per-model vector, kNN and best-single read their anchor scores;
-- every (test query, model) pair is scored with evaluation.metrics; groups ``all``, ``in_training`` and
+- every (test query, model) pair is scored with stats.metrics; groups ``all``, ``in_training`` and
   ``held_out`` route among the models of the group; numbers are mean/std over folds, and a paired bootstrap
   over the pooled test queries gives the routing-accuracy difference of each method vs best_single, and one
   over the test queries of each fold gives LOCUS's difference from every other method on routing, correctness
@@ -97,7 +97,7 @@ def evaluate(
     jobs: int = 1,
     fold: Fold | None = None,
     held_out: Sequence[str] | None = None,
-    locus_model: Any = None,
+    router: Any = None,
     costs: Any = None,
 ) -> dict:
     """Evaluate LOCUS and the baselines on one evaluation table; returns the JSON-ready result dict.
@@ -123,8 +123,8 @@ def evaluate(
         fold: one given split of the queries (indices in EvaluationMatrix order) instead of folds: e.g. the split
             a deployed checkpoint was trained with.
         held_out: the held-out models by name, instead of drawing a ``holdout_models`` share.
-        locus_model: a trained Locus scored as it is ("locus" is not trained; its in-training models are
-            embedded from their anchor evaluations like the held-out ones): e.g. the pool's checkpoint.
+        router: a trained locus_model.router.Router scored as it is ("locus" is not trained; its in-training
+            models become pool rows from their anchor evaluations like the held-out ones): e.g. the pool's checkpoint.
         costs: a routing.CostTable of the matrix's models (e.g. cost_table(models, cost_info(models file))):
             adds "frontier", every method's quality-cost frontier on the test queries with RouterBench's AIQ and
             the cost shares at 100% / 95% of the best single model's accuracy (evaluation.summary.frontier_summary);
@@ -167,8 +167,8 @@ def evaluate(
         from locus_model.model import LocusConfig
         from locus_model.training import TrainConfig
 
-        model_config = locus_model.config if locus_model is not None else (model_config or LocusConfig(query_dim=enc.shape[1]))
-        train_config = None if locus_model is not None else (train_config or TrainConfig())
+        model_config = router.model.config if router is not None else (model_config or LocusConfig(query_dim=enc.shape[1]))
+        train_config = None if router is not None else (train_config or TrainConfig())
 
     total_folds = len(splits)
     if only_folds is not None:
@@ -191,7 +191,7 @@ def evaluate(
             name=name, seed=seed + fold.index, scores=scores, encodings=enc, fold=fold, trained=trained, held=held,
             model_config=model_config, train_config=train_config,
             baseline_config=configs.get(name), progress=progress and jobs == 1,
-            locus_model=locus_model if name == "locus" else None,
+            router=router if name == "locus" else None,
             benchmarks=np.asarray(matrix.benchmarks).astype(str) if name in ("locus", "query_groups") else None,
         )
 
@@ -227,7 +227,7 @@ def evaluate(
             "model_config": config_dict(model_config),
             "baseline_configs": {k: config_dict(v) for k, v in (baseline_configs or {}).items()},
             "held_out_model_names": [matrix.models[i] for i in held],
-            "locus_trained_here": locus_model is None,
+            "locus_trained_here": router is None,
             "extra_groups": {k: list(v) for k, v in (extra_groups or {}).items()},
             "costs": None if costs is None else {
                 "basis": costs.basis, "means": costs.basis_means, "note": costs.note,

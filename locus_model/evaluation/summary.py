@@ -9,8 +9,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from locus_model.evaluation.bootstrap import bootstrap_comparisons, paired_bootstrap, routing_outcomes
-from locus_model.evaluation.metrics import METRICS, score_predictions
+from locus_model.stats.bootstrap import bootstrap_comparisons, paired_bootstrap, routing_outcomes
+from locus_model.stats.metrics import METRICS, score_predictions
 from locus_model.evaluation.splits import Fold
 
 REFERENCE = "best_single"  # the method every other one is compared with by paired bootstrap

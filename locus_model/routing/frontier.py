@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from locus_model.evaluation.bootstrap import resample_weights
+from locus_model.stats.bootstrap import resample_weights
 from locus_model.routing.costs import DEFAULT_OUTPUT_TOKENS, CostTable, estimate_tokens
 from locus_model.routing.errors import CostError, RoutingError
 from locus_model.routing.curves import (DEFAULT_WEIGHTS, Curve, aiq, cost_at, mix_curve, monotone_hull,
@@ -89,7 +89,7 @@ class CostFrontier:
                    f"at {share_text(self.figures['cost_share_at_95'])}."))
 
     def plot(self, path, *, cost_label: str = "mean cost per query"):
-        from locus_model.analysis._common import new_figure, save_figure
+        from locus_model.figures import new_figure, save_figure  # why: matplotlib loads only when a plot is drawn
 
         fig = new_figure(6.4, 4.4)
         ax = fig.add_subplot(1, 1, 1)
@@ -309,7 +309,7 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
             anchors among the models of known cost), the weak one the cheapest (the better on the anchors among
             equally cheap ones).
         n_boot, seed, level: the paired bootstrap: every router on the same resamples of each fold's queries
-            (evaluation.bootstrap.resample_weights); each draw pools the folds' resamples as pooled_figures does
+            (stats.bootstrap.resample_weights); each draw pools the folds' resamples as pooled_figures does
             (AIQ: the folds' mean; a cost share: read from the fold-mean hull, the curve plot_frontiers draws).
 
     Each fold keeps the test queries on which the strong and the weak model are labelled. Returns {"methods":
@@ -394,14 +394,14 @@ def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost 
     share of the best single model's cost, the best single model (star, at 100%), 95% of its accuracy (dotted) and where LOCUS reaches it; ``folds`` as
     :func:`evaluate_frontiers` returns them. The y-axis spans the routers' curves but the oracle's: an oracle far
     above them would flatten them, so its level is written under the top edge, beside an up arrow, instead."""
-    from locus_model.analysis._common import save_figure
+    from locus_model.figures import save_figure  # why: matplotlib loads only when a plot is drawn
 
     return save_figure(frontiers_figure(folds, cost_label=cost_label), path)
 
 
 def frontiers_figure(folds: Sequence[dict], *, cost_label: str = "mean cost per query"):
     """The matplotlib Figure plot_frontiers saves."""
-    from locus_model.analysis._common import new_figure
+    from locus_model.figures import new_figure  # why: matplotlib loads only when a plot is drawn
 
     fig = new_figure(9.0, 4.8)
     ax = fig.add_subplot(1, 1, 1)

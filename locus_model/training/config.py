@@ -13,7 +13,8 @@ from typing import Callable
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train LOCUS: epochs and batches, encoder-subset sizes, query noise, EMA, checkpoint selection,
-    the latent warm-up, the output refit, the predictor fine-tuning and the calibration.
+    the latent warm-up, the output refit and the predictor fine-tuning (the router's query groups and blend read no
+    field).
 
     The defaults are the best setting of 5-fold sweeps (docs/experiments.md says how each was chosen); the config
     holds defaults only, trials that did not become one leave it. Query noise is relative: noise_* is the ratio
@@ -80,23 +81,14 @@ class TrainConfig:
     latent_weight: float = 1.0
     """Weight of the encoder's squared error to the model's latent vector, relative to the latents' total variance,
     beside the BCE through the frozen predictor."""
-    refit_output: bool = True
-    """True (with the warm-up; without it nothing is refitted): after the epochs, the encoder's output layer is
-    solved by ridge regression from the pooled features of every training model, embedded from all its train cells
-    without noise (as at test time), onto its warm-up latent; the ridge strength (refit_alphas) or no change is
-    chosen by val BCE. It closes the part of the encoder's amortisation gap (trained on noisy subsets, tested on
-    whole sets) that is linear in the pooled features; embedding stays one forward pass
-    (locus_model.training.refit). Pools of fewer than 2 (d + 1) training models (258 at d=128) are left as trained.
-    On metabench, five folds against off: @128 held-out routing +1.9 [+0.9, +2.8], AUC +0.2 [+0.0, +0.3]; @256
-    routing +1.1 [-0.2, +2.3]."""
     refit_alphas: tuple[float, ...] = (0.01, 0.1, 1.0)
-    """Ridge strengths of that refit, relative to the mean eigenvalue of the features' Gram matrix."""
+    """After the epochs (with the warm-up), the encoder's output layer is solved by ridge regression from the pooled
+    features of every training model, embedded from all its train cells without noise (as at test time), onto its
+    warm-up latent (locus_model.training.refit; pools of fewer than 2 (d + 1) training models are left as
+    trained); these are the ridge strengths tried, relative to the mean eigenvalue of the features' Gram matrix, and
+    val BCE chooses one or no change."""
     patience: int = 120
     """Stop after this many epochs without a better validation checkpoint. Paper: 500."""
-    select_on: str = "loss"
-    """The validation figure that picks the kept epoch: "loss" = val BCE over every (model, val query) cell (ties:
-    higher routing accuracy); "routing" = routing accuracy (ties: lower val BCE), a hit rate over the few val
-    queries that swings by a query between epochs."""
     select_from_epoch: int = 10
     """Epochs before this one are never kept (nor counted by patience); clipped to epochs - 1: on small validation
     sets an almost untrained epoch can win on a couple of queries."""
@@ -126,10 +118,6 @@ class TrainConfig:
     thread) a fold went from 1,514-2,400 s to 674-844 s at 512 anchors and from 1,111-2,367 s to 585-769 s at 256;
     five folds against no cap: AUC unchanged, routing -0.4 [-1.1, +0.4] @256, -0.8 [-1.9, +0.2] @512 (held-out
     models -1.0 [-1.9, -0.2]). Pools and budgets under the cap are unchanged; 1_000_000 = the behaviour before it."""
-    calibration: str = "platt"
-    """After training, fit on the validation cells (minimum val BCE) and store in the model: "temperature" =
-    logit / T; "platt" = logit / T + b; "none". Same increasing map for every model, so routing is unchanged;
-    "temperature" keeps every P > 0.5 decision, "platt" may move them."""
 
     def __post_init__(self) -> None:
         for name in ("finetune_noise", "latent_noise", "refit_alphas"):
@@ -158,10 +146,6 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
         if self.noise_start < 0 or self.noise_end < 0:
             raise ValueError("TrainConfig: noise_start and noise_end are ratios and must be >= 0.")
-        if self.select_on not in ("routing", "loss"):
-            raise ValueError(f"TrainConfig: select_on={self.select_on!r}; use 'routing' or 'loss'.")
-        if self.calibration not in ("none", "temperature", "platt"):
-            raise ValueError(f"TrainConfig: calibration={self.calibration!r}; use 'none', 'temperature' or 'platt'.")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ValueError(f"TrainConfig: ema_decay={self.ema_decay} must be in [0, 1) (0 = off).")
 

@@ -20,7 +20,7 @@ from locus_model.training.inputs import Inputs, Latents, Selected, Validation, p
 EPOCHS = Stage("epochs", frozenset({
     "epochs", "max_steps", "epoch_models", "batch_models", "draws", "enc_min", "enc_max", "dec_batch", "lr_encoder",
     "lr_predictor", "weight_decay", "grad_clip", "noise_start", "noise_end", "noise_anneal_epochs", "latent_weight",
-    "patience", "select_on", "select_from_epoch", "ema_decay"}))
+    "patience", "select_from_epoch", "ema_decay"}))
 
 
 def _draw_sets(
@@ -147,7 +147,7 @@ def train_epochs(net: Locus, data: Inputs, val: Validation, latents: Latents | N
                "val_correctness_acc": val_correct, "noise": ratio, "seconds": time.perf_counter() - t0}
         best.history.append(row)
         if epoch >= first_eligible:
-            best.consider(row, model, cfg.select_on)
+            best.consider(row, model)
         if on_epoch is not None:
             on_epoch(dict(row))
         bar.set_postfix(loss=f"{train_loss:.4f}", val_route=f"{val_routing:.4f}", best=best.epoch)

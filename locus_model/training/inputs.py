@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
+from locus_model.stats.metrics import correctness_accuracy, routing_accuracy
 from locus_model.infer import default_max_tokens, distinct_queries, embed_batches, resolve_device
 from locus_model.model import Locus
 from locus_model.training.config import Stage, TrainConfig
@@ -83,8 +83,8 @@ class Validation:
 
 @dataclass
 class Selected:
-    """The epochs run and the one kept: the best by select_on ("loss": lowest val BCE, ties: higher routing;
-    "routing": highest routing accuracy, ties: lower val BCE)."""
+    """The epochs run and the one kept: the lowest val BCE over every (model, val query) cell (ties: higher routing
+    accuracy)."""
 
     history: list[dict] = field(default_factory=list)
     epoch: int = -1
@@ -92,10 +92,9 @@ class Selected:
     state: dict | None = None
     key: tuple[float, float] | None = None
 
-    def consider(self, row: dict, model: Locus, select_on: str) -> None:
-        """Keep ``row``'s epoch (already in history) if it is the best so far by select_on (TrainConfig.select_on:
-        the one source of the rule's default)."""
-        key = (row["val_routing_acc"], -row["val_loss"]) if select_on == "routing" else (-row["val_loss"], row["val_routing_acc"])
+    def consider(self, row: dict, model: Locus) -> None:
+        """Keep ``row``'s epoch (already in history) if it is the best so far."""
+        key = (-row["val_loss"], row["val_routing_acc"])
         if self.key is None or key > self.key:
             self.key, self.epoch, self.metrics = key, row["epoch"], dict(row)
             self.state = copy.deepcopy(model.state_dict())

@@ -1,4 +1,4 @@
-"""The output refit of the set encoder (TrainConfig.refit_output), after the epochs and before the predictor
+"""The output refit of the set encoder (TrainConfig.refit_alphas), after the epochs and before the predictor
 fine-tuning: its last linear layer is solved by ridge regression from the pooled set features of every training
 model, embedded as at test time (all its train cells, no query noise), onto that model's latent vector from the warm-up.
 
@@ -17,7 +17,7 @@ from locus_model.model import Locus
 from locus_model.training.config import Stage, TrainConfig
 from locus_model.training.inputs import Inputs, Latents, Validation, embed_sets, validate
 
-OUTPUT_REFIT = Stage("output_refit", frozenset({"refit_output", "refit_alphas"}), on=lambda cfg: cfg.refit_output)
+OUTPUT_REFIT = Stage("output_refit", frozenset({"refit_alphas"}))
 
 MODELS_PER_WEIGHT = 2  # the refit runs only with at least this many training models per weight of one output (d + 1):
 #   with fewer, least squares can match every training model's latent and say nothing of a new model's (MMLU-Pro's 23,

@@ -4,20 +4,21 @@ Each step takes a mini-batch of models. For every model an encoder subset S_enc 
 [enc_min, enc_max] is drawn from its train cells (training on varying sizes is what lets the encoder work
 at any n later) and an independent decoder batch S_dec of dec_batch train cells supplies the targets.
 Gaussian noise is added to the query encodings of both. Early stopping watches the validation figure of
-TrainConfig.select_on (val BCE by default; or routing accuracy, val BCE breaking ties) and the best state is
-kept; by default a Platt scaling of its logits (logit / T + b, one T and b for all pairs) is then fitted on the
-validation cells and stored in the model.
+val BCE (higher routing accuracy breaking ties) and the best state is kept. The last stage makes the trained router
+(locus_model.router): the query groups and the blend of the predictor with the group table, fitted on the
+validation cells -- the one calibration of P(correct).
 
 This module is the order of the stages; each lives in its own module of locus_model.training and declares the
 TrainConfig fields it reads (a Stage): the inputs (inputs), the latent warm-up (predictor), the end-to-end epochs
 (epochs), then, from the kept epoch, the encoder's output refit (refit), the predictor fine-tuning (predictor) and the
-calibration (calibration). A stage takes its inputs and returns what it makes; the model it is given is the one it
+router (locus_model.router.fit_router). A stage takes its inputs and returns what it makes; the model it is given is the one it
 trains.
 """
 
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from locus_model.model import Locus, LocusConfig
-from locus_model.training.calibration import CALIBRATION, calibrate
+from locus_model.router import Router, fit_router
 from locus_model.training.config import Stage, TrainConfig
 from locus_model.training.epochs import EPOCHS, train_epochs
 from locus_model.training.inputs import INPUTS, prepare_inputs
@@ -34,13 +35,16 @@ from locus_model.training.predictor import LATENT_WARMUP, PREDICTOR_FINETUNING, 
 from locus_model.training.refit import OUTPUT_REFIT, refit_output
 
 
+ROUTER = Stage("router", frozenset())  # the query groups and the blend (locus_model.router.fit_router): no field
+
+
 @dataclass
 class TrainResult:
-    model: Locus  # best validation state, on CPU, eval mode
+    router: Router  # the trained router: the best validation state (on CPU, eval mode), its groups and blend
+    embeddings: np.ndarray  # (M, d) the in-training models' embeddings from all their train cells (the router's)
     history: list[dict] = field(default_factory=list)  # one dict per epoch (as passed to on_epoch)
     best_epoch: int = -1  # epoch of the kept state
     best_metrics: dict = field(default_factory=dict)  # that epoch's dict
-    calibration: dict = field(default_factory=dict)  # {"temperature", "logit_bias"} fitted on val; {} if none
     finetune: dict = field(default_factory=dict)  # the predictor fine-tuning that was kept: {"noise", "step" (kept),
     #   "steps_run", "val_loss_before", "val_loss_after", "val_routing_acc"} (val embeddings from all train cells),
     #   plus "val_loss_at_noise_<ratio>" for every ratio tried; {} if off. best_metrics stay those of the
@@ -52,9 +56,14 @@ class TrainResult:
     seconds: dict = field(default_factory=dict)  # wall seconds of each stage that ran, in STAGES order (of
     #   train_branches: the shared warm-up and epochs, then this branch's own stages)
 
+    @property
+    def model(self) -> Locus:
+        """The set encoder + correctness predictor of the router."""
+        return self.router.model
+
 
 SHARED_STAGES = (INPUTS, LATENT_WARMUP, EPOCHS)  # up to the kept epoch: run once by train_branches
-BRANCH_STAGES = (OUTPUT_REFIT, PREDICTOR_FINETUNING, CALIBRATION)  # from the kept epoch: run once per branch
+BRANCH_STAGES = (OUTPUT_REFIT, PREDICTOR_FINETUNING, ROUTER)  # from the kept epoch: run once per branch
 STAGES = tuple(s.name for s in (LATENT_WARMUP, EPOCHS, *BRANCH_STAGES))  # TrainResult.seconds' keys
 # the fields branches of train_branches may differ in: read after the selection and by no shared stage (derived from
 # the stages' declarations, so a field a shared stage reads -- finetune_patience: the warm-up's patience too -- is not)
@@ -69,19 +78,21 @@ def train_locus(
     *,
     model_config: LocusConfig,
     train_config: TrainConfig,
+    benchmarks: np.ndarray | None = None,  # (Q,) query labels for the query groups, "" where unread, or None
     on_epoch: Callable[[dict], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
     progress: bool = True,
 ) -> TrainResult:
-    """Train LOCUS; returns the state with the best validation figure (TrainConfig.select_on: val BCE, or routing
-    accuracy with val BCE breaking ties), after the encoder's output refit (when on), the predictor fine-tuning and
-    the calibration.
+    """Train LOCUS; returns the trained router: the state with the lowest val BCE, after the encoder's output refit
+    (when on) and the predictor fine-tuning, with its query groups and blend (the router stage).
 
     Validation embeds each model from its train cells (at most val_set_max, a fixed subset) and scores its
     val cells. on_epoch receives {epoch, train_loss, val_loss, val_routing_acc, val_correctness_acc, noise,
-    seconds} after every epoch. Seeds torch inside a forked RNG, so the caller's global RNG is untouched.
+    seconds} after every epoch; on_stage a line when each later stage starts and ends (without it, progress prints
+    them). Seeds torch inside a forked RNG, so the caller's global RNG is untouched.
     """
-    return train_branches(encodings, train_scores, val_scores, model_config=model_config,
-                          train_configs=[train_config], on_epoch=on_epoch, progress=progress)[0]
+    return train_branches(encodings, train_scores, val_scores, model_config=model_config, benchmarks=benchmarks,
+                          train_configs=[train_config], on_epoch=on_epoch, on_stage=on_stage, progress=progress)[0]
 
 
 def train_branches(
@@ -91,7 +102,9 @@ def train_branches(
     *,
     model_config: LocusConfig,
     train_configs: list[TrainConfig],
+    benchmarks: np.ndarray | None = None,
     on_epoch: Callable[[dict], None] | None = None,
+    on_stage: Callable[[str], None] | None = None,
     progress: bool = True,
 ) -> list[TrainResult]:
     """train_locus for each of train_configs, which differ only in BRANCH_FIELDS: the inputs, the warm-up and the
@@ -106,14 +119,15 @@ def train_branches(
                              f"{sorted(BRANCH_FIELDS)} may differ between branches (train them apart otherwise).")
     data, val, train_np = prepare_inputs(encodings, train_scores, val_scores, model_config.query_dim, cfg)
     device = data.enc.device
+    say = on_stage or (_print if progress else _silent)
     results = []
     with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
         torch.manual_seed(cfg.seed)  # init and dropout
         net = Locus(model_config).to(device)  # the weights the optimiser moves
         shared: dict[str, float] = {}
-        latent, latents = _timed(shared, LATENT_WARMUP, cfg, fit_latents, net, data, train_np, val) or ({}, None)
-        best, model = _timed(shared, EPOCHS, cfg, lambda c: train_epochs(net, data, val, latents, c,
-                                                                          on_epoch=on_epoch, progress=progress))
+        latent, latents = _timed(say, shared, LATENT_WARMUP, cfg, fit_latents, net, data, train_np, val) or ({}, None)
+        best, model = _timed(say, shared, EPOCHS, cfg, lambda c: train_epochs(net, data, val, latents, c,
+                                                                               on_epoch=on_epoch, progress=progress))
         cuda = device.type == "cuda"
         states = (torch.get_rng_state(), data.gen.get_state(), copy.deepcopy(data.rng.bit_generator.state),
                   torch.cuda.get_rng_state(device) if cuda else None)
@@ -126,22 +140,39 @@ def train_branches(
             kept = copy.deepcopy(model) if len(train_configs) > 1 else model
             kept.load_state_dict(best.state)
             seconds = dict(shared)
-            refit = _timed(seconds, OUTPUT_REFIT, branch, refit_output, kept, train_np, data, val, latents) or {}
-            finetune = _timed(seconds, PREDICTOR_FINETUNING, branch, finetune_predictor, kept, train_np, data,
+            refit = _timed(say, seconds, OUTPUT_REFIT, branch, refit_output, kept, train_np, data, val, latents) or {}
+            finetune = _timed(say, seconds, PREDICTOR_FINETUNING, branch, finetune_predictor, kept, train_np, data,
                               val) or {}
-            calibration = _timed(seconds, CALIBRATION, branch, calibrate, kept, data.enc, val) or {}
-            kept.cpu().eval()
-            results.append(TrainResult(model=kept, history=best.history, best_epoch=best.epoch,
-                                       best_metrics=best.metrics, calibration=calibration, finetune=finetune,
+            kept.eval()
+            router, embeddings = _timed(say, seconds, ROUTER, branch, lambda c: fit_router(
+                kept, encodings, train_np, val_scores, benchmarks, device=str(device)))
+            router.model.cpu()
+            results.append(TrainResult(router=router, embeddings=embeddings, history=best.history,
+                                       best_epoch=best.epoch, best_metrics=best.metrics, finetune=finetune,
                                        latent=latent, refit=refit, seconds=seconds))
     return results
 
 
-def _timed(seconds: dict[str, float], stage: Stage, cfg: TrainConfig, run: Callable[..., Any], *args) -> Any:
-    """run(*args, cfg) when cfg turns the stage on, its wall seconds into seconds[stage.name]; None when off."""
+def _timed(say: Callable[[str], None], seconds: dict[str, float], stage: Stage, cfg: TrainConfig,
+           run: Callable[..., Any], *args) -> Any:
+    """run(*args, cfg) when cfg turns the stage on, its wall seconds into seconds[stage.name]; None when off. Says
+    when a stage after the epochs starts and ends (the epochs report themselves)."""
     if not stage.on(cfg):
         return None
+    talk = stage.name != EPOCHS.name
+    if talk:
+        say(f"LOCUS training: {stage.name} ...")
     clock = time.perf_counter()
     out = run(*args, cfg)
     seconds[stage.name] = time.perf_counter() - clock
+    if talk:
+        say(f"LOCUS training: {stage.name} done in {seconds[stage.name]:.1f} s")
     return out
+
+
+def _print(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _silent(line: str) -> None:
+    pass

@@ -7,7 +7,6 @@ from pathlib import Path
 import dagster as dg
 import pandas as pd
 
-from locus_model.training import TrainConfig
 
 OWNERS = ["team:locus"]
 
@@ -21,8 +20,7 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "evaluations_digest": ("string", "sha256 of the evaluations it was trained on"),
         "mlflow_run_id": ("string", "the MLflow run that trained it"),
         "model_version": ("string", "its version of the registered model `locus`"),
-        "best_epoch": ("int", "the selected epoch: the best by the training config's select_on (default "
-                              f"{TrainConfig.select_on!r}, TrainConfig.select_on says what each rule keeps)"),
+        "best_epoch": ("int", "the selected epoch: the lowest validation BCE (ties: higher routing accuracy)"),
         "best_metrics": ("json", "validation figures at the selected epoch, before the predictor fine-tuning"),
         "kept_metrics": ("json", "the saved checkpoint's figures (after the fine-tuning): the metadata floats and MLflow selected/..."),
         "device": ("string", "torch device it was trained on"),

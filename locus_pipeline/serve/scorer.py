@@ -69,9 +69,7 @@ class Scorer:
         return np.stack([found[t] for t in texts])
 
     def _score_group(self, snap: Snapshot, texts: list[str]) -> np.ndarray:  # (M, B)
-        from locus_model.routing.query_groups import router_proba
-
-        return router_proba(snap.model, snap.router, snap.embeddings, snap.profiles, self.encode(snap, texts))
+        return snap.scorer.proba(self.encode(snap, texts))
 
     def _score_batch(self, items: list[tuple[Snapshot, str]]) -> list[np.ndarray | BaseException]:
         """Each item's (M,) probabilities, or the exception that item alone raised."""

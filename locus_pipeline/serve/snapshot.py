@@ -33,10 +33,9 @@ class Snapshot:
     checkpoint_id: str
     encoder: str
     runtime: str  # the encoder runtime (locus_model.data.encoders.RUNTIMES)
-    model: Any  # locus_model.model.Locus (eval mode; only read)
+    scorer: Any  # locus_model.router.PoolScorer: the checkpoint's trained router with the pool's rows (only read)
     names: tuple[str, ...]
     sources: tuple[str, ...]
-    embeddings: np.ndarray  # (M, d)
     costs: CostTable
     upstreams: Mapping[str, Upstream]  # pool models with an upstream
     output_tokens: int
@@ -48,8 +47,10 @@ class Snapshot:
     portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
     portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
     dry_run: bool = False  # asked for (--dry-run): chat calls answer with the decision, never forwarded
-    router: Any = None  # the checkpoint's GroupRouter (locus_model.routing.query_groups); None: the predictor alone
-    profiles: np.ndarray | None = None  # (M, G) the models' group profiles (with a router)
+
+    @property
+    def embeddings(self) -> np.ndarray:  # (M, d) the pool's model embeddings (the fallback chains' distances)
+        return self.scorer.embeddings
 
     # computed once per snapshot (a pool of 100,000 models: tens of ms each, too much for every request)
     @cached_property
@@ -78,7 +79,6 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     portfolio of the portfolios table served as the candidate set (read again with each pool). ``dry_run``: chat
     calls answer with the decision only."""
     from locus_model.data.encoders import resolve_runtime
-    from locus_model.pool import pool_matrix, pool_profiles
 
     for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version
         key = pool_key(home.pool_path)
@@ -90,7 +90,8 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     if len(pool) == 0:
         raise StorageError(f"the pool {home.pool_path} is empty. How to fix: materialize model_embeddings")
     checkpoint = home.pool_checkpoint(pool)
-    names, z = pool_matrix(pool)
+    scorer = checkpoint.router.scorer(pool)
+    names = list(scorer.names)
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
     portfolio_key = pool_key(home.table_path("portfolios")) if portfolio else None  # before it is read
     members = read_portfolio(home, portfolio) if portfolio else tuple(names)
@@ -104,9 +105,8 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
         raise StorageError(f"--portfolio {portfolio}: none of its {len(members)} models is in the pool "
                            f"{home.pool_path} (a pool rebuilt since?). How to fix: re-materialize the portfolios asset")
     return Snapshot(key=key, checkpoint_id=checkpoint.checkpoint_id, encoder=checkpoint.encoder,
-                    runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), model=checkpoint.model,
-                    names=tuple(names), sources=tuple(pool["source"].astype(str)), embeddings=z,
-                    profiles=pool_profiles(pool) if checkpoint.router is not None else None, router=checkpoint.router,
+                    runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), scorer=scorer,
+                    names=tuple(names), sources=tuple(pool["source"].astype(str)),
                     costs=cost_table(names, cost_info(catalog, config.costs)),
                     upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
                     output_tokens=config.output_tokens, loaded_at=time.time(), portfolio=portfolio, served=served,

@@ -23,13 +23,17 @@ class CheckpointRecord:
 
 @dataclass(frozen=True)
 class PoolCheckpoint:
-    """A checkpoint loaded for embedding: the model, its id and its sentence encoder."""
+    """A loaded checkpoint: the trained router, its id and its sentence encoder."""
 
-    model: object  # locus_model.model.Locus
+    router: Any  # locus_model.router.Router
     checkpoint_id: str
     encoder: str
     runtime: str = "torch"  # the encoder runtime its training encodings came from (older checkpoints: torch)
-    router: object = None  # locus_model.routing.query_groups.GroupRouter (None: the predictor alone)
+
+    @property
+    def model(self) -> Any:
+        """The router's set encoder + correctness predictor (locus_model.model.Locus)."""
+        return self.router.model
 
 
 @dataclass(frozen=True)
@@ -44,9 +48,9 @@ class SavedCheckpoint:
 
 @lru_cache(maxsize=4)
 def _load_checkpoint(path: str, mtime_ns: int):
-    from locus_model.model import load_checkpoint
+    from locus_model.router import Router
 
-    return load_checkpoint(path)
+    return Router.load(path)
 
 
 class Checkpoints:
@@ -96,11 +100,8 @@ class Checkpoints:
             raise StorageError(f"checkpoint {checkpoint_id} is not at {path}. How to fix: materialize "
                                "locus_checkpoint, then model_embeddings (the pool is re-embedded with the new one)")
         local = self._cached_checkpoint(checkpoint_id) if is_remote(path) else path
-        model, extra = _load_checkpoint(str(local), local.stat().st_mtime_ns)
+        router, extra = _load_checkpoint(str(local), local.stat().st_mtime_ns)
         encoder = str(extra.get("encoder", ""))
         if not encoder:
             raise StorageError(f"checkpoint {path} does not name its sentence encoder. How to fix: materialize locus_checkpoint")
-        from locus_model.routing.query_groups import checkpoint_router
-
-        return PoolCheckpoint(model, checkpoint_id, encoder, str(extra.get("encoder_runtime", "torch")),
-                              checkpoint_router(extra))
+        return PoolCheckpoint(router, checkpoint_id, encoder, str(extra.get("encoder_runtime", "torch")))

@@ -10,7 +10,7 @@ import pytest
 import locus_model.evaluation.protocol as protocol
 from bench.common import cached_fit_and_predict
 from bench.bench_onboarding_curve import onboarding_scores
-from tests.locus_model.evaluation.test_protocol import make_table
+from tests.locus_model.tables import make_table
 
 METHODS = ("knn", "best_single", "oracle")  # no training: the test stays fast
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from locus_model.cli import build_parser, main
+from tests.locus_model.tables import write_table
 
 
 @pytest.fixture(autouse=True)
@@ -19,21 +20,6 @@ def isolated_home(tmp_path, monkeypatch):
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
-
-
-def write_table(path, *, n_models: int = 8, n_queries: int = 50, split: bool = False):
-    rng = np.random.default_rng(0)
-    ability = np.linspace(-1.5, 1.5, n_models)
-    difficulty = rng.normal(size=n_queries)
-    y = (rng.random((n_models, n_queries)) < 1 / (1 + np.exp(-(ability[:, None] - difficulty)))).astype(int)
-    rows = [
-        {"model": f"org/model {m}", "query_id": f"q{q}", "query": f"what is {q} plus {q % 7}?",
-         "benchmark": ("arith", "logic")[q % 2], "score": y[m, q],
-         **({"split": "train" if q < 30 else ("val" if q < 40 else "test")} if split else {})}
-        for m in range(n_models) for q in range(n_queries)
-    ]
-    pd.DataFrame(rows).to_csv(path, index=False)
-    return path
 
 
 def run_evaluate(tmp_path, table, *extra):
@@ -180,18 +166,15 @@ def test_evaluate_reports_a_corrupt_file_in_one_line(tmp_path, capsys):
 
 
 def test_evaluate_checks_its_arguments_before_importing_torch(tmp_path):
-    """A wrong path fails within the interpreter's start-up time, not after importing torch (seconds)."""
+    """A wrong path fails before torch is imported (the child asserts it), not after seconds of imports."""
     import subprocess
     import sys
-    import time
 
     code = ("import sys; from locus_model.cli import main; rc = main(sys.argv[1:]); "
             "assert 'torch' not in sys.modules, 'torch was imported'; raise SystemExit(rc)")
-    start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, "evaluate", "--evaluations", str(tmp_path / "missing.csv"),
                            "--out", str(tmp_path / "r.json")], capture_output=True, text=True)
     assert done.returncode == 2 and "no such file or folder" in done.stderr, done.stderr
-    assert time.perf_counter() - start < 10
     done = subprocess.run([sys.executable, "-c", code, "evaluate", "--evaluations", str(tmp_path),
                            "--out", str(tmp_path / "nowhere" / "r.json")], capture_output=True, text=True)
     assert done.returncode == 2 and "does not exist" in done.stderr, done.stderr

@@ -75,3 +75,68 @@ def test_no_import_cycle(package: str) -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+# The library's package order, lowest first: a module may import only packages of its own rank or below (so no
+# package cycle can hide behind a function-local import). Shared statistics and figures sit below everything that
+# scores, trains or routes.
+ORDER = (
+    ("markdown", "model_config", "modules", "neighbours", "stats", "figures"),
+    ("data",),
+    ("model",),
+    ("infer",),
+    ("query_groups",),
+    ("router",),  # the trained router: training's product
+    ("training",),
+    ("pool_schema", "pool", "onboarding"),
+    ("routing",),  # the cost-aware route, its curves and frontiers
+    ("evaluation",),
+    ("analysis",),
+    ("cli",),
+)
+RANK = {name: rank for rank, names in enumerate(ORDER) for name in names}
+# function-local imports still in the library: this number may only go down (each that stays is for a heavy
+# optional dependency -- matplotlib, onnxruntime, transformers ... -- or a start-up cost, with its reason)
+MAX_LOCAL_IMPORTS = 71
+
+
+def _package(path: Path) -> str:
+    parts = path.relative_to(LIBRARY).with_suffix("").parts
+    return parts[0] if len(parts) > 1 else parts[0]
+
+
+def _imports(path: Path) -> tuple[list[tuple[int, str]], int]:
+    """(line, imported locus_model package) of every import in the module, and its count of function-local imports."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    inner = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    found = []
+    for node in ast.walk(tree):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith("locus_model.")]
+    return found, len(inner)
+
+
+def test_every_library_module_has_a_rank() -> None:
+    assert {_package(p) for p in MODULES} - {"__init__"} <= set(RANK), sorted({_package(p) for p in MODULES} - set(RANK))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(LIBRARY)))
+def test_a_module_imports_only_packages_at_or_below_its_own(path: Path) -> None:
+    own = _package(path)
+    if own == "__init__":
+        return
+    upward = [(line, pkg) for line, pkg in _imports(path)[0] if RANK[pkg] > RANK[own]]
+    assert not upward, f"{path.relative_to(LIBRARY)} ({own}) imports packages above it: {upward}"
+
+
+def test_function_local_imports_only_go_down() -> None:
+    count = sum(_imports(path)[1] for path in MODULES)
+    assert count <= MAX_LOCAL_IMPORTS, f"{count} function-local imports (at most {MAX_LOCAL_IMPORTS}): import at the top"
+
+
+def test_the_order_check_finds_an_upward_import(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from locus_model.evaluation.protocol import evaluate\n")
+    assert _imports(module) == ([(2, "evaluation")], 1)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from tests.locus_model.tiny_locus import one_group_router
 import pytest
 
 from locus_model.onboarding import STORE_COLUMNS, as_store, merge_into_store, nearest_models, split_by_model
@@ -66,7 +68,7 @@ def test_neighbour_stability_is_certain_for_a_copy_and_shares_sum_to_one():
                           for q in queries], columns=["model", "query_id", "score"])
     torch.manual_seed(0)
     model = Locus(LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=16)).eval()
-    pool = embed_models(model, table, encodings, checkpoint="x", source="training")
+    pool = embed_models(one_group_router(model), table, encodings, checkpoint="x", source="training")
     copy = table[table["model"] == "a"].assign(model="a-copy")
     result = neighbour_stability(model, copy, encodings, pool, "a-copy", k=2, draws=10)
     shares = result.shares

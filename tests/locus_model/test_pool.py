@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from tests.locus_model.tiny_locus import one_group_router
 import pyarrow as pa
 import pytest
 import torch
@@ -65,17 +67,17 @@ def test_embed_models_gives_one_row_per_model_and_reproduces_itself() -> None:
                               "encoding": list(rng.normal(size=(12, 8)).astype(np.float32))})
     table = pd.DataFrame({"model": ["m2"] * 5 + ["m1"] * 7, "query_id": [f"q{i}" for i in range(5)] + [f"q{i}" for i in range(7)],
                           "score": rng.integers(0, 2, 12).astype(float)})
-    out = embed_models(model, table, encodings, checkpoint="ck", source="onboarded")
+    out = embed_models(one_group_router(model), table, encodings, checkpoint="ck", source="onboarded")
     assert list(out.columns) == list(POOL_COLUMNS) and out["model"].tolist() == ["m1", "m2"]
     assert out["n_evaluations"].tolist() == [7, 5] and set(out["source"]) == {"onboarded"}
     assert out["evaluations_digest"].tolist() == [evaluations_digest(table[table["model"] == m]) for m in ("m1", "m2")]
-    alone = embed_models(model, table[table["model"] == "m2"], encodings, checkpoint="ck", source="onboarded")
+    alone = embed_models(one_group_router(model), table[table["model"] == "m2"], encodings, checkpoint="ck", source="onboarded")
     np.testing.assert_array_equal(alone["embedding"].iloc[0], out["embedding"].iloc[1])  # the same bits alone
     assert schema_differences(pa.Schema.from_pandas(out)) == []  # the types POOL_SCHEMA states, as written to Parquet
     assert schema_differences(pa.Schema.from_pandas(out.astype({"n_evaluations": "int32"}).drop(columns="source"))) == [
         "source: missing (expected string)", "n_evaluations: int32, expected int64"]
     with pytest.raises(KeyError, match="model 'm1': query_id 'zz' has no query encoding"):
-        embed_models(model, table.assign(query_id="zz"), encodings, checkpoint="ck", source="onboarded")
+        embed_models(one_group_router(model), table.assign(query_id="zz"), encodings, checkpoint="ck", source="onboarded")
 
 
 def test_models_with_new_evaluations_are_the_new_models_and_those_with_other_evaluations() -> None:

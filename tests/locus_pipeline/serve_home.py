@@ -18,7 +18,8 @@ import torch
 
 from locus_model.data.encoders import resolve_encoder, resolve_runtime
 from locus_model.data.encoding import encode_queries
-from locus_model.model import Locus, LocusConfig, save_checkpoint
+from locus_model.model import Locus, LocusConfig
+from tests.locus_model.tiny_locus import one_group_router
 from locus_model.pool import embed_models, upsert_rows
 from locus_pipeline.storage import checkpoint_id
 from locus_pipeline.storage import LocusHome, write_parquet_atomic
@@ -42,7 +43,7 @@ def save_random_checkpoint(home: LocusHome, *, encoder: str, seed: int, full_siz
               LocusConfig(query_dim=dim, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8))
     model = Locus(config).eval()
     tmp = home.dir("checkpoints") / f".tmp-{seed}.pt"
-    save_checkpoint(tmp, model, encoder=encoder, encoder_runtime=resolve_runtime(encoder, runtime))
+    one_group_router(model).save(tmp, encoder=encoder, encoder_runtime=resolve_runtime(encoder, runtime))
     cid = checkpoint_id(tmp)
     tmp.rename(home.checkpoint_file(cid))
     return model, cid
@@ -65,7 +66,7 @@ def embed(model: Locus, cid: str, names: Sequence[str], *, encoder: str, source:
     table = evaluations(names, texts, seed=seed)
     vectors = encode_queries(texts, encoder=encoder, runtime=runtime, cache_dir=cache_dir, progress=False)
     enc = pd.DataFrame({"query_id": [f"q{q}" for q in range(len(texts))], "encoding": list(vectors)})
-    return embed_models(model, table, enc, checkpoint=cid, source=source)
+    return embed_models(one_group_router(model), table, enc, checkpoint=cid, source=source)
 
 
 def build_home(root: Path, names: Sequence[str], *, encoder: str = "hashing-256", seed: int = 0,

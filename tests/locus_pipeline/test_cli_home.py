@@ -9,7 +9,7 @@ import pandas as pd
 
 from locus_model.data.encoding import encode_queries_with_summary
 from locus_pipeline.cli import main
-from tests.locus_model.test_cli import write_table
+from tests.locus_model.tables import write_table
 
 
 def test_evaluate_reuses_the_homes_cached_query_encodings(tmp_path, monkeypatch, capsys):

@@ -82,21 +82,21 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
 
     model, train = TrainingConfig().to_library(query_dim=384)
     assert train == TrainConfig() and model == LocusConfig(query_dim=384)
-    _, train = TrainingConfig(draws=2, ema_decay=0.0, calibration="none", epochs=7, noise_start=0.5,
+    _, train = TrainingConfig(draws=2, ema_decay=0.0, epochs=7, noise_start=0.5,
                               select_from_epoch=3, finetune_steps=40, finetune_patience=20,
                               finetune_noise=[1.5, 2.5]).to_library(384)
-    assert (train.draws, train.ema_decay, train.calibration, train.epochs, train.noise_start, train.select_from_epoch,
-            train.finetune_steps, train.finetune_patience, train.finetune_noise) == (2, 0.0, "none", 7, 0.5, 3, 40, 20, (1.5, 2.5))
+    assert (train.draws, train.ema_decay, train.epochs, train.noise_start, train.select_from_epoch,
+            train.finetune_steps, train.finetune_patience, train.finetune_noise) == (2, 0.0, 7, 0.5, 3, 40, 20, (1.5, 2.5))
 
 
 # A value other than the default for every field of the library's configs (a new field must be added here).
-NOT_DEFAULT_TRAIN = dict(epochs=7, max_steps=123, epoch_models=50, val_models=None, select_on="routing",
-                         latent_steps=30, latent_noise=(0.5,), latent_lr=3e-3, latent_weight=2.0, refit_output=False,
+NOT_DEFAULT_TRAIN = dict(epochs=7, max_steps=123, epoch_models=50, val_models=None,
+                         latent_steps=30, latent_noise=(0.5,), latent_lr=3e-3, latent_weight=2.0,
                          refit_alphas=(0.5, 2.0), batch_models=3, draws=2, enc_min=5, enc_max=40, dec_batch=33,
                          val_set_max=None, lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01, grad_clip=0.5,
                          noise_start=0.5, noise_end=0.25, noise_anneal_epochs=4, patience=9, select_from_epoch=3,
                          seed=11, device="cpu", ema_decay=0.0, finetune_steps=40, finetune_patience=20,
-                         finetune_noise=(1.5, 2.5), predictor_step_cells=4096, calibration="none")
+                         finetune_noise=(1.5, 2.5), predictor_step_cells=4096)
 NOT_DEFAULT_MODEL = dict(d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=16, predictor_dropout=0.2)
 
 
@@ -136,7 +136,7 @@ def test_the_launchpad_describes_each_field_by_its_docstring_in_the_library() ->
         names = {f.name for f in dataclasses.fields(cls)}
         assert set(docs) == names and all(len(doc) > 10 for doc in docs.values()), names - set(docs)
         assert all(described[name] == doc for name, doc in docs.items() if name != "query_dim")
-    assert described["select_on"].startswith('The validation figure that picks the kept epoch: "loss" = val BCE')
+    assert described["refit_alphas"].startswith("After the epochs (with the warm-up), the encoder's output layer")
 
     @dataclasses.dataclass(frozen=True)
     class Undocumented:

@@ -103,18 +103,18 @@ def test_mlflow_experiment_model_and_links_back_to_dagster(materialized) -> None
 
 
 def test_checkpoint_round_trip_reproduces_the_pool(materialized) -> None:
-    from locus_model.model import load_checkpoint
     from locus_model.pool import embed_models
+    from locus_model.router import Router
     from locus_pipeline.tables import pool_evaluations
 
     _, _, home = materialized
     warehouse = home / "warehouse"
     checkpoint = pd.read_parquet(warehouse / "locus_checkpoint.parquet").iloc[0]
     assert not checkpoint["path"].startswith("/")  # stored relative to LOCUS_HOME: a copied home works
-    model, extra = load_checkpoint(home / checkpoint["path"])
+    router, extra = Router.load(home / checkpoint["path"])
     assert extra["encoder"] == "hashing-256"
     table, split = pd.read_parquet(warehouse / "evaluation_table.parquet"), pd.read_parquet(warehouse / "training_split.parquet")
-    rows = embed_models(model, pool_evaluations(table, split), pd.read_parquet(warehouse / "query_encodings.parquet"), checkpoint="x", source="training")
+    rows = embed_models(router, pool_evaluations(table, split), pd.read_parquet(warehouse / "query_encodings.parquet"), checkpoint="x", source="training")
     pool = pd.read_parquet(warehouse / "model_embeddings.parquet").set_index("model")
     np.testing.assert_array_equal(np.stack(rows["embedding"]), np.stack(pool.loc[rows["model"], "embedding"]))
 
@@ -215,7 +215,7 @@ def test_training_logs_where_its_time_went(materialized) -> None:
     row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
     logged = mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(row["mlflow_run_id"]).data.metrics
     stages = {k.split("/", 1)[1]: v for k, v in logged.items() if k.startswith("seconds/")}
-    assert {"latent_warmup", "epochs", "predictor_finetuning", "calibration"} <= set(stages) and all(v > 0 for v in stages.values())
+    assert {"latent_warmup", "epochs", "predictor_finetuning", "router"} <= set(stages) and all(v > 0 for v in stages.values())
     table = _materialization(result, "locus_checkpoint")["stage_seconds"].value
     assert all(f"| {stage} | {value:.1f} |" in table for stage, value in stages.items()) and "| total |" in table
 
@@ -237,9 +237,7 @@ def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized)
     import numpy as np
 
     from locus_model.data.encoding import encode_queries
-    from locus_model.model import load_checkpoint
-    from locus_model.pool import pool_matrix, pool_profiles
-    from locus_model.routing.query_groups import checkpoint_router, router_proba
+    from locus_model.router import Router
 
     _, _, home = materialized
     mlflow.set_tracking_uri(f"sqlite:///{home}/mlflow/mlflow.db")
@@ -248,13 +246,11 @@ def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized)
     routed = router.predict(pd.DataFrame({"query": queries}))
     assert list(routed.columns) == ["query", "model", "p_correct"] and len(routed) == 2
     row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
-    model, extra = load_checkpoint(home / row["path"])
+    trained_router, extra = Router.load(home / row["path"])  # the checkpoint carries its router
     pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
-    trained = pool[pool["source"] != "onboarded"]
-    names, z = pool_matrix(trained)
-    assert checkpoint_router(extra) is not None  # the checkpoint carries its router
-    probs = router_proba(model, checkpoint_router(extra), z, pool_profiles(trained),
-                         encode_queries(queries, encoder=extra["encoder"], progress=False))
+    scorer = trained_router.scorer(pool[pool["source"] != "onboarded"])
+    names = list(scorer.names)
+    probs = scorer.proba(encode_queries(queries, encoder=extra["encoder"], progress=False))
     assert routed["model"].tolist() == [names[i] for i in probs.argmax(axis=0)]
     pairs = router.predict(pd.DataFrame({"query": queries, "model": [names[0], names[1]]}))
     np.testing.assert_allclose(pairs["p_correct"], [probs[0, 0], probs[1, 1]], rtol=1e-5)

@@ -96,12 +96,11 @@ def test_query_predictions(
     """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the router's P(correct)
     from the pool embedding and group profile), label (NaN where unknown, e.g. onboarded models),
     checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
-    from locus_model.evaluation.metrics import correctness_accuracy, routing_accuracy
+    from locus_model.stats.metrics import correctness_accuracy, routing_accuracy
     from locus_pipeline.reports import prediction_matrices, test_query_predictions as predict
 
     checkpoint = home.pool_checkpoint(model_embeddings)
-    table = predict(model_embeddings, evaluation_table, query_encodings, training_split, checkpoint.model,
-                    router=checkpoint.router)
+    table = predict(checkpoint.router.scorer(model_embeddings), evaluation_table, query_encodings, training_split)
     preds = prediction_matrices(table, model_embeddings["model"].astype(str).tolist())
     lab = preds.subset(preds.labelled)
     context.add_output_metadata({

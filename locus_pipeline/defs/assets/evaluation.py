@@ -51,7 +51,7 @@ def routing_evaluation(
     encodings = dict(zip(query_encodings["query_id"].astype(str), query_encodings["encoding"]))
     costs = cost_table(matrix.models, cost_info(model_catalog))
     result = evaluate(
-        matrix, encodings, budget=len(fold.anchors), fold=fold, held_out=held, locus_model=checkpoint.model,
+        matrix, encodings, budget=len(fold.anchors), fold=fold, held_out=held, router=checkpoint.router,
         seed=0, methods=config.methods, n_boot=config.n_boot, progress=False,
         costs=None if costs.basis == "none" else costs,  # no price and no size: no frontier
     )

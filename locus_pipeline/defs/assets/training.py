@@ -34,13 +34,12 @@ def checkpoint_figures(result) -> Figures:
     out = [
         ("val_loss", tuned.get("val_loss_after", epoch.get("val_loss")),
          "the saved checkpoint's validation BCE" + (" after the predictor fine-tuning (every model embedded from all "
-                                                    "its train cells; before the post-hoc calibration)" if tuned else
+                                                    "its train cells; the predictor alone, before the router's blend)" if tuned else
                                                     " at the selected epoch")),
         ("val_routing_acc", tuned.get("val_routing_acc", epoch.get("val_routing_acc")),
          "the saved checkpoint's validation routing accuracy: the mean score of the model it routes each validation "
          "query to" + (" (after the fine-tuning)" if tuned else "")),
-        ("epoch_val_loss", epoch.get("val_loss"), f"validation BCE at the selected epoch {result.best_epoch}, before any fine-tuning (what selects the epoch "
-         "under select_on=loss)"),
+        ("epoch_val_loss", epoch.get("val_loss"), f"validation BCE at the selected epoch {result.best_epoch}, before any fine-tuning (what selects the epoch)"),
         ("epoch_val_routing_acc", epoch.get("val_routing_acc"), "validation routing accuracy at the selected epoch"),
         ("epoch_val_correctness_acc", epoch.get("val_correctness_acc"), "validation correctness accuracy (P > 0.5) at the selected epoch"),
         ("epoch_train_loss", epoch.get("train_loss"), "training BCE (noisy queries) at the selected epoch"),
@@ -179,9 +178,7 @@ def locus_checkpoint(
     import torch
 
     from locus_model.infer import inference_precision, resolve_device
-    from locus_model.model import save_checkpoint
     from locus_model.pool import embed_models
-    from locus_model.routing.query_groups import fit_locus_router
     from locus_model.training import train_locus
     from locus_model.infer import torch_threads
 
@@ -201,22 +198,21 @@ def locus_checkpoint(
                            queries=arrays.matrix.shape[1], budget=int(training_split["anchor"].sum()),
                            torch_threads=torch_threads_used)
         result = train_locus(arrays.encodings, arrays.train_scores, arrays.val_scores, model_config=model_config,
-                             train_config=train_config, on_epoch=tracked.log_epoch, progress=True)
-        router, _ = fit_locus_router(result.model, arrays.encodings, arrays.train_scores, arrays.val_scores,
-                                     arrays.benchmarks, device=device)
+                             train_config=train_config, benchmarks=arrays.benchmarks, on_epoch=tracked.log_epoch,
+                             on_stage=context.log.info, progress=True)
+        router = result.router
         tracked.log_router(router)
-        saved = home.save_checkpoint(lambda path: save_checkpoint(
-            path, result.model, encoder=encoder, encoder_runtime=runtime, evaluations_digest=digest,
-            best_epoch=result.best_epoch, train_config=asdict(train_config), router=router.to_dict()))
+        saved = home.save_checkpoint(lambda path: router.save(
+            path, encoder=encoder, encoder_runtime=runtime, evaluations_digest=digest,
+            best_epoch=result.best_epoch, train_config=asdict(train_config)))
         curve = home.run_file(context.run_id, "training_curve.png")
         curve_md = training_curve_png(result.history, curve)
         figures = checkpoint_figures(result)  # the saved checkpoint's figures, the same in MLflow and in Dagster
         tracked.log_checkpoint(saved, curve, figures)
         tracked.log_stage_seconds(result.seconds)
         # the registered version as a pyfunc: the checkpoint with the training source's model embeddings
-        tracked.register(saved, embed_models(result.model, pool_evaluations(evaluation_table, training_split),
-                                             query_encodings, checkpoint=saved.checkpoint_id, source="training",
-                                             router=router))
+        tracked.register(saved, embed_models(router, pool_evaluations(evaluation_table, training_split),
+                                             query_encodings, checkpoint=saved.checkpoint_id, source="training"))
     context.add_output_metadata({
         **tracked.output_metadata(), "checkpoint": home_path(home, home.resolve(saved.stored)),
         "checkpoint_id": saved.checkpoint_id, "trained_on_models": arrays.matrix.shape[0], "best_epoch": result.best_epoch,

@@ -68,8 +68,8 @@ def test_branch_trains_once_and_caches_each_trial_as_a_separate_fit(tmp_path, mo
     setup.model_config = LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)
     a = TrainConfig(device="cpu", seed=2, epochs=2, patience=2, select_from_epoch=0, latent_steps=20,
                     latent_noise=(1.0,), finetune_steps=10, finetune_noise=(2.0,), batch_models=4, enc_min=4,
-                    enc_max=16, dec_batch=16, refit_output=False)
-    b = replace(a, refit_output=True)
+                    enc_max=16, dec_batch=16, refit_alphas=(0.01,))
+    b = replace(a, refit_alphas=(1.0,))
     branched = compare(setup, a, b, cache=tmp_path / "branched", folds=[0], n_boot=50, branch=True)
     # the same fold trained alone per trial, through bench_accuracy's fit cache
     alone = tmp_path / "alone"

@@ -7,7 +7,7 @@ import numpy as np
 
 def test_headroom_routers_find_a_planted_per_category_best_model():
     from bench.diag.routing_headroom import category_probs, logistic_probs
-    from locus_model.evaluation.metrics import routing_accuracy
+    from locus_model.stats.metrics import routing_accuracy
 
     rng = np.random.default_rng(0)
     q = 400
@@ -28,7 +28,7 @@ def test_headroom_routers_find_a_planted_per_category_best_model():
 
 def test_a_shortlist_routes_among_the_models_of_highest_mean_prediction_only():
     from bench.diag.routing_spread import shortlist_routing
-    from locus_model.evaluation.metrics import routing_accuracy
+    from locus_model.stats.metrics import routing_accuracy
 
     # model 0: the highest mean prediction, right on half the queries; model 1 predicted (and right) on the others
     labels = np.array([[1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 0, 0]], np.float32)

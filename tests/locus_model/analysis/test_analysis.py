@@ -21,7 +21,7 @@ from locus_model.analysis import (
     resample_embeddings,
 )
 from locus_model.data.catalog import params_for_models, parse_params_b
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 
 
 def _png(path) -> bool:

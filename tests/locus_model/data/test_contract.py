@@ -13,6 +13,7 @@ from locus_model.data.contract import safe_model_key, validate_evaluations
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.long_format import read_evaluations, read_models_file
 from locus_model.data.matrix import EvaluationMatrix, evaluations_digest, evaluations_digests
+from tests.locus_model.data.files import error_of, write
 
 HEADER = "model,query_id,query,benchmark,score\n"
 ROWS = [
@@ -21,18 +22,6 @@ ROWS = [
     "m2,q1,What is 2+2?,gsm8k,0\n",
     "m2,q2,Who wrote Hamlet?,mmlu,1\n",
 ]
-
-
-def write(tmp_path: Path, text: str | bytes, name: str = "evals.csv") -> Path:
-    path = tmp_path / name
-    path.write_bytes(text.encode() if isinstance(text, str) else text)
-    return path
-
-
-def error_of(path: Path) -> EvaluationDataError:
-    with pytest.raises(EvaluationDataError) as info:
-        read_evaluations(path)
-    return info.value
 
 
 def test_reads_csv_gzip_and_parquet_alike(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.locus_model.data.test_contract import error_of as read_error
-from tests.locus_model.data.test_contract import write
+from tests.locus_model.data.files import error_of as read_error
+from tests.locus_model.data.files import write
 from locus_model.data.contract import validate_evaluations
 from locus_model.data.errors import editor_line, EvaluationDataError
 from locus_model.data.file_chunks import ends_with_newline, iter_evaluation_chunks

@@ -3,7 +3,6 @@ re-uploads, missing cells and repeats, specialists, by construction."""
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pandas as pd
@@ -23,9 +22,7 @@ def _accuracy(evaluations: pd.DataFrame, model: str, benchmark: str) -> float:
 
 
 def test_small_and_full_sizes() -> None:
-    t0 = time.perf_counter()
     evaluations, models, truth = make_synthetic_tables("small", seed=0)
-    assert time.perf_counter() - t0 < 2.0
     assert len(models) == 24 and evaluations["query_id"].nunique() == 600
     assert sorted(evaluations["benchmark"].unique()) == sorted(b.name for b in BENCHMARKS)
     assert truth.skills.shape == (24, len(SKILLS)) and truth.loadings.shape == (600, len(SKILLS))

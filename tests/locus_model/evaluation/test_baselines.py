@@ -8,7 +8,7 @@ import torch
 
 from locus_model.evaluation.baselines import BestSingle, KNNConfig, KNNRouter, PerBenchmark, PerBenchmarkConfig
 from locus_model.evaluation.latent import IRT, LatentConfig, MatrixFactorization
-from locus_model.evaluation.metrics import roc_auc
+from locus_model.stats.metrics import roc_auc
 
 FAST = LatentConfig(dim=8, hidden=16, noise=(0.05,), max_steps=400, eval_every=20, patience=100, onboard_iters=50)
 

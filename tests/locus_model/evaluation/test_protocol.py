@@ -10,10 +10,12 @@ import pandas as pd
 import pytest
 
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation import bootstrap, methods, metrics, protocol, results
+from locus_model.evaluation import methods, protocol, results
+from locus_model.stats import bootstrap, metrics
 from locus_model.evaluation.baselines import KNNConfig
 from locus_model.evaluation.latent import LatentConfig
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
+from tests.locus_model.tables import make_table, unit_encodings
 
 FAST_LATENT = LatentConfig(dim=8, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30)
 FAST_BASELINES = {"embedllm_mf": FAST_LATENT, "irt": LatentConfig(dim=4, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30), "knn": KNNConfig(ks=(3, 5))}
@@ -21,28 +23,6 @@ BASELINE_METHODS = ("embedllm_mf", "irt", "knn", "best_single", "oracle")
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def make_table(n_models: int = 10, n_queries: int = 60, *, seed: int = 0, split: bool = False) -> pd.DataFrame:
-    """A long table from a low-rank logistic model; benchmarks 'mmlu_a', 'mmlu_b', 'gsm8k'."""
-    rng = np.random.default_rng(seed)
-    theta, items = rng.normal(size=(n_models, 2)) * 2, rng.normal(size=(n_queries, 2))
-    p = 1 / (1 + np.exp(-(theta @ items.T)))
-    y = (rng.random(p.shape) < p).astype(float)
-    rows = []
-    for m in range(n_models):
-        for q in range(n_queries):
-            row = {"model": f"m{m:02d}", "query_id": f"q{q:03d}", "query": f"question {q}",
-                   "benchmark": ("mmlu_a", "mmlu_b", "gsm8k")[q % 3], "score": y[m, q]}
-            if split:
-                row["split"] = "train" if q < n_queries * 0.6 else ("val" if q < n_queries * 0.8 else "test")
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def unit_encodings(n: int, dim: int = 16, seed: int = 0) -> np.ndarray:
-    enc = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
-    return enc / np.linalg.norm(enc, axis=1, keepdims=True)
 
 
 # ---------------------------------------------------------------------------------------------- pieces
@@ -261,18 +241,18 @@ def test_held_out_models_are_never_trained_on(monkeypatch):
 
 
 def test_locus_in_the_protocol(monkeypatch):
-    import locus_model.training as training
+    import locus_model.evaluation.methods as methods
     from locus_model.model import LocusConfig
     from locus_model.training import TrainConfig
 
     shapes = []
-    real_train = training.train_locus
+    real_train = methods.train_locus
 
     def spy_train(encodings, train_scores, val_scores, **kwargs):
         shapes.append(train_scores.shape)
         return real_train(encodings, train_scores, val_scores, **kwargs)
 
-    monkeypatch.setattr(training, "train_locus", spy_train)
+    monkeypatch.setattr(methods, "train_locus", spy_train)
     table = make_table()
     res = protocol.evaluate(
         table, unit_encodings(60), budget=20, folds=2, methods=("locus",), progress=False, n_boot=50,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.training import TrainConfig, train_locus
 from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
@@ -13,10 +13,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tiny_pool):
-    from locus_model.evaluation.metrics import bce
+    from locus_model.stats.metrics import bce
 
     enc, train, val = tiny_pool
-    base = dict(**{**FAST, "epochs": 6, "patience": 6, "finetune_steps": 0}, seed=5, calibration="none")
+    base = dict(**{**FAST, "epochs": 6, "patience": 6, "finetune_steps": 0}, seed=5)
     plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base), progress=False)
     tuned = train_locus(enc, train, val, model_config=MODEL_CFG,
                         train_config=TrainConfig(**{**base, "finetune_steps": 60}), progress=False)
@@ -61,7 +61,7 @@ def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_los
     from locus_model.training.predictor import FINETUNE_EVERY
 
     enc, train, val = tiny_pool
-    base = dict(**{**FAST, "epochs": 4, "patience": 4}, seed=3, calibration="none")
+    base = dict(**{**FAST, "epochs": 4, "patience": 4}, seed=3)
     long = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
                        train_config=TrainConfig(**{**base, "finetune_steps": 400, "finetune_patience": 400,
                                                    "finetune_noise": 2.0}))
@@ -78,7 +78,7 @@ def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_los
         assert long.finetune["val_loss_after"] == pytest.approx(stopped["val_loss_after"])
 
 
-LATENT = {**FAST, "epochs": 10, "patience": 10, "latent_steps": 200, "calibration": "none"}
+LATENT = {**FAST, "epochs": 10, "patience": 10, "latent_steps": 200}
 
 
 @pytest.fixture(scope="module")

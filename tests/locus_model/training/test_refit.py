@@ -11,7 +11,7 @@ from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-LATENT = {**FAST, "epochs": 4, "patience": 4, "latent_steps": 100, "calibration": "none",
+LATENT = {**FAST, "epochs": 4, "patience": 4, "latent_steps": 100,
           "finetune_steps": 0}
 
 
@@ -32,13 +32,16 @@ def few_models_allowed(monkeypatch):  # the tiny pool has 12 training models, un
     monkeypatch.setattr(refit, "MODELS_PER_WEIGHT", 0.25)
 
 
-def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(tiny_pool, few_models_allowed):
+def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(tiny_pool, monkeypatch):
+    import locus_model.training.refit as refit_module
+
     enc, train, val = tiny_pool
-    plain = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
-                        train_config=TrainConfig(**LATENT, seed=2, refit_output=False))
+    plain = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,  # 12 models: left as trained
+                        train_config=TrainConfig(**LATENT, seed=2))
+    monkeypatch.setattr(refit_module, "MODELS_PER_WEIGHT", 0.25)  # now the refit runs
     refit = train_locus(enc, train, val, model_config=MODEL_CFG,
-                        train_config=TrainConfig(**LATENT, seed=2, refit_output=True), progress=False)
-    assert plain.refit == {} and refit.best_epoch == plain.best_epoch
+                        train_config=TrainConfig(**LATENT, seed=2), progress=False)
+    assert plain.refit["alpha"] is None and refit.best_epoch == plain.best_epoch
     info = refit.refit
     tried = [v for k, v in info.items() if k.startswith("val_loss_at_alpha_")]
     assert len(tried) == len(TrainConfig().refit_alphas)
@@ -57,20 +60,16 @@ def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(tin
 def test_without_the_warmup_nothing_is_refitted(tiny_pool):
     enc, train, val = tiny_pool
     result = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
-                         train_config=TrainConfig(**{**LATENT, "latent_steps": 0}, refit_output=True))
+                         train_config=TrainConfig(**{**LATENT, "latent_steps": 0}))
     assert result.refit["alpha"] is None and "no latent warm-up" in result.refit["skipped"]
 
 
 def test_a_pool_with_too_few_models_per_weight_is_left_as_trained(tiny_pool):
     enc, train, val = tiny_pool
-    config = dict(**LATENT, seed=2)
-    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**config, refit_output=False),
-                        progress=False)
-    refit = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**config, refit_output=True),
+    refit = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=2),
                         progress=False)
     assert refit.refit["alpha"] is None and "12 training models, fewer than 66" in refit.refit["skipped"]
-    for k, v in plain.model.state_dict().items():
-        assert torch.equal(v, refit.model.state_dict()[k]), k
+    assert refit.refit.keys() == {"alpha", "skipped"}  # nothing tried: the layer is the trained one
 
 
 def test_branches_share_the_epochs_and_equal_separate_runs(tiny_pool, few_models_allowed):
@@ -78,14 +77,14 @@ def test_branches_share_the_epochs_and_equal_separate_runs(tiny_pool, few_models
     from locus_model.training.train import STAGES
 
     enc, train, val = tiny_pool
-    a = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=False)
-    b = TrainConfig(**{**LATENT, "finetune_steps": 30, "calibration": "platt"}, seed=4, refit_output=True)
+    a = TrainConfig(**{**LATENT, "finetune_steps": 30}, seed=4, refit_alphas=(0.01,))
+    b = TrainConfig(**{**LATENT, "finetune_steps": 30}, seed=4, refit_alphas=(1.0, 10.0), finetune_noise=(1.0,))
     branched = train_branches(enc, train, val, model_config=MODEL_CFG, train_configs=[a, b], progress=False)
     for config, got in zip((a, b), branched):
         alone = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=config, progress=False)
         assert got.refit.keys() == alone.refit.keys() and got.finetune == alone.finetune
-        # every stage that ran is timed; the shared ones are the same for both branches, the refit only where it ran
-        assert list(got.seconds) == [s for s in STAGES if s != "output_refit" or config.refit_output]
+        # every stage is timed; the shared ones are the same for both branches
+        assert list(got.seconds) == list(STAGES)
         assert all(v > 0 for v in got.seconds.values())
         assert {k: branched[0].seconds[k] for k in ("latent_warmup", "epochs")} == \
             {k: got.seconds[k] for k in ("latent_warmup", "epochs")}

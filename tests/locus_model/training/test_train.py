@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.evaluation.metrics import routing_accuracy
+from locus_model.stats.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.query_groups import Blend
 from locus_model.training import TrainConfig, train_locus
 from locus_model.training.train import STAGES
 from tests.locus_model.training.tiny_train import FAST, MODEL_CFG, SMALL
@@ -45,7 +46,6 @@ def test_on_epoch_is_called_every_epoch_with_the_history(trained):
                              "seconds"}
     best = res.history[res.best_epoch]
     eligible = res.history[TrainConfig().select_from_epoch :]  # earlier epochs are never kept
-    assert TrainConfig().select_on == "loss"  # the default rule: lowest val BCE, ties: higher routing accuracy
     assert all((-h["val_loss"], h["val_routing_acc"]) <= (-best["val_loss"], best["val_routing_acc"])
                for h in eligible)
     assert res.best_metrics == best
@@ -65,7 +65,7 @@ def test_same_seed_same_result_and_caller_rng_untouched(tiny_pool):
     b = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
     assert torch.equal(before, after)  # training ran in a forked RNG
     assert [h["train_loss"] for h in a.history] == [h["train_loss"] for h in b.history]
-    assert a.latent == b.latent and a.finetune == b.finetune and a.calibration == b.calibration
+    assert a.latent == b.latent and a.finetune == b.finetune and a.router.blend == b.router.blend
     for (k, v), w in zip(a.model.state_dict().items(), b.model.state_dict().values()):
         assert torch.equal(v, w), k
     c = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**{**FAST, "epochs": 2}, seed=8),
@@ -73,18 +73,26 @@ def test_same_seed_same_result_and_caller_rng_untouched(tiny_pool):
     assert a.history[0]["train_loss"] != c.history[0]["train_loss"]
 
 
-def test_the_kept_epoch_has_the_best_validation_routing_and_calibration(tiny_pool):
+def test_training_returns_the_trained_router_and_says_each_stage_after_the_epochs(tiny_pool):
     enc, train, val = tiny_pool
-    cfg = TrainConfig(**{**FAST, "epochs": 8, "patience": 8}, seed=2, calibration="platt", select_from_epoch=2,
-                      select_on="routing")
-    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, progress=False)
-    eligible = res.history[2:]
-    best = max(eligible, key=lambda h: (h["val_routing_acc"], -h["val_loss"]))
-    assert res.best_epoch == best["epoch"] >= 2
-    assert res.best_metrics["val_routing_acc"] == best["val_routing_acc"]
-    assert res.calibration["temperature"] > 0
-    assert float(res.model.temperature) == pytest.approx(res.calibration["temperature"])
-    assert float(res.model.logit_bias) == pytest.approx(res.calibration["logit_bias"])
+    labels = np.array(["maths", "law"] * (len(enc) // 2))
+    lines: list[str] = []
+    cfg = TrainConfig(**{**SMALL, "epochs": 2, "latent_steps": 20, "finetune_steps": 20}, seed=2)
+    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, benchmarks=labels,
+                      on_stage=lines.append, progress=False)
+    router = res.router
+    assert router.groups.names == ("law", "maths") and router.model is res.model
+    # the predictor's own calibration is the identity: the blend, fitted on the validation cells, is the only one
+    assert float(router.model.temperature) == 1.0 and float(router.model.logit_bias) == 0.0
+    assert router.blend != Blend()  # fitted: 12 models x ~60 validation queries
+    # one line when each stage after the epochs starts and one when it ends, in the order they run
+    assert [line.split()[2] for line in lines] == [s for s in STAGES if s != "epochs" for _ in (0, 1)]
+    assert all(line.endswith(" s") for line in lines[1::2])
+    # the in-training models' rows are those a pool gets from the same evaluations
+    z, profiles = router.pool_rows(enc, train, labels)
+    np.testing.assert_array_equal(res.embeddings, z)
+    np.testing.assert_allclose(router.scorer((z, profiles)).proba(enc[:3]),
+                               router.proba(z, profiles, enc[:3]))
 
 
 class RecordingConfig:
@@ -108,7 +116,7 @@ def test_each_stage_reads_only_the_config_fields_it_declares(tiny_pool, monkeypa
     monkeypatch.setattr(refit, "MODELS_PER_WEIGHT", 0.25)  # the tiny pool's 12 models: let the refit run too
     stages = {"prepare_inputs": train_module.INPUTS, "fit_latents": train_module.LATENT_WARMUP,
               "train_epochs": train_module.EPOCHS, "refit_output": train_module.OUTPUT_REFIT,
-              "finetune_predictor": train_module.PREDICTOR_FINETUNING, "calibrate": train_module.CALIBRATION}
+              "finetune_predictor": train_module.PREDICTOR_FINETUNING, "fit_router": train_module.ROUTER}
     read: dict[str, set[str]] = {}
     for function, stage in stages.items():  # each stage gets its own recording view of the config
         def recording(*args, _run=getattr(train_module, function), _seen=read.setdefault(stage.name, set()), **kw):
@@ -140,7 +148,7 @@ def test_branches_may_differ_only_in_fields_no_shared_stage_reads(tiny_pool):
     from locus_model.training.train import BRANCH_FIELDS
 
     # finetune_patience is the fine-tuning's and the warm-up's patience: branches that differ in it cannot share
-    assert BRANCH_FIELDS == {"refit_output", "refit_alphas", "finetune_steps", "finetune_noise", "calibration"}
+    assert BRANCH_FIELDS == {"refit_alphas", "finetune_steps", "finetune_noise"}
     enc, train, val = tiny_pool
     with pytest.raises(ValueError, match="finetune_patience"):
         train_branches(enc, train, val, model_config=MODEL_CFG,

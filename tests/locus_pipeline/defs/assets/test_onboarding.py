@@ -166,7 +166,7 @@ def embedding_of(storage: LocusHome, key: str, checkpoint: str) -> np.ndarray:
 
     store = storage.read_store(key)
     encodings, _ = storage.encode(store, storage.load_checkpoint(checkpoint).encoder)
-    return embed_models(storage.load_checkpoint(checkpoint).model, store, encodings, checkpoint=checkpoint, source="x")["embedding"].iloc[0]
+    return embed_models(storage.load_checkpoint(checkpoint).router, store, encodings, checkpoint=checkpoint, source="x")["embedding"].iloc[0]
 
 
 @pytest.mark.parametrize("order", ["rebuild first", "onboarding first", "interleaved"])

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from locus_model.evaluation.metrics import bce, brier, correctness_accuracy, hit_at_k, roc_auc, routing_accuracy
+from locus_model.stats.metrics import bce, brier, correctness_accuracy, hit_at_k, roc_auc, routing_accuracy
 
 nan = np.nan
 # 3 models x 4 queries

@@ -1,22 +1,34 @@
-"""Query groups, group profiles and the blend (locus_model.routing.query_groups): hand-checked numbers."""
+"""Query groups, group profiles and the blend (locus_model.query_groups), and the trained router that carries them
+(locus_model.router): hand-checked numbers, the blend's fit, the checkpoint round trip."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
-from locus_model.routing.query_groups import (
+from locus_model.model import Locus, LocusConfig
+from locus_model.query_groups import (
     Blend,
-    GroupRouter,
     QueryGroups,
     fit_blend,
-    fit_group_router,
     fit_query_groups,
     group_proba,
     group_profiles,
     group_rates,
 )
+from locus_model.router import Router, fit_router
+
+
+def constant_locus() -> Locus:
+    """A LOCUS on 8-d queries whose predictor says P(correct) = 0.5 for every pair: it knows nothing."""
+    torch.manual_seed(0)
+    model = Locus(LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)).eval()
+    with torch.no_grad():
+        model.head.weight.zero_()
+        model.head.bias.zero_()
+    return model
 
 
 def two_topics(n: int = 40, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -94,19 +106,34 @@ def test_the_blend_leans_on_the_source_that_predicts_validation():
     scores = (rng.uniform(size=truth.shape) < truth).astype(np.float32)
     train, val = scores.copy(), scores.copy()
     train[:, 60:], val[:, :60] = np.nan, np.nan
-    uninformative = np.full_like(scores, 0.5)  # a predictor that knows nothing
-    router = fit_group_router(uninformative, enc, train, val, labels)
+    router, embeddings = fit_router(constant_locus(), enc, train, val, labels)
+    assert embeddings.shape == (12, 16)
     assert router.blend.groups > 0.5 and abs(router.blend.predictor) < 0.1  # a constant predictor gets no weight
     assert "benchmarks" in router.describe()
 
 
-def test_the_router_round_trips_through_a_checkpoint(tmp_path):
+def test_the_router_round_trips_through_one_checkpoint_and_scores_a_pool(tmp_path):
     enc, labels = two_topics()
-    router = GroupRouter(groups=fit_query_groups(enc, labels), blend=Blend(0.7, 1.2, -0.1))
-    torch.save({"router": router.to_dict()}, tmp_path / "r.pt")
-    back = GroupRouter.from_dict(torch.load(tmp_path / "r.pt", weights_only=True)["router"])
+    router = Router(constant_locus(), groups=fit_query_groups(enc, labels), blend=Blend(0.7, 1.2, -0.1))
+    router.save(tmp_path / "r.pt", encoder="x")
+    back, extra = Router.load(tmp_path / "r.pt")
+    assert extra["encoder"] == "x" and "router" not in extra
     assert back.blend == router.blend and back.groups.names == router.groups.names
     np.testing.assert_array_equal(back.groups.membership(enc), router.groups.membership(enc))
+    scores = np.where(np.arange(40) < 20, 1.0, 0.0)[None].repeat(3, 0).astype(np.float32)
+    z, profiles = back.pool_rows(enc, scores, labels)
+    pool = pd.DataFrame({"model": ["a", "b", "c"], "embedding": list(z), "group_profile": list(profiles)})
+    np.testing.assert_allclose(back.scorer(pool).proba(enc), router.proba(z, profiles, enc), rtol=1e-6)
+    with pytest.raises(ValueError, match="re-embed the pool"):
+        back.scorer(pool.assign(group_profile=[np.zeros(0, np.float32)] * 3))
+
+
+def test_a_checkpoint_without_a_router_says_retrain(tmp_path):
+    from locus_model.model import save_checkpoint
+
+    save_checkpoint(tmp_path / "old.pt", constant_locus(), encoder="x")
+    with pytest.raises(ValueError, match=r"retrain \(make demo"):
+        Router.load(tmp_path / "old.pt")
 
 
 def test_membership_refuses_encodings_of_another_width():

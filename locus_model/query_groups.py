@@ -23,20 +23,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.linear_model import LogisticRegression
 
 PROBA_FLOOR = 1e-4  # probabilities are clipped to [floor, 1 - floor] before a logit
 
 
-@dataclass(frozen=True)
-class QueryGroupConfig:
-    """How query groups are found and profiles estimated."""
-
-    smoothing: float = 1.0  # pseudo-count pulling a model's group accuracy toward its overall accuracy (the
-    #   per-benchmark baseline's smoothing)
-    clusters: int = 8  # k-means groups of the query encodings when the data has fewer than two benchmarks
-    inverse_regularization: float = 10.0  # C of the membership classifier (L2); 10 classifies metabench's five
-    #   benchmarks from MiniLM encodings at 95 % (docs/experiments.md)
-    seed: int = 0  # k-means initialisation
+SMOOTHING = 1.0  # pseudo-count pulling a model's group accuracy toward its overall accuracy (the per-benchmark
+#   baseline's, evaluation.baselines.PerBenchmarkConfig, reads it from here)
+CLUSTERS = 8  # k-means groups of the query encodings when the data has fewer than two benchmarks
+INVERSE_REGULARIZATION = 10.0  # C of the membership classifier (L2); docs/experiments.md says how it was chosen
 
 
 @dataclass(frozen=True)
@@ -82,15 +78,10 @@ class QueryGroups:
                    smoothing=float(d["smoothing"]))
 
 
-def fit_query_groups(encodings: np.ndarray, benchmarks: np.ndarray | None = None,
-                     config: QueryGroupConfig | None = None) -> QueryGroups:
+def fit_query_groups(encodings: np.ndarray, benchmarks: np.ndarray | None = None) -> QueryGroups:
     """The query groups of these queries (encodings (Q, D); ``benchmarks`` (Q,) their labels or None): the
-    benchmarks when there are at least two, else ``config.clusters`` k-means clusters; and the classifier from
-    encoding to group, fitted on these queries."""
-    from sklearn.cluster import KMeans
-    from sklearn.linear_model import LogisticRegression
-
-    config = config or QueryGroupConfig()
+    benchmarks when there are at least two, else CLUSTERS k-means clusters; and the classifier from encoding to
+    group, fitted on these queries."""
     x = np.asarray(encodings, dtype=np.float32)
     if x.ndim != 2 or len(x) == 0:
         raise ValueError(f"fit_query_groups: encodings of shape {x.shape}; give one row per query")
@@ -102,18 +93,18 @@ def fit_query_groups(encodings: np.ndarray, benchmarks: np.ndarray | None = None
         names, y = np.unique(labels, return_inverse=True)
         names = tuple(str(n) for n in names)
     else:
-        k = max(1, min(config.clusters, len(x) // 8))
-        y = KMeans(k, n_init=4, random_state=config.seed).fit_predict(x) if k > 1 else np.zeros(len(x), int)
+        k = max(1, min(CLUSTERS, len(x) // 8))
+        y = KMeans(k, n_init=4, random_state=0).fit_predict(x) if k > 1 else np.zeros(len(x), int)
         names = tuple(f"cluster {i}" for i in range(int(y.max()) + 1))
     if len(names) == 1:  # nothing to tell apart: one group, membership 1
         return QueryGroups(names=names, weight=np.zeros((1, x.shape[1]), np.float32), bias=np.zeros(1, np.float32),
-                           labelled=labelled, smoothing=config.smoothing)
-    clf = LogisticRegression(C=config.inverse_regularization, max_iter=2000).fit(x, y)
+                           labelled=labelled, smoothing=SMOOTHING)
+    clf = LogisticRegression(C=INVERSE_REGULARIZATION, max_iter=2000).fit(x, y)
     weight, bias = clf.coef_.astype(np.float32), clf.intercept_.astype(np.float32)
     if len(names) == 2:  # sklearn's binary form: one row for class 1; as a softmax, class 0 gets the zero row
         weight = np.concatenate([np.zeros_like(weight), weight])
         bias = np.concatenate([np.zeros_like(bias), bias])
-    return QueryGroups(names=names, weight=weight, bias=bias, labelled=labelled, smoothing=config.smoothing)
+    return QueryGroups(names=names, weight=weight, bias=bias, labelled=labelled, smoothing=SMOOTHING)
 
 
 def group_rates(scores: np.ndarray, membership: np.ndarray, smoothing: float) -> np.ndarray:
@@ -141,7 +132,7 @@ def group_proba(profiles: np.ndarray, membership: np.ndarray) -> np.ndarray:
     return (np.asarray(profiles, np.float32) @ np.asarray(membership, np.float32).T).astype(np.float32)
 
 
-def _logit(p: np.ndarray) -> np.ndarray:
+def logit(p: np.ndarray) -> np.ndarray:
     p = np.clip(np.asarray(p, np.float64), PROBA_FLOOR, 1 - PROBA_FLOOR)
     return np.log(p) - np.log1p(-p)
 
@@ -155,7 +146,7 @@ class Blend:
     bias: float = 0.0
 
     def logits(self, predictor_logits: np.ndarray, group_p: np.ndarray) -> np.ndarray:
-        return self.predictor * np.asarray(predictor_logits, np.float64) + self.groups * _logit(group_p) + self.bias
+        return self.predictor * np.asarray(predictor_logits, np.float64) + self.groups * logit(group_p) + self.bias
 
     def proba(self, predictor_logits: np.ndarray, group_p: np.ndarray) -> np.ndarray:
         """(M, Q) P(correct) from the predictor's logits and the group table's P(correct), both (M, Q)."""
@@ -172,117 +163,34 @@ class Blend:
 
 def fit_blend(predictor_logits: np.ndarray, group_p: np.ndarray, labels: np.ndarray) -> Blend:
     """The Blend that best predicts the labelled cells (labels (M, Q), NaN = no cell; >= 0.5 = correct) from the
-    predictor's logits and the group table's P(correct) on them: an unregularised 2-feature logistic regression.
+    predictor's logits and the group table's P(correct) on them: an unregularised 2-feature logistic regression,
+    which is also the predictor's calibration (its weight and bias are a Platt scaling of the predictor's logit).
     Fewer than 20 labelled cells or one class only: the predictor alone (Blend())."""
-    from sklearn.linear_model import LogisticRegression
-
     labels = np.asarray(labels, np.float64)
     known = ~np.isnan(labels)
     y = labels[known] >= 0.5
     if known.sum() < 20 or y.all() or not y.any():
         return Blend()
-    x = np.stack([np.asarray(predictor_logits, np.float64)[known], _logit(np.asarray(group_p)[known])], axis=1)
+    x = np.stack([np.asarray(predictor_logits, np.float64)[known], logit(np.asarray(group_p)[known])], axis=1)
     clf = LogisticRegression(C=1e4, max_iter=1000).fit(x, y)
     return Blend(predictor=float(clf.coef_[0, 0]), groups=float(clf.coef_[0, 1]), bias=float(clf.intercept_[0]))
 
 
-@dataclass(frozen=True)
-class GroupRouter:
-    """The router's second half beside the correctness predictor: the query groups, and the blend of the
-    predictor's P(correct) with the group table's. Stored in the checkpoint (``to_dict``) and read by every user
-    of the predictor (the harness, the pool, ``locus serve``)."""
-
-    groups: QueryGroups
-    blend: Blend
-
-    def profiles(self, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None) -> np.ndarray:
-        """(M, G) group profiles of models from their scores (M, Q) on queries with these encodings (Q, D) and
-        labels (Q,) where known."""
-        return group_profiles(self.groups, encodings, scores, labels)
-
-    def proba(self, predictor_p: np.ndarray, profiles: np.ndarray, encodings: np.ndarray) -> np.ndarray:
-        """(M, Q) the router's P(correct) from the predictor's P(correct) (M, Q), the models' profiles (M, G) and
-        the queries' encodings (Q, D)."""
-        return self.blend.proba(_logit(predictor_p), group_proba(profiles, self.groups.membership(encodings)))
-
-    def describe(self) -> str:
-        kind = "the data's benchmarks" if self.groups.labelled else "k-means clusters of the query encodings"
-        return f"{len(self.groups.names)} query groups ({kind}); {self.blend.describe()}"
-
-    def to_dict(self) -> dict:
-        return {"groups": self.groups.to_dict(), "blend": self.blend.to_dict()}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "GroupRouter":
-        return cls(groups=QueryGroups.from_dict(d["groups"]), blend=Blend(**d["blend"]))
-
-
-def fit_group_router(predictor_val_p: np.ndarray, encodings: np.ndarray, train_scores: np.ndarray,
-                     val_scores: np.ndarray, benchmarks: np.ndarray | None = None,
-                     config: QueryGroupConfig | None = None) -> GroupRouter:
-    """The GroupRouter of a trained predictor, without training anything else.
-
-    ``encodings`` (Q, D) every query the data holds; ``benchmarks`` (Q,) their labels, "" where a label must not
-    be read (the test queries), or None; ``train_scores`` / ``val_scores`` (M, Q) with NaN outside the train /
-    validation cells; ``predictor_val_p`` (M, Q) the predictor's P(correct) on the validation cells (each model
-    embedded from its train cells; other cells ignored). The groups' classifier is fitted on the labelled queries
-    (with fewer than two benchmarks: k-means on the queries with a train or validation cell), each model's profile
-    on its train cells, the blend on the validation cells."""
+def fit_groups(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
+               benchmarks: np.ndarray | None = None) -> QueryGroups:
+    """The query groups of a training: ``encodings`` (Q, D) every query the data holds; ``benchmarks`` (Q,) their
+    labels, "" (or None) where a label must not be read (the test queries), or None. The classifier is fitted on
+    the labelled queries; with fewer than two benchmarks, k-means on the queries with a train or validation cell
+    (``train_scores`` / ``val_scores`` (M, Q), NaN outside those cells)."""
     encodings = np.asarray(encodings, np.float32)
-    train_scores, val_scores = np.asarray(train_scores, np.float32), np.asarray(val_scores, np.float32)
     labels = None if benchmarks is None else np.asarray(["" if b is None else str(b) for b in benchmarks])
     if labels is not None and len(np.unique(labels[labels != ""])) >= 2:
         known = np.flatnonzero(labels != "")
-        groups = fit_query_groups(encodings[known], labels[known], config)
-    else:
-        seen = np.flatnonzero(~np.isnan(train_scores).all(0) | ~np.isnan(val_scores).all(0))
-        groups = fit_query_groups(encodings[seen], None, config)
-    train_q = np.flatnonzero(~np.isnan(train_scores).all(0))
-    val_q = np.flatnonzero(~np.isnan(val_scores).all(0))
-    profiles = group_profiles(groups, encodings[train_q], train_scores[:, train_q],
-                              None if labels is None else labels[train_q])
-    if len(val_q) == 0:
-        return GroupRouter(groups=groups, blend=Blend())
-    group_p = group_proba(profiles, groups.membership(encodings[val_q]))
-    blend = fit_blend(_logit(np.asarray(predictor_val_p)[:, val_q]), group_p, val_scores[:, val_q])
-    return GroupRouter(groups=groups, blend=blend)
+        return fit_query_groups(encodings[known], labels[known])
+    seen = np.flatnonzero(~np.isnan(np.asarray(train_scores, np.float32)).all(0)
+                          | ~np.isnan(np.asarray(val_scores, np.float32)).all(0))
+    return fit_query_groups(encodings[seen], None)
 
 
-def fit_locus_router(model, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
-                     benchmarks: np.ndarray | None = None, *, device: str = "cpu",
-                     config: QueryGroupConfig | None = None) -> tuple[GroupRouter, np.ndarray]:
-    """The GroupRouter of a trained LOCUS (``model``) and the in-training models' embeddings (M, d): each model
-    embedded from its train cells (one forward pass), its P(correct) on its validation cells, then
-    :func:`fit_group_router`. What training (the pipeline's checkpoint) and the accuracy protocol both call."""
-    from locus_model.infer import embed_evaluation_sets, predict_proba
-
-    encodings = np.asarray(encodings, np.float32)
-    train_scores, val_scores = np.asarray(train_scores, np.float32), np.asarray(val_scores, np.float32)
-    sets = [(np.flatnonzero(~np.isnan(row)), row[~np.isnan(row)]) for row in train_scores]
-    embeddings = embed_evaluation_sets(model, encodings, sets, device=device)
-    val_p = np.full_like(val_scores, np.nan)
-    val_q = np.flatnonzero(~np.isnan(val_scores).all(0))
-    if len(val_q):
-        val_p[:, val_q] = predict_proba(model, embeddings, encodings[val_q], device=device)
-    return fit_group_router(val_p, encodings, train_scores, val_scores, benchmarks, config), embeddings
-
-
-def router_proba(model, router: GroupRouter | None, embeddings: np.ndarray, profiles: np.ndarray | None,
-                 encodings: np.ndarray, *, device: str = "cpu") -> np.ndarray:
-    """(M, Q) the router's P(correct) for models (embeddings (M, d), group profiles (M, G)) and queries (encodings
-    (Q, D)): the correctness predictor's, blended with the group table's by ``router``; the predictor's alone when
-    the checkpoint has no router (None). The one scoring path of the protocol, the pool's users, ``locus serve``
-    and the MLflow pyfunc."""
-    from locus_model.infer import predict_proba
-
-    p = predict_proba(model, embeddings, encodings, device=device)
-    return p if router is None else router.proba(p, profiles, encodings)
-
-
-def checkpoint_router(extra: dict) -> GroupRouter | None:
-    """The GroupRouter a checkpoint carries (``load_checkpoint``'s extra dict, key "router"), or None."""
-    return GroupRouter.from_dict(extra["router"]) if extra.get("router") else None
-
-
-__all__ = ["Blend", "GroupRouter", "checkpoint_router", "fit_group_router", "fit_locus_router", "router_proba", "QueryGroupConfig", "QueryGroups", "fit_blend", "fit_query_groups", "group_proba",
-           "group_profiles", "group_rates"]
+__all__ = ["Blend", "CLUSTERS", "INVERSE_REGULARIZATION", "PROBA_FLOOR", "QueryGroups", "SMOOTHING", "fit_blend",
+           "fit_groups", "fit_query_groups", "group_proba", "group_profiles", "group_rates", "logit"]
