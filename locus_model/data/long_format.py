@@ -24,6 +24,9 @@ from locus_model.data.errors import EVALUATION_SUFFIXES, EvaluationDataError, su
 from locus_model.data.file_chunks import CSV_CHUNK_ROWS, is_evaluation_file, iter_evaluation_chunks, read_csv_table
 from locus_model.data.limits import DropLimits, bounded
 
+# the per-model cost keys of a models file, the models config of ``locus serve`` and the model catalog (locus_model.routing.costs reads them)
+COST_KEYS = ("cost_per_query", "price_input_per_mtok", "price_output_per_mtok", "params_b")
+
 PARQUET_BATCH_ROWS = 1 << 22  # read_evaluations keeps the whole table anyway: few, dictionary-encoded batches
 
 
@@ -121,11 +124,10 @@ def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def read_models_file(path: str | Path) -> pd.DataFrame:
     """Read the companion models file (``model``, and any of ``params_b`` in billions, ``family``, the prices of
-    locus_model.routing.COST_KEYS), a CSV (or .csv.gz) or Parquet file. Sizes and prices are floats, NaN where the
+    COST_KEYS), a CSV (or .csv.gz) or Parquet file. Sizes and prices are floats, NaN where the
     cell is empty; anything else that is not a plain number >= 0 ("abc", NaN, 1e309, 0x10) is an
     EvaluationDataError naming the file, row and column, as is a file that cannot be read (a ragged row, an unclosed
     quote, binary bytes, a corrupt Parquet file)."""
-    from locus_model.routing.costs import COST_KEYS
 
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:

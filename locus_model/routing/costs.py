@@ -19,11 +19,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from locus_model.data.long_format import COST_KEYS
 from locus_model.routing.errors import CostError
 
 DEFAULT_OUTPUT_TOKENS = 256  # answer length assumed when the request does not say (max_tokens)
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text with BPE tokenizers
-COST_KEYS = ("cost_per_query", "price_input_per_mtok", "price_output_per_mtok", "params_b")
 BASIS_MEANS = {"usd": "USD per query", "params_b": "billions of parameters (a proxy: no price known)",
                "none": "none (no price or size known: every cost 0)"}
 
