@@ -122,7 +122,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
             raise ApiError(400, "the body is not JSON")
         except RecursionError:
             raise ApiError(400, "the body nests JSON deeper than this router parses (about 1,000 levels)")
-        return await chat_completion(router, body)
+        return await chat_completion(router, body, request.headers)
 
     return app
 

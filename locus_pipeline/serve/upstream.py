@@ -99,11 +99,13 @@ def _is_event_line(line: str) -> bool:
 
 class UpstreamFailed(Exception):
     """An upstream that did not answer usably (timeout, connection, retryable status, not JSON / not an event
-    stream): the next model of the fallback chain is tried. ``reason`` labels the fallbacks metric."""
+    stream): the next model of the fallback chain is tried. ``reason`` labels the fallbacks metric; ``status`` is
+    what a client gets when there is no next model (the upstream's own status, 504 for a timeout, else 502)."""
 
-    def __init__(self, model: str, reason: str, detail: str) -> None:
+    def __init__(self, model: str, reason: str, detail: str, status: int | None = None) -> None:
         super().__init__(detail)
         self.model, self.reason, self.detail = model, reason, detail
+        self.status = status or (504 if reason == "timeout" else 502)
 
 
 async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncIterator[str]) -> AsyncIterator[bytes]:
@@ -169,7 +171,8 @@ async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, bod
     if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:
         _, text = scrub_body(await resp.aread(), secrets_known)
         await resp.aclose()
-        raise UpstreamFailed(name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text[:MAX_DETAIL_CHARS]}")
+        raise UpstreamFailed(name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text[:MAX_DETAIL_CHARS]}",
+                             resp.status_code)
     headers_out = {"x-locus-model": name, "x-locus-upstream-model": upstream.model}
     if stream and resp.status_code == 200:  # the first line decides: an event stream, or the next model
         lines = resp.aiter_lines()
