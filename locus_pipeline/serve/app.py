@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
+from typing import Callable
 
 import httpx
 from fastapi import FastAPI, Request
@@ -21,13 +23,14 @@ from locus_pipeline.serve.metrics import MetricsMiddleware
 from locus_pipeline.serve.router import RouteRequest, Router
 
 
-def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
+               clock: Callable[[], float] = time.monotonic) -> FastAPI:
     """The router's FastAPI app. The pool is loaded here (a missing pool fails now, not at the first request);
     the lifespan starts the scorer and the pool watcher. ``transport`` replaces the network for upstream calls
-    (tests)."""
+    (tests); ``clock`` times the upstreams' cooldowns (tests)."""
     from contextlib import asynccontextmanager
 
-    router = Router(config, transport=transport)
+    router = Router(config, transport=transport, clock=clock)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 import time
 from typing import Any, Mapping
@@ -58,13 +59,21 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
     chain = [decision["chosen"], *decision["fallbacks"]]
     errors = []
     for name in chain:
+        left = router.cooldowns.remaining(name)
+        if left > 0:
+            router.metrics.fallbacks.labels(name, "cooldown").inc()
+            errors.append({"model": name, "reason": "cooldown", "status": 503,
+                           "detail": f"cooled down after repeated failures, tried again in {left:.0f} s"})
+            continue
         try:
             resp = await forward(router.client, name, snap.upstreams[name], body, stream, token=router.config.token)
         except UpstreamFailed as fail:
             router.metrics.fallbacks.labels(fail.model, fail.reason).inc()
+            router.cooldowns.failed(name)
             errors.append({"model": fail.model, "reason": fail.reason, "status": fail.status, "detail": fail.detail})
             log.warning("upstream %s failed (%s); trying the next model of the fallback chain", name, fail.detail)
             continue
+        router.cooldowns.succeeded(name)
         router.metrics.answers.labels(name).inc()
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
             answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
@@ -79,11 +88,16 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
         how = ("pinned requests do not fall back unless asked: send \"fallbacks\": true (or a list of pool models), "
                f"the header {FALLBACKS_HEADER}: true, or set router.pinned_fallbacks in the models config"
                if pinned else "fallbacks were turned off by this request")
-        return JSONResponse({"error": {"message": f"the upstream of {fail['model']} failed: {fail['detail']} "
-                                                  f"({how})", "type": "upstream_error", "code": fail["reason"]}},
-                            status_code=fail["status"],
-                            headers={"x-locus-model": fail["model"], "x-locus-chosen": fail["model"],
-                                     "x-locus-fallbacks-used": "0"})
+        what = f"is {fail['detail']}" if fail["reason"] == "cooldown" else f"failed: {fail['detail']}"
+        headers = {"x-locus-model": fail["model"], "x-locus-chosen": fail["model"], "x-locus-fallbacks-used": "0"}
+        if fail["reason"] == "cooldown":
+            headers["retry-after"] = str(math.ceil(router.cooldowns.remaining(fail["model"])))
+        return JSONResponse({"error": {"message": f"the upstream of {fail['model']} {what} ({how})",
+                                       "type": "upstream_error", "code": fail["reason"]}},
+                            status_code=fail["status"], headers=headers)
+    if all(e["reason"] == "cooldown" for e in errors):
+        raise ApiError(503, f"every model of the fallback chain is cooled down after repeated failures: {errors}",
+                       kind="upstream_error", code="cooldown")
     raise ApiError(502, f"every model of the fallback chain failed: {errors}", kind="upstream_error")
 
 

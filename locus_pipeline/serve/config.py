@@ -31,6 +31,9 @@ class RouterSettings:
     """The models config's ``router:`` section: how the router treats failing upstreams."""
 
     pinned_fallbacks: bool = False  # a request naming a pool model may be answered by its neighbours when it fails
+    allowed_fails: int = 3  # failures of one upstream within cooldown_window_s that cool it down (cooldown.py)
+    cooldown_window_s: float = 60.0
+    cooldown_s: float = 30.0  # how long a cooled-down upstream is skipped before it is tried again
 
 
 ROUTER_KEYS = tuple(RouterSettings.__dataclass_fields__)
@@ -56,6 +59,9 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
         defaults: {timeout_s: 60, output_tokens: 256}
         router:                                      # optional; these are the defaults
           pinned_fallbacks: false                    # model="<pool model>" answered by a neighbour when it fails
+          allowed_fails: 3                           # failures of an upstream within cooldown_window_s that
+          cooldown_window_s: 60                      #   skip it for cooldown_s, then it is tried again
+          cooldown_s: 30
         models:
           <pool model name>:
             base_url: https://api.example.com/v1     # OpenAI-compatible; omit for a cost-only entry

@@ -1,5 +1,5 @@
 """The router's Prometheus metrics (``GET /metrics``): requests and latency per endpoint (:class:`MetricsMiddleware`),
-decisions, answers, fallbacks, reloads, pool size and scorer batch sizes."""
+decisions, answers, fallbacks, cooldowns, reloads, pool size and scorer batch sizes."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ class Metrics:
                                registry=r)
         self.fallbacks = Counter("locus_fallbacks", "upstream failures that moved to the next model of the fallback "
                                  "chain, by the model that failed", ["model", "reason"], registry=r)
+        self.cooldowns = Counter("locus_upstream_cooldowns", "times an upstream was cooled down after repeated "
+                                 "failures, by model", ["model"], registry=r)
+        self.cooled_down = Gauge("locus_upstreams_cooled_down", "upstreams cooled down now (skipped by the fallback "
+                                 "chain until their cooldown ends)", registry=r)
         self.reloads = Counter("locus_pool_reloads", "pool reloads by outcome", ["outcome"], registry=r)
         self.pool_models = Gauge("locus_pool_models", "models in the pool being served", registry=r)
         self.batch_size = Histogram("locus_scorer_batch_size", "queries encoded and scored together", registry=r,

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import httpx
 import numpy as np
@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
                                  estimate_tokens, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
+from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
 from locus_pipeline.serve.metrics import Metrics
 from locus_pipeline.serve.scorer import Scorer
@@ -44,7 +45,8 @@ def _json_number(x: float) -> float | None:
 class Router:
     """The served state: the current snapshot (swapped whole), the scorer, the metrics."""
 
-    def __init__(self, config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.home = LocusHome(root=config.home)
         self.models = read_models_config(config.models_config)
@@ -59,6 +61,11 @@ class Router:
                              batch_wait_ms=config.batch_wait_ms, threads=config.threads or None,
                              on_batch=self.metrics.batch_size.observe)
         self.metrics.pool_models.set(len(self.snapshot.names))
+        settings = self.models.router
+        self.cooldowns = Cooldowns(allowed_fails=settings.allowed_fails, window_s=settings.cooldown_window_s,
+                                   cooldown_s=settings.cooldown_s, clock=clock,
+                                   on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc())
+        self.metrics.cooled_down.set_function(self.cooldowns.cooled_down)
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
 
