@@ -78,7 +78,8 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
             answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
             if isinstance(answer, dict):
-                answer["locus"] = {**decision, "answered_by": name, "fallbacks_used": len(errors)}
+                answer["locus"] = {**decision, "answered_by": name, "fallbacks_used": len(errors),
+                                   "skipped": errors}  # why each model before it did not answer
                 resp = JSONResponse(answer, headers={k: v for k, v in resp.headers.items() if k.startswith("x-locus")})
         resp.headers["x-locus-chosen"] = decision["chosen"]
         resp.headers["x-locus-fallbacks-used"] = str(len(errors))

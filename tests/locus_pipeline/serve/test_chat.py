@@ -82,6 +82,9 @@ def test_an_upstream_error_moves_down_the_fallback_chain(built, tmp_path):
         explained = client.post("/v1/chat/completions", json=chat(locus={"explain": True})).json()
     assert explained["locus"]["chosen"] == chosen and explained["locus"]["answered_by"] == second
     assert explained["locus"]["fallbacks_used"] == 2 and explained["locus"]["ranking"][0]["model"] == chosen
+    skipped = explained["locus"]["skipped"]  # why the chosen model and the first fallback did not answer
+    assert [(s["model"], s["reason"], s["status"]) for s in skipped] == [(chosen, "http_500", 500), (first, "timeout", 504)]
+    assert "HTTP 500" in skipped[0]["detail"] and "no answer within" in skipped[1]["detail"]
 
 
 def test_every_upstream_failing_is_a_502_naming_them(built, tmp_path):

@@ -34,7 +34,7 @@ def test_a_failing_upstream_is_skipped_during_its_cooldown_and_tried_after_it(bu
         for _ in range(2):
             assert client.post("/v1/chat/completions", json=chat(model="gamma-70b")).status_code == 200
         assert [h for h, _, _ in fake.seen].count(host("gamma-70b")) == 2
-        skipped = client.post("/v1/chat/completions", json=chat(model="gamma-70b"))
+        skipped = client.post("/v1/chat/completions", json=chat(model="gamma-70b", locus={"explain": True}))
         metrics = client.get("/metrics").text
         alone = client.post("/v1/chat/completions", json=chat(model="gamma-70b", fallbacks=False))
         now[0] += 31
@@ -42,6 +42,8 @@ def test_a_failing_upstream_is_skipped_during_its_cooldown_and_tried_after_it(bu
         back = client.post("/v1/chat/completions", json=chat(model="gamma-70b"))
         after = client.get("/metrics").text
     assert skipped.status_code == 200 and skipped.headers["x-locus-model"] != "gamma-70b"
+    (why,) = skipped.json()["locus"]["skipped"]
+    assert why["model"] == "gamma-70b" and why["reason"] == "cooldown" and "tried again in 30 s" in why["detail"]
     assert [h for h, _, _ in fake.seen].count(host("gamma-70b")) == 3  # skipped twice, then tried after the cooldown
     assert 'locus_upstream_cooldowns_total{model="gamma-70b"} 1.0' in metrics
     assert "locus_upstreams_cooled_down 1.0" in metrics and "locus_upstreams_cooled_down 0.0" in after
