@@ -84,6 +84,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
                   "pool_models": len(snap.names), "routable_models": len(snap.routable), "dry_run": snap.dry_run,
                   "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
+                  "serves": f"single:{router.single_model}" if router.single_model else "router",
                   "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error,
                   "configured_not_in_pool": sorted(set(router.models.upstreams) - set(snap.names)),
                   "portfolio_not_in_pool": list(snap.portfolio_missing),
@@ -137,4 +138,6 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, acc
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = create_app(config)
+    print(f"locus serve: http://{host}:{port} (POST /route, /v1/chat/completions; GET /v1/models, /metrics, /healthz)\n"
+          + app.state.router.summary(), flush=True)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)

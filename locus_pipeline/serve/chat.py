@@ -33,6 +33,7 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
         raise ApiError(400, "the body must be a JSON object")
     snap = router.snapshot
     weight, pinned = parse_router_model(body.get("model"), snap)
+    target = pinned or router.single_model  # --serve single:MODEL answers "locus" with MODEL
     extra = body.pop("locus", None) or {}
     if not isinstance(extra, dict):
         raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, max_params?, explain?}")
@@ -42,11 +43,11 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
     decision = await router.decide(
-        snap, text, candidates=[pinned] if pinned else extra.get("candidates"), max_cost=extra.get("max_cost"),
+        snap, text, candidates=[target] if target else extra.get("candidates"), max_cost=extra.get("max_cost"),
         max_params=extra.get("max_params"), quality_weight=weight, input_tokens=estimate_tokens(prompt),
         output_tokens=max_tokens if isinstance(max_tokens, int) else None, need_upstream=True)
-    if pinned:  # a named model answers; its embedding neighbours are its fallbacks
-        decision["fallbacks"] = [snap.names[i] for i in _neighbours(router, snap, pinned)]
+    if target:  # a named model answers; its embedding neighbours are its fallbacks
+        decision["fallbacks"] = [snap.names[i] for i in _neighbours(router, snap, target)]
     decision["fallbacks"] = _chain_after(decision, allowed, snap)
     if snap.dry_run:
         return _dry_run_answer(decision, stream)
@@ -66,7 +67,8 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
                            "detail": f"cooled down after repeated failures, tried again in {left:.0f} s"})
             continue
         try:
-            resp = await forward(router.client, name, snap.upstreams[name], body, stream, token=router.config.token)
+            resp = await forward(router.client, name, snap.upstreams[name], body, stream, token=router.config.token,
+                                 on_usage=lambda usage, name=name: router.record_usage(snap, name, usage))
         except UpstreamFailed as fail:
             router.metrics.fallbacks.labels(fail.model, fail.reason).inc()
             router.cooldowns.failed(name)

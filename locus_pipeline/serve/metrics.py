@@ -1,5 +1,5 @@
 """The router's Prometheus metrics (``GET /metrics``): requests and latency per endpoint (:class:`MetricsMiddleware`),
-decisions, answers, fallbacks, cooldowns, reloads, pool size and scorer batch sizes."""
+decisions, answers, tokens and spend, fallbacks, cooldowns, reloads, pool size and scorer batch sizes."""
 
 from __future__ import annotations
 
@@ -20,6 +20,11 @@ class Metrics:
                                registry=r)
         self.fallbacks = Counter("locus_fallbacks", "upstream failures that moved to the next model of the fallback "
                                  "chain, by the model that failed", ["model", "reason"], registry=r)
+        self.tokens = Counter("locus_tokens", "tokens the upstreams reported (their usage), by model and direction "
+                              "(input, output)", ["model", "direction"], registry=r)
+        self.cost = Counter("locus_cost_usd", "spend by model in USD: the reported tokens at the configured prices "
+                            "(or its cost_per_query); models without a price in USD are not counted", ["model"],
+                            registry=r)
         self.cooldowns = Counter("locus_upstream_cooldowns", "times an upstream was cooled down after repeated "
                                  "failures, by model", ["model"], registry=r)
         self.cooled_down = Gauge("locus_upstreams_cooled_down", "upstreams cooled down now (skipped by the fallback "

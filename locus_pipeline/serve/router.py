@@ -38,6 +38,24 @@ class RouteRequest(BaseModel):
     output_tokens: int | None = None  # default: the models config's output_tokens (256)
 
 
+MAX_REPORTED_TOKENS = 10**9  # an upstream's usage beyond this is not counted
+
+
+def single_model(serve: str, snap: Snapshot) -> str | None:
+    """The pool model of ``--serve single:<model>`` (None for ``router``); a ValueError saying what to pass when
+    ``serve`` is neither or the model is not a routable pool model."""
+    if serve == "router":
+        return None
+    name = serve.split(":", 1)[1] if serve.startswith("single:") else ""
+    if not name:
+        raise ValueError(f"--serve {serve!r}: expected 'router' or 'single:<pool model>'")
+    if name not in snap.routable:
+        raise ValueError(f"--serve {serve!r}: {name!r} is not a routable pool model"
+                         + (" with an upstream" if snap.upstreams and not snap.dry_run else "")
+                         + f" (routable: {', '.join(snap.routable[:8])}{', ...' if len(snap.routable) > 8 else ''})")
+    return name
+
+
 def _json_number(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -66,8 +84,47 @@ class Router:
                                    cooldown_s=settings.cooldown_s, clock=clock,
                                    on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc())
         self.metrics.cooled_down.set_function(self.cooldowns.cooled_down)
+        self.single_model = single_model(config.serve, self.snapshot)
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
+
+    def record_usage(self, snap: Snapshot, name: str, usage: object) -> None:
+        """Count an upstream's reported ``usage`` ({prompt_tokens, completion_tokens}) and its cost in USD at the
+        snapshot's prices; a usage that is not two counts in [0, 1e9] is ignored (an upstream's word, untrusted)."""
+        if not isinstance(usage, dict):
+            return
+        n_in, n_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_REPORTED_TOKENS
+                   for n in (n_in, n_out)):
+            return
+        self.metrics.tokens.labels(name, "input").inc(n_in)
+        self.metrics.tokens.labels(name, "output").inc(n_out)
+        costs = snap.costs
+        i = snap.index.get(name)
+        if costs.basis == "usd" and i is not None and name not in costs.unknown:
+            usd = float(costs.costs(n_in, n_out)[i])
+            if math.isfinite(usd) and usd >= 0:
+                self.metrics.cost.labels(name).inc(usd)
+
+    def summary(self) -> str:
+        """What `locus serve` prints at start-up: the pool, what model "locus" answers with, the upstreams and the
+        policy for failures."""
+        snap, settings = self.snapshot, self.models.router
+        serves = (f"the single model {self.single_model} (model \"locus\" answers with it; --serve single:MODEL)"
+                  if self.single_model else f"the router (model \"locus\": the best of {len(snap.routable)} routable "
+                  f"models at quality weight {self.config.quality_weight:g}; --serve router)")
+        ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
+        lines = [f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
+                 + (f", portfolio {snap.portfolio}" if snap.portfolio else "") + f"), checkpoint {snap.checkpoint_id}, "
+                 f"encoder {snap.encoder} ({snap.runtime}), cost basis {snap.costs.basis}",
+                 f"serves: {serves}" + (" -- DRY RUN: chat calls answer with the decision only" if snap.dry_run else ""),
+                 f"upstreams: {len(ups)}" + (": " + "; ".join(ups[:5]) + (f"; ... ({len(ups) - 5} more)" if len(ups) > 5 else "")
+                                             if ups else " (POST /route answers; chat calls need --models-config)"),
+                 f"policy: {self.config.n_fallbacks} fallbacks (embedding neighbours; pinned models: "
+                 f"{'on' if settings.pinned_fallbacks else 'off unless the request asks'}); an upstream failing "
+                 f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
+                 f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token")]
+        return "\n".join("  " + line for line in lines)
 
     # -- reload
 

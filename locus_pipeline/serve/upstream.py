@@ -8,7 +8,7 @@ import json
 import logging
 import os
 import re
-from typing import AsyncIterator, Sequence
+from typing import AsyncIterator, Callable, Sequence
 
 import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -108,9 +108,11 @@ class UpstreamFailed(Exception):
         self.status = status or (504 if reason == "timeout" else 502)
 
 
-async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncIterator[str]) -> AsyncIterator[bytes]:
+async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncIterator[str],
+                      on_usage: Callable[[object], None] = lambda usage: None) -> AsyncIterator[bytes]:
     """Pass an SSE stream through line by line (``first``, then the rest of ``lines``), with each chunk's ``model``
-    set to the pool model's name. An upstream that fails mid-way ends the stream with an error event
+    set to the pool model's name (a chunk's ``usage``, when the upstream sends one, goes to ``on_usage``). An
+    upstream that fails mid-way ends the stream with an error event
     (``data: {"error": {...}}``, as OpenAI's API sends one), not with a 200 that just stops."""
 
     async def all_lines() -> AsyncIterator[str]:
@@ -123,6 +125,8 @@ async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncI
             if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
                 try:
                     chunk = json.loads(line[5:])
+                    if isinstance(chunk, dict) and chunk.get("usage"):
+                        on_usage(chunk["usage"])
                     if isinstance(chunk, dict) and "model" in chunk:
                         chunk["model"] = name
                         line = "data: " + json.dumps(chunk, separators=(",", ":"))
@@ -140,22 +144,22 @@ async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncI
 
 
 async def forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body: dict, stream: bool, *,
-                  token: str | None = None) -> Response:
+                  token: str | None = None, on_usage: Callable[[object], None] = lambda usage: None) -> Response:
     """The upstream's answer; raises UpstreamFailed on a timeout, a connection error, a retryable status or a
     200 that is not JSON (an event stream whose first line is not one, with ``stream``). Credentials (the
     upstream's key, the router's ``token``) are scrubbed from every detail and relayed error body
-    (scrub_credentials)."""
+    (scrub_credentials). The answer's ``usage`` goes to ``on_usage``."""
     key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
     secrets_known = [s for s in (key, token) if s]
     try:
-        return await _forward(client, name, upstream, body, stream, key, secrets_known)
+        return await _forward(client, name, upstream, body, stream, key, secrets_known, on_usage)
     except UpstreamFailed as fail:
         fail.detail = scrub_credentials(fail.detail, secrets_known)
         raise
 
 
 async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body: dict, stream: bool,
-                   key: str | None, secrets_known: list[str]) -> Response:
+                   key: str | None, secrets_known: list[str], on_usage: Callable[[object], None]) -> Response:
     payload = {**body, "model": upstream.model}
     headers = {"content-type": "application/json"}
     if key:
@@ -187,7 +191,7 @@ async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, bod
         if not _is_event_line(first):
             await resp.aclose()
             raise UpstreamFailed(name, "bad_response", f"not an event stream: {scrub_credentials(first, secrets_known)[:200]!r}")
-        return StreamingResponse(rewrite_sse(resp, name, first, lines), status_code=200, headers=headers_out,
+        return StreamingResponse(rewrite_sse(resp, name, first, lines, on_usage), status_code=200, headers=headers_out,
                                  media_type=resp.headers.get("content-type", "text/event-stream"))
     try:
         raw = await resp.aread()
@@ -207,5 +211,6 @@ async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, bod
         raise UpstreamFailed(name, "bad_response", f"not JSON: {scrub_body(raw, secrets_known)[1][:200]!r}")
     if isinstance(data, dict):
         data["model"] = name
+        on_usage(data.get("usage"))
     return JSONResponse(data, status_code=resp.status_code, headers=headers_out)
 
