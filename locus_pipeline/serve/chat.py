@@ -38,6 +38,7 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
     if not isinstance(extra, dict):
         raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, max_params?, explain?}")
     allowed = fallbacks_allowed(body, headers or {}, default=router.models.router.pinned_fallbacks if pinned else True)
+    check_numbers(body)
     text = last_user_text(body.get("messages"))
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -68,7 +69,8 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
             continue
         try:
             resp = await forward(router.client, name, snap.upstreams[name], body, stream, token=router.config.token,
-                                 on_usage=lambda usage, name=name: router.record_usage(snap, name, usage))
+                                 on_usage=lambda usage, name=name: router.record_usage(snap, name, usage),
+                                 settings=router.models.router)
         except UpstreamFailed as fail:
             router.metrics.fallbacks.labels(fail.model, fail.reason).inc()
             router.cooldowns.failed(name)
@@ -140,6 +142,27 @@ def _chain_after(decision: dict, allowed: bool | list[str], snap: Snapshot) -> l
     if unknown:
         raise ApiError(400, f"fallbacks {unknown[:5]} are not pool models with an upstream (GET /v1/models)")
     return [n for n in dict.fromkeys(allowed) if n != decision["chosen"]]
+
+
+# OpenAI's ranges for the numbers of a chat request: (integer only, low, high)
+NUMBER_RANGES = {"max_tokens": (True, 1, 10**7), "max_completion_tokens": (True, 1, 10**7), "n": (True, 1, 128),
+                 "temperature": (False, 0, 2), "top_p": (False, 0, 1), "presence_penalty": (False, -2, 2),
+                 "frequency_penalty": (False, -2, 2), "top_logprobs": (True, 0, 20),
+                 "seed": (True, -2**63, 2**63 - 1)}
+
+
+def check_numbers(body: dict) -> None:
+    """A 400 naming the field and its range for a number of the request outside OpenAI's range (a 400-digit
+    max_tokens is refused here, before anything converts it to a float)."""
+    for key, (integer, low, high) in NUMBER_RANGES.items():
+        value = body.get(key)
+        if value is None:
+            continue
+        kind = "an integer" if integer else "a number"
+        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if not ok or isinstance(value, bool) or not low <= value <= high:  # a NaN fails the comparison too
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:20] + f"... ({len(repr(value))} characters)"
+            raise ApiError(400, f"{key}={shown} must be {kind} in [{low}, {high}]", param=key, code="invalid_value")
 
 
 def last_user_text(messages: Any) -> str:

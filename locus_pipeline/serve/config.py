@@ -34,6 +34,10 @@ class RouterSettings:
     allowed_fails: int = 3  # failures of one upstream within cooldown_window_s that cool it down (cooldown.py)
     cooldown_window_s: float = 60.0
     cooldown_s: float = 30.0  # how long a cooled-down upstream is skipped before it is tried again
+    max_response_bytes: int = 16 << 20  # an upstream answer larger than this is a failure (the next model)
+    max_line_bytes: int = 1 << 20  # one line of an event stream
+    max_error_bytes: int = 64 << 10  # of an error body: the prefix read, scrubbed and relayed
+    max_stream_s: float = 600.0  # a whole event stream (each event must come within the upstream's timeout_s)
 
 
 ROUTER_KEYS = tuple(RouterSettings.__dataclass_fields__)
@@ -62,6 +66,10 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
           allowed_fails: 3                           # failures of an upstream within cooldown_window_s that
           cooldown_window_s: 60                      #   skip it for cooldown_s, then it is tried again
           cooldown_s: 30
+          max_response_bytes: 16777216               # what is read of an upstream's answer at most (16 MiB);
+          max_line_bytes: 1048576                    #   of one event-stream line; of an error body (its prefix)
+          max_error_bytes: 65536
+          max_stream_s: 600                          # a whole stream (each event within the upstream's timeout_s)
         models:
           <pool model name>:
             base_url: https://api.example.com/v1     # OpenAI-compatible; omit for a cost-only entry

@@ -204,9 +204,12 @@ class Router:
                     check_cost(value, cap)
         except RoutingError as err:
             raise ApiError(400, str(err))
+        except OverflowError:  # an integer too large for a float (hundreds of digits)
+            raise ApiError(400, "max_cost and max_params must be numbers >= 0 a float can hold")
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if value is not None and value < 0:
-                raise ApiError(400, f"{name}={value} must be >= 0")
+            if value is not None and not 0 <= value <= MAX_REPORTED_TOKENS:
+                raise ApiError(400, f"{name} must be an integer in [0, {MAX_REPORTED_TOKENS:,}]"
+                                    + (f" (got {value})" if len(str(value)) <= 20 else f" (got {len(str(value))} digits)"))
         idx = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
         n_in = estimate_tokens(query) if input_tokens is None else input_tokens
         n_out = snap.output_tokens if output_tokens is None else output_tokens
