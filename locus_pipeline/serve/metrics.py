@@ -30,6 +30,8 @@ class Metrics:
         self.cooled_down = Gauge("locus_upstreams_cooled_down", "upstreams cooled down now (skipped by the fallback "
                                  "chain until their cooldown ends)", registry=r)
         self.reloads = Counter("locus_pool_reloads", "pool reloads by outcome", ["outcome"], registry=r)
+        self.reload_failing = Gauge("locus_pool_reload_failing", "1 while the pool file on disk is refused (the "
+                                    "last good pool is served; /healthz says why), else 0", registry=r)
         self.pool_models = Gauge("locus_pool_models", "models in the pool being served", registry=r)
         self.batch_size = Histogram("locus_scorer_batch_size", "queries encoded and scored together", registry=r,
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128))

@@ -137,11 +137,13 @@ class Router:
         except Exception as err:  # keep serving the old pool; the log and /healthz say why
             self.failed_key = key
             self.metrics.reloads.labels("failed").inc()
+            self.metrics.reload_failing.set(1)
             log.error("pool reload failed, still serving checkpoint %s: %s", self.snapshot.checkpoint_id, err)
             self.last_reload_error = f"{type(err).__name__}: {err}"
             return False
         self.snapshot, self.failed_key, self.last_reload_error = snap, None, None  # one assignment: the swap
         self.metrics.reloads.labels("ok").inc()
+        self.metrics.reload_failing.set(0)
         self.metrics.pool_models.set(len(snap.names))
         log.info("pool reloaded: %d models, checkpoint %s", len(snap.names), snap.checkpoint_id)
         return True
@@ -152,6 +154,7 @@ class Router:
 
     def _load_warm(self) -> Snapshot:
         snap = self._load()
+        single_model(self.config.serve, snap)  # --serve single:MODEL: MODEL must still be in the new pool
         self.scorer.encoder(snap).encode(["warm up"])  # a new encoder loads here, not in a request
         return snap
 
