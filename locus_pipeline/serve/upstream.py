@@ -5,6 +5,7 @@ event stream passed through with each chunk's ``model`` rewritten (:func:`rewrit
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import os
@@ -25,28 +26,52 @@ RETRY_STATUSES = {408, 409, 425, 429}  # plus every 5xx: the next model of the f
 _CREDENTIAL = re.compile(r"(?i)(bearer\s+|(?:authorization|api[_-]?key|x-api-key|access[_-]?token)[\"']?\s*[:=]\s*[\"']?"
                          r"(?:bearer\s+)?)([^\s\"',;}]+)")
 _KEY_SHAPED = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}")
-PARTIAL = 8  # any run of this many characters of a known secret is redacted (a key cut short, or split in two)
+PARTIAL = 6  # any run of this many characters of a known secret is redacted (a key cut short, split, in pieces)
 MAX_DETAIL_CHARS = 300  # of an upstream's error body, in a 502's detail and the log (cut after scrubbing)
 MAX_JSON_DEPTH = 64  # an upstream's JSON nested deeper is treated as not JSON
+# characters that show nothing: format characters (zero-width spaces and joiners, bidi marks, the BOM, tags),
+# variation selectors, the combining grapheme joiner and Hangul fillers; removed before secrets are looked for
+_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+                        "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e0fff]")
+_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
-def _redact_known(text: str, secret: str) -> str:
-    """``text`` with every run of at least PARTIAL characters of ``secret`` replaced (the whole secret, its first
-    or last characters where a body was cut, each half where it was split)."""
-    if len(secret) < PARTIAL:
-        return text.replace(secret, "[redacted]")
-    windows = sorted({secret[i:i + PARTIAL] for i in range(len(secret) - PARTIAL + 1)})
-    starts = [m.start() for m in re.finditer("(?=(?:" + "|".join(map(re.escape, windows)) + "))", text)]
-    if not starts:
+def _unescape(match: re.Match) -> str:
+    code = int(match.group(1), 16)
+    return match.group(0) if 0xD800 <= code <= 0xDFFF else chr(code)  # a surrogate half stays as written
+
+
+def secret_forms(secret: str) -> list[str]:
+    """The strings an upstream may echo ``secret`` as: itself and its base64 encodings (standard and URL-safe) at
+    each of the three byte alignments (the characters that depend on the secret's bytes only), so that a key
+    inside a base64-encoded blob is found too."""
+    raw, forms = secret.encode("utf-8"), [secret]
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
+        core = encoded[(shift * 8 + 5) // 6:((shift + len(raw)) * 8) // 6]  # the characters of the secret alone
+        forms += [core, core.replace("+", "-").replace("/", "_")]
+    return list(dict.fromkeys(f for f in forms if f))
+
+
+def _redact_known(text: str, forms: Sequence[str]) -> str:
+    """``text`` with every run of PARTIAL-character pieces of any of ``forms`` replaced: the whole secret, its
+    first or last characters where a body was cut, the pieces where it was split. One pass over ``text`` with a
+    set lookup per position (linear in the text, whatever the secrets)."""
+    short = [f for f in forms if len(f) < PARTIAL]
+    for form in short:
+        text = text.replace(form, "[redacted]")
+    windows = {f[i:i + PARTIAL] for f in forms if len(f) >= PARTIAL for i in range(len(f) - PARTIAL + 1)}
+    runs: list[list[int]] = []
+    for start in range(len(text) - PARTIAL + 1):
+        if text[start:start + PARTIAL] in windows:
+            if runs and start <= runs[-1][1]:  # overlapping windows merge into one run
+                runs[-1][1] = start + PARTIAL
+            else:
+                runs.append([start, start + PARTIAL])
+    if not runs:
         return text
-    out, end = [], 0
-    for start in starts:  # merge the overlapping windows into runs
-        if out and start <= out[-1][1]:
-            out[-1][1] = start + PARTIAL
-        else:
-            out.append([start, start + PARTIAL])
-    pieces = []
-    for start, stop in out:
+    pieces, end = [], 0
+    for start, stop in runs:
         pieces += [text[end:start], "[redacted]"]
         end = stop
     return "".join(pieces) + text[end:]
@@ -54,13 +79,16 @@ def _redact_known(text: str, secret: str) -> str:
 
 def scrub_credentials(text: str, known: Sequence[str] = ()) -> str:
     """``text`` (an upstream's error body, an exception) with credentials replaced by ``[redacted]``: the ``known``
-    secrets wherever they appear (whole, cut short or split: any PARTIAL characters of one), Authorization /
-    api-key values and key-shaped strings (``sk-...``), so that an upstream echoing the request's headers never
-    puts a key into a 502 body or the log. Scrub what the client or the log will read: after every decoding
-    (:func:`scrub_body`) and before any cut."""
-    for secret in known:
-        if secret:
-            text = _redact_known(text, secret)
+    secrets wherever they appear (whole, cut short, split or in pieces: any PARTIAL characters of one; also
+    base64-encoded, written as ``\\uXXXX`` escapes, or with invisible characters between its characters, which
+    are removed and decoded first), Authorization / api-key values and key-shaped strings (``sk-...``), so that an
+    upstream echoing the request's headers never puts a key into a 502 body or the log. Scrub what the client or
+    the log will read: after every decoding (:func:`scrub_body`) and before any cut; linear in ``text``, which
+    callers bound (an error body's prefix)."""
+    secrets_known = [s for s in known if s]
+    if secrets_known:
+        text = _ESCAPE.sub(_unescape, _INVISIBLE.sub("", text))
+        text = _redact_known(text, [f for s in secrets_known for f in secret_forms(s)])
     text = _CREDENTIAL.sub(lambda m: m.group(1) + "[redacted]", text)
     return _KEY_SHAPED.sub("[redacted]", text)
 
