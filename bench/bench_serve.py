@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.bench_serve [--runtimes torch,onnx-int8] [--requests 1000] [--concurrency 16]
         [--sequential 300] [--open-loop-rate 100] [--open-loop 1000] [--threads 1] [--models 30]
+    .venv/bin/python -m bench.bench_serve --hostile [--sequential 300] [--hostile-clients 2]
 
 1. Builds a home in a temporary folder: a random (untrained) checkpoint of the default LocusConfig size with the
    real all-MiniLM-L6-v2 encoder, a pool of --models models (the MMLU-Pro models file's names, parameter counts
@@ -19,6 +20,8 @@
      scheduled arrival (a late client counts against the server, as a user would see it);
    - whole: --long-requests distinct whole questions with their ten options (mean ~650 characters), at
      --concurrency.
+   With --hostile instead: the router in front of hostile upstreams (hostile_upstreams below), a tiny hashing-encoder
+   home: a good client's latency alone and while hostile requests loop, and the router's peak RSS.
 3. Prints client-side p50/p90/p99 latency, throughput, the server's own elapsed_ms and peak RSS (VmHWM), and the
    machine's load average. The client runs on the same machine and takes CPU from the server: figures are for
    both together.
@@ -221,6 +224,115 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict) -> dict:
         server.wait(timeout=30)
 
 
+HOSTILE = ("endless_200", "huge_error", "huge_line", "blank_lines", "deep_error")
+
+
+def hostile_upstreams():
+    """One FastAPI app, one path prefix per behaviour: /good (a small answer) and each of HOSTILE: a 200 JSON body
+    that never ends, a 500 whose body never ends, an event stream of one endless line, blank keep-alive lines
+    forever, a 600-deep JSON error."""
+    from fastapi import FastAPI
+    from fastapi.responses import Response, StreamingResponse
+
+    app = FastAPI()
+    block = b" " * (64 << 10)
+
+    async def forever(head: bytes, chunk: bytes, pause: float = 0.0):
+        yield head
+        while True:
+            await asyncio.sleep(pause)
+            yield chunk
+
+    @app.post("/{kind}/v1/chat/completions")
+    async def chat(kind: str):
+        if kind == "endless_200":
+            return StreamingResponse(forever(b'{"a": "', block), media_type="application/json")
+        if kind == "huge_error":
+            return StreamingResponse(forever(b'{"error": "', block), status_code=500, media_type="application/json")
+        if kind == "huge_line":
+            return StreamingResponse(forever(b"data: ", b"x" * (64 << 10)), media_type="text/event-stream")
+        if kind == "blank_lines":
+            return StreamingResponse(forever(b"\n", b"\n", 0.01), media_type="text/event-stream")
+        if kind == "deep_error":
+            return Response("[" * 600 + "]" * 600, status_code=500, media_type="application/json")
+        return {"object": "chat.completion", "model": "good", "choices": [{"index": 0, "message": {"content": "ok"}}]}
+
+    return app
+
+
+def hostile(args) -> dict:
+    """Good-client p50 alone, then while ``--hostile-clients`` per behaviour loop on the hostile upstreams (pinned,
+    no fallbacks), and the router's peak RSS."""
+    import threading
+
+    import httpx
+    import yaml
+
+    from tests.locus_pipeline.serve_home import ServerThread, build_home
+
+    names = ["good-1b", *HOSTILE]
+    with tempfile.TemporaryDirectory(prefix="locus-bench-hostile-") as tmp, ServerThread(hostile_upstreams()) as up:
+        build_home(Path(tmp) / "home", names)
+        config = Path(tmp) / "models.yaml"
+        config.write_text(yaml.safe_dump({"defaults": {"timeout_s": 10}, "models": {
+            n: {"base_url": f"{up.url}/{'good' if n == 'good-1b' else n}/v1"} for n in names}}))
+        log_path = Path(tmp) / "serve.log"
+        server = subprocess.Popen([sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", str(Path(tmp) / "home"),
+                                   "--port", str(args.port), "--models-config", str(config)],
+                                  env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+                                  stderr=log_path.open("wb"), start_new_session=True)
+        url = f"http://127.0.0.1:{args.port}"
+        try:
+            while True:
+                if server.poll() is not None:
+                    raise SystemExit(f"the server exited: {log_path.read_text(errors='replace')[-2000:]}")
+                try:
+                    urllib.request.urlopen(f"{url}/healthz", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.2)
+
+            def good_p50(n: int) -> dict:
+                times, codes = [], []
+                with httpx.Client(base_url=url, timeout=60) as client:
+                    for i in range(n):
+                        t = time.perf_counter()
+                        r = client.post("/v1/chat/completions", json={"model": "good-1b", "messages": [
+                            {"role": "user", "content": f"question {i}"}]})
+                        times.append(1000 * (time.perf_counter() - t))
+                        codes.append(r.status_code)
+                return {"p50_ms": round(float(np.percentile(times, 50)), 2),
+                        "p99_ms": round(float(np.percentile(times, 99)), 2), "non_200": sum(c != 200 for c in codes)}
+
+            good_p50(20)  # warm
+            alone = good_p50(args.sequential)
+            stop, outcomes = threading.Event(), {k: [] for k in HOSTILE}
+
+            def attack(kind: str) -> None:
+                with httpx.Client(base_url=url, timeout=120) as client:
+                    while not stop.is_set():
+                        r = client.post("/v1/chat/completions", json={
+                            "model": kind, "stream": kind in ("huge_line", "blank_lines"), "fallbacks": False,
+                            "messages": [{"role": "user", "content": "attack"}]})
+                        outcomes[kind].append(r.status_code)
+
+            threads = [threading.Thread(target=attack, args=(k,), daemon=True)
+                       for k in HOSTILE for _ in range(args.hostile_clients)]
+            for t in threads:
+                t.start()
+            time.sleep(2)  # the attacks under way
+            during = good_p50(args.sequential)
+            stop.set()
+            for t in threads:
+                t.join(60)
+            return {"good_alone": alone, "good_during_attack": during, "router_memory_mb": rss_mb(server.pid),
+                    "hostile_statuses": {k: sorted(set(v)) for k, v in outcomes.items()},
+                    "hostile_requests": {k: len(v) for k, v in outcomes.items()}}
+        finally:
+            os.killpg(server.pid, signal.SIGINT)
+            server.wait(timeout=30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runtimes", default="torch,onnx-int8", help="encoder runtimes, each served in turn")
@@ -237,7 +349,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18731)
     parser.add_argument("--warmup", type=int, default=64)
     parser.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
+    parser.add_argument("--hostile", action="store_true", help="the hostile-upstream run instead (see above)")
+    parser.add_argument("--hostile-clients", type=int, default=2, help="clients looping per hostile behaviour")
     args = parser.parse_args()
+    if args.hostile:
+        result = hostile(args)
+        print(json.dumps(result, indent=2))
+        return
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
 
     with tempfile.TemporaryDirectory(prefix="locus-bench-serve-") as tmp:

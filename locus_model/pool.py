@@ -94,8 +94,9 @@ class PoolError(ValueError):
     """A pool table that breaks its invariants (one checkpoint, one row per model and per key)."""
 
 
-def check_pool(pool: pd.DataFrame) -> None:
-    """Raise PoolError unless every row comes from one checkpoint and models and model keys are unique."""
+def check_pool(pool: pd.DataFrame, dim: int | None = None) -> None:
+    """Raise PoolError unless every row comes from one checkpoint, models and model keys are unique and every
+    embedding is a finite vector of one width (``dim``, the checkpoint's d, when given)."""
     missing = [c for c in POOL_COLUMNS if c not in pool.columns]
     if missing:
         raise PoolError(f"the pool table lacks the columns {missing}")
@@ -107,6 +108,18 @@ def check_pool(pool: pd.DataFrame) -> None:
         if len(dup):
             raise PoolError(f"{column} {dup[column].iloc[0]!r} appears twice in the pool "
                             f"(models {sorted(dup['model'].astype(str))[:4]})")
+    if len(pool) == 0:
+        return
+    shapes = [np.shape(e) for e in pool["embedding"]]
+    want = (dim,) if dim is not None else shapes[0]
+    wrong = [i for i, shape in enumerate(shapes) if shape != want or len(shape) != 1]
+    if wrong:
+        raise PoolError(f"model {pool['model'].iloc[wrong[0]]!r}'s embedding has shape {shapes[wrong[0]]}, not {want} "
+                        f"({len(wrong)} of {len(pool)} rows)")
+    finite = np.isfinite(np.stack(pool["embedding"].to_numpy()).astype(np.float64)).all(axis=1)
+    if not finite.all():
+        raise PoolError(f"model {pool['model'].iloc[int(np.argmin(finite))]!r}'s embedding is not finite (NaN or inf; "
+                        f"{int((~finite).sum())} of {len(pool)} rows)")
 
 
 def upsert_rows(pool: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:

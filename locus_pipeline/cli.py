@@ -137,6 +137,9 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--poll-seconds", type=float, default=1.0, help="how often the pool file is checked for changes")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="request bodies larger than this are refused with 413 (default 1,048,576 = 1 MiB; 0: no limit)")
+    p.add_argument("--serve", default="router", metavar="router|single:MODEL",
+                   help="what model 'locus' answers with: 'router' (default: the routed choice per query) or "
+                        "'single:<pool model>' (that model for every query; pinned models and POST /route unchanged)")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default)")
     p.add_argument("--dry-run", action="store_true",
                    help="answer chat calls with the routing decision only, never forwarding them (and start even "
@@ -160,7 +163,8 @@ def run_serve(args: argparse.Namespace) -> int:
                          poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
                          ranking_size=args.ranking_size,
                          max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
-                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run)
+                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run,
+                         serve=args.serve)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:

@@ -49,6 +49,8 @@ def replay_app(model: str, data: str | Path = MMLU_PRO) -> FastAPI:
         raise ValueError(f"--model {model!r} is not a recorded MMLU-Pro model; use one of: {', '.join(known)}")
     query_ids = dict(zip(bank.questions["query"], bank.questions["query_id"]))
     app = FastAPI(title=f"locus replay: {model}")
+    recorded = bank.recorded[bank.recorded["model"].astype(str) == model]
+    app.state.recorded, app.state.questions = int(recorded["query_id"].nunique()), int(bank.questions["query_id"].nunique())
 
     @app.get("/v1/models")
     def models() -> dict:
@@ -81,4 +83,13 @@ def replay_app(model: str, data: str | Path = MMLU_PRO) -> FastAPI:
 def replay(model: str, *, host: str = "127.0.0.1", port: int = 8001, data: str | Path = MMLU_PRO) -> None:
     import uvicorn
 
-    uvicorn.run(replay_app(model, data), host=host, port=port, log_level="warning")
+    app = replay_app(model, data)
+    print(startup_summary(app, model, host, port), flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def startup_summary(app: FastAPI, model: str, host: str, port: int) -> str:
+    """What `locus replay` prints at start-up: the model it answers as, from how many recorded answers, where."""
+    return (f"locus replay: http://{host}:{port}/v1 answers as {model} (its {app.state.recorded:,} recorded answers "
+            f"to {app.state.questions:,} MMLU-Pro questions; other prompts get a 400)\n"
+            f"  use it as an upstream: base_url http://{host}:{port}/v1, model {model} (no API key)")

@@ -30,7 +30,8 @@ Storage goes through LocusHome only (the pool, its checkpoint, the model catalog
     scorer.py    P(correct) of every pool model for a query, micro-batched on the scorer's thread
     router.py    the served state (snapshot, scorer, metrics) and its decisions (locus_model.routing.route)
     chat.py      the OpenAI-compatible endpoint: model names, the routed text, forwarding down the fallback chain
-    upstream.py  one upstream call: failures that fall back, credentials scrubbed, event streams rewritten
+    upstream.py  one upstream call: failures that fall back, what is read bounded, credentials scrubbed, event
+                 streams rewritten;  cooldown.py  failing upstreams skipped for a while (docs/serve.md)
     http.py      OpenAI-style errors, the body limit;  metrics.py  Prometheus metrics
     app.py       the FastAPI app and `serve`
 """

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
+from typing import Callable
 
 import httpx
 from fastapi import FastAPI, Request
@@ -21,13 +23,14 @@ from locus_pipeline.serve.metrics import MetricsMiddleware
 from locus_pipeline.serve.router import RouteRequest, Router
 
 
-def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
+               clock: Callable[[], float] = time.monotonic) -> FastAPI:
     """The router's FastAPI app. The pool is loaded here (a missing pool fails now, not at the first request);
     the lifespan starts the scorer and the pool watcher. ``transport`` replaces the network for upstream calls
-    (tests)."""
+    (tests); ``clock`` times the upstreams' cooldowns (tests)."""
     from contextlib import asynccontextmanager
 
-    router = Router(config, transport=transport)
+    router = Router(config, transport=transport, clock=clock)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -81,6 +84,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
                   "pool_models": len(snap.names), "routable_models": len(snap.routable), "dry_run": snap.dry_run,
                   "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
+                  "serves": f"single:{router.single_model}" if router.single_model else "router",
                   "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error,
                   "configured_not_in_pool": sorted(set(router.models.upstreams) - set(snap.names)),
                   "portfolio_not_in_pool": list(snap.portfolio_missing),
@@ -122,7 +126,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
             raise ApiError(400, "the body is not JSON")
         except RecursionError:
             raise ApiError(400, "the body nests JSON deeper than this router parses (about 1,000 levels)")
-        return await chat_completion(router, body)
+        return await chat_completion(router, body, request.headers)
 
     return app
 
@@ -134,4 +138,6 @@ def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, acc
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = create_app(config)
+    print(f"locus serve: http://{host}:{port} (POST /route, /v1/chat/completions; GET /v1/models, /metrics, /healthz)\n"
+          + app.state.router.summary(), flush=True)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)

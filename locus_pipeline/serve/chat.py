@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import secrets
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from fastapi.responses import JSONResponse, Response
 
@@ -24,27 +25,31 @@ log = logging.getLogger("locus.serve")
 ROUTER_MODEL = "locus"
 
 
-async def chat_completion(router: Router, body: Any) -> Response:
+async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] | None = None) -> Response:
     """Route the request's last user message and forward the request (``body``, parsed JSON) to the chosen model's
-    upstream, down the fallback chain on failures; the decision only in a dry run, a 503 when no upstream is
-    configured."""
+    upstream, down the fallback chain on failures (as far as the request allows: :func:`fallbacks_allowed`); the
+    decision only in a dry run, a 503 when no upstream is configured."""
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object")
     snap = router.snapshot
     weight, pinned = parse_router_model(body.get("model"), snap)
+    target = pinned or router.single_model  # --serve single:MODEL answers "locus" with MODEL
     extra = body.pop("locus", None) or {}
     if not isinstance(extra, dict):
         raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, max_params?, explain?}")
+    allowed = fallbacks_allowed(body, headers or {}, default=router.models.router.pinned_fallbacks if pinned else True)
+    check_numbers(body)
     text = last_user_text(body.get("messages"))
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
     decision = await router.decide(
-        snap, text, candidates=[pinned] if pinned else extra.get("candidates"), max_cost=extra.get("max_cost"),
+        snap, text, candidates=[target] if target else extra.get("candidates"), max_cost=extra.get("max_cost"),
         max_params=extra.get("max_params"), quality_weight=weight, input_tokens=estimate_tokens(prompt),
         output_tokens=max_tokens if isinstance(max_tokens, int) else None, need_upstream=True)
-    if pinned:  # a named model answers; its embedding neighbours are its fallbacks
-        decision["fallbacks"] = [snap.names[i] for i in _neighbours(router, snap, pinned)]
+    if target:  # a named model answers; its embedding neighbours are its fallbacks
+        decision["fallbacks"] = [snap.names[i] for i in _neighbours(router, snap, target)]
+    decision["fallbacks"] = _chain_after(decision, allowed, snap)
     if snap.dry_run:
         return _dry_run_answer(decision, stream)
     if not snap.upstreams:  # never a 200 without an upstream unless a dry run was asked for
@@ -53,25 +58,111 @@ async def chat_completion(router: Router, body: Any) -> Response:
                             f"pool models with a base_url (e.g. {decision['chosen']!r}), or with --dry-run for answers "
                             "that only name the decision; POST /route returns the decision", kind="server_error",
                        code="no_upstream_configured")
+    chain = [decision["chosen"], *decision["fallbacks"]]
     errors = []
-    for name in [decision["chosen"], *decision["fallbacks"]]:
+    for name in chain:
+        left = router.cooldowns.remaining(name)
+        if left > 0:
+            router.metrics.fallbacks.labels(name, "cooldown").inc()
+            errors.append({"model": name, "reason": "cooldown", "status": 503,
+                           "detail": f"cooled down after repeated failures, tried again in {left:.0f} s"})
+            continue
         try:
-            resp = await forward(router.client, name, snap.upstreams[name], body, stream, token=router.config.token)
+            resp = await forward(router.client, name, snap.upstreams[name], body, stream, token=router.config.token,
+                                 on_usage=lambda usage, name=name: router.record_usage(snap, name, usage),
+                                 settings=router.models.router)
         except UpstreamFailed as fail:
             router.metrics.fallbacks.labels(fail.model, fail.reason).inc()
-            errors.append({"model": fail.model, "reason": fail.reason, "detail": fail.detail})
+            router.cooldowns.failed(name)
+            errors.append({"model": fail.model, "reason": fail.reason, "status": fail.status, "detail": fail.detail})
             log.warning("upstream %s failed (%s); trying the next model of the fallback chain", name, fail.detail)
             continue
+        router.cooldowns.succeeded(name)
         router.metrics.answers.labels(name).inc()
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
             answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
             if isinstance(answer, dict):
-                answer["locus"] = {**decision, "answered_by": name, "fallbacks_used": len(errors)}
+                answer["locus"] = {**decision, "answered_by": name, "fallbacks_used": len(errors),
+                                   "skipped": errors}  # why each model before it did not answer
                 resp = JSONResponse(answer, headers={k: v for k, v in resp.headers.items() if k.startswith("x-locus")})
         resp.headers["x-locus-chosen"] = decision["chosen"]
         resp.headers["x-locus-fallbacks-used"] = str(len(errors))
         return resp
+    if len(chain) == 1:  # no fallback allowed: the upstream's own failure, scrubbed
+        fail = errors[0]
+        how = ("pinned requests do not fall back unless asked: send \"fallbacks\": true (or a list of pool models), "
+               f"the header {FALLBACKS_HEADER}: true, or set router.pinned_fallbacks in the models config"
+               if pinned else "fallbacks were turned off by this request")
+        what = f"is {fail['detail']}" if fail["reason"] == "cooldown" else f"failed: {fail['detail']}"
+        headers = {"x-locus-model": fail["model"], "x-locus-chosen": fail["model"], "x-locus-fallbacks-used": "0"}
+        if fail["reason"] == "cooldown":
+            headers["retry-after"] = str(math.ceil(router.cooldowns.remaining(fail["model"])))
+        return JSONResponse({"error": {"message": f"the upstream of {fail['model']} {what} ({how})",
+                                       "type": "upstream_error", "code": fail["reason"]}},
+                            status_code=fail["status"], headers=headers)
+    if all(e["reason"] == "cooldown" for e in errors):
+        raise ApiError(503, f"every model of the fallback chain is cooled down after repeated failures: {errors}",
+                       kind="upstream_error", code="cooldown")
     raise ApiError(502, f"every model of the fallback chain failed: {errors}", kind="upstream_error")
+
+
+FALLBACKS_HEADER = "x-locus-fallbacks"
+
+
+def fallbacks_allowed(body: dict, headers: Mapping[str, str], *, default: bool) -> bool | list[str]:
+    """Whether the request may fall back to other models when its model's upstream fails, or to which ones: the
+    body's ``fallbacks`` (LiteLLM's name: true, false or a list of pool models) or ``disable_fallbacks: true``, else
+    the ``x-locus-fallbacks`` header (true / false), else ``default`` (on for a routed request; the models config's
+    ``router.pinned_fallbacks`` for a pinned one). Both fields leave the body: they are not forwarded."""
+    given, disable = body.pop("fallbacks", None), body.pop("disable_fallbacks", None)
+    if disable is not None and not isinstance(disable, bool):
+        raise ApiError(400, f"disable_fallbacks={disable!r} must be true or false")
+    if disable:
+        return False
+    if given is not None:
+        if isinstance(given, bool) or (isinstance(given, list) and all(isinstance(g, str) for g in given)):
+            return given
+        raise ApiError(400, "fallbacks must be true, false or a list of pool model names")
+    header = headers.get(FALLBACKS_HEADER)
+    if header is None:
+        return default
+    if header.strip().lower() not in ("true", "false", "1", "0"):
+        raise ApiError(400, f"the header {FALLBACKS_HEADER}: {header[:40]!r} must be true or false")
+    return header.strip().lower() in ("true", "1")
+
+
+def _chain_after(decision: dict, allowed: bool | list[str], snap: Snapshot) -> list[str]:
+    """The models tried after the chosen one: its fallback chain, none, or the request's own list (pool models
+    with an upstream)."""
+    if allowed is True:
+        return decision["fallbacks"]
+    if allowed is False:
+        return []
+    unknown = [n for n in allowed if n not in snap.index or (snap.upstreams and n not in snap.upstreams)]
+    if unknown:
+        raise ApiError(400, f"fallbacks {unknown[:5]} are not pool models with an upstream (GET /v1/models)")
+    return [n for n in dict.fromkeys(allowed) if n != decision["chosen"]]
+
+
+# OpenAI's ranges for the numbers of a chat request: (integer only, low, high)
+NUMBER_RANGES = {"max_tokens": (True, 1, 10**7), "max_completion_tokens": (True, 1, 10**7), "n": (True, 1, 128),
+                 "temperature": (False, 0, 2), "top_p": (False, 0, 1), "presence_penalty": (False, -2, 2),
+                 "frequency_penalty": (False, -2, 2), "top_logprobs": (True, 0, 20),
+                 "seed": (True, -2**63, 2**63 - 1)}
+
+
+def check_numbers(body: dict) -> None:
+    """A 400 naming the field and its range for a number of the request outside OpenAI's range (a 400-digit
+    max_tokens is refused here, before anything converts it to a float)."""
+    for key, (integer, low, high) in NUMBER_RANGES.items():
+        value = body.get(key)
+        if value is None:
+            continue
+        kind = "an integer" if integer else "a number"
+        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if not ok or isinstance(value, bool) or not low <= value <= high:  # a NaN fails the comparison too
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:20] + f"... ({len(repr(value))} characters)"
+            raise ApiError(400, f"{key}={shown} must be {kind} in [{low}, {high}]", param=key, code="invalid_value")
 
 
 def last_user_text(messages: Any) -> str:

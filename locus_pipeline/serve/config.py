@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -26,12 +27,30 @@ class Upstream:
 
 
 @dataclass(frozen=True)
+class RouterSettings:
+    """The models config's ``router:`` section: how the router treats failing upstreams."""
+
+    pinned_fallbacks: bool = False  # a request naming a pool model may be answered by its neighbours when it fails
+    allowed_fails: int = 3  # failures of one upstream within cooldown_window_s that cool it down (cooldown.py)
+    cooldown_window_s: float = 60.0
+    cooldown_s: float = 30.0  # how long a cooled-down upstream is skipped before it is tried again
+    max_response_bytes: int = 16 << 20  # an upstream answer larger than this is a failure (the next model)
+    max_line_bytes: int = 1 << 20  # one line of an event stream
+    max_error_bytes: int = 64 << 10  # of an error body: the prefix read, scrubbed and relayed
+    max_stream_s: float = 600.0  # a whole event stream (each event must come within the upstream's timeout_s)
+
+
+ROUTER_KEYS = tuple(RouterSettings.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
 class ModelsConfig:
     """The --models-config file: per pool model an upstream and/or its cost."""
 
     upstreams: Mapping[str, Upstream] = field(default_factory=dict)
     costs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> COST_KEYS subset
     output_tokens: int = DEFAULT_OUTPUT_TOKENS  # expected answer length when a request has no max_tokens
+    router: RouterSettings = RouterSettings()
 
 
 class ConfigError(ValueError):
@@ -42,6 +61,15 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
     """Read a YAML or JSON models config::
 
         defaults: {timeout_s: 60, output_tokens: 256}
+        router:                                      # optional; these are the defaults
+          pinned_fallbacks: false                    # model="<pool model>" answered by a neighbour when it fails
+          allowed_fails: 3                           # failures of an upstream within cooldown_window_s that
+          cooldown_window_s: 60                      #   skip it for cooldown_s, then it is tried again
+          cooldown_s: 30
+          max_response_bytes: 16777216               # what is read of an upstream's answer at most (16 MiB);
+          max_line_bytes: 1048576                    #   of one event-stream line; of an error body (its prefix)
+          max_error_bytes: 65536
+          max_stream_s: 600                          # a whole stream (each event within the upstream's timeout_s)
         models:
           <pool model name>:
             base_url: https://api.example.com/v1     # OpenAI-compatible; omit for a cost-only entry
@@ -68,6 +96,7 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
     data = data or {}
     if not isinstance(data, dict) or not isinstance(data.get("models", {}), dict):
         raise ConfigError(f"{path}: expected a mapping with 'models: {{<model>: {{...}}}}' (and optional 'defaults')")
+    router = _router_settings(path, data.get("router"))
     defaults = dict(data.get("defaults") or {})
     unknown_defaults = set(defaults) - {"timeout_s", "output_tokens"}
     if unknown_defaults:
@@ -89,7 +118,31 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
                 raise ConfigError(f"{path}: model {name!r}: base_url {url!r} must start with http:// or https://")
             upstreams[str(name)] = Upstream(url, str(entry.get("model") or name), entry.get("api_key_env"),
                                             float(entry.get("timeout_s", timeout)))
-    return ModelsConfig(upstreams, costs, int(defaults.get("output_tokens", DEFAULT_OUTPUT_TOKENS)))
+    return ModelsConfig(upstreams, costs, int(defaults.get("output_tokens", DEFAULT_OUTPUT_TOKENS)), router)
+
+
+def _router_settings(path: Path, section) -> RouterSettings:
+    """The ``router:`` section, each value checked against its default's type (a bool is a bool; a number is a
+    finite number > 0)."""
+    section = {} if section is None else section
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: 'router' must be a mapping of {list(ROUTER_KEYS)}")
+    unknown = set(section) - set(ROUTER_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown router settings {sorted(unknown)}; allowed: {list(ROUTER_KEYS)}")
+    values = {}
+    for key, value in section.items():
+        default = getattr(RouterSettings, key)
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        else:
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+                  and (isinstance(value, int) or not isinstance(default, int)))
+        if not ok:
+            kind = "true or false" if isinstance(default, bool) else f"a number > 0 (default {default})"
+            raise ConfigError(f"{path}: router.{key}={value!r} must be {kind}")
+        values[key] = value
+    return RouterSettings(**values)
 
 
 @dataclass(frozen=True)
@@ -109,6 +162,7 @@ class ServeConfig:
     encoder_runtime: str | None = None  # None: the runtime the checkpoint's training encodings came from
     portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
     dry_run: bool = False  # chat calls answer with the decision only, never forwarded (asked for, never a fallback)
+    serve: str = "router"  # what model "locus" answers with: "router" (the routed choice) or "single:<pool model>"
 
 
 def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]:

@@ -1,5 +1,5 @@
 """The router's Prometheus metrics (``GET /metrics``): requests and latency per endpoint (:class:`MetricsMiddleware`),
-decisions, answers, fallbacks, reloads, pool size and scorer batch sizes."""
+decisions, answers, tokens and spend, fallbacks, cooldowns, reloads, pool size and scorer batch sizes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,18 @@ class Metrics:
                                registry=r)
         self.fallbacks = Counter("locus_fallbacks", "upstream failures that moved to the next model of the fallback "
                                  "chain, by the model that failed", ["model", "reason"], registry=r)
+        self.tokens = Counter("locus_tokens", "tokens the upstreams reported (their usage), by model and direction "
+                              "(input, output)", ["model", "direction"], registry=r)
+        self.cost = Counter("locus_cost_usd", "spend by model in USD: the reported tokens at the configured prices "
+                            "(or its cost_per_query); models without a price in USD are not counted", ["model"],
+                            registry=r)
+        self.cooldowns = Counter("locus_upstream_cooldowns", "times an upstream was cooled down after repeated "
+                                 "failures, by model", ["model"], registry=r)
+        self.cooled_down = Gauge("locus_upstreams_cooled_down", "upstreams cooled down now (skipped by the fallback "
+                                 "chain until their cooldown ends)", registry=r)
         self.reloads = Counter("locus_pool_reloads", "pool reloads by outcome", ["outcome"], registry=r)
+        self.reload_failing = Gauge("locus_pool_reload_failing", "1 while the pool file on disk is refused (the "
+                                    "last good pool is served; /healthz says why), else 0", registry=r)
         self.pool_models = Gauge("locus_pool_models", "models in the pool being served", registry=r)
         self.batch_size = Histogram("locus_scorer_batch_size", "queries encoded and scored together", registry=r,
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128))

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import math
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import httpx
 import numpy as np
@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
                                  estimate_tokens, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
+from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
 from locus_pipeline.serve.metrics import Metrics
 from locus_pipeline.serve.scorer import Scorer
@@ -37,6 +38,24 @@ class RouteRequest(BaseModel):
     output_tokens: int | None = None  # default: the models config's output_tokens (256)
 
 
+MAX_REPORTED_TOKENS = 10**9  # an upstream's usage beyond this is not counted
+
+
+def single_model(serve: str, snap: Snapshot) -> str | None:
+    """The pool model of ``--serve single:<model>`` (None for ``router``); a ValueError saying what to pass when
+    ``serve`` is neither or the model is not a routable pool model."""
+    if serve == "router":
+        return None
+    name = serve.split(":", 1)[1] if serve.startswith("single:") else ""
+    if not name:
+        raise ValueError(f"--serve {serve!r}: expected 'router' or 'single:<pool model>'")
+    if name not in snap.routable:
+        raise ValueError(f"--serve {serve!r}: {name!r} is not a routable pool model"
+                         + (" with an upstream" if snap.upstreams and not snap.dry_run else "")
+                         + f" (routable: {', '.join(snap.routable[:8])}{', ...' if len(snap.routable) > 8 else ''})")
+    return name
+
+
 def _json_number(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -44,7 +63,8 @@ def _json_number(x: float) -> float | None:
 class Router:
     """The served state: the current snapshot (swapped whole), the scorer, the metrics."""
 
-    def __init__(self, config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(self, config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.home = LocusHome(root=config.home)
         self.models = read_models_config(config.models_config)
@@ -59,8 +79,52 @@ class Router:
                              batch_wait_ms=config.batch_wait_ms, threads=config.threads or None,
                              on_batch=self.metrics.batch_size.observe)
         self.metrics.pool_models.set(len(self.snapshot.names))
+        settings = self.models.router
+        self.cooldowns = Cooldowns(allowed_fails=settings.allowed_fails, window_s=settings.cooldown_window_s,
+                                   cooldown_s=settings.cooldown_s, clock=clock,
+                                   on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc())
+        self.metrics.cooled_down.set_function(self.cooldowns.cooled_down)
+        self.single_model = single_model(config.serve, self.snapshot)
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
+
+    def record_usage(self, snap: Snapshot, name: str, usage: object) -> None:
+        """Count an upstream's reported ``usage`` ({prompt_tokens, completion_tokens}) and its cost in USD at the
+        snapshot's prices; a usage that is not two counts in [0, 1e9] is ignored (an upstream's word, untrusted)."""
+        if not isinstance(usage, dict):
+            return
+        n_in, n_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_REPORTED_TOKENS
+                   for n in (n_in, n_out)):
+            return
+        self.metrics.tokens.labels(name, "input").inc(n_in)
+        self.metrics.tokens.labels(name, "output").inc(n_out)
+        costs = snap.costs
+        i = snap.index.get(name)
+        if costs.basis == "usd" and i is not None and name not in costs.unknown:
+            usd = float(costs.costs(n_in, n_out)[i])
+            if math.isfinite(usd) and usd >= 0:
+                self.metrics.cost.labels(name).inc(usd)
+
+    def summary(self) -> str:
+        """What `locus serve` prints at start-up: the pool, what model "locus" answers with, the upstreams and the
+        policy for failures."""
+        snap, settings = self.snapshot, self.models.router
+        serves = (f"the single model {self.single_model} (model \"locus\" answers with it; --serve single:MODEL)"
+                  if self.single_model else f"the router (model \"locus\": the best of {len(snap.routable)} routable "
+                  f"models at quality weight {self.config.quality_weight:g}; --serve router)")
+        ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
+        lines = [f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
+                 + (f", portfolio {snap.portfolio}" if snap.portfolio else "") + f"), checkpoint {snap.checkpoint_id}, "
+                 f"encoder {snap.encoder} ({snap.runtime}), cost basis {snap.costs.basis}",
+                 f"serves: {serves}" + (" -- DRY RUN: chat calls answer with the decision only" if snap.dry_run else ""),
+                 f"upstreams: {len(ups)}" + (": " + "; ".join(ups[:5]) + (f"; ... ({len(ups) - 5} more)" if len(ups) > 5 else "")
+                                             if ups else " (POST /route answers; chat calls need --models-config)"),
+                 f"policy: {self.config.n_fallbacks} fallbacks (embedding neighbours; pinned models: "
+                 f"{'on' if settings.pinned_fallbacks else 'off unless the request asks'}); an upstream failing "
+                 f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
+                 f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token")]
+        return "\n".join("  " + line for line in lines)
 
     # -- reload
 
@@ -73,11 +137,13 @@ class Router:
         except Exception as err:  # keep serving the old pool; the log and /healthz say why
             self.failed_key = key
             self.metrics.reloads.labels("failed").inc()
+            self.metrics.reload_failing.set(1)
             log.error("pool reload failed, still serving checkpoint %s: %s", self.snapshot.checkpoint_id, err)
             self.last_reload_error = f"{type(err).__name__}: {err}"
             return False
         self.snapshot, self.failed_key, self.last_reload_error = snap, None, None  # one assignment: the swap
         self.metrics.reloads.labels("ok").inc()
+        self.metrics.reload_failing.set(0)
         self.metrics.pool_models.set(len(snap.names))
         log.info("pool reloaded: %d models, checkpoint %s", len(snap.names), snap.checkpoint_id)
         return True
@@ -88,6 +154,7 @@ class Router:
 
     def _load_warm(self) -> Snapshot:
         snap = self._load()
+        single_model(self.config.serve, snap)  # --serve single:MODEL: MODEL must still be in the new pool
         self.scorer.encoder(snap).encode(["warm up"])  # a new encoder loads here, not in a request
         return snap
 
@@ -140,9 +207,12 @@ class Router:
                     check_cost(value, cap)
         except RoutingError as err:
             raise ApiError(400, str(err))
+        except OverflowError:  # an integer too large for a float (hundreds of digits)
+            raise ApiError(400, "max_cost and max_params must be numbers >= 0 a float can hold")
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if value is not None and value < 0:
-                raise ApiError(400, f"{name}={value} must be >= 0")
+            if value is not None and not 0 <= value <= MAX_REPORTED_TOKENS:
+                raise ApiError(400, f"{name} must be an integer in [0, {MAX_REPORTED_TOKENS:,}]"
+                                    + (f" (got {value})" if len(str(value)) <= 20 else f" (got {len(str(value))} digits)"))
         idx = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
         n_in = estimate_tokens(query) if input_tokens is None else input_tokens
         n_out = snap.output_tokens if output_tokens is None else output_tokens

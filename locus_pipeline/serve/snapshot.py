@@ -79,6 +79,7 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     portfolio of the portfolios table served as the candidate set (read again with each pool). ``dry_run``: chat
     calls answer with the decision only."""
     from locus_model.data.encoders import resolve_runtime
+    from locus_model.pool import PoolError, check_pool
 
     for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version
         key = pool_key(home.pool_path)
@@ -90,6 +91,12 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     if len(pool) == 0:
         raise StorageError(f"the pool {home.pool_path} is empty. How to fix: materialize model_embeddings")
     checkpoint = home.pool_checkpoint(pool)
+    try:  # the pipeline's own validator: a pool it would refuse to write is refused here too
+        check_pool(pool, dim=checkpoint.model.config.d)
+    except PoolError as err:
+        raise StorageError(f"the pool {home.pool_path} is not valid: {err}. How to fix: rebuild it (materialize "
+                           "model_embeddings) or put back the last good pool file; a running locus serve keeps "
+                           "serving the pool it loaded last") from None
     scorer = checkpoint.router.scorer(pool)
     names = list(scorer.names)
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None

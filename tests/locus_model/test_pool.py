@@ -48,10 +48,20 @@ def test_upsert_refuses_rows_of_another_checkpoint() -> None:
     (rows(["a", "a"]), "model 'a' appears twice"),
     (rows(["a", "b"]).assign(model_key="k"), "model_key 'k' appears twice"),
     (rows(["a"]).drop(columns=["source"]), r"lacks the columns \['source'\]"),
+    (rows(["a", "b"]).assign(embedding=[np.zeros(4, np.float32), np.array([0, np.nan, 0, 0], np.float32)]),
+     r"model 'b'.s embedding is not finite \(NaN or inf; 1 of 2 rows\)"),
+    (rows(["a", "b"]).assign(embedding=[np.zeros(4, np.float32), np.zeros(3, np.float32)]),
+     r"model 'b'.s embedding has shape \(3,\), not \(4,\)"),
 ])
 def test_check_pool_refuses_a_broken_pool(bad: pd.DataFrame, message: str) -> None:
     with pytest.raises(PoolError, match=message):
         check_pool(bad)
+
+
+def test_check_pool_refuses_embeddings_of_another_width_than_the_checkpoints() -> None:
+    check_pool(rows(["a"]), dim=4)
+    with pytest.raises(PoolError, match=r"model 'a'.s embedding has shape \(4,\), not \(8,\)"):
+        check_pool(rows(["a"]), dim=8)
 
 
 def test_checkpoints_of_lists_each_checkpoint_once() -> None:

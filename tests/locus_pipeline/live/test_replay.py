@@ -43,3 +43,12 @@ def test_an_unknown_prompt_is_a_400_that_says_why(client: TestClient) -> None:
 def test_an_unknown_model_is_refused_with_the_known_ones() -> None:
     with pytest.raises(ValueError, match="Yi-6B"):
         replay_app("gpt-17")
+
+
+def test_the_startup_summary_says_what_it_answers_as_and_where(client: TestClient) -> None:
+    from locus_pipeline.live.replay import startup_summary
+
+    text = startup_summary(client.app, "Yi-6B", "127.0.0.1", 8001)
+    assert text.startswith("locus replay: http://127.0.0.1:8001/v1 answers as Yi-6B (its ")
+    assert f"recorded answers to {client.app.state.questions:,} MMLU-Pro questions" in text
+    assert 0 < client.app.state.recorded <= client.app.state.questions

@@ -20,13 +20,14 @@ NAMES = ["alpha-7b", "beta-13b", "gamma-70b", "delta-1b", "org/epsilon 3b"]
 QUERY = "What is the derivative of x squared?"
 
 
-def client_for(built: dict, tmp_path: Path, *, models: dict | None = None, transport=None, **config) -> TestClient:
+def client_for(built: dict, tmp_path: Path, *, models: dict | None = None, transport=None, clock=time.monotonic,
+               **config) -> TestClient:
     path = None
     if models is not None:
         path = tmp_path / "models.json"
         path.write_text(json.dumps(models))
     app = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path) if path else None, **config),
-                     transport=transport)
+                     transport=transport, clock=clock)
     return TestClient(app)
 
 

@@ -82,6 +82,9 @@ def test_an_upstream_error_moves_down_the_fallback_chain(built, tmp_path):
         explained = client.post("/v1/chat/completions", json=chat(locus={"explain": True})).json()
     assert explained["locus"]["chosen"] == chosen and explained["locus"]["answered_by"] == second
     assert explained["locus"]["fallbacks_used"] == 2 and explained["locus"]["ranking"][0]["model"] == chosen
+    skipped = explained["locus"]["skipped"]  # why the chosen model and the first fallback did not answer
+    assert [(s["model"], s["reason"], s["status"]) for s in skipped] == [(chosen, "http_500", 500), (first, "timeout", 504)]
+    assert "HTTP 500" in skipped[0]["detail"] and "no answer within" in skipped[1]["detail"]
 
 
 def test_every_upstream_failing_is_a_502_naming_them(built, tmp_path):
@@ -119,3 +122,51 @@ def test_a_pinned_pool_model_answers_itself(built, tmp_path):
     with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake)) as client:
         r = client.post("/v1/chat/completions", json=chat(model="gamma-70b"))
     assert r.headers["x-locus-model"] == "gamma-70b" and fake.seen[0][0] == host("gamma-70b")
+
+
+def test_a_pinned_model_whose_upstream_fails_returns_its_error_not_another_model(built, tmp_path, monkeypatch):
+    monkeypatch.setenv("LOCUS_TEST_KEY", "k-pinned-secret-99")
+
+    def failing_gamma(request: httpx.Request) -> httpx.Response:
+        if request.url.host == host("gamma-70b"):
+            return httpx.Response(500, json={"error": {"message": f"broke; key {request.headers['authorization']}"}})
+        return FakeUpstreams()(request)
+
+    seen = []
+    transport = httpx.MockTransport(lambda request: seen.append(request.url.host) or failing_gamma(request))
+    with client_for(built, tmp_path, models=upstream_config(), transport=transport) as client:
+        r = client.post("/v1/chat/completions", json=chat(model="gamma-70b"))
+        assert seen == [host("gamma-70b")]
+        timeout = FakeUpstreams(slow={host("gamma-70b")})
+    assert r.status_code == 500 and r.json()["error"]["type"] == "upstream_error"
+    assert "the upstream of gamma-70b failed: HTTP 500" in r.json()["error"]["message"]
+    assert "k-pinned-secret-99" not in r.text and "fallbacks" in r.json()["error"]["message"]
+    assert r.headers["x-locus-model"] == "gamma-70b" and r.headers["x-locus-fallbacks-used"] == "0"
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(timeout)) as client:
+        assert client.post("/v1/chat/completions", json=chat(model="gamma-70b")).status_code == 504
+
+
+@pytest.mark.parametrize("how", ["body", "list", "header", "config"])
+def test_a_pinned_model_falls_back_when_the_request_or_the_config_allows_it(built, tmp_path, how):
+    fake = FakeUpstreams(failing={host("gamma-70b")})
+    body = chat(model="gamma-70b", **({"fallbacks": True} if how == "body" else
+                                      {"fallbacks": ["delta-1b"]} if how == "list" else {}))
+    headers = {"x-locus-fallbacks": "true"} if how == "header" else {}
+    models = upstream_config(router={"pinned_fallbacks": True}) if how == "config" else upstream_config()
+    with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(fake)) as client:
+        r = client.post("/v1/chat/completions", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-locus-chosen"] == "gamma-70b" and r.headers["x-locus-fallbacks-used"] == "1"
+    assert r.headers["x-locus-model"] != "gamma-70b" and fake.seen[0][0] == host("gamma-70b")
+    if how == "list":
+        assert r.headers["x-locus-model"] == "delta-1b"
+    assert all("fallbacks" not in forwarded for _, forwarded, _ in fake.seen)  # ours, not the upstream's
+
+
+def test_a_routed_request_may_turn_fallbacks_off(built, tmp_path):
+    fake = FakeUpstreams(failing={host(n) for n in NAMES})
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake)) as client:
+        r = client.post("/v1/chat/completions", json=chat(disable_fallbacks=True))
+        bad = client.post("/v1/chat/completions", json=chat(fallbacks="yes"))
+    assert r.status_code == 500 and len(fake.seen) == 1 and "turned off by this request" in r.json()["error"]["message"]
+    assert bad.status_code == 400 and "fallbacks must be true, false or a list" in bad.json()["error"]["message"]

@@ -3,7 +3,9 @@ silent dry run)."""
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +86,15 @@ def test_a_chat_call_without_an_upstream_is_a_503_never_a_200(built, tmp_path, c
     assert r.status_code == s.status_code == 503 and r.json()["error"]["code"] == "no_upstream_configured"
     assert repr(decision.json()["chosen"]) in r.json()["error"]["message"] and "--models-config" in r.json()["error"]["message"]
     assert any("no pool model has an upstream" in rec.getMessage() for rec in caplog.records)
+
+
+@pytest.mark.parametrize("router, message", [
+    ({"pinned_fallbacks": "yes"}, "router.pinned_fallbacks='yes' must be true or false"),
+    ({"cooldown": 1}, "unknown router settings ['cooldown']"),
+    ([], "'router' must be a mapping"),
+])
+def test_the_router_section_is_checked(tmp_path, router, message):
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"router": router, "models": {}}))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        read_models_config(path)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import httpx
+import numpy as np
+import pandas as pd
+import pytest
 
 from locus_pipeline.serve import ServeConfig, create_app
-from locus_pipeline.storage import write_parquet_atomic
+from locus_pipeline.storage import StorageError, write_parquet_atomic
 from tests.locus_pipeline.serve.helpers import NAMES, QUERY, chat, client_for, wait_for
 from tests.locus_pipeline.serve_home import ServerThread, embed, onboard, save_random_checkpoint
 
@@ -79,3 +83,39 @@ def test_a_removed_model_leaves_the_served_pool_at_the_next_reload(built, tmp_pa
                  "the removed model gone from /v1/models")
         ranking = client.post("/route", json={"query": QUERY}).json()
     assert {x["model"] for x in ranking["ranking"]} == set(NAMES)
+
+
+def _duplicate(pool):
+    return pd.concat([pool, pool.iloc[:1]], ignore_index=True)
+
+
+def _nan_embedding(pool):
+    pool = pool.copy()
+    pool.at[1, "embedding"] = np.full_like(pool.at[1, "embedding"], np.nan)
+    return pool
+
+
+def _narrow(pool):
+    return pool.assign(embedding=[e[:3] for e in pool["embedding"]])
+
+
+@pytest.mark.parametrize("break_pool, message", [
+    (_duplicate, "model 'alpha-7b' appears twice in the pool"),
+    (_nan_embedding, "embedding is not finite (NaN or inf; 1 of 5 rows)"),
+    (_narrow, "embedding has shape (3,), not"),
+])
+def test_a_pool_the_pipeline_would_refuse_is_refused_at_start_and_on_reload(built, tmp_path, break_pool, message):
+    home = built["home"]
+    good = home.read_pool()
+    with client_for(built, tmp_path, poll_seconds=0.05) as client:
+        write_parquet_atomic(break_pool(good), home.pool_path)
+        error = wait_for(lambda: client.get("/healthz").json()["last_reload_error"], "the reload failure in /healthz")
+        r = client.post("/route", json={"query": QUERY})
+        listed = [m["id"] for m in client.get("/v1/models").json()["data"]]
+        metrics = client.get("/metrics").text
+    assert message in error and str(home.pool_path) in error
+    assert r.status_code == 200 and all(x["p_correct"] is not None for x in r.json()["ranking"])
+    assert listed == ["locus", *sorted(NAMES)]  # the last good pool, no duplicate
+    assert 'locus_pool_reloads_total{outcome="failed"} 1.0' in metrics and "locus_pool_reload_failing 1.0" in metrics
+    with pytest.raises(StorageError, match=re.escape(message)):
+        create_app(ServeConfig(home=str(home.path)))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -172,3 +174,40 @@ def test_keys_split_cut_or_escaped_are_scrubbed():
     data, text = scrub_body(('{"m": "' + _escaped(key) + '", "' + _escaped(key) + '": 1}').encode(), [key])
     assert data == {"m": "[redacted]", "[redacted]": 1} and key[:8] not in text
     assert scrub_body(b"not json " + key.encode(), [key]) == (None, "not json [redacted]")
+
+
+def _pieces(text: str, size: int = 7, sep: str = " ") -> str:
+    return sep.join(text[i:i + size] for i in range(0, len(text), size))
+
+
+ECHOES = {  # how a hostile upstream writes the key back
+    "7-character pieces": lambda key: "you sent " + _pieces(key),
+    "pieces on lines": lambda key: "you sent\n" + _pieces(key, 7, "\n"),
+    "zero-width spaces": lambda key: "you sent " + "\u200b".join(key),
+    "word joiners and a BOM": lambda key: "you sent " + "\u2060\ufeff".join(key),
+    "base64": lambda key: "auth=" + base64.b64encode(f"Authorization: Bearer {key}".encode()).decode(),
+    "base64, shifted": lambda key: "blob " + base64.b64encode(f"x{key}y".encode()).decode(),
+    "base64, url-safe": lambda key: base64.urlsafe_b64encode(f"ab{key}".encode()).decode(),
+    "unicode escapes, not JSON": lambda key: "<html>key " + _escaped(key) + "</html>",
+}
+
+
+@pytest.mark.parametrize("echo", list(ECHOES))
+def test_a_key_echoed_in_pieces_invisibly_joined_base64_or_escaped_is_redacted(built, tmp_path, monkeypatch, caplog, echo):
+    monkeypatch.setenv("LOCUS_TEST_KEY", KEY)
+    raw = base64.b64encode(KEY.encode()).decode()
+
+    def hostile(status: int):
+        return lambda request: httpx.Response(status, text=ECHOES[echo](KEY))
+
+    for status in (500, 401):  # a 5xx (the 502's detail and the log) and a relayed client error
+        with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(hostile(status)),
+                        n_fallbacks=0) as client:
+            r = client.post("/v1/chat/completions", json=chat())
+        assert r.status_code == status and "[redacted]" in r.text
+        for text in (r.text, r.content.decode("unicode_escape", "replace"), caplog.text):
+            flat = "".join(c for c in text if c.isalnum() or c in "-_")
+            for i in range(0, len(KEY) - 6):  # no 7 characters of the key, in any form
+                assert KEY[i:i + 7] not in flat
+            assert raw[4:12] not in text
+
