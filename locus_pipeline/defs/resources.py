@@ -291,14 +291,12 @@ def _all_pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
             return
 
 
+def resources_for(home: LocusHome) -> dict[str, Any]:
+    """Every resource, bound to ``home`` (a run in this process on a home other than $LOCUS_HOME: locus onboard)."""
+    return {"home": home, "io_manager": WarehouseIOManager(home=home), "query_encoder": QueryEncoder(home=home),
+            "mlflow": MlflowTracking(home=home)}
+
+
 @dg.definitions
 def resources() -> dg.Definitions:
-    home = LocusHome()
-    return dg.Definitions(
-        resources={
-            "home": home,
-            "io_manager": WarehouseIOManager(home=home),
-            "query_encoder": QueryEncoder(home=home),
-            "mlflow": MlflowTracking(home=home),
-        }
-    )
+    return dg.Definitions(resources=resources_for(LocusHome()))

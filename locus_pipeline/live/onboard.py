@@ -20,6 +20,7 @@ graded answers the way a dropped evaluation file is onboarded.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import time
@@ -240,43 +241,74 @@ def evaluation_rows(model: str, answers: pd.DataFrame) -> pd.DataFrame:
 
 
 def onboard_rows(home, model: str, rows: pd.DataFrame, *, via_sensor: bool) -> tuple[str, str | None]:
-    """Hand the rows to the drop folder's onboarding; returns (the file written, the run id or None)."""
-    import dagster as dg
+    """Hand the rows to the drop folder; returns (the file as stored, the onboarding run id or None).
 
-    from locus_pipeline.instance import prepare_dagster_home
-    from locus_pipeline.intake import DropFolder, claimed_keys, intake_file, read_manifests
+    ``via_sensor``: the file is left in incoming/ for a running Dagster's drop-folder sensor. Else this process
+    publishes an intake tick itself and runs the model's onboarding, the run keyed as the sensor keys it
+    (``<sha256>:<model key>``) and started while it holds the intake lock: a sensor tick never publishes while
+    another process holds the lock and skips a run key that has a run, so one file gets one run, whoever
+    publishes it."""
+    from locus_pipeline.intake import SETTLE_SECONDS, DropFolder, intake_tick
     from locus_pipeline.intake.folder import write_text_atomic
-    from locus_pipeline.defs.sensors import run_requests_for
 
     folder = DropFolder(home).ensure()
     name = f"live-{safe_model_key(model)}-{len(rows)}.csv"
+    dropped = folder.incoming / name
     if via_sensor:
-        write_text_atomic(folder.incoming / name, rows.to_csv(index=False))
-        return str(folder.incoming / name), None
-    staged = Path(home.local_path) / "live" / name
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(staged, rows.to_csv(index=False))
-    with folder.intake_lock():
-        result = intake_file(staged, folder, claimed=claimed_keys(home, folder, read_manifests(folder)), name=name)
-    if result.status not in ("accepted", "duplicate"):
-        raise OnboardError(f"the drop folder's intake {result.status} the answers of {model!r}: {result.reason}")
-    if result.status == "duplicate":
-        return str(result.stored), None  # the same answers were onboarded before
-    (request,) = [r for r in run_requests_for(result.manifest)[0] if r.partition_key == safe_model_key(model)]
-    os.environ.setdefault("DAGSTER_HOME", str(prepare_dagster_home(Path(home.local_path))))
-    os.environ.setdefault("LOCUS_HOME", home.location)
-    from locus_pipeline.definitions import defs as load
+        write_text_atomic(dropped, rows.to_csv(index=False))
+        return str(dropped), None
+    sha = hashlib.sha256(rows.to_csv(index=False).encode("utf-8")).hexdigest()
+    ran: dict = {}
 
-    with dg.DagsterInstance.get() as instance:
+    def drop() -> None:  # under the intake lock: no sensor tick takes it in before this process publishes it
+        write_text_atomic(dropped, rows.to_csv(index=False))
+        old = time.time() - SETTLE_SECONDS  # complete (written, then renamed): ready for this tick
+        os.utime(dropped, (old, old))
+
+    def publish(outcome) -> None:  # under the intake lock
+        manifest = next((m for m in outcome.manifests if m.sha256 == sha), None)
+        rejection = next((r for r in outcome.rejections if r.file == name), None)
+        if manifest is None:
+            raise OnboardError(f"the drop folder's intake did not accept the answers of {model!r}: "
+                               f"{rejection.summary() if rejection else outcome.message()}")
+        if manifest.duplicate_of is not None:
+            ran["stored"] = folder.accepted / manifest.stem  # the same answers were onboarded before
+            return
+        ran["stored"] = folder.accepted / manifest.stem
+        ran["run_id"] = run_onboarding(home, manifest, safe_model_key(model))
+
+    intake_tick(folder, wait=True, prepare=drop, publish=publish)
+    if "stored" not in ran:
+        raise OnboardError(f"the answers of {model!r} were not taken in (still in {dropped})")
+    return str(ran["stored"]), ran.get("run_id")
+
+
+def run_onboarding(home, manifest, key: str) -> str | None:
+    """The onboarding run of model ``key`` of an accepted file, in this process on the home's Dagster instance (no
+    environment variable set; $DAGSTER_HOME's instance when it is set), unless a run with its run key exists
+    (the sensor published it first): then that run's id."""
+    import dagster as dg
+
+    from locus_pipeline.defs.resources import resources_for
+    from locus_pipeline.defs.sensors import run_requests_for
+    from locus_pipeline.definitions import defs as load
+    from locus_pipeline.instance import prepare_dagster_home
+
+    (request,) = [r for r in run_requests_for(manifest)[0] if r.partition_key == key]
+    dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(Path(home.local_path)))
+    with dg.DagsterInstance.from_config(dagster_home) as instance:
+        earlier = instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": request.run_key}), limit=1)
+        if earlier:
+            return earlier[0].run_id
         instance.add_dynamic_partitions("onboarded_models", [request.partition_key])
         tags = {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": SENSOR_NAME,
                 "locus/trigger": "locus onboard"}
         run = load().resolve_job_def("onboarding_job").execute_in_process(
             instance=instance, partition_key=request.partition_key, run_config=request.run_config, tags=tags,
-            raise_on_error=False)
+            resources=resources_for(home), raise_on_error=False)
     if not run.success:
-        raise OnboardError(f"the onboarding run {run.run_id} of {model!r} failed; see its logs in Dagster")
-    return str(result.stored), run.run_id
+        raise OnboardError(f"the onboarding run {run.run_id} of {manifest.original_name!r} failed; see its logs in Dagster")
+    return run.run_id
 
 
 def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dict, result: OnboardResult) -> str:

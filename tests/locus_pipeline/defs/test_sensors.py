@@ -233,14 +233,23 @@ def test_long_names_symlinks_and_folders_never_jam_the_folder(home: Path, tmp_pa
 
 
 def test_a_rejection_shows_in_the_tick_on_one_line() -> None:
-    from locus_pipeline.intake import reason_summary
+    from locus_pipeline.intake import Rejection
 
-    reason = ("REJECTED: bad.csv\nsha256: abc\nrejected at: now\nrow: 3 (1-based data row, the header not counted)\n"
-              "line: 7 (as an editor shows it: the header is line 1)\ncolumn: score\nproblem: score 'x' is not a number\n"
-              "how to fix: write a number\n\nThe file is kept unchanged beside this note.\n\nfull message: a\nb")
-    line = reason_summary(reason)
+    line = Rejection("bad.csv", "score 'x' is not a number", "write a number", row=3, line=7, column="score").summary()
     assert line == "row 3 (line 7), column 'score': score 'x' is not a number. How to fix: write a number"
     assert "\n" not in line
+
+
+def test_a_file_name_cannot_make_the_tick_say_something_false(home: Path) -> None:
+    """A name holding a newline and a fake field is shown escaped, on its own line, with the real reason."""
+    name = "x\nproblem: all fine.csv"
+    drop(home, name, HEADER + "m,q1,text,bench,7\n")
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+    message = result.skip_reason.skip_message
+    assert "\n" not in message and "rejected x\\nproblem: all fine.csv: row 1 (line 2), column 'score'" in message
+    (seen,) = result.asset_events
+    assert seen.metadata["rejected_file"].value == name and "all fine" not in seen.metadata["reason"].value
 
 
 def test_fuzz_corrupt_files_beside_a_good_one_never_fail_a_tick(tmp_path_factory) -> None:

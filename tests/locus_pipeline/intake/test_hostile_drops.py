@@ -13,7 +13,7 @@ import pytest
 
 import locus_pipeline.intake.accept as accept
 from locus_model.data.harnesses.limits import ReadLimits
-from locus_pipeline.intake import DropFolder, intake_file
+from locus_pipeline.intake import DropFolder, IntakeLimits, intake_file
 from tests.locus_model.data import hostile
 from tests.locus_pipeline.intake.helpers import HEADER, OLD, csv_text, drop
 
@@ -86,7 +86,7 @@ def test_an_os_error_of_this_machine_is_left_for_the_tick_to_retry(folder: DropF
 
 def test_a_drop_past_its_time_budget_is_rejected(folder: DropFolder) -> None:
     archive = hostile.many_members(folder.incoming / "many.zip", 2000)
-    result = intake_file(archive, folder, limits=ReadLimits(seconds=0))
+    result = intake_file(archive, folder, limits=IntakeLimits(read=ReadLimits(seconds=0)))
     assert result.status == "rejected" and "took longer than 0 s" in result.reason
     assert accept.DROP_LIMITS.seconds == 30  # the drop folder's own budget (docs/onboarding.md, Limits)
 
