@@ -291,10 +291,24 @@ def _all_pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
             return
 
 
+class DropFolderIntake(dg.ConfigurableResource):
+    """What one drop into LOCUS_HOME/incoming/ may declare (docs/onboarding.md, Limits): past either limit the drop is
+    rejected with the limit in its reason, its size read from the file system before anything is hashed or read."""
+
+    max_bytes: int = Field(default=16 << 30, description="Bytes of one drop (a file's size as the file system gives "
+                                                          "it, a sparse file's holes included; a folder: its files' sum).")
+    max_models: int = Field(default=1_000, description="Models in one drop (each becomes a pool row and a partition).")
+
+    def limits(self):
+        from locus_pipeline.intake import IntakeLimits
+
+        return IntakeLimits(max_bytes=self.max_bytes, max_models=self.max_models)
+
+
 def resources_for(home: LocusHome) -> dict[str, Any]:
     """Every resource, bound to ``home`` (a run in this process on a home other than $LOCUS_HOME: locus onboard)."""
     return {"home": home, "io_manager": WarehouseIOManager(home=home), "query_encoder": QueryEncoder(home=home),
-            "mlflow": MlflowTracking(home=home)}
+            "mlflow": MlflowTracking(home=home), "intake": DropFolderIntake()}
 
 
 @dg.definitions

@@ -16,6 +16,7 @@ import dagster as dg
 from locus_pipeline.defs.checks import REJECTION_CHECK
 from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, pool_removal_job, reports_refresh_job
 from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
 
@@ -61,12 +62,13 @@ def rejection(item) -> dg.AssetCheckEvaluation:
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> one onboarding run per model (docs/onboarding.md).",
 )
-def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
+def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
+                           intake: DropFolderIntake) -> dg.SensorResult | dg.SkipReason:
     """Publishes one intake tick (locus_pipeline.intake.intake_tick): its rejections as failed checks, run requests
     for the accepted files after the cursor."""
     from locus_pipeline.intake import DropFolder, intake_tick
 
-    outcome = intake_tick(DropFolder(home))
+    outcome = intake_tick(DropFolder(home), limits=intake.limits())
     rejected = [rejection(item) for item in outcome.rejections]
     for item in outcome.rejections:
         context.log.warning(f"REJECTED {item.file!r}: {item.summary()} (see {item.reason_file})")

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from locus_model.data.contract import safe_model_key
+from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change, reports_lag
 from locus_pipeline.intake import DropFolder
@@ -41,7 +42,7 @@ def home(tmp_path: Path) -> Path:
 
 
 def tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None):
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home))})
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()})
     return onboarding_drop_folder(context), context
 
 

@@ -118,3 +118,24 @@ def test_a_look_alike_model_name_is_refused(folder: DropFolder) -> None:
     both = drop(folder, "both.csv", csv_text([("Org/Model", "q1", 1), ("Org\u2215Model", "q1", 0)]))
     result = intake_file(both, folder)
     assert result.status == "rejected" and "look the same" in result.reason
+
+
+def test_a_drop_over_its_byte_or_model_limit_is_rejected_before_it_is_read(folder: DropFolder, monkeypatch) -> None:
+    """A sparse file whose size passes max_bytes is refused from its stat alone (never hashed, never read); a file of
+    more models than max_models is refused with the limit; the good drop beside them is taken in in the same tick."""
+    from locus_pipeline.intake import intake_tick
+
+    sparse = folder.incoming / "huge.csv"
+    with open(sparse, "wb") as handle:
+        handle.truncate(80 << 30)  # 80 GiB of holes: st_size says 80 GiB, nothing is stored
+    os.utime(sparse, (OLD, OLD))
+    drop(folder, "many.csv", csv_text([(f"model-{i}", "q1", 1) for i in range(40)]))
+    drop(folder, "good.csv", csv_text([("good", "q1", 1)]), mtime=OLD + 1)
+    hashed = []
+    real_sha = accept.sha256_entry
+    monkeypatch.setattr(accept, "sha256_entry", lambda path: hashed.append(path.name) or real_sha(path))
+    outcome = intake_tick(folder, limits=IntakeLimits(max_bytes=1 << 30, max_models=10))
+    reasons = {r.file: r.problem for r in outcome.rejections}
+    assert "over the drop limit of 1,073,741,824" in reasons["huge.csv"] and "huge.csv" not in hashed
+    assert "40 models in one drop, over the limit of 10" in reasons["many.csv"]
+    assert [m.original_name for m in outcome.accepted] == ["good.csv"]

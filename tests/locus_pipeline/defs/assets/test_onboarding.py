@@ -18,6 +18,7 @@ import torch
 
 from locus_model.data.contract import safe_model_key
 from locus_model.model import load_checkpoint, save_checkpoint
+from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.defs.assets.pool import onboard_change, rebuild_change
 from locus_pipeline.defs.sensors import onboarding_drop_folder
 from locus_pipeline.intake import DropFolder
@@ -46,7 +47,7 @@ def defs():
 
 
 def tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None) -> dg.SensorResult:
-    result = onboarding_drop_folder(dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home))}))
+    result = onboarding_drop_folder(dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()}))
     for add in getattr(result, "dynamic_partitions_requests", None) or []:
         instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
     return result
