@@ -541,3 +541,33 @@ def test_a_writer_paused_inside_a_quoted_field_is_waited_on_and_the_folder_moves
     assert (home / "incoming" / "paused.csv").read_text() == paused  # not rejected while its writer may go on
     assert "paused.csv: a quoted value starting in this row is never closed" in again.skip_reason.skip_message
     assert "a writer may still be writing it" in again.skip_reason.skip_message
+
+
+def test_one_file_gets_one_run_whoever_publishes_it(home: Path) -> None:
+    """`locus onboard` takes its file in and starts its run under the intake lock: a sensor tick meanwhile publishes
+    nothing, and the tick after it requests no second run of that file's run key."""
+    from locus_pipeline.intake import intake_tick
+
+    @dg.op
+    def started() -> None:
+        pass
+
+    @dg.job
+    def locus_onboard_run():
+        started()
+
+    folder = DropFolder.at(home)
+    drop(home, "first.csv", evals("org/first"))
+    with dg.instance_for_test() as instance:
+        def publish(outcome) -> None:  # what locus onboard does under the lock: the run, keyed as the sensor keys it
+            (manifest,) = outcome.accepted
+            meanwhile, _ = tick(instance, home)  # a sensor tick while this process holds the lock
+            assert meanwhile.run_requests == [] and meanwhile.cursor is None
+            key = f"{manifest.sha256}:{manifest.models[0].model_key}"
+            locus_onboard_run.execute_in_process(instance=instance, tags={"dagster/run_key": key})
+
+        intake_tick(folder, publish=publish)
+        drop(home, "second.csv", evals("org/second"))
+        after, _ = tick(instance, home)
+        assert [r.partition_key for r in after.run_requests] == [safe_model_key("org/second")]
+        assert after.cursor.endswith("-second.csv")
