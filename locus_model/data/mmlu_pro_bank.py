@@ -33,7 +33,8 @@ from locus_model.data.mmlu_pro import LETTERS
 
 CHOICES = LETTERS[:10]  # MMLU-Pro's letters, A-J
 _FIRST = re.compile(r"answer is \(?([A-J])\)?")
-_AGAIN = re.compile(r".*[aA]nswer:\s*([A-J])")
+_AGAIN = re.compile(r".*[aA]nswer:\s*([A-J])")  # the scorer's rule 2, quadratic in a line's length
+_ANSWER_AT = re.compile(r"(?=[aA]nswer:\s*([A-J]))")  # rule 2 as every place it matches: linear (tested)
 _FINAL = re.compile(r"\b[A-J]\b(?!.*\b[A-J]\b)", re.DOTALL)  # the scorer's rule 3, quadratic in the length
 _LETTER = re.compile(r"\b[A-J]\b")  # rule 3 as its last match: the same letter in linear time (tested)
 _OPTION_LINE = re.compile(r"\n(?=[A-J]\. )")
@@ -47,14 +48,30 @@ def extract_answer(text: str) -> tuple[str | None, str]:
     ``answer is``, ``Answer:``, ``last letter`` or ``none`` (letter None). ``**`` is removed first, as the
     scorer's ``evaluate_from_api.py`` does with every response."""
     text = text.replace("**", "")
-    for rule, pattern in (("answer is", _FIRST), ("Answer:", _AGAIN)):
-        match = pattern.search(text)
-        if match:
-            return match.group(1), rule
+    match = _FIRST.search(text)
+    if match:
+        return match.group(1), "answer is"
+    letter = _answer_colon(text)
+    if letter:
+        return letter, "Answer:"
     last = None
     for last in _LETTER.finditer(text):
         pass
     return (last.group(0), "last letter") if last else (None, "none")
+
+
+def _answer_colon(text: str) -> str | None:
+    """The scorer's rule 2 (``_AGAIN`` searched: the greedy ``.*`` stays on one line) in linear time: in the first
+    line where ``Answer: X`` starts, the last one that starts on that line."""
+    letter, line_end = None, -1
+    for match in _ANSWER_AT.finditer(text):
+        if letter is not None and match.start() > line_end:
+            break
+        if letter is None:
+            line_end = text.find("\n", match.start())
+            line_end = len(text) if line_end < 0 else line_end
+        letter = match.group(1)
+    return letter
 
 
 @dataclass(frozen=True)
