@@ -139,3 +139,19 @@ def test_a_drop_over_its_byte_or_model_limit_is_rejected_before_it_is_read(folde
     assert "over the drop limit of 1,073,741,824" in reasons["huge.csv"] and "huge.csv" not in hashed
     assert "40 models in one drop, over the limit of 10" in reasons["many.csv"]
     assert [m.original_name for m in outcome.accepted] == ["good.csv"]
+
+
+def test_a_link_inside_a_dropped_folder_is_refused_before_its_target_is_read(folder: DropFolder, tmp_path, monkeypatch) -> None:
+    """Nothing reads the target: no sha256 of it (the folder is refused from lstat alone), the link kept as dropped."""
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text("private\n", encoding="utf-8")
+    dropped = folder.incoming / "run"
+    dropped.mkdir()
+    (dropped / "samples_task_2024.jsonl").symlink_to(secret)
+    os.utime(dropped, (OLD, OLD))
+    hashed = []
+    monkeypatch.setattr("locus_pipeline.intake.folder.sha256_file", lambda path: hashed.append(path) or "0" * 64)
+    result = intake_file(dropped, folder)
+    assert result.status == "rejected" and "not a regular file" in result.rejection.problem
+    assert hashed == [] and "samples_task_2024.jsonl" in result.rejection.problem
+    assert (result.stored / "samples_task_2024.jsonl").is_symlink() and secret.read_text(encoding="utf-8") == "private\n"
