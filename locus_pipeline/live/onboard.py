@@ -373,14 +373,20 @@ def run_onboarding(home, manifest, key: str) -> str | None:
     return run.run_id
 
 
-def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dict, result: OnboardResult) -> str:
+def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dict, result: OnboardResult,
+                  dagster_run_id: str | None = None) -> str:
+    """The onboarding's MLflow run: prompts, answers, grades, cost, and (as training's run does) the Dagster run it
+    belongs to, ``dagster.run_id`` and ``dagster.run_url`` (the onboarding run, else the live_onboarding_job run)."""
     from locus_pipeline.defs.resources import MlflowTracking
 
     import mlflow
 
     tracking = MlflowTracking(home=home)
-    with tracking.start_run(f"onboard {config.endpoint}", {"locus/kind": "live-onboarding",
-                                                           "locus/model": config.endpoint}) as run:
+    tags = {"locus/kind": "live-onboarding", "locus/model": config.endpoint}
+    linked = result.run_id or dagster_run_id
+    if linked:
+        tags.update({"dagster.run_id": linked, "dagster.run_url": tracking.dagster_run_url(linked)})
+    with tracking.start_run(f"onboard {config.endpoint}", tags) as run:
         mlflow.log_params({k: v for k, v in asdict(config).items() if k != "data"})
         mlflow.log_metrics({"answers": result.answers, "accuracy": result.accuracy, "cost_usd": result.cost_usd,
                             "failed_calls": result.failed_calls, "asked_now": result.asked_now,
@@ -401,9 +407,10 @@ def per_category(answers: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
 
 
 def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflow_log: bool = True,
-                     with_answers: bool = False):
+                     with_answers: bool = False, dagster_run_id: str | None = None):
     """Ask, grade, onboard and log one endpoint (module docstring); returns the OnboardResult (and the answers
-    table with ``with_answers``)."""
+    table with ``with_answers``). ``dagster_run_id``: the Dagster run asking (live_onboarding_job), linked from the
+    MLflow run when this process runs no onboarding run of its own."""
     from locus_model.onboarding import nearest_models
 
     start = time.monotonic()
@@ -419,5 +426,5 @@ def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflo
                            stopped_by=facts["stopped_by"], seconds=round(time.monotonic() - start, 2),
                            neighbours=neighbours, run_id=run_id, evaluation_file=home.relative(stored))
     if mlflow_log:
-        result.mlflow_run_id = log_to_mlflow(home, config, answers, facts, result)
+        result.mlflow_run_id = log_to_mlflow(home, config, answers, facts, result, dagster_run_id)
     return (result, answers) if with_answers else result
