@@ -116,7 +116,6 @@ def confusable_skeleton(name: str) -> str:
     return canonical_name(name).translate(_CONFUSABLE)
 
 
-look_alike = confusable_skeleton  # the former name, used by locus_pipeline/intake until it calls find_twin
 
 
 def find_twin(name: str, pool_names: Iterable[str]) -> str | None:

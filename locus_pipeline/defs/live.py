@@ -33,7 +33,7 @@ def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, h
             home, OnboardConfig(endpoint=config.endpoint, budget=config.budget, max_cost=config.max_cost or None,
                                 concurrency=config.concurrency, retries=config.retries,
                                 via_sensor=True),
-            read_models_config(config.models_config), with_answers=True)
+            read_models_config(config.models_config), with_answers=True, dagster_run_id=context.run_id)
     except OnboardError as err:
         raise dg.Failure(description=str(err)) from err
     context.log_event(dg.AssetObservation(asset_key="onboarded_evaluations", description=(

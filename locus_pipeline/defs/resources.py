@@ -1,6 +1,7 @@
 """Resources, bound in one place: LOCUS_HOME (storage), the warehouse IO manager, query encoder, MLflow."""
 
 
+import dataclasses
 import os
 import sqlite3
 from contextlib import contextmanager
@@ -291,14 +292,30 @@ def _all_pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
             return
 
 
+class DropFolderIntake(dg.ConfigurableResource):
+    """What one drop into LOCUS_HOME/incoming/ may declare (docs/onboarding.md, Limits): past either limit the drop is
+    rejected with the limit in its reason, its size read from the file system before anything is hashed or read."""
+
+    max_bytes: int = Field(default=16 << 30, description="Bytes of one drop (a file's size as the file system gives "
+                                                          "it, a sparse file's holes included; a folder: its files' sum).")
+    max_models: int = Field(default=1_000, description="Models in one drop (each becomes a pool row and a partition).")
+    max_rows: int = Field(default=5_000_000, description="Evaluation rows of one drop, counted as it is read (a Parquet "
+                                                          "file's from its footer); ~270 bytes of memory each.")
+
+    def limits(self):
+        from locus_pipeline.intake import IntakeLimits
+        from locus_pipeline.intake.accept import DROP_LIMITS
+
+        return IntakeLimits(max_bytes=self.max_bytes, max_models=self.max_models,
+                            read=dataclasses.replace(DROP_LIMITS, max_rows=self.max_rows))
+
+
+def resources_for(home: LocusHome) -> dict[str, Any]:
+    """Every resource, bound to ``home`` (a run in this process on a home other than $LOCUS_HOME: locus onboard)."""
+    return {"home": home, "io_manager": WarehouseIOManager(home=home), "query_encoder": QueryEncoder(home=home),
+            "mlflow": MlflowTracking(home=home), "intake": DropFolderIntake()}
+
+
 @dg.definitions
 def resources() -> dg.Definitions:
-    home = LocusHome()
-    return dg.Definitions(
-        resources={
-            "home": home,
-            "io_manager": WarehouseIOManager(home=home),
-            "query_encoder": QueryEncoder(home=home),
-            "mlflow": MlflowTracking(home=home),
-        }
-    )
+    return dg.Definitions(resources=resources_for(LocusHome()))

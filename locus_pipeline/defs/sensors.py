@@ -11,18 +11,15 @@ Both fail runs whose process died and request them again (locus_pipeline/runs.py
 a concurrency slot nor blocks the reports for good.
 """
 
-import time
-
 import dagster as dg
 
 from locus_pipeline.defs.checks import REJECTION_CHECK
 from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, pool_removal_job, reports_refresh_job
 from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
 
-MAX_FILES_PER_TICK = 20  # the rest waits for the next tick, so one tick stays well inside the sensor timeout
-MAX_SECONDS_PER_TICK = 30.0
 WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal_job.name, reports_refresh_job.name]
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 
@@ -46,81 +43,17 @@ def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
 REJECTIONS_ASSET = dg.AssetKey("onboarded_evaluations")  # where a rejected file shows: a failed check of it
 
 
-def rejection(name: str, why: str, reason_file: str) -> dg.AssetCheckEvaluation:
-    """A rejected file as a failed evaluation (severity WARN) of onboarded_evaluations' check REJECTION_CHECK: the
-    asset's page (Checks) shows every rejection in amber with its reason, even in a tick that also requested runs
-    for other files."""
+def rejection(item) -> dg.AssetCheckEvaluation:
+    """A rejection (intake's Rejection) as a failed evaluation (severity WARN) of onboarded_evaluations' check
+    REJECTION_CHECK: the asset's page (Checks) shows every rejection in amber with its reason, even in a tick that
+    also requested runs for other files."""
+    from locus_pipeline.intake import printable
+
     return dg.AssetCheckEvaluation(asset_key=REJECTIONS_ASSET, check_name=REJECTION_CHECK, passed=False,
-                                   severity=dg.AssetCheckSeverity.WARN, description=f"rejected {name}: {why}"[:1000],
-                                   metadata={"rejected_file": name, "reason": why, "reason_file": f"incoming/rejected/{reason_file}"})
-
-
-def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder,
-            rejected: list[dg.AssetCheckEvaluation] | None = None) -> list[str]:
-    """Intake of the ready files (oldest first, bounded per tick); returns notes for the tick's message and
-    appends one observation per rejected file to ``rejected``."""
-    rejected = [] if rejected is None else rejected
-    from locus_pipeline.intake import (changed_accepted_files, claimed_keys, in_progress_entries, intake_file, read_manifests,
-                                       reason_summary, recover_orphans, reject_unusable, retake, scan_incoming,
-                                       unusable_entries)
-
-    notes = []
-    for path, why in unusable_entries(folder):
-        target = reject_unusable(folder, path, why)
-        context.log.warning(f"REJECTED {path.name}: {why}")
-        notes.append(f"rejected {path.name}: {why} (see rejected/{target.name}.reason.txt)")
-        rejected.append(rejection(path.name, why, f"{target.name}.reason.txt"))
-    manifests = read_manifests(folder)  # once per tick
-    claimed = claimed_keys(home, folder, manifests)
-    for item in recover_orphans(folder, claimed=claimed):
-        notes.append(f"recovered {item.stored.name if item.stored else item.source.name}: {item.status}")
-        if item.manifest is not None:
-            claimed.update({m.model_key: m.model for m in item.manifest.models})
-    for manifest in changed_accepted_files(folder, manifests):  # a writer kept writing in place after intake
-        result = retake(folder, manifest, claimed=claimed)
-        if result is None:
-            notes.append(f"accepted/{manifest.stem} is still being written after intake; it is taken in again once it settles")
-            continue
-        context.log.warning(f"accepted/{manifest.stem} changed after intake ({manifest.rows} rows onboarded from it): "
-                            f"taken in again: {result.status} (see accepted/{manifest.stem}.changed.txt)")
-        notes.append(f"{manifest.original_name} changed after intake: taken in again, {result.status}"
-                     + (f": {reason_summary(result.reason)}" if result.reason else ""))
-        if result.manifest is not None:
-            claimed.update({m.model_key: m.model for m in result.manifest.models})
-        if result.status == "rejected" and result.stored is not None:
-            rejected.append(rejection(manifest.original_name, reason_summary(result.reason), f"{result.stored.name}.reason.txt"))
-    waiting = in_progress_entries(folder)
-    if waiting:
-        notes.append(f"{len(waiting)} file(s) with in-progress names are read once renamed (names starting with '.' or "
-                     f"ending in .part, .tmp, ...): {', '.join(p.name for p in waiting[:5])}")
-    ready, settling = scan_incoming(folder)
-    if settling:
-        notes.append(f"waiting for {len(settling)} file(s) to settle: {', '.join(p.name for p in settling[:5])}")
-    start = time.monotonic()
-    for n, path in enumerate(ready):
-        if n >= MAX_FILES_PER_TICK or time.monotonic() - start > MAX_SECONDS_PER_TICK:
-            notes.append(f"{len(ready) - n} file(s) left for the next tick")
-            break
-        try:
-            result = intake_file(path, folder, claimed=claimed)
-        except OSError as err:  # unreadable (permissions), vanished, disk full: say so, keep going, retry next tick
-            context.log.warning(f"cannot take {path.name} in: {err}")
-            notes.append(f"cannot read {path.name} ({err.strerror or err}); check its permissions; retrying next tick")
-            continue
-        if result.status == "rejected":
-            context.log.warning(f"REJECTED {path.name} -> rejected/{result.stored.name}\n{result.reason}")
-            notes.append(f"rejected {path.name}: {reason_summary(result.reason)} (see rejected/{result.stored.name}.reason.txt)")
-            rejected.append(rejection(path.name, reason_summary(result.reason), f"{result.stored.name}.reason.txt"))
-        elif result.status == "duplicate":
-            context.log.info(f"{path.name}: same bytes as accepted/{result.manifest.duplicate_of}; nothing to onboard")
-            notes.append(f"{path.name} was already onboarded (accepted/{result.manifest.duplicate_of}); nothing to do")
-        elif result.status == "changed":
-            notes.append(f"{path.name}: {result.reason}" if result.reason else f"{path.name} changed while being read; retrying next tick")
-        else:
-            claimed.update({m.model_key: m.model for m in result.manifest.models})
-            models = ", ".join(f"{m.model} ({m.evaluations})" for m in result.manifest.models[:10])
-            context.log.info(f"accepted {path.name} -> accepted/{result.stored.name}: {result.manifest.rows} rows; {models}")
-    return notes
+                                   severity=dg.AssetCheckSeverity.WARN,
+                                   description=f"rejected {printable(item.file)}: {item.summary()}"[:1000],
+                                   metadata={"rejected_file": item.file, "reason": item.summary(),
+                                             "reason_file": f"incoming/{item.reason_file}"})
 
 
 @dg.sensor(
@@ -129,28 +62,32 @@ def take_in(context: dg.SensorEvaluationContext, home: LocusHome, folder,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> one onboarding run per model (docs/onboarding.md).",
 )
-def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
-    from locus_pipeline.intake import DropFolder, manifest_stems, read_manifest
+def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
+                           intake: DropFolderIntake) -> dg.SensorResult | dg.SkipReason:
+    """Publishes one intake tick (locus_pipeline.intake.intake_tick): its rejections as failed checks, run requests
+    for the accepted files after the cursor."""
+    from locus_pipeline.intake import DropFolder, intake_tick
 
-    folder = DropFolder(home).ensure()
-    notes: list[str] = []
-    rejected: list[dg.AssetCheckEvaluation] = []  # shown on onboarded_evaluations' page, whatever else the tick does
-    with folder.intake_lock() as mine:
-        if mine:
-            notes += take_in(context, home, folder, rejected)
-        else:
-            notes.append("an earlier tick is still taking files in; waiting for it")
-
+    outcome = intake_tick(DropFolder(home), limits=intake.limits())
+    rejected = [rejection(item) for item in outcome.rejections]
+    for item in outcome.rejections:
+        context.log.warning(f"REJECTED {item.file!r}: {item.summary()} (see {item.reason_file})")
+    notes = [outcome.message()] if outcome.message() else []
     cursor = context.cursor or ""
-    pending = [s for s in manifest_stems(folder) if s > cursor]
+    pending = outcome.pending(cursor) if outcome.took_in else []  # the lock's holder publishes its own files
     if pending and not home.has_pool():
         notes.append(f"{len(pending)} accepted file(s) wait for the model embedding pool: materialize locus_job first")
         return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes)), asset_events=rejected) if rejected else dg.SkipReason("; ".join(notes))
     requests, keys = [], []
-    for stem in pending:
-        r, k = run_requests_for(read_manifest(folder, stem))
+    for manifest in pending:
+        r, k = run_requests_for(manifest)
         requests += r
         keys += k
+    if context.instance is not None and requests:  # one file, one run: `locus onboard` may have run it already
+        ran = {r.run_key for r in requests if context.instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": r.run_key}), limit=1)}
+        if ran:
+            notes.append(f"{len(ran)} onboarding(s) already run by another publisher (locus onboard): not requested again")
+            requests = [r for r in requests if r.run_key not in ran]
     if context.instance is not None:  # an onboarding whose process died is failed and requested again
         for run_id in fail_dead_runs(context.instance, WATCHED_JOBS):
             notes.append(f"run {run_id[:8]} had lost its process: marked failed, its concurrency slot freed")
@@ -159,15 +96,16 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome)
         notes += retry_notes
     for note in notes:
         context.log.info(note)
+    new_cursor = pending[-1].stem if pending else (cursor or None)
     if not requests:
         return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no new files in incoming/"), asset_events=rejected,
-                               cursor=pending[-1] if pending else (cursor or None))
+                               cursor=new_cursor)
     new_keys = sorted(set(keys) - set(context.instance.get_dynamic_partitions(onboarded_models.name))) if context.instance else sorted(set(keys))
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[onboarded_models.build_add_request(new_keys)] if new_keys else [],
         asset_events=rejected,
-        cursor=pending[-1] if pending else (cursor or None),  # retries only: the cursor stays
+        cursor=new_cursor,  # retries only: the cursor stays
     )
 
 

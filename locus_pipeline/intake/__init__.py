@@ -4,7 +4,7 @@
    never read: write under such a name, then rename (atomic on one filesystem). As a safety net for writers
    that do not rename, a file is read only once its modification time is ``settle_seconds`` old, and it is
    set aside for a later tick if its size or modification time changed while it was read.
-2. *Intake* (:func:`intake_file`): sha256, then one streamed pass that validates every row with the evaluation
+2. *Intake* (:func:`intake_file`; a tick of the folder: :func:`intake_tick`): sha256, then one streamed pass that validates every row with the evaluation
    data contract and splits the rows by model into ``accepted/<stem>.parts/<model_key>.parquet``
    (:func:`locus_model.onboarding.split_by_model`). ``<stem>`` is ``<UTC time>-<sha8>-<original name>``.
    A valid file moves to ``accepted/<stem>`` and gets ``accepted/<stem>.manifest.json`` (written last: the
@@ -24,24 +24,27 @@
 
 The modules, each one concept: ``folder`` (the drop folder, its entries, what is ready, what is never read),
 ``manifests`` (what intake recorded about an accepted file, and what is read back), ``accept`` (one entry taken
-in: validated, split by model, accepted or rejected), ``recovery`` (what a killed process or a writer that kept
+in: validated, split by model, accepted or rejected), ``tick`` (one pass over the folder, its outcome),
+``messages`` (names shown on one line), ``recovery`` (what a killed process or a writer that kept
 writing left, taken in again). Callers import from the package.
 """
 
-from locus_pipeline.intake.accept import HARNESS_TABLE, Intake, check_identities, intake_file, reason_summary
+from locus_pipeline.intake.accept import HARNESS_TABLE, Intake, IntakeLimits, Rejection, check_identities, intake_file
 from locus_pipeline.intake.folder import (HELD_PREFIXES, IN_PROGRESS_SUFFIXES, REASON_SUFFIX, SETTLE_SECONDS, DropFolder,
                                           EntryStat, entry_stat, in_progress_entries, is_in_progress, reject_unusable,
                                           scan_incoming, sha256_entry, unusable_entries)
-from locus_pipeline.intake.manifests import (MANIFEST_SUFFIX, PARTS_SUFFIX, Manifest, accepted_rows, claimed_keys,
-                                             intake_order, manifest_stems, read_manifest, read_manifests)
+from locus_pipeline.intake.manifests import (MANIFEST_SUFFIX, PARTS_SUFFIX, Manifest, ManifestError, accepted_rows,
+                                             claimed_keys, intake_order, manifest_stems, read_manifest, read_manifests)
+from locus_pipeline.intake.messages import printable
 from locus_pipeline.intake.recovery import (CHANGED_SUFFIX, changed_accepted_files, changed_since_intake,
                                             recover_orphans, retake)
+from locus_pipeline.intake.tick import TickOutcome, intake_tick
 
 __all__ = [
     "CHANGED_SUFFIX", "HARNESS_TABLE", "HELD_PREFIXES", "IN_PROGRESS_SUFFIXES", "MANIFEST_SUFFIX", "PARTS_SUFFIX",
-    "REASON_SUFFIX", "SETTLE_SECONDS", "DropFolder", "EntryStat", "Intake", "Manifest", "accepted_rows",
-    "changed_accepted_files", "changed_since_intake", "check_identities", "claimed_keys", "entry_stat",
-    "in_progress_entries", "intake_file", "intake_order", "is_in_progress", "manifest_stems", "read_manifest",
-    "read_manifests", "reason_summary", "recover_orphans", "reject_unusable", "retake", "scan_incoming",
-    "sha256_entry", "unusable_entries",
+    "REASON_SUFFIX", "SETTLE_SECONDS", "DropFolder", "EntryStat", "Intake", "IntakeLimits", "Manifest", "ManifestError",
+    "Rejection", "TickOutcome", "accepted_rows", "changed_accepted_files", "changed_since_intake", "check_identities",
+    "claimed_keys", "entry_stat", "in_progress_entries", "intake_file", "intake_order", "intake_tick", "is_in_progress",
+    "manifest_stems", "printable", "read_manifest", "read_manifests", "recover_orphans", "reject_unusable", "retake",
+    "scan_incoming", "sha256_entry", "unusable_entries",
 ]

@@ -45,10 +45,21 @@ class Manifest:
         return json.dumps(asdict(self), indent=1, ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "Manifest":
-        data = json.loads(text)
-        data["models"] = [ModelRows(**m) for m in data["models"]]
-        return cls(**data)
+    def from_json(cls, text: str, where: object = "a manifest") -> "Manifest":
+        """The manifest a JSON text holds, or a ManifestError naming ``where`` (not JSON, not a manifest's fields)."""
+        try:
+            data = json.loads(text)
+            data["models"] = [ModelRows(**m) for m in data["models"]]
+            manifest = cls(**data)
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            raise ManifestError(f"{where} is not a manifest intake wrote ({type(err).__name__}: {str(err)[:200]})") from None
+        if not (isinstance(manifest.stem, str) and isinstance(manifest.sha256, str) and isinstance(manifest.models, list)):
+            raise ManifestError(f"{where} is not a manifest intake wrote (its stem, sha256 or models have the wrong type)")
+        return manifest
+
+
+class ManifestError(ValueError):
+    """A file named like a manifest in accepted/ that is not one intake wrote (corrupt, or written by someone else)."""
 
 
 def intake_order(manifest: Manifest) -> pd.Timestamp:
@@ -62,7 +73,7 @@ def read_manifest(folder: DropFolder, stem: str) -> Manifest:
     path = folder.fetch(folder.accepted / f"{stem}{MANIFEST_SUFFIX}")
     if not path.exists():
         raise FileNotFoundError(f"no manifest {path}: the file {stem!r} was not accepted (look in {folder.rejected})")
-    return Manifest.from_json(path.read_text(encoding="utf-8"))
+    return Manifest.from_json(path.read_text(encoding="utf-8", errors="replace"), path)
 
 
 def manifest_stems(folder: DropFolder) -> list[str]:
@@ -72,15 +83,28 @@ def manifest_stems(folder: DropFolder) -> list[str]:
     return sorted(p.name[: -len(MANIFEST_SUFFIX)] for p in folder.accepted.glob(f"*{MANIFEST_SUFFIX}") if not p.name.startswith("."))
 
 
-def read_manifests(folder: DropFolder) -> list[Manifest]:
-    """Every accepted file's manifest, in acceptance order."""
-    return [read_manifest(folder, stem) for stem in manifest_stems(folder)]
+def read_manifests(folder: DropFolder, unreadable: list[tuple[str, str]] | None = None) -> list[Manifest]:
+    """Every accepted file's manifest, in acceptance order. A file named like one that is not a manifest intake wrote
+    raises a ManifestError naming it; with ``unreadable`` (the tick's) it is left out and ``(stem, why)`` appended,
+    for the tick to move it aside."""
+    out = []
+    for stem in manifest_stems(folder):
+        try:
+            out.append(read_manifest(folder, stem))
+        except ManifestError as err:
+            if unreadable is None:
+                raise
+            unreadable.append((stem, str(err)))
+    return out
 
 
-def find_duplicate(folder: DropFolder, sha: str) -> str | None:
-    """The stem of the accepted file with these bytes (the first one, for a duplicate of a duplicate), or None."""
-    for path in folder.accepted.glob(f"*-{sha[:8]}-*{MANIFEST_SUFFIX}"):
-        manifest = Manifest.from_json(path.read_text(encoding="utf-8"))
+def find_duplicate(folder: DropFolder, sha: str, known: list[Manifest] | None = None) -> str | None:
+    """The stem of the accepted file with these bytes (the first one, for a duplicate of a duplicate), or None.
+    ``known``: the manifests already read (default: those whose stem carries these bytes' sha8, read now)."""
+    if known is None:
+        stems = [p.name[: -len(MANIFEST_SUFFIX)] for p in folder.accepted.glob(f"*-{sha[:8]}-*{MANIFEST_SUFFIX}")]
+        known = [read_manifest(folder, stem) for stem in sorted(stems) if not stem.startswith(".")]
+    for manifest in known:
         if manifest.sha256 == sha:
             return manifest.duplicate_of or manifest.stem
     return None

@@ -20,6 +20,7 @@ graded answers the way a dropped evaluation file is onboarded.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import time
@@ -32,6 +33,7 @@ import pandas as pd
 from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
 from locus_model.routing.costs import cost_table, estimate_tokens
+from locus_pipeline.intake.messages import printable
 from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.serve.config import ModelsConfig, Upstream
 
@@ -80,42 +82,100 @@ class OnboardResult:
 # ---------------------------------------------------------------------------------------------- asking
 
 
-async def ask_one(client, name: str, upstream: Upstream, prompt: str, retries: int) -> tuple[str | None, dict, str]:
-    """(answer text or None, usage, error) of one question, retried on the failures serve moves on from."""
+MAX_ANSWER_CHARS = 200_000  # an answer longer than this fails its call (MMLU-Pro answers run to a few thousand)
+MAX_TOKENS = 10_000_000  # a token count past this in ``usage`` fails its call (no call of 4,000 output tokens has it)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One endpoint answer as read: the text and token counts (``usage``: only non-negative integers), or the error
+    that fails the call. Every field of the body is untrusted: its type, size and counts are checked here."""
+
+    text: str | None
+    usage: dict
+    error: str = ""
+
+
+def read_answer(status_code: int, body: bytes) -> Answer:
+    """An endpoint's answer to one question (the HTTP status and the raw body) checked as untrusted input: a body that
+    is not JSON, a ``content`` that is not a string (or too long, or holding a lone surrogate), token counts that are
+    not non-negative integers each fail the call with the reason; nothing raises."""
+    shown = body[:300].decode("utf-8", "replace")
+    if status_code != 200:
+        return Answer(None, {}, f"HTTP {status_code}: {printable(shown)}")
+    try:
+        data = json.loads(body)
+        text = data["choices"][0]["message"]["content"]
+    except (ValueError, RecursionError):
+        return Answer(None, {}, f"the answer is not JSON: {printable(shown)}")
+    except (KeyError, IndexError, TypeError):
+        return Answer(None, {}, f"no choices[0].message.content in the answer: {printable(shown)}")
+    text = "" if text is None else text
+    if not isinstance(text, str):
+        return Answer(None, {}, f"choices[0].message.content is a {type(text).__name__}, not text")
+    if len(text) > MAX_ANSWER_CHARS:
+        return Answer(None, {}, f"an answer of {len(text):,} characters, over {MAX_ANSWER_CHARS:,}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return Answer(None, {}, "the answer holds a lone surrogate (not valid Unicode text)")
+    usage = data.get("usage") if isinstance(data, dict) else None
+    usage = {} if usage is None else usage
+    if not isinstance(usage, dict):
+        return Answer(None, {}, f"usage is a {type(usage).__name__}, not an object of token counts")
+    counts = {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+            return Answer(None, {}, f"usage.{key} is {printable(repr(value))[:60]}, not a count of tokens "
+                                    f"(an integer from 0 to {MAX_TOKENS:,})")
+        counts[key] = value
+    return Answer(text, counts)
+
+
+async def ask_one(client, name: str, upstream: Upstream, prompt: str, retries: int) -> tuple[Answer, int]:
+    """(the answer or the last error, calls the endpoint answered with a 200 that failed anyway: they may be billed)
+    of one question, retried on the failures serve moves on from and on a bad answer."""
     from locus_pipeline.serve.upstream import UpstreamFailed, forward
 
     body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens": 4000}
-    error = ""
+    answer, billed = Answer(None, {}, ""), 0
     for attempt in range(retries + 1):
         if attempt:
             await asyncio.sleep(min(8.0, 0.5 * 2 ** (attempt - 1)))
         try:
             response = await forward(client, name, upstream, body, stream=False)
         except UpstreamFailed as fail:
-            error = f"{fail.reason}: {fail.detail}"
+            answer = Answer(None, {}, f"{fail.reason}: {printable(fail.detail)}")
+            billed += fail.reason == "bad_response"  # a 200 whose body is not JSON: answered, maybe billed
             continue
-        data = json.loads(response.body)
-        if response.status_code != 200:
-            error = f"HTTP {response.status_code}: {str(data)[:300]}"
-            if response.status_code in (400, 401, 403, 404):  # not transient: retrying asks the same of a refusal
-                break
+        except (ValueError, RecursionError) as err:  # an answer the relay cannot even re-encode (a lone surrogate)
+            answer, billed = Answer(None, {}, f"an answer that is not valid text ({type(err).__name__})"), billed + 1
             continue
-        try:
-            text = data["choices"][0]["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError):
-            error = f"no choices[0].message.content in the answer: {str(data)[:300]}"
-            continue
-        return text, data.get("usage") or {}, ""
-    return None, {}, error
+        answer = read_answer(response.status_code, bytes(response.body))
+        if answer.text is not None:
+            return answer, billed
+        if response.status_code == 200:
+            billed += 1
+        elif response.status_code in (400, 401, 403, 404):  # not transient: retrying asks the same of a refusal
+            break
+    return answer, billed
 
 
 def call_cost(costs, prompt: str, text: str, usage: dict) -> float:
-    """USD of one call: the endpoint's prices times its reported token counts (estimated when not reported)."""
+    """USD of one call: the endpoint's prices times its reported token counts (read_answer: integers >= 0), each
+    estimated from the text when not reported or reported as 0 (a count never makes a call cost less than nothing)."""
     if costs is None:
         return 0.0
-    tokens_in = int(usage.get("prompt_tokens") or estimate_tokens(prompt))
-    tokens_out = int(usage.get("completion_tokens") or estimate_tokens(text))
+    tokens_in = _count(usage.get("prompt_tokens")) or estimate_tokens(prompt)
+    tokens_out = _count(usage.get("completion_tokens")) or estimate_tokens(text)
     return float(costs.costs(tokens_in, tokens_out)[0])
+
+
+def _count(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _candidates(home, bank) -> tuple[pd.DataFrame, np.ndarray]:
@@ -186,10 +246,13 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
                     row = questions.iloc[int(i)]
                     prompt = question_prompt(row["query"], row["benchmark"])
                     started = time.monotonic()
-                    text, usage, error = await ask_one(client, config.endpoint, upstream, prompt, config.retries)
-                    if text is None:
-                        failed[row["query_id"]] = error
+                    answer, billed = await ask_one(client, config.endpoint, upstream, prompt, config.retries)
+                    if billed:  # answered, then failed: counted at what the budget priced it (never less)
+                        spent += billed * call_cost(costs, prompt, "", {"completion_tokens": models.output_tokens})
+                    if answer.text is None:
+                        failed[row["query_id"]] = answer.error
                         return False
+                    text, usage = answer.text, answer.usage
                     grade = grade_answer(text, row["answer"], int(row["n_options"]))
                     cost = call_cost(costs, prompt, text, usage)
                     record = {"query_id": row["query_id"], "benchmark": row["benchmark"], "prompt": prompt,
@@ -240,53 +303,90 @@ def evaluation_rows(model: str, answers: pd.DataFrame) -> pd.DataFrame:
 
 
 def onboard_rows(home, model: str, rows: pd.DataFrame, *, via_sensor: bool) -> tuple[str, str | None]:
-    """Hand the rows to the drop folder's onboarding; returns (the file written, the run id or None)."""
-    import dagster as dg
+    """Hand the rows to the drop folder; returns (the file as stored, the onboarding run id or None).
 
-    from locus_pipeline.instance import prepare_dagster_home
-    from locus_pipeline.intake import DropFolder, claimed_keys, intake_file, read_manifests
+    ``via_sensor``: the file is left in incoming/ for a running Dagster's drop-folder sensor. Else this process
+    publishes an intake tick itself and runs the model's onboarding, the run keyed as the sensor keys it
+    (``<sha256>:<model key>``) and started while it holds the intake lock: a sensor tick never publishes while
+    another process holds the lock and skips a run key that has a run, so one file gets one run, whoever
+    publishes it."""
+    from locus_pipeline.intake import SETTLE_SECONDS, DropFolder, intake_tick
     from locus_pipeline.intake.folder import write_text_atomic
-    from locus_pipeline.defs.sensors import run_requests_for
 
     folder = DropFolder(home).ensure()
     name = f"live-{safe_model_key(model)}-{len(rows)}.csv"
+    dropped = folder.incoming / name
     if via_sensor:
-        write_text_atomic(folder.incoming / name, rows.to_csv(index=False))
-        return str(folder.incoming / name), None
-    staged = Path(home.local_path) / "live" / name
-    staged.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(staged, rows.to_csv(index=False))
-    with folder.intake_lock():
-        result = intake_file(staged, folder, claimed=claimed_keys(home, folder, read_manifests(folder)), name=name)
-    if result.status not in ("accepted", "duplicate"):
-        raise OnboardError(f"the drop folder's intake {result.status} the answers of {model!r}: {result.reason}")
-    if result.status == "duplicate":
-        return str(result.stored), None  # the same answers were onboarded before
-    (request,) = [r for r in run_requests_for(result.manifest)[0] if r.partition_key == safe_model_key(model)]
-    os.environ.setdefault("DAGSTER_HOME", str(prepare_dagster_home(Path(home.local_path))))
-    os.environ.setdefault("LOCUS_HOME", home.location)
-    from locus_pipeline.definitions import defs as load
+        write_text_atomic(dropped, rows.to_csv(index=False))
+        return str(dropped), None
+    sha = hashlib.sha256(rows.to_csv(index=False).encode("utf-8")).hexdigest()
+    ran: dict = {}
 
-    with dg.DagsterInstance.get() as instance:
+    def drop() -> None:  # under the intake lock: no sensor tick takes it in before this process publishes it
+        write_text_atomic(dropped, rows.to_csv(index=False))
+        old = time.time() - SETTLE_SECONDS  # complete (written, then renamed): ready for this tick
+        os.utime(dropped, (old, old))
+
+    def publish(outcome) -> None:  # under the intake lock
+        manifest = next((m for m in outcome.manifests if m.sha256 == sha), None)
+        rejection = next((r for r in outcome.rejections if r.file == name), None)
+        if manifest is None:
+            raise OnboardError(f"the drop folder's intake did not accept the answers of {model!r}: "
+                               f"{rejection.summary() if rejection else outcome.message()}")
+        if manifest.duplicate_of is not None:
+            ran["stored"] = folder.accepted / manifest.stem  # the same answers were onboarded before
+            return
+        ran["stored"] = folder.accepted / manifest.stem
+        ran["run_id"] = run_onboarding(home, manifest, safe_model_key(model))
+
+    intake_tick(folder, wait=True, prepare=drop, publish=publish)
+    if "stored" not in ran:
+        raise OnboardError(f"the answers of {model!r} were not taken in (still in {dropped})")
+    return str(ran["stored"]), ran.get("run_id")
+
+
+def run_onboarding(home, manifest, key: str) -> str | None:
+    """The onboarding run of model ``key`` of an accepted file, in this process on the home's Dagster instance (no
+    environment variable set; $DAGSTER_HOME's instance when it is set), unless a run with its run key exists
+    (the sensor published it first): then that run's id."""
+    import dagster as dg
+
+    from locus_pipeline.defs.resources import resources_for
+    from locus_pipeline.defs.sensors import run_requests_for
+    from locus_pipeline.definitions import defs as load
+    from locus_pipeline.instance import prepare_dagster_home
+
+    (request,) = [r for r in run_requests_for(manifest)[0] if r.partition_key == key]
+    dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(Path(home.local_path)))
+    with dg.DagsterInstance.from_config(dagster_home) as instance:
+        earlier = instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": request.run_key}), limit=1)
+        if earlier:
+            return earlier[0].run_id
         instance.add_dynamic_partitions("onboarded_models", [request.partition_key])
         tags = {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": SENSOR_NAME,
                 "locus/trigger": "locus onboard"}
         run = load().resolve_job_def("onboarding_job").execute_in_process(
             instance=instance, partition_key=request.partition_key, run_config=request.run_config, tags=tags,
-            raise_on_error=False)
+            resources=resources_for(home), raise_on_error=False)
     if not run.success:
-        raise OnboardError(f"the onboarding run {run.run_id} of {model!r} failed; see its logs in Dagster")
-    return str(result.stored), run.run_id
+        raise OnboardError(f"the onboarding run {run.run_id} of {manifest.original_name!r} failed; see its logs in Dagster")
+    return run.run_id
 
 
-def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dict, result: OnboardResult) -> str:
+def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dict, result: OnboardResult,
+                  dagster_run_id: str | None = None) -> str:
+    """The onboarding's MLflow run: prompts, answers, grades, cost, and (as training's run does) the Dagster run it
+    belongs to, ``dagster.run_id`` and ``dagster.run_url`` (the onboarding run, else the live_onboarding_job run)."""
     from locus_pipeline.defs.resources import MlflowTracking
 
     import mlflow
 
     tracking = MlflowTracking(home=home)
-    with tracking.start_run(f"onboard {config.endpoint}", {"locus/kind": "live-onboarding",
-                                                           "locus/model": config.endpoint}) as run:
+    tags = {"locus/kind": "live-onboarding", "locus/model": config.endpoint}
+    linked = result.run_id or dagster_run_id
+    if linked:
+        tags.update({"dagster.run_id": linked, "dagster.run_url": tracking.dagster_run_url(linked)})
+    with tracking.start_run(f"onboard {config.endpoint}", tags) as run:
         mlflow.log_params({k: v for k, v in asdict(config).items() if k != "data"})
         mlflow.log_metrics({"answers": result.answers, "accuracy": result.accuracy, "cost_usd": result.cost_usd,
                             "failed_calls": result.failed_calls, "asked_now": result.asked_now,
@@ -307,9 +407,10 @@ def per_category(answers: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
 
 
 def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflow_log: bool = True,
-                     with_answers: bool = False):
+                     with_answers: bool = False, dagster_run_id: str | None = None):
     """Ask, grade, onboard and log one endpoint (module docstring); returns the OnboardResult (and the answers
-    table with ``with_answers``)."""
+    table with ``with_answers``). ``dagster_run_id``: the Dagster run asking (live_onboarding_job), linked from the
+    MLflow run when this process runs no onboarding run of its own."""
     from locus_model.onboarding import nearest_models
 
     start = time.monotonic()
@@ -325,5 +426,5 @@ def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflo
                            stopped_by=facts["stopped_by"], seconds=round(time.monotonic() - start, 2),
                            neighbours=neighbours, run_id=run_id, evaluation_file=home.relative(stored))
     if mlflow_log:
-        result.mlflow_run_id = log_to_mlflow(home, config, answers, facts, result)
+        result.mlflow_run_id = log_to_mlflow(home, config, answers, facts, result, dagster_run_id)
     return (result, answers) if with_answers else result

@@ -91,6 +91,7 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
             wait_until(lambda: httpx.get(f"{mlflow_url}/health").status_code == 200, "mlflow server", procs[0], mlflow_log)
 
             from locus_pipeline.definitions import defs as load_defs
+            from locus_pipeline.defs.resources import DropFolderIntake
             from locus_pipeline.defs.sensors import onboarding_drop_folder
             from locus_pipeline.instance import prepare_dagster_home
             from locus_pipeline.storage import LocusHome
@@ -156,7 +157,7 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
                 target = home.path / "incoming" / "new.csv"
                 target.fs.put_file(str(local), target.path)
                 time.sleep(2.1)  # the intake's settle time, counted from the upload
-                tick = onboarding_drop_folder(dg.build_sensor_context(instance=instance, resources={"home": home}))
+                tick = onboarding_drop_folder(dg.build_sensor_context(instance=instance, resources={"home": home, "intake": DropFolderIntake()}))
                 (request,) = tick.run_requests
                 assert request.partition_key == safe_model_key(name) and tick.cursor
                 for add in tick.dynamic_partitions_requests:
@@ -170,7 +171,7 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
                 assert name in set(home.read_pool()["model"])
                 assert not target.exists()  # taken in: out of incoming/, into accepted/ in the bucket
                 again = onboarding_drop_folder(dg.build_sensor_context(instance=instance, cursor=tick.cursor,
-                                                                       resources={"home": home}))
+                                                                       resources={"home": home, "intake": DropFolderIntake()}))
                 assert not getattr(again, "run_requests", None)  # the cursor holds: nothing requested twice
 
                 # 4. the router picks the new model up without a restart

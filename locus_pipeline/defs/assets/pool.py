@@ -100,11 +100,17 @@ def removal(home: LocusHome, context: dg.AssetExecutionContext, name: str, chang
     if context.has_partition_key:
         raise dg.Failure(description=f"remove_model={name!r} in an onboarding run (partition {context.partition_key})",
                          metadata={"how_to_fix": f"launch {REMOVAL_JOB} (or `locus pool remove NAME`) instead"})
+    from locus_model.data.contract import safe_model_key
+    from locus_pipeline.defs.partitions import onboarded_models
+
     try:
         pool, kept = home.remove_onboarded(name)
     except StorageError as err:
         raise dg.Failure(description=str(err)) from err
-    changed.update(action="removed", model=name, store_set_aside=kept,
+    key = safe_model_key(name)  # its onboarding partition goes too: the UI shows no removed model as onboarded
+    if context.instance.has_dynamic_partition(onboarded_models.name, key):
+        context.instance.delete_dynamic_partition(onboarded_models.name, key)
+    changed.update(action="removed", model=name, store_set_aside=kept, partition_removed=key,
                    evaluations_kept="incoming/accepted/ (the files as dropped) and " + (kept or "no store"))
     return pool
 

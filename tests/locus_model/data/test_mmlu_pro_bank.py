@@ -42,6 +42,38 @@ def test_the_linear_last_letter_rule_is_the_scorers_regex() -> None:
         assert extract_answer(text)[0] == (match.group(0) if match else None), text
 
 
+def test_the_linear_answer_colon_rule_is_the_scorers_regex() -> None:
+    from locus_model.data.mmlu_pro_bank import _AGAIN, _again as _answer_colon
+
+    rng = random.Random(1)
+    pieces = ["Answer:", "answer:", "nswer:", " ", "\n", "A", "C", "J", "K", "x", "Answer: ", ":"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        match = _AGAIN.search(text)
+        assert _answer_colon(text) == (match.group(1) if match else None), repr(text)
+
+
+def test_grading_a_long_one_line_answer_costs_what_a_plain_one_does() -> None:
+    """The scorer's rule 2 regex is quadratic on one long line without a letter after "Answer:" (~40 s at 80,000
+    characters); grading is linear: one such line costs about what the same size in short lines does."""
+    import time
+
+    size = 200_000
+    hostile = "Answer: (" + "x" * size  # one line, "Answer:" without its letter, no letter anywhere
+    plain = ("x" * 79 + "\n") * (size // 80)
+
+    def seconds(text: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            grade_answer(text, "C")
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    assert grade_answer(hostile, "C").reason == "no answer letter found"
+    assert seconds(hostile) < 20 * seconds(plain) + 0.01  # quadratic: ~1,000x at this size
+
+
 def test_grading_keeps_the_reason() -> None:
     assert grade_answer("The answer is (C).", "C").score == 1.0
     wrong = grade_answer("The answer is (D).", "C")

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from locus_model.data.contract import safe_model_key
+from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change, reports_lag
 from locus_pipeline.intake import DropFolder
@@ -41,7 +42,7 @@ def home(tmp_path: Path) -> Path:
 
 
 def tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None):
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home))})
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()})
     return onboarding_drop_folder(context), context
 
 
@@ -233,14 +234,23 @@ def test_long_names_symlinks_and_folders_never_jam_the_folder(home: Path, tmp_pa
 
 
 def test_a_rejection_shows_in_the_tick_on_one_line() -> None:
-    from locus_pipeline.intake import reason_summary
+    from locus_pipeline.intake import Rejection
 
-    reason = ("REJECTED: bad.csv\nsha256: abc\nrejected at: now\nrow: 3 (1-based data row, the header not counted)\n"
-              "line: 7 (as an editor shows it: the header is line 1)\ncolumn: score\nproblem: score 'x' is not a number\n"
-              "how to fix: write a number\n\nThe file is kept unchanged beside this note.\n\nfull message: a\nb")
-    line = reason_summary(reason)
+    line = Rejection("bad.csv", "score 'x' is not a number", "write a number", row=3, line=7, column="score").summary()
     assert line == "row 3 (line 7), column 'score': score 'x' is not a number. How to fix: write a number"
     assert "\n" not in line
+
+
+def test_a_file_name_cannot_make_the_tick_say_something_false(home: Path) -> None:
+    """A name holding a newline and a fake field is shown escaped, on its own line, with the real reason."""
+    name = "x\nproblem: all fine.csv"
+    drop(home, name, HEADER + "m,q1,text,bench,7\n")
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+    message = result.skip_reason.skip_message
+    assert "\n" not in message and "rejected x\\nproblem: all fine.csv: row 1 (line 2), column 'score'" in message
+    (seen,) = result.asset_events
+    assert seen.metadata["rejected_file"].value == name and "all fine" not in seen.metadata["reason"].value
 
 
 def test_fuzz_corrupt_files_beside_a_good_one_never_fail_a_tick(tmp_path_factory) -> None:
@@ -475,9 +485,9 @@ def test_a_hostile_drop_never_stops_the_folder(home: Path, monkeypatch: pytest.M
     import threading
 
     import locus_pipeline.intake.accept as accept
-    from locus_model.data.harnesses.limits import ReadLimits
+    from locus_model.data.limits import DropLimits
 
-    monkeypatch.setattr(accept, "DROP_LIMITS", ReadLimits(seconds=seconds))  # the drop folder's time budget, shortened
+    monkeypatch.setattr(accept, "DROP_LIMITS", DropLimits(seconds=seconds))  # the drop folder's time budget, shortened
     folder = DropFolder.at(home).ensure()
     bad = build(folder.incoming)
     for entry in [*bad.rglob("*"), bad] if bad.is_dir() else [bad]:  # settled, and the oldest: read first
@@ -531,3 +541,33 @@ def test_a_writer_paused_inside_a_quoted_field_is_waited_on_and_the_folder_moves
     assert (home / "incoming" / "paused.csv").read_text() == paused  # not rejected while its writer may go on
     assert "paused.csv: a quoted value starting in this row is never closed" in again.skip_reason.skip_message
     assert "a writer may still be writing it" in again.skip_reason.skip_message
+
+
+def test_one_file_gets_one_run_whoever_publishes_it(home: Path) -> None:
+    """`locus onboard` takes its file in and starts its run under the intake lock: a sensor tick meanwhile publishes
+    nothing, and the tick after it requests no second run of that file's run key."""
+    from locus_pipeline.intake import intake_tick
+
+    @dg.op
+    def started() -> None:
+        pass
+
+    @dg.job
+    def locus_onboard_run():
+        started()
+
+    folder = DropFolder.at(home)
+    drop(home, "first.csv", evals("org/first"))
+    with dg.instance_for_test() as instance:
+        def publish(outcome) -> None:  # what locus onboard does under the lock: the run, keyed as the sensor keys it
+            (manifest,) = outcome.accepted
+            meanwhile, _ = tick(instance, home)  # a sensor tick while this process holds the lock
+            assert meanwhile.run_requests == [] and meanwhile.cursor is None
+            key = f"{manifest.sha256}:{manifest.models[0].model_key}"
+            locus_onboard_run.execute_in_process(instance=instance, tags={"dagster/run_key": key})
+
+        intake_tick(folder, publish=publish)
+        drop(home, "second.csv", evals("org/second"))
+        after, _ = tick(instance, home)
+        assert [r.partition_key for r in after.run_requests] == [safe_model_key("org/second")]
+        assert after.cursor.endswith("-second.csv")

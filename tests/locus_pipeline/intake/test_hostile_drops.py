@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import locus_pipeline.intake.accept as accept
-from locus_model.data.harnesses.limits import ReadLimits
-from locus_pipeline.intake import DropFolder, intake_file
+from locus_model.data.limits import DropLimits
+from locus_pipeline.intake import DropFolder, IntakeLimits, intake_file
 from tests.locus_model.data import hostile
 from tests.locus_pipeline.intake.helpers import HEADER, OLD, csv_text, drop
 
@@ -86,7 +86,7 @@ def test_an_os_error_of_this_machine_is_left_for_the_tick_to_retry(folder: DropF
 
 def test_a_drop_past_its_time_budget_is_rejected(folder: DropFolder) -> None:
     archive = hostile.many_members(folder.incoming / "many.zip", 2000)
-    result = intake_file(archive, folder, limits=ReadLimits(seconds=0))
+    result = intake_file(archive, folder, limits=IntakeLimits(read=DropLimits(seconds=0)))
     assert result.status == "rejected" and "took longer than 0 s" in result.reason
     assert accept.DROP_LIMITS.seconds == 30  # the drop folder's own budget (docs/onboarding.md, Limits)
 
@@ -118,3 +118,40 @@ def test_a_look_alike_model_name_is_refused(folder: DropFolder) -> None:
     both = drop(folder, "both.csv", csv_text([("Org/Model", "q1", 1), ("Org\u2215Model", "q1", 0)]))
     result = intake_file(both, folder)
     assert result.status == "rejected" and "look the same" in result.reason
+
+
+def test_a_drop_over_its_byte_or_model_limit_is_rejected_before_it_is_read(folder: DropFolder, monkeypatch) -> None:
+    """A sparse file whose size passes max_bytes is refused from its stat alone (never hashed, never read); a file of
+    more models than max_models is refused with the limit; the good drop beside them is taken in in the same tick."""
+    from locus_pipeline.intake import intake_tick
+
+    sparse = folder.incoming / "huge.csv"
+    with open(sparse, "wb") as handle:
+        handle.truncate(80 << 30)  # 80 GiB of holes: st_size says 80 GiB, nothing is stored
+    os.utime(sparse, (OLD, OLD))
+    drop(folder, "many.csv", csv_text([(f"model-{i}", "q1", 1) for i in range(40)]))
+    drop(folder, "good.csv", csv_text([("good", "q1", 1)]), mtime=OLD + 1)
+    hashed = []
+    real_sha = accept.sha256_entry
+    monkeypatch.setattr(accept, "sha256_entry", lambda path: hashed.append(path.name) or real_sha(path))
+    outcome = intake_tick(folder, limits=IntakeLimits(max_bytes=1 << 30, max_models=10))
+    reasons = {r.file: r.problem for r in outcome.rejections}
+    assert "over the drop limit of 1,073,741,824" in reasons["huge.csv"] and "huge.csv" not in hashed
+    assert "40 models in one drop, over the limit of 10" in reasons["many.csv"]
+    assert [m.original_name for m in outcome.accepted] == ["good.csv"]
+
+
+def test_a_link_inside_a_dropped_folder_is_refused_before_its_target_is_read(folder: DropFolder, tmp_path, monkeypatch) -> None:
+    """Nothing reads the target: no sha256 of it (the folder is refused from lstat alone), the link kept as dropped."""
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text("private\n", encoding="utf-8")
+    dropped = folder.incoming / "run"
+    dropped.mkdir()
+    (dropped / "samples_task_2024.jsonl").symlink_to(secret)
+    os.utime(dropped, (OLD, OLD))
+    hashed = []
+    monkeypatch.setattr("locus_pipeline.intake.folder.sha256_file", lambda path: hashed.append(path) or "0" * 64)
+    result = intake_file(dropped, folder)
+    assert result.status == "rejected" and "not a regular file" in result.rejection.problem
+    assert hashed == [] and "samples_task_2024.jsonl" in result.rejection.problem
+    assert (result.stored / "samples_task_2024.jsonl").is_symlink() and secret.read_text(encoding="utf-8") == "private\n"

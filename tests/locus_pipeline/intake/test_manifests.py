@@ -37,3 +37,23 @@ def test_received_at_is_when_intake_took_the_file_in_not_its_modification_time(f
     path.write_text(json.dumps(old))
     assert ob.read_manifest(folder, manifest.stem).mtime_ns == manifest.modified_at_ns
     assert ob.changed_accepted_files(folder) == []
+
+
+def test_a_junk_manifest_is_set_aside_with_its_name_and_the_tick_goes_on(folder: DropFolder) -> None:
+    """`[]`, corrupt JSON or a corrupted real manifest in accepted/: moved to rejected/ beside a reason naming it; a
+    good drop in the same tick is taken in; the file a damaged real manifest described is taken in again."""
+    from locus_pipeline.intake import intake_tick
+
+    real = intake_file(drop(folder, "real.csv", csv_text([("m", "q1", 1)])), folder, now=OLD)
+    (folder.accepted / f"{real.manifest.stem}.manifest.json").write_text('{"stem": ', encoding="utf-8")
+    (folder.accepted / "zz.manifest.json").write_text("[]", encoding="utf-8")
+    drop(folder, "good.csv", csv_text([("g", "q1", 1)]))
+    outcome = intake_tick(folder)
+    assert sorted(r.file for r in outcome.rejections) == sorted([f"accepted/{real.manifest.stem}.manifest.json",
+                                                                "accepted/zz.manifest.json"])
+    for item in outcome.rejections:
+        reason = (folder.incoming / item.reason_file).read_text(encoding="utf-8")
+        assert item.file in reason and "is not a manifest intake wrote" in reason
+    assert [m.original_name for m in outcome.accepted] == ["real.csv", "good.csv"]  # recovered, then the new drop
+    assert not (folder.accepted / "zz.manifest.json").exists()
+    assert [m.original_name for m in intake_tick(folder).manifests] == ["real.csv", "good.csv"]  # the next tick reads clean

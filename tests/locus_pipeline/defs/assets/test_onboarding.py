@@ -18,6 +18,8 @@ import torch
 
 from locus_model.data.contract import safe_model_key
 from locus_model.model import load_checkpoint, save_checkpoint
+from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.defs.assets.pool import onboard_change, rebuild_change
 from locus_pipeline.defs.sensors import onboarding_drop_folder
 from locus_pipeline.intake import DropFolder
@@ -46,7 +48,7 @@ def defs():
 
 
 def tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None) -> dg.SensorResult:
-    result = onboarding_drop_folder(dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home))}))
+    result = onboarding_drop_folder(dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()}))
     for add in getattr(result, "dynamic_partitions_requests", None) or []:
         instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
     return result
@@ -345,6 +347,10 @@ def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_brin
         assert not refused.success
         assert "training source" in refused.get_step_failure_events()[0].step_failure_data.error.message
     before = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    from locus_pipeline.instance import prepare_dagster_home
+
+    with dg.DagsterInstance.from_config(str(prepare_dagster_home(home))) as instance:  # as the sensor left it there
+        instance.add_dynamic_partitions(onboarded_models.name, [safe_model_key(name), "another"])
     assert main(["pool", "remove", name, "--home", str(home)]) == 0  # the home's own Dagster instance
     printed = capsys.readouterr().out
     assert f"removed {name!r} from the pool" in printed and "incoming/accepted/" in printed
@@ -353,6 +359,7 @@ def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_brin
         meta = record.asset_materialization.metadata
         assert meta["action"].value == "removed" and meta["model"].value == name
         assert meta["models"].value == len(before) - 1
+        assert instance.get_dynamic_partitions(onboarded_models.name) == ["another"]  # the UI shows it no more
     after = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
     pd.testing.assert_frame_equal(after, before[before["model"] != name].reset_index(drop=True))
     assert list((home / "incoming" / "accepted").glob("*walk.csv"))  # the evaluations as dropped stay
