@@ -13,7 +13,7 @@ default-size LOCUS (no training: the cost of embedding, storing and routing does
    against the whole pool (memory: 2**24 float32 distances at a time, never a models x models matrix).
 4. serve: for each of --route-queries queries, `predict_proba` over all models and `routing.route` with cost
    (quality weight 0.9, random costs) and a fallback chain of 3 from the embeddings: per-query wall latency p50 / p99.
-5. decide: `locus serve`'s whole decision (`Router.decide`: candidates, costs from the sizes in the names, scoring,
+5. decide: `locus serve`'s whole decision (`Gateway.decide`: candidates, costs from the sizes in the names, scoring,
    route, the response body with its default ranking size) on a snapshot of the pool, --route-queries times; the
    scorer is `predict_proba` of a random query encoding (no encoder, no HTTP).
 """
@@ -58,13 +58,13 @@ def synthetic_pool(models: int, evaluations: int, queries: int, seed: int = 0):
 
 
 def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -> dict:
-    """p50 / p99 of Router.decide over the whole pool (a Router without a home: the snapshot is made here)."""
+    """p50 / p99 of Gateway.decide over the whole pool (a Gateway without a home: the snapshot is made here)."""
     import asyncio
 
     from locus_model.routing import cost_info, cost_table
     from locus_pipeline.serve import ServeConfig
     from locus_pipeline.serve.metrics import Metrics
-    from locus_pipeline.serve.router import Router
+    from locus_pipeline.serve.gateway import Gateway
     from locus_pipeline.serve.snapshot import Snapshot
 
     rng = np.random.default_rng(2)
@@ -82,7 +82,7 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
         async def score(self, snap: Snapshot, query: str) -> np.ndarray:
             return predict_proba(model, z, enc[rng.integers(len(enc))][None])[:, 0]
 
-    router = object.__new__(Router)
+    router = object.__new__(Gateway)
     router.config, router.metrics, router.scorer = ServeConfig(quality_weight=0.9), Metrics(), Scorer()
 
     async def run() -> list[float]:

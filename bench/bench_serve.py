@@ -1,4 +1,4 @@
-"""Router serving load: POST /route over real HTTP to `locus serve` in a subprocess (dry run, no upstream).
+"""Gateway serving load: POST /route over real HTTP to `locus serve` in a subprocess (dry run, no upstream).
 
     .venv/bin/python -m bench.bench_serve [--runtimes torch,onnx-int8] [--requests 1000] [--concurrency 16]
         [--sequential 300] [--open-loop-rate 100] [--open-loop 1000] [--threads 1] [--models 30]

@@ -1,4 +1,4 @@
-"""`locus serve`: a cost-aware router over LOCUS_HOME's pool, in front of OpenAI-compatible endpoints.
+"""`locus serve`: a gateway routing over LOCUS_HOME's pool by the trained router, in front of OpenAI-compatible endpoints.
 
     POST /route                 {query, candidates?, max_cost?, max_params?, quality_weight?} -> ranking, chosen,
                                 fallback chain
@@ -28,7 +28,7 @@ Storage goes through LocusHome only (the pool, its checkpoint, the model catalog
     config.py    ServeConfig; the models config (per pool model its upstream and cost)
     snapshot.py  the pool being served, swapped whole on a reload;  portfolio.py  a portfolio as the candidate set
     scorer.py    P(correct) of every pool model for a query, micro-batched on the scorer's thread
-    router.py    the served state (snapshot, scorer, metrics) and its decisions (locus_model.routing.route)
+    gateway.py   the served state (snapshot, scorer, metrics) and its decisions (locus_model.routing.route)
     chat.py      the OpenAI-compatible endpoint: model names, the routed text, forwarding down the fallback chain
     upstream.py  one upstream call: failures that fall back, what is read bounded, credentials scrubbed, event
                  streams rewritten;  cooldown.py  failing upstreams skipped for a while (docs/serve.md)

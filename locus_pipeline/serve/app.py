@@ -1,4 +1,4 @@
-"""The router's FastAPI app (:func:`create_app`): the endpoints, the bearer token, the lifespan that starts the
+"""The gateway's FastAPI app (:func:`create_app`): the endpoints, the bearer token, the lifespan that starts the
 scorer and the pool watcher; :func:`serve` runs it with uvicorn."""
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
 from locus_pipeline.serve.config import ServeConfig
 from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response
 from locus_pipeline.serve.metrics import MetricsMiddleware
-from locus_pipeline.serve.router import RouteRequest, Router
+from locus_pipeline.serve.gateway import RouteRequest, Gateway
 
 
 def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
                clock: Callable[[], float] = time.monotonic) -> FastAPI:
-    """The router's FastAPI app. The pool is loaded here (a missing pool fails now, not at the first request);
+    """The gateway's FastAPI app. The pool is loaded here (a missing pool fails now, not at the first request);
     the lifespan starts the scorer and the pool watcher. ``transport`` replaces the network for upstream calls
     (tests); ``clock`` times the upstreams' cooldowns (tests)."""
     from contextlib import asynccontextmanager
 
-    router = Router(config, transport=transport, clock=clock)
+    gateway = Gateway(config, transport=transport, clock=clock)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -38,24 +38,24 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
 
         if config.threads:
             torch.set_num_threads(config.threads)
-        await run_in_threadpool(router.scorer.encode, router.snapshot, ["warm up"])
-        router.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
-        router.scorer.start()
-        tasks = [asyncio.create_task(router.watch())]
+        await run_in_threadpool(gateway.scorer.encode, gateway.snapshot, ["warm up"])
+        gateway.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
+        gateway.scorer.start()
+        tasks = [asyncio.create_task(gateway.watch())]
         try:
             yield
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await run_in_threadpool(router.scorer.stop)
-            await router.client.aclose()
+            await run_in_threadpool(gateway.scorer.stop)
+            await gateway.client.aclose()
 
-    app = FastAPI(title="LOCUS router", lifespan=lifespan,
+    app = FastAPI(title="LOCUS gateway (locus serve)", lifespan=lifespan,
                   description="Routes each query to the pool model most likely to answer it, at a cost you choose.")
-    app.state.router = router
+    app.state.gateway = gateway
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=router.metrics)  # outermost: a 413 is counted too
+    app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)  # outermost: a 413 is counted too
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
@@ -80,13 +80,13 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
     async def healthz(request: Request) -> dict:
         if not authorized(request):  # the status is for anyone (load balancers); the details need the token
             return {"status": "ok"}
-        snap = router.snapshot
+        snap = gateway.snapshot
         health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
                   "pool_models": len(snap.names), "routable_models": len(snap.routable), "dry_run": snap.dry_run,
                   "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
-                  "serves": f"single:{router.single_model}" if router.single_model else "router",
-                  "loaded_at": snap.loaded_at, "last_reload_error": router.last_reload_error,
-                  "configured_not_in_pool": sorted(set(router.models.upstreams) - set(snap.names)),
+                  "serves": f"single:{gateway.single_model}" if gateway.single_model else "router",
+                  "loaded_at": snap.loaded_at, "last_reload_error": gateway.last_reload_error,
+                  "configured_not_in_pool": sorted(set(gateway.models.upstreams) - set(snap.names)),
                   "portfolio_not_in_pool": list(snap.portfolio_missing),
                   "not_routable_by_default": list(snap.held_back)}  # too few evaluations: only when named
         return health
@@ -94,20 +94,20 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
     @app.get("/metrics")
     async def metrics(request: Request) -> Response:
         authorize(request)
-        return Response(generate_latest(router.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(gateway.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/route")
     async def route_query(request: Request, body: RouteRequest) -> dict:
         authorize(request)
-        snap = router.snapshot  # this request's pool, whatever reloads happen meanwhile
-        return await router.decide(snap, body.query, candidates=body.candidates, max_cost=body.max_cost,
+        snap = gateway.snapshot  # this request's pool, whatever reloads happen meanwhile
+        return await gateway.decide(snap, body.query, candidates=body.candidates, max_cost=body.max_cost,
                                    max_params=body.max_params, quality_weight=body.quality_weight,
                                    input_tokens=body.input_tokens, output_tokens=body.output_tokens)
 
     @app.get("/v1/models")
     async def list_models(request: Request) -> dict:
         authorize(request)
-        snap = router.snapshot
+        snap = gateway.snapshot
         created, routable = int(snap.loaded_at), set(snap.routable)
         data = [{"id": ROUTER_MODEL, "object": "model", "created": created, "owned_by": "locus",
                  "locus": {"router": True, "checkpoint_id": snap.checkpoint_id, "dry_run": snap.dry_run,
@@ -125,19 +125,19 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         except ValueError:
             raise ApiError(400, "the body is not JSON")
         except RecursionError:
-            raise ApiError(400, "the body nests JSON deeper than this router parses (about 1,000 levels)")
-        return await chat_completion(router, body, request.headers)
+            raise ApiError(400, "the body nests JSON deeper than this gateway parses (about 1,000 levels)")
+        return await chat_completion(gateway, body, request.headers)
 
     return app
 
 
 def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False,
           log_level: str = "info") -> None:
-    """Run the router with uvicorn (one process; the event loop plus the scorer's thread)."""
+    """Run the gateway with uvicorn (one process; the event loop plus the scorer's thread)."""
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = create_app(config)
     print(f"locus serve: http://{host}:{port} (POST /route, /v1/chat/completions; GET /v1/models, /metrics, /healthz)\n"
-          + app.state.router.summary(), flush=True)
+          + app.state.gateway.summary(), flush=True)
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)

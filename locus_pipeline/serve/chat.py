@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 
 from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens, fallback_chain
 from locus_pipeline.serve.http import ApiError
-from locus_pipeline.serve.router import Router
+from locus_pipeline.serve.gateway import Gateway
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.serve.upstream import UpstreamFailed, forward
 
@@ -25,30 +25,30 @@ log = logging.getLogger("locus.serve")
 ROUTER_MODEL = "locus"
 
 
-async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] | None = None) -> Response:
+async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str] | None = None) -> Response:
     """Route the request's last user message and forward the request (``body``, parsed JSON) to the chosen model's
     upstream, down the fallback chain on failures (as far as the request allows: :func:`fallbacks_allowed`); the
     decision only in a dry run, a 503 when no upstream is configured."""
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object")
-    snap = router.snapshot
+    snap = gateway.snapshot
     weight, pinned = parse_router_model(body.get("model"), snap)
-    target = pinned or router.single_model  # --serve single:MODEL answers "locus" with MODEL
+    target = pinned or gateway.single_model  # --serve single:MODEL answers "locus" with MODEL
     extra = body.pop("locus", None) or {}
     if not isinstance(extra, dict):
         raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, max_params?, explain?}")
-    allowed = fallbacks_allowed(body, headers or {}, default=router.models.router.pinned_fallbacks if pinned else True)
+    allowed = fallbacks_allowed(body, headers or {}, default=gateway.models.gateway.pinned_fallbacks if pinned else True)
     check_numbers(body)
     text = last_user_text(body.get("messages"))
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
-    decision = await router.decide(
+    decision = await gateway.decide(
         snap, text, candidates=[target] if target else extra.get("candidates"), max_cost=extra.get("max_cost"),
         max_params=extra.get("max_params"), quality_weight=weight, input_tokens=estimate_tokens(prompt),
         output_tokens=max_tokens if isinstance(max_tokens, int) else None, need_upstream=True)
     if target:  # a named model answers; its embedding neighbours are its fallbacks
-        decision["fallbacks"] = [snap.names[i] for i in _neighbours(router, snap, target)]
+        decision["fallbacks"] = [snap.names[i] for i in _neighbours(gateway, snap, target)]
     decision["fallbacks"] = _chain_after(decision, allowed, snap)
     if snap.dry_run:
         return _dry_run_answer(decision, stream)
@@ -61,24 +61,24 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
     chain = [decision["chosen"], *decision["fallbacks"]]
     errors = []
     for name in chain:
-        left = router.cooldowns.remaining(name)
+        left = gateway.cooldowns.remaining(name)
         if left > 0:
-            router.metrics.fallbacks.labels(name, "cooldown").inc()
+            gateway.metrics.fallbacks.labels(name, "cooldown").inc()
             errors.append({"model": name, "reason": "cooldown", "status": 503,
                            "detail": f"cooled down after repeated failures, tried again in {left:.0f} s"})
             continue
         try:
-            resp = await forward(router.client, name, snap.upstreams[name], body, stream, token=router.config.token,
-                                 on_usage=lambda usage, name=name: router.record_usage(snap, name, usage),
-                                 settings=router.models.router)
+            resp = await forward(gateway.client, name, snap.upstreams[name], body, stream, token=gateway.config.token,
+                                 on_usage=lambda usage, name=name: gateway.record_usage(snap, name, usage),
+                                 settings=gateway.models.gateway)
         except UpstreamFailed as fail:
-            router.metrics.fallbacks.labels(fail.model, fail.reason).inc()
-            router.cooldowns.failed(name)
+            gateway.metrics.fallbacks.labels(fail.model, fail.reason).inc()
+            gateway.cooldowns.failed(name)
             errors.append({"model": fail.model, "reason": fail.reason, "status": fail.status, "detail": fail.detail})
             log.warning("upstream %s failed (%s); trying the next model of the fallback chain", name, fail.detail)
             continue
-        router.cooldowns.succeeded(name)
-        router.metrics.answers.labels(name).inc()
+        gateway.cooldowns.succeeded(name)
+        gateway.metrics.answers.labels(name).inc()
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
             answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
             if isinstance(answer, dict):
@@ -91,12 +91,12 @@ async def chat_completion(router: Router, body: Any, headers: Mapping[str, str] 
     if len(chain) == 1:  # no fallback allowed: the upstream's own failure, scrubbed
         fail = errors[0]
         how = ("pinned requests do not fall back unless asked: send \"fallbacks\": true (or a list of pool models), "
-               f"the header {FALLBACKS_HEADER}: true, or set router.pinned_fallbacks in the models config"
+               f"the header {FALLBACKS_HEADER}: true, or set gateway.pinned_fallbacks in the models config"
                if pinned else "fallbacks were turned off by this request")
         what = f"is {fail['detail']}" if fail["reason"] == "cooldown" else f"failed: {fail['detail']}"
         headers = {"x-locus-model": fail["model"], "x-locus-chosen": fail["model"], "x-locus-fallbacks-used": "0"}
         if fail["reason"] == "cooldown":
-            headers["retry-after"] = str(math.ceil(router.cooldowns.remaining(fail["model"])))
+            headers["retry-after"] = str(math.ceil(gateway.cooldowns.remaining(fail["model"])))
         return JSONResponse({"error": {"message": f"the upstream of {fail['model']} {what} ({how})",
                                        "type": "upstream_error", "code": fail["reason"]}},
                             status_code=fail["status"], headers=headers)
@@ -113,7 +113,7 @@ def fallbacks_allowed(body: dict, headers: Mapping[str, str], *, default: bool) 
     """Whether the request may fall back to other models when its model's upstream fails, or to which ones: the
     body's ``fallbacks`` (LiteLLM's name: true, false or a list of pool models) or ``disable_fallbacks: true``, else
     the ``x-locus-fallbacks`` header (true / false), else ``default`` (on for a routed request; the models config's
-    ``router.pinned_fallbacks`` for a pinned one). Both fields leave the body: they are not forwarded."""
+    ``gateway.pinned_fallbacks`` for a pinned one). Both fields leave the body: they are not forwarded."""
     given, disable = body.pop("fallbacks", None), body.pop("disable_fallbacks", None)
     if disable is not None and not isinstance(disable, bool):
         raise ApiError(400, f"disable_fallbacks={disable!r} must be true or false")
@@ -177,7 +177,7 @@ def last_user_text(messages: Any) -> str:
             if isinstance(content, str) and content.strip():
                 return content
             raise ApiError(400, "the last user message has no text to route")
-    raise ApiError(400, "messages hold no user message: the router routes the last user message")
+    raise ApiError(400, "messages hold no user message: the gateway routes the last user message")
 
 
 def parse_router_model(model: Any, snap: Snapshot) -> tuple[float | None, str | None]:
@@ -201,8 +201,8 @@ def parse_router_model(model: Any, snap: Snapshot) -> tuple[float | None, str | 
                         "(GET /v1/models)", kind="invalid_request_error", code="model_not_found")
 
 
-def _neighbours(router: Router, snap: Snapshot, name: str) -> list[int]:
-    return fallback_chain(snap.embeddings, snap.index[name], snap.routable_rows, k=router.config.n_fallbacks).tolist()
+def _neighbours(gateway: Gateway, snap: Snapshot, name: str) -> list[int]:
+    return fallback_chain(snap.embeddings, snap.index[name], snap.routable_rows, k=gateway.config.n_fallbacks).tolist()
 
 
 def _dry_run_answer(decision: dict, stream: bool) -> Response:

@@ -1,4 +1,4 @@
-"""The router's configuration: the server's options (:class:`ServeConfig`) and the models config file, per pool model
+"""The gateway's configuration: the server's options (:class:`ServeConfig`) and the models config file, per pool model
 its upstream and its cost (:func:`read_models_config`)."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ class Upstream:
 
 
 @dataclass(frozen=True)
-class RouterSettings:
-    """The models config's ``router:`` section: how the router treats failing upstreams."""
+class GatewaySettings:
+    """The models config's ``gateway:`` section: how the gateway treats failing upstreams."""
 
     pinned_fallbacks: bool = False  # a request naming a pool model may be answered by its neighbours when it fails
     allowed_fails: int = 3  # failures of one upstream within cooldown_window_s that cool it down (cooldown.py)
@@ -40,7 +40,7 @@ class RouterSettings:
     max_stream_s: float = 600.0  # a whole event stream (each event must come within the upstream's timeout_s)
 
 
-ROUTER_KEYS = tuple(RouterSettings.__dataclass_fields__)
+GATEWAY_KEYS = tuple(GatewaySettings.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class ModelsConfig:
     upstreams: Mapping[str, Upstream] = field(default_factory=dict)
     costs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> COST_KEYS subset
     output_tokens: int = DEFAULT_OUTPUT_TOKENS  # expected answer length when a request has no max_tokens
-    router: RouterSettings = RouterSettings()
+    gateway: GatewaySettings = GatewaySettings()
 
 
 class ConfigError(ValueError):
@@ -61,7 +61,7 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
     """Read a YAML or JSON models config::
 
         defaults: {timeout_s: 60, output_tokens: 256}
-        router:                                      # optional; these are the defaults
+        gateway:                                     # optional; these are the defaults
           pinned_fallbacks: false                    # model="<pool model>" answered by a neighbour when it fails
           allowed_fails: 3                           # failures of an upstream within cooldown_window_s that
           cooldown_window_s: 60                      #   skip it for cooldown_s, then it is tried again
@@ -96,7 +96,7 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
     data = data or {}
     if not isinstance(data, dict) or not isinstance(data.get("models", {}), dict):
         raise ConfigError(f"{path}: expected a mapping with 'models: {{<model>: {{...}}}}' (and optional 'defaults')")
-    router = _router_settings(path, data.get("router"))
+    gateway = _gateway_settings(path, data.get("gateway"))
     defaults = dict(data.get("defaults") or {})
     unknown_defaults = set(defaults) - {"timeout_s", "output_tokens"}
     if unknown_defaults:
@@ -118,21 +118,21 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
                 raise ConfigError(f"{path}: model {name!r}: base_url {url!r} must start with http:// or https://")
             upstreams[str(name)] = Upstream(url, str(entry.get("model") or name), entry.get("api_key_env"),
                                             float(entry.get("timeout_s", timeout)))
-    return ModelsConfig(upstreams, costs, int(defaults.get("output_tokens", DEFAULT_OUTPUT_TOKENS)), router)
+    return ModelsConfig(upstreams, costs, int(defaults.get("output_tokens", DEFAULT_OUTPUT_TOKENS)), gateway)
 
 
-def _router_settings(path: Path, section) -> RouterSettings:
-    """The ``router:`` section, each value checked against its default's type (a bool is a bool; a number is a
+def _gateway_settings(path: Path, section) -> GatewaySettings:
+    """The ``gateway:`` section, each value checked against its default's type (a bool is a bool; a number is a
     finite number > 0)."""
     section = {} if section is None else section
     if not isinstance(section, dict):
-        raise ConfigError(f"{path}: 'router' must be a mapping of {list(ROUTER_KEYS)}")
-    unknown = set(section) - set(ROUTER_KEYS)
+        raise ConfigError(f"{path}: 'gateway' must be a mapping of {list(GATEWAY_KEYS)}")
+    unknown = set(section) - set(GATEWAY_KEYS)
     if unknown:
-        raise ConfigError(f"{path}: unknown router settings {sorted(unknown)}; allowed: {list(ROUTER_KEYS)}")
+        raise ConfigError(f"{path}: unknown gateway settings {sorted(unknown)}; allowed: {list(GATEWAY_KEYS)}")
     values = {}
     for key, value in section.items():
-        default = getattr(RouterSettings, key)
+        default = getattr(GatewaySettings, key)
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         else:
@@ -140,9 +140,9 @@ def _router_settings(path: Path, section) -> RouterSettings:
                   and (isinstance(value, int) or not isinstance(default, int)))
         if not ok:
             kind = "true or false" if isinstance(default, bool) else f"a number > 0 (default {default})"
-            raise ConfigError(f"{path}: router.{key}={value!r} must be {kind}")
+            raise ConfigError(f"{path}: gateway.{key}={value!r} must be {kind}")
         values[key] = value
-    return RouterSettings(**values)
+    return GatewaySettings(**values)
 
 
 @dataclass(frozen=True)

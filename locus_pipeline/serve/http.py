@@ -1,4 +1,4 @@
-"""The router's HTTP plumbing: OpenAI-style errors (:class:`ApiError`, :func:`error_response`), the request-body
+"""The gateway's HTTP plumbing: OpenAI-style errors (:class:`ApiError`, :func:`error_response`), the request-body
 limit (:class:`BodyLimitMiddleware`) and the limit on wrong bearer tokens (:class:`WrongTokenLimiter`)."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _refuse(self, scope, receive, send) -> None:
-        await error_response(413, f"the request body is larger than {self.max_bytes:,} bytes, the limit of this router "
+        await error_response(413, f"the request body is larger than {self.max_bytes:,} bytes, the limit of this gateway "
                                   "(locus serve --max-body-bytes)", code="request_too_large")(scope, receive, send)
 
 

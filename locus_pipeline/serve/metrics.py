@@ -1,4 +1,4 @@
-"""The router's Prometheus metrics (``GET /metrics``): requests and latency per endpoint (:class:`MetricsMiddleware`),
+"""The gateway's Prometheus metrics (``GET /metrics``): requests and latency per endpoint (:class:`MetricsMiddleware`),
 decisions, answers, tokens and spend, fallbacks, cooldowns, reloads, pool size and scorer batch sizes."""
 
 from __future__ import annotations

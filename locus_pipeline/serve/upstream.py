@@ -17,7 +17,7 @@ import httpx
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from locus_pipeline.serve.config import RouterSettings, Upstream
+from locus_pipeline.serve.config import GatewaySettings, Upstream
 
 log = logging.getLogger("locus.serve")
 
@@ -140,7 +140,7 @@ class UpstreamFailed(Exception):
 
 
 class ReadLimit(Exception):
-    """What an upstream sent broke one of the router's bounds (:class:`Bounds`): ``reason`` labels the fallbacks
+    """What an upstream sent broke one of the gateway's bounds (:class:`Bounds`): ``reason`` labels the fallbacks
     metric (timeout, too_large, line_too_long)."""
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -150,7 +150,7 @@ class ReadLimit(Exception):
 
 @dataclass(frozen=True)
 class Bounds:
-    """What the router reads from one upstream answer at most (the models config's ``router:`` section)."""
+    """What the gateway reads from one upstream answer at most (the models config's ``gateway:`` section)."""
 
     timeout_s: float  # the upstream's: an answer complete within it; in a stream, each event within it of the last
     max_response_bytes: int = 16 << 20
@@ -159,7 +159,7 @@ class Bounds:
     max_stream_s: float = 600.0  # a whole event stream
 
     @classmethod
-    def of(cls, upstream: Upstream, settings: RouterSettings | None) -> "Bounds":
+    def of(cls, upstream: Upstream, settings: GatewaySettings | None) -> "Bounds":
         if settings is None:
             return cls(upstream.timeout_s)
         return cls(upstream.timeout_s, settings.max_response_bytes, settings.max_line_bytes,
@@ -179,7 +179,7 @@ async def read_bounded(resp: httpx.Response, bounds: Bounds, deadline: float, *,
                 if size > cap:
                     if prefix is not None:
                         break
-                    raise ReadLimit("too_large", f"the answer is larger than {cap:,} bytes (router.max_response_bytes)")
+                    raise ReadLimit("too_large", f"the answer is larger than {cap:,} bytes (gateway.max_response_bytes)")
     except TimeoutError:
         raise ReadLimit("timeout", f"no complete answer within {bounds.timeout_s:g} s") from None
     return b"".join(chunks)[:cap]
@@ -201,7 +201,7 @@ async def event_lines(resp: httpx.Response, bounds: Bounds) -> AsyncIterator[str
             scanned = len(buffer)
             if scanned > bounds.max_line_bytes:
                 raise ReadLimit("line_too_long", f"an event stream line is longer than {bounds.max_line_bytes:,} bytes "
-                                                 "(router.max_line_bytes)")
+                                                 "(gateway.max_line_bytes)")
             left = min(next_event, end) - loop.time()
             try:
                 if left <= 0:
@@ -214,11 +214,11 @@ async def event_lines(resp: httpx.Response, bounds: Bounds) -> AsyncIterator[str
             except TimeoutError:
                 raise ReadLimit("timeout", f"no event within {bounds.timeout_s:g} s" if loop.time() < end else
                                 f"the event stream lasted longer than {bounds.max_stream_s:g} s "
-                                "(router.max_stream_s)") from None
+                                "(gateway.max_stream_s)") from None
             total += len(chunk)
             if total > bounds.max_response_bytes:
                 raise ReadLimit("too_large", f"the event stream is larger than {bounds.max_response_bytes:,} bytes "
-                                             "(router.max_response_bytes)")
+                                             "(gateway.max_response_bytes)")
             buffer += chunk
             continue
         line = bytes(buffer[:newline]).rstrip(b"\r").decode("utf-8", "replace")
@@ -233,7 +233,7 @@ async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncI
                       on_usage: Callable[[object], None] = lambda usage: None) -> AsyncIterator[bytes]:
     """Pass an SSE stream through line by line (``first``, then the rest of ``lines``), with each chunk's ``model``
     set to the pool model's name (a chunk's ``usage``, when the upstream sends one, goes to ``on_usage``). An
-    upstream that fails mid-way, or breaks the router's bounds, ends the stream with an error event
+    upstream that fails mid-way, or breaks the gateway's bounds, ends the stream with an error event
     (``data: {"error": {...}}``, as OpenAI's API sends one), not with a 200 that just stops."""
 
     async def all_lines() -> AsyncIterator[str]:
@@ -263,7 +263,7 @@ async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncI
 
 
 def _json_or_none(raw: bytes) -> object | None:
-    """``raw`` parsed as JSON, or None when it is not JSON or nests deeper than MAX_JSON_DEPTH (what the router
+    """``raw`` parsed as JSON, or None when it is not JSON or nests deeper than MAX_JSON_DEPTH (what the gateway
     re-serialises stays far from Python's recursion limit)."""
     try:
         data = json.loads(raw)
@@ -287,11 +287,11 @@ def _depth(value: object) -> int:
 
 async def forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body: dict, stream: bool, *,
                   token: str | None = None, on_usage: Callable[[object], None] = lambda usage: None,
-                  settings: RouterSettings | None = None) -> Response:
+                  settings: GatewaySettings | None = None) -> Response:
     """The upstream's answer; raises UpstreamFailed on a timeout, a connection error, a retryable status, a 200
-    that is not JSON (an event stream whose first line is not one, with ``stream``), an answer beyond the router's
-    bounds (:class:`Bounds` from ``settings``) or anything else the answer breaks in the router: whatever an
-    upstream sends moves down the fallback chain, never a 500. Credentials (the upstream's key, the router's
+    that is not JSON (an event stream whose first line is not one, with ``stream``), an answer beyond the gateway's
+    bounds (:class:`Bounds` from ``settings``) or anything else the answer breaks in the gateway: whatever an
+    upstream sends moves down the fallback chain, never a 500. Credentials (the upstream's key, the gateway's
     ``token``) are scrubbed from every detail and relayed error body (scrub_credentials). The answer's ``usage``
     goes to ``on_usage``."""
     key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
@@ -302,10 +302,10 @@ async def forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body
     except UpstreamFailed as fail:
         fail.detail = scrub_credentials(fail.detail, secrets_known)
         raise
-    except Exception as err:  # an answer that breaks the router in a way not foreseen: the next model, not a 500
-        log.exception("the answer of %s's upstream broke the router (%s): trying the next model", name,
+    except Exception as err:  # an answer that breaks the gateway in a way not foreseen: the next model, not a 500
+        log.exception("the answer of %s's upstream broke the gateway (%s): trying the next model", name,
                       type(err).__name__)
-        raise UpstreamFailed(name, "bad_response", f"an answer the router cannot use ({type(err).__name__})") from None
+        raise UpstreamFailed(name, "bad_response", f"an answer the gateway cannot use ({type(err).__name__})") from None
 
 
 async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body: dict, stream: bool,

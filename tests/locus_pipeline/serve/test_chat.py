@@ -152,7 +152,7 @@ def test_a_pinned_model_falls_back_when_the_request_or_the_config_allows_it(buil
     body = chat(model="gamma-70b", **({"fallbacks": True} if how == "body" else
                                       {"fallbacks": ["delta-1b"]} if how == "list" else {}))
     headers = {"x-locus-fallbacks": "true"} if how == "header" else {}
-    models = upstream_config(router={"pinned_fallbacks": True}) if how == "config" else upstream_config()
+    models = upstream_config(gateway={"pinned_fallbacks": True}) if how == "config" else upstream_config()
     with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(fake)) as client:
         r = client.post("/v1/chat/completions", json=body, headers=headers)
     assert r.status_code == 200, r.text

@@ -89,12 +89,12 @@ def test_a_chat_call_without_an_upstream_is_a_503_never_a_200(built, tmp_path, c
 
 
 @pytest.mark.parametrize("router, message", [
-    ({"pinned_fallbacks": "yes"}, "router.pinned_fallbacks='yes' must be true or false"),
-    ({"cooldown": 1}, "unknown router settings ['cooldown']"),
-    ([], "'router' must be a mapping"),
+    ({"pinned_fallbacks": "yes"}, "gateway.pinned_fallbacks='yes' must be true or false"),
+    ({"cooldown": 1}, "unknown gateway settings ['cooldown']"),
+    ([], "'gateway' must be a mapping"),
 ])
-def test_the_router_section_is_checked(tmp_path, router, message):
+def test_the_gateway_section_is_checked(tmp_path, router, message):
     path = tmp_path / "models.json"
-    path.write_text(json.dumps({"router": router, "models": {}}))
+    path.write_text(json.dumps({"gateway": router, "models": {}}))
     with pytest.raises(ConfigError, match=re.escape(message)):
         read_models_config(path)

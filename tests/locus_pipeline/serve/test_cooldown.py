@@ -29,7 +29,7 @@ def test_failures_within_the_window_cool_an_upstream_down_until_its_cooldown_end
 def test_a_failing_upstream_is_skipped_during_its_cooldown_and_tried_after_it(built, tmp_path, caplog):
     now = [1000.0]
     fake = FakeUpstreams(slow={host("gamma-70b")})
-    models = upstream_config(router={"allowed_fails": 2, "cooldown_s": 30, "pinned_fallbacks": True})
+    models = upstream_config(gateway={"allowed_fails": 2, "cooldown_s": 30, "pinned_fallbacks": True})
     with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(fake), clock=lambda: now[0]) as client:
         for _ in range(2):
             assert client.post("/v1/chat/completions", json=chat(model="gamma-70b")).status_code == 200

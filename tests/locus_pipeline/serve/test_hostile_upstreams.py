@@ -74,7 +74,7 @@ def test_a_hostile_upstream_is_cut_at_the_bounds_and_falls_back(built, tmp_path,
         return httpx.Response(status, content=content)
 
     chosen = chosen_of(built, tmp_path)
-    models = upstream_config(defaults={"timeout_s": 0.3}, router=SMALL)
+    models = upstream_config(defaults={"timeout_s": 0.3}, gateway=SMALL)
     with client_for(built, tmp_path, models=models, transport=hostile_first(chosen, hostile)) as client:
         r = client.post("/v1/chat/completions", json=chat(stream=stream))
         metrics = client.get("/metrics").text
@@ -114,7 +114,7 @@ def test_a_good_client_is_answered_while_an_upstream_sends_keep_alive_lines(buil
         return httpx.Response(200, stream=KeepAlive(), headers={"content-type": "text/event-stream"})
 
     path = tmp_path / "models.json"
-    path.write_text(json.dumps(upstream_config(defaults={"timeout_s": 3}, router=SMALL)))
+    path.write_text(json.dumps(upstream_config(defaults={"timeout_s": 3}, gateway=SMALL)))
     app = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path)),
                      transport=hostile_first(chosen, hostile))
     results = {}

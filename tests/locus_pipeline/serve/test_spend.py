@@ -58,12 +58,12 @@ def test_serve_single_answers_locus_with_that_model_and_the_router_by_default(bu
 
 def test_the_startup_summary_names_the_pool_what_it_serves_the_upstreams_and_the_policy(built, tmp_path):
     path = tmp_path / "models.json"
-    path.write_text(json.dumps(upstream_config(router={"allowed_fails": 2})))
-    router = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path))).state.router
+    path.write_text(json.dumps(upstream_config(gateway={"allowed_fails": 2})))
+    router = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path))).state.gateway
     text = router.summary()
     assert f"pool: {len(NAMES)} models ({len(NAMES)} routable), checkpoint {built['checkpoint_id']}" in text
     assert 'serves: the router (model "locus": the best of 5 routable models at quality weight 1' in text
     assert f"upstreams: {len(NAMES)}: alpha-7b -> http://{host('alpha-7b')}/v1 (upstream-alpha-7b)" in text
     assert "an upstream failing 2 times in 60 s is skipped for 30 s" in text
-    single = create_app(ServeConfig(home=str(built["home"].path), serve="single:beta-13b", dry_run=True)).state.router
+    single = create_app(ServeConfig(home=str(built["home"].path), serve="single:beta-13b", dry_run=True)).state.gateway
     assert "serves: the single model beta-13b" in single.summary() and "DRY RUN" in single.summary()

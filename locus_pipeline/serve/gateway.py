@@ -1,5 +1,5 @@
-"""The served state and its decisions: :class:`Router` holds the current snapshot (reloaded when the pool file
-changes), the scorer and the metrics, and decides a query (:meth:`Router.decide`) by locus_model.routing.route."""
+"""The served state and its decisions: :class:`Gateway` holds the current snapshot (reloaded when the pool file
+changes), the scorer and the metrics, and decides a query (:meth:`Gateway.decide`) by locus_model.routing.route."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def _json_number(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-class Router:
+class Gateway:
     """The served state: the current snapshot (swapped whole), the scorer, the metrics."""
 
     def __init__(self, config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -79,7 +79,7 @@ class Router:
                              batch_wait_ms=config.batch_wait_ms, threads=config.threads or None,
                              on_batch=self.metrics.batch_size.observe)
         self.metrics.pool_models.set(len(self.snapshot.names))
-        settings = self.models.router
+        settings = self.models.gateway
         self.cooldowns = Cooldowns(allowed_fails=settings.allowed_fails, window_s=settings.cooldown_window_s,
                                    cooldown_s=settings.cooldown_s, clock=clock,
                                    on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc())
@@ -109,7 +109,7 @@ class Router:
     def summary(self) -> str:
         """What `locus serve` prints at start-up: the pool, what model "locus" answers with, the upstreams and the
         policy for failures."""
-        snap, settings = self.snapshot, self.models.router
+        snap, settings = self.snapshot, self.models.gateway
         serves = (f"the single model {self.single_model} (model \"locus\" answers with it; --serve single:MODEL)"
                   if self.single_model else f"the router (model \"locus\": the best of {len(snap.routable)} routable "
                   f"models at quality weight {self.config.quality_weight:g}; --serve router)")
