@@ -79,6 +79,21 @@ def test_evaluate_errors_are_reported(tmp_path, capsys):
         main(["evaluate", "--budget", "16"])  # --evaluations and --out are required
 
 
+def test_evaluate_holds_out_the_named_models(tmp_path, capsys):
+    table = write_table(tmp_path / "evals.csv")
+    code, out = run_evaluate(tmp_path, table, "--folds", "2", "--methods", "best_single",
+                             "--holdout-models", "org/model 7, org/model 1")
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["settings"]["held_out_model_names"] == ["org/model 1", "org/model 7"]
+    assert result["settings"]["holdout_models"] == 0.25 and result["sizes"]["held_out_models"] == 2
+    code, _ = run_evaluate(tmp_path, table, "--folds", "2", "--holdout-models", "org/model 7,gpt-9")
+    err = capsys.readouterr().err
+    assert code == 2 and "gpt-9 not among the table's 8 models" in err and "org/model 7 not" not in err
+    code, _ = run_evaluate(tmp_path, table, "--folds", "2", "--holdout-models", "1.5")
+    assert code == 2 and "must be in [0, 1)" in capsys.readouterr().err
+
+
 def test_evaluate_on_one_model_says_it_needs_two(tmp_path, capsys):
     table = write_table(tmp_path / "evals.csv", n_models=1)
     code, _ = run_evaluate(tmp_path, table, "--holdout-models", "0", "--folds", "2", "--methods", "locus,best_single")
