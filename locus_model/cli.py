@@ -155,6 +155,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.methods import METHODS
     from locus_model.evaluation.results import format_frontier, print_results, save_results
+    from locus_model.evaluation.verdict import format_verdict
     from locus_model.model import LocusConfig
     from locus_model.training import TrainConfig
 
@@ -210,6 +211,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if costs is not None:
         result["settings"]["costs"]["models_file"] = str(args.models_file)
     path = save_results(result, args.out)
+    print(format_verdict(result["verdict"]))  # first: the one line a user can act on
     print_results(result)
     if costs is not None:
         print("\n" + format_frontier(result))

@@ -48,7 +48,7 @@ def test_evaluate_writes_results(tmp_path, capsys):
                              "--methods", "locus,knn,best_single,oracle")
     assert code == 0
     result = json.loads(out.read_text())
-    assert set(result) == {"settings", "sizes", "wall_s", "warnings", "methods"}
+    assert set(result) == {"settings", "sizes", "wall_s", "verdict", "warnings", "methods"}
     assert result["settings"]["encoder"] == "hashing-256" and result["settings"]["protocol"] == "kfold"
     assert result["settings"]["holdout_models"] == 0.2 and result["sizes"]["held_out_models"] == 2
     assert result["settings"]["train_config"]["epochs"] == 2 and result["settings"]["model_config"]["query_dim"] == 256
@@ -56,6 +56,11 @@ def test_evaluate_writes_results(tmp_path, capsys):
     assert set(result["methods"]["locus"]) == {"all", "in_training", "held_out"}
     printed = capsys.readouterr().out
     assert "[held_out]" in printed and "wrote" in printed
+    verdict = result["verdict"]
+    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share"}
+    assert verdict["lo"] <= verdict["delta"] <= verdict["hi"] and verdict["pays"] == (verdict["lo"] > 0)
+    first = printed.splitlines()[0]  # the verdict comes first, before the table
+    assert first.startswith("routing pays" if verdict["pays"] else "routing does not pay") and verdict["best_single"] in first
     assert (tmp_path / "cache" / "encodings" / "hashing-256").is_dir()  # the library's user cache, not a LOCUS_HOME
 
 
