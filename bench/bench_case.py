@@ -1,6 +1,6 @@
 """A case file run as a new user runs it: `locus evaluate --models-file` on the case's models, questions and prices.
 
-    python -m bench.bench_case ../shared/data/mmlu-pro/case-8x500.json [--fit-cache DIR] [-- extra locus evaluate options]
+    python -m bench.bench_case ../shared/data/mmlu-pro/case-8x500.json [--fit-cache DIR] [more locus evaluate options]
 
 A case file (JSON) names ``models``, ``query_ids`` and ``prices`` (rows of a models file: model,
 price_input_per_mtok, price_output_per_mtok); its evaluations are read from ``evaluations.parquet`` beside it.
@@ -45,8 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("case", type=Path)
     p.add_argument("--fit-cache", type=Path, default=None, help="keep and reuse each fold's fits here")
     p.add_argument("--tag", default="", help="fit-cache tag (a baseline's fits are found under their own tag)")
-    p.add_argument("extra", nargs="*", help="more `locus evaluate` options (after --)")
-    args = p.parse_args(argv)
+    args, extra = p.parse_known_args(argv)  # the rest: more `locus evaluate` options
     from locus_model.cli import main as locus
 
     if args.fit_cache is not None:
@@ -59,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     evaluations, models = case_files(args.case, out)
     start = time.perf_counter()
     code = locus(["evaluate", "--evaluations", str(evaluations), "--models-file", str(models),
-                  "--out", str(out / f"results{args.tag}.json"), *args.extra])
+                  "--out", str(out / f"results{args.tag}.json"), *extra])
     print(f"locus evaluate on {args.case.name}: {time.perf_counter() - start:.0f} s (exit {code})")
     return code
 

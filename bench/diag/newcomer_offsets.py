@@ -1,0 +1,77 @@
+"""Issue 57's candidates for scoring a newcomer on its own evidence, on a case's kept LOCUS fits.
+
+    python -m bench.diag.newcomer_offsets bench/.cache/case-8x500 bench/.cache/fits-case8x500 [--strengths none 0 16 64]
+
+Reads the case subset bench_case wrote (evaluations.parquet) and the fold checkpoints its --fit-cache kept, rebuilds
+the protocol's folds and held-out models (seed 0, five folds, 0.2 held out, budget 256), and scores LOCUS's router on
+each fold's test queries with the own-accuracy offset at each strength (routing.query_groups.accuracy_offsets;
+``none`` = no offset), printed as LOCUS minus the best single model over all models (the protocol's
+fold-stratified paired interval).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from locus_model.data.encoding import encode_queries
+from locus_model.data.long_format import read_evaluations
+from locus_model.data.matrix import EvaluationMatrix
+from locus_model.evaluation.bootstrap import bootstrap_comparisons
+from locus_model.evaluation.methods import LocusMethod, fit_and_predict
+from locus_model.evaluation.splits import choose_held_out, kfold_splits
+from locus_model.model import load_checkpoint
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("case", type=Path, help="the folder bench_case wrote (evaluations.parquet)")
+    p.add_argument("fits", type=Path, help="its --fit-cache")
+    p.add_argument("--strengths", nargs="+", default=["none", "0", "16", "64"])
+    p.add_argument("--budget", type=int, default=256)
+    args = p.parse_args(argv)
+    matrix = EvaluationMatrix.from_table(read_evaluations(args.case / "evaluations.parquet")[0])
+    enc = np.asarray(encode_queries(matrix.queries, progress=False), np.float32)
+    scores = matrix.scores.astype(np.float32)
+    held = choose_held_out(len(matrix.models), 0.2, 0)
+    trained = np.setdiff1d(np.arange(len(matrix.models)), held)
+    bench = np.asarray(matrix.benchmarks).astype(str)
+    print("held out:", [matrix.models[i] for i in held])
+    splits = kfold_splits(len(matrix.query_ids), folds=5, budget=args.budget, seed=0, val_fraction=0.1)
+    probs: dict[str, list[np.ndarray]] = {}
+    labels = []
+    for fold in splits:
+        found = sorted(args.fits.glob(f"locus_f{fold.index}_*.pt"))
+        if not found:
+            print(f"fold {fold.index}: no kept LOCUS in {args.fits}; skipped")
+            continue
+        kept = {}
+        fit_and_predict(name="locus", seed=fold.index, scores=scores, encodings=enc, fold=fold, trained=trained,
+                        held=held, locus_model=load_checkpoint(found[-1])[0], benchmarks=bench,
+                        on_fitted=lambda m: kept.setdefault("m", m))
+        method: LocusMethod = kept["m"]
+        rows = np.concatenate([np.arange(len(trained)), len(trained) + np.arange(len(held))])
+        order = np.concatenate([trained, held])  # method rows -> matrix rows
+        for s in args.strengths:
+            method.offset_strength = None if s == "none" else float(s)
+            out = np.empty((len(scores), len(fold.test)), np.float32)
+            out[order] = method.predict_proba(rows, fold.test)
+            probs.setdefault(f"locus_{s}", []).append(out)
+        best, _ = fit_and_predict(name="best_single", seed=fold.index, scores=scores, encodings=enc, fold=fold,
+                                  trained=trained, held=held)
+        probs.setdefault("best_single", []).append(best)
+        labels.append(scores[:, fold.test])
+    for name in [n for n in probs if n != "best_single"]:
+        c = bootstrap_comparisons({name: probs[name], "best_single": probs["best_single"]}, labels, against=name,
+                                  n_boot=2000, seed=0)["best_single"]["routing_acc"]
+        acc = np.mean([y[np.argmax(p, 0), np.arange(y.shape[1])].mean() for p, y in zip(probs[name], labels)])
+        print(f"{name:<14} routing {100 * acc:5.1f}  minus best single {100 * c['diff']:+.1f} "
+              f"[{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]  ({len(labels)} folds)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
