@@ -26,13 +26,30 @@ from locus_model.evaluation.splits import choose_held_out, kfold_splits
 from locus_model.model import load_checkpoint
 
 
+def guarded(router: np.ndarray, best: np.ndarray, margin: float) -> np.ndarray:
+    """(M, Q) scores that route as the router where its choice beats the best single model's P(correct) by more than
+    ``margin``, else to the best single model (best: the best_single method's constant rows)."""
+    b = int(np.argmax(best.mean(axis=1)))
+    q = np.arange(router.shape[1])
+    keep = router.max(axis=0) - router[b] > margin
+    out = np.zeros_like(router)
+    out[np.argmax(router, axis=0)[keep], q[keep]] = 1.0
+    out[b, ~keep] = 1.0
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("case", type=Path, help="the folder bench_case wrote (evaluations.parquet)")
     p.add_argument("fits", type=Path, help="its --fit-cache")
     p.add_argument("--strengths", nargs="+", default=["none", "0", "16", "64"])
+    p.add_argument("--margins", nargs="+", type=float, default=[0.05, 0.1],
+                   help="candidate (c): the best single model wherever the router's choice is not above it by this "
+                        "margin of P(correct) (the router without offset)")
     p.add_argument("--budget", type=int, default=256)
     args = p.parse_args(argv)
+    if "none" not in args.strengths:
+        raise SystemExit("--strengths must include none (the router the guard starts from)")
     matrix = EvaluationMatrix.from_table(read_evaluations(args.case / "evaluations.parquet")[0])
     enc = np.asarray(encode_queries(matrix.queries, progress=False), np.float32)
     scores = matrix.scores.astype(np.float32)
@@ -63,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         best, _ = fit_and_predict(name="best_single", seed=fold.index, scores=scores, encodings=enc, fold=fold,
                                   trained=trained, held=held)
         probs.setdefault("best_single", []).append(best)
+        for margin in args.margins:
+            probs.setdefault(f"guard_{margin:g}", []).append(guarded(probs["locus_none"][-1], best, margin))
         labels.append(scores[:, fold.test])
     for name in [n for n in probs if n != "best_single"]:
         c = bootstrap_comparisons({name: probs[name], "best_single": probs["best_single"]}, labels, against=name,
