@@ -4,8 +4,8 @@
 
 Reads the case subset bench_case wrote (evaluations.parquet) and the fold checkpoints its --fit-cache kept, rebuilds
 the protocol's folds and held-out models (seed 0, five folds, 0.2 held out, budget 256), and scores LOCUS's router on
-each fold's test queries with the own-accuracy offset at each strength (routing.query_groups.accuracy_offsets;
-``none`` = no offset), printed as LOCUS minus the best single model over all models (the protocol's
+each fold's test queries with the own-accuracy offset at each strength (``accuracy_offsets`` below; ``none`` = no
+offset), printed as LOCUS minus the best single model over all models (the protocol's
 fold-stratified paired interval).
 """
 
@@ -21,9 +21,31 @@ from locus_model.data.encoding import encode_queries
 from locus_model.data.long_format import read_evaluations
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.evaluation.bootstrap import bootstrap_comparisons
-from locus_model.evaluation.methods import LocusMethod, fit_and_predict
+from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
 from locus_model.model import load_checkpoint
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, np.float64), 1e-4, 1 - 1e-4)
+    return np.log(p) - np.log1p(-p)
+
+
+def accuracy_offsets(router_p: np.ndarray, scores: np.ndarray, strength: float) -> np.ndarray:
+    """(M,) each model's logit offset that brings the router's mean P(correct) on the model's own evaluations to the
+    accuracy it observed there, shrunk by ``n / (n + strength)`` (n: the model's evaluations; empirical Bayes).
+    ``router_p`` and ``scores`` (M, Q) on the same cells, NaN where the model has no evaluation."""
+    scores = np.asarray(scores, np.float64)
+    known = ~np.isnan(scores)
+    n = known.sum(axis=1)
+    observed = (np.where(known, scores, 0.0).sum(axis=1) + 0.5) / (n + 1.0)  # +0.5 / +1: never exactly 0 or 1
+    predicted = np.where(known, np.asarray(router_p, np.float64), 0.0).sum(axis=1) / np.maximum(n, 1)
+    return (n / (n + strength) * (_logit(observed) - _logit(predicted))).astype(np.float32)
+
+
+def with_offsets(p: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """(M, Q) P(correct) with each model's logit moved by its offset (M,)."""
+    return (1.0 / (1.0 + np.exp(-(_logit(p) + np.asarray(offsets, np.float64)[:, None])))).astype(np.float32)
 
 
 def guarded(router: np.ndarray, best: np.ndarray, margin: float) -> np.ndarray:
@@ -69,13 +91,16 @@ def main(argv: list[str] | None = None) -> int:
         fit_and_predict(name="locus", seed=fold.index, scores=scores, encodings=enc, fold=fold, trained=trained,
                         held=held, locus_model=load_checkpoint(found[-1])[0], benchmarks=bench,
                         on_fitted=lambda m: kept.setdefault("m", m))
-        method: LocusMethod = kept["m"]
+        method = kept["m"]
         rows = np.concatenate([np.arange(len(trained)), len(trained) + np.arange(len(held))])
         order = np.concatenate([trained, held])  # method rows -> matrix rows
+        own = fold.budget_and_val(scores)[0][order]  # the anchor evaluations each model rests on
+        seen = np.flatnonzero(~np.isnan(own).all(axis=0))
+        p_test, p_own = method.predict_proba(rows, fold.test), method.predict_proba(rows, seen)
         for s in args.strengths:
-            method.offset_strength = None if s == "none" else float(s)
+            p = p_test if s == "none" else with_offsets(p_test, accuracy_offsets(p_own, own[:, seen], float(s)))
             out = np.empty((len(scores), len(fold.test)), np.float32)
-            out[order] = method.predict_proba(rows, fold.test)
+            out[order] = p
             probs.setdefault(f"locus_{s}", []).append(out)
         best, _ = fit_and_predict(name="best_single", seed=fold.index, scores=scores, encodings=enc, fold=fold,
                                   trained=trained, held=held)

@@ -23,12 +23,9 @@ class LocusMethod(Baseline):
     (or, given a trained ``model``, no training at all: the in-training models are embedded by it too), then its
     GroupRouter (locus_model.routing.query_groups: query groups, each model's group profile, the blend with the
     predictor fitted on the validation cells); onboard = one forward pass of the set encoder
-    (embed_evaluation_sets) and the model's group profile in closed form; nothing is refitted. Each model's P(correct)
-    is then moved by its own-accuracy offset (routing.query_groups.accuracy_offsets, ``offset_strength`` the
-    shrinkage pseudo-count; None = no offset): the router's mean on the model's own evaluations meets its record."""
+    (embed_evaluation_sets) and the model's group profile in closed form; nothing is refitted."""
 
     name = "locus"
-    offset_strength: float | None = None  # off until a trial decides (docs/experiments.md, issue 57)
 
     def __init__(self, *, model_config: Any = None, train_config: Any = None, progress: bool = False,
                  model: Any = None, benchmarks: np.ndarray | None = None) -> None:
@@ -41,7 +38,6 @@ class LocusMethod(Baseline):
         self.profiles = np.zeros((0, 0), np.float32)  # (M_fitted + H, G) group profiles
         self.router = None  # GroupRouter
         self.train_result = None
-        self.own_scores = np.zeros((0, 0), np.float32)  # (M_fitted + H, Q) the evaluations each model rests on
 
     def _sets(self, scores: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         sets = []
@@ -90,7 +86,6 @@ class LocusMethod(Baseline):
                                                         self.benchmarks, device=self._device())
         self.n_fitted_models = len(train_scores)
         self.profiles = self.router.profiles(self.encodings, train_scores, self.benchmarks)
-        self.own_scores = train_scores
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:
         from locus_model.infer import embed_evaluation_sets
@@ -102,25 +97,15 @@ class LocusMethod(Baseline):
             new = embed_evaluation_sets(self.model, encodings, self._sets(scores), device=self._device())
             self.embeddings = np.concatenate([self.embeddings, new])
             self.profiles = np.concatenate([self.profiles, self.router.profiles(encodings, scores, self.benchmarks)])
-            self.own_scores = np.concatenate([self.own_scores, scores])
         return rows
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
-        from locus_model.routing.query_groups import accuracy_offsets, router_proba, with_offsets
+        from locus_model.routing.query_groups import router_proba
 
         encodings = self._require_fit()
         rows, queries = np.asarray(model_rows), np.asarray(query_idx)
-
-        def proba(q: np.ndarray) -> np.ndarray:
-            return router_proba(self.model, self.router, self.embeddings[rows], self.profiles[rows], encodings[q],
-                                device=self._device())
-
-        p = proba(queries)
-        if self.offset_strength is None or not len(rows):
-            return p
-        own = self.own_scores[rows]
-        seen = np.flatnonzero(~np.isnan(own).all(axis=0))  # the queries these models' evaluations are on
-        return with_offsets(p, accuracy_offsets(proba(seen), own[:, seen], self.offset_strength))
+        return router_proba(self.model, self.router, self.embeddings[rows], self.profiles[rows], encodings[queries],
+                            device=self._device())
 
 
 def make_method(

@@ -279,31 +279,10 @@ def router_proba(model, router: GroupRouter | None, embeddings: np.ndarray, prof
     return p if router is None else router.proba(p, profiles, encodings)
 
 
-def accuracy_offsets(router_p: np.ndarray, scores: np.ndarray, strength: float) -> np.ndarray:
-    """(M,) each model's logit offset that brings the router's mean P(correct) on the model's own evaluations to the
-    accuracy it observed there, shrunk by ``n / (n + strength)`` (n: the model's evaluations; empirical Bayes): a
-    newcomer the predictor scores below its own record -- above every model trained on, say -- is not pulled back
-    into the trained range, and a model resting on few evaluations moves little. ``router_p`` and ``scores`` (M, Q)
-    on the same cells, NaN where the model has no evaluation. The in-training models' offsets are near zero (the
-    predictor was fitted to their cells)."""
-    scores = np.asarray(scores, np.float64)
-    known = ~np.isnan(scores)
-    n = known.sum(axis=1)
-    observed = (np.where(known, scores, 0.0).sum(axis=1) + 0.5) / (n + 1.0)  # +0.5 / +1: never exactly 0 or 1
-    predicted = np.where(known, np.asarray(router_p, np.float64), 0.0).sum(axis=1) / np.maximum(n, 1)
-    return (n / (n + strength) * (_logit(observed) - _logit(predicted))).astype(np.float32)
-
-
-def with_offsets(p: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """(M, Q) P(correct) with each model's logit moved by its offset (M,) (:func:`accuracy_offsets`)."""
-    z = _logit(p) + np.asarray(offsets, np.float64)[:, None]
-    return (1.0 / (1.0 + np.exp(-z))).astype(np.float32)
-
-
 def checkpoint_router(extra: dict) -> GroupRouter | None:
     """The GroupRouter a checkpoint carries (``load_checkpoint``'s extra dict, key "router"), or None."""
     return GroupRouter.from_dict(extra["router"]) if extra.get("router") else None
 
 
-__all__ = ["accuracy_offsets", "with_offsets", "Blend", "GroupRouter", "checkpoint_router", "fit_group_router", "fit_locus_router", "router_proba", "QueryGroupConfig", "QueryGroups", "fit_blend", "fit_query_groups", "group_proba",
+__all__ = ["Blend", "GroupRouter", "checkpoint_router", "fit_group_router", "fit_locus_router", "router_proba", "QueryGroupConfig", "QueryGroups", "fit_blend", "fit_query_groups", "group_proba",
            "group_profiles", "group_rates"]

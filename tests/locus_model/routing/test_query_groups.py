@@ -113,19 +113,3 @@ def test_membership_refuses_encodings_of_another_width():
     enc, labels = two_topics()
     with pytest.raises(ValueError, match="encode the queries with the checkpoint's encoder"):
         fit_query_groups(enc, labels).membership(np.zeros((3, 5), np.float32))
-
-
-def test_accuracy_offsets_bring_the_mean_to_the_record_shrunk_by_evidence():
-    """A newcomer right on 9 of its 10 evaluations, scored 0.5 by the router: its offset is logit(9.5/11) - logit(0.5)
-    at full weight, 10/(10+10) of it with 10 pseudo-counts; a model the router already matches moves not at all."""
-    from locus_model.routing.query_groups import accuracy_offsets, with_offsets
-
-    scores = np.array([[1.0] * 9 + [0.0], [1.0] * 5 + [0.0] * 5, [1.0, np.nan, 0.0, np.nan, 1.0, 0.0, np.nan, np.nan, np.nan, np.nan]])
-    p = np.full(scores.shape, 0.5)
-    p[1] = 5.5 / 11  # = its smoothed record
-    full = accuracy_offsets(p, scores, strength=0.0)
-    assert full[0] == pytest.approx(np.log(9.5 / 1.5), rel=1e-5) and full[1] == pytest.approx(0.0, abs=1e-6)
-    assert accuracy_offsets(p, scores, strength=10.0)[0] == pytest.approx(0.5 * full[0], rel=1e-5)
-    assert accuracy_offsets(p, scores, strength=4.0)[2] == pytest.approx(0.5 * np.log(2.5 / 2.5), abs=1e-6)  # 2 of 4
-    moved = with_offsets(p, full)
-    assert moved[0, 0] == pytest.approx(9.5 / 11, rel=1e-5) and moved[1, 0] == pytest.approx(5.5 / 11, rel=1e-5)
