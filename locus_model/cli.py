@@ -1,6 +1,6 @@
 """The ``locus`` command line: one subcommand per task.
 
-    locus evaluate --evaluations PATH --out results.json [--budget 256] [--folds 5] [--holdout-models 0.2]
+    locus evaluate --evaluations PATH --out results.json [--budget 256] [--folds 5] [--holdout-models 0.2 | NAME,NAME]
                    [--seed 0] [--encoder all-MiniLM-L6-v2] [--epochs N] [--models-file models.csv [--plot f.png]]
     locus synthetic-data --out DIR [--size full|small] [--seed 0]
 
@@ -46,9 +46,11 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=int, default=256, help="evaluations (anchor queries) per model (default 256)")
     p.add_argument("--folds", type=int, default=None,
                    help="K-fold over queries (default: the table's own split if it has one, else 5)")
-    p.add_argument("--holdout-models", type=float, default=None,
-                   help="fraction of models never trained on, onboarded from their budget evaluations "
-                        "(default 0.2 with k-fold, 0 with the table's own split as in the reference)")
+    p.add_argument("--holdout-models", default=None,
+                   help="models never trained on, onboarded from their budget evaluations: a fraction drawn with "
+                        "--seed (default 0.2 with k-fold, 0 with the table's own split as in the reference), or "
+                        "model names, comma-separated, held out in every fold (how would the router have treated "
+                        "model X had it arrived last?)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--encoder", default="all-MiniLM-L6-v2",
                    help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256")
@@ -96,8 +98,11 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         return f"--budget {args.budget}: must be at least 1 (evaluations per model)"
     if args.folds is not None and args.folds < 2:
         return f"--folds {args.folds}: must be at least 2 (or omitted: the table's own split, else 5)"
-    if args.holdout_models is not None and not 0.0 <= args.holdout_models < 1.0:
-        return f"--holdout-models {args.holdout_models}: must be in [0, 1)"
+    holdout = holdout_option(args.holdout_models)
+    if isinstance(holdout, float) and not 0.0 <= holdout < 1.0:
+        return f"--holdout-models {args.holdout_models}: a fraction must be in [0, 1); or give model names, comma-separated"
+    if isinstance(holdout, tuple) and not holdout:
+        return f"--holdout-models {args.holdout_models!r}: give a fraction in [0, 1) or model names, comma-separated"
     if args.jobs < 1:
         return f"--jobs {args.jobs}: must be at least 1"
     if args.models_file is not None and not Path(args.models_file).is_file():
@@ -108,6 +113,29 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
     if args.plot is not None and not Path(args.plot).resolve().parent.is_dir():
         return f"--plot {args.plot}: the folder {Path(args.plot).resolve().parent} does not exist. How to fix: create it"
     return None
+
+
+def holdout_option(value: str | None) -> float | tuple[str, ...] | None:
+    """--holdout-models as given: None (the default), a fraction, or model names (comma-separated)."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return tuple(name.strip() for name in value.split(",") if name.strip())
+
+
+def held_out_names(names: tuple[str, ...], models: Sequence[str]) -> list[str]:
+    """The named held-out models, checked against the table's models (an unknown name is an error naming it)."""
+    unknown = [n for n in names if n not in models]
+    if unknown:
+        close = [m for m in models if any(u.lower() in m.lower() or m.lower() in u.lower() for u in unknown)]
+        hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
+        raise ValueError(f"--holdout-models: {', '.join(unknown)} not among the table's {len(models)} models{hint}. "
+                         f"How to fix: use names as the table's model column spells them, e.g. {', '.join(models[:3])}")
+    if len(names) >= len(models):
+        raise ValueError(f"--holdout-models: all {len(models)} models held out leaves none to train on; name fewer")
+    return list(dict.fromkeys(names))
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -127,6 +155,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.methods import METHODS
     from locus_model.evaluation.results import format_frontier, print_results, save_results
+    from locus_model.evaluation.verdict import format_verdict
     from locus_model.model import LocusConfig
     from locus_model.training import TrainConfig
 
@@ -152,7 +181,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
             if progress:
                 print(f"costs from {args.models_file}: {costs.note}", file=sys.stderr)
         folds = args.folds if args.folds is not None else (None if matrix.split is not None else 5)
-        holdout = args.holdout_models if args.holdout_models is not None else (0.2 if folds is not None else 0.0)
+        holdout = holdout_option(args.holdout_models)
+        held_out = held_out_names(holdout, matrix.models) if isinstance(holdout, tuple) else None
+        if not isinstance(holdout, float):  # named models: the fraction they make, for the record
+            holdout = len(held_out) / len(matrix.models) if held_out else (0.2 if folds is not None else 0.0)
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
@@ -166,6 +198,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             train_config = replace(train_config, patience=args.patience)
         result = evaluate(
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
+            held_out=held_out,
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
             progress=progress, jobs=args.jobs, costs=costs,
         )
@@ -178,6 +211,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if costs is not None:
         result["settings"]["costs"]["models_file"] = str(args.models_file)
     path = save_results(result, args.out)
+    print(format_verdict(result["verdict"]))  # first: the one line a user can act on
     print_results(result)
     if costs is not None:
         print("\n" + format_frontier(result))

@@ -38,6 +38,7 @@ from locus_model.evaluation.methods import METHODS, fit_and_predict, set_threads
 from locus_model.evaluation.results import config_dict, json_clean
 from locus_model.evaluation.splits import Fold, anchor_counts, model_groups, query_folds
 from locus_model.evaluation.summary import REFERENCE, frontier_summary, label_warnings, score_folds, summarise
+from locus_model.evaluation.verdict import best_single_name, cost_share, routing_verdict
 
 
 def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: EvaluationMatrix) -> np.ndarray:
@@ -131,7 +132,8 @@ def evaluate(
             models of unknown cost are left out of it and counted in settings["costs"].
 
     Returns:
-        {"settings", "sizes", "wall_s", "methods": {method: {group: {"routing_acc": {"mean", "std"}, "hit@3",
+        {"settings", "sizes", "wall_s", "verdict" (evaluation.verdict.routing_verdict: does routing pay over the
+        best single model; None without LOCUS), "methods": {method: {group: {"routing_acc": {"mean", "std"}, "hit@3",
         "correctness_acc", "auc", "brier", "per_benchmark": {bench: {metric: {"mean", "std"}}},
         "vs_best_single": {"diff", "ci_low", "ci_high"}}}}}; LOCUS entries also carry "vs_methods": {other method:
         {metric: {"diff", "ci_low", "ci_high"}}}, LOCUS's fold mean minus the other's, with an interval from
@@ -202,13 +204,16 @@ def evaluate(
     for warning in warnings:
         log(f"WARNING: {warning}")
     result_methods = summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
-    frontier = None
+    frontier, share = None, None
     if costs is not None:
         from locus_model.routing.frontier import query_costs
 
         costs = costs if costs.names == tuple(matrix.models) else costs.subset(matrix.models)
         fold_costs = [query_costs(costs, [matrix.queries[q] for q in f.test]) for f in splits]
         frontier = frontier_summary(scored, methods, fold_costs, matrix.models, n_boot=n_boot, seed=seed)
+        if "locus" in methods:
+            share = cost_share(scored.probs["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs)
+    verdict = routing_verdict(result_methods, best_single_name(scored.probs[REFERENCE]["all"], matrix.models), share)
     return json_clean({
         "settings": {
             "protocol": protocol,
@@ -247,6 +252,7 @@ def evaluate(
             "mean_budget_evaluations_held_out": float(counts[:, held].mean()) if len(held) else None,
         },
         "wall_s": round(time.perf_counter() - start, 2),
+        "verdict": verdict,  # evaluation.verdict: does routing pay, or call the best single model
         "warnings": warnings,  # label_warnings: degenerate labels, a one-model pool
         "methods": result_methods,
         **({} if frontier is None else {"frontier": frontier["methods"], "frontier_folds": frontier["folds"]}),

@@ -277,6 +277,18 @@ class MlflowTracking(dg.ConfigurableResource):
         self._local_store()
         mlflow.MlflowClient(self.uri).log_artifact(run_id, str(local_path), artifact_path)
 
+    def log_to_run(self, run_id: str, metrics: dict[str, float], tags: dict[str, str]) -> None:
+        """Add metrics and tags to a finished run (e.g. the routing verdict on the checkpoint's training run)."""
+        import mlflow
+
+        mlflow.set_tracking_uri(self.uri)
+        self._local_store()
+        client = mlflow.MlflowClient(self.uri)
+        for key, value in metrics.items():
+            client.log_metric(run_id, key, float(value))
+        for key, value in tags.items():
+            client.set_tag(run_id, key, value)
+
     def dagster_run_url(self, run_id: str) -> str:
         return f"{self.dagster_url.rstrip('/')}/runs/{run_id}"
 

@@ -34,7 +34,7 @@ def test_evaluate_writes_results(tmp_path, capsys):
                              "--methods", "locus,knn,best_single,oracle")
     assert code == 0
     result = json.loads(out.read_text())
-    assert set(result) == {"settings", "sizes", "wall_s", "warnings", "methods"}
+    assert set(result) == {"settings", "sizes", "wall_s", "verdict", "warnings", "methods"}
     assert result["settings"]["encoder"] == "hashing-256" and result["settings"]["protocol"] == "kfold"
     assert result["settings"]["holdout_models"] == 0.2 and result["sizes"]["held_out_models"] == 2
     assert result["settings"]["train_config"]["epochs"] == 2 and result["settings"]["model_config"]["query_dim"] == 256
@@ -42,6 +42,11 @@ def test_evaluate_writes_results(tmp_path, capsys):
     assert set(result["methods"]["locus"]) == {"all", "in_training", "held_out"}
     printed = capsys.readouterr().out
     assert "[held_out]" in printed and "wrote" in printed
+    verdict = result["verdict"]
+    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share"}
+    assert verdict["lo"] <= verdict["delta"] <= verdict["hi"] and verdict["pays"] == (verdict["lo"] > 0)
+    first = printed.splitlines()[0]  # the verdict comes first, before the table
+    assert first.startswith("routing pays" if verdict["pays"] else "routing does not pay") and verdict["best_single"] in first
     assert (tmp_path / "cache" / "encodings" / "hashing-256").is_dir()  # the library's user cache, not a LOCUS_HOME
 
 
@@ -63,6 +68,21 @@ def test_evaluate_errors_are_reported(tmp_path, capsys):
     assert code == 2 and "magic" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["evaluate", "--budget", "16"])  # --evaluations and --out are required
+
+
+def test_evaluate_holds_out_the_named_models(tmp_path, capsys):
+    table = write_table(tmp_path / "evals.csv")
+    code, out = run_evaluate(tmp_path, table, "--folds", "2", "--methods", "best_single",
+                             "--holdout-models", "org/model 7, org/model 1")
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["settings"]["held_out_model_names"] == ["org/model 1", "org/model 7"]
+    assert result["settings"]["holdout_models"] == 0.25 and result["sizes"]["held_out_models"] == 2
+    code, _ = run_evaluate(tmp_path, table, "--folds", "2", "--holdout-models", "org/model 7,gpt-9")
+    err = capsys.readouterr().err
+    assert code == 2 and "gpt-9 not among the table's 8 models" in err and "org/model 7 not" not in err
+    code, _ = run_evaluate(tmp_path, table, "--folds", "2", "--holdout-models", "1.5")
+    assert code == 2 and "must be in [0, 1)" in capsys.readouterr().err
 
 
 def test_evaluate_on_one_model_says_it_needs_two(tmp_path, capsys):

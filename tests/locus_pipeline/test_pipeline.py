@@ -155,6 +155,23 @@ def test_routing_evaluation_scores_the_pools_checkpoint_without_training(materia
     assert row["mean"].tolist() == [pytest.approx(report["frontier"]["locus"]["aiq"]["mean"])]
 
 
+def test_routing_evaluation_gives_the_verdict(materialized) -> None:
+    """The verdict (does routing pay over the best single model) in the report, the metadata and MLflow."""
+    import mlflow
+
+    from locus_model.evaluation.verdict import format_verdict
+
+    _, result, home = materialized
+    verdict = json.loads((home / "reports" / "routing_evaluation.json").read_text())["verdict"]
+    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share"}
+    meta = _materialization(result, "routing_evaluation")
+    assert meta["verdict"].value == format_verdict(verdict) and meta["verdict_figures"].value == verdict
+    row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
+    run = mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(row["mlflow_run_id"]).data
+    assert run.tags["verdict"] == format_verdict(verdict) and run.tags["verdict.best_single"] == verdict["best_single"]
+    assert run.metrics["verdict/delta"] == pytest.approx(verdict["delta"]) and run.metrics["verdict/pays"] == verdict["pays"]
+
+
 def _materialization(result, asset: str):
     [event] = [e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == asset]
     return event.materialization.metadata

@@ -8,6 +8,7 @@ import pandas as pd
 from pydantic import Field
 
 from locus_pipeline.defs.metadata import OWNERS, home_path
+from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
 
@@ -16,7 +17,7 @@ class RoutingEvaluationConfig(dg.Config):
     n_boot: int = Field(default=2000, description="Bootstrap resamples of the test queries for the paired intervals.")
 
 
-@dg.asset(owners=OWNERS, kinds={"pytorch"}, group_name="evaluation", pool="training")
+@dg.asset(owners=OWNERS, kinds={"pytorch", "mlflow"}, group_name="evaluation", pool="training")
 def routing_evaluation(
     context: dg.AssetExecutionContext,
     config: RoutingEvaluationConfig,
@@ -27,6 +28,7 @@ def routing_evaluation(
     locus_checkpoint: pd.DataFrame,
     model_catalog: pd.DataFrame,
     home: LocusHome,
+    mlflow: MlflowTracking,
 ) -> pd.DataFrame:
     """The pool's own router on the test queries: the locus_checkpoint (not retrained) beside EmbedLLM-MF, IRT,
     kNN, best single and oracle fitted on the same split and the same budget anchors. Held-out models (never
@@ -34,12 +36,15 @@ def routing_evaluation(
     the model catalog (routing.COST_KEYS: prices, else parameter counts), every method's quality-cost frontier as
     `locus evaluate --models-file` gives it (AIQ, the cost at 100% / 95% of the best single model's accuracy; the
     figures of the cost_frontier asset, by the same code). The full JSON (as `locus evaluate` writes it) is saved
-    to LOCUS_HOME/reports/routing_evaluation.json."""
+    to LOCUS_HOME/reports/routing_evaluation.json. The verdict (does routing pay over the best single model:
+    evaluation.verdict) is the first line of the log, in the metadata, and on the checkpoint's MLflow run
+    (``verdict/*`` metrics, tag ``verdict``)."""
     from locus_model.data.matrix import EvaluationMatrix
     from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.results import (flatten_results, format_frontier, format_results, frontier_rows,
                                                 headline_markdown, save_results)
     from locus_model.evaluation.splits import given_fold
+    from locus_model.evaluation.verdict import format_verdict
     from locus_model.markdown import escape_frame
     from locus_model.routing import cost_info, cost_table
 
@@ -57,12 +62,16 @@ def routing_evaluation(
     )
     result["settings"]["checkpoint_id"] = record.checkpoint_id
     path = save_results(result, home.dir("reports") / "routing_evaluation.json")
-    text = format_results(result) + ("\n\n" + format_frontier(result) if "frontier" in result else "")
+    verdict = result["verdict"]
+    text = format_verdict(verdict) + "\n\n" + format_results(result) + ("\n\n" + format_frontier(result) if "frontier" in result else "")
     context.log.info("\n" + text)
     flat = flatten_results(result)
     frontier = pd.DataFrame(frontier_rows(result))
+    log_verdict(home, mlflow, record.checkpoint_id, verdict)
     context.add_output_metadata(
         {
+            "verdict": format_verdict(verdict),
+            "verdict_figures": dg.MetadataValue.json(verdict or {}),
             "checkpoint_id": record.checkpoint_id,
             "routing_table": dg.MetadataValue.md(headline_markdown(flat)),
             "frontier_table": dg.MetadataValue.md(
@@ -74,3 +83,21 @@ def routing_evaluation(
         }
     )
     return flat.assign(checkpoint_id=record.checkpoint_id)
+
+
+def log_verdict(home: LocusHome, mlflow: MlflowTracking, checkpoint_id: str, verdict: dict | None) -> None:
+    """The verdict on the checkpoint's training run, where the tracking store holds it: metrics ``verdict/pays``
+    (1 or 0), ``verdict/delta``, ``verdict/lo``, ``verdict/hi`` (accuracy points), ``verdict/cost_share`` and the
+    tag ``verdict`` (the line)."""
+    from locus_model.evaluation.verdict import format_verdict
+
+    if verdict is None:
+        return
+    current = home.read_table("locus_checkpoint")
+    run = current.loc[current["checkpoint_id"].astype(str) == checkpoint_id, "mlflow_run_id"]
+    if not len(run) or mlflow.experiment_of_run(str(run.iloc[0])) is None:
+        return
+    metrics = {f"verdict/{k}": float(verdict[k]) for k in ("pays", "delta", "lo", "hi", "cost_share")
+               if verdict[k] is not None}
+    mlflow.log_to_run(str(run.iloc[0]), metrics, {"verdict": format_verdict(verdict),
+                                                  "verdict.best_single": str(verdict["best_single"])})

@@ -164,7 +164,7 @@ def test_result_schema_key_by_key():
     res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=BASELINE_METHODS,
                       baseline_configs=FAST_BASELINES, progress=False, n_boot=200)
     json.dumps(res, allow_nan=False)  # strict JSON
-    assert set(res) == {"settings", "sizes", "wall_s", "warnings", "methods"}
+    assert set(res) == {"settings", "sizes", "wall_s", "verdict", "warnings", "methods"}
     assert res["settings"]["budget"] == 20 and res["settings"]["folds"] == 3 and res["settings"]["protocol"] == "kfold"
     assert len(res["settings"]["held_out_model_names"]) == 2
     assert res["sizes"]["models"] == 10 and res["sizes"]["held_out_models"] == 2 and res["sizes"]["anchors"] == [20] * 3

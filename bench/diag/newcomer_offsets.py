@@ -1,0 +1,121 @@
+"""Issue 57's candidates for scoring a newcomer on its own evidence, on a case's kept LOCUS fits.
+
+    python -m bench.diag.newcomer_offsets bench/.cache/case-8x500 bench/.cache/fits-case8x500 [--strengths none 0 16 64]
+
+Reads the case subset bench_case wrote (evaluations.parquet) and the fold checkpoints its --fit-cache kept, rebuilds
+the protocol's folds and held-out models (seed 0, five folds, 0.2 held out, budget 256), and scores LOCUS's router on
+each fold's test queries with the own-accuracy offset at each strength (``accuracy_offsets`` below; ``none`` = no
+offset), printed as LOCUS minus the best single model over all models (the protocol's
+fold-stratified paired interval).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from locus_model.data.encoding import encode_queries
+from locus_model.data.long_format import read_evaluations
+from locus_model.data.matrix import EvaluationMatrix
+from locus_model.evaluation.bootstrap import bootstrap_comparisons
+from locus_model.evaluation.methods import fit_and_predict
+from locus_model.evaluation.splits import choose_held_out, kfold_splits
+from locus_model.model import load_checkpoint
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, np.float64), 1e-4, 1 - 1e-4)
+    return np.log(p) - np.log1p(-p)
+
+
+def accuracy_offsets(router_p: np.ndarray, scores: np.ndarray, strength: float) -> np.ndarray:
+    """(M,) each model's logit offset that brings the router's mean P(correct) on the model's own evaluations to the
+    accuracy it observed there, shrunk by ``n / (n + strength)`` (n: the model's evaluations; empirical Bayes).
+    ``router_p`` and ``scores`` (M, Q) on the same cells, NaN where the model has no evaluation."""
+    scores = np.asarray(scores, np.float64)
+    known = ~np.isnan(scores)
+    n = known.sum(axis=1)
+    observed = (np.where(known, scores, 0.0).sum(axis=1) + 0.5) / (n + 1.0)  # +0.5 / +1: never exactly 0 or 1
+    predicted = np.where(known, np.asarray(router_p, np.float64), 0.0).sum(axis=1) / np.maximum(n, 1)
+    return (n / (n + strength) * (_logit(observed) - _logit(predicted))).astype(np.float32)
+
+
+def with_offsets(p: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """(M, Q) P(correct) with each model's logit moved by its offset (M,)."""
+    return (1.0 / (1.0 + np.exp(-(_logit(p) + np.asarray(offsets, np.float64)[:, None])))).astype(np.float32)
+
+
+def guarded(router: np.ndarray, best: np.ndarray, margin: float) -> np.ndarray:
+    """(M, Q) scores that route as the router where its choice beats the best single model's P(correct) by more than
+    ``margin``, else to the best single model (best: the best_single method's constant rows)."""
+    b = int(np.argmax(best.mean(axis=1)))
+    q = np.arange(router.shape[1])
+    keep = router.max(axis=0) - router[b] > margin
+    out = np.zeros_like(router)
+    out[np.argmax(router, axis=0)[keep], q[keep]] = 1.0
+    out[b, ~keep] = 1.0
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("case", type=Path, help="the folder bench_case wrote (evaluations.parquet)")
+    p.add_argument("fits", type=Path, help="its --fit-cache")
+    p.add_argument("--strengths", nargs="+", default=["none", "0", "16", "64"])
+    p.add_argument("--margins", nargs="+", type=float, default=[0.05, 0.1],
+                   help="candidate (c): the best single model wherever the router's choice is not above it by this "
+                        "margin of P(correct) (the router without offset)")
+    p.add_argument("--budget", type=int, default=256)
+    args = p.parse_args(argv)
+    if "none" not in args.strengths:
+        raise SystemExit("--strengths must include none (the router the guard starts from)")
+    matrix = EvaluationMatrix.from_table(read_evaluations(args.case / "evaluations.parquet")[0])
+    enc = np.asarray(encode_queries(matrix.queries, progress=False), np.float32)
+    scores = matrix.scores.astype(np.float32)
+    held = choose_held_out(len(matrix.models), 0.2, 0)
+    trained = np.setdiff1d(np.arange(len(matrix.models)), held)
+    bench = np.asarray(matrix.benchmarks).astype(str)
+    print("held out:", [matrix.models[i] for i in held])
+    splits = kfold_splits(len(matrix.query_ids), folds=5, budget=args.budget, seed=0, val_fraction=0.1)
+    probs: dict[str, list[np.ndarray]] = {}
+    labels = []
+    for fold in splits:
+        found = sorted(args.fits.glob(f"locus_f{fold.index}_*.pt"))
+        if not found:
+            print(f"fold {fold.index}: no kept LOCUS in {args.fits}; skipped")
+            continue
+        kept = {}
+        fit_and_predict(name="locus", seed=fold.index, scores=scores, encodings=enc, fold=fold, trained=trained,
+                        held=held, locus_model=load_checkpoint(found[-1])[0], benchmarks=bench,
+                        on_fitted=lambda m: kept.setdefault("m", m))
+        method = kept["m"]
+        rows = np.concatenate([np.arange(len(trained)), len(trained) + np.arange(len(held))])
+        order = np.concatenate([trained, held])  # method rows -> matrix rows
+        own = fold.budget_and_val(scores)[0][order]  # the anchor evaluations each model rests on
+        seen = np.flatnonzero(~np.isnan(own).all(axis=0))
+        p_test, p_own = method.predict_proba(rows, fold.test), method.predict_proba(rows, seen)
+        for s in args.strengths:
+            p = p_test if s == "none" else with_offsets(p_test, accuracy_offsets(p_own, own[:, seen], float(s)))
+            out = np.empty((len(scores), len(fold.test)), np.float32)
+            out[order] = p
+            probs.setdefault(f"locus_{s}", []).append(out)
+        best, _ = fit_and_predict(name="best_single", seed=fold.index, scores=scores, encodings=enc, fold=fold,
+                                  trained=trained, held=held)
+        probs.setdefault("best_single", []).append(best)
+        for margin in args.margins:
+            probs.setdefault(f"guard_{margin:g}", []).append(guarded(probs["locus_none"][-1], best, margin))
+        labels.append(scores[:, fold.test])
+    for name in [n for n in probs if n != "best_single"]:
+        c = bootstrap_comparisons({name: probs[name], "best_single": probs["best_single"]}, labels, against=name,
+                                  n_boot=2000, seed=0)["best_single"]["routing_acc"]
+        acc = np.mean([y[np.argmax(p, 0), np.arange(y.shape[1])].mean() for p, y in zip(probs[name], labels)])
+        print(f"{name:<14} routing {100 * acc:5.1f}  minus best single {100 * c['diff']:+.1f} "
+              f"[{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]  ({len(labels)} folds)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
