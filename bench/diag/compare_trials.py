@@ -58,7 +58,7 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
     if not all(p.is_file() for p in paths.values()):
         t0 = time.perf_counter()
         budget, val = fold.budget_and_val(setup.scores)
-        labels = setup.fit_args("locus", fold)["benchmarks"]
+        labels = setup.fit_args("locus", fold).get("benchmarks")
         if labels is not None:  # as fit_and_predict gives them: the test queries' labels unread
             labels = np.asarray(labels).astype(str).astype(object)
             labels[np.asarray(fold.test)] = ""

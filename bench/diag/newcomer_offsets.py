@@ -20,10 +20,10 @@ import numpy as np
 from locus_model.data.encoding import encode_queries
 from locus_model.data.long_format import read_evaluations
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation.bootstrap import bootstrap_comparisons
+from locus_model.stats.bootstrap import bootstrap_comparisons
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
-from locus_model.model import load_checkpoint
+from locus_model.router import Router
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         kept = {}
         fit_and_predict(name="locus", seed=fold.index, scores=scores, encodings=enc, fold=fold, trained=trained,
-                        held=held, locus_model=load_checkpoint(found[-1])[0], benchmarks=bench,
+                        held=held, router=Router.load(found[-1])[0], benchmarks=bench,
                         on_fitted=lambda m: kept.setdefault("m", m))
         method = kept["m"]
         rows = np.concatenate([np.arange(len(trained)), len(trained) + np.arange(len(held))])
