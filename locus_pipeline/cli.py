@@ -137,9 +137,11 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--poll-seconds", type=float, default=1.0, help="how often the pool file is checked for changes")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20,
                    help="request bodies larger than this are refused with 413 (default 1,048,576 = 1 MiB; 0: no limit)")
-    p.add_argument("--serve", default="router", metavar="router|single:MODEL",
-                   help="what model 'locus' answers with: 'router' (default: the routed choice per query) or "
-                        "'single:<pool model>' (that model for every query; pinned models and POST /route unchanged)")
+    p.add_argument("--serve", default="auto", metavar="auto|router|single:MODEL",
+                   help="what model 'locus' answers with: 'auto' (default: the router, unless the home's routing "
+                        "evaluation of this checkpoint found that routing does not pay: then its best single model), "
+                        "'router' (route whatever the verdict) or 'single:<pool model>' (that model for every query; "
+                        "pinned models and POST /route unchanged)")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default)")
     p.add_argument("--dry-run", action="store_true",
                    help="answer chat calls with the routing decision only, never forwarding them (and start even "

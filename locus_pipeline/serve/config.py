@@ -162,7 +162,7 @@ class ServeConfig:
     encoder_runtime: str | None = None  # None: the runtime the checkpoint's training encodings came from
     portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
     dry_run: bool = False  # chat calls answer with the decision only, never forwarded (asked for, never a fallback)
-    serve: str = "router"  # what model "locus" answers with: "router" (the routed choice) or "single:<pool model>"
+    serve: str = "auto"  # what model "locus" answers with: "auto" (the routing evaluation's verdict decides), "router" or "single:<pool model>"
 
 
 def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]:

@@ -4,6 +4,7 @@ changes), the scorer and the metrics, and decides a query (:meth:`Gateway.decide
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import time
@@ -14,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
+from locus_model.evaluation.verdict import what_to_serve
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
                                  estimate_tokens, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
@@ -41,19 +43,40 @@ class RouteRequest(BaseModel):
 MAX_REPORTED_TOKENS = 10**9  # an upstream's usage beyond this is not counted
 
 
-def single_model(serve: str, snap: Snapshot) -> str | None:
-    """The pool model of ``--serve single:<model>`` (None for ``router``); a ValueError saying what to pass when
-    ``serve`` is neither or the model is not a routable pool model."""
-    if serve == "router":
-        return None
+def single_model(serve: str, snap: Snapshot, home: LocusHome | None = None) -> tuple[str | None, str]:
+    """(the pool model "locus" answers with for every query, or None for the router; why, in one line).
+    ``serve``: ``auto`` (the routing evaluation's verdict on this pool's checkpoint decides: the best single model
+    where routing did not pay, else the router), ``router`` (always route) or ``single:<model>``. A ValueError says
+    what to pass when ``serve`` is none of these or the model is not a routable pool model."""
+    if serve in ("auto", "router"):
+        verdict = pool_verdict(home, snap) if home is not None else None
+        choice = what_to_serve(verdict, force_router=serve == "router")
+        if choice.router or choice.model in snap.routable:
+            return choice.model, choice.reason + ("" if choice.router else " (--serve router to route anyway)")
+        return None, (f"{choice.reason}; but {choice.model} is not a routable pool model with an upstream here, "
+                      "so the router serves")
     name = serve.split(":", 1)[1] if serve.startswith("single:") else ""
     if not name:
-        raise ValueError(f"--serve {serve!r}: expected 'router' or 'single:<pool model>'")
+        raise ValueError(f"--serve {serve!r}: expected 'auto', 'router' or 'single:<pool model>'")
     if name not in snap.routable:
         raise ValueError(f"--serve {serve!r}: {name!r} is not a routable pool model"
                          + (" with an upstream" if snap.upstreams and not snap.dry_run else "")
                          + f" (routable: {', '.join(snap.routable[:8])}{', ...' if len(snap.routable) > 8 else ''})")
-    return name
+    return name, "chosen by the operator (--serve single:MODEL)"
+
+
+def pool_verdict(home: LocusHome, snap: Snapshot) -> dict | None:
+    """The verdict of the home's routing evaluation (reports/routing_evaluation.json) when it evaluated the pool's
+    own checkpoint; None when there is none, or it is of another checkpoint (a stale verdict decides nothing)."""
+    path = home.dir("reports") / "routing_evaluation.json"
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(result, dict) or result.get("settings", {}).get("checkpoint_id") != snap.checkpoint_id:
+        return None
+    verdict = result.get("verdict")
+    return verdict if isinstance(verdict, dict) and "pays" in verdict and "best_single" in verdict else None
 
 
 def _json_number(x: float) -> float | None:
@@ -84,7 +107,7 @@ class Gateway:
                                    cooldown_s=settings.cooldown_s, clock=clock,
                                    on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc())
         self.metrics.cooled_down.set_function(self.cooldowns.cooled_down)
-        self.single_model = single_model(config.serve, self.snapshot)
+        self.single_model, self.serve_reason = single_model(config.serve, self.snapshot, self.home)
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
 
@@ -110,9 +133,9 @@ class Gateway:
         """What `locus serve` prints at start-up: the pool, what model "locus" answers with, the upstreams and the
         policy for failures."""
         snap, settings = self.snapshot, self.models.gateway
-        serves = (f"the single model {self.single_model} (model \"locus\" answers with it; --serve single:MODEL)"
+        serves = (f"the single model {self.single_model} (model \"locus\" answers with it)"
                   if self.single_model else f"the router (model \"locus\": the best of {len(snap.routable)} routable "
-                  f"models at quality weight {self.config.quality_weight:g}; --serve router)")
+                  f"models at quality weight {self.config.quality_weight:g})") + f": {self.serve_reason}"
         ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
         lines = [f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
                  + (f", portfolio {snap.portfolio}" if snap.portfolio else "") + f"), checkpoint {snap.checkpoint_id}, "

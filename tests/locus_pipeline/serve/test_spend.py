@@ -1,5 +1,6 @@
 """Per-model spend in /metrics (the upstreams' reported tokens, their cost at the configured prices), what model
-"locus" answers with (--serve router | single:MODEL) and the start-up summary."""
+"locus" answers with (--serve auto | router | single:MODEL: auto follows the routing evaluation's verdict) and the
+start-up summary."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_serve_single_answers_locus_with_that_model_and_the_router_by_default(bu
     assert health["serves"] == "single:delta-1b"
     with pytest.raises(ValueError, match="--serve 'single:nope': 'nope' is not a routable pool model"):
         create_app(ServeConfig(home=str(built["home"].path), serve="single:nope"))
-    with pytest.raises(ValueError, match="expected 'router' or 'single:<pool model>'"):
+    with pytest.raises(ValueError, match="expected 'auto', 'router' or 'single:<pool model>'"):
         create_app(ServeConfig(home=str(built["home"].path), serve="best"))
 
 
@@ -67,3 +68,28 @@ def test_the_startup_summary_names_the_pool_what_it_serves_the_upstreams_and_the
     assert "an upstream failing 2 times in 60 s is skipped for 30 s" in text
     single = create_app(ServeConfig(home=str(built["home"].path), serve="single:beta-13b", dry_run=True)).state.gateway
     assert "serves: the single model beta-13b" in single.summary() and "DRY RUN" in single.summary()
+
+
+def write_verdict(home, checkpoint_id: str, pays: bool, best: str = "beta-13b") -> None:
+    verdict = {"pays": pays, "best_single": best, "delta": 1.5 if pays else -0.6, "lo": 0.4 if pays else -2.0,
+               "hi": 2.6 if pays else 0.6, "cost_share": None}
+    path = home.dir("reports") / "routing_evaluation.json"
+    path.write_text(json.dumps({"settings": {"checkpoint_id": checkpoint_id}, "verdict": verdict}))
+
+
+@pytest.mark.parametrize("pays", [True, False])
+def test_auto_serves_the_best_single_model_where_the_verdict_says_routing_does_not_pay(built, tmp_path, pays):
+    home = built["home"]  # this test's own home
+    write_verdict(home, built["checkpoint_id"], pays)
+    auto = create_app(ServeConfig(home=str(home.path), dry_run=True)).state.gateway
+    forced = create_app(ServeConfig(home=str(home.path), dry_run=True, serve="router")).state.gateway
+    if pays:
+        assert auto.single_model is None and "routing pays: +1.5 [+0.4, +2.6]" in auto.summary()
+    else:
+        assert auto.single_model == "beta-13b"
+        assert ("serves: the single model beta-13b" in auto.summary() and "routing does not pay on this data: call "
+                "beta-13b (LOCUS -0.6 [-2.0, +0.6]) (--serve router to route anyway)" in auto.summary())
+    assert forced.single_model is None  # the operator's override
+    write_verdict(home, "another-checkpoint", False)  # a verdict on another checkpoint decides nothing
+    stale = create_app(ServeConfig(home=str(home.path), dry_run=True)).state.gateway
+    assert stale.single_model is None and "no routing evaluation of this pool" in stale.summary()
