@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -54,7 +56,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--encoder", default="all-MiniLM-L6-v2",
                    help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256")
-    from locus_model.data.encoders import DEFAULT_RUNTIME, RUNTIMES
+    from locus_model.data.encoders import DEFAULT_RUNTIME, RUNTIMES  # why: the CLI starts without loading torch
 
     p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
                    help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
@@ -139,12 +141,11 @@ def held_out_names(names: tuple[str, ...], models: Sequence[str]) -> list[str]:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     problem = check_evaluate_args(args)
     if problem:
         return _fail("evaluate", ValueError(problem))
 
+    # why: the CLI answers --help and argument errors without loading torch and the library
     import torch
 
     from locus_model.data.encoders import resolve_encoder
@@ -152,8 +153,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.data.errors import EvaluationDataError
     from locus_model.data.long_format import read_evaluations
     from locus_model.data.matrix import EvaluationMatrix
-    from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.methods import METHODS
+    from locus_model.evaluation.protocol import evaluate
     from locus_model.evaluation.results import format_frontier, print_results, save_results
     from locus_model.evaluation.verdict import format_verdict
     from locus_model.model import LocusConfig
@@ -174,6 +175,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         del table
         costs = None
         if args.models_file is not None:
+            # why: only with --models-file
             from locus_model.data.long_format import read_models_file
             from locus_model.routing import cost_info, cost_table
 
@@ -216,7 +218,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if costs is not None:
         print("\n" + format_frontier(result))
     if args.plot is not None:
-        from locus_model.routing.frontier import plot_frontiers
+        from locus_model.routing.frontier import plot_frontiers  # why: matplotlib only with --plot
 
         print(f"wrote {plot_frontiers(result['frontier_folds'], args.plot, cost_label=f'mean cost per query ({costs.basis_means})')}")
     print(f"\nwrote {path}")
@@ -243,7 +245,7 @@ def add_synthetic_data(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_synthetic_data(args: argparse.Namespace) -> int:
-    from locus_model.data.synthetic import generate_synthetic_pool
+    from locus_model.data.synthetic import generate_synthetic_pool  # why: the CLI starts without the data stack
 
     try:
         pool = generate_synthetic_pool(args.out, size=args.size, seed=args.seed)
@@ -272,8 +274,6 @@ def quiet_warnings() -> None:
     """A command prints what its user needs: deprecation notices of the libraries underneath (pandas' and numpy's
     FutureWarnings and DeprecationWarnings, meant for this code's maintainers; the test suite still shows them)
     are not shown."""
-    import warnings
-
     for category in (FutureWarning, DeprecationWarning):
         warnings.filterwarnings("ignore", category=category)
 

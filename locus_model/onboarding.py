@@ -175,6 +175,7 @@ def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFram
 
     ``evaluations``: the model's rows (query_id, score); ``encodings``: query_id, encoding for them; ``pool``: the
     other models' rows (``name`` itself is left out)."""
+    # why: torch loads only when a model is embedded: the pipeline's intake imports this module
     from locus_model.infer import embed_evaluation_sets
 
     names, z = pool_matrix(pool[pool["model"].astype(str) != name])

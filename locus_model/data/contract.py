@@ -180,8 +180,8 @@ def text_values(values: pd.Series) -> np.ndarray:
 
 def _bad_categories(column: str, categories: pd.Index) -> np.ndarray:
     """Which distinct values of ``column`` break a rule (vectorised: pyarrow.compute over the distinct values)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # why: pyarrow only for Parquet input (pandas loads it lazily too)
+    import pyarrow.compute as pc  # why: pyarrow only for Parquet input (pandas loads it lazily too)
 
     values = pa.array(categories.to_numpy(object), type=pa.string())
     if column == "category":  # optional free label: may be empty

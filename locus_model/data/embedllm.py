@@ -24,11 +24,23 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from locus_model.data.contract import SPLITS, benchmark_group
-from locus_model.data.embedllm_files import (DEFAULT_CHUNK_ROWS, MODEL_ORDER_FILE, QUESTION_ORDER_FILE, SPLIT_COLUMNS,
-                                             SPLIT_FILES, QueryMeta, SplitRows, fix_missing_file, read_model_order,
-                                             read_question_order, read_split, require_columns)
+from locus_model.data.embedllm_files import (
+    DEFAULT_CHUNK_ROWS,
+    MODEL_ORDER_FILE,
+    QUESTION_ORDER_FILE,
+    SPLIT_COLUMNS,
+    SPLIT_FILES,
+    QueryMeta,
+    SplitRows,
+    fix_missing_file,
+    read_model_order,
+    read_question_order,
+    read_split,
+    require_columns,
+)
 from locus_model.data.errors import EvaluationDataError
 
 
@@ -141,7 +153,6 @@ def read_embedllm(
     rows_read: dict[str, int] = {}
     bar = None
     if progress:
-        from tqdm.auto import tqdm
 
         bar = tqdm(desc="EmbedLLM rows", unit="row", unit_scale=True)
     for s, split in enumerate(SPLITS):

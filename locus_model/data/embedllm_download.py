@@ -67,6 +67,7 @@ def download_embedllm(
     reachability probe waits at most min(timeout_s, 10) s), saying where to get the files by hand and where
     to put them. The large .pth tensors of the dataset are not fetched; LOCUS encodes queries itself.
     """
+    # why: the hub client only for a download (users with network)
     from huggingface_hub import constants, hf_hub_download
 
     dest = Path(dest)
@@ -80,8 +81,8 @@ def download_embedllm(
     if why is not None:
         raise EmbedLLMDownloadError(f"cannot download EmbedLLM from {endpoint}: {why}. How to fix: {fix}")
 
-    import httpx
-    from huggingface_hub.errors import HfHubHTTPError
+    import httpx  # why: the hub client only for a download (users with network)
+    from huggingface_hub.errors import HfHubHTTPError  # why: the hub client only for a download (users with network)
 
     dest.mkdir(parents=True, exist_ok=True)
     for name in EMBEDLLM_FILES:

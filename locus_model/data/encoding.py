@@ -32,8 +32,10 @@ from a model hub: loading sets HF_HUB_OFFLINE=1 for the process.
 
 from __future__ import annotations
 
+import argparse
 import os
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,9 +44,17 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from locus_model.data.encoders import (DEFAULT_ENCODER, DEFAULT_RUNTIME, HASHING_RUNTIME, MAX_TOKENS, model_folder,
-                                       resolve_encoder, resolve_runtime)
+from locus_model.data.encoders import (
+    DEFAULT_ENCODER,
+    DEFAULT_RUNTIME,
+    HASHING_RUNTIME,
+    MAX_TOKENS,
+    model_folder,
+    resolve_encoder,
+    resolve_runtime,
+)
 from locus_model.data.encoding_cache import open_cache, text_key
 from locus_model.data.onnx_build import onnx_model_path
 
@@ -88,6 +98,7 @@ class SentenceEncoder:
         self.device, self.threads = device, threads
         self._lock = threading.Lock()
         if self.runtime == HASHING_RUNTIME:
+            # why: scikit-learn's text features only for the test encoder
             from sklearn.feature_extraction.text import HashingVectorizer
 
             vectorizer = HashingVectorizer(n_features=self.dim, alternate_sign=True, norm="l2", ngram_range=(1, 2))
@@ -96,6 +107,7 @@ class SentenceEncoder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no model hub is reachable: never try it
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         if self.runtime == "torch":
+            # why: sentence-transformers (torch, transformers) only for that runtime
             from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(str(model_folder(self.spec)), device=device)
@@ -106,8 +118,8 @@ class SentenceEncoder:
             return
         if device != "cpu":
             raise ValueError(f"the {self.runtime} runtime runs on the CPU, not {device!r}; use runtime 'torch' for {device}")
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
+        import onnxruntime as ort  # why: the ONNX runtime only when that runtime encodes
+        from tokenizers import Tokenizer  # why: the ONNX runtime only when that runtime encodes
 
         self._tokenizer = Tokenizer.from_file(str(model_folder(self.spec) / "tokenizer.json"))
         self._tokenizer.enable_truncation(MAX_TOKENS)
@@ -163,7 +175,7 @@ class SentenceEncoder:
 
 
 def _default_threads() -> int:
-    import torch
+    import torch  # why: torch only for the sentence-transformers runtime
 
     return torch.get_num_threads()
 
@@ -230,9 +242,7 @@ def encode_queries_with_summary(
 ) -> tuple[np.ndarray, EncodeSummary]:
     """Encode texts (n, dim) float32 with (encoder, runtime), taking what the cache has and encoding only new
     text. runtime None: DEFAULT_RUNTIME; cache_dir: the encoder's cache folder (see :func:`open_cache`)."""
-    import time
 
-    from tqdm.auto import tqdm
 
     spec = resolve_encoder(encoder)
     runtime = resolve_runtime(spec.name, runtime)
@@ -277,7 +287,6 @@ def encode_queries(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m locus_model.data.encoding prepare [--encoder NAME]``: build the ONNX files now (make setup)."""
-    import argparse
 
     parser = argparse.ArgumentParser(prog="python -m locus_model.data.encoding")
     parser.add_argument("command", choices=["prepare"])

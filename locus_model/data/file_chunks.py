@@ -222,8 +222,8 @@ def _csv_chunks(path: Path, chunk_rows: int, current: Budget, *, required: tuple
 def _parquet_chunks(path: Path, chunk_rows: int, current: Budget) -> Iterator[pd.DataFrame]:
     if path.stat().st_size == 0:
         raise EvaluationDataError("the file is empty", file=path, fix="write a Parquet file with evaluation rows")
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # why: pyarrow only for Parquet input (pandas loads it lazily too)
+    import pyarrow.parquet as pq  # why: pyarrow only for Parquet input (pandas loads it lazily too)
 
     def unreadable(err: BaseException) -> EvaluationDataError:
         return EvaluationDataError(f"not a readable Parquet file ({type(err).__name__}: {err})", file=path,

@@ -16,12 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from locus_model.data.contract import check_columns, check_consistency, finish_table, no_rows_error, validate_chunk
 from locus_model.data.embedllm import read_embedllm
 from locus_model.data.embedllm_files import is_embedllm_folder
 from locus_model.data.errors import EVALUATION_SUFFIXES, EvaluationDataError, suffix_of
 from locus_model.data.file_chunks import CSV_CHUNK_ROWS, is_evaluation_file, iter_evaluation_chunks, read_csv_table
+from locus_model.data.harnesses import detect_harness, is_harness_drop, read_harness_output
 from locus_model.data.limits import DropLimits, bounded
 
 # the per-model cost keys of a models file, the models config of ``locus serve`` and the model catalog (locus_model.routing.costs reads them)
@@ -69,7 +71,6 @@ def _read_evaluations(path: Path, chunk_rows: int) -> tuple[pd.DataFrame, ReadSu
                 (str(path),), int(report.rows_read), int(report.duplicates_dropped),
                 table["model"].nunique(), table["query_id"].nunique(),
             )
-        from locus_model.data.harnesses import detect_harness
 
         if detect_harness(path):  # what an evaluation harness wrote (lm-eval, Inspect, lighteval, HELM)
             return _read_harness(path)
@@ -79,7 +80,6 @@ def _read_evaluations(path: Path, chunk_rows: int) -> tuple[pd.DataFrame, ReadSu
                 "the folder has no evaluation files", file=path, fix=f"add files ending in {list(EVALUATION_SUFFIXES)}"
             )
     else:
-        from locus_model.data.harnesses import is_harness_drop
 
         if is_harness_drop(path):  # an archive of a harness's output, or an Inspect log
             return _read_harness(path)
@@ -101,14 +101,12 @@ def _read_evaluations(path: Path, chunk_rows: int) -> tuple[pd.DataFrame, ReadSu
 
 
 def _read_harness(path: Path) -> tuple[pd.DataFrame, ReadSummary]:
-    from locus_model.data.harnesses import read_harness_output
 
     table, harness = read_harness_output(path)
     return table, ReadSummary(harness.files, len(table), 0, len(harness.models), table["query_id"].nunique())
 
 
 def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    from pandas.api.types import union_categoricals
 
     if len(frames) == 1:
         return frames[0].reset_index(drop=True)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import sys
 import uuid
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -45,7 +47,7 @@ def onnx_dirs() -> list[Path]:
 def onnx_model_path(encoder: str, runtime: str) -> Path:
     """The ONNX file of (encoder, onnx runtime), built on first use (see :func:`build_onnx`). Builds are named by
     the weights' sha256 and the onnxruntime version, so a changed package never reuses a stale build."""
-    import onnxruntime
+    import onnxruntime  # why: the export stack (onnx, torch, transformers) only at setup
 
     spec = resolve_encoder(encoder)
     weights = _weights_file(spec)
@@ -86,23 +88,21 @@ def build_onnx(encoder: str, target: Path) -> Path:
             staging.rename(target)
         finally:
             if staging.exists():
-                import shutil
 
                 shutil.rmtree(staging, ignore_errors=True)
     return target
 
 
 def _export(spec: EncoderSpec, folder: Path) -> None:
-    import warnings
 
-    import onnx
-    import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.transformers.optimizer import optimize_model
+    import onnx  # why: the export stack only at setup
+    import torch  # why: the export stack only at setup
+    from onnxruntime.quantization import QuantType, quantize_dynamic  # why: the export stack only at setup
+    from onnxruntime.transformers.optimizer import optimize_model  # why: the export stack only at setup
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoConfig, AutoModel  # why: the export stack only at setup
 
     source = model_folder(spec)
     # eager attention: plain MatMul/Softmax, which the optimizer fuses into its Attention kernel

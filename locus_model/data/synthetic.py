@@ -88,7 +88,7 @@ def generate_synthetic_pool(out_dir: Path, *, size: str = "full", seed: int = 0,
         files += [parquet, csv]
     if "embedllm" in formats:
         try:  # written by another module; imported lazily so the long format works without it
-            from locus_model.data.embedllm_writer import write_embedllm
+            from locus_model.data.embedllm_writer import write_embedllm  # why: the EmbedLLM writer only for that format
         except ImportError as err:
             raise ImportError(f"generate_synthetic_pool: the 'embedllm' format needs locus_model.data.embedllm_writer.write_embedllm "
                               f"({err}). How to fix: pass formats=('long',)") from err

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from locus_model.query_groups import SMOOTHING, fit_groups, group_proba, group_profiles, group_rates
+from locus_model.stats.metrics import brier, routing_accuracy
 
 
 def check_scores(scores: np.ndarray, n_queries: int, what: str) -> np.ndarray:
@@ -104,7 +105,6 @@ class KNNRouter(Baseline):
         val_q = np.flatnonzero(~np.isnan(val_scores).all(axis=0))
         if len(val_q) == 0:
             return
-        from locus_model.stats.metrics import brier, routing_accuracy
 
         rows = np.arange(self.n_fitted_models)
         best = None

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
+import torch
 
 from locus_model.evaluation.baselines import Baseline, BestSingle, KNNRouter, PerBenchmark, QueryGroupTable
 from locus_model.evaluation.latent import IRT, MatrixFactorization
@@ -156,6 +157,5 @@ def fit_and_predict(
 
 
 def set_threads(n: int) -> None:  # worker initializer of evaluate(jobs > 1)
-    import torch
 
     torch.set_num_threads(n)

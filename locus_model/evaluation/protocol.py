@@ -25,8 +25,10 @@ The result is a JSON-ready dict (see :func:`evaluate`); evaluation.results saves
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -34,11 +36,15 @@ import pandas as pd
 
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.data.query_encodings import encoding_matrix
+from locus_model.evaluation.baselines import PerBenchmarkConfig
 from locus_model.evaluation.methods import METHODS, fit_and_predict, set_threads
 from locus_model.evaluation.results import config_dict, json_clean
 from locus_model.evaluation.splits import Fold, anchor_counts, model_groups, query_folds
 from locus_model.evaluation.summary import REFERENCE, frontier_summary, label_warnings, score_folds, summarise
 from locus_model.evaluation.verdict import best_single_name, cost_share, routing_verdict
+from locus_model.model import LocusConfig
+from locus_model.routing.frontier import query_costs
+from locus_model.training import TrainConfig
 
 
 def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: EvaluationMatrix) -> np.ndarray:
@@ -62,8 +68,6 @@ def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict
             fitted[fold.index, name] = fit_and_predict(**fit_args(fold, name))
             log(f"fold {fold.index + 1}/{total_folds} {name:<12} {fitted[fold.index, name][1]:7.1f} s")
     elif tasks:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         threads = max(1, (multiprocessing.cpu_count() or 1) // jobs)
         with ProcessPoolExecutor(  # spawn: a forked torch runtime can hang; each worker gets its share of threads
@@ -166,8 +170,6 @@ def evaluate(
                                           val_fraction=val_fraction)
 
     if "locus" in methods:  # record the effective LOCUS settings, not None
-        from locus_model.model import LocusConfig
-        from locus_model.training import TrainConfig
 
         model_config = router.model.config if router is not None else (model_config or LocusConfig(query_dim=enc.shape[1]))
         train_config = None if router is not None else (train_config or TrainConfig())
@@ -184,7 +186,6 @@ def evaluate(
 
     configs = dict(baseline_configs or {})
     if "per_benchmark" in methods and "per_benchmark" not in configs:
-        from locus_model.evaluation.baselines import PerBenchmarkConfig
 
         configs["per_benchmark"] = PerBenchmarkConfig(benchmarks=tuple(np.asarray(matrix.benchmarks).astype(str)))
 
@@ -206,7 +207,6 @@ def evaluate(
     result_methods = summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
     frontier, share = None, None
     if costs is not None:
-        from locus_model.routing.frontier import query_costs
 
         costs = costs if costs.names == tuple(matrix.models) else costs.subset(matrix.models)
         fold_costs = [query_costs(costs, [matrix.queries[q] for q in f.test]) for f in splits]

@@ -9,9 +9,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from locus_model.evaluation.splits import Fold
+from locus_model.routing.frontier import evaluate_frontiers
 from locus_model.stats.bootstrap import bootstrap_comparisons, paired_bootstrap, routing_outcomes
 from locus_model.stats.metrics import METRICS, score_predictions
-from locus_model.evaluation.splits import Fold
 
 REFERENCE = "best_single"  # the method every other one is compared with by paired bootstrap
 
@@ -139,7 +140,6 @@ def frontier_summary(scored: FoldScores, methods: list[str], fold_costs: list[np
     (locus_model.routing.frontier.evaluate_frontiers): the cost-aware rule on each method's P(correct), the
     two-model threshold routers and random mixing; the best single model is best_single's choice (the best on the
     anchors among the models of known cost). fold_costs: (M, Q_test) per fold, NaN = unknown."""
-    from locus_model.routing.frontier import evaluate_frontiers
 
     labels = scored.labels["all"]
     if len(labels) != len(fold_costs):

@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from locus_model.data.catalog import parse_params_b
 from locus_model.data.long_format import COST_KEYS
 from locus_model.routing.errors import CostError
 
@@ -115,7 +116,6 @@ def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -
     ``params_b`` is read from the name, e.g. "acme/new-model-7b" -> 7, and listed in ``parsed``), else none.
     Models without a cost on that basis have cost NaN (unknown, never a made-up figure) and are listed in
     ``unknown``; negative costs are refused (:func:`check_cost`)."""
-    from locus_model.data.catalog import parse_params_b
 
     names = [str(n) for n in names]
     values = {key: np.full(len(names), np.nan) for key in COST_KEYS}

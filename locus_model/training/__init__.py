@@ -18,7 +18,7 @@ _TRAIN = ("TrainResult", "train_branches", "train_locus")  # in locus_model.trai
 
 def __getattr__(name: str) -> Any:  # PEP 562: the torch-backed names on first use
     if name in _TRAIN:
-        from locus_model.training import train
+        from locus_model.training import train  # why: torch loads on first use of a training name (PEP 562)
 
         return getattr(train, name)
     raise AttributeError(f"module 'locus_model.training' has no attribute {name!r}")

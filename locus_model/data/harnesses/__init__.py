@@ -26,9 +26,13 @@ import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.harnesses.common import HarnessSummary
-from locus_model.data.limits import CORRUPT, DropLimits, bounded, budget, zip_member_problem
+from locus_model.data.harnesses.helm import is_helm_output, read_helm_runs
+from locus_model.data.harnesses.inspect_logs import is_inspect_log, log_files, read_inspect_logs
 from locus_model.data.harnesses.lighteval import _DETAILS as _DETAILS_NAME
+from locus_model.data.harnesses.lighteval import is_lighteval_output, read_lighteval_details
 from locus_model.data.harnesses.lm_eval import _SAMPLES as _SAMPLES_NAME
+from locus_model.data.harnesses.lm_eval import is_lm_eval_output, read_lm_eval_output
+from locus_model.data.limits import CORRUPT, DropLimits, bounded, budget, zip_member_problem
 
 HARNESSES = ("lm_eval", "inspect", "lighteval", "helm")
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
@@ -40,10 +44,6 @@ def archive_suffix(path: Path) -> str:
 
 
 def _detect_folder(path: Path) -> str | None:
-    from locus_model.data.harnesses.helm import is_helm_output
-    from locus_model.data.harnesses.inspect_logs import log_files
-    from locus_model.data.harnesses.lighteval import is_lighteval_output
-    from locus_model.data.harnesses.lm_eval import is_lm_eval_output
 
     if is_lm_eval_output(path):
         return "lm_eval"
@@ -59,7 +59,6 @@ def _detect_folder(path: Path) -> str | None:
 def detect_harness(path: str | Path) -> str | None:
     """Which harness wrote ``path`` (a folder, an Inspect log, or an archive of one): a name of HARNESSES, or None.
     Looks at file names and first bytes only; never raises (an unreadable archive is None: reading it says why)."""
-    from locus_model.data.harnesses.inspect_logs import is_inspect_log
 
     path = Path(path)
     try:
@@ -210,16 +209,11 @@ def check_regular_files(folder: Path) -> None:
 
 
 def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
-    if kind == "lm_eval":
-        from locus_model.data.harnesses.lm_eval import read_lm_eval_output as read
-    elif kind == "inspect":
-        from locus_model.data.harnesses.inspect_logs import read_inspect_logs as read
-    elif kind == "lighteval":
-        from locus_model.data.harnesses.lighteval import read_lighteval_details as read
-    elif kind == "helm":
-        from locus_model.data.harnesses.helm import read_helm_runs as read
-    else:
+    readers = {"lm_eval": read_lm_eval_output, "inspect": read_inspect_logs, "lighteval": read_lighteval_details,
+               "helm": read_helm_runs}
+    if kind not in readers:
         raise ValueError(f"unknown harness {kind!r}: one of {HARNESSES}")
+    read = readers[kind]
     return read(folder, model=model)
 
 

@@ -125,7 +125,7 @@ def _member(archive: zipfile.ZipFile, file: Path, name: str) -> bytes:
     if info.compress_type != ZIP_ZSTANDARD:
         with archive.open(info) as handle:
             return read_bounded(handle, where, unpacking=True)
-    import zstandard
+    import zstandard  # why: zstd only for .eval logs' compressed members
 
     with open(file, "rb") as handle:
         handle.seek(info.header_offset)

@@ -85,7 +85,7 @@ def _plain(value: object) -> object:
 def _records(file: Path) -> list[tuple[int, dict, dict]]:
     """(row, doc, metrics) per row of a details file, in either layout; a file of more rows than the rows limit is
     refused from its footer, before any row is read."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # why: pyarrow only for lighteval's Parquet details
 
     try:
         declared = pq.ParquetFile(file).metadata.num_rows
