@@ -18,11 +18,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from bench.common import apply_options, load_suite
 from locus_model.data.encoding import encode_queries
-from locus_model.evaluation.capability import DEFAULT_SIZES, METHODS, capability_evaluation
+from locus_model.evaluation.capability import DEFAULT_SIZES, METHODS, capability_folds, read_reference_scores
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
 
 
@@ -42,11 +41,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
 
-    import torch
-
-    from locus_model.evaluation.latent import IRT, LatentConfig
     from locus_model.model import LocusConfig
-    from locus_model.training import TrainConfig, train_locus
+    from locus_model.training import TrainConfig
 
     start = time.perf_counter()
     matrix, source = load_suite(args.suite)
@@ -58,59 +54,23 @@ def main() -> None:
     enc = np.asarray(encode_queries(matrix.queries, encoder=args.encoder, progress=False), dtype=np.float32)
     reference = None
     if args.reference is not None:
-        ref = pd.read_csv(args.reference).set_index("model")
-        reference = ref.reindex(models)[[c for c in ref.columns if pd.api.types.is_numeric_dtype(ref[c])]]
+        reference = read_reference_scores(args.reference, models)
     held = choose_held_out(len(models), 0.2, args.seed)
     trained = np.setdiff1d(np.arange(len(models)), held)
     splits = kfold_splits(scores.shape[1], folds=args.folds, budget=min(256, scores.shape[1] // 2), seed=args.seed)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    folds, per_model = [], {}
-    for fold in splits:
-        if args.only_folds is not None and fold.index not in args.only_folds:
-            continue
-        t0 = time.perf_counter()
-        train_q = fold.train
-        tr = np.full_like(scores, np.nan)
-        tr[np.ix_(trained, train_q)] = scores[np.ix_(trained, train_q)]
-        va = np.full_like(scores, np.nan)
-        va[np.ix_(trained, fold.val)] = scores[np.ix_(trained, fold.val)]
-        cfg = apply_options(TrainConfig(device="cpu", seed=args.seed + fold.index), args.train_option)
-        model = train_locus(enc, tr[trained], va[trained], model_config=LocusConfig(query_dim=enc.shape[1]),
-                            train_config=cfg, progress=False).model
-        t_locus = time.perf_counter() - t0
-        irt = None
-        if "irt" in methods:
-            irt = IRT(LatentConfig(dim=16, noise=(0.1,), max_steps=args.irt_steps, seed=args.seed))
-            irt.fit(enc, tr[trained], va[trained])
-        result = capability_evaluation(model, enc, scores, matrix.benchmarks, trained=trained, held=held,
-                                       train_queries=train_q, sizes=args.sizes, methods=methods, reference=reference,
-                                       irt=irt, seed=args.seed + fold.index)
-        for key, errors in result.pop("_per_model").items():
-            per_model.setdefault(key, []).append(errors)
-        result["seconds"] = {"train_locus": t_locus, "fold": time.perf_counter() - t0}
-        folds.append(result)
-        print(f"fold {fold.index}: {json.dumps({k: round(v, 3) for k, v in result.items() if isinstance(v, float)})}",
-              flush=True)
-    keys = [k for k in folds[0] if isinstance(folds[0][k], float)]
-    summary = {k: {"mean": float(np.mean([f[k] for f in folds])), "std": float(np.std([f[k] for f in folds]))}
-               for k in keys}
-    rng = np.random.default_rng(args.seed)
-    paired = {}
-    for (kind, method, n), errs in per_model.items():
-        if method == "locus":
-            continue
-        mine = per_model.get((kind, "locus", n))
-        if mine is None:
-            continue
-        diff = np.concatenate(mine) - np.concatenate(errs)
-        boot = [diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)]
-        paired[f"{kind}.locus_minus_{method}.{n}.mae"] = {"diff": float(diff.mean()), "ci_low": float(np.quantile(boot, 0.025)),
-                                                          "ci_high": float(np.quantile(boot, 0.975))}
+    splits = [f for f in splits if args.only_folds is None or f.index in args.only_folds]
+    run = capability_folds(enc, scores, matrix.benchmarks, splits, trained=trained, held=held,
+                           model_config=LocusConfig(query_dim=enc.shape[1]),
+                           train_config=apply_options(TrainConfig(device="cpu", seed=args.seed), args.train_option),
+                           sizes=args.sizes, methods=methods, reference=reference, irt_steps=args.irt_steps,
+                           seed=args.seed, log=lambda message: print(message, flush=True))
+    summary, paired = run["summary"], run["paired"]
     out = {"settings": {**vars(args), "out": str(args.out), "reference": str(args.reference), "source": source,
-                        "models": len(models), "held_out": len(held), "folds_run": len(folds)},
-           "summary": summary, "paired": paired, "folds": folds, "wall_s": time.perf_counter() - start}
+                        "models": len(models), "held_out": len(held), "folds_run": len(splits)},
+           "summary": summary, "paired": paired, "folds": run["folds"], "wall_s": time.perf_counter() - start}
     args.out.write_text(json.dumps(out, indent=1, default=str))
-    for k in keys:
+    for k in summary:
         print(f"{k:<48} {summary[k]['mean']:.3f} ± {summary[k]['std']:.3f}")
     for k, v in paired.items():
         print(f"{k:<48} {v['diff']:+.2f} [{v['ci_low']:+.2f}, {v['ci_high']:+.2f}]")

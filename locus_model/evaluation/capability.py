@@ -63,6 +63,7 @@ def _low_rank_proba(train_matrix: np.ndarray, sets: list, rank: int, alpha: floa
     mu = np.nanmean(train_matrix, axis=0)
     filled = np.where(np.isnan(train_matrix), mu, train_matrix) - mu
     _, sv, vt = np.linalg.svd(filled, full_matrices=False)
+    rank = min(rank, len(sv))
     basis = (vt[:rank] * sv[:rank, None] / np.sqrt(len(filled))).T  # (Q, r)
     out = np.empty((len(sets), 1, len(mu)))
     for m, (idx, s) in enumerate(sets):
@@ -159,4 +160,102 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
     return out
 
 
-__all__ = ["METHODS", "DEFAULT_SIZES", "draw_sets", "true_accuracy", "capability_evaluation"]
+def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.ndarray, splits: Sequence, *,
+                     trained: np.ndarray, held: np.ndarray, model_config, train_config, sizes: Sequence[int] = DEFAULT_SIZES,
+                     methods: Sequence[str] = METHODS, reference: pd.DataFrame | None = None, irt_steps: int = 300,
+                     seed: int = 0, log=lambda message: None) -> dict:
+    """capability_evaluation on each fold of `splits` (evaluation.splits.Fold): LOCUS trained on the in-training
+    models' training-query cells (validation: the fold's val cells), IRT likewise (irt_steps full-batch steps).
+    Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.locus_minus_<method>.<n>.mae": {"diff", "ci_low",
+    "ci_high"}} (per-model differences pooled over folds, 95% bootstrap over held-out models), "folds": [...]}."""
+    from dataclasses import replace
+
+    from locus_model.evaluation.latent import IRT, LatentConfig
+    from locus_model.training import train_locus
+
+    folds, per_model = [], {}
+    for fold in splits:
+        t0 = time.perf_counter()
+        train = np.full((len(trained), scores.shape[1]), np.nan, np.float32)
+        train[:, fold.train] = scores[np.ix_(trained, fold.train)]
+        val = np.full_like(train, np.nan)
+        val[:, fold.val] = scores[np.ix_(trained, fold.val)]
+        model = train_locus(encodings, train, val, model_config=model_config,
+                            train_config=replace(train_config, seed=train_config.seed + fold.index), progress=False).model
+        log(f"capability fold {fold.index}: LOCUS trained in {time.perf_counter() - t0:.0f} s")
+        irt = None
+        if "irt" in methods:
+            irt = IRT(LatentConfig(dim=16, noise=(0.1,), max_steps=irt_steps, seed=seed))
+            irt.fit(encodings, train, val)
+            log(f"capability fold {fold.index}: IRT fitted, {time.perf_counter() - t0:.0f} s")
+        result = capability_evaluation(model, encodings, scores, benchmarks, trained=trained, held=held,
+                                       train_queries=fold.train, sizes=sizes, methods=methods, reference=reference,
+                                       irt=irt, seed=seed + fold.index)
+        for key, errors in result.pop("_per_model").items():
+            per_model.setdefault(key, []).append(errors)
+        result["seconds.fold"] = time.perf_counter() - t0
+        folds.append(result)
+        log(f"capability fold {fold.index}: " + ", ".join(f"{k} {v:.3f}" for k, v in result.items()
+                                                           if isinstance(v, float) and k.endswith(".mae")))
+    keys = [k for k in folds[0] if isinstance(folds[0][k], float)]
+    summary = {k: {"mean": float(np.mean([f[k] for f in folds])), "std": float(np.std([f[k] for f in folds]))}
+               for k in keys}
+    rng = np.random.default_rng(seed)
+    paired = {}
+    for (kind, method, n), errors in per_model.items():
+        mine = per_model.get((kind, "locus", n))
+        if method == "locus" or mine is None:
+            continue
+        diff = np.concatenate(mine) - np.concatenate(errors)
+        boot = np.array([diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)])
+        paired[f"{kind}.locus_minus_{method}.{n}.mae"] = {
+            "diff": float(diff.mean()), "ci_low": float(np.quantile(boot, 0.025)), "ci_high": float(np.quantile(boot, 0.975))}
+    return {"summary": summary, "paired": paired, "folds": folds}
+
+
+def read_reference_scores(path, models: Sequence[str]) -> pd.DataFrame:
+    """A reference-score table (CSV: a ``model`` column and one numeric column per score, like metabench's
+    leaderboard.csv), its numeric columns in `models`' order (NaN where a model has none)."""
+    table = pd.read_csv(path)
+    if "model" not in table.columns:
+        raise ValueError(f"{path}: no 'model' column. How to fix: one row per model, a 'model' column and one numeric "
+                         "column per reference score")
+    numeric = [c for c in table.columns if c != "model" and pd.api.types.is_numeric_dtype(table[c])]
+    if not numeric:
+        raise ValueError(f"{path}: no numeric score column besides 'model'. How to fix: add one column per score")
+    dup = table["model"][table["model"].duplicated()]
+    if len(dup):
+        raise ValueError(f"{path}: model {dup.iloc[0]!r} (row {dup.index[0] + 2}) appears twice; keep one row per model")
+    return table.set_index("model")[numeric].reindex(list(models))
+
+
+def capability_from_result(matrix, encodings: np.ndarray, result: dict, sizes: Sequence[int], reference_path,
+                           train_config, *, progress: bool = True) -> dict:
+    """`locus evaluate --onboard-sizes`: capability_folds on the folds and held-out models of an evaluate() result;
+    returns its flat keys (capability.<method>.<n>.mae, ...: fold means) plus "capability_detail"."""
+    import sys
+
+    from locus_model.evaluation.splits import query_folds
+    from locus_model.model_config import LocusConfig
+
+    settings = result["settings"]
+    _, splits, _ = query_folds(matrix, fold=None, folds=settings["folds"], budget=settings["budget"],
+                               seed=settings["seed"], val_fraction=settings["val_fraction"] or 0.1)
+    if settings.get("only_folds") is not None:
+        splits = [splits[f] for f in settings["only_folds"]]
+    held_names = set(settings["held_out_model_names"])
+    if not held_names:
+        raise ValueError("--onboard-sizes: no model is held out; give --holdout-models above 0")
+    held = np.array([i for i, m in enumerate(matrix.models) if m in held_names])
+    trained = np.setdiff1d(np.arange(len(matrix.models)), held)
+    reference = None if reference_path is None else read_reference_scores(reference_path, matrix.models)
+    log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)
+    run = capability_folds(encodings, matrix.scores.astype(np.float32), matrix.benchmarks, splits, trained=trained,
+                           held=held, model_config=LocusConfig(query_dim=encodings.shape[1]), train_config=train_config,
+                           sizes=tuple(sizes) or DEFAULT_SIZES, reference=reference, seed=settings["seed"], log=log)
+    keys = {k: v["mean"] for k, v in run["summary"].items() if not k.startswith("seconds")}
+    return {**keys, "capability_detail": {"summary": run["summary"], "paired": run["paired"]}}
+
+
+__all__ = ["METHODS", "DEFAULT_SIZES", "draw_sets", "true_accuracy", "capability_evaluation", "capability_folds",
+           "read_reference_scores", "capability_from_result"]
