@@ -225,6 +225,14 @@ def capability_estimates(model, encodings: np.ndarray, benchmarks: np.ndarray, p
     return accuracy_from_proba(proba.reshape(M, S, -1), sets, benchmarks, seed=seed)
 
 
+def estimate_capability(model, encodings: np.ndarray, benchmarks: np.ndarray, evaluation_set: EvaluationSet,
+                        prior_scale: np.ndarray, *, samples: int = 64, seed: int = 0) -> pd.DataFrame:
+    """One onboarded model's frame (benchmark, estimate, lo, hi, observed, n) over the pool's queries (encodings,
+    benchmarks); prior_scale: encoder_spread on the pool's training models at about this set's size."""
+    post = refine_embeddings(model, encodings, [evaluation_set], prior_scale)
+    return capability_estimates(model, encodings, benchmarks, post, [evaluation_set], samples=samples, seed=seed).frame(0)
+
+
 # ---------------------------------------------------------------------------------------------- reference scores
 
 
@@ -295,4 +303,4 @@ def answer_likeness(sets: Sequence[EvaluationSet], pool_scores: np.ndarray, pool
 
 
 __all__ = ["LEVEL", "Posterior", "encoder_spread", "refine_embeddings", "Capability", "accuracy_from_proba",
-           "capability_estimates", "ReferenceMap", "fit_reference_map", "reference_estimates", "answer_likeness"]
+           "capability_estimates", "estimate_capability", "ReferenceMap", "fit_reference_map", "reference_estimates", "answer_likeness"]

@@ -196,7 +196,7 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
         result["seconds.fold"] = time.perf_counter() - t0
         folds.append(result)
         log(f"capability fold {fold.index}: " + ", ".join(f"{k} {v:.3f}" for k, v in result.items()
-                                                           if isinstance(v, float) and k.endswith(".mae")))
+                                                           if isinstance(v, float) and not k.startswith("seconds")))
     keys = [k for k in folds[0] if isinstance(folds[0][k], float)]
     summary = {k: {"mean": float(np.mean([f[k] for f in folds])), "std": float(np.std([f[k] for f in folds]))}
                for k in keys}

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from locus_model.estimates import (LEVEL, accuracy_from_proba, answer_likeness, capability_estimates,
+                                   estimate_capability,
                                    fit_reference_map, refine_embeddings, reference_estimates)
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from tests.locus_model.tiny_locus import CFG, tiny_model, tiny_pool
@@ -70,6 +70,14 @@ def test_observed_answers_count_as_themselves():
     np.testing.assert_allclose(cap.hi - cap.lo, 0.0)
     assert list(cap.frame(0).columns) == ["benchmark", "estimate", "lo", "hi", "observed", "n"]
     assert cap.frame(0)["n"].tolist() == [100, 100, 100]
+
+
+def test_estimate_capability_gives_the_onboarding_frame():
+    model = tiny_model()
+    enc, sets = tiny_pool()
+    frame = estimate_capability(model, enc, BENCH, sets[2], np.float32(1.0))
+    assert frame["benchmark"].tolist() == ["a", "b", "c"] and frame["n"].sum() == len(sets[2][0])
+    assert ((frame["lo"] <= frame["estimate"]) & (frame["estimate"] <= frame["hi"])).all()
 
 
 def test_intervals_cover_near_nominal_on_a_simulated_pool():
