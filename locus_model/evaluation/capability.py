@@ -97,8 +97,10 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
     """
     rng = np.random.default_rng(seed)
     names, truth = true_accuracy(scores, benchmarks)
-    train_sets = [(np.flatnonzero(~np.isnan(scores[r, train_queries])).astype(np.int64), None) for r in trained]
-    train_sets = [(train_queries[i], scores[r, train_queries[i]]) for (i, _), r in zip(train_sets, trained)]
+    train_sets = []  # the in-training models' evaluations on the training queries: the pool's embeddings
+    for r in trained:
+        have = train_queries[~np.isnan(scores[r, train_queries])]
+        train_sets.append((have, scores[r, have]))
     pool_z = embed_evaluation_sets(model, encodings, train_sets)
     pool_mean = truth[trained].mean(axis=0)
     ref_map = None
