@@ -222,7 +222,8 @@ def read_reference_scores(path, models: Sequence[str]) -> pd.DataFrame:
     if "model" not in table.columns:
         raise ValueError(f"{path}: no 'model' column. How to fix: one row per model, a 'model' column and one numeric "
                          "column per reference score")
-    numeric = [c for c in table.columns if c != "model" and pd.api.types.is_numeric_dtype(table[c])]
+    numeric = [c for c in table.columns if c != "model" and pd.api.types.is_numeric_dtype(table[c])
+               and not pd.api.types.is_bool_dtype(table[c])]  # a flag (moe) is not a score
     if not numeric:
         raise ValueError(f"{path}: no numeric score column besides 'model'. How to fix: add one column per score")
     dup = table["model"][table["model"].duplicated()]

@@ -52,6 +52,6 @@ def test_reference_scores_errors_name_the_problem(tmp_path, rows, problem):
 def test_reference_scores_follow_the_models_order():
     from io import StringIO
 
-    got = read_reference_scores(StringIO("model,avg,arch\nb,2,x\na,1,y\n"), ["a", "c", "b"])
+    got = read_reference_scores(StringIO("model,avg,arch,moe\nb,2,x,False\na,1,y,True\n"), ["a", "c", "b"])
     assert list(got.columns) == ["avg"]
     np.testing.assert_array_equal(got["avg"].to_numpy(), [1.0, np.nan, 2.0])
