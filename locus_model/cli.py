@@ -83,6 +83,13 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
                         "paired 95%% intervals) to the table and the JSON; prices win over params_b (routing.cost_table), "
                         "and a model without a cost is left out and counted")
     p.add_argument("--plot", type=Path, default=None, help="with --models-file: draw the frontiers to this PNG")
+    p.add_argument("--onboard-sizes", type=int, nargs="*", default=None, metavar="N",
+                   help="also measure capability estimates (issue 56): held-out models onboarded from N of their "
+                        "evaluations (no N: 16 32 64 128); adds capability.<method>.<N>.mae/.coverage and "
+                        "identity.<N>.hit_at_1 to the JSON; trains LOCUS once more per fold (evaluation.capability)")
+    p.add_argument("--reference-scores", type=Path, default=None,
+                   help="with --onboard-sizes: CSV of model + one column per reference score (e.g. metabench's "
+                        "leaderboard.csv); adds reference.<method>.<N>.mae")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(run=run_evaluate)
 
@@ -110,6 +117,8 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
     if args.models_file is not None and not Path(args.models_file).is_file():
         return (f"--models-file {args.models_file}: no such file. How to fix: a CSV with a model column and params_b, "
                 "price_input_per_mtok / price_output_per_mtok or cost_per_query")
+    if getattr(args, "reference_scores", None) is not None and not Path(args.reference_scores).is_file():
+        return f"--reference-scores {args.reference_scores}: no such file. How to fix: a CSV with a model column and scores"
     if args.plot is not None and args.models_file is None:
         return "--plot: draws the quality-cost frontiers, so it needs --models-file (the models' costs)"
     if args.plot is not None and not Path(args.plot).resolve().parent.is_dir():
@@ -204,6 +213,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
             progress=progress, jobs=args.jobs, costs=costs,
         )
+        if args.onboard_sizes is not None:  # issue 56: capability estimates on the same folds and held-out models
+            from locus_model.evaluation.capability import capability_from_result
+
+            result.update(capability_from_result(matrix, encodings, result, args.onboard_sizes, args.reference_scores,
+                                                 train_config, progress=progress))
     except (EvaluationDataError, ValueError, FileNotFoundError) as err:
         return _fail("evaluate", err)
     result["settings"].update(

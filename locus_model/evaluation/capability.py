@@ -1,0 +1,264 @@
+"""How well a model is known from n of its evaluations (issue 56, item 6): per-benchmark accuracy estimates and their
+90% intervals for held-out models, reference-score estimates, and copy recognition, for LOCUS and the baselines.
+
+For each n of ``sizes``: every held-out model is onboarded from n random evaluations among the fold's training
+queries; its target on benchmark b is its accuracy over all of b's queries in the data. Methods:
+- ``locus``: the encoder's embedding refined by the predictor's likelihood (estimates.refine_embeddings), intervals
+  from its Laplace posterior plus binomial sampling;
+- ``locus_encoder``: the set encoder's embedding alone, drawn from N(z0, encoder_spread^2);
+- ``observed``: the benchmark's observed mean for its unobserved queries (the pool's mean where none was asked);
+- ``low_rank``: a rank-16 completion of the in-training models' item matrix over every query (the pool's data), the
+  new row a ridge projection;
+- ``irt``: the IRT baseline (evaluation.latent.IRT) fitted on the training models, the new models onboarded by MAP.
+All but locus carry only the binomial part of the interval (they have no spread of their own).
+Keys: capability.<method>.<n>.mae (points) / .coverage, reference.<method>.<n>.mae (/ .coverage),
+identity.<n>.hit_at_1 (a copy built from n of an in-training model's evaluations: its source ranks first by
+estimates.answer_likeness).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from locus_model.estimates import (accuracy_from_proba, answer_likeness, capability_estimates, encoder_spread,
+                                   fit_reference_map, refine_embeddings, reference_estimates, Posterior)
+from locus_model.infer import embed_evaluation_sets
+
+METHODS = ("locus", "locus_encoder", "observed", "low_rank", "irt")
+DEFAULT_SIZES = (16, 32, 64, 128)
+
+
+def draw_sets(scores: np.ndarray, rows: np.ndarray, queries: np.ndarray, n: int, rng: np.random.Generator) -> list:
+    """n random evaluations of each model row among `queries` (NaN cells skipped)."""
+    sets = []
+    for r in rows:
+        have = queries[~np.isnan(scores[r, queries])]
+        take = rng.choice(have, size=min(n, len(have)), replace=False)
+        sets.append((np.sort(take), scores[r, np.sort(take)]))
+    return sets
+
+
+def true_accuracy(scores: np.ndarray, benchmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(names, (M, K) accuracy over every query of each benchmark, NaN cells skipped)."""
+    names, codes = np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
+    out = np.stack([np.nanmean(scores[:, codes == k], axis=1) for k in range(len(names))], axis=1)
+    return names, out
+
+
+def _observed_proba(sets: list, benchmarks: np.ndarray, pool_mean: np.ndarray) -> np.ndarray:  # (M, 1, Q)
+    names, codes = np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
+    out = np.empty((len(sets), 1, len(codes)))
+    for m, (idx, s) in enumerate(sets):
+        per = np.array([s[codes[idx] == k].mean() if (codes[idx] == k).any() else pool_mean[k] for k in range(len(names))])
+        out[m, 0] = per[codes]
+    return out
+
+
+def _low_rank_proba(train_matrix: np.ndarray, sets: list, rank: int, alpha: float = 1.0) -> np.ndarray:  # (M, 1, Q)
+    mu = np.nanmean(train_matrix, axis=0)
+    filled = np.where(np.isnan(train_matrix), mu, train_matrix) - mu
+    _, sv, vt = np.linalg.svd(filled, full_matrices=False)
+    rank = min(rank, len(sv))
+    basis = (vt[:rank] * sv[:rank, None] / np.sqrt(len(filled))).T  # (Q, r)
+    out = np.empty((len(sets), 1, len(mu)))
+    for m, (idx, s) in enumerate(sets):
+        b = basis[idx]
+        w = np.linalg.solve(b.T @ b + alpha * np.eye(rank), b.T @ (s - mu[idx]))
+        out[m, 0] = np.clip(mu + basis @ w, 0.005, 0.995)
+    return out
+
+
+def _score(cap, truth: np.ndarray) -> dict:
+    err = np.abs(cap.estimate - truth) * 100
+    cover = (truth >= cap.lo) & (truth <= cap.hi)
+    return {"mae": float(err.mean()), "coverage": float(cover.mean()),
+            "mae_per_model": err.mean(axis=1)}  # kept for paired intervals, dropped before JSON
+
+
+def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benchmarks: np.ndarray, *,
+                          trained: np.ndarray, held: np.ndarray, train_queries: np.ndarray,
+                          sizes: Sequence[int] = DEFAULT_SIZES, methods: Sequence[str] = METHODS,
+                          reference: pd.DataFrame | None = None, identity_models: int = 100, samples: int = 64,
+                          irt=None, seed: int = 0) -> dict:
+    """The capability, reference and identity figures of one fold (see the module docstring).
+
+    Args:
+        model: the fold's trained Locus; encodings (Q, D); scores (M, Q) NaN = no cell; benchmarks (Q,).
+        trained / held: model rows trained on / held out; train_queries: the fold's training queries (the n are drawn
+            from them).
+        reference: rows aligned with `scores`' models, one numeric column per reference score (NaN rows skipped).
+        irt: a fitted evaluation.latent.IRT on the trained rows (None: "irt" is skipped).
+    Returns {key: value} plus "_per_model" {(kind, method, n): (H,) errors} for paired comparisons.
+    """
+    rng = np.random.default_rng(seed)
+    names, truth = true_accuracy(scores, benchmarks)
+    train_sets = []  # the in-training models' evaluations on the training queries: the pool's embeddings
+    for r in trained:
+        have = train_queries[~np.isnan(scores[r, train_queries])]
+        train_sets.append((have, scores[r, have]))
+    pool_z = embed_evaluation_sets(model, encodings, train_sets)
+    pool_mean = truth[trained].mean(axis=0)
+    ref_map = None
+    if reference is not None:
+        ok = trained[~reference.iloc[trained].isna().any(axis=1).to_numpy()]
+        ref_map = fit_reference_map(truth[ok], reference.iloc[ok].reset_index(drop=True))
+        ref_rows = ~reference.iloc[held].isna().any(axis=1).to_numpy()
+        ref_truth = reference.iloc[held].to_numpy(dtype=float)
+    train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
+    out: dict = {}
+    per_model: dict = {}
+    for n in sizes:
+        sets = draw_sets(scores, held, train_queries, n, rng)
+        spread = encoder_spread(model, encodings, train_sets[: min(200, len(train_sets))], n, seed=seed)
+        z0 = embed_evaluation_sets(model, encodings, sets)
+        caps = {}
+        for method in methods:
+            t0 = time.perf_counter()
+            if method == "locus":
+                post = refine_embeddings(model, encodings, sets, spread, z0=z0)
+                caps[method] = capability_estimates(model, encodings, benchmarks, post, sets, samples=samples, seed=seed)
+            elif method == "locus_encoder":
+                prior = Posterior(mean=z0, prior=z0, chol=np.broadcast_to(np.diag(spread), (len(z0), *np.diag(spread).shape)),
+                                  log_lik=np.zeros(len(z0)), log_lik_prior=np.zeros(len(z0)))
+                caps[method] = capability_estimates(model, encodings, benchmarks, prior, sets, samples=samples, seed=seed)
+            elif method == "observed":
+                caps[method] = accuracy_from_proba(_observed_proba(sets, benchmarks, pool_mean), sets, benchmarks, seed=seed)
+            elif method == "low_rank":
+                caps[method] = accuracy_from_proba(_low_rank_proba(train_matrix, sets, 16), sets, benchmarks, seed=seed)
+            elif method == "irt" and irt is not None:
+                dense = np.full((len(sets), scores.shape[1]), np.nan, np.float32)
+                for m, (idx, s) in enumerate(sets):
+                    dense[m, idx] = s
+                rows = irt.onboard(dense)
+                proba = irt.predict_proba(rows, np.arange(scores.shape[1]))[:, None, :]
+                caps[method] = accuracy_from_proba(proba, sets, benchmarks, seed=seed)
+            out[f"seconds.{method}.{n}"] = time.perf_counter() - t0
+        for method, cap in caps.items():
+            s = _score(cap, truth[held])
+            out[f"capability.{method}.{n}.mae"], out[f"capability.{method}.{n}.coverage"] = s["mae"], s["coverage"]
+            per_model["capability", method, n] = s["mae_per_model"]
+            if ref_map is not None:
+                est, lo, hi = reference_estimates(cap, ref_map, seed=seed)
+                err = np.abs(est - ref_truth)[ref_rows]
+                out[f"reference.{method}.{n}.mae"] = float(err.mean())
+                out[f"reference.{method}.{n}.coverage"] = float(((ref_truth >= lo) & (ref_truth <= hi))[ref_rows].mean())
+                for j, col in enumerate(ref_map.scores):
+                    out[f"reference.{method}.{n}.{col}.mae"] = float(err[:, j].mean())
+                per_model["reference", method, n] = err.mean(axis=1)
+        # copy recognition: n of an in-training model's own evaluations under a new name
+        sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
+        copies = draw_sets(scores, trained[sources], train_queries, n, rng)
+        post = refine_embeddings(model, encodings, copies, spread)
+        order, prob = answer_likeness(copies, scores[trained], pool_z, post, samples=samples, seed=seed)
+        out[f"identity.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
+        out[f"identity.{n}.embedding_hit_at_1"] = float((prob.argmax(axis=1) == sources).mean())
+    out["_per_model"] = per_model
+    out["benchmarks"] = list(names)
+    return out
+
+
+def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.ndarray, splits: Sequence, *,
+                     trained: np.ndarray, held: np.ndarray, model_config, train_config, sizes: Sequence[int] = DEFAULT_SIZES,
+                     methods: Sequence[str] = METHODS, reference: pd.DataFrame | None = None, irt_steps: int = 300,
+                     seed: int = 0, log=lambda message: None) -> dict:
+    """capability_evaluation on each fold of `splits` (evaluation.splits.Fold): LOCUS trained on the in-training
+    models' training-query cells (validation: the fold's val cells), IRT likewise (irt_steps full-batch steps).
+    Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.locus_minus_<method>.<n>.mae": {"diff", "ci_low",
+    "ci_high"}} (per-model differences pooled over folds, 95% bootstrap over held-out models), "folds": [...]}."""
+    from dataclasses import replace
+
+    from locus_model.evaluation.latent import IRT, LatentConfig
+    from locus_model.training import train_locus
+
+    folds, per_model = [], {}
+    for fold in splits:
+        t0 = time.perf_counter()
+        train = np.full((len(trained), scores.shape[1]), np.nan, np.float32)
+        train[:, fold.train] = scores[np.ix_(trained, fold.train)]
+        val = np.full_like(train, np.nan)
+        val[:, fold.val] = scores[np.ix_(trained, fold.val)]
+        model = train_locus(encodings, train, val, model_config=model_config,
+                            train_config=replace(train_config, seed=train_config.seed + fold.index), progress=False).model
+        log(f"capability fold {fold.index}: LOCUS trained in {time.perf_counter() - t0:.0f} s")
+        irt = None
+        if "irt" in methods:
+            irt = IRT(LatentConfig(dim=16, noise=(0.1,), max_steps=irt_steps, seed=seed))
+            irt.fit(encodings, train, val)
+            log(f"capability fold {fold.index}: IRT fitted, {time.perf_counter() - t0:.0f} s")
+        result = capability_evaluation(model, encodings, scores, benchmarks, trained=trained, held=held,
+                                       train_queries=fold.train, sizes=sizes, methods=methods, reference=reference,
+                                       irt=irt, seed=seed + fold.index)
+        for key, errors in result.pop("_per_model").items():
+            per_model.setdefault(key, []).append(errors)
+        result["seconds.fold"] = time.perf_counter() - t0
+        folds.append(result)
+        log(f"capability fold {fold.index}: " + ", ".join(f"{k} {v:.3f}" for k, v in result.items()
+                                                           if isinstance(v, float) and not k.startswith("seconds")))
+    keys = [k for k in folds[0] if isinstance(folds[0][k], float)]
+    summary = {k: {"mean": float(np.mean([f[k] for f in folds])), "std": float(np.std([f[k] for f in folds]))}
+               for k in keys}
+    rng = np.random.default_rng(seed)
+    paired = {}
+    for (kind, method, n), errors in per_model.items():
+        mine = per_model.get((kind, "locus", n))
+        if method == "locus" or mine is None:
+            continue
+        diff = np.concatenate(mine) - np.concatenate(errors)
+        boot = np.array([diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)])
+        paired[f"{kind}.locus_minus_{method}.{n}.mae"] = {
+            "diff": float(diff.mean()), "ci_low": float(np.quantile(boot, 0.025)), "ci_high": float(np.quantile(boot, 0.975))}
+    return {"summary": summary, "paired": paired, "folds": folds}
+
+
+def read_reference_scores(path, models: Sequence[str]) -> pd.DataFrame:
+    """A reference-score table (CSV: a ``model`` column and one numeric column per score, like metabench's
+    leaderboard.csv), its numeric columns in `models`' order (NaN where a model has none)."""
+    table = pd.read_csv(path)
+    if "model" not in table.columns:
+        raise ValueError(f"{path}: no 'model' column. How to fix: one row per model, a 'model' column and one numeric "
+                         "column per reference score")
+    numeric = [c for c in table.columns if c != "model" and pd.api.types.is_numeric_dtype(table[c])
+               and not pd.api.types.is_bool_dtype(table[c])]  # a flag (moe) is not a score
+    if not numeric:
+        raise ValueError(f"{path}: no numeric score column besides 'model'. How to fix: add one column per score")
+    dup = table["model"][table["model"].duplicated()]
+    if len(dup):
+        raise ValueError(f"{path}: model {dup.iloc[0]!r} (row {dup.index[0] + 2}) appears twice; keep one row per model")
+    return table.set_index("model")[numeric].reindex(list(models))
+
+
+def capability_from_result(matrix, encodings: np.ndarray, result: dict, sizes: Sequence[int], reference_path,
+                           train_config, *, progress: bool = True) -> dict:
+    """`locus evaluate --onboard-sizes`: capability_folds on the folds and held-out models of an evaluate() result;
+    returns its flat keys (capability.<method>.<n>.mae, ...: fold means) plus "capability_detail"."""
+    import sys
+
+    from locus_model.evaluation.splits import query_folds
+    from locus_model.model_config import LocusConfig
+
+    settings = result["settings"]
+    _, splits, _ = query_folds(matrix, fold=None, folds=settings["folds"], budget=settings["budget"],
+                               seed=settings["seed"], val_fraction=settings["val_fraction"] or 0.1)
+    if settings.get("only_folds") is not None:
+        splits = [splits[f] for f in settings["only_folds"]]
+    held_names = set(settings["held_out_model_names"])
+    if not held_names:
+        raise ValueError("--onboard-sizes: no model is held out; give --holdout-models above 0")
+    held = np.array([i for i, m in enumerate(matrix.models) if m in held_names])
+    trained = np.setdiff1d(np.arange(len(matrix.models)), held)
+    reference = None if reference_path is None else read_reference_scores(reference_path, matrix.models)
+    log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)
+    run = capability_folds(encodings, matrix.scores.astype(np.float32), matrix.benchmarks, splits, trained=trained,
+                           held=held, model_config=LocusConfig(query_dim=encodings.shape[1]), train_config=train_config,
+                           sizes=tuple(sizes) or DEFAULT_SIZES, reference=reference, seed=settings["seed"], log=log)
+    keys = {k: v["mean"] for k, v in run["summary"].items() if not k.startswith("seconds")}
+    return {**keys, "capability_detail": {"summary": run["summary"], "paired": run["paired"]}}
+
+
+__all__ = ["METHODS", "DEFAULT_SIZES", "draw_sets", "true_accuracy", "capability_evaluation", "capability_folds",
+           "read_reference_scores", "capability_from_result"]
