@@ -214,7 +214,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             progress=progress, jobs=args.jobs, costs=costs,
         )
         if args.onboard_sizes is not None:  # issue 56: capability estimates on the same folds and held-out models
-            from locus_model.evaluation.capability import capability_from_result
+            from locus_model.evaluation.capability import capability_from_result  # why: only with --onboard-sizes
 
             result.update(capability_from_result(matrix, encodings, result, args.onboard_sizes, args.reference_scores,
                                                  train_config, progress=progress))

@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 import torch
+from torch.func import jacrev, vmap
 
 from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
 
@@ -142,8 +143,6 @@ def refine_embeddings(model, encodings: np.ndarray, sets: Sequence[EvaluationSet
 
 def _gauss_newton(model, z: torch.Tensor, phi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # (M, d, d)
     """J^T diag(p (1 - p)) J per model, J = d logit / d z on its observed queries."""
-    from torch.func import jacrev, vmap
-
     def one(zm: torch.Tensor, phim: torch.Tensor) -> torch.Tensor:  # (d,), (T, D) -> (T,)
         return _pair_logits(model, zm[None], phim[None])[0]
 

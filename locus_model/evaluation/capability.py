@@ -18,16 +18,29 @@ estimates.answer_likeness).
 
 from __future__ import annotations
 
-from typing import Sequence
-
+import sys
 import time
+from dataclasses import replace
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from locus_model.estimates import (accuracy_from_proba, answer_likeness, capability_estimates, encoder_spread,
-                                   fit_reference_map, refine_embeddings, reference_estimates, Posterior)
+from locus_model.estimates import (
+    Posterior,
+    accuracy_from_proba,
+    answer_likeness,
+    capability_estimates,
+    encoder_spread,
+    fit_reference_map,
+    reference_estimates,
+    refine_embeddings,
+)
+from locus_model.evaluation.latent import IRT, LatentConfig
+from locus_model.evaluation.splits import query_folds
 from locus_model.infer import embed_evaluation_sets
+from locus_model.model_config import LocusConfig
+from locus_model.training import train_locus
 
 METHODS = ("locus", "locus_encoder", "observed", "low_rank", "irt")
 DEFAULT_SIZES = (16, 32, 64, 128)
@@ -170,11 +183,6 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
     models' training-query cells (validation: the fold's val cells), IRT likewise (irt_steps full-batch steps).
     Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.locus_minus_<method>.<n>.mae": {"diff", "ci_low",
     "ci_high"}} (per-model differences pooled over folds, 95% bootstrap over held-out models), "folds": [...]}."""
-    from dataclasses import replace
-
-    from locus_model.evaluation.latent import IRT, LatentConfig
-    from locus_model.training import train_locus
-
     folds, per_model = [], {}
     for fold in splits:
         t0 = time.perf_counter()
@@ -236,11 +244,6 @@ def capability_from_result(matrix, encodings: np.ndarray, result: dict, sizes: S
                            train_config, *, progress: bool = True) -> dict:
     """`locus evaluate --onboard-sizes`: capability_folds on the folds and held-out models of an evaluate() result;
     returns its flat keys (capability.<method>.<n>.mae, ...: fold means) plus "capability_detail"."""
-    import sys
-
-    from locus_model.evaluation.splits import query_folds
-    from locus_model.model_config import LocusConfig
-
     settings = result["settings"]
     _, splits, _ = query_folds(matrix, fold=None, folds=settings["folds"], budget=settings["budget"],
                                seed=settings["seed"], val_fraction=settings["val_fraction"] or 0.1)
