@@ -23,6 +23,7 @@ from locus_pipeline.storage import LocusHome
 
 GROUP = "onboarding"
 TRUST_CHECK = "onboarded_model_trustworthy"
+PRECISION_CHECK = "onboarded_estimates_precise"
 MISSING = "—"  # a cell with no figure (a neighbour never evaluated on that benchmark), never "nan"
 NEIGHBOURS = 5
 STABILITY_DRAWS = 20  # bootstrap resamples of an onboarded model's evaluations for its neighbours' stability
@@ -117,13 +118,16 @@ def profile_markdown(shown: pd.DataFrame, name: str, neighbours: list[str]) -> s
           check_specs=[dg.AssetCheckSpec(TRUST_CHECK, asset="onboarded_model_embedding",
                                          description="The model's embedding rests on enough evaluations (the checkpoint's "
                                                      "training budget, the pool's routable floor) of queries like the "
-                                                     "pool's (warning only)")])
+                                                     "pool's (warning only)"),
+                       dg.AssetCheckSpec(PRECISION_CHECK, asset="onboarded_model_embedding",
+                                         description="Every per-benchmark capability estimate's 90% interval is at most "
+                                                     "20 points wide (warning only: ask the model more questions)")])
 def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome, mlflow: MlflowTracking):
     """The onboarded model as the pool holds it: its row, its five nearest models (Euclidean distance between
     model embeddings) and its per-benchmark profile beside theirs. A model of the training source keeps its
     training embedding (its new evaluations are only recorded in its store)."""
     from locus_model.onboarding import benchmark_profile, nearest_models, neighbour_stability
-    from locus_pipeline.reports import per_benchmark_accuracy
+    from locus_pipeline.reports import WIDE_INTERVAL, estimates_markdown, newcomer_estimates, per_benchmark_accuracy
 
     key = context.partition_key
     pool = home.read_pool()
@@ -134,9 +138,9 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     row = rows.iloc[0]
     name = str(row["model"])
     neighbours = nearest_models(pool, name, NEIGHBOURS)
-    training = home.read_table("evaluation_table", columns=["model", "benchmark", "score"])
+    training = home.read_table("evaluation_table", columns=["model", "query_id", "benchmark", "score"])
     accuracy = per_benchmark_accuracy(training, home.onboarded_evaluations())
-    stability, n_rows, warnings, trust = {}, {}, [], {}
+    stability, n_rows, warnings, trust, estimated, precision = {}, {}, [], {}, {}, None
     if str(row["source"]) == "onboarded":  # its evaluations are its store: how much can they say?
         store = home.read_store(key)
         n_rows = store.groupby("benchmark")["score"].size().to_dict()
@@ -147,6 +151,21 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
         stability = {"nearest_model_stability": round(result.share_top1(nearest), 3),
                      "neighbours_under_resampling": dg.MetadataValue.md(result.to_markdown(nearest))}
         warnings, trust = trust_warnings(home, store, encodings, int(row["n_evaluations"]))
+        estimates = newcomer_estimates(checkpoint.model, store, encodings, training, home.read_table("query_encodings"), pool)
+        capability, like = estimates_markdown(estimates)
+        cap = estimates.capability
+        width = cap["hi"] - cap["lo"]
+        wide = cap[width > WIDE_INTERVAL]
+        if len(wide):
+            vague = (f"the estimate of {len(wide)} benchmark(s) spans over {WIDE_INTERVAL:.0%} (widest: "
+                            f"{wide['benchmark'].iloc[int(width[wide.index].argmax())]}, {width.max():.0%}): "
+                     "its answers there are too few to place it; ask it more questions")
+            context.log.warning(f"{name}: {vague}")
+        precision = {"widest_interval": round(float(width.max()), 3), "threshold_interval": WIDE_INTERVAL,
+                     "wide_benchmarks": ", ".join(wide["benchmark"].astype(str)) or "none"}
+        estimated = {"capability_estimates": dg.MetadataValue.md(capability), "answers_like": dg.MetadataValue.md(like),
+                     "answers_like_most": str(estimates.answers_like["model"].iloc[0]) if len(estimates.answers_like) else "",
+                     "widest_interval": round(float(width.max()), 3)}
         for line in warnings:
             context.log.warning(f"{name}: {line}")
     shown = benchmark_profile(accuracy, name, neighbours["model"].tolist(), n_rows)
@@ -162,6 +181,7 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
         "nearest_models": dg.MetadataValue.md(escape_frame(neighbours.round(4)).to_markdown(index=False)),
         "per_benchmark_profile": dg.MetadataValue.md(profile_markdown(shown, name, neighbours["model"].tolist())),
         **stability,
+        **estimated,
         "pool_models": len(pool),
         **atlas_link(home, mlflow, str(row["checkpoint_id"])),  # the model shows there after the reports refresh
     }
@@ -169,6 +189,10 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     yield dg.AssetCheckResult(check_name=TRUST_CHECK, passed=not warnings, severity=dg.AssetCheckSeverity.WARN,
                               metadata={"n_evaluations": int(row["n_evaluations"]), "routable": bool(row["routable"]),
                                         **trust, "warnings": "; ".join(warnings) or "none"})
+    precision = precision or {"wide_benchmarks": "none", "note": "a model of the training source: no estimates (its "
+                                                                 "answers over the pool's queries are its accuracy)"}
+    yield dg.AssetCheckResult(check_name=PRECISION_CHECK, passed=precision["wide_benchmarks"] == "none",
+                              severity=dg.AssetCheckSeverity.WARN, metadata=precision)
 
 
 def trust_warnings(home: LocusHome, store: pd.DataFrame, encodings: pd.DataFrame, n_evaluations: int) -> tuple[list[str], dict]:

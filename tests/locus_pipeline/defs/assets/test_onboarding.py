@@ -129,6 +129,9 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         assert f"#1: {neighbours['model'].iloc[0]}" in profile
         (trust,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_model_trustworthy"]
         assert trust.passed and view.metadata["warnings"].value == "none"  # 128 evaluations of the pool's own queries
+        (precise,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_estimates_precise"]
+        assert precise.passed == (precise.metadata["wide_benchmarks"].value == "none")  # ~20 answers a benchmark: wide
+        assert precise.metadata["widest_interval"].value == view.metadata["widest_interval"].value
         assert trust.metadata["query_overlap_ratio"].value >= 1.0 and view.metadata["routable"].value is True
         stability = view.metadata["nearest_model_stability"].value
         assert 0.0 <= stability <= 1.0 and "bootstrap resamples" in view.metadata["neighbours_under_resampling"].value
@@ -366,3 +369,23 @@ def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_brin
     assert len(list((home / "onboarded" / "removed").glob(f"{safe_model_key(name)}.*.parquet"))) == 1
     storage = LocusHome(root=str(home))
     assert name not in set(storage.update_pool(rebuild_change(storage, {}))["model"])
+
+
+def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_benchmark(home: Path) -> None:
+    table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
+    source = str(table["model"].iloc[0])
+    rows = table[table["model"] == source].sample(64, random_state=0).assign(model="copy/of-a-pool-model")[COLUMNS]
+    drop_file(home, "copy.csv", rows)
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, home).run_requests
+        result = run_onboarding(instance, request)
+        assert result.success
+        (view,) = materializations(result, "onboarded_model_embedding")
+    assert view.metadata["answers_like_most"].value == source  # it answers as its source did on every shared question
+    like = view.metadata["answers_like"].value
+    assert like.splitlines()[2].startswith(f"| {source}") and "100.0% of 64" in like
+    capability = view.metadata["capability_estimates"].value
+    benchmarks = table["benchmark"].unique()
+    assert all(b in capability for b in benchmarks) and "90% interval" in capability
+    widest = view.metadata["widest_interval"].value
+    assert 0.0 < widest < 1.0
