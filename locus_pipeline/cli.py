@@ -18,6 +18,7 @@ from typing import Callable, Mapping, Sequence
 from locus_model.cli import COMMANDS as LIBRARY_COMMANDS
 from locus_model.cli import EXIT_OK, _fail, build_parser as _build_parser
 from locus_pipeline.live.cli import add_onboard, add_replay
+from locus_pipeline.runlog import QUIET_RUN
 
 
 def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, n_per_benchmark: int = 64, seed: int = 0):
@@ -312,10 +313,6 @@ def quiet_cli() -> None:
     for category in (BetaWarning, PreviewWarning):
         warnings.filterwarnings("ignore", category=category)
 
-
-# A command's in-process run (locus pool remove): Dagster's event log stays in the run's record (the UI shows it),
-# the terminal gets errors only and the command's own summary.
-QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,3 +17,8 @@ class RunLifecycleFilter(logging.Filter):
             return False  # the console logger prints those already
         event = (getattr(record, "dagster_meta", None) or {}).get("dagster_event")
         return getattr(event, "event_type_value", None) in LIFECYCLE
+
+
+# A command's in-process run (locus pool remove, locus onboard): Dagster's event log stays in the run's record (the
+# UI shows it), the terminal gets errors only and the command's own summary.
+QUIET_RUN = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}

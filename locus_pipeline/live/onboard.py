@@ -34,6 +34,7 @@ from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
 from locus_model.routing.costs import cost_table, estimate_tokens
 from locus_pipeline.intake.messages import printable
+from locus_pipeline.runlog import QUIET_RUN
 from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.serve.config import ModelsConfig, Upstream
 
@@ -366,7 +367,7 @@ def run_onboarding(home, manifest, key: str) -> str | None:
         tags = {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": SENSOR_NAME,
                 "locus/trigger": "locus onboard"}
         run = load().resolve_job_def("onboarding_job").execute_in_process(
-            instance=instance, partition_key=request.partition_key, run_config=request.run_config, tags=tags,
+            instance=instance, partition_key=request.partition_key, run_config={**request.run_config, **QUIET_RUN}, tags=tags,
             resources=resources_for(home), raise_on_error=False)
     if not run.success:
         raise OnboardError(f"the onboarding run {run.run_id} of {manifest.original_name!r} failed; see its logs in Dagster")

@@ -7,7 +7,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
-from locus_pipeline.defs.metadata import OWNERS, home_path
+from locus_pipeline.defs.metadata import OWNERS, home_path, shown_whole
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
@@ -70,7 +70,7 @@ def routing_evaluation(
     log_verdict(home, mlflow, record.checkpoint_id, verdict)
     context.add_output_metadata(
         {
-            "verdict": format_verdict(verdict),
+            "verdict": shown_whole(format_verdict(verdict)),
             "verdict_figures": dg.MetadataValue.json(verdict or {}),
             "checkpoint_id": record.checkpoint_id,
             "routing_table": dg.MetadataValue.md(headline_markdown(flat)),

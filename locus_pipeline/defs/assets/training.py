@@ -106,7 +106,7 @@ def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evalu
     held = models.loc[models["group"] == "held_out", "model"].tolist()
     yield dg.Output(models, output_name="model_split", metadata={
         "in_training": int((models["group"] == "in_training").sum()), "held_out": len(held),
-        "held_out_models": ", ".join(held[:20]) + (" ..." if len(held) > 20 else "")})
+        "held_out_models": shown_whole(", ".join(held[:20]) + (" ..." if len(held) > 20 else ""))})
 
 
 def field_docs(cls: type) -> dict[str, str]:
