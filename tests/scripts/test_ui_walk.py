@@ -88,7 +88,7 @@ def test_the_ui_walk_passes_every_item(tmp_path: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     printed = done.stdout + done.stderr
     assert done.returncode == 0, printed[-6000:]
-    assert [line.split(":")[0] for line in printed.splitlines() if line.startswith("PASS item")] == [f"PASS item {i}" for i in range(1, 10)]
+    assert [line.split(":")[0] for line in printed.splitlines() if line.startswith("PASS item")] == [f"PASS item {i}" for i in range(1, 13)]
     assert len(list(out.glob("item*.png"))) >= 9
     assert "servers stopped in" in printed
     assert not list((tmp_path / "home" / "incoming").rglob("ui-walk*"))  # the walk ran on a copy of the home
