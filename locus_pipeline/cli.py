@@ -121,7 +121,7 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
                    help="bearer token required on every endpoint but /healthz (default: $LOCUS_SERVE_TOKEN, else none)")
     p.add_argument("--models-config", type=Path, default=None,
                    help="YAML or JSON: per pool model its OpenAI-compatible base_url, model, api_key_env and "
-                        "cost_per_query or price_input_per_mtok / price_output_per_mtok or params_b (README.md)")
+                        "cost_per_query or price_input_per_mtok / price_output_per_mtok or params_b (README.md, docs/serve.md)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads for encoding and prediction (default 1)")
     p.add_argument("--encoder-runtime", default=None, choices=["onnx-int8", "onnx-fp32", "torch"],
                    help="query encoder runtime (default: the one the checkpoint's training encodings came from)")

@@ -70,7 +70,7 @@ def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_
     lines += ["", "At w=1 the model with the best P(correct) wins; when one model is the strongest on nearly every "
                   "question (MMLU-Pro's pool: a frontier model), it takes nearly all of them. Lower w (locus:0.5, "
                   "--quality-weight) trades P(correct) for cost; models of unknown cost are left out then. Caps "
-                  "(max_cost, max_params) and candidates restrict the choice per request (README, Route live traffic)."]
+                  "(max_cost, max_params) and candidates restrict the choice per request (docs/serve.md)."]
     return "\n".join(lines)
 
 
