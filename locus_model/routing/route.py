@@ -97,6 +97,12 @@ def fallback_chain(embeddings: np.ndarray, chosen: int, among: Sequence[int], *,
     return others[np.lexsort((others, dist))]
 
 
+def rank_candidates(scores: np.ndarray, costs: np.ndarray, index: np.ndarray) -> np.ndarray:  # (M,) or (M, Q)
+    """Candidates best first along axis 0, the one ranking rule of :func:`route` and :func:`route_many`: the higher
+    score, then the cheaper (an unknown cost, NaN, after the known on a tie), then the lower index."""
+    return np.lexsort((index, np.where(np.isnan(costs), np.inf, costs), -scores), axis=0)  # last key sorts first
+
+
 def route(
     probs: np.ndarray,  # (M,) P(correct) of each candidate for this query
     costs: np.ndarray,  # (M,) expected cost of each candidate for this query (NaN = unknown)
@@ -154,7 +160,7 @@ def route(
     idx = np.flatnonzero(keep)
     scores = np.full(len(c), np.nan)
     scores[idx] = route_scores(p[idx], np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
-    ranking = idx[np.lexsort((idx, np.where(unknown, np.inf, c)[idx], -scores[idx]))]  # unknown: after, on a tie
+    ranking = idx[rank_candidates(scores[idx], c[idx], idx)]
     chosen = int(ranking[0])
     chain = (_cost_aware_chain(embeddings, chosen, ranking, c, uses_cost, n_fallbacks) if embeddings is not None
              else np.zeros(0, dtype=np.int64))
@@ -214,11 +220,9 @@ def route_many(probs: np.ndarray, costs: np.ndarray, quality_weight: float,
                               "(quality_weight < 1) is possible. How to fix: give prices (or parameter counts).")
     c_known = np.where(known & ~np.isnan(c), c, 0.0)
     s = np.where(known, route_scores(p, c_known, w), -np.inf)
-    # best score, then cheaper (unknown last), then lower index (np.lexsort sorts by its last key first)
-    rows = np.arange(p.shape[0])[:, None] * np.ones((1, p.shape[1]))
-    order = np.lexsort((rows, np.where(np.isnan(c), np.inf, c), -s), axis=0)
-    return order[0]
+    rows = np.broadcast_to(np.arange(p.shape[0])[:, None], p.shape)
+    return rank_candidates(s, c, rows)[0]
 
 
 __all__ = ["check_quality_weight", "quality_lambda", "normalized_costs", "route_scores", "RouteDecision",
-           "fallback_chain", "route", "route_many"]
+           "fallback_chain", "rank_candidates", "route", "route_many"]

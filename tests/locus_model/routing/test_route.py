@@ -185,3 +185,14 @@ def test_a_cost_aware_fallback_chain_never_makes_the_query_dearer_while_cheaper_
     assert filled.fallbacks.tolist() == [3, 4, 1]  # fewer cheap ones than k: the nearest dearer one after them
     # cost has no weight at w = 1: the nearest neighbours, whatever they cost, best-scored first
     assert route(p, c, quality_weight=1.0, embeddings=z, n_fallbacks=2).fallbacks.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("w", [1.0, 0.7])
+def test_route_many_chooses_what_route_chooses_query_by_query_ties_included(w: float) -> None:
+    rng = np.random.default_rng(3)
+    probs = rng.choice([0.2, 0.5, 0.8], size=(6, 40))  # many exact ties
+    costs = rng.choice([1.0, 2.0, np.nan], size=6)
+    costs[0] = 1.0  # one known cost at least
+    many = route_many(probs, costs, w)
+    one = [route(probs[:, q], costs, quality_weight=w).chosen for q in range(probs.shape[1])]
+    assert many.tolist() == one
