@@ -21,7 +21,7 @@ from locus_model.data.contract import safe_model_key
 from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev
 from locus_pipeline.instance import prepare_dagster_home
 from locus_pipeline.storage import LocusHome
-from tests.locus_pipeline.defs.assets.test_onboarding import new_checkpoint, new_model_rows
+from tests.locus_pipeline.drops import new_checkpoint, new_model_rows
 
 MODEL = "e2e/dropped model ü"
 

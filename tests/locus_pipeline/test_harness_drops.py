@@ -19,7 +19,7 @@ import pytest
 from locus_model.data.contract import safe_model_key
 import locus_pipeline.intake.accept as accept  # where intake_file looks up sha256_entry
 from locus_pipeline.intake import DropFolder, accepted_rows, intake_file, read_manifests, scan_incoming
-from tests.locus_pipeline.defs.test_sensors import OLD, tick
+from tests.locus_pipeline.drops import OLD, sensor_tick as tick
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harnesses"
 
@@ -127,8 +127,7 @@ def test_a_folder_that_changes_while_read_is_left_for_later(home: Path, tmp_path
 
 
 def test_an_lm_eval_folder_is_onboarded_end_to_end(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.locus_pipeline.defs.assets.test_onboarding import materializations, run_onboarding
-    from tests.locus_pipeline.defs.assets.test_onboarding import tick as tick_and_add
+    from tests.locus_pipeline.drops import materializations, onboarding_tick as tick_and_add, run_onboarding
 
     _, _, source = materialized
     home = tmp_path / "home"

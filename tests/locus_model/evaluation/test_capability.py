@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from locus_model.evaluation.capability import METHODS, read_reference_scores
-from tests.locus_model.test_cli import isolated_home, run_evaluate, write_table  # noqa: F401 (fixture)
+from tests.locus_model.cli_runs import isolated_home, run_evaluate  # noqa: F401 (an autouse fixture)
+from tests.locus_model.tables import write_table
 
 
 def test_evaluate_onboard_sizes_writes_capability_reference_and_identity_keys(tmp_path):

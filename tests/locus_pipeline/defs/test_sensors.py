@@ -17,17 +17,7 @@ from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change, reports_lag
 from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import LocusHome
-
-HEADER = "model,query_id,query,benchmark,score\n"
-OLD = time.time() - 3600
-
-
-def drop(home: Path, name: str, content: str, *, mtime: float = OLD) -> Path:
-    folder = DropFolder.at(home).ensure()
-    path = folder.incoming / name
-    path.write_text(content, encoding="utf-8")
-    os.utime(path, (mtime, mtime))
-    return path
+from tests.locus_pipeline.drops import HEADER, OLD, drop, sensor_tick as tick
 
 
 def evals(*models: str, n: int = 3) -> str:
@@ -41,9 +31,7 @@ def home(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None):
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()})
-    return onboarding_drop_folder(context), context
+
 
 
 def test_a_dropped_file_becomes_partitions_and_one_run_per_model(home: Path) -> None:
