@@ -45,7 +45,8 @@ import pandas as pd
 from bench.common import METABENCH, REPO, ProtocolSetup, fit_path, protocol_setup
 from locus_model.evaluation.results import format_frontier, json_clean
 from locus_model.routing import COST_KEYS, DEFAULT_OUTPUT_TOKENS, cost_info, cost_table
-from locus_model.routing.frontier import evaluate_frontiers, plot_frontiers, query_costs
+from locus_model.routing.frontier import evaluate_frontiers, query_costs
+from locus_model.routing.frontier_plot import plot_frontiers
 
 MODELS_CSV = METABENCH.parent / "models.csv"
 METHODS = ("locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single")

@@ -232,7 +232,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if costs is not None:
         print("\n" + format_frontier(result))
     if args.plot is not None:
-        from locus_model.routing.frontier import plot_frontiers  # why: matplotlib only with --plot
+        from locus_model.routing.frontier_plot import plot_frontiers  # why: matplotlib only with --plot
 
         print(f"wrote {plot_frontiers(result['frontier_folds'], args.plot, cost_label=f'mean cost per query ({costs.basis_means})')}")
     print(f"\nwrote {path}")

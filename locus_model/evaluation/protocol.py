@@ -146,7 +146,7 @@ def evaluate(
         nothing is held out), then any extra_groups. Undefined numbers (e.g. AUC on one class) are None. With
         ``costs``: "frontier": {router: {"aiq" | "cost_share_at_best_single" | "cost_share_at_95": {"mean",
         "ci_low", "ci_high"}, ...}} and "frontier_folds" (each fold's operating points and hulls, what
-        routing.plot_frontiers draws); a share never reached is None.
+        routing.frontier_plot.plot_frontiers draws); a share never reached is None.
     """
     start = time.perf_counter()
     log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)

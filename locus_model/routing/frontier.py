@@ -1,5 +1,5 @@
 """The quality-cost frontier: accuracy against mean cost per query of every router on labelled queries, and the
-figures routing papers compare routers by; and their plots.
+figures routing papers compare routers by (their plot: :mod:`locus_model.routing.frontier_plot`).
 
 Two views of one rule. :func:`cost_frontier` (the ``cost_frontier`` asset) sweeps the quality weight of the
 cost-aware router, :func:`locus_model.routing.route_many`, the rule ``locus serve`` applies per request
@@ -221,7 +221,7 @@ def fold_mean_hull(hulls: Sequence[tuple[np.ndarray, np.ndarray]], unit_costs: S
     last vertex), each fold's cost over its ``unit_costs`` (the fold's best single model's mean cost: 1 = that
     model's cost), from the share where every fold's hull has started: its vertices (the union of the folds', where
     the mean is exactly linear between them). The one curve both the frontier table's cost shares (pooled_figures)
-    and the plot (plot_frontiers) are read from."""
+    and the plot (frontier_plot.plot_frontiers) are read from."""
     hulls = [(np.asarray(hx) / unit, np.asarray(hy)) for (hx, hy), unit in zip(hulls, unit_costs)]
     start = max(float(hx[0]) for hx, _ in hulls)
     xs = np.unique(np.concatenate([[start]] + [hx[hx > start] for hx, _ in hulls]))
@@ -366,7 +366,7 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
 def _fold_record(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int, weak: int,
                  names: Sequence[str]) -> dict:
     """What a result keeps of one fold's frontier: its queries, the two reference models, the cost range and each
-    router's operating points and hull (what :func:`plot_frontiers` draws)."""
+    router's operating points and hull (what frontier_plot.plot_frontiers draws)."""
     priced = ~np.isnan(costs).any(axis=1)
     model_cost = costs[priced].mean(axis=1)
     routers = {}
@@ -383,65 +383,6 @@ def _fold_record(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndar
             "cost_range": [float(model_cost.min()), float(model_cost.max())], "routers": routers}
 
 
-LABELS = {"locus": "LOCUS", "embedllm_mf": "EmbedLLM-MF", "irt": "IRT", "knn": "kNN", "per_benchmark": "per-benchmark",
-          "best_single": "best single (anchor rates)", "oracle": "oracle (knows the labels)",
-          "threshold_locus": "2-model threshold (LOCUS P)", "threshold_mf": "2-model threshold (MF P)",
-          "random_mix": "random mix (cheapest / best single)"}
-
-
-def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost per query"):
-    """Each router's fold-mean hull (fold_mean_hull: the curve the table's cost shares are read from) against the
-    share of the best single model's cost, the best single model (star, at 100%), 95% of its accuracy (dotted) and where LOCUS reaches it; ``folds`` as
-    :func:`evaluate_frontiers` returns them. The y-axis spans the routers' curves but the oracle's: an oracle far
-    above them would flatten them, so its level is written under the top edge, beside an up arrow, instead."""
-    from locus_model.figures import save_figure  # why: matplotlib loads only when a plot is drawn
-
-    return save_figure(frontiers_figure(folds, cost_label=cost_label), path)
-
-
-def frontiers_figure(folds: Sequence[dict], *, cost_label: str = "mean cost per query"):
-    """The matplotlib Figure plot_frontiers saves."""
-    from locus_model.figures import new_figure  # why: matplotlib loads only when a plot is drawn
-
-    fig = new_figure(9.0, 4.8)
-    ax = fig.add_subplot(1, 1, 1)
-    units = [f["best_single_cost"] for f in folds]
-    right = max(f["cost_range"][1] / unit for f, unit in zip(folds, units))
-    bs_acc = float(np.mean([f["best_single_accuracy"] for f in folds]))
-    drawn, lows = {}, [0.95 * bs_acc, bs_acc]
-    for i, name in enumerate(folds[0]["routers"]):
-        hx, hy = fold_mean_hull([(np.array(f["routers"][name]["hull_cost"]), np.array(f["routers"][name]["hull_accuracy"]))
-                                 for f in folds], units)
-        hx, hy = np.append(hx, max(right, hx[-1])), np.append(hy, hy[-1])  # flat to the most expensive model
-        drawn[name] = (hx, hy)
-        ax.plot(hx, hy, label=LABELS.get(name, name), color=f"C{i % 10}",
-                lw=2.4 if name == "locus" else 1.2, ls="--" if name == "random_mix" else "-")
-    shown = [hy for name, (_, hy) in drawn.items() if name != "oracle"] or [hy for _, hy in drawn.values()]
-    low, high = min(min(lows), *(float(h.min()) for h in shown)), max(max(lows), *(float(h.max()) for h in shown))
-    pad = 0.06 * max(high - low, 1e-3)
-    ax.set_ylim(low - pad, high + 2 * pad)
-    if "oracle" in drawn and drawn["oracle"][1].max() > high + 2 * pad:
-        level = float(drawn["oracle"][1].max())
-        ax.text(0.01, 0.98, f"\u2191 oracle (knows the labels): up to {level:.3f}, above the plot", va="top",
-                transform=ax.transAxes, fontsize=7, color=f"C{list(drawn).index('oracle') % 10}",
-                bbox=dict(facecolor="white", edgecolor="none", alpha=0.8))
-    ax.scatter([1.0], [bs_acc], marker="*", s=150, color="black", zorder=5, label="best single (fold mean)")
-    ax.axhline(0.95 * bs_acc, color="black", lw=0.7, ls=":", label="95% of best single")
-    if "locus" in drawn:
-        reach = cost_at(*drawn["locus"], 0.95 * bs_acc)
-        if np.isfinite(reach):
-            ax.scatter([reach], [0.95 * bs_acc], marker="o", s=40, facecolor="none", edgecolor="C0", zorder=6,
-                       label=f"LOCUS at 95%: {share_text(reach)} of best single's cost")
-    ax.xaxis.set_major_formatter(lambda x, _: f"{x:.0%}")
-    ax.set_xlabel(f"{cost_label}, as a share of the best single model's (fold by fold)")
-    ax.set_ylabel("accuracy on the test queries")
-    ax.set_title(f"Quality-cost frontiers (non-decreasing convex hulls, mean over {len(folds)} fold(s))", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    return fig
-
-
 __all__ = ["FIGURES", "THRESHOLD_OF", "CostFrontier", "FoldHulls", "cost_frontier", "evaluate_frontiers",
-           "fold_hulls", "fold_mean_hull", "frontier_curves", "frontier_figures", "frontier_of_pool", "frontiers_figure",
-           "plot_frontiers",
-           "pooled_figures", "query_costs"]
+           "fold_hulls", "fold_mean_hull", "frontier_curves", "frontier_figures", "frontier_of_pool", "pooled_figures",
+           "query_costs", "share_text"]

@@ -8,8 +8,8 @@ import pytest
 
 from locus_model.routing import cost_frontier, cost_table, route
 from locus_model.routing.curves import aiq, cost_at, monotone_hull, rule_curve
-from locus_model.routing.frontier import (evaluate_frontiers, fold_mean_hull, frontiers_figure, plot_frontiers,
-                                          query_costs)
+from locus_model.routing.frontier import evaluate_frontiers, fold_mean_hull, query_costs
+from locus_model.routing.frontier_plot import frontiers_figure, plot_frontiers
 
 # Three models: A cheap (cost 1), B (2), C dear (4); C is right on queries 0-2, B on 0-1, A on 0 only.
 NAMES = ["A", "B", "C"]
