@@ -1,4 +1,4 @@
-"""Live onboarding reads every endpoint answer as untrusted input (locus_pipeline.live.onboard.read_answer, ask_one,
+"""Live onboarding reads every endpoint answer as untrusted input (locus_pipeline.live.asking.read_answer, ask_one,
 call_cost): a bad answer fails its call with the reason, nothing raises, and no count makes a call cheaper."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from locus_model.routing.costs import cost_table, estimate_tokens
-from locus_pipeline.live.onboard import ask_one, call_cost, read_answer
+from locus_pipeline.live.asking import ask_one, call_cost, read_answer
 from locus_pipeline.serve.config import Upstream
 
 
