@@ -68,7 +68,7 @@ def single_model(serve: str, snap: Snapshot, home: LocusHome | None = None) -> t
 def pool_verdict(home: LocusHome, snap: Snapshot) -> dict | None:
     """The verdict of the home's routing evaluation (reports/routing_evaluation.json) when it evaluated the pool's
     own checkpoint; None when there is none, or it is of another checkpoint (a stale verdict decides nothing)."""
-    path = home.dir("reports") / "routing_evaluation.json"
+    path = home.routing_evaluation_path
     try:
         result = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

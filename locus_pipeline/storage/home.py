@@ -124,6 +124,12 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, dg.ConfigurableResource
         write_bytes_atomic(text.encode("utf-8"), path)
         return path
 
+    @property
+    def routing_evaluation_path(self) -> Path:
+        """``reports/routing_evaluation.json``: the routing_evaluation asset's result, whose verdict locus serve
+        reads."""
+        return self.dir("reports") / "routing_evaluation.json"
+
     def run_file(self, run_id: str, name: str) -> Path:
         """A local file for one run's output under ``reports/runs/<run_id>/`` (published with the reports), so
         that concurrent runs never write the same file."""

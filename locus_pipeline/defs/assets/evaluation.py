@@ -61,7 +61,7 @@ def routing_evaluation(
         costs=None if costs.basis == "none" else costs,  # no price and no size: no frontier
     )
     result["settings"]["checkpoint_id"] = record.checkpoint_id
-    path = save_results(result, home.dir("reports") / "routing_evaluation.json")
+    path = save_results(result, home.routing_evaluation_path)
     verdict = result["verdict"]
     text = format_verdict(verdict) + "\n\n" + format_results(result) + ("\n\n" + format_frontier(result) if "frontier" in result else "")
     context.log.info("\n" + text)

@@ -73,7 +73,7 @@ def test_the_startup_summary_names_the_pool_what_it_serves_the_upstreams_and_the
 def write_verdict(home, checkpoint_id: str, pays: bool, best: str = "beta-13b") -> None:
     verdict = {"pays": pays, "best_single": best, "delta": 1.5 if pays else -0.6, "lo": 0.4 if pays else -2.0,
                "hi": 2.6 if pays else 0.6, "cost_share": None}
-    path = home.dir("reports") / "routing_evaluation.json"
+    path = home.routing_evaluation_path
     path.write_text(json.dumps({"settings": {"checkpoint_id": checkpoint_id}, "verdict": verdict}))
 
 
