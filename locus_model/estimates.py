@@ -278,6 +278,17 @@ def reference_estimates(capability: Capability, ref: ReferenceMap, *, seed: int 
 # ---------------------------------------------------------------------------------------------- who it answers like
 
 
+def answer_agreement(pool_scores: np.ndarray, evaluation_set: EvaluationSet) -> tuple[np.ndarray, np.ndarray]:
+    """(share of the questions each pool model shares with the set where both were right or both wrong, NaN where it
+    shares none; how many it shares): pool_scores (P, Q), NaN = not asked."""
+    idx, s = evaluation_set
+    cells = pool_scores[:, np.asarray(idx)]  # (P, n)
+    asked = ~np.isnan(cells)
+    shared = asked.sum(axis=1)
+    same = (asked & (np.abs(np.nan_to_num(cells) - np.asarray(s)) < 0.5)).sum(axis=1)
+    return np.where(shared > 0, same / np.maximum(shared, 1), np.nan), shared
+
+
 def answer_likeness(sets: Sequence[EvaluationSet], pool_scores: np.ndarray, pool_embeddings: np.ndarray,
                     posterior: Posterior, *, samples: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Per model, the pool models ranked by how alike they answer, and a probability for each.
@@ -290,11 +301,9 @@ def answer_likeness(sets: Sequence[EvaluationSet], pool_scores: np.ndarray, pool
     draws = posterior.samples(samples, seed=seed)
     order = np.empty((len(sets), len(pool)), dtype=np.int64)
     prob = np.zeros((len(sets), len(pool)))
-    for m, (idx, s) in enumerate(sets):
+    for m, evaluation_set in enumerate(sets):
         dist = np.sqrt(((pool - posterior.mean[m]) ** 2).sum(axis=1))
-        cells = pool_scores[:, np.asarray(idx)]  # (P, n)
-        shared = (~np.isnan(cells)).sum(axis=1)
-        agree = np.where(shared > 0, (np.abs(np.nan_to_num(cells) - np.asarray(s)) < 0.5).sum(axis=1) / np.maximum(shared, 1), -1.0)
+        agree = np.nan_to_num(answer_agreement(pool_scores, evaluation_set)[0], nan=-1.0)  # none shared: last
         order[m] = np.lexsort((dist, -agree))
         nearest = ((draws[m][:, None, :] - pool[None]) ** 2).sum(axis=2).argmin(axis=1)  # (S,)
         prob[m] = np.bincount(nearest, minlength=len(pool)) / samples
@@ -302,4 +311,4 @@ def answer_likeness(sets: Sequence[EvaluationSet], pool_scores: np.ndarray, pool
 
 
 __all__ = ["LEVEL", "Posterior", "encoder_spread", "refine_embeddings", "Capability", "accuracy_from_proba",
-           "capability_estimates", "estimate_capability", "ReferenceMap", "fit_reference_map", "reference_estimates", "answer_likeness"]
+           "capability_estimates", "estimate_capability", "ReferenceMap", "fit_reference_map", "reference_estimates", "answer_agreement", "answer_likeness"]

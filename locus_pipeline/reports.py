@@ -247,8 +247,8 @@ def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.Da
     """The onboarded model's estimates from its store (query_id, benchmark, score; encodings of its queries) against
     the training source's evaluations (``table``: model, query_id, benchmark, score; ``encodings`` of its queries)
     and the pool (its embeddings). Its queries outside the source join the query set with their own benchmarks."""
-    from locus_model.estimates import (answer_likeness, capability_estimates, encoder_spread,  # why: torch
-                                       refine_embeddings)
+    from locus_model.estimates import (answer_agreement, answer_likeness, capability_estimates,  # why: torch
+                                       encoder_spread, refine_embeddings)
 
     ids = [str(q) for q in encodings["query_id"]]
     labels = table.assign(query_id=table["query_id"].astype(str)).drop_duplicates("query_id").set_index("query_id")["benchmark"]
@@ -277,12 +277,10 @@ def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.Da
     names, z = pool_matrix(others)
     scores = wide.reindex(index=names).to_numpy(np.float32)
     order, prob = answer_likeness([newcomer], scores, z, posterior, seed=seed)
-    cells = scores[:, newcomer[0]]
-    shared = (~np.isnan(cells)).sum(axis=1)
-    agree = (np.abs(np.nan_to_num(cells) - newcomer[1]) < 0.5).sum(axis=1) / np.maximum(shared, 1)
+    agree, shared = answer_agreement(scores, newcomer)
     top = order[0][:shown]
-    like = pd.DataFrame({"model": [names[i] for i in top], "agreement": np.where(shared[top] > 0, agree[top], np.nan),
-                         "shared": shared[top], "p_nearest": prob[0][top]})
+    like = pd.DataFrame({"model": [names[i] for i in top], "agreement": agree[top], "shared": shared[top],
+                         "p_nearest": prob[0][top]})
     return NewcomerEstimates(capability=capability, answers_like=like)
 
 

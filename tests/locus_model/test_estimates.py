@@ -117,3 +117,12 @@ def test_reference_map_recovers_a_linear_score_and_widens_with_its_residuals():
     assert (hi - lo)[0, 1] > (hi - lo)[0, 0]
     with pytest.raises(ValueError, match="aligned rows without NaN"):
         fit_reference_map(acc, ref.assign(avg=np.nan))
+
+
+def test_agreement_counts_only_the_questions_both_answered() -> None:
+    from locus_model.estimates import answer_agreement
+
+    pool = np.array([[1.0, 0.0, np.nan, np.nan], [np.nan, np.nan, np.nan, np.nan], [0.0, 0.0, 0.0, 1.0]])
+    agree, shared = answer_agreement(pool, (np.array([0, 1, 2]), np.array([1.0, 0.0, 0.0])))
+    assert shared.tolist() == [2, 0, 3]
+    assert agree[0] == 1.0 and np.isnan(agree[1]) and agree[2] == 2 / 3  # a question one never answered is not agreement
