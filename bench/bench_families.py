@@ -128,7 +128,9 @@ def main(argv: list[str] | None = None) -> int:
           f"budget {args.budget}, train options {args.train_option or 'defaults'}")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     out = args.out_dir / f"families_metabench_b{args.budget}.json"
-    out.write_text(json.dumps({"settings": {k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1) + "\n")
+    settings = {k: str(v.relative_to(REPO)) if isinstance(v, Path) and v.is_relative_to(REPO) else str(v)
+                for k, v in vars(args).items()}
+    out.write_text(json.dumps({"settings": settings, "results": results}, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -27,8 +27,8 @@ distance in the full embedding space) and its per-benchmark accuracy.</p>
 <h2 id="selected">No model selected</h2>
 <h3>Nearest neighbours</h3><div id="neighbours"></div>
 <h3>Capability estimates</h3><div id="estimates"></div>
-<p class="note">estimate: its accuracy over all of the benchmark's queries, from the answers it gave (an onboarded
-model), with a 90% interval; observed: its accuracy on the queries it answered (a model LOCUS was trained on).</p>
+<p class="note">estimate: an onboarded model's accuracy over all of the benchmark's queries, from the answers it
+gave, with a 90% interval; observed: the model's accuracy on the queries it answered (no interval).</p>
 <h3>Per-benchmark accuracy</h3><div id="benchmarks"></div><div id="benchmark-bars"></div>
 <div id="other-benchmarks"></div>
 </div></div></div>
