@@ -171,7 +171,7 @@ def mlflow_key(name: str) -> str:
 
 def log_onboarding_estimates(tracking: MlflowTracking, dagster_run_id: str, model: str, checkpoint_id: str,
                              estimates: NewcomerEstimates) -> tuple[str, str]:
-    """One MLflow run (name ``onboard <model>``, tags ``locus/kind`` = onboarding, ``locus/model``,
+    """One MLflow run (name ``estimates <model>``, tags ``locus/kind`` = onboarding, ``locus/model``,
     ``dagster.run_id``, ``dagster.run_url``, ``dagster.asset``, ``checkpoint_id``, ``answers_like_most``) with what
     the onboarding partition's metadata shows: per benchmark ``capability/<benchmark>/estimate``, ``/lo``, ``/hi``
     (the 90% interval), ``/observed`` and ``/n`` (where it answered; benchmark names through ``mlflow_key``),
@@ -190,7 +190,7 @@ def log_onboarding_estimates(tracking: MlflowTracking, dagster_run_id: str, mode
     tags = {"locus/kind": "onboarding", "locus/model": model, "dagster.run_id": dagster_run_id,
             "dagster.run_url": tracking.dagster_run_url(dagster_run_id), "dagster.asset": ONBOARDING_ASSET,
             "checkpoint_id": checkpoint_id, "answers_like_most": alike[0] if alike else ""}
-    with tracking.start_run(f"onboard {model}", tags) as run:
+    with tracking.start_run(f"estimates {model}", tags) as run:  # a live onboarding logs its answers apart
         mlflow.log_metrics(metrics)
         mlflow.log_param("answers_like", ", ".join(alike)[:6000])
         mlflow.log_table(cap.assign(benchmark=cap["benchmark"].astype(str)), "estimates/capability_estimates.json")

@@ -93,7 +93,7 @@ def test_an_onboardings_estimates_are_logged_per_benchmark_with_their_interval(t
                                                   NewcomerEstimates(capability=cap, answers_like=like))
     client = mlflow.MlflowClient(tracking.uri)
     run = client.get_run(run_id)
-    assert run.info.experiment_id == experiment and run.info.run_name == "onboard new/model ü"
+    assert run.info.experiment_id == experiment and run.info.run_name == "estimates new/model ü"
     metrics, odd = run.data.metrics, mlflow_key(hostile)
     assert "/" not in odd and ".." not in odd and odd != mlflow_key("../x_ y_z")  # never nested, never shared
     assert (metrics["capability/law/estimate"], metrics["capability/law/lo"], metrics["capability/law/hi"]) == (0.4, 0.3, 0.5)
