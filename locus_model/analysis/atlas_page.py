@@ -17,7 +17,7 @@ table {{ border-collapse: collapse; }} td, th {{ padding: 2px 8px; border-bottom
 <h1>{title}</h1>
 <p>{n_models} models placed by their LOCUS embeddings (PCA of the embedding space); {n_portfolio} portfolio members
 drawn as diamonds. Click a model (or open <code>#model=NAME</code>) for its {k} nearest neighbours ({metric}
-distance in the full embedding space) and its per-benchmark accuracy.</p>
+distance in the full embedding space), its capability estimates and its per-benchmark accuracy.</p>
 <div id="atlas" data-n-models="{n_models}" data-n-points="" data-selected="">
 <div id="layout">
 <div id="plots">{plot2d}{plot3d}</div>
@@ -27,8 +27,8 @@ distance in the full embedding space) and its per-benchmark accuracy.</p>
 <h2 id="selected">No model selected</h2>
 <h3>Nearest neighbours</h3><div id="neighbours"></div>
 <h3>Capability estimates</h3><div id="estimates"></div>
-<p class="note">estimate: an onboarded model's accuracy over all of the benchmark's queries, from the answers it
-gave, with a 90% interval; observed: the model's accuracy on the queries it answered (no interval).</p>
+<p class="note">estimate: over all of the benchmark's queries, from an onboarded model's answers (90% interval);
+observed: on the queries the model answered.</p>
 <h3>Per-benchmark accuracy</h3><div id="benchmarks"></div><div id="benchmark-bars"></div>
 <div id="other-benchmarks"></div>
 </div></div></div>
@@ -67,8 +67,9 @@ SCRIPT = """
     t.append(head);
     for (const [b, acc, lo, hi, basis] of rows) {
       const tr = document.createElement('tr');
-      tr.append(cell('td', b), cell('td', acc.toFixed(3)),
-                cell('td', lo === null ? '' : lo.toFixed(3) + ' - ' + hi.toFixed(3)), cell('td', basis));
+      const interval = cell('td', lo === null ? '' : lo.toFixed(3) + ' - ' + hi.toFixed(3));
+      interval.style.whiteSpace = 'nowrap';
+      tr.append(cell('td', b), cell('td', acc.toFixed(3)), interval, cell('td', basis));
       t.append(tr);
     }
     return t;

@@ -125,11 +125,11 @@ def test_the_selected_models_estimates_show_with_intervals_and_a_trained_models_
     page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, per_benchmark_acc=acc,
                        onboarded=[names[-1]], estimates=_estimates(names))
     dom = _dump_dom(chromium, page.resolve().as_uri() + "#model=" + urllib.parse.quote(names[-1]), tmp_path)
-    panel = dom.split('id="estimates"', 1)[1].split("</table>", 1)[0]
+    panel = re.sub(r"<td [^>]*>", "<td>", dom.split('id="estimates"', 1)[1].split("</table>", 1)[0])
     assert "<td>gsm8k</td><td>0.612</td><td>0.500 - 0.700</td><td>estimate</td>" in panel
     assert "&lt;/script&gt;&lt;b&gt;x</td><td>0.500</td><td>0.250 - 0.750</td>" in panel  # shown as text
     dom = _dump_dom(chromium, page.resolve().as_uri() + "#model=" + urllib.parse.quote(names[1]), tmp_path)
-    panel = dom.split('id="estimates"', 1)[1].split("</table>", 1)[0]
+    panel = re.sub(r"<td [^>]*>", "<td>", dom.split('id="estimates"', 1)[1].split("</table>", 1)[0])
     assert f"<td>mmlu</td><td>{acc.loc[names[1], 'mmlu']:.3f}</td><td></td><td>observed</td>" in panel
 
 
