@@ -33,6 +33,7 @@ from torch.func import jacrev, vmap
 from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
 
 LEVEL = 0.90  # the intervals' nominal coverage
+BINOMIAL_DRAWS = 64  # draws of the binomial part for a method without a spread of its own
 
 
 # ---------------------------------------------------------------------------------------------- predictor adapter
@@ -192,8 +193,10 @@ def accuracy_from_proba(proba_draws: np.ndarray, sets: Sequence[EvaluationSet], 
                         seed: int = 0) -> Capability:
     """Capability from P(correct) draws (M, S, Q) over every pool query: observed answers count as themselves, the
     unobserved queries add their binomial sampling; the interval is the draws' central LEVEL share. Any method that
-    gives P(correct) (with S = 1 where it has no spread: then only the binomial part) is scored the same way."""
+    gives P(correct) (with S = 1 where it has no spread: then BINOMIAL_DRAWS of the binomial part) is scored so."""
     names, codes = np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
+    if proba_draws.shape[1] == 1:  # no spread of its own: draws of the binomial part alone
+        proba_draws = np.repeat(proba_draws, BINOMIAL_DRAWS, axis=1)
     M, S, Q = proba_draws.shape
     K = len(names)
     seen, total, count = _observed(sets, codes, K, Q)

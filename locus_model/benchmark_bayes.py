@@ -1,0 +1,152 @@
+"""Per-benchmark accuracy by empirical Bayes: a prior from any scorer, as wide as that scorer is measured to be wrong.
+
+A model's accuracy on benchmark b over all of b's N_b queries, from m_b observed answers (k_b right):
+
+    acc_b = (k_b + S_b) / N_b,   S_b = the right answers among the U_b = N_b - m_b unobserved queries.
+
+The model's rate theta_b on b gets a Beta prior whose mean is a scorer's mean P(correct) over b's queries (the
+router's, the predictor's, a low-rank completion's: anything that reads the n answers and the pool) and whose
+variance tau_b^2 is how wrong that mean is at this n, measured on models with known truth
+(``simulate_prior_error``: n random answers of each, the prior against their accuracy over all of b's queries, less
+the finite-population part). The observed k_b of m_b are a binomial likelihood (Beta posterior), and S_b given theta_b
+is binomial (beta-binomial posterior), so the 90% interval follows from the measured prior error and the answers
+rather than from a fitted factor. With many answers the estimate goes to the observed accuracy; with none, to the
+prior. (The prior mean reads the same n answers, so they count a little twice; the bench measures what it costs.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+from scipy import stats
+
+from locus_model.estimates import LEVEL, Capability, _observed
+from locus_model.infer import EvaluationSet
+
+MIN_PRIOR_VAR = 1e-4  # tau^2 floor: a prior is never trusted beyond 1 point of standard deviation
+
+
+def benchmark_codes(benchmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted benchmark names (K,), each query's code (Q,)): the order of every (.., K) array here."""
+    return np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
+
+
+def benchmark_means(proba: np.ndarray, benchmarks: np.ndarray) -> np.ndarray:  # (M, Q) -> (M, K)
+    """Mean P(correct) of each model over each benchmark's queries (NaN cells skipped): the prior means."""
+    names, codes = benchmark_codes(benchmarks)
+    return np.stack([np.nanmean(proba[:, codes == k], axis=1) for k in range(len(names))], axis=1)
+
+
+def prior_variance(prior: np.ndarray, truth: np.ndarray, benchmarks: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """tau^2 (K,): mean squared error of prior means (R, K) against the accuracy over all queries (R, K), less the
+    binomial part the unobserved queries add to that accuracy given the rate (mean U_b theta (1 - theta) / N_b^2;
+    observed (R, K): answers seen per benchmark), floored at MIN_PRIOR_VAR."""
+    size = np.bincount(benchmark_codes(benchmarks)[1]).astype(np.float64)
+    finite = np.nanmean((size - observed) * truth * (1 - truth), axis=0) / size**2
+    return np.maximum(np.nanmean((prior - truth) ** 2, axis=0) - finite, MIN_PRIOR_VAR)
+
+
+def draw_sets(scores: np.ndarray, n: int, rng: np.random.Generator, queries: np.ndarray | None = None) -> list:
+    """n random evaluations of each row of scores (M, Q) among `queries` (default all; NaN cells skipped)."""
+    queries = np.arange(scores.shape[1]) if queries is None else np.asarray(queries)
+    sets = []
+    for row in scores:
+        have = queries[~np.isnan(row[queries])]
+        take = np.sort(rng.choice(have, size=min(n, len(have)), replace=False))
+        sets.append((take, row[take]))
+    return sets
+
+
+def simulate_prior_error(prior_means: Callable[[np.ndarray, list], np.ndarray], scores: np.ndarray,
+                         benchmarks: np.ndarray, n: int, *, queries: np.ndarray | None = None, reps: int = 2,
+                         seed: int = 0) -> np.ndarray:
+    """tau^2 (K,) of a prior at set size n: `reps` times, n random answers (among `queries`) of each model of
+    scores (R, Q) with known answers, prior_means(rows, sets) -> (R, K) against each model's accuracy over all of
+    each benchmark's queries. Give models the prior was not fitted on (or let prior_means leave each row out)."""
+    rng = np.random.default_rng(seed)
+    names, codes = benchmark_codes(benchmarks)
+    truth = benchmark_means(scores, benchmarks)
+    rows = np.arange(len(scores))
+    priors, seen = [], []
+    for _ in range(reps):
+        sets = draw_sets(scores, n, rng, queries)
+        priors.append(prior_means(rows, sets))
+        seen.append(np.stack([np.bincount(codes[idx], minlength=len(names)) for idx, _ in sets]))
+    return prior_variance(np.concatenate(priors), np.tile(truth, (reps, 1)), benchmarks, np.concatenate(seen))
+
+
+def beta_binomial_capability(prior_mean: np.ndarray, prior_var: np.ndarray, sets: Sequence[EvaluationSet],
+                             benchmarks: np.ndarray, *, samples: int = 64, seed: int = 0) -> Capability:
+    """Capability (estimate, LEVEL interval, draws) from Beta priors (means (M, K), variances (K,) or (M, K)) and
+    each model's observed answers (sets: query indices into benchmarks (Q,), scores in [0, 1])."""
+    names, codes = benchmark_codes(benchmarks)
+    K, Q = len(names), len(codes)
+    _, right, count = _observed(sets, codes, K, Q)
+    size = np.bincount(codes, minlength=K).astype(np.float64)
+    unseen = np.rint(size - count).astype(np.int64)
+    mu = np.clip(np.asarray(prior_mean, dtype=np.float64), 0.005, 0.995)
+    strength = np.maximum(mu * (1 - mu) / np.broadcast_to(prior_var, mu.shape) - 1, 1.0)
+    a, b = mu * strength + right, (1 - mu) * strength + (count - right)
+    estimate = (right + unseen * a / (a + b)) / size
+    tail = (1 - LEVEL) / 2
+    lo = np.minimum((right + stats.betabinom.ppf(tail, unseen, a, b)) / size, estimate)  # a discrete quantile
+    hi = np.maximum((right + stats.betabinom.ppf(1 - tail, unseen, a, b)) / size, estimate)  # may pass the mean
+    rng = np.random.default_rng(seed)
+    theta = rng.beta(a[:, None, :], b[:, None, :], size=(len(mu), samples, K))
+    draws = (right[:, None, :] + rng.binomial(unseen[:, None, :], theta)) / size
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = np.where(count > 0, right / np.maximum(count, 1), np.nan)
+    return Capability(benchmarks=tuple(names), estimate=estimate, lo=lo, hi=hi, observed=observed, n=count,
+                      draws=draws)
+
+
+@dataclass(frozen=True)
+class LowRank:
+    """A rank-r completion of a pool's item matrix (models x queries, NaN = not asked; NaN filled by the query's
+    mean): a new model's P(correct) on every query from its answers, by ridge projection onto the top components."""
+
+    mean: np.ndarray  # (Q,)
+    basis: np.ndarray  # (Q, r) components scaled by their singular value / sqrt(rows)
+    alpha: float = 1.0
+
+    @classmethod
+    def fit(cls, scores: np.ndarray, rank: int = 16, alpha: float = 1.0) -> "LowRank":
+        mu = np.nanmean(scores, axis=0)
+        mu = np.where(np.isnan(mu), np.nanmean(mu), mu)
+        filled = np.where(np.isnan(scores), mu, scores) - mu
+        _, sv, vt = np.linalg.svd(filled, full_matrices=False)
+        rank = min(rank, len(sv))
+        return cls(mean=mu, basis=(vt[:rank] * sv[:rank, None] / np.sqrt(len(filled))).T, alpha=alpha)
+
+    def proba(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, Q)
+        out = np.empty((len(sets), len(self.mean)))
+        eye = self.alpha * np.eye(self.basis.shape[1])
+        for m, (idx, s) in enumerate(sets):
+            b = self.basis[np.asarray(idx)]
+            w = np.linalg.solve(b.T @ b + eye, b.T @ (np.asarray(s, dtype=np.float64) - self.mean[idx]))
+            out[m] = np.clip(self.mean + self.basis @ w, 0.005, 0.995)
+        return out
+
+
+def low_rank_prior_error(scores: np.ndarray, benchmarks: np.ndarray, n: int, *, rank: int = 16, folds: int = 10,
+                         queries: np.ndarray | None = None, reps: int = 2, seed: int = 0) -> np.ndarray:
+    """tau^2 (K,) of the low-rank prior at n, by an inner split of the pool's models (scores (R, Q)): each fold's
+    models are onboarded from n answers by the completion fitted on the other folds."""
+    group = np.random.default_rng(seed).permutation(len(scores)) % min(folds, len(scores))
+    fits = [LowRank.fit(scores[group != g], rank) for g in range(group.max() + 1)]
+
+    def means(rows: np.ndarray, sets: list) -> np.ndarray:
+        proba = np.empty((len(rows), scores.shape[1]))
+        for g, fit in enumerate(fits):
+            mine = np.flatnonzero(group[rows] == g)
+            if len(mine):
+                proba[mine] = fit.proba([sets[i] for i in mine])
+        return benchmark_means(proba, benchmarks)
+
+    return simulate_prior_error(means, scores, benchmarks, n, queries=queries, reps=reps, seed=seed)
+
+
+__all__ = ["MIN_PRIOR_VAR", "LowRank", "benchmark_codes", "benchmark_means", "beta_binomial_capability", "draw_sets",
+           "low_rank_prior_error", "prior_variance", "simulate_prior_error"]
