@@ -7,8 +7,8 @@ A model's accuracy on benchmark b over all of b's N_b queries, from m_b observed
 The model's rate theta_b on b gets a Beta prior whose mean is a scorer's mean P(correct) over b's queries (the
 router's, the predictor's, a low-rank completion's: anything that reads the n answers and the pool) and whose
 variance tau_b^2 is how wrong that mean is at this n, measured on models with known truth
-(``simulate_prior_error``: n random answers of each, the prior against their accuracy over all of b's queries, less
-the finite-population part). The observed k_b of m_b are a binomial likelihood (Beta posterior), and S_b given theta_b
+(``simulate_prior_error``: n random answers of each, the prior against their accuracy over all of b's queries: the
+90% quantile of its absolute error / 1.645, less the finite-population part). The observed k_b of m_b are a binomial likelihood (Beta posterior), and S_b given theta_b
 is binomial (beta-binomial posterior), so the 90% interval follows from the measured prior error and the answers
 rather than from a fitted factor. With many answers the estimate goes to the observed accuracy; with none, to the
 prior. (The prior mean reads the same n answers, so they count a little twice; the bench measures what it costs.)
@@ -20,12 +20,45 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
-from locus_model.estimates import LEVEL, Capability, _observed
 from locus_model.infer import EvaluationSet
 
+LEVEL = 0.90  # the intervals' nominal coverage
 MIN_PRIOR_VAR = 1e-4  # tau^2 floor: a prior is never trusted beyond 1 point of standard deviation
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Per-benchmark accuracy estimates of M models: arrays (M, K), K = len(benchmarks)."""
+
+    benchmarks: tuple[str, ...]
+    estimate: np.ndarray  # (M, K) point estimate
+    lo: np.ndarray  # (M, K) lower end of the LEVEL interval
+    hi: np.ndarray  # (M, K)
+    observed: np.ndarray  # (M, K) mean of the observed answers (NaN where none)
+    n: np.ndarray  # (M, K) observed answers
+    draws: np.ndarray  # (M, S, K) posterior draws of the accuracy (for maps of it: reference scores)
+
+    def frame(self, row: int = 0) -> pd.DataFrame:
+        """One model's estimates: benchmark, estimate, lo, hi, observed, n (what onboarding shows)."""
+        return pd.DataFrame({"benchmark": list(self.benchmarks), "estimate": self.estimate[row], "lo": self.lo[row],
+                             "hi": self.hi[row], "observed": self.observed[row], "n": self.n[row].astype(int)})
+
+
+def _observed(sets: Sequence[EvaluationSet], codes: np.ndarray, K: int, Q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(M, Q) observed mask, (M, K) sum of observed scores, (M, K) observed counts."""
+    M = len(sets)
+    seen = np.zeros((M, Q), dtype=bool)
+    total = np.zeros((M, K))
+    count = np.zeros((M, K))
+    for m, (idx, s) in enumerate(sets):
+        idx = np.asarray(idx)
+        seen[m, idx] = True
+        np.add.at(total[m], codes[idx], np.asarray(s, dtype=np.float64))
+        np.add.at(count[m], codes[idx], 1.0)
+    return seen, total, count
 
 
 def benchmark_codes(benchmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -40,12 +73,15 @@ def benchmark_means(proba: np.ndarray, benchmarks: np.ndarray) -> np.ndarray:  #
 
 
 def prior_variance(prior: np.ndarray, truth: np.ndarray, benchmarks: np.ndarray, observed: np.ndarray) -> np.ndarray:
-    """tau^2 (K,): mean squared error of prior means (R, K) against the accuracy over all queries (R, K), less the
-    binomial part the unobserved queries add to that accuracy given the rate (mean U_b theta (1 - theta) / N_b^2;
-    observed (R, K): answers seen per benchmark), floored at MIN_PRIOR_VAR."""
+    """tau^2 (K,) of prior means (R, K) against the accuracy over all queries (R, K): the squared LEVEL quantile of the
+    absolute error over z_LEVEL (so the prior's own LEVEL interval holds LEVEL of the cases, also where the errors are
+    heavy-tailed, where their RMS would make it too wide for most), less the binomial part the unobserved queries add
+    to that accuracy given the rate (mean U_b theta (1 - theta) / N_b^2; observed (R, K): answers seen per benchmark),
+    floored at MIN_PRIOR_VAR (0.25, a flat prior, on a benchmark no model was asked)."""
     size = np.bincount(benchmark_codes(benchmarks)[1]).astype(np.float64)
     finite = np.nanmean((size - observed) * truth * (1 - truth), axis=0) / size**2
-    return np.maximum(np.nanmean((prior - truth) ** 2, axis=0) - finite, MIN_PRIOR_VAR)
+    scale = np.nanquantile(np.abs(prior - truth), LEVEL, axis=0) / stats.norm.ppf(0.5 + LEVEL / 2)
+    return np.nan_to_num(np.maximum(scale**2 - finite, MIN_PRIOR_VAR), nan=0.25)  # no model known there: flat
 
 
 def draw_sets(scores: np.ndarray, n: int, rng: np.random.Generator, queries: np.ndarray | None = None) -> list:
@@ -60,7 +96,7 @@ def draw_sets(scores: np.ndarray, n: int, rng: np.random.Generator, queries: np.
 
 
 def simulate_prior_error(prior_means: Callable[[np.ndarray, list], np.ndarray], scores: np.ndarray,
-                         benchmarks: np.ndarray, n: int, *, queries: np.ndarray | None = None, reps: int = 2,
+                         benchmarks: np.ndarray, n: int, *, queries: np.ndarray | None = None, reps: int = 4,
                          seed: int = 0) -> np.ndarray:
     """tau^2 (K,) of a prior at set size n: `reps` times, n random answers (among `queries`) of each model of
     scores (R, Q) with known answers, prior_means(rows, sets) -> (R, K) against each model's accuracy over all of
@@ -131,7 +167,7 @@ class LowRank:
 
 
 def low_rank_prior_error(scores: np.ndarray, benchmarks: np.ndarray, n: int, *, rank: int = 16, folds: int = 10,
-                         queries: np.ndarray | None = None, reps: int = 2, seed: int = 0) -> np.ndarray:
+                         queries: np.ndarray | None = None, reps: int = 4, seed: int = 0) -> np.ndarray:
     """tau^2 (K,) of the low-rank prior at n, by an inner split of the pool's models (scores (R, Q)): each fold's
     models are onboarded from n answers by the completion fitted on the other folds."""
     group = np.random.default_rng(seed).permutation(len(scores)) % min(folds, len(scores))
@@ -148,5 +184,15 @@ def low_rank_prior_error(scores: np.ndarray, benchmarks: np.ndarray, n: int, *, 
     return simulate_prior_error(means, scores, benchmarks, n, queries=queries, reps=reps, seed=seed)
 
 
-__all__ = ["MIN_PRIOR_VAR", "LowRank", "benchmark_codes", "benchmark_means", "beta_binomial_capability", "draw_sets",
+__all__ = ["LEVEL", "MIN_PRIOR_VAR", "Capability", "LowRank", "low_rank_capability", "benchmark_codes", "benchmark_means", "beta_binomial_capability", "draw_sets",
            "low_rank_prior_error", "prior_variance", "simulate_prior_error"]
+
+
+def low_rank_capability(pool_scores: np.ndarray, benchmarks: np.ndarray, sets: Sequence[EvaluationSet], *,
+                        rank: int = 16, samples: int = 64, seed: int = 0) -> Capability:
+    """The empirical-Bayes estimate on the low-rank prior: the completion of the pool's answers (pool_scores (P, Q),
+    NaN = not asked) onboards each set, its error measured by the inner split at the sets' median size."""
+    n = int(np.median([len(i) for i, _ in sets]))
+    tau = low_rank_prior_error(pool_scores, benchmarks, n, rank=rank, seed=seed)
+    prior = benchmark_means(LowRank.fit(pool_scores, rank).proba(sets), benchmarks)
+    return beta_binomial_capability(prior, tau, sets, benchmarks, samples=samples, seed=seed)

@@ -30,9 +30,9 @@ import pandas as pd
 import torch
 from torch.func import jacrev, vmap
 
+from locus_model.benchmark_bayes import LEVEL, Capability, LowRank, _observed, low_rank_capability
 from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
 
-LEVEL = 0.90  # the intervals' nominal coverage
 BINOMIAL_DRAWS = 64  # draws of the binomial part for a method without a spread of its own
 
 
@@ -157,38 +157,6 @@ def _gauss_newton(model, z: torch.Tensor, phi: torch.Tensor, mask: torch.Tensor)
 # ---------------------------------------------------------------------------------------------- capability estimates
 
 
-@dataclass(frozen=True)
-class Capability:
-    """Per-benchmark accuracy estimates of M models: arrays (M, K), K = len(benchmarks)."""
-
-    benchmarks: tuple[str, ...]
-    estimate: np.ndarray  # (M, K) point estimate
-    lo: np.ndarray  # (M, K) lower end of the LEVEL interval
-    hi: np.ndarray  # (M, K)
-    observed: np.ndarray  # (M, K) mean of the observed answers (NaN where none)
-    n: np.ndarray  # (M, K) observed answers
-    draws: np.ndarray  # (M, S, K) posterior draws of the accuracy (for maps of it: reference scores)
-
-    def frame(self, row: int = 0) -> pd.DataFrame:
-        """One model's estimates: benchmark, estimate, lo, hi, observed, n (what onboarding shows)."""
-        return pd.DataFrame({"benchmark": list(self.benchmarks), "estimate": self.estimate[row], "lo": self.lo[row],
-                             "hi": self.hi[row], "observed": self.observed[row], "n": self.n[row].astype(int)})
-
-
-def _observed(sets: Sequence[EvaluationSet], codes: np.ndarray, K: int, Q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(M, Q) observed mask, (M, K) sum of observed scores, (M, K) observed counts."""
-    M = len(sets)
-    seen = np.zeros((M, Q), dtype=bool)
-    total = np.zeros((M, K))
-    count = np.zeros((M, K))
-    for m, (idx, s) in enumerate(sets):
-        idx = np.asarray(idx)
-        seen[m, idx] = True
-        np.add.at(total[m], codes[idx], np.asarray(s, dtype=np.float64))
-        np.add.at(count[m], codes[idx], 1.0)
-    return seen, total, count
-
-
 def accuracy_from_proba(proba_draws: np.ndarray, sets: Sequence[EvaluationSet], benchmarks: np.ndarray, *,
                         seed: int = 0) -> Capability:
     """Capability from P(correct) draws (M, S, Q) over every pool query: observed answers count as themselves, the
@@ -228,9 +196,15 @@ def capability_estimates(model, encodings: np.ndarray, benchmarks: np.ndarray, p
 
 
 def estimate_capability(model, encodings: np.ndarray, benchmarks: np.ndarray, evaluation_set: EvaluationSet,
-                        prior_scale: np.ndarray, *, samples: int = 64, seed: int = 0) -> pd.DataFrame:
+                        prior_scale: np.ndarray, *, samples: int = 64, seed: int = 0,
+                        pool_scores: np.ndarray | None = None) -> pd.DataFrame:
     """One onboarded model's frame (benchmark, estimate, lo, hi, observed, n) over the pool's queries (encodings,
-    benchmarks); prior_scale: encoder_spread on the pool's training models at about this set's size."""
+    benchmarks); prior_scale: encoder_spread on the pool's training models at about this set's size. With the pool's
+    answers (pool_scores (P, Q), NaN = not asked) the estimate is benchmark_bayes.low_rank_capability's (the
+    empirical-Bayes estimate on the low-rank prior, which the bench measures best and calibrated: docs/estimates.md);
+    without them, the refined embedding's."""
+    if pool_scores is not None:
+        return low_rank_capability(pool_scores, benchmarks, [evaluation_set], samples=samples, seed=seed).frame(0)
     post = refine_embeddings(model, encodings, [evaluation_set], prior_scale)
     return capability_estimates(model, encodings, benchmarks, post, [evaluation_set], samples=samples, seed=seed).frame(0)
 
