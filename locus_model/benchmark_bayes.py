@@ -174,18 +174,14 @@ def low_rank_prior_error(scores: np.ndarray, benchmarks: np.ndarray, n: int, *, 
     fits = [LowRank.fit(scores[group != g], rank) for g in range(group.max() + 1)]
 
     def means(rows: np.ndarray, sets: list) -> np.ndarray:
-        proba = np.empty((len(rows), scores.shape[1]))
+        out = np.empty((len(rows), len(benchmark_codes(benchmarks)[0])))
         for g, fit in enumerate(fits):
             mine = np.flatnonzero(group[rows] == g)
             if len(mine):
-                proba[mine] = fit.proba([sets[i] for i in mine])
-        return benchmark_means(proba, benchmarks)
+                out[mine] = benchmark_means(fit.proba([sets[i] for i in mine]), benchmarks)
+        return out
 
     return simulate_prior_error(means, scores, benchmarks, n, queries=queries, reps=reps, seed=seed)
-
-
-__all__ = ["LEVEL", "MIN_PRIOR_VAR", "Capability", "LowRank", "low_rank_capability", "benchmark_codes", "benchmark_means", "beta_binomial_capability", "draw_sets",
-           "low_rank_prior_error", "prior_variance", "simulate_prior_error"]
 
 
 def low_rank_capability(pool_scores: np.ndarray, benchmarks: np.ndarray, sets: Sequence[EvaluationSet], *,
@@ -196,3 +192,8 @@ def low_rank_capability(pool_scores: np.ndarray, benchmarks: np.ndarray, sets: S
     tau = low_rank_prior_error(pool_scores, benchmarks, n, rank=rank, seed=seed)
     prior = benchmark_means(LowRank.fit(pool_scores, rank).proba(sets), benchmarks)
     return beta_binomial_capability(prior, tau, sets, benchmarks, samples=samples, seed=seed)
+
+
+__all__ = ["LEVEL", "MIN_PRIOR_VAR", "Capability", "LowRank", "benchmark_codes", "benchmark_means",
+           "beta_binomial_capability", "draw_sets", "low_rank_capability", "low_rank_prior_error", "prior_variance",
+           "simulate_prior_error"]

@@ -14,7 +14,10 @@ observed queries), and posterior samples z* + chol(cov) eps carry it to every es
 
 Accuracy of a model on benchmark b over all of b's queries in the pool's data (observed answers count as themselves):
     acc_b = (sum_{observed in b} y + sum_{unobserved in b} P(correct)) / N_b,
-with an interval from the posterior samples plus the binomial sampling of the unobserved queries.
+with an interval from the posterior samples plus the binomial sampling of the unobserved queries. Its spread is the
+embedding's, not the predictor's error (it covered 14-28% of 90% intervals); where the pool's answers are at hand the
+per-benchmark estimate is benchmark_bayes's empirical Bayes on the low-rank prior (``estimate_capability``'s
+``pool_scores``), which the bench measures better and calibrated (docs/estimates.md).
 
 The predictor is reached through two adapter functions, ``_pair_logits`` and ``_all_pair_proba`` (the model's
 current API); nothing here trains or changes the model.

@@ -8,9 +8,13 @@ queries; its target on benchmark b is its accuracy over all of b's queries in th
 - ``locus_encoder``: the set encoder's embedding alone, drawn from N(z0, encoder_spread^2);
 - ``observed``: the benchmark's observed mean for its unobserved queries (the pool's mean where none was asked);
 - ``low_rank``: a rank-16 completion of the in-training models' item matrix over every query (the pool's data), the
-  new row a ridge projection;
-- ``irt``: the IRT baseline (evaluation.latent.IRT) fitted on the training models, the new models onboarded by MAP.
-All but locus carry only the binomial part of the interval (they have no spread of their own).
+  new row a ridge projection (benchmark_bayes.LowRank);
+- ``irt``: the IRT baseline (evaluation.latent.IRT) fitted on the training models, the new models onboarded by MAP;
+- ``router``: the trained router's P(correct) (the encoder's embedding of the n answers, their group profile);
+- ``locus_eb`` / ``router_eb`` / ``low_rank_eb``: empirical Bayes per benchmark (benchmark_bayes) on the prior of
+  the predictor at the encoder's embedding / the router / the low-rank completion, its width the prior's error at n
+  measured on the in-training models (LOCUS's: optimistic, they trained it) / by an inner split of them (low-rank).
+locus_encoder, observed, low_rank, irt and router carry only the binomial part of the interval.
 Keys: capability.<method>.<n>.mae (points) / .coverage, reference.<method>.<n>.mae (/ .coverage),
 identity.<n>.hit_at_1 (a copy built from n of an in-training model's evaluations: its source ranks first by
 estimates.answer_likeness).
