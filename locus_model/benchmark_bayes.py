@@ -156,14 +156,16 @@ class LowRank:
         rank = min(rank, len(sv))
         return cls(mean=mu, basis=(vt[:rank] * sv[:rank, None] / np.sqrt(len(filled))).T, alpha=alpha)
 
-    def proba(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, Q)
-        out = np.empty((len(sets), len(self.mean)))
+    def weights(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, r) each set's coordinates (pool: ~unit)
+        out = np.empty((len(sets), self.basis.shape[1]))
         eye = self.alpha * np.eye(self.basis.shape[1])
         for m, (idx, s) in enumerate(sets):
             b = self.basis[np.asarray(idx)]
-            w = np.linalg.solve(b.T @ b + eye, b.T @ (np.asarray(s, dtype=np.float64) - self.mean[idx]))
-            out[m] = np.clip(self.mean + self.basis @ w, 0.005, 0.995)
+            out[m] = np.linalg.solve(b.T @ b + eye, b.T @ (np.asarray(s, dtype=np.float64) - self.mean[idx]))
         return out
+
+    def proba(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, Q)
+        return np.clip(self.mean + self.weights(sets) @ self.basis.T, 0.005, 0.995)
 
 
 def low_rank_prior_error(scores: np.ndarray, benchmarks: np.ndarray, n: int, *, rank: int = 16, folds: int = 10,
