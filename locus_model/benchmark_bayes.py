@@ -16,6 +16,7 @@ prior. (The prior mean reads the same n answers, so they count a little twice; t
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -69,7 +70,11 @@ def benchmark_codes(benchmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def benchmark_means(proba: np.ndarray, benchmarks: np.ndarray) -> np.ndarray:  # (M, Q) -> (M, K)
     """Mean P(correct) of each model over each benchmark's queries (NaN cells skipped): the prior means."""
     names, codes = benchmark_codes(benchmarks)
-    return np.stack([np.nanmean(proba[:, codes == k], axis=1) for k in range(len(names))], axis=1)
+    onehot = np.zeros((len(codes), len(names)))
+    onehot[np.arange(len(codes)), codes] = 1.0
+    known = ~np.isnan(proba)
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN where a model has no cell on a benchmark
+        return (np.where(known, proba, 0.0) @ onehot) / (known @ onehot)
 
 
 def prior_variance(prior: np.ndarray, truth: np.ndarray, benchmarks: np.ndarray, observed: np.ndarray) -> np.ndarray:
@@ -79,8 +84,10 @@ def prior_variance(prior: np.ndarray, truth: np.ndarray, benchmarks: np.ndarray,
     to that accuracy given the rate (mean U_b theta (1 - theta) / N_b^2; observed (R, K): answers seen per benchmark),
     floored at MIN_PRIOR_VAR (0.25, a flat prior, on a benchmark no model was asked)."""
     size = np.bincount(benchmark_codes(benchmarks)[1]).astype(np.float64)
-    finite = np.nanmean((size - observed) * truth * (1 - truth), axis=0) / size**2
-    scale = np.nanquantile(np.abs(prior - truth), LEVEL, axis=0) / stats.norm.ppf(0.5 + LEVEL / 2)
+    with warnings.catch_warnings():  # a benchmark no model has a cell on: NaN, then flat
+        warnings.simplefilter("ignore", RuntimeWarning)
+        finite = np.nanmean((size - observed) * truth * (1 - truth), axis=0) / size**2
+        scale = np.nanquantile(np.abs(prior - truth), LEVEL, axis=0) / stats.norm.ppf(0.5 + LEVEL / 2)
     return np.nan_to_num(np.maximum(scale**2 - finite, MIN_PRIOR_VAR), nan=0.25)  # no model known there: flat
 
 
@@ -149,8 +156,10 @@ class LowRank:
 
     @classmethod
     def fit(cls, scores: np.ndarray, rank: int = 16, alpha: float = 1.0) -> "LowRank":
-        mu = np.nanmean(scores, axis=0)
-        mu = np.where(np.isnan(mu), np.nanmean(mu), mu)
+        known = ~np.isnan(scores)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mu = np.where(known, scores, 0.0).sum(axis=0) / known.sum(axis=0)
+        mu = np.where(np.isnan(mu), np.nanmean(mu), mu)  # a query no model was asked: the pool's mean
         filled = np.where(np.isnan(scores), mu, scores) - mu
         _, sv, vt = np.linalg.svd(filled, full_matrices=False)
         rank = min(rank, len(sv))
