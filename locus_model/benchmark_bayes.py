@@ -8,10 +8,11 @@ The model's rate theta_b on b gets a Beta prior whose mean is a scorer's mean P(
 router's, the predictor's, a low-rank completion's: anything that reads the n answers and the pool) and whose
 variance tau_b^2 is how wrong that mean is at this n, measured on models with known truth
 (``simulate_prior_error``: n random answers of each, the prior against their accuracy over all of b's queries: the
-90% quantile of its absolute error / 1.645, less the finite-population part). The observed k_b of m_b are a binomial likelihood (Beta posterior), and S_b given theta_b
-is binomial (beta-binomial posterior), so the 90% interval follows from the measured prior error and the answers
-rather than from a fitted factor. With many answers the estimate goes to the observed accuracy; with none, to the
-prior. (The prior mean reads the same n answers, so they count a little twice; the bench measures what it costs.)
+90% quantile of its absolute error / 1.645, less the finite-population part). The observed k_b of m_b are a binomial
+likelihood (Beta posterior), and S_b given theta_b is binomial (beta-binomial posterior), so the 90% interval follows
+from the measured prior error and the answers rather than from a fitted factor. With many answers the estimate goes
+to the observed accuracy; with none, to the prior. (The prior mean reads the same n answers, so they count a little
+twice; the bench measures what it costs: docs/estimates.md.)
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ class Capability:
                              "hi": self.hi[row], "observed": self.observed[row], "n": self.n[row].astype(int)})
 
 
-def _observed(sets: Sequence[EvaluationSet], codes: np.ndarray, K: int, Q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def observed_counts(sets: Sequence[EvaluationSet], codes: np.ndarray, K: int,
+                    Q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(M, Q) observed mask, (M, K) sum of observed scores, (M, K) observed counts."""
     M = len(sets)
     seen = np.zeros((M, Q), dtype=bool)
@@ -126,7 +128,7 @@ def beta_binomial_capability(prior_mean: np.ndarray, prior_var: np.ndarray, sets
     each model's observed answers (sets: query indices into benchmarks (Q,), scores in [0, 1])."""
     names, codes = benchmark_codes(benchmarks)
     K, Q = len(names), len(codes)
-    _, right, count = _observed(sets, codes, K, Q)
+    _, right, count = observed_counts(sets, codes, K, Q)
     size = np.bincount(codes, minlength=K).astype(np.float64)
     unseen = np.rint(size - count).astype(np.int64)
     mu = np.clip(np.asarray(prior_mean, dtype=np.float64), 0.005, 0.995)
@@ -205,6 +207,6 @@ def low_rank_capability(pool_scores: np.ndarray, benchmarks: np.ndarray, sets: S
     return beta_binomial_capability(prior, tau, sets, benchmarks, samples=samples, seed=seed)
 
 
-__all__ = ["LEVEL", "MIN_PRIOR_VAR", "Capability", "LowRank", "benchmark_codes", "benchmark_means",
+__all__ = ["LEVEL", "MIN_PRIOR_VAR", "Capability", "LowRank", "benchmark_codes", "benchmark_means", "observed_counts",
            "beta_binomial_capability", "draw_sets", "low_rank_capability", "low_rank_prior_error", "prior_variance",
            "simulate_prior_error"]

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 from torch.func import jacrev, vmap
 
-from locus_model.benchmark_bayes import LEVEL, Capability, LowRank, _observed, low_rank_capability
+from locus_model.benchmark_bayes import LEVEL, Capability, low_rank_capability, observed_counts
 from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
 
 BINOMIAL_DRAWS = 64  # draws of the binomial part for a method without a spread of its own
@@ -170,7 +170,7 @@ def accuracy_from_proba(proba_draws: np.ndarray, sets: Sequence[EvaluationSet], 
         proba_draws = np.repeat(proba_draws, BINOMIAL_DRAWS, axis=1)
     M, S, Q = proba_draws.shape
     K = len(names)
-    seen, total, count = _observed(sets, codes, K, Q)
+    seen, total, count = observed_counts(sets, codes, K, Q)
     size = np.bincount(codes, minlength=K).astype(np.float64)  # N_b
     onehot = np.zeros((Q, K))
     onehot[np.arange(Q), codes] = 1.0

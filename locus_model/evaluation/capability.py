@@ -208,7 +208,8 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
     Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.<a>_minus_<method>.<n>.mae": {"diff", "ci_low",
     "ci_high"}} (a: locus and each of PRIORS run; per-model differences pooled over folds, 95% bootstrap over
     held-out models), "folds": [...]}.
-    trainer: (fold, train_locus's keyword arguments) -> the trained Router, in place of train_locus (a caller's cache)."""
+    trainer: (fold, train_locus's keyword arguments) -> the trained Router, in place of train_locus (a caller's
+    cache)."""
     folds, per_model = [], {}
     for fold in splits:
         t0 = time.perf_counter()
