@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats
+from scipy.sparse.linalg import svds
 
 from locus_model.infer import EvaluationSet
 
@@ -162,8 +163,13 @@ class LowRank:
         with np.errstate(invalid="ignore", divide="ignore"):
             mu = np.where(known, scores, 0.0).sum(axis=0) / known.sum(axis=0)
         mu = np.where(np.isnan(mu), np.nanmean(mu), mu)  # a query no model was asked: the pool's mean
-        filled = np.where(np.isnan(scores), mu, scores) - mu
-        _, sv, vt = np.linalg.svd(filled, full_matrices=False)
+        filled = (np.where(np.isnan(scores), mu, scores) - mu).astype(np.float64)
+        if min(filled.shape) > 4 * rank:  # the top components only (ARPACK, a fixed start: deterministic)
+            _, sv, vt = svds(filled, k=rank, v0=np.ones(min(filled.shape)) / np.sqrt(min(filled.shape)))
+            order = np.argsort(sv)[::-1]
+            sv, vt = sv[order], vt[order]
+        else:
+            _, sv, vt = np.linalg.svd(filled, full_matrices=False)
         rank = min(rank, len(sv))
         return cls(mean=mu, basis=(vt[:rank] * sv[:rank, None] / np.sqrt(len(filled))).T, alpha=alpha)
 
