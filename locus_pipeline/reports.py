@@ -233,10 +233,10 @@ WIDE_INTERVAL = 0.20  # an estimate's 90% interval wider than this warns (the ch
 
 @dataclass(frozen=True)
 class NewcomerEstimates:
-    """What a few dozen answers say of an onboarded model (locus_model.estimates): per benchmark its accuracy over
-    all of the benchmark's queries with a 90% interval beside what it answered (``capability``: benchmark,
-    estimate, lo, hi, observed, n), and the pool models that answer like it (``answers_like``: model, agreement,
-    shared, p_nearest)."""
+    """What a few dozen answers say of an onboarded model: per benchmark its accuracy over all of the benchmark's
+    queries with a 90% interval (locus_model.benchmark_bayes: empirical Bayes on the pool's low-rank completion)
+    beside what it answered (``capability``: benchmark, estimate, lo, hi, observed, n), and the pool models that
+    answer like it (``answers_like``: model, agreement, shared, p_nearest)."""
 
     capability: pd.DataFrame
     answers_like: pd.DataFrame
@@ -247,8 +247,8 @@ def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.Da
     """The onboarded model's estimates from its store (query_id, benchmark, score; encodings of its queries) against
     the training source's evaluations (``table``: model, query_id, benchmark, score; ``encodings`` of its queries)
     and the pool (its embeddings). Its queries outside the source join the query set with their own benchmarks."""
-    from locus_model.estimates import (answer_agreement, answer_likeness, capability_estimates,  # why: torch
-                                       encoder_spread, refine_embeddings)
+    from locus_model.benchmark_bayes import low_rank_capability  # why: scipy, loaded with the onboarding only
+    from locus_model.estimates import answer_agreement, answer_likeness, encoder_spread, refine_embeddings  # why: torch
 
     ids = [str(q) for q in encodings["query_id"]]
     labels = table.assign(query_id=table["query_id"].astype(str)).drop_duplicates("query_id").set_index("query_id")["benchmark"]
@@ -272,7 +272,8 @@ def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.Da
         sets.append((keep, row[keep]))
     scale = encoder_spread(model, phi, sets, len(newcomer[0]), seed=seed)
     posterior = refine_embeddings(model, phi, [newcomer], scale)
-    capability = capability_estimates(model, phi, bench, posterior, [newcomer], seed=seed).frame(0)
+    pool_answers = wide.drop(index=str(store["model"].iloc[0]), errors="ignore").to_numpy(np.float32)  # not its own
+    capability = low_rank_capability(pool_answers, bench, [newcomer], seed=seed).frame(0)
     others = pool[pool["model"].astype(str) != str(store["model"].iloc[0])]
     names, z = pool_matrix(others)
     scores = wide.reindex(index=names).to_numpy(np.float32)
