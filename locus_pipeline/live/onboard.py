@@ -197,8 +197,9 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
                                        "Nothing was added to the pool. How to fix: check the endpoint's base_url, "
                                        "model and API key (api_key_env) in the models config")
                 rounds.estimate(done)
+                line = rounds.progress(len(done), spent)  # recorded in rounds.lines whoever listens
                 if progress is not None:
-                    progress(rounds.progress(len(done), spent))
+                    progress(line)
 
     asyncio.run(run())
     if not done:
