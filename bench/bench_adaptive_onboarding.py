@@ -102,6 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="(default: bench/results/adaptive_onboarding_mmlu.json, "
                    "with --capability adaptive_capability_mmlu.json)")
     p.add_argument("--capability", action="store_true", help="compare the capability estimates (module docstring)")
+    p.add_argument("--choices", nargs="+", default=["adaptive", "random"],
+                   help="with --capability: adaptive | stratified (a trial: the widest benchmark's next random "
+                        "question) | random")
+    p.add_argument("--with-rows", type=Path, default=None,
+                   help="with --capability: also the rows of an earlier run's JSON (same data; e.g. its random ones)")
     args = p.parse_args(argv)
     args.out = args.out or REPO / "bench" / "results" / (
         "adaptive_capability_mmlu.json" if args.capability else "adaptive_onboarding_mmlu.json")
@@ -230,19 +235,22 @@ def capability_rows(model, enc, bench_all, scores, held, candidates, sets, args,
         where = {int(q): i for i, q in enumerate(askable)}
         allowed = np.zeros(len(enc), dtype=bool)
         allowed[askable] = True
-        for choice, seed in [("adaptive", 0)] + [("random", s) for s in range(args.random_seeds)]:
+        runs = [(c, 0) for c in args.choices if c != "random"]
+        runs += [("random", s) for s in range(args.random_seeds)] if "random" in args.choices else []
+        for choice, seed in runs:
             asked, cap = np.empty(0, np.int64), None
             while len(asked) < max(args.sizes):
                 k = min(args.batch, max(args.sizes) - len(asked))
                 if choice == "random" or cap is None:
                     new = random_order(len(askable), asked, np.empty(0, np.int64), k, seed=seed)
                 else:
-                    picks = next_adaptive(model, enc, bench_all, evaluation, post, cap, allowed, k)
+                    picks = next_adaptive(model, enc, bench_all, evaluation, post, cap, allowed, k,
+                                          within="random" if choice == "stratified" else "gain")
                     new = np.array([where[int(q)] for q in picks], dtype=np.int64)
                 asked = np.concatenate([asked, new])
                 n = len(asked)
                 evaluation = (askable[asked], y[askable[asked]])
-                if choice == "adaptive" or n in args.sizes:
+                if choice != "random" or n in args.sizes:
                     post, cap = estimate_newcomer(model, enc, bench_all, evaluation, sets)
                 if n in args.sizes:
                     rows.append({"model": int(h), "choice": choice, "seed": seed, "n": n,
@@ -257,17 +265,23 @@ def report_capability(rows: list[dict], args, facts: dict, start: float) -> int:
     """Means per choice and n, the paired intervals over the held-out models, the JSON and a table."""
     from locus_model.stats.bootstrap import paired_bootstrap  # why: the --capability mode only
 
+    if args.with_rows:
+        rows = rows + json.loads(args.with_rows.read_text())["rows"]
+    choices = [c for c in ("adaptive", "stratified", "random") if any(r["choice"] == c for r in rows)]
+    tried = [c for c in choices if c != "random"]
+
     def per_model(choice: str, n: int, key: str = "mae") -> np.ndarray:  # (H,) random: mean over its seeds
         models = sorted({r["model"] for r in rows})
         return np.array([np.mean([r[key] for r in rows if r["model"] == m and r["choice"] == choice and r["n"] == n])
                          for m in models])
 
     summary = {f"{c}@{n}": {k: float(per_model(c, n, k).mean()) for k in ("mae", "coverage", "widest")}
-               for c in ("adaptive", "random") for n in args.sizes}
-    paired = {f"adaptive-random@{n}": paired_bootstrap(per_model("adaptive", n), per_model("random", n))
-              for n in args.sizes}
+               for c in choices for n in args.sizes}
+    paired = {f"{c}-random@{n}": paired_bootstrap(per_model(c, n), per_model("random", n))
+              for c in tried for n in args.sizes}
     if 64 in args.sizes and 128 in args.sizes:
-        paired["adaptive@64-random@128"] = paired_bootstrap(per_model("adaptive", 64), per_model("random", 128))
+        paired.update({f"{c}@64-random@128": paired_bootstrap(per_model(c, 64), per_model("random", 128))
+                       for c in tried})
     result = {**facts, "batch": args.batch, "random_seeds": args.random_seeds, "summary": summary, "paired": paired,
               "seconds": round(time.time() - start, 1), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -275,7 +289,7 @@ def report_capability(rows: list[dict], args, facts: dict, start: float) -> int:
     print("per-benchmark MAE (points) / 90% coverage / widest interval (points)")
     print("| choice | " + " | ".join(f"n={n}" for n in args.sizes) + " |")
     print("|---|" + "---|" * len(args.sizes))
-    for c in ("adaptive", "random"):
+    for c in choices:
         print(f"| {c} | " + " | ".join(f"{summary[f'{c}@{n}']['mae']:.2f} / {summary[f'{c}@{n}']['coverage']:.2f} / "
                                        f"{summary[f'{c}@{n}']['widest']:.1f}" for n in args.sizes) + " |")
     for name, d in paired.items():

@@ -76,20 +76,29 @@ def half_width_z(level: float = LEVEL) -> float:
 
 
 def choose_adaptive(gain: np.ndarray, widths: np.ndarray, candidates: np.ndarray, k: int, *,
-                    level: float = LEVEL) -> np.ndarray:
+                    level: float = LEVEL, codes: np.ndarray | None = None,
+                    rank: np.ndarray | None = None) -> np.ndarray:
     """The next ``k`` questions (indices into gain's rows), by module docstring step 3: gain (Q, K) from
     ``answer_gain``, widths (K,) the intervals' widths now, candidates (Q,) bool: the questions one may ask. Ties go to
-    the lower index (deterministic). Fewer than k when fewer candidates are left."""
+    the lower index (deterministic). Fewer than k when fewer candidates are left. With ``codes`` (Q,) and ``rank``
+    (Q,) (a random order's positions): the widest benchmark's first question in that order instead of its most
+    informative one (a trial: only the allocation between benchmarks adapts)."""
     var = (np.asarray(widths, dtype=np.float64) / (2 * half_width_z(level))) ** 2
     left = np.asarray(candidates, dtype=bool).copy()
     picks: list[int] = []
     while len(picks) < k and left.any():
-        useful = (gain[left] > 0).any(axis=0)  # benchmarks some question left can still narrow
+        if rank is None:
+            useful = (gain[left] > 0).any(axis=0)  # benchmarks some question left can still narrow
+        else:
+            useful = np.bincount(codes[left], minlength=gain.shape[1]) > 0
         order = [b for b in np.argsort(-var, kind="stable") if useful[b]]
         if not order:  # nothing narrows anything: the lowest candidates, in order
             picks += np.flatnonzero(left)[: k - len(picks)].tolist()
             break
-        q = int(np.argmax(np.where(left, gain[:, order[0]], -np.inf)))
+        if rank is None:
+            q = int(np.argmax(np.where(left, gain[:, order[0]], -np.inf)))
+        else:
+            q = int(np.argmin(np.where(left & (codes == order[0]), rank, np.inf)))
         picks.append(q)
         left[q] = False
         var = np.maximum(var - gain[q], 0.0)
@@ -110,9 +119,10 @@ def estimate_newcomer(model, encodings: np.ndarray, benchmarks: np.ndarray, eval
 
 def next_adaptive(model, encodings: np.ndarray, benchmarks: np.ndarray, evaluation_set: EvaluationSet,
                   posterior: Posterior, capability: Capability, candidates: np.ndarray, k: int, *,
-                  samples: int = 64, seed: int = 0) -> np.ndarray:
+                  samples: int = 64, seed: int = 0, within: str = "gain") -> np.ndarray:
     """The adaptive choice of the next ``k`` of the pool's queries (indices into encodings) among ``candidates``
-    (Q,) bool, for the model of ``posterior`` / ``capability`` (row 0: ``estimate_newcomer``'s)."""
+    (Q,) bool, for the model of ``posterior`` / ``capability`` (row 0: ``estimate_newcomer``'s). ``within``: gain
+    (the module docstring's rule) or random (the widest benchmark's next question in a seeded random order)."""
     z = posterior.samples(samples, seed=seed + 1)[0]  # (S, d)
     proba = predict_proba(model, z, np.asarray(encodings, dtype=np.float32))  # (S, Q)
     names, codes = np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
@@ -121,7 +131,8 @@ def next_adaptive(model, encodings: np.ndarray, benchmarks: np.ndarray, evaluati
     gain = answer_gain(proba, seen, codes, len(names))
     shown = dict(zip(capability.benchmarks, capability.hi[0] - capability.lo[0]))
     widths = np.array([shown.get(b, 0.0) for b in names])
-    return choose_adaptive(gain, widths, np.asarray(candidates, dtype=bool) & ~seen, k)
+    rank = np.argsort(np.random.default_rng(seed).permutation(len(codes))) if within == "random" else None
+    return choose_adaptive(gain, widths, np.asarray(candidates, dtype=bool) & ~seen, k, codes=codes, rank=rank)
 
 
 def stop_reached(capability: Capability, until: float | None, row: int = 0) -> bool:
