@@ -46,3 +46,12 @@ def test_the_stopping_rule_needs_every_interval_narrower_than_the_points() -> No
                      draws=np.zeros((1, 1, 2)))
     assert widest(cap) == ("b", pytest.approx(20.0))
     assert stop_reached(cap, 20.5) and not stop_reached(cap, 19.5) and not stop_reached(cap, None)
+
+
+def test_the_stratified_trial_takes_the_widest_benchmarks_next_question_in_the_random_order() -> None:
+    gain = answer_gain(DRAWS, np.zeros(3, dtype=bool), CODES, 2)
+    z2 = 2 * half_width_z()
+    widths = np.array([z2 * np.sqrt(0.3), z2 * np.sqrt(0.2)])
+    # the order puts q1 first: benchmark 0 -> q1 (variance 0.3 - 0.0625 = 0.2375, still widest) -> q0 -> then q2
+    picks = choose_adaptive(gain, widths, np.ones(3, dtype=bool), 3, codes=CODES, rank=np.array([1, 0, 2]))
+    assert picks.tolist() == [1, 0, 2]
