@@ -107,7 +107,15 @@ def main(argv: list[str] | None = None) -> int:
                         "question) | random")
     p.add_argument("--with-rows", type=Path, default=None,
                    help="with --capability: also the rows of an earlier run's JSON (same data; e.g. its random ones)")
+    p.add_argument("--pool", type=Path, nargs="+", default=None,
+                   help="report only: the --capability JSONs of several runs (e.g. --seed 0 and 1) pooled, each "
+                        "held-out model of each run one unit of the paired intervals")
     args = p.parse_args(argv)
+    if args.pool:
+        rows = [{**r, "model": f"{i}:{r['model']}"} for i, f in enumerate(args.pool)
+                for r in json.loads(f.read_text())["rows"]]
+        args.out, args.with_rows = args.out or REPO / "bench" / "results" / "adaptive_capability_mmlu_pooled.json", None
+        return report_capability(rows, args, {"pooled": [str(f) for f in args.pool]}, time.time())
     args.out = args.out or REPO / "bench" / "results" / (
         "adaptive_capability_mmlu.json" if args.capability else "adaptive_onboarding_mmlu.json")
     torch.set_num_threads(1)
