@@ -6,8 +6,6 @@ sensor onboards them (onboarding_job: the pool row, its check, its nearest model
 import dagster as dg
 from pydantic import Field
 
-from locus_model.adaptive import CHOICES, DEFAULT_CHOICE
-
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
 
@@ -21,7 +19,8 @@ class LiveOnboardingConfig(dg.Config):
     max_cost: float = Field(default=0.0, description="USD: stop before the spend could pass it (0 = no limit).")
     concurrency: int = Field(default=8, description="Calls in flight at once.")
     retries: int = Field(default=2, description="Retries of a failed call (timeout, connection, 5xx / 429).")
-    choice: str = Field(default=DEFAULT_CHOICE, description=f"{' | '.join(CHOICES)}: how each round's questions are chosen.")
+    # the library's DEFAULT_CHOICE (locus_model.adaptive imports torch; the code location loads without it)
+    choice: str = Field(default="random", description="random | adaptive: how each round's questions are chosen.")
     until: float = Field(default=0.0, description="Points: stop once every 90% interval is narrower (0 = at the budget).")
 
 
