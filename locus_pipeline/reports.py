@@ -285,7 +285,7 @@ def newcomer_data(store: pd.DataFrame, store_encodings: pd.DataFrame, table: pd.
         keep = np.flatnonzero(~np.isnan(row))
         sets.append((keep, row[keep]))
     own_row = str(store["model"].iloc[0]) if "model" in store and len(store) else None
-    pool_scores = wide.drop(index=own_row, errors="ignore").to_numpy(np.float32)  # a copy's own answers are not its prior
+    pool_scores = wide[wide.index.astype(str) != own_row].to_numpy(np.float32)  # a copy's own answers are not its prior
     return NewcomerData(ids=all_ids, phi=phi, benchmarks=bench, newcomer=newcomer, wide=wide, pool_scores=pool_scores,
                         training=sets)
 
