@@ -69,7 +69,7 @@ def test_every_harness_format_is_taken_in_with_one_run_per_model(home: Path, tmp
         result, _ = tick(instance, home)
     folder = DropFolder.at(home)
     assert not list(folder.rejected.iterdir()), [p.name for p in folder.rejected.iterdir()]
-    assert Counter(r.partition_key for r in result.run_requests) == Counter({
+    assert Counter(request_key(r) for r in result.run_requests) == Counter({
         "dummy-a": 2, "dummy-b": 2, safe_model_key("simple/model1"): 1,
         safe_model_key("simple/model2"): 1, safe_model_key("mockllm/model-a"): 2, safe_model_key("mockllm/model-b"): 2})
     manifests = {m.original_name: m for m in read_manifests(folder)}

@@ -269,7 +269,7 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
     before = pd.read_parquet(pool_file)
     with dg.instance_for_test() as instance:
         requests = tick(instance, home).run_requests
-        assert sorted(r.partition_key for r in requests) == sorted(safe_model_key(m) for m in ("good/one", "good/two"))
+        assert sorted(request_key(r) for r in requests) == sorted(safe_model_key(m) for m in ("good/one", "good/two"))
         assert all(run_onboarding(instance, r).success for r in requests)
     after = pd.read_parquet(pool_file)
     assert sorted(set(after["model"]) - set(before["model"])) == ["good/one", "good/two"]
