@@ -15,6 +15,8 @@ step 1 is the file's (its manifest or parts unreadable, the file changed): nothi
 """
 
 
+import warnings
+
 import dagster as dg
 import pandas as pd
 from pydantic import Field
@@ -107,16 +109,20 @@ def store_metadata(home: LocusHome, key: str, store: pd.DataFrame, accepted_file
     }
 
 
+with warnings.catch_warnings():  # a check with partitions is a Dagster preview: each model's results on its partition
+    warnings.simplefilter("ignore", dg.PreviewWarning)
+    NEWCOMER_CHECKS = [
+        dg.AssetCheckSpec(TRUST_CHECK, asset="onboarded_model_embedding", partitions_def=onboarded_models,
+                          description="The model's embedding rests on enough evaluations (the checkpoint's training "
+                                      "budget, the pool's routable floor) of queries like the pool's (warning only)"),
+        dg.AssetCheckSpec(PRECISION_CHECK, asset="onboarded_model_embedding", partitions_def=onboarded_models,
+                          description="Every per-benchmark capability estimate's 90% interval is at most 20 points "
+                                      "wide (warning only: ask the model more questions)")]
+
+
 @dg.asset(owners=OWNERS, partitions_def=onboarded_models, group_name=GROUP, kinds={"pytorch"}, deps=["model_embeddings"],
-          backfill_policy=ONE_RUN,
-          output_required=False,  # each model's materialization is yielded alone: a model that failed gets none
-          check_specs=[dg.AssetCheckSpec(TRUST_CHECK, asset="onboarded_model_embedding", partitions_def=onboarded_models,
-                                         description="The model's embedding rests on enough evaluations (the checkpoint's "
-                                                     "training budget, the pool's routable floor) of queries like the "
-                                                     "pool's (warning only)"),
-                       dg.AssetCheckSpec(PRECISION_CHECK, asset="onboarded_model_embedding", partitions_def=onboarded_models,
-                                         description="Every per-benchmark capability estimate's 90% interval is at most "
-                                                     "20 points wide (warning only: ask the model more questions)")])
+          backfill_policy=ONE_RUN, check_specs=NEWCOMER_CHECKS,
+          output_required=False)  # each model's materialization is yielded alone: a model that failed gets none
 def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome, mlflow: MlflowTracking):
     """Each onboarded model of the run as the pool holds it (newcomer.newcomer): its row, its five nearest models
     (Euclidean distance between model embeddings) and its per-benchmark profile beside theirs, one materialization
@@ -141,7 +147,10 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
         yield from result.checks
     if written:
         home.upload_changes()  # a remote home: the tables go to the bucket
-    if failed:
+    if not failed:  # the checks' step outputs (their results, per model, are the evaluations above)
+        for check in context.assets_def.check_keys:
+            yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(check))
+    else:
         raise dg.Failure(description=f"{len(failed)} of {len(context.partition_keys)} model(s) of this run were not "
                                      f"onboarded: {', '.join(sorted(failed)[:20])}; the others were",
                          metadata={"failed_models": dg.MetadataValue.json(failed),
