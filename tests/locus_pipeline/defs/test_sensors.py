@@ -556,3 +556,66 @@ def test_one_file_gets_one_run_whoever_publishes_it(home: Path) -> None:
         after, _ = tick(instance, home)
         assert [request_key(r) for r in after.run_requests] == [safe_model_key("org/second")]
         assert after.cursor.endswith("-second.csv")
+
+
+# ---------------------------------------------------------------------------------------------- a file of many models
+
+
+def _covered(instance: dg.DagsterInstance, request: dg.RunRequest) -> list[str]:
+    from locus_pipeline.defs.partitions import run_model_keys
+
+    return run_model_keys(instance, request.tags)
+
+
+def test_a_file_of_40_models_is_one_request_over_40_partitions(home: Path) -> None:
+    models = [f"org/model {i:02d}" for i in range(40)]
+    drop(home, "forty.csv", evals(*models))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(onboarded_models.name, ["older"])  # onboarded before: not in the range
+        result, _ = tick(instance, home)
+        (add,) = result.dynamic_partitions_requests
+        instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))  # as the daemon does
+        (request,) = result.run_requests
+        assert sorted(_covered(instance, request)) == sorted(safe_model_key(m) for m in models)
+        manifest = (home / "incoming" / "accepted" / f"{result.cursor}.manifest.json").read_text()
+        assert len(request.run_key) == 64 and f'"sha256": "{request.run_key}"' in manifest  # the file's bytes
+        again, _ = tick(instance, home, cursor=result.cursor)
+        assert again.run_requests == []
+        drop(home, "forty-copy.csv", evals(*models))  # the same bytes: nothing to run
+        copy, _ = tick(instance, home, cursor=result.cursor)
+        assert copy.run_requests == [] and "already onboarded" in copy.skip_reason.skip_message
+        drop(home, "forty-changed.csv", evals(*models, n=4))  # other bytes, the same models: a run of its own
+        changed, _ = tick(instance, home, cursor=copy.cursor)
+        (other,) = changed.run_requests
+        assert other.run_key != request.run_key and sorted(_covered(instance, other)) == sorted(_covered(instance, request))
+
+
+def test_a_file_whose_models_are_not_one_range_gets_one_run_per_range(home: Path) -> None:
+    """Partitions keep their insertion order: models onboarded before sit among others, so the file's keys make
+    two ranges here, each a run with a run key of its own."""
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(onboarded_models.name, ["a", "other", "b"])
+        drop(home, "mixed.csv", evals("a", "b", "c"))
+        result, _ = tick(instance, home)
+        assert list(result.dynamic_partitions_requests[0].partition_keys) == ["c"]
+        instance.add_dynamic_partitions(onboarded_models.name, ["c"])
+        ranges = sorted(range_of(r) for r in result.run_requests)
+        assert ranges == [("a", "a"), ("b", "c")]
+        sha = result.run_requests[0].run_key.split(":")[0]
+        assert sorted(r.run_key for r in result.run_requests) == [f"{sha}:a..a", f"{sha}:b..c"]
+        assert sorted(k for r in result.run_requests for k in _covered(instance, r)) == ["a", "b", "c"]
+
+
+def test_a_crashed_run_over_a_range_is_requested_again_over_the_same_range(home: Path) -> None:
+    from locus_pipeline.defs.partitions import range_tags
+
+    with dg.instance_for_test() as instance:
+        run = instance.add_run(dg.DagsterRun(job_name=onboarding_job.name, run_id=str(uuid.uuid4()),
+                                             status=dg.DagsterRunStatus.STARTED,
+                                             tags={"dagster/run_key": "abc", **range_tags("a", "c")}))
+        from dagster._core.events import JobFailureData, RunFailureReason
+
+        instance.report_run_failed(run, "killed", JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION))
+        result, _ = tick(instance, home)
+        (retry,) = result.run_requests
+        assert retry.run_key == "abc:attempt-2" and range_of(retry) == ("a", "c") and retry.partition_key is None
