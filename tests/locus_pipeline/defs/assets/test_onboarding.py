@@ -348,11 +348,11 @@ def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(h
     check results, and the pool once; a second tick and the same bytes dropped again request nothing."""
     import locus_pipeline.reports as reports
 
-    real, first = reports.newcomer_estimates, []
+    real, asked = reports.newcomer_estimates, []
 
     def once(*args, **kwargs):  # the estimates (~2 s a model here) are the one-model tests' subject: computed once
-        first.append(first[0] if first else real(*args, **kwargs))
-        return first[-1]
+        asked.append(asked[0] if asked else real(*args, **kwargs))
+        return asked[-1]
 
     monkeypatch.setattr(reports, "newcomer_estimates", once)
     names = [f"batch/model {i:02d}" for i in range(40)]
@@ -378,7 +378,7 @@ def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(h
         assert sorted(checks) == sorted((name, key) for key in keys
                                         for name in ("onboarded_estimates_precise", "onboarded_model_trustworthy"))
         assert instance.get_materialized_partitions(dg.AssetKey("onboarded_model_embedding")) == set(keys)
-        assert len(first) == 40  # each model's estimates asked for
+        assert len(asked) == 40  # each model's estimates asked for
         again = tick(instance, home, cursor=first.cursor)
         assert not again.run_requests
         drop_file(home, "forty again.csv", rows)  # the same bytes under another name
