@@ -17,6 +17,7 @@ from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
 from locus_pipeline.defs.metadata import atlas_link
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
+from locus_pipeline.tracking import log_onboarding_estimates
 
 TRUST_CHECK = "onboarded_model_trustworthy"
 PRECISION_CHECK = "onboarded_estimates_precise"
@@ -72,12 +73,13 @@ class Newcomer:
     checks: list[dg.AssetCheckEvaluation]
 
 
-def newcomer(log, home: LocusHome, mlflow: MlflowTracking, view: PoolView, key: str,
+def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: PoolView, key: str,
              asset: dg.AssetKey) -> Newcomer:
     """Model ``key`` as the pool holds it: its row, its five nearest models (Euclidean distance between model
     embeddings), its per-benchmark profile beside theirs; for an onboarded model, its neighbours' stability, its
-    estimates and the warnings of :func:`trust_warnings`. A model of the training source keeps its training
-    embedding (its new evaluations are only recorded in its store)."""
+    estimates (stored for the atlas, logged to an MLflow run linked to Dagster run ``run_id``) and the warnings of
+    :func:`trust_warnings`. A model of the training source keeps its training embedding (its new evaluations are
+    only recorded in its store)."""
     # why: both import torch (seconds): loaded by a run, not when the code location loads
     from locus_model.onboarding import benchmark_profile, nearest_models, neighbour_stability
     from locus_pipeline.reports import WIDE_INTERVAL, estimates_markdown, newcomer_estimates
@@ -113,9 +115,12 @@ def newcomer(log, home: LocusHome, mlflow: MlflowTracking, view: PoolView, key: 
             log.warning(f"{name}: {vague}")
         precision = {"widest_interval": round(float(width.max()), 3), "threshold_interval": WIDE_INTERVAL,
                      "wide_benchmarks": ", ".join(wide["benchmark"].astype(str)) or "none"}
+        home.write_capability_estimates(key, cap.assign(model=name, checkpoint_id=str(row["checkpoint_id"])))
+        experiment, mlflow_run = log_onboarding_estimates(mlflow, run_id, name, str(row["checkpoint_id"]), estimates)
         estimated = {"capability_estimates": dg.MetadataValue.md(capability), "answers_like": dg.MetadataValue.md(like),
                      "answers_like_most": str(estimates.answers_like["model"].iloc[0]) if len(estimates.answers_like) else "",
-                     "widest_interval": round(float(width.max()), 3)}
+                     "widest_interval": round(float(width.max()), 3),
+                     "mlflow_run": dg.MetadataValue.url(mlflow.run_url(experiment, mlflow_run))}
         for line in warnings:
             log.warning(f"{name}: {line}")
     shown = benchmark_profile(view.accuracy, name, neighbours["model"].tolist(), n_rows)

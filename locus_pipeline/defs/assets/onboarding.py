@@ -8,7 +8,9 @@ whatever the number of models; docs/onboarding.md). It materializes, in order:
    blocking reproducibility check, on the new state);
 3. ``onboarded_model_embedding[key]`` for each model: its row, its five nearest models and its per-benchmark
    profile, with a warning (metadata, run log, the check ``onboarded_model_trustworthy``) when the drop is small
-   or its queries unlike the pool's (locus_model.onboarding.onboarding_warnings).
+   or its queries unlike the pool's (locus_model.onboarding.onboarding_warnings); for an onboarded model, its
+   capability estimates (docs/estimates.md), stored for the atlas and logged to an MLflow run
+   (tracking.log_onboarding_estimates).
 Each model keeps its own materializations, metadata and check results. A model that fails in step 2 or 3 is
 left out and named, the others are onboarded, and the run fails at its end (docs/onboarding.md). A failure of
 step 1 is the file's (its manifest or parts unreadable, the file changed): nothing of it goes further.
@@ -134,7 +136,7 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
         if key in failed:
             continue
         try:
-            result = newcomer(context.log, home, mlflow, view, key, context.asset_key)
+            result = newcomer(context.log, context.run_id, home, mlflow, view, key, context.asset_key)
         except Exception as err:  # one model's failure must not lose the others: named below, the run fails
             failed[key] = f"{type(err).__name__}: {err}"
             context.log.error(f"model key {key}: not onboarded: {failed[key]}")
