@@ -92,6 +92,8 @@ class PoolAndStores:
                     write_parquet_atomic(self.read_store(key), target)
                     store.unlink()
                     kept.append(self.relative(target))
+                # derived from its evaluations (kept above): the atlas must not show a removed model's estimates
+                self.estimates_path(key).unlink(missing_ok=True)
             return current[current["model"].astype(str) != name].reset_index(drop=True)
 
         pool = self.update_pool(change)
