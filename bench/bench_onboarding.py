@@ -1,6 +1,6 @@
 """Onboarding latency: file drop -> model embedding in the pool, through the real `dagster dev` (daemon included).
 
-    .venv/bin/python -m bench.bench_onboarding --sizes 128 4096 --repeats 3 [--big-gb 1.0]
+    .venv/bin/python -m bench.bench_onboarding --sizes 128 4096 --repeats 3 [--big-gb 1.0] [--many-models 40]
 
 1. Builds a tiny pool in a temporary LOCUS_HOME (pool_job in-process: small synthetic pool, hashing-256 encoder).
 2. Starts `dagster dev`, waits for the drop-folder sensor's first tick (it creates incoming/accepted/).
@@ -8,7 +8,10 @@
    drop), and polls the pool table every 0.2 s. The run record gives the split:
    sensor wait = drop -> run created (settle time + tick interval + intake), queue+launch = created -> started,
    run = started -> finished; pool = drop -> the row is readable in the pool table.
-4. --big-gb: intake (stream-validate + split by model) of a generated CSV of that size in a subprocess, with
+4. --many-models N: one file of N models (--rows-per-model each) dropped, and a good one-model file dropped once
+   the first is taken in: the onboarding runs the first file got, drop -> all N in the pool, and the good
+   file's drop -> pool (how long it waits behind the big one).
+5. --big-gb: intake (stream-validate + split by model) of a generated CSV of that size in a subprocess, with
    its wall time and peak RSS.
 """
 
@@ -84,15 +87,54 @@ def measure_drop(home: Path, instance, model: str, n: int, timeout: float = 300)
     if pooled is None:
         raise TimeoutError(f"{model} did not reach the pool in {timeout} s")
     time.sleep(1.0)  # let the run record its end
-    records = instance.get_run_records(dg.RunsFilter(tags={"locus/model": model}))
-    run = records[0]
+    run = runs_since(instance, dropped)[0]
     created = run.create_timestamp.timestamp()
     started, ended = run.start_time, run.end_time
     return {"evaluations": n, "sensor_wait_s": created - dropped, "queue_launch_s": started - created,
             "run_s": (ended or pooled) - started, "drop_to_pool_s": pooled - dropped}
 
 
-def bench_latency(sizes: list[int], repeats: int) -> list[dict]:
+def runs_since(instance, since: float) -> list:
+    """The onboarding runs created after ``since`` (a Unix time), oldest first."""
+    import dagster as dg
+
+    records = instance.get_run_records(dg.RunsFilter(job_name="onboarding_job"))
+    return sorted([r for r in records if r.create_timestamp.timestamp() >= since], key=lambda r: r.create_timestamp)
+
+
+def pooled(home: Path, models: set[str]) -> bool:
+    return models <= set(pd.read_parquet(home / "warehouse" / "model_embeddings.parquet", columns=["model"])["model"])
+
+
+def measure_many(home: Path, instance, n_models: int, rows: int, timeout: float = 1800) -> dict:
+    """A file of ``n_models`` models, then a good one-model file once the first left incoming/."""
+    wait_idle(instance)
+    time.sleep(35)  # past the report refresh sensor's next tick
+    wait_idle(instance)
+    incoming = home / "incoming"
+    many = {f"bench/many-{i:03d}" for i in range(n_models)}
+    pd.concat([evaluations(home, m, rows) for m in sorted(many)]).to_csv(incoming / "many.csv.part", index=False)
+    os.replace(incoming / "many.csv.part", incoming / "many.csv")
+    dropped = time.time()
+    while (incoming / "many.csv").exists() and time.time() - dropped < timeout:
+        time.sleep(0.2)
+    good = "bench/good-after-many"
+    evaluations(home, good, 128).to_csv(incoming / "good.csv.part", index=False)
+    os.replace(incoming / "good.csv.part", incoming / "good.csv")
+    good_dropped, done = time.time(), {}
+    while len(done) < 2 and time.time() - dropped < timeout:
+        for what, models in (("many", many), ("good", {good})):
+            if what not in done and pooled(home, models):
+                done[what] = time.time()
+        time.sleep(0.2)
+    if len(done) < 2:
+        raise TimeoutError(f"not in the pool after {timeout} s: {sorted({'many', 'good'} - set(done))}")
+    time.sleep(1.0)
+    return {"models": n_models, "rows_per_model": rows, "runs": len(runs_since(instance, dropped)),
+            "drop_to_all_in_pool_s": done["many"] - dropped, "good_drop_to_pool_s": done["good"] - good_dropped}
+
+
+def bench_latency(sizes: list[int], repeats: int, many: int = 0, rows_per_model: int = 1) -> list[dict]:
     from locus_pipeline.instance import prepare_dagster_home
 
     tmp = Path(tempfile.mkdtemp(prefix="locus-bench-onboarding-"))
@@ -113,6 +155,9 @@ def bench_latency(sizes: list[int], repeats: int) -> list[dict]:
             time.sleep(0.5)
         time.sleep(6)  # first tick done, the daemon is in its steady rhythm
         with dg.DagsterInstance.get() as instance:
+            if many:
+                print(json.dumps({k: round(v, 2) if isinstance(v, float) else v
+                                  for k, v in measure_many(home, instance, many, rows_per_model).items()}), flush=True)
             for n in sizes:
                 for r in range(repeats):
                     row = measure_drop(home, instance, f"bench/model-{n}-{r}", n)
@@ -154,14 +199,16 @@ def bench_big(gb: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[128, 4096])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[128, 4096])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--big-gb", type=float, default=0.0, help="also time the intake of a generated CSV of this many GB")
+    parser.add_argument("--many-models", type=int, default=0, help="also drop one file of this many models, then a good one")
+    parser.add_argument("--rows-per-model", type=int, default=1, help="evaluations per model of the --many-models file")
     args = parser.parse_args()
     if args.big_gb:
         big = bench_big(args.big_gb)
         print(json.dumps(big), flush=True)
-    rows = bench_latency(args.sizes, args.repeats) if args.sizes else []
+    rows = bench_latency(args.sizes, args.repeats, args.many_models, args.rows_per_model) if args.sizes or args.many_models else []
     frame = pd.DataFrame(rows)
     if len(frame):
         print("\nmedian over repeats (seconds):")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from locus_pipeline.defs.partitions import RANGE_END_TAG, RANGE_START_TAG
+
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 CRASH_REASONS = ("UNEXPECTED_TERMINATION", "START_TIMEOUT", "RUN_WORKER_RESTART")  # not a step that failed
 FAILURE_REASON_TAG = "dagster/failure_reason"
@@ -95,12 +97,13 @@ def base_run_key(run: dg.DagsterRun) -> str:
 
 
 def retry_request(run: dg.DagsterRun) -> dg.RunRequest | None:
-    """The same run again (config, partition, tags) under the run key ``<key>:attempt-<n>``, or None after
+    """The same run again (config, partition or partition range, tags) under the run key ``<key>:attempt-<n>``, or None after
     MAX_ATTEMPTS attempts."""
     attempt = int(run.tags.get(ATTEMPT_TAG, "1"))
     if attempt >= MAX_ATTEMPTS or not base_run_key(run):
         return None
-    tags = {k: v for k, v in run.tags.items() if not k.startswith("dagster/")}
+    kept = (RANGE_START_TAG, RANGE_END_TAG)  # a run over a range of partitions: the same range again
+    tags = {k: v for k, v in run.tags.items() if not k.startswith("dagster/") or k in kept}
     return dg.RunRequest(run_key=f"{base_run_key(run)}:attempt-{attempt + 1}", run_config=run.run_config,
                          partition_key=run.tags.get("dagster/partition"),
                          tags={**tags, ATTEMPT_TAG: str(attempt + 1), "locus/retry_of": run.run_id})

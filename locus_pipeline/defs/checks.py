@@ -8,7 +8,8 @@ import pandas as pd
 from locus_pipeline.defs.assets.evaluation import routing_evaluation
 from locus_pipeline.defs.assets.ingestion import evaluation_table
 from locus_pipeline.defs.assets.onboarding import onboarded_evaluations
-from locus_pipeline.defs.assets.pool import NEW_EVALUATIONS, model_embeddings
+from locus_pipeline.defs.assets.pool import NEW_EVALUATIONS, model_embeddings, pool_metadata_in_run
+from locus_pipeline.defs.partitions import run_model_keys
 from locus_pipeline.storage import LocusHome
 
 
@@ -44,21 +45,15 @@ REPRODUCED_MAX_CHANGED = 256  # a rebuild's rows with new evaluations: all of th
 def new_evaluations_in_run(context: dg.AssetCheckExecutionContext) -> list[str] | None:
     """The models whose evaluations this run's materialization of the pool made new to it (None: the run did not
     materialize the pool, e.g. the check run on its own)."""
-    events = context.instance.all_logs(context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
-    found = None
-    for event in events:
-        materialization = event.asset_materialization
-        if materialization is not None and materialization.asset_key == model_embeddings.key:
-            value = materialization.metadata.get(NEW_EVALUATIONS)
-            found = list(value.value) if value is not None else found
-    return found
+    found = pool_metadata_in_run(context.instance, context.run.run_id, NEW_EVALUATIONS)
+    return None if found is None else list(found)
 
 
 @dg.asset_check(
     asset=model_embeddings,
     blocking=True,
     description="Re-embedding pool rows from their evaluations (training source or onboarded store) with the pool's "
-                "checkpoint reproduces them bit for bit: the onboarded model after an onboarding; after a rebuild, every "
+                "checkpoint reproduces them bit for bit: the onboarded models after an onboarding; after a rebuild, every "
                 f"row with new evaluations (up to {REPRODUCED_MAX_CHANGED}, a seeded sample beyond) and a seeded sample "
                 f"of {REPRODUCED_SAMPLE} other rows, so the check costs at most {REPRODUCED_SAMPLE + REPRODUCED_MAX_CHANGED} "
                 "rows of a rebuild's embedding work whatever the pool's size.",
@@ -67,20 +62,21 @@ def pool_embeddings_reproducible(context: dg.AssetCheckExecutionContext, home: L
     from locus_model.pool import check_pool, compare_embeddings, reproduction_sample
     from locus_pipeline.pool_rows import embed_again
 
-    key = context.run.tags.get("dagster/partition")
-    changed = new_evaluations_in_run(context) if key is None else None
+    keys = run_model_keys(context.instance, context.run.tags)  # an onboarding run's models, None for a rebuild
+    changed = new_evaluations_in_run(context) if keys is None else None
     with home.lock("pool"):  # the state the last materialization left, not one half-way through another write
         pool = home.read_pool()
         check_pool(pool)
         checkpoint = home.pool_checkpoint(pool)
-        if key is None:
+        if keys is None:
             chosen = reproduction_sample(pool, changed or [], sample=REPRODUCED_SAMPLE, max_changed=REPRODUCED_MAX_CHANGED)
             rows = pool[pool["model"].astype(str).isin(set(chosen.models))]
         else:
-            rows = pool[pool["model_key"] == key]
+            rows = pool[pool["model_key"].isin(keys)]
         again, pending = embed_again(home, checkpoint, rows)
     result = compare_embeddings(pool, again)
-    scope = ({"scope": f"model key {key}"} if key is not None else {
+    scope = ({"scope": f"model key(s) {', '.join(keys[:20])}" + (f" and {len(keys) - 20} more" if len(keys) > 20 else "")}
+             if keys is not None else {
         "scope": f"rebuild: {chosen.changed_checked} of {chosen.changed} rows with new evaluations"
                  + ("" if changed is not None else " (this run did not materialize the pool)")
                  + f", {chosen.others_checked} sampled of the other {chosen.rows - chosen.changed} (seed 0)",

@@ -1,6 +1,49 @@
-"""Partitions: one dynamic partition per onboarded model, keyed by the safe form of its name."""
+"""Partitions: one dynamic partition per onboarded model, keyed by the safe form of its name; the model keys a
+run covers (one partition, or a range of them: a dropped file's models onboarded in one run)."""
+
+from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
 # Keys are locus_model.data.contract.safe_model_key(model name): ASCII, no "/", ".." or spaces; the sensor adds them.
 onboarded_models = dg.DynamicPartitionsDefinition(name="onboarded_models")
+
+PARTITION_TAG = "dagster/partition"
+RANGE_START_TAG = "dagster/asset_partition_range_start"  # Dagster's tags of a run over a range of partitions
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+
+
+def key_ranges(keys: Sequence[str], order: Sequence[str]) -> list[tuple[str, str]]:
+    """The fewest (first, last) ranges of ``order`` (the partitions in insertion order, Dagster's order of a
+    dynamic partitions definition) that cover exactly ``keys``: one when the keys were added together, more
+    when some of them were onboarded before (they sit earlier, among other models)."""
+    wanted, ranges, start, last = set(keys), [], None, None
+    for key in order:
+        if key in wanted:
+            start, last = start or key, key
+        elif start is not None:
+            ranges.append((start, last))
+            start = None
+    return ranges + ([(start, last)] if start is not None else [])
+
+
+def range_tags(first: str, last: str) -> dict[str, str]:
+    return {RANGE_START_TAG: first, RANGE_END_TAG: last}
+
+
+def run_model_keys(instance: dg.DagsterInstance, tags: Mapping[str, str]) -> list[str] | None:
+    """The onboarded model keys of a run, from its tags (one partition, or a range resolved against the instance's
+    partitions); None for a run of no partition (a rebuild)."""
+    if tags.get(PARTITION_TAG):
+        return [tags[PARTITION_TAG]]
+    if RANGE_START_TAG not in tags:
+        return None
+    keys = list(instance.get_dynamic_partitions(onboarded_models.name))
+    ends = [tags[RANGE_START_TAG], tags[RANGE_END_TAG]]
+    missing = [key for key in ends if key not in keys]
+    if missing:
+        raise dg.Failure(description=f"the run's partition range {ends[0]}...{ends[1]} names {', '.join(missing)}, "
+                                     f"no longer a partition of {onboarded_models.name} (a model removed since)",
+                         metadata={"how_to_fix": "launch the run again for the models still to onboard (drop their "
+                                                 "file again, or pick their partitions in the UI)"})
+    return keys[keys.index(ends[0]):keys.index(ends[1]) + 1]

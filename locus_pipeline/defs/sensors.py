@@ -2,20 +2,22 @@
 
 ``onboarding_drop_folder`` (every 2 s, running by default) takes complete files from LOCUS_HOME/incoming/,
 validates each in one streamed pass, moves it to accepted/ or rejected/ (+ .reason.txt), adds one dynamic
-partition per model and requests one onboarding run per (file, model). The cursor is the stem of the last
-accepted file whose runs were requested; run_key = "<sha256 of the file>:<model key>", so the same bytes never
-onboard twice. ``reports_after_pool_change`` requests one run of the analyses once the pool is newer than the
+partition per model and requests one onboarding run per accepted file, over the range of its models' partitions
+(run_requests_for). The cursor is the stem of the last accepted file whose runs were requested; run_key = "<sha256
+of the file>", so the same bytes never onboard twice. ``reports_after_pool_change`` requests one run of the analyses once the pool is newer than the
 reports (the last report, analysis_reports, is older than the pool's latest materialization) and no onboarding,
 rebuild or refresh is queued or running (so 50 onboarded models refresh once).
 Both fail runs whose process died and request them again (locus_pipeline/runs.py), so a killed run neither holds
 a concurrency slot nor blocks the reports for good.
 """
 
+from collections.abc import Sequence
+
 import dagster as dg
 
 from locus_pipeline.defs.checks import REJECTION_CHECK
 from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, pool_removal_job, reports_refresh_job
-from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.partitions import key_ranges, onboarded_models, range_tags
 from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
@@ -24,20 +26,25 @@ WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 
 
-def run_requests_for(manifest) -> tuple[list[dg.RunRequest], list[str]]:
-    """(one RunRequest per model of an accepted file, the partition keys to add)."""
-    requests, keys = [], []
-    for entry in manifest.models:
-        keys.append(entry.model_key)
-        requests.append(
-            dg.RunRequest(
-                run_key=f"{manifest.sha256}:{entry.model_key}",
-                partition_key=entry.model_key,
-                run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": manifest.stem, "model": entry.model}}}},
-                tags={"locus/accepted_file": manifest.stem[:255], "locus/model": entry.model[:255], "locus/sha256": manifest.sha256[:16]},
-            )
-        )
-    return requests, keys
+def run_requests_for(manifest, known: Sequence[str] = ()) -> tuple[list[dg.RunRequest], list[str]]:
+    """(the onboarding runs of an accepted file, its model keys that are not partitions yet: ``known`` are the
+    partitions in Dagster's order, which is insertion order).
+
+    One run per file covers all its models: a run over a range of partitions (Dagster's range tags, as a
+    single-run backfill launches it), each model still its own partition with its own materializations and check
+    results. Not a backfill (RunRequest.for_asset_graph_subset): that carries neither run config (the accepted
+    file) nor a run key (exactly once per file), and needs the backfill daemon that in-process runs lack. A file
+    whose keys are not one range (some of its models were onboarded before, among others) gets one run per range,
+    keyed "<sha256>:<first key>..<last key>" (keys never hold ':' or '..')."""
+    keys = list(dict.fromkeys(entry.model_key for entry in manifest.models))
+    new = [key for key in keys if key not in set(known)]
+    ranges = key_ranges(keys, [*known, *new])
+    tags = {"locus/accepted_file": manifest.stem[:255], "locus/sha256": manifest.sha256[:16]}
+    requests = [dg.RunRequest(run_key=manifest.sha256 if len(ranges) == 1 else f"{manifest.sha256}:{first}..{last}",
+                              run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": manifest.stem}}}},
+                              tags={**tags, **range_tags(first, last)})
+                for first, last in ranges]
+    return requests, new
 
 
 REJECTIONS_ASSET = dg.AssetKey("onboarded_evaluations")  # where a rejected file shows: a failed check of it
@@ -60,7 +67,7 @@ def rejection(item) -> dg.AssetCheckEvaluation:
     job=onboarding_job,
     minimum_interval_seconds=2,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> one onboarding run per model (docs/onboarding.md).",
+    description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> one onboarding run per file, all its models (docs/onboarding.md).",
 )
 def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
                            intake: DropFolderIntake) -> dg.SensorResult | dg.SkipReason:
@@ -78,11 +85,12 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
     if pending and not home.has_pool():
         notes.append(f"{len(pending)} accepted file(s) wait for the model embedding pool: materialize locus_job first")
         return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes)), asset_events=rejected) if rejected else dg.SkipReason("; ".join(notes))
-    requests, keys = [], []
+    requests, new_keys = [], []
+    known = list(context.instance.get_dynamic_partitions(onboarded_models.name)) if context.instance else []
     for manifest in pending:
-        r, k = run_requests_for(manifest)
+        r, new = run_requests_for(manifest, known + new_keys)
         requests += r
-        keys += k
+        new_keys += new
     if context.instance is not None and requests:  # one file, one run: `locus onboard` may have run it already
         ran = {r.run_key for r in requests if context.instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": r.run_key}), limit=1)}
         if ran:
@@ -100,9 +108,9 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
     if not requests:
         return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no new files in incoming/"), asset_events=rejected,
                                cursor=new_cursor)
-    new_keys = sorted(set(keys) - set(context.instance.get_dynamic_partitions(onboarded_models.name))) if context.instance else sorted(set(keys))
     return dg.SensorResult(
         run_requests=requests,
+        # in this order: a file's new keys are one range of the partitions (Dagster appends them as given)
         dynamic_partitions_requests=[onboarded_models.build_add_request(new_keys)] if new_keys else [],
         asset_events=rejected,
         cursor=new_cursor,  # retries only: the cursor stays

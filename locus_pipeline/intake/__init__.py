@@ -13,7 +13,7 @@
    the pool, a store or an accepted file) is a rejection too, whatever the order of the files. A file whose
    bytes were already accepted moves to ``accepted/`` with a manifest marked ``duplicate_of`` and onboards
    nothing. Nothing is ever deleted.
-3. *Onboarding* is a Dagster run per (file, model): see locus_pipeline/defs/assets/onboarding.py.
+3. *Onboarding* is one Dagster run per file, over its models' partitions: see locus_pipeline/defs/assets/onboarding.py.
 4. *Harness outputs.* A folder, an archive (.zip, .tar.gz, .tgz) or an Inspect log dropped into incoming/ is read
    by the harness readers (:mod:`locus_model.data.harnesses`: lm-eval, Inspect AI, lighteval, HELM), recognised
    by its content; its long table is then split by model as a file's rows are. A folder is taken whole: write it

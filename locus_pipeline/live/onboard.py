@@ -257,7 +257,7 @@ def onboard_rows(home, model: str, rows: pd.DataFrame, *, via_sensor: bool) -> t
             ran["stored"] = folder.accepted / manifest.stem  # the same answers were onboarded before
             return
         ran["stored"] = folder.accepted / manifest.stem
-        ran["run_id"] = run_onboarding(home, manifest, safe_model_key(model))
+        ran["run_id"] = run_onboarding(home, manifest)
 
     intake_tick(folder, wait=True, prepare=drop, publish=publish)
     if "stored" not in ran:
@@ -265,10 +265,11 @@ def onboard_rows(home, model: str, rows: pd.DataFrame, *, via_sensor: bool) -> t
     return str(ran["stored"]), ran.get("run_id")
 
 
-def run_onboarding(home, manifest, key: str) -> str | None:
-    """The onboarding run of model ``key`` of an accepted file, in this process on the home's Dagster instance (no
-    environment variable set; $DAGSTER_HOME's instance when it is set), unless a run with its run key exists
-    (the sensor published it first): then that run's id."""
+def run_onboarding(home, manifest) -> str | None:
+    """The onboarding run of an accepted file (its models' partitions, as the sensor requests it), in this process
+    on the home's Dagster instance (no environment variable set; $DAGSTER_HOME's instance when it is set), unless
+    a run with its run key exists (the sensor published it first): then that run's id."""
+    # why: Dagster and the code location load only when a run is published, not for asking an endpoint
     import dagster as dg
 
     from locus_pipeline.defs.resources import resources_for
@@ -276,17 +277,18 @@ def run_onboarding(home, manifest, key: str) -> str | None:
     from locus_pipeline.definitions import defs as load
     from locus_pipeline.instance import prepare_dagster_home
 
-    (request,) = [r for r in run_requests_for(manifest)[0] if r.partition_key == key]
     dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(Path(home.local_path)))
     with dg.DagsterInstance.from_config(dagster_home) as instance:
+        requests, new = run_requests_for(manifest, instance.get_dynamic_partitions("onboarded_models"))
+        (request,) = requests  # the answers of one model: one partition
         earlier = instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": request.run_key}), limit=1)
         if earlier:
             return earlier[0].run_id
-        instance.add_dynamic_partitions("onboarded_models", [request.partition_key])
+        instance.add_dynamic_partitions("onboarded_models", new)
         tags = {**request.tags, "dagster/run_key": request.run_key, "dagster/sensor_name": SENSOR_NAME,
                 "locus/trigger": "locus onboard"}
         run = load().resolve_job_def("onboarding_job").execute_in_process(
-            instance=instance, partition_key=request.partition_key, run_config={**request.run_config, **QUIET_RUN}, tags=tags,
+            instance=instance, run_config={**request.run_config, **QUIET_RUN}, tags=tags,  # the range is in the tags
             resources=resources_for(home), raise_on_error=False)
     if not run.success:
         raise OnboardError(f"the onboarding run {run.run_id} of {manifest.original_name!r} failed; see its logs in Dagster")

@@ -51,9 +51,27 @@ def onboarding_tick(instance: dg.DagsterInstance, home: Path, cursor: str | None
 
 
 def run_onboarding(instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
+    """The request's run in process, as the daemon launches it: its partition or its range of partitions (tags)."""
     return defs().resolve_job_def("onboarding_job").execute_in_process(
-        instance=instance, partition_key=request.partition_key, run_config=request.run_config, tags=request.tags,
-        raise_on_error=False)
+        instance=instance, partition_key=request.partition_key, run_config=request.run_config,
+        tags={**request.tags, "dagster/run_key": request.run_key}, raise_on_error=False)
+
+
+def range_of(request: dg.RunRequest) -> tuple[str, str]:
+    """(first, last) model key of the range of partitions a run request covers."""
+    return request.tags["dagster/asset_partition_range_start"], request.tags["dagster/asset_partition_range_end"]
+
+
+def request_key(request: dg.RunRequest) -> str:
+    """The one model key a run request of a one-model file covers."""
+    first, last = range_of(request)
+    assert first == last, f"a range of several models: {first}...{last}"
+    return first
+
+
+def by_model(requests: list[dg.RunRequest]) -> dict[str, dg.RunRequest]:
+    """The requests of one-model files by their model key."""
+    return {request_key(r): r for r in requests}
 
 
 def materializations(result, asset: str) -> list[dg.AssetMaterialization]:

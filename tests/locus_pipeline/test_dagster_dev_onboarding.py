@@ -203,7 +203,7 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
         wait_for(lambda: "later/model" in pool_models(home), "the later onboarding", proc, log3, timeout)
         timings["later drop -> in the pool"] = time.time() - dropped
         later = wait_for(lambda: next((r for r in runs_of(instance, "onboarding_job") if r.is_finished
-                                       and r.tags.get("dagster/partition") == safe_model_key("later/model")), None),
+                                       and r.tags.get("dagster/asset_partition_range_start") == safe_model_key("later/model")), None),
                          "the later onboarding run to end", proc, log3, timeout)
         assert later.is_success and len(runs_of(instance, "onboarding_job")) == 3 and slots_held(instance) == 0
         return timings

@@ -19,7 +19,7 @@ import pytest
 from locus_model.data.contract import safe_model_key
 import locus_pipeline.intake.accept as accept  # where intake_file looks up sha256_entry
 from locus_pipeline.intake import DropFolder, accepted_rows, intake_file, read_manifests, scan_incoming
-from tests.locus_pipeline.drops import OLD, sensor_tick as tick
+from tests.locus_pipeline.drops import OLD, range_of, sensor_tick as tick
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harnesses"
 
@@ -58,7 +58,7 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def test_every_harness_format_is_taken_in_with_one_run_per_model(home: Path, tmp_path: Path) -> None:
+def test_every_harness_format_is_taken_in_with_one_run_per_file(home: Path, tmp_path: Path) -> None:
     drop_folder(home, "lm_eval", "lm-eval-out", tmp_path)  # a folder
     drop_archive(home, "lighteval", "lighteval-out.tar.gz")  # an archive
     drop_archive(home, "helm", "helm-runs.zip")
@@ -69,9 +69,9 @@ def test_every_harness_format_is_taken_in_with_one_run_per_model(home: Path, tmp
         result, _ = tick(instance, home)
     folder = DropFolder.at(home)
     assert not list(folder.rejected.iterdir()), [p.name for p in folder.rejected.iterdir()]
-    assert Counter(r.partition_key for r in result.run_requests) == Counter({
-        "dummy-a": 2, "dummy-b": 2, safe_model_key("simple/model1"): 1,
-        safe_model_key("simple/model2"): 1, safe_model_key("mockllm/model-a"): 2, safe_model_key("mockllm/model-b"): 2})
+    assert Counter(tuple(sorted(range_of(r))) for r in result.run_requests) == Counter({  # one run per file
+        ("dummy-a", "dummy-b"): 2, tuple(sorted([safe_model_key("simple/model1"), safe_model_key("simple/model2")])): 1,
+        (safe_model_key("mockllm/model-a"),) * 2: 2, (safe_model_key("mockllm/model-b"),) * 2: 2})
     manifests = {m.original_name: m for m in read_manifests(folder)}
     assert len(manifests) == 7 and (folder.accepted / manifests["lm-eval-out"].stem).is_dir()
     for original, models in (("lm-eval-out", ("dummy-a", "dummy-b")), ("lighteval-out.tar.gz", ("dummy-a", "dummy-b")),
@@ -135,20 +135,21 @@ def test_an_lm_eval_folder_is_onboarded_end_to_end(materialized, tmp_path: Path,
     monkeypatch.setenv("LOCUS_HOME", str(home))
     drop_folder(home, "lm_eval", "lm-eval-out", tmp_path)
     with dg.instance_for_test() as instance:
-        requests = {r.partition_key: r for r in tick_and_add(instance, home).run_requests}
-        assert sorted(requests) == ["dummy-a", "dummy-b"]
-        result = run_onboarding(instance, requests["dummy-a"])
+        (request,) = tick_and_add(instance, home).run_requests  # the folder's two models, one run
+        assert sorted(range_of(request)) == ["dummy-a", "dummy-b"]
+        result = run_onboarding(instance, request)
         assert result.success
         (pool_event,) = materializations(result, "model_embeddings")
-        assert pool_event.metadata["action"].value == "new" and pool_event.metadata["model"].value == "dummy-a"
+        assert pool_event.metadata["actions"].value == {"dummy-a": "new", "dummy-b": "new"}
         # 9 evaluations of arithmetic and capitals: kept, said to be untrustworthy, not routed to by default
-        (view,) = materializations(result, "onboarded_model_embedding")
+        (view,) = [v for v in materializations(result, "onboarded_model_embedding") if v.partition == "dummy-a"]
         warnings = view.metadata["warnings"].value
         assert "9 evaluations, under the pool's floor of 32" in warnings and "fewer than the 128 per model" in warnings
         assert view.metadata["routable"].value is False
         profile = view.metadata["per_benchmark_profile"].value
         assert "nan" not in profile.lower() and "—: that model has no evaluation on that benchmark" in profile
-        (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_model_trustworthy"]
+        (check,) = [c for c in result.get_asset_check_evaluations()
+                    if c.check_name == "onboarded_model_trustworthy" and c.partition == "dummy-a"]
         assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
         assert check.metadata["threshold_budget"].value == 128 and check.metadata["n_evaluations"].value == 9
         logged = [e.message for e in instance.all_logs(result.run_id) if e.level >= 30]  # logging.WARNING

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from locus_model.data.contract import safe_model_key
+from tests.locus_pipeline.drops import range_of
 from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
 from tests.locus_pipeline.tiny import POOL_OPS, run_config_for
 
@@ -159,13 +160,12 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
                 time.sleep(2.1)  # the intake's settle time, counted from the upload
                 tick = onboarding_drop_folder(dg.build_sensor_context(instance=instance, resources={"home": home, "intake": DropFolderIntake()}))
                 (request,) = tick.run_requests
-                assert request.partition_key == safe_model_key(name) and tick.cursor
+                assert range_of(request) == (safe_model_key(name),) * 2 and tick.cursor
                 for add in tick.dynamic_partitions_requests:
                     instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
                 assert safe_model_key(name) in instance.get_dynamic_partitions("onboarded_models")
                 onboarded = defs.resolve_job_def("onboarding_job").execute_in_process(
-                    instance=instance, partition_key=request.partition_key, run_config=request.run_config,
-                    tags=request.tags, raise_on_error=True)
+                    instance=instance, run_config=request.run_config, tags=request.tags, raise_on_error=True)
                 checks = {c.check_name: c.passed for c in onboarded.get_asset_check_evaluations()}
                 assert checks.get("pool_embeddings_reproducible") is True
                 assert name in set(home.read_pool()["model"])

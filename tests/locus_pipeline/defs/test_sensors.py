@@ -17,7 +17,7 @@ from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change, reports_lag
 from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import LocusHome
-from tests.locus_pipeline.drops import HEADER, OLD, drop, sensor_tick as tick
+from tests.locus_pipeline.drops import HEADER, OLD, drop, range_of, request_key, sensor_tick as tick
 
 
 def evals(*models: str, n: int = 3) -> str:
@@ -34,24 +34,21 @@ def home(tmp_path: Path) -> Path:
 
 
 
-def test_a_dropped_file_becomes_partitions_and_one_run_per_model(home: Path) -> None:
+def test_a_dropped_file_becomes_partitions_and_one_run_over_them(home: Path) -> None:
     models = ["org/llama 7b", "../escape", "modèle"]
     drop(home, "evals.csv", evals(*models))
     with dg.instance_for_test() as instance:
         result, context = tick(instance, home)
         assert isinstance(result, dg.SensorResult)
-        keys = sorted(safe_model_key(m) for m in models)
-        assert sorted(r.partition_key for r in result.run_requests) == keys
         (add,) = result.dynamic_partitions_requests
-        assert add.partitions_def_name == onboarded_models.name and sorted(add.partition_keys) == keys
+        keys = list(add.partition_keys)  # added in this order, after every partition there was: one range
+        assert add.partitions_def_name == onboarded_models.name and sorted(keys) == sorted(safe_model_key(m) for m in models)
+        (request,) = result.run_requests  # one run for the file: the range of its models' partitions
+        assert range_of(request) == (keys[0], keys[-1]) and request.partition_key is None
         stem = result.cursor
         assert stem.endswith("-evals.csv") and (home / "incoming" / "accepted" / stem).exists()
-        for request in result.run_requests:
-            config = request.run_config["ops"]["onboarded_evaluations"]["config"]
-            assert config["accepted_file"] == stem and safe_model_key(config["model"]) == request.partition_key
-            sha = request.run_key.split(":")[0]
-            assert request.run_key == f"{sha}:{request.partition_key}" and len(sha) == 64
-            assert request.tags["locus/accepted_file"] == stem
+        assert request.run_config["ops"]["onboarded_evaluations"]["config"] == {"accepted_file": stem}
+        assert len(request.run_key) == 64 and request.tags["locus/accepted_file"] == stem  # the file's sha256
         # next tick, same cursor: nothing new
         again, _ = tick(instance, home, cursor=stem)
         assert again.run_requests == [] and again.skip_reason is not None
@@ -66,7 +63,7 @@ def test_partial_writes_wait_and_in_progress_names_are_ignored(home: Path) -> No
         assert (home / "incoming" / "big.csv.part").exists() and (home / "incoming" / "fresh.csv").exists()
         os.replace(home / "incoming" / "big.csv.part", home / "incoming" / "big.csv")  # the writer's final rename
         result, _ = tick(instance, home, cursor=result.cursor)
-        assert [r.partition_key for r in result.run_requests] == ["m"]
+        assert [request_key(r) for r in result.run_requests] == ["m"]
 
 
 def test_rejections_show_in_the_tick_and_move_the_file(home: Path) -> None:
@@ -87,7 +84,7 @@ def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding
     drop(home, "bad.csv", HEADER + "m,q1,text,bench,7\n")
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, home)
-        assert [r.partition_key for r in result.run_requests] == [safe_model_key("org/good 7b")]
+        assert [request_key(r) for r in result.run_requests] == [safe_model_key("org/good 7b")]
         (seen,) = result.asset_events
         assert isinstance(seen, dg.AssetCheckEvaluation) and seen.asset_key == dg.AssetKey("onboarded_evaluations")
         assert seen.check_name == "dropped_files_accepted" and not seen.passed
@@ -119,7 +116,7 @@ def test_the_same_file_twice_requests_nothing_the_second_time(home: Path) -> Non
         # a changed file (new bytes) for the same model is a new onboarding run
         drop(home, "a.csv", evals("m", n=5))
         third, _ = tick(instance, home, cursor=second.cursor)
-        assert [r.partition_key for r in third.run_requests] == ["m"] and third.run_requests[0].run_key != first.run_requests[0].run_key
+        assert [request_key(r) for r in third.run_requests] == ["m"] and third.run_requests[0].run_key != first.run_requests[0].run_key
 
 
 def test_accepted_files_wait_for_the_pool(tmp_path: Path) -> None:
@@ -130,7 +127,7 @@ def test_accepted_files_wait_for_the_pool(tmp_path: Path) -> None:
         (tmp_path / "warehouse").mkdir()
         pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")
         result, _ = tick(instance, tmp_path)  # cursor was not advanced: the runs are requested now
-        assert [r.partition_key for r in result.run_requests] == ["m"]
+        assert [request_key(r) for r in result.run_requests] == ["m"]
 
 
 def _add_run(instance: dg.DagsterInstance, status: dg.DagsterRunStatus) -> None:
@@ -178,7 +175,7 @@ def test_a_tick_never_reads_a_file_another_tick_is_reading(home: Path) -> None:
             result, _ = tick(instance, home)
         assert "still taking files in" in result.skip_reason.skip_message and (home / "incoming" / "a.csv").exists()
         result, _ = tick(instance, home)
-        assert [r.partition_key for r in result.run_requests] == ["m"]
+        assert [request_key(r) for r in result.run_requests] == ["m"]
 
 
 def test_an_unreadable_file_is_reported_and_does_not_block_the_others(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -196,7 +193,7 @@ def test_an_unreadable_file_is_reported_and_does_not_block_the_others(home: Path
     monkeypatch.setattr(ob, "sha256_file", no_permission)
     with dg.instance_for_test() as instance:
         result, context = tick(instance, home)
-        assert [r.partition_key for r in result.run_requests] == ["n"] and locked.exists()
+        assert [request_key(r) for r in result.run_requests] == ["n"] and locked.exists()
 
 
 def test_long_names_symlinks_and_folders_never_jam_the_folder(home: Path, tmp_path_factory) -> None:
@@ -212,7 +209,7 @@ def test_long_names_symlinks_and_folders_never_jam_the_folder(home: Path, tmp_pa
     os.utime(home / "incoming" / "a-folder.csv", (OLD, OLD))  # settled: a folder is read once nothing in it changes
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, home)
-    assert sorted(r.partition_key for r in result.run_requests) == ["long-named"]
+    assert sorted(request_key(r) for r in result.run_requests) == ["long-named"]
     rejected = {p.name for p in (home / "incoming" / "rejected").iterdir()}
     assert any(n.endswith("-link.csv") for n in rejected) and any(n.endswith("-a-folder.csv") for n in rejected)
     reasons = [(home / "incoming" / "rejected" / n).read_text() for n in rejected if n.endswith(".reason.txt")]
@@ -273,7 +270,7 @@ def test_fuzz_corrupt_files_beside_a_good_one_never_fail_a_tick(tmp_path_factory
         drop(home, "good.csv", evals("good-model"))
         with dg.instance_for_test() as instance:
             result, _ = tick(instance, home)
-        keys = [r.partition_key for r in getattr(result, "run_requests", [])]
+        keys = [key for r in getattr(result, "run_requests", []) for key in range_of(r)]
         assert "good-model" in keys
         assert not [p for p in folder.incoming.iterdir() if p.is_file()]  # nothing stuck in incoming/
         rejected = [p for p in folder.rejected.iterdir() if not p.name.endswith(".reason.txt")]
@@ -303,7 +300,7 @@ def test_a_file_that_grows_after_intake_is_taken_in_again_whole(home: Path) -> N
         os.utime(accepted, (OLD + 60, OLD + 60))
         second, _ = tick(instance, home, cursor=first.cursor)
     (again,) = second.run_requests
-    assert again.partition_key == "writer" and again.run_key != request.run_key and second.cursor > stem
+    assert request_key(again) == "writer" and again.run_key != request.run_key and second.cursor > stem
     new_stem = again.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_file"]
     manifest = DropFolder.at(home).accepted / f"{new_stem}.manifest.json"
     assert '"rows": 40' in manifest.read_text() and (home / "incoming" / "accepted" / new_stem).read_text() == full
@@ -346,7 +343,7 @@ def test_a_file_held_by_a_killed_retake_is_taken_in_on_the_next_tick(home: Path)
     drop(home, f".retake-{uuid.uuid4().hex}-held.csv", evals("held"))
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, home)
-    assert [r.partition_key for r in result.run_requests] == ["held"] and result.cursor.endswith("-held.csv")
+    assert [request_key(r) for r in result.run_requests] == ["held"] and result.cursor.endswith("-held.csv")
     assert not list((home / "incoming").glob(".retake-*"))
 
 
@@ -488,7 +485,7 @@ def test_a_hostile_drop_never_stops_the_folder(home: Path, monkeypatch: pytest.M
         ticking.join(60)
         assert not ticking.is_alive(), "the tick hung"
     (result,) = outcome
-    assert [r.partition_key for r in result.run_requests] == ["good-model"]
+    assert [request_key(r) for r in result.run_requests] == ["good-model"]
     assert not bad.exists() and not (folder.incoming / "good.csv").exists()
     (reason,) = [p.read_text() for p in folder.rejected.glob("*.reason.txt")]
     assert says in reason
@@ -511,7 +508,7 @@ def test_a_reader_failure_of_any_type_rejects_only_that_drop(home: Path, monkeyp
     drop(home, "good.csv", evals("good-model"))
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, home)
-    assert [r.partition_key for r in result.run_requests] == ["good-model"]
+    assert [request_key(r) for r in result.run_requests] == ["good-model"]
     (observation,) = result.asset_events
     assert "ran out of memory (MemoryError)" in observation.metadata["reason"].value
     (reason,) = (home / "incoming" / "rejected").glob("*.reason.txt")
@@ -525,7 +522,7 @@ def test_a_writer_paused_inside_a_quoted_field_is_waited_on_and_the_folder_moves
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, home)
         again, _ = tick(instance, home, cursor=result.cursor)
-    assert [r.partition_key for r in result.run_requests] == ["good-model"] and not result.asset_events
+    assert [request_key(r) for r in result.run_requests] == ["good-model"] and not result.asset_events
     assert (home / "incoming" / "paused.csv").read_text() == paused  # not rejected while its writer may go on
     assert "paused.csv: a quoted value starting in this row is never closed" in again.skip_reason.skip_message
     assert "a writer may still be writing it" in again.skip_reason.skip_message
@@ -551,11 +548,74 @@ def test_one_file_gets_one_run_whoever_publishes_it(home: Path) -> None:
             (manifest,) = outcome.accepted
             meanwhile, _ = tick(instance, home)  # a sensor tick while this process holds the lock
             assert meanwhile.run_requests == [] and meanwhile.cursor is None
-            key = f"{manifest.sha256}:{manifest.models[0].model_key}"
+            key = manifest.sha256  # a one-range file's run key
             locus_onboard_run.execute_in_process(instance=instance, tags={"dagster/run_key": key})
 
         intake_tick(folder, publish=publish)
         drop(home, "second.csv", evals("org/second"))
         after, _ = tick(instance, home)
-        assert [r.partition_key for r in after.run_requests] == [safe_model_key("org/second")]
+        assert [request_key(r) for r in after.run_requests] == [safe_model_key("org/second")]
         assert after.cursor.endswith("-second.csv")
+
+
+# ---------------------------------------------------------------------------------------------- a file of many models
+
+
+def _covered(instance: dg.DagsterInstance, request: dg.RunRequest) -> list[str]:
+    from locus_pipeline.defs.partitions import run_model_keys
+
+    return run_model_keys(instance, request.tags)
+
+
+def test_a_file_of_40_models_is_one_request_over_40_partitions(home: Path) -> None:
+    models = [f"org/model {i:02d}" for i in range(40)]
+    drop(home, "forty.csv", evals(*models))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(onboarded_models.name, ["older"])  # onboarded before: not in the range
+        result, _ = tick(instance, home)
+        (add,) = result.dynamic_partitions_requests
+        instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))  # as the daemon does
+        (request,) = result.run_requests
+        assert sorted(_covered(instance, request)) == sorted(safe_model_key(m) for m in models)
+        manifest = (home / "incoming" / "accepted" / f"{result.cursor}.manifest.json").read_text()
+        assert len(request.run_key) == 64 and f'"sha256": "{request.run_key}"' in manifest  # the file's bytes
+        again, _ = tick(instance, home, cursor=result.cursor)
+        assert again.run_requests == []
+        drop(home, "forty-copy.csv", evals(*models))  # the same bytes: nothing to run
+        copy, _ = tick(instance, home, cursor=result.cursor)
+        assert copy.run_requests == [] and "already onboarded" in copy.skip_reason.skip_message
+        drop(home, "forty-changed.csv", evals(*models, n=4))  # other bytes, the same models: a run of its own
+        changed, _ = tick(instance, home, cursor=copy.cursor)
+        (other,) = changed.run_requests
+        assert other.run_key != request.run_key and sorted(_covered(instance, other)) == sorted(_covered(instance, request))
+
+
+def test_a_file_whose_models_are_not_one_range_gets_one_run_per_range(home: Path) -> None:
+    """Partitions keep their insertion order: models onboarded before sit among others, so the file's keys make
+    two ranges here, each a run with a run key of its own."""
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(onboarded_models.name, ["a", "other", "b"])
+        drop(home, "mixed.csv", evals("a", "b", "c"))
+        result, _ = tick(instance, home)
+        assert list(result.dynamic_partitions_requests[0].partition_keys) == ["c"]
+        instance.add_dynamic_partitions(onboarded_models.name, ["c"])
+        ranges = sorted(range_of(r) for r in result.run_requests)
+        assert ranges == [("a", "a"), ("b", "c")]
+        sha = result.run_requests[0].run_key.split(":")[0]
+        assert sorted(r.run_key for r in result.run_requests) == [f"{sha}:a..a", f"{sha}:b..c"]
+        assert sorted(k for r in result.run_requests for k in _covered(instance, r)) == ["a", "b", "c"]
+
+
+def test_a_crashed_run_over_a_range_is_requested_again_over_the_same_range(home: Path) -> None:
+    from locus_pipeline.defs.partitions import range_tags
+
+    with dg.instance_for_test() as instance:
+        run = instance.add_run(dg.DagsterRun(job_name=onboarding_job.name, run_id=str(uuid.uuid4()),
+                                             status=dg.DagsterRunStatus.STARTED,
+                                             tags={"dagster/run_key": "abc", **range_tags("a", "c")}))
+        from dagster._core.events import JobFailureData, RunFailureReason
+
+        instance.report_run_failed(run, "killed", JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION))
+        result, _ = tick(instance, home)
+        (retry,) = result.run_requests
+        assert retry.run_key == "abc:attempt-2" and range_of(retry) == ("a", "c") and retry.partition_key is None

@@ -26,7 +26,7 @@ from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import checkpoint_id
 from locus_pipeline.storage import LocusHome
 from tests.locus_pipeline.drops import (COLUMNS, defs, drop, drop_file, materializations, new_checkpoint,
-                                        new_model_rows, onboarding_tick as tick, run_onboarding)
+                                        new_model_rows, onboarding_tick as tick, request_key, run_onboarding)
 
 
 @pytest.fixture()
@@ -51,19 +51,19 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     before = pd.read_parquet(pool_file)
     with dg.instance_for_test() as instance:
-        requests = {r.partition_key: r for r in tick(instance, home).run_requests}
-        assert sorted(requests) == sorted([safe_model_key(name), safe_model_key(trained_name)])
-        result = run_onboarding(instance, requests[safe_model_key(name)])
+        (request,) = tick(instance, home).run_requests  # one run for the file's two models
+        result = run_onboarding(instance, request)
         assert result.success
-        (pool_event,) = materializations(result, "model_embeddings")
+        (pool_event,) = materializations(result, "model_embeddings")  # the pool, once
         meta = pool_event.metadata
         assert meta["models"].value == len(before) + 1 and meta["onboarded_models"].value == 1
-        assert meta["action"].value == "new" and meta["model"].value == name
+        assert meta["actions"].value == {name: "new", trained_name: "kept-training"}
         (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "pool_embeddings_reproducible"]
-        assert check.passed and check.metadata["models_checked"].value == 1
-        assert check.metadata["scope"].value == f"model key {safe_model_key(name)}"
-        (view,) = materializations(result, "onboarded_model_embedding")
-        assert view.partition == safe_model_key(name)
+        assert check.passed and check.metadata["models_checked"].value == 2
+        assert check.metadata["scope"].value.startswith("model key(s) ")
+        views = {v.partition: v for v in materializations(result, "onboarded_model_embedding")}
+        assert sorted(views) == sorted([safe_model_key(name), safe_model_key(trained_name)])  # one per model
+        view = views[safe_model_key(name)]
         neighbours = pd.read_parquet(home / "warehouse" / "onboarded_model_embedding" / f"{safe_model_key(name)}.parquet")
         assert len(neighbours) == 5 and neighbours["distance"].is_monotonic_increasing and name not in set(neighbours["model"])
         assert neighbours["model"].iloc[0] == view.metadata["nearest_model"].value
@@ -75,18 +75,19 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         assert [h.strip() for h in header] == ["benchmark", "model", "n", "#1", "#2", "#3", "#4", "#5"]  # narrow
         assert {r[0].strip(): int(r[2]) for r in body} == counts.to_dict()  # n per benchmark
         assert f"#1: {neighbours['model'].iloc[0]}" in profile
-        (trust,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_model_trustworthy"]
+        checks = {(c.check_name, c.partition): c for c in result.get_asset_check_evaluations()}
+        trust = checks["onboarded_model_trustworthy", safe_model_key(name)]  # each model its own check results
         assert trust.passed and view.metadata["warnings"].value == "none"  # 128 evaluations of the pool's own queries
-        (precise,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "onboarded_estimates_precise"]
+        precise = checks["onboarded_estimates_precise", safe_model_key(name)]
         assert precise.passed == (precise.metadata["wide_benchmarks"].value == "none")  # ~20 answers a benchmark: wide
         assert precise.metadata["widest_interval"].value == view.metadata["widest_interval"].value
         assert trust.metadata["query_overlap_ratio"].value >= 1.0 and view.metadata["routable"].value is True
         stability = view.metadata["nearest_model_stability"].value
         assert 0.0 <= stability <= 1.0 and "bootstrap resamples" in view.metadata["neighbours_under_resampling"].value
         assert str(before["checkpoint_id"].iloc[0]) == view.metadata["checkpoint_id"].value
-        # the model of the training source: recorded, its training row kept
-        kept = run_onboarding(instance, requests[safe_model_key(trained_name)])
-        assert kept.success and materializations(kept, "model_embeddings")[0].metadata["action"].value == "kept-training"
+        # the model of the training source: recorded, its training row kept (actions above), its own checks
+        assert views[safe_model_key(trained_name)].metadata["source"].value == "training"
+        assert checks["onboarded_estimates_precise", safe_model_key(trained_name)].passed
     after = pd.read_parquet(pool_file)
     assert len(after) == len(before) + 1
     row = after[after["model"] == name].iloc[0]
@@ -134,7 +135,7 @@ def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(ho
         storage.record_evaluations(key, as_store(new_model_rows(home, "late/model", 64), pd.Timestamp.now(tz="UTC"), "f"))
 
     def onboard() -> None:
-        storage.update_pool(onboard_change(storage, key, {}))
+        storage.update_pool(onboard_change(storage, [key], {}))
 
     if order == "rebuild first":
         storage.update_pool(rebuild_change(storage, {}))
@@ -269,7 +270,7 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
     before = pd.read_parquet(pool_file)
     with dg.instance_for_test() as instance:
         requests = tick(instance, home).run_requests
-        assert sorted(r.partition_key for r in requests) == sorted(safe_model_key(m) for m in ("good/one", "good/two"))
+        assert sorted(request_key(r) for r in requests) == sorted(safe_model_key(m) for m in ("good/one", "good/two"))
         assert all(run_onboarding(instance, r).success for r in requests)
     after = pd.read_parquet(pool_file)
     assert sorted(set(after["model"]) - set(before["model"])) == ["good/one", "good/two"]
@@ -361,3 +362,83 @@ def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_
     assert [r[0] for r in shown] == stored["benchmark"].tolist() and shown[0][1:] == [
         round(float(first[k]), 4) for k in ("estimate", "lo", "hi")] + ["estimate"]
     assert data["estimates"][data["names"].index(source)] is None  # a trained model: its observed accuracy instead
+
+
+# ---------------------------------------------------------------------------------------------- a file of many models
+
+
+def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(home: Path, monkeypatch) -> None:
+    """One request for the file; its run materializes each model's two partitions with their own metadata and
+    check results, and the pool once; a second tick and the same bytes dropped again request nothing."""
+    import locus_pipeline.reports as reports
+
+    real, asked = reports.newcomer_estimates, []
+
+    def once(*args, **kwargs):  # the estimates (~2 s a model here) are the one-model tests' subject: computed once
+        asked.append(asked[0] if asked else real(*args, **kwargs))
+        return asked[-1]
+
+    monkeypatch.setattr(reports, "newcomer_estimates", once)
+    names = [f"batch/model {i:02d}" for i in range(40)]
+    rows = pd.concat([new_model_rows(home, name, 16) for name in names])
+    drop_file(home, "forty.csv", rows)
+    before = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    keys = sorted(safe_model_key(n) for n in names)
+    with dg.instance_for_test() as instance:
+        first = tick(instance, home)
+        (request,) = first.run_requests
+        result = run_onboarding(instance, request)
+        assert result.success
+        assert len(instance.get_runs()) == 1  # one run for 40 models
+        (pool_event,) = materializations(result, "model_embeddings")  # the pool written once
+        assert pool_event.metadata["actions"].value == {name: "new" for name in names}
+        for asset in ("onboarded_evaluations", "onboarded_model_embedding"):
+            events = materializations(result, asset)
+            assert sorted(e.partition for e in events) == keys  # each model its own partition's materialization
+            assert {e.partition: e.metadata["model"].value for e in events} == {safe_model_key(n): n for n in names}
+        evaluations = {e.partition: e for e in materializations(result, "onboarded_evaluations")}
+        assert {e.metadata["new_evaluations_in_file"].value for e in evaluations.values()} == {16}
+        checks = [(c.check_name, c.partition) for c in result.get_asset_check_evaluations() if c.partition]
+        assert sorted(checks) == sorted((name, key) for key in keys
+                                        for name in ("onboarded_estimates_precise", "onboarded_model_trustworthy"))
+        assert instance.get_materialized_partitions(dg.AssetKey("onboarded_model_embedding")) == set(keys)
+        assert len(asked) == 40  # each model's estimates asked for
+        again = tick(instance, home, cursor=first.cursor)
+        assert not again.run_requests
+        drop_file(home, "forty again.csv", rows)  # the same bytes under another name
+        assert not tick(instance, home, cursor=first.cursor).run_requests
+    after = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    assert set(after["model"]) == set(before["model"]) | set(names) and len(after) == len(before) + 40
+    assert (after[after["model"].isin(names)]["n_evaluations"] == 16).all()
+
+
+def test_one_bad_model_of_a_file_does_not_keep_the_others_out(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model whose embedding fails is left out of the pool and named (the pool's metadata, the run's failure);
+    the file's other models are onboarded with their materializations; the bad one gets none."""
+    import locus_pipeline.pool_rows as pool_rows
+
+    real = pool_rows.onboarded_rows
+
+    def failing(home_, checkpoint, stores, training):
+        if any(str(s["model"].iloc[0]) == "batch/bad" for s in stores):
+            raise ValueError("an embedding that cannot be made")
+        return real(home_, checkpoint, stores, training)
+
+    monkeypatch.setattr(pool_rows, "onboarded_rows", failing)
+    names = ["batch/good one", "batch/bad", "batch/good two"]
+    drop_file(home, "three.csv", pd.concat([new_model_rows(home, name, 16) for name in names]))
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, home).run_requests
+        result = run_onboarding(instance, request)
+    assert not result.success
+    (pool_event,) = materializations(result, "model_embeddings")
+    bad = safe_model_key("batch/bad")
+    assert list(pool_event.metadata["failed_models"].value) == [bad]
+    assert "an embedding that cannot be made" in pool_event.metadata["failed_models"].value[bad]
+    shown = sorted(e.partition for e in materializations(result, "onboarded_model_embedding"))
+    assert shown == sorted(safe_model_key(n) for n in ("batch/good one", "batch/good two"))
+    (failure,) = result.get_step_failure_events()
+    assert failure.step_key == "onboarded_model_embedding" and "1 of 3 model(s)" in failure.step_failure_data.error.message
+    assert bad in failure.step_failure_data.user_failure_data.metadata["failed_models"].value
+    pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
+    assert {"batch/good one", "batch/good two"} <= set(pool["model"]) and "batch/bad" not in set(pool["model"])
