@@ -26,15 +26,25 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import dagster as dg
+import httpx
 import numpy as np
 import pandas as pd
 
 from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
+from locus_model.data.query_encodings import encoding_matrix
+from locus_model.onboarding import nearest_models
 from locus_model.routing.costs import cost_table
+from locus_pipeline.definitions import defs as load
+from locus_pipeline.defs.resources import MlflowTracking, resources_for
+from locus_pipeline.defs.sensors import run_requests_for
+from locus_pipeline.home_location import REPO_ROOT
+from locus_pipeline.instance import prepare_dagster_home
+from locus_pipeline.intake import SETTLE_SECONDS, DropFolder, intake_tick
+from locus_pipeline.intake.folder import write_text_atomic
 from locus_pipeline.live.asking import ask_one, call_cost
 from locus_pipeline.runlog import QUIET_RUN
-from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.serve.config import ModelsConfig
 
 MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"
@@ -84,8 +94,6 @@ class OnboardResult:
 
 def _candidates(home, bank) -> tuple[pd.DataFrame, np.ndarray]:
     """The bank's questions that the home's query_encodings hold, and their (Q, D) encodings."""
-    from locus_model.data.query_encodings import encoding_matrix
-
     encodings = home.read_table("query_encodings")
     questions = bank.questions[bank.questions["query_id"].isin(set(encodings["query_id"].astype(str)))]
     if questions.empty:
@@ -125,8 +133,6 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
 
     async def run() -> None:
         nonlocal spent, stopped_by, asked_now
-        import httpx
-
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=config.concurrency)) as client:
             while len(done) < config.budget:
                 asked = np.array([index[r["query_id"]] for r in done], dtype=np.int64)
@@ -214,9 +220,6 @@ def onboard_rows(home, model: str, rows: pd.DataFrame, *, via_sensor: bool) -> t
     (``<sha256>:<model key>``) and started while it holds the intake lock: a sensor tick never publishes while
     another process holds the lock and skips a run key that has a run, so one file gets one run, whoever
     publishes it."""
-    from locus_pipeline.intake import SETTLE_SECONDS, DropFolder, intake_tick
-    from locus_pipeline.intake.folder import write_text_atomic
-
     folder = DropFolder(home).ensure()
     name = f"live-{safe_model_key(model)}-{len(rows)}.csv"
     dropped = folder.incoming / name
@@ -253,13 +256,6 @@ def run_onboarding(home, manifest, key: str) -> str | None:
     """The onboarding run of model ``key`` of an accepted file, in this process on the home's Dagster instance (no
     environment variable set; $DAGSTER_HOME's instance when it is set), unless a run with its run key exists
     (the sensor published it first): then that run's id."""
-    import dagster as dg
-
-    from locus_pipeline.defs.resources import resources_for
-    from locus_pipeline.defs.sensors import run_requests_for
-    from locus_pipeline.definitions import defs as load
-    from locus_pipeline.instance import prepare_dagster_home
-
     (request,) = [r for r in run_requests_for(manifest)[0] if r.partition_key == key]
     dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(Path(home.local_path)))
     with dg.DagsterInstance.from_config(dagster_home) as instance:
@@ -281,8 +277,7 @@ def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dic
                   dagster_run_id: str | None = None) -> str:
     """The onboarding's MLflow run: prompts, answers, grades, cost, and (as training's run does) the Dagster run it
     belongs to, ``dagster.run_id`` and ``dagster.run_url`` (the onboarding run, else the live_onboarding_job run)."""
-    from locus_pipeline.defs.resources import MlflowTracking
-
+    # why: mlflow loads only when the run is logged (not with --no-mlflow)
     import mlflow
 
     tracking = MlflowTracking(home=home)
@@ -315,8 +310,6 @@ def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflo
     """Ask, grade, onboard and log one endpoint (module docstring); returns the OnboardResult (and the answers
     table with ``with_answers``). ``dagster_run_id``: the Dagster run asking (live_onboarding_job), linked from the
     MLflow run when this process runs no onboarding run of its own."""
-    from locus_model.onboarding import nearest_models
-
     start = time.monotonic()
     answers, facts = collect_answers(home, config, models)
     rows = evaluation_rows(config.endpoint, answers)

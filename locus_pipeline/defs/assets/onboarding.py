@@ -12,10 +12,15 @@ See docs/onboarding.md.
 
 
 import dagster as dg
+import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from locus_model.data.contract import safe_model_key
+from locus_model.data.errors import EvaluationDataError
+from locus_model.data.query_encodings import encoding_matrix
 from locus_model.markdown import escape_frame, escape_markdown
+from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
 from locus_pipeline.defs.metadata import OWNERS, atlas_link, home_path
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.resources import MlflowTracking
@@ -48,10 +53,7 @@ def _failure(err) -> dg.Failure:
 def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingConfig, home: LocusHome) -> dg.MaterializeResult:
     """Every evaluation of one onboarded model so far (LOCUS_HOME/onboarded/<model_key>.parquet): the rows of each
     accepted file for it, one row per query_id, the newest file (by the time it was received) winning."""
-    import numpy as np
-
-    from locus_model.data.contract import safe_model_key
-    from locus_model.data.errors import EvaluationDataError
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.onboarding import as_store
     from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, intake_order, read_manifest
 
@@ -126,6 +128,7 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
     """The onboarded model as the pool holds it: its row, its five nearest models (Euclidean distance between
     model embeddings) and its per-benchmark profile beside theirs. A model of the training source keeps its
     training embedding (its new evaluations are only recorded in its store)."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.onboarding import benchmark_profile, nearest_models, neighbour_stability
     from locus_pipeline.reports import WIDE_INTERVAL, estimates_markdown, newcomer_estimates, per_benchmark_accuracy
 
@@ -199,9 +202,8 @@ def trust_warnings(home: LocusHome, store: pd.DataFrame, encodings: pd.DataFrame
     """(onboarding_warnings for the model's store, the figures beside their thresholds for the check): its count
     against the checkpoint's training budget (the training split's anchors) and the routable floor, its queries'
     overlap with the training source's (query_encodings)."""
-    from locus_model.data.query_encodings import encoding_matrix
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.onboarding import OVERLAP_WARN_RATIO, onboarding_warnings, query_overlap
-    from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
 
     budget = int(home.read_table("training_split", columns=["anchor"])["anchor"].sum())
     mine = encoding_matrix(encodings, store["query_id"].astype(str).unique(), what="the onboarded model's queries: ")
