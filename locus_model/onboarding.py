@@ -32,7 +32,7 @@ from locus_model.data.file_chunks import iter_evaluation_chunks
 from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.markdown import escape_frame, escape_markdown
 from locus_model.pool import pool_matrix
-from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
+from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS, RECOMMENDED_EVALUATIONS, accuracy_margin
 
 INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
 STORE_COLUMNS = EVALUATION_COLUMNS + ("received_at", "source_file")
@@ -242,15 +242,6 @@ def query_overlap(model_phi: np.ndarray, pool_phi: np.ndarray, *, sample: int = 
     overlap = float(_max_cosine(model_phi[mine].astype(np.float32), pool_phi.astype(np.float32), None, block).mean())
     baseline = float(_max_cosine(pool_phi[theirs].astype(np.float32), pool_phi.astype(np.float32), theirs, block).mean())
     return QueryOverlap(overlap=overlap, baseline=baseline, queries=len(mine))
-
-
-RECOMMENDED_EVALUATIONS = 128  # answers a new model needs (docs/onboarding.md, "How many queries")
-
-
-def accuracy_margin(n_answers: int) -> float:
-    """The 95% margin, in accuracy points, of an accuracy measured on ``n_answers`` answers, at its widest (p = 0.5):
-    1.96 x sqrt(0.25 / n) x 100, about 98 / sqrt(n): +-17 at 32, +-12 at 64, +-9 at 128, +-4 at 512."""
-    return 100 * 1.96 * np.sqrt(0.25 / max(int(n_answers), 1))
 
 
 def onboarding_warnings(n_evaluations: int, budget: int, overlap: QueryOverlap | None) -> list[str]:

@@ -1,6 +1,7 @@
 """The pool table's schema: ``POOL_SCHEMA`` (column, Arrow type as written to Parquet, meaning), the one source of
-the pool's columns, shown by the pipeline as the table's schema and tested against the written file; and how a schema
-differs from it.
+the pool's columns, shown by the pipeline as the table's schema and tested against the written file; how a schema
+differs from it; and the evaluation counts a model needs (the routable floor, the recommended count, the margin
+of an accuracy measured on n answers).
 
 No torch here: the pipeline shows the schema when its code location loads, before anything is embedded
 (locus_model.pool computes the rows).
@@ -15,6 +16,14 @@ import pyarrow as pa
 # (the atlas, neighbour lists) but `locus serve` leaves it out of its default candidates; a request naming it still
 # reaches it. Models of the training source are routable whatever their count (the checkpoint was trained on them).
 MIN_ROUTABLE_EVALUATIONS = 32
+RECOMMENDED_EVALUATIONS = 128  # answers a new model needs (docs/onboarding.md, "How many queries")
+
+
+def accuracy_margin(n_answers: int) -> float:
+    """The 95% margin, in accuracy points, of an accuracy measured on ``n_answers`` answers, at its widest (p = 0.5):
+    1.96 x sqrt(0.25 / n) x 100, about 98 / sqrt(n): +-17 at 32, +-12 at 64, +-9 at 128, +-4 at 512."""
+    return 100 * 1.96 * np.sqrt(0.25 / max(int(n_answers), 1))
+
 
 POOL_SCHEMA = pa.schema([
     pa.field(name, type_, metadata={"doc": doc}) for name, type_, doc in (

@@ -11,18 +11,24 @@ LOCUS_HOME through the pipeline's storage (search, serve, pool, mlflow-uri).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from locus_model.cli import COMMANDS as LIBRARY_COMMANDS
-from locus_model.cli import EXIT_OK, _fail, build_parser as _build_parser
+import dagster as dg
+
+from locus_model.cli import COMMANDS as LIBRARY_COMMANDS, EXIT_OK, _fail, build_parser as _build_parser, quiet_warnings
+from locus_pipeline.instance import prepare_dagster_home
 from locus_pipeline.live.cli import add_onboard, add_replay
 from locus_pipeline.runlog import QUIET_RUN
 
 
 def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, n_per_benchmark: int = 64, seed: int = 0):
     """Capability-profile search on a LOCUS_HOME's pool, with the checkpoint the pool was embedded with."""
+    # why: the reports (torch, matplotlib) load only for locus search, not at CLI start-up
     from locus_pipeline.reports import capability_search_from_tables
 
     pool = home.read_pool()
@@ -60,8 +66,7 @@ def add_search(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_search(args: argparse.Namespace) -> int:
-    import json
-
+    # why: the reports (torch, matplotlib) load only for locus search, not at CLI start-up
     from locus_pipeline.reports import parse_target
     from locus_pipeline.storage import LocusHome, StorageError
 
@@ -87,6 +92,7 @@ SEARCH_NOTE = ("Ranked by target_distance: mean |actual - target| accuracy over 
 
 def search_text(result) -> str:
     """The target profile as the first row, the found models' profiles under it, and what the columns mean."""
+    # why: pandas loads only for locus search, not at CLI start-up (locus --help)
     import pandas as pd
 
     benches = [b for b in result.target if b in result.neighbours]
@@ -151,8 +157,7 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import os
-
+    # why: the gateway (FastAPI, torch, pandas) loads only for locus serve, not at CLI start-up
     from locus_model.routing import RoutingError, check_quality_weight
     from locus_pipeline.serve import ConfigError, ServeConfig, serve
     from locus_pipeline.storage import StorageError
@@ -196,6 +201,7 @@ def add_pool(subparsers: argparse._SubParsersAction) -> None:
 
 def remove_from_pool(name: str, instance):
     """Run pool_removal_job for ``name`` in this process on ``instance`` (the ExecuteInProcessResult)."""
+    # why: the Dagster definitions load only for locus pool remove, not at CLI start-up
     from locus_pipeline.defs.assets.pool import REMOVAL_JOB
     from locus_pipeline.definitions import defs
 
@@ -205,12 +211,6 @@ def remove_from_pool(name: str, instance):
 
 
 def run_pool_remove(args: argparse.Namespace) -> int:
-    import os
-
-    import dagster as dg
-
-    from locus_pipeline.instance import prepare_dagster_home
-
     if args.home:
         os.environ["LOCUS_HOME"] = str(args.home)  # the code location's resources read it
     try:
@@ -243,6 +243,7 @@ def add_mlflow_uri(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_mlflow_uri(args: argparse.Namespace) -> int:
+    # why: the storage and resources (pandas) load only for this command, not at CLI start-up
     from locus_pipeline.defs.resources import MlflowTracking
     from locus_pipeline.storage import LocusHome
 
@@ -264,6 +265,7 @@ def home_encoding_cache() -> Path | None:
     """LOCUS_HOME's query-encoding caches (``encodings/``, one folder per encoder; a remote home's per-machine
     copy) when it has them: where `locus evaluate` looks first, so queries the pipeline encoded are not encoded
     again (the cache is content-addressed: a text's encoding is found whatever table it came from)."""
+    # why: the storage (pandas) loads only for locus evaluate, not at CLI start-up
     from locus_pipeline.storage import LocusHome
 
     folder = LocusHome().local_path / "encodings"
@@ -300,14 +302,10 @@ def build_parser() -> argparse.ArgumentParser:
 def quiet_cli() -> None:
     """What the library's commands leave out (locus_model.cli.quiet_warnings), and Dagster's notices about its own
     API (BetaWarning, PreviewWarning, the dagster.yaml logging note): for this code's maintainers, not its user."""
-    import warnings
-
-    from locus_model.cli import quiet_warnings
-
     quiet_warnings()
     warnings.filterwarnings("ignore", message="Handling yaml-defined logging configuration")
     try:
-        from dagster import BetaWarning, PreviewWarning
+        from dagster import BetaWarning, PreviewWarning  # why: Dagster's warning classes, where this Dagster has them
     except ImportError:  # an older Dagster: nothing of the kind to filter
         return
     for category in (BetaWarning, PreviewWarning):

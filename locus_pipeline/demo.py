@@ -19,6 +19,8 @@ import os
 import time
 import warnings
 
+from locus_pipeline.instance import prepare_dagster_home
+
 DEMO_QUERIES = 1500  # MMLU-Pro questions in the demo (stratified by category; bench/README.md "make demo")
 # The small synthetic pool (24 models, 600 queries: ~400 training queries) cannot hold the default budget of 512 anchors.
 SMALL_OPS = {"training_split": {"config": {"budget": 256}}}
@@ -33,6 +35,7 @@ def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_
     """Test questions of the home (never trained on) routed over its pool by `locus serve`'s rule
     (locus_model.routing.route_many) at each quality weight, with the catalog's costs: how many distinct models
     are chosen at each weight, then a few questions (one per benchmark) with the model chosen at each."""
+    # why: scripts/dev.sh imports DEMO_QUERIES from here: numpy, Dagster and torch load when the demo runs
     import numpy as np
 
     from locus_model.routing import cost_info, cost_table, estimate_tokens, route_many
@@ -103,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     warnings.filterwarnings("ignore", message="Handling yaml-defined logging configuration")  # dagster.yaml's run lines
 
+    # why: scripts/dev.sh imports DEMO_QUERIES from here: numpy, Dagster and torch load when the demo runs
     import dagster as dg
 
     from locus_pipeline.definitions import defs
-    from locus_pipeline.instance import prepare_dagster_home
     from locus_pipeline.intake import DropFolder
     from locus_pipeline.storage import LocusHome
 

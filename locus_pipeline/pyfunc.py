@@ -12,10 +12,17 @@ checkpoint's own sentence encoder (offline). Needs this project installed where 
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import mlflow.pyfunc
 import numpy as np
 import pandas as pd
+import torch
+from mlflow.models import ModelSignature
+from mlflow.types import ColSpec, Schema
+
+from locus_model.data.encoding import encode_queries
+from locus_model.router import Router
 
 ARTIFACT_PATH = "locus_router"  # the logged model's name in the run
 
@@ -24,16 +31,12 @@ class LocusPyfunc(mlflow.pyfunc.PythonModel):
     """P(correct) of (query, model) pairs, or each query's routed model."""
 
     def load_context(self, context) -> None:
-        from locus_model.router import Router
-
         router, extra = Router.load(context.artifacts["checkpoint"])
         self.encoder = str(extra["encoder"])
         self.scorer = router.scorer(pd.read_parquet(context.artifacts["embeddings"]))
         self.names = list(self.scorer.names)
 
     def predict(self, context, model_input: pd.DataFrame, params: dict | None = None) -> pd.DataFrame:
-        from locus_model.data.encoding import encode_queries
-
         frame = pd.DataFrame(model_input)
         if "query" not in frame.columns:
             raise ValueError(f"the input has columns {list(frame.columns)}; it needs 'query' (and optionally 'model')")
@@ -56,12 +59,6 @@ class LocusPyfunc(mlflow.pyfunc.PythonModel):
 def log_pyfunc(checkpoint_path, embeddings: pd.DataFrame, staging_dir):
     """Log the pyfunc to the active MLflow run, with the checkpoint file and the model embeddings as artifacts;
     returns its ModelInfo (``model_uri``, ``model_id``: the registered version's source)."""
-    from pathlib import Path
-
-    import torch
-    from mlflow.models import ModelSignature
-    from mlflow.types import ColSpec, Schema
-
     table = Path(staging_dir) / "model_embeddings.parquet"
     embeddings.to_parquet(table, index=False)
     signature = ModelSignature(

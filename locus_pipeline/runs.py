@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.events import JobFailureData, RunFailureReason
 
 from locus_pipeline.defs.partitions import RANGE_END_TAG, RANGE_START_TAG
 
@@ -67,8 +68,6 @@ def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, floa
 def fail_dead_runs(instance: dg.DagsterInstance, job_names: list[str]) -> list[str]:
     """Fail every STARTED run of these jobs whose worker process is gone, and free its concurrency slots; returns
     their run ids. Runs without a recorded pid are left alone (nothing tells whether they are alive)."""
-    from dagster._core.events import JobFailureData, RunFailureReason
-
     failed = []
     for name in job_names:
         for record in instance.get_run_records(dg.RunsFilter(job_name=name, statuses=[dg.DagsterRunStatus.STARTED])):

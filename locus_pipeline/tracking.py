@@ -90,6 +90,7 @@ class TrainingRun:
 
     def log_params(self, model_config: Any, train_config: Any, **inputs: Any) -> None:
         """The library's configs (``model.<field>``, ``train.<field>``), the encoder, the seed, and ``inputs``."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         mlflow.log_params({**{f"model.{k}": v for k, v in asdict(model_config).items()},
@@ -100,6 +101,7 @@ class TrainingRun:
         """``train_locus``'s ``on_epoch``: one epoch's figures as ``epoch/<name>`` at step = epoch. The prefixes
         "epoch/" and "selected/" are sections of MLflow's run page, in name order: the per-epoch curves come before
         the single values of the kept checkpoint (drawn as bars)."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         mlflow.log_metrics({f"epoch/{k}": float(v) for k, v in row.items() if k != "epoch" and v is not None},
@@ -108,6 +110,7 @@ class TrainingRun:
     def log_checkpoint(self, saved: SavedCheckpoint, curve: Path, figures: Figures) -> None:
         """The saved checkpoint: its figures (``selected/<name>``), its id (tag), its file (``checkpoint/``) and the
         training curve (``plots/``)."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         mlflow.log_metrics({f"selected/{name}": value for name, value, _ in figures})
@@ -118,6 +121,7 @@ class TrainingRun:
     def log_stage_seconds(self, seconds: dict[str, float]) -> None:
         """The wall seconds of each training stage that ran (``TrainResult.seconds``) as ``seconds/<stage>``: where a
         training's time went (the latent warm-up, the epochs, the output refit, the fine-tuning, the router)."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         mlflow.log_metrics({f"seconds/{stage}": float(value) for stage, value in seconds.items()})
@@ -126,6 +130,7 @@ class TrainingRun:
         """The trained router (locus_model.router.Router): its blend weights as
         ``router/predictor_weight``, ``router/groups_weight``, ``router/bias``, its groups as ``router/groups``
         (a parameter), its description as the tag ``router``."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         mlflow.log_metrics({"router/predictor_weight": router.blend.predictor,
@@ -136,6 +141,7 @@ class TrainingRun:
     def register(self, saved: SavedCheckpoint, embeddings: pd.DataFrame) -> str:
         """The checkpoint with ``embeddings`` (the model embeddings it made) logged as a pyfunc and registered as a
         new version (alias ``current``); returns the version number."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         from locus_pipeline.pyfunc import log_pyfunc
 
         with tempfile.TemporaryDirectory() as staging_dir:

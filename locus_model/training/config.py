@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 
+GRAD_CLIP = 1.0  # maximum global gradient norm of every optimiser step (a constant: no run ever set another)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train LOCUS: epochs and batches, encoder-subset sizes, query noise, EMA, checkpoint selection,
@@ -29,8 +32,7 @@ class TrainConfig:
     """Also at most this many encoder optimiser steps (rounded up to whole epochs); None (empty) = epochs alone bound
     training. The encoder's work does not grow with the pool, so a schedule in steps keeps a pool of thousands of
     models (25 steps per epoch: 24 epochs) as long as one of a few hundred; pools up to ~40 training models
-    (MMLU-Pro's 23: 360 steps) never reach it. On metabench 600 steps route above 3,000 (docs/experiments.md) and a
-    fold fits 15 minutes of this CPU."""
+    (MMLU-Pro's 23: 360 steps) never reach it (docs/experiments.md: why 600)."""
     epoch_models: int = 200
     """An epoch visits at most this many models (the next ones of a running permutation, so every model is visited
     equally often): a pool of 2,000 models gets an epoch of 25 optimiser steps and a validation after it, like a pool
@@ -58,8 +60,6 @@ class TrainConfig:
     """AdamW learning rate of the correctness predictor G (also in the latent warm-up and the fine-tuning)."""
     weight_decay: float = 0.05
     """AdamW weight decay (both groups)."""
-    grad_clip: float = 1.0
-    """Maximum global gradient norm."""
     noise_start: float = 2.0
     """Query-noise ratio ||noise|| / ||phi|| at epoch 0."""
     noise_end: float = 1.0
@@ -70,17 +70,12 @@ class TrainConfig:
     """0 = off; else the latent warm-up runs first, up to this many steps: the correctness predictor is fitted with
     one free vector per training model (an auto-decoder, as matrix factorisation fits its model vectors), keeping the
     step of minimum val BCE; the set encoder is then trained to produce those vectors from evaluation subsets
-    (latent_weight) through the fitted predictor, which stays frozen. End to end, the predictor first learns the
+    (epochs.LATENT_WEIGHT) through the fitted predictor, which stays frozen. End to end, the predictor first learns the
     accuracy, and the encoder only what the predictor already reads; the latents carry each model's whole profile
     from the first encoder step."""
     latent_noise: tuple[float, ...] = (1.0, 2.0, 4.0)
     """Query-noise ratios of the latent warm-up: it runs once per ratio and the lowest val BCE is kept (as the
     matrix-factorisation baseline chooses its noise)."""
-    latent_lr: float = 1e-2
-    """Adam learning rate of the warm-up's free model vectors (the predictor's is lr_predictor)."""
-    latent_weight: float = 1.0
-    """Weight of the encoder's squared error to the model's latent vector, relative to the latents' total variance,
-    beside the BCE through the frozen predictor."""
     refit_alphas: tuple[float, ...] = (0.01, 0.1, 1.0)
     """After the epochs (with the warm-up), the encoder's output layer is solved by ridge regression from the pooled
     features of every training model, embedded from all its train cells without noise (as at test time), onto its
@@ -114,10 +109,8 @@ class TrainConfig:
     predictor_step_cells: int = 32_768
     """At most this many (model, query) cells per step of the latent warm-up and the fine-tuning (at most 256 models
     x 2,048 queries a step in any case): with more training models x train queries, a step takes a random subset of
-    the queries, so its cost stays that of 128 anchors at any budget. On metabench (1,601 training models, one
-    thread) a fold went from 1,514-2,400 s to 674-844 s at 512 anchors and from 1,111-2,367 s to 585-769 s at 256;
-    five folds against no cap: AUC unchanged, routing -0.4 [-1.1, +0.4] @256, -0.8 [-1.9, +0.2] @512 (held-out
-    models -1.0 [-1.9, -0.2]). Pools and budgets under the cap are unchanged; 1_000_000 = the behaviour before it."""
+    the queries, so its cost stays that of 128 anchors at any budget (docs/experiments.md: its time and accuracy on
+    metabench). Pools and budgets under the cap are unchanged; 1_000_000 = no cap."""
 
     def __post_init__(self) -> None:
         for name in ("finetune_noise", "latent_noise", "refit_alphas"):
@@ -127,9 +120,8 @@ class TrainConfig:
             if not getattr(self, name) or min(getattr(self, name)) < 0:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must hold at least one noise ratio >= 0, "
                                  "e.g. (2.0,).")
-        if self.latent_steps < 0 or self.latent_lr <= 0 or self.latent_weight < 0:
-            raise ValueError(f"TrainConfig: latent_steps={self.latent_steps} and latent_weight={self.latent_weight} "
-                             f"must be >= 0 and latent_lr={self.latent_lr} > 0 (latent_steps=0 turns the warm-up off).")
+        if self.latent_steps < 0:
+            raise ValueError(f"TrainConfig: latent_steps={self.latent_steps} must be >= 0 (0 turns the warm-up off).")
         if not 1 <= self.enc_min <= self.enc_max:
             raise ValueError(f"TrainConfig: need 1 <= enc_min ({self.enc_min}) <= enc_max ({self.enc_max}).")
         if self.select_from_epoch < 0:

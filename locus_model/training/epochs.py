@@ -14,13 +14,16 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from locus_model.model import Locus
-from locus_model.training.config import Stage, TrainConfig, epochs_to_run, noise_ratio
+from locus_model.training.config import GRAD_CLIP, Stage, TrainConfig, epochs_to_run, noise_ratio
 from locus_model.training.inputs import Inputs, Latents, Selected, Validation, projected_noise, validate
 
 EPOCHS = Stage("epochs", frozenset({
     "epochs", "max_steps", "epoch_models", "batch_models", "draws", "enc_min", "enc_max", "dec_batch", "lr_encoder",
-    "lr_predictor", "weight_decay", "grad_clip", "noise_start", "noise_end", "noise_anneal_epochs", "latent_weight",
-    "patience", "select_from_epoch", "ema_decay"}))
+    "lr_predictor", "weight_decay", "noise_start", "noise_end", "noise_anneal_epochs", "patience", "select_from_epoch",
+    "ema_decay"}))
+# the weight of the encoder's squared error to the model's latent vector (relative to the latents' total variance),
+# beside the BCE through the frozen predictor, when the latent warm-up ran (a constant: no run ever set another)
+LATENT_WEIGHT = 1.0
 
 
 def _draw_sets(
@@ -84,9 +87,9 @@ def _batch_loss(net: Locus, batch: np.ndarray, data: Inputs, latents: Latents | 
     z = net.embed_from_parts(parts, y_enc, enc_mask_t)  # (B, d)
     logits = net.pair_logits(z, u)  # (B, T)
     loss = F.binary_cross_entropy_with_logits(logits[dec_mask_t], y_dec[dec_mask_t])
-    if latents is not None and cfg.latent_weight > 0:  # the embedding of a subset -> the model's latent vector
+    if latents is not None:  # the embedding of a subset -> the model's latent vector
         err = (z - latents.vectors[b_t[:, 0]]).pow(2).sum(dim=1).mean() / latents.var
-        loss = loss + cfg.latent_weight * err
+        loss = loss + LATENT_WEIGHT * err
     return loss, int(dec_mask.sum())
 
 
@@ -108,7 +111,7 @@ def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: 
         loss, n_targets = _batch_loss(net, batch, data, latents, cfg, std)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(net.parameters(), GRAD_CLIP)
         opt.step()
         if ema_pairs:
             _ema_update(ema_pairs, cfg.ema_decay, step)

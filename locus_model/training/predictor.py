@@ -13,18 +13,19 @@ import torch
 import torch.nn.functional as F
 
 from locus_model.model import Locus
-from locus_model.training.config import Stage, TrainConfig
+from locus_model.training.config import GRAD_CLIP, Stage, TrainConfig
 from locus_model.training.inputs import Inputs, Latents, Validation, embed_sets, projected_noise, validate
 
 
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning
 FINETUNE_MAX_COLUMNS = 2048  # train queries per predictor-only step (a random subset when there are more)
 FINETUNE_MAX_MODELS = 256  # models per predictor-only step (a random subset when there are more)
+LATENT_LR = 1e-2  # Adam learning rate of the warm-up's free model vectors (a constant: no run ever set another)
 
 # what both stages read: the predictor's optimiser, a step's cells and the patience (finetune_patience stops the
 # warm-up too, so configs that differ in it cannot share a warm-up: train.BRANCH_FIELDS)
-_PREDICTOR_STEPS = {"lr_predictor", "weight_decay", "grad_clip", "predictor_step_cells", "finetune_patience"}
-LATENT_WARMUP = Stage("latent_warmup", frozenset({"latent_steps", "latent_noise", "latent_lr", *_PREDICTOR_STEPS}),
+_PREDICTOR_STEPS = {"lr_predictor", "weight_decay", "predictor_step_cells", "finetune_patience"}
+LATENT_WARMUP = Stage("latent_warmup", frozenset({"latent_steps", "latent_noise", *_PREDICTOR_STEPS}),
                       on=lambda cfg: cfg.latent_steps > 0)
 PREDICTOR_FINETUNING = Stage("predictor_finetuning", frozenset({"finetune_steps", "finetune_noise", *_PREDICTOR_STEPS}),
                              on=lambda cfg: cfg.finetune_steps > 0)
@@ -82,7 +83,7 @@ def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
                 p.copy_(p0)
         z = torch.nn.Parameter(0.1 * torch.randn(len(train_np), net.config.d, generator=data.gen, device=device))
         opt = torch.optim.AdamW([{"params": params, "lr": cfg.lr_predictor, "weight_decay": cfg.weight_decay},
-                                 {"params": [z], "lr": cfg.latent_lr, "weight_decay": 0.0}])
+                                 {"params": [z], "lr": LATENT_LR, "weight_decay": 0.0}])
         std, ratio_best, ratio_step = data.noise_std(ratio), math.inf, 0
         for step in range(1, cfg.latent_steps + 1):
             net.train()
@@ -92,7 +93,7 @@ def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
             loss = (bce + 0.5 * z[rows_t].pow(2).sum()) / mask.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
             opt.step()
             if step % FINETUNE_EVERY == 0 or step == cfg.latent_steps:
                 current = validate(net, data.enc, val, z.detach()[val.rows])[0]
@@ -157,7 +158,7 @@ def _finetune_run(
         loss = F.binary_cross_entropy_with_logits(logits[mask], targets[mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        torch.nn.utils.clip_grad_norm_(params, GRAD_CLIP)
         opt.step()
         if step % FINETUNE_EVERY == 0 or step == cfg.finetune_steps:
             current = validate()[0]

@@ -5,6 +5,8 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
+from locus_model.data.contract import validate_evaluations
+from locus_model.data.errors import EvaluationDataError
 from locus_pipeline.defs.assets.evaluation import routing_evaluation
 from locus_pipeline.defs.assets.ingestion import evaluation_table
 from locus_pipeline.defs.assets.onboarding import onboarded_evaluations
@@ -15,9 +17,6 @@ from locus_pipeline.storage import LocusHome
 
 @dg.asset_check(asset=evaluation_table, description="The stored table passes the evaluation data contract again.")
 def evaluation_table_valid(evaluation_table: pd.DataFrame) -> dg.AssetCheckResult:
-    from locus_model.data.contract import validate_evaluations
-    from locus_model.data.errors import EvaluationDataError
-
     try:
         validate_evaluations(evaluation_table, source="the evaluation_table asset")
         problem = ""
@@ -31,6 +30,7 @@ def evaluation_table_valid(evaluation_table: pd.DataFrame) -> dg.AssetCheckResul
 
 @dg.asset_check(asset=model_embeddings, description="Every model in the pool has a finite embedding.")
 def pool_embeddings_finite(home: LocusHome) -> dg.AssetCheckResult:
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.pool import pool_matrix
 
     _, z = pool_matrix(home.read_pool())
@@ -59,6 +59,7 @@ def new_evaluations_in_run(context: dg.AssetCheckExecutionContext) -> list[str] 
                 "rows of a rebuild's embedding work whatever the pool's size.",
 )
 def pool_embeddings_reproducible(context: dg.AssetCheckExecutionContext, home: LocusHome) -> dg.AssetCheckResult:
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.pool import check_pool, compare_embeddings, reproduction_sample
     from locus_pipeline.pool_rows import embed_again
 
@@ -116,6 +117,7 @@ REJECTION_CHECK = "dropped_files_accepted"  # the drop-folder sensor reports eac
                             "evaluation of this check (warning) with the reason; run by hand, it fails while the "
                             "newest file of incoming/ was rejected.")
 def dropped_files_accepted(home: LocusHome) -> dg.AssetCheckResult:
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.intake import REASON_SUFFIX, DropFolder, manifest_stems
 
     folder = DropFolder(home)

@@ -6,6 +6,7 @@ sensor onboards them (onboarding_job: the pool row, its check, its nearest model
 import dagster as dg
 from pydantic import Field
 
+from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
 
@@ -27,7 +28,7 @@ class LiveOnboardingConfig(dg.Config):
 @dg.op(description="Ask the endpoint, grade, log to MLflow, and drop the graded answers for the onboarding "
                     "sensor; what was asked shows as an observation of onboarded_evaluations.")
 def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, home: LocusHome) -> None:
-    from locus_model.markdown import escape_frame
+    # why: torch and the gateway (FastAPI) stay out of the code location's load
     from locus_pipeline.live.onboard import OnboardConfig, OnboardError, onboard_endpoint, per_category
     from locus_pipeline.serve.config import read_models_config
 

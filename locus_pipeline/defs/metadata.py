@@ -6,6 +6,10 @@ from pathlib import Path
 
 import dagster as dg
 import pandas as pd
+from PIL import Image
+
+from locus_model.markdown import escape_markdown
+from locus_model.pool_schema import POOL_SCHEMA, column_doc
 
 
 OWNERS = ["team:locus"]
@@ -99,8 +103,6 @@ def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> st
 
 def pool_schema() -> dg.TableSchema:
     """The pool table's schema (locus_model.pool_schema.POOL_SCHEMA: Arrow types as written), known before any materialization."""
-    from locus_model.pool_schema import POOL_SCHEMA, column_doc
-
     return dg.TableSchema(columns=[dg.TableColumn(name=f.name, type=str(f.type), description=column_doc(f.name))
                                    for f in POOL_SCHEMA])
 
@@ -113,8 +115,6 @@ def shown_whole(value):
     escaped, so a name stays text), anything else as it is. A text entry is cut to one line in the asset's
     metadata table; a markdown entry wraps there and opens in full."""
     if isinstance(value, str) and len(value) > TEXT_SHOWN:
-        from locus_model.markdown import escape_markdown
-
         return dg.MetadataValue.md(escape_markdown(value))
     return value
 
@@ -142,8 +142,6 @@ UI_FIGURE_PX = 960  # the metadata viewer's modal is 1,024 px wide (~1,000 px of
 def ui_png_markdown(png: Path, max_px: int = UI_FIGURE_PX) -> str:
     """A PNG as an inline markdown image for the UI's metadata viewer, scaled down to ``max_px`` wide so that the
     modal shows all of it (a wider image is clipped there, not scaled). The report file keeps the full PNG."""
-    from PIL import Image
-
     with Image.open(png) as image:
         if image.width > max_px:
             image = image.resize((max_px, round(image.height * max_px / image.width)), Image.LANCZOS)
@@ -154,10 +152,11 @@ def ui_png_markdown(png: Path, max_px: int = UI_FIGURE_PX) -> str:
 
 def training_curve_png(history: list[dict], path: Path) -> str:
     """Plot train/val loss and validation routing accuracy per epoch to ``path``; returns a markdown image."""
+    # why: pyplot loads, and Agg is chosen, when a figure is drawn, not when the code location loads
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # why: pyplot after the backend is chosen
 
     frame = pd.DataFrame(history)
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.2))

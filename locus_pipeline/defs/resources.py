@@ -14,6 +14,7 @@ import pandas as pd
 from pydantic import Field
 
 from locus_model.data.encoders import DEFAULT_RUNTIME, RUNTIMES
+from locus_model.data.encoding import encode_queries_with_summary
 from locus_pipeline.defs.metadata import COLUMN_DOCS, home_path, table_schema
 from locus_pipeline.storage import LocusHome
 
@@ -53,8 +54,6 @@ class QueryEncoder(dg.ConfigurableResource):
     threads: int = Field(default=0, description="CPU threads of the encoder; 0 = torch's default.")
 
     def encode(self, texts: list[str], encoder: str, progress: bool = True) -> tuple[np.ndarray, Any]:
-        from locus_model.data.encoding import encode_queries_with_summary
-
         return encode_queries_with_summary(
             texts, encoder=encoder, runtime=self.runtime or None, cache_dir=self.home.encoding_cache(encoder),
             batch_size=self.batch_size, progress=progress, device=self.device, threads=self.threads or None,
@@ -159,6 +158,7 @@ class MlflowTracking(dg.ConfigurableResource):
         if self.tracking_uri:
             return
         if not self.db_path.exists():
+            # why: mlflow (seconds to import) loads when a run logs, not with the code location
             from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
             SqlAlchemyStore(self.uri, self.artifact_root.as_uri())  # creates the tables and the Default experiment
@@ -172,6 +172,7 @@ class MlflowTracking(dg.ConfigurableResource):
         Returns the values changed."""
         if self.tracking_uri or not self.db_path.exists():
             return 0
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         client = mlflow.MlflowClient(self.uri)
@@ -205,6 +206,7 @@ class MlflowTracking(dg.ConfigurableResource):
 
     @contextmanager
     def start_run(self, run_name: str, tags: dict[str, str]) -> Iterator[Any]:
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -226,6 +228,7 @@ class MlflowTracking(dg.ConfigurableResource):
                          version_description: str) -> str:
         """A new version of ``registered_model`` from a logged model (created, with ``description``, on first
         use), pointed to by ``alias``; returns the version number."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         client = mlflow.MlflowClient(self.uri)
@@ -253,6 +256,7 @@ class MlflowTracking(dg.ConfigurableResource):
             with sqlite3.connect(self.db_path) as db:
                 row = db.execute("select experiment_id from runs where run_uuid = ?", (run_id,)).fetchone()
             return None if row is None else str(row[0])
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         try:
@@ -270,6 +274,7 @@ class MlflowTracking(dg.ConfigurableResource):
 
     def log_artifact(self, run_id: str, local_path: Path, artifact_path: str) -> None:
         """Add (or replace) a file among a finished run's artifacts."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -279,6 +284,7 @@ class MlflowTracking(dg.ConfigurableResource):
 
     def log_to_run(self, run_id: str, metrics: dict[str, float], tags: dict[str, str]) -> None:
         """Add metrics and tags to a finished run (e.g. the routing verdict on the checkpoint's training run)."""
+        # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         mlflow.set_tracking_uri(self.uri)
@@ -315,6 +321,7 @@ class DropFolderIntake(dg.ConfigurableResource):
                                                           "file's from its footer); ~270 bytes of memory each.")
 
     def limits(self):
+        # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
         from locus_pipeline.intake import IntakeLimits
         from locus_pipeline.intake.accept import DROP_LIMITS
 

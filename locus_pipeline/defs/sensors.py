@@ -54,6 +54,7 @@ def rejection(item) -> dg.AssetCheckEvaluation:
     """A rejection (intake's Rejection) as a failed evaluation (severity WARN) of onboarded_evaluations' check
     REJECTION_CHECK: the asset's page (Checks) shows every rejection in amber with its reason, even in a tick that
     also requested runs for other files."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.intake import printable
 
     return dg.AssetCheckEvaluation(asset_key=REJECTIONS_ASSET, check_name=REJECTION_CHECK, passed=False,
@@ -73,6 +74,7 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
                            intake: DropFolderIntake) -> dg.SensorResult | dg.SkipReason:
     """Publishes one intake tick (locus_pipeline.intake.intake_tick): its rejections as failed checks, run requests
     for the accepted files after the cursor."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.intake import DropFolder, intake_tick
 
     outcome = intake_tick(DropFolder(home), limits=intake.limits())

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from locus_model.data.contract import confusable_skeleton
 from locus_model.data.errors import CutOffError, EvaluationDataError
-from locus_model.data.harnesses import archive_suffix, check_regular_files, detect_harness, read_harness_output
+from locus_model.data.harnesses import archive_suffix, check_entry, detect_harness, read_checked_entry
 from locus_model.data.limits import DropLimits, bounded
 from locus_model.onboarding import INTAKE_CHUNK_ROWS, ModelRows, split_by_model
 from locus_pipeline.intake.folder import (REASON_SUFFIX, DropFolder, EntryStat, entry_stat, entry_stem, sha256_entry,
@@ -183,15 +183,15 @@ def _reject(folder: DropFolder, path: Path, err: EvaluationDataError, name: str,
 
 def check_before_reading(path: Path, stat: EntryStat, limits: IntakeLimits) -> None:
     """What the file system says about an entry, checked before anything in it is hashed or read: its size (a
-    sparse file's holes count: a reader would read them) and, for a folder, that it holds regular files and
-    folders only (a link's target is never read, a pipe never opened)."""
+    sparse file's holes count: a reader would read them) and the library's check_entry: a regular file, or a
+    folder of regular files and folders only (a link's target is never read, a pipe never opened); read_drop
+    reads it unchecked again (read_checked_entry)."""
     if stat.st_size > limits.max_bytes:
         raise EvaluationDataError(
             f"{stat.st_size:,} bytes (as the file system gives its size), over the drop limit of {limits.max_bytes:,}",
             file=path, fix="split it into several drops, or raise max_bytes in the intake resource's limits "
                            "(docs/onboarding.md, Limits)")
-    if path.is_dir():
-        check_regular_files(path)
+    check_entry(path)
 
 
 def read_drop(path: Path, staging: Path, chunk_rows: int, claimed: Mapping[str, str],
@@ -235,7 +235,7 @@ def _unreadable(err: Exception, path: Path) -> EvaluationDataError:
 def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelRows]]:
     """Validate a dropped entry and split its rows by model into ``staging``: a long-format file streamed as it is;
     what an evaluation harness wrote (a folder, an archive, an Inspect log) read into the long table first. The
-    format is detected once, here (a folder's regular files were checked before: check_before_reading)."""
+    format is detected once, here (what the file system says was checked before: check_before_reading)."""
     kind = detect_harness(path)
     if kind is None and path.is_dir():
         raise EvaluationDataError(
@@ -245,7 +245,7 @@ def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelR
                            "then move it into incoming/), or an archive of it; see data/README.md")
     if kind is None and not (archive_suffix(path) or path.suffix == ".eval"):
         return split_by_model(path, staging, chunk_rows)
-    table, _ = read_harness_output(path, harness=kind or ("inspect" if path.suffix == ".eval" and path.is_file() else None))
+    table, _ = read_checked_entry(path, harness=kind or ("inspect" if path.suffix == ".eval" and path.is_file() else None))
     converted = staging / HARNESS_TABLE
     table.to_parquet(converted, index=False)
     try:

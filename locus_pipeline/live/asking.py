@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from locus_model.routing.costs import estimate_tokens
 from locus_pipeline.intake.messages import printable
 from locus_pipeline.serve.config import Upstream
+from locus_pipeline.serve.upstream import UpstreamFailed, forward
 
 MAX_ANSWER_CHARS = 200_000  # an answer longer than this fails its call (MMLU-Pro answers run to a few thousand)
 MAX_TOKENS = 10_000_000  # a token count past this in ``usage`` fails its call (no call of 4,000 output tokens has it)
@@ -68,8 +69,6 @@ def read_answer(status_code: int, body: bytes) -> Answer:
 async def ask_one(client, name: str, upstream: Upstream, prompt: str, retries: int) -> tuple[Answer, int]:
     """(the answer or the last error, calls the endpoint answered with a 200 that failed anyway: they may be billed)
     of one question, retried on the failures serve moves on from and on a bad answer."""
-    from locus_pipeline.serve.upstream import UpstreamFailed, forward
-
     body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0, "max_tokens": 4000}
     answer, billed = Answer(None, {}, ""), 0
     for attempt in range(retries + 1):

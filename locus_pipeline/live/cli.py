@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from locus_model.cli import EXIT_OK, _fail
+from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS, RECOMMENDED_EVALUATIONS as REC, accuracy_margin
 
 
 def add_replay(subparsers: argparse._SubParsersAction) -> None:
@@ -23,6 +25,7 @@ def add_replay(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    # why: FastAPI and the answers table load only for locus replay, not at CLI start-up
     from locus_pipeline.live.replay import replay
 
     try:
@@ -43,9 +46,6 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
                     "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.")
     p.add_argument("--endpoint", required=True, help="the models config entry to onboard (its name joins the pool)")
     p.add_argument("--models-config", type=Path, required=True, help="YAML or JSON models config (locus serve's)")
-    from locus_model.onboarding import RECOMMENDED_EVALUATIONS as REC, accuracy_margin
-    from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS
-
     p.add_argument("--budget", type=int, default=64,
                    help=f"answers to collect (default 64: a first look, its accuracy known to about "
                         f"+-{accuracy_margin(64):.0f} points; {REC}, the recommended count, +-{accuracy_margin(REC):.0f}; "
@@ -71,8 +71,7 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_onboard(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
+    # why: torch, httpx and pandas load only for locus onboard, not at CLI start-up
     from locus_pipeline.live.onboard import OnboardConfig, OnboardError, onboard_endpoint
     from locus_pipeline.serve import ConfigError
     from locus_pipeline.serve.config import read_models_config

@@ -28,17 +28,27 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import dagster as dg
+import httpx
 import numpy as np
 import pandas as pd
 
 from locus_model.adaptive import CHOICES, DEFAULT_CHOICE
 from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
+from locus_model.data.query_encodings import encoding_matrix
+from locus_model.onboarding import nearest_models
 from locus_model.routing.costs import cost_table
+from locus_pipeline.definitions import defs as load
+from locus_pipeline.defs.resources import MlflowTracking, resources_for
+from locus_pipeline.defs.sensors import run_requests_for
+from locus_pipeline.home_location import REPO_ROOT
+from locus_pipeline.instance import prepare_dagster_home
+from locus_pipeline.intake import SETTLE_SECONDS, DropFolder, intake_tick
+from locus_pipeline.intake.folder import write_text_atomic
 from locus_pipeline.live.asking import ask_one, call_cost
 from locus_pipeline.live.rounds import Rounds
 from locus_pipeline.runlog import QUIET_RUN
-from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.serve.config import ModelsConfig
 
 MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"
@@ -97,8 +107,6 @@ class OnboardResult:
 
 def _candidates(home, bank) -> tuple[pd.DataFrame, np.ndarray]:
     """The bank's questions that the home's query_encodings hold, and their (Q, D) encodings."""
-    from locus_model.data.query_encodings import encoding_matrix
-
     encodings = home.read_table("query_encodings")
     questions = bank.questions[bank.questions["query_id"].isin(set(encodings["query_id"].astype(str)))]
     if questions.empty:
@@ -142,8 +150,6 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
 
     async def run() -> None:
         nonlocal spent, stopped_by, asked_now
-        import httpx
-
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=config.concurrency)) as client:
             while len(done) < config.budget:
                 if rounds.done():
@@ -230,9 +236,6 @@ def onboard_rows(home, model: str, rows: pd.DataFrame, *, via_sensor: bool) -> t
     (``<sha256>:<model key>``) and started while it holds the intake lock: a sensor tick never publishes while
     another process holds the lock and skips a run key that has a run, so one file gets one run, whoever
     publishes it."""
-    from locus_pipeline.intake import SETTLE_SECONDS, DropFolder, intake_tick
-    from locus_pipeline.intake.folder import write_text_atomic
-
     folder = DropFolder(home).ensure()
     name = f"live-{safe_model_key(model)}-{len(rows)}.csv"
     dropped = folder.incoming / name
@@ -269,14 +272,6 @@ def run_onboarding(home, manifest) -> str | None:
     """The onboarding run of an accepted file (its models' partitions, as the sensor requests it), in this process
     on the home's Dagster instance (no environment variable set; $DAGSTER_HOME's instance when it is set), unless
     a run with its run key exists (the sensor published it first): then that run's id."""
-    # why: Dagster and the code location load only when a run is published, not for asking an endpoint
-    import dagster as dg
-
-    from locus_pipeline.defs.resources import resources_for
-    from locus_pipeline.defs.sensors import run_requests_for
-    from locus_pipeline.definitions import defs as load
-    from locus_pipeline.instance import prepare_dagster_home
-
     dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(Path(home.local_path)))
     with dg.DagsterInstance.from_config(dagster_home) as instance:
         requests, new = run_requests_for(manifest, instance.get_dynamic_partitions("onboarded_models"))
@@ -299,8 +294,7 @@ def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dic
                   dagster_run_id: str | None = None) -> str:
     """The onboarding's MLflow run: prompts, answers, grades, cost, and (as training's run does) the Dagster run it
     belongs to, ``dagster.run_id`` and ``dagster.run_url`` (the onboarding run, else the live_onboarding_job run)."""
-    from locus_pipeline.defs.resources import MlflowTracking
-
+    # why: mlflow loads only when the run is logged (not with --no-mlflow)
     import mlflow
 
     tracking = MlflowTracking(home=home)

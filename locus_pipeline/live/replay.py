@@ -13,6 +13,7 @@ import time
 import uuid
 from pathlib import Path
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -81,8 +82,6 @@ def replay_app(model: str, data: str | Path = MMLU_PRO) -> FastAPI:
 
 
 def replay(model: str, *, host: str = "127.0.0.1", port: int = 8001, data: str | Path = MMLU_PRO) -> None:
-    import uvicorn
-
     app = replay_app(model, data)
     print(startup_summary(app, model, host, port), flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -7,9 +7,12 @@ import asyncio
 import logging
 import secrets
 import time
+from contextlib import asynccontextmanager
 from typing import Callable
 
 import httpx
+import torch
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -18,9 +21,9 @@ from starlette.concurrency import run_in_threadpool
 
 from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
 from locus_pipeline.serve.config import ServeConfig
+from locus_pipeline.serve.gateway import Gateway, RouteRequest
 from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response
 from locus_pipeline.serve.metrics import MetricsMiddleware
-from locus_pipeline.serve.gateway import RouteRequest, Gateway
 
 
 def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -28,14 +31,10 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
     """The gateway's FastAPI app. The pool is loaded here (a missing pool fails now, not at the first request);
     the lifespan starts the scorer and the pool watcher. ``transport`` replaces the network for upstream calls
     (tests); ``clock`` times the upstreams' cooldowns (tests)."""
-    from contextlib import asynccontextmanager
-
     gateway = Gateway(config, transport=transport, clock=clock)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        import torch
-
         if config.threads:
             torch.set_num_threads(config.threads)
         await run_in_threadpool(gateway.scorer.encode, gateway.snapshot, ["warm up"])
@@ -135,8 +134,6 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
 def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False,
           log_level: str = "info") -> None:
     """Run the gateway with uvicorn (one process; the event loop plus the scorer's thread)."""
-    import uvicorn
-
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = create_app(config)
     print(f"locus serve: http://{host}:{port} (POST /route, /v1/chat/completions; GET /v1/models, /metrics, /healthz)\n"

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+import yaml
+
 from locus_model.routing import COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostError, check_cost
 
 UPSTREAM_KEYS = ("base_url", "model", "api_key_env", "timeout_s")
@@ -88,8 +90,6 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
         if path.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            import yaml
-
             data = yaml.safe_load(text)
     except Exception as err:  # yaml and json raise their own types; name the file, keep the cause
         raise ConfigError(f"the models config {path} cannot be parsed ({type(err).__name__}: {err})") from err

@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
+from locus_model.data.encoding import EncodingInputError
 from locus_model.evaluation.verdict import what_to_serve
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
                                  estimate_tokens, route)
@@ -243,7 +244,6 @@ class Gateway:
         rows = slice(None) if len(idx) == len(snap.names) and (idx == np.arange(len(idx))).all() else idx
         costs = snap.costs.costs(n_in, n_out)[rows]
         params = snap.costs.params_b[rows]
-        from locus_model.data.encoding import EncodingInputError
 
         try:
             probs = (await self.scorer.score(snap, query))[rows]

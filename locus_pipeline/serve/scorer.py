@@ -13,6 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
+from locus_model.data.encoding import EncodingInputError, EncodingLRU, check_texts, load_encoder
 from locus_pipeline.serve.snapshot import Snapshot
 
 log = logging.getLogger("locus.serve")
@@ -45,8 +46,6 @@ class Scorer:
 
     def __init__(self, *, max_batch: int, cache_size: int, batch_wait_ms: float = 2.0, threads: int | None = None,
                  on_batch=None) -> None:
-        from locus_model.data.encoding import EncodingLRU
-
         self.max_batch, self.batch_wait, self.threads = max_batch, batch_wait_ms / 1000.0, threads
         self.on_batch = on_batch  # called with each batch's size (metrics)
         self._lru = EncodingLRU(cache_size)  # the scorer's thread only (and the warm-up before it starts)
@@ -54,8 +53,6 @@ class Scorer:
         self._thread: threading.Thread | None = None
 
     def encoder(self, snap: Snapshot):
-        from locus_model.data.encoding import load_encoder
-
         return load_encoder(snap.encoder, snap.runtime, threads=self.threads)
 
     def encode(self, snap: Snapshot, texts: Sequence[str]) -> np.ndarray:  # (n, D); in the scorer's thread
@@ -73,8 +70,6 @@ class Scorer:
 
     def _score_batch(self, items: list[tuple[Snapshot, str]]) -> list[np.ndarray | BaseException]:
         """Each item's (M,) probabilities, or the exception that item alone raised."""
-        from locus_model.data.encoding import EncodingInputError, check_texts
-
         out: list[np.ndarray | BaseException | None] = [None] * len(items)
         groups: dict[int, list[int]] = {}
         for i, (snap, text) in enumerate(items):

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from locus_model.data.encoders import resolve_runtime
+from locus_model.pool import PoolError, check_pool
 from locus_model.routing import CostTable, cost_info, cost_table
 from locus_pipeline.serve.config import ModelsConfig, Upstream
 from locus_pipeline.serve.portfolio import read_portfolio
@@ -78,9 +80,6 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     upstreams from the models config. ``runtime``: the encoder runtime (None: the checkpoint's). ``portfolio``: a
     portfolio of the portfolios table served as the candidate set (read again with each pool). ``dry_run``: chat
     calls answer with the decision only."""
-    from locus_model.data.encoders import resolve_runtime
-    from locus_model.pool import PoolError, check_pool
-
     for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version
         key = pool_key(home.pool_path)
         if key is None:

@@ -48,6 +48,7 @@ class SavedCheckpoint:
 
 @lru_cache(maxsize=4)
 def _load_checkpoint(path: str, mtime_ns: int):
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.router import Router
 
     return Router.load(path)

@@ -35,6 +35,7 @@ def is_remote(path: Any) -> bool:
 def as_path(location: str) -> Any:
     """A local folder as an absolute Path, a URL as a UPath (universal-pathlib, imported only for URLs)."""
     if is_url(location):
+        # why: universal-pathlib (fsspec) loads only for a home in object storage
         from upath import UPath
 
         # no listings cache: other processes write the same prefixes, and a cached listing would hide their objects

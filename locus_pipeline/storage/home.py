@@ -13,11 +13,13 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_model.data.encoders import resolve_encoder
+from locus_model.data.encoding import encode_queries_with_summary
 from locus_pipeline.home_location import default_home_location
 from locus_pipeline.storage.checkpoints import Checkpoints
 from locus_pipeline.storage.files import as_path, is_remote, read_parquet, write_bytes_atomic, write_parquet_atomic
-from locus_pipeline.storage.locks import file_lock, object_lock
 from locus_pipeline.storage.live import LiveAnswers
+from locus_pipeline.storage.locks import file_lock, object_lock
 from locus_pipeline.storage.pool import PoolAndStores
 
 # the working folders of a remote home whose files are also kept in the bucket (the rest are per-machine caches
@@ -168,16 +170,12 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, dg.ConfigurableResource
     def encoding_cache(self, encoder: str) -> Path:
         """The encoder's cache folder (one subfolder per runtime, see locus_model.data.encoding_cache.open_cache); on a
         remote home a per-machine cache."""
-        from locus_model.data.encoders import resolve_encoder
-
         return self.dir("encodings", resolve_encoder(encoder).name)
 
     def encode(self, table: pd.DataFrame, encoder: str, *, runtime: str | None = None, progress: bool = False,
                batch_size: int = 64, device: str = "cpu", threads: int | None = None):
         """(query_id + encoding frame, EncodeSummary) for the table's distinct queries, through the cache of
         (encoder, runtime); runtime None: the library's default."""
-        from locus_model.data.encoding import encode_queries_with_summary
-
         queries = table.drop_duplicates("query_id")
         vectors, report = encode_queries_with_summary(queries["query"].astype(str).tolist(), encoder=encoder,
                                                      runtime=runtime, cache_dir=self.encoding_cache(encoder),

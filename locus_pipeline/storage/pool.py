@@ -11,6 +11,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from locus_model.data.contract import EVALUATION_COLUMNS, safe_model_key
+from locus_model.pool_schema import routable
 from locus_pipeline.storage.checkpoints import PoolCheckpoint
 from locus_pipeline.storage.files import StorageError, read_parquet, write_parquet_atomic
 
@@ -30,8 +32,6 @@ class PoolAndStores:
         return self.pool_path.exists()
 
     def read_pool(self) -> pd.DataFrame:
-        from locus_model.pool_schema import routable
-
         pool = self.read_table(POOL)
         if "routable" not in pool.columns:  # a pool written before the column: the same rule, from its rows
             pool = pool.assign(routable=routable(pool["source"], pool["n_evaluations"]))
@@ -41,6 +41,7 @@ class PoolAndStores:
 
     def pool_checkpoint(self, pool: pd.DataFrame | None = None) -> PoolCheckpoint:
         """The checkpoint the pool was embedded with (every row carries its id; one id per pool)."""
+        # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
         from locus_model.pool import checkpoints_of
 
         pool = self.read_table(POOL, columns=["checkpoint_id"]) if pool is None else pool
@@ -54,6 +55,7 @@ class PoolAndStores:
         """The pool's one read-modify-write: under the pool lock, ``change(current pool or None)`` returns the
         new pool, which is checked (one checkpoint, unique models and keys) and written atomically. Whatever
         ``change`` reads (stores, checkpoint) it reads under the same lock, so no update is lost."""
+        # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
         from locus_model.pool import check_pool
 
         with self.lock("pool"):
@@ -111,6 +113,7 @@ class PoolAndStores:
     def record_evaluations(self, model_key: str, fresh: pd.DataFrame) -> pd.DataFrame:
         """Merge a model's new evaluations into its store under the model's lock (newest ``received_at`` wins
         per query_id); returns all of its evaluations so far."""
+        # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
         from locus_model.onboarding import merge_into_store
 
         path = self.store_path(model_key)
@@ -125,8 +128,6 @@ class PoolAndStores:
 
     def onboarded_evaluations(self) -> pd.DataFrame:
         """All evaluations of all onboarded models (an empty frame when none was onboarded)."""
-        from locus_model.data.contract import EVALUATION_COLUMNS
-
         frames = [self.read_store(k) for k in self.onboarded_keys()]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(EVALUATION_COLUMNS))
 
@@ -156,7 +157,6 @@ class PoolAndStores:
     def model_identities(self) -> dict[str, str]:
         """model_key -> model name for every model the home knows (training source, pool, onboarded stores)."""
         known: dict[str, str] = {}
-        from locus_model.data.contract import safe_model_key
 
         if self.table_path("evaluation_table").exists():
             known.update({safe_model_key(m): m for m in self.training_models()})

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.local_imports import WHY, unexplained_local_imports
+
 LIBRARY = Path(__file__).resolve().parents[2] / "locus_model"
 MODULES = sorted(LIBRARY.rglob("*.py"))
 FORBIDDEN_IMPORTS = ("dagster", "mlflow", "locus_pipeline")
@@ -95,9 +97,6 @@ ORDER = (
     ("cli",),
 )
 RANK = {name: rank for rank, names in enumerate(ORDER) for name in names}
-# a function-local import is for a heavy optional dependency or a start-up cost (torch, matplotlib, onnxruntime,
-# the hub client): each says why, on its line or in a `# why:` comment line right above its block of imports
-WHY = "# why:"
 
 
 def _package(path: Path) -> str:
@@ -107,31 +106,14 @@ def _package(path: Path) -> str:
 
 def _imports(path: Path) -> tuple[list[tuple[int, str]], list[int]]:
     """(line, imported locus_model package) of every import in the module, and the lines of its function-local
-    imports that do not say why (no `# why:` on the line, nor on a comment line right above its block of imports)."""
+    imports that do not say why (tests/local_imports.py)."""
     source = path.read_text(encoding="utf-8")
-    lines = source.splitlines()
-    tree = ast.parse(source)
-    inner = {n.lineno: n for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-             for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
-    import_lines = {line for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-                    for line in range(n.lineno, n.end_lineno + 1)}
-
-    def says_why(line: int) -> bool:
-        if WHY in lines[line - 1]:
-            return True
-        above = line - 1
-        while above >= 1 and (above in import_lines or not lines[above - 1].strip()):
-            if WHY in lines[above - 1]:
-                return True
-            above -= 1
-        return above >= 1 and lines[above - 1].strip().startswith(WHY)
-
     found = []
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source)):
         names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                  [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
         found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith("locus_model.")]
-    return found, sorted(line for line in inner if not says_why(line))
+    return found, unexplained_local_imports(source)
 
 
 def test_every_library_module_has_a_rank() -> None:

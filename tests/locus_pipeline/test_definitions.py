@@ -91,9 +91,9 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
 
 # A value other than the default for every field of the library's configs (a new field must be added here).
 NOT_DEFAULT_TRAIN = dict(epochs=7, max_steps=123, epoch_models=50, val_models=None,
-                         latent_steps=30, latent_noise=(0.5,), latent_lr=3e-3, latent_weight=2.0,
+                         latent_steps=30, latent_noise=(0.5,),
                          refit_alphas=(0.5, 2.0), batch_models=3, draws=2, enc_min=5, enc_max=40, dec_batch=33,
-                         val_set_max=None, lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01, grad_clip=0.5,
+                         val_set_max=None, lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01,
                          noise_start=0.5, noise_end=0.25, noise_anneal_epochs=4, patience=9, select_from_epoch=3,
                          seed=11, device="cpu", ema_decay=0.0, finetune_steps=40, finetune_patience=20,
                          finetune_noise=(1.5, 2.5), predictor_step_cells=4096)

@@ -112,11 +112,12 @@ def stubborn_venv(tmp_path: Path) -> Path:
     return venv
 
 
-@pytest.mark.parametrize("sig, grace, limit", [(signal.SIGINT, {"STOP_GRACE_S": "2"}, 4),
-                                               (signal.SIGTERM, {"STOP_GRACE_S": "30"}, 4)])  # TERM_GRACE_S: 3
-def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path, sig, grace, limit) -> None:
+@pytest.mark.parametrize("sig, grace, waited", [(signal.SIGINT, {"STOP_GRACE_S": "2"}, 2),
+                                                (signal.SIGTERM, {"STOP_GRACE_S": "30"}, 3)])  # TERM_GRACE_S: 3
+def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path, sig, grace, waited) -> None:
     """Stand-ins for dagster and mlflow that ignore SIGINT and SIGTERM: the script SIGKILLs their groups, after
-    STOP_GRACE_S on Ctrl-C and after TERM_GRACE_S (3 s) on SIGTERM, whatever STOP_GRACE_S is."""
+    STOP_GRACE_S on Ctrl-C and after TERM_GRACE_S (3 s) on SIGTERM, whatever STOP_GRACE_S is (the grace it waited is
+    in its log; no clock is asserted on: the wait below is only a deadline for the processes to go)."""
     venv = stubborn_venv(tmp_path)
     proc, _, _ = start(tmp_path, venv, **grace)
     pids: set[int] = set()
@@ -125,10 +126,10 @@ def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path, sig, grace, lim
         while len(pids := descendants(proc.pid)) < 4:  # two stand-ins, each with a sleeping child
             assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "dev.log").read_text()
             time.sleep(0.2)
-        took = stop_and_measure(proc, pids, limit, sig)
+        stop_and_measure(proc, pids, waited + 30, sig)
         log = (tmp_path / "dev.log").read_text()
-        assert proc.poll() is not None and not alive(pids) and took < limit + 1, f"{took:.1f} s, left {alive(pids)}\n{log}"
-        assert log.count("SIGKILL") == 2 and "stopped." in log
+        assert proc.poll() is not None and not alive(pids), f"left {alive(pids)}\n{log}"
+        assert log.count(f"did not stop within {waited} s: SIGKILL") == 2 and "stopped." in log, log
     finally:
         kill_all(proc, pids)
 

@@ -197,6 +197,18 @@ def _untar(path: Path, root: Path, fix: str) -> None:
                 raise EvaluationDataError(f"the archive member {member.name!r} is a link or a device, not a file", file=path, fix=fix)
 
 
+def check_entry(path: Path) -> None:
+    """What the file system says about a harness drop, checked without opening anything: it exists, and it is a
+    regular file, or a folder of regular files and folders only (check_regular_files). The one check of the rule:
+    read_harness_output runs it; intake runs it before it hashes the entry, then reads with read_checked_entry."""
+    if not path.exists():
+        raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
+    if path.is_dir():
+        check_regular_files(path)
+    elif not path.is_file():
+        raise EvaluationDataError("not a regular file (a pipe, socket or device)", file=path, fix="drop regular files only")
+
+
 def check_regular_files(folder: Path) -> None:
     """Refuse a folder holding anything but regular files and folders (a pipe, socket, device or link), found
     without opening anything (a pipe would block its reader; a link could point anywhere, and change later)."""
@@ -238,17 +250,18 @@ def read_harness_output(path: str | Path, *, model: str | None = None, harness: 
     the detection; ``limits``: the bounds of this read (:class:`DropLimits`: rows, models, unpacked bytes, JSON size and
     depth, time), the defaults when None."""
     path = Path(path)
+    check_entry(path)
+    return read_checked_entry(path, model=model, harness=harness, limits=limits)
+
+
+def read_checked_entry(path: Path, *, model: str | None = None, harness: str | None = None,
+                       limits: DropLimits | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
+    """read_harness_output of an entry that check_entry has passed (intake checks once, before hashing it)."""
     with bounded(limits):
         return _read(path, model, harness)
 
 
 def _read(path: Path, model: str | None, harness: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
-    if not path.exists():
-        raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
-    if path.is_dir():
-        check_regular_files(path)
-    elif not path.is_file():
-        raise EvaluationDataError("not a regular file (a pipe, socket or device)", file=path, fix="drop regular files only")
     if path.is_file() and archive_suffix(path):
         with unpacked(path) as root:
             kind = harness or _detect_folder(root)

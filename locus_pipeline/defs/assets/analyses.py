@@ -13,8 +13,15 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
+from locus_model.analysis import (cluster_pool, distance_vs_disagreement, fallback, known_duplicates,
+                                  near_duplicates as score_pairs, portfolios as curves, resample_embeddings)
+from locus_model.analysis._common import markdown_table
+from locus_model.analysis.atlas import model_atlas as write
+from locus_model.analysis.portfolio_curves import smallest_matching_portfolio
+from locus_model.data.catalog import params_for_models
+from locus_model.stats.metrics import correctness_accuracy, routing_accuracy
 from locus_pipeline.defs.metadata import (ATLAS_ARTIFACT, OWNERS, atlas_link, home_path, shorten_tables, shown_whole,
-                                         ui_png_markdown)
+                                          ui_png_markdown)
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 
@@ -26,6 +33,7 @@ GROUP = "analyses"
 def data_note(home: LocusHome) -> str:
     """What the numbers are computed on (reports.data_note), read from the raw_evaluations table through
     LocusHome: the note is no data dependency, so no lineage edge is drawn for it."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.reports import data_note as note
 
     raw = home.read_table("raw_evaluations", columns=["source", "root"])
@@ -37,6 +45,7 @@ def publish(context: dg.AssetExecutionContext, home: LocusHome, name: str, *, ti
     """Write reports/<name>.md (summary, figure, data note, body) and attach it as Dagster metadata: the summary
     and the figure first (scaled to UI_FIGURE_PX wide, so the UI's modal shows all of it), long tables shortened
     to a preview (the full table is the asset's Parquet output)."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.reports import render_report
 
     text = render_report(name, title=title, summary=summary, body=body, note=data_note(home), png=png)
@@ -59,6 +68,7 @@ def labelled_pool(model_embeddings: pd.DataFrame, test_query_predictions: pd.Dat
     """(names, embeddings, Predictions, excluded names): pool models with held-out labels only, as the pool was
     when test_query_predictions read it. Models onboarded since are left for the next refresh (their rows carry no
     labels anyway); a pool rebuilt since (another checkpoint) is a failure that says so."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.pool import checkpoints_of, pool_matrix
     from locus_pipeline.reports import prediction_matrices
 
@@ -96,7 +106,7 @@ def test_query_predictions(
     """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the router's P(correct)
     from the pool embedding and group profile), label (NaN where unknown, e.g. onboarded models),
     checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
-    from locus_model.stats.metrics import correctness_accuracy, routing_accuracy
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.reports import prediction_matrices, test_query_predictions as predict
 
     checkpoint = home.pool_checkpoint(model_embeddings)
@@ -123,9 +133,6 @@ def embedding_geometry(
 ) -> pd.DataFrame:
     """Per model pair: Euclidean and cosine embedding distance vs the correctness disagreement rate on the
     test queries; Pearson, Spearman and Kendall over pairs (paper: Pearson 0.887 Euclidean)."""
-    from locus_model.analysis import distance_vs_disagreement
-    from locus_model.analysis._common import markdown_table
-
     names, z, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
     result = distance_vs_disagreement(z, preds.labels, names=names, left_out=excluded)
     publish_result(context, home, "embedding_geometry", "Embedding distance vs behaviour", result,
@@ -153,7 +160,7 @@ def family_clusters(
     file, or the synthetic pool's own), the tree cut at the number of families is scored by purity and adjusted Rand.
     A models file with a `variant` column (base / chat / math / code ..., as the synthetic pool's) is scored too: the
     paper finds math- and code-finetuned models cluster together across base families."""
-    from locus_model.analysis import cluster_pool
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.pool import pool_matrix
 
     names, z = pool_matrix(model_embeddings)
@@ -195,9 +202,6 @@ def portfolios(
     params_b, else parsed from the name ("7b", "8x7b", "350m"); models with neither are never budgeted.
     Pools of more than 50 models get every k up to 50, then sizes spaced geometrically up to the pool
     (portfolio_sizes); k-medoids stops at max_k_medoids."""
-    from locus_model.analysis import portfolios as curves
-    from locus_model.data.catalog import params_for_models
-
     names, z, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
     result = curves(z, preds.probs, preds.labels, names=names, params_b=params_for_models(names, model_catalog[["model", "params_b"]]),
                     max_k=config.max_k, max_k_medoids=config.max_k_medoids, n_budgets=config.n_budgets,
@@ -224,8 +228,6 @@ def fallback_report(
 ) -> pd.DataFrame:
     """When the routed model is unavailable, its nearest embedding neighbour answers: the share of routing
     accuracy kept (paper: 85%) against a random substitute and the router's own second choice."""
-    from locus_model.analysis import fallback
-
     names, z, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
     result = fallback(z, preds.probs, preds.labels, names=names, seed=config.seed, n_random=config.n_random,
                       metric=config.metric, left_out=excluded)
@@ -261,8 +263,7 @@ def near_duplicates(
     embedding came from; pairs whose distance stays within the models' own resampling spread are flagged.
     Also shows the cosine distance of the pool embeddings (paper: near-duplicates < 1e-5) and, where the
     models file has a duplicate_of column (the synthetic pool), which known re-uploads were found."""
-    from locus_model.analysis import known_duplicates, resample_embeddings
-    from locus_model.analysis import near_duplicates as score_pairs
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.infer import embed_evaluation_sets
     from locus_model.pool import pool_matrix
     from locus_model.infer import torch_threads
@@ -306,6 +307,7 @@ def capability_search(
 ) -> pd.DataFrame:
     """A synthetic evaluation set with the target per-benchmark accuracy (non-test queries), embedded with the
     pool's checkpoint; the k nearest pool models with their actual per-benchmark accuracy (same as `locus search`)."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.reports import capability_search_from_tables
 
     result = capability_search_from_tables(
@@ -337,8 +339,7 @@ def model_atlas(
     number of answers (an onboarded model's other tasks, e.g. an lm-eval drop's, apart, for that model only), and
     its capability estimates with their 90% intervals (an onboarded model's, stored by its onboarding; a model of the
     training source shows its observed accuracy)."""
-    from locus_model.analysis.atlas import model_atlas as write
-    from locus_model.analysis.portfolio_curves import smallest_matching_portfolio
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.pool import pool_matrix
     from locus_pipeline.reports import per_benchmark_accuracy, per_benchmark_answers
 
@@ -371,6 +372,7 @@ REPORTS = ("embedding_geometry", "family_clusters", "portfolios", "fallback_repo
 @dg.asset(kinds={"markdown"}, group_name=GROUP, owners=OWNERS, deps=list(REPORTS))
 def analysis_reports(context: dg.AssetExecutionContext, home: LocusHome) -> pd.DataFrame:
     """reports/README.md: every analysis report with its one-line summary, and the other files in reports/."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.reports import render_index
 
     folder = home.dir("reports")

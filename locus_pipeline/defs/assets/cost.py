@@ -5,8 +5,9 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from locus_model.markdown import escape_frame, escape_markdown
 from locus_model.analysis._common import left_out_note as excluded_note  # ops: one-line fix, excluded_note moved (pipe)
+from locus_model.markdown import escape_frame, escape_markdown
+from locus_model.routing import cost_info, cost_table, frontier_of_pool
 from locus_pipeline.defs.assets.analyses import GROUP, labelled_pool, publish
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.storage import LocusHome
@@ -30,8 +31,6 @@ def cost_frontier(
     the metadata. A model with no cost on that basis is left out of the frontier and named. RouterBench's AIQ and the
     cost shares at 100% / 95% of the best single model's accuracy come from the code that gives them to
     `locus evaluate --models-file` and routing_evaluation (routing.frontier.frontier_figures)."""
-    from locus_model.routing import cost_info, cost_table, frontier_of_pool
-
     names, _, preds, excluded = labelled_pool(model_embeddings, test_query_predictions)
     table = cost_table(names, cost_info(model_catalog))
     texts = (evaluation_table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))

@@ -7,6 +7,13 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_model.data.matrix import EvaluationMatrix
+from locus_model.evaluation.results import (flatten_results, format_frontier, format_results, frontier_rows,
+                                            headline_markdown, save_results)
+from locus_model.evaluation.splits import given_fold
+from locus_model.evaluation.verdict import format_verdict
+from locus_model.markdown import escape_frame
+from locus_model.routing import cost_info, cost_table
 from locus_pipeline.defs.metadata import OWNERS, home_path, shown_whole
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
@@ -39,14 +46,8 @@ def routing_evaluation(
     to LOCUS_HOME/reports/routing_evaluation.json. The verdict (does routing pay over the best single model:
     evaluation.verdict) is the first line of the log, in the metadata, and on the checkpoint's MLflow run
     (``verdict/*`` metrics, tag ``verdict``)."""
-    from locus_model.data.matrix import EvaluationMatrix
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.evaluation.protocol import evaluate
-    from locus_model.evaluation.results import (flatten_results, format_frontier, format_results, frontier_rows,
-                                                headline_markdown, save_results)
-    from locus_model.evaluation.splits import given_fold
-    from locus_model.evaluation.verdict import format_verdict
-    from locus_model.markdown import escape_frame
-    from locus_model.routing import cost_info, cost_table
 
     record = home.current_checkpoint()
     checkpoint = home.load_checkpoint(record.checkpoint_id)
@@ -89,8 +90,6 @@ def log_verdict(home: LocusHome, mlflow: MlflowTracking, checkpoint_id: str, ver
     """The verdict on the checkpoint's training run, where the tracking store holds it: metrics ``verdict/pays``
     (1 or 0), ``verdict/delta``, ``verdict/lo``, ``verdict/hi`` (accuracy points), ``verdict/cost_share`` and the
     tag ``verdict`` (the line)."""
-    from locus_model.evaluation.verdict import format_verdict
-
     if verdict is None:
         return
     current = home.read_table("locus_checkpoint")

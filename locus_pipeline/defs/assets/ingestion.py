@@ -7,6 +7,14 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_model.data.catalog import build_catalog
+from locus_model.data.embedllm_download import download_embedllm
+from locus_model.data.embedllm_files import is_embedllm_folder
+from locus_model.data.file_chunks import is_evaluation_file
+from locus_model.data.long_format import read_evaluations
+from locus_model.data.mmlu_pro import is_mmlu_pro_folder, read_mmlu_pro_outputs
+from locus_model.data.synthetic import generate_synthetic_pool
+from locus_model.evaluation.splits import subset_queries
 from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS
 from locus_pipeline.home_location import REPO_ROOT
@@ -35,15 +43,10 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
     if config.source == "mmlu_pro":
         return (Path(config.path) if config.path else MMLU_PRO / "evaluations.parquet"), models or MMLU_PRO / "models.csv"
     if config.source == "synthetic":
-        from locus_model.data.synthetic import generate_synthetic_pool
-
         parent = home.dir("sources", f"{config.synthetic_size}-seed{config.synthetic_seed}")
         pool = generate_synthetic_pool(parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",))  # deterministic
         return pool.evaluations_parquet, models or pool.models_csv
     if config.source == "embedllm":
-        from locus_model.data.embedllm_files import is_embedllm_folder
-        from locus_model.data.embedllm_download import download_embedllm
-
         folder = Path(config.path) if config.path else home.dir("sources", "embedllm")
         if not is_embedllm_folder(folder):
             if not config.download:
@@ -61,8 +64,6 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, home: LocusHome) -> pd.DataFrame:
     """The source files as ingested: one row per file with its size and sha256 (the files stay untouched)."""
-    from locus_model.data.file_chunks import is_evaluation_file
-
     path, models = resolve_source(config, home)
     files = sorted(p for p in path.rglob("*") if p.is_file() and (is_evaluation_file(p) or p.suffix in (".csv", ".json", ".jsonl", ".eval"))) if path.is_dir() else [path]
     if models is not None and models.exists():
@@ -94,10 +95,6 @@ class TableConfig(dg.Config):
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw_evaluations: pd.DataFrame) -> pd.DataFrame:
     """Validated long-format evaluations: model, query_id, query, benchmark, score (+ split if the source has one)."""
-    from locus_model.data.long_format import read_evaluations
-    from locus_model.data.mmlu_pro import is_mmlu_pro_folder, read_mmlu_pro_outputs
-    from locus_model.evaluation.splits import subset_queries
-
     root = Path(raw_evaluations["root"].iloc[0])
     if is_mmlu_pro_folder(root):  # MMLU-Pro's own per-model JSON, scored as its scorer does
         table, mmlu = read_mmlu_pro_outputs(root)
@@ -127,8 +124,6 @@ def evaluation_table(context: dg.AssetExecutionContext, config: TableConfig, raw
 @dg.asset(owners=OWNERS, kinds={"pandas"}, group_name="ingestion")
 def model_catalog(context: dg.AssetExecutionContext, raw_evaluations: pd.DataFrame, evaluation_table: pd.DataFrame) -> pd.DataFrame:
     """One row per model: model, model_key, params_b, family (from the models file, else parsed from the name)."""
-    from locus_model.data.catalog import build_catalog
-
     models_file = raw_evaluations["models_file"].iloc[0]
     catalog = build_catalog(evaluation_table, Path(models_file) if models_file else None)
     context.add_output_metadata({"preview": dg.MetadataValue.md(escape_frame(catalog.head(20)).to_markdown(index=False))})

@@ -23,6 +23,7 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_model.data.errors import EvaluationDataError
 from locus_model.markdown import escape_frame
 from locus_pipeline.defs.assets.newcomer import PRECISION_CHECK, TRUST_CHECK, PoolView, newcomer
 from locus_pipeline.defs.assets.pool import pool_failures_in_run
@@ -57,7 +58,7 @@ def _failure(err) -> dg.Failure:
 def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingConfig, home: LocusHome) -> dg.MaterializeResult:
     """Every evaluation of each onboarded model of the run so far (LOCUS_HOME/onboarded/<model_key>.parquet): the
     rows of each accepted file for it, one row per query_id, the newest file (by the time it was received) winning."""
-    from locus_model.data.errors import EvaluationDataError
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.onboarding import as_store
     from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, intake_order, read_manifest
 

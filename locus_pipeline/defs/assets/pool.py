@@ -16,11 +16,12 @@ import dagster as dg
 import pandas as pd
 from pydantic import Field
 
+from locus_model.data.contract import safe_model_key
 from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS, atlas_link, home_path, pool_schema
-from locus_pipeline.defs.partitions import run_model_keys
+from locus_pipeline.defs.partitions import onboarded_models, run_model_keys
 from locus_pipeline.defs.resources import MlflowTracking
-from locus_pipeline.storage import LocusHome
+from locus_pipeline.storage import LocusHome, StorageError
 
 POOL_GROUP = "pool"
 REMOVAL_JOB = "pool_removal_job"
@@ -32,6 +33,7 @@ def onboard_change(home: LocusHome, keys: list[str], changed: dict):
     with the checkpoint the pool already carries (a model of the training source keeps its training row). A model
     whose row cannot be made is left out and named in ``changed["failed_models"]``; the others go in. What
     happened goes into ``changed``."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.pool import models_with_new_evaluations, upsert_rows
 
     def change(current: pd.DataFrame | None) -> pd.DataFrame:
@@ -86,6 +88,7 @@ def embedded_rows(home: LocusHome, checkpoint, stores: dict[str, pd.DataFrame], 
 
 def rebuild_change(home: LocusHome, changed: dict):
     """The pool change of a rebuild: every model embedded with the current locus_checkpoint."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_model.pool import models_with_new_evaluations
     from locus_pipeline.pool_rows import onboarded_rows, training_source_rows
 
@@ -143,13 +146,9 @@ class PoolChangeConfig(dg.Config):
 
 def removal(home: LocusHome, context: dg.AssetExecutionContext, name: str, changed: dict) -> pd.DataFrame:
     """The pool change of a removal (LocusHome.remove_onboarded), what happened in ``changed``."""
-    from locus_pipeline.storage import StorageError
-
     if run_model_keys(context.instance, context.run.tags):
         raise dg.Failure(description=f"remove_model={name!r} in an onboarding run (partitions {context.run.tags})",
                          metadata={"how_to_fix": f"launch {REMOVAL_JOB} (or `locus pool remove NAME`) instead"})
-    from locus_model.data.contract import safe_model_key
-    from locus_pipeline.defs.partitions import onboarded_models
 
     try:
         pool, kept = home.remove_onboarded(name)

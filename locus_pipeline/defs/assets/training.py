@@ -15,6 +15,7 @@ import pandas as pd
 from pydantic import Field, create_model
 
 from locus_model.data.matrix import evaluations_digest
+from locus_model.evaluation.splits import model_split as split_models, query_split
 from locus_model.markdown import escape_markdown
 from locus_model.model_config import LocusConfig
 from locus_model.training import TrainConfig
@@ -96,9 +97,6 @@ class SplitConfig(dg.Config):
 )
 def training_split(context: dg.AssetExecutionContext, config: SplitConfig, evaluation_table: pd.DataFrame):
     """The query split with its budget anchors, and the models held out of training."""
-    from locus_model.evaluation.splits import model_split as split_models
-    from locus_model.evaluation.splits import query_split
-
     queries = query_split(evaluation_table, budget=config.budget, seed=config.seed, test_fraction=config.test_fraction, val_fraction=config.val_fraction)
     models = split_models(evaluation_table, holdout=config.holdout_models, seed=config.seed)
     yield dg.Output(queries, output_name="training_split", metadata={
@@ -175,6 +173,7 @@ def locus_checkpoint(
 ) -> pd.DataFrame:
     """The trained set encoder + correctness predictor (trained on the in-training models only); one row:
     checkpoint_id, path (relative to LOCUS_HOME), encoder, MLflow run, metrics."""
+    # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     import torch
 
     from locus_model.infer import inference_precision, resolve_device

@@ -6,6 +6,7 @@ import os
 import uuid
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import dagster as dg
 import pandas as pd
@@ -76,7 +77,8 @@ def test_rejections_show_in_the_tick_and_move_the_file(home: Path) -> None:
         assert sorted(p.name.endswith(".reason.txt") for p in rejected) == [False, True]
 
 
-def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding_asset(home: Path) -> None:
+def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding_asset(home: Path,
+                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A tick that requests runs still shows the rejected file: a failed evaluation (WARN) of onboarded_evaluations'
     check dropped_files_accepted (the asset's Checks in the UI, not a green event) with the reason; a tick with
     only a rejection is SKIPPED with it and the same."""
@@ -99,8 +101,9 @@ def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding
 
         by_hand = dropped_files_accepted(home=LocusHome(root=str(home)))  # the newest file was rejected
         assert not by_hand.passed and by_hand.metadata["rejected_files"].value == 2
-        time.sleep(1.1)  # stems start with the UTC time to the second
         drop(home, "later.csv", evals("org/later 7b"))
+        later = time.time() + 2  # stems start with the UTC time to the second: the later file's is later
+        monkeypatch.setattr("locus_pipeline.intake.accept.time", SimpleNamespace(time=lambda: later))
         tick(instance, home, cursor=alone.cursor)
         assert dropped_files_accepted(home=LocusHome(root=str(home))).passed
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import locus_model.data.harnesses as harnesses
 import locus_pipeline.intake.accept as accept
 from locus_model.data.limits import DropLimits
 from locus_pipeline.intake import DropFolder, IntakeLimits, intake_file
@@ -155,3 +156,15 @@ def test_a_link_inside_a_dropped_folder_is_refused_before_its_target_is_read(fol
     assert result.status == "rejected" and "not a regular file" in result.rejection.problem
     assert hashed == [] and "samples_task_2024.jsonl" in result.rejection.problem
     assert (result.stored / "samples_task_2024.jsonl").is_symlink() and secret.read_text(encoding="utf-8") == "private\n"
+
+
+def test_a_folder_drop_is_checked_for_regular_files_once(folder: DropFolder, monkeypatch) -> None:
+    """One check of the rule per drop: intake runs the library's check_entry before hashing, then reads unchecked."""
+    checked = []
+    check = harnesses.check_regular_files
+    counted = lambda path: checked.append(path) or check(path)  # noqa: E731
+    for module in (harnesses, accept):  # wherever a caller would find it
+        monkeypatch.setattr(module, "check_regular_files", counted, raising=False)
+    dropped = hostile.lm_eval_folder(folder.incoming)
+    result = intake_file(dropped, folder)
+    assert result.status == "accepted" and checked == [dropped]

@@ -30,7 +30,7 @@ class Endless(httpx.AsyncByteStream):
             self.sent += len(self.head)
             yield self.head
         while True:
-            await asyncio.sleep(self.pause)
+            await asyncio.sleep(self.pause)  # why: a slow upstream is the thing under test
             self.sent += len(self.chunk)
             yield self.chunk
 
@@ -107,7 +107,7 @@ def test_a_good_client_is_answered_while_an_upstream_sends_keep_alive_lines(buil
         async def __aiter__(self):
             started.set()
             while True:
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # why: the keep-alive cadence of the hostile upstream under test
                 yield b"\n"
 
     def hostile(request: httpx.Request) -> httpx.Response:

@@ -59,7 +59,7 @@ def test_concurrent_requests_during_reloads_all_succeed_on_one_consistent_pool(b
             async def flip():
                 for k in range(6):
                     write_parquet_atomic(pool_b if k % 2 == 0 else pool_a, home.pool_path)
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(0.1)  # why: the pool changes during the traffic (the thing under test)
 
             results = await asyncio.gather(*(one(i) for i in range(120)), flip())
             return results[:-1]

@@ -22,7 +22,7 @@ def fake_upstream_app(kind: str) -> FastAPI:
     @app.post("/v1/chat/completions")
     async def completions(body: dict):
         if kind == "slow":
-            await asyncio.sleep(3)
+            await asyncio.sleep(3)  # why: a slow upstream is the thing under test
         if kind == "failing":
             return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)
         if body.get("stream"):

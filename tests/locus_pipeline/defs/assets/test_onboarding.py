@@ -4,6 +4,7 @@ reports refreshing while the pool changes, and a copied home."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import threading
@@ -124,7 +125,8 @@ def embedding_of(storage: LocusHome, key: str, checkpoint: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("order", ["rebuild first", "onboarding first", "interleaved"])
-def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(home: Path, order: str) -> None:
+def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(home: Path, order: str,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from locus_model.onboarding import as_store
 
     storage = LocusHome(root=str(home))
@@ -159,9 +161,19 @@ def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(ho
         rebuild.start()
         assert reading.wait(60)
         record()
+        asking, pool_lock = threading.Event(), LocusHome.lock
+
+        @contextlib.contextmanager
+        def lock(self, name: str, **kwargs):
+            if name == "pool" and threading.current_thread() is onboarding:
+                asking.set()
+            with pool_lock(self, name, **kwargs) as held:
+                yield held
+
+        monkeypatch.setattr(LocusHome, "lock", lock)
         onboarding = threading.Thread(target=onboard)
         onboarding.start()
-        time.sleep(0.5)
+        assert asking.wait(60)  # the onboarding asks for the pool lock the rebuild holds
         assert onboarding.is_alive()  # waiting for the pool lock, not writing beside the rebuild
         go_on.set()
         rebuild.join(60)
