@@ -1,6 +1,7 @@
 """Issue 57's candidate (b): the router's blend fitted where validation models play the newcomer.
 
     python -m bench.diag.newcomer_blend bench/.cache/case-8x500 bench/.cache/fits-case8x500 --epochs 20 --patience 5
+    python -m bench.diag.newcomer_blend --grid 8 500 0 --only-folds 0 1 --epochs 20 --patience 5  # a small-data cell
 
 The router's blend (query_groups.fit_blend: a x predictor logit + b x group-table logit + c) is fitted on the
 validation cells of the models LOCUS was trained on, whose answers the set encoder and the predictor have seen; a
@@ -24,7 +25,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.diag.case_folds import case_folds, print_against
+from bench.bench_small_data import cell_budget, draw_cell, held_out_rows
+from bench.common import load_suite
+from bench.diag.case_folds import CaseFolds, case_folds, print_against
+from locus_model.data.encoding import encode_queries
+from locus_model.evaluation.splits import kfold_splits
 from locus_model.model import LocusConfig
 from locus_model.query_groups import fit_blend, group_proba
 from locus_model.router import Router, _predictor_logits
@@ -40,23 +45,47 @@ def newcomer_cells(router: Router, enc: np.ndarray, anchors: np.ndarray, val: np
             val[:, val_q])
 
 
+def grid_cell(n_models: int, n_questions: int, draw: int, seed: int = 0) -> CaseFolds:
+    """bench_small_data's MMLU-Pro cell (models x questions, draw), the strongest model held out."""
+    matrix, _ = load_suite("mmlu")
+    rows, cols = draw_cell(matrix.scores.astype(np.float32), n_models, n_questions, seed=[seed, n_models, n_questions, draw])
+    scores = matrix.scores.astype(np.float32)[np.ix_(rows, cols)]
+    held = held_out_rows(scores, "strongest", seed + draw)
+    print("held out:", [matrix.models[rows[i]] for i in held])
+    enc = np.asarray(encode_queries([matrix.queries[q] for q in cols], progress=False), np.float32)
+    return CaseFolds(matrix, enc, scores, np.setdiff1d(np.arange(len(rows)), held), held,
+                     np.asarray(matrix.benchmarks).astype(str)[cols],
+                     kfold_splits(len(cols), folds=5, budget=cell_budget(len(cols), 5), seed=seed + draw))
+
+
+def trained_router(case: CaseFolds, fold, config: TrainConfig) -> Router:
+    """The fold's router as the protocol trains it (the default blend)."""
+    kept = {}
+    case.predict("locus", fold, train_config=replace(config, seed=fold.index), on_fitted=lambda m: kept.setdefault("m", m))
+    return kept["m"].router
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("case", type=Path, help="the folder bench_case wrote (evaluations.parquet)")
-    p.add_argument("fits", type=Path, help="its --fit-cache (the fold routers)")
+    p.add_argument("case", type=Path, nargs="?", help="the folder bench_case wrote (evaluations.parquet)")
+    p.add_argument("fits", type=Path, nargs="?", help="its --fit-cache (the fold routers)")
+    p.add_argument("--grid", nargs=3, type=int, metavar=("MODELS", "QUESTIONS", "DRAW"), default=None,
+                   help="instead of a case: bench_small_data's MMLU-Pro cell and draw, the strongest model held out, "
+                        "each fold's router trained here")
+    p.add_argument("--only-folds", type=int, nargs="+", default=None)
     p.add_argument("--epochs", type=int, default=TrainConfig.epochs)
     p.add_argument("--patience", type=int, default=TrainConfig.patience)
     p.add_argument("--budget", type=int, default=256)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 on a shared machine)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    case = case_folds(args.case, args.budget)
-    enc, scores, trained = case.encodings, case.scores, case.trained
     config = TrainConfig(epochs=args.epochs, patience=args.patience)
+    case = case_folds(args.case, args.budget) if args.grid is None else grid_cell(*args.grid)
+    enc, scores, trained = case.encodings, case.scores, case.trained
     probs: dict[str, list[np.ndarray]] = {}
     truth = []
-    for fold in case.splits:
-        router = case.kept_router(args.fits, fold)
+    for fold in [f for f in case.splits if args.only_folds is None or f.index in args.only_folds]:
+        router = case.kept_router(args.fits, fold) if args.grid is None else trained_router(case, fold, config)
         if router is None:
             continue
         labels = case.benchmarks.astype(object)
