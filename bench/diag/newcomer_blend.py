@@ -48,7 +48,8 @@ def newcomer_cells(router: Router, enc: np.ndarray, anchors: np.ndarray, val: np
 def grid_cell(n_models: int, n_questions: int, draw: int, seed: int = 0) -> CaseFolds:
     """bench_small_data's MMLU-Pro cell (models x questions, draw), the strongest model held out."""
     matrix, _ = load_suite("mmlu")
-    rows, cols = draw_cell(matrix.scores.astype(np.float32), n_models, n_questions, seed=[seed, n_models, n_questions, draw])
+    rows, cols = draw_cell(matrix.scores.astype(np.float32), n_models, n_questions,
+                           seed=[seed, n_models, n_questions, draw])
     scores = matrix.scores.astype(np.float32)[np.ix_(rows, cols)]
     held = held_out_rows(scores, "strongest", seed + draw)
     print("held out:", [matrix.models[rows[i]] for i in held])
@@ -61,7 +62,8 @@ def grid_cell(n_models: int, n_questions: int, draw: int, seed: int = 0) -> Case
 def trained_router(case: CaseFolds, fold, config: TrainConfig) -> Router:
     """The fold's router as the protocol trains it (the default blend)."""
     kept = {}
-    case.predict("locus", fold, train_config=replace(config, seed=fold.index), on_fitted=lambda m: kept.setdefault("m", m))
+    case.predict("locus", fold, train_config=replace(config, seed=fold.index),
+                 on_fitted=lambda m: kept.setdefault("m", m))
     return kept["m"].router
 
 

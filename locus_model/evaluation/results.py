@@ -141,7 +141,8 @@ def format_frontier(result: dict) -> str:
         return ""
     costs, folds = result["settings"]["costs"], result["frontier_folds"]
     best = ", ".join(sorted({f["best_single"] for f in folds}))
-    unpriced = ", ".join(sorted({f["most_accurate"] for f in folds if f.get("most_accurate", f["best_single"]) != f["best_single"]}))
+    unpriced = ", ".join(sorted({f["most_accurate"] for f in folds
+                                 if f.get("most_accurate", f["best_single"]) != f["best_single"]}))
     reference = (f"best single model {best} (the best on the anchors)" if not unpriced else
                  f"best single model of known cost {best} (the most accurate on the anchors, {unpriced}, has no price: "
                  "the verdict calls it and states its cost share as unknown)")

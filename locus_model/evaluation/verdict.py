@@ -50,7 +50,8 @@ def best_single_name(reference_probs: Sequence[np.ndarray], names: Sequence[str]
     return Counter(picks).most_common(1)[0][0]
 
 
-def routing_verdict(methods: Mapping, best_single: str, share: float | None, cost_note: str | None = None) -> dict | None:
+def routing_verdict(methods: Mapping, best_single: str, share: float | None,
+                    cost_note: str | None = None) -> dict | None:
     """{"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note"} from the protocol's ``methods`` result
     (LOCUS's ``all`` group compared with best_single), in accuracy points; ``cost_note`` says why the cost share is
     unknown (None when it is known or no costs were given); None when LOCUS did not run or the labels could not tell

@@ -142,8 +142,8 @@ def bootstrap_draws(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[
     bad = {name: [np.shape(p) for p in ps] for name, ps in probs.items()
            if len(ps) != len(labels) or any(np.shape(p) != y.shape for p, y in zip(ps, labels))}
     if bad or not labels or any(y.ndim != 2 for y in labels):
-        raise ValueError(f"bootstrap_draws: probs must give one array per stratum of the same (M, Q) shape as its labels "
-                         f"{[y.shape for y in labels]}; mismatched: {bad}")
+        raise ValueError(f"bootstrap_draws: probs must give one array per stratum of the same (M, Q) shape as its "
+                         f"labels {[y.shape for y in labels]}; mismatched: {bad}")
     rng = np.random.default_rng(seed)
     stats = {name: [query_stats(p, y) for p, y in zip(ps, labels)] for name, ps in probs.items()}
     point = {name: {k: float(np.mean([stats_draws(s, np.ones((1, len(s.routed))))[k][0] for s in ss]))

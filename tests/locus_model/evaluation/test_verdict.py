@@ -42,7 +42,8 @@ def test_cost_share_and_best_single_on_a_hand_checked_fold():
     assert cost_share([routed], [best], [costs], ["a", "b"]) == (pytest.approx(5 / 8), None)
     assert cost_share([routed], [best], [np.array([[np.nan, 1.0], [4.0, 4.0]])], ["a", "b"]) == (
         None, "the router sends some queries to models without a price")
-    assert cost_share([routed], [best], [np.array([[1.0, 1.0], [np.nan, np.nan]])], ["a", "b"]) == (None, "b has no price")
+    unpriced_best = np.array([[1.0, 1.0], [np.nan, np.nan]])
+    assert cost_share([routed], [best], [unpriced_best], ["a", "b"]) == (None, "b has no price")
     assert best_single_name([best, best, best[::-1]], ["a", "b"]) == "b"
 
 
