@@ -23,6 +23,14 @@ at random), are averaged over --random-seeds orders.
         --max-queries 4000 --train-option max_steps=200 latent_steps=300 finetune_steps=300
 
 Writes bench/results/adaptive_onboarding_mmlu.json and prints a markdown table.
+
+``--capability`` compares instead what ``locus onboard --choice`` offers (locus_model.adaptive): each held-out model
+asked in rounds of --batch, adaptive (the widest interval's most narrowing questions, re-estimated every round; the
+first round random) or random (--random-seeds orders); at each n of --sizes its per-benchmark capability estimates
+(adaptive.estimate_newcomer over all the kept questions) against its accuracy over all its recorded answers: MAE in
+points, 90% interval coverage, the widest interval; paired bootstrap intervals over the held-out models of adaptive
+minus random at each n and of adaptive at 64 minus random at 128 (the issue's target). Writes
+bench/results/adaptive_capability_mmlu.json.
 """
 
 from __future__ import annotations
@@ -91,8 +99,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-option", nargs="*", default=[], metavar="NAME=VALUE")
     p.add_argument("--cache", type=Path, default=REPO / "bench" / ".cache" / "adaptive")
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "adaptive_onboarding_mmlu.json")
+    p.add_argument("--out", type=Path, default=None, help="(default: bench/results/adaptive_onboarding_mmlu.json, "
+                   "with --capability adaptive_capability_mmlu.json)")
+    p.add_argument("--capability", action="store_true", help="compare the capability estimates (module docstring)")
+    p.add_argument("--choices", nargs="+", default=["adaptive", "random"],
+                   help="with --capability: adaptive | stratified (a trial: the widest benchmark's next random "
+                        "question) | random")
+    p.add_argument("--with-rows", type=Path, default=None,
+                   help="with --capability: also the rows of an earlier run's JSON (same data; e.g. its random ones)")
+    p.add_argument("--pool", type=Path, nargs="+", default=None,
+                   help="report only: the --capability JSONs of several runs (e.g. --seed 0 and 1) pooled, each "
+                        "held-out model of each run one unit of the paired intervals")
     args = p.parse_args(argv)
+    if args.pool:
+        rows = [{**r, "model": f"{i}:{r['model']}"} for i, f in enumerate(args.pool)
+                for r in json.loads(f.read_text())["rows"]]
+        args.out, args.with_rows = args.out or REPO / "bench" / "results" / "adaptive_capability_mmlu_pooled.json", None
+        return report_capability(rows, args, {"pooled": [str(f) for f in args.pool]}, time.time())
+    args.out = args.out or REPO / "bench" / "results" / (
+        "adaptive_capability_mmlu.json" if args.capability else "adaptive_onboarding_mmlu.json")
     torch.set_num_threads(1)
     start = time.time()
 
@@ -117,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
 
     sets = [(candidates[~np.isnan(scores[m, candidates])], scores[m, candidates][~np.isnan(scores[m, candidates])])
             for m in trained]
+    if args.capability:
+        rows = capability_rows(model, enc, bench_all, scores, held, candidates, sets, args, start)
+        return report_capability(rows, args, {"source": source, "questions": int(len(keep)),
+                                              "candidates": int(len(candidates)), "checkpoint": checkpoint,
+                                              "held_out": [matrix.models[h] for h in held],
+                                              "train_options": args.train_option}, start)
     pool_z = embed_evaluation_sets(model, enc, sets)  # (T, d): the pool, each model from all its candidate answers
     P_cand = predict_proba(model, pool_z, enc[candidates])  # (T, C)
     P_test_pool = predict_proba(model, pool_z, enc[test])  # (T, Qt)
@@ -194,6 +225,83 @@ def main(argv: list[str] | None = None) -> int:
             f"{c['relative_error']:.3f} / {c['routing_agreement'] * 100:.1f} / {c['local_agreement'] * 100:.1f} / "
             f"{c['p_mae']:.3f} / "
             f"{c['benchmark_mae'] * 100:.1f}" for c in cells) + " |")
+    print(f"-> {args.out} ({result['seconds']} s)")
+    return 0
+
+
+def capability_rows(model, enc, bench_all, scores, held, candidates, sets, args, start) -> list[dict]:
+    """Per held-out model, choice and seed, at each n of args.sizes: its capability estimates' MAE (points),
+    coverage and widest interval against its accuracy over all its recorded answers (module docstring)."""
+    from locus_model.adaptive import estimate_newcomer, next_adaptive, random_order  # why: the --capability mode only
+
+    names = np.unique(bench_all.astype(str))
+    rows = []
+    for h in held:
+        y = scores[h]
+        truth = np.array([np.nanmean(y[bench_all == b]) for b in names])
+        askable = candidates[~np.isnan(y[candidates])]  # candidates the model has a recorded answer to
+        where = {int(q): i for i, q in enumerate(askable)}
+        allowed = np.zeros(len(enc), dtype=bool)
+        allowed[askable] = True
+        runs = [(c, 0) for c in args.choices if c != "random"]
+        runs += [("random", s) for s in range(args.random_seeds)] if "random" in args.choices else []
+        for choice, seed in runs:
+            asked, cap = np.empty(0, np.int64), None
+            while len(asked) < max(args.sizes):
+                k = min(args.batch, max(args.sizes) - len(asked))
+                if choice == "random" or cap is None:
+                    new = random_order(len(askable), asked, np.empty(0, np.int64), k, seed=seed)
+                else:
+                    picks = next_adaptive(model, enc, bench_all, evaluation, post, cap, allowed, k,
+                                          within="random" if choice == "stratified" else "gain")
+                    new = np.array([where[int(q)] for q in picks], dtype=np.int64)
+                asked = np.concatenate([asked, new])
+                n = len(asked)
+                evaluation = (askable[asked], y[askable[asked]])
+                if choice != "random" or n in args.sizes:
+                    post, cap = estimate_newcomer(model, enc, bench_all, evaluation, sets)
+                if n in args.sizes:
+                    rows.append({"model": int(h), "choice": choice, "seed": seed, "n": n,
+                                 "mae": float(np.abs(cap.estimate[0] - truth).mean() * 100),
+                                 "coverage": float(((cap.lo[0] <= truth) & (truth <= cap.hi[0])).mean()),
+                                 "widest": float((cap.hi[0] - cap.lo[0]).max() * 100)})
+            print(f"model {h} {choice} seed {seed} done ({time.time() - start:.0f} s)", flush=True)
+    return rows
+
+
+def report_capability(rows: list[dict], args, facts: dict, start: float) -> int:
+    """Means per choice and n, the paired intervals over the held-out models, the JSON and a table."""
+    from locus_model.stats.bootstrap import paired_bootstrap  # why: the --capability mode only
+
+    if args.with_rows:
+        rows = rows + json.loads(args.with_rows.read_text())["rows"]
+    choices = [c for c in ("adaptive", "stratified", "random") if any(r["choice"] == c for r in rows)]
+    tried = [c for c in choices if c != "random"]
+
+    def per_model(choice: str, n: int, key: str = "mae") -> np.ndarray:  # (H,) random: mean over its seeds
+        models = sorted({r["model"] for r in rows})
+        return np.array([np.mean([r[key] for r in rows if r["model"] == m and r["choice"] == choice and r["n"] == n])
+                         for m in models])
+
+    summary = {f"{c}@{n}": {k: float(per_model(c, n, k).mean()) for k in ("mae", "coverage", "widest")}
+               for c in choices for n in args.sizes}
+    paired = {f"{c}-random@{n}": paired_bootstrap(per_model(c, n), per_model("random", n))
+              for c in tried for n in args.sizes}
+    if 64 in args.sizes and 128 in args.sizes:
+        paired.update({f"{c}@64-random@128": paired_bootstrap(per_model(c, 64), per_model("random", 128))
+                       for c in tried})
+    result = {**facts, "batch": args.batch, "random_seeds": args.random_seeds, "summary": summary, "paired": paired,
+              "seconds": round(time.time() - start, 1), "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    print("per-benchmark MAE (points) / 90% coverage / widest interval (points)")
+    print("| choice | " + " | ".join(f"n={n}" for n in args.sizes) + " |")
+    print("|---|" + "---|" * len(args.sizes))
+    for c in choices:
+        print(f"| {c} | " + " | ".join(f"{summary[f'{c}@{n}']['mae']:.2f} / {summary[f'{c}@{n}']['coverage']:.2f} / "
+                                       f"{summary[f'{c}@{n}']['widest']:.1f}" for n in args.sizes) + " |")
+    for name, d in paired.items():
+        print(f"{name}: MAE {d['diff']:+.2f} points [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}] (95%, over models)")
     print(f"-> {args.out} ({result['seconds']} s)")
     return 0
 

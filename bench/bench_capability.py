@@ -13,6 +13,7 @@ with a 95% bootstrap interval over the held-out models of all folds (paired: sam
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -23,6 +24,26 @@ from bench.common import apply_options, load_suite
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.capability import DEFAULT_SIZES, METHODS, capability_folds, read_reference_scores
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
+
+
+def cached_train(cache: Path, args):
+    """train_locus with each fold's trained router kept in `cache` (keyed by suite, models, encoder, options, seed)."""
+    from locus_model.router import Router
+    from locus_model.training import train_locus
+
+    key = hashlib.sha1(json.dumps([args.suite, args.models, args.encoder, args.train_option, args.seed,
+                                   args.folds]).encode()).hexdigest()[:12]
+
+    def train(fold, kwargs):
+        path = cache / f"capability_{key}_f{fold.index}.pt"
+        if path.is_file():
+            return Router.load(path)[0]
+        router = train_locus(**kwargs).router
+        cache.mkdir(parents=True, exist_ok=True)
+        router.save(path, fold=fold.index)
+        return router
+
+    return train
 
 
 def main() -> None:
@@ -38,6 +59,7 @@ def main() -> None:
     p.add_argument("--irt-steps", type=int, default=300)
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--fit-cache", type=Path, default=None, help="keep each fold's trained router here and reuse it")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
 
@@ -64,7 +86,8 @@ def main() -> None:
                            model_config=LocusConfig(query_dim=enc.shape[1]),
                            train_config=apply_options(TrainConfig(device="cpu", seed=args.seed), args.train_option),
                            sizes=args.sizes, methods=methods, reference=reference, irt_steps=args.irt_steps,
-                           seed=args.seed, log=lambda message: print(message, flush=True))
+                           seed=args.seed, log=lambda message: print(message, flush=True),
+                           trainer=None if args.fit_cache is None else cached_train(args.fit_cache, args))
     summary, paired = run["summary"], run["paired"]
     out = {"settings": {**vars(args), "out": str(args.out), "reference": str(args.reference), "source": source,
                         "models": len(models), "held_out": len(held), "folds_run": len(splits)},

@@ -14,7 +14,10 @@ observed queries), and posterior samples z* + chol(cov) eps carry it to every es
 
 Accuracy of a model on benchmark b over all of b's queries in the pool's data (observed answers count as themselves):
     acc_b = (sum_{observed in b} y + sum_{unobserved in b} P(correct)) / N_b,
-with an interval from the posterior samples plus the binomial sampling of the unobserved queries.
+with an interval from the posterior samples plus the binomial sampling of the unobserved queries. Its spread is the
+embedding's, not the predictor's error (it covered 14-28% of 90% intervals); where the pool's answers are at hand the
+per-benchmark estimate is benchmark_bayes's empirical Bayes on the low-rank prior (``estimate_capability``'s
+``pool_scores``), which the bench measures better and calibrated (docs/estimates.md).
 
 The predictor is reached through two adapter functions, ``_pair_logits`` and ``_all_pair_proba`` (the model's
 current API); nothing here trains or changes the model.
@@ -30,9 +33,10 @@ import pandas as pd
 import torch
 from torch.func import jacrev, vmap
 
+from locus_model.benchmark_bayes import LEVEL, Capability, low_rank_capability, observed_counts
 from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
 
-LEVEL = 0.90  # the intervals' nominal coverage
+BINOMIAL_DRAWS = 64  # draws of the binomial part for a method without a spread of its own
 
 
 # ---------------------------------------------------------------------------------------------- predictor adapter
@@ -156,47 +160,17 @@ def _gauss_newton(model, z: torch.Tensor, phi: torch.Tensor, mask: torch.Tensor)
 # ---------------------------------------------------------------------------------------------- capability estimates
 
 
-@dataclass(frozen=True)
-class Capability:
-    """Per-benchmark accuracy estimates of M models: arrays (M, K), K = len(benchmarks)."""
-
-    benchmarks: tuple[str, ...]
-    estimate: np.ndarray  # (M, K) point estimate
-    lo: np.ndarray  # (M, K) lower end of the LEVEL interval
-    hi: np.ndarray  # (M, K)
-    observed: np.ndarray  # (M, K) mean of the observed answers (NaN where none)
-    n: np.ndarray  # (M, K) observed answers
-    draws: np.ndarray  # (M, S, K) posterior draws of the accuracy (for maps of it: reference scores)
-
-    def frame(self, row: int = 0) -> pd.DataFrame:
-        """One model's estimates: benchmark, estimate, lo, hi, observed, n (what onboarding shows)."""
-        return pd.DataFrame({"benchmark": list(self.benchmarks), "estimate": self.estimate[row], "lo": self.lo[row],
-                             "hi": self.hi[row], "observed": self.observed[row], "n": self.n[row].astype(int)})
-
-
-def _observed(sets: Sequence[EvaluationSet], codes: np.ndarray, K: int, Q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(M, Q) observed mask, (M, K) sum of observed scores, (M, K) observed counts."""
-    M = len(sets)
-    seen = np.zeros((M, Q), dtype=bool)
-    total = np.zeros((M, K))
-    count = np.zeros((M, K))
-    for m, (idx, s) in enumerate(sets):
-        idx = np.asarray(idx)
-        seen[m, idx] = True
-        np.add.at(total[m], codes[idx], np.asarray(s, dtype=np.float64))
-        np.add.at(count[m], codes[idx], 1.0)
-    return seen, total, count
-
-
 def accuracy_from_proba(proba_draws: np.ndarray, sets: Sequence[EvaluationSet], benchmarks: np.ndarray, *,
                         seed: int = 0) -> Capability:
     """Capability from P(correct) draws (M, S, Q) over every pool query: observed answers count as themselves, the
     unobserved queries add their binomial sampling; the interval is the draws' central LEVEL share. Any method that
-    gives P(correct) (with S = 1 where it has no spread: then only the binomial part) is scored the same way."""
+    gives P(correct) (with S = 1 where it has no spread: then BINOMIAL_DRAWS of the binomial part) is scored so."""
     names, codes = np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
+    if proba_draws.shape[1] == 1:  # no spread of its own: draws of the binomial part alone
+        proba_draws = np.repeat(proba_draws, BINOMIAL_DRAWS, axis=1)
     M, S, Q = proba_draws.shape
     K = len(names)
-    seen, total, count = _observed(sets, codes, K, Q)
+    seen, total, count = observed_counts(sets, codes, K, Q)
     size = np.bincount(codes, minlength=K).astype(np.float64)  # N_b
     onehot = np.zeros((Q, K))
     onehot[np.arange(Q), codes] = 1.0
@@ -225,9 +199,15 @@ def capability_estimates(model, encodings: np.ndarray, benchmarks: np.ndarray, p
 
 
 def estimate_capability(model, encodings: np.ndarray, benchmarks: np.ndarray, evaluation_set: EvaluationSet,
-                        prior_scale: np.ndarray, *, samples: int = 64, seed: int = 0) -> pd.DataFrame:
+                        prior_scale: np.ndarray, *, samples: int = 64, seed: int = 0,
+                        pool_scores: np.ndarray | None = None) -> pd.DataFrame:
     """One onboarded model's frame (benchmark, estimate, lo, hi, observed, n) over the pool's queries (encodings,
-    benchmarks); prior_scale: encoder_spread on the pool's training models at about this set's size."""
+    benchmarks); prior_scale: encoder_spread on the pool's training models at about this set's size. With the pool's
+    answers (pool_scores (P, Q), NaN = not asked) the estimate is benchmark_bayes.low_rank_capability's (the
+    empirical-Bayes estimate on the low-rank prior, which the bench measures best and calibrated: docs/estimates.md);
+    without them, the refined embedding's."""
+    if pool_scores is not None:
+        return low_rank_capability(pool_scores, benchmarks, [evaluation_set], samples=samples, seed=seed).frame(0)
     post = refine_embeddings(model, encodings, [evaluation_set], prior_scale)
     return capability_estimates(model, encodings, benchmarks, post, [evaluation_set], samples=samples, seed=seed).frame(0)
 

@@ -233,23 +233,37 @@ WIDE_INTERVAL = 0.20  # an estimate's 90% interval wider than this warns (the ch
 
 @dataclass(frozen=True)
 class NewcomerEstimates:
-    """What a few dozen answers say of an onboarded model (locus_model.estimates): per benchmark its accuracy over
-    all of the benchmark's queries with a 90% interval beside what it answered (``capability``: benchmark,
-    estimate, lo, hi, observed, n), and the pool models that answer like it (``answers_like``: model, agreement,
-    shared, p_nearest)."""
+    """What a few dozen answers say of an onboarded model: per benchmark its accuracy over all of the benchmark's
+    queries with a 90% interval (locus_model.benchmark_bayes: empirical Bayes on the pool's low-rank completion)
+    beside what it answered (``capability``: benchmark, estimate, lo, hi, observed, n), and the pool models that
+    answer like it (``answers_like``: model, agreement, shared, p_nearest)."""
 
     capability: pd.DataFrame
     answers_like: pd.DataFrame
 
 
-def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.DataFrame, table: pd.DataFrame,
-                       encodings: pd.DataFrame, pool: pd.DataFrame, *, shown: int = 5, seed: int = 0) -> NewcomerEstimates:
-    """The onboarded model's estimates from its store (query_id, benchmark, score; encodings of its queries) against
-    the training source's evaluations (``table``: model, query_id, benchmark, score; ``encodings`` of its queries)
-    and the pool (its embeddings). Its queries outside the source join the query set with their own benchmarks."""
-    from locus_model.estimates import (answer_agreement, answer_likeness, capability_estimates,  # why: torch
-                                       encoder_spread, refine_embeddings)
+@dataclass(frozen=True)
+class NewcomerData:
+    """An onboarded model's answers placed among the training source's queries: ``ids`` (Q,) and their encodings
+    ``phi`` (Q, D) and ``benchmarks`` (Q,), its answers as an evaluation set (indices into ids, scores), the
+    training source's evaluations as a (model x query) table ``wide``, the pool's answers without the model's own row
+    (``pool_scores`` (P, Q): the low-rank prior's), and the training models' evaluation sets the encoder's error is
+    measured on (``training``, PRIOR_MODELS of them)."""
 
+    ids: list[str]
+    phi: np.ndarray
+    benchmarks: np.ndarray
+    newcomer: tuple[np.ndarray, np.ndarray]
+    wide: pd.DataFrame
+    pool_scores: np.ndarray
+    training: list[tuple[np.ndarray, np.ndarray]]
+
+
+def newcomer_data(store: pd.DataFrame, store_encodings: pd.DataFrame, table: pd.DataFrame, encodings: pd.DataFrame,
+                  *, seed: int = 0) -> NewcomerData:
+    """The model's store (query_id, benchmark, score; encodings of its queries) against the training source's
+    evaluations (``table``: model, query_id, benchmark, score; ``encodings`` of its queries). Its queries outside
+    the source join the query set with their own benchmarks."""
     ids = [str(q) for q in encodings["query_id"]]
     labels = table.assign(query_id=table["query_id"].astype(str)).drop_duplicates("query_id").set_index("query_id")["benchmark"]
     own = store.assign(query_id=store["query_id"].astype(str)).drop_duplicates("query_id", keep="last")
@@ -270,12 +284,27 @@ def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.Da
         row = wide.loc[m].to_numpy(np.float32)
         keep = np.flatnonzero(~np.isnan(row))
         sets.append((keep, row[keep]))
-    scale = encoder_spread(model, phi, sets, len(newcomer[0]), seed=seed)
-    posterior = refine_embeddings(model, phi, [newcomer], scale)
-    capability = capability_estimates(model, phi, bench, posterior, [newcomer], seed=seed).frame(0)
+    own_row = str(store["model"].iloc[0]) if "model" in store and len(store) else None
+    pool_scores = wide.drop(index=own_row, errors="ignore").to_numpy(np.float32)  # a copy's own answers are not its prior
+    return NewcomerData(ids=all_ids, phi=phi, benchmarks=bench, newcomer=newcomer, wide=wide, pool_scores=pool_scores,
+                        training=sets)
+
+
+def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.DataFrame, table: pd.DataFrame,
+                       encodings: pd.DataFrame, pool: pd.DataFrame, *, shown: int = 5, seed: int = 0) -> NewcomerEstimates:
+    """The onboarded model's estimates from its store against the training source's evaluations and the pool (its
+    embeddings): newcomer_data's arguments, and the pool."""
+    from locus_model.adaptive import estimate_newcomer  # why: torch
+    from locus_model.estimates import answer_agreement, answer_likeness  # why: torch
+
+    data = newcomer_data(store, store_encodings, table, encodings, seed=seed)
+    newcomer = data.newcomer
+    posterior, estimated = estimate_newcomer(model, data.phi, data.benchmarks, newcomer, data.training,
+                                             pool_scores=data.pool_scores, seed=seed)
+    capability = estimated.frame(0)
     others = pool[pool["model"].astype(str) != str(store["model"].iloc[0])]
     names, z = pool_matrix(others)
-    scores = wide.reindex(index=names).to_numpy(np.float32)
+    scores = data.wide.reindex(index=names).to_numpy(np.float32)
     order, prob = answer_likeness([newcomer], scores, z, posterior, seed=seed)
     agree, shared = answer_agreement(scores, newcomer)
     top = order[0][:shown]

@@ -1,4 +1,6 @@
-"""The MLflow side of training a LOCUS checkpoint: one tracked run per ``locus_checkpoint`` materialization.
+"""The MLflow side of training a LOCUS checkpoint (one tracked run per ``locus_checkpoint`` materialization) and of
+onboarding a model (``log_onboarding_estimates``: one run per ``onboarded_model_embedding`` materialization of an
+onboarded model, holding its capability estimates).
 
 ``TrainingRun`` wraps the training in a run of the ``MlflowTracking`` resource's experiment and keeps the run's
 bookkeeping in one place, so that the asset reads: start the tracked run, train, save the checkpoint through the
@@ -16,6 +18,8 @@ Nothing here imports mlflow at module load (the code location imports this modul
 
 from __future__ import annotations
 
+import hashlib
+import re
 import tempfile
 from contextlib import ExitStack
 from dataclasses import asdict
@@ -27,6 +31,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from locus_pipeline.defs.resources import MlflowTracking
+    from locus_pipeline.reports import NewcomerEstimates
     from locus_pipeline.storage.checkpoints import SavedCheckpoint
 
 ASSET = "locus_checkpoint"
@@ -148,3 +153,46 @@ class TrainingRun:
         return {"mlflow_run": dg.MetadataValue.url(self.tracking.run_url(experiment, self.run_id)),
                 "registered_model_version": f"{self.tracking.registered_model} v{self.version} (alias {CURRENT_ALIAS})",
                 "mlflow_experiment": dg.MetadataValue.url(self.tracking.experiment_url(experiment))}
+
+
+# ---------------------------------------------------------------------------------------------- onboarding
+
+ONBOARDING_ASSET = "onboarded_model_embedding"
+_UNSAFE = re.compile(r"[^\w.\- ]+")  # MLflow takes letters, digits, _ - . space (and / : , which would nest a key)
+
+
+def mlflow_key(name: str) -> str:
+    """A name (a benchmark's) as one segment of an MLflow metric key: what MLflow refuses or reads as a path
+    ('/', ':', '..', a lone '.') becomes '_'; a name so changed gets 8 hex digits of its sha1, so that two names
+    never share a key ("law" -> "law", "a/b" -> "a_b-<sha1[:8]>")."""
+    key = re.sub(r"\.{2,}", "_", _UNSAFE.sub("_", name)).strip(". ")[:100] or "_"
+    return key if key == name else f"{key}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def log_onboarding_estimates(tracking: MlflowTracking, dagster_run_id: str, model: str, checkpoint_id: str,
+                             estimates: NewcomerEstimates) -> tuple[str, str]:
+    """One MLflow run (name ``estimates <model>``, tags ``locus/kind`` = onboarding, ``locus/model``,
+    ``dagster.run_id``, ``dagster.run_url``, ``dagster.asset``, ``checkpoint_id``, ``answers_like_most``) with what
+    the onboarding partition's metadata shows: per benchmark ``capability/<benchmark>/estimate``, ``/lo``, ``/hi``
+    (the 90% interval), ``/observed`` and ``/n`` (where it answered; benchmark names through ``mlflow_key``),
+    ``widest_interval``; the param ``answers_like`` (the models it answers like, most alike first); the tables
+    ``estimates/capability_estimates.json`` and ``estimates/answers_like.json``. Returns (experiment id, run id)."""
+    import mlflow  # why: seconds to import; the code location imports this module, only a logging run needs it
+
+    cap, like = estimates.capability, estimates.answers_like
+    metrics = {"widest_interval": float((cap["hi"] - cap["lo"]).max())}
+    for row in cap.itertuples(index=False):
+        key = f"capability/{mlflow_key(str(row.benchmark))}"
+        metrics.update({f"{key}/estimate": float(row.estimate), f"{key}/lo": float(row.lo), f"{key}/hi": float(row.hi)})
+        if row.n:
+            metrics.update({f"{key}/observed": float(row.observed), f"{key}/n": float(row.n)})
+    alike = [str(m) for m in like["model"]]
+    tags = {"locus/kind": "onboarding", "locus/model": model, "dagster.run_id": dagster_run_id,
+            "dagster.run_url": tracking.dagster_run_url(dagster_run_id), "dagster.asset": ONBOARDING_ASSET,
+            "checkpoint_id": checkpoint_id, "answers_like_most": alike[0] if alike else ""}
+    with tracking.start_run(f"estimates {model}", tags) as run:  # a live onboarding logs its answers apart
+        mlflow.log_metrics(metrics)
+        mlflow.log_param("answers_like", ", ".join(alike)[:6000])
+        mlflow.log_table(cap.assign(benchmark=cap["benchmark"].astype(str)), "estimates/capability_estimates.json")
+        mlflow.log_table(like.assign(model=like["model"].astype(str)), "estimates/answers_like.json")
+        return run.info.experiment_id, run.info.run_id

@@ -12,6 +12,9 @@ DOM contract (what tests and other tools may rely on):
   #benchmarks             a table of the selected model's accuracy and answer count (n) on the pool's benchmarks
                           it has answers on (no rows for benchmarks it was never asked)
   #other-benchmarks       a table of its tasks outside the pool's benchmarks (e.g. an lm-eval drop's), this model only
+  #estimates              a table of its capability estimates per benchmark: accuracy, 90% interval, basis
+                          ("estimate" where given, e.g. an onboarded model's; else "observed", its accuracy on the
+                          pool's benchmarks, no interval)
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import plotly.colors as px_colors
 import plotly.io as pio
 
 from locus_model.analysis._common import check_embeddings, check_metric, check_names
+from locus_model.analysis.atlas_page import PAGE, SCRIPT
 from locus_model.figures import new_figure, save_figure
 from locus_model.neighbours import nearest_neighbours
 
@@ -75,7 +79,8 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
                 families: Sequence[str] | None = None, per_benchmark_acc: pd.DataFrame | None = None,
                 per_benchmark_n: pd.DataFrame | None = None, pool_benchmarks: Sequence[str] | None = None,
                 portfolio: Sequence[str] = (), neighbours: int = 5, metric: str = "euclidean",
-                title: str = "LOCUS model atlas", onboarded: Sequence[str] = ()) -> Path:
+                title: str = "LOCUS model atlas", onboarded: Sequence[str] = (),
+                estimates: pd.DataFrame | None = None) -> Path:
     """Write the atlas HTML page and return its path.
 
     Args:
@@ -86,6 +91,8 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
             onboarded model's lm-eval tasks) are listed apart for that model only. None: every column.
         portfolio: names of the chosen portfolio members (drawn as diamonds).
         onboarded: names of onboarded models: those of unknown family are shown as "onboarded", not "unknown family".
+        estimates: capability estimates (model, benchmark, estimate, lo, hi: locus_model.estimates'
+            Capability.frame with a model column), shown for their models; the others show their observed accuracy.
         neighbours: how many nearest neighbours to list, by `metric` distance in the full d-dim space
             (not in the projection, which distorts distances).
     """
@@ -114,7 +121,7 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
     scores = benchmark_rows(names, per_benchmark_acc, per_benchmark_n, pool_benchmarks)
     data = {"names": names, "families": fams, "portfolio": [n for n in names if n in portfolio_set],
             "neighbours": [[[int(j), round(float(x), 6)] for j, x in zip(nn[i], nn_dist[i])] for i in range(len(z))],
-            **scores, "xy": coords[:, :2].round(6).tolist()}
+            **scores, "estimates": estimate_rows(names, estimates), "xy": coords[:, :2].round(6).tolist()}
     labelled = set(onboarded) | set(portfolio)  # names drawn beside their points (any model: click it)
     data["labelled"] = [n for n in names if n in labelled]  # the selection's arrow adds no second name to these
     fig2d, fig3d = _figures(names, fams, in_portfolio, coords, ratio, labelled=labelled, onboarded=set(onboarded))
@@ -132,10 +139,10 @@ def write_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str
                   "the variance: the map is nearly one-dimensional (the models differ mostly along one direction, "
                   "e.g. overall accuracy). The nearest neighbours in the panel are measured in the full embedding "
                   "space, not on this map.</p>" + plot2d)
-    page = _PAGE.format(
+    page = PAGE.format(
         title=html.escape(title), n_models=len(z), n_portfolio=int(in_portfolio.sum()), k=k, metric=metric,
         plot2d=plot2d, plot3d=plot3d, options="".join(f'<option value="{html.escape(n)}">' for n in names),
-        data=json.dumps(data).replace("</", "<\\/"), script=_SCRIPT)
+        data=json.dumps(data).replace("</", "<\\/"), script=SCRIPT)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
@@ -162,6 +169,17 @@ def benchmark_rows(names: Sequence[str], acc: pd.DataFrame | None, n: pd.DataFra
                 if pd.notna(a) and (b in inside) == own]
     return {"benchmarks": pool, "accuracy": [rows(m, True) or None for m in names],
             "other": [rows(m, False) for m in names]}
+
+
+def estimate_rows(names: Sequence[str], estimates: pd.DataFrame | None) -> list:
+    """Per model its [benchmark, estimate, lo, hi, "estimate"] rows, None for a model without estimates."""
+    if estimates is None or estimates.empty:
+        return [None] * len(names)
+    by = {str(m): g for m, g in estimates.groupby(estimates["model"].astype(str), sort=False)}
+    return [None if n not in by else
+            [[str(b), round(float(e), 4), round(float(lo), 4), round(float(hi), 4), "estimate"]
+             for b, e, lo, hi in zip(by[n]["benchmark"], by[n]["estimate"], by[n]["lo"], by[n]["hi"])]
+            for n in names]
 
 
 @dataclass(frozen=True)
@@ -208,14 +226,15 @@ class Atlas:
 def model_atlas(path: str | Path, *, embeddings: np.ndarray, names: Sequence[str], families: Sequence[str] | None = None,
                 per_benchmark_acc: pd.DataFrame | None = None, per_benchmark_n: pd.DataFrame | None = None,
                 pool_benchmarks: Sequence[str] | None = None, portfolio: Sequence[str] = (),
-                onboarded: Sequence[str] = (), title: str = "LOCUS model atlas") -> Atlas:
+                onboarded: Sequence[str] = (), title: str = "LOCUS model atlas",
+                estimates: pd.DataFrame | None = None) -> Atlas:
     """write_atlas, keeping the portfolio members that are in the pool, and the Atlas that reports it."""
     names = [str(n) for n in names]
     pool = set(names)
     members = [m for m in portfolio if m in pool]
     page = write_atlas(path, embeddings=embeddings, names=names, families=families, per_benchmark_acc=per_benchmark_acc,
                        per_benchmark_n=per_benchmark_n, pool_benchmarks=pool_benchmarks, portfolio=members,
-                       onboarded=onboarded, title=title)
+                       onboarded=onboarded, title=title, estimates=estimates)
     coords, ratio = pca_projection(embeddings, 3)
     fams = tuple("" if f is None or (isinstance(f, float) and np.isnan(f)) else str(f)
                  for f in (families if families is not None else [""] * len(names)))
@@ -255,121 +274,3 @@ def _figures(names, fams, in_portfolio, coords, ratio, *, labelled=frozenset(),
                         modebar=dict(orientation="v"),
                         scene=dict(xaxis_title=axis[0], yaxis_title=axis[1], zaxis_title=axis[2]))
     return fig2d, fig3d
-
-
-_PAGE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 1em 2em; color: #222; }}
-#layout {{ display: grid; grid-template-columns: minmax(0, 1fr) 24em; gap: 2em; align-items: start; }}
-#panel {{ position: sticky; top: 1em; }}
-#plots {{ min-width: 0; }}
-/* a narrow window or frame (MLflow's artifact viewer): the panel goes under the plot, the plot takes the width */
-@media (max-width: 1000px) {{ #layout {{ grid-template-columns: minmax(0, 1fr); }} #panel {{ position: static; }}
-  body {{ margin: 0.5em; }} }}
-table {{ border-collapse: collapse; }} td, th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }}
-</style></head>
-<body>
-<h1>{title}</h1>
-<p>{n_models} models placed by their LOCUS embeddings (PCA of the embedding space); {n_portfolio} portfolio members
-drawn as diamonds. Click a model (or open <code>#model=NAME</code>) for its {k} nearest neighbours ({metric}
-distance in the full embedding space) and its per-benchmark accuracy.</p>
-<div id="atlas" data-n-models="{n_models}" data-n-points="" data-selected="">
-<div id="layout">
-<div id="plots">{plot2d}{plot3d}</div>
-<div id="panel">
-<label>Model: <input id="model-search" list="model-names" size="30"></label>
-<datalist id="model-names">{options}</datalist>
-<h2 id="selected">No model selected</h2>
-<h3>Nearest neighbours</h3><div id="neighbours"></div>
-<h3>Per-benchmark accuracy</h3><div id="benchmarks"></div><div id="benchmark-bars"></div>
-<div id="other-benchmarks"></div>
-</div></div></div>
-<script id="atlas-data" type="application/json">{data}</script>
-<script>{script}</script>
-</body></html>
-"""
-
-_SCRIPT = """
-(function () {
-  const data = JSON.parse(document.getElementById('atlas-data').textContent);
-  const root = document.getElementById('atlas');
-  const index = new Map(data.names.map((n, i) => [n, i]));
-  const inPortfolio = new Set(data.portfolio);
-  const labelled = new Set(data.labelled);
-
-  function cell(tag, text) { const c = document.createElement(tag); c.textContent = text; return c; }
-
-  function scoreTable(rows) {  // rows of [benchmark, accuracy, n answers]
-    const t = document.createElement('table');
-    const head = document.createElement('tr');
-    head.append(cell('th', 'benchmark'), cell('th', 'accuracy'), cell('th', 'n'));
-    t.append(head);
-    for (const [b, acc, n] of rows) {
-      const tr = document.createElement('tr');
-      tr.append(cell('td', b), cell('td', acc.toFixed(3)), cell('td', n === null ? '' : String(n)));
-      t.append(tr);
-    }
-    return t;
-  }
-
-  function select(i) {
-    const name = data.names[i];
-    root.dataset.selected = name;
-    document.getElementById('selected').textContent = name + (data.families[i] ? ' (' + data.families[i] + ')' : '')
-      + (inPortfolio.has(name) ? ', portfolio member' : '');
-    const ol = document.createElement('ol');
-    for (const [j, dist] of data.neighbours[i]) {
-      const li = document.createElement('li');
-      li.dataset.model = data.names[j];
-      const a = cell('a', data.names[j]);
-      a.href = '#model=' + encodeURIComponent(data.names[j]);
-      li.append(a, ' (distance ' + dist.toFixed(3) + (inPortfolio.has(data.names[j]) ? ', portfolio' : '') + ')');
-      ol.append(li);
-    }
-    document.getElementById('neighbours').replaceChildren(ol);
-    const box = document.getElementById('benchmarks');
-    const row = data.accuracy[i];  // [benchmark, accuracy, n] on the pool's benchmarks it has answers on
-    box.replaceChildren(row ? scoreTable(row) : cell('p', 'No per-benchmark accuracy for this model.'));
-    const other = data.other[i];
-    document.getElementById('other-benchmarks').replaceChildren(...(other.length ? [
-      cell('h3', "Other tasks (this model only, not in the pool's benchmarks)"), scoreTable(other)] : []));
-    if (window.Plotly) {
-      try {
-        // horizontal bars: long benchmark names get a left margin that fits them (automargin), never cut
-        if (row) Plotly.react('benchmark-bars', [{type: 'bar', orientation: 'h', y: row.map(r => r[0]),
-                                                  x: row.map(r => r[1])}],
-          {height: 40 + 22 * row.length, width: 360, margin: {t: 10, b: 30, l: 10, r: 20},
-           xaxis: {range: [0, 1], title: {text: 'accuracy'}}, yaxis: {automargin: true, autorange: 'reversed', dtick: 1}},
-          {displayModeBar: false});
-        else Plotly.purge('benchmark-bars');
-        // the arrow names the model unless the plot already draws its name beside it
-        Plotly.relayout('atlas-2d', {annotations: [{x: data.xy[i][0], y: data.xy[i][1],
-          text: labelled.has(name) ? '' : name, showarrow: true, arrowhead: 2}]});
-      } catch (e) { console.error(e); }
-    }
-  }
-
-  function fromHash() {
-    const m = /(?:^#|&)model=([^&]*)/.exec(location.hash);
-    if (!m) return;
-    const i = index.get(decodeURIComponent(m[1]));
-    if (i !== undefined) select(i);
-  }
-
-  function choose(i) { history.replaceState(null, '', '#model=' + encodeURIComponent(data.names[i])); select(i); }
-
-  for (const id of ['atlas-2d', 'atlas-3d']) {
-    const gd = document.getElementById(id);
-    if (gd && gd.on) gd.on('plotly_click', ev => { if (ev.points.length) choose(Number(ev.points[0].customdata)); });
-  }
-  document.getElementById('model-search').addEventListener('change', ev => {
-    const i = index.get(ev.target.value); if (i !== undefined) choose(i);
-  });
-  window.addEventListener('hashchange', fromHash);
-  const gd2 = document.getElementById('atlas-2d');
-  // markers Plotly actually drew in the 2-D plot (SVG paths), not the input arrays
-  root.dataset.nPoints = gd2 ? gd2.querySelectorAll('.scatterlayer path.point').length : 0;
-  fromHash();
-})();
-"""

@@ -8,9 +8,13 @@ queries; its target on benchmark b is its accuracy over all of b's queries in th
 - ``locus_encoder``: the set encoder's embedding alone, drawn from N(z0, encoder_spread^2);
 - ``observed``: the benchmark's observed mean for its unobserved queries (the pool's mean where none was asked);
 - ``low_rank``: a rank-16 completion of the in-training models' item matrix over every query (the pool's data), the
-  new row a ridge projection;
-- ``irt``: the IRT baseline (evaluation.latent.IRT) fitted on the training models, the new models onboarded by MAP.
-All but locus carry only the binomial part of the interval (they have no spread of their own).
+  new row a ridge projection (benchmark_bayes.LowRank);
+- ``irt``: the IRT baseline (evaluation.latent.IRT) fitted on the training models, the new models onboarded by MAP;
+- ``router``: the trained router's P(correct) (the encoder's embedding of the n answers, their group profile);
+- ``locus_eb`` / ``router_eb`` / ``low_rank_eb``: empirical Bayes per benchmark (benchmark_bayes) on the prior of
+  the predictor at the encoder's embedding / the router / the low-rank completion, its width the prior's error at n
+  measured on the in-training models (LOCUS's: optimistic, they trained it) / by an inner split of them (low-rank).
+locus_encoder, observed, low_rank, irt and router carry only the binomial part of the interval.
 Keys: capability.<method>.<n>.mae (points) / .coverage, reference.<method>.<n>.mae (/ .coverage),
 identity.<n>.hit_at_1 (a copy built from n of an in-training model's evaluations: its source ranks first by
 estimates.answer_likeness).
@@ -26,6 +30,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from locus_model.benchmark_bayes import (LowRank, benchmark_codes, benchmark_means, beta_binomial_capability,
+                                         draw_sets, low_rank_prior_error, simulate_prior_error)
 from locus_model.estimates import (
     Posterior,
     accuracy_from_proba,
@@ -38,29 +44,23 @@ from locus_model.estimates import (
 )
 from locus_model.evaluation.latent import IRT, LatentConfig
 from locus_model.evaluation.splits import query_folds
-from locus_model.infer import embed_evaluation_sets
+from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.model_config import LocusConfig
 from locus_model.training import train_locus
 
-METHODS = ("locus", "locus_encoder", "observed", "low_rank", "irt")
+METHODS = ("locus", "locus_encoder", "observed", "low_rank", "irt", "router", "locus_eb", "router_eb", "low_rank_eb")
+NEEDS_LOCUS = ("locus", "locus_encoder", "router", "locus_eb", "router_eb")  # without them, no LOCUS is trained
+PRIORS = ("locus_eb", "router_eb", "low_rank_eb")  # empirical Bayes per benchmark (benchmark_bayes) on these priors
 DEFAULT_SIZES = (16, 32, 64, 128)
 
 
-def draw_sets(scores: np.ndarray, rows: np.ndarray, queries: np.ndarray, n: int, rng: np.random.Generator) -> list:
-    """n random evaluations of each model row among `queries` (NaN cells skipped)."""
-    sets = []
-    for r in rows:
-        have = queries[~np.isnan(scores[r, queries])]
-        take = rng.choice(have, size=min(n, len(have)), replace=False)
-        sets.append((np.sort(take), scores[r, np.sort(take)]))
-    return sets
+def _draw_sets(scores: np.ndarray, rows: np.ndarray, queries: np.ndarray, n: int, rng: np.random.Generator) -> list:
+    return draw_sets(scores[rows], n, rng, queries)
 
 
 def true_accuracy(scores: np.ndarray, benchmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(names, (M, K) accuracy over every query of each benchmark, NaN cells skipped)."""
-    names, codes = np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
-    out = np.stack([np.nanmean(scores[:, codes == k], axis=1) for k in range(len(names))], axis=1)
-    return names, out
+    return benchmark_codes(benchmarks)[0], benchmark_means(scores, benchmarks)
 
 
 def _observed_proba(sets: list, benchmarks: np.ndarray, pool_mean: np.ndarray) -> np.ndarray:  # (M, 1, Q)
@@ -72,18 +72,17 @@ def _observed_proba(sets: list, benchmarks: np.ndarray, pool_mean: np.ndarray) -
     return out
 
 
-def _low_rank_proba(train_matrix: np.ndarray, sets: list, rank: int, alpha: float = 1.0) -> np.ndarray:  # (M, 1, Q)
-    mu = np.nanmean(train_matrix, axis=0)
-    filled = np.where(np.isnan(train_matrix), mu, train_matrix) - mu
-    _, sv, vt = np.linalg.svd(filled, full_matrices=False)
-    rank = min(rank, len(sv))
-    basis = (vt[:rank] * sv[:rank, None] / np.sqrt(len(filled))).T  # (Q, r)
-    out = np.empty((len(sets), 1, len(mu)))
+def _dense(sets: list, n_queries: int) -> np.ndarray:  # (M, Q) NaN = not asked
+    dense = np.full((len(sets), n_queries), np.nan, np.float32)
     for m, (idx, s) in enumerate(sets):
-        b = basis[idx]
-        w = np.linalg.solve(b.T @ b + alpha * np.eye(rank), b.T @ (s - mu[idx]))
-        out[m, 0] = np.clip(mu + basis @ w, 0.005, 0.995)
-    return out
+        dense[m, idx] = s
+    return dense
+
+
+def _router_proba(router, encodings: np.ndarray, benchmarks: np.ndarray, sets: list) -> np.ndarray:  # (M, Q)
+    """The router's P(correct): the set encoder's embedding of the n answers, their group profile."""
+    profiles = router.profiles(encodings, _dense(sets, len(encodings)), np.asarray(benchmarks).astype(str))
+    return router.proba(embed_evaluation_sets(router.model, encodings, sets), profiles, encodings)
 
 
 def _score(cap, truth: np.ndarray) -> dict:
@@ -97,7 +96,7 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                           trained: np.ndarray, held: np.ndarray, train_queries: np.ndarray,
                           sizes: Sequence[int] = DEFAULT_SIZES, methods: Sequence[str] = METHODS,
                           reference: pd.DataFrame | None = None, identity_models: int = 100, samples: int = 64,
-                          irt=None, seed: int = 0) -> dict:
+                          irt=None, router=None, seed: int = 0) -> dict:
     """The capability, reference and identity figures of one fold (see the module docstring).
 
     Args:
@@ -114,7 +113,7 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
     for r in trained:
         have = train_queries[~np.isnan(scores[r, train_queries])]
         train_sets.append((have, scores[r, have]))
-    pool_z = embed_evaluation_sets(model, encodings, train_sets)
+    pool_z = None if model is None else embed_evaluation_sets(model, encodings, train_sets)
     pool_mean = truth[trained].mean(axis=0)
     ref_map = None
     if reference is not None:
@@ -123,12 +122,30 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
         ref_rows = ~reference.iloc[held].isna().any(axis=1).to_numpy()
         ref_truth = reference.iloc[held].to_numpy(dtype=float)
     train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
+    low_rank = LowRank.fit(train_matrix, 16)
+    prior_means = {  # (rows, sets) -> (M, K) the EB priors' means: low-rank, the predictor at z0, the router
+        "low_rank_eb": lambda rows, sets: benchmark_means(low_rank.proba(sets), benchmarks),
+        "locus_eb": lambda rows, sets: benchmark_means(
+            predict_proba(model, embed_evaluation_sets(model, encodings, sets), encodings), benchmarks),
+        "router_eb": lambda rows, sets: benchmark_means(_router_proba(router, encodings, benchmarks, sets), benchmarks),
+    }
+    sim_rows = trained[np.random.default_rng(seed).permutation(len(trained))[:200]]
+
+    def prior_error(method: str, n: int) -> np.ndarray:
+        """tau^2 at n: low-rank by an inner split of the pool's models; LOCUS's on its in-training models (optimistic:
+        their answers on the training queries trained it)."""
+        if method == "low_rank_eb":
+            return low_rank_prior_error(train_matrix, benchmarks, n, queries=train_queries, seed=seed)
+        return simulate_prior_error(prior_means[method], scores[sim_rows], benchmarks, n, queries=train_queries,
+                                    seed=seed)
+
     out: dict = {}
     per_model: dict = {}
     for n in sizes:
-        sets = draw_sets(scores, held, train_queries, n, rng)
-        spread = encoder_spread(model, encodings, train_sets[: min(200, len(train_sets))], n, seed=seed)
-        z0 = embed_evaluation_sets(model, encodings, sets)
+        sets = _draw_sets(scores, held, train_queries, n, rng)
+        if model is not None:
+            spread = encoder_spread(model, encodings, train_sets[: min(200, len(train_sets))], n, seed=seed)
+            z0 = embed_evaluation_sets(model, encodings, sets)
         caps = {}
         for method in methods:
             t0 = time.perf_counter()
@@ -142,12 +159,17 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
             elif method == "observed":
                 caps[method] = accuracy_from_proba(_observed_proba(sets, benchmarks, pool_mean), sets, benchmarks, seed=seed)
             elif method == "low_rank":
-                caps[method] = accuracy_from_proba(_low_rank_proba(train_matrix, sets, 16), sets, benchmarks, seed=seed)
+                caps[method] = accuracy_from_proba(low_rank.proba(sets)[:, None, :], sets, benchmarks, seed=seed)
+            elif method == "router" and router is not None:
+                proba = _router_proba(router, encodings, benchmarks, sets)[:, None, :]
+                caps[method] = accuracy_from_proba(proba, sets, benchmarks, seed=seed)
+            elif method in PRIORS and (router is not None or method != "router_eb"):
+                tau = prior_error(method, n)
+                caps[method] = beta_binomial_capability(prior_means[method](np.arange(len(sets)), sets), tau, sets,
+                                                        benchmarks, samples=samples, seed=seed)
+                out[f"prior_sd.{method}.{n}"] = float(np.sqrt(tau).mean())
             elif method == "irt" and irt is not None:
-                dense = np.full((len(sets), scores.shape[1]), np.nan, np.float32)
-                for m, (idx, s) in enumerate(sets):
-                    dense[m, idx] = s
-                rows = irt.onboard(dense)
+                rows = irt.onboard(_dense(sets, scores.shape[1]))
                 proba = irt.predict_proba(rows, np.arange(scores.shape[1]))[:, None, :]
                 caps[method] = accuracy_from_proba(proba, sets, benchmarks, seed=seed)
             out[f"seconds.{method}.{n}"] = time.perf_counter() - t0
@@ -165,7 +187,9 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                 per_model["reference", method, n] = err.mean(axis=1)
         # copy recognition: n of an in-training model's own evaluations under a new name
         sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
-        copies = draw_sets(scores, trained[sources], train_queries, n, rng)
+        copies = _draw_sets(scores, trained[sources], train_queries, n, rng)
+        if model is None:
+            continue
         post = refine_embeddings(model, encodings, copies, spread)
         order, prob = answer_likeness(copies, scores[trained], pool_z, post, samples=samples, seed=seed)
         out[f"identity.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
@@ -178,11 +202,14 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
 def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.ndarray, splits: Sequence, *,
                      trained: np.ndarray, held: np.ndarray, model_config, train_config, sizes: Sequence[int] = DEFAULT_SIZES,
                      methods: Sequence[str] = METHODS, reference: pd.DataFrame | None = None, irt_steps: int = 300,
-                     seed: int = 0, log=lambda message: None) -> dict:
+                     seed: int = 0, log=lambda message: None, trainer=None) -> dict:
     """capability_evaluation on each fold of `splits` (evaluation.splits.Fold): LOCUS trained on the in-training
     models' training-query cells (validation: the fold's val cells), IRT likewise (irt_steps full-batch steps).
-    Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.locus_minus_<method>.<n>.mae": {"diff", "ci_low",
-    "ci_high"}} (per-model differences pooled over folds, 95% bootstrap over held-out models), "folds": [...]}."""
+    Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.<a>_minus_<method>.<n>.mae": {"diff", "ci_low",
+    "ci_high"}} (a: locus and each of PRIORS run; per-model differences pooled over folds, 95% bootstrap over
+    held-out models), "folds": [...]}.
+    trainer: (fold, train_locus's keyword arguments) -> the trained Router, in place of train_locus (a caller's
+    cache)."""
     folds, per_model = [], {}
     for fold in splits:
         t0 = time.perf_counter()
@@ -190,9 +217,14 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
         train[:, fold.train] = scores[np.ix_(trained, fold.train)]
         val = np.full_like(train, np.nan)
         val[:, fold.val] = scores[np.ix_(trained, fold.val)]
-        model = train_locus(encodings, train, val, model_config=model_config,
-                            train_config=replace(train_config, seed=train_config.seed + fold.index), progress=False).model
-        log(f"capability fold {fold.index}: LOCUS trained in {time.perf_counter() - t0:.0f} s")
+        kwargs = dict(encodings=encodings, train_scores=train, val_scores=val, model_config=model_config,
+                      train_config=replace(train_config, seed=train_config.seed + fold.index), benchmarks=benchmarks,
+                      progress=False)
+        router = None
+        if set(methods) & set(NEEDS_LOCUS):
+            router = train_locus(**kwargs).router if trainer is None else trainer(fold, kwargs)
+            log(f"capability fold {fold.index}: LOCUS trained in {time.perf_counter() - t0:.0f} s")
+        model = None if router is None else router.model
         irt = None
         if "irt" in methods:
             irt = IRT(LatentConfig(dim=16, noise=(0.1,), max_steps=irt_steps, seed=seed))
@@ -200,7 +232,7 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
             log(f"capability fold {fold.index}: IRT fitted, {time.perf_counter() - t0:.0f} s")
         result = capability_evaluation(model, encodings, scores, benchmarks, trained=trained, held=held,
                                        train_queries=fold.train, sizes=sizes, methods=methods, reference=reference,
-                                       irt=irt, seed=seed + fold.index)
+                                       irt=irt, router=router, seed=seed + fold.index)
         for key, errors in result.pop("_per_model").items():
             per_model.setdefault(key, []).append(errors)
         result["seconds.fold"] = time.perf_counter() - t0
@@ -212,14 +244,16 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
                for k in keys}
     rng = np.random.default_rng(seed)
     paired = {}
-    for (kind, method, n), errors in per_model.items():
-        mine = per_model.get((kind, "locus", n))
-        if method == "locus" or mine is None:
-            continue
-        diff = np.concatenate(mine) - np.concatenate(errors)
-        boot = np.array([diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)])
-        paired[f"{kind}.locus_minus_{method}.{n}.mae"] = {
-            "diff": float(diff.mean()), "ci_low": float(np.quantile(boot, 0.025)), "ci_high": float(np.quantile(boot, 0.975))}
+    for anchor in ("locus", *PRIORS):
+        for (kind, method, n), errors in per_model.items():
+            mine = per_model.get((kind, anchor, n))
+            if method == anchor or mine is None:
+                continue
+            diff = np.concatenate(mine) - np.concatenate(errors)
+            boot = np.array([diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)])
+            paired[f"{kind}.{anchor}_minus_{method}.{n}.mae"] = {
+                "diff": float(diff.mean()), "ci_low": float(np.quantile(boot, 0.025)),
+                "ci_high": float(np.quantile(boot, 0.975))}
     return {"summary": summary, "paired": paired, "folds": folds}
 
 
@@ -263,5 +297,5 @@ def capability_from_result(matrix, encodings: np.ndarray, result: dict, sizes: S
     return {**keys, "capability_detail": {"summary": run["summary"], "paired": run["paired"]}}
 
 
-__all__ = ["METHODS", "DEFAULT_SIZES", "draw_sets", "true_accuracy", "capability_evaluation", "capability_folds",
+__all__ = ["METHODS", "DEFAULT_SIZES", "true_accuracy", "capability_evaluation", "capability_folds",
            "read_reference_scores", "capability_from_result"]

@@ -19,6 +19,9 @@ class LiveOnboardingConfig(dg.Config):
     max_cost: float = Field(default=0.0, description="USD: stop before the spend could pass it (0 = no limit).")
     concurrency: int = Field(default=8, description="Calls in flight at once.")
     retries: int = Field(default=2, description="Retries of a failed call (timeout, connection, 5xx / 429).")
+    # the library's DEFAULT_CHOICE (locus_model.adaptive imports torch; the code location loads without it)
+    choice: str = Field(default="random", description="random | adaptive: how each round's questions are chosen.")
+    until: float = Field(default=0.0, description="Points: stop once every 90% interval is narrower (0 = at the budget).")
 
 
 @dg.op(description="Ask the endpoint, grade, log to MLflow, and drop the graded answers for the onboarding "
@@ -32,7 +35,7 @@ def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, h
         result, answers = onboard_endpoint(
             home, OnboardConfig(endpoint=config.endpoint, budget=config.budget, max_cost=config.max_cost or None,
                                 concurrency=config.concurrency, retries=config.retries,
-                                via_sensor=True),
+                                choice=config.choice, until=config.until or None, via_sensor=True),
             read_models_config(config.models_config), with_answers=True, dagster_run_id=context.run_id)
     except OnboardError as err:
         raise dg.Failure(description=str(err)) from err
@@ -41,7 +44,7 @@ def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, h
         metadata={
         "model": result.model, "answers": result.answers, "resumed": result.resumed,
         "failed_calls": result.failed_calls, "accuracy": round(result.accuracy, 4),
-        "cost_usd": round(result.cost_usd, 6), "stopped_by": result.stopped_by,
+        "cost_usd": round(result.cost_usd, 6), "stopped_by": result.stopped_by, "choice": result.choice,
         "per_category": dg.MetadataValue.md(escape_frame(per_category(answers)).to_markdown()),
         "evaluation_file": result.evaluation_file, "mlflow_run_id": result.mlflow_run_id or "",
     }))

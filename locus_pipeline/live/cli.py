@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from locus_model.cli import EXIT_OK, _fail
@@ -34,8 +35,10 @@ def run_replay(args: argparse.Namespace) -> int:
 def add_onboard(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "onboard", help="onboard a live OpenAI-compatible endpoint: ask it MMLU-Pro questions, grade, add it to the pool",
-        description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions (in a seeded random order), with "
-                    "bounded concurrency, timeouts and retries; log every answer "
+        description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions in rounds of --concurrency "
+                    "(chosen by --choice), with bounded concurrency, timeouts and retries; after each round print the "
+                    "answers, the spend and the widest per-benchmark 90% interval, and stop early once every interval "
+                    "is narrower than --until points; log every answer "
                     "under LOCUS_HOME/live/ as it arrives (a rerun resumes without asking again); grade; onboard the "
                     "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.")
     p.add_argument("--endpoint", required=True, help="the models config entry to onboard (its name joins the pool)")
@@ -48,7 +51,15 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
                         f"+-{accuracy_margin(64):.0f} points; {REC}, the recommended count, +-{accuracy_margin(REC):.0f}; "
                         f"fewer than {MIN_ROUTABLE_EVALUATIONS} are not routed to: docs/onboarding.md)")
     p.add_argument("--max-cost", type=float, default=None, help="USD: stop before the spend could pass it")
-    p.add_argument("--concurrency", type=int, default=8, help="calls in flight at once (default 8)")
+    p.add_argument("--concurrency", type=int, default=8,
+                   help="calls in flight at once; also the questions of one round (default 8)")
+    from locus_model.adaptive import CHOICES, DEFAULT_CHOICE  # why: the parser names the library's choices; imported where onboard registers, as the lines above
+
+    p.add_argument("--choice", choices=CHOICES, default=DEFAULT_CHOICE,
+                   help=f"how each round's questions are chosen (default {DEFAULT_CHOICE}: adaptive, where the estimates' "
+                        "intervals narrow most, did not beat random in bench/README.md 'Adaptive onboarding')")
+    p.add_argument("--until", type=float, default=None, metavar="POINTS",
+                   help="stop once every benchmark's 90%% interval is narrower than POINTS (default: at the budget)")
     p.add_argument("--retries", type=int, default=2, help="retries of a failed call (default 2)")
     p.add_argument("--via-sensor", action="store_true",
                    help="write the graded answers to incoming/ for a running Dagster's drop-folder sensor instead of "
@@ -70,9 +81,11 @@ def run_onboard(args: argparse.Namespace) -> int:
     try:
         config = OnboardConfig(endpoint=args.endpoint, budget=args.budget, max_cost=args.max_cost,
                                concurrency=args.concurrency, retries=args.retries,
-                               via_sensor=args.via_sensor)
+                               via_sensor=args.via_sensor, choice=args.choice, until=args.until)
         home = LocusHome(root=str(args.home) if args.home else "")
-        result = onboard_endpoint(home, config, read_models_config(args.models_config), mlflow_log=not args.no_mlflow)
+        say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
+        result = onboard_endpoint(home, config, read_models_config(args.models_config), mlflow_log=not args.no_mlflow,
+                                  progress=say)
     except (OnboardError, ConfigError, StorageError, ValueError) as err:
         return _fail("onboard", err)
     if args.json:
@@ -81,9 +94,19 @@ def run_onboard(args: argparse.Namespace) -> int:
         print(f"{result.model}: {result.answers} answers ({result.resumed} from an earlier run, {result.failed_calls} "
               f"failed calls), accuracy {result.accuracy:.3f}, cost ${result.cost_usd:.4f}, stopped by "
               f"{result.stopped_by}, {result.seconds:.1f} s")
+        print(estimates_table(result.estimates))
         print(f"evaluation file: {result.evaluation_file}")
         if result.run_id:
             print(f"onboarding run {result.run_id}; nearest models: {', '.join(result.neighbours)}")
         else:
             print("left in incoming/ for the drop-folder sensor of a running Dagster")
     return EXIT_OK
+
+
+def estimates_table(rows: list[dict]) -> str:
+    """The last round's estimates as a plain table: benchmark, answered (n), estimate and its 90% interval."""
+    lines = [f"{'benchmark':<18} {'answered (n)':>13} {'estimate':>9} {'90% interval':>15}"]
+    for r in rows:
+        seen = f"{r['observed']:.3f} ({r['n']})" if r["n"] else "-"
+        lines.append(f"{r['benchmark']:<18} {seen:>13} {r['estimate']:>9.3f} {r['lo']:>7.3f} - {r['hi']:.3f}")
+    return "\n".join(lines)

@@ -1,15 +1,17 @@
 """``locus onboard --endpoint NAME``: onboard a model behind an OpenAI-compatible endpoint (its models config entry)
-by asking it MMLU-Pro questions in one seeded random order (choosing them adaptively gave a less accurate
-embedding: bench/README.md "Adaptive onboarding", a trial that lives in bench/adaptive.py), then onboarding the
-graded answers the way a dropped evaluation file is onboarded.
+by asking it MMLU-Pro questions in rounds (``choice``: one seeded random order, the default, or adaptive: where the
+per-benchmark estimates' intervals narrow most, locus_model.adaptive; bench/README.md "Adaptive onboarding"), then
+onboarding the graded answers the way a dropped evaluation file is onboarded.
 
 1. The candidate questions are the MMLU-Pro bank's (data/mmlu-pro) that the home's training source holds (their
    encodings are in query_encodings).
 2. Rounds of ``concurrency`` questions: each asked through ``locus serve``'s upstream client
    (live/asking.ask_one over serve/upstream.forward) with the entry's timeout and ``retries`` retries, graded (mmlu_pro_bank.grade_answer),
    and appended to the home's answer log (``live/<model_key>.jsonl``) as it arrives, so a crash or Ctrl-C resumes
-   without asking again. It stops at ``budget`` answers or before ``max_cost`` USD (prices from the models config).
-   A round whose every call fails ends the run with the last error and no pool change.
+   without asking again. After each round the per-benchmark capability estimates are recomputed (live/rounds.py)
+   and a progress line reported. It stops at ``budget`` answers, before ``max_cost`` USD (prices from the models
+   config), or when every estimate's 90% interval is narrower than ``until`` points. A round whose every call fails
+   ends the run with the last error and no pool change.
 3. The graded answers become an evaluation file (model, query_id, query, benchmark, score) taken in by the drop
    folder's intake (intake_file) and onboarded by ``onboarding_job`` (one forward pass, the pool materialized with
    its check, the model's neighbours): in this process by default, or by a running Dagster's drop-folder sensor
@@ -29,10 +31,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from locus_model.adaptive import CHOICES, DEFAULT_CHOICE
 from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
 from locus_model.routing.costs import cost_table
 from locus_pipeline.live.asking import ask_one, call_cost
+from locus_pipeline.live.rounds import Rounds
 from locus_pipeline.runlog import QUIET_RUN
 from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.serve.config import ModelsConfig
@@ -53,6 +57,8 @@ class OnboardConfig:
     concurrency: int = 8  # calls in flight at once; also the questions chosen per round
     retries: int = 2  # retries of a failed call (timeout, connection, 5xx / 429), with backoff
     via_sensor: bool = False  # True: leave the file in incoming/ for a running Dagster's drop-folder sensor
+    choice: str = DEFAULT_CHOICE  # random | adaptive: how the next round's questions are chosen
+    until: float | None = None  # points: stop once every benchmark's 90% interval is narrower (None: at the budget)
     data: str = str(MMLU_PRO)  # the MMLU-Pro bank
 
     def __post_init__(self) -> None:
@@ -60,6 +66,10 @@ class OnboardConfig:
             raise OnboardError("budget and concurrency must be >= 1 and retries >= 0")
         if self.max_cost is not None and not self.max_cost >= 0:
             raise OnboardError(f"max_cost {self.max_cost!r} must be a number >= 0 (USD)")
+        if self.choice not in CHOICES:
+            raise OnboardError(f"choice {self.choice!r}: use one of {', '.join(CHOICES)}")
+        if self.until is not None and not self.until > 0:
+            raise OnboardError(f"until {self.until!r} must be a width in points > 0 (e.g. 10)")
 
 
 @dataclass
@@ -71,12 +81,15 @@ class OnboardResult:
     failed_calls: int
     accuracy: float
     cost_usd: float
-    stopped_by: str  # budget | max_cost | questions
+    stopped_by: str  # budget | max_cost | questions | until
     seconds: float
     neighbours: list[str] = field(default_factory=list)
     run_id: str | None = None  # the onboarding run (None with via_sensor)
     mlflow_run_id: str | None = None
     evaluation_file: str = ""
+    choice: str = DEFAULT_CHOICE
+    rounds: list[dict] = field(default_factory=list)  # per round: answers, cost_usd, widest_benchmark, widest_points
+    estimates: list[dict] = field(default_factory=list)  # the last round's: benchmark, estimate, lo, hi, observed, n
 
 
 # ---------------------------------------------------------------------------------------------- asking
@@ -95,8 +108,9 @@ def _candidates(home, bank) -> tuple[pd.DataFrame, np.ndarray]:
     return questions, encoding_matrix(encodings, questions["query_id"].tolist())
 
 
-def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[pd.DataFrame, dict]:
-    """Ask, grade and log until the budget, the money or the questions run out; returns (the log as a table, facts)."""
+def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=None) -> tuple[pd.DataFrame, dict]:
+    """Ask, grade and log in rounds until the budget, the money or the questions run out or the estimates are narrow
+    enough (``until``); ``progress(line)`` gets one line per round. Returns (the log as a table, facts)."""
     if config.endpoint not in models.upstreams:
         raise OnboardError(f"no endpoint {config.endpoint!r} in the models config (entries with a base_url: "
                            f"{sorted(models.upstreams) or 'none'}). How to fix: add "
@@ -122,6 +136,9 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
     failed: dict[str, str] = {}
     stopped_by = "budget"
     asked_now = 0
+    rounds = Rounds(home, questions, checkpoint.model, choice=config.choice, until=config.until)
+    if done:  # resumed: the next round starts from what was answered
+        rounds.estimate(done)
 
     async def run() -> None:
         nonlocal spent, stopped_by, asked_now
@@ -129,10 +146,13 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
 
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=config.concurrency)) as client:
             while len(done) < config.budget:
+                if rounds.done():
+                    stopped_by = "until"
+                    return
                 asked = np.array([index[r["query_id"]] for r in done], dtype=np.int64)
                 skip = np.array([index[q] for q in failed], dtype=np.int64)
                 k = min(config.concurrency, config.budget - len(done))
-                pick = choose(len(questions), asked, skip, k)
+                pick = rounds.next(asked, skip, k)
                 if len(pick) == 0:
                     stopped_by = "questions"
                     return
@@ -176,25 +196,21 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig) -> tuple[
                                        f"({len(pick)} calls, {config.retries} retries each); last error: {last}. "
                                        "Nothing was added to the pool. How to fix: check the endpoint's base_url, "
                                        "model and API key (api_key_env) in the models config")
+                rounds.estimate(done)
+                line = rounds.progress(len(done), spent)  # recorded in rounds.lines whoever listens
+                if progress is not None:
+                    progress(line)
 
     asyncio.run(run())
     if not done:
         raise OnboardError(f"no answers from {config.endpoint!r}; nothing was added to the pool")
     facts = {"resumed": resumed, "asked_now": asked_now, "failed_calls": len(failed), "cost_usd": spent,
-             "stopped_by": stopped_by, "candidates": len(questions), "checkpoint_id": checkpoint.checkpoint_id}
+             "stopped_by": stopped_by, "candidates": len(questions), "checkpoint_id": checkpoint.checkpoint_id,
+             "choice": config.choice, "until": config.until, "rounds": rounds.lines,
+             "estimates": rounds.table_rows().round(4).to_dict("records")}
     answers = pd.DataFrame(done)
     answers["query"] = answers["query_id"].map(dict(zip(questions["query_id"], questions["query"])))
     return answers, facts
-
-
-def choose(n_questions: int, asked: np.ndarray, skip: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
-    """The next ``k`` of the candidate questions in one seeded random order, the asked and the ``skip``ped (failed)
-    ones left out: the same state gives the same questions, so a resumed onboarding asks what it would have asked."""
-    order = np.random.default_rng(seed).permutation(n_questions)
-    left = np.ones(n_questions, dtype=bool)
-    left[np.asarray(asked, dtype=np.int64)] = False
-    left[np.asarray(skip, dtype=np.int64)] = False
-    return order[left[order]][:k]
 
 
 # ---------------------------------------------------------------------------------------------- onboarding
@@ -286,7 +302,8 @@ def log_to_mlflow(home, config: OnboardConfig, answers: pd.DataFrame, facts: dic
     import mlflow
 
     tracking = MlflowTracking(home=home)
-    tags = {"locus/kind": "live-onboarding", "locus/model": config.endpoint}
+    tags = {"locus/kind": "live-onboarding", "locus/model": config.endpoint, "locus/choice": config.choice,
+            "locus/stopped_by": result.stopped_by}
     linked = result.run_id or dagster_run_id
     if linked:
         tags.update({"dagster.run_id": linked, "dagster.run_url": tracking.dagster_run_url(linked)})
@@ -311,14 +328,14 @@ def per_category(answers: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
 
 
 def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflow_log: bool = True,
-                     with_answers: bool = False, dagster_run_id: str | None = None):
+                     with_answers: bool = False, dagster_run_id: str | None = None, progress=None):
     """Ask, grade, onboard and log one endpoint (module docstring); returns the OnboardResult (and the answers
     table with ``with_answers``). ``dagster_run_id``: the Dagster run asking (live_onboarding_job), linked from the
-    MLflow run when this process runs no onboarding run of its own."""
+    MLflow run when this process runs no onboarding run of its own. ``progress(line)``: one line per round."""
     from locus_model.onboarding import nearest_models
 
     start = time.monotonic()
-    answers, facts = collect_answers(home, config, models)
+    answers, facts = collect_answers(home, config, models, progress)
     rows = evaluation_rows(config.endpoint, answers)
     stored, run_id = onboard_rows(home, config.endpoint, rows, via_sensor=config.via_sensor)
     neighbours = []
@@ -328,7 +345,8 @@ def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflo
                            resumed=facts["resumed"], failed_calls=facts["failed_calls"],
                            accuracy=float(answers["score"].mean()), cost_usd=facts["cost_usd"],
                            stopped_by=facts["stopped_by"], seconds=round(time.monotonic() - start, 2),
-                           neighbours=neighbours, run_id=run_id, evaluation_file=home.relative(stored))
+                           neighbours=neighbours, run_id=run_id, evaluation_file=home.relative(stored),
+                           choice=config.choice, rounds=facts["rounds"], estimates=facts["estimates"])
     if mlflow_log:
         result.mlflow_run_id = log_to_mlflow(home, config, answers, facts, result, dagster_run_id)
     return (result, answers) if with_answers else result

@@ -8,6 +8,7 @@ or a URL such as ``s3://bucket/prefix``):
 | ``warehouse/<asset>.parquet`` | asset outputs (``<asset>/<partition>.parquet`` for partitioned ones) | ``home`` |
 | ``warehouse/model_embeddings.parquet`` | the pool, and its read-modify-write | ``pool`` |
 | ``onboarded/<model_key>.parquet`` | every evaluation of an onboarded model so far (its store) | ``pool`` |
+| ``onboarded/estimates/<model_key>.parquet`` | an onboarded model's capability estimates (the atlas shows them) | ``pool`` |
 | ``checkpoints/locus-<id>.pt`` | LOCUS checkpoints, named by the sha256 prefix of their bytes | ``checkpoints`` |
 | ``incoming/`` | the drop folder, with ``accepted/`` and ``rejected/`` | ``locus_pipeline.intake`` |
 | ``encodings/<encoder>/`` | the query-encoding cache (per machine for a remote home) | ``home`` |

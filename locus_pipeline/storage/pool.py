@@ -1,6 +1,6 @@
 """The pool (``warehouse/model_embeddings.parquet``) and the onboarded models' evaluation stores
-(``onboarded/<model_key>.parquet``, a removed model's set aside under ``onboarded/removed/``): their
-read-modify-writes, each under its lock."""
+(``onboarded/<model_key>.parquet``, a removed model's set aside under ``onboarded/removed/``; its capability
+estimates in ``onboarded/estimates/``): their read-modify-writes, each under its lock."""
 
 from __future__ import annotations
 
@@ -92,6 +92,8 @@ class PoolAndStores:
                     write_parquet_atomic(self.read_store(key), target)
                     store.unlink()
                     kept.append(self.relative(target))
+                # derived from its evaluations (kept above): the atlas must not show a removed model's estimates
+                self.estimates_path(key).unlink(missing_ok=True)
             return current[current["model"].astype(str) != name].reset_index(drop=True)
 
         pool = self.update_pool(change)
@@ -127,6 +129,25 @@ class PoolAndStores:
 
         frames = [self.read_store(k) for k in self.onboarded_keys()]
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(EVALUATION_COLUMNS))
+
+    def estimates_path(self, model_key: str) -> Any:
+        return self.path / "onboarded" / "estimates" / f"{model_key}.parquet"
+
+    def write_capability_estimates(self, model_key: str, frame: pd.DataFrame) -> Any:
+        """An onboarded model's capability estimates (model, checkpoint_id, benchmark, estimate, lo, hi, observed,
+        n), written whole under the model's lock by its onboarding: what the atlas shows for it."""
+        path = self.estimates_path(model_key)
+        with self.lock(f"model-{model_key}"):
+            write_parquet_atomic(frame, path)
+        return path
+
+    def capability_estimates(self) -> pd.DataFrame:
+        """Every onboarded model's stored capability estimates, one frame (empty when none was stored)."""
+        folder = self.estimates_path("-").parent
+        frames = [read_parquet(p, what="an onboarded model's capability estimates", fix="onboard the model again")
+                  for p in sorted(folder.glob("*.parquet"))] if folder.exists() else []
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+            columns=["model", "checkpoint_id", "benchmark", "estimate", "lo", "hi", "observed", "n"])
 
     def training_models(self) -> set[str]:
         """Models of the training source (the evaluation table); an error, never an empty set, when it is missing."""

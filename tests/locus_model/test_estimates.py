@@ -126,3 +126,16 @@ def test_agreement_counts_only_the_questions_both_answered() -> None:
     agree, shared = answer_agreement(pool, (np.array([0, 1, 2]), np.array([1.0, 0.0, 0.0])))
     assert shared.tolist() == [2, 0, 3]
     assert agree[0] == 1.0 and np.isnan(agree[1]) and agree[2] == 2 / 3  # a question one never answered is not agreement
+
+
+def test_with_the_pools_answers_the_frame_is_the_empirical_bayes_estimate():
+    model = tiny_model()
+    enc, sets = tiny_pool()
+    rng = np.random.default_rng(7)
+    pool_scores = (rng.random((30, 300)) < np.linspace(0.2, 0.8, 30)[:, None]).astype(np.float32)
+    pool_scores[:, BENCH == "c"] = np.nan  # a benchmark no pool model was asked: a flat prior, a wide interval
+    frame = estimate_capability(model, enc, BENCH, sets[2], np.float32(1.0), pool_scores=pool_scores)
+    assert frame["benchmark"].tolist() == ["a", "b", "c"] and frame["n"].sum() == len(sets[2][0])
+    assert ((frame["lo"] <= frame["estimate"]) & (frame["estimate"] <= frame["hi"])).all()
+    width = (frame["hi"] - frame["lo"]).to_numpy()
+    assert width[2] > width[0] and width[2] > width[1]

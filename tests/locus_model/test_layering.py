@@ -88,7 +88,7 @@ ORDER = (
     ("query_groups",),
     ("router",),  # the trained router: training's product
     ("training",),
-    ("pool_schema", "pool", "onboarding", "estimates"),
+    ("pool_schema", "pool", "onboarding", "benchmark_bayes", "estimates", "adaptive"),
     ("routing",),  # the cost-aware route, its curves and frontiers
     ("evaluation",),
     ("analysis",),

@@ -73,3 +73,37 @@ def test_a_failed_training_ends_its_run_as_failed(tmp_path) -> None:
             raise RuntimeError("diverged")
     assert mlflow.MlflowClient(tracking.uri).get_run(tracked.run_id).info.status == "FAILED"
     assert mlflow.active_run() is None
+
+
+def test_an_onboardings_estimates_are_logged_per_benchmark_with_their_interval(tmp_path) -> None:
+    """log_onboarding_estimates: per benchmark estimate / lo / hi (observed and n where it answered) as metrics
+    whose keys MLflow accepts whatever the benchmark is called, the tables as artifacts, the models it answers like
+    as a param and the most alike as a tag, the run linked to its Dagster run."""
+    import mlflow
+
+    from locus_pipeline.reports import NewcomerEstimates
+    from locus_pipeline.tracking import log_onboarding_estimates, mlflow_key
+
+    tracking = MlflowTracking(home=LocusHome(root=str(tmp_path)), dagster_url="http://dagster:3000")
+    hostile = "../x: y/z"
+    cap = pd.DataFrame({"benchmark": ["law", "computer science", hostile], "estimate": [0.4, 0.6, 0.5],
+                        "lo": [0.3, 0.45, 0.2], "hi": [0.5, 0.7, 0.8], "observed": [0.5, np.nan, 1.0], "n": [12, 0, 2]})
+    like = pd.DataFrame({"model": ["org/twin", "other"], "agreement": [0.9, 0.7], "shared": [14, 14], "p_nearest": [0.8, 0.2]})
+    experiment, run_id = log_onboarding_estimates(tracking, "0123456789abcdef", "new/model ü", "abc123",
+                                                  NewcomerEstimates(capability=cap, answers_like=like))
+    client = mlflow.MlflowClient(tracking.uri)
+    run = client.get_run(run_id)
+    assert run.info.experiment_id == experiment and run.info.run_name == "estimates new/model ü"
+    metrics, odd = run.data.metrics, mlflow_key(hostile)
+    assert "/" not in odd and ".." not in odd and odd != mlflow_key("../x_ y_z")  # never nested, never shared
+    assert (metrics["capability/law/estimate"], metrics["capability/law/lo"], metrics["capability/law/hi"]) == (0.4, 0.3, 0.5)
+    assert (metrics["capability/law/observed"], metrics["capability/law/n"]) == (0.5, 12.0)
+    assert "capability/computer science/estimate" in metrics and "capability/computer science/observed" not in metrics
+    assert metrics[f"capability/{odd}/hi"] == 0.8 and round(metrics["widest_interval"], 9) == 0.6
+    assert run.data.params["answers_like"] == "org/twin, other"
+    tags = run.data.tags
+    assert (tags["locus/kind"], tags["locus/model"], tags["answers_like_most"], tags["checkpoint_id"]) == (
+        "onboarding", "new/model ü", "org/twin", "abc123")
+    assert tags["dagster.run_url"] == "http://dagster:3000/runs/0123456789abcdef"
+    assert {a.path for a in client.list_artifacts(run_id, "estimates")} == {
+        "estimates/capability_estimates.json", "estimates/answers_like.json"}

@@ -334,7 +334,9 @@ def model_atlas(
     every onboarded model): one self-contained page (Plotly inlined, opens offline) placing every pool model by
     a PCA of its embedding, the smallest k-center portfolio matching the full pool drawn as diamonds; clicking
     a model lists its nearest neighbours and its accuracy on each of the pool's benchmarks it answered, with the
-    number of answers (an onboarded model's other tasks, e.g. an lm-eval drop's, apart, for that model only)."""
+    number of answers (an onboarded model's other tasks, e.g. an lm-eval drop's, apart, for that model only), and
+    its capability estimates with their 90% intervals (an onboarded model's, stored by its onboarding; a model of the
+    training source shows its observed accuracy)."""
     from locus_model.analysis.atlas import model_atlas as write
     from locus_model.analysis.portfolio_curves import smallest_matching_portfolio
     from locus_model.pool import pool_matrix
@@ -348,6 +350,7 @@ def model_atlas(
                   pool_benchmarks=sorted(evaluation_table["benchmark"].astype(str).unique()),
                   portfolio=smallest_matching_portfolio(portfolios, "k_center"),
                   onboarded=model_embeddings.loc[model_embeddings["source"] == "onboarded", "model"].astype(str).tolist(),
+                  estimates=home.capability_estimates(),
                   title="LOCUS model atlas" + (" (SYNTHETIC pool)" if "SYNTHETIC" in data_note(home) else ""))
     checkpoint_id = str(model_embeddings["checkpoint_id"].iloc[0])
     current = home.read_table("locus_checkpoint")

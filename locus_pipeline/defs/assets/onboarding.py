@@ -6,7 +6,8 @@ An onboarding run (onboarding_job, one partition = one model key) materializes, 
    reproducibility check, on the new state);
 3. ``onboarded_model_embedding[key]``: the model's row, its five nearest models and its per-benchmark profile,
    with a warning (metadata, run log, the check ``onboarded_model_trustworthy``) when the drop is small or its
-   queries unlike the pool's (locus_model.onboarding.onboarding_warnings).
+   queries unlike the pool's (locus_model.onboarding.onboarding_warnings); for an onboarded model, its capability
+   estimates (docs/estimates.md), stored for the atlas and logged to an MLflow run (tracking.log_onboarding_estimates).
 See docs/onboarding.md.
 """
 
@@ -20,6 +21,7 @@ from locus_pipeline.defs.metadata import OWNERS, atlas_link, home_path
 from locus_pipeline.defs.partitions import onboarded_models
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
+from locus_pipeline.tracking import log_onboarding_estimates
 
 GROUP = "onboarding"
 TRUST_CHECK = "onboarded_model_trustworthy"
@@ -163,9 +165,12 @@ def onboarded_model_embedding(context: dg.AssetExecutionContext, home: LocusHome
             context.log.warning(f"{name}: {vague}")
         precision = {"widest_interval": round(float(width.max()), 3), "threshold_interval": WIDE_INTERVAL,
                      "wide_benchmarks": ", ".join(wide["benchmark"].astype(str)) or "none"}
+        home.write_capability_estimates(key, cap.assign(model=name, checkpoint_id=str(row["checkpoint_id"])))
+        experiment, run_id = log_onboarding_estimates(mlflow, context.run_id, name, str(row["checkpoint_id"]), estimates)
         estimated = {"capability_estimates": dg.MetadataValue.md(capability), "answers_like": dg.MetadataValue.md(like),
                      "answers_like_most": str(estimates.answers_like["model"].iloc[0]) if len(estimates.answers_like) else "",
-                     "widest_interval": round(float(width.max()), 3)}
+                     "widest_interval": round(float(width.max()), 3),
+                     "mlflow_run": dg.MetadataValue.url(mlflow.run_url(experiment, run_id))}
         for line in warnings:
             context.log.warning(f"{name}: {line}")
     shown = benchmark_profile(accuracy, name, neighbours["model"].tolist(), n_rows)

@@ -67,6 +67,23 @@ def test_the_atlas_lists_each_model_its_own_benchmarks_with_counts_and_foreign_t
     assert everything["accuracy"][0][-1] == ["foreign_task", 1.0, None] and everything["other"][0] == []
 
 
+def _estimates(names: list[str]) -> pd.DataFrame:
+    """Capability estimates of the pool's last model (one with no accuracy), one of them for a hostile benchmark."""
+    return pd.DataFrame({"model": names[-1], "benchmark": ["gsm8k", "</script><b>x"], "estimate": [0.61234, 0.5],
+                         "lo": [0.5, 0.25], "hi": [0.7, 0.75], "observed": [0.5, np.nan], "n": [4, 0]})
+
+
+def test_the_atlas_holds_a_models_estimates_with_their_intervals_and_none_for_the_others(tmp_path):
+    z, names, families, acc = _pool()
+    page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, per_benchmark_acc=acc,
+                       onboarded=[names[-1]], estimates=_estimates(names))
+    data = _atlas_data(page)
+    assert data["estimates"][-1] == [["gsm8k", 0.6123, 0.5, 0.7, "estimate"], ["</script><b>x", 0.5, 0.25, 0.75, "estimate"]]
+    assert data["estimates"][:-1] == [None] * (len(names) - 1)  # the page shows their observed accuracy instead
+    assert "</script><b>x" not in page.read_text(encoding="utf-8")  # it cannot close the data's script element
+    assert _atlas_data(write_atlas(tmp_path / "none.html", embeddings=z, names=names))["estimates"] == [None] * len(names)
+
+
 def _dump_dom(chromium: str, url: str, tmp_path) -> str:
     out = subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", url],
                          capture_output=True, text=True, timeout=120)
@@ -100,6 +117,20 @@ def test_atlas_renders_points_and_neighbours(chromium, tmp_path):
     dom = _dump_dom(chromium, page.resolve().as_uri() + "#model=" + urllib.parse.quote(names[0]), tmp_path)
     own, other = dom.split('id="benchmarks"', 1)[1].split('id="other-benchmarks"', 1)
     assert "foreign_task" not in own and "foreign_task</td><td>1.000</td><td>4<" in other
+
+
+@pytest.mark.e2e
+def test_the_selected_models_estimates_show_with_intervals_and_a_trained_models_as_observed(chromium, tmp_path):
+    z, names, families, acc = _pool()
+    page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, per_benchmark_acc=acc,
+                       onboarded=[names[-1]], estimates=_estimates(names))
+    dom = _dump_dom(chromium, page.resolve().as_uri() + "#model=" + urllib.parse.quote(names[-1]), tmp_path)
+    panel = re.sub(r"<td [^>]*>", "<td>", dom.split('id="estimates"', 1)[1].split("</table>", 1)[0])
+    assert "<td>gsm8k</td><td>0.612</td><td>0.500 - 0.700</td><td>estimate</td>" in panel
+    assert "&lt;/script&gt;&lt;b&gt;x</td><td>0.500</td><td>0.250 - 0.750</td>" in panel  # shown as text
+    dom = _dump_dom(chromium, page.resolve().as_uri() + "#model=" + urllib.parse.quote(names[1]), tmp_path)
+    panel = re.sub(r"<td [^>]*>", "<td>", dom.split('id="estimates"', 1)[1].split("</table>", 1)[0])
+    assert f"<td>mmlu</td><td>{acc.loc[names[1], 'mmlu']:.3f}</td><td></td><td>observed</td>" in panel
 
 
 def test_atlas_is_self_contained_and_checks_inputs(tmp_path):

@@ -27,3 +27,20 @@ def test_the_mlflow_run_of_an_onboarding_links_to_its_dagster_run(tmp_path: Path
     result.run_id = None  # left for the sensor (live_onboarding_job): the job's own run
     again = log_to_mlflow(home, OnboardConfig(endpoint="my-copy"), answers, {}, result, dagster_run_id="fedcba98")
     assert mlflow.MlflowClient(MlflowTracking(home=home).uri).get_run(again).data.tags["dagster.run_id"] == "fedcba98"
+
+
+def test_the_mlflow_run_says_how_questions_were_chosen_and_why_the_asking_stopped(tmp_path: Path) -> None:
+    import mlflow
+
+    from locus_pipeline.defs.resources import MlflowTracking
+
+    home = LocusHome(root=str(tmp_path))
+    answers = pd.DataFrame({"query_id": ["q1"], "benchmark": ["law"], "prompt": ["p"], "answer": ["(C)"],
+                            "letter": ["C"], "gold": ["C"], "score": [1.0], "reason": ["correct"], "cost_usd": [0.0]})
+    result = OnboardResult(model="my-copy", answers=1, asked_now=1, resumed=0, failed_calls=0, accuracy=1.0,
+                           cost_usd=0.0, stopped_by="until", seconds=1.0, choice="adaptive")
+    config = OnboardConfig(endpoint="my-copy", choice="adaptive", until=10.0)
+    logged = log_to_mlflow(home, config, answers, {"stopped_by": "until"}, result)
+    run = mlflow.MlflowClient(MlflowTracking(home=home).uri).get_run(logged)
+    assert run.data.tags["locus/choice"] == "adaptive" and run.data.tags["locus/stopped_by"] == "until"
+    assert run.data.params["choice"] == "adaptive" and float(run.data.params["until"]) == 10.0

@@ -170,3 +170,45 @@ def test_the_money_budget_stops_the_asking(home: LocusHome, replay_port: int, tm
     unpriced = models_config(tmp_path, replay_port)
     with pytest.raises(OnboardError, match="--max-cost needs a price"):
         onboard_endpoint(home, OnboardConfig(endpoint="my-copy", max_cost=1.0), read_models_config(unpriced))
+
+
+def two_copies(tmp_path: Path, port: int) -> Path:
+    path = tmp_path / "copies.yaml"
+    path.write_text("models:\n" + "".join(f"  {name}:\n    base_url: http://127.0.0.1:{port}/v1\n    model: {REPLAYED}\n"
+                                          for name in ("round-copy", "until-copy")))
+    return path
+
+
+def test_the_command_asks_in_rounds_prints_each_and_stops_at_the_budget(home: LocusHome, replay_port: int,
+                                                                       tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from locus_pipeline.cli import main
+
+    path = two_copies(tmp_path, replay_port)
+    assert main(["onboard", "--endpoint", "round-copy", "--models-config", str(path), "--home", home.location,
+                 "--budget", "24", "--choice", "adaptive", "--until", "0.5", "--no-mlflow"]) == 0
+    out = capsys.readouterr().out
+    progress = [line for line in out.splitlines() if "widest 90% interval" in line]
+    counts = [int(line.split(" answers")[0]) for line in progress]  # a question the replay has no answer to fails
+    assert len(counts) >= 3 and counts == sorted(counts) and counts[-1] == 24
+    assert "stopped by budget" in out and "90% interval" in out.splitlines()[len(progress) + 1]
+    assert len(home.read_live_answers("round-copy")) == 24
+
+
+def test_until_stops_at_the_first_round_whose_intervals_are_all_that_narrow(home: LocusHome, replay_port: int,
+                                                                            tmp_path: Path) -> None:
+    from locus_pipeline.live.onboard import collect_answers
+
+    models = read_models_config(two_copies(tmp_path, replay_port))
+    lines: list[str] = []
+    _, full = collect_answers(home, OnboardConfig(endpoint="until-copy", budget=32, choice="adaptive"), models,
+                              lines.append)
+    assert full["stopped_by"] == "budget" and len(full["rounds"]) == len(lines) == 4
+    widths = [r["widest_points"] for r in full["rounds"]]
+    until = widths[1] + 0.01
+    first = next(i for i, w in enumerate(widths) if w < until)  # <= 1: the second round's widest is narrower
+    home.live_answers_path("until-copy").unlink()  # the same questions asked again: the same answers, estimates
+    answers, early = collect_answers(home, OnboardConfig(endpoint="until-copy", budget=32, choice="adaptive",
+                                                         until=until), models)
+    assert early["stopped_by"] == "until" and len(answers) == full["rounds"][first]["answers"] < 32
+    assert early["rounds"] == full["rounds"][: first + 1]
+    assert {e["benchmark"] for e in early["estimates"]} == {e["benchmark"] for e in full["estimates"]}

@@ -35,6 +35,16 @@ def test_removing_an_onboarded_model_takes_its_row_out_and_sets_its_store_aside(
     assert kept.startswith(f"onboarded/removed/{safe_model_key(name)}.") and len(pd.read_parquet(home.path / kept)) == 8
 
 
+def test_removing_an_onboarded_model_drops_its_estimates_from_what_the_atlas_reads(built):
+    home, name = built["home"], "ui-walk/onboarded model"
+    estimates = pd.DataFrame({"model": [name], "checkpoint_id": ["c"], "benchmark": ["b"], "estimate": [0.5],
+                              "lo": [0.3], "hi": [0.7], "observed": [0.5], "n": [8]})
+    home.write_capability_estimates(safe_model_key(name), estimates)
+    assert list(home.capability_estimates()["model"]) == [name]
+    home.remove_onboarded(name)
+    assert home.capability_estimates().empty
+
+
 @pytest.mark.parametrize("name, message", [
     ("alpha-7b", "is a model of the training source (training)"),
     ("ui-walk/onboarded modle", "nearest names: ['ui-walk/onboarded model'"),

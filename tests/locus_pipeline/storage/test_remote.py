@@ -144,3 +144,13 @@ def test_an_uploaded_file_is_taken_in_and_the_outcome_published(home: LocusHome,
 
     assert read_manifest(other, stem).models[0].model == "new-model"
     assert accepted_rows(other, stem, "new-model")["query_id"].tolist() == ["q0", "q1", "q2"]
+
+
+def test_capability_estimates_are_stored_per_model_and_read_back_together(home: LocusHome) -> None:
+    assert home.capability_estimates().empty  # none stored: an empty frame, never an error
+    for key, estimate in (("m-1", 0.4), ("m-2", 0.7)):
+        home.write_capability_estimates(key, pd.DataFrame({"model": [key], "benchmark": ["law"], "estimate": [estimate]}))
+    assert home.relative(home.estimates_path("m-1")) == "onboarded/estimates/m-1.parquet"
+    both = home.capability_estimates()
+    assert both.set_index("model")["estimate"].to_dict() == {"m-1": 0.4, "m-2": 0.7}
+    assert home.onboarded_keys() == []  # not evaluation stores

@@ -320,6 +320,13 @@ def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_brin
 
 
 def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_benchmark(home: Path) -> None:
+    """... and its estimates are in its MLflow run and in the atlas's panel for it."""
+    import json
+
+    import mlflow
+
+    from locus_pipeline.defs.resources import MlflowTracking, resources_for
+
     table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
     source = str(table["model"].iloc[0])
     rows = table[table["model"] == source].sample(64, random_state=0).assign(model="copy/of-a-pool-model")[COLUMNS]
@@ -337,3 +344,20 @@ def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_
     assert all(b in capability for b in benchmarks) and "90% interval" in capability
     widest = view.metadata["widest_interval"].value
     assert 0.0 < widest < 1.0
+    storage = LocusHome(root=str(home))
+    stored = storage.capability_estimates()
+    assert set(stored["model"]) == {"copy/of-a-pool-model"} and set(stored["benchmark"]) == set(benchmarks)
+    run_id = view.metadata["mlflow_run"].value.split("/runs/")[1].split("?")[0]
+    logged = mlflow.MlflowClient(MlflowTracking(home=storage).uri).get_run(run_id).data
+    first = stored.iloc[0]
+    assert [logged.metrics[f"capability/{first['benchmark']}/{k}"] for k in ("estimate", "lo", "hi")] == pytest.approx(
+        [first["estimate"], first["lo"], first["hi"]])
+    assert logged.tags["answers_like_most"] == source and logged.metrics["widest_interval"] == pytest.approx(widest, abs=1e-3)
+    assert dg.materialize(list(defs().assets), selection=dg.AssetSelection.assets("model_atlas"),
+                          resources=resources_for(storage)).success
+    page = (home / "reports" / "atlas.html").read_text(encoding="utf-8")
+    data = json.loads(page.split('<script id="atlas-data" type="application/json">', 1)[1].split("</script>", 1)[0])
+    shown = data["estimates"][data["names"].index("copy/of-a-pool-model")]
+    assert [r[0] for r in shown] == stored["benchmark"].tolist() and shown[0][1:] == [
+        round(float(first[k]), 4) for k in ("estimate", "lo", "hi")] + ["estimate"]
+    assert data["estimates"][data["names"].index(source)] is None  # a trained model: its observed accuracy instead
