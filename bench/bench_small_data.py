@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", nargs="+", default=["4", "8", "16", "all"])
     p.add_argument("--questions", type=int, nargs="+", default=[200, 500, 1500])
     p.add_argument("--draws", type=int, default=3)
+    p.add_argument("--from-draw", type=int, default=0, help="skip the draws before this one (another run has them)")
     p.add_argument("--holdouts", nargs="+", default=list(HOLDOUTS), choices=HOLDOUTS)
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.models:
         n_models = None if size == "all" else int(size)
         for n_questions in args.questions:
-            for d in range(args.draws):
+            for d in range(args.from_draw, args.draws):
                 rows, cols = draw_cell(scores_all, n_models, n_questions, seed=[args.seed, n_models or 0, n_questions, d])
                 missing = [q for q in cols if q not in encoded]
                 if missing:

@@ -17,13 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from locus_model.data.encoding import encode_queries
-from locus_model.data.long_format import read_evaluations
-from locus_model.data.matrix import EvaluationMatrix
-from locus_model.stats.bootstrap import bootstrap_comparisons
-from locus_model.evaluation.methods import fit_and_predict
-from locus_model.evaluation.splits import choose_held_out, kfold_splits
-from locus_model.router import Router
+from bench.diag.case_folds import case_folds, print_against
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -72,48 +66,32 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if "none" not in args.strengths:
         raise SystemExit("--strengths must include none (the router the guard starts from)")
-    matrix = EvaluationMatrix.from_table(read_evaluations(args.case / "evaluations.parquet")[0])
-    enc = np.asarray(encode_queries(matrix.queries, progress=False), np.float32)
-    scores = matrix.scores.astype(np.float32)
-    held = choose_held_out(len(matrix.models), 0.2, 0)
-    trained = np.setdiff1d(np.arange(len(matrix.models)), held)
-    bench = np.asarray(matrix.benchmarks).astype(str)
-    print("held out:", [matrix.models[i] for i in held])
-    splits = kfold_splits(len(matrix.query_ids), folds=5, budget=args.budget, seed=0, val_fraction=0.1)
+    case = case_folds(args.case, args.budget)
     probs: dict[str, list[np.ndarray]] = {}
     labels = []
-    for fold in splits:
-        found = sorted(args.fits.glob(f"locus_f{fold.index}_*.pt"))
-        if not found:
-            print(f"fold {fold.index}: no kept LOCUS in {args.fits}; skipped")
+    for fold in case.splits:
+        router = case.kept_router(args.fits, fold)
+        if router is None:
             continue
         kept = {}
-        fit_and_predict(name="locus", seed=fold.index, scores=scores, encodings=enc, fold=fold, trained=trained,
-                        held=held, router=Router.load(found[-1])[0], benchmarks=bench,
-                        on_fitted=lambda m: kept.setdefault("m", m))
+        case.predict("locus", fold, router, on_fitted=lambda m: kept.setdefault("m", m))
         method = kept["m"]
-        rows = np.concatenate([np.arange(len(trained)), len(trained) + np.arange(len(held))])
-        order = np.concatenate([trained, held])  # method rows -> matrix rows
-        own = fold.budget_and_val(scores)[0][order]  # the anchor evaluations each model rests on
+        rows = np.concatenate([np.arange(len(case.trained)), len(case.trained) + np.arange(len(case.held))])
+        order = np.concatenate([case.trained, case.held])  # method rows -> matrix rows
+        own = fold.budget_and_val(case.scores)[0][order]  # the anchor evaluations each model rests on
         seen = np.flatnonzero(~np.isnan(own).all(axis=0))
         p_test, p_own = method.predict_proba(rows, fold.test), method.predict_proba(rows, seen)
         for s in args.strengths:
             p = p_test if s == "none" else with_offsets(p_test, accuracy_offsets(p_own, own[:, seen], float(s)))
-            out = np.empty((len(scores), len(fold.test)), np.float32)
+            out = np.empty((len(case.scores), len(fold.test)), np.float32)
             out[order] = p
             probs.setdefault(f"locus_{s}", []).append(out)
-        best, _ = fit_and_predict(name="best_single", seed=fold.index, scores=scores, encodings=enc, fold=fold,
-                                  trained=trained, held=held)
+        best = case.predict("best_single", fold)
         probs.setdefault("best_single", []).append(best)
         for margin in args.margins:
             probs.setdefault(f"guard_{margin:g}", []).append(guarded(probs["locus_none"][-1], best, margin))
-        labels.append(scores[:, fold.test])
-    for name in [n for n in probs if n != "best_single"]:
-        c = bootstrap_comparisons({name: probs[name], "best_single": probs["best_single"]}, labels, against=name,
-                                  n_boot=2000, seed=0)["best_single"]["routing_acc"]
-        acc = np.mean([y[np.argmax(p, 0), np.arange(y.shape[1])].mean() for p, y in zip(probs[name], labels)])
-        print(f"{name:<14} routing {100 * acc:5.1f}  minus best single {100 * c['diff']:+.1f} "
-              f"[{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]  ({len(labels)} folds)")
+        labels.append(case.scores[:, fold.test])
+    print_against(probs, labels, np.arange(len(case.scores)), "all")
     return 0
 
 

@@ -205,15 +205,17 @@ def evaluate(
     for warning in warnings:
         log(f"WARNING: {warning}")
     result_methods = summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
-    frontier, share = None, None
+    frontier, share, cost_note = None, None, None
     if costs is not None:
 
         costs = costs if costs.names == tuple(matrix.models) else costs.subset(matrix.models)
         fold_costs = [query_costs(costs, [matrix.queries[q] for q in f.test]) for f in splits]
         frontier = frontier_summary(scored, methods, fold_costs, matrix.models, n_boot=n_boot, seed=seed)
         if "locus" in methods:
-            share = cost_share(scored.probs["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs)
-    verdict = routing_verdict(result_methods, best_single_name(scored.probs[REFERENCE]["all"], matrix.models), share)
+            share, cost_note = cost_share(scored.probs["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs,
+                                          matrix.models)
+    verdict = routing_verdict(result_methods, best_single_name(scored.probs[REFERENCE]["all"], matrix.models), share,
+                              cost_note)
     return json_clean({
         "settings": {
             "protocol": protocol,

@@ -141,9 +141,13 @@ def format_frontier(result: dict) -> str:
         return ""
     costs, folds = result["settings"]["costs"], result["frontier_folds"]
     best = ", ".join(sorted({f["best_single"] for f in folds}))
+    unpriced = ", ".join(sorted({f["most_accurate"] for f in folds
+                                 if f.get("most_accurate", f["best_single"]) != f["best_single"]}))
+    reference = (f"best single model {best} (the best on the anchors)" if not unpriced else
+                 f"best single model of known cost {best} (the most accurate on the anchors, {unpriced}, has no price: "
+                 "the verdict calls it and states its cost share as unknown)")
     lines = [f"Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = {costs['means']}; "
-             f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; best single model {best} "
-             f"(the best on the anchors); cost shares are of its cost fold by fold, read from the fold-mean hull (the plot's curve); AIQ: RouterBench's, cost range from the cheapest "
+             f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; {reference}; cost shares are of its cost fold by fold, read from the fold-mean hull (the plot's curve); AIQ: RouterBench's, cost range from the cheapest "
              f"to the most expensive model"]
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
     lines.append("  ".join(f"{k:<{w}}" for k, w in widths.items()))

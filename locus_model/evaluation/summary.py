@@ -1,6 +1,7 @@
 """The protocol's scores and their summary: every (fold, method, group) scored on the test queries, then mean / std
-over folds with the paired-bootstrap comparisons (each method vs best_single; LOCUS vs every method), none when
-the labels cannot tell methods apart (label_warnings)."""
+over folds with the paired-bootstrap comparisons (each method vs best_single; LOCUS vs every method), all from one
+set of resamples per group, so that a figure printed twice (LOCUS vs best single: the verdict, the table) is one
+figure; none when the labels cannot tell methods apart (label_warnings)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from locus_model.evaluation.splits import Fold
 from locus_model.routing.frontier import evaluate_frontiers
-from locus_model.stats.bootstrap import bootstrap_comparisons, paired_bootstrap, routing_outcomes
+from locus_model.stats.bootstrap import bootstrap_draws, routing_outcomes
 from locus_model.stats.metrics import METRICS, score_predictions
 
 REFERENCE = "best_single"  # the method every other one is compared with by paired bootstrap
@@ -100,6 +101,9 @@ def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarr
     seen = np.concatenate([np.ravel(y) for ys in scored.labels.values() for y in ys]) if scored.labels else np.zeros(0)
     seen = seen[~np.isnan(seen)]
     constant = bool(degenerate and seen.size and seen.min() == seen.max())  # every label the same value
+    resampled = {group: bootstrap_draws({m: scored.probs[m][group] for m in methods}, scored.labels[group],
+                                        n_boot=n_boot, seed=seed)
+                 for group in groups if scored.labels[group]}
     for name in methods:
         result_methods[name] = {}
         for group in groups:
@@ -115,19 +119,12 @@ def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarr
             if constant:  # e.g. all 0.5: 'correct' would only count predictions above 0.5, from 0 to 100 by method
                 for stats in (entry, *entry["per_benchmark"].values()):
                     stats.update({k: _no_interval(stats[k]) for k in ("correctness_acc", "auc")})
-            if name != REFERENCE:
-                entry["vs_best_single"] = paired_bootstrap(
-                    np.concatenate(scored.outcomes[name][group]), np.concatenate(scored.outcomes[REFERENCE][group]),
-                    n_boot=n_boot, seed=seed,
-                )
-                if degenerate:
-                    entry["vs_best_single"] = _no_interval(entry["vs_best_single"])
+            if name != REFERENCE:  # one resampling per group for every comparison (LOCUS's verdict included)
+                stat = resampled[group].compare(name, REFERENCE)["routing_acc"]
+                entry["vs_best_single"] = _no_interval(stat) if degenerate else stat
             if name == "locus":  # LOCUS against every other method on the same test queries, folds as strata
-                compared = {m: scored.probs[m][group] for m in methods
-                            if m != "oracle" and len(scored.probs[m][group]) == len(scored.labels[group])}
-                entry["vs_methods"] = bootstrap_comparisons(  # diff = difference of the fold means
-                    compared, scored.labels[group], against="locus", n_boot=n_boot, seed=seed,
-                )
+                entry["vs_methods"] = {m: resampled[group].compare("locus", m) for m in resampled[group].point
+                                       if m not in ("locus", "oracle")}  # diff = difference of the fold means
                 if degenerate:
                     entry["vs_methods"] = {m: {k: _no_interval(v) for k, v in s.items()} for m, s in entry["vs_methods"].items()}
             result_methods[name][group] = entry

@@ -19,40 +19,51 @@ ROUTER = "locus"
 
 
 def cost_share(router_probs: Sequence[np.ndarray], reference_probs: Sequence[np.ndarray],
-               costs: Sequence[np.ndarray]) -> float | None:
-    """The router's mean cost per query as a share of the best single model's, averaged over folds.
+               costs: Sequence[np.ndarray], names: Sequence[str]) -> tuple[float | None, str | None]:
+    """(share, why unknown): the router's mean cost per query as a share of the best single model's, averaged over
+    folds; the share is None, with the reason, when the best single model has no price or the router sends a query
+    to a model without one.
 
     Each fold: ``router_probs`` / ``reference_probs`` (M, Q) P(correct) (the router sends a query to its highest;
-    the best single model's rows are constant per model, its highest row is the model it calls), ``costs`` (M, Q)
-    USD or any unit, NaN = unknown. None when a chosen model's cost is unknown in some fold."""
+    the best single model's rows are constant per model, its highest row is the model it calls: the most accurate
+    on the anchors, priced or not, as in the verdict), ``costs`` (M, Q) USD or any unit, NaN = unknown."""
     shares = []
     for p, ref, c in zip(router_probs, reference_probs, costs):
         c = np.asarray(c, np.float64)
         q = np.arange(c.shape[1])
+        best = int(np.argmax(np.asarray(ref).mean(axis=1)))
+        if np.isnan(c[best]).any():
+            return None, f"{names[best]} has no price"
         routed = c[np.argmax(p, axis=0), q]
-        best = c[int(np.argmax(np.asarray(ref).mean(axis=1)))]
-        if np.isnan(routed).any() or np.isnan(best).any() or best.sum() <= 0:
-            return None
-        shares.append(routed.sum() / best.sum())
-    return float(np.mean(shares)) if shares else None
+        if np.isnan(routed).any():
+            return None, "the router sends some queries to models without a price"
+        if c[best].sum() <= 0:
+            return None, f"{names[best]} costs nothing"
+        shares.append(routed.sum() / c[best].sum())
+    return (float(np.mean(shares)), None) if shares else (None, None)
 
 
 def best_single_name(reference_probs: Sequence[np.ndarray], names: Sequence[str]) -> str:
-    """The model the best-single baseline calls (its choice in most folds; the first of equals)."""
+    """The model the best-single baseline calls (its choice in most folds; the first of equals): the most accurate
+    on the anchors among all the models, priced or not (the frontier names it too: routing.frontier)."""
     picks = [names[int(np.argmax(np.asarray(p).mean(axis=1)))] for p in reference_probs]
     return Counter(picks).most_common(1)[0][0]
 
 
-def routing_verdict(methods: Mapping, best_single: str, share: float | None) -> dict | None:
-    """{"pays", "best_single", "delta", "lo", "hi", "cost_share"} from the protocol's ``methods`` result (LOCUS's
-    ``all`` group compared with best_single), in accuracy points; None when LOCUS did not run or the labels could
-    not tell the methods apart (no interval)."""
+def routing_verdict(methods: Mapping, best_single: str, share: float | None,
+                    cost_note: str | None = None) -> dict | None:
+    """{"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note"} from the protocol's ``methods`` result
+    (LOCUS's ``all`` group compared with best_single), in accuracy points; ``cost_note`` says why the cost share is
+    unknown (None when it is known or no costs were given); None when LOCUS did not run or the labels could not tell
+    the methods apart (no interval). The figures are not rounded, so that the verdict prints the very figure the
+    tables print (evaluation.summary: one interval from one set of resamples)."""
     stat = methods.get(ROUTER, {}).get("all", {}).get("vs_methods", {}).get("best_single", {}).get("routing_acc")
     if not stat or stat.get("ci_low") is None:
         return None
     delta, lo, hi = (100 * float(stat[k]) for k in ("diff", "ci_low", "ci_high"))
-    return {"pays": lo > 0, "best_single": best_single, "delta": round(delta, 2), "lo": round(lo, 2),
-            "hi": round(hi, 2), "cost_share": None if share is None else round(share, 4)}
+    return {"pays": lo > 0, "best_single": best_single, "delta": delta, "lo": lo, "hi": hi,
+            "cost_share": None if share is None else round(share, 4),
+            "cost_note": None if share is not None else cost_note}
 
 
 def format_verdict(verdict: Mapping | None) -> str:
@@ -61,7 +72,9 @@ def format_verdict(verdict: Mapping | None) -> str:
         return "no verdict: LOCUS was not evaluated, or the labels cannot tell the methods apart"
     figures = f"{verdict['delta']:+.1f} [{verdict['lo']:+.1f}, {verdict['hi']:+.1f}]"
     if verdict["pays"]:
-        cost = "" if verdict["cost_share"] is None else f" (at {100 * verdict['cost_share']:.0f}% of its cost)"
+        cost = ("" if verdict["cost_share"] is None and not verdict.get("cost_note")
+                else f" (cost share unknown: {verdict['cost_note']})" if verdict["cost_share"] is None
+                else f" (at {100 * verdict['cost_share']:.0f}% of its cost)")
         return f"routing pays: {figures} over calling {verdict['best_single']} alone{cost}"
     return f"routing does not pay on this data: call {verdict['best_single']} (LOCUS {figures})"
 

@@ -315,7 +315,8 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
     Each fold keeps the test queries on which the strong and the weak model are labelled. Returns {"methods":
     {router: {"aiq" | "cost_share_at_best_single" | "cost_share_at_95": {"mean", "ci_low", "ci_high"},
     "aiq_vs_locus": {"diff", "ci_low", "ci_high"} (LOCUS's AIQ minus this router's, when LOCUS ran)}}, "folds":
-    [{fold's queries, best single, cheapest, cost range, each router's operating points and hull}]}; a cost share
+    [{fold's queries, best single (of known cost), the most accurate model (priced or not: the verdict's best single
+    model), cheapest, cost range, each router's operating points and hull}]}; a cost share
     the fold-mean hull never reaches is inf (None in the JSON), and each cost share says in ``not_reached`` the
     share of resamples in which it was not reached."""
     labels = [np.asarray(y, np.float64) for y in labels]
@@ -328,7 +329,8 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
             raise CostError("evaluate_frontiers: no model has a known cost. How to fix: give prices or parameter "
                             "counts (routing.COST_KEYS) for the models.")
         rate = np.asarray(anchor_rates[k], np.float64)
-        strong = int(priced[np.argmax(rate[priced])])
+        best = int(np.argmax(rate))  # the most accurate: best_single's choice and the verdict's, priced or not
+        strong = int(priced[np.argmax(rate[priced])])  # the reference of the cost shares: it, when it has a price
         mean_cost = c[priced].mean(axis=1)
         cheapest = int(priced[np.lexsort((-rate[priced], mean_cost))[0]])
         keep = ~np.isnan(y[strong]) & ~np.isnan(y[cheapest])
@@ -340,7 +342,7 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
                                       weak=cheapest, weights=weights)
         curves.append((fold_curves, y, c))
         strongs.append(strong)
-        folds.append(_fold_record(fold_curves, y, c, strong, cheapest, names))
+        folds.append({**_fold_record(fold_curves, y, c, strong, cheapest, names), "most_accurate": names[best]})
     point = pooled_figures([fold_hulls(cv, y, c, s) for (cv, y, c), s in zip(curves, strongs)])
     rng = np.random.default_rng(seed)
     draws: dict[str, dict[str, list[np.ndarray]]] = {r: {f: [] for f in FIGURES} for r in point}

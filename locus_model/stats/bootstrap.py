@@ -109,28 +109,46 @@ def resample_weights(rng: np.random.Generator, n_q: int, size: int) -> np.ndarra
     return np.stack([np.bincount(row, minlength=n_q) for row in rng.integers(0, n_q, size=(size, n_q))])
 
 
-def bootstrap_comparisons(
-    probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, against: str, n_boot: int = 2000,
-    seed: int = 0, level: float = 0.95,
-) -> dict[str, dict[str, dict]]:
-    """Metric of method ``against`` minus metric of each other method, with percentile bootstrap intervals.
+class Resampled(NamedTuple):
+    """Every method's metrics on the data as it is and on the same query resamples (bootstrap_draws)."""
+
+    point: dict[str, dict[str, float]]  # {method: {metric: the mean over strata of the metric}}
+    draws: dict[str, dict[str, np.ndarray]]  # {method: {metric: (n_boot,) the mean over strata on each resample}}
+    level: float
+
+    def compare(self, a: str, b: str) -> dict[str, dict]:
+        """Method ``a``'s metric minus method ``b``'s, {metric: {"diff", "ci_low", "ci_high"}} (percentile interval
+        of the paired differences over the shared resamples; None where undefined)."""
+        tail, out = (1 - self.level) / 2, {}
+        for metric in self.draws[a]:
+            diff = self.point[a][metric] - self.point[b][metric]
+            d = self.draws[a][metric] - self.draws[b][metric]
+            d = d[~np.isnan(d)]
+            out[metric] = ({"diff": None, "ci_low": None, "ci_high": None} if len(d) == 0 or np.isnan(diff) else
+                           {"diff": float(diff), "ci_low": float(np.quantile(d, tail)),
+                            "ci_high": float(np.quantile(d, 1 - tail))})
+        return out
+
+
+def bootstrap_draws(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, n_boot: int = 2000,
+                    seed: int = 0, level: float = 0.95) -> Resampled:
+    """Every method's routing_acc, correctness_acc, auc and brier on the data and on ``n_boot`` resamples of it.
 
     probs: {method: one (M, Q_k) array per stratum (fold)}; labels: the (M, Q_k) labels of each stratum. A
-    method's metric is the mean over strata of its metric in each stratum (the protocol's mean over folds), so
-    "diff" is the difference of the reported means; a resample draws each stratum's queries (columns) with
-    replacement, and every method is scored on the same resamples. Returns {other: {metric: {"diff",
-    "ci_low", "ci_high"}}} for routing_acc, correctness_acc, auc and brier (lower is better: a negative diff
-    favours ``against``). An interval that covers 0 is a tie at this level."""
+    method's metric is the mean over strata of its metric in each stratum (the protocol's mean over folds); a
+    resample draws each stratum's queries (columns) with replacement, and every method is scored on the same
+    resamples, so that any two methods compare pairwise (Resampled.compare) from one set of draws."""
     labels = [np.asarray(y) for y in labels]
     bad = {name: [np.shape(p) for p in ps] for name, ps in probs.items()
            if len(ps) != len(labels) or any(np.shape(p) != y.shape for p, y in zip(ps, labels))}
-    if against not in probs or bad or not labels or any(y.ndim != 2 for y in labels):
-        raise ValueError(f"bootstrap_comparisons: probs must include {against!r} and give one array per stratum of the "
-                         f"same (M, Q) shape as its labels {[y.shape for y in labels]}; mismatched: {bad}")
+    if bad or not labels or any(y.ndim != 2 for y in labels):
+        raise ValueError(f"bootstrap_draws: probs must give one array per stratum of the same (M, Q) shape as its "
+                         f"labels {[y.shape for y in labels]}; mismatched: {bad}")
     rng = np.random.default_rng(seed)
     stats = {name: [query_stats(p, y) for p, y in zip(ps, labels)] for name, ps in probs.items()}
-    point = {name: [stats_draws(s, np.ones((1, len(s.routed)))) for s in ss] for name, ss in stats.items()}
-    draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name][0]} for name in probs}
+    point = {name: {k: float(np.mean([stats_draws(s, np.ones((1, len(s.routed))))[k][0] for s in ss]))
+                    for k in ("routing_acc", "correctness_acc", "brier", "auc")} for name, ss in stats.items()}
+    draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name]} for name in probs}
     for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q_k)
         size = min(n_boot, start + 256) - start
         per_stratum = {name: [] for name in probs}
@@ -141,18 +159,18 @@ def bootstrap_comparisons(
         for name, strata in per_stratum.items():
             for metric in draws[name]:
                 draws[name][metric].append(np.mean([d[metric] for d in strata], axis=0))
-    tail = (1 - level) / 2
-    result: dict[str, dict[str, dict]] = {}
-    for other in probs:
-        if other == against:
-            continue
-        result[other] = {}
-        for metric in draws[against]:
-            diff = np.mean([d[metric][0] for d in point[against]]) - np.mean([d[metric][0] for d in point[other]])
-            d = np.concatenate(draws[against][metric]) - np.concatenate(draws[other][metric])
-            d = d[~np.isnan(d)]
-            result[other][metric] = (
-                {"diff": None, "ci_low": None, "ci_high": None} if len(d) == 0 or np.isnan(diff)
-                else {"diff": float(diff), "ci_low": float(np.quantile(d, tail)), "ci_high": float(np.quantile(d, 1 - tail))}
-            )
-    return result
+    return Resampled(point, {name: {k: np.concatenate(v) for k, v in ms.items()} for name, ms in draws.items()}, level)
+
+
+def bootstrap_comparisons(
+    probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, against: str, n_boot: int = 2000,
+    seed: int = 0, level: float = 0.95,
+) -> dict[str, dict[str, dict]]:
+    """Metric of method ``against`` minus metric of each other method, with percentile bootstrap intervals
+    (bootstrap_draws, then Resampled.compare): {other: {metric: {"diff", "ci_low", "ci_high"}}} for routing_acc,
+    correctness_acc, auc and brier (lower is better: a negative diff favours ``against``); "diff" is the difference
+    of the means over strata. An interval that covers 0 is a tie at this level."""
+    if against not in probs:
+        raise ValueError(f"bootstrap_comparisons: probs must include {against!r}; it has {sorted(probs)}")
+    resampled = bootstrap_draws(probs, labels, n_boot=n_boot, seed=seed, level=level)
+    return {other: resampled.compare(against, other) for other in probs if other != against}
