@@ -323,7 +323,7 @@ def train_epoch_case(epochs: int, threads: int, count_flops: bool) -> dict:
     scores = (rng.random((M, N_ANCHORS)) > 0.5).astype(np.float32)
     is_val = rng.random(N_ANCHORS) < 0.2
     train, val = np.where(is_val[None], np.nan, scores), np.where(is_val[None], scores, np.nan)
-    cfg = TrainConfig(epochs=epochs, patience=epochs, device="cpu", finetune_steps=0, calibration="none")
+    cfg = TrainConfig(epochs=epochs, patience=epochs, device="cpu", finetune_steps=0)
 
     def run():
         return train_locus(enc, train, val, model_config=LocusConfig(query_dim=D), train_config=cfg, progress=False)
@@ -332,7 +332,7 @@ def train_epoch_case(epochs: int, threads: int, count_flops: bool) -> dict:
     res = {"seconds": [h["seconds"] for h in run().history]}
     res["cpu_seconds_per_epoch"] = (time.process_time() - cpu0) / epochs  # setup and validation included
     if count_flops:
-        cfg = TrainConfig(epochs=1, patience=1, device="cpu", finetune_steps=0, calibration="none")
+        cfg = TrainConfig(epochs=1, patience=1, device="cpu", finetune_steps=0)
         res["gflop_per_epoch"] = gflop(run, grad=True)
     return res
 

@@ -10,7 +10,7 @@ routing among the in-training models: their free vectors through the warm-up's p
 factorisation routes with), against which the encoder's embeddings of the same models are read.
 
     .venv/bin/python -m bench.diag.trajectory --suite metabench --budget 256 --every 4 \
-        epochs=48 finetune_steps=0 select_on=loss patience=1000
+        epochs=48 finetune_steps=0 patience=1000
 """
 
 from __future__ import annotations

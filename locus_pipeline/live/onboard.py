@@ -328,8 +328,6 @@ def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, mlflo
     """Ask, grade, onboard and log one endpoint (module docstring); returns the OnboardResult (and the answers
     table with ``with_answers``). ``dagster_run_id``: the Dagster run asking (live_onboarding_job), linked from the
     MLflow run when this process runs no onboarding run of its own. ``progress(line)``: one line per round."""
-    from locus_model.onboarding import nearest_models
-
     start = time.monotonic()
     answers, facts = collect_answers(home, config, models, progress)
     rows = evaluation_rows(config.endpoint, answers)

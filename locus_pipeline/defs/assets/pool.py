@@ -70,7 +70,7 @@ def onboard_change(home: LocusHome, keys: list[str], changed: dict):
 def embedded_rows(home: LocusHome, checkpoint, stores: dict[str, pd.DataFrame], failed: dict) -> pd.DataFrame | None:
     """The pool rows of onboarded models (model key -> store): one forward pass for all of them; when that fails,
     one per model, and a model that fails alone is named in ``failed`` (model key -> reason) and left out."""
-    from locus_pipeline.pool_rows import onboarded_rows
+    from locus_pipeline.pool_rows import onboarded_rows  # why: torch stays out of the code location's load
 
     try:
         return onboarded_rows(home, checkpoint, list(stores.values()), set())
