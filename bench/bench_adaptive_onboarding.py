@@ -98,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--random-seeds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-option", nargs="*", default=[], metavar="NAME=VALUE")
+    p.add_argument("--estimate", choices=("pool", "locus"), default="pool",
+                   help="with --capability: the estimate onboarding shows (pool: empirical Bayes on the training models' "
+                        "answers, as the onboarding asset) or the refined LOCUS embedding's (the runs before 2026-12-06)")
     p.add_argument("--cache", type=Path, default=REPO / "bench" / ".cache" / "adaptive")
     p.add_argument("--out", type=Path, default=None, help="(default: bench/results/adaptive_onboarding_mmlu.json, "
                    "with --capability adaptive_capability_mmlu.json)")
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pool:
         rows = [{**r, "model": f"{i}:{r['model']}"} for i, f in enumerate(args.pool)
                 for r in json.loads(f.read_text())["rows"]]
-        args.out, args.with_rows = args.out or REPO / "bench" / "results" / "adaptive_capability_mmlu_pooled.json", None
+        first = Path(args.pool[0])  # beside the first run's file: x.json -> x_pooled.json
+        args.out, args.with_rows = args.out or first.with_name(f"{first.stem}_pooled.json"), None
         return report_capability(rows, args, {"pooled": [str(f) for f in args.pool]}, time.time())
     args.out = args.out or REPO / "bench" / "results" / (
         "adaptive_capability_mmlu.json" if args.capability else "adaptive_onboarding_mmlu.json")
@@ -147,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         return report_capability(rows, args, {"source": source, "questions": int(len(keep)),
                                               "candidates": int(len(candidates)), "checkpoint": checkpoint,
                                               "held_out": [matrix.models[h] for h in held],
-                                              "train_options": args.train_option}, start)
+                                              "train_options": args.train_option, "estimate": args.estimate}, start)
     pool_z = embed_evaluation_sets(model, enc, sets)  # (T, d): the pool, each model from all its candidate answers
     P_cand = predict_proba(model, pool_z, enc[candidates])  # (T, C)
     P_test_pool = predict_proba(model, pool_z, enc[test])  # (T, Qt)
@@ -235,6 +239,8 @@ def capability_rows(model, enc, bench_all, scores, held, candidates, sets, args,
     from locus_model.adaptive import estimate_newcomer, next_adaptive, random_order  # why: the --capability mode only
 
     names = np.unique(bench_all.astype(str))
+    trained = np.setdiff1d(np.arange(len(scores)), held)
+    pool_scores = scores[trained] if args.estimate == "pool" else None  # the training models' answers, NaN = none
     rows = []
     for h in held:
         y = scores[h]
@@ -259,7 +265,7 @@ def capability_rows(model, enc, bench_all, scores, held, candidates, sets, args,
                 n = len(asked)
                 evaluation = (askable[asked], y[askable[asked]])
                 if choice != "random" or n in args.sizes:
-                    post, cap = estimate_newcomer(model, enc, bench_all, evaluation, sets)
+                    post, cap = estimate_newcomer(model, enc, bench_all, evaluation, sets, pool_scores=pool_scores)
                 if n in args.sizes:
                     rows.append({"model": int(h), "choice": choice, "seed": seed, "n": n,
                                  "mae": float(np.abs(cap.estimate[0] - truth).mean() * 100),
