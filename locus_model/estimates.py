@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 from torch.func import jacrev, vmap
 
-from locus_model.benchmark_bayes import LEVEL, Capability, low_rank_capability, observed_counts
+from locus_model.benchmark_bayes import LEVEL, Capability, observed_counts
 from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
 
 BINOMIAL_DRAWS = 64  # draws of the binomial part for a method without a spread of its own
@@ -199,15 +199,10 @@ def capability_estimates(model, encodings: np.ndarray, benchmarks: np.ndarray, p
 
 
 def estimate_capability(model, encodings: np.ndarray, benchmarks: np.ndarray, evaluation_set: EvaluationSet,
-                        prior_scale: np.ndarray, *, samples: int = 64, seed: int = 0,
-                        pool_scores: np.ndarray | None = None) -> pd.DataFrame:
-    """One onboarded model's frame (benchmark, estimate, lo, hi, observed, n) over the pool's queries (encodings,
-    benchmarks); prior_scale: encoder_spread on the pool's training models at about this set's size. With the pool's
-    answers (pool_scores (P, Q), NaN = not asked) the estimate is benchmark_bayes.low_rank_capability's (the
-    empirical-Bayes estimate on the low-rank prior, which the bench measures best and calibrated: docs/estimates.md);
-    without them, the refined embedding's."""
-    if pool_scores is not None:
-        return low_rank_capability(pool_scores, benchmarks, [evaluation_set], samples=samples, seed=seed).frame(0)
+                        prior_scale: np.ndarray, *, samples: int = 64, seed: int = 0) -> pd.DataFrame:
+    """One model's frame (benchmark, estimate, lo, hi, observed, n) over the pool's queries (encodings, benchmarks)
+    from the refined embedding; prior_scale: encoder_spread on the pool's training models at about this set's size.
+    Onboarding's estimate, which also reads the pool's answers, is adaptive.estimate_newcomer's."""
     post = refine_embeddings(model, encodings, [evaluation_set], prior_scale)
     return capability_estimates(model, encodings, benchmarks, post, [evaluation_set], samples=samples, seed=seed).frame(0)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from locus_model.adaptive import estimate_newcomer
 from locus_model.estimates import (LEVEL, accuracy_from_proba, answer_likeness, capability_estimates,
                                    estimate_capability,
                                    fit_reference_map, refine_embeddings, reference_estimates)
@@ -134,7 +135,7 @@ def test_with_the_pools_answers_the_frame_is_the_empirical_bayes_estimate():
     rng = np.random.default_rng(7)
     pool_scores = (rng.random((30, 300)) < np.linspace(0.2, 0.8, 30)[:, None]).astype(np.float32)
     pool_scores[:, BENCH == "c"] = np.nan  # a benchmark no pool model was asked: a flat prior, a wide interval
-    frame = estimate_capability(model, enc, BENCH, sets[2], np.float32(1.0), pool_scores=pool_scores)
+    frame = estimate_newcomer(model, enc, BENCH, sets[2], sets[:2], pool_scores=pool_scores)[1].frame(0)
     assert frame["benchmark"].tolist() == ["a", "b", "c"] and frame["n"].sum() == len(sets[2][0])
     assert ((frame["lo"] <= frame["estimate"]) & (frame["estimate"] <= frame["hi"])).all()
     width = (frame["hi"] - frame["lo"]).to_numpy()
