@@ -141,14 +141,17 @@ def _pool_profiles(pool: pd.DataFrame, n_groups: int) -> np.ndarray:
 
 
 def fit_router(model: Locus, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
-               benchmarks: np.ndarray | None = None, *, device: str = "cpu") -> tuple[Router, np.ndarray]:
+               benchmarks: np.ndarray | None = None, *, smoothing: float | None = None,
+               device: str = "cpu") -> tuple[Router, np.ndarray]:
     """The router of a trained LOCUS (training's last stage) and the in-training models' embeddings (M, d): the query
-    groups (query_groups.fit_groups), each model embedded from its train cells (one forward pass) and profiled on
-    them, the blend fitted on the validation cells (the predictor alone when there are none)."""
+    groups (query_groups.fit_groups; their profiles' pseudo-count ``smoothing``, None = estimated from the train
+    cells), each model embedded from its train cells (one forward pass) and profiled on them, the blend fitted on the
+    validation cells (the predictor alone when there are none)."""
     encodings = np.asarray(encodings, np.float32)
     train_scores, val_scores = np.asarray(train_scores, np.float32), np.asarray(val_scores, np.float32)
     labels = None if benchmarks is None else np.asarray(["" if b is None else str(b) for b in benchmarks])
-    router = Router(model=model, groups=fit_groups(encodings, train_scores, val_scores, labels), blend=Blend())
+    router = Router(model=model, groups=fit_groups(encodings, train_scores, val_scores, labels, smoothing=smoothing),
+                    blend=Blend())
     embeddings, profiles = router.pool_rows(encodings, train_scores, labels, device=device)
     val_q = np.flatnonzero(~np.isnan(val_scores).all(0))
     if len(val_q) == 0:
