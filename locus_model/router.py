@@ -78,7 +78,8 @@ class Router:
     def describe(self) -> str:
         """The groups and the blend, in words (the run's metadata, `locus evaluate`)."""
         kind = "the data's benchmarks" if self.groups.labelled else "k-means clusters of the query encodings"
-        return f"{len(self.groups.names)} query groups ({kind}); {self.blend.describe()}"
+        return (f"{len(self.groups.names)} query groups ({kind}), profiles shrunk toward each model's accuracy by "
+                f"{self.groups.smoothing:.1f} pseudo-answers; {self.blend.describe()}")
 
     def to_dict(self) -> dict:
         """The groups and the blend as plain data (the model's weights are saved beside them)."""

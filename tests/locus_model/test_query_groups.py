@@ -161,6 +161,7 @@ def test_the_blend_leans_on_the_source_that_predicts_validation():
     assert embeddings.shape == (12, 16)
     assert router.blend.groups > 0.5 and abs(router.blend.predictor) < 0.1  # a constant predictor gets no weight
     assert "benchmarks" in router.describe()
+    assert f"{router.groups.smoothing:.1f} pseudo-answers" in router.describe()
 
 
 def test_the_router_round_trips_through_one_checkpoint_and_scores_a_pool(tmp_path):
