@@ -9,7 +9,8 @@ blend; nothing else differs), on bench_small_data's draws and folds.
 Per unit (draw, held-out choice, fold): LOCUS trained once on the in-training models' anchors; ``locus`` = its router
 (the estimated pseudo-count), ``locus_k1`` = fit_router again with smoothing 1.0; the per-benchmark rule (k = 1.0, a
 baseline) and best single alongside. Printed and written (bench/results/group_smoothing_<suite>_<models>x<questions>.json):
-per held-out choice the mean routing, minus best single and locus minus locus_k1, 95% intervals over the units.
+per held-out choice the mean routing (and the two routers' AUC), minus best single and locus minus locus_k1, 95%
+intervals over the units.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bench.common import RESULTS, apply_options, load_suite
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.splits import kfold_splits
+from locus_model.stats.metrics import roc_auc
 from locus_model.router import fit_router
 from locus_model.training import TrainConfig
 
@@ -89,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name in ("per_benchmark", "best_single"):
                     probs[name] = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index)
                 unit = {"holdout": holdout, "draw": d, "fold": fold.index, **facts,
-                        "routing": {k: float(chosen_scores(v, labels).mean()) for k, v in probs.items()}}
+                        "routing": {k: float(chosen_scores(v, labels).mean()) for k, v in probs.items()},
+                        "auc": {k: roc_auc(probs[k], labels) for k in ("locus", "locus_k1")}}
                 units.append(unit)
                 print(f"[{time.perf_counter() - start:6.0f} s] draw {d} {holdout} fold {fold.index}: k "
                       f"{facts['smoothing']:.1f} " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
@@ -102,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                             "locus_minus_best_single": interval(r["locus"] - r["best_single"]),
                             "locus_k1_minus_best_single": interval(r["locus_k1"] - r["best_single"]),
                             "locus_minus_locus_k1": interval(r["locus"] - r["locus_k1"])}
+        if all("auc" in u for u in mine):
+            auc = {k: np.array([u["auc"][k] for u in mine]) for k in ("locus", "locus_k1")}
+            summary[holdout]["auc"] = {k: float(v.mean()) for k, v in auc.items()}
+            summary[holdout]["auc_locus_minus_locus_k1"] = interval(auc["locus"] - auc["locus_k1"])
         s = summary[holdout]
         print(holdout, json.dumps({k: {kk: round(100 * vv, 2) for kk, vv in v.items()} if isinstance(v, dict) else v
                                    for k, v in s.items()}))
