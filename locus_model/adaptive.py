@@ -32,7 +32,7 @@ from typing import Sequence
 
 import numpy as np
 
-from locus_model.benchmark_bayes import low_rank_capability
+from locus_model.benchmark_bayes import LowRankPrior
 from locus_model.estimates import (LEVEL, Capability, Posterior, capability_estimates, encoder_spread,
                                    refine_embeddings)
 from locus_model.infer import EvaluationSet, predict_proba
@@ -108,16 +108,24 @@ def choose_adaptive(gain: np.ndarray, widths: np.ndarray, candidates: np.ndarray
 
 def estimate_newcomer(model, encodings: np.ndarray, benchmarks: np.ndarray, evaluation_set: EvaluationSet,
                       training_sets: Sequence[EvaluationSet], *, pool_scores: np.ndarray | None = None,
-                      samples: int = 64, seed: int = 0) -> tuple[Posterior, Capability]:
+                      pool_prior: LowRankPrior | None = None, samples: int = 64,
+                      seed: int = 0) -> tuple[Posterior, Capability]:
     """One new model's posterior embedding and capability estimates over the pool's queries (encodings, benchmarks)
     from its answers (evaluation_set: query indices, scores), the prior's scale the encoder's error at this set size
-    on the ``training_sets`` (estimates.encoder_spread). With the pool's answers (pool_scores (P, Q), NaN = not
-    asked) the estimates are benchmark_bayes.low_rank_capability's (measured best: docs/estimates.md); without them,
-    the refined embedding's."""
+    on the ``training_sets`` (estimates.encoder_spread). With the pool's low-rank prior (``pool_prior``, fitted once
+    for many models; else fitted here from the pool's answers pool_scores (P, Q), NaN = not asked) the estimates are
+    its LowRankPrior.capability (benchmark_bayes; measured best: docs/estimates.md); without either, the refined
+    embedding's."""
+    if pool_prior is not None and not np.array_equal(pool_prior.benchmarks, np.asarray(benchmarks)):
+        raise ValueError(f"the pool's prior was fitted on another query set ({len(pool_prior.benchmarks)} queries) "
+                         f"than these {len(benchmarks)}. How to fix: fit the LowRankPrior on the pool's answers over "
+                         "the same queries, in the same order.")
     scale = encoder_spread(model, encodings, training_sets, len(evaluation_set[0]), seed=seed)
     posterior = refine_embeddings(model, encodings, [evaluation_set], scale)
-    if pool_scores is not None:
-        return posterior, low_rank_capability(pool_scores, benchmarks, [evaluation_set], samples=samples, seed=seed)
+    if pool_prior is None and pool_scores is not None:
+        pool_prior = LowRankPrior.fit(pool_scores, benchmarks, seed=seed)
+    if pool_prior is not None:
+        return posterior, pool_prior.capability([evaluation_set], samples=samples, seed=seed)
     return posterior, capability_estimates(model, encodings, benchmarks, posterior, [evaluation_set], samples=samples,
                                            seed=seed)
 

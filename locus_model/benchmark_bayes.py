@@ -18,7 +18,7 @@ twice; the bench measures what it costs: docs/estimates.md.)
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -185,34 +185,79 @@ class LowRank:
         return np.clip(self.mean + self.weights(sets) @ self.basis.T, 0.005, 0.995)
 
 
+@dataclass(frozen=True)
+class LowRankPrior:
+    """The low-rank prior of one pool, fitted once: the completion of all its answers (``full``: each new model's prior
+    means) and the inner split that measures its error (``group``: each pool model's group; ``fits``: per group, the
+    completion of the other groups' models). None of it depends on n; only tau^2 does, measured at each n on first
+    use and kept (``errors``), so one pool's estimates at any n refit nothing."""
+
+    scores: np.ndarray  # (P, Q) the pool's answers, NaN = not asked
+    benchmarks: np.ndarray  # (Q,)
+    full: LowRank
+    group: np.ndarray  # (P,) in 0..len(fits)-1
+    fits: tuple[LowRank, ...]
+    rank: int
+    seed: int
+    errors: dict = field(default_factory=dict, compare=False, repr=False)  # (n, reps, queries) -> tau^2 (K,)
+
+    @classmethod
+    def fit(cls, pool_scores: np.ndarray, benchmarks: np.ndarray, *, rank: int = 16, folds: int = 10,
+            seed: int = 0) -> "LowRankPrior":
+        """The pool's completion and its inner split into min(folds, P) seeded groups, each group's completion fitted
+        on the others: 1 + folds LowRank fits, the only ones the pool's estimates need."""
+        group = np.random.default_rng(seed).permutation(len(pool_scores)) % min(folds, len(pool_scores))
+        fits = tuple(LowRank.fit(pool_scores[group != g], rank) for g in range(group.max() + 1))
+        return cls(scores=pool_scores, benchmarks=np.asarray(benchmarks), full=LowRank.fit(pool_scores, rank),
+                   group=group, fits=fits, rank=rank, seed=seed)
+
+    def prior_error(self, n: int, *, queries: np.ndarray | None = None, reps: int = 4) -> np.ndarray:
+        """tau^2 (K,) of the prior at n, by the inner split: each group's models onboarded from n random answers
+        (among ``queries``; default all) by the completion fitted on the other groups (simulate_prior_error, seeded
+        by the prior's seed). Measured once per (n, queries, reps), then kept."""
+        key = (int(n), reps, None if queries is None else np.asarray(queries, dtype=np.int64).tobytes())
+        if key not in self.errors:
+            tau = simulate_prior_error(self._split_means, self.scores, self.benchmarks, n, queries=queries, reps=reps,
+                                       seed=self.seed)
+            tau.setflags(write=False)  # shared by every later call at this n
+            self.errors[key] = tau
+        return self.errors[key]
+
+    def _split_means(self, rows: np.ndarray, sets: list) -> np.ndarray:  # (R, K)
+        """Prior means of pool rows from their sets, each by the completion that left its group out."""
+        out = np.empty((len(rows), len(benchmark_codes(self.benchmarks)[0])))
+        for g, fit in enumerate(self.fits):
+            mine = np.flatnonzero(self.group[rows] == g)
+            if len(mine):
+                out[mine] = benchmark_means(fit.proba([sets[i] for i in mine]), self.benchmarks)
+        return out
+
+    def capability(self, sets: Sequence[EvaluationSet], *, samples: int = 64, seed: int = 0) -> Capability:
+        """The empirical-Bayes estimate of each set's model: prior means from the pool's completion, their error
+        tau^2 at the sets' median size (prior_error), the answers' likelihood (beta_binomial_capability)."""
+        n = int(np.median([len(i) for i, _ in sets]))
+        prior = benchmark_means(self.full.proba(sets), self.benchmarks)
+        return beta_binomial_capability(prior, self.prior_error(n), sets, self.benchmarks, samples=samples, seed=seed)
+
+
 def low_rank_prior_error(scores: np.ndarray, benchmarks: np.ndarray, n: int, *, rank: int = 16, folds: int = 10,
                          queries: np.ndarray | None = None, reps: int = 4, seed: int = 0) -> np.ndarray:
     """tau^2 (K,) of the low-rank prior at n, by an inner split of the pool's models (scores (R, Q)): each fold's
-    models are onboarded from n answers by the completion fitted on the other folds."""
-    group = np.random.default_rng(seed).permutation(len(scores)) % min(folds, len(scores))
-    fits = [LowRank.fit(scores[group != g], rank) for g in range(group.max() + 1)]
-
-    def means(rows: np.ndarray, sets: list) -> np.ndarray:
-        out = np.empty((len(rows), len(benchmark_codes(benchmarks)[0])))
-        for g, fit in enumerate(fits):
-            mine = np.flatnonzero(group[rows] == g)
-            if len(mine):
-                out[mine] = benchmark_means(fit.proba([sets[i] for i in mine]), benchmarks)
-        return out
-
-    return simulate_prior_error(means, scores, benchmarks, n, queries=queries, reps=reps, seed=seed)
+    models are onboarded from n answers by the completion fitted on the other folds (LowRankPrior.prior_error; fit
+    the LowRankPrior once instead where several n are measured on one pool)."""
+    prior = LowRankPrior.fit(scores, benchmarks, rank=rank, folds=folds, seed=seed)
+    return prior.prior_error(n, queries=queries, reps=reps)
 
 
 def low_rank_capability(pool_scores: np.ndarray, benchmarks: np.ndarray, sets: Sequence[EvaluationSet], *,
                         rank: int = 16, samples: int = 64, seed: int = 0) -> Capability:
     """The empirical-Bayes estimate on the low-rank prior: the completion of the pool's answers (pool_scores (P, Q),
-    NaN = not asked) onboards each set, its error measured by the inner split at the sets' median size."""
-    n = int(np.median([len(i) for i, _ in sets]))
-    tau = low_rank_prior_error(pool_scores, benchmarks, n, rank=rank, seed=seed)
-    prior = benchmark_means(LowRank.fit(pool_scores, rank).proba(sets), benchmarks)
-    return beta_binomial_capability(prior, tau, sets, benchmarks, samples=samples, seed=seed)
+    NaN = not asked) onboards each set, its error measured by the inner split at the sets' median size
+    (LowRankPrior.capability on a prior fitted for this call: fit it once where one pool estimates many models)."""
+    prior = LowRankPrior.fit(pool_scores, benchmarks, rank=rank, seed=seed)
+    return prior.capability(sets, samples=samples, seed=seed)
 
 
-__all__ = ["LEVEL", "MIN_PRIOR_VAR", "Capability", "LowRank", "benchmark_codes", "benchmark_means", "observed_counts",
-           "beta_binomial_capability", "draw_sets", "low_rank_capability", "low_rank_prior_error", "prior_variance",
-           "simulate_prior_error"]
+__all__ = ["LEVEL", "MIN_PRIOR_VAR", "Capability", "LowRank", "LowRankPrior", "benchmark_codes", "benchmark_means",
+           "observed_counts", "beta_binomial_capability", "draw_sets", "low_rank_capability", "low_rank_prior_error",
+           "prior_variance", "simulate_prior_error"]

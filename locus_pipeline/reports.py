@@ -26,7 +26,6 @@ import pandas as pd
 
 from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
 from locus_model.data.query_encodings import encoding_matrix
-from locus_model.markdown import escape_frame
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
 from locus_model.pool import pool_matrix
@@ -224,114 +223,6 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
 
 
 # ----------------------------------------------------------------------------- report files
-
-
-PRIOR_MODELS = 64  # training models the encoder's error at the newcomer's set size is measured on (encoder_spread)
-MISSING_MARK = "—"  # a cell with no figure, never nan
-WIDE_INTERVAL = 0.20  # an estimate's 90% interval wider than this warns (the check onboarded_model_trustworthy)
-
-
-@dataclass(frozen=True)
-class NewcomerEstimates:
-    """What a few dozen answers say of an onboarded model: per benchmark its accuracy over all of the benchmark's
-    queries with a 90% interval (locus_model.benchmark_bayes: empirical Bayes on the pool's low-rank completion)
-    beside what it answered (``capability``: benchmark, estimate, lo, hi, observed, n), and the pool models that
-    answer like it (``answers_like``: model, agreement, shared, p_nearest)."""
-
-    capability: pd.DataFrame
-    answers_like: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class NewcomerData:
-    """An onboarded model's answers placed among the training source's queries: ``ids`` (Q,) and their encodings
-    ``phi`` (Q, D) and ``benchmarks`` (Q,), its answers as an evaluation set (indices into ids, scores), the
-    training source's evaluations as a (model x query) table ``wide``, the pool's answers without the model's own row
-    (``pool_scores`` (P, Q): the low-rank prior's), and the training models' evaluation sets the encoder's error is
-    measured on (``training``, PRIOR_MODELS of them)."""
-
-    ids: list[str]
-    phi: np.ndarray
-    benchmarks: np.ndarray
-    newcomer: tuple[np.ndarray, np.ndarray]
-    wide: pd.DataFrame
-    pool_scores: np.ndarray
-    training: list[tuple[np.ndarray, np.ndarray]]
-
-
-def newcomer_data(store: pd.DataFrame, store_encodings: pd.DataFrame, table: pd.DataFrame, encodings: pd.DataFrame,
-                  *, seed: int = 0) -> NewcomerData:
-    """The model's store (query_id, benchmark, score; encodings of its queries) against the training source's
-    evaluations (``table``: model, query_id, benchmark, score; ``encodings`` of its queries). Its queries outside
-    the source join the query set with their own benchmarks."""
-    ids = [str(q) for q in encodings["query_id"]]
-    labels = table.assign(query_id=table["query_id"].astype(str)).drop_duplicates("query_id").set_index("query_id")["benchmark"]
-    own = store.assign(query_id=store["query_id"].astype(str)).drop_duplicates("query_id", keep="last")
-    extra = [q for q in own["query_id"] if q not in labels.index]
-    all_ids = ids + extra
-    phi = np.concatenate([encoding_matrix(encodings, ids), encoding_matrix(store_encodings, extra)]) if extra else \
-        encoding_matrix(encodings, ids)
-    bench = np.array([str(labels.get(q, "")) for q in ids] + own.set_index("query_id").loc[extra, "benchmark"].astype(str).tolist())
-    index = {q: i for i, q in enumerate(all_ids)}
-    newcomer = (np.array([index[q] for q in own["query_id"]]), own["score"].to_numpy(np.float32))
-    wide = table.pivot_table(index="model", columns="query_id", values="score", aggfunc="mean")
-    wide.columns = wide.columns.astype(str)
-    wide = wide.reindex(columns=all_ids)
-    rng = np.random.default_rng(seed)
-    training = [str(m) for m in rng.permutation(wide.index.astype(str))[:PRIOR_MODELS]]
-    sets = []
-    for m in training:
-        row = wide.loc[m].to_numpy(np.float32)
-        keep = np.flatnonzero(~np.isnan(row))
-        sets.append((keep, row[keep]))
-    own_row = str(store["model"].iloc[0]) if "model" in store and len(store) else None
-    pool_scores = wide[wide.index.astype(str) != own_row].to_numpy(np.float32)  # a copy's own answers are not its prior
-    return NewcomerData(ids=all_ids, phi=phi, benchmarks=bench, newcomer=newcomer, wide=wide, pool_scores=pool_scores,
-                        training=sets)
-
-
-def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.DataFrame, table: pd.DataFrame,
-                       encodings: pd.DataFrame, pool: pd.DataFrame, *, shown: int = 5, seed: int = 0) -> NewcomerEstimates:
-    """The onboarded model's estimates from its store against the training source's evaluations and the pool (its
-    embeddings): newcomer_data's arguments, and the pool."""
-    from locus_model.adaptive import estimate_newcomer  # why: torch
-    from locus_model.estimates import answer_agreement, answer_likeness  # why: torch
-
-    data = newcomer_data(store, store_encodings, table, encodings, seed=seed)
-    newcomer = data.newcomer
-    posterior, estimated = estimate_newcomer(model, data.phi, data.benchmarks, newcomer, data.training,
-                                             pool_scores=data.pool_scores, seed=seed)
-    capability = estimated.frame(0)
-    others = pool[pool["model"].astype(str) != str(store["model"].iloc[0])]
-    names, z = pool_matrix(others)
-    scores = data.wide.reindex(index=names).to_numpy(np.float32)
-    order, prob = answer_likeness([newcomer], scores, z, posterior, seed=seed)
-    agree, shared = answer_agreement(scores, newcomer)
-    top = order[0][:shown]
-    like = pd.DataFrame({"model": [names[i] for i in top], "agreement": agree[top], "shared": shared[top],
-                         "p_nearest": prob[0][top]})
-    return NewcomerEstimates(capability=capability, answers_like=like)
-
-
-def estimates_markdown(estimates: NewcomerEstimates) -> tuple[str, str]:
-    """(the capability table, the answers-like table) as Markdown for the onboarding partition's metadata."""
-    cap = estimates.capability
-    rows = pd.DataFrame({
-        "benchmark": cap["benchmark"].astype(str),
-        "answered (n)": [f"{o:.3f} ({n})" if n else MISSING_MARK for o, n in zip(cap["observed"], cap["n"])],
-        "estimate over all its queries": cap["estimate"].map(lambda v: f"{v:.3f}"),
-        "90% interval": [f"{lo:.3f} - {hi:.3f}" for lo, hi in zip(cap["lo"], cap["hi"])],
-    })
-    like = estimates.answers_like
-    like_rows = pd.DataFrame({
-        "model": like["model"].astype(str),
-        "agreement": [f"{a:.1%} of {n}" if n else MISSING_MARK for a, n in zip(like["agreement"], like["shared"])],
-        "P(nearest)": like["p_nearest"].map(lambda v: f"{v:.2f}"),
-    })
-    return (escape_frame(rows).to_markdown(index=False),
-            escape_frame(like_rows).to_markdown(index=False)
-            + "\n\nagreement: share of the questions both answered where both were right or both wrong; P(nearest): "
-              "share of draws of its embedding (its posterior) whose nearest pool model this is")
 
 
 def data_note(source: str, root: str) -> str:

@@ -31,7 +31,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from locus_pipeline.defs.resources import MlflowTracking
-    from locus_pipeline.reports import NewcomerEstimates
+    from locus_pipeline.newcomers import NewcomerEstimates
     from locus_pipeline.storage.checkpoints import SavedCheckpoint
 
 ASSET = "locus_checkpoint"

@@ -30,8 +30,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from locus_model.benchmark_bayes import (LowRank, benchmark_codes, benchmark_means, beta_binomial_capability,
-                                         draw_sets, low_rank_prior_error, simulate_prior_error)
+from locus_model.benchmark_bayes import (LowRank, LowRankPrior, benchmark_codes, benchmark_means,
+                                         beta_binomial_capability, draw_sets, simulate_prior_error)
 from locus_model.estimates import (
     Posterior,
     accuracy_from_proba,
@@ -122,7 +122,9 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
         ref_rows = ~reference.iloc[held].isna().any(axis=1).to_numpy()
         ref_truth = reference.iloc[held].to_numpy(dtype=float)
     train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
-    low_rank = LowRank.fit(train_matrix, 16)
+    # the completion and its inner split fitted once for every n (low_rank_eb), else the completion alone (low_rank)
+    low_rank_prior = LowRankPrior.fit(train_matrix, benchmarks, seed=seed) if "low_rank_eb" in methods else None
+    low_rank = low_rank_prior.full if low_rank_prior is not None else LowRank.fit(train_matrix, 16)
     prior_means = {  # (rows, sets) -> (M, K) the EB priors' means: low-rank, the predictor at z0, the router
         "low_rank_eb": lambda rows, sets: benchmark_means(low_rank.proba(sets), benchmarks),
         "locus_eb": lambda rows, sets: benchmark_means(
@@ -135,7 +137,7 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
         """tau^2 at n: low-rank by an inner split of the pool's models; LOCUS's on its in-training models (optimistic:
         their answers on the training queries trained it)."""
         if method == "low_rank_eb":
-            return low_rank_prior_error(train_matrix, benchmarks, n, queries=train_queries, seed=seed)
+            return low_rank_prior.prior_error(n, queries=train_queries)
         return simulate_prior_error(prior_means[method], scores[sim_rows], benchmarks, n, queries=train_queries,
                                     seed=seed)
 

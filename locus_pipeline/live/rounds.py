@@ -1,6 +1,7 @@
 """The rounds of ``locus onboard --endpoint``: which questions to ask next (``--choice random|adaptive``,
 locus_model.adaptive), the model's capability estimates after each round (the ones its onboarding partition shows:
-reports.newcomer_data, adaptive.estimate_newcomer), its progress line, and the stopping rule ``--until POINTS``."""
+newcomers.NewcomerSource, adaptive.estimate_newcomer; the training source and its low-rank prior computed once for
+the session, not once a round), its progress line, and the stopping rule ``--until POINTS``."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import pandas as pd
 from locus_model.adaptive import (estimate_newcomer, next_adaptive, random_order, stop_reached,
                                   widest)
 from locus_model.estimates import Capability
-from locus_pipeline.reports import newcomer_data
+from locus_pipeline.newcomers import NewcomerSource
 
 
 class Rounds:
     """The state between rounds: the home's checkpoint model, its training source's evaluations and query
-    encodings, the candidate questions (``questions``: query_id, ...), and the latest estimates."""
+    encodings (``newcomer_source``: what every round's estimate shares), the candidate questions (``questions``:
+    query_id, ...), and the latest estimates."""
 
     def __init__(self, home, questions: pd.DataFrame, model, *, choice: str = "random", until: float | None = None,
                  seed: int = 0) -> None:
@@ -23,16 +25,17 @@ class Rounds:
         self.questions = questions
         self.table = home.read_table("evaluation_table", columns=["model", "query_id", "benchmark", "score"])
         self.encodings = home.read_table("query_encodings")
+        self.newcomer_source = NewcomerSource(self.table, self.encodings, seed=seed)
         self.capability: Capability | None = None
         self.lines: list[dict] = []  # one per round: answers, spend, the widest interval and its benchmark
 
     def estimate(self, done: list[dict]) -> Capability:
         """Re-estimate from the answers so far (each: query_id, benchmark, score)."""
         store = pd.DataFrame(done)[["query_id", "benchmark", "score"]].astype({"score": float})
-        self.data = newcomer_data(store, self.encodings.iloc[:0], self.table, self.encodings, seed=self.seed)
+        self.data = self.newcomer_source.place(store, self.encodings.iloc[:0])
         self.posterior, self.capability = estimate_newcomer(self.model, self.data.phi, self.data.benchmarks,
                                                             self.data.newcomer, self.data.training,
-                                                            pool_scores=self.data.pool_scores, seed=self.seed)
+                                                            pool_prior=self.data.prior, seed=self.seed)
         return self.capability
 
     def progress(self, answers: int, spent: float) -> str:

@@ -1,13 +1,16 @@
 """Per-benchmark accuracy by empirical Bayes (locus_model.benchmark_bayes): on pools with known truth, intervals whose
 prior width is measured by simulation cover near nominal, the estimate goes from the prior to the observed accuracy as
-answers arrive, and the low-rank completion recovers a low-rank pool."""
+answers arrive, the low-rank completion recovers a low-rank pool, and its prior fitted once estimates at any n
+without fitting again."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+import pytest
 
-from locus_model.benchmark_bayes import (LowRank, beta_binomial_capability, benchmark_means, draw_sets,
-                                         low_rank_prior_error, simulate_prior_error)
+from locus_model.benchmark_bayes import (LowRank, LowRankPrior, beta_binomial_capability, benchmark_means, draw_sets,
+                                         low_rank_capability, low_rank_prior_error, simulate_prior_error)
 from locus_model.estimates import LEVEL
 
 BENCH = np.array(["a", "b", "c", "d"])[np.arange(400) % 4]  # 100 queries each
@@ -73,3 +76,29 @@ def test_low_rank_completes_a_low_rank_pool_and_its_prior_error_is_small():
     answers = (rng.random(scores.shape) < scores).astype(np.float32)
     tau = low_rank_prior_error(answers, BENCH, 64, rank=4, seed=8)
     assert np.all(np.sqrt(tau) < 0.08)  # it reads every benchmark from answers on all of them
+
+
+def test_a_low_rank_prior_fitted_once_gives_the_per_call_estimates_and_fits_nothing_more(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(9)
+    answers, _ = pool(80, rng)
+    answers[rng.random(answers.shape) < 0.1] = np.nan  # cells not asked
+    small, large = draw_sets(answers[:3], 8, rng), draw_sets(answers[:3], 40, rng)
+    expected = [low_rank_capability(answers[3:], BENCH, sets, rank=4, seed=2) for sets in (small, large)]
+    real, fits = LowRank.fit.__func__, []
+
+    def counted(cls, *args, **kwargs):
+        fits.append(1)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(LowRank, "fit", classmethod(counted))
+    prior = LowRankPrior.fit(answers[3:], BENCH, rank=4, seed=2)
+    got = [prior.capability(small, seed=2)]
+    assert len(fits) == 11  # the pool's completion and the inner split's ten
+    got += [prior.capability(large, seed=2), prior.capability(small, seed=2)]
+    assert len(fits) == 11 and len(prior.errors) == 2  # another n: only its tau^2 measured, on the same fits
+    for cap, want in zip(got, [*expected, expected[0]]):
+        for row in range(3):
+            pd.testing.assert_frame_equal(cap.frame(row), want.frame(row))
+        np.testing.assert_array_equal(cap.draws, want.draws)
+    np.testing.assert_array_equal(prior.prior_error(8), low_rank_prior_error(answers[3:], BENCH, 8, rank=4, seed=2))

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from locus_model.adaptive import estimate_newcomer
+from locus_model.benchmark_bayes import LowRankPrior
 from locus_model.estimates import (LEVEL, accuracy_from_proba, answer_likeness, capability_estimates,
                                    estimate_capability,
                                    fit_reference_map, refine_embeddings, reference_estimates)
@@ -140,3 +141,8 @@ def test_with_the_pools_answers_the_frame_is_the_empirical_bayes_estimate():
     assert ((frame["lo"] <= frame["estimate"]) & (frame["estimate"] <= frame["hi"])).all()
     width = (frame["hi"] - frame["lo"]).to_numpy()
     assert width[2] > width[0] and width[2] > width[1]
+    prior = LowRankPrior.fit(pool_scores, BENCH)  # fitted once for many models: the same estimate
+    pd.testing.assert_frame_equal(estimate_newcomer(model, enc, BENCH, sets[2], sets[:2], pool_prior=prior)[1].frame(0),
+                                  frame)
+    with pytest.raises(ValueError, match="same queries"):  # a prior of another query set
+        estimate_newcomer(model, enc, BENCH[::-1], sets[2], sets[:2], pool_prior=prior)

@@ -81,7 +81,7 @@ def test_an_onboardings_estimates_are_logged_per_benchmark_with_their_interval(t
     as a param and the most alike as a tag, the run linked to its Dagster run."""
     import mlflow
 
-    from locus_pipeline.reports import NewcomerEstimates
+    from locus_pipeline.newcomers import NewcomerEstimates
     from locus_pipeline.tracking import log_onboarding_estimates, mlflow_key
 
     tracking = MlflowTracking(home=LocusHome(root=str(tmp_path)), dagster_url="http://dagster:3000")

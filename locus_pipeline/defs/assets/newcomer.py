@@ -1,12 +1,14 @@
 """One onboarded model as the pool holds it (the body of ``onboarded_model_embedding`` for one partition): its
 row, its five nearest models, its per-benchmark profile beside theirs, its estimates and its two checks' results.
 What every model of a run shares (the pool, the training evaluations, the per-benchmark accuracies, the pool's
-checkpoint) is read once per run (:class:`PoolView`), not once per model."""
+checkpoint, the training source as the estimates place a model against it, with its low-rank prior) is read once
+per run (:class:`PoolView`), not once per model."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import pandas as pd
@@ -18,6 +20,9 @@ from locus_pipeline.defs.metadata import atlas_link
 from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.storage import LocusHome
 from locus_pipeline.tracking import log_onboarding_estimates
+
+if TYPE_CHECKING:
+    from locus_pipeline.newcomers import NewcomerSource
 
 TRUST_CHECK = "onboarded_model_trustworthy"
 PRECISION_CHECK = "onboarded_estimates_precise"
@@ -60,6 +65,14 @@ class PoolView:
         return encoding_matrix(self.query_encodings)
 
     @cached_property
+    def newcomer_source(self) -> NewcomerSource:
+        """The training source every onboarded model of the run is placed against (its table, its prior: fitted
+        once for the run)."""
+        from locus_pipeline.newcomers import NewcomerSource  # why: it imports torch (seconds): not at load
+
+        return NewcomerSource(self.training, self.query_encodings)
+
+    @cached_property
     def budget(self) -> int:
         return int(self.home.read_table("training_split", columns=["anchor"])["anchor"].sum())
 
@@ -82,7 +95,7 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
     only recorded in its store)."""
     # why: both import torch (seconds): loaded by a run, not when the code location loads
     from locus_model.onboarding import benchmark_profile, nearest_models, neighbour_stability
-    from locus_pipeline.reports import WIDE_INTERVAL, estimates_markdown, newcomer_estimates
+    from locus_pipeline.newcomers import WIDE_INTERVAL, estimates_markdown, newcomer_estimates
 
     pool = view.pool
     rows = pool[pool["model_key"] == key]
@@ -103,7 +116,7 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
         stability = {"nearest_model_stability": round(result.share_top1(nearest), 3),
                      "neighbours_under_resampling": dg.MetadataValue.md(result.to_markdown(nearest))}
         warnings, trust = trust_warnings(view, store, encodings, int(row["n_evaluations"]))
-        estimates = newcomer_estimates(checkpoint.model, store, encodings, view.training, view.query_encodings, pool)
+        estimates = newcomer_estimates(checkpoint.model, store, encodings, view.newcomer_source, pool)
         capability, like = estimates_markdown(estimates)
         cap = estimates.capability
         width = cap["hi"] - cap["lo"]

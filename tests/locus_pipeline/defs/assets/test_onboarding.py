@@ -1,6 +1,6 @@
 """Onboarding runs in pytest, on a private copy of the tiny materialized home: sensor tick -> onboarding_job
 (store -> pool materialization + its blocking check -> the model's neighbours), rebuilds racing onboardings,
-reports refreshing while the pool changes, and a copied home."""
+reports refreshing while the pool changes, a copied home, a file of many models (estimates: test_newcomer.py)."""
 
 from __future__ import annotations
 
@@ -24,21 +24,9 @@ from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.defs.assets.pool import onboard_change, rebuild_change
 from locus_pipeline.defs.sensors import onboarding_drop_folder
 from locus_pipeline.intake import DropFolder
-from locus_pipeline.storage import checkpoint_id
 from locus_pipeline.storage import LocusHome
-from tests.locus_pipeline.drops import (COLUMNS, defs, drop, drop_file, materializations, new_checkpoint,
+from tests.locus_pipeline.drops import (defs, drop, drop_file, materializations, new_checkpoint,
                                         new_model_rows, onboarding_tick as tick, request_key, run_onboarding)
-
-
-@pytest.fixture()
-def home(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the session's materialized LOCUS_HOME (these tests change the pool; others must not see it),
-    made this process's LOCUS_HOME so that the code location's resources use it."""
-    _, _, source = materialized
-    target = tmp_path / "home"
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".locks", "dagster"))
-    monkeypatch.setenv("LOCUS_HOME", str(target))
-    return target
 
 
 # ---------------------------------------------------------------------------------------------- one onboarding run
@@ -332,65 +320,21 @@ def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_brin
     assert name not in set(storage.update_pool(rebuild_change(storage, {}))["model"])
 
 
-def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_benchmark(home: Path) -> None:
-    """... and its estimates are in its MLflow run and in the atlas's panel for it."""
-    import json
-
-    import mlflow
-
-    from locus_pipeline.defs.resources import MlflowTracking, resources_for
-
-    table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
-    source = str(table["model"].iloc[0])
-    rows = table[table["model"] == source].sample(64, random_state=0).assign(model="copy/of-a-pool-model")[COLUMNS]
-    drop_file(home, "copy.csv", rows)
-    with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests
-        result = run_onboarding(instance, request)
-        assert result.success
-        (view,) = materializations(result, "onboarded_model_embedding")
-    assert view.metadata["answers_like_most"].value == source  # it answers as its source did on every shared question
-    like = view.metadata["answers_like"].value
-    assert like.splitlines()[2].startswith(f"| {source}") and "100.0% of 64" in like
-    capability = view.metadata["capability_estimates"].value
-    benchmarks = table["benchmark"].unique()
-    assert all(b in capability for b in benchmarks) and "90% interval" in capability
-    widest = view.metadata["widest_interval"].value
-    assert 0.0 < widest < 1.0
-    storage = LocusHome(root=str(home))
-    stored = storage.capability_estimates()
-    assert set(stored["model"]) == {"copy/of-a-pool-model"} and set(stored["benchmark"]) == set(benchmarks)
-    run_id = view.metadata["mlflow_run"].value.split("/runs/")[1].split("?")[0]
-    logged = mlflow.MlflowClient(MlflowTracking(home=storage).uri).get_run(run_id).data
-    first = stored.iloc[0]
-    assert [logged.metrics[f"capability/{first['benchmark']}/{k}"] for k in ("estimate", "lo", "hi")] == pytest.approx(
-        [first["estimate"], first["lo"], first["hi"]])
-    assert logged.tags["answers_like_most"] == source and logged.metrics["widest_interval"] == pytest.approx(widest, abs=1e-3)
-    assert dg.materialize(list(defs().assets), selection=dg.AssetSelection.assets("model_atlas"),
-                          resources=resources_for(storage)).success
-    page = (home / "reports" / "atlas.html").read_text(encoding="utf-8")
-    data = json.loads(page.split('<script id="atlas-data" type="application/json">', 1)[1].split("</script>", 1)[0])
-    shown = data["estimates"][data["names"].index("copy/of-a-pool-model")]
-    assert [r[0] for r in shown] == stored["benchmark"].tolist() and shown[0][1:] == [
-        round(float(first[k]), 4) for k in ("estimate", "lo", "hi")] + ["estimate"]
-    assert data["estimates"][data["names"].index(source)] is None  # a trained model: its observed accuracy instead
-
-
 # ---------------------------------------------------------------------------------------------- a file of many models
 
 
 def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(home: Path, monkeypatch) -> None:
     """One request for the file; its run materializes each model's two partitions with their own metadata and
     check results, and the pool once; a second tick and the same bytes dropped again request nothing."""
-    import locus_pipeline.reports as reports
+    import locus_pipeline.newcomers as newcomers
 
-    real, asked = reports.newcomer_estimates, []
+    real, asked = newcomers.newcomer_estimates, []
 
     def once(*args, **kwargs):  # the estimates (~2 s a model here) are the one-model tests' subject: computed once
         asked.append(asked[0] if asked else real(*args, **kwargs))
         return asked[-1]
 
-    monkeypatch.setattr(reports, "newcomer_estimates", once)
+    monkeypatch.setattr(newcomers, "newcomer_estimates", once)
     names = [f"batch/model {i:02d}" for i in range(40)]
     rows = pd.concat([new_model_rows(home, name, 16) for name in names])
     drop_file(home, "forty.csv", rows)

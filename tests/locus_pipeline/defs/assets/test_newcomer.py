@@ -1,0 +1,98 @@
+"""An onboarded model's estimates in its partition's metadata (defs/assets/newcomer.py): a copy of a pool model is
+recognised by its answers, its estimates reach MLflow and the atlas, and the models of one run share one fit of the
+pool's low-rank prior."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+import pytest
+
+from locus_pipeline.storage import LocusHome
+from tests.locus_pipeline.drops import (COLUMNS, defs, drop_file, materializations, new_model_rows,
+                                        onboarding_tick as tick, run_onboarding)
+
+
+def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_benchmark(home: Path) -> None:
+    """... and its estimates are in its MLflow run and in the atlas's panel for it."""
+    import json
+
+    import mlflow
+
+    from locus_pipeline.defs.resources import MlflowTracking, resources_for
+
+    table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
+    source = str(table["model"].iloc[0])
+    rows = table[table["model"] == source].sample(64, random_state=0).assign(model="copy/of-a-pool-model")[COLUMNS]
+    drop_file(home, "copy.csv", rows)
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, home).run_requests
+        result = run_onboarding(instance, request)
+        assert result.success
+        (view,) = materializations(result, "onboarded_model_embedding")
+    assert view.metadata["answers_like_most"].value == source  # it answers as its source did on every shared question
+    like = view.metadata["answers_like"].value
+    assert like.splitlines()[2].startswith(f"| {source}") and "100.0% of 64" in like
+    capability = view.metadata["capability_estimates"].value
+    benchmarks = table["benchmark"].unique()
+    assert all(b in capability for b in benchmarks) and "90% interval" in capability
+    widest = view.metadata["widest_interval"].value
+    assert 0.0 < widest < 1.0
+    storage = LocusHome(root=str(home))
+    stored = storage.capability_estimates()
+    assert set(stored["model"]) == {"copy/of-a-pool-model"} and set(stored["benchmark"]) == set(benchmarks)
+    run_id = view.metadata["mlflow_run"].value.split("/runs/")[1].split("?")[0]
+    logged = mlflow.MlflowClient(MlflowTracking(home=storage).uri).get_run(run_id).data
+    first = stored.iloc[0]
+    assert [logged.metrics[f"capability/{first['benchmark']}/{k}"] for k in ("estimate", "lo", "hi")] == pytest.approx(
+        [first["estimate"], first["lo"], first["hi"]])
+    assert logged.tags["answers_like_most"] == source and logged.metrics["widest_interval"] == pytest.approx(widest, abs=1e-3)
+    assert dg.materialize(list(defs().assets), selection=dg.AssetSelection.assets("model_atlas"),
+                          resources=resources_for(storage)).success
+    page = (home / "reports" / "atlas.html").read_text(encoding="utf-8")
+    data = json.loads(page.split('<script id="atlas-data" type="application/json">', 1)[1].split("</script>", 1)[0])
+    shown = data["estimates"][data["names"].index("copy/of-a-pool-model")]
+    assert [r[0] for r in shown] == stored["benchmark"].tolist() and shown[0][1:] == [
+        round(float(first[k]), 4) for k in ("estimate", "lo", "hi")] + ["estimate"]
+    assert data["estimates"][data["names"].index(source)] is None  # a trained model: its observed accuracy instead
+
+
+def test_the_models_of_one_run_share_one_fit_of_the_pools_prior_and_get_the_per_model_estimates(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training source's low-rank prior is fitted once for the run's three models (1 + 10 LowRank fits, not 33),
+    and each model's estimates are the frame the per-model path (the pool's answers to estimate_newcomer) gives."""
+    import locus_pipeline.newcomers as newcomers
+    from locus_model.adaptive import estimate_newcomer
+    from locus_model.benchmark_bayes import LowRank
+
+    real_fit, fits = LowRank.fit.__func__, []
+    real_estimates, calls = newcomers.newcomer_estimates, []
+
+    def counted(cls, *args, **kwargs):
+        fits.append(1)
+        return real_fit(cls, *args, **kwargs)
+
+    def recorded(model, store, store_encodings, source, pool, **kwargs):
+        calls.append((model, store, store_encodings, source, real_estimates(model, store, store_encodings, source,
+                                                                              pool, **kwargs)))
+        return calls[-1][-1]
+
+    monkeypatch.setattr(LowRank, "fit", classmethod(counted))
+    monkeypatch.setattr(newcomers, "newcomer_estimates", recorded)
+    names = [f"batch/prior {i}" for i in range(3)]
+    drop_file(home, "three.csv", pd.concat([new_model_rows(home, name, 24 + 8 * i) for i, name in enumerate(names)]))
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, home).run_requests
+        assert run_onboarding(instance, request).success
+    assert sorted(str(store["model"].iloc[0]) for _, store, *_ in calls) == names
+    assert len(fits) == 11 and len({id(source) for *_, source, _ in calls}) == 1  # one source, one prior, one run
+    monkeypatch.setattr(LowRank, "fit", classmethod(real_fit))
+    for model, store, store_encodings, source, estimates in calls:
+        data = newcomers.NewcomerSource(source.table, source.encodings).place(store, store_encodings)
+        pool_scores = data.wide.to_numpy(np.float32)  # none of them is a model of the source: the whole pool
+        _, capability = estimate_newcomer(model, data.phi, data.benchmarks, data.newcomer, data.training,
+                                          pool_scores=pool_scores)
+        pd.testing.assert_frame_equal(estimates.capability, capability.frame(0))
