@@ -9,12 +9,8 @@ does not have. This module makes the rule label-free at query time and lets the 
   their benchmark labels (when the data has at least two benchmarks), else on k-means clusters of the encodings
   (no labels read at all). Its weights are plain arrays, stored in the checkpoint.
 - :func:`group_profiles` -- each model's accuracy per group from its own evaluations in closed form, shrunk
-  toward its overall accuracy by ``smoothing`` pseudo-counts: onboarding a model stays one forward pass plus one
-  matrix product, no training. The pseudo-count is estimated when the groups are fitted (:func:`group_smoothing`,
-  empirical Bayes by the method of moments): where the training models' group accuracies differ from their overall
-  accuracy no more than their answer counts explain (14 MMLU-Pro categories, ~18 anchors each) it is large and a
-  profile stays near the model's accuracy, so the table routes toward the best single model instead of chasing noise;
-  where the differences are real (metabench's five benchmarks) it stays small.
+  toward its overall accuracy by ``smoothing`` pseudo-counts (the per-benchmark baseline's estimate): onboarding a
+  model stays one forward pass plus one matrix product, no training.
 - :func:`group_proba` -- P(correct | m, q) of the group table: membership-weighted profile.
 - :class:`Blend` -- the router's P(correct): ``sigmoid(a * predictor_logit + b * logit(group_proba) + c)``, its
   three numbers fitted by logistic regression on the validation cells (the same cells that select LOCUS's
@@ -33,9 +29,9 @@ from sklearn.linear_model import LogisticRegression
 PROBA_FLOOR = 1e-4  # probabilities are clipped to [floor, 1 - floor] before a logit
 
 
-SMOOTHING = 1.0  # pseudo-count pulling a model's group accuracy toward its overall accuracy where none is estimated,
-#   and the floor of an estimated one (the per-benchmark baseline, evaluation.baselines.PerBenchmarkConfig, reads it)
-MAX_SMOOTHING = 1e4  # the estimate where group accuracies differ by noise alone: every profile is the model's accuracy
+SMOOTHING = 1.0  # pseudo-count pulling a model's group accuracy toward its overall accuracy (the per-benchmark
+#   baseline's, evaluation.baselines.PerBenchmarkConfig, reads it from here); an estimated one lost on the issue-57 case
+#   (docs/experiments.md, "group profiles' pseudo-count")
 CLUSTERS = 8  # k-means groups of the query encodings when the data has fewer than two benchmarks
 INVERSE_REGULARIZATION = 10.0  # C of the membership classifier (L2); docs/experiments.md says how it was chosen
 
@@ -125,32 +121,6 @@ def group_rates(scores: np.ndarray, membership: np.ndarray, smoothing: float) ->
     return ((hits + smoothing * overall[:, None]) / (counts + smoothing)).astype(np.float32)
 
 
-def group_smoothing(scores: np.ndarray, membership: np.ndarray) -> float:
-    """The pseudo-count k of :func:`group_rates` that the models' own answers call for (empirical Bayes, method of
-    moments): a model's group accuracy is its true one plus binomial noise, and the true ones spread around its
-    overall accuracy p with a variance tau^2 shared by models and groups; the shrinkage ``n / (n + k)`` that
-    minimises the expected squared error has ``k = p (1 - p) / tau^2``. tau^2 is the mean squared gap between
-    group and overall accuracy less its noise part ``p (1 - p) (1 / n_g - 1 / n)`` over the (model, group) cells
-    with answers; ``scores`` (M, Q), NaN = not evaluated; ``membership`` (Q, G). In [SMOOTHING, MAX_SMOOTHING]."""
-    scores = np.asarray(scores, dtype=np.float64)
-    known = ~np.isnan(scores)
-    y = np.where(known, scores, 0.0)
-    w = np.asarray(membership, dtype=np.float64)
-    total = known.sum(1).astype(np.float64)  # (M,)
-    counts = known.astype(np.float64) @ w  # (M, G)
-    cells = (counts >= 1) & (total[:, None] > counts)  # a gap needs answers inside the group and outside it
-    if w.shape[1] < 2 or not cells.any():
-        return SMOOTHING
-    overall = (y.sum(1) / np.maximum(total, 1))[:, None]
-    rates = (y @ w) / np.maximum(counts, 1e-12)
-    noise = overall * (1 - overall) * (1 / np.maximum(counts, 1e-12) - 1 / np.maximum(total[:, None], 1))
-    spread = float(((rates - overall) ** 2 - noise)[cells].mean())
-    answer_variance = float((overall * (1 - overall) * np.ones_like(counts))[cells].mean())
-    if spread <= answer_variance / MAX_SMOOTHING:
-        return MAX_SMOOTHING
-    return float(np.clip(answer_variance / spread, SMOOTHING, MAX_SMOOTHING))
-
-
 def group_profiles(groups: QueryGroups, encodings: np.ndarray, scores: np.ndarray,
                    labels: np.ndarray | None = None) -> np.ndarray:
     """(M, G) the group profile of each model: its smoothed accuracy per group from its scores (M, Q) on the
@@ -208,12 +178,12 @@ def fit_blend(predictor_logits: np.ndarray, group_p: np.ndarray, labels: np.ndar
 
 
 def fit_groups(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
-               benchmarks: np.ndarray | None = None, *, smoothing: float | None = None) -> QueryGroups:
+               benchmarks: np.ndarray | None = None, *, smoothing: float = SMOOTHING) -> QueryGroups:
     """The query groups of a training: ``encodings`` (Q, D) every query the data holds; ``benchmarks`` (Q,) their
     labels, "" (or None) where a label must not be read (the test queries), or None. The classifier is fitted on
     the labelled queries; with fewer than two benchmarks, k-means on the queries with a train or validation cell
-    (``train_scores`` / ``val_scores`` (M, Q), NaN outside those cells). The profiles' pseudo-count is
-    ``smoothing``, or (None) the one the training models' train cells call for (:func:`group_smoothing`)."""
+    (``train_scores`` / ``val_scores`` (M, Q), NaN outside those cells); the profiles' pseudo-count is
+    ``smoothing``."""
     encodings = np.asarray(encodings, np.float32)
     labels = None if benchmarks is None else np.asarray(["" if b is None else str(b) for b in benchmarks])
     if labels is not None and len(np.unique(labels[labels != ""])) >= 2:
@@ -223,11 +193,8 @@ def fit_groups(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.n
         seen = np.flatnonzero(~np.isnan(np.asarray(train_scores, np.float32)).all(0)
                               | ~np.isnan(np.asarray(val_scores, np.float32)).all(0))
         groups = fit_query_groups(encodings[seen], None)
-    if smoothing is None:
-        smoothing = group_smoothing(train_scores, groups.membership(encodings, labels))
     return replace(groups, smoothing=float(smoothing))
 
 
-__all__ = ["Blend", "CLUSTERS", "INVERSE_REGULARIZATION", "MAX_SMOOTHING", "PROBA_FLOOR", "QueryGroups", "SMOOTHING",
-           "fit_blend", "fit_groups", "fit_query_groups", "group_proba", "group_profiles", "group_rates",
-           "group_smoothing", "logit"]
+__all__ = ["Blend", "CLUSTERS", "INVERSE_REGULARIZATION", "PROBA_FLOOR", "QueryGroups", "SMOOTHING", "fit_blend",
+           "fit_groups", "fit_query_groups", "group_proba", "group_profiles", "group_rates", "logit"]

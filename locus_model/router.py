@@ -24,8 +24,8 @@ import torch
 
 from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
 from locus_model.model import Locus, load_checkpoint, save_checkpoint
-from locus_model.query_groups import (Blend, QueryGroups, fit_blend, fit_groups, group_proba, group_profiles,
-                                      logit)
+from locus_model.query_groups import (SMOOTHING, Blend, QueryGroups, fit_blend, fit_groups, group_proba,
+                                      group_profiles, logit)
 
 RETRAIN = "How to fix: retrain (make demo), which re-embeds the pool with the new checkpoint"
 
@@ -142,12 +142,12 @@ def _pool_profiles(pool: pd.DataFrame, n_groups: int) -> np.ndarray:
 
 
 def fit_router(model: Locus, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
-               benchmarks: np.ndarray | None = None, *, smoothing: float | None = None,
+               benchmarks: np.ndarray | None = None, *, smoothing: float = SMOOTHING,
                device: str = "cpu") -> tuple[Router, np.ndarray]:
     """The router of a trained LOCUS (training's last stage) and the in-training models' embeddings (M, d): the query
-    groups (query_groups.fit_groups; their profiles' pseudo-count ``smoothing``, None = estimated from the train
-    cells), each model embedded from its train cells (one forward pass) and profiled on them, the blend fitted on the
-    validation cells (the predictor alone when there are none)."""
+    groups (query_groups.fit_groups; their profiles' pseudo-count ``smoothing``), each model embedded from its train
+    cells (one forward pass) and profiled on them, the blend fitted on the validation cells (the predictor alone
+    when there are none)."""
     encodings = np.asarray(encodings, np.float32)
     train_scores, val_scores = np.asarray(train_scores, np.float32), np.asarray(val_scores, np.float32)
     labels = None if benchmarks is None else np.asarray(["" if b is None else str(b) for b in benchmarks])

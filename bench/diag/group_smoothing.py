@@ -1,15 +1,16 @@
-"""The group profiles' pseudo-count, paired on one training: the estimated one (query_groups.group_smoothing, the
-default) against the former fixed 1.0, LOCUS's router refitted on the same trained predictor (fit_router's groups and
-blend; nothing else differs), on bench_small_data's draws and folds.
+"""The group profiles' pseudo-count, paired on one training: one estimated by empirical Bayes (``group_smoothing``
+below) against the default fixed 1.0 (query_groups.SMOOTHING), LOCUS's router refitted on the same trained predictor
+(fit_router's groups and blend; nothing else differs), on bench_small_data's draws and folds or a case file. The
+estimate lost on the issue-57 case and on metabench draws (docs/experiments.md): not the default.
 
     python -m bench.diag.group_smoothing --suite mmlu --models 8 --questions 500 --draws 3 --epochs 20
     python -m bench.diag.group_smoothing --suite metabench --models all --questions 1075 --draws 1 --budget 256 \
         --train-option max_steps=100 --train-option latent_steps=300 --train-option finetune_steps=200
 
-Per unit (draw, held-out choice, fold): LOCUS trained once on the in-training models' anchors; ``locus`` = its router
-(the estimated pseudo-count), ``locus_k1`` = fit_router again with smoothing 1.0; the per-benchmark rule (k = 1.0, a
-baseline) and best single alongside. Printed and written (bench/results/group_smoothing_<suite>_<models>x<questions>.json):
-per held-out choice the mean routing (and the two routers' AUC), minus best single and locus minus locus_k1, 95%
+Per unit (draw, held-out choice, fold): LOCUS trained once on the in-training models' anchors; ``locus_k1`` = its
+router (the default), ``locus_eb`` = fit_router again with the estimated pseudo-count; the per-benchmark rule (k = 1.0)
+and best single alongside. Printed and written (bench/results/group_smoothing_<suite>_<models>x<questions>.json):
+per held-out choice the mean routing (and the two routers' AUC), minus best single and locus_eb minus locus_k1, 95%
 intervals over the units.
 """
 
@@ -36,8 +37,30 @@ from locus_model.router import fit_router
 from locus_model.training import TrainConfig
 
 
+def group_smoothing(scores: np.ndarray, membership: np.ndarray, floor: float = 1.0, cap: float = 1e4) -> float:
+    """The pseudo-count k of query_groups.group_rates that the models' own answers call for (empirical Bayes, method
+    of moments): a model's group accuracy is its true one plus binomial noise, the true ones spread around its overall
+    accuracy p with a variance tau^2 shared by models and groups, and ``n / (n + k)`` with ``k = p (1 - p) / tau^2``
+    minimises the expected squared error. tau^2: the mean squared gap between group and overall accuracy less its
+    noise part ``p (1 - p) (1 / n_g - 1 / n)`` over the (model, group) cells with answers inside and outside the
+    group; ``scores`` (M, Q), NaN = not evaluated; ``membership`` (Q, G). In [floor, cap]."""
+    scores = np.asarray(scores, dtype=np.float64)
+    known = ~np.isnan(scores)
+    y, w = np.where(known, scores, 0.0), np.asarray(membership, dtype=np.float64)
+    total, counts = known.sum(1).astype(np.float64), known.astype(np.float64) @ w  # (M,), (M, G)
+    cells = (counts >= 1) & (total[:, None] > counts)
+    if w.shape[1] < 2 or not cells.any():
+        return floor
+    overall = (y.sum(1) / np.maximum(total, 1))[:, None]
+    rates = (y @ w) / np.maximum(counts, 1e-12)
+    noise = overall * (1 - overall) * (1 / np.maximum(counts, 1e-12) - 1 / np.maximum(total[:, None], 1))
+    spread = float(((rates - overall) ** 2 - noise)[cells].mean())
+    answer_variance = float((overall * (1 - overall) * np.ones_like(counts))[cells].mean())
+    return cap if spread <= answer_variance / cap else float(np.clip(answer_variance / spread, floor, cap))
+
+
 def locus_pair(scores, enc, bench, fold, trained, held, seed, train_config) -> tuple[dict, dict]:
-    """({"locus": probs, "locus_k1": probs}, facts) of one unit: one training, two routers."""
+    """({"locus_k1": probs, "locus_eb": probs}, facts) of one unit: one training, two routers."""
     kept = {}
     args = dict(scores=scores, encodings=enc, fold=fold, trained=trained, held=held, benchmarks=bench, seed=seed)
     probs, _ = fit_and_predict(name="locus", train_config=train_config, on_fitted=lambda m: kept.update(m=m), **args)
@@ -45,10 +68,11 @@ def locus_pair(scores, enc, bench, fold, trained, held, seed, train_config) -> t
     budget, val = fold.budget_and_val(scores)
     labels = np.asarray(bench).astype(str).astype(object)
     labels[np.asarray(fold.test)] = ""
-    k1, _ = fit_router(router.model, enc, budget[trained], val[trained], labels, smoothing=1.0)
-    probs_k1, _ = fit_and_predict(name="locus", router=k1, **args)
-    facts = {"smoothing": router.groups.smoothing, "blend": router.blend.to_dict(), "blend_k1": k1.blend.to_dict()}
-    return {"locus": probs, "locus_k1": probs_k1}, facts
+    k = group_smoothing(budget[trained], router.groups.membership(enc, labels))
+    eb, _ = fit_router(router.model, enc, budget[trained], val[trained], labels, smoothing=k)
+    probs_eb, _ = fit_and_predict(name="locus", router=eb, **args)
+    facts = {"smoothing": k, "blend_eb": eb.blend.to_dict(), "blend_k1": router.blend.to_dict()}
+    return {"locus_eb": probs_eb, "locus_k1": probs}, facts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=int, default=256)
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--train-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--case", type=Path, default=None, help="a case file (bench_case's): its models and questions, one "
+                   "draw, the protocol's 0.2 held out (as `locus evaluate`); --suite mmlu")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
@@ -77,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     units, start = [], time.perf_counter()
     for d in range(args.from_draw, args.draws):
         rows, cols = draw_cell(scores_all, n_models, args.questions, seed=[args.seed, n_models or 0, args.questions, d])
+        if args.case is not None:  # the case's models and questions instead of a draw
+            spec = json.loads(args.case.read_text())
+            rows = np.array(sorted(matrix.models.index(m) for m in spec["models"]))
+            wanted = {str(q) for q in spec["query_ids"]}
+            cols = np.array([i for i, q in enumerate(matrix.query_ids) if str(q) in wanted])
         enc = np.asarray(encode_queries([matrix.queries[q] for q in cols], progress=False), np.float32)
         scores, bench = scores_all[np.ix_(rows, cols)], bench_all[cols]
         budget = cell_budget(len(cols), 5, args.budget)
@@ -92,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                     probs[name] = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index)
                 unit = {"holdout": holdout, "draw": d, "fold": fold.index, **facts,
                         "routing": {k: float(chosen_scores(v, labels).mean()) for k, v in probs.items()},
-                        "auc": {k: roc_auc(probs[k], labels) for k in ("locus", "locus_k1")}}
+                        "auc": {k: roc_auc(probs[k], labels) for k in ("locus_eb", "locus_k1")}}
                 units.append(unit)
                 print(f"[{time.perf_counter() - start:6.0f} s] draw {d} {holdout} fold {fold.index}: k "
                       f"{facts['smoothing']:.1f} " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
@@ -102,13 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         mine = [u for u in units if u["holdout"] == holdout]
         r = {k: np.array([u["routing"][k] for u in mine]) for k in mine[0]["routing"]}
         summary[holdout] = {"units": len(mine), "routing": {k: float(v.mean()) for k, v in r.items()},
-                            "locus_minus_best_single": interval(r["locus"] - r["best_single"]),
+                            "locus_eb_minus_best_single": interval(r["locus_eb"] - r["best_single"]),
                             "locus_k1_minus_best_single": interval(r["locus_k1"] - r["best_single"]),
-                            "locus_minus_locus_k1": interval(r["locus"] - r["locus_k1"])}
+                            "locus_eb_minus_locus_k1": interval(r["locus_eb"] - r["locus_k1"])}
         if all("auc" in u for u in mine):
-            auc = {k: np.array([u["auc"][k] for u in mine]) for k in ("locus", "locus_k1")}
+            auc = {k: np.array([u["auc"][k] for u in mine]) for k in ("locus_eb", "locus_k1")}
             summary[holdout]["auc"] = {k: float(v.mean()) for k, v in auc.items()}
-            summary[holdout]["auc_locus_minus_locus_k1"] = interval(auc["locus"] - auc["locus_k1"])
+            summary[holdout]["auc_locus_eb_minus_locus_k1"] = interval(auc["locus_eb"] - auc["locus_k1"])
         s = summary[holdout]
         print(holdout, json.dumps({k: {kk: round(100 * vv, 2) for kk, vv in v.items()} if isinstance(v, dict) else v
                                    for k, v in s.items()}))
