@@ -75,6 +75,15 @@ def locus_pair(scores, enc, bench, fold, trained, held, seed, train_config) -> t
     return {"locus_eb": probs_eb, "locus_k1": probs}, facts
 
 
+def guarded(probs: np.ndarray, accuracy: np.ndarray, margin: float) -> np.ndarray:
+    """(M, Q) scores whose argmax is the guard's choice: the model most accurate on its own answers (``accuracy``
+    (M,)) unless another's P(correct) beats its own by more than ``margin``."""
+    ref = int(np.argmax(accuracy))
+    out = np.asarray(probs, np.float64) - margin
+    out[ref] = probs[ref]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--suite", default="mmlu", choices=("mmlu", "metabench", "ae1"))
@@ -89,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--case", type=Path, default=None, help="a case file (bench_case's): its models and questions, one "
                    "draw, the protocol's 0.2 held out (as `locus evaluate`); --suite mmlu")
+    p.add_argument("--guards", type=float, nargs="*", default=[], metavar="MARGIN",
+                   help="also score the default router guarded toward the model most accurate on its own anchors")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
@@ -119,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 labels = scores[:, fold.test]
                 probs, facts = locus_pair(scores, enc, bench, fold, trained, held, args.seed + fold.index, train_config)
+                own = np.nanmean(fold.budget_and_val(scores)[0], axis=1)  # each model's accuracy on its anchors
+                for margin in args.guards:
+                    probs[f"guard_{margin:g}"] = guarded(probs["locus_k1"], own, margin)
                 for name in ("per_benchmark", "best_single"):
                     probs[name] = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index)
                 unit = {"holdout": holdout, "draw": d, "fold": fold.index, **facts,
@@ -135,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         summary[holdout] = {"units": len(mine), "routing": {k: float(v.mean()) for k, v in r.items()},
                             "locus_eb_minus_best_single": interval(r["locus_eb"] - r["best_single"]),
                             "locus_k1_minus_best_single": interval(r["locus_k1"] - r["best_single"]),
-                            "locus_eb_minus_locus_k1": interval(r["locus_eb"] - r["locus_k1"])}
+                            "locus_eb_minus_locus_k1": interval(r["locus_eb"] - r["locus_k1"]),
+                            **{f"{g}_minus_{ref}": interval(r[g] - r[ref]) for g in r if g.startswith("guard_")
+                               for ref in ("best_single", "locus_k1")}}
         if all("auc" in u for u in mine):
             auc = {k: np.array([u["auc"][k] for u in mine]) for k in ("locus_eb", "locus_k1")}
             summary[holdout]["auc"] = {k: float(v.mean()) for k, v in auc.items()}
