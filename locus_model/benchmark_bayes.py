@@ -240,24 +240,5 @@ class LowRankPrior:
         return beta_binomial_capability(prior, self.prior_error(n), sets, self.benchmarks, samples=samples, seed=seed)
 
 
-def low_rank_prior_error(scores: np.ndarray, benchmarks: np.ndarray, n: int, *, rank: int = 16, folds: int = 10,
-                         queries: np.ndarray | None = None, reps: int = 4, seed: int = 0) -> np.ndarray:
-    """tau^2 (K,) of the low-rank prior at n, by an inner split of the pool's models (scores (R, Q)): each fold's
-    models are onboarded from n answers by the completion fitted on the other folds (LowRankPrior.prior_error; fit
-    the LowRankPrior once instead where several n are measured on one pool)."""
-    prior = LowRankPrior.fit(scores, benchmarks, rank=rank, folds=folds, seed=seed)
-    return prior.prior_error(n, queries=queries, reps=reps)
-
-
-def low_rank_capability(pool_scores: np.ndarray, benchmarks: np.ndarray, sets: Sequence[EvaluationSet], *,
-                        rank: int = 16, samples: int = 64, seed: int = 0) -> Capability:
-    """The empirical-Bayes estimate on the low-rank prior: the completion of the pool's answers (pool_scores (P, Q),
-    NaN = not asked) onboards each set, its error measured by the inner split at the sets' median size
-    (LowRankPrior.capability on a prior fitted for this call: fit it once where one pool estimates many models)."""
-    prior = LowRankPrior.fit(pool_scores, benchmarks, rank=rank, seed=seed)
-    return prior.capability(sets, samples=samples, seed=seed)
-
-
 __all__ = ["LEVEL", "MIN_PRIOR_VAR", "Capability", "LowRank", "LowRankPrior", "benchmark_codes", "benchmark_means",
-           "observed_counts", "beta_binomial_capability", "draw_sets", "low_rank_capability", "low_rank_prior_error",
-           "prior_variance", "simulate_prior_error"]
+           "observed_counts", "beta_binomial_capability", "draw_sets", "prior_variance", "simulate_prior_error"]

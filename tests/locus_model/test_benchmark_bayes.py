@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from locus_model.benchmark_bayes import (LowRank, LowRankPrior, beta_binomial_capability, benchmark_means, draw_sets,
-                                         low_rank_capability, low_rank_prior_error, simulate_prior_error)
+                                         simulate_prior_error)
 from locus_model.estimates import LEVEL
 
 BENCH = np.array(["a", "b", "c", "d"])[np.arange(400) % 4]  # 100 queries each
@@ -74,7 +74,7 @@ def test_low_rank_completes_a_low_rank_pool_and_its_prior_error_is_small():
     sets = draw_sets(scores[100:], 30, rng)
     assert np.abs(fit.proba(sets) - scores[100:]).mean() < 0.03
     answers = (rng.random(scores.shape) < scores).astype(np.float32)
-    tau = low_rank_prior_error(answers, BENCH, 64, rank=4, seed=8)
+    tau = LowRankPrior.fit(answers, BENCH, rank=4, seed=8).prior_error(64)
     assert np.all(np.sqrt(tau) < 0.08)  # it reads every benchmark from answers on all of them
 
 
@@ -84,7 +84,8 @@ def test_a_low_rank_prior_fitted_once_gives_the_per_call_estimates_and_fits_noth
     answers, _ = pool(80, rng)
     answers[rng.random(answers.shape) < 0.1] = np.nan  # cells not asked
     small, large = draw_sets(answers[:3], 8, rng), draw_sets(answers[:3], 40, rng)
-    expected = [low_rank_capability(answers[3:], BENCH, sets, rank=4, seed=2) for sets in (small, large)]
+    expected = [LowRankPrior.fit(answers[3:], BENCH, rank=4, seed=2).capability(sets, seed=2)  # fitted afresh
+                for sets in (small, large)]
     real, fits = LowRank.fit.__func__, []
 
     def counted(cls, *args, **kwargs):
@@ -101,4 +102,5 @@ def test_a_low_rank_prior_fitted_once_gives_the_per_call_estimates_and_fits_noth
         for row in range(3):
             pd.testing.assert_frame_equal(cap.frame(row), want.frame(row))
         np.testing.assert_array_equal(cap.draws, want.draws)
-    np.testing.assert_array_equal(prior.prior_error(8), low_rank_prior_error(answers[3:], BENCH, 8, rank=4, seed=2))
+    afresh = LowRankPrior.fit(answers[3:], BENCH, rank=4, seed=2)
+    np.testing.assert_array_equal(prior.prior_error(8), afresh.prior_error(8))
