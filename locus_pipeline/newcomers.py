@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,9 @@ from locus_model.infer import EvaluationSet
 from locus_model.markdown import escape_frame
 from locus_model.model import Locus
 from locus_model.pool import pool_matrix
+
+if TYPE_CHECKING:
+    from locus_model.estimates import Capability, Posterior
 
 PRIOR_MODELS = 64  # training models the encoder's error at the newcomer's set size is measured on (encoder_spread)
 MISSING_MARK = "—"  # a cell with no figure, never nan
@@ -133,18 +137,26 @@ class NewcomerSource:
         return NewcomerData(ids=ids, phi=phi, benchmarks=bench, newcomer=newcomer, wide=wide, prior=prior,
                             training=self.training)
 
+    def estimate(self, model: Locus, store: pd.DataFrame,
+                 store_encodings: pd.DataFrame) -> tuple[NewcomerData, Posterior, Capability]:
+        """(its NewcomerData, its posterior embedding, its capability estimates) of the model whose store this is:
+        ``place``, then adaptive.estimate_newcomer on the prior ``place`` chose."""
+        from locus_model.adaptive import estimate_newcomer  # why: torch
+
+        data = self.place(store, store_encodings)
+        posterior, capability = estimate_newcomer(model, data.phi, data.benchmarks, data.newcomer, data.training,
+                                                  pool_prior=data.prior, seed=self.seed)
+        return data, posterior, capability
+
 
 def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.DataFrame, source: NewcomerSource,
                        pool: pd.DataFrame, *, shown: int = 5) -> NewcomerEstimates:
     """The onboarded model's estimates from its store (its queries' encodings: ``store_encodings``) against the
     training ``source`` (shared by the run's models) and the pool (its embeddings)."""
-    from locus_model.adaptive import estimate_newcomer  # why: torch
     from locus_model.estimates import answer_agreement, answer_likeness  # why: torch
 
-    data = source.place(store, store_encodings)
+    data, posterior, estimated = source.estimate(model, store, store_encodings)
     newcomer = data.newcomer
-    posterior, estimated = estimate_newcomer(model, data.phi, data.benchmarks, newcomer, data.training,
-                                             pool_prior=data.prior, seed=source.seed)
     capability = estimated.frame(0)
     others = pool[pool["model"].astype(str) != str(store["model"].iloc[0])]
     names, z = pool_matrix(others)

@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from locus_model.adaptive import (estimate_newcomer, next_adaptive, random_order, stop_reached,
-                                  widest)
+from locus_model.adaptive import next_adaptive, random_order, stop_reached, widest
 from locus_model.estimates import Capability
 from locus_pipeline.newcomers import NewcomerSource
 
@@ -32,10 +31,8 @@ class Rounds:
     def estimate(self, done: list[dict]) -> Capability:
         """Re-estimate from the answers so far (each: query_id, benchmark, score)."""
         store = pd.DataFrame(done)[["query_id", "benchmark", "score"]].astype({"score": float})
-        self.data = self.newcomer_source.place(store, self.encodings.iloc[:0])
-        self.posterior, self.capability = estimate_newcomer(self.model, self.data.phi, self.data.benchmarks,
-                                                            self.data.newcomer, self.data.training,
-                                                            pool_prior=self.data.prior, seed=self.seed)
+        self.data, self.posterior, self.capability = self.newcomer_source.estimate(self.model, store,
+                                                                                   self.encodings.iloc[:0])
         return self.capability
 
     def progress(self, answers: int, spent: float) -> str:
