@@ -64,10 +64,8 @@ def locus_pair(scores, enc, bench, fold, trained, held, seed, train_config) -> t
     kept = {}
     args = dict(scores=scores, encodings=enc, fold=fold, trained=trained, held=held, benchmarks=bench, seed=seed)
     probs, _ = fit_and_predict(name="locus", train_config=train_config, on_fitted=lambda m: kept.update(m=m), **args)
-    router = kept["m"].router
+    router, labels = kept["m"].router, kept["m"].benchmarks  # the labels LOCUS read: the test queries' blanked
     budget, val = fold.budget_and_val(scores)
-    labels = np.asarray(bench).astype(str).astype(object)
-    labels[np.asarray(fold.test)] = ""
     k = group_smoothing(budget[trained], router.groups.membership(enc, labels))
     eb, _ = fit_router(router.model, enc, budget[trained], val[trained], labels, smoothing=k)
     probs_eb, _ = fit_and_predict(name="locus", router=eb, **args)
