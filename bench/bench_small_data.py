@@ -66,14 +66,15 @@ def cell_budget(n_questions: int, folds: int, budget: int = 256, val_fraction: f
 
 def run_unit(name: str, scores: np.ndarray, enc: np.ndarray, bench: np.ndarray, fold, trained: np.ndarray,
              held: np.ndarray, seed: int, train_config=None) -> np.ndarray:
-    """(M, Q_test) P(correct) of one method on one fold of one draw."""
+    """(M, Q_test) what ranks the models of one draw on one fold's test queries: the method's P(correct), less
+    LOCUS's guard handicap (locus_model.guard)."""
     kwargs = dict(seed=seed, scores=scores, encodings=enc, fold=fold, trained=trained, held=held, benchmarks=bench,
                   train_config=train_config)
     if name == "per_benchmark":
         from locus_model.evaluation.baselines import PerBenchmarkConfig
 
         kwargs["baseline_config"] = PerBenchmarkConfig(benchmarks=tuple(bench))
-    return fit_and_predict(name=name, **kwargs)[0]
+    return fit_and_predict(name=name, **kwargs).routing_scores()
 
 
 def summarise(units: list[dict]) -> list[dict]:

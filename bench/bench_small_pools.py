@@ -130,9 +130,10 @@ def main(argv: list[str] | None = None) -> int:
                             if fold.index not in large:
                                 large[fold.index] = large_checkpoint(args.large_fits, fold.index)
                             kwargs["router"] = large[fold.index]
-                        probs, seconds = fit_and_predict(name="locus" if name.startswith("locus") else name, **kwargs)
-                        unit.setdefault("seconds", {})[name] = round(seconds, 2)
-                        picked = chosen_scores(probs, labels)
+                        fitted = fit_and_predict(name="locus" if name.startswith("locus") else name, **kwargs)
+                        probs = fitted.probs
+                        unit.setdefault("seconds", {})[name] = round(fitted.seconds, 2)
+                        picked = chosen_scores(fitted.routing_scores(), labels)  # LOCUS: under its guard
                         unit["routing"][name] = float(picked.mean())
                         unit["auc"][name] = roc_auc(probs, labels)
                         unit["chosen"][name] = picked.tolist()

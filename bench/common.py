@@ -20,9 +20,10 @@ from locus_model.data.contract import validate_evaluations
 from locus_model.data.encoding import encode_queries
 from locus_model.data.long_format import read_evaluations
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation.methods import fit_and_predict
+from locus_model.evaluation.methods import Fitted, fit_and_predict
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
 from locus_model.model import LocusConfig
+from locus_model.guard import Guard
 from locus_model.training import TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,14 +102,13 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
             for other in (tag, *reuse_tags):
                 kept = fit_path(cache, args, other).with_suffix(".pt")
                 if kept.is_file() and "router" in torch.load(kept, weights_only=True):  # probabilities kept too
-                    probs, seconds = fit_and_predict(**{**args, "router": Router.load(kept)[0]})
-                    np.savez(path, probs=probs, seconds=seconds)
-                    return probs, seconds
+                    fitted = fit_and_predict(**{**args, "router": Router.load(kept)[0]})
+                    save_fitted(path, fitted)
+                    return fitted
         for other in (tag, *reuse_tags):
             found = fit_path(cache, args, other)
-            if found.is_file():
-                with np.load(found) as z:
-                    return z["probs"], float(z["seconds"])
+            if found.is_file():  # a LOCUS fit cached before the guard, without its checkpoint: routed by P
+                return load_fitted(found)
         if args.get("router") is not None:
             return fit_and_predict(**args)
         cache.mkdir(parents=True, exist_ok=True)
@@ -119,11 +119,24 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
                 method.router.save(path.with_suffix(".pt"), fold=fold.index, anchors=fold.anchors.tolist(),
                                 trained=args["trained"].tolist(), held=args["held"].tolist(), seed=args["seed"])
 
-        probs, seconds = fit_and_predict(**args, on_fitted=keep)
-        np.savez(path, probs=probs, seconds=seconds)
-        return probs, seconds
+        fitted = fit_and_predict(**args, on_fitted=keep)
+        save_fitted(path, fitted)
+        return fitted
 
     return run
+
+
+def save_fitted(path: Path, fitted: Fitted) -> None:
+    """A fit's test probabilities, seconds and (LOCUS) guard in one .npz."""
+    guard = {} if fitted.guard is None else {"standing": fitted.guard.standing, "margin": fitted.guard.margin}
+    np.savez(path, probs=fitted.probs, seconds=fitted.seconds, **guard)
+
+
+def load_fitted(path: Path) -> Fitted:
+    """What save_fitted wrote (a file without a guard: routed by P(correct))."""
+    with np.load(path) as z:
+        guard = Guard(z["standing"], float(z["margin"])) if "standing" in z.files else None
+        return Fitted(z["probs"], float(z["seconds"]), guard)
 
 
 @dataclass

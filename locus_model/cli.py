@@ -70,6 +70,10 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--methods", default="locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle",
                    help="comma-separated subset of locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle "
                         "(per_benchmark: each benchmark's best model on its anchors; it reads the benchmark label)")
+    p.add_argument("--guard-margin", type=float, default=None, metavar="P",
+                   help="LOCUS routes under this guard margin (another model than the one most accurate on its own "
+                        "anchors wins a query only when its P(correct) is higher by more than P; default 0.02, the "
+                        "router's; 0 = the highest P(correct) wins)")
     p.add_argument("--device", default="auto", help="LOCUS training device: auto, cpu, cuda (default auto)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--jobs", type=int, default=1,
@@ -114,6 +118,9 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         return f"--holdout-models {args.holdout_models!r}: give a fraction in [0, 1) or model names, comma-separated"
     if args.jobs < 1:
         return f"--jobs {args.jobs}: must be at least 1"
+    margin = getattr(args, "guard_margin", None)
+    if margin is not None and not 0.0 <= margin < 1.0:
+        return f"--guard-margin {margin}: must be in [0, 1) (P(correct) units; 0 = no guard)"
     if args.models_file is not None and not Path(args.models_file).is_file():
         return (f"--models-file {args.models_file}: no such file. How to fix: a CSV with a model column and params_b, "
                 "price_input_per_mtok / price_output_per_mtok or cost_per_query")
@@ -211,7 +218,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
             held_out=held_out,
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
-            progress=progress, jobs=args.jobs, costs=costs,
+            progress=progress, jobs=args.jobs, costs=costs, guard_margin=args.guard_margin,
         )
         if args.onboard_sizes is not None:  # issue 56: capability estimates on the same folds and held-out models
             from locus_model.evaluation.capability import capability_from_result  # why: only with --onboard-sizes

@@ -45,6 +45,12 @@ class QueryGroups:
     bias: np.ndarray  # (G,) float32
     labelled: bool  # True: groups are the data's benchmarks; False: k-means clusters (no labels read)
     smoothing: float
+    share: np.ndarray | None = None  # (G,) each group's share of the queries the groups were fitted on (None: equal)
+
+    def shares(self) -> np.ndarray:
+        """(G,) the groups' shares of the fitted queries, summing to 1 (equal shares for a checkpoint without them)."""
+        g = len(self.names)
+        return np.full(g, 1.0 / g) if self.share is None else np.asarray(self.share, np.float64)
 
     def membership(self, encodings: np.ndarray, labels: np.ndarray | None = None) -> np.ndarray:
         """(Q, G) P(group | query) from the query encodings (Q, D); a single group gives ones. ``labels`` (Q,), when
@@ -70,13 +76,15 @@ class QueryGroups:
     def to_dict(self) -> dict:
         """Plain data for a checkpoint (torch.save with weights_only=True reads it back)."""
         return {"names": list(self.names), "weight": self.weight.tolist(), "bias": self.bias.tolist(),
-                "labelled": self.labelled, "smoothing": self.smoothing}
+                "labelled": self.labelled, "smoothing": self.smoothing,
+                "share": None if self.share is None else [float(x) for x in self.share]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "QueryGroups":
         return cls(names=tuple(d["names"]), weight=np.asarray(d["weight"], np.float32),
                    bias=np.asarray(d["bias"], np.float32), labelled=bool(d["labelled"]),
-                   smoothing=float(d["smoothing"]))
+                   smoothing=float(d["smoothing"]),
+                   share=None if d.get("share") is None else np.asarray(d["share"], np.float64))
 
 
 def fit_query_groups(encodings: np.ndarray, benchmarks: np.ndarray | None = None) -> QueryGroups:
@@ -97,15 +105,16 @@ def fit_query_groups(encodings: np.ndarray, benchmarks: np.ndarray | None = None
         k = max(1, min(CLUSTERS, len(x) // 8))
         y = KMeans(k, n_init=4, random_state=0).fit_predict(x) if k > 1 else np.zeros(len(x), int)
         names = tuple(f"cluster {i}" for i in range(int(y.max()) + 1))
+    share = np.bincount(y, minlength=len(names)) / len(y)
     if len(names) == 1:  # nothing to tell apart: one group, membership 1
         return QueryGroups(names=names, weight=np.zeros((1, x.shape[1]), np.float32), bias=np.zeros(1, np.float32),
-                           labelled=labelled, smoothing=SMOOTHING)
+                           labelled=labelled, smoothing=SMOOTHING, share=share)
     clf = LogisticRegression(C=INVERSE_REGULARIZATION, max_iter=2000).fit(x, y)
     weight, bias = clf.coef_.astype(np.float32), clf.intercept_.astype(np.float32)
     if len(names) == 2:  # sklearn's binary form: one row for class 1; as a softmax, class 0 gets the zero row
         weight = np.concatenate([np.zeros_like(weight), weight])
         bias = np.concatenate([np.zeros_like(bias), bias])
-    return QueryGroups(names=names, weight=weight, bias=bias, labelled=labelled, smoothing=SMOOTHING)
+    return QueryGroups(names=names, weight=weight, bias=bias, labelled=labelled, smoothing=SMOOTHING, share=share)
 
 
 def group_rates(scores: np.ndarray, membership: np.ndarray, smoothing: float) -> np.ndarray:

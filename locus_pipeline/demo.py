@@ -54,7 +54,7 @@ def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
     costs = cost_table(names, cost_info(catalog))
     per_query = np.stack([costs.costs(estimate_tokens(q)) for q in test["query"]], axis=1)  # (M, Q)
-    chosen = {w: route_many(probs, per_query, w) for w in weights}
+    chosen = {w: route_many(probs, per_query, w, guard=scorer.guard()) for w in weights}
     lines = [f"Routing {len(test)} test questions over the pool's {len(names)} routable models, as `locus serve` "
              f"does: score = w * P(correct) - (1 - w) * cost / max cost (cost basis: {costs.basis}; {costs.note})"]
     for w in weights:

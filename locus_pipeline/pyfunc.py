@@ -51,7 +51,7 @@ class LocusPyfunc(mlflow.pyfunc.PythonModel):
                 raise ValueError(f"unknown model(s) {unknown[:5]}; this version knows {len(self.names)}: {self.names[:5]} ...")
             rows = np.array([index[m] for m in frame["model"].astype(str)])
         else:
-            rows = probs.argmax(axis=0)
+            rows = self.scorer.guard().scores(probs).argmax(axis=0)  # routed as locus serve routes: under the guard
         return pd.DataFrame({"query": queries, "model": [self.names[i] for i in rows],
                              "p_correct": probs[rows, cols].astype(np.float64)})
 

@@ -46,10 +46,12 @@ def test_query_ids(split: pd.DataFrame) -> list[str]:
 
 def test_query_predictions(scorer: PoolScorer, table: pd.DataFrame, encodings: pd.DataFrame,
                            split: pd.DataFrame) -> pd.DataFrame:
-    """Long table, one row per (pool model, test query): model, query_id, benchmark, prob, label.
+    """Long table, one row per (pool model, test query): model, query_id, benchmark, prob, route_score, label.
 
     prob = the router's P(correct) of the pool's model (``scorer``: the checkpoint's Router.scorer of the pool);
-    label = its score on the query from the evaluation table, NaN where it has none (every onboarded model).
+    route_score = prob less the router's guard handicap among the models with labels (the ones the analyses route
+    among; locus_model.guard), what ranks; label = its score on the query from the evaluation table, NaN where
+    it has none (every onboarded model).
     """
     names = list(scorer.names)                                 # M
     qids = test_query_ids(split)
@@ -59,10 +61,15 @@ def test_query_predictions(scorer: PoolScorer, table: pd.DataFrame, encodings: p
     labels = (test.assign(model=test["model"].astype(str), query_id=test["query_id"].astype(str))
               .pivot_table(index="model", columns="query_id", values="score", aggfunc="last")
               .reindex(index=names, columns=qids))
+    labelled = np.flatnonzero(labels.notna().any(axis=1).to_numpy())
+    route = np.asarray(probs, np.float64) - scorer.router.guard_margin  # no reference among the unlabelled
+    if len(labelled):
+        route[labelled] = scorer.guard(labelled).scores(probs[labelled])
     bench = (table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
              .set_index("query_id")["benchmark"].astype(str).reindex(qids).to_numpy())
     return pd.DataFrame({"model": np.repeat(names, len(qids)), "query_id": np.tile(qids, len(names)),
                          "benchmark": np.tile(bench, len(names)), "prob": probs.reshape(-1).astype(np.float64),
+                         "route_score": route.reshape(-1),
                          "label": labels.to_numpy(np.float64).reshape(-1)})
 
 
@@ -73,6 +80,7 @@ class Predictions:
     query_ids: list[str]     # Q
     probs: np.ndarray        # (M, Q)
     labels: np.ndarray       # (M, Q), NaN = unknown
+    route: np.ndarray        # (M, Q) what ranks: probs less the guard's handicap (test_query_predictions)
 
     @property
     def labelled(self) -> np.ndarray:
@@ -82,7 +90,7 @@ class Predictions:
     def subset(self, keep: np.ndarray) -> "Predictions":
         keep = np.asarray(keep, dtype=bool)
         return Predictions([n for n, k in zip(self.names, keep) if k], self.query_ids, self.probs[keep],
-                           self.labels[keep])
+                           self.labels[keep], self.route[keep])
 
 
 def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Predictions:
@@ -96,7 +104,9 @@ def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Pred
     qids = sorted(wide["query_id"].unique())
     probs = wide.pivot(index="model", columns="query_id", values="prob").reindex(index=names, columns=qids)
     labels = wide.pivot(index="model", columns="query_id", values="label").reindex(index=names, columns=qids)
-    return Predictions(names, qids, probs.to_numpy(np.float64), labels.to_numpy(np.float64))
+    route = probs if "route_score" not in wide.columns else (  # a table from before the guard: P ranks
+        wide.pivot(index="model", columns="query_id", values="route_score").reindex(index=names, columns=qids))
+    return Predictions(names, qids, probs.to_numpy(np.float64), labels.to_numpy(np.float64), route.to_numpy(np.float64))
 
 
 def per_benchmark_accuracy(*tables: pd.DataFrame) -> pd.DataFrame:

@@ -129,13 +129,14 @@ class TrainingRun:
     def log_router(self, router) -> None:
         """The trained router (locus_model.router.Router): its blend weights as
         ``router/predictor_weight``, ``router/groups_weight``, ``router/bias``, its groups as ``router/groups``
-        (a parameter), its description as the tag ``router``."""
+        and its guard margin as ``router/guard_margin`` (parameters), its description as the tag ``router``."""
         # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         mlflow.log_metrics({"router/predictor_weight": router.blend.predictor,
                             "router/groups_weight": router.blend.groups, "router/bias": router.blend.bias})
-        mlflow.log_param("router/groups", ", ".join(router.groups.names)[:6000])
+        mlflow.log_params({"router/groups": ", ".join(router.groups.names)[:6000],
+                           "router/guard_margin": router.guard_margin})
         mlflow.set_tag("router", router.describe())
 
     def register(self, saved: SavedCheckpoint, embeddings: pd.DataFrame) -> str:

@@ -35,7 +35,7 @@ from locus_model.stats.bootstrap import bootstrap_comparisons
 from locus_model.stats.metrics import roc_auc, routing_accuracy
 
 
-def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=None) -> tuple[np.ndarray, float]:
+def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=None):  # methods.Fitted
     """(M, Q_test) P(correct) of the fold's LOCUS trained with train_config (and model_config, default the setup's):
     the cached fit, else trained now (and cached, as bench_accuracy's fit cache does)."""
     return cached_fit_and_predict(cache, tag)(**{**setup.fit_args("locus", fold), "train_config": train_config,
@@ -51,7 +51,7 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
     from locus_model.evaluation.methods import fit_and_predict
     from locus_model.training import train_branches
 
-    from bench.common import fit_path
+    from bench.common import fit_path, load_fitted, save_fitted
 
     trials = {"a": (config_a, tag_a), "b": (config_b, tag_b)}
     paths = {k: fit_path(cache, {**setup.fit_args("locus", fold), "train_config": c}, t) for k, (c, t) in trials.items()}
@@ -68,15 +68,11 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
         cache.mkdir(parents=True, exist_ok=True)
         for (k, (config, _)), result in zip(trials.items(), results):
             args = {**setup.fit_args("locus", fold), "train_config": config, "router": result.router}
-            probs, seconds = fit_and_predict(**args)
+            fitted = fit_and_predict(**args)
             result.router.save(paths[k].with_suffix(".pt"), fold=fold.index, anchors=fold.anchors.tolist(),
                             trained=setup.trained.tolist(), held=setup.held.tolist(), seed=args["seed"])
-            np.savez(paths[k], probs=probs, seconds=shared + seconds)
-    out = {}
-    for k, path in paths.items():
-        with np.load(path) as z:
-            out[k] = (z["probs"], float(z["seconds"]))
-    return out
+            save_fitted(paths[k], fitted._replace(seconds=shared + fitted.seconds))
+    return {k: load_fitted(path)[:2] for k, path in paths.items()}  # the trials compare P(correct), unguarded
 
 
 def compare(setup, config_a, config_b, *, cache: Path, tag_a: str = "", tag_b: str = "", folds=None,
@@ -93,7 +89,7 @@ def compare(setup, config_a, config_b, *, cache: Path, tag_a: str = "", tag_b: s
     for fold in splits:
         both = branched_fold_probs(setup, fold, config_a, config_b, cache, tag_a, tag_b) if branch else None
         for name, config, tag in (("a", config_a, tag_a), ("b", config_b, tag_b)):
-            p, s = both[name] if branch else fold_probs(setup, fold, config, cache, tag, models.get(name))
+            p, s = both[name] if branch else fold_probs(setup, fold, config, cache, tag, models.get(name))[:2]
             probs[name].append(np.asarray(p, np.float64))
             seconds[name].append(s)
         labels.append(setup.scores[:, fold.test].astype(np.float64))

@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -60,17 +61,19 @@ def group_smoothing(scores: np.ndarray, membership: np.ndarray, floor: float = 1
 
 
 def locus_pair(scores, enc, bench, fold, trained, held, seed, train_config) -> tuple[dict, dict]:
-    """({"locus_k1": probs, "locus_eb": probs}, facts) of one unit: one training, two routers."""
+    """({"locus_k1": probs, "locus_eb": probs, "locus_guarded": routing scores}, facts) of one unit: one training,
+    two routers; locus_k1's P(correct) routed as the product routes it (under its router's guard) too."""
     kept = {}
     args = dict(scores=scores, encodings=enc, fold=fold, trained=trained, held=held, benchmarks=bench, seed=seed)
-    probs, _ = fit_and_predict(name="locus", train_config=train_config, on_fitted=lambda m: kept.update(m=m), **args)
+    fitted = fit_and_predict(name="locus", train_config=train_config, on_fitted=lambda m: kept.update(m=m), **args)
+    probs = fitted.probs
     router, labels = kept["m"].router, kept["m"].benchmarks  # the labels LOCUS read: the test queries' blanked
     budget, val = fold.budget_and_val(scores)
     k = group_smoothing(budget[trained], router.groups.membership(enc, labels))
     eb, _ = fit_router(router.model, enc, budget[trained], val[trained], labels, smoothing=k)
-    probs_eb, _ = fit_and_predict(name="locus", router=eb, **args)
+    probs_eb, _, _ = fit_and_predict(name="locus", router=eb, **args)
     facts = {"smoothing": k, "blend_eb": eb.blend.to_dict(), "blend_k1": router.blend.to_dict()}
-    return {"locus_eb": probs_eb, "locus_k1": probs}, facts
+    return {"locus_eb": probs_eb, "locus_k1": probs, "locus_guarded": fitted.routing_scores()}, facts
 
 
 def guarded(probs: np.ndarray, accuracy: np.ndarray, margin: float) -> np.ndarray:
@@ -82,8 +85,8 @@ def guarded(probs: np.ndarray, accuracy: np.ndarray, margin: float) -> np.ndarra
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_unit_arguments(p: argparse.ArgumentParser) -> None:
+    """The options that say which units (draw, held-out choice, fold) run: :func:`units_of`'s."""
     p.add_argument("--suite", default="mmlu", choices=("mmlu", "metabench", "ae1"))
     p.add_argument("--models", default="8")
     p.add_argument("--questions", type=int, default=500)
@@ -92,24 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--holdouts", nargs="+", default=list(HOLDOUTS), choices=HOLDOUTS)
     p.add_argument("--only-folds", type=int, nargs="*", default=None)
     p.add_argument("--budget", type=int, default=256)
-    p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
-    p.add_argument("--train-option", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--case", type=Path, default=None, help="a case file (bench_case's): its models and questions, one "
                    "draw, the protocol's 0.2 held out (as `locus evaluate`); --suite mmlu")
-    p.add_argument("--guards", type=float, nargs="*", default=[], metavar="MARGIN",
-                   help="also score the default router guarded toward the model most accurate on its own anchors")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
-    torch.set_num_threads(1)
-    train_config = apply_options(TrainConfig(device="cpu", seed=args.seed), args.train_option)
-    if args.epochs is not None:
-        train_config = replace(train_config, epochs=args.epochs)
-    matrix, source = load_suite(args.suite)
+
+
+def units_of(args: argparse.Namespace, matrix) -> Iterator[tuple]:
+    """(draw, held-out choice, fold, model names, encodings, scores, labels, trained rows, held rows) of every unit the
+    options name: bench_small_data's draws (or the case's models and questions) and five query folds."""
     scores_all, bench_all = matrix.scores.astype(np.float32), np.asarray(matrix.benchmarks).astype(str)
     n_models = None if args.models == "all" else int(args.models)
-    out = args.out or RESULTS / f"group_smoothing_{args.suite}_{args.models}x{args.questions}.json"
-    units, start = [], time.perf_counter()
     for d in range(args.from_draw, args.draws):
         rows, cols = draw_cell(scores_all, n_models, args.questions, seed=[args.seed, n_models or 0, args.questions, d])
         if args.case is not None:  # the case's models and questions instead of a draw
@@ -124,22 +119,41 @@ def main(argv: list[str] | None = None) -> int:
             held = held_out_rows(scores, holdout, args.seed + d)
             trained = np.setdiff1d(np.arange(len(rows)), held)
             for fold in kfold_splits(len(cols), folds=5, budget=budget, seed=args.seed + d):
-                if args.only_folds is not None and fold.index not in args.only_folds:
-                    continue
-                labels = scores[:, fold.test]
-                probs, facts = locus_pair(scores, enc, bench, fold, trained, held, args.seed + fold.index, train_config)
-                own = np.nanmean(fold.budget_and_val(scores)[0], axis=1)  # each model's accuracy on its anchors
-                for margin in args.guards:
-                    probs[f"guard_{margin:g}"] = guarded(probs["locus_k1"], own, margin)
-                for name in ("per_benchmark", "best_single"):
-                    probs[name] = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index)
-                unit = {"holdout": holdout, "draw": d, "fold": fold.index, **facts,
-                        "routing": {k: float(chosen_scores(v, labels).mean()) for k, v in probs.items()},
-                        "auc": {k: roc_auc(probs[k], labels) for k in ("locus_eb", "locus_k1")}}
-                units.append(unit)
-                print(f"[{time.perf_counter() - start:6.0f} s] draw {d} {holdout} fold {fold.index}: k "
-                      f"{facts['smoothing']:.1f} " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
-                      flush=True)
+                if args.only_folds is None or fold.index in args.only_folds:
+                    yield d, holdout, fold, [matrix.models[r] for r in rows], enc, scores, bench, trained, held
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_unit_arguments(p)
+    p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
+    p.add_argument("--train-option", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--guards", type=float, nargs="*", default=[], metavar="MARGIN",
+                   help="also score the default router guarded toward the model most accurate on its own anchors")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    train_config = apply_options(TrainConfig(device="cpu", seed=args.seed), args.train_option)
+    if args.epochs is not None:
+        train_config = replace(train_config, epochs=args.epochs)
+    matrix, source = load_suite(args.suite)
+    out = args.out or RESULTS / f"group_smoothing_{args.suite}_{args.models}x{args.questions}.json"
+    units, start = [], time.perf_counter()
+    for d, holdout, fold, _, enc, scores, bench, trained, held in units_of(args, matrix):
+        labels = scores[:, fold.test]
+        probs, facts = locus_pair(scores, enc, bench, fold, trained, held, args.seed + fold.index, train_config)
+        own = np.nanmean(fold.budget_and_val(scores)[0], axis=1)  # each model's accuracy on its anchors
+        for margin in args.guards:
+            probs[f"guard_{margin:g}"] = guarded(probs["locus_k1"], own, margin)
+        for name in ("per_benchmark", "best_single"):
+            probs[name] = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index)
+        unit = {"holdout": holdout, "draw": d, "fold": fold.index, **facts,
+                "routing": {k: float(chosen_scores(v, labels).mean()) for k, v in probs.items()},
+                "auc": {k: roc_auc(probs[k], labels) for k in ("locus_eb", "locus_k1")}}
+        units.append(unit)
+        print(f"[{time.perf_counter() - start:6.0f} s] draw {d} {holdout} fold {fold.index}: k "
+              f"{facts['smoothing']:.1f} " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
+              flush=True)
     summary = {}
     for holdout in sorted({u["holdout"] for u in units}):
         mine = [u for u in units if u["holdout"] == holdout]
@@ -149,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                             "locus_k1_minus_best_single": interval(r["locus_k1"] - r["best_single"]),
                             "locus_eb_minus_locus_k1": interval(r["locus_eb"] - r["locus_k1"]),
                             **{f"{g}_minus_{ref}": interval(r[g] - r[ref]) for g in r if g.startswith("guard_")
-                               for ref in ("best_single", "locus_k1")}}
+                               for ref in ("best_single", "locus_k1")},
+                            "locus_guarded_minus_best_single": interval(r["locus_guarded"] - r["best_single"]),
+                            "locus_guarded_minus_locus_k1": interval(r["locus_guarded"] - r["locus_k1"])}
         if all("auc" in u for u in mine):
             auc = {k: np.array([u["auc"][k] for u in mine]) for k in ("locus_eb", "locus_k1")}
             summary[holdout]["auc"] = {k: float(v.mean()) for k, v in auc.items()}

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 encodings = np.concatenate([setup.encodings, onehot], axis=1)
                 fit = {**setup.fit_args("locus", fold), "encodings": encodings,
                        "model_config": replace(setup.model_config, query_dim=encodings.shape[1])}
-                probs, seconds = cached_fit_and_predict(args.fit_cache, args.tag + "category-onehot")(**fit)
+                probs, seconds, _ = cached_fit_and_predict(args.fit_cache, args.tag + "category-onehot")(**fit)
                 add("LOCUS, encodings + benchmark one-hot | budget", probs, fold)
                 print(f"budget {budget}: fold {f} LOCUS with the one-hot {seconds:.0f} s", file=sys.stderr, flush=True)
             print(f"budget {budget}: fold {f} done", file=sys.stderr, flush=True)

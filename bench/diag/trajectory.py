@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         return out
 
     epochs.validate = traced  # the epochs' validations only
-    probs, seconds = fit_and_predict(**{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False})
+    probs, seconds, _ = fit_and_predict(**{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False})
     print(json.dumps({"kept_test_routing": round(routing_accuracy(probs, labels), 4),
                       "kept_test_routing_trained": round(routing_accuracy(probs[trained], labels[trained]), 4),
                       "kept_test_auc": round(roc_auc(probs, labels), 4), "seconds": round(seconds)}), flush=True)

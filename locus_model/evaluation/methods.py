@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -16,6 +16,7 @@ from locus_model.evaluation.latent import IRT, MatrixFactorization
 from locus_model.evaluation.splits import Fold
 from locus_model.model_config import LocusConfig
 from locus_model.router import PoolScorer, Router
+from locus_model.guard import Guard
 from locus_model.training import TrainConfig, train_locus
 
 METHODS = ("locus", "embedllm_mf", "irt", "knn", "query_groups", "per_benchmark", "best_single", "oracle")
@@ -78,6 +79,30 @@ class LocusMethod(Baseline):
         encodings = self._require_fit()
         return self.scorer.proba(encodings[np.asarray(query_idx)], np.asarray(model_rows))
 
+    def guard(self, model_rows: np.ndarray) -> Guard:
+        """The router's guard over these rows (fitted models first, then the onboarded: onboard's rows)."""
+        self._require_fit()
+        return self.scorer.guard(np.asarray(model_rows))
+
+
+class Fitted(NamedTuple):
+    """One method's result on one fold: test P(correct) (M, Q_test), seconds, and the guard its routing applies
+    (LOCUS's, over the M models; None for a method that routes by its P(correct) alone)."""
+
+    probs: np.ndarray
+    seconds: float
+    guard: Guard | None = None
+
+    def routing_scores(self, rows: np.ndarray | None = None, known: np.ndarray | None = None) -> np.ndarray:
+        """What ranks the models ``rows`` (all when None) on the test queries: P(correct) less the guard's handicap,
+        the reference per query the highest standing among the rows ``known`` (rows x Q_test) marks (all)."""
+        rows = np.arange(len(self.probs)) if rows is None else np.asarray(rows)
+        p = np.asarray(self.probs, np.float64)[rows]
+        if self.guard is None:
+            return p
+        known = np.ones(p.shape, bool) if known is None else np.asarray(known, bool)
+        return p - Guard(self.guard.standing[rows], self.guard.margin).per_query_handicap(known)
+
 
 def make_method(
     name: str,
@@ -129,10 +154,11 @@ def fit_and_predict(
     router: Router | None = None,
     on_fitted: Callable[[Any], None] | None = None,
     benchmarks: np.ndarray | None = None,  # (Q,) query labels, or None
-) -> tuple[np.ndarray, float]:
+    guard_margin: float | None = None,  # LOCUS's guard margin instead of its router's
+) -> Fitted:
     """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
-    onboard the held-out models from their anchor cells, score every test query; ((M, Q_test) P(correct),
-    seconds). A module-level function so that evaluate(jobs > 1) can run it in a worker process.
+    onboard the held-out models from their anchor cells, score every test query; Fitted((M, Q_test) P(correct),
+    seconds, LOCUS's guard over the M models). A module-level function so that evaluate(jobs > 1) can run it in a worker process.
     ``on_fitted(method)``: called once the method is fitted (e.g. to keep its trained model). ``benchmarks``:
     the query labels; the test queries' labels are blanked before a label-free method sees them."""
     t0 = time.perf_counter()
@@ -153,7 +179,13 @@ def fit_and_predict(
     probs[trained] = method.predict_proba(np.arange(len(trained)), fold.test)
     if len(held):
         probs[held] = method.predict_proba(held_rows, fold.test)
-    return probs, time.perf_counter() - t0
+    guard = None
+    if isinstance(method, LocusMethod):  # its rows in the matrix's order: the fitted ones, then the onboarded
+        order = np.empty(len(scores), np.int64)
+        order[trained], order[held] = np.arange(len(trained)), held_rows
+        guard = method.guard(order)
+        guard = guard if guard_margin is None else Guard(guard.standing, guard_margin)
+    return Fitted(probs, time.perf_counter() - t0, guard)
 
 
 def set_threads(n: int) -> None:  # worker initializer of evaluate(jobs > 1)

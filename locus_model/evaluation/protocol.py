@@ -44,6 +44,7 @@ from locus_model.evaluation.summary import REFERENCE, frontier_summary, label_wa
 from locus_model.evaluation.verdict import best_single_name, cost_share, routing_verdict
 from locus_model.model import LocusConfig
 from locus_model.routing.frontier import query_costs
+from locus_model.guard import GUARD_MARGIN, check_margin
 from locus_model.training import TrainConfig
 
 
@@ -104,6 +105,7 @@ def evaluate(
     held_out: Sequence[str] | None = None,
     router: Any = None,
     costs: Any = None,
+    guard_margin: float | None = None,
 ) -> dict:
     """Evaluate LOCUS and the baselines on one evaluation table; returns the JSON-ready result dict.
 
@@ -134,6 +136,9 @@ def evaluate(
             adds "frontier", every method's quality-cost frontier on the test queries with RouterBench's AIQ and
             the cost shares at 100% / 95% of the best single model's accuracy (evaluation.summary.frontier_summary);
             models of unknown cost are left out of it and counted in settings["costs"].
+        guard_margin: LOCUS routes under a guard of this margin instead of its router's (locus_model.guard;
+            0 = by P(correct) alone); recorded in settings["guard_margin"]. Routing accuracy, hit@3, the frontier
+            and the verdict read the routing scores; correctness, AUC and Brier read P(correct).
 
     Returns:
         {"settings", "sizes", "wall_s", "verdict" (evaluation.verdict.routing_verdict: does routing pay over the
@@ -152,6 +157,7 @@ def evaluate(
     log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)
     if jobs < 1:
         raise ValueError(f"jobs={jobs}: give the number of worker processes, 1 or more (1 = no workers)")
+    guard_margin = None if guard_margin is None else check_margin(guard_margin)
     if costs is not None and costs.basis == "none":
         raise ValueError("costs: no model has a price or a parameter count, so there is no quality-cost frontier. How "
                          "to fix: give params_b, price_input_per_mtok / price_output_per_mtok or cost_per_query per model")
@@ -195,6 +201,7 @@ def evaluate(
             model_config=model_config, train_config=train_config,
             baseline_config=configs.get(name), progress=progress and jobs == 1,
             router=router if name == "locus" else None,
+            guard_margin=guard_margin if name == "locus" else None,
             benchmarks=np.asarray(matrix.benchmarks).astype(str) if name in ("locus", "query_groups") else None,
         )
 
@@ -212,7 +219,7 @@ def evaluate(
         fold_costs = [query_costs(costs, [matrix.queries[q] for q in f.test]) for f in splits]
         frontier = frontier_summary(scored, methods, fold_costs, matrix.models, n_boot=n_boot, seed=seed)
         if "locus" in methods:
-            share, cost_note = cost_share(scored.probs["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs,
+            share, cost_note = cost_share(scored.route["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs,
                                           matrix.models)
     verdict = routing_verdict(result_methods, best_single_name(scored.probs[REFERENCE]["all"], matrix.models), share,
                               cost_note)
@@ -230,6 +237,9 @@ def evaluate(
             "jobs": jobs,
             "vs_methods_intervals": "fold-stratified",  # LOCUS minus others: fold means, resampled within folds
             "encoding_dim": int(enc.shape[1]),
+            "guard_margin": None if "locus" not in methods else (
+                guard_margin if guard_margin is not None else router.guard_margin if router is not None
+                else GUARD_MARGIN),
             "train_config": config_dict(train_config),
             "model_config": config_dict(model_config),
             "baseline_configs": {k: config_dict(v) for k, v in (baseline_configs or {}).items()},

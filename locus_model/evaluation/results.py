@@ -56,6 +56,10 @@ def format_results(result: dict) -> str:
         f"protocol={s['protocol']} budget={s['budget']} folds={s['folds']} held_out={z['held_out_models']}/{z['models']} "
         f"models, {z['queries']} queries, wall {result['wall_s']:.0f} s"
     ]
+    if s.get("guard_margin"):
+        lines.append(f"locus routes under a guard of {s['guard_margin']:g}: the model most accurate on its own anchors "
+                     f"is left only for a P(correct) more than {s['guard_margin']:g} higher (routing, hit@3, the "
+                     "frontier; correct, AUC and Brier read P(correct) itself)")
     lines += [f"WARNING: {w}" for w in result.get("warnings") or []]
     if z.get("held_out_models") == 1:
         lines.append("WARNING: the held_out group has one model: routing among one model picks it for every query, so "

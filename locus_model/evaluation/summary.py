@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from locus_model.evaluation.methods import Fitted
 from locus_model.evaluation.splits import Fold
 from locus_model.routing.frontier import evaluate_frontiers
 from locus_model.stats.bootstrap import bootstrap_draws, routing_outcomes
@@ -28,40 +29,42 @@ def _mean_std(values: Sequence[float]) -> dict:
 
 @dataclass
 class FoldScores:
-    """Per method and group, one entry per fold: metrics, routing outcomes, probs; the labels per group."""
+    """Per method and group, one entry per fold: metrics, routing outcomes, probs, routing scores; the labels per
+    group."""
 
     per_fold: dict[str, dict[str, list[dict]]]
     outcomes: dict[str, dict[str, list[np.ndarray]]]
     probs: dict[str, dict[str, list[np.ndarray]]]  # (M_g, Q_test)
     labels: dict[str, list[np.ndarray]]
+    route: dict[str, dict[str, list[np.ndarray]]]  # (M_g, Q_test) what ranks: probs less a guard's handicap
 
 
 def score_folds(splits: list[Fold], methods: list[str], fitted: dict, scores: np.ndarray,
                 groups: dict[str, np.ndarray], bench: np.ndarray, *, log: Callable[[str], None],
                 total_folds: int) -> FoldScores:
-    """Every method's test-query metrics per fold and group (per benchmark too); the oracle knows the labels."""
-    out = FoldScores({m: {g: [] for g in groups} for m in methods}, {m: {g: [] for g in groups} for m in methods},
-                      {m: {g: [] for g in groups} for m in methods}, {g: [] for g in groups})
+    """Every method's test-query metrics per fold and group (per benchmark too); the oracle knows the labels. A
+    method with a guard (LOCUS) routes each group's queries by its routing scores among the group's labelled models
+    (methods.Fitted.routing_scores)."""
+    empty = lambda: {m: {g: [] for g in groups} for m in methods}  # noqa: E731
+    out = FoldScores(empty(), empty(), empty(), {g: [] for g in groups}, empty())
     for fold in splits:
         labels = scores[:, fold.test]  # (M, Qte)
         for name in methods:
-            if name == "oracle":
-                probs = np.nan_to_num(labels, nan=0.0)  # knows the answers: routing = any model correct
-            else:
-                probs = fitted[fold.index, name][0]
+            fit = Fitted(np.nan_to_num(labels, nan=0.0), 0.0) if name == "oracle" else fitted[fold.index, name]
+            probs = fit.probs  # the oracle knows the answers: routing = any model correct
             for group, rows in groups.items():
                 p, y = probs[rows], labels[rows]
                 if np.isnan(y).all():
                     continue
-                result = score_predictions(p, y)
-                result["per_benchmark"] = {
-                    b: score_predictions(p[:, bench[fold.test] == b], y[:, bench[fold.test] == b])
-                    for b in sorted(set(bench[fold.test]))
-                    if not np.isnan(y[:, bench[fold.test] == b]).all()
-                }
+                r = fit.routing_scores(rows, ~np.isnan(y))
+                in_bench = {b: bench[fold.test] == b for b in sorted(set(bench[fold.test]))}
+                result = score_predictions(p, y, r)
+                result["per_benchmark"] = {b: score_predictions(p[:, c], y[:, c], r[:, c])
+                                           for b, c in in_bench.items() if not np.isnan(y[:, c]).all()}
                 out.per_fold[name][group].append(result)
-                out.outcomes[name][group].append(routing_outcomes(p, y))
+                out.outcomes[name][group].append(routing_outcomes(r, y))
                 out.probs[name][group].append(p)
+                out.route[name][group].append(r)
                 if name == REFERENCE:
                     out.labels[group].append(y)
             log(f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {out.per_fold[name]['all'][-1]['routing_acc']:.4f}")
@@ -102,7 +105,7 @@ def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarr
     seen = seen[~np.isnan(seen)]
     constant = bool(degenerate and seen.size and seen.min() == seen.max())  # every label the same value
     resampled = {group: bootstrap_draws({m: scored.probs[m][group] for m in methods}, scored.labels[group],
-                                        n_boot=n_boot, seed=seed)
+                                        n_boot=n_boot, seed=seed, route={m: scored.route[m][group] for m in methods})
                  for group in groups if scored.labels[group]}
     for name in methods:
         result_methods[name] = {}
@@ -141,6 +144,6 @@ def frontier_summary(scored: FoldScores, methods: list[str], fold_costs: list[np
     labels = scored.labels["all"]
     if len(labels) != len(fold_costs):
         raise ValueError(f"frontier_summary: {len(fold_costs)} folds of costs for {len(labels)} folds of labels")
-    probs = {m: scored.probs[m]["all"] for m in methods if len(scored.probs[m]["all"]) == len(labels)}
+    probs = {m: scored.route[m]["all"] for m in methods if len(scored.route[m]["all"]) == len(labels)}  # what ranks
     rates = [p.mean(axis=1) for p in scored.probs[REFERENCE]["all"]]  # best_single: each model's anchor mean rate
     return evaluate_frontiers(probs, labels, fold_costs, rates, names=names, n_boot=n_boot, seed=seed)

@@ -7,7 +7,7 @@
     errors.py    one error type per cause
 
 ``locus serve`` (one query per request), the ``cost_frontier`` asset and bench/bench_frontier.py (many queries)
-decide by the same rule.
+decide by the same rule, under the router's guard (locus_model.guard, re-exported here).
 """
 
 from locus_model.routing.costs import (BASIS_MEANS, COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostTable, check_cost,
@@ -16,10 +16,11 @@ from locus_model.routing.errors import (CostError, CostUnknown, NoCandidateWithi
                                         RoutingError)
 from locus_model.routing.curves import DEFAULT_WEIGHTS
 from locus_model.routing.frontier import CostFrontier, cost_frontier, frontier_of_pool
+from locus_model.guard import GUARD_MARGIN, Guard, check_margin, routing_scores
 from locus_model.routing.route import (RouteDecision, check_quality_weight, fallback_chain, normalized_costs,
                                        quality_lambda, route, route_many, route_scores)
 
 __all__ = ["BASIS_MEANS", "COST_KEYS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "check_cost", "cost_info", "cost_table",
-           "estimate_tokens", "CostError", "CostUnknown", "NoCandidateWithinCap", "QualityWeightError", "RoutingError",
+           "estimate_tokens", "GUARD_MARGIN", "Guard", "check_margin", "routing_scores", "CostError", "CostUnknown", "NoCandidateWithinCap", "QualityWeightError", "RoutingError",
            "DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier", "frontier_of_pool", "RouteDecision", "check_quality_weight",
            "fallback_chain", "normalized_costs", "quality_lambda", "route", "route_many", "route_scores"]

@@ -36,6 +36,7 @@ import numpy as np
 from locus_model.neighbours import nearest_neighbours, paired_distances
 from locus_model.routing.costs import check_cost
 from locus_model.routing.errors import CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingError
+from locus_model.guard import Guard
 
 
 def check_quality_weight(quality_weight) -> float:
@@ -113,6 +114,7 @@ def route(
     max_params: float | None = None,
     embeddings: np.ndarray | None = None,  # (M, d) model embeddings, for the fallback chain
     n_fallbacks: int | None = None,
+    guard: Guard | None = None,  # over the same M candidates: P less its handicap ranks (guard)
 ) -> RouteDecision:
     """Rank the candidates by :func:`route_scores` (ties: cheaper first, then lower index), keeping only those
     that cost at most ``max_cost`` and have at most ``max_params`` billion parameters when given; the chosen model
@@ -123,13 +125,15 @@ def route(
     Nothing unknown is made up. A candidate of unknown cost (NaN) is left out (``unknown_cost``) when the ranking
     uses cost (w < 1 or a cost cap); at w = 1 cost does not matter and it is ranked like the others, after the
     candidates of known cost on an exact tie. Under ``max_params`` a candidate of unknown size is left out
-    (``unknown_params``)."""
+    (``unknown_params``). With a ``guard`` the quality term is the routing score (P less the guard's handicap;
+    its reference is the kept candidate of highest standing)."""
     p = np.asarray(probs, dtype=np.float64)
     c = np.asarray(costs, dtype=np.float64)
     if p.ndim != 1 or p.shape != c.shape or p.size == 0:
         raise RoutingError(f"route: probs {p.shape} and costs {c.shape} must be 1-D, equal and non-empty.")
     if (c < 0).any():
         raise RoutingError("route: costs must be >= 0 (NaN = unknown).")
+    _check_guard(guard, len(p), "route")
     if max_cost is not None:
         check_cost(max_cost, "max_cost")
     w = check_quality_weight(quality_weight)
@@ -159,7 +163,8 @@ def route(
         raise NoCandidateWithinCap(_nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params))
     idx = np.flatnonzero(keep)
     scores = np.full(len(c), np.nan)
-    scores[idx] = route_scores(p[idx], np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
+    quality = p[idx] if guard is None else guard.scores(p[idx], idx)
+    scores[idx] = route_scores(quality, np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
     ranking = idx[rank_candidates(scores[idx], c[idx], idx)]
     chosen = int(ranking[0])
     chain = (_cost_aware_chain(embeddings, chosen, ranking, c, uses_cost, n_fallbacks) if embeddings is not None
@@ -204,12 +209,19 @@ def _nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, p
             + ". How to fix: raise the cap or add cheaper / smaller candidates of known size.")
 
 
+def _check_guard(guard: Guard | None, n: int, where: str) -> None:
+    if guard is not None and len(guard.standing) != n:
+        raise RoutingError(f"{where}: the guard stands over {len(guard.standing)} candidates, the probs over {n}")
+
+
 def route_many(probs: np.ndarray, costs: np.ndarray, quality_weight: float,
-               known: np.ndarray | None = None) -> np.ndarray:  # (Q,) chosen model per query
+               known: np.ndarray | None = None, guard: Guard | None = None) -> np.ndarray:  # (Q,) chosen per query
     """The chosen model of each query (column) of ``probs`` (M, Q) by the rule of :func:`route`; costs (M,) or
     (M, Q), NaN = unknown (left out at w < 1; at w = 1 ranked after the known on a tie, as :func:`route` does).
-    ``known`` (M, Q) bool restricts each query to those models (e.g. labelled ones)."""
+    ``known`` (M, Q) bool restricts each query to those models (e.g. labelled ones); ``guard``: as in :func:`route`,
+    its reference per query the candidate of highest standing among that query's."""
     p = np.asarray(probs, dtype=np.float64)
+    _check_guard(guard, p.shape[0], "route_many")
     c = np.broadcast_to(np.asarray(costs, dtype=np.float64).reshape(p.shape[0], -1), p.shape)
     w = check_quality_weight(quality_weight)
     known = np.ones(p.shape, dtype=bool) if known is None else np.asarray(known, dtype=bool)
@@ -219,7 +231,8 @@ def route_many(probs: np.ndarray, costs: np.ndarray, quality_weight: float,
             raise CostUnknown("route_many: a query has no candidate of known cost, so no cost-aware ranking "
                               "(quality_weight < 1) is possible. How to fix: give prices (or parameter counts).")
     c_known = np.where(known & ~np.isnan(c), c, 0.0)
-    s = np.where(known, route_scores(p, c_known, w), -np.inf)
+    quality = p if guard is None else p - guard.per_query_handicap(known)
+    s = np.where(known, route_scores(quality, c_known, w), -np.inf)
     rows = np.broadcast_to(np.arange(p.shape[0])[:, None], p.shape)
     return rank_candidates(s, c, rows)[0]
 

@@ -53,8 +53,9 @@ class QueryStats(NamedTuple):
     pairs: np.ndarray  # (Q, Q) [q, q']: positive cells of q scored above negative cells of q' (ties count 1/2)
 
 
-def query_stats(probs: np.ndarray, labels: np.ndarray) -> QueryStats:
-    """The QueryStats of (M, Q) probs and labels (NaN = not labelled)."""
+def query_stats(probs: np.ndarray, labels: np.ndarray, route: np.ndarray | None = None) -> QueryStats:
+    """The QueryStats of (M, Q) probs and labels (NaN = not labelled); the routed model is the highest of ``route``
+    (M, Q) when given (routing scores), else of probs."""
     probs, labels = np.asarray(probs, np.float64), np.asarray(labels, np.float64)
     n_q = labels.shape[1]
     known = ~np.isnan(labels)
@@ -74,7 +75,7 @@ def query_stats(probs: np.ndarray, labels: np.ndarray) -> QueryStats:
             below = np.searchsorted(neg, pos_rank, "left") + np.searchsorted(neg, pos_rank, "right")
             pairs[:, q] = np.bincount(pos_col, weights=0.5 * below, minlength=n_q)
     return QueryStats(
-        routed=routing_outcomes(probs, labels),
+        routed=routing_outcomes(probs if route is None else np.asarray(route, np.float64), labels),
         n_known=known.sum(axis=0).astype(np.float64),
         agree=np.where(known, (probs > 0.5) == (labels >= 0.5), False).sum(axis=0).astype(np.float64),
         sq_err=np.where(known, (probs - np.nan_to_num(labels)) ** 2, 0.0).sum(axis=0),
@@ -131,13 +132,15 @@ class Resampled(NamedTuple):
 
 
 def bootstrap_draws(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, n_boot: int = 2000,
-                    seed: int = 0, level: float = 0.95) -> Resampled:
+                    seed: int = 0, level: float = 0.95,
+                    route: Mapping[str, Sequence[np.ndarray]] | None = None) -> Resampled:
     """Every method's routing_acc, correctness_acc, auc and brier on the data and on ``n_boot`` resamples of it.
 
     probs: {method: one (M, Q_k) array per stratum (fold)}; labels: the (M, Q_k) labels of each stratum. A
     method's metric is the mean over strata of its metric in each stratum (the protocol's mean over folds); a
     resample draws each stratum's queries (columns) with replacement, and every method is scored on the same
-    resamples, so that any two methods compare pairwise (Resampled.compare) from one set of draws."""
+    resamples, so that any two methods compare pairwise (Resampled.compare) from one set of draws. ``route``:
+    {method: per stratum (M, Q_k) routing scores} for the methods that route by something else than P(correct)."""
     labels = [np.asarray(y) for y in labels]
     bad = {name: [np.shape(p) for p in ps] for name, ps in probs.items()
            if len(ps) != len(labels) or any(np.shape(p) != y.shape for p, y in zip(ps, labels))}
@@ -145,7 +148,9 @@ def bootstrap_draws(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[
         raise ValueError(f"bootstrap_draws: probs must give one array per stratum of the same (M, Q) shape as its "
                          f"labels {[y.shape for y in labels]}; mismatched: {bad}")
     rng = np.random.default_rng(seed)
-    stats = {name: [query_stats(p, y) for p, y in zip(ps, labels)] for name, ps in probs.items()}
+    route = route or {}
+    stats = {name: [query_stats(p, y, r) for p, y, r in zip(ps, labels, route.get(name, [None] * len(labels)))]
+             for name, ps in probs.items()}
     point = {name: {k: float(np.mean([stats_draws(s, np.ones((1, len(s.routed))))[k][0] for s in ss]))
                     for k in ("routing_acc", "correctness_acc", "brier", "auc")} for name, ss in stats.items()}
     draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name]} for name in probs}

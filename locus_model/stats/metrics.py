@@ -84,11 +84,13 @@ def bce(probs: np.ndarray, labels: np.ndarray, *, eps: float = 1e-7) -> float:
 METRICS = ("routing_acc", "hit@3", "correctness_acc", "auc", "brier")  # what the protocol reports
 
 
-def score_predictions(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """All METRICS on (M, Q) probs against labels (NaN = unknown)."""
+def score_predictions(probs: np.ndarray, labels: np.ndarray, route: np.ndarray | None = None) -> dict[str, float]:
+    """All METRICS on (M, Q) probs against labels (NaN = unknown); routing and hit@3 rank by ``route`` (M, Q) when
+    given (a guarded router's routing scores: locus_model.guard), else by probs."""
+    route = probs if route is None else route
     return {
-        "routing_acc": routing_accuracy(probs, labels),
-        "hit@3": hit_at_k(probs, labels, 3),
+        "routing_acc": routing_accuracy(route, labels),
+        "hit@3": hit_at_k(route, labels, 3),
         "correctness_acc": correctness_accuracy(probs, labels),
         "auc": roc_auc(probs, labels),
         "brier": brier(probs, labels),

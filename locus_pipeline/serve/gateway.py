@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
 from locus_model.evaluation.verdict import what_to_serve
-from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
+from locus_model.routing import (CostUnknown, Guard, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
                                  estimate_tokens, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
@@ -136,7 +136,8 @@ class Gateway:
         snap, settings = self.snapshot, self.models.gateway
         serves = (f"the single model {self.single_model} (model \"locus\" answers with it)"
                   if self.single_model else f"the router (model \"locus\": the best of {len(snap.routable)} routable "
-                  f"models at quality weight {self.config.quality_weight:g})") + f": {self.serve_reason}"
+                  f"models at quality weight {self.config.quality_weight:g}, {self.guard_text()})") + \
+            f": {self.serve_reason}"
         ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
         lines = [f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
                  + (f", portfolio {snap.portfolio}" if snap.portfolio else "") + f"), checkpoint {snap.checkpoint_id}, "
@@ -149,6 +150,16 @@ class Gateway:
                  f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
                  f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token")]
         return "\n".join("  " + line for line in lines)
+
+    def guard_text(self) -> str:
+        """The guard in words: its margin and the routable model of highest standing it leans toward."""
+        snap = self.snapshot
+        margin = snap.scorer.router.guard_margin if self.config.guard_margin is None else self.config.guard_margin
+        if margin == 0:
+            return "no guard"
+        rows = snap.routable_rows()
+        reference = snap.names[int(rows[np.argmax(snap.scorer.guard(rows).standing)])] if len(rows) else "none"
+        return f"guard {margin:g} toward {reference}"
 
     # -- reload
 
@@ -220,7 +231,7 @@ class Gateway:
                      quality_weight: float | None, input_tokens: int | None, output_tokens: int | None,
                      max_params: float | None = None, need_upstream: bool = False) -> dict:
         """The decision for ``query`` among the candidates (locus_model.routing.route on the scorer's P(correct)
-        and the snapshot's costs and sizes), as the JSON body of POST /route."""
+        under the router's guard, and the snapshot's costs and sizes), as the JSON body of POST /route."""
         start = time.perf_counter()
         if not isinstance(query, str) or not query.strip():
             raise ApiError(400, "query is empty: give the text to route")
@@ -250,9 +261,12 @@ class Gateway:
         except EncodingInputError as err:
             raise ApiError(400, f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
                            code="invalid_query_text")
+        guard = snap.scorer.guard(None if isinstance(rows, slice) else rows)
+        if self.config.guard_margin is not None:  # the operator's margin instead of the checkpoint's
+            guard = Guard(guard.standing, self.config.guard_margin)
         try:
             d = route(probs, costs, quality_weight=w, max_cost=max_cost, params=params, max_params=max_params,
-                      embeddings=snap.embeddings[rows], n_fallbacks=self.config.n_fallbacks)
+                      embeddings=snap.embeddings[rows], n_fallbacks=self.config.n_fallbacks, guard=guard)
         except RoutingError as err:
             raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
         names = snap.names
@@ -269,6 +283,7 @@ class Gateway:
             "unknown_cost": [names[i] for i in idx[d.unknown_cost]],  # left out of a cost-aware ranking: no cost known
             "over_params": [names[i] for i in idx[d.over_params]],
             "unknown_params": [names[i] for i in idx[d.unknown_params]],  # left out under max_params: no size known
+            "guard": {"reference": names[idx[guard.reference(d.ranking)]], "margin": guard.margin},
             "quality_weight": float(w), "lambda": _json_number(d.lam), "max_cost": max_cost, "max_params": max_params,
             "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means, "cost_note": snap.costs.note,
             "candidates": len(idx), "portfolio": snap.portfolio,

@@ -104,8 +104,8 @@ def test_query_predictions(
     home: LocusHome,
 ) -> pd.DataFrame:
     """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the router's P(correct)
-    from the pool embedding and group profile), label (NaN where unknown, e.g. onboarded models),
-    checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
+    from the pool embedding and group profile), route_score (prob under the router's guard: what ranks), label (NaN
+    where unknown, e.g. onboarded models), checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
     # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.reports import prediction_matrices, test_query_predictions as predict
 
@@ -115,7 +115,7 @@ def test_query_predictions(
     lab = preds.subset(preds.labelled)
     context.add_output_metadata({
         "models": len(preds.names), "models_with_labels": len(lab.names), "test_queries": len(preds.query_ids),
-        "routing_accuracy_full_pool": float(routing_accuracy(lab.probs, lab.labels)),
+        "routing_accuracy_full_pool": float(routing_accuracy(lab.route, lab.labels)),  # under the guard, as served
         "correctness_accuracy": float(correctness_accuracy(lab.probs, lab.labels)),
         "checkpoint_id": checkpoint.checkpoint_id,
     })

@@ -35,7 +35,7 @@ def cost_frontier(
     table = cost_table(names, cost_info(model_catalog))
     texts = (evaluation_table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
              .set_index("query_id")["query"].astype(str).reindex(preds.query_ids))
-    result = frontier_of_pool(preds.probs, preds.labels, names, list(texts), table)
+    result = frontier_of_pool(preds.route, preds.labels, names, list(texts), table)  # P under the guard ranks
     basis, unknown = table.basis_means, list(result.unknown_cost)
     png = result.plot(home.dir("reports") / "cost_frontier.png", cost_label=f"mean cost per query ({basis})")
     summary = result.summary() + f" Cost basis: {basis}. Costs: {table.note}."

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from locus_model.evaluation import protocol
+from locus_model.evaluation.methods import Fitted
 from locus_model.evaluation.results import format_frontier, format_results
 from locus_model.evaluation.verdict import (best_single_name, cost_share, format_verdict, routing_verdict,
                                             what_to_serve)
@@ -70,7 +71,7 @@ def evaluate_with_a_stand_in_router(monkeypatch, prices: dict | None = None) -> 
             return real(**args)
         labels = np.nan_to_num(args["scores"][:, args["fold"].test])
         noise = np.random.default_rng(args["seed"]).random(labels.shape)
-        return (0.8 * labels + 0.2 * noise).astype(np.float32), 0.0
+        return Fitted((0.8 * labels + 0.2 * noise).astype(np.float32), 0.0)
 
     monkeypatch.setattr(protocol, "fit_and_predict", stand_in)
     names = sorted(table["model"].unique())

@@ -3,6 +3,7 @@ made-up one, and a portfolio of the portfolios asset served as the candidate set
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -129,3 +130,22 @@ def test_a_model_with_too_few_evaluations_is_routed_to_only_when_a_request_names
     assert {x["model"] for x in named["ranking"]} == {"tiny-drop 1b", "alpha-7b"}
     assert health["not_routable_by_default"] == ["tiny-drop 1b"] and health["routable_models"] == len(NAMES)
     assert listed["tiny-drop 1b"]["routable"] is False
+
+
+def test_the_guard_keeps_queries_on_the_candidate_of_highest_standing_unless_another_is_clearly_better(built, tmp_path):
+    pool = built["home"].read_pool()
+    standing = dict(zip(pool["model"], np.stack(pool["group_profile"].to_numpy())[:, 0]))  # one group: its accuracy
+    top = max(standing, key=standing.get)
+    probs = expected_probs(built, QUERY)
+    with client_for(built, tmp_path) as client:  # the checkpoint's margin (this tiny router's: 0)
+        plain = client.post("/route", json={"query": QUERY}).json()
+    with client_for(built, tmp_path, guard_margin=0.99) as client:  # nothing beats the reference by 0.99
+        guarded = client.post("/route", json={"query": QUERY}).json()
+        among = client.post("/route", json={"query": QUERY, "candidates": [n for n in NAMES if n != top]}).json()
+    assert plain["guard"]["margin"] == 0.0 and plain["chosen"] == max(probs, key=probs.get)
+    assert guarded["guard"] == {"reference": top, "margin": 0.99} and guarded["chosen"] == top
+    second = max((n for n in NAMES if n != top), key=standing.get)  # the reference among the candidates left
+    assert among["chosen"] == among["guard"]["reference"] == second
+    score = {x["model"]: x["score"] for x in guarded["ranking"]}
+    assert score[top] == pytest.approx(probs[top], abs=1e-6)
+    assert all(score[n] == pytest.approx(probs[n] - 0.99, abs=1e-6) for n in NAMES if n != top)
