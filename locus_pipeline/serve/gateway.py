@@ -157,7 +157,7 @@ class Gateway:
         margin = snap.scorer.router.guard_margin if self.config.guard_margin is None else self.config.guard_margin
         if margin == 0:
             return "no guard"
-        rows = snap.routable_rows()
+        rows = snap.routable_rows
         reference = snap.names[int(rows[np.argmax(snap.scorer.guard(rows).standing)])] if len(rows) else "none"
         return f"guard {margin:g} toward {reference}"
 
