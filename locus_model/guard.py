@@ -80,10 +80,4 @@ class Guard:
         return out
 
 
-def routing_scores(probs: np.ndarray, guard: Guard | None) -> np.ndarray:
-    """(M, Q) the scores that rank candidates: P(correct) less the guard's handicap (P itself without a guard)."""
-    p = np.asarray(probs, np.float64)
-    return p if guard is None else guard.scores(p)
-
-
-__all__ = ["GUARD_MARGIN", "Guard", "check_margin", "routing_scores"]
+__all__ = ["GUARD_MARGIN", "Guard", "check_margin"]

@@ -15,6 +15,7 @@ the evaluation protocol, ``locus serve``, the reports and the MLflow pyfunc.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -48,10 +49,6 @@ class Router:
         the groups' shares of the training queries, so that models evaluated on different queries compare on one
         mix. The guard's reference is the model of highest standing."""
         return np.asarray(profiles, np.float64) @ self.groups.shares()
-
-    def with_guard(self, margin: float) -> "Router":
-        """This router with another guard margin (0 = route by P(correct) alone)."""
-        return Router(model=self.model, groups=self.groups, blend=self.blend, guard_margin=check_margin(margin))
 
     def pool_rows(self, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None, *,
                   device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
@@ -138,10 +135,16 @@ class PoolScorer:
         z, g = (self.embeddings, self.profiles) if rows is None else (self.embeddings[rows], self.profiles[rows])
         return self.router.proba(z, g, encodings, device=self.device)
 
-    def guard(self, rows: np.ndarray | None = None) -> Guard:
-        """The router's guard over the pool's models (or ``rows`` of them, in that order)."""
-        g = self.profiles if rows is None else self.profiles[np.asarray(rows)]
-        return Guard(self.router.standing(g), self.router.guard_margin)
+    @cached_property
+    def standing(self) -> np.ndarray:
+        """(M,) the pool's models' standing (Router.standing), computed once per scorer: a request indexes it."""
+        return self.router.standing(self.profiles)
+
+    def guard(self, rows: np.ndarray | None = None, margin: float | None = None) -> Guard:
+        """The router's guard over the pool's models (or ``rows`` of them, in that order); ``margin`` instead of the
+        router's where given (an operator's or an evaluation's override)."""
+        standing = self.standing if rows is None else self.standing[np.asarray(rows)]
+        return Guard(standing, self.router.guard_margin if margin is None else margin)
 
     def extended(self, embeddings: np.ndarray, profiles: np.ndarray, names: Sequence[str] = ()) -> "PoolScorer":
         """This scorer with more models' rows after its own (an onboarding)."""

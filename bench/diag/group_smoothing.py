@@ -33,6 +33,7 @@ from bench.common import RESULTS, apply_options, load_suite
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.splits import kfold_splits
+from locus_model.guard import Guard
 from locus_model.stats.metrics import roc_auc
 from locus_model.router import fit_router
 from locus_model.training import TrainConfig
@@ -74,15 +75,6 @@ def locus_pair(scores, enc, bench, fold, trained, held, seed, train_config) -> t
     probs_eb, _, _ = fit_and_predict(name="locus", router=eb, **args)
     facts = {"smoothing": k, "blend_eb": eb.blend.to_dict(), "blend_k1": router.blend.to_dict()}
     return {"locus_eb": probs_eb, "locus_k1": probs, "locus_guarded": fitted.routing_scores()}, facts
-
-
-def guarded(probs: np.ndarray, accuracy: np.ndarray, margin: float) -> np.ndarray:
-    """(M, Q) scores whose argmax is the guard's choice: the model most accurate on its own answers (``accuracy``
-    (M,)) unless another's P(correct) beats its own by more than ``margin``."""
-    ref = int(np.argmax(accuracy))
-    out = np.asarray(probs, np.float64) - margin
-    out[ref] = probs[ref]
-    return out
 
 
 def add_unit_arguments(p: argparse.ArgumentParser) -> None:
@@ -144,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         probs, facts = locus_pair(scores, enc, bench, fold, trained, held, args.seed + fold.index, train_config)
         own = np.nanmean(fold.budget_and_val(scores)[0], axis=1)  # each model's accuracy on its anchors
         for margin in args.guards:
-            probs[f"guard_{margin:g}"] = guarded(probs["locus_k1"], own, margin)
+            probs[f"guard_{margin:g}"] = Guard(own, margin).scores(probs["locus_k1"])  # trial (e): raw anchor accuracy
         for name in ("per_benchmark", "best_single"):
             probs[name] = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index)
         unit = {"holdout": holdout, "draw": d, "fold": fold.index, **facts,

@@ -79,10 +79,11 @@ class LocusMethod(Baseline):
         encodings = self._require_fit()
         return self.scorer.proba(encodings[np.asarray(query_idx)], np.asarray(model_rows))
 
-    def guard(self, model_rows: np.ndarray) -> Guard:
-        """The router's guard over these rows (fitted models first, then the onboarded: onboard's rows)."""
+    def guard(self, model_rows: np.ndarray, margin: float | None = None) -> Guard:
+        """The router's guard over these rows (fitted models first, then the onboarded: onboard's rows); ``margin``
+        instead of the router's where given."""
         self._require_fit()
-        return self.scorer.guard(np.asarray(model_rows))
+        return self.scorer.guard(np.asarray(model_rows), margin)
 
 
 class Fitted(NamedTuple):
@@ -183,8 +184,7 @@ def fit_and_predict(
     if isinstance(method, LocusMethod):  # its rows in the matrix's order: the fitted ones, then the onboarded
         order = np.empty(len(scores), np.int64)
         order[trained], order[held] = np.arange(len(trained)), held_rows
-        guard = method.guard(order)
-        guard = guard if guard_margin is None else Guard(guard.standing, guard_margin)
+        guard = method.guard(order, guard_margin)
     return Fitted(probs, time.perf_counter() - t0, guard)
 
 

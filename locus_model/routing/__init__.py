@@ -16,11 +16,11 @@ from locus_model.routing.errors import (CostError, CostUnknown, NoCandidateWithi
                                         RoutingError)
 from locus_model.routing.curves import DEFAULT_WEIGHTS
 from locus_model.routing.frontier import CostFrontier, cost_frontier, frontier_of_pool
-from locus_model.guard import GUARD_MARGIN, Guard, check_margin, routing_scores
+from locus_model.guard import GUARD_MARGIN, Guard, check_margin
 from locus_model.routing.route import (RouteDecision, check_quality_weight, fallback_chain, normalized_costs,
                                        quality_lambda, route, route_many, route_scores)
 
 __all__ = ["BASIS_MEANS", "COST_KEYS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "check_cost", "cost_info", "cost_table",
-           "estimate_tokens", "GUARD_MARGIN", "Guard", "check_margin", "routing_scores", "CostError", "CostUnknown", "NoCandidateWithinCap", "QualityWeightError", "RoutingError",
+           "estimate_tokens", "GUARD_MARGIN", "Guard", "check_margin", "CostError", "CostUnknown", "NoCandidateWithinCap", "QualityWeightError", "RoutingError",
            "DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier", "frontier_of_pool", "RouteDecision", "check_quality_weight",
            "fallback_chain", "normalized_costs", "quality_lambda", "route", "route_many", "route_scores"]

@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
 from locus_model.evaluation.verdict import what_to_serve
-from locus_model.routing import (CostUnknown, Guard, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
+from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
                                  estimate_tokens, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
@@ -154,12 +154,12 @@ class Gateway:
     def guard_text(self) -> str:
         """The guard in words: its margin and the routable model of highest standing it leans toward."""
         snap = self.snapshot
-        margin = snap.scorer.router.guard_margin if self.config.guard_margin is None else self.config.guard_margin
-        if margin == 0:
-            return "no guard"
         rows = snap.routable_rows
-        reference = snap.names[int(rows[np.argmax(snap.scorer.guard(rows).standing)])] if len(rows) else "none"
-        return f"guard {margin:g} toward {reference}"
+        guard = snap.scorer.guard(rows, self.config.guard_margin)
+        if guard.margin == 0:
+            return "no guard"
+        reference = snap.names[int(rows[guard.reference()])] if len(rows) else "none"
+        return f"guard {guard.margin:g} toward {reference}"
 
     # -- reload
 
@@ -261,9 +261,8 @@ class Gateway:
         except EncodingInputError as err:
             raise ApiError(400, f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
                            code="invalid_query_text")
-        guard = snap.scorer.guard(None if isinstance(rows, slice) else rows)
-        if self.config.guard_margin is not None:  # the operator's margin instead of the checkpoint's
-            guard = Guard(guard.standing, self.config.guard_margin)
+        # the operator's margin (--guard-margin) where given, else the checkpoint's
+        guard = snap.scorer.guard(None if isinstance(rows, slice) else rows, self.config.guard_margin)
         try:
             d = route(probs, costs, quality_weight=w, max_cost=max_cost, params=params, max_params=max_params,
                       embeddings=snap.embeddings[rows], n_fallbacks=self.config.n_fallbacks, guard=guard)
