@@ -1,0 +1,62 @@
+"""The learner: starts exactly at the router's P, moves with outcomes as far as the evidence allows, survives a restart."""
+
+import numpy as np
+import pytest
+
+from locus_model.learning import ExplorationBudget, Learner, LearningConfig
+
+
+def _learner(**config) -> Learner:
+    return Learner.start_from(["a", "b"], np.array([[0.6, 0.5], [0.55, 0.5]]), LearningConfig(**config))
+
+
+def test_no_outcome_no_change_and_calibrated_outcomes_no_shift() -> None:
+    learner = _learner()
+    p = np.array([[0.6, 0.7, 0.2], [0.5, 0.4, 0.9]])
+    groups = np.array([0, 0, 1])
+    np.testing.assert_allclose(learner.proba(p, groups), p, atol=1e-9)
+    for i in range(300):  # model 0 right exactly as often as the router said (P 0.6)
+        learner.observe(0, 0, float(i % 5 < 3), 0.6)
+    assert learner.proba(p, groups)[0, 0] == pytest.approx(0.6, abs=0.03)
+
+
+def test_a_model_worse_than_predicted_moves_down_on_its_group_only() -> None:
+    learner = _learner()
+    p = np.array([[0.6, 0.7, 0.2], [0.5, 0.4, 0.9]])
+    groups = np.array([0, 0, 1])
+    for _ in range(100):
+        learner.observe(0, 0, 0.0, 0.6)
+    learned = learner.proba(p, groups)
+    assert learned[0, 0] < 0.1 and learned[0, 1] < 0.1  # group 0: down
+    assert learned[0, 2] == pytest.approx(0.2) and np.allclose(learned[1], p[1])  # elsewhere: untouched
+    learner.reset(0)
+    np.testing.assert_allclose(learner.proba(p, groups), p, atol=1e-9)
+
+
+def test_forgetting_lets_a_changed_model_be_noticed() -> None:
+    slow, fast = _learner(half_life=float("inf")), _learner(half_life=50.0)
+    for learner in (slow, fast):
+        for _ in range(1000):
+            learner.observe(0, 0, 1.0, 0.6)
+        for _ in range(100):
+            learner.observe(0, 0, 0.0, 0.6)
+    p, g = np.array([[0.6], [0.5]]), np.array([0])
+    assert fast.proba(p, g)[0, 0] < 0.3 < slow.proba(p, g)[0, 0]
+
+
+def test_state_round_trip() -> None:
+    learner = _learner()
+    for i in range(50):
+        learner.observe(i % 2, i % 2, float(i % 3 == 0), 0.5, client="judge")
+    back = Learner.from_state(learner.state_dict())
+    p, g = np.array([[0.6, 0.3], [0.5, 0.5]]), np.array([0, 1])
+    np.testing.assert_allclose(back.proba(p, g), learner.proba(p, g))
+
+
+def test_the_budget_bounds_the_explored_share() -> None:
+    budget = ExplorationBudget(0.1)
+    for _ in range(1000):
+        budget.record(budget.allows())
+    assert budget.explored == 100
+    off = ExplorationBudget(0.0)
+    assert not off.allows()
