@@ -91,6 +91,7 @@ ORDER = (
     ("router",),  # the trained router: training's product
     ("training",),
     ("pool_schema", "pool", "onboarding", "benchmark_bayes", "estimates", "adaptive"),
+    ("learning",),  # the online learner on the estimates' posterior
     ("routing",),  # the cost-aware route, its curves and frontiers
     ("evaluation",),
     ("analysis",),
