@@ -222,7 +222,8 @@ def evaluate(
             share, cost_note = cost_share(scored.route["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs,
                                           matrix.models)
     verdict = routing_verdict(result_methods, best_single_name(scored.probs[REFERENCE]["all"], matrix.models), share,
-                              cost_note)
+                              cost_note, frontier=None if frontier is None else frontier["methods"],
+                              frontier_folds=() if frontier is None else frontier["folds"])
     return json_clean({
         "settings": {
             "protocol": protocol,

@@ -15,6 +15,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from locus_model.routing.frontier_plot import LABELS  # the plot's names of the routers: one name per router
+
 ROUTER = "locus"
 
 
@@ -51,20 +53,73 @@ def best_single_name(reference_probs: Sequence[np.ndarray], names: Sequence[str]
 
 
 def routing_verdict(methods: Mapping, best_single: str, share: float | None,
-                    cost_note: str | None = None) -> dict | None:
-    """{"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note"} from the protocol's ``methods`` result
-    (LOCUS's ``all`` group compared with best_single), in accuracy points; ``cost_note`` says why the cost share is
-    unknown (None when it is known or no costs were given); None when LOCUS did not run or the labels could not tell
-    the methods apart (no interval). The figures are not rounded, so that the verdict prints the very figure the
-    tables print (evaluation.summary: one interval from one set of resamples)."""
+                    cost_note: str | None = None, frontier: Mapping | None = None,
+                    frontier_folds: Sequence[Mapping] = ()) -> dict | None:
+    """{"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note", "cheaper"} from the protocol's
+    ``methods`` result (LOCUS's ``all`` group compared with best_single), in accuracy points; ``cost_note`` says why
+    the cost share is unknown (None when it is known or no costs were given); ``cheaper``: where routing would pay
+    on cost (:func:`cheaper_routers` of the protocol's ``frontier`` and ``frontier_folds``; None without costs or
+    when no router reaches the best single model's accuracy cheaper); None when LOCUS did not run or the labels
+    could not tell the methods apart (no interval). The figures are not rounded, so that the verdict prints the very
+    figure the tables print (evaluation.summary: one interval from one set of resamples)."""
     stat = methods.get(ROUTER, {}).get("all", {}).get("vs_methods", {}).get("best_single", {}).get("routing_acc")
     if not stat or stat.get("ci_low") is None:
         return None
     delta, lo, hi = (100 * float(stat[k]) for k in ("diff", "ci_low", "ci_high"))
     return {"pays": lo > 0, "best_single": best_single, "delta": delta, "lo": lo, "hi": hi,
             "cost_share": None if share is None else round(share, 4),
-            "cost_note": None if share is not None else cost_note}
+            "cost_note": None if share is not None else cost_note,
+            "cheaper": cheaper_routers(frontier, frontier_folds) if frontier else None}
 
+
+NOT_ROUTERS = ("oracle", "best_single", "random_mix")  # the frontier's references: not a router to deploy
+
+
+def cheaper_routers(frontier: Mapping, folds: Sequence[Mapping] = ()) -> dict | None:
+    """Where routing pays on cost: {"reference", "at_best_single", "at_95"}, each target {"router", "cost_share",
+    "ci_low", "ci_high"} the router of the frontier (``evaluate_frontiers``' "methods"; the oracle, best_single and
+    random mixing are references, not routers) that reaches the best single model's accuracy (100%, 95% of it) at
+    the lowest share of that model's cost below 1, or None when none does; ``reference`` names that model (the
+    frontier's best single model of known cost, one per fold: their names joined). None when no router reaches
+    either target cheaper."""
+    out: dict = {"reference": ", ".join(sorted({str(f["best_single"]) for f in folds})) or None}
+    for key, figure in (("at_best_single", "cost_share_at_best_single"), ("at_95", "cost_share_at_95")):
+        found = [(float(e[figure]["mean"]), name) for name, e in frontier.items()
+                 if name not in NOT_ROUTERS and e.get(figure, {}).get("mean") is not None
+                 and np.isfinite(e[figure]["mean"]) and e[figure]["mean"] < 1]
+        if found:
+            share, name = min(found)
+            stat = frontier[name][figure]
+            out[key] = {"router": name, "cost_share": share, "ci_low": stat.get("ci_low"), "ci_high": stat.get("ci_high")}
+        else:
+            out[key] = None
+    return out if out["at_best_single"] or out["at_95"] else None
+
+
+def cheaper_text(cheaper: Mapping | None, best_single: str | None = None) -> str:
+    """The cheaper operating points in words: "IRT reaches gemini's accuracy at 86% of its cost (95% CI 60-100%);
+    95% of it: kNN at 60% (95% CI 40-80%)"; "" when there are none."""
+    if not cheaper:
+        return ""
+    names = (cheaper.get("reference") or best_single or "").split(", ")
+    reference = (f"{names[0]}'s" if len(names) == 1 and names[0] else
+                 f"the best single model of known cost's ({', '.join(names)}, by fold)")
+
+    def at(hit: Mapping) -> str:
+        low, high = hit.get("ci_low"), hit.get("ci_high")
+        ci = ("" if low is None else f" (95% CI {100 * low:.0f}-{100 * high:.0f}%)" if high is not None
+              else f" (95% CI from {100 * low:.0f}%)")
+        return f"{100 * hit['cost_share']:.0f}%{' of its cost' if hit is cheaper.get('at_best_single') else ''}{ci}"
+
+    parts = []
+    if cheaper.get("at_best_single"):
+        hit = cheaper["at_best_single"]
+        parts.append(f"{LABELS.get(hit['router'], hit['router'])} reaches {reference} accuracy at {at(hit)}")
+    if cheaper.get("at_95"):
+        hit = cheaper["at_95"]
+        parts.append(f"95% of {'it' if parts else reference + ' accuracy'}: {LABELS.get(hit['router'], hit['router'])} "
+                     f"at {at(hit)}{'' if parts else ' of its cost'}")
+    return "; ".join(parts)
 
 def format_verdict(verdict: Mapping | None) -> str:
     """The one line ``locus evaluate`` prints first."""
@@ -75,8 +130,11 @@ def format_verdict(verdict: Mapping | None) -> str:
         cost = ("" if verdict["cost_share"] is None and not verdict.get("cost_note")
                 else f" (cost share unknown: {verdict['cost_note']})" if verdict["cost_share"] is None
                 else f" (at {100 * verdict['cost_share']:.0f}% of its cost)")
-        return f"routing pays: {figures} over calling {verdict['best_single']} alone{cost}"
-    return f"routing does not pay on this data: call {verdict['best_single']} (LOCUS {figures})"
+        line = f"routing pays: {figures} over calling {verdict['best_single']} alone{cost}"
+    else:
+        line = f"routing does not pay on this data: call {verdict['best_single']} (LOCUS {figures})"
+    cheaper = cheaper_text(verdict.get("cheaper"), verdict["best_single"])
+    return line + (f"; on cost: {cheaper}" if cheaper else "")
 
 
 @dataclass(frozen=True)
@@ -98,4 +156,5 @@ def what_to_serve(verdict: Mapping | None, *, force_router: bool = False) -> Ser
     return ServeChoice(router=False, model=str(verdict["best_single"]), reason=format_verdict(verdict))
 
 
-__all__ = ["ServeChoice", "best_single_name", "cost_share", "format_verdict", "routing_verdict", "what_to_serve"]
+__all__ = ["ServeChoice", "best_single_name", "cheaper_routers", "cheaper_text", "cost_share", "format_verdict",
+           "routing_verdict", "what_to_serve"]
