@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
-from locus_model.evaluation.verdict import what_to_serve
+from locus_model.evaluation.verdict import cheaper_text, what_to_serve
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
                                  RouteDecision, estimate_tokens, fallback_chain, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
@@ -120,6 +120,7 @@ class Gateway:
                                    on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc())
         self.metrics.cooled_down.set_function(self.cooldowns.cooled_down)
         self.single_model, self.serve_reason = single_model(config.serve, self.snapshot, self.home)
+        self.verdict = pool_verdict(self.home, self.snapshot)  # the routing evaluation of the served checkpoint
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
 
@@ -156,11 +157,35 @@ class Gateway:
                  f"serves: {serves}" + (" -- DRY RUN: chat calls answer with the decision only" if snap.dry_run else ""),
                  f"upstreams: {len(ups)}" + (": " + "; ".join(ups[:5]) + (f"; ... ({len(ups) - 5} more)" if len(ups) > 5 else "")
                                              if ups else " (POST /route answers; chat calls need --models-config)"),
+                 f"by cost: {self.cost_text()}",
                  f"policy: {self.config.n_fallbacks} fallbacks (embedding neighbours; pinned models: "
                  f"{'on' if settings.pinned_fallbacks else 'off unless the request asks'}); an upstream failing "
                  f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
                  f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token")]
         return "\n".join("  " + line for line in lines)
+
+    def cost_text(self) -> str:
+        """Where routing would pay on cost, from the routing evaluation of this checkpoint: the share of the best
+        single model's cost at which LOCUS's cost-aware operating points reached its accuracy (and 95% of it);
+        what a request weighing cost (model "locus:<w>", w < 1) is routed by, in single-model mode too."""
+        verdict = self.verdict
+        how = 'requests with model "locus:<w>", w < 1, route by cost'
+        if verdict is None:
+            return f"{how} (no routing evaluation of this checkpoint says what that saves)"
+        if verdict.get("cheaper") is None:
+            return (f"{how}; the routing evaluation found no router that reaches {verdict['best_single']}'s accuracy "
+                    "for less (or it had no prices: locus evaluate --models-file)")
+        cheaper = verdict["cheaper"]
+        mine = cheaper.get("locus") or {}
+        reference = cheaper.get("reference") or verdict["best_single"]
+        full, near = mine.get("at_best_single"), mine.get("at_95")
+        said = (f"{reference}'s accuracy at {100 * full:.0f}% of its cost"
+                + (f", 95% of it at {100 * near:.0f}%" if near is not None else "") if full is not None else
+                f"95% of {reference}'s accuracy at {100 * near:.0f}% of its cost (its full accuracy not for less)"
+                if near is not None else "")
+        return (f"{how}: in the routing evaluation LOCUS reached {said}" if said else
+                f"{how}; in the routing evaluation LOCUS did not reach {reference}'s accuracy for less") + \
+            f" (every router: {cheaper_text(cheaper, verdict['best_single'])})"
 
     def guard_text(self) -> str:
         """The guard in words: its margin and the routable model of highest standing it leans toward."""

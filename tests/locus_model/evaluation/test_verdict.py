@@ -12,7 +12,7 @@ from locus_model.evaluation.methods import Fitted
 from locus_model.evaluation.results import format_frontier, format_results
 from locus_model.evaluation.summary import ties_to_lower_row
 from locus_model.evaluation.verdict import (best_single_name, cheaper_routers, cost_share, format_verdict,
-                                            routing_verdict, what_to_serve)
+                                            kept_on_best_single, routing_verdict, what_to_serve)
 from locus_model.routing.frontier import evaluate_frontiers
 from locus_model.routing.frontier_plot import frontiers_figure
 from locus_model.routing import cost_table
@@ -26,7 +26,8 @@ def methods_with(diff: float, lo: float, hi: float) -> dict:
 def test_routing_pays_only_when_the_whole_interval_is_above_zero():
     pays = routing_verdict(methods_with(0.021, 0.004, 0.038), "gemini-pro", 0.42)
     assert pays == {"pays": True, "best_single": "gemini-pro", "delta": pytest.approx(2.1), "lo": pytest.approx(0.4),
-                    "hi": pytest.approx(3.8), "cost_share": 0.42, "cost_note": None, "cheaper": None}
+                    "hi": pytest.approx(3.8), "cost_share": 0.42, "cost_note": None, "cheaper": None,
+                    "kept_on_best_single": None}
     assert format_verdict(pays) == "routing pays: +2.1 [+0.4, +3.8] over calling gemini-pro alone (at 42% of its cost)"
     tie = routing_verdict(methods_with(-0.006, -0.02, 0.006), "gemini-pro", None)
     assert not tie["pays"]
@@ -135,7 +136,7 @@ def test_the_verdict_names_the_cheapest_router_that_matches_the_best_single_mode
                 "random_mix": {"cost_share_at_best_single": share(1.0), "cost_share_at_95": share(0.9)}}
     folds = [{"best_single": "gemini-pro"}] * 3
     cheaper = cheaper_routers(frontier, folds)
-    assert cheaper == {"reference": "gemini-pro",
+    assert cheaper == {"reference": "gemini-pro", "locus": {"at_best_single": None, "at_95": 0.7},
                        "at_best_single": {"router": "irt", "cost_share": 0.86, "ci_low": 0.6, "ci_high": 1.0},
                        "at_95": {"router": "threshold_locus", "cost_share": 0.6, "ci_low": 0.3, "ci_high": 0.9}}
     verdict = routing_verdict(methods_with(0.0, 0.0, 0.0), "gemini-pro", 1.0, frontier=frontier, frontier_folds=folds)
@@ -182,3 +183,20 @@ def test_the_best_single_line_ends_at_the_tables_best_single_model_when_a_cheape
     line = next(l for l in ax.get_lines() if l.get_label() == "best single (anchor rates)")
     star = next(c for c in ax.collections if c.get_label().startswith("best single (fold mean): 0.750"))
     assert max(line.get_ydata()) == pytest.approx(star.get_offsets()[0][1]) == pytest.approx(0.75)
+
+
+def test_the_verdict_says_in_words_when_the_guard_keeps_every_query_on_the_best_single_model():
+    labels = np.array([[1.0, 0.0, np.nan], [0.0, 1.0, 1.0]])  # query 2: only model 1 is labelled
+    routed = np.array([[0.9, 0.8, 0.9], [0.5, 0.5, 0.1]])  # model 0 wherever it is labelled
+    assert kept_on_best_single([routed], [labels], 0) == pytest.approx(2 / 3)
+    assert kept_on_best_single([routed[:, :2]], [labels[:, :2]], 0) == 1.0
+    assert kept_on_best_single([routed], [np.full((2, 3), np.nan)], 0) is None
+    every = routing_verdict(methods_with(0.0, 0.0, 0.0), "gemini-1.5-pro-002", None, kept=1.0)
+    assert format_verdict(every) == (
+        "routing does not pay on this data: call gemini-1.5-pro-002 (LOCUS +0.0 [+0.0, +0.0]; on this pool the guard "
+        "keeps every test query on gemini-1.5-pro-002: no other model is clearly better anywhere)")
+    some = routing_verdict(methods_with(-0.01, -0.02, 0.0), "g", None, kept=0.75)
+    assert "LOCUS sent 25% of the test queries to other models than g, without a clear gain" in format_verdict(some)
+    assert "guard" not in format_verdict(routing_verdict(methods_with(0.02, 0.01, 0.03), "g", None, kept=0.5))
+    forced = what_to_serve(every, force_router=True)
+    assert forced.router and "forced by the operator; the evaluation: routing does not pay" in forced.reason

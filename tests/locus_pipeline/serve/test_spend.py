@@ -179,3 +179,28 @@ def test_a_pinned_model_outside_the_requests_caps_is_refused_saying_which_cap(bu
         r = client.post("/v1/chat/completions", json=chat(model="gamma-70b", locus={"max_cost": 1e-4}))
     assert r.status_code == 400 and r.json()["error"]["code"] == "no_candidate_within_cost"
     assert "the pinned model gamma-70b is outside the request's caps (it costs more than max_cost=0.0001)" in r.text
+
+
+def test_the_summary_and_healthz_say_the_guard_kept_every_query_and_where_routing_would_pay_on_cost(built, tmp_path):
+    """The demo's case: LOCUS +0.0 [+0.0, +0.0] because the guard keeps every query on the best single model; the
+    routing evaluation's frontier says where cost-aware routing would pay."""
+    home = built["home"]
+    verdict = {"pays": False, "best_single": "beta-13b", "delta": 0.0, "lo": 0.0, "hi": 0.0, "cost_share": 1.0,
+               "cost_note": None, "kept_on_best_single": 1.0,
+               "cheaper": {"reference": "beta-13b", "locus": {"at_best_single": None, "at_95": 0.6},
+                           "at_best_single": {"router": "irt", "cost_share": 0.86, "ci_low": 0.6, "ci_high": 1.0},
+                           "at_95": {"router": "locus", "cost_share": 0.6, "ci_low": 0.4, "ci_high": 0.8}}}
+    home.routing_evaluation_path.write_text(json.dumps({"settings": {"checkpoint_id": built["checkpoint_id"]},
+                                                        "verdict": verdict}))
+    with client_for(built, tmp_path, dry_run=True) as client:
+        health = client.get("/healthz").json()
+        summary = client.app.state.gateway.summary()
+    kept = "on this pool the guard keeps every test query on beta-13b: no other model is clearly better anywhere"
+    assert kept in summary and kept in health["serves_because"] and health["serves"] == "single:beta-13b"
+    by_cost = ('requests with model "locus:<w>", w < 1, route by cost: in the routing evaluation LOCUS reached 95% of '
+               "beta-13b's accuracy at 60% of its cost (its full accuracy not for less) (every router: IRT reaches beta-13b's accuracy at 86% of its cost (95% CI 60-100%); 95% of "
+               "it: LOCUS at 60% (95% CI 40-80%))")
+    assert f"by cost: {by_cost}" in summary and health["by_cost"] == by_cost and health["verdict"] == verdict
+    home.routing_evaluation_path.unlink()
+    with client_for(built, tmp_path, dry_run=True) as client:
+        assert "no routing evaluation of this checkpoint says what that saves" in client.get("/healthz").json()["by_cost"]
