@@ -326,10 +326,14 @@ class Gateway:
                       embeddings=snap.embeddings[rows], n_fallbacks=self.config.n_fallbacks, guard=guard)
         except RoutingError as err:
             raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
-        position = {int(r): i for i, r in enumerate(idx)} if pinned is not None or self.single_model else {}
+
+        def position(row: int | None) -> int | None:  # where pool row ``row`` is among the decided rows
+            at = np.flatnonzero(idx == row) if row is not None else ()
+            return int(at[0]) if len(at) else None
+
         chosen, fallbacks = d.chosen, d.fallbacks
         if pinned is not None:
-            chosen = position[target]
+            chosen = position(target)
             if chosen not in d.ranking:
                 raise ApiError(400, f"the pinned model {pinned} is outside the request's caps ("
                                     + _outside_caps(chosen, d, max_cost, max_params) + "). How to fix: raise the cap, "
@@ -338,9 +342,9 @@ class Gateway:
             serves = {"by": "pinned", "why": f"the request named {pinned}"}
         elif self.single_model is not None:
             one = snap.index.get(self.single_model)
-            blocked = self.single_blocked(position.get(one), d, quality_weight, max_cost, max_params)
+            blocked = self.single_blocked(position(one), d, quality_weight, max_cost, max_params)
             if blocked is None:
-                chosen = position[one]
+                chosen = position(one)
                 serves = {"by": "single", "why": f"the single model this server serves ({self.serve_reason})"}
             else:
                 serves = {"by": "router", "why": f"the router among the models the request allows: the single "
