@@ -29,12 +29,14 @@ DAGSTER_HOME=$($PY -c "from locus_pipeline.instance import prepare_dagster_home;
 mkdir -p "$LOCUS_HOME/mlflow/artifacts" "$LOCUS_HOME/incoming"
 # a copied or moved home: its MLflow database's artifact locations (absolute URIs) and the Default experiment's
 # follow it to this home's mlflow/artifacts before the MLflow UI reads them; the links between the two UIs stored
-# by earlier runs (e.g. make demo's, made with the default ports) follow DAGSTER_PORT / MLFLOW_PORT
+# by earlier runs (e.g. make demo's, made with the default ports) follow DAGSTER_PORT / MLFLOW_PORT. The home's
+# ui.json records these ports: a process started in another shell (locus onboard) links to these servers too
 $PY -c "
 from locus_pipeline.defs.resources import MlflowTracking; from locus_pipeline.instance import relink_mlflow_links
 from locus_pipeline.storage import LocusHome
-tracking = MlflowTracking(home=LocusHome()); tracking.relocate(); tracking.relink()
-relink_mlflow_links('$DAGSTER_HOME', tracking.ui_url)"
+home = LocusHome(); home.write_ui_config(dagster_url='http://127.0.0.1:$DAGSTER_PORT', mlflow_url='http://127.0.0.1:$MLFLOW_PORT')
+tracking = MlflowTracking(home=home); tracking.relocate(); tracking.relink()
+relink_mlflow_links('$DAGSTER_HOME', tracking.mlflow_ui_url)"
 
 MLFLOW_PID="" DAGSTER_PID=""
 

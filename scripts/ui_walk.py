@@ -435,8 +435,8 @@ def item4(walk: Walk, item: Item, onboarded_key: str) -> None:
               ["atlas", "nearest_models", "per_benchmark_profile"])
     if url:
         followed = re.sub(r"^http://127\.0\.0\.1:\d+", walk.servers.mlflow, url)
-        if followed != url:
-            item.notes.append(f"the stored link's port is not this walk's MLflow port: followed {followed}")
+        # make dev's ports, recorded in the home's ui.json, are what every link writer reads (issue 69 item 4)
+        item.check(followed == url, f"the stored atlas link carries this walk's MLflow port ({url[:60]})")
         walk.page(item, "atlas-in-mlflow", followed, ["atlas.html", "reports"])
         frame = walk.browser.evaluate("[...document.querySelectorAll('iframe')].map(f => f.src || f.srcdoc.length).join(' ')")
         item.check(bool(frame), f"the MLflow artifact page renders the atlas in a frame ({str(frame)[:80]})")

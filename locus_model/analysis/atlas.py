@@ -15,6 +15,8 @@ DOM contract (what tests and other tools may rely on):
   #estimates              a table of its capability estimates per benchmark: accuracy, 90% interval, basis
                           ("estimate" where given, e.g. an onboarded model's; else "observed", its accuracy on the
                           pool's benchmarks, no interval)
+  #benchmark-bars         the same accuracies as bars, each labelled with its n (text "n = 4")
+The panel's tables wrap and scroll inside the panel (#panel table: overflow-x auto), never cut off by the window.
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ body {{ font-family: system-ui, sans-serif; margin: 1em 2em; color: #222; }}
 @media (max-width: 1000px) {{ #layout {{ grid-template-columns: minmax(0, 1fr); }} #panel {{ position: static; }}
   body {{ margin: 0.5em; }} }}
 table {{ border-collapse: collapse; }} td, th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: left; }}
+/* the panel's tables never spill out of it (at 1,400 px the estimates' "basis" column was cut off): long names
+   wrap, and a table still wider than the panel scrolls inside it */
+#panel {{ min-width: 0; }}
+#panel table {{ display: block; max-width: 100%; overflow-x: auto; }}
+#panel td, #panel th {{ overflow-wrap: anywhere; }}
 </style></head>
 <body>
 <h1>{title}</h1>
@@ -102,10 +107,13 @@ SCRIPT = """
       cell('h3', "Other tasks (this model only, not in the pool's benchmarks)"), scoreTable(other)] : []));
     if (window.Plotly) {
       try {
-        // horizontal bars: long benchmark names get a left margin that fits them (automargin), never cut
+        // horizontal bars: long benchmark names get a left margin that fits them (automargin), never cut; each
+        // bar says how many answers it rests on (a bar of 1.0 from 4 answers is not the model's strength)
         if (row) Plotly.react('benchmark-bars', [{type: 'bar', orientation: 'h', y: row.map(r => r[0]),
-                                                  x: row.map(r => r[1])}],
-          {height: 40 + 22 * row.length, width: 360, margin: {t: 10, b: 30, l: 10, r: 20},
+                                                  x: row.map(r => r[1]),
+                                                  text: row.map(r => r[2] === null ? '' : 'n = ' + r[2]),
+                                                  textposition: 'outside', cliponaxis: false}],
+          {height: 40 + 22 * row.length, width: 360, margin: {t: 10, b: 30, l: 10, r: 60},
            xaxis: {range: [0, 1], title: {text: 'accuracy'}}, yaxis: {automargin: true, autorange: 'reversed', dtick: 1}},
           {displayModeBar: false});
         else Plotly.purge('benchmark-bars');

@@ -41,7 +41,7 @@ from locus_model.evaluation.methods import METHODS, fit_and_predict, set_threads
 from locus_model.evaluation.results import config_dict, json_clean
 from locus_model.evaluation.splits import Fold, anchor_counts, model_groups, query_folds
 from locus_model.evaluation.summary import REFERENCE, frontier_summary, label_warnings, score_folds, summarise
-from locus_model.evaluation.verdict import best_single_name, cost_share, routing_verdict
+from locus_model.evaluation.verdict import best_single_name, cost_share, kept_on_best_single, routing_verdict
 from locus_model.model import LocusConfig
 from locus_model.routing.frontier import query_costs
 from locus_model.guard import GUARD_MARGIN, check_margin
@@ -221,8 +221,12 @@ def evaluate(
         if "locus" in methods:
             share, cost_note = cost_share(scored.route["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs,
                                           matrix.models)
-    verdict = routing_verdict(result_methods, best_single_name(scored.probs[REFERENCE]["all"], matrix.models), share,
-                              cost_note)
+    best_name = best_single_name(scored.probs[REFERENCE]["all"], matrix.models)
+    kept = (kept_on_best_single(scored.route["locus"]["all"], scored.labels["all"], list(matrix.models).index(best_name))
+            if "locus" in methods else None)
+    verdict = routing_verdict(result_methods, best_name, share, cost_note,
+                              frontier=None if frontier is None else frontier["methods"],
+                              frontier_folds=() if frontier is None else frontier["folds"], kept=kept)
     return json_clean({
         "settings": {
             "protocol": protocol,

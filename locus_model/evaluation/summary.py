@@ -145,5 +145,20 @@ def frontier_summary(scored: FoldScores, methods: list[str], fold_costs: list[np
     if len(labels) != len(fold_costs):
         raise ValueError(f"frontier_summary: {len(fold_costs)} folds of costs for {len(labels)} folds of labels")
     probs = {m: scored.route[m]["all"] for m in methods if len(scored.route[m]["all"]) == len(labels)}  # what ranks
+    if REFERENCE in probs:  # its quality-weight-1 end is the table's best single model, not a cheaper equal
+        probs[REFERENCE] = [ties_to_lower_row(p) for p in probs[REFERENCE]]
     rates = [p.mean(axis=1) for p in scored.probs[REFERENCE]["all"]]  # best_single: each model's anchor mean rate
     return evaluate_frontiers(probs, labels, fold_costs, rates, names=names, n_boot=n_boot, seed=seed)
+
+
+def ties_to_lower_row(probs: np.ndarray) -> np.ndarray:  # (M, Q) -> (M, Q)
+    """``probs`` with exact ties between models broken toward the lower row, every other order unchanged: each row
+    less row x (the smallest gap between distinct values) / (2 M). The protocol's tables route by the first of
+    equals (stats.bootstrap.routing_outcomes), the cost-aware rule by the cheaper of equals; best_single's P are
+    anchor rates, where two models tie often (k / n_anchors each), so without this its frontier's quality-weight-1
+    end is a cheaper equal, less accurate on the test queries, and the plot's best-single line and the frontier
+    table disagree with the methods table and the star (issue 69)."""
+    p = np.asarray(probs, np.float64)
+    values = np.unique(p)
+    gap = float(np.diff(values).min()) if len(values) > 1 else 1.0
+    return p - np.arange(len(p), dtype=np.float64)[:, None] * gap / (2 * max(len(p), 1))

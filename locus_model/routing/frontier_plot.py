@@ -53,7 +53,7 @@ def frontiers_figure(folds: Sequence[dict], *, cost_label: str = "mean cost per 
         ax.text(0.01, 0.98, f"\u2191 oracle (knows the labels): up to {level:.3f}, above the plot", va="top",
                 transform=ax.transAxes, fontsize=7, color=f"C{list(drawn).index('oracle') % 10}",
                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.8))
-    ax.scatter([1.0], [bs_acc], marker="*", s=150, color="black", zorder=5, label="best single (fold mean)")
+    ax.scatter([1.0], [bs_acc], marker="*", s=150, color="black", zorder=5, label=f"best single (fold mean): {bs_acc:.3f}")
     ax.axhline(0.95 * bs_acc, color="black", lw=0.7, ls=":", label="95% of best single")
     if "locus" in drawn:
         reach = cost_at(*drawn["locus"], 0.95 * bs_acc)

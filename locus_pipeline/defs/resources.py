@@ -67,14 +67,21 @@ def _default_tracking_uri() -> str:
     return uri if uri.startswith(("http://", "https://")) else ""
 
 
-def _default_ui_url() -> str:
+def ui_urls(home: LocusHome, ui_url: str = "", dagster_url: str = "") -> tuple[str, str]:
+    """(MLflow UI, Dagster UI) base URLs for the links a process writes, one rule for every writer (the pipeline's
+    assets, `locus onboard`, make dev's relinking): the resource's own field where set; else the environment
+    ($LOCUS_MLFLOW_URL, an http $MLFLOW_TRACKING_URI or $MLFLOW_PORT; $LOCUS_DAGSTER_URL or $DAGSTER_PORT); else
+    the home's UI configuration (``ui.json``, written by `make dev` with the ports its servers listen on, so that a
+    process started in another shell links to them too); else 127.0.0.1:5000 and :3000."""
+    configured = home.ui_config()
     server = _default_tracking_uri()
-    return (os.environ.get("LOCUS_MLFLOW_URL") or (server if server.startswith("http") else "")
-            or f"http://127.0.0.1:{os.environ.get('MLFLOW_PORT', '5000')}")
-
-
-def _default_dagster_url() -> str:
-    return os.environ.get("LOCUS_DAGSTER_URL") or f"http://127.0.0.1:{os.environ.get('DAGSTER_PORT', '3000')}"
+    mlflow = (ui_url or os.environ.get("LOCUS_MLFLOW_URL") or server
+              or (f"http://127.0.0.1:{os.environ['MLFLOW_PORT']}" if os.environ.get("MLFLOW_PORT") else "")
+              or configured.get("mlflow_url") or "http://127.0.0.1:5000")
+    dagster = (dagster_url or os.environ.get("LOCUS_DAGSTER_URL")
+               or (f"http://127.0.0.1:{os.environ['DAGSTER_PORT']}" if os.environ.get("DAGSTER_PORT") else "")
+               or configured.get("dagster_url") or "http://127.0.0.1:3000")
+    return mlflow.rstrip("/"), dagster.rstrip("/")
 
 
 # MLflow 3 opens an experiment in its GenAI view unless told otherwise: the experiment tag says what kind it is,
@@ -95,12 +102,22 @@ class MlflowTracking(dg.ConfigurableResource):
                                           "sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.")
     experiment: str = Field(default="locus", description="MLflow experiment for training runs.")
     registered_model: str = Field(default="locus", description="Registered model name for checkpoints.")
-    ui_url: str = Field(default_factory=_default_ui_url,
-                        description="MLflow UI base URL for links in Dagster; default $LOCUS_MLFLOW_URL, else "
-                                    "http://127.0.0.1:$MLFLOW_PORT (5000).")
-    dagster_url: str = Field(default_factory=_default_dagster_url,
-                             description="Dagster UI base URL for the links back from MLflow; default $LOCUS_DAGSTER_URL, "
-                                         "else http://127.0.0.1:$DAGSTER_PORT (3000).")
+    ui_url: str = Field(default="",
+                        description="MLflow UI base URL for links in Dagster; empty = $LOCUS_MLFLOW_URL, else "
+                                    "http://127.0.0.1:$MLFLOW_PORT, else the home's ui.json (make dev's ports), else :5000.")
+    dagster_url: str = Field(default="",
+                             description="Dagster UI base URL for the links back from MLflow; empty = $LOCUS_DAGSTER_URL, "
+                                         "else http://127.0.0.1:$DAGSTER_PORT, else the home's ui.json, else :3000.")
+
+    @property
+    def mlflow_ui_url(self) -> str:
+        """The MLflow UI the links point at (:func:`ui_urls`)."""
+        return ui_urls(self.home, self.ui_url, self.dagster_url)[0]
+
+    @property
+    def dagster_ui_url(self) -> str:
+        """The Dagster UI the links back from MLflow point at (:func:`ui_urls`)."""
+        return ui_urls(self.home, self.ui_url, self.dagster_url)[1]
 
     @property
     def db_path(self) -> Path:
@@ -166,7 +183,7 @@ class MlflowTracking(dg.ConfigurableResource):
 
     def relink(self) -> int:
         """Point the Dagster links stored in the local MLflow store (each run's ``dagster.run_url`` tag and
-        description, each model version's tag and description) at ``dagster_url``: they were made with the ports
+        description, each model version's tag and description) at ``dagster_ui_url``: they were made with the ports
         of the process that trained, e.g. `make demo`'s defaults. Through MLflow's API (``set_tag``,
         ``set_model_version_tag``, ``update_model_version``); the runs of deleted experiments keep their links.
         Returns the values changed."""
@@ -179,7 +196,7 @@ class MlflowTracking(dg.ConfigurableResource):
         experiments = [e.experiment_id for e in _all_pages(lambda token: client.search_experiments(page_token=token))]
         runs = list(_all_pages(lambda token: client.search_runs(experiments, max_results=1000, page_token=token)))
         versions = list(_all_pages(lambda token: client.search_model_versions(page_token=token)))
-        new = self.dagster_url.rstrip("/")
+        new = self.dagster_ui_url
         old_bases = {url.rsplit("/runs/", 1)[0] for url in [r.data.tags.get("dagster.run_url") for r in runs]
                      + [v.tags.get("dagster.run_url") for v in versions] if url and "/runs/" in url} - {new}
 
@@ -242,10 +259,10 @@ class MlflowTracking(dg.ConfigurableResource):
         return str(version.version)
 
     def run_url(self, experiment_id: str, run_id: str) -> str:
-        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{UI_QUERY}"
+        return f"{self.mlflow_ui_url}/#/experiments/{experiment_id}/runs/{run_id}{UI_QUERY}"
 
     def experiment_url(self, experiment_id: str) -> str:
-        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment_id}{UI_QUERY}"
+        return f"{self.mlflow_ui_url}/#/experiments/{experiment_id}{UI_QUERY}"
 
     def experiment_of_run(self, run_id: str) -> str | None:
         """The experiment id of a run, None when the tracking store does not hold it (e.g. a home copied without
@@ -270,7 +287,7 @@ class MlflowTracking(dg.ConfigurableResource):
         experiment = self.experiment_of_run(run_id)
         if experiment is None:
             return None
-        return f"{self.ui_url.rstrip('/')}/#/experiments/{experiment}/runs/{run_id}/artifacts/{path}{UI_QUERY}"
+        return f"{self.mlflow_ui_url}/#/experiments/{experiment}/runs/{run_id}/artifacts/{path}{UI_QUERY}"
 
     def log_artifact(self, run_id: str, local_path: Path, artifact_path: str) -> None:
         """Add (or replace) a file among a finished run's artifacts."""
@@ -296,7 +313,7 @@ class MlflowTracking(dg.ConfigurableResource):
             client.set_tag(run_id, key, value)
 
     def dagster_run_url(self, run_id: str) -> str:
-        return f"{self.dagster_url.rstrip('/')}/runs/{run_id}"
+        return f"{self.dagster_ui_url}/runs/{run_id}"
 
 
 def _all_pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:

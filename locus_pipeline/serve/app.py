@@ -84,7 +84,9 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
                   "pool_models": len(snap.names), "routable_models": len(snap.routable), "dry_run": snap.dry_run,
                   "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
                   "serves": f"single:{gateway.single_model}" if gateway.single_model else "router",
-                  "serves_because": gateway.serve_reason,
+                  "serves_because": gateway.serve_reason,  # the verdict in words: what the guard did, on cost
+                  "by_cost": gateway.cost_text(),  # where routing would pay: LOCUS's cost-aware operating points
+                  "verdict": gateway.verdict,  # reports/routing_evaluation.json's, when of this checkpoint
                   "loaded_at": snap.loaded_at, "last_reload_error": gateway.last_reload_error,
                   "configured_not_in_pool": sorted(set(gateway.models.upstreams) - set(snap.names)),
                   "portfolio_not_in_pool": list(snap.portfolio_missing),

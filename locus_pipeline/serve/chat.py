@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from fastapi.responses import JSONResponse, Response
 
-from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens, fallback_chain
+from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens
 from locus_pipeline.serve.http import ApiError
 from locus_pipeline.serve.gateway import Gateway
 from locus_pipeline.serve.snapshot import Snapshot
@@ -33,7 +33,6 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         raise ApiError(400, "the body must be a JSON object")
     snap = gateway.snapshot
     weight, pinned = parse_router_model(body.get("model"), snap)
-    target = pinned or gateway.single_model  # --serve single:MODEL answers "locus" with MODEL
     extra = body.pop("locus", None) or {}
     if not isinstance(extra, dict):
         raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, max_params?, explain?}")
@@ -43,13 +42,11 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
-    decision = await gateway.decide(
-        snap, text, candidates=[target] if target else extra.get("candidates"), max_cost=extra.get("max_cost"),
+    decision = await gateway.decide(  # POST /route's own decision: the same candidates, caps and weight
+        snap, text, candidates=extra.get("candidates"), max_cost=extra.get("max_cost"),
         max_params=extra.get("max_params"), quality_weight=weight, input_tokens=estimate_tokens(prompt),
-        output_tokens=max_tokens if isinstance(max_tokens, int) else None, need_upstream=True)
-    if target:  # a named model answers; its embedding neighbours are its fallbacks
-        decision["fallbacks"] = [snap.names[i] for i in _neighbours(gateway, snap, target)]
-    decision["fallbacks"] = _chain_after(decision, allowed, snap)
+        output_tokens=max_tokens if isinstance(max_tokens, int) else None, need_upstream=True, pinned=pinned)
+    decision["fallbacks"] = _chain_after(decision, allowed, snap, extra.get("candidates"))
     if snap.dry_run:
         return _dry_run_answer(decision, stream)
     if not snap.upstreams:  # never a 200 without an upstream unless a dry run was asked for
@@ -86,6 +83,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
                                    "skipped": errors}  # why each model before it did not answer
                 resp = JSONResponse(answer, headers={k: v for k, v in resp.headers.items() if k.startswith("x-locus")})
         resp.headers["x-locus-chosen"] = decision["chosen"]
+        resp.headers["x-locus-serves"] = decision["serves"]["by"]
         resp.headers["x-locus-fallbacks-used"] = str(len(errors))
         return resp
     if len(chain) == 1:  # no fallback allowed: the upstream's own failure, scrubbed
@@ -94,7 +92,8 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
                f"the header {FALLBACKS_HEADER}: true, or set gateway.pinned_fallbacks in the models config"
                if pinned else "fallbacks were turned off by this request")
         what = f"is {fail['detail']}" if fail["reason"] == "cooldown" else f"failed: {fail['detail']}"
-        headers = {"x-locus-model": fail["model"], "x-locus-chosen": fail["model"], "x-locus-fallbacks-used": "0"}
+        headers = {"x-locus-model": fail["model"], "x-locus-chosen": fail["model"], "x-locus-fallbacks-used": "0",
+                   "x-locus-serves": decision["serves"]["by"]}
         if fail["reason"] == "cooldown":
             headers["retry-after"] = str(math.ceil(gateway.cooldowns.remaining(fail["model"])))
         return JSONResponse({"error": {"message": f"the upstream of {fail['model']} {what} ({how})",
@@ -131,9 +130,9 @@ def fallbacks_allowed(body: dict, headers: Mapping[str, str], *, default: bool) 
     return header.strip().lower() in ("true", "1")
 
 
-def _chain_after(decision: dict, allowed: bool | list[str], snap: Snapshot) -> list[str]:
+def _chain_after(decision: dict, allowed: bool | list[str], snap: Snapshot, candidates: Any = None) -> list[str]:
     """The models tried after the chosen one: its fallback chain, none, or the request's own list (pool models
-    with an upstream)."""
+    with an upstream, among the request's ``candidates`` when it gives them)."""
     if allowed is True:
         return decision["fallbacks"]
     if allowed is False:
@@ -141,6 +140,10 @@ def _chain_after(decision: dict, allowed: bool | list[str], snap: Snapshot) -> l
     unknown = [n for n in allowed if n not in snap.index or (snap.upstreams and n not in snap.upstreams)]
     if unknown:
         raise ApiError(400, f"fallbacks {unknown[:5]} are not pool models with an upstream (GET /v1/models)")
+    outside = [n for n in allowed if isinstance(candidates, list) and n not in candidates]
+    if outside:
+        raise ApiError(400, f"fallbacks {outside[:5]} are not among the request's candidates: a request's "
+                            "fallbacks stay within its candidates (add them to locus.candidates, or drop them)")
     return [n for n in dict.fromkeys(allowed) if n != decision["chosen"]]
 
 
@@ -201,15 +204,11 @@ def parse_router_model(model: Any, snap: Snapshot) -> tuple[float | None, str | 
                         "(GET /v1/models)", kind="invalid_request_error", code="model_not_found")
 
 
-def _neighbours(gateway: Gateway, snap: Snapshot, name: str) -> list[int]:
-    return fallback_chain(snap.embeddings, snap.index[name], snap.routable_rows, k=gateway.config.n_fallbacks).tolist()
-
-
 def _dry_run_answer(decision: dict, stream: bool) -> Response:
     """A dry run (--dry-run): the decision only, marked as a dry run in the body, the headers and the text."""
     content = (f"[locus dry-run] would route to {decision['chosen']} "
                f"(fallbacks: {', '.join(decision['fallbacks']) or 'none'})")
-    headers = {"x-locus-model": decision["chosen"], "x-locus-dry-run": "true"}
+    headers = {"x-locus-model": decision["chosen"], "x-locus-dry-run": "true", "x-locus-serves": decision["serves"]["by"]}
     base = {"id": f"locus-dryrun-{secrets.token_hex(6)}", "created": int(time.time()), "model": decision["chosen"],
             "locus": {"dry_run": True, **decision}}
     if stream:

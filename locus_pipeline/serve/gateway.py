@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
-from locus_model.evaluation.verdict import what_to_serve
+from locus_model.evaluation.verdict import cheaper_text, what_to_serve
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
-                                 estimate_tokens, route)
+                                 RouteDecision, estimate_tokens, fallback_chain, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
@@ -80,6 +80,17 @@ def pool_verdict(home: LocusHome, snap: Snapshot) -> dict | None:
     return verdict if isinstance(verdict, dict) and "pays" in verdict and "best_single" in verdict else None
 
 
+def _outside_caps(row: int, d: RouteDecision, max_cost: float | None, max_params: float | None) -> str:
+    """Which of a request's caps leaves candidate ``row`` of decision ``d`` out, in words."""
+    if row in d.over_cost:
+        return f"it costs more than max_cost={max_cost:g}"
+    if row in d.unknown_cost:
+        return "its cost is unknown, and the request's ranking uses cost"
+    if row in d.over_params:
+        return f"it has more than max_params={max_params:g} billion parameters"
+    return f"its size is unknown, and the request caps it (max_params={max_params:g})"
+
+
 def _json_number(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
@@ -109,6 +120,7 @@ class Gateway:
                                    on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc())
         self.metrics.cooled_down.set_function(self.cooldowns.cooled_down)
         self.single_model, self.serve_reason = single_model(config.serve, self.snapshot, self.home)
+        self.verdict = pool_verdict(self.home, self.snapshot)  # the routing evaluation of the served checkpoint
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
 
@@ -145,11 +157,35 @@ class Gateway:
                  f"serves: {serves}" + (" -- DRY RUN: chat calls answer with the decision only" if snap.dry_run else ""),
                  f"upstreams: {len(ups)}" + (": " + "; ".join(ups[:5]) + (f"; ... ({len(ups) - 5} more)" if len(ups) > 5 else "")
                                              if ups else " (POST /route answers; chat calls need --models-config)"),
+                 f"by cost: {self.cost_text()}",
                  f"policy: {self.config.n_fallbacks} fallbacks (embedding neighbours; pinned models: "
                  f"{'on' if settings.pinned_fallbacks else 'off unless the request asks'}); an upstream failing "
                  f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
                  f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token")]
         return "\n".join("  " + line for line in lines)
+
+    def cost_text(self) -> str:
+        """Where routing would pay on cost, from the routing evaluation of this checkpoint: the share of the best
+        single model's cost at which LOCUS's cost-aware operating points reached its accuracy (and 95% of it);
+        what a request weighing cost (model "locus:<w>", w < 1) is routed by, in single-model mode too."""
+        verdict = self.verdict
+        how = 'requests with model "locus:<w>", w < 1, route by cost'
+        if verdict is None:
+            return f"{how} (no routing evaluation of this checkpoint says what that saves)"
+        if verdict.get("cheaper") is None:
+            return (f"{how}; the routing evaluation found no router that reaches {verdict['best_single']}'s accuracy "
+                    "for less (or it had no prices: locus evaluate --models-file)")
+        cheaper = verdict["cheaper"]
+        mine = cheaper.get("locus") or {}
+        reference = cheaper.get("reference") or verdict["best_single"]
+        full, near = mine.get("at_best_single"), mine.get("at_95")
+        said = (f"{reference}'s accuracy at {100 * full:.0f}% of its cost"
+                + (f", 95% of it at {100 * near:.0f}%" if near is not None else "") if full is not None else
+                f"95% of {reference}'s accuracy at {100 * near:.0f}% of its cost (its full accuracy not for less)"
+                if near is not None else "")
+        return (f"{how}: in the routing evaluation LOCUS reached {said}" if said else
+                f"{how}; in the routing evaluation LOCUS did not reach {reference}'s accuracy for less") + \
+            f" (every router: {cheaper_text(cheaper, verdict['best_single'])})"
 
     def guard_text(self) -> str:
         """The guard in words: its margin and the routable model of highest standing it leans toward."""
@@ -200,6 +236,19 @@ class Gateway:
 
     # -- decisions
 
+    def single_blocked(self, row: int | None, d: RouteDecision, quality_weight: float | None,
+                       max_cost: float | None, max_params: float | None) -> str | None:
+        """Why the server's single model may not answer a request (None: it may): it is not among the request's
+        candidates (``row`` None), the request weighs cost (a quality weight below 1: the single model is the
+        most accurate, not the cheapest choice), or it is outside the request's caps (not in ``d``'s ranking)."""
+        if row is None:
+            return "is not among the request's candidates"
+        if quality_weight is not None and quality_weight < 1:
+            return f"answers for accuracy, and the request weighs cost (quality weight {quality_weight:g} < 1)"
+        if row not in d.ranking:
+            return "is outside the request's caps (" + _outside_caps(row, d, max_cost, max_params) + ")"
+        return None
+
     def candidate_indices(self, snap: Snapshot, candidates: Sequence[str] | None, *, need_upstream: bool) -> np.ndarray:
         """The pool rows a request routes among: its ``candidates`` (pool models of the served set, with an
         upstream when it will be forwarded), else every routable served model."""
@@ -229,9 +278,13 @@ class Gateway:
 
     async def decide(self, snap: Snapshot, query: str, *, candidates: Sequence[str] | None, max_cost: float | None,
                      quality_weight: float | None, input_tokens: int | None, output_tokens: int | None,
-                     max_params: float | None = None, need_upstream: bool = False) -> dict:
-        """The decision for ``query`` among the candidates (locus_model.routing.route on the scorer's P(correct)
-        under the router's guard, and the snapshot's costs and sizes), as the JSON body of POST /route."""
+                     max_params: float | None = None, need_upstream: bool = False, pinned: str | None = None) -> dict:
+        """The decision for ``query``, as the JSON body of POST /route, and what a chat request does: one function
+        for both. The request's candidates and caps bound every decision (locus_model.routing.route on the
+        scorer's P(correct) under the router's guard, and the snapshot's costs and sizes); within them a
+        ``pinned`` model (a chat request naming a pool model) answers, else the server's single model where the
+        request allows it (:meth:`single_blocked`), else the router's choice. The fallback chain is the chosen
+        model's embedding neighbours among the allowed candidates within the caps; ``serves`` says which rule chose."""
         start = time.perf_counter()
         if not isinstance(query, str) or not query.strip():
             raise ApiError(400, "query is empty: give the text to route")
@@ -248,7 +301,12 @@ class Gateway:
             if value is not None and not 0 <= value <= MAX_REPORTED_TOKENS:
                 raise ApiError(400, f"{name} must be an integer in [0, {MAX_REPORTED_TOKENS:,}]"
                                     + (f" (got {value})" if len(str(value)) <= 20 else f" (got {len(str(value))} digits)"))
-        idx = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
+        allowed = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
+        idx = allowed
+        if pinned is not None:  # the pinned model answers even outside the candidates; its fallbacks stay inside
+            target = int(self.candidate_indices(snap, [pinned], need_upstream=need_upstream)[0])
+            if target not in allowed:
+                idx = np.append(allowed, target)
         n_in = estimate_tokens(query) if input_tokens is None else input_tokens
         n_out = snap.output_tokens if output_tokens is None else output_tokens
         # every pool row in order (no candidates, every model routable): views, not copies of the pool's arrays
@@ -268,12 +326,41 @@ class Gateway:
                       embeddings=snap.embeddings[rows], n_fallbacks=self.config.n_fallbacks, guard=guard)
         except RoutingError as err:
             raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
+
+        def position(row: int | None) -> int | None:  # where pool row ``row`` is among the decided rows
+            at = np.flatnonzero(idx == row) if row is not None else ()
+            return int(at[0]) if len(at) else None
+
+        chosen, fallbacks = d.chosen, d.fallbacks
+        if pinned is not None:
+            chosen = position(target)
+            if chosen not in d.ranking:
+                raise ApiError(400, f"the pinned model {pinned} is outside the request's caps ("
+                                    + _outside_caps(chosen, d, max_cost, max_params) + "). How to fix: raise the cap, "
+                                    "or ask for model \"locus\" to route among the models within it",
+                               code=ERROR_CODES[NoCandidateWithinCap])
+            serves = {"by": "pinned", "why": f"the request named {pinned}"}
+        elif self.single_model is not None:
+            one = snap.index.get(self.single_model)
+            blocked = self.single_blocked(position(one), d, quality_weight, max_cost, max_params)
+            if blocked is None:
+                chosen = position(one)
+                serves = {"by": "single", "why": f"the single model this server serves ({self.serve_reason})"}
+            else:
+                serves = {"by": "router", "why": f"the router among the models the request allows: the single "
+                                                 f"model {self.single_model} {blocked}"}
+        else:
+            serves = {"by": "router", "why": self.serve_reason}
+        if serves["by"] != "router":  # a named model answers: its embedding neighbours among the allowed within the
+            # caps are its fallbacks (the ranking holds exactly those, and the pinned model)
+            fallbacks = fallback_chain(snap.embeddings[rows], chosen, d.ranking, k=self.config.n_fallbacks)
         names = snap.names
-        self.metrics.decisions.labels(names[idx[d.chosen]]).inc()
+        self.metrics.decisions.labels(names[idx[chosen]]).inc()
         shown = d.ranking[:self.config.ranking_size or None]  # the best; a 100,000-model list is ~1 s of JSON
         return {
-            "chosen": names[idx[d.chosen]],
-            "fallbacks": [names[i] for i in idx[d.fallbacks]],
+            "chosen": names[idx[chosen]],
+            "fallbacks": [names[i] for i in idx[fallbacks]],
+            "serves": serves,
             "ranking": [{"model": names[idx[i]], "p_correct": round(float(probs[i]), 6),
                          "expected_cost": _json_number(float(costs[i])), "params_b": _json_number(float(params[i])),
                          "score": round(float(d.scores[i]), 6)} for i in shown],
@@ -285,7 +372,7 @@ class Gateway:
             "guard": {"reference": names[idx[guard.reference(d.ranking)]], "margin": guard.margin},
             "quality_weight": float(w), "lambda": _json_number(d.lam), "max_cost": max_cost, "max_params": max_params,
             "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means, "cost_note": snap.costs.note,
-            "candidates": len(idx), "portfolio": snap.portfolio,
+            "candidates": len(allowed), "portfolio": snap.portfolio,
             "input_tokens": n_in, "output_tokens": n_out,
             "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder, "encoder_runtime": snap.runtime,
             "pool_models": len(snap.names),

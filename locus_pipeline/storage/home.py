@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +18,8 @@ from locus_model.data.encoders import resolve_encoder
 from locus_model.data.encoding import encode_queries_with_summary
 from locus_pipeline.home_location import default_home_location
 from locus_pipeline.storage.checkpoints import Checkpoints
-from locus_pipeline.storage.files import as_path, is_remote, read_parquet, write_bytes_atomic, write_parquet_atomic
+from locus_pipeline.storage.files import (StorageError, as_path, is_remote, read_parquet, write_bytes_atomic,
+                                          write_parquet_atomic)
 from locus_pipeline.storage.live import LiveAnswers
 from locus_pipeline.storage.locks import file_lock, object_lock
 from locus_pipeline.storage.pool import PoolAndStores
@@ -25,6 +27,7 @@ from locus_pipeline.storage.pool import PoolAndStores
 # the working folders of a remote home whose files are also kept in the bucket (the rest are per-machine caches
 # and scratch: query encodings, generated sources, staged checkpoints)
 PUBLISHED = ("reports",)
+UI_KEYS = ("dagster_url", "mlflow_url")  # the home's ui.json: the UIs serving it (LocusHome.ui_config)
 _mirrored: dict[str, dict[str, tuple[int, int]]] = {}  # local mirror folder -> file -> (mtime_ns, size) last synced
 
 
@@ -131,6 +134,43 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, dg.ConfigurableResource
         """``reports/routing_evaluation.json``: the routing_evaluation asset's result, whose verdict locus serve
         reads."""
         return self.dir("reports") / "routing_evaluation.json"
+
+    @property
+    def ui_config_path(self) -> Path:
+        """``ui.json``: the base URLs of the UIs serving this home ({"dagster_url", "mlflow_url"}), written by
+        `make dev` (scripts/dev.sh) with the ports its servers listen on; every process that writes a link between
+        the UIs reads it (defs.resources.ui_urls). In the local working copy: the servers run on this machine."""
+        return self.local_path / "ui.json"
+
+    def ui_config(self) -> dict[str, str]:
+        """The home's UI configuration (:attr:`ui_config_path`); {} when there is none. A file that is not a JSON
+        object of URLs is an error naming the file and how to fix it, never silently ignored."""
+        path = self.ui_config_path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        try:
+            config = json.loads(text)
+        except ValueError as err:
+            raise StorageError(f"{path} is not JSON ({err}). How to fix: delete it (make dev writes it again) or "
+                               'write {"dagster_url": "http://127.0.0.1:3000", "mlflow_url": "http://127.0.0.1:5000"}')
+        bad = ([] if isinstance(config, dict) else ["the file"]) or [
+            k for k, v in config.items() if k in UI_KEYS and not (isinstance(v, str) and v.startswith(("http://", "https://")))]
+        if bad:
+            raise StorageError(f"{path}: {', '.join(bad)} must be a JSON object of http(s) URLs ({', '.join(UI_KEYS)}). "
+                               "How to fix: delete it (make dev writes it again)")
+        return {k: config[k] for k in UI_KEYS if k in config}
+
+    def write_ui_config(self, **urls: str) -> Path:
+        """Record the UIs serving this home (``dagster_url``, ``mlflow_url``; the others kept as they are)."""
+        unknown = set(urls) - set(UI_KEYS)
+        if unknown:
+            raise ValueError(f"write_ui_config: unknown key(s) {sorted(unknown)}; expected {', '.join(UI_KEYS)}")
+        config = {**self.ui_config(), **{k: v.rstrip("/") for k, v in urls.items()}}
+        self.local_path.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(json.dumps(config, indent=1).encode("utf-8"), self.ui_config_path)
+        return self.ui_config_path
 
     def run_file(self, run_id: str, name: str) -> Path:
         """A local file for one run's output under ``reports/runs/<run_id>/`` (published with the reports), so

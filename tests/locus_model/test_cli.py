@@ -28,7 +28,7 @@ def test_evaluate_writes_results(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "[held_out]" in printed and "wrote" in printed
     verdict = result["verdict"]
-    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note"}
+    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note", "cheaper", "kept_on_best_single"}
     assert verdict["lo"] <= verdict["delta"] <= verdict["hi"] and verdict["pays"] == (verdict["lo"] > 0)
     first = printed.splitlines()[0]  # the verdict comes first, before the table
     assert first.startswith("routing pays" if verdict["pays"] else "routing does not pay") and verdict["best_single"] in first

@@ -164,7 +164,7 @@ def test_routing_evaluation_gives_the_verdict(materialized) -> None:
 
     _, result, home = materialized
     verdict = json.loads((home / "reports" / "routing_evaluation.json").read_text())["verdict"]
-    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note"}
+    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note", "cheaper", "kept_on_best_single"}
     meta = _materialization(result, "routing_evaluation")
     assert meta["verdict"].value in (format_verdict(verdict), escape_markdown(format_verdict(verdict)))  # whole
     assert meta["verdict_figures"].value == verdict

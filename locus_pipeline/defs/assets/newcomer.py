@@ -105,7 +105,7 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
     row = rows.iloc[0]
     name = str(row["model"])
     neighbours = nearest_models(pool, name, NEIGHBOURS)
-    stability, n_rows, warnings, trust, estimated, precision = {}, {}, [], {}, {}, None
+    stability, n_rows, warnings, trust, estimated, precision, vague = {}, {}, [], {}, {}, None, ""
     if str(row["source"]) == "onboarded":  # its evaluations are its store: how much can they say?
         store = home.read_store(key)
         n_rows = store.groupby("benchmark")["score"].size().to_dict()
@@ -142,7 +142,10 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
         "source": str(row["source"]),
         "n_evaluations": int(row["n_evaluations"]),
         "routable": bool(row["routable"]),
-        "warnings": dg.MetadataValue.md("\n".join(f"- {escape_markdown(w)}" for w in warnings) or "none"),
+        # every check's warning, each with the check that raises it (the checks tab has its figures)
+        "warnings": dg.MetadataValue.md("\n".join(f"- {escape_markdown(w)} (check {check})" for check, w in
+                                                  [*((TRUST_CHECK, w) for w in warnings),
+                                                   *([(PRECISION_CHECK, vague)] if vague else [])]) or "none"),
         "checkpoint_id": str(row["checkpoint_id"]),
         "nearest_model": str(neighbours["model"].iloc[0]) if len(neighbours) else "",
         **({"distance_to_nearest": round(float(neighbours["distance"].iloc[0]), 4)} if len(neighbours) else {}),

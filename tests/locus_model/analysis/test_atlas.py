@@ -187,3 +187,41 @@ def test_a_nearly_one_dimensional_map_says_so_and_labelled_names_are_not_drawn_t
     assert '"labelled": ["m3"]' in text and "labelled.has(name) ? '' : name" in text
     z, names, families, _ = _pool()
     assert 'id="one-dimensional"' not in write_atlas(tmp_path / "three.html", embeddings=z, names=names).read_text(encoding="utf-8")
+
+
+def test_the_panels_tables_wrap_and_scroll_inside_the_panel_and_the_bars_carry_their_counts(tmp_path):
+    """At 1,400 px the estimates' "basis" column was cut off: the panel's tables must stay inside its 24em column
+    (long names wrap, a wider table scrolls); each per-benchmark bar says how many answers it rests on."""
+    z, names, families, acc = _pool()
+    page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, per_benchmark_acc=acc,
+                       onboarded=[names[-1]], estimates=_estimates(names)).read_text(encoding="utf-8")
+    style = re.sub(r"/\*.*?\*/", "", page.split("<style>", 1)[1].split("</style>", 1)[0], flags=re.S)
+    rules: dict[str, str] = {}
+    for selector, body in re.findall(r"([^{}]+)\{([^{}]*)\}", style):  # every rule of a selector, media queries too
+        rules[selector.strip()] = rules.get(selector.strip(), "") + body
+    assert "overflow-x: auto" in rules["#panel table"] and "max-width: 100%" in rules["#panel table"]
+    assert "display: block" in rules["#panel table"]  # a table scrolls only as a block box
+    assert "overflow-wrap: anywhere" in rules["#panel td, #panel th"] and "min-width: 0" in rules["#panel"]
+    script = page.split("<script>", 1)[1]
+    assert "text: row.map(r => r[2] === null ? '' : 'n = ' + r[2])" in script and "cliponaxis: false" in script
+
+
+@pytest.mark.e2e
+def test_at_1400_px_the_estimates_basis_column_is_inside_the_window(chromium, tmp_path):
+    z, names, families, acc = _pool()
+    long = "a benchmark name long enough to push the columns of the estimates past the panel's edge"
+    estimates = _estimates(names).replace({"benchmark": {"gsm8k": long}})
+    page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, per_benchmark_acc=acc,
+                       onboarded=[names[-1]], estimates=estimates)
+    probe = ("<script>window.addEventListener('load', () => { const t = document.querySelector('#estimates table');"
+             " const th = [...t.querySelectorAll('th')].find(h => h.textContent === 'basis');"
+             " const right = th.getBoundingClientRect().right, panel = document.getElementById('panel');"
+             " document.body.dataset.basisInside = String(right <= panel.getBoundingClientRect().right + 1"
+             " && right <= window.innerWidth); });</script></body>")
+    head, tail = page.read_text(encoding="utf-8").rsplit("</body>", 1)  # a probe of the layout, the test's own
+    page.write_text(head + probe + tail, encoding="utf-8")
+    url = page.resolve().as_uri() + "#model=" + urllib.parse.quote(names[-1])
+    out = subprocess.run([chromium, *CHROMIUM_FLAGS, "--window-size=1400,900", f"--user-data-dir={tmp_path / 'p'}",
+                          "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert 'data-basis-inside="true"' in out.stdout

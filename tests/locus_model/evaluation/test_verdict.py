@@ -10,8 +10,11 @@ import pytest
 from locus_model.evaluation import protocol
 from locus_model.evaluation.methods import Fitted
 from locus_model.evaluation.results import format_frontier, format_results
-from locus_model.evaluation.verdict import (best_single_name, cost_share, format_verdict, routing_verdict,
-                                            what_to_serve)
+from locus_model.evaluation.summary import ties_to_lower_row
+from locus_model.evaluation.verdict import (best_single_name, cheaper_routers, cost_share, format_verdict,
+                                            kept_on_best_single, routing_verdict, what_to_serve)
+from locus_model.routing.frontier import evaluate_frontiers
+from locus_model.routing.frontier_plot import frontiers_figure
 from locus_model.routing import cost_table
 from tests.locus_model.tables import make_table, unit_encodings
 
@@ -23,7 +26,8 @@ def methods_with(diff: float, lo: float, hi: float) -> dict:
 def test_routing_pays_only_when_the_whole_interval_is_above_zero():
     pays = routing_verdict(methods_with(0.021, 0.004, 0.038), "gemini-pro", 0.42)
     assert pays == {"pays": True, "best_single": "gemini-pro", "delta": pytest.approx(2.1), "lo": pytest.approx(0.4),
-                    "hi": pytest.approx(3.8), "cost_share": 0.42, "cost_note": None}
+                    "hi": pytest.approx(3.8), "cost_share": 0.42, "cost_note": None, "cheaper": None,
+                    "kept_on_best_single": None}
     assert format_verdict(pays) == "routing pays: +2.1 [+0.4, +3.8] over calling gemini-pro alone (at 42% of its cost)"
     tie = routing_verdict(methods_with(-0.006, -0.02, 0.006), "gemini-pro", None)
     assert not tie["pays"]
@@ -109,7 +113,90 @@ def test_the_verdict_and_the_frontier_name_the_same_best_single_model(monkeypatc
     verdict = result["verdict"]
     assert verdict["best_single"] == "m09" and verdict["cost_share"] is None
     assert verdict["cost_note"] == "m09 has no price"
-    assert format_verdict(verdict).endswith("over calling m09 alone (cost share unknown: m09 has no price)")
+    assert format_verdict(verdict).split("; on cost: ")[0].endswith(
+        "over calling m09 alone (cost share unknown: m09 has no price)")
     assert {f["most_accurate"] for f in result["frontier_folds"]} == {"m09"}
     assert "m09" not in {f["best_single"] for f in result["frontier_folds"]}
     assert "(the most accurate on the anchors, m09, has no price" in format_frontier(result)
+
+
+def share(mean, low=None, high=None) -> dict:
+    return {"mean": mean, "ci_low": low, "ci_high": high, "not_reached": 0.0}
+
+
+def test_the_verdict_names_the_cheapest_router_that_matches_the_best_single_model():
+    """A hand-made frontier: IRT reaches the best single model's accuracy at 86% of its cost, kNN at 90%; 95% of it
+    is reached cheapest by the threshold router; the oracle, best_single and random mixing are references."""
+    frontier = {"locus": {"cost_share_at_best_single": share(None), "cost_share_at_95": share(0.7, 0.5, 0.9)},
+                "irt": {"cost_share_at_best_single": share(0.86, 0.6, 1.0), "cost_share_at_95": share(0.65, 0.4, 0.8)},
+                "knn": {"cost_share_at_best_single": share(0.9, 0.7, None), "cost_share_at_95": share(0.8, 0.6, 0.9)},
+                "threshold_locus": {"cost_share_at_best_single": share(1.2), "cost_share_at_95": share(0.6, 0.3, 0.9)},
+                "oracle": {"cost_share_at_best_single": share(0.1), "cost_share_at_95": share(0.05)},
+                "best_single": {"cost_share_at_best_single": share(0.5), "cost_share_at_95": share(0.2)},
+                "random_mix": {"cost_share_at_best_single": share(1.0), "cost_share_at_95": share(0.9)}}
+    folds = [{"best_single": "gemini-pro"}] * 3
+    cheaper = cheaper_routers(frontier, folds)
+    assert cheaper == {"reference": "gemini-pro", "locus": {"at_best_single": None, "at_95": 0.7},
+                       "at_best_single": {"router": "irt", "cost_share": 0.86, "ci_low": 0.6, "ci_high": 1.0},
+                       "at_95": {"router": "threshold_locus", "cost_share": 0.6, "ci_low": 0.3, "ci_high": 0.9}}
+    verdict = routing_verdict(methods_with(0.0, 0.0, 0.0), "gemini-pro", 1.0, frontier=frontier, frontier_folds=folds)
+    assert verdict["cheaper"] == cheaper
+    assert format_verdict(verdict) == (
+        "routing does not pay on this data: call gemini-pro (LOCUS +0.0 [+0.0, +0.0]); on cost: IRT reaches "
+        "gemini-pro's accuracy at 86% of its cost (95% CI 60-100%); 95% of it: 2-model threshold (LOCUS P) at 60% "
+        "(95% CI 30-90%)")
+    only_95 = routing_verdict(methods_with(0.0, 0.0, 0.0), "g", 1.0, frontier={"knn": frontier["knn"]},
+                              frontier_folds=[{"best_single": "a"}, {"best_single": "b"}])
+    assert format_verdict(only_95).endswith(
+        "; on cost: kNN reaches the best single model of known cost's (a, b, by fold) accuracy at 90% of its cost "
+        "(95% CI from 70%); 95% of it: kNN at 80% (95% CI 60-90%)")
+    nothing = {"locus": {"cost_share_at_best_single": share(None), "cost_share_at_95": share(1.3)}}
+    assert cheaper_routers(nothing, folds) is None
+    assert "on cost" not in format_verdict(routing_verdict(methods_with(0.0, 0.0, 0.0), "g", 1.0, frontier=nothing))
+
+
+def test_ties_to_lower_row_breaks_only_exact_ties_toward_the_lower_row():
+    rates = np.array([[0.5, 0.5], [0.75, 0.75], [0.75, 0.75], [0.25, 0.25]])
+    broken = ties_to_lower_row(rates)
+    assert list(np.argsort(-broken[:, 0], kind="stable")) == [1, 2, 0, 3]  # 1 before its equal 2; the rest as before
+    assert np.abs(broken - rates).max() < 0.25 / 2  # under half the smallest gap between distinct rates
+
+
+def test_the_best_single_line_ends_at_the_tables_best_single_model_when_a_cheaper_model_ties_on_the_anchors():
+    """Two models with the same anchor rate: the table routes to the first (row 0), the cost-aware rule would take
+    the cheaper (row 1); with the ties broken by row, best_single's frontier reaches its own accuracy at its cost,
+    and its quality-weight-1 end is row 0's accuracy (what the star and the table show)."""
+    labels = np.array([[1, 1, 1, 0], [0, 0, 1, 0], [0, 1, 0, 0]], dtype=float)  # row 0: 0.75, row 1: 0.25
+    costs = np.array([[4.0] * 4, [2.0] * 4, [1.0] * 4])
+    rates = np.array([[0.6] * 4, [0.6] * 4, [0.3] * 4])  # rows 0 and 1 tie on the anchors
+    raw = evaluate_frontiers({"best_single": [rates]}, [labels], [costs], [rates[:, 0]], names=["a", "b", "c"],
+                             n_boot=20)
+    fixed = evaluate_frontiers({"best_single": [ties_to_lower_row(rates)]}, [labels], [costs], [rates[:, 0]],
+                               names=["a", "b", "c"], n_boot=20)
+    assert raw["folds"][0]["best_single"] == "a" and raw["folds"][0]["best_single_accuracy"] == 0.75
+    assert raw["folds"][0]["routers"]["best_single"]["accuracy"][-1] == 0.25  # the defect: a cheaper equal at w = 1
+    assert raw["methods"]["best_single"]["cost_share_at_best_single"]["mean"] == float("inf")  # "not reached"
+    end = fixed["folds"][0]["routers"]["best_single"]
+    assert end["knob"][-1] == 1.0 and end["accuracy"][-1] == 0.75 and end["mean_cost"][-1] == 4.0
+    assert fixed["methods"]["best_single"]["cost_share_at_best_single"]["mean"] == pytest.approx(1.0)
+    ax = frontiers_figure(fixed["folds"]).axes[0]  # the plot: the best-single line ends at the star
+    line = next(l for l in ax.get_lines() if l.get_label() == "best single (anchor rates)")
+    star = next(c for c in ax.collections if c.get_label().startswith("best single (fold mean): 0.750"))
+    assert max(line.get_ydata()) == pytest.approx(star.get_offsets()[0][1]) == pytest.approx(0.75)
+
+
+def test_the_verdict_says_in_words_when_the_guard_keeps_every_query_on_the_best_single_model():
+    labels = np.array([[1.0, 0.0, np.nan], [0.0, 1.0, 1.0]])  # query 2: only model 1 is labelled
+    routed = np.array([[0.9, 0.8, 0.9], [0.5, 0.5, 0.1]])  # model 0 wherever it is labelled
+    assert kept_on_best_single([routed], [labels], 0) == pytest.approx(2 / 3)
+    assert kept_on_best_single([routed[:, :2]], [labels[:, :2]], 0) == 1.0
+    assert kept_on_best_single([routed], [np.full((2, 3), np.nan)], 0) is None
+    every = routing_verdict(methods_with(0.0, 0.0, 0.0), "gemini-1.5-pro-002", None, kept=1.0)
+    assert format_verdict(every) == (
+        "routing does not pay on this data: call gemini-1.5-pro-002 (LOCUS +0.0 [+0.0, +0.0]; on this pool the guard "
+        "keeps every test query on gemini-1.5-pro-002: no other model is clearly better anywhere)")
+    some = routing_verdict(methods_with(-0.01, -0.02, 0.0), "g", None, kept=0.75)
+    assert "LOCUS sent 25% of the test queries to other models than g, without a clear gain" in format_verdict(some)
+    assert "guard" not in format_verdict(routing_verdict(methods_with(0.02, 0.01, 0.03), "g", None, kept=0.5))
+    forced = what_to_serve(every, force_router=True)
+    assert forced.router and "forced by the operator; the evaluation: routing does not pay" in forced.reason

@@ -25,6 +25,32 @@ def test_the_dagster_link_follows_dagster_port(tmp_path, monkeypatch) -> None:
     assert MlflowTracking(home=home, dagster_url="http://h:2/").dagster_run_url("r1") == "http://h:2/runs/r1"
 
 
+def test_the_links_follow_the_ui_ports_the_home_is_configured_for(tmp_path, monkeypatch) -> None:
+    """make dev on 3300 / 5300 writes the home's ui.json; a process without the ports in its environment (locus
+    onboard in another shell) links to those servers, the environment wins where it names them."""
+    import pytest
+
+    from locus_pipeline.storage import StorageError
+
+    for name in ("MLFLOW_PORT", "DAGSTER_PORT", "LOCUS_MLFLOW_URL", "LOCUS_DAGSTER_URL", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    home = LocusHome(root=str(tmp_path))
+    assert MlflowTracking(home=home).dagster_run_url("r1") == "http://127.0.0.1:3000/runs/r1"  # nothing configured
+    home.write_ui_config(dagster_url="http://127.0.0.1:3300/", mlflow_url="http://127.0.0.1:5300")
+    tracking = MlflowTracking(home=home)
+    assert tracking.dagster_run_url("r1") == "http://127.0.0.1:3300/runs/r1"
+    assert tracking.run_url("1", "abc").startswith("http://127.0.0.1:5300/#/experiments/1/runs/abc")
+    assert tracking.experiment_url("1").startswith("http://127.0.0.1:5300/#/experiments/1")
+    home.write_ui_config(mlflow_url="http://127.0.0.1:5301")  # one of them: the other kept
+    assert home.ui_config() == {"dagster_url": "http://127.0.0.1:3300", "mlflow_url": "http://127.0.0.1:5301"}
+    monkeypatch.setenv("DAGSTER_PORT", "3123")
+    assert MlflowTracking(home=home).dagster_run_url("r1") == "http://127.0.0.1:3123/runs/r1"
+    assert MlflowTracking(home=home).mlflow_ui_url == "http://127.0.0.1:5301"
+    home.ui_config_path.write_text('{"mlflow_url": 5300}')
+    with pytest.raises(StorageError, match="ui.json: mlflow_url must be a JSON object of http"):
+        MlflowTracking(home=home).mlflow_ui_url
+
+
 def test_storage_paths_are_stored_relative_and_resolved_under_the_home(tmp_path) -> None:
     home = LocusHome(root=str(tmp_path))
     path = home.checkpoint_file("abc")
@@ -82,7 +108,7 @@ def test_links_stored_by_an_earlier_run_follow_the_configured_ports(tmp_path, mo
     monkeypatch.setenv("MLFLOW_PORT", "5031")
     dev = MlflowTracking(home=home)
     assert dev.relink() == 4 and dev.relink() == 0  # two run tags, the version's tag and description; then nothing
-    assert relink_mlflow_links(dagster_home, dev.ui_url) >= 1
+    assert relink_mlflow_links(dagster_home, dev.mlflow_ui_url) >= 1
     run = client.get_run(run_id)
     assert run.data.tags["dagster.run_url"] == "http://127.0.0.1:3931/runs/abc"
     assert "(http://127.0.0.1:3931/runs/abc)" in run.data.tags["mlflow.note.content"]

@@ -16,14 +16,18 @@ from tests.locus_pipeline.drops import (COLUMNS, defs, drop_file, materializatio
                                         onboarding_tick as tick, run_onboarding)
 
 
-def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_benchmark(home: Path) -> None:
-    """... and its estimates are in its MLflow run and in the atlas's panel for it."""
+def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_benchmark(home: Path, monkeypatch) -> None:
+    """... and its estimates are in its MLflow run and in the atlas's panel for it; the links go to the UIs the home
+    is configured for (make dev on ports 3300 / 5300, this process started elsewhere: no port in its environment)."""
     import json
 
     import mlflow
 
     from locus_pipeline.defs.resources import MlflowTracking, resources_for
 
+    for name in ("MLFLOW_PORT", "DAGSTER_PORT", "LOCUS_MLFLOW_URL", "LOCUS_DAGSTER_URL", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    LocusHome(root=str(home)).write_ui_config(dagster_url="http://127.0.0.1:3300", mlflow_url="http://127.0.0.1:5300")
     table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
     source = str(table["model"].iloc[0])
     rows = table[table["model"] == source].sample(64, random_state=0).assign(model="copy/of-a-pool-model")[COLUMNS]
@@ -44,8 +48,11 @@ def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_
     storage = LocusHome(root=str(home))
     stored = storage.capability_estimates()
     assert set(stored["model"]) == {"copy/of-a-pool-model"} and set(stored["benchmark"]) == set(benchmarks)
+    assert view.metadata["mlflow_run"].value.startswith("http://127.0.0.1:5300/#/experiments/")
+    assert view.metadata["atlas"].value.startswith("http://127.0.0.1:5300/#/experiments/")
     run_id = view.metadata["mlflow_run"].value.split("/runs/")[1].split("?")[0]
     logged = mlflow.MlflowClient(MlflowTracking(home=storage).uri).get_run(run_id).data
+    assert logged.tags["dagster.run_url"] == f"http://127.0.0.1:3300/runs/{result.run_id}"
     first = stored.iloc[0]
     assert [logged.metrics[f"capability/{first['benchmark']}/{k}"] for k in ("estimate", "lo", "hi")] == pytest.approx(
         [first["estimate"], first["lo"], first["hi"]])
