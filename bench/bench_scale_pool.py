@@ -34,7 +34,7 @@ import torch
 from locus_model.infer import embed_evaluation_sets, inference_precision, predict_proba
 from locus_model.model import Locus, LocusConfig
 from locus_model.neighbours import NEIGHBOUR_TILE, nearest_neighbours
-from locus_model.routing import route
+from locus_model.routing import RoutingPolicy, route
 
 DIM = 384
 
@@ -74,16 +74,17 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
 
     trained = TrainedRouter(model, fit_query_groups(enc[:1]), Blend())  # one group, the predictor alone
     scorer = trained.scorer((z, np.zeros((len(z), 1), np.float32)))
-    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", scorer=scorer,
+    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", pool_scorer=scorer,
                     names=names, sources=("pool",) * len(z), costs=cost_table(names, cost_info(None, {})),
                     upstreams={}, output_tokens=256, loaded_at=time.time(), served=names)
 
-    class Scorer:  # predict_proba of a random encoding, as the scorer does for an encoded query
+    class Batcher:  # predict_proba of a random encoding, as the batcher does for an encoded query
         async def score(self, snap: Snapshot, query: str) -> np.ndarray:
             return predict_proba(model, z, enc[rng.integers(len(enc))][None])[:, 0]
 
     router = object.__new__(Gateway)
-    router.config, router.metrics, router.scorer = ServeConfig(quality_weight=0.9), Metrics(), Scorer()
+    router.config, router.metrics = ServeConfig(policy=RoutingPolicy(quality_weight=0.9)), Metrics()
+    router.batcher = Batcher()
 
     async def run() -> list[float]:
         latencies = []
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
     for q in rng.choice(len(enc), args.route_queries):
         t0 = time.perf_counter()
         probs = predict_proba(model, z, enc[q : q + 1])[:, 0]  # (M,)
-        decision = route(probs, costs, quality_weight=0.9, embeddings=z, n_fallbacks=3)
+        decision = route(probs, costs, RoutingPolicy(quality_weight=0.9), embeddings=z, n_fallbacks=3)
         latencies.append(time.perf_counter() - t0)
         chosen.append(decision.chosen)
     ms = np.array(latencies) * 1e3

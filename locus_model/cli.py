@@ -118,9 +118,10 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         return f"--holdout-models {args.holdout_models!r}: give a fraction in [0, 1) or model names, comma-separated"
     if args.jobs < 1:
         return f"--jobs {args.jobs}: must be at least 1"
-    margin = getattr(args, "guard_margin", None)
-    if margin is not None and not 0.0 <= margin < 1.0:
-        return f"--guard-margin {margin}: must be in [0, 1) (P(correct) units; 0 = no guard)"
+    try:
+        routing_policy(args)
+    except ValueError as err:
+        return f"--guard-margin: {err}"
     if args.models_file is not None and not Path(args.models_file).is_file():
         return (f"--models-file {args.models_file}: no such file. How to fix: a CSV with a model column and params_b, "
                 "price_input_per_mtok / price_output_per_mtok or cost_per_query")
@@ -131,6 +132,14 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
     if args.plot is not None and not Path(args.plot).resolve().parent.is_dir():
         return f"--plot {args.plot}: the folder {Path(args.plot).resolve().parent} does not exist. How to fix: create it"
     return None
+
+
+def routing_policy(args: argparse.Namespace):
+    """The routing policy `locus evaluate`'s LOCUS routes under (--guard-margin, else the default): validated by
+    RoutingPolicy itself, the one place its rules live."""
+    from locus_model.routing.policy import RoutingPolicy  # why: `locus --help` starts without numpy
+    margin = getattr(args, "guard_margin", None)
+    return RoutingPolicy() if margin is None else RoutingPolicy(guard_margin=margin)
 
 
 def holdout_option(value: str | None) -> float | tuple[str, ...] | None:
@@ -218,7 +227,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
             held_out=held_out,
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
-            progress=progress, jobs=args.jobs, costs=costs, guard_margin=args.guard_margin,
+            progress=progress, jobs=args.jobs, costs=costs, policy=routing_policy(args),
         )
         if args.onboard_sizes is not None:  # issue 56: capability estimates on the same folds and held-out models
             from locus_model.evaluation.capability import capability_from_result  # why: only with --onboard-sizes

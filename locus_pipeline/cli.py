@@ -137,8 +137,8 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
                    help="default quality weight in [0, 1] when a request gives none (1 = best P(correct))")
     p.add_argument("--guard-margin", type=float, default=None, metavar="P",
                    help="the guard: another model than the candidate of highest standing (accuracy on its own "
-                        "evaluations) wins a query only when its P(correct) is higher by more than P (default: the "
-                        "checkpoint's, 0.02; 0 = the highest P(correct) wins)")
+                        "evaluations) wins a query only when its P(correct) is higher by more than P (default 0.02; "
+                        "0 = the highest P(correct) wins)")
     p.add_argument("--portfolio", default=None, metavar="NAME",
                    help="serve only this portfolio of the portfolios asset as the candidate set, e.g. k-center-15 "
                         "(<method>-<k or budget>; an unknown name lists the available ones)")
@@ -162,23 +162,18 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     # why: the gateway (FastAPI, torch, pandas) loads only for locus serve, not at CLI start-up
-    from locus_model.routing import RoutingError, check_margin, check_quality_weight
+    from locus_model.routing import GUARD_MARGIN, RoutingError, RoutingPolicy
     from locus_pipeline.serve import ConfigError, ServeConfig, serve
     from locus_pipeline.storage import StorageError
 
     try:
-        check_quality_weight(args.quality_weight)
+        policy = RoutingPolicy(quality_weight=args.quality_weight,
+                               guard_margin=GUARD_MARGIN if args.guard_margin is None else args.guard_margin)
     except RoutingError as err:
-        return _fail("serve", ValueError(f"--quality-weight: {err}"))
-    try:
-        if args.guard_margin is not None:
-            check_margin(args.guard_margin)
-    except ValueError as err:
-        return _fail("serve", ValueError(f"--guard-margin: {err}"))
+        return _fail("serve", ValueError(f"--quality-weight / --guard-margin: {err}"))
     config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
                          models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
-                         poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
-                         guard_margin=args.guard_margin,
+                         poll_seconds=args.poll_seconds, policy=policy, n_fallbacks=args.fallbacks,
                          ranking_size=args.ranking_size,
                          max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
                          batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run,

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from locus_model.routing import RoutingPolicy
 from locus_pipeline.serve import ServeConfig, create_app
 from locus_pipeline.storage import StorageError
 from tests.locus_pipeline.serve.helpers import NAMES, QUERY, chat, client_for, expected_probs, wait_for
@@ -137,9 +138,9 @@ def test_the_guard_keeps_queries_on_the_candidate_of_highest_standing_unless_ano
     standing = dict(zip(pool["model"], np.stack(pool["group_profile"].to_numpy())[:, 0]))  # one group: its accuracy
     top = max(standing, key=standing.get)
     probs = expected_probs(built, QUERY)
-    with client_for(built, tmp_path) as client:  # the checkpoint's margin (this tiny router's: 0)
+    with client_for(built, tmp_path) as client:  # client_for's policy: no guard
         plain = client.post("/route", json={"query": QUERY}).json()
-    with client_for(built, tmp_path, guard_margin=0.99) as client:  # nothing beats the reference by 0.99
+    with client_for(built, tmp_path, policy=RoutingPolicy(guard_margin=0.99)) as client:  # nothing beats the reference by 0.99
         guarded = client.post("/route", json={"query": QUERY}).json()
         among = client.post("/route", json={"query": QUERY, "candidates": [n for n in NAMES if n != top]}).json()
     assert plain["guard"]["margin"] == 0.0 and plain["chosen"] == max(probs, key=probs.get)
