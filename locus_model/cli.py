@@ -7,7 +7,9 @@
 These are the commands that need only the library. The installed ``locus`` command is
 locus_pipeline.cli, which adds the ones that read the pipeline's storage (``locus search``).
 Adding a subcommand: write ``add_<name>(subparsers)`` that builds its parser and sets ``run=<function>``
-(taking the parsed args, returning an exit code), and append it to ``COMMANDS``.
+(taking the parsed args, returning an exit code), and add it to ``COMMANDS`` under its name. The seams the pipeline's
+CLI uses: ``COMMANDS`` (by name), ``build_parser``, ``fail`` (a command's error line and exit status) and
+``add_evaluate``'s ``encoding_cache`` (where its cache defaults to).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-def _fail(command: str, err: Exception) -> int:
+def fail(command: str, err: Exception) -> int:
+    """A command's error: ``locus <command>: error: <err>`` on stderr, and the exit status of a usage error."""
     print(f"locus {command}: error: {err}", file=sys.stderr)
     return EXIT_USAGE
 
@@ -31,7 +34,10 @@ def _fail(command: str, err: Exception) -> int:
 # ---------------------------------------------------------------------------------------------- evaluate
 
 
-def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
+def add_evaluate(subparsers: argparse._SubParsersAction, *,
+                 encoding_cache: Callable[[], Path | None] | None = None) -> None:
+    """``locus evaluate``; ``encoding_cache``: where --encoding-cache defaults to when not given (looked up when the
+    command runs; None: the user cache)."""
     p = subparsers.add_parser(
         "evaluate",
         help="accuracy of LOCUS vs baselines (EmbedLLM-MF, IRT, kNN, best single, oracle) on an evaluation table",
@@ -95,7 +101,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
                    help="with --onboard-sizes: CSV of model + one column per reference score (e.g. metabench's "
                         "leaderboard.csv); adds reference.<method>.<N>.mae")
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.set_defaults(run=run_evaluate)
+    p.set_defaults(run=run_evaluate, default_encoding_cache=encoding_cache)
 
 
 def check_evaluate_args(args: argparse.Namespace) -> str | None:
@@ -168,7 +174,7 @@ def held_out_names(names: tuple[str, ...], models: Sequence[str]) -> list[str]:
 def run_evaluate(args: argparse.Namespace) -> int:
     problem = check_evaluate_args(args)
     if problem:
-        return _fail("evaluate", ValueError(problem))
+        return fail("evaluate", ValueError(problem))
 
     # why: the CLI answers --help and argument errors without loading torch and the library
     import torch
@@ -188,7 +194,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        return _fail("evaluate", ValueError(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}"))
+        return fail("evaluate", ValueError(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}"))
     if args.threads:
         torch.set_num_threads(args.threads)
     progress = not args.quiet
@@ -215,7 +221,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
-        cache = Path(args.encoding_cache) / spec.name if args.encoding_cache else None
+        folder = args.encoding_cache
+        if folder is None and getattr(args, "default_encoding_cache", None) is not None:
+            folder = args.default_encoding_cache()
+        cache = Path(folder) / spec.name if folder else None
         encodings, report = encode_queries_with_summary(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
                                                         cache_dir=cache, progress=progress)
         train_config = TrainConfig(device=args.device)
@@ -235,7 +244,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             result.update(capability_from_result(matrix, encodings, result, args.onboard_sizes, args.reference_scores,
                                                  train_config, progress=progress))
     except (EvaluationDataError, ValueError, FileNotFoundError) as err:
-        return _fail("evaluate", err)
+        return fail("evaluate", err)
     result["settings"].update(
         {"encoder": spec.name, "encoder_runtime": report.runtime, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2),
          "queries_encoded": report.encoded, "queries_from_cache": report.unique - report.encoded}
@@ -280,7 +289,7 @@ def run_synthetic_data(args: argparse.Namespace) -> int:
     try:
         pool = generate_synthetic_pool(args.out, size=args.size, seed=args.seed)
     except (ValueError, OSError) as err:
-        return _fail("synthetic-data", err)
+        return fail("synthetic-data", err)
     print(f"wrote the synthetic pool ({args.size}, seed {args.seed}, {pool.n_rows} rows) to {pool.root}")
     for path in pool.files:
         print(f"  {path}")
@@ -289,10 +298,12 @@ def run_synthetic_data(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------- entry point
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_evaluate, add_synthetic_data]
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {"evaluate": add_evaluate,
+                                                                     "synthetic-data": add_synthetic_data}
 
 
-def build_parser(commands: Sequence[Callable[[argparse._SubParsersAction], None]] = COMMANDS) -> argparse.ArgumentParser:
+def build_parser(commands: Iterable[Callable[[argparse._SubParsersAction], None]] = COMMANDS.values()
+                 ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="locus", description="LOCUS: model embeddings from evaluations (arXiv 2601.21082)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in commands:
