@@ -45,7 +45,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction, *,
             "Split the queries into folds, give every model the same random budget of anchor evaluations, train "
             "LOCUS and the baselines on the in-training models, onboard the held-out models from their budget "
             "evaluations only, and score every (test query, model) pair. With a table that has its own split "
-            "(an EmbedLLM folder) and no --folds, its train/val/test split is used (the reference protocol)."
+            "(an EmbedLLM folder) and no --folds, its train/val/test split is used (the protocol of the authors' code release)."
         ),
     )
     p.add_argument("--evaluations", required=True, type=Path,
@@ -56,7 +56,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction, *,
                    help="K-fold over queries (default: the table's own split if it has one, else 5)")
     p.add_argument("--holdout-models", default=None,
                    help="models never trained on, onboarded from their budget evaluations: a fraction drawn with "
-                        "--seed (default 0.2 with k-fold, 0 with the table's own split as in the reference), or "
+                        "--seed (default 0.2 with k-fold, 0 with the table's own split as in the authors' code release), or "
                         "model names, comma-separated, held out in every fold (how would the router have treated "
                         "model X had it arrived last?)")
     p.add_argument("--seed", type=int, default=0)
@@ -66,7 +66,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction, *,
 
     p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
                    help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
-                        f"reference); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
+                        f"exact encoder the others are checked against); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
     p.add_argument("--encoding-cache", type=Path, default=None,
                    help="folder of query-encoding caches, one subfolder per encoder (default: the user cache; the "
                         "pipeline's `locus` uses its home's encodings/ when there is one, so queries it encoded are "
@@ -94,7 +94,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction, *,
                         "and a model without a cost is left out and counted")
     p.add_argument("--plot", type=Path, default=None, help="with --models-file: draw the frontiers to this PNG")
     p.add_argument("--onboard-sizes", type=int, nargs="*", default=None, metavar="N",
-                   help="also measure capability estimates (issue 56): held-out models onboarded from N of their "
+                   help="also measure capability estimates: held-out models onboarded from N of their "
                         "evaluations (no N: 16 32 64 128); adds capability.<method>.<N>.mae/.coverage and "
                         "identity.<N>.hit_at_1 to the JSON; trains LOCUS once more per fold (evaluation.capability)")
     p.add_argument("--reference-scores", type=Path, default=None,
@@ -238,7 +238,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
             progress=progress, jobs=args.jobs, costs=costs, policy=routing_policy(args),
         )
-        if args.onboard_sizes is not None:  # issue 56: capability estimates on the same folds and held-out models
+        if args.onboard_sizes is not None:  # capability estimates on the same folds and held-out models
             from locus_model.evaluation.capability import capability_from_result  # why: only with --onboard-sizes
 
             result.update(capability_from_result(matrix, encodings, result, args.onboard_sizes, args.reference_scores,

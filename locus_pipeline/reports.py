@@ -103,7 +103,7 @@ def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Pred
     qids = sorted(wide["query_id"].unique())
     probs = wide.pivot(index="model", columns="query_id", values="prob").reindex(index=names, columns=qids)
     labels = wide.pivot(index="model", columns="query_id", values="label").reindex(index=names, columns=qids)
-    route = probs if "route_score" not in wide.columns else (  # a table from before the guard: P ranks
+    route = probs if "route_score" not in wide.columns else (  # a table without routing scores: P ranks
         wide.pivot(index="model", columns="query_id", values="route_score").reindex(index=names, columns=qids))
     return Predictions(names, qids, probs.to_numpy(np.float64), labels.to_numpy(np.float64), route.to_numpy(np.float64))
 

@@ -97,7 +97,7 @@ class Fitted(NamedTuple):
 
     def routing_scores(self, rows: np.ndarray | None = None, known: np.ndarray | None = None) -> np.ndarray:
         """What ranks the models ``rows`` (all when None) on the test queries: policy.routing_scores, the guard's
-        reference per query the highest standing among the rows ``known`` (rows x Q_test) marks (all)."""
+        incumbent per query the highest standing among the rows ``known`` (rows x Q_test) marks (all)."""
         rows = np.arange(len(self.probs)) if rows is None else np.asarray(rows)
         standing = None if self.standing is None else self.standing[rows]
         return routing_scores(np.asarray(self.probs, np.float64)[rows], standing, self.guard_margin, known)

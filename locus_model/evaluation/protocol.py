@@ -17,7 +17,7 @@ Protocol (k-fold, any evaluation table):
   accuracy, AUC and Brier (``vs_methods``; the difference of the fold means).
 
 EmbedLLM protocol (a table with a ``split`` column and ``folds=None``): the dataset's own train/val/test
-queries form the single fold (the reference protocol of patel-shivam/locus_code_release; mmlu*/gpqa*
+queries form the single fold (the protocol of the authors' code release, patel-shivam/locus_code_release; mmlu*/gpqa*
 subtasks are merged when reporting per benchmark).
 
 The result is a JSON-ready dict (see :func:`evaluate`); evaluation.results saves and prints it.

@@ -9,10 +9,11 @@ The guard: where the pool is small or a newcomer is stronger than every model th
 P(correct) can rank a weaker model above the model that is plainly the most accurate on its own evaluations. So a
 query leaves the candidate of highest **standing** (each model's accuracy on its own evaluations over the training
 queries' group shares: locus_model.router.Router.standing, a fact of the model's answers, not the predictor's view)
-only for a P(correct) more than ``guard_margin`` higher. In score terms every candidate but that reference is
+(the **incumbent**: it keeps every query no other candidate clearly wins) only for a P(correct) more than
+``guard_margin`` higher. In score terms every candidate but that incumbent is
 handicapped by the margin:
 
-    routing score_m = P_m - margin * [m is not the reference]
+    routing score_m = P_m - margin * [m is not the incumbent]
 
 and the routing score is what ranks (:func:`routing_scores`; locus_model.routing.route's cost-aware rule reads it in
 place of P). P(correct) itself is untouched: calibration, AUC and the estimates read P. With margin 0 the guard is
@@ -88,21 +89,21 @@ class RoutingPolicy:
                 f"{self.guard_margin:g} of P(correct))")
 
 
-def reference(standing: np.ndarray, among: np.ndarray | None = None) -> int:
-    """The guard's reference: the candidate of highest standing among ``among`` (indices; all when None), the first
+def incumbent(standing: np.ndarray, among: np.ndarray | None = None) -> int:
+    """The guard's incumbent: the candidate of highest standing among ``among`` (indices; all when None), the first
     of equals."""
     s = np.asarray(standing, np.float64).reshape(-1)
     rows = np.arange(len(s)) if among is None else np.asarray(among, np.int64).reshape(-1)
     if len(rows) == 0:
-        raise RoutingError("the guard's reference: no candidate to choose from")
+        raise RoutingError("the guard's incumbent: no candidate to choose from")
     return int(rows[np.argmax(s[rows])])
 
 
 def routing_scores(probs: np.ndarray, standing: np.ndarray | None, guard_margin: float,
                    known: np.ndarray | None = None) -> np.ndarray:  # (M,) or (M, Q)
     """What ranks: P(correct) ``probs`` (M,) or (M, Q) less the guard's handicap, ``guard_margin`` for every candidate
-    but the reference, the candidate of highest ``standing`` (M,) among each query's candidates (the rows ``known``
-    (M,) or (M, Q) marks; all when None). A query with no candidate has no reference (every row handicapped). No
+    but the incumbent, the candidate of highest ``standing`` (M,) among each query's candidates (the rows ``known``
+    (M,) or (M, Q) marks; all when None). A query with no candidate has no incumbent (every row handicapped). No
     standing: P(correct) as it is (a method without a guard). The one place the guard is applied."""
     p = np.asarray(probs, np.float64)
     if standing is None:
@@ -121,4 +122,4 @@ def routing_scores(probs: np.ndarray, standing: np.ndarray | None, guard_margin:
     return (p2 - handicap).reshape(p.shape)
 
 
-__all__ = ["GUARD_MARGIN", "RoutingPolicy", "check_margin", "check_quality_weight", "reference", "routing_scores"]
+__all__ = ["GUARD_MARGIN", "RoutingPolicy", "check_margin", "check_quality_weight", "incumbent", "routing_scores"]

@@ -6,16 +6,17 @@ its file goes through incoming/ and the ticks like any other drop, and it is tol
 
 from __future__ import annotations
 
+import glob
 import hashlib
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from locus_pipeline.intake.accept import Intake, IntakeLimits, Rejection, intake_file
-from locus_pipeline.intake.folder import (REASON_SUFFIX, SETTLE_SECONDS, DropFolder, entry_stem, in_progress_entries, reject_unusable,
-                                          scan_incoming, unusable_entries, write_text_atomic)
+from locus_pipeline.intake.folder import (REASON_SUFFIX, SETTLE_SECONDS, DropFolder, entry_stem, in_progress_entries,
+                                          move_to_rejected, reject_unusable, scan_incoming, unusable_entries,
+                                          write_text_atomic)
 from locus_pipeline.intake.manifests import Manifest, claimed_keys, read_manifests
 from locus_pipeline.intake.messages import printable
 from locus_pipeline.intake.recovery import changed_accepted_files, recover_orphans, retake
@@ -196,7 +197,7 @@ def _outcome_of(folder: DropFolder, name: str, sha: str, since_ns: int,
         return HandedIn(manifest=max(ours, key=lambda m: m.stem))
     if outcome is not None:
         return None
-    for reason in sorted(folder.rejected.glob(f"*-{name}{REASON_SUFFIX}")):
+    for reason in sorted(folder.rejected.glob(f"*-{glob.escape(name)}{REASON_SUFFIX}")):
         if reason.stat().st_mtime_ns >= since_ns and (f"-{sha[:8]}-" in reason.name or "-notread-" in reason.name):
             problem = next((line[len("problem: "):] for line in reason.read_text(encoding="utf-8").splitlines()
                             if line.startswith("problem: ")), "see the reason file")
@@ -210,11 +211,10 @@ def set_aside_manifest(folder: DropFolder, stem: str, why: str, *, now: float | 
     one) has no manifest any more: the tick's recovery takes it in again as a new file."""
     now = time.time() if now is None else now
     name = f"{stem}{MANIFEST_SUFFIX}"
-    target = folder.rejected / entry_stem(now, "manifest", name)
-    os.replace(folder.accepted / name, target)
     fix = ("nothing to do if you did not put it there: intake wrote it and it was damaged, so the file it described "
            "is taken in again; files in accepted/ are intake's own (drop files into incoming/ itself)")
-    write_text_atomic(folder.rejected / f"{target.name}{REASON_SUFFIX}",
-                      f"SET ASIDE: accepted/{name}\nset aside at: {datetime.fromtimestamp(now, tz=timezone.utc).isoformat()}\n"
-                      f"problem: {why}\nhow to fix: {fix}\n")
-    return Rejection(f"accepted/{name}", why, fix, reason_file=f"rejected/{target.name}{REASON_SUFFIX}")
+    reason_file = move_to_rejected(folder, folder.accepted / name, entry_stem(now, "manifest", name),
+                                   f"SET ASIDE: accepted/{name}\nset aside at: "
+                                   f"{datetime.fromtimestamp(now, tz=timezone.utc).isoformat()}\n"
+                                   f"problem: {why}\nhow to fix: {fix}\n")
+    return Rejection(f"accepted/{name}", why, fix, reason_file=reason_file)

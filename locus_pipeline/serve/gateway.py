@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from locus_model.data.encoding import EncodingInputError
 from locus_model.evaluation.verdict import what_to_serve
 from locus_model.routing import CostUnknown, NoCandidateWithinCap, RoutingError, estimate_tokens, route
-from locus_model.routing import reference as guard_reference
+from locus_model.routing import incumbent
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
@@ -158,8 +158,8 @@ class Gateway:
         rows = snap.routable_rows
         if margin == 0:
             return "no guard"
-        reference = snap.names[int(rows[guard_reference(snap.pool_scorer.standing[rows])])] if len(rows) else "none"
-        return f"guard {margin:g} toward {reference}"
+        leaned = snap.names[int(rows[incumbent(snap.pool_scorer.standing[rows])])] if len(rows) else "none"
+        return f"guard {margin:g} toward {leaned}"
 
     # -- reload
 
@@ -279,7 +279,7 @@ class Gateway:
             "unknown_cost": [names[i] for i in idx[d.unknown_cost]],  # left out of a cost-aware ranking: no cost known
             "over_params": [names[i] for i in idx[d.over_params]],
             "unknown_params": [names[i] for i in idx[d.unknown_params]],  # left out under max_params: no size known
-            "guard": {"reference": names[idx[guard_reference(standing, d.ranking)]], "margin": policy.guard_margin},
+            "guard": {"incumbent": names[idx[incumbent(standing, d.ranking)]], "margin": policy.guard_margin},
             "quality_weight": policy.quality_weight, "lambda": _json_number(d.lam), "max_cost": max_cost, "max_params": max_params,
             "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means, "cost_note": snap.costs.note,
             "candidates": len(idx), "portfolio": snap.portfolio,

@@ -13,29 +13,29 @@ import torch
 
 from locus_model.query_groups import Blend, QueryGroups, fit_query_groups
 from locus_model.router import Router
-from locus_model.routing import (GUARD_MARGIN, CostError, QualityWeightError, RoutingError, RoutingPolicy, reference,
+from locus_model.routing import (GUARD_MARGIN, CostError, QualityWeightError, RoutingError, RoutingPolicy, incumbent,
                                  route, route_many, routing_scores)
 from tests.locus_model.tiny_locus import tiny_model
 
 STANDING = np.array([0.60, 0.72, 0.65])  # model 1 is the most accurate on its own evaluations
 
 
-def test_only_the_reference_is_spared_the_handicap():
-    assert reference(STANDING) == 1
+def test_only_the_incumbent_is_spared_the_handicap():
+    assert incumbent(STANDING) == 1
     np.testing.assert_allclose(routing_scores(np.array([0.5, 0.5, 0.5]), STANDING, 0.05), [0.45, 0.5, 0.45])
-    assert reference(STANDING, np.array([0, 2])) == 2  # among candidates without model 1
+    assert incumbent(STANDING, np.array([0, 2])) == 2  # among candidates without model 1
     np.testing.assert_allclose(routing_scores(np.array([[0.9, 0.1], [0.5, 0.5], [0.2, 0.2]]), STANDING, 0.05),
                                [[0.85, 0.05], [0.5, 0.5], [0.15, 0.15]])
     np.testing.assert_allclose(routing_scores(np.array([0.9, 0.5]), None, 0.05), [0.9, 0.5])  # no standing: P
 
 
-def test_each_query_s_reference_is_the_best_standing_among_its_candidates():
+def test_each_query_s_incumbent_is_the_best_standing_among_its_candidates():
     known = np.array([[True, True, True], [True, False, False], [True, False, True]])  # (M, Q)
     scores = routing_scores(np.full((3, 3), 0.5), STANDING, 0.1, known)
     # query 0: model 1 (0.72) is a candidate; query 1: only model 0; query 2: model 0 or 2, and 2 stands higher
     np.testing.assert_allclose(scores, [[0.4, 0.5, 0.4], [0.5, 0.4, 0.4], [0.4, 0.4, 0.5]])
     none = routing_scores(np.full((3, 1), 0.5), STANDING, 0.1, np.zeros((3, 1), bool))
-    np.testing.assert_allclose(none, [[0.4], [0.4], [0.4]])  # no candidate, no reference
+    np.testing.assert_allclose(none, [[0.4], [0.4], [0.4]])  # no candidate, no incumbent
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.0, "0.02", True, float("nan")])
@@ -62,9 +62,9 @@ def test_another_model_wins_a_query_only_by_more_than_the_margin():
     assert route(np.array([0.70, 0.69, 0.10]), costs, RoutingPolicy(guard_margin=0.0), standing=STANDING).chosen == 0
 
 
-def test_the_reference_is_the_best_candidate_left_after_the_caps():
+def test_the_incumbent_is_the_best_candidate_left_after_the_caps():
     probs, costs = np.array([0.70, 0.69, 0.695]), np.array([1.0, 5.0, 1.0])
-    # model 1 (the most accurate) costs over the cap: the reference is then model 2, whose 0.695 is within 0.02
+    # model 1 (the most accurate) costs over the cap: the incumbent is then model 2, whose 0.695 is within 0.02
     d = route(probs, costs, RoutingPolicy(max_cost=2.0), standing=STANDING)
     assert d.chosen == 2 and 1 in d.over_cost
     np.testing.assert_allclose(d.scores[[0, 2]], [0.68, 0.695])
@@ -106,7 +106,7 @@ def test_the_router_ranks_standing_by_the_groups_shares():
     np.testing.assert_allclose(router.standing(profiles), [0.25 * 0.5 + 0.75 * 0.9, 0.25 * 0.9 + 0.75 * 0.6])
     pool = pd.DataFrame({"model": ["a", "b"], "embedding": list(np.zeros((2, 32), np.float32)),
                          "group_profile": list(profiles.astype(np.float32))})
-    assert reference(router.scorer(pool).standing) == 0
+    assert incumbent(router.scorer(pool).standing) == 0
 
 
 def test_a_checkpoint_carries_no_policy_and_an_older_one_with_a_margin_still_loads(tmp_path):
