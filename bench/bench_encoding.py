@@ -86,7 +86,7 @@ def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) 
     from locus_model.data.matrix import EvaluationMatrix
     from locus_model.infer import embed_evaluation_sets, predict_proba
     from locus_model.model import LocusConfig, load_checkpoint, save_checkpoint
-    from locus_model.routing import cost_table, route_many
+    from locus_model.routing import RoutingPolicy, cost_table, route_many
     from locus_model.training import TrainConfig, train_locus
 
     table = pd.read_parquet(REPO / "data" / "mmlu-pro" / "evaluations.parquet")
@@ -137,7 +137,7 @@ def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) 
         out[k] = {"p_abs_diff_mean": round(float(np.abs(p[k] - p["torch"]).mean()), 5),
                   "p_abs_diff_max": round(float(np.abs(p[k] - p["torch"]).max()), 5)}
         for w in (1.0, 0.9, 0.7):
-            chosen = {r: route_many(p[r], costs, w) for r in ("torch", k)}
+            chosen = {r: route_many(p[r], costs, RoutingPolicy(quality_weight=w)) for r in ("torch", k)}
             correct = {r: test_scores[c, np.arange(len(test))] for r, c in chosen.items()}
             lo, hi = bootstrap(correct[k])
             dlo, dhi = bootstrap(correct[k] - correct["torch"])

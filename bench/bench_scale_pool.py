@@ -34,13 +34,19 @@ import torch
 from locus_model.infer import embed_evaluation_sets, inference_precision, predict_proba
 from locus_model.model import Locus, LocusConfig
 from locus_model.neighbours import NEIGHBOUR_TILE, nearest_neighbours
-from locus_model.routing import route
+from locus_model.routing import RoutingPolicy, route
 
 DIM = 384
 
 
 def _vm_mb(key: str) -> float:
     return int(re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) / 1024
+
+
+def latency_summary(seconds) -> dict:
+    """p50 and p99 of per-query wall times (seconds), in ms to 0.1 (numpy's linear interpolation between ranks)."""
+    ms = np.asarray(seconds, np.float64) * 1e3
+    return {"p50_ms": round(float(np.percentile(ms, 50)), 1), "p99_ms": round(float(np.percentile(ms, 99)), 1)}
 
 
 def synthetic_pool(models: int, evaluations: int, queries: int, seed: int = 0):
@@ -74,16 +80,17 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
 
     trained = TrainedRouter(model, fit_query_groups(enc[:1]), Blend())  # one group, the predictor alone
     scorer = trained.scorer((z, np.zeros((len(z), 1), np.float32)))
-    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", scorer=scorer,
+    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", pool_scorer=scorer,
                     names=names, sources=("pool",) * len(z), costs=cost_table(names, cost_info(None, {})),
                     upstreams={}, output_tokens=256, loaded_at=time.time(), served=names)
 
-    class Scorer:  # predict_proba of a random encoding, as the scorer does for an encoded query
+    class Batcher:  # predict_proba of a random encoding, as the batcher does for an encoded query
         async def score(self, snap: Snapshot, query: str) -> np.ndarray:
             return predict_proba(model, z, enc[rng.integers(len(enc))][None])[:, 0]
 
     router = object.__new__(Gateway)
-    router.config, router.metrics, router.scorer = ServeConfig(quality_weight=0.9), Metrics(), Scorer()
+    router.config, router.metrics = ServeConfig(policy=RoutingPolicy(quality_weight=0.9)), Metrics()
+    router.batcher = Batcher()
 
     async def run() -> list[float]:
         latencies = []
@@ -95,9 +102,7 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
         assert body["ranked"] == len(z)
         return latencies
 
-    ms = np.array(asyncio.run(run())) * 1e3
-    return {"queries": queries, "ranking_size": router.config.ranking_size,
-            "p50_ms": round(float(np.percentile(ms, 50)), 1), "p99_ms": round(float(np.percentile(ms, 99)), 1)}
+    return {"queries": queries, "ranking_size": router.config.ranking_size, **latency_summary(asyncio.run(run()))}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -142,12 +147,11 @@ def main(argv: list[str] | None = None) -> dict:
     for q in rng.choice(len(enc), args.route_queries):
         t0 = time.perf_counter()
         probs = predict_proba(model, z, enc[q : q + 1])[:, 0]  # (M,)
-        decision = route(probs, costs, quality_weight=0.9, embeddings=z, n_fallbacks=3)
+        decision = route(probs, costs, RoutingPolicy(quality_weight=0.9), embeddings=z, n_fallbacks=3)
         latencies.append(time.perf_counter() - t0)
-        chosen.append(decision.chosen)
-    ms = np.array(latencies) * 1e3
-    out["route"] = {"queries": args.route_queries, "p50_ms": round(float(np.percentile(ms, 50)), 1),
-                    "p99_ms": round(float(np.percentile(ms, 99)), 1), "distinct_chosen": len(set(chosen))}
+        chosen.append(int(decision.chosen))
+    out["route"] = {"queries": args.route_queries, **latency_summary(latencies), "distinct_chosen": len(set(chosen)),
+                    "chosen": chosen[:10]}
     out["decide"] = decide_latency(model, z, enc, args.route_queries)
     out["peak_rss_mb"] = round(_vm_mb("VmHWM"))  # the whole process from the embedding on: pool, model and all
     out["neighbours_of_model_0"] = neighbours[0].tolist()

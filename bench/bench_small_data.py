@@ -67,7 +67,7 @@ def cell_budget(n_questions: int, folds: int, budget: int = 256, val_fraction: f
 def run_unit(name: str, scores: np.ndarray, enc: np.ndarray, bench: np.ndarray, fold, trained: np.ndarray,
              held: np.ndarray, seed: int, train_config=None) -> np.ndarray:
     """(M, Q_test) what ranks the models of one draw on one fold's test queries: the method's P(correct), less
-    LOCUS's guard handicap (locus_model.guard)."""
+    LOCUS's guard handicap (locus_model.routing.policy)."""
     kwargs = dict(seed=seed, scores=scores, encodings=enc, fold=fold, trained=trained, held=held, benchmarks=bench,
                   train_config=train_config)
     if name == "per_benchmark":

@@ -23,7 +23,6 @@ from locus_model.data.matrix import EvaluationMatrix
 from locus_model.evaluation.methods import Fitted, fit_and_predict
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
 from locus_model.model import LocusConfig
-from locus_model.guard import Guard
 from locus_model.training import TrainConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,15 +127,16 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
 
 def save_fitted(path: Path, fitted: Fitted) -> None:
     """A fit's test probabilities, seconds and (LOCUS) guard in one .npz."""
-    guard = {} if fitted.guard is None else {"standing": fitted.guard.standing, "margin": fitted.guard.margin}
+    guard = {} if fitted.standing is None else {"standing": fitted.standing, "margin": fitted.guard_margin}
     np.savez(path, probs=fitted.probs, seconds=fitted.seconds, **guard)
 
 
 def load_fitted(path: Path) -> Fitted:
     """What save_fitted wrote (a file without a guard: routed by P(correct))."""
     with np.load(path) as z:
-        guard = Guard(z["standing"], float(z["margin"])) if "standing" in z.files else None
-        return Fitted(z["probs"], float(z["seconds"]), guard)
+        if "standing" not in z.files:
+            return Fitted(z["probs"], float(z["seconds"]))
+        return Fitted(z["probs"], float(z["seconds"]), z["standing"], float(z["margin"]))
 
 
 @dataclass

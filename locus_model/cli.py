@@ -7,7 +7,9 @@
 These are the commands that need only the library. The installed ``locus`` command is
 locus_pipeline.cli, which adds the ones that read the pipeline's storage (``locus search``).
 Adding a subcommand: write ``add_<name>(subparsers)`` that builds its parser and sets ``run=<function>``
-(taking the parsed args, returning an exit code), and append it to ``COMMANDS``.
+(taking the parsed args, returning an exit code), and add it to ``COMMANDS`` under its name. The seams the pipeline's
+CLI uses: ``COMMANDS`` (by name), ``build_parser``, ``fail`` (a command's error line and exit status) and
+``add_evaluate``'s ``encoding_cache`` (where its cache defaults to).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-def _fail(command: str, err: Exception) -> int:
+def fail(command: str, err: Exception) -> int:
+    """A command's error: ``locus <command>: error: <err>`` on stderr, and the exit status of a usage error."""
     print(f"locus {command}: error: {err}", file=sys.stderr)
     return EXIT_USAGE
 
@@ -31,7 +34,10 @@ def _fail(command: str, err: Exception) -> int:
 # ---------------------------------------------------------------------------------------------- evaluate
 
 
-def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
+def add_evaluate(subparsers: argparse._SubParsersAction, *,
+                 encoding_cache: Callable[[], Path | None] | None = None) -> None:
+    """``locus evaluate``; ``encoding_cache``: where --encoding-cache defaults to when not given (looked up when the
+    command runs; None: the user cache)."""
     p = subparsers.add_parser(
         "evaluate",
         help="accuracy of LOCUS vs baselines (EmbedLLM-MF, IRT, kNN, best single, oracle) on an evaluation table",
@@ -39,7 +45,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
             "Split the queries into folds, give every model the same random budget of anchor evaluations, train "
             "LOCUS and the baselines on the in-training models, onboard the held-out models from their budget "
             "evaluations only, and score every (test query, model) pair. With a table that has its own split "
-            "(an EmbedLLM folder) and no --folds, its train/val/test split is used (the reference protocol)."
+            "(an EmbedLLM folder) and no --folds, its train/val/test split is used (the protocol of the authors' code release)."
         ),
     )
     p.add_argument("--evaluations", required=True, type=Path,
@@ -50,7 +56,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
                    help="K-fold over queries (default: the table's own split if it has one, else 5)")
     p.add_argument("--holdout-models", default=None,
                    help="models never trained on, onboarded from their budget evaluations: a fraction drawn with "
-                        "--seed (default 0.2 with k-fold, 0 with the table's own split as in the reference), or "
+                        "--seed (default 0.2 with k-fold, 0 with the table's own split as in the authors' code release), or "
                         "model names, comma-separated, held out in every fold (how would the router have treated "
                         "model X had it arrived last?)")
     p.add_argument("--seed", type=int, default=0)
@@ -60,7 +66,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
 
     p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
                    help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
-                        f"reference); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
+                        f"exact encoder the others are checked against); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
     p.add_argument("--encoding-cache", type=Path, default=None,
                    help="folder of query-encoding caches, one subfolder per encoder (default: the user cache; the "
                         "pipeline's `locus` uses its home's encodings/ when there is one, so queries it encoded are "
@@ -88,14 +94,14 @@ def add_evaluate(subparsers: argparse._SubParsersAction) -> None:
                         "and a model without a cost is left out and counted")
     p.add_argument("--plot", type=Path, default=None, help="with --models-file: draw the frontiers to this PNG")
     p.add_argument("--onboard-sizes", type=int, nargs="*", default=None, metavar="N",
-                   help="also measure capability estimates (issue 56): held-out models onboarded from N of their "
+                   help="also measure capability estimates: held-out models onboarded from N of their "
                         "evaluations (no N: 16 32 64 128); adds capability.<method>.<N>.mae/.coverage and "
                         "identity.<N>.hit_at_1 to the JSON; trains LOCUS once more per fold (evaluation.capability)")
     p.add_argument("--reference-scores", type=Path, default=None,
                    help="with --onboard-sizes: CSV of model + one column per reference score (e.g. metabench's "
                         "leaderboard.csv); adds reference.<method>.<N>.mae")
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.set_defaults(run=run_evaluate)
+    p.set_defaults(run=run_evaluate, default_encoding_cache=encoding_cache)
 
 
 def check_evaluate_args(args: argparse.Namespace) -> str | None:
@@ -118,9 +124,10 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         return f"--holdout-models {args.holdout_models!r}: give a fraction in [0, 1) or model names, comma-separated"
     if args.jobs < 1:
         return f"--jobs {args.jobs}: must be at least 1"
-    margin = getattr(args, "guard_margin", None)
-    if margin is not None and not 0.0 <= margin < 1.0:
-        return f"--guard-margin {margin}: must be in [0, 1) (P(correct) units; 0 = no guard)"
+    try:
+        routing_policy(args)
+    except ValueError as err:
+        return f"--guard-margin: {err}"
     if args.models_file is not None and not Path(args.models_file).is_file():
         return (f"--models-file {args.models_file}: no such file. How to fix: a CSV with a model column and params_b, "
                 "price_input_per_mtok / price_output_per_mtok or cost_per_query")
@@ -131,6 +138,14 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
     if args.plot is not None and not Path(args.plot).resolve().parent.is_dir():
         return f"--plot {args.plot}: the folder {Path(args.plot).resolve().parent} does not exist. How to fix: create it"
     return None
+
+
+def routing_policy(args: argparse.Namespace):
+    """The routing policy `locus evaluate`'s LOCUS routes under (--guard-margin, else the default): validated by
+    RoutingPolicy itself, the one place its rules live."""
+    from locus_model.routing.policy import RoutingPolicy  # why: `locus --help` starts without numpy
+    margin = getattr(args, "guard_margin", None)
+    return RoutingPolicy() if margin is None else RoutingPolicy(guard_margin=margin)
 
 
 def holdout_option(value: str | None) -> float | tuple[str, ...] | None:
@@ -159,7 +174,7 @@ def held_out_names(names: tuple[str, ...], models: Sequence[str]) -> list[str]:
 def run_evaluate(args: argparse.Namespace) -> int:
     problem = check_evaluate_args(args)
     if problem:
-        return _fail("evaluate", ValueError(problem))
+        return fail("evaluate", ValueError(problem))
 
     # why: the CLI answers --help and argument errors without loading torch and the library
     import torch
@@ -179,7 +194,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        return _fail("evaluate", ValueError(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}"))
+        return fail("evaluate", ValueError(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}"))
     if args.threads:
         torch.set_num_threads(args.threads)
     progress = not args.quiet
@@ -206,7 +221,10 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
-        cache = Path(args.encoding_cache) / spec.name if args.encoding_cache else None
+        folder = args.encoding_cache
+        if folder is None and getattr(args, "default_encoding_cache", None) is not None:
+            folder = args.default_encoding_cache()
+        cache = Path(folder) / spec.name if folder else None
         encodings, report = encode_queries_with_summary(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
                                                         cache_dir=cache, progress=progress)
         train_config = TrainConfig(device=args.device)
@@ -218,15 +236,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
             held_out=held_out,
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
-            progress=progress, jobs=args.jobs, costs=costs, guard_margin=args.guard_margin,
+            progress=progress, jobs=args.jobs, costs=costs, policy=routing_policy(args),
         )
-        if args.onboard_sizes is not None:  # issue 56: capability estimates on the same folds and held-out models
+        if args.onboard_sizes is not None:  # capability estimates on the same folds and held-out models
             from locus_model.evaluation.capability import capability_from_result  # why: only with --onboard-sizes
 
             result.update(capability_from_result(matrix, encodings, result, args.onboard_sizes, args.reference_scores,
                                                  train_config, progress=progress))
     except (EvaluationDataError, ValueError, FileNotFoundError) as err:
-        return _fail("evaluate", err)
+        return fail("evaluate", err)
     result["settings"].update(
         {"encoder": spec.name, "encoder_runtime": report.runtime, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2),
          "queries_encoded": report.encoded, "queries_from_cache": report.unique - report.encoded}
@@ -271,7 +289,7 @@ def run_synthetic_data(args: argparse.Namespace) -> int:
     try:
         pool = generate_synthetic_pool(args.out, size=args.size, seed=args.seed)
     except (ValueError, OSError) as err:
-        return _fail("synthetic-data", err)
+        return fail("synthetic-data", err)
     print(f"wrote the synthetic pool ({args.size}, seed {args.seed}, {pool.n_rows} rows) to {pool.root}")
     for path in pool.files:
         print(f"  {path}")
@@ -280,10 +298,12 @@ def run_synthetic_data(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------- entry point
 
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_evaluate, add_synthetic_data]
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {"evaluate": add_evaluate,
+                                                                     "synthetic-data": add_synthetic_data}
 
 
-def build_parser(commands: Sequence[Callable[[argparse._SubParsersAction], None]] = COMMANDS) -> argparse.ArgumentParser:
+def build_parser(commands: Iterable[Callable[[argparse._SubParsersAction], None]] = COMMANDS.values()
+                 ) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="locus", description="LOCUS: model embeddings from evaluations (arXiv 2601.21082)")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in commands:

@@ -34,7 +34,7 @@ class Locus(nn.Module):
         self.config = config
         D, d = config.query_dim, config.d
         # encoder
-        self.tokenizer = nn.Linear(2 * D + 1, d)  # on [phi, y, phi * (2y - 1)], as in the reference
+        self.tokenizer = nn.Linear(2 * D + 1, d)  # on [phi, y, phi * (2y - 1)], as in the authors' code release
         self.blocks = nn.ModuleList(
             ISAB(d=d, n_heads=config.n_heads, n_latents=config.n_latents) for _ in range(config.n_blocks)
         )

@@ -27,7 +27,7 @@ class LocusConfig:
     predictor_hidden: int = 64
     """Hidden width of the correctness predictor's two-layer MLP."""
     predictor_dropout: float = 0.1
-    """Dropout on that hidden layer during training (the reference's 0.1)."""
+    """Dropout on that hidden layer during training (the authors' code release's 0.1)."""
 
     def __post_init__(self) -> None:
         if self.d % self.n_heads != 0:

@@ -30,10 +30,10 @@ PROBA_FLOOR = 1e-4  # probabilities are clipped to [floor, 1 - floor] before a l
 
 
 SMOOTHING = 1.0  # pseudo-count pulling a model's group accuracy toward its overall accuracy (the per-benchmark
-#   baseline's, evaluation.baselines.PerBenchmarkConfig, reads it from here); an estimated one lost on the issue-57 case
-#   (docs/experiments.md, "group profiles' pseudo-count")
+#   baseline's, evaluation.baselines.PerBenchmarkConfig, reads it from here); fixed: a pseudo-count estimated per pool
+#   routed no better on small pools (bench/diag/README.md, group_smoothing)
 CLUSTERS = 8  # k-means groups of the query encodings when the data has fewer than two benchmarks
-INVERSE_REGULARIZATION = 10.0  # C of the membership classifier (L2); docs/experiments.md says how it was chosen
+INVERSE_REGULARIZATION = 10.0  # C of the membership classifier (L2)
 
 
 @dataclass(frozen=True)

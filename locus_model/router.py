@@ -27,7 +27,6 @@ from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_prob
 from locus_model.model import Locus, load_checkpoint, save_checkpoint
 from locus_model.query_groups import (SMOOTHING, Blend, QueryGroups, fit_blend, fit_groups, group_proba,
                                       group_profiles, logit)
-from locus_model.guard import GUARD_MARGIN, Guard, check_margin
 
 RETRAIN = "How to fix: retrain (make demo), which re-embeds the pool with the new checkpoint"
 
@@ -35,14 +34,13 @@ RETRAIN = "How to fix: retrain (make demo), which re-embeds the pool with the ne
 @dataclass(frozen=True)
 class Router:
     """The trained router: P(correct) of (model, query) = the blend of the correctness predictor's logit (the model
-    embedded by the set encoder) with the group table's (the model's group profile, the query's group membership);
-    queries go to the highest P(correct) under the guard (locus_model.guard: another model than the one of
-    highest standing only where its P(correct) is more than ``guard_margin`` higher)."""
+    embedded by the set encoder) with the group table's (the model's group profile, the query's group membership).
+    How queries are then routed (the guard, the quality weight, the caps) is a policy, not trained:
+    locus_model.routing.policy."""
 
     model: Locus  # set encoder + correctness predictor, eval mode
     groups: QueryGroups
     blend: Blend
-    guard_margin: float = GUARD_MARGIN
 
     def standing(self, profiles: np.ndarray) -> np.ndarray:
         """(M,) each model's accuracy on its own evaluations from its group profile (M, G): the profile weighted by
@@ -89,15 +87,12 @@ class Router:
     def describe(self) -> str:
         """The groups and the blend, in words (the run's metadata, `locus evaluate`)."""
         kind = "the data's benchmarks" if self.groups.labelled else "k-means clusters of the query encodings"
-        guard = ("no guard (the highest P(correct) wins)" if self.guard_margin == 0 else
-                 f"guarded toward the model of highest standing (another wins only by more than "
-                 f"{self.guard_margin:g} of P(correct))")
         return (f"{len(self.groups.names)} query groups ({kind}), profiles shrunk toward each model's accuracy by "
-                f"{self.groups.smoothing:.1f} pseudo-answers; {self.blend.describe()}; {guard}")
+                f"{self.groups.smoothing:.1f} pseudo-answers; {self.blend.describe()}")
 
     def to_dict(self) -> dict:
-        """The groups, the blend and the guard margin as plain data (the model's weights are saved beside them)."""
-        return {"groups": self.groups.to_dict(), "blend": self.blend.to_dict(), "guard_margin": self.guard_margin}
+        """The groups and the blend as plain data (the model's weights are saved beside them)."""
+        return {"groups": self.groups.to_dict(), "blend": self.blend.to_dict()}
 
     def save(self, path: str | Path, **extra: Any) -> None:
         """One checkpoint: the model's config and weights, ``router`` (to_dict) and extra plain data."""
@@ -115,9 +110,8 @@ class Router:
         if not extra.get("router"):
             raise ValueError(f"{where} has no router (query groups and blend): it predates the trained router. "
                              f"{RETRAIN}.")
-        d = extra["router"]  # a checkpoint from before the guard gets today's default margin (a rule, not trained)
-        return cls(model=model, groups=QueryGroups.from_dict(d["groups"]), blend=Blend(**d["blend"]),
-                   guard_margin=float(d.get("guard_margin", GUARD_MARGIN)))
+        d = extra["router"]  # a "guard_margin" saved by older checkpoints is a policy, not trained: left unread
+        return cls(model=model, groups=QueryGroups.from_dict(d["groups"]), blend=Blend(**d["blend"]))
 
 
 @dataclass(frozen=True)
@@ -139,12 +133,6 @@ class PoolScorer:
     def standing(self) -> np.ndarray:
         """(M,) the pool's models' standing (Router.standing), computed once per scorer: a request indexes it."""
         return self.router.standing(self.profiles)
-
-    def guard(self, rows: np.ndarray | None = None, margin: float | None = None) -> Guard:
-        """The router's guard over the pool's models (or ``rows`` of them, in that order); ``margin`` instead of the
-        router's where given (an operator's or an evaluation's override)."""
-        standing = self.standing if rows is None else self.standing[np.asarray(rows)]
-        return Guard(standing, self.router.guard_margin if margin is None else margin)
 
     def extended(self, embeddings: np.ndarray, profiles: np.ndarray, names: Sequence[str] = ()) -> "PoolScorer":
         """This scorer with more models' rows after its own (an onboarding)."""
@@ -169,16 +157,16 @@ def _pool_profiles(pool: pd.DataFrame, n_groups: int) -> np.ndarray:
 
 def fit_router(model: Locus, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
                benchmarks: np.ndarray | None = None, *, smoothing: float = SMOOTHING,
-               guard_margin: float = GUARD_MARGIN, device: str = "cpu") -> tuple[Router, np.ndarray]:
+               device: str = "cpu") -> tuple[Router, np.ndarray]:
     """The router of a trained LOCUS (training's last stage) and the in-training models' embeddings (M, d): the query
     groups (query_groups.fit_groups; their profiles' pseudo-count ``smoothing``), each model embedded from its train
     cells (one forward pass) and profiled on them, the blend fitted on the validation cells (the predictor alone
-    when there are none); queries are routed under the guard of margin ``guard_margin``."""
+    when there are none)."""
     encodings = np.asarray(encodings, np.float32)
     train_scores, val_scores = np.asarray(train_scores, np.float32), np.asarray(val_scores, np.float32)
     labels = None if benchmarks is None else np.asarray(["" if b is None else str(b) for b in benchmarks])
     router = Router(model=model, groups=fit_groups(encodings, train_scores, val_scores, labels, smoothing=smoothing),
-                    blend=Blend(), guard_margin=check_margin(guard_margin))
+                    blend=Blend())
     embeddings, profiles = router.pool_rows(encodings, train_scores, labels, device=device)
     val_q = np.flatnonzero(~np.isnan(val_scores).all(0))
     if len(val_q) == 0:
@@ -186,7 +174,7 @@ def fit_router(model: Locus, encodings: np.ndarray, train_scores: np.ndarray, va
     val_enc = encodings[val_q]
     blend = fit_blend(_predictor_logits(model, embeddings, val_enc, device),
                       group_proba(profiles, router.groups.membership(val_enc)), val_scores[:, val_q])
-    return Router(model=model, groups=router.groups, blend=blend, guard_margin=router.guard_margin), embeddings
+    return Router(model=model, groups=router.groups, blend=blend), embeddings
 
 
 __all__ = ["PoolScorer", "RETRAIN", "Router", "fit_router"]

@@ -11,6 +11,7 @@ LOCUS_HOME through the pipeline's storage (search, serve, pool, mlflow-uri).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -20,9 +21,10 @@ from typing import Callable, Mapping, Sequence
 
 import dagster as dg
 
-from locus_model.cli import COMMANDS as LIBRARY_COMMANDS, EXIT_OK, _fail, build_parser as _build_parser, quiet_warnings
+from locus_model.cli import COMMANDS as LIBRARY_COMMANDS, EXIT_OK, add_evaluate, fail, quiet_warnings
+from locus_model.cli import build_parser as _build_parser
 from locus_pipeline.instance import prepare_dagster_home
-from locus_pipeline.live.cli import add_onboard, add_replay
+from locus_pipeline.live_cli import add_onboard, add_replay
 from locus_pipeline.runlog import QUIET_RUN
 
 
@@ -75,7 +77,7 @@ def run_search(args: argparse.Namespace) -> int:
         result = capability_search_in_home(home, parse_target(args.target), k=args.k,
                                            n_per_benchmark=args.n_per_benchmark, seed=args.seed)
     except (ValueError, StorageError) as err:
-        return _fail("search", err)
+        return fail("search", err)
     if args.json:
         print(json.dumps({"target": result.target, "realised": result.realised,
                           "neighbours": json.loads(result.neighbours.to_json(orient="records"))}, indent=2))
@@ -137,8 +139,8 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
                    help="default quality weight in [0, 1] when a request gives none (1 = best P(correct))")
     p.add_argument("--guard-margin", type=float, default=None, metavar="P",
                    help="the guard: another model than the candidate of highest standing (accuracy on its own "
-                        "evaluations) wins a query only when its P(correct) is higher by more than P (default: the "
-                        "checkpoint's, 0.02; 0 = the highest P(correct) wins)")
+                        "evaluations) wins a query only when its P(correct) is higher by more than P (default 0.02; "
+                        "0 = the highest P(correct) wins)")
     p.add_argument("--portfolio", default=None, metavar="NAME",
                    help="serve only this portfolio of the portfolios asset as the candidate set, e.g. k-center-15 "
                         "(<method>-<k or budget>; an unknown name lists the available ones)")
@@ -162,23 +164,18 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     # why: the gateway (FastAPI, torch, pandas) loads only for locus serve, not at CLI start-up
-    from locus_model.routing import RoutingError, check_margin, check_quality_weight
+    from locus_model.routing import GUARD_MARGIN, RoutingError, RoutingPolicy
     from locus_pipeline.serve import ConfigError, ServeConfig, serve
     from locus_pipeline.storage import StorageError
 
     try:
-        check_quality_weight(args.quality_weight)
+        policy = RoutingPolicy(quality_weight=args.quality_weight,
+                               guard_margin=GUARD_MARGIN if args.guard_margin is None else args.guard_margin)
     except RoutingError as err:
-        return _fail("serve", ValueError(f"--quality-weight: {err}"))
-    try:
-        if args.guard_margin is not None:
-            check_margin(args.guard_margin)
-    except ValueError as err:
-        return _fail("serve", ValueError(f"--guard-margin: {err}"))
+        return fail("serve", ValueError(f"--quality-weight / --guard-margin: {err}"))
     config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
                          models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
-                         poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
-                         guard_margin=args.guard_margin,
+                         poll_seconds=args.poll_seconds, policy=policy, n_fallbacks=args.fallbacks,
                          ranking_size=args.ranking_size,
                          max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
                          batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run,
@@ -186,7 +183,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:
-        return _fail("serve", err)
+        return fail("serve", err)
     return EXIT_OK
 
 
@@ -209,29 +206,35 @@ def add_pool(subparsers: argparse._SubParsersAction) -> None:
     r.set_defaults(run=run_pool_remove)
 
 
-def remove_from_pool(name: str, instance):
-    """Run pool_removal_job for ``name`` in this process on ``instance`` (the ExecuteInProcessResult)."""
+def remove_from_pool(name: str, instance, home=None):
+    """Run pool_removal_job for ``name`` in this process on ``instance`` (the ExecuteInProcessResult), its resources
+    bound to ``home`` (a LocusHome; None: $LOCUS_HOME's, as the code location binds them)."""
     # why: the Dagster definitions load only for locus pool remove, not at CLI start-up
     from locus_pipeline.defs.assets.pool import REMOVAL_JOB
     from locus_pipeline.definitions import defs
+    from locus_pipeline.defs.resources import resources_for
 
     run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}, **QUIET_RUN}
-    return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(instance=instance, run_config=run_config,
-                                                                  raise_on_error=False, tags={"locus/model": name[:255]})
+    return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(
+        instance=instance, run_config=run_config, raise_on_error=False, tags={"locus/model": name[:255]},
+        resources=None if home is None else resources_for(home))
 
 
 def run_pool_remove(args: argparse.Namespace) -> int:
-    if args.home:
-        os.environ["LOCUS_HOME"] = str(args.home)  # the code location's resources read it
+    # why: the storage (pandas) loads only for locus pool remove, not at CLI start-up
+    from locus_pipeline.storage import LocusHome
+
+    home = LocusHome(root=str(args.home)) if args.home else None  # no process-wide LOCUS_HOME: the run's resources
     try:
-        dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home())
+        dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(
+            None if home is None else Path(home.local_path)))
     except ValueError as err:
-        return _fail("pool remove", err)
+        return fail("pool remove", err)
     with dg.DagsterInstance.from_config(dagster_home) as instance:
-        result = remove_from_pool(args.name, instance)
+        result = remove_from_pool(args.name, instance, home)
     if not result.success:
         failures = [e.step_failure_data.error.message.strip() for e in result.get_step_failure_events()]
-        return _fail("pool remove", ValueError("; ".join(failures) or f"run {result.run_id} failed"))
+        return fail("pool remove", ValueError("; ".join(failures) or f"run {result.run_id} failed"))
     (event,) = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
     meta = {k: v.value for k, v in event.metadata.items()}
     print(f"removed {args.name!r} from the pool (run {result.run_id}): {meta['models']} models left; evaluations "
@@ -263,7 +266,7 @@ def run_mlflow_uri(args: argparse.Namespace) -> int:
             raise ValueError(f"no MLflow database at {tracking.db_path}. How to fix: materialize locus_job into this "
                              "home first (make demo), or pass --home / set LOCUS_HOME to the home that has one")
     except ValueError as err:
-        return _fail("mlflow-uri", err)
+        return fail("mlflow-uri", err)
     print(tracking.uri)
     return EXIT_OK
 
@@ -282,31 +285,14 @@ def home_encoding_cache() -> Path | None:
     return folder if folder.is_dir() else None
 
 
-def with_home_encoding_cache(add: Callable[[argparse._SubParsersAction], None]):
-    """The library's ``add_evaluate``, its --encoding-cache defaulting to the home's (home_encoding_cache),
-    looked up when the command runs."""
-    def add_in_home(subparsers: argparse._SubParsersAction) -> None:
-        add(subparsers)
-        parser = subparsers.choices["evaluate"]
-        run = parser.get_default("run")
-
-        def run_in_home(args: argparse.Namespace) -> int:
-            if args.encoding_cache is None:
-                args.encoding_cache = home_encoding_cache()
-            return run(args)
-
-        parser.set_defaults(run=run_in_home)
-
-    return add_in_home
-
-
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
-    *[with_home_encoding_cache(add) if add.__name__ == "add_evaluate" else add for add in LIBRARY_COMMANDS],
-    add_search, add_serve, add_replay, add_onboard, add_pool, add_mlflow_uri]
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    **LIBRARY_COMMANDS, "evaluate": functools.partial(add_evaluate, encoding_cache=home_encoding_cache),
+    "search": add_search, "serve": add_serve, "replay": add_replay, "onboard": add_onboard, "pool": add_pool,
+    "mlflow-uri": add_mlflow_uri}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return _build_parser(COMMANDS)
+    return _build_parser(COMMANDS.values())
 
 
 def quiet_cli() -> None:

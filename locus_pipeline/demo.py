@@ -38,7 +38,7 @@ def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_
     # why: scripts/dev.sh imports DEMO_QUERIES from here: numpy, Dagster and torch load when the demo runs
     import numpy as np
 
-    from locus_model.routing import cost_info, cost_table, estimate_tokens, route_many
+    from locus_model.routing import RoutingPolicy, cost_info, cost_table, estimate_tokens, route_many
 
     pool = home.read_pool()
     pool = pool[pool["routable"]]
@@ -54,7 +54,8 @@ def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
     costs = cost_table(names, cost_info(catalog))
     per_query = np.stack([costs.costs(estimate_tokens(q)) for q in test["query"]], axis=1)  # (M, Q)
-    chosen = {w: route_many(probs, per_query, w, guard=scorer.guard()) for w in weights}
+    chosen = {w: route_many(probs, per_query, RoutingPolicy(quality_weight=w), standing=scorer.standing)
+              for w in weights}
     lines = [f"Routing {len(test)} test questions over the pool's {len(names)} routable models, as `locus serve` "
              f"does: score = w * P(correct) - (1 - w) * cost / max cost (cost basis: {costs.basis}; {costs.note})"]
     for w in weights:

@@ -23,6 +23,7 @@ from mlflow.types import ColSpec, Schema
 
 from locus_model.data.encoding import encode_queries
 from locus_model.router import Router
+from locus_model.routing import RoutingPolicy, route_many
 
 ARTIFACT_PATH = "locus_router"  # the logged model's name in the run
 
@@ -51,7 +52,8 @@ class LocusPyfunc(mlflow.pyfunc.PythonModel):
                 raise ValueError(f"unknown model(s) {unknown[:5]}; this version knows {len(self.names)}: {self.names[:5]} ...")
             rows = np.array([index[m] for m in frame["model"].astype(str)])
         else:
-            rows = self.scorer.guard().scores(probs).argmax(axis=0)  # routed as locus serve routes: under the guard
+            # routed as locus serve routes at its defaults: the default policy, no costs known here
+            rows = route_many(probs, np.zeros(len(probs)), RoutingPolicy(), standing=self.scorer.standing)
         return pd.DataFrame({"query": queries, "model": [self.names[i] for i in rows],
                              "p_correct": probs[rows, cols].astype(np.float64)})
 

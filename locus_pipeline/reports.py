@@ -28,6 +28,7 @@ from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
 from locus_model.data.query_encodings import encoding_matrix
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
+from locus_model.routing.policy import RoutingPolicy, routing_scores
 from locus_model.pool import pool_matrix
 from locus_model.router import PoolScorer
 from locus_pipeline.tables import pool_evaluations
@@ -45,12 +46,12 @@ def test_query_ids(split: pd.DataFrame) -> list[str]:
 
 
 def test_query_predictions(scorer: PoolScorer, table: pd.DataFrame, encodings: pd.DataFrame,
-                           split: pd.DataFrame) -> pd.DataFrame:
+                           split: pd.DataFrame, policy: RoutingPolicy = RoutingPolicy()) -> pd.DataFrame:
     """Long table, one row per (pool model, test query): model, query_id, benchmark, prob, route_score, label.
 
     prob = the router's P(correct) of the pool's model (``scorer``: the checkpoint's Router.scorer of the pool);
-    route_score = prob less the router's guard handicap among the models with labels (the ones the analyses route
-    among; locus_model.guard), what ranks; label = its score on the query from the evaluation table, NaN where
+    route_score = what ranks under the policy's guard (routing.policy.routing_scores) among the models with labels
+    (the ones the analyses route among); label = its score on the query from the evaluation table, NaN where
     it has none (every onboarded model).
     """
     names = list(scorer.names)                                 # M
@@ -61,10 +62,8 @@ def test_query_predictions(scorer: PoolScorer, table: pd.DataFrame, encodings: p
     labels = (test.assign(model=test["model"].astype(str), query_id=test["query_id"].astype(str))
               .pivot_table(index="model", columns="query_id", values="score", aggfunc="last")
               .reindex(index=names, columns=qids))
-    labelled = np.flatnonzero(labels.notna().any(axis=1).to_numpy())
-    route = np.asarray(probs, np.float64) - scorer.router.guard_margin  # no reference among the unlabelled
-    if len(labelled):
-        route[labelled] = scorer.guard(labelled).scores(probs[labelled])
+    labelled = labels.notna().any(axis=1).to_numpy()  # (M,)
+    route = routing_scores(probs, scorer.standing, policy.guard_margin, labelled[:, None])
     bench = (table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
              .set_index("query_id")["benchmark"].astype(str).reindex(qids).to_numpy())
     return pd.DataFrame({"model": np.repeat(names, len(qids)), "query_id": np.tile(qids, len(names)),
@@ -104,7 +103,7 @@ def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Pred
     qids = sorted(wide["query_id"].unique())
     probs = wide.pivot(index="model", columns="query_id", values="prob").reindex(index=names, columns=qids)
     labels = wide.pivot(index="model", columns="query_id", values="label").reindex(index=names, columns=qids)
-    route = probs if "route_score" not in wide.columns else (  # a table from before the guard: P ranks
+    route = probs if "route_score" not in wide.columns else (  # a table without routing scores: P ranks
         wide.pivot(index="model", columns="query_id", values="route_score").reindex(index=names, columns=qids))
     return Predictions(names, qids, probs.to_numpy(np.float64), labels.to_numpy(np.float64), route.to_numpy(np.float64))
 

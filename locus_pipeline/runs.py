@@ -18,11 +18,12 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.events import JobFailureData, RunFailureReason
 
-from locus_pipeline.defs.partitions import RANGE_END_TAG, RANGE_START_TAG
 
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 CRASH_REASONS = ("UNEXPECTED_TERMINATION", "START_TIMEOUT", "RUN_WORKER_RESTART")  # not a step that failed
 FAILURE_REASON_TAG = "dagster/failure_reason"
+RANGE_START_TAG = "dagster/asset_partition_range_start"  # Dagster's tags of a run over a range of partitions
+RANGE_END_TAG = "dagster/asset_partition_range_end"
 RUN_KEY_TAG = "dagster/run_key"
 ATTEMPT_TAG = "locus/attempt"
 MAX_ATTEMPTS = 3  # a run that crashes this often is left failed (the tick says so)

@@ -24,15 +24,24 @@ import tempfile
 from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ContextManager, Mapping, Protocol
 
 import dagster as dg
 import pandas as pd
 
 if TYPE_CHECKING:
-    from locus_pipeline.defs.resources import MlflowTracking
     from locus_pipeline.newcomers import NewcomerEstimates
     from locus_pipeline.storage.checkpoints import SavedCheckpoint
+
+
+
+class Tracking(Protocol):
+    """What a run logs through: the tracking resource (locus_pipeline.defs.resources.MlflowTracking) or a stand-in."""
+
+    def start_run(self, run_name: str, tags: Mapping[str, str]) -> ContextManager[Any]: ...
+
+    def dagster_run_url(self, run_id: str) -> str: ...
+
 
 ASSET = "locus_checkpoint"
 CURRENT_ALIAS = "current"  # the registered model's newest version: models:/locus@current
@@ -59,7 +68,7 @@ class TrainingRun:
         context.add_output_metadata(tracked.output_metadata())
     """
 
-    def __init__(self, tracking: MlflowTracking, dagster_run_id: str, *, encoder: str) -> None:
+    def __init__(self, tracking: Tracking, dagster_run_id: str, *, encoder: str) -> None:
         self.tracking, self.dagster_run_id, self.encoder = tracking, dagster_run_id, encoder
         self.dagster_run_url = tracking.dagster_run_url(dagster_run_id)
         self.run: Any = None  # the MLflow run, from entering on
@@ -129,14 +138,13 @@ class TrainingRun:
     def log_router(self, router) -> None:
         """The trained router (locus_model.router.Router): its blend weights as
         ``router/predictor_weight``, ``router/groups_weight``, ``router/bias``, its groups as ``router/groups``
-        and its guard margin as ``router/guard_margin`` (parameters), its description as the tag ``router``."""
+        (a parameter), its description as the tag ``router``."""
         # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
         mlflow.log_metrics({"router/predictor_weight": router.blend.predictor,
                             "router/groups_weight": router.blend.groups, "router/bias": router.blend.bias})
-        mlflow.log_params({"router/groups": ", ".join(router.groups.names)[:6000],
-                           "router/guard_margin": router.guard_margin})
+        mlflow.log_params({"router/groups": ", ".join(router.groups.names)[:6000]})
         mlflow.set_tag("router", router.describe())
 
     def register(self, saved: SavedCheckpoint, embeddings: pd.DataFrame) -> str:
@@ -176,7 +184,7 @@ def mlflow_key(name: str) -> str:
     return key if key == name else f"{key}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
-def log_onboarding_estimates(tracking: MlflowTracking, dagster_run_id: str, model: str, checkpoint_id: str,
+def log_onboarding_estimates(tracking: Tracking, dagster_run_id: str, model: str, checkpoint_id: str,
                              estimates: NewcomerEstimates) -> tuple[str, str]:
     """One MLflow run (name ``estimates <model>``, tags ``locus/kind`` = onboarding, ``locus/model``,
     ``dagster.run_id``, ``dagster.run_url``, ``dagster.asset``, ``checkpoint_id``, ``answers_like_most``) with what

@@ -33,7 +33,7 @@ from bench.common import RESULTS, apply_options, load_suite
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.splits import kfold_splits
-from locus_model.guard import Guard
+from locus_model.routing import routing_scores
 from locus_model.stats.metrics import roc_auc
 from locus_model.router import fit_router
 from locus_model.training import TrainConfig
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         probs, facts = locus_pair(scores, enc, bench, fold, trained, held, args.seed + fold.index, train_config)
         own = np.nanmean(fold.budget_and_val(scores)[0], axis=1)  # each model's accuracy on its anchors
         for margin in args.guards:
-            probs[f"guard_{margin:g}"] = Guard(own, margin).scores(probs["locus_k1"])  # trial (e): raw anchor accuracy
+            probs[f"guard_{margin:g}"] = routing_scores(probs["locus_k1"], own, margin)  # trial (e): raw anchor accuracy
         for name in ("per_benchmark", "best_single"):
             probs[name] = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index)
         unit = {"holdout": holdout, "draw": d, "fold": fold.index, **facts,

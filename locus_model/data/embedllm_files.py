@@ -17,7 +17,7 @@ from locus_model.data.contract import SPLITS
 from locus_model.data.errors import EvaluationDataError
 
 EMBEDLLM_REPO_ID = "RZ412/EmbedLLM"
-EMBEDLLM_REVISION = "70dee14af6101604ce1130cfcf2849daba4b6077"  # pinned; the reference's numbers use it
+EMBEDLLM_REVISION = "70dee14af6101604ce1130cfcf2849daba4b6077"  # pinned; the authors' code release's numbers use it
 SPLIT_FILES = {split: f"{split}.csv" for split in SPLITS}
 MODEL_ORDER_FILE = "model_order.csv"
 QUESTION_ORDER_FILE = "question_order.csv"

@@ -12,7 +12,7 @@ Encoders (selectable by name):
   no weights. For fast tests and debugging only; it knows words, not meaning.
 
 Runtimes (how a transformer encoder is run; :data:`RUNTIMES`):
-- ``torch``: sentence-transformers in fp32, the reference.
+- ``torch``: sentence-transformers in fp32, the exact encoder the others are checked against.
 - ``onnx-fp32``: the same weights exported with torch's ONNX exporter, fused by onnxruntime's transformer
   optimizer and run by ONNX Runtime.
 - ``onnx-int8``: that graph with dynamic int8 quantization of its weights (onnxruntime.quantization.quantize_dynamic,

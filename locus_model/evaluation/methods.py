@@ -16,7 +16,7 @@ from locus_model.evaluation.latent import IRT, MatrixFactorization
 from locus_model.evaluation.splits import Fold
 from locus_model.model_config import LocusConfig
 from locus_model.router import PoolScorer, Router
-from locus_model.guard import Guard
+from locus_model.routing.policy import GUARD_MARGIN, routing_scores
 from locus_model.training import TrainConfig, train_locus
 
 METHODS = ("locus", "embedllm_mf", "irt", "knn", "query_groups", "per_benchmark", "best_single", "oracle")
@@ -79,30 +79,28 @@ class LocusMethod(Baseline):
         encodings = self._require_fit()
         return self.scorer.proba(encodings[np.asarray(query_idx)], np.asarray(model_rows))
 
-    def guard(self, model_rows: np.ndarray, margin: float | None = None) -> Guard:
-        """The router's guard over these rows (fitted models first, then the onboarded: onboard's rows); ``margin``
-        instead of the router's where given."""
+    def standing(self, model_rows: np.ndarray) -> np.ndarray:
+        """(len(model_rows),) the standing of these rows (fitted models first, then the onboarded: onboard's rows),
+        what the guard leans toward."""
         self._require_fit()
-        return self.scorer.guard(np.asarray(model_rows), margin)
+        return self.scorer.standing[np.asarray(model_rows)]
 
 
 class Fitted(NamedTuple):
-    """One method's result on one fold: test P(correct) (M, Q_test), seconds, and the guard its routing applies
-    (LOCUS's, over the M models; None for a method that routes by its P(correct) alone)."""
+    """One method's result on one fold: test P(correct) (M, Q_test), seconds, and the guard its routing applies:
+    the M models' standing and the margin (LOCUS's; None for a method that routes by its P(correct) alone)."""
 
     probs: np.ndarray
     seconds: float
-    guard: Guard | None = None
+    standing: np.ndarray | None = None
+    guard_margin: float = 0.0
 
     def routing_scores(self, rows: np.ndarray | None = None, known: np.ndarray | None = None) -> np.ndarray:
-        """What ranks the models ``rows`` (all when None) on the test queries: P(correct) less the guard's handicap,
-        the reference per query the highest standing among the rows ``known`` (rows x Q_test) marks (all)."""
+        """What ranks the models ``rows`` (all when None) on the test queries: policy.routing_scores, the guard's
+        incumbent per query the highest standing among the rows ``known`` (rows x Q_test) marks (all)."""
         rows = np.arange(len(self.probs)) if rows is None else np.asarray(rows)
-        p = np.asarray(self.probs, np.float64)[rows]
-        if self.guard is None:
-            return p
-        known = np.ones(p.shape, bool) if known is None else np.asarray(known, bool)
-        return p - Guard(self.guard.standing[rows], self.guard.margin).per_query_handicap(known)
+        standing = None if self.standing is None else self.standing[rows]
+        return routing_scores(np.asarray(self.probs, np.float64)[rows], standing, self.guard_margin, known)
 
 
 def make_method(
@@ -155,7 +153,7 @@ def fit_and_predict(
     router: Router | None = None,
     on_fitted: Callable[[Any], None] | None = None,
     benchmarks: np.ndarray | None = None,  # (Q,) query labels, or None
-    guard_margin: float | None = None,  # LOCUS's guard margin instead of its router's
+    guard_margin: float = GUARD_MARGIN,  # the margin of LOCUS's guard (routing.policy)
 ) -> Fitted:
     """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
     onboard the held-out models from their anchor cells, score every test query; Fitted((M, Q_test) P(correct),
@@ -180,12 +178,11 @@ def fit_and_predict(
     probs[trained] = method.predict_proba(np.arange(len(trained)), fold.test)
     if len(held):
         probs[held] = method.predict_proba(held_rows, fold.test)
-    guard = None
     if isinstance(method, LocusMethod):  # its rows in the matrix's order: the fitted ones, then the onboarded
         order = np.empty(len(scores), np.int64)
         order[trained], order[held] = np.arange(len(trained)), held_rows
-        guard = method.guard(order, guard_margin)
-    return Fitted(probs, time.perf_counter() - t0, guard)
+        return Fitted(probs, time.perf_counter() - t0, method.standing(order), guard_margin)
+    return Fitted(probs, time.perf_counter() - t0)
 
 
 def set_threads(n: int) -> None:  # worker initializer of evaluate(jobs > 1)

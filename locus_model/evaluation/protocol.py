@@ -17,7 +17,7 @@ Protocol (k-fold, any evaluation table):
   accuracy, AUC and Brier (``vs_methods``; the difference of the fold means).
 
 EmbedLLM protocol (a table with a ``split`` column and ``folds=None``): the dataset's own train/val/test
-queries form the single fold (the reference protocol of patel-shivam/locus_code_release; mmlu*/gpqa*
+queries form the single fold (the protocol of the authors' code release, patel-shivam/locus_code_release; mmlu*/gpqa*
 subtasks are merged when reporting per benchmark).
 
 The result is a JSON-ready dict (see :func:`evaluate`); evaluation.results saves and prints it.
@@ -44,7 +44,7 @@ from locus_model.evaluation.summary import REFERENCE, frontier_summary, label_wa
 from locus_model.evaluation.verdict import best_single_name, cost_share, kept_on_best_single, routing_verdict
 from locus_model.model import LocusConfig
 from locus_model.routing.frontier import query_costs
-from locus_model.guard import GUARD_MARGIN, check_margin
+from locus_model.routing.policy import RoutingPolicy
 from locus_model.training import TrainConfig
 
 
@@ -105,7 +105,7 @@ def evaluate(
     held_out: Sequence[str] | None = None,
     router: Any = None,
     costs: Any = None,
-    guard_margin: float | None = None,
+    policy: RoutingPolicy = RoutingPolicy(),
 ) -> dict:
     """Evaluate LOCUS and the baselines on one evaluation table; returns the JSON-ready result dict.
 
@@ -136,8 +136,9 @@ def evaluate(
             adds "frontier", every method's quality-cost frontier on the test queries with RouterBench's AIQ and
             the cost shares at 100% / 95% of the best single model's accuracy (evaluation.summary.frontier_summary);
             models of unknown cost are left out of it and counted in settings["costs"].
-        guard_margin: LOCUS routes under a guard of this margin instead of its router's (locus_model.guard;
-            0 = by P(correct) alone); recorded in settings["guard_margin"]. Routing accuracy, hit@3, the frontier
+        policy: LOCUS routes under this policy's guard (routing.policy; guard_margin 0 = by P(correct) alone),
+            recorded in settings["guard_margin"]; routing accuracy is at quality weight 1 and the frontier sweeps
+            it, so a policy with another quality weight or a cap is refused. Routing accuracy, hit@3, the frontier
             and the verdict read the routing scores; correctness, AUC and Brier read P(correct).
 
     Returns:
@@ -157,7 +158,9 @@ def evaluate(
     log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)
     if jobs < 1:
         raise ValueError(f"jobs={jobs}: give the number of worker processes, 1 or more (1 = no workers)")
-    guard_margin = None if guard_margin is None else check_margin(guard_margin)
+    if policy.quality_weight != 1 or policy.max_cost is not None or policy.max_params is not None:
+        raise ValueError(f"evaluate: {policy} -- the protocol measures routing at quality weight 1 and sweeps the "
+                         "weight on its frontier, with no cap: give RoutingPolicy(guard_margin=...) only")
     if costs is not None and costs.basis == "none":
         raise ValueError("costs: no model has a price or a parameter count, so there is no quality-cost frontier. How "
                          "to fix: give params_b, price_input_per_mtok / price_output_per_mtok or cost_per_query per model")
@@ -201,7 +204,7 @@ def evaluate(
             model_config=model_config, train_config=train_config,
             baseline_config=configs.get(name), progress=progress and jobs == 1,
             router=router if name == "locus" else None,
-            guard_margin=guard_margin if name == "locus" else None,
+            guard_margin=policy.guard_margin,
             benchmarks=np.asarray(matrix.benchmarks).astype(str) if name in ("locus", "query_groups") else None,
         )
 
@@ -241,9 +244,7 @@ def evaluate(
             "jobs": jobs,
             "vs_methods_intervals": "fold-stratified",  # LOCUS minus others: fold means, resampled within folds
             "encoding_dim": int(enc.shape[1]),
-            "guard_margin": None if "locus" not in methods else (
-                guard_margin if guard_margin is not None else router.guard_margin if router is not None
-                else GUARD_MARGIN),
+            "guard_margin": None if "locus" not in methods else policy.guard_margin,
             "train_config": config_dict(train_config),
             "model_config": config_dict(model_config),
             "baseline_configs": {k: config_dict(v) for k, v in (baseline_configs or {}).items()},

@@ -96,8 +96,8 @@ def query_split(table: pd.DataFrame, *, budget: int, seed: int, test_fraction: f
 
     A table with its own ``split`` column (EmbedLLM) keeps it; otherwise queries are split at random
     (seeded): ``test_fraction`` test queries, ``val_fraction`` of the rest for validation.
-    The anchors are one random set of ``budget`` training queries shared by every model (the reference
-    protocol); training uses each model's evaluations on them.
+    The anchors are one random set of ``budget`` training queries shared by every model (the protocol
+    of the authors' code release); training uses each model's evaluations on them.
     """
     matrix_queries = table.drop_duplicates("query_id").sort_values("query_id", kind="stable")
     query_ids = matrix_queries["query_id"].astype(str).to_numpy()

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
+from locus_model.routing.policy import RoutingPolicy
 from locus_model.routing.route import route_many
 
 
@@ -121,7 +122,8 @@ def rule_curve(probs: np.ndarray, labels: np.ndarray, costs: np.ndarray, known: 
     if uniform:  # one candidate set and one cost per model: the dominated never win, leave them out
         rows = undominated(probs, costs[:, 0], np.flatnonzero(known[:, 0]))
     p, c, k = probs[rows], costs[rows], known[rows]
-    chosen = np.stack([rows[route_many(p, c, w, k)] for w in weights])  # (K, Q)
+    # probs are what ranks already (a guarded method's routing scores), so no standing here
+    chosen = np.stack([rows[route_many(p, c, RoutingPolicy(quality_weight=w), known=k)] for w in weights])  # (K, Q)
     return Curve(np.asarray(weights, np.float64), labels[chosen, q], costs[chosen, q], chosen)
 
 

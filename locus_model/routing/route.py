@@ -27,32 +27,19 @@ those exist the nearest dearer ones after them.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from locus_model.neighbours import nearest_neighbours, paired_distances
-from locus_model.routing.costs import check_cost
-from locus_model.routing.errors import CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingError
-from locus_model.guard import Guard
-
-
-def check_quality_weight(quality_weight) -> float:
-    """``quality_weight`` as a float in [0, 1]; else a QualityWeightError."""
-    ok = (isinstance(quality_weight, (int, float, np.integer, np.floating))
-          and not isinstance(quality_weight, (bool, np.bool_)) and 0.0 <= quality_weight <= 1.0)
-    if not ok:
-        raise QualityWeightError(f"quality_weight={quality_weight} must be in [0, 1] (1 = best P(correct) whatever "
-                                 "the cost, 0 = the cheapest model)")
-    return float(quality_weight)
+from locus_model.routing.errors import CostUnknown, NoCandidateWithinCap, RoutingError
+from locus_model.routing.policy import RoutingPolicy, check_quality_weight, routing_scores
 
 
 def quality_lambda(quality_weight: float) -> float:
     """lambda of ``P - lambda * normalised cost`` for a quality weight w: (1 - w) / w (infinite at w = 0)."""
-    w = check_quality_weight(quality_weight)
-    return math.inf if w == 0 else (1.0 - w) / w
+    return RoutingPolicy(guard_margin=0.0, quality_weight=quality_weight).lam
 
 
 def normalized_costs(costs: np.ndarray) -> np.ndarray:  # (M,) or (M, Q)
@@ -107,38 +94,35 @@ def rank_candidates(scores: np.ndarray, costs: np.ndarray, index: np.ndarray) ->
 def route(
     probs: np.ndarray,  # (M,) P(correct) of each candidate for this query
     costs: np.ndarray,  # (M,) expected cost of each candidate for this query (NaN = unknown)
+    policy: RoutingPolicy = RoutingPolicy(),
     *,
-    quality_weight: float = 1.0,
-    max_cost: float | None = None,
-    params: np.ndarray | None = None,  # (M,) parameter counts (billions, NaN = unknown), for max_params
-    max_params: float | None = None,
+    standing: np.ndarray | None = None,  # (M,) the candidates' standing (Router.standing): the guard's; None: no guard
+    params: np.ndarray | None = None,  # (M,) parameter counts (billions, NaN = unknown), for the policy's max_params
     embeddings: np.ndarray | None = None,  # (M, d) model embeddings, for the fallback chain
     n_fallbacks: int | None = None,
-    guard: Guard | None = None,  # over the same M candidates: P less its handicap ranks (guard)
 ) -> RouteDecision:
-    """Rank the candidates by :func:`route_scores` (ties: cheaper first, then lower index), keeping only those
-    that cost at most ``max_cost`` and have at most ``max_params`` billion parameters when given; the chosen model
-    is the first, its fallback chain its nearest embedding neighbours among the other kept candidates (empty
-    without embeddings), in ranking order; when cost ranks, those that cost at most the chosen one first (the
-    module's docstring). Costs are normalised over the kept candidates.
+    """Rank the candidates by :func:`route_scores` of the policy's quality weight (ties: cheaper first, then lower
+    index), keeping only those that cost at most the policy's ``max_cost`` and have at most its ``max_params``
+    billion parameters when it has them; the chosen model is the first, its fallback chain its nearest embedding
+    neighbours among the other kept candidates (empty without embeddings), in ranking order; when cost ranks, those
+    that cost at most the chosen one first (the module's docstring). Costs are normalised over the kept candidates.
 
     Nothing unknown is made up. A candidate of unknown cost (NaN) is left out (``unknown_cost``) when the ranking
     uses cost (w < 1 or a cost cap); at w = 1 cost does not matter and it is ranked like the others, after the
     candidates of known cost on an exact tie. Under ``max_params`` a candidate of unknown size is left out
-    (``unknown_params``). With a ``guard`` the quality term is the routing score (P less the guard's handicap;
-    its reference is the kept candidate of highest standing)."""
+    (``unknown_params``). With ``standing`` the quality term is the routing score under the policy's guard
+    (policy.routing_scores; its reference is the kept candidate of highest standing)."""
     p = np.asarray(probs, dtype=np.float64)
     c = np.asarray(costs, dtype=np.float64)
     if p.ndim != 1 or p.shape != c.shape or p.size == 0:
         raise RoutingError(f"route: probs {p.shape} and costs {c.shape} must be 1-D, equal and non-empty.")
     if (c < 0).any():
         raise RoutingError("route: costs must be >= 0 (NaN = unknown).")
-    _check_guard(guard, len(p), "route")
-    if max_cost is not None:
-        check_cost(max_cost, "max_cost")
-    w = check_quality_weight(quality_weight)
+    if standing is not None and len(standing) != len(p):
+        raise RoutingError(f"route: the guard stands over {len(standing)} candidates, the probs over {len(p)}")
+    w, max_cost, max_params = policy.quality_weight, policy.max_cost, policy.max_params
     unknown = np.isnan(c)
-    uses_cost = w < 1 or max_cost is not None
+    uses_cost = policy.uses_cost
     if uses_cost and unknown.all():
         raise CostUnknown("route: every candidate's cost is unknown, so no cost-aware ranking (quality_weight < 1 or "
                           "max_cost) is possible. How to fix: give prices (or parameter counts), or quality_weight=1.")
@@ -147,7 +131,6 @@ def route(
     over_cost = ~keep & ~left_out
     size_unknown = np.zeros(len(c), dtype=bool)
     if max_params is not None:
-        check_cost(max_params, "max_params")
         n = np.full(len(c), np.nan) if params is None else np.asarray(params, dtype=np.float64)
         if n.shape != c.shape:
             raise RoutingError(f"route: params {n.shape} must match costs {c.shape}.")
@@ -163,13 +146,13 @@ def route(
         raise NoCandidateWithinCap(_nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params))
     idx = np.flatnonzero(keep)
     scores = np.full(len(c), np.nan)
-    quality = p[idx] if guard is None else guard.scores(p[idx], idx)
+    quality = routing_scores(p[idx], None if standing is None else np.asarray(standing)[idx], policy.guard_margin)
     scores[idx] = route_scores(quality, np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
     ranking = idx[rank_candidates(scores[idx], c[idx], idx)]
     chosen = int(ranking[0])
     chain = (_cost_aware_chain(embeddings, chosen, ranking, c, uses_cost, n_fallbacks) if embeddings is not None
              else np.zeros(0, dtype=np.int64))
-    return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(over_cost), w, quality_lambda(w),
+    return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(over_cost), w, policy.lam,
                          np.flatnonzero(left_out), np.flatnonzero(over_params), np.flatnonzero(size_unknown))
 
 
@@ -209,33 +192,39 @@ def _nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, p
             + ". How to fix: raise the cap or add cheaper / smaller candidates of known size.")
 
 
-def _check_guard(guard: Guard | None, n: int, where: str) -> None:
-    if guard is not None and len(guard.standing) != n:
-        raise RoutingError(f"{where}: the guard stands over {len(guard.standing)} candidates, the probs over {n}")
-
-
-def route_many(probs: np.ndarray, costs: np.ndarray, quality_weight: float,
-               known: np.ndarray | None = None, guard: Guard | None = None) -> np.ndarray:  # (Q,) chosen per query
-    """The chosen model of each query (column) of ``probs`` (M, Q) by the rule of :func:`route`; costs (M,) or
-    (M, Q), NaN = unknown (left out at w < 1; at w = 1 ranked after the known on a tie, as :func:`route` does).
-    ``known`` (M, Q) bool restricts each query to those models (e.g. labelled ones); ``guard``: as in :func:`route`,
-    its reference per query the candidate of highest standing among that query's."""
+def route_many(probs: np.ndarray, costs: np.ndarray, policy: RoutingPolicy = RoutingPolicy(), *,
+               known: np.ndarray | None = None, standing: np.ndarray | None = None,
+               params: np.ndarray | None = None) -> np.ndarray:  # (Q,) chosen per query
+    """The chosen model of each query (column) of ``probs`` (M, Q) by the rule of :func:`route` under ``policy``;
+    costs (M,) or (M, Q), NaN = unknown (left out when cost ranks; at w = 1 ranked after the known on a tie, as
+    :func:`route` does); params (M,) for the policy's ``max_params``. ``known`` (M, Q) bool restricts each query to
+    those models (e.g. labelled ones); ``standing`` (M,): the guard's, as in :func:`route`, its reference per query the
+    candidate of highest standing among that query's."""
     p = np.asarray(probs, dtype=np.float64)
-    _check_guard(guard, p.shape[0], "route_many")
     c = np.broadcast_to(np.asarray(costs, dtype=np.float64).reshape(p.shape[0], -1), p.shape)
-    w = check_quality_weight(quality_weight)
+    w = policy.quality_weight
     known = np.ones(p.shape, dtype=bool) if known is None else np.asarray(known, dtype=bool)
-    if w < 1:
+    if policy.uses_cost:
         known = known & ~np.isnan(c)
         if not known.any(axis=0).all():
             raise CostUnknown("route_many: a query has no candidate of known cost, so no cost-aware ranking "
-                              "(quality_weight < 1) is possible. How to fix: give prices (or parameter counts).")
+                              "(quality_weight < 1 or max_cost) is possible. How to fix: give prices (or parameter "
+                              "counts).")
+    if policy.max_cost is not None:
+        known = known & (np.nan_to_num(c) <= policy.max_cost)
+    if policy.max_params is not None:
+        n = np.full(p.shape[0], np.nan) if params is None else np.asarray(params, dtype=np.float64).reshape(-1)
+        known = known & (~np.isnan(n) & (np.nan_to_num(n) <= policy.max_params))[:, None]
+    if (policy.max_cost is not None or policy.max_params is not None) and not known.any(axis=0).all():
+        raise NoCandidateWithinCap(f"route_many: a query has no candidate within max_cost={policy.max_cost} and "
+                                   f"max_params={policy.max_params}. How to fix: raise the caps or add cheaper / "
+                                   "smaller candidates of known size.")
     c_known = np.where(known & ~np.isnan(c), c, 0.0)
-    quality = p if guard is None else p - guard.per_query_handicap(known)
+    quality = routing_scores(p, standing, policy.guard_margin, known)
     s = np.where(known, route_scores(quality, c_known, w), -np.inf)
     rows = np.broadcast_to(np.arange(p.shape[0])[:, None], p.shape)
     return rank_candidates(s, c, rows)[0]
 
 
-__all__ = ["check_quality_weight", "quality_lambda", "normalized_costs", "route_scores", "RouteDecision",
+__all__ = ["quality_lambda", "normalized_costs", "route_scores", "RouteDecision",
            "fallback_chain", "rank_candidates", "route", "route_many"]

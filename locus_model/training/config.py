@@ -19,7 +19,7 @@ class TrainConfig:
     the latent warm-up, the output refit and the predictor fine-tuning (the router's query groups and blend read no
     field).
 
-    The defaults are the best setting of 5-fold sweeps (docs/experiments.md says how each was chosen); the config
+    The defaults are the best setting of 5-fold sweeps (bench/diag/README.md, sweep_locus); the config
     holds defaults only, trials that did not become one leave it. Query noise is relative: noise_* is the ratio
     ||noise|| / ||encoding||, so one setting means the same for 384-d and 768-d encoders. On one CPU thread an epoch
     costs ~5 s for ~100 models x 1,024 anchors; lower epochs (e.g. 40) for a quick run. Each field's docstring is
@@ -32,7 +32,7 @@ class TrainConfig:
     """Also at most this many encoder optimiser steps (rounded up to whole epochs); None (empty) = epochs alone bound
     training. The encoder's work does not grow with the pool, so a schedule in steps keeps a pool of thousands of
     models (25 steps per epoch: 24 epochs) as long as one of a few hundred; pools up to ~40 training models
-    (MMLU-Pro's 23: 360 steps) never reach it (docs/experiments.md: why 600)."""
+    (MMLU-Pro's 23: 360 steps) never reach it."""
     epoch_models: int = 200
     """An epoch visits at most this many models (the next ones of a running permutation, so every model is visited
     equally often): a pool of 2,000 models gets an epoch of 25 optimiser steps and a validation after it, like a pool
@@ -109,8 +109,7 @@ class TrainConfig:
     predictor_step_cells: int = 32_768
     """At most this many (model, query) cells per step of the latent warm-up and the fine-tuning (at most 256 models
     x 2,048 queries a step in any case): with more training models x train queries, a step takes a random subset of
-    the queries, so its cost stays that of 128 anchors at any budget (docs/experiments.md: its time and accuracy on
-    metabench). Pools and budgets under the cap are unchanged; 1_000_000 = no cap."""
+    the queries, so its cost stays that of 128 anchors at any budget. Pools and budgets under the cap are unchanged; 1_000_000 = no cap."""
 
     def __post_init__(self) -> None:
         for name in ("finetune_noise", "latent_noise", "refit_alphas"):

@@ -1,47 +1,53 @@
 """Live onboarding as a Dagster job (``live_onboarding_job``, launchpad config below): ask an endpoint of the models
-config MMLU-Pro questions, grade them, and leave the graded answers in the drop folder, whose
-sensor onboards them (onboarding_job: the pool row, its check, its nearest models). Same steps as ``locus onboard``
-(locus_pipeline/live/onboard.py)."""
+config MMLU-Pro questions, grade them, and hand the graded answers to the drop folder's intake, whose sensor
+requests their onboarding run (onboarding_job: the pool row, its check, its nearest models). Same steps as ``locus
+onboard`` (locus_pipeline/live/onboard.py); the options are declared once (locus_pipeline/live/options.py)."""
+
+from dataclasses import MISSING
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, create_model
 
 from locus_model.markdown import escape_frame
 from locus_pipeline.defs.metadata import OWNERS
+from locus_pipeline.defs.resources import MlflowTracking
+from locus_pipeline.live.options import config_from, options
 from locus_pipeline.storage import LocusHome
 
 
-class LiveOnboardingConfig(dg.Config):
-    """What ``locus onboard`` takes on its command line."""
-
-    endpoint: str = Field(description="The models config entry to onboard (its name becomes the pool model's name).")
-    models_config: str = Field(description="Path of the YAML or JSON models config (locus serve's --models-config).")
-    budget: int = Field(default=64, description="Answers to collect.")
-    max_cost: float = Field(default=0.0, description="USD: stop before the spend could pass it (0 = no limit).")
-    concurrency: int = Field(default=8, description="Calls in flight at once.")
-    retries: int = Field(default=2, description="Retries of a failed call (timeout, connection, 5xx / 429).")
-    # the library's DEFAULT_CHOICE (locus_model.adaptive imports torch; the code location loads without it)
-    choice: str = Field(default="random", description="random | adaptive: how each round's questions are chosen.")
-    until: float = Field(default=0.0, description="Points: stop once every 90% interval is narrower (0 = at the budget).")
+def _config_fields() -> dict:
+    """The run config's fields: every live onboarding option (locus_pipeline.live.options, described by its help)
+    and the models config it reads."""
+    fields = {"models_config": (str, Field(description="Path of the YAML or JSON models config (locus serve's "
+                                                       "--models-config)."))}
+    for name, kind, default, help in options():
+        fields[name] = ((kind, Field(description=help)) if default is MISSING else
+                        (kind | None if default is None else kind, Field(default=default, description=help)))
+    return fields
 
 
-@dg.op(description="Ask the endpoint, grade, log to MLflow, and drop the graded answers for the onboarding "
-                    "sensor; what was asked shows as an observation of onboarded_evaluations.")
-def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, home: LocusHome) -> None:
+LiveOnboardingConfig = create_model("LiveOnboardingConfig", __base__=dg.Config, __module__=__name__,
+                                    __doc__="What ``locus onboard`` takes on its command line.", **_config_fields())
+
+
+@dg.op(description="Ask the endpoint, grade, log to MLflow, and hand the graded answers to the drop folder's intake; "
+                    "its sensor requests the onboarding run; what was asked shows as an observation of "
+                    "onboarded_evaluations.")
+def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, home: LocusHome,
+                 mlflow: MlflowTracking) -> None:
     # why: torch and the gateway (FastAPI) stay out of the code location's load
-    from locus_pipeline.live.onboard import OnboardConfig, OnboardError, onboard_endpoint, per_category
+    from locus_pipeline.live.onboard import OnboardError, onboard_endpoint, per_category
     from locus_pipeline.serve.config import read_models_config
 
     try:
-        result, answers = onboard_endpoint(
-            home, OnboardConfig(endpoint=config.endpoint, budget=config.budget, max_cost=config.max_cost or None,
-                                concurrency=config.concurrency, retries=config.retries,
-                                choice=config.choice, until=config.until or None, via_sensor=True),
-            read_models_config(config.models_config), with_answers=True, dagster_run_id=context.run_id)
-    except OnboardError as err:
+        result, answers = onboard_endpoint(home, config_from(config.model_dump()),
+                                           read_models_config(config.models_config), tracking=mlflow,
+                                           with_answers=True, dagster_run_id=context.run_id)
+    except (OnboardError, TimeoutError) as err:
         raise dg.Failure(description=str(err)) from err
     context.log_event(dg.AssetObservation(asset_key="onboarded_evaluations", description=(
-        f"live answers of {result.model}: {result.answers}, dropped for onboarding as {result.evaluation_file}"),
+        f"live answers of {result.model}: {result.answers}, taken in as {result.evaluation_file}; the drop-folder "
+        "sensor requests its onboarding run"),
         metadata={
         "model": result.model, "answers": result.answers, "resumed": result.resumed,
         "failed_calls": result.failed_calls, "accuracy": round(result.accuracy, 4),
@@ -52,7 +58,7 @@ def ask_and_drop(context: dg.OpExecutionContext, config: LiveOnboardingConfig, h
 
 
 @dg.job(description="Onboard a live OpenAI-compatible endpoint: MMLU-Pro questions -> graded answers -> the "
-                    "drop folder (its sensor runs onboarding_job). Launchpad: ops.ask_and_drop.config.endpoint and "
+                    "drop folder's intake (its sensor runs onboarding_job). Launchpad: ops.ask_and_drop.config.endpoint and "
                     "models_config.", tags={"locus/kind": "live-onboarding", "owner": OWNERS[0]})
 def live_onboarding_job():
     ask_and_drop()

@@ -5,12 +5,12 @@ from collections.abc import Mapping, Sequence
 
 import dagster as dg
 
+from locus_pipeline.runs import RANGE_END_TAG, RANGE_START_TAG
+
 # Keys are locus_model.data.contract.safe_model_key(model name): ASCII, no "/", ".." or spaces; the sensor adds them.
 onboarded_models = dg.DynamicPartitionsDefinition(name="onboarded_models")
 
 PARTITION_TAG = "dagster/partition"
-RANGE_START_TAG = "dagster/asset_partition_range_start"  # Dagster's tags of a run over a range of partitions
-RANGE_END_TAG = "dagster/asset_partition_range_end"
 
 
 def key_ranges(keys: Sequence[str], order: Sequence[str]) -> list[tuple[str, str]]:

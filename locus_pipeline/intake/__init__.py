@@ -38,13 +38,13 @@ from locus_pipeline.intake.manifests import (MANIFEST_SUFFIX, PARTS_SUFFIX, Mani
 from locus_pipeline.intake.messages import printable
 from locus_pipeline.intake.recovery import (CHANGED_SUFFIX, changed_accepted_files, changed_since_intake,
                                             recover_orphans, retake)
-from locus_pipeline.intake.tick import TickOutcome, intake_tick
+from locus_pipeline.intake.tick import HandedIn, TickOutcome, hand_in, intake_tick
 
 __all__ = [
     "CHANGED_SUFFIX", "HARNESS_TABLE", "HELD_PREFIXES", "IN_PROGRESS_SUFFIXES", "MANIFEST_SUFFIX", "PARTS_SUFFIX",
-    "REASON_SUFFIX", "SETTLE_SECONDS", "DropFolder", "EntryStat", "Intake", "IntakeLimits", "Manifest", "ManifestError",
+    "REASON_SUFFIX", "SETTLE_SECONDS", "DropFolder", "EntryStat", "HandedIn", "Intake", "IntakeLimits", "Manifest", "ManifestError",
     "Rejection", "TickOutcome", "accepted_rows", "changed_accepted_files", "changed_since_intake", "check_identities",
-    "claimed_keys", "entry_stat", "in_progress_entries", "intake_file", "intake_order", "intake_tick", "is_in_progress",
+    "claimed_keys", "entry_stat", "hand_in", "in_progress_entries", "intake_file", "intake_order", "intake_tick", "is_in_progress",
     "manifest_stems", "printable", "read_manifest", "read_manifests", "recover_orphans", "reject_unusable", "retake",
     "scan_incoming", "sha256_entry", "unusable_entries",
 ]

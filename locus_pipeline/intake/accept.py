@@ -20,8 +20,8 @@ from locus_model.data.errors import CutOffError, EvaluationDataError
 from locus_model.data.harnesses import archive_suffix, check_entry, detect_harness, read_checked_entry
 from locus_model.data.limits import DropLimits, bounded
 from locus_model.onboarding import INTAKE_CHUNK_ROWS, ModelRows, split_by_model
-from locus_pipeline.intake.folder import (REASON_SUFFIX, DropFolder, EntryStat, entry_stat, entry_stem, sha256_entry,
-                                          write_text_atomic)
+from locus_pipeline.intake.folder import (DropFolder, EntryStat, entry_stat, entry_stem, move_to_rejected,
+                                          sha256_entry, write_text_atomic)
 from locus_pipeline.intake.manifests import PARTS_SUFFIX, Manifest, find_duplicate
 from locus_pipeline.intake.messages import printable
 from locus_pipeline.storage.drops import MANIFEST_SUFFIX
@@ -171,14 +171,12 @@ def intake_file(
 
 
 def _reject(folder: DropFolder, path: Path, err: EvaluationDataError, name: str, sha: str, now: float) -> Intake:
-    """The entry to ``rejected/<stem>`` beside ``<stem>.reason.txt``."""
+    """The entry to ``rejected/<stem>`` beside ``<stem>.reason.txt`` (move_to_rejected)."""
     stem = entry_stem(now, sha, name)
     reason = _reason_text(err, name, sha, datetime.fromtimestamp(now, tz=timezone.utc).isoformat())
-    target = folder.rejected / stem
-    os.replace(path, target)
-    write_text_atomic(folder.rejected / f"{stem}{REASON_SUFFIX}", reason)
-    return Intake("rejected", path, target, sha, reason=reason,
-                  rejection=Rejection.of(err, name, f"rejected/{stem}{REASON_SUFFIX}"))
+    reason_file = move_to_rejected(folder, path, stem, reason)
+    return Intake("rejected", path, folder.rejected / stem, sha, reason=reason,
+                  rejection=Rejection.of(err, name, reason_file))
 
 
 def check_before_reading(path: Path, stat: EntryStat, limits: IntakeLimits) -> None:

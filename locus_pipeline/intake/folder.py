@@ -186,13 +186,22 @@ def in_progress_entries(folder: DropFolder) -> list[Path]:
                   if is_in_progress(p.name) and not p.name.startswith(HELD_PREFIXES) and p.is_file() and not p.is_symlink())
 
 
+def move_to_rejected(folder: DropFolder, path: Path, stem: str, reason: str) -> str:
+    """The one mover into ``rejected/``: ``path`` (a dropped entry, a link, a manifest intake did not write) to
+    ``rejected/<stem>`` unchanged, then ``reason`` beside it as ``<stem>.reason.txt``; returns that reason file's path
+    relative to incoming/ (a Rejection's ``reason_file``). Nothing is deleted."""
+    os.replace(path, folder.rejected / stem)
+    write_text_atomic(folder.rejected / f"{stem}{REASON_SUFFIX}", reason)
+    return f"rejected/{stem}{REASON_SUFFIX}"
+
+
 def reject_unusable(folder: DropFolder, path: Path, reason: str, *, now: float | None = None) -> Path:
-    """Move a symlink or folder out of incoming/ into rejected/ (the link itself, never its target) with a reason."""
+    """Move a symlink or other non-file out of incoming/ into rejected/ (the link itself, never its target) with a
+    reason (move_to_rejected); returns where it went."""
     now = time.time() if now is None else now
     when = datetime.fromtimestamp(now, tz=timezone.utc).isoformat()
-    target = folder.rejected / entry_stem(now, "notafile", path.name)
-    os.replace(path, target)
-    write_text_atomic(folder.rejected / f"{target.name}{REASON_SUFFIX}",
-                       f"REJECTED: {path.name}\nrejected at: {when}\nproblem: {reason}\n"
-                       "how to fix: see the problem; nothing was read from it, and it is kept here unchanged.\n")
-    return target
+    stem = entry_stem(now, "notafile", path.name)
+    move_to_rejected(folder, path, stem, f"REJECTED: {path.name}\nrejected at: {when}\nproblem: {reason}\n"
+                                         "how to fix: see the problem; nothing was read from it, and it is kept here "
+                                         "unchanged.\n")
+    return folder.rejected / stem

@@ -37,9 +37,9 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
     async def lifespan(app: FastAPI):
         if config.threads:
             torch.set_num_threads(config.threads)
-        await run_in_threadpool(gateway.scorer.encode, gateway.snapshot, ["warm up"])
+        await run_in_threadpool(gateway.batcher.encode, gateway.snapshot, ["warm up"])
         gateway.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
-        gateway.scorer.start()
+        gateway.batcher.start()
         tasks = [asyncio.create_task(gateway.watch())]
         try:
             yield
@@ -47,7 +47,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await run_in_threadpool(gateway.scorer.stop)
+            await run_in_threadpool(gateway.batcher.stop)
             await gateway.client.aclose()
 
     app = FastAPI(title="LOCUS gateway (locus serve)", lifespan=lifespan,

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import yaml
 
-from locus_model.routing import COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostError, check_cost
+from locus_model.routing import COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostError, RoutingPolicy, check_cost
 
 UPSTREAM_KEYS = ("base_url", "model", "api_key_env", "timeout_s")
 MODEL_KEYS = {*UPSTREAM_KEYS, *COST_KEYS}
@@ -152,8 +152,8 @@ class ServeConfig:
     models_config: str | None = None  # YAML or JSON (read_models_config)
     threads: int = 1  # CPU threads of the encoder and the predictor (both run in the scorer's thread)
     poll_seconds: float = 1.0  # how often the pool file is checked for a change
-    quality_weight: float = 1.0  # default quality weight (1 = the paper's router: best P(correct))
-    guard_margin: float | None = None  # the guard's margin (locus_model.guard); None: the checkpoint's
+    policy: RoutingPolicy = RoutingPolicy()  # the default routing policy (guard margin, quality weight); a request
+    # overrides its quality weight and caps
     n_fallbacks: int = 3  # models of the fallback chain tried after the chosen one
     ranking_size: int = 100  # models listed in a decision's ranking, best first (0: all; 100,000 take ~1 s to write)
     max_batch: int = 64  # queries encoded together at most

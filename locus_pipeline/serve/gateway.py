@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import time
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import httpx
@@ -17,13 +18,13 @@ from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
 from locus_model.evaluation.verdict import cheaper_text, what_to_serve
-from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RoutingError, check_cost, check_quality_weight,
-                                 RouteDecision, estimate_tokens, fallback_chain, route)
+from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RouteDecision, RoutingError, estimate_tokens,
+                                 fallback_chain, incumbent, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
 from locus_pipeline.serve.metrics import Metrics
-from locus_pipeline.serve.scorer import Scorer
+from locus_pipeline.serve.batcher import QueryBatcher
 from locus_pipeline.serve.snapshot import Snapshot, load_snapshot, watched_key
 from locus_pipeline.storage import LocusHome
 
@@ -110,7 +111,7 @@ class Gateway:
         self.failed_key: tuple | None = None
         self.last_reload_error: str | None = None
         self.metrics = Metrics()
-        self.scorer = Scorer(max_batch=config.max_batch, cache_size=config.cache_size,
+        self.batcher = QueryBatcher(max_batch=config.max_batch, cache_size=config.cache_size,
                              batch_wait_ms=config.batch_wait_ms, threads=config.threads or None,
                              on_batch=self.metrics.batch_size.observe)
         self.metrics.pool_models.set(len(self.snapshot.names))
@@ -148,7 +149,7 @@ class Gateway:
         snap, settings = self.snapshot, self.models.gateway
         serves = (f"the single model {self.single_model} (model \"locus\" answers with it)"
                   if self.single_model else f"the router (model \"locus\": the best of {len(snap.routable)} routable "
-                  f"models at quality weight {self.config.quality_weight:g}, {self.guard_text()})") + \
+                  f"models at quality weight {self.config.policy.quality_weight:g}, {self.guard_text()})") + \
             f": {self.serve_reason}"
         ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
         lines = [f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
@@ -189,13 +190,12 @@ class Gateway:
 
     def guard_text(self) -> str:
         """The guard in words: its margin and the routable model of highest standing it leans toward."""
-        snap = self.snapshot
+        snap, margin = self.snapshot, self.config.policy.guard_margin
         rows = snap.routable_rows
-        guard = snap.scorer.guard(rows, self.config.guard_margin)
-        if guard.margin == 0:
+        if margin == 0:
             return "no guard"
-        reference = snap.names[int(rows[guard.reference()])] if len(rows) else "none"
-        return f"guard {guard.margin:g} toward {reference}"
+        leaned = snap.names[int(rows[incumbent(snap.pool_scorer.standing[rows])])] if len(rows) else "none"
+        return f"guard {margin:g} toward {leaned}"
 
     # -- reload
 
@@ -226,7 +226,7 @@ class Gateway:
     def _load_warm(self) -> Snapshot:
         snap = self._load()
         single_model(self.config.serve, snap)  # --serve single:MODEL: MODEL must still be in the new pool
-        self.scorer.encoder(snap).encode(["warm up"])  # a new encoder loads here, not in a request
+        self.batcher.encoder(snap).encode(["warm up"])  # a new encoder loads here, not in a request
         return snap
 
     async def watch(self) -> None:
@@ -288,11 +288,9 @@ class Gateway:
         start = time.perf_counter()
         if not isinstance(query, str) or not query.strip():
             raise ApiError(400, "query is empty: give the text to route")
-        try:
-            w = check_quality_weight(self.config.quality_weight if quality_weight is None else quality_weight)
-            for cap, value in (("max_cost", max_cost), ("max_params", max_params)):
-                if value is not None:
-                    check_cost(value, cap)
+        try:  # the operator's policy with the request's quality weight and caps, validated by the policy
+            policy = replace(self.config.policy, max_cost=max_cost, max_params=max_params,
+                             **({} if quality_weight is None else {"quality_weight": quality_weight}))
         except RoutingError as err:
             raise ApiError(400, str(err))
         except OverflowError:  # an integer too large for a float (hundreds of digits)
@@ -315,15 +313,14 @@ class Gateway:
         params = snap.costs.params_b[rows]
 
         try:
-            probs = (await self.scorer.score(snap, query))[rows]
+            probs = (await self.batcher.score(snap, query))[rows]
         except EncodingInputError as err:
             raise ApiError(400, f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
                            code="invalid_query_text")
-        # the operator's margin (--guard-margin) where given, else the checkpoint's
-        guard = snap.scorer.guard(None if isinstance(rows, slice) else rows, self.config.guard_margin)
+        standing = snap.pool_scorer.standing[rows]
         try:
-            d = route(probs, costs, quality_weight=w, max_cost=max_cost, params=params, max_params=max_params,
-                      embeddings=snap.embeddings[rows], n_fallbacks=self.config.n_fallbacks, guard=guard)
+            d = route(probs, costs, policy, standing=standing, params=params, embeddings=snap.embeddings[rows],
+                      n_fallbacks=self.config.n_fallbacks)
         except RoutingError as err:
             raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
 
@@ -369,8 +366,8 @@ class Gateway:
             "unknown_cost": [names[i] for i in idx[d.unknown_cost]],  # left out of a cost-aware ranking: no cost known
             "over_params": [names[i] for i in idx[d.over_params]],
             "unknown_params": [names[i] for i in idx[d.unknown_params]],  # left out under max_params: no size known
-            "guard": {"reference": names[idx[guard.reference(d.ranking)]], "margin": guard.margin},
-            "quality_weight": float(w), "lambda": _json_number(d.lam), "max_cost": max_cost, "max_params": max_params,
+            "guard": {"incumbent": names[idx[incumbent(standing, d.ranking)]], "margin": policy.guard_margin},
+            "quality_weight": policy.quality_weight, "lambda": _json_number(d.lam), "max_cost": max_cost, "max_params": max_params,
             "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means, "cost_note": snap.costs.note,
             "candidates": len(allowed), "portfolio": snap.portfolio,
             "input_tokens": n_in, "output_tokens": n_out,

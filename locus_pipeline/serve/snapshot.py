@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from locus_pipeline.serve.config import ModelsConfig, Upstream
 from locus_pipeline.serve.portfolio import read_portfolio
 from locus_pipeline.storage import LocusHome, StorageError
 from locus_pipeline.storage.files import version_of
+
+if TYPE_CHECKING:  # why: the router module loads torch, which the snapshot's readers get through the checkpoint
+    from locus_model.router import PoolScorer
 
 
 def pool_key(path) -> tuple | None:
@@ -35,7 +38,7 @@ class Snapshot:
     checkpoint_id: str
     encoder: str
     runtime: str  # the encoder runtime (locus_model.data.encoders.RUNTIMES)
-    scorer: Any  # locus_model.router.PoolScorer: the checkpoint's trained router with the pool's rows (only read)
+    pool_scorer: "PoolScorer"  # the checkpoint's trained router with the pool's rows: P(correct), standing (only read)
     names: tuple[str, ...]
     sources: tuple[str, ...]
     costs: CostTable
@@ -52,7 +55,7 @@ class Snapshot:
 
     @property
     def embeddings(self) -> np.ndarray:  # (M, d) the pool's model embeddings (the fallback chains' distances)
-        return self.scorer.embeddings
+        return self.pool_scorer.embeddings
 
     # computed once per snapshot (a pool of 100,000 models: tens of ms each, too much for every request)
     @cached_property
@@ -96,8 +99,8 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
         raise StorageError(f"the pool {home.pool_path} is not valid: {err}. How to fix: rebuild it (materialize "
                            "model_embeddings) or put back the last good pool file; a running locus serve keeps "
                            "serving the pool it loaded last") from None
-    scorer = checkpoint.router.scorer(pool)
-    names = list(scorer.names)
+    pool_scorer = checkpoint.router.scorer(pool)
+    names = list(pool_scorer.names)
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
     portfolio_key = pool_key(home.table_path("portfolios")) if portfolio else None  # before it is read
     members = read_portfolio(home, portfolio) if portfolio else tuple(names)
@@ -111,7 +114,7 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
         raise StorageError(f"--portfolio {portfolio}: none of its {len(members)} models is in the pool "
                            f"{home.pool_path} (a pool rebuilt since?). How to fix: re-materialize the portfolios asset")
     return Snapshot(key=key, checkpoint_id=checkpoint.checkpoint_id, encoder=checkpoint.encoder,
-                    runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), scorer=scorer,
+                    runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), pool_scorer=pool_scorer,
                     names=tuple(names), sources=tuple(pool["source"].astype(str)),
                     costs=cost_table(names, cost_info(catalog, config.costs)),
                     upstreams={n: u for n, u in config.upstreams.items() if n in name_set},

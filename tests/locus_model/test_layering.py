@@ -87,7 +87,7 @@ ORDER = (
     ("data",),
     ("model",),
     ("infer",),
-    ("query_groups", "guard"),  # the guard: the router carries its margin, routing applies it
+    ("query_groups",),
     ("router",),  # the trained router: training's product
     ("training",),
     ("pool_schema", "pool", "onboarding", "benchmark_bayes", "estimates", "adaptive"),

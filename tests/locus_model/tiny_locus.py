@@ -30,8 +30,7 @@ def tiny_pool() -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:  # (3
     return enc, sets
 
 
-def one_group_router(model: Locus, guard_margin: float = 0.0) -> Router:
+def one_group_router(model: Locus) -> Router:
     """An untrained router around ``model``: one query group, the predictor alone (Blend()): P(correct) is the
-    predictor's, and (margin 0, unless given) it alone ranks."""
-    return Router(model, fit_query_groups(np.zeros((1, model.config.query_dim), np.float32)), Blend(),
-                  guard_margin=guard_margin)
+    predictor's."""
+    return Router(model, fit_query_groups(np.zeros((1, model.config.query_dim), np.float32)), Blend())

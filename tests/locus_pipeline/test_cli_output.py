@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 NOISY = """
 import sys, warnings
 from locus_pipeline import cli
-from {module} import cli as owner
+import {module} as owner
 
 def noisy(args):
     import pandas as pd
@@ -34,9 +34,9 @@ sys.exit(cli.main({argv!r}))
 
 
 @pytest.mark.parametrize("module, patched, argv", [
-    ("locus_model", "run_evaluate", ["evaluate", "--evaluations", "x.csv", "--out", "r.json"]),
-    ("locus_pipeline", "run_pool_remove", ["pool", "remove", "acme/x"]),
-    ("locus_pipeline.live", "run_onboard", ["onboard", "--endpoint", "acme/x", "--models-config", "m.yaml"]),
+    ("locus_model.cli", "run_evaluate", ["evaluate", "--evaluations", "x.csv", "--out", "r.json"]),
+    ("locus_pipeline.cli", "run_pool_remove", ["pool", "remove", "acme/x"]),
+    ("locus_pipeline.live_cli", "run_onboard", ["onboard", "--endpoint", "acme/x", "--models-config", "m.yaml"]),
 ])
 def test_the_locus_command_prints_no_library_warnings(module, patched, argv) -> None:
     """`locus` (locus_pipeline.cli.main, the console script) around each command."""

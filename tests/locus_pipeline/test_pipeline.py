@@ -227,14 +227,15 @@ def test_training_runs_on_the_configured_threads(materialized) -> None:
 
 
 def test_the_training_run_states_the_routers_guard(materialized) -> None:
-    """MLflow's run and the checkpoint's Dagster metadata say which guard the router routes under."""
+    """MLflow's run and the checkpoint's Dagster metadata describe the router (its groups and blend); the guard is
+    a routing policy, not the checkpoint's."""
     import mlflow
 
     _, result, home = materialized
     row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
     run = mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(row["mlflow_run_id"])
-    assert run.data.params["router/guard_margin"] == "0.02" and "guarded toward" in run.data.tags["router"]
-    assert "another wins only by more than 0.02" in _materialization(result, "locus_checkpoint")["router"].value
+    assert "router/guard_margin" not in run.data.params and "query groups" in run.data.tags["router"]
+    assert "guard" not in _materialization(result, "locus_checkpoint")["router"].value
 
 
 def test_training_logs_where_its_time_went(materialized) -> None:
@@ -262,12 +263,13 @@ def test_metadata_paths_are_relative_to_the_home(materialized) -> None:
 
 def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized) -> None:
     """mlflow.pyfunc.load_model("models:/locus@current"): routes queries, or scores (query, model) pairs, with the
-    checkpoint's own router (the predictor blended with the group profiles, routed under its guard)."""
+    checkpoint's own router (the predictor blended with the group profiles, routed under the default policy's guard)."""
     import mlflow
     import numpy as np
 
     from locus_model.data.encoding import encode_queries
     from locus_model.router import Router
+    from locus_model.routing import GUARD_MARGIN, routing_scores
 
     _, _, home = materialized
     mlflow.set_tracking_uri(f"sqlite:///{home}/mlflow/mlflow.db")
@@ -281,7 +283,7 @@ def test_the_registered_model_loads_as_a_pyfunc_and_scores_queries(materialized)
     scorer = trained_router.scorer(pool[pool["source"] != "onboarded"])
     names = list(scorer.names)
     probs = scorer.proba(encode_queries(queries, encoder=extra["encoder"], progress=False))
-    routes = scorer.guard().scores(probs).argmax(axis=0)  # as locus serve routes: under the checkpoint's guard
+    routes = routing_scores(probs, scorer.standing, GUARD_MARGIN).argmax(axis=0)  # as locus serve routes by default
     assert routed["model"].tolist() == [names[i] for i in routes]
     pairs = router.predict(pd.DataFrame({"query": queries, "model": [names[0], names[1]]}))
     np.testing.assert_allclose(pairs["p_correct"], [probs[0, 0], probs[1, 1]], rtol=1e-5)

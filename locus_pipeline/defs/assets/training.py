@@ -148,7 +148,7 @@ class _TrainingConfigBase(dg.Config):
 TrainingConfig = create_model(
     "TrainingConfig", __base__=_TrainingConfigBase,
     __doc__="LOCUS training: every field of the library's TrainConfig and LocusConfig (but query_dim), with their "
-            "defaults (the best setting of the training sweep, docs/experiments.md). The paper's setting "
+            "defaults (the best setting of the training sweep, bench/diag/README.md). The paper's setting "
             "is epochs=2500, patience=500, batch_models=128, noise_start=2.8, noise_end=1.4, "
             "noise_anneal_epochs=500, with all-mpnet-base-v2 encodings (see README).",
     # LocusConfig's query_dim is not configurable: it is the query encoder's width

@@ -25,7 +25,7 @@ def guarded_protocol(monkeypatch, margin: float | None) -> dict:
     the least accurate model, with a guard whose standing is each model's anchor accuracy."""
     from locus_model.evaluation import protocol
     from locus_model.evaluation.methods import Fitted
-    from locus_model.guard import Guard
+    from locus_model.routing import RoutingPolicy
     from tests.locus_model.tables import make_table, unit_encodings
 
     real = protocol.fit_and_predict
@@ -36,15 +36,15 @@ def guarded_protocol(monkeypatch, margin: float | None) -> dict:
         standing = np.nanmean(args["fold"].budget_and_val(args["scores"])[0], axis=1)
         probs = np.full((len(standing), len(args["fold"].test)), 0.5, np.float32)
         probs[int(np.argmin(standing))] = 0.51
-        margin = args["guard_margin"]
-        return Fitted(probs, 0.0, Guard(standing, 0.02 if margin is None else margin))
+        return Fitted(probs, 0.0, standing, args["guard_margin"])
 
     monkeypatch.setattr(protocol, "fit_and_predict", stand_in)
     table = make_table()
     top = table["model"] == "m09"
     table.loc[top, "score"] = (np.random.default_rng(1).random(top.sum()) < 0.9).astype(float)
     return protocol.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=("locus",),
-                             progress=False, n_boot=200, guard_margin=margin)
+                             progress=False, n_boot=200,
+                             policy=RoutingPolicy() if margin is None else RoutingPolicy(guard_margin=margin))
 
 
 def test_the_protocol_routes_by_the_guarded_scores_and_scores_p_as_it_is(monkeypatch) -> None:

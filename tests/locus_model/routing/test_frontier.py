@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from locus_model.routing import cost_frontier, cost_table, route
+from locus_model.routing import RoutingPolicy, cost_frontier, cost_table, route
 from locus_model.routing.curves import aiq, cost_at, monotone_hull, rule_curve
 from locus_model.routing.frontier import evaluate_frontiers, fold_mean_hull, query_costs
 from locus_model.routing.frontier_plot import frontiers_figure, plot_frontiers
@@ -124,7 +124,7 @@ def test_the_rule_curve_decides_as_locus_serve_for_every_query(w):
     chosen = rule_curve(probs, labels, c, known, [w]).chosen[0]
     rows = np.flatnonzero(~np.isnan(costs))
     for q in range(probs.shape[1]):
-        assert chosen[q] == rows[route(probs[rows, q], costs[rows], quality_weight=w).chosen]  # what serve calls
+        assert chosen[q] == rows[route(probs[rows, q], costs[rows], RoutingPolicy(quality_weight=w)).chosen]  # what serve calls
 
 
 def test_query_costs_charge_each_query_its_tokens_when_priced_by_token():

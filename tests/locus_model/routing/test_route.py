@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from locus_model.routing import (CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError, cost_frontier,
-                                 cost_table, estimate_tokens, fallback_chain, normalized_costs, quality_lambda, route,
+from locus_model.routing import (CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingPolicy,
+                                 cost_frontier, cost_table, estimate_tokens, fallback_chain, normalized_costs, quality_lambda, route,
                                  route_many, route_scores)
 
 P = np.array([0.9, 0.8, 0.5])
@@ -21,7 +21,7 @@ C = np.array([10.0, 2.0, 0.0])  # normalised: [1, 0.2, 0]
     (0.0, [2, 1, 0], [-1.0, -0.2, 0.0]),
 ])
 def test_route_ranks_by_weighted_probability_minus_normalised_cost(w, order, scores):
-    d = route(P, C, quality_weight=w)
+    d = route(P, C, RoutingPolicy(quality_weight=w))
     assert d.ranking.tolist() == order and d.chosen == order[0]
     np.testing.assert_allclose(d.scores, scores, atol=1e-12)
     assert d.over_cost.tolist() == []
@@ -35,18 +35,18 @@ def test_quality_weight_maps_to_lambda():
     np.testing.assert_allclose(route_scores(P, C, w) / w, P - quality_lambda(w) * C / C.max())
     for bad in (-0.1, 1.2):
         with pytest.raises(QualityWeightError, match=r"quality_weight=.* must be in \[0, 1\]"):
-            route(P, C, quality_weight=bad)
+            route(P, C, RoutingPolicy(quality_weight=bad))
 
 
 def test_cost_cap_keeps_only_affordable_candidates():
-    d = route(P, C, quality_weight=1.0, max_cost=5)
+    d = route(P, C, RoutingPolicy(quality_weight=1.0, max_cost=5))
     assert d.ranking.tolist() == [1, 2] and d.chosen == 1 and d.over_cost.tolist() == [0]
     assert np.isnan(d.scores[0])
-    assert route(P, C, max_cost=0).chosen == 2
+    assert route(P, C, RoutingPolicy(max_cost=0)).chosen == 2
     with pytest.raises(NoCandidateWithinCap, match="no candidate costs at most max_cost=0.5; the cheapest costs 1"):
-        route(P, np.array([10.0, 2.0, 1.0]), max_cost=0.5)
+        route(P, np.array([10.0, 2.0, 1.0]), RoutingPolicy(max_cost=0.5))
     with pytest.raises(CostError, match="max_cost=-1 must be a number >= 0"):
-        route(P, C, max_cost=-1)
+        route(P, C, RoutingPolicy(max_cost=-1))
 
 
 def test_costs_are_normalised_by_the_dearest_model_per_query():
@@ -65,11 +65,11 @@ def test_fallback_chain_is_nearest_embedding_neighbours_among_candidates():
     assert fallback_chain(z, 0, [0, 1, 2, 3], k=2).tolist() == [2, 3]
     assert fallback_chain(z, 0, [0, 1, 2, 3, 4]).tolist() == [2, 4, 3, 1]  # 2 and 4 tie at 1: lower index first
     assert fallback_chain(z, 0, [0]).tolist() == []
-    d = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.zeros(5), embeddings=z, max_cost=None)
+    d = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.zeros(5), embeddings=z)
     assert d.chosen == 0 and d.fallbacks.tolist() == [4, 3, 2, 1]  # the neighbours, tried in ranking order
     near = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.zeros(5), embeddings=z, n_fallbacks=2)
     assert near.fallbacks.tolist() == [4, 2]  # the two nearest (2 and 4), the better-scored first
-    capped = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.array([0, 0, 5, 0, 0.0]), embeddings=z, max_cost=1)
+    capped = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.array([0, 0, 5, 0, 0.0]), RoutingPolicy(max_cost=1), embeddings=z)
     assert capped.fallbacks.tolist() == [4, 3, 1]  # the over-budget neighbour is not a fallback
 
 
@@ -104,10 +104,10 @@ COSTS = np.array([1.0, 0.1])
 
 
 def test_route_many_and_unlabelled_models():
-    assert route_many(PROBS, COSTS, 1.0).tolist() == [1, 0, 0, 0]
-    assert route_many(PROBS, COSTS, 0.0).tolist() == [1, 1, 1, 1]
+    assert route_many(PROBS, COSTS, RoutingPolicy(quality_weight=1.0)).tolist() == [1, 0, 0, 0]
+    assert route_many(PROBS, COSTS, RoutingPolicy(quality_weight=0.0)).tolist() == [1, 1, 1, 1]
     known = np.array([[True, True, True, False], [True] * 4])
-    assert route_many(PROBS, COSTS, 1.0, known).tolist() == [1, 0, 0, 1]
+    assert route_many(PROBS, COSTS, RoutingPolicy(quality_weight=1.0), known=known).tolist() == [1, 0, 0, 1]
 
 
 def test_cost_frontier_hand_checked():
@@ -142,36 +142,36 @@ def test_a_model_of_unknown_size_is_unknown_and_a_size_in_its_name_is_read():
     assert t.parsed == ("acme/new-model-7b", "tiny-3.8b") and t.unknown == ("gemini-1.5-flash",)
     assert "read from the name" in t.note and "unknown cost" in t.note
     p = np.array([0.5, 0.4, 0.3, 0.9])
-    cheap = route(p, t.costs(), quality_weight=0.5)
+    cheap = route(p, t.costs(), RoutingPolicy(quality_weight=0.5))
     assert cheap.unknown_cost.tolist() == [3] and cheap.ranking.tolist() == [1, 2, 0]
-    plain = route(p, t.costs(), quality_weight=1.0)  # cost does not matter: the unknown-cost model competes
+    plain = route(p, t.costs(), RoutingPolicy(quality_weight=1.0))  # cost does not matter: the unknown-cost model competes
     assert plain.chosen == 3 and plain.unknown_cost.tolist() == []
     with pytest.raises(CostUnknown, match="every candidate's cost is unknown"):
-        route(p[3:], t.costs()[3:], quality_weight=0.5)
+        route(p[3:], t.costs()[3:], RoutingPolicy(quality_weight=0.5))
 
 
 def test_a_size_cap_keeps_the_models_of_known_size_within_it():
     p, c = np.array([0.9, 0.8, 0.7, 0.95]), np.array([70.0, 7.0, 3.0, 1.0])
     params = np.array([70.0, 7.0, 3.0, np.nan])  # the last: a priced model of unknown size
-    d = route(p, c, params=params, max_params=8)
+    d = route(p, c, RoutingPolicy(max_params=8), params=params)
     assert d.ranking.tolist() == [1, 2] and d.over_params.tolist() == [0] and d.unknown_params.tolist() == [3]
     assert np.isnan(d.scores[[0, 3]]).all()
-    both = route(p, c, params=params, max_params=8, max_cost=5)  # the two caps together
+    both = route(p, c, RoutingPolicy(max_cost=5, max_params=8), params=params)  # the two caps together
     assert both.ranking.tolist() == [2] and both.over_cost.tolist() == [0, 1]
     with pytest.raises(NoCandidateWithinCap, match="max_params=2 .*the smallest over the size cap has 3B"):
-        route(p, c, params=params, max_params=2)
+        route(p, c, RoutingPolicy(max_params=2), params=params)
     with pytest.raises(CostUnknown, match="every candidate's parameter count is unknown"):
-        route(p, c, params=np.full(4, np.nan), max_params=8)
+        route(p, c, RoutingPolicy(max_params=8), params=np.full(4, np.nan))
 
 
 def test_an_unknown_cost_is_never_the_cheapest_on_a_tie():
     p, c = np.array([0.5, 0.5]), np.array([np.nan, 3.0])
     assert route(p, c).ranking.tolist() == [1, 0]  # w = 1: both ranked, the unknown after the known on a tie
-    assert route_many(p[:, None], c, 1.0).tolist() == [1]
-    assert route_many(np.array([[0.9], [0.1]]), c, 0.5).tolist() == [1]  # w < 1: the unknown is left out
-    assert route_many(np.array([[0.9], [0.1]]), c, 1.0).tolist() == [0]  # w = 1: it competes on P(correct)
+    assert route_many(p[:, None], c).tolist() == [1]
+    assert route_many(np.array([[0.9], [0.1]]), c, RoutingPolicy(quality_weight=0.5)).tolist() == [1]  # w < 1: the unknown is left out
+    assert route_many(np.array([[0.9], [0.1]]), c).tolist() == [0]  # w = 1: it competes on P(correct)
     with pytest.raises(CostUnknown, match="no candidate of known cost"):
-        route_many(np.array([[0.9]]), np.array([np.nan]), 0.5)
+        route_many(np.array([[0.9]]), np.array([np.nan]), RoutingPolicy(quality_weight=0.5))
 
 
 def test_a_cost_aware_fallback_chain_never_makes_the_query_dearer_while_cheaper_neighbours_exist():
@@ -179,12 +179,12 @@ def test_a_cost_aware_fallback_chain_never_makes_the_query_dearer_while_cheaper_
     z = np.array([[0.0, 0.0], [0.1, 0.0], [0.2, 0.0], [1.0, 0.0], [2.0, 0.0]])
     p = np.array([0.9, 0.85, 0.8, 0.6, 0.55])
     c = np.array([10.0, 40.0, 40.0, 5.0, 1.0])
-    d = route(p, c, quality_weight=0.99, embeddings=z, n_fallbacks=2)
+    d = route(p, c, RoutingPolicy(quality_weight=0.99), embeddings=z, n_fallbacks=2)
     assert d.chosen == 0 and d.fallbacks.tolist() == [3, 4]  # not the nearest (dearer) variants
-    filled = route(p, c, quality_weight=0.99, embeddings=z, n_fallbacks=3)
+    filled = route(p, c, RoutingPolicy(quality_weight=0.99), embeddings=z, n_fallbacks=3)
     assert filled.fallbacks.tolist() == [3, 4, 1]  # fewer cheap ones than k: the nearest dearer one after them
     # cost has no weight at w = 1: the nearest neighbours, whatever they cost, best-scored first
-    assert route(p, c, quality_weight=1.0, embeddings=z, n_fallbacks=2).fallbacks.tolist() == [1, 2]
+    assert route(p, c, RoutingPolicy(quality_weight=1.0), embeddings=z, n_fallbacks=2).fallbacks.tolist() == [1, 2]
 
 
 @pytest.mark.parametrize("w", [1.0, 0.7])
@@ -193,6 +193,6 @@ def test_route_many_chooses_what_route_chooses_query_by_query_ties_included(w: f
     probs = rng.choice([0.2, 0.5, 0.8], size=(6, 40))  # many exact ties
     costs = rng.choice([1.0, 2.0, np.nan], size=6)
     costs[0] = 1.0  # one known cost at least
-    many = route_many(probs, costs, w)
-    one = [route(probs[:, q], costs, quality_weight=w).chosen for q in range(probs.shape[1])]
+    many = route_many(probs, costs, RoutingPolicy(quality_weight=w))
+    one = [route(probs[:, q], costs, RoutingPolicy(quality_weight=w)).chosen for q in range(probs.shape[1])]
     assert many.tolist() == one

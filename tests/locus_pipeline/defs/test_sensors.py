@@ -532,9 +532,10 @@ def test_a_writer_paused_inside_a_quoted_field_is_waited_on_and_the_folder_moves
 
 
 def test_one_file_gets_one_run_whoever_publishes_it(home: Path) -> None:
-    """`locus onboard` takes its file in and starts its run under the intake lock: a sensor tick meanwhile publishes
-    nothing, and the tick after it requests no second run of that file's run key."""
-    from locus_pipeline.intake import intake_tick
+    """`locus onboard` hands its file to the intake (hand_in: through incoming/, taken in once settled) and starts
+    its run under the intake lock: a sensor tick meanwhile publishes nothing, and the tick after it requests no second
+    run of that file's run key."""
+    from locus_pipeline.intake import hand_in
 
     @dg.op
     def started() -> None:
@@ -545,20 +546,55 @@ def test_one_file_gets_one_run_whoever_publishes_it(home: Path) -> None:
         started()
 
     folder = DropFolder.at(home)
-    drop(home, "first.csv", evals("org/first"))
     with dg.instance_for_test() as instance:
-        def publish(outcome) -> None:  # what locus onboard does under the lock: the run, keyed as the sensor keys it
-            (manifest,) = outcome.accepted
+        def publish(manifest) -> str:  # what locus onboard does under the lock: the run, keyed as the sensor keys it
             meanwhile, _ = tick(instance, home)  # a sensor tick while this process holds the lock
             assert meanwhile.run_requests == [] and meanwhile.cursor is None
-            key = manifest.sha256  # a one-range file's run key
-            locus_onboard_run.execute_in_process(instance=instance, tags={"dagster/run_key": key})
+            return locus_onboard_run.execute_in_process(instance=instance,
+                                                        tags={"dagster/run_key": manifest.sha256}).run_id
 
-        intake_tick(folder, publish=publish)
+        handed = hand_in(folder, "live-first-3.csv", evals("org/first"), publish=publish, poll_s=0.1)
+        assert handed.rejection is None and handed.manifest.original_name == "live-first-3.csv"
+        assert handed.published == instance.get_runs(limit=1)[0].run_id
+        assert not (folder.incoming / "live-first-3.csv").exists()
+        assert (folder.accepted / handed.manifest.stem).read_text() == evals("org/first")
         drop(home, "second.csv", evals("org/second"))
         after, _ = tick(instance, home)
         assert [request_key(r) for r in after.run_requests] == [safe_model_key("org/second")]
         assert after.cursor.endswith("-second.csv")
+
+
+def test_the_front_door_tells_a_rejection_and_a_duplicate_and_publishes_neither(home: Path) -> None:
+    from locus_pipeline.intake import hand_in
+
+    folder = DropFolder.at(home)
+    published = []
+    bad = hand_in(folder, "live-bad-1.csv", "model,query_id\nx,q1\n", publish=published.append, poll_s=0.1)
+    assert bad.manifest is None and "score" in bad.rejection.problem
+    assert (folder.incoming / bad.rejection.reason_file).is_file()
+    first = hand_in(folder, "live-same-3.csv", evals("org/same"), publish=published.append, poll_s=0.1)
+    again = hand_in(folder, "live-same-3.csv", evals("org/same"), publish=published.append, poll_s=0.1)
+    assert again.manifest.duplicate_of == first.manifest.stem and again.published is None
+    assert published == [first.manifest]  # the accepted file only
+
+
+@pytest.mark.parametrize("content, accepted", [(evals("org/theirs"), True), ("model,query_id\nx,q1\n", False)])
+def test_a_file_another_process_took_in_is_told_its_outcome_from_the_folder(home: Path, monkeypatch, content,
+                                                                             accepted) -> None:
+    """A running sensor's tick took the handed-in file in first (its publish, not ours): the outcome is read back
+    from accepted/ or rejected/, and nothing is published here."""
+    import locus_pipeline.intake.tick as tick_module
+    from locus_pipeline.intake import hand_in
+
+    real = tick_module.intake_tick
+    monkeypatch.setattr(tick_module, "intake_tick", lambda folder, **kw: real(folder, limits=kw.get("limits")))
+    published = []
+    handed = hand_in(DropFolder.at(home), "live-theirs-3.csv", content, publish=published.append, poll_s=0.1)
+    assert published == [] and handed.published is None
+    if accepted:
+        assert handed.manifest.original_name == "live-theirs-3.csv" and handed.rejection is None
+    else:
+        assert handed.manifest is None and "score" in handed.rejection.problem
 
 
 # ---------------------------------------------------------------------------------------------- a file of many models

@@ -14,7 +14,9 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from locus_pipeline.defs.resources import MlflowTracking
 from locus_pipeline.live.onboard import OnboardConfig, OnboardError, onboard_endpoint
+from locus_pipeline.live_cli import run_onboarding
 from locus_pipeline.serve.config import read_models_config
 from locus_pipeline.storage import LocusHome
 
@@ -85,7 +87,8 @@ def test_onboarding_a_replayed_model_finds_it_among_the_nearest(home: LocusHome,
     pool_before = home.read_pool()
     config = read_models_config(models_config(tmp_path, replay_port, cost_per_query=0.001))
     start = time.monotonic()
-    result = onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=64, concurrency=8), config)
+    result = onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=64, concurrency=8), config,
+                              publish=lambda manifest: run_onboarding(home, manifest), tracking=MlflowTracking(home=home))
     seconds = time.monotonic() - start
     pool = home.read_pool()
     assert len(pool) == len(pool_before) + 1 and "my-copy" in set(pool["model"])
@@ -98,19 +101,18 @@ def test_onboarding_a_replayed_model_finds_it_among_the_nearest(home: LocusHome,
     assert all(r["reason"] and r["prompt"].startswith("The following are") for r in log)
     print(f"onboarded in {seconds:.1f} s; nearest {result.neighbours}")
 
-    again = onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=64), config, mlflow_log=False)
+    again = onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=64), config)
     assert again.asked_now == 0 and again.resumed == 64  # nothing asked twice
 
 
 def test_a_crash_resumes_without_asking_again(home: LocusHome, replay_port: int, tmp_path: Path) -> None:
     config = read_models_config(models_config(tmp_path, replay_port))
     if len(home.read_live_answers("my-copy")) < 21:  # (when run alone)
-        onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=24), config, mlflow_log=False)
+        onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=24), config)
     path = home.live_answers_path("my-copy")
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:20]) + lines[20][:15])  # killed half-way through writing the 21st answer
-    result = onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=30, concurrency=4), config,
-                              mlflow_log=False)
+    result = onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=30, concurrency=4), config)
     assert result.resumed == 20 and result.asked_now == 10
     log = home.read_live_answers("my-copy")
     assert len({r["query_id"] for r in log}) == len([r for r in log]) == 30
@@ -131,7 +133,7 @@ def test_an_unknown_endpoint_names_the_entries(home: LocusHome, tmp_path: Path) 
         onboard_endpoint(home, OnboardConfig(endpoint="nope"), read_models_config(models_config(tmp_path, 1)))
 
 
-def test_the_dagster_job_leaves_the_graded_answers_for_the_drop_folder_sensor(home: LocusHome, replay_port: int,
+def test_the_dagster_job_hands_the_graded_answers_to_the_intake_for_the_drop_folder_sensor(home: LocusHome, replay_port: int,
                                                                                tmp_path: Path) -> None:
     from locus_pipeline.definitions import defs
     from locus_pipeline.intake import DropFolder
@@ -147,8 +149,10 @@ def test_the_dagster_job_leaves_the_graded_answers_for_the_drop_folder_sensor(ho
     (event,) = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
     meta = event.event_specific_data.asset_observation.metadata
     assert meta["answers"].value == 16 and "low" in meta["per_category"].value
-    dropped = DropFolder(home).incoming / "live-job-copy-16.csv"
-    assert dropped.exists() and len(pd.read_csv(dropped)) == 16
+    folder = DropFolder(home)  # taken in by the intake (the job's tick): the drop-folder sensor requests its run
+    assert not (folder.incoming / "live-job-copy-16.csv").exists()
+    assert meta["evaluation_file"].value.startswith("incoming/accepted/")
+    assert len(pd.read_csv(home.path / meta["evaluation_file"].value)) == 16
 
 
 def test_the_command_line_fails_clearly(home: LocusHome, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -165,7 +169,7 @@ def test_the_money_budget_stops_the_asking(home: LocusHome, replay_port: int, tm
     path.write_text(f"models:\n  priced-copy:\n    base_url: http://127.0.0.1:{replay_port}/v1\n    model: {REPLAYED}\n"
                     "    cost_per_query: 0.001\n")
     result = onboard_endpoint(home, OnboardConfig(endpoint="priced-copy", budget=64, max_cost=0.0205),
-                              read_models_config(path), mlflow_log=False)
+                              read_models_config(path))
     assert result.answers == 20 and result.stopped_by == "max_cost" and result.cost_usd == pytest.approx(0.020)
     unpriced = models_config(tmp_path, replay_port)
     with pytest.raises(OnboardError, match="--max-cost needs a price"):

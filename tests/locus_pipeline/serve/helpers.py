@@ -14,10 +14,14 @@ from fastapi.testclient import TestClient
 from locus_model.data.encoding import encode_queries
 from locus_model.infer import predict_proba
 from locus_model.pool import pool_matrix
+from locus_model.routing import RoutingPolicy
 from locus_pipeline.serve import ServeConfig, create_app
 
 NAMES = ["alpha-7b", "beta-13b", "gamma-70b", "delta-1b", "org/epsilon 3b"]
 QUERY = "What is the derivative of x squared?"
+
+
+UNGUARDED = RoutingPolicy(guard_margin=0.0)  # the tiny home's router is untrained: P(correct) alone ranks
 
 
 def client_for(built: dict, tmp_path: Path, *, models: dict | None = None, transport=None, clock=time.monotonic,
@@ -26,6 +30,7 @@ def client_for(built: dict, tmp_path: Path, *, models: dict | None = None, trans
     if models is not None:
         path = tmp_path / "models.json"
         path.write_text(json.dumps(models))
+    config.setdefault("policy", UNGUARDED)
     app = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path) if path else None, **config),
                      transport=transport, clock=clock)
     return TestClient(app)

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from locus_model.routing import RoutingPolicy
 from locus_pipeline.serve import ServeConfig, create_app
 from locus_pipeline.storage import StorageError
 from tests.locus_pipeline.serve.helpers import NAMES, QUERY, chat, client_for, expected_probs, wait_for
@@ -137,15 +138,15 @@ def test_the_guard_keeps_queries_on_the_candidate_of_highest_standing_unless_ano
     standing = dict(zip(pool["model"], np.stack(pool["group_profile"].to_numpy())[:, 0]))  # one group: its accuracy
     top = max(standing, key=standing.get)
     probs = expected_probs(built, QUERY)
-    with client_for(built, tmp_path) as client:  # the checkpoint's margin (this tiny router's: 0)
+    with client_for(built, tmp_path) as client:  # client_for's policy: no guard
         plain = client.post("/route", json={"query": QUERY}).json()
-    with client_for(built, tmp_path, guard_margin=0.99) as client:  # nothing beats the reference by 0.99
+    with client_for(built, tmp_path, policy=RoutingPolicy(guard_margin=0.99)) as client:  # nothing beats the incumbent by 0.99
         guarded = client.post("/route", json={"query": QUERY}).json()
         among = client.post("/route", json={"query": QUERY, "candidates": [n for n in NAMES if n != top]}).json()
     assert plain["guard"]["margin"] == 0.0 and plain["chosen"] == max(probs, key=probs.get)
-    assert guarded["guard"] == {"reference": top, "margin": 0.99} and guarded["chosen"] == top
-    second = max((n for n in NAMES if n != top), key=standing.get)  # the reference among the candidates left
-    assert among["chosen"] == among["guard"]["reference"] == second
+    assert guarded["guard"] == {"incumbent": top, "margin": 0.99} and guarded["chosen"] == top
+    second = max((n for n in NAMES if n != top), key=standing.get)  # the incumbent among the candidates left
+    assert among["chosen"] == among["guard"]["incumbent"] == second
     score = {x["model"]: x["score"] for x in guarded["ranking"]}
     assert score[top] == pytest.approx(probs[top], abs=1e-6)
     assert all(score[n] == pytest.approx(probs[n] - 0.99, abs=1e-6) for n in NAMES if n != top)

@@ -10,6 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
+from locus_model.routing import RoutingPolicy
 from locus_pipeline.serve import ServeConfig, create_app
 from tests.locus_pipeline.serve.helpers import NAMES, QUERY, FakeUpstreams, chat, client_for, host, upstream_config
 
@@ -69,10 +70,10 @@ def test_the_startup_summary_names_the_pool_what_it_serves_the_upstreams_and_the
     assert "an upstream failing 2 times in 60 s is skipped for 30 s" in text
     single = create_app(ServeConfig(home=str(built["home"].path), serve="single:beta-13b", dry_run=True)).state.gateway
     assert "serves: the single model beta-13b" in single.summary() and "DRY RUN" in single.summary()
-    assert "at quality weight 1, no guard)" in text  # the tiny router's margin: 0
+    assert "at quality weight 1, guard 0.02 toward" in text  # the default policy
     pool = built["home"].read_pool()
     top = pool["model"].iloc[int(np.argmax([p[0] for p in pool["group_profile"]]))]  # one group: its accuracy
-    guarded = create_app(ServeConfig(home=str(built["home"].path), guard_margin=0.3)).state.gateway
+    guarded = create_app(ServeConfig(home=str(built["home"].path), policy=RoutingPolicy(guard_margin=0.3))).state.gateway
     assert f"at quality weight 1, guard 0.3 toward {top})" in guarded.summary()
 
 

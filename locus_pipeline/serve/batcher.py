@@ -1,5 +1,5 @@
-"""P(correct) of every pool model for a query: the micro-batching :class:`Scorer` on its own thread (the query
-encoder and the correctness predictor of the snapshot's checkpoint)."""
+"""P(correct) of every pool model for a query: the micro-batching :class:`QueryBatcher` on its own thread (the query
+encoder, then the snapshot's PoolScorer: the checkpoint's correctness predictor over the pool's rows)."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def _settle(future: asyncio.Future, result: np.ndarray | BaseException) -> None:
         future.set_result(result)
 
 
-class Scorer:
-    """P(correct) of every pool model for a query, in micro-batches on the scorer's own thread.
+class QueryBatcher:
+    """P(correct) of every pool model for a query, in micro-batches on the batcher's own thread.
 
     Requests queue up; the thread takes the first and every request queued within ``batch_wait_ms`` of it (up
     to ``max_batch``; one that already waited longer takes only what is queued), encodes the texts not in the
@@ -55,7 +55,7 @@ class Scorer:
     def encoder(self, snap: Snapshot):
         return load_encoder(snap.encoder, snap.runtime, threads=self.threads)
 
-    def encode(self, snap: Snapshot, texts: Sequence[str]) -> np.ndarray:  # (n, D); in the scorer's thread
+    def encode(self, snap: Snapshot, texts: Sequence[str]) -> np.ndarray:  # (n, D); in the batcher's thread
         encoder = self.encoder(snap)
         found = {t: v for t in dict.fromkeys(texts) if (v := self._lru.get(encoder, t)) is not None}
         new = [t for t in dict.fromkeys(texts) if t not in found]
@@ -66,7 +66,7 @@ class Scorer:
         return np.stack([found[t] for t in texts])
 
     def _score_group(self, snap: Snapshot, texts: list[str]) -> np.ndarray:  # (M, B)
-        return snap.scorer.proba(self.encode(snap, texts))
+        return snap.pool_scorer.proba(self.encode(snap, texts))
 
     def _score_batch(self, items: list[tuple[Snapshot, str]]) -> list[np.ndarray | BaseException]:
         """Each item's (M,) probabilities, or the exception that item alone raised."""

@@ -1,15 +1,18 @@
-"""``locus replay`` and ``locus onboard`` (registered in locus_pipeline/cli.py)."""
+"""``locus replay`` and ``locus onboard`` (registered in locus_pipeline/cli.py), and the onboarding run that
+``locus onboard`` starts in this process (:func:`run_onboarding`). A module of the command line's rank: it loads
+the Dagster definitions, which locus_pipeline/live/ (the asking and grading, called by the definitions) never does."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from locus_model.cli import EXIT_OK, _fail
-from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS, RECOMMENDED_EVALUATIONS as REC, accuracy_margin
+from locus_model.cli import EXIT_OK, fail
+from locus_pipeline.live.options import add_options, config_from
 
 
 def add_replay(subparsers: argparse._SubParsersAction) -> None:
@@ -31,7 +34,7 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         replay(args.model, host=args.host, port=args.port)
     except ValueError as err:
-        return _fail("replay", err)
+        return fail("replay", err)
     return EXIT_OK
 
 
@@ -44,26 +47,11 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
                     "is narrower than --until points; log every answer "
                     "under LOCUS_HOME/live/ as it arrives (a rerun resumes without asking again); grade; onboard the "
                     "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.")
-    p.add_argument("--endpoint", required=True, help="the models config entry to onboard (its name joins the pool)")
+    add_options(p)
     p.add_argument("--models-config", type=Path, required=True, help="YAML or JSON models config (locus serve's)")
-    p.add_argument("--budget", type=int, default=64,
-                   help=f"answers to collect (default 64: a first look, its accuracy known to about "
-                        f"+-{accuracy_margin(64):.0f} points; {REC}, the recommended count, +-{accuracy_margin(REC):.0f}; "
-                        f"fewer than {MIN_ROUTABLE_EVALUATIONS} are not routed to: docs/onboarding.md)")
-    p.add_argument("--max-cost", type=float, default=None, help="USD: stop before the spend could pass it")
-    p.add_argument("--concurrency", type=int, default=8,
-                   help="calls in flight at once; also the questions of one round (default 8)")
-    from locus_model.adaptive import CHOICES, DEFAULT_CHOICE  # why: the parser names the library's choices; imported where onboard registers, as the lines above
-
-    p.add_argument("--choice", choices=CHOICES, default=DEFAULT_CHOICE,
-                   help=f"how each round's questions are chosen (default {DEFAULT_CHOICE}: adaptive, where the estimates' "
-                        "intervals narrow most, did not beat random in bench/README.md 'Adaptive onboarding')")
-    p.add_argument("--until", type=float, default=None, metavar="POINTS",
-                   help="stop once every benchmark's 90%% interval is narrower than POINTS (default: at the budget)")
-    p.add_argument("--retries", type=int, default=2, help="retries of a failed call (default 2)")
     p.add_argument("--via-sensor", action="store_true",
-                   help="write the graded answers to incoming/ for a running Dagster's drop-folder sensor instead of "
-                        "onboarding them in this process")
+                   help="hand the graded answers to the intake and leave their onboarding run to a running Dagster's "
+                        "drop-folder sensor, instead of starting it in this process")
     p.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
     p.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -71,22 +59,22 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_onboard(args: argparse.Namespace) -> int:
-    # why: torch, httpx and pandas load only for locus onboard, not at CLI start-up
-    from locus_pipeline.live.onboard import OnboardConfig, OnboardError, onboard_endpoint
+    # why: torch, httpx, pandas and the Dagster definitions load only for locus onboard, not at CLI start-up
+    from locus_pipeline.defs.resources import MlflowTracking
+    from locus_pipeline.live.onboard import OnboardError, onboard_endpoint
     from locus_pipeline.serve import ConfigError
     from locus_pipeline.serve.config import read_models_config
     from locus_pipeline.storage import LocusHome, StorageError
 
     try:
-        config = OnboardConfig(endpoint=args.endpoint, budget=args.budget, max_cost=args.max_cost,
-                               concurrency=args.concurrency, retries=args.retries,
-                               via_sensor=args.via_sensor, choice=args.choice, until=args.until)
+        config = config_from(vars(args))
         home = LocusHome(root=str(args.home) if args.home else "")
         say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
-        result = onboard_endpoint(home, config, read_models_config(args.models_config), mlflow_log=not args.no_mlflow,
-                                  progress=say)
-    except (OnboardError, ConfigError, StorageError, ValueError) as err:
-        return _fail("onboard", err)
+        result = onboard_endpoint(home, config, read_models_config(args.models_config), progress=say,
+                                  publish=None if args.via_sensor else (lambda manifest: run_onboarding(home, manifest)),
+                                  tracking=None if args.no_mlflow else MlflowTracking(home=home))
+    except (OnboardError, ConfigError, StorageError, ValueError, TimeoutError) as err:
+        return fail("onboard", err)
     if args.json:
         print(json.dumps(asdict(result), indent=2))
     else:
@@ -98,7 +86,7 @@ def run_onboard(args: argparse.Namespace) -> int:
         if result.run_id:
             print(f"onboarding run {result.run_id}; nearest models: {', '.join(result.neighbours)}")
         else:
-            print("left in incoming/ for the drop-folder sensor of a running Dagster")
+            print("taken in; the drop-folder sensor of a running Dagster onboards it")
     return EXIT_OK
 
 
@@ -109,3 +97,36 @@ def estimates_table(rows: list[dict]) -> str:
         seen = f"{r['observed']:.3f} ({r['n']})" if r["n"] else "-"
         lines.append(f"{r['benchmark']:<18} {seen:>13} {r['estimate']:>9.3f} {r['lo']:>7.3f} - {r['hi']:.3f}")
     return "\n".join(lines)
+
+
+def run_onboarding(home, manifest) -> str | None:
+    """The onboarding run of an accepted file (its models' partitions, as the drop-folder sensor requests it:
+    run_requests_for, its run key), in this process on the home's Dagster instance ($DAGSTER_HOME's when it is set),
+    unless a run with its run key exists: then that run's id. Called under the intake lock (hand_in's publish), so
+    no sensor tick requests the same file in between; the sensor skips a run key that has a run."""
+    # why: Dagster's definitions (and torch) load only when locus onboard starts a run
+    import dagster as dg
+
+    from locus_pipeline.definitions import defs as load
+    from locus_pipeline.defs.resources import resources_for
+    from locus_pipeline.defs.sensors import run_requests_for
+    from locus_pipeline.instance import prepare_dagster_home
+    from locus_pipeline.live.onboard import OnboardError
+    from locus_pipeline.runlog import QUIET_RUN
+    from locus_pipeline.runs import RUN_KEY_TAG
+
+    dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(Path(home.local_path)))
+    with dg.DagsterInstance.from_config(dagster_home) as instance:
+        requests, new = run_requests_for(manifest, instance.get_dynamic_partitions("onboarded_models"))
+        (request,) = requests  # the answers of one model: one partition
+        earlier = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: request.run_key}), limit=1)
+        if earlier:
+            return earlier[0].run_id
+        instance.add_dynamic_partitions("onboarded_models", new)
+        tags = {**request.tags, RUN_KEY_TAG: request.run_key, "locus/trigger": "locus onboard"}
+        run = load().resolve_job_def("onboarding_job").execute_in_process(
+            instance=instance, run_config={**request.run_config, **QUIET_RUN}, tags=tags,  # the range is in the tags
+            resources=resources_for(home), raise_on_error=False)
+    if not run.success:
+        raise OnboardError(f"the onboarding run {run.run_id} of {manifest.original_name!r} failed; see its logs in Dagster")
+    return run.run_id
