@@ -26,3 +26,19 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
 def test_the_link_finder_finds_links() -> None:
     assert LINK.findall("see [a](docs/a.md#x) and [b](https://x.org) and [c](b.md)") == ["docs/a.md", "https://x.org", "b.md"]
+
+
+COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def test_experiments_keeps_one_short_line_per_experiment_and_no_commit() -> None:
+    lines = (ROOT / "docs" / "experiments.md").read_text(encoding="utf-8").splitlines()
+    long = [(n, len(line)) for n, line in enumerate(lines, 1) if len(line) > 200]
+    assert not long, f"docs/experiments.md: lines over 200 characters (line, length): {long[:5]}; one short line each"
+    hashes = [(n, m.group()) for n, line in enumerate(lines, 1) for m in COMMIT_HASH.finditer(line)]
+    assert not hashes, f"docs/experiments.md names commits {hashes[:5]}: say what was tried, not where it lived"
+    assert sum(line.startswith("- 20") for line in lines) >= 200, "docs/experiments.md lost experiments"
+
+
+def test_the_commit_finder_finds_commits_and_spares_words_and_numbers() -> None:
+    assert COMMIT_HASH.findall("at 626f560 and 0cc1227d, not 1e-5 or 2,001 or defaced or 1234567") == ["626f560", "0cc1227d"]

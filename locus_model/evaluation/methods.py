@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-import torch
 
 from locus_model.evaluation.baselines import Baseline, BestSingle, KNNRouter, PerBenchmark, QueryGroupTable
 from locus_model.evaluation.latent import IRT, MatrixFactorization
@@ -187,7 +186,3 @@ def fit_and_predict(
         guard = method.guard(order, guard_margin)
     return Fitted(probs, time.perf_counter() - t0, guard)
 
-
-def set_threads(n: int) -> None:  # worker initializer of evaluate(jobs > 1)
-
-    torch.set_num_threads(n)
