@@ -42,3 +42,10 @@ def test_experiments_keeps_one_short_line_per_experiment_and_no_commit() -> None
 
 def test_the_commit_finder_finds_commits_and_spares_words_and_numbers() -> None:
     assert COMMIT_HASH.findall("at 626f560 and 0cc1227d, not 1e-5 or 2,001 or defaced or 1234567") == ["626f560", "0cc1227d"]
+
+
+def test_the_diagnostics_readme_lists_every_script() -> None:
+    text = (ROOT / "bench" / "diag" / "README.md").read_text(encoding="utf-8")
+    scripts = sorted(p.name for p in (ROOT / "bench" / "diag").glob("*.py") if p.name != "__init__.py")
+    missing = [s for s in scripts if f"`{s}`" not in text]
+    assert not missing, f"bench/diag/README.md does not list {missing}: add a row (question, command) for each"
