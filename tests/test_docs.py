@@ -49,3 +49,24 @@ def test_the_diagnostics_readme_lists_every_script() -> None:
     scripts = sorted(p.name for p in (ROOT / "bench" / "diag").glob("*.py") if p.name != "__init__.py")
     missing = [s for s in scripts if f"`{s}`" not in text]
     assert not missing, f"bench/diag/README.md does not list {missing}: add a row (question, command) for each"
+
+
+def _expand(name: str) -> list[str]:
+    """`a_{x,y}.json` -> [a_x.json, a_y.json] (one brace group at a time)."""
+    m = re.search(r"\{([^{}]*)\}", name)
+    if not m:
+        return [name]
+    return [e for part in m.group(1).split(",") for e in _expand(name[:m.start()] + part + name[m.end():])]
+
+
+def test_every_result_file_the_bench_index_names_exists() -> None:
+    text = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    names = re.findall(r"`([\w{},*.-]+\.(?:json|png|log))`", text)
+    assert len(names) >= 20, "bench/README.md names too few result files: each figure names its file"
+    results = ROOT / "bench" / "results"
+    missing = [n for name in names if not name.startswith(".") for n in _expand(name) if not list(results.glob(n))]
+    assert not missing, f"bench/README.md names result files that are not in bench/results: {missing}"
+
+
+def test_the_brace_expansion() -> None:
+    assert _expand("a_{x,y}_b{1,2}.json") == ["a_x_b1.json", "a_x_b2.json", "a_y_b1.json", "a_y_b2.json"]
