@@ -2,6 +2,7 @@
 verdict and interval of each, and whether they agree.
 
     python -m bench.bench_floor ../shared/data/mmlu-pro/case-8x500.json [--runs threads1 process2 busy] [--parallel]
+        [more locus evaluate options, e.g. --methods locus,best_single,oracle: the verdict reads LOCUS and best single]
 
 Runs (each a fresh `locus evaluate` process on the case's rows and prices, seed 0, 5 folds, one job):
 - ``threads1``: ``--threads 1`` (every fit on one torch thread; the process too);
@@ -10,7 +11,8 @@ Runs (each a fresh `locus evaluate` process on the case's rows and prices, seed 
 - ``threads2``: ``--threads 2`` (every fit on two torch threads: float sums in another order, so other trained
   models; the run that tells whether the verdict survives a training's float noise).
 The default is the first three: what a user gets whatever the machine. The figures and the wall seconds of each run
-go to stdout and to ``--out`` (JSON). Each run writes its own result under bench/.cache/<case>/floor/.
+go to stdout and to ``--out`` (JSON). Each run writes its own result under bench/.cache/<case>/floor/;
+``--summarize`` compares the results already there (runs made apart, e.g. one at a time on a busy machine).
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ def figures(result_path: Path) -> dict:
             "threads": result["settings"].get("threads"), "wall_s": result["wall_s"]}
 
 
-def launch(name: str, evaluations: Path, models: Path, folder: Path) -> tuple[subprocess.Popen, subprocess.Popen | None]:
+def launch(name: str, evaluations: Path, models: Path, folder: Path,
+           more: list[str]) -> tuple[subprocess.Popen, subprocess.Popen | None]:
     extra, env, busy = RUNS[name]
+    extra = [*extra, *more]
     log = open(folder / f"{name}.log", "w")
     spinner = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
     process = subprocess.Popen(command(evaluations, models, folder / f"{name}.json", extra), cwd=REPO, stdout=log,
@@ -67,16 +71,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", nargs="+", choices=tuple(RUNS), default=["threads1", "process2", "busy"])
     p.add_argument("--parallel", action="store_true",
                    help="start every run at once (each is then beside the others: the figures must not change)")
+    p.add_argument("--summarize", action="store_true",
+                   help="run nothing: compare the results of --runs already in bench/.cache/<case>/floor/")
     p.add_argument("--out", type=Path, default=None, help="JSON of the figures (default bench/results/floor_<case>.json)")
-    args = p.parse_args(argv)
+    args, more = p.parse_known_args(argv)  # the rest: more `locus evaluate` options, the same for every run
     folder = CACHE / args.case.stem / "floor"
     folder.mkdir(parents=True, exist_ok=True)
     evaluations, models = case_files(args.case, CACHE / args.case.stem)
     rows: dict[str, dict] = {}
     start = time.perf_counter()
-    batches = [args.runs] if args.parallel else [[name] for name in args.runs]
+    batches = [] if args.summarize else [args.runs] if args.parallel else [[name] for name in args.runs]
+    if args.summarize:
+        rows = {name: figures(folder / f"{name}.json") for name in args.runs if (folder / f"{name}.json").is_file()}
+        if len(rows) < 2:
+            raise SystemExit(f"--summarize: fewer than two of {args.runs} have a result in {folder}; run them first")
+        for name, row in rows.items():
+            print(f"{name:<9} {row['figure']:<22} {row['verdict']:<28} LOCUS {100 * row['locus_routing']:.1f}  "
+                  f"{row['wall_s']:7.0f} s")
     for batch in batches:
-        started = {name: (time.perf_counter(), *launch(name, evaluations, models, folder)) for name in batch}
+        started = {name: (time.perf_counter(), *launch(name, evaluations, models, folder, more)) for name in batch}
         for name, (t0, process, spinner) in started.items():
             code = process.wait()
             if spinner is not None:
@@ -95,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     same = all((r["figure"], r["verdict"]) == (first["figure"], first["verdict"]) for r in rows.values())
     print(f"the same verdict and interval in every run: {'yes' if same else 'NO'}")
     out = args.out or RESULTS / f"floor_{args.case.stem.replace('-', '_')}.json"
-    out.write_text(json.dumps({"case": args.case.name, "runs": rows, "same": same,
+    out.write_text(json.dumps({"case": args.case.name, "options": more, "runs": rows, "same": same,
                                "load_at_end": os.getloadavg()[0]}, indent=1) + "\n")
     print(f"wrote {out}")
     return 0 if same else 1
