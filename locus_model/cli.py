@@ -217,9 +217,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
-        jobs = args.jobs or default_jobs(*machine(), tasks=fit_count(folds, methods), threads=threads)
+        cores, load = machine()
+        jobs = args.jobs or default_jobs(cores, load, tasks=fit_count(folds, methods), threads=threads)
         if progress:
-            cores, load = machine()
             print(f"{fit_count(folds, methods)} fits, {jobs} at a time ({'--jobs' if args.jobs else 'the free cores'}: "
                   f"{cores} cores, load {load:.1f}), {threads} torch thread(s) each", file=sys.stderr)
         cache = Path(args.encoding_cache) / spec.name if args.encoding_cache else None
