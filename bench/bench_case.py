@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         from locus_model.evaluation import protocol
 
         protocol.fit_and_predict = cached_fit_and_predict(args.fit_cache, args.tag)
+        if "--jobs" not in extra:  # the cache is this process's: worker processes would fit afresh
+            extra = [*extra, "--jobs", "1"]
 
     out = CACHE / args.case.stem
     evaluations, models = case_files(args.case, out)

@@ -22,6 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from locus_model.threads import default_jobs, machine
+
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
@@ -81,10 +83,12 @@ def add_evaluate(subparsers: argparse._SubParsersAction, *,
                         "anchors wins a query only when its P(correct) is higher by more than P; default 0.02, the "
                         "router's; 0 = the highest P(correct) wins)")
     p.add_argument("--device", default="auto", help="LOCUS training device: auto, cpu, cuda (default auto)")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="(fold, method) fits run at once in worker processes, each with cpu_count // jobs threads "
-                        "(default 1: everything in this process)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads of each fit (default 1; recorded in the result: another count changes "
+                        "float sums, hence the trained models slightly)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="(fold, method) fits run at once in worker processes (default: as many as the cores not "
+                        "busy with other work hold, from the load average; 1 = everything in this process)")
     p.add_argument("--models-file", type=Path, default=None,
                    help="CSV (or Parquet) with a model column and any of params_b, price_input_per_mtok / "
                         "price_output_per_mtok (USD per million tokens), cost_per_query (USD): the columns of the "
@@ -122,12 +126,14 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         return f"--holdout-models {args.holdout_models}: a fraction must be in [0, 1); or give model names, comma-separated"
     if isinstance(holdout, tuple) and not holdout:
         return f"--holdout-models {args.holdout_models!r}: give a fraction in [0, 1) or model names, comma-separated"
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         return f"--jobs {args.jobs}: must be at least 1"
     try:
         routing_policy(args)
     except ValueError as err:
         return f"--guard-margin: {err}"
+    if args.threads is not None and args.threads < 1:
+        return f"--threads {args.threads}: must be at least 1 (torch threads of each fit)"
     if args.models_file is not None and not Path(args.models_file).is_file():
         return (f"--models-file {args.models_file}: no such file. How to fix: a CSV with a model column and params_b, "
                 "price_input_per_mtok / price_output_per_mtok or cost_per_query")
@@ -171,6 +177,11 @@ def held_out_names(names: tuple[str, ...], models: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def fit_count(folds: int | None, methods: Sequence[str]) -> int:
+    """The (fold, method) fits an evaluation runs: the oracle fits nothing, best single always runs."""
+    return (folds or 1) * len(set(methods) - {"oracle"} | {"best_single"})
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     problem = check_evaluate_args(args)
     if problem:
@@ -195,8 +206,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         return fail("evaluate", ValueError(f"--methods: unknown {unknown}; choose from {','.join(METHODS)}"))
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    threads = args.threads or 1
+    torch.set_num_threads(threads)
     progress = not args.quiet
     try:
         spec = resolve_encoder(args.encoder)
@@ -221,6 +232,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if progress:
             print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
                   f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
+        cores, load = machine()
+        jobs = args.jobs or default_jobs(cores, load, tasks=fit_count(folds, methods), threads=threads)
+        if progress:
+            print(f"{fit_count(folds, methods)} fits, {jobs} at a time ({'--jobs' if args.jobs else 'the free cores'}: "
+                  f"{cores} cores, load {load:.1f}), {threads} torch thread(s) each", file=sys.stderr)
         folder = args.encoding_cache
         if folder is None and getattr(args, "default_encoding_cache", None) is not None:
             folder = args.default_encoding_cache()
@@ -236,7 +252,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
             held_out=held_out,
             methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
-            progress=progress, jobs=args.jobs, costs=costs, policy=routing_policy(args),
+            progress=progress, jobs=jobs, threads=threads, costs=costs, policy=routing_policy(args),
         )
         if args.onboard_sizes is not None:  # capability estimates on the same folds and held-out models
             from locus_model.evaluation.capability import capability_from_result  # why: only with --onboard-sizes

@@ -2,22 +2,22 @@
 
 numpy in, numpy out; no autograd (inference_mode); deterministic: a set's embedding is the same bit for bit
 whether it is embedded alone or with any other sets (length_bucket, modules.rowwise). The device and batch
-heuristics (resolve_device, default_max_tokens, torch_threads) live here; the model itself (Locus, the tiles of its
+heuristics (resolve_device, default_max_tokens; torch_threads is locus_model.threads') live here; the model itself (Locus, the tiles of its
 all-pairs scoring, checkpoints) is in locus_model.model.
 """
 
 from __future__ import annotations
 
 import functools
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
 from locus_model.model import Locus
 from locus_model.modules import MIN_ROWS, rowwise
+from locus_model.threads import torch_threads  # re-exported: callers import it from here too
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -30,18 +30,6 @@ def resolve_device(device: str | torch.device) -> torch.device:
 def default_max_tokens(device: torch.device) -> int:
     """Set elements per encoder forward pass: 8k on CPU (measured fastest, bench/README.md), 128k on GPU."""
     return 1 << 17 if device.type == "cuda" else 1 << 13
-
-
-@contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run torch CPU ops on `n` intra-op threads, then restore. Many small forward passes (one evaluation set
-    each, ~10 ms) run fastest on one thread: on a busy 2-core machine two threads made them ~20x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 EvaluationSet = tuple[np.ndarray, np.ndarray]  # (query indices (n,), scores (n,))

@@ -18,6 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from locus_model.evaluation.baselines import Baseline, check_scores
+from locus_model.threads import torch_threads
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,8 @@ class _LatentBaseline(Baseline):
         grid = grid if val is not None else grid[:1]  # no validation: nothing to select on, the first level is used
         if not grid:
             raise ValueError("LatentConfig.noise is empty; give at least one noise level, e.g. (0.05,)")
-        fits = [self._fit_one(phi[cols], mask, targets, val, noise) for noise in grid]
+        with torch_threads(1):  # a small fit: on a busy machine a second thread waits for a core (25x slower)
+            fits = [self._fit_one(phi[cols], mask, targets, val, noise) for noise in grid]
         best = min(range(len(fits)), key=lambda i: fits[i][0])
         self.val_bce_by_noise = {noise: fit[0] for noise, fit in zip(grid, fits)}
         _, net, self.best_step, self.history = fits[best]
@@ -202,7 +204,8 @@ class _LatentBaseline(Baseline):
             loss.backward()
             return loss
 
-        opt.step(closure)
+        with torch_threads(1):  # a small fit, as in fit
+            opt.step(closure)
         self.vectors = torch.cat([self.vectors, new.detach()])
         return rows
 

@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-import torch
 
 from locus_model.evaluation.baselines import Baseline, BestSingle, KNNRouter, PerBenchmark, QueryGroupTable
 from locus_model.evaluation.latent import IRT, MatrixFactorization
@@ -184,7 +183,3 @@ def fit_and_predict(
         return Fitted(probs, time.perf_counter() - t0, method.standing(order), guard_margin)
     return Fitted(probs, time.perf_counter() - t0)
 
-
-def set_threads(n: int) -> None:  # worker initializer of evaluate(jobs > 1)
-
-    torch.set_num_threads(n)

@@ -37,7 +37,8 @@ import pandas as pd
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.data.query_encodings import encoding_matrix
 from locus_model.evaluation.baselines import PerBenchmarkConfig
-from locus_model.evaluation.methods import METHODS, fit_and_predict, set_threads
+from locus_model.evaluation.methods import METHODS, fit_and_predict
+from locus_model.evaluation.progress import FitProgress
 from locus_model.evaluation.results import config_dict, json_clean
 from locus_model.evaluation.splits import Fold, anchor_counts, model_groups, query_folds
 from locus_model.evaluation.summary import REFERENCE, frontier_summary, label_warnings, score_folds, summarise
@@ -45,6 +46,7 @@ from locus_model.evaluation.verdict import best_single_name, cost_share, kept_on
 from locus_model.model import LocusConfig
 from locus_model.routing.frontier import query_costs
 from locus_model.routing.policy import RoutingPolicy
+from locus_model.threads import torch_threads
 from locus_model.training import TrainConfig
 
 
@@ -60,26 +62,34 @@ def _align_encodings(encodings: np.ndarray | Mapping[str, np.ndarray], matrix: E
     return encodings
 
 
-def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict], *, jobs: int,
+def _pinned_fit(threads: int, args: dict):
+    """fit_and_predict(**args) on ``threads`` torch threads: a fit's result does not depend on the machine's cores.
+    Module-level so that a worker process can run it; reads fit_and_predict at call time (benches replace it)."""
+    with torch_threads(threads):
+        return fit_and_predict(**args)
+
+
+def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict], *, jobs: int, threads: int,
              log: Callable[[str], None], total_folds: int) -> dict[tuple[int, str], tuple[np.ndarray, float]]:
-    """(fold index, method) -> (test probs, seconds): in this process, or in ``jobs`` worker processes."""
+    """(fold index, method) -> (test probs, seconds): in this process, or in ``jobs`` worker processes; every fit on
+    ``threads`` torch threads; a progress line with an ETA as each ends."""
     fitted: dict[tuple[int, str], tuple[np.ndarray, float]] = {}
+    progress = FitProgress([(fold.index, name) for fold, name in tasks], total_folds=total_folds, jobs=jobs, say=log)
     if jobs == 1:
         for fold, name in tasks:
-            fitted[fold.index, name] = fit_and_predict(**fit_args(fold, name))
-            log(f"fold {fold.index + 1}/{total_folds} {name:<12} {fitted[fold.index, name][1]:7.1f} s")
+            progress.started(fold.index, name)
+            fitted[fold.index, name] = _pinned_fit(threads, fit_args(fold, name))
+            progress.finished(fold.index, name, fitted[fold.index, name][1])
     elif tasks:
-
-        threads = max(1, (multiprocessing.cpu_count() or 1) // jobs)
-        with ProcessPoolExecutor(  # spawn: a forked torch runtime can hang; each worker gets its share of threads
-            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=set_threads,
-            initargs=(threads,),
+        with ProcessPoolExecutor(  # spawn: a forked torch runtime can hang
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
         ) as executor:
-            futures = {executor.submit(fit_and_predict, **fit_args(fold, name)): (fold.index, name) for fold, name in tasks}
+            futures = {executor.submit(_pinned_fit, threads, fit_args(fold, name)): (fold.index, name)
+                       for fold, name in tasks}
             for future in as_completed(futures):
                 key = futures[future]
                 fitted[key] = future.result()
-                log(f"fold {key[0] + 1}/{total_folds} {key[1]:<12} {fitted[key][1]:7.1f} s (worker)")
+                progress.finished(*key, fitted[key][1], " (worker)")
     return fitted
 
 
@@ -101,6 +111,7 @@ def evaluate(
     only_folds: Sequence[int] | None = None,
     extra_groups: Mapping[str, Sequence[str]] | None = None,
     jobs: int = 1,
+    threads: int = 1,
     fold: Fold | None = None,
     held_out: Sequence[str] | None = None,
     router: Any = None,
@@ -125,8 +136,12 @@ def evaluate(
             settings["only_folds"], and the means/stds are then over those folds only.
         extra_groups: more groups to report, {name: model names}, e.g. the models another run holds out, so
             that their accuracy as in-training models can be set beside their accuracy when onboarded.
-        jobs: (fold, method) fits run at once, each in its own process with cpu_count // jobs torch threads;
-            1 = all in this process. The results do not depend on it beyond float rounding (thread counts differ).
+        jobs: (fold, method) fits run at once, each in its own process; 1 = all in this process. The results do
+            not depend on it (each fit is seeded and pinned to ``threads``).
+        threads: torch intra-op threads of every fit (default 1), recorded in settings["threads"]. Pinned because
+            a parallel sum adds in another order at another thread count, so the trained models (and a guarded
+            router's verdict near its margin) would otherwise depend on the machine's cores; more speed comes
+            from ``jobs``.
         fold: one given split of the queries (indices in EvaluationMatrix order) instead of folds: e.g. the split
             a deployed checkpoint was trained with.
         held_out: the held-out models by name, instead of drawing a ``holdout_models`` share.
@@ -161,6 +176,8 @@ def evaluate(
     if policy.quality_weight != 1 or policy.max_cost is not None or policy.max_params is not None:
         raise ValueError(f"evaluate: {policy} -- the protocol measures routing at quality weight 1 and sweeps the "
                          "weight on its frontier, with no cap: give RoutingPolicy(guard_margin=...) only")
+    if threads < 1:
+        raise ValueError(f"threads={threads}: give the torch threads of each fit, 1 or more (1 = the default)")
     if costs is not None and costs.basis == "none":
         raise ValueError("costs: no model has a price or a parameter count, so there is no quality-cost frontier. How "
                          "to fix: give params_b, price_input_per_mtok / price_output_per_mtok or cost_per_query per model")
@@ -209,7 +226,7 @@ def evaluate(
         )
 
     tasks = [(fold, name) for fold in splits for name in methods if name != "oracle"]  # in the order reported
-    fitted = _fit_all(tasks, fit_args, jobs=jobs, log=log, total_folds=total_folds)
+    fitted = _fit_all(tasks, fit_args, jobs=jobs, threads=threads, log=log, total_folds=total_folds)
     scored = score_folds(splits, methods, fitted, scores, groups, bench, log=log, total_folds=total_folds)
     warnings, degenerate = label_warnings(scores, matrix.models)
     for warning in warnings:
@@ -242,6 +259,7 @@ def evaluate(
             "methods": methods,
             "n_boot": n_boot,
             "jobs": jobs,
+            "threads": threads,  # torch threads of every fit: the results depend on it (float sums), not on jobs
             "vs_methods_intervals": "fold-stratified",  # LOCUS minus others: fold means, resampled within folds
             "encoding_dim": int(enc.shape[1]),
             "guard_margin": None if "locus" not in methods else policy.guard_margin,

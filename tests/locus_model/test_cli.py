@@ -183,3 +183,11 @@ def test_evaluate_checks_its_arguments_before_importing_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, "evaluate", "--evaluations", str(tmp_path),
                            "--out", str(tmp_path / "nowhere" / "r.json")], capture_output=True, text=True)
     assert done.returncode == 2 and "does not exist" in done.stderr, done.stderr
+
+
+def test_the_fits_an_evaluation_runs_count_for_the_jobs_default():
+    from locus_model.cli import fit_count
+
+    assert fit_count(5, ["locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single", "oracle"]) == 30
+    assert fit_count(5, ["locus", "oracle"]) == 10  # best single always runs, the oracle fits nothing
+    assert fit_count(None, ["locus", "best_single"]) == 2  # the table's own split: one fold

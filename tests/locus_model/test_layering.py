@@ -83,7 +83,7 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 # package cycle can hide behind a function-local import). Shared statistics and figures sit below everything that
 # scores, trains or routes.
 ORDER = (
-    ("markdown", "model_config", "modules", "neighbours", "stats", "figures"),
+    ("markdown", "model_config", "modules", "neighbours", "stats", "figures", "threads"),
     ("data",),
     ("model",),
     ("infer",),

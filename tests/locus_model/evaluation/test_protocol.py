@@ -313,8 +313,6 @@ def test_extra_groups_report_chosen_models():
 
 
 def test_worker_processes_give_the_same_results():
-    import os
-
     import torch
 
     from locus_model.model import LocusConfig
@@ -329,18 +327,20 @@ def test_worker_processes_give_the_same_results():
                                  finetune_steps=20, device="cpu"),
     )
     threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))  # what each of 2 workers gets
+    torch.set_num_threads(2)  # the process's count: the fits are pinned to evaluate's threads (1) whatever it is
     try:
         serial = protocol.evaluate(table, unit_encodings(60), jobs=1, **kwargs)
     finally:
         torch.set_num_threads(threads)
+    assert torch.get_num_threads() == threads  # the pin is undone
     parallel = protocol.evaluate(table, unit_encodings(60), jobs=2, **kwargs)
     assert (serial["settings"]["jobs"], parallel["settings"]["jobs"]) == (1, 2)
+    assert serial["settings"]["threads"] == parallel["settings"]["threads"] == 1
     for name in ("locus", "irt", "knn", "best_single"):
         for group in ("all", "in_training", "held_out"):
             for metric in ("routing_acc", "correctness_acc", "auc", "brier"):
                 a, b = serial["methods"][name][group][metric], parallel["methods"][name][group][metric]
-                assert b["mean"] == pytest.approx(a["mean"], abs=1e-6), (name, group, metric)
+                assert b["mean"] == a["mean"], (name, group, metric)  # same threads, same seeds: the same figures
     with pytest.raises(ValueError, match="jobs=0"):
         protocol.evaluate(table, unit_encodings(60), jobs=0, **kwargs)
 
@@ -385,3 +385,25 @@ def test_a_held_out_group_of_one_model_is_warned_about_and_its_routing_is_not_sh
     rows = text.split("[all]", 1)[1].split("\n\n", 1)[0].splitlines()[1:]  # header and method rows
     starts = {line.index("[") if "[" in line else None for line in rows[2:]} - {None}
     assert len(starts) <= 1  # the vs best_single intervals start in one column, tie or not
+
+
+def test_every_fit_runs_on_the_pinned_thread_count(monkeypatch):
+    import torch
+
+    seen = []
+    real = protocol.fit_and_predict
+
+    def spy(**args):
+        seen.append((args["name"], torch.get_num_threads()))
+        return real(**args)
+
+    monkeypatch.setattr(protocol, "fit_and_predict", spy)
+    before = torch.get_num_threads()
+    res = protocol.evaluate(make_table(), unit_encodings(60), budget=20, folds=2, methods=("knn", "best_single"),
+                            progress=False, n_boot=20, threads=3)
+    assert seen and {n for _, n in seen} == {3}, seen
+    assert res["settings"]["threads"] == 3
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="threads=0"):
+        protocol.evaluate(make_table(), unit_encodings(60), budget=20, folds=2, methods=("best_single",),
+                          progress=False, threads=0)
