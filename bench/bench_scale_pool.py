@@ -91,6 +91,7 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
     router = object.__new__(Gateway)
     router.config, router.metrics = ServeConfig(policy=RoutingPolicy(quality_weight=0.9)), Metrics()
     router.batcher = Batcher()
+    router.single_model, router.serve_reason = None, "the router (a bench of the decision)"
 
     async def run() -> list[float]:
         latencies = []
