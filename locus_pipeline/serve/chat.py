@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens, fallback_chain
 from locus_pipeline.serve.http import ApiError
 from locus_pipeline.serve.gateway import Gateway
+from locus_pipeline.serve.learning import client_of
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.serve.upstream import UpstreamFailed, forward
 
@@ -50,8 +51,12 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
     if target:  # a named model answers; its embedding neighbours are its fallbacks
         decision["fallbacks"] = [snap.names[i] for i in _neighbours(gateway, snap, target)]
     decision["fallbacks"] = _chain_after(decision, allowed, snap)
+    client = client_of(headers or {})
     if snap.dry_run:
-        return _dry_run_answer(decision, stream)
+        learned = gateway.issue(decision, decision["chosen"], client)
+        response = _dry_run_answer(decision, stream)
+        response.headers.update(learned)
+        return response
     if not snap.upstreams:  # never a 200 without an upstream unless a dry run was asked for
         raise ApiError(503, f"no upstream is configured for {decision['chosen']!r} (the model this request routes "
                             "to) nor any other pool model. How to fix: start locus serve with --models-config naming "
@@ -79,6 +84,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
             continue
         gateway.cooldowns.succeeded(name)
         gateway.metrics.answers.labels(name).inc()
+        learned = gateway.issue(decision, name, client)  # the answer's request id: its outcome grades `name`
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
             answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
             if isinstance(answer, dict):
@@ -87,6 +93,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
                 resp = JSONResponse(answer, headers={k: v for k, v in resp.headers.items() if k.startswith("x-locus")})
         resp.headers["x-locus-chosen"] = decision["chosen"]
         resp.headers["x-locus-fallbacks-used"] = str(len(errors))
+        resp.headers.update(learned)
         return resp
     if len(chain) == 1:  # no fallback allowed: the upstream's own failure, scrubbed
         fail = errors[0]
