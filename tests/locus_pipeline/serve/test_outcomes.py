@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from locus_pipeline.cli import main as cli_main
 from locus_pipeline.storage.traffic import Retention
 from tests.locus_pipeline.serve.helpers import NAMES, QUERY, FakeUpstreams, chat, client_for, upstream_config, wait_for
 
@@ -162,13 +163,19 @@ def test_a_reset_in_the_log_forgets_a_models_outcomes_on_every_replica(built, tm
         demote(client, first, n=40)
         graded = learning(client).counts()
         assert graded.get(first) and len(graded) > 1
-        built["home"].append_outcome_records([{"reset": first, "time": 0.0}])  # what `locus learn reset` writes
+        assert cli_main(["learn", "reset", first, "--home", str(built["home"].path)]) == 0
         wait_for(lambda: first not in learning(client).counts(), "the reset read from the log")
         learned = {x["model"]: x["p_correct"] for x in route(client).json()["ranking"]}
     with client_for(built, tmp_path, learn=False) as frozen:
         router = {x["model"]: x["p_correct"] for x in frozen.post("/route", json={"query": QUERY}).json()["ranking"]}
     assert learned[first] == router[first]  # back to the router's own P
     assert all(learned[n] > router[n] for n in graded if n != first)  # the others keep what they learned (all 1s)
+
+
+def test_a_reset_names_a_pool_model(built, capsys):
+    assert cli_main(["learn", "reset", "nobody", "--home", str(built["home"].path)]) != 0
+    assert "'nobody' is not in the pool" in capsys.readouterr().err
+    assert not built["home"].traffic_folder("outcomes").exists()
 
 
 def test_the_traffic_log_keeps_what_the_decision_log_promises(built, tmp_path):
