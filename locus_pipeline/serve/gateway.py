@@ -216,6 +216,19 @@ class Gateway:
         try:
             decisions, outcomes = await run_in_threadpool(self.learning.read_logs)
             self.learning.catch_up(decisions, outcomes)
+            snap, waiting = self.snapshot, self.learning.unscored
+            while waiting:  # a dropped file's (model, query, score) rows: the router places each query, a batch at once
+                chunk = waiting[:self.config.max_batch]
+                results = await asyncio.gather(*(self.scorer.score_full(snap, str(r["query"])) for r in chunk),
+                                               return_exceptions=True)
+                for record, scored in zip(chunk, results):
+                    if isinstance(scored, EncodingInputError):
+                        log.warning("a graded outcome's query (a dropped file) cannot be encoded: %s", scored)
+                    elif isinstance(scored, BaseException):
+                        raise scored  # the chunk stays for the next tick (each row counts once: by its id)
+                    else:
+                        self.learning.take_scored(snap, record, scored)
+                del waiting[:len(chunk)]
             await run_in_threadpool(self.learning.housekeeping, self.learning.due())
         except Exception as err:  # keep serving; the next tick reads again from the same offsets
             log.error("reading the traffic log failed (tried again in %g s): %s", self.config.poll_seconds, err)

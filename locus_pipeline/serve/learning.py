@@ -103,6 +103,7 @@ class Learning:
         self.pending: list[dict] = []  # outcomes read before their decision
         self.direct: set[str] = set()  # outcomes posted here and applied, not yet read back from the log
         self.reserved: set[str] = set()  # outcomes posted here, being written to the log
+        self.unscored: list[dict] = []  # graded (model, query) rows of a dropped file: the scorer places them
         self.changed, self.saved_at, self.pruned_at = False, time.monotonic(), 0.0
         self.learner, self.names, self.checkpoint_id = self._fresh(snap), snap.names, snap.checkpoint_id
         self.decisions_tail = home.traffic_tail("decisions")
@@ -124,6 +125,7 @@ class Learning:
             applied = {str(k): int(v) for k, v in saved.get("offsets", {}).items()}
             self.pending = list(saved.get("pending", []))
             self.direct = set(saved.get("direct", []))
+            self.unscored = list(saved.get("unscored", []))
             self.graded.update({rid: time.time() for rid in self.direct})
         elif saved:
             log.info("the learner's saved state is of checkpoint %s, not %s: learning starts afresh",
@@ -142,7 +144,8 @@ class Learning:
     def state(self) -> dict:
         return {"checkpoint_id": self.checkpoint_id, "saved_at": time.time(), "writer": self.writer,
                 "learner": self.learner.state_dict(), "offsets": dict(self.outcomes_tail.offsets),
-                "pending": self.pending[-MAX_PENDING:], "direct": sorted(self.direct)}
+                "pending": self.pending[-MAX_PENDING:], "direct": sorted(self.direct),
+                "unscored": self.unscored[-MAX_PENDING:]}
 
     def due(self) -> dict | None:
         """The state to save now (on the event loop: a consistent copy), None when unchanged or saved recently."""
@@ -275,6 +278,10 @@ class Learning:
             return
         if not rid or rid in self.graded:
             return
+        if "model" in record and "query" in record:  # a dropped file's (model, query, score) row
+            if len(self.unscored) < MAX_PENDING:
+                self.unscored.append(record)
+            return
         issued = self.issued.get(rid)
         if issued is None:
             if len(self.pending) < MAX_PENDING:
@@ -294,6 +301,22 @@ class Learning:
         self.changed = True
         if self.metrics is not None:
             self.metrics.outcomes.labels(issued.model, str(record.get("source", "user"))).inc()
+
+    def take_scored(self, snap: Snapshot, record: dict, scored: Scored) -> None:
+        """A dropped file's graded (model, query) row, its query scored by the router: learned like an answer."""
+        rid, model = str(record["request_id"]), str(record["model"])
+        if rid in self.graded or not self.aligned(snap):
+            return
+        self.graded[rid] = float(record.get("time", time.time()))
+        if model not in snap.index:
+            log.warning("a graded outcome of %r (a dropped file): not a pool model; not learned", model[:80])
+            return
+        m = snap.index[model]
+        self.learner.observe(m, scored.group, float(record["score"]), float(scored.probs[m]),
+                             client=f"file:{record.get('file', '')}")
+        self.changed = True
+        if self.metrics is not None:
+            self.metrics.outcomes.labels(model, str(record.get("source", "file"))).inc()
 
     def _retry_pending(self) -> None:
         waiting, self.pending = self.pending, []

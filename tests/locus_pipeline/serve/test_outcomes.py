@@ -185,3 +185,25 @@ def test_the_traffic_log_keeps_what_the_decision_log_promises(built, tmp_path):
     assert record["request_id"] == rid and len(record["query_sha256"]) == 64 and record["encoding_dtype"] == "float16"
     assert set(record["candidates"]) == set(NAMES) and record["explored"] is False and record["chosen"] in NAMES
     assert Retention().days == 30
+
+
+def test_a_dropped_file_of_graded_outcomes_is_learned_by_the_running_gateway(built, tmp_path):
+    from locus_pipeline.intake import DropFolder, intake_file
+
+    folder = DropFolder(built["home"]).ensure()
+    with client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as client:
+        r = route(client)
+        rid, chosen = r.headers["x-locus-request-id"], r.json()["chosen"]
+        other = next(n for n in NAMES if n != chosen)
+        path = folder.incoming / "graded.outcomes.csv"
+        path.write_text(f"model,query,score\n{other},{QUERY},1\n{other},another question,1\n")
+        assert intake_file(path, folder).status == "accepted"
+        path = folder.incoming / "by-id.outcomes.jsonl"
+        path.write_text(f'{{"request_id": "{rid}", "score": 0}}\n')
+        assert intake_file(path, folder).status == "accepted"
+        # (a cell's older evidence is discounted by the learner's half-life: 2 answers count 1.999)
+        wait_for(lambda: learning(client).counts() == pytest.approx({chosen: 1.0, other: 2.0}, abs=0.01),
+                 "the dropped outcomes learned")
+        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 409
+        metrics = client.get("/metrics").text
+    assert f'locus_outcomes_total{{model="{other}",source="file"}} 2.0' in metrics
