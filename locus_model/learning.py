@@ -103,6 +103,11 @@ class Learner:
             self._shift = _logit(self.posterior.mean()) - _logit(self._base())
         return self._shift
 
+    def profiles(self) -> np.ndarray:
+        """(M, K) the group profiles the outcomes taught: each model's starting profile shifted as its queries are
+        (what the guard's standing reads in place of the trained profiles)."""
+        return 1.0 / (1.0 + np.exp(-(_logit(self.start) + self.shift())))
+
     def proba(self, p: np.ndarray, groups: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """(M, Q) learned P(correct) from the router's P (M, Q) on queries of groups (Q,); ``rows``: p holds only
         these models' rows (R, Q)."""

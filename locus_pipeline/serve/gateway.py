@@ -298,8 +298,9 @@ class Gateway:
                            code="invalid_query_text")
         learning = self.learning
         probs = scored.probs[rows] if learning is None else learning.proba(snap, scored, rows)  # the learned P
-        # the operator's margin (--guard-margin) where given, else the checkpoint's
-        guard = snap.scorer.guard(None if isinstance(rows, slice) else rows, self.config.guard_margin)
+        # the operator's margin (--guard-margin) where given, else the checkpoint's; learning: the learned standing
+        guard = (snap.scorer.guard(None if isinstance(rows, slice) else rows, self.config.guard_margin)
+                 if learning is None else learning.guard(snap, rows, self.config.guard_margin))
         try:
             d = route(probs, costs, quality_weight=w, max_cost=max_cost, params=params, max_params=max_params,
                       embeddings=snap.embeddings[rows], n_fallbacks=self.config.n_fallbacks, guard=guard)

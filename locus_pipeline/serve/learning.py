@@ -27,6 +27,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from locus_model.guard import Guard
 from locus_model.learning import ExplorationBudget, Learner, LearningConfig
 from locus_pipeline.serve.scorer import Scored
 from locus_pipeline.serve.snapshot import Snapshot
@@ -103,6 +104,7 @@ class Learning:
         self.pending: list[dict] = []  # outcomes read before their decision
         self.direct: set[str] = set()  # outcomes posted here and applied, not yet read back from the log
         self.reserved: set[str] = set()  # outcomes posted here, being written to the log
+        self._standing: tuple | None = None  # (the learner's shift it was computed from, (M,) learned standing)
         self.unscored: list[dict] = []  # graded (model, query) rows of a dropped file: the scorer places them
         self.changed, self.saved_at, self.pruned_at = False, time.monotonic(), 0.0
         self.learner, self.names, self.checkpoint_id = self._fresh(snap), snap.names, snap.checkpoint_id
@@ -177,6 +179,17 @@ class Learning:
         if not self.aligned(snap):  # a request that began before a reload: the router's P
             return p
         return self.learner.proba(p[:, None], [scored.group], None if isinstance(rows, slice) else rows)[:, 0]
+
+    def guard(self, snap: Snapshot, rows, margin: float | None) -> Guard:
+        """The router's guard over ``rows`` with the standing of the learned profiles: the model of highest standing
+        is the one the outcomes, not only the evaluations, say is most accurate (recomputed when the outcomes change)."""
+        trained = snap.scorer.guard(None if isinstance(rows, slice) else rows, margin)
+        if not self.aligned(snap):
+            return trained
+        shift = self.learner.shift()
+        if self._standing is None or self._standing[0] is not shift:
+            self._standing = (shift, snap.scorer.router.standing(self.learner.profiles()))
+        return Guard(self._standing[1][rows], trained.margin)
 
     def draw(self, snap: Snapshot, scored: Scored, rows) -> np.ndarray:
         """(R,) one Thompson draw of the rows' P(correct)."""
