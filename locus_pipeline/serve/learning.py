@@ -263,7 +263,7 @@ class Learning:
         if rid in self.graded or rid in self.reserved:
             raise OutcomeRefused(409, f"request id {rid[:80]!r} already has an outcome: each answer is graded once")
         return {"request_id": rid, "score": float(score), "source": source, "client": client, "time": time.time(),
-                "writer": self.writer}
+                "model": issued.model, "writer": self.writer}
 
     def log_outcomes(self, records: list[dict]) -> None:  # in the thread pool: durable before the 202
         self.outcome_log.append(records, sync=True)

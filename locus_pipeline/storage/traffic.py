@@ -18,6 +18,8 @@ the oldest ones while the total passes ``max_mb`` (never one written in the last
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import os
@@ -27,6 +29,9 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
 
 from locus_pipeline.storage.files import StorageError, is_remote, write_bytes_atomic
 
@@ -252,6 +257,43 @@ class TrafficLog:
         writer = self.traffic_writer("outcomes", writer_id())
         writer.append(records, sync=True)
         writer.close()
+
+    def traffic_evaluations(self, checkpoint_id: str | None = None) -> pd.DataFrame:
+        """The graded answers the traffic log holds, as evaluations: model, query_id (``traffic-`` and the query's
+        sha256 prefix), score, source, time, and the query's ``encoding`` (float32, from the decision log) or, for a
+        dropped file's (model, query) rows, its ``query`` text. The first outcome of a request counts; a model's
+        outcomes before its last reset do not; per (model, query) the newest answer wins (as in an evaluation
+        store). ``checkpoint_id``: only answers routed with that checkpoint (their encodings are its encoder's)."""
+        decisions = {str(r["request_id"]): r for _, _, r in self.traffic_tail("decisions").read() if "request_id" in r}
+        rows, seen, resets = [], set(), {}
+        for _, _, r in self.traffic_tail("outcomes").read():
+            if "reset" in r:
+                resets[str(r["reset"])] = max(resets.get(str(r["reset"]), 0.0), float(r.get("time", 0.0)))
+                continue
+            rid = str(r.get("request_id", ""))
+            if not rid or rid in seen:
+                continue
+            seen.add(rid)
+            base = {"score": float(r["score"]), "source": str(r.get("source", "user")), "time": float(r.get("time", 0.0))}
+            if "query" in r and "model" in r:
+                digest = hashlib.sha256(str(r["query"]).encode("utf-8", "surrogatepass")).hexdigest()
+                rows.append({**base, "model": str(r["model"]), "query_id": f"traffic-{digest[:16]}", "query": str(r["query"]),
+                             "encoding": None, "checkpoint_id": None})
+                continue
+            d = decisions.get(rid)
+            if d is None:
+                continue
+            vector = np.frombuffer(base64.b64decode(d["encoding"]), np.float16).astype(np.float32)
+            rows.append({**base, "model": str(d["answered_by"]), "query_id": f"traffic-{d['query_sha256'][:16]}",
+                         "query": None, "encoding": vector, "checkpoint_id": str(d["checkpoint_id"])})
+        columns = ["model", "query_id", "score", "source", "time", "query", "encoding", "checkpoint_id"]
+        frame = pd.DataFrame(rows, columns=columns)
+        if len(frame):
+            frame = frame[frame["time"] >= frame["model"].map(resets).fillna(-np.inf)]
+            if checkpoint_id is not None:
+                frame = frame[frame["checkpoint_id"].isna() | (frame["checkpoint_id"] == checkpoint_id)]
+            frame = frame.sort_values("time", kind="stable").drop_duplicates(["model", "query_id"], keep="last")
+        return frame.reset_index(drop=True)
 
     def read_learner_state(self) -> dict | None:
         """The learner's saved state ({state, offsets, checkpoint_id, ...}), None when there is none."""

@@ -210,3 +210,25 @@ def test_a_dropped_file_of_graded_outcomes_is_learned_by_the_running_gateway(bui
         assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 409
         metrics = client.get("/metrics").text
     assert f'locus_outcomes_total{{model="{other}",source="file"}} 2.0' in metrics
+
+
+def test_the_traffic_evaluations_are_the_graded_answers_with_their_encodings(built, tmp_path):
+    home = built["home"]
+    with client_for(built, tmp_path, explore=0.0) as client:
+        graded = []
+        for query, score in ((QUERY, 0.0), ("another question", 1.0), (QUERY, 1.0)):
+            r = route(client, query)
+            graded.append((r.json()["chosen"], score))
+            assert client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
+                                                     "score": score}).status_code == 202
+        route(client, "never graded")
+    home.append_outcome_records([{"request_id": "file-x-1", "model": NAMES[0], "query": "from a file", "score": 1.0,
+                                  "source": "file", "time": 1e12}])
+    table = home.traffic_evaluations(built["checkpoint_id"])
+    assert len(table) == 3 + 1 - (graded[0][0] == graded[2][0])  # the same model on the same query: newest wins
+    from_log = table[table["encoding"].notna()]
+    assert all(len(v) == 256 for v in from_log["encoding"]) and set(from_log["model"]) <= set(NAMES)
+    assert table.loc[table["query"] == "from a file", "model"].tolist() == [NAMES[0]]
+    home.append_outcome_records([{"reset": NAMES[0], "time": 2e12}])
+    assert NAMES[0] not in set(home.traffic_evaluations()["model"])
+    assert home.traffic_evaluations("another-checkpoint")["encoding"].isna().all()
