@@ -7,6 +7,8 @@ import dagster as dg
 
 # Keys are locus_model.data.contract.safe_model_key(model name): ASCII, no "/", ".." or spaces; the sensor adds them.
 onboarded_models = dg.DynamicPartitionsDefinition(name="onboarded_models")
+# One per pool model with graded traffic (locus serve's outcomes), keyed the same way; the traffic sensor adds them.
+traffic_models = dg.DynamicPartitionsDefinition(name="traffic_models")
 
 PARTITION_TAG = "dagster/partition"
 RANGE_START_TAG = "dagster/asset_partition_range_start"  # Dagster's tags of a run over a range of partitions

@@ -179,3 +179,44 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
         if n:
             return dg.SkipReason(f"waiting for {n} {name} run(s) to finish before refreshing the reports" + died)
     return dg.SensorResult(run_requests=[request], cursor=str(pool.storage_id))
+
+
+@dg.sensor(
+    asset_selection=dg.AssetSelection.assets("traffic_evaluations"),
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="locus serve's outcome log (LOCUS_HOME/traffic/outcomes/): a pool model that gained enough graded "
+                "answers -> its traffic_evaluations partition (traffic_model_embedding follows: eager).",
+)
+def traffic_sensor(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
+    """Reads the outcome log from the cursor's offsets, counts graded answers per model since its last request
+    (a reset starts the count again) and requests ``traffic_evaluations[key]`` for each model past MIN_NEW_ANSWERS."""
+    import json
+
+    from locus_model.data.contract import safe_model_key
+    from locus_pipeline.defs.assets.traffic import MIN_NEW_ANSWERS
+    from locus_pipeline.defs.partitions import traffic_models
+
+    state = json.loads(context.cursor) if context.cursor else {"offsets": {}, "since": {}, "total": {}}
+    tail = home.traffic_tail("outcomes", state["offsets"])
+    since, total = state["since"], state["total"]
+    for _, _, record in tail.read():
+        if "reset" in record:
+            since[str(record["reset"])] = 0
+        elif "model" in record:  # posted outcomes and a dropped file's rows name the model that answered
+            name = str(record["model"])
+            since[name], total[name] = since.get(name, 0) + 1, total.get(name, 0) + 1
+    due = sorted(name for name, n in since.items() if n >= MIN_NEW_ANSWERS)
+    known = set(context.instance.get_dynamic_partitions(traffic_models.name)) if context.instance else set()
+    keys = {name: safe_model_key(name) for name in due}
+    cursor = json.dumps({"offsets": tail.offsets, "since": {n: (0 if n in keys else c) for n, c in since.items()},
+                         "total": total})
+    if not due:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"no model has {MIN_NEW_ANSWERS} new graded answers yet"),
+                               cursor=cursor)
+    new = [keys[n] for n in due if keys[n] not in known]
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(partition_key=keys[n], run_key=f"traffic-{keys[n]}-{total[n]}",
+                                    tags={"locus/model": n[:255], "locus/trigger": "traffic"}) for n in due],
+        dynamic_partitions_requests=[traffic_models.build_add_request(new)] if new else [],
+        cursor=cursor)
