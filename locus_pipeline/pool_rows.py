@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from locus_model.data.contract import safe_model_key
 from locus_model.data.matrix import evaluations_digest
 from locus_model.pool import embed_models
 from locus_pipeline.storage import LocusHome
@@ -41,8 +42,6 @@ def relearned_rows(home: LocusHome, checkpoint, name: str, source: str, traffic:
     onboarded model's store) and its graded traffic (``traffic``: the traffic_evaluations table's rows of it, each
     with its query encoding): one forward pass, the source kept. What the model was trained on is not changed."""
     if source == "onboarded":
-        from locus_model.data.contract import safe_model_key
-
         table = home.read_store(safe_model_key(name))
         encodings, _ = home.encode(table, checkpoint.encoder, runtime=checkpoint.runtime)
     else:
