@@ -42,6 +42,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         await run_in_threadpool(gateway.scorer.encode, gateway.snapshot, ["warm up"])
         gateway.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
         gateway.scorer.start()
+        gateway.log_lock = asyncio.Lock()  # this event loop's (an app may be started more than once, e.g. in tests)
         tasks = [asyncio.create_task(gateway.watch())]
         try:
             yield

@@ -115,6 +115,7 @@ class Gateway:
         self.single_model, self.serve_reason = single_model(config.serve, self.snapshot, self.home)
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
+        self.log_lock: asyncio.Lock | None = None  # made on the serving event loop (the app's lifespan)
         self.learning = Learning(self.home, self.snapshot, config=learning_config(config),
                                  retention=Retention(days=config.traffic_days, max_mb=config.traffic_max_mb),
                                  metrics=self.metrics) if config.learn else None
@@ -213,6 +214,12 @@ class Gateway:
         its state now and then. A storage error is logged and tried again at the next tick."""
         if self.learning is None:
             return
+        if self.log_lock is None:
+            self.log_lock = asyncio.Lock()
+        async with self.log_lock:  # the watcher's tick and an outcome for an id not read yet: one reader at a time
+            await self._learn_from_log()
+
+    async def _learn_from_log(self) -> None:
         try:
             decisions, outcomes = await run_in_threadpool(self.learning.read_logs)
             self.learning.catch_up(decisions, outcomes)
