@@ -232,3 +232,34 @@ def test_the_traffic_evaluations_are_the_graded_answers_with_their_encodings(bui
     home.append_outcome_records([{"reset": NAMES[0], "time": 2e12}])
     assert NAMES[0] not in set(home.traffic_evaluations()["model"])
     assert home.traffic_evaluations("another-checkpoint")["encoding"].isna().all()
+
+
+@pytest.mark.e2e
+def test_two_replicas_on_a_home_in_object_storage_share_what_they_learn(built, tmp_path):
+    """The same as on a local home, with LOCUS_HOME in a bucket (moto): segments uploaded whole, tailed by listing."""
+    from locus_pipeline.serve import ServeConfig, create_app
+    from fastapi.testclient import TestClient
+    from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
+
+    with s3_endpoint():
+        from upath import UPath
+
+        url = f"s3://{BUCKET}/home"
+        local = built["home"].path
+        for path in local.rglob("*"):
+            if path.is_file() and ".locks" not in path.parts:
+                target = UPath(url) / path.relative_to(local).as_posix()
+                target.fs.put_file(str(path), target.path)
+
+        def replica() -> TestClient:
+            return TestClient(create_app(ServeConfig(home=url, explore=0.0, poll_seconds=0.05)))
+
+        with replica() as a, replica() as b:
+            r = route(a)
+            rid, model = r.headers["x-locus-request-id"], r.json()["chosen"]
+            ok = b.post("/v1/outcomes", json={"request_id": rid, "score": 0.0})
+            assert ok.status_code == 202, ok.text
+            wait_for(lambda: learning(a).counts().get(model), "replica a learning b's outcome")
+            assert a.post("/v1/outcomes", json={"request_id": rid, "score": 1.0}).status_code == 409
+        with replica() as c:  # a restart on the bucket: the state and the log are there
+            assert learning(c).counts() == {model: 1.0}
