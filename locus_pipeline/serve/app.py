@@ -128,8 +128,16 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         if not items or len(items) > MAX_OUTCOMES:
             raise ApiError(422, f"send 1 to {MAX_OUTCOMES} outcomes per request (got {len(items)})")
         client = client_of(request.headers)
-        if any(isinstance(i, dict) and i.get("request_id") not in learning.issued for i in items):
-            await gateway.learn_from_log()  # another replica's request: read the log before saying 404
+        def unknown() -> bool:
+            return any(isinstance(i, dict) and i.get("request_id") not in learning.issued for i in items)
+
+        if unknown():  # another replica's request: read the log before saying 404
+            await gateway.learn_from_log()
+            # in a bucket a replica uploads its decisions at each tick: wait two ticks for them at most
+            deadline = time.monotonic() + 2 * config.poll_seconds + 0.5
+            while gateway.home.remote and unknown() and time.monotonic() < deadline:
+                await asyncio.sleep(min(config.poll_seconds / 2, 0.5))
+                await gateway.learn_from_log()
         results, records = [], []
         for item in items:
             try:

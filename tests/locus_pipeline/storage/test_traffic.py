@@ -80,7 +80,7 @@ def test_the_log_in_object_storage_is_uploaded_whole_and_tailed(tmp_path):
     from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
 
     with s3_endpoint():
-        home = LocusHome(root=f"s3://{BUCKET}/home", cache=str(tmp_path / "cache"))
+        home = LocusHome(root=f"s3://{BUCKET}/{tmp_path.name}", cache=str(tmp_path / "cache"))  # moto keeps buckets per process
         a, b = home.traffic_writer("outcomes", "replica-a"), home.traffic_writer("outcomes", "replica-b")
         tail = home.traffic_tail("outcomes")
         a.append([{"n": 1}], sync=True)
