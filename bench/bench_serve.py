@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.bench_serve [--runtimes torch,onnx-int8] [--requests 1000] [--concurrency 16]
         [--sequential 300] [--open-loop-rate 100] [--open-loop 1000] [--threads 1] [--models 30]
     .venv/bin/python -m bench.bench_serve --hostile [--sequential 300] [--hostile-clients 2]
+    .venv/bin/python -m bench.bench_serve --runtimes onnx-int8 --learning both   (learning on, then --no-learn)
 
 1. Builds a home in a temporary folder: a random (untrained) checkpoint of the default LocusConfig size with the
    real all-MiniLM-L6-v2 encoder, a pool of --models models (the MMLU-Pro models file's names, parameter counts
@@ -176,7 +177,7 @@ def rss_mb(pid: int) -> dict:
     return fields
 
 
-def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict) -> dict:
+def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict, extra: tuple[str, ...] = ()) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO), "LOCUS_CACHE_DIR": str(Path(tmp) / "cache")}
     import socket
 
@@ -186,7 +187,7 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict) -> dict:
     log_path = Path(tmp) / f"serve-{runtime}.log"  # a file, not a pipe: a full pipe nobody reads blocks the server
     server = subprocess.Popen([sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", str(home),
                                "--port", str(args.port), "--threads", str(args.threads), "--encoder-runtime", runtime,
-                               "--batch-wait-ms", str(args.batch_wait_ms)], env=env,
+                               "--batch-wait-ms", str(args.batch_wait_ms), *extra], env=env,
                               stdout=subprocess.DEVNULL, stderr=log_path.open("wb"), start_new_session=True)
     try:
         t0 = time.perf_counter()
@@ -349,6 +350,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18731)
     parser.add_argument("--warmup", type=int, default=64)
     parser.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
+    parser.add_argument("--learning", choices=["on", "off", "both"], default="on",
+                        help="learning from outcomes (request ids, the decision log, the learned P, exploration at "
+                             "its default budget) on, off (--no-learn), or both in turn per runtime")
     parser.add_argument("--hostile", action="store_true", help="the hostile-upstream run instead (see above)")
     parser.add_argument("--hostile-clients", type=int, default=2, help="clients looping per hostile behaviour")
     args = parser.parse_args()
@@ -357,6 +361,8 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
+    learning = {"on": [()], "off": [("--no-learn",)], "both": [(), ("--no-learn",)]}[args.learning]
+    runs = [(r, extra) for r in runtimes for extra in learning]
 
     with tempfile.TemporaryDirectory(prefix="locus-bench-serve-") as tmp:
         home = Path(tmp) / "home"
@@ -364,14 +370,15 @@ def main() -> None:
         build(home, args.models, runtimes[-1])
         print(f"home built in {time.perf_counter() - t0:.1f} s: {args.models} models, all-MiniLM-L6-v2", flush=True)
         results = {}
-        for k, runtime in enumerate(runtimes):  # distinct texts per runtime: no server sees a query twice
+        for k, (runtime, extra) in enumerate(runs):  # distinct texts per run: no server sees a query twice
             per = args.warmup + args.sequential + args.requests + args.open_loop
-            pool = query_texts(per * len(runtimes), short=True)[k * per : (k + 1) * per]
+            pool = query_texts(per * len(runs), short=True)[k * per : (k + 1) * per]
             cut = np.cumsum([args.warmup, args.sequential, args.requests])
-            longs = query_texts(args.long_requests * len(runtimes), seed=1) if args.long_requests else []
+            longs = query_texts(args.long_requests * len(runs), seed=1) if args.long_requests else []
             texts = {"warm": pool[: cut[0]], "sequential": pool[cut[0] : cut[1]], "distinct": pool[cut[1] : cut[2]],
                      "open": pool[cut[2] :], "long": longs[k * args.long_requests : (k + 1) * args.long_requests]}
-            results[runtime] = serve_one(home, tmp, runtime, args, texts)
+            name = runtime + ("/learning-off" if extra else ("/learning-on" if args.learning == "both" else ""))
+            results[name] = serve_one(home, tmp, runtime, args, texts, extra)
     result = {"concurrency": args.concurrency, "server_threads": args.threads, "models": args.models,
               "batch_wait_ms": args.batch_wait_ms, "cpu_count": os.cpu_count(), "runtimes": results}
     print(json.dumps(result, indent=2))

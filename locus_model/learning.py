@@ -81,6 +81,7 @@ class Learner:
     start: np.ndarray  # (M, K) the prior mean before any outcome (the group profiles)
     config: LearningConfig = field(default_factory=LearningConfig)
     client_counts: dict = field(default_factory=dict)  # client -> (M, K) its share of the evidence
+    _shift: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)  # shift()'s cache
 
     @classmethod
     def start_from(cls, names, profiles: np.ndarray, config: LearningConfig | None = None) -> "Learner":
@@ -90,23 +91,37 @@ class Learner:
         post = CellPosterior.from_prior(profiles, config.prior_var)
         return cls(tuple(names), post, np.zeros_like(post.prior_mean), post.prior_mean.copy(), config)
 
-    def _base(self) -> np.ndarray:
-        """(M, K) the posterior mean each cell would have with no outcomes: the zero of the shift."""
+    def _base(self, cells=slice(None)) -> np.ndarray:
+        """The posterior mean each cell would have with no outcomes: the zero of the shift."""
         eps = self.posterior.robust
-        return (1.0 - eps) * self.posterior.prior_mean + eps * 0.5
+        return (1.0 - eps) * self.posterior.prior_mean[cells] + eps * 0.5
 
     def shift(self) -> np.ndarray:
-        """(M, K) logit(posterior mean) - its value with no outcomes: what outcomes add to the router's logit."""
-        return _logit(self.posterior.mean()) - _logit(self._base())
+        """(M, K) logit(posterior mean) - its value with no outcomes: what outcomes add to the router's logit.
+        Computed once per change of the evidence (a request reads it)."""
+        if self._shift is None:
+            self._shift = _logit(self.posterior.mean()) - _logit(self._base())
+        return self._shift
 
-    def proba(self, p: np.ndarray, groups: np.ndarray) -> np.ndarray:
-        """(M, Q) learned P(correct) from the router's P (M, Q) on queries of groups (Q,)."""
-        return 1.0 / (1.0 + np.exp(-(_logit(p) + self.shift()[:, np.asarray(groups)])))
+    def profiles(self) -> np.ndarray:
+        """(M, K) the group profiles the outcomes taught: each model's starting profile shifted as its queries are
+        (what the guard's standing reads in place of the trained profiles)."""
+        return 1.0 / (1.0 + np.exp(-(_logit(self.start) + self.shift())))
 
-    def draw(self, p: np.ndarray, groups: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """(M, Q) one Thompson draw: each cell's rate drawn from its posterior in place of its mean."""
-        shift = _logit(self.posterior.sample(rng)) - _logit(self._base())
+    def proba(self, p: np.ndarray, groups: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        """(M, Q) learned P(correct) from the router's P (M, Q) on queries of groups (Q,); ``rows``: p holds only
+        these models' rows (R, Q)."""
+        shift = self.shift() if rows is None else self.shift()[np.asarray(rows)]
         return 1.0 / (1.0 + np.exp(-(_logit(p) + shift[:, np.asarray(groups)])))
+
+    def draw(self, p: np.ndarray, groups: np.ndarray, rng: np.random.Generator,
+             rows: np.ndarray | None = None) -> np.ndarray:
+        """(M, Q) one Thompson draw: each cell's rate drawn from its posterior in place of its mean (``rows``: as in
+        :meth:`proba`; only those cells are drawn)."""
+        rows = np.arange(len(self.names)) if rows is None else np.asarray(rows)
+        cells = (rows[:, None], np.asarray(groups)[None, :])  # (R, Q)
+        shift = _logit(self.posterior.sample(rng, cells)) - _logit(self._base(cells))
+        return 1.0 / (1.0 + np.exp(-(_logit(p) + shift)))
 
     def observe(self, m: int, k: int, score: float, p_router: float, *, client: str | None = None) -> float:
         """One graded answer of model m on a query of group k that the router gave P ``p_router``; returns the weight
@@ -114,6 +129,7 @@ class Learner:
         if not (0.0 <= score <= 1.0) or not (0.0 <= p_router <= 1.0):
             raise ValueError(f"Learner.observe: score {score!r} and P {p_router!r} must lie in [0, 1]")
         post, f = self.posterior, self.config.forget
+        self._shift = None
         weight = 1.0
         if client is not None:
             mine = self.client_counts.setdefault(client, np.zeros_like(post.count))
@@ -135,10 +151,30 @@ class Learner:
     def reset(self, m: int) -> None:
         """Forget every outcome of model m (the per-model reset)."""
         post = self.posterior
+        self._shift = None
         post.right[m], post.count[m], self.expected[m] = 0.0, 0.0, 0.0
         post.prior_mean[m] = self.start[m]
         for counts in self.client_counts.values():
             counts[m] = 0.0
+
+    def remapped(self, names, profiles: np.ndarray, *, keep=None) -> "Learner":
+        """This learner over another pool of the same query groups (profiles (M', K)): the models of ``keep``
+        (default: every model in both) carry their evidence over, the others start from their profiles."""
+        out = Learner.start_from(names, profiles, self.config)
+        old = {n: i for i, n in enumerate(self.names)}
+        keep = set(self.names) if keep is None else set(keep)
+        pairs = [(j, old[n]) for j, n in enumerate(out.names) if n in old and n in keep]
+        if pairs:
+            new_rows, old_rows = map(list, zip(*pairs))
+            post, was = out.posterior, self.posterior
+            post.right[new_rows], post.count[new_rows] = was.right[old_rows], was.count[old_rows]
+            out.expected[new_rows] = self.expected[old_rows]
+            post.prior_mean[new_rows] = np.clip((out.start[new_rows] + out.expected[new_rows])
+                                                / (1.0 + post.count[new_rows]), 0.005, 0.995)
+            for client, counts in self.client_counts.items():
+                mine = out.client_counts[client] = np.zeros_like(post.count)
+                mine[new_rows] = counts[old_rows]
+        return out
 
     def state_dict(self) -> dict:
         """Plain data (lists and floats) that :meth:`from_state` reads back: what survives a restart."""

@@ -5,6 +5,7 @@ LOCUS_HOME through the pipeline's storage (search, serve, pool, mlflow-uri).
     locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
                 [--portfolio k-center-15] [--dry-run]
     locus pool remove NAME [--home PATH]
+    locus learn reset MODEL [--home PATH]
     locus mlflow-uri [--home PATH]
 """
 
@@ -155,6 +156,18 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
                         "evaluation of this checkpoint found that routing does not pay: then its best single model), "
                         "'router' (route whatever the verdict) or 'single:<pool model>' (that model for every query; "
                         "pinned models and POST /route unchanged)")
+    p.add_argument("--explore", type=float, default=None, metavar="SHARE",
+                   help="share of requests that may leave the best estimate for a Thompson draw from what the "
+                        "outcomes taught (default: LearningConfig's, 0.05; 0: never explore); pinned requests never")
+    p.add_argument("--no-learn", dest="learn", action="store_false",
+                   help="do not learn from outcomes: no request ids, no traffic log, POST /v1/outcomes answers 503")
+    p.add_argument("--client-share", type=float, default=None, metavar="SHARE",
+                   help="most of a (model, query group)'s evidence one client's outcomes may hold (default: "
+                        "LearningConfig's; a client is a bearer token and its x-locus-client header)")
+    p.add_argument("--traffic-days", type=float, default=30.0,
+                   help="the traffic log's retention in days (decisions and outcomes under LOCUS_HOME/traffic/)")
+    p.add_argument("--traffic-max-mb", type=float, default=1024.0,
+                   help="and in MB per log (the oldest segments go first); default 1024")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default)")
     p.add_argument("--dry-run", action="store_true",
                    help="answer chat calls with the routing decision only, never forwarding them (and start even "
@@ -166,7 +179,9 @@ def run_serve(args: argparse.Namespace) -> int:
     # why: the gateway (FastAPI, torch, pandas) loads only for locus serve, not at CLI start-up
     from locus_model.routing import GUARD_MARGIN, RoutingError, RoutingPolicy
     from locus_pipeline.serve import ConfigError, ServeConfig, serve
+    from locus_pipeline.serve.gateway import learning_config
     from locus_pipeline.storage import StorageError
+    from locus_pipeline.storage.traffic import Retention
 
     try:
         policy = RoutingPolicy(quality_weight=args.quality_weight,
@@ -179,7 +194,13 @@ def run_serve(args: argparse.Namespace) -> int:
                          ranking_size=args.ranking_size,
                          max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
                          batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run,
-                         serve=args.serve)
+                         serve=args.serve, learn=args.learn, explore=args.explore, client_share=args.client_share,
+                         traffic_days=args.traffic_days, traffic_max_mb=args.traffic_max_mb)
+    try:
+        learning_config(config)
+        Retention(days=config.traffic_days, max_mb=config.traffic_max_mb)
+    except ValueError as err:
+        return _fail("serve", err)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:
@@ -242,6 +263,44 @@ def run_pool_remove(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------------------------------- learn
+
+
+def add_learn(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("learn", help="what locus serve learned from graded outcomes: reset a model",
+                              description="What `locus serve` learns from the outcomes posted to it (docs/serve.md).")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    r = actions.add_parser(
+        "reset", help="forget every outcome of one model (on every replica)",
+        description="Forget what the gateways learned of MODEL from graded outcomes: a reset is appended to the home's "
+                    "outcome log (traffic/outcomes/), which every running `locus serve` on the home reads within its "
+                    "--poll-seconds and a gateway started later applies too; MODEL is then routed on the router's "
+                    "own estimate again. Its outcomes stay in the log (and in its traffic evaluations).")
+    r.add_argument("model", help="the model's name exactly as the pool's `model` column has it (GET /v1/models)")
+    r.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
+    r.set_defaults(run=run_learn_reset)
+
+
+def run_learn_reset(args: argparse.Namespace) -> int:
+    # why: the storage (pandas) loads only for this command, not at CLI start-up
+    import time
+
+    from locus_pipeline.storage import LocusHome, StorageError
+
+    home = LocusHome(root=str(args.home) if args.home else "")
+    try:
+        names = set(home.read_pool()["model"].astype(str))
+    except StorageError as err:
+        return _fail("learn reset", err)
+    if args.model not in names:
+        return _fail("learn reset", ValueError(f"{args.model!r} is not in the pool of {home.location} ({len(names)} "
+                                               "models; GET /v1/models or the pool table's `model` column lists them)"))
+    home.append_outcome_records([{"reset": args.model, "time": time.time()}])
+    print(f"reset {args.model!r}: appended to {home.traffic_folder('outcomes')}; every locus serve on this home "
+          "routes it on the router's own estimate again within its --poll-seconds")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------------------------------------- mlflow-uri
 
 
@@ -287,7 +346,7 @@ def home_encoding_cache() -> Path | None:
 
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
     **LIBRARY_COMMANDS, "evaluate": functools.partial(add_evaluate, encoding_cache=home_encoding_cache),
-    "search": add_search, "serve": add_serve, "replay": add_replay, "onboard": add_onboard, "pool": add_pool,
+    "search": add_search, "serve": add_serve, "replay": add_replay, "onboard": add_onboard, "pool": add_pool, "learn": add_learn,
     "mlflow-uri": add_mlflow_uri}
 
 

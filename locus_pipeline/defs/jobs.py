@@ -8,7 +8,7 @@ from locus_pipeline.defs.partitions import onboarded_models
 
 locus_job = dg.define_asset_job(
     "locus_job",
-    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("onboarding"),
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("onboarding", "traffic"),
     description="Raw evaluations -> validated table -> query encodings -> training -> embedding pool -> evaluation and analyses.",
 )
 

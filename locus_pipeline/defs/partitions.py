@@ -9,6 +9,8 @@ from locus_pipeline.runs import RANGE_END_TAG, RANGE_START_TAG
 
 # Keys are locus_model.data.contract.safe_model_key(model name): ASCII, no "/", ".." or spaces; the sensor adds them.
 onboarded_models = dg.DynamicPartitionsDefinition(name="onboarded_models")
+# One per pool model with graded traffic (locus serve's outcomes), keyed the same way; the traffic sensor adds them.
+traffic_models = dg.DynamicPartitionsDefinition(name="traffic_models")
 
 PARTITION_TAG = "dagster/partition"
 

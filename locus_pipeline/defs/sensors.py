@@ -1,4 +1,4 @@
-"""Sensors: the onboarding drop folder, and the report refresh after the pool changed.
+"""Sensors: the onboarding drop folder, the report refresh after the pool changed, and locus serve's graded traffic.
 
 ``onboarding_drop_folder`` (every 2 s, running by default) takes complete files from LOCUS_HOME/incoming/,
 validates each in one streamed pass, moves it to accepted/ or rejected/ (+ .reason.txt), adds one dynamic
@@ -7,17 +7,21 @@ partition per model and requests one onboarding run per accepted file, over the 
 of the file>", so the same bytes never onboard twice. ``reports_after_pool_change`` requests one run of the analyses once the pool is newer than the
 reports (the last report, analysis_reports, is older than the pool's latest materialization) and no onboarding,
 rebuild or refresh is queued or running (so 50 onboarded models refresh once).
-Both fail runs whose process died and request them again (locus_pipeline/runs.py), so a killed run neither holds
+``traffic_sensor`` (every 30 s) reads the outcome log from its cursor and requests ``traffic_evaluations[key]`` for
+a model that gained ``MIN_NEW_ANSWERS`` graded answers (defs/assets/traffic.py). The first two fail runs whose process died and request them again (locus_pipeline/runs.py), so a killed run neither holds
 a concurrency slot nor blocks the reports for good.
 """
 
+import json
 from collections.abc import Sequence
 
 import dagster as dg
 
+from locus_pipeline.defs.assets import traffic
 from locus_pipeline.defs.checks import REJECTION_CHECK
 from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, pool_removal_job, reports_refresh_job
-from locus_pipeline.defs.partitions import key_ranges, onboarded_models, range_tags
+from locus_model.data.contract import safe_model_key
+from locus_pipeline.defs.partitions import key_ranges, onboarded_models, range_tags, traffic_models
 from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
@@ -179,3 +183,39 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
         if n:
             return dg.SkipReason(f"waiting for {n} {name} run(s) to finish before refreshing the reports" + died)
     return dg.SensorResult(run_requests=[request], cursor=str(pool.storage_id))
+
+
+@dg.sensor(
+    asset_selection=dg.AssetSelection.assets("traffic_evaluations"),
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="locus serve's outcome log (LOCUS_HOME/traffic/outcomes/): a pool model that gained enough graded "
+                "answers -> its traffic_evaluations partition (traffic_model_embedding follows: eager).",
+)
+def traffic_sensor(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
+    """Reads the outcome log from the cursor's offsets, counts graded answers per model since its last request
+    (a reset starts the count again) and requests ``traffic_evaluations[key]`` for each model past MIN_NEW_ANSWERS."""
+
+    state = json.loads(context.cursor) if context.cursor else {"offsets": {}, "since": {}, "total": {}}
+    tail = home.traffic_tail("outcomes", state["offsets"])
+    since, total = state["since"], state["total"]
+    for _, _, record in tail.read():
+        if "reset" in record:
+            since[str(record["reset"])] = 0
+        elif "model" in record:  # posted outcomes and a dropped file's rows name the model that answered
+            name = str(record["model"])
+            since[name], total[name] = since.get(name, 0) + 1, total.get(name, 0) + 1
+    due = sorted(name for name, n in since.items() if n >= traffic.MIN_NEW_ANSWERS)
+    known = set(context.instance.get_dynamic_partitions(traffic_models.name)) if context.instance else set()
+    keys = {name: safe_model_key(name) for name in due}
+    cursor = json.dumps({"offsets": tail.offsets, "since": {n: (0 if n in keys else c) for n, c in since.items()},
+                         "total": total})
+    if not due:
+        return dg.SensorResult(skip_reason=dg.SkipReason(f"no model has {traffic.MIN_NEW_ANSWERS} new graded answers yet"),
+                               cursor=cursor)
+    new = [keys[n] for n in due if keys[n] not in known]
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(partition_key=keys[n], run_key=f"traffic-{keys[n]}-{total[n]}",
+                                    tags={"locus/model": n[:255], "locus/trigger": "traffic"}) for n in due],
+        dynamic_partitions_requests=[traffic_models.build_add_request(new)] if new else [],
+        cursor=cursor)

@@ -24,6 +24,7 @@ from locus_pipeline.intake.folder import (DropFolder, EntryStat, entry_stat, ent
                                           sha256_entry, write_text_atomic)
 from locus_pipeline.intake.manifests import PARTS_SUFFIX, Manifest, find_duplicate
 from locus_pipeline.intake.messages import printable
+from locus_pipeline.intake.outcomes import is_outcomes_file, read_outcomes
 from locus_pipeline.storage.drops import MANIFEST_SUFFIX
 
 HARNESS_TABLE = ".harness-evaluations.parquet"  # a harness output's long table, in the staging folder while split
@@ -146,6 +147,21 @@ def intake_file(
         os.replace(path, folder.accepted / stem)
         write_text_atomic(folder.accepted / f"{stem}{MANIFEST_SUFFIX}", manifest.to_json())
         return Intake("duplicate", path, folder.accepted / stem, sha, manifest)
+
+    if is_outcomes_file(name) and path.is_file():  # graded outcomes of locus serve's answers: to the outcome log
+        try:
+            records = read_outcomes(path, sha)
+        except EvaluationDataError as err:
+            if _changed(path, before):
+                return Intake("changed", path, None, sha)
+            return _reject(folder, path, err, name, sha, now)
+        if _changed(path, before):
+            return Intake("changed", path, None, sha)
+        folder.home.append_outcome_records(records)  # ids from the file's sha256: taken twice, counted once
+        manifest = Manifest(**base, rows=len(records), models=[])
+        os.replace(path, folder.accepted / stem)
+        write_text_atomic(folder.accepted / f"{stem}{MANIFEST_SUFFIX}", manifest.to_json())
+        return Intake("accepted", path, folder.accepted / stem, sha, manifest)
 
     staging = folder.accepted / f".{stem}{PARTS_SUFFIX}.{uuid.uuid4().hex}.tmp"
     staging.mkdir(parents=True)

@@ -129,7 +129,8 @@ def _take_in(folder: DropFolder, outcome: TickOutcome, limits: IntakeLimits, now
             notes.append(f"{name}: {result.reason}" if result.reason else f"{name} changed while being read; retrying next tick")
         elif result.status == "accepted":
             models = ", ".join(f"{printable(m.model)} ({m.evaluations})" for m in result.manifest.models[:10])
-            notes.append(f"accepted {name}: {result.manifest.rows} rows; {models}")
+            notes.append(f"accepted {name}: {result.manifest.rows} rows; "
+                         f"{models or 'graded outcomes, for locus serve to learn from (traffic/outcomes/)'}")
         taken(result)
     outcome.manifests = sorted(manifests, key=lambda m: m.stem)
 

@@ -6,6 +6,8 @@
                                 (among "locus": {candidates?, max_cost?, max_params?}), forward to the chosen model's
                                 upstream (fallback chain on error / timeout)
     GET  /v1/models             "locus" and every pool model (routable: in the served set, with an upstream)
+    POST /v1/outcomes           {request_id, score, source?} or a list: grade an answer (its x-locus-request-id);
+                                the router learns from it (learning.py, docs/serve.md "Learning from outcomes")
     GET  /metrics               Prometheus text;  GET /healthz
 
 How a query is routed: its text is encoded with the sentence encoder of the pool's checkpoint and the runtime
@@ -33,6 +35,8 @@ Storage goes through LocusHome only (the pool, its checkpoint, the model catalog
     upstream.py  one upstream call: failures that fall back, what is read bounded, credentials scrubbed, event
                  streams rewritten;  cooldown.py  failing upstreams skipped for a while (docs/serve.md)
     http.py      OpenAI-style errors, the body limit;  metrics.py  Prometheus metrics
+    learning.py  request ids, the outcomes, the online learner (locus_model.learning) and budgeted exploration; the
+                 decision and outcome logs through LocusHome (storage/traffic.py)
     app.py       the FastAPI app and `serve`
 """
 

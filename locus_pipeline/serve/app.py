@@ -23,6 +23,8 @@ from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
 from locus_pipeline.serve.config import ServeConfig
 from locus_pipeline.serve.gateway import Gateway, RouteRequest
 from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response
+from locus_pipeline.serve.learning import (EXPLORED_HEADER, MAX_OUTCOMES, REQUEST_ID_HEADER, OutcomeRefused,
+                                           client_of)
 from locus_pipeline.serve.metrics import MetricsMiddleware
 
 
@@ -40,6 +42,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         await run_in_threadpool(gateway.batcher.encode, gateway.snapshot, ["warm up"])
         gateway.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
         gateway.batcher.start()
+        gateway.log_lock = asyncio.Lock()  # this event loop's (an app may be started more than once, e.g. in tests)
         tasks = [asyncio.create_task(gateway.watch())]
         try:
             yield
@@ -49,6 +52,8 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
             await asyncio.gather(*tasks, return_exceptions=True)
             await run_in_threadpool(gateway.batcher.stop)
             await gateway.client.aclose()
+            if gateway.learning is not None:
+                await run_in_threadpool(gateway.learning.close)
 
     app = FastAPI(title="LOCUS gateway (locus serve)", lifespan=lifespan,
                   description="Routes each query to the pool model most likely to answer it, at a cost you choose.")
@@ -99,12 +104,67 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         return Response(generate_latest(gateway.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/route")
-    async def route_query(request: Request, body: RouteRequest) -> dict:
+    async def route_query(request: Request, body: RouteRequest) -> JSONResponse:
         authorize(request)
         snap = gateway.snapshot  # this request's pool, whatever reloads happen meanwhile
-        return await gateway.decide(snap, body.query, candidates=body.candidates, max_cost=body.max_cost,
-                                   max_params=body.max_params, quality_weight=body.quality_weight,
-                                   input_tokens=body.input_tokens, output_tokens=body.output_tokens)
+        decision = await gateway.decide(snap, body.query, candidates=body.candidates, max_cost=body.max_cost,
+                                        max_params=body.max_params, quality_weight=body.quality_weight,
+                                        input_tokens=body.input_tokens, output_tokens=body.output_tokens)
+        headers = gateway.issue(decision, decision["chosen"], client_of(request.headers))
+        return JSONResponse(decision, headers=headers)
+
+    @app.post("/v1/outcomes", status_code=202)
+    async def outcomes(request: Request) -> JSONResponse:
+        """One graded answer {request_id, score, source?} or a list of them (202); each refused one with its status
+        (404 never issued here, 403 issued to another client, 409 already graded, 422 out of range) and reason."""
+        authorize(request)
+        learning = gateway.learning
+        if learning is None:
+            raise ApiError(503, "this gateway does not learn from outcomes (started with --no-learn)",
+                           kind="server_error", code="learning_off")
+        try:
+            body = await request.json()
+        except ValueError:
+            raise ApiError(400, "the body is not JSON: send {request_id, score} or a list of them")
+        items = body if isinstance(body, list) else [body]
+        if not items or len(items) > MAX_OUTCOMES:
+            raise ApiError(422, f"send 1 to {MAX_OUTCOMES} outcomes per request (got {len(items)})")
+        client = client_of(request.headers)
+        def unknown() -> bool:
+            return any(isinstance(i, dict) and i.get("request_id") not in learning.issued for i in items)
+
+        if unknown():  # another replica's request: read the log before saying 404
+            await gateway.learn_from_log()
+            # in a bucket a replica uploads its decisions at each tick: wait two ticks for them at most
+            deadline = time.monotonic() + 2 * config.poll_seconds + 0.5
+            while gateway.home.remote and unknown() and time.monotonic() < deadline:
+                await asyncio.sleep(min(config.poll_seconds / 2, 0.5))
+                await gateway.learn_from_log()
+        results, records = [], []
+        for item in items:
+            try:
+                record = learning.check(item, client)
+            except OutcomeRefused as refused:
+                rid = item.get("request_id") if isinstance(item, dict) else None
+                results.append({"request_id": rid if isinstance(rid, str) else None, "status": refused.status,
+                                "reason": refused.reason})
+                continue
+            learning.reserved.add(record["request_id"])
+            records.append(record)
+            results.append({"request_id": record["request_id"], "status": 202})
+        if records:
+            try:
+                await run_in_threadpool(learning.log_outcomes, records)
+            except BaseException:
+                learning.reserved.difference_update(r["request_id"] for r in records)
+                raise
+            learning.take(records)
+        refused = [r for r in results if r["status"] != 202]
+        if not isinstance(body, list) and refused:
+            raise ApiError(refused[0]["status"], refused[0]["reason"], code="outcome_refused")
+        status = 202 if not refused else refused[0]["status"]
+        return JSONResponse({"accepted": len(records), "refused": len(refused), "results": results},
+                            status_code=status)
 
     @app.get("/v1/models")
     async def list_models(request: Request) -> dict:

@@ -18,6 +18,16 @@ from locus_pipeline.serve.snapshot import Snapshot
 
 log = logging.getLogger("locus.serve")
 
+@dataclass(frozen=True)
+class Scored:
+    """One query scored: P(correct) of every pool model, its query group (the router's, for the learner's cells) and
+    its encoding (kept in the decision log)."""
+
+    probs: np.ndarray  # (M,)
+    group: int
+    encoding: np.ndarray  # (D,)
+
+
 @dataclass
 class _Pending:
     snap: Snapshot
@@ -27,7 +37,7 @@ class _Pending:
     queued: float  # time.monotonic() when it was queued
 
 
-def _settle(future: asyncio.Future, result: np.ndarray | BaseException) -> None:  # on the event loop
+def _settle(future: asyncio.Future, result: "Scored | BaseException") -> None:  # on the event loop
     if future.done():  # the client went away
         return
     if isinstance(result, BaseException):
@@ -65,12 +75,15 @@ class QueryBatcher:
                 self._lru.put(encoder, text, vector)
         return np.stack([found[t] for t in texts])
 
-    def _score_group(self, snap: Snapshot, texts: list[str]) -> np.ndarray:  # (M, B)
-        return snap.pool_scorer.proba(self.encode(snap, texts))
+    def _score_group(self, snap: Snapshot, texts: list[str]) -> list[Scored]:
+        encodings = self.encode(snap, texts)  # (B, D)
+        probs = snap.pool_scorer.proba(encodings)  # (M, B)
+        groups = snap.pool_scorer.router.groups.membership(encodings).argmax(axis=1)  # (B,)
+        return [Scored(probs[:, j], int(groups[j]), encodings[j]) for j in range(len(texts))]
 
-    def _score_batch(self, items: list[tuple[Snapshot, str]]) -> list[np.ndarray | BaseException]:
-        """Each item's (M,) probabilities, or the exception that item alone raised."""
-        out: list[np.ndarray | BaseException | None] = [None] * len(items)
+    def _score_batch(self, items: list[tuple[Snapshot, str]]) -> list[Scored | BaseException]:
+        """Each item's scores, or the exception that item alone raised."""
+        out: list[Scored | BaseException | None] = [None] * len(items)
         groups: dict[int, list[int]] = {}
         for i, (snap, text) in enumerate(items):
             try:
@@ -82,17 +95,17 @@ class QueryBatcher:
         for rows in groups.values():  # a reload in progress: each snapshot scores its own queries
             snap = items[rows[0]][0]
             try:
-                probs = self._score_group(snap, [items[i][1] for i in rows])  # (M, B)
+                scored = self._score_group(snap, [items[i][1] for i in rows])
             except Exception:  # noqa: BLE001 -- find the request that fails: each is scored alone, fails alone
                 for i in rows:
                     try:
-                        out[i] = self._score_group(snap, [items[i][1]])[:, 0]
+                        out[i] = self._score_group(snap, [items[i][1]])[0]
                     except Exception as err:  # that request's own error, handed to it
                         log.exception("scoring a query failed")
                         out[i] = err
                 continue
             for j, i in enumerate(rows):
-                out[i] = probs[:, j]
+                out[i] = scored[j]
         return out  # type: ignore[return-value]
 
     def _next_batch(self) -> list[_Pending] | None:
@@ -145,6 +158,10 @@ class QueryBatcher:
             self._thread = None
 
     async def score(self, snap: Snapshot, text: str) -> np.ndarray:  # (M,)
+        return (await self.score_full(snap, text)).probs
+
+    async def score_full(self, snap: Snapshot, text: str) -> Scored:
+        """P(correct) of every pool model on ``text``, with its query group and encoding."""
         if self._thread is None:
             raise RuntimeError("the scorer is not running (the app's lifespan did not start)")
         loop = asyncio.get_running_loop()

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens
 from locus_pipeline.serve.http import ApiError
 from locus_pipeline.serve.gateway import Gateway
+from locus_pipeline.serve.learning import client_of
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.serve.upstream import UpstreamFailed, forward
 
@@ -47,8 +48,12 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         max_params=extra.get("max_params"), quality_weight=weight, input_tokens=estimate_tokens(prompt),
         output_tokens=max_tokens if isinstance(max_tokens, int) else None, need_upstream=True, pinned=pinned)
     decision["fallbacks"] = _chain_after(decision, allowed, snap, extra.get("candidates"))
+    client = client_of(headers or {})
     if snap.dry_run:
-        return _dry_run_answer(decision, stream)
+        learned = gateway.issue(decision, decision["chosen"], client)
+        response = _dry_run_answer(decision, stream)
+        response.headers.update(learned)
+        return response
     if not snap.upstreams:  # never a 200 without an upstream unless a dry run was asked for
         raise ApiError(503, f"no upstream is configured for {decision['chosen']!r} (the model this request routes "
                             "to) nor any other pool model. How to fix: start locus serve with --models-config naming "
@@ -76,6 +81,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
             continue
         gateway.cooldowns.succeeded(name)
         gateway.metrics.answers.labels(name).inc()
+        learned = gateway.issue(decision, name, client)  # the answer's request id: its outcome grades `name`
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
             answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
             if isinstance(answer, dict):
@@ -85,6 +91,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         resp.headers["x-locus-chosen"] = decision["chosen"]
         resp.headers["x-locus-serves"] = decision["serves"]["by"]
         resp.headers["x-locus-fallbacks-used"] = str(len(errors))
+        resp.headers.update(learned)
         return resp
     if len(chain) == 1:  # no fallback allowed: the upstream's own failure, scrubbed
         fail = errors[0]

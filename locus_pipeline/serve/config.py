@@ -164,6 +164,11 @@ class ServeConfig:
     portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
     dry_run: bool = False  # chat calls answer with the decision only, never forwarded (asked for, never a fallback)
     serve: str = "auto"  # what model "locus" answers with: "auto" (the routing evaluation's verdict decides), "router" or "single:<pool model>"
+    learn: bool = True  # learn from graded outcomes (POST /v1/outcomes; request ids, the traffic log); False: frozen
+    explore: float | None = None  # share of requests that may leave the best estimate (None: LearningConfig's; 0: off)
+    client_share: float | None = None  # most of a cell's evidence one client may hold (None: LearningConfig's)
+    traffic_days: float = 30.0  # the traffic log's retention: days, and MB per kind (storage/traffic.py)
+    traffic_max_mb: float = 1024.0
 
 
 def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]:

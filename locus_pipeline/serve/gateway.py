@@ -4,6 +4,7 @@ changes), the scorer and the metrics, and decides a query (:meth:`Gateway.decide
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
@@ -18,15 +19,18 @@ from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
 from locus_model.evaluation.verdict import cheaper_text, what_to_serve
+from locus_model.learning import LearningConfig
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RouteDecision, RoutingError, estimate_tokens,
                                  fallback_chain, incumbent, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
+from locus_pipeline.serve.learning import EXPLORED_HEADER, REQUEST_ID_HEADER, Learning, Trace
 from locus_pipeline.serve.metrics import Metrics
 from locus_pipeline.serve.batcher import QueryBatcher
 from locus_pipeline.serve.snapshot import Snapshot, load_snapshot, watched_key
 from locus_pipeline.storage import LocusHome
+from locus_pipeline.storage.traffic import Retention
 
 log = logging.getLogger("locus.serve")
 ERROR_CODES = {NoCandidateWithinCap: "no_candidate_within_cost", CostUnknown: "cost_unknown"}  # the error body's code
@@ -124,6 +128,10 @@ class Gateway:
         self.verdict = pool_verdict(self.home, self.snapshot)  # the routing evaluation of the served checkpoint
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
+        self.log_lock: asyncio.Lock | None = None  # made on the serving event loop (the app's lifespan)
+        self.learning = Learning(self.home, self.snapshot, config=learning_config(config),
+                                 retention=Retention(days=config.traffic_days, max_mb=config.traffic_max_mb),
+                                 metrics=self.metrics) if config.learn else None
 
     def record_usage(self, snap: Snapshot, name: str, usage: object) -> None:
         """Count an upstream's reported ``usage`` ({prompt_tokens, completion_tokens}) and its cost in USD at the
@@ -213,6 +221,8 @@ class Gateway:
             self.last_reload_error = f"{type(err).__name__}: {err}"
             return False
         self.snapshot, self.failed_key, self.last_reload_error = snap, None, None  # one assignment: the swap
+        if self.learning is not None:
+            self.learning.on_pool(snap)
         self.metrics.reloads.labels("ok").inc()
         self.metrics.reload_failing.set(0)
         self.metrics.pool_models.set(len(snap.names))
@@ -233,6 +243,38 @@ class Gateway:
         while True:
             await asyncio.sleep(self.config.poll_seconds)
             await self.reload_if_changed()
+            await self.learn_from_log()
+
+    async def learn_from_log(self) -> None:
+        """Read what every replica logged since the last tick (decisions, outcomes, resets) into the learner; save
+        its state now and then. A storage error is logged and tried again at the next tick."""
+        if self.learning is None:
+            return
+        if self.log_lock is None:
+            self.log_lock = asyncio.Lock()
+        async with self.log_lock:  # the watcher's tick and an outcome for an id not read yet: one reader at a time
+            await self._learn_from_log()
+
+    async def _learn_from_log(self) -> None:
+        try:
+            decisions, outcomes = await run_in_threadpool(self.learning.read_logs)
+            self.learning.catch_up(decisions, outcomes)
+            snap, waiting = self.snapshot, self.learning.unscored
+            while waiting:  # a dropped file's (model, query, score) rows: the router places each query, a batch at once
+                chunk = waiting[:self.config.max_batch]
+                results = await asyncio.gather(*(self.batcher.score_full(snap, str(r["query"])) for r in chunk),
+                                               return_exceptions=True)
+                for record, scored in zip(chunk, results):
+                    if isinstance(scored, EncodingInputError):
+                        log.warning("a graded outcome's query (a dropped file) cannot be encoded: %s", scored)
+                    elif isinstance(scored, BaseException):
+                        raise scored  # the chunk stays for the next tick (each row counts once: by its id)
+                    else:
+                        self.learning.take_scored(snap, record, scored)
+                del waiting[:len(chunk)]
+            await run_in_threadpool(self.learning.housekeeping, self.learning.due())
+        except Exception as err:  # keep serving; the next tick reads again from the same offsets
+            log.error("reading the traffic log failed (tried again in %g s): %s", self.config.poll_seconds, err)
 
     # -- decisions
 
@@ -313,14 +355,30 @@ class Gateway:
         params = snap.costs.params_b[rows]
 
         try:
-            probs = (await self.batcher.score(snap, query))[rows]
+            scored = await self.batcher.score_full(snap, query)
         except EncodingInputError as err:
             raise ApiError(400, f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
                            code="invalid_query_text")
-        standing = snap.pool_scorer.standing[rows]
+        learning = self.learning
+        probs = scored.probs[rows] if learning is None else learning.proba(snap, scored, rows)  # the learned P
+        # the guard's standing: the trained one, or what the outcomes taught (learning)
+        standing = snap.pool_scorer.standing[rows] if learning is None else learning.standing(snap, rows)
+
+        def decide_on(p: np.ndarray) -> RouteDecision:
+            return route(p, costs, policy, standing=standing, params=params, embeddings=snap.embeddings[rows],
+                         n_fallbacks=self.config.n_fallbacks)
+
         try:
-            d = route(probs, costs, policy, standing=standing, params=params, embeddings=snap.embeddings[rows],
-                      n_fallbacks=self.config.n_fallbacks)
+            d = decide_on(probs)
+            explored, why = False, ("no learning (--no-learn)" if learning is None else "a pinned model: never explored"
+                                    if pinned is not None else "the server serves a single model: never explored"
+                                    if self.single_model is not None else "")
+            if learning is not None and pinned is None and self.single_model is None:
+                explored, why = self.explore(snap, scored, rows, len(idx), d, decide_on)
+                if explored:
+                    best, d = d, explored
+                    why = (f"a Thompson draw from the learner chose it over the best estimate "
+                           f"{snap.names[idx[best.chosen]]} (budget: {learning.config.explore:g} of requests)")
         except RoutingError as err:
             raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
 
@@ -374,4 +432,44 @@ class Gateway:
             "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder, "encoder_runtime": snap.runtime,
             "pool_models": len(snap.names),
             "elapsed_ms": round(1000 * (time.perf_counter() - start), 3),
+            "exploration": {"explored": bool(explored), "why": why},
+            "_trace": None if learning is None else Trace(
+                scored=scored, names=names, index=snap.index, checkpoint_id=snap.checkpoint_id,
+                candidates=tuple(names[i] for i in idx[:64]), explored=bool(explored), explore_reason=why,
+                query_sha256=hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()),
         }
+
+    def issue(self, decision: dict, answered_by: str, client: str) -> dict[str, str]:
+        """The answer's request id (in ``decision`` and the decision log) and the headers saying it and whether the
+        choice was exploration; nothing without learning."""
+        trace = decision.pop("_trace", None)
+        if trace is None:
+            return {}
+        decision["request_id"] = rid = self.learning.issue(trace, decision, answered_by=answered_by, client=client)
+        return {REQUEST_ID_HEADER: rid, EXPLORED_HEADER: "true" if trace.explored else "false"}
+
+    def explore(self, snap: Snapshot, scored, rows, n_candidates: int, best, route_on) -> tuple:
+        """(the explored decision or False, why): within the budget, the decision on one Thompson draw of the
+        learner (``route_on(drawn P)``: the request's own candidates, caps and guard) when it differs from ``best``."""
+        allowed, why = self.learning.may_explore(snap, n_candidates)
+        if not allowed:
+            return False, why
+        drawn = route_on(self.learning.draw(snap, scored, rows))
+        explored = drawn.chosen != best.chosen
+        self.learning.record_exploration(explored)
+        if explored:
+            self.metrics.explored.labels(snap.names[self.candidate_rows(snap, rows)[drawn.chosen]]).inc()
+            return drawn, ""
+        return False, "a Thompson draw from the learner agreed with the best estimate"
+
+    @staticmethod
+    def candidate_rows(snap: Snapshot, rows) -> np.ndarray:
+        return np.arange(len(snap.names)) if isinstance(rows, slice) else rows
+
+
+def learning_config(config: ServeConfig) -> LearningConfig:
+    """The learner's settings of this gateway: the library's defaults, ``--explore`` and ``--client-share`` over them."""
+    default = LearningConfig()
+    return LearningConfig(explore=default.explore if config.explore is None else config.explore,
+                          prior_var=default.prior_var, half_life=default.half_life,
+                          client_share=default.client_share if config.client_share is None else config.client_share)

@@ -33,11 +33,15 @@ class Metrics:
         self.reload_failing = Gauge("locus_pool_reload_failing", "1 while the pool file on disk is refused (the "
                                     "last good pool is served; /healthz says why), else 0", registry=r)
         self.pool_models = Gauge("locus_pool_models", "models in the pool being served", registry=r)
+        self.explored = Counter("locus_explored", "requests routed by exploration (a Thompson draw from the learner "
+                                "chose another model than the best estimate), by the model chosen", ["model"], registry=r)
+        self.outcomes = Counter("locus_outcomes", "graded outcomes learned from, by the model that answered and the "
+                                "source (user, judge, verifier, file)", ["model", "source"], registry=r)
         self.batch_size = Histogram("locus_scorer_batch_size", "queries encoded and scored together", registry=r,
                                     buckets=(1, 2, 4, 8, 16, 32, 64, 128))
 
 
-ENDPOINTS = {"/route", "/v1/chat/completions", "/v1/models", "/metrics", "/healthz"}
+ENDPOINTS = {"/route", "/v1/chat/completions", "/v1/outcomes", "/v1/models", "/metrics", "/healthz"}
 
 
 class MetricsMiddleware:

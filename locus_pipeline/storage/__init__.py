@@ -15,6 +15,7 @@ or a URL such as ``s3://bucket/prefix``):
 | ``reports/`` | analysis reports, ``atlas.html``; ``reports/runs/<run_id>/`` one run's files | ``home`` |
 | ``mlflow/``, ``dagster/`` | a local home's MLflow database and artifacts, and Dagster instance | ``locus_pipeline.instance`` |
 | ``ui.json`` | the UIs serving the home (``dagster_url``, ``mlflow_url``): make dev's ports, read by every link writer | ``home`` |
+| ``traffic/`` | `locus serve`'s decision and outcome logs (segments per writer), the learner's state | ``traffic`` |
 | ``.locks/`` | the locks (``pool``, ``model-<key>``, ``intake``): files, or lease objects in S3 | ``locks`` |
 
 ``files`` writes whole files atomically (rename locally, one upload in object storage). The library

@@ -23,6 +23,7 @@ from locus_pipeline.storage.files import (StorageError, as_path, is_remote, read
 from locus_pipeline.storage.live import LiveAnswers
 from locus_pipeline.storage.locks import file_lock, object_lock
 from locus_pipeline.storage.pool import PoolAndStores
+from locus_pipeline.storage.traffic import TrafficLog
 
 # the working folders of a remote home whose files are also kept in the bucket (the rest are per-machine caches
 # and scratch: query encodings, generated sources, staged checkpoints)
@@ -31,7 +32,7 @@ UI_KEYS = ("dagster_url", "mlflow_url")  # the home's ui.json: the UIs serving i
 _mirrored: dict[str, dict[str, tuple[int, int]]] = {}  # local mirror folder -> file -> (mtime_ns, size) last synced
 
 
-class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, dg.ConfigurableResource):
+class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, TrafficLog, dg.ConfigurableResource):
     """The one root the project writes under (``$LOCUS_HOME``, default ``data/`` in the repository; a URL such as
     ``s3://bucket/prefix`` puts it in object storage): every path, lock and read-modify-write of the pipeline's
     data goes through this resource."""

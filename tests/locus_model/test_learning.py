@@ -60,3 +60,33 @@ def test_the_budget_bounds_the_explored_share() -> None:
     assert budget.explored == 100
     off = ExplorationBudget(0.0)
     assert not off.allows()
+
+
+def test_rows_read_only_those_models_cells_and_the_learned_profiles_follow_the_shift() -> None:
+    learner = _learner()
+    for _ in range(50):
+        learner.observe(1, 1, 0.0, 0.5)
+    p = np.array([[0.6, 0.7], [0.5, 0.4]])
+    groups = np.array([1, 0])
+    np.testing.assert_allclose(learner.proba(p[[1]], groups, rows=np.array([1])), learner.proba(p, groups)[[1]])
+    rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+    drawn = learner.draw(p[[1]], groups, rng_a, rows=np.array([1]))
+    assert drawn.shape == (1, 2) and drawn[0, 0] < 0.4  # group 1 of model 1: graded 0, drawn low
+    assert learner.draw(p[[1]], groups, rng_b, rows=np.array([1])).tolist() == drawn.tolist()  # seeded
+    profiles = learner.profiles()
+    np.testing.assert_allclose(profiles[0], [0.6, 0.5], atol=1e-9)  # no outcome: the starting profile
+    assert profiles[1, 1] < 0.2 and profiles[1, 0] == pytest.approx(0.55)
+
+
+def test_a_learner_remapped_to_another_pool_keeps_the_evidence_of_the_models_it_keeps() -> None:
+    learner = _learner(client_share=0.5)
+    for _ in range(20):
+        learner.observe(0, 0, 0.0, 0.6, client="c")
+        learner.observe(1, 0, 1.0, 0.55)
+    new = learner.remapped(["b", "new", "a"], np.array([[0.55, 0.5], [0.7, 0.7], [0.6, 0.5]]), keep=["a"])
+    assert new.names == ("b", "new", "a")
+    np.testing.assert_allclose(new.posterior.count[2], learner.posterior.count[0])  # a: kept
+    assert new.posterior.count[[0, 1]].sum() == 0  # b (not in keep) and the newcomer start afresh
+    np.testing.assert_allclose(new.client_counts["c"][2], learner.client_counts["c"][0])
+    p = np.array([[0.6], [0.55], [0.6]])
+    assert new.proba(p, np.array([0]))[2, 0] == pytest.approx(learner.proba(p[[2, 0]], np.array([0]))[0, 0])

@@ -1,0 +1,265 @@
+"""The gateway learns from its traffic: request ids, POST /v1/outcomes and its refusals, routing that moves with the
+outcomes, a restart that keeps them, two replicas on one home, budgeted exploration, the per-model reset."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from locus_pipeline.cli import main as cli_main
+from locus_pipeline.storage.traffic import Retention
+from tests.locus_pipeline.serve.helpers import NAMES, QUERY, FakeUpstreams, chat, client_for, upstream_config, wait_for
+
+
+def learning(client):
+    return client.app.state.gateway.learning
+
+
+def route(client, query: str = QUERY, **headers):
+    r = client.post("/route", json={"query": query}, headers=headers)
+    assert r.status_code == 200, r.text
+    return r
+
+
+def test_every_routed_answer_carries_a_request_id_that_an_outcome_grades_once(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        r = route(client)
+        rid, chosen = r.headers["x-locus-request-id"], r.json()["chosen"]
+        assert r.json()["request_id"] == rid and r.headers["x-locus-explored"] == "false"
+        ok = client.post("/v1/outcomes", json={"request_id": rid, "score": 0.0, "source": "judge"})
+        assert ok.status_code == 202 and ok.json()["accepted"] == 1
+        again = client.post("/v1/outcomes", json={"request_id": rid, "score": 1.0})
+        assert again.status_code == 409 and "already has an outcome" in again.json()["error"]["message"]
+        never = client.post("/v1/outcomes", json={"request_id": "req-nope", "score": 1.0})
+        assert never.status_code == 404 and "never issued" in never.json()["error"]["message"]
+        rid2 = route(client).headers["x-locus-request-id"]
+        for bad in (1.5, -0.1, "1", True, None):
+            r = client.post("/v1/outcomes", json={"request_id": rid2, "score": bad})
+            assert r.status_code == 422 and "must be a number in [0, 1]" in r.json()["error"]["message"], bad
+        r = client.post("/v1/outcomes", json={"request_id": rid2, "score": 1, "source": "me"})
+        assert r.status_code == 422 and "source" in r.json()["error"]["message"]
+        other = client.post("/v1/outcomes", json={"request_id": rid2, "score": 1}, headers={"x-locus-client": "mallory"})
+        assert other.status_code == 403 and "another client" in other.json()["error"]["message"]
+        # many at once: each gets its own status; the valid ones are taken
+        rid3 = route(client).headers["x-locus-request-id"]
+        many = client.post("/v1/outcomes", json=[{"request_id": rid2, "score": 1}, {"request_id": rid, "score": 1},
+                                                 {"request_id": rid3, "score": 0.5}])
+        assert many.status_code == 409 and many.json()["accepted"] == 2
+        assert [x["status"] for x in many.json()["results"]] == [202, 409, 202]
+        metrics = client.get("/metrics").text
+    assert f'locus_outcomes_total{{model="{chosen}",source="judge"}} 1.0' in metrics
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("locus_outcomes_total")) == 3
+
+
+def route_chosen(built, tmp_path) -> str:
+    with client_for(built, tmp_path, learn=False) as client:
+        return client.post("/route", json={"query": QUERY}).json()["chosen"]
+
+
+def test_outcomes_need_the_token_and_are_taken_only_from_the_client_that_asked(built, tmp_path):
+    with client_for(built, tmp_path, token="s3cret", explore=0.0) as client:
+        auth = {"authorization": "Bearer s3cret"}
+        rid = route(client, **auth).headers["x-locus-request-id"]
+        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 401
+        tenant = route(client, **auth, **{"x-locus-client": "team-a"}).headers["x-locus-request-id"]
+        assert client.post("/v1/outcomes", json={"request_id": tenant, "score": 1}, headers=auth).status_code == 403
+        assert client.post("/v1/outcomes", json={"request_id": tenant, "score": 1},
+                           headers={**auth, "x-locus-client": "team-a"}).status_code == 202
+        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}, headers=auth).status_code == 202
+
+
+def demote(client, model: str, *, n: int) -> str:
+    """Route the query n times, grading 0 every answer of ``model`` (1 the others'); the last choice."""
+    chosen = None
+    for _ in range(n):
+        r = route(client)
+        chosen = r.json()["chosen"]
+        score = 0.0 if chosen == model else 1.0
+        assert client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
+                                                 "score": score}).status_code == 202
+    return chosen
+
+
+def test_a_model_graded_0_loses_the_traffic_it_had_and_a_restart_keeps_it(built, tmp_path):
+    first = route_chosen(built, tmp_path)
+    with client_for(built, tmp_path, explore=0.0) as client:
+        reference = route(client).json()["guard"]["reference"]
+        last = demote(client, first, n=40)
+        counts = learning(client).counts()
+        moved = route(client).json()["guard"]["reference"]  # the guard's floor reads the learned standing too
+    assert last != first and counts[first] >= 1
+    assert reference == first and moved != first
+    with client_for(built, tmp_path, explore=0.0) as restarted:  # the state saved at shutdown, then the log
+        assert route(restarted).json()["chosen"] == last
+        assert learning(restarted).counts() == counts
+        r = route(restarted)
+        assert restarted.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
+                                                    "score": 1}).status_code == 202
+    state = built["home"].read_learner_state()
+    assert state["checkpoint_id"] == built["checkpoint_id"] and state["offsets"]
+    with client_for(built, tmp_path, learn=False) as frozen:  # learning off: the router's own choice, no ids
+        r = frozen.post("/route", json={"query": QUERY})
+        assert r.json()["chosen"] == first and "x-locus-request-id" not in r.headers
+        assert frozen.post("/v1/outcomes", json={"request_id": "x", "score": 1}).status_code == 503
+
+
+def test_a_restart_without_a_saved_state_learns_again_from_the_log(built, tmp_path):
+    first = route_chosen(built, tmp_path)
+    with client_for(built, tmp_path, explore=0.0) as client:
+        demote(client, first, n=40)
+        counts = learning(client).counts()
+    built["home"].learner_state_path.unlink()
+    with client_for(built, tmp_path, explore=0.0) as restarted:
+        assert learning(restarted).counts() == pytest.approx(counts, abs=1e-3)
+
+
+def test_an_outcome_posted_to_one_replica_is_learned_by_the_other(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as a, \
+            client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as b:
+        r = route(a)
+        rid, model = r.headers["x-locus-request-id"], r.json()["chosen"]
+        ok = b.post("/v1/outcomes", json={"request_id": rid, "score": 0.0})  # b reads a's decision from the log
+        assert ok.status_code == 202, ok.text
+        wait_for(lambda: learning(a).counts().get(model), "replica a learning b's outcome")
+        assert learning(a).counts() == learning(b).counts() == {model: 1.0}
+        dup = a.post("/v1/outcomes", json={"request_id": rid, "score": 1.0})
+        assert dup.status_code == 409
+
+
+def test_exploration_stays_within_its_budget_and_says_so(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.5) as client:
+        answers = [route(client) for _ in range(60)]
+        pinned = client.post("/v1/chat/completions", json=chat(model=NAMES[0]))  # no upstream: 503, never explored
+        metrics = client.get("/metrics").text
+    explored = [r for r in answers if r.headers["x-locus-explored"] == "true"]
+    assert 0 < len(explored) <= 0.5 * len(answers)
+    why = explored[0].json()["exploration"]
+    assert why["explored"] and "Thompson draw" in why["why"] and "best estimate" in why["why"]
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+               if line.startswith("locus_explored_total")) == len(explored)
+    assert pinned.status_code == 503
+    with client_for(built, tmp_path, explore=1.0, dry_run=True) as client:
+        for _ in range(5):
+            r = client.post("/v1/chat/completions", json=chat(model=NAMES[0], locus={"explain": True}))
+            assert r.headers["x-locus-explored"] == "false" and "one candidate" in r.json()["locus"]["exploration"]["why"]
+            assert r.json()["locus"]["request_id"] == r.headers["x-locus-request-id"]
+
+
+def test_the_answer_that_came_from_a_fallback_is_graded_for_the_model_that_gave_it(built, tmp_path):
+    chosen = route_chosen(built, tmp_path)
+    from tests.locus_pipeline.serve.helpers import host
+
+    fake = FakeUpstreams(failing={host(chosen)})
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake), explore=0.0) as client:
+        r = client.post("/v1/chat/completions", json=chat(locus={"explain": True}))
+        answered = r.headers["x-locus-model"]
+        assert answered != chosen and r.json()["locus"]["request_id"] == r.headers["x-locus-request-id"]
+        assert client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
+                                                 "score": 1}).status_code == 202
+        assert learning(client).counts() == {answered: 1.0}
+
+
+def test_a_reset_in_the_log_forgets_a_models_outcomes_on_every_replica(built, tmp_path):
+    first = route_chosen(built, tmp_path)
+    with client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as client:
+        demote(client, first, n=40)
+        graded = learning(client).counts()
+        assert graded.get(first) and len(graded) > 1
+        assert cli_main(["learn", "reset", first, "--home", str(built["home"].path)]) == 0
+        wait_for(lambda: first not in learning(client).counts(), "the reset read from the log")
+        learned = {x["model"]: x["p_correct"] for x in route(client).json()["ranking"]}
+    with client_for(built, tmp_path, learn=False) as frozen:
+        router = {x["model"]: x["p_correct"] for x in frozen.post("/route", json={"query": QUERY}).json()["ranking"]}
+    assert learned[first] == router[first]  # back to the router's own P
+    assert all(learned[n] > router[n] for n in graded if n != first)  # the others keep what they learned (all 1s)
+
+
+def test_a_reset_names_a_pool_model(built, capsys):
+    assert cli_main(["learn", "reset", "nobody", "--home", str(built["home"].path)]) != 0
+    assert "'nobody' is not in the pool" in capsys.readouterr().err
+    assert not built["home"].traffic_folder("outcomes").exists()
+
+
+def test_the_traffic_log_keeps_what_the_decision_log_promises(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        rid = route(client).headers["x-locus-request-id"]
+    (record,) = [r for _, _, r in built["home"].traffic_tail("decisions").read()]
+    assert record["request_id"] == rid and len(record["query_sha256"]) == 64 and record["encoding_dtype"] == "float16"
+    assert set(record["candidates"]) == set(NAMES) and record["explored"] is False and record["chosen"] in NAMES
+    assert Retention().days == 30
+
+
+def test_a_dropped_file_of_graded_outcomes_is_learned_by_the_running_gateway(built, tmp_path):
+    from locus_pipeline.intake import DropFolder, intake_file
+
+    folder = DropFolder(built["home"]).ensure()
+    with client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as client:
+        r = route(client)
+        rid, chosen = r.headers["x-locus-request-id"], r.json()["chosen"]
+        other = next(n for n in NAMES if n != chosen)
+        path = folder.incoming / "graded.outcomes.csv"
+        path.write_text(f"model,query,score\n{other},{QUERY},1\n{other},another question,1\n")
+        assert intake_file(path, folder).status == "accepted"
+        path = folder.incoming / "by-id.outcomes.jsonl"
+        path.write_text(f'{{"request_id": "{rid}", "score": 0}}\n')
+        assert intake_file(path, folder).status == "accepted"
+        # (a cell's older evidence is discounted by the learner's half-life: 2 answers count 1.999)
+        wait_for(lambda: learning(client).counts() == pytest.approx({chosen: 1.0, other: 2.0}, abs=0.01),
+                 "the dropped outcomes learned")
+        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 409
+        metrics = client.get("/metrics").text
+    assert f'locus_outcomes_total{{model="{other}",source="file"}} 2.0' in metrics
+
+
+def test_the_traffic_evaluations_are_the_graded_answers_with_their_encodings(built, tmp_path):
+    home = built["home"]
+    with client_for(built, tmp_path, explore=0.0) as client:
+        graded = []
+        for query, score in ((QUERY, 0.0), ("another question", 1.0), (QUERY, 1.0)):
+            r = route(client, query)
+            graded.append((r.json()["chosen"], score))
+            assert client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
+                                                     "score": score}).status_code == 202
+        route(client, "never graded")
+    home.append_outcome_records([{"request_id": "file-x-1", "model": NAMES[0], "query": "from a file", "score": 1.0,
+                                  "source": "file", "time": 1e12}])
+    table = home.traffic_evaluations(built["checkpoint_id"])
+    assert len(table) == 3 + 1 - (graded[0][0] == graded[2][0])  # the same model on the same query: newest wins
+    from_log = table[table["encoding"].notna()]
+    assert all(len(v) == 256 for v in from_log["encoding"]) and set(from_log["model"]) <= set(NAMES)
+    assert table.loc[table["query"] == "from a file", "model"].tolist() == [NAMES[0]]
+    home.append_outcome_records([{"reset": NAMES[0], "time": 2e12}])
+    assert NAMES[0] not in set(home.traffic_evaluations()["model"])
+    assert home.traffic_evaluations("another-checkpoint")["encoding"].isna().all()
+
+
+@pytest.mark.e2e
+def test_two_replicas_on_a_home_in_object_storage_share_what_they_learn(built, tmp_path):
+    """The same as on a local home, with LOCUS_HOME in a bucket (moto): segments uploaded whole, tailed by listing."""
+    from locus_pipeline.serve import ServeConfig, create_app
+    from fastapi.testclient import TestClient
+    from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
+
+    with s3_endpoint():
+        from upath import UPath
+
+        url = f"s3://{BUCKET}/{tmp_path.name}"  # moto keeps a bucket for the whole process: a prefix of its own
+        local = built["home"].path
+        for path in local.rglob("*"):
+            if path.is_file() and ".locks" not in path.parts:
+                target = UPath(url) / path.relative_to(local).as_posix()
+                target.fs.put_file(str(path), target.path)
+
+        def replica() -> TestClient:
+            return TestClient(create_app(ServeConfig(home=url, explore=0.0, poll_seconds=0.05)))
+
+        with replica() as a, replica() as b:
+            r = route(a)
+            rid, model = r.headers["x-locus-request-id"], r.json()["chosen"]
+            ok = b.post("/v1/outcomes", json={"request_id": rid, "score": 0.0})
+            assert ok.status_code == 202, ok.text
+            wait_for(lambda: learning(a).counts().get(model), "replica a learning b's outcome")
+            assert a.post("/v1/outcomes", json={"request_id": rid, "score": 1.0}).status_code == 409
+        with replica() as c:  # a restart on the bucket: the state and the log are there
+            assert learning(c).counts() == {model: 1.0}
