@@ -72,6 +72,7 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
     from locus_pipeline.serve.metrics import Metrics
     from locus_pipeline.serve.gateway import Gateway
     from locus_pipeline.serve.snapshot import Snapshot
+    from locus_pipeline.serve.batcher import Scored
 
     rng = np.random.default_rng(2)
     names = tuple(f"org/synthetic-{m:06d}-{rng.integers(1, 70)}b" for m in range(len(z)))  # sizes: the cost proxy
@@ -88,9 +89,14 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
         async def score(self, snap: Snapshot, query: str) -> np.ndarray:
             return predict_proba(model, z, enc[rng.integers(len(enc))][None])[:, 0]
 
+        async def score_full(self, snap: Snapshot, query: str) -> Scored:
+            e = enc[rng.integers(len(enc))]
+            return Scored(predict_proba(model, z, e[None])[:, 0], 0, e)
+
     router = object.__new__(Gateway)
     router.config, router.metrics = ServeConfig(policy=RoutingPolicy(quality_weight=0.9)), Metrics()
     router.batcher = Batcher()
+    router.learning = None  # routing alone: the bench measures the decision, not learning
     router.single_model, router.serve_reason = None, "the router (a bench of the decision)"
 
     async def run() -> list[float]:

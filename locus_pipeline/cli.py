@@ -200,7 +200,7 @@ def run_serve(args: argparse.Namespace) -> int:
         learning_config(config)
         Retention(days=config.traffic_days, max_mb=config.traffic_max_mb)
     except ValueError as err:
-        return _fail("serve", err)
+        return fail("serve", err)
     try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:
@@ -291,9 +291,9 @@ def run_learn_reset(args: argparse.Namespace) -> int:
     try:
         names = set(home.read_pool()["model"].astype(str))
     except StorageError as err:
-        return _fail("learn reset", err)
+        return fail("learn reset", err)
     if args.model not in names:
-        return _fail("learn reset", ValueError(f"{args.model!r} is not in the pool of {home.location} ({len(names)} "
+        return fail("learn reset", ValueError(f"{args.model!r} is not in the pool of {home.location} ({len(names)} "
                                                "models; GET /v1/models or the pool table's `model` column lists them)"))
     home.append_outcome_records([{"reset": args.model, "time": time.time()}])
     print(f"reset {args.model!r}: appended to {home.traffic_folder('outcomes')}; every locus serve on this home "

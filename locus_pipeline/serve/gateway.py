@@ -370,8 +370,8 @@ class Gateway:
 
         try:
             d = decide_on(probs)
-            explored, why = False, ("no learning (--no-learn)" if learning is None else "a pinned model: never explored"
-                                    if pinned is not None else "the server serves a single model: never explored"
+            explored, why = False, ("no learning (--no-learn)" if learning is None else "one candidate (a pinned model): never explored"
+                                    if pinned is not None else "one candidate (--serve single): never explored"
                                     if self.single_model is not None else "")
             if learning is not None and pinned is None and self.single_model is None:
                 explored, why = self.explore(snap, scored, rows, len(idx), d, decide_on)

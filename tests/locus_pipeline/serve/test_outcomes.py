@@ -84,10 +84,10 @@ def demote(client, model: str, *, n: int) -> str:
 def test_a_model_graded_0_loses_the_traffic_it_had_and_a_restart_keeps_it(built, tmp_path):
     first = route_chosen(built, tmp_path)
     with client_for(built, tmp_path, explore=0.0) as client:
-        reference = route(client).json()["guard"]["reference"]
+        reference = route(client).json()["guard"]["incumbent"]
         last = demote(client, first, n=40)
         counts = learning(client).counts()
-        moved = route(client).json()["guard"]["reference"]  # the guard's floor reads the learned standing too
+        moved = route(client).json()["guard"]["incumbent"]  # the guard's floor reads the learned standing too
     assert last != first and counts[first] >= 1
     assert reference == first and moved != first
     with client_for(built, tmp_path, explore=0.0) as restarted:  # the state saved at shutdown, then the log
