@@ -27,6 +27,7 @@ from scipy import special, stats
 
 ROBUST_WEIGHT = 0.05  # eps: the flat component's prior weight
 MIN_VAR = 1e-4  # tau^2 floor: a prior is never trusted beyond 1 point of standard deviation
+MIN_STRENGTH = 1.0  # a + b of the informed part at least: a prior as wide as Jeffreys' (tau^2 = 0.25: not U-shaped)
 _CLIP = 0.005
 
 
@@ -75,7 +76,7 @@ class CellPosterior:
         (any numpy index into the (M, K) arrays)."""
         mu, tau2 = self.prior_mean[rows], self.prior_var[rows]
         r, c = self.right[rows], self.count[rows]
-        s = np.maximum(mu * (1 - mu) / tau2 - 1.0, 1e-3)
+        s = np.maximum(mu * (1 - mu) / tau2 - 1.0, MIN_STRENGTH)
         a0 = np.stack([mu * s, np.ones_like(mu)], axis=-1)
         b0 = np.stack([(1 - mu) * s, np.ones_like(mu)], axis=-1)
         a, b = a0 + r[..., None], b0 + (c - r)[..., None]

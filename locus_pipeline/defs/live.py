@@ -20,7 +20,7 @@ class LiveOnboardingConfig(dg.Config):
     max_cost: float = Field(default=0.0, description="USD: stop before the spend could pass it (0 = no limit).")
     concurrency: int = Field(default=8, description="Calls in flight at once.")
     retries: int = Field(default=2, description="Retries of a failed call (timeout, connection, 5xx / 429).")
-    # the library's DEFAULT_CHOICE (locus_model.adaptive imports torch; the code location loads without it)
+    # the library's DEFAULT_CHOICE (locus_model.estimates.questions imports torch; the code location loads without it)
     choice: str = Field(default="random", description="random | adaptive: how each round's questions are chosen.")
     until: float = Field(default=0.0, description="Points: stop once every 90% interval is narrower (0 = at the budget).")
 

@@ -53,7 +53,7 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-cost", type=float, default=None, help="USD: stop before the spend could pass it")
     p.add_argument("--concurrency", type=int, default=8,
                    help="calls in flight at once; also the questions of one round (default 8)")
-    from locus_model.adaptive import CHOICES, DEFAULT_CHOICE  # why: the parser names the library's choices; imported where onboard registers, as the lines above
+    from locus_model.estimates.questions import CHOICES, DEFAULT_CHOICE  # why: the parser names the library's choices; imported where onboard registers, as the lines above
 
     p.add_argument("--choice", choices=CHOICES, default=DEFAULT_CHOICE,
                    help=f"how each round's questions are chosen (default {DEFAULT_CHOICE}: adaptive, where the estimates' "

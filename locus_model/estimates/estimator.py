@@ -1,0 +1,223 @@
+"""The estimator of what is known of a newcomer: fitted once on a pool, then asked of any evaluation set.
+
+In the scikit-learn manner: ``Estimator(config).fit(pool_scores, benchmarks, router=..., encodings=...)`` does
+every fit that depends on the pool alone -- the low-rank completion of the pool's answers and its inner split
+(lowrank.LowRankPrior: 1 + folds fits), the benchmarks' coding, the training models the encoder's error is measured
+on -- and nothing per newcomer refits it. Then, for the evaluation sets of M newcomers (query indices into the
+pool's queries, scores in [0, 1]):
+
+- ``posterior(sets)``: the (M, K) benchmark cells' robust Beta posterior (posterior.CellPosterior): prior mean the
+  completion's mean P(correct) over each benchmark's queries, its measured error tau^2 at the sets' size, the
+  answers' sums and counts;
+- ``capability(posterior)``: per-benchmark accuracy over each benchmark's queries with LEVEL intervals (the
+  finite-population part: capability.capability_of);
+- ``observe(posterior, m, query, score)``: one more graded answer, in place (two additions: microseconds); the
+  learning router and the onboarding rounds update the same object;
+- ``next_questions(set, posterior, candidates, k)``: the adaptive choice (questions.py) from the same posterior's
+  intervals and the completion's factors;
+- ``embedding(sets)`` and ``answers_like(set, ...)``: the refined embedding (embedding.py) and the pool models the
+  newcomer answers like (likeness.py), with the router's model;
+- ``fit_reference(reference)`` / ``reference_scores(capability)``: reference-score estimates (reference.py).
+
+Queries no pool model answered join by ``extended`` (no refit: the completion gives them the pool's mean and no
+factor); a newcomer that is a copy of a pool model is estimated by an estimator fitted without that row (the caller's
+choice: ``locus_pipeline/newcomers.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from locus_model.estimates.capability import Capability, benchmark_posterior, capability_of
+from locus_model.estimates.coding import LEVEL, Benchmarks
+from locus_model.estimates.embedding import Posterior, encoder_spread, refine_embeddings
+from locus_model.estimates.likeness import answer_agreement, answer_likeness
+from locus_model.estimates.lowrank import LowRankPrior
+from locus_model.estimates.posterior import ROBUST_WEIGHT, CellPosterior
+from locus_model.estimates.questions import choose_adaptive, factor_gain
+from locus_model.estimates.reference import ReferenceMap, fit_reference_map, reference_estimates
+from locus_model.infer import EvaluationSet
+
+
+@dataclass(frozen=True)
+class EstimatorConfig:
+    """How a newcomer is estimated from a pool."""
+
+    rank: int = 16  # components of the pool's low-rank completion
+    folds: int = 10  # groups of the inner split that measures the prior's error
+    reps: int = 4  # random draws of n answers per pool model when measuring that error
+    samples: int = 64  # posterior draws (accuracy, embedding)
+    robust: float = ROBUST_WEIGHT  # the flat component's prior weight: answers that contradict the prior win
+    level: float = LEVEL  # the intervals' nominal coverage
+    spread_models: int = 64  # training models the encoder's error at n is measured on
+    seed: int = 0
+
+
+@dataclass
+class Estimator:
+    """Fitted once on a pool (``fit``), then asked of any newcomer's evaluation sets (the module docstring)."""
+
+    config: EstimatorConfig = field(default_factory=EstimatorConfig)
+
+    # ------------------------------------------------------------------------------------------------- fitting
+    def fit(self, pool_scores: np.ndarray, benchmarks: np.ndarray, *, router=None,
+            encodings: np.ndarray | None = None, asked_from: np.ndarray | None = None) -> "Estimator":
+        """Fit on the pool's answers (P, Q), NaN = not asked, over queries of these benchmarks (Q,); with the
+        router (locus_model.router.Router) and the queries' encodings (Q, D): the embedding and answers_like too.
+        ``asked_from``: the queries newcomers are asked from (their answers are drawn among them when the prior's
+        error is measured; None: all)."""
+        scores = np.asarray(pool_scores, np.float32)
+        if scores.ndim != 2 or scores.shape[1] != len(benchmarks) or len(scores) < 2:
+            raise ValueError(f"Estimator.fit: pool_scores {scores.shape} must be (models >= 2, {len(benchmarks)} "
+                             "queries). How to fix: give the pool's answers as a model x query table over the same "
+                             "queries, in the same order, as benchmarks")
+        if encodings is not None and len(encodings) != len(benchmarks):
+            raise ValueError(f"Estimator.fit: {len(encodings)} encodings for {len(benchmarks)} queries. How to fix: "
+                             "one encoding per query, in the benchmarks' order")
+        cfg = self.config
+        self.prior_ = LowRankPrior.fit(scores, benchmarks, rank=cfg.rank, folds=cfg.folds, seed=cfg.seed)
+        self.router_ = router
+        self.encodings_ = None if encodings is None else np.asarray(encodings, np.float32)
+        self.asked_from_ = None if asked_from is None else np.asarray(asked_from, np.int64)
+        self._derive()
+        return self
+
+    def _derive(self) -> None:
+        self.coding_ = Benchmarks.of(self.prior_.benchmarks)
+        answered = ~np.isnan(self.prior_.scores)
+        self.pool_known_ = (answered.any(axis=0) @ self.coding_.onehot) > 0  # (K,) the pool answered some query of b
+        rng = np.random.default_rng(self.config.seed)
+        rows = rng.permutation(len(answered))[: self.config.spread_models]
+        self.training_ = [(np.flatnonzero(answered[r]), self.prior_.scores[r, answered[r]]) for r in rows]
+        self.spreads_: dict[int, np.ndarray] = {}
+        self.reference_: ReferenceMap | None = None
+
+    def extended(self, benchmarks: np.ndarray, encodings: np.ndarray | None = None) -> "Estimator":
+        """This estimator over more queries no pool model answered (their benchmarks (E,) and encodings (E, D),
+        appended after the pool's): no fit again; the prior's error is measured afresh (the benchmarks changed)."""
+        if len(benchmarks) == 0:
+            return self
+        out = Estimator(self.config)
+        out.prior_ = self.prior_.extended(np.asarray(benchmarks).astype(str))
+        out.router_ = self.router_
+        out.asked_from_ = self.asked_from_
+        out.encodings_ = None
+        if self.encodings_ is not None:
+            if encodings is None or len(encodings) != len(benchmarks):
+                raise ValueError("Estimator.extended: give the extra queries' encodings, one per query")
+            out.encodings_ = np.concatenate([self.encodings_, np.asarray(encodings, np.float32)])
+        out._derive()
+        return out
+
+    @property
+    def benchmarks(self) -> tuple[str, ...]:
+        return tuple(self.coding_.names)
+
+    # ------------------------------------------------------------------------------------------------- the posterior
+    def posterior(self, sets: Sequence[EvaluationSet]) -> CellPosterior:
+        """(M, K) benchmark cells of M newcomers: the completion's prior means from their answers, the prior's
+        measured error at their median size, their answers' sums and counts."""
+        for i, _ in sets:
+            if len(i) and (np.min(i) < 0 or np.max(i) >= self.coding_.Q):
+                raise ValueError(f"Estimator.posterior: a query index outside the estimator's {self.coding_.Q} "
+                                 "queries. How to fix: place the newcomer's answers among the pool's queries first "
+                                 "(extended() for queries the pool never answered)")
+        if not sets:
+            raise ValueError("Estimator.posterior: no evaluation sets. How to fix: give each newcomer's (indices, scores)")
+        n = max(int(np.median([len(i) for i, _ in sets])), 1)
+        mean = self.coding_.means(self.prior_.full.proba(sets))
+        mean = np.where(np.isnan(mean), self.prior_.full.mean.mean(), mean)
+        return benchmark_posterior(mean, self.prior_.error_at(n, queries=self.asked_from_), sets, self.coding_, robust=self.config.robust)
+
+    def empty_posterior(self, M: int = 1) -> CellPosterior:
+        """M newcomers before any answer (``refresh`` gives each its prior once it has answers)."""
+        return CellPosterior.from_prior(np.full((M, self.coding_.K), 0.5), 0.25, robust=self.config.robust)
+
+    def observe(self, posterior: CellPosterior, m: int, query: int, score: float) -> None:
+        """One more graded answer of newcomer m (a row of ``posterior``) on query ``query``: in place (microseconds:
+        the learning router's and the onboarding rounds' one update rule)."""
+        posterior.observe(m, int(self.coding_.codes[query]), float(score))
+
+    def refresh(self, posterior: CellPosterior, m: int, evaluation_set: EvaluationSet) -> None:
+        """Newcomer m's prior from all its answers so far (``evaluation_set``): the completion's projection (one
+        r x r solve) and the prior's error at its n (measured once per power of two): no fit, milliseconds. The
+        answers' sums and counts are ``observe``'s and stay as they are."""
+        proba = self.prior_.full.proba([evaluation_set])
+        mean = self.coding_.means(proba)[0]
+        mean = np.where(np.isnan(mean), self.prior_.full.mean.mean(), mean)
+        fresh = CellPosterior.from_prior(mean[None], self.prior_.error_at(max(len(evaluation_set[0]), 1),
+                                                                          queries=self.asked_from_))
+        posterior.prior_mean[m], posterior.prior_var[m] = fresh.prior_mean[0], fresh.prior_var[0]
+
+    def capability(self, posterior: CellPosterior, *, seed: int | None = None) -> Capability:
+        """Per-benchmark accuracy over each benchmark's queries with LEVEL intervals; a benchmark the pool never saw:
+        the rate itself (capability.capability_of)."""
+        return capability_of(posterior, self.coding_, rate_only=~self.pool_known_, level=self.config.level,
+                             samples=self.config.samples, seed=self.config.seed if seed is None else seed)
+
+    def estimate(self, sets: Sequence[EvaluationSet]) -> Capability:
+        """capability(posterior(sets))."""
+        return self.capability(self.posterior(sets))
+
+    # ------------------------------------------------------------------------------------------------- questions
+    def next_questions(self, evaluation_set: EvaluationSet, capability: Capability, candidates: np.ndarray, k: int,
+                       *, row: int = 0) -> np.ndarray:
+        """The next ``k`` queries (indices) among ``candidates`` (Q,) bool for the newcomer of this evaluation set
+        whose capability (row ``row``) is shown: the widest interval's most informative question (questions.py)."""
+        idx = np.asarray(evaluation_set[0], dtype=np.int64)
+        seen = np.zeros(self.coding_.Q, dtype=bool)
+        seen[idx] = True
+        proba = self.prior_.full.proba([evaluation_set])[0] if len(idx) else self.prior_.full.mean
+        gain = factor_gain(self.prior_.full.basis, proba, seen, self.coding_.codes, self.coding_.K,
+                           alpha=self.prior_.full.alpha)
+        widths = capability.hi[row] - capability.lo[row]
+        return choose_adaptive(gain, widths, np.asarray(candidates, dtype=bool) & ~seen, k, level=self.config.level)
+
+    # ------------------------------------------------------------------------------------------------- the embedding
+    def _need_router(self, what: str) -> None:
+        if self.router_ is None or self.encodings_ is None:
+            raise ValueError(f"Estimator.{what} needs the router and the queries' encodings. How to fix: "
+                             "fit(..., router=, encodings=)")
+
+    def embedding(self, sets: Sequence[EvaluationSet]) -> Posterior:
+        """The newcomers' refined embeddings with their Laplace spread (embedding.py), the prior's scale the encoder's
+        error at the sets' median size (measured once per size on the pool's training models)."""
+        self._need_router("embedding")
+        n = max(int(np.median([len(i) for i, _ in sets])), 1)
+        if n not in self.spreads_:
+            self.spreads_[n] = encoder_spread(self.router_.model, self.encodings_, self.training_, n,
+                                              seed=self.config.seed)
+        return refine_embeddings(self.router_.model, self.encodings_, sets, self.spreads_[n])
+
+    def answers_like(self, evaluation_set: EvaluationSet, pool_scores: np.ndarray, pool_embeddings: np.ndarray, *,
+                     embedding: Posterior | None = None, shown: int = 5) -> pd.DataFrame:
+        """The ``shown`` pool models the newcomer answers most like: row (into pool_scores (P', Q) / pool_embeddings
+        (P', d)), agreement, shared, p_nearest (likeness.answer_likeness)."""
+        post = self.embedding([evaluation_set]) if embedding is None else embedding
+        order, prob = answer_likeness([evaluation_set], pool_scores, pool_embeddings, post,
+                                      samples=self.config.samples, seed=self.config.seed)
+        agree, shared = answer_agreement(pool_scores, evaluation_set)
+        top = order[0][:shown]
+        return pd.DataFrame({"row": top, "agreement": agree[top], "shared": shared[top], "p_nearest": prob[0][top]})
+
+    # ------------------------------------------------------------------------------------------------- references
+    def fit_reference(self, reference: pd.DataFrame) -> ReferenceMap:
+        """The map from per-benchmark accuracy to reference scores (rows aligned with the pool's models, one numeric
+        column per score), fitted on the pool's models that have every score and an answer on every benchmark."""
+        accuracy = self.coding_.means(self.prior_.scores.astype(np.float64))
+        ok = ~(reference.isna().any(axis=1).to_numpy() | np.isnan(accuracy).any(axis=1))
+        self.reference_ = fit_reference_map(accuracy[ok], reference[ok].reset_index(drop=True))
+        return self.reference_
+
+    def reference_scores(self, capability: Capability) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(estimate, lo, hi), each (M, R), of the fitted reference scores."""
+        if self.reference_ is None:
+            raise ValueError("Estimator.reference_scores: no reference map. How to fix: fit_reference(table) first")
+        return reference_estimates(capability, self.reference_, seed=self.config.seed)
+
+
+__all__ = ["Estimator", "EstimatorConfig"]
