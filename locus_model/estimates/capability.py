@@ -98,8 +98,9 @@ def capability_of(post: CellPosterior, coding: Benchmarks, *, rate_only: np.ndar
 def benchmark_posterior(prior_mean: np.ndarray, prior_var: np.ndarray | float, sets: Sequence[EvaluationSet],
                         coding: Benchmarks, *, robust: float = ROBUST_WEIGHT) -> CellPosterior:
     """The (M, K) benchmark cells' posterior: prior means (M, K), their measured error (K,) or (M, K), and each
-    set's observed answers (the sums and counts per benchmark: the update, all at once)."""
-    post = CellPosterior.from_prior(prior_mean, prior_var, robust=robust)
+    set's observed answers (the sums and counts per benchmark: the update, all at once); its flat part centred on
+    the prior mean (a benchmark never asked keeps the prior's mean)."""
+    post = CellPosterior.from_prior(prior_mean, prior_var, robust=robust, centred=True)
     _, right, count = coding.counts(sets)
     post.right += right
     post.count += count

@@ -135,7 +135,8 @@ class Estimator:
 
     def empty_posterior(self, M: int = 1) -> CellPosterior:
         """M newcomers before any answer (``refresh`` gives each its prior once it has answers)."""
-        return CellPosterior.from_prior(np.full((M, self.coding_.K), 0.5), 0.25, robust=self.config.robust)
+        return CellPosterior.from_prior(np.full((M, self.coding_.K), 0.5), 0.25, robust=self.config.robust,
+                                         centred=True)
 
     def observe(self, posterior: CellPosterior, m: int, query: int, score: float) -> None:
         """One more graded answer of newcomer m (a row of ``posterior``) on query ``query``: in place (microseconds:

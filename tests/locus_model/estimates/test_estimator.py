@@ -1,0 +1,90 @@
+"""The estimator of a newcomer (locus_model.estimates.Estimator) on small pools with known truth: answers that
+contradict the pool's prior keep their plausible range inside the interval, no interval has zero width where
+something is unknown, one answer at a time is the same posterior as all at once, and nothing after ``fit`` fits
+again (estimates at any n, refreshes, queries the pool never answered)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from locus_model.estimates import Estimator, EstimatorConfig, LowRank, draw_sets
+
+BENCH = np.array(["a", "b", "c", "d"])[np.arange(400) % 4]  # 100 queries each
+
+
+def pool(n_models: int, seed: int) -> np.ndarray:
+    """(M, 400) answers of middling models (rates 0.3-0.7 per benchmark)."""
+    rng = np.random.default_rng(seed)
+    rate = np.clip(rng.uniform(0.3, 0.7, size=(n_models, 1)) + rng.normal(scale=0.05, size=(n_models, 4)), 0.05, 0.95)
+    return (rng.random((n_models, 400)) < rate[:, np.arange(400) % 4]).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def estimator() -> Estimator:
+    return Estimator(EstimatorConfig(rank=4, seed=1)).fit(pool(60, 0), BENCH)
+
+
+@pytest.mark.parametrize("score", [1.0, 0.0])
+def test_answers_that_contradict_the_pool_keep_their_plausible_range(estimator: Estimator, score: float) -> None:
+    idx = np.sort(np.random.default_rng(2).choice(400, 128, replace=False))
+    cap = estimator.estimate([(idx, np.full(128, score, np.float32))])
+    n = cap.n[0]
+    assert n.sum() == 128
+    for k in range(4):  # the one-sided 95% Clopper-Pearson bound of all-right (all-wrong) answers of n: 0.05^(1/n)
+        bound = 0.05 ** (1 / n[k])
+        if score == 1.0:
+            assert cap.hi[0, k] >= bound, (k, cap.hi[0, k], bound)
+        else:
+            assert cap.lo[0, k] <= 1 - bound, (k, cap.lo[0, k], 1 - bound)
+    assert np.all(cap.hi - cap.lo > 0)
+
+
+def test_a_benchmark_the_pool_never_saw_gets_the_rates_interval_not_zero_width(estimator: Estimator) -> None:
+    wider = estimator.extended(np.array(["new"] * 10))
+    assert wider.benchmarks == ("a", "b", "c", "d", "new")
+    idx = np.concatenate([np.arange(0, 40, 4), 400 + np.arange(10)])  # 10 of "a", all 10 of "new"
+    cap = wider.estimate([(idx, np.concatenate([np.ones(10), np.r_[np.ones(5), np.zeros(5)]]).astype(np.float32))])
+    lo, hi = cap.lo[0, 4], cap.hi[0, 4]
+    # its rate from 5 of 10 under a flat prior (the pool knows nothing there): Beta(6, 6)'s 90% interval 0.27-0.73
+    assert cap.estimate[0, 4] == pytest.approx(0.5, abs=0.01)
+    assert lo == pytest.approx(stats.beta.ppf(0.05, 6, 6), abs=0.05) and hi == pytest.approx(stats.beta.ppf(0.95, 6, 6), abs=0.05)
+    assert np.all(cap.hi[0] - cap.lo[0] > 0.01)
+
+
+def test_every_query_observed_is_the_accuracy_itself(estimator: Estimator) -> None:
+    cap = estimator.estimate([(np.arange(400), np.tile(np.array([1, 0, 1, 1], np.float32), 100))])
+    np.testing.assert_allclose(cap.estimate[0], [1.0, 0.0, 1.0, 1.0])
+    np.testing.assert_allclose(cap.hi[0] - cap.lo[0], 0.0)  # known, not estimated
+
+
+def test_one_answer_at_a_time_is_all_at_once(estimator: Estimator) -> None:
+    (idx, scores), = draw_sets(pool(1, 3), 40, np.random.default_rng(4))
+    batch = estimator.posterior([(idx, scores)])
+    online = estimator.empty_posterior()
+    for q, s in zip(idx, scores):
+        estimator.observe(online, 0, int(q), float(s))
+    estimator.refresh(online, 0, (idx, scores))
+    for name in ("prior_mean", "prior_var", "right", "count"):
+        np.testing.assert_allclose(getattr(online, name), getattr(batch, name), err_msg=name)
+    np.testing.assert_allclose(estimator.capability(online).estimate, estimator.capability(batch).estimate)
+
+
+def test_nothing_after_fit_fits_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    fitted = Estimator(EstimatorConfig(rank=4, folds=3, seed=1)).fit(pool(30, 5), BENCH)
+    real, fits = LowRank.fit.__func__, []
+
+    def counted(cls, *args, **kwargs):
+        fits.append(1)
+        return real(cls, *args, **kwargs)
+
+    monkeypatch.setattr(LowRank, "fit", classmethod(counted))
+    rng = np.random.default_rng(6)
+    for n in (8, 20, 64):
+        sets = draw_sets(pool(2, 7), n, rng)
+        fitted.estimate(sets)
+        post = fitted.posterior(sets[:1])
+        fitted.refresh(post, 0, sets[0])
+    fitted.extended(np.array(["new"])).estimate([(np.array([0, 400]), np.array([1.0, 0.0], np.float32))])
+    assert fits == []
