@@ -118,8 +118,7 @@ class NewcomerSource:
         ids = self.ids
         if extra:
             benchmarks = own.set_index("query_id").loc[extra, "benchmark"].astype(str).to_numpy()
-            estimator = estimator.extended(benchmarks, encoding_matrix(store_encodings, extra)
-                                           if self.router is not None else None)
+            estimator = estimator.extended(benchmarks, encoding_matrix(store_encodings, extra))
             ids = ids + extra
         index = {q: i for i, q in enumerate(ids)}
         newcomer = (np.array([index[q] for q in own["query_id"]], dtype=np.int64), own["score"].to_numpy(np.float32))
