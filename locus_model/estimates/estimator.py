@@ -8,7 +8,10 @@ pool's queries, scores in [0, 1]):
 
 - ``posterior(sets)``: the (M, K) benchmark cells' robust Beta posterior (posterior.CellPosterior): prior mean the
   completion's mean P(correct) over each benchmark's queries, its measured error tau^2 at the sets' size, the
-  answers' sums and counts;
+  answers' sums and counts. A newcomer whose answers are mostly on queries no pool model answered gives the
+  completion nothing to project from (it would fall to the pool's mean); with the router, its prior is instead the
+  router's P(correct) at the set encoder's embedding of its answers (the encoder reads query encodings, not
+  question ids), its error measured the same way on the pool's models (``router_error_at``);
 - ``capability(posterior)``: per-benchmark accuracy over each benchmark's queries with LEVEL intervals (the
   finite-population part: capability.capability_of);
 - ``observe(posterior, m, query, score)``: one more graded answer, in place (two additions: microseconds); the
@@ -36,11 +39,15 @@ from locus_model.estimates.capability import Capability, benchmark_posterior, ca
 from locus_model.estimates.coding import LEVEL, Benchmarks
 from locus_model.estimates.embedding import Posterior, encoder_spread, refine_embeddings
 from locus_model.estimates.likeness import answer_agreement, answer_likeness
-from locus_model.estimates.lowrank import LowRankPrior
+from locus_model.estimates.lowrank import LowRankPrior, simulate_prior_error
 from locus_model.estimates.posterior import ROBUST_WEIGHT, CellPosterior
 from locus_model.estimates.questions import choose_adaptive, factor_gain
 from locus_model.estimates.reference import ReferenceMap, fit_reference_map, reference_estimates
 from locus_model.infer import EvaluationSet
+
+
+OFF_POOL_SHARE = 0.5  # a newcomer with more of its answers than this off the pool's queries reads the router's prior
+ERROR_MODELS = 200  # pool models the router prior's error is measured on
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,8 @@ class Estimator:
     def _derive(self) -> None:
         self.coding_ = Benchmarks.of(self.prior_.benchmarks)
         answered = ~np.isnan(self.prior_.scores)
+        self.pool_answered_ = answered.any(axis=0)  # (Q,) queries some pool model answered
+        self.router_errors_: dict[int, np.ndarray] = {}
         self.pool_known_ = (answered.any(axis=0) @ self.coding_.onehot) > 0  # (K,) the pool answered some query of b
         rng = np.random.default_rng(self.config.seed)
         rows = rng.permutation(len(answered))[: self.config.spread_models]
@@ -129,9 +138,58 @@ class Estimator:
         if not sets:
             raise ValueError("Estimator.posterior: no evaluation sets. How to fix: give each newcomer's (indices, scores)")
         n = max(int(np.median([len(i) for i, _ in sets])), 1)
+        mean, var = self._prior(sets, n)
+        return benchmark_posterior(mean, var, sets, self.coding_, robust=self.config.robust)
+
+    def off_pool(self, sets: Sequence[EvaluationSet]) -> np.ndarray:
+        """(M,) bool: the sets whose answers are mostly (over OFF_POOL_SHARE) on queries no pool model answered,
+        read by the router's prior where the estimator has the router."""
+        share = np.array([np.mean(~self.pool_answered_[np.asarray(i, np.int64)]) if len(i) else 0.0 for i, _ in sets])
+        return (share > OFF_POOL_SHARE) & (self.router_ is not None and self.encodings_ is not None)
+
+    def _prior(self, sets: Sequence[EvaluationSet], n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(prior means (M, K), their measured error (M, K)) of the sets at size n: the completion's, or the
+        router's for the sets off the pool's queries."""
         mean = self.coding_.means(self.prior_.full.proba(sets))
         mean = np.where(np.isnan(mean), self.prior_.full.mean.mean(), mean)
-        return benchmark_posterior(mean, self.prior_.error_at(n, queries=self.asked_from_), sets, self.coding_, robust=self.config.robust)
+        var = np.tile(self.prior_.error_at(n, queries=self.asked_from_), (len(sets), 1))
+        off = self.off_pool(sets)
+        if off.any():
+            mine = [s for s, o in zip(sets, off) if o]
+            mean[off] = self.router_means(mine)
+            var[off] = self.router_error_at(n)
+        return mean, var
+
+    def router_means(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, K)
+        """The router's mean P(correct) over each benchmark's queries for newcomers embedded from their answers (one
+        forward pass of the set encoder, their group profiles from the same answers)."""
+        self._need_router("router_means")
+        dense = np.full((len(sets), self.coding_.Q), np.nan, np.float32)
+        for m, (idx, s) in enumerate(sets):
+            dense[m, np.asarray(idx, np.int64)] = s
+        z = self.router_.embed(self.encodings_, sets)
+        profiles = self.router_.profiles(self.encodings_, dense, self.prior_.benchmarks)
+        mean = self.coding_.means(self.router_.proba(z, profiles, self.encodings_))
+        return np.where(np.isnan(mean), 0.5, mean)
+
+    def router_error_at(self, n: int) -> np.ndarray:
+        """tau^2 (K,) of the router's prior at n: up to ERROR_MODELS seeded pool models, each embedded from n random
+        answers, against its accuracy over all of each benchmark's queries (simulate_prior_error; optimistic where
+        the router was trained on these models' answers). Measured once per power of two, interpolated in log n."""
+        def at(k: int) -> np.ndarray:
+            if k not in self.router_errors_:
+                rng = np.random.default_rng(self.config.seed)
+                rows = rng.permutation(len(self.prior_.scores))[:ERROR_MODELS]
+                self.router_errors_[k] = simulate_prior_error(lambda r, sets: self.router_means(sets),
+                                                              self.prior_.scores[rows], self.prior_.benchmarks, k,
+                                                              reps=self.config.reps, seed=self.config.seed)
+            return self.router_errors_[k]
+
+        lo = 2 ** int(np.floor(np.log2(max(n, 1))))
+        if lo == n:
+            return at(n)
+        t = np.log2(n / lo)
+        return (1 - t) * at(lo) + t * at(2 * lo)
 
     def empty_posterior(self, M: int = 1) -> CellPosterior:
         """M newcomers before any answer (``refresh`` gives each its prior once it has answers)."""
@@ -147,11 +205,8 @@ class Estimator:
         """Newcomer m's prior from all its answers so far (``evaluation_set``): the completion's projection (one
         r x r solve) and the prior's error at its n (measured once per power of two): no fit, milliseconds. The
         answers' sums and counts are ``observe``'s and stay as they are."""
-        proba = self.prior_.full.proba([evaluation_set])
-        mean = self.coding_.means(proba)[0]
-        mean = np.where(np.isnan(mean), self.prior_.full.mean.mean(), mean)
-        fresh = CellPosterior.from_prior(mean[None], self.prior_.error_at(max(len(evaluation_set[0]), 1),
-                                                                          queries=self.asked_from_))
+        mean, var = self._prior([evaluation_set], max(len(evaluation_set[0]), 1))
+        fresh = CellPosterior.from_prior(mean, var)
         posterior.prior_mean[m], posterior.prior_var[m] = fresh.prior_mean[0], fresh.prior_var[0]
 
     def capability(self, posterior: CellPosterior, *, seed: int | None = None) -> Capability:

@@ -18,7 +18,11 @@ queries; its target on benchmark b is its accuracy over all of b's queries in th
 locus_encoder, observed, low_rank, irt and router carry only the binomial part of the interval.
 Keys: capability.<method>.<n>.mae (points) / .coverage, reference.<method>.<n>.mae (/ .coverage),
 identity.<n>.hit_at_1 (a copy built from n of an in-training model's evaluations: its source ranks first by
-estimates.answer_likeness).
+estimates.answer_likeness). Off the pool's questions (with a router): the product's estimator fitted on the
+in-training models' answers to the fold's training queries only, the held-out models asked n of the other queries:
+capability_unseen.<method>.<n>.mae / .coverage / .bias (signed, points) for product, low_rank and observed, and
+identity_unseen.<n>.hit_at_1 (a copy from n of an in-training model's answers on those queries, ranked by its
+refined embedding's distance: no question is shared).
 """
 
 from __future__ import annotations
@@ -90,9 +94,10 @@ def router_capability(router, encodings: np.ndarray, benchmarks: np.ndarray, pos
 
 
 def _score(cap, truth: np.ndarray) -> dict:
-    err = np.abs(cap.estimate - truth) * 100
+    signed = (cap.estimate - truth) * 100
+    err = np.abs(signed)
     cover = (truth >= cap.lo) & (truth <= cap.hi)
-    return {"mae": float(err.mean()), "coverage": float(cover.mean()),
+    return {"mae": float(err.mean()), "coverage": float(cover.mean()), "bias": float(signed.mean()),
             "mae_per_model": err.mean(axis=1)}  # kept for paired intervals, dropped before JSON
 
 
@@ -127,8 +132,18 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
         ref_truth = reference.iloc[held].to_numpy(dtype=float)
     train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
     # the product's estimator fitted once for every n (its completion is low_rank's), else the completion alone
-    estimator = (Estimator(EstimatorConfig(seed=seed)).fit(train_matrix, benchmarks, asked_from=train_queries)
+    estimator = (Estimator(EstimatorConfig(seed=seed)).fit(train_matrix, benchmarks, router=router,
+                                                           encodings=encodings, asked_from=train_queries)
                  if "product" in methods else None)
+    # off the pool's questions: the same pool without its answers on the fold's other queries, the held-out models
+    # asked only those (the unseen block below)
+    unseen_queries = np.setdiff1d(np.arange(scores.shape[1]), train_queries)
+    unseen_estimator = None
+    if "product" in methods and router is not None and len(unseen_queries):
+        seen_only = np.full_like(train_matrix, np.nan)
+        seen_only[:, train_queries] = train_matrix[:, train_queries]
+        unseen_estimator = Estimator(EstimatorConfig(seed=seed)).fit(seen_only, benchmarks, router=router,
+                                                                     encodings=encodings)
     low_rank = estimator.prior_.full if estimator is not None else LowRank.fit(train_matrix, 16)
     coding = Benchmarks.of(benchmarks)
     sim_rows = trained[np.random.default_rng(seed).permutation(len(trained))[:200]]
@@ -187,6 +202,23 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                 for j, col in enumerate(ref_map.scores):
                     out[f"reference.{method}.{n}.{col}.mae"] = float(err[:, j].mean())
                 per_model["reference", method, n] = err.mean(axis=1)
+        if unseen_estimator is not None:  # answers on queries the pool never answered
+            unseen_sets = _draw_sets(scores, held, unseen_queries, n, rng)
+            unseen_caps = {"product": unseen_estimator.estimate(unseen_sets),
+                           "low_rank": accuracy_from_proba(unseen_estimator.prior_.full.proba(unseen_sets)[:, None, :],
+                                                           unseen_sets, benchmarks, seed=seed),
+                           "observed": accuracy_from_proba(_observed_proba(unseen_sets, benchmarks, pool_mean),
+                                                           unseen_sets, benchmarks, seed=seed)}
+            for method, cap in unseen_caps.items():
+                s = _score(cap, truth[held])
+                for what in ("mae", "coverage", "bias"):
+                    out[f"capability_unseen.{method}.{n}.{what}"] = s[what]
+                per_model["capability_unseen", method, n] = s["mae_per_model"]
+            sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
+            copies = _draw_sets(scores, trained[sources], unseen_queries, n, rng)
+            post = unseen_estimator.embedding(copies)
+            order, _ = answer_likeness(copies, unseen_estimator.prior_.scores, pool_z, post, samples=samples, seed=seed)
+            out[f"identity_unseen.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
         # copy recognition: n of an in-training model's own evaluations under a new name
         sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
         copies = _draw_sets(scores, trained[sources], train_queries, n, rng)

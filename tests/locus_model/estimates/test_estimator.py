@@ -88,3 +88,23 @@ def test_nothing_after_fit_fits_again(monkeypatch: pytest.MonkeyPatch) -> None:
         fitted.refresh(post, 0, sets[0])
     fitted.extended(np.array(["new"])).estimate([(np.array([0, 400]), np.array([1.0, 0.0], np.float32))])
     assert fits == []
+
+
+def test_a_newcomer_off_the_pools_questions_reads_the_routers_prior() -> None:
+    from tests.locus_model.tiny_locus import D, one_group_router, tiny_model
+
+    rng = np.random.default_rng(8)
+    enc = rng.normal(size=(410, D)).astype(np.float32)
+    est = Estimator(EstimatorConfig(rank=4, seed=1, reps=1)).fit(pool(30, 9), BENCH, router=one_group_router(tiny_model()),
+                                                                encodings=enc[:400])
+    wider = est.extended(np.array(["a"] * 10), enc[400:])  # ten more queries of "a" that no pool model answered
+    off = (np.arange(400, 410), np.ones(10, np.float32))
+    on = (np.arange(0, 40, 4), np.ones(10, np.float32))
+    assert wider.off_pool([off, on]).tolist() == [True, False]
+    post = wider.posterior([off, on])
+    np.testing.assert_allclose(post.prior_mean[0], np.clip(wider.router_means([off])[0], 0.005, 0.995))
+    np.testing.assert_allclose(post.prior_var[0], np.maximum(wider.router_error_at(10), 1e-4))
+    np.testing.assert_allclose(post.prior_var[1], np.maximum(wider.prior_.error_at(10), 1e-4))
+    assert sorted(wider.router_errors_) == [8, 16]  # measured at the powers of two around 10 only
+    without = Estimator(EstimatorConfig(rank=4, seed=1)).fit(pool(30, 9), BENCH).extended(np.array(["a"] * 10))
+    assert without.off_pool([off]).tolist() == [False]  # no router: the completion, as before
