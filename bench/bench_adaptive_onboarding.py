@@ -131,8 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     Q = len(matrix.query_ids)
     keep = np.sort(rng.choice(Q, size=args.max_queries, replace=False)) if args.max_queries else np.arange(Q)
     scores = matrix.scores[:, keep].astype(np.float32)
-    enc = np.asarray(encode_queries([matrix.queries[i] for i in keep], encoder="all-MiniLM-L6-v2", runtime="torch"),
-                     dtype=np.float32)
     bench_all = np.asarray(matrix.benchmarks)[keep]
     order = rng.permutation(len(keep))
     test = np.sort(order[: int(len(keep) * args.test_share)])
@@ -142,17 +140,19 @@ def main(argv: list[str] | None = None) -> int:
     trained = np.setdiff1d(np.arange(len(matrix.models)), held)
     print(f"{len(keep)} questions ({len(candidates)} candidates, {len(test)} test); {len(trained)} trained, held out: "
           f"{[matrix.models[h] for h in held]}", flush=True)
+    if args.capability:  # the estimator reads the training models' answers: no LOCUS to train
+        rows = capability_rows(bench_all, scores, held, candidates, args, start)
+        return report_capability(rows, args, {"source": source, "questions": int(len(keep)),
+                                              "candidates": int(len(candidates)),
+                                              "held_out": [matrix.models[h] for h in held],
+                                              "estimate": "product (locus_model.estimates.Estimator)"}, start)
+    enc = np.asarray(encode_queries([matrix.queries[i] for i in keep], encoder="all-MiniLM-L6-v2", runtime="torch"),
+                     dtype=np.float32)
     model, checkpoint = trained_locus(enc, scores, trained, candidates, args.train_option, args.seed, args.cache)
     print(f"trained in {time.time() - start:.0f} s -> {checkpoint}", flush=True)
 
     sets = [(candidates[~np.isnan(scores[m, candidates])], scores[m, candidates][~np.isnan(scores[m, candidates])])
             for m in trained]
-    if args.capability:
-        rows = capability_rows(model, enc, bench_all, scores, held, candidates, sets, args, start)
-        return report_capability(rows, args, {"source": source, "questions": int(len(keep)),
-                                              "candidates": int(len(candidates)), "checkpoint": checkpoint,
-                                              "held_out": [matrix.models[h] for h in held],
-                                              "train_options": args.train_option, "estimate": args.estimate}, start)
     pool_z = embed_evaluation_sets(model, enc, sets)  # (T, d): the pool, each model from all its candidate answers
     P_cand = predict_proba(model, pool_z, enc[candidates])  # (T, C)
     P_test_pool = predict_proba(model, pool_z, enc[test])  # (T, Qt)
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def capability_rows(model, enc, bench_all, scores, held, candidates, sets, args, start) -> list[dict]:
+def capability_rows(bench_all, scores, held, candidates, args, start) -> list[dict]:
     """Per held-out model, choice and seed, at each n of args.sizes: its capability estimates' MAE (points),
     coverage and widest interval against its accuracy over all its recorded answers (module docstring)."""
     # why: the --capability mode only
@@ -253,7 +253,7 @@ def capability_rows(model, enc, bench_all, scores, held, candidates, sets, args,
         truth = np.array([np.nanmean(y[bench_all == b]) for b in names])
         askable = candidates[~np.isnan(y[candidates])]  # candidates the model has a recorded answer to
         where = {int(q): i for i, q in enumerate(askable)}
-        allowed = np.zeros(len(enc), dtype=bool)
+        allowed = np.zeros(scores.shape[1], dtype=bool)
         allowed[askable] = True
         runs = [(c, 0) for c in args.choices if c != "random"]
         runs += [("random", s) for s in range(args.random_seeds)] if "random" in args.choices else []

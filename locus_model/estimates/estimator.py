@@ -61,6 +61,8 @@ class EstimatorConfig:
     robust: float = ROBUST_WEIGHT  # the flat component's prior weight: answers that contradict the prior win
     level: float = LEVEL  # the intervals' nominal coverage
     spread_models: int = 64  # training models the encoder's error at n is measured on
+    local_share: float | None = None  # the prior's error measured on this share of the inner split's draws nearest
+    # the newcomer's prior means (where it falls in the pool); None: one width for the pool
     seed: int = 0
 
 
@@ -152,7 +154,8 @@ class Estimator:
         router's for the sets off the pool's queries."""
         mean = self.coding_.means(self.prior_.full.proba(sets))
         mean = np.where(np.isnan(mean), self.prior_.full.mean.mean(), mean)
-        var = np.tile(self.prior_.error_at(n, queries=self.asked_from_), (len(sets), 1))
+        var = np.broadcast_to(self.prior_.error_at(n, queries=self.asked_from_, means=mean,
+                                                   share=self.config.local_share), mean.shape).copy()
         off = self.off_pool(sets)
         if off.any():
             mine = [s for s, o in zip(sets, off) if o]

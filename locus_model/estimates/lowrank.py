@@ -40,12 +40,13 @@ def prior_variance(prior: np.ndarray, truth: np.ndarray, benchmarks: np.ndarray,
     return np.nan_to_num(np.maximum(scale**2 - finite, MIN_PRIOR_VAR), nan=FLAT_VAR)  # no model known there
 
 
-def simulate_prior_error(prior_means: Callable[[np.ndarray, list], np.ndarray], scores: np.ndarray,
-                         benchmarks: np.ndarray, n: int, *, queries: np.ndarray | None = None, reps: int = 4,
-                         seed: int = 0) -> np.ndarray:
-    """tau^2 (K,) of a prior at set size n: `reps` times, n random answers (among `queries`) of each model of
-    scores (R, Q) with known answers, prior_means(rows, sets) -> (R, K) against each model's accuracy over all of
-    each benchmark's queries. Give models the prior was not fitted on (or let prior_means leave each row out)."""
+def simulate_prior_samples(prior_means: Callable[[np.ndarray, list], np.ndarray], scores: np.ndarray,
+                           benchmarks: np.ndarray, n: int, *, queries: np.ndarray | None = None, reps: int = 4,
+                           seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(prior means (reps R, K), the accuracy they estimate (reps R, K), answers seen per benchmark (reps R, K)):
+    ``reps`` times, n random answers (among ``queries``) of each model of scores (R, Q) with known answers,
+    prior_means(rows, sets) -> (R, K) against each model's accuracy over all of each benchmark's queries. Give models
+    the prior was not fitted on (or let prior_means leave each row out)."""
     rng = np.random.default_rng(seed)
     coding = Benchmarks.of(benchmarks)
     truth = coding.means(scores)
@@ -55,7 +56,16 @@ def simulate_prior_error(prior_means: Callable[[np.ndarray, list], np.ndarray], 
         sets = draw_sets(scores, n, rng, queries)
         priors.append(prior_means(rows, sets))
         seen.append(np.stack([np.bincount(coding.codes[idx], minlength=coding.K) for idx, _ in sets]))
-    return prior_variance(np.concatenate(priors), np.tile(truth, (reps, 1)), benchmarks, np.concatenate(seen))
+    return np.concatenate(priors), np.tile(truth, (reps, 1)), np.concatenate(seen)
+
+
+def simulate_prior_error(prior_means: Callable[[np.ndarray, list], np.ndarray], scores: np.ndarray,
+                         benchmarks: np.ndarray, n: int, *, queries: np.ndarray | None = None, reps: int = 4,
+                         seed: int = 0) -> np.ndarray:
+    """tau^2 (K,) of a prior at set size n: prior_variance of simulate_prior_samples."""
+    prior, truth, seen = simulate_prior_samples(prior_means, scores, benchmarks, n, queries=queries, reps=reps,
+                                                seed=seed)
+    return prior_variance(prior, truth, benchmarks, seen)
 
 
 @dataclass(frozen=True)
@@ -116,6 +126,7 @@ class LowRankPrior:
     rank: int
     seed: int
     errors: dict = field(default_factory=dict, compare=False, repr=False)  # (n, reps, queries) -> tau^2 (K,)
+    draws: dict = field(default_factory=dict, compare=False, repr=False)  # (n, reps, queries) -> the split's draws
 
     @classmethod
     def fit(cls, pool_scores: np.ndarray, benchmarks: np.ndarray, *, rank: int = 16, folds: int = 10,
@@ -129,24 +140,55 @@ class LowRankPrior:
 
     def prior_error(self, n: int, *, queries: np.ndarray | None = None, reps: int = 4) -> np.ndarray:
         """tau^2 (K,) of the prior at n, by the inner split: each group's models onboarded from n random answers
-        (among ``queries``; default all) by the completion fitted on the other groups (simulate_prior_error, seeded
-        by the prior's seed). Measured once per (n, queries, reps), then kept."""
-        key = (int(n), reps, None if queries is None else np.asarray(queries, dtype=np.int64).tobytes())
+        (among ``queries``; default all) by the completion fitted on the other groups (simulate_prior_samples,
+        seeded by the prior's seed). Measured once per (n, queries, reps), then kept."""
+        key = self._key(n, queries, reps)
         if key not in self.errors:
-            tau = simulate_prior_error(self._split_means, self.scores, self.benchmarks, n, queries=queries, reps=reps,
-                                       seed=self.seed)
+            prior, truth, seen = self._samples(n, queries, reps)
+            tau = prior_variance(prior, truth, self.benchmarks, seen)
             tau.setflags(write=False)  # shared by every later call at this n
             self.errors[key] = tau
         return self.errors[key]
 
-    def error_at(self, n: int, *, queries: np.ndarray | None = None) -> np.ndarray:
+    def local_error(self, n: int, means: np.ndarray, share: float, *, queries: np.ndarray | None = None,
+                    reps: int = 4) -> np.ndarray:
+        """tau^2 (M, K) measured where each newcomer falls: the inner split's draws at n whose prior means (K,) are
+        the ``share`` nearest to the newcomer's (means (M, K)), their error's prior_variance. A mid-pool newcomer
+        is not given the width the pool's edge models set."""
+        prior, truth, seen = self._samples(n, queries, reps)
+        k = max(int(np.ceil(share * len(prior))), min(len(prior), 20))
+        out = np.empty(np.shape(means))
+        for m, mean in enumerate(np.asarray(means, np.float64)):
+            dist = np.nansum((prior - mean) ** 2, axis=1)
+            near = np.argsort(dist, kind="stable")[:k]
+            out[m] = prior_variance(prior[near], truth[near], self.benchmarks, seen[near])
+        return out
+
+    def _key(self, n: int, queries, reps: int) -> tuple:
+        return (int(n), reps, None if queries is None else np.asarray(queries, dtype=np.int64).tobytes())
+
+    def _samples(self, n: int, queries, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        key = self._key(n, queries, reps)
+        if key not in self.draws:
+            self.draws[key] = simulate_prior_samples(self._split_means, self.scores, self.benchmarks, n,
+                                                     queries=queries, reps=reps, seed=self.seed)
+        return self.draws[key]
+
+    def error_at(self, n: int, *, queries: np.ndarray | None = None, means: np.ndarray | None = None,
+                 share: float | None = None) -> np.ndarray:
         """tau^2 (K,) at any n from its measures at the powers of two around it (linear in log n between them; the
-        error changes slowly with n): a session that grows by rounds measures it once per doubling, not per round."""
+        error changes slowly with n): a session that grows by rounds measures it once per doubling, not per round.
+        With ``means`` (M, K) and ``share``: local_error, (M, K)."""
+        def at(k: int) -> np.ndarray:
+            if means is None or share is None:
+                return self.prior_error(k, queries=queries)
+            return self.local_error(k, means, share, queries=queries)
+
         lo = 2 ** int(np.floor(np.log2(max(n, 1))))
         if lo == n:
-            return self.prior_error(n, queries=queries)
+            return at(n)
         t = np.log2(n / lo)
-        return (1 - t) * self.prior_error(lo, queries=queries) + t * self.prior_error(2 * lo, queries=queries)
+        return (1 - t) * at(lo) + t * at(2 * lo)
 
     def extended(self, benchmarks: np.ndarray) -> "LowRankPrior":
         """This prior over more queries no pool model answered (their ``benchmarks``, appended after the pool's):
@@ -171,4 +213,5 @@ class LowRankPrior:
         return out
 
 
-__all__ = ["FLAT_VAR", "MIN_PRIOR_VAR", "LowRank", "LowRankPrior", "prior_variance", "simulate_prior_error"]
+__all__ = ["FLAT_VAR", "MIN_PRIOR_VAR", "LowRank", "LowRankPrior", "prior_variance", "simulate_prior_error",
+           "simulate_prior_samples"]

@@ -105,7 +105,8 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                           trained: np.ndarray, held: np.ndarray, train_queries: np.ndarray,
                           sizes: Sequence[int] = DEFAULT_SIZES, methods: Sequence[str] = METHODS,
                           reference: pd.DataFrame | None = None, identity_models: int = 100, samples: int = 64,
-                          irt=None, router=None, seed: int = 0) -> dict:
+                          irt=None, router=None, estimator_config: EstimatorConfig | None = None,
+                          seed: int = 0) -> dict:
     """The capability, reference and identity figures of one fold (see the module docstring).
 
     Args:
@@ -114,6 +115,7 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
             from them).
         reference: rows aligned with `scores`' models, one numeric column per reference score (NaN rows skipped).
         irt: a fitted evaluation.latent.IRT on the trained rows (None: "irt" is skipped).
+        estimator_config: the product's (EstimatorConfig(); its seed is this call's).
     Returns {key: value} plus "_per_model" {(kind, method, n): (H,) errors} for paired comparisons.
     """
     rng = np.random.default_rng(seed)
@@ -132,7 +134,8 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
         ref_truth = reference.iloc[held].to_numpy(dtype=float)
     train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
     # the product's estimator fitted once for every n (its completion is low_rank's), else the completion alone
-    estimator = (Estimator(EstimatorConfig(seed=seed)).fit(train_matrix, benchmarks, router=router,
+    config = replace(estimator_config or EstimatorConfig(), seed=seed)
+    estimator = (Estimator(config).fit(train_matrix, benchmarks, router=router,
                                                            encodings=encodings, asked_from=train_queries)
                  if "product" in methods else None)
     # off the pool's questions: the same pool without its answers on the fold's other queries, the held-out models
@@ -142,7 +145,7 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
     if "product" in methods and router is not None and len(unseen_queries):
         seen_only = np.full_like(train_matrix, np.nan)
         seen_only[:, train_queries] = train_matrix[:, train_queries]
-        unseen_estimator = Estimator(EstimatorConfig(seed=seed)).fit(seen_only, benchmarks, router=router,
+        unseen_estimator = Estimator(config).fit(seen_only, benchmarks, router=router,
                                                                      encodings=encodings)
     low_rank = estimator.prior_.full if estimator is not None else LowRank.fit(train_matrix, 16)
     coding = Benchmarks.of(benchmarks)
@@ -236,7 +239,8 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
 def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.ndarray, splits: Sequence, *,
                      trained: np.ndarray, held: np.ndarray, model_config, train_config, sizes: Sequence[int] = DEFAULT_SIZES,
                      methods: Sequence[str] = METHODS, reference: pd.DataFrame | None = None, irt_steps: int = 300,
-                     seed: int = 0, log=lambda message: None, trainer=None) -> dict:
+                     seed: int = 0, log=lambda message: None, trainer=None,
+                     estimator_config: EstimatorConfig | None = None) -> dict:
     """capability_evaluation on each fold of `splits` (evaluation.splits.Fold): LOCUS trained on the in-training
     models' training-query cells (validation: the fold's val cells), IRT likewise (irt_steps full-batch steps).
     Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.<a>_minus_<method>.<n>.mae": {"diff", "ci_low",
@@ -266,7 +270,8 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
             log(f"capability fold {fold.index}: IRT fitted, {time.perf_counter() - t0:.0f} s")
         result = capability_evaluation(model, encodings, scores, benchmarks, trained=trained, held=held,
                                        train_queries=fold.train, sizes=sizes, methods=methods, reference=reference,
-                                       irt=irt, router=router, seed=seed + fold.index)
+                                       irt=irt, router=router, estimator_config=estimator_config,
+                                       seed=seed + fold.index)
         for key, errors in result.pop("_per_model").items():
             per_model.setdefault(key, []).append(errors)
         result["seconds.fold"] = time.perf_counter() - t0
