@@ -1,7 +1,13 @@
-"""Memory and time of one newcomer's estimates step against its answer count (issue 68, item 1).
+"""Memory and time of one newcomer's estimates step against its answer count (issue 68, item 1), and what an
+onboarding round costs once the estimator is fitted (issue 69, item 5).
 
     PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_estimate_memory --sizes 1000 10000 100000 \
         --out bench/results/estimate_memory.json
+    PYTHONPATH=. OMP_NUM_THREADS=1 .venv/bin/python -m bench.bench_estimate_memory --rounds
+
+``--rounds``: the estimator fitted on 28 MMLU-Pro models (all 12,032 questions), then the 29th asked in 8 rounds of 8
+random questions: the time of one ``Estimator.observe`` (best of 3 x 10,000) and of each round (8 observes, the
+prior's refresh, the capability), the rounds that reach a new power of two measuring the prior's error there.
 
 Each size runs in a fresh process (``--one N``): an untrained LOCUS of the default shape (d 128, predictor hidden 64,
 384-dim query encodings), N queries with random encodings, a pool of 16 models answering all of them, and one
@@ -55,6 +61,34 @@ def one(n: int, query_dim: int = 384, hidden: int = 64) -> dict:
     return {"n": n, "peak_mb": round((peak - before) / 1024, 1), "seconds": round(seconds, 2)}
 
 
+def rounds() -> dict:
+    """{fit_s, observe_us, round_s: [8 rounds]} (module docstring, ``--rounds``)."""
+    import timeit
+
+    from bench.common import load_suite
+    from locus_model.estimates import Estimator
+
+    matrix, _ = load_suite("mmlu")
+    scores = matrix.scores.astype(np.float32)
+    t0 = time.perf_counter()
+    est = Estimator().fit(scores[:28], matrix.benchmarks)
+    fit_s = time.perf_counter() - t0
+    row = scores[28]
+    order = np.random.default_rng(0).permutation(np.flatnonzero(~np.isnan(row)))
+    post = est.empty_posterior()
+    per = min(timeit.repeat(lambda: est.observe(post, 0, int(order[0]), 1.0), number=10000, repeat=3)) / 10000
+    post, times = est.empty_posterior(), []
+    for r in range(8):
+        t = time.perf_counter()
+        for q in order[8 * r: 8 * r + 8]:
+            est.observe(post, 0, int(q), float(row[q]))
+        idx = order[: 8 * r + 8]
+        est.refresh(post, 0, (idx, row[idx]))
+        est.capability(post)
+        times.append(round(time.perf_counter() - t, 3))
+    return {"fit_s": round(fit_s, 2), "observe_us": round(per * 1e6, 2), "round_s": times}
+
+
 def measure(n: int, *, hidden: int = 64, query_dim: int = 384) -> dict:
     """``one(n)`` in a fresh process (so that the peak is this step's alone)."""
     out = subprocess.run([sys.executable, "-m", "bench.bench_estimate_memory", "--one", str(n), "--hidden", str(hidden),
@@ -70,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--query-dim", type=int, default=384)
     p.add_argument("--out", type=Path)
+    p.add_argument("--rounds", action="store_true", help="the cost of an update and of a round (module docstring)")
     args = p.parse_args(argv)
+    if args.rounds:
+        print(json.dumps(rounds()))
+        return 0
     if args.one:
         print(json.dumps(one(args.one, args.query_dim, args.hidden)))
         return 0

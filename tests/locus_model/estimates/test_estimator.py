@@ -108,3 +108,16 @@ def test_a_newcomer_off_the_pools_questions_reads_the_routers_prior() -> None:
     assert sorted(wider.router_errors_) == [8, 16]  # measured at the powers of two around 10 only
     without = Estimator(EstimatorConfig(rank=4, seed=1)).fit(pool(30, 9), BENCH).extended(np.array(["a"] * 10))
     assert without.off_pool([off]).tolist() == [False]  # no router: the completion, as before
+
+
+@pytest.mark.parametrize("score", [1.0, 0.0])
+def test_128_answers_over_14_categories_keep_their_plausible_range(score: float) -> None:
+    # the hostile round's case: MMLU-Pro's 14 categories, 128 answers all right (all wrong), 4-12 per category
+    bench = np.array([f"c{i:02d}" for i in range(14)])[np.arange(1400) % 14]
+    rng = np.random.default_rng(0)
+    rate = np.clip(rng.uniform(0.3, 0.7, size=(60, 1)) + rng.normal(scale=0.05, size=(60, 14)), 0.05, 0.95)
+    answers = (rng.random((60, 1400)) < rate[:, np.arange(1400) % 14]).astype(np.float32)
+    idx = np.sort(np.random.default_rng(2).choice(1400, 128, replace=False))
+    cap = Estimator(EstimatorConfig(seed=1)).fit(answers, bench).estimate([(idx, np.full(128, score, np.float32))])
+    bound = 0.05 ** (1 / cap.n[0])  # all right in n: the rate is above this with 95% confidence
+    assert (cap.hi[0] >= bound).all() if score == 1.0 else (cap.lo[0] <= 1 - bound).all()
