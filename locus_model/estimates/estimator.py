@@ -61,8 +61,9 @@ class EstimatorConfig:
     robust: float = ROBUST_WEIGHT  # the flat component's prior weight: answers that contradict the prior win
     level: float = LEVEL  # the intervals' nominal coverage
     spread_models: int = 64  # training models the encoder's error at n is measured on
-    local_share: float | None = None  # the prior's error measured on this share of the inner split's draws nearest
-    # the newcomer's prior means (where it falls in the pool); None: one width for the pool
+    local_share: float | None = 0.25  # the prior's error measured on this share of the inner split's draws nearest
+    # the newcomer's prior means (where it falls in the pool: a mid-pool model is not given the edge models' width);
+    # None: one width for the pool
     seed: int = 0
 
 
