@@ -8,10 +8,12 @@ pool's queries, scores in [0, 1]):
 
 - ``posterior(sets)``: the (M, K) benchmark cells' robust Beta posterior (posterior.CellPosterior): prior mean the
   completion's mean P(correct) over each benchmark's queries, its measured error tau^2 at the sets' size, the
-  answers' sums and counts. A newcomer whose answers are mostly on queries no pool model answered gives the
-  completion nothing to project from (it would fall to the pool's mean); with the router, its prior is instead the
-  router's P(correct) at the set encoder's embedding of its answers (the encoder reads query encodings, not
-  question ids), its error measured the same way on the pool's models (``router_error_at``);
+  answers' sums and counts. The completion projects only the answers on queries some pool model answered, so the
+  prior's error is measured at that count: a newcomer whose answers are all on queries the pool never saw gets the
+  pool's mean with the pool's spread, and its answers carry the estimate. With ``off_pool_router``, such a newcomer
+  reads the router's P(correct) at the set encoder's embedding of its answers instead (the encoder reads query
+  encodings, not question ids), its error measured on the pool's models (``router_error_at``): off by default, as
+  measured (docs/estimates.md);
 - ``capability(posterior)``: per-benchmark accuracy over each benchmark's queries with LEVEL intervals (the
   finite-population part: capability.capability_of);
 - ``observe(posterior, m, query, score)``: one more graded answer, in place (two additions: microseconds); the
@@ -64,6 +66,7 @@ class EstimatorConfig:
     local_share: float | None = 0.25  # the prior's error measured on this share of the inner split's draws nearest
     # the newcomer's prior means (where it falls in the pool: a mid-pool model is not given the edge models' width);
     # None: one width for the pool
+    off_pool_router: bool = False  # newcomers mostly off the pool's queries read the router's prior (as measured: off)
     seed: int = 0
 
 
@@ -148,15 +151,21 @@ class Estimator:
         """(M,) bool: the sets whose answers are mostly (over OFF_POOL_SHARE) on queries no pool model answered,
         read by the router's prior where the estimator has the router."""
         share = np.array([np.mean(~self.pool_answered_[np.asarray(i, np.int64)]) if len(i) else 0.0 for i, _ in sets])
-        return (share > OFF_POOL_SHARE) & (self.router_ is not None and self.encodings_ is not None)
+        usable = self.config.off_pool_router and self.router_ is not None and self.encodings_ is not None
+        return (share > OFF_POOL_SHARE) & usable
 
     def _prior(self, sets: Sequence[EvaluationSet], n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(prior means (M, K), their measured error (M, K)) of the sets at size n: the completion's, or the
-        router's for the sets off the pool's queries."""
+        """(prior means (M, K), their measured error (M, K)) of the sets: the completion's, its error at each set's
+        count of answers on queries the pool answered (what it projects); or the router's at size n for the sets
+        off the pool's queries (off_pool)."""
         mean = self.coding_.means(self.prior_.full.proba(sets))
         mean = np.where(np.isnan(mean), self.prior_.full.mean.mean(), mean)
-        var = np.broadcast_to(self.prior_.error_at(n, queries=self.asked_from_, means=mean,
-                                                   share=self.config.local_share), mean.shape).copy()
+        on = np.array([int(self.pool_answered_[np.asarray(i, np.int64)].sum()) for i, _ in sets])
+        var = np.empty(mean.shape)
+        for k in np.unique(on):
+            rows = on == k
+            var[rows] = self.prior_.error_at(int(k), queries=self.asked_from_, means=mean[rows],
+                                             share=self.config.local_share)
         off = self.off_pool(sets)
         if off.any():
             mine = [s for s, o in zip(sets, off) if o]

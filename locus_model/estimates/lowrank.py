@@ -178,7 +178,11 @@ class LowRankPrior:
                  share: float | None = None) -> np.ndarray:
         """tau^2 (K,) at any n from its measures at the powers of two around it (linear in log n between them; the
         error changes slowly with n): a session that grows by rounds measures it once per doubling, not per round.
-        With ``means`` (M, K) and ``share``: local_error, (M, K)."""
+        With ``means`` (M, K) and ``share``: local_error, (M, K). At n = 0 (no answer the completion can project):
+        the error of the pool's mean, for the whole pool."""
+        if n <= 0:
+            return self.prior_error(0, queries=queries)
+
         def at(k: int) -> np.ndarray:
             if means is None or share is None:
                 return self.prior_error(k, queries=queries)

@@ -142,7 +142,8 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
     # asked only those (the unseen block below)
     unseen_queries = np.setdiff1d(np.arange(scores.shape[1]), train_queries)
     unseen_estimator = None
-    if "product" in methods and router is not None and len(unseen_queries):
+    unseen_rng = np.random.default_rng([seed, 1])  # its own draws: the shared questions' stay as they were
+    if "product" in methods and len(unseen_queries):
         seen_only = np.full_like(train_matrix, np.nan)
         seen_only[:, train_queries] = train_matrix[:, train_queries]
         unseen_estimator = Estimator(config).fit(seen_only, benchmarks, router=router,
@@ -206,7 +207,7 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                     out[f"reference.{method}.{n}.{col}.mae"] = float(err[:, j].mean())
                 per_model["reference", method, n] = err.mean(axis=1)
         if unseen_estimator is not None:  # answers on queries the pool never answered
-            unseen_sets = _draw_sets(scores, held, unseen_queries, n, rng)
+            unseen_sets = _draw_sets(scores, held, unseen_queries, n, unseen_rng)
             unseen_caps = {"product": unseen_estimator.estimate(unseen_sets),
                            "low_rank": accuracy_from_proba(unseen_estimator.prior_.full.proba(unseen_sets)[:, None, :],
                                                            unseen_sets, benchmarks, seed=seed),
@@ -217,11 +218,13 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                 for what in ("mae", "coverage", "bias"):
                     out[f"capability_unseen.{method}.{n}.{what}"] = s[what]
                 per_model["capability_unseen", method, n] = s["mae_per_model"]
-            sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
-            copies = _draw_sets(scores, trained[sources], unseen_queries, n, rng)
-            post = unseen_estimator.embedding(copies)
-            order, _ = answer_likeness(copies, unseen_estimator.prior_.scores, pool_z, post, samples=samples, seed=seed)
-            out[f"identity_unseen.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
+            if router is not None:  # copies recognised by the refined embedding alone: no question is shared
+                sources = unseen_rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
+                copies = _draw_sets(scores, trained[sources], unseen_queries, n, unseen_rng)
+                post = unseen_estimator.embedding(copies)
+                order, _ = answer_likeness(copies, unseen_estimator.prior_.scores, pool_z, post, samples=samples,
+                                           seed=seed)
+                out[f"identity_unseen.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
         # copy recognition: n of an in-training model's own evaluations under a new name
         sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
         copies = _draw_sets(scores, trained[sources], train_queries, n, rng)

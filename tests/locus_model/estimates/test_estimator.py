@@ -90,13 +90,21 @@ def test_nothing_after_fit_fits_again(monkeypatch: pytest.MonkeyPatch) -> None:
     assert fits == []
 
 
-def test_a_newcomer_off_the_pools_questions_reads_the_routers_prior() -> None:
+def test_off_the_pools_questions_the_prior_is_the_pools_mean_with_the_pools_spread(estimator: Estimator) -> None:
+    wider = estimator.extended(np.array(["a"] * 10))  # ten more queries of "a" that no pool model answered
+    post = wider.posterior([(np.arange(400, 410), np.ones(10, np.float32))])
+    # nothing to project: the completion's mean, its error that of the pool's mean (measured at n = 0), not at n = 10
+    np.testing.assert_allclose(post.prior_var[0], np.maximum(wider.prior_.prior_error(0), 1e-4))
+    assert np.all(wider.prior_.prior_error(0) > wider.prior_.error_at(16))
+
+
+def test_with_off_pool_router_a_newcomer_off_the_pools_questions_reads_the_routers_prior() -> None:
     from tests.locus_model.tiny_locus import D, one_group_router, tiny_model
 
     rng = np.random.default_rng(8)
     enc = rng.normal(size=(410, D)).astype(np.float32)
-    est = Estimator(EstimatorConfig(rank=4, seed=1, reps=1)).fit(pool(30, 9), BENCH, router=one_group_router(tiny_model()),
-                                                                encodings=enc[:400])
+    est = Estimator(EstimatorConfig(rank=4, seed=1, reps=1, off_pool_router=True)).fit(
+        pool(30, 9), BENCH, router=one_group_router(tiny_model()), encodings=enc[:400])
     wider = est.extended(np.array(["a"] * 10), enc[400:])  # ten more queries of "a" that no pool model answered
     off = (np.arange(400, 410), np.ones(10, np.float32))
     on = (np.arange(0, 40, 4), np.ones(10, np.float32))
@@ -104,10 +112,12 @@ def test_a_newcomer_off_the_pools_questions_reads_the_routers_prior() -> None:
     post = wider.posterior([off, on])
     np.testing.assert_allclose(post.prior_mean[0], np.clip(wider.router_means([off])[0], 0.005, 0.995))
     np.testing.assert_allclose(post.prior_var[0], np.maximum(wider.router_error_at(10), 1e-4))
-    np.testing.assert_allclose(post.prior_var[1], np.maximum(wider.prior_.error_at(10), 1e-4))
+    np.testing.assert_allclose(post.prior_var[1], np.maximum(
+        wider.prior_.error_at(10, means=post.prior_mean[1:], share=0.25)[0], 1e-4))
     assert sorted(wider.router_errors_) == [8, 16]  # measured at the powers of two around 10 only
-    without = Estimator(EstimatorConfig(rank=4, seed=1)).fit(pool(30, 9), BENCH).extended(np.array(["a"] * 10))
-    assert without.off_pool([off]).tolist() == [False]  # no router: the completion, as before
+    default = Estimator(EstimatorConfig(rank=4, seed=1)).fit(pool(30, 9), BENCH, router=one_group_router(tiny_model()),
+                                                             encodings=enc[:400])
+    assert default.extended(np.array(["a"] * 10), enc[400:]).off_pool([off]).tolist() == [False]  # off by default
 
 
 @pytest.mark.parametrize("score", [1.0, 0.0])
