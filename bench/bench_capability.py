@@ -59,7 +59,7 @@ def main() -> None:
     p.add_argument("--irt-steps", type=int, default=300)
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--off-pool-router", action="store_true", help="the product's EstimatorConfig.off_pool_router")
+    p.add_argument("--off-pool", default=None, help="the product's EstimatorConfig.off_pool (pool, ability, router)")
     p.add_argument("--robust", type=float, default=None, help="the product's EstimatorConfig.robust (default its own)")
     p.add_argument("--local-share", type=float, default=None,
                    help="the product's EstimatorConfig.local_share (the prior's error measured where the model falls; "
@@ -97,7 +97,7 @@ def main() -> None:
                            estimator_config=EstimatorConfig(**{
                                **({} if args.local_share is None else {"local_share": args.local_share or None}),
                                **({} if args.robust is None else {"robust": args.robust}),
-                               **({"off_pool_router": True} if args.off_pool_router else {})}))
+                               **({} if args.off_pool is None else {"off_pool": args.off_pool})}))
     summary, paired = run["summary"], run["paired"]
     out = {"settings": {**vars(args), "out": str(args.out), "reference": str(args.reference), "source": source,
                         "models": len(models), "held_out": len(held), "folds_run": len(splits)},

@@ -10,10 +10,11 @@ pool's queries, scores in [0, 1]):
   completion's mean P(correct) over each benchmark's queries, its measured error tau^2 at the sets' size, the
   answers' sums and counts. The completion projects only the answers on queries some pool model answered, so the
   prior's error is measured at that count: a newcomer whose answers are all on queries the pool never saw gets the
-  pool's mean with the pool's spread, and its answers carry the estimate. With ``off_pool_router``, such a newcomer
-  reads the router's P(correct) at the set encoder's embedding of its answers instead (the encoder reads query
-  encodings, not question ids), its error measured on the pool's models (``router_error_at``): off by default, as
-  measured (docs/estimates.md);
+  pool's mean with the pool's spread, and its answers carry the estimate. ``EstimatorConfig.off_pool`` chooses
+  another prior for such a newcomer: "ability" (the pool's per-benchmark mean shifted by its overall accuracy) or
+  "router" (the router's P(correct) at the set encoder's embedding of its answers: the encoder reads query
+  encodings, not question ids), each with its error measured on the pool's models (``measured_error``); the
+  default is the one measured best (docs/estimates.md);
 - ``capability(posterior)``: per-benchmark accuracy over each benchmark's queries with LEVEL intervals (the
   finite-population part: capability.capability_of);
 - ``observe(posterior, m, query, score)``: one more graded answer, in place (two additions: microseconds); the
@@ -48,6 +49,7 @@ from locus_model.estimates.reference import ReferenceMap, fit_reference_map, ref
 from locus_model.infer import EvaluationSet
 
 
+OFF_POOL_PRIORS = ("pool", "ability", "router")
 OFF_POOL_SHARE = 0.5  # a newcomer with more of its answers than this off the pool's queries reads the router's prior
 ERROR_MODELS = 200  # pool models the router prior's error is measured on
 
@@ -66,7 +68,13 @@ class EstimatorConfig:
     local_share: float | None = 0.25  # the prior's error measured on this share of the inner split's draws nearest
     # the newcomer's prior means (where it falls in the pool: a mid-pool model is not given the edge models' width);
     # None: one width for the pool
-    off_pool_router: bool = False  # newcomers mostly off the pool's queries read the router's prior (as measured: off)
+    off_pool: str = "pool"  # the prior of newcomers mostly off the pool's queries: "pool" (the completion: the pool's
+    # mean, its error at the answers it can project), "ability" (the pool's per-benchmark mean shifted in logit by the
+    # newcomer's accuracy over what the pool expects of its questions) or "router" (the router's P(correct))
+
+    def __post_init__(self) -> None:
+        if self.off_pool not in OFF_POOL_PRIORS:
+            raise ValueError(f"EstimatorConfig.off_pool = {self.off_pool!r}: use one of {OFF_POOL_PRIORS}")
     seed: int = 0
 
 
@@ -149,9 +157,10 @@ class Estimator:
 
     def off_pool(self, sets: Sequence[EvaluationSet]) -> np.ndarray:
         """(M,) bool: the sets whose answers are mostly (over OFF_POOL_SHARE) on queries no pool model answered,
-        read by the router's prior where the estimator has the router."""
+        read by the ``off_pool`` prior ("router" where the estimator has the router)."""
         share = np.array([np.mean(~self.pool_answered_[np.asarray(i, np.int64)]) if len(i) else 0.0 for i, _ in sets])
-        usable = self.config.off_pool_router and self.router_ is not None and self.encodings_ is not None
+        usable = self.config.off_pool == "ability" or (self.config.off_pool == "router" and self.router_ is not None
+                                                        and self.encodings_ is not None)
         return (share > OFF_POOL_SHARE) & usable
 
     def _prior(self, sets: Sequence[EvaluationSet], n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -169,9 +178,44 @@ class Estimator:
         off = self.off_pool(sets)
         if off.any():
             mine = [s for s, o in zip(sets, off) if o]
-            mean[off] = self.router_means(mine)
-            var[off] = self.router_error_at(n)
+            means = self.router_means if self.config.off_pool == "router" else self.ability_means
+            mean[off] = means(mine)
+            var[off] = self.measured_error(self.config.off_pool, means, n)
         return mean, var
+
+    def ability_means(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, K)
+        """The pool's mean per benchmark shifted in logit by each newcomer's ability: the logit of its accuracy less
+        that of the pool's mean P(correct) on the questions it answered (a one-factor model; no question shared
+        needed)."""
+        base = _logit(self.coding_.means(self.prior_.full.mean[None].astype(np.float64))[0])  # (K,)
+        out = np.empty((len(sets), self.coding_.K))
+        for m, (idx, s) in enumerate(sets):
+            idx = np.asarray(idx, np.int64)
+            right, count = float(np.sum(s)) + 0.5, len(idx) + 1.0  # half a pseudo-answer each way: finite logits
+            expected = (float(self.prior_.full.mean[idx].sum()) + 0.5) / count
+            out[m] = _sigmoid(base + _logit(right / count) - _logit(expected))
+        return out
+
+    def measured_error(self, kind: str, means, n: int) -> np.ndarray:
+        """tau^2 (K,) of a prior ``means(sets) -> (M, K)`` at n: up to ERROR_MODELS seeded pool models, each from n
+        random answers, against its accuracy over all of each benchmark's queries (simulate_prior_error; optimistic
+        for the router, trained on these models' answers). Measured once per (kind, power of two), interpolated in
+        log n."""
+        def at(k: int) -> np.ndarray:
+            if (kind, k) not in self.router_errors_:
+                rng = np.random.default_rng(self.config.seed)
+                rows = rng.permutation(len(self.prior_.scores))[:ERROR_MODELS]
+                self.router_errors_[kind, k] = simulate_prior_error(lambda r, sets: means(sets),
+                                                                    self.prior_.scores[rows], self.prior_.benchmarks,
+                                                                    k, queries=self.asked_from_,
+                                                                    reps=self.config.reps, seed=self.config.seed)
+            return self.router_errors_[kind, k]
+
+        lo = 2 ** int(np.floor(np.log2(max(n, 1))))
+        if lo == n:
+            return at(n)
+        t = np.log2(n / lo)
+        return (1 - t) * at(lo) + t * at(2 * lo)
 
     def router_means(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, K)
         """The router's mean P(correct) over each benchmark's queries for newcomers embedded from their answers (one
@@ -186,23 +230,8 @@ class Estimator:
         return np.where(np.isnan(mean), 0.5, mean)
 
     def router_error_at(self, n: int) -> np.ndarray:
-        """tau^2 (K,) of the router's prior at n: up to ERROR_MODELS seeded pool models, each embedded from n random
-        answers, against its accuracy over all of each benchmark's queries (simulate_prior_error; optimistic where
-        the router was trained on these models' answers). Measured once per power of two, interpolated in log n."""
-        def at(k: int) -> np.ndarray:
-            if k not in self.router_errors_:
-                rng = np.random.default_rng(self.config.seed)
-                rows = rng.permutation(len(self.prior_.scores))[:ERROR_MODELS]
-                self.router_errors_[k] = simulate_prior_error(lambda r, sets: self.router_means(sets),
-                                                              self.prior_.scores[rows], self.prior_.benchmarks, k,
-                                                              reps=self.config.reps, seed=self.config.seed)
-            return self.router_errors_[k]
-
-        lo = 2 ** int(np.floor(np.log2(max(n, 1))))
-        if lo == n:
-            return at(n)
-        t = np.log2(n / lo)
-        return (1 - t) * at(lo) + t * at(2 * lo)
+        """tau^2 (K,) of the router's prior at n (measured_error)."""
+        return self.measured_error("router", self.router_means, n)
 
     def empty_posterior(self, M: int = 1) -> CellPosterior:
         """M newcomers before any answer (``refresh`` gives each its prior once it has answers)."""
@@ -289,4 +318,13 @@ class Estimator:
         return reference_estimates(capability, self.reference_, seed=self.config.seed)
 
 
-__all__ = ["Estimator", "EstimatorConfig"]
+def _logit(p) -> np.ndarray:
+    p = np.clip(np.asarray(p, np.float64), 1e-4, 1 - 1e-4)
+    return np.log(p) - np.log1p(-p)
+
+
+def _sigmoid(x) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
+
+
+__all__ = ["Estimator", "EstimatorConfig", "OFF_POOL_PRIORS"]

@@ -103,7 +103,7 @@ def test_with_off_pool_router_a_newcomer_off_the_pools_questions_reads_the_route
 
     rng = np.random.default_rng(8)
     enc = rng.normal(size=(410, D)).astype(np.float32)
-    est = Estimator(EstimatorConfig(rank=4, seed=1, reps=1, off_pool_router=True)).fit(
+    est = Estimator(EstimatorConfig(rank=4, seed=1, reps=1, off_pool="router")).fit(
         pool(30, 9), BENCH, router=one_group_router(tiny_model()), encodings=enc[:400])
     wider = est.extended(np.array(["a"] * 10), enc[400:])  # ten more queries of "a" that no pool model answered
     off = (np.arange(400, 410), np.ones(10, np.float32))
@@ -114,7 +114,7 @@ def test_with_off_pool_router_a_newcomer_off_the_pools_questions_reads_the_route
     np.testing.assert_allclose(post.prior_var[0], np.maximum(wider.router_error_at(10), 1e-4))
     np.testing.assert_allclose(post.prior_var[1], np.maximum(
         wider.prior_.error_at(10, means=post.prior_mean[1:], share=0.25)[0], 1e-4))
-    assert sorted(wider.router_errors_) == [8, 16]  # measured at the powers of two around 10 only
+    assert sorted(wider.router_errors_) == [("router", 8), ("router", 16)]  # the powers of two around 10 only
     default = Estimator(EstimatorConfig(rank=4, seed=1)).fit(pool(30, 9), BENCH, router=one_group_router(tiny_model()),
                                                              encodings=enc[:400])
     assert default.extended(np.array(["a"] * 10), enc[400:]).off_pool([off]).tolist() == [False]  # off by default
@@ -131,3 +131,17 @@ def test_128_answers_over_14_categories_keep_their_plausible_range(score: float)
     cap = Estimator(EstimatorConfig(seed=1)).fit(answers, bench).estimate([(idx, np.full(128, score, np.float32))])
     bound = 0.05 ** (1 / cap.n[0])  # all right in n: the rate is above this with 95% confidence
     assert (cap.hi[0] >= bound).all() if score == 1.0 else (cap.lo[0] <= 1 - bound).all()
+
+
+def test_the_ability_prior_shifts_the_pools_means_by_the_newcomers_accuracy(estimator: Estimator) -> None:
+    est = Estimator(EstimatorConfig(rank=4, seed=1, off_pool="ability")).fit(pool(60, 0), BENCH)
+    wider = est.extended(np.array(["a", "b", "c", "d"] * 5))  # 20 queries no pool model answered, 5 per benchmark
+    off = (np.arange(400, 420), np.r_[np.ones(15), np.zeros(5)].astype(np.float32))  # 15 of 20 right
+    base = wider.coding_.means(wider.prior_.full.mean[None].astype(np.float64))[0]  # its 20 at the pool mean
+    expected = (wider.prior_.full.mean[400:420].sum() + 0.5) / 21  # the pool's mean on questions it never saw
+    logit = lambda p: np.log(p / (1 - p))  # noqa: E731
+    want = 1 / (1 + np.exp(-(logit(base) + logit(15.5 / 21) - logit(expected))))
+    np.testing.assert_allclose(wider.ability_means([off])[0], want)
+    assert np.all(want > base)  # 75% right against a pool at about 50%: above the pool's mean everywhere
+    post = wider.posterior([off])
+    np.testing.assert_allclose(post.prior_mean[0], np.clip(wider.ability_means([off])[0], 0.005, 0.995))
