@@ -98,7 +98,7 @@ def test_off_the_pools_questions_the_prior_is_the_pools_mean_with_the_pools_spre
     assert np.all(wider.prior_.prior_error(0) > wider.prior_.error_at(16))
 
 
-def test_with_off_pool_router_a_newcomer_off_the_pools_questions_reads_the_routers_prior() -> None:
+def test_with_the_router_off_pool_a_newcomer_off_the_pools_questions_reads_the_routers_prior() -> None:
     from tests.locus_model.tiny_locus import D, one_group_router, tiny_model
 
     rng = np.random.default_rng(8)
