@@ -10,7 +10,7 @@ queries; its target on benchmark b is its accuracy over all of b's queries in th
 - ``locus_encoder``: the set encoder's embedding alone, drawn from N(z0, encoder_spread^2), through the router;
 - ``observed``: the benchmark's observed mean for its unobserved queries (the pool's mean where none was asked);
 - ``low_rank``: a rank-16 completion of the in-training models' item matrix over every query (the pool's data), the
-  new row a ridge projection (benchmark_bayes.LowRank);
+  new row a ridge projection (estimates.LowRank);
 - ``irt``: the IRT baseline (evaluation.latent.IRT) fitted on the training models, the new models onboarded by MAP;
 - ``router``: the trained router's P(correct) (the encoder's embedding of the n answers, their group profile);
 - ``router_eb``: empirical Bayes per benchmark (estimates.beta_binomial_capability) on the router's prior, its width
