@@ -24,10 +24,11 @@ at random), are averaged over --random-seeds orders.
 
 Writes bench/results/adaptive_onboarding_mmlu.json and prints a markdown table.
 
-``--capability`` compares instead what ``locus onboard --choice`` offers (locus_model.adaptive): each held-out model
-asked in rounds of --batch, adaptive (the widest interval's most narrowing questions, re-estimated every round; the
-first round random) or random (--random-seeds orders); at each n of --sizes its per-benchmark capability estimates
-(adaptive.estimate_newcomer over all the kept questions) against its accuracy over all its recorded answers: MAE in
+``--capability`` compares instead what ``locus onboard --choice`` offers (locus_model.estimates.questions): each
+held-out model asked in rounds of --batch, adaptive (the widest interval's most narrowing questions under the
+estimator's posterior, Estimator.next_questions; the first round random) or random (--random-seeds orders); at each n
+of --sizes its per-benchmark capability estimates (locus_model.estimates.Estimator fitted once on the training
+models' answers; ``--estimate`` is kept for the older result files: only ``pool`` remains) against its accuracy over all its recorded answers: MAE in
 points, 90% interval coverage, the widest interval; paired bootstrap intervals over the held-out models of adaptive
 minus random at each n and of adaptive at 64 minus random at 128 (the issue's target). Writes
 bench/results/adaptive_capability_mmlu.json.
@@ -130,8 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     Q = len(matrix.query_ids)
     keep = np.sort(rng.choice(Q, size=args.max_queries, replace=False)) if args.max_queries else np.arange(Q)
     scores = matrix.scores[:, keep].astype(np.float32)
-    enc = np.asarray(encode_queries([matrix.queries[i] for i in keep], encoder="all-MiniLM-L6-v2", runtime="torch"),
-                     dtype=np.float32)
     bench_all = np.asarray(matrix.benchmarks)[keep]
     order = rng.permutation(len(keep))
     test = np.sort(order[: int(len(keep) * args.test_share)])
@@ -141,17 +140,19 @@ def main(argv: list[str] | None = None) -> int:
     trained = np.setdiff1d(np.arange(len(matrix.models)), held)
     print(f"{len(keep)} questions ({len(candidates)} candidates, {len(test)} test); {len(trained)} trained, held out: "
           f"{[matrix.models[h] for h in held]}", flush=True)
+    if args.capability:  # the estimator reads the training models' answers: no LOCUS to train
+        rows = capability_rows(bench_all, scores, held, candidates, args, start)
+        return report_capability(rows, args, {"source": source, "questions": int(len(keep)),
+                                              "candidates": int(len(candidates)),
+                                              "held_out": [matrix.models[h] for h in held],
+                                              "estimate": "product (locus_model.estimates.Estimator)"}, start)
+    enc = np.asarray(encode_queries([matrix.queries[i] for i in keep], encoder="all-MiniLM-L6-v2", runtime="torch"),
+                     dtype=np.float32)
     model, checkpoint = trained_locus(enc, scores, trained, candidates, args.train_option, args.seed, args.cache)
     print(f"trained in {time.time() - start:.0f} s -> {checkpoint}", flush=True)
 
     sets = [(candidates[~np.isnan(scores[m, candidates])], scores[m, candidates][~np.isnan(scores[m, candidates])])
             for m in trained]
-    if args.capability:
-        rows = capability_rows(model, enc, bench_all, scores, held, candidates, sets, args, start)
-        return report_capability(rows, args, {"source": source, "questions": int(len(keep)),
-                                              "candidates": int(len(candidates)), "checkpoint": checkpoint,
-                                              "held_out": [matrix.models[h] for h in held],
-                                              "train_options": args.train_option, "estimate": args.estimate}, start)
     pool_z = embed_evaluation_sets(model, enc, sets)  # (T, d): the pool, each model from all its candidate answers
     P_cand = predict_proba(model, pool_z, enc[candidates])  # (T, C)
     P_test_pool = predict_proba(model, pool_z, enc[test])  # (T, Qt)
@@ -233,21 +234,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def capability_rows(model, enc, bench_all, scores, held, candidates, sets, args, start) -> list[dict]:
+def capability_rows(bench_all, scores, held, candidates, args, start) -> list[dict]:
     """Per held-out model, choice and seed, at each n of args.sizes: its capability estimates' MAE (points),
     coverage and widest interval against its accuracy over all its recorded answers (module docstring)."""
-    from locus_model.adaptive import estimate_newcomer, next_adaptive, random_order  # why: the --capability mode only
+    # why: the --capability mode only
+    from locus_model.estimates import Estimator, EstimatorConfig
+    from locus_model.estimates.questions import random_order
 
+    if args.estimate != "pool" or "stratified" in args.choices:
+        raise SystemExit("--estimate locus and --choices stratified were trials that left the product; their figures "
+                         "stay in bench/results (adaptive_capability_mmlu_stratified.json)")
     names = np.unique(bench_all.astype(str))
     trained = np.setdiff1d(np.arange(len(scores)), held)
-    pool_scores = scores[trained] if args.estimate == "pool" else None  # the training models' answers, NaN = none
+    estimator = Estimator(EstimatorConfig()).fit(scores[trained], bench_all)  # once: every model and round reads it
     rows = []
     for h in held:
         y = scores[h]
         truth = np.array([np.nanmean(y[bench_all == b]) for b in names])
         askable = candidates[~np.isnan(y[candidates])]  # candidates the model has a recorded answer to
         where = {int(q): i for i, q in enumerate(askable)}
-        allowed = np.zeros(len(enc), dtype=bool)
+        allowed = np.zeros(scores.shape[1], dtype=bool)
         allowed[askable] = True
         runs = [(c, 0) for c in args.choices if c != "random"]
         runs += [("random", s) for s in range(args.random_seeds)] if "random" in args.choices else []
@@ -258,14 +264,13 @@ def capability_rows(model, enc, bench_all, scores, held, candidates, sets, args,
                 if choice == "random" or cap is None:
                     new = random_order(len(askable), asked, np.empty(0, np.int64), k, seed=seed)
                 else:
-                    picks = next_adaptive(model, enc, bench_all, evaluation, post, cap, allowed, k,
-                                          within="random" if choice == "stratified" else "gain")
+                    picks = estimator.next_questions(evaluation, cap, allowed, k)
                     new = np.array([where[int(q)] for q in picks], dtype=np.int64)
                 asked = np.concatenate([asked, new])
                 n = len(asked)
                 evaluation = (askable[asked], y[askable[asked]])
                 if choice != "random" or n in args.sizes:
-                    post, cap = estimate_newcomer(model, enc, bench_all, evaluation, sets, pool_scores=pool_scores)
+                    cap = estimator.estimate([evaluation])
                 if n in args.sizes:
                     rows.append({"model": int(h), "choice": choice, "seed": seed, "n": n,
                                  "mae": float(np.abs(cap.estimate[0] - truth).mean() * 100),

@@ -59,10 +59,16 @@ def main() -> None:
     p.add_argument("--irt-steps", type=int, default=300)
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--off-pool", default=None, help="the product's EstimatorConfig.off_pool (pool, ability, router)")
+    p.add_argument("--robust", type=float, default=None, help="the product's EstimatorConfig.robust (default its own)")
+    p.add_argument("--local-share", type=float, default=None,
+                   help="the product's EstimatorConfig.local_share (the prior's error measured where the model falls; "
+                        "default its own; 0: one width for the pool)")
     p.add_argument("--fit-cache", type=Path, default=None, help="keep each fold's trained router here and reuse it")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
 
+    from locus_model.estimates import EstimatorConfig
     from locus_model.model import LocusConfig
     from locus_model.training import TrainConfig
 
@@ -87,7 +93,11 @@ def main() -> None:
                            train_config=apply_options(TrainConfig(device="cpu", seed=args.seed), args.train_option),
                            sizes=args.sizes, methods=methods, reference=reference, irt_steps=args.irt_steps,
                            seed=args.seed, log=lambda message: print(message, flush=True),
-                           trainer=None if args.fit_cache is None else cached_train(args.fit_cache, args))
+                           trainer=None if args.fit_cache is None else cached_train(args.fit_cache, args),
+                           estimator_config=EstimatorConfig(**{
+                               **({} if args.local_share is None else {"local_share": args.local_share or None}),
+                               **({} if args.robust is None else {"robust": args.robust}),
+                               **({} if args.off_pool is None else {"off_pool": args.off_pool})}))
     summary, paired = run["summary"], run["paired"]
     out = {"settings": {**vars(args), "out": str(args.out), "reference": str(args.reference), "source": source,
                         "models": len(models), "held_out": len(held), "folds_run": len(splits)},

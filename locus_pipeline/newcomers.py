@@ -1,11 +1,13 @@
-"""What an onboarded model's answers say of it, against the training source: its per-benchmark capability estimates
-and the pool models it answers like (its onboarding partition's metadata, the rounds of ``locus onboard``).
+"""Where a newcomer's answers stand against the training source: which of the source's queries they are (and which
+queries join it), which pool rows its estimator is fitted on, and the newcomer's estimates as the onboarding partition
+and the rounds of ``locus onboard`` show them.
 
-What depends on the training source alone (its evaluations as a model x query table, the training models' evaluation
-sets the encoder's error is measured on, the queries' encodings and benchmarks, the pool's low-rank prior) is
-computed once per run and shared by every model of the run and every round of an onboarding
-(:class:`NewcomerSource`); what depends on the model (its answers, its queries) is placed against it per model
-(``NewcomerSource.place``), cheaply unless the model changes the pool's prior.
+A newcomer is a model that joins the pool after training (an onboarded model: docs/glossary.md). What depends on the
+training source alone (its evaluations as a model x query table, the queries' encodings and benchmarks, the
+estimator fitted on them: locus_model.estimates.Estimator) is computed once per run and shared by every newcomer of
+the run and every round of an onboarding (:class:`NewcomerSource`); ``place`` only places data: the newcomer's
+queries among the source's, and the estimator to read them with (the run's; the run's extended by the newcomer's
+queries the source never saw; or, for a copy of a source model, one fitted without that model's row).
 """
 
 from __future__ import annotations
@@ -17,25 +19,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from locus_model.benchmark_bayes import LowRankPrior
 from locus_model.data.query_encodings import encoding_matrix
+from locus_model.estimates import Capability, Estimator, EstimatorConfig
 from locus_model.infer import EvaluationSet
 from locus_model.markdown import escape_frame
-from locus_model.model import Locus
 from locus_model.pool import pool_matrix
 
 if TYPE_CHECKING:
-    from locus_model.estimates import Capability, Posterior
+    from locus_model.router import Router
 
-PRIOR_MODELS = 64  # training models the encoder's error at the newcomer's set size is measured on (encoder_spread)
 MISSING_MARK = "—"  # a cell with no figure, never nan
 WIDE_INTERVAL = 0.20  # an estimate's 90% interval wider than this warns (the check onboarded_model_trustworthy)
 
 
 @dataclass(frozen=True)
 class NewcomerEstimates:
-    """What a few dozen answers say of an onboarded model: per benchmark its accuracy over all of the benchmark's
-    queries with a 90% interval (locus_model.benchmark_bayes: empirical Bayes on the pool's low-rank completion)
+    """What a few dozen answers say of a newcomer: per benchmark its accuracy over all of the benchmark's queries with
+    a 90% interval (locus_model.estimates.Estimator: empirical Bayes on the pool's low-rank completion)
     beside what it answered (``capability``: benchmark, estimate, lo, hi, observed, n), and the pool models that
     answer like it (``answers_like``: model, agreement, shared, p_nearest)."""
 
@@ -45,29 +45,27 @@ class NewcomerEstimates:
 
 @dataclass(frozen=True)
 class NewcomerData:
-    """An onboarded model's answers placed among the training source's queries: ``ids`` (Q,) and their encodings
-    ``phi`` (Q, D) and ``benchmarks`` (Q,), its answers as an evaluation set (indices into ids, scores), the
-    training source's evaluations as a (model x query) table ``wide``, the low-rank prior of the pool's answers
-    without the model's own row (``prior``), and the training models' evaluation sets the encoder's error is
-    measured on (``training``, PRIOR_MODELS of them)."""
+    """A newcomer's answers placed among the training source's queries: ``ids`` (Q,) (the source's, then its own
+    queries the source never saw), its answers as an evaluation set (indices into ids, scores), the training
+    source's evaluations as a (model x query) table ``wide`` over the source's queries, and the ``estimator`` to
+    read them with."""
 
     ids: list[str]
-    phi: np.ndarray
-    benchmarks: np.ndarray
     newcomer: EvaluationSet
     wide: pd.DataFrame
-    prior: LowRankPrior
-    training: list[EvaluationSet]
+    estimator: Estimator
 
 
 @dataclass
 class NewcomerSource:
-    """The training source's evaluations (``table``: model, query_id, benchmark, score) and its queries' ``encodings``
-    as every newcomer of one run is placed against them: each part computed on first use, then kept for the run's
-    other models (``seed``: the training sets' draw, the prior's inner split and the estimates')."""
+    """The training source's evaluations (``table``: model, query_id, benchmark, score), its queries' ``encodings``
+    and the ``router`` (the pool's checkpoint: the refined embedding for "answers like"; None: estimates only) as
+    every newcomer of one run is placed against them: each part computed on first use, then kept for the run's other
+    newcomers (``seed``: the estimator's)."""
 
     table: pd.DataFrame
     encodings: pd.DataFrame
+    router: "Router | None" = None
     seed: int = 0
 
     @cached_property
@@ -98,75 +96,52 @@ class NewcomerSource:
         wide.columns = wide.columns.astype(str)
         return wide.reindex(columns=self.ids)
 
-    @cached_property
-    def training(self) -> list[EvaluationSet]:
-        """PRIOR_MODELS seeded training models' evaluation sets (indices into ids, scores): encoder_spread's."""
-        rng = np.random.default_rng(self.seed)
-        sets = []
-        for m in [str(m) for m in rng.permutation(self.wide.index.astype(str))[:PRIOR_MODELS]]:
-            row = self.wide.loc[m].to_numpy(np.float32)
-            keep = np.flatnonzero(~np.isnan(row))
-            sets.append((keep, row[keep]))
-        return sets
+    def _fit(self, rows: pd.DataFrame) -> Estimator:
+        return Estimator(EstimatorConfig(seed=self.seed)).fit(rows.to_numpy(np.float32), self.benchmarks,
+                                                              router=self.router, encodings=self.phi)
 
     @cached_property
-    def prior(self) -> LowRankPrior:
-        """The low-rank prior of all the source's models' answers: every newcomer's that is none of them."""
-        return LowRankPrior.fit(self.wide.to_numpy(np.float32), self.benchmarks, seed=self.seed)
+    def estimator(self) -> Estimator:
+        """The estimator fitted on all the source's models: every newcomer's that is none of them."""
+        return self._fit(self.wide)
 
     def place(self, store: pd.DataFrame, store_encodings: pd.DataFrame) -> NewcomerData:
-        """The model's store (query_id, benchmark, score; ``store_encodings`` of its queries) among the source's
-        queries. Its queries outside the source join the query set with their own benchmarks, and a model of the
-        source leaves its own row out of the pool's answers: both change the prior, then fitted for this model alone;
-        every other model shares ``prior``."""
+        """The newcomer's store (query_id, benchmark, score; ``store_encodings`` of its queries) among the source's
+        queries: its queries outside the source join after them with their own benchmarks (the estimator extended,
+        nothing refitted); a model of the source is read by an estimator fitted without its own row (its own answers
+        are not its prior: the one refit, per such model); every other newcomer shares ``estimator``."""
         own = store.assign(query_id=store["query_id"].astype(str)).drop_duplicates("query_id", keep="last")
         extra = [q for q in own["query_id"] if q not in self.labels.index]
-        ids, phi, bench, wide = self.ids, self.phi, self.benchmarks, self.wide
-        if extra:  # their columns are all NaN: the training sets' indices stay the same
-            ids = ids + extra
-            phi = np.concatenate([phi, encoding_matrix(store_encodings, extra)])
-            bench = np.array(bench.tolist() + own.set_index("query_id").loc[extra, "benchmark"].astype(str).tolist())
-            wide = wide.reindex(columns=ids)
-        index = {q: i for i, q in enumerate(ids)}
-        newcomer = (np.array([index[q] for q in own["query_id"]]), own["score"].to_numpy(np.float32))
         own_row = str(store["model"].iloc[0]) if "model" in store and len(store) else None
-        prior = self.prior
-        if extra or own_row in wide.index.astype(str):  # a copy's own answers are not its prior
-            pool_scores = wide[wide.index.astype(str) != own_row].to_numpy(np.float32)
-            prior = LowRankPrior.fit(pool_scores, bench, seed=self.seed)
-        return NewcomerData(ids=ids, phi=phi, benchmarks=bench, newcomer=newcomer, wide=wide, prior=prior,
-                            training=self.training)
+        copy = own_row in self.wide.index.astype(str)
+        estimator = self._fit(self.wide[self.wide.index.astype(str) != own_row]) if copy else self.estimator
+        ids = self.ids
+        if extra:
+            benchmarks = own.set_index("query_id").loc[extra, "benchmark"].astype(str).to_numpy()
+            estimator = estimator.extended(benchmarks, encoding_matrix(store_encodings, extra))
+            ids = ids + extra
+        index = {q: i for i, q in enumerate(ids)}
+        newcomer = (np.array([index[q] for q in own["query_id"]], dtype=np.int64), own["score"].to_numpy(np.float32))
+        return NewcomerData(ids=ids, newcomer=newcomer, wide=self.wide, estimator=estimator)
 
-    def estimate(self, model: Locus, store: pd.DataFrame,
-                 store_encodings: pd.DataFrame) -> tuple[NewcomerData, Posterior, Capability]:
-        """(its NewcomerData, its posterior embedding, its capability estimates) of the model whose store this is:
-        ``place``, then adaptive.estimate_newcomer on the prior ``place`` chose."""
-        from locus_model.adaptive import estimate_newcomer  # why: torch
-
+    def estimate(self, store: pd.DataFrame, store_encodings: pd.DataFrame) -> tuple[NewcomerData, Capability]:
+        """(its NewcomerData, its capability estimates) of the newcomer whose store this is."""
         data = self.place(store, store_encodings)
-        posterior, capability = estimate_newcomer(model, data.phi, data.benchmarks, data.newcomer, data.training,
-                                                  pool_prior=data.prior, seed=self.seed)
-        return data, posterior, capability
+        return data, data.estimator.estimate([data.newcomer])
 
 
-def newcomer_estimates(model: Locus, store: pd.DataFrame, store_encodings: pd.DataFrame, source: NewcomerSource,
+def newcomer_estimates(store: pd.DataFrame, store_encodings: pd.DataFrame, source: NewcomerSource,
                        pool: pd.DataFrame, *, shown: int = 5) -> NewcomerEstimates:
-    """The onboarded model's estimates from its store (its queries' encodings: ``store_encodings``) against the
-    training ``source`` (shared by the run's models) and the pool (its embeddings)."""
-    from locus_model.estimates import answer_agreement, answer_likeness  # why: torch
-
-    data, posterior, estimated = source.estimate(model, store, store_encodings)
-    newcomer = data.newcomer
-    capability = estimated.frame(0)
+    """The newcomer's estimates from its store (its queries' encodings: ``store_encodings``) against the training
+    ``source`` (shared by the run's newcomers; with the router) and the pool (its embeddings)."""
+    data, estimated = source.estimate(store, store_encodings)
     others = pool[pool["model"].astype(str) != str(store["model"].iloc[0])]
     names, z = pool_matrix(others)
-    scores = data.wide.reindex(index=names).to_numpy(np.float32)
-    order, prob = answer_likeness([newcomer], scores, z, posterior, seed=source.seed)
-    agree, shared = answer_agreement(scores, newcomer)
-    top = order[0][:shown]
-    like = pd.DataFrame({"model": [names[i] for i in top], "agreement": agree[top], "shared": shared[top],
-                         "p_nearest": prob[0][top]})
-    return NewcomerEstimates(capability=capability, answers_like=like)
+    scores = data.wide.reindex(index=names, columns=data.ids).to_numpy(np.float32)
+    like = data.estimator.answers_like(data.newcomer, scores, z, shown=shown)
+    like = pd.DataFrame({"model": [names[i] for i in like["row"]], "agreement": like["agreement"].to_numpy(),
+                         "shared": like["shared"].to_numpy(), "p_nearest": like["p_nearest"].to_numpy()})
+    return NewcomerEstimates(capability=estimated.frame(0), answers_like=like)
 
 
 def estimates_markdown(estimates: NewcomerEstimates) -> tuple[str, str]:

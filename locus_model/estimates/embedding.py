@@ -1,26 +1,19 @@
-"""What a model can do, from any evaluation set: an embedding the question choice does not bias (with its spread),
-per-benchmark accuracy estimates with 90% intervals, reference-score estimates, and the models it answers like.
+"""A newcomer's embedding the question choice does not bias, with its spread: the refined embedding.
 
 The set encoder's embedding z0 of a model is an amortised guess, trained on random sets. Given the model's observed
 answers y_i to queries phi_i, the correctness predictor G defines a likelihood, so the embedding is refined as IRT
-estimates ability (issue 56, item 2):
+estimates ability:
 
     z* = argmin_z  sum_i BCE(G(z, phi_i), y_i) + 1/2 sum_k ((z_k - z0_k) / s_k)^2
 
 with s the encoder's own error at that set size on the training pool (``encoder_spread``: the RMS difference between
 a training model's embedding from n of its evaluations and from all of them). The spread is the Laplace approximation:
 cov = H^-1, H = J^T diag(p (1 - p)) J + diag(1 / s^2) (the Gauss-Newton Hessian in d = 128; J = d logit / dz on the
-observed queries), and posterior samples z* + chol(cov) eps carry it to every estimate.
+observed queries, built in blocks of queries so that memory grows linearly with the answers), and posterior samples
+z* + chol(cov) eps carry it to the models a newcomer answers like (likeness.py) and to the question choice.
 
-Accuracy of a model on benchmark b over all of b's queries in the pool's data (observed answers count as themselves):
-    acc_b = (sum_{observed in b} y + sum_{unobserved in b} P(correct)) / N_b,
-with an interval from the posterior samples plus the binomial sampling of the unobserved queries. Its spread is the
-embedding's, not the predictor's error (it covered 14-28% of 90% intervals); where the pool's answers are at hand the
-per-benchmark estimate is benchmark_bayes's empirical Bayes on the low-rank prior (``estimate_capability``'s
-``pool_scores``), which the bench measures better and calibrated (docs/estimates.md).
-
-The predictor is reached through two adapter functions, ``_pair_logits`` and ``_all_pair_proba`` (the model's
-current API); nothing here trains or changes the model.
+The predictor is reached through one adapter function, ``_pair_logits`` (the model's current API); nothing here
+trains or changes the model.
 """
 
 from __future__ import annotations
@@ -29,27 +22,19 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 import torch
 from torch.func import jacrev, vmap
 
-from locus_model.benchmark_bayes import LEVEL, Capability, observed_counts
-from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
-
-BINOMIAL_DRAWS = 64  # draws of the binomial part for a method without a spread of its own
+from locus_model.infer import EvaluationSet, embed_evaluation_sets
 
 
 # ---------------------------------------------------------------------------------------------- predictor adapter
-# The only two places that touch the model: re-point them when the router/model API changes.
+# The only place that touches the model: re-point it when the router/model API changes.
 
 
 def _pair_logits(model, z: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:  # (B, d), (B, T, D) -> (B, T)
     """Logits of P(correct) of each model on its own queries (autograd flows to z)."""
     return model.pair_logits(z, model.query_projection(phi))
-
-
-def _all_pair_proba(model, z: np.ndarray, encodings: np.ndarray) -> np.ndarray:  # (M, d), (Q, D) -> (M, Q)
-    return predict_proba(model, z, encodings)
 
 
 # ---------------------------------------------------------------------------------------------- the embedding
@@ -145,145 +130,36 @@ def refine_embeddings(model, encodings: np.ndarray, sets: Sequence[EvaluationSet
     return Posterior(mean=z_map.numpy(), prior=z0, chol=chol.numpy(), log_lik=ll.numpy(), log_lik_prior=ll0.numpy())
 
 
+GN_BLOCK = 2**22  # floats of one Jacobian block's backward graph (16 MB): bounds _gauss_newton's memory at any n
+
+
 def _gauss_newton(model, z: torch.Tensor, phi: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:  # (M, d, d)
-    """J^T diag(p (1 - p)) J per model, J = d logit / d z on its observed queries."""
-    def one(zm: torch.Tensor, phim: torch.Tensor) -> torch.Tensor:  # (d,), (T, D) -> (T,)
+    """J^T diag(p (1 - p)) J per model, J = d logit / d z on its observed queries.
+
+    A logit depends on its own query alone, so J is built in blocks of C queries (and B models): reverse mode over a
+    block's C outputs holds C basis vectors through a (C, hidden) graph, B C^2 hidden floats, so a block is sized to
+    GN_BLOCK and the memory is the (M, T, D) input's plus a constant, linear in the answers (one model's whole
+    Jacobian at once was 64 n^2 floats: 25.6 GB at n = 10,000)."""
+    def one(zm: torch.Tensor, phim: torch.Tensor) -> torch.Tensor:  # (d,), (C, D) -> (C,)
         return _pair_logits(model, zm[None], phim[None])[0]
 
-    with torch.no_grad():
-        p = torch.sigmoid(_pair_logits(model, z, phi))
-    jac = vmap(jacrev(one))(z, phi)  # (M, T, d)
-    w = (p * (1 - p) * mask).unsqueeze(-1)  # (M, T, 1)
-    return torch.einsum("mti,mtj->mij", jac * w, jac).detach()
+    M, T = mask.shape
+    hidden = max(int(getattr(model.config, "predictor_hidden", 64)), 1)
+    C = max(1, min(T, int(np.sqrt(GN_BLOCK / hidden))))  # queries per block
+    B = max(1, min(M, GN_BLOCK // (C * C * hidden)))  # models per block
+    out = torch.zeros(M, z.shape[1], z.shape[1])
+    for m0 in range(0, M, B):
+        zb = z[m0 : m0 + B]
+        for t0 in range(0, T, C):
+            pb, mb = phi[m0 : m0 + B, t0 : t0 + C], mask[m0 : m0 + B, t0 : t0 + C]
+            if not mb.any():
+                continue
+            with torch.no_grad():
+                p = torch.sigmoid(_pair_logits(model, zb, pb))
+            jac = vmap(jacrev(one))(zb, pb)  # (B, C, d)
+            w = (p * (1 - p) * mb).unsqueeze(-1)  # (B, C, 1)
+            out[m0 : m0 + B] += torch.einsum("mti,mtj->mij", jac * w, jac).detach()
+    return out
 
 
-# ---------------------------------------------------------------------------------------------- capability estimates
-
-
-def accuracy_from_proba(proba_draws: np.ndarray, sets: Sequence[EvaluationSet], benchmarks: np.ndarray, *,
-                        seed: int = 0) -> Capability:
-    """Capability from P(correct) draws (M, S, Q) over every pool query: observed answers count as themselves, the
-    unobserved queries add their binomial sampling; the interval is the draws' central LEVEL share. Any method that
-    gives P(correct) (with S = 1 where it has no spread: then BINOMIAL_DRAWS of the binomial part) is scored so."""
-    names, codes = np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
-    if proba_draws.shape[1] == 1:  # no spread of its own: draws of the binomial part alone
-        proba_draws = np.repeat(proba_draws, BINOMIAL_DRAWS, axis=1)
-    M, S, Q = proba_draws.shape
-    K = len(names)
-    seen, total, count = observed_counts(sets, codes, K, Q)
-    size = np.bincount(codes, minlength=K).astype(np.float64)  # N_b
-    onehot = np.zeros((Q, K))
-    onehot[np.arange(Q), codes] = 1.0
-    unseen = (~seen)[:, None, :]  # (M, 1, Q)
-    p = proba_draws.astype(np.float64) * unseen
-    mean_part = p @ onehot  # (M, S, K): sum of P over unobserved
-    var_part = (p * (1 - p)) @ onehot  # binomial variance of the unobserved answers' sum
-    rng = np.random.default_rng(seed)
-    draws = (total[:, None, :] + mean_part + np.sqrt(var_part) * rng.standard_normal(mean_part.shape)) / size
-    point = (total + mean_part.mean(axis=1)) / size
-    tail = (1 - LEVEL) / 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        observed = np.where(count > 0, total / np.maximum(count, 1), np.nan)
-    return Capability(benchmarks=tuple(names), estimate=point, lo=np.quantile(draws, tail, axis=1),
-                      hi=np.quantile(draws, 1 - tail, axis=1), observed=observed, n=count, draws=draws)
-
-
-def capability_estimates(model, encodings: np.ndarray, benchmarks: np.ndarray, posterior: Posterior,
-                         sets: Sequence[EvaluationSet], *, samples: int = 64, seed: int = 0) -> Capability:
-    """Each model's accuracy on each benchmark over all of that benchmark's queries (encodings, benchmarks: the
-    pool's Q queries), with LEVEL intervals from `samples` posterior draws of its embedding plus binomial sampling."""
-    z = posterior.samples(samples, seed=seed)  # (M, S, d)
-    M, S, d = z.shape
-    proba = _all_pair_proba(model, z.reshape(M * S, d), np.asarray(encodings, dtype=np.float32))
-    return accuracy_from_proba(proba.reshape(M, S, -1), sets, benchmarks, seed=seed)
-
-
-def estimate_capability(model, encodings: np.ndarray, benchmarks: np.ndarray, evaluation_set: EvaluationSet,
-                        prior_scale: np.ndarray, *, samples: int = 64, seed: int = 0) -> pd.DataFrame:
-    """One model's frame (benchmark, estimate, lo, hi, observed, n) over the pool's queries (encodings, benchmarks)
-    from the refined embedding; prior_scale: encoder_spread on the pool's training models at about this set's size.
-    Onboarding's estimate, which also reads the pool's answers, is adaptive.estimate_newcomer's."""
-    post = refine_embeddings(model, encodings, [evaluation_set], prior_scale)
-    return capability_estimates(model, encodings, benchmarks, post, [evaluation_set], samples=samples, seed=seed).frame(0)
-
-
-# ---------------------------------------------------------------------------------------------- reference scores
-
-
-@dataclass(frozen=True)
-class ReferenceMap:
-    """Ridge maps from per-benchmark accuracy (K) to each reference score, fitted on the training models."""
-
-    scores: tuple[str, ...]
-    coef: np.ndarray  # (K, R)
-    intercept: np.ndarray  # (R,)
-    residual_std: np.ndarray  # (R,) leave-one-out residual spread on the training models
-
-    def predict(self, accuracy: np.ndarray) -> np.ndarray:  # (..., K) -> (..., R)
-        return accuracy @ self.coef + self.intercept
-
-
-def fit_reference_map(accuracy: np.ndarray, reference: pd.DataFrame, *, alpha: float = 1e-3) -> ReferenceMap:
-    """accuracy (N, K): the training models' per-benchmark accuracy; reference (N rows, one numeric column per score,
-    aligned). Ridge with its closed-form leave-one-out residuals for the interval."""
-    x = np.asarray(accuracy, dtype=np.float64)
-    t = reference.to_numpy(dtype=np.float64)
-    if len(x) != len(t) or np.isnan(t).any() or np.isnan(x).any():
-        raise ValueError("fit_reference_map: accuracy and reference must be aligned rows without NaN. How to fix: keep "
-                         "only the training models that have every reference score.")
-    xm, tm = x.mean(axis=0), t.mean(axis=0)
-    xc = x - xm
-    gram = xc.T @ xc + alpha * len(x) * np.eye(x.shape[1])
-    coef = np.linalg.solve(gram, xc.T @ (t - tm))
-    hat = np.einsum("ij,jk,ik->i", xc, np.linalg.inv(gram), xc) + 1.0 / len(x)
-    loo = (t - tm - xc @ coef) / (1 - hat)[:, None]
-    return ReferenceMap(scores=tuple(reference.columns), coef=coef, intercept=tm - xm @ coef,
-                        residual_std=np.sqrt((loo**2).mean(axis=0)))
-
-
-def reference_estimates(capability: Capability, ref: ReferenceMap, *, seed: int = 0) -> tuple[np.ndarray, ...]:
-    """(estimate, lo, hi), each (M, R): the map of the accuracy estimates, its interval from the map of every
-    accuracy draw plus the map's residual spread."""
-    draws = ref.predict(capability.draws)  # (M, S, R)
-    draws = draws + ref.residual_std * np.random.default_rng(seed).standard_normal(draws.shape)
-    tail = (1 - LEVEL) / 2
-    return ref.predict(capability.estimate), np.quantile(draws, tail, axis=1), np.quantile(draws, 1 - tail, axis=1)
-
-
-# ---------------------------------------------------------------------------------------------- who it answers like
-
-
-def answer_agreement(pool_scores: np.ndarray, evaluation_set: EvaluationSet) -> tuple[np.ndarray, np.ndarray]:
-    """(share of the questions each pool model shares with the set where both were right or both wrong, NaN where it
-    shares none; how many it shares): pool_scores (P, Q), NaN = not asked."""
-    idx, s = evaluation_set
-    cells = pool_scores[:, np.asarray(idx)]  # (P, n)
-    asked = ~np.isnan(cells)
-    shared = asked.sum(axis=1)
-    same = (asked & (np.abs(np.nan_to_num(cells) - np.asarray(s)) < 0.5)).sum(axis=1)
-    return np.where(shared > 0, same / np.maximum(shared, 1), np.nan), shared
-
-
-def answer_likeness(sets: Sequence[EvaluationSet], pool_scores: np.ndarray, pool_embeddings: np.ndarray,
-                    posterior: Posterior, *, samples: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Per model, the pool models ranked by how alike they answer, and a probability for each.
-
-    Where the model shares questions with pool models (pool_scores (P, Q), NaN = not asked), the rank is the
-    agreement rate on those shared questions, ties broken by embedding distance; the probability of each model being
-    the nearest is the share of posterior draws of the embedding whose nearest pool model it is (the embedding's
-    neighbours with their probability under the spread). Returns (order (M, P) nearest first, probability (M, P))."""
-    pool = np.asarray(pool_embeddings, dtype=np.float64)
-    draws = posterior.samples(samples, seed=seed)
-    order = np.empty((len(sets), len(pool)), dtype=np.int64)
-    prob = np.zeros((len(sets), len(pool)))
-    for m, evaluation_set in enumerate(sets):
-        dist = np.sqrt(((pool - posterior.mean[m]) ** 2).sum(axis=1))
-        agree = np.nan_to_num(answer_agreement(pool_scores, evaluation_set)[0], nan=-1.0)  # none shared: last
-        order[m] = np.lexsort((dist, -agree))
-        nearest = ((draws[m][:, None, :] - pool[None]) ** 2).sum(axis=2).argmin(axis=1)  # (S,)
-        prob[m] = np.bincount(nearest, minlength=len(pool)) / samples
-    return order, prob
-
-
-__all__ = ["LEVEL", "Posterior", "encoder_spread", "refine_embeddings", "Capability", "accuracy_from_proba",
-           "capability_estimates", "estimate_capability", "ReferenceMap", "fit_reference_map", "reference_estimates", "answer_agreement", "answer_likeness"]
+__all__ = ["Posterior", "encoder_spread", "refine_embeddings"]

@@ -7,8 +7,10 @@ router's calibrated P(correct)) and how wrong that mean is measured to be, tau^2
 
     theta ~ (1 - eps) Beta(mu s, (1 - mu) s) + eps Beta(1, 1),     s = mu (1 - mu) / tau^2 - 1
 
-so that when the answers contradict the pool's view (128 of 128 right where the prior says 0.5) the flat part takes
-over and the posterior follows the answers instead of excluding them; where they agree the informed part carries
+(with ``centred``, the second part Beta(2 mu, 2 (1 - mu)) instead: as wide as a uniform but centred on the same
+mean, so that before any answer the posterior mean is mu and a cell nobody answered is not pulled toward 0.5 -- the
+estimates' choice), so that when the answers contradict the pool's view (128 of 128 right where the prior says 0.5)
+the flat part takes over and the posterior follows the answers instead of excluding them; where they agree the informed part carries
 almost all the weight. The posterior is the same mixture with each component updated by (r, c - r) and the weights
 multiplied by each component's marginal likelihood B(a + r, b + c - r) / B(a, b) (fractional scores included). Both
 depend on the answers only through (r, c): one more graded answer is two additions (``observe``), microseconds.
@@ -26,7 +28,9 @@ import numpy as np
 from scipy import special, stats
 
 ROBUST_WEIGHT = 0.05  # eps: the flat component's prior weight
+WIDE_STRENGTH = 2.0  # a + b of the flat component: a uniform's
 MIN_VAR = 1e-4  # tau^2 floor: a prior is never trusted beyond 1 point of standard deviation
+MIN_STRENGTH = 1.0  # a + b of the informed part at least: a prior as wide as Jeffreys' (tau^2 = 0.25: not U-shaped)
 _CLIP = 0.005
 
 
@@ -40,16 +44,18 @@ class CellPosterior:
     right: np.ndarray  # (M, K) r: sum of the graded scores in [0, 1]
     count: np.ndarray  # (M, K) c: graded answers
     robust: float = ROBUST_WEIGHT
+    centred: bool = False  # the flat part centred on mu (Beta(2 mu, 2 (1 - mu))) instead of Beta(1, 1)
 
     @classmethod
-    def from_prior(cls, mean: np.ndarray, var: np.ndarray | float, *, robust: float = ROBUST_WEIGHT) -> "CellPosterior":
+    def from_prior(cls, mean: np.ndarray, var: np.ndarray | float, *, robust: float = ROBUST_WEIGHT,
+                   centred: bool = False) -> "CellPosterior":
         """No answers yet: the prior (mean (M, K), var broadcast to it)."""
         mu = np.clip(np.asarray(mean, np.float64), _CLIP, 1 - _CLIP)
         tau2 = np.maximum(np.broadcast_to(np.asarray(var, np.float64), mu.shape), MIN_VAR).copy()
         if not 0.0 <= robust < 1.0:
             raise ValueError(f"CellPosterior: robust weight {robust!r} must be in [0, 1)")
         return cls(prior_mean=mu.copy(), prior_var=tau2, right=np.zeros_like(mu), count=np.zeros_like(mu),
-                   robust=float(robust))
+                   robust=float(robust), centred=bool(centred))
 
     # ------------------------------------------------------------------------------------------------ the update
     def observe(self, m: int, k: int, score: float, *, forget: float = 1.0) -> None:
@@ -67,7 +73,7 @@ class CellPosterior:
 
     def copy(self) -> "CellPosterior":
         return CellPosterior(self.prior_mean.copy(), self.prior_var.copy(), self.right.copy(), self.count.copy(),
-                             self.robust)
+                             self.robust, self.centred)
 
     # ------------------------------------------------------------------------------------------------ reading it
     def components(self, rows=slice(None)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,9 +81,10 @@ class CellPosterior:
         (any numpy index into the (M, K) arrays)."""
         mu, tau2 = self.prior_mean[rows], self.prior_var[rows]
         r, c = self.right[rows], self.count[rows]
-        s = np.maximum(mu * (1 - mu) / tau2 - 1.0, 1e-3)
-        a0 = np.stack([mu * s, np.ones_like(mu)], axis=-1)
-        b0 = np.stack([(1 - mu) * s, np.ones_like(mu)], axis=-1)
+        s = np.maximum(mu * (1 - mu) / tau2 - 1.0, MIN_STRENGTH)
+        flat = mu if self.centred else np.full_like(mu, 0.5)
+        a0 = np.stack([mu * s, WIDE_STRENGTH * flat], axis=-1)
+        b0 = np.stack([(1 - mu) * s, WIDE_STRENGTH * (1 - flat)], axis=-1)
         a, b = a0 + r[..., None], b0 + (c - r)[..., None]
         log_w = np.log([1.0 - self.robust, self.robust]) if self.robust > 0 else np.array([0.0, -np.inf])
         log_w = log_w + special.betaln(a, b) - special.betaln(a0, b0)

@@ -3,21 +3,26 @@
 
 For each n of ``sizes``: every held-out model is onboarded from n random evaluations among the fold's training
 queries; its target on benchmark b is its accuracy over all of b's queries in the data. Methods:
-- ``locus``: the encoder's embedding refined by the predictor's likelihood (estimates.refine_embeddings), intervals
-  from its Laplace posterior plus binomial sampling;
-- ``locus_encoder``: the set encoder's embedding alone, drawn from N(z0, encoder_spread^2);
+- ``product``: what onboarding shows, the estimator of locus_model.estimates (empirical Bayes per benchmark on the
+  pool's low-rank prior, its robust posterior and finite-population intervals), fitted once per fold;
+- ``locus``: the encoder's embedding refined by the predictor's likelihood (estimates.refine_embeddings), the
+  router's P(correct) at each draw of its Laplace posterior plus binomial sampling;
+- ``locus_encoder``: the set encoder's embedding alone, drawn from N(z0, encoder_spread^2), through the router;
 - ``observed``: the benchmark's observed mean for its unobserved queries (the pool's mean where none was asked);
 - ``low_rank``: a rank-16 completion of the in-training models' item matrix over every query (the pool's data), the
-  new row a ridge projection (benchmark_bayes.LowRank);
+  new row a ridge projection (estimates.LowRank);
 - ``irt``: the IRT baseline (evaluation.latent.IRT) fitted on the training models, the new models onboarded by MAP;
 - ``router``: the trained router's P(correct) (the encoder's embedding of the n answers, their group profile);
-- ``locus_eb`` / ``router_eb`` / ``low_rank_eb``: empirical Bayes per benchmark (benchmark_bayes) on the prior of
-  the predictor at the encoder's embedding / the router / the low-rank completion, its width the prior's error at n
-  measured on the in-training models (LOCUS's: optimistic, they trained it) / by an inner split of them (low-rank).
+- ``router_eb``: empirical Bayes per benchmark (estimates.beta_binomial_capability) on the router's prior, its width
+  the prior's error at n measured on the in-training models (optimistic: they trained it).
 locus_encoder, observed, low_rank, irt and router carry only the binomial part of the interval.
 Keys: capability.<method>.<n>.mae (points) / .coverage, reference.<method>.<n>.mae (/ .coverage),
 identity.<n>.hit_at_1 (a copy built from n of an in-training model's evaluations: its source ranks first by
-estimates.answer_likeness).
+estimates.answer_likeness). Off the pool's questions (with a router): the product's estimator fitted on the
+in-training models' answers to the fold's training queries only, the held-out models asked n of the other queries:
+capability_unseen.<method>.<n>.mae / .coverage / .bias (signed, points) for product, low_rank and observed, and
+identity_unseen.<n>.hit_at_1 (a copy from n of an in-training model's answers on those queries, ranked by its
+refined embedding's distance: no question is shared).
 """
 
 from __future__ import annotations
@@ -30,27 +35,19 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from locus_model.benchmark_bayes import (LowRank, LowRankPrior, benchmark_codes, benchmark_means,
-                                         beta_binomial_capability, draw_sets, simulate_prior_error)
-from locus_model.estimates import (
-    Posterior,
-    accuracy_from_proba,
-    answer_likeness,
-    capability_estimates,
-    encoder_spread,
-    fit_reference_map,
-    reference_estimates,
-    refine_embeddings,
-)
+from locus_model.estimates import (Benchmarks, Capability, Estimator, EstimatorConfig, LowRank, Posterior,
+                                   accuracy_from_proba, answer_likeness, beta_binomial_capability, draw_sets,
+                                   encoder_spread, fit_reference_map, reference_estimates, refine_embeddings,
+                                   simulate_prior_error)
 from locus_model.evaluation.latent import IRT, LatentConfig
 from locus_model.evaluation.splits import query_folds
-from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.infer import embed_evaluation_sets
 from locus_model.model_config import LocusConfig
 from locus_model.training import train_locus
 
-METHODS = ("locus", "locus_encoder", "observed", "low_rank", "irt", "router", "locus_eb", "router_eb", "low_rank_eb")
-NEEDS_LOCUS = ("locus", "locus_encoder", "router", "locus_eb", "router_eb")  # without them, no LOCUS is trained
-PRIORS = ("locus_eb", "router_eb", "low_rank_eb")  # empirical Bayes per benchmark (benchmark_bayes) on these priors
+METHODS = ("product", "locus", "locus_encoder", "observed", "low_rank", "irt", "router", "router_eb")
+NEEDS_LOCUS = ("locus", "locus_encoder", "router", "router_eb")  # without them, no LOCUS is trained
+ANCHORS = ("product", "locus", "router_eb")  # the methods every other is compared with, paired
 DEFAULT_SIZES = (16, 32, 64, 128)
 
 
@@ -60,16 +57,16 @@ def _draw_sets(scores: np.ndarray, rows: np.ndarray, queries: np.ndarray, n: int
 
 def true_accuracy(scores: np.ndarray, benchmarks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(names, (M, K) accuracy over every query of each benchmark, NaN cells skipped)."""
-    return benchmark_codes(benchmarks)[0], benchmark_means(scores, benchmarks)
+    coding = Benchmarks.of(benchmarks)
+    return coding.names, coding.means(scores)
 
 
 def _observed_proba(sets: list, benchmarks: np.ndarray, pool_mean: np.ndarray) -> np.ndarray:  # (M, 1, Q)
-    names, codes = np.unique(np.asarray(benchmarks).astype(str), return_inverse=True)
-    out = np.empty((len(sets), 1, len(codes)))
-    for m, (idx, s) in enumerate(sets):
-        per = np.array([s[codes[idx] == k].mean() if (codes[idx] == k).any() else pool_mean[k] for k in range(len(names))])
-        out[m, 0] = per[codes]
-    return out
+    coding = Benchmarks.of(benchmarks)
+    _, right, count = coding.counts(sets)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per = np.where(count > 0, right / np.maximum(count, 1), pool_mean)  # the pool's mean where none was asked
+    return per[:, coding.codes][:, None, :]
 
 
 def _dense(sets: list, n_queries: int) -> np.ndarray:  # (M, Q) NaN = not asked
@@ -85,10 +82,22 @@ def _router_proba(router, encodings: np.ndarray, benchmarks: np.ndarray, sets: l
     return router.proba(embed_evaluation_sets(router.model, encodings, sets), profiles, encodings)
 
 
+def router_capability(router, encodings: np.ndarray, benchmarks: np.ndarray, post: Posterior, sets: list, *,
+                       samples: int, seed: int) -> Capability:
+    """The router's P(correct) at each of ``samples`` draws of the embedding's posterior (the sets' group profiles),
+    scored by accuracy_from_proba."""
+    z = post.samples(samples, seed=seed)  # (M, S, d)
+    M, S, d = z.shape
+    profiles = router.profiles(encodings, _dense(sets, len(encodings)), np.asarray(benchmarks).astype(str))
+    proba = router.proba(z.reshape(M * S, d), np.repeat(profiles, S, axis=0), encodings)
+    return accuracy_from_proba(proba.reshape(M, S, -1), sets, benchmarks, seed=seed)
+
+
 def _score(cap, truth: np.ndarray) -> dict:
-    err = np.abs(cap.estimate - truth) * 100
+    signed = (cap.estimate - truth) * 100
+    err = np.abs(signed)
     cover = (truth >= cap.lo) & (truth <= cap.hi)
-    return {"mae": float(err.mean()), "coverage": float(cover.mean()),
+    return {"mae": float(err.mean()), "coverage": float(cover.mean()), "bias": float(signed.mean()),
             "mae_per_model": err.mean(axis=1)}  # kept for paired intervals, dropped before JSON
 
 
@@ -96,7 +105,8 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                           trained: np.ndarray, held: np.ndarray, train_queries: np.ndarray,
                           sizes: Sequence[int] = DEFAULT_SIZES, methods: Sequence[str] = METHODS,
                           reference: pd.DataFrame | None = None, identity_models: int = 100, samples: int = 64,
-                          irt=None, router=None, seed: int = 0) -> dict:
+                          irt=None, router=None, estimator_config: EstimatorConfig | None = None,
+                          seed: int = 0) -> dict:
     """The capability, reference and identity figures of one fold (see the module docstring).
 
     Args:
@@ -105,6 +115,7 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
             from them).
         reference: rows aligned with `scores`' models, one numeric column per reference score (NaN rows skipped).
         irt: a fitted evaluation.latent.IRT on the trained rows (None: "irt" is skipped).
+        estimator_config: the product's (EstimatorConfig(); its seed is this call's).
     Returns {key: value} plus "_per_model" {(kind, method, n): (H,) errors} for paired comparisons.
     """
     rng = np.random.default_rng(seed)
@@ -122,24 +133,27 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
         ref_rows = ~reference.iloc[held].isna().any(axis=1).to_numpy()
         ref_truth = reference.iloc[held].to_numpy(dtype=float)
     train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
-    # the completion and its inner split fitted once for every n (low_rank_eb), else the completion alone (low_rank)
-    low_rank_prior = LowRankPrior.fit(train_matrix, benchmarks, seed=seed) if "low_rank_eb" in methods else None
-    low_rank = low_rank_prior.full if low_rank_prior is not None else LowRank.fit(train_matrix, 16)
-    prior_means = {  # (rows, sets) -> (M, K) the EB priors' means: low-rank, the predictor at z0, the router
-        "low_rank_eb": lambda rows, sets: benchmark_means(low_rank.proba(sets), benchmarks),
-        "locus_eb": lambda rows, sets: benchmark_means(
-            predict_proba(model, embed_evaluation_sets(model, encodings, sets), encodings), benchmarks),
-        "router_eb": lambda rows, sets: benchmark_means(_router_proba(router, encodings, benchmarks, sets), benchmarks),
-    }
+    # the product's estimator fitted once for every n (its completion is low_rank's), else the completion alone
+    config = replace(estimator_config or EstimatorConfig(), seed=seed)
+    estimator = (Estimator(config).fit(train_matrix, benchmarks, router=router,
+                                                           encodings=encodings, asked_from=train_queries)
+                 if "product" in methods else None)
+    # off the pool's questions: the same pool without its answers on the fold's other queries, the held-out models
+    # asked only those (the unseen block below)
+    unseen_queries = np.setdiff1d(np.arange(scores.shape[1]), train_queries)
+    unseen_estimator = None
+    unseen_rng = np.random.default_rng([seed, 1])  # its own draws: the shared questions' stay as they were
+    if "product" in methods and len(unseen_queries):
+        seen_only = np.full_like(train_matrix, np.nan)
+        seen_only[:, train_queries] = train_matrix[:, train_queries]
+        unseen_estimator = Estimator(config).fit(seen_only, benchmarks, router=router,
+                                                                     encodings=encodings)
+    low_rank = estimator.prior_.full if estimator is not None else LowRank.fit(train_matrix, 16)
+    coding = Benchmarks.of(benchmarks)
     sim_rows = trained[np.random.default_rng(seed).permutation(len(trained))[:200]]
 
-    def prior_error(method: str, n: int) -> np.ndarray:
-        """tau^2 at n: low-rank by an inner split of the pool's models; LOCUS's on its in-training models (optimistic:
-        their answers on the training queries trained it)."""
-        if method == "low_rank_eb":
-            return low_rank_prior.prior_error(n, queries=train_queries)
-        return simulate_prior_error(prior_means[method], scores[sim_rows], benchmarks, n, queries=train_queries,
-                                    seed=seed)
+    def router_means(rows, sets) -> np.ndarray:  # (M, K) router_eb's prior means
+        return coding.means(_router_proba(router, encodings, benchmarks, sets))
 
     out: dict = {}
     per_model: dict = {}
@@ -151,13 +165,17 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
         caps = {}
         for method in methods:
             t0 = time.perf_counter()
-            if method == "locus":
+            if method == "product":
+                caps[method] = estimator.estimate(sets)
+            elif method == "locus":
                 post = refine_embeddings(model, encodings, sets, spread, z0=z0)
-                caps[method] = capability_estimates(model, encodings, benchmarks, post, sets, samples=samples, seed=seed)
+                caps[method] = router_capability(router, encodings, benchmarks, post, sets, samples=samples,
+                                                  seed=seed)
             elif method == "locus_encoder":
                 prior = Posterior(mean=z0, prior=z0, chol=np.broadcast_to(np.diag(spread), (len(z0), *np.diag(spread).shape)),
                                   log_lik=np.zeros(len(z0)), log_lik_prior=np.zeros(len(z0)))
-                caps[method] = capability_estimates(model, encodings, benchmarks, prior, sets, samples=samples, seed=seed)
+                caps[method] = router_capability(router, encodings, benchmarks, prior, sets, samples=samples,
+                                                  seed=seed)
             elif method == "observed":
                 caps[method] = accuracy_from_proba(_observed_proba(sets, benchmarks, pool_mean), sets, benchmarks, seed=seed)
             elif method == "low_rank":
@@ -165,10 +183,11 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
             elif method == "router" and router is not None:
                 proba = _router_proba(router, encodings, benchmarks, sets)[:, None, :]
                 caps[method] = accuracy_from_proba(proba, sets, benchmarks, seed=seed)
-            elif method in PRIORS and (router is not None or method != "router_eb"):
-                tau = prior_error(method, n)
-                caps[method] = beta_binomial_capability(prior_means[method](np.arange(len(sets)), sets), tau, sets,
-                                                        benchmarks, samples=samples, seed=seed)
+            elif method == "router_eb" and router is not None:  # its error on the in-training models: optimistic
+                tau = simulate_prior_error(router_means, scores[sim_rows], benchmarks, n, queries=train_queries,
+                                           seed=seed)
+                caps[method] = beta_binomial_capability(router_means(None, sets), tau, sets, benchmarks,
+                                                        samples=samples, seed=seed)
                 out[f"prior_sd.{method}.{n}"] = float(np.sqrt(tau).mean())
             elif method == "irt" and irt is not None:
                 rows = irt.onboard(_dense(sets, scores.shape[1]))
@@ -187,6 +206,25 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                 for j, col in enumerate(ref_map.scores):
                     out[f"reference.{method}.{n}.{col}.mae"] = float(err[:, j].mean())
                 per_model["reference", method, n] = err.mean(axis=1)
+        if unseen_estimator is not None:  # answers on queries the pool never answered
+            unseen_sets = _draw_sets(scores, held, unseen_queries, n, unseen_rng)
+            unseen_caps = {"product": unseen_estimator.estimate(unseen_sets),
+                           "low_rank": accuracy_from_proba(unseen_estimator.prior_.full.proba(unseen_sets)[:, None, :],
+                                                           unseen_sets, benchmarks, seed=seed),
+                           "observed": accuracy_from_proba(_observed_proba(unseen_sets, benchmarks, pool_mean),
+                                                           unseen_sets, benchmarks, seed=seed)}
+            for method, cap in unseen_caps.items():
+                s = _score(cap, truth[held])
+                for what in ("mae", "coverage", "bias"):
+                    out[f"capability_unseen.{method}.{n}.{what}"] = s[what]
+                per_model["capability_unseen", method, n] = s["mae_per_model"]
+            if router is not None:  # copies recognised by the refined embedding alone: no question is shared
+                sources = unseen_rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
+                copies = _draw_sets(scores, trained[sources], unseen_queries, n, unseen_rng)
+                post = unseen_estimator.embedding(copies)
+                order, _ = answer_likeness(copies, unseen_estimator.prior_.scores, pool_z, post, samples=samples,
+                                           seed=seed)
+                out[f"identity_unseen.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
         # copy recognition: n of an in-training model's own evaluations under a new name
         sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
         copies = _draw_sets(scores, trained[sources], train_queries, n, rng)
@@ -204,11 +242,12 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
 def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.ndarray, splits: Sequence, *,
                      trained: np.ndarray, held: np.ndarray, model_config, train_config, sizes: Sequence[int] = DEFAULT_SIZES,
                      methods: Sequence[str] = METHODS, reference: pd.DataFrame | None = None, irt_steps: int = 300,
-                     seed: int = 0, log=lambda message: None, trainer=None) -> dict:
+                     seed: int = 0, log=lambda message: None, trainer=None,
+                     estimator_config: EstimatorConfig | None = None) -> dict:
     """capability_evaluation on each fold of `splits` (evaluation.splits.Fold): LOCUS trained on the in-training
     models' training-query cells (validation: the fold's val cells), IRT likewise (irt_steps full-batch steps).
     Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.<a>_minus_<method>.<n>.mae": {"diff", "ci_low",
-    "ci_high"}} (a: locus and each of PRIORS run; per-model differences pooled over folds, 95% bootstrap over
+    "ci_high"}} (a: each of ANCHORS run; per-model differences pooled over folds, 95% bootstrap over
     held-out models), "folds": [...]}.
     trainer: (fold, train_locus's keyword arguments) -> the trained Router, in place of train_locus (a caller's
     cache)."""
@@ -234,7 +273,8 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
             log(f"capability fold {fold.index}: IRT fitted, {time.perf_counter() - t0:.0f} s")
         result = capability_evaluation(model, encodings, scores, benchmarks, trained=trained, held=held,
                                        train_queries=fold.train, sizes=sizes, methods=methods, reference=reference,
-                                       irt=irt, router=router, seed=seed + fold.index)
+                                       irt=irt, router=router, estimator_config=estimator_config,
+                                       seed=seed + fold.index)
         for key, errors in result.pop("_per_model").items():
             per_model.setdefault(key, []).append(errors)
         result["seconds.fold"] = time.perf_counter() - t0
@@ -246,7 +286,7 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
                for k in keys}
     rng = np.random.default_rng(seed)
     paired = {}
-    for anchor in ("locus", *PRIORS):
+    for anchor in ANCHORS:
         for (kind, method, n), errors in per_model.items():
             mine = per_model.get((kind, anchor, n))
             if method == anchor or mine is None:
@@ -299,5 +339,5 @@ def capability_from_result(matrix, encodings: np.ndarray, result: dict, sizes: S
     return {**keys, "capability_detail": {"summary": run["summary"], "paired": run["paired"]}}
 
 
-__all__ = ["METHODS", "DEFAULT_SIZES", "true_accuracy", "capability_evaluation", "capability_folds",
+__all__ = ["METHODS", "router_capability", "DEFAULT_SIZES", "true_accuracy", "capability_evaluation", "capability_folds",
            "read_reference_scores", "capability_from_result"]

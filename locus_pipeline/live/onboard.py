@@ -1,6 +1,6 @@
 """``locus onboard --endpoint NAME``: onboard a model behind an OpenAI-compatible endpoint (its models config entry)
 by asking it MMLU-Pro questions in rounds (``choice``: one seeded random order, the default, or adaptive: where the
-per-benchmark estimates' intervals narrow most, locus_model.adaptive; bench/README.md "Adaptive onboarding"), then
+per-benchmark estimates' intervals narrow most, locus_model.estimates.questions; bench/README.md "Adaptive onboarding"), then
 onboarding the graded answers the way a dropped evaluation file is onboarded.
 
 1. The candidate questions are the MMLU-Pro bank's (data/mmlu-pro) that the home's training source holds (their
@@ -33,7 +33,7 @@ import httpx
 import numpy as np
 import pandas as pd
 
-from locus_model.adaptive import DEFAULT_CHOICE
+from locus_model.estimates.questions import DEFAULT_CHOICE
 from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
 from locus_model.data.query_encodings import encoding_matrix
@@ -115,7 +115,7 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
     failed: dict[str, str] = {}
     stopped_by = "budget"
     asked_now = 0
-    rounds = Rounds(home, questions, checkpoint.model, choice=config.choice, until=config.until)
+    rounds = Rounds(home, questions, choice=config.choice, until=config.until)
     if done:  # resumed: the next round starts from what was answered
         rounds.estimate(done)
 

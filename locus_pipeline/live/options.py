@@ -41,8 +41,8 @@ class OnboardConfig:
                                   "budget)", None)
 
     def __post_init__(self) -> None:
-        # why: the library's choices (locus_model.adaptive loads torch) are read when a config is checked
-        from locus_model.adaptive import CHOICES, DEFAULT_CHOICE
+        # why: the library's choices (locus_model.estimates.questions loads torch) are read when a config is checked
+        from locus_model.estimates.questions import CHOICES, DEFAULT_CHOICE
 
         if self.budget < 1 or self.concurrency < 1 or self.retries < 0:
             raise OnboardError("budget and concurrency must be >= 1 and retries >= 0")

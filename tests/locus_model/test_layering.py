@@ -90,7 +90,7 @@ ORDER = (
     ("query_groups",),
     ("router",),  # the trained router: training's product
     ("training",),
-    ("pool_schema", "pool", "onboarding", "benchmark_bayes", "estimates", "adaptive"),
+    ("pool_schema", "pool", "onboarding", "estimates"),
     ("learning",),  # the online learner on the estimates' posterior
     ("routing",),  # the cost-aware route, its curves and frontiers
     ("evaluation",),

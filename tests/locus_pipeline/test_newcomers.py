@@ -1,6 +1,7 @@
 """The training source a run's newcomers are placed against (locus_pipeline.newcomers.NewcomerSource): the table's
-pivot and the pool's low-rank prior computed once for every model; a model of the source (its own row left out) and
-a model with queries outside the source get a prior of their own, the one the per-model path fits."""
+pivot and the estimator fitted once for every newcomer; a copy of a source model gets one without its own row, a
+newcomer with queries outside the source the run's estimator extended (no refit); the rounds of ``locus onboard``
+observe their answers and fit nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.benchmark_bayes import LowRank, LowRankPrior
+from locus_model.estimates import LowRank
+from locus_pipeline.live.rounds import Rounds
 from locus_pipeline.newcomers import NewcomerSource
 
 QUERIES = [f"q{i:03d}" for i in range(120)]
@@ -30,17 +32,17 @@ def store_of(model: str, rng: np.random.Generator, n: int = 30) -> pd.DataFrame:
                          "score": (rng.random(n) < 0.5).astype(float)})
 
 
-def per_model_prior(table: pd.DataFrame, data, own: str) -> LowRankPrior:
-    """The prior the per-model path fits: the pool's answers over the placed queries, the model's own row left out."""
-    wide = table.pivot_table(index="model", columns="query_id", values="score", aggfunc="mean")
-    wide = wide.reindex(columns=data.ids)
-    return LowRankPrior.fit(wide[wide.index != own].to_numpy(np.float32), data.benchmarks)
+class Home:
+    """What Rounds reads of a home: its evaluation table and query encodings."""
+
+    def __init__(self, table: pd.DataFrame, encodings: pd.DataFrame) -> None:
+        self.tables = {"evaluation_table": table, "query_encodings": encodings}
+
+    def read_table(self, name: str, columns=None) -> pd.DataFrame:
+        return self.tables[name] if columns is None else self.tables[name][columns]
 
 
-def test_the_pool_prior_is_fitted_once_for_the_run_and_again_only_for_a_model_that_changes_it(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = np.random.default_rng(0)
-    table, encodings = source_tables(rng)
+def counting(monkeypatch: pytest.MonkeyPatch) -> list:
     real, fits = LowRank.fit.__func__, []
 
     def counted(cls, *args, **kwargs):
@@ -48,20 +50,48 @@ def test_the_pool_prior_is_fitted_once_for_the_run_and_again_only_for_a_model_th
         return real(cls, *args, **kwargs)
 
     monkeypatch.setattr(LowRank, "fit", classmethod(counted))
+    return fits
+
+
+def test_the_estimator_is_fitted_once_for_the_run_and_again_only_for_a_copy_of_a_source_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(0)
+    table, encodings = source_tables(rng)
+    fits = counting(monkeypatch)
     source, pivots = NewcomerSource(table, encodings), []
     pivot = pd.DataFrame.pivot_table
     monkeypatch.setattr(pd.DataFrame, "pivot_table", lambda *a, **k: (pivots.append(1), pivot(*a, **k))[1])
     placed = [source.place(store_of(f"new/{i}", rng), encodings.iloc[:0]) for i in range(3)]
     assert len(fits) == 11 and len(pivots) == 1  # the pool's completion and its inner split's ten, one pivot
-    assert all(data.prior is source.prior for data in placed)
+    assert all(data.estimator is source.estimator for data in placed)
     copy = source.place(store_of("m07", rng), encodings.iloc[:0])  # a model of the source: not its own prior
-    assert len(fits) == 22 and copy.prior is not source.prior and len(copy.prior.scores) == 59
+    assert len(fits) == 22 and copy.estimator is not source.estimator and len(copy.estimator.prior_.scores) == 59
     extra = pd.DataFrame({"model": "new/x", "query_id": ["x1"], "benchmark": ["chess"], "score": [1.0]})
     wider = source.place(pd.concat([store_of("new/x", rng), extra]),
                          pd.DataFrame({"query_id": ["x1"], "encoding": [np.ones(4, dtype=np.float32)]}))
-    assert len(fits) == 33 and wider.ids[-1] == "x1" and wider.benchmarks[-1] == "chess" and len(wider.phi) == 121
-    assert len(pivots) == 1 and [s[0].tolist() for s in wider.training] == [s[0].tolist() for s in placed[0].training]
-    monkeypatch.setattr(LowRank, "fit", classmethod(real))
-    for data, own in [(placed[0], "new/0"), (copy, "m07"), (wider, "new/x")]:
-        want = per_model_prior(table, data, own).capability([data.newcomer]).frame(0)
-        pd.testing.assert_frame_equal(data.prior.capability([data.newcomer]).frame(0), want)
+    assert len(fits) == 22 and wider.ids[-1] == "x1" and "chess" in wider.estimator.benchmarks  # no refit
+    assert wider.newcomer[0][-1] == 120 and len(pivots) == 1
+    frame = wider.estimator.estimate([wider.newcomer]).frame(0)
+    assert frame["benchmark"].tolist() == ["chess", "law", "math", "physics"] and frame["n"].tolist()[0] == 1
+
+
+def test_a_round_observes_its_answers_and_fits_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(1)
+    table, encodings = source_tables(rng)
+    questions = pd.DataFrame({"query_id": QUERIES, "benchmark": BENCH})
+    rounds = Rounds(Home(table, encodings), questions, choice="adaptive", until=5.0)
+    done: list[dict] = []
+    for q in rounds.next(np.empty(0), np.empty(0), 8):
+        done.append({"query_id": QUERIES[q], "benchmark": BENCH[q], "score": 1.0})
+    rounds.estimate(done)  # the first round fits the session's estimator
+    fits = counting(monkeypatch)
+    for _ in range(3):
+        asked = np.array([QUERIES.index(r["query_id"]) for r in done])
+        for q in rounds.next(asked, np.empty(0), 8):
+            done.append({"query_id": QUERIES[q], "benchmark": BENCH[q], "score": float(rng.random() < 0.5)})
+        rounds.estimate(done)
+        assert "more answers at this rate" in rounds.progress(len(done), 0.0)
+    assert fits == [] and rounds.posterior.count.sum() == 32 and len(set(r["query_id"] for r in done)) == 32
+    # the answers the target needs: the widest interval shrinks as 1 / sqrt(n)
+    width, n = rounds.capability.widest()[1], 32
+    assert rounds.more_needed() == int(np.ceil(n * (width / 5.0) ** 2)) - n

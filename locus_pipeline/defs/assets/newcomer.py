@@ -70,7 +70,7 @@ class PoolView:
         once for the run)."""
         from locus_pipeline.newcomers import NewcomerSource  # why: it imports torch (seconds): not at load
 
-        return NewcomerSource(self.training, self.query_encodings)
+        return NewcomerSource(self.training, self.query_encodings, router=self.checkpoint.router)
 
     @cached_property
     def budget(self) -> int:
@@ -116,7 +116,7 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
         stability = {"nearest_model_stability": round(result.share_top1(nearest), 3),
                      "neighbours_under_resampling": dg.MetadataValue.md(result.to_markdown(nearest))}
         warnings, trust = trust_warnings(view, store, encodings, int(row["n_evaluations"]))
-        estimates = newcomer_estimates(checkpoint.model, store, encodings, view.newcomer_source, pool)
+        estimates = newcomer_estimates(store, encodings, view.newcomer_source, pool)
         capability, like = estimates_markdown(estimates)
         cap = estimates.capability
         width = cap["hi"] - cap["lo"]

@@ -1,6 +1,7 @@
-"""Capability estimates (locus_model.estimates) on a tiny untrained LOCUS: the refinement raises the likelihood of the
-observed answers, intervals narrow as answers arrive, a copy's source ranks first, and intervals cover near nominal
-where the answers are drawn from the predictor itself."""
+"""The refined embedding (locus_model.estimates.embedding) on a tiny untrained LOCUS: the refinement raises the
+likelihood of the observed answers, the router's estimates from its draws narrow as answers arrive and cover near
+nominal where the answers are drawn from the predictor itself, a copy's source ranks first, and the Laplace spread's
+memory grows linearly with the answers."""
 
 from __future__ import annotations
 
@@ -8,13 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.adaptive import estimate_newcomer
-from locus_model.benchmark_bayes import LowRankPrior
-from locus_model.estimates import (LEVEL, accuracy_from_proba, answer_likeness, capability_estimates,
-                                   estimate_capability,
-                                   fit_reference_map, refine_embeddings, reference_estimates)
+from locus_model.estimates import (LEVEL, accuracy_from_proba, answer_likeness, fit_reference_map, refine_embeddings,
+                                   reference_estimates)
+from locus_model.estimates import embedding
+from locus_model.evaluation.capability import router_capability
 from locus_model.infer import embed_evaluation_sets, predict_proba
-from tests.locus_model.tiny_locus import CFG, tiny_model, tiny_pool
+from tests.locus_model.tiny_locus import CFG, one_group_router, tiny_model, tiny_pool
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 BENCH = np.array(["a", "b", "c"])[np.arange(300) % 3]
@@ -59,7 +59,7 @@ def test_intervals_narrow_as_answers_arrive():
     for n in (10, 150):
         sets = subsets(answers, n, seed=2)
         post = refine_embeddings(model, enc, sets, np.float32(1.0), z0=centre)
-        cap = capability_estimates(model, enc, BENCH, post, sets, samples=64)
+        cap = router_capability(one_group_router(model), enc, BENCH, post, sets, samples=64, seed=0)
         widths.append((cap.hi - cap.lo).mean())
         assert np.all(cap.lo <= cap.estimate + 1e-9) and np.all(cap.estimate <= cap.hi + 1e-9)
     assert widths[0] > 1.5 * widths[1]
@@ -74,21 +74,13 @@ def test_observed_answers_count_as_themselves():
     assert cap.frame(0)["n"].tolist() == [100, 100, 100]
 
 
-def test_estimate_capability_gives_the_onboarding_frame():
-    model = tiny_model()
-    enc, sets = tiny_pool()
-    frame = estimate_capability(model, enc, BENCH, sets[2], np.float32(1.0))
-    assert frame["benchmark"].tolist() == ["a", "b", "c"] and frame["n"].sum() == len(sets[2][0])
-    assert ((frame["lo"] <= frame["estimate"]) & (frame["estimate"] <= frame["hi"])).all()
-
-
 def test_intervals_cover_near_nominal_on_a_simulated_pool():
     model = tiny_model()
     enc, _ = tiny_pool()
     centre, answers = simulated(model, enc, 120, scale=1.5, seed=3)
     sets = subsets(answers, 30, seed=4)
     post = refine_embeddings(model, enc, sets, np.float32(1.5), z0=centre)
-    cap = capability_estimates(model, enc, BENCH, post, sets, samples=200)
+    cap = router_capability(one_group_router(model), enc, BENCH, post, sets, samples=200, seed=0)
     truth = np.stack([answers[:, BENCH == b].mean(axis=1) for b in cap.benchmarks], axis=1)
     coverage = ((truth >= cap.lo) & (truth <= cap.hi)).mean()
     assert abs(coverage - LEVEL) < 0.06, coverage
@@ -130,19 +122,11 @@ def test_agreement_counts_only_the_questions_both_answered() -> None:
     assert agree[0] == 1.0 and np.isnan(agree[1]) and agree[2] == 2 / 3  # a question one never answered is not agreement
 
 
-def test_with_the_pools_answers_the_frame_is_the_empirical_bayes_estimate():
+def test_the_blocked_laplace_spread_is_the_whole_jacobians(monkeypatch: pytest.MonkeyPatch) -> None:
     model = tiny_model()
     enc, sets = tiny_pool()
-    rng = np.random.default_rng(7)
-    pool_scores = (rng.random((30, 300)) < np.linspace(0.2, 0.8, 30)[:, None]).astype(np.float32)
-    pool_scores[:, BENCH == "c"] = np.nan  # a benchmark no pool model was asked: a flat prior, a wide interval
-    frame = estimate_newcomer(model, enc, BENCH, sets[2], sets[:2], pool_scores=pool_scores)[1].frame(0)
-    assert frame["benchmark"].tolist() == ["a", "b", "c"] and frame["n"].sum() == len(sets[2][0])
-    assert ((frame["lo"] <= frame["estimate"]) & (frame["estimate"] <= frame["hi"])).all()
-    width = (frame["hi"] - frame["lo"]).to_numpy()
-    assert width[2] > width[0] and width[2] > width[1]
-    prior = LowRankPrior.fit(pool_scores, BENCH)  # fitted once for many models: the same estimate
-    pd.testing.assert_frame_equal(estimate_newcomer(model, enc, BENCH, sets[2], sets[:2], pool_prior=prior)[1].frame(0),
-                                  frame)
-    with pytest.raises(ValueError, match="same queries"):  # a prior of another query set
-        estimate_newcomer(model, enc, BENCH[::-1], sets[2], sets[:2], pool_prior=prior)
+    whole = refine_embeddings(model, enc, sets, np.float32(1.0))
+    monkeypatch.setattr(embedding, "GN_BLOCK", 16 * 7 * 7)  # blocks of 7 queries, one model at a time
+    blocked = refine_embeddings(model, enc, sets, np.float32(1.0))
+    np.testing.assert_allclose(blocked.chol, whole.chol, rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(blocked.mean, whole.mean)

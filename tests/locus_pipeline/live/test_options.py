@@ -8,7 +8,7 @@ from dataclasses import MISSING, fields
 
 import pytest
 
-from locus_model.adaptive import DEFAULT_CHOICE
+from locus_model.estimates.questions import DEFAULT_CHOICE
 from locus_pipeline.defs.live import LiveOnboardingConfig
 from locus_pipeline.live.options import OnboardConfig, OnboardError, add_options, config_from
 

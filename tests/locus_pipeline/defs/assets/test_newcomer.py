@@ -67,13 +67,12 @@ def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_
     assert data["estimates"][data["names"].index(source)] is None  # a trained model: its observed accuracy instead
 
 
-def test_the_models_of_one_run_share_one_fit_of_the_pools_prior_and_get_the_per_model_estimates(
+def test_the_newcomers_of_one_run_share_one_estimator_and_get_its_estimates(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The training source's low-rank prior is fitted once for the run's three models (1 + 10 LowRank fits, not 33),
-    and each model's estimates are the frame the per-model path (the pool's answers to estimate_newcomer) gives."""
+    """The training source's estimator is fitted once for the run's three newcomers (its 1 + 10 LowRank fits, not
+    three times that), and each newcomer's estimates are the frame an estimator fitted afresh on the source gives."""
     import locus_pipeline.newcomers as newcomers
-    from locus_model.adaptive import estimate_newcomer
-    from locus_model.benchmark_bayes import LowRank
+    from locus_model.estimates import LowRank
 
     real_fit, fits = LowRank.fit.__func__, []
     real_estimates, calls = newcomers.newcomer_estimates, []
@@ -82,9 +81,8 @@ def test_the_models_of_one_run_share_one_fit_of_the_pools_prior_and_get_the_per_
         fits.append(1)
         return real_fit(cls, *args, **kwargs)
 
-    def recorded(model, store, store_encodings, source, pool, **kwargs):
-        calls.append((model, store, store_encodings, source, real_estimates(model, store, store_encodings, source,
-                                                                              pool, **kwargs)))
+    def recorded(store, store_encodings, source, pool, **kwargs):
+        calls.append((store, store_encodings, source, real_estimates(store, store_encodings, source, pool, **kwargs)))
         return calls[-1][-1]
 
     monkeypatch.setattr(LowRank, "fit", classmethod(counted))
@@ -94,12 +92,10 @@ def test_the_models_of_one_run_share_one_fit_of_the_pools_prior_and_get_the_per_
     with dg.instance_for_test() as instance:
         (request,) = tick(instance, home).run_requests
         assert run_onboarding(instance, request).success
-    assert sorted(str(store["model"].iloc[0]) for _, store, *_ in calls) == names
-    assert len(fits) == 11 and len({id(source) for *_, source, _ in calls}) == 1  # one source, one prior, one run
+    assert sorted(str(store["model"].iloc[0]) for store, *_ in calls) == names
+    assert len(fits) == 11 and len({id(source) for *_, source, _ in calls}) == 1  # one source, one estimator
     monkeypatch.setattr(LowRank, "fit", classmethod(real_fit))
-    for model, store, store_encodings, source, estimates in calls:
-        data = newcomers.NewcomerSource(source.table, source.encodings).place(store, store_encodings)
-        pool_scores = data.wide.to_numpy(np.float32)  # none of them is a model of the source: the whole pool
-        _, capability = estimate_newcomer(model, data.phi, data.benchmarks, data.newcomer, data.training,
-                                          pool_scores=pool_scores)
+    for store, store_encodings, source, estimates in calls:
+        afresh = newcomers.NewcomerSource(source.table, source.encodings)
+        _, capability = afresh.estimate(store, store_encodings)
         pd.testing.assert_frame_equal(estimates.capability, capability.frame(0))
