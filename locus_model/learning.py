@@ -17,9 +17,10 @@ Clients (tokens, judges) are bounded by agreement, not by volume: each client's 
 a cell's evidence is their weighted sum. A client's weight in a cell is 1 while its outcomes agree with the cell's
 consensus -- the residual (score - the router's P) of the client holding the median of the cell's evidence -- and
 falls as (client_z / |z|)^2 once they disagree by more than ``client_z`` standard errors; a sole client has no one
-to disagree with, so a single honest judge teaches at full weight. A poisoner reporting 0 for a model the others
-see right 70% of the time disagrees by tens of standard errors within a few dozen reports and ends with a few
-percent of its weight, retroactively (the weights are recomputed from the kept per-client sums). ``client_share``
+to disagree with, so a single honest judge teaches at full weight. A client n of whose reports stray by d from the
+consensus has z ~ d sqrt(4 n) and weight z0^2 / (4 n d^2): its whole influence on a cell is about client_z^2 / (4 d^2)
+answers however many it sends (2.25 / d^2 at client_z 3: 6 answers for a poisoner 0.6 off), applied retroactively
+(the weights are recomputed from the kept per-client sums). ``client_share``
 additionally caps one client's share of a cell's evidence where other clients grade it too (1: no cap).
 """
 
@@ -48,14 +49,14 @@ class LearningConfig:
     prior_var: float = 0.01  # tau^2: how wrong the router's mean P of a cell may be on a team's traffic (0.1 sd)
     half_life: float = 500.0  # graded answers of a cell after which older evidence counts half (inf: never forget)
     client_share: float = 1.0  # most of a cell's evidence one client may hold where others grade it too (1: no cap)
-    client_z: float = 3.0  # standard errors a client's residual may stray from the cell's consensus at full weight
+    client_z: float = 3.0  # standard errors a client's residual may stray from the cell's consensus at full weight (inf: no bound)
     robust: float = ROBUST_WEIGHT  # the cell posterior's flat component: outcomes that contradict the prior win
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("explore", 0.0, 1.0), ("prior_var", 1e-6, 0.25), ("client_share", 0.0, 1.0),
                              ("client_z", 0.0, math.inf), ("robust", 0.0, 0.999)):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi):
+            if not (isinstance(v, (int, float)) and (math.isfinite(v) or name == "client_z") and lo <= v <= hi):
                 raise ValueError(f"LearningConfig.{name} = {v!r}: give a number in [{lo}, {hi}]")
         if not (self.half_life > 0):
             raise ValueError(f"LearningConfig.half_life = {self.half_life!r}: give a positive number of answers (inf: "
@@ -181,7 +182,7 @@ class Learner:
 
     @classmethod
     def from_state(cls, state: dict) -> "Learner":
-        config = {k: (math.inf if k == "half_life" and v is None else v) for k, v in state["config"].items()}
+        config = {k: (math.inf if k in ("half_life", "client_z") and v is None else v) for k, v in state["config"].items()}
         learner = cls.start_from(state["names"], np.asarray(state["start"]), LearningConfig(**config),
                                  prior_var=np.asarray(state["prior_var"]) if "prior_var" in state else None)
         learner.clients = {c: np.asarray(v, np.float64) for c, v in state.get("clients", {}).items()}

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from locus_model.evaluation.methods import LocusMethod
+from locus_model.evaluation.results import json_clean
 from locus_model.guard import Guard
 from locus_model.learning import ExplorationBudget, Learner, LearningConfig
 from locus_model.stats.bootstrap import paired_bootstrap
@@ -172,7 +173,9 @@ def _learning(stream: Stream, learning: LearningConfig, rng: np.random.Generator
         if arrived:
             shift = learner.shift()
         k, avail = int(stream.group[t]), stream.available[:, t]
-        standing = _sigmoid(_logit(profiles) + shift) @ stream.shares
+        # the guard reads the learned estimates as it reads the trained ones: the standing moved by what the
+        # outcomes moved each group profile, weighted by the groups' shares (exactly the trained standing before any)
+        standing = stream.standing + (_sigmoid(_logit(profiles) + shift) - _sigmoid(_logit(profiles))) @ stream.shares
         best = _guarded_one(_sigmoid(_logit(stream.p[:, t]) + shift[:, k]), standing, stream.margin, avail)
         pick, explored = best, False
         if budget.share > 0:
@@ -241,9 +244,9 @@ def train_once(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray
                model_config: Any = None, progress: bool = False) -> LocusMethod:
     """LOCUS trained on ``trained_models``' scores on the ``train`` queries (a ``val_fraction`` of them for early
     stopping), the other queries' labels blanked; the fitted method (its scorer holds the trained models' rows)."""
-    import torch  # why: the seed of the one training
+    from locus_model.training import TrainConfig  # why: torch loads only when a replay trains
 
-    torch.manual_seed(seed)
+    train_config = replace(train_config or TrainConfig(), seed=seed)
     rng = np.random.default_rng([seed, 67])
     train = rng.permutation(train)
     n_val = max(1, int(round(config.val_fraction * len(train))))
@@ -345,13 +348,15 @@ def choose_newcomer(scores: np.ndarray, benchmarks: np.ndarray) -> int:
 
 def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, models: list[str], scenarios,
            *, seeds: int = 5, config: StreamConfig | None = None, train_config: Any = None, model_config: Any = None,
-           progress: bool = True) -> dict:
+           progress: bool = True, on_stream: Callable[[str, int, Stream, dict], None] | None = None) -> dict:
     """The replay of ``scenarios`` over ``seeds`` seeds: one training per seed (shared by the scenarios that split
     the queries alike), then each stream; the JSON-ready ``{"settings", "stream": {scenario: ...}}``.
 
     Args:
         scores: (M, Q) complete scores in [0, 1] (no NaN: the oracle and the full-label rule read every cell).
         encodings: (Q, D) query encodings; benchmarks: (Q,) the queries' benchmark labels; models: (M,) names.
+        on_stream: called with (scenario, seed, stream, info) once each stream is built (e.g. to keep it: routing
+            it again with another LearningConfig needs no training).
     """
     config = config or StreamConfig()
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if progress else (lambda s: None)
@@ -388,18 +393,20 @@ def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, mo
                 log(f"seed {seed}: trained LOCUS for {scenario} ({len(rows)} models x {len(train)} queries) in "
                     f"{time.perf_counter() - t0:.0f} s")
             stream, info = build_stream(scenario, scores, encodings, benchmarks, cache[key], seed=seed, config=config)
+            if on_stream is not None:
+                on_stream(scenario, seed, stream, info)
             runs[scenario].append(score_stream(scenario, stream, info, seed=seed, config=config))
             done += 1
             spent = time.perf_counter() - start
             log(f"seed {seed}: {scenario} streamed ({config.events} events); {done}/{total} done, "
                 f"{spent:.0f} s, ETA {spent / done * (total - done):.0f} s")
-    return {
+    return json_clean({
         "settings": {"seeds": seeds, "scenarios": scenarios, "models": list(models),
                      "queries": int(scores.shape[1]), "config": _config_dict(config),
                      "newcomer": None if newcomer is None else models[newcomer]},
         "wall_s": round(time.perf_counter() - start, 1),
         "stream": {s: summarise(s, runs[s], models, config) for s in scenarios},
-    }
+    })
 
 
 def score_stream(scenario: str, stream: Stream, info: dict, *, seed: int, config: StreamConfig) -> dict:
@@ -492,10 +499,57 @@ def _drift(runs: list[dict], models: list[str]) -> dict:
             "degraded": models[runs[0]["info"]["model"]], "like": models[runs[0]["info"]["like"]]}
 
 
+def format_stream(result: dict) -> str:
+    """The replay as a table: per scenario, each method's routing accuracy and regret, learning's paired differences."""
+    lines = []
+    for scenario, r in result["stream"].items():
+        lines.append(f"\nstream: {scenario} ({result['settings']['seeds']} seed(s), "
+                     f"{result['settings']['config']['events']} events)")
+        lines.append(f"  {'method':<18}{'routing acc':>12}{'regret':>9}   learning minus it [95% interval]")
+        for m, v in r["methods"].items():
+            d = r["paired"].get(f"learning_minus_{m}")
+            diff = "" if d is None else f"   {100 * d['mean']:+.2f} [{100 * d['ci_low']:+.2f}, {100 * d['ci_high']:+.2f}]"
+            lines.append(f"  {m:<18}{100 * v['routing_acc']:>11.2f}%{100 * v['regret']:>8.2f}{diff}")
+        for key in ("traffic_share_at_500", "events_to_shift"):
+            if key in r:
+                lines.append(f"  {key}: {r[key] if r[key] is None else round(r[key], 3)}")
+        if "poison_effect" in r:
+            e = r["poison_effect"]
+            lines.append(f"  poisoned minus unpoisoned learning: {100 * e['mean']:+.2f} [{100 * e['ci_low']:+.2f}, "
+                         f"{100 * e['ci_high']:+.2f}]")
+    return "\n".join(lines)
+
+
+def plot_stream(result: dict, path) -> str:
+    """Routing accuracy per ``window`` events, one line per method, one panel per scenario; the PNG's path."""
+    import matplotlib  # why: only with --plot
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scenarios = list(result["stream"])
+    window = result["settings"]["config"]["window"]
+    fig, axes = plt.subplots(1, len(scenarios), figsize=(4.5 * len(scenarios), 3.6), squeeze=False)
+    for ax, scenario in zip(axes[0], scenarios):
+        for m, v in result["stream"][scenario]["methods"].items():
+            x = window * (np.arange(len(v["curve"])) + 1)
+            ax.plot(x, v["curve"], marker="o", ms=3, label=m, lw=2.2 if m == "learning" else 1.2,
+                    ls="--" if m in ("oracle", "rule_full_labels") else "-")
+        ax.set_title(scenario)
+        ax.set_xlabel(f"events (per {window})")
+        ax.set_ylabel("routing accuracy")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return str(path)
+
+
 def _config_dict(config: StreamConfig) -> dict:
     d = asdict(config)
     d["learning"] = {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in d["learning"].items()}
     return d
 
 
-__all__ = ["METHODS", "SCENARIOS", "Stream", "StreamConfig", "replay", "route_stream"]
+__all__ = ["METHODS", "SCENARIOS", "Stream", "StreamConfig", "format_stream", "plot_stream", "replay", "route_stream"]

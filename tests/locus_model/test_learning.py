@@ -60,3 +60,45 @@ def test_the_budget_bounds_the_explored_share() -> None:
     assert budget.explored == 100
     off = ExplorationBudget(0.0)
     assert not off.allows()
+
+
+def test_a_single_honest_judge_teaches_at_full_weight() -> None:
+    learner = _learner(client_share=0.5)
+    weights = [learner.observe(0, 0, 0.0, 0.6, client="judge") for _ in range(100)]
+    assert min(weights) == 1.0  # no other client to disagree with, no share to exceed
+    assert learner.proba(np.array([[0.6], [0.5]]), np.array([0]))[0, 0] < 0.1
+
+
+def test_a_client_that_contradicts_the_others_is_down_weighted_and_its_past_with_it() -> None:
+    """The judge sees model 0 right 60% of the time, as the router predicts; a poisoner reports 0 for every answer
+    on a tenth of the traffic. Its weight falls, and the cell's estimate stays near the judge's."""
+    rng = np.random.default_rng(0)
+    bounded, unbounded = _learner(), _learner(client_z=float("inf"))
+    for learner in (bounded, unbounded):
+        for i in range(1000):
+            poison = i % 10 == 0
+            learner.observe(0, 0, 0.0 if poison else float(rng.random() < 0.6), 0.6,
+                            client="poisoner" if poison else "judge")
+    p, g = np.array([[0.6], [0.5]]), np.array([0])
+    assert bounded.observe(0, 0, 0.0, 0.6, client="poisoner") < 0.2  # ~50 effective reports 0.6 off: ~7 count
+    assert abs(bounded.proba(p, g)[0, 0] - 0.6) < 0.03 < abs(unbounded.proba(p, g)[0, 0] - 0.6)
+
+
+def test_two_honest_clients_keep_full_weight() -> None:
+    rng = np.random.default_rng(1)
+    learner = _learner()
+    weights = [learner.observe(0, 0, float(rng.random() < 0.6), 0.6, client=("a", "b")[i % 2]) for i in range(1000)]
+    assert np.mean(np.asarray(weights[100:]) == 1.0) > 0.95
+
+
+def test_a_newcomer_prior_variance_lets_its_few_outcomes_move_it_further() -> None:
+    narrow = _learner()
+    wide = Learner.start_from(["a", "b"], np.array([[0.6, 0.5], [0.55, 0.5]]), LearningConfig(),
+                              prior_var=np.array([[0.05, 0.05], [0.01, 0.01]]))
+    for learner in (narrow, wide):
+        for i in range(15):  # 12 of 15 right where the prior says 0.6
+            learner.observe(0, 0, float(i % 5 != 0), 0.6)
+    p, g = np.array([[0.6], [0.5]]), np.array([0])
+    assert wide.proba(p, g)[0, 0] > narrow.proba(p, g)[0, 0] + 0.04
+    back = Learner.from_state(wide.state_dict())
+    np.testing.assert_allclose(back.proba(p, g), wide.proba(p, g))
