@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--suite", choices=tuple(MATRICES), required=True)
     ap.add_argument("--scenarios", default="stationary,unlike,newcomer,drift,poisoned")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--events", type=int, default=4000)
     ap.add_argument("--epochs", type=int, default=40)
     ap.add_argument("--latent-steps", type=int, default=300)
@@ -78,13 +79,13 @@ def main() -> None:
 
     t0 = time.perf_counter()
     result = replay(matrix.scores, enc, np.asarray(matrix.benchmarks), list(matrix.models),
-                    args.scenarios.split(","), seeds=args.seeds, config=StreamConfig(events=args.events),
+                    args.scenarios.split(","), seeds=args.seeds, first_seed=args.first_seed, config=StreamConfig(events=args.events),
                     train_config=train, model_config=LocusConfig(query_dim=enc.shape[1]), on_stream=keep)
     result["settings"].update({"evaluations": str(MATRICES[args.suite]), "train_config": {
         "epochs": args.epochs, "latent_steps": args.latent_steps, "finetune_steps": args.finetune_steps},
         "command": "python -m bench.bench_stream " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
                                                               if v not in (None, False, True))})
-    out = args.out or RESULTS / f"stream_{args.suite}_{'_'.join(args.scenarios.split(','))}.json"
+    out = args.out or CACHE / "stream" / f"stream_{args.suite}_seeds{args.first_seed}-{args.first_seed + args.seeds - 1}.json"
     save_results(result, out)
     print(format_stream(result))
     print(f"wrote {plot_stream(result, out.with_suffix('.png'))}; {out}; {time.perf_counter() - t0:.0f} s")

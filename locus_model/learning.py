@@ -13,15 +13,15 @@ sampling draws the cell's rate instead of its mean (``draw``); how often a draw 
 budget (:class:`ExplorationBudget`). Evidence is discounted with a half-life (a model that changes behind the same
 name is noticed).
 
-Clients (tokens, judges) are bounded by agreement, not by volume: each client's outcomes are kept apart per cell, and
-a cell's evidence is their weighted sum. A client's weight in a cell is 1 while its outcomes agree with the cell's
-consensus -- the residual (score - the router's P) of the client holding the median of the cell's evidence -- and
-falls as (client_z / |z|)^2 once they disagree by more than ``client_z`` standard errors; a sole client has no one
-to disagree with, so a single honest judge teaches at full weight. A client n of whose reports stray by d from the
-consensus has z ~ d sqrt(4 n) and weight z0^2 / (4 n d^2): its whole influence on a cell is about client_z^2 / (4 d^2)
-answers however many it sends (2.25 / d^2 at client_z 3: 6 answers for a poisoner 0.6 off), applied retroactively
-(the weights are recomputed from the kept per-client sums). ``client_share``
-additionally caps one client's share of a cell's evidence where other clients grade it too (1: no cap).
+Clients (tokens, judges) are bounded by agreement, not by volume: each client's outcomes are kept apart, and a cell's
+evidence is their weighted sum. Where a cell is graded by several clients, its consensus is the residual (score - the
+router's P) of the client holding the median of its evidence, and each client's reports there are tested against the
+rate that consensus implies for its queries (the likelihood-ratio statistic G = 2 n KL, ~ z^2 for an honest client).
+A client's weight is exp(-excess / 2), the excess summed over its cells of G - ``client_z``^2: an honest client keeps
+~1, a client that reports 0 where the others see a model right 85% of the time is at 1% within five reports, in every
+cell it grades and retroactively (the weights are recomputed from the kept per-client sums). A sole client has no one
+to disagree with: a single honest judge teaches at full weight. ``client_share`` additionally caps one client's share
+of a cell's evidence where others grade it too (1: no cap).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from locus_model.estimates.posterior import ROBUST_WEIGHT, CellPosterior
+from locus_model.estimates.posterior import CellPosterior
 
 _CLIP = 1e-4
 
@@ -43,14 +43,22 @@ def _logit(p: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LearningConfig:
-    """How the router learns from outcomes."""
+    """How the router learns from outcomes. The defaults, and why (then checked on the replay, bench/README.md):
+    ``prior_var`` 0.01: a cell's prior is the router's calibrated P, wrong on a team's traffic by about 0.1 (~10
+    pseudo-answers of prior); ``half_life`` 200: a cell rests on at most ~290 answers (sd >= 3 points, about the guard's
+    2-point margin) and a model that changes behind its name is outvoted within ~200 of its answers there; ``robust``
+    0.01 (the estimates' is 0.05): the learner acts on every answer, and one wrong answer on a cell at 0.88 moves it 8
+    points at 0.01 but 18 at 0.05 (the replay's poisoned and stationary streams flipped on such single answers); a run
+    of them still wins; ``client_z`` 3: an honest client's G passes 9 in 0.27% of its cells; ``explore`` 0.05: the
+    budget of requests a Thompson draw may send elsewhere (the newcomer's and drift's way in, stationary traffic's
+    cost)."""
 
     explore: float = 0.05  # share of requests whose choice may leave the best estimate (0: never explore)
     prior_var: float = 0.01  # tau^2: how wrong the router's mean P of a cell may be on a team's traffic (0.1 sd)
-    half_life: float = 500.0  # graded answers of a cell after which older evidence counts half (inf: never forget)
+    half_life: float = 200.0  # graded answers of a cell after which older evidence counts half (inf: never forget)
     client_share: float = 1.0  # most of a cell's evidence one client may hold where others grade it too (1: no cap)
-    client_z: float = 3.0  # standard errors a client's residual may stray from the cell's consensus at full weight (inf: no bound)
-    robust: float = ROBUST_WEIGHT  # the cell posterior's flat component: outcomes that contradict the prior win
+    client_z: float = 3.0  # sqrt of the G a client's cell may reach against the consensus at no cost (inf: no bound)
+    robust: float = 0.01  # the cell posterior's flat component: a run of outcomes that contradicts the prior wins
 
     def __post_init__(self) -> None:
         for name, lo, hi in (("explore", 0.0, 1.0), ("prior_var", 1e-6, 0.25), ("client_share", 0.0, 1.0),
@@ -126,7 +134,7 @@ class Learner:
 
     def observe(self, m: int, k: int, score: float, p_router: float, *, client: str | None = None) -> float:
         """One graded answer of model m on a query of group k that the router gave P ``p_router``, from ``client``
-        (None: the anonymous client); returns the weight the client's outcomes now count with in that cell."""
+        (None: the anonymous client); returns the weight the client's outcomes now count with."""
         if not (0.0 <= score <= 1.0) or not (0.0 <= p_router <= 1.0):
             raise ValueError(f"Learner.observe: score {score!r} and P {p_router!r} must lie in [0, 1]")
         key = "" if client is None else str(client)
@@ -137,33 +145,52 @@ class Learner:
         for sums in self.clients.values():  # the cell's evidence ages by one answer, every client's alike
             sums[:, m, k] *= f
         mine[:, m, k] += (score, 1.0, p_router)
-        weights = self._combine(m, k)
-        return weights.get(key, 1.0)
+        return self._combine().get(key, 1.0)
 
-    def _combine(self, m: int, k: int) -> dict:
-        """Recompute cell (m, k) from the clients' sums and their agreement weights; {client: weight}."""
-        keys = [c for c, sums in self.clients.items() if sums[1, m, k] > 1e-9]
-        sums = np.stack([self.clients[c][:, m, k] for c in keys]) if keys else np.zeros((0, 3))  # (C, 3)
-        w = np.ones(len(keys))
-        if len(keys) > 1:
-            n = sums[:, 1]
-            resid = (sums[:, 0] - sums[:, 2]) / n  # (C,) each client's mean score less the router's mean P
-            order = np.argsort(resid)
-            centre = resid[order][np.searchsorted(np.cumsum(n[order]), n.sum() / 2)]  # the evidence's median client
-            z = np.abs(resid - centre) / np.sqrt(0.25 / n + 0.25 / n.sum())
-            z0 = self.config.client_z
-            w = np.where(z <= z0, 1.0, (z0 / np.maximum(z, 1e-12)) ** 2)
-            share = self.config.client_share
-            if share < 1.0:  # no client's weighted evidence above ``share`` of the cell's
-                for i in range(len(keys)):
-                    others = (w * n).sum() - w[i] * n[i]
-                    w[i] = min(w[i], share / (1.0 - share) * others / n[i]) if others > 0 else w[i]
-        right, count, expected = (w[:, None] * sums).sum(axis=0) if len(keys) else (0.0, 0.0, 0.0)
+    def client_weights(self) -> dict:
+        """{client: weight}: exp(-excess / 2), the excess summed over the cells it grades beside others of
+        G - client_z^2, G = 2 n KL(its rate || the rate the cell's consensus implies for its queries) (the likelihood
+        ratio statistic, ~ z^2 for an honest client)."""
+        keys = list(self.clients)
+        if len(keys) < 2 or math.isinf(self.config.client_z):
+            return dict.fromkeys(keys, 1.0)
+        sums = np.stack([self.clients[c] for c in keys])  # (C, 3, M, K)
+        right, n, expected = sums[:, 0], sums[:, 1], sums[:, 2]
+        graded = n > 1e-9
+        resid = np.where(graded, (right - expected) / np.maximum(n, 1e-9), np.nan)  # (C, M, K)
+        # the consensus of a cell: the residual of the client holding the median of its evidence
+        order = np.argsort(np.where(graded, resid, np.inf), axis=0)
+        n_sorted = np.take_along_axis(n * graded, order, axis=0)
+        median_at = (np.cumsum(n_sorted, axis=0) >= n_sorted.sum(axis=0) / 2).argmax(axis=0)  # (M, K)
+        centre = np.take_along_axis(np.take_along_axis(resid, order, axis=0), median_at[None], axis=0)[0]
+        shared = graded & (graded.sum(axis=0) >= 2)[None]  # cells others grade too
+        rate = np.clip(right / np.maximum(n, 1e-9), 1e-6, 1 - 1e-6)
+        implied = np.clip(expected / np.maximum(n, 1e-9) + centre[None], 0.02, 0.98)
+        kl = rate * np.log(rate / implied) + (1 - rate) * np.log((1 - rate) / (1 - implied))
+        g = np.where(shared, 2.0 * n * kl, 0.0)
+        excess = np.maximum(g - self.config.client_z ** 2, 0.0).sum(axis=(1, 2))  # (C,)
+        return dict(zip(keys, np.exp(-excess / 2.0).tolist()))
+
+    def _combine(self) -> dict:
+        """The cells' evidence: the clients' sums, each client weighted (client_weights, then the client_share cap
+        where others grade the cell too); {client: weight}."""
+        weights = self.client_weights()
         post = self.posterior
-        post.right[m, k], post.count[m, k], self.expected[m, k] = right, count, expected
+        if not weights:
+            return weights
+        sums = np.stack([self.clients[c] for c in weights])  # (C, 3, M, K)
+        w = np.broadcast_to(np.asarray(list(weights.values()))[:, None, None], sums[:, 1].shape).copy()  # (C, M, K)
+        share = self.config.client_share
+        if share < 1.0 and len(weights) > 1:  # no client's weighted evidence above ``share`` of a cell's
+            held = w * sums[:, 1]
+            others = held.sum(axis=0, keepdims=True) - held
+            cap = np.where(others > 0, share / (1.0 - share) * others / np.maximum(sums[:, 1], 1e-9), np.inf)
+            w = np.minimum(w, cap)
+        right, count, expected = (w[:, None] * sums).sum(axis=0)
+        post.right[:], post.count[:], self.expected[:] = right, count, expected
         # the cell's prior mean: the router's mean P on what was graded there, the start counting as one answer
-        post.prior_mean[m, k] = np.clip((self.start[m, k] + expected) / (1.0 + count), 0.005, 0.995)
-        return dict(zip(keys, w.tolist()))
+        post.prior_mean[:] = np.clip((self.start + expected) / (1.0 + count), 0.005, 0.995)
+        return weights
 
     def reset(self, m: int) -> None:
         """Forget every outcome of model m (the per-model reset)."""
@@ -186,11 +213,7 @@ class Learner:
         learner = cls.start_from(state["names"], np.asarray(state["start"]), LearningConfig(**config),
                                  prior_var=np.asarray(state["prior_var"]) if "prior_var" in state else None)
         learner.clients = {c: np.asarray(v, np.float64) for c, v in state.get("clients", {}).items()}
-        cells = np.zeros(learner.start.shape, bool)
-        for sums in learner.clients.values():
-            cells |= sums[1] > 1e-9
-        for m, k in zip(*np.nonzero(cells)):
-            learner._combine(int(m), int(k))
+        learner._combine()
         return learner
 
 

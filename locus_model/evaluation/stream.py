@@ -347,7 +347,7 @@ def choose_newcomer(scores: np.ndarray, benchmarks: np.ndarray) -> int:
 
 
 def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, models: list[str], scenarios,
-           *, seeds: int = 5, config: StreamConfig | None = None, train_config: Any = None, model_config: Any = None,
+           *, seeds: int = 5, first_seed: int = 0, config: StreamConfig | None = None, train_config: Any = None, model_config: Any = None,
            progress: bool = True, on_stream: Callable[[str, int, Stream, dict], None] | None = None) -> dict:
     """The replay of ``scenarios`` over ``seeds`` seeds: one training per seed (shared by the scenarios that split
     the queries alike), then each stream; the JSON-ready ``{"settings", "stream": {scenario: ...}}``.
@@ -379,7 +379,7 @@ def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, mo
     runs: dict[str, list[dict]] = {s: [] for s in scenarios}
     done, total = 0, seeds * len(scenarios)
     newcomer = choose_newcomer(scores, benchmarks) if "newcomer" in scenarios else None
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         cache: dict[tuple, Trained] = {}
         for scenario in scenarios:
             train, pool = split_queries(scenario, benchmarks, seed, config)
@@ -401,7 +401,7 @@ def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, mo
             log(f"seed {seed}: {scenario} streamed ({config.events} events); {done}/{total} done, "
                 f"{spent:.0f} s, ETA {spent / done * (total - done):.0f} s")
     return json_clean({
-        "settings": {"seeds": seeds, "scenarios": scenarios, "models": list(models),
+        "settings": {"seeds": seeds, "first_seed": first_seed, "scenarios": scenarios, "models": list(models),
                      "queries": int(scores.shape[1]), "config": _config_dict(config),
                      "newcomer": None if newcomer is None else models[newcomer]},
         "wall_s": round(time.perf_counter() - start, 1),

@@ -41,7 +41,7 @@ def test_forgetting_lets_a_changed_model_be_noticed() -> None:
         for _ in range(100):
             learner.observe(0, 0, 0.0, 0.6)
     p, g = np.array([[0.6], [0.5]]), np.array([0])
-    assert fast.proba(p, g)[0, 0] < 0.3 < slow.proba(p, g)[0, 0]
+    assert fast.proba(p, g)[0, 0] < 0.4 < slow.proba(p, g)[0, 0]  # 1000 right then 100 wrong: ~0.25 of the evidence right
 
 
 def test_state_round_trip() -> None:
