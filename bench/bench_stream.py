@@ -10,6 +10,7 @@ The sub-matrices (9 models spread over the accuracy range, complete cells; MMLU-
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import time
 from pathlib import Path
@@ -77,6 +78,7 @@ def main() -> None:
         with open(kept / f"{scenario}_{seed}.pkl", "wb") as f:
             pickle.dump((stream, info), f)
 
+    (kept / "models.json").write_text(json.dumps(list(matrix.models)))
     t0 = time.perf_counter()
     result = replay(matrix.scores, enc, np.asarray(matrix.benchmarks), list(matrix.models),
                     args.scenarios.split(","), seeds=args.seeds, first_seed=args.first_seed, config=StreamConfig(events=args.events),

@@ -183,3 +183,24 @@ def test_evaluate_checks_its_arguments_before_importing_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, "evaluate", "--evaluations", str(tmp_path),
                            "--out", str(tmp_path / "nowhere" / "r.json")], capture_output=True, text=True)
     assert done.returncode == 2 and "does not exist" in done.stderr, done.stderr
+
+
+def test_evaluate_stream_replays_a_scenario_and_draws_its_curves(tmp_path, capsys):
+    plot = tmp_path / "curve.png"
+    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--stream", "stationary",
+                             "--stream-seeds", "1", "--stream-events", "300", "--plot", str(plot))
+    assert code == 0, capsys.readouterr().err
+    result = json.loads(out.read_text())
+    methods = result["stream"]["stationary"]["methods"]
+    assert set(methods) == {"learning", "frozen", "thompson_group", "thompson", "best_single", "rule_full_labels",
+                            "oracle"}
+    assert all(methods[m]["routing_acc"] <= methods["oracle"]["routing_acc"] for m in methods)
+    assert plot.stat().st_size > 0 and "learning minus it" in capsys.readouterr().out
+
+
+def test_evaluate_stream_arguments_are_checked(tmp_path, capsys):
+    table = write_table(tmp_path / "evals.csv")
+    code, _ = run_evaluate(tmp_path, table, "--stream", "sunny")
+    assert code == 2 and "choose from stationary" in capsys.readouterr().err
+    code, _ = run_evaluate(tmp_path, table, "--stream", "drift", "--stream-feedback", "1.5")
+    assert code == 2 and "--stream-feedback" in capsys.readouterr().err
