@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from bench.common import CACHE
 from locus_model.evaluation.results import json_clean, save_results
-from locus_model.evaluation.stream import StreamConfig, _config_dict, format_stream, plot_stream, score_stream, summarise
+from locus_model.evaluation.stream import StreamConfig, _config_dict, newcomer_prior_var, format_stream, plot_stream, score_stream, summarise
 from locus_model.learning import LearningConfig
 
 
@@ -38,6 +38,8 @@ def main() -> None:
                 with open(path, "rb") as f:
                     stream, info = pickle.load(f)
                 seed = int(path.stem.rsplit("_", 1)[1])
+                if scenario == "newcomer":  # the newcomer's prior as build_stream makes it now
+                    stream.prior_var = newcomer_prior_var(stream.profiles, [info["model"]], learning.prior_var)
                 runs.append(score_stream(scenario, stream, info, seed=seed, config=config))
             if not runs:
                 continue

@@ -18,8 +18,8 @@ model most accurate on the stream's own labels: the ceiling a lookup can reach),
 Scenarios (:data:`SCENARIOS`): ``stationary`` (a random half of the queries trains, the other half streams),
 ``unlike`` (LOCUS trained on half the benchmarks, the stream from the others), ``newcomer`` (the model most clearly
 best on one benchmark is held out of training and joins at ``join_at`` of the stream with the pool's prior: the mean
-of the trained models' embeddings and group profiles, the pool's spread as its prior variance -- it has no
-evaluation, so the pool's average model is the only honest guess, and its uncertainty is the pool's spread),
+of the trained models' embeddings and group profiles, weighted as two answers (:func:`newcomer_prior_var`) -- it has
+no evaluation, so the pool's average model is the only honest guess, and a guess its first answers must overrule),
 ``drift`` (at ``drift_at`` of the stream the model frozen LOCUS routes most to starts answering like the weakest
 model: that model's column under its name), ``poisoned`` (on ``poison_share`` of the events a client reports 0 for
 every answer of the most-routed model and 1 for every answer of the weakest; the honest judge grades the rest).
@@ -282,9 +282,7 @@ def build_stream(scenario: str, scores: np.ndarray, encodings: np.ndarray, bench
         mean_row = (scorer.embeddings.mean(axis=0, keepdims=True), scorer.profiles.mean(axis=0, keepdims=True))
         scorer = scorer.extended(np.repeat(mean_row[0], len(extra), 0), np.repeat(mean_row[1], len(extra), 0))
         order[extra] = np.arange(len(rows), len(rows) + len(extra))
-        prior_var = np.full(scorer.profiles.shape, config.learning.prior_var)
-        prior_var[order[extra]] = np.maximum(scorer.profiles[: len(rows)].var(axis=0), config.learning.prior_var)
-        prior_var = prior_var[order]
+        prior_var = newcomer_prior_var(scorer.profiles[order].astype(np.float64), extra, config.learning.prior_var)
     enc = method.encodings[queries]
     p = scorer.proba(enc, order).astype(np.float64)  # (M, T) in the matrix's model order
     membership = router.groups.membership(enc)
@@ -332,6 +330,20 @@ def build_stream(scenario: str, scores: np.ndarray, encodings: np.ndarray, bench
         stream.reported[weakest, hostile] = 1.0
         info.update(down=most_routed, up=weakest, hostile_events=int(hostile.sum()))
     return stream, info
+
+
+NEWCOMER_PRIOR_ANSWERS = 2.0
+
+
+def newcomer_prior_var(profiles: np.ndarray, newcomers: np.ndarray, prior_var: float) -> np.ndarray:
+    """(M, G) the learner's prior variance: ``prior_var`` for the models LOCUS knows; for a newcomer (its profile the
+    pool's mean, a guess) mu (1 - mu) / (1 + NEWCOMER_PRIOR_ANSWERS): its prior counts as two answers, so its first
+    graded answers decide (checked on the replay: with the pool's spread as its variance, ~10 answers' worth, it
+    rarely earned its traffic: bench/README.md)."""
+    var = np.full(profiles.shape, float(prior_var))
+    mu = np.clip(profiles[np.asarray(newcomers)], 0.005, 0.995)
+    var[np.asarray(newcomers)] = mu * (1 - mu) / (1.0 + NEWCOMER_PRIOR_ANSWERS)
+    return var
 
 
 def choose_newcomer(scores: np.ndarray, benchmarks: np.ndarray) -> int:
