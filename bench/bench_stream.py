@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.common import CACHE, METABENCH, MMLU_PRO, RESULTS
+from bench.common import CACHE, METABENCH, MMLU_PRO
 
-MATRICES = {"mmlu": CACHE / "stream" / "mmlu_9x6000.parquet", "metabench": CACHE / "stream" / "metabench_9x1075.parquet"}
+MATRICES = {"mmlu": CACHE / "stream" / "mmlu_9x6000.parquet",
+            "metabench": CACHE / "stream" / "metabench_9x1075.parquet"}
 
 
 def write_matrices() -> None:
@@ -81,13 +82,15 @@ def main() -> None:
     (kept / "models.json").write_text(json.dumps(list(matrix.models)))
     t0 = time.perf_counter()
     result = replay(matrix.scores, enc, np.asarray(matrix.benchmarks), list(matrix.models),
-                    args.scenarios.split(","), seeds=args.seeds, first_seed=args.first_seed, config=StreamConfig(events=args.events),
+                    args.scenarios.split(","), seeds=args.seeds, first_seed=args.first_seed,
+                    config=StreamConfig(events=args.events),
                     train_config=train, model_config=LocusConfig(query_dim=enc.shape[1]), on_stream=keep)
     result["settings"].update({"evaluations": str(MATRICES[args.suite]), "train_config": {
         "epochs": args.epochs, "latent_steps": args.latent_steps, "finetune_steps": args.finetune_steps},
-        "command": "python -m bench.bench_stream " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                                                              if v not in (None, False, True))})
-    out = args.out or CACHE / "stream" / f"stream_{args.suite}_seeds{args.first_seed}-{args.first_seed + args.seeds - 1}.json"
+        "command": "python -m bench.bench_stream " + " ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v not in (None, False, True))})
+    last = args.first_seed + args.seeds - 1
+    out = args.out or CACHE / "stream" / f"stream_{args.suite}_seeds{args.first_seed}-{last}.json"
     save_results(result, out)
     print(format_stream(result))
     print(f"wrote {plot_stream(result, out.with_suffix('.png'))}; {out}; {time.perf_counter() - t0:.0f} s")

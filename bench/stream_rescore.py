@@ -11,11 +11,11 @@ import json
 import pickle
 import sys
 from pathlib import Path
-from dataclasses import replace
 
 from bench.common import CACHE
 from locus_model.evaluation.results import json_clean, save_results
-from locus_model.evaluation.stream import StreamConfig, _config_dict, newcomer_prior_var, format_stream, plot_stream, score_stream, summarise
+from locus_model.evaluation.stream import (StreamConfig, _config_dict, format_stream, newcomer_prior_var, plot_stream,
+                                           score_stream, summarise)
 from locus_model.learning import LearningConfig
 
 

@@ -282,6 +282,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def _run_stream(args: argparse.Namespace, matrix, encodings, train_config, progress: bool) -> int:
     """locus evaluate --stream: the replay (evaluation.stream) on the table's complete queries."""
+    # why: the CLI answers --help and argument errors without loading the library
     import numpy as np
 
     from locus_model.evaluation.results import save_results

@@ -209,7 +209,8 @@ class Learner:
 
     @classmethod
     def from_state(cls, state: dict) -> "Learner":
-        config = {k: (math.inf if k in ("half_life", "client_z") and v is None else v) for k, v in state["config"].items()}
+        config = {k: (math.inf if k in ("half_life", "client_z") and v is None else v)
+                  for k, v in state["config"].items()}
         learner = cls.start_from(state["names"], np.asarray(state["start"]), LearningConfig(**config),
                                  prior_var=np.asarray(state["prior_var"]) if "prior_var" in state else None)
         learner.clients = {c: np.asarray(v, np.float64) for c, v in state.get("clients", {}).items()}

@@ -110,12 +110,12 @@ def route_stream(stream: Stream, method: str, *, config: StreamConfig, seed: int
     if method == "frozen":
         return _guarded_argmax(stream.p, stream.standing, stream.margin, stream.available)
     rng = np.random.default_rng(seed)
-    choice = np.empty(n, np.int64)
-    pending: dict[int, list[tuple[int, int]]] = {}
     if method == "learning":
         return _learning(stream, config.learning, rng)
     if method not in ("thompson", "thompson_group"):
         raise ValueError(f"unknown stream method {method!r}; choose from {list(METHODS)}")
+    choice = np.empty(n, np.int64)
+    pending: dict[int, list[tuple[int, int]]] = {}
     cells = np.zeros(n, np.int64) if method == "thompson" else stream.group
     k = int(cells.max()) + 1
     right, count = np.zeros((m_count, k)), np.zeros((m_count, k))
@@ -217,7 +217,8 @@ class Trained:
     trained_models: np.ndarray  # model rows trained on
 
 
-def split_queries(scenario: str, benchmarks: np.ndarray, seed: int, config: StreamConfig) -> tuple[np.ndarray, np.ndarray]:
+def split_queries(scenario: str, benchmarks: np.ndarray, seed: int,
+                  config: StreamConfig) -> tuple[np.ndarray, np.ndarray]:
     """(training queries, stream pool): by benchmark for ``unlike`` (half of them, drawn by seed, train), else a
     random ``train_fraction`` of the queries."""
     rng = np.random.default_rng([seed, 66])
@@ -359,7 +360,8 @@ def choose_newcomer(scores: np.ndarray, benchmarks: np.ndarray) -> int:
 
 
 def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, models: list[str], scenarios,
-           *, seeds: int = 5, first_seed: int = 0, config: StreamConfig | None = None, train_config: Any = None, model_config: Any = None,
+           *, seeds: int = 5, first_seed: int = 0, config: StreamConfig | None = None, train_config: Any = None,
+           model_config: Any = None,
            progress: bool = True, on_stream: Callable[[str, int, Stream, dict], None] | None = None) -> dict:
     """The replay of ``scenarios`` over ``seeds`` seeds: one training per seed (shared by the scenarios that split
     the queries alike), then each stream; the JSON-ready ``{"settings", "stream": {scenario: ...}}``.
@@ -520,7 +522,8 @@ def format_stream(result: dict) -> str:
         lines.append(f"  {'method':<18}{'routing acc':>12}{'regret':>9}   learning minus it [95% interval]")
         for m, v in r["methods"].items():
             d = r["paired"].get(f"learning_minus_{m}")
-            diff = "" if d is None else f"   {100 * d['mean']:+.2f} [{100 * d['ci_low']:+.2f}, {100 * d['ci_high']:+.2f}]"
+            diff = "" if d is None else \
+                f"   {100 * d['mean']:+.2f} [{100 * d['ci_low']:+.2f}, {100 * d['ci_high']:+.2f}]"
             lines.append(f"  {m:<18}{100 * v['routing_acc']:>11.2f}%{100 * v['regret']:>8.2f}{diff}")
         for key in ("traffic_share_at_500", "events_to_shift"):
             if key in r:
@@ -537,7 +540,7 @@ def plot_stream(result: dict, path) -> str:
     import matplotlib  # why: only with --plot
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # why: only with --plot
 
     scenarios = list(result["stream"])
     window = result["settings"]["config"]["window"]
