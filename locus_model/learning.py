@@ -213,7 +213,10 @@ class Learner:
                   for k, v in state["config"].items()}
         learner = cls.start_from(state["names"], np.asarray(state["start"]), LearningConfig(**config),
                                  prior_var=np.asarray(state["prior_var"]) if "prior_var" in state else None)
-        learner.clients = {c: np.asarray(v, np.float64) for c, v in state.get("clients", {}).items()}
+        if "right" in state:  # a state written before the per-client sums: its evidence as one anonymous client's
+            learner.clients = {"": np.stack([np.asarray(state[k], np.float64) for k in ("right", "count", "expected")])}
+        else:
+            learner.clients = {c: np.asarray(v, np.float64) for c, v in state.get("clients", {}).items()}
         learner._combine()
         return learner
 

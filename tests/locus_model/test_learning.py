@@ -102,3 +102,14 @@ def test_a_newcomer_prior_variance_lets_its_few_outcomes_move_it_further() -> No
     assert wide.proba(p, g)[0, 0] > narrow.proba(p, g)[0, 0] + 0.04
     back = Learner.from_state(wide.state_dict())
     np.testing.assert_allclose(back.proba(p, g), wide.proba(p, g))
+
+
+def test_a_state_written_before_the_per_client_sums_reads_back() -> None:
+    learner = _learner()
+    for i in range(40):
+        learner.observe(0, 0, float(i % 4 == 0), 0.6)
+    old = {"names": ["a", "b"], "config": learner.state_dict()["config"], "start": learner.start.tolist(),
+           "right": learner.posterior.right.tolist(), "count": learner.posterior.count.tolist(),
+           "expected": learner.expected.tolist(), "clients": {}}
+    p, g = np.array([[0.6], [0.5]]), np.array([0])
+    np.testing.assert_allclose(Learner.from_state(old).proba(p, g), learner.proba(p, g))
