@@ -2,6 +2,7 @@
 
     locus evaluate --evaluations PATH --out results.json [--budget 256] [--folds 5] [--holdout-models 0.2 | NAME,NAME]
                    [--seed 0] [--encoder all-MiniLM-L6-v2] [--epochs N] [--models-file models.csv [--plot f.png]]
+    locus evaluate --evaluations PATH --out results.json --stream SCENARIO [--stream-seeds 5] [--plot curve.png]
     locus synthetic-data --out DIR [--size full|small] [--seed 0]
 
 These are the commands that need only the library. The installed ``locus`` command is
@@ -104,6 +105,19 @@ def add_evaluate(subparsers: argparse._SubParsersAction, *,
     p.add_argument("--reference-scores", type=Path, default=None,
                    help="with --onboard-sizes: CSV of model + one column per reference score (e.g. metabench's "
                         "leaderboard.csv); adds reference.<method>.<N>.mae")
+    p.add_argument("--stream", default=None, metavar="SCENARIO",
+                   help="instead of the folds: the replay (issue 66) -- would a router that learns from its graded "
+                        "traffic pay on this data? SCENARIO: stationary, unlike, newcomer, drift, poisoned, or several "
+                        "comma-separated; LOCUS is trained once per seed, then the stream's queries arrive one by one "
+                        "and only the chosen model's outcome is revealed (evaluation.stream); adds stream.<scenario> "
+                        "to the JSON; --plot draws routing accuracy per 1,000 events per method")
+    p.add_argument("--stream-seeds", type=int, default=5, metavar="N", help="with --stream: seeds (default 5)")
+    p.add_argument("--stream-events", type=int, default=None, metavar="N",
+                   help="with --stream: events in the stream (default 4000; the stream pool repeats when shorter)")
+    p.add_argument("--stream-feedback", type=float, default=None, metavar="SHARE",
+                   help="with --stream: share of the events whose outcome is revealed (default 1.0)")
+    p.add_argument("--stream-explore", type=float, default=None, metavar="SHARE",
+                   help="with --stream: the learning router's exploration budget (default LearningConfig's)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(run=run_evaluate, default_encoding_cache=encoding_cache)
 
@@ -139,8 +153,26 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
                 "price_input_per_mtok / price_output_per_mtok or cost_per_query")
     if getattr(args, "reference_scores", None) is not None and not Path(args.reference_scores).is_file():
         return f"--reference-scores {args.reference_scores}: no such file. How to fix: a CSV with a model column and scores"
-    if args.plot is not None and args.models_file is None:
-        return "--plot: draws the quality-cost frontiers, so it needs --models-file (the models' costs)"
+    stream = getattr(args, "stream", None)
+    if stream is not None:
+        from locus_model.evaluation.stream import SCENARIOS  # why: numpy only, no torch
+
+        names = [s.strip() for s in stream.split(",") if s.strip()]
+        bad = [s for s in names if s not in SCENARIOS]
+        if bad or not names:
+            return f"--stream {stream}: unknown scenario(s) {bad}; choose from {', '.join(SCENARIOS)} (comma-separated)"
+        if args.stream_seeds < 1:
+            return f"--stream-seeds {args.stream_seeds}: must be at least 1"
+        if args.stream_events is not None and args.stream_events < 1:
+            return f"--stream-events {args.stream_events}: must be at least 1"
+        for flag, v in (("--stream-feedback", args.stream_feedback), ("--stream-explore", args.stream_explore)):
+            if v is not None and not 0.0 <= v <= 1.0:
+                return f"{flag} {v}: a share in [0, 1]"
+        if args.models_file is not None or args.onboard_sizes is not None:
+            return "--stream replays a stream instead of the folds: drop --models-file / --onboard-sizes, or run them apart"
+    if args.plot is not None and args.models_file is None and stream is None:
+        return ("--plot: draws the quality-cost frontiers (needs --models-file, the models' costs) or, with --stream, "
+                "the replay's curves")
     if args.plot is not None and not Path(args.plot).resolve().parent.is_dir():
         return f"--plot {args.plot}: the folder {Path(args.plot).resolve().parent} does not exist. How to fix: create it"
     return None
@@ -248,6 +280,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
             train_config = replace(train_config, epochs=args.epochs)
         if args.patience is not None:
             train_config = replace(train_config, patience=args.patience)
+        if getattr(args, "stream", None) is not None:
+            return _run_stream(args, matrix, encodings, train_config, progress)
         result = evaluate(
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
             held_out=held_out,
@@ -276,6 +310,38 @@ def run_evaluate(args: argparse.Namespace) -> int:
         from locus_model.routing.frontier_plot import plot_frontiers  # why: matplotlib only with --plot
 
         print(f"wrote {plot_frontiers(result['frontier_folds'], args.plot, cost_label=f'mean cost per query ({costs.basis_means})')}")
+    print(f"\nwrote {path}")
+    return EXIT_OK
+
+
+def _run_stream(args: argparse.Namespace, matrix, encodings, train_config, progress: bool) -> int:
+    """locus evaluate --stream: the replay (evaluation.stream) on the table's complete queries."""
+    # why: the CLI answers --help and argument errors without loading the library
+    import numpy as np
+
+    from locus_model.evaluation.results import save_results
+    from locus_model.evaluation.stream import StreamConfig, format_stream, plot_stream, replay
+    from locus_model.learning import LearningConfig
+    from locus_model.model import LocusConfig
+
+    scores = np.asarray(matrix.scores, np.float32)
+    complete = ~np.isnan(scores).any(axis=0)
+    if progress and not complete.all():
+        print(f"the replay reads every model's score on each query: {int((~complete).sum())} of {len(complete)} "
+              "queries with a missing cell are left out", file=sys.stderr)
+    learning = LearningConfig() if args.stream_explore is None else LearningConfig(explore=args.stream_explore)
+    config = StreamConfig(learning=learning, guard_margin=args.guard_margin,
+                          **({} if args.stream_events is None else {"events": args.stream_events}),
+                          **({} if args.stream_feedback is None else {"feedback": args.stream_feedback}))
+    result = replay(scores[:, complete], encodings[complete], np.asarray(matrix.benchmarks)[complete],
+                    list(matrix.models), [s.strip() for s in args.stream.split(",") if s.strip()],
+                    seeds=args.stream_seeds, config=config, train_config=train_config,
+                    model_config=LocusConfig(query_dim=encodings.shape[1]), progress=progress)
+    result["settings"].update({"evaluations": str(args.evaluations), "encoder": args.encoder, "seed": args.seed})
+    path = save_results(result, args.out)
+    print(format_stream(result))
+    if args.plot is not None:
+        print(f"wrote {plot_stream(result, args.plot)}")
     print(f"\nwrote {path}")
     return EXIT_OK
 

@@ -11,7 +11,17 @@ starts exactly where frozen LOCUS is); outcomes as the router predicted, no shif
 predicted on a group moves down there, as far as the evidence allows (the posterior, not a running mean). Thompson
 sampling draws the cell's rate instead of its mean (``draw``); how often a draw may change the choice is the caller's
 budget (:class:`ExplorationBudget`). Evidence is discounted with a half-life (a model that changes behind the same
-name is noticed), and no client's outcomes count for more than ``client_share`` of a cell's evidence.
+name is noticed).
+
+Clients (tokens, judges) are bounded by agreement, not by volume: each client's outcomes are kept apart, and a cell's
+evidence is their weighted sum. Where a cell is graded by several clients, its consensus is the residual (score - the
+router's P) of the client holding the median of its evidence, and each client's reports there are tested against the
+rate that consensus implies for its queries (the likelihood-ratio statistic G = 2 n KL, ~ z^2 for an honest client).
+A client's weight is exp(-excess / 2), the excess summed over its cells of G - ``client_z``^2: an honest client keeps
+~1, a client that reports 0 where the others see a model right 85% of the time is at 1% within five reports, in every
+cell it grades and retroactively (the weights are recomputed from the kept per-client sums). A sole client has no one
+to disagree with: a single honest judge teaches at full weight. ``client_share`` additionally caps one client's share
+of a cell's evidence where others grade it too (1: no cap).
 """
 
 from __future__ import annotations
@@ -33,17 +43,28 @@ def _logit(p: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LearningConfig:
-    """How the router learns from outcomes."""
+    """How the router learns from outcomes. The defaults, and why (then checked on the replay, bench/README.md):
+    ``prior_var`` 0.01: a cell's prior is the router's calibrated P, wrong on a team's traffic by about 0.1 (~10
+    pseudo-answers of prior); ``half_life`` 200: a cell rests on at most ~290 answers (sd >= 3 points, about the guard's
+    2-point margin) and a model that changes behind its name is outvoted within ~200 of its answers there; ``robust``
+    0.01 (the estimates' is 0.05): the learner acts on every answer, and one wrong answer on a cell at 0.88 moves it 8
+    points at 0.01 but 18 at 0.05 (the replay's poisoned and stationary streams flipped on such single answers); a run
+    of them still wins; ``client_z`` 3: an honest client's G passes 9 in 0.27% of its cells; ``explore`` 0.05: the
+    budget of requests a Thompson draw may send elsewhere (the newcomer's and drift's way in, stationary traffic's
+    cost)."""
 
     explore: float = 0.05  # share of requests whose choice may leave the best estimate (0: never explore)
     prior_var: float = 0.01  # tau^2: how wrong the router's mean P of a cell may be on a team's traffic (0.1 sd)
-    half_life: float = 500.0  # graded answers of a cell after which older evidence counts half (inf: never forget)
-    client_share: float = 1.0  # most of a cell's evidence one client's outcomes may hold (1: no bound)
+    half_life: float = 200.0  # graded answers of a cell after which older evidence counts half (inf: never forget)
+    client_share: float = 1.0  # most of a cell's evidence one client may hold where others grade it too (1: no cap)
+    client_z: float = 3.0  # sqrt of the G a client's cell may reach against the consensus at no cost (inf: no bound)
+    robust: float = 0.01  # the cell posterior's flat component: a run of outcomes that contradicts the prior wins
 
     def __post_init__(self) -> None:
-        for name, lo, hi in (("explore", 0.0, 1.0), ("prior_var", 1e-6, 0.25), ("client_share", 0.0, 1.0)):
+        for name, lo, hi in (("explore", 0.0, 1.0), ("prior_var", 1e-6, 0.25), ("client_share", 0.0, 1.0),
+                             ("client_z", 0.0, math.inf), ("robust", 0.0, 0.999)):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi):
+            if not (isinstance(v, (int, float)) and (math.isfinite(v) or name == "client_z") and lo <= v <= hi):
                 raise ValueError(f"LearningConfig.{name} = {v!r}: give a number in [{lo}, {hi}]")
         if not (self.half_life > 0):
             raise ValueError(f"LearningConfig.half_life = {self.half_life!r}: give a positive number of answers (inf: "
@@ -80,15 +101,18 @@ class Learner:
     expected: np.ndarray  # (M, K) sum of the router's P over the graded answers (discounted like the evidence)
     start: np.ndarray  # (M, K) the prior mean before any outcome (the group profiles)
     config: LearningConfig = field(default_factory=LearningConfig)
-    client_counts: dict = field(default_factory=dict)  # client -> (M, K) its share of the evidence
+    clients: dict = field(default_factory=dict)  # client -> (3, M, K) its own (right, count, expected), unweighted
     _shift: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)  # shift()'s cache
 
     @classmethod
-    def start_from(cls, names, profiles: np.ndarray, config: LearningConfig | None = None) -> "Learner":
-        """No outcomes yet: each cell's prior mean is the model's group profile (M, K)."""
+    def start_from(cls, names, profiles: np.ndarray, config: LearningConfig | None = None, *,
+                   prior_var: np.ndarray | None = None) -> "Learner":
+        """No outcomes yet: each cell's prior mean is the model's group profile (M, K); its variance
+        ``config.prior_var``, or ``prior_var`` (M, K) where given (e.g. a newcomer's: the pool's spread)."""
         config = config or LearningConfig()
         profiles = np.asarray(profiles, np.float64)
-        post = CellPosterior.from_prior(profiles, config.prior_var)
+        var = config.prior_var if prior_var is None else np.asarray(prior_var, np.float64)
+        post = CellPosterior.from_prior(profiles, var, robust=config.robust)
         return cls(tuple(names), post, np.zeros_like(post.prior_mean), post.prior_mean.copy(), config)
 
     def _base(self, cells=slice(None)) -> np.ndarray:
@@ -124,29 +148,66 @@ class Learner:
         return 1.0 / (1.0 + np.exp(-(_logit(p) + shift)))
 
     def observe(self, m: int, k: int, score: float, p_router: float, *, client: str | None = None) -> float:
-        """One graded answer of model m on a query of group k that the router gave P ``p_router``; returns the weight
-        it counted with (below 1 when its client already holds ``client_share`` of the cell's evidence)."""
+        """One graded answer of model m on a query of group k that the router gave P ``p_router``, from ``client``
+        (None: the anonymous client); returns the weight the client's outcomes now count with."""
         if not (0.0 <= score <= 1.0) or not (0.0 <= p_router <= 1.0):
             raise ValueError(f"Learner.observe: score {score!r} and P {p_router!r} must lie in [0, 1]")
-        post, f = self.posterior, self.config.forget
         self._shift = None
-        weight = 1.0
-        if client is not None:
-            mine = self.client_counts.setdefault(client, np.zeros_like(post.count))
-            mine *= f
-            total = post.count[m, k] * f + 1.0
-            weight = float(np.clip((self.config.client_share * total - mine[m, k]) / max(1.0 - self.config.client_share, 1e-9), 0.0, 1.0)) \
-                if post.count[m, k] >= 1.0 else 1.0
-            mine[m, k] += weight
-        post.right[m, k] *= f
-        post.count[m, k] *= f
-        self.expected[m, k] *= f
-        post.right[m, k] += weight * score
-        post.count[m, k] += weight
-        self.expected[m, k] += weight * p_router
+        key = "" if client is None else str(client)
+        mine = self.clients.get(key)
+        if mine is None:
+            mine = self.clients[key] = np.zeros((3, *self.posterior.count.shape))
+        f = self.config.forget
+        for sums in self.clients.values():  # the cell's evidence ages by one answer, every client's alike
+            sums[:, m, k] *= f
+        mine[:, m, k] += (score, 1.0, p_router)
+        return self._combine().get(key, 1.0)
+
+    def client_weights(self) -> dict:
+        """{client: weight}: exp(-excess / 2), the excess summed over the cells it grades beside others of
+        G - client_z^2, G = 2 n KL(its rate || the rate the cell's consensus implies for its queries) (the likelihood
+        ratio statistic, ~ z^2 for an honest client)."""
+        keys = list(self.clients)
+        if len(keys) < 2 or math.isinf(self.config.client_z):
+            return dict.fromkeys(keys, 1.0)
+        sums = np.stack([self.clients[c] for c in keys])  # (C, 3, M, K)
+        right, n, expected = sums[:, 0], sums[:, 1], sums[:, 2]
+        graded = n > 1e-9
+        resid = np.where(graded, (right - expected) / np.maximum(n, 1e-9), np.nan)  # (C, M, K)
+        # the consensus of a cell: the residual of the client holding the median of its evidence
+        order = np.argsort(np.where(graded, resid, np.inf), axis=0)
+        n_sorted = np.take_along_axis(n * graded, order, axis=0)
+        median_at = (np.cumsum(n_sorted, axis=0) >= n_sorted.sum(axis=0) / 2).argmax(axis=0)  # (M, K)
+        centre = np.take_along_axis(np.take_along_axis(resid, order, axis=0), median_at[None], axis=0)[0]
+        shared = graded & (graded.sum(axis=0) >= 2)[None]  # cells others grade too
+        rate = np.clip(right / np.maximum(n, 1e-9), 1e-6, 1 - 1e-6)
+        implied = np.clip(expected / np.maximum(n, 1e-9) + centre[None], 0.02, 0.98)
+        kl = rate * np.log(rate / implied) + (1 - rate) * np.log((1 - rate) / (1 - implied))
+        g = np.where(shared, 2.0 * n * kl, 0.0)
+        excess = np.maximum(g - self.config.client_z ** 2, 0.0).sum(axis=(1, 2))  # (C,)
+        return dict(zip(keys, np.exp(-excess / 2.0).tolist()))
+
+    def _combine(self) -> dict:
+        """The cells' evidence: the clients' sums, each client weighted (client_weights, then the client_share cap
+        where others grade the cell too); {client: weight}."""
+        self._shift = None
+        weights = self.client_weights()
+        post = self.posterior
+        if not weights:
+            return weights
+        sums = np.stack([self.clients[c] for c in weights])  # (C, 3, M, K)
+        w = np.broadcast_to(np.asarray(list(weights.values()))[:, None, None], sums[:, 1].shape).copy()  # (C, M, K)
+        share = self.config.client_share
+        if share < 1.0 and len(weights) > 1:  # no client's weighted evidence above ``share`` of a cell's
+            held = w * sums[:, 1]
+            others = held.sum(axis=0, keepdims=True) - held
+            cap = np.where(others > 0, share / (1.0 - share) * others / np.maximum(sums[:, 1], 1e-9), np.inf)
+            w = np.minimum(w, cap)
+        right, count, expected = (w[:, None] * sums).sum(axis=0)
+        post.right[:], post.count[:], self.expected[:] = right, count, expected
         # the cell's prior mean: the router's mean P on what was graded there, the start counting as one answer
-        post.prior_mean[m, k] = np.clip((self.start[m, k] + self.expected[m, k]) / (1.0 + post.count[m, k]), 0.005, 0.995)
-        return weight
+        post.prior_mean[:] = np.clip((self.start + expected) / (1.0 + count), 0.005, 0.995)
+        return weights
 
     def reset(self, m: int) -> None:
         """Forget every outcome of model m (the per-model reset)."""
@@ -154,8 +215,8 @@ class Learner:
         self._shift = None
         post.right[m], post.count[m], self.expected[m] = 0.0, 0.0, 0.0
         post.prior_mean[m] = self.start[m]
-        for counts in self.client_counts.values():
-            counts[m] = 0.0
+        for sums in self.clients.values():
+            sums[:, m] = 0.0
 
     def remapped(self, names, profiles: np.ndarray, *, keep=None) -> "Learner":
         """This learner over another pool of the same query groups (profiles (M', K)): the models of ``keep``
@@ -166,32 +227,30 @@ class Learner:
         pairs = [(j, old[n]) for j, n in enumerate(out.names) if n in old and n in keep]
         if pairs:
             new_rows, old_rows = map(list, zip(*pairs))
-            post, was = out.posterior, self.posterior
-            post.right[new_rows], post.count[new_rows] = was.right[old_rows], was.count[old_rows]
-            out.expected[new_rows] = self.expected[old_rows]
-            post.prior_mean[new_rows] = np.clip((out.start[new_rows] + out.expected[new_rows])
-                                                / (1.0 + post.count[new_rows]), 0.005, 0.995)
-            for client, counts in self.client_counts.items():
-                mine = out.client_counts[client] = np.zeros_like(post.count)
-                mine[new_rows] = counts[old_rows]
+            for client, sums in self.clients.items():  # each client's own sums carry over; the cells are recombined
+                mine = out.clients[client] = np.zeros((3, *out.posterior.count.shape))
+                mine[:, new_rows] = sums[:, old_rows]
+            out._combine()
         return out
 
     def state_dict(self) -> dict:
         """Plain data (lists and floats) that :meth:`from_state` reads back: what survives a restart."""
-        post = self.posterior
-        return {"names": list(self.names), "config": asdict(self.config), "right": post.right.tolist(),
-                "count": post.count.tolist(), "expected": self.expected.tolist(), "start": self.start.tolist(),
-                "clients": {c: v.tolist() for c, v in self.client_counts.items()}}
+        config = {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in asdict(self.config).items()}
+        return {"names": list(self.names), "config": config, "start": self.start.tolist(),
+                "prior_var": self.posterior.prior_var.tolist(),
+                "clients": {c: v.tolist() for c, v in self.clients.items()}}
 
     @classmethod
     def from_state(cls, state: dict) -> "Learner":
-        config = LearningConfig(**state["config"])
-        learner = cls.start_from(state["names"], np.asarray(state["start"]), config)
-        post = learner.posterior
-        post.right[:], post.count[:] = np.asarray(state["right"]), np.asarray(state["count"])
-        learner.expected[:] = np.asarray(state["expected"])
-        post.prior_mean[:] = np.clip((learner.start + learner.expected) / (1.0 + post.count), 0.005, 0.995)
-        learner.client_counts = {c: np.asarray(v, np.float64) for c, v in state.get("clients", {}).items()}
+        config = {k: (math.inf if k in ("half_life", "client_z") and v is None else v)
+                  for k, v in state["config"].items()}
+        learner = cls.start_from(state["names"], np.asarray(state["start"]), LearningConfig(**config),
+                                 prior_var=np.asarray(state["prior_var"]) if "prior_var" in state else None)
+        if "right" in state:  # a state written before the per-client sums: its evidence as one anonymous client's
+            learner.clients = {"": np.stack([np.asarray(state[k], np.float64) for k in ("right", "count", "expected")])}
+        else:
+            learner.clients = {c: np.asarray(v, np.float64) for c, v in state.get("clients", {}).items()}
+        learner._combine()
         return learner
 
 

@@ -191,3 +191,24 @@ def test_the_fits_an_evaluation_runs_count_for_the_jobs_default():
     assert fit_count(5, ["locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single", "oracle"]) == 30
     assert fit_count(5, ["locus", "oracle"]) == 10  # best single always runs, the oracle fits nothing
     assert fit_count(None, ["locus", "best_single"]) == 2  # the table's own split: one fold
+
+
+def test_evaluate_stream_replays_a_scenario_and_draws_its_curves(tmp_path, capsys):
+    plot = tmp_path / "curve.png"
+    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--stream", "stationary",
+                             "--stream-seeds", "1", "--stream-events", "300", "--plot", str(plot))
+    assert code == 0, capsys.readouterr().err
+    result = json.loads(out.read_text())
+    methods = result["stream"]["stationary"]["methods"]
+    assert set(methods) == {"learning", "frozen", "thompson_group", "thompson", "best_single", "rule_full_labels",
+                            "oracle"}
+    assert all(methods[m]["routing_acc"] <= methods["oracle"]["routing_acc"] for m in methods)
+    assert plot.stat().st_size > 0 and "learning minus it" in capsys.readouterr().out
+
+
+def test_evaluate_stream_arguments_are_checked(tmp_path, capsys):
+    table = write_table(tmp_path / "evals.csv")
+    code, _ = run_evaluate(tmp_path, table, "--stream", "sunny")
+    assert code == 2 and "choose from stationary" in capsys.readouterr().err
+    code, _ = run_evaluate(tmp_path, table, "--stream", "drift", "--stream-feedback", "1.5")
+    assert code == 2 and "--stream-feedback" in capsys.readouterr().err
