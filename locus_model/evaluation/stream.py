@@ -37,7 +37,7 @@ import numpy as np
 
 from locus_model.evaluation.methods import LocusMethod
 from locus_model.evaluation.results import json_clean
-from locus_model.guard import Guard
+from locus_model.routing.policy import GUARD_MARGIN, routing_scores
 from locus_model.learning import ExplorationBudget, Learner, LearningConfig
 from locus_model.stats.bootstrap import paired_bootstrap
 
@@ -61,7 +61,7 @@ class StreamConfig:
     poison_share: float = 0.1  # poisoned: share of the events graded by the hostile client
     window: int = 1000  # events per point of the curve
     learning: LearningConfig = field(default_factory=LearningConfig)
-    guard_margin: float | None = None  # None: the router's
+    guard_margin: float | None = None  # None: the routing policy's default
     n_boot: int = 2000
 
     def __post_init__(self) -> None:
@@ -132,11 +132,8 @@ def route_stream(stream: Stream, method: str, *, config: StreamConfig, seed: int
 
 
 def _guarded_argmax(p: np.ndarray, standing: np.ndarray, margin: float, available: np.ndarray) -> np.ndarray:
-    """(T,) per column the highest guarded P among the available models (standing (M,) or (M, T))."""
-    standing = standing[:, None] if standing.ndim == 1 else standing
-    ref = np.argmax(np.where(available, np.broadcast_to(standing, available.shape), -np.inf), axis=0)
-    score = p - margin
-    score[ref, np.arange(p.shape[1])] += margin
+    """(T,) per column the highest routing score (routing.policy.routing_scores) among the available models."""
+    score = routing_scores(p, standing, margin, known=available)
     return np.argmax(np.where(available, score, -np.inf), axis=0)
 
 
@@ -191,8 +188,9 @@ def _learning(stream: Stream, learning: LearningConfig, rng: np.random.Generator
 
 
 def _guarded_one(p: np.ndarray, standing: np.ndarray, margin: float, avail: np.ndarray) -> int:
+    """The available model of highest routing score (routing.policy.routing_scores) on one query."""
     rows = np.flatnonzero(avail)
-    return int(rows[np.argmax(Guard(standing[rows], margin).scores(p[rows]))])
+    return int(rows[np.argmax(routing_scores(p[rows], standing[rows], margin))])
 
 
 def _logit(p):
@@ -290,7 +288,7 @@ def build_stream(scenario: str, scores: np.ndarray, encodings: np.ndarray, bench
     group = np.argmax(membership, axis=1)
     bench_names, bench = np.unique(np.asarray(benchmarks)[queries].astype(str), return_inverse=True)
     labels = scores[:, queries].astype(np.float64)
-    margin = router.guard_margin if config.guard_margin is None else config.guard_margin
+    margin = GUARD_MARGIN if config.guard_margin is None else config.guard_margin
     profiles = scorer.profiles[order].astype(np.float64)
     standing = scorer.standing[order]
     train_acc = np.nanmean(scores[:, trained.train], axis=1)

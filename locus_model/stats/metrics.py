@@ -86,7 +86,7 @@ METRICS = ("routing_acc", "hit@3", "correctness_acc", "auc", "brier")  # what th
 
 def score_predictions(probs: np.ndarray, labels: np.ndarray, route: np.ndarray | None = None) -> dict[str, float]:
     """All METRICS on (M, Q) probs against labels (NaN = unknown); routing and hit@3 rank by ``route`` (M, Q) when
-    given (a guarded router's routing scores: locus_model.guard), else by probs."""
+    given (a guarded router's routing scores: locus_model.routing.policy), else by probs."""
     route = probs if route is None else route
     return {
         "routing_acc": routing_accuracy(route, labels),
