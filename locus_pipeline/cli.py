@@ -23,7 +23,6 @@ import dagster as dg
 from locus_model.cli import COMMANDS as LIBRARY_COMMANDS, EXIT_OK, _fail, build_parser as _build_parser, quiet_warnings
 from locus_pipeline.instance import prepare_dagster_home
 from locus_pipeline.live.cli import add_onboard, add_replay
-from locus_pipeline.runlog import QUIET_RUN
 
 
 def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, n_per_benchmark: int = 64, seed: int = 0):
@@ -215,7 +214,10 @@ def remove_from_pool(name: str, instance):
     from locus_pipeline.defs.assets.pool import REMOVAL_JOB
     from locus_pipeline.definitions import defs
 
-    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}, **QUIET_RUN}
+    # why: the command prints what the run did (a failed check after the removal as one warning line), so Dagster's
+    # console logs none of its events, not even the ERROR ones with their stack traces (the run's record keeps them)
+    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}},
+                  "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(instance=instance, run_config=run_config,
                                                                   raise_on_error=False, tags={"locus/model": name[:255]})
 
@@ -229,14 +231,37 @@ def run_pool_remove(args: argparse.Namespace) -> int:
         return _fail("pool remove", err)
     with dg.DagsterInstance.from_config(dagster_home) as instance:
         result = remove_from_pool(args.name, instance)
-    if not result.success:
+    written = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
+               if e.event_specific_data.materialization.asset_key == dg.AssetKey("model_embeddings")]
+    if not written:  # refused before the pool changed: the error is the command's
         failures = [e.step_failure_data.error.message.strip() for e in result.get_step_failure_events()]
         return _fail("pool remove", ValueError("; ".join(failures) or f"run {result.run_id} failed"))
-    (event,) = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
-    meta = {k: v.value for k, v in event.metadata.items()}
+    meta = {k: v.value for k, v in written[0].metadata.items()}
     print(f"removed {args.name!r} from the pool (run {result.run_id}): {meta['models']} models left; evaluations "
           f"kept in {meta['evaluations_kept']}")
+    # the removal is written: what failed after it (a check, a later step) is a warning about the new state
+    for line in removal_warnings(result):
+        print(f"locus pool remove: warning: {line}", file=sys.stderr)
     return EXIT_OK
+
+
+def removal_warnings(result) -> list[str]:
+    """One line per failed check or failed step of a pool run that wrote its change, without the stack traces."""
+    lines = []
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            details = {k: v.value for k, v in check.metadata.items()}
+            shown = ", ".join(f"{k}={details[k]}" for k in ("models_differing", "max_abs_diff_vs_tolerance", "scope")
+                              if k in details)
+            lines.append(f"check {check.check_name} failed on the new pool ({shown or 'no details'}); see run "
+                         f"{result.run_id} in the Dagster UI")
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        if error.cls_name == "DagsterAssetCheckFailedError":
+            continue  # a blocking check's own step failure: said above
+        first = (error.message.strip().splitlines() or [error.cls_name or "failed"])[0]
+        lines.append(f"step {event.step_key} failed after the removal was written: {first}")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------- mlflow-uri
