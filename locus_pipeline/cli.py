@@ -174,15 +174,17 @@ def run_serve(args: argparse.Namespace) -> int:
             check_margin(args.guard_margin)
     except ValueError as err:
         return _fail("serve", ValueError(f"--guard-margin: {err}"))
-    config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
-                         models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
-                         poll_seconds=args.poll_seconds, quality_weight=args.quality_weight, n_fallbacks=args.fallbacks,
-                         guard_margin=args.guard_margin,
-                         ranking_size=args.ranking_size,
-                         max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
-                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run,
-                         serve=args.serve)
-    try:  # the pool and its checkpoint load before the server listens: a missing pool fails here
+    if not 0 <= args.port <= 65535:
+        return _fail("serve", ValueError(f"--port {args.port}: must be from 0 to 65535"))
+    try:  # every number finite and in range (ServeConfig), then the pool and its checkpoint load before the server
+        config = ServeConfig(home=str(args.home) if args.home else "",  # listens: a missing pool fails here
+                             token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
+                             models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
+                             poll_seconds=args.poll_seconds, quality_weight=args.quality_weight,
+                             n_fallbacks=args.fallbacks, guard_margin=args.guard_margin, ranking_size=args.ranking_size,
+                             max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
+                             batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run,
+                             serve=args.serve)
         serve(config, host=args.host, port=args.port, access_log=args.access_log)
     except (ConfigError, StorageError, ValueError) as err:
         return _fail("serve", err)

@@ -145,6 +145,15 @@ def _gateway_settings(path: Path, section) -> GatewaySettings:
     return GatewaySettings(**values)
 
 
+# (field, locus serve's option, low, high, integer only): the one range check of every number of ServeConfig
+SERVE_NUMBERS = (("threads", "--threads", 0, 1024, True), ("poll_seconds", "--poll-seconds", 0.01, 86_400, False),
+                 ("quality_weight", "--quality-weight", 0, 1, False), ("guard_margin", "--guard-margin", 0, 1, False),
+                 ("n_fallbacks", "--fallbacks", 0, 1_000, True), ("ranking_size", "--ranking-size", 0, 10**9, True),
+                 ("max_batch", "max_batch", 1, 1 << 16, True), ("cache_size", "cache_size", 0, 10**9, True),
+                 ("max_body_bytes", "--max-body-bytes", 0, 1 << 40, True),
+                 ("batch_wait_ms", "--batch-wait-ms", 0, 10_000, False))
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     home: str = ""  # LOCUS_HOME (empty: $LOCUS_HOME or <repo>/data)
@@ -164,6 +173,19 @@ class ServeConfig:
     portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
     dry_run: bool = False  # chat calls answer with the decision only, never forwarded (asked for, never a fallback)
     serve: str = "auto"  # what model "locus" answers with: "auto" (the routing evaluation's verdict decides), "router" or "single:<pool model>"
+
+    def __post_init__(self) -> None:
+        """Every number finite and in its range (a NaN poll interval would spin, -1 fallbacks an empty chain): a
+        ValueError naming the option (locus serve's flag) and its range."""
+        for field_, flag, low, high, integer in SERVE_NUMBERS:
+            value = getattr(self, field_)
+            if value is None and field_ == "guard_margin":
+                continue
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and (isinstance(value, int) or not integer) and math.isfinite(value) and low <= value <= high)
+            if not ok:
+                kind = "an integer" if integer else "a finite number"
+                raise ValueError(f"{flag} {value!r}: must be {kind} from {low:g} to {high:g} (ServeConfig.{field_})")
 
 
 def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]:
