@@ -397,7 +397,7 @@ async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: b
         if data is None:
             return Response(text.encode("utf-8"), status_code=resp.status_code, headers=headers_out,
                             media_type=resp.headers.get("content-type"))
-        return JSONResponse(data, status_code=resp.status_code, headers=headers_out)
+        return _json_response(data, name, resp.status_code, headers_out)
     try:
         raw = await read_bounded(resp, bounds, deadline)
     finally:
@@ -412,4 +412,14 @@ async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: b
     if isinstance(data, dict):
         data["model"] = name
         on_usage(data.get("usage"))
-    return JSONResponse(data, status_code=resp.status_code, headers=headers_out)
+    return _json_response(data, name, resp.status_code, headers_out)
+
+
+def _json_response(data: object, name: str, status: int, headers: dict) -> JSONResponse:
+    """``data`` as the client's JSON; an answer holding NaN or Infinity (Python's json reads them, JSON has none)
+    fails like any answer the gateway cannot pass on, in one line (not a logged traceback per answer)."""
+    try:
+        return JSONResponse(data, status_code=status, headers=headers)
+    except ValueError:
+        raise UpstreamFailed(name, "bad_response", "the answer holds NaN or Infinity (e.g. in usage's token counts): "
+                                                   "not JSON, whose numbers are finite") from None
