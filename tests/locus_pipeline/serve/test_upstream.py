@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -237,6 +238,8 @@ def test_a_key_an_upstream_echoes_in_a_200_answer_reaches_no_client(built, tmp_p
         assert "0123456789abcdef" not in text and "echoed-0123" not in text
     assert plain.json()["choices"][0]["message"]["content"].startswith("you sent Bearer [redacted]")
     assert "[redacted]" in streamed.text and streamed.text.rstrip().endswith("data: [DONE]")
+    home = Path(built["home"].path)
+    assert not [p for p in home.rglob("*") if p.is_file() and b"0123456789abcdef" in p.read_bytes()]  # nor any file
 
 
 def test_an_answer_without_the_key_is_passed_on_as_it_came():
