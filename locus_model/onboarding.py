@@ -37,7 +37,7 @@ from locus_model.pool import pool_matrix
 from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS, RECOMMENDED_EVALUATIONS, accuracy_margin
 
 INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
-INTAKE_BUFFER_ROWS = 200_000  # validated rows held before they are spilled to per-model parts (~100 MB of text)
+INTAKE_BUFFER_CHUNKS = 4  # validated chunks held before they are spilled to per-model parts (200,000 rows, ~100 MB)
 STORE_COLUMNS = EVALUATION_COLUMNS + ("received_at", "source_file")
 
 
@@ -50,15 +50,17 @@ class ModelRows:
 
 
 def split_by_model(path: Path, out: Path, chunk_rows: int, *,
-                   buffer_rows: int = INTAKE_BUFFER_ROWS) -> tuple[int, list[ModelRows]]:
+                   buffer_rows: int | None = None) -> tuple[int, list[ModelRows]]:
     """Validate ``path`` in one streamed pass and write each model's rows to ``out/<model_key>.parquet``.
 
     A plain CSV whose last line has no newline is refused (that is how a file cut by its writer looks).
     Returns (rows read, per-model counts). Raises EvaluationDataError at the first problem. Memory: the validated
-    rows of up to ``buffer_rows`` (then spilled, one part per model buffered), a text hash per distinct query_id,
-    and at the end one spilled model's rows at a time. Files written: one per model (and one per model and spill
-    beyond ``buffer_rows``), not one per model and chunk: a file of 1,000 models costs 1,000 writes, not 3,000.
+    rows of up to ``buffer_rows`` (default INTAKE_BUFFER_CHUNKS chunks; then spilled, one part per model buffered),
+    a text hash per distinct query_id, and at the end one spilled model's rows at a time. Files written: one per
+    model (and one per model and spill beyond ``buffer_rows``), not one per model and chunk, each read back: a file
+    of 1,000 models x 128 rows costs 1,000 writes, not 3,000 writes and 1,000 reads.
     """
+    buffer_rows = INTAKE_BUFFER_CHUNKS * chunk_rows if buffer_rows is None else buffer_rows
     out.mkdir(parents=True, exist_ok=True)
     text_of: dict[str, tuple[int, int]] = {}  # query_id -> (hash of its text, first row)
     counts: dict[str, int] = {}
