@@ -622,3 +622,60 @@ def test_a_crashed_run_over_a_range_is_requested_again_over_the_same_range(home:
         result, _ = tick(instance, home)
         (retry,) = result.run_requests
         assert retry.run_key == "abc:attempt-2" and range_of(retry) == ("a", "c") and retry.partition_key is None
+
+
+# ---------------------------------------------------------------------------------------------- the queue's order
+
+
+def test_the_small_drops_of_a_tick_share_one_run_and_a_large_one_runs_in_its_own_lane(home: Path) -> None:
+    import yaml
+
+    from locus_pipeline.defs.sensors import DROP_SIZE_TAG, SMALL_DROP_MODELS
+
+    for i in range(3):
+        drop(home, f"one-{i}.csv", evals(f"small/{i}"))
+    drop(home, "big.csv", evals(*[f"big/{i:02d}" for i in range(SMALL_DROP_MODELS + 4)]))
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+        (add,) = result.dynamic_partitions_requests
+        instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
+        lanes = {r.tags[DROP_SIZE_TAG]: r for r in result.run_requests}
+        assert sorted(lanes) == ["large", "small"] and len(result.run_requests) == 2
+        small, large = lanes["small"], lanes["large"]
+        stems = small.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]
+        assert [s.split("-", 2)[-1] for s in stems] == ["one-0.csv", "one-1.csv", "one-2.csv"]  # intake order
+        assert sorted(_covered(instance, small)) == sorted(safe_model_key(f"small/{i}") for i in range(3))
+        assert len(_covered(instance, large)) == SMALL_DROP_MODELS + 4
+        assert int(small.tags["dagster/priority"]) > int(large.tags["dagster/priority"])  # small drops dequeued first
+        assert small.run_key != large.run_key and len(small.run_key) == 64
+    limits = yaml.safe_load((Path(__file__).parents[3] / "dagster.yaml").read_text())["concurrency"]["runs"]
+    assert {"key": DROP_SIZE_TAG, "value": "large", "limit": 1} in limits["tag_concurrency_limits"]
+    assert limits["max_concurrent_runs"] > 1  # a slot is always left for the small lane
+
+
+def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home: Path) -> None:
+    """A good drop never waits behind more than one queued run: the drops that arrive while a small run is queued
+    are requested once it starts, together."""
+    from locus_pipeline.defs.partitions import range_tags
+    from locus_pipeline.defs.sensors import DROP_SIZE_TAG
+    from tests.locus_pipeline.drops import defs
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(onboarded_models.name, ["earlier"])
+        queued = instance.create_run_for_job(
+            job_def=defs().resolve_job_def("onboarding_job"),  # NOT_STARTED: requested, not started
+            tags={DROP_SIZE_TAG: "small", **range_tags("earlier", "earlier")},
+            run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": "x"}}}})
+        drop(home, "first.csv", evals("good/first"))
+        held, _ = tick(instance, home)
+        assert held.run_requests == [] and held.cursor is None  # accepted, not requested: the cursor stays
+        assert "wait until the queued onboarding run starts" in held.skip_reason.skip_message
+        drop(home, "second.csv", evals("good/second"))
+        still, _ = tick(instance, home, cursor=held.cursor)
+        assert still.run_requests == []
+        instance.handle_run_event(queued.run_id, dg.DagsterEvent(
+            event_type_value=dg.DagsterEventType.RUN_START.value, job_name="onboarding_job"))
+        started, _ = tick(instance, home, cursor=still.cursor)
+    (request,) = started.run_requests  # both drops, one run
+    stems = request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]
+    assert [s.split("-", 2)[-1] for s in stems] == ["first.csv", "second.csv"] and started.cursor == stems[-1]

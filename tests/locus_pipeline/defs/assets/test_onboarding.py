@@ -19,7 +19,7 @@ import torch
 
 from locus_model.data.contract import safe_model_key
 from locus_model.model import load_checkpoint, save_checkpoint
-from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.partitions import onboarded_models, run_model_keys
 from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.defs.assets.pool import onboard_change, rebuild_change
 from locus_pipeline.defs.sensors import onboarding_drop_folder
@@ -269,9 +269,14 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     before = pd.read_parquet(pool_file)
     with dg.instance_for_test() as instance:
-        requests = tick(instance, home).run_requests
-        assert sorted(request_key(r) for r in requests) == sorted(safe_model_key(m) for m in ("good/one", "good/two"))
-        assert all(run_onboarding(instance, r).success for r in requests)
+        (request,) = tick(instance, home).run_requests  # the two small good files of the tick share one run
+        assert sorted(run_model_keys(instance, request.tags)) == sorted(safe_model_key(m) for m in ("good/one", "good/two"))
+        assert len(request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]) == 2
+        result = run_onboarding(instance, request)
+        assert result.success
+        views = {v.partition: v for v in materializations(result, "onboarded_evaluations")}
+        assert {k: v.metadata["new_evaluations_in_file"].value for k, v in views.items()} == {
+            safe_model_key("good/one"): 64, safe_model_key("good/two"): 32}  # each model from its own file
     after = pd.read_parquet(pool_file)
     assert sorted(set(after["model"]) - set(before["model"])) == ["good/one", "good/two"]
     pd.testing.assert_frame_equal(after[after["model"].isin(before["model"])].reset_index(drop=True), before)
