@@ -1,7 +1,8 @@
 """Onboarding: the models of a dropped evaluation file -> their model embeddings in the pool (no training).
 
-An onboarding run (onboarding_job) covers one dropped file: a range of partitions, one per model key (one run
-whatever the number of models; docs/onboarding.md). It materializes, in order:
+An onboarding run (onboarding_job) covers one dropped file, or the small files of one sensor tick
+(``accepted_files``): a range of partitions, one per model key (one run whatever the number of models;
+docs/onboarding.md, the queue's order). It materializes, in order:
 1. ``onboarded_evaluations[key]`` for each model: the file's rows join the model's store (newest file wins per
    query_id);
 2. ``model_embeddings``: the pool, once, with only these models' rows recomputed by one forward pass (and its
