@@ -71,8 +71,8 @@ def coalesced_requests(manifests, known: Sequence[str] = ()) -> tuple[list[dg.Ru
     sha256s; every other file gets its own runs (:func:`run_requests_for`)."""
     small = [m for m in manifests if len({e.model_key for e in m.models}) <= SMALL_DROP_MODELS]
     keys = list(dict.fromkeys(e.model_key for m in small for e in m.models))
-    seen = set(known)
-    if len(small) < 2 or any(key in seen for key in keys):  # one file, or models onboarded before: a run per file
+    seen = set(known) | {e.model_key for m in manifests if m not in small for e in m.models}
+    if len(small) < 2 or any(key in seen for key in keys):  # one file, or models known or in a large file: a run each
         small = []
     requests, new = [], []
     for manifest in (m for m in manifests if m not in small):

@@ -679,3 +679,18 @@ def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home:
     (request,) = started.run_requests  # both drops, one run
     stems = request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]
     assert [s.split("-", 2)[-1] for s in stems] == ["first.csv", "second.csv"] and started.cursor == stems[-1]
+
+
+def test_small_drops_of_models_onboarded_before_keep_a_run_each(home: Path) -> None:
+    from locus_pipeline.defs.sensors import coalesced_requests
+
+    def manifest(stem: str, *keys: str):  # the fields of intake's Manifest the sensor reads
+        return SimpleNamespace(stem=stem, sha256=stem * 8, models=[SimpleNamespace(model_key=k, model=k) for k in keys])
+
+    a, b, big = manifest("a", "m1"), manifest("b", "m2"), manifest("c", *[f"x{i:02d}" for i in range(20)] + ["m2"])
+    requests, new = coalesced_requests([a, b], known=["m1"])  # m1 onboarded before: its file keeps its own run
+    assert len(requests) == 2 and new == ["m2"]
+    requests, new = coalesced_requests([a, b, big], known=[])  # m2 also in the large file: no shared run
+    assert len(requests) == 3 and sorted(new) == sorted(["m1", "m2", *[f"x{i:02d}" for i in range(20)]])
+    (shared,), new = coalesced_requests([a, b], known=["old"])
+    assert new == ["m1", "m2"] and shared.tags["dagster/asset_partition_range_start"] == "m1"
