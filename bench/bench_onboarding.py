@@ -159,12 +159,14 @@ def measure_hostile(home: Path, instance, n_models: int, n_files: int, rows: int
     good = "bench/good-after-hostile"
     evaluations(home, good, 128).to_csv(incoming / "good.csv.part", index=False)
     os.replace(incoming / "good.csv.part", incoming / "good.csv")
-    good_dropped = time.time()
+    good_dropped, said = time.time(), 0
     while not pooled(home, {good}):
-        if time.time() - good_dropped > timeout:
+        waited = time.time() - good_dropped
+        if waited > timeout:
             raise TimeoutError(f"the good drop was not in the pool after {timeout} s")
-        if int(time.time() - good_dropped) % 30 == 0:
-            print(f"  waiting for the good drop: {time.time() - good_dropped:.0f} s", flush=True)
+        if waited >= said + 30:
+            said += 30
+            print(f"  waiting for the good drop: {waited:.0f} s (gives up at {timeout:.0f} s)", flush=True)
         time.sleep(0.5)
     pooled_at = time.time()
     runs = runs_since(instance, dropped)
