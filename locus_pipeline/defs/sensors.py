@@ -33,7 +33,8 @@ WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal
 # queued run, never behind a queue of many, and never behind a large drop for a slot.
 SMALL_DROP_MODELS = 16
 DROP_SIZE_TAG = "locus/drop_size"
-QUEUED = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED]
+# the run coordinator's queue only: a NOT_STARTED run (an in-process `locus onboard` killed before its start) never moves
+QUEUED = [dg.DagsterRunStatus.QUEUED]
 
 
 def lane_tags(models: int) -> dict[str, str]:

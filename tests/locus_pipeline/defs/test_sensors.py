@@ -653,9 +653,10 @@ def test_the_small_drops_of_a_tick_share_one_run_and_a_large_one_runs_in_its_own
     assert limits["max_concurrent_runs"] > 1  # a slot is always left for the small lane
 
 
-def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home: Path) -> None:
+def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home: Path, monkeypatch) -> None:
     """A good drop never waits behind more than one queued run: the drops that arrive while a small run is queued
     are requested once it starts, together."""
+    import locus_pipeline.defs.sensors as sensors
     from locus_pipeline.defs.partitions import range_tags
     from locus_pipeline.defs.sensors import DROP_SIZE_TAG
     from tests.locus_pipeline.drops import defs
@@ -663,12 +664,18 @@ def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home:
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(onboarded_models.name, ["earlier"])
         queued = instance.create_run_for_job(
-            job_def=defs().resolve_job_def("onboarding_job"),  # NOT_STARTED: requested, not started
+            job_def=defs().resolve_job_def("onboarding_job"),
             tags={DROP_SIZE_TAG: "small", **range_tags("earlier", "earlier")},
             run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": "x"}}}})
+        drop(home, "zero.csv", evals("good/zero"))
+        not_started, _ = tick(instance, home)  # created, not in the queue (a killed in-process run): not waited on
+        assert len(not_started.run_requests) == 1
+        # a QUEUED run needs the remote job origin only the daemon's submission has: here the created run stands
+        # for it (the sensor's filter on the status, its lane tag and its job is what is under test)
+        monkeypatch.setattr(sensors, "QUEUED", [dg.DagsterRunStatus.NOT_STARTED])
         drop(home, "first.csv", evals("good/first"))
-        held, _ = tick(instance, home)
-        assert held.run_requests == [] and held.cursor is None  # accepted, not requested: the cursor stays
+        held, _ = tick(instance, home, cursor=not_started.cursor)
+        assert held.run_requests == [] and held.cursor == not_started.cursor  # accepted, not requested: the cursor stays
         assert "wait until the queued onboarding run starts" in held.skip_reason.skip_message
         drop(home, "second.csv", evals("good/second"))
         still, _ = tick(instance, home, cursor=held.cursor)
