@@ -287,6 +287,24 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
     assert not [p for p in (home / "incoming").iterdir() if p.is_file()]
 
 
+def test_a_model_in_two_small_files_of_one_tick_gets_both_the_newer_winning(home: Path) -> None:
+    """The tick's small files share one run; a model both hold records the older file's rows, then the newer's."""
+    first = new_model_rows(home, "twice/m", 40)
+    second = first.assign(score=1.0 - first["score"]).iloc[:20]  # the newer file changes 20 of its scores
+    drop_file(home, "twice-1.csv", first)
+    time.sleep(0.01)
+    drop_file(home, "twice-2.csv", second)
+    with dg.instance_for_test() as instance:
+        (request,) = tick(instance, home).run_requests
+        assert len(request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]) == 2
+        assert run_onboarding(instance, request).success
+    store = pd.read_parquet(home / "onboarded" / f"{safe_model_key('twice/m')}.parquet").set_index("query_id")
+    assert len(store) == 40
+    expected = first.set_index("query_id")["score"].copy()
+    expected.loc[second["query_id"]] = second["score"].to_numpy()
+    pd.testing.assert_series_equal(store["score"].sort_index(), expected.sort_index(), check_names=False)
+
+
 # ---------------------------------------------------------------------------------------------- removal
 
 
