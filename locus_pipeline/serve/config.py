@@ -146,8 +146,8 @@ def _gateway_settings(path: Path, section) -> GatewaySettings:
 
 
 # (field, locus serve's option, low, high, integer only): the one range check of every number of ServeConfig
+# (the quality weight and the guard margin: the routing library's own checks, where they are made)
 SERVE_NUMBERS = (("threads", "--threads", 0, 1024, True), ("poll_seconds", "--poll-seconds", 0.01, 86_400, False),
-                 ("quality_weight", "--quality-weight", 0, 1, False), ("guard_margin", "--guard-margin", 0, 1, False),
                  ("n_fallbacks", "--fallbacks", 0, 1_000, True), ("ranking_size", "--ranking-size", 0, 10**9, True),
                  ("max_batch", "max_batch", 1, 1 << 16, True), ("cache_size", "cache_size", 0, 10**9, True),
                  ("max_body_bytes", "--max-body-bytes", 0, 1 << 40, True),
@@ -179,8 +179,6 @@ class ServeConfig:
         ValueError naming the option (locus serve's flag) and its range."""
         for field_, flag, low, high, integer in SERVE_NUMBERS:
             value = getattr(self, field_)
-            if value is None and field_ == "guard_margin":
-                continue
             ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
                   and (isinstance(value, int) or not integer) and math.isfinite(value) and low <= value <= high)
             if not ok:
