@@ -1,6 +1,7 @@
 """Onboarding latency: file drop -> model embedding in the pool, through the real `dagster dev` (daemon included).
 
     .venv/bin/python -m bench.bench_onboarding --sizes 128 4096 --repeats 3 [--big-gb 1.0] [--many-models 40]
+    .venv/bin/python -m bench.bench_onboarding --sizes --hostile-models 1000 --hostile-files 12 --rows-per-model 128
 
 1. Builds a tiny pool in a temporary LOCUS_HOME (pool_job in-process: small synthetic pool, hashing-256 encoder).
 2. Starts `dagster dev`, waits for the drop-folder sensor's first tick (it creates incoming/accepted/).
@@ -11,7 +12,11 @@
 4. --many-models N: one file of N models (--rows-per-model each) dropped, and a good one-model file dropped once
    the first is taken in: the onboarding runs the first file got, drop -> all N in the pool, and the good
    file's drop -> pool (how long it waits behind the big one).
-5. --big-gb: intake (stream-validate + split by model) of a generated CSV of that size in a subprocess, with
+5. --hostile-models N [--hostile-files K]: one file of N models (--rows-per-model each) and K one-model files
+   dropped at once, then a good one-model file (128 evaluations) a second later, not waiting for them: the good
+   file's drop -> pool (issue 68: within 60 s whatever came before it), the big file's drop -> its run created, and
+   the runs requested; the hostile drops are not waited for (dagster dev is stopped once the good one is pooled).
+6. --big-gb: intake (stream-validate + split by model) of a generated CSV of that size in a subprocess, with
    its wall time and peak RSS.
 """
 
@@ -134,7 +139,45 @@ def measure_many(home: Path, instance, n_models: int, rows: int, timeout: float 
             "drop_to_all_in_pool_s": done["many"] - dropped, "good_drop_to_pool_s": done["good"] - good_dropped}
 
 
-def bench_latency(sizes: list[int], repeats: int, many: int = 0, rows_per_model: int = 1) -> list[dict]:
+def measure_hostile(home: Path, instance, n_models: int, n_files: int, rows: int, timeout: float = 900) -> dict:
+    """A file of ``n_models`` models and ``n_files`` one-model files dropped at once, a good file a second later."""
+    wait_idle(instance)
+    time.sleep(35)  # past the report refresh sensor's next tick
+    wait_idle(instance)
+    incoming = home / "incoming"
+    start = time.time()
+    if n_models:
+        pd.concat([evaluations(home, f"hostile/many-{i:04d}", rows) for i in range(n_models)]).to_csv(
+            incoming / "many.csv.part", index=False)
+    for i in range(n_files):
+        evaluations(home, f"hostile/one-{i:02d}", rows).to_csv(incoming / f"one-{i:02d}.csv.part", index=False)
+    print(f"wrote the hostile drops in {time.time() - start:.1f} s", flush=True)
+    dropped = time.time()
+    for name in ([Path("many.csv")] if n_models else []) + [Path(f"one-{i:02d}.csv") for i in range(n_files)]:
+        os.replace(incoming / f"{name}.part", incoming / name)
+    time.sleep(1.0)
+    good = "bench/good-after-hostile"
+    evaluations(home, good, 128).to_csv(incoming / "good.csv.part", index=False)
+    os.replace(incoming / "good.csv.part", incoming / "good.csv")
+    good_dropped, said = time.time(), 0
+    while not pooled(home, {good}):
+        waited = time.time() - good_dropped
+        if waited > timeout:
+            raise TimeoutError(f"the good drop was not in the pool after {timeout} s")
+        if waited >= said + 30:
+            said += 30
+            print(f"  waiting for the good drop: {waited:.0f} s (gives up at {timeout:.0f} s)", flush=True)
+        time.sleep(0.5)
+    pooled_at = time.time()
+    runs = runs_since(instance, dropped)
+    big = [r for r in runs if r.dagster_run.tags.get("locus/drop_size") == "large"]
+    return {"hostile_models": n_models, "hostile_files": n_files, "rows_per_model": rows, "runs_requested": len(runs),
+            "big_drop_to_run_created_s": big[0].create_timestamp.timestamp() - dropped if big else None,
+            "good_drop_to_pool_s": pooled_at - good_dropped}
+
+
+def bench_latency(sizes: list[int], repeats: int, many: int = 0, rows_per_model: int = 1,
+                  hostile: tuple[int, int] = (0, 0)) -> list[dict]:
     from locus_pipeline.instance import prepare_dagster_home
 
     tmp = Path(tempfile.mkdtemp(prefix="locus-bench-onboarding-"))
@@ -158,6 +201,9 @@ def bench_latency(sizes: list[int], repeats: int, many: int = 0, rows_per_model:
             if many:
                 print(json.dumps({k: round(v, 2) if isinstance(v, float) else v
                                   for k, v in measure_many(home, instance, many, rows_per_model).items()}), flush=True)
+            if any(hostile):
+                print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in
+                                  measure_hostile(home, instance, *hostile, rows_per_model).items()}), flush=True)
             for n in sizes:
                 for r in range(repeats):
                     row = measure_drop(home, instance, f"bench/model-{n}-{r}", n)
@@ -203,12 +249,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--big-gb", type=float, default=0.0, help="also time the intake of a generated CSV of this many GB")
     parser.add_argument("--many-models", type=int, default=0, help="also drop one file of this many models, then a good one")
-    parser.add_argument("--rows-per-model", type=int, default=1, help="evaluations per model of the --many-models file")
+    parser.add_argument("--rows-per-model", type=int, default=1,
+                        help="evaluations per model of the --many-models and --hostile-* files")
+    parser.add_argument("--hostile-models", type=int, default=0, help="drop one file of this many models, then a good one")
+    parser.add_argument("--hostile-files", type=int, default=0, help="... and this many one-model files with it")
     args = parser.parse_args()
     if args.big_gb:
         big = bench_big(args.big_gb)
         print(json.dumps(big), flush=True)
-    rows = bench_latency(args.sizes, args.repeats, args.many_models, args.rows_per_model) if args.sizes or args.many_models else []
+    hostile = (args.hostile_models, args.hostile_files)
+    rows = (bench_latency(args.sizes, args.repeats, args.many_models, args.rows_per_model, hostile)
+            if args.sizes or args.many_models or any(hostile) else [])
     frame = pd.DataFrame(rows)
     if len(frame):
         print("\nmedian over repeats (seconds):")

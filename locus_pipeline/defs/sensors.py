@@ -2,8 +2,8 @@
 
 ``onboarding_drop_folder`` (every 2 s, running by default) takes complete files from LOCUS_HOME/incoming/,
 validates each in one streamed pass, moves it to accepted/ or rejected/ (+ .reason.txt), adds one dynamic
-partition per model and requests one onboarding run per accepted file, over the range of its models' partitions
-(run_requests_for). The cursor is the stem of the last accepted file whose runs were requested; run_key = "<sha256
+partition per model and requests onboarding runs over the range of their models' partitions: one per file
+(run_requests_for), the small files of a tick sharing one (coalesced_requests; the queue's order: SMALL_DROP_MODELS). The cursor is the stem of the last accepted file whose runs were requested; run_key = "<sha256
 of the file>", so the same bytes never onboard twice. ``reports_after_pool_change`` requests one run of the analyses once the pool is newer than the
 reports (the last report, analysis_reports, is older than the pool's latest materialization) and no onboarding,
 rebuild or refresh is queued or running (so 50 onboarded models refresh once).
@@ -12,6 +12,7 @@ a model that gained ``MIN_NEW_ANSWERS`` graded answers (defs/assets/traffic.py).
 a concurrency slot nor blocks the reports for good.
 """
 
+import hashlib
 import json
 from collections.abc import Sequence
 
@@ -27,6 +28,23 @@ from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
 
 WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal_job.name, reports_refresh_job.name]
+
+# The onboarding queue (issue 68, item 2): a drop of at most SMALL_DROP_MODELS models is "small", a larger one
+# "large". Large drops each get their own run, at most one of them running at a time (dagster.yaml's
+# tag_concurrency_limits on DROP_SIZE_TAG), dequeued after small ones (dagster/priority); the small drops of a tick
+# share one run, and while a small run is queued (not started) the sensor requests none: the drops that arrive
+# meanwhile join one run once it starts. So a good drop waits behind the runs already started and at most one
+# queued run, never behind a queue of many, and never behind a large drop for a slot.
+SMALL_DROP_MODELS = 16
+DROP_SIZE_TAG = "locus/drop_size"
+# the run coordinator's queue only: a NOT_STARTED run (an in-process `locus onboard` killed before its start) never moves
+QUEUED = [dg.DagsterRunStatus.QUEUED]
+
+
+def lane_tags(models: int) -> dict[str, str]:
+    """The queue tags of an onboarding run of ``models`` models: its lane and its priority (higher is dequeued first)."""
+    small = models <= SMALL_DROP_MODELS
+    return {DROP_SIZE_TAG: "small" if small else "large", "dagster/priority": "1" if small else "0"}
 ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 
 
@@ -41,14 +59,46 @@ def run_requests_for(manifest, known: Sequence[str] = ()) -> tuple[list[dg.RunRe
     whose keys are not one range (some of its models were onboarded before, among others) gets one run per range,
     keyed "<sha256>:<first key>..<last key>" (keys never hold ':' or '..')."""
     keys = list(dict.fromkeys(entry.model_key for entry in manifest.models))
-    new = [key for key in keys if key not in set(known)]
+    seen = set(known)  # once, not per key: a file of 1,000 models beside 10,000 partitions
+    new = [key for key in keys if key not in seen]
     ranges = key_ranges(keys, [*known, *new])
-    tags = {"locus/accepted_file": manifest.stem[:255], "locus/sha256": manifest.sha256[:16]}
+    tags = {"locus/accepted_file": manifest.stem[:255], "locus/sha256": manifest.sha256[:16], **lane_tags(len(keys))}
     requests = [dg.RunRequest(run_key=manifest.sha256 if len(ranges) == 1 else f"{manifest.sha256}:{first}..{last}",
                               run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": manifest.stem}}}},
                               tags={**tags, **range_tags(first, last)})
                 for first, last in ranges]
     return requests, new
+
+
+def coalesced_requests(manifests, known: Sequence[str] = ()) -> tuple[list[dg.RunRequest], list[str]]:
+    """(the onboarding runs of a tick's accepted files, the model keys that are not partitions yet): the small files
+    (SMALL_DROP_MODELS) whose models are all new share one run over the range of their models, keyed by their
+    sha256s; every other file gets its own runs (:func:`run_requests_for`)."""
+    small = [m for m in manifests if len({e.model_key for e in m.models}) <= SMALL_DROP_MODELS]
+    keys = list(dict.fromkeys(e.model_key for m in small for e in m.models))
+    seen = set(known) | {e.model_key for m in manifests if m not in small for e in m.models}
+    if len(small) < 2 or any(key in seen for key in keys):  # one file, or models known or in a large file: a run each
+        small = []
+    requests, new = [], []
+    for manifest in (m for m in manifests if m not in small):
+        r, n = run_requests_for(manifest, [*known, *new])
+        requests, new = requests + r, new + n
+    if small:
+        (first, last), = key_ranges(keys, [*known, *new, *keys])
+        stems = [m.stem for m in small]
+        requests.append(dg.RunRequest(
+            run_key=hashlib.sha256("+".join(m.sha256 for m in small).encode()).hexdigest(),
+            run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_files": stems}}}},
+            tags={"locus/accepted_file": f"{stems[0]} and {len(stems) - 1} more"[:255], "locus/accepted_files": str(len(stems)),
+                  **lane_tags(len(keys)), **range_tags(first, last)}))
+        new += keys
+    return requests, new
+
+
+def queued_small_runs(instance: dg.DagsterInstance) -> int:
+    """Onboarding runs of small drops requested but not started."""
+    return instance.get_runs_count(dg.RunsFilter(job_name=onboarding_job.name, statuses=QUEUED,
+                                                 tags={DROP_SIZE_TAG: "small"}))
 
 
 REJECTIONS_ASSET = dg.AssetKey("onboarded_evaluations")  # where a rejected file shows: a failed check of it
@@ -72,7 +122,8 @@ def rejection(item) -> dg.AssetCheckEvaluation:
     job=onboarding_job,
     minimum_interval_seconds=2,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> one onboarding run per file, all its models (docs/onboarding.md).",
+    description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> onboarding runs over their models: "
+                "one per file of more than 16 models, one for the small files of a tick (docs/onboarding.md).",
 )
 def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
                            intake: DropFolderIntake) -> dg.SensorResult | dg.SkipReason:
@@ -91,17 +142,20 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
     if pending and not home.has_pool():
         notes.append(f"{len(pending)} accepted file(s) wait for the model embedding pool: materialize locus_job first")
         return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes)), asset_events=rejected) if rejected else dg.SkipReason("; ".join(notes))
-    requests, new_keys = [], []
+    waiting = queued_small_runs(context.instance) if context.instance is not None and pending else 0
+    if waiting:  # the drops wait for it to start, then share one run (SMALL_DROP_MODELS): the cursor stays
+        notes.append(f"{len(pending)} accepted file(s) wait until the queued onboarding run starts; then they share "
+                     "one run")
+        pending = []
     known = list(context.instance.get_dynamic_partitions(onboarded_models.name)) if context.instance else []
-    for manifest in pending:
-        r, new = run_requests_for(manifest, known + new_keys)
-        requests += r
-        new_keys += new
-    if context.instance is not None and requests:  # one file, one run: `locus onboard` may have run it already
-        ran = {r.run_key for r in requests if context.instance.get_runs(dg.RunsFilter(tags={"dagster/run_key": r.run_key}), limit=1)}
+    if context.instance is not None and pending:  # one file, one run: `locus onboard` may have run it already
+        ran = [m for m in pending if any(context.instance.get_runs(dg.RunsFilter(tags=tags), limit=1) for tags in (
+            {"dagster/run_key": m.sha256}, {"locus/sha256": m.sha256[:16], "locus/accepted_file": m.stem[:255]}))]
         if ran:
             notes.append(f"{len(ran)} onboarding(s) already run by another publisher (locus onboard): not requested again")
-            requests = [r for r in requests if r.run_key not in ran]
+    else:
+        ran = []
+    requests, new_keys = coalesced_requests([m for m in pending if m not in ran], known)
     if context.instance is not None:  # an onboarding whose process died is failed and requested again
         for run_id in fail_dead_runs(context.instance, WATCHED_JOBS):
             notes.append(f"run {run_id[:8]} had lost its process: marked failed, its concurrency slot freed")
@@ -110,7 +164,7 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
         notes += retry_notes
     for note in notes:
         context.log.info(note)
-    new_cursor = pending[-1].stem if pending else (cursor or None)
+    new_cursor = pending[-1].stem if pending else (cursor or None)  # (files held back: the cursor stays before them)
     if not requests:
         return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no new files in incoming/"), asset_events=rejected,
                                cursor=new_cursor)

@@ -274,6 +274,7 @@ def check_identities(models: list[ModelRows], claimed: Mapping[str, str], path: 
     """A model's identity is its name: a name whose safe key already names another model, or that looks the same
     as another model's name (:func:`confusable_skeleton`: ``Org／Model`` beside ``Org/Model``), is refused."""
     forms = {confusable_skeleton(name): name for name in claimed.values()}
+    names = set(claimed.values())
     for entry in models:
         other = claimed.get(entry.model_key)
         if other is not None and other != entry.model:
@@ -282,10 +283,11 @@ def check_identities(models: list[ModelRows], claimed: Mapping[str, str], path: 
                 file=path, column="model",
                 fix="model names must stay distinct after making them file-safe: rename this model (e.g. add a suffix)",
             )
-        twin = forms.get(confusable_skeleton(entry.model))
+        twin = None if entry.model in names else forms.get(confusable_skeleton(entry.model))  # a model's own name: itself
         if twin is not None and twin != entry.model:
             raise EvaluationDataError(
-                f"model {entry.model!r} looks the same as the model {twin!r} (they differ only in look-alike characters)",
+                f"model {entry.model!r} looks the same as the model {twin!r} (they differ only in case, look-alike "
+                "characters or trailing punctuation: Unicode's confusables, UTS #39)",
                 file=path, column="model",
                 fix=f"if it is that model, write its name as {twin!r}; if not, give it a name that reads differently",
             )

@@ -150,8 +150,10 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
                     answer, billed = await ask_one(client, config.endpoint, upstream, prompt, config.retries)
                     if billed:  # answered, then failed: counted at what the budget priced it (never less)
                         spent += billed * call_cost(costs, prompt, "", {"completion_tokens": models.output_tokens})
-                    if answer.text is None:
+                    if answer.text is None:  # one line per refused answer, the reason in it
                         failed[row["query_id"]] = answer.error
+                        if progress is not None:
+                            progress(f"refused answer to {row['query_id']}: {answer.error}")
                         return False
                     text, usage = answer.text, answer.usage
                     grade = grade_answer(text, row["answer"], int(row["n_options"]))

@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 from fastapi.responses import JSONResponse, Response
 
-from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens
-from locus_pipeline.serve.http import ApiError
+from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens, fallback_chain
+from locus_pipeline.serve.http import ApiError, error_response
 from locus_pipeline.serve.gateway import Gateway
 from locus_pipeline.serve.learning import client_of
 from locus_pipeline.serve.snapshot import Snapshot
@@ -106,9 +106,12 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         return JSONResponse({"error": {"message": f"the upstream of {fail['model']} {what} ({how})",
                                        "type": "upstream_error", "code": fail["reason"]}},
                             status_code=fail["status"], headers=headers)
-    if all(e["reason"] == "cooldown" for e in errors):
-        raise ApiError(503, f"every model of the fallback chain is cooled down after repeated failures: {errors}",
-                       kind="upstream_error", code="cooldown")
+    if all(e["reason"] == "cooldown" for e in errors):  # as the pinned 503: when to try again (the soonest back)
+        soonest = min(gateway.cooldowns.remaining(e["model"]) for e in errors)
+        resp = error_response(503, f"every model of the fallback chain is cooled down after repeated failures: {errors}",
+                              kind="upstream_error", code="cooldown")
+        resp.headers["retry-after"] = str(max(1, math.ceil(soonest)))
+        return resp
     raise ApiError(502, f"every model of the fallback chain failed: {errors}", kind="upstream_error")
 
 

@@ -145,6 +145,15 @@ def _gateway_settings(path: Path, section) -> GatewaySettings:
     return GatewaySettings(**values)
 
 
+# (field, locus serve's option, low, high, integer only): the one range check of every number of ServeConfig
+# (the quality weight and the guard margin: the routing library's own checks, where they are made)
+SERVE_NUMBERS = (("threads", "--threads", 0, 1024, True), ("poll_seconds", "--poll-seconds", 0.01, 86_400, False),
+                 ("n_fallbacks", "--fallbacks", 0, 1_000, True), ("ranking_size", "--ranking-size", 0, 10**9, True),
+                 ("max_batch", "max_batch", 1, 1 << 16, True), ("cache_size", "cache_size", 0, 10**9, True),
+                 ("max_body_bytes", "--max-body-bytes", 0, 1 << 40, True),
+                 ("batch_wait_ms", "--batch-wait-ms", 0, 10_000, False))
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     home: str = ""  # LOCUS_HOME (empty: $LOCUS_HOME or <repo>/data)
@@ -169,6 +178,17 @@ class ServeConfig:
     client_share: float | None = None  # most of a cell's evidence one client may hold (None: LearningConfig's)
     traffic_days: float = 30.0  # the traffic log's retention: days, and MB per kind (storage/traffic.py)
     traffic_max_mb: float = 1024.0
+
+    def __post_init__(self) -> None:
+        """Every number finite and in its range (a NaN poll interval would spin, -1 fallbacks an empty chain): a
+        ValueError naming the option (locus serve's flag) and its range."""
+        for field_, flag, low, high, integer in SERVE_NUMBERS:
+            value = getattr(self, field_)
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and (isinstance(value, int) or not integer) and math.isfinite(value) and low <= value <= high)
+            if not ok:
+                kind = "an integer" if integer else "a finite number"
+                raise ValueError(f"{flag} {value!r}: must be {kind} from {low:g} to {high:g} (ServeConfig.{field_})")
 
 
 def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]:

@@ -77,30 +77,45 @@ def _redact_known(text: str, forms: Sequence[str]) -> str:
     return "".join(pieces) + text[end:]
 
 
-def scrub_credentials(text: str, known: Sequence[str] = ()) -> str:
+def scrub_credentials(text: str, known: Sequence[str] = (), *, patterns: bool = True) -> str:
     """``text`` (an upstream's error body, an exception) with credentials replaced by ``[redacted]``: the ``known``
     secrets wherever they appear (whole, cut short, split or in pieces: any PARTIAL characters of one; also
     base64-encoded, written as ``\\uXXXX`` escapes, or with invisible characters between its characters, which
     are removed and decoded first), Authorization / api-key values and key-shaped strings (``sk-...``), so that an
     upstream echoing the request's headers never puts a key into a 502 body or the log. Scrub what the client or
     the log will read: after every decoding (:func:`scrub_body`) and before any cut; linear in ``text``, which
-    callers bound (an error body's prefix)."""
+    callers bound (an error body's prefix).
+
+    ``patterns=False`` (an answer's text, which may rightly hold ``api_key = ...`` in code it writes): the known
+    secrets only, and the text comes back as it was (invisible characters, escapes) unless one was found."""
     secrets_known = [s for s in known if s]
     if secrets_known:
-        text = _ESCAPE.sub(_unescape, _INVISIBLE.sub("", text))
-        text = _redact_known(text, [f for s in secrets_known for f in secret_forms(s)])
+        seen = _ESCAPE.sub(_unescape, _INVISIBLE.sub("", text))
+        redacted = _redact_known(seen, [f for s in secrets_known for f in secret_forms(s)])
+        if patterns or redacted != seen:
+            text = redacted
+    if not patterns:
+        return text
     text = _CREDENTIAL.sub(lambda m: m.group(1) + "[redacted]", text)
     return _KEY_SHAPED.sub("[redacted]", text)
 
 
-def _scrub_value(value: object, known: Sequence[str]) -> object:
+def _scrub_value(value: object, known: Sequence[str], patterns: bool = True) -> object:
     if isinstance(value, str):
-        return scrub_credentials(value, known)
+        return scrub_credentials(value, known, patterns=patterns)
     if isinstance(value, list):
-        return [_scrub_value(v, known) for v in value]
+        return [_scrub_value(v, known, patterns) for v in value]
     if isinstance(value, dict):
-        return {scrub_credentials(str(k), known): _scrub_value(v, known) for k, v in value.items()}
+        return {scrub_credentials(str(k), known, patterns=patterns): _scrub_value(v, known, patterns)
+                for k, v in value.items()}
     return value
+
+
+def scrub_answer(data: object, known: Sequence[str]) -> object:
+    """An upstream's usable answer (parsed JSON, any status) with the known secrets (its key, the gateway's token)
+    scrubbed from every string: what the client, the live answer log and MLflow get. Only the known secrets: an
+    answer may rightly hold key-shaped text (code it writes), which the error bodies' patterns would redact."""
+    return _scrub_value(data, [k for k in known if k], False) if any(known) else data
 
 
 def scrub_body(raw: bytes, known: Sequence[str] = ()) -> tuple[object | None, str]:
@@ -230,11 +245,13 @@ async def event_lines(resp: httpx.Response, bounds: Bounds) -> AsyncIterator[str
 
 
 async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncIterator[str],
-                      on_usage: Callable[[object], None] = lambda usage: None) -> AsyncIterator[bytes]:
+                      on_usage: Callable[[object], None] = lambda usage: None,
+                      known: Sequence[str] = ()) -> AsyncIterator[bytes]:
     """Pass an SSE stream through line by line (``first``, then the rest of ``lines``), with each chunk's ``model``
     set to the pool model's name (a chunk's ``usage``, when the upstream sends one, goes to ``on_usage``). An
     upstream that fails mid-way, or breaks the gateway's bounds, ends the stream with an error event
-    (``data: {"error": {...}}``, as OpenAI's API sends one), not with a 200 that just stops."""
+    (``data: {"error": {...}}``, as OpenAI's API sends one), not with a 200 that just stops. The ``known`` secrets
+    are scrubbed from each event (a secret split across events, a few characters each, is not recognised)."""
 
     async def all_lines() -> AsyncIterator[str]:
         yield first
@@ -248,9 +265,15 @@ async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncI
                 if isinstance(chunk, dict):
                     if chunk.get("usage"):
                         on_usage(chunk["usage"])
-                    if "model" in chunk:
-                        chunk["model"] = name
-                        line = "data: " + json.dumps(chunk, separators=(",", ":"))
+                    scrubbed = scrub_answer(chunk, known)
+                    if "model" in chunk or scrubbed != chunk:
+                        if "model" in scrubbed:
+                            scrubbed["model"] = name
+                        line = "data: " + json.dumps(scrubbed, separators=(",", ":"))
+                else:
+                    line = scrub_credentials(line, known, patterns=False)
+            elif known:
+                line = scrub_credentials(line, known, patterns=False)
             yield (line + "\n").encode("utf-8")
     except (httpx.HTTPError, ReadLimit) as err:
         what = err.detail if isinstance(err, ReadLimit) else type(err).__name__
@@ -291,8 +314,9 @@ async def forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body
     """The upstream's answer; raises UpstreamFailed on a timeout, a connection error, a retryable status, a 200
     that is not JSON (an event stream whose first line is not one, with ``stream``), an answer beyond the gateway's
     bounds (:class:`Bounds` from ``settings``) or anything else the answer breaks in the gateway: whatever an
-    upstream sends moves down the fallback chain, never a 500. Credentials (the upstream's key, the gateway's
-    ``token``) are scrubbed from every detail and relayed error body (scrub_credentials). The answer's ``usage``
+    upstream sends moves down the fallback chain, never a 500; a redirect (3xx) is a failure too, never followed.
+    Credentials (the upstream's key, the gateway's ``token``) are scrubbed from every detail and relayed error body
+    (scrub_credentials) and from every answer, 200 or streamed (scrub_answer): the one boundary where bodies come in. The answer's ``usage``
     goes to ``on_usage``."""
     key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
     secrets_known = [s for s in (key, token) if s]
@@ -340,6 +364,10 @@ async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, bod
 
 async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: bool, secrets_known: list[str],
                   on_usage: Callable[[object], None], bounds: Bounds, deadline: float) -> Response:
+    if 300 <= resp.status_code < 400:  # never followed (the key would go where it points) nor relayed: a failure
+        await resp.aclose()
+        raise UpstreamFailed(name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: a redirect, not an answer "
+                                   "(not followed: the upstream's base_url should name the endpoint itself)", 502)
     if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:  # a bounded prefix, scrubbed off the loop
         raw = await read_bounded(resp, bounds, deadline, prefix=bounds.max_error_bytes)
         await resp.aclose()
@@ -359,7 +387,8 @@ async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: b
         if not _is_event_line(first):
             await resp.aclose()
             raise UpstreamFailed(name, "bad_response", f"not an event stream: {scrub_credentials(first[:200], secrets_known)!r}")
-        return StreamingResponse(rewrite_sse(resp, name, first, lines, on_usage), status_code=200, headers=headers_out,
+        return StreamingResponse(rewrite_sse(resp, name, first, lines, on_usage, secrets_known), status_code=200,
+                                 headers=headers_out,
                                  media_type=resp.headers.get("content-type", "text/event-stream"))
     if resp.status_code != 200:  # relayed (a bounded prefix), less any credential it echoes (decoded, then scrubbed)
         raw = await read_bounded(resp, bounds, deadline, prefix=bounds.max_error_bytes)
@@ -368,7 +397,7 @@ async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: b
         if data is None:
             return Response(text.encode("utf-8"), status_code=resp.status_code, headers=headers_out,
                             media_type=resp.headers.get("content-type"))
-        return JSONResponse(data, status_code=resp.status_code, headers=headers_out)
+        return _json_response(data, name, resp.status_code, headers_out)
     try:
         raw = await read_bounded(resp, bounds, deadline)
     finally:
@@ -377,7 +406,20 @@ async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: b
     if data is None:
         text = (await run_in_threadpool(scrub_body, raw[:bounds.max_error_bytes], secrets_known))[1]
         raise UpstreamFailed(name, "bad_response", f"not JSON (or nested deeper than {MAX_JSON_DEPTH}): {text[:200]!r}")
+    if secrets_known:  # an answer echoing the key: scrubbed before the client, the answer log or MLflow sees it
+        data = await run_in_threadpool(scrub_answer, data, secrets_known) if len(raw) > 1 << 16 else \
+            scrub_answer(data, secrets_known)
     if isinstance(data, dict):
         data["model"] = name
         on_usage(data.get("usage"))
-    return JSONResponse(data, status_code=resp.status_code, headers=headers_out)
+    return _json_response(data, name, resp.status_code, headers_out)
+
+
+def _json_response(data: object, name: str, status: int, headers: dict) -> JSONResponse:
+    """``data`` as the client's JSON; an answer holding NaN or Infinity (Python's json reads them, JSON has none)
+    fails like any answer the gateway cannot pass on, in one line (not a logged traceback per answer)."""
+    try:
+        return JSONResponse(data, status_code=status, headers=headers)
+    except ValueError:
+        raise UpstreamFailed(name, "bad_response", "the answer holds NaN or Infinity (e.g. in usage's token counts): "
+                                                   "not JSON, whose numbers are finite") from None

@@ -53,6 +53,40 @@ def test_split_by_model_writes_one_validated_part_per_model(tmp_path) -> None:
     assert part["query_id"].tolist() == ["q1", "q2"] and part["model"].unique().tolist() == ["org/a"]
 
 
+@pytest.mark.parametrize("buffer_rows", [0, 3, 10**6])  # spilled after every chunk, after some, never
+def test_split_by_model_gives_the_same_parts_whether_or_not_it_spills(tmp_path, buffer_rows) -> None:
+    rng = np.random.default_rng(0)
+    n = 200
+    table = pd.DataFrame({"model": rng.choice(["m/a", "m b", "c", "dü"], n), "query_id": [f"q{i % 37}" for i in range(n)],
+                          "benchmark": "b"})
+    table["query"] = "question " + table["query_id"]
+    table["score"] = (table["model"].str.len() + table["query_id"].str.len()) % 2  # repeats agree: dropped
+    path = tmp_path / "evals.csv"
+    table[["model", "query_id", "query", "benchmark", "score"]].to_csv(path, index=False)
+    out = tmp_path / f"parts-{buffer_rows}"
+    rows, models = split_by_model(path, out, chunk_rows=16, buffer_rows=buffer_rows)
+    expected = table.drop_duplicates(["model", "query_id"], keep="last")
+    assert rows == n and [m.model for m in models] == sorted(table["model"].unique())
+    for m in models:
+        part = pd.read_parquet(out / f"{m.model_key}.parquet")
+        mine = expected[expected["model"] == m.model].sort_values("query_id", kind="stable")
+        assert m.rows == (table["model"] == m.model).sum() and m.evaluations == len(part) == len(mine)
+        assert part["query_id"].tolist() == mine["query_id"].tolist() and part["score"].tolist() == mine["score"].astype(float).tolist()
+        assert list(part.columns) == ["model", "query_id", "query", "benchmark", "score", "_row"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(f"{m.model_key}.parquet" for m in models)  # no spill left
+
+
+@pytest.mark.parametrize("buffer_rows", [0, 10**6])
+def test_split_by_model_names_two_scores_for_one_query_whether_or_not_it_spills(tmp_path, buffer_rows) -> None:
+    from locus_model.data.errors import EvaluationDataError
+
+    path = tmp_path / "evals.csv"
+    path.write_text("model,query_id,query,benchmark,score\na,q1,x,b,1\nb,q1,x,b,1\nb,q2,y,b,1\na,q1,x,b,0\n")
+    with pytest.raises(EvaluationDataError, match="two different scores for query_id 'q1'") as err:
+        split_by_model(path, tmp_path / f"parts-{buffer_rows}", chunk_rows=2, buffer_rows=buffer_rows)
+    assert err.value.row == 4
+
+
 def test_neighbour_stability_is_certain_for_a_copy_and_shares_sum_to_one():
     """A model whose evaluations are another's exactly has that model nearest in every resample; the top-1 shares
     over the pool sum to 1 and the top-k shares to k."""

@@ -12,7 +12,7 @@ import torch
 
 from locus_model.data.matrix import evaluations_digest
 from locus_model.model import Locus, LocusConfig
-from locus_model.pool import (PoolError, Reproduction, check_pool, checkpoints_of, compare_embeddings, embed_models,
+from locus_model.pool import (REPRODUCTION_TOLERANCE, PoolError, Reproduction, check_pool, checkpoints_of, compare_embeddings, embed_models,
                               models_with_new_evaluations, pool_matrix, reproduction_sample, upsert_rows)
 from locus_model.pool_schema import POOL_COLUMNS, schema_differences
 
@@ -111,11 +111,16 @@ def test_the_reproduction_sample_is_bounded_whatever_the_pool_and_keeps_every_ch
     assert small.models == pool["model"].iloc[:10].tolist()  # a small pool is checked whole
 
 
-def test_compare_embeddings_names_each_row_that_differs_in_any_bit() -> None:
+def test_compare_embeddings_tolerates_float32_noise_and_names_each_row_that_really_differs() -> None:
     stored = rows(["a", "b", "c"])
     again = rows(["c", "a"])
-    assert compare_embeddings(stored, again) == Reproduction(2, [], 0.0)
-    again.at[1, "embedding"] = np.full(4, np.float32(1e-7), np.float32)
+    assert compare_embeddings(stored, again) == Reproduction(2, [], 0.0, 0, REPRODUCTION_TOLERANCE)
+    base = again.at[1, "embedding"]
+    again.at[1, "embedding"] = base + np.float32(3.6e-7)  # another process's rounding: not bit-identical, not a change
+    noise = compare_embeddings(stored, again)
+    assert noise.differing == [] and noise.not_bit_identical == 1 and noise.max_abs_diff == pytest.approx(3.6e-7, rel=0.05)
+    again.at[1, "embedding"] = base + np.float32(1e-3)  # a changed row
     result = compare_embeddings(stored, again)
-    assert result.not_bit_identical == ["a"] and result.max_abs_diff == pytest.approx(1e-7)
+    assert result.differing == ["a"] and result.max_abs_diff == pytest.approx(1e-3, rel=1e-3)
+    assert compare_embeddings(stored, again, tolerance=1e-2).differing == []  # the tolerance is the caller's to state
     assert compare_embeddings(stored, again.iloc[:0]).models_checked == 0

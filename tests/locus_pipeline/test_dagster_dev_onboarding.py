@@ -102,10 +102,10 @@ def test_dropped_files_are_onboarded_by_pool_materializations_and_race_a_rebuild
         assert rebuild.returncode == 0, out[-3000:]
         wait_for(lambda: {"second/model", "third/model"} <= pool_models(home), "both onboardings", proc, log_path)
 
-        def settled():  # every onboarding run has finished
+        def settled():  # every onboarding run has finished: 3, or 2 when the two small drops shared a tick's run
             with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
                 runs = instance.get_runs(dg.RunsFilter(job_name="onboarding_job"))
-                return len(runs) == 3 and all(r.is_finished for r in runs) and runs
+                return len(runs) in (2, 3) and all(r.is_finished for r in runs) and runs
 
         runs = wait_for(settled, "the onboarding runs to finish", proc, log_path, timeout=120)
         assert all(r.is_success for r in runs), [r.status for r in runs]

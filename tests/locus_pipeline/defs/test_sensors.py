@@ -658,3 +658,82 @@ def test_a_crashed_run_over_a_range_is_requested_again_over_the_same_range(home:
         result, _ = tick(instance, home)
         (retry,) = result.run_requests
         assert retry.run_key == "abc:attempt-2" and range_of(retry) == ("a", "c") and retry.partition_key is None
+
+
+# ---------------------------------------------------------------------------------------------- the queue's order
+
+
+def test_the_small_drops_of_a_tick_share_one_run_and_a_large_one_runs_in_its_own_lane(home: Path) -> None:
+    import yaml
+
+    from locus_pipeline.defs.sensors import DROP_SIZE_TAG, SMALL_DROP_MODELS
+
+    for i in range(3):
+        drop(home, f"one-{i}.csv", evals(f"small/{i}"))
+    drop(home, "big.csv", evals(*[f"big/{i:02d}" for i in range(SMALL_DROP_MODELS + 4)]))
+    with dg.instance_for_test() as instance:
+        result, _ = tick(instance, home)
+        (add,) = result.dynamic_partitions_requests
+        instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
+        lanes = {r.tags[DROP_SIZE_TAG]: r for r in result.run_requests}
+        assert sorted(lanes) == ["large", "small"] and len(result.run_requests) == 2
+        small, large = lanes["small"], lanes["large"]
+        stems = small.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]
+        assert [s.split("-", 2)[-1] for s in stems] == ["one-0.csv", "one-1.csv", "one-2.csv"]  # intake order
+        assert sorted(_covered(instance, small)) == sorted(safe_model_key(f"small/{i}") for i in range(3))
+        assert len(_covered(instance, large)) == SMALL_DROP_MODELS + 4
+        assert int(small.tags["dagster/priority"]) > int(large.tags["dagster/priority"])  # small drops dequeued first
+        assert small.run_key != large.run_key and len(small.run_key) == 64
+    limits = yaml.safe_load((Path(__file__).parents[3] / "dagster.yaml").read_text())["concurrency"]["runs"]
+    assert {"key": DROP_SIZE_TAG, "value": "large", "limit": 1} in limits["tag_concurrency_limits"]
+    assert limits["max_concurrent_runs"] > 1  # a slot is always left for the small lane
+
+
+def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home: Path, monkeypatch) -> None:
+    """A good drop never waits behind more than one queued run: the drops that arrive while a small run is queued
+    are requested once it starts, together."""
+    import locus_pipeline.defs.sensors as sensors
+    from locus_pipeline.defs.partitions import range_tags
+    from locus_pipeline.defs.sensors import DROP_SIZE_TAG
+    from tests.locus_pipeline.drops import defs
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions(onboarded_models.name, ["earlier"])
+        queued = instance.create_run_for_job(
+            job_def=defs().resolve_job_def("onboarding_job"),
+            tags={DROP_SIZE_TAG: "small", **range_tags("earlier", "earlier")},
+            run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": "x"}}}})
+        drop(home, "zero.csv", evals("good/zero"))
+        not_started, _ = tick(instance, home)  # created, not in the queue (a killed in-process run): not waited on
+        assert len(not_started.run_requests) == 1
+        # a QUEUED run needs the remote job origin only the daemon's submission has: here the created run stands
+        # for it (the sensor's filter on the status, its lane tag and its job is what is under test)
+        monkeypatch.setattr(sensors, "QUEUED", [dg.DagsterRunStatus.NOT_STARTED])
+        drop(home, "first.csv", evals("good/first"))
+        held, _ = tick(instance, home, cursor=not_started.cursor)
+        assert held.run_requests == [] and held.cursor == not_started.cursor  # accepted, not requested: the cursor stays
+        assert "wait until the queued onboarding run starts" in held.skip_reason.skip_message
+        drop(home, "second.csv", evals("good/second"))
+        still, _ = tick(instance, home, cursor=held.cursor)
+        assert still.run_requests == []
+        instance.handle_run_event(queued.run_id, dg.DagsterEvent(
+            event_type_value=dg.DagsterEventType.RUN_START.value, job_name="onboarding_job"))
+        started, _ = tick(instance, home, cursor=still.cursor)
+    (request,) = started.run_requests  # both drops, one run
+    stems = request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]
+    assert [s.split("-", 2)[-1] for s in stems] == ["first.csv", "second.csv"] and started.cursor == stems[-1]
+
+
+def test_small_drops_of_models_onboarded_before_keep_a_run_each(home: Path) -> None:
+    from locus_pipeline.defs.sensors import coalesced_requests
+
+    def manifest(stem: str, *keys: str):  # the fields of intake's Manifest the sensor reads
+        return SimpleNamespace(stem=stem, sha256=stem * 8, models=[SimpleNamespace(model_key=k, model=k) for k in keys])
+
+    a, b, big = manifest("a", "m1"), manifest("b", "m2"), manifest("c", *[f"x{i:02d}" for i in range(20)] + ["m2"])
+    requests, new = coalesced_requests([a, b], known=["m1"])  # m1 onboarded before: its file keeps its own run
+    assert len(requests) == 2 and new == ["m2"]
+    requests, new = coalesced_requests([a, b, big], known=[])  # m2 also in the large file: no shared run
+    assert len(requests) == 3 and sorted(new) == sorted(["m1", "m2", *[f"x{i:02d}" for i in range(20)]])
+    (shared,), new = coalesced_requests([a, b], known=["old"])
+    assert new == ["m1", "m2"] and shared.tags["dagster/asset_partition_range_start"] == "m1"

@@ -121,6 +121,24 @@ def test_a_look_alike_model_name_is_refused(folder: DropFolder) -> None:
     assert result.status == "rejected" and "look the same" in result.reason
 
 
+LOOK_ALIKES = {"Y\u13a5-6B": "Yi-6B", "Y\u026a-6B": "Yi-6B", "Yi\u02d76B": "Yi-6B", "Yi-6\u15f7": "Yi-6B",
+               "Yi\u06d46B": "Yi-6B", "Yi\u27966B": "Yi-6B", "Mistral-7B-v\u03bf.1": "Mistral-7B-v0.1", "yi-6b": "Yi-6B",
+               "GEMMA-7B": "gemma-7b", "Yi-6B.": "Yi-6B"}
+
+
+@pytest.mark.parametrize("name", list(LOOK_ALIKES))
+def test_a_look_alike_the_confusables_data_knows_is_refused_naming_its_twin(folder: DropFolder, name: str) -> None:
+    """Issue 68, item 5: names that reached the pool beside pool models."""
+    from locus_model.data.contract import safe_model_key
+
+    claimed = {safe_model_key(n): n for n in ("Yi-6B", "Mistral-7B-v0.1", "gemma-7b")}
+    path = drop(folder, f"look-alike-{safe_model_key(name)}.csv", csv_text([(name, "q1", 1)]))
+    result = intake_file(path, folder, claimed=claimed)
+    assert result.status == "rejected" and f"looks the same as the model {LOOK_ALIKES[name]!r}" in result.reason
+    again = drop(folder, "the-pool-name.csv", csv_text([("Yi-6B", "q2", 1)]))  # a pool model's own name: itself
+    assert intake_file(again, folder, claimed=claimed).status == "accepted"
+
+
 def test_a_drop_over_its_byte_or_model_limit_is_rejected_before_it_is_read(folder: DropFolder, monkeypatch) -> None:
     """A sparse file whose size passes max_bytes is refused from its stat alone (never hashed, never read); a file of
     more models than max_models is refused with the limit; the good drop beside them is taken in in the same tick."""

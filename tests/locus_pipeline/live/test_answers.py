@@ -72,3 +72,37 @@ def test_no_token_count_makes_a_call_cost_less_than_its_text() -> None:
     for usage in ({"prompt_tokens": -10**9}, {"completion_tokens": -5}, {"prompt_tokens": 0, "completion_tokens": 0}):
         assert call_cost(costs, prompt, text, usage) == pytest.approx(floor)
     assert call_cost(costs, prompt, text, {"prompt_tokens": 1000, "completion_tokens": 100}) == pytest.approx(1200 / 1e6)
+
+
+def test_nan_token_counts_fail_the_call_in_one_line_without_a_logged_traceback(caplog) -> None:
+    """Python's json reads NaN; the relay cannot pass it on as JSON: the call fails with one line, not a traceback."""
+    raw = b'{"choices": [{"message": {"content": "The answer is (C)."}}], "usage": {"prompt_tokens": NaN}}'
+    upstream = Upstream(base_url="http://endpoint.test/v1", model="m", timeout_s=5)
+
+    async def run():
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, content=raw))
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await ask_one(client, "m", upstream, "question?", retries=1)
+
+    answer, billed = asyncio.run(run())
+    assert answer.text is None and "NaN or Infinity" in answer.error and "\n" not in answer.error
+    assert billed == 2  # answered with a 200 twice (the retry), then failed: may cost
+    assert "Traceback" not in caplog.text and "Out of range float" not in caplog.text
+
+
+def test_a_key_the_endpoint_echoes_in_a_200_never_reaches_the_answer(monkeypatch) -> None:
+    """What live onboarding logs (live/<name>.jsonl) and MLflow's answers.json come from this answer: scrubbed."""
+    key = "sk-live-onboard-0123456789abcdef"
+    monkeypatch.setenv("LOCUS_TEST_KEY", key)
+    upstream = Upstream(base_url="http://endpoint.test/v1", model="m", timeout_s=5, api_key_env="LOCUS_TEST_KEY")
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        said = f"The answer is (C). You sent {request.headers['authorization']}"
+        return httpx.Response(200, json={"choices": [{"message": {"content": said}}], "usage": {"prompt_tokens": 3}})
+
+    async def run():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(echo)) as client:
+            return await ask_one(client, "m", upstream, "question?", retries=0)
+
+    answer, _ = asyncio.run(run())
+    assert answer.text == "The answer is (C). You sent Bearer [redacted]" and answer.usage == {"prompt_tokens": 3}

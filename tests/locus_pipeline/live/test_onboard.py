@@ -194,7 +194,10 @@ def test_the_command_asks_in_rounds_prints_each_and_stops_at_the_budget(home: Lo
     progress = [line for line in out.splitlines() if "widest 90% interval" in line]
     counts = [int(line.split(" answers")[0]) for line in progress]  # a question the replay has no answer to fails
     assert len(counts) >= 3 and counts == sorted(counts) and counts[-1] == 24
-    assert "stopped by budget" in out and "90% interval" in out.splitlines()[len(progress) + 1]
+    refused = [line for line in out.splitlines() if line.startswith("refused answer to ")]  # one line each, no trace
+    assert all("HTTP 400" in line and "no recorded answer" in line for line in refused) and "Traceback" not in out
+    lines = [line for line in out.splitlines() if not line.startswith("refused answer to ")]
+    assert "stopped by budget" in out and "90% interval" in lines[len(progress) + 1]
     assert len(home.read_live_answers("round-copy")) == 24
 
 

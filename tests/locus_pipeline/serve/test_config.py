@@ -41,6 +41,28 @@ def test_the_default_body_limit_is_one_mib():
     assert ServeConfig().max_body_bytes == 1 << 20
 
 
+@pytest.mark.parametrize("flag, value", [("--fallbacks", "-1"), ("--poll-seconds", "nan"), ("--batch-wait-ms", "nan"),
+                                         ("--poll-seconds", "inf"), ("--poll-seconds", "0"), ("--batch-wait-ms", "-1"),
+                                         ("--threads", "-2"), ("--ranking-size", "-1"), ("--max-body-bytes", "-5"),
+                                         ("--port", "70000")])
+def test_locus_serve_refuses_a_number_out_of_range_naming_the_option(flag, value, tmp_path, capsys):
+    from locus_pipeline.cli import main
+
+    assert main(["serve", "--home", str(tmp_path / "no-home"), flag, value]) == 2  # before any pool is read
+    err = capsys.readouterr().err
+    assert err.startswith("locus serve: error: ") and flag in err and "must be" in err
+
+
+def test_every_number_of_the_serve_config_is_checked_where_it_is_made():
+    with pytest.raises(ValueError, match=r"--fallbacks -1: must be an integer from 0 to 1000"):
+        ServeConfig(n_fallbacks=-1)
+    with pytest.raises(ValueError, match=r"--poll-seconds nan: must be a finite number"):
+        ServeConfig(poll_seconds=float("nan"))
+    with pytest.raises(ValueError, match=r"--threads 1.5"):
+        ServeConfig(threads=1.5)
+    assert ServeConfig(n_fallbacks=0, batch_wait_ms=0).n_fallbacks == 0
+
+
 # ------------------------------------------------------------------------------------------------ against the pool
 
 

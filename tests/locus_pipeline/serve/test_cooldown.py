@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from locus_pipeline.serve.cooldown import Cooldowns
-from tests.locus_pipeline.serve.helpers import FakeUpstreams, chat, client_for, host, upstream_config
+from tests.locus_pipeline.serve.helpers import NAMES, FakeUpstreams, chat, client_for, host, upstream_config
 
 
 def test_failures_within_the_window_cool_an_upstream_down_until_its_cooldown_ends():
@@ -52,3 +52,17 @@ def test_a_failing_upstream_is_skipped_during_its_cooldown_and_tried_after_it(bu
     assert "is cooled down after repeated failures" in alone.json()["error"]["message"]
     assert back.status_code == 200 and back.headers["x-locus-model"] == "gamma-70b"
     assert "upstream gamma-70b failed 2 times in 60 s: cooled down for 30 s" in caplog.text
+
+
+def test_a_routed_503_when_every_model_is_cooled_down_says_when_to_try_again(built, tmp_path):
+    now = [1000.0]
+    fake = FakeUpstreams(failing={host(n) for n in NAMES})
+    models = upstream_config(gateway={"allowed_fails": 1, "cooldown_s": 30})
+    with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(fake), clock=lambda: now[0],
+                    n_fallbacks=len(NAMES) - 1) as client:
+        failed = client.post("/v1/chat/completions", json=chat())  # every model fails once: all cooled down
+        now[0] += 10
+        cooled = client.post("/v1/chat/completions", json=chat())
+    assert failed.status_code == 502 and "retry-after" not in failed.headers
+    assert cooled.status_code == 503 and cooled.headers["retry-after"] == "20"  # the soonest back, as the pinned 503
+    assert cooled.json()["error"]["code"] == "cooldown"

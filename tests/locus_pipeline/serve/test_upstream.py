@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -211,3 +212,64 @@ def test_a_key_echoed_in_pieces_invisibly_joined_base64_or_escaped_is_redacted(b
                 assert KEY[i:i + 7] not in flat
             assert raw[4:12] not in text
 
+
+
+KEY = "sk-live-echoed-0123456789abcdef"
+
+
+def echoing_200(request: httpx.Request) -> httpx.Response:
+    """An upstream that answers 200 and echoes the request's Authorization header in its answer."""
+    said = f"you sent {request.headers['authorization']}; and with a zero-width space: {KEY[:10]}\u200b{KEY[10:]}"
+    if json.loads(request.content).get("stream"):
+        chunk = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": said}}]}
+        return httpx.Response(200, content=f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode(),
+                              headers={"content-type": "text/event-stream"})
+    return httpx.Response(200, json={"id": "x", "model": "m", KEY: "a key as a field name",
+                                     "choices": [{"index": 0, "message": {"role": "assistant", "content": said}}]})
+
+
+def test_a_key_an_upstream_echoes_in_a_200_answer_reaches_no_client(built, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("LOCUS_TEST_KEY", KEY)
+    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echoing_200)) as client:
+        plain = client.post("/v1/chat/completions", json=chat(locus={"explain": True}))
+        streamed = client.post("/v1/chat/completions", json=chat(stream=True))
+    assert plain.status_code == 200 and streamed.status_code == 200
+    for text in (plain.text, streamed.text, caplog.text):
+        assert "0123456789abcdef" not in text and "echoed-0123" not in text
+    assert plain.json()["choices"][0]["message"]["content"].startswith("you sent Bearer [redacted]")
+    assert "[redacted]" in streamed.text and streamed.text.rstrip().endswith("data: [DONE]")
+    home = Path(built["home"].path)
+    assert not [p for p in home.rglob("*") if p.is_file() and b"0123456789abcdef" in p.read_bytes()]  # nor any file
+
+
+def test_an_answer_without_the_key_is_passed_on_as_it_came():
+    from locus_pipeline.serve.upstream import scrub_answer
+
+    answer = {"content": "api_key = 'sk-example-not-a-key' \u200d\U0001F469\u200d\U0001F467 \\u0041", "n": 3}
+    assert scrub_answer(answer, [KEY]) == answer  # code a model writes, emoji joined by ZWJ, escapes: untouched
+    assert scrub_answer({"content": f"x{KEY}y"}, [KEY]) == {"content": "x[redacted]y"}
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+def test_a_redirect_is_an_upstream_failure_not_followed_and_not_relayed(built, tmp_path, monkeypatch, status):
+    monkeypatch.setenv("LOCUS_TEST_KEY", KEY)
+    fake, chosen = FakeUpstreams(), None
+    with client_for(built, tmp_path) as dry:
+        chosen = dry.post("/route", json={"query": QUERY}).json()["chosen"]
+
+    def redirecting(request: httpx.Request) -> httpx.Response:
+        if request.url.host == host(chosen):
+            return httpx.Response(status, headers={"location": "http://elsewhere.test/steal"}, text="Found")
+        return fake(request)
+
+    models = upstream_config(gateway={"allowed_fails": 1, "cooldown_s": 30})
+    with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(redirecting), n_fallbacks=1) as client:
+        moved = client.post("/v1/chat/completions", json=chat(locus={"explain": True}))
+        alone = client.post("/v1/chat/completions", json=chat(model=chosen, fallbacks=False))
+        metrics = client.get("/metrics").text
+    assert moved.status_code == 200 and moved.headers["x-locus-model"] != chosen  # fallback moved on
+    (why,) = moved.json()["locus"]["skipped"]
+    assert why["reason"] == f"http_{status}" and why["status"] == 502
+    assert f'locus_upstream_cooldowns_total{{model="{chosen}"}} 1.0' in metrics  # its cooldown started
+    assert alone.status_code == 503 and "location" not in alone.headers  # cooled down now: not tried again
+    assert all(h != "elsewhere.test" for h, _, _ in fake.seen)  # nothing (no key) went where it pointed
