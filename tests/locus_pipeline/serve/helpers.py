@@ -31,6 +31,7 @@ def client_for(built: dict, tmp_path: Path, *, models: dict | None = None, trans
         path = tmp_path / "models.json"
         path.write_text(json.dumps(models))
     config.setdefault("policy", UNGUARDED)
+    config.setdefault("explore", 0.0)  # decisions compared with P(correct): no Thompson draw (tests of it set one)
     app = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path) if path else None, **config),
                      transport=transport, clock=clock)
     return TestClient(app)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from locus_pipeline.serve import ServeConfig, create_app
-from tests.locus_pipeline.serve.helpers import NAMES, QUERY, client_for, expected_probs
+from tests.locus_pipeline.serve.helpers import NAMES, QUERY, UNGUARDED, client_for, expected_probs
 from tests.locus_pipeline.serve_home import ServerThread, build_home
 
 
@@ -27,7 +27,7 @@ def test_a_query_the_encoder_refuses_fails_alone_among_concurrent_ones(built, tm
     texts = [f"{QUERY} variant {i}" for i in range(20)]
     bodies = [json.dumps({"query": t}).encode() for t in texts]
     bodies.insert(7, b'{"query": "x \\ud800 y"}')
-    app = create_app(ServeConfig(home=str(built["home"].path), batch_wait_ms=50))
+    app = create_app(ServeConfig(home=str(built["home"].path), batch_wait_ms=50, policy=UNGUARDED, explore=0.0))
     with ServerThread(app) as server:
         responses = asyncio.run(_post_all(server.url, bodies))
         metrics = httpx.get(f"{server.url}/metrics").text
@@ -52,7 +52,7 @@ def test_concurrent_clients_get_the_decisions_of_sequential_ones(tmp_path):
     texts = [f"question {i}: " + ["Which organ makes insulin?", "Solve 3x + 5 = 20.", "Who wrote Hamlet?"][i % 3]
              + " " * (i % 5) + "Explain briefly." * (i % 4) for i in range(24)]
     bodies = [json.dumps({"query": t}).encode() for t in texts]
-    config = ServeConfig(home=str(built["home"].path), batch_wait_ms=50)
+    config = ServeConfig(home=str(built["home"].path), batch_wait_ms=50, policy=UNGUARDED, explore=0.0)
     with client_for(built, tmp_path) as client:  # sequential: a batch of one each
         sequential = [client.post("/route", content=b, headers={"content-type": "application/json"}).json()
                       for b in bodies]
