@@ -106,7 +106,7 @@ def add_evaluate(subparsers: argparse._SubParsersAction, *,
                    help="with --onboard-sizes: CSV of model + one column per reference score (e.g. metabench's "
                         "leaderboard.csv); adds reference.<method>.<N>.mae")
     p.add_argument("--stream", default=None, metavar="SCENARIO",
-                   help="instead of the folds: the replay (issue 66) -- would a router that learns from its graded "
+                   help="instead of the folds: the replay -- would a router that learns from its graded "
                         "traffic pay on this data? SCENARIO: stationary, unlike, newcomer, drift, poisoned, or several "
                         "comma-separated; LOCUS is trained once per seed, then the stream's queries arrive one by one "
                         "and only the chosen model's outcome is revealed (evaluation.stream); adds stream.<scenario> "

@@ -1,4 +1,4 @@
-"""How well a model is known from n of its evaluations (issue 56, item 6): per-benchmark accuracy estimates and their
+"""How well a model is known from n of its evaluations: per-benchmark accuracy estimates and their
 90% intervals for held-out models, reference-score estimates, and copy recognition, for LOCUS and the baselines.
 
 For each n of ``sizes``: every held-out model is onboarded from n random evaluations among the fold's training

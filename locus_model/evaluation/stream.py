@@ -1,4 +1,4 @@
-"""The replay: would a router that learns from its graded traffic pay on this evaluation matrix? (issue 66, item 5)
+"""The replay: would a router that learns from its graded traffic pay on this evaluation matrix?
 
 A matrix (M models x Q queries, complete) is split, per seed, into the queries LOCUS is trained on and a stream pool;
 the stream is the pool shuffled (repeated when the stream is longer than the pool) and its queries arrive one by one.

@@ -157,7 +157,7 @@ def ties_to_lower_row(probs: np.ndarray) -> np.ndarray:  # (M, Q) -> (M, Q)
     equals (stats.bootstrap.routing_outcomes), the cost-aware rule by the cheaper of equals; best_single's P are
     anchor rates, where two models tie often (k / n_anchors each), so without this its frontier's quality-weight-1
     end is a cheaper equal, less accurate on the test queries, and the plot's best-single line and the frontier
-    table disagree with the methods table and the star (issue 69)."""
+    table disagree with the methods table and the star."""
     p = np.asarray(probs, np.float64)
     values = np.unique(p)
     gap = float(np.diff(values).min()) if len(values) > 1 else 1.0

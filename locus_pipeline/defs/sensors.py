@@ -29,7 +29,7 @@ from locus_pipeline.storage import LocusHome
 
 WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal_job.name, reports_refresh_job.name]
 
-# The onboarding queue (issue 68, item 2): a drop of at most SMALL_DROP_MODELS models is "small", a larger one
+# The onboarding queue: a drop of at most SMALL_DROP_MODELS models is "small", a larger one
 # "large". Large drops each get their own run, at most one of them running at a time (dagster.yaml's
 # tag_concurrency_limits on DROP_SIZE_TAG), dequeued after small ones (dagster/priority); the small drops of a tick
 # share one run, and while a small run is queued (not started) the sensor requests none: the drops that arrive
