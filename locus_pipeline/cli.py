@@ -178,7 +178,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # why: the gateway (FastAPI, torch, pandas) loads only for locus serve, not at CLI start-up
     from locus_model.routing import GUARD_MARGIN, RoutingError, RoutingPolicy
     from locus_pipeline.serve import ConfigError, ServeConfig, serve
-    from locus_pipeline.serve.gateway import learning_config
+    from locus_pipeline.serve.learning import learning_config
     from locus_pipeline.storage import StorageError
     from locus_pipeline.storage.traffic import Retention
 

@@ -16,16 +16,29 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
 from locus_pipeline.serve.config import ServeConfig
-from locus_pipeline.serve.gateway import Gateway, RouteRequest
+from locus_pipeline.serve.gateway import Gateway
 from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response
 from locus_pipeline.serve.learning import (EXPLORED_HEADER, MAX_OUTCOMES, REQUEST_ID_HEADER, OutcomeRefused,
                                            client_of)
 from locus_pipeline.serve.metrics import MetricsMiddleware
+from locus_pipeline.serve.serving import cost_text
+
+
+class RouteRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str
+    candidates: list[str] | None = None
+    max_cost: float | None = None
+    quality_weight: float | None = None
+    max_params: float | None = None  # billions: only candidates of known size at most this
+    input_tokens: int | None = None  # default: estimated from the query (4 characters a token)
+    output_tokens: int | None = None  # default: the models config's output_tokens (256)
 
 
 def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -90,7 +103,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
                   "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
                   "serves": f"single:{gateway.single_model}" if gateway.single_model else "router",
                   "serves_because": gateway.serve_reason,  # the verdict in words: what the guard did, on cost
-                  "by_cost": gateway.cost_text(),  # where routing would pay: LOCUS's cost-aware operating points
+                  "by_cost": cost_text(gateway.verdict),  # where routing would pay: LOCUS's cost-aware operating points
                   "verdict": gateway.verdict,  # reports/routing_evaluation.json's, when of this checkpoint
                   "loaded_at": snap.loaded_at, "last_reload_error": gateway.last_reload_error,
                   "configured_not_in_pool": sorted(set(gateway.models.upstreams) - set(snap.names)),

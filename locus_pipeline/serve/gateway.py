@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import math
 import time
@@ -14,20 +13,18 @@ from typing import Callable, Sequence
 
 import httpx
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
-from locus_model.evaluation.verdict import cheaper_text, what_to_serve
-from locus_model.learning import LearningConfig
 from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RouteDecision, RoutingError, estimate_tokens,
                                  fallback_chain, incumbent, route)
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
-from locus_pipeline.serve.learning import EXPLORED_HEADER, REQUEST_ID_HEADER, Learning, Trace
+from locus_pipeline.serve.learning import EXPLORED_HEADER, REQUEST_ID_HEADER, Learning, Trace, learning_config
 from locus_pipeline.serve.metrics import Metrics
 from locus_pipeline.serve.batcher import QueryBatcher
+from locus_pipeline.serve.serving import cost_text, guard_text, single_model, pool_verdict
 from locus_pipeline.serve.snapshot import Snapshot, load_snapshot, watched_key
 from locus_pipeline.storage import LocusHome
 from locus_pipeline.storage.traffic import Retention
@@ -35,54 +32,7 @@ from locus_pipeline.storage.traffic import Retention
 log = logging.getLogger("locus.serve")
 ERROR_CODES = {NoCandidateWithinCap: "no_candidate_within_cost", CostUnknown: "cost_unknown"}  # the error body's code
 
-class RouteRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    query: str
-    candidates: list[str] | None = None
-    max_cost: float | None = None
-    quality_weight: float | None = None
-    max_params: float | None = None  # billions: only candidates of known size at most this
-    input_tokens: int | None = None  # default: estimated from the query (4 characters a token)
-    output_tokens: int | None = None  # default: the models config's output_tokens (256)
-
-
 MAX_REPORTED_TOKENS = 10**9  # an upstream's usage beyond this is not counted
-
-
-def single_model(serve: str, snap: Snapshot, home: LocusHome | None = None) -> tuple[str | None, str]:
-    """(the pool model "locus" answers with for every query, or None for the router; why, in one line).
-    ``serve``: ``auto`` (the routing evaluation's verdict on this pool's checkpoint decides: the best single model
-    where routing did not pay, else the router), ``router`` (always route) or ``single:<model>``. A ValueError says
-    what to pass when ``serve`` is none of these or the model is not a routable pool model."""
-    if serve in ("auto", "router"):
-        verdict = pool_verdict(home, snap) if home is not None else None
-        choice = what_to_serve(verdict, force_router=serve == "router")
-        if choice.router or choice.model in snap.routable:
-            return choice.model, choice.reason + ("" if choice.router else " (--serve router to route anyway)")
-        return None, (f"{choice.reason}; but {choice.model} is not a routable pool model with an upstream here, "
-                      "so the router serves")
-    name = serve.split(":", 1)[1] if serve.startswith("single:") else ""
-    if not name:
-        raise ValueError(f"--serve {serve!r}: expected 'auto', 'router' or 'single:<pool model>'")
-    if name not in snap.routable:
-        raise ValueError(f"--serve {serve!r}: {name!r} is not a routable pool model"
-                         + (" with an upstream" if snap.upstreams and not snap.dry_run else "")
-                         + f" (routable: {', '.join(snap.routable[:8])}{', ...' if len(snap.routable) > 8 else ''})")
-    return name, "chosen by the operator (--serve single:MODEL)"
-
-
-def pool_verdict(home: LocusHome, snap: Snapshot) -> dict | None:
-    """The verdict of the home's routing evaluation (reports/routing_evaluation.json) when it evaluated the pool's
-    own checkpoint; None when there is none, or it is of another checkpoint (a stale verdict decides nothing)."""
-    path = home.routing_evaluation_path
-    try:
-        result = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(result, dict) or result.get("settings", {}).get("checkpoint_id") != snap.checkpoint_id:
-        return None
-    verdict = result.get("verdict")
-    return verdict if isinstance(verdict, dict) and "pays" in verdict and "best_single" in verdict else None
 
 
 def _outside_caps(row: int, d: RouteDecision, max_cost: float | None, max_params: float | None) -> str:
@@ -157,7 +107,7 @@ class Gateway:
         snap, settings = self.snapshot, self.models.gateway
         serves = (f"the single model {self.single_model} (model \"locus\" answers with it)"
                   if self.single_model else f"the router (model \"locus\": the best of {len(snap.routable)} routable "
-                  f"models at quality weight {self.config.policy.quality_weight:g}, {self.guard_text()})") + \
+                  f"models at quality weight {self.config.policy.quality_weight:g}, {guard_text(snap, self.config.policy.guard_margin)})") + \
             f": {self.serve_reason}"
         ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
         lines = [f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
@@ -166,44 +116,12 @@ class Gateway:
                  f"serves: {serves}" + (" -- DRY RUN: chat calls answer with the decision only" if snap.dry_run else ""),
                  f"upstreams: {len(ups)}" + (": " + "; ".join(ups[:5]) + (f"; ... ({len(ups) - 5} more)" if len(ups) > 5 else "")
                                              if ups else " (POST /route answers; chat calls need --models-config)"),
-                 f"by cost: {self.cost_text()}",
+                 f"by cost: {cost_text(self.verdict)}",
                  f"policy: {self.config.n_fallbacks} fallbacks (embedding neighbours; pinned models: "
                  f"{'on' if settings.pinned_fallbacks else 'off unless the request asks'}); an upstream failing "
                  f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
                  f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token")]
         return "\n".join("  " + line for line in lines)
-
-    def cost_text(self) -> str:
-        """Where routing would pay on cost, from the routing evaluation of this checkpoint: the share of the best
-        single model's cost at which LOCUS's cost-aware operating points reached its accuracy (and 95% of it);
-        what a request weighing cost (model "locus:<w>", w < 1) is routed by, in single-model mode too."""
-        verdict = self.verdict
-        how = 'requests with model "locus:<w>", w < 1, route by cost'
-        if verdict is None:
-            return f"{how} (no routing evaluation of this checkpoint says what that saves)"
-        if verdict.get("cheaper") is None:
-            return (f"{how}; the routing evaluation found no router that reaches {verdict['best_single']}'s accuracy "
-                    "for less (or it had no prices: locus evaluate --models-file)")
-        cheaper = verdict["cheaper"]
-        mine = cheaper.get("locus") or {}
-        reference = cheaper.get("reference") or verdict["best_single"]
-        full, near = mine.get("at_best_single"), mine.get("at_95")
-        said = (f"{reference}'s accuracy at {100 * full:.0f}% of its cost"
-                + (f", 95% of it at {100 * near:.0f}%" if near is not None else "") if full is not None else
-                f"95% of {reference}'s accuracy at {100 * near:.0f}% of its cost (its full accuracy not for less)"
-                if near is not None else "")
-        return (f"{how}: in the routing evaluation LOCUS reached {said}" if said else
-                f"{how}; in the routing evaluation LOCUS did not reach {reference}'s accuracy for less") + \
-            f" (every router: {cheaper_text(cheaper, verdict['best_single'])})"
-
-    def guard_text(self) -> str:
-        """The guard in words: its margin and the routable model of highest standing it leans toward."""
-        snap, margin = self.snapshot, self.config.policy.guard_margin
-        rows = snap.routable_rows
-        if margin == 0:
-            return "no guard"
-        leaned = snap.names[int(rows[incumbent(snap.pool_scorer.standing[rows])])] if len(rows) else "none"
-        return f"guard {margin:g} toward {leaned}"
 
     # -- reload
 
@@ -465,11 +383,3 @@ class Gateway:
     @staticmethod
     def candidate_rows(snap: Snapshot, rows) -> np.ndarray:
         return np.arange(len(snap.names)) if isinstance(rows, slice) else rows
-
-
-def learning_config(config: ServeConfig) -> LearningConfig:
-    """The learner's settings of this gateway: the library's defaults, ``--explore`` and ``--client-share`` over them."""
-    default = LearningConfig()
-    return LearningConfig(explore=default.explore if config.explore is None else config.explore,
-                          prior_var=default.prior_var, half_life=default.half_life,
-                          client_share=default.client_share if config.client_share is None else config.client_share)

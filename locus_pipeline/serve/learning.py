@@ -29,6 +29,7 @@ import numpy as np
 
 from locus_model.learning import ExplorationBudget, Learner, LearningConfig
 from locus_pipeline.serve.batcher import Scored
+from locus_pipeline.serve.config import ServeConfig
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.storage import LocusHome
 from locus_pipeline.storage.traffic import Retention, writer_id
@@ -374,3 +375,11 @@ class Learning:
         """Graded answers per model held by the learner (discounted by the half-life)."""
         total = self.learner.posterior.count.sum(axis=1)
         return {n: round(float(c), 3) for n, c in zip(self.names, total) if c > 0}
+
+
+def learning_config(config: ServeConfig) -> LearningConfig:
+    """The learner's settings of this gateway: the library's defaults, ``--explore`` and ``--client-share`` over them."""
+    default = LearningConfig()
+    return LearningConfig(explore=default.explore if config.explore is None else config.explore,
+                          prior_var=default.prior_var, half_life=default.half_life,
+                          client_share=default.client_share if config.client_share is None else config.client_share)

@@ -164,7 +164,7 @@ def test_a_key_near_the_cut_of_a_5xx_body_leaks_no_characters(built, tmp_path, m
 
 
 def test_keys_split_cut_or_escaped_are_scrubbed():
-    from locus_pipeline.serve.upstream import scrub_body, scrub_credentials
+    from locus_pipeline.serve.scrub import scrub_body, scrub_credentials
 
     key = "abcd-efgh-ijkl-mnop-qrst"  # not key-shaped: only knowing it finds it
     assert scrub_credentials(f"got {key}!", [key]) == "got [redacted]!"
@@ -243,7 +243,7 @@ def test_a_key_an_upstream_echoes_in_a_200_answer_reaches_no_client(built, tmp_p
 
 
 def test_an_answer_without_the_key_is_passed_on_as_it_came():
-    from locus_pipeline.serve.upstream import scrub_answer
+    from locus_pipeline.serve.scrub import scrub_answer
 
     answer = {"content": "api_key = 'sk-example-not-a-key' \u200d\U0001F469\u200d\U0001F467 \\u0041", "n": 3}
     assert scrub_answer(answer, [KEY]) == answer  # code a model writes, emoji joined by ZWJ, escapes: untouched
