@@ -155,7 +155,7 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         return f"--reference-scores {args.reference_scores}: no such file. How to fix: a CSV with a model column and scores"
     stream = getattr(args, "stream", None)
     if stream is not None:
-        from locus_model.evaluation.stream import SCENARIOS  # why: numpy only, no torch
+        from locus_model.evaluation.stream_routing import SCENARIOS  # why: numpy only, no torch
 
         names = [s.strip() for s in stream.split(",") if s.strip()]
         bad = [s for s in names if s not in SCENARIOS]
@@ -229,6 +229,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.data.matrix import EvaluationMatrix
     from locus_model.evaluation.methods import METHODS
     from locus_model.evaluation.protocol import evaluate
+    from locus_model.evaluation.stream import run_replay
     from locus_model.evaluation.results import format_frontier, print_results, save_results
     from locus_model.evaluation.verdict import format_verdict
     from locus_model.model import LocusConfig
@@ -281,7 +282,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if args.patience is not None:
             train_config = replace(train_config, patience=args.patience)
         if getattr(args, "stream", None) is not None:
-            return _run_stream(args, matrix, encodings, train_config, progress)
+            run_replay(args, matrix, encodings, train_config, progress)
+            return EXIT_OK
         result = evaluate(
             matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
             held_out=held_out,
@@ -310,38 +312,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
         from locus_model.routing.frontier_plot import plot_frontiers  # why: matplotlib only with --plot
 
         print(f"wrote {plot_frontiers(result['frontier_folds'], args.plot, cost_label=f'mean cost per query ({costs.basis_means})')}")
-    print(f"\nwrote {path}")
-    return EXIT_OK
-
-
-def _run_stream(args: argparse.Namespace, matrix, encodings, train_config, progress: bool) -> int:
-    """locus evaluate --stream: the replay (evaluation.stream) on the table's complete queries."""
-    # why: the CLI answers --help and argument errors without loading the library
-    import numpy as np
-
-    from locus_model.evaluation.results import save_results
-    from locus_model.evaluation.stream import StreamConfig, format_stream, plot_stream, replay
-    from locus_model.learning import LearningConfig
-    from locus_model.model import LocusConfig
-
-    scores = np.asarray(matrix.scores, np.float32)
-    complete = ~np.isnan(scores).any(axis=0)
-    if progress and not complete.all():
-        print(f"the replay reads every model's score on each query: {int((~complete).sum())} of {len(complete)} "
-              "queries with a missing cell are left out", file=sys.stderr)
-    learning = LearningConfig() if args.stream_explore is None else LearningConfig(explore=args.stream_explore)
-    config = StreamConfig(learning=learning, guard_margin=args.guard_margin,
-                          **({} if args.stream_events is None else {"events": args.stream_events}),
-                          **({} if args.stream_feedback is None else {"feedback": args.stream_feedback}))
-    result = replay(scores[:, complete], encodings[complete], np.asarray(matrix.benchmarks)[complete],
-                    list(matrix.models), [s.strip() for s in args.stream.split(",") if s.strip()],
-                    seeds=args.stream_seeds, config=config, train_config=train_config,
-                    model_config=LocusConfig(query_dim=encodings.shape[1]), progress=progress)
-    result["settings"].update({"evaluations": str(args.evaluations), "encoder": args.encoder, "seed": args.seed})
-    path = save_results(result, args.out)
-    print(format_stream(result))
-    if args.plot is not None:
-        print(f"wrote {plot_stream(result, args.plot)}")
     print(f"\nwrote {path}")
     return EXIT_OK
 

@@ -36,7 +36,8 @@ from typing import Any, Callable
 import numpy as np
 
 from locus_model.evaluation.methods import LocusMethod
-from locus_model.evaluation.results import json_clean
+from locus_model.evaluation.results import json_clean, save_results
+from locus_model.model_config import LocusConfig
 from locus_model.routing.policy import GUARD_MARGIN
 from locus_model.learning import ExplorationBudget, Learner, LearningConfig
 
@@ -265,5 +266,30 @@ def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, mo
     })
 
 
+def run_replay(args, matrix, encodings: np.ndarray, train_config, progress: bool) -> dict:
+    """What `locus evaluate --stream` does with its arguments: the replay on the table's complete queries, its
+    result saved to ``args.out``, its table printed and, with ``args.plot``, its curves drawn; the result returned."""
+    scores = np.asarray(matrix.scores, np.float32)
+    complete = ~np.isnan(scores).any(axis=0)
+    if progress and not complete.all():
+        print(f"the replay reads every model's score on each query: {int((~complete).sum())} of {len(complete)} "
+              "queries with a missing cell are left out", file=sys.stderr)
+    learning = LearningConfig() if args.stream_explore is None else LearningConfig(explore=args.stream_explore)
+    config = StreamConfig(learning=learning, guard_margin=args.guard_margin,
+                          **({} if args.stream_events is None else {"events": args.stream_events}),
+                          **({} if args.stream_feedback is None else {"feedback": args.stream_feedback}))
+    result = replay(scores[:, complete], encodings[complete], np.asarray(matrix.benchmarks)[complete],
+                    list(matrix.models), [s.strip() for s in args.stream.split(",") if s.strip()],
+                    seeds=args.stream_seeds, config=config, train_config=train_config,
+                    model_config=LocusConfig(query_dim=encodings.shape[1]), progress=progress)
+    result["settings"].update({"evaluations": str(args.evaluations), "encoder": args.encoder, "seed": args.seed})
+    path = save_results(result, args.out)
+    print(format_stream(result))
+    if args.plot is not None:
+        print(f"wrote {plot_stream(result, args.plot)}")
+    print(f"\nwrote {path}")
+    return result
+
+
 __all__ = ["METHODS", "SCENARIOS", "Stream", "StreamConfig", "format_stream", "newcomer_prior_var", "plot_stream",
-           "replay", "route_stream", "score_stream", "summarise"]
+           "replay", "route_stream", "run_replay", "score_stream", "summarise"]

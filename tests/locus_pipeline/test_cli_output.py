@@ -35,7 +35,7 @@ sys.exit(cli.main({argv!r}))
 
 @pytest.mark.parametrize("module, patched, argv", [
     ("locus_model.cli", "run_evaluate", ["evaluate", "--evaluations", "x.csv", "--out", "r.json"]),
-    ("locus_pipeline.cli", "run_pool_remove", ["pool", "remove", "acme/x"]),
+    ("locus_pipeline.home_cli", "run_pool_remove", ["pool", "remove", "acme/x"]),
     ("locus_pipeline.live_cli", "run_onboard", ["onboard", "--endpoint", "acme/x", "--models-config", "m.yaml"]),
 ])
 def test_the_locus_command_prints_no_library_warnings(module, patched, argv) -> None:

@@ -43,7 +43,8 @@ ORDER = (
     ("live",),  # live onboarding: asking, grading, handing the answers to the intake
     ("defs",),  # the Dagster definitions: assets, checks, jobs, resources, sensors
     ("definitions",),  # the code location's entry point
-    ("cli", "live_cli", "demo", "devserver"),  # the command line (it starts runs in-process) and the dev stack
+    ("home_cli", "live_cli"),  # commands that change a home or onboard a live endpoint (they start runs in-process)
+    ("cli", "demo", "devserver"),  # the command line and the dev stack
 )
 RANK = {name: rank for rank, names in enumerate(ORDER) for name in names}
 

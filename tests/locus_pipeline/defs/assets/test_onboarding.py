@@ -314,7 +314,8 @@ def test_a_model_in_two_small_files_of_one_tick_gets_both_the_newer_winning(home
 
 
 def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_bring_the_model_back(home, monkeypatch, capsys):
-    from locus_pipeline.cli import main, remove_from_pool
+    from locus_pipeline.cli import main
+    from locus_pipeline.home_cli import remove_from_pool
 
     name = "ui-walk/onboarded model"
     drop_file(home, "walk.csv", new_model_rows(home, name))
