@@ -70,8 +70,9 @@ def information_gain(P: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return _entropy(mean) - (w * _entropy(P)).sum(axis=0)
 
 
-def next_queries(P: np.ndarray, asked: np.ndarray, scores: np.ndarray, k: int,
-                 config: SelectionConfig = SelectionConfig()) -> np.ndarray:
+def next_queries(
+    P: np.ndarray, asked: np.ndarray, scores: np.ndarray, k: int, config: SelectionConfig = SelectionConfig()
+) -> np.ndarray:
     """The next ``k`` questions (column indices of ``P`` (M, Q), none of ``asked``), best first; fewer when fewer
     are left. ``scores`` are the graded answers to ``asked`` (used by ``adaptive`` only). Deterministic: the
     same state gives the same questions, so a resumed onboarding asks what it would have asked."""

@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.common import REPO, apply_options, load_suite
 from bench.adaptive import SelectionConfig, information_gain, next_queries, pool_posterior
+from bench.common import REPO, apply_options, load_suite
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.splits import choose_held_out
 from locus_model.infer import embed_evaluation_set, embed_evaluation_sets, predict_proba
@@ -70,8 +70,9 @@ def sampled_queries(P, asked, scores, k, seed: int, share: int = 4) -> np.ndarra
 
 def trained_locus(enc, scores, trained, candidates, train_options, seed, cache: Path):
     """LOCUS trained on the trained models' candidate cells (a seeded 10% of the candidates for validation)."""
-    key = hashlib.sha256(json.dumps([sorted(train_options), len(candidates), seed, trained.tolist(),
-                                     int(enc.shape[0])]).encode()).hexdigest()[:12]
+    key = hashlib.sha256(
+        json.dumps([sorted(train_options), len(candidates), seed, trained.tolist(), int(enc.shape[0])]).encode()
+    ).hexdigest()[:12]
     path = cache / f"adaptive_onboarding_{key}.pt"
     if path.is_file():
         return load_checkpoint(path)[0], str(path)
@@ -83,8 +84,9 @@ def trained_locus(enc, scores, trained, candidates, train_options, seed, cache: 
     train[:, train_q] = scores[np.ix_(trained, train_q)]
     val[:, val_q] = scores[np.ix_(trained, val_q)]
     config = apply_options(TrainConfig(device="cpu", seed=seed), list(train_options))
-    result = train_locus(enc, train, val, model_config=LocusConfig(query_dim=enc.shape[1]), train_config=config,
-                         progress=False)
+    result = train_locus(
+        enc, train, val, model_config=LocusConfig(query_dim=enc.shape[1]), train_config=config, progress=False
+    )
     cache.mkdir(parents=True, exist_ok=True)
     save_checkpoint(path, result.model)
     return result.model, str(path)
@@ -99,30 +101,54 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--random-seeds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-option", nargs="*", default=[], metavar="NAME=VALUE")
-    p.add_argument("--estimate", choices=("pool", "locus"), default="pool",
-                   help="with --capability: the estimate onboarding shows (pool: empirical Bayes on the training models' "
-                        "answers, as the onboarding asset) or the refined LOCUS embedding's (the runs before 2026-12-06)")
+    p.add_argument(
+        "--estimate",
+        choices=("pool", "locus"),
+        default="pool",
+        help="with --capability: the estimate onboarding shows (pool: empirical Bayes on the training models' "
+        "answers, as the onboarding asset) or the refined LOCUS embedding's (the runs before 2026-12-06)",
+    )
     p.add_argument("--cache", type=Path, default=REPO / "bench" / ".cache" / "adaptive")
-    p.add_argument("--out", type=Path, default=None, help="(default: bench/results/adaptive_onboarding_mmlu.json, "
-                   "with --capability adaptive_capability_mmlu.json)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="(default: bench/results/adaptive_onboarding_mmlu.json, with --capability adaptive_capability_mmlu.json)",
+    )
     p.add_argument("--capability", action="store_true", help="compare the capability estimates (module docstring)")
-    p.add_argument("--choices", nargs="+", default=["adaptive", "random"],
-                   help="with --capability: adaptive | stratified (a trial: the widest benchmark's next random "
-                        "question) | random")
-    p.add_argument("--with-rows", type=Path, default=None,
-                   help="with --capability: also the rows of an earlier run's JSON (same data; e.g. its random ones)")
-    p.add_argument("--pool", type=Path, nargs="+", default=None,
-                   help="report only: the --capability JSONs of several runs (e.g. --seed 0 and 1) pooled, each "
-                        "held-out model of each run one unit of the paired intervals")
+    p.add_argument(
+        "--choices",
+        nargs="+",
+        default=["adaptive", "random"],
+        help="with --capability: adaptive | stratified (a trial: the widest benchmark's next random question) | random",
+    )
+    p.add_argument(
+        "--with-rows",
+        type=Path,
+        default=None,
+        help="with --capability: also the rows of an earlier run's JSON (same data; e.g. its random ones)",
+    )
+    p.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="report only: the --capability JSONs of several runs (e.g. --seed 0 and 1) pooled, each "
+        "held-out model of each run one unit of the paired intervals",
+    )
     args = p.parse_args(argv)
     if args.pool:
-        rows = [{**r, "model": f"{i}:{r['model']}"} for i, f in enumerate(args.pool)
-                for r in json.loads(f.read_text())["rows"]]
+        rows = [
+            {**r, "model": f"{i}:{r['model']}"}
+            for i, f in enumerate(args.pool)
+            for r in json.loads(f.read_text())["rows"]
+        ]
         first = Path(args.pool[0])  # beside the first run's file: x.json -> x_pooled.json
         args.out, args.with_rows = args.out or first.with_name(f"{first.stem}_pooled.json"), None
         return report_capability(rows, args, {"pooled": [str(f) for f in args.pool]}, time.time())
     args.out = args.out or REPO / "bench" / "results" / (
-        "adaptive_capability_mmlu.json" if args.capability else "adaptive_onboarding_mmlu.json")
+        "adaptive_capability_mmlu.json" if args.capability else "adaptive_onboarding_mmlu.json"
+    )
     torch.set_num_threads(1)
     start = time.time()
 
@@ -134,25 +160,39 @@ def main(argv: list[str] | None = None) -> int:
     bench_all = np.asarray(matrix.benchmarks)[keep]
     order = rng.permutation(len(keep))
     test = np.sort(order[: int(len(keep) * args.test_share)])
-    candidates = np.sort(order[int(len(keep) * args.test_share):])
+    candidates = np.sort(order[int(len(keep) * args.test_share) :])
     bench_test = bench_all[test]
     held = choose_held_out(len(matrix.models), 0.2, args.seed)
     trained = np.setdiff1d(np.arange(len(matrix.models)), held)
-    print(f"{len(keep)} questions ({len(candidates)} candidates, {len(test)} test); {len(trained)} trained, held out: "
-          f"{[matrix.models[h] for h in held]}", flush=True)
+    print(
+        f"{len(keep)} questions ({len(candidates)} candidates, {len(test)} test); {len(trained)} trained, held out: "
+        f"{[matrix.models[h] for h in held]}",
+        flush=True,
+    )
     if args.capability:  # the estimator reads the training models' answers: no LOCUS to train
         rows = capability_rows(bench_all, scores, held, candidates, args, start)
-        return report_capability(rows, args, {"source": source, "questions": int(len(keep)),
-                                              "candidates": int(len(candidates)),
-                                              "held_out": [matrix.models[h] for h in held],
-                                              "estimate": "product (locus_model.estimates.Estimator)"}, start)
-    enc = np.asarray(encode_queries([matrix.queries[i] for i in keep], encoder="all-MiniLM-L6-v2", runtime="torch"),
-                     dtype=np.float32)
+        return report_capability(
+            rows,
+            args,
+            {
+                "source": source,
+                "questions": int(len(keep)),
+                "candidates": int(len(candidates)),
+                "held_out": [matrix.models[h] for h in held],
+                "estimate": "product (locus_model.estimates.Estimator)",
+            },
+            start,
+        )
+    enc = np.asarray(
+        encode_queries([matrix.queries[i] for i in keep], encoder="all-MiniLM-L6-v2", runtime="torch"), dtype=np.float32
+    )
     model, checkpoint = trained_locus(enc, scores, trained, candidates, args.train_option, args.seed, args.cache)
     print(f"trained in {time.time() - start:.0f} s -> {checkpoint}", flush=True)
 
-    sets = [(candidates[~np.isnan(scores[m, candidates])], scores[m, candidates][~np.isnan(scores[m, candidates])])
-            for m in trained]
+    sets = [
+        (candidates[~np.isnan(scores[m, candidates])], scores[m, candidates][~np.isnan(scores[m, candidates])])
+        for m in trained
+    ]
     pool_z = embed_evaluation_sets(model, enc, sets)  # (T, d): the pool, each model from all its candidate answers
     P_cand = predict_proba(model, pool_z, enc[candidates])  # (T, C)
     P_test_pool = predict_proba(model, pool_z, enc[test])  # (T, Qt)
@@ -174,14 +214,25 @@ def main(argv: list[str] | None = None) -> int:
         def benchmark_mae(p: np.ndarray) -> float:
             return float(np.mean([abs(p[c].mean() - scores[h, test[c]].mean()) for c in cats if len(c)]))
 
-        rows.append({"model": matrix.models[h], "strategy": "all", "seed": 0, "n": int(answered.sum()),
-                     "embedding_error": 0.0, "relative_error": 0.0, "routing_agreement": 1.0,
-                     "local_agreement": 1.0, "p_mae": 0.0,
-                     "benchmark_mae": benchmark_mae(p_all[0])})
+        rows.append(
+            {
+                "model": matrix.models[h],
+                "strategy": "all",
+                "seed": 0,
+                "n": int(answered.sum()),
+                "embedding_error": 0.0,
+                "relative_error": 0.0,
+                "routing_agreement": 1.0,
+                "local_agreement": 1.0,
+                "p_mae": 0.0,
+                "benchmark_mae": benchmark_mae(p_all[0]),
+            }
+        )
         P_h = P_cand[:, answered]  # ask only questions the model has a recorded answer to
         cols = np.flatnonzero(answered)
-        runs = [("adaptive", 0), ("fixed", 0)] + [(name, s) for name in ("random", "sampled")
-                                                  for s in range(args.random_seeds)]
+        runs = [("adaptive", 0), ("fixed", 0)] + [
+            (name, s) for name in ("random", "sampled") for s in range(args.random_seeds)
+        ]
         for strategy, seed in runs:
             config = SelectionConfig(strategy=strategy if strategy != "sampled" else "adaptive", seed=seed)
             asked = np.empty(0, np.int64)
@@ -198,12 +249,22 @@ def main(argv: list[str] | None = None) -> int:
                     p_n = predict_proba(model, z[None], enc[test])
                     best = np.vstack([P_test_pool, p_n]).argmax(axis=0)
                     err = float(np.linalg.norm(z - z_all))
-                    rows.append({"model": matrix.models[h], "strategy": strategy, "seed": seed, "n": n,
-                                 "embedding_error": err, "relative_error": err / scale,
-                                 "routing_agreement": float((best == best_all).mean()),
-                                 "local_agreement": float((np.vstack([P_test_pool[near], p_n]).argmax(axis=0)
-                                                           == local_all).mean()),
-                                 "p_mae": float(np.abs(p_n - p_all).mean()), "benchmark_mae": benchmark_mae(p_n[0])})
+                    rows.append(
+                        {
+                            "model": matrix.models[h],
+                            "strategy": strategy,
+                            "seed": seed,
+                            "n": n,
+                            "embedding_error": err,
+                            "relative_error": err / scale,
+                            "routing_agreement": float((best == best_all).mean()),
+                            "local_agreement": float(
+                                (np.vstack([P_test_pool[near], p_n]).argmax(axis=0) == local_all).mean()
+                            ),
+                            "p_mae": float(np.abs(p_n - p_all).mean()),
+                            "benchmark_mae": benchmark_mae(p_n[0]),
+                        }
+                    )
         print(f"{matrix.models[h]} done ({time.time() - start:.0f} s)", flush=True)
 
     metrics = ("embedding_error", "relative_error", "routing_agreement", "local_agreement", "p_mae", "benchmark_mae")
@@ -212,24 +273,44 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.sizes:
             sel = [r for r in rows if r["strategy"] == strategy and r["n"] == n]
             summary[f"{strategy}@{n}"] = {k: float(np.mean([r[k] for r in sel])) for k in metrics}
-    result = {"source": source, "questions": int(len(keep)), "candidates": int(len(candidates)), "test": int(len(test)),
-              "held_out": [matrix.models[h] for h in held], "trained": int(len(trained)),
-              "train_options": args.train_option, "batch": args.batch, "random_seeds": args.random_seeds,
-              "pool_median_distance": scale, "selection": asdict(SelectionConfig()), "checkpoint": checkpoint,
-              "seconds": round(time.time() - start, 1), "summary": summary, "rows": rows}
+    result = {
+        "source": source,
+        "questions": int(len(keep)),
+        "candidates": int(len(candidates)),
+        "test": int(len(test)),
+        "held_out": [matrix.models[h] for h in held],
+        "trained": int(len(trained)),
+        "train_options": args.train_option,
+        "batch": args.batch,
+        "random_seeds": args.random_seeds,
+        "pool_median_distance": scale,
+        "selection": asdict(SelectionConfig()),
+        "checkpoint": checkpoint,
+        "seconds": round(time.time() - start, 1),
+        "summary": summary,
+        "rows": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
-    print("relative embedding error / routing agreement % / local agreement % / P(correct) MAE / per-category "
-          "accuracy MAE (points); "
-          f"with all answers the per-category MAE is {summary['all']['benchmark_mae'] * 100:.1f}")
+    print(
+        "relative embedding error / routing agreement % / local agreement % / P(correct) MAE / per-category "
+        "accuracy MAE (points); "
+        f"with all answers the per-category MAE is {summary['all']['benchmark_mae'] * 100:.1f}"
+    )
     print("| strategy | " + " | ".join(f"n={n}" for n in args.sizes) + " |")
     print("|---|" + "---|" * len(args.sizes))
     for strategy in STRATEGIES:
         cells = [summary[f"{strategy}@{n}"] for n in args.sizes]
-        print(f"| {strategy} | " + " | ".join(
-            f"{c['relative_error']:.3f} / {c['routing_agreement'] * 100:.1f} / {c['local_agreement'] * 100:.1f} / "
-            f"{c['p_mae']:.3f} / "
-            f"{c['benchmark_mae'] * 100:.1f}" for c in cells) + " |")
+        print(
+            f"| {strategy} | "
+            + " | ".join(
+                f"{c['relative_error']:.3f} / {c['routing_agreement'] * 100:.1f} / {c['local_agreement'] * 100:.1f} / "
+                f"{c['p_mae']:.3f} / "
+                f"{c['benchmark_mae'] * 100:.1f}"
+                for c in cells
+            )
+            + " |"
+        )
     print(f"-> {args.out} ({result['seconds']} s)")
     return 0
 
@@ -242,8 +323,10 @@ def capability_rows(bench_all, scores, held, candidates, args, start) -> list[di
     from locus_model.estimates.questions import random_order
 
     if args.estimate != "pool" or "stratified" in args.choices:
-        raise SystemExit("--estimate locus and --choices stratified were trials that left the product; their figures "
-                         "stay in bench/results (adaptive_capability_mmlu_stratified.json)")
+        raise SystemExit(
+            "--estimate locus and --choices stratified were trials that left the product; their figures "
+            "stay in bench/results (adaptive_capability_mmlu_stratified.json)"
+        )
     names = np.unique(bench_all.astype(str))
     trained = np.setdiff1d(np.arange(len(scores)), held)
     estimator = Estimator(EstimatorConfig()).fit(scores[trained], bench_all)  # once: every model and round reads it
@@ -272,10 +355,17 @@ def capability_rows(bench_all, scores, held, candidates, args, start) -> list[di
                 if choice != "random" or n in args.sizes:
                     cap = estimator.estimate([evaluation])
                 if n in args.sizes:
-                    rows.append({"model": int(h), "choice": choice, "seed": seed, "n": n,
-                                 "mae": float(np.abs(cap.estimate[0] - truth).mean() * 100),
-                                 "coverage": float(((cap.lo[0] <= truth) & (truth <= cap.hi[0])).mean()),
-                                 "widest": float((cap.hi[0] - cap.lo[0]).max() * 100)})
+                    rows.append(
+                        {
+                            "model": int(h),
+                            "choice": choice,
+                            "seed": seed,
+                            "n": n,
+                            "mae": float(np.abs(cap.estimate[0] - truth).mean() * 100),
+                            "coverage": float(((cap.lo[0] <= truth) & (truth <= cap.hi[0])).mean()),
+                            "widest": float((cap.hi[0] - cap.lo[0]).max() * 100),
+                        }
+                    )
             print(f"model {h} {choice} seed {seed} done ({time.time() - start:.0f} s)", flush=True)
     return rows
 
@@ -291,26 +381,49 @@ def report_capability(rows: list[dict], args, facts: dict, start: float) -> int:
 
     def per_model(choice: str, n: int, key: str = "mae") -> np.ndarray:  # (H,) random: mean over its seeds
         models = sorted({r["model"] for r in rows})
-        return np.array([np.mean([r[key] for r in rows if r["model"] == m and r["choice"] == choice and r["n"] == n])
-                         for m in models])
+        return np.array(
+            [
+                np.mean([r[key] for r in rows if r["model"] == m and r["choice"] == choice and r["n"] == n])
+                for m in models
+            ]
+        )
 
-    summary = {f"{c}@{n}": {k: float(per_model(c, n, k).mean()) for k in ("mae", "coverage", "widest")}
-               for c in choices for n in args.sizes}
-    paired = {f"{c}-random@{n}": paired_bootstrap(per_model(c, n), per_model("random", n))
-              for c in tried for n in args.sizes}
+    summary = {
+        f"{c}@{n}": {k: float(per_model(c, n, k).mean()) for k in ("mae", "coverage", "widest")}
+        for c in choices
+        for n in args.sizes
+    }
+    paired = {
+        f"{c}-random@{n}": paired_bootstrap(per_model(c, n), per_model("random", n)) for c in tried for n in args.sizes
+    }
     if 64 in args.sizes and 128 in args.sizes:
-        paired.update({f"{c}@64-random@128": paired_bootstrap(per_model(c, 64), per_model("random", 128))
-                       for c in tried})
-    result = {**facts, "batch": args.batch, "random_seeds": args.random_seeds, "summary": summary, "paired": paired,
-              "seconds": round(time.time() - start, 1), "rows": rows}
+        paired.update(
+            {f"{c}@64-random@128": paired_bootstrap(per_model(c, 64), per_model("random", 128)) for c in tried}
+        )
+    result = {
+        **facts,
+        "batch": args.batch,
+        "random_seeds": args.random_seeds,
+        "summary": summary,
+        "paired": paired,
+        "seconds": round(time.time() - start, 1),
+        "rows": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print("per-benchmark MAE (points) / 90% coverage / widest interval (points)")
     print("| choice | " + " | ".join(f"n={n}" for n in args.sizes) + " |")
     print("|---|" + "---|" * len(args.sizes))
     for c in choices:
-        print(f"| {c} | " + " | ".join(f"{summary[f'{c}@{n}']['mae']:.2f} / {summary[f'{c}@{n}']['coverage']:.2f} / "
-                                       f"{summary[f'{c}@{n}']['widest']:.1f}" for n in args.sizes) + " |")
+        print(
+            f"| {c} | "
+            + " | ".join(
+                f"{summary[f'{c}@{n}']['mae']:.2f} / {summary[f'{c}@{n}']['coverage']:.2f} / "
+                f"{summary[f'{c}@{n}']['widest']:.1f}"
+                for n in args.sizes
+            )
+            + " |"
+        )
     for name, d in paired.items():
         print(f"{name}: MAE {d['diff']:+.2f} points [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}] (95%, over models)")
     print(f"-> {args.out} ({result['seconds']} s)")

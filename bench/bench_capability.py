@@ -31,8 +31,9 @@ def cached_train(cache: Path, args):
     from locus_model.router import Router
     from locus_model.training import train_locus
 
-    key = hashlib.sha1(json.dumps([args.suite, args.models, args.encoder, args.train_option, args.seed,
-                                   args.folds]).encode()).hexdigest()[:12]
+    key = hashlib.sha1(
+        json.dumps([args.suite, args.models, args.encoder, args.train_option, args.seed, args.folds]).encode()
+    ).hexdigest()[:12]
 
     def train(fold, kwargs):
         path = cache / f"capability_{key}_f{fold.index}.pt"
@@ -61,9 +62,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--off-pool", default=None, help="the product's EstimatorConfig.off_pool (pool, ability, router)")
     p.add_argument("--robust", type=float, default=None, help="the product's EstimatorConfig.robust (default its own)")
-    p.add_argument("--local-share", type=float, default=None,
-                   help="the product's EstimatorConfig.local_share (the prior's error measured where the model falls; "
-                        "default its own; 0: one width for the pool)")
+    p.add_argument(
+        "--local-share",
+        type=float,
+        default=None,
+        help="the product's EstimatorConfig.local_share (the prior's error measured where the model falls; "
+        "default its own; 0: one width for the pool)",
+    )
     p.add_argument("--fit-cache", type=Path, default=None, help="keep each fold's trained router here and reuse it")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
@@ -88,20 +93,46 @@ def main() -> None:
     splits = kfold_splits(scores.shape[1], folds=args.folds, budget=min(256, scores.shape[1] // 2), seed=args.seed)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     splits = [f for f in splits if args.only_folds is None or f.index in args.only_folds]
-    run = capability_folds(enc, scores, matrix.benchmarks, splits, trained=trained, held=held,
-                           model_config=LocusConfig(query_dim=enc.shape[1]),
-                           train_config=apply_options(TrainConfig(device="cpu", seed=args.seed), args.train_option),
-                           sizes=args.sizes, methods=methods, reference=reference, irt_steps=args.irt_steps,
-                           seed=args.seed, log=lambda message: print(message, flush=True),
-                           trainer=None if args.fit_cache is None else cached_train(args.fit_cache, args),
-                           estimator_config=EstimatorConfig(**{
-                               **({} if args.local_share is None else {"local_share": args.local_share or None}),
-                               **({} if args.robust is None else {"robust": args.robust}),
-                               **({} if args.off_pool is None else {"off_pool": args.off_pool})}))
+    run = capability_folds(
+        enc,
+        scores,
+        matrix.benchmarks,
+        splits,
+        trained=trained,
+        held=held,
+        model_config=LocusConfig(query_dim=enc.shape[1]),
+        train_config=apply_options(TrainConfig(device="cpu", seed=args.seed), args.train_option),
+        sizes=args.sizes,
+        methods=methods,
+        reference=reference,
+        irt_steps=args.irt_steps,
+        seed=args.seed,
+        log=lambda message: print(message, flush=True),
+        trainer=None if args.fit_cache is None else cached_train(args.fit_cache, args),
+        estimator_config=EstimatorConfig(
+            **{
+                **({} if args.local_share is None else {"local_share": args.local_share or None}),
+                **({} if args.robust is None else {"robust": args.robust}),
+                **({} if args.off_pool is None else {"off_pool": args.off_pool}),
+            }
+        ),
+    )
     summary, paired = run["summary"], run["paired"]
-    out = {"settings": {**vars(args), "out": str(args.out), "reference": str(args.reference), "source": source,
-                        "models": len(models), "held_out": len(held), "folds_run": len(splits)},
-           "summary": summary, "paired": paired, "folds": run["folds"], "wall_s": time.perf_counter() - start}
+    out = {
+        "settings": {
+            **vars(args),
+            "out": str(args.out),
+            "reference": str(args.reference),
+            "source": source,
+            "models": len(models),
+            "held_out": len(held),
+            "folds_run": len(splits),
+        },
+        "summary": summary,
+        "paired": paired,
+        "folds": run["folds"],
+        "wall_s": time.perf_counter() - start,
+    }
     args.out.write_text(json.dumps(out, indent=1, default=str))
     for k in summary:
         print(f"{k:<48} {summary[k]['mean']:.3f} ± {summary[k]['std']:.3f}")

@@ -59,8 +59,18 @@ def main(argv: list[str] | None = None) -> int:
     out = CACHE / args.case.stem
     evaluations, models = case_files(args.case, out)
     start = time.perf_counter()
-    code = locus(["evaluate", "--evaluations", str(evaluations), "--models-file", str(models),
-                  "--out", str(out / f"results{args.tag}.json"), *extra])
+    code = locus(
+        [
+            "evaluate",
+            "--evaluations",
+            str(evaluations),
+            "--models-file",
+            str(models),
+            "--out",
+            str(out / f"results{args.tag}.json"),
+            *extra,
+        ]
+    )
     print(f"locus evaluate on {args.case.name}: {time.perf_counter() - start:.0f} s (exit {code})")
     return code
 

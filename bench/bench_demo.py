@@ -31,16 +31,24 @@ def main() -> int:
     cache = Path(tempfile.mkdtemp(prefix="locus-bench-cache-"))
     env = {**os.environ, "LOCUS_HOME": str(home), "LOCUS_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1"}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "locus_pipeline.demo", *demo_args], cwd=REPO, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "locus_pipeline.demo", *demo_args],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
     lines = proc.stdout.splitlines()
     first = next((i for i, line in enumerate(lines) if line.startswith("locus_job ")), max(0, len(lines) - 30))
     print("\n".join(lines[first:]))
-    print(f"\nmake demo after setup (fresh LOCUS_HOME, process total): {wall:.0f} s, exit code {proc.returncode}; "
-          f"CPU time {cpu:.0f} s on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nmake demo after setup (fresh LOCUS_HOME, process total): {wall:.0f} s, exit code {proc.returncode}; "
+        f"CPU time {cpu:.0f} s on {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+    )
     if args.keep:
         print(f"LOCUS_HOME kept at {home}")
     else:

@@ -65,12 +65,17 @@ def throughput(n: int, threads: int, batch_size: int) -> dict:
         for runtime in RUNTIMES:
             cosine = (encodings[runtime] * encodings["torch"]).sum(1)
             rows[f"{runtime}/{kind}"] = {
-                "runtime": runtime, "texts": kind, "n": len(texts), "mean_chars": round(float(np.mean([len(t) for t in texts]))),
+                "runtime": runtime,
+                "texts": kind,
+                "n": len(texts),
+                "mean_chars": round(float(np.mean([len(t) for t in texts]))),
                 "queries_per_s": round(len(texts) / seconds[runtime], 1),
                 "speedup_vs_torch": round(seconds["torch"] / seconds[runtime], 2),
                 "queries_per_cpu_s": round(len(texts) / cpu[runtime], 1),
                 "cpu_speedup_vs_torch": round(cpu["torch"] / cpu[runtime], 2),
-                "cosine_mean": round(float(cosine.mean()), 5), "cosine_min": round(float(cosine.min()), 5)}
+                "cosine_mean": round(float(cosine.mean()), 5),
+                "cosine_min": round(float(cosine.min()), 5),
+            }
     return {"load_s": load_s, "rows": rows}
 
 
@@ -112,14 +117,23 @@ def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) 
         print(f"  the LOCUS checkpoint of an earlier run with these settings: {checkpoint}", flush=True)
     else:
         t0 = time.perf_counter()
-        result = train_locus(enc["torch"], train_scores, val_scores,
-                             model_config=LocusConfig(query_dim=enc["torch"].shape[1]),
-                             train_config=TrainConfig(epochs=epochs, finetune_steps=300, device="cpu"), progress=False)
+        result = train_locus(
+            enc["torch"],
+            train_scores,
+            val_scores,
+            model_config=LocusConfig(query_dim=enc["torch"].shape[1]),
+            train_config=TrainConfig(epochs=epochs, finetune_steps=300, device="cpu"),
+            progress=False,
+        )
         print(f"  trained LOCUS on torch encodings in {time.perf_counter() - t0:.0f} s (epochs {epochs})", flush=True)
         model, best_epoch = result.model, result.best_epoch
         if checkpoint is not None:
-            save_checkpoint(checkpoint, model, encoder=ENCODER, encoder_runtime="torch", best_epoch=best_epoch, bench=tag)
-    sets = [(train[~np.isnan(scores[m, train])], scores[m, train][~np.isnan(scores[m, train])]) for m in range(len(scores))]
+            save_checkpoint(
+                checkpoint, model, encoder=ENCODER, encoder_runtime="torch", best_epoch=best_epoch, bench=tag
+            )
+    sets = [
+        (train[~np.isnan(scores[m, train])], scores[m, train][~np.isnan(scores[m, train])]) for m in range(len(scores))
+    ]
 
     def probs(pool_enc: np.ndarray, query_enc: np.ndarray) -> np.ndarray:  # (M, test) P(correct)
         return predict_proba(model, embed_evaluation_sets(model, pool_enc, sets), query_enc[test])
@@ -127,15 +141,25 @@ def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) 
     info = pd.read_csv(REPO / "data" / "mmlu-pro" / "models.csv").set_index("model")["params_b"].to_dict()
     costs = cost_table(matrix.models, {m: {"params_b": info[m]} for m in matrix.models if m in info}).costs()
     test_scores = np.nan_to_num(scores[:, test])
-    p = {"torch": probs(enc["torch"], enc["torch"]), "onnx-int8": probs(enc["onnx-int8"], enc["onnx-int8"]),
-         "mixed (torch pool, onnx-int8 queries)": probs(enc["torch"], enc["onnx-int8"])}
-    out = {"queries": Q, "test_queries": len(test), "models": len(scores), "checkpoint_best_epoch": best_epoch,
-           "cost_basis": "params_b"}
+    p = {
+        "torch": probs(enc["torch"], enc["torch"]),
+        "onnx-int8": probs(enc["onnx-int8"], enc["onnx-int8"]),
+        "mixed (torch pool, onnx-int8 queries)": probs(enc["torch"], enc["onnx-int8"]),
+    }
+    out = {
+        "queries": Q,
+        "test_queries": len(test),
+        "models": len(scores),
+        "checkpoint_best_epoch": best_epoch,
+        "cost_basis": "params_b",
+    }
     best_single = int(np.nan_to_num(scores[:, train]).mean(1).argmax())
     out["best_single_accuracy"] = round(float(test_scores[best_single].mean()), 4)
     for k in p:
-        out[k] = {"p_abs_diff_mean": round(float(np.abs(p[k] - p["torch"]).mean()), 5),
-                  "p_abs_diff_max": round(float(np.abs(p[k] - p["torch"]).max()), 5)}
+        out[k] = {
+            "p_abs_diff_mean": round(float(np.abs(p[k] - p["torch"]).mean()), 5),
+            "p_abs_diff_max": round(float(np.abs(p[k] - p["torch"]).max()), 5),
+        }
         for w in (1.0, 0.9, 0.7):
             chosen = {r: route_many(p[r], costs, RoutingPolicy(quality_weight=w)) for r in ("torch", k)}
             correct = {r: test_scores[c, np.arange(len(test))] for r, c in chosen.items()}
@@ -144,9 +168,11 @@ def routing(n_queries: int, threads: int, epochs: int, checkpoint: Path | None) 
             out[k][f"w={w}"] = {
                 "same_model_as_torch": round(float((chosen[k] == chosen["torch"]).mean()), 4),
                 "models_chosen": int(len(np.unique(chosen[k]))),
-                "routing_accuracy": round(float(correct[k].mean()), 4), "interval_95": [round(lo, 4), round(hi, 4)],
+                "routing_accuracy": round(float(correct[k].mean()), 4),
+                "interval_95": [round(lo, 4), round(hi, 4)],
                 "difference_vs_torch": round(float((correct[k] - correct["torch"]).mean()), 4),
-                "difference_interval_95": [round(dlo, 4), round(dhi, 4)]}
+                "difference_interval_95": [round(dlo, 4), round(dhi, 4)],
+            }
     return out
 
 
@@ -157,19 +183,28 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--routing-queries", type=int, default=1200, help="0 = skip the routing part")
     parser.add_argument("--epochs", type=int, default=40, help="LOCUS epochs of the routing part (the demo job's)")
-    parser.add_argument("--checkpoint", type=Path, default=None,
-                        help="keep the routing part's LOCUS checkpoint here (reused by a run with the same settings)")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="keep the routing part's LOCUS checkpoint here (reused by a run with the same settings)",
+    )
     parser.add_argument("--skip-throughput", action="store_true", help="the routing part only")
     parser.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}, {os.cpu_count()} CPUs", flush=True)
     result = {"threads": args.threads, "batch_size": args.batch_size, "load_before": os.getloadavg()}
     result["throughput"] = {"rows": {}} if args.skip_throughput else throughput(args.n, args.threads, args.batch_size)
-    print(f"{'runtime':<10} {'texts':<6} {'q/s':>7} {'x torch':>8} {'q/cpu-s':>8} {'x torch':>8} {'cos mean':>9} {'cos min':>8}")
+    print(
+        f"{'runtime':<10} {'texts':<6} {'q/s':>7} {'x torch':>8} {'q/cpu-s':>8} {'x torch':>8} {'cos mean':>9} {'cos min':>8}"
+    )
     for row in result["throughput"]["rows"].values():
-        print(f"{row['runtime']:<10} {row['texts']:<6} {row['queries_per_s']:7.1f} {row['speedup_vs_torch']:8.2f} "
-              f"{row['queries_per_cpu_s']:8.1f} {row['cpu_speedup_vs_torch']:8.2f} "
-              f"{row['cosine_mean']:9.5f} {row['cosine_min']:8.5f}", flush=True)
+        print(
+            f"{row['runtime']:<10} {row['texts']:<6} {row['queries_per_s']:7.1f} {row['speedup_vs_torch']:8.2f} "
+            f"{row['queries_per_cpu_s']:8.1f} {row['cpu_speedup_vs_torch']:8.2f} "
+            f"{row['cosine_mean']:9.5f} {row['cosine_min']:8.5f}",
+            flush=True,
+        )
     if args.routing_queries:
         result["routing"] = routing(args.routing_queries, args.threads, args.epochs, args.checkpoint)
     result["load_after"] = os.getloadavg()

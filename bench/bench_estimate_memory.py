@@ -37,8 +37,8 @@ def one(n: int, query_dim: int = 384, hidden: int = 64) -> dict:
 
     from locus_model.estimates import Estimator, EstimatorConfig
     from locus_model.model import Locus, LocusConfig
-    from locus_model.router import Router
     from locus_model.query_groups import Blend, fit_query_groups
+    from locus_model.router import Router
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -80,7 +80,7 @@ def rounds() -> dict:
     post, times = est.empty_posterior(), []
     for r in range(8):
         t = time.perf_counter()
-        for q in order[8 * r: 8 * r + 8]:
+        for q in order[8 * r : 8 * r + 8]:
             est.observe(post, 0, int(q), float(row[q]))
         idx = order[: 8 * r + 8]
         est.refresh(post, 0, (idx, row[idx]))
@@ -91,9 +91,23 @@ def rounds() -> dict:
 
 def measure(n: int, *, hidden: int = 64, query_dim: int = 384) -> dict:
     """``one(n)`` in a fresh process (so that the peak is this step's alone)."""
-    out = subprocess.run([sys.executable, "-m", "bench.bench_estimate_memory", "--one", str(n), "--hidden", str(hidden),
-                          "--query-dim", str(query_dim)], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_estimate_memory",
+            "--one",
+            str(n),
+            "--hidden",
+            str(hidden),
+            "--query-dim",
+            str(query_dim),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -115,8 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, start = [], time.time()
     for i, n in enumerate(args.sizes):
         rows.append(measure(n, hidden=args.hidden, query_dim=args.query_dim))
-        print(f"{n} answers: {rows[-1]['peak_mb']} MB above the start, {rows[-1]['seconds']} s "
-              f"({i + 1}/{len(args.sizes)}, {time.time() - start:.0f} s so far)", flush=True)
+        print(
+            f"{n} answers: {rows[-1]['peak_mb']} MB above the start, {rows[-1]['seconds']} s "
+            f"({i + 1}/{len(args.sizes)}, {time.time() - start:.0f} s so far)",
+            flush=True,
+        )
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "hidden": args.hidden, "query_dim": args.query_dim}, indent=1))
     return 0

@@ -68,10 +68,15 @@ def clustering_scores(view: np.ndarray, names: list[str], arch: list[str], top: 
         shuffled = np.array(arch, dtype=object)
         shuffled[known] = rng.permutation(shuffled[known])
         floor.append(family_clustering(view, names, shuffled.tolist()))
-    return {"k": full.n_families, "adjusted_rand": full.adjusted_rand, "purity": full.purity,
-            "top5_adjusted_rand": five.adjusted_rand, "top5_purity": five.purity,
-            "floor_adjusted_rand": float(np.mean([f.adjusted_rand for f in floor])),
-            "floor_purity": float(np.mean([f.purity for f in floor]))}
+    return {
+        "k": full.n_families,
+        "adjusted_rand": full.adjusted_rand,
+        "purity": full.purity,
+        "top5_adjusted_rand": five.adjusted_rand,
+        "top5_purity": five.purity,
+        "floor_adjusted_rand": float(np.mean([f.adjusted_rand for f in floor])),
+        "floor_purity": float(np.mean([f.purity for f in floor])),
+    }
 
 
 def tag_scores(view: np.ndarray, tags: np.ndarray) -> dict:
@@ -82,8 +87,12 @@ def tag_scores(view: np.ndarray, tags: np.ndarray) -> dict:
     out = {}
     for t in ("math", "code"):
         mine = tags == t
-        out[t] = {"models": int(mine.sum()), "nn_same_tag": float(np.mean(tags[nn[mine]] == t)),
-                  "base_rate": float((mine.sum() - 1) / (len(tags) - 1)), "silhouette": float(sil[mine].mean())}
+        out[t] = {
+            "models": int(mine.sum()),
+            "nn_same_tag": float(np.mean(tags[nn[mine]] == t)),
+            "base_rate": float((mine.sum() - 1) / (len(tags) - 1)),
+            "silhouette": float(sil[mine].mean()),
+        }
     return out
 
 
@@ -92,16 +101,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget", type=int, default=256)
     p.add_argument("--fold", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--encoder", default="all-MiniLM-L6-v2", help="query encoder (e.g. hashing-384 where none is installed)")
+    p.add_argument(
+        "--encoder", default="all-MiniLM-L6-v2", help="query encoder (e.g. hashing-384 where none is installed)"
+    )
     p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
-    p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE",
-                   help="TrainConfig overrides (part of the cache key), e.g. a reduced max_steps=300")
+    p.add_argument(
+        "--train-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="TrainConfig overrides (part of the cache key), e.g. a reduced max_steps=300",
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out-dir", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    setup = protocol_setup("metabench", budget=args.budget, seed=args.seed, encoder=args.encoder,
-                           train_options=args.train_option)
+    setup = protocol_setup(
+        "metabench", budget=args.budget, seed=args.seed, encoder=args.encoder, train_options=args.train_option
+    )
     fold = setup.splits[args.fold]
     model = fold_locus(setup, fold, args.fit_cache).model
     names = [str(n) for n in setup.matrix.models]
@@ -109,27 +126,43 @@ def main(argv: list[str] | None = None) -> int:
     board = pd.read_csv(LEADERBOARD).set_index("model")["arch"].reindex(names)
     arch = board.fillna("").astype(str).tolist()
     top = set(pd.Series([a for a in arch if a]).value_counts().index[:5])
-    views = {"LOCUS embedding": z, f"raw scores, {args.budget} anchors": setup.scores[:, fold.anchors],
-             "raw scores, all items": setup.scores}
+    views = {
+        "LOCUS embedding": z,
+        f"raw scores, {args.budget} anchors": setup.scores[:, fold.anchors],
+        "raw scores, all items": setup.scores,
+    }
     tags = np.array([tag(n) for n in names])
-    results = {v: {**clustering_scores(np.nan_to_num(x.astype(np.float64)), names, arch, top, args.seed),
-                   "tags": tag_scores(np.nan_to_num(x.astype(np.float64)), tags)} for v, x in views.items()}
-    print(f"| view | ARI / purity, k = {results['LOCUS embedding']['k']} arch classes | shuffled-arch floor | "
-          "ARI / purity, 5 largest classes | math: 5-NN same tag / silhouette | code: 5-NN same tag / silhouette |")
+    results = {
+        v: {
+            **clustering_scores(np.nan_to_num(x.astype(np.float64)), names, arch, top, args.seed),
+            "tags": tag_scores(np.nan_to_num(x.astype(np.float64)), tags),
+        }
+        for v, x in views.items()
+    }
+    print(
+        f"| view | ARI / purity, k = {results['LOCUS embedding']['k']} arch classes | shuffled-arch floor | "
+        "ARI / purity, 5 largest classes | math: 5-NN same tag / silhouette | code: 5-NN same tag / silhouette |"
+    )
     print("|---|---|---|---|---|---|")
     for v, r in results.items():
         m, c = r["tags"]["math"], r["tags"]["code"]
-        print(f"| {v} | {r['adjusted_rand']:.3f} / {r['purity']:.3f} | {r['floor_adjusted_rand']:.3f} / "
-              f"{r['floor_purity']:.3f} | {r['top5_adjusted_rand']:.3f} / {r['top5_purity']:.3f} | "
-              f"{m['nn_same_tag']:.3f} / {m['silhouette']:+.3f} | {c['nn_same_tag']:.3f} / {c['silhouette']:+.3f} |")
+        print(
+            f"| {v} | {r['adjusted_rand']:.3f} / {r['purity']:.3f} | {r['floor_adjusted_rand']:.3f} / "
+            f"{r['floor_purity']:.3f} | {r['top5_adjusted_rand']:.3f} / {r['top5_purity']:.3f} | "
+            f"{m['nn_same_tag']:.3f} / {m['silhouette']:+.3f} | {c['nn_same_tag']:.3f} / {c['silhouette']:+.3f} |"
+        )
     m, c = results["LOCUS embedding"]["tags"]["math"], results["LOCUS embedding"]["tags"]["code"]
-    print(f"\n{sum(a != '' for a in arch)} of {len(names)} models with an arch; math {m['models']} models (random "
-          f"neighbour {m['base_rate']:.3f}), code {c['models']} (random {c['base_rate']:.3f}); fold {args.fold}, "
-          f"budget {args.budget}, train options {args.train_option or 'defaults'}")
+    print(
+        f"\n{sum(a != '' for a in arch)} of {len(names)} models with an arch; math {m['models']} models (random "
+        f"neighbour {m['base_rate']:.3f}), code {c['models']} (random {c['base_rate']:.3f}); fold {args.fold}, "
+        f"budget {args.budget}, train options {args.train_option or 'defaults'}"
+    )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     out = args.out_dir / f"families_metabench_b{args.budget}.json"
-    settings = {k: str(v.relative_to(REPO)) if isinstance(v, Path) and v.is_relative_to(REPO) else str(v)
-                for k, v in vars(args).items()}
+    settings = {
+        k: str(v.relative_to(REPO)) if isinstance(v, Path) and v.is_relative_to(REPO) else str(v)
+        for k, v in vars(args).items()
+    }
     out.write_text(json.dumps({"settings": settings, "results": results}, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0

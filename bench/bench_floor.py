@@ -39,29 +39,58 @@ BUSY_LOOP = "import time\nt = time.time()\nwhile True:\n    t = t * 1.0000001 + 
 
 def command(evaluations: Path, models: Path, out: Path, extra: list[str]) -> list[str]:
     """The `locus evaluate` command line of one run: the case as a new user runs it (bench/README.md)."""
-    return [sys.executable, "-m", "locus_model.cli", "evaluate", "--evaluations", str(evaluations), "--models-file",
-            str(models), "--folds", "5", "--seed", "0", "--jobs", "1", "--out", str(out), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "locus_model.cli",
+        "evaluate",
+        "--evaluations",
+        str(evaluations),
+        "--models-file",
+        str(models),
+        "--folds",
+        "5",
+        "--seed",
+        "0",
+        "--jobs",
+        "1",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def figures(result_path: Path) -> dict:
     """The verdict's figures of a result JSON, rounded as `locus evaluate` prints them, and the settings that matter."""
     result = json.loads(result_path.read_text())
     v = result["verdict"]
-    return {"verdict": "pays" if v["pays"] else f"call {v['best_single']}",
-            "figure": f"{v['delta']:+.1f} [{v['lo']:+.1f}, {v['hi']:+.1f}]",
-            "delta": v["delta"], "lo": v["lo"], "hi": v["hi"], "cost_share": v["cost_share"],
-            "locus_routing": result["methods"]["locus"]["all"]["routing_acc"]["mean"],
-            "threads": result["settings"].get("threads"), "wall_s": result["wall_s"]}
+    return {
+        "verdict": "pays" if v["pays"] else f"call {v['best_single']}",
+        "figure": f"{v['delta']:+.1f} [{v['lo']:+.1f}, {v['hi']:+.1f}]",
+        "delta": v["delta"],
+        "lo": v["lo"],
+        "hi": v["hi"],
+        "cost_share": v["cost_share"],
+        "locus_routing": result["methods"]["locus"]["all"]["routing_acc"]["mean"],
+        "threads": result["settings"].get("threads"),
+        "wall_s": result["wall_s"],
+    }
 
 
-def launch(name: str, evaluations: Path, models: Path, folder: Path,
-           more: list[str]) -> tuple[subprocess.Popen, subprocess.Popen | None]:
+def launch(
+    name: str, evaluations: Path, models: Path, folder: Path, more: list[str]
+) -> tuple[subprocess.Popen, subprocess.Popen | None]:
     extra, env, busy = RUNS[name]
     extra = [*extra, *more]
     log = open(folder / f"{name}.log", "w")
     spinner = subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) if busy else None
-    process = subprocess.Popen(command(evaluations, models, folder / f"{name}.json", extra), cwd=REPO, stdout=log,
-                               stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO), **env})
+    process = subprocess.Popen(
+        command(evaluations, models, folder / f"{name}.json", extra),
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+    )
     return process, spinner
 
 
@@ -69,11 +98,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("case", type=Path)
     p.add_argument("--runs", nargs="+", choices=tuple(RUNS), default=["threads1", "process2", "busy"])
-    p.add_argument("--parallel", action="store_true",
-                   help="start every run at once (each is then beside the others: the figures must not change)")
-    p.add_argument("--summarize", action="store_true",
-                   help="run nothing: compare the results of --runs already in bench/.cache/<case>/floor/")
-    p.add_argument("--out", type=Path, default=None, help="JSON of the figures (default bench/results/floor_<case>.json)")
+    p.add_argument(
+        "--parallel",
+        action="store_true",
+        help="start every run at once (each is then beside the others: the figures must not change)",
+    )
+    p.add_argument(
+        "--summarize",
+        action="store_true",
+        help="run nothing: compare the results of --runs already in bench/.cache/<case>/floor/",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="JSON of the figures (default bench/results/floor_<case>.json)"
+    )
     args, more = p.parse_known_args(argv)  # the rest: more `locus evaluate` options, the same for every run
     folder = CACHE / args.case.stem / "floor"
     folder.mkdir(parents=True, exist_ok=True)
@@ -86,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         if len(rows) < 2:
             raise SystemExit(f"--summarize: fewer than two of {args.runs} have a result in {folder}; run them first")
         for name, row in rows.items():
-            print(f"{name:<9} {row['figure']:<22} {row['verdict']:<28} LOCUS {100 * row['locus_routing']:.1f}  "
-                  f"{row['wall_s']:7.0f} s")
+            print(
+                f"{name:<9} {row['figure']:<22} {row['verdict']:<28} LOCUS {100 * row['locus_routing']:.1f}  "
+                f"{row['wall_s']:7.0f} s"
+            )
     for batch in batches:
         started = {name: (time.perf_counter(), *launch(name, evaluations, models, folder, more)) for name in batch}
         for name, (t0, process, spinner) in started.items():
@@ -101,15 +140,23 @@ def main(argv: list[str] | None = None) -> int:
             rows[name] = {**figures(folder / f"{name}.json"), "process_s": round(time.perf_counter() - t0, 1)}
             done = len(rows)
             eta = (time.perf_counter() - start) / done * (len(args.runs) - done)
-            print(f"{name:<9} {rows[name]['figure']:<22} {rows[name]['verdict']:<28} LOCUS "
-                  f"{100 * rows[name]['locus_routing']:.1f}  {rows[name]['process_s']:7.0f} s  "
-                  f"[{done}/{len(args.runs)} runs, ETA {eta:.0f} s]", flush=True)
+            print(
+                f"{name:<9} {rows[name]['figure']:<22} {rows[name]['verdict']:<28} LOCUS "
+                f"{100 * rows[name]['locus_routing']:.1f}  {rows[name]['process_s']:7.0f} s  "
+                f"[{done}/{len(args.runs)} runs, ETA {eta:.0f} s]",
+                flush=True,
+            )
     first = next(iter(rows.values()))
     same = all((r["figure"], r["verdict"]) == (first["figure"], first["verdict"]) for r in rows.values())
     print(f"the same verdict and interval in every run: {'yes' if same else 'NO'}")
     out = args.out or RESULTS / f"floor_{args.case.stem.replace('-', '_')}.json"
-    out.write_text(json.dumps({"case": args.case.name, "options": more, "runs": rows, "same": same,
-                               "load_at_end": os.getloadavg()[0]}, indent=1) + "\n")
+    out.write_text(
+        json.dumps(
+            {"case": args.case.name, "options": more, "runs": rows, "same": same, "load_at_end": os.getloadavg()[0]},
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
     return 0 if same else 1
 

@@ -53,8 +53,14 @@ METHODS = ("locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single")
 LABEL_FREE = ("embedllm_mf", "irt", "knn", "best_single", "threshold_locus", "threshold_mf", "random_mix")
 
 
-def model_costs(names: list[str], texts: list[str], sizes: str = "csv", prices: Path | None = None, *,
-                output_tokens: int = DEFAULT_OUTPUT_TOKENS) -> tuple[np.ndarray, dict]:
+def model_costs(
+    names: list[str],
+    texts: list[str],
+    sizes: str = "csv",
+    prices: Path | None = None,
+    *,
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS,
+) -> tuple[np.ndarray, dict]:
     """((M, Q) cost of each query on each model, NaN = unknown; the result's ``settings.costs``) via
     routing.cost_table and routing.frontier.query_costs. Without ``prices``: billions of parameters from models.csv
     (``sizes="csv"`` keeps a size the table read from a name unknown). With ``prices``: dollars per query from a CSV
@@ -72,9 +78,16 @@ def model_costs(names: list[str], texts: list[str], sizes: str = "csv", prices: 
         if sizes == "csv":
             costs[[i for i, n in enumerate(names) if n in set(table.parsed)]] = np.nan
     unknown = [n for n, row in zip(names, costs) if np.isnan(row).any()]
-    return costs, {"basis": table.basis, "means": table.basis_means, "note": table.note, "sizes": sizes,
-                   "prices": None if prices is None else str(prices), "output_tokens": output_tokens,
-                   "models_of_unknown_cost": len(unknown), "unknown_cost": unknown}
+    return costs, {
+        "basis": table.basis,
+        "means": table.basis_means,
+        "note": table.note,
+        "sizes": sizes,
+        "prices": None if prices is None else str(prices),
+        "output_tokens": output_tokens,
+        "models_of_unknown_cost": len(unknown),
+        "unknown_cost": unknown,
+    }
 
 
 def cached_probs(cache: Path, setup: ProtocolSetup, name: str, fold, tags: tuple[str, ...]) -> tuple[np.ndarray, str]:
@@ -92,10 +105,12 @@ def cached_probs(cache: Path, setup: ProtocolSetup, name: str, fold, tags: tuple
         if path.is_file():
             with np.load(path) as z:
                 return z["probs"], path.name
-    raise SystemExit(f"no cached fit of {name} on fold {fold.index} in {cache} (tried {tried} for tags {list(tags)}). "
-                     f"How to fix: run python -m bench.bench_accuracy --suite metabench --budgets {len(fold.anchors)} --methods {name} "
-                     f"--only-folds {fold.index} --fit-cache {cache} --tag T with the same LOCUS options, and pass "
-                     "--tag/--reuse-tags T here, or leave the method out with --methods")
+    raise SystemExit(
+        f"no cached fit of {name} on fold {fold.index} in {cache} (tried {tried} for tags {list(tags)}). "
+        f"How to fix: run python -m bench.bench_accuracy --suite metabench --budgets {len(fold.anchors)} --methods {name} "
+        f"--only-folds {fold.index} --fit-cache {cache} --tag T with the same LOCUS options, and pass "
+        "--tag/--reuse-tags T here, or leave the method out with --methods"
+    )
 
 
 def targets(frontier: dict) -> dict:
@@ -104,11 +119,17 @@ def targets(frontier: dict) -> dict:
     locus = frontier.get("locus")
     if locus is None:
         return {}
-    below = {n: frontier[n]["aiq_vs_locus"] for n in LABEL_FREE if n in frontier and frontier[n]["aiq_vs_locus"]["diff"] < 0}
+    below = {
+        n: frontier[n]["aiq_vs_locus"] for n in LABEL_FREE if n in frontier and frontier[n]["aiq_vs_locus"]["diff"] < 0
+    }
     share = locus["cost_share_at_best_single"]
-    return {"locus_aiq_at_least_every_label_free_router": {"met": not below, "above_locus": below},
-            "best_single_accuracy_at_most_20_percent_of_its_cost": {
-                "met": share["mean"] is not None and share["mean"] <= 0.2, "share": share}}
+    return {
+        "locus_aiq_at_least_every_label_free_router": {"met": not below, "above_locus": below},
+        "best_single_accuracy_at_most_20_percent_of_its_cost": {
+            "met": share["mean"] is not None and share["mean"] <= 0.2,
+            "share": share,
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,20 +140,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only-folds", type=int, nargs="+", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default=",".join(METHODS), help="the cached methods to route by (best_single always)")
-    p.add_argument("--fit-cache", type=Path, default=REPO / "bench" / ".cache" / "fits",
-                   help="bench_accuracy's --fit-cache folder (read only)")
+    p.add_argument(
+        "--fit-cache",
+        type=Path,
+        default=REPO / "bench" / ".cache" / "fits",
+        help="bench_accuracy's --fit-cache folder (read only)",
+    )
     p.add_argument("--tag", default="", help="the --tag of the bench_accuracy run whose fits to read")
     p.add_argument("--reuse-tags", nargs="+", default=[], metavar="TAG", help="also read fits cached under these tags")
     p.add_argument("--epochs", type=int, default=None, help="LOCUS --epochs of that run (part of its cache key)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS --patience of that run")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE", help="as bench_accuracy's")
-    p.add_argument("--sizes", choices=["csv", "csv+name"], default="csv",
-                   help="csv: sizes from models.csv only; csv+name: also sizes read from model names (as serve does)")
-    p.add_argument("--prices", type=Path, default=None,
-                   help="CSV of model and price_input_per_mtok / price_output_per_mtok (USD per million tokens) or "
-                        "cost_per_query (USD): costs in dollars instead of parameters; models without a price are left out")
-    p.add_argument("--output-tokens", type=int, default=DEFAULT_OUTPUT_TOKENS,
-                   help=f"with --prices: output tokens per query (default {DEFAULT_OUTPUT_TOKENS}, locus serve's default)")
+    p.add_argument(
+        "--sizes",
+        choices=["csv", "csv+name"],
+        default="csv",
+        help="csv: sizes from models.csv only; csv+name: also sizes read from model names (as serve does)",
+    )
+    p.add_argument(
+        "--prices",
+        type=Path,
+        default=None,
+        help="CSV of model and price_input_per_mtok / price_output_per_mtok (USD per million tokens) or "
+        "cost_per_query (USD): costs in dollars instead of parameters; models without a price are left out",
+    )
+    p.add_argument(
+        "--output-tokens",
+        type=int,
+        default=DEFAULT_OUTPUT_TOKENS,
+        help=f"with --prices: output tokens per query (default {DEFAULT_OUTPUT_TOKENS}, locus serve's default)",
+    )
     p.add_argument("--n-boot", type=int, default=1000)
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
     p.add_argument("--table", type=Path, default=None, help="print the table of this result JSON and exit")
@@ -146,8 +183,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {plot_frontiers(result['frontier_folds'], args.plot_out)}")
         return 0
     start = time.perf_counter()
-    options = ([f"epochs={args.epochs}"] if args.epochs is not None else []) + (
-        [f"patience={args.patience}"] if args.patience is not None else []) + list(args.train_option)
+    options = (
+        ([f"epochs={args.epochs}"] if args.epochs is not None else [])
+        + ([f"patience={args.patience}"] if args.patience is not None else [])
+        + list(args.train_option)
+    )
     setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed, train_options=options)
     names, texts = list(setup.matrix.models), list(setup.matrix.queries)
     costs, cost_note = model_costs(names, texts, args.sizes, args.prices, output_tokens=args.output_tokens)
@@ -168,18 +208,32 @@ def main(argv: list[str] | None = None) -> int:
     rates = [p.mean(axis=1) for p in probs["best_single"]]  # best_single: each model's anchor mean rate
     frontier = evaluate_frontiers(probs, labels, fold_costs, rates, names=names, n_boot=args.n_boot, seed=args.seed)
     result = {
-        "settings": {"suite": args.suite, "budget": args.budget, "folds": [f.index for f in folds], "tags": list(tags),
-                     "locus_train_options": options, "methods": methods, "n_boot": args.n_boot, "seed": args.seed,
-                     "costs": cost_note, "files": files,
-                     "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])},
-        "frontier": frontier["methods"], "frontier_folds": frontier["folds"], "targets": targets(frontier["methods"]),
+        "settings": {
+            "suite": args.suite,
+            "budget": args.budget,
+            "folds": [f.index for f in folds],
+            "tags": list(tags),
+            "locus_train_options": options,
+            "methods": methods,
+            "n_boot": args.n_boot,
+            "seed": args.seed,
+            "costs": cost_note,
+            "files": files,
+            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        },
+        "frontier": frontier["methods"],
+        "frontier_folds": frontier["folds"],
+        "targets": targets(frontier["methods"]),
         "wall_s": round(time.perf_counter() - start, 1),
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     out = args.out_dir / f"frontier_{args.suite}_b{args.budget}{args.tag or '_untagged'}.json"
     out.write_text(json.dumps(json_clean(result), indent=1, allow_nan=False))
-    png = plot_frontiers(result["frontier_folds"], args.out_dir / f"frontier_{args.suite}.png",
-                         cost_label=f"mean cost per query ({cost_note['means']})")
+    png = plot_frontiers(
+        result["frontier_folds"],
+        args.out_dir / f"frontier_{args.suite}.png",
+        cost_label=f"mean cost per query ({cost_note['means']})",
+    )
     print(format_frontier(result))
     print(json.dumps(result["targets"], indent=1))
     print(f"wrote {out} and {png}")

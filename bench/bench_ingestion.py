@@ -14,8 +14,8 @@ import argparse
 import importlib.util
 import resource
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,23 +37,31 @@ def generate_csv(path: Path, *, models: int = 100, queries: int = 10_000, seed: 
     rng = np.random.default_rng(seed)
     q = np.tile(np.arange(queries), models)
     m = np.repeat(np.arange(models), queries)
-    text = np.array([f"Question {i}: what is {i} times {i % 97}, given that \"x, y\" are reals? Choose A, B, C or D."
-                     for i in range(queries)], dtype=object)
-    frame = pd.DataFrame({
-        "model": np.array([f"org/model-{i}" for i in range(models)], dtype=object)[m],
-        "query_id": np.array([f"q{i}" for i in range(queries)], dtype=object)[q],
-        "query": text[q],
-        "benchmark": np.array(["math", "logic", "code", "law"], dtype=object)[q % 4],
-        "score": rng.integers(0, 2, len(q)),
-    })
+    text = np.array(
+        [
+            f'Question {i}: what is {i} times {i % 97}, given that "x, y" are reals? Choose A, B, C or D.'
+            for i in range(queries)
+        ],
+        dtype=object,
+    )
+    frame = pd.DataFrame(
+        {
+            "model": np.array([f"org/model-{i}" for i in range(models)], dtype=object)[m],
+            "query_id": np.array([f"q{i}" for i in range(queries)], dtype=object)[q],
+            "query": text[q],
+            "benchmark": np.array(["math", "logic", "code", "law"], dtype=object)[q % 4],
+            "score": rng.integers(0, 2, len(q)),
+        }
+    )
     frame.to_csv(path, index=False)
     return path
 
 
 def load_old(ref: str):
     """locus_model.evaluations as it was at ``ref`` (git show), imported under another name."""
-    source = subprocess.run(["git", "show", f"{ref}:locus_model/evaluations.py"], cwd=REPO, check=True,
-                            capture_output=True, text=True).stdout
+    source = subprocess.run(
+        ["git", "show", f"{ref}:locus_model/evaluations.py"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout
     SCRATCH.mkdir(parents=True, exist_ok=True)
     path = SCRATCH / f"evaluations_{ref}.py"
     path.write_text(source)

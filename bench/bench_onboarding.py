@@ -47,31 +47,43 @@ def build_pool(home: Path) -> None:
     from locus_pipeline.definitions import defs
 
     with dg.DagsterInstance.get() as instance:
-        defs().resolve_job_def("pool_job").execute_in_process(instance=instance, run_config=POOL_CONFIG, raise_on_error=True)
+        defs().resolve_job_def("pool_job").execute_in_process(
+            instance=instance, run_config=POOL_CONFIG, raise_on_error=True
+        )
 
 
 def evaluations(home: Path, model: str, n: int) -> pd.DataFrame:
     table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
     known = table.drop_duplicates("query_id")[["query_id", "query", "benchmark"]].head(n)
-    extra = pd.DataFrame({"query_id": [f"bench-q{i}" for i in range(n - len(known))],
-                          "query": [f"benchmark question number {i} about topic {i % 37}" for i in range(n - len(known))],
-                          "benchmark": "bench"})
+    extra = pd.DataFrame(
+        {
+            "query_id": [f"bench-q{i}" for i in range(n - len(known))],
+            "query": [f"benchmark question number {i} about topic {i % 37}" for i in range(n - len(known))],
+            "benchmark": "bench",
+        }
+    )
     rows = pd.concat([known, extra], ignore_index=True)
-    return rows.assign(model=model, score=[float(i % 3 == 0) for i in range(len(rows))])[["model", "query_id", "query", "benchmark", "score"]]
+    return rows.assign(model=model, score=[float(i % 3 == 0) for i in range(len(rows))])[
+        ["model", "query_id", "query", "benchmark", "score"]
+    ]
 
 
 def wait_idle(instance, timeout: float = 300) -> None:
     """No run queued or in progress (e.g. the report refresh after the previous onboarding)."""
     import dagster as dg
 
-    busy = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+    busy = [
+        dg.DagsterRunStatus.QUEUED,
+        dg.DagsterRunStatus.NOT_STARTED,
+        dg.DagsterRunStatus.STARTING,
+        dg.DagsterRunStatus.STARTED,
+    ]
     deadline = time.time() + timeout
     while instance.get_runs_count(dg.RunsFilter(statuses=busy)) and time.time() < deadline:
         time.sleep(1)
 
 
 def measure_drop(home: Path, instance, model: str, n: int, timeout: float = 300) -> dict:
-    import dagster as dg
 
     wait_idle(instance)
     time.sleep(35)  # past the report refresh sensor's next tick, so its run does not overlap the measurement
@@ -95,8 +107,13 @@ def measure_drop(home: Path, instance, model: str, n: int, timeout: float = 300)
     run = runs_since(instance, dropped)[0]
     created = run.create_timestamp.timestamp()
     started, ended = run.start_time, run.end_time
-    return {"evaluations": n, "sensor_wait_s": created - dropped, "queue_launch_s": started - created,
-            "run_s": (ended or pooled) - started, "drop_to_pool_s": pooled - dropped}
+    return {
+        "evaluations": n,
+        "sensor_wait_s": created - dropped,
+        "queue_launch_s": started - created,
+        "run_s": (ended or pooled) - started,
+        "drop_to_pool_s": pooled - dropped,
+    }
 
 
 def runs_since(instance, since: float) -> list:
@@ -135,8 +152,13 @@ def measure_many(home: Path, instance, n_models: int, rows: int, timeout: float 
     if len(done) < 2:
         raise TimeoutError(f"not in the pool after {timeout} s: {sorted({'many', 'good'} - set(done))}")
     time.sleep(1.0)
-    return {"models": n_models, "rows_per_model": rows, "runs": len(runs_since(instance, dropped)),
-            "drop_to_all_in_pool_s": done["many"] - dropped, "good_drop_to_pool_s": done["good"] - good_dropped}
+    return {
+        "models": n_models,
+        "rows_per_model": rows,
+        "runs": len(runs_since(instance, dropped)),
+        "drop_to_all_in_pool_s": done["many"] - dropped,
+        "good_drop_to_pool_s": done["good"] - good_dropped,
+    }
 
 
 def measure_hostile(home: Path, instance, n_models: int, n_files: int, rows: int, timeout: float = 900) -> dict:
@@ -148,7 +170,8 @@ def measure_hostile(home: Path, instance, n_models: int, n_files: int, rows: int
     start = time.time()
     if n_models:
         pd.concat([evaluations(home, f"hostile/many-{i:04d}", rows) for i in range(n_models)]).to_csv(
-            incoming / "many.csv.part", index=False)
+            incoming / "many.csv.part", index=False
+        )
     for i in range(n_files):
         evaluations(home, f"hostile/one-{i:02d}", rows).to_csv(incoming / f"one-{i:02d}.csv.part", index=False)
     print(f"wrote the hostile drops in {time.time() - start:.1f} s", flush=True)
@@ -171,13 +194,19 @@ def measure_hostile(home: Path, instance, n_models: int, n_files: int, rows: int
     pooled_at = time.time()
     runs = runs_since(instance, dropped)
     big = [r for r in runs if r.dagster_run.tags.get("locus/drop_size") == "large"]
-    return {"hostile_models": n_models, "hostile_files": n_files, "rows_per_model": rows, "runs_requested": len(runs),
-            "big_drop_to_run_created_s": big[0].create_timestamp.timestamp() - dropped if big else None,
-            "good_drop_to_pool_s": pooled_at - good_dropped}
+    return {
+        "hostile_models": n_models,
+        "hostile_files": n_files,
+        "rows_per_model": rows,
+        "runs_requested": len(runs),
+        "big_drop_to_run_created_s": big[0].create_timestamp.timestamp() - dropped if big else None,
+        "good_drop_to_pool_s": pooled_at - good_dropped,
+    }
 
 
-def bench_latency(sizes: list[int], repeats: int, many: int = 0, rows_per_model: int = 1,
-                  hostile: tuple[int, int] = (0, 0)) -> list[dict]:
+def bench_latency(
+    sizes: list[int], repeats: int, many: int = 0, rows_per_model: int = 1, hostile: tuple[int, int] = (0, 0)
+) -> list[dict]:
     from locus_pipeline.instance import prepare_dagster_home
 
     tmp = Path(tempfile.mkdtemp(prefix="locus-bench-onboarding-"))
@@ -199,15 +228,31 @@ def bench_latency(sizes: list[int], repeats: int, many: int = 0, rows_per_model:
         time.sleep(6)  # first tick done, the daemon is in its steady rhythm
         with dg.DagsterInstance.get() as instance:
             if many:
-                print(json.dumps({k: round(v, 2) if isinstance(v, float) else v
-                                  for k, v in measure_many(home, instance, many, rows_per_model).items()}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            k: round(v, 2) if isinstance(v, float) else v
+                            for k, v in measure_many(home, instance, many, rows_per_model).items()
+                        }
+                    ),
+                    flush=True,
+                )
             if any(hostile):
-                print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in
-                                  measure_hostile(home, instance, *hostile, rows_per_model).items()}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            k: round(v, 2) if isinstance(v, float) else v
+                            for k, v in measure_hostile(home, instance, *hostile, rows_per_model).items()
+                        }
+                    ),
+                    flush=True,
+                )
             for n in sizes:
                 for r in range(repeats):
                     row = measure_drop(home, instance, f"bench/model-{n}-{r}", n)
-                    print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+                    print(
+                        json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True
+                    )
                     rows.append(row)
     finally:
         stop_dagster_dev(proc)
@@ -226,15 +271,20 @@ def bench_big(gb: float) -> dict:
         with path.open("w") as f:
             f.write("model,query_id,query,benchmark,score\n")
             while written < target:
-                block = "".join(f"org/model-{m},q{j},\"question {j}: {filler}\",bench{j % 5},{(j * m) % 2}\n"
-                                for j in range(q, q + 2000) for m in range(50))
+                block = "".join(
+                    f'org/model-{m},q{j},"question {j}: {filler}",bench{j % 5},{(j * m) % 2}\n'
+                    for j in range(q, q + 2000)
+                    for m in range(50)
+                )
                 f.write(block)
                 written += len(block)
                 q += 2000
-        code = ("import time, resource, json; from pathlib import Path; from locus_pipeline.intake import DropFolder, intake_file;"
-                f"t = time.perf_counter(); r = intake_file(Path({str(path)!r}), DropFolder.at(Path({str(tmp)!r})));"
-                "print(json.dumps({'status': r.status, 'rows': r.manifest.rows if r.manifest else 0, 'models': len(r.manifest.models) if r.manifest else 0,"
-                "'seconds': time.perf_counter() - t, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))")
+        code = (
+            "import time, resource, json; from pathlib import Path; from locus_pipeline.intake import DropFolder, intake_file;"
+            f"t = time.perf_counter(); r = intake_file(Path({str(path)!r}), DropFolder.at(Path({str(tmp)!r})));"
+            "print(json.dumps({'status': r.status, 'rows': r.manifest.rows if r.manifest else 0, 'models': len(r.manifest.models) if r.manifest else 0,"
+            "'seconds': time.perf_counter() - t, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
+        )
         size = path.stat().st_size
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
         result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -247,19 +297,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="*", default=[128, 4096])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--big-gb", type=float, default=0.0, help="also time the intake of a generated CSV of this many GB")
-    parser.add_argument("--many-models", type=int, default=0, help="also drop one file of this many models, then a good one")
-    parser.add_argument("--rows-per-model", type=int, default=1,
-                        help="evaluations per model of the --many-models and --hostile-* files")
-    parser.add_argument("--hostile-models", type=int, default=0, help="drop one file of this many models, then a good one")
+    parser.add_argument(
+        "--big-gb", type=float, default=0.0, help="also time the intake of a generated CSV of this many GB"
+    )
+    parser.add_argument(
+        "--many-models", type=int, default=0, help="also drop one file of this many models, then a good one"
+    )
+    parser.add_argument(
+        "--rows-per-model", type=int, default=1, help="evaluations per model of the --many-models and --hostile-* files"
+    )
+    parser.add_argument(
+        "--hostile-models", type=int, default=0, help="drop one file of this many models, then a good one"
+    )
     parser.add_argument("--hostile-files", type=int, default=0, help="... and this many one-model files with it")
     args = parser.parse_args()
     if args.big_gb:
         big = bench_big(args.big_gb)
         print(json.dumps(big), flush=True)
     hostile = (args.hostile_models, args.hostile_files)
-    rows = (bench_latency(args.sizes, args.repeats, args.many_models, args.rows_per_model, hostile)
-            if args.sizes or args.many_models or any(hostile) else [])
+    rows = (
+        bench_latency(args.sizes, args.repeats, args.many_models, args.rows_per_model, hostile)
+        if args.sizes or args.many_models or any(hostile)
+        else []
+    )
     frame = pd.DataFrame(rows)
     if len(frame):
         print("\nmedian over repeats (seconds):")

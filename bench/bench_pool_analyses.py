@@ -34,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 
-
 # the short training of the pipeline mode: only that every asset materializes and how long it takes matters here
 SHORT_TRAINING = {"epochs": 3, "finetune_steps": 0, "select_from_epoch": 0}
 
@@ -66,8 +65,6 @@ class RssSampler(threading.Thread):
         return self.samples
 
 
-
-
 def run_pipeline(args) -> int:
     os.environ["LOCUS_HOME"] = str(args.home)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -79,11 +76,18 @@ def run_pipeline(args) -> int:
 
     args.home.mkdir(parents=True, exist_ok=True)
     dagster_home = prepare_dagster_home(args.home)
-    run_config = {"ops": {
-        "raw_evaluations": {"config": {"source": "long", "path": str(args.evaluations.resolve()),
-                                       "models_file": str(args.models_file.resolve())}},
-        "query_encodings": {"config": {"encoder": args.encoder}},
-    }}
+    run_config = {
+        "ops": {
+            "raw_evaluations": {
+                "config": {
+                    "source": "long",
+                    "path": str(args.evaluations.resolve()),
+                    "models_file": str(args.models_file.resolve()),
+                }
+            },
+            "query_encodings": {"config": {"encoder": args.encoder}},
+        }
+    }
     training = {} if args.default_training else dict(SHORT_TRAINING, epochs=args.epochs)
     if args.threads:
         training["threads"] = args.threads
@@ -96,22 +100,31 @@ def run_pipeline(args) -> int:
     sampler.start()
     t0 = time.perf_counter()
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        result = defs().resolve_job_def("locus_job").execute_in_process(
-            instance=instance, run_config=run_config, raise_on_error=False, asset_selection=selection)
+        result = (
+            defs()
+            .resolve_job_def("locus_job")
+            .execute_in_process(
+                instance=instance, run_config=run_config, raise_on_error=False, asset_selection=selection
+            )
+        )
         wall = time.perf_counter() - t0
         windows = step_windows(instance, result.run_id)
     samples = np.array(sampler.stop(), dtype=np.float64)  # (S, 3)
     print(f"locus_job {'succeeded' if result.success else 'FAILED'} in {wall:.0f} s; config {run_config}\n")
-    print("| asset (step) | wall s | CPU s | peak RSS during step, MB | RSS at step start, MB | ok |\n"
-          "|---|---:|---:|---:|---:|---|")
+    print(
+        "| asset (step) | wall s | CPU s | peak RSS during step, MB | RSS at step start, MB | ok |\n"
+        "|---|---:|---:|---:|---:|---|"
+    )
     for step, (a, b, ok) in sorted(windows.items(), key=lambda kv: kv[1][0]):
         inside = samples[(samples[:, 0] >= a) & (samples[:, 0] <= b)]
         before = samples[samples[:, 0] <= a]
         peak = inside[:, 1].max() if len(inside) else np.nan
         first = before[-1] if len(before) else samples[0]
         last = inside[-1] if len(inside) else first
-        print(f"| {step} | {b - a:.1f} | {last[2] - first[2]:.1f} | {peak / 2**20:.0f} | {first[1] / 2**20:.0f} | "
-              f"{'yes' if ok else 'FAILED'} |")
+        print(
+            f"| {step} | {b - a:.1f} | {last[2] - first[2]:.1f} | {peak / 2**20:.0f} | {first[1] / 2**20:.0f} | "
+            f"{'yes' if ok else 'FAILED'} |"
+        )
     return 0 if result.success else 1
 
 
@@ -156,8 +169,15 @@ def measure(fn):
 def run_synthetic(args) -> int:
     import pandas as pd
 
-    from locus_model.analysis import (capability_search, distance_vs_disagreement, fallback, family_clustering,
-                                      near_duplicates, portfolio_curve, resample_embeddings)
+    from locus_model.analysis import (
+        capability_search,
+        distance_vs_disagreement,
+        fallback,
+        family_clustering,
+        near_duplicates,
+        portfolio_curve,
+        resample_embeddings,
+    )
     from locus_model.analysis.atlas import write_atlas
 
     out_dir = Path(args.out_dir)
@@ -181,18 +201,31 @@ def run_synthetic(args) -> int:
             "distance_vs_disagreement": lambda: distance_vs_disagreement(z, labels, names),
             "family_clustering": lambda: family_clustering(z, names, fams),
             f"portfolio_curve k_center (k 1..{ks[-1]})": lambda: portfolio_curve(z, probs, labels, names=names, ks=ks),
-            f"portfolio_curve k_medoids (k 1..{ks[-1]})": lambda: portfolio_curve(z, probs, labels, names=names, ks=ks,
-                                                                                 method="k_medoids"),
+            f"portfolio_curve k_medoids (k 1..{ks[-1]})": lambda: portfolio_curve(
+                z, probs, labels, names=names, ks=ks, method="k_medoids"
+            ),
             "portfolio_curve coverage_greedy (12 budgets)": lambda: portfolio_curve(
-                z, probs, labels, names=names, method="coverage_greedy", budgets_b=budgets, params_b=params),
+                z, probs, labels, names=names, method="coverage_greedy", budgets_b=budgets, params_b=params
+            ),
             "fallback": lambda: fallback(z, probs, labels, names=names),
             "resample_embeddings (R=8)": lambda: resample_embeddings(embed_fn, sets, 8, 0.5, 0),
             "near_duplicates (R=8)": None,
-            "capability_search": lambda: capability_search({"b0": 0.5, "b1": 0.7}, benchmarks=benchmarks,
-                                                           embed_fn=embed_fn, pool_embeddings=z, pool_names=names,
-                                                           pool_per_benchmark_acc=acc),
-            "write_atlas": lambda: write_atlas(out_dir / f"atlas_{m}.html", embeddings=z, names=names, families=fams,
-                                               per_benchmark_acc=acc, portfolio=names[:15]),
+            "capability_search": lambda: capability_search(
+                {"b0": 0.5, "b1": 0.7},
+                benchmarks=benchmarks,
+                embed_fn=embed_fn,
+                pool_embeddings=z,
+                pool_names=names,
+                pool_per_benchmark_acc=acc,
+            ),
+            "write_atlas": lambda: write_atlas(
+                out_dir / f"atlas_{m}.html",
+                embeddings=z,
+                names=names,
+                families=fams,
+                per_benchmark_acc=acc,
+                portfolio=names[:15],
+            ),
         }
         resampled = None
         for name, call in calls.items():
@@ -233,11 +266,18 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--models-file", type=Path, required=True)
     q.add_argument("--encoder", default="all-MiniLM-L6-v2")
     q.add_argument("--epochs", type=int, default=SHORT_TRAINING["epochs"])
-    q.add_argument("--default-training", action="store_true",
-                   help="train locus_checkpoint with the library's TrainConfig defaults (what a user's run does; "
-                        "--epochs is then ignored)")
-    q.add_argument("--threads", type=int, default=0,
-                   help="locus_checkpoint's torch threads (0: torch's default; 1 on a machine shared with other jobs)")
+    q.add_argument(
+        "--default-training",
+        action="store_true",
+        help="train locus_checkpoint with the library's TrainConfig defaults (what a user's run does; "
+        "--epochs is then ignored)",
+    )
+    q.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="locus_checkpoint's torch threads (0: torch's default; 1 on a machine shared with other jobs)",
+    )
     q.add_argument("--only", default="", help="comma-separated assets to materialize from the home's stored upstream")
     args = p.parse_args(argv)
     return run_synthetic(args) if args.mode == "synthetic" else run_pipeline(args)

@@ -69,10 +69,10 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
 
     from locus_model.routing import cost_info, cost_table
     from locus_pipeline.serve import ServeConfig
-    from locus_pipeline.serve.metrics import Metrics
-    from locus_pipeline.serve.gateway import Gateway
-    from locus_pipeline.serve.snapshot import Snapshot
     from locus_pipeline.serve.batcher import Scored
+    from locus_pipeline.serve.gateway import Gateway
+    from locus_pipeline.serve.metrics import Metrics
+    from locus_pipeline.serve.snapshot import Snapshot
 
     rng = np.random.default_rng(2)
     names = tuple(f"org/synthetic-{m:06d}-{rng.integers(1, 70)}b" for m in range(len(z)))  # sizes: the cost proxy
@@ -81,9 +81,20 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
 
     trained = TrainedRouter(model, fit_query_groups(enc[:1]), Blend())  # one group, the predictor alone
     scorer = trained.scorer((z, np.zeros((len(z), 1), np.float32)))
-    snap = Snapshot(key=(0, 0, 0), checkpoint_id="synthetic", encoder="synthetic", runtime="torch", pool_scorer=scorer,
-                    names=names, sources=("pool",) * len(z), costs=cost_table(names, cost_info(None, {})),
-                    upstreams={}, output_tokens=256, loaded_at=time.time(), served=names)
+    snap = Snapshot(
+        key=(0, 0, 0),
+        checkpoint_id="synthetic",
+        encoder="synthetic",
+        runtime="torch",
+        pool_scorer=scorer,
+        names=names,
+        sources=("pool",) * len(z),
+        costs=cost_table(names, cost_info(None, {})),
+        upstreams={},
+        output_tokens=256,
+        loaded_at=time.time(),
+        served=names,
+    )
 
     class Batcher:  # predict_proba of a random encoding, as the batcher does for an encoded query
         async def score(self, snap: Snapshot, query: str) -> np.ndarray:
@@ -103,8 +114,15 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
         latencies = []
         for _ in range(queries):
             t0 = time.perf_counter()
-            body = await router.decide(snap, "a query", candidates=None, max_cost=None, quality_weight=None,
-                                       input_tokens=None, output_tokens=None)
+            body = await router.decide(
+                snap,
+                "a query",
+                candidates=None,
+                max_cost=None,
+                quality_weight=None,
+                input_tokens=None,
+                output_tokens=None,
+            )
             latencies.append(time.perf_counter() - t0)
         assert body["ranked"] == len(z)
         return latencies
@@ -125,28 +143,41 @@ def main(argv: list[str] | None = None) -> dict:
     torch.manual_seed(0)
     model = Locus(LocusConfig(query_dim=DIM)).eval()
     enc, sets = synthetic_pool(args.models, args.evaluations, args.queries)
-    out = {"models": args.models, "evaluations": args.evaluations, "threads": args.threads,
-           "precision": inference_precision("cpu")}
+    out = {
+        "models": args.models,
+        "evaluations": args.evaluations,
+        "threads": args.threads,
+        "precision": inference_precision("cpu"),
+    }
 
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here
     rss0 = _vm_mb("VmRSS")
     t0, c0 = time.perf_counter(), time.process_time()
     z = embed_evaluation_sets(model, enc, sets)
-    out["embed"] = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
-                    "peak_mb_over_start": round(_vm_mb("VmHWM") - rss0)}
+    out["embed"] = {
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "cpu_s": round(time.process_time() - c0, 1),
+        "peak_mb_over_start": round(_vm_mb("VmHWM") - rss0),
+    }
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "pool.parquet"
         t0 = time.perf_counter()
         pd.DataFrame({"model": [f"synthetic-{m:06d}" for m in range(len(z))], "embedding": list(z)}).to_parquet(path)
         back = np.stack(pd.read_parquet(path)["embedding"].to_numpy())
-        out["store"] = {"wall_s": round(time.perf_counter() - t0, 1), "mb": round(path.stat().st_size / 2**20, 1),
-                        "round_trip_equal": bool(np.array_equal(back, z))}
+        out["store"] = {
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "mb": round(path.stat().st_size / 2**20, 1),
+            "round_trip_equal": bool(np.array_equal(back, z)),
+        }
 
     t0, c0 = time.perf_counter(), time.process_time()
     neighbours, _ = nearest_neighbours(z, 10)
-    out["neighbours"] = {"wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(time.process_time() - c0, 1),
-                         "block_mb": round(NEIGHBOUR_TILE * 4 / 2**20)}
+    out["neighbours"] = {
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "cpu_s": round(time.process_time() - c0, 1),
+        "block_mb": round(NEIGHBOUR_TILE * 4 / 2**20),
+    }
 
     rng = np.random.default_rng(1)
     costs = rng.uniform(0.1, 10, len(z))
@@ -157,8 +188,12 @@ def main(argv: list[str] | None = None) -> dict:
         decision = route(probs, costs, RoutingPolicy(quality_weight=0.9), embeddings=z, n_fallbacks=3)
         latencies.append(time.perf_counter() - t0)
         chosen.append(int(decision.chosen))
-    out["route"] = {"queries": args.route_queries, **latency_summary(latencies), "distinct_chosen": len(set(chosen)),
-                    "chosen": chosen[:10]}
+    out["route"] = {
+        "queries": args.route_queries,
+        **latency_summary(latencies),
+        "distinct_chosen": len(set(chosen)),
+        "chosen": chosen[:10],
+    }
     out["decide"] = decide_latency(model, z, enc, args.route_queries)
     out["peak_rss_mb"] = round(_vm_mb("VmHWM"))  # the whole process from the embedding on: pool, model and all
     out["neighbours_of_model_0"] = neighbours[0].tolist()

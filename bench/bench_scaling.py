@@ -72,8 +72,9 @@ def main() -> None:
     for m in (112, 1000, 10000, args.max_models):
         z = rng.normal(size=(m, model.config.d)).astype(np.float32)
         t, mb = measure(lambda: predict_proba(model, z, queries))
-        res["score_vs_models"].append({"models": m, "queries": 4096, "seconds": t, "peak_mb": mb,
-                                       "result_mb": m * 4096 * 4 / 2**20})
+        res["score_vs_models"].append(
+            {"models": m, "queries": 4096, "seconds": t, "peak_mb": mb, "result_mb": m * 4096 * 4 / 2**20}
+        )
         print("score", res["score_vs_models"][-1], flush=True)
 
     # nearest neighbours among 100,000 model embeddings
@@ -91,9 +92,12 @@ def main() -> None:
 
     q1, q1000 = bank[:1] + 0.01, bank[:1000] + 0.01
     assert (knn_np(q1)[0] == knn_torch(torch.from_numpy(q1))[0].numpy()).all()
-    for name, fn in (("numpy, 1 query", lambda: knn_np(q1)), ("torch, 1 query", lambda: knn_torch(torch.from_numpy(q1))),
-                     ("numpy, 1000 queries", lambda: knn_np(q1000)),
-                     ("torch, 1000 queries", lambda: knn_torch(torch.from_numpy(q1000)))):
+    for name, fn in (
+        ("numpy, 1 query", lambda: knn_np(q1)),
+        ("torch, 1 query", lambda: knn_torch(torch.from_numpy(q1))),
+        ("numpy, 1000 queries", lambda: knn_np(q1000)),
+        ("torch, 1000 queries", lambda: knn_torch(torch.from_numpy(q1000))),
+    ):
         fn()
         times = [measure(fn)[0] for _ in range(20 if "1 query" in name else 3)]
         res.setdefault("knn_100k", {})[name] = {"best_ms": 1e3 * min(times), "median_ms": 1e3 * float(np.median(times))}
@@ -112,9 +116,11 @@ def plot(res: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
-    for ax, key, x, title in ((axes[0], "embed_vs_n", "n", "embed 16 models: evaluations per model"),
-                              (axes[1], "embed_vs_models", "models", "embed: models (128 evaluations each)"),
-                              (axes[2], "score_vs_models", "models", "score 4,096 queries: models")):
+    for ax, key, x, title in (
+        (axes[0], "embed_vs_n", "n", "embed 16 models: evaluations per model"),
+        (axes[1], "embed_vs_models", "models", "embed: models (128 evaluations each)"),
+        (axes[2], "score_vs_models", "models", "score 4,096 queries: models"),
+    ):
         rows = res[key]
         xs = [r[x] for r in rows]
         ax.loglog(xs, [r["seconds"] for r in rows], "o-", label="seconds")

@@ -76,8 +76,10 @@ def query_texts(n: int, seed: int = 0, *, short: bool = False) -> list[str]:
 
 
 async def _post(reader, writer, host: str, body: bytes) -> tuple[int, bytes]:
-    writer.write(b"POST /route HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    writer.write(
+        b"POST /route HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
     await writer.drain()
     first = await reader.readline()
     if not first:  # the server closed this keep-alive connection (idle past its keep-alive timeout)
@@ -93,12 +95,19 @@ async def _post(reader, writer, host: str, body: bytes) -> tuple[int, bytes]:
 
 def summarize(latencies: list[float], server_ms: list[float], errors: list[bytes], wall: float, n: int) -> dict:
     lat = 1000 * np.array(latencies)
-    return {"requests": n, "errors": len(errors), "wall_s": round(wall, 2), "throughput_rps": round(n / wall, 1),
-            "p50_ms": round(float(np.percentile(lat, 50)), 1), "p90_ms": round(float(np.percentile(lat, 90)), 1),
-            "p99_ms": round(float(np.percentile(lat, 99)), 1), "max_ms": round(float(lat.max()), 1),
-            "server_elapsed_p50_ms": round(float(np.percentile(server_ms, 50)), 1) if server_ms else None,
-            "server_elapsed_p99_ms": round(float(np.percentile(server_ms, 99)), 1) if server_ms else None,
-            "first_error": errors[0].decode("utf-8", "replace") if errors else None}
+    return {
+        "requests": n,
+        "errors": len(errors),
+        "wall_s": round(wall, 2),
+        "throughput_rps": round(n / wall, 1),
+        "p50_ms": round(float(np.percentile(lat, 50)), 1),
+        "p90_ms": round(float(np.percentile(lat, 90)), 1),
+        "p99_ms": round(float(np.percentile(lat, 99)), 1),
+        "max_ms": round(float(lat.max()), 1),
+        "server_elapsed_p50_ms": round(float(np.percentile(server_ms, 50)), 1) if server_ms else None,
+        "server_elapsed_p99_ms": round(float(np.percentile(server_ms, 99)), 1) if server_ms else None,
+        "first_error": errors[0].decode("utf-8", "replace") if errors else None,
+    }
 
 
 async def load(port: int, queries: list[str], concurrency: int) -> dict:
@@ -185,10 +194,29 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict, extra: tupl
         if probe.connect_ex(("127.0.0.1", args.port)) == 0:
             raise SystemExit(f"port {args.port} is in use: stop what listens there, or pass --port")
     log_path = Path(tmp) / f"serve-{runtime}.log"  # a file, not a pipe: a full pipe nobody reads blocks the server
-    server = subprocess.Popen([sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", str(home),
-                               "--port", str(args.port), "--threads", str(args.threads), "--encoder-runtime", runtime,
-                               "--batch-wait-ms", str(args.batch_wait_ms), *extra], env=env,
-                              stdout=subprocess.DEVNULL, stderr=log_path.open("wb"), start_new_session=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "locus_pipeline.cli",
+            "serve",
+            "--home",
+            str(home),
+            "--port",
+            str(args.port),
+            "--threads",
+            str(args.threads),
+            "--encoder-runtime",
+            runtime,
+            "--batch-wait-ms",
+            str(args.batch_wait_ms),
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log_path.open("wb"),
+        start_new_session=True,
+    )
     try:
         t0 = time.perf_counter()
         while True:
@@ -199,8 +227,11 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict, extra: tupl
                 break
             except OSError:
                 time.sleep(0.2)
-        print(f"[{runtime}] server ready in {time.perf_counter() - t0:.1f} s: {health['pool_models']} models, cost "
-              f"basis {health['cost_basis']}, RSS {rss_mb(server.pid)}, load {os.getloadavg()}", flush=True)
+        print(
+            f"[{runtime}] server ready in {time.perf_counter() - t0:.1f} s: {health['pool_models']} models, cost "
+            f"basis {health['cost_basis']}, RSS {rss_mb(server.pid)}, load {os.getloadavg()}",
+            flush=True,
+        )
         out = {"load_before": os.getloadavg()}
         asyncio.run(load(args.port, texts["warm"], args.concurrency))
         out["sequential_short"] = asyncio.run(load(args.port, texts["sequential"], 1))
@@ -209,8 +240,9 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict, extra: tupl
         print(f"[{runtime}] {args.concurrency}-way {out['concurrent_short']}", flush=True)
         rng = np.random.default_rng(1)
         seen = texts["distinct"][:100]
-        out["cached"] = asyncio.run(load(args.port, [seen[i] for i in rng.integers(0, len(seen), len(texts["distinct"]))],
-                                         args.concurrency))
+        out["cached"] = asyncio.run(
+            load(args.port, [seen[i] for i in rng.integers(0, len(seen), len(texts["distinct"]))], args.concurrency)
+        )
         out["open_loop_short"] = asyncio.run(open_loop(args.port, texts["open"], args.open_loop_rate))
         print(f"[{runtime}] open loop {out['open_loop_short']}", flush=True)
         if texts["long"]:
@@ -275,13 +307,33 @@ def hostile(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="locus-bench-hostile-") as tmp, ServerThread(hostile_upstreams()) as up:
         build_home(Path(tmp) / "home", names)
         config = Path(tmp) / "models.yaml"
-        config.write_text(yaml.safe_dump({"defaults": {"timeout_s": 10}, "models": {
-            n: {"base_url": f"{up.url}/{'good' if n == 'good-1b' else n}/v1"} for n in names}}))
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "defaults": {"timeout_s": 10},
+                    "models": {n: {"base_url": f"{up.url}/{'good' if n == 'good-1b' else n}/v1"} for n in names},
+                }
+            )
+        )
         log_path = Path(tmp) / "serve.log"
-        server = subprocess.Popen([sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", str(Path(tmp) / "home"),
-                                   "--port", str(args.port), "--models-config", str(config)],
-                                  env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
-                                  stderr=log_path.open("wb"), start_new_session=True)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "locus_pipeline.cli",
+                "serve",
+                "--home",
+                str(Path(tmp) / "home"),
+                "--port",
+                str(args.port),
+                "--models-config",
+                str(config),
+            ],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=log_path.open("wb"),
+            start_new_session=True,
+        )
         url = f"http://127.0.0.1:{args.port}"
         try:
             while True:
@@ -298,12 +350,17 @@ def hostile(args) -> dict:
                 with httpx.Client(base_url=url, timeout=60) as client:
                     for i in range(n):
                         t = time.perf_counter()
-                        r = client.post("/v1/chat/completions", json={"model": "good-1b", "messages": [
-                            {"role": "user", "content": f"question {i}"}]})
+                        r = client.post(
+                            "/v1/chat/completions",
+                            json={"model": "good-1b", "messages": [{"role": "user", "content": f"question {i}"}]},
+                        )
                         times.append(1000 * (time.perf_counter() - t))
                         codes.append(r.status_code)
-                return {"p50_ms": round(float(np.percentile(times, 50)), 2),
-                        "p99_ms": round(float(np.percentile(times, 99)), 2), "non_200": sum(c != 200 for c in codes)}
+                return {
+                    "p50_ms": round(float(np.percentile(times, 50)), 2),
+                    "p99_ms": round(float(np.percentile(times, 99)), 2),
+                    "non_200": sum(c != 200 for c in codes),
+                }
 
             good_p50(20)  # warm
             alone = good_p50(args.sequential)
@@ -312,13 +369,22 @@ def hostile(args) -> dict:
             def attack(kind: str) -> None:
                 with httpx.Client(base_url=url, timeout=120) as client:
                     while not stop.is_set():
-                        r = client.post("/v1/chat/completions", json={
-                            "model": kind, "stream": kind in ("huge_line", "blank_lines"), "fallbacks": False,
-                            "messages": [{"role": "user", "content": "attack"}]})
+                        r = client.post(
+                            "/v1/chat/completions",
+                            json={
+                                "model": kind,
+                                "stream": kind in ("huge_line", "blank_lines"),
+                                "fallbacks": False,
+                                "messages": [{"role": "user", "content": "attack"}],
+                            },
+                        )
                         outcomes[kind].append(r.status_code)
 
-            threads = [threading.Thread(target=attack, args=(k,), daemon=True)
-                       for k in HOSTILE for _ in range(args.hostile_clients)]
+            threads = [
+                threading.Thread(target=attack, args=(k,), daemon=True)
+                for k in HOSTILE
+                for _ in range(args.hostile_clients)
+            ]
             for t in threads:
                 t.start()
             time.sleep(2)  # the attacks under way
@@ -326,9 +392,13 @@ def hostile(args) -> dict:
             stop.set()
             for t in threads:
                 t.join(60)
-            return {"good_alone": alone, "good_during_attack": during, "router_memory_mb": rss_mb(server.pid),
-                    "hostile_statuses": {k: sorted(set(v)) for k, v in outcomes.items()},
-                    "hostile_requests": {k: len(v) for k, v in outcomes.items()}}
+            return {
+                "good_alone": alone,
+                "good_during_attack": during,
+                "router_memory_mb": rss_mb(server.pid),
+                "hostile_statuses": {k: sorted(set(v)) for k, v in outcomes.items()},
+                "hostile_requests": {k: len(v) for k, v in outcomes.items()},
+            }
         finally:
             os.killpg(server.pid, signal.SIGINT)
             server.wait(timeout=30)
@@ -341,8 +411,12 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=300, help="distinct short queries one after another")
     parser.add_argument("--open-loop", type=int, default=1000, help="distinct short queries of the open-loop run")
     parser.add_argument("--open-loop-rate", type=float, default=100.0, help="Poisson arrivals per second")
-    parser.add_argument("--long-requests", type=int, default=200,
-                        help="distinct whole MMLU-Pro questions with their options (~160 tokens each)")
+    parser.add_argument(
+        "--long-requests",
+        type=int,
+        default=200,
+        help="distinct whole MMLU-Pro questions with their options (~160 tokens each)",
+    )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--threads", type=int, default=1, help="the server's CPU threads (--threads of locus serve)")
     parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="--batch-wait-ms of locus serve")
@@ -350,9 +424,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18731)
     parser.add_argument("--warmup", type=int, default=64)
     parser.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
-    parser.add_argument("--learning", choices=["on", "off", "both"], default="on",
-                        help="learning from outcomes (request ids, the decision log, the learned P, exploration at "
-                             "its default budget) on, off (--no-learn), or both in turn per runtime")
+    parser.add_argument(
+        "--learning",
+        choices=["on", "off", "both"],
+        default="on",
+        help="learning from outcomes (request ids, the decision log, the learned P, exploration at "
+        "its default budget) on, off (--no-learn), or both in turn per runtime",
+    )
     parser.add_argument("--hostile", action="store_true", help="the hostile-upstream run instead (see above)")
     parser.add_argument("--hostile-clients", type=int, default=2, help="clients looping per hostile behaviour")
     args = parser.parse_args()
@@ -375,20 +453,33 @@ def main() -> None:
             pool = query_texts(per * len(runs), short=True)[k * per : (k + 1) * per]
             cut = np.cumsum([args.warmup, args.sequential, args.requests])
             longs = query_texts(args.long_requests * len(runs), seed=1) if args.long_requests else []
-            texts = {"warm": pool[: cut[0]], "sequential": pool[cut[0] : cut[1]], "distinct": pool[cut[1] : cut[2]],
-                     "open": pool[cut[2] :], "long": longs[k * args.long_requests : (k + 1) * args.long_requests]}
+            texts = {
+                "warm": pool[: cut[0]],
+                "sequential": pool[cut[0] : cut[1]],
+                "distinct": pool[cut[1] : cut[2]],
+                "open": pool[cut[2] :],
+                "long": longs[k * args.long_requests : (k + 1) * args.long_requests],
+            }
             name = runtime + ("/learning-off" if extra else ("/learning-on" if args.learning == "both" else ""))
             results[name] = serve_one(home, tmp, runtime, args, texts, extra)
-    result = {"concurrency": args.concurrency, "server_threads": args.threads, "models": args.models,
-              "batch_wait_ms": args.batch_wait_ms, "cpu_count": os.cpu_count(), "runtimes": results}
+    result = {
+        "concurrency": args.concurrency,
+        "server_threads": args.threads,
+        "models": args.models,
+        "batch_wait_ms": args.batch_wait_ms,
+        "cpu_count": os.cpu_count(),
+        "runtimes": results,
+    }
     print(json.dumps(result, indent=2))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
     for runtime, r in results.items():
-        checks = {"sequential p99 <= 50 ms": r["sequential_short"]["p99_ms"] <= 50,
-                  f"{args.concurrency}-way >= 200 q/s": r["concurrent_short"]["throughput_rps"] >= 200,
-                  "open-loop p99 <= 100 ms, no error": r["open_loop_short"]["p99_ms"] <= 100
-                                                       and not r["open_loop_short"]["errors"]}
+        checks = {
+            "sequential p99 <= 50 ms": r["sequential_short"]["p99_ms"] <= 50,
+            f"{args.concurrency}-way >= 200 q/s": r["concurrent_short"]["throughput_rps"] >= 200,
+            "open-loop p99 <= 100 ms, no error": r["open_loop_short"]["p99_ms"] <= 100
+            and not r["open_loop_short"]["errors"],
+        }
         print(f"{runtime}: " + "; ".join(f"{k}: {'met' if v else 'missed'}" for k, v in checks.items()))
 
 

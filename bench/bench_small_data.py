@@ -37,7 +37,9 @@ METHODS = ("locus", "embedllm_mf", "irt", "knn", "per_benchmark", "best_single")
 HOLDOUTS = ("fraction", "strongest")
 
 
-def draw_cell(scores: np.ndarray, n_models: int | None, n_questions: int, seed: int | list[int]) -> tuple[np.ndarray, np.ndarray]:
+def draw_cell(
+    scores: np.ndarray, n_models: int | None, n_questions: int, seed: int | list[int]
+) -> tuple[np.ndarray, np.ndarray]:
     """(model rows, question columns) of one seeded draw: ``n_models`` models (None = all) and ``n_questions``
     questions on which every drawn model has an evaluation (fewer when the matrix has fewer), both sorted."""
     rng = np.random.default_rng(seed)
@@ -64,12 +66,29 @@ def cell_budget(n_questions: int, folds: int, budget: int = 256, val_fraction: f
     return max(1, min(budget, train - int(np.ceil(val_fraction * train)) - 1))
 
 
-def run_unit(name: str, scores: np.ndarray, enc: np.ndarray, bench: np.ndarray, fold, trained: np.ndarray,
-             held: np.ndarray, seed: int, train_config=None) -> np.ndarray:
+def run_unit(
+    name: str,
+    scores: np.ndarray,
+    enc: np.ndarray,
+    bench: np.ndarray,
+    fold,
+    trained: np.ndarray,
+    held: np.ndarray,
+    seed: int,
+    train_config=None,
+) -> np.ndarray:
     """(M, Q_test) what ranks the models of one draw on one fold's test queries: the method's P(correct), less
     LOCUS's guard handicap (locus_model.routing.policy)."""
-    kwargs = dict(seed=seed, scores=scores, encodings=enc, fold=fold, trained=trained, held=held, benchmarks=bench,
-                  train_config=train_config)
+    kwargs = dict(
+        seed=seed,
+        scores=scores,
+        encodings=enc,
+        fold=fold,
+        trained=trained,
+        held=held,
+        benchmarks=bench,
+        train_config=train_config,
+    )
     if name == "per_benchmark":
         from locus_model.evaluation.baselines import PerBenchmarkConfig
 
@@ -86,8 +105,14 @@ def summarise(units: list[dict]) -> list[dict]:
         group = [u for u in units if (u["models"], u["questions"], u["holdout"]) == (models, questions, holdout)]
         for name in [m for m in (*METHODS, "oracle") if any(m in u["routing"] for u in group)]:
             mine = [u for u in group if name in u["routing"]]
-            row = {"models": models, "questions": questions, "holdout": holdout, "method": name, "units": len(mine),
-                   "routing": float(np.mean([u["routing"][name] for u in mine]))}
+            row = {
+                "models": models,
+                "questions": questions,
+                "holdout": holdout,
+                "method": name,
+                "units": len(mine),
+                "routing": float(np.mean([u["routing"][name] for u in mine])),
+            }
             for ref in ("best_single", "per_benchmark"):
                 if ref != name and name != "oracle" and all(ref in u["routing"] for u in mine):
                     row[f"vs_{ref}"] = interval(np.array([u["routing"][name] - u["routing"][ref] for u in mine]))
@@ -97,16 +122,22 @@ def summarise(units: list[dict]) -> list[dict]:
 
 def markdown(rows: list[dict]) -> str:
     """bench/README.md's table: one line per cell and method."""
+
     def ci(c: dict | None) -> str:
         if not c:
             return "-"
         text = f"{100 * c['diff']:+.1f} [{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]"
         return f"**{text}**" if c["ci_low"] > 0 or c["ci_high"] < 0 else text
 
-    lines = ["| models | questions | held out | method | routing | minus best single | minus per-benchmark | units |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['models']} | {r['questions']} | {r['holdout']} | {r['method']} | {100 * r['routing']:.1f} | "
-              f"{ci(r.get('vs_best_single'))} | {ci(r.get('vs_per_benchmark'))} | {r['units']} |" for r in rows]
+    lines = [
+        "| models | questions | held out | method | routing | minus best single | minus per-benchmark | units |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['models']} | {r['questions']} | {r['holdout']} | {r['method']} | {100 * r['routing']:.1f} | "
+        f"{ci(r.get('vs_best_single'))} | {ci(r.get('vs_per_benchmark'))} | {r['units']} |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 
@@ -140,33 +171,65 @@ def main(argv: list[str] | None = None) -> int:
         n_models = None if size == "all" else int(size)
         for n_questions in args.questions:
             for d in range(args.from_draw, args.draws):
-                rows, cols = draw_cell(scores_all, n_models, n_questions, seed=[args.seed, n_models or 0, n_questions, d])
+                rows, cols = draw_cell(
+                    scores_all, n_models, n_questions, seed=[args.seed, n_models or 0, n_questions, d]
+                )
                 missing = [q for q in cols if q not in encoded]
                 if missing:
                     encoded.update(zip(missing, encode_queries([matrix.queries[q] for q in missing], progress=False)))
                 enc = np.stack([encoded[q] for q in cols]).astype(np.float32)
                 scores, bench = scores_all[np.ix_(rows, cols)], bench_all[cols]
-                splits = kfold_splits(len(cols), folds=args.folds, budget=cell_budget(len(cols), args.folds), seed=args.seed + d)
+                splits = kfold_splits(
+                    len(cols), folds=args.folds, budget=cell_budget(len(cols), args.folds), seed=args.seed + d
+                )
                 for holdout in args.holdouts:
                     held = held_out_rows(scores, holdout, args.seed + d)
                     trained = np.setdiff1d(np.arange(len(rows)), held)
                     for fold in splits:
                         labels = scores[:, fold.test]
-                        unit = {"models": size, "questions": n_questions, "holdout": holdout, "draw": d,
-                                "fold": fold.index, "names": [matrix.models[i] for i in rows],
-                                "routing": {"oracle": float(labels.max(0).mean())}}
+                        unit = {
+                            "models": size,
+                            "questions": n_questions,
+                            "holdout": holdout,
+                            "draw": d,
+                            "fold": fold.index,
+                            "names": [matrix.models[i] for i in rows],
+                            "routing": {"oracle": float(labels.max(0).mean())},
+                        }
                         for name in methods:
-                            probs = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index,
-                                             train_config if name == "locus" else None)
+                            probs = run_unit(
+                                name,
+                                scores,
+                                enc,
+                                bench,
+                                fold,
+                                trained,
+                                held,
+                                args.seed + fold.index,
+                                train_config if name == "locus" else None,
+                            )
                             unit["routing"][name] = float(chosen_scores(probs, labels).mean())
                         units.append(unit)
-                        print(f"[{time.perf_counter() - start:6.0f} s] {size}x{n_questions} {holdout} draw {d} fold "
-                              f"{fold.index}: " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
-                              flush=True)
+                        print(
+                            f"[{time.perf_counter() - start:6.0f} s] {size}x{n_questions} {holdout} draw {d} fold "
+                            f"{fold.index}: " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
+                            flush=True,
+                        )
     rows = summarise(units)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"settings": {**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-                                            "source": source}, "summary": rows, "units": units}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "settings": {
+                    **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                    "source": source,
+                },
+                "summary": rows,
+                "units": units,
+            },
+            indent=1,
+        )
+    )
     print(markdown(rows))
     print(f"wrote {out}")
     return 0

@@ -89,8 +89,10 @@ def _cpu_flash_backward(grad_out, query, key, value, *args, out_val=None, **kwar
 
 
 # torch's registry has the CUDA attention kernels only; on CPU scaled_dot_product_attention runs these two
-CPU_FORMULAS = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash,
-                torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward}
+CPU_FORMULAS = {
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_flash,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _cpu_flash_backward,
+}
 
 
 class _FlopCount(TorchDispatchMode):
@@ -167,8 +169,10 @@ def naive_predict_proba(model: Locus, z: torch.Tensor, encodings: torch.Tensor) 
 def load_reference(path: Path):
     scripts = path / "scripts"
     if not (scripts / "evaluation.py").exists():
-        raise SystemExit(f"--reference {path}: no scripts/evaluation.py there. How to fix: extract "
-                         f"patel-shivam/locus_code_release@{REFERENCE_COMMIT[:12]} into that folder.")
+        raise SystemExit(
+            f"--reference {path}: no scripts/evaluation.py there. How to fix: extract "
+            f"patel-shivam/locus_code_release@{REFERENCE_COMMIT[:12]} into that folder."
+        )
     commit_file = path / "COMMIT"
     commit = commit_file.read_text().strip() if commit_file.exists() else "unknown (no COMMIT file)"
     sys.path.insert(0, str(scripts))  # the reference's modules import each other by bare name
@@ -197,9 +201,16 @@ def _copy_mab(dst, src) -> None:
 def reference_with_weights_of(lib: Locus, router_model) -> nn.Module:
     """The reference ModelEmbedRouter (same widths) carrying lib's weights; every parameter is assigned."""
     c = lib.config
-    ref = router_model.ModelEmbedRouter(router_model.Config(
-        q_dim=c.query_dim, z_dim=c.d, n_heads=c.n_heads, n_layers=c.n_blocks, m_induce=c.n_latents,
-        decoder_hidden=c.predictor_hidden)).eval()
+    ref = router_model.ModelEmbedRouter(
+        router_model.Config(
+            q_dim=c.query_dim,
+            z_dim=c.d,
+            n_heads=c.n_heads,
+            n_layers=c.n_blocks,
+            m_induce=c.n_latents,
+            decoder_hidden=c.predictor_hidden,
+        )
+    ).eval()
     enc = ref.encoder
     _copy_linear(enc.input[0], lib.tokenizer)
     for layer, block in zip(enc.layers, lib.blocks):
@@ -213,10 +224,16 @@ def reference_with_weights_of(lib: Locus, router_model) -> nn.Module:
     _copy_linear(ref.decoder.mlp_head[0], lib.hidden)
     _copy_linear(ref.decoder.mlp_head[2], lib.head)
     n_ref = sum(p.numel() for p in ref.parameters())
-    n_lib = sum(p.numel() for p in lib.parameters()) - sum(
-        m.bias.numel() for blk in [*lib.blocks] for mab in (blk.compress, blk.broadcast)
-        for m in (mab.w_q, mab.w_k, mab.w_v, mab.w_o)) - sum(
-        m.bias.numel() for m in (lib.pool.mab.w_q, lib.pool.mab.w_k, lib.pool.mab.w_v, lib.pool.mab.w_o))
+    n_lib = (
+        sum(p.numel() for p in lib.parameters())
+        - sum(
+            m.bias.numel()
+            for blk in [*lib.blocks]
+            for mab in (blk.compress, blk.broadcast)
+            for m in (mab.w_q, mab.w_k, mab.w_v, mab.w_o)
+        )
+        - sum(m.bias.numel() for m in (lib.pool.mab.w_q, lib.pool.mab.w_k, lib.pool.mab.w_v, lib.pool.mab.w_o))
+    )
     assert n_ref == n_lib, (n_ref, n_lib)  # every reference weight has its library counterpart
     return ref
 
@@ -269,8 +286,9 @@ def inference_cases(reference, seed: int = 0) -> tuple[dict, dict, dict]:
         anchors = np.arange(N_ANCHORS)
         embed["reference"] = lambda: evaluation.embed_all_models(ref, enc, labels, anchors, "cpu").numpy()
         z_t = torch.from_numpy(z)
-        score["reference"] = lambda: torch.sigmoid(torch.from_numpy(
-            evaluation.score_queries_against_models(ref, z_t, queries, "cpu"))).numpy().T
+        score["reference"] = lambda: (
+            torch.sigmoid(torch.from_numpy(evaluation.score_queries_against_models(ref, z_t, queries, "cpu"))).numpy().T
+        )
         z_ref = evaluation.embed_all_models(ref_same, enc, labels[:8], anchors, "cpu").numpy()
         diffs["embed: library vs reference (ReLU removed)"] = float(np.abs(z[:8] - z_ref).max())
         z_ref_relu = evaluation.embed_all_models(ref, enc, labels[:8], anchors, "cpu").numpy()
@@ -281,8 +299,10 @@ def inference_cases(reference, seed: int = 0) -> tuple[dict, dict, dict]:
     diffs["embed: library vs plain loop"] = float(np.abs(z[:8] - naive_embed_all(lib, enc_t, sets_t[:8]).numpy()).max())
     diffs["score: library vs plain loop"] = float(np.abs(score["library"]() - score["plain loop"]()).max())
     # counted outside inference_mode (under it, composite ops such as linear reach the counter undecomposed)
-    flops = {"embed": gflop(lambda: embed_evaluation_sets.__wrapped__(lib, enc, sets, low_precision=False)),
-             "score": gflop(lambda: predict_proba.__wrapped__(lib, z, queries, low_precision=False))}
+    flops = {
+        "embed": gflop(lambda: embed_evaluation_sets.__wrapped__(lib, enc, sets, low_precision=False)),
+        "score": gflop(lambda: predict_proba.__wrapped__(lib, z, queries, low_precision=False)),
+    }
     return {"embed": embed, "score": score}, diffs, flops
 
 
@@ -342,8 +362,10 @@ def training(repeats: int, epochs: int, threads: int, before: Path) -> dict:
     if (before / "locus_model").exists():
         impls["before"] = str(before)
     else:
-        print(f"(c): no {before}/locus_model; extract it with: git archive {BEFORE_COMMIT} locus_model | "
-              f"tar -x -C {before}  -- measuring the current library only")
+        print(
+            f"(c): no {before}/locus_model; extract it with: git archive {BEFORE_COMMIT} locus_model | "
+            f"tar -x -C {before}  -- measuring the current library only"
+        )
     out = {name: {"epoch_seconds": []} for name in impls}
     for r in range(repeats):
         for name, path in impls.items():
@@ -351,8 +373,9 @@ def training(repeats: int, epochs: int, threads: int, before: Path) -> dict:
             if name == "library" and r == 0:
                 cmd.append("--count-flops")
             env = {**os.environ, "PYTHONPATH": path}
-            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
-                             .stdout.splitlines()[-1])
+            res = json.loads(
+                subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.splitlines()[-1]
+            )
             out[name]["epoch_seconds"] += res["seconds"]
             out[name].setdefault("cpu_seconds_per_epoch", []).append(res["cpu_seconds_per_epoch"])
             if "gflop_per_epoch" in res:
@@ -375,8 +398,12 @@ def main() -> None:
     ap.add_argument("--train-repeats", type=int, default=2, help="subprocess runs per implementation")
     ap.add_argument("--train-epochs", type=int, default=2, help="epochs per training run")
     ap.add_argument("--skip-train", action="store_true")
-    ap.add_argument("--before", type=Path, default=BENCH / ".cache" / "before",
-                    help=f"folder holding the locus_model of the 'before' library (default: {BEFORE_COMMIT}'s)")
+    ap.add_argument(
+        "--before",
+        type=Path,
+        default=BENCH / ".cache" / "before",
+        help=f"folder holding the locus_model of the 'before' library (default: {BEFORE_COMMIT}'s)",
+    )
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "speed.json")
     ap.add_argument("--train-case", type=int, help=argparse.SUPPRESS)  # internal: one training run
     ap.add_argument("--count-flops", action="store_true", help=argparse.SUPPRESS)
@@ -393,17 +420,28 @@ def main() -> None:
         reference = load_reference(args.reference)
         flag = "" if reference[2] == REFERENCE_COMMIT else f"  (NOT the pinned {REFERENCE_COMMIT})"
         print(f"reference: patel-shivam/locus_code_release @ {reference[2]}{flag}")
-    print(f"CPU bf16 units: {cpu_has_bf16()} -> low_precision='auto' chooses {inference_precision('cpu', 'auto')}; "
-          f"'library' = fp32 (low_precision=False), 'library bf16' = low_precision=True")
-    print(f"torch {torch.__version__}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
-          f"best and median of {args.repeats} after a warm-up, impls alternating")
+    print(
+        f"CPU bf16 units: {cpu_has_bf16()} -> low_precision='auto' chooses {inference_precision('cpu', 'auto')}; "
+        f"'library' = fp32 (low_precision=False), 'library bf16' = low_precision=True"
+    )
+    print(
+        f"torch {torch.__version__}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+        f"best and median of {args.repeats} after a warm-up, impls alternating"
+    )
     torch.set_num_threads(1)
     cases, diffs, flops = inference_cases(reference)
     for k, v in diffs.items():
         print(f"max |diff| {k}: {v:.1e}")
-    result = {"reference_commit": reference[2] if reference else None, "diffs": diffs, "gflop": flops,
-              "cpu_has_bf16": cpu_has_bf16(), "precision_auto": inference_precision("cpu", "auto"),
-              "torch": torch.__version__, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "runs": {}}
+    result = {
+        "reference_commit": reference[2] if reference else None,
+        "diffs": diffs,
+        "gflop": flops,
+        "cpu_has_bf16": cpu_has_bf16(),
+        "precision_auto": inference_precision("cpu", "auto"),
+        "torch": torch.__version__,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "runs": {},
+    }
     for t in threads:
         torch.set_num_threads(t)
         peak = peak_matmul_gflops()
@@ -416,18 +454,27 @@ def main() -> None:
             run["train"] = training(args.train_repeats, args.train_epochs, t, args.before)
             flops["train_epoch"] = run["train"].get("gflop_per_epoch")
         result["runs"][t] = run
-        print(f"\n{t} thread(s): fp32 matmul limit {peak:.0f} GFLOP/s (2048^3, best of 5 by CPU time; start "
-              f"{run['peak_gflops_start']:.0f}, end {run['peak_gflops_end']:.0f})")
-        print(f"{'task':<40}{'impl':<13}{'best':>9}{'median':>9}{'cpu best':>9}{'vs ref':>8}{'cpu vs ref':>11}"
-              f"{'peak MB':>8}{'GFLOP/s':>8}{'x limit':>8}")
-        tasks = [("embed", f"(a) embed {M} x {N_ANCHORS} evaluations"), ("score", f"(b) score {Q_SCORE} q x {M} models")]
+        print(
+            f"\n{t} thread(s): fp32 matmul limit {peak:.0f} GFLOP/s (2048^3, best of 5 by CPU time; start "
+            f"{run['peak_gflops_start']:.0f}, end {run['peak_gflops_end']:.0f})"
+        )
+        print(
+            f"{'task':<40}{'impl':<13}{'best':>9}{'median':>9}{'cpu best':>9}{'vs ref':>8}{'cpu vs ref':>11}"
+            f"{'peak MB':>8}{'GFLOP/s':>8}{'x limit':>8}"
+        )
+        tasks = [
+            ("embed", f"(a) embed {M} x {N_ANCHORS} evaluations"),
+            ("score", f"(b) score {Q_SCORE} q x {M} models"),
+        ]
         for task, label in tasks:
             ref = run[task].get("reference", run[task]["library"])
             for impl, r in run[task].items():
                 rate = flops[task] / r["cpu_best"] if impl.startswith("library") else None
-                print(f"{label:<40}{impl:<13}{r['best']:>8.3f}s{r['median']:>8.3f}s{r['cpu_best']:>8.3f}s"
-                      f"{ref['best'] / r['best']:>7.2f}x{ref['cpu_best'] / r['cpu_best']:>10.2f}x{r['peak_mb']:>8.0f}"
-                      + (f"{rate:>8.0f}{peak / rate:>7.1f}x" if rate else ""))
+                print(
+                    f"{label:<40}{impl:<13}{r['best']:>8.3f}s{r['median']:>8.3f}s{r['cpu_best']:>8.3f}s"
+                    f"{ref['best'] / r['best']:>7.2f}x{ref['cpu_best'] / r['cpu_best']:>10.2f}x{r['peak_mb']:>8.0f}"
+                    + (f"{rate:>8.0f}{peak / rate:>7.1f}x" if rate else "")
+                )
                 label = ""
         if "train" in run:
             tr = run["train"]
@@ -437,10 +484,12 @@ def main() -> None:
                     r = tr[impl]
                     g = flops.get("train_epoch")
                     rate = g / r["cpu_best"] if (g and impl == "library") else None
-                    print(f"{'(c) train epoch ' + str(M) + ' x ' + str(N_ANCHORS) if impl == 'library' else '':<40}"
-                          f"{impl:<13}{r['best']:>8.2f}s{r['median']:>8.2f}s{r['cpu_best']:>8.2f}s"
-                          f"{r['best'] / lib:>7.2f}x{r['cpu_best'] / tr['library']['cpu_best']:>10.2f}x{'':>8}"
-                          + (f"{rate:>8.0f}{peak / rate:>7.1f}x" if rate else ""))
+                    print(
+                        f"{'(c) train epoch ' + str(M) + ' x ' + str(N_ANCHORS) if impl == 'library' else '':<40}"
+                        f"{impl:<13}{r['best']:>8.2f}s{r['median']:>8.2f}s{r['cpu_best']:>8.2f}s"
+                        f"{r['best'] / lib:>7.2f}x{r['cpu_best'] / tr['library']['cpu_best']:>10.2f}x{'':>8}"
+                        + (f"{rate:>8.0f}{peak / rate:>7.1f}x" if rate else "")
+                    )
         result["runs"][t]["peak_gflops"] = peak
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for run in result["runs"].values():

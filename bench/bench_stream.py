@@ -20,8 +20,10 @@ import pandas as pd
 
 from bench.common import CACHE, METABENCH, MMLU_PRO
 
-MATRICES = {"mmlu": CACHE / "stream" / "mmlu_9x6000.parquet",
-            "metabench": CACHE / "stream" / "metabench_9x1075.parquet"}
+MATRICES = {
+    "mmlu": CACHE / "stream" / "mmlu_9x6000.parquet",
+    "metabench": CACHE / "stream" / "metabench_9x1075.parquet",
+}
 
 
 def write_matrices() -> None:
@@ -70,8 +72,9 @@ def main() -> None:
     torch.set_num_threads(1)
     matrix = EvaluationMatrix.from_table(read_evaluations(MATRICES[args.suite])[0])
     enc = encode_queries(matrix.queries, encoder="all-MiniLM-L6-v2")
-    train = TrainConfig(epochs=args.epochs, latent_steps=args.latent_steps, finetune_steps=args.finetune_steps,
-                        device="cpu")
+    train = TrainConfig(
+        epochs=args.epochs, latent_steps=args.latent_steps, finetune_steps=args.finetune_steps, device="cpu"
+    )
     kept = CACHE / "stream" / f"streams_{args.suite}"
     kept.mkdir(parents=True, exist_ok=True)
 
@@ -81,14 +84,31 @@ def main() -> None:
 
     (kept / "models.json").write_text(json.dumps(list(matrix.models)))
     t0 = time.perf_counter()
-    result = replay(matrix.scores, enc, np.asarray(matrix.benchmarks), list(matrix.models),
-                    args.scenarios.split(","), seeds=args.seeds, first_seed=args.first_seed,
-                    config=StreamConfig(events=args.events),
-                    train_config=train, model_config=LocusConfig(query_dim=enc.shape[1]), on_stream=keep)
-    result["settings"].update({"evaluations": str(MATRICES[args.suite]), "train_config": {
-        "epochs": args.epochs, "latent_steps": args.latent_steps, "finetune_steps": args.finetune_steps},
-        "command": "python -m bench.bench_stream " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v not in (None, False, True))})
+    result = replay(
+        matrix.scores,
+        enc,
+        np.asarray(matrix.benchmarks),
+        list(matrix.models),
+        args.scenarios.split(","),
+        seeds=args.seeds,
+        first_seed=args.first_seed,
+        config=StreamConfig(events=args.events),
+        train_config=train,
+        model_config=LocusConfig(query_dim=enc.shape[1]),
+        on_stream=keep,
+    )
+    result["settings"].update(
+        {
+            "evaluations": str(MATRICES[args.suite]),
+            "train_config": {
+                "epochs": args.epochs,
+                "latent_steps": args.latent_steps,
+                "finetune_steps": args.finetune_steps,
+            },
+            "command": "python -m bench.bench_stream "
+            + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v not in (None, False, True)),
+        }
+    )
     last = args.first_seed + args.seeds - 1
     out = args.out or CACHE / "stream" / f"stream_{args.suite}_seeds{args.first_seed}-{last}.json"
     save_results(result, out)

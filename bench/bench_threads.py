@@ -50,15 +50,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         time.sleep(2 if spinners else 0)
         cores, load = machine()
-        print(f"{cores} cores, load {load:.1f}, {args.busy} busy loops started; default threads "
-              f"{default_threads(cores, load)}, default jobs for 30 fits {default_jobs(cores, load, 30)}")
+        print(
+            f"{cores} cores, load {load:.1f}, {args.busy} busy loops started; default threads "
+            f"{default_threads(cores, load)}, default jobs for 30 fits {default_jobs(cores, load, 30)}"
+        )
         seconds: dict[int, list[float]] = {t: [] for t in args.threads}
         for r in range(args.repeats):
             for t in args.threads:
                 with torch_threads(t):
                     seconds[t].append(small_fit())
-            print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(f"{t} threads {seconds[t][-1]:.2f} s" for t in args.threads),
-                  flush=True)
+            print(
+                f"repeat {r + 1}/{args.repeats}: "
+                + ", ".join(f"{t} threads {seconds[t][-1]:.2f} s" for t in args.threads),
+                flush=True,
+            )
         for t in args.threads:
             print(f"{t} threads: best {min(seconds[t]):.2f} s, median {statistics.median(seconds[t]):.2f} s")
         print(f"load at the end {machine()[1]:.1f}")

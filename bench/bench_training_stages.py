@@ -35,17 +35,31 @@ def train_stages(setup, fold, step_cells: int | None = None) -> dict:
     budget, val = fold.budget_and_val(setup.scores)
     config = setup.train_config if step_cells is None else replace(setup.train_config, predictor_step_cells=step_cells)
     t0 = time.perf_counter()
-    result = train_locus(setup.encodings, budget[setup.trained], val[setup.trained],
-                         model_config=setup.model_config, train_config=config, progress=False)
+    result = train_locus(
+        setup.encodings,
+        budget[setup.trained],
+        val[setup.trained],
+        model_config=setup.model_config,
+        train_config=config,
+        progress=False,
+    )
     total = time.perf_counter() - t0
-    return {"step_cells": config.predictor_step_cells, "seconds": result.seconds, "total": total,
-            "latent_steps_run": result.latent.get("steps_run"), "finetune_steps_run": result.finetune.get("steps_run"),
-            "val_routing_acc": result.finetune.get("val_routing_acc", result.best_metrics.get("val_routing_acc"))}
+    return {
+        "step_cells": config.predictor_step_cells,
+        "seconds": result.seconds,
+        "total": total,
+        "latent_steps_run": result.latent.get("steps_run"),
+        "finetune_steps_run": result.finetune.get("steps_run"),
+        "val_routing_acc": result.finetune.get("val_routing_acc", result.best_metrics.get("val_routing_acc")),
+    }
 
 
 def table(budget: int, runs: list[dict]) -> str:
-    head = "| stage | " + " | ".join(f"{r['step_cells']:,} cells/step (s)" for r in runs) + \
-        (" | ratio |" if len(runs) == 2 else " |")
+    head = (
+        "| stage | "
+        + " | ".join(f"{r['step_cells']:,} cells/step (s)" for r in runs)
+        + (" | ratio |" if len(runs) == 2 else " |")
+    )
     lines = [f"budget {budget}", head, "|---" * (len(runs) + 1 + (len(runs) == 2)) + "|"]
     for stage in [*STAGES, "total"]:
         vals = [r["total"] if stage == "total" else r["seconds"].get(stage) for r in runs]
@@ -65,8 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fold", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--baseline-cells", type=int, default=None,
-                   help="also train with predictor_step_cells at this value and print the ratio (library / baseline)")
+    p.add_argument(
+        "--baseline-cells",
+        type=int,
+        default=None,
+        help="also train with predictor_step_cells at this value and print the ratio (library / baseline)",
+    )
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     args = p.parse_args(argv)
@@ -75,13 +93,17 @@ def main(argv: list[str] | None = None) -> int:
     for b in args.budgets:
         setup = protocol_setup(args.suite, budget=b, seed=args.seed, train_options=args.train_option)
         fold = setup.splits[args.fold]
-        runs = ([train_stages(setup, fold, args.baseline_cells)] if args.baseline_cells else []) + \
-            [train_stages(setup, fold)]
+        runs = ([train_stages(setup, fold, args.baseline_cells)] if args.baseline_cells else []) + [
+            train_stages(setup, fold)
+        ]
         out["budgets"][str(b)] = runs
         print(table(b, runs), flush=True)
         for r in runs:
-            print(f"  {r['step_cells']:,} cells/step: warm-up steps {r['latent_steps_run']}, fine-tuning steps "
-                  f"{r['finetune_steps_run']}, val routing {r['val_routing_acc']:.4f}", flush=True)
+            print(
+                f"  {r['step_cells']:,} cells/step: warm-up steps {r['latent_steps_run']}, fine-tuning steps "
+                f"{r['finetune_steps_run']}, val routing {r['val_routing_acc']:.4f}",
+                flush=True,
+            )
     if args.out:
         args.out.write_text(json.dumps(out, indent=1))
     return 0

@@ -31,8 +31,12 @@ CACHE = REPO / "bench" / ".cache"  # ignored by git: fit caches, reference check
 AE1 = REPO.parent / "shared" / "data" / "alpacaeval-ae1" / "evaluations.parquet"
 MMLU_PRO = REPO / "data" / "mmlu-pro" / "evaluations.parquet"
 METABENCH = REPO.parent / "shared" / "data" / "metabench" / "evaluations.parquet"
-BUDGETS = {"synthetic": (128, 256, 512, 1024), "ae1": (64, 128, 256), "mmlu": (32, 64, 128, 256, 512, 1024),
-           "metabench": (32, 64, 128, 256, 512)}
+BUDGETS = {
+    "synthetic": (128, 256, 512, 1024),
+    "ae1": (64, 128, 256),
+    "mmlu": (32, 64, 128, 256, 512, 1024),
+    "metabench": (32, 64, 128, 256, 512),
+}
 
 
 def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
@@ -56,8 +60,14 @@ def load_suite(suite: str) -> tuple[EvaluationMatrix, str]:
     raise SystemExit(f"unknown suite {suite!r}: use synthetic, ae1, mmlu or metabench")
 
 
-LABELS = {"locus": "LOCUS", "embedllm_mf": "EmbedLLM-MF", "irt": "IRT", "knn": "kNN", "best_single": "best single",
-          "oracle": "oracle"}
+LABELS = {
+    "locus": "LOCUS",
+    "embedllm_mf": "EmbedLLM-MF",
+    "irt": "IRT",
+    "knn": "kNN",
+    "best_single": "best single",
+    "oracle": "oracle",
+}
 
 
 # ---------------------------------------------------------------------------------------------- fit cache
@@ -67,14 +77,20 @@ def fit_key(args: dict, tag: str) -> str:
     """What makes one (fold, method) fit: the fold's queries, the model split, the configs, the seed, the data."""
     fold = args["fold"]
     parts = {
-        "name": args["name"], "seed": args["seed"], "tag": tag,
-        "fold": [hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()
-                 for a in (fold.train, fold.anchors, fold.val, fold.test)],
-        "trained": args["trained"].tolist(), "held": args["held"].tolist(),
+        "name": args["name"],
+        "seed": args["seed"],
+        "tag": tag,
+        "fold": [
+            hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()
+            for a in (fold.train, fold.anchors, fold.val, fold.test)
+        ],
+        "trained": args["trained"].tolist(),
+        "held": args["held"].tolist(),
         "scores": hashlib.sha1(np.nan_to_num(args["scores"], nan=-1).tobytes()).hexdigest(),
         "encodings": hashlib.sha1(args["encodings"][:64].tobytes()).hexdigest() + str(args["encodings"].shape),
         "configs": [repr(args.get(k)) for k in ("model_config", "train_config", "baseline_config")]
-        if args["name"] == "locus" else repr(args.get("baseline_config")),
+        if args["name"] == "locus"
+        else repr(args.get("baseline_config")),
     }
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -115,8 +131,14 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
         def keep(method) -> None:  # the fold's trained LOCUS, for the onboarding and geometry scripts
             if args["name"] == "locus":
                 fold = args["fold"]
-                method.router.save(path.with_suffix(".pt"), fold=fold.index, anchors=fold.anchors.tolist(),
-                                trained=args["trained"].tolist(), held=args["held"].tolist(), seed=args["seed"])
+                method.router.save(
+                    path.with_suffix(".pt"),
+                    fold=fold.index,
+                    anchors=fold.anchors.tolist(),
+                    trained=args["trained"].tolist(),
+                    held=args["held"].tolist(),
+                    seed=args["seed"],
+                )
 
         fitted = fit_and_predict(**args, on_fitted=keep)
         save_fitted(path, fitted)
@@ -155,9 +177,19 @@ class ProtocolSetup:
 
     def fit_args(self, name: str, fold) -> dict:
         """The arguments evaluate() gives fit_and_predict for (fold, method): the same fit-cache key."""
-        return dict(name=name, seed=self.seed + fold.index, scores=self.scores, encodings=self.encodings, fold=fold,
-                    trained=self.trained, held=self.held, model_config=self.model_config,
-                    train_config=self.train_config, baseline_config=None, progress=True)
+        return dict(
+            name=name,
+            seed=self.seed + fold.index,
+            scores=self.scores,
+            encodings=self.encodings,
+            fold=fold,
+            trained=self.trained,
+            held=self.held,
+            model_config=self.model_config,
+            train_config=self.train_config,
+            baseline_config=None,
+            progress=True,
+        )
 
     def anchor_sets(self, fold) -> list[tuple[np.ndarray, np.ndarray]]:
         """Every model's evaluation set on the fold's anchors, (query indices, scores) with NaN cells left out: what
@@ -169,19 +201,32 @@ class ProtocolSetup:
         return sets
 
 
-def protocol_setup(suite: str, *, budget: int, folds: int = 5, seed: int = 0, holdout_models: float = 0.2,
-                  encoder: str = "all-MiniLM-L6-v2", runtime: str = "torch", train_options: list[str] = ()) -> ProtocolSetup:
+def protocol_setup(
+    suite: str,
+    *,
+    budget: int,
+    folds: int = 5,
+    seed: int = 0,
+    holdout_models: float = 0.2,
+    encoder: str = "all-MiniLM-L6-v2",
+    runtime: str = "torch",
+    train_options: list[str] = (),
+) -> ProtocolSetup:
     """The folds, anchors, held-out models and LOCUS configs of `bench_accuracy.py --suite S --budgets B` with the
     same options (TrainConfig(device="cpu", seed) plus --train-option overrides)."""
     matrix, _ = load_suite(suite)
     enc = np.asarray(encode_queries(matrix.queries, encoder=encoder, runtime=runtime, progress=True), dtype=np.float32)
     held = choose_held_out(len(matrix.models), holdout_models, seed)
     return ProtocolSetup(
-        matrix=matrix, encodings=enc, scores=matrix.scores.astype(np.float32),
+        matrix=matrix,
+        encodings=enc,
+        scores=matrix.scores.astype(np.float32),
         splits=kfold_splits(len(matrix.query_ids), folds=folds, budget=budget, seed=seed),
-        trained=np.setdiff1d(np.arange(len(matrix.models)), held), held=held,
+        trained=np.setdiff1d(np.arange(len(matrix.models)), held),
+        held=held,
         model_config=LocusConfig(query_dim=enc.shape[1]),
-        train_config=apply_options(TrainConfig(device="cpu", seed=seed), list(train_options)), seed=seed,
+        train_config=apply_options(TrainConfig(device="cpu", seed=seed), list(train_options)),
+        seed=seed,
     )
 
 

@@ -14,8 +14,15 @@ from pathlib import Path
 
 from bench.common import CACHE
 from locus_model.evaluation.results import json_clean, save_results
-from locus_model.evaluation.stream import (StreamConfig, _config_dict, format_stream, newcomer_prior_var, plot_stream,
-                                           score_stream, summarise)
+from locus_model.evaluation.stream import (
+    StreamConfig,
+    _config_dict,
+    format_stream,
+    newcomer_prior_var,
+    plot_stream,
+    score_stream,
+    summarise,
+)
 from locus_model.learning import LearningConfig
 
 
@@ -24,8 +31,12 @@ def main() -> None:
     ap.add_argument("--suite", required=True)
     ap.add_argument("--scenarios", default="stationary,unlike,newcomer,drift,poisoned")
     ap.add_argument("--set", action="append", default=[], help="k=v,k=v of LearningConfig; one --set per setting")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="write the whole result JSON (and its curves as .png) of the one setting: the bench's figures")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the whole result JSON (and its curves as .png) of the one setting: the bench's figures",
+    )
     args = ap.parse_args()
     folder = CACHE / "stream" / f"streams_{args.suite}"
     for setting in args.set or [""]:
@@ -43,23 +54,37 @@ def main() -> None:
                 runs.append(score_stream(scenario, stream, info, seed=seed, config=config))
             if not runs:
                 continue
-            models = json.loads((folder / "models.json").read_text()) if (folder / "models.json").is_file() else \
-                [str(i) for i in range(len(stream.labels))]
+            models = (
+                json.loads((folder / "models.json").read_text())
+                if (folder / "models.json").is_file()
+                else [str(i) for i in range(len(stream.labels))]
+            )
             r = full[scenario] = summarise(scenario, runs, models, config)
-            row[scenario] = {"learning": round(100 * r["methods"]["learning"]["routing_acc"], 2),
-                             "frozen": round(100 * r["methods"]["frozen"]["routing_acc"], 2),
-                             "thompson_group": round(100 * r["methods"]["thompson_group"]["routing_acc"], 2),
-                             "rule": round(100 * r["methods"]["rule_full_labels"]["routing_acc"], 2),
-                             **{k: r[k] for k in ("traffic_share_at_500", "events_to_shift") if k in r},
-                             **({"poison": round(100 * r["poison_effect"]["mean"], 2)} if "poison_effect" in r else {})}
+            row[scenario] = {
+                "learning": round(100 * r["methods"]["learning"]["routing_acc"], 2),
+                "frozen": round(100 * r["methods"]["frozen"]["routing_acc"], 2),
+                "thompson_group": round(100 * r["methods"]["thompson_group"]["routing_acc"], 2),
+                "rule": round(100 * r["methods"]["rule_full_labels"]["routing_acc"], 2),
+                **{k: r[k] for k in ("traffic_share_at_500", "events_to_shift") if k in r},
+                **({"poison": round(100 * r["poison_effect"]["mean"], 2)} if "poison_effect" in r else {}),
+            }
         print(setting or "defaults", json.dumps(row), flush=True)
         if args.out is not None:
             seeds = sorted({int(p.stem.rsplit("_", 1)[1]) for p in folder.glob("*.pkl")})
-            result = json_clean({"settings": {"seeds": len(seeds), "seed_list": seeds, "scenarios": list(full),
-                                              "models": models, "config": _config_dict(config),
-                                              "kept_streams": str(folder.relative_to(CACHE.parent.parent)),
-                                              "command": " ".join(["python -m bench.stream_rescore", *sys.argv[1:]])},
-                                 "stream": full})
+            result = json_clean(
+                {
+                    "settings": {
+                        "seeds": len(seeds),
+                        "seed_list": seeds,
+                        "scenarios": list(full),
+                        "models": models,
+                        "config": _config_dict(config),
+                        "kept_streams": str(folder.relative_to(CACHE.parent.parent)),
+                        "command": " ".join(["python -m bench.stream_rescore", *sys.argv[1:]]),
+                    },
+                    "stream": full,
+                }
+            )
             save_results(result, args.out)
             print(format_stream(result))
             print(f"wrote {args.out}, {plot_stream(result, args.out.with_suffix('.png'))}")

@@ -37,8 +37,9 @@ def fail(command: str, err: Exception) -> int:
 # ---------------------------------------------------------------------------------------------- evaluate
 
 
-def add_evaluate(subparsers: argparse._SubParsersAction, *,
-                 encoding_cache: Callable[[], Path | None] | None = None) -> None:
+def add_evaluate(
+    subparsers: argparse._SubParsersAction, *, encoding_cache: Callable[[], Path | None] | None = None
+) -> None:
     """``locus evaluate``; ``encoding_cache``: where --encoding-cache defaults to when not given (looked up when the
     command runs; None: the user cache)."""
     p = subparsers.add_parser(
@@ -51,73 +52,144 @@ def add_evaluate(subparsers: argparse._SubParsersAction, *,
             "(an EmbedLLM folder) and no --folds, its train/val/test split is used (the protocol of the authors' code release)."
         ),
     )
-    p.add_argument("--evaluations", required=True, type=Path,
-                   help="long-format file (.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder")
+    p.add_argument(
+        "--evaluations",
+        required=True,
+        type=Path,
+        help="long-format file (.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder",
+    )
     p.add_argument("--out", required=True, type=Path, help="where to write the result JSON")
     p.add_argument("--budget", type=int, default=256, help="evaluations (anchor queries) per model (default 256)")
-    p.add_argument("--folds", type=int, default=None,
-                   help="K-fold over queries (default: the table's own split if it has one, else 5)")
-    p.add_argument("--holdout-models", default=None,
-                   help="models never trained on, onboarded from their budget evaluations: a fraction drawn with "
-                        "--seed (default 0.2 with k-fold, 0 with the table's own split as in the authors' code release), or "
-                        "model names, comma-separated, held out in every fold (how would the router have treated "
-                        "model X had it arrived last?)")
+    p.add_argument(
+        "--folds",
+        type=int,
+        default=None,
+        help="K-fold over queries (default: the table's own split if it has one, else 5)",
+    )
+    p.add_argument(
+        "--holdout-models",
+        default=None,
+        help="models never trained on, onboarded from their budget evaluations: a fraction drawn with "
+        "--seed (default 0.2 with k-fold, 0 with the table's own split as in the authors' code release), or "
+        "model names, comma-separated, held out in every fold (how would the router have treated "
+        "model X had it arrived last?)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--encoder", default="all-MiniLM-L6-v2",
-                   help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256")
+    p.add_argument(
+        "--encoder",
+        default="all-MiniLM-L6-v2",
+        help="query encoder: all-MiniLM-L6-v2 (384-d), all-mpnet-base-v2 (768-d, the paper's), hashing-256",
+    )
     from locus_model.data.encoders import DEFAULT_RUNTIME, RUNTIMES  # why: the CLI starts without loading torch
 
-    p.add_argument("--encoder-runtime", default=None, choices=RUNTIMES,
-                   help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
-                        f"exact encoder the others are checked against); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2")
-    p.add_argument("--encoding-cache", type=Path, default=None,
-                   help="folder of query-encoding caches, one subfolder per encoder (default: the user cache; the "
-                        "pipeline's `locus` uses its home's encodings/ when there is one, so queries it encoded are "
-                        "not encoded again)")
+    p.add_argument(
+        "--encoder-runtime",
+        default=None,
+        choices=RUNTIMES,
+        help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
+        f"exact encoder the others are checked against); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2",
+    )
+    p.add_argument(
+        "--encoding-cache",
+        type=Path,
+        default=None,
+        help="folder of query-encoding caches, one subfolder per encoder (default: the user cache; the "
+        "pipeline's `locus` uses its home's encodings/ when there is one, so queries it encoded are "
+        "not encoded again)",
+    )
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--patience", type=int, default=None, help="LOCUS early-stopping patience in epochs")
-    p.add_argument("--methods", default="locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle",
-                   help="comma-separated subset of locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle "
-                        "(per_benchmark: each benchmark's best model on its anchors; it reads the benchmark label)")
-    p.add_argument("--guard-margin", type=float, default=None, metavar="P",
-                   help="LOCUS routes under this guard margin (another model than the one most accurate on its own "
-                        "anchors wins a query only when its P(correct) is higher by more than P; default 0.02, the "
-                        "router's; 0 = the highest P(correct) wins)")
+    p.add_argument(
+        "--methods",
+        default="locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle",
+        help="comma-separated subset of locus,embedllm_mf,irt,knn,per_benchmark,best_single,oracle "
+        "(per_benchmark: each benchmark's best model on its anchors; it reads the benchmark label)",
+    )
+    p.add_argument(
+        "--guard-margin",
+        type=float,
+        default=None,
+        metavar="P",
+        help="LOCUS routes under this guard margin (another model than the one most accurate on its own "
+        "anchors wins a query only when its P(correct) is higher by more than P; default 0.02, the "
+        "router's; 0 = the highest P(correct) wins)",
+    )
     p.add_argument("--device", default="auto", help="LOCUS training device: auto, cpu, cuda (default auto)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads of each fit (default 1; recorded in the result: another count changes "
-                        "float sums, hence the trained models slightly)")
-    p.add_argument("--jobs", type=int, default=None,
-                   help="(fold, method) fits run at once in worker processes (default: as many as the cores not "
-                        "busy with other work hold, from the load average; 1 = everything in this process)")
-    p.add_argument("--models-file", type=Path, default=None,
-                   help="CSV (or Parquet) with a model column and any of params_b, price_input_per_mtok / "
-                        "price_output_per_mtok (USD per million tokens), cost_per_query (USD): the columns of the "
-                        "pipeline's models file and of locus serve's models config. Adds every method's quality-cost "
-                        "frontier on the test queries (AIQ, cost at 100%% / 95%% of the best single model's accuracy, "
-                        "paired 95%% intervals) to the table and the JSON; prices win over params_b (routing.cost_table), "
-                        "and a model without a cost is left out and counted")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads of each fit (default 1; recorded in the result: another count changes "
+        "float sums, hence the trained models slightly)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="(fold, method) fits run at once in worker processes (default: as many as the cores not "
+        "busy with other work hold, from the load average; 1 = everything in this process)",
+    )
+    p.add_argument(
+        "--models-file",
+        type=Path,
+        default=None,
+        help="CSV (or Parquet) with a model column and any of params_b, price_input_per_mtok / "
+        "price_output_per_mtok (USD per million tokens), cost_per_query (USD): the columns of the "
+        "pipeline's models file and of locus serve's models config. Adds every method's quality-cost "
+        "frontier on the test queries (AIQ, cost at 100%% / 95%% of the best single model's accuracy, "
+        "paired 95%% intervals) to the table and the JSON; prices win over params_b (routing.cost_table), "
+        "and a model without a cost is left out and counted",
+    )
     p.add_argument("--plot", type=Path, default=None, help="with --models-file: draw the frontiers to this PNG")
-    p.add_argument("--onboard-sizes", type=int, nargs="*", default=None, metavar="N",
-                   help="also measure capability estimates: held-out models onboarded from N of their "
-                        "evaluations (no N: 16 32 64 128); adds capability.<method>.<N>.mae/.coverage and "
-                        "identity.<N>.hit_at_1 to the JSON; trains LOCUS once more per fold (evaluation.capability)")
-    p.add_argument("--reference-scores", type=Path, default=None,
-                   help="with --onboard-sizes: CSV of model + one column per reference score (e.g. metabench's "
-                        "leaderboard.csv); adds reference.<method>.<N>.mae")
-    p.add_argument("--stream", default=None, metavar="SCENARIO",
-                   help="instead of the folds: the replay -- would a router that learns from its graded "
-                        "traffic pay on this data? SCENARIO: stationary, unlike, newcomer, drift, poisoned, or several "
-                        "comma-separated; LOCUS is trained once per seed, then the stream's queries arrive one by one "
-                        "and only the chosen model's outcome is revealed (evaluation.stream); adds stream.<scenario> "
-                        "to the JSON; --plot draws routing accuracy per 1,000 events per method")
+    p.add_argument(
+        "--onboard-sizes",
+        type=int,
+        nargs="*",
+        default=None,
+        metavar="N",
+        help="also measure capability estimates: held-out models onboarded from N of their "
+        "evaluations (no N: 16 32 64 128); adds capability.<method>.<N>.mae/.coverage and "
+        "identity.<N>.hit_at_1 to the JSON; trains LOCUS once more per fold (evaluation.capability)",
+    )
+    p.add_argument(
+        "--reference-scores",
+        type=Path,
+        default=None,
+        help="with --onboard-sizes: CSV of model + one column per reference score (e.g. metabench's "
+        "leaderboard.csv); adds reference.<method>.<N>.mae",
+    )
+    p.add_argument(
+        "--stream",
+        default=None,
+        metavar="SCENARIO",
+        help="instead of the folds: the replay -- would a router that learns from its graded "
+        "traffic pay on this data? SCENARIO: stationary, unlike, newcomer, drift, poisoned, or several "
+        "comma-separated; LOCUS is trained once per seed, then the stream's queries arrive one by one "
+        "and only the chosen model's outcome is revealed (evaluation.stream); adds stream.<scenario> "
+        "to the JSON; --plot draws routing accuracy per 1,000 events per method",
+    )
     p.add_argument("--stream-seeds", type=int, default=5, metavar="N", help="with --stream: seeds (default 5)")
-    p.add_argument("--stream-events", type=int, default=None, metavar="N",
-                   help="with --stream: events in the stream (default 4000; the stream pool repeats when shorter)")
-    p.add_argument("--stream-feedback", type=float, default=None, metavar="SHARE",
-                   help="with --stream: share of the events whose outcome is revealed (default 1.0)")
-    p.add_argument("--stream-explore", type=float, default=None, metavar="SHARE",
-                   help="with --stream: the learning router's exploration budget (default LearningConfig's)")
+    p.add_argument(
+        "--stream-events",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --stream: events in the stream (default 4000; the stream pool repeats when shorter)",
+    )
+    p.add_argument(
+        "--stream-feedback",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="with --stream: share of the events whose outcome is revealed (default 1.0)",
+    )
+    p.add_argument(
+        "--stream-explore",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="with --stream: the learning router's exploration budget (default LearningConfig's)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(run=run_evaluate, default_encoding_cache=encoding_cache)
 
@@ -126,8 +198,10 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, found before anything heavy is imported (torch takes seconds); None if
     nothing."""
     if not Path(args.evaluations).exists():
-        return (f"--evaluations {args.evaluations}: no such file or folder. How to fix: give a long-format file "
-                "(.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder")
+        return (
+            f"--evaluations {args.evaluations}: no such file or folder. How to fix: give a long-format file "
+            "(.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder"
+        )
     out_dir = Path(args.out).resolve().parent
     if not out_dir.is_dir():
         return f"--out {args.out}: the folder {out_dir} does not exist. How to fix: create it, or write elsewhere"
@@ -149,8 +223,10 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
     if args.threads is not None and args.threads < 1:
         return f"--threads {args.threads}: must be at least 1 (torch threads of each fit)"
     if args.models_file is not None and not Path(args.models_file).is_file():
-        return (f"--models-file {args.models_file}: no such file. How to fix: a CSV with a model column and params_b, "
-                "price_input_per_mtok / price_output_per_mtok or cost_per_query")
+        return (
+            f"--models-file {args.models_file}: no such file. How to fix: a CSV with a model column and params_b, "
+            "price_input_per_mtok / price_output_per_mtok or cost_per_query"
+        )
     if getattr(args, "reference_scores", None) is not None and not Path(args.reference_scores).is_file():
         return f"--reference-scores {args.reference_scores}: no such file. How to fix: a CSV with a model column and scores"
     stream = getattr(args, "stream", None)
@@ -171,10 +247,14 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         if args.models_file is not None or args.onboard_sizes is not None:
             return "--stream replays a stream instead of the folds: drop --models-file / --onboard-sizes, or run them apart"
     if args.plot is not None and args.models_file is None and stream is None:
-        return ("--plot: draws the quality-cost frontiers (needs --models-file, the models' costs) or, with --stream, "
-                "the replay's curves")
+        return (
+            "--plot: draws the quality-cost frontiers (needs --models-file, the models' costs) or, with --stream, "
+            "the replay's curves"
+        )
     if args.plot is not None and not Path(args.plot).resolve().parent.is_dir():
-        return f"--plot {args.plot}: the folder {Path(args.plot).resolve().parent} does not exist. How to fix: create it"
+        return (
+            f"--plot {args.plot}: the folder {Path(args.plot).resolve().parent} does not exist. How to fix: create it"
+        )
     return None
 
 
@@ -182,6 +262,7 @@ def routing_policy(args: argparse.Namespace):
     """The routing policy `locus evaluate`'s LOCUS routes under (--guard-margin, else the default): validated by
     RoutingPolicy itself, the one place its rules live."""
     from locus_model.routing.policy import RoutingPolicy  # why: `locus --help` starts without numpy
+
     margin = getattr(args, "guard_margin", None)
     return RoutingPolicy() if margin is None else RoutingPolicy(guard_margin=margin)
 
@@ -202,8 +283,10 @@ def held_out_names(names: tuple[str, ...], models: Sequence[str]) -> list[str]:
     if unknown:
         close = [m for m in models if any(u.lower() in m.lower() or m.lower() in u.lower() for u in unknown)]
         hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
-        raise ValueError(f"--holdout-models: {', '.join(unknown)} not among the table's {len(models)} models{hint}. "
-                         f"How to fix: use names as the table's model column spells them, e.g. {', '.join(models[:3])}")
+        raise ValueError(
+            f"--holdout-models: {', '.join(unknown)} not among the table's {len(models)} models{hint}. "
+            f"How to fix: use names as the table's model column spells them, e.g. {', '.join(models[:3])}"
+        )
     if len(names) >= len(models):
         raise ValueError(f"--holdout-models: all {len(models)} models held out leaves none to train on; name fewer")
     return list(dict.fromkeys(names))
@@ -229,8 +312,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.data.matrix import EvaluationMatrix
     from locus_model.evaluation.methods import METHODS
     from locus_model.evaluation.protocol import evaluate
-    from locus_model.evaluation.stream import run_replay
     from locus_model.evaluation.results import format_frontier, print_results, save_results
+    from locus_model.evaluation.stream import run_replay
     from locus_model.evaluation.verdict import format_verdict
     from locus_model.model import LocusConfig
     from locus_model.training import TrainConfig
@@ -263,19 +346,26 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if not isinstance(holdout, float):  # named models: the fraction they make, for the record
             holdout = len(held_out) / len(matrix.models) if held_out else (0.2 if folds is not None else 0.0)
         if progress:
-            print(f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
-                  f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}", file=sys.stderr)
+            print(
+                f"{len(matrix.models)} models x {len(matrix.query_ids)} queries from {args.evaluations} "
+                f"({time.perf_counter() - start:.1f} s); encoding queries with {spec.name}",
+                file=sys.stderr,
+            )
         cores, load = machine()
         jobs = args.jobs or default_jobs(cores, load, tasks=fit_count(folds, methods), threads=threads)
         if progress:
-            print(f"{fit_count(folds, methods)} fits, {jobs} at a time ({'--jobs' if args.jobs else 'the free cores'}: "
-                  f"{cores} cores, load {load:.1f}), {threads} torch thread(s) each", file=sys.stderr)
+            print(
+                f"{fit_count(folds, methods)} fits, {jobs} at a time ({'--jobs' if args.jobs else 'the free cores'}: "
+                f"{cores} cores, load {load:.1f}), {threads} torch thread(s) each",
+                file=sys.stderr,
+            )
         folder = args.encoding_cache
         if folder is None and getattr(args, "default_encoding_cache", None) is not None:
             folder = args.default_encoding_cache()
         cache = Path(folder) / spec.name if folder else None
-        encodings, report = encode_queries_with_summary(matrix.queries, encoder=spec.name, runtime=args.encoder_runtime,
-                                                        cache_dir=cache, progress=progress)
+        encodings, report = encode_queries_with_summary(
+            matrix.queries, encoder=spec.name, runtime=args.encoder_runtime, cache_dir=cache, progress=progress
+        )
         train_config = TrainConfig(device=args.device)
         if args.epochs is not None:
             train_config = replace(train_config, epochs=args.epochs)
@@ -285,21 +375,47 @@ def run_evaluate(args: argparse.Namespace) -> int:
             run_replay(args, matrix, encodings, train_config, progress)
             return EXIT_OK
         result = evaluate(
-            matrix, encodings, budget=args.budget, folds=folds, holdout_models=holdout, seed=args.seed,
+            matrix,
+            encodings,
+            budget=args.budget,
+            folds=folds,
+            holdout_models=holdout,
+            seed=args.seed,
             held_out=held_out,
-            methods=methods, train_config=train_config, model_config=LocusConfig(query_dim=encodings.shape[1]),
-            progress=progress, jobs=jobs, threads=threads, costs=costs, policy=routing_policy(args),
+            methods=methods,
+            train_config=train_config,
+            model_config=LocusConfig(query_dim=encodings.shape[1]),
+            progress=progress,
+            jobs=jobs,
+            threads=threads,
+            costs=costs,
+            policy=routing_policy(args),
         )
         if args.onboard_sizes is not None:  # capability estimates on the same folds and held-out models
             from locus_model.evaluation.capability import capability_from_result  # why: only with --onboard-sizes
 
-            result.update(capability_from_result(matrix, encodings, result, args.onboard_sizes, args.reference_scores,
-                                                 train_config, progress=progress))
+            result.update(
+                capability_from_result(
+                    matrix,
+                    encodings,
+                    result,
+                    args.onboard_sizes,
+                    args.reference_scores,
+                    train_config,
+                    progress=progress,
+                )
+            )
     except (EvaluationDataError, ValueError, FileNotFoundError) as err:
         return fail("evaluate", err)
     result["settings"].update(
-        {"encoder": spec.name, "encoder_runtime": report.runtime, "evaluations": str(args.evaluations), "encoding_s": round(report.seconds, 2),
-         "queries_encoded": report.encoded, "queries_from_cache": report.unique - report.encoded}
+        {
+            "encoder": spec.name,
+            "encoder_runtime": report.runtime,
+            "evaluations": str(args.evaluations),
+            "encoding_s": round(report.seconds, 2),
+            "queries_encoded": report.encoded,
+            "queries_from_cache": report.unique - report.encoded,
+        }
     )
     if costs is not None:
         result["settings"]["costs"]["models_file"] = str(args.models_file)
@@ -311,7 +427,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from locus_model.routing.frontier_plot import plot_frontiers  # why: matplotlib only with --plot
 
-        print(f"wrote {plot_frontiers(result['frontier_folds'], args.plot, cost_label=f'mean cost per query ({costs.basis_means})')}")
+        print(
+            f"wrote {plot_frontiers(result['frontier_folds'], args.plot, cost_label=f'mean cost per query ({costs.basis_means})')}"
+        )
     print(f"\nwrote {path}")
     return EXIT_OK
 
@@ -321,8 +439,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 def _synthetic_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path, help="parent folder; files go to OUT/synthetic/")
-    p.add_argument("--size", choices=("full", "small"), default="full",
-                   help="full: 113 models x 6,000 queries; small: 24 models x 600 queries")
+    p.add_argument(
+        "--size",
+        choices=("full", "small"),
+        default="full",
+        help="full: 113 models x 6,000 queries; small: 24 models x 600 queries",
+    )
     p.add_argument("--seed", type=int, default=0, help="same seed -> byte-identical files")
 
 
@@ -350,13 +472,18 @@ def run_synthetic_data(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------- entry point
 
-COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {"evaluate": add_evaluate,
-                                                                     "synthetic-data": add_synthetic_data}
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "evaluate": add_evaluate,
+    "synthetic-data": add_synthetic_data,
+}
 
 
-def build_parser(commands: Iterable[Callable[[argparse._SubParsersAction], None]] = COMMANDS.values()
-                 ) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="locus", description="LOCUS: model embeddings from evaluations (arXiv 2601.21082)")
+def build_parser(
+    commands: Iterable[Callable[[argparse._SubParsersAction], None]] = COMMANDS.values(),
+) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="locus", description="LOCUS: model embeddings from evaluations (arXiv 2601.21082)"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in commands:
         add(subparsers)

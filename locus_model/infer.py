@@ -21,7 +21,7 @@ from locus_model.threads import torch_threads  # re-exported: callers import it 
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
-    """"auto" -> CUDA when available, else CPU; anything else is passed to torch.device."""
+    """ "auto" -> CUDA when available, else CPU; anything else is passed to torch.device."""
     if isinstance(device, str) and device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)

@@ -61,14 +61,20 @@ class LearningConfig:
     robust: float = 0.01  # the cell posterior's flat component: a run of outcomes that contradicts the prior wins
 
     def __post_init__(self) -> None:
-        for name, lo, hi in (("explore", 0.0, 1.0), ("prior_var", 1e-6, 0.25), ("client_share", 0.0, 1.0),
-                             ("client_z", 0.0, math.inf), ("robust", 0.0, 0.999)):
+        for name, lo, hi in (
+            ("explore", 0.0, 1.0),
+            ("prior_var", 1e-6, 0.25),
+            ("client_share", 0.0, 1.0),
+            ("client_z", 0.0, math.inf),
+            ("robust", 0.0, 0.999),
+        ):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and (math.isfinite(v) or name == "client_z") and lo <= v <= hi):
                 raise ValueError(f"LearningConfig.{name} = {v!r}: give a number in [{lo}, {hi}]")
         if not (self.half_life > 0):
-            raise ValueError(f"LearningConfig.half_life = {self.half_life!r}: give a positive number of answers (inf: "
-                             "never forget)")
+            raise ValueError(
+                f"LearningConfig.half_life = {self.half_life!r}: give a positive number of answers (inf: never forget)"
+            )
 
     @property
     def forget(self) -> float:
@@ -105,8 +111,9 @@ class Learner:
     _shift: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)  # shift()'s cache
 
     @classmethod
-    def start_from(cls, names, profiles: np.ndarray, config: LearningConfig | None = None, *,
-                   prior_var: np.ndarray | None = None) -> "Learner":
+    def start_from(
+        cls, names, profiles: np.ndarray, config: LearningConfig | None = None, *, prior_var: np.ndarray | None = None
+    ) -> "Learner":
         """No outcomes yet: each cell's prior mean is the model's group profile (M, K); its variance
         ``config.prior_var``, or ``prior_var`` (M, K) where given (e.g. a newcomer's: the pool's spread)."""
         config = config or LearningConfig()
@@ -138,8 +145,9 @@ class Learner:
         shift = self.shift() if rows is None else self.shift()[np.asarray(rows)]
         return 1.0 / (1.0 + np.exp(-(_logit(p) + shift[:, np.asarray(groups)])))
 
-    def draw(self, p: np.ndarray, groups: np.ndarray, rng: np.random.Generator,
-             rows: np.ndarray | None = None) -> np.ndarray:
+    def draw(
+        self, p: np.ndarray, groups: np.ndarray, rng: np.random.Generator, rows: np.ndarray | None = None
+    ) -> np.ndarray:
         """(M, Q) one Thompson draw: each cell's rate drawn from its posterior in place of its mean (``rows``: as in
         :meth:`proba`; only those cells are drawn)."""
         rows = np.arange(len(self.names)) if rows is None else np.asarray(rows)
@@ -184,7 +192,7 @@ class Learner:
         implied = np.clip(expected / np.maximum(n, 1e-9) + centre[None], 0.02, 0.98)
         kl = rate * np.log(rate / implied) + (1 - rate) * np.log((1 - rate) / (1 - implied))
         g = np.where(shared, 2.0 * n * kl, 0.0)
-        excess = np.maximum(g - self.config.client_z ** 2, 0.0).sum(axis=(1, 2))  # (C,)
+        excess = np.maximum(g - self.config.client_z**2, 0.0).sum(axis=(1, 2))  # (C,)
         return dict(zip(keys, np.exp(-excess / 2.0).tolist()))
 
     def _combine(self) -> dict:
@@ -236,16 +244,25 @@ class Learner:
     def state_dict(self) -> dict:
         """Plain data (lists and floats) that :meth:`from_state` reads back: what survives a restart."""
         config = {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in asdict(self.config).items()}
-        return {"names": list(self.names), "config": config, "start": self.start.tolist(),
-                "prior_var": self.posterior.prior_var.tolist(),
-                "clients": {c: v.tolist() for c, v in self.clients.items()}}
+        return {
+            "names": list(self.names),
+            "config": config,
+            "start": self.start.tolist(),
+            "prior_var": self.posterior.prior_var.tolist(),
+            "clients": {c: v.tolist() for c, v in self.clients.items()},
+        }
 
     @classmethod
     def from_state(cls, state: dict) -> "Learner":
-        config = {k: (math.inf if k in ("half_life", "client_z") and v is None else v)
-                  for k, v in state["config"].items()}
-        learner = cls.start_from(state["names"], np.asarray(state["start"]), LearningConfig(**config),
-                                 prior_var=np.asarray(state["prior_var"]) if "prior_var" in state else None)
+        config = {
+            k: (math.inf if k in ("half_life", "client_z") and v is None else v) for k, v in state["config"].items()
+        }
+        learner = cls.start_from(
+            state["names"],
+            np.asarray(state["start"]),
+            LearningConfig(**config),
+            prior_var=np.asarray(state["prior_var"]) if "prior_var" in state else None,
+        )
         if "right" in state:  # a state written before the per-client sums: its evidence as one anonymous client's
             learner.clients = {"": np.stack([np.asarray(state[k], np.float64) for k in ("right", "count", "expected")])}
         else:

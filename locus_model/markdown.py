@@ -27,6 +27,7 @@ def escape_markdown(text: object) -> str:
 
 def escape_frame(frame: pd.DataFrame | pd.Series) -> pd.DataFrame | pd.Series:
     """A copy whose text cells, index labels and column names are escaped (numbers and times are left as they are)."""
+
     def one(value: object) -> object:
         return escape_markdown(value) if isinstance(value, str) else value
 
@@ -36,9 +37,16 @@ def escape_frame(frame: pd.DataFrame | pd.Series) -> pd.DataFrame | pd.Series:
         out.name = one(out.name)
     else:
         for column in out.columns:
-            if out[column].dtype == object or isinstance(out[column].dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(out[column]):
+            if (
+                out[column].dtype == object
+                or isinstance(out[column].dtype, pd.CategoricalDtype)
+                or pd.api.types.is_string_dtype(out[column])
+            ):
                 out[column] = out[column].astype(object).map(one)
         out.columns = out.columns.map(one) if not isinstance(out.columns, pd.MultiIndex) else out.columns
-    out.index = out.index.map(one) if not isinstance(out.index, pd.MultiIndex) else pd.MultiIndex.from_tuples(
-        [tuple(one(v) for v in t) for t in out.index], names=out.index.names)
+    out.index = (
+        out.index.map(one)
+        if not isinstance(out.index, pd.MultiIndex)
+        else pd.MultiIndex.from_tuples([tuple(one(v) for v in t) for t in out.index], names=out.index.names)
+    )
     return out

@@ -17,7 +17,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
 MIN_ROWS = 64  # row-wise work runs on at least this many rows (see rowwise)
 
 
@@ -147,8 +146,9 @@ class PMA(nn.Module):
         folded = (q @ mab.w_k.weight.view(h, dh, d)).reshape(1, 1, k * h, d)  # (1, 1, k h, d): W_k,h^T q_h
         attn_mask = None if mask is None else mask[:, None, None, :]  # (B, 1, 1, n)
         xs = x[:, None]  # (B, 1, n, d): one "head" of width d whose k * h query rows are the seed-heads
-        pooled = F.scaled_dot_product_attention(folded.expand(B, 1, k * h, d), xs, xs, attn_mask=attn_mask,
-                                                scale=1 / math.sqrt(dh)).view(B * k, h, d)  # sum_j p_j x_j
+        pooled = F.scaled_dot_product_attention(
+            folded.expand(B, 1, k * h, d), xs, xs, attn_mask=attn_mask, scale=1 / math.sqrt(dh)
+        ).view(B * k, h, d)  # sum_j p_j x_j
         real = torch.ones(B, 1, device=x.device, dtype=x.dtype) if mask is None else mask.any(dim=1, keepdim=True)
         real = real.to(x.dtype).repeat_interleave(k, dim=0)  # (B k, 1): an all-padding set pools to 0, as in MAB
 

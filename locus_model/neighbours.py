@@ -61,8 +61,10 @@ def nearest_neighbours(
         allowed[np.asarray(among, dtype=np.int64)] = True
     eligible = int(allowed.sum()) - allowed[rows].astype(int)  # (R,) candidates of each row
     if k < 1 or (len(rows) and int(eligible.min()) < k):
-        raise ValueError(f"nearest_neighbours: k={k} neighbours asked, but a row has only "
-                         f"{int(eligible.min()) if len(rows) else 0} other candidates. How to fix: ask for fewer.")
+        raise ValueError(
+            f"nearest_neighbours: k={k} neighbours asked, but a row has only "
+            f"{int(eligible.min()) if len(rows) else 0} other candidates. How to fix: ask for fewer."
+        )
     if metric == "cosine":
         z64 = z.astype(np.float64)
         norms = np.linalg.norm(z64, axis=1, keepdims=True)
@@ -79,7 +81,7 @@ def nearest_neighbours(
     idx = np.empty((len(rows), k), dtype=np.int64)
     dist = np.empty((len(rows), k))
     for start in range(0, len(rows), block):
-        part = rows[start:start + block]
+        part = rows[start : start + block]
         s = (x[part] * (-1 if sq is None else -2)) @ x.T  # (b, M): -a.b, or -2 a.b (doubling is exact)
         if sq is not None:
             s += sq
@@ -87,24 +89,24 @@ def nearest_neighbours(
             s[:, ~allowed] = np.inf
         s[np.arange(len(part)), part] = np.inf  # not itself
         # a candidate can be among the k nearest only if its value, less its rounding, is within the k-th's plus its
-        bound = (_kth_upper_bound(s, k) + 2 * tol[start:start + block]).astype(np.float32)
+        bound = (_kth_upper_bound(s, k) + 2 * tol[start : start + block]).astype(np.float32)
         r, c = np.nonzero(s <= np.nextafter(bound, np.float32(np.inf))[:, None])
         if len(r) > SCREEN_SURPLUS * k * len(part):  # a loose bound (a pool ordered by distance): the exact k-th
-            bound = (np.partition(s, k - 1, axis=1)[:, k - 1] + 2 * tol[start:start + block]).astype(np.float32)
+            bound = (np.partition(s, k - 1, axis=1)[:, k - 1] + 2 * tol[start : start + block]).astype(np.float32)
             r, c = np.nonzero(s <= np.nextafter(bound, np.float32(np.inf))[:, None])
         # the candidates' own k-th (row-major from nonzero: each row's values are one run) leaves about k of them
         vals = s[r, c]
         by_row = np.lexsort((vals, r))
         kth = vals[by_row][np.searchsorted(r, np.arange(len(part))) + k - 1]  # (b,)
-        bound = (kth.astype(np.float64) + 2 * tol[start:start + block]).astype(np.float32)
+        bound = (kth.astype(np.float64) + 2 * tol[start : start + block]).astype(np.float32)
         keep = vals <= np.nextafter(bound, np.float32(np.inf))[r]
         r, c = r[keep], c[keep]
         exact = paired_distances(z[part[r]], z[c], metric=metric)
         order = np.lexsort((c, exact, r))
         r, c, exact = r[order], c[order], exact[order]
         take = np.searchsorted(r, np.arange(len(part)))[:, None] + np.arange(k)  # each row has >= k candidates
-        idx[start:start + block] = c[take]
-        dist[start:start + block] = exact[take]
+        idx[start : start + block] = c[take]
+        dist[start : start + block] = exact[take]
     return idx, dist
 
 

@@ -28,8 +28,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from locus_model.data.contract import (EVALUATION_COLUMNS, check_model_keys, drop_repeats, no_rows_error,
-                                       safe_model_key, text_values, two_texts_error, validate_chunk)
+from locus_model.data.contract import (
+    EVALUATION_COLUMNS,
+    check_model_keys,
+    drop_repeats,
+    no_rows_error,
+    safe_model_key,
+    text_values,
+    two_texts_error,
+    validate_chunk,
+)
 from locus_model.data.file_chunks import iter_evaluation_chunks
 from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.markdown import escape_frame, escape_markdown
@@ -49,8 +57,9 @@ class ModelRows:
     evaluations: int  # after dropping exact repeats
 
 
-def split_by_model(path: Path, out: Path, chunk_rows: int, *,
-                   buffer_rows: int | None = None) -> tuple[int, list[ModelRows]]:
+def split_by_model(
+    path: Path, out: Path, chunk_rows: int, *, buffer_rows: int | None = None
+) -> tuple[int, list[ModelRows]]:
     """Validate ``path`` in one streamed pass and write each model's rows to ``out/<model_key>.parquet``.
 
     A plain CSV whose last line has no newline is refused (that is how a file cut by its writer looks).
@@ -103,11 +112,15 @@ def split_by_model(path: Path, out: Path, chunk_rows: int, *,
         _write_part(rows.sort_values("query_id", kind="stable"), out / f"{key}.parquet")
         shutil.rmtree(out / key)
         evaluations[name] = len(rows)
-    return rows_read, [ModelRows(name, safe_model_key(name), counts[name], evaluations[name]) for name in sorted(counts)]
+    return rows_read, [
+        ModelRows(name, safe_model_key(name), counts[name], evaluations[name]) for name in sorted(counts)
+    ]
 
 
 def _write_part(rows: pd.DataFrame | pa.Table, path: Path) -> None:
-    table = rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows.reset_index(drop=True), preserve_index=False)
+    table = (
+        rows if isinstance(rows, pa.Table) else pa.Table.from_pandas(rows.reset_index(drop=True), preserve_index=False)
+    )
     pq.write_table(table, path)
 
 
@@ -135,7 +148,9 @@ def _write_by_model(rows: pd.DataFrame, out: Path, *, spill: int | None = None):
 
 def as_store(evaluations: pd.DataFrame, received_at: pd.Timestamp | None, source_file: str) -> pd.DataFrame:
     """One model's validated rows in the store's columns, stamped with when the file was received."""
-    fresh = evaluations[list(EVALUATION_COLUMNS)].astype({"model": str, "query_id": str, "query": str, "benchmark": str, "score": "float64"})
+    fresh = evaluations[list(EVALUATION_COLUMNS)].astype(
+        {"model": str, "query_id": str, "query": str, "benchmark": str, "score": "float64"}
+    )
     fresh = fresh.reset_index(drop=True)
     fresh["received_at"] = pd.Timestamp(received_at) if received_at is not None else pd.Timestamp.now(tz="UTC")
     fresh["received_at"] = pd.to_datetime(fresh["received_at"], utc=True)
@@ -168,8 +183,14 @@ def nearest_models(pool: pd.DataFrame, model: str, k: int = 5) -> pd.DataFrame:
     d[i] = np.inf
     order = np.argsort(d, kind="stable")[: min(k, len(names) - 1)]
     sources = pool["source"].astype(str).to_numpy()
-    return pd.DataFrame({"rank": np.arange(1, len(order) + 1), "model": [names[j] for j in order],
-                         "distance": d[order], "source": sources[order]})
+    return pd.DataFrame(
+        {
+            "rank": np.arange(1, len(order) + 1),
+            "model": [names[j] for j in order],
+            "distance": d[order],
+            "source": sources[order],
+        }
+    )
 
 
 STABILITY_LISTED = 10  # models listed in the stability report; all of them are in `shares`
@@ -179,6 +200,7 @@ STABILITY_LISTED = 10  # models listed in the stability report; all of them are 
 class NeighbourStability:
     """How often each pool model is ``name``'s nearest (share_top1) or among its k nearest (share_topk) when its
     own evaluations are resampled; the most frequent first."""
+
     name: str
     n_evaluations: int
     draws: int
@@ -192,15 +214,18 @@ class NeighbourStability:
         """The resampling said in a sentence about ``nearest`` (the full pool embedding's nearest model), then
         the most frequent neighbours."""
         top = self.shares.head(STABILITY_LISTED)
-        return (f"{self.draws} bootstrap resamples of {escape_markdown(self.name)}'s own {self.n_evaluations} "
-                "evaluations, each embedded by one forward pass: how often each model is the nearest (share_top1) or "
-                f"among the {self.k} nearest (share_topk). {escape_markdown(nearest)} is the nearest in "
-                f"{100 * self.share_top1(nearest):.0f}% of them.\n\n"
-                + escape_frame(top).to_markdown(index=False, floatfmt=".2f"))
+        return (
+            f"{self.draws} bootstrap resamples of {escape_markdown(self.name)}'s own {self.n_evaluations} "
+            "evaluations, each embedded by one forward pass: how often each model is the nearest (share_top1) or "
+            f"among the {self.k} nearest (share_topk). {escape_markdown(nearest)} is the nearest in "
+            f"{100 * self.share_top1(nearest):.0f}% of them.\n\n"
+            + escape_frame(top).to_markdown(index=False, floatfmt=".2f")
+        )
 
 
-def benchmark_profile(accuracy: pd.DataFrame, name: str, neighbours: Sequence[str],
-                      n_per_benchmark: Mapping[str, int] | None = None) -> pd.DataFrame:
+def benchmark_profile(
+    accuracy: pd.DataFrame, name: str, neighbours: Sequence[str], n_per_benchmark: Mapping[str, int] | None = None
+) -> pd.DataFrame:
     """``name``'s per-benchmark accuracy beside its neighbours' (rows: name, then the neighbours; columns: the
     benchmarks ``name`` has, all where it has none), rounded to 3 digits, with a last row `n (<name>)` giving how
     many evaluations each of its accuracies rests on when ``n_per_benchmark`` is given."""
@@ -208,12 +233,23 @@ def benchmark_profile(accuracy: pd.DataFrame, name: str, neighbours: Sequence[st
     profile = profile.loc[:, profile.loc[name].notna()] if name in accuracy.index else profile
     shown = profile.round(3)
     if n_per_benchmark:
-        shown = pd.concat([shown, pd.DataFrame([{b: n_per_benchmark.get(b) for b in shown.columns}], index=[f"n ({name})"])])
+        shown = pd.concat(
+            [shown, pd.DataFrame([{b: n_per_benchmark.get(b) for b in shown.columns}], index=[f"n ({name})"])]
+        )
     return shown
 
 
-def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFrame, pool: pd.DataFrame, name: str,
-                        *, k: int = 5, draws: int = 20, seed: int = 0) -> NeighbourStability:
+def neighbour_stability(
+    model,
+    evaluations: pd.DataFrame,
+    encodings: pd.DataFrame,
+    pool: pd.DataFrame,
+    name: str,
+    *,
+    k: int = 5,
+    draws: int = 20,
+    seed: int = 0,
+) -> NeighbourStability:
     """How stable ``name``'s nearest models are when its own evaluations are resampled (bootstrap: as many rows,
     drawn with replacement, embedded by one forward pass each): per pool model that was ever among the ``k``
     nearest, ``share_top1`` (draws where it is the nearest) and ``share_topk`` (draws where it is among the k
@@ -238,7 +274,9 @@ def neighbour_stability(model, evaluations: pd.DataFrame, encodings: pd.DataFram
     topk = np.bincount(order.ravel(), minlength=len(names)) / draws
     seen = np.flatnonzero(topk > 0)
     out = pd.DataFrame({"model": [names[i] for i in seen], "share_top1": top1[seen], "share_topk": topk[seen]})
-    shares = out.sort_values(["share_top1", "share_topk", "model"], ascending=[False, False, True]).reset_index(drop=True)
+    shares = out.sort_values(["share_top1", "share_topk", "model"], ascending=[False, False, True]).reset_index(
+        drop=True
+    )
     return NeighbourStability(name=name, n_evaluations=len(idx), draws=draws, k=k, shares=shares)
 
 
@@ -252,6 +290,7 @@ class QueryOverlap:
     """How much a model's queries look like the pool's, by their sentence encodings: ``overlap`` is the mean over
     (a seeded sample of) its queries of the cosine similarity to the most similar pool query; ``baseline`` the same
     for a sample of pool queries against the other pool queries (what in-distribution reads with this encoder)."""
+
     overlap: float
     baseline: float
     queries: int  # the model's queries measured
@@ -268,25 +307,30 @@ def _max_cosine(a: np.ndarray, b: np.ndarray, exclude: np.ndarray | None, block:
     b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
     out = np.empty(len(a), dtype=np.float32)
     for start in range(0, len(a), block):
-        sims = a[start:start + block] @ b.T  # (block, Q)
+        sims = a[start : start + block] @ b.T  # (block, Q)
         if exclude is not None:
-            sims[np.arange(len(sims)), exclude[start:start + block]] = -np.inf
-        out[start:start + block] = sims.max(axis=1)
+            sims[np.arange(len(sims)), exclude[start : start + block]] = -np.inf
+        out[start : start + block] = sims.max(axis=1)
     return out
 
 
-def query_overlap(model_phi: np.ndarray, pool_phi: np.ndarray, *, sample: int = 1024, seed: int = 0,
-                  block: int = 256) -> QueryOverlap:
+def query_overlap(
+    model_phi: np.ndarray, pool_phi: np.ndarray, *, sample: int = 1024, seed: int = 0, block: int = 256
+) -> QueryOverlap:
     """:class:`QueryOverlap` of a model's query encodings (n, D) with the pool's (Q, D), on at most ``sample``
     queries of each side (seeded), in blocks of ``block`` rows (memory block * Q)."""
     if len(model_phi) == 0 or len(pool_phi) < 2:
-        raise ValueError(f"query_overlap: needs queries on both sides ({len(model_phi)} of the model's, "
-                         f"{len(pool_phi)} of the pool's; at least 2)")
+        raise ValueError(
+            f"query_overlap: needs queries on both sides ({len(model_phi)} of the model's, "
+            f"{len(pool_phi)} of the pool's; at least 2)"
+        )
     rng = np.random.default_rng(seed)
     mine = rng.choice(len(model_phi), min(sample, len(model_phi)), replace=False)
     theirs = rng.choice(len(pool_phi), min(sample, len(pool_phi)), replace=False)
     overlap = float(_max_cosine(model_phi[mine].astype(np.float32), pool_phi.astype(np.float32), None, block).mean())
-    baseline = float(_max_cosine(pool_phi[theirs].astype(np.float32), pool_phi.astype(np.float32), theirs, block).mean())
+    baseline = float(
+        _max_cosine(pool_phi[theirs].astype(np.float32), pool_phi.astype(np.float32), theirs, block).mean()
+    )
     return QueryOverlap(overlap=overlap, baseline=baseline, queries=len(mine))
 
 
@@ -297,17 +341,23 @@ def onboarding_warnings(n_evaluations: int, budget: int, overlap: QueryOverlap |
     ratio under OVERLAP_WARN_RATIO). [] when none applies."""
     out = []
     if n_evaluations < MIN_ROUTABLE_EVALUATIONS:
-        out.append(f"{n_evaluations} evaluations, under the pool's floor of {MIN_ROUTABLE_EVALUATIONS}: kept in the "
-                   "pool but not routed to by default (locus serve routes to it only when a request names it). "
-                   "How to fix: drop more evaluations of the model")
+        out.append(
+            f"{n_evaluations} evaluations, under the pool's floor of {MIN_ROUTABLE_EVALUATIONS}: kept in the "
+            "pool but not routed to by default (locus serve routes to it only when a request names it). "
+            "How to fix: drop more evaluations of the model"
+        )
     if n_evaluations < RECOMMENDED_EVALUATIONS:
-        out.append(f"{n_evaluations} evaluations, fewer than the {RECOMMENDED_EVALUATIONS} per model recommended: its "
-                   f"accuracy is known to about +-{accuracy_margin(n_evaluations):.0f} points (95%; "
-                   f"+-{accuracy_margin(RECOMMENDED_EVALUATIONS):.0f} at {RECOMMENDED_EVALUATIONS}, "
-                   f"+-{accuracy_margin(budget):.0f} at the checkpoint's {budget} per model), its embedding and nearest "
-                   "models less certain (see neighbours_under_resampling). How to fix: evaluate it on more queries")
+        out.append(
+            f"{n_evaluations} evaluations, fewer than the {RECOMMENDED_EVALUATIONS} per model recommended: its "
+            f"accuracy is known to about +-{accuracy_margin(n_evaluations):.0f} points (95%; "
+            f"+-{accuracy_margin(RECOMMENDED_EVALUATIONS):.0f} at {RECOMMENDED_EVALUATIONS}, "
+            f"+-{accuracy_margin(budget):.0f} at the checkpoint's {budget} per model), its embedding and nearest "
+            "models less certain (see neighbours_under_resampling). How to fix: evaluate it on more queries"
+        )
     if overlap is not None and overlap.ratio < OVERLAP_WARN_RATIO:
-        out.append(f"its queries look unlike the pool's: mean best cosine similarity {overlap.overlap:.2f} against "
-                   f"{overlap.baseline:.2f} among the pool's own queries (ratio {overlap.ratio:.2f} < "
-                   f"{OVERLAP_WARN_RATIO}): the correctness predictor was not trained on such queries")
+        out.append(
+            f"its queries look unlike the pool's: mean best cosine similarity {overlap.overlap:.2f} against "
+            f"{overlap.baseline:.2f} among the pool's own queries (ratio {overlap.ratio:.2f} < "
+            f"{OVERLAP_WARN_RATIO}): the correctness predictor was not trained on such queries"
+        )
     return out

@@ -25,6 +25,7 @@ from locus_model.data.query_encodings import encoding_matrix, query_rows
 from locus_model.pool_schema import POOL_COLUMNS, routable
 from locus_model.router import Router
 
+
 def embed_models(
     router: Router,
     table: pd.DataFrame,  # long table: model, query_id, score (the evaluations to embed from)
@@ -103,24 +104,32 @@ def check_pool(pool: pd.DataFrame, dim: int | None = None) -> None:
         raise PoolError(f"the pool table lacks the columns {missing}")
     ids = checkpoints_of(pool)
     if len(ids) > 1:
-        raise PoolError(f"the pool mixes checkpoints {ids}: embeddings of different checkpoints live in different spaces")
+        raise PoolError(
+            f"the pool mixes checkpoints {ids}: embeddings of different checkpoints live in different spaces"
+        )
     for column in ("model", "model_key"):
         dup = pool[pool[column].duplicated(keep=False)]
         if len(dup):
-            raise PoolError(f"{column} {dup[column].iloc[0]!r} appears twice in the pool "
-                            f"(models {sorted(dup['model'].astype(str))[:4]})")
+            raise PoolError(
+                f"{column} {dup[column].iloc[0]!r} appears twice in the pool "
+                f"(models {sorted(dup['model'].astype(str))[:4]})"
+            )
     if len(pool) == 0:
         return
     shapes = [np.shape(e) for e in pool["embedding"]]
     want = (dim,) if dim is not None else shapes[0]
     wrong = [i for i, shape in enumerate(shapes) if shape != want or len(shape) != 1]
     if wrong:
-        raise PoolError(f"model {pool['model'].iloc[wrong[0]]!r}'s embedding has shape {shapes[wrong[0]]}, not {want} "
-                        f"({len(wrong)} of {len(pool)} rows)")
+        raise PoolError(
+            f"model {pool['model'].iloc[wrong[0]]!r}'s embedding has shape {shapes[wrong[0]]}, not {want} "
+            f"({len(wrong)} of {len(pool)} rows)"
+        )
     finite = np.isfinite(np.stack(pool["embedding"].to_numpy()).astype(np.float64)).all(axis=1)
     if not finite.all():
-        raise PoolError(f"model {pool['model'].iloc[int(np.argmin(finite))]!r}'s embedding is not finite (NaN or inf; "
-                        f"{int((~finite).sum())} of {len(pool)} rows)")
+        raise PoolError(
+            f"model {pool['model'].iloc[int(np.argmin(finite))]!r}'s embedding is not finite (NaN or inf; "
+            f"{int((~finite).sum())} of {len(pool)} rows)"
+        )
 
 
 def upsert_rows(pool: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
@@ -149,9 +158,10 @@ def models_with_new_evaluations(previous: pd.DataFrame | None, pool: pd.DataFram
 class ReproductionSample:
     """The pool rows a reproducibility check re-embeds: the rows with new evaluations (at most ``max_changed``,
     a seeded sample beyond that) and a seeded sample of at most ``sample`` of the other rows."""
-    models: list[str]   # the rows to re-embed, in pool order
-    rows: int           # rows in the pool
-    changed: int        # rows with new evaluations
+
+    models: list[str]  # the rows to re-embed, in pool order
+    rows: int  # rows in the pool
+    changed: int  # rows with new evaluations
     changed_checked: int
     others_checked: int
 
@@ -161,8 +171,9 @@ class ReproductionSample:
         return len(self.models) / self.rows if self.rows else 0.0
 
 
-def reproduction_sample(pool: pd.DataFrame, changed: Sequence[str], *, sample: int = 32, max_changed: int = 256,
-                        seed: int = 0) -> ReproductionSample:
+def reproduction_sample(
+    pool: pd.DataFrame, changed: Sequence[str], *, sample: int = 32, max_changed: int = 256, seed: int = 0
+) -> ReproductionSample:
     """Which rows to re-embed so that a check costs at most ``sample + max_changed`` rows whatever the pool's
     size: every row in ``changed`` (a seeded sample of ``max_changed`` of them if there are more) and a seeded
     sample of ``sample`` other rows (numpy default_rng(seed) over the sorted model names)."""
@@ -172,13 +183,22 @@ def reproduction_sample(pool: pd.DataFrame, changed: Sequence[str], *, sample: i
 
     def draw(candidates: list[str], k: int) -> list[str]:
         candidates = sorted(candidates)
-        return candidates if len(candidates) <= k else [candidates[i] for i in rng.choice(len(candidates), size=k, replace=False)]
+        return (
+            candidates
+            if len(candidates) <= k
+            else [candidates[i] for i in rng.choice(len(candidates), size=k, replace=False)]
+        )
 
     picked_changed = draw(list(changed_set), max(0, max_changed))
     picked_others = draw([n for n in names if n not in changed_set], max(0, sample))
     chosen = set(picked_changed) | set(picked_others)
-    return ReproductionSample(models=[n for n in names if n in chosen], rows=len(names), changed=len(changed_set),
-                              changed_checked=len(picked_changed), others_checked=len(picked_others))
+    return ReproductionSample(
+        models=[n for n in names if n in chosen],
+        rows=len(names),
+        changed=len(changed_set),
+        changed_checked=len(picked_changed),
+        others_checked=len(picked_others),
+    )
 
 
 # why: float32 keeps ~7 significant digits and a forward pass in another process or at another thread count sums
@@ -191,15 +211,17 @@ REPRODUCTION_TOLERANCE = 1e-5
 @dataclass(frozen=True)
 class Reproduction:
     """Stored pool rows against the same rows embedded again."""
+
     models_checked: int
     differing: list[str]  # models whose two embeddings differ by more than the tolerance
-    max_abs_diff: float   # over every checked row and coordinate
+    max_abs_diff: float  # over every checked row and coordinate
     not_bit_identical: int = 0  # rows that differ in any bit (float noise included)
     tolerance: float = REPRODUCTION_TOLERANCE
 
 
-def compare_embeddings(stored: pd.DataFrame, again: pd.DataFrame, *,
-                       tolerance: float = REPRODUCTION_TOLERANCE) -> Reproduction:
+def compare_embeddings(
+    stored: pd.DataFrame, again: pd.DataFrame, *, tolerance: float = REPRODUCTION_TOLERANCE
+) -> Reproduction:
     """Each row of ``again`` (pool rows embedded again) against the row of the same model in ``stored``: a row
     differs when any coordinate is off by more than ``tolerance * (1 + |stored value|)``."""
     if not len(again):
@@ -209,5 +231,10 @@ def compare_embeddings(stored: pd.DataFrame, again: pd.DataFrame, *,
     a = pool_matrix(stored.set_index(stored["model"].astype(str)).loc[names].reset_index(drop=True))[1]
     gap = np.abs(a.astype(np.float64) - b.astype(np.float64))
     differ = (gap > tolerance * (1.0 + np.abs(a))).any(axis=1)
-    return Reproduction(len(names), [n for n, d in zip(names, differ) if d], float(gap.max()),
-                        int((a != b).any(axis=1).sum()), tolerance)
+    return Reproduction(
+        len(names),
+        [n for n, d in zip(names, differ) if d],
+        float(gap.max()),
+        int((a != b).any(axis=1).sum()),
+        tolerance,
+    )

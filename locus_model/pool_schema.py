@@ -25,24 +25,38 @@ def accuracy_margin(n_answers: int) -> float:
     return 100 * 1.96 * np.sqrt(0.25 / max(int(n_answers), 1))
 
 
-POOL_SCHEMA = pa.schema([
-    pa.field(name, type_, metadata={"doc": doc}) for name, type_, doc in (
-        ("model", pa.string(), "model name as in the evaluation files"),
-        ("model_key", pa.string(), "safe form of the name (partition key, file names)"),
-        ("embedding", pa.list_(pa.float32()), "the model embedding z_m (d float32)"),
-        ("group_profile", pa.list_(pa.float32()), "the model's accuracy per query group of the checkpoint's router "
-                                                   "(smoothed; locus_model.query_groups)"),
-        ("n_evaluations", pa.int64(), "evaluations the embedding was computed from"),
-        ("evaluations_digest", pa.string(), "sha256 prefix of the (model, query_id, score) triples used"),
-        ("checkpoint_id", pa.string(), "sha256 prefix of the checkpoint file that embedded it"),
-        ("source", pa.string(), '"training" (trained on), "held_out" (in the training source, never trained on) '
-                                'or "onboarded" (a dropped file)'),
-        ("embedded_at", pa.timestamp("us", tz="UTC"), "when the row was written"),
-        ("routable", pa.bool_(), f"routed to by default: false for an onboarded model whose embedding rests on "
-                                 f"fewer than {MIN_ROUTABLE_EVALUATIONS} evaluations (kept in the pool; locus serve "
-                                 "routes to it only when a request names it)"),
-    )
-])
+POOL_SCHEMA = pa.schema(
+    [
+        pa.field(name, type_, metadata={"doc": doc})
+        for name, type_, doc in (
+            ("model", pa.string(), "model name as in the evaluation files"),
+            ("model_key", pa.string(), "safe form of the name (partition key, file names)"),
+            ("embedding", pa.list_(pa.float32()), "the model embedding z_m (d float32)"),
+            (
+                "group_profile",
+                pa.list_(pa.float32()),
+                "the model's accuracy per query group of the checkpoint's router (smoothed; locus_model.query_groups)",
+            ),
+            ("n_evaluations", pa.int64(), "evaluations the embedding was computed from"),
+            ("evaluations_digest", pa.string(), "sha256 prefix of the (model, query_id, score) triples used"),
+            ("checkpoint_id", pa.string(), "sha256 prefix of the checkpoint file that embedded it"),
+            (
+                "source",
+                pa.string(),
+                '"training" (trained on), "held_out" (in the training source, never trained on) '
+                'or "onboarded" (a dropped file)',
+            ),
+            ("embedded_at", pa.timestamp("us", tz="UTC"), "when the row was written"),
+            (
+                "routable",
+                pa.bool_(),
+                f"routed to by default: false for an onboarded model whose embedding rests on "
+                f"fewer than {MIN_ROUTABLE_EVALUATIONS} evaluations (kept in the pool; locus serve "
+                "routes to it only when a request names it)",
+            ),
+        )
+    ]
+)
 POOL_COLUMNS = tuple(POOL_SCHEMA.names)
 
 
@@ -62,6 +76,9 @@ def schema_differences(schema: pa.Schema) -> list[str]:
     one line per missing, extra or differently typed column; [] when it matches."""
     found = {f.name: f.type for f in schema if not f.name.startswith("__")}  # pandas' index columns
     out = [f"{f.name}: missing (expected {f.type})" for f in POOL_SCHEMA if f.name not in found]
-    out += [f"{f.name}: {found[f.name]}, expected {f.type}" for f in POOL_SCHEMA
-            if f.name in found and not found[f.name].equals(f.type)]
+    out += [
+        f"{f.name}: {found[f.name]}, expected {f.type}"
+        for f in POOL_SCHEMA
+        if f.name in found and not found[f.name].equals(f.type)
+    ]
     return out + [f"{name}: not a pool column" for name in found if name not in POOL_COLUMNS]

@@ -58,8 +58,10 @@ class QueryGroups:
         the classifier stands in for it only where it is not: "", None, or a benchmark the groups do not have)."""
         x = np.asarray(encodings, dtype=np.float32)
         if x.ndim != 2 or x.shape[1] != self.weight.shape[1]:
-            raise ValueError(f"QueryGroups.membership: encodings of shape {x.shape}, expected (Q, "
-                             f"{self.weight.shape[1]}): encode the queries with the checkpoint's encoder")
+            raise ValueError(
+                f"QueryGroups.membership: encodings of shape {x.shape}, expected (Q, "
+                f"{self.weight.shape[1]}): encode the queries with the checkpoint's encoder"
+            )
         logits = x @ self.weight.T + self.bias  # (Q, G)
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
@@ -75,16 +77,25 @@ class QueryGroups:
 
     def to_dict(self) -> dict:
         """Plain data for a checkpoint (torch.save with weights_only=True reads it back)."""
-        return {"names": list(self.names), "weight": self.weight.tolist(), "bias": self.bias.tolist(),
-                "labelled": self.labelled, "smoothing": self.smoothing,
-                "share": None if self.share is None else [float(x) for x in self.share]}
+        return {
+            "names": list(self.names),
+            "weight": self.weight.tolist(),
+            "bias": self.bias.tolist(),
+            "labelled": self.labelled,
+            "smoothing": self.smoothing,
+            "share": None if self.share is None else [float(x) for x in self.share],
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> "QueryGroups":
-        return cls(names=tuple(d["names"]), weight=np.asarray(d["weight"], np.float32),
-                   bias=np.asarray(d["bias"], np.float32), labelled=bool(d["labelled"]),
-                   smoothing=float(d["smoothing"]),
-                   share=None if d.get("share") is None else np.asarray(d["share"], np.float64))
+        return cls(
+            names=tuple(d["names"]),
+            weight=np.asarray(d["weight"], np.float32),
+            bias=np.asarray(d["bias"], np.float32),
+            labelled=bool(d["labelled"]),
+            smoothing=float(d["smoothing"]),
+            share=None if d.get("share") is None else np.asarray(d["share"], np.float64),
+        )
 
 
 def fit_query_groups(encodings: np.ndarray, benchmarks: np.ndarray | None = None) -> QueryGroups:
@@ -107,8 +118,14 @@ def fit_query_groups(encodings: np.ndarray, benchmarks: np.ndarray | None = None
         names = tuple(f"cluster {i}" for i in range(int(y.max()) + 1))
     share = np.bincount(y, minlength=len(names)) / len(y)
     if len(names) == 1:  # nothing to tell apart: one group, membership 1
-        return QueryGroups(names=names, weight=np.zeros((1, x.shape[1]), np.float32), bias=np.zeros(1, np.float32),
-                           labelled=labelled, smoothing=SMOOTHING, share=share)
+        return QueryGroups(
+            names=names,
+            weight=np.zeros((1, x.shape[1]), np.float32),
+            bias=np.zeros(1, np.float32),
+            labelled=labelled,
+            smoothing=SMOOTHING,
+            share=share,
+        )
     clf = LogisticRegression(C=INVERSE_REGULARIZATION, max_iter=2000).fit(x, y)
     weight, bias = clf.coef_.astype(np.float32), clf.intercept_.astype(np.float32)
     if len(names) == 2:  # sklearn's binary form: one row for class 1; as a softmax, class 0 gets the zero row
@@ -130,8 +147,9 @@ def group_rates(scores: np.ndarray, membership: np.ndarray, smoothing: float) ->
     return ((hits + smoothing * overall[:, None]) / (counts + smoothing)).astype(np.float32)
 
 
-def group_profiles(groups: QueryGroups, encodings: np.ndarray, scores: np.ndarray,
-                   labels: np.ndarray | None = None) -> np.ndarray:
+def group_profiles(
+    groups: QueryGroups, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None
+) -> np.ndarray:
     """(M, G) the group profile of each model: its smoothed accuracy per group from its scores (M, Q) on the
     queries whose encodings (Q, D) and, where known, benchmark labels (Q,) are given (QueryGroups.membership)."""
     return group_rates(scores, groups.membership(encodings, labels), groups.smoothing)
@@ -164,8 +182,10 @@ class Blend:
 
     def describe(self) -> str:
         """Which source the router leans on, in words (for the run's metadata and `locus evaluate`)."""
-        return (f"P(correct) = sigmoid({self.predictor:.2f} x predictor logit + {self.groups:.2f} x group-table logit "
-                f"{self.bias:+.2f}), fitted on validation cells")
+        return (
+            f"P(correct) = sigmoid({self.predictor:.2f} x predictor logit + {self.groups:.2f} x group-table logit "
+            f"{self.bias:+.2f}), fitted on validation cells"
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -186,8 +206,14 @@ def fit_blend(predictor_logits: np.ndarray, group_p: np.ndarray, labels: np.ndar
     return Blend(predictor=float(clf.coef_[0, 0]), groups=float(clf.coef_[0, 1]), bias=float(clf.intercept_[0]))
 
 
-def fit_groups(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
-               benchmarks: np.ndarray | None = None, *, smoothing: float = SMOOTHING) -> QueryGroups:
+def fit_groups(
+    encodings: np.ndarray,
+    train_scores: np.ndarray,
+    val_scores: np.ndarray,
+    benchmarks: np.ndarray | None = None,
+    *,
+    smoothing: float = SMOOTHING,
+) -> QueryGroups:
     """The query groups of a training: ``encodings`` (Q, D) every query the data holds; ``benchmarks`` (Q,) their
     labels, "" (or None) where a label must not be read (the test queries), or None. The classifier is fitted on
     the labelled queries; with fewer than two benchmarks, k-means on the queries with a train or validation cell
@@ -199,11 +225,26 @@ def fit_groups(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.n
         known = np.flatnonzero(labels != "")
         groups = fit_query_groups(encodings[known], labels[known])
     else:
-        seen = np.flatnonzero(~np.isnan(np.asarray(train_scores, np.float32)).all(0)
-                              | ~np.isnan(np.asarray(val_scores, np.float32)).all(0))
+        seen = np.flatnonzero(
+            ~np.isnan(np.asarray(train_scores, np.float32)).all(0)
+            | ~np.isnan(np.asarray(val_scores, np.float32)).all(0)
+        )
         groups = fit_query_groups(encodings[seen], None)
     return replace(groups, smoothing=float(smoothing))
 
 
-__all__ = ["Blend", "CLUSTERS", "INVERSE_REGULARIZATION", "PROBA_FLOOR", "QueryGroups", "SMOOTHING", "fit_blend",
-           "fit_groups", "fit_query_groups", "group_proba", "group_profiles", "group_rates", "logit"]
+__all__ = [
+    "Blend",
+    "CLUSTERS",
+    "INVERSE_REGULARIZATION",
+    "PROBA_FLOOR",
+    "QueryGroups",
+    "SMOOTHING",
+    "fit_blend",
+    "fit_groups",
+    "fit_query_groups",
+    "group_proba",
+    "group_profiles",
+    "group_rates",
+    "logit",
+]

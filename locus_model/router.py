@@ -25,8 +25,16 @@ import torch
 
 from locus_model.infer import EvaluationSet, embed_evaluation_sets, predict_proba
 from locus_model.model import Locus, load_checkpoint, save_checkpoint
-from locus_model.query_groups import (SMOOTHING, Blend, QueryGroups, fit_blend, fit_groups, group_proba,
-                                      group_profiles, logit)
+from locus_model.query_groups import (
+    SMOOTHING,
+    Blend,
+    QueryGroups,
+    fit_blend,
+    fit_groups,
+    group_proba,
+    group_profiles,
+    logit,
+)
 
 RETRAIN = "How to fix: retrain (make demo), which re-embeds the pool with the new checkpoint"
 
@@ -48,8 +56,9 @@ class Router:
         mix. The guard's reference is the model of highest standing."""
         return np.asarray(profiles, np.float64) @ self.groups.shares()
 
-    def pool_rows(self, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None, *,
-                  device: str = "cpu") -> tuple[np.ndarray, np.ndarray]:
+    def pool_rows(
+        self, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None, *, device: str = "cpu"
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(embeddings (M, d), group profiles (M, G)) of models from their scores (M, Q), NaN = not evaluated, on
         queries with these encodings (Q, D) and benchmark labels (Q,) where known: what a pool row carries."""
         scores = np.asarray(scores, np.float32)
@@ -65,8 +74,9 @@ class Router:
         labels (Q,) where known: the one place a profile is computed."""
         return group_profiles(self.groups, encodings, scores, labels)
 
-    def proba(self, embeddings: np.ndarray, profiles: np.ndarray, encodings: np.ndarray, *,
-              device: str = "cpu") -> np.ndarray:
+    def proba(
+        self, embeddings: np.ndarray, profiles: np.ndarray, encodings: np.ndarray, *, device: str = "cpu"
+    ) -> np.ndarray:
         """(M, Q) P(correct) of models (embeddings (M, d), profiles (M, G)) on queries (encodings (Q, D))."""
         logits = _predictor_logits(self.model, embeddings, encodings, device)
         return self.blend.proba(logits, group_proba(profiles, self.groups.membership(encodings)))
@@ -76,8 +86,11 @@ class Router:
         (embeddings, profiles) of :meth:`pool_rows`."""
         if isinstance(pool, pd.DataFrame):
             names = tuple(pool["model"].astype(str))
-            embeddings = np.stack(pool["embedding"].to_numpy()).astype(np.float32) if len(pool) else \
-                np.zeros((0, self.model.config.d), np.float32)
+            embeddings = (
+                np.stack(pool["embedding"].to_numpy()).astype(np.float32)
+                if len(pool)
+                else np.zeros((0, self.model.config.d), np.float32)
+            )
             profiles = _pool_profiles(pool, len(self.groups.names))
         else:
             embeddings, profiles = (np.asarray(a, np.float32) for a in pool)
@@ -87,8 +100,10 @@ class Router:
     def describe(self) -> str:
         """The groups and the blend, in words (the run's metadata, `locus evaluate`)."""
         kind = "the data's benchmarks" if self.groups.labelled else "k-means clusters of the query encodings"
-        return (f"{len(self.groups.names)} query groups ({kind}), profiles shrunk toward each model's accuracy by "
-                f"{self.groups.smoothing:.1f} pseudo-answers; {self.blend.describe()}")
+        return (
+            f"{len(self.groups.names)} query groups ({kind}), profiles shrunk toward each model's accuracy by "
+            f"{self.groups.smoothing:.1f} pseudo-answers; {self.blend.describe()}"
+        )
 
     def to_dict(self) -> dict:
         """The groups and the blend as plain data (the model's weights are saved beside them)."""
@@ -108,8 +123,9 @@ class Router:
     def from_checkpoint(cls, model: Locus, extra: dict, *, where: str = "the checkpoint") -> "Router":
         """The router of a loaded checkpoint (load_checkpoint's model and extra dict)."""
         if not extra.get("router"):
-            raise ValueError(f"{where} has no router (query groups and blend): it predates the trained router. "
-                             f"{RETRAIN}.")
+            raise ValueError(
+                f"{where} has no router (query groups and blend): it predates the trained router. {RETRAIN}."
+            )
         d = extra["router"]  # a "guard_margin" saved by older checkpoints is a policy, not trained: left unread
         return cls(model=model, groups=QueryGroups.from_dict(d["groups"]), blend=Blend(**d["blend"]))
 
@@ -137,8 +153,13 @@ class PoolScorer:
     def extended(self, embeddings: np.ndarray, profiles: np.ndarray, names: Sequence[str] = ()) -> "PoolScorer":
         """This scorer with more models' rows after its own (an onboarding)."""
         names = tuple(names) or tuple(str(i) for i in range(len(self.names), len(self.names) + len(embeddings)))
-        return PoolScorer(self.router, self.names + names, np.concatenate([self.embeddings, embeddings]),
-                          np.concatenate([self.profiles, profiles]), self.device)
+        return PoolScorer(
+            self.router,
+            self.names + names,
+            np.concatenate([self.embeddings, embeddings]),
+            np.concatenate([self.profiles, profiles]),
+            self.device,
+        )
 
 
 def _predictor_logits(model: Locus, embeddings: np.ndarray, encodings: np.ndarray, device: str) -> np.ndarray:
@@ -150,14 +171,23 @@ def _predictor_logits(model: Locus, embeddings: np.ndarray, encodings: np.ndarra
 def _pool_profiles(pool: pd.DataFrame, n_groups: int) -> np.ndarray:
     rows = pool["group_profile"].to_numpy() if "group_profile" in pool.columns else None
     if rows is None or any(len(r) != n_groups for r in rows):
-        raise ValueError(f"the pool's rows carry no group profile of the router's {n_groups} groups (a pool embedded "
-                         f"by an older checkpoint). How to fix: re-embed the pool with this checkpoint (make demo)")
+        raise ValueError(
+            f"the pool's rows carry no group profile of the router's {n_groups} groups (a pool embedded "
+            f"by an older checkpoint). How to fix: re-embed the pool with this checkpoint (make demo)"
+        )
     return np.stack(rows).astype(np.float32) if len(rows) else np.zeros((0, n_groups), np.float32)
 
 
-def fit_router(model: Locus, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray,
-               benchmarks: np.ndarray | None = None, *, smoothing: float = SMOOTHING,
-               device: str = "cpu") -> tuple[Router, np.ndarray]:
+def fit_router(
+    model: Locus,
+    encodings: np.ndarray,
+    train_scores: np.ndarray,
+    val_scores: np.ndarray,
+    benchmarks: np.ndarray | None = None,
+    *,
+    smoothing: float = SMOOTHING,
+    device: str = "cpu",
+) -> tuple[Router, np.ndarray]:
     """The router of a trained LOCUS (training's last stage) and the in-training models' embeddings (M, d): the query
     groups (query_groups.fit_groups; their profiles' pseudo-count ``smoothing``), each model embedded from its train
     cells (one forward pass) and profiled on them, the blend fitted on the validation cells (the predictor alone
@@ -165,15 +195,19 @@ def fit_router(model: Locus, encodings: np.ndarray, train_scores: np.ndarray, va
     encodings = np.asarray(encodings, np.float32)
     train_scores, val_scores = np.asarray(train_scores, np.float32), np.asarray(val_scores, np.float32)
     labels = None if benchmarks is None else np.asarray(["" if b is None else str(b) for b in benchmarks])
-    router = Router(model=model, groups=fit_groups(encodings, train_scores, val_scores, labels, smoothing=smoothing),
-                    blend=Blend())
+    router = Router(
+        model=model, groups=fit_groups(encodings, train_scores, val_scores, labels, smoothing=smoothing), blend=Blend()
+    )
     embeddings, profiles = router.pool_rows(encodings, train_scores, labels, device=device)
     val_q = np.flatnonzero(~np.isnan(val_scores).all(0))
     if len(val_q) == 0:
         return router, embeddings
     val_enc = encodings[val_q]
-    blend = fit_blend(_predictor_logits(model, embeddings, val_enc, device),
-                      group_proba(profiles, router.groups.membership(val_enc)), val_scores[:, val_q])
+    blend = fit_blend(
+        _predictor_logits(model, embeddings, val_enc, device),
+        group_proba(profiles, router.groups.membership(val_enc)),
+        val_scores[:, val_q],
+    )
     return Router(model=model, groups=router.groups, blend=blend), embeddings
 
 

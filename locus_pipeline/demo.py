@@ -30,8 +30,9 @@ EXAMPLE_WEIGHTS = (1.0, 0.5)  # the quality weights the demo's routing examples 
 EXAMPLE_QUERIES = 30  # test questions routed for the counts; one per benchmark of them shown
 
 
-def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_QUERIES, shown: int = 6,
-                     seed: int = 0) -> str:
+def routing_examples(
+    home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_QUERIES, shown: int = 6, seed: int = 0
+) -> str:
     """Test questions of the home (never trained on) routed over its pool by `locus serve`'s rule
     (locus_model.routing.route_many) at each quality weight, with the catalog's costs: how many distinct models
     are chosen at each weight, then a few questions (one per benchmark) with the model chosen at each."""
@@ -54,27 +55,38 @@ def routing_examples(home, *, weights=EXAMPLE_WEIGHTS, n_queries: int = EXAMPLE_
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
     costs = cost_table(names, cost_info(catalog))
     per_query = np.stack([costs.costs(estimate_tokens(q)) for q in test["query"]], axis=1)  # (M, Q)
-    chosen = {w: route_many(probs, per_query, RoutingPolicy(quality_weight=w), standing=scorer.standing)
-              for w in weights}
-    lines = [f"Routing {len(test)} test questions over the pool's {len(names)} routable models, as `locus serve` "
-             f"does: score = w * P(correct) - (1 - w) * cost / max cost (cost basis: {costs.basis}; {costs.note})"]
+    chosen = {
+        w: route_many(probs, per_query, RoutingPolicy(quality_weight=w), standing=scorer.standing) for w in weights
+    }
+    lines = [
+        f"Routing {len(test)} test questions over the pool's {len(names)} routable models, as `locus serve` "
+        f"does: score = w * P(correct) - (1 - w) * cost / max cost (cost basis: {costs.basis}; {costs.note})"
+    ]
     for w in weights:
         models = [names[i] for i in chosen[w]]
         top, count = max(((m, models.count(m)) for m in set(models)), key=lambda mc: mc[1])
-        lines.append(f"  w={w:g}: {len(set(models))} distinct model(s) chosen; most often {top} ({count} of {len(models)})")
+        lines.append(
+            f"  w={w:g}: {len(set(models))} distinct model(s) chosen; most often {top} ({count} of {len(models)})"
+        )
     lines.append("")
     for q in test.drop_duplicates("benchmark").head(shown).index:
         text = " ".join(str(test.at[q, "query"]).split())
+
         def cost(c: float) -> str:  # a model of unknown cost (no size, no price) says so, never "nan"
             return "cost unknown" if c != c else f"cost {c:.3g}"
 
-        picks = "   ".join(f"w={w:g}: {names[chosen[w][q]]} (P={probs[chosen[w][q], q]:.2f}, "
-                           f"{cost(per_query[chosen[w][q], q])})" for w in weights)
+        picks = "   ".join(
+            f"w={w:g}: {names[chosen[w][q]]} (P={probs[chosen[w][q], q]:.2f}, {cost(per_query[chosen[w][q], q])})"
+            for w in weights
+        )
         lines.append(f"  [{test.at[q, 'benchmark']}] {text[:60]}{'...' if len(text) > 60 else ''}\n      {picks}")
-    lines += ["", "At w=1 the model with the best P(correct) wins; when one model is the strongest on nearly every "
-                  "question (MMLU-Pro's pool: a frontier model), it takes nearly all of them. Lower w (locus:0.5, "
-                  "--quality-weight) trades P(correct) for cost; models of unknown cost are left out then. Caps "
-                  "(max_cost, max_params) and candidates restrict the choice per request (docs/serve.md)."]
+    lines += [
+        "",
+        "At w=1 the model with the best P(correct) wins; when one model is the strongest on nearly every "
+        "question (MMLU-Pro's pool: a frontier model), it takes nearly all of them. Lower w (locus:0.5, "
+        "--quality-weight) trades P(correct) for cost; models of unknown cost are left out then. Caps "
+        "(max_cost, max_params) and candidates restrict the choice per request (docs/serve.md).",
+    ]
     return "\n".join(lines)
 
 
@@ -99,8 +111,18 @@ def step_seconds(instance, run_id: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", default="mmlu_pro", choices=["mmlu_pro", "synthetic"], help="demo data (default mmlu_pro: real models)")
-    parser.add_argument("--max-queries", type=int, default=DEMO_QUERIES, help=f"mmlu_pro: questions used (default {DEMO_QUERIES}; 0 = all 12,032)")
+    parser.add_argument(
+        "--source",
+        default="mmlu_pro",
+        choices=["mmlu_pro", "synthetic"],
+        help="demo data (default mmlu_pro: real models)",
+    )
+    parser.add_argument(
+        "--max-queries",
+        type=int,
+        default=DEMO_QUERIES,
+        help=f"mmlu_pro: questions used (default {DEMO_QUERIES}; 0 = all 12,032)",
+    )
     parser.add_argument("--size", default="full", choices=["full", "small"], help="synthetic pool size (default full)")
     parser.add_argument("--encoder", default="all-MiniLM-L6-v2", help="sentence encoder for the queries")
     args = parser.parse_args(argv)
@@ -118,22 +140,33 @@ def main(argv: list[str] | None = None) -> int:
     dagster_home = prepare_dagster_home(home.path)
     DropFolder(home).ensure()  # the drop folder exists from the start: drop files there to onboard models
     if args.source == "mmlu_pro":
-        ops = {"raw_evaluations": {"config": {"source": "mmlu_pro"}},
-               "evaluation_table": {"config": {"max_queries": args.max_queries}}}
+        ops = {
+            "raw_evaluations": {"config": {"source": "mmlu_pro"}},
+            "evaluation_table": {"config": {"max_queries": args.max_queries}},
+        }
     else:
-        ops = {"raw_evaluations": {"config": {"source": "synthetic", "synthetic_size": args.size}},
-               **(SMALL_OPS if args.size == "small" else {})}
+        ops = {
+            "raw_evaluations": {"config": {"source": "synthetic", "synthetic_size": args.size}},
+            **(SMALL_OPS if args.size == "small" else {}),
+        }
     run_config = {"ops": {**ops, "query_encodings": {"config": {"encoder": args.encoder}}}}
     start = time.perf_counter()
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        result = defs().resolve_job_def("locus_job").execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
+        result = (
+            defs()
+            .resolve_job_def("locus_job")
+            .execute_in_process(instance=instance, run_config=run_config, raise_on_error=False)
+        )
         wall = time.perf_counter() - start
         print(f"\nlocus_job {'succeeded' if result.success else 'FAILED'} in {wall:.0f} s (run {result.run_id})")
         for step, seconds in sorted(step_seconds(instance, result.run_id).items(), key=lambda kv: -kv[1]):
             print(f"  {seconds:7.1f} s  {step}")
     root = home.path
-    data = ("real MMLU-Pro results, " + (f"{args.max_queries} questions" if args.max_queries else "all questions")
-            if args.source == "mmlu_pro" else "the SYNTHETIC pool")
+    data = (
+        "real MMLU-Pro results, " + (f"{args.max_queries} questions" if args.max_queries else "all questions")
+        if args.source == "mmlu_pro"
+        else "the SYNTHETIC pool"
+    )
     print(f"  LOCUS_HOME            {root}  (data: {data})")
     print(f"  pool table            {home.pool_path}")
     print(f"  warehouse (Parquet)   {root / 'warehouse'}")

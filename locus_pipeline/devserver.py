@@ -24,12 +24,21 @@ def start_dagster_dev(home: Path, log_path: Path, *, port: int | None = None) ->
     """`dagster dev` on 127.0.0.1 in its own process group (so SIGINT reaches it), DAGSTER_HOME=<home>/dagster."""
     port = port or free_port()
     LocusHome(root=str(home)).write_ui_config(dagster_url=f"http://127.0.0.1:{port}")  # the links it writes (ui.json)
-    env = {**os.environ, "LOCUS_HOME": str(home), "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(prepare_dagster_home(home)),
-           **RUN_CREATION_ENV}
+    env = {
+        **os.environ,
+        "LOCUS_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "DAGSTER_HOME": str(prepare_dagster_home(home)),
+        **RUN_CREATION_ENV,
+    }
     dagster = str(Path(sys.executable).parent / "dagster")
     proc = subprocess.Popen(
         [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=REPO_ROOT, env=env, stdout=Path(log_path).open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=Path(log_path).open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     return proc, port
 

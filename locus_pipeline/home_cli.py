@@ -13,21 +13,25 @@ import dagster as dg
 from locus_model.cli import EXIT_OK, fail
 from locus_pipeline.instance import prepare_dagster_home
 
-
 # ---------------------------------------------------------------------------------------------- pool
 
 
 def add_pool(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("pool", help="change the pool: remove an onboarded model",
-                              description="Changes of LOCUS_HOME's pool, each a Dagster run that materializes "
-                                          "model_embeddings (recorded in the home's Dagster instance, as in the UI).")
+    p = subparsers.add_parser(
+        "pool",
+        help="change the pool: remove an onboarded model",
+        description="Changes of LOCUS_HOME's pool, each a Dagster run that materializes "
+        "model_embeddings (recorded in the home's Dagster instance, as in the UI).",
+    )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     r = actions.add_parser(
-        "remove", help="remove an onboarded model from the pool (pool_removal_job)",
+        "remove",
+        help="remove an onboarded model from the pool (pool_removal_job)",
         description="Remove one onboarded model from the pool: a run of pool_removal_job (a materialization of "
-                    "model_embeddings, its checks, then the reports refresh under `make dev`). Its evaluations stay "
-                    "in incoming/accepted/ (the files as dropped) and onboarded/removed/; `locus serve` stops routing "
-                    "to it at its next reload. A model of the training source cannot be removed this way.")
+        "model_embeddings, its checks, then the reports refresh under `make dev`). Its evaluations stay "
+        "in incoming/accepted/ (the files as dropped) and onboarded/removed/; `locus serve` stops routing "
+        "to it at its next reload. A model of the training source cannot be removed this way.",
+    )
     r.add_argument("name", help="the model's name exactly as the pool's `model` column has it (GET /v1/models)")
     r.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
     r.set_defaults(run=run_pool_remove)
@@ -37,17 +41,27 @@ def remove_from_pool(name: str, instance, home=None):
     """Run pool_removal_job for ``name`` in this process on ``instance`` (the ExecuteInProcessResult), its resources
     bound to ``home`` (a LocusHome; None: $LOCUS_HOME's, as the code location binds them)."""
     # why: the Dagster definitions load only for locus pool remove, not at CLI start-up
-    from locus_pipeline.defs.assets.pool import REMOVAL_JOB
     from locus_pipeline.definitions import defs
+    from locus_pipeline.defs.assets.pool import REMOVAL_JOB
     from locus_pipeline.defs.resources import resources_for
 
     # why: the command prints what the run did (a failed check after the removal as one warning line), so Dagster's
     # console logs none of its events, not even the ERROR ones with their stack traces (the run's record keeps them)
-    run_config = {"ops": {"model_embeddings": {"config": {"remove_model": name}}},
-                  "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    return defs().resolve_job_def(REMOVAL_JOB).execute_in_process(
-        instance=instance, run_config=run_config, raise_on_error=False, tags={"locus/model": name[:255]},
-        resources=None if home is None else resources_for(home))
+    run_config = {
+        "ops": {"model_embeddings": {"config": {"remove_model": name}}},
+        "loggers": {"console": {"config": {"log_level": "CRITICAL"}}},
+    }
+    return (
+        defs()
+        .resolve_job_def(REMOVAL_JOB)
+        .execute_in_process(
+            instance=instance,
+            run_config=run_config,
+            raise_on_error=False,
+            tags={"locus/model": name[:255]},
+            resources=None if home is None else resources_for(home),
+        )
+    )
 
 
 def run_pool_remove(args: argparse.Namespace) -> int:
@@ -56,20 +70,26 @@ def run_pool_remove(args: argparse.Namespace) -> int:
 
     home = LocusHome(root=str(args.home)) if args.home else None  # no process-wide LOCUS_HOME: the run's resources
     try:
-        dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(
-            None if home is None else Path(home.local_path)))
+        dagster_home = os.environ.get("DAGSTER_HOME") or str(
+            prepare_dagster_home(None if home is None else Path(home.local_path))
+        )
     except ValueError as err:
         return fail("pool remove", err)
     with dg.DagsterInstance.from_config(dagster_home) as instance:
         result = remove_from_pool(args.name, instance, home)
-    written = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
-               if e.event_specific_data.materialization.asset_key == dg.AssetKey("model_embeddings")]
+    written = [
+        e.event_specific_data.materialization
+        for e in result.get_asset_materialization_events()
+        if e.event_specific_data.materialization.asset_key == dg.AssetKey("model_embeddings")
+    ]
     if not written:  # refused before the pool changed: the error is the command's
         failures = [e.step_failure_data.error.message.strip() for e in result.get_step_failure_events()]
         return fail("pool remove", ValueError("; ".join(failures) or f"run {result.run_id} failed"))
     meta = {k: v.value for k, v in written[0].metadata.items()}
-    print(f"removed {args.name!r} from the pool (run {result.run_id}): {meta['models']} models left; evaluations "
-          f"kept in {meta['evaluations_kept']}")
+    print(
+        f"removed {args.name!r} from the pool (run {result.run_id}): {meta['models']} models left; evaluations "
+        f"kept in {meta['evaluations_kept']}"
+    )
     # the removal is written: what failed after it (a check, a later step) is a warning about the new state
     for line in removal_warnings(result):
         print(f"locus pool remove: warning: {line}", file=sys.stderr)
@@ -80,15 +100,20 @@ def run_pool_remove(args: argparse.Namespace) -> int:
 
 
 def add_learn(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("learn", help="what locus serve learned from graded outcomes: reset a model",
-                              description="What `locus serve` learns from the outcomes posted to it (docs/serve.md).")
+    p = subparsers.add_parser(
+        "learn",
+        help="what locus serve learned from graded outcomes: reset a model",
+        description="What `locus serve` learns from the outcomes posted to it (docs/serve.md).",
+    )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     r = actions.add_parser(
-        "reset", help="forget every outcome of one model (on every replica)",
+        "reset",
+        help="forget every outcome of one model (on every replica)",
         description="Forget what the gateways learned of MODEL from graded outcomes: a reset is appended to the home's "
-                    "outcome log (traffic/outcomes/), which every running `locus serve` on the home reads within its "
-                    "--poll-seconds and a gateway started later applies too; MODEL is then routed on the router's "
-                    "own estimate again. Its outcomes stay in the log (and in its traffic evaluations).")
+        "outcome log (traffic/outcomes/), which every running `locus serve` on the home reads within its "
+        "--poll-seconds and a gateway started later applies too; MODEL is then routed on the router's "
+        "own estimate again. Its outcomes stay in the log (and in its traffic evaluations).",
+    )
     r.add_argument("model", help="the model's name exactly as the pool's `model` column has it (GET /v1/models)")
     r.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
     r.set_defaults(run=run_learn_reset)
@@ -106,11 +131,18 @@ def run_learn_reset(args: argparse.Namespace) -> int:
     except StorageError as err:
         return fail("learn reset", err)
     if args.model not in names:
-        return fail("learn reset", ValueError(f"{args.model!r} is not in the pool of {home.location} ({len(names)} "
-                                               "models; GET /v1/models or the pool table's `model` column lists them)"))
+        return fail(
+            "learn reset",
+            ValueError(
+                f"{args.model!r} is not in the pool of {home.location} ({len(names)} "
+                "models; GET /v1/models or the pool table's `model` column lists them)"
+            ),
+        )
     home.append_outcome_records([{"reset": args.model, "time": time.time()}])
-    print(f"reset {args.model!r}: appended to {home.traffic_folder('outcomes')}; every locus serve on this home "
-          "routes it on the router's own estimate again within its --poll-seconds")
+    print(
+        f"reset {args.model!r}: appended to {home.traffic_folder('outcomes')}; every locus serve on this home "
+        "routes it on the router's own estimate again within its --poll-seconds"
+    )
     return EXIT_OK
 
 
@@ -120,10 +152,13 @@ def removal_warnings(result) -> list[str]:
     for check in result.get_asset_check_evaluations():
         if not check.passed:
             details = {k: v.value for k, v in check.metadata.items()}
-            shown = ", ".join(f"{k}={details[k]}" for k in ("models_differing", "max_abs_diff_vs_tolerance", "scope")
-                              if k in details)
-            lines.append(f"check {check.check_name} failed on the new pool ({shown or 'no details'}); see run "
-                         f"{result.run_id} in the Dagster UI")
+            shown = ", ".join(
+                f"{k}={details[k]}" for k in ("models_differing", "max_abs_diff_vs_tolerance", "scope") if k in details
+            )
+            lines.append(
+                f"check {check.check_name} failed on the new pool ({shown or 'no details'}); see run "
+                f"{result.run_id} in the Dagster UI"
+            )
     for event in result.get_step_failure_events():
         error = event.step_failure_data.error
         if error.cls_name == "DagsterAssetCheckFailedError":

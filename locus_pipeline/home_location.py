@@ -18,7 +18,9 @@ def default_home() -> Path:
     folder: the Dagster instance and MLflow then live elsewhere (DAGSTER_HOME, LOCUS_MLFLOW_URL; docs/deploy.md)."""
     home = default_home_location()
     if "://" in home and not home.startswith("file://"):
-        raise ValueError(f"LOCUS_HOME={home} is a URL, which has no local folder for the Dagster instance. How to "
-                         "fix: set DAGSTER_HOME to a folder holding a dagster.yaml (docs/deploy.md has a Postgres "
-                         "profile) and LOCUS_MLFLOW_URL to an MLflow server")
+        raise ValueError(
+            f"LOCUS_HOME={home} is a URL, which has no local folder for the Dagster instance. How to "
+            "fix: set DAGSTER_HOME to a folder holding a dagster.yaml (docs/deploy.md has a Postgres "
+            "profile) and LOCUS_MLFLOW_URL to an MLflow server"
+        )
     return Path(home.removeprefix("file://")).expanduser().resolve()

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from locus_pipeline.home_location import REPO_ROOT, default_home
 
-
 POSTGRES_PROFILE = REPO_ROOT / "deploy" / "dagster-postgres.yaml"
 
 # The environment of every process that creates Dagster runs (the daemon of dagster dev and of a deployment): a run
@@ -58,11 +57,17 @@ def relink_mlflow_links(dagster_home: Path, mlflow_url: str) -> int:
     for db_path in sorted((Path(dagster_home) / "history").rglob("*.db")):
         with sqlite3.connect(db_path) as db:
             tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
-            columns = [(t, c) for t, c in (("event_logs", "event"), ("asset_keys", "last_materialization")) if t in tables]
+            columns = [
+                (t, c) for t, c in (("event_logs", "event"), ("asset_keys", "last_materialization")) if t in tables
+            ]
             for table, column in columns:
-                rows = db.execute(f"select rowid, {column} from {table} where {column} like '%\"url\": \"http%'").fetchall()
+                rows = db.execute(
+                    f'select rowid, {column} from {table} where {column} like \'%"url": "http%\''
+                ).fetchall()
                 for rowid, text in rows:
-                    fixed = _MLFLOW_LINK.sub(lambda m: m.group(0).replace(m.group(1), new, 1) if m.group(1) != new else m.group(0), text)
+                    fixed = _MLFLOW_LINK.sub(
+                        lambda m: m.group(0).replace(m.group(1), new, 1) if m.group(1) != new else m.group(0), text
+                    )
                     if fixed != text:
                         db.execute(f"update {table} set {column} = ? where rowid = ?", (fixed, rowid))
                         changed += 1

@@ -17,10 +17,12 @@ from locus_pipeline.live.options import add_options, config_from
 
 def add_replay(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "replay", help="an OpenAI-compatible endpoint answering MMLU-Pro questions as a recorded model did",
+        "replay",
+        help="an OpenAI-compatible endpoint answering MMLU-Pro questions as a recorded model did",
         description="Serve POST /v1/chat/completions answering each MMLU-Pro question (a prompt of locus onboard) with "
-                    "the letter the recorded model NAME gave (data/mmlu-pro/answers.parquet), e.g. 'The answer is "
-                    "(C).'; any other prompt gets a 400. For tests and demos of locus onboard.")
+        "the letter the recorded model NAME gave (data/mmlu-pro/answers.parquet), e.g. 'The answer is "
+        "(C).'; any other prompt gets a 400. For tests and demos of locus onboard.",
+    )
     p.add_argument("--model", required=True, help="one of the 29 MMLU-Pro models (data/mmlu-pro/models.csv)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8001)
@@ -40,18 +42,23 @@ def run_replay(args: argparse.Namespace) -> int:
 
 def add_onboard(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "onboard", help="onboard a live OpenAI-compatible endpoint: ask it MMLU-Pro questions, grade, add it to the pool",
+        "onboard",
+        help="onboard a live OpenAI-compatible endpoint: ask it MMLU-Pro questions, grade, add it to the pool",
         description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions in rounds of --concurrency "
-                    "(chosen by --choice), with bounded concurrency, timeouts and retries; after each round print the "
-                    "answers, the spend and the widest per-benchmark 90% interval, and stop early once every interval "
-                    "is narrower than --until points; log every answer "
-                    "under LOCUS_HOME/live/ as it arrives (a rerun resumes without asking again); grade; onboard the "
-                    "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.")
+        "(chosen by --choice), with bounded concurrency, timeouts and retries; after each round print the "
+        "answers, the spend and the widest per-benchmark 90% interval, and stop early once every interval "
+        "is narrower than --until points; log every answer "
+        "under LOCUS_HOME/live/ as it arrives (a rerun resumes without asking again); grade; onboard the "
+        "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.",
+    )
     add_options(p)
     p.add_argument("--models-config", type=Path, required=True, help="YAML or JSON models config (locus serve's)")
-    p.add_argument("--via-sensor", action="store_true",
-                   help="hand the graded answers to the intake and leave their onboarding run to a running Dagster's "
-                        "drop-folder sensor, instead of starting it in this process")
+    p.add_argument(
+        "--via-sensor",
+        action="store_true",
+        help="hand the graded answers to the intake and leave their onboarding run to a running Dagster's "
+        "drop-folder sensor, instead of starting it in this process",
+    )
     p.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
     p.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -69,18 +76,29 @@ def run_onboard(args: argparse.Namespace) -> int:
     try:
         config = config_from(vars(args))
         home = LocusHome(root=str(args.home) if args.home else "")
-        say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
-        result = onboard_endpoint(home, config, read_models_config(args.models_config), progress=say,
-                                  publish=None if args.via_sensor else (lambda manifest: run_onboarding(home, manifest)),
-                                  tracking=None if args.no_mlflow else MlflowTracking(home=home))
+        say = (
+            (lambda line: print(line, file=sys.stderr, flush=True))
+            if args.json
+            else (lambda line: print(line, flush=True))
+        )
+        result = onboard_endpoint(
+            home,
+            config,
+            read_models_config(args.models_config),
+            progress=say,
+            publish=None if args.via_sensor else (lambda manifest: run_onboarding(home, manifest)),
+            tracking=None if args.no_mlflow else MlflowTracking(home=home),
+        )
     except (OnboardError, ConfigError, StorageError, ValueError, TimeoutError) as err:
         return fail("onboard", err)
     if args.json:
         print(json.dumps(asdict(result), indent=2))
     else:
-        print(f"{result.model}: {result.answers} answers ({result.resumed} from an earlier run, {result.failed_calls} "
-              f"failed calls), accuracy {result.accuracy:.3f}, cost ${result.cost_usd:.4f}, stopped by "
-              f"{result.stopped_by}, {result.seconds:.1f} s")
+        print(
+            f"{result.model}: {result.answers} answers ({result.resumed} from an earlier run, {result.failed_calls} "
+            f"failed calls), accuracy {result.accuracy:.3f}, cost ${result.cost_usd:.4f}, stopped by "
+            f"{result.stopped_by}, {result.seconds:.1f} s"
+        )
         print(estimates_table(result.estimates))
         print(f"evaluation file: {result.evaluation_file}")
         if result.run_id:
@@ -124,9 +142,19 @@ def run_onboarding(home, manifest) -> str | None:
             return earlier[0].run_id
         instance.add_dynamic_partitions("onboarded_models", new)
         tags = {**request.tags, RUN_KEY_TAG: request.run_key, "locus/trigger": "locus onboard"}
-        run = load().resolve_job_def("onboarding_job").execute_in_process(
-            instance=instance, run_config={**request.run_config, **QUIET_RUN}, tags=tags,  # the range is in the tags
-            resources=resources_for(home), raise_on_error=False)
+        run = (
+            load()
+            .resolve_job_def("onboarding_job")
+            .execute_in_process(
+                instance=instance,
+                run_config={**request.run_config, **QUIET_RUN},
+                tags=tags,  # the range is in the tags
+                resources=resources_for(home),
+                raise_on_error=False,
+            )
+        )
     if not run.success:
-        raise OnboardError(f"the onboarding run {run.run_id} of {manifest.original_name!r} failed; see its logs in Dagster")
+        raise OnboardError(
+            f"the onboarding run {run.run_id} of {manifest.original_name!r} failed; see its logs in Dagster"
+        )
     return run.run_id

@@ -97,8 +97,9 @@ class NewcomerSource:
         return wide.reindex(columns=self.ids)
 
     def _fit(self, rows: pd.DataFrame) -> Estimator:
-        return Estimator(EstimatorConfig(seed=self.seed)).fit(rows.to_numpy(np.float32), self.benchmarks,
-                                                              router=self.router, encodings=self.phi)
+        return Estimator(EstimatorConfig(seed=self.seed)).fit(
+            rows.to_numpy(np.float32), self.benchmarks, router=self.router, encodings=self.phi
+        )
 
     @cached_property
     def estimator(self) -> Estimator:
@@ -130,8 +131,9 @@ class NewcomerSource:
         return data, data.estimator.estimate([data.newcomer])
 
 
-def newcomer_estimates(store: pd.DataFrame, store_encodings: pd.DataFrame, source: NewcomerSource,
-                       pool: pd.DataFrame, *, shown: int = 5) -> NewcomerEstimates:
+def newcomer_estimates(
+    store: pd.DataFrame, store_encodings: pd.DataFrame, source: NewcomerSource, pool: pd.DataFrame, *, shown: int = 5
+) -> NewcomerEstimates:
     """The newcomer's estimates from its store (its queries' encodings: ``store_encodings``) against the training
     ``source`` (shared by the run's newcomers; with the router) and the pool (its embeddings)."""
     data, estimated = source.estimate(store, store_encodings)
@@ -139,27 +141,39 @@ def newcomer_estimates(store: pd.DataFrame, store_encodings: pd.DataFrame, sourc
     names, z = pool_matrix(others)
     scores = data.wide.reindex(index=names, columns=data.ids).to_numpy(np.float32)
     like = data.estimator.answers_like(data.newcomer, scores, z, shown=shown)
-    like = pd.DataFrame({"model": [names[i] for i in like["row"]], "agreement": like["agreement"].to_numpy(),
-                         "shared": like["shared"].to_numpy(), "p_nearest": like["p_nearest"].to_numpy()})
+    like = pd.DataFrame(
+        {
+            "model": [names[i] for i in like["row"]],
+            "agreement": like["agreement"].to_numpy(),
+            "shared": like["shared"].to_numpy(),
+            "p_nearest": like["p_nearest"].to_numpy(),
+        }
+    )
     return NewcomerEstimates(capability=estimated.frame(0), answers_like=like)
 
 
 def estimates_markdown(estimates: NewcomerEstimates) -> tuple[str, str]:
     """(the capability table, the answers-like table) as Markdown for the onboarding partition's metadata."""
     cap = estimates.capability
-    rows = pd.DataFrame({
-        "benchmark": cap["benchmark"].astype(str),
-        "answered (n)": [f"{o:.3f} ({n})" if n else MISSING_MARK for o, n in zip(cap["observed"], cap["n"])],
-        "estimate over all its queries": cap["estimate"].map(lambda v: f"{v:.3f}"),
-        "90% interval": [f"{lo:.3f} - {hi:.3f}" for lo, hi in zip(cap["lo"], cap["hi"])],
-    })
+    rows = pd.DataFrame(
+        {
+            "benchmark": cap["benchmark"].astype(str),
+            "answered (n)": [f"{o:.3f} ({n})" if n else MISSING_MARK for o, n in zip(cap["observed"], cap["n"])],
+            "estimate over all its queries": cap["estimate"].map(lambda v: f"{v:.3f}"),
+            "90% interval": [f"{lo:.3f} - {hi:.3f}" for lo, hi in zip(cap["lo"], cap["hi"])],
+        }
+    )
     like = estimates.answers_like
-    like_rows = pd.DataFrame({
-        "model": like["model"].astype(str),
-        "agreement": [f"{a:.1%} of {n}" if n else MISSING_MARK for a, n in zip(like["agreement"], like["shared"])],
-        "P(nearest)": like["p_nearest"].map(lambda v: f"{v:.2f}"),
-    })
-    return (escape_frame(rows).to_markdown(index=False),
-            escape_frame(like_rows).to_markdown(index=False)
-            + "\n\nagreement: share of the questions both answered where both were right or both wrong; P(nearest): "
-              "share of draws of its embedding (its posterior) whose nearest pool model this is")
+    like_rows = pd.DataFrame(
+        {
+            "model": like["model"].astype(str),
+            "agreement": [f"{a:.1%} of {n}" if n else MISSING_MARK for a, n in zip(like["agreement"], like["shared"])],
+            "P(nearest)": like["p_nearest"].map(lambda v: f"{v:.2f}"),
+        }
+    )
+    return (
+        escape_frame(rows).to_markdown(index=False),
+        escape_frame(like_rows).to_markdown(index=False)
+        + "\n\nagreement: share of the questions both answered where both were right or both wrong; P(nearest): "
+        "share of draws of its embedding (its posterior) whose nearest pool model this is",
+    )

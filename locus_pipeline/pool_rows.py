@@ -19,8 +19,13 @@ def training_source_rows(home: LocusHome, checkpoint, models: set[str] | None = 
     if models is not None:
         table = table[table["model"].astype(str).isin(models)]
     groups = home.read_table("model_split").set_index("model")["group"]
-    rows = embed_models(checkpoint.router, pool_evaluations(table, split), home.read_table("query_encodings"),
-                        checkpoint=checkpoint.checkpoint_id, source="training")
+    rows = embed_models(
+        checkpoint.router,
+        pool_evaluations(table, split),
+        home.read_table("query_encodings"),
+        checkpoint=checkpoint.checkpoint_id,
+        source="training",
+    )
     rows.loc[rows["model"].map(groups).eq("held_out").to_numpy(), "source"] = "held_out"
     return rows
 
@@ -33,8 +38,9 @@ def onboarded_rows(home: LocusHome, checkpoint, stores: list[pd.DataFrame], trai
         return None
     evaluations = pd.concat(stores, ignore_index=True)
     encodings, _ = home.encode(evaluations, checkpoint.encoder, runtime=checkpoint.runtime)
-    return embed_models(checkpoint.router, evaluations, encodings, checkpoint=checkpoint.checkpoint_id,
-                        source="onboarded")
+    return embed_models(
+        checkpoint.router, evaluations, encodings, checkpoint=checkpoint.checkpoint_id, source="onboarded"
+    )
 
 
 def relearned_rows(home: LocusHome, checkpoint, name: str, source: str, traffic: pd.DataFrame) -> pd.DataFrame:
@@ -49,10 +55,17 @@ def relearned_rows(home: LocusHome, checkpoint, name: str, source: str, traffic:
         table = pool_evaluations(table[table["model"].astype(str) == name], home.read_table("training_split"))
         encodings = home.read_table("query_encodings")
     traffic = traffic[~traffic["query_id"].isin(set(table["query_id"].astype(str)))]  # never one query twice
-    evaluations = pd.concat([table[[c for c in ("model", "query_id", "score", "benchmark") if c in table.columns]],
-                             traffic[["model", "query_id", "score"]].assign(benchmark="")], ignore_index=True)
-    encodings = pd.concat([encodings[encodings["query_id"].isin(set(table["query_id"].astype(str)))],
-                           traffic[["query_id", "encoding"]]], ignore_index=True)
+    evaluations = pd.concat(
+        [
+            table[[c for c in ("model", "query_id", "score", "benchmark") if c in table.columns]],
+            traffic[["model", "query_id", "score"]].assign(benchmark=""),
+        ],
+        ignore_index=True,
+    )
+    encodings = pd.concat(
+        [encodings[encodings["query_id"].isin(set(table["query_id"].astype(str)))], traffic[["query_id", "encoding"]]],
+        ignore_index=True,
+    )
     return embed_models(checkpoint.router, evaluations, encodings, checkpoint=checkpoint.checkpoint_id, source=source)
 
 
@@ -68,8 +81,13 @@ def embed_again(home: LocusHome, checkpoint, rows: pd.DataFrame) -> tuple[pd.Dat
         for r in fresh[fresh["evaluations_digest"] != fresh["model"].map(stored)].itertuples():
             # embedded with its graded traffic (traffic_model_embedding): again from the same traffic table
             if home.table_path("traffic_evaluations", r.model_key).exists():
-                relearned = relearned_rows(home, checkpoint, str(r.model), str(r.source),
-                                           home.read_table("traffic_evaluations", partition=r.model_key))
+                relearned = relearned_rows(
+                    home,
+                    checkpoint,
+                    str(r.model),
+                    str(r.source),
+                    home.read_table("traffic_evaluations", partition=r.model_key),
+                )
                 fresh = pd.concat([fresh[fresh["model"] != r.model], relearned], ignore_index=True)
         again.append(fresh)
     for r in rows[rows["source"] == "onboarded"].itertuples():

@@ -49,13 +49,20 @@ class LocusPyfunc(mlflow.pyfunc.PythonModel):
             index = {n: i for i, n in enumerate(self.names)}
             unknown = sorted(set(frame["model"].astype(str)) - set(index))
             if unknown:
-                raise ValueError(f"unknown model(s) {unknown[:5]}; this version knows {len(self.names)}: {self.names[:5]} ...")
+                raise ValueError(
+                    f"unknown model(s) {unknown[:5]}; this version knows {len(self.names)}: {self.names[:5]} ..."
+                )
             rows = np.array([index[m] for m in frame["model"].astype(str)])
         else:
             # routed as locus serve routes at its defaults: the default policy, no costs known here
             rows = route_many(probs, np.zeros(len(probs)), RoutingPolicy(), standing=self.scorer.standing)
-        return pd.DataFrame({"query": queries, "model": [self.names[i] for i in rows],
-                             "p_correct": probs[rows, cols].astype(np.float64)})
+        return pd.DataFrame(
+            {
+                "query": queries,
+                "model": [self.names[i] for i in rows],
+                "p_correct": probs[rows, cols].astype(np.float64),
+            }
+        )
 
 
 def log_pyfunc(checkpoint_path, embeddings: pd.DataFrame, staging_dir):
@@ -65,11 +72,20 @@ def log_pyfunc(checkpoint_path, embeddings: pd.DataFrame, staging_dir):
     embeddings.to_parquet(table, index=False)
     signature = ModelSignature(
         inputs=Schema([ColSpec("string", "query"), ColSpec("string", "model", required=False)]),
-        outputs=Schema([ColSpec("string", "query"), ColSpec("string", "model"), ColSpec("double", "p_correct")]))
-    requirements = [f"mlflow=={mlflow.__version__}", f"torch=={torch.__version__}", f"pandas=={pd.__version__}",
-                    f"numpy=={np.__version__}"]  # given, not inferred (inference imports and runs the model)
+        outputs=Schema([ColSpec("string", "query"), ColSpec("string", "model"), ColSpec("double", "p_correct")]),
+    )
+    requirements = [
+        f"mlflow=={mlflow.__version__}",
+        f"torch=={torch.__version__}",
+        f"pandas=={pd.__version__}",
+        f"numpy=={np.__version__}",
+    ]  # given, not inferred (inference imports and runs the model)
     with warnings.catch_warnings():  # no input example on purpose: validating it would load the sentence encoder
         warnings.filterwarnings("ignore", message=".*input example was not provided")
-        return mlflow.pyfunc.log_model(name=ARTIFACT_PATH, python_model=LocusPyfunc(), pip_requirements=requirements,
-                                       artifacts={"checkpoint": str(checkpoint_path), "embeddings": str(table)},
-                                       signature=signature)
+        return mlflow.pyfunc.log_model(
+            name=ARTIFACT_PATH,
+            python_model=LocusPyfunc(),
+            pip_requirements=requirements,
+            artifacts={"checkpoint": str(checkpoint_path), "embeddings": str(table)},
+            signature=signature,
+        )

@@ -28,9 +28,9 @@ from locus_model.analysis import CapabilitySearch, EmbedFn, capability_search
 from locus_model.data.query_encodings import encoding_matrix
 from locus_model.infer import embed_evaluation_sets
 from locus_model.model import Locus
-from locus_model.routing.policy import RoutingPolicy, routing_scores
 from locus_model.pool import pool_matrix
 from locus_model.router import PoolScorer
+from locus_model.routing.policy import RoutingPolicy, routing_scores
 from locus_pipeline.tables import pool_evaluations
 
 # ----------------------------------------------------------------------------- predictions on the test queries
@@ -40,13 +40,20 @@ def test_query_ids(split: pd.DataFrame) -> list[str]:
     """The test queries of the pipeline's split, sorted (never used for any pool embedding)."""
     ids = sorted(split.loc[split["split"] == "test", "query_id"].astype(str))
     if not ids:
-        raise ValueError("the training split has no test queries, so nothing is held out for the analyses. "
-                         "How to fix: split the queries with test_fraction > 0.")
+        raise ValueError(
+            "the training split has no test queries, so nothing is held out for the analyses. "
+            "How to fix: split the queries with test_fraction > 0."
+        )
     return ids
 
 
-def test_query_predictions(scorer: PoolScorer, table: pd.DataFrame, encodings: pd.DataFrame,
-                           split: pd.DataFrame, policy: RoutingPolicy = RoutingPolicy()) -> pd.DataFrame:
+def test_query_predictions(
+    scorer: PoolScorer,
+    table: pd.DataFrame,
+    encodings: pd.DataFrame,
+    split: pd.DataFrame,
+    policy: RoutingPolicy = RoutingPolicy(),
+) -> pd.DataFrame:
     """Long table, one row per (pool model, test query): model, query_id, benchmark, prob, route_score, label.
 
     prob = the router's P(correct) of the pool's model (``scorer``: the checkpoint's Router.scorer of the pool);
@@ -54,32 +61,47 @@ def test_query_predictions(scorer: PoolScorer, table: pd.DataFrame, encodings: p
     (the ones the analyses route among); label = its score on the query from the evaluation table, NaN where
     it has none (every onboarded model).
     """
-    names = list(scorer.names)                                 # M
+    names = list(scorer.names)  # M
     qids = test_query_ids(split)
-    phi = encoding_matrix(encodings, qids)                     # (Q, D)
-    probs = scorer.proba(phi)                                  # (M, Q)
+    phi = encoding_matrix(encodings, qids)  # (Q, D)
+    probs = scorer.proba(phi)  # (M, Q)
     test = table[table["query_id"].astype(str).isin(set(qids))]
-    labels = (test.assign(model=test["model"].astype(str), query_id=test["query_id"].astype(str))
-              .pivot_table(index="model", columns="query_id", values="score", aggfunc="last")
-              .reindex(index=names, columns=qids))
+    labels = (
+        test.assign(model=test["model"].astype(str), query_id=test["query_id"].astype(str))
+        .pivot_table(index="model", columns="query_id", values="score", aggfunc="last")
+        .reindex(index=names, columns=qids)
+    )
     labelled = labels.notna().any(axis=1).to_numpy()  # (M,)
     route = routing_scores(probs, scorer.standing, policy.guard_margin, labelled[:, None])
-    bench = (table.drop_duplicates("query_id").assign(query_id=lambda t: t["query_id"].astype(str))
-             .set_index("query_id")["benchmark"].astype(str).reindex(qids).to_numpy())
-    return pd.DataFrame({"model": np.repeat(names, len(qids)), "query_id": np.tile(qids, len(names)),
-                         "benchmark": np.tile(bench, len(names)), "prob": probs.reshape(-1).astype(np.float64),
-                         "route_score": route.reshape(-1),
-                         "label": labels.to_numpy(np.float64).reshape(-1)})
+    bench = (
+        table.drop_duplicates("query_id")
+        .assign(query_id=lambda t: t["query_id"].astype(str))
+        .set_index("query_id")["benchmark"]
+        .astype(str)
+        .reindex(qids)
+        .to_numpy()
+    )
+    return pd.DataFrame(
+        {
+            "model": np.repeat(names, len(qids)),
+            "query_id": np.tile(qids, len(names)),
+            "benchmark": np.tile(bench, len(names)),
+            "prob": probs.reshape(-1).astype(np.float64),
+            "route_score": route.reshape(-1),
+            "label": labels.to_numpy(np.float64).reshape(-1),
+        }
+    )
 
 
 @dataclass(frozen=True)
 class Predictions:
     """Held-out predictions as dense matrices, rows in the requested model order."""
-    names: list[str]         # M
-    query_ids: list[str]     # Q
-    probs: np.ndarray        # (M, Q)
-    labels: np.ndarray       # (M, Q), NaN = unknown
-    route: np.ndarray        # (M, Q) what ranks: probs less the guard's handicap (test_query_predictions)
+
+    names: list[str]  # M
+    query_ids: list[str]  # Q
+    probs: np.ndarray  # (M, Q)
+    labels: np.ndarray  # (M, Q), NaN = unknown
+    route: np.ndarray  # (M, Q) what ranks: probs less the guard's handicap (test_query_predictions)
 
     @property
     def labelled(self) -> np.ndarray:
@@ -88,8 +110,13 @@ class Predictions:
 
     def subset(self, keep: np.ndarray) -> "Predictions":
         keep = np.asarray(keep, dtype=bool)
-        return Predictions([n for n, k in zip(self.names, keep) if k], self.query_ids, self.probs[keep],
-                           self.labels[keep], self.route[keep])
+        return Predictions(
+            [n for n, k in zip(self.names, keep) if k],
+            self.query_ids,
+            self.probs[keep],
+            self.labels[keep],
+            self.route[keep],
+        )
 
 
 def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Predictions:
@@ -97,14 +124,20 @@ def prediction_matrices(predictions: pd.DataFrame, names: Sequence[str]) -> Pred
     names = [str(n) for n in names]
     missing = sorted(set(names) - set(predictions["model"].astype(str)))
     if missing:
-        raise ValueError(f"no test-query predictions for models {missing[:5]}. How to fix: predict for the same pool "
-                         "the analysis reads (the pool changed in between).")
+        raise ValueError(
+            f"no test-query predictions for models {missing[:5]}. How to fix: predict for the same pool "
+            "the analysis reads (the pool changed in between)."
+        )
     wide = predictions.assign(model=predictions["model"].astype(str), query_id=predictions["query_id"].astype(str))
     qids = sorted(wide["query_id"].unique())
     probs = wide.pivot(index="model", columns="query_id", values="prob").reindex(index=names, columns=qids)
     labels = wide.pivot(index="model", columns="query_id", values="label").reindex(index=names, columns=qids)
-    route = probs if "route_score" not in wide.columns else (  # a table without routing scores: P ranks
-        wide.pivot(index="model", columns="query_id", values="route_score").reindex(index=names, columns=qids))
+    route = (
+        probs
+        if "route_score" not in wide.columns
+        # a table without routing scores: P ranks
+        else (wide.pivot(index="model", columns="query_id", values="route_score").reindex(index=names, columns=qids))
+    )
     return Predictions(names, qids, probs.to_numpy(np.float64), labels.to_numpy(np.float64), route.to_numpy(np.float64))
 
 
@@ -130,23 +163,30 @@ def _per_benchmark(tables: Sequence[pd.DataFrame], aggfunc: str) -> pd.DataFrame
     out.columns.name = None
     return out.sort_index(axis=1)
 
+
 # ----------------------------------------------------------------------------- evaluation sets and embed_fn
 
 
 @dataclass(frozen=True)
 class EvaluationSets:
     """Query encodings and, per pool model, the evaluation set its pool embedding was computed from."""
-    query_ids: list[str]                      # Q
-    encodings: np.ndarray                     # (Q, D)
-    benchmarks: np.ndarray                    # (Q,) str
-    names: list[str]                          # pool models that have a set (pool order)
+
+    query_ids: list[str]  # Q
+    encodings: np.ndarray  # (Q, D)
+    benchmarks: np.ndarray  # (Q,) str
+    names: list[str]  # pool models that have a set (pool order)
     sets: list[tuple[np.ndarray, np.ndarray]]  # per name: (query indices (n,), scores (n,))
-    missing: list[str]                        # pool models whose evaluations were not found
+    missing: list[str]  # pool models whose evaluations were not found
 
 
-def pool_evaluation_sets(pool: pd.DataFrame, table: pd.DataFrame, split: pd.DataFrame, encodings: pd.DataFrame,
-                         onboarded: pd.DataFrame | None = None,
-                         onboarded_encodings: pd.DataFrame | None = None) -> EvaluationSets:
+def pool_evaluation_sets(
+    pool: pd.DataFrame,
+    table: pd.DataFrame,
+    split: pd.DataFrame,
+    encodings: pd.DataFrame,
+    onboarded: pd.DataFrame | None = None,
+    onboarded_encodings: pd.DataFrame | None = None,
+) -> EvaluationSets:
     """The evaluation sets the pool was embedded from (as model_embeddings does it).
 
     Training-pool models: all their evaluations outside the test queries; onboarded models: all their
@@ -166,27 +206,34 @@ def pool_evaluation_sets(pool: pd.DataFrame, table: pd.DataFrame, split: pd.Data
     index = pd.Index(enc["query_id"])
     long = pd.concat(evals, ignore_index=True).astype({"model": str, "query_id": str})
     long = long.assign(q=index.get_indexer(long["query_id"]))
-    long = long[long["q"] >= 0]                                   # evaluations on queries without an encoding
+    long = long[long["q"] >= 0]  # evaluations on queries without an encoding
     by_model = {m: (g["q"].to_numpy(np.int64), g["score"].to_numpy(np.float32)) for m, g in long.groupby("model")}
     pool_names = pool["model"].astype(str).tolist()
     names = [n for n in pool_names if n in by_model]
     return EvaluationSets(
-        query_ids=index.tolist(), encodings=encoding_matrix(enc),
+        query_ids=index.tolist(),
+        encodings=encoding_matrix(enc),
         benchmarks=bench_of.set_index("query_id")["benchmark"].astype(str).reindex(index).fillna("").to_numpy(),
-        names=names, sets=[by_model[n] for n in names], missing=[n for n in pool_names if n not in by_model])
+        names=names,
+        sets=[by_model[n] for n in names],
+        missing=[n for n in pool_names if n not in by_model],
+    )
 
 
 def embed_fn(model: Locus, encodings: np.ndarray, *, device: str = "cpu") -> EmbedFn:
     """(query indices (n,), scores (n,)) -> (d,) embedding with this checkpoint, over these query encodings."""
+
     def embed(idx: np.ndarray, scores: np.ndarray) -> np.ndarray:
         return embed_evaluation_sets(model, encodings, [(np.asarray(idx), np.asarray(scores))], device=device)[0]
+
     return embed
+
 
 # ----------------------------------------------------------------------------- capability-profile search
 
 
 def parse_target(text: str) -> dict[str, float]:
-    """"synth-gsm8k=0.9,synth-mmlu=0.5" -> {"synth-gsm8k": 0.9, "synth-mmlu": 0.5}."""
+    """ "synth-gsm8k=0.9,synth-mmlu=0.5" -> {"synth-gsm8k": 0.9, "synth-mmlu": 0.5}."""
     target: dict[str, float] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         name, sep, value = part.rpartition("=")
@@ -195,8 +242,10 @@ def parse_target(text: str) -> dict[str, float]:
         except ValueError:
             acc = float("nan")
         if not sep or not name.strip() or not 0.0 <= acc <= 1.0:
-            raise ValueError(f"target entry {part!r} is not BENCHMARK=ACCURACY with an accuracy in [0, 1]. "
-                             "How to fix: write e.g. --target 'math=0.9,law=0.3' (the home's benchmarks).")
+            raise ValueError(
+                f"target entry {part!r} is not BENCHMARK=ACCURACY with an accuracy in [0, 1]. "
+                "How to fix: write e.g. --target 'math=0.9,law=0.3' (the home's benchmarks)."
+            )
         target[name.strip()] = acc
     if not target:
         raise ValueError("empty target. How to fix: write e.g. --target 'math=0.9,law=0.3' (the home's benchmarks).")
@@ -208,10 +257,19 @@ def median_profile(accuracy: pd.DataFrame) -> dict[str, float]:
     return {str(b): round(float(v), 4) for b, v in accuracy.median(axis=0, skipna=True).items() if pd.notna(v)}
 
 
-def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataFrame, table: pd.DataFrame,
-                                  encodings: pd.DataFrame, split: pd.DataFrame, model: Locus,
-                                  onboarded: pd.DataFrame | None = None, k: int = 5, n_per_benchmark: int = 64,
-                                  seed: int = 0) -> CapabilitySearch:
+def capability_search_from_tables(
+    target: Mapping[str, float],
+    *,
+    pool: pd.DataFrame,
+    table: pd.DataFrame,
+    encodings: pd.DataFrame,
+    split: pd.DataFrame,
+    model: Locus,
+    onboarded: pd.DataFrame | None = None,
+    k: int = 5,
+    n_per_benchmark: int = 64,
+    seed: int = 0,
+) -> CapabilitySearch:
     """Capability-profile search over the pool: a synthetic set from non-test queries, embedded with the
     pool's checkpoint; neighbours reported with their actual per-benchmark accuracy (all their evaluations).
     An empty target means every benchmark at the pool's median accuracy."""
@@ -219,16 +277,27 @@ def capability_search_from_tables(target: Mapping[str, float], *, pool: pd.DataF
     accuracy = per_benchmark_accuracy(table, onboarded if onboarded is not None else pd.DataFrame())
     queries = table.drop_duplicates("query_id").astype({"query_id": str}).sort_values("query_id")
     searchable = sorted(set(queries["benchmark"].astype(str)))  # an onboarded model's new benchmark has no queries here
-    target = dict(target) or median_profile(accuracy.reindex(index=[n for n in names if n in accuracy.index],
-                                                             columns=[b for b in accuracy.columns if b in searchable]))
+    target = dict(target) or median_profile(
+        accuracy.reindex(
+            index=[n for n in names if n in accuracy.index], columns=[b for b in accuracy.columns if b in searchable]
+        )
+    )
     qids = queries["query_id"].tolist()
-    phi = encoding_matrix(encodings, qids)                       # (Q, D)
+    phi = encoding_matrix(encodings, qids)  # (Q, D)
     test = set(test_query_ids(split))
     return capability_search(
-        target, benchmarks=queries["benchmark"].astype(str).to_numpy(), embed_fn=embed_fn(model, phi),
-        pool_embeddings=z, pool_names=names, pool_per_benchmark_acc=accuracy, encodings=phi,
-        candidates=np.array([q not in test for q in qids]), n_per_benchmark=n_per_benchmark, seed=seed,
-        k=min(k, len(names)))
+        target,
+        benchmarks=queries["benchmark"].astype(str).to_numpy(),
+        embed_fn=embed_fn(model, phi),
+        pool_embeddings=z,
+        pool_names=names,
+        pool_per_benchmark_acc=accuracy,
+        encodings=phi,
+        candidates=np.array([q not in test for q in qids]),
+        n_per_benchmark=n_per_benchmark,
+        seed=seed,
+        k=min(k, len(names)),
+    )
 
 
 # ----------------------------------------------------------------------------- report files
@@ -238,8 +307,10 @@ def data_note(source: str, root: str) -> str:
     """One line saying what the numbers are computed on (the raw_evaluations table's source and root); the
     synthetic pool is called SYNTHETIC."""
     if source == "synthetic":
-        return ("Data: the **SYNTHETIC** pool (`locus_model.data.synthetic`: made-up models drawn from a known latent "
-                "model, not real LLMs): its numbers are not findings about real models.")
+        return (
+            "Data: the **SYNTHETIC** pool (`locus_model.data.synthetic`: made-up models drawn from a known latent "
+            "model, not real LLMs): its numbers are not findings about real models."
+        )
     if source == "mmlu_pro":
         return f"Data: **real** MMLU-Pro results of real models (`{root}`, data/mmlu-pro/README.md)."
     return f"Data: `{source}` evaluations from `{root}`."
@@ -262,7 +333,7 @@ def report_summary(text: str) -> str:
     """The `Summary:` line of a report's text (render_report's; "" when absent)."""
     for line in text.splitlines():
         if line.startswith("Summary: "):
-            return line[len("Summary: "):]
+            return line[len("Summary: ") :]
     return ""
 
 
@@ -273,7 +344,14 @@ def render_index(reports: Mapping[str, str | None], files: Sequence[str], note: 
     rows = []
     for name, text in reports.items():
         title = text.splitlines()[0].lstrip("# ") if text else name
-        rows.append({"report": name, "title": title, "file": f"{name}.md", "summary": report_summary(text) if text else "missing"})
+        rows.append(
+            {
+                "report": name,
+                "title": title,
+                "file": f"{name}.md",
+                "summary": report_summary(text) if text else "missing",
+            }
+        )
     index = pd.DataFrame(rows)
     listed = {f"{n}.{ext}" for n in reports for ext in ("md", "png")} | {"README.md"}
     others = sorted(f for f in files if f not in listed)

@@ -5,8 +5,17 @@ filter: those events only, beside the INFO lines (no Dagster import: every proce
 import logging
 
 # (the run events keep their legacy PIPELINE_* values in the records); failures are ERROR: shown anyway
-LIFECYCLE = frozenset({"PIPELINE_START", "PIPELINE_SUCCESS", "PIPELINE_CANCELED", "RUN_START", "RUN_SUCCESS", "RUN_CANCELED",
-                       "STEP_SUCCESS"})
+LIFECYCLE = frozenset(
+    {
+        "PIPELINE_START",
+        "PIPELINE_SUCCESS",
+        "PIPELINE_CANCELED",
+        "RUN_START",
+        "RUN_SUCCESS",
+        "RUN_CANCELED",
+        "STEP_SUCCESS",
+    }
+)
 
 
 class RunLifecycleFilter(logging.Filter):

@@ -18,8 +18,12 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.events import JobFailureData, RunFailureReason
 
-
-ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 CRASH_REASONS = ("UNEXPECTED_TERMINATION", "START_TIMEOUT", "RUN_WORKER_RESTART")  # not a step that failed
 FAILURE_REASON_TAG = "dagster/failure_reason"
 RANGE_START_TAG = "dagster/asset_partition_range_start"  # Dagster's tags of a run over a range of partitions
@@ -51,7 +55,9 @@ def pid_alive(pid: int, *, started_by: float | None = None) -> bool:
 
 def process_start_time(ticks_since_boot: int) -> float:
     """The Unix time of a process start given in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
-    boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    boot = next(
+        float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime ")
+    )
     return boot + ticks_since_boot / os.sysconf("SC_CLK_TCK")
 
 
@@ -77,10 +83,13 @@ def fail_dead_runs(instance: dg.DagsterInstance, job_names: list[str]) -> list[s
             if worker is None or pid_alive(worker[0], started_by=worker[1]):
                 continue
             pid = worker[0]
-            instance.report_run_failed(run, f"the run's process (pid {pid}) is gone: it was killed or crashed "
-                                            "(e.g. dagster dev was stopped with kill -9); failed so that its "
-                                            "concurrency slot is freed and the run can be requested again",
-                                       JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION))
+            instance.report_run_failed(
+                run,
+                f"the run's process (pid {pid}) is gone: it was killed or crashed "
+                "(e.g. dagster dev was stopped with kill -9); failed so that its "
+                "concurrency slot is freed and the run can be requested again",
+                JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION),
+            )
             if instance.event_log_storage.supports_global_concurrency_limits:
                 instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
             failed.append(run.run_id)
@@ -104,12 +113,17 @@ def retry_request(run: dg.DagsterRun) -> dg.RunRequest | None:
         return None
     kept = (RANGE_START_TAG, RANGE_END_TAG)  # a run over a range of partitions: the same range again
     tags = {k: v for k, v in run.tags.items() if not k.startswith("dagster/") or k in kept}
-    return dg.RunRequest(run_key=f"{base_run_key(run)}:attempt-{attempt + 1}", run_config=run.run_config,
-                         partition_key=run.tags.get("dagster/partition"),
-                         tags={**tags, ATTEMPT_TAG: str(attempt + 1), "locus/retry_of": run.run_id})
+    return dg.RunRequest(
+        run_key=f"{base_run_key(run)}:attempt-{attempt + 1}",
+        run_config=run.run_config,
+        partition_key=run.tags.get("dagster/partition"),
+        tags={**tags, ATTEMPT_TAG: str(attempt + 1), "locus/retry_of": run.run_id},
+    )
 
 
-def retries_of_crashed_runs(instance: dg.DagsterInstance, job_name: str, *, limit: int = 200) -> tuple[list[dg.RunRequest], list[str]]:
+def retries_of_crashed_runs(
+    instance: dg.DagsterInstance, job_name: str, *, limit: int = 200
+) -> tuple[list[dg.RunRequest], list[str]]:
     """(a retry of the newest run of every run key of ``job_name`` that crashed, notes for the tick). A run key
     whose newest run succeeded, failed in a step or is still going is not retried."""
     newest: dict[str, dg.DagsterRun] = {}

@@ -28,7 +28,9 @@ def training_arrays(table: pd.DataFrame, encodings: pd.DataFrame, split: pd.Data
     enc = encoding_matrix(encodings, matrix.query_ids)
     by_query = split.set_index("query_id").reindex(matrix.query_ids)
     if by_query["split"].isna().any():
-        raise ValueError("the query split does not cover every query of the evaluation table: compute the split from this table")
+        raise ValueError(
+            "the query split does not cover every query of the evaluation table: compute the split from this table"
+        )
     anchor = by_query["anchor"].to_numpy(bool)
     val = (by_query["split"] == "val").to_numpy()
     train_scores = np.where(anchor[None, :], matrix.scores, np.nan).astype(np.float32)
@@ -41,5 +43,3 @@ def pool_evaluations(table: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
     """The evaluations pool embeddings are computed from: all of a model's evaluations outside the test queries."""
     test = set(split.loc[split["split"] == "test", "query_id"].astype(str))
     return table[~table["query_id"].astype(str).isin(test)]
-
-

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from locus_pipeline.storage.checkpoints import SavedCheckpoint
 
 
-
 class Tracking(Protocol):
     """What a run logs through: the tracking resource (locus_pipeline.defs.resources.MlflowTracking) or a stand-in."""
 
@@ -51,7 +50,8 @@ REGISTERED_MODEL_DESCRIPTION = (
     "materialization (tags: checkpoint_id, encoder, dagster.run_url); the alias `current` is the newest. "
     "`mlflow.pyfunc.load_model('models:/locus@current').predict(pd.DataFrame({'query': [...]}))` routes queries "
     "(add a `model` column for P(correct) of (query, model) pairs; locus_pipeline/pyfunc.py); the run's "
-    "`checkpoint/` holds the `.pt` for `locus_model.model.load_checkpoint`.")
+    "`checkpoint/` holds the `.pt` for `locus_model.model.load_checkpoint`."
+)
 
 Figures = list[tuple[str, float, str]]  # (name, value, what it measures) of the saved checkpoint
 
@@ -59,13 +59,13 @@ Figures = list[tuple[str, float, str]]  # (name, value, what it measures) of the
 class TrainingRun:
     """One training run tracked in MLflow, as a context manager around the training::
 
-        with TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
-            tracked.log_params(model_config, train_config, device=device, ...)
-            result = train_locus(..., on_epoch=tracked.log_epoch)
-            saved = home.save_checkpoint(...)
-            tracked.log_checkpoint(saved, curve_png, figures)
-            tracked.register(saved, embeddings)
-        context.add_output_metadata(tracked.output_metadata())
+    with TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
+        tracked.log_params(model_config, train_config, device=device, ...)
+        result = train_locus(..., on_epoch=tracked.log_epoch)
+        saved = home.save_checkpoint(...)
+        tracked.log_checkpoint(saved, curve_png, figures)
+        tracked.register(saved, embeddings)
+    context.add_output_metadata(tracked.output_metadata())
     """
 
     def __init__(self, tracking: Tracking, dagster_run_id: str, *, encoder: str) -> None:
@@ -84,10 +84,16 @@ class TrainingRun:
         return {"dagster.run_id": self.dagster_run_id, "dagster.run_url": self.dagster_run_url}
 
     def __enter__(self) -> TrainingRun:
-        tags = {**self._dagster_tags, "dagster.asset": ASSET, "encoder": self.encoder,
-                # the run's description (markdown, rendered with links on the run page)
-                "mlflow.note.content": f"LOCUS checkpoint trained by Dagster run {self._dagster_link} (asset `{ASSET}`)."}
-        self.run = self._stack.enter_context(self.tracking.start_run(run_name=f"locus-{self.dagster_run_id[:8]}", tags=tags))
+        tags = {
+            **self._dagster_tags,
+            "dagster.asset": ASSET,
+            "encoder": self.encoder,
+            # the run's description (markdown, rendered with links on the run page)
+            "mlflow.note.content": f"LOCUS checkpoint trained by Dagster run {self._dagster_link} (asset `{ASSET}`).",
+        }
+        self.run = self._stack.enter_context(
+            self.tracking.start_run(run_name=f"locus-{self.dagster_run_id[:8]}", tags=tags)
+        )
         return self
 
     def __exit__(self, *exc: Any) -> bool | None:
@@ -102,9 +108,15 @@ class TrainingRun:
         # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
-        mlflow.log_params({**{f"model.{k}": v for k, v in asdict(model_config).items()},
-                           **{f"train.{k}": v for k, v in asdict(train_config).items()},
-                           "encoder": self.encoder, "seed": train_config.seed, **inputs})
+        mlflow.log_params(
+            {
+                **{f"model.{k}": v for k, v in asdict(model_config).items()},
+                **{f"train.{k}": v for k, v in asdict(train_config).items()},
+                "encoder": self.encoder,
+                "seed": train_config.seed,
+                **inputs,
+            }
+        )
 
     def log_epoch(self, row: dict) -> None:
         """``train_locus``'s ``on_epoch``: one epoch's figures as ``epoch/<name>`` at step = epoch. The prefixes
@@ -113,8 +125,9 @@ class TrainingRun:
         # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
-        mlflow.log_metrics({f"epoch/{k}": float(v) for k, v in row.items() if k != "epoch" and v is not None},
-                           step=int(row["epoch"]))
+        mlflow.log_metrics(
+            {f"epoch/{k}": float(v) for k, v in row.items() if k != "epoch" and v is not None}, step=int(row["epoch"])
+        )
 
     def log_checkpoint(self, saved: SavedCheckpoint, curve: Path, figures: Figures) -> None:
         """The saved checkpoint: its figures (``selected/<name>``), its id (tag), its file (``checkpoint/``) and the
@@ -142,8 +155,13 @@ class TrainingRun:
         # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
-        mlflow.log_metrics({"router/predictor_weight": router.blend.predictor,
-                            "router/groups_weight": router.blend.groups, "router/bias": router.blend.bias})
+        mlflow.log_metrics(
+            {
+                "router/predictor_weight": router.blend.predictor,
+                "router/groups_weight": router.blend.groups,
+                "router/bias": router.blend.bias,
+            }
+        )
         mlflow.log_params({"router/groups": ", ".join(router.groups.names)[:6000]})
         mlflow.set_tag("router", router.describe())
 
@@ -156,18 +174,24 @@ class TrainingRun:
         with tempfile.TemporaryDirectory() as staging_dir:
             logged = log_pyfunc(saved.local, embeddings, staging_dir)
             self.version = self.tracking.register_version(
-                logged, run_id=self.run_id, alias=CURRENT_ALIAS, description=REGISTERED_MODEL_DESCRIPTION,
+                logged,
+                run_id=self.run_id,
+                alias=CURRENT_ALIAS,
+                description=REGISTERED_MODEL_DESCRIPTION,
                 tags={"checkpoint_id": saved.checkpoint_id, "encoder": self.encoder, **self._dagster_tags},
                 version_description=f"Checkpoint `{saved.checkpoint_id}` ({self.encoder}), trained by Dagster run "
-                                    f"{self._dagster_link}.")
+                f"{self._dagster_link}.",
+            )
         return self.version
 
     def output_metadata(self) -> dict[str, Any]:
         """The asset's links to the run and the experiment, and the registered version."""
         experiment = self.run.info.experiment_id
-        return {"mlflow_run": dg.MetadataValue.url(self.tracking.run_url(experiment, self.run_id)),
-                "registered_model_version": f"{self.tracking.registered_model} v{self.version} (alias {CURRENT_ALIAS})",
-                "mlflow_experiment": dg.MetadataValue.url(self.tracking.experiment_url(experiment))}
+        return {
+            "mlflow_run": dg.MetadataValue.url(self.tracking.run_url(experiment, self.run_id)),
+            "registered_model_version": f"{self.tracking.registered_model} v{self.version} (alias {CURRENT_ALIAS})",
+            "mlflow_experiment": dg.MetadataValue.url(self.tracking.experiment_url(experiment)),
+        }
 
 
 # ---------------------------------------------------------------------------------------------- onboarding
@@ -184,8 +208,9 @@ def mlflow_key(name: str) -> str:
     return key if key == name else f"{key}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
-def log_onboarding_estimates(tracking: Tracking, dagster_run_id: str, model: str, checkpoint_id: str,
-                             estimates: NewcomerEstimates) -> tuple[str, str]:
+def log_onboarding_estimates(
+    tracking: Tracking, dagster_run_id: str, model: str, checkpoint_id: str, estimates: NewcomerEstimates
+) -> tuple[str, str]:
     """One MLflow run (name ``estimates <model>``, tags ``locus/kind`` = onboarding, ``locus/model``,
     ``dagster.run_id``, ``dagster.run_url``, ``dagster.asset``, ``checkpoint_id``, ``answers_like_most``) with what
     the onboarding partition's metadata shows: per benchmark ``capability/<benchmark>/estimate``, ``/lo``, ``/hi``
@@ -202,9 +227,15 @@ def log_onboarding_estimates(tracking: Tracking, dagster_run_id: str, model: str
         if row.n:
             metrics.update({f"{key}/observed": float(row.observed), f"{key}/n": float(row.n)})
     alike = [str(m) for m in like["model"]]
-    tags = {"locus/kind": "onboarding", "locus/model": model, "dagster.run_id": dagster_run_id,
-            "dagster.run_url": tracking.dagster_run_url(dagster_run_id), "dagster.asset": ONBOARDING_ASSET,
-            "checkpoint_id": checkpoint_id, "answers_like_most": alike[0] if alike else ""}
+    tags = {
+        "locus/kind": "onboarding",
+        "locus/model": model,
+        "dagster.run_id": dagster_run_id,
+        "dagster.run_url": tracking.dagster_run_url(dagster_run_id),
+        "dagster.asset": ONBOARDING_ASSET,
+        "checkpoint_id": checkpoint_id,
+        "answers_like_most": alike[0] if alike else "",
+    }
     with tracking.start_run(f"estimates {model}", tags) as run:  # a live onboarding logs its answers apart
         mlflow.log_metrics(metrics)
         mlflow.log_param("answers_like", ", ".join(alike)[:6000])

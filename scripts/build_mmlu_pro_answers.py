@@ -29,8 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def records_of(git_dir: str, model: str) -> list:
-    blob = subprocess.run(["git", "--git-dir", git_dir, "show", f"HEAD:eval_results/model_outputs_{model}_5shots.zip"],
-                          check=True, capture_output=True).stdout
+    blob = subprocess.run(
+        ["git", "--git-dir", git_dir, "show", f"HEAD:eval_results/model_outputs_{model}_5shots.zip"],
+        check=True,
+        capture_output=True,
+    ).stdout
     with zipfile.ZipFile(io.BytesIO(blob)) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".json") and not n.startswith("__MACOSX")]
         return json.loads(archive.read(name))
@@ -59,12 +62,17 @@ def main(argv: list[str] | None = None) -> int:
                 agreement[extract_answer(generation)[0] == pred] += 1
         print(f"{model}: {len(seen)} questions", file=sys.stderr)
     table = pd.DataFrame(rows, columns=["model", "query_id", "answer", "pred"])
-    table = table.sort_values(["model", "query_id"]).reset_index(drop=True).astype(
-        {"model": "category", "answer": "category", "pred": "category"})
+    table = (
+        table.sort_values(["model", "query_id"])
+        .reset_index(drop=True)
+        .astype({"model": "category", "answer": "category", "pred": "category"})
+    )
     table.to_parquet(args.out, compression="zstd", index=False)
     total = sum(agreement.values())
-    print(f"{len(table)} rows -> {args.out}; extract_answer(generation) == recorded pred on "
-          f"{agreement[True]}/{total} records ({agreement[True] / max(total, 1):.4%})")
+    print(
+        f"{len(table)} rows -> {args.out}; extract_answer(generation) == recorded pred on "
+        f"{agreement[True]}/{total} records ({agreement[True] / max(total, 1):.4%})"
+    )
     return 0
 
 

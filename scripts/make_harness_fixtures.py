@@ -54,25 +54,67 @@ LM_EVAL_MODELS = (("dummy-a", 1), ("dummy-b", 2))
 # what each mock model answers, by a word of the question: model-a knows France/Japan/Kenya and 2 + 2, 3 * 5;
 # model-b knows France/Canada and 2 + 2, 10 - 7, 9 / 3
 INSPECT_ANSWERS = {
-    "model-a": {"France": "B", "Japan": "A", "Canada": "A", "Kenya": "D", "Peru": "B",
-                "2 + 2": "4", "3 * 5": "15", "10 - 7": "4", "9 / 3": "2"},
-    "model-b": {"France": "B", "Japan": "C", "Canada": "C", "Kenya": "A", "Peru": "C",
-                "2 + 2": "4", "3 * 5": "8", "10 - 7": "3", "9 / 3": "3"},
+    "model-a": {
+        "France": "B",
+        "Japan": "A",
+        "Canada": "A",
+        "Kenya": "D",
+        "Peru": "B",
+        "2 + 2": "4",
+        "3 * 5": "15",
+        "10 - 7": "4",
+        "9 / 3": "2",
+    },
+    "model-b": {
+        "France": "B",
+        "Japan": "C",
+        "Canada": "C",
+        "Kenya": "A",
+        "Peru": "C",
+        "2 + 2": "4",
+        "3 * 5": "8",
+        "10 - 7": "3",
+        "9 / 3": "3",
+    },
 }
 
 
 def offline_env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_DATASETS_CACHE": str(cache / "datasets"),
-            "HF_HOME": str(cache / "hf"), "TOKENIZERS_PARALLELISM": "false"}
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_DATASETS_CACHE": str(cache / "datasets"),
+        "HF_HOME": str(cache / "hf"),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
 
 
 def make_lm_eval(out: Path, cache: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
     lm_eval = Path(sys.executable).parent / "lm_eval"
     for name, seed in LM_EVAL_MODELS:
-        subprocess.run([str(lm_eval), "--model", "dummy", "--model_args", f"pretrained={name}", "--include_path", ".",
-                        "--tasks", "locus_capitals,locus_arithmetic", "--output_path", str(out), "--log_samples",
-                        "--seed", str(seed)], cwd=SOURCES, env=offline_env(cache), check=True)
+        subprocess.run(
+            [
+                str(lm_eval),
+                "--model",
+                "dummy",
+                "--model_args",
+                f"pretrained={name}",
+                "--include_path",
+                ".",
+                "--tasks",
+                "locus_capitals,locus_arithmetic",
+                "--output_path",
+                str(out),
+                "--log_samples",
+                "--seed",
+                str(seed),
+            ],
+            cwd=SOURCES,
+            env=offline_env(cache),
+            check=True,
+        )
 
 
 def make_inspect(out: Path) -> None:
@@ -92,11 +134,15 @@ def make_inspect(out: Path) -> None:
             content = f"ANSWER: {reply}" if len(reply) == 1 and reply.isalpha() else reply
             output = ModelOutput.from_content(model=name, content=content)
             # with usage given, mockllm does not count tokens with tiktoken (whose encoding file is downloaded)
-            output.usage = ModelUsage(input_tokens=len(text.split()), output_tokens=1, total_tokens=len(text.split()) + 1)
+            output.usage = ModelUsage(
+                input_tokens=len(text.split()), output_tokens=1, total_tokens=len(text.split()) + 1
+            )
             return output
 
         model = get_model(f"mockllm/{name}", custom_outputs=answer)
-        logs = inspect_eval([capitals(), arithmetic()], model=model, log_dir=str(out), log_format=log_format, display="none")
+        logs = inspect_eval(
+            [capitals(), arithmetic()], model=model, log_dir=str(out), log_format=log_format, display="none"
+        )
         failed = [(log.eval.task, log.error.message if log.error else "") for log in logs if log.status != "success"]
         if failed:
             raise SystemExit(f"Inspect runs failed: {failed}")
@@ -131,18 +177,22 @@ pipeline.save_and_push_results()
 def make_lighteval(out: Path, cache: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
     for name, seed in LM_EVAL_MODELS:  # one process per model: lighteval keeps state between pipelines
-        subprocess.run([sys.executable, "-c", LIGHTEVAL_RUN, name, str(seed), str(out), str(SOURCES / "lighteval_tasks.py")],
-                       cwd=cache, env=offline_env(cache), check=True)
+        subprocess.run(
+            [sys.executable, "-c", LIGHTEVAL_RUN, name, str(seed), str(out), str(SOURCES / "lighteval_tasks.py")],
+            cwd=cache,
+            env=offline_env(cache),
+            check=True,
+        )
 
 
 HELM_MODEL2 = {
     "model_deployments.yaml": "model_deployments:\n  - name: simple/model2\n    model_name: simple/model2\n"
-                              "    tokenizer_name: simple/tokenizer1\n    max_sequence_length: 2048\n    client_spec:\n"
-                              "      class_name: helm.clients.simple_client.SimpleClient\n",
+    "    tokenizer_name: simple/tokenizer1\n    max_sequence_length: 2048\n    client_spec:\n"
+    "      class_name: helm.clients.simple_client.SimpleClient\n",
     "model_metadata.yaml": "models:\n  - name: simple/model2\n    display_name: Simple Model 2\n"
-                           "    description: a second deployment of HELM's SimpleClient, for fixtures with two models\n"
-                           "    creator_organization_name: Helm\n    access: open\n    release_date: 2023-01-01\n"
-                           "    tags: [TEXT_MODEL_TAG, FULL_FUNCTIONALITY_TEXT_MODEL_TAG]\n",
+    "    description: a second deployment of HELM's SimpleClient, for fixtures with two models\n"
+    "    creator_organization_name: Helm\n    access: open\n    release_date: 2023-01-01\n"
+    "    tags: [TEXT_MODEL_TAG, FULL_FUNCTIONALITY_TEXT_MODEL_TAG]\n",
 }
 
 
@@ -153,16 +203,32 @@ def make_helm(out: Path, cache: Path) -> None:
         (cache / "prod_env" / name).write_text(text, encoding="utf-8")
     helm_run = Path(sys.executable).parent / "helm-run"
     for model in ("simple/model1", "simple/model2"):
-        subprocess.run([str(helm_run), "--run-entries", f"simple_mcqa:model={model}", "--suite", "fixtures",
-                        "--max-eval-instances", "5", "-o", str(cache / "benchmark_output")], cwd=cache,
-                       env=offline_env(cache), check=True)
+        subprocess.run(
+            [
+                str(helm_run),
+                "--run-entries",
+                f"simple_mcqa:model={model}",
+                "--suite",
+                "fixtures",
+                "--max-eval-instances",
+                "5",
+                "-o",
+                str(cache / "benchmark_output"),
+            ],
+            cwd=cache,
+            env=offline_env(cache),
+            check=True,
+        )
     shutil.copytree(cache / "benchmark_output" / "runs" / "fixtures", out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["lm_eval", "inspect", "lighteval", "helm"],
-                        help="regenerate one harness's fixtures only (default: lm_eval and inspect, in the harness venv)")
+    parser.add_argument(
+        "--only",
+        choices=["lm_eval", "inspect", "lighteval", "helm"],
+        help="regenerate one harness's fixtures only (default: lm_eval and inspect, in the harness venv)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.update(offline_env(Path(tmp)))

@@ -23,16 +23,32 @@ import tempfile
 import time
 from pathlib import Path
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-         "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
 
 
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def capture(url: str, png: Path, *, dom: Path | None = None, width: int = 1280, height: int = 900,
-            wait_ms: int = 8000, timeout_s: float = 120) -> None:
+def capture(
+    url: str,
+    png: Path,
+    *,
+    dom: Path | None = None,
+    width: int = 1280,
+    height: int = 900,
+    wait_ms: int = 8000,
+    timeout_s: float = 120,
+) -> None:
     """Write the screenshot to ``png`` (and the rendered DOM to ``dom``); raise with Chromium's stderr on failure."""
     exe = chromium()
     if exe is None:
@@ -42,10 +58,16 @@ def capture(url: str, png: Path, *, dom: Path | None = None, width: int = 1280, 
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as profile:
-        common = [exe, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-                  f"--virtual-time-budget={wait_ms}"]
-        shot = subprocess.run([*common, f"--screenshot={png.resolve()}", url], capture_output=True, text=True,
-                              timeout=timeout_s)
+        common = [
+            exe,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            f"--window-size={width},{height}",
+            f"--virtual-time-budget={wait_ms}",
+        ]
+        shot = subprocess.run(
+            [*common, f"--screenshot={png.resolve()}", url], capture_output=True, text=True, timeout=timeout_s
+        )
         if shot.returncode != 0 or not png.exists():
             raise RuntimeError(f"chromium failed on {url}: {shot.stderr[-2000:]}")
         if dom is not None:
@@ -80,18 +102,34 @@ class Browser:
             os.dup2(w, 4)
 
         self.proc = subprocess.Popen(
-            [exe, *FLAGS, f"--user-data-dir={self._profile.name}", f"--window-size={width},{height}",
-             "--remote-debugging-pipe", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(3, 4),
-            preexec_fn=fds_3_and_4, start_new_session=True)
+            [
+                exe,
+                *FLAGS,
+                f"--user-data-dir={self._profile.name}",
+                f"--window-size={width},{height}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4),
+            preexec_fn=fds_3_and_4,
+            start_new_session=True,
+        )
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._buffer, self._next_id, self.session = b"", 0, None
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
-        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)["sessionId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)[
+            "sessionId"
+        ]
         self.send("Page.enable")
         self.send("Runtime.enable")
-        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+        )
 
     def send(self, method: str, params: dict | None = None, *, session: bool = True, timeout_s: float = 60) -> dict:
         """One DevTools command; its result (events that arrive meanwhile are dropped)."""
@@ -111,7 +149,9 @@ class Browser:
                     return answer.get("result", {})
             left = deadline - time.monotonic()
             if left <= 0 or self.proc.poll() is not None:
-                raise TimeoutError(f"chromium did not answer {method} within {timeout_s} s (exit code {self.proc.poll()})")
+                raise TimeoutError(
+                    f"chromium did not answer {method} within {timeout_s} s (exit code {self.proc.poll()})"
+                )
             if select.select([self._from_browser], [], [], left)[0]:
                 chunk = os.read(self._from_browser, 1 << 20)
                 if not chunk:
@@ -163,8 +203,10 @@ class Browser:
         params: dict = {"format": "png"}
         if full_page:
             size = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
-            params.update(captureBeyondViewport=True,
-                          clip={"x": 0, "y": 0, "width": self.width, "height": min(int(size[1]), 8000), "scale": 1})
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": 0, "y": 0, "width": self.width, "height": min(int(size[1]), 8000), "scale": 1},
+            )
         data = self.send("Page.captureScreenshot", params)["data"]
         Path(png).parent.mkdir(parents=True, exist_ok=True)
         Path(png).write_bytes(base64.b64decode(data))

@@ -34,9 +34,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -94,12 +94,24 @@ class DevServers:
     def __init__(self, home: Path, log: Path, *, dagster_port: int, mlflow_port: int, stop_grace_s: int = 8) -> None:
         self.dagster_port, self.mlflow_port, self.log_path = dagster_port, mlflow_port, log
         venv = Path(sys.executable).parent.parent
-        env = {**os.environ, "LOCUS_HOME": str(home), "DAGSTER_PORT": str(dagster_port), "MLFLOW_PORT": str(mlflow_port),
-               "VENV": str(venv), "STOP_GRACE_S": str(stop_grace_s),
-               "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        env = {
+            **os.environ,
+            "LOCUS_HOME": str(home),
+            "DAGSTER_PORT": str(dagster_port),
+            "MLFLOW_PORT": str(mlflow_port),
+            "VENV": str(venv),
+            "STOP_GRACE_S": str(stop_grace_s),
+            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        }
         self._log = log.open("wb")
-        self.proc = subprocess.Popen([str(REPO / "scripts" / "dev.sh")], env=env, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [str(REPO / "scripts" / "dev.sh")],
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self.started = time.monotonic()
 
     @property
@@ -119,15 +131,22 @@ class DevServers:
                 raise TimeoutError(f"the servers did not answer in {timeout_s:.0f} s:\n{self.log_tail()}")
             time.sleep(1)
         # the code location loads after the webserver answers
-        while "locus" not in json.dumps(self.graphql("{ workspaceOrError { ... on Workspace { locationEntries { name "
-                                                    "locationOrLoadError { __typename } } } } }")):
+        while "locus" not in json.dumps(
+            self.graphql(
+                "{ workspaceOrError { ... on Workspace { locationEntries { name "
+                "locationOrLoadError { __typename } } } } }"
+            )
+        ):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the code location did not load in {timeout_s:.0f} s:\n{self.log_tail()}")
             time.sleep(1)
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
-        request = urllib.request.Request(self.dagster + "/graphql", data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.dagster + "/graphql",
+            data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(request, timeout=60) as response:
             answer = json.loads(response.read())
         if answer.get("errors"):
@@ -206,11 +225,22 @@ class Item:
 
 
 class Walk:
-    def __init__(self, home: Path, out: Path, servers: DevServers, browser: screenshot.Browser, *, timeout_s: float) -> None:
+    def __init__(
+        self, home: Path, out: Path, servers: DevServers, browser: screenshot.Browser, *, timeout_s: float
+    ) -> None:
         self.home, self.out, self.servers, self.browser, self.timeout_s = home, out, servers, browser, timeout_s
 
-    def page(self, item: Item, name: str, url: str, needles: list[str], *, full_page: bool = False,
-             after=None, then_needles: list[str] | None = None) -> str:
+    def page(
+        self,
+        item: Item,
+        name: str,
+        url: str,
+        needles: list[str],
+        *,
+        full_page: bool = False,
+        after=None,
+        then_needles: list[str] | None = None,
+    ) -> str:
         """Open ``url``, wait for every needle, optionally run ``after(browser)`` (a click) and wait for
         ``then_needles``; save <out>/<item>-<name>.png and .html; record each needle found or missing; the text."""
         b = self.browser
@@ -239,7 +269,8 @@ class Walk:
                    __typename label ... on UrlMetadataEntry { url } ... on FloatMetadataEntry { floatValue }
                    ... on MarkdownMetadataEntry { mdStr } ... on TextMetadataEntry { text }
                    ... on BoolMetadataEntry { boolValue } } } } } }""",
-            {"key": {"path": [key]}, "partitions": [partition] if partition else None})
+            {"key": {"path": [key]}, "partitions": [partition] if partition else None},
+        )
         events = data["assetOrError"].get("assetMaterializations") or []
         return {e["label"]: e for e in events[0]["metadataEntries"]} if events else {}
 
@@ -271,12 +302,20 @@ sys.exit(0 if result.success else 1)
 def build_tiny_home(home: Path, log: Path) -> None:
     """The small synthetic pool (24 models, 600 queries) through locus_job with a 3-epoch training and the
     weight-free hashing encoder: a home the walk can look at, in ~2-3 minutes on 2 cores (not a useful router)."""
-    env = {**os.environ, "LOCUS_HOME": str(home), "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {
+        **os.environ,
+        "LOCUS_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
     with log.open("wb") as out:
-        done = subprocess.run([sys.executable, "-c", TINY_HOME], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+        done = subprocess.run(
+            [sys.executable, "-c", TINY_HOME], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO
+        )
     if done.returncode != 0:
-        raise RuntimeError(f"building the tiny home failed ({done.returncode}), see {log}:\n{log.read_text(errors='replace')[-3000:]}")
+        raise RuntimeError(
+            f"building the tiny home failed ({done.returncode}), see {log}:\n{log.read_text(errors='replace')[-3000:]}"
+        )
 
 
 # ------------------------------------------------------------------------------------------ onboarding
@@ -306,9 +345,13 @@ def onboard_one(home: Path, servers: DevServers, timeout_s: float = 300) -> str:
     deadline = time.monotonic() + timeout_s
     query = """query($key: AssetKeyInput!, $p: [String!]) { assetOrError(assetKey: $key) { ... on Asset {
                  assetMaterializations(limit: 1, partitions: $p) { runId } } } }"""
-    while not servers.graphql(query, {"key": {"path": ["onboarded_model_embedding"]}, "p": [key]})["assetOrError"].get("assetMaterializations"):
+    while not servers.graphql(query, {"key": {"path": ["onboarded_model_embedding"]}, "p": [key]})["assetOrError"].get(
+        "assetMaterializations"
+    ):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the sensor did not onboard {ONBOARDED_NAME!r} in {timeout_s:.0f} s:\n{servers.log_tail()}")
+            raise TimeoutError(
+                f"the sensor did not onboard {ONBOARDED_NAME!r} in {timeout_s:.0f} s:\n{servers.log_tail()}"
+            )
         time.sleep(2)
     return key
 
@@ -321,7 +364,11 @@ def settled(home: Path) -> str:
 
     from locus_pipeline.defs.sensors import reports_lag
 
-    waiting = [p.name for p in (home / "incoming").iterdir() if p.is_file() and not p.name.startswith(".")] if (home / "incoming").is_dir() else []
+    waiting = (
+        [p.name for p in (home / "incoming").iterdir() if p.is_file() and not p.name.startswith(".")]
+        if (home / "incoming").is_dir()
+        else []
+    )
     if waiting:
         return f"{len(waiting)} file(s) in incoming/ not taken in yet: {waiting[:3]}"
     with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
@@ -337,7 +384,9 @@ def wait_for_reports(servers: DevServers, home: Path, timeout_s: float = 900) ->
         why = settled(home)
         calm = 0 if why else calm + 1
         if why and time.monotonic() > deadline:
-            raise TimeoutError(f"the pool and the reports did not settle in {timeout_s:.0f} s ({why}):\n{servers.log_tail()}")
+            raise TimeoutError(
+                f"the pool and the reports did not settle in {timeout_s:.0f} s ({why}):\n{servers.log_tail()}"
+            )
         time.sleep(5 if not why else 3)
 
 
@@ -360,12 +409,33 @@ def item1(walk: Walk, item: Item) -> None:
     """Column schemas, owners and tags, float metadata in the Plots tab, a useful pool preview."""
     from locus_model.pool_schema import POOL_SCHEMA
 
-    text = walk.page(item, "pool", walk.asset_url("model_embeddings"),
-                     ["Columns", "embedding", str(POOL_SCHEMA.field("embedding").type), "source", "Owners", "Tags",
-                      "layer: pool", "Row count", "training_models", "onboarded_models", "newest"])
+    text = walk.page(
+        item,
+        "pool",
+        walk.asset_url("model_embeddings"),
+        [
+            "Columns",
+            "embedding",
+            str(POOL_SCHEMA.field("embedding").type),
+            "source",
+            "Owners",
+            "Tags",
+            "layer: pool",
+            "Row count",
+            "training_models",
+            "onboarded_models",
+            "newest",
+        ],
+    )
     item.check(re.search(r"Owners\s+locus", text) is not None, "pool: owner team:locus shown (as 'locus')")
-    walk.page(item, "checkpoint-plots", walk.asset_url("locus_checkpoint"), ["Metadata", "val_routing_acc"],
-              after=lambda b: b.click_text("Plots"), then_needles=["val_routing_acc", "val_loss"])
+    walk.page(
+        item,
+        "checkpoint-plots",
+        walk.asset_url("locus_checkpoint"),
+        ["Metadata", "val_routing_acc"],
+        after=lambda b: b.click_text("Plots"),
+        then_needles=["val_routing_acc", "val_loss"],
+    )
     charts = walk.browser.evaluate("document.querySelectorAll('canvas').length")
     item.check(charts >= 2, f"checkpoint: the Plots tab draws {charts} charts")
     nodes = walk.servers.graphql("""{ assetNodes { assetKey { path } owners { ... on TeamAssetOwner { team }
@@ -375,8 +445,12 @@ def item1(walk: Walk, item: Item) -> None:
     meta = walk.latest_metadata("locus_checkpoint")
     floats = sorted(k for k, e in meta.items() if e["__typename"] == "FloatMetadataEntry")  # the kept model's figures
     item.check({"val_routing_acc", "val_loss"} <= set(floats), f"[graphql] float entries for Plots: {floats}")
-    newest = walk.latest_metadata("model_embeddings").get("newest", {}).get("mdStr", "").replace("\\_", "_")  # escaped Markdown
-    item.check("| source" in newest and "embedded_at" in newest, "[graphql] pool preview 'newest' is the newest rows by source")
+    newest = (
+        walk.latest_metadata("model_embeddings").get("newest", {}).get("mdStr", "").replace("\\_", "_")
+    )  # escaped Markdown
+    item.check(
+        "| source" in newest and "embedded_at" in newest, "[graphql] pool preview 'newest' is the newest rows by source"
+    )
 
 
 def item2(walk: Walk, item: Item) -> None:
@@ -389,35 +463,54 @@ def item2(walk: Walk, item: Item) -> None:
         shot = walk.out / f"item2-{name}-report.png"
         walk.browser.screenshot(shot)
         item.shots.append(shot.name)
-        item.check("error" not in fit and fit["img_right"] <= fit["dialog_right"] + 1,
-                   f"{name}: the report's figure fits the modal ({fit})")
+        item.check(
+            "error" not in fit and fit["img_right"] <= fit["dialog_right"] + 1,
+            f"{name}: the report's figure fits the modal ({fit})",
+        )
         item.check(bool(fit.get("img_before_table")), f"{name}: the figure comes before the tables")
         walk.browser.evaluate("document.dispatchEvent(new KeyboardEvent('keydown', {key: 'Escape'}))")
 
 
 def item3(walk: Walk, item: Item) -> None:
     """Lineage reads left to right by group; raw_evaluations feeds no analysis."""
-    walk.page(item, "lineage", f"{walk.servers.dagster}/asset-groups",
-              ["ingestion", "encoding", "training", "pool", "analyses", "onboarding", "evaluation"])
-    walk.page(item, "group-analyses", f"{walk.servers.dagster}/locations/locus/asset-groups/analyses",
-              ["embedding_geometry", "model_atlas", "analysis_reports"])
+    walk.page(
+        item,
+        "lineage",
+        f"{walk.servers.dagster}/asset-groups",
+        ["ingestion", "encoding", "training", "pool", "analyses", "onboarding", "evaluation"],
+    )
+    walk.page(
+        item,
+        "group-analyses",
+        f"{walk.servers.dagster}/locations/locus/asset-groups/analyses",
+        ["embedding_geometry", "model_atlas", "analysis_reports"],
+    )
     data = walk.servers.graphql("""{ assetNodes { assetKey { path } groupName dependedByKeys { path } } }""")
     groups = {n["assetKey"]["path"][-1]: n["groupName"] for n in data["assetNodes"]}
     raw = next(n for n in data["assetNodes"] if n["assetKey"]["path"] == ["raw_evaluations"])
     fed = sorted(k["path"][-1] for k in raw["dependedByKeys"])
-    item.check(not [k for k in fed if groups.get(k) == "analyses"], f"[graphql] raw_evaluations feeds {fed}, no analysis")
+    item.check(
+        not [k for k in fed if groups.get(k) == "analyses"], f"[graphql] raw_evaluations feeds {fed}, no analysis"
+    )
     # the graph's layout: each group's box right of the one before it (the sidebar lists the same names: rightmost)
     walk.browser.goto(f"{walk.servers.dagster}/asset-groups")
     walk.browser.wait_for_text(["ingestion", "analyses"], timeout_s=walk.timeout_s)
-    xs = walk.browser.evaluate("""(() => { const b = {}; for (const g of ['ingestion','encoding','training','pool','analyses']) {
+    xs = (
+        walk.browser.evaluate("""(() => { const b = {}; for (const g of ['ingestion','encoding','training','pool','analyses']) {
         const found = [...document.querySelectorAll('div, span')].filter(e => e.children.length === 0 && e.textContent.trim() === g)
           .map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
-        if (found.length) b[g] = Math.max(...found.map(r => r.x)); } return b; })()""") or {}
+        if (found.length) b[g] = Math.max(...found.map(r => r.x)); } return b; })()""")
+        or {}
+    )
     order = [xs.get(g, -1) for g in ("ingestion", "encoding", "training", "pool", "analyses")]
-    item.check(len(xs) == 5 and order == sorted(order) and len(set(order)) == 5,
-               f"lineage reads left to right: ingestion < encoding < training < pool < analyses (x = {order})")
-    item.notes.append("the global lineage opens with the groups collapsed (Dagster's default for several groups): "
-                      "a group's page (item3-group-analyses.png) shows its assets")
+    item.check(
+        len(xs) == 5 and order == sorted(order) and len(set(order)) == 5,
+        f"lineage reads left to right: ingestion < encoding < training < pool < analyses (x = {order})",
+    )
+    item.notes.append(
+        "the global lineage opens with the groups collapsed (Dagster's default for several groups): "
+        "a group's page (item3-group-analyses.png) shows its assets"
+    )
 
 
 def item4(walk: Walk, item: Item, onboarded_key: str) -> None:
@@ -427,18 +520,28 @@ def item4(walk: Walk, item: Item, onboarded_key: str) -> None:
     item.check(bool(url), f"[graphql] model_embeddings has an 'atlas' URL entry: {url or pool_meta.get('atlas')}")
     walk.page(item, "pool-atlas-link", walk.asset_url("model_embeddings"), ["atlas", "atlas.html"])
     if not onboarded_key:
-        item.failures.append("no onboarded model in the pool (--no-onboard): the link from an onboarded model is not checked")
+        item.failures.append(
+            "no onboarded model in the pool (--no-onboard): the link from an onboarded model is not checked"
+        )
         return
     onboarded_meta = walk.latest_metadata("onboarded_model_embedding", onboarded_key)
-    item.check(bool(onboarded_meta.get("atlas", {}).get("url")), f"[graphql] onboarded model {onboarded_key} links the atlas")
-    walk.page(item, "onboarded-model", walk.asset_url("onboarded_model_embedding", partition=onboarded_key),
-              ["atlas", "nearest_models", "per_benchmark_profile"])
+    item.check(
+        bool(onboarded_meta.get("atlas", {}).get("url")), f"[graphql] onboarded model {onboarded_key} links the atlas"
+    )
+    walk.page(
+        item,
+        "onboarded-model",
+        walk.asset_url("onboarded_model_embedding", partition=onboarded_key),
+        ["atlas", "nearest_models", "per_benchmark_profile"],
+    )
     if url:
         followed = re.sub(r"^http://127\.0\.0\.1:\d+", walk.servers.mlflow, url)
         # make dev's ports, recorded in the home's ui.json, are what every link writer reads (issue 69 item 4)
         item.check(followed == url, f"the stored atlas link carries this walk's MLflow port ({url[:60]})")
         walk.page(item, "atlas-in-mlflow", followed, ["atlas.html", "reports"])
-        frame = walk.browser.evaluate("[...document.querySelectorAll('iframe')].map(f => f.src || f.srcdoc.length).join(' ')")
+        frame = walk.browser.evaluate(
+            "[...document.querySelectorAll('iframe')].map(f => f.src || f.srcdoc.length).join(' ')"
+        )
         item.check(bool(frame), f"the MLflow artifact page renders the atlas in a frame ({str(frame)[:80]})")
 
 
@@ -453,51 +556,82 @@ def item5(walk: Walk, item: Item, onboarded_name: str) -> None:
     plot2d = html.split('id="atlas-2d"', 1)[-1].split('id="atlas-3d"', 1)[0]
     colours = set(re.findall(r'<path class="point[^"]*"[^>]*style="[^"]*fill: (rgb\([^)]*\))', plot2d))
     legend = re.findall(r'class="legendtext"[^>]*>([^<]*)<', plot2d)
-    item.check(len(colours) == len(legend) and len(legend) > 1, f"{len(legend)} legend entries, {len(colours)} distinct colours")
+    item.check(
+        len(colours) == len(legend) and len(legend) > 1,
+        f"{len(legend)} legend entries, {len(colours)} distinct colours",
+    )
     pool = pd.read_parquet(walk.home / "warehouse" / "model_embeddings.parquet", columns=["model", "source"])
     if (pool["source"] == "onboarded").any():
         item.check("onboarded" in legend and "unknown family" not in legend, f"legend names onboarded models: {legend}")
     if onboarded_name:
-        item.check(f'data-selected="{onboarded_name}"' in html and "(onboarded)" in html,
-                   f"the onboarded model {onboarded_name!r} opens from #model= and says it is onboarded")
+        item.check(
+            f'data-selected="{onboarded_name}"' in html and "(onboarded)" in html,
+            f"the onboarded model {onboarded_name!r} opens from #model= and says it is onboarded",
+        )
     bars = walk.browser.evaluate("""(() => { const box = document.getElementById('benchmark-bars');
         if (!box) return null; const outer = box.getBoundingClientRect();
         const labels = [...box.querySelectorAll('.ytick text, .xtick text, .bartext, text.bartext')].map(t => {
           const r = t.getBoundingClientRect(); return [t.textContent, r.left, r.right]; });
         return {left: outer.left, right: outer.right, labels: labels}; })()""")
-    benches = set(pd.read_parquet(walk.home / "warehouse" / "evaluation_table.parquet", columns=["benchmark"])["benchmark"].astype(str))
+    benches = set(
+        pd.read_parquet(walk.home / "warehouse" / "evaluation_table.parquet", columns=["benchmark"])[
+            "benchmark"
+        ].astype(str)
+    )
     ticks = [label for label in (bars or {}).get("labels", []) if label[0] in benches]
     cut = [label[0] for label in ticks if label[1] < bars["left"] - 1 or label[2] > bars["right"] + 1]
-    item.check(bool(ticks) and not cut, f"the selected model's benchmark bars: {len(ticks)} labels drawn, none cut at the edges {cut}")
+    item.check(
+        bool(ticks) and not cut,
+        f"the selected model's benchmark bars: {len(ticks)} labels drawn, none cut at the edges {cut}",
+    )
 
 
 def item6(walk: Walk, item: Item) -> None:
     """MLflow: the experiment opens as model training; the run links back to Dagster; the registered model."""
-    experiments = json.loads(urllib.request.urlopen(walk.servers.mlflow + "/ajax-api/2.0/mlflow/experiments/get-by-name?experiment_name=locus",
-                                                    timeout=30).read())["experiment"]
+    experiments = json.loads(
+        urllib.request.urlopen(
+            walk.servers.mlflow + "/ajax-api/2.0/mlflow/experiments/get-by-name?experiment_name=locus", timeout=30
+        ).read()
+    )["experiment"]
     tags = {t["key"]: t["value"] for t in experiments.get("tags", [])}
-    item.check(tags.get("mlflow.experimentKind") == "custom_model_development", f"[rest] experiment kind tag: {tags.get('mlflow.experimentKind')}")
+    item.check(
+        tags.get("mlflow.experimentKind") == "custom_model_development",
+        f"[rest] experiment kind tag: {tags.get('mlflow.experimentKind')}",
+    )
     eid = experiments["experiment_id"]
     meta = walk.latest_metadata("locus_checkpoint")
     link = re.sub(r"^http://127\.0\.0\.1:\d+", walk.servers.mlflow, meta.get("mlflow_experiment", {}).get("url", ""))
-    item.check("workflowType=machine_learning" in link, f"[graphql] locus_checkpoint links the experiment in the model-training view: {link}")
+    item.check(
+        "workflowType=machine_learning" in link,
+        f"[graphql] locus_checkpoint links the experiment in the model-training view: {link}",
+    )
     text = walk.page(item, "experiment", link or f"{walk.servers.mlflow}/#/experiments/{eid}", ["Runs", "locus-"])
     item.check("Detect Issues" not in text, "the experiment opens on its runs (not the GenAI overview)")
-    item.notes.append("MLflow 3.17.2 opens a bare experiment URL in its GenAI view whatever the experiment's "
-                      "mlflow.experimentKind tag (the view follows the UI-wide GenAI / Model training switch): "
-                      "every link LOCUS makes carries ?workflowType=machine_learning")
+    item.notes.append(
+        "MLflow 3.17.2 opens a bare experiment URL in its GenAI view whatever the experiment's "
+        "mlflow.experimentKind tag (the view follows the UI-wide GenAI / Model training switch): "
+        "every link LOCUS makes carries ?workflowType=machine_learning"
+    )
     run_link = re.sub(r"^http://127\.0\.0\.1:\d+", walk.servers.mlflow, meta.get("mlflow_run", {}).get("url", ""))
     item.check("/runs/" in run_link, f"[graphql] locus_checkpoint links its MLflow run: {run_link}")
     text = walk.page(item, "run", run_link, ["LOCUS checkpoint trained by Dagster run", "dagster.run_url"])
     item.check("Evaluation runs" not in text, "the run opens in the model-training view (not GenAI's evaluation runs)")
-    links = walk.browser.evaluate("[...document.querySelectorAll('a')].map(a => a.href).filter(h => /:\\d+\\/runs\\//.test(h) && !h.includes('#')).join(' ')")
+    links = walk.browser.evaluate(
+        "[...document.querySelectorAll('a')].map(a => a.href).filter(h => /:\\d+\\/runs\\//.test(h) && !h.includes('#')).join(' ')"
+    )
     item.check(bool(links), f"the run's description links the Dagster run ({(links or '')[:120]})")
-    walk.page(item, "run-metrics", run_link.replace("?", "/model-metrics?", 1) if "?" in run_link else run_link + "/model-metrics",
-              ["val_routing_acc"])
+    walk.page(
+        item,
+        "run-metrics",
+        run_link.replace("?", "/model-metrics?", 1) if "?" in run_link else run_link + "/model-metrics",
+        ["val_routing_acc"],
+    )
     sections = re.findall(r"^(\w[\w ]*)\n\((\d+)\)\nAdd chart", walk.browser.text(), flags=re.M)
     names = [name for name, _ in sections]
-    item.check(bool(names) and names[0] == "epoch",
-               f"run metrics: the per-epoch curves' section comes first (sections in order: {sections})")
+    item.check(
+        bool(names) and names[0] == "epoch",
+        f"run metrics: the per-epoch curves' section comes first (sections in order: {sections})",
+    )
     walk.page(item, "registered-model", f"{walk.servers.mlflow}/#/models/locus", ["set encoder", "current", "Version"])
 
 
@@ -508,7 +642,11 @@ def item7(walk: Walk, item: Item) -> None:
     debug = [line for line in log.splitlines() if " - DEBUG - " in line]
     item.check(not debug, f"make dev's output: {len(debug)} DEBUG lines so far (runs included: the onboarding run)")
     item.check("will not be used" not in log, "no 'dagster.yaml in the current folder ... will not be used' warning")
-    default = json.loads(urllib.request.urlopen(walk.servers.mlflow + "/ajax-api/2.0/mlflow/experiments/get?experiment_id=0", timeout=30).read())
+    default = json.loads(
+        urllib.request.urlopen(
+            walk.servers.mlflow + "/ajax-api/2.0/mlflow/experiments/get?experiment_id=0", timeout=30
+        ).read()
+    )
     location = default["experiment"]["artifact_location"]
     item.check(str(walk.home.resolve()) in location, f"[rest] the Default experiment's artifacts: {location}")
     walk.page(item, "runs", f"{walk.servers.dagster}/runs", ["onboarding_job"])
@@ -522,7 +660,9 @@ def item8(walk: Walk, item: Item) -> None:
     ui_doc = (REPO / "docs" / "ui.md").read_text(encoding="utf-8")
     data = walk.servers.graphql("{ assetNodes { assetKey { path } } }")
     assets = sorted(n["assetKey"]["path"][-1] for n in data["assetNodes"])
-    text = walk.page(item, "catalog", f"{walk.servers.dagster}/assets", ["model_embeddings", "onboarded_model_embedding"])
+    text = walk.page(
+        item, "catalog", f"{walk.servers.dagster}/assets", ["model_embeddings", "onboarded_model_embedding"]
+    )
     item.check(all(a in text for a in assets[:5]), "the catalog lists the assets")
     unnamed = [a for a in assets if f"`{a}" not in pipeline_doc]
     item.check(not unnamed, f"docs/pipeline.md names every asset ({len(assets)}); missing: {unnamed}")
@@ -535,26 +675,64 @@ def item8(walk: Walk, item: Item) -> None:
 
     config = walk.servers.graphql("""{ assetNodeOrError(assetKey: {path: ["locus_checkpoint"]}) { ... on AssetNode {
         configField { configType { ... on CompositeConfigType { fields { name defaultValueAsJson } } } } } } }""")
-    fields = {f["name"]: f["defaultValueAsJson"] for f in config["assetNodeOrError"]["configField"]["configType"]["fields"]}
-    item.check(fields.get("epochs") == str(TrainConfig().epochs), f"[graphql] launchpad epochs default {fields.get('epochs')} = the library's (and the demo's) {TrainConfig().epochs}")
+    fields = {
+        f["name"]: f["defaultValueAsJson"] for f in config["assetNodeOrError"]["configField"]["configType"]["fields"]
+    }
+    item.check(
+        fields.get("epochs") == str(TrainConfig().epochs),
+        f"[graphql] launchpad epochs default {fields.get('epochs')} = the library's (and the demo's) {TrainConfig().epochs}",
+    )
 
 
 def item9(walk: Walk, item: Item) -> None:
     """`locus search`: the target profile beside the found models', the distance explained (a terminal, no screen)."""
     import pandas as pd
 
-    benches = sorted(pd.read_parquet(walk.home / "warehouse" / "evaluation_table.parquet", columns=["benchmark"])["benchmark"].astype(str).unique())[:2]
+    benches = sorted(
+        pd.read_parquet(walk.home / "warehouse" / "evaluation_table.parquet", columns=["benchmark"])["benchmark"]
+        .astype(str)
+        .unique()
+    )[:2]
     target = f"{benches[0]}=0.9,{benches[-1]}=0.5"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-m", "locus_pipeline.cli", "search", "--home", str(walk.home), "--target", target, "--k", "3"],
-                         capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locus_pipeline.cli",
+            "search",
+            "--home",
+            str(walk.home),
+            "--target",
+            target,
+            "--k",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     (walk.out / "item9-locus-search.txt").write_text(out.stdout + out.stderr, encoding="utf-8")
     item.shots.append("item9-locus-search.txt")
     item.check(out.returncode == 0, f"locus search exits 0 ({out.returncode}: {out.stderr[-300:]})")
-    item.check("(target profile)" in out.stdout and benches[0] in out.stdout, "the target's profile is the first row, beside the found models'")
-    item.check("distance:" in out.stdout and "atlas" in out.stdout, "the distance is explained (same scale as the atlas)")
-    item.check("Ranked by target_distance" in out.stdout, "ranked by the distance to the target given (issue 58 item 9)")
-    helptext = subprocess.run([sys.executable, "-m", "locus_pipeline.cli", "search", "--help"], capture_output=True, text=True, env=env, timeout=120).stdout
+    item.check(
+        "(target profile)" in out.stdout and benches[0] in out.stdout,
+        "the target's profile is the first row, beside the found models'",
+    )
+    item.check(
+        "distance:" in out.stdout and "atlas" in out.stdout, "the distance is explained (same scale as the atlas)"
+    )
+    item.check(
+        "Ranked by target_distance" in out.stdout, "ranked by the distance to the target given (issue 58 item 9)"
+    )
+    helptext = subprocess.run(
+        [sys.executable, "-m", "locus_pipeline.cli", "search", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    ).stdout
     item.check("real models" not in helptext, "the help does not promise real models")
 
 
@@ -567,8 +745,10 @@ def item10(walk: Walk, item: Item) -> None:
     members = smallest_matching_portfolio(pd.read_parquet(walk.home / "warehouse" / "portfolios.parquet"), "k_center")
     report = walk.latest_metadata("portfolios").get("report", {}).get("mdStr", "")
     plain = report.replace("\\", "")  # the markdown escapes names' | _ etc.
-    item.check(bool(members) and all(m.replace("\\", "") in plain for m in members[:6]),
-               f"[graphql] the report names the smallest k-center portfolio's models ({members[:6]})")
+    item.check(
+        bool(members) and all(m.replace("\\", "") in plain for m in members[:6]),
+        f"[graphql] the report names the smallest k-center portfolio's models ({members[:6]})",
+    )
     item.check("| nan |" not in report, "[graphql] no nan in the report's tables (params_b of unknown sizes)")
     walk.page(item, "portfolios", walk.asset_url("portfolios"), ["summary", members[0] if members else "k-center"])
 
@@ -585,18 +765,30 @@ def item11(walk: Walk, item: Item, onboarded_key: str) -> None:
         if node["isPartitioned"] and not onboarded_key:
             continue
         meta = walk.latest_metadata(key, onboarded_key if node["isPartitioned"] else None)
-        long += [f"{key}.{label} ({len(e['text'])} chars)" for label, e in meta.items()
-                 if e["__typename"] == "TextMetadataEntry" and len(e["text"]) > TEXT_SHOWN]
-    item.check(not long, f"[graphql] no text entry over {TEXT_SHOWN} characters in {len(nodes)} assets' latest metadata: {long}")
+        long += [
+            f"{key}.{label} ({len(e['text'])} chars)"
+            for label, e in meta.items()
+            if e["__typename"] == "TextMetadataEntry" and len(e["text"]) > TEXT_SHOWN
+        ]
+    item.check(
+        not long,
+        f"[graphql] no text entry over {TEXT_SHOWN} characters in {len(nodes)} assets' latest metadata: {long}",
+    )
     router = walk.latest_metadata("locus_checkpoint").get("router", {})
     described = router.get("mdStr") or router.get("text", "")
-    item.check(router.get("__typename") in ("MarkdownMetadataEntry", "TextMetadataEntry") and bool(described),
-               f"[graphql] locus_checkpoint's router entry: {router.get('__typename')}")
+    item.check(
+        router.get("__typename") in ("MarkdownMetadataEntry", "TextMetadataEntry") and bool(described),
+        f"[graphql] locus_checkpoint's router entry: {router.get('__typename')}",
+    )
     text = walk.page(item, "checkpoint-router", walk.asset_url("locus_checkpoint"), ["router"])
-    item.check(described.replace("\\", "") in text, f"the router's description shows whole on the page ({described[:60]}...)")
+    item.check(
+        described.replace("\\", "") in text, f"the router's description shows whole on the page ({described[:60]}...)"
+    )
     atlas = walk.latest_metadata("model_embeddings").get("atlas", {})
-    item.check(atlas.get("__typename") in ("UrlMetadataEntry", "MarkdownMetadataEntry"),
-               f"[graphql] model_embeddings' atlas entry is a URL (or a markdown line saying why not): {atlas.get('__typename')}")
+    item.check(
+        atlas.get("__typename") in ("UrlMetadataEntry", "MarkdownMetadataEntry"),
+        f"[graphql] model_embeddings' atlas entry is a URL (or a markdown line saying why not): {atlas.get('__typename')}",
+    )
 
 
 def item12(walk: Walk, item: Item, onboarded_key: str, onboarded_name: str) -> None:
@@ -605,10 +797,20 @@ def item12(walk: Walk, item: Item, onboarded_key: str, onboarded_name: str) -> N
     if not onboarded_key:
         item.failures.append("no onboarded model in the pool (--no-onboard): nothing to remove")
         return
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "LOCUS_HOME": str(walk.home),
-           "DAGSTER_HOME": str(walk.home / "dagster")}
-    out = subprocess.run([sys.executable, "-m", "locus_pipeline.cli", "pool", "remove", onboarded_name, "--home", str(walk.home)],
-                         capture_output=True, text=True, env=env, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "HF_HUB_OFFLINE": "1",
+        "LOCUS_HOME": str(walk.home),
+        "DAGSTER_HOME": str(walk.home / "dagster"),
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "locus_pipeline.cli", "pool", "remove", onboarded_name, "--home", str(walk.home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     (walk.out / "item12-pool-remove.txt").write_text(out.stdout + out.stderr, encoding="utf-8")
     item.shots.append("item12-pool-remove.txt")
     item.check(out.returncode == 0, f"locus pool remove exits 0 ({out.returncode}: {out.stderr[-300:]})")
@@ -616,50 +818,78 @@ def item12(walk: Walk, item: Item, onboarded_key: str, onboarded_name: str) -> N
         ... on AssetNode { partitionKeys } } }""")["assetNodeOrError"].get("partitionKeys", [])
     latest = walk.latest_metadata("onboarded_model_embedding", onboarded_key)
     routable = latest.get("routable", {}).get("boolValue")
-    item.check(onboarded_key not in keys or routable is False or "removed" in latest,
-               f"[graphql] partition {onboarded_key!r}: {'gone' if onboarded_key not in keys else 'kept'}; latest "
-               f"materialization: routable {routable}, entries {sorted(latest)}")
+    item.check(
+        onboarded_key not in keys or routable is False or "removed" in latest,
+        f"[graphql] partition {onboarded_key!r}: {'gone' if onboarded_key not in keys else 'kept'}; latest "
+        f"materialization: routable {routable}, entries {sorted(latest)}",
+    )
     if onboarded_key in keys:
-        text = walk.page(item, "removed-partition", walk.asset_url("onboarded_model_embedding", partition=onboarded_key), ["removed"])
+        text = walk.page(
+            item, "removed-partition", walk.asset_url("onboarded_model_embedding", partition=onboarded_key), ["removed"]
+        )
         item.check("routable: true" not in text.lower(), "the partition's page no longer says routable: true")
 
 
-ITEMS = [(1, "Dagster asset pages: columns, owners, tags, float metadata + Plots, pool preview"),
-         (2, "Reports: summary and figure first, figure fits the modal, long tables in Parquet"),
-         (3, "Lineage: groups left to right, no raw_evaluations edges into the analyses"),
-         (4, "The atlas has a URL, linked from the pool asset and an onboarded model"),
-         (5, "The atlas: colours per family, onboarded models labelled, bar labels drawn"),
-         (6, "MLflow: model-training experiment, run linked to Dagster, registered model"),
-         (7, "make dev / make demo: incoming/, no DEBUG lines, no dagster.yaml warning, Default experiment"),
-         (8, "the README and docs match the screens"),
-         (9, "locus search output"),
-         (10, "Issue 58 item 7: the portfolios report names its models, no nan"),
-         (11, "Issue 58 item 11: long metadata (router, atlas link) shows whole"),
-         (12, "Issue 58 item 6: a removed model's partition does not look live (removes the onboarded model: last)")]
+ITEMS = [
+    (1, "Dagster asset pages: columns, owners, tags, float metadata + Plots, pool preview"),
+    (2, "Reports: summary and figure first, figure fits the modal, long tables in Parquet"),
+    (3, "Lineage: groups left to right, no raw_evaluations edges into the analyses"),
+    (4, "The atlas has a URL, linked from the pool asset and an onboarded model"),
+    (5, "The atlas: colours per family, onboarded models labelled, bar labels drawn"),
+    (6, "MLflow: model-training experiment, run linked to Dagster, registered model"),
+    (7, "make dev / make demo: incoming/, no DEBUG lines, no dagster.yaml warning, Default experiment"),
+    (8, "the README and docs match the screens"),
+    (9, "locus search output"),
+    (10, "Issue 58 item 7: the portfolios report names its models, no nan"),
+    (11, "Issue 58 item 11: long metadata (router, atlas link) shows whole"),
+    (12, "Issue 58 item 6: a removed model's partition does not look live (removes the onboarded model: last)"),
+]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--home", type=Path, required=True, help="a LOCUS_HOME that has been through the demo")
-    parser.add_argument("--out", type=Path, default=Path("ui-walk"), help="screenshots and DOMs go here (default ui-walk/)")
-    parser.add_argument("--dagster-port", type=int, default=env_port("DAGSTER_PORT"),
-                        help="default: $DAGSTER_PORT (as make dev), else a free port")
-    parser.add_argument("--mlflow-port", type=int, default=env_port("MLFLOW_PORT"),
-                        help="default: $MLFLOW_PORT (as make dev), else a free port")
-    parser.add_argument("--in-place", action="store_true",
-                        help="walk --home itself (it keeps the onboarded model and the runs); default: a temporary copy")
+    parser.add_argument(
+        "--out", type=Path, default=Path("ui-walk"), help="screenshots and DOMs go here (default ui-walk/)"
+    )
+    parser.add_argument(
+        "--dagster-port",
+        type=int,
+        default=env_port("DAGSTER_PORT"),
+        help="default: $DAGSTER_PORT (as make dev), else a free port",
+    )
+    parser.add_argument(
+        "--mlflow-port",
+        type=int,
+        default=env_port("MLFLOW_PORT"),
+        help="default: $MLFLOW_PORT (as make dev), else a free port",
+    )
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="walk --home itself (it keeps the onboarded model and the runs); default: a temporary copy",
+    )
     parser.add_argument("--timeout-s", type=float, default=60, help="how long a page may take to show its text")
-    parser.add_argument("--no-onboard", action="store_true", help="do not drop a file into incoming/ when the pool has no onboarded model")
+    parser.add_argument(
+        "--no-onboard",
+        action="store_true",
+        help="do not drop a file into incoming/ when the pool has no onboarded model",
+    )
     parser.add_argument("--items", default="1-12", help="e.g. 1,4-6")
-    parser.add_argument("--build-tiny", action="store_true",
-                        help="first build a tiny synthetic home at --home (unless it holds a pool already; ~80 s)")
+    parser.add_argument(
+        "--build-tiny",
+        action="store_true",
+        help="first build a tiny synthetic home at --home (unless it holds a pool already; ~80 s)",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if screenshot.chromium() is None:
-        print("ui_walk: chromium is not installed (Debian's chromium and chromium-driver: README, Tests)", file=sys.stderr)
+        print(
+            "ui_walk: chromium is not installed (Debian's chromium and chromium-driver: README, Tests)", file=sys.stderr
+        )
         return 3
     home, out = args.home.resolve(), args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -679,7 +909,10 @@ def main(argv: list[str] | None = None) -> int:
         wanted |= set(range(int(lo), int(hi or lo) + 1))
     with walked_home(home, in_place=args.in_place) as walked:
         if walked != home:
-            print(f"walking a copy of {home} at {walked} (removed at the end; --in-place walks the home itself)", flush=True)
+            print(
+                f"walking a copy of {home} at {walked} (removed at the end; --in-place walks the home itself)",
+                flush=True,
+            )
         return walk_home(walked, out, args, wanted)
 
 
@@ -688,19 +921,28 @@ def walk_home(home: Path, out: Path, args: argparse.Namespace, wanted: set[int])
     started = time.monotonic()
     dagster_port = args.dagster_port or free_port()
     mlflow_port = args.mlflow_port or free_port()
-    os.environ["MLFLOW_PORT"], os.environ["DAGSTER_PORT"] = str(mlflow_port), str(dagster_port)  # for the links this walk makes
+    os.environ["MLFLOW_PORT"], os.environ["DAGSTER_PORT"] = (
+        str(mlflow_port),
+        str(dagster_port),
+    )  # for the links this walk makes
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a SIGTERM still runs the finally: the servers stop
     servers = DevServers(home, out / "dev.log", dagster_port=dagster_port, mlflow_port=mlflow_port)
     results: list[Item] = []
     try:
         servers.wait_ready()
-        print(f"servers ready in {time.monotonic() - started:.0f} s: Dagster {servers.dagster}, MLflow {servers.mlflow}", flush=True)
+        print(
+            f"servers ready in {time.monotonic() - started:.0f} s: Dagster {servers.dagster}, MLflow {servers.mlflow}",
+            flush=True,
+        )
         keys = onboarded_keys(home)
         if not keys and not args.no_onboard:
             keys = [onboard_one(home, servers)]
             print(f"onboarded {ONBOARDED_NAME!r} through incoming/ ({time.monotonic() - started:.0f} s)", flush=True)
         wait_for_reports(servers, home)
-        print(f"the reports follow the pool and no run is queued or running ({time.monotonic() - started:.0f} s)", flush=True)
+        print(
+            f"the reports follow the pool and no run is queued or running ({time.monotonic() - started:.0f} s)",
+            flush=True,
+        )
         import pandas as pd
 
         pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet", columns=["model", "model_key"])
@@ -708,10 +950,20 @@ def walk_home(home: Path, out: Path, args: argparse.Namespace, wanted: set[int])
         name = str(pool.loc[pool["model_key"] == key, "model"].iloc[0]) if key else ""
         with screenshot.Browser(width=1280, height=900) as browser:
             walk = Walk(home, out, servers, browser, timeout_s=args.timeout_s)
-            checks = {1: lambda i: item1(walk, i), 2: lambda i: item2(walk, i), 3: lambda i: item3(walk, i),
-                      4: lambda i: item4(walk, i, key), 5: lambda i: item5(walk, i, name), 6: lambda i: item6(walk, i),
-                      7: lambda i: item7(walk, i), 8: lambda i: item8(walk, i), 9: lambda i: item9(walk, i),
-                      10: lambda i: item10(walk, i), 11: lambda i: item11(walk, i, key), 12: lambda i: item12(walk, i, key, name)}
+            checks = {
+                1: lambda i: item1(walk, i),
+                2: lambda i: item2(walk, i),
+                3: lambda i: item3(walk, i),
+                4: lambda i: item4(walk, i, key),
+                5: lambda i: item5(walk, i, name),
+                6: lambda i: item6(walk, i),
+                7: lambda i: item7(walk, i),
+                8: lambda i: item8(walk, i),
+                9: lambda i: item9(walk, i),
+                10: lambda i: item10(walk, i),
+                11: lambda i: item11(walk, i, key),
+                12: lambda i: item12(walk, i, key, name),
+            }
             for number, title in ITEMS:
                 if number not in wanted:
                     continue
@@ -729,9 +981,15 @@ def walk_home(home: Path, out: Path, args: argparse.Namespace, wanted: set[int])
                     print(f"    ok   {line}", flush=True)
     finally:
         took = servers.stop()
-        print(f"servers stopped in {took:.1f} s; walk took {time.monotonic() - started:.0f} s; screenshots in {out}", flush=True)
+        print(
+            f"servers stopped in {took:.1f} s; walk took {time.monotonic() - started:.0f} s; screenshots in {out}",
+            flush=True,
+        )
     failed = [i.number for i in results if i.failures]
-    print(f"{'FAIL' if failed else 'PASS'}: {len(results) - len(failed)} of {len(results)} items pass" + (f" (failed: {failed})" if failed else ""))
+    print(
+        f"{'FAIL' if failed else 'PASS'}: {len(results) - len(failed)} of {len(results)} items pass"
+        + (f" (failed: {failed})" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -15,10 +15,19 @@ def unexplained_local_imports(source: str) -> list[int]:
     its block of imports (a run of import lines and blank lines)."""
     lines = source.splitlines()
     tree = ast.parse(source)
-    inner = {n.lineno for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-             for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
-    import_lines = {line for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-                    for line in range(n.lineno, n.end_lineno + 1)}
+    inner = {
+        n.lineno
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in ast.walk(f)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+    }
+    import_lines = {
+        line
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for line in range(n.lineno, n.end_lineno + 1)
+    }
 
     def says_why(line: int) -> bool:
         if WHY in lines[line - 1]:

@@ -19,13 +19,19 @@ def test_the_readme_is_at_most_150_lines() -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_resolves(page: Path) -> None:
-    targets = [t for t in LINK.findall(page.read_text(encoding="utf-8")) if "://" not in t and not t.startswith("mailto:")]
+    targets = [
+        t for t in LINK.findall(page.read_text(encoding="utf-8")) if "://" not in t and not t.startswith("mailto:")
+    ]
     missing = [t for t in targets if not (page.parent / t).exists()]
     assert not missing, f"{page.relative_to(ROOT)} links to files that do not exist: {missing}"
 
 
 def test_the_link_finder_finds_links() -> None:
-    assert LINK.findall("see [a](docs/a.md#x) and [b](https://x.org) and [c](b.md)") == ["docs/a.md", "https://x.org", "b.md"]
+    assert LINK.findall("see [a](docs/a.md#x) and [b](https://x.org) and [c](b.md)") == [
+        "docs/a.md",
+        "https://x.org",
+        "b.md",
+    ]
 
 
 COMMIT_HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
@@ -41,7 +47,10 @@ def test_experiments_keeps_one_short_line_per_experiment_and_no_commit() -> None
 
 
 def test_the_commit_finder_finds_commits_and_spares_words_and_numbers() -> None:
-    assert COMMIT_HASH.findall("at 626f560 and 0cc1227d, not 1e-5 or 2,001 or defaced or 1234567") == ["626f560", "0cc1227d"]
+    assert COMMIT_HASH.findall("at 626f560 and 0cc1227d, not 1e-5 or 2,001 or defaced or 1234567") == [
+        "626f560",
+        "0cc1227d",
+    ]
 
 
 def test_the_diagnostics_readme_lists_every_script() -> None:
@@ -56,7 +65,7 @@ def _expand(name: str) -> list[str]:
     m = re.search(r"\{([^{}]*)\}", name)
     if not m:
         return [name]
-    return [e for part in m.group(1).split(",") for e in _expand(name[:m.start()] + part + name[m.end():])]
+    return [e for part in m.group(1).split(",") for e in _expand(name[: m.start()] + part + name[m.end() :])]
 
 
 def test_every_result_file_the_bench_index_names_exists() -> None:

@@ -13,8 +13,13 @@ def other_test_modules(source: str, own: str) -> list[str]:
     """The test modules other than ``own`` that ``source`` imports."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                   [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+        modules = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module
+            else []
+        )
         found += [m for m in modules if m.startswith("tests.") and m.split(".")[-1].startswith("test_") and m != own]
     return found
 
@@ -25,11 +30,17 @@ def test_no_test_module_imports_another() -> None:
         own = ".".join(path.relative_to(TESTS.parent).with_suffix("").parts)
         if found := other_test_modules(path.read_text(encoding="utf-8"), own):
             offenders[str(path.relative_to(TESTS))] = found
-    assert not offenders, f"tests importing other test modules (move the helpers to a helpers module or conftest): {offenders}"
+    assert not offenders, (
+        f"tests importing other test modules (move the helpers to a helpers module or conftest): {offenders}"
+    )
 
 
 def test_the_finder_tells_a_test_module_from_a_helper_and_from_itself() -> None:
-    source = ("from tests.locus_pipeline.defs.test_sensors import drop\nfrom tests.locus_pipeline.drops import drop\n"
-              "import tests.locus_model.test_cli\nfrom tests.locus_model.test_x import y\n")
-    assert other_test_modules(source, "tests.locus_model.test_x") == ["tests.locus_pipeline.defs.test_sensors",
-                                                                      "tests.locus_model.test_cli"]
+    source = (
+        "from tests.locus_pipeline.defs.test_sensors import drop\nfrom tests.locus_pipeline.drops import drop\n"
+        "import tests.locus_model.test_cli\nfrom tests.locus_model.test_x import y\n"
+    )
+    assert other_test_modules(source, "tests.locus_model.test_x") == [
+        "tests.locus_pipeline.defs.test_sensors",
+        "tests.locus_model.test_cli",
+    ]

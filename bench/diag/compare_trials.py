@@ -38,8 +38,13 @@ from locus_model.stats.metrics import roc_auc, routing_accuracy
 def fold_probs(setup, fold, train_config, cache: Path, tag: str, model_config=None):  # methods.Fitted
     """(M, Q_test) P(correct) of the fold's LOCUS trained with train_config (and model_config, default the setup's):
     the cached fit, else trained now (and cached, as bench_accuracy's fit cache does)."""
-    return cached_fit_and_predict(cache, tag)(**{**setup.fit_args("locus", fold), "train_config": train_config,
-                                                 "model_config": model_config or setup.model_config})
+    return cached_fit_and_predict(cache, tag)(
+        **{
+            **setup.fit_args("locus", fold),
+            "train_config": train_config,
+            "model_config": model_config or setup.model_config,
+        }
+    )
 
 
 def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str, tag_b: str) -> dict:
@@ -48,13 +53,14 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
     (train_branches) and each trial's fit is scored and cached under the key bench_accuracy gives it."""
     import time
 
+    from bench.common import fit_path, load_fitted, save_fitted
     from locus_model.evaluation.methods import fit_and_predict
     from locus_model.training import train_branches
 
-    from bench.common import fit_path, load_fitted, save_fitted
-
     trials = {"a": (config_a, tag_a), "b": (config_b, tag_b)}
-    paths = {k: fit_path(cache, {**setup.fit_args("locus", fold), "train_config": c}, t) for k, (c, t) in trials.items()}
+    paths = {
+        k: fit_path(cache, {**setup.fit_args("locus", fold), "train_config": c}, t) for k, (c, t) in trials.items()
+    }
     if not all(p.is_file() for p in paths.values()):
         t0 = time.perf_counter()
         budget, val = fold.budget_and_val(setup.scores)
@@ -62,21 +68,44 @@ def branched_fold_probs(setup, fold, config_a, config_b, cache: Path, tag_a: str
         if labels is not None:  # as fit_and_predict gives them: the test queries' labels unread
             labels = np.asarray(labels).astype(str).astype(object)
             labels[np.asarray(fold.test)] = ""
-        results = train_branches(setup.encodings, budget[setup.trained], val[setup.trained], benchmarks=labels,
-                                 model_config=setup.model_config, train_configs=[config_a, config_b])
+        results = train_branches(
+            setup.encodings,
+            budget[setup.trained],
+            val[setup.trained],
+            benchmarks=labels,
+            model_config=setup.model_config,
+            train_configs=[config_a, config_b],
+        )
         shared = time.perf_counter() - t0
         cache.mkdir(parents=True, exist_ok=True)
         for (k, (config, _)), result in zip(trials.items(), results):
             args = {**setup.fit_args("locus", fold), "train_config": config, "router": result.router}
             fitted = fit_and_predict(**args)
-            result.router.save(paths[k].with_suffix(".pt"), fold=fold.index, anchors=fold.anchors.tolist(),
-                            trained=setup.trained.tolist(), held=setup.held.tolist(), seed=args["seed"])
+            result.router.save(
+                paths[k].with_suffix(".pt"),
+                fold=fold.index,
+                anchors=fold.anchors.tolist(),
+                trained=setup.trained.tolist(),
+                held=setup.held.tolist(),
+                seed=args["seed"],
+            )
             save_fitted(paths[k], fitted._replace(seconds=shared + fitted.seconds))
     return {k: load_fitted(path)[:2] for k, path in paths.items()}  # the trials compare P(correct), unguarded
 
 
-def compare(setup, config_a, config_b, *, cache: Path, tag_a: str = "", tag_b: str = "", folds=None,
-            n_boot: int = 2000, branch: bool = False, models: dict | None = None) -> dict:
+def compare(
+    setup,
+    config_a,
+    config_b,
+    *,
+    cache: Path,
+    tag_a: str = "",
+    tag_b: str = "",
+    folds=None,
+    n_boot: int = 2000,
+    branch: bool = False,
+    models: dict | None = None,
+) -> dict:
     """Both trials on every fold (or ``folds``): per group (all, in_training, held_out) the fold means of routing and
     AUC of each trial and B minus A with its interval. models: {"a"/"b": LocusConfig} where a trial's differs from
     the setup's."""
@@ -100,8 +129,13 @@ def compare(setup, config_a, config_b, *, cache: Path, tag_a: str = "", tag_b: s
             continue
         sub = {k: [p[rows] for p in v] for k, v in probs.items()}
         ys = [y[rows] for y in labels]
-        per_fold = {k: {"routing_acc": [routing_accuracy(p, y) for p, y in zip(v, ys)],
-                        "auc": [roc_auc(p, y) for p, y in zip(v, ys)]} for k, v in sub.items()}
+        per_fold = {
+            k: {
+                "routing_acc": [routing_accuracy(p, y) for p, y in zip(v, ys)],
+                "auc": [roc_auc(p, y) for p, y in zip(v, ys)],
+            }
+            for k, v in sub.items()
+        }
         diff = bootstrap_comparisons(sub, ys, against="b", n_boot=n_boot, seed=setup.seed)["a"]
         out["groups"][group] = {"per_fold": per_fold, "b_minus_a": diff}
     return out
@@ -109,9 +143,12 @@ def compare(setup, config_a, config_b, *, cache: Path, tag_a: str = "", tag_b: s
 
 def report(result: dict, a: list[str], b: list[str]) -> str:
     pct = lambda x: f"{100 * x:.1f}"  # noqa: E731
-    lines = [f"A = {' '.join(a) or 'defaults'}; B = {' '.join(b) or 'defaults'}; folds {result['folds']}; fit seconds "
-             f"A {[round(s) for s in result['fit_seconds']['a']]}, B {[round(s) for s in result['fit_seconds']['b']]}",
-             "| group | routing A | routing B | B minus A | AUC A | AUC B | B minus A |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"A = {' '.join(a) or 'defaults'}; B = {' '.join(b) or 'defaults'}; folds {result['folds']}; fit seconds "
+        f"A {[round(s) for s in result['fit_seconds']['a']]}, B {[round(s) for s in result['fit_seconds']['b']]}",
+        "| group | routing A | routing B | B minus A | AUC A | AUC B | B minus A |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for group, g in result["groups"].items():
         cells = [group]
         for metric in ("routing_acc", "auc"):
@@ -119,8 +156,12 @@ def report(result: dict, a: list[str], b: list[str]) -> str:
             d = g["b_minus_a"][metric]
             cells += [pct(ma), pct(mb), f"{100 * d['diff']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("routing per fold, A: " + " / ".join(pct(x) for x in result["groups"]["all"]["per_fold"]["a"]["routing_acc"])
-                 + "; B: " + " / ".join(pct(x) for x in result["groups"]["all"]["per_fold"]["b"]["routing_acc"]))
+    lines.append(
+        "routing per fold, A: "
+        + " / ".join(pct(x) for x in result["groups"]["all"]["per_fold"]["a"]["routing_acc"])
+        + "; B: "
+        + " / ".join(pct(x) for x in result["groups"]["all"]["per_fold"]["b"]["routing_acc"])
+    )
     return "\n".join(lines)
 
 
@@ -139,9 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tag-a", default="", help="the bench_accuracy --tag whose cached fits are trial A's")
     p.add_argument("--tag-b", default="", help="the bench_accuracy --tag whose cached fits are trial B's")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--branch", action="store_true",
-                   help="train each fold once and branch after the selected epoch (A and B may differ only in "
-                        "locus_model.training.train.BRANCH_FIELDS: refit, fine-tuning, calibration); half the CPU")
+    p.add_argument(
+        "--branch",
+        action="store_true",
+        help="train each fold once and branch after the selected epoch (A and B may differ only in "
+        "locus_model.training.train.BRANCH_FIELDS: refit, fine-tuning, calibration); half the CPU",
+    )
     p.add_argument("--n-boot", type=int, default=2000)
     p.add_argument("--out", type=Path, default=None, help="also write the result JSON here")
     args = p.parse_args(argv)
@@ -149,13 +193,32 @@ def main(argv: list[str] | None = None) -> int:
     setup = protocol_setup(args.suite, budget=args.budget, folds=args.folds, seed=args.seed)
     config_a = apply_options(setup.train_config, args.a, "--a")
     config_b = apply_options(setup.train_config, args.b, "--b")
-    models = {k: apply_options(setup.model_config, opts, f"--model-{k}")
-              for k, opts in (("a", args.model_a), ("b", args.model_b)) if opts}
-    result = compare(setup, config_a, config_b, cache=args.fit_cache, tag_a=args.tag_a, tag_b=args.tag_b,
-                     folds=args.only_folds, n_boot=args.n_boot, branch=args.branch, models=models)
-    result["settings"] = {"suite": args.suite, "budget": args.budget, "a": args.a, "b": args.b,
-                          "model_a": args.model_a, "model_b": args.model_b,
-                          "command": " ".join(["compare_trials.py", *(argv if argv is not None else sys.argv[1:])])}
+    models = {
+        k: apply_options(setup.model_config, opts, f"--model-{k}")
+        for k, opts in (("a", args.model_a), ("b", args.model_b))
+        if opts
+    }
+    result = compare(
+        setup,
+        config_a,
+        config_b,
+        cache=args.fit_cache,
+        tag_a=args.tag_a,
+        tag_b=args.tag_b,
+        folds=args.only_folds,
+        n_boot=args.n_boot,
+        branch=args.branch,
+        models=models,
+    )
+    result["settings"] = {
+        "suite": args.suite,
+        "budget": args.budget,
+        "a": args.a,
+        "b": args.b,
+        "model_a": args.model_a,
+        "model_b": args.model_b,
+        "command": " ".join(["compare_trials.py", *(argv if argv is not None else sys.argv[1:])]),
+    }
     print(report(result, args.a + args.model_a, args.b + args.model_b))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

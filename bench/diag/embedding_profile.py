@@ -53,7 +53,7 @@ def loo_ridge(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     for i in range(len(y)):
         rest = np.arange(len(y)) != i
         fit = make_pipeline(StandardScaler(), RidgeCV(alphas=np.logspace(-2, 4, 13))).fit(x[rest], y[rest])
-        out[i] = fit.predict(x[i: i + 1])[0]
+        out[i] = fit.predict(x[i : i + 1])[0]
     return out
 
 
@@ -69,17 +69,30 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for f in args.folds:
         fold = setup.splits[f]
-        z = embed_evaluation_sets(fold_locus(setup, fold, args.fit_cache).model, setup.encodings, setup.anchor_sets(fold))
+        z = embed_evaluation_sets(
+            fold_locus(setup, fold, args.fit_cache).model, setup.encodings, setup.anchor_sets(fold)
+        )
         truth = profile(setup.scores, bench_of, fold.test)
         accuracy = np.nanmean(setup.scores[:, fold.anchors], axis=1, keepdims=True)
         seen = profile(setup.scores, bench_of, fold.anchors)
-        rows.append((f, r2(loo_ridge(np.asarray(z, np.float64), truth), truth), r2(loo_ridge(accuracy, truth), truth),
-                     r2(seen, truth), r2(loo_ridge(np.concatenate([accuracy, np.nan_to_num(seen)], axis=1), truth), truth)))
+        rows.append(
+            (
+                f,
+                r2(loo_ridge(np.asarray(z, np.float64), truth), truth),
+                r2(loo_ridge(accuracy, truth), truth),
+                r2(seen, truth),
+                r2(loo_ridge(np.concatenate([accuracy, np.nan_to_num(seen)], axis=1), truth), truth),
+            )
+        )
         print(f"fold {f}: " + ", ".join(f"{v:+.3f}" for v in rows[-1][1:]), file=sys.stderr, flush=True)
-    print(f"\n{args.suite}, budget {args.budget}: leave-one-model-out R^2 of each model's per-benchmark profile on the "
-          f"test queries ({len(setup.matrix.models)} models x {len(np.unique(bench_of))} benchmarks)\n")
-    print("| fold | from the embedding (ridge) | from accuracy only (ridge) | the anchors' own profile | "
-          "from accuracy + the anchors' profile (ridge) |")
+    print(
+        f"\n{args.suite}, budget {args.budget}: leave-one-model-out R^2 of each model's per-benchmark profile on the "
+        f"test queries ({len(setup.matrix.models)} models x {len(np.unique(bench_of))} benchmarks)\n"
+    )
+    print(
+        "| fold | from the embedding (ridge) | from accuracy only (ridge) | the anchors' own profile | "
+        "from accuracy + the anchors' profile (ridge) |"
+    )
     print("|---|---|---|---|---|")
     for f, *values in rows:
         print(f"| {f} | " + " | ".join(f"{v:+.3f}" for v in values) + " |")

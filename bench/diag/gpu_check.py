@@ -67,7 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     is_val = rng.random(Q) < 0.1
     train = np.where(is_val[None], np.nan, scores)
     val = np.where(is_val[None], scores, np.nan)
-    report: dict = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0) if dev != "cpu" else "none", "pool": [M, Q], "checks": {}}
+    report: dict = {
+        "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name(0) if dev != "cpu" else "none",
+        "pool": [M, Q],
+        "checks": {},
+    }
     ok = True
 
     def check(name: str, passed: bool, **values) -> None:
@@ -84,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         res = train_locus(enc, train, val, model_config=mcfg, train_config=cfg, progress=False)
         _sync()
-        timing[device] = {"epochs": len(res.history), "total_s": time.perf_counter() - t0,
-                          "median_epoch_s": float(np.median([h["seconds"] for h in res.history]))}
+        timing[device] = {
+            "epochs": len(res.history),
+            "total_s": time.perf_counter() - t0,
+            "median_epoch_s": float(np.median([h["seconds"] for h in res.history])),
+        }
         if device == dev:
             cuda_res = res
     report["train_epoch_seconds"] = timing
@@ -94,9 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     finite = all(torch.isfinite(t).all() for t in model.state_dict().values())
     base_rate = np.nanmean(train)
     const_bce = float(-(base_rate * np.log(base_rate) + (1 - base_rate) * np.log(1 - base_rate)))
-    check("cuda_training", finite and cuda_res.best_metrics["val_loss"] < const_bce,
-          best_epoch=cuda_res.best_epoch, val_loss=cuda_res.best_metrics["val_loss"], constant_bce=const_bce,
-          val_routing=cuda_res.best_metrics["val_routing_acc"])
+    check(
+        "cuda_training",
+        finite and cuda_res.best_metrics["val_loss"] < const_bce,
+        best_epoch=cuda_res.best_epoch,
+        val_loss=cuda_res.best_metrics["val_loss"],
+        constant_bce=const_bce,
+        val_routing=cuda_res.best_metrics["val_routing_acc"],
+    )
 
     sets = []
     for m in range(M):
@@ -111,15 +124,22 @@ def main(argv: list[str] | None = None) -> int:
     zc = embed_evaluation_sets(model, enc, sets, device="cpu")
     pg = predict_proba(model, z1, enc[:1000], device=dev)
     pc = predict_proba(model, zc, enc[:1000], device="cpu")
-    check("cuda_vs_cpu", np.abs(z1 - zc).max() < 1e-3 and np.abs(pg - pc).max() < 1e-3,
-          embedding_max_abs=float(np.abs(z1 - zc).max()), proba_max_abs=float(np.abs(pg - pc).max()))
+    check(
+        "cuda_vs_cpu",
+        np.abs(z1 - zc).max() < 1e-3 and np.abs(pg - pc).max() < 1e-3,
+        embedding_max_abs=float(np.abs(z1 - zc).max()),
+        proba_max_abs=float(np.abs(pg - pc).max()),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "locus.pt"
         save_checkpoint(path, model.to(dev), note="gpu_check")
         loaded, extra = load_checkpoint(path, map_location="cpu")
         zl = embed_evaluation_sets(loaded, enc, sets, device="cpu")
-        check("checkpoint_cuda_to_cpu", np.array_equal(zl, zc) and extra == {"note": "gpu_check"},
-              max_abs=float(np.abs(zl - zc).max()))
+        check(
+            "checkpoint_cuda_to_cpu",
+            np.array_equal(zl, zc) and extra == {"note": "gpu_check"},
+            max_abs=float(np.abs(zl - zc).max()),
+        )
 
     # speed: 112 models x 4,096 evaluations (768-d, as bench_speed.py), scoring 4,096 x 112
     g = np.random.default_rng(1)

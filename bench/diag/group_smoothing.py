@@ -33,9 +33,9 @@ from bench.common import RESULTS, apply_options, load_suite
 from locus_model.data.encoding import encode_queries
 from locus_model.evaluation.methods import fit_and_predict
 from locus_model.evaluation.splits import kfold_splits
+from locus_model.router import fit_router
 from locus_model.routing import routing_scores
 from locus_model.stats.metrics import roc_auc
-from locus_model.router import fit_router
 from locus_model.training import TrainConfig
 
 
@@ -87,8 +87,13 @@ def add_unit_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--holdouts", nargs="+", default=list(HOLDOUTS), choices=HOLDOUTS)
     p.add_argument("--only-folds", type=int, nargs="*", default=None)
     p.add_argument("--budget", type=int, default=256)
-    p.add_argument("--case", type=Path, default=None, help="a case file (bench_case's): its models and questions, one "
-                   "draw, the protocol's 0.2 held out (as `locus evaluate`); --suite mmlu")
+    p.add_argument(
+        "--case",
+        type=Path,
+        default=None,
+        help="a case file (bench_case's): its models and questions, one "
+        "draw, the protocol's 0.2 held out (as `locus evaluate`); --suite mmlu",
+    )
     p.add_argument("--seed", type=int, default=0)
 
 
@@ -120,8 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     add_unit_arguments(p)
     p.add_argument("--epochs", type=int, default=None, help="LOCUS max epochs (default: TrainConfig's)")
     p.add_argument("--train-option", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--guards", type=float, nargs="*", default=[], metavar="MARGIN",
-                   help="also score the default router guarded toward the model most accurate on its own anchors")
+    p.add_argument(
+        "--guards",
+        type=float,
+        nargs="*",
+        default=[],
+        metavar="MARGIN",
+        help="also score the default router guarded toward the model most accurate on its own anchors",
+    )
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -136,38 +147,72 @@ def main(argv: list[str] | None = None) -> int:
         probs, facts = locus_pair(scores, enc, bench, fold, trained, held, args.seed + fold.index, train_config)
         own = np.nanmean(fold.budget_and_val(scores)[0], axis=1)  # each model's accuracy on its anchors
         for margin in args.guards:
-            probs[f"guard_{margin:g}"] = routing_scores(probs["locus_k1"], own, margin)  # trial (e): raw anchor accuracy
+            probs[f"guard_{margin:g}"] = routing_scores(
+                probs["locus_k1"], own, margin
+            )  # trial (e): raw anchor accuracy
         for name in ("per_benchmark", "best_single"):
             probs[name] = run_unit(name, scores, enc, bench, fold, trained, held, args.seed + fold.index)
-        unit = {"holdout": holdout, "draw": d, "fold": fold.index, **facts,
-                "routing": {k: float(chosen_scores(v, labels).mean()) for k, v in probs.items()},
-                "auc": {k: roc_auc(probs[k], labels) for k in ("locus_eb", "locus_k1")}}
+        unit = {
+            "holdout": holdout,
+            "draw": d,
+            "fold": fold.index,
+            **facts,
+            "routing": {k: float(chosen_scores(v, labels).mean()) for k, v in probs.items()},
+            "auc": {k: roc_auc(probs[k], labels) for k in ("locus_eb", "locus_k1")},
+        }
         units.append(unit)
-        print(f"[{time.perf_counter() - start:6.0f} s] draw {d} {holdout} fold {fold.index}: k "
-              f"{facts['smoothing']:.1f} " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
-              flush=True)
+        print(
+            f"[{time.perf_counter() - start:6.0f} s] draw {d} {holdout} fold {fold.index}: k "
+            f"{facts['smoothing']:.1f} " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
+            flush=True,
+        )
     summary = {}
     for holdout in sorted({u["holdout"] for u in units}):
         mine = [u for u in units if u["holdout"] == holdout]
         r = {k: np.array([u["routing"][k] for u in mine]) for k in mine[0]["routing"]}
-        summary[holdout] = {"units": len(mine), "routing": {k: float(v.mean()) for k, v in r.items()},
-                            "locus_eb_minus_best_single": interval(r["locus_eb"] - r["best_single"]),
-                            "locus_k1_minus_best_single": interval(r["locus_k1"] - r["best_single"]),
-                            "locus_eb_minus_locus_k1": interval(r["locus_eb"] - r["locus_k1"]),
-                            **{f"{g}_minus_{ref}": interval(r[g] - r[ref]) for g in r if g.startswith("guard_")
-                               for ref in ("best_single", "locus_k1")},
-                            "locus_guarded_minus_best_single": interval(r["locus_guarded"] - r["best_single"]),
-                            "locus_guarded_minus_locus_k1": interval(r["locus_guarded"] - r["locus_k1"])}
+        summary[holdout] = {
+            "units": len(mine),
+            "routing": {k: float(v.mean()) for k, v in r.items()},
+            "locus_eb_minus_best_single": interval(r["locus_eb"] - r["best_single"]),
+            "locus_k1_minus_best_single": interval(r["locus_k1"] - r["best_single"]),
+            "locus_eb_minus_locus_k1": interval(r["locus_eb"] - r["locus_k1"]),
+            **{
+                f"{g}_minus_{ref}": interval(r[g] - r[ref])
+                for g in r
+                if g.startswith("guard_")
+                for ref in ("best_single", "locus_k1")
+            },
+            "locus_guarded_minus_best_single": interval(r["locus_guarded"] - r["best_single"]),
+            "locus_guarded_minus_locus_k1": interval(r["locus_guarded"] - r["locus_k1"]),
+        }
         if all("auc" in u for u in mine):
             auc = {k: np.array([u["auc"][k] for u in mine]) for k in ("locus_eb", "locus_k1")}
             summary[holdout]["auc"] = {k: float(v.mean()) for k, v in auc.items()}
             summary[holdout]["auc_locus_eb_minus_locus_k1"] = interval(auc["locus_eb"] - auc["locus_k1"])
         s = summary[holdout]
-        print(holdout, json.dumps({k: {kk: round(100 * vv, 2) for kk, vv in v.items()} if isinstance(v, dict) else v
-                                   for k, v in s.items()}))
+        print(
+            holdout,
+            json.dumps(
+                {
+                    k: {kk: round(100 * vv, 2) for kk, vv in v.items()} if isinstance(v, dict) else v
+                    for k, v in s.items()
+                }
+            ),
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"settings": {**{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-                                            "source": source}, "summary": summary, "units": units}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "settings": {
+                    **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                    "source": source,
+                },
+                "summary": summary,
+                "units": units,
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {out}")
     return 0
 

@@ -40,8 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     for d, holdout, fold, names, enc, scores, bench, trained, _ in units_of(args, matrix):
         router, anchors = references(scores, enc, bench, fold, trained)
         agree, units = agree + (router == anchors), units + 1
-        print(f"draw {d} {holdout} fold {fold.index}: router {names[router]}, anchors {names[anchors]}"
-              + ("" if router == anchors else "  <- differ"), flush=True)
+        print(
+            f"draw {d} {holdout} fold {fold.index}: router {names[router]}, anchors {names[anchors]}"
+            + ("" if router == anchors else "  <- differ"),
+            flush=True,
+        )
     print(f"the same reference in {agree} of {units} units")
     return 0
 

@@ -21,9 +21,9 @@ import torch
 
 from bench.common import CACHE
 from locus_model.data.contract import validate_evaluations
-from locus_model.data.synthetic_skills import make_synthetic_tables
 from locus_model.data.encoding import encode_queries
 from locus_model.data.matrix import EvaluationMatrix
+from locus_model.data.synthetic_skills import make_synthetic_tables
 from locus_model.evaluation.protocol import evaluate
 from locus_model.model import LocusConfig
 from locus_model.training import TrainConfig
@@ -64,14 +64,28 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.trials:
         cfg = TrainConfig(**{**BENCH, **OLD, **TRIALS[name]})
         t0 = time.perf_counter()
-        res = evaluate(matrix, enc, budget=256, folds=5, methods=["locus", "best_single"], train_config=cfg,
-                       model_config=LocusConfig(query_dim=enc.shape[1]), only_folds=[0], progress=False)
-        row = {"trial": name, "options": TRIALS[name], "wall_s": round(time.perf_counter() - t0, 1),
-               "train_config": dataclasses.asdict(cfg)}
+        res = evaluate(
+            matrix,
+            enc,
+            budget=256,
+            folds=5,
+            methods=["locus", "best_single"],
+            train_config=cfg,
+            model_config=LocusConfig(query_dim=enc.shape[1]),
+            only_folds=[0],
+            progress=False,
+        )
+        row = {
+            "trial": name,
+            "options": TRIALS[name],
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "train_config": dataclasses.asdict(cfg),
+        }
         for method in ("locus", "best_single"):
             g = res["methods"][method]["all"]
-            row[method] = {k: round(100 * g[k]["mean"], 2) for k in ("routing_acc", "correctness_acc", "auc", "brier")
-                           if k in g}
+            row[method] = {
+                k: round(100 * g[k]["mean"], 2) for k in ("routing_acc", "correctness_acc", "auc", "brier") if k in g
+            }
         print(json.dumps(row), flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a") as f:

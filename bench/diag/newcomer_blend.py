@@ -41,29 +41,40 @@ def newcomer_cells(router: Router, enc: np.ndarray, anchors: np.ndarray, val: np
     from their anchor evaluations (M, Q) on their validation cells (M, Q)."""
     val_q = np.flatnonzero(~np.isnan(val).all(axis=0))
     z, g = router.pool_rows(enc, anchors, labels)
-    return (_predictor_logits(router.model, z, enc[val_q], "cpu"), group_proba(g, router.groups.membership(enc[val_q])),
-            val[:, val_q])
+    return (
+        _predictor_logits(router.model, z, enc[val_q], "cpu"),
+        group_proba(g, router.groups.membership(enc[val_q])),
+        val[:, val_q],
+    )
 
 
 def grid_cell(n_models: int, n_questions: int, draw: int, seed: int = 0) -> CaseFolds:
     """bench_small_data's MMLU-Pro cell (models x questions, draw), the strongest model held out."""
     matrix, _ = load_suite("mmlu")
-    rows, cols = draw_cell(matrix.scores.astype(np.float32), n_models, n_questions,
-                           seed=[seed, n_models, n_questions, draw])
+    rows, cols = draw_cell(
+        matrix.scores.astype(np.float32), n_models, n_questions, seed=[seed, n_models, n_questions, draw]
+    )
     scores = matrix.scores.astype(np.float32)[np.ix_(rows, cols)]
     held = held_out_rows(scores, "strongest", seed + draw)
     print("held out:", [matrix.models[rows[i]] for i in held])
     enc = np.asarray(encode_queries([matrix.queries[q] for q in cols], progress=False), np.float32)
-    return CaseFolds(matrix, enc, scores, np.setdiff1d(np.arange(len(rows)), held), held,
-                     np.asarray(matrix.benchmarks).astype(str)[cols],
-                     kfold_splits(len(cols), folds=5, budget=cell_budget(len(cols), 5), seed=seed + draw))
+    return CaseFolds(
+        matrix,
+        enc,
+        scores,
+        np.setdiff1d(np.arange(len(rows)), held),
+        held,
+        np.asarray(matrix.benchmarks).astype(str)[cols],
+        kfold_splits(len(cols), folds=5, budget=cell_budget(len(cols), 5), seed=seed + draw),
+    )
 
 
 def trained_router(case: CaseFolds, fold, config: TrainConfig) -> Router:
     """The fold's router as the protocol trains it (the default blend)."""
     kept = {}
-    case.predict("locus", fold, train_config=replace(config, seed=fold.index),
-                 on_fitted=lambda m: kept.setdefault("m", m))
+    case.predict(
+        "locus", fold, train_config=replace(config, seed=fold.index), on_fitted=lambda m: kept.setdefault("m", m)
+    )
     return kept["m"].router
 
 
@@ -71,9 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("case", type=Path, nargs="?", help="the folder bench_case wrote (evaluations.parquet)")
     p.add_argument("fits", type=Path, nargs="?", help="its --fit-cache (the fold routers)")
-    p.add_argument("--grid", nargs=3, type=int, metavar=("MODELS", "QUESTIONS", "DRAW"), default=None,
-                   help="instead of a case: bench_small_data's MMLU-Pro cell and draw, the strongest model held out, "
-                        "each fold's router trained here")
+    p.add_argument(
+        "--grid",
+        nargs=3,
+        type=int,
+        metavar=("MODELS", "QUESTIONS", "DRAW"),
+        default=None,
+        help="instead of a case: bench_small_data's MMLU-Pro cell and draw, the strongest model held out, "
+        "each fold's router trained here",
+    )
     p.add_argument("--only-folds", type=int, nargs="+", default=None)
     p.add_argument("--epochs", type=int, default=TrainConfig.epochs)
     p.add_argument("--patience", type=int, default=TrainConfig.patience)
@@ -97,14 +114,23 @@ def main(argv: list[str] | None = None) -> int:
         halves = [order[0::2], order[1::2]]
         cells = []
         for k, half in enumerate(halves):  # train on one half, the other half plays the newcomer
-            result = train_locus(enc, anchors[half], val[half], model_config=LocusConfig(query_dim=enc.shape[1]),
-                                 train_config=replace(config, seed=fold.index), benchmarks=labels, progress=False)
+            result = train_locus(
+                enc,
+                anchors[half],
+                val[half],
+                model_config=LocusConfig(query_dim=enc.shape[1]),
+                train_config=replace(config, seed=fold.index),
+                benchmarks=labels,
+                progress=False,
+            )
             other = halves[1 - k]
             cells.append(newcomer_cells(result.router, enc, anchors[other], val[other], labels))
         own = newcomer_cells(router, enc, anchors[trained], val[trained], labels)  # the default's cells
-        blends = {"default": router.blend,
-                  "newcomer": fit_blend(*(np.concatenate(x) for x in zip(*cells))),
-                  "pooled": fit_blend(*(np.concatenate(x) for x in zip(*cells, own)))}
+        blends = {
+            "default": router.blend,
+            "newcomer": fit_blend(*(np.concatenate(x) for x in zip(*cells))),
+            "pooled": fit_blend(*(np.concatenate(x) for x in zip(*cells, own))),
+        }
         for name, blend in blends.items():
             print(f"fold {fold.index} {name:<9} {blend.describe()}", flush=True)
             probs.setdefault(name, []).append(case.predict("locus", fold, Router(router.model, router.groups, blend)))

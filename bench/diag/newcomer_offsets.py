@@ -59,9 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("case", type=Path, help="the folder bench_case wrote (evaluations.parquet)")
     p.add_argument("fits", type=Path, help="its --fit-cache")
     p.add_argument("--strengths", nargs="+", default=["none", "0", "16", "64"])
-    p.add_argument("--margins", nargs="+", type=float, default=[0.05, 0.1],
-                   help="candidate (c): the best single model wherever the router's choice is not above it by this "
-                        "margin of P(correct) (the router without offset)")
+    p.add_argument(
+        "--margins",
+        nargs="+",
+        type=float,
+        default=[0.05, 0.1],
+        help="candidate (c): the best single model wherever the router's choice is not above it by this "
+        "margin of P(correct) (the router without offset)",
+    )
     p.add_argument("--budget", type=int, default=256)
     args = p.parse_args(argv)
     if "none" not in args.strengths:

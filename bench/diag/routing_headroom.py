@@ -36,12 +36,13 @@ import numpy as np
 
 from bench.common import CACHE, cached_fit_and_predict, fit_path, protocol_setup
 from locus_model.evaluation.baselines import KNNConfig, PerBenchmark, PerBenchmarkConfig
-from locus_model.stats.bootstrap import paired_bootstrap, routing_outcomes
 from locus_model.evaluation.methods import fit_and_predict
+from locus_model.stats.bootstrap import paired_bootstrap, routing_outcomes
 
 
-def category_probs(scores: np.ndarray, benchmarks: np.ndarray, known_q: np.ndarray, test: np.ndarray,
-                   smoothing: float = 1.0) -> np.ndarray:
+def category_probs(
+    scores: np.ndarray, benchmarks: np.ndarray, known_q: np.ndarray, test: np.ndarray, smoothing: float = 1.0
+) -> np.ndarray:
     """(M, Q_test): each model's mean score on the known queries of each test query's benchmark, pulled toward its
     overall mean by `smoothing` pseudo-counts: the protocol's per_benchmark baseline fitted on the known queries."""
     masked = np.full_like(scores, np.nan, dtype=np.float32)
@@ -51,9 +52,15 @@ def category_probs(scores: np.ndarray, benchmarks: np.ndarray, known_q: np.ndarr
     return method.predict_proba(np.arange(len(scores)), test).astype(np.float64)
 
 
-def logistic_probs(scores: np.ndarray, encodings: np.ndarray, known_q: np.ndarray, val: np.ndarray,
-                   test: np.ndarray, val_rows: np.ndarray | None = None,
-                   cs: tuple[float, ...] = (0.01, 0.1, 1.0)) -> np.ndarray:
+def logistic_probs(
+    scores: np.ndarray,
+    encodings: np.ndarray,
+    known_q: np.ndarray,
+    val: np.ndarray,
+    test: np.ndarray,
+    val_rows: np.ndarray | None = None,
+    cs: tuple[float, ...] = (0.01, 0.1, 1.0),
+) -> np.ndarray:
     """(M, Q_test) P(correct) from one logistic regression per model on the encodings of its known queries; the
     inverse regularisation C is the one with the best routing among `val_rows` (default: every model) on the
     validation queries, as the protocol selects on the trained models' validation cells."""
@@ -85,8 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     p.add_argument("--tag", default="")
-    p.add_argument("--locus-category", action="store_true",
-                   help="also train LOCUS with the benchmark one-hot appended to the query encodings (cached)")
+    p.add_argument(
+        "--locus-category",
+        action="store_true",
+        help="also train LOCUS with the benchmark one-hot appended to the query encodings (cached)",
+    )
     p.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = p.parse_args(argv)
 
@@ -112,16 +122,22 @@ def main(argv: list[str] | None = None) -> int:
                         "best single": fit_and_predict(**{**setup.fit_args("best_single", use), "progress": False})[0],
                         "category": category_probs(scores, bench_of, use.anchors, fold.test),
                         "kNN": fit_and_predict(**{**setup.fit_args("knn", use), "progress": False})[0],
-                        "kNN, k = 500": fit_and_predict(**{**setup.fit_args("knn", use), "progress": False,
-                                                           "baseline_config": KNNConfig(ks=(500,))})[0],
-                        "logistic": logistic_probs(scores, setup.encodings, use.anchors, fold.val, fold.test,
-                                                   val_rows=setup.trained),
+                        "kNN, k = 500": fit_and_predict(
+                            **{**setup.fit_args("knn", use), "progress": False, "baseline_config": KNNConfig(ks=(500,))}
+                        )[0],
+                        "logistic": logistic_probs(
+                            scores, setup.encodings, use.anchors, fold.val, fold.test, val_rows=setup.trained
+                        ),
                     }
                     if label != "budget":
                         memo[key] = found
                 for router, probs in (found if label == "budget" else memo[key]).items():
                     add(f"{router} | {label}", probs, fold)
-            add("category, chosen on the test queries", category_probs(scores, bench_of, fold.test, fold.test, 0.0), fold)
+            add(
+                "category, chosen on the test queries",
+                category_probs(scores, bench_of, fold.test, fold.test, 0.0),
+                fold,
+            )
             add("oracle", np.nan_to_num(scores[:, fold.test], nan=-1.0), fold)
             cached = fit_path(args.fit_cache, setup.fit_args("locus", fold), args.tag)
             if cached.is_file():
@@ -131,16 +147,21 @@ def main(argv: list[str] | None = None) -> int:
             if args.locus_category:
                 onehot = (bench_of[:, None] == np.unique(bench_of)[None, :]).astype(np.float32)
                 encodings = np.concatenate([setup.encodings, onehot], axis=1)
-                fit = {**setup.fit_args("locus", fold), "encodings": encodings,
-                       "model_config": replace(setup.model_config, query_dim=encodings.shape[1])}
+                fit = {
+                    **setup.fit_args("locus", fold),
+                    "encodings": encodings,
+                    "model_config": replace(setup.model_config, query_dim=encodings.shape[1]),
+                }
                 probs, seconds, _ = cached_fit_and_predict(args.fit_cache, args.tag + "category-onehot")(**fit)
                 add("LOCUS, encodings + benchmark one-hot | budget", probs, fold)
                 print(f"budget {budget}: fold {f} LOCUS with the one-hot {seconds:.0f} s", file=sys.stderr, flush=True)
             print(f"budget {budget}: fold {f} done", file=sys.stderr, flush=True)
 
         pooled = {k: np.concatenate(v) for k, v in outcomes.items() if len(v) == len(args.folds)}
-        print(f"\n### {args.suite}, budget {budget} ({len(args.folds)} folds, {sum(len(setup.splits[f].test) for f in args.folds):,} "
-              f"test queries pooled; LOCUS from {locus_folds} cached folds{'' if locus_folds == len(args.folds) else ', so left out'})\n")
+        print(
+            f"\n### {args.suite}, budget {budget} ({len(args.folds)} folds, {sum(len(setup.splits[f].test) for f in args.folds):,} "
+            f"test queries pooled; LOCUS from {locus_folds} cached folds{'' if locus_folds == len(args.folds) else ', so left out'})\n"
+        )
         print("| router | from | routing | vs best single from the same evaluations (95% CI) |")
         print("|---|---|---|---|")
         for name, out in pooled.items():
@@ -150,11 +171,21 @@ def main(argv: list[str] | None = None) -> int:
                 cmp = {"diff": None}
             else:
                 cmp = paired_bootstrap(out, ref, seed=budget)
-            cell = "-" if cmp["diff"] is None else f"{cmp['diff'] * 100:+.1f} [{cmp['ci_low'] * 100:+.1f}, {cmp['ci_high'] * 100:+.1f}]"
-            print(f"| {router} | {source or 'the test labels'} | "
-                  f"{np.nanmean(out) * 100:.1f} | {cell} |")
-            rows.append({"budget": budget, "router": router, "from": source or "test labels",
-                         "routing_acc": float(np.nanmean(out)), "vs_best_single": cmp})
+            cell = (
+                "-"
+                if cmp["diff"] is None
+                else f"{cmp['diff'] * 100:+.1f} [{cmp['ci_low'] * 100:+.1f}, {cmp['ci_high'] * 100:+.1f}]"
+            )
+            print(f"| {router} | {source or 'the test labels'} | {np.nanmean(out) * 100:.1f} | {cell} |")
+            rows.append(
+                {
+                    "budget": budget,
+                    "router": router,
+                    "from": source or "test labels",
+                    "routing_acc": float(np.nanmean(out)),
+                    "vs_best_single": cmp,
+                }
+            )
     if args.out is not None:
         args.out.write_text(json.dumps({"suite": args.suite, "folds": args.folds, "rows": rows}, indent=1))
     return 0

@@ -33,8 +33,12 @@ def spread(probs: np.ndarray, top: int) -> dict:
     gap = logit[others] - logit[top]
     corr = np.corrcoef(logit) if np.all(logit.std(axis=1) > 0) else None
     iu = np.triu_indices(len(logit), 1)
-    return {"routed_to_top": float((np.argmax(p, axis=0) == top).mean()), "pairs_above_top": float((gap > 0).mean()),
-            "gap_std": float(gap.std(axis=1).mean()), "logit_corr": float(corr[iu].mean()) if corr is not None else None}
+    return {
+        "routed_to_top": float((np.argmax(p, axis=0) == top).mean()),
+        "pairs_above_top": float((gap > 0).mean()),
+        "gap_std": float(gap.std(axis=1).mean()),
+        "logit_corr": float(corr[iu].mean()) if corr is not None else None,
+    }
 
 
 def shortlist_routing(probs: np.ndarray, labels: np.ndarray, n: int) -> float:
@@ -52,12 +56,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     p.add_argument("--train-option", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--tag", default="")
-    p.add_argument("--shortlists", type=int, nargs="*", default=[], metavar="N",
-                   help="also the routing accuracy among each method's N models of highest mean P(correct)")
+    p.add_argument(
+        "--shortlists",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help="also the routing accuracy among each method's N models of highest mean P(correct)",
+    )
     args = p.parse_args(argv)
     lists = [f"routing among its top {n}" for n in args.shortlists] + (["routing among all"] if args.shortlists else [])
-    print("| budget | method | routed to the best single model | (model, query) pairs above it | std over queries of "
-          "logit minus its logit | mean logit correlation between models |" + "".join(f" {c} |" for c in lists))
+    print(
+        "| budget | method | routed to the best single model | (model, query) pairs above it | std over queries of "
+        "logit minus its logit | mean logit correlation between models |" + "".join(f" {c} |" for c in lists)
+    )
     print("|---|---|---|---|---|---|" + "---|" * len(lists))
     for budget in args.budgets:
         setup = protocol_setup(args.suite, budget=budget, train_options=args.train_option)
@@ -75,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
             labels = setup.scores[:, fold.test]
             routes = [shortlist_routing(probs, labels, n) for n in args.shortlists]
             routes += [routing_accuracy(probs, labels)] if args.shortlists else []
-            print(f"| {budget} | {LABELS.get(name, name)} | {100 * s['routed_to_top']:.1f}% | {100 * s['pairs_above_top']:.1f}% "
-                  f"| {s['gap_std']:.2f} | {s['logit_corr']:.3f} |" + "".join(f" {100 * r:.1f} |" for r in routes))
+            print(
+                f"| {budget} | {LABELS.get(name, name)} | {100 * s['routed_to_top']:.1f}% | {100 * s['pairs_above_top']:.1f}% "
+                f"| {s['gap_std']:.2f} | {s['logit_corr']:.3f} |" + "".join(f" {100 * r:.1f} |" for r in routes)
+            )
         print(f"(budget {budget}: best single model on the anchors = {setup.matrix.models[top]})", file=sys.stderr)
     return 0
 

@@ -27,16 +27,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tags", nargs="+", required=True, help="the fit-cache tag of seed 0, 1, 2, ... in that order")
     p.add_argument("--fit-cache", type=Path, default=CACHE / "fits")
     args = p.parse_args(argv)
-    setups = [protocol_setup(args.suite, budget=args.budget, train_options=[f"seed={s}"] if s else [])
-              for s in range(len(args.tags))]
+    setups = [
+        protocol_setup(args.suite, budget=args.budget, train_options=[f"seed={s}"] if s else [])
+        for s in range(len(args.tags))
+    ]
     rows: dict[str, list[float]] = {}
     for fold in setups[0].splits:
         probs = []
         for setup, tag in zip(setups, args.tags):
             path = fit_path(args.fit_cache, setup.fit_args("locus", fold), tag)
             if not path.is_file():
-                raise SystemExit(f"{path}: not cached; run bench_accuracy.py --suite {args.suite} --budgets "
-                                 f"{args.budget} --methods locus --fit-cache {args.fit_cache} --tag {tag} with that seed")
+                raise SystemExit(
+                    f"{path}: not cached; run bench_accuracy.py --suite {args.suite} --budgets "
+                    f"{args.budget} --methods locus --fit-cache {args.fit_cache} --tag {tag} with that seed"
+                )
             with np.load(path) as z:
                 probs.append(np.clip(z["probs"].astype(np.float64), 1e-6, 1 - 1e-6))
         labels = setups[0].scores[:, fold.test]

@@ -30,12 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
-
 # the bench's fixed part: 60 epochs, kept to the end (best validation epoch), as in bench/README.md "Accuracy",
 # and the TrainConfig defaults as they were when the sweep started, so that a trial means the same whatever the
 # defaults are now (noise2_d4_ema_e120_sel10_ftgrid is the current default)
-BASE = dict(epochs=60, patience=60, noise_start=0.3, noise_end=0.1, draws=1, ema_decay=0.0, select_from_epoch=0,
-            finetune_steps=0)
+BASE = dict(
+    epochs=60,
+    patience=60,
+    noise_start=0.3,
+    noise_end=0.1,
+    draws=1,
+    ema_decay=0.0,
+    select_from_epoch=0,
+    finetune_steps=0,
+)
 NOISE1 = dict(noise_start=1.0, noise_end=0.5)
 TRIALS: dict[str, dict] = {
     "default": {},
@@ -45,30 +52,82 @@ TRIALS: dict[str, dict] = {
     "noise1_d4_ema": {**NOISE1, "draws": 4, "ema_decay": 0.99},
     "noise1_d4_ema_lr3": {**NOISE1, "draws": 4, "ema_decay": 0.99, "lr_encoder": 6e-4, "lr_predictor": 2.4e-3},
     "noise2_d4_ema": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.99},
-    "noise2_d4_ema_e120": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995, "epochs": 120,
-                           "patience": 120},
-    "noise2_d4_ema_e120_sel30": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995, "epochs": 120,
-                                 "patience": 120, "select_from_epoch": 30},
-    "noise2_d4_ema_e120_sel10": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995, "epochs": 120,
-                                 "patience": 120, "select_from_epoch": 10},
+    "noise2_d4_ema_e120": {
+        "noise_start": 2.0,
+        "noise_end": 1.0,
+        "draws": 4,
+        "ema_decay": 0.995,
+        "epochs": 120,
+        "patience": 120,
+    },
+    "noise2_d4_ema_e120_sel30": {
+        "noise_start": 2.0,
+        "noise_end": 1.0,
+        "draws": 4,
+        "ema_decay": 0.995,
+        "epochs": 120,
+        "patience": 120,
+        "select_from_epoch": 30,
+    },
+    "noise2_d4_ema_e120_sel10": {
+        "noise_start": 2.0,
+        "noise_end": 1.0,
+        "draws": 4,
+        "ema_decay": 0.995,
+        "epochs": 120,
+        "patience": 120,
+        "select_from_epoch": 10,
+    },
     # noise2_d4_ema_e120_sel10 with the reference's noise level (0.10 -> 0.05 per dimension of 768-d mpnet)
-    "noise28_d4_ema_e120_sel10": {"noise_start": 2.8, "noise_end": 1.4, "draws": 4, "ema_decay": 0.995, "epochs": 120,
-                                  "patience": 120, "select_from_epoch": 10},
+    "noise28_d4_ema_e120_sel10": {
+        "noise_start": 2.8,
+        "noise_end": 1.4,
+        "draws": 4,
+        "ema_decay": 0.995,
+        "epochs": 120,
+        "patience": 120,
+        "select_from_epoch": 10,
+    },
     # noise2_d4_ema_e120_sel10 + 300 steps of predictor fine-tuning on the full-anchor embeddings (noise ratio 2;
     # the defaults of the second CPU session)
-    "noise2_d4_ema_e120_sel10_ft300": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995,
-                                       "epochs": 120, "patience": 120, "select_from_epoch": 10,
-                                       "finetune_steps": 300, "finetune_noise": 2.0},
+    "noise2_d4_ema_e120_sel10_ft300": {
+        "noise_start": 2.0,
+        "noise_end": 1.0,
+        "draws": 4,
+        "ema_decay": 0.995,
+        "epochs": 120,
+        "patience": 120,
+        "select_from_epoch": 10,
+        "finetune_steps": 300,
+        "finetune_noise": 2.0,
+    },
     # ... fine-tuning at noise ratios 2 and 3, up to 2,000 steps with patience 300, lower val BCE kept (= the
     # TrainConfig defaults since the third CPU session)
-    "noise2_d4_ema_e120_sel10_ftgrid": {"noise_start": 2.0, "noise_end": 1.0, "draws": 4, "ema_decay": 0.995,
-                                        "epochs": 120, "patience": 120, "select_from_epoch": 10,
-                                        "finetune_steps": 2000, "finetune_patience": 300, "finetune_noise": (2.0, 3.0)},
+    "noise2_d4_ema_e120_sel10_ftgrid": {
+        "noise_start": 2.0,
+        "noise_end": 1.0,
+        "draws": 4,
+        "ema_decay": 0.995,
+        "epochs": 120,
+        "patience": 120,
+        "select_from_epoch": 10,
+        "finetune_steps": 2000,
+        "finetune_patience": 300,
+        "finetune_noise": (2.0, 3.0),
+    },
     "noise1_d4_ema_e200": {**NOISE1, "draws": 4, "ema_decay": 0.995, "epochs": 200, "patience": 200},
     # closer to the paper (arXiv 2601.21082 reference): all models per step, encoder subsets up to the budget,
     # the reference's noise (~2.8 -> 1.4 in relative units) annealed over most of the run
-    "paperish_e600": {"batch_models": 128, "enc_max": 1024, "noise_start": 2.8, "noise_end": 1.4,
-                      "noise_anneal_epochs": 200, "epochs": 600, "patience": 600, "val_set_max": None},
+    "paperish_e600": {
+        "batch_models": 128,
+        "enc_max": 1024,
+        "noise_start": 2.8,
+        "noise_end": 1.4,
+        "noise_anneal_epochs": 200,
+        "epochs": 600,
+        "patience": 600,
+        "val_set_max": None,
+    },
 }
 SUITES = ("synthetic", "ae1")
 
@@ -84,9 +143,15 @@ def export(out: Path) -> None:
     for suite in SUITES:
         matrix, source = load_suite(suite)
         enc = encode_queries(matrix.queries, encoder="all-MiniLM-L6-v2")  # the user cache
-        np.savez(out / f"{suite}.npz", models=np.array(matrix.models), query_ids=np.array(matrix.query_ids),
-                 benchmarks=matrix.benchmarks.astype(str), scores=matrix.scores, encodings=enc.astype(np.float32),
-                 source=np.array(source))
+        np.savez(
+            out / f"{suite}.npz",
+            models=np.array(matrix.models),
+            query_ids=np.array(matrix.query_ids),
+            benchmarks=matrix.benchmarks.astype(str),
+            scores=matrix.scores,
+            encodings=enc.astype(np.float32),
+            source=np.array(source),
+        )
         print(f"{suite}: {matrix.scores.shape} -> {out / (suite + '.npz')}")
 
 
@@ -98,9 +163,13 @@ def _load(data_dir: Path, suite: str):
 
     if suite not in _DATA:
         z = np.load(data_dir / f"{suite}.npz")
-        matrix = EvaluationMatrix(models=z["models"].tolist(), query_ids=z["query_ids"].tolist(),
-                                  queries=z["query_ids"].tolist(), benchmarks=z["benchmarks"],
-                                  scores=z["scores"].astype(np.float32))
+        matrix = EvaluationMatrix(
+            models=z["models"].tolist(),
+            query_ids=z["query_ids"].tolist(),
+            queries=z["query_ids"].tolist(),
+            benchmarks=z["benchmarks"],
+            scores=z["scores"].astype(np.float32),
+        )
         _DATA[suite] = (matrix, z["encodings"])
     return _DATA[suite]
 
@@ -108,8 +177,9 @@ def _load(data_dir: Path, suite: str):
 # ---------------------------------------------------------------------------------------------- run
 
 
-def run_task(data_dir: str, trial: str, suite: str, budget: int, fold: int, device: str,
-             max_epochs: int | None = None) -> dict:
+def run_task(
+    data_dir: str, trial: str, suite: str, budget: int, fold: int, device: str, max_epochs: int | None = None
+) -> dict:
     import torch
 
     torch.set_num_threads(1)
@@ -123,10 +193,28 @@ def run_task(data_dir: str, trial: str, suite: str, budget: int, fold: int, devi
         opts.update(epochs=min(opts["epochs"], max_epochs), patience=min(opts["patience"], max_epochs))
     cfg = TrainConfig(**opts, device=device)
     t0 = time.perf_counter()
-    res = evaluate(matrix, enc, budget=budget, folds=5, methods=["locus"], train_config=cfg,
-                   model_config=LocusConfig(query_dim=enc.shape[1]), only_folds=[fold], progress=False, n_boot=50)
-    row = {"trial": trial, "suite": suite, "budget": budget, "fold": fold, "device": device, "options": opts,
-           "seconds": round(time.perf_counter() - t0, 1), "metrics": {}}
+    res = evaluate(
+        matrix,
+        enc,
+        budget=budget,
+        folds=5,
+        methods=["locus"],
+        train_config=cfg,
+        model_config=LocusConfig(query_dim=enc.shape[1]),
+        only_folds=[fold],
+        progress=False,
+        n_boot=50,
+    )
+    row = {
+        "trial": trial,
+        "suite": suite,
+        "budget": budget,
+        "fold": fold,
+        "device": device,
+        "options": opts,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "metrics": {},
+    }
     for method in ("locus", "best_single"):
         row["metrics"][method] = {
             g: {k: res["methods"][method][g][k]["mean"] for k in ("routing_acc", "correctness_acc", "auc", "brier")}
@@ -163,7 +251,11 @@ def run(args: argparse.Namespace) -> int:
         pending = {}
         queue = list(tasks)
         while queue or pending:
-            while queue and len(pending) < args.workers and time.perf_counter() - start < args.deadline_s * args.launch_until:
+            while (
+                queue
+                and len(pending) < args.workers
+                and time.perf_counter() - start < args.deadline_s * args.launch_until
+            ):
                 t = queue.pop(0)
                 pending[pool.submit(run_task, str(args.data), *t, device, args.max_epochs)] = t
             if not pending:
@@ -180,8 +272,11 @@ def run(args: argparse.Namespace) -> int:
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 m = row["metrics"]["locus"]["all"]
-                print(f"{time.perf_counter() - start:6.0f}s {t} {row['seconds']:.0f}s routing {m['routing_acc']:.4f} "
-                      f"correct {m['correctness_acc']:.4f} auc {m['auc']:.4f} brier {m['brier']:.4f}", flush=True)
+                print(
+                    f"{time.perf_counter() - start:6.0f}s {t} {row['seconds']:.0f}s routing {m['routing_acc']:.4f} "
+                    f"correct {m['correctness_acc']:.4f} auc {m['auc']:.4f} brier {m['brier']:.4f}",
+                    flush=True,
+                )
             if time.perf_counter() - start > args.deadline_s:
                 print(f"deadline: {len(pending)} running and {len(queue)} queued tasks dropped", flush=True)
                 for p in pool._processes.values():  # noqa: SLF001 - end the running tasks now
@@ -200,8 +295,11 @@ def _baselines(suite: str, budget: int) -> dict:
     if not path.is_file():
         return {}
     res = json.loads(path.read_text())
-    return {m: {g: {k: v[k]["mean"] for k in ("routing_acc", "correctness_acc", "auc", "brier")} for g, v in groups.items()}
-            for m, groups in res["methods"].items() if m != "locus"}
+    return {
+        m: {g: {k: v[k]["mean"] for k in ("routing_acc", "correctness_acc", "auc", "brier")} for g, v in groups.items()}
+        for m, groups in res["methods"].items()
+        if m != "locus"
+    }
 
 
 def summarize(paths: list[Path], group: str = "all") -> str:
@@ -211,8 +309,11 @@ def summarize(paths: list[Path], group: str = "all") -> str:
         by[(r["suite"], r["budget"], r["trial"])].append(r)
     lines = []
     for suite, budget in sorted({(s, b) for s, b, _ in by}):
-        lines += [f"\n{suite} @{budget} ({group}; percent, Brier x100; mean ± std over folds)",
-                  "| method | folds | routing | correctness | AUC | Brier | s/fold |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"\n{suite} @{budget} ({group}; percent, Brier x100; mean ± std over folds)",
+            "| method | folds | routing | correctness | AUC | Brier | s/fold |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for (s, b, trial), rs in sorted(by.items()):
             if (s, b) != (suite, budget):
                 continue
@@ -225,8 +326,11 @@ def summarize(paths: list[Path], group: str = "all") -> str:
         for method, groups in _baselines(suite, budget).items():
             if group in groups:
                 g = groups[group]
-                lines.append(f"| ({method}, 5 folds) | 5 | " + " | ".join(
-                    f"{g[k] * 100:.1f}" for k in ("routing_acc", "correctness_acc", "auc", "brier")) + " | |")
+                lines.append(
+                    f"| ({method}, 5 folds) | 5 | "
+                    + " | ".join(f"{g[k] * 100:.1f}" for k in ("routing_acc", "correctness_acc", "auc", "brier"))
+                    + " | |"
+                )
     return "\n".join(lines)
 
 
@@ -238,8 +342,12 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("run")
     r.add_argument("data", type=Path)
     r.add_argument("--trials", nargs="+", default=list(TRIALS))
-    r.add_argument("--tasks", nargs="+", default=["synthetic:256", "synthetic:1024", "ae1:128"],
-                   help="suite:budget (demo: deprecated name of synthetic)")
+    r.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["synthetic:256", "synthetic:1024", "ae1:128"],
+        help="suite:budget (demo: deprecated name of synthetic)",
+    )
     r.add_argument("--folds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     r.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     r.add_argument("--device", default=None, help="cuda when available, else cpu")

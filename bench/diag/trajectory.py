@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -27,8 +26,8 @@ import locus_model.training.epochs as epochs
 import locus_model.training.train as train
 from bench.common import apply_options, protocol_setup
 from locus_model.evaluation.methods import fit_and_predict
-from locus_model.stats.metrics import roc_auc, routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.stats.metrics import roc_auc, routing_accuracy
 from locus_model.training.inputs import val_logits
 
 
@@ -51,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("options", nargs="*", metavar="NAME=VALUE")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    setup = protocol_setup(args.suite, budget=args.budget, train_options=[o for o in args.options if not o.startswith("M:")])
+    setup = protocol_setup(
+        args.suite, budget=args.budget, train_options=[o for o in args.options if not o.startswith("M:")]
+    )
     model_config = apply_options(setup.model_config, [o[2:] for o in args.options if o.startswith("M:")], "M:")
     fold = setup.splits[args.fold]
     labels, sets = setup.scores[:, fold.test], setup.anchor_sets(fold)
@@ -65,9 +66,18 @@ def main(argv: list[str] | None = None) -> int:
         with torch.no_grad():
             u = net.query_projection(data.enc[torch.from_numpy(fold.test).to(data.enc.device)])
             p_latent = torch.sigmoid(net.predict_logits_projected(latents.vectors, u)).cpu().numpy()
-        print(json.dumps({"warmup": out["step"], "noise": out["noise"], "val_loss": round(out["val_loss"], 4),
-                          "test_routing_trained": round(routing_accuracy(p_latent, labels[trained]), 4),
-                          "test_auc_trained": round(roc_auc(p_latent, labels[trained]), 4)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "warmup": out["step"],
+                    "noise": out["noise"],
+                    "val_loss": round(out["val_loss"], 4),
+                    "test_routing_trained": round(routing_accuracy(p_latent, labels[trained]), 4),
+                    "test_auc_trained": round(roc_auc(p_latent, labels[trained]), 4),
+                }
+            ),
+            flush=True,
+        )
         return out, latents
 
     train.fit_latents = traced_latents
@@ -78,20 +88,40 @@ def main(argv: list[str] | None = None) -> int:
         if calls[0] % args.every == 0:  # every this many epochs (only the epochs call epochs.validate)
             with torch.no_grad():
                 val_p = torch.sigmoid(val_logits(model, enc, val)).cpu().numpy()
-            test_p = predict_proba(model, embed_evaluation_sets(model, setup.encodings, sets), setup.encodings[fold.test])
-            print(json.dumps({"validation": calls[0], "val_loss": round(out[0], 4), "val_routing": round(out[1], 4),
-                              "val_query_auc": round(query_auc(val_p, val.labels), 4),
-                              "test_routing": round(routing_accuracy(test_p, labels), 4),
-                              "test_auc": round(roc_auc(test_p, labels), 4),
-                              "test_routing_trained": round(routing_accuracy(test_p[trained], labels[trained]), 4)}),
-                  flush=True)
+            test_p = predict_proba(
+                model, embed_evaluation_sets(model, setup.encodings, sets), setup.encodings[fold.test]
+            )
+            print(
+                json.dumps(
+                    {
+                        "validation": calls[0],
+                        "val_loss": round(out[0], 4),
+                        "val_routing": round(out[1], 4),
+                        "val_query_auc": round(query_auc(val_p, val.labels), 4),
+                        "test_routing": round(routing_accuracy(test_p, labels), 4),
+                        "test_auc": round(roc_auc(test_p, labels), 4),
+                        "test_routing_trained": round(routing_accuracy(test_p[trained], labels[trained]), 4),
+                    }
+                ),
+                flush=True,
+            )
         return out
 
     epochs.validate = traced  # the epochs' validations only
-    probs, seconds, _ = fit_and_predict(**{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False})
-    print(json.dumps({"kept_test_routing": round(routing_accuracy(probs, labels), 4),
-                      "kept_test_routing_trained": round(routing_accuracy(probs[trained], labels[trained]), 4),
-                      "kept_test_auc": round(roc_auc(probs, labels), 4), "seconds": round(seconds)}), flush=True)
+    probs, seconds, _ = fit_and_predict(
+        **{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False}
+    )
+    print(
+        json.dumps(
+            {
+                "kept_test_routing": round(routing_accuracy(probs, labels), 4),
+                "kept_test_routing_trained": round(routing_accuracy(probs[trained], labels[trained]), 4),
+                "kept_test_auc": round(roc_auc(probs, labels), 4),
+                "seconds": round(seconds),
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 

@@ -19,18 +19,43 @@ want of held-out labels, and name them in the report.
 """
 
 from locus_model.analysis.capability import CapabilitySearch, capability_search
-from locus_model.analysis.fallback import Fallback, fallback
 from locus_model.analysis.clustering import FamilyClustering, PoolClustering, cluster_pool, family_clustering
-from locus_model.analysis.duplicates import (EmbedFn, NearDuplicates, known_duplicates, near_duplicates,
-                                              resample_embeddings)
+from locus_model.analysis.duplicates import (
+    EmbedFn,
+    NearDuplicates,
+    known_duplicates,
+    near_duplicates,
+    resample_embeddings,
+)
+from locus_model.analysis.fallback import Fallback, fallback
 from locus_model.analysis.geometry import Correlation, DistanceDisagreement, distance_vs_disagreement
 from locus_model.analysis.portfolio import coverage, coverage_greedy, coverage_similarity, k_center, k_medoids
 from locus_model.analysis.portfolio_curves import PortfolioCurve, Portfolios, portfolio_curve, portfolios
 
 __all__ = [
-    "CapabilitySearch", "capability_search", "Fallback", "fallback", "EmbedFn", "NearDuplicates",
-    "near_duplicates", "resample_embeddings", "Correlation", "DistanceDisagreement", "FamilyClustering",
-    "distance_vs_disagreement", "family_clustering", "PortfolioCurve", "coverage", "coverage_greedy",
-    "coverage_similarity", "k_center", "k_medoids", "portfolio_curve", "PoolClustering", "cluster_pool",
-    "known_duplicates", "Portfolios", "portfolios",
+    "CapabilitySearch",
+    "capability_search",
+    "Fallback",
+    "fallback",
+    "EmbedFn",
+    "NearDuplicates",
+    "near_duplicates",
+    "resample_embeddings",
+    "Correlation",
+    "DistanceDisagreement",
+    "FamilyClustering",
+    "distance_vs_disagreement",
+    "family_clustering",
+    "PortfolioCurve",
+    "coverage",
+    "coverage_greedy",
+    "coverage_similarity",
+    "k_center",
+    "k_medoids",
+    "portfolio_curve",
+    "PoolClustering",
+    "cluster_pool",
+    "known_duplicates",
+    "Portfolios",
+    "portfolios",
 ]

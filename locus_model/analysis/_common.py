@@ -3,8 +3,6 @@ locus_model.figures)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 from scipy.spatial.distance import cdist
@@ -18,15 +16,20 @@ def check_embeddings(embeddings: np.ndarray, *, where: str, min_models: int = 1)
     """Return `embeddings` as a float64 (M, d) array, or raise saying what is wrong with it."""
     z = np.asarray(embeddings, dtype=np.float64)
     if z.ndim != 2:
-        raise ValueError(f"{where}: model embeddings must be a 2-D array (M, d), got shape {z.shape}. "
-                         "How to fix: stack one embedding per model into an (M, d) array.")
+        raise ValueError(
+            f"{where}: model embeddings must be a 2-D array (M, d), got shape {z.shape}. "
+            "How to fix: stack one embedding per model into an (M, d) array."
+        )
     if z.shape[0] < min_models:
-        raise ValueError(f"{where}: needs at least {min_models} models, got {z.shape[0]}. "
-                         "How to fix: pass a larger pool of model embeddings.")
+        raise ValueError(
+            f"{where}: needs at least {min_models} models, got {z.shape[0]}. "
+            "How to fix: pass a larger pool of model embeddings."
+        )
     if not np.isfinite(z).all():
         bad = np.unique(np.nonzero(~np.isfinite(z))[0])[:5].tolist()
-        raise ValueError(f"{where}: model embeddings contain NaN/inf (rows {bad}...). "
-                         "How to fix: drop or re-embed those models.")
+        raise ValueError(
+            f"{where}: model embeddings contain NaN/inf (rows {bad}...). How to fix: drop or re-embed those models."
+        )
     return z
 
 
@@ -36,12 +39,16 @@ def check_names(names, n_models: int, *, where: str) -> list[str]:
         return [f"model_{i}" for i in range(n_models)]
     names = [str(n) for n in names]
     if len(names) != n_models:
-        raise ValueError(f"{where}: got {len(names)} model names for {n_models} model embeddings. "
-                         "How to fix: pass one name per embedding row, in the same order.")
+        raise ValueError(
+            f"{where}: got {len(names)} model names for {n_models} model embeddings. "
+            "How to fix: pass one name per embedding row, in the same order."
+        )
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})[:5]
-        raise ValueError(f"{where}: model names must be unique, repeated: {dup}. "
-                         "How to fix: de-duplicate the model list before embedding.")
+        raise ValueError(
+            f"{where}: model names must be unique, repeated: {dup}. "
+            "How to fix: de-duplicate the model list before embedding."
+        )
     return names
 
 
@@ -50,9 +57,11 @@ def check_probs_labels(probs, labels, n_models: int, *, where: str) -> tuple[np.
     p = np.asarray(probs, dtype=np.float64)
     y = np.asarray(labels, dtype=np.float64)
     if p.ndim != 2 or p.shape != y.shape or p.shape[0] != n_models:
-        raise ValueError(f"{where}: probs {p.shape} and labels {y.shape} must both be (M, Q) with M = "
-                         f"{n_models} model embeddings. How to fix: predict and label the same queries for "
-                         "every model, rows in the embedding order.")
+        raise ValueError(
+            f"{where}: probs {p.shape} and labels {y.shape} must both be (M, Q) with M = "
+            f"{n_models} model embeddings. How to fix: predict and label the same queries for "
+            "every model, rows in the embedding order."
+        )
     return p, y
 
 
@@ -80,8 +89,7 @@ def markdown_table(df: pd.DataFrame, *, digits: int = 4, max_rows: int | None = 
             return "nan" if np.isnan(v) else f"{v:.{digits}g}"
         return escape_markdown(v)
 
-    lines = ["| " + " | ".join(escape_markdown(c) for c in shown.columns) + " |",
-             "|" + "---|" * len(shown.columns)]
+    lines = ["| " + " | ".join(escape_markdown(c) for c in shown.columns) + " |", "|" + "---|" * len(shown.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in shown.itertuples(index=False)]
     if len(shown) < len(df):
         lines.append(f"\n({len(df) - len(shown)} more rows not shown)")
@@ -97,5 +105,9 @@ def left_out_note(names) -> str:
     names = [str(n) for n in names]
     if not names:
         return ""
-    return (f"\n\nLeft out (no held-out labels, e.g. onboarded): {len(names)} model(s): "
-            + ", ".join(map(escape_markdown, names[:LEFT_OUT_LISTED])) + (" ..." if len(names) > LEFT_OUT_LISTED else "") + ".")
+    return (
+        f"\n\nLeft out (no held-out labels, e.g. onboarded): {len(names)} model(s): "
+        + ", ".join(map(escape_markdown, names[:LEFT_OUT_LISTED]))
+        + (" ..." if len(names) > LEFT_OUT_LISTED else "")
+        + "."
+    )

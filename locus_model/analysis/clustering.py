@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import matplotlib.colors
 import numpy as np
 import pandas as pd
-import matplotlib.colors
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -31,36 +31,45 @@ LISTED_CLUSTERS = 20
 @dataclass(frozen=True)
 class FamilyClustering:
     """Agglomerative clustering of model embeddings, scored against known families where given."""
-    names: tuple[str, ...]        # M
+
+    names: tuple[str, ...]  # M
     families: tuple[str, ...] | None  # M, "" = unknown
     method: str
     metric: str
-    linkage: np.ndarray           # (M-1, 4) scipy linkage matrix over all M models
-    clusters: np.ndarray | None   # (M,) int cluster at the cut, -1 for models of unknown family; None if no cut
-    n_families: int               # distinct known families (= number of clusters at the cut)
-    purity: float                 # share of known-family models in their cluster's majority family
-    adjusted_rand: float          # ARI of clusters vs families (1 = identical partitions, ~0 = chance)
+    linkage: np.ndarray  # (M-1, 4) scipy linkage matrix over all M models
+    clusters: np.ndarray | None  # (M,) int cluster at the cut, -1 for models of unknown family; None if no cut
+    n_families: int  # distinct known families (= number of clusters at the cut)
+    purity: float  # share of known-family models in their cluster's majority family
+    adjusted_rand: float  # ARI of clusters vs families (1 = identical partitions, ~0 = chance)
 
     def table(self) -> pd.DataFrame:
         leaves = leaves_list(self.linkage)  # the dendrogram's left-to-right order (C, no recursion limit)
         order = np.empty(len(self.names), dtype=int)
         order[leaves] = np.arange(len(leaves))
-        return pd.DataFrame({"model": list(self.names),
-                             "family": list(self.families) if self.families else [""] * len(self.names),
-                             "cluster": self.clusters if self.clusters is not None else -1,
-                             "leaf_order": order}).sort_values("leaf_order", ignore_index=True)
+        return pd.DataFrame(
+            {
+                "model": list(self.names),
+                "family": list(self.families) if self.families else [""] * len(self.names),
+                "cluster": self.clusters if self.clusters is not None else -1,
+                "leaf_order": order,
+            }
+        ).sort_values("leaf_order", ignore_index=True)
 
     def to_markdown(self) -> str:
-        head = (f"**Family clustering** ({self.method} linkage, {self.metric} distance, {len(self.names)} models)")
+        head = f"**Family clustering** ({self.method} linkage, {self.metric} distance, {len(self.names)} models)"
         if self.clusters is None:
             return head + "\n\nNo family labels (fewer than 2 known families): dendrogram only."
-        head += (f"\n\nCut at {self.n_families} clusters (the number of known families): "
-                 f"purity {self.purity:.3f}, adjusted Rand {self.adjusted_rand:.3f}.\n\n")
+        head += (
+            f"\n\nCut at {self.n_families} clusters (the number of known families): "
+            f"purity {self.purity:.3f}, adjusted Rand {self.adjusted_rand:.3f}.\n\n"
+        )
         if len(self.names) <= LISTED_MODELS:
             return head + markdown_table(self.table(), max_rows=None)
-        return (head + f"The {LISTED_CLUSTERS} largest of the {len(np.unique(self.clusters[self.clusters >= 0]))} "
-                f"clusters ({len(self.names)} models: every model's cluster is in table()):\n\n"
-                + markdown_table(self.cluster_table().head(LISTED_CLUSTERS), max_rows=None))
+        return (
+            head + f"The {LISTED_CLUSTERS} largest of the {len(np.unique(self.clusters[self.clusters >= 0]))} "
+            f"clusters ({len(self.names)} models: every model's cluster is in table()):\n\n"
+            + markdown_table(self.cluster_table().head(LISTED_CLUSTERS), max_rows=None)
+        )
 
     def cluster_table(self) -> pd.DataFrame:
         """One row per cluster at the cut, largest first: size, its most common families and a few members."""
@@ -70,10 +79,15 @@ class FamilyClustering:
         rows = []
         for c, g in t[t["cluster"] >= 0].groupby("cluster"):
             counts = g["family"].value_counts()
-            rows.append({"cluster": int(c), "models": len(g),
-                         "top_families": ", ".join(f"{f} ({n})" for f, n in counts.head(3).items()),
-                         "majority_share": float(counts.iloc[0] / len(g)),
-                         "members": ", ".join(g["model"].head(4)) + (" ..." if len(g) > 4 else "")})
+            rows.append(
+                {
+                    "cluster": int(c),
+                    "models": len(g),
+                    "top_families": ", ".join(f"{f} ({n})" for f, n in counts.head(3).items()),
+                    "majority_share": float(counts.iloc[0] / len(g)),
+                    "members": ", ".join(g["model"].head(4)) + (" ..." if len(g) > 4 else ""),
+                }
+            )
         return pd.DataFrame(rows).sort_values(["models", "cluster"], ascending=[False, True], ignore_index=True)
 
     def plot(self, path: str | Path, *, max_leaves: int = DENDROGRAM_MAX_LEAVES) -> Path:
@@ -92,18 +106,26 @@ class FamilyClustering:
         truncate = {} if m <= max_leaves else {"truncate_mode": "lastp", "p": max_leaves, "show_contracted": True}
         colours = family_colours(self.families) if self.families else {}
         branch = branch_colours(self.linkage, self.families, colours) if self.families else None
-        dendrogram(self.linkage, labels=list(self.names), ax=ax, leaf_rotation=90,
-                   leaf_font_size=max(4, min(9, 600 // max(shown, 1))),
-                   **({"link_color_func": branch.__getitem__} if branch is not None else {}), **truncate)
+        dendrogram(
+            self.linkage,
+            labels=list(self.names),
+            ax=ax,
+            leaf_rotation=90,
+            leaf_font_size=max(4, min(9, 600 // max(shown, 1))),
+            **({"link_color_func": branch.__getitem__} if branch is not None else {}),
+            **truncate,
+        )
         # most merges of a trained pool sit near 0 beside a few high ones: a log scale (linear below the smallest
         # merge above 0, so a merge at exactly 0 stays drawable) spreads them out
         heights = self.linkage[:, 2]
         low = float(heights[heights > 0].min()) if (heights > 0).any() else 1.0
         ax.set_yscale("symlog", linthresh=low, linscale=0.2)
         ax.set_ylabel(f"{self.metric} distance ({self.method} linkage; log scale)")
-        ax.set_title("Hierarchical clustering of model embeddings" if not truncate else
-                     f"Hierarchical clustering of {m:,} model embeddings: top {max_leaves} branches "
-                     "(label (n) = n models)")
+        ax.set_title(
+            "Hierarchical clustering of model embeddings"
+            if not truncate
+            else f"Hierarchical clustering of {m:,} model embeddings: top {max_leaves} branches (label (n) = n models)"
+        )
         if self.families:  # tick labels in their family's colour, so mixed clusters stand out
             family_of = dict(zip(self.names, self.families))
             for tick in ax.get_xticklabels():
@@ -113,16 +135,25 @@ class FamilyClustering:
                 entries.append(("several families", MIXED_COLOUR))
             if "" in self.families:
                 entries.append(("unknown family", UNKNOWN_COLOUR))
-            ax.legend(handles=[Line2D([], [], color=c, lw=2, label=f) for f, c in entries], title="family",
-                      fontsize=7, title_fontsize=7, loc="upper right", ncol=1 + len(entries) // 12)
+            ax.legend(
+                handles=[Line2D([], [], color=c, lw=2, label=f) for f, c in entries],
+                title="family",
+                fontsize=7,
+                title_fontsize=7,
+                loc="upper right",
+                ncol=1 + len(entries) // 12,
+            )
         return fig
 
 
 # saturated colours only (tab20's odd entries are pale, unreadable as label text): tab20's dark half, then the
 # darkest of tab20b and tab20c; black and grey are kept for branches of several families and of unknown ones
-FAMILY_COLOURS = tuple(matplotlib.colors.to_hex(c) for c in
-                       [colormaps["tab20"](i) for i in range(0, 20, 2) if i != 14]  # tab20's 14 is grey
-                       + [colormaps["tab20b"](i) for i in (0, 4, 8, 12, 16)] + [colormaps["tab20c"](i) for i in (0, 4, 8, 12)])
+FAMILY_COLOURS = tuple(
+    matplotlib.colors.to_hex(c)
+    for c in [colormaps["tab20"](i) for i in range(0, 20, 2) if i != 14]  # tab20's 14 is grey
+    + [colormaps["tab20b"](i) for i in (0, 4, 8, 12, 16)]
+    + [colormaps["tab20c"](i) for i in (0, 4, 8, 12)]
+)
 MIXED_COLOUR = "#000000"
 UNKNOWN_COLOUR = "#999999"
 
@@ -144,8 +175,9 @@ def branch_colours(tree: np.ndarray, families: Sequence[str], colours: Mapping[s
     return [MIXED_COLOUR if f is None else colours.get(f, UNKNOWN_COLOUR) for f in below]
 
 
-def family_clustering(embeddings: np.ndarray, names, families=None, *, method: str = "average",
-                      metric: str = "cosine") -> FamilyClustering:
+def family_clustering(
+    embeddings: np.ndarray, names, families=None, *, method: str = "average", metric: str = "cosine"
+) -> FamilyClustering:
     """Hierarchical (agglomerative) clustering of model embeddings; purity and ARI against known families.
 
     Linkage choice: average linkage (UPGMA) on cosine distance by default. Average linkage uses every pair
@@ -166,16 +198,20 @@ def family_clustering(embeddings: np.ndarray, names, families=None, *, method: s
     names = check_names(names, z.shape[0], where=where)
     check_metric(metric, where=where)
     if method in ("ward", "centroid", "median") and metric != "euclidean":
-        raise ValueError(f"{where}: {method} linkage is only defined for Euclidean distance, got metric={metric!r}. "
-                         "How to fix: pass metric='euclidean' or use method='average'/'complete'.")
+        raise ValueError(
+            f"{where}: {method} linkage is only defined for Euclidean distance, got metric={metric!r}. "
+            "How to fix: pass metric='euclidean' or use method='average'/'complete'."
+        )
     tree = linkage(_condensed(z, metric), method=method)
     fams = None
     clusters, n_fam, purity, ari = None, 0, float("nan"), float("nan")
     if families is not None:
         fams = tuple("" if f is None or (isinstance(f, float) and np.isnan(f)) else str(f) for f in families)
         if len(fams) != len(names):
-            raise ValueError(f"{where}: got {len(fams)} families for {len(names)} models. "
-                             "How to fix: pass one family per model ('' when unknown).")
+            raise ValueError(
+                f"{where}: got {len(fams)} families for {len(names)} models. "
+                "How to fix: pass one family per model ('' when unknown)."
+            )
         known = np.array([f != "" for f in fams])
         labels = np.array(fams)[known]
         n_fam = len(set(labels))
@@ -188,8 +224,17 @@ def family_clustering(embeddings: np.ndarray, names, families=None, *, method: s
             majority = sum(pd.Series(labels[cut == c]).value_counts().iloc[0] for c in np.unique(cut))
             purity = float(majority / len(labels))
             ari = float(adjusted_rand_score(labels, cut))
-    return FamilyClustering(names=tuple(names), families=fams, method=method, metric=metric, linkage=tree,
-                            clusters=clusters, n_families=n_fam, purity=purity, adjusted_rand=ari)
+    return FamilyClustering(
+        names=tuple(names),
+        families=fams,
+        method=method,
+        metric=metric,
+        linkage=tree,
+        clusters=clusters,
+        n_families=n_fam,
+        purity=purity,
+        adjusted_rand=ari,
+    )
 
 
 def _condensed(z: np.ndarray, metric: str) -> np.ndarray:
@@ -200,9 +245,11 @@ def _condensed(z: np.ndarray, metric: str) -> np.ndarray:
     return np.maximum(d, 0.0)
 
 
-LINKAGE_NOTE = ("Linkage: average (UPGMA) on cosine distance by default: every pair between two clusters counts, so one "
-                "close pair cannot chain two families (as single linkage can), and it is valid for a non-Euclidean "
-                "distance; cosine ignores embedding norms, which follow overall accuracy more than family.")
+LINKAGE_NOTE = (
+    "Linkage: average (UPGMA) on cosine distance by default: every pair between two clusters counts, so one "
+    "close pair cannot chain two families (as single linkage can), and it is valid for a non-Euclidean "
+    "distance; cosine ignores embedding norms, which follow overall accuracy more than family."
+)
 
 
 @dataclass(frozen=True)
@@ -210,6 +257,7 @@ class PoolClustering:
     """One tree of the pool scored against each known grouping of its models: the first grouping (the family)
     is the main one (its table, figure and figures); the others (e.g. the fine-tune variant) are cuts of the same
     tree at their own number of groups."""
+
     by_grouping: dict[str, FamilyClustering]
 
     @property
@@ -224,16 +272,28 @@ class PoolClustering:
         r, scored = self.main, self.scored()
         if not scored:
             return f"{len(r.names)} models clustered ({r.method} linkage, {r.metric}); no family labels to score."
-        return (f"{r.method}-linkage tree ({r.metric} distance) of {len(r.names)} models, cut at the number of known "
-                "groups: " + "; ".join(f"{g} ({s.n_families} groups): adjusted Rand {s.adjusted_rand:.3f}, purity "
-                                       f"{s.purity:.3f}" for g, s in scored.items()) + ".")
+        return (
+            f"{r.method}-linkage tree ({r.metric} distance) of {len(r.names)} models, cut at the number of known "
+            "groups: "
+            + "; ".join(
+                f"{g} ({s.n_families} groups): adjusted Rand {s.adjusted_rand:.3f}, purity {s.purity:.3f}"
+                for g, s in scored.items()
+            )
+            + "."
+        )
 
     def to_markdown(self) -> str:
         others = [(g, s) for g, s in self.scored().items() if s is not self.main]
-        return (self.main.to_markdown()
-                + "".join(f"\n\nThe same tree cut at the {s.n_families} groups of `{g}`: adjusted Rand "
-                          f"{s.adjusted_rand:.3f}, purity {s.purity:.3f}." for g, s in others)
-                + "\n\n" + LINKAGE_NOTE)
+        return (
+            self.main.to_markdown()
+            + "".join(
+                f"\n\nThe same tree cut at the {s.n_families} groups of `{g}`: adjusted Rand "
+                f"{s.adjusted_rand:.3f}, purity {s.purity:.3f}."
+                for g, s in others
+            )
+            + "\n\n"
+            + LINKAGE_NOTE
+        )
 
     def table(self) -> pd.DataFrame:
         """The main grouping's table (model, family, cluster, leaf_order), with `<grouping>` and
@@ -243,8 +303,12 @@ class PoolClustering:
             if s is self.main:
                 continue
             group_of, cluster_of = dict(zip(s.names, s.families)), dict(zip(s.names, s.clusters))
-            table = table.assign(**{g: [group_of[m] for m in table["model"]],
-                                    f"{g}_cluster": [int(cluster_of[m]) for m in table["model"]]})
+            table = table.assign(
+                **{
+                    g: [group_of[m] for m in table["model"]],
+                    f"{g}_cluster": [int(cluster_of[m]) for m in table["model"]],
+                }
+            )
         return table
 
     def plot(self, path: str | Path) -> Path:
@@ -252,15 +316,29 @@ class PoolClustering:
 
     def figures(self) -> dict[str, float]:
         r = self.main
-        return {"adjusted_rand": float(r.adjusted_rand), "purity": float(r.purity), "n_families": int(r.n_families),
-                **{f"adjusted_rand_{g}": float(s.adjusted_rand) for g, s in self.scored().items() if s is not r}}
+        return {
+            "adjusted_rand": float(r.adjusted_rand),
+            "purity": float(r.purity),
+            "n_families": int(r.n_families),
+            **{f"adjusted_rand_{g}": float(s.adjusted_rand) for g, s in self.scored().items() if s is not r},
+        }
 
 
-def cluster_pool(embeddings: np.ndarray, names, groupings: Mapping[str, Sequence[str]], *, method: str = "average",
-                 metric: str = "cosine") -> PoolClustering:
+def cluster_pool(
+    embeddings: np.ndarray,
+    names,
+    groupings: Mapping[str, Sequence[str]],
+    *,
+    method: str = "average",
+    metric: str = "cosine",
+) -> PoolClustering:
     """family_clustering of the pool once per grouping (name -> one group per model, "" = unknown); the first
     grouping is the main one."""
     if not groupings:
         raise ValueError("cluster_pool: no grouping. How to fix: pass at least {'family': [...]} ('' where unknown).")
-    return PoolClustering({g: family_clustering(embeddings, names, groups, method=method, metric=metric)
-                           for g, groups in groupings.items()})
+    return PoolClustering(
+        {
+            g: family_clustering(embeddings, names, groups, method=method, metric=metric)
+            for g, groups in groupings.items()
+        }
+    )

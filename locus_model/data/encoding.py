@@ -77,9 +77,10 @@ def check_texts(texts: Sequence[str]) -> None:
             text.encode("utf-8")
         except UnicodeEncodeError as err:
             raise EncodingInputError(
-                i, f"text {i} is not valid Unicode: character {err.start} is a lone surrogate "
-                   f"{ascii(text[err.start])} (an unpaired UTF-16 half); send UTF-8 text") from None
-
+                i,
+                f"text {i} is not valid Unicode: character {err.start} is a lone surrogate "
+                f"{ascii(text[err.start])} (an unpaired UTF-16 half); send UTF-8 text",
+            ) from None
 
 
 # ------------------------------------------------------------------------------------------------ the encoder
@@ -113,11 +114,14 @@ class SentenceEncoder:
             model = SentenceTransformer(str(model_folder(self.spec)), device=device)
             # sentence-transformers sorts by length and batches itself; no progress bar (it would draw one per
             # call whenever logging is at INFO, as in `locus serve`)
-            self._run = lambda texts, batch_size: model.encode(texts, batch_size=batch_size, convert_to_numpy=True,
-                                                               normalize_embeddings=True, show_progress_bar=False)
+            self._run = lambda texts, batch_size: model.encode(
+                texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False
+            )
             return
         if device != "cpu":
-            raise ValueError(f"the {self.runtime} runtime runs on the CPU, not {device!r}; use runtime 'torch' for {device}")
+            raise ValueError(
+                f"the {self.runtime} runtime runs on the CPU, not {device!r}; use runtime 'torch' for {device}"
+            )
         import onnxruntime as ort  # why: the ONNX runtime only when that runtime encodes
         from tokenizers import Tokenizer  # why: the ONNX runtime only when that runtime encodes
 
@@ -131,8 +135,9 @@ class SentenceEncoder:
         self._workers = workers if self.runtime == "onnx-int8" else 1
         options.intra_op_num_threads = 1 if self._workers > 1 else workers
         options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(str(onnx_model_path(self.name, self.runtime)), options,
-                                             providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            str(onnx_model_path(self.name, self.runtime)), options, providers=["CPUExecutionProvider"]
+        )
         self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="encoder") if self._workers > 1 else None
         self._run = self._run_onnx
 
@@ -171,7 +176,9 @@ class SentenceEncoder:
             return np.asarray(self._run(texts, batch_size), dtype=np.float32)
 
     def __repr__(self) -> str:
-        return f"SentenceEncoder({self.name!r}, runtime={self.runtime!r}, device={self.device!r}, threads={self.threads})"
+        return (
+            f"SentenceEncoder({self.name!r}, runtime={self.runtime!r}, device={self.device!r}, threads={self.threads})"
+        )
 
 
 def _default_threads() -> int:
@@ -185,7 +192,9 @@ def _load(name: str, runtime: str, device: str, threads: int | None) -> Sentence
     return SentenceEncoder(name, runtime, device=device, threads=threads)
 
 
-def load_encoder(name: str, runtime: str | None = None, *, device: str = "cpu", threads: int | None = None) -> SentenceEncoder:
+def load_encoder(
+    name: str, runtime: str | None = None, *, device: str = "cpu", threads: int | None = None
+) -> SentenceEncoder:
     """The (encoder, runtime) loaded once per process (per device and thread count); heavy models load here."""
     spec = resolve_encoder(name)
     return _load(spec.name, resolve_runtime(spec.name, runtime), device, threads)
@@ -243,7 +252,6 @@ def encode_queries_with_summary(
     """Encode texts (n, dim) float32 with (encoder, runtime), taking what the cache has and encoding only new
     text. runtime None: DEFAULT_RUNTIME; cache_dir: the encoder's cache folder (see :func:`open_cache`)."""
 
-
     spec = resolve_encoder(encoder)
     runtime = resolve_runtime(spec.name, runtime)
     cache = open_cache(spec.name, runtime, cache_dir)
@@ -257,8 +265,9 @@ def encode_queries_with_summary(
         model = load_encoder(spec.name, runtime, device=device, threads=threads)
         new_keys, new_texts = list(new), list(new.values())
         chunk = max(batch_size * 16, 1024)
-        bar = tqdm(total=len(new_texts), desc=f"encoding queries ({spec.name}, {runtime})", unit="q",
-                   disable=not progress)
+        bar = tqdm(
+            total=len(new_texts), desc=f"encoding queries ({spec.name}, {runtime})", unit="q", disable=not progress
+        )
         for i in range(0, len(new_texts), chunk):
             vectors = model.encode(new_texts[i : i + chunk], batch_size)
             cache.add(new_keys[i : i + chunk], vectors)  # saved per chunk: an interrupted encode keeps its work
@@ -281,8 +290,16 @@ def encode_queries(
     threads: int | None = None,
 ) -> np.ndarray:
     """Encode texts (n, dim) float32 unit-norm rows (see :func:`encode_queries_with_summary`)."""
-    return encode_queries_with_summary(texts, encoder=encoder, runtime=runtime, cache_dir=cache_dir,
-                                      batch_size=batch_size, progress=progress, device=device, threads=threads)[0]
+    return encode_queries_with_summary(
+        texts,
+        encoder=encoder,
+        runtime=runtime,
+        cache_dir=cache_dir,
+        batch_size=batch_size,
+        progress=progress,
+        device=device,
+        threads=threads,
+    )[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

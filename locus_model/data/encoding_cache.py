@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from locus_model.data.encoders import HASHING_RUNTIME, resolve_encoder, resolve_runtime, user_cache_dir
+from locus_model.data.encoders import resolve_encoder, resolve_runtime, user_cache_dir
+
 
 def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
 
 
 class EncodingCache:
@@ -30,8 +30,10 @@ class EncodingCache:
             with np.load(shard) as data:
                 found = (str(data["encoder"]), str(data["runtime"])) if "runtime" in data.files else None
                 if found != (encoder, runtime):
-                    raise ValueError(f"encoding cache {self.folder} holds {shard.name} of {found}, not of "
-                                     f"({encoder}, {runtime}). How to fix: delete {shard}")
+                    raise ValueError(
+                        f"encoding cache {self.folder} holds {shard.name} of {found}, not of "
+                        f"({encoder}, {runtime}). How to fix: delete {shard}"
+                    )
                 self._index.update(zip(map(str, data["keys"]), data["vectors"]))
 
     def __len__(self) -> int:
@@ -47,8 +49,13 @@ class EncodingCache:
         if not keys:
             return
         tmp = self.folder / f".tmp-{uuid.uuid4().hex}.npz"
-        np.savez(tmp, keys=np.array(keys), vectors=vectors.astype(np.float32), encoder=np.array(self.encoder),
-                 runtime=np.array(self.runtime))
+        np.savez(
+            tmp,
+            keys=np.array(keys),
+            vectors=vectors.astype(np.float32),
+            encoder=np.array(self.encoder),
+            runtime=np.array(self.runtime),
+        )
         tmp.rename(self.folder / f"shard-{uuid.uuid4().hex}.npz")  # atomic: readers see all or nothing
         self._index.update(zip(keys, vectors))
 

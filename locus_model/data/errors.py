@@ -72,10 +72,8 @@ def suffix_of(path: Path) -> str:
     return next((s for s in sorted(EVALUATION_SUFFIXES, key=len, reverse=True) if name.endswith(s)), "")
 
 
-
 class RecordError(Exception):
     """The csv module could not read a record (the error path only)."""
-
 
 
 def open_binary(path: Path) -> BinaryIO:
@@ -89,7 +87,10 @@ def csv_records(path: Path) -> Iterator[tuple[int, int, list[str]]]:
     before = csv.field_size_limit()
     csv.field_size_limit(2**31 - 1)
     try:
-        with open_binary(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as text:
+        with (
+            open_binary(path) as raw,
+            io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as text,
+        ):
             reader = csv.reader(text)
             next(reader, None)
             row, start = 0, reader.line_num + 1
@@ -114,4 +115,3 @@ def editor_line(path: str | Path, row: int) -> int | None:
         return next((line for r, line, _ in csv_records(path) if r == row), None)
     except RecordError:
         return None
-

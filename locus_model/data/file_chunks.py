@@ -23,8 +23,16 @@ import numpy as np
 import pandas as pd
 
 from locus_model.data.contract import CONTROL, EVALUATION_COLUMNS, OPTIONAL_COLUMNS, TEXT_COLUMNS, check_columns
-from locus_model.data.errors import (CUT_OR_CORRUPT, EVALUATION_SUFFIXES, CutOffError, EvaluationDataError, RecordError,
-                                     csv_records, open_binary, suffix_of)
+from locus_model.data.errors import (
+    CUT_OR_CORRUPT,
+    EVALUATION_SUFFIXES,
+    CutOffError,
+    EvaluationDataError,
+    RecordError,
+    csv_records,
+    open_binary,
+    suffix_of,
+)
 from locus_model.data.limits import FIX_SPLIT, Budget, DropLimits, budget
 
 CSV_CHUNK_ROWS = 200_000  # rows per chunk when streaming a CSV: bounds memory for very large files
@@ -34,14 +42,19 @@ def is_evaluation_file(path: Path) -> bool:
     return path.is_file() and not path.name.startswith(".") and suffix_of(path) != ""
 
 
-def _stream_error(path: Path, err: BaseException, *, at_byte: int | None = None, line: int | None = None) -> EvaluationDataError:
+def _stream_error(
+    path: Path, err: BaseException, *, at_byte: int | None = None, line: int | None = None
+) -> EvaluationDataError:
     if suffix_of(path) == ".csv.gz":
         where = f" after {at_byte:,} bytes of text (about line {line})" if at_byte else ""
         return CutOffError(
-            f"the gzip data is cut off or corrupt{where} ({type(err).__name__}: {err})", file=path,
+            f"the gzip data is cut off or corrupt{where} ({type(err).__name__}: {err})",
+            file=path,
             fix="the file was not completely written or copied: write it again (gzip -t FILE checks it)",
         )
-    return EvaluationDataError(f"the file cannot be read ({type(err).__name__}: {err})", file=path, fix="check the file")
+    return EvaluationDataError(
+        f"the file cannot be read ({type(err).__name__}: {err})", file=path, fix="check the file"
+    )
 
 
 def ends_with_newline(path: str | Path) -> bool:
@@ -61,7 +74,8 @@ def _check_final_newline(path: Path) -> None:
         lines = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 20), b"")) + 1
     raise CutOffError(
         "the last line has no newline at its end: the file looks cut off, or is still being written",
-        file=path, line=lines,
+        file=path,
+        line=lines,
         fix="finish writing the file (write it as <name>.part and rename it when complete), then drop it again",
     )
 
@@ -102,14 +116,18 @@ class _GuardedStream(io.RawIOBase):
 def _nul_error(path: Path) -> EvaluationDataError:
     fix = "remove the NUL bytes (tr -d '\\000'); they usually mean a damaged file or binary data saved as text"
     try:
-        with open_binary(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as text:
+        with (
+            open_binary(path) as raw,
+            io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline="") as text,
+        ):
             header = next(csv.reader(text), [])
         for row, line, fields in csv_records(path):
             for i, value in enumerate(fields):
                 if "\0" in value:
                     column = header[i] if i < len(header) else None
-                    return EvaluationDataError(f"a NUL byte in the value {value!r}", file=path, row=row, line=line,
-                                               column=column, fix=fix)
+                    return EvaluationDataError(
+                        f"a NUL byte in the value {value!r}", file=path, row=row, line=line, column=column, fix=fix
+                    )
     except RecordError:
         pass
     return EvaluationDataError("the file contains a NUL byte", file=path, fix=fix)
@@ -124,18 +142,30 @@ def _csv_header(path: Path) -> list[str]:
             first = raw.readline(1 << 20).decode("utf-8-sig")
         header = next(csv.reader([first.rstrip("\r\n")]), None) if first.strip("\r\n") else None
     except UnicodeDecodeError as err:
-        raise EvaluationDataError(f"the header is not valid UTF-8 ({err})", file=path, line=1,
-                                  fix="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+        raise EvaluationDataError(
+            f"the header is not valid UTF-8 ({err})",
+            file=path,
+            line=1,
+            fix="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+        ) from None
     except csv.Error as err:
-        raise EvaluationDataError(f"the header cannot be parsed ({err})", file=path, line=1,
-                                  fix="the first line names the columns, separated by commas") from None
+        raise EvaluationDataError(
+            f"the header cannot be parsed ({err})",
+            file=path,
+            line=1,
+            fix="the first line names the columns, separated by commas",
+        ) from None
     except CUT_OR_CORRUPT as err:
         raise _stream_error(path, err, at_byte=0, line=1) from None
     if not header:
         raise EvaluationDataError("the file has no header and no rows", file=path, fix="write a header line")
     if any(CONTROL.search(name) for name in header):
-        raise EvaluationDataError(f"the header {header!r} contains control characters (NUL bytes?)", file=path,
-                                  line=1, fix="the first line names the columns in plain text")
+        raise EvaluationDataError(
+            f"the header {header!r} contains control characters (NUL bytes?)",
+            file=path,
+            line=1,
+            fix="the first line names the columns in plain text",
+        )
     return header
 
 
@@ -161,8 +191,13 @@ def _utf8_error(path: Path) -> EvaluationDataError:
                 row = r
         except RecordError:
             pass
-    return EvaluationDataError(f"the file is not valid UTF-8 ({detail})", file=path, row=row, line=line or None,
-                               fix="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)")
+    return EvaluationDataError(
+        f"the file is not valid UTF-8 ({detail})",
+        file=path,
+        row=row,
+        line=line or None,
+        fix="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+    )
 
 
 def _parse_error(path: Path, err: Exception, n_columns: int) -> EvaluationDataError:
@@ -174,7 +209,10 @@ def _parse_error(path: Path, err: Exception, n_columns: int) -> EvaluationDataEr
             last = (row, line)
             if len(fields) != n_columns and "EOF inside string" not in message:
                 return EvaluationDataError(
-                    f"the row has {len(fields)} fields, the header has {n_columns}", file=path, row=row, line=line,
+                    f"the row has {len(fields)} fields, the header has {n_columns}",
+                    file=path,
+                    row=row,
+                    line=line,
                     fix='quote values that hold commas ("a, b"), write a literal quote as "", and check for a cut or merged line',
                 )
     except RecordError:
@@ -182,17 +220,29 @@ def _parse_error(path: Path, err: Exception, n_columns: int) -> EvaluationDataEr
     if "EOF inside string" in message and last is not None:
         return CutOffError(
             "a quoted value starting in this row is never closed (EOF inside string: the quote runs to the end of the file)",
-            file=path, row=last[0], line=last[1],
+            file=path,
+            row=last[0],
+            line=last[1],
             fix='close the quote; a literal quote inside a quoted value is written as ""; a cut file must be written again',
         )
     found = re.search(r"in line (\d+)", message)
     row = int(found.group(1)) - 1 if found else None  # pandas counts the header as line 1
-    return EvaluationDataError(f"the CSV cannot be parsed ({message})", file=path, row=row,
-                               fix="check quoting and the number of fields per line")
+    return EvaluationDataError(
+        f"the CSV cannot be parsed ({message})",
+        file=path,
+        row=row,
+        fix="check quoting and the number of fields per line",
+    )
 
 
-def _csv_chunks(path: Path, chunk_rows: int, current: Budget, *, required: tuple[str, ...] = EVALUATION_COLUMNS,
-                categorical: tuple[str, ...] = (*TEXT_COLUMNS, "score", *OPTIONAL_COLUMNS)) -> Iterator[pd.DataFrame]:
+def _csv_chunks(
+    path: Path,
+    chunk_rows: int,
+    current: Budget,
+    *,
+    required: tuple[str, ...] = EVALUATION_COLUMNS,
+    categorical: tuple[str, ...] = (*TEXT_COLUMNS, "score", *OPTIONAL_COLUMNS),
+) -> Iterator[pd.DataFrame]:
     """The CSV's rows in chunks, every column text (``categorical`` ones as categoricals)."""
     header = _csv_header(path)
     check_columns(header, required, path)
@@ -209,11 +259,22 @@ def _csv_chunks(path: Path, chunk_rows: int, current: Budget, *, required: tuple
         except (pd.errors.ParserError, pd.errors.ParserWarning) as err:
             raise _parse_error(path, err, len(header)) from None
         except pd.errors.EmptyDataError:
-            raise EvaluationDataError("the file has no header and no rows", file=path, fix="write a header line") from None
+            raise EvaluationDataError(
+                "the file has no header and no rows", file=path, fix="write a header line"
+            ) from None
 
     with io.BufferedReader(_GuardedStream(path, current), buffer_size=1 << 20) as stream:
-        reader = readable(lambda: pd.read_csv(stream, dtype=dtype, na_filter=False, encoding="utf-8-sig",
-                                              encoding_errors="strict", chunksize=chunk_rows, index_col=False))
+        reader = readable(
+            lambda: pd.read_csv(
+                stream,
+                dtype=dtype,
+                na_filter=False,
+                encoding="utf-8-sig",
+                encoding_errors="strict",
+                chunksize=chunk_rows,
+                index_col=False,
+            )
+        )
         with reader:
             while (frame := readable(lambda: next(reader, None))) is not None:
                 yield frame
@@ -226,22 +287,33 @@ def _parquet_chunks(path: Path, chunk_rows: int, current: Budget) -> Iterator[pd
     import pyarrow.parquet as pq  # why: pyarrow only for Parquet input (pandas loads it lazily too)
 
     def unreadable(err: BaseException) -> EvaluationDataError:
-        return EvaluationDataError(f"not a readable Parquet file ({type(err).__name__}: {err})", file=path,
-                                   fix="the file is cut off or corrupt: export or copy it again")
+        return EvaluationDataError(
+            f"not a readable Parquet file ({type(err).__name__}: {err})",
+            file=path,
+            fix="the file is cut off or corrupt: export or copy it again",
+        )
 
     text = (*TEXT_COLUMNS, *OPTIONAL_COLUMNS)
     try:  # pyarrow raises ArrowInvalid, OSError, ValueError ... for corrupt files: all mean the same here
         schema = pq.read_schema(path)
         names = schema.names
-        strings = [f.name for f in schema if f.name in text and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))]
+        strings = [
+            f.name
+            for f in schema
+            if f.name in text and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+        ]
         parquet = pq.ParquetFile(path, read_dictionary=strings)  # text columns arrive as categoricals
     except Exception as err:  # noqa: BLE001 (re-raised with the file and a fix)
         raise unreadable(err) from None
     check_columns(names, EVALUATION_COLUMNS, path)
     declared = parquet.metadata.num_rows  # what pyarrow will read: refused here, before any row is read
     if current.rows + declared > current.limits.max_rows:
-        raise EvaluationDataError(f"the file has {declared:,} rows: the drop would have more than "
-                                  f"{current.limits.max_rows:,} evaluation rows", file=path, fix=FIX_SPLIT)
+        raise EvaluationDataError(
+            f"the file has {declared:,} rows: the drop would have more than "
+            f"{current.limits.max_rows:,} evaluation rows",
+            file=path,
+            fix=FIX_SPLIT,
+        )
     columns = [c for c in (*EVALUATION_COLUMNS, *OPTIONAL_COLUMNS) if c in names]
     batches = parquet.iter_batches(batch_size=chunk_rows, columns=columns)
     while True:
@@ -270,7 +342,11 @@ def read_csv_table(path: Path, *, required: tuple[str, ...]) -> pd.DataFrame:
 
 
 def iter_evaluation_chunks(
-    path: Path, *, chunk_rows: int = CSV_CHUNK_ROWS, require_final_newline: bool = False, limits: DropLimits | None = None
+    path: Path,
+    *,
+    chunk_rows: int = CSV_CHUNK_ROWS,
+    require_final_newline: bool = False,
+    limits: DropLimits | None = None,
 ) -> Iterator[pd.DataFrame]:
     """Raw chunks of an evaluation file with a ``_row`` column (1-based data row); text columns categorical.
 
@@ -291,7 +367,9 @@ def iter_evaluation_chunks(
     if require_final_newline:
         _check_final_newline(path)
     current = budget() if limits is None else Budget(limits)
-    chunks = _parquet_chunks(path, chunk_rows, current) if suffix == ".parquet" else _csv_chunks(path, chunk_rows, current)
+    chunks = (
+        _parquet_chunks(path, chunk_rows, current) if suffix == ".parquet" else _csv_chunks(path, chunk_rows, current)
+    )
     offset = 0
     for frame in chunks:
         current.count_rows(len(frame), path, first_row=offset + 1)

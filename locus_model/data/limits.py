@@ -35,10 +35,16 @@ FIX_SPLIT = "split the output into several drops (e.g. one per model or per task
 class DropLimits:
     """What one read of a drop (a long-format file, a folder of them, a harness output or an archive) may take."""
 
-    max_rows: int = 5_000_000  # evaluation rows (long-format rows, harness records): ~270 bytes of memory each (metabench: 2.15M)
+    max_rows: int = (
+        5_000_000  # evaluation rows (long-format rows, harness records): ~270 bytes of memory each (metabench: 2.15M)
+    )
     max_models: int = 5_000  # distinct model names (metabench, the largest pool source here, has 2,001)
-    max_document_bytes: int = 64 << 20  # one JSON document parsed whole (a .json file, an .eval member, a .jsonl line): ~24x in memory
-    max_unpacked_bytes: int = 4 << 30  # bytes inflated from archives, .csv.gz and .eval members, counted as they are read
+    max_document_bytes: int = (
+        64 << 20
+    )  # one JSON document parsed whole (a .json file, an .eval member, a .jsonl line): ~24x in memory
+    max_unpacked_bytes: int = (
+        4 << 30
+    )  # bytes inflated from archives, .csv.gz and .eval members, counted as they are read
     max_members: int = 200_000  # members of one archive
     max_depth: int = 200  # nesting of a JSON document (harness files nest a few levels; json recurses per level)
     seconds: float | None = None  # wall-clock for the whole read; None: no bound (the CLI); the drop folder sets one
@@ -58,16 +64,21 @@ class Budget:
         """Past the time budget: an error naming where the read was."""
         seconds = self.limits.seconds
         if seconds is not None and time.monotonic() - self.started > seconds:
-            raise EvaluationDataError(f"reading this drop took longer than {seconds:g} s (stopped at {where})",
-                                      file=where, fix=FIX_SPLIT)
+            raise EvaluationDataError(
+                f"reading this drop took longer than {seconds:g} s (stopped at {where})", file=where, fix=FIX_SPLIT
+            )
 
     def unpack(self, n: int, where: Path | str, *, timed: bool = True) -> None:
         """Count ``n`` more bytes unpacked (decompressed); past the limit, or the time budget (when ``timed``: the
         time budget bounds harness reads, not long-format files), an error."""
         self.unpacked += n
         if self.unpacked > self.limits.max_unpacked_bytes:
-            raise EvaluationDataError(f"unpacks to more than {self.limits.max_unpacked_bytes:,} bytes (counted while "
-                                      "unpacking: a zip bomb, or not evaluation output)", file=where, fix=FIX_SPLIT)
+            raise EvaluationDataError(
+                f"unpacks to more than {self.limits.max_unpacked_bytes:,} bytes (counted while "
+                "unpacking: a zip bomb, or not evaluation output)",
+                file=where,
+                fix=FIX_SPLIT,
+            )
         if timed:
             self.check_time(where)
 
@@ -77,7 +88,9 @@ class Budget:
         limit = self.limits.max_rows
         if self.rows + n > limit:
             over = None if first_row is None else first_row + (limit - self.rows)
-            raise EvaluationDataError(f"the drop has more than {limit:,} evaluation rows", file=where, row=over, fix=FIX_SPLIT)
+            raise EvaluationDataError(
+                f"the drop has more than {limit:,} evaluation rows", file=where, row=over, fix=FIX_SPLIT
+            )
         self.rows += n
 
     def count_models(self, names: Iterable[tuple[str, int | None]], where: Path | str) -> None:
@@ -88,8 +101,13 @@ class Budget:
             if name in self.models:
                 continue
             if len(self.models) >= limit:
-                raise EvaluationDataError(f"the drop names more than {limit:,} models (the next one is {name[:80]!r})",
-                                          file=where, row=row, column="model", fix=FIX_SPLIT)
+                raise EvaluationDataError(
+                    f"the drop names more than {limit:,} models (the next one is {name[:80]!r})",
+                    file=where,
+                    row=row,
+                    column="model",
+                    fix=FIX_SPLIT,
+                )
             self.models.add(name)
 
 
@@ -180,6 +198,10 @@ def parse_json(data: bytes, where: Path | str, *, line: int | None = None) -> ob
     JSONDecodeError, or a number with more digits than Python converts) for the caller to place."""
     limit = budget().limits.max_depth
     if data.count(b"[") + data.count(b"{") > limit and json_depth(data) > limit:
-        raise EvaluationDataError(f"the JSON nests deeper than {limit} levels", file=where, line=line,
-                                  fix="harness outputs nest a few levels: this is not one, or it is damaged")
+        raise EvaluationDataError(
+            f"the JSON nests deeper than {limit} levels",
+            file=where,
+            line=line,
+            fix="harness outputs nest a few levels: this is not one, or it is damaged",
+        )
     return json.loads(data.decode("utf-8"))

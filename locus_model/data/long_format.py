@@ -43,8 +43,9 @@ class ReadSummary:
     queries: int
 
 
-def read_evaluations(path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS,
-                     limits: DropLimits | None = None) -> tuple[pd.DataFrame, ReadSummary]:
+def read_evaluations(
+    path: str | Path, *, chunk_rows: int = CSV_CHUNK_ROWS, limits: DropLimits | None = None
+) -> tuple[pd.DataFrame, ReadSummary]:
     """Read and validate a long-format file, or every evaluation file in a folder (an EmbedLLM folder too), or what
     an evaluation harness wrote (a folder, an archive or an Inspect log: locus_model.data.harnesses); returns
     (table, report).
@@ -64,12 +65,14 @@ def _read_evaluations(path: Path, chunk_rows: int) -> tuple[pd.DataFrame, ReadSu
     if not path.exists():
         raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
     if path.is_dir():
-
         if is_embedllm_folder(path):
             table, report = read_embedllm(path)
             return table, ReadSummary(
-                (str(path),), int(report.rows_read), int(report.duplicates_dropped),
-                table["model"].nunique(), table["query_id"].nunique(),
+                (str(path),),
+                int(report.rows_read),
+                int(report.duplicates_dropped),
+                table["model"].nunique(),
+                table["query_id"].nunique(),
             )
 
         if detect_harness(path):  # what an evaluation harness wrote (lm-eval, Inspect, lighteval, HELM)
@@ -80,7 +83,6 @@ def _read_evaluations(path: Path, chunk_rows: int) -> tuple[pd.DataFrame, ReadSu
                 "the folder has no evaluation files", file=path, fix=f"add files ending in {list(EVALUATION_SUFFIXES)}"
             )
     else:
-
         if is_harness_drop(path):  # an archive of a harness's output, or an Inspect log
             return _read_harness(path)
         files = [path]
@@ -129,13 +131,18 @@ def read_models_file(path: str | Path) -> pd.DataFrame:
 
     path = Path(path)
     if not path.is_file() or path.stat().st_size == 0:
-        raise EvaluationDataError("the models file is missing or empty", file=path, fix="write a header model,params_b,family")
+        raise EvaluationDataError(
+            "the models file is missing or empty", file=path, fix="write a header model,params_b,family"
+        )
     if suffix_of(path) == ".parquet":
         try:
             frame = pd.read_parquet(path)
         except Exception as err:  # noqa: BLE001 (pyarrow raises several types for a cut or corrupt file)
-            raise EvaluationDataError(f"not a readable Parquet file ({type(err).__name__}: {err})", file=path,
-                                      fix="the file is cut off or corrupt: export or copy it again") from None
+            raise EvaluationDataError(
+                f"not a readable Parquet file ({type(err).__name__}: {err})",
+                file=path,
+                fix="the file is cut off or corrupt: export or copy it again",
+            ) from None
         check_columns(list(frame.columns), ("model",), path)
     else:
         frame = read_csv_table(path, required=("model",))
@@ -149,7 +156,11 @@ def read_models_file(path: str | Path) -> pd.DataFrame:
     if dup.any():
         i = int(np.flatnonzero(dup.to_numpy())[0])
         raise EvaluationDataError(
-            f"model {out['model'].iloc[i]!r} is listed twice", file=path, row=i + 1, column="model", fix="list each model once"
+            f"model {out['model'].iloc[i]!r} is listed twice",
+            file=path,
+            row=i + 1,
+            column="model",
+            fix="list each model once",
         )
     return out
 
@@ -163,14 +174,22 @@ def _sizes_and_prices(frame: pd.DataFrame, column: str, path: Path) -> np.ndarra
     if column not in frame.columns:
         return out
     for i, value in enumerate(frame[column].tolist()):
-        if value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float) and np.isnan(value)):
+        if (
+            value is None
+            or (isinstance(value, str) and not value.strip())
+            or (isinstance(value, float) and np.isnan(value))
+        ):
             continue  # empty (a Parquet null is NaN once in pandas)
         number = _plain_number(value)
         if number is None or number < 0:
             raise EvaluationDataError(
-                f"{column} {value!r} is not a number >= 0"[:200], file=path, row=i + 1, column=column,
+                f"{column} {value!r} is not a number >= 0"[:200],
+                file=path,
+                row=i + 1,
+                column=column,
                 fix=f"write {column} as a plain decimal number (e.g. 7, 1.5 or 2.5e-1) or leave it empty; text, NaN, "
-                    "infinity, hexadecimal and numbers beyond a float's range (1e309) are not sizes or prices")
+                "infinity, hexadecimal and numbers beyond a float's range (1e309) are not sizes or prices",
+            )
         out[i] = number
     return out
 

@@ -27,9 +27,9 @@ class EvaluationMatrix:
         model_index = pd.Index(models)
         query_index = pd.Index(queries["query_id"].astype(str))
         scores = np.full((len(models), len(query_index)), np.nan, dtype=np.float32)
-        scores[model_index.get_indexer(table["model"].astype(str)), query_index.get_indexer(table["query_id"].astype(str))] = (
-            table["score"].to_numpy(np.float32)
-        )
+        scores[
+            model_index.get_indexer(table["model"].astype(str)), query_index.get_indexer(table["query_id"].astype(str))
+        ] = table["score"].to_numpy(np.float32)
         split = queries["split"].to_numpy(str) if "split" in queries.columns else None
         return cls(
             models=models,

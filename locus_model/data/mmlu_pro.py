@@ -82,7 +82,8 @@ def _is_summary(path: Path) -> bool:
 def _result_files(path: Path) -> list[Path]:
     """The result files under a folder (any depth), sorted; hidden entries and *_summary.json skipped."""
     files = [
-        p for p in path.rglob("*.json")
+        p
+        for p in path.rglob("*.json")
         if p.is_file() and not _is_summary(p) and not any(part.startswith(".") for part in p.relative_to(path).parts)
     ]
     return sorted(files, key=lambda p: p.relative_to(path).as_posix())
@@ -161,12 +162,14 @@ def _load(file: Path) -> list:
         entries = json.loads(text)
     except json.JSONDecodeError as err:
         raise EvaluationDataError(
-            f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})", file=file,
+            f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})",
+            file=file,
             fix="the file is truncated or not a result file; rerun the evaluation or remove the file",
         ) from None
     if not isinstance(entries, list):
         raise EvaluationDataError(
-            f"the file holds a JSON {type(entries).__name__}, not a list of records", file=file,
+            f"the file holds a JSON {type(entries).__name__}, not a list of records",
+            file=file,
             fix=f"{_FIX_LAYOUT}; summary files are skipped only when named summary.json or <category>_summary.json",
         )
     return entries
@@ -181,42 +184,87 @@ def _parse_record(entry: dict, file: Path, record: int) -> tuple[int, str, str, 
     """(question_id, query text, category, gold letter, pred) of one record, or an error naming its field."""
     for field in REQUIRED_FIELDS:
         if field not in entry:
-            raise _bad(file, record, field, f"the record has no '{field}' (it has {sorted(entry)})",
-                       f"every record needs {', '.join(REQUIRED_FIELDS)}; pred may be null")
+            raise _bad(
+                file,
+                record,
+                field,
+                f"the record has no '{field}' (it has {sorted(entry)})",
+                f"every record needs {', '.join(REQUIRED_FIELDS)}; pred may be null",
+            )
     qid = entry["question_id"]
     if isinstance(qid, str) and qid.strip().isdigit():
         qid = int(qid)
     if isinstance(qid, bool) or not isinstance(qid, int) or qid < 0:
-        raise _bad(file, record, "question_id", f"question_id {entry['question_id']!r} is not a non-negative integer",
-                   "use MMLU-Pro's question_id as the dataset gives it")
+        raise _bad(
+            file,
+            record,
+            "question_id",
+            f"question_id {entry['question_id']!r} is not a non-negative integer",
+            "use MMLU-Pro's question_id as the dataset gives it",
+        )
     question = entry["question"]
     if not isinstance(question, str) or not question.strip():
-        raise _bad(file, record, "question", f"question {question!r} is not a non-empty text",
-                   "every record needs its question text")
+        raise _bad(
+            file,
+            record,
+            "question",
+            f"question {question!r} is not a non-empty text",
+            "every record needs its question text",
+        )
     options = entry["options"]
     if not isinstance(options, list) or not options:
-        raise _bad(file, record, "options", f"options is a {type(options).__name__}, not a non-empty list of texts",
-                   "options must be the JSON list of option texts, as the harness writes it")
+        raise _bad(
+            file,
+            record,
+            "options",
+            f"options is a {type(options).__name__}, not a non-empty list of texts",
+            "options must be the JSON list of option texts, as the harness writes it",
+        )
     if len(options) > len(LETTERS):
-        raise _bad(file, record, "options", f"{len(options)} options, more than the {len(LETTERS)} letters",
-                   f"a question has at most {len(LETTERS)} options")
+        raise _bad(
+            file,
+            record,
+            "options",
+            f"{len(options)} options, more than the {len(LETTERS)} letters",
+            f"a question has at most {len(LETTERS)} options",
+        )
     bad = next((i for i, option in enumerate(options) if not isinstance(option, str)), None)
     if bad is not None:
-        raise _bad(file, record, "options", f"option {bad + 1} is a {type(options[bad]).__name__}, not a text",
-                   "every option must be a JSON string")
+        raise _bad(
+            file,
+            record,
+            "options",
+            f"option {bad + 1} is a {type(options[bad]).__name__}, not a text",
+            "every option must be a JSON string",
+        )
     category = entry["category"]
     if not isinstance(category, str) or not category.strip():
-        raise _bad(file, record, "category", f"category {category!r} is not a non-empty text",
-                   "use MMLU-Pro's category (math, law, ...)")
+        raise _bad(
+            file,
+            record,
+            "category",
+            f"category {category!r} is not a non-empty text",
+            "use MMLU-Pro's category (math, law, ...)",
+        )
     answer = entry["answer"]
     if not isinstance(answer, str) or answer not in LETTERS[: len(options)]:
-        raise _bad(file, record, "answer",
-                   f"answer {answer!r} is not one of the letters {LETTERS[0]}..{LETTERS[len(options) - 1]} "
-                   f"of its {len(options)} options", "answer must be the gold option's letter")
+        raise _bad(
+            file,
+            record,
+            "answer",
+            f"answer {answer!r} is not one of the letters {LETTERS[0]}..{LETTERS[len(options) - 1]} "
+            f"of its {len(options)} options",
+            "answer must be the gold option's letter",
+        )
     pred = entry["pred"]
     if pred is not None and not isinstance(pred, str):
-        raise _bad(file, record, "pred", f"pred {pred!r} is a {type(pred).__name__}, not a letter or null",
-                   "pred is the extracted answer letter, or null when none was extracted")
+        raise _bad(
+            file,
+            record,
+            "pred",
+            f"pred {pred!r} is a {type(pred).__name__}, not a letter or null",
+            "pred is the extracted answer letter, or null when none was extracted",
+        )
     return qid, build_query(question, options), category, answer, pred or None
 
 
@@ -224,9 +272,7 @@ def _parse_record(entry: dict, file: Path, record: int) -> tuple[int, str, str, 
 # reading a file or a folder
 
 
-def read_mmlu_pro_outputs(
-    path: str | Path, *, model: str | None = None
-) -> tuple[pd.DataFrame, MmluProSummary]:
+def read_mmlu_pro_outputs(path: str | Path, *, model: str | None = None) -> tuple[pd.DataFrame, MmluProSummary]:
     """Read MMLU-Pro result files into the long evaluation table; returns (table, report).
 
     ``path``: one result file, or a folder searched at any depth for *.json (hidden entries and summary files,
@@ -248,8 +294,12 @@ def read_mmlu_pro_outputs(
     if not path.exists():
         raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
     if model is not None and model_name_problem(model):
-        raise EvaluationDataError(model_name_problem(model), file=path, column="model",
-                                  fix="pass a printable model name without surrounding spaces")
+        raise EvaluationDataError(
+            model_name_problem(model),
+            file=path,
+            column="model",
+            fix="pass a printable model name without surrounding spaces",
+        )
     root = path if path.is_dir() else path.parent
     files = _result_files(path) if path.is_dir() else [path]
     if not files:
@@ -264,15 +314,24 @@ def read_mmlu_pro_outputs(
         name = model if model is not None else model_name_of(file, root)
         problem = model_name_problem(name)
         if problem:
-            raise EvaluationDataError(f"model name from the path: {problem}", file=file, column="model",
-                                      fix="rename the folder or file, or pass model=")
+            raise EvaluationDataError(
+                f"model name from the path: {problem}",
+                file=file,
+                column="model",
+                fix="rename the folder or file, or pass model=",
+            )
         for record, entry in enumerate(_load(file), start=1):
             if isinstance(entry, str):
                 skipped += 1
                 continue
             if not isinstance(entry, dict):
-                raise _bad(file, record, "record", f"a JSON {type(entry).__name__}, not an object",
-                           "every entry of the list must be a record object")
+                raise _bad(
+                    file,
+                    record,
+                    "record",
+                    f"a JSON {type(entry).__name__}, not an object",
+                    "every entry of the list must be a record object",
+                )
             qid, text, category, answer, pred = _parse_record(entry, file, record)
             records_read += 1
             no_answer += pred is None
@@ -282,15 +341,23 @@ def read_mmlu_pro_outputs(
                 old_answer, old_file, old_score, _, old_record = rows[key]
                 where = f"record {old_record} of {files[old_file]}"
                 if old_answer != answer:
-                    raise _bad(file, record, "answer",
-                               f"question_id {qid} of model {name!r} appears again with answer {answer!r}; "
-                               f"{where} has {old_answer!r}",
-                               "keep one record per question_id and model; remove results of an older dataset revision")
+                    raise _bad(
+                        file,
+                        record,
+                        "answer",
+                        f"question_id {qid} of model {name!r} appears again with answer {answer!r}; "
+                        f"{where} has {old_answer!r}",
+                        "keep one record per question_id and model; remove results of an older dataset revision",
+                    )
                 if old_score != score:
-                    raise _bad(file, record, "pred",
-                               f"question_id {qid} of model {name!r} appears again with a different result "
-                               f"(pred {pred!r}); {where} scored {old_score:g}",
-                               "keep one record per question_id and model (merge or rerun the evaluation)")
+                    raise _bad(
+                        file,
+                        record,
+                        "pred",
+                        f"question_id {qid} of model {name!r} appears again with a different result "
+                        f"(pred {pred!r}); {where} scored {old_score:g}",
+                        "keep one record per question_id and model (merge or rerun the evaluation)",
+                    )
                 repeats += 1
                 continue
             rows[key] = (answer, f, score, category, record)

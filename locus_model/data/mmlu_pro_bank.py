@@ -33,14 +33,18 @@ from locus_model.data.mmlu_pro import LETTERS
 
 CHOICES = LETTERS[:10]  # MMLU-Pro's letters, A-J
 _FIRST = re.compile(r"answer is \(?([A-J])\)?")
-_AGAIN = re.compile(r".*[aA]nswer:\s*([A-J])")  # the scorer's rule 2, quadratic in a line's length (kept to test _again)
+_AGAIN = re.compile(
+    r".*[aA]nswer:\s*([A-J])"
+)  # the scorer's rule 2, quadratic in a line's length (kept to test _again)
 _ANSWER = re.compile(r"[aA]nswer:\s*([A-J])")  # rule 2 without its leading .*: see _again
 _FINAL = re.compile(r"\b[A-J]\b(?!.*\b[A-J]\b)", re.DOTALL)  # the scorer's rule 3, quadratic in the length
 _LETTER = re.compile(r"\b[A-J]\b")  # rule 3 as its last match: the same letter in linear time (tested)
 _OPTION_LINE = re.compile(r"\n(?=[A-J]\. )")
 
-PROMPT_HEADER = ("The following are multiple choice questions (with answers) about {category}. Think step by step "
-                 "and then output the answer in the format of \"The answer is (X)\" at the end.\n\n")
+PROMPT_HEADER = (
+    "The following are multiple choice questions (with answers) about {category}. Think step by step "
+    'and then output the answer in the format of "The answer is (X)" at the end.\n\n'
+)
 
 
 def extract_answer(text: str) -> tuple[str | None, str]:
@@ -167,13 +171,20 @@ def read_answer_bank(folder: str | Path) -> AnswerBank:
     folder = Path(folder)
     for name in ("evaluations.parquet", "answers.parquet"):
         if not (folder / name).exists():
-            raise EvaluationDataError(f"no {name} in {folder}", file=folder / name,
-                                      fix="point at the vendored data/mmlu-pro folder")
+            raise EvaluationDataError(
+                f"no {name} in {folder}", file=folder / name, fix="point at the vendored data/mmlu-pro folder"
+            )
     evaluations = pd.read_parquet(folder / "evaluations.parquet", columns=["query_id", "query", "benchmark"])
     questions = evaluations.drop_duplicates("query_id").sort_values("query_id").reset_index(drop=True)
     recorded = pd.read_parquet(folder / "answers.parquet")
-    gold = (recorded.groupby(["query_id", "answer"], observed=True).size().rename("n").reset_index()
-            .sort_values(["query_id", "n", "answer"], ascending=[True, False, True]).drop_duplicates("query_id"))
+    gold = (
+        recorded.groupby(["query_id", "answer"], observed=True)
+        .size()
+        .rename("n")
+        .reset_index()
+        .sort_values(["query_id", "n", "answer"], ascending=[True, False, True])
+        .drop_duplicates("query_id")
+    )
     questions = questions.merge(gold[["query_id", "answer"]], on="query_id", how="left", validate="one_to_one")
     questions["n_options"] = [len(split_query(q)[1]) for q in questions["query"]]
     return AnswerBank(questions, recorded)

@@ -88,7 +88,6 @@ def build_onnx(encoder: str, target: Path) -> Path:
             staging.rename(target)
         finally:
             if staging.exists():
-
                 shutil.rmtree(staging, ignore_errors=True)
     return target
 
@@ -123,14 +122,32 @@ def _export(spec: EncoderSpec, folder: Path) -> None:
 
     raw = folder / "exported.onnx"
     example = (torch.ones(2, 8, dtype=torch.long), torch.ones(2, 8, dtype=torch.long))
-    axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}, "encoding": {0: "batch"}}
+    axes = {
+        "input_ids": {0: "batch", 1: "tokens"},
+        "attention_mask": {0: "batch", 1: "tokens"},
+        "encoding": {0: "batch"},
+    }
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice; its graph fuses best
-        torch.onnx.export(MeanPooled(transformer), example, str(raw), input_names=["input_ids", "attention_mask"],
-                          output_names=["encoding"], dynamic_axes=axes, opset_version=17, dynamo=False)
-    optimized = optimize_model(str(raw), model_type="bert", num_heads=config.num_attention_heads,
-                               hidden_size=config.hidden_size)
+        torch.onnx.export(
+            MeanPooled(transformer),
+            example,
+            str(raw),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["encoding"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
+    optimized = optimize_model(
+        str(raw), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+    )
     optimized.save_model_to_file(str(folder / "fp32.onnx"))
     raw.unlink()
-    quantize_dynamic(str(folder / "fp32.onnx"), str(folder / "int8.onnx"), weight_type=QuantType.QInt8,
-                     per_channel=True, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    quantize_dynamic(
+        str(folder / "fp32.onnx"),
+        str(folder / "int8.onnx"),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+    )

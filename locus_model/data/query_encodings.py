@@ -26,7 +26,8 @@ def _missing(query_ids: Sequence[str], found: np.ndarray, what: str) -> MissingE
     return MissingEncodingError(
         f"{what}query_id {missing[0]!r} has no query encoding ({len(missing)} missing, e.g. {missing[:5]}). "
         "How to fix: encode every query of the table (the query_encodings asset, or "
-        "locus_model.data.encoding.encode_queries) with the checkpoint's encoder first.")
+        "locus_model.data.encoding.encode_queries) with the checkpoint's encoder first."
+    )
 
 
 def query_rows(encodings: pd.DataFrame, query_ids: Sequence | pd.Series, *, what: str = "") -> np.ndarray:

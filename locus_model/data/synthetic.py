@@ -60,8 +60,9 @@ def _write_gzip_csv(df: pd.DataFrame, path: Path) -> None:
         gz.write(data)
 
 
-def generate_synthetic_pool(out_dir: Path, *, size: str = "full", seed: int = 0,
-                       formats: tuple[str, ...] = ("long", "embedllm")) -> SyntheticPool:
+def generate_synthetic_pool(
+    out_dir: Path, *, size: str = "full", seed: int = 0, formats: tuple[str, ...] = ("long", "embedllm")
+) -> SyntheticPool:
     """Write the synthetic pool under ``out_dir/synthetic/`` and return where everything is.
 
     Args:
@@ -73,7 +74,9 @@ def generate_synthetic_pool(out_dir: Path, *, size: str = "full", seed: int = 0,
     """
     unknown = set(formats) - {"long", "embedllm"}
     if unknown:
-        raise ValueError(f"generate_synthetic_pool: unknown formats {sorted(unknown)}. How to fix: use 'long' and/or 'embedllm'")
+        raise ValueError(
+            f"generate_synthetic_pool: unknown formats {sorted(unknown)}. How to fix: use 'long' and/or 'embedllm'"
+        )
     evaluations, models, truth = make_synthetic_tables(size, seed)
     root = Path(out_dir) / SYNTHETIC_FOLDER
     root.mkdir(parents=True, exist_ok=True)
@@ -82,16 +85,22 @@ def generate_synthetic_pool(out_dir: Path, *, size: str = "full", seed: int = 0,
     if "long" in formats:
         parquet, csv = root / "evaluations.parquet", root / "evaluations.csv.gz"
         # A dictionary page big enough for every query text keeps the repeated texts dictionary-encoded.
-        pq.write_table(pa.Table.from_pandas(evaluations, preserve_index=False), parquet, compression="zstd",
-                       dictionary_pagesize_limit=64 << 20)
+        pq.write_table(
+            pa.Table.from_pandas(evaluations, preserve_index=False),
+            parquet,
+            compression="zstd",
+            dictionary_pagesize_limit=64 << 20,
+        )
         _write_gzip_csv(evaluations, csv)
         files += [parquet, csv]
     if "embedllm" in formats:
         try:  # written by another module; imported lazily so the long format works without it
             from locus_model.data.embedllm_writer import write_embedllm  # why: the EmbedLLM writer only for that format
         except ImportError as err:
-            raise ImportError(f"generate_synthetic_pool: the 'embedllm' format needs locus_model.data.embedllm_writer.write_embedllm "
-                              f"({err}). How to fix: pass formats=('long',)") from err
+            raise ImportError(
+                f"generate_synthetic_pool: the 'embedllm' format needs locus_model.data.embedllm_writer.write_embedllm "
+                f"({err}). How to fix: pass formats=('long',)"
+            ) from err
         embedllm_dir = root / "embedllm"
         # write_embedllm takes one row per (model, query): the folder format carries no repeated rows.
         once = evaluations.drop_duplicates(["model", "query_id"], keep="last")
@@ -101,21 +110,40 @@ def generate_synthetic_pool(out_dir: Path, *, size: str = "full", seed: int = 0,
     models.to_csv(models_csv, index=False, lineterminator="\n")
     truth_json.write_text(json.dumps(truth.to_dict(), separators=(",", ":")) + "\n")
     counts = pd.Series(truth.split).value_counts()
-    readme.write_text(_README.format(
-        size=size, seed=seed, n_models=len(models), n_families=models["family"].nunique(),
-        n_queries=len(truth.query_ids), n_rows=len(evaluations), n_train=counts.get("train", 0),
-        n_val=counts.get("val", 0), n_test=counts.get("test", 0),
-        embedllm=", embedllm/ (EmbedLLM folder format)" if embedllm_dir else ""))
+    readme.write_text(
+        _README.format(
+            size=size,
+            seed=seed,
+            n_models=len(models),
+            n_families=models["family"].nunique(),
+            n_queries=len(truth.query_ids),
+            n_rows=len(evaluations),
+            n_train=counts.get("train", 0),
+            n_val=counts.get("val", 0),
+            n_test=counts.get("test", 0),
+            embedllm=", embedllm/ (EmbedLLM folder format)" if embedllm_dir else "",
+        )
+    )
     files += [models_csv, truth_json, readme]
-    return SyntheticPool(root=root, readme=readme, models_csv=models_csv, truth_json=truth_json, truth=truth,
-                    evaluations_parquet=parquet, evaluations_csv=csv, embedllm_dir=embedllm_dir,
-                    n_rows=len(evaluations), files=tuple(files))
+    return SyntheticPool(
+        root=root,
+        readme=readme,
+        models_csv=models_csv,
+        truth_json=truth_json,
+        truth=truth,
+        evaluations_parquet=parquet,
+        evaluations_csv=csv,
+        embedllm_dir=embedllm_dir,
+        n_rows=len(evaluations),
+        files=tuple(files),
+    )
 
 
 if __name__ == "__main__":  # python -m locus_model.data.synthetic OUT_DIR [full|small] [seed]
     args = sys.argv[1:]
     if not args:
         raise SystemExit("usage: python -m locus_model.data.synthetic OUT_DIR [full|small] [SEED]")
-    pool = generate_synthetic_pool(Path(args[0]), size=args[1] if len(args) > 1 else "full",
-                              seed=int(args[2]) if len(args) > 2 else 0)
+    pool = generate_synthetic_pool(
+        Path(args[0]), size=args[1] if len(args) > 1 else "full", seed=int(args[2]) if len(args) > 2 else 0
+    )
     print(f"wrote {pool.n_rows} rows to {pool.root}")

@@ -97,15 +97,17 @@ SIZES = {
 }
 
 # Per-skill change per doubling of parameters (log2(params_b / 7)); truthfulness barely scales.
-SIZE_SLOPE = dict(general=0.2, arithmetic=0.2, logic=0.15, knowledge=0.25, medicine=0.2, commonsense=0.15,
-                  truthfulness=-0.05)
+SIZE_SLOPE = dict(
+    general=0.2, arithmetic=0.2, logic=0.15, knowledge=0.25, medicine=0.2, commonsense=0.15, truthfulness=-0.05
+)
 # Finetune boosts on the relevant skill and small losses elsewhere, relative to the base model.
 FINETUNE_DELTA = {
     "base": {},
     "chat": dict(general=0.3, commonsense=0.3, truthfulness=1.3, arithmetic=-0.15),
     "math": dict(arithmetic=2.2, logic=0.7, knowledge=-0.4, medicine=-0.4, commonsense=-0.3, truthfulness=-0.3),
-    "code": dict(logic=1.1, arithmetic=0.7, general=0.15, knowledge=-0.5, medicine=-0.45, commonsense=-0.45,
-                 truthfulness=-0.45),
+    "code": dict(
+        logic=1.1, arithmetic=0.7, general=0.15, knowledge=-0.5, medicine=-0.45, commonsense=-0.45, truthfulness=-0.45
+    ),
     "med": dict(medicine=2.5, knowledge=0.4, arithmetic=-0.45, logic=-0.3, commonsense=-0.15),
 }
 FAMILY_SKILL_SD = 0.35  # per-family, per-skill deviation around the family strength
@@ -128,15 +130,27 @@ def _model_specs(spec: SyntheticSize) -> list[dict]:
             base = f"synth-{fam.name}-{_size_tag(size)}"
             for variant in ("base",) + fam.finetunes:
                 name = base if variant == "base" else f"{base}-{variant}"
-                rows.append(dict(model=name, params_b=float(size), family=f"synth-{fam.name}", variant=variant,
-                                 base_model=base, duplicate_of="", duplicate_kind=""))
+                rows.append(
+                    dict(
+                        model=name,
+                        params_b=float(size),
+                        family=f"synth-{fam.name}",
+                        variant=variant,
+                        base_model=base,
+                        duplicate_of="",
+                        duplicate_kind="",
+                    )
+                )
     by_name = {r["model"]: r for r in rows}
     for original, kind in spec.reuploads:
         if original not in by_name:
-            raise ValueError(f"synthetic size spec: re-upload of unknown model {original!r}. "
-                             f"How to fix: name one of {sorted(by_name)}")
-        rows.append({**by_name[original], "model": f"{original}-reupload", "duplicate_of": original,
-                     "duplicate_kind": kind})
+            raise ValueError(
+                f"synthetic size spec: re-upload of unknown model {original!r}. "
+                f"How to fix: name one of {sorted(by_name)}"
+            )
+        rows.append(
+            {**by_name[original], "model": f"{original}-reupload", "duplicate_of": original, "duplicate_kind": kind}
+        )
     return rows
 
 
@@ -156,41 +170,131 @@ class BenchmarkSpec:
 
 
 BENCHMARKS = (
-    BenchmarkSpec("synth-mathqa", 0.08, 5, 1.4, {
-        "speed": dict(arithmetic=1.0, logic=0.2), "profit": dict(arithmetic=1.0, knowledge=0.2),
-        "interest": dict(arithmetic=1.0, knowledge=0.3), "area": dict(arithmetic=0.9, knowledge=0.4),
-        "ratio": dict(arithmetic=1.0, logic=0.3)}),
-    BenchmarkSpec("synth-logiqa", 0.06, 4, 1.1, {
-        "deduction": dict(logic=1.1), "weaken": dict(logic=0.9, knowledge=0.2),
-        "assumption": dict(logic=1.0, commonsense=0.2), "ordering": dict(logic=1.1, arithmetic=0.2)}),
-    BenchmarkSpec("synth-medmcqa", 0.12, 4, 1.2, {
-        "pharmacology": dict(medicine=1.1, knowledge=0.3), "anatomy": dict(medicine=1.0, knowledge=0.4),
-        "pathology": dict(medicine=1.1, knowledge=0.2), "microbiology": dict(medicine=1.0, knowledge=0.3)}),
-    BenchmarkSpec("synth-piqa", 0.06, 2, -0.4, {
-        "kitchen": dict(commonsense=1.0), "household": dict(commonsense=1.0),
-        "outdoors": dict(commonsense=0.9, knowledge=0.2), "crafts": dict(commonsense=0.9, logic=0.2)}),
-    BenchmarkSpec("synth-truthfulqa", 0.06, 4, 1.0, {
-        "misconceptions": dict(truthfulness=1.1, knowledge=0.2), "superstitions": dict(truthfulness=1.2),
-        "health": dict(truthfulness=1.0, medicine=0.3), "history": dict(truthfulness=1.0, knowledge=0.3)}),
-    BenchmarkSpec("synth-mmlu", 0.36, 4, 0.5, {
-        "high_school_biology": dict(knowledge=1.0, medicine=0.2), "world_history": dict(knowledge=1.1),
-        "macroeconomics": dict(knowledge=0.9, arithmetic=0.2), "professional_law": dict(knowledge=0.9, logic=0.4),
-        "college_physics": dict(knowledge=0.8, arithmetic=0.5), "college_medicine": dict(knowledge=0.5, medicine=0.8),
-        "abstract_algebra": dict(knowledge=0.5, arithmetic=0.6, logic=0.4),
-        "computer_science": dict(knowledge=0.7, logic=0.5), "philosophy": dict(knowledge=0.8, logic=0.3),
-        "geography": dict(knowledge=1.0)}),
-    BenchmarkSpec("synth-gsm8k", 0.07, 0, 1.2, {
-        "shopping": dict(arithmetic=1.0, logic=0.4), "wages": dict(arithmetic=1.0, logic=0.4),
-        "baking": dict(arithmetic=1.0, logic=0.5), "saving": dict(arithmetic=1.0, logic=0.5)}),
-    BenchmarkSpec("synth-gpqa", 0.04, 4, 3.2, {
-        "physics": dict(knowledge=0.7, arithmetic=0.5, logic=0.5), "chemistry": dict(knowledge=0.8, logic=0.6),
-        "biology": dict(knowledge=0.8, medicine=0.3, logic=0.5)}),
-    BenchmarkSpec("synth-asdiv", 0.07, 0, -0.8, {
-        "addition": dict(arithmetic=0.8), "subtraction": dict(arithmetic=0.8),
-        "multiplication": dict(arithmetic=0.9), "division": dict(arithmetic=1.0)}),
-    BenchmarkSpec("synth-socialiqa", 0.08, 3, 0.0, {
-        "emotions": dict(commonsense=1.0), "intentions": dict(commonsense=0.9, logic=0.2),
-        "next_action": dict(commonsense=1.0)}),
+    BenchmarkSpec(
+        "synth-mathqa",
+        0.08,
+        5,
+        1.4,
+        {
+            "speed": dict(arithmetic=1.0, logic=0.2),
+            "profit": dict(arithmetic=1.0, knowledge=0.2),
+            "interest": dict(arithmetic=1.0, knowledge=0.3),
+            "area": dict(arithmetic=0.9, knowledge=0.4),
+            "ratio": dict(arithmetic=1.0, logic=0.3),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-logiqa",
+        0.06,
+        4,
+        1.1,
+        {
+            "deduction": dict(logic=1.1),
+            "weaken": dict(logic=0.9, knowledge=0.2),
+            "assumption": dict(logic=1.0, commonsense=0.2),
+            "ordering": dict(logic=1.1, arithmetic=0.2),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-medmcqa",
+        0.12,
+        4,
+        1.2,
+        {
+            "pharmacology": dict(medicine=1.1, knowledge=0.3),
+            "anatomy": dict(medicine=1.0, knowledge=0.4),
+            "pathology": dict(medicine=1.1, knowledge=0.2),
+            "microbiology": dict(medicine=1.0, knowledge=0.3),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-piqa",
+        0.06,
+        2,
+        -0.4,
+        {
+            "kitchen": dict(commonsense=1.0),
+            "household": dict(commonsense=1.0),
+            "outdoors": dict(commonsense=0.9, knowledge=0.2),
+            "crafts": dict(commonsense=0.9, logic=0.2),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-truthfulqa",
+        0.06,
+        4,
+        1.0,
+        {
+            "misconceptions": dict(truthfulness=1.1, knowledge=0.2),
+            "superstitions": dict(truthfulness=1.2),
+            "health": dict(truthfulness=1.0, medicine=0.3),
+            "history": dict(truthfulness=1.0, knowledge=0.3),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-mmlu",
+        0.36,
+        4,
+        0.5,
+        {
+            "high_school_biology": dict(knowledge=1.0, medicine=0.2),
+            "world_history": dict(knowledge=1.1),
+            "macroeconomics": dict(knowledge=0.9, arithmetic=0.2),
+            "professional_law": dict(knowledge=0.9, logic=0.4),
+            "college_physics": dict(knowledge=0.8, arithmetic=0.5),
+            "college_medicine": dict(knowledge=0.5, medicine=0.8),
+            "abstract_algebra": dict(knowledge=0.5, arithmetic=0.6, logic=0.4),
+            "computer_science": dict(knowledge=0.7, logic=0.5),
+            "philosophy": dict(knowledge=0.8, logic=0.3),
+            "geography": dict(knowledge=1.0),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-gsm8k",
+        0.07,
+        0,
+        1.2,
+        {
+            "shopping": dict(arithmetic=1.0, logic=0.4),
+            "wages": dict(arithmetic=1.0, logic=0.4),
+            "baking": dict(arithmetic=1.0, logic=0.5),
+            "saving": dict(arithmetic=1.0, logic=0.5),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-gpqa",
+        0.04,
+        4,
+        3.2,
+        {
+            "physics": dict(knowledge=0.7, arithmetic=0.5, logic=0.5),
+            "chemistry": dict(knowledge=0.8, logic=0.6),
+            "biology": dict(knowledge=0.8, medicine=0.3, logic=0.5),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-asdiv",
+        0.07,
+        0,
+        -0.8,
+        {
+            "addition": dict(arithmetic=0.8),
+            "subtraction": dict(arithmetic=0.8),
+            "multiplication": dict(arithmetic=0.9),
+            "division": dict(arithmetic=1.0),
+        },
+    ),
+    BenchmarkSpec(
+        "synth-socialiqa",
+        0.08,
+        3,
+        0.0,
+        {
+            "emotions": dict(commonsense=1.0),
+            "intentions": dict(commonsense=0.9, logic=0.2),
+            "next_action": dict(commonsense=1.0),
+        },
+    ),
 )
 GENERAL_LOADING = 0.3  # every query also loads on the general skill
 LOADING_JITTER_SD = 0.35  # per-query log-normal jitter of each loading
@@ -239,31 +343,49 @@ class SyntheticTruth:
 
     def to_dict(self) -> dict:
         return {
-            "synthetic": True, "size": self.size, "seed": self.seed,
+            "synthetic": True,
+            "size": self.size,
+            "seed": self.seed,
             "latent_model": "P(correct) = guess + (1 - guess) * sigmoid(loadings . skills - difficulty)",
             "skill_names": list(self.skill_names),
-            "models": [{**{k: (v if k != "params_b" else float(v)) for k, v in row.items()},
-                        "skills": [round(float(x), 6) for x in s]}
-                       for row, s in zip(self.models.to_dict("records"), self.skills)],
+            "models": [
+                {
+                    **{k: (v if k != "params_b" else float(v)) for k, v in row.items()},
+                    "skills": [round(float(x), 6) for x in s],
+                }
+                for row, s in zip(self.models.to_dict("records"), self.skills)
+            ],
             "families": {f: g["model"].tolist() for f, g in self.models.groupby("family", sort=True)},
             "duplicates": [dict(model=m, duplicate_of=o, kind=k) for m, o, k in self.duplicates()],
-            "queries": {"query_id": self.query_ids, "benchmark": self.benchmarks.tolist(),
-                        "subtopic": self.subtopics.tolist(), "split": self.split.tolist(),
-                        "difficulty": [round(float(x), 6) for x in self.difficulty],
-                        "guess": [round(float(x), 6) for x in self.guess],
-                        "loadings": [[round(float(x), 6) for x in row] for row in self.loadings]},
+            "queries": {
+                "query_id": self.query_ids,
+                "benchmark": self.benchmarks.tolist(),
+                "subtopic": self.subtopics.tolist(),
+                "split": self.split.tolist(),
+                "difficulty": [round(float(x), 6) for x in self.difficulty],
+                "guess": [round(float(x), 6) for x in self.guess],
+                "loadings": [[round(float(x), 6) for x in row] for row in self.loadings],
+            },
         }
 
     @classmethod
     def from_dict(cls, d: dict) -> SyntheticTruth:
         models = pd.DataFrame([{k: v for k, v in m.items() if k != "skills"} for m in d["models"]])
         q = d["queries"]
-        return cls(size=d["size"], seed=d["seed"], skill_names=tuple(d["skill_names"]), models=models,
-                   skills=np.array([m["skills"] for m in d["models"]], dtype=np.float64),
-                   query_ids=list(q["query_id"]), benchmarks=np.array(q["benchmark"], dtype=object),
-                   subtopics=np.array(q["subtopic"], dtype=object), loadings=np.array(q["loadings"], dtype=np.float64),
-                   difficulty=np.array(q["difficulty"], dtype=np.float64), guess=np.array(q["guess"], dtype=np.float64),
-                   split=np.array(q["split"], dtype=object))
+        return cls(
+            size=d["size"],
+            seed=d["seed"],
+            skill_names=tuple(d["skill_names"]),
+            models=models,
+            skills=np.array([m["skills"] for m in d["models"]], dtype=np.float64),
+            query_ids=list(q["query_id"]),
+            benchmarks=np.array(q["benchmark"], dtype=object),
+            subtopics=np.array(q["subtopic"], dtype=object),
+            loadings=np.array(q["loadings"], dtype=np.float64),
+            difficulty=np.array(q["difficulty"], dtype=np.float64),
+            guess=np.array(q["guess"], dtype=np.float64),
+            split=np.array(q["split"], dtype=object),
+        )
 
 
 def load_synthetic_truth(path: Path) -> SyntheticTruth:
@@ -288,14 +410,16 @@ def make_synthetic_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFr
         raise ValueError(f"make_synthetic_tables: unknown size {size!r}. How to fix: use one of {sorted(SIZES)}")
     spec = SIZES[size]
     rng_models, rng_text, rng_queries, rng_split, rng_labels, rng_missing, rng_repeat = (
-        np.random.default_rng(s) for s in np.random.SeedSequence([seed, 0x10C05]).spawn(7))
+        np.random.default_rng(s) for s in np.random.SeedSequence([seed, 0x10C05]).spawn(7)
+    )
     K = len(SKILLS)
 
     # Models: theta_m = family base + size effect + finetune delta + noise; re-uploads copy their original.
     specs = _model_specs(spec)
     models = pd.DataFrame(specs)
-    fam_base = {f"synth-{f.name}": f.strength + FAMILY_SKILL_SD * rng_models.standard_normal(K)
-                for f in spec.families}  # each (K,)
+    fam_base = {
+        f"synth-{f.name}": f.strength + FAMILY_SKILL_SD * rng_models.standard_normal(K) for f in spec.families
+    }  # each (K,)
     slope = _vec(SIZE_SLOPE)
     noise = MODEL_SKILL_SD * rng_models.standard_normal((len(specs), K))  # (M, K)
     skills = np.zeros((len(specs), K))
@@ -304,8 +428,12 @@ def make_synthetic_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFr
         if s["duplicate_of"]:
             skills[i] = skills[index[s["duplicate_of"]]]
         else:
-            skills[i] = (fam_base[s["family"]] + slope * np.log2(s["params_b"] / 7.0)
-                         + _vec(FINETUNE_DELTA[s["variant"]]) + noise[i])
+            skills[i] = (
+                fam_base[s["family"]]
+                + slope * np.log2(s["params_b"] / 7.0)
+                + _vec(FINETUNE_DELTA[s["variant"]])
+                + noise[i]
+            )
         index[s["model"]] = i
 
     # Queries: benchmark blocks in EmbedLLM's order, random subtopic, text unique across the pool.
@@ -323,11 +451,22 @@ def make_synthetic_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFr
     n_val = n_test = int(round(Q * SPLIT_FRACTIONS["val"]))
     split = np.full(Q, "train", dtype=object)
     perm = rng_split.permutation(Q)
-    split[perm[:n_val]], split[perm[n_val:n_val + n_test]] = "val", "test"
+    split[perm[:n_val]], split[perm[n_val : n_val + n_test]] = "val", "test"
 
-    truth = SyntheticTruth(size=size, seed=seed, skill_names=SKILLS, models=models, skills=skills, query_ids=query_ids,
-                      benchmarks=np.array(bench, dtype=object), subtopics=np.array(sub, dtype=object),
-                      loadings=loadings, difficulty=difficulty, guess=guess, split=split)
+    truth = SyntheticTruth(
+        size=size,
+        seed=seed,
+        skill_names=SKILLS,
+        models=models,
+        skills=skills,
+        query_ids=query_ids,
+        benchmarks=np.array(bench, dtype=object),
+        subtopics=np.array(sub, dtype=object),
+        loadings=loadings,
+        difficulty=difficulty,
+        guess=guess,
+        split=split,
+    )
 
     # Labels: Bernoulli(P); an "exact" re-upload returns its original's answers, a "resampled" one its own draw.
     probs = truth.probabilities()  # (M, Q)
@@ -338,12 +477,20 @@ def make_synthetic_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFr
     present = rng_missing.random(probs.shape) >= spec.missing_rate  # (M, Q) True = evaluated
     mi, qi = np.nonzero(present)  # model-major order
     n = len(mi)
-    rows = np.sort(np.concatenate([np.arange(n), rng_repeat.choice(n, max(2, int(spec.repeat_rate * n)), replace=False)]))
+    rows = np.sort(
+        np.concatenate([np.arange(n), rng_repeat.choice(n, max(2, int(spec.repeat_rate * n)), replace=False)])
+    )
     mi, qi = mi[rows], qi[rows]
     model_names = models["model"].to_numpy(dtype=object)
-    evaluations = pd.DataFrame({
-        "model": model_names[mi], "query_id": np.array(query_ids, dtype=object)[qi],
-        "query": np.array(texts, dtype=object)[qi], "benchmark": truth.benchmarks[qi],
-        "score": labels[mi, qi], "split": split[qi]})
+    evaluations = pd.DataFrame(
+        {
+            "model": model_names[mi],
+            "query_id": np.array(query_ids, dtype=object)[qi],
+            "query": np.array(texts, dtype=object)[qi],
+            "benchmark": truth.benchmarks[qi],
+            "score": labels[mi, qi],
+            "split": split[qi],
+        }
+    )
     models_table = models[["model", "params_b", "family", "variant", "base_model", "duplicate_of"]].copy()
     return evaluations, models_table, truth

@@ -45,8 +45,16 @@ class Capability:
 
     def frame(self, row: int = 0) -> pd.DataFrame:
         """One model's estimates: benchmark, estimate, lo, hi, observed, n (what onboarding shows)."""
-        return pd.DataFrame({"benchmark": list(self.benchmarks), "estimate": self.estimate[row], "lo": self.lo[row],
-                             "hi": self.hi[row], "observed": self.observed[row], "n": self.n[row].astype(int)})
+        return pd.DataFrame(
+            {
+                "benchmark": list(self.benchmarks),
+                "estimate": self.estimate[row],
+                "lo": self.lo[row],
+                "hi": self.hi[row],
+                "observed": self.observed[row],
+                "n": self.n[row].astype(int),
+            }
+        )
 
     def widest(self, row: int = 0) -> tuple[str, float]:
         """(the benchmark with the widest interval, its width in points)."""
@@ -55,8 +63,9 @@ class Capability:
         return self.benchmarks[b], float(width[b])
 
 
-def _mixture_betabinom_quantile(w: np.ndarray, a: np.ndarray, b: np.ndarray, unseen: np.ndarray,
-                                q: float) -> np.ndarray:
+def _mixture_betabinom_quantile(
+    w: np.ndarray, a: np.ndarray, b: np.ndarray, unseen: np.ndarray, q: float
+) -> np.ndarray:
     """The smallest integer k in [0, U] with sum_j w_j BetaBinom(U, a_j, b_j).cdf(k) >= q, per cell (bisection)."""
     lo, hi = np.full(unseen.shape, -1, np.int64), unseen.astype(np.int64).copy()  # cdf(lo) < q <= cdf(hi)
     U = unseen[..., None]
@@ -67,8 +76,15 @@ def _mixture_betabinom_quantile(w: np.ndarray, a: np.ndarray, b: np.ndarray, uns
     return hi
 
 
-def capability_of(post: CellPosterior, coding: Benchmarks, *, rate_only: np.ndarray | None = None,
-                  level: float = LEVEL, samples: int = 64, seed: int = 0) -> Capability:
+def capability_of(
+    post: CellPosterior,
+    coding: Benchmarks,
+    *,
+    rate_only: np.ndarray | None = None,
+    level: float = LEVEL,
+    samples: int = 64,
+    seed: int = 0,
+) -> Capability:
     """Capability of the M models of a benchmark posterior (cells (M, K) in ``coding``'s order): the accuracy over
     each benchmark's N_b queries (module docstring); ``rate_only`` (K,) or (M, K): cells estimated as the rate itself
     (a benchmark the pool never saw)."""
@@ -83,20 +99,35 @@ def capability_of(post: CellPosterior, coding: Benchmarks, *, rate_only: np.ndar
     rng = np.random.default_rng(seed)
     M, K = rate.shape
     pick = (rng.random((M, samples, K)) < w[:, None, :, 1]).astype(np.int64)[..., None]
-    theta = rng.beta(np.take_along_axis(np.broadcast_to(a[:, None], (M, samples, K, 2)), pick, -1)[..., 0],
-                     np.take_along_axis(np.broadcast_to(b[:, None], (M, samples, K, 2)), pick, -1)[..., 0])
+    theta = rng.beta(
+        np.take_along_axis(np.broadcast_to(a[:, None], (M, samples, K, 2)), pick, -1)[..., 0],
+        np.take_along_axis(np.broadcast_to(b[:, None], (M, samples, K, 2)), pick, -1)[..., 0],
+    )
     draws = (right[:, None, :] + rng.binomial(unseen[:, None, :], theta)) / size
     if rate_only is not None:
         only = np.broadcast_to(np.asarray(rate_only, bool), rate.shape)
         r_lo, r_hi = post.interval(level)
         estimate, lo, hi = np.where(only, rate, estimate), np.where(only, r_lo, lo), np.where(only, r_hi, hi)
         draws = np.where(only[:, None, :], theta, draws)
-    return Capability(benchmarks=tuple(coding.names), estimate=estimate, lo=np.minimum(lo, estimate),
-                      hi=np.maximum(hi, estimate), observed=observed_rate(right, count), n=count.copy(), draws=draws)
+    return Capability(
+        benchmarks=tuple(coding.names),
+        estimate=estimate,
+        lo=np.minimum(lo, estimate),
+        hi=np.maximum(hi, estimate),
+        observed=observed_rate(right, count),
+        n=count.copy(),
+        draws=draws,
+    )
 
 
-def benchmark_posterior(prior_mean: np.ndarray, prior_var: np.ndarray | float, sets: Sequence[EvaluationSet],
-                        coding: Benchmarks, *, robust: float = ROBUST_WEIGHT) -> CellPosterior:
+def benchmark_posterior(
+    prior_mean: np.ndarray,
+    prior_var: np.ndarray | float,
+    sets: Sequence[EvaluationSet],
+    coding: Benchmarks,
+    *,
+    robust: float = ROBUST_WEIGHT,
+) -> CellPosterior:
     """The (M, K) benchmark cells' posterior: prior means (M, K), their measured error (K,) or (M, K), and each
     set's observed answers (the sums and counts per benchmark: the update, all at once); its flat part centred on
     the prior mean (a benchmark never asked keeps the prior's mean)."""
@@ -107,18 +138,32 @@ def benchmark_posterior(prior_mean: np.ndarray, prior_var: np.ndarray | float, s
     return post
 
 
-def beta_binomial_capability(prior_mean: np.ndarray, prior_var: np.ndarray | float, sets: Sequence[EvaluationSet],
-                             benchmarks: np.ndarray, *, samples: int = 64, seed: int = 0,
-                             robust: float = ROBUST_WEIGHT) -> Capability:
+def beta_binomial_capability(
+    prior_mean: np.ndarray,
+    prior_var: np.ndarray | float,
+    sets: Sequence[EvaluationSet],
+    benchmarks: np.ndarray,
+    *,
+    samples: int = 64,
+    seed: int = 0,
+    robust: float = ROBUST_WEIGHT,
+) -> Capability:
     """Capability from any scorer's Beta priors (means (M, K), variances (K,) or (M, K)) and each model's observed
     answers (sets: query indices into benchmarks (Q,), scores in [0, 1]): benchmark_posterior, then capability_of."""
     coding = Benchmarks.of(benchmarks)
-    return capability_of(benchmark_posterior(prior_mean, prior_var, sets, coding, robust=robust), coding,
-                         samples=samples, seed=seed)
+    return capability_of(
+        benchmark_posterior(prior_mean, prior_var, sets, coding, robust=robust), coding, samples=samples, seed=seed
+    )
 
 
-def accuracy_from_proba(proba_draws: np.ndarray, sets: Sequence[EvaluationSet], benchmarks: np.ndarray, *,
-                        level: float = LEVEL, seed: int = 0) -> Capability:
+def accuracy_from_proba(
+    proba_draws: np.ndarray,
+    sets: Sequence[EvaluationSet],
+    benchmarks: np.ndarray,
+    *,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> Capability:
     """Capability from P(correct) draws (M, S, Q) over every pool query: observed answers count as themselves, the
     unobserved queries add their binomial sampling; the interval is the draws' central ``level`` share. Any method
     that gives P(correct) (S = 1 where it has no spread: then BINOMIAL_DRAWS of the binomial part) is scored so."""
@@ -131,10 +176,22 @@ def accuracy_from_proba(proba_draws: np.ndarray, sets: Sequence[EvaluationSet], 
     rng = np.random.default_rng(seed)
     draws = (total[:, None, :] + mean_part + np.sqrt(var_part) * rng.standard_normal(mean_part.shape)) / coding.size
     tail = (1 - level) / 2
-    return Capability(benchmarks=tuple(coding.names), estimate=(total + mean_part.mean(axis=1)) / coding.size,
-                      lo=np.quantile(draws, tail, axis=1), hi=np.quantile(draws, 1 - tail, axis=1),
-                      observed=observed_rate(total, count), n=count, draws=draws)
+    return Capability(
+        benchmarks=tuple(coding.names),
+        estimate=(total + mean_part.mean(axis=1)) / coding.size,
+        lo=np.quantile(draws, tail, axis=1),
+        hi=np.quantile(draws, 1 - tail, axis=1),
+        observed=observed_rate(total, count),
+        n=count,
+        draws=draws,
+    )
 
 
-__all__ = ["BINOMIAL_DRAWS", "Capability", "accuracy_from_proba", "benchmark_posterior", "beta_binomial_capability",
-           "capability_of"]
+__all__ = [
+    "BINOMIAL_DRAWS",
+    "Capability",
+    "accuracy_from_proba",
+    "benchmark_posterior",
+    "beta_binomial_capability",
+    "capability_of",
+]

@@ -27,7 +27,6 @@ from torch.func import jacrev, vmap
 
 from locus_model.infer import EvaluationSet, embed_evaluation_sets
 
-
 # ---------------------------------------------------------------------------------------------- predictor adapter
 # The only place that touches the model: re-point it when the router/model API changes.
 
@@ -74,8 +73,9 @@ def _log_lik(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch
     return (ll * mask).sum(dim=1)
 
 
-def encoder_spread(model, encodings: np.ndarray, sets: Sequence[EvaluationSet], n: int, *, seed: int = 0,
-                   floor: float = 1e-3) -> np.ndarray:  # (d,)
+def encoder_spread(
+    model, encodings: np.ndarray, sets: Sequence[EvaluationSet], n: int, *, seed: int = 0, floor: float = 1e-3
+) -> np.ndarray:  # (d,)
     """The encoder's error per dimension at set size n: RMS over the given (training) models of z(n random of its
     evaluations) - z(all of them). The refinement's prior scale at that n."""
     rng = np.random.default_rng(seed)
@@ -88,8 +88,15 @@ def encoder_spread(model, encodings: np.ndarray, sets: Sequence[EvaluationSet], 
     return np.maximum(np.sqrt((diff**2).mean(axis=0)), floor).astype(np.float32)
 
 
-def refine_embeddings(model, encodings: np.ndarray, sets: Sequence[EvaluationSet], prior_scale: np.ndarray, *,
-                      z0: np.ndarray | None = None, steps: int = 50) -> Posterior:
+def refine_embeddings(
+    model,
+    encodings: np.ndarray,
+    sets: Sequence[EvaluationSet],
+    prior_scale: np.ndarray,
+    *,
+    z0: np.ndarray | None = None,
+    steps: int = 50,
+) -> Posterior:
     """MAP embeddings under the predictor's likelihood of each model's observed answers and a Gaussian prior
     N(z0, diag(prior_scale^2)) (z0 = the encoder's embeddings), with their Laplace posterior. All models at once
     (the objective is a sum of independent ones; L-BFGS, deterministic).
@@ -102,7 +109,9 @@ def refine_embeddings(model, encodings: np.ndarray, sets: Sequence[EvaluationSet
     """
     enc = np.asarray(encodings, dtype=np.float32)
     if not sets:
-        raise ValueError("refine_embeddings: no evaluation sets given. How to fix: give each model's (indices, scores).")
+        raise ValueError(
+            "refine_embeddings: no evaluation sets given. How to fix: give each model's (indices, scores)."
+        )
     if any(len(i) == 0 for i, _ in sets):
         raise ValueError("refine_embeddings: an evaluation set is empty. How to fix: give every model an evaluation.")
     z0 = embed_evaluation_sets(model, enc, sets) if z0 is None else np.asarray(z0, dtype=np.float32)
@@ -140,6 +149,7 @@ def _gauss_newton(model, z: torch.Tensor, phi: torch.Tensor, mask: torch.Tensor)
     block's C outputs holds C basis vectors through a (C, hidden) graph, B C^2 hidden floats, so a block is sized to
     GN_BLOCK and the memory is the (M, T, D) input's plus a constant, linear in the answers (one model's whole
     Jacobian at once was 64 n^2 floats: 25.6 GB at n = 10,000)."""
+
     def one(zm: torch.Tensor, phim: torch.Tensor) -> torch.Tensor:  # (d,), (C, D) -> (C,)
         return _pair_logits(model, zm[None], phim[None])[0]
 

@@ -48,7 +48,6 @@ from locus_model.estimates.questions import choose_adaptive, factor_gain
 from locus_model.estimates.reference import ReferenceMap, fit_reference_map, reference_estimates
 from locus_model.infer import EvaluationSet
 
-
 OFF_POOL_PRIORS = ("pool", "ability", "router")
 OFF_POOL_SHARE = 0.5  # a newcomer with more of its answers than this off the pool's queries reads the router's prior
 ERROR_MODELS = 200  # pool models the router prior's error is measured on
@@ -75,6 +74,7 @@ class EstimatorConfig:
     def __post_init__(self) -> None:
         if self.off_pool not in OFF_POOL_PRIORS:
             raise ValueError(f"EstimatorConfig.off_pool = {self.off_pool!r}: use one of {OFF_POOL_PRIORS}")
+
     seed: int = 0
 
 
@@ -85,20 +85,31 @@ class Estimator:
     config: EstimatorConfig = field(default_factory=EstimatorConfig)
 
     # ------------------------------------------------------------------------------------------------- fitting
-    def fit(self, pool_scores: np.ndarray, benchmarks: np.ndarray, *, router=None,
-            encodings: np.ndarray | None = None, asked_from: np.ndarray | None = None) -> "Estimator":
+    def fit(
+        self,
+        pool_scores: np.ndarray,
+        benchmarks: np.ndarray,
+        *,
+        router=None,
+        encodings: np.ndarray | None = None,
+        asked_from: np.ndarray | None = None,
+    ) -> "Estimator":
         """Fit on the pool's answers (P, Q), NaN = not asked, over queries of these benchmarks (Q,); with the
         router (locus_model.router.Router) and the queries' encodings (Q, D): the embedding and answers_like too.
         ``asked_from``: the queries newcomers are asked from (their answers are drawn among them when the prior's
         error is measured; None: all)."""
         scores = np.asarray(pool_scores, np.float32)
         if scores.ndim != 2 or scores.shape[1] != len(benchmarks) or len(scores) < 2:
-            raise ValueError(f"Estimator.fit: pool_scores {scores.shape} must be (models >= 2, {len(benchmarks)} "
-                             "queries). How to fix: give the pool's answers as a model x query table over the same "
-                             "queries, in the same order, as benchmarks")
+            raise ValueError(
+                f"Estimator.fit: pool_scores {scores.shape} must be (models >= 2, {len(benchmarks)} "
+                "queries). How to fix: give the pool's answers as a model x query table over the same "
+                "queries, in the same order, as benchmarks"
+            )
         if encodings is not None and len(encodings) != len(benchmarks):
-            raise ValueError(f"Estimator.fit: {len(encodings)} encodings for {len(benchmarks)} queries. How to fix: "
-                             "one encoding per query, in the benchmarks' order")
+            raise ValueError(
+                f"Estimator.fit: {len(encodings)} encodings for {len(benchmarks)} queries. How to fix: "
+                "one encoding per query, in the benchmarks' order"
+            )
         cfg = self.config
         self.prior_ = LowRankPrior.fit(scores, benchmarks, rank=cfg.rank, folds=cfg.folds, seed=cfg.seed)
         self.router_ = router
@@ -146,11 +157,15 @@ class Estimator:
         measured error at their median size, their answers' sums and counts."""
         for i, _ in sets:
             if len(i) and (np.min(i) < 0 or np.max(i) >= self.coding_.Q):
-                raise ValueError(f"Estimator.posterior: a query index outside the estimator's {self.coding_.Q} "
-                                 "queries. How to fix: place the newcomer's answers among the pool's queries first "
-                                 "(extended() for queries the pool never answered)")
+                raise ValueError(
+                    f"Estimator.posterior: a query index outside the estimator's {self.coding_.Q} "
+                    "queries. How to fix: place the newcomer's answers among the pool's queries first "
+                    "(extended() for queries the pool never answered)"
+                )
         if not sets:
-            raise ValueError("Estimator.posterior: no evaluation sets. How to fix: give each newcomer's (indices, scores)")
+            raise ValueError(
+                "Estimator.posterior: no evaluation sets. How to fix: give each newcomer's (indices, scores)"
+            )
         n = max(int(np.median([len(i) for i, _ in sets])), 1)
         mean, var = self._prior(sets, n)
         return benchmark_posterior(mean, var, sets, self.coding_, robust=self.config.robust)
@@ -159,8 +174,9 @@ class Estimator:
         """(M,) bool: the sets whose answers are mostly (over OFF_POOL_SHARE) on queries no pool model answered,
         read by the ``off_pool`` prior ("router" where the estimator has the router)."""
         share = np.array([np.mean(~self.pool_answered_[np.asarray(i, np.int64)]) if len(i) else 0.0 for i, _ in sets])
-        usable = self.config.off_pool == "ability" or (self.config.off_pool == "router" and self.router_ is not None
-                                                        and self.encodings_ is not None)
+        usable = self.config.off_pool == "ability" or (
+            self.config.off_pool == "router" and self.router_ is not None and self.encodings_ is not None
+        )
         return (share > OFF_POOL_SHARE) & usable
 
     def _prior(self, sets: Sequence[EvaluationSet], n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -173,8 +189,9 @@ class Estimator:
         var = np.empty(mean.shape)
         for k in np.unique(on):
             rows = on == k
-            var[rows] = self.prior_.error_at(int(k), queries=self.asked_from_, means=mean[rows],
-                                             share=self.config.local_share)
+            var[rows] = self.prior_.error_at(
+                int(k), queries=self.asked_from_, means=mean[rows], share=self.config.local_share
+            )
         off = self.off_pool(sets)
         if off.any():
             mine = [s for s, o in zip(sets, off) if o]
@@ -201,14 +218,20 @@ class Estimator:
         random answers, against its accuracy over all of each benchmark's queries (simulate_prior_error; optimistic
         for the router, trained on these models' answers). Measured once per (kind, power of two), interpolated in
         log n."""
+
         def at(k: int) -> np.ndarray:
             if (kind, k) not in self.router_errors_:
                 rng = np.random.default_rng(self.config.seed)
                 rows = rng.permutation(len(self.prior_.scores))[:ERROR_MODELS]
-                self.router_errors_[kind, k] = simulate_prior_error(lambda r, sets: means(sets),
-                                                                    self.prior_.scores[rows], self.prior_.benchmarks,
-                                                                    k, queries=self.asked_from_,
-                                                                    reps=self.config.reps, seed=self.config.seed)
+                self.router_errors_[kind, k] = simulate_prior_error(
+                    lambda r, sets: means(sets),
+                    self.prior_.scores[rows],
+                    self.prior_.benchmarks,
+                    k,
+                    queries=self.asked_from_,
+                    reps=self.config.reps,
+                    seed=self.config.seed,
+                )
             return self.router_errors_[kind, k]
 
         lo = 2 ** int(np.floor(np.log2(max(n, 1))))
@@ -235,8 +258,9 @@ class Estimator:
 
     def empty_posterior(self, M: int = 1) -> CellPosterior:
         """M newcomers before any answer (``refresh`` gives each its prior once it has answers)."""
-        return CellPosterior.from_prior(np.full((M, self.coding_.K), 0.5), 0.25, robust=self.config.robust,
-                                         centred=True)
+        return CellPosterior.from_prior(
+            np.full((M, self.coding_.K), 0.5), 0.25, robust=self.config.robust, centred=True
+        )
 
     def observe(self, posterior: CellPosterior, m: int, query: int, score: float) -> None:
         """One more graded answer of newcomer m (a row of ``posterior``) on query ``query``: in place (microseconds:
@@ -254,32 +278,42 @@ class Estimator:
     def capability(self, posterior: CellPosterior, *, seed: int | None = None) -> Capability:
         """Per-benchmark accuracy over each benchmark's queries with LEVEL intervals; a benchmark the pool never saw:
         the rate itself (capability.capability_of)."""
-        return capability_of(posterior, self.coding_, rate_only=~self.pool_known_, level=self.config.level,
-                             samples=self.config.samples, seed=self.config.seed if seed is None else seed)
+        return capability_of(
+            posterior,
+            self.coding_,
+            rate_only=~self.pool_known_,
+            level=self.config.level,
+            samples=self.config.samples,
+            seed=self.config.seed if seed is None else seed,
+        )
 
     def estimate(self, sets: Sequence[EvaluationSet]) -> Capability:
         """capability(posterior(sets))."""
         return self.capability(self.posterior(sets))
 
     # ------------------------------------------------------------------------------------------------- questions
-    def next_questions(self, evaluation_set: EvaluationSet, capability: Capability, candidates: np.ndarray, k: int,
-                       *, row: int = 0) -> np.ndarray:
+    def next_questions(
+        self, evaluation_set: EvaluationSet, capability: Capability, candidates: np.ndarray, k: int, *, row: int = 0
+    ) -> np.ndarray:
         """The next ``k`` queries (indices) among ``candidates`` (Q,) bool for the newcomer of this evaluation set
         whose capability (row ``row``) is shown: the widest interval's most informative question (questions.py)."""
         idx = np.asarray(evaluation_set[0], dtype=np.int64)
         seen = np.zeros(self.coding_.Q, dtype=bool)
         seen[idx] = True
         proba = self.prior_.full.proba([evaluation_set])[0] if len(idx) else self.prior_.full.mean
-        gain = factor_gain(self.prior_.full.basis, proba, seen, self.coding_.codes, self.coding_.K,
-                           alpha=self.prior_.full.alpha)
+        gain = factor_gain(
+            self.prior_.full.basis, proba, seen, self.coding_.codes, self.coding_.K, alpha=self.prior_.full.alpha
+        )
         widths = capability.hi[row] - capability.lo[row]
         return choose_adaptive(gain, widths, np.asarray(candidates, dtype=bool) & ~seen, k, level=self.config.level)
 
     # ------------------------------------------------------------------------------------------------- the embedding
     def _need_router(self, what: str) -> None:
         if self.router_ is None or self.encodings_ is None:
-            raise ValueError(f"Estimator.{what} needs the router and the queries' encodings. How to fix: "
-                             "fit(..., router=, encodings=)")
+            raise ValueError(
+                f"Estimator.{what} needs the router and the queries' encodings. How to fix: "
+                "fit(..., router=, encodings=)"
+            )
 
     def embedding(self, sets: Sequence[EvaluationSet]) -> Posterior:
         """The newcomers' refined embeddings with their Laplace spread (embedding.py), the prior's scale the encoder's
@@ -287,17 +321,26 @@ class Estimator:
         self._need_router("embedding")
         n = max(int(np.median([len(i) for i, _ in sets])), 1)
         if n not in self.spreads_:
-            self.spreads_[n] = encoder_spread(self.router_.model, self.encodings_, self.training_, n,
-                                              seed=self.config.seed)
+            self.spreads_[n] = encoder_spread(
+                self.router_.model, self.encodings_, self.training_, n, seed=self.config.seed
+            )
         return refine_embeddings(self.router_.model, self.encodings_, sets, self.spreads_[n])
 
-    def answers_like(self, evaluation_set: EvaluationSet, pool_scores: np.ndarray, pool_embeddings: np.ndarray, *,
-                     embedding: Posterior | None = None, shown: int = 5) -> pd.DataFrame:
+    def answers_like(
+        self,
+        evaluation_set: EvaluationSet,
+        pool_scores: np.ndarray,
+        pool_embeddings: np.ndarray,
+        *,
+        embedding: Posterior | None = None,
+        shown: int = 5,
+    ) -> pd.DataFrame:
         """The ``shown`` pool models the newcomer answers most like: row (into pool_scores (P', Q) / pool_embeddings
         (P', d)), agreement, shared, p_nearest (likeness.answer_likeness)."""
         post = self.embedding([evaluation_set]) if embedding is None else embedding
-        order, prob = answer_likeness([evaluation_set], pool_scores, pool_embeddings, post,
-                                      samples=self.config.samples, seed=self.config.seed)
+        order, prob = answer_likeness(
+            [evaluation_set], pool_scores, pool_embeddings, post, samples=self.config.samples, seed=self.config.seed
+        )
         agree, shared = answer_agreement(pool_scores, evaluation_set)
         top = order[0][:shown]
         return pd.DataFrame({"row": top, "agreement": agree[top], "shared": shared[top], "p_nearest": prob[0][top]})

@@ -22,8 +22,15 @@ def answer_agreement(pool_scores: np.ndarray, evaluation_set: EvaluationSet) -> 
     return np.where(shared > 0, same / np.maximum(shared, 1), np.nan), shared
 
 
-def answer_likeness(sets: Sequence[EvaluationSet], pool_scores: np.ndarray, pool_embeddings: np.ndarray,
-                    posterior: Posterior, *, samples: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def answer_likeness(
+    sets: Sequence[EvaluationSet],
+    pool_scores: np.ndarray,
+    pool_embeddings: np.ndarray,
+    posterior: Posterior,
+    *,
+    samples: int = 64,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Per model, the pool models ranked by how alike they answer, and a probability for each.
 
     Where the model shares questions with pool models (pool_scores (P, Q), NaN = not asked), the rank is the

@@ -40,9 +40,16 @@ def prior_variance(prior: np.ndarray, truth: np.ndarray, benchmarks: np.ndarray,
     return np.nan_to_num(np.maximum(scale**2 - finite, MIN_PRIOR_VAR), nan=FLAT_VAR)  # no model known there
 
 
-def simulate_prior_samples(prior_means: Callable[[np.ndarray, list], np.ndarray], scores: np.ndarray,
-                           benchmarks: np.ndarray, n: int, *, queries: np.ndarray | None = None, reps: int = 4,
-                           seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def simulate_prior_samples(
+    prior_means: Callable[[np.ndarray, list], np.ndarray],
+    scores: np.ndarray,
+    benchmarks: np.ndarray,
+    n: int,
+    *,
+    queries: np.ndarray | None = None,
+    reps: int = 4,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(prior means (reps R, K), the accuracy they estimate (reps R, K), answers seen per benchmark (reps R, K)):
     ``reps`` times, n random answers (among ``queries``) of each model of scores (R, Q) with known answers,
     prior_means(rows, sets) -> (R, K) against each model's accuracy over all of each benchmark's queries. Give models
@@ -59,12 +66,20 @@ def simulate_prior_samples(prior_means: Callable[[np.ndarray, list], np.ndarray]
     return np.concatenate(priors), np.tile(truth, (reps, 1)), np.concatenate(seen)
 
 
-def simulate_prior_error(prior_means: Callable[[np.ndarray, list], np.ndarray], scores: np.ndarray,
-                         benchmarks: np.ndarray, n: int, *, queries: np.ndarray | None = None, reps: int = 4,
-                         seed: int = 0) -> np.ndarray:
+def simulate_prior_error(
+    prior_means: Callable[[np.ndarray, list], np.ndarray],
+    scores: np.ndarray,
+    benchmarks: np.ndarray,
+    n: int,
+    *,
+    queries: np.ndarray | None = None,
+    reps: int = 4,
+    seed: int = 0,
+) -> np.ndarray:
     """tau^2 (K,) of a prior at set size n: prior_variance of simulate_prior_samples."""
-    prior, truth, seen = simulate_prior_samples(prior_means, scores, benchmarks, n, queries=queries, reps=reps,
-                                                seed=seed)
+    prior, truth, seen = simulate_prior_samples(
+        prior_means, scores, benchmarks, n, queries=queries, reps=reps, seed=seed
+    )
     return prior_variance(prior, truth, benchmarks, seen)
 
 
@@ -107,8 +122,11 @@ class LowRank:
     def extended(self, extra: int) -> "LowRank":
         """The completion over ``extra`` more queries no pool model answered: what ``fit`` gives them (the pool's
         mean, no component) without fitting again."""
-        return LowRank(mean=np.concatenate([self.mean, np.full(extra, self.mean.mean())]),
-                       basis=np.concatenate([self.basis, np.zeros((extra, self.basis.shape[1]))]), alpha=self.alpha)
+        return LowRank(
+            mean=np.concatenate([self.mean, np.full(extra, self.mean.mean())]),
+            basis=np.concatenate([self.basis, np.zeros((extra, self.basis.shape[1]))]),
+            alpha=self.alpha,
+        )
 
 
 @dataclass(frozen=True)
@@ -129,14 +147,22 @@ class LowRankPrior:
     draws: dict = field(default_factory=dict, compare=False, repr=False)  # (n, reps, queries) -> the split's draws
 
     @classmethod
-    def fit(cls, pool_scores: np.ndarray, benchmarks: np.ndarray, *, rank: int = 16, folds: int = 10,
-            seed: int = 0) -> "LowRankPrior":
+    def fit(
+        cls, pool_scores: np.ndarray, benchmarks: np.ndarray, *, rank: int = 16, folds: int = 10, seed: int = 0
+    ) -> "LowRankPrior":
         """The pool's completion and its inner split into min(folds, P) seeded groups, each group's completion fitted
         on the others: 1 + folds LowRank fits, the only ones the pool's estimates need."""
         group = np.random.default_rng(seed).permutation(len(pool_scores)) % min(folds, len(pool_scores))
         fits = tuple(LowRank.fit(pool_scores[group != g], rank) for g in range(group.max() + 1))
-        return cls(scores=pool_scores, benchmarks=np.asarray(benchmarks), full=LowRank.fit(pool_scores, rank),
-                   group=group, fits=fits, rank=rank, seed=seed)
+        return cls(
+            scores=pool_scores,
+            benchmarks=np.asarray(benchmarks),
+            full=LowRank.fit(pool_scores, rank),
+            group=group,
+            fits=fits,
+            rank=rank,
+            seed=seed,
+        )
 
     def prior_error(self, n: int, *, queries: np.ndarray | None = None, reps: int = 4) -> np.ndarray:
         """tau^2 (K,) of the prior at n, by the inner split: each group's models onboarded from n random answers
@@ -150,8 +176,9 @@ class LowRankPrior:
             self.errors[key] = tau
         return self.errors[key]
 
-    def local_error(self, n: int, means: np.ndarray, share: float, *, queries: np.ndarray | None = None,
-                    reps: int = 4) -> np.ndarray:
+    def local_error(
+        self, n: int, means: np.ndarray, share: float, *, queries: np.ndarray | None = None, reps: int = 4
+    ) -> np.ndarray:
         """tau^2 (M, K) measured where each newcomer falls: the inner split's draws at n whose prior means (K,) are
         the ``share`` nearest to the newcomer's (means (M, K)), their error's prior_variance. A mid-pool newcomer
         is not given the width the pool's edge models set."""
@@ -170,12 +197,14 @@ class LowRankPrior:
     def _samples(self, n: int, queries, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = self._key(n, queries, reps)
         if key not in self.draws:
-            self.draws[key] = simulate_prior_samples(self._split_means, self.scores, self.benchmarks, n,
-                                                     queries=queries, reps=reps, seed=self.seed)
+            self.draws[key] = simulate_prior_samples(
+                self._split_means, self.scores, self.benchmarks, n, queries=queries, reps=reps, seed=self.seed
+            )
         return self.draws[key]
 
-    def error_at(self, n: int, *, queries: np.ndarray | None = None, means: np.ndarray | None = None,
-                 share: float | None = None) -> np.ndarray:
+    def error_at(
+        self, n: int, *, queries: np.ndarray | None = None, means: np.ndarray | None = None, share: float | None = None
+    ) -> np.ndarray:
         """tau^2 (K,) at any n from its measures at the powers of two around it (linear in log n between them; the
         error changes slowly with n): a session that grows by rounds measures it once per doubling, not per round.
         With ``means`` (M, K) and ``share``: local_error, (M, K). At n = 0 (no answer the completion can project):
@@ -202,9 +231,15 @@ class LowRankPrior:
         if extra == 0:
             return self
         scores = np.concatenate([self.scores, np.full((len(self.scores), extra), np.nan, self.scores.dtype)], axis=1)
-        return LowRankPrior(scores=scores, benchmarks=np.concatenate([self.benchmarks, np.asarray(benchmarks)]),
-                            full=self.full.extended(extra), group=self.group,
-                            fits=tuple(f.extended(extra) for f in self.fits), rank=self.rank, seed=self.seed)
+        return LowRankPrior(
+            scores=scores,
+            benchmarks=np.concatenate([self.benchmarks, np.asarray(benchmarks)]),
+            full=self.full.extended(extra),
+            group=self.group,
+            fits=tuple(f.extended(extra) for f in self.fits),
+            rank=self.rank,
+            seed=self.seed,
+        )
 
     def _split_means(self, rows: np.ndarray, sets: list) -> np.ndarray:  # (R, K)
         """Prior means of pool rows from their sets, each by the completion that left its group out."""
@@ -217,5 +252,12 @@ class LowRankPrior:
         return out
 
 
-__all__ = ["FLAT_VAR", "MIN_PRIOR_VAR", "LowRank", "LowRankPrior", "prior_variance", "simulate_prior_error",
-           "simulate_prior_samples"]
+__all__ = [
+    "FLAT_VAR",
+    "MIN_PRIOR_VAR",
+    "LowRank",
+    "LowRankPrior",
+    "prior_variance",
+    "simulate_prior_error",
+    "simulate_prior_samples",
+]

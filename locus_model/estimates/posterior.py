@@ -47,15 +47,22 @@ class CellPosterior:
     centred: bool = False  # the flat part centred on mu (Beta(2 mu, 2 (1 - mu))) instead of Beta(1, 1)
 
     @classmethod
-    def from_prior(cls, mean: np.ndarray, var: np.ndarray | float, *, robust: float = ROBUST_WEIGHT,
-                   centred: bool = False) -> "CellPosterior":
+    def from_prior(
+        cls, mean: np.ndarray, var: np.ndarray | float, *, robust: float = ROBUST_WEIGHT, centred: bool = False
+    ) -> "CellPosterior":
         """No answers yet: the prior (mean (M, K), var broadcast to it)."""
         mu = np.clip(np.asarray(mean, np.float64), _CLIP, 1 - _CLIP)
         tau2 = np.maximum(np.broadcast_to(np.asarray(var, np.float64), mu.shape), MIN_VAR).copy()
         if not 0.0 <= robust < 1.0:
             raise ValueError(f"CellPosterior: robust weight {robust!r} must be in [0, 1)")
-        return cls(prior_mean=mu.copy(), prior_var=tau2, right=np.zeros_like(mu), count=np.zeros_like(mu),
-                   robust=float(robust), centred=bool(centred))
+        return cls(
+            prior_mean=mu.copy(),
+            prior_var=tau2,
+            right=np.zeros_like(mu),
+            count=np.zeros_like(mu),
+            robust=float(robust),
+            centred=bool(centred),
+        )
 
     # ------------------------------------------------------------------------------------------------ the update
     def observe(self, m: int, k: int, score: float, *, forget: float = 1.0) -> None:
@@ -72,8 +79,14 @@ class CellPosterior:
         np.add.at(self.count, (np.asarray(m), np.asarray(k)), 1.0)
 
     def copy(self) -> "CellPosterior":
-        return CellPosterior(self.prior_mean.copy(), self.prior_var.copy(), self.right.copy(), self.count.copy(),
-                             self.robust, self.centred)
+        return CellPosterior(
+            self.prior_mean.copy(),
+            self.prior_var.copy(),
+            self.right.copy(),
+            self.count.copy(),
+            self.robust,
+            self.centred,
+        )
 
     # ------------------------------------------------------------------------------------------------ reading it
     def components(self, rows=slice(None)) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -63,8 +63,9 @@ def answer_gain(proba_draws: np.ndarray, seen: np.ndarray, codes: np.ndarray, K:
     return _gain(cov, mean * (1 - mean), (p * (1 - p)).mean(axis=0), codes, size, unseen)
 
 
-def factor_gain(basis: np.ndarray, proba: np.ndarray, seen: np.ndarray, codes: np.ndarray, K: int, *,
-                alpha: float = 1.0) -> np.ndarray:  # (Q, K)
+def factor_gain(
+    basis: np.ndarray, proba: np.ndarray, seen: np.ndarray, codes: np.ndarray, K: int, *, alpha: float = 1.0
+) -> np.ndarray:  # (Q, K)
     """G_qb (module docstring, step 2) under the low-rank completion: basis (Q, r) its rows B_q, proba (Q,) the
     newcomer's completed P(correct), seen (Q,) the asked queries, codes (Q,) each query's benchmark."""
     B = np.asarray(basis, np.float64)
@@ -85,8 +86,9 @@ def factor_gain(basis: np.ndarray, proba: np.ndarray, seen: np.ndarray, codes: n
     return _gain(cov, (bs * B).sum(axis=1) + v, v, codes, size, unseen)
 
 
-def _gain(cov: np.ndarray, var_y: np.ndarray, own: np.ndarray, codes: np.ndarray, size: np.ndarray,
-          unseen: np.ndarray) -> np.ndarray:
+def _gain(
+    cov: np.ndarray, var_y: np.ndarray, own: np.ndarray, codes: np.ndarray, size: np.ndarray, unseen: np.ndarray
+) -> np.ndarray:
     cov = cov.copy()
     cov[np.arange(len(codes)), codes] += own / size[codes]  # the answer then counts as itself
     gain = cov**2 / np.maximum(var_y, _EPS)[:, None]
@@ -94,9 +96,16 @@ def _gain(cov: np.ndarray, var_y: np.ndarray, own: np.ndarray, codes: np.ndarray
     return gain
 
 
-def choose_adaptive(gain: np.ndarray, widths: np.ndarray, candidates: np.ndarray, k: int, *,
-                    level: float = LEVEL, codes: np.ndarray | None = None,
-                    rank: np.ndarray | None = None) -> np.ndarray:
+def choose_adaptive(
+    gain: np.ndarray,
+    widths: np.ndarray,
+    candidates: np.ndarray,
+    k: int,
+    *,
+    level: float = LEVEL,
+    codes: np.ndarray | None = None,
+    rank: np.ndarray | None = None,
+) -> np.ndarray:
     """The next ``k`` questions (indices into gain's rows), by module docstring step 3: gain (Q, K) from
     ``answer_gain``, widths (K,) the intervals' widths now, candidates (Q,) bool: the questions one may ask. Ties go to
     the lower index (deterministic). Fewer than k when fewer candidates are left. With ``codes`` (Q,) and ``rank``
@@ -129,5 +138,4 @@ def stop_reached(capability: Capability, until: float | None, row: int = 0) -> b
     return until is not None and bool(((capability.hi[row] - capability.lo[row]) * 100 < until).all())
 
 
-__all__ = ["CHOICES", "DEFAULT_CHOICE", "random_order", "answer_gain", "factor_gain", "choose_adaptive",
-           "stop_reached"]
+__all__ = ["CHOICES", "DEFAULT_CHOICE", "random_order", "answer_gain", "factor_gain", "choose_adaptive", "stop_reached"]

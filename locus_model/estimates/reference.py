@@ -32,16 +32,22 @@ def fit_reference_map(accuracy: np.ndarray, reference: pd.DataFrame, *, alpha: f
     x = np.asarray(accuracy, dtype=np.float64)
     t = reference.to_numpy(dtype=np.float64)
     if len(x) != len(t) or np.isnan(t).any() or np.isnan(x).any():
-        raise ValueError("fit_reference_map: accuracy and reference must be aligned rows without NaN. How to fix: keep "
-                         "only the training models that have every reference score.")
+        raise ValueError(
+            "fit_reference_map: accuracy and reference must be aligned rows without NaN. How to fix: keep "
+            "only the training models that have every reference score."
+        )
     xm, tm = x.mean(axis=0), t.mean(axis=0)
     xc = x - xm
     gram = xc.T @ xc + alpha * len(x) * np.eye(x.shape[1])
     coef = np.linalg.solve(gram, xc.T @ (t - tm))
     hat = np.einsum("ij,jk,ik->i", xc, np.linalg.inv(gram), xc) + 1.0 / len(x)
     loo = (t - tm - xc @ coef) / (1 - hat)[:, None]
-    return ReferenceMap(scores=tuple(reference.columns), coef=coef, intercept=tm - xm @ coef,
-                        residual_std=np.sqrt((loo**2).mean(axis=0)))
+    return ReferenceMap(
+        scores=tuple(reference.columns),
+        coef=coef,
+        intercept=tm - xm @ coef,
+        residual_std=np.sqrt((loo**2).mean(axis=0)),
+    )
 
 
 def reference_estimates(capability: Capability, ref: ReferenceMap, *, seed: int = 0) -> tuple[np.ndarray, ...]:

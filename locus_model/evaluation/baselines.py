@@ -242,6 +242,7 @@ class QueryGroupTable(Baseline):
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
         encodings = self._require_fit()
-        profiles = group_profiles(self.groups, encodings, self.scores[np.asarray(model_rows, dtype=np.int64)],
-                                  self.benchmarks)
+        profiles = group_profiles(
+            self.groups, encodings, self.scores[np.asarray(model_rows, dtype=np.int64)], self.benchmarks
+        )
         return group_proba(profiles, self.groups.membership(encodings[np.asarray(query_idx, dtype=np.int64)]))

@@ -35,10 +35,23 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from locus_model.estimates import (Benchmarks, Capability, Estimator, EstimatorConfig, LowRank, Posterior,
-                                   accuracy_from_proba, answer_likeness, beta_binomial_capability, draw_sets,
-                                   encoder_spread, fit_reference_map, reference_estimates, refine_embeddings,
-                                   simulate_prior_error)
+from locus_model.estimates import (
+    Benchmarks,
+    Capability,
+    Estimator,
+    EstimatorConfig,
+    LowRank,
+    Posterior,
+    accuracy_from_proba,
+    answer_likeness,
+    beta_binomial_capability,
+    draw_sets,
+    encoder_spread,
+    fit_reference_map,
+    reference_estimates,
+    refine_embeddings,
+    simulate_prior_error,
+)
 from locus_model.evaluation.latent import IRT, LatentConfig
 from locus_model.evaluation.splits import query_folds
 from locus_model.infer import embed_evaluation_sets
@@ -82,8 +95,9 @@ def _router_proba(router, encodings: np.ndarray, benchmarks: np.ndarray, sets: l
     return router.proba(embed_evaluation_sets(router.model, encodings, sets), profiles, encodings)
 
 
-def router_capability(router, encodings: np.ndarray, benchmarks: np.ndarray, post: Posterior, sets: list, *,
-                       samples: int, seed: int) -> Capability:
+def router_capability(
+    router, encodings: np.ndarray, benchmarks: np.ndarray, post: Posterior, sets: list, *, samples: int, seed: int
+) -> Capability:
     """The router's P(correct) at each of ``samples`` draws of the embedding's posterior (the sets' group profiles),
     scored by accuracy_from_proba."""
     z = post.samples(samples, seed=seed)  # (M, S, d)
@@ -97,16 +111,33 @@ def _score(cap, truth: np.ndarray) -> dict:
     signed = (cap.estimate - truth) * 100
     err = np.abs(signed)
     cover = (truth >= cap.lo) & (truth <= cap.hi)
-    return {"mae": float(err.mean()), "coverage": float(cover.mean()), "bias": float(signed.mean()),
-            "mae_per_model": err.mean(axis=1)}  # kept for paired intervals, dropped before JSON
+    return {
+        "mae": float(err.mean()),
+        "coverage": float(cover.mean()),
+        "bias": float(signed.mean()),
+        "mae_per_model": err.mean(axis=1),
+    }  # kept for paired intervals, dropped before JSON
 
 
-def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benchmarks: np.ndarray, *,
-                          trained: np.ndarray, held: np.ndarray, train_queries: np.ndarray,
-                          sizes: Sequence[int] = DEFAULT_SIZES, methods: Sequence[str] = METHODS,
-                          reference: pd.DataFrame | None = None, identity_models: int = 100, samples: int = 64,
-                          irt=None, router=None, estimator_config: EstimatorConfig | None = None,
-                          seed: int = 0) -> dict:
+def capability_evaluation(
+    model,
+    encodings: np.ndarray,
+    scores: np.ndarray,
+    benchmarks: np.ndarray,
+    *,
+    trained: np.ndarray,
+    held: np.ndarray,
+    train_queries: np.ndarray,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    methods: Sequence[str] = METHODS,
+    reference: pd.DataFrame | None = None,
+    identity_models: int = 100,
+    samples: int = 64,
+    irt=None,
+    router=None,
+    estimator_config: EstimatorConfig | None = None,
+    seed: int = 0,
+) -> dict:
     """The capability, reference and identity figures of one fold (see the module docstring).
 
     Args:
@@ -135,9 +166,11 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
     train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
     # the product's estimator fitted once for every n (its completion is low_rank's), else the completion alone
     config = replace(estimator_config or EstimatorConfig(), seed=seed)
-    estimator = (Estimator(config).fit(train_matrix, benchmarks, router=router,
-                                                           encodings=encodings, asked_from=train_queries)
-                 if "product" in methods else None)
+    estimator = (
+        Estimator(config).fit(train_matrix, benchmarks, router=router, encodings=encodings, asked_from=train_queries)
+        if "product" in methods
+        else None
+    )
     # off the pool's questions: the same pool without its answers on the fold's other queries, the held-out models
     # asked only those (the unseen block below)
     unseen_queries = np.setdiff1d(np.arange(scores.shape[1]), train_queries)
@@ -146,8 +179,7 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
     if "product" in methods and len(unseen_queries):
         seen_only = np.full_like(train_matrix, np.nan)
         seen_only[:, train_queries] = train_matrix[:, train_queries]
-        unseen_estimator = Estimator(config).fit(seen_only, benchmarks, router=router,
-                                                                     encodings=encodings)
+        unseen_estimator = Estimator(config).fit(seen_only, benchmarks, router=router, encodings=encodings)
     low_rank = estimator.prior_.full if estimator is not None else LowRank.fit(train_matrix, 16)
     coding = Benchmarks.of(benchmarks)
     sim_rows = trained[np.random.default_rng(seed).permutation(len(trained))[:200]]
@@ -169,25 +201,32 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                 caps[method] = estimator.estimate(sets)
             elif method == "locus":
                 post = refine_embeddings(model, encodings, sets, spread, z0=z0)
-                caps[method] = router_capability(router, encodings, benchmarks, post, sets, samples=samples,
-                                                  seed=seed)
+                caps[method] = router_capability(router, encodings, benchmarks, post, sets, samples=samples, seed=seed)
             elif method == "locus_encoder":
-                prior = Posterior(mean=z0, prior=z0, chol=np.broadcast_to(np.diag(spread), (len(z0), *np.diag(spread).shape)),
-                                  log_lik=np.zeros(len(z0)), log_lik_prior=np.zeros(len(z0)))
-                caps[method] = router_capability(router, encodings, benchmarks, prior, sets, samples=samples,
-                                                  seed=seed)
+                prior = Posterior(
+                    mean=z0,
+                    prior=z0,
+                    chol=np.broadcast_to(np.diag(spread), (len(z0), *np.diag(spread).shape)),
+                    log_lik=np.zeros(len(z0)),
+                    log_lik_prior=np.zeros(len(z0)),
+                )
+                caps[method] = router_capability(router, encodings, benchmarks, prior, sets, samples=samples, seed=seed)
             elif method == "observed":
-                caps[method] = accuracy_from_proba(_observed_proba(sets, benchmarks, pool_mean), sets, benchmarks, seed=seed)
+                caps[method] = accuracy_from_proba(
+                    _observed_proba(sets, benchmarks, pool_mean), sets, benchmarks, seed=seed
+                )
             elif method == "low_rank":
                 caps[method] = accuracy_from_proba(low_rank.proba(sets)[:, None, :], sets, benchmarks, seed=seed)
             elif method == "router" and router is not None:
                 proba = _router_proba(router, encodings, benchmarks, sets)[:, None, :]
                 caps[method] = accuracy_from_proba(proba, sets, benchmarks, seed=seed)
             elif method == "router_eb" and router is not None:  # its error on the in-training models: optimistic
-                tau = simulate_prior_error(router_means, scores[sim_rows], benchmarks, n, queries=train_queries,
-                                           seed=seed)
-                caps[method] = beta_binomial_capability(router_means(None, sets), tau, sets, benchmarks,
-                                                        samples=samples, seed=seed)
+                tau = simulate_prior_error(
+                    router_means, scores[sim_rows], benchmarks, n, queries=train_queries, seed=seed
+                )
+                caps[method] = beta_binomial_capability(
+                    router_means(None, sets), tau, sets, benchmarks, samples=samples, seed=seed
+                )
                 out[f"prior_sd.{method}.{n}"] = float(np.sqrt(tau).mean())
             elif method == "irt" and irt is not None:
                 rows = irt.onboard(_dense(sets, scores.shape[1]))
@@ -202,17 +241,23 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                 est, lo, hi = reference_estimates(cap, ref_map, seed=seed)
                 err = np.abs(est - ref_truth)[ref_rows]
                 out[f"reference.{method}.{n}.mae"] = float(err.mean())
-                out[f"reference.{method}.{n}.coverage"] = float(((ref_truth >= lo) & (ref_truth <= hi))[ref_rows].mean())
+                out[f"reference.{method}.{n}.coverage"] = float(
+                    ((ref_truth >= lo) & (ref_truth <= hi))[ref_rows].mean()
+                )
                 for j, col in enumerate(ref_map.scores):
                     out[f"reference.{method}.{n}.{col}.mae"] = float(err[:, j].mean())
                 per_model["reference", method, n] = err.mean(axis=1)
         if unseen_estimator is not None:  # answers on queries the pool never answered
             unseen_sets = _draw_sets(scores, held, unseen_queries, n, unseen_rng)
-            unseen_caps = {"product": unseen_estimator.estimate(unseen_sets),
-                           "low_rank": accuracy_from_proba(unseen_estimator.prior_.full.proba(unseen_sets)[:, None, :],
-                                                           unseen_sets, benchmarks, seed=seed),
-                           "observed": accuracy_from_proba(_observed_proba(unseen_sets, benchmarks, pool_mean),
-                                                           unseen_sets, benchmarks, seed=seed)}
+            unseen_caps = {
+                "product": unseen_estimator.estimate(unseen_sets),
+                "low_rank": accuracy_from_proba(
+                    unseen_estimator.prior_.full.proba(unseen_sets)[:, None, :], unseen_sets, benchmarks, seed=seed
+                ),
+                "observed": accuracy_from_proba(
+                    _observed_proba(unseen_sets, benchmarks, pool_mean), unseen_sets, benchmarks, seed=seed
+                ),
+            }
             for method, cap in unseen_caps.items():
                 s = _score(cap, truth[held])
                 for what in ("mae", "coverage", "bias"):
@@ -222,8 +267,9 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
                 sources = unseen_rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
                 copies = _draw_sets(scores, trained[sources], unseen_queries, n, unseen_rng)
                 post = unseen_estimator.embedding(copies)
-                order, _ = answer_likeness(copies, unseen_estimator.prior_.scores, pool_z, post, samples=samples,
-                                           seed=seed)
+                order, _ = answer_likeness(
+                    copies, unseen_estimator.prior_.scores, pool_z, post, samples=samples, seed=seed
+                )
                 out[f"identity_unseen.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
         # copy recognition: n of an in-training model's own evaluations under a new name
         sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
@@ -239,11 +285,25 @@ def capability_evaluation(model, encodings: np.ndarray, scores: np.ndarray, benc
     return out
 
 
-def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.ndarray, splits: Sequence, *,
-                     trained: np.ndarray, held: np.ndarray, model_config, train_config, sizes: Sequence[int] = DEFAULT_SIZES,
-                     methods: Sequence[str] = METHODS, reference: pd.DataFrame | None = None, irt_steps: int = 300,
-                     seed: int = 0, log=lambda message: None, trainer=None,
-                     estimator_config: EstimatorConfig | None = None) -> dict:
+def capability_folds(
+    encodings: np.ndarray,
+    scores: np.ndarray,
+    benchmarks: np.ndarray,
+    splits: Sequence,
+    *,
+    trained: np.ndarray,
+    held: np.ndarray,
+    model_config,
+    train_config,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    methods: Sequence[str] = METHODS,
+    reference: pd.DataFrame | None = None,
+    irt_steps: int = 300,
+    seed: int = 0,
+    log=lambda message: None,
+    trainer=None,
+    estimator_config: EstimatorConfig | None = None,
+) -> dict:
     """capability_evaluation on each fold of `splits` (evaluation.splits.Fold): LOCUS trained on the in-training
     models' training-query cells (validation: the fold's val cells), IRT likewise (irt_steps full-batch steps).
     Returns {"summary": {key: {"mean", "std"}}, "paired": {"<kind>.<a>_minus_<method>.<n>.mae": {"diff", "ci_low",
@@ -258,9 +318,15 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
         train[:, fold.train] = scores[np.ix_(trained, fold.train)]
         val = np.full_like(train, np.nan)
         val[:, fold.val] = scores[np.ix_(trained, fold.val)]
-        kwargs = dict(encodings=encodings, train_scores=train, val_scores=val, model_config=model_config,
-                      train_config=replace(train_config, seed=train_config.seed + fold.index), benchmarks=benchmarks,
-                      progress=False)
+        kwargs = dict(
+            encodings=encodings,
+            train_scores=train,
+            val_scores=val,
+            model_config=model_config,
+            train_config=replace(train_config, seed=train_config.seed + fold.index),
+            benchmarks=benchmarks,
+            progress=False,
+        )
         router = None
         if set(methods) & set(NEEDS_LOCUS):
             router = train_locus(**kwargs).router if trainer is None else trainer(fold, kwargs)
@@ -271,19 +337,36 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
             irt = IRT(LatentConfig(dim=16, noise=(0.1,), max_steps=irt_steps, seed=seed))
             irt.fit(encodings, train, val)
             log(f"capability fold {fold.index}: IRT fitted, {time.perf_counter() - t0:.0f} s")
-        result = capability_evaluation(model, encodings, scores, benchmarks, trained=trained, held=held,
-                                       train_queries=fold.train, sizes=sizes, methods=methods, reference=reference,
-                                       irt=irt, router=router, estimator_config=estimator_config,
-                                       seed=seed + fold.index)
+        result = capability_evaluation(
+            model,
+            encodings,
+            scores,
+            benchmarks,
+            trained=trained,
+            held=held,
+            train_queries=fold.train,
+            sizes=sizes,
+            methods=methods,
+            reference=reference,
+            irt=irt,
+            router=router,
+            estimator_config=estimator_config,
+            seed=seed + fold.index,
+        )
         for key, errors in result.pop("_per_model").items():
             per_model.setdefault(key, []).append(errors)
         result["seconds.fold"] = time.perf_counter() - t0
         folds.append(result)
-        log(f"capability fold {fold.index}: " + ", ".join(f"{k} {v:.3f}" for k, v in result.items()
-                                                           if isinstance(v, float) and not k.startswith("seconds")))
+        log(
+            f"capability fold {fold.index}: "
+            + ", ".join(
+                f"{k} {v:.3f}" for k, v in result.items() if isinstance(v, float) and not k.startswith("seconds")
+            )
+        )
     keys = [k for k in folds[0] if isinstance(folds[0][k], float)]
-    summary = {k: {"mean": float(np.mean([f[k] for f in folds])), "std": float(np.std([f[k] for f in folds]))}
-               for k in keys}
+    summary = {
+        k: {"mean": float(np.mean([f[k] for f in folds])), "std": float(np.std([f[k] for f in folds]))} for k in keys
+    }
     rng = np.random.default_rng(seed)
     paired = {}
     for anchor in ANCHORS:
@@ -294,8 +377,10 @@ def capability_folds(encodings: np.ndarray, scores: np.ndarray, benchmarks: np.n
             diff = np.concatenate(mine) - np.concatenate(errors)
             boot = np.array([diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)])
             paired[f"{kind}.{anchor}_minus_{method}.{n}.mae"] = {
-                "diff": float(diff.mean()), "ci_low": float(np.quantile(boot, 0.025)),
-                "ci_high": float(np.quantile(boot, 0.975))}
+                "diff": float(diff.mean()),
+                "ci_low": float(np.quantile(boot, 0.025)),
+                "ci_high": float(np.quantile(boot, 0.975)),
+            }
     return {"summary": summary, "paired": paired, "folds": folds}
 
 
@@ -304,25 +389,46 @@ def read_reference_scores(path, models: Sequence[str]) -> pd.DataFrame:
     leaderboard.csv), its numeric columns in `models`' order (NaN where a model has none)."""
     table = pd.read_csv(path)
     if "model" not in table.columns:
-        raise ValueError(f"{path}: no 'model' column. How to fix: one row per model, a 'model' column and one numeric "
-                         "column per reference score")
-    numeric = [c for c in table.columns if c != "model" and pd.api.types.is_numeric_dtype(table[c])
-               and not pd.api.types.is_bool_dtype(table[c])]  # a flag (moe) is not a score
+        raise ValueError(
+            f"{path}: no 'model' column. How to fix: one row per model, a 'model' column and one numeric "
+            "column per reference score"
+        )
+    numeric = [
+        c
+        for c in table.columns
+        if c != "model" and pd.api.types.is_numeric_dtype(table[c]) and not pd.api.types.is_bool_dtype(table[c])
+    ]  # a flag (moe) is not a score
     if not numeric:
         raise ValueError(f"{path}: no numeric score column besides 'model'. How to fix: add one column per score")
     dup = table["model"][table["model"].duplicated()]
     if len(dup):
-        raise ValueError(f"{path}: model {dup.iloc[0]!r} (row {dup.index[0] + 2}) appears twice; keep one row per model")
+        raise ValueError(
+            f"{path}: model {dup.iloc[0]!r} (row {dup.index[0] + 2}) appears twice; keep one row per model"
+        )
     return table.set_index("model")[numeric].reindex(list(models))
 
 
-def capability_from_result(matrix, encodings: np.ndarray, result: dict, sizes: Sequence[int], reference_path,
-                           train_config, *, progress: bool = True) -> dict:
+def capability_from_result(
+    matrix,
+    encodings: np.ndarray,
+    result: dict,
+    sizes: Sequence[int],
+    reference_path,
+    train_config,
+    *,
+    progress: bool = True,
+) -> dict:
     """`locus evaluate --onboard-sizes`: capability_folds on the folds and held-out models of an evaluate() result;
     returns its flat keys (capability.<method>.<n>.mae, ...: fold means) plus "capability_detail"."""
     settings = result["settings"]
-    _, splits, _ = query_folds(matrix, fold=None, folds=settings["folds"], budget=settings["budget"],
-                               seed=settings["seed"], val_fraction=settings["val_fraction"] or 0.1)
+    _, splits, _ = query_folds(
+        matrix,
+        fold=None,
+        folds=settings["folds"],
+        budget=settings["budget"],
+        seed=settings["seed"],
+        val_fraction=settings["val_fraction"] or 0.1,
+    )
     if settings.get("only_folds") is not None:
         splits = [splits[f] for f in settings["only_folds"]]
     held_names = set(settings["held_out_model_names"])
@@ -332,12 +438,31 @@ def capability_from_result(matrix, encodings: np.ndarray, result: dict, sizes: S
     trained = np.setdiff1d(np.arange(len(matrix.models)), held)
     reference = None if reference_path is None else read_reference_scores(reference_path, matrix.models)
     log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)
-    run = capability_folds(encodings, matrix.scores.astype(np.float32), matrix.benchmarks, splits, trained=trained,
-                           held=held, model_config=LocusConfig(query_dim=encodings.shape[1]), train_config=train_config,
-                           sizes=tuple(sizes) or DEFAULT_SIZES, reference=reference, seed=settings["seed"], log=log)
+    run = capability_folds(
+        encodings,
+        matrix.scores.astype(np.float32),
+        matrix.benchmarks,
+        splits,
+        trained=trained,
+        held=held,
+        model_config=LocusConfig(query_dim=encodings.shape[1]),
+        train_config=train_config,
+        sizes=tuple(sizes) or DEFAULT_SIZES,
+        reference=reference,
+        seed=settings["seed"],
+        log=log,
+    )
     keys = {k: v["mean"] for k, v in run["summary"].items() if not k.startswith("seconds")}
     return {**keys, "capability_detail": {"summary": run["summary"], "paired": run["paired"]}}
 
 
-__all__ = ["METHODS", "router_capability", "DEFAULT_SIZES", "true_accuracy", "capability_evaluation", "capability_folds",
-           "read_reference_scores", "capability_from_result"]
+__all__ = [
+    "METHODS",
+    "router_capability",
+    "DEFAULT_SIZES",
+    "true_accuracy",
+    "capability_evaluation",
+    "capability_folds",
+    "read_reference_scores",
+    "capability_from_result",
+]

@@ -92,7 +92,9 @@ def _cells(scores: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     return torch.from_numpy(cols), mask, torch.from_numpy(np.nan_to_num(sub)).float()
 
 
-def _map_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, vectors: torch.Tensor, prior_std: float) -> torch.Tensor:
+def _map_loss(
+    logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, vectors: torch.Tensor, prior_std: float
+) -> torch.Tensor:
     """Negative log posterior per training cell: sum BCE + sum ||v||^2 / (2 s^2), divided by the cell count."""
     bce = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")[mask].sum()
     prior = vectors.pow(2).sum() / (2 * prior_std**2)
@@ -154,7 +156,8 @@ class _LatentBaseline(Baseline):
         net = self.net_class(len(mask), phi_train.shape[1], cfg)
         shared = [p for n, p in net.named_parameters() if n != "models"]
         opt = torch.optim.AdamW(
-            [{"params": [net.models], "weight_decay": 0.0}, {"params": shared, "weight_decay": cfg.weight_decay}], lr=cfg.lr
+            [{"params": [net.models], "weight_decay": 0.0}, {"params": shared, "weight_decay": cfg.weight_decay}],
+            lr=cfg.lr,
         )
         gen = torch.Generator().manual_seed(cfg.seed)
         best = (float("inf"), 0, {k: v.detach().clone() for k, v in net.state_dict().items()})

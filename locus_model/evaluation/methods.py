@@ -19,7 +19,9 @@ from locus_model.routing.policy import GUARD_MARGIN, routing_scores
 from locus_model.training import TrainConfig, train_locus
 
 METHODS = ("locus", "embedllm_mf", "irt", "knn", "query_groups", "per_benchmark", "best_single", "oracle")
-BASELINES: dict[str, type[Baseline]] = {cls.name: cls for cls in (MatrixFactorization, IRT, KNNRouter, QueryGroupTable, PerBenchmark, BestSingle)}
+BASELINES: dict[str, type[Baseline]] = {
+    cls.name: cls for cls in (MatrixFactorization, IRT, KNNRouter, QueryGroupTable, PerBenchmark, BestSingle)
+}
 
 
 class LocusMethod(Baseline):
@@ -31,8 +33,15 @@ class LocusMethod(Baseline):
 
     name = "locus"
 
-    def __init__(self, *, model_config: Any = None, train_config: Any = None, progress: bool = False,
-                 router: Router | None = None, benchmarks: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model_config: Any = None,
+        train_config: Any = None,
+        progress: bool = False,
+        router: Router | None = None,
+        benchmarks: np.ndarray | None = None,
+    ) -> None:
         super().__init__()
         self.model_config, self.train_config, self.progress = model_config, train_config, progress
         self.router = router  # given: used as it is; else the one fit trains
@@ -52,26 +61,38 @@ class LocusMethod(Baseline):
                 raise ValueError(
                     f"LocusConfig.query_dim={model_config.query_dim} but the query encodings are "
                     f"{self.encodings.shape[1]}-d; build the config with query_dim equal to the encoder's width "
-                    "(384 MiniLM, 768 mpnet)")
+                    "(384 MiniLM, 768 mpnet)"
+                )
             if val_scores is None:
                 val_scores = np.full_like(train_scores, np.nan)
             self.train_result = train_locus(
-                self.encodings, train_scores, val_scores, model_config=model_config, benchmarks=self.benchmarks,
-                train_config=self.train_config or TrainConfig(), progress=self.progress)
+                self.encodings,
+                train_scores,
+                val_scores,
+                model_config=model_config,
+                benchmarks=self.benchmarks,
+                train_config=self.train_config or TrainConfig(),
+                progress=self.progress,
+            )
             self.router = self.train_result.router
         elif self.router.model.config.query_dim != self.encodings.shape[1]:
-            raise ValueError(f"the trained LOCUS takes {self.router.model.config.query_dim}-d query encodings, these "
-                             f"are {self.encodings.shape[1]}-d: encode the queries with the checkpoint's encoder")
+            raise ValueError(
+                f"the trained LOCUS takes {self.router.model.config.query_dim}-d query encodings, these "
+                f"are {self.encodings.shape[1]}-d: encode the queries with the checkpoint's encoder"
+            )
         self.n_fitted_models = len(train_scores)
-        self.scorer = self.router.scorer(self.router.pool_rows(self.encodings, train_scores, self.benchmarks,
-                                                               device=self._device()), device=self._device())
+        self.scorer = self.router.scorer(
+            self.router.pool_rows(self.encodings, train_scores, self.benchmarks, device=self._device()),
+            device=self._device(),
+        )
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:
         encodings = self._require_fit()
         rows = np.arange(len(self.scorer.names), len(self.scorer.names) + len(scores))
         if len(scores):
-            self.scorer = self.scorer.extended(*self.router.pool_rows(encodings, scores, self.benchmarks,
-                                                                       device=self._device()))
+            self.scorer = self.scorer.extended(
+                *self.router.pool_rows(encodings, scores, self.benchmarks, device=self._device())
+            )
         return rows
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
@@ -121,8 +142,13 @@ def make_method(
     benchmarks: (Q,) the query labels that "locus" and "query_groups" may read to fit their query groups ("" for
     a query whose label must not be read)."""
     if name == "locus":
-        return LocusMethod(model_config=model_config, train_config=train_config, progress=progress, router=router,
-                           benchmarks=benchmarks)
+        return LocusMethod(
+            model_config=model_config,
+            train_config=train_config,
+            progress=progress,
+            router=router,
+            benchmarks=benchmarks,
+        )
     if name == "query_groups":
         return QueryGroupTable(benchmarks)
     if name in ("embedllm_mf", "irt"):
@@ -166,8 +192,14 @@ def fit_and_predict(
         labels = np.asarray(benchmarks).astype(str).astype(object)
         labels[np.asarray(fold.test)] = ""
     method = make_method(
-        name, seed=seed, model_config=model_config, train_config=train_config, baseline_config=baseline_config,
-        progress=progress, router=router, benchmarks=labels,
+        name,
+        seed=seed,
+        model_config=model_config,
+        train_config=train_config,
+        baseline_config=baseline_config,
+        progress=progress,
+        router=router,
+        benchmarks=labels,
     )
     method.fit(encodings, budget_scores[trained], val_scores[trained])
     if on_fitted is not None:
@@ -182,4 +214,3 @@ def fit_and_predict(
         order[trained], order[held] = np.arange(len(trained)), held_rows
         return Fitted(probs, time.perf_counter() - t0, method.standing(order), guard_margin)
     return Fitted(probs, time.perf_counter() - t0)
-

@@ -34,8 +34,15 @@ def eta_seconds(done: Mapping[str, Sequence[float]], remaining: Sequence[str], j
 class FitProgress:
     """Says each fit's start and end: ``fold 2/5 irt: 12.3 s (8/30 fits, 1 min 40 s so far, ETA 6 min 10 s)``."""
 
-    def __init__(self, tasks: Sequence[tuple[int, str]], *, total_folds: int, jobs: int = 1,
-                 say: Callable[[str], None], clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        tasks: Sequence[tuple[int, str]],
+        *,
+        total_folds: int,
+        jobs: int = 1,
+        say: Callable[[str], None],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.pending = list(tasks)  # (fold index, method), in the order they are expected to end
         self.total, self.total_folds, self.jobs = len(tasks), total_folds, jobs
         self.say, self.clock, self.start = say, clock, clock()
@@ -51,9 +58,11 @@ class FitProgress:
         self.done.setdefault(name, []).append(seconds)
         n = self.total - len(self.pending)
         eta = eta_seconds(self.done, [m for _, m in self.pending], self.jobs)
-        line = (f"fold {fold + 1}/{self.total_folds} {name:<12} {seconds:7.1f} s{where} ({n}/{self.total} fits, "
-                f"{format_duration(self.clock() - self.start)} so far"
-                + (f", ETA {format_duration(eta)})" if self.pending and eta is not None else ")"))
+        line = (
+            f"fold {fold + 1}/{self.total_folds} {name:<12} {seconds:7.1f} s{where} ({n}/{self.total} fits, "
+            f"{format_duration(self.clock() - self.start)} so far"
+            + (f", ETA {format_duration(eta)})" if self.pending and eta is not None else ")")
+        )
         self.say(line)
         return line
 

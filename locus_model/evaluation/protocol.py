@@ -69,8 +69,15 @@ def _pinned_fit(threads: int, args: dict):
         return fit_and_predict(**args)
 
 
-def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict], *, jobs: int, threads: int,
-             log: Callable[[str], None], total_folds: int) -> dict[tuple[int, str], tuple[np.ndarray, float]]:
+def _fit_all(
+    tasks: list[tuple[Fold, str]],
+    fit_args: Callable[[Fold, str], dict],
+    *,
+    jobs: int,
+    threads: int,
+    log: Callable[[str], None],
+    total_folds: int,
+) -> dict[tuple[int, str], tuple[np.ndarray, float]]:
     """(fold index, method) -> (test probs, seconds): in this process, or in ``jobs`` worker processes; every fit on
     ``threads`` torch threads; a progress line with an ETA as each ends."""
     fitted: dict[tuple[int, str], tuple[np.ndarray, float]] = {}
@@ -82,10 +89,12 @@ def _fit_all(tasks: list[tuple[Fold, str]], fit_args: Callable[[Fold, str], dict
             progress.finished(fold.index, name, fitted[fold.index, name][1])
     elif tasks:
         with ProcessPoolExecutor(  # spawn: a forked torch runtime can hang
-            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+            max_workers=jobs,
+            mp_context=multiprocessing.get_context("spawn"),
         ) as executor:
-            futures = {executor.submit(_pinned_fit, threads, fit_args(fold, name)): (fold.index, name)
-                       for fold, name in tasks}
+            futures = {
+                executor.submit(_pinned_fit, threads, fit_args(fold, name)): (fold.index, name) for fold, name in tasks
+            }
             for future in as_completed(futures):
                 key = futures[future]
                 fitted[key] = future.result()
@@ -174,13 +183,17 @@ def evaluate(
     if jobs < 1:
         raise ValueError(f"jobs={jobs}: give the number of worker processes, 1 or more (1 = no workers)")
     if policy.quality_weight != 1 or policy.max_cost is not None or policy.max_params is not None:
-        raise ValueError(f"evaluate: {policy} -- the protocol measures routing at quality weight 1 and sweeps the "
-                         "weight on its frontier, with no cap: give RoutingPolicy(guard_margin=...) only")
+        raise ValueError(
+            f"evaluate: {policy} -- the protocol measures routing at quality weight 1 and sweeps the "
+            "weight on its frontier, with no cap: give RoutingPolicy(guard_margin=...) only"
+        )
     if threads < 1:
         raise ValueError(f"threads={threads}: give the torch threads of each fit, 1 or more (1 = the default)")
     if costs is not None and costs.basis == "none":
-        raise ValueError("costs: no model has a price or a parameter count, so there is no quality-cost frontier. How "
-                         "to fix: give params_b, price_input_per_mtok / price_output_per_mtok or cost_per_query per model")
+        raise ValueError(
+            "costs: no model has a price or a parameter count, so there is no quality-cost frontier. How "
+            "to fix: give params_b, price_input_per_mtok / price_output_per_mtok or cost_per_query per model"
+        )
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
@@ -190,14 +203,18 @@ def evaluate(
     scores = matrix.scores.astype(np.float32)  # (M, Q)
     n_models, n_queries = scores.shape
     if n_models < 2:  # routing chooses between models; every ranking metric is undefined on one
-        raise ValueError(f"the table has {n_models} model(s) ({', '.join(matrix.models[:1])}): evaluating a router needs "
-                         "at least 2 models to choose between; add another model's evaluations")
-    protocol, splits, bench = query_folds(matrix, fold=fold, folds=folds, budget=budget, seed=seed,
-                                          val_fraction=val_fraction)
+        raise ValueError(
+            f"the table has {n_models} model(s) ({', '.join(matrix.models[:1])}): evaluating a router needs "
+            "at least 2 models to choose between; add another model's evaluations"
+        )
+    protocol, splits, bench = query_folds(
+        matrix, fold=fold, folds=folds, budget=budget, seed=seed, val_fraction=val_fraction
+    )
 
     if "locus" in methods:  # record the effective LOCUS settings, not None
-
-        model_config = router.model.config if router is not None else (model_config or LocusConfig(query_dim=enc.shape[1]))
+        model_config = (
+            router.model.config if router is not None else (model_config or LocusConfig(query_dim=enc.shape[1]))
+        )
         train_config = None if router is not None else (train_config or TrainConfig())
 
     total_folds = len(splits)
@@ -206,20 +223,28 @@ def evaluate(
         if bad or not only_folds:
             raise ValueError(f"only_folds={list(only_folds)}: give fold indices in [0, {len(splits)})")
         splits = [splits[f] for f in sorted(set(only_folds))]
-    trained, held, groups = model_groups(matrix, held_out=held_out, holdout_models=holdout_models, seed=seed,
-                                         extra_groups=extra_groups)
+    trained, held, groups = model_groups(
+        matrix, held_out=held_out, holdout_models=holdout_models, seed=seed, extra_groups=extra_groups
+    )
     counts = anchor_counts(scores, splits, matrix.models)  # (folds, M)
 
     configs = dict(baseline_configs or {})
     if "per_benchmark" in methods and "per_benchmark" not in configs:
-
         configs["per_benchmark"] = PerBenchmarkConfig(benchmarks=tuple(np.asarray(matrix.benchmarks).astype(str)))
 
     def fit_args(fold: Fold, name: str) -> dict:
         return dict(
-            name=name, seed=seed + fold.index, scores=scores, encodings=enc, fold=fold, trained=trained, held=held,
-            model_config=model_config, train_config=train_config,
-            baseline_config=configs.get(name), progress=progress and jobs == 1,
+            name=name,
+            seed=seed + fold.index,
+            scores=scores,
+            encodings=enc,
+            fold=fold,
+            trained=trained,
+            held=held,
+            model_config=model_config,
+            train_config=train_config,
+            baseline_config=configs.get(name),
+            progress=progress and jobs == 1,
             router=router if name == "locus" else None,
             guard_margin=policy.guard_margin,
             benchmarks=np.asarray(matrix.benchmarks).astype(str) if name in ("locus", "query_groups") else None,
@@ -234,61 +259,78 @@ def evaluate(
     result_methods = summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
     frontier, share, cost_note = None, None, None
     if costs is not None:
-
         costs = costs if costs.names == tuple(matrix.models) else costs.subset(matrix.models)
         fold_costs = [query_costs(costs, [matrix.queries[q] for q in f.test]) for f in splits]
         frontier = frontier_summary(scored, methods, fold_costs, matrix.models, n_boot=n_boot, seed=seed)
         if "locus" in methods:
-            share, cost_note = cost_share(scored.route["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs,
-                                          matrix.models)
+            share, cost_note = cost_share(
+                scored.route["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs, matrix.models
+            )
     best_name = best_single_name(scored.probs[REFERENCE]["all"], matrix.models)
-    kept = (kept_on_best_single(scored.route["locus"]["all"], scored.labels["all"], list(matrix.models).index(best_name))
-            if "locus" in methods else None)
-    verdict = routing_verdict(result_methods, best_name, share, cost_note,
-                              frontier=None if frontier is None else frontier["methods"],
-                              frontier_folds=() if frontier is None else frontier["folds"], kept=kept)
-    return json_clean({
-        "settings": {
-            "protocol": protocol,
-            "budget": budget,
-            "folds": None if protocol == "given_split" else folds,
-            "only_folds": sorted(set(only_folds)) if only_folds is not None else None,
-            "holdout_models": holdout_models,
-            "seed": seed,
-            "val_fraction": val_fraction if folds is not None else None,
-            "methods": methods,
-            "n_boot": n_boot,
-            "jobs": jobs,
-            "threads": threads,  # torch threads of every fit: the results depend on it (float sums), not on jobs
-            "vs_methods_intervals": "fold-stratified",  # LOCUS minus others: fold means, resampled within folds
-            "encoding_dim": int(enc.shape[1]),
-            "guard_margin": None if "locus" not in methods else policy.guard_margin,
-            "train_config": config_dict(train_config),
-            "model_config": config_dict(model_config),
-            "baseline_configs": {k: config_dict(v) for k, v in (baseline_configs or {}).items()},
-            "held_out_model_names": [matrix.models[i] for i in held],
-            "locus_trained_here": router is None,
-            "extra_groups": {k: list(v) for k, v in (extra_groups or {}).items()},
-            "costs": None if costs is None else {
-                "basis": costs.basis, "means": costs.basis_means, "note": costs.note,
-                "models_of_unknown_cost": len(costs.unknown), "unknown_cost": list(costs.unknown)},
-        },
-        "sizes": {
-            "models": n_models,
-            "queries": n_queries,
-            "evaluations": int((~np.isnan(scores)).sum()),
-            "in_training_models": len(trained),
-            "held_out_models": len(held),
-            "train_queries": [len(f.train) for f in splits],
-            "val_queries": [len(f.val) for f in splits],
-            "test_queries": [len(f.test) for f in splits],
-            "anchors": [len(f.anchors) for f in splits],
-            "mean_budget_evaluations_in_training": float(counts[:, trained].mean()),
-            "mean_budget_evaluations_held_out": float(counts[:, held].mean()) if len(held) else None,
-        },
-        "wall_s": round(time.perf_counter() - start, 2),
-        "verdict": verdict,  # evaluation.verdict: does routing pay, or call the best single model
-        "warnings": warnings,  # label_warnings: degenerate labels, a one-model pool
-        "methods": result_methods,
-        **({} if frontier is None else {"frontier": frontier["methods"], "frontier_folds": frontier["folds"]}),
-    })
+    kept = (
+        kept_on_best_single(scored.route["locus"]["all"], scored.labels["all"], list(matrix.models).index(best_name))
+        if "locus" in methods
+        else None
+    )
+    verdict = routing_verdict(
+        result_methods,
+        best_name,
+        share,
+        cost_note,
+        frontier=None if frontier is None else frontier["methods"],
+        frontier_folds=() if frontier is None else frontier["folds"],
+        kept=kept,
+    )
+    return json_clean(
+        {
+            "settings": {
+                "protocol": protocol,
+                "budget": budget,
+                "folds": None if protocol == "given_split" else folds,
+                "only_folds": sorted(set(only_folds)) if only_folds is not None else None,
+                "holdout_models": holdout_models,
+                "seed": seed,
+                "val_fraction": val_fraction if folds is not None else None,
+                "methods": methods,
+                "n_boot": n_boot,
+                "jobs": jobs,
+                "threads": threads,  # torch threads of every fit: the results depend on it (float sums), not on jobs
+                "vs_methods_intervals": "fold-stratified",  # LOCUS minus others: fold means, resampled within folds
+                "encoding_dim": int(enc.shape[1]),
+                "guard_margin": None if "locus" not in methods else policy.guard_margin,
+                "train_config": config_dict(train_config),
+                "model_config": config_dict(model_config),
+                "baseline_configs": {k: config_dict(v) for k, v in (baseline_configs or {}).items()},
+                "held_out_model_names": [matrix.models[i] for i in held],
+                "locus_trained_here": router is None,
+                "extra_groups": {k: list(v) for k, v in (extra_groups or {}).items()},
+                "costs": None
+                if costs is None
+                else {
+                    "basis": costs.basis,
+                    "means": costs.basis_means,
+                    "note": costs.note,
+                    "models_of_unknown_cost": len(costs.unknown),
+                    "unknown_cost": list(costs.unknown),
+                },
+            },
+            "sizes": {
+                "models": n_models,
+                "queries": n_queries,
+                "evaluations": int((~np.isnan(scores)).sum()),
+                "in_training_models": len(trained),
+                "held_out_models": len(held),
+                "train_queries": [len(f.train) for f in splits],
+                "val_queries": [len(f.val) for f in splits],
+                "test_queries": [len(f.test) for f in splits],
+                "anchors": [len(f.anchors) for f in splits],
+                "mean_budget_evaluations_in_training": float(counts[:, trained].mean()),
+                "mean_budget_evaluations_held_out": float(counts[:, held].mean()) if len(held) else None,
+            },
+            "wall_s": round(time.perf_counter() - start, 2),
+            "verdict": verdict,  # evaluation.verdict: does routing pay, or call the best single model
+            "warnings": warnings,  # label_warnings: degenerate labels, a one-model pool
+            "methods": result_methods,
+            **({} if frontier is None else {"frontier": frontier["methods"], "frontier_folds": frontier["folds"]}),
+        }
+    )

@@ -57,19 +57,27 @@ def format_results(result: dict) -> str:
         f"models, {z['queries']} queries, wall {result['wall_s']:.0f} s"
     ]
     if s.get("guard_margin"):
-        lines.append(f"locus routes under a guard of {s['guard_margin']:g}: the model most accurate on its own anchors "
-                     f"is left only for a P(correct) more than {s['guard_margin']:g} higher (routing, hit@3, the "
-                     "frontier; correct, AUC and Brier read P(correct) itself)")
+        lines.append(
+            f"locus routes under a guard of {s['guard_margin']:g}: the model most accurate on its own anchors "
+            f"is left only for a P(correct) more than {s['guard_margin']:g} higher (routing, hit@3, the "
+            "frontier; correct, AUC and Brier read P(correct) itself)"
+        )
     lines += [f"WARNING: {w}" for w in result.get("warnings") or []]
     if z.get("held_out_models") == 1:
-        lines.append("WARNING: the held_out group has one model: routing among one model picks it for every query, so "
-                     "every method (oracle included) routes alike there; its routing, hit@3 and routing differences "
-                     "are n/a (its correct, AUC and Brier still measure the predictions)")
-    lines.append("units: percent, mean±std over folds; Brier: the Brier score x 100 (lower is better); vs best_single: "
-                 "routing accuracy minus the best single model's, in points [95% paired bootstrap CI], tie when it "
-                 "covers 0")
-    header = (f"{'method':<12} {'routing %':>11} {'hit@3 %':>11} {'correct %':>11} {'AUC %':>11} {'Brier x100':>11}  "
-              "vs best_single [95% CI]")
+        lines.append(
+            "WARNING: the held_out group has one model: routing among one model picks it for every query, so "
+            "every method (oracle included) routes alike there; its routing, hit@3 and routing differences "
+            "are n/a (its correct, AUC and Brier still measure the predictions)"
+        )
+    lines.append(
+        "units: percent, mean±std over folds; Brier: the Brier score x 100 (lower is better); vs best_single: "
+        "routing accuracy minus the best single model's, in points [95% paired bootstrap CI], tie when it "
+        "covers 0"
+    )
+    header = (
+        f"{'method':<12} {'routing %':>11} {'hit@3 %':>11} {'correct %':>11} {'AUC %':>11} {'Brier x100':>11}  "
+        "vs best_single [95% CI]"
+    )
     groups = list(GROUPS) + [g for g in (result["settings"].get("extra_groups") or {}) if g not in GROUPS]
     for group in groups:
         rows = [(m, res[group]) for m, res in result["methods"].items() if group in res]
@@ -86,10 +94,16 @@ def format_results(result: dict) -> str:
             )
         locus = next((entry for m, entry in rows if m == "locus"), None)
         if locus and locus.get("vs_methods"):
-            lines += ["", f"LOCUS minus each method [{group}] (fold means; 95% paired bootstrap CI over test queries within folds; Brier: negative favours LOCUS)",
-                      (f"{'method':<12} " + " ".join(f"{k:<24}" for k in _PAIRED)).rstrip()]
+            lines += [
+                "",
+                f"LOCUS minus each method [{group}] (fold means; 95% paired bootstrap CI over test queries within folds; Brier: negative favours LOCUS)",
+                (f"{'method':<12} " + " ".join(f"{k:<24}" for k in _PAIRED)).rstrip(),
+            ]
             for other, stats in locus["vs_methods"].items():
-                cells = ["n/a (one model)" if one_model and k == "routing_acc" else format_interval(stats.get(k)) for k in _PAIRED]
+                cells = [
+                    "n/a (one model)" if one_model and k == "routing_acc" else format_interval(stats.get(k))
+                    for k in _PAIRED
+                ]
                 lines.append((f"{other:<12} " + " ".join(f"{c:<24}" for c in cells)).rstrip())
     return "\n".join(lines)
 
@@ -118,10 +132,14 @@ def _share(stat: dict) -> str:
     if stat["mean"] is None or stat["mean"] == float("inf"):
         return "not reached" + (f" (reached in {_percent(1 - missed)} of resamples)" if 0 < missed < 1 else "")
     open_bound = stat["ci_high"] is None or stat["ci_high"] == float("inf")  # inf before the JSON's clean-up
-    interval = (f"95% CI from {100 * stat['ci_low']:.0f}%" if open_bound
-                else f"95% CI {100 * stat['ci_low']:.0f}-{100 * stat['ci_high']:.0f}%")
-    return (f"{100 * stat['mean']:.0f}% of its cost ({interval}"
-            + (f"; not reached in {_percent(missed)} of resamples)" if missed > 0 else ")"))
+    interval = (
+        f"95% CI from {100 * stat['ci_low']:.0f}%"
+        if open_bound
+        else f"95% CI {100 * stat['ci_low']:.0f}-{100 * stat['ci_high']:.0f}%"
+    )
+    return f"{100 * stat['mean']:.0f}% of its cost ({interval}" + (
+        f"; not reached in {_percent(missed)} of resamples)" if missed > 0 else ")"
+    )
 
 
 def frontier_rows(result: dict) -> list[dict]:
@@ -130,11 +148,16 @@ def frontier_rows(result: dict) -> list[dict]:
     rows = []
     for name, e in (result.get("frontier") or {}).items():
         aiq = e["aiq"]
-        rows.append({"router": name,
-                     "AIQ x100": "-" if aiq["mean"] is None else
-                     f"{100 * aiq['mean']:.1f} [{100 * aiq['ci_low']:.1f}, {100 * aiq['ci_high']:.1f}]",
-                     "cost at best single's accuracy": _share(e["cost_share_at_best_single"]),
-                     "cost at 95% of it": _share(e["cost_share_at_95"])})
+        rows.append(
+            {
+                "router": name,
+                "AIQ x100": "-"
+                if aiq["mean"] is None
+                else f"{100 * aiq['mean']:.1f} [{100 * aiq['ci_low']:.1f}, {100 * aiq['ci_high']:.1f}]",
+                "cost at best single's accuracy": _share(e["cost_share_at_best_single"]),
+                "cost at 95% of it": _share(e["cost_share_at_95"]),
+            }
+        )
     return rows
 
 
@@ -145,14 +168,20 @@ def format_frontier(result: dict) -> str:
         return ""
     costs, folds = result["settings"]["costs"], result["frontier_folds"]
     best = ", ".join(sorted({f["best_single"] for f in folds}))
-    unpriced = ", ".join(sorted({f["most_accurate"] for f in folds
-                                 if f.get("most_accurate", f["best_single"]) != f["best_single"]}))
-    reference = (f"best single model {best} (the best on the anchors)" if not unpriced else
-                 f"best single model of known cost {best} (the most accurate on the anchors, {unpriced}, has no price: "
-                 "the verdict calls it and states its cost share as unknown)")
-    lines = [f"Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = {costs['means']}; "
-             f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; {reference}; cost shares are of its cost fold by fold, read from the fold-mean hull (the plot's curve); AIQ: RouterBench's, cost range from the cheapest "
-             f"to the most expensive model"]
+    unpriced = ", ".join(
+        sorted({f["most_accurate"] for f in folds if f.get("most_accurate", f["best_single"]) != f["best_single"]})
+    )
+    reference = (
+        f"best single model {best} (the best on the anchors)"
+        if not unpriced
+        else f"best single model of known cost {best} (the most accurate on the anchors, {unpriced}, has no price: "
+        "the verdict calls it and states its cost share as unknown)"
+    )
+    lines = [
+        f"Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = {costs['means']}; "
+        f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; {reference}; cost shares are of its cost fold by fold, read from the fold-mean hull (the plot's curve); AIQ: RouterBench's, cost range from the cheapest "
+        f"to the most expensive model"
+    ]
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
     lines.append("  ".join(f"{k:<{w}}" for k, w in widths.items()))
     lines += ["  ".join(f"{r[k]:<{w}}" for k, w in widths.items()) for r in rows]
@@ -178,19 +207,35 @@ def flatten_results(result: dict) -> pd.DataFrame:
         for group, entry in groups.items():
             for metric, stat in entry.items():
                 if metric == "per_benchmark":
-                    rows += [dict(method=method, group=group, benchmark=bench, metric=m, mean=s["mean"], std=s["std"])
-                             for bench, metrics in stat.items() for m, s in metrics.items()]
+                    rows += [
+                        dict(method=method, group=group, benchmark=bench, metric=m, mean=s["mean"], std=s["std"])
+                        for bench, metrics in stat.items()
+                        for m, s in metrics.items()
+                    ]
                 elif metric == "vs_best_single":
-                    rows += [dict(method=method, group=group, benchmark="", metric=f"vs_best_single.{k}", mean=v, std=None)
-                             for k, v in stat.items()]
+                    rows += [
+                        dict(method=method, group=group, benchmark="", metric=f"vs_best_single.{k}", mean=v, std=None)
+                        for k, v in stat.items()
+                    ]
                 elif metric == "vs_methods":
-                    rows += [dict(method=method, group=group, benchmark="", metric=f"vs_{other}.{m}.{k}", mean=v, std=None)
-                             for other, metrics in stat.items() for m, interval in metrics.items() for k, v in interval.items()]
+                    rows += [
+                        dict(method=method, group=group, benchmark="", metric=f"vs_{other}.{m}.{k}", mean=v, std=None)
+                        for other, metrics in stat.items()
+                        for m, interval in metrics.items()
+                        for k, v in interval.items()
+                    ]
                 else:
-                    rows.append(dict(method=method, group=group, benchmark="", metric=metric, mean=stat["mean"], std=stat["std"]))
-    rows += [dict(method=method, group="all", benchmark="", metric=f"frontier.{figure}.{k}", mean=v, std=None)
-             for method, figures in (result.get("frontier") or {}).items() for figure, stat in figures.items()
-             for k, v in stat.items()]
+                    rows.append(
+                        dict(
+                            method=method, group=group, benchmark="", metric=metric, mean=stat["mean"], std=stat["std"]
+                        )
+                    )
+    rows += [
+        dict(method=method, group="all", benchmark="", metric=f"frontier.{figure}.{k}", mean=v, std=None)
+        for method, figures in (result.get("frontier") or {}).items()
+        for figure, stat in figures.items()
+        for k, v in stat.items()
+    ]
     return pd.DataFrame(rows)
 
 

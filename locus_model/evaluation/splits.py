@@ -91,7 +91,9 @@ def choose_held_out(n_models: int, fraction: float, seed: int) -> np.ndarray:
     return np.sort(rng.choice(n_models, size=n, replace=False))
 
 
-def query_split(table: pd.DataFrame, *, budget: int, seed: int, test_fraction: float = 0.1, val_fraction: float = 0.1) -> pd.DataFrame:
+def query_split(
+    table: pd.DataFrame, *, budget: int, seed: int, test_fraction: float = 0.1, val_fraction: float = 0.1
+) -> pd.DataFrame:
     """One row per query: query_id, split (train/val/test), anchor (one of the ``budget`` training anchors).
 
     A table with its own ``split`` column (EmbedLLM) keeps it; otherwise queries are split at random
@@ -106,7 +108,9 @@ def query_split(table: pd.DataFrame, *, budget: int, seed: int, test_fraction: f
     else:
         if not 0 < test_fraction < 0.5:
             raise ValueError(f"test_fraction={test_fraction} must be in (0, 0.5)")
-        fold = kfold_splits(len(query_ids), folds=max(2, round(1 / test_fraction)), budget=budget, seed=seed, val_fraction=val_fraction)[0]
+        fold = kfold_splits(
+            len(query_ids), folds=max(2, round(1 / test_fraction)), budget=budget, seed=seed, val_fraction=val_fraction
+        )[0]
     split = np.full(len(query_ids), "train", dtype=object)
     split[fold.val], split[fold.test] = "val", "test"
     anchor = np.zeros(len(query_ids), dtype=bool)
@@ -127,8 +131,10 @@ def subset_queries(table: pd.DataFrame, n: int, *, seed: int) -> pd.DataFrame:
     quota = counts * n / len(queries)
     take = np.floor(quota).astype(int)
     take[(quota - take).sort_values(ascending=False, kind="stable").index[: n - int(take.sum())]] += 1
-    chosen = [rng.choice(group["query_id"].to_numpy(), size=int(take[b]), replace=False)
-              for b, group in queries.groupby("benchmark", sort=True)]
+    chosen = [
+        rng.choice(group["query_id"].to_numpy(), size=int(take[b]), replace=False)
+        for b, group in queries.groupby("benchmark", sort=True)
+    ]
     keep = set(np.concatenate(chosen).tolist())
     return table[table["query_id"].astype(str).isin(keep)].reset_index(drop=True)
 
@@ -137,7 +143,9 @@ def given_fold(split: pd.DataFrame, query_ids: list[str]) -> Fold:
     """The query split (query_split's table) as a Fold of indices into ``query_ids`` (an EvaluationMatrix's)."""
     by_query = split.assign(query_id=split["query_id"].astype(str)).set_index("query_id").reindex(query_ids)
     if by_query["split"].isna().any():
-        raise ValueError("the query split does not cover every query of the evaluation table: compute the split from this table")
+        raise ValueError(
+            "the query split does not cover every query of the evaluation table: compute the split from this table"
+        )
     kind, anchor = by_query["split"].to_numpy(str), by_query["anchor"].to_numpy(bool)
     train, val, test = (np.flatnonzero(kind == s) for s in SPLITS)
     return Fold(0, train, np.flatnonzero(anchor), val, test)
@@ -148,15 +156,18 @@ def model_split(table: pd.DataFrame, *, holdout: float, seed: int) -> pd.DataFra
     never trained on (embedded by one forward pass, as a new model would be), "in_training" for the rest."""
     models = sorted(table["model"].astype(str).unique())
     held = set(choose_held_out(len(models), holdout, seed).tolist())
-    return pd.DataFrame({"model": models, "group": ["held_out" if i in held else "in_training" for i in range(len(models))]})
+    return pd.DataFrame(
+        {"model": models, "group": ["held_out" if i in held else "in_training" for i in range(len(models))]}
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
 # the protocol's protocol: which folds, which model groups, enough anchors
 
 
-def query_folds(matrix: EvaluationMatrix, *, fold: Fold | None, folds: int | None, budget: int, seed: int,
-                val_fraction: float) -> tuple[str, list[Fold], np.ndarray]:
+def query_folds(
+    matrix: EvaluationMatrix, *, fold: Fold | None, folds: int | None, budget: int, seed: int, val_fraction: float
+) -> tuple[str, list[Fold], np.ndarray]:
     """(protocol, the folds, each query's benchmark as reported): a given fold, the table's own split or k-fold."""
     if fold is not None:
         return "given_split", [fold], np.asarray(matrix.benchmarks).astype(str)
@@ -172,8 +183,14 @@ def query_folds(matrix: EvaluationMatrix, *, fold: Fold | None, folds: int | Non
     return "kfold", splits, np.asarray(matrix.benchmarks).astype(str)
 
 
-def model_groups(matrix: EvaluationMatrix, *, held_out: Sequence[str] | None, holdout_models: float, seed: int,
-                 extra_groups: Mapping[str, Sequence[str]] | None) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+def model_groups(
+    matrix: EvaluationMatrix,
+    *,
+    held_out: Sequence[str] | None,
+    holdout_models: float,
+    seed: int,
+    extra_groups: Mapping[str, Sequence[str]] | None,
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(in-training rows, held-out rows, {group: rows}) of the models."""
     n_models = len(matrix.models)
     if held_out is not None:
@@ -192,7 +209,9 @@ def model_groups(matrix: EvaluationMatrix, *, held_out: Sequence[str] | None, ho
             raise ValueError(f"extra group {group!r} clashes with a built-in group; choose another name")
         missing = [n for n in names if n not in matrix.models]
         if missing or not names:
-            raise ValueError(f"extra group {group!r}: unknown or no model names {missing[:3]}; use names from the table")
+            raise ValueError(
+                f"extra group {group!r}: unknown or no model names {missing[:3]}; use names from the table"
+            )
         groups[group] = np.array(sorted(matrix.models.index(n) for n in names))
     return trained, held, groups
 

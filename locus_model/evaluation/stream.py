@@ -37,15 +37,20 @@ import numpy as np
 
 from locus_model.evaluation.methods import LocusMethod
 from locus_model.evaluation.results import json_clean, save_results
+from locus_model.evaluation.stream_report import _config_dict, format_stream, plot_stream, score_stream, summarise
+from locus_model.evaluation.stream_routing import (
+    JUDGE,
+    METHODS,
+    POISONER,
+    SCENARIOS,
+    Stream,
+    StreamConfig,
+    guarded_argmax,
+    route_stream,
+)
+from locus_model.learning import LearningConfig
 from locus_model.model_config import LocusConfig
 from locus_model.routing.policy import GUARD_MARGIN
-from locus_model.learning import ExplorationBudget, Learner, LearningConfig
-
-from locus_model.evaluation.stream_report import (_config_dict, format_stream, plot_stream, score_stream,
-                                                  summarise)
-from locus_model.evaluation.stream_routing import (JUDGE, METHODS, POISONER, SCENARIOS, Stream, StreamConfig,
-                                                   guarded_argmax, route_stream)
-
 
 # ---------------------------------------------------------------------------------------------- one seed
 
@@ -60,8 +65,9 @@ class Trained:
     trained_models: np.ndarray  # model rows trained on
 
 
-def split_queries(scenario: str, benchmarks: np.ndarray, seed: int,
-                  config: StreamConfig) -> tuple[np.ndarray, np.ndarray]:
+def split_queries(
+    scenario: str, benchmarks: np.ndarray, seed: int, config: StreamConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """(training queries, stream pool): by benchmark for ``unlike`` (half of them, drawn by seed, train), else a
     random ``train_fraction`` of the queries."""
     rng = np.random.default_rng([seed, 66])
@@ -69,23 +75,37 @@ def split_queries(scenario: str, benchmarks: np.ndarray, seed: int,
     if scenario == "unlike":
         names = np.unique(benchmarks)
         if len(names) < 2:
-            raise ValueError(f"stream scenario 'unlike' needs queries of at least 2 benchmarks (the table has "
-                             f"{len(names)}): LOCUS trains on some, the stream comes from the others. How to fix: "
-                             "give a table whose benchmark column names 2 or more, or use --stream stationary")
+            raise ValueError(
+                f"stream scenario 'unlike' needs queries of at least 2 benchmarks (the table has "
+                f"{len(names)}): LOCUS trains on some, the stream comes from the others. How to fix: "
+                "give a table whose benchmark column names 2 or more, or use --stream stationary"
+            )
         train_names = rng.choice(names, size=int(math.ceil(len(names) / 2)), replace=False)
         is_train = np.isin(benchmarks, train_names)
         return np.flatnonzero(is_train), np.flatnonzero(~is_train)
     order = rng.permutation(n)
     cut = int(round(config.train_fraction * n))
     if cut < 2 or cut >= n:
-        raise ValueError(f"StreamConfig.train_fraction {config.train_fraction} leaves {cut} training and {n - cut} "
-                         "stream queries: both must be non-empty")
+        raise ValueError(
+            f"StreamConfig.train_fraction {config.train_fraction} leaves {cut} training and {n - cut} "
+            "stream queries: both must be non-empty"
+        )
     return np.sort(order[:cut]), np.sort(order[cut:])
 
 
-def train_once(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, train: np.ndarray,
-               trained_models: np.ndarray, *, seed: int, config: StreamConfig, train_config: Any = None,
-               model_config: Any = None, progress: bool = False) -> LocusMethod:
+def train_once(
+    scores: np.ndarray,
+    encodings: np.ndarray,
+    benchmarks: np.ndarray,
+    train: np.ndarray,
+    trained_models: np.ndarray,
+    *,
+    seed: int,
+    config: StreamConfig,
+    train_config: Any = None,
+    model_config: Any = None,
+    progress: bool = False,
+) -> LocusMethod:
     """LOCUS trained on ``trained_models``' scores on the ``train`` queries (a ``val_fraction`` of them for early
     stopping), the other queries' labels blanked; the fitted method (its scorer holds the trained models' rows)."""
     from locus_model.training import TrainConfig  # why: torch loads only when a replay trains
@@ -106,8 +126,16 @@ def train_once(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray
     return method
 
 
-def build_stream(scenario: str, scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray,
-                 trained: Trained, *, seed: int, config: StreamConfig) -> tuple[Stream, dict]:
+def build_stream(
+    scenario: str,
+    scores: np.ndarray,
+    encodings: np.ndarray,
+    benchmarks: np.ndarray,
+    trained: Trained,
+    *,
+    seed: int,
+    config: StreamConfig,
+) -> tuple[Stream, dict]:
     """The stream of one seed and what the scenario's figures need (``info``: the models it names, the event where
     it changes, the informed router's choices)."""
     m_count = len(scores)
@@ -141,10 +169,23 @@ def build_stream(scenario: str, scores: np.ndarray, encodings: np.ndarray, bench
     revealed = rng.random(n) < config.feedback
     late = rng.random(n) < config.delayed
     arrives = np.arange(n) + 1 + np.where(late, config.delay, 0)  # an outcome is seen after its own event
-    stream = Stream(p=p, group=group, bench=bench, labels=labels, reported=labels.copy(),
-                    client=np.full(n, JUDGE, dtype=object), available=np.ones((m_count, n), bool), revealed=revealed,
-                    arrives=arrives, standing=standing, profiles=profiles, shares=router.groups.shares(),
-                    margin=margin, best_single=best_single, prior_var=prior_var)
+    stream = Stream(
+        p=p,
+        group=group,
+        bench=bench,
+        labels=labels,
+        reported=labels.copy(),
+        client=np.full(n, JUDGE, dtype=object),
+        available=np.ones((m_count, n), bool),
+        revealed=revealed,
+        arrives=arrives,
+        standing=standing,
+        profiles=profiles,
+        shares=router.groups.shares(),
+        margin=margin,
+        best_single=best_single,
+        prior_var=prior_var,
+    )
     info: dict = {"benchmarks": [str(b) for b in bench_names], "queries": queries}
     frozen = guarded_argmax(p, standing, margin, stream.available)
     most_routed = int(np.bincount(frozen, minlength=m_count).argmax())
@@ -154,13 +195,17 @@ def build_stream(scenario: str, scores: np.ndarray, encodings: np.ndarray, bench
         join = int(round(config.join_at * n))
         stream.available[new, :join] = False
         # full knowledge: LOCUS with the newcomer's row from its own training column (no retraining)
-        full = scorer.extended(*router.pool_rows(method.encodings, method.fitted_scores[new:new + 1],
-                                                 method.benchmarks))
+        full = scorer.extended(
+            *router.pool_rows(method.encodings, method.fitted_scores[new : new + 1], method.benchmarks)
+        )
         order_full = order.copy()
         order_full[new] = len(full.names) - 1
         p_full = full.proba(enc, order_full).astype(np.float64)
-        info.update(model=int(new), join=join, informed=guarded_argmax(p_full, full.standing[order_full], margin,
-                                                                       stream.available))
+        info.update(
+            model=int(new),
+            join=join,
+            informed=guarded_argmax(p_full, full.standing[order_full], margin, stream.available),
+        )
     elif scenario == "drift":
         at = int(round(config.drift_at * n))
         stream.labels[most_routed, at:] = stream.labels[weakest, at:]
@@ -202,10 +247,21 @@ def choose_newcomer(scores: np.ndarray, benchmarks: np.ndarray) -> int:
 # ---------------------------------------------------------------------------------------------- the replay
 
 
-def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, models: list[str], scenarios,
-           *, seeds: int = 5, first_seed: int = 0, config: StreamConfig | None = None, train_config: Any = None,
-           model_config: Any = None,
-           progress: bool = True, on_stream: Callable[[str, int, Stream, dict], None] | None = None) -> dict:
+def replay(
+    scores: np.ndarray,
+    encodings: np.ndarray,
+    benchmarks: np.ndarray,
+    models: list[str],
+    scenarios,
+    *,
+    seeds: int = 5,
+    first_seed: int = 0,
+    config: StreamConfig | None = None,
+    train_config: Any = None,
+    model_config: Any = None,
+    progress: bool = True,
+    on_stream: Callable[[str, int, Stream, dict], None] | None = None,
+) -> dict:
     """The replay of ``scenarios`` over ``seeds`` seeds: one training per seed (shared by the scenarios that split
     the queries alike), then each stream; the JSON-ready ``{"settings", "stream": {scenario: ...}}``.
 
@@ -224,12 +280,16 @@ def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, mo
     if bad:
         raise ValueError(f"unknown stream scenario(s) {bad}; choose from {', '.join(SCENARIOS)}")
     if np.isnan(scores).any():
-        raise ValueError(f"the replay needs every model's score on every query (the oracle and the full-label rule "
-                         f"read them); {int(np.isnan(scores).sum())} cells are missing. How to fix: keep the models "
-                         "and queries that are complete")
+        raise ValueError(
+            f"the replay needs every model's score on every query (the oracle and the full-label rule "
+            f"read them); {int(np.isnan(scores).sum())} cells are missing. How to fix: keep the models "
+            "and queries that are complete"
+        )
     if len(scores) < 3:
-        raise ValueError(f"the replay needs at least 3 models (the table has {len(scores)}): routing, a newcomer or "
-                         "a degraded model and a weakest one")
+        raise ValueError(
+            f"the replay needs at least 3 models (the table has {len(scores)}): routing, a newcomer or "
+            "a degraded model and a weakest one"
+        )
     if seeds < 1:
         raise ValueError(f"seeds={seeds}: give 1 or more")
     start = time.perf_counter()
@@ -244,26 +304,47 @@ def replay(scores: np.ndarray, encodings: np.ndarray, benchmarks: np.ndarray, mo
             key = (scenario == "unlike", scenario == "newcomer")
             if key not in cache:
                 t0 = time.perf_counter()
-                method = train_once(scores, encodings, benchmarks, train, rows, seed=seed, config=config,
-                                    train_config=train_config, model_config=model_config)
+                method = train_once(
+                    scores,
+                    encodings,
+                    benchmarks,
+                    train,
+                    rows,
+                    seed=seed,
+                    config=config,
+                    train_config=train_config,
+                    model_config=model_config,
+                )
                 cache[key] = Trained(method, train, pool, rows)
-                log(f"seed {seed}: trained LOCUS for {scenario} ({len(rows)} models x {len(train)} queries) in "
-                    f"{time.perf_counter() - t0:.0f} s")
+                log(
+                    f"seed {seed}: trained LOCUS for {scenario} ({len(rows)} models x {len(train)} queries) in "
+                    f"{time.perf_counter() - t0:.0f} s"
+                )
             stream, info = build_stream(scenario, scores, encodings, benchmarks, cache[key], seed=seed, config=config)
             if on_stream is not None:
                 on_stream(scenario, seed, stream, info)
             runs[scenario].append(score_stream(scenario, stream, info, seed=seed, config=config))
             done += 1
             spent = time.perf_counter() - start
-            log(f"seed {seed}: {scenario} streamed ({config.events} events); {done}/{total} done, "
-                f"{spent:.0f} s, ETA {spent / done * (total - done):.0f} s")
-    return json_clean({
-        "settings": {"seeds": seeds, "first_seed": first_seed, "scenarios": scenarios, "models": list(models),
-                     "queries": int(scores.shape[1]), "config": _config_dict(config),
-                     "newcomer": None if newcomer is None else models[newcomer]},
-        "wall_s": round(time.perf_counter() - start, 1),
-        "stream": {s: summarise(s, runs[s], models, config) for s in scenarios},
-    })
+            log(
+                f"seed {seed}: {scenario} streamed ({config.events} events); {done}/{total} done, "
+                f"{spent:.0f} s, ETA {spent / done * (total - done):.0f} s"
+            )
+    return json_clean(
+        {
+            "settings": {
+                "seeds": seeds,
+                "first_seed": first_seed,
+                "scenarios": scenarios,
+                "models": list(models),
+                "queries": int(scores.shape[1]),
+                "config": _config_dict(config),
+                "newcomer": None if newcomer is None else models[newcomer],
+            },
+            "wall_s": round(time.perf_counter() - start, 1),
+            "stream": {s: summarise(s, runs[s], models, config) for s in scenarios},
+        }
+    )
 
 
 def run_replay(args, matrix, encodings: np.ndarray, train_config, progress: bool) -> dict:
@@ -272,16 +353,30 @@ def run_replay(args, matrix, encodings: np.ndarray, train_config, progress: bool
     scores = np.asarray(matrix.scores, np.float32)
     complete = ~np.isnan(scores).any(axis=0)
     if progress and not complete.all():
-        print(f"the replay reads every model's score on each query: {int((~complete).sum())} of {len(complete)} "
-              "queries with a missing cell are left out", file=sys.stderr)
+        print(
+            f"the replay reads every model's score on each query: {int((~complete).sum())} of {len(complete)} "
+            "queries with a missing cell are left out",
+            file=sys.stderr,
+        )
     learning = LearningConfig() if args.stream_explore is None else LearningConfig(explore=args.stream_explore)
-    config = StreamConfig(learning=learning, guard_margin=args.guard_margin,
-                          **({} if args.stream_events is None else {"events": args.stream_events}),
-                          **({} if args.stream_feedback is None else {"feedback": args.stream_feedback}))
-    result = replay(scores[:, complete], encodings[complete], np.asarray(matrix.benchmarks)[complete],
-                    list(matrix.models), [s.strip() for s in args.stream.split(",") if s.strip()],
-                    seeds=args.stream_seeds, config=config, train_config=train_config,
-                    model_config=LocusConfig(query_dim=encodings.shape[1]), progress=progress)
+    config = StreamConfig(
+        learning=learning,
+        guard_margin=args.guard_margin,
+        **({} if args.stream_events is None else {"events": args.stream_events}),
+        **({} if args.stream_feedback is None else {"feedback": args.stream_feedback}),
+    )
+    result = replay(
+        scores[:, complete],
+        encodings[complete],
+        np.asarray(matrix.benchmarks)[complete],
+        list(matrix.models),
+        [s.strip() for s in args.stream.split(",") if s.strip()],
+        seeds=args.stream_seeds,
+        config=config,
+        train_config=train_config,
+        model_config=LocusConfig(query_dim=encodings.shape[1]),
+        progress=progress,
+    )
     result["settings"].update({"evaluations": str(args.evaluations), "encoder": args.encoder, "seed": args.seed})
     path = save_results(result, args.out)
     print(format_stream(result))
@@ -291,5 +386,17 @@ def run_replay(args, matrix, encodings: np.ndarray, train_config, progress: bool
     return result
 
 
-__all__ = ["METHODS", "SCENARIOS", "Stream", "StreamConfig", "format_stream", "newcomer_prior_var", "plot_stream",
-           "replay", "route_stream", "run_replay", "score_stream", "summarise"]
+__all__ = [
+    "METHODS",
+    "SCENARIOS",
+    "Stream",
+    "StreamConfig",
+    "format_stream",
+    "newcomer_prior_var",
+    "plot_stream",
+    "replay",
+    "route_stream",
+    "run_replay",
+    "score_stream",
+    "summarise",
+]

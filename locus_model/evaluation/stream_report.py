@@ -8,9 +8,8 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from locus_model.stats.bootstrap import paired_bootstrap
-
 from locus_model.evaluation.stream_routing import JUDGE, METHODS, Stream, StreamConfig, route_stream
+from locus_model.stats.bootstrap import paired_bootstrap
 
 
 def score_stream(scenario: str, stream: Stream, info: dict, *, seed: int, config: StreamConfig) -> dict:
@@ -28,7 +27,7 @@ def score_stream(scenario: str, stream: Stream, info: dict, *, seed: int, config
 
 
 def _curve(x: np.ndarray, window: int) -> list[float]:
-    return [float(np.mean(x[i:i + window])) for i in range(0, len(x), window)]
+    return [float(np.mean(x[i : i + window])) for i in range(0, len(x), window)]
 
 
 def _paired(a: list[float], b: list[float], n_boot: int) -> dict:
@@ -44,8 +43,12 @@ def summarise(scenario: str, runs: list[dict], models: list[str], config: Stream
     out: dict = {"methods": {}, "paired": {}, "paired_first_2000": {}}
     for m in METHODS:
         curves = np.mean([_curve(r["correct"][m], config.window) for r in runs], axis=0)
-        out["methods"][m] = {"routing_acc": float(np.mean(acc[m])), "per_seed": acc[m], "curve": curves.tolist(),
-                             "regret": float(np.mean(acc["oracle"]) - np.mean(acc[m]))}
+        out["methods"][m] = {
+            "routing_acc": float(np.mean(acc[m])),
+            "per_seed": acc[m],
+            "curve": curves.tolist(),
+            "regret": float(np.mean(acc["oracle"]) - np.mean(acc[m])),
+        }
     for m in METHODS:
         if m != "learning":
             out["paired"][f"learning_minus_{m}"] = _paired(acc["learning"], acc[m], config.n_boot)
@@ -81,10 +84,13 @@ def _newcomer(runs: list[dict], models: list[str], config: StreamConfig) -> dict
         learned.append(float(r["correct"]["learning"][labels_win].mean()))
         informed.append(float(r["informed_correct"][labels_win].mean()))
     valid = [s for s in shares if s is not None]
-    return {"newcomer": models[runs[0]["info"]["model"]],
-            "traffic_share_at_500": float(np.mean(valid)) if valid else None,
-            "traffic_share_at_500_per_seed": shares, "informed_share_at_500": informed_shares,
-            "exploration_cost_first_1000": _paired(informed, learned, config.n_boot)}
+    return {
+        "newcomer": models[runs[0]["info"]["model"]],
+        "traffic_share_at_500": float(np.mean(valid)) if valid else None,
+        "traffic_share_at_500_per_seed": shares,
+        "informed_share_at_500": informed_shares,
+        "exploration_cost_first_1000": _paired(informed, learned, config.n_boot),
+    }
 
 
 def _drift(runs: list[dict], models: list[str]) -> dict:
@@ -94,34 +100,43 @@ def _drift(runs: list[dict], models: list[str]) -> dict:
     steps = []
     for r in runs:
         info = r["info"]
-        on = (r["choices"]["learning"][info["at"]:] == info["model"]).astype(float)
+        on = (r["choices"]["learning"][info["at"] :] == info["model"]).astype(float)
         rolling = np.convolve(on, np.ones(100) / 100, mode="valid")  # rolling[i]: events i .. i + 99 after the drift
         hit = np.flatnonzero(rolling <= info["informed_share"] + 0.05)
         steps.append(int(hit[0] + 100) if len(hit) else None)
     got = [s for s in steps if s is not None]
-    return {"events_to_shift": float(np.mean(got)) if got else None, "events_to_shift_per_seed": steps,
-            "degraded": models[runs[0]["info"]["model"]], "like": models[runs[0]["info"]["like"]]}
+    return {
+        "events_to_shift": float(np.mean(got)) if got else None,
+        "events_to_shift_per_seed": steps,
+        "degraded": models[runs[0]["info"]["model"]],
+        "like": models[runs[0]["info"]["like"]],
+    }
 
 
 def format_stream(result: dict) -> str:
     """The replay as a table: per scenario, each method's routing accuracy and regret, learning's paired differences."""
     lines = []
     for scenario, r in result["stream"].items():
-        lines.append(f"\nstream: {scenario} ({result['settings']['seeds']} seed(s), "
-                     f"{result['settings']['config']['events']} events)")
+        lines.append(
+            f"\nstream: {scenario} ({result['settings']['seeds']} seed(s), "
+            f"{result['settings']['config']['events']} events)"
+        )
         lines.append(f"  {'method':<18}{'routing acc':>12}{'regret':>9}   learning minus it [95% interval]")
         for m, v in r["methods"].items():
             d = r["paired"].get(f"learning_minus_{m}")
-            diff = "" if d is None else \
-                f"   {100 * d['mean']:+.2f} [{100 * d['ci_low']:+.2f}, {100 * d['ci_high']:+.2f}]"
+            diff = (
+                "" if d is None else f"   {100 * d['mean']:+.2f} [{100 * d['ci_low']:+.2f}, {100 * d['ci_high']:+.2f}]"
+            )
             lines.append(f"  {m:<18}{100 * v['routing_acc']:>11.2f}%{100 * v['regret']:>8.2f}{diff}")
         for key in ("traffic_share_at_500", "events_to_shift"):
             if key in r:
                 lines.append(f"  {key}: {r[key] if r[key] is None else round(r[key], 3)}")
         if "poison_effect" in r:
             e = r["poison_effect"]
-            lines.append(f"  poisoned minus unpoisoned learning: {100 * e['mean']:+.2f} [{100 * e['ci_low']:+.2f}, "
-                         f"{100 * e['ci_high']:+.2f}]")
+            lines.append(
+                f"  poisoned minus unpoisoned learning: {100 * e['mean']:+.2f} [{100 * e['ci_low']:+.2f}, "
+                f"{100 * e['ci_high']:+.2f}]"
+            )
     return "\n".join(lines)
 
 
@@ -138,8 +153,15 @@ def plot_stream(result: dict, path) -> str:
     for ax, scenario in zip(axes[0], scenarios):
         for m, v in result["stream"][scenario]["methods"].items():
             x = window * (np.arange(len(v["curve"])) + 1)
-            ax.plot(x, v["curve"], marker="o", ms=3, label=m, lw=2.2 if m == "learning" else 1.2,
-                    ls="--" if m in ("oracle", "rule_full_labels") else "-")
+            ax.plot(
+                x,
+                v["curve"],
+                marker="o",
+                ms=3,
+                label=m,
+                lw=2.2 if m == "learning" else 1.2,
+                ls="--" if m in ("oracle", "rule_full_labels") else "-",
+            )
         ax.set_title(scenario)
         ax.set_xlabel(f"events (per {window})")
         ax.set_ylabel("routing accuracy")

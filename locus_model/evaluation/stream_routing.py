@@ -3,13 +3,12 @@ outcomes revealed to it (locus_model.evaluation.stream builds the streams; the m
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from locus_model.routing.policy import routing_scores
 from locus_model.learning import ExplorationBudget, Learner, LearningConfig
+from locus_model.routing.policy import routing_scores
 
 SCENARIOS = ("stationary", "unlike", "newcomer", "drift", "poisoned")
 METHODS = ("learning", "frozen", "thompson_group", "thompson", "best_single", "rule_full_labels", "oracle")
@@ -40,8 +39,10 @@ class StreamConfig:
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"StreamConfig.{name} = {v!r}: give a share in [0, 1]")
         if self.events < 1 or self.window < 1 or self.delay < 0:
-            raise ValueError(f"StreamConfig: events ({self.events}) and window ({self.window}) must be >= 1, delay "
-                             f"({self.delay}) >= 0")
+            raise ValueError(
+                f"StreamConfig: events ({self.events}) and window ({self.window}) must be >= 1, delay "
+                f"({self.delay}) >= 0"
+            )
 
 
 # ---------------------------------------------------------------------------------------------- one stream
@@ -125,8 +126,9 @@ def _learning(stream: Stream, learning: LearningConfig, rng: np.random.Generator
     """The learning router: the learner's P (or one Thompson draw, within the budget) under the guard whose reference
     is the highest learned standing; outcomes update the learner as they arrive."""
     _, n = stream.labels.shape
-    learner = Learner.start_from([str(i) for i in range(len(stream.profiles))], stream.profiles, learning,
-                                 prior_var=stream.prior_var)
+    learner = Learner.start_from(
+        [str(i) for i in range(len(stream.profiles))], stream.profiles, learning, prior_var=stream.prior_var
+    )
     budget = ExplorationBudget(learning.explore)
     choice = np.empty(n, np.int64)
     pending: dict[int, list[tuple[int, int]]] = {}
@@ -135,8 +137,13 @@ def _learning(stream: Stream, learning: LearningConfig, rng: np.random.Generator
     for t in range(n):
         arrived = pending.pop(t, ())
         for m, tt in arrived:
-            learner.observe(m, int(stream.group[tt]), float(stream.reported[m, tt]), float(stream.p[m, tt]),
-                            client=stream.client[tt])
+            learner.observe(
+                m,
+                int(stream.group[tt]),
+                float(stream.reported[m, tt]),
+                float(stream.p[m, tt]),
+                client=stream.client[tt],
+            )
         if arrived:
             shift = learner.shift()
         k, avail = int(stream.group[t]), stream.available[:, t]
@@ -146,7 +153,7 @@ def _learning(stream: Stream, learning: LearningConfig, rng: np.random.Generator
         best = _guarded_one(_sigmoid(_logit(stream.p[:, t]) + shift[:, k]), standing, stream.margin, avail)
         pick, explored = best, False
         if budget.share > 0:
-            drawn = learner.draw(stream.p[:, t:t + 1], np.array([k]), rng)[:, 0]
+            drawn = learner.draw(stream.p[:, t : t + 1], np.array([k]), rng)[:, 0]
             candidate = _guarded_one(drawn, standing, stream.margin, avail)
             if candidate != best and budget.allows():
                 pick, explored = candidate, True

@@ -39,9 +39,17 @@ class FoldScores:
     route: dict[str, dict[str, list[np.ndarray]]]  # (M_g, Q_test) what ranks: probs less a guard's handicap
 
 
-def score_folds(splits: list[Fold], methods: list[str], fitted: dict, scores: np.ndarray,
-                groups: dict[str, np.ndarray], bench: np.ndarray, *, log: Callable[[str], None],
-                total_folds: int) -> FoldScores:
+def score_folds(
+    splits: list[Fold],
+    methods: list[str],
+    fitted: dict,
+    scores: np.ndarray,
+    groups: dict[str, np.ndarray],
+    bench: np.ndarray,
+    *,
+    log: Callable[[str], None],
+    total_folds: int,
+) -> FoldScores:
     """Every method's test-query metrics per fold and group (per benchmark too); the oracle knows the labels. A
     method with a guard (LOCUS) routes each group's queries by its routing scores among the group's labelled models
     (methods.Fitted.routing_scores)."""
@@ -59,15 +67,20 @@ def score_folds(splits: list[Fold], methods: list[str], fitted: dict, scores: np
                 r = fit.routing_scores(rows, ~np.isnan(y))
                 in_bench = {b: bench[fold.test] == b for b in sorted(set(bench[fold.test]))}
                 result = score_predictions(p, y, r)
-                result["per_benchmark"] = {b: score_predictions(p[:, c], y[:, c], r[:, c])
-                                           for b, c in in_bench.items() if not np.isnan(y[:, c]).all()}
+                result["per_benchmark"] = {
+                    b: score_predictions(p[:, c], y[:, c], r[:, c])
+                    for b, c in in_bench.items()
+                    if not np.isnan(y[:, c]).all()
+                }
                 out.per_fold[name][group].append(result)
                 out.outcomes[name][group].append(routing_outcomes(r, y))
                 out.probs[name][group].append(p)
                 out.route[name][group].append(r)
                 if name == REFERENCE:
                     out.labels[group].append(y)
-            log(f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {out.per_fold[name]['all'][-1]['routing_acc']:.4f}")
+            log(
+                f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {out.per_fold[name]['all'][-1]['routing_acc']:.4f}"
+            )
     return out
 
 
@@ -80,14 +93,23 @@ def label_warnings(scores: np.ndarray, models: Sequence[str]) -> tuple[list[str]
     if len(models) < 2:
         out.append(f"the pool has {len(models)} model(s): routing has nothing to choose between")
     if seen.size and seen.min() == seen.max():
-        out.append(f"every score is {float(seen[0]):g}: the labels carry no information, every method scores the "
-                   "same on them; no interval or difference is reported, nor 'correct' and AUC (they compare each "
-                   "prediction with label >= 0.5, which is the same for every cell here)")
+        out.append(
+            f"every score is {float(seen[0]):g}: the labels carry no information, every method scores the "
+            "same on them; no interval or difference is reported, nor 'correct' and AUC (they compare each "
+            "prediction with label >= 0.5, which is the same for every cell here)"
+        )
         degenerate = True
-    elif seen.size and not (np.where(np.isnan(scores), -np.inf, scores).max(axis=0)
-                            > np.where(np.isnan(scores), np.inf, scores).min(axis=0)).any():
-        out.append("no query on which two models' scores differ: every routing choice is as good as any other; "
-                   "no interval or difference is reported")
+    elif (
+        seen.size
+        and not (
+            np.where(np.isnan(scores), -np.inf, scores).max(axis=0)
+            > np.where(np.isnan(scores), np.inf, scores).min(axis=0)
+        ).any()
+    ):
+        out.append(
+            "no query on which two models' scores differ: every routing choice is as good as any other; "
+            "no interval or difference is reported"
+        )
         degenerate = True
     return out, degenerate
 
@@ -96,17 +118,32 @@ def _no_interval(stat: dict) -> dict:
     return {k: None for k in stat}
 
 
-def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarray], *, n_boot: int,
-              seed: int, degenerate: bool = False) -> dict[str, dict]:
+def summarise(
+    scored: FoldScores,
+    methods: list[str],
+    groups: dict[str, np.ndarray],
+    *,
+    n_boot: int,
+    seed: int,
+    degenerate: bool = False,
+) -> dict[str, dict]:
     """Mean/std over folds per method and group, with the paired bootstrap comparisons (none when ``degenerate``:
     see label_warnings)."""
     result_methods: dict[str, dict] = {}
     seen = np.concatenate([np.ravel(y) for ys in scored.labels.values() for y in ys]) if scored.labels else np.zeros(0)
     seen = seen[~np.isnan(seen)]
     constant = bool(degenerate and seen.size and seen.min() == seen.max())  # every label the same value
-    resampled = {group: bootstrap_draws({m: scored.probs[m][group] for m in methods}, scored.labels[group],
-                                        n_boot=n_boot, seed=seed, route={m: scored.route[m][group] for m in methods})
-                 for group in groups if scored.labels[group]}
+    resampled = {
+        group: bootstrap_draws(
+            {m: scored.probs[m][group] for m in methods},
+            scored.labels[group],
+            n_boot=n_boot,
+            seed=seed,
+            route={m: scored.route[m][group] for m in methods},
+        )
+        for group in groups
+        if scored.labels[group]
+    }
     for name in methods:
         result_methods[name] = {}
         for group in groups:
@@ -116,7 +153,10 @@ def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarr
             entry: dict[str, Any] = {k: _mean_std([r[k] for r in folds_res]) for k in METRICS}
             benches = sorted({b for r in folds_res for b in r["per_benchmark"]})
             entry["per_benchmark"] = {
-                b: {k: _mean_std([r["per_benchmark"][b][k] for r in folds_res if b in r["per_benchmark"]]) for k in METRICS}
+                b: {
+                    k: _mean_std([r["per_benchmark"][b][k] for r in folds_res if b in r["per_benchmark"]])
+                    for k in METRICS
+                }
                 for b in benches
             }
             if constant:  # e.g. all 0.5: 'correct' would only count predictions above 0.5, from 0 to 100 by method
@@ -126,16 +166,28 @@ def summarise(scored: FoldScores, methods: list[str], groups: dict[str, np.ndarr
                 stat = resampled[group].compare(name, REFERENCE)["routing_acc"]
                 entry["vs_best_single"] = _no_interval(stat) if degenerate else stat
             if name == "locus":  # LOCUS against every other method on the same test queries, folds as strata
-                entry["vs_methods"] = {m: resampled[group].compare("locus", m) for m in resampled[group].point
-                                       if m not in ("locus", "oracle")}  # diff = difference of the fold means
+                entry["vs_methods"] = {
+                    m: resampled[group].compare("locus", m)
+                    for m in resampled[group].point
+                    if m not in ("locus", "oracle")
+                }  # diff = difference of the fold means
                 if degenerate:
-                    entry["vs_methods"] = {m: {k: _no_interval(v) for k, v in s.items()} for m, s in entry["vs_methods"].items()}
+                    entry["vs_methods"] = {
+                        m: {k: _no_interval(v) for k, v in s.items()} for m, s in entry["vs_methods"].items()
+                    }
             result_methods[name][group] = entry
     return result_methods
 
 
-def frontier_summary(scored: FoldScores, methods: list[str], fold_costs: list[np.ndarray], names: Sequence[str], *,
-                     n_boot: int, seed: int) -> dict:
+def frontier_summary(
+    scored: FoldScores,
+    methods: list[str],
+    fold_costs: list[np.ndarray],
+    names: Sequence[str],
+    *,
+    n_boot: int,
+    seed: int,
+) -> dict:
     """Every method's quality-cost frontier on each fold's test queries among all the models
     (locus_model.routing.frontier.evaluate_frontiers): the cost-aware rule on each method's P(correct), the
     two-model threshold routers and random mixing; the best single model is best_single's choice (the best on the

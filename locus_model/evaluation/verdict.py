@@ -20,8 +20,12 @@ from locus_model.routing.frontier_plot import LABELS  # the plot's names of the 
 ROUTER = "locus"
 
 
-def cost_share(router_probs: Sequence[np.ndarray], reference_probs: Sequence[np.ndarray],
-               costs: Sequence[np.ndarray], names: Sequence[str]) -> tuple[float | None, str | None]:
+def cost_share(
+    router_probs: Sequence[np.ndarray],
+    reference_probs: Sequence[np.ndarray],
+    costs: Sequence[np.ndarray],
+    names: Sequence[str],
+) -> tuple[float | None, str | None]:
     """(share, why unknown): the router's mean cost per query as a share of the best single model's, averaged over
     folds; the share is None, with the reason, when the best single model has no price or the router sends a query
     to a model without one.
@@ -52,9 +56,15 @@ def best_single_name(reference_probs: Sequence[np.ndarray], names: Sequence[str]
     return Counter(picks).most_common(1)[0][0]
 
 
-def routing_verdict(methods: Mapping, best_single: str, share: float | None,
-                    cost_note: str | None = None, frontier: Mapping | None = None,
-                    frontier_folds: Sequence[Mapping] = (), kept: float | None = None) -> dict | None:
+def routing_verdict(
+    methods: Mapping,
+    best_single: str,
+    share: float | None,
+    cost_note: str | None = None,
+    frontier: Mapping | None = None,
+    frontier_folds: Sequence[Mapping] = (),
+    kept: float | None = None,
+) -> dict | None:
     """{"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note", "cheaper", "kept_on_best_single"}
     from the protocol's ``methods`` result (LOCUS's ``all`` group compared with best_single), in accuracy points;
     ``cost_note`` says why the cost share is unknown (None when it is known or no costs were given); ``cheaper``:
@@ -67,11 +77,17 @@ def routing_verdict(methods: Mapping, best_single: str, share: float | None,
     if not stat or stat.get("ci_low") is None:
         return None
     delta, lo, hi = (100 * float(stat[k]) for k in ("diff", "ci_low", "ci_high"))
-    return {"pays": lo > 0, "best_single": best_single, "delta": delta, "lo": lo, "hi": hi,
-            "cost_share": None if share is None else round(share, 4),
-            "cost_note": None if share is not None else cost_note,
-            "cheaper": cheaper_routers(frontier, frontier_folds) if frontier else None,
-            "kept_on_best_single": None if kept is None else float(kept)}
+    return {
+        "pays": lo > 0,
+        "best_single": best_single,
+        "delta": delta,
+        "lo": lo,
+        "hi": hi,
+        "cost_share": None if share is None else round(share, 4),
+        "cost_note": None if share is not None else cost_note,
+        "cheaper": cheaper_routers(frontier, frontier_folds) if frontier else None,
+        "kept_on_best_single": None if kept is None else float(kept),
+    }
 
 
 def kept_on_best_single(route_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], best: int) -> float | None:
@@ -97,8 +113,8 @@ def kept_text(verdict: Mapping) -> str:
     name = verdict["best_single"]
     if kept >= 1:
         return f"on this pool the guard keeps every test query on {name}: no other model is clearly better anywhere"
-    return (f"LOCUS sent {100 * (1 - kept):.0f}% of the test queries to other models than {name}, "
-            "without a clear gain")
+    return f"LOCUS sent {100 * (1 - kept):.0f}% of the test queries to other models than {name}, without a clear gain"
+
 
 NOT_ROUTERS = ("oracle", "best_single", "random_mix")  # the frontier's references: not a router to deploy
 
@@ -111,18 +127,31 @@ def cheaper_routers(frontier: Mapping, folds: Sequence[Mapping] = ()) -> dict | 
     frontier's best single model of known cost, one per fold: their names joined); ``locus``: LOCUS's own shares
     {"at_best_single", "at_95"} (None where it does not reach the target cheaper: locus serve's cost-aware
     requests route by it). None when no router reaches either target cheaper."""
-    out: dict = {"reference": ", ".join(sorted({str(f["best_single"]) for f in folds})) or None,
-                 ROUTER: {key: _share_below_one(frontier.get(ROUTER, {}).get(figure))  # what locus serve routes by
-                          for key, figure in (("at_best_single", "cost_share_at_best_single"),
-                                              ("at_95", "cost_share_at_95"))}}
+    out: dict = {
+        "reference": ", ".join(sorted({str(f["best_single"]) for f in folds})) or None,
+        ROUTER: {
+            key: _share_below_one(frontier.get(ROUTER, {}).get(figure))  # what locus serve routes by
+            for key, figure in (("at_best_single", "cost_share_at_best_single"), ("at_95", "cost_share_at_95"))
+        },
+    }
     for key, figure in (("at_best_single", "cost_share_at_best_single"), ("at_95", "cost_share_at_95")):
-        found = [(float(e[figure]["mean"]), name) for name, e in frontier.items()
-                 if name not in NOT_ROUTERS and e.get(figure, {}).get("mean") is not None
-                 and np.isfinite(e[figure]["mean"]) and e[figure]["mean"] < 1]
+        found = [
+            (float(e[figure]["mean"]), name)
+            for name, e in frontier.items()
+            if name not in NOT_ROUTERS
+            and e.get(figure, {}).get("mean") is not None
+            and np.isfinite(e[figure]["mean"])
+            and e[figure]["mean"] < 1
+        ]
         if found:
             share, name = min(found)
             stat = frontier[name][figure]
-            out[key] = {"router": name, "cost_share": share, "ci_low": stat.get("ci_low"), "ci_high": stat.get("ci_high")}
+            out[key] = {
+                "router": name,
+                "cost_share": share,
+                "ci_low": stat.get("ci_low"),
+                "ci_high": stat.get("ci_high"),
+            }
         else:
             out[key] = None
     return out if out["at_best_single"] or out["at_95"] else None
@@ -139,13 +168,21 @@ def cheaper_text(cheaper: Mapping | None, best_single: str | None = None) -> str
     if not cheaper:
         return ""
     names = (cheaper.get("reference") or best_single or "").split(", ")
-    reference = (f"{names[0]}'s" if len(names) == 1 and names[0] else
-                 f"the best single model of known cost's ({', '.join(names)}, by fold)")
+    reference = (
+        f"{names[0]}'s"
+        if len(names) == 1 and names[0]
+        else f"the best single model of known cost's ({', '.join(names)}, by fold)"
+    )
 
     def at(hit: Mapping) -> str:
         low, high = hit.get("ci_low"), hit.get("ci_high")
-        ci = ("" if low is None else f" (95% CI {100 * low:.0f}-{100 * high:.0f}%)" if high is not None
-              else f" (95% CI from {100 * low:.0f}%)")
+        ci = (
+            ""
+            if low is None
+            else f" (95% CI {100 * low:.0f}-{100 * high:.0f}%)"
+            if high is not None
+            else f" (95% CI from {100 * low:.0f}%)"
+        )
         return f"{100 * hit['cost_share']:.0f}%{' of its cost' if hit is cheaper.get('at_best_single') else ''}{ci}"
 
     parts = []
@@ -154,9 +191,12 @@ def cheaper_text(cheaper: Mapping | None, best_single: str | None = None) -> str
         parts.append(f"{LABELS.get(hit['router'], hit['router'])} reaches {reference} accuracy at {at(hit)}")
     if cheaper.get("at_95"):
         hit = cheaper["at_95"]
-        parts.append(f"95% of {'it' if parts else reference + ' accuracy'}: {LABELS.get(hit['router'], hit['router'])} "
-                     f"at {at(hit)}{'' if parts else ' of its cost'}")
+        parts.append(
+            f"95% of {'it' if parts else reference + ' accuracy'}: {LABELS.get(hit['router'], hit['router'])} "
+            f"at {at(hit)}{'' if parts else ' of its cost'}"
+        )
     return "; ".join(parts)
+
 
 def format_verdict(verdict: Mapping | None) -> str:
     """The one line ``locus evaluate`` prints first."""
@@ -164,14 +204,19 @@ def format_verdict(verdict: Mapping | None) -> str:
         return "no verdict: LOCUS was not evaluated, or the labels cannot tell the methods apart"
     figures = f"{verdict['delta']:+.1f} [{verdict['lo']:+.1f}, {verdict['hi']:+.1f}]"
     if verdict["pays"]:
-        cost = ("" if verdict["cost_share"] is None and not verdict.get("cost_note")
-                else f" (cost share unknown: {verdict['cost_note']})" if verdict["cost_share"] is None
-                else f" (at {100 * verdict['cost_share']:.0f}% of its cost)")
+        cost = (
+            ""
+            if verdict["cost_share"] is None and not verdict.get("cost_note")
+            else f" (cost share unknown: {verdict['cost_note']})"
+            if verdict["cost_share"] is None
+            else f" (at {100 * verdict['cost_share']:.0f}% of its cost)"
+        )
         line = f"routing pays: {figures} over calling {verdict['best_single']} alone{cost}"
     else:
         kept = kept_text(verdict)
-        line = (f"routing does not pay on this data: call {verdict['best_single']} (LOCUS {figures}"
-                + (f"; {kept})" if kept else ")"))
+        line = f"routing does not pay on this data: call {verdict['best_single']} (LOCUS {figures}" + (
+            f"; {kept})" if kept else ")"
+        )
     cheaper = cheaper_text(verdict.get("cheaper"), verdict["best_single"])
     return line + (f"; on cost: {cheaper}" if cheaper else "")
 
@@ -189,12 +234,26 @@ def what_to_serve(verdict: Mapping | None, *, force_router: bool = False) -> Ser
     """The router where routing paid (or where there is no verdict, or ``force_router``: the operator's override),
     else the best single model of the verdict."""
     if force_router or verdict is None or verdict.get("pays"):
-        why = (f"routing forced by the operator; the evaluation: {format_verdict(verdict)}"
-               if force_router and verdict is not None and not verdict.get("pays")
-               else "no routing evaluation of this pool" if verdict is None else format_verdict(verdict))
+        why = (
+            f"routing forced by the operator; the evaluation: {format_verdict(verdict)}"
+            if force_router and verdict is not None and not verdict.get("pays")
+            else "no routing evaluation of this pool"
+            if verdict is None
+            else format_verdict(verdict)
+        )
         return ServeChoice(router=True, model=None, reason=why)
     return ServeChoice(router=False, model=str(verdict["best_single"]), reason=format_verdict(verdict))
 
 
-__all__ = ["ServeChoice", "best_single_name", "cheaper_routers", "cheaper_text", "cost_share", "format_verdict",
-           "kept_on_best_single", "kept_text", "routing_verdict", "what_to_serve"]
+__all__ = [
+    "ServeChoice",
+    "best_single_name",
+    "cheaper_routers",
+    "cheaper_text",
+    "cost_share",
+    "format_verdict",
+    "kept_on_best_single",
+    "kept_text",
+    "routing_verdict",
+    "what_to_serve",
+]

@@ -12,19 +12,66 @@ decide by the same rule under a RoutingPolicy; the pyfunc, the reports and the e
 routing scores.
 """
 
-from locus_model.routing.costs import (BASIS_MEANS, COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostTable, check_cost,
-                                       cost_info, cost_table, estimate_tokens)
-from locus_model.routing.errors import (CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError,
-                                        RoutingError)
+from locus_model.routing.costs import (
+    BASIS_MEANS,
+    COST_KEYS,
+    DEFAULT_OUTPUT_TOKENS,
+    CostTable,
+    check_cost,
+    cost_info,
+    cost_table,
+    estimate_tokens,
+)
 from locus_model.routing.curves import DEFAULT_WEIGHTS
+from locus_model.routing.errors import CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingError
 from locus_model.routing.frontier import CostFrontier, cost_frontier, frontier_of_pool
-from locus_model.routing.policy import (GUARD_MARGIN, RoutingPolicy, check_margin, check_quality_weight, incumbent,
-                                        routing_scores)
-from locus_model.routing.route import (RouteDecision, fallback_chain, normalized_costs, quality_lambda, route,
-                                       route_many, route_scores)
+from locus_model.routing.policy import (
+    GUARD_MARGIN,
+    RoutingPolicy,
+    check_margin,
+    check_quality_weight,
+    incumbent,
+    routing_scores,
+)
+from locus_model.routing.route import (
+    RouteDecision,
+    fallback_chain,
+    normalized_costs,
+    quality_lambda,
+    route,
+    route_many,
+    route_scores,
+)
 
-__all__ = ["BASIS_MEANS", "COST_KEYS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "check_cost", "cost_info", "cost_table",
-           "estimate_tokens", "GUARD_MARGIN", "RoutingPolicy", "check_margin",
-           "incumbent", "routing_scores", "CostError", "CostUnknown", "NoCandidateWithinCap", "QualityWeightError", "RoutingError",
-           "DEFAULT_WEIGHTS", "CostFrontier", "cost_frontier", "frontier_of_pool", "RouteDecision", "check_quality_weight",
-           "fallback_chain", "normalized_costs", "quality_lambda", "route", "route_many", "route_scores"]
+__all__ = [
+    "BASIS_MEANS",
+    "COST_KEYS",
+    "DEFAULT_OUTPUT_TOKENS",
+    "CostTable",
+    "check_cost",
+    "cost_info",
+    "cost_table",
+    "estimate_tokens",
+    "GUARD_MARGIN",
+    "RoutingPolicy",
+    "check_margin",
+    "incumbent",
+    "routing_scores",
+    "CostError",
+    "CostUnknown",
+    "NoCandidateWithinCap",
+    "QualityWeightError",
+    "RoutingError",
+    "DEFAULT_WEIGHTS",
+    "CostFrontier",
+    "cost_frontier",
+    "frontier_of_pool",
+    "RouteDecision",
+    "check_quality_weight",
+    "fallback_chain",
+    "normalized_costs",
+    "quality_lambda",
+    "route",
+    "route_many",
+    "route_scores",
+]

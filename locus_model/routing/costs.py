@@ -25,8 +25,11 @@ from locus_model.routing.errors import CostError
 
 DEFAULT_OUTPUT_TOKENS = 256  # answer length assumed when the request does not say (max_tokens)
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text with BPE tokenizers
-BASIS_MEANS = {"usd": "USD per query", "params_b": "billions of parameters (a proxy: no price known)",
-               "none": "none (no price or size known: every cost 0)"}
+BASIS_MEANS = {
+    "usd": "USD per query",
+    "params_b": "billions of parameters (a proxy: no price known)",
+    "none": "none (no price or size known: every cost 0)",
+}
 
 
 def estimate_tokens(text: str) -> int:
@@ -37,8 +40,12 @@ def estimate_tokens(text: str) -> int:
 def check_cost(value, key: str) -> float:
     """``value`` as a float when it is a finite number >= 0 (a cost, price, parameter count or cap); else a
     CostError naming ``key``."""
-    ok = (isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-          and math.isfinite(value) and value >= 0)
+    ok = (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value)
+        and value >= 0
+    )
     if not ok:
         raise CostError(f"{key}={value!r} must be a number >= 0")
     return float(value)
@@ -67,10 +74,17 @@ class CostTable:
     def subset(self, names: Sequence[str]) -> "CostTable":
         idx = [self.names.index(n) for n in names]
         kept = set(names)
-        return CostTable(tuple(names), self.cost_per_query[idx], self.price_input[idx], self.price_output[idx],
-                         self.basis, tuple(n for n in self.unknown if n in kept), self.note,
-                         tuple(n for n in self.parsed if n in kept),
-                         None if self.params_b is None else self.params_b[idx])
+        return CostTable(
+            tuple(names),
+            self.cost_per_query[idx],
+            self.price_input[idx],
+            self.price_output[idx],
+            self.basis,
+            tuple(n for n in self.unknown if n in kept),
+            self.note,
+            tuple(n for n in self.parsed if n in kept),
+            None if self.params_b is None else self.params_b[idx],
+        )
 
     @property
     def known(self) -> np.ndarray:  # (M,) bool: the model has a cost on the basis
@@ -144,14 +158,34 @@ def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -
         if parsed:
             note += f"; the size of {len(parsed)} model(s) is read from the name ({_listed(parsed)})"
         if unknown:
-            note += (f"; {len(unknown)} model(s) of unknown size have an unknown cost: left out of cost-aware "
-                     f"routing ({_listed(unknown)})")
+            note += (
+                f"; {len(unknown)} model(s) of unknown size have an unknown cost: left out of cost-aware "
+                f"routing ({_listed(unknown)})"
+            )
         no_price = np.where(np.isnan(params), np.nan, 0.0)  # the unknown stay NaN in costs()
-        return CostTable(tuple(names), params, no_price, no_price, "params_b", tuple(unknown), note, tuple(parsed),
-                         params)
-    return CostTable(tuple(names), zeros.copy(), zeros, zeros, "none", tuple(names),
-                     "no price and no parameter count known: every cost is 0, routing by P(correct) only", (), params)
+        return CostTable(
+            tuple(names), params, no_price, no_price, "params_b", tuple(unknown), note, tuple(parsed), params
+        )
+    return CostTable(
+        tuple(names),
+        zeros.copy(),
+        zeros,
+        zeros,
+        "none",
+        tuple(names),
+        "no price and no parameter count known: every cost is 0, routing by P(correct) only",
+        (),
+        params,
+    )
 
 
-__all__ = ["COST_KEYS", "BASIS_MEANS", "DEFAULT_OUTPUT_TOKENS", "CostTable", "cost_info", "cost_table", "check_cost",
-           "estimate_tokens"]
+__all__ = [
+    "COST_KEYS",
+    "BASIS_MEANS",
+    "DEFAULT_OUTPUT_TOKENS",
+    "CostTable",
+    "cost_info",
+    "cost_table",
+    "check_cost",
+    "estimate_tokens",
+]

@@ -14,11 +14,16 @@ import numpy as np
 from locus_model.routing.policy import RoutingPolicy
 from locus_model.routing.route import route_many
 
-
 # 0, 40 weights from 0.01 to 1 evenly on a log scale, and 40 from 0.5 to 0.9999 denser near 1, where lambda =
 # (1 - w) / w is small and the rule trades a little accuracy for a lot of cost
-DEFAULT_WEIGHTS = tuple(sorted({*np.round(np.concatenate([[0.0], np.geomspace(0.01, 1.0, 40)]), 6).tolist(),
-                                *np.round(1 - np.geomspace(1e-4, 0.5, 40), 6).tolist()}))
+DEFAULT_WEIGHTS = tuple(
+    sorted(
+        {
+            *np.round(np.concatenate([[0.0], np.geomspace(0.01, 1.0, 40)]), 6).tolist(),
+            *np.round(1 - np.geomspace(1e-4, 0.5, 40), 6).tolist(),
+        }
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------- RouterBench's figures
@@ -30,7 +35,9 @@ def monotone_hull(costs, accuracies) -> tuple[np.ndarray, np.ndarray]:
     Returns the hull's vertices (cost ascending, accuracy non-decreasing)."""
     c, a = np.asarray(costs, np.float64), np.asarray(accuracies, np.float64)
     if c.shape != a.shape or c.ndim != 1 or c.size == 0 or np.isnan(c).any() or np.isnan(a).any():
-        raise ValueError(f"monotone_hull: costs {c.shape} and accuracies {a.shape} must be 1-D, equal, non-empty, no NaN")
+        raise ValueError(
+            f"monotone_hull: costs {c.shape} and accuracies {a.shape} must be 1-D, equal, non-empty, no NaN"
+        )
     order = np.lexsort((-a, c))  # cost ascending, the most accurate first among equal costs
     c, a = c[order], a[order]
     top = int(np.argmax(a))  # the first (cheapest) point of the highest accuracy ends the rising part
@@ -112,8 +119,13 @@ def undominated(probs: np.ndarray, costs: np.ndarray, candidates: np.ndarray) ->
     return np.sort(order[keep])
 
 
-def rule_curve(probs: np.ndarray, labels: np.ndarray, costs: np.ndarray, known: np.ndarray,
-               weights: Sequence[float] = DEFAULT_WEIGHTS) -> Curve:
+def rule_curve(
+    probs: np.ndarray,
+    labels: np.ndarray,
+    costs: np.ndarray,
+    known: np.ndarray,
+    weights: Sequence[float] = DEFAULT_WEIGHTS,
+) -> Curve:
     """The cost-aware rule (:func:`route_many`, locus serve's) on ``probs`` (M, Q) at each quality weight, each
     query routed among the models ``known`` (M, Q) on it (labelled, of known cost); costs (M, Q)."""
     q = np.arange(probs.shape[1])
@@ -127,8 +139,9 @@ def rule_curve(probs: np.ndarray, labels: np.ndarray, costs: np.ndarray, known: 
     return Curve(np.asarray(weights, np.float64), labels[chosen, q], costs[chosen, q], chosen)
 
 
-def threshold_curve(p_weak: np.ndarray, labels: np.ndarray, costs: np.ndarray, strong: int, weak: int,
-                    n_thresholds: int = 101) -> Curve:
+def threshold_curve(
+    p_weak: np.ndarray, labels: np.ndarray, costs: np.ndarray, strong: int, weak: int, n_thresholds: int = 101
+) -> Curve:
     """RouteLLM-style two-model router (Ong et al. 2024, arXiv 2406.18665): the strong model where the weak one's
     predicted P(correct) ``p_weak`` (Q,) is below a threshold t, else the weak one, t swept over the quantiles of
     ``p_weak`` (all weak first, all strong last)."""
@@ -145,5 +158,15 @@ def mix_curve(labels: np.ndarray, costs: np.ndarray, strong: int, weak: int) -> 
     return Curve(np.array([0.0, 1.0]), labels[ends], costs[ends])
 
 
-__all__ = ["DEFAULT_WEIGHTS", "Curve", "aiq", "cost_at", "hull_area", "mix_curve", "monotone_hull", "rule_curve",
-           "threshold_curve", "undominated"]
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "Curve",
+    "aiq",
+    "cost_at",
+    "hull_area",
+    "mix_curve",
+    "monotone_hull",
+    "rule_curve",
+    "threshold_curve",
+    "undominated",
+]

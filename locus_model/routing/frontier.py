@@ -28,14 +28,20 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from locus_model.stats.bootstrap import resample_weights
 from locus_model.routing.costs import DEFAULT_OUTPUT_TOKENS, CostTable, estimate_tokens
+from locus_model.routing.curves import (
+    DEFAULT_WEIGHTS,
+    Curve,
+    aiq,
+    cost_at,
+    mix_curve,
+    monotone_hull,
+    rule_curve,
+    threshold_curve,
+)
 from locus_model.routing.errors import CostError, RoutingError
-from locus_model.routing.curves import (DEFAULT_WEIGHTS, Curve, aiq, cost_at, mix_curve, monotone_hull,
-                                        rule_curve, threshold_curve)
 from locus_model.routing.route import quality_lambda
-
-
+from locus_model.stats.bootstrap import resample_weights
 
 
 def share_text(share: float | None) -> str:
@@ -69,24 +75,38 @@ class CostFrontier:
     def random_mix(self, n: int = 11) -> pd.DataFrame:
         """The cheapest model with probability 1 - p, the best single model with probability p: a straight line."""
         p = np.linspace(0, 1, n)
-        return pd.DataFrame({"p_best": p, "accuracy": (1 - p) * self.cheapest_accuracy + p * self.best_single_accuracy,
-                             "mean_cost": (1 - p) * self.cheapest_cost + p * self.best_single_cost})
+        return pd.DataFrame(
+            {
+                "p_best": p,
+                "accuracy": (1 - p) * self.cheapest_accuracy + p * self.best_single_accuracy,
+                "mean_cost": (1 - p) * self.cheapest_cost + p * self.best_single_cost,
+            }
+        )
 
     def summary(self) -> str:
-        at = ("never reached" if self.cost_at_share is None else
-              f"reached at mean cost {self.cost_at_share:.4g} per query (quality_weight {self.weight_at_share:g}, "
-              f"{self.cost_at_share / self.best_single_cost:.1%} of the best single model's cost)"
-              if self.best_single_cost > 0 else f"reached at mean cost {self.cost_at_share:.4g}")
+        at = (
+            "never reached"
+            if self.cost_at_share is None
+            else f"reached at mean cost {self.cost_at_share:.4g} per query (quality_weight {self.weight_at_share:g}, "
+            f"{self.cost_at_share / self.best_single_cost:.1%} of the best single model's cost)"
+            if self.best_single_cost > 0
+            else f"reached at mean cost {self.cost_at_share:.4g}"
+        )
         top = self.table.iloc[-1] if len(self.table) else None
-        return (f"best single model {self.best_single}: accuracy {self.best_single_accuracy:.4f} at mean cost "
-                f"{self.best_single_cost:.4g}; cheapest {self.cheapest}: {self.cheapest_accuracy:.4f} at "
-                f"{self.cheapest_cost:.4g}; router at quality_weight 1: "
-                + (f"{top['accuracy']:.4f} at {top['mean_cost']:.4g}" if top is not None else "-")
-                + f"; {self.share:.0%} of the best single model's accuracy: {at} ({self.n_queries} queries)."
-                + ("" if self.figures is None else
-                   f" Mixing weights at random (the hull, RouterBench): AIQ {self.figures['aiq']:.4f}; the best single "
-                   f"model's accuracy at {share_text(self.figures['cost_share_at_best_single'])} of its cost, 95% of it "
-                   f"at {share_text(self.figures['cost_share_at_95'])}."))
+        return (
+            f"best single model {self.best_single}: accuracy {self.best_single_accuracy:.4f} at mean cost "
+            f"{self.best_single_cost:.4g}; cheapest {self.cheapest}: {self.cheapest_accuracy:.4f} at "
+            f"{self.cheapest_cost:.4g}; router at quality_weight 1: "
+            + (f"{top['accuracy']:.4f} at {top['mean_cost']:.4g}" if top is not None else "-")
+            + f"; {self.share:.0%} of the best single model's accuracy: {at} ({self.n_queries} queries)."
+            + (
+                ""
+                if self.figures is None
+                else f" Mixing weights at random (the hull, RouterBench): AIQ {self.figures['aiq']:.4f}; the best single "
+                f"model's accuracy at {share_text(self.figures['cost_share_at_best_single'])} of its cost, 95% of it "
+                f"at {share_text(self.figures['cost_share_at_95'])}."
+            )
+        )
 
     def plot(self, path, *, cost_label: str = "mean cost per query"):
         from locus_model.figures import new_figure, save_figure  # why: matplotlib loads only when a plot is drawn
@@ -97,12 +117,27 @@ class CostFrontier:
         ax.plot(t["mean_cost"], t["accuracy"], "-o", ms=3, label="LOCUS cost-aware router (quality_weight varies)")
         mix = self.random_mix()
         ax.plot(mix["mean_cost"], mix["accuracy"], "--", color="grey", label="random mix of cheapest and best single")
-        ax.scatter([self.best_single_cost], [self.best_single_accuracy], marker="*", s=140, color="C3", zorder=5,
-                   label=f"best single ({self.best_single})")
-        ax.scatter([self.cheapest_cost], [self.cheapest_accuracy], marker="s", s=60, color="C2", zorder=5,
-                   label=f"cheapest ({self.cheapest})")
-        ax.axhline(self.share * self.best_single_accuracy, color="C3", lw=0.8, ls=":",
-                   label=f"{self.share:.0%} of best single")
+        ax.scatter(
+            [self.best_single_cost],
+            [self.best_single_accuracy],
+            marker="*",
+            s=140,
+            color="C3",
+            zorder=5,
+            label=f"best single ({self.best_single})",
+        )
+        ax.scatter(
+            [self.cheapest_cost],
+            [self.cheapest_accuracy],
+            marker="s",
+            s=60,
+            color="C2",
+            zorder=5,
+            label=f"cheapest ({self.cheapest})",
+        )
+        ax.axhline(
+            self.share * self.best_single_accuracy, color="C3", lw=0.8, ls=":", label=f"{self.share:.0%} of best single"
+        )
         if self.cost_at_share is not None:
             ax.axvline(self.cost_at_share, color="C0", lw=0.8, ls=":")
         ax.set_xlabel(cost_label)
@@ -141,8 +176,9 @@ def cost_frontier(
     weights = sorted({float(v) for v in weights})
     curve = rule_curve(p, y, c, known, weights)
     acc, cost = (x[0] for x in curve.points())
-    table = pd.DataFrame({"quality_weight": weights, "lam": [quality_lambda(w) for w in weights], "accuracy": acc,
-                          "mean_cost": cost})
+    table = pd.DataFrame(
+        {"quality_weight": weights, "lam": [quality_lambda(w) for w in weights], "accuracy": acc, "mean_cost": cost}
+    )
     # pareto: no other point is at least as accurate and strictly cheaper, or strictly more accurate and as cheap
     table["pareto"] = [not (((acc >= a) & (cost < m)) | ((acc > a) & (cost <= m))).any() for a, m in zip(acc, cost)]
     single_acc = np.array([np.nanmean(row) if k.any() else -np.inf for row, k in zip(y, known)])
@@ -154,17 +190,37 @@ def cost_frontier(
     at = reach.sort_values(["mean_cost", "quality_weight"]).iloc[0] if len(reach) else None
     # RouterBench's figures, by the code of evaluate_frontiers, on the queries where the best single model is labelled
     on = known[best]
-    figures = frontier_figures({"locus": rule_curve(p[:, on], y[:, on], c[:, on], known[:, on], weights)},
-                               y[:, on], c[:, on], best)["locus"]
-    return CostFrontier(table, names, names[best], float(single_acc[best]), float(single_cost[best]), names[cheap],
-                        float(single_acc[cheap]), float(single_cost[cheap]), int(p.shape[1]), share,
-                        None if at is None else float(at["mean_cost"]), None if at is None else float(at["quality_weight"]),
-                        curve.chosen, figures={f: float(v[0]) for f, v in figures.items()})
+    figures = frontier_figures(
+        {"locus": rule_curve(p[:, on], y[:, on], c[:, on], known[:, on], weights)}, y[:, on], c[:, on], best
+    )["locus"]
+    return CostFrontier(
+        table,
+        names,
+        names[best],
+        float(single_acc[best]),
+        float(single_cost[best]),
+        names[cheap],
+        float(single_acc[cheap]),
+        float(single_cost[cheap]),
+        int(p.shape[1]),
+        share,
+        None if at is None else float(at["mean_cost"]),
+        None if at is None else float(at["quality_weight"]),
+        curve.chosen,
+        figures={f: float(v[0]) for f, v in figures.items()},
+    )
 
 
-def frontier_of_pool(probs: np.ndarray, labels: np.ndarray, names: Sequence[str], texts: Sequence[str],
-                     costs: CostTable, *, output_tokens: int = DEFAULT_OUTPUT_TOKENS,
-                     weights: Sequence[float] = DEFAULT_WEIGHTS) -> CostFrontier:
+def frontier_of_pool(
+    probs: np.ndarray,
+    labels: np.ndarray,
+    names: Sequence[str],
+    texts: Sequence[str],
+    costs: CostTable,
+    *,
+    output_tokens: int = DEFAULT_OUTPUT_TOKENS,
+    weights: Sequence[float] = DEFAULT_WEIGHTS,
+) -> CostFrontier:
     """:func:`cost_frontier` of a pool's models (probs, labels (M, Q); ``texts`` the Q query texts) with the costs
     of a :class:`CostTable` (a query's cost from its estimated input tokens and ``output_tokens``, as ``locus
     serve`` charges a request). The models of unknown cost are left out (a frontier needs the mean cost of what it
@@ -196,8 +252,15 @@ def query_costs(costs: CostTable, texts: Sequence[str], output_tokens: int = DEF
 THRESHOLD_OF = {"threshold_locus": "locus", "threshold_mf": "embedllm_mf"}  # router -> the method whose P it reads
 
 
-def frontier_curves(probs: Mapping[str, np.ndarray], labels: np.ndarray, costs: np.ndarray, *, strong: int,
-                    weak: int, weights: Sequence[float] = DEFAULT_WEIGHTS) -> dict[str, Curve]:
+def frontier_curves(
+    probs: Mapping[str, np.ndarray],
+    labels: np.ndarray,
+    costs: np.ndarray,
+    *,
+    strong: int,
+    weak: int,
+    weights: Sequence[float] = DEFAULT_WEIGHTS,
+) -> dict[str, Curve]:
     """Every router's curve on one set of queries: the cost-aware rule on each method's P(correct) (probs {method:
     (M, Q)}), each query among the models labelled on it and of known cost; the two-model threshold router on the
     P(correct) of each method of :data:`THRESHOLD_OF` that is there; random mixing of ``weak`` and ``strong``.
@@ -216,7 +279,9 @@ FIGURES = ("aiq", "cost_share_at_best_single", "cost_share_at_95")
 SHARES = {"cost_share_at_best_single": 1.0, "cost_share_at_95": 0.95}  # figure -> share of the best single's accuracy
 
 
-def fold_mean_hull(hulls: Sequence[tuple[np.ndarray, np.ndarray]], unit_costs: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def fold_mean_hull(
+    hulls: Sequence[tuple[np.ndarray, np.ndarray]], unit_costs: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
     """The mean over folds of one router's hulls (each (cost ascending, accuracy non-decreasing), flat after its
     last vertex), each fold's cost over its ``unit_costs`` (the fold's best single model's mean cost: 1 = that
     model's cost), from the share where every fold's hull has started: its vertices (the union of the folds', where
@@ -231,6 +296,7 @@ def fold_mean_hull(hulls: Sequence[tuple[np.ndarray, np.ndarray]], unit_costs: S
 @dataclass(frozen=True)
 class FoldHulls:
     """One fold's routers on B query-resampled copies: each router's hull per copy, and the references of each copy."""
+
     hulls: dict[str, list[tuple[np.ndarray, np.ndarray]]]  # router -> B hulls
     target: np.ndarray  # (B,) the best single model's accuracy
     strong_cost: np.ndarray  # (B,) its mean cost
@@ -238,8 +304,9 @@ class FoldHulls:
     hi: np.ndarray  # (B,) the most expensive model's
 
 
-def fold_hulls(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int,
-               weights: np.ndarray | None = None) -> FoldHulls:
+def fold_hulls(
+    curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int, weights: np.ndarray | None = None
+) -> FoldHulls:
     """Every router's hull on B query-resampled copies of one fold (weights (B, Q); None: the data as is)."""
     w = np.ones((1, labels.shape[1])) if weights is None else np.asarray(weights, np.float64)
     n = w.sum(axis=1)
@@ -249,8 +316,9 @@ def fold_hulls(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarra
     for name, curve in curves.items():
         acc, cost = curve.points(w)
         hulls[name] = [monotone_hull(cost[b], acc[b]) for b in range(len(w))]
-    return FoldHulls(hulls, (w @ labels[strong]) / n, (w @ costs[strong]) / n, model_cost.min(axis=1),
-                     model_cost.max(axis=1))
+    return FoldHulls(
+        hulls, (w @ labels[strong]) / n, (w @ costs[strong]) / n, model_cost.min(axis=1), model_cost.max(axis=1)
+    )
 
 
 def pooled_figures(folds: Sequence[FoldHulls]) -> dict[str, dict[str, np.ndarray]]:
@@ -272,8 +340,9 @@ def pooled_figures(folds: Sequence[FoldHulls]) -> dict[str, dict[str, np.ndarray
     return out
 
 
-def frontier_figures(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int,
-                     weights: np.ndarray | None = None) -> dict[str, dict[str, np.ndarray]]:
+def frontier_figures(
+    curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int, weights: np.ndarray | None = None
+) -> dict[str, dict[str, np.ndarray]]:
     """pooled_figures of one fold: {router: {figure: (B,)}} on B query-resampled copies (weights (B, Q); None: the
     data as is): AIQ over the range from the cheapest to the most expensive model of known cost, and the lowest
     mean cost at which the router's hull reaches 100% and 95% of the best single model's (``strong``) accuracy over
@@ -289,15 +358,26 @@ def _interval(point: float, draws: np.ndarray, level: float) -> dict:
     d = np.sort(draws[~np.isnan(draws)])
     if not len(d):
         return {"mean": point, "ci_low": None, "ci_high": None, "not_reached": None}
-    return {"mean": point, "ci_low": float(np.quantile(d, tail, method="inverted_cdf")),
-            "ci_high": float(np.quantile(d, 1 - tail, method="inverted_cdf")),
-            "not_reached": float(np.mean(np.isinf(d)))}
+    return {
+        "mean": point,
+        "ci_low": float(np.quantile(d, tail, method="inverted_cdf")),
+        "ci_high": float(np.quantile(d, 1 - tail, method="inverted_cdf")),
+        "not_reached": float(np.mean(np.isinf(d))),
+    }
 
 
-def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray],
-                       costs: Sequence[np.ndarray], anchor_rates: Sequence[np.ndarray], *, names: Sequence[str],
-                       n_boot: int = 2000, seed: int = 0, level: float = 0.95,
-                       weights: Sequence[float] = DEFAULT_WEIGHTS) -> dict:
+def evaluate_frontiers(
+    probs: Mapping[str, Sequence[np.ndarray]],
+    labels: Sequence[np.ndarray],
+    costs: Sequence[np.ndarray],
+    anchor_rates: Sequence[np.ndarray],
+    *,
+    names: Sequence[str],
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    weights: Sequence[float] = DEFAULT_WEIGHTS,
+) -> dict:
     """Every router's frontier on each fold's test queries and its figures, fold means with paired intervals.
 
     Args:
@@ -326,8 +406,10 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
         c = np.broadcast_to(np.asarray(costs[k], np.float64), y.shape)
         priced = np.flatnonzero(~np.isnan(c).any(axis=1))
         if not len(priced):
-            raise CostError("evaluate_frontiers: no model has a known cost. How to fix: give prices or parameter "
-                            "counts (routing.COST_KEYS) for the models.")
+            raise CostError(
+                "evaluate_frontiers: no model has a known cost. How to fix: give prices or parameter "
+                "counts (routing.COST_KEYS) for the models."
+            )
         rate = np.asarray(anchor_rates[k], np.float64)
         best = int(np.argmax(rate))  # the most accurate: best_single's choice and the verdict's, priced or not
         strong = int(priced[np.argmax(rate[priced])])  # the reference of the cost shares: it, when it has a price
@@ -335,11 +417,14 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
         cheapest = int(priced[np.lexsort((-rate[priced], mean_cost))[0]])
         keep = ~np.isnan(y[strong]) & ~np.isnan(y[cheapest])
         if not keep.any():
-            raise RoutingError(f"evaluate_frontiers: fold {k}: no test query on which both {names[strong]!r} (the best "
-                               f"single model) and {names[cheapest]!r} (the cheapest) are labelled")
+            raise RoutingError(
+                f"evaluate_frontiers: fold {k}: no test query on which both {names[strong]!r} (the best "
+                f"single model) and {names[cheapest]!r} (the cheapest) are labelled"
+            )
         y, c = y[:, keep], np.ascontiguousarray(c[:, keep])
-        fold_curves = frontier_curves({m: np.asarray(probs[m][k])[:, keep] for m in methods}, y, c, strong=strong,
-                                      weak=cheapest, weights=weights)
+        fold_curves = frontier_curves(
+            {m: np.asarray(probs[m][k])[:, keep] for m in methods}, y, c, strong=strong, weak=cheapest, weights=weights
+        )
         curves.append((fold_curves, y, c))
         strongs.append(strong)
         folds.append({**_fold_record(fold_curves, y, c, strong, cheapest, names), "most_accurate": names[best]})
@@ -348,8 +433,9 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
     draws: dict[str, dict[str, list[np.ndarray]]] = {r: {f: [] for f in FIGURES} for r in point}
     for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q_k)
         size = min(n_boot, start + 256) - start
-        pooled = pooled_figures([fold_hulls(cv, y, c, s, resample_weights(rng, y.shape[1], size))
-                                 for (cv, y, c), s in zip(curves, strongs)])
+        pooled = pooled_figures(
+            [fold_hulls(cv, y, c, s, resample_weights(rng, y.shape[1], size)) for (cv, y, c), s in zip(curves, strongs)]
+        )
         for r in draws:
             for f in FIGURES:
                 draws[r][f].append(pooled[r][f])
@@ -358,15 +444,19 @@ def evaluate_frontiers(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequen
         out[r] = {f: _interval(float(point[r][f][0]), np.concatenate(draws[r][f]), level) for f in FIGURES}
         out[r]["aiq"].pop("not_reached")  # AIQ is always reached
         if "locus" in point and r != "locus":
-            diff = _interval(float(point["locus"]["aiq"][0] - point[r]["aiq"][0]),
-                             np.concatenate(draws["locus"]["aiq"]) - np.concatenate(draws[r]["aiq"]), level)
+            diff = _interval(
+                float(point["locus"]["aiq"][0] - point[r]["aiq"][0]),
+                np.concatenate(draws["locus"]["aiq"]) - np.concatenate(draws[r]["aiq"]),
+                level,
+            )
             diff.pop("not_reached")
             out[r]["aiq_vs_locus"] = {"diff": diff.pop("mean"), **diff}
     return {"methods": out, "folds": folds}
 
 
-def _fold_record(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int, weak: int,
-                 names: Sequence[str]) -> dict:
+def _fold_record(
+    curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndarray, strong: int, weak: int, names: Sequence[str]
+) -> dict:
     """What a result keeps of one fold's frontier: its queries, the two reference models, the cost range and each
     router's operating points and hull (what frontier_plot.plot_frontiers draws)."""
     priced = ~np.isnan(costs).any(axis=1)
@@ -375,16 +465,40 @@ def _fold_record(curves: Mapping[str, Curve], labels: np.ndarray, costs: np.ndar
     for name, curve in curves.items():
         acc, cost = (x[0] for x in curve.points())
         hx, hy = monotone_hull(cost, acc)
-        routers[name] = {"knob": curve.knob.tolist(), "accuracy": acc.round(6).tolist(),
-                         "mean_cost": cost.round(6).tolist(), "hull_cost": hx.round(6).tolist(),
-                         "hull_accuracy": hy.round(6).tolist()}
-    return {"queries": int(labels.shape[1]), "models_of_known_cost": int(priced.sum()),
-            "best_single": names[strong], "best_single_accuracy": float(labels[strong].mean()),
-            "best_single_cost": float(costs[strong].mean()), "cheapest": names[weak],
-            "cheapest_accuracy": float(labels[weak].mean()), "cheapest_cost": float(costs[weak].mean()),
-            "cost_range": [float(model_cost.min()), float(model_cost.max())], "routers": routers}
+        routers[name] = {
+            "knob": curve.knob.tolist(),
+            "accuracy": acc.round(6).tolist(),
+            "mean_cost": cost.round(6).tolist(),
+            "hull_cost": hx.round(6).tolist(),
+            "hull_accuracy": hy.round(6).tolist(),
+        }
+    return {
+        "queries": int(labels.shape[1]),
+        "models_of_known_cost": int(priced.sum()),
+        "best_single": names[strong],
+        "best_single_accuracy": float(labels[strong].mean()),
+        "best_single_cost": float(costs[strong].mean()),
+        "cheapest": names[weak],
+        "cheapest_accuracy": float(labels[weak].mean()),
+        "cheapest_cost": float(costs[weak].mean()),
+        "cost_range": [float(model_cost.min()), float(model_cost.max())],
+        "routers": routers,
+    }
 
 
-__all__ = ["FIGURES", "THRESHOLD_OF", "CostFrontier", "FoldHulls", "cost_frontier", "evaluate_frontiers",
-           "fold_hulls", "fold_mean_hull", "frontier_curves", "frontier_figures", "frontier_of_pool", "pooled_figures",
-           "query_costs", "share_text"]
+__all__ = [
+    "FIGURES",
+    "THRESHOLD_OF",
+    "CostFrontier",
+    "FoldHulls",
+    "cost_frontier",
+    "evaluate_frontiers",
+    "fold_hulls",
+    "fold_mean_hull",
+    "frontier_curves",
+    "frontier_figures",
+    "frontier_of_pool",
+    "pooled_figures",
+    "query_costs",
+    "share_text",
+]

@@ -36,11 +36,16 @@ GUARD_MARGIN = 0.02  # in P(correct) units: two points
 
 def check_quality_weight(quality_weight) -> float:
     """``quality_weight`` as a float in [0, 1]; else a QualityWeightError."""
-    ok = (isinstance(quality_weight, (int, float, np.integer, np.floating))
-          and not isinstance(quality_weight, (bool, np.bool_)) and 0.0 <= quality_weight <= 1.0)
+    ok = (
+        isinstance(quality_weight, (int, float, np.integer, np.floating))
+        and not isinstance(quality_weight, (bool, np.bool_))
+        and 0.0 <= quality_weight <= 1.0
+    )
     if not ok:
-        raise QualityWeightError(f"quality_weight={quality_weight} must be in [0, 1] (1 = best P(correct) whatever "
-                                 "the cost, 0 = the cheapest model)")
+        raise QualityWeightError(
+            f"quality_weight={quality_weight} must be in [0, 1] (1 = best P(correct) whatever "
+            "the cost, 0 = the cheapest model)"
+        )
     return float(quality_weight)
 
 
@@ -48,8 +53,10 @@ def check_margin(margin) -> float:
     """``margin`` as a float in [0, 1); else a RoutingError (a ValueError) saying what to give."""
     ok = isinstance(margin, (int, float, np.integer, np.floating)) and not isinstance(margin, (bool, np.bool_))
     if not ok or not 0.0 <= float(margin) < 1.0:
-        raise RoutingError(f"guard margin {margin!r}: give a number in [0, 1), in P(correct) units (0 = no guard; "
-                         f"the default {GUARD_MARGIN} = two points)")
+        raise RoutingError(
+            f"guard margin {margin!r}: give a number in [0, 1), in P(correct) units (0 = no guard; "
+            f"the default {GUARD_MARGIN} = two points)"
+        )
     return float(margin)
 
 
@@ -85,8 +92,10 @@ class RoutingPolicy:
         """The guard in words (a run's metadata, `locus evaluate`)."""
         if self.guard_margin == 0:
             return "no guard (the highest P(correct) wins)"
-        return (f"guarded toward the model of highest standing (another wins only by more than "
-                f"{self.guard_margin:g} of P(correct))")
+        return (
+            f"guarded toward the model of highest standing (another wins only by more than "
+            f"{self.guard_margin:g} of P(correct))"
+        )
 
 
 def incumbent(standing: np.ndarray, among: np.ndarray | None = None) -> int:
@@ -99,8 +108,9 @@ def incumbent(standing: np.ndarray, among: np.ndarray | None = None) -> int:
     return int(rows[np.argmax(s[rows])])
 
 
-def routing_scores(probs: np.ndarray, standing: np.ndarray | None, guard_margin: float,
-                   known: np.ndarray | None = None) -> np.ndarray:  # (M,) or (M, Q)
+def routing_scores(
+    probs: np.ndarray, standing: np.ndarray | None, guard_margin: float, known: np.ndarray | None = None
+) -> np.ndarray:  # (M,) or (M, Q)
     """What ranks: P(correct) ``probs`` (M,) or (M, Q) less the guard's handicap, ``guard_margin`` for every candidate
     but the incumbent, the candidate of highest ``standing`` (M,) among each query's candidates (the rows ``known``
     (M,) or (M, Q) marks; all when None). A query with no candidate has no incumbent (every row handicapped). No
@@ -112,8 +122,11 @@ def routing_scores(probs: np.ndarray, standing: np.ndarray | None, guard_margin:
     if len(s) != p.shape[0]:
         raise RoutingError(f"the guard stands over {len(s)} candidates, the probs over {p.shape[0]}")
     p2 = p.reshape(len(s), -1)  # (M, Q)
-    k = np.ones(p2.shape, bool) if known is None else np.broadcast_to(
-        np.asarray(known, bool).reshape(len(s), -1), p2.shape)
+    k = (
+        np.ones(p2.shape, bool)
+        if known is None
+        else np.broadcast_to(np.asarray(known, bool).reshape(len(s), -1), p2.shape)
+    )
     ranked = np.where(k, s[:, None], -np.inf)
     ref = np.argmax(ranked, axis=0)  # (Q,) the first of equals
     handicap = np.full(p2.shape, guard_margin)

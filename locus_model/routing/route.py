@@ -124,8 +124,10 @@ def route(
     unknown = np.isnan(c)
     uses_cost = policy.uses_cost
     if uses_cost and unknown.all():
-        raise CostUnknown("route: every candidate's cost is unknown, so no cost-aware ranking (quality_weight < 1 or "
-                          "max_cost) is possible. How to fix: give prices (or parameter counts), or quality_weight=1.")
+        raise CostUnknown(
+            "route: every candidate's cost is unknown, so no cost-aware ranking (quality_weight < 1 or "
+            "max_cost) is possible. How to fix: give prices (or parameter counts), or quality_weight=1."
+        )
     left_out = unknown if uses_cost else np.zeros(len(c), dtype=bool)
     keep = ~left_out if max_cost is None else ~left_out & (np.nan_to_num(c) <= max_cost)
     over_cost = ~keep & ~left_out
@@ -135,8 +137,10 @@ def route(
         if n.shape != c.shape:
             raise RoutingError(f"route: params {n.shape} must match costs {c.shape}.")
         if np.isnan(n).all():
-            raise CostUnknown("route: every candidate's parameter count is unknown, so max_params cannot be applied. "
-                              "How to fix: give params_b (models file or models config), or leave max_params out.")
+            raise CostUnknown(
+                "route: every candidate's parameter count is unknown, so max_params cannot be applied. "
+                "How to fix: give params_b (models file or models config), or leave max_params out."
+            )
         size_unknown = keep & np.isnan(n)
         over_params = keep & ~size_unknown & (np.nan_to_num(n) > max_params)
         keep &= ~size_unknown & ~over_params
@@ -150,14 +154,28 @@ def route(
     scores[idx] = route_scores(quality, np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
     ranking = idx[rank_candidates(scores[idx], c[idx], idx)]
     chosen = int(ranking[0])
-    chain = (_cost_aware_chain(embeddings, chosen, ranking, c, uses_cost, n_fallbacks) if embeddings is not None
-             else np.zeros(0, dtype=np.int64))
-    return RouteDecision(ranking, scores, chosen, chain, np.flatnonzero(over_cost), w, policy.lam,
-                         np.flatnonzero(left_out), np.flatnonzero(over_params), np.flatnonzero(size_unknown))
+    chain = (
+        _cost_aware_chain(embeddings, chosen, ranking, c, uses_cost, n_fallbacks)
+        if embeddings is not None
+        else np.zeros(0, dtype=np.int64)
+    )
+    return RouteDecision(
+        ranking,
+        scores,
+        chosen,
+        chain,
+        np.flatnonzero(over_cost),
+        w,
+        policy.lam,
+        np.flatnonzero(left_out),
+        np.flatnonzero(over_params),
+        np.flatnonzero(size_unknown),
+    )
 
 
-def _cost_aware_chain(embeddings: np.ndarray, chosen: int, ranking: np.ndarray, c: np.ndarray, uses_cost: bool,
-                      k: int | None) -> np.ndarray:
+def _cost_aware_chain(
+    embeddings: np.ndarray, chosen: int, ranking: np.ndarray, c: np.ndarray, uses_cost: bool, k: int | None
+) -> np.ndarray:
     """The fallback chain of :func:`route`: the nearest k of the other ranked candidates, each group tried in
     ranking order; under a cost-aware ranking first those that cost at most the chosen one, then (to fill k) the
     nearest dearer ones."""
@@ -181,20 +199,30 @@ def _nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, p
     """What to say when the caps leave no candidate: the caps, the cheapest and the smallest left out."""
     cheapest = float(np.min(np.where(left_out, np.inf, c))) if max_cost is not None else None
     if max_params is None:
-        return (f"route: no candidate costs at most max_cost={max_cost:g}; the cheapest costs {cheapest:g}. "
-                "How to fix: raise max_cost or add cheaper candidates.")
+        return (
+            f"route: no candidate costs at most max_cost={max_cost:g}; the cheapest costs {cheapest:g}. "
+            "How to fix: raise max_cost or add cheaper candidates."
+        )
     sizes = np.where(over_params, np.asarray(params, dtype=np.float64), np.nan)
     smallest = float(np.nanmin(sizes)) if over_params.any() else None
     caps = ([f"max_cost={max_cost:g}"] if max_cost is not None else []) + [f"max_params={max_params:g} (billions)"]
-    return (f"route: no candidate of known size within {' and '.join(caps)}"
-            + (f"; the cheapest costs {cheapest:g}" if cheapest is not None else "")
-            + (f"; the smallest over the size cap has {smallest:g}B" if smallest is not None else "")
-            + ". How to fix: raise the cap or add cheaper / smaller candidates of known size.")
+    return (
+        f"route: no candidate of known size within {' and '.join(caps)}"
+        + (f"; the cheapest costs {cheapest:g}" if cheapest is not None else "")
+        + (f"; the smallest over the size cap has {smallest:g}B" if smallest is not None else "")
+        + ". How to fix: raise the cap or add cheaper / smaller candidates of known size."
+    )
 
 
-def route_many(probs: np.ndarray, costs: np.ndarray, policy: RoutingPolicy = RoutingPolicy(), *,
-               known: np.ndarray | None = None, standing: np.ndarray | None = None,
-               params: np.ndarray | None = None) -> np.ndarray:  # (Q,) chosen per query
+def route_many(
+    probs: np.ndarray,
+    costs: np.ndarray,
+    policy: RoutingPolicy = RoutingPolicy(),
+    *,
+    known: np.ndarray | None = None,
+    standing: np.ndarray | None = None,
+    params: np.ndarray | None = None,
+) -> np.ndarray:  # (Q,) chosen per query
     """The chosen model of each query (column) of ``probs`` (M, Q) by the rule of :func:`route` under ``policy``;
     costs (M,) or (M, Q), NaN = unknown (left out when cost ranks; at w = 1 ranked after the known on a tie, as
     :func:`route` does); params (M,) for the policy's ``max_params``. ``known`` (M, Q) bool restricts each query to
@@ -207,18 +235,22 @@ def route_many(probs: np.ndarray, costs: np.ndarray, policy: RoutingPolicy = Rou
     if policy.uses_cost:
         known = known & ~np.isnan(c)
         if not known.any(axis=0).all():
-            raise CostUnknown("route_many: a query has no candidate of known cost, so no cost-aware ranking "
-                              "(quality_weight < 1 or max_cost) is possible. How to fix: give prices (or parameter "
-                              "counts).")
+            raise CostUnknown(
+                "route_many: a query has no candidate of known cost, so no cost-aware ranking "
+                "(quality_weight < 1 or max_cost) is possible. How to fix: give prices (or parameter "
+                "counts)."
+            )
     if policy.max_cost is not None:
         known = known & (np.nan_to_num(c) <= policy.max_cost)
     if policy.max_params is not None:
         n = np.full(p.shape[0], np.nan) if params is None else np.asarray(params, dtype=np.float64).reshape(-1)
         known = known & (~np.isnan(n) & (np.nan_to_num(n) <= policy.max_params))[:, None]
     if (policy.max_cost is not None or policy.max_params is not None) and not known.any(axis=0).all():
-        raise NoCandidateWithinCap(f"route_many: a query has no candidate within max_cost={policy.max_cost} and "
-                                   f"max_params={policy.max_params}. How to fix: raise the caps or add cheaper / "
-                                   "smaller candidates of known size.")
+        raise NoCandidateWithinCap(
+            f"route_many: a query has no candidate within max_cost={policy.max_cost} and "
+            f"max_params={policy.max_params}. How to fix: raise the caps or add cheaper / "
+            "smaller candidates of known size."
+        )
     c_known = np.where(known & ~np.isnan(c), c, 0.0)
     quality = routing_scores(p, standing, policy.guard_margin, known)
     s = np.where(known, route_scores(quality, c_known, w), -np.inf)
@@ -226,5 +258,13 @@ def route_many(probs: np.ndarray, costs: np.ndarray, policy: RoutingPolicy = Rou
     return rank_candidates(s, c, rows)[0]
 
 
-__all__ = ["quality_lambda", "normalized_costs", "route_scores", "RouteDecision",
-           "fallback_chain", "rank_candidates", "route", "route_many"]
+__all__ = [
+    "quality_lambda",
+    "normalized_costs",
+    "route_scores",
+    "RouteDecision",
+    "fallback_chain",
+    "rank_candidates",
+    "route",
+    "route_many",
+]

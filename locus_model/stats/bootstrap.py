@@ -26,7 +26,9 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, n_boot: int = 2000, seed: 
     An interval that covers 0 means the two are tied at this level."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"paired_bootstrap: a {a.shape} and b {b.shape} must be 1-D of equal length (one entry per query)")
+        raise ValueError(
+            f"paired_bootstrap: a {a.shape} and b {b.shape} must be 1-D of equal length (one entry per query)"
+        )
     keep = ~(np.isnan(a) | np.isnan(b))
     d = a[keep] - b[keep]
     if len(d) == 0:
@@ -37,7 +39,11 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, n_boot: int = 2000, seed: 
         stop = min(n_boot, start + 256)
         means[start:stop] = d[rng.integers(0, len(d), size=(stop - start, len(d)))].mean(axis=1)
     tail = (1 - level) / 2
-    return {"diff": float(d.mean()), "ci_low": float(np.quantile(means, tail)), "ci_high": float(np.quantile(means, 1 - tail))}
+    return {
+        "diff": float(d.mean()),
+        "ci_low": float(np.quantile(means, tail)),
+        "ci_high": float(np.quantile(means, 1 - tail)),
+    }
 
 
 class QueryStats(NamedTuple):
@@ -70,7 +76,7 @@ def query_stats(probs: np.ndarray, labels: np.ndarray, route: np.ndarray | None 
     bounds = np.searchsorted(neg_col, np.arange(n_q + 1))
     pairs = np.zeros((n_q, n_q))
     for q in range(n_q):  # Mann-Whitney counts against query q's negatives, summed by the positive's query
-        neg = neg_rank[bounds[q]:bounds[q + 1]]
+        neg = neg_rank[bounds[q] : bounds[q + 1]]
         if len(neg) and len(pos_rank):
             below = np.searchsorted(neg, pos_rank, "left") + np.searchsorted(neg, pos_rank, "right")
             pairs[:, q] = np.bincount(pos_col, weights=0.5 * below, minlength=n_q)
@@ -125,15 +131,27 @@ class Resampled(NamedTuple):
             diff = self.point[a][metric] - self.point[b][metric]
             d = self.draws[a][metric] - self.draws[b][metric]
             d = d[~np.isnan(d)]
-            out[metric] = ({"diff": None, "ci_low": None, "ci_high": None} if len(d) == 0 or np.isnan(diff) else
-                           {"diff": float(diff), "ci_low": float(np.quantile(d, tail)),
-                            "ci_high": float(np.quantile(d, 1 - tail))})
+            out[metric] = (
+                {"diff": None, "ci_low": None, "ci_high": None}
+                if len(d) == 0 or np.isnan(diff)
+                else {
+                    "diff": float(diff),
+                    "ci_low": float(np.quantile(d, tail)),
+                    "ci_high": float(np.quantile(d, 1 - tail)),
+                }
+            )
         return out
 
 
-def bootstrap_draws(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, n_boot: int = 2000,
-                    seed: int = 0, level: float = 0.95,
-                    route: Mapping[str, Sequence[np.ndarray]] | None = None) -> Resampled:
+def bootstrap_draws(
+    probs: Mapping[str, Sequence[np.ndarray]],
+    labels: Sequence[np.ndarray],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    route: Mapping[str, Sequence[np.ndarray]] | None = None,
+) -> Resampled:
     """Every method's routing_acc, correctness_acc, auc and brier on the data and on ``n_boot`` resamples of it.
 
     probs: {method: one (M, Q_k) array per stratum (fold)}; labels: the (M, Q_k) labels of each stratum. A
@@ -142,17 +160,29 @@ def bootstrap_draws(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[
     resamples, so that any two methods compare pairwise (Resampled.compare) from one set of draws. ``route``:
     {method: per stratum (M, Q_k) routing scores} for the methods that route by something else than P(correct)."""
     labels = [np.asarray(y) for y in labels]
-    bad = {name: [np.shape(p) for p in ps] for name, ps in probs.items()
-           if len(ps) != len(labels) or any(np.shape(p) != y.shape for p, y in zip(ps, labels))}
+    bad = {
+        name: [np.shape(p) for p in ps]
+        for name, ps in probs.items()
+        if len(ps) != len(labels) or any(np.shape(p) != y.shape for p, y in zip(ps, labels))
+    }
     if bad or not labels or any(y.ndim != 2 for y in labels):
-        raise ValueError(f"bootstrap_draws: probs must give one array per stratum of the same (M, Q) shape as its "
-                         f"labels {[y.shape for y in labels]}; mismatched: {bad}")
+        raise ValueError(
+            f"bootstrap_draws: probs must give one array per stratum of the same (M, Q) shape as its "
+            f"labels {[y.shape for y in labels]}; mismatched: {bad}"
+        )
     rng = np.random.default_rng(seed)
     route = route or {}
-    stats = {name: [query_stats(p, y, r) for p, y, r in zip(ps, labels, route.get(name, [None] * len(labels)))]
-             for name, ps in probs.items()}
-    point = {name: {k: float(np.mean([stats_draws(s, np.ones((1, len(s.routed))))[k][0] for s in ss]))
-                    for k in ("routing_acc", "correctness_acc", "brier", "auc")} for name, ss in stats.items()}
+    stats = {
+        name: [query_stats(p, y, r) for p, y, r in zip(ps, labels, route.get(name, [None] * len(labels)))]
+        for name, ps in probs.items()
+    }
+    point = {
+        name: {
+            k: float(np.mean([stats_draws(s, np.ones((1, len(s.routed))))[k][0] for s in ss]))
+            for k in ("routing_acc", "correctness_acc", "brier", "auc")
+        }
+        for name, ss in stats.items()
+    }
     draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name]} for name in probs}
     for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q_k)
         size = min(n_boot, start + 256) - start
@@ -168,8 +198,13 @@ def bootstrap_draws(probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[
 
 
 def bootstrap_comparisons(
-    probs: Mapping[str, Sequence[np.ndarray]], labels: Sequence[np.ndarray], *, against: str, n_boot: int = 2000,
-    seed: int = 0, level: float = 0.95,
+    probs: Mapping[str, Sequence[np.ndarray]],
+    labels: Sequence[np.ndarray],
+    *,
+    against: str,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
 ) -> dict[str, dict[str, dict]]:
     """Metric of method ``against`` minus metric of each other method, with percentile bootstrap intervals
     (bootstrap_draws, then Resampled.compare): {other: {metric: {"diff", "ci_low", "ci_high"}}} for routing_acc,

@@ -97,5 +97,13 @@ def score_predictions(probs: np.ndarray, labels: np.ndarray, route: np.ndarray |
     }
 
 
-__all__ = ["routing_accuracy", "hit_at_k", "correctness_accuracy", "roc_auc", "brier", "bce", "METRICS",
-           "score_predictions"]
+__all__ = [
+    "routing_accuracy",
+    "hit_at_k",
+    "correctness_accuracy",
+    "roc_auc",
+    "brier",
+    "bce",
+    "METRICS",
+    "score_predictions",
+]

@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-
 GRAD_CLIP = 1.0  # maximum global gradient norm of every optimiser step (a constant: no run ever set another)
 
 
@@ -117,8 +116,9 @@ class TrainConfig:
             ratios = (ratios,) if isinstance(ratios, (int, float)) else ratios
             object.__setattr__(self, name, tuple(float(r) for r in ratios))
             if not getattr(self, name) or min(getattr(self, name)) < 0:
-                raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must hold at least one noise ratio >= 0, "
-                                 "e.g. (2.0,).")
+                raise ValueError(
+                    f"TrainConfig: {name}={getattr(self, name)} must hold at least one noise ratio >= 0, e.g. (2.0,)."
+                )
         if self.latent_steps < 0:
             raise ValueError(f"TrainConfig: latent_steps={self.latent_steps} must be >= 0 (0 turns the warm-up off).")
         if not 1 <= self.enc_min <= self.enc_max:
@@ -126,13 +126,24 @@ class TrainConfig:
         if self.select_from_epoch < 0:
             raise ValueError(f"TrainConfig: select_from_epoch={self.select_from_epoch} must be >= 0.")
         if self.finetune_steps < 0 or min(self.finetune_noise) < 0:
-            raise ValueError(f"TrainConfig: finetune_steps={self.finetune_steps} and finetune_noise={self.finetune_noise} "
-                             "must be >= 0 (finetune_steps=0 turns the predictor fine-tuning off).")
+            raise ValueError(
+                f"TrainConfig: finetune_steps={self.finetune_steps} and finetune_noise={self.finetune_noise} "
+                "must be >= 0 (finetune_steps=0 turns the predictor fine-tuning off)."
+            )
         if self.val_models is not None and self.val_models < 1:
             raise ValueError(f"TrainConfig: val_models={self.val_models} must be >= 1 (None = every model).")
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"TrainConfig: max_steps={self.max_steps} must be >= 1 (None = no step bound).")
-        for name in ("epochs", "epoch_models", "predictor_step_cells", "batch_models", "draws", "dec_batch", "patience", "finetune_patience"):
+        for name in (
+            "epochs",
+            "epoch_models",
+            "predictor_step_cells",
+            "batch_models",
+            "draws",
+            "dec_batch",
+            "patience",
+            "finetune_patience",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig: {name}={getattr(self, name)} must be >= 1.")
         if self.noise_start < 0 or self.noise_end < 0:

@@ -17,10 +17,30 @@ from locus_model.model import Locus
 from locus_model.training.config import GRAD_CLIP, Stage, TrainConfig, epochs_to_run, noise_ratio
 from locus_model.training.inputs import Inputs, Latents, Selected, Validation, projected_noise, validate
 
-EPOCHS = Stage("epochs", frozenset({
-    "epochs", "max_steps", "epoch_models", "batch_models", "draws", "enc_min", "enc_max", "dec_batch", "lr_encoder",
-    "lr_predictor", "weight_decay", "noise_start", "noise_end", "noise_anneal_epochs", "patience", "select_from_epoch",
-    "ema_decay"}))
+EPOCHS = Stage(
+    "epochs",
+    frozenset(
+        {
+            "epochs",
+            "max_steps",
+            "epoch_models",
+            "batch_models",
+            "draws",
+            "enc_min",
+            "enc_max",
+            "dec_batch",
+            "lr_encoder",
+            "lr_predictor",
+            "weight_decay",
+            "noise_start",
+            "noise_end",
+            "noise_anneal_epochs",
+            "patience",
+            "select_from_epoch",
+            "ema_decay",
+        }
+    ),
+)
 # the weight of the encoder's squared error to the model's latent vector (relative to the latents' total variance),
 # beside the BCE through the frozen predictor, when the latent warm-up ran (a constant: no run ever set another)
 LATENT_WEIGHT = 1.0
@@ -57,8 +77,9 @@ def _pad(rows: list[np.ndarray], fill: float | int, dtype) -> tuple[np.ndarray, 
     return out, mask
 
 
-def _batch_loss(net: Locus, batch: np.ndarray, data: Inputs, latents: Latents | None, cfg: TrainConfig,
-                std: float) -> tuple[torch.Tensor, int]:
+def _batch_loss(
+    net: Locus, batch: np.ndarray, data: Inputs, latents: Latents | None, cfg: TrainConfig, std: float
+) -> tuple[torch.Tensor, int]:
     """BCE of one step (batch: model rows, each repeated cfg.draws times), plus the squared error to the warm-up's
     latents when there are some, and its number of decoder targets."""
     device = data.enc.device
@@ -100,8 +121,17 @@ def _ema_update(pairs: list[tuple[torch.Tensor, torch.Tensor]], decay: float, st
         avg.lerp_(cur, 1 - decay)
 
 
-def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: int, order: np.ndarray, data: Inputs,
-                 latents: Latents | None, cfg: TrainConfig, std: float) -> tuple[float, int]:
+def _train_epoch(
+    net: Locus,
+    opt: torch.optim.Optimizer,
+    ema_pairs: list,
+    step: int,
+    order: np.ndarray,
+    data: Inputs,
+    latents: Latents | None,
+    cfg: TrainConfig,
+    std: float,
+) -> tuple[float, int]:
     """One pass over the epoch's models (order) in mini-batches; (target-weighted mean train loss, optimiser steps
     so far)."""
     net.train()
@@ -121,8 +151,16 @@ def _train_epoch(net: Locus, opt: torch.optim.Optimizer, ema_pairs: list, step: 
     return float(np.average(losses, weights=weights)), step
 
 
-def train_epochs(net: Locus, data: Inputs, val: Validation, latents: Latents | None, cfg: TrainConfig, *,
-                 on_epoch: Callable[[dict], None] | None = None, progress: bool = False) -> tuple[Selected, Locus]:
+def train_epochs(
+    net: Locus,
+    data: Inputs,
+    val: Validation,
+    latents: Latents | None,
+    cfg: TrainConfig,
+    *,
+    on_epoch: Callable[[dict], None] | None = None,
+    progress: bool = False,
+) -> tuple[Selected, Locus]:
     """Train ``net`` end to end (its predictor frozen when the warm-up fitted it: latents given); validate the
     returned model (net itself, or with cfg.ema_decay a moving average of its weights) after every epoch and keep the
     best (the returned Selected holds its state, which the model has not loaded)."""
@@ -143,11 +181,19 @@ def train_epochs(net: Locus, data: Inputs, val: Validation, latents: Latents | N
     for epoch in bar:
         t0 = time.perf_counter()
         ratio = noise_ratio(epoch, cfg)
-        train_loss, step = _train_epoch(net, opt, ema_pairs, step, next(orders), data, latents, cfg,
-                                        data.noise_std(ratio))
+        train_loss, step = _train_epoch(
+            net, opt, ema_pairs, step, next(orders), data, latents, cfg, data.noise_std(ratio)
+        )
         val_loss, val_routing, val_correct = validate(model, data.enc, val)
-        row = {"epoch": epoch, "train_loss": train_loss, "val_loss": val_loss, "val_routing_acc": val_routing,
-               "val_correctness_acc": val_correct, "noise": ratio, "seconds": time.perf_counter() - t0}
+        row = {
+            "epoch": epoch,
+            "train_loss": train_loss,
+            "val_loss": val_loss,
+            "val_routing_acc": val_routing,
+            "val_correctness_acc": val_correct,
+            "noise": ratio,
+            "seconds": time.perf_counter() - t0,
+        }
         best.history.append(row)
         if epoch >= first_eligible:
             best.consider(row, model)

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from locus_model.stats.metrics import correctness_accuracy, routing_accuracy
 from locus_model.infer import default_max_tokens, distinct_queries, embed_batches, resolve_device
 from locus_model.model import Locus
+from locus_model.stats.metrics import correctness_accuracy, routing_accuracy
 from locus_model.training.config import Stage, TrainConfig
 
 # the preparation of the inputs (and the seed of torch's init and dropout, set beside it by train_branches)
@@ -100,8 +100,9 @@ class Selected:
             self.state = copy.deepcopy(model.state_dict())
 
 
-def prepare_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray, query_dim: int,
-                   cfg: TrainConfig) -> tuple[Inputs, Validation, np.ndarray]:
+def prepare_inputs(
+    encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray, query_dim: int, cfg: TrainConfig
+) -> tuple[Inputs, Validation, np.ndarray]:
     """The checked inputs on cfg.device, the validation cells and the train scores as float32 (M, Q): the
     validation subsets are the first draws of the seeded stream."""
     enc_np = np.asarray(encodings, dtype=np.float32)
@@ -112,14 +113,25 @@ def prepare_inputs(encodings: np.ndarray, train_scores: np.ndarray, val_scores: 
     rng = np.random.default_rng(cfg.seed)
     avail = [np.flatnonzero(~np.isnan(row)) for row in train_np]  # train cells per model
     val = build_validation(train_np, val_np, avail, cfg, rng, device)
-    data = Inputs(enc=torch.from_numpy(enc_np).to(device), scores=torch.from_numpy(np.nan_to_num(train_np)).to(device),
-                  avail=avail, mean_norm=float(np.linalg.norm(enc_np, axis=1).mean()), rng=rng,
-                  gen=torch.Generator(device=device).manual_seed(cfg.seed))
+    data = Inputs(
+        enc=torch.from_numpy(enc_np).to(device),
+        scores=torch.from_numpy(np.nan_to_num(train_np)).to(device),
+        avail=avail,
+        mean_norm=float(np.linalg.norm(enc_np, axis=1).mean()),
+        rng=rng,
+        gen=torch.Generator(device=device).manual_seed(cfg.seed),
+    )
     return data, val, train_np
 
 
-def build_validation(train_np: np.ndarray, val_np: np.ndarray, avail: list[np.ndarray], cfg: TrainConfig,
-                     rng: np.random.Generator, device: torch.device) -> Validation:
+def build_validation(
+    train_np: np.ndarray,
+    val_np: np.ndarray,
+    avail: list[np.ndarray],
+    cfg: TrainConfig,
+    rng: np.random.Generator,
+    device: torch.device,
+) -> Validation:
     """Each model's validation set: at most cfg.val_set_max of its train cells (a seeded subset), scored on its
     val cells; at most cfg.val_models models (a seeded subset)."""
     sets = []
@@ -133,8 +145,14 @@ def build_validation(train_np: np.ndarray, val_np: np.ndarray, avail: list[np.nd
         sets = [sets[r] for r in rows]
     cols = np.flatnonzero((~np.isnan(val_np[rows])).any(axis=0))
     labels = val_np[rows][:, cols]
-    return Validation(sets, torch.from_numpy(rows).to(device), torch.from_numpy(cols).to(device), labels,
-                      torch.from_numpy(~np.isnan(labels)).to(device), torch.from_numpy(np.nan_to_num(labels)).to(device))
+    return Validation(
+        sets,
+        torch.from_numpy(rows).to(device),
+        torch.from_numpy(cols).to(device),
+        labels,
+        torch.from_numpy(~np.isnan(labels)).to(device),
+        torch.from_numpy(np.nan_to_num(labels)).to(device),
+    )
 
 
 def projected_noise(
@@ -171,8 +189,9 @@ def val_logits(model: Locus, enc: torch.Tensor, val: Validation, z: torch.Tensor
 
 
 @torch.no_grad()
-def validate(model: Locus, enc: torch.Tensor, val: Validation,
-             z: torch.Tensor | None = None) -> tuple[float, float, float]:  # val loss, routing, correctness
+def validate(
+    model: Locus, enc: torch.Tensor, val: Validation, z: torch.Tensor | None = None
+) -> tuple[float, float, float]:  # val loss, routing, correctness
     logits = val_logits(model, enc, val, z)  # (M, Qv)
     loss = F.binary_cross_entropy_with_logits(logits[val.known], val.targets[val.known]).item()
     probs = torch.sigmoid(logits).cpu().numpy()

@@ -16,7 +16,6 @@ from locus_model.model import Locus
 from locus_model.training.config import GRAD_CLIP, Stage, TrainConfig
 from locus_model.training.inputs import Inputs, Latents, Validation, embed_sets, projected_noise, validate
 
-
 FINETUNE_EVERY = 10  # steps between validations of the predictor fine-tuning
 FINETUNE_MAX_COLUMNS = 2048  # train queries per predictor-only step (a random subset when there are more)
 FINETUNE_MAX_MODELS = 256  # models per predictor-only step (a random subset when there are more)
@@ -25,10 +24,14 @@ LATENT_LR = 1e-2  # Adam learning rate of the warm-up's free model vectors (a co
 # what both stages read: the predictor's optimiser, a step's cells and the patience (finetune_patience stops the
 # warm-up too, so configs that differ in it cannot share a warm-up: train.BRANCH_FIELDS)
 _PREDICTOR_STEPS = {"lr_predictor", "weight_decay", "predictor_step_cells", "finetune_patience"}
-LATENT_WARMUP = Stage("latent_warmup", frozenset({"latent_steps", "latent_noise", *_PREDICTOR_STEPS}),
-                      on=lambda cfg: cfg.latent_steps > 0)
-PREDICTOR_FINETUNING = Stage("predictor_finetuning", frozenset({"finetune_steps", "finetune_noise", *_PREDICTOR_STEPS}),
-                             on=lambda cfg: cfg.finetune_steps > 0)
+LATENT_WARMUP = Stage(
+    "latent_warmup", frozenset({"latent_steps", "latent_noise", *_PREDICTOR_STEPS}), on=lambda cfg: cfg.latent_steps > 0
+)
+PREDICTOR_FINETUNING = Stage(
+    "predictor_finetuning",
+    frozenset({"finetune_steps", "finetune_noise", *_PREDICTOR_STEPS}),
+    on=lambda cfg: cfg.finetune_steps > 0,
+)
 
 
 def step_columns(rows: int, step_cells: int) -> int:
@@ -58,14 +61,18 @@ def _predictor_batch(
     u = model.query_projection(enc_t[cols_t])  # (C, d)
     if std > 0:
         u = u + projected_noise(model.query_proj.weight, std, u.shape, gen)
-    rows_t = (slice(None) if len(z) <= FINETUNE_MAX_MODELS else
-              torch.from_numpy(np.sort(rng.choice(len(z), FINETUNE_MAX_MODELS, replace=False))).to(z.device))
+    rows_t = (
+        slice(None)
+        if len(z) <= FINETUNE_MAX_MODELS
+        else torch.from_numpy(np.sort(rng.choice(len(z), FINETUNE_MAX_MODELS, replace=False))).to(z.device)
+    )
     logits = model.predict_logits_projected(z[rows_t], u)  # (R, C)
     return logits, scores_t[rows_t][:, cols_t], known_t[rows_t][:, cols_t], rows_t
 
 
-def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
-                cfg: TrainConfig) -> tuple[dict, Latents]:
+def fit_latents(
+    net: Locus, data: Inputs, train_np: np.ndarray, val: Validation, cfg: TrainConfig
+) -> tuple[dict, Latents]:
     """The latent warm-up: net's predictor and one free vector per training model, fitted on the train cells
     (MAP, a N(0, I) prior on each vector) once per cfg.latent_noise ratio from the same initial predictor; the
     predictor of minimum val BCE over steps and ratios is loaded into net. Returns ({"noise", "step", "val_loss",
@@ -82,13 +89,18 @@ def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
             for p, p0 in zip(params, initial):
                 p.copy_(p0)
         z = torch.nn.Parameter(0.1 * torch.randn(len(train_np), net.config.d, generator=data.gen, device=device))
-        opt = torch.optim.AdamW([{"params": params, "lr": cfg.lr_predictor, "weight_decay": cfg.weight_decay},
-                                 {"params": [z], "lr": LATENT_LR, "weight_decay": 0.0}])
+        opt = torch.optim.AdamW(
+            [
+                {"params": params, "lr": cfg.lr_predictor, "weight_decay": cfg.weight_decay},
+                {"params": [z], "lr": LATENT_LR, "weight_decay": 0.0},
+            ]
+        )
         std, ratio_best, ratio_step = data.noise_std(ratio), math.inf, 0
         for step in range(1, cfg.latent_steps + 1):
             net.train()
-            logits, targets, mask, rows_t = _predictor_batch(net, z, data.enc, data.scores, known_t, cols_all,
-                                                             cfg.predictor_step_cells, std, data.gen, data.rng)
+            logits, targets, mask, rows_t = _predictor_batch(
+                net, z, data.enc, data.scores, known_t, cols_all, cfg.predictor_step_cells, std, data.gen, data.rng
+            )
             bce = F.binary_cross_entropy_with_logits(logits[mask], targets[mask], reduction="sum")
             loss = (bce + 0.5 * z[rows_t].pow(2).sum()) / mask.sum().clamp(min=1)
             opt.zero_grad(set_to_none=True)
@@ -100,8 +112,13 @@ def fit_latents(net: Locus, data: Inputs, train_np: np.ndarray, val: Validation,
                 if current < ratio_best:
                     ratio_best, ratio_step = current, step
                     if current < best["val_loss"]:
-                        best = {"val_loss": current, "noise": ratio, "step": step, "latents": z.detach().clone(),
-                                "predictor": [p.detach().clone() for p in params]}
+                        best = {
+                            "val_loss": current,
+                            "noise": ratio,
+                            "step": step,
+                            "latents": z.detach().clone(),
+                            "predictor": [p.detach().clone() for p in params],
+                        }
                 elif step - ratio_step >= cfg.finetune_patience:
                     break
         steps_run[f"{ratio:g}"] = step
@@ -121,8 +138,16 @@ def finetune_predictor(model: Locus, train_np: np.ndarray, data: Inputs, val: Va
     for ratio in cfg.finetune_noise:
         model.load_state_dict(selected)
         info = _finetune_run(
-            model, z_all, data.enc, data.scores, known_t, lambda: validate(model, data.enc, val, z_all[val.rows]), cfg=cfg,
-            std=data.noise_std(ratio), gen=data.gen, rng=data.rng,
+            model,
+            z_all,
+            data.enc,
+            data.scores,
+            known_t,
+            lambda: validate(model, data.enc, val, z_all[val.rows]),
+            cfg=cfg,
+            std=data.noise_std(ratio),
+            gen=data.gen,
+            rng=data.rng,
         )
         by_noise[f"val_loss_at_noise_{ratio:g}"] = info["val_loss_after"]
         if kept_state is None or info["val_loss_after"] < finetune["val_loss_after"]:
@@ -153,8 +178,9 @@ def _finetune_run(
     best_step, best_state = 0, copy.deepcopy(model.state_dict())
     for step in range(1, cfg.finetune_steps + 1):
         model.train()
-        logits, targets, mask, _ = _predictor_batch(model, z, enc_t, scores_t, known_t, cols_all,
-                                                    cfg.predictor_step_cells, std, gen, rng)
+        logits, targets, mask, _ = _predictor_batch(
+            model, z, enc_t, scores_t, known_t, cols_all, cfg.predictor_step_cells, std, gen, rng
+        )
         loss = F.binary_cross_entropy_with_logits(logits[mask], targets[mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -168,5 +194,10 @@ def _finetune_run(
                 break
     model.load_state_dict(best_state)
     routing = validate()[1]  # unchanged by the calibration after
-    return {"step": best_step, "steps_run": step, "val_loss_before": before, "val_loss_after": best,
-            "val_routing_acc": routing}
+    return {
+        "step": best_step,
+        "steps_run": step,
+        "val_loss_before": before,
+        "val_loss_after": best,
+        "val_routing_acc": routing,
+    }

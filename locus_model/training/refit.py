@@ -53,8 +53,9 @@ def _r2(z: torch.Tensor, target: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def refit_output(model: Locus, train_np, data: Inputs, val: Validation, latents: Latents | None,
-                 cfg: TrainConfig) -> dict:
+def refit_output(
+    model: Locus, train_np, data: Inputs, val: Validation, latents: Latents | None, cfg: TrainConfig
+) -> dict:
     """Solve model.out by ridge onto the warm-up's latents for each of cfg.refit_alphas; keep the lowest val BCE (the
     trained layer included). A pool of fewer than MODELS_PER_WEIGHT * (d + 1) training models is left as trained
     ({"alpha": None, "skipped": why}). Returns {"alpha" (None = kept as trained), "val_loss_before", "val_loss_after",
@@ -63,15 +64,22 @@ def refit_output(model: Locus, train_np, data: Inputs, val: Validation, latents:
         return {"alpha": None, "skipped": "no latent warm-up (latent_steps=0): the refit's targets are its vectors"}
     needed = MODELS_PER_WEIGHT * (model.config.d + 1)
     if len(data.avail) < needed:
-        return {"alpha": None, "skipped": f"{len(data.avail)} training models, fewer than {needed} "
-                f"({MODELS_PER_WEIGHT} per weight of the {model.config.d}+1 of one output)"}
+        return {
+            "alpha": None,
+            "skipped": f"{len(data.avail)} training models, fewer than {needed} "
+            f"({MODELS_PER_WEIGHT} per weight of the {model.config.d}+1 of one output)",
+        }
     sets = [(idx, train_np[m, idx]) for m, idx in enumerate(data.avail)]
     h = pooled_features(model, data.enc, sets)
     h_val = pooled_features(model, data.enc, val.sets)
     trained = (model.out.weight.clone(), model.out.bias.clone())
     before = validate(model, data.enc, val, model.out(h_val))[0]
-    info = {"alpha": None, "val_loss_before": before, "val_loss_after": before,
-            "latent_r2_before": _r2(model.out(h), latents.vectors)}
+    info = {
+        "alpha": None,
+        "val_loss_before": before,
+        "val_loss_after": before,
+        "latent_r2_before": _r2(model.out(h), latents.vectors),
+    }
     best = trained
     for alpha in cfg.refit_alphas:
         w, b = ridge(h, latents.vectors, alpha)

@@ -34,7 +34,6 @@ from locus_model.training.inputs import INPUTS, prepare_inputs
 from locus_model.training.predictor import LATENT_WARMUP, PREDICTOR_FINETUNING, finetune_predictor, fit_latents
 from locus_model.training.refit import OUTPUT_REFIT, refit_output
 
-
 ROUTER = Stage("router", frozenset())  # the query groups and the blend (locus_model.router.fit_router): no field
 
 
@@ -68,7 +67,8 @@ STAGES = tuple(s.name for s in (LATENT_WARMUP, EPOCHS, *BRANCH_STAGES))  # Train
 # the fields branches of train_branches may differ in: read after the selection and by no shared stage (derived from
 # the stages' declarations, so a field a shared stage reads -- finetune_patience: the warm-up's patience too -- is not)
 BRANCH_FIELDS = frozenset().union(*(s.reads for s in BRANCH_STAGES)) - frozenset().union(
-    *(s.reads for s in SHARED_STAGES))
+    *(s.reads for s in SHARED_STAGES)
+)
 
 
 def train_locus(
@@ -91,8 +91,17 @@ def train_locus(
     seconds} after every epoch; on_stage a line when each later stage starts and ends (without it, progress prints
     them). Seeds torch inside a forked RNG, so the caller's global RNG is untouched.
     """
-    return train_branches(encodings, train_scores, val_scores, model_config=model_config, benchmarks=benchmarks,
-                          train_configs=[train_config], on_epoch=on_epoch, on_stage=on_stage, progress=progress)[0]
+    return train_branches(
+        encodings,
+        train_scores,
+        val_scores,
+        model_config=model_config,
+        benchmarks=benchmarks,
+        train_configs=[train_config],
+        on_epoch=on_epoch,
+        on_stage=on_stage,
+        progress=progress,
+    )[0]
 
 
 def train_branches(
@@ -112,11 +121,16 @@ def train_branches(
     the same random state, so each result is the one train_locus gives for that config alone."""
     cfg = train_configs[0]
     for other in train_configs[1:]:
-        differ = [f.name for f in fields(TrainConfig)
-                  if getattr(cfg, f.name) != getattr(other, f.name) and f.name not in BRANCH_FIELDS]
+        differ = [
+            f.name
+            for f in fields(TrainConfig)
+            if getattr(cfg, f.name) != getattr(other, f.name) and f.name not in BRANCH_FIELDS
+        ]
         if differ:
-            raise ValueError(f"train_branches: the configs differ in {differ}, which the shared stages read; only "
-                             f"{sorted(BRANCH_FIELDS)} may differ between branches (train them apart otherwise).")
+            raise ValueError(
+                f"train_branches: the configs differ in {differ}, which the shared stages read; only "
+                f"{sorted(BRANCH_FIELDS)} may differ between branches (train them apart otherwise)."
+            )
     data, val, train_np = prepare_inputs(encodings, train_scores, val_scores, model_config.query_dim, cfg)
     device = data.enc.device
     say = on_stage or (_print if progress else _silent)
@@ -126,11 +140,20 @@ def train_branches(
         net = Locus(model_config).to(device)  # the weights the optimiser moves
         shared: dict[str, float] = {}
         latent, latents = _timed(say, shared, LATENT_WARMUP, cfg, fit_latents, net, data, train_np, val) or ({}, None)
-        best, model = _timed(say, shared, EPOCHS, cfg, lambda c: train_epochs(net, data, val, latents, c,
-                                                                               on_epoch=on_epoch, progress=progress))
+        best, model = _timed(
+            say,
+            shared,
+            EPOCHS,
+            cfg,
+            lambda c: train_epochs(net, data, val, latents, c, on_epoch=on_epoch, progress=progress),
+        )
         cuda = device.type == "cuda"
-        states = (torch.get_rng_state(), data.gen.get_state(), copy.deepcopy(data.rng.bit_generator.state),
-                  torch.cuda.get_rng_state(device) if cuda else None)
+        states = (
+            torch.get_rng_state(),
+            data.gen.get_state(),
+            copy.deepcopy(data.rng.bit_generator.state),
+            torch.cuda.get_rng_state(device) if cuda else None,
+        )
         for branch in train_configs:
             torch.set_rng_state(states[0])
             if cuda:
@@ -141,20 +164,42 @@ def train_branches(
             kept.load_state_dict(best.state)
             seconds = dict(shared)
             refit = _timed(say, seconds, OUTPUT_REFIT, branch, refit_output, kept, train_np, data, val, latents) or {}
-            finetune = _timed(say, seconds, PREDICTOR_FINETUNING, branch, finetune_predictor, kept, train_np, data,
-                              val) or {}
+            finetune = (
+                _timed(say, seconds, PREDICTOR_FINETUNING, branch, finetune_predictor, kept, train_np, data, val) or {}
+            )
             kept.eval()
-            router, embeddings = _timed(say, seconds, ROUTER, branch, lambda c: fit_router(
-                kept, encodings, train_np, val_scores, benchmarks, device=str(device)))
+            router, embeddings = _timed(
+                say,
+                seconds,
+                ROUTER,
+                branch,
+                lambda c: fit_router(kept, encodings, train_np, val_scores, benchmarks, device=str(device)),
+            )
             router.model.cpu()
-            results.append(TrainResult(router=router, embeddings=embeddings, history=best.history,
-                                       best_epoch=best.epoch, best_metrics=best.metrics, finetune=finetune,
-                                       latent=latent, refit=refit, seconds=seconds))
+            results.append(
+                TrainResult(
+                    router=router,
+                    embeddings=embeddings,
+                    history=best.history,
+                    best_epoch=best.epoch,
+                    best_metrics=best.metrics,
+                    finetune=finetune,
+                    latent=latent,
+                    refit=refit,
+                    seconds=seconds,
+                )
+            )
     return results
 
 
-def _timed(say: Callable[[str], None], seconds: dict[str, float], stage: Stage, cfg: TrainConfig,
-           run: Callable[..., Any], *args) -> Any:
+def _timed(
+    say: Callable[[str], None],
+    seconds: dict[str, float],
+    stage: Stage,
+    cfg: TrainConfig,
+    run: Callable[..., Any],
+    *args,
+) -> Any:
     """run(*args, cfg) when cfg turns the stage on, its wall seconds into seconds[stage.name]; None when off. Says
     when a stage after the epochs starts and ends (the epochs report themselves)."""
     if not stage.on(cfg):

@@ -24,7 +24,7 @@ onboarding_job = dg.define_asset_job(
     partitions_def=onboarded_models,
     executor_def=dg.in_process_executor,  # three small steps: no second process to start (saves seconds per model)
     description="Onboard one model (partition = its key) from an accepted file: record its evaluations, embed it by one "
-                "forward pass of the pool's checkpoint into the pool, show its nearest models.",
+    "forward pass of the pool's checkpoint into the pool, show its nearest models.",
 )
 
 reports_refresh_job = dg.define_asset_job(
@@ -39,6 +39,6 @@ pool_removal_job = dg.define_asset_job(
     executor_def=dg.in_process_executor,
     config={"ops": {"model_embeddings": {"config": {"remove_model": ""}}}},
     description="Remove one onboarded model from the pool (launchpad: ops.model_embeddings.config.remove_model = its "
-                "name; or `locus pool remove NAME`). Its evaluations stay in incoming/accepted/ and onboarded/removed/; "
-                "the reports refresh follows, and `locus serve` stops routing to it at its next reload.",
+    "name; or `locus pool remove NAME`). Its evaluations stay in incoming/accepted/ and onboarded/removed/; "
+    "the reports refresh follows, and `locus serve` stops routing to it at its next reload.",
 )

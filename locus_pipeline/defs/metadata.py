@@ -11,7 +11,6 @@ from PIL import Image
 from locus_model.markdown import escape_markdown
 from locus_model.pool_schema import POOL_SCHEMA, column_doc
 
-
 OWNERS = ["team:locus"]
 
 
@@ -26,7 +25,10 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "model_version": ("string", "its version of the registered model `locus`"),
         "best_epoch": ("int", "the selected epoch: the lowest validation BCE (ties: higher routing accuracy)"),
         "best_metrics": ("json", "validation figures at the selected epoch, before the predictor fine-tuning"),
-        "kept_metrics": ("json", "the saved checkpoint's figures (after the fine-tuning): the metadata floats and MLflow selected/..."),
+        "kept_metrics": (
+            "json",
+            "the saved checkpoint's figures (after the fine-tuning): the metadata floats and MLflow selected/...",
+        ),
         "device": ("string", "torch device it was trained on"),
     },
     "onboarded_model_embedding": {
@@ -51,20 +53,34 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
 def _column_type(series: pd.Series) -> str:
     """A readable type: the dtype, or for object columns the kind of their values (string, list, json)."""
     if series.dtype != object:
-        return {"int64": "int", "float64": "float", "float32": "float", "bool": "bool"}.get(str(series.dtype), str(series.dtype))
+        return {"int64": "int", "float64": "float", "float32": "float", "bool": "bool"}.get(
+            str(series.dtype), str(series.dtype)
+        )
     value = next((v for v in series if v is not None), None)
-    return ("string" if isinstance(value, str) else "list" if hasattr(value, "__len__") and not isinstance(value, dict)
-            else "json" if isinstance(value, dict) else "object")
+    return (
+        "string"
+        if isinstance(value, str)
+        else "list"
+        if hasattr(value, "__len__") and not isinstance(value, dict)
+        else "json"
+        if isinstance(value, dict)
+        else "object"
+    )
 
 
 def table_schema(frame: pd.DataFrame, docs: dict[str, tuple[str, str]] | None = None) -> dg.TableSchema:
     """A frame's columns as a Dagster table schema: type and meaning from ``docs`` where given, else the values' type."""
     docs = docs or {}
-    return dg.TableSchema(columns=[
-        dg.TableColumn(name=str(c), type=docs.get(str(c), (_column_type(frame[c]), ""))[0],
-                       description=docs.get(str(c), ("", None))[1] or None)
-        for c in frame.columns
-    ])
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=str(c),
+                type=docs.get(str(c), (_column_type(frame[c]), ""))[0],
+                description=docs.get(str(c), ("", None))[1] or None,
+            )
+            for c in frame.columns
+        ]
+    )
 
 
 def home_path(home, path) -> dg.PathMetadataValue:
@@ -83,10 +99,12 @@ def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> st
 
     def flush() -> None:
         rows = block[2:]  # header and separator first
-        out.extend(block[:2 + max_rows])
+        out.extend(block[: 2 + max_rows])
         if len(rows) > max_rows:
-            out.append(f"\n*... {len(rows) - max_rows} more rows: the full table is the asset's output "
-                       f"(`warehouse/{name}.parquet`) and `reports/{name}.md`.*")
+            out.append(
+                f"\n*... {len(rows) - max_rows} more rows: the full table is the asset's output "
+                f"(`warehouse/{name}.parquet`) and `reports/{name}.md`.*"
+            )
         block.clear()
 
     for line in markdown.splitlines():
@@ -103,8 +121,9 @@ def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> st
 
 def pool_schema() -> dg.TableSchema:
     """The pool table's schema (locus_model.pool_schema.POOL_SCHEMA: Arrow types as written), known before any materialization."""
-    return dg.TableSchema(columns=[dg.TableColumn(name=f.name, type=str(f.type), description=column_doc(f.name))
-                                   for f in POOL_SCHEMA])
+    return dg.TableSchema(
+        columns=[dg.TableColumn(name=f.name, type=str(f.type), description=column_doc(f.name)) for f in POOL_SCHEMA]
+    )
 
 
 TEXT_SHOWN = 60  # characters of a text metadata value the UI's metadata table shows uncut; longer ones go as markdown
@@ -179,4 +198,3 @@ def png_markdown(path: Path) -> str:
     """A PNG embedded as a markdown image (data URI), so a markdown viewer shows it inline."""
     data = base64.b64encode(Path(path).read_bytes()).decode()
     return f"![{Path(path).stem}](data:image/png;base64,{data})"
-

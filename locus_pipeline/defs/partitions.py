@@ -44,8 +44,12 @@ def run_model_keys(instance: dg.DagsterInstance, tags: Mapping[str, str]) -> lis
     ends = [tags[RANGE_START_TAG], tags[RANGE_END_TAG]]
     missing = [key for key in ends if key not in keys]
     if missing:
-        raise dg.Failure(description=f"the run's partition range {ends[0]}...{ends[1]} names {', '.join(missing)}, "
-                                     f"no longer a partition of {onboarded_models.name} (a model removed since)",
-                         metadata={"how_to_fix": "launch the run again for the models still to onboard (drop their "
-                                                 "file again, or pick their partitions in the UI)"})
-    return keys[keys.index(ends[0]):keys.index(ends[1]) + 1]
+        raise dg.Failure(
+            description=f"the run's partition range {ends[0]}...{ends[1]} names {', '.join(missing)}, "
+            f"no longer a partition of {onboarded_models.name} (a model removed since)",
+            metadata={
+                "how_to_fix": "launch the run again for the models still to onboard (drop their "
+                "file again, or pick their partitions in the UI)"
+            },
+        )
+    return keys[keys.index(ends[0]) : keys.index(ends[1]) + 1]

@@ -1,6 +1,5 @@
 """Resources, bound in one place: LOCUS_HOME (storage), the warehouse IO manager, query encoder, MLflow."""
 
-
 import dataclasses
 import os
 import sqlite3
@@ -31,11 +30,18 @@ class WarehouseIOManager(dg.ConfigurableIOManager):
 
     def handle_output(self, context: dg.OutputContext, obj: pd.DataFrame) -> None:
         if not isinstance(obj, pd.DataFrame):
-            raise TypeError(f"asset {context.asset_key.to_user_string()} must return a pandas DataFrame, got {type(obj)}")
+            raise TypeError(
+                f"asset {context.asset_key.to_user_string()} must return a pandas DataFrame, got {type(obj)}"
+            )
         path = self.home.write_table(context.asset_key.to_user_string(), obj, partition=self._partition(context))
         self.home.upload_changes()  # a remote home: the reports and run files the asset wrote go to the bucket too
-        context.add_output_metadata({"path": home_path(self.home, path), "dagster/row_count": len(obj),
-                                     "dagster/column_schema": table_schema(obj, COLUMN_DOCS.get(context.asset_key.to_user_string()))})
+        context.add_output_metadata(
+            {
+                "path": home_path(self.home, path),
+                "dagster/row_count": len(obj),
+                "dagster/column_schema": table_schema(obj, COLUMN_DOCS.get(context.asset_key.to_user_string())),
+            }
+        )
 
     def load_input(self, context: dg.InputContext) -> pd.DataFrame:
         return self.home.read_table(context.asset_key.to_user_string(), partition=self._partition(context))
@@ -46,17 +52,26 @@ class QueryEncoder(dg.ConfigurableResource):
     loads once per process, encodings are cached under LOCUS_HOME/encodings/<encoder>/<runtime>/."""
 
     home: LocusHome
-    runtime: str = Field(default="", description=f"Encoder runtime: one of {', '.join(RUNTIMES)} (torch = "
-                         f"sentence-transformers fp32, the reference); empty = the encoder's default ({DEFAULT_RUNTIME} "
-                         "for all-MiniLM-L6-v2, torch for all-mpnet-base-v2). Recorded in the checkpoint.")
+    runtime: str = Field(
+        default="",
+        description=f"Encoder runtime: one of {', '.join(RUNTIMES)} (torch = "
+        f"sentence-transformers fp32, the reference); empty = the encoder's default ({DEFAULT_RUNTIME} "
+        "for all-MiniLM-L6-v2, torch for all-mpnet-base-v2). Recorded in the checkpoint.",
+    )
     device: str = Field(default="cpu", description="torch device for the sentence encoder (runtime torch only).")
     batch_size: int = Field(default=64, description="Sentences per encoder batch.")
     threads: int = Field(default=0, description="CPU threads of the encoder; 0 = torch's default.")
 
     def encode(self, texts: list[str], encoder: str, progress: bool = True) -> tuple[np.ndarray, Any]:
         return encode_queries_with_summary(
-            texts, encoder=encoder, runtime=self.runtime or None, cache_dir=self.home.encoding_cache(encoder),
-            batch_size=self.batch_size, progress=progress, device=self.device, threads=self.threads or None,
+            texts,
+            encoder=encoder,
+            runtime=self.runtime or None,
+            cache_dir=self.home.encoding_cache(encoder),
+            batch_size=self.batch_size,
+            progress=progress,
+            device=self.device,
+            threads=self.threads or None,
         )
 
 
@@ -75,12 +90,21 @@ def ui_urls(home: LocusHome, ui_url: str = "", dagster_url: str = "") -> tuple[s
     process started in another shell links to them too); else 127.0.0.1:5000 and :3000."""
     configured = home.ui_config()
     server = _default_tracking_uri()
-    mlflow = (ui_url or os.environ.get("LOCUS_MLFLOW_URL") or server
-              or (f"http://127.0.0.1:{os.environ['MLFLOW_PORT']}" if os.environ.get("MLFLOW_PORT") else "")
-              or configured.get("mlflow_url") or "http://127.0.0.1:5000")
-    dagster = (dagster_url or os.environ.get("LOCUS_DAGSTER_URL")
-               or (f"http://127.0.0.1:{os.environ['DAGSTER_PORT']}" if os.environ.get("DAGSTER_PORT") else "")
-               or configured.get("dagster_url") or "http://127.0.0.1:3000")
+    mlflow = (
+        ui_url
+        or os.environ.get("LOCUS_MLFLOW_URL")
+        or server
+        or (f"http://127.0.0.1:{os.environ['MLFLOW_PORT']}" if os.environ.get("MLFLOW_PORT") else "")
+        or configured.get("mlflow_url")
+        or "http://127.0.0.1:5000"
+    )
+    dagster = (
+        dagster_url
+        or os.environ.get("LOCUS_DAGSTER_URL")
+        or (f"http://127.0.0.1:{os.environ['DAGSTER_PORT']}" if os.environ.get("DAGSTER_PORT") else "")
+        or configured.get("dagster_url")
+        or "http://127.0.0.1:3000"
+    )
     return mlflow.rstrip("/"), dagster.rstrip("/")
 
 
@@ -97,17 +121,23 @@ class MlflowTracking(dg.ConfigurableResource):
     database and artifact store, e.g. Postgres and S3: docs/deploy.md)."""
 
     home: LocusHome
-    tracking_uri: str = Field(default_factory=_default_tracking_uri,
-                              description="MLflow tracking server (http://...); default $MLFLOW_TRACKING_URI if it is one; empty = "
-                                          "sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.")
+    tracking_uri: str = Field(
+        default_factory=_default_tracking_uri,
+        description="MLflow tracking server (http://...); default $MLFLOW_TRACKING_URI if it is one; empty = "
+        "sqlite:///<LOCUS_HOME>/mlflow/mlflow.db.",
+    )
     experiment: str = Field(default="locus", description="MLflow experiment for training runs.")
     registered_model: str = Field(default="locus", description="Registered model name for checkpoints.")
-    ui_url: str = Field(default="",
-                        description="MLflow UI base URL for links in Dagster; empty = $LOCUS_MLFLOW_URL, else "
-                                    "http://127.0.0.1:$MLFLOW_PORT, else the home's ui.json (make dev's ports), else :5000.")
-    dagster_url: str = Field(default="",
-                             description="Dagster UI base URL for the links back from MLflow; empty = $LOCUS_DAGSTER_URL, "
-                                         "else http://127.0.0.1:$DAGSTER_PORT, else the home's ui.json, else :3000.")
+    ui_url: str = Field(
+        default="",
+        description="MLflow UI base URL for links in Dagster; empty = $LOCUS_MLFLOW_URL, else "
+        "http://127.0.0.1:$MLFLOW_PORT, else the home's ui.json (make dev's ports), else :5000.",
+    )
+    dagster_url: str = Field(
+        default="",
+        description="Dagster UI base URL for the links back from MLflow; empty = $LOCUS_DAGSTER_URL, "
+        "else http://127.0.0.1:$DAGSTER_PORT, else the home's ui.json, else :3000.",
+    )
 
     @property
     def mlflow_ui_url(self) -> str:
@@ -122,8 +152,10 @@ class MlflowTracking(dg.ConfigurableResource):
     @property
     def db_path(self) -> Path:
         if self.home.remote and not self.tracking_uri:
-            raise ValueError(f"LOCUS_HOME={self.home.location} is in object storage, where MLflow cannot keep an sqlite "
-                             "database. How to fix: set MLFLOW_TRACKING_URI to an MLflow server (docs/deploy.md)")
+            raise ValueError(
+                f"LOCUS_HOME={self.home.location} is in object storage, where MLflow cannot keep an sqlite "
+                "database. How to fix: set MLFLOW_TRACKING_URI to an MLflow server (docs/deploy.md)"
+            )
         return self.home.dir("mlflow") / "mlflow.db"
 
     @property
@@ -156,15 +188,25 @@ class MlflowTracking(dg.ConfigurableResource):
             if "experiments" not in tables:
                 return 0
             for (location,) in db.execute("select artifact_location from experiments").fetchall():
-                old = location.split("/mlflow/artifacts")[0] + "/mlflow/artifacts" if "/mlflow/artifacts" in location else None
+                old = (
+                    location.split("/mlflow/artifacts")[0] + "/mlflow/artifacts"
+                    if "/mlflow/artifacts" in location
+                    else None
+                )
                 if old is None or old == new:
                     continue
-                for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri"),
-                                      ("model_versions", "source"), ("model_versions", "storage_location"),
-                                      ("logged_models", "artifact_location")):  # the pyfunc of each version
+                for table, column in (
+                    ("experiments", "artifact_location"),
+                    ("runs", "artifact_uri"),
+                    ("model_versions", "source"),
+                    ("model_versions", "storage_location"),
+                    ("logged_models", "artifact_location"),
+                ):  # the pyfunc of each version
                     if table in tables and column in {c[1] for c in db.execute(f"pragma table_info({table})")}:
-                        cur = db.execute(f"update {table} set {column} = ? || substr({column}, ?) where substr({column}, 1, ?) = ?",
-                                         (new, len(old) + 1, len(old), old))
+                        cur = db.execute(
+                            f"update {table} set {column} = ? || substr({column}, ?) where substr({column}, 1, ?) = ?",
+                            (new, len(old) + 1, len(old), old),
+                        )
                         changed += cur.rowcount
         return changed
 
@@ -197,8 +239,12 @@ class MlflowTracking(dg.ConfigurableResource):
         runs = list(_all_pages(lambda token: client.search_runs(experiments, max_results=1000, page_token=token)))
         versions = list(_all_pages(lambda token: client.search_model_versions(page_token=token)))
         new = self.dagster_ui_url
-        old_bases = {url.rsplit("/runs/", 1)[0] for url in [r.data.tags.get("dagster.run_url") for r in runs]
-                     + [v.tags.get("dagster.run_url") for v in versions] if url and "/runs/" in url} - {new}
+        old_bases = {
+            url.rsplit("/runs/", 1)[0]
+            for url in [r.data.tags.get("dagster.run_url") for r in runs]
+            + [v.tags.get("dagster.run_url") for v in versions]
+            if url and "/runs/" in url
+        } - {new}
 
         def relinked(text: str) -> str:
             for old in sorted(old_bases):
@@ -241,8 +287,9 @@ class MlflowTracking(dg.ConfigurableResource):
         with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
             yield run
 
-    def register_version(self, logged: Any, *, run_id: str, alias: str, description: str, tags: dict[str, str],
-                         version_description: str) -> str:
+    def register_version(
+        self, logged: Any, *, run_id: str, alias: str, description: str, tags: dict[str, str], version_description: str
+    ) -> str:
         """A new version of ``registered_model`` from a logged model (created, with ``description``, on first
         use), pointed to by ``alias``; returns the version number."""
         # why: mlflow (seconds to import) loads when a run logs, not with the code location
@@ -253,8 +300,14 @@ class MlflowTracking(dg.ConfigurableResource):
             client.create_registered_model(self.registered_model, description=description)
         elif not client.get_registered_model(self.registered_model).description:
             client.update_registered_model(self.registered_model, description=description)
-        version = client.create_model_version(self.registered_model, source=logged.model_uri, model_id=logged.model_id,
-                                              run_id=run_id, tags=tags, description=version_description)
+        version = client.create_model_version(
+            self.registered_model,
+            source=logged.model_uri,
+            model_id=logged.model_id,
+            run_id=run_id,
+            tags=tags,
+            description=version_description,
+        )
         client.set_registered_model_alias(self.registered_model, alias, version.version)
         return str(version.version)
 
@@ -331,25 +384,39 @@ class DropFolderIntake(dg.ConfigurableResource):
     """What one drop into LOCUS_HOME/incoming/ may declare (docs/onboarding.md, Limits): past either limit the drop is
     rejected with the limit in its reason, its size read from the file system before anything is hashed or read."""
 
-    max_bytes: int = Field(default=16 << 30, description="Bytes of one drop (a file's size as the file system gives "
-                                                          "it, a sparse file's holes included; a folder: its files' sum).")
+    max_bytes: int = Field(
+        default=16 << 30,
+        description="Bytes of one drop (a file's size as the file system gives "
+        "it, a sparse file's holes included; a folder: its files' sum).",
+    )
     max_models: int = Field(default=1_000, description="Models in one drop (each becomes a pool row and a partition).")
-    max_rows: int = Field(default=5_000_000, description="Evaluation rows of one drop, counted as it is read (a Parquet "
-                                                          "file's from its footer); ~270 bytes of memory each.")
+    max_rows: int = Field(
+        default=5_000_000,
+        description="Evaluation rows of one drop, counted as it is read (a Parquet "
+        "file's from its footer); ~270 bytes of memory each.",
+    )
 
     def limits(self):
         # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
         from locus_pipeline.intake import IntakeLimits
         from locus_pipeline.intake.accept import DROP_LIMITS
 
-        return IntakeLimits(max_bytes=self.max_bytes, max_models=self.max_models,
-                            read=dataclasses.replace(DROP_LIMITS, max_rows=self.max_rows))
+        return IntakeLimits(
+            max_bytes=self.max_bytes,
+            max_models=self.max_models,
+            read=dataclasses.replace(DROP_LIMITS, max_rows=self.max_rows),
+        )
 
 
 def resources_for(home: LocusHome) -> dict[str, Any]:
     """Every resource, bound to ``home`` (a run in this process on a home other than $LOCUS_HOME: locus onboard)."""
-    return {"home": home, "io_manager": WarehouseIOManager(home=home), "query_encoder": QueryEncoder(home=home),
-            "mlflow": MlflowTracking(home=home), "intake": DropFolderIntake()}
+    return {
+        "home": home,
+        "io_manager": WarehouseIOManager(home=home),
+        "query_encoder": QueryEncoder(home=home),
+        "mlflow": MlflowTracking(home=home),
+        "intake": DropFolderIntake(),
+    }
 
 
 @dg.definitions

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from locus_model.data.contract import safe_model_key
 from locus_pipeline.defs.assets import traffic
 from locus_pipeline.defs.checks import REJECTION_CHECK
 from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, pool_removal_job, reports_refresh_job
-from locus_model.data.contract import safe_model_key
 from locus_pipeline.defs.partitions import key_ranges, onboarded_models, range_tags, traffic_models
 from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
@@ -45,7 +45,14 @@ def lane_tags(models: int) -> dict[str, str]:
     """The queue tags of an onboarding run of ``models`` models: its lane and its priority (higher is dequeued first)."""
     small = models <= SMALL_DROP_MODELS
     return {DROP_SIZE_TAG: "small" if small else "large", "dagster/priority": "1" if small else "0"}
-ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
+
+
+ACTIVE = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
 
 
 def run_requests_for(manifest, known: Sequence[str] = ()) -> tuple[list[dg.RunRequest], list[str]]:
@@ -63,10 +70,14 @@ def run_requests_for(manifest, known: Sequence[str] = ()) -> tuple[list[dg.RunRe
     new = [key for key in keys if key not in seen]
     ranges = key_ranges(keys, [*known, *new])
     tags = {"locus/accepted_file": manifest.stem[:255], "locus/sha256": manifest.sha256[:16], **lane_tags(len(keys))}
-    requests = [dg.RunRequest(run_key=manifest.sha256 if len(ranges) == 1 else f"{manifest.sha256}:{first}..{last}",
-                              run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": manifest.stem}}}},
-                              tags={**tags, **range_tags(first, last)})
-                for first, last in ranges]
+    requests = [
+        dg.RunRequest(
+            run_key=manifest.sha256 if len(ranges) == 1 else f"{manifest.sha256}:{first}..{last}",
+            run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": manifest.stem}}}},
+            tags={**tags, **range_tags(first, last)},
+        )
+        for first, last in ranges
+    ]
     return requests, new
 
 
@@ -84,21 +95,29 @@ def coalesced_requests(manifests, known: Sequence[str] = ()) -> tuple[list[dg.Ru
         r, n = run_requests_for(manifest, [*known, *new])
         requests, new = requests + r, new + n
     if small:
-        (first, last), = key_ranges(keys, [*known, *new, *keys])
+        ((first, last),) = key_ranges(keys, [*known, *new, *keys])
         stems = [m.stem for m in small]
-        requests.append(dg.RunRequest(
-            run_key=hashlib.sha256("+".join(m.sha256 for m in small).encode()).hexdigest(),
-            run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_files": stems}}}},
-            tags={"locus/accepted_file": f"{stems[0]} and {len(stems) - 1} more"[:255], "locus/accepted_files": str(len(stems)),
-                  **lane_tags(len(keys)), **range_tags(first, last)}))
+        requests.append(
+            dg.RunRequest(
+                run_key=hashlib.sha256("+".join(m.sha256 for m in small).encode()).hexdigest(),
+                run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_files": stems}}}},
+                tags={
+                    "locus/accepted_file": f"{stems[0]} and {len(stems) - 1} more"[:255],
+                    "locus/accepted_files": str(len(stems)),
+                    **lane_tags(len(keys)),
+                    **range_tags(first, last),
+                },
+            )
+        )
         new += keys
     return requests, new
 
 
 def queued_small_runs(instance: dg.DagsterInstance) -> int:
     """Onboarding runs of small drops requested but not started."""
-    return instance.get_runs_count(dg.RunsFilter(job_name=onboarding_job.name, statuses=QUEUED,
-                                                 tags={DROP_SIZE_TAG: "small"}))
+    return instance.get_runs_count(
+        dg.RunsFilter(job_name=onboarding_job.name, statuses=QUEUED, tags={DROP_SIZE_TAG: "small"})
+    )
 
 
 REJECTIONS_ASSET = dg.AssetKey("onboarded_evaluations")  # where a rejected file shows: a failed check of it
@@ -111,11 +130,14 @@ def rejection(item) -> dg.AssetCheckEvaluation:
     # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.intake import printable
 
-    return dg.AssetCheckEvaluation(asset_key=REJECTIONS_ASSET, check_name=REJECTION_CHECK, passed=False,
-                                   severity=dg.AssetCheckSeverity.WARN,
-                                   description=f"rejected {printable(item.file)}: {item.summary()}"[:1000],
-                                   metadata={"rejected_file": item.file, "reason": item.summary(),
-                                             "reason_file": f"incoming/{item.reason_file}"})
+    return dg.AssetCheckEvaluation(
+        asset_key=REJECTIONS_ASSET,
+        check_name=REJECTION_CHECK,
+        passed=False,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"rejected {printable(item.file)}: {item.summary()}"[:1000],
+        metadata={"rejected_file": item.file, "reason": item.summary(), "reason_file": f"incoming/{item.reason_file}"},
+    )
 
 
 @dg.sensor(
@@ -123,10 +145,11 @@ def rejection(item) -> dg.AssetCheckEvaluation:
     minimum_interval_seconds=2,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Drop folder LOCUS_HOME/incoming/: new complete evaluation files -> onboarding runs over their models: "
-                "one per file of more than 16 models, one for the small files of a tick (docs/onboarding.md).",
+    "one per file of more than 16 models, one for the small files of a tick (docs/onboarding.md).",
 )
-def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
-                           intake: DropFolderIntake) -> dg.SensorResult | dg.SkipReason:
+def onboarding_drop_folder(
+    context: dg.SensorEvaluationContext, home: LocusHome, intake: DropFolderIntake
+) -> dg.SensorResult | dg.SkipReason:
     """Publishes one intake tick (locus_pipeline.intake.intake_tick): its rejections as failed checks, run requests
     for the accepted files after the cursor."""
     # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
@@ -141,18 +164,34 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
     pending = outcome.pending(cursor) if outcome.took_in else []  # the lock's holder publishes its own files
     if pending and not home.has_pool():
         notes.append(f"{len(pending)} accepted file(s) wait for the model embedding pool: materialize locus_job first")
-        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes)), asset_events=rejected) if rejected else dg.SkipReason("; ".join(notes))
+        return (
+            dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes)), asset_events=rejected)
+            if rejected
+            else dg.SkipReason("; ".join(notes))
+        )
     waiting = queued_small_runs(context.instance) if context.instance is not None and pending else 0
     if waiting:  # the drops wait for it to start, then share one run (SMALL_DROP_MODELS): the cursor stays
-        notes.append(f"{len(pending)} accepted file(s) wait until the queued onboarding run starts; then they share "
-                     "one run")
+        notes.append(
+            f"{len(pending)} accepted file(s) wait until the queued onboarding run starts; then they share one run"
+        )
         pending = []
     known = list(context.instance.get_dynamic_partitions(onboarded_models.name)) if context.instance else []
     if context.instance is not None and pending:  # one file, one run: `locus onboard` may have run it already
-        ran = [m for m in pending if any(context.instance.get_runs(dg.RunsFilter(tags=tags), limit=1) for tags in (
-            {"dagster/run_key": m.sha256}, {"locus/sha256": m.sha256[:16], "locus/accepted_file": m.stem[:255]}))]
+        ran = [
+            m
+            for m in pending
+            if any(
+                context.instance.get_runs(dg.RunsFilter(tags=tags), limit=1)
+                for tags in (
+                    {"dagster/run_key": m.sha256},
+                    {"locus/sha256": m.sha256[:16], "locus/accepted_file": m.stem[:255]},
+                )
+            )
+        ]
         if ran:
-            notes.append(f"{len(ran)} onboarding(s) already run by another publisher (locus onboard): not requested again")
+            notes.append(
+                f"{len(ran)} onboarding(s) already run by another publisher (locus onboard): not requested again"
+            )
     else:
         ran = []
     requests, new_keys = coalesced_requests([m for m in pending if m not in ran], known)
@@ -166,8 +205,11 @@ def onboarding_drop_folder(context: dg.SensorEvaluationContext, home: LocusHome,
         context.log.info(note)
     new_cursor = pending[-1].stem if pending else (cursor or None)  # (files held back: the cursor stays before them)
     if not requests:
-        return dg.SensorResult(skip_reason=dg.SkipReason("; ".join(notes) or "no new files in incoming/"), asset_events=rejected,
-                               cursor=new_cursor)
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason("; ".join(notes) or "no new files in incoming/"),
+            asset_events=rejected,
+            cursor=new_cursor,
+        )
     return dg.SensorResult(
         run_requests=requests,
         # in this order: a file's new keys are one range of the partitions (Dagster appends them as given)
@@ -184,15 +226,19 @@ def latest_pool_and_reports(instance: dg.DagsterInstance):
     """(the pool's latest materialization record, the reports index's), either None when never materialized. The
     reports follow the pool when the index's storage id is the larger: a refresh killed or failed half-way (after
     test_query_predictions, before the index) leaves them behind, so the sensor asks again."""
-    return tuple(next(iter(instance.fetch_materializations(key, limit=1).records), None)
-                 for key in (dg.AssetKey("model_embeddings"), REPORTS_DONE))
+    return tuple(
+        next(iter(instance.fetch_materializations(key, limit=1).records), None)
+        for key in (dg.AssetKey("model_embeddings"), REPORTS_DONE)
+    )
 
 
 def reports_lag(instance: dg.DagsterInstance) -> str:
     """Why the pool or the reports may still change ("" when the reports follow the pool and nothing that changes
     either is queued or running): what a user or a script waits on before reading the reports."""
-    active = {job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
-              for job in (onboarding_job, locus_job, pool_job, pool_removal_job, reports_refresh_job)}
+    active = {
+        job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
+        for job in (onboarding_job, locus_job, pool_job, pool_removal_job, reports_refresh_job)
+    }
     if any(active.values()):
         return "runs queued or running: " + ", ".join(f"{n} {name}" for name, n in active.items() if n)
     pool, reports = latest_pool_and_reports(instance)
@@ -206,7 +252,7 @@ def reports_lag(instance: dg.DagsterInstance) -> str:
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="When the pool is newer than the reports (onboarding, a rebuild) and nothing that changes either is "
-                "queued or running, refresh the analyses once.",
+    "queued or running, refresh the analyses once.",
 )
 def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
     instance = context.instance
@@ -217,20 +263,35 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
         return dg.SkipReason("the reports are up to date with the pool (refreshed after its last change)")
     dead = fail_dead_runs(instance, WATCHED_JOBS)  # a killed run is not waited on
     died = f" ({len(dead)} run(s) whose process died were marked failed)" if dead else ""
-    active = {job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
-              for job in (onboarding_job, locus_job, pool_job, pool_removal_job, reports_refresh_job)}
+    active = {
+        job.name: instance.get_runs_count(dg.RunsFilter(job_name=job.name, statuses=ACTIVE))
+        for job in (onboarding_job, locus_job, pool_job, pool_removal_job, reports_refresh_job)
+    }
     key = f"reports-for-pool-{pool.storage_id}"
     request = dg.RunRequest(run_key=key, tags={"locus/trigger": "pool-change"})
     if context.cursor and int(context.cursor) >= pool.storage_id:
         if active[reports_refresh_job.name]:
-            return dg.SkipReason(f"a reports refresh is running ({active[reports_refresh_job.name]} "
-                                 f"{reports_refresh_job.name} run(s)); the reports follow the pool once it ends")
-        retries = [r for r in retries_of_crashed_runs(instance, reports_refresh_job.name)[0] if r.run_key.startswith(f"{key}:")]
+            return dg.SkipReason(
+                f"a reports refresh is running ({active[reports_refresh_job.name]} "
+                f"{reports_refresh_job.name} run(s)); the reports follow the pool once it ends"
+            )
+        retries = [
+            r for r in retries_of_crashed_runs(instance, reports_refresh_job.name)[0] if r.run_key.startswith(f"{key}:")
+        ]
         if not retries:
-            last = next(iter(instance.get_runs(dg.RunsFilter(job_name=reports_refresh_job.name, tags={"dagster/run_key": key}), limit=1)), None)
+            last = next(
+                iter(
+                    instance.get_runs(
+                        dg.RunsFilter(job_name=reports_refresh_job.name, tags={"dagster/run_key": key}), limit=1
+                    )
+                ),
+                None,
+            )
             if last is not None and last.status == dg.DagsterRunStatus.FAILURE:
-                return dg.SkipReason(f"the refresh for this pool failed (run {last.run_id[:8]}): see its logs; the reports "
-                                     "stay behind the pool until the next pool change or a launch of reports_refresh_job")
+                return dg.SkipReason(
+                    f"the refresh for this pool failed (run {last.run_id[:8]}): see its logs; the reports "
+                    "stay behind the pool until the next pool change or a launch of reports_refresh_job"
+                )
             return dg.SkipReason("a refresh for this pool was already requested" + died)
         request = retries[0]  # that refresh died with its process: once more
     for name, n in active.items():
@@ -244,7 +305,7 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="locus serve's outcome log (LOCUS_HOME/traffic/outcomes/): a pool model that gained enough graded "
-                "answers -> its traffic_evaluations partition (traffic_model_embedding follows: eager).",
+    "answers -> its traffic_evaluations partition (traffic_model_embedding follows: eager).",
 )
 def traffic_sensor(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
     """Reads the outcome log from the cursor's offsets, counts graded answers per model since its last request
@@ -262,14 +323,23 @@ def traffic_sensor(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.S
     due = sorted(name for name, n in since.items() if n >= traffic.MIN_NEW_ANSWERS)
     known = set(context.instance.get_dynamic_partitions(traffic_models.name)) if context.instance else set()
     keys = {name: safe_model_key(name) for name in due}
-    cursor = json.dumps({"offsets": tail.offsets, "since": {n: (0 if n in keys else c) for n, c in since.items()},
-                         "total": total})
+    cursor = json.dumps(
+        {"offsets": tail.offsets, "since": {n: (0 if n in keys else c) for n, c in since.items()}, "total": total}
+    )
     if not due:
-        return dg.SensorResult(skip_reason=dg.SkipReason(f"no model has {traffic.MIN_NEW_ANSWERS} new graded answers yet"),
-                               cursor=cursor)
+        return dg.SensorResult(
+            skip_reason=dg.SkipReason(f"no model has {traffic.MIN_NEW_ANSWERS} new graded answers yet"), cursor=cursor
+        )
     new = [keys[n] for n in due if keys[n] not in known]
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=keys[n], run_key=f"traffic-{keys[n]}-{total[n]}",
-                                    tags={"locus/model": n[:255], "locus/trigger": "traffic"}) for n in due],
+        run_requests=[
+            dg.RunRequest(
+                partition_key=keys[n],
+                run_key=f"traffic-{keys[n]}-{total[n]}",
+                tags={"locus/model": n[:255], "locus/trigger": "traffic"},
+            )
+            for n in due
+        ],
         dynamic_partitions_requests=[traffic_models.build_add_request(new)] if new else [],
-        cursor=cursor)
+        cursor=cursor,
+    )

@@ -20,8 +20,15 @@ from locus_model.data.errors import CutOffError, EvaluationDataError
 from locus_model.data.harnesses import archive_suffix, check_entry, detect_harness, read_checked_entry
 from locus_model.data.limits import DropLimits, bounded
 from locus_model.onboarding import INTAKE_CHUNK_ROWS, ModelRows, split_by_model
-from locus_pipeline.intake.folder import (DropFolder, EntryStat, entry_stat, entry_stem, move_to_rejected,
-                                          sha256_entry, write_text_atomic)
+from locus_pipeline.intake.folder import (
+    DropFolder,
+    EntryStat,
+    entry_stat,
+    entry_stem,
+    move_to_rejected,
+    sha256_entry,
+    write_text_atomic,
+)
 from locus_pipeline.intake.manifests import PARTS_SUFFIX, Manifest, find_duplicate
 from locus_pipeline.intake.messages import printable
 from locus_pipeline.intake.outcomes import is_outcomes_file, read_outcomes
@@ -59,17 +66,33 @@ class Rejection:
 
     @classmethod
     def of(cls, err: EvaluationDataError, file: str, reason_file: str = "") -> "Rejection":
-        return cls(file=file, problem=err.problem, fix=err.fix or "", row=err.row, line=err.line, column=err.column,
-                   reason_file=reason_file)
+        return cls(
+            file=file,
+            problem=err.problem,
+            fix=err.fix or "",
+            row=err.row,
+            line=err.line,
+            column=err.column,
+            reason_file=reason_file,
+        )
 
     def summary(self) -> str:
         """On one line for a tick message: where, the problem and the fix; every field printable (a newline in a file
         name is shown as ``\\n``, so no name can add a line or a field of its own)."""
-        where = ", ".join(filter(None, [
-            (f"row {self.row}" + (f" (line {self.line})" if self.line is not None else "")) if self.row is not None
-            else (f"line {self.line}" if self.line is not None else ""),
-            f"column '{printable(self.column)}'" if self.column else ""]))
-        return printable((f"{where}: " if where else "") + self.problem + (f". How to fix: {self.fix}" if self.fix else ""))
+        where = ", ".join(
+            filter(
+                None,
+                [
+                    (f"row {self.row}" + (f" (line {self.line})" if self.line is not None else ""))
+                    if self.row is not None
+                    else (f"line {self.line}" if self.line is not None else ""),
+                    f"column '{printable(self.column)}'" if self.column else "",
+                ],
+            )
+        )
+        return printable(
+            (f"{where}: " if where else "") + self.problem + (f". How to fix: {self.fix}" if self.fix else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -81,7 +104,9 @@ class Intake:
     stored: Path | None  # where it is now (None when status == "changed")
     sha256: str
     manifest: Manifest | None = None
-    reason: str | None = None  # rejected: the full reason text (also in <stored>.reason.txt); changed: why, if not a write
+    reason: str | None = (
+        None  # rejected: the full reason text (also in <stored>.reason.txt); changed: why, if not a write
+    )
     rejection: Rejection | None = None  # rejected: the reason as fields
 
 
@@ -102,8 +127,11 @@ def _reason_text(err: EvaluationDataError, original: str, sha: str, when: str) -
         f"column: {err.column or '-'}",
         f"problem: {err.problem}",
         f"how to fix: {err.fix or '-'}",
-        *([f"error type: {type(err.__cause__).__name__} (raised while reading; see the problem)"]
-          if err.__cause__ is not None and not isinstance(err.__cause__, EvaluationDataError) else []),
+        *(
+            [f"error type: {type(err.__cause__).__name__} (raised while reading; see the problem)"]
+            if err.__cause__ is not None and not isinstance(err.__cause__, EvaluationDataError)
+            else []
+        ),
         "",
         "The file is kept unchanged beside this note. Fix it and drop it into incoming/ again",
         "(write it as <name>.part, then rename it to <name>); see docs/onboarding.md.",
@@ -114,8 +142,15 @@ def _reason_text(err: EvaluationDataError, original: str, sha: str, when: str) -
 
 
 def intake_file(
-    path: Path, folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS, now: float | None = None, name: str | None = None,
-    claimed: Mapping[str, str] | None = None, limits: IntakeLimits | None = None, known: list[Manifest] | None = None,
+    path: Path,
+    folder: DropFolder,
+    *,
+    chunk_rows: int = INTAKE_CHUNK_ROWS,
+    now: float | None = None,
+    name: str | None = None,
+    claimed: Mapping[str, str] | None = None,
+    limits: IntakeLimits | None = None,
+    known: list[Manifest] | None = None,
 ) -> Intake:
     """Validate one dropped file and move it to ``accepted/`` (with per-model parts and a manifest) or to
     ``rejected/`` (with a reason). A file that changes while being read is left in place (status "changed").
@@ -136,8 +171,16 @@ def intake_file(
         return _reject(folder, path, err, name, "notread", now)
     sha = sha256_entry(path)
     stem = entry_stem(now, sha, name)
-    base = dict(stem=stem, original_name=name, sha256=sha, bytes=before.st_size, received_at=accepted_at,
-                received_at_ns=int(now * 1e9), accepted_at=accepted_at, modified_at_ns=before.st_mtime_ns)
+    base = dict(
+        stem=stem,
+        original_name=name,
+        sha256=sha,
+        bytes=before.st_size,
+        received_at=accepted_at,
+        received_at_ns=int(now * 1e9),
+        accepted_at=accepted_at,
+        modified_at_ns=before.st_mtime_ns,
+    )
 
     duplicate = find_duplicate(folder, sha, known)
     if duplicate is not None:
@@ -172,8 +215,14 @@ def intake_file(
             if _changed(path, before):  # half-written, not wrong: look again next time
                 return Intake("changed", path, None, sha)
             if isinstance(err, CutOffError) and now - before.st_mtime_ns / 1e9 < CUT_OFF_WAIT_SECONDS:
-                return Intake("changed", path, None, sha, reason=f"{err.problem} (a writer may still be writing it: "
-                                                                 f"rejected if unchanged for {CUT_OFF_WAIT_SECONDS:g} s)")
+                return Intake(
+                    "changed",
+                    path,
+                    None,
+                    sha,
+                    reason=f"{err.problem} (a writer may still be writing it: "
+                    f"rejected if unchanged for {CUT_OFF_WAIT_SECONDS:g} s)",
+                )
             return _reject(folder, path, err, name, sha, now)
         if _changed(path, before):
             return Intake("changed", path, None, sha)
@@ -191,8 +240,9 @@ def _reject(folder: DropFolder, path: Path, err: EvaluationDataError, name: str,
     stem = entry_stem(now, sha, name)
     reason = _reason_text(err, name, sha, datetime.fromtimestamp(now, tz=timezone.utc).isoformat())
     reason_file = move_to_rejected(folder, path, stem, reason)
-    return Intake("rejected", path, folder.rejected / stem, sha, reason=reason,
-                  rejection=Rejection.of(err, name, reason_file))
+    return Intake(
+        "rejected", path, folder.rejected / stem, sha, reason=reason, rejection=Rejection.of(err, name, reason_file)
+    )
 
 
 def check_before_reading(path: Path, stat: EntryStat, limits: IntakeLimits) -> None:
@@ -203,13 +253,16 @@ def check_before_reading(path: Path, stat: EntryStat, limits: IntakeLimits) -> N
     if stat.st_size > limits.max_bytes:
         raise EvaluationDataError(
             f"{stat.st_size:,} bytes (as the file system gives its size), over the drop limit of {limits.max_bytes:,}",
-            file=path, fix="split it into several drops, or raise max_bytes in the intake resource's limits "
-                           "(docs/onboarding.md, Limits)")
+            file=path,
+            fix="split it into several drops, or raise max_bytes in the intake resource's limits "
+            "(docs/onboarding.md, Limits)",
+        )
     check_entry(path)
 
 
-def read_drop(path: Path, staging: Path, chunk_rows: int, claimed: Mapping[str, str],
-              limits: IntakeLimits | None = None) -> tuple[int, list[ModelRows]]:
+def read_drop(
+    path: Path, staging: Path, chunk_rows: int, claimed: Mapping[str, str], limits: IntakeLimits | None = None
+) -> tuple[int, list[ModelRows]]:
     """The one boundary between a dropped entry and the readers: the entry validated and split by model into
     ``staging`` (harness drops within ``limits.read``: unpacked bytes, JSON size and depth, time; at most
     ``limits.max_models`` models), or an EvaluationDataError for intake to reject it with. Whatever a reader raises
@@ -222,9 +275,12 @@ def read_drop(path: Path, staging: Path, chunk_rows: int, claimed: Mapping[str, 
             rows, models = _split(path, staging, chunk_rows)
         if len(models) > limits.max_models:
             raise EvaluationDataError(
-                f"{len(models):,} models in one drop, over the limit of {limits.max_models:,}", file=path, column="model",
+                f"{len(models):,} models in one drop, over the limit of {limits.max_models:,}",
+                file=path,
+                column="model",
                 fix="split the drop into files of fewer models, or raise max_models in the intake resource's limits "
-                    "(docs/onboarding.md, Limits)")
+                "(docs/onboarding.md, Limits)",
+            )
         check_identities(models, claimed, path)
         return rows, models
     except EvaluationDataError:
@@ -241,9 +297,12 @@ def _unreadable(err: Exception, path: Path) -> EvaluationDataError:
     what = {RecursionError: "the data nests too deeply to read", MemoryError: "reading it ran out of memory"}
     problem = next((text for kind, text in what.items() if isinstance(err, kind)), "reading it failed")
     detail = str(err)[:300]
-    return EvaluationDataError(f"{problem} ({type(err).__name__}{': ' + detail if detail else ''})", file=path,
-                               fix="check that the drop is what the harness wrote (data/README.md); if it is, report "
-                                   "this message with the file: the reader should have said what is wrong")
+    return EvaluationDataError(
+        f"{problem} ({type(err).__name__}{': ' + detail if detail else ''})",
+        file=path,
+        fix="check that the drop is what the harness wrote (data/README.md); if it is, report "
+        "this message with the file: the reader should have said what is wrong",
+    )
 
 
 def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelRows]]:
@@ -255,11 +314,15 @@ def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelR
         raise EvaluationDataError(
             "a folder, but not an evaluation harness's output: no lm-eval samples_<task>_<time>.jsonl, Inspect log "
             "(.eval, .json), lighteval details_<task>_<time>.parquet, or HELM scenario_state.json + per_instance_stats.json in it",
-            file=path, fix="drop evaluation files themselves, or the folder a harness wrote as it is (write it elsewhere, "
-                           "then move it into incoming/), or an archive of it; see data/README.md")
+            file=path,
+            fix="drop evaluation files themselves, or the folder a harness wrote as it is (write it elsewhere, "
+            "then move it into incoming/), or an archive of it; see data/README.md",
+        )
     if kind is None and not (archive_suffix(path) or path.suffix == ".eval"):
         return split_by_model(path, staging, chunk_rows)
-    table, _ = read_checked_entry(path, harness=kind or ("inspect" if path.suffix == ".eval" and path.is_file() else None))
+    table, _ = read_checked_entry(
+        path, harness=kind or ("inspect" if path.suffix == ".eval" and path.is_file() else None)
+    )
     converted = staging / HARNESS_TABLE
     table.to_parquet(converted, index=False)
     try:
@@ -280,14 +343,18 @@ def check_identities(models: list[ModelRows], claimed: Mapping[str, str], path: 
         if other is not None and other != entry.model:
             raise EvaluationDataError(
                 f"model {entry.model!r} has the key {entry.model_key!r}, which already names the model {other!r}",
-                file=path, column="model",
+                file=path,
+                column="model",
                 fix="model names must stay distinct after making them file-safe: rename this model (e.g. add a suffix)",
             )
-        twin = None if entry.model in names else forms.get(confusable_skeleton(entry.model))  # a model's own name: itself
+        twin = (
+            None if entry.model in names else forms.get(confusable_skeleton(entry.model))
+        )  # a model's own name: itself
         if twin is not None and twin != entry.model:
             raise EvaluationDataError(
                 f"model {entry.model!r} looks the same as the model {twin!r} (they differ only in case, look-alike "
                 "characters or trailing punctuation: Unicode's confusables, UTS #39)",
-                file=path, column="model",
+                file=path,
+                column="model",
                 fix=f"if it is that model, write its name as {twin!r}; if not, give it a name that reads differently",
             )

@@ -87,7 +87,9 @@ def entry_stat(path: Path) -> EntryStat:
     entries = []
     for item in sorted(path.rglob("*")):
         item_stat = item.lstat()
-        entries.append((item.relative_to(path).as_posix(), item_stat.st_size if item.is_file() else 0, item_stat.st_mtime_ns))
+        entries.append(
+            (item.relative_to(path).as_posix(), item_stat.st_size if item.is_file() else 0, item_stat.st_mtime_ns)
+        )
     return EntryStat(sum(e[1] for e in entries), max((e[2] for e in entries), default=stat.st_mtime_ns), tuple(entries))
 
 
@@ -106,7 +108,9 @@ def is_in_progress(name: str) -> bool:
     return name.startswith(".") or name.lower().endswith(IN_PROGRESS_SUFFIXES)
 
 
-def scan_incoming(folder: DropFolder, *, now: float | None = None, settle_seconds: float = SETTLE_SECONDS) -> tuple[list[Path], list[Path]]:
+def scan_incoming(
+    folder: DropFolder, *, now: float | None = None, settle_seconds: float = SETTLE_SECONDS
+) -> tuple[list[Path], list[Path]]:
     """(ready, settling): complete-looking files and folders in ``incoming/``, oldest first, and those still settling.
 
     An entry is ready when its name is not an in-progress name and nothing has modified it (a folder: anything in
@@ -119,11 +123,19 @@ def scan_incoming(folder: DropFolder, *, now: float | None = None, settle_second
         return ready, settling
     entries = []
     for path in folder.incoming.iterdir():
-        if (is_in_progress(path.name) or path.is_symlink() or path in (folder.accepted, folder.rejected)
-                or not (path.is_file() or path.is_dir())):
+        if (
+            is_in_progress(path.name)
+            or path.is_symlink()
+            or path in (folder.accepted, folder.rejected)
+            or not (path.is_file() or path.is_dir())
+        ):
             continue
         try:
-            mtime = path.stat().st_mtime if path.is_file() else max(entry_stat(path).st_mtime_ns, path.stat().st_mtime_ns) / 1e9
+            mtime = (
+                path.stat().st_mtime
+                if path.is_file()
+                else max(entry_stat(path).st_mtime_ns, path.stat().st_mtime_ns) / 1e9
+            )
             entries.append((mtime, path))
         except FileNotFoundError:  # renamed away between listing and stat
             continue
@@ -170,10 +182,20 @@ def unusable_entries(folder: DropFolder) -> list[tuple[Path, str]]:
         if is_in_progress(path.name) or path in (folder.accepted, folder.rejected):
             continue
         if path.is_symlink():
-            out.append((path, "a symbolic link: links are not followed (the target could change or vanish after intake); "
-                              "copy the file itself into incoming/"))
+            out.append(
+                (
+                    path,
+                    "a symbolic link: links are not followed (the target could change or vanish after intake); "
+                    "copy the file itself into incoming/",
+                )
+            )
         elif not (path.is_file() or path.is_dir()):
-            out.append((path, "neither a file nor a folder (a pipe, socket or device): drop evaluation files or a harness's output folder"))
+            out.append(
+                (
+                    path,
+                    "neither a file nor a folder (a pipe, socket or device): drop evaluation files or a harness's output folder",
+                )
+            )
     return out
 
 
@@ -182,8 +204,11 @@ def in_progress_entries(folder: DropFolder) -> list[Path]:
     so a file dropped under such a name by mistake is not waited on in silence. Intake's own held files excluded."""
     if not folder.incoming.exists():
         return []
-    return sorted(p for p in folder.incoming.iterdir()
-                  if is_in_progress(p.name) and not p.name.startswith(HELD_PREFIXES) and p.is_file() and not p.is_symlink())
+    return sorted(
+        p
+        for p in folder.incoming.iterdir()
+        if is_in_progress(p.name) and not p.name.startswith(HELD_PREFIXES) and p.is_file() and not p.is_symlink()
+    )
 
 
 def move_to_rejected(folder: DropFolder, path: Path, stem: str, reason: str) -> str:
@@ -201,7 +226,12 @@ def reject_unusable(folder: DropFolder, path: Path, reason: str, *, now: float |
     now = time.time() if now is None else now
     when = datetime.fromtimestamp(now, tz=timezone.utc).isoformat()
     stem = entry_stem(now, "notafile", path.name)
-    move_to_rejected(folder, path, stem, f"REJECTED: {path.name}\nrejected at: {when}\nproblem: {reason}\n"
-                                         "how to fix: see the problem; nothing was read from it, and it is kept here "
-                                         "unchanged.\n")
+    move_to_rejected(
+        folder,
+        path,
+        stem,
+        f"REJECTED: {path.name}\nrejected at: {when}\nproblem: {reason}\n"
+        "how to fix: see the problem; nothing was read from it, and it is kept here "
+        "unchanged.\n",
+    )
     return folder.rejected / stem

@@ -52,9 +52,15 @@ class Manifest:
             data["models"] = [ModelRows(**m) for m in data["models"]]
             manifest = cls(**data)
         except (ValueError, TypeError, KeyError, AttributeError) as err:
-            raise ManifestError(f"{where} is not a manifest intake wrote ({type(err).__name__}: {str(err)[:200]})") from None
-        if not (isinstance(manifest.stem, str) and isinstance(manifest.sha256, str) and isinstance(manifest.models, list)):
-            raise ManifestError(f"{where} is not a manifest intake wrote (its stem, sha256 or models have the wrong type)")
+            raise ManifestError(
+                f"{where} is not a manifest intake wrote ({type(err).__name__}: {str(err)[:200]})"
+            ) from None
+        if not (
+            isinstance(manifest.stem, str) and isinstance(manifest.sha256, str) and isinstance(manifest.models, list)
+        ):
+            raise ManifestError(
+                f"{where} is not a manifest intake wrote (its stem, sha256 or models have the wrong type)"
+            )
         return manifest
 
 
@@ -80,7 +86,11 @@ def manifest_stems(folder: DropFolder) -> list[str]:
     """Stems of all accepted files, in acceptance order (the stem starts with the UTC acceptance time)."""
     if not folder.accepted.exists():
         return []
-    return sorted(p.name[: -len(MANIFEST_SUFFIX)] for p in folder.accepted.glob(f"*{MANIFEST_SUFFIX}") if not p.name.startswith("."))
+    return sorted(
+        p.name[: -len(MANIFEST_SUFFIX)]
+        for p in folder.accepted.glob(f"*{MANIFEST_SUFFIX}")
+        if not p.name.startswith(".")
+    )
 
 
 def read_manifests(folder: DropFolder, unreadable: list[tuple[str, str]] | None = None) -> list[Manifest]:
@@ -115,7 +125,9 @@ def accepted_rows(folder: DropFolder, stem: str, model: str) -> pd.DataFrame:
     path = folder.fetch(folder.accepted / f"{stem}{PARTS_SUFFIX}" / f"{safe_model_key(model)}.parquet")
     if not path.exists():
         raise EvaluationDataError(
-            f"model {model!r} has no rows in this accepted file", file=folder.accepted / stem, column="model",
+            f"model {model!r} has no rows in this accepted file",
+            file=folder.accepted / stem,
+            column="model",
             fix="check the model name in the run config (the sensor sets it from the file)",
         )
     return pd.read_parquet(path)

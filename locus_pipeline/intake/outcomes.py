@@ -22,8 +22,10 @@ from locus_model.data.errors import EvaluationDataError
 OUTCOMES_SUFFIXES = (".outcomes.csv", ".outcomes.jsonl")
 MAX_ROWS = 1_000_000
 SOURCES = ("user", "judge", "verifier", "file")
-FIX = ("give each row request_id and score (an answer of locus serve, by its x-locus-request-id), or model, query "
-       "and score; scores in [0, 1] (docs/serve.md, Outcomes)")
+FIX = (
+    "give each row request_id and score (an answer of locus serve, by its x-locus-request-id), or model, query "
+    "and score; scores in [0, 1] (docs/serve.md, Outcomes)"
+)
 
 
 def is_outcomes_file(name: str) -> bool:
@@ -34,16 +36,22 @@ def read_outcomes(path: Path, sha256: str) -> list[dict]:
     """The file's rows as outcome-log records, or an EvaluationDataError naming the row, the column and the fix."""
     try:
         if path.name.lower().endswith(".csv"):
-            frame = pd.read_csv(path, dtype={"request_id": str, "model": str, "query": str, "source": str},
-                                keep_default_na=False, nrows=MAX_ROWS + 1)
+            frame = pd.read_csv(
+                path,
+                dtype={"request_id": str, "model": str, "query": str, "source": str},
+                keep_default_na=False,
+                nrows=MAX_ROWS + 1,
+            )
         else:
             frame = pd.read_json(path, lines=True, dtype=False, nrows=MAX_ROWS + 1)
     except (ValueError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise EvaluationDataError(f"not a readable table of outcomes ({type(err).__name__}: {str(err)[:200]})",
-                                  file=path, fix=FIX) from None
+        raise EvaluationDataError(
+            f"not a readable table of outcomes ({type(err).__name__}: {str(err)[:200]})", file=path, fix=FIX
+        ) from None
     if len(frame) > MAX_ROWS:
-        raise EvaluationDataError(f"more than {MAX_ROWS:,} outcomes in one file", file=path,
-                                  fix="split it into several files")
+        raise EvaluationDataError(
+            f"more than {MAX_ROWS:,} outcomes in one file", file=path, fix="split it into several files"
+        )
     if len(frame) == 0:
         raise EvaluationDataError("no outcome in the file", file=path, fix=FIX)
     columns = set(frame.columns)
@@ -51,8 +59,12 @@ def read_outcomes(path: Path, sha256: str) -> list[dict]:
     needed = {"request_id", "score"} if by_id else {"model", "query", "score"}
     allowed = needed | {"source"}
     if not needed <= columns or not columns <= allowed:
-        raise EvaluationDataError(f"columns {sorted(columns)}: expected {sorted(needed)} (and optionally source)",
-                                  file=path, column=", ".join(sorted((needed - columns) | (columns - allowed))), fix=FIX)
+        raise EvaluationDataError(
+            f"columns {sorted(columns)}: expected {sorted(needed)} (and optionally source)",
+            file=path,
+            column=", ".join(sorted((needed - columns) | (columns - allowed))),
+            fix=FIX,
+        )
     now, stamp = time.time(), sha256[:16]
     records = []
     for i, row in enumerate(frame.to_dict("records")):
@@ -63,12 +75,14 @@ def read_outcomes(path: Path, sha256: str) -> list[dict]:
             except ValueError:
                 score = math.nan
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1:
-            raise EvaluationDataError(f"score {row['score']!r} is not a number in [0, 1]", file=path, row=i + 1,
-                                      column="score", fix=FIX)
+            raise EvaluationDataError(
+                f"score {row['score']!r} is not a number in [0, 1]", file=path, row=i + 1, column="score", fix=FIX
+            )
         source = str(row.get("source") or "file")
         if source not in SOURCES:
-            raise EvaluationDataError(f"source {source!r} is not one of {list(SOURCES)}", file=path, row=i + 1,
-                                      column="source", fix=FIX)
+            raise EvaluationDataError(
+                f"source {source!r} is not one of {list(SOURCES)}", file=path, row=i + 1, column="source", fix=FIX
+            )
         keys = ("request_id",) if by_id else ("model", "query")
         for key in keys:
             if not isinstance(row[key], str) or not row[key].strip():

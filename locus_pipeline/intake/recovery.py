@@ -15,8 +15,15 @@ from typing import Mapping
 from locus_model.data.errors import suffix_of
 from locus_model.onboarding import INTAKE_CHUNK_ROWS
 from locus_pipeline.intake.accept import Intake, intake_file
-from locus_pipeline.intake.folder import (HELD_PREFIXES, REASON_SUFFIX, SETTLE_SECONDS, DropFolder, entry_stat,
-                                          sha256_entry, write_text_atomic)
+from locus_pipeline.intake.folder import (
+    HELD_PREFIXES,
+    REASON_SUFFIX,
+    SETTLE_SECONDS,
+    DropFolder,
+    entry_stat,
+    sha256_entry,
+    write_text_atomic,
+)
 from locus_pipeline.intake.manifests import PARTS_SUFFIX, Manifest, read_manifests
 from locus_pipeline.storage.drops import MANIFEST_SUFFIX
 
@@ -31,8 +38,9 @@ def _hold(folder: DropFolder, path: Path, kind: str, original: str) -> Path:
     return moved
 
 
-def _intake_held(folder: DropFolder, held: Path, original: str, *, chunk_rows: int,
-                 claimed: Mapping[str, str] | None) -> Intake:
+def _intake_held(
+    folder: DropFolder, held: Path, original: str, *, chunk_rows: int, claimed: Mapping[str, str] | None
+) -> Intake:
     result = intake_file(held, folder, chunk_rows=chunk_rows, name=original, claimed=claimed)
     if result.status == "changed":  # still being written: back under a visible name, read once it settles
         target = folder.incoming / original
@@ -43,8 +51,9 @@ def _intake_held(folder: DropFolder, held: Path, original: str, *, chunk_rows: i
     return result
 
 
-def recover_orphans(folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS,
-                    claimed: Mapping[str, str] | None = None) -> list[Intake]:
+def recover_orphans(
+    folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS, claimed: Mapping[str, str] | None = None
+) -> list[Intake]:
     """What a killed process left half-way, taken in again: accepted files without a manifest (killed between
     moving the file and the commit) and files held under a hidden name in incoming/ (killed during a recovery
     or a re-take); a killed intake's hidden staging folder is removed (the file it was made from is never in it).
@@ -53,16 +62,24 @@ def recover_orphans(folder: DropFolder, *, chunk_rows: int = INTAKE_CHUNK_ROWS,
     if not folder.accepted.exists():
         return out
     for staging in folder.accepted.glob(f".*{PARTS_SUFFIX}.*.tmp"):  # a killed intake's parts; its file is still in
-        shutil.rmtree(staging, ignore_errors=True)                   # incoming/ (or below, without manifest): read again
+        shutil.rmtree(staging, ignore_errors=True)  # incoming/ (or below, without manifest): read again
     for path in sorted(folder.accepted.iterdir()):
         name = path.name
-        if (name.startswith(".") or name.endswith((MANIFEST_SUFFIX, REASON_SUFFIX, PARTS_SUFFIX, CHANGED_SUFFIX))
-                or path.is_symlink() or not (path.is_file() or path.is_dir())
-                or (folder.accepted / f"{name}{MANIFEST_SUFFIX}").exists()):
+        if (
+            name.startswith(".")
+            or name.endswith((MANIFEST_SUFFIX, REASON_SUFFIX, PARTS_SUFFIX, CHANGED_SUFFIX))
+            or path.is_symlink()
+            or not (path.is_file() or path.is_dir())
+            or (folder.accepted / f"{name}{MANIFEST_SUFFIX}").exists()
+        ):
             continue
         shutil.rmtree(folder.accepted / f"{name}{PARTS_SUFFIX}", ignore_errors=True)
         original = name.split("-", 2)[2] if name.count("-") >= 2 else name  # <time>-<sha8>-<original name>
-        out.append(_intake_held(folder, _hold(folder, path, "recover", original), original, chunk_rows=chunk_rows, claimed=claimed))
+        out.append(
+            _intake_held(
+                folder, _hold(folder, path, "recover", original), original, chunk_rows=chunk_rows, claimed=claimed
+            )
+        )
     for path in sorted(folder.incoming.iterdir()):
         if path.name.startswith(HELD_PREFIXES) and (path.is_file() or path.is_dir()) and not path.is_symlink():
             original = path.name.split("-", 2)[2] if path.name.count("-") >= 2 else path.name.lstrip(".")
@@ -107,8 +124,15 @@ def changed_accepted_files(folder: DropFolder, manifests: list[Manifest] | None 
     return out
 
 
-def retake(folder: DropFolder, manifest: Manifest, *, now: float | None = None, settle_seconds: float = SETTLE_SECONDS,
-           chunk_rows: int = INTAKE_CHUNK_ROWS, claimed: Mapping[str, str] | None = None) -> Intake | None:
+def retake(
+    folder: DropFolder,
+    manifest: Manifest,
+    *,
+    now: float | None = None,
+    settle_seconds: float = SETTLE_SECONDS,
+    chunk_rows: int = INTAKE_CHUNK_ROWS,
+    claimed: Mapping[str, str] | None = None,
+) -> Intake | None:
     """Take an accepted file that grew or changed after intake in again, as a new file (the whole of it, so
     the model is onboarded from every row, newest wins), once it has settled; None while it is still written.
 
@@ -133,16 +157,22 @@ def retake(folder: DropFolder, manifest: Manifest, *, now: float | None = None, 
         os.replace(tmp, path)
         restored = True
     result = _intake_held(folder, held, manifest.original_name, chunk_rows=chunk_rows, claimed=claimed)
-    where = {"accepted": f"accepted/{result.stored.name if result.stored else ''}",
-             "duplicate": f"accepted/{result.stored.name if result.stored else ''} (same bytes as an accepted file)",
-             "rejected": f"rejected/{result.stored.name if result.stored else ''}",
-             "changed": f"incoming/{result.source.name} (still being written; taken in once it settles)"}[result.status]
-    write_text_atomic(folder.accepted / f"{manifest.stem}{CHANGED_SUFFIX}", (
-        f"CHANGED AFTER INTAKE: {manifest.original_name}\n"
-        f"noticed at: {datetime.fromtimestamp(now, tz=timezone.utc).isoformat()}\n"
-        f"onboarded from this file: {manifest.rows:,} rows, {manifest.bytes:,} bytes, sha256 {manifest.sha256}\n"
-        f"the file then had: {grown_to:,} bytes (a writer kept writing it in place after intake)\n"
-        f"this copy: {'restored to the bytes that were onboarded' if restored else 'NOT restored: its first bytes changed too (not an append); the onboarded rows are in ' + manifest.stem + PARTS_SUFFIX + '/'}\n"
-        f"the new version: {where}\n"
-        "To avoid this, write the file under a .part name and rename it when it is complete (docs/onboarding.md).\n"))
+    where = {
+        "accepted": f"accepted/{result.stored.name if result.stored else ''}",
+        "duplicate": f"accepted/{result.stored.name if result.stored else ''} (same bytes as an accepted file)",
+        "rejected": f"rejected/{result.stored.name if result.stored else ''}",
+        "changed": f"incoming/{result.source.name} (still being written; taken in once it settles)",
+    }[result.status]
+    write_text_atomic(
+        folder.accepted / f"{manifest.stem}{CHANGED_SUFFIX}",
+        (
+            f"CHANGED AFTER INTAKE: {manifest.original_name}\n"
+            f"noticed at: {datetime.fromtimestamp(now, tz=timezone.utc).isoformat()}\n"
+            f"onboarded from this file: {manifest.rows:,} rows, {manifest.bytes:,} bytes, sha256 {manifest.sha256}\n"
+            f"the file then had: {grown_to:,} bytes (a writer kept writing it in place after intake)\n"
+            f"this copy: {'restored to the bytes that were onboarded' if restored else 'NOT restored: its first bytes changed too (not an append); the onboarded rows are in ' + manifest.stem + PARTS_SUFFIX + '/'}\n"
+            f"the new version: {where}\n"
+            "To avoid this, write the file under a .part name and rename it when it is complete (docs/onboarding.md).\n"
+        ),
+    )
     return result

@@ -14,9 +14,18 @@ from datetime import datetime, timezone
 from typing import Any, Callable
 
 from locus_pipeline.intake.accept import Intake, IntakeLimits, Rejection, intake_file
-from locus_pipeline.intake.folder import (REASON_SUFFIX, SETTLE_SECONDS, DropFolder, entry_stem, in_progress_entries,
-                                          move_to_rejected, reject_unusable, scan_incoming, unusable_entries,
-                                          write_text_atomic)
+from locus_pipeline.intake.folder import (
+    REASON_SUFFIX,
+    SETTLE_SECONDS,
+    DropFolder,
+    entry_stem,
+    in_progress_entries,
+    move_to_rejected,
+    reject_unusable,
+    scan_incoming,
+    unusable_entries,
+    write_text_atomic,
+)
 from locus_pipeline.intake.manifests import Manifest, claimed_keys, read_manifests
 from locus_pipeline.intake.messages import printable
 from locus_pipeline.intake.recovery import changed_accepted_files, recover_orphans, retake
@@ -44,12 +53,20 @@ class TickOutcome:
 
     def message(self) -> str:
         """The notes and rejections on one line each, joined: what a tick shows."""
-        return "; ".join(self.notes + [f"rejected {printable(r.file)}: {r.summary()} (see {printable(r.reason_file)})"
-                                       for r in self.rejections])
+        return "; ".join(
+            self.notes
+            + [f"rejected {printable(r.file)}: {r.summary()} (see {printable(r.reason_file)})" for r in self.rejections]
+        )
 
 
-def intake_tick(folder: DropFolder, *, limits: IntakeLimits | None = None, now: float | None = None,
-                wait: bool = False, publish: Callable[[TickOutcome], None] | None = None) -> TickOutcome:
+def intake_tick(
+    folder: DropFolder,
+    *,
+    limits: IntakeLimits | None = None,
+    now: float | None = None,
+    wait: bool = False,
+    publish: Callable[[TickOutcome], None] | None = None,
+) -> TickOutcome:
     """Take the drop folder's new entries in (oldest first, at most MAX_FILES_PER_TICK and MAX_SECONDS_PER_TICK):
     links and special files refused, foreign manifests moved aside, what a killed process left recovered, files a
     writer kept writing after intake taken in again, then each settled entry accepted or rejected.
@@ -99,19 +116,27 @@ def _take_in(folder: DropFolder, outcome: TickOutcome, limits: IntakeLimits, now
     for manifest in changed_accepted_files(folder, list(manifests)):  # a writer kept writing in place after intake
         result = retake(folder, manifest, claimed=claimed)
         if result is None:
-            notes.append(f"accepted/{printable(manifest.stem)} is still being written after intake; it is taken in "
-                         "again once it settles")
+            notes.append(
+                f"accepted/{printable(manifest.stem)} is still being written after intake; it is taken in "
+                "again once it settles"
+            )
             continue
-        notes.append(f"{printable(manifest.original_name)} changed after intake: taken in again, {result.status} "
-                     f"(see accepted/{printable(manifest.stem)}.changed.txt)")
+        notes.append(
+            f"{printable(manifest.original_name)} changed after intake: taken in again, {result.status} "
+            f"(see accepted/{printable(manifest.stem)}.changed.txt)"
+        )
         taken(result)
     waiting = in_progress_entries(folder)
     if waiting:
-        notes.append(f"{len(waiting)} file(s) with in-progress names are read once renamed (names starting with '.' or "
-                     f"ending in .part, .tmp, ...): {', '.join(printable(p.name) for p in waiting[:5])}")
+        notes.append(
+            f"{len(waiting)} file(s) with in-progress names are read once renamed (names starting with '.' or "
+            f"ending in .part, .tmp, ...): {', '.join(printable(p.name) for p in waiting[:5])}"
+        )
     ready, settling = scan_incoming(folder, now=now)
     if settling:
-        notes.append(f"waiting for {len(settling)} file(s) to settle: {', '.join(printable(p.name) for p in settling[:5])}")
+        notes.append(
+            f"waiting for {len(settling)} file(s) to settle: {', '.join(printable(p.name) for p in settling[:5])}"
+        )
     start = time.monotonic()
     for n, path in enumerate(ready):
         if n >= MAX_FILES_PER_TICK or time.monotonic() - start > MAX_SECONDS_PER_TICK:
@@ -120,17 +145,25 @@ def _take_in(folder: DropFolder, outcome: TickOutcome, limits: IntakeLimits, now
         try:
             result = intake_file(path, folder, claimed=claimed, limits=limits, known=manifests)
         except OSError as err:  # unreadable (permissions), vanished, disk full: say so, keep going, retry next tick
-            notes.append(f"cannot read {printable(path.name)} ({err.strerror or err}); check its permissions; retrying next tick")
+            notes.append(
+                f"cannot read {printable(path.name)} ({err.strerror or err}); check its permissions; retrying next tick"
+            )
             continue
         name = printable(path.name)
         if result.status == "duplicate":
-            notes.append(f"{name} was already onboarded (accepted/{printable(result.manifest.duplicate_of)}); nothing to do")
+            notes.append(
+                f"{name} was already onboarded (accepted/{printable(result.manifest.duplicate_of)}); nothing to do"
+            )
         elif result.status == "changed":
-            notes.append(f"{name}: {result.reason}" if result.reason else f"{name} changed while being read; retrying next tick")
+            notes.append(
+                f"{name}: {result.reason}" if result.reason else f"{name} changed while being read; retrying next tick"
+            )
         elif result.status == "accepted":
             models = ", ".join(f"{printable(m.model)} ({m.evaluations})" for m in result.manifest.models[:10])
-            notes.append(f"accepted {name}: {result.manifest.rows} rows; "
-                         f"{models or 'graded outcomes, for locus serve to learn from (traffic/outcomes/)'}")
+            notes.append(
+                f"accepted {name}: {result.manifest.rows} rows; "
+                f"{models or 'graded outcomes, for locus serve to learn from (traffic/outcomes/)'}"
+            )
         taken(result)
     outcome.manifests = sorted(manifests, key=lambda m: m.stem)
 
@@ -146,9 +179,16 @@ class HandedIn:
     published: Any = None
 
 
-def hand_in(folder: DropFolder, name: str, text: str, *, limits: IntakeLimits | None = None,
-            publish: Callable[[Manifest], Any] | None = None, timeout_s: float = 300.0,
-            poll_s: float = 0.5) -> HandedIn:
+def hand_in(
+    folder: DropFolder,
+    name: str,
+    text: str,
+    *,
+    limits: IntakeLimits | None = None,
+    publish: Callable[[Manifest], Any] | None = None,
+    timeout_s: float = 300.0,
+    poll_s: float = 0.5,
+) -> HandedIn:
     """Drop ``text`` as ``incoming/<name>`` the way any writer should (beside, then renamed) and wait for the intake
     to take it in, as any drop: once it has settled, by this process's tick or a running drop-folder sensor's,
     whichever holds the intake lock first. Returns that file's outcome. ``publish(manifest)`` runs under the intake
@@ -178,14 +218,17 @@ def hand_in(folder: DropFolder, name: str, text: str, *, limits: IntakeLimits | 
             if handed is not None:
                 return handed
         if time.monotonic() > deadline:
-            raise TimeoutError(f"incoming/{printable(name)} was not taken in within {timeout_s:g} s (it waits "
-                               f"{SETTLE_SECONDS:g} s to settle, then for the intake lock); see the drop-folder "
-                               "sensor's ticks")
+            raise TimeoutError(
+                f"incoming/{printable(name)} was not taken in within {timeout_s:g} s (it waits "
+                f"{SETTLE_SECONDS:g} s to settle, then for the intake lock); see the drop-folder "
+                "sensor's ticks"
+            )
         time.sleep(poll_s)
 
 
-def _outcome_of(folder: DropFolder, name: str, sha: str, since_ns: int,
-                outcome: TickOutcome | None = None) -> HandedIn | None:
+def _outcome_of(
+    folder: DropFolder, name: str, sha: str, since_ns: int, outcome: TickOutcome | None = None
+) -> HandedIn | None:
     """The outcome of the file ``name`` with these bytes dropped at ``since_ns``, from a tick's outcome or (taken in
     by another process) from the folder: the newest manifest of it, else its reason file in rejected/."""
     if outcome is not None:
@@ -200,8 +243,14 @@ def _outcome_of(folder: DropFolder, name: str, sha: str, since_ns: int,
         return None
     for reason in sorted(folder.rejected.glob(f"*-{glob.escape(name)}{REASON_SUFFIX}")):
         if reason.stat().st_mtime_ns >= since_ns and (f"-{sha[:8]}-" in reason.name or "-notread-" in reason.name):
-            problem = next((line[len("problem: "):] for line in reason.read_text(encoding="utf-8").splitlines()
-                            if line.startswith("problem: ")), "see the reason file")
+            problem = next(
+                (
+                    line[len("problem: ") :]
+                    for line in reason.read_text(encoding="utf-8").splitlines()
+                    if line.startswith("problem: ")
+                ),
+                "see the reason file",
+            )
             return HandedIn(rejection=Rejection(name, problem, reason_file=f"rejected/{reason.name}"))
     return None
 
@@ -212,10 +261,16 @@ def set_aside_manifest(folder: DropFolder, stem: str, why: str, *, now: float | 
     one) has no manifest any more: the tick's recovery takes it in again as a new file."""
     now = time.time() if now is None else now
     name = f"{stem}{MANIFEST_SUFFIX}"
-    fix = ("nothing to do if you did not put it there: intake wrote it and it was damaged, so the file it described "
-           "is taken in again; files in accepted/ are intake's own (drop files into incoming/ itself)")
-    reason_file = move_to_rejected(folder, folder.accepted / name, entry_stem(now, "manifest", name),
-                                   f"SET ASIDE: accepted/{name}\nset aside at: "
-                                   f"{datetime.fromtimestamp(now, tz=timezone.utc).isoformat()}\n"
-                                   f"problem: {why}\nhow to fix: {fix}\n")
+    fix = (
+        "nothing to do if you did not put it there: intake wrote it and it was damaged, so the file it described "
+        "is taken in again; files in accepted/ are intake's own (drop files into incoming/ itself)"
+    )
+    reason_file = move_to_rejected(
+        folder,
+        folder.accepted / name,
+        entry_stem(now, "manifest", name),
+        f"SET ASIDE: accepted/{name}\nset aside at: "
+        f"{datetime.fromtimestamp(now, tz=timezone.utc).isoformat()}\n"
+        f"problem: {why}\nhow to fix: {fix}\n",
+    )
     return Rejection(f"accepted/{name}", why, fix, reason_file=reason_file)

@@ -60,8 +60,12 @@ def read_answer(status_code: int, body: bytes) -> Answer:
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
-            return Answer(None, {}, f"usage.{key} is {printable(repr(value))[:60]}, not a count of tokens "
-                                    f"(an integer from 0 to {MAX_TOKENS:,})")
+            return Answer(
+                None,
+                {},
+                f"usage.{key} is {printable(repr(value))[:60]}, not a count of tokens "
+                f"(an integer from 0 to {MAX_TOKENS:,})",
+            )
         counts[key] = value
     return Answer(text, counts)
 

@@ -33,10 +33,10 @@ import httpx
 import numpy as np
 import pandas as pd
 
-from locus_model.estimates.questions import DEFAULT_CHOICE
 from locus_model.data.contract import safe_model_key
 from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_answer_bank
 from locus_model.data.query_encodings import encoding_matrix
+from locus_model.estimates.questions import DEFAULT_CHOICE
 from locus_model.onboarding import nearest_models
 from locus_model.routing.costs import cost_table
 from locus_pipeline.home_location import REPO_ROOT
@@ -79,29 +79,36 @@ def _candidates(home, bank) -> tuple[pd.DataFrame, np.ndarray]:
     encodings = home.read_table("query_encodings")
     questions = bank.questions[bank.questions["query_id"].isin(set(encodings["query_id"].astype(str)))]
     if questions.empty:
-        raise OnboardError(f"the home {home.location} holds no MMLU-Pro question (its training source is another "
-                           "benchmark). How to fix: build the home from the mmlu_pro source (make demo)")
+        raise OnboardError(
+            f"the home {home.location} holds no MMLU-Pro question (its training source is another "
+            "benchmark). How to fix: build the home from the mmlu_pro source (make demo)"
+        )
     questions = questions.reset_index(drop=True)
     return questions, encoding_matrix(encodings, questions["query_id"].tolist())
 
 
-def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=None, *,
-                    data: str = str(MMLU_PRO)) -> tuple[pd.DataFrame, dict]:
+def collect_answers(
+    home, config: OnboardConfig, models: ModelsConfig, progress=None, *, data: str = str(MMLU_PRO)
+) -> tuple[pd.DataFrame, dict]:
     """Ask, grade and log in rounds until the budget, the money or the questions run out or the estimates are narrow
     enough (``until``); ``progress(line)`` gets one line per round; ``data``: the MMLU-Pro bank. Returns (the log as a
     table, facts)."""
     if config.endpoint not in models.upstreams:
-        raise OnboardError(f"no endpoint {config.endpoint!r} in the models config (entries with a base_url: "
-                           f"{sorted(models.upstreams) or 'none'}). How to fix: add "
-                           f"'{config.endpoint}: {{base_url: http://host:port/v1, model: <upstream name>}}' under models:")
+        raise OnboardError(
+            f"no endpoint {config.endpoint!r} in the models config (entries with a base_url: "
+            f"{sorted(models.upstreams) or 'none'}). How to fix: add "
+            f"'{config.endpoint}: {{base_url: http://host:port/v1, model: <upstream name>}}' under models:"
+        )
     upstream = models.upstreams[config.endpoint]
     costs = None
     if config.endpoint in models.costs and models.costs[config.endpoint]:
         table = cost_table([config.endpoint], {config.endpoint: models.costs[config.endpoint]})
         costs = table if table.basis == "usd" else None
     if config.max_cost is not None and costs is None:
-        raise OnboardError(f"--max-cost needs a price for {config.endpoint!r}: add cost_per_query or "
-                           "price_input_per_mtok / price_output_per_mtok to its models config entry")
+        raise OnboardError(
+            f"--max-cost needs a price for {config.endpoint!r}: add cost_per_query or "
+            "price_input_per_mtok / price_output_per_mtok to its models config entry"
+        )
     key = safe_model_key(config.endpoint)
     bank = read_answer_bank(data)
     questions, _ = _candidates(home, bank)
@@ -135,8 +142,10 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
                     return
                 if config.max_cost is not None:  # each call priced at its prompt and the expected answer length
                     rows = questions.iloc[pick]
-                    each = [call_cost(costs, question_prompt(q, b), "", {"completion_tokens": models.output_tokens})
-                            for q, b in zip(rows["query"], rows["benchmark"])]
+                    each = [
+                        call_cost(costs, question_prompt(q, b), "", {"completion_tokens": models.output_tokens})
+                        for q, b in zip(rows["query"], rows["benchmark"])
+                    ]
                     pick = pick[spent + np.cumsum(each) <= config.max_cost]
                     if len(pick) == 0:
                         stopped_by = "max_cost"
@@ -158,10 +167,20 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
                     text, usage = answer.text, answer.usage
                     grade = grade_answer(text, row["answer"], int(row["n_options"]))
                     cost = call_cost(costs, prompt, text, usage)
-                    record = {"query_id": row["query_id"], "benchmark": row["benchmark"], "prompt": prompt,
-                              "answer": text, "letter": grade.letter, "gold": row["answer"], "score": grade.score,
-                              "reason": grade.reason, "cost_usd": cost, "seconds": round(time.monotonic() - started, 3),
-                              "usage": usage, "at": time.time()}
+                    record = {
+                        "query_id": row["query_id"],
+                        "benchmark": row["benchmark"],
+                        "prompt": prompt,
+                        "answer": text,
+                        "letter": grade.letter,
+                        "gold": row["answer"],
+                        "score": grade.score,
+                        "reason": grade.reason,
+                        "cost_usd": cost,
+                        "seconds": round(time.monotonic() - started, 3),
+                        "usage": usage,
+                        "at": time.time(),
+                    }
                     home.append_live_answer(key, record)  # before anything else: a crash after this never re-asks
                     done.append(record)
                     spent += cost
@@ -171,10 +190,12 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
                 results = await asyncio.gather(*(one(i) for i in pick))
                 if not any(results):
                     last = failed[questions["query_id"].iloc[int(pick[-1])]]
-                    raise OnboardError(f"every call of a round to {config.endpoint!r} ({upstream.base_url}) failed "
-                                       f"({len(pick)} calls, {config.retries} retries each); last error: {last}. "
-                                       "Nothing was added to the pool. How to fix: check the endpoint's base_url, "
-                                       "model and API key (api_key_env) in the models config")
+                    raise OnboardError(
+                        f"every call of a round to {config.endpoint!r} ({upstream.base_url}) failed "
+                        f"({len(pick)} calls, {config.retries} retries each); last error: {last}. "
+                        "Nothing was added to the pool. How to fix: check the endpoint's base_url, "
+                        "model and API key (api_key_env) in the models config"
+                    )
                 rounds.estimate(done)
                 line = rounds.progress(len(done), spent)  # recorded in rounds.lines whoever listens
                 if progress is not None:
@@ -183,10 +204,19 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
     asyncio.run(run())
     if not done:
         raise OnboardError(f"no answers from {config.endpoint!r}; nothing was added to the pool")
-    facts = {"resumed": resumed, "asked_now": asked_now, "failed_calls": len(failed), "cost_usd": spent,
-             "stopped_by": stopped_by, "candidates": len(questions), "checkpoint_id": checkpoint.checkpoint_id,
-             "choice": config.choice, "until": config.until, "rounds": rounds.lines,
-             "estimates": rounds.table_rows().round(4).to_dict("records")}
+    facts = {
+        "resumed": resumed,
+        "asked_now": asked_now,
+        "failed_calls": len(failed),
+        "cost_usd": spent,
+        "stopped_by": stopped_by,
+        "candidates": len(questions),
+        "checkpoint_id": checkpoint.checkpoint_id,
+        "choice": config.choice,
+        "until": config.until,
+        "rounds": rounds.lines,
+        "estimates": rounds.table_rows().round(4).to_dict("records"),
+    }
     answers = pd.DataFrame(done)
     answers["query"] = answers["query_id"].map(dict(zip(questions["query_id"], questions["query"])))
     return answers, facts
@@ -197,8 +227,15 @@ def collect_answers(home, config: OnboardConfig, models: ModelsConfig, progress=
 
 def evaluation_rows(model: str, answers: pd.DataFrame) -> pd.DataFrame:
     """The graded answers as the evaluation contract's rows (model, query_id, query, benchmark, score)."""
-    return pd.DataFrame({"model": model, "query_id": answers["query_id"], "query": answers["query"],
-                         "benchmark": answers["benchmark"], "score": answers["score"].astype(float)})
+    return pd.DataFrame(
+        {
+            "model": model,
+            "query_id": answers["query_id"],
+            "query": answers["query"],
+            "benchmark": answers["benchmark"],
+            "score": answers["score"].astype(float),
+        }
+    )
 
 
 def onboard_rows(home, model: str, rows: pd.DataFrame, *, publish: Publish | None = None) -> tuple[str, str | None]:
@@ -211,30 +248,51 @@ def onboard_rows(home, model: str, rows: pd.DataFrame, *, publish: Publish | Non
     name = f"live-{safe_model_key(model)}-{len(rows)}.csv"
     handed = hand_in(folder, name, rows.to_csv(index=False), publish=publish)
     if handed.rejection is not None:
-        raise OnboardError(f"the drop folder's intake did not accept the answers of {model!r}: "
-                           f"{handed.rejection.summary()} (see incoming/{handed.rejection.reason_file})")
+        raise OnboardError(
+            f"the drop folder's intake did not accept the answers of {model!r}: "
+            f"{handed.rejection.summary()} (see incoming/{handed.rejection.reason_file})"
+        )
     return str(folder.accepted / handed.manifest.stem), handed.published
 
 
-def log_to_mlflow(tracking: Tracking, config: OnboardConfig, answers: pd.DataFrame, facts: dict, result: OnboardResult,
-                  dagster_run_id: str | None = None) -> str:
+def log_to_mlflow(
+    tracking: Tracking,
+    config: OnboardConfig,
+    answers: pd.DataFrame,
+    facts: dict,
+    result: OnboardResult,
+    dagster_run_id: str | None = None,
+) -> str:
     """The onboarding's MLflow run: prompts, answers, grades, cost, and (as training's run does) the Dagster run it
     belongs to, ``dagster.run_id`` and ``dagster.run_url`` (the onboarding run, else the live_onboarding_job run)."""
     # why: mlflow loads only when the run is logged (not with --no-mlflow)
     import mlflow
 
-    tags = {"locus/kind": "live-onboarding", "locus/model": config.endpoint, "locus/choice": config.choice,
-            "locus/stopped_by": result.stopped_by}
+    tags = {
+        "locus/kind": "live-onboarding",
+        "locus/model": config.endpoint,
+        "locus/choice": config.choice,
+        "locus/stopped_by": result.stopped_by,
+    }
     linked = result.run_id or dagster_run_id
     if linked:
         tags.update({"dagster.run_id": linked, "dagster.run_url": tracking.dagster_run_url(linked)})
     with tracking.start_run(f"onboard {config.endpoint}", tags) as run:
         mlflow.log_params(asdict(config))
-        mlflow.log_metrics({"answers": result.answers, "accuracy": result.accuracy, "cost_usd": result.cost_usd,
-                            "failed_calls": result.failed_calls, "asked_now": result.asked_now,
-                            "seconds": result.seconds})
-        mlflow.log_table(answers[["query_id", "benchmark", "prompt", "answer", "letter", "gold", "score", "reason",
-                                  "cost_usd"]], "answers.json")
+        mlflow.log_metrics(
+            {
+                "answers": result.answers,
+                "accuracy": result.accuracy,
+                "cost_usd": result.cost_usd,
+                "failed_calls": result.failed_calls,
+                "asked_now": result.asked_now,
+                "seconds": result.seconds,
+            }
+        )
+        mlflow.log_table(
+            answers[["query_id", "benchmark", "prompt", "answer", "letter", "gold", "score", "reason", "cost_usd"]],
+            "answers.json",
+        )
         mlflow.log_dict({**facts, "neighbours": result.neighbours, "run_id": result.run_id}, "onboarding.json")
         return run.info.run_id
 
@@ -248,9 +306,18 @@ def per_category(answers: pd.DataFrame, z: float = 1.96) -> pd.DataFrame:
     return g.assign(low=centre - half, high=centre + half).round(3)
 
 
-def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, publish: Publish | None = None,
-                     tracking: Tracking | None = None, with_answers: bool = False, dagster_run_id: str | None = None,
-                     progress=None, data: str = str(MMLU_PRO)):
+def onboard_endpoint(
+    home,
+    config: OnboardConfig,
+    models: ModelsConfig,
+    *,
+    publish: Publish | None = None,
+    tracking: Tracking | None = None,
+    with_answers: bool = False,
+    dagster_run_id: str | None = None,
+    progress=None,
+    data: str = str(MMLU_PRO),
+):
     """Ask, grade, onboard and log one endpoint (module docstring); returns the OnboardResult (and the answers
     table with ``with_answers``). ``publish``: starts the onboarding run (onboard_rows). ``tracking``: where the
     MLflow run is logged (None: not logged). ``dagster_run_id``: the Dagster run asking (live_onboarding_job), linked
@@ -262,12 +329,23 @@ def onboard_endpoint(home, config: OnboardConfig, models: ModelsConfig, *, publi
     neighbours = []
     if run_id is not None:
         neighbours = nearest_models(home.read_pool(), config.endpoint, 5)["model"].astype(str).tolist()
-    result = OnboardResult(model=config.endpoint, answers=len(answers), asked_now=facts["asked_now"],
-                           resumed=facts["resumed"], failed_calls=facts["failed_calls"],
-                           accuracy=float(answers["score"].mean()), cost_usd=facts["cost_usd"],
-                           stopped_by=facts["stopped_by"], seconds=round(time.monotonic() - start, 2),
-                           neighbours=neighbours, run_id=run_id, evaluation_file=home.relative(stored),
-                           choice=config.choice, rounds=facts["rounds"], estimates=facts["estimates"])
+    result = OnboardResult(
+        model=config.endpoint,
+        answers=len(answers),
+        asked_now=facts["asked_now"],
+        resumed=facts["resumed"],
+        failed_calls=facts["failed_calls"],
+        accuracy=float(answers["score"].mean()),
+        cost_usd=facts["cost_usd"],
+        stopped_by=facts["stopped_by"],
+        seconds=round(time.monotonic() - start, 2),
+        neighbours=neighbours,
+        run_id=run_id,
+        evaluation_file=home.relative(stored),
+        choice=config.choice,
+        rounds=facts["rounds"],
+        estimates=facts["estimates"],
+    )
     if tracking is not None:
         result.mlflow_run_id = log_to_mlflow(tracking, config, answers, facts, result, dagster_run_id)
     return (result, answers) if with_answers else result

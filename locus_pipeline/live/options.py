@@ -26,19 +26,27 @@ class OnboardConfig:
     """What a live onboarding asks, how, and when it stops; checked once, when made."""
 
     endpoint: str = _option("the models config entry to onboard (its name becomes the pool model's name)")
-    budget: int = _option(f"answers to collect (default 64: a first look, its accuracy known to about "
-                          f"+-{accuracy_margin(64):.0f} points; {RECOMMENDED_EVALUATIONS}, the recommended count, "
-                          f"+-{accuracy_margin(RECOMMENDED_EVALUATIONS):.0f}; fewer than {MIN_ROUTABLE_EVALUATIONS} "
-                          "are not routed to: docs/onboarding.md)", 64)
-    max_cost: float | None = _option("USD: no call is started that could take the spend above it (default: no limit)",
-                                     None)
+    budget: int = _option(
+        f"answers to collect (default 64: a first look, its accuracy known to about "
+        f"+-{accuracy_margin(64):.0f} points; {RECOMMENDED_EVALUATIONS}, the recommended count, "
+        f"+-{accuracy_margin(RECOMMENDED_EVALUATIONS):.0f}; fewer than {MIN_ROUTABLE_EVALUATIONS} "
+        "are not routed to: docs/onboarding.md)",
+        64,
+    )
+    max_cost: float | None = _option(
+        "USD: no call is started that could take the spend above it (default: no limit)", None
+    )
     concurrency: int = _option("calls in flight at once; also the questions of one round (default 8)", 8)
     retries: int = _option("retries of a failed call (timeout, connection, 5xx / 429), with backoff (default 2)", 2)
-    choice: str | None = _option("how each round's questions are chosen: random or adaptive (where the estimates' "
-                                 "intervals narrow most; default: the library's, random: adaptive did not beat it, "
-                                 "bench/README.md 'Adaptive onboarding')", None)
-    until: float | None = _option("points: stop once every benchmark's 90% interval is narrower (default: at the "
-                                  "budget)", None)
+    choice: str | None = _option(
+        "how each round's questions are chosen: random or adaptive (where the estimates' "
+        "intervals narrow most; default: the library's, random: adaptive did not beat it, "
+        "bench/README.md 'Adaptive onboarding')",
+        None,
+    )
+    until: float | None = _option(
+        "points: stop once every benchmark's 90% interval is narrower (default: at the budget)", None
+    )
 
     def __post_init__(self) -> None:
         # why: the library's choices (locus_model.estimates.questions loads torch) are read when a config is checked

@@ -26,7 +26,9 @@ NO_ANSWER = "no answer given"
 
 
 def _error(status: int, message: str, code: str) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}}, status_code=status)
+    return JSONResponse(
+        {"error": {"message": message, "type": "invalid_request_error", "code": code}}, status_code=status
+    )
 
 
 def replay_text(bank: AnswerBank, model: str, query_ids: dict[str, str], prompt: str) -> str | JSONResponse:
@@ -34,8 +36,12 @@ def replay_text(bank: AnswerBank, model: str, query_ids: dict[str, str], prompt:
     query = query_of_prompt(prompt)
     query_id = query_ids.get(query) if query is not None else None
     if query_id is None:
-        return _error(400, "the prompt is not an MMLU-Pro question of the bank (locus replay answers only prompts "
-                           "built by locus_model.data.mmlu_pro_bank.question_prompt)", "unknown_prompt")
+        return _error(
+            400,
+            "the prompt is not an MMLU-Pro question of the bank (locus replay answers only prompts "
+            "built by locus_model.data.mmlu_pro_bank.question_prompt)",
+            "unknown_prompt",
+        )
     try:
         letter = bank.recorded_letter(model, query_id)
     except KeyError:
@@ -51,7 +57,10 @@ def replay_app(model: str, data: str | Path = MMLU_PRO) -> FastAPI:
     query_ids = dict(zip(bank.questions["query"], bank.questions["query_id"]))
     app = FastAPI(title=f"locus replay: {model}")
     recorded = bank.recorded[bank.recorded["model"].astype(str) == model]
-    app.state.recorded, app.state.questions = int(recorded["query_id"].nunique()), int(bank.questions["query_id"].nunique())
+    app.state.recorded, app.state.questions = (
+        int(recorded["query_id"].nunique()),
+        int(bank.questions["query_id"].nunique()),
+    )
 
     @app.get("/v1/models")
     def models() -> dict:
@@ -73,10 +82,14 @@ def replay_app(model: str, data: str | Path = MMLU_PRO) -> FastAPI:
         if isinstance(text, JSONResponse):
             return text
         usage = {"prompt_tokens": estimate_tokens(prompt), "completion_tokens": estimate_tokens(text)}
-        return {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-                "model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                             "finish_reason": "stop"}],
-                "usage": {**usage, "total_tokens": sum(usage.values())}}
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {**usage, "total_tokens": sum(usage.values())},
+        }
 
     return app
 
@@ -89,6 +102,8 @@ def replay(model: str, *, host: str = "127.0.0.1", port: int = 8001, data: str |
 
 def startup_summary(app: FastAPI, model: str, host: str, port: int) -> str:
     """What `locus replay` prints at start-up: the model it answers as, from how many recorded answers, where."""
-    return (f"locus replay: http://{host}:{port}/v1 answers as {model} (its {app.state.recorded:,} recorded answers "
-            f"to {app.state.questions:,} MMLU-Pro questions; other prompts get a 400)\n"
-            f"  use it as an upstream: base_url http://{host}:{port}/v1, model {model} (no API key)")
+    return (
+        f"locus replay: http://{host}:{port}/v1 answers as {model} (its {app.state.recorded:,} recorded answers "
+        f"to {app.state.questions:,} MMLU-Pro questions; other prompts get a 400)\n"
+        f"  use it as an upstream: base_url http://{host}:{port}/v1, model {model} (no API key)"
+    )

@@ -23,8 +23,9 @@ class Rounds:
     session), the candidate questions (``questions``: query_id, ...; those among the source's queries), the
     newcomer's posterior and the latest estimates."""
 
-    def __init__(self, home, questions: pd.DataFrame, *, choice: str = "random", until: float | None = None,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, home, questions: pd.DataFrame, *, choice: str = "random", until: float | None = None, seed: int = 0
+    ) -> None:
         self.choice, self.until, self.seed = choice, until, seed
         self.questions = questions
         table = home.read_table("evaluation_table", columns=["model", "query_id", "benchmark", "score"])
@@ -48,7 +49,7 @@ class Rounds:
         est = self.estimator
         if self.posterior is None:
             self.posterior = est.empty_posterior()
-        for record in done[self.observed:]:
+        for record in done[self.observed :]:
             q = index.get(str(record["query_id"]))
             if q is not None:
                 est.observe(self.posterior, 0, q, float(record["score"]))
@@ -73,8 +74,15 @@ class Rounds:
         """The round's line: answers so far, spend, the widest 90% interval and its benchmark, what the target needs."""
         name, width = self.capability.widest()
         more = self.more_needed()
-        self.lines.append({"answers": answers, "cost_usd": round(spent, 6), "widest_benchmark": name,
-                           "widest_points": round(width, 2), "more_needed": more})
+        self.lines.append(
+            {
+                "answers": answers,
+                "cost_usd": round(spent, 6),
+                "widest_benchmark": name,
+                "widest_points": round(width, 2),
+                "more_needed": more,
+            }
+        )
         goal = ""
         if self.until is not None:
             goal = f" (until {self.until:g}" + (f": about {more} more answers at this rate)" if more else ")")
@@ -95,8 +103,10 @@ class Rounds:
         allowed[np.asarray(skip, dtype=np.int64)] = False
         candidates = np.zeros(len(self.newcomer_source.ids), dtype=bool)
         candidates[self.where[allowed & (self.where >= 0)]] = True
-        evaluation = (np.array([q for q, _ in self.answered], dtype=np.int64),
-                      np.array([s for _, s in self.answered], dtype=np.float32))
+        evaluation = (
+            np.array([q for q, _ in self.answered], dtype=np.int64),
+            np.array([s for _, s in self.answered], dtype=np.float32),
+        )
         picks = self.estimator.next_questions(evaluation, self.capability, candidates, k)
         back = {int(w): i for i, w in enumerate(self.where) if w >= 0}
         return np.array([back[int(p)] for p in picks], dtype=np.int64)

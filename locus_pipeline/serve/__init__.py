@@ -44,5 +44,14 @@ from locus_pipeline.serve.app import create_app, serve
 from locus_pipeline.serve.config import ConfigError, ModelsConfig, ServeConfig, Upstream, read_models_config
 from locus_pipeline.serve.snapshot import Snapshot, load_snapshot
 
-__all__ = ["ServeConfig", "ModelsConfig", "Upstream", "read_models_config", "load_snapshot", "Snapshot",
-           "create_app", "serve", "ConfigError"]
+__all__ = [
+    "ServeConfig",
+    "ModelsConfig",
+    "Upstream",
+    "read_models_config",
+    "load_snapshot",
+    "Snapshot",
+    "create_app",
+    "serve",
+    "ConfigError",
+]

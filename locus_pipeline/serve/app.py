@@ -16,16 +16,15 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
 from locus_pipeline.serve.config import ServeConfig
 from locus_pipeline.serve.gateway import Gateway
 from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response
-from locus_pipeline.serve.learning import (EXPLORED_HEADER, MAX_OUTCOMES, REQUEST_ID_HEADER, OutcomeRefused,
-                                           client_of)
+from locus_pipeline.serve.learning import MAX_OUTCOMES, OutcomeRefused, client_of
 from locus_pipeline.serve.metrics import MetricsMiddleware
 from locus_pipeline.serve.serving import cost_text
 
@@ -41,8 +40,12 @@ class RouteRequest(BaseModel):
     output_tokens: int | None = None  # default: the models config's output_tokens (256)
 
 
-def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
-               clock: Callable[[], float] = time.monotonic) -> FastAPI:
+def create_app(
+    config: ServeConfig,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> FastAPI:
     """The gateway's FastAPI app. The pool is loaded here (a missing pool fails now, not at the first request);
     the lifespan starts the scorer and the pool watcher. ``transport`` replaces the network for upstream calls
     (tests); ``clock`` times the upstreams' cooldowns (tests)."""
@@ -68,8 +71,11 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
             if gateway.learning is not None:
                 await run_in_threadpool(gateway.learning.close)
 
-    app = FastAPI(title="LOCUS gateway (locus serve)", lifespan=lifespan,
-                  description="Routes each query to the pool model most likely to answer it, at a cost you choose.")
+    app = FastAPI(
+        title="LOCUS gateway (locus serve)",
+        lifespan=lifespan,
+        description="Routes each query to the pool model most likely to answer it, at a cost you choose.",
+    )
     app.state.gateway = gateway
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=gateway.metrics)  # outermost: a 413 is counted too
@@ -98,17 +104,26 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         if not authorized(request):  # the status is for anyone (load balancers); the details need the token
             return {"status": "ok"}
         snap = gateway.snapshot
-        health = {"status": "ok", "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder,
-                  "pool_models": len(snap.names), "routable_models": len(snap.routable), "dry_run": snap.dry_run,
-                  "portfolio": snap.portfolio, "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means,
-                  "serves": f"single:{gateway.single_model}" if gateway.single_model else "router",
-                  "serves_because": gateway.serve_reason,  # the verdict in words: what the guard did, on cost
-                  "by_cost": cost_text(gateway.verdict),  # where routing would pay: LOCUS's cost-aware operating points
-                  "verdict": gateway.verdict,  # reports/routing_evaluation.json's, when of this checkpoint
-                  "loaded_at": snap.loaded_at, "last_reload_error": gateway.last_reload_error,
-                  "configured_not_in_pool": sorted(set(gateway.models.upstreams) - set(snap.names)),
-                  "portfolio_not_in_pool": list(snap.portfolio_missing),
-                  "not_routable_by_default": list(snap.held_back)}  # too few evaluations: only when named
+        health = {
+            "status": "ok",
+            "checkpoint_id": snap.checkpoint_id,
+            "encoder": snap.encoder,
+            "pool_models": len(snap.names),
+            "routable_models": len(snap.routable),
+            "dry_run": snap.dry_run,
+            "portfolio": snap.portfolio,
+            "cost_basis": snap.costs.basis,
+            "cost_basis_means": snap.costs.basis_means,
+            "serves": f"single:{gateway.single_model}" if gateway.single_model else "router",
+            "serves_because": gateway.serve_reason,  # the verdict in words: what the guard did, on cost
+            "by_cost": cost_text(gateway.verdict),  # where routing would pay: LOCUS's cost-aware operating points
+            "verdict": gateway.verdict,  # reports/routing_evaluation.json's, when of this checkpoint
+            "loaded_at": snap.loaded_at,
+            "last_reload_error": gateway.last_reload_error,
+            "configured_not_in_pool": sorted(set(gateway.models.upstreams) - set(snap.names)),
+            "portfolio_not_in_pool": list(snap.portfolio_missing),
+            "not_routable_by_default": list(snap.held_back),
+        }  # too few evaluations: only when named
         return health
 
     @app.get("/metrics")
@@ -120,9 +135,16 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
     async def route_query(request: Request, body: RouteRequest) -> JSONResponse:
         authorize(request)
         snap = gateway.snapshot  # this request's pool, whatever reloads happen meanwhile
-        decision = await gateway.decide(snap, body.query, candidates=body.candidates, max_cost=body.max_cost,
-                                        max_params=body.max_params, quality_weight=body.quality_weight,
-                                        input_tokens=body.input_tokens, output_tokens=body.output_tokens)
+        decision = await gateway.decide(
+            snap,
+            body.query,
+            candidates=body.candidates,
+            max_cost=body.max_cost,
+            max_params=body.max_params,
+            quality_weight=body.quality_weight,
+            input_tokens=body.input_tokens,
+            output_tokens=body.output_tokens,
+        )
         headers = gateway.issue(decision, decision["chosen"], client_of(request.headers))
         return JSONResponse(decision, headers=headers)
 
@@ -133,8 +155,12 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         authorize(request)
         learning = gateway.learning
         if learning is None:
-            raise ApiError(503, "this gateway does not learn from outcomes (started with --no-learn)",
-                           kind="server_error", code="learning_off")
+            raise ApiError(
+                503,
+                "this gateway does not learn from outcomes (started with --no-learn)",
+                kind="server_error",
+                code="learning_off",
+            )
         try:
             body = await request.json()
         except ValueError:
@@ -143,6 +169,7 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         if not items or len(items) > MAX_OUTCOMES:
             raise ApiError(422, f"send 1 to {MAX_OUTCOMES} outcomes per request (got {len(items)})")
         client = client_of(request.headers)
+
         def unknown() -> bool:
             return any(isinstance(i, dict) and i.get("request_id") not in learning.issued for i in items)
 
@@ -159,8 +186,13 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
                 record = learning.check(item, client)
             except OutcomeRefused as refused:
                 rid = item.get("request_id") if isinstance(item, dict) else None
-                results.append({"request_id": rid if isinstance(rid, str) else None, "status": refused.status,
-                                "reason": refused.reason})
+                results.append(
+                    {
+                        "request_id": rid if isinstance(rid, str) else None,
+                        "status": refused.status,
+                        "reason": refused.reason,
+                    }
+                )
                 continue
             learning.reserved.add(record["request_id"])
             records.append(record)
@@ -176,20 +208,37 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
         if not isinstance(body, list) and refused:
             raise ApiError(refused[0]["status"], refused[0]["reason"], code="outcome_refused")
         status = 202 if not refused else refused[0]["status"]
-        return JSONResponse({"accepted": len(records), "refused": len(refused), "results": results},
-                            status_code=status)
+        return JSONResponse({"accepted": len(records), "refused": len(refused), "results": results}, status_code=status)
 
     @app.get("/v1/models")
     async def list_models(request: Request) -> dict:
         authorize(request)
         snap = gateway.snapshot
         created, routable = int(snap.loaded_at), set(snap.routable)
-        data = [{"id": ROUTER_MODEL, "object": "model", "created": created, "owned_by": "locus",
-                 "locus": {"router": True, "checkpoint_id": snap.checkpoint_id, "dry_run": snap.dry_run,
-                           "portfolio": snap.portfolio}}]
-        data += [{"id": n, "object": "model", "created": created, "owned_by": "locus-pool",
-                  "locus": {"source": s, "routable": n in routable}}
-                 for n, s in zip(snap.names, snap.sources)]
+        data = [
+            {
+                "id": ROUTER_MODEL,
+                "object": "model",
+                "created": created,
+                "owned_by": "locus",
+                "locus": {
+                    "router": True,
+                    "checkpoint_id": snap.checkpoint_id,
+                    "dry_run": snap.dry_run,
+                    "portfolio": snap.portfolio,
+                },
+            }
+        ]
+        data += [
+            {
+                "id": n,
+                "object": "model",
+                "created": created,
+                "owned_by": "locus-pool",
+                "locus": {"source": s, "routable": n in routable},
+            }
+            for n, s in zip(snap.names, snap.sources)
+        ]
         return {"object": "list", "data": data}
 
     @app.post("/v1/chat/completions")
@@ -206,11 +255,15 @@ def create_app(config: ServeConfig, *, transport: httpx.AsyncBaseTransport | Non
     return app
 
 
-def serve(config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False,
-          log_level: str = "info") -> None:
+def serve(
+    config: ServeConfig, *, host: str = "127.0.0.1", port: int = 8000, access_log: bool = False, log_level: str = "info"
+) -> None:
     """Run the gateway with uvicorn (one process; the event loop plus the scorer's thread)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = create_app(config)
-    print(f"locus serve: http://{host}:{port} (POST /route, /v1/chat/completions; GET /v1/models, /metrics, /healthz)\n"
-          + app.state.gateway.summary(), flush=True)
+    print(
+        f"locus serve: http://{host}:{port} (POST /route, /v1/chat/completions; GET /v1/models, /metrics, /healthz)\n"
+        + app.state.gateway.summary(),
+        flush=True,
+    )
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)

@@ -18,6 +18,7 @@ from locus_pipeline.serve.snapshot import Snapshot
 
 log = logging.getLogger("locus.serve")
 
+
 @dataclass(frozen=True)
 class Scored:
     """One query scored: P(correct) of every pool model, its query group (the router's, for the learner's cells) and
@@ -54,8 +55,9 @@ class QueryBatcher:
     LRU in one call of the library encoder (locus_model.data.encoding.load_encoder) and predicts for the batch.
     Each request gets its own result or its own error: a text the encoder refuses fails that request only."""
 
-    def __init__(self, *, max_batch: int, cache_size: int, batch_wait_ms: float = 2.0, threads: int | None = None,
-                 on_batch=None) -> None:
+    def __init__(
+        self, *, max_batch: int, cache_size: int, batch_wait_ms: float = 2.0, threads: int | None = None, on_batch=None
+    ) -> None:
         self.max_batch, self.batch_wait, self.threads = max_batch, batch_wait_ms / 1000.0, threads
         self.on_batch = on_batch  # called with each batch's size (metrics)
         self._lru = EncodingLRU(cache_size)  # the scorer's thread only (and the warm-up before it starts)
@@ -168,4 +170,3 @@ class QueryBatcher:
         future = loop.create_future()
         self._queue.put(_Pending(snap, text, future, loop, time.monotonic()))
         return await future
-

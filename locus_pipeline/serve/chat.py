@@ -14,9 +14,9 @@ from typing import Any, Mapping
 
 from fastapi.responses import JSONResponse, Response
 
-from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens, fallback_chain
-from locus_pipeline.serve.http import ApiError, error_response
+from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens
 from locus_pipeline.serve.gateway import Gateway
+from locus_pipeline.serve.http import ApiError, error_response
 from locus_pipeline.serve.learning import client_of
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.serve.upstream import UpstreamFailed, forward
@@ -37,16 +37,26 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
     extra = body.pop("locus", None) or {}
     if not isinstance(extra, dict):
         raise ApiError(400, "'locus' must be an object {candidates?, max_cost?, max_params?, explain?}")
-    allowed = fallbacks_allowed(body, headers or {}, default=gateway.models.gateway.pinned_fallbacks if pinned else True)
+    allowed = fallbacks_allowed(
+        body, headers or {}, default=gateway.models.gateway.pinned_fallbacks if pinned else True
+    )
     check_numbers(body)
     text = last_user_text(body.get("messages"))
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
     decision = await gateway.decide(  # POST /route's own decision: the same candidates, caps and weight
-        snap, text, candidates=extra.get("candidates"), max_cost=extra.get("max_cost"),
-        max_params=extra.get("max_params"), quality_weight=weight, input_tokens=estimate_tokens(prompt),
-        output_tokens=max_tokens if isinstance(max_tokens, int) else None, need_upstream=True, pinned=pinned)
+        snap,
+        text,
+        candidates=extra.get("candidates"),
+        max_cost=extra.get("max_cost"),
+        max_params=extra.get("max_params"),
+        quality_weight=weight,
+        input_tokens=estimate_tokens(prompt),
+        output_tokens=max_tokens if isinstance(max_tokens, int) else None,
+        need_upstream=True,
+        pinned=pinned,
+    )
     decision["fallbacks"] = _chain_after(decision, allowed, snap, extra.get("candidates"))
     client = client_of(headers or {})
     if snap.dry_run:
@@ -55,24 +65,41 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         response.headers.update(learned)
         return response
     if not snap.upstreams:  # never a 200 without an upstream unless a dry run was asked for
-        raise ApiError(503, f"no upstream is configured for {decision['chosen']!r} (the model this request routes "
-                            "to) nor any other pool model. How to fix: start locus serve with --models-config naming "
-                            f"pool models with a base_url (e.g. {decision['chosen']!r}), or with --dry-run for answers "
-                            "that only name the decision; POST /route returns the decision", kind="server_error",
-                       code="no_upstream_configured")
+        raise ApiError(
+            503,
+            f"no upstream is configured for {decision['chosen']!r} (the model this request routes "
+            "to) nor any other pool model. How to fix: start locus serve with --models-config naming "
+            f"pool models with a base_url (e.g. {decision['chosen']!r}), or with --dry-run for answers "
+            "that only name the decision; POST /route returns the decision",
+            kind="server_error",
+            code="no_upstream_configured",
+        )
     chain = [decision["chosen"], *decision["fallbacks"]]
     errors = []
     for name in chain:
         left = gateway.cooldowns.remaining(name)
         if left > 0:
             gateway.metrics.fallbacks.labels(name, "cooldown").inc()
-            errors.append({"model": name, "reason": "cooldown", "status": 503,
-                           "detail": f"cooled down after repeated failures, tried again in {left:.0f} s"})
+            errors.append(
+                {
+                    "model": name,
+                    "reason": "cooldown",
+                    "status": 503,
+                    "detail": f"cooled down after repeated failures, tried again in {left:.0f} s",
+                }
+            )
             continue
         try:
-            resp = await forward(gateway.client, name, snap.upstreams[name], body, stream, token=gateway.config.token,
-                                 on_usage=lambda usage, name=name: gateway.record_usage(snap, name, usage),
-                                 settings=gateway.models.gateway)
+            resp = await forward(
+                gateway.client,
+                name,
+                snap.upstreams[name],
+                body,
+                stream,
+                token=gateway.config.token,
+                on_usage=lambda usage, name=name: gateway.record_usage(snap, name, usage),
+                settings=gateway.models.gateway,
+            )
         except UpstreamFailed as fail:
             gateway.metrics.fallbacks.labels(fail.model, fail.reason).inc()
             gateway.cooldowns.failed(name)
@@ -85,8 +112,12 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
             answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
             if isinstance(answer, dict):
-                answer["locus"] = {**decision, "answered_by": name, "fallbacks_used": len(errors),
-                                   "skipped": errors}  # why each model before it did not answer
+                answer["locus"] = {
+                    **decision,
+                    "answered_by": name,
+                    "fallbacks_used": len(errors),
+                    "skipped": errors,
+                }  # why each model before it did not answer
                 resp = JSONResponse(answer, headers={k: v for k, v in resp.headers.items() if k.startswith("x-locus")})
         resp.headers["x-locus-chosen"] = decision["chosen"]
         resp.headers["x-locus-serves"] = decision["serves"]["by"]
@@ -95,21 +126,40 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         return resp
     if len(chain) == 1:  # no fallback allowed: the upstream's own failure, scrubbed
         fail = errors[0]
-        how = ("pinned requests do not fall back unless asked: send \"fallbacks\": true (or a list of pool models), "
-               f"the header {FALLBACKS_HEADER}: true, or set gateway.pinned_fallbacks in the models config"
-               if pinned else "fallbacks were turned off by this request")
+        how = (
+            'pinned requests do not fall back unless asked: send "fallbacks": true (or a list of pool models), '
+            f"the header {FALLBACKS_HEADER}: true, or set gateway.pinned_fallbacks in the models config"
+            if pinned
+            else "fallbacks were turned off by this request"
+        )
         what = f"is {fail['detail']}" if fail["reason"] == "cooldown" else f"failed: {fail['detail']}"
-        headers = {"x-locus-model": fail["model"], "x-locus-chosen": fail["model"], "x-locus-fallbacks-used": "0",
-                   "x-locus-serves": decision["serves"]["by"]}
+        headers = {
+            "x-locus-model": fail["model"],
+            "x-locus-chosen": fail["model"],
+            "x-locus-fallbacks-used": "0",
+            "x-locus-serves": decision["serves"]["by"],
+        }
         if fail["reason"] == "cooldown":
             headers["retry-after"] = str(math.ceil(gateway.cooldowns.remaining(fail["model"])))
-        return JSONResponse({"error": {"message": f"the upstream of {fail['model']} {what} ({how})",
-                                       "type": "upstream_error", "code": fail["reason"]}},
-                            status_code=fail["status"], headers=headers)
+        return JSONResponse(
+            {
+                "error": {
+                    "message": f"the upstream of {fail['model']} {what} ({how})",
+                    "type": "upstream_error",
+                    "code": fail["reason"],
+                }
+            },
+            status_code=fail["status"],
+            headers=headers,
+        )
     if all(e["reason"] == "cooldown" for e in errors):  # as the pinned 503: when to try again (the soonest back)
         soonest = min(gateway.cooldowns.remaining(e["model"]) for e in errors)
-        resp = error_response(503, f"every model of the fallback chain is cooled down after repeated failures: {errors}",
-                              kind="upstream_error", code="cooldown")
+        resp = error_response(
+            503,
+            f"every model of the fallback chain is cooled down after repeated failures: {errors}",
+            kind="upstream_error",
+            code="cooldown",
+        )
         resp.headers["retry-after"] = str(max(1, math.ceil(soonest)))
         return resp
     raise ApiError(502, f"every model of the fallback chain failed: {errors}", kind="upstream_error")
@@ -152,16 +202,26 @@ def _chain_after(decision: dict, allowed: bool | list[str], snap: Snapshot, cand
         raise ApiError(400, f"fallbacks {unknown[:5]} are not pool models with an upstream (GET /v1/models)")
     outside = [n for n in allowed if isinstance(candidates, list) and n not in candidates]
     if outside:
-        raise ApiError(400, f"fallbacks {outside[:5]} are not among the request's candidates: a request's "
-                            "fallbacks stay within its candidates (add them to locus.candidates, or drop them)")
+        raise ApiError(
+            400,
+            f"fallbacks {outside[:5]} are not among the request's candidates: a request's "
+            "fallbacks stay within its candidates (add them to locus.candidates, or drop them)",
+        )
     return [n for n in dict.fromkeys(allowed) if n != decision["chosen"]]
 
 
 # OpenAI's ranges for the numbers of a chat request: (integer only, low, high)
-NUMBER_RANGES = {"max_tokens": (True, 1, 10**7), "max_completion_tokens": (True, 1, 10**7), "n": (True, 1, 128),
-                 "temperature": (False, 0, 2), "top_p": (False, 0, 1), "presence_penalty": (False, -2, 2),
-                 "frequency_penalty": (False, -2, 2), "top_logprobs": (True, 0, 20),
-                 "seed": (True, -2**63, 2**63 - 1)}
+NUMBER_RANGES = {
+    "max_tokens": (True, 1, 10**7),
+    "max_completion_tokens": (True, 1, 10**7),
+    "n": (True, 1, 128),
+    "temperature": (False, 0, 2),
+    "top_p": (False, 0, 1),
+    "presence_penalty": (False, -2, 2),
+    "frequency_penalty": (False, -2, 2),
+    "top_logprobs": (True, 0, 20),
+    "seed": (True, -(2**63), 2**63 - 1),
+}
 
 
 def check_numbers(body: dict) -> None:
@@ -186,7 +246,9 @@ def last_user_text(messages: Any) -> str:
         if isinstance(message, dict) and message.get("role") == "user":
             content = message.get("content")
             if isinstance(content, list):
-                content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+                content = "\n".join(
+                    str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+                )
             if isinstance(content, str) and content.strip():
                 return content
             raise ApiError(400, "the last user message has no text to route")
@@ -210,23 +272,42 @@ def parse_router_model(model: Any, snap: Snapshot) -> tuple[float | None, str | 
             raise ApiError(400, f"model {model!r}: {err}")
     if model in snap.index:
         return None, model
-    raise ApiError(404, f"model {model!r} is neither {ROUTER_MODEL!r}, '{ROUTER_MODEL}:<w>' nor a pool model "
-                        "(GET /v1/models)", kind="invalid_request_error", code="model_not_found")
+    raise ApiError(
+        404,
+        f"model {model!r} is neither {ROUTER_MODEL!r}, '{ROUTER_MODEL}:<w>' nor a pool model (GET /v1/models)",
+        kind="invalid_request_error",
+        code="model_not_found",
+    )
 
 
 def _dry_run_answer(decision: dict, stream: bool) -> Response:
     """A dry run (--dry-run): the decision only, marked as a dry run in the body, the headers and the text."""
-    content = (f"[locus dry-run] would route to {decision['chosen']} "
-               f"(fallbacks: {', '.join(decision['fallbacks']) or 'none'})")
-    headers = {"x-locus-model": decision["chosen"], "x-locus-dry-run": "true", "x-locus-serves": decision["serves"]["by"]}
-    base = {"id": f"locus-dryrun-{secrets.token_hex(6)}", "created": int(time.time()), "model": decision["chosen"],
-            "locus": {"dry_run": True, **decision}}
+    content = (
+        f"[locus dry-run] would route to {decision['chosen']} (fallbacks: {', '.join(decision['fallbacks']) or 'none'})"
+    )
+    headers = {
+        "x-locus-model": decision["chosen"],
+        "x-locus-dry-run": "true",
+        "x-locus-serves": decision["serves"]["by"],
+    }
+    base = {
+        "id": f"locus-dryrun-{secrets.token_hex(6)}",
+        "created": int(time.time()),
+        "model": decision["chosen"],
+        "locus": {"dry_run": True, **decision},
+    }
     if stream:
-        chunk = {**base, "object": "chat.completion.chunk",
-                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+        chunk = {
+            **base,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        }
         body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
         return Response(body, media_type="text/event-stream", headers=headers)
-    answer = {**base, "object": "chat.completion",
-              "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-              "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+    answer = {
+        **base,
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
     return JSONResponse(answer, headers=headers)

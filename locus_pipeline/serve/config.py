@@ -62,23 +62,23 @@ class ConfigError(ValueError):
 def read_models_config(path: str | Path | None) -> ModelsConfig:
     """Read a YAML or JSON models config::
 
-        defaults: {timeout_s: 60, output_tokens: 256}
-        gateway:                                     # optional; these are the defaults
-          pinned_fallbacks: false                    # model="<pool model>" answered by a neighbour when it fails
-          allowed_fails: 3                           # failures of an upstream within cooldown_window_s that
-          cooldown_window_s: 60                      #   skip it for cooldown_s, then it is tried again
-          cooldown_s: 30
-          max_response_bytes: 16777216               # what is read of an upstream's answer at most (16 MiB);
-          max_line_bytes: 1048576                    #   of one event-stream line; of an error body (its prefix)
-          max_error_bytes: 65536
-          max_stream_s: 600                          # a whole stream (each event within the upstream's timeout_s)
-        models:
-          <pool model name>:
-            base_url: https://api.example.com/v1     # OpenAI-compatible; omit for a cost-only entry
-            model: upstream-model-name               # default: the pool model name
-            api_key_env: EXAMPLE_API_KEY             # optional
-            price_input_per_mtok: 0.5                # USD per million tokens, or cost_per_query: 0.002,
-            price_output_per_mtok: 1.5               # or params_b: 70 (a proxy when no price is known)
+    defaults: {timeout_s: 60, output_tokens: 256}
+    gateway:                                     # optional; these are the defaults
+      pinned_fallbacks: false                    # model="<pool model>" answered by a neighbour when it fails
+      allowed_fails: 3                           # failures of an upstream within cooldown_window_s that
+      cooldown_window_s: 60                      #   skip it for cooldown_s, then it is tried again
+      cooldown_s: 30
+      max_response_bytes: 16777216               # what is read of an upstream's answer at most (16 MiB);
+      max_line_bytes: 1048576                    #   of one event-stream line; of an error body (its prefix)
+      max_error_bytes: 65536
+      max_stream_s: 600                          # a whole stream (each event within the upstream's timeout_s)
+    models:
+      <pool model name>:
+        base_url: https://api.example.com/v1     # OpenAI-compatible; omit for a cost-only entry
+        model: upstream-model-name               # default: the pool model name
+        api_key_env: EXAMPLE_API_KEY             # optional
+        price_input_per_mtok: 0.5                # USD per million tokens, or cost_per_query: 0.002,
+        price_output_per_mtok: 1.5               # or params_b: 70 (a proxy when no price is known)
     """
     if path is None:
         return ModelsConfig()
@@ -107,7 +107,9 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
         entry = dict(entry or {})
         unknown = set(entry) - MODEL_KEYS
         if unknown:
-            raise ConfigError(f"{path}: model {name!r} has unknown keys {sorted(unknown)}; allowed: {sorted(MODEL_KEYS)}")
+            raise ConfigError(
+                f"{path}: model {name!r} has unknown keys {sorted(unknown)}; allowed: {sorted(MODEL_KEYS)}"
+            )
         try:
             costs[str(name)] = {k: check_cost(entry[k], f"model {name!r}: {k}") for k in COST_KEYS if k in entry}
         except CostError as err:
@@ -116,8 +118,9 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
             url = str(entry["base_url"]).rstrip("/")
             if not url.startswith(("http://", "https://")):
                 raise ConfigError(f"{path}: model {name!r}: base_url {url!r} must start with http:// or https://")
-            upstreams[str(name)] = Upstream(url, str(entry.get("model") or name), entry.get("api_key_env"),
-                                            float(entry.get("timeout_s", timeout)))
+            upstreams[str(name)] = Upstream(
+                url, str(entry.get("model") or name), entry.get("api_key_env"), float(entry.get("timeout_s", timeout))
+            )
     return ModelsConfig(upstreams, costs, int(defaults.get("output_tokens", DEFAULT_OUTPUT_TOKENS)), gateway)
 
 
@@ -136,8 +139,13 @@ def _gateway_settings(path: Path, section) -> GatewaySettings:
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         else:
-            ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-                  and (isinstance(value, int) or not isinstance(default, int)))
+            ok = (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value > 0
+                and (isinstance(value, int) or not isinstance(default, int))
+            )
         if not ok:
             kind = "true or false" if isinstance(default, bool) else f"a number > 0 (default {default})"
             raise ConfigError(f"{path}: gateway.{key}={value!r} must be {kind}")
@@ -147,11 +155,16 @@ def _gateway_settings(path: Path, section) -> GatewaySettings:
 
 # (field, locus serve's option, low, high, integer only): the one range check of every number of ServeConfig
 # (the quality weight and the guard margin: the routing library's own checks, where they are made)
-SERVE_NUMBERS = (("threads", "--threads", 0, 1024, True), ("poll_seconds", "--poll-seconds", 0.01, 86_400, False),
-                 ("n_fallbacks", "--fallbacks", 0, 1_000, True), ("ranking_size", "--ranking-size", 0, 10**9, True),
-                 ("max_batch", "max_batch", 1, 1 << 16, True), ("cache_size", "cache_size", 0, 10**9, True),
-                 ("max_body_bytes", "--max-body-bytes", 0, 1 << 40, True),
-                 ("batch_wait_ms", "--batch-wait-ms", 0, 10_000, False))
+SERVE_NUMBERS = (
+    ("threads", "--threads", 0, 1024, True),
+    ("poll_seconds", "--poll-seconds", 0.01, 86_400, False),
+    ("n_fallbacks", "--fallbacks", 0, 1_000, True),
+    ("ranking_size", "--ranking-size", 0, 10**9, True),
+    ("max_batch", "max_batch", 1, 1 << 16, True),
+    ("cache_size", "cache_size", 0, 10**9, True),
+    ("max_body_bytes", "--max-body-bytes", 0, 1 << 40, True),
+    ("batch_wait_ms", "--batch-wait-ms", 0, 10_000, False),
+)
 
 
 @dataclass(frozen=True)
@@ -184,8 +197,13 @@ class ServeConfig:
         ValueError naming the option (locus serve's flag) and its range."""
         for field_, flag, low, high, integer in SERVE_NUMBERS:
             value = getattr(self, field_)
-            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
-                  and (isinstance(value, int) or not integer) and math.isfinite(value) and low <= value <= high)
+            ok = (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and (isinstance(value, int) or not integer)
+                and math.isfinite(value)
+                and low <= value <= high
+            )
             if not ok:
                 kind = "an integer" if integer else "a finite number"
                 raise ValueError(f"{flag} {value!r}: must be {kind} from {low:g} to {high:g} (ServeConfig.{field_})")
@@ -196,8 +214,11 @@ def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]
     name most like it (difflib; None when nothing is close)."""
     names = list(pool_names)
     present = set(names)
-    return {entry: next(iter(difflib.get_close_matches(entry, names, n=1, cutoff=0.4)), None)
-            for entry in dict.fromkeys([*config.upstreams, *config.costs]) if entry not in present}
+    return {
+        entry: next(iter(difflib.get_close_matches(entry, names, n=1, cutoff=0.4)), None)
+        for entry in dict.fromkeys([*config.upstreams, *config.costs])
+        if entry not in present
+    }
 
 
 def check_models_against_pool(config: ModelsConfig, pool_names, *, path: str | None, dry_run: bool) -> list[str]:
@@ -206,16 +227,21 @@ def check_models_against_pool(config: ModelsConfig, pool_names, *, path: str | N
     the pool with its nearest pool name; no upstream at all)."""
     unmatched = unmatched_entries(config, pool_names)
     entries = set(config.upstreams) | set(config.costs)
-    lines = [f"{entry!r}" + (f" (nearest pool model: {near!r})" if near else " (no pool model is close)")
-             for entry, near in unmatched.items()]
+    lines = [
+        f"{entry!r}" + (f" (nearest pool model: {near!r})" if near else " (no pool model is close)")
+        for entry, near in unmatched.items()
+    ]
     if entries and len(unmatched) == len(entries) and not dry_run:
-        raise ConfigError(f"the models config {path}: none of its {len(entries)} models is in the pool: "
-                          f"{'; '.join(lines)}. How to fix: name the models as the pool does (GET /v1/models, or "
-                          "the pool table's `model` column), or pass --dry-run to serve decisions only")
+        raise ConfigError(
+            f"the models config {path}: none of its {len(entries)} models is in the pool: "
+            f"{'; '.join(lines)}. How to fix: name the models as the pool does (GET /v1/models, or "
+            "the pool table's `model` column), or pass --dry-run to serve decisions only"
+        )
     warnings = [f"the models config {path}: {entry} is not in the pool and is ignored" for entry in lines]
     if not dry_run and not any(name not in unmatched for name in config.upstreams):
-        warnings.append("no pool model has an upstream (base_url) in the models config: POST /route answers, "
-                        "/v1/chat/completions answers 503. How to fix: give pool models a base_url in "
-                        "--models-config, or pass --dry-run for chat answers that only name the decision")
+        warnings.append(
+            "no pool model has an upstream (base_url) in the models config: POST /route answers, "
+            "/v1/chat/completions answers 503. How to fix: give pool models a base_url in "
+            "--models-config, or pass --dry-run for chat answers that only name the decision"
+        )
     return warnings
-

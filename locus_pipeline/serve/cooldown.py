@@ -15,8 +15,15 @@ log = logging.getLogger("locus.serve")
 
 
 class Cooldowns:
-    def __init__(self, *, allowed_fails: int = 3, window_s: float = 60.0, cooldown_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic, on_cooldown: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        allowed_fails: int = 3,
+        window_s: float = 60.0,
+        cooldown_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_cooldown: Callable[[str], None] | None = None,
+    ) -> None:
         self.allowed_fails, self.window_s, self.cooldown_s, self.clock = allowed_fails, window_s, cooldown_s, clock
         self.on_cooldown = on_cooldown
         self.failures: dict[str, deque[float]] = {}  # per model, the failure times within the window
@@ -53,8 +60,12 @@ class Cooldowns:
     def _cool(self, model: str, now: float, why: str) -> bool:
         self.until[model] = now + self.cooldown_s
         self.failures.pop(model, None)
-        log.warning("upstream %s %s: cooled down for %g s (skipped by the fallback chain, then tried again)",
-                    model, why, self.cooldown_s)
+        log.warning(
+            "upstream %s %s: cooled down for %g s (skipped by the fallback chain, then tried again)",
+            model,
+            why,
+            self.cooldown_s,
+        )
         if self.on_cooldown:
             self.on_cooldown(model)
         return True

@@ -16,15 +16,23 @@ import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
-from locus_model.routing import (CostUnknown, NoCandidateWithinCap, RouteDecision, RoutingError, estimate_tokens,
-                                 fallback_chain, incumbent, route)
+from locus_model.routing import (
+    CostUnknown,
+    NoCandidateWithinCap,
+    RouteDecision,
+    RoutingError,
+    estimate_tokens,
+    fallback_chain,
+    incumbent,
+    route,
+)
+from locus_pipeline.serve.batcher import QueryBatcher
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
 from locus_pipeline.serve.learning import EXPLORED_HEADER, REQUEST_ID_HEADER, Learning, Trace, learning_config
 from locus_pipeline.serve.metrics import Metrics
-from locus_pipeline.serve.batcher import QueryBatcher
-from locus_pipeline.serve.serving import cost_text, guard_text, single_model, pool_verdict
+from locus_pipeline.serve.serving import cost_text, guard_text, pool_verdict, single_model
 from locus_pipeline.serve.snapshot import Snapshot, load_snapshot, watched_key
 from locus_pipeline.storage import LocusHome
 from locus_pipeline.storage.traffic import Retention
@@ -53,35 +61,57 @@ def _json_number(x: float) -> float | None:
 class Gateway:
     """The served state: the current snapshot (swapped whole), the scorer, the metrics."""
 
-    def __init__(self, config: ServeConfig, *, transport: httpx.AsyncBaseTransport | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.home = LocusHome(root=config.home)
         self.models = read_models_config(config.models_config)
         self.snapshot = self._load()
-        for warning in check_models_against_pool(self.models, self.snapshot.names, path=config.models_config,
-                                                 dry_run=config.dry_run):
+        for warning in check_models_against_pool(
+            self.models, self.snapshot.names, path=config.models_config, dry_run=config.dry_run
+        ):
             log.warning(warning)
         self.failed_key: tuple | None = None
         self.last_reload_error: str | None = None
         self.metrics = Metrics()
-        self.batcher = QueryBatcher(max_batch=config.max_batch, cache_size=config.cache_size,
-                             batch_wait_ms=config.batch_wait_ms, threads=config.threads or None,
-                             on_batch=self.metrics.batch_size.observe)
+        self.batcher = QueryBatcher(
+            max_batch=config.max_batch,
+            cache_size=config.cache_size,
+            batch_wait_ms=config.batch_wait_ms,
+            threads=config.threads or None,
+            on_batch=self.metrics.batch_size.observe,
+        )
         self.metrics.pool_models.set(len(self.snapshot.names))
         settings = self.models.gateway
-        self.cooldowns = Cooldowns(allowed_fails=settings.allowed_fails, window_s=settings.cooldown_window_s,
-                                   cooldown_s=settings.cooldown_s, clock=clock,
-                                   on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc())
+        self.cooldowns = Cooldowns(
+            allowed_fails=settings.allowed_fails,
+            window_s=settings.cooldown_window_s,
+            cooldown_s=settings.cooldown_s,
+            clock=clock,
+            on_cooldown=lambda model: self.metrics.cooldowns.labels(model).inc(),
+        )
         self.metrics.cooled_down.set_function(self.cooldowns.cooled_down)
         self.single_model, self.serve_reason = single_model(config.serve, self.snapshot, self.home)
         self.verdict = pool_verdict(self.home, self.snapshot)  # the routing evaluation of the served checkpoint
         self.transport = transport
         self.client: httpx.AsyncClient | None = None
         self.log_lock: asyncio.Lock | None = None  # made on the serving event loop (the app's lifespan)
-        self.learning = Learning(self.home, self.snapshot, config=learning_config(config),
-                                 retention=Retention(days=config.traffic_days, max_mb=config.traffic_max_mb),
-                                 metrics=self.metrics) if config.learn else None
+        self.learning = (
+            Learning(
+                self.home,
+                self.snapshot,
+                config=learning_config(config),
+                retention=Retention(days=config.traffic_days, max_mb=config.traffic_max_mb),
+                metrics=self.metrics,
+            )
+            if config.learn
+            else None
+        )
 
     def record_usage(self, snap: Snapshot, name: str, usage: object) -> None:
         """Count an upstream's reported ``usage`` ({prompt_tokens, completion_tokens}) and its cost in USD at the
@@ -89,8 +119,9 @@ class Gateway:
         if not isinstance(usage, dict):
             return
         n_in, n_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_REPORTED_TOKENS
-                   for n in (n_in, n_out)):
+        if not all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_REPORTED_TOKENS for n in (n_in, n_out)
+        ):
             return
         self.metrics.tokens.labels(name, "input").inc(n_in)
         self.metrics.tokens.labels(name, "output").inc(n_out)
@@ -105,22 +136,31 @@ class Gateway:
         """What `locus serve` prints at start-up: the pool, what model "locus" answers with, the upstreams and the
         policy for failures."""
         snap, settings = self.snapshot, self.models.gateway
-        serves = (f"the single model {self.single_model} (model \"locus\" answers with it)"
-                  if self.single_model else f"the router (model \"locus\": the best of {len(snap.routable)} routable "
-                  f"models at quality weight {self.config.policy.quality_weight:g}, {guard_text(snap, self.config.policy.guard_margin)})") + \
-            f": {self.serve_reason}"
+        serves = (
+            f'the single model {self.single_model} (model "locus" answers with it)'
+            if self.single_model
+            else f'the router (model "locus": the best of {len(snap.routable)} routable '
+            f"models at quality weight {self.config.policy.quality_weight:g}, {guard_text(snap, self.config.policy.guard_margin)})"
+        ) + f": {self.serve_reason}"
         ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
-        lines = [f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
-                 + (f", portfolio {snap.portfolio}" if snap.portfolio else "") + f"), checkpoint {snap.checkpoint_id}, "
-                 f"encoder {snap.encoder} ({snap.runtime}), cost basis {snap.costs.basis}",
-                 f"serves: {serves}" + (" -- DRY RUN: chat calls answer with the decision only" if snap.dry_run else ""),
-                 f"upstreams: {len(ups)}" + (": " + "; ".join(ups[:5]) + (f"; ... ({len(ups) - 5} more)" if len(ups) > 5 else "")
-                                             if ups else " (POST /route answers; chat calls need --models-config)"),
-                 f"by cost: {cost_text(self.verdict)}",
-                 f"policy: {self.config.n_fallbacks} fallbacks (embedding neighbours; pinned models: "
-                 f"{'on' if settings.pinned_fallbacks else 'off unless the request asks'}); an upstream failing "
-                 f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
-                 f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token")]
+        lines = [
+            f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
+            + (f", portfolio {snap.portfolio}" if snap.portfolio else "")
+            + f"), checkpoint {snap.checkpoint_id}, "
+            f"encoder {snap.encoder} ({snap.runtime}), cost basis {snap.costs.basis}",
+            f"serves: {serves}" + (" -- DRY RUN: chat calls answer with the decision only" if snap.dry_run else ""),
+            f"upstreams: {len(ups)}"
+            + (
+                ": " + "; ".join(ups[:5]) + (f"; ... ({len(ups) - 5} more)" if len(ups) > 5 else "")
+                if ups
+                else " (POST /route answers; chat calls need --models-config)"
+            ),
+            f"by cost: {cost_text(self.verdict)}",
+            f"policy: {self.config.n_fallbacks} fallbacks (embedding neighbours; pinned models: "
+            f"{'on' if settings.pinned_fallbacks else 'off unless the request asks'}); an upstream failing "
+            f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
+            f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token"),
+        ]
         return "\n".join("  " + line for line in lines)
 
     # -- reload
@@ -148,8 +188,13 @@ class Gateway:
         return True
 
     def _load(self) -> Snapshot:
-        return load_snapshot(self.home, self.models, self.config.encoder_runtime, portfolio=self.config.portfolio,
-                             dry_run=self.config.dry_run)
+        return load_snapshot(
+            self.home,
+            self.models,
+            self.config.encoder_runtime,
+            portfolio=self.config.portfolio,
+            dry_run=self.config.dry_run,
+        )
 
     def _load_warm(self) -> Snapshot:
         snap = self._load()
@@ -179,9 +224,10 @@ class Gateway:
             self.learning.catch_up(decisions, outcomes)
             snap, waiting = self.snapshot, self.learning.unscored
             while waiting:  # a dropped file's (model, query, score) rows: the router places each query, a batch at once
-                chunk = waiting[:self.config.max_batch]
-                results = await asyncio.gather(*(self.batcher.score_full(snap, str(r["query"])) for r in chunk),
-                                               return_exceptions=True)
+                chunk = waiting[: self.config.max_batch]
+                results = await asyncio.gather(
+                    *(self.batcher.score_full(snap, str(r["query"])) for r in chunk), return_exceptions=True
+                )
                 for record, scored in zip(chunk, results):
                     if isinstance(scored, EncodingInputError):
                         log.warning("a graded outcome's query (a dropped file) cannot be encoded: %s", scored)
@@ -189,15 +235,21 @@ class Gateway:
                         raise scored  # the chunk stays for the next tick (each row counts once: by its id)
                     else:
                         self.learning.take_scored(snap, record, scored)
-                del waiting[:len(chunk)]
+                del waiting[: len(chunk)]
             await run_in_threadpool(self.learning.housekeeping, self.learning.due())
         except Exception as err:  # keep serving; the next tick reads again from the same offsets
             log.error("reading the traffic log failed (tried again in %g s): %s", self.config.poll_seconds, err)
 
     # -- decisions
 
-    def single_blocked(self, row: int | None, d: RouteDecision, quality_weight: float | None,
-                       max_cost: float | None, max_params: float | None) -> str | None:
+    def single_blocked(
+        self,
+        row: int | None,
+        d: RouteDecision,
+        quality_weight: float | None,
+        max_cost: float | None,
+        max_params: float | None,
+    ) -> str | None:
         """Why the server's single model may not answer a request (None: it may): it is not among the request's
         candidates (``row`` None), the request weighs cost (a quality weight below 1: the single model is the
         most accurate, not the cheapest choice), or it is outside the request's caps (not in ``d``'s ranking)."""
@@ -221,24 +273,42 @@ class Gateway:
             raise ApiError(400, "candidates is empty: give at least one pool model, or leave it out for all of them")
         unknown = [c for c in candidates if c not in index]
         if unknown:
-            raise ApiError(400, f"unknown candidate model(s) {unknown[:5]}: not in the pool "
-                                f"({len(snap.names)} models; GET /v1/models lists them)", code="unknown_candidate")
+            raise ApiError(
+                400,
+                f"unknown candidate model(s) {unknown[:5]}: not in the pool "
+                f"({len(snap.names)} models; GET /v1/models lists them)",
+                code="unknown_candidate",
+            )
         if snap.portfolio:
             served = set(snap.served)
             outside = [c for c in candidates if c not in served]
             if outside:
-                raise ApiError(400, f"candidate model(s) {outside[:5]} are not in the served portfolio {snap.portfolio} "
-                                    f"({len(snap.served)} models; GET /v1/models marks them routable)",
-                               code="not_in_portfolio")
+                raise ApiError(
+                    400,
+                    f"candidate model(s) {outside[:5]} are not in the served portfolio {snap.portfolio} "
+                    f"({len(snap.served)} models; GET /v1/models marks them routable)",
+                    code="not_in_portfolio",
+                )
         if need_upstream and snap.upstreams and not snap.dry_run:
             missing = [c for c in candidates if c not in snap.upstreams]
             if missing:
                 raise ApiError(400, f"candidate model(s) {missing[:5]} have no upstream in the models config")
         return np.array([index[c] for c in dict.fromkeys(candidates)], dtype=np.int64)
 
-    async def decide(self, snap: Snapshot, query: str, *, candidates: Sequence[str] | None, max_cost: float | None,
-                     quality_weight: float | None, input_tokens: int | None, output_tokens: int | None,
-                     max_params: float | None = None, need_upstream: bool = False, pinned: str | None = None) -> dict:
+    async def decide(
+        self,
+        snap: Snapshot,
+        query: str,
+        *,
+        candidates: Sequence[str] | None,
+        max_cost: float | None,
+        quality_weight: float | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        max_params: float | None = None,
+        need_upstream: bool = False,
+        pinned: str | None = None,
+    ) -> dict:
         """The decision for ``query``, as the JSON body of POST /route, and what a chat request does: one function
         for both. The request's candidates and caps bound every decision (locus_model.routing.route on the
         scorer's P(correct) under the router's guard, and the snapshot's costs and sizes); within them a
@@ -249,16 +319,23 @@ class Gateway:
         if not isinstance(query, str) or not query.strip():
             raise ApiError(400, "query is empty: give the text to route")
         try:  # the operator's policy with the request's quality weight and caps, validated by the policy
-            policy = replace(self.config.policy, max_cost=max_cost, max_params=max_params,
-                             **({} if quality_weight is None else {"quality_weight": quality_weight}))
+            policy = replace(
+                self.config.policy,
+                max_cost=max_cost,
+                max_params=max_params,
+                **({} if quality_weight is None else {"quality_weight": quality_weight}),
+            )
         except RoutingError as err:
             raise ApiError(400, str(err))
         except OverflowError:  # an integer too large for a float (hundreds of digits)
             raise ApiError(400, "max_cost and max_params must be numbers >= 0 a float can hold")
         for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
             if value is not None and not 0 <= value <= MAX_REPORTED_TOKENS:
-                raise ApiError(400, f"{name} must be an integer in [0, {MAX_REPORTED_TOKENS:,}]"
-                                    + (f" (got {value})" if len(str(value)) <= 20 else f" (got {len(str(value))} digits)"))
+                raise ApiError(
+                    400,
+                    f"{name} must be an integer in [0, {MAX_REPORTED_TOKENS:,}]"
+                    + (f" (got {value})" if len(str(value)) <= 20 else f" (got {len(str(value))} digits)"),
+                )
         allowed = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
         idx = allowed
         if pinned is not None:  # the pinned model answers even outside the candidates; its fallbacks stay inside
@@ -275,28 +352,49 @@ class Gateway:
         try:
             scored = await self.batcher.score_full(snap, query)
         except EncodingInputError as err:
-            raise ApiError(400, f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
-                           code="invalid_query_text")
+            raise ApiError(
+                400,
+                f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
+                code="invalid_query_text",
+            )
         learning = self.learning
         probs = scored.probs[rows] if learning is None else learning.proba(snap, scored, rows)  # the learned P
         # the guard's standing: the trained one, or what the outcomes taught (learning)
         standing = snap.pool_scorer.standing[rows] if learning is None else learning.standing(snap, rows)
 
         def decide_on(p: np.ndarray) -> RouteDecision:
-            return route(p, costs, policy, standing=standing, params=params, embeddings=snap.embeddings[rows],
-                         n_fallbacks=self.config.n_fallbacks)
+            return route(
+                p,
+                costs,
+                policy,
+                standing=standing,
+                params=params,
+                embeddings=snap.embeddings[rows],
+                n_fallbacks=self.config.n_fallbacks,
+            )
 
         try:
             d = decide_on(probs)
-            explored, why = False, ("no learning (--no-learn)" if learning is None else "one candidate (a pinned model): never explored"
-                                    if pinned is not None else "one candidate (--serve single): never explored"
-                                    if self.single_model is not None else "")
+            explored, why = (
+                False,
+                (
+                    "no learning (--no-learn)"
+                    if learning is None
+                    else "one candidate (a pinned model): never explored"
+                    if pinned is not None
+                    else "one candidate (--serve single): never explored"
+                    if self.single_model is not None
+                    else ""
+                ),
+            )
             if learning is not None and pinned is None and self.single_model is None:
                 explored, why = self.explore(snap, scored, rows, len(idx), d, decide_on)
                 if explored:
                     best, d = d, explored
-                    why = (f"a Thompson draw from the learner chose it over the best estimate "
-                           f"{snap.names[idx[best.chosen]]} (budget: {learning.config.explore:g} of requests)")
+                    why = (
+                        f"a Thompson draw from the learner chose it over the best estimate "
+                        f"{snap.names[idx[best.chosen]]} (budget: {learning.config.explore:g} of requests)"
+                    )
         except RoutingError as err:
             raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
 
@@ -308,10 +406,14 @@ class Gateway:
         if pinned is not None:
             chosen = position(target)
             if chosen not in d.ranking:
-                raise ApiError(400, f"the pinned model {pinned} is outside the request's caps ("
-                                    + _outside_caps(chosen, d, max_cost, max_params) + "). How to fix: raise the cap, "
-                                    "or ask for model \"locus\" to route among the models within it",
-                               code=ERROR_CODES[NoCandidateWithinCap])
+                raise ApiError(
+                    400,
+                    f"the pinned model {pinned} is outside the request's caps ("
+                    + _outside_caps(chosen, d, max_cost, max_params)
+                    + "). How to fix: raise the cap, "
+                    'or ask for model "locus" to route among the models within it',
+                    code=ERROR_CODES[NoCandidateWithinCap],
+                )
             serves = {"by": "pinned", "why": f"the request named {pinned}"}
         elif self.single_model is not None:
             one = snap.index.get(self.single_model)
@@ -320,8 +422,11 @@ class Gateway:
                 chosen = position(one)
                 serves = {"by": "single", "why": f"the single model this server serves ({self.serve_reason})"}
             else:
-                serves = {"by": "router", "why": f"the router among the models the request allows: the single "
-                                                 f"model {self.single_model} {blocked}"}
+                serves = {
+                    "by": "router",
+                    "why": f"the router among the models the request allows: the single "
+                    f"model {self.single_model} {blocked}",
+                }
         else:
             serves = {"by": "router", "why": self.serve_reason}
         if serves["by"] != "router":  # a named model answers: its embedding neighbours among the allowed within the
@@ -329,32 +434,56 @@ class Gateway:
             fallbacks = fallback_chain(snap.embeddings[rows], chosen, d.ranking, k=self.config.n_fallbacks)
         names = snap.names
         self.metrics.decisions.labels(names[idx[chosen]]).inc()
-        shown = d.ranking[:self.config.ranking_size or None]  # the best; a 100,000-model list is ~1 s of JSON
+        shown = d.ranking[: self.config.ranking_size or None]  # the best; a 100,000-model list is ~1 s of JSON
         return {
             "chosen": names[idx[chosen]],
             "fallbacks": [names[i] for i in idx[fallbacks]],
             "serves": serves,
-            "ranking": [{"model": names[idx[i]], "p_correct": round(float(probs[i]), 6),
-                         "expected_cost": _json_number(float(costs[i])), "params_b": _json_number(float(params[i])),
-                         "score": round(float(d.scores[i]), 6)} for i in shown],
+            "ranking": [
+                {
+                    "model": names[idx[i]],
+                    "p_correct": round(float(probs[i]), 6),
+                    "expected_cost": _json_number(float(costs[i])),
+                    "params_b": _json_number(float(params[i])),
+                    "score": round(float(d.scores[i]), 6),
+                }
+                for i in shown
+            ],
             "ranked": len(d.ranking),
             "over_cost": [names[i] for i in idx[d.over_cost]],
             "unknown_cost": [names[i] for i in idx[d.unknown_cost]],  # left out of a cost-aware ranking: no cost known
             "over_params": [names[i] for i in idx[d.over_params]],
             "unknown_params": [names[i] for i in idx[d.unknown_params]],  # left out under max_params: no size known
             "guard": {"incumbent": names[idx[incumbent(standing, d.ranking)]], "margin": policy.guard_margin},
-            "quality_weight": policy.quality_weight, "lambda": _json_number(d.lam), "max_cost": max_cost, "max_params": max_params,
-            "cost_basis": snap.costs.basis, "cost_basis_means": snap.costs.basis_means, "cost_note": snap.costs.note,
-            "candidates": len(allowed), "portfolio": snap.portfolio,
-            "input_tokens": n_in, "output_tokens": n_out,
-            "checkpoint_id": snap.checkpoint_id, "encoder": snap.encoder, "encoder_runtime": snap.runtime,
+            "quality_weight": policy.quality_weight,
+            "lambda": _json_number(d.lam),
+            "max_cost": max_cost,
+            "max_params": max_params,
+            "cost_basis": snap.costs.basis,
+            "cost_basis_means": snap.costs.basis_means,
+            "cost_note": snap.costs.note,
+            "candidates": len(allowed),
+            "portfolio": snap.portfolio,
+            "input_tokens": n_in,
+            "output_tokens": n_out,
+            "checkpoint_id": snap.checkpoint_id,
+            "encoder": snap.encoder,
+            "encoder_runtime": snap.runtime,
             "pool_models": len(snap.names),
             "elapsed_ms": round(1000 * (time.perf_counter() - start), 3),
             "exploration": {"explored": bool(explored), "why": why},
-            "_trace": None if learning is None else Trace(
-                scored=scored, names=names, index=snap.index, checkpoint_id=snap.checkpoint_id,
-                candidates=tuple(names[i] for i in idx[:64]), explored=bool(explored), explore_reason=why,
-                query_sha256=hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()),
+            "_trace": None
+            if learning is None
+            else Trace(
+                scored=scored,
+                names=names,
+                index=snap.index,
+                checkpoint_id=snap.checkpoint_id,
+                candidates=tuple(names[i] for i in idx[:64]),
+                explored=bool(explored),
+                explore_reason=why,
+                query_sha256=hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest(),
+            ),
         }
 
     def issue(self, decision: dict, answered_by: str, client: str) -> dict[str, str]:

@@ -10,7 +10,6 @@ from typing import Any, Callable
 
 from fastapi.responses import JSONResponse
 
-
 log = logging.getLogger("locus.serve")
 
 
@@ -63,9 +62,12 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     async def _refuse(self, scope, receive, send) -> None:
-        await error_response(413, f"the request body is larger than {self.max_bytes:,} bytes, the limit of this gateway "
-                                  "(locus serve --max-body-bytes)", code="request_too_large")(scope, receive, send)
-
+        await error_response(
+            413,
+            f"the request body is larger than {self.max_bytes:,} bytes, the limit of this gateway "
+            "(locus serve --max-body-bytes)",
+            code="request_too_large",
+        )(scope, receive, send)
 
 
 class WrongTokenLimiter:
@@ -74,8 +76,14 @@ class WrongTokenLimiter:
     429 (one log line says so) until the window has passed. The right token is always accepted, so a client
     sharing an address (a proxy) with someone guessing is not locked out."""
 
-    def __init__(self, limit: int = 10, window_s: float = 60.0, *, clock: Callable[[], float] = time.monotonic,
-                 max_clients: int = 10_000) -> None:
+    def __init__(
+        self,
+        limit: int = 10,
+        window_s: float = 60.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = 10_000,
+    ) -> None:
         self.limit, self.window_s, self.clock, self.max_clients = limit, window_s, clock, max_clients
         self.failures: dict[str, deque[float]] = {}
 
@@ -95,10 +103,27 @@ class WrongTokenLimiter:
         times = self._recent(client)
         times.append(self.clock())
         if len(times) <= self.limit:
-            log.warning("wrong or missing bearer token from %s on %s (%d in the last %g s)", client, path, len(times), self.window_s)
-            return ApiError(401, "missing or wrong bearer token (Authorization: Bearer <token>)", kind="authentication_error")
+            log.warning(
+                "wrong or missing bearer token from %s on %s (%d in the last %g s)",
+                client,
+                path,
+                len(times),
+                self.window_s,
+            )
+            return ApiError(
+                401, "missing or wrong bearer token (Authorization: Bearer <token>)", kind="authentication_error"
+            )
         if len(times) == self.limit + 1:
-            log.warning("more than %d wrong bearer tokens from %s in %g s: answered 429 until fewer", self.limit, client, self.window_s)
+            log.warning(
+                "more than %d wrong bearer tokens from %s in %g s: answered 429 until fewer",
+                self.limit,
+                client,
+                self.window_s,
+            )
         wait = self.window_s - (self.clock() - times[0])
-        return ApiError(429, f"too many requests with a wrong bearer token from this address; retry in {max(wait, 1):.0f} s",
-                        kind="rate_limit_error", code="too_many_wrong_tokens")
+        return ApiError(
+            429,
+            f"too many requests with a wrong bearer token from this address; retry in {max(wait, 1):.0f} s",
+            kind="rate_limit_error",
+            code="too_many_wrong_tokens",
+        )

@@ -90,8 +90,17 @@ class Learning:
     """The gateway's learner, its logs and its exploration budget. Called on the event loop only (``observe`` is
     microseconds); the logs' reads and uploads run in the thread pool (``read_logs``, ``flush``)."""
 
-    def __init__(self, home: LocusHome, snap: Snapshot, *, config: LearningConfig, retention: Retention,
-                 save_seconds: float = 30.0, seed: int | None = None, metrics=None) -> None:
+    def __init__(
+        self,
+        home: LocusHome,
+        snap: Snapshot,
+        *,
+        config: LearningConfig,
+        retention: Retention,
+        save_seconds: float = 30.0,
+        seed: int | None = None,
+        metrics=None,
+    ) -> None:
         self.home, self.config, self.retention, self.save_seconds = home, config, retention, save_seconds
         self.metrics = metrics
         self.writer = writer_id()
@@ -130,8 +139,11 @@ class Learning:
             self.unscored = list(saved.get("unscored", []))
             self.graded.update({rid: time.time() for rid in self.direct})
         elif saved:
-            log.info("the learner's saved state is of checkpoint %s, not %s: learning starts afresh",
-                     saved.get("checkpoint_id"), snap.checkpoint_id)
+            log.info(
+                "the learner's saved state is of checkpoint %s, not %s: learning starts afresh",
+                saved.get("checkpoint_id"),
+                snap.checkpoint_id,
+            )
         for _, _, record in self.decisions_tail.read():
             self._index(record)
         for segment, end, record in self.outcomes_tail.read():
@@ -144,10 +156,16 @@ class Learning:
         self.changed = True
 
     def state(self) -> dict:
-        return {"checkpoint_id": self.checkpoint_id, "saved_at": time.time(), "writer": self.writer,
-                "learner": self.learner.state_dict(), "offsets": dict(self.outcomes_tail.offsets),
-                "pending": self.pending[-MAX_PENDING:], "direct": sorted(self.direct),
-                "unscored": self.unscored[-MAX_PENDING:]}
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "saved_at": time.time(),
+            "writer": self.writer,
+            "learner": self.learner.state_dict(),
+            "offsets": dict(self.outcomes_tail.offsets),
+            "pending": self.pending[-MAX_PENDING:],
+            "direct": sorted(self.direct),
+            "unscored": self.unscored[-MAX_PENDING:],
+        }
 
     def due(self) -> dict | None:
         """The state to save now (on the event loop: a consistent copy), None when unchanged or saved recently."""
@@ -163,8 +181,11 @@ class Learning:
         else:
             old = {n: i for i, n in enumerate(self.names)}
             old_profiles = self.learner.start
-            keep = [n for j, n in enumerate(snap.names) if n in old
-                    and np.allclose(old_profiles[old[n]], snap.pool_scorer.profiles[j], atol=1e-6)]
+            keep = [
+                n
+                for j, n in enumerate(snap.names)
+                if n in old and np.allclose(old_profiles[old[n]], snap.pool_scorer.profiles[j], atol=1e-6)
+            ]
             self.learner = self.learner.remapped(snap.names, snap.pool_scorer.profiles, keep=keep)
         self.names, self.changed = snap.names, True
 
@@ -216,13 +237,24 @@ class Learning:
         rid = "req-" + secrets.token_hex(12)
         i = trace.index[answered_by]
         encoding = np.asarray(trace.scored.encoding, np.float16)
-        record = {"request_id": rid, "time": time.time(), "client": client, "checkpoint_id": trace.checkpoint_id,
-                  "query_sha256": trace.query_sha256,
-                  "encoding": base64.b64encode(encoding.tobytes()).decode(), "encoding_dtype": "float16",
-                  "candidates": list(trace.candidates[:64]), "n_candidates": decision.get("candidates"),
-                  "chosen": decision["chosen"], "answered_by": answered_by, "group": trace.scored.group,
-                  "p_router": round(float(trace.scored.probs[i]), 6), "explored": trace.explored,
-                  "explore_reason": trace.explore_reason, "explore_share": self.config.explore}
+        record = {
+            "request_id": rid,
+            "time": time.time(),
+            "client": client,
+            "checkpoint_id": trace.checkpoint_id,
+            "query_sha256": trace.query_sha256,
+            "encoding": base64.b64encode(encoding.tobytes()).decode(),
+            "encoding_dtype": "float16",
+            "candidates": list(trace.candidates[:64]),
+            "n_candidates": decision.get("candidates"),
+            "chosen": decision["chosen"],
+            "answered_by": answered_by,
+            "group": trace.scored.group,
+            "p_router": round(float(trace.scored.probs[i]), 6),
+            "explored": trace.explored,
+            "explore_reason": trace.explore_reason,
+            "explore_share": self.config.explore,
+        }
         self.decision_log.append([record], sync=False)
         self._index(record)
         return rid
@@ -230,8 +262,13 @@ class Learning:
     def _index(self, record: dict) -> None:
         try:
             self.issued[str(record["request_id"])] = Issued(
-                str(record["answered_by"]), int(record["group"]), float(record["p_router"]), str(record["client"]),
-                str(record["checkpoint_id"]), float(record["time"]))
+                str(record["answered_by"]),
+                int(record["group"]),
+                float(record["p_router"]),
+                str(record["client"]),
+                str(record["checkpoint_id"]),
+                float(record["time"]),
+            )
         except (KeyError, TypeError, ValueError):
             log.warning("a decision-log line lacks its fields; skipped: %.200s", record)
 
@@ -247,22 +284,39 @@ class Learning:
         rid, score, source = item.get("request_id"), item.get("score"), item.get("source", "user")
         if not isinstance(rid, str) or not rid:
             raise OutcomeRefused(422, "request_id must be the x-locus-request-id of an answer of this gateway")
-        if (not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score)
-                or not 0 <= score <= 1):
+        if (
+            not isinstance(score, (int, float))
+            or isinstance(score, bool)
+            or not math.isfinite(score)
+            or not 0 <= score <= 1
+        ):
             raise OutcomeRefused(422, f"score={score!r} must be a number in [0, 1] (1: the answer was right)")
         if source not in SOURCES[:3]:
             raise OutcomeRefused(422, f"source={source!r} must be one of {list(SOURCES[:3])}")
         issued = self.issued.get(rid)
         if issued is None:
-            raise OutcomeRefused(404, f"request id {rid[:80]!r} was never issued by this gateway (or is older than "
-                                      f"the traffic log's retention, {self.retention.days:g} days)")
+            raise OutcomeRefused(
+                404,
+                f"request id {rid[:80]!r} was never issued by this gateway (or is older than "
+                f"the traffic log's retention, {self.retention.days:g} days)",
+            )
         if issued.client != client:
-            raise OutcomeRefused(403, f"request id {rid[:80]!r} was issued to another client: an outcome is taken "
-                                      "only with the bearer token (and x-locus-client) the request was sent with")
+            raise OutcomeRefused(
+                403,
+                f"request id {rid[:80]!r} was issued to another client: an outcome is taken "
+                "only with the bearer token (and x-locus-client) the request was sent with",
+            )
         if rid in self.graded or rid in self.reserved:
             raise OutcomeRefused(409, f"request id {rid[:80]!r} already has an outcome: each answer is graded once")
-        return {"request_id": rid, "score": float(score), "source": source, "client": client, "time": time.time(),
-                "model": issued.model, "writer": self.writer}
+        return {
+            "request_id": rid,
+            "score": float(score),
+            "source": source,
+            "client": client,
+            "time": time.time(),
+            "model": issued.model,
+            "writer": self.writer,
+        }
 
     def log_outcomes(self, records: list[dict]) -> None:  # in the thread pool: durable before the 202
         self.outcome_log.append(records, sync=True)
@@ -308,8 +362,9 @@ class Learning:
             return
         if not 0 <= score <= 1:
             return
-        self.learner.observe(self.names.index(issued.model), issued.group, score, min(max(issued.p, 0.0), 1.0),
-                             client=issued.client)
+        self.learner.observe(
+            self.names.index(issued.model), issued.group, score, min(max(issued.p, 0.0), 1.0), client=issued.client
+        )
         self.changed = True
         if self.metrics is not None:
             self.metrics.outcomes.labels(issued.model, str(record.get("source", "user"))).inc()
@@ -324,8 +379,9 @@ class Learning:
             log.warning("a graded outcome of %r (a dropped file): not a pool model; not learned", model[:80])
             return
         m = snap.index[model]
-        self.learner.observe(m, scored.group, float(record["score"]), float(scored.probs[m]),
-                             client=f"file:{record.get('file', '')}")
+        self.learner.observe(
+            m, scored.group, float(record["score"]), float(scored.probs[m]), client=f"file:{record.get('file', '')}"
+        )
         self.changed = True
         if self.metrics is not None:
             self.metrics.outcomes.labels(model, str(record.get("source", "file"))).inc()
@@ -380,6 +436,9 @@ class Learning:
 def learning_config(config: ServeConfig) -> LearningConfig:
     """The learner's settings of this gateway: the library's defaults, ``--explore`` and ``--client-share`` over them."""
     default = LearningConfig()
-    return LearningConfig(explore=default.explore if config.explore is None else config.explore,
-                          prior_var=default.prior_var, half_life=default.half_life,
-                          client_share=default.client_share if config.client_share is None else config.client_share)
+    return LearningConfig(
+        explore=default.explore if config.explore is None else config.explore,
+        prior_var=default.prior_var,
+        half_life=default.half_life,
+        client_share=default.client_share if config.client_share is None else config.client_share,
+    )

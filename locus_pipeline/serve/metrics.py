@@ -7,38 +7,81 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("locus_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r)
-        self.latency = Histogram("locus_request_latency_seconds", "HTTP request latency by endpoint", ["endpoint"],
-                                 buckets=(.002, .005, .01, .02, .03, .05, .075, .1, .25, .5, 1, 2.5, 5, 10, 30),
-                                 registry=r)
+        self.requests = Counter(
+            "locus_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "locus_request_latency_seconds",
+            "HTTP request latency by endpoint",
+            ["endpoint"],
+            buckets=(0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
         self.decisions = Counter("locus_decisions", "routing decisions by chosen model", ["model"], registry=r)
-        self.answers = Counter("locus_answers", "chat completions answered, by the model that answered", ["model"],
-                               registry=r)
-        self.fallbacks = Counter("locus_fallbacks", "upstream failures that moved to the next model of the fallback "
-                                 "chain, by the model that failed", ["model", "reason"], registry=r)
-        self.tokens = Counter("locus_tokens", "tokens the upstreams reported (their usage), by model and direction "
-                              "(input, output)", ["model", "direction"], registry=r)
-        self.cost = Counter("locus_cost_usd", "spend by model in USD: the reported tokens at the configured prices "
-                            "(or its cost_per_query); models without a price in USD are not counted", ["model"],
-                            registry=r)
-        self.cooldowns = Counter("locus_upstream_cooldowns", "times an upstream was cooled down after repeated "
-                                 "failures, by model", ["model"], registry=r)
-        self.cooled_down = Gauge("locus_upstreams_cooled_down", "upstreams cooled down now (skipped by the fallback "
-                                 "chain until their cooldown ends)", registry=r)
+        self.answers = Counter(
+            "locus_answers", "chat completions answered, by the model that answered", ["model"], registry=r
+        )
+        self.fallbacks = Counter(
+            "locus_fallbacks",
+            "upstream failures that moved to the next model of the fallback chain, by the model that failed",
+            ["model", "reason"],
+            registry=r,
+        )
+        self.tokens = Counter(
+            "locus_tokens",
+            "tokens the upstreams reported (their usage), by model and direction (input, output)",
+            ["model", "direction"],
+            registry=r,
+        )
+        self.cost = Counter(
+            "locus_cost_usd",
+            "spend by model in USD: the reported tokens at the configured prices "
+            "(or its cost_per_query); models without a price in USD are not counted",
+            ["model"],
+            registry=r,
+        )
+        self.cooldowns = Counter(
+            "locus_upstream_cooldowns",
+            "times an upstream was cooled down after repeated failures, by model",
+            ["model"],
+            registry=r,
+        )
+        self.cooled_down = Gauge(
+            "locus_upstreams_cooled_down",
+            "upstreams cooled down now (skipped by the fallback chain until their cooldown ends)",
+            registry=r,
+        )
         self.reloads = Counter("locus_pool_reloads", "pool reloads by outcome", ["outcome"], registry=r)
-        self.reload_failing = Gauge("locus_pool_reload_failing", "1 while the pool file on disk is refused (the "
-                                    "last good pool is served; /healthz says why), else 0", registry=r)
+        self.reload_failing = Gauge(
+            "locus_pool_reload_failing",
+            "1 while the pool file on disk is refused (the last good pool is served; /healthz says why), else 0",
+            registry=r,
+        )
         self.pool_models = Gauge("locus_pool_models", "models in the pool being served", registry=r)
-        self.explored = Counter("locus_explored", "requests routed by exploration (a Thompson draw from the learner "
-                                "chose another model than the best estimate), by the model chosen", ["model"], registry=r)
-        self.outcomes = Counter("locus_outcomes", "graded outcomes learned from, by the model that answered and the "
-                                "source (user, judge, verifier, file)", ["model", "source"], registry=r)
-        self.batch_size = Histogram("locus_scorer_batch_size", "queries encoded and scored together", registry=r,
-                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128))
+        self.explored = Counter(
+            "locus_explored",
+            "requests routed by exploration (a Thompson draw from the learner "
+            "chose another model than the best estimate), by the model chosen",
+            ["model"],
+            registry=r,
+        )
+        self.outcomes = Counter(
+            "locus_outcomes",
+            "graded outcomes learned from, by the model that answered and the source (user, judge, verifier, file)",
+            ["model", "source"],
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "locus_scorer_batch_size",
+            "queries encoded and scored together",
+            registry=r,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+        )
 
 
 ENDPOINTS = {"/route", "/v1/chat/completions", "/v1/outcomes", "/v1/models", "/metrics", "/healthz"}
@@ -67,4 +110,3 @@ class MetricsMiddleware:
             endpoint = scope["path"] if scope["path"] in ENDPOINTS else "other"
             self.metrics.requests.labels(endpoint, str(status[0])).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
-

@@ -18,8 +18,10 @@ def portfolio_name(method: str, x: float) -> str:
 
 def named_portfolios(table: pd.DataFrame) -> dict[str, tuple[str, ...]]:
     """{name: member names} of every portfolio in the ``portfolios`` table."""
-    return {portfolio_name(m, x): tuple(n for n in str(members).split(", ") if n)
-            for m, x, members in zip(table["method"], table["x"], table["portfolio"])}
+    return {
+        portfolio_name(m, x): tuple(n for n in str(members).split(", ") if n)
+        for m, x, members in zip(table["method"], table["x"], table["portfolio"])
+    }
 
 
 def _available(names: list[str]) -> str:
@@ -34,11 +36,15 @@ def read_portfolio(home: LocusHome, name: str) -> tuple[str, ...]:
     """The members of portfolio ``name`` as the home's ``portfolios`` table has it; a StorageError naming the
     available portfolios when there is no such one, or telling to materialize the asset when there is no table."""
     if not home.table_path("portfolios").exists():
-        raise StorageError(f"--portfolio {name}: {home.table_path('portfolios')} does not exist. How to fix: "
-                           "materialize the portfolios asset (make demo, or the analyses group), or serve the whole pool")
+        raise StorageError(
+            f"--portfolio {name}: {home.table_path('portfolios')} does not exist. How to fix: "
+            "materialize the portfolios asset (make demo, or the analyses group), or serve the whole pool"
+        )
     found = named_portfolios(home.read_table("portfolios", columns=["method", "x", "portfolio"]))
     if name not in found:
-        raise StorageError(f"--portfolio {name!r} is not in the portfolios table. Available: {_available(sorted(found, key=_order))}")
+        raise StorageError(
+            f"--portfolio {name!r} is not in the portfolios table. Available: {_available(sorted(found, key=_order))}"
+        )
     return found[name]
 
 

@@ -8,15 +8,19 @@ import json
 import re
 from typing import Sequence
 
-_CREDENTIAL = re.compile(r"(?i)(bearer\s+|(?:authorization|api[_-]?key|x-api-key|access[_-]?token)[\"']?\s*[:=]\s*[\"']?"
-                         r"(?:bearer\s+)?)([^\s\"',;}]+)")
+_CREDENTIAL = re.compile(
+    r"(?i)(bearer\s+|(?:authorization|api[_-]?key|x-api-key|access[_-]?token)[\"']?\s*[:=]\s*[\"']?"
+    r"(?:bearer\s+)?)([^\s\"',;}]+)"
+)
 _KEY_SHAPED = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}")
 PARTIAL = 6  # any run of this many characters of a known secret is redacted (a key cut short, split, in pieces)
 MAX_JSON_DEPTH = 64  # an upstream's JSON nested deeper is treated as not JSON
 # characters that show nothing: format characters (zero-width spaces and joiners, bidi marks, the BOM, tags),
 # variation selectors, the combining grapheme joiner and Hangul fillers; removed before secrets are looked for
-_INVISIBLE = re.compile("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-                        "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e0fff]")
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e0fff]"
+)
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 
 
@@ -32,7 +36,7 @@ def secret_forms(secret: str) -> list[str]:
     raw, forms = secret.encode("utf-8"), [secret]
     for shift in range(3):
         encoded = base64.b64encode(b"\0" * shift + raw).decode("ascii")
-        core = encoded[(shift * 8 + 5) // 6:((shift + len(raw)) * 8) // 6]  # the characters of the secret alone
+        core = encoded[(shift * 8 + 5) // 6 : ((shift + len(raw)) * 8) // 6]  # the characters of the secret alone
         forms += [core, core.replace("+", "-").replace("/", "_")]
     return list(dict.fromkeys(f for f in forms if f))
 
@@ -44,10 +48,10 @@ def _redact_known(text: str, forms: Sequence[str]) -> str:
     short = [f for f in forms if len(f) < PARTIAL]
     for form in short:
         text = text.replace(form, "[redacted]")
-    windows = {f[i:i + PARTIAL] for f in forms if len(f) >= PARTIAL for i in range(len(f) - PARTIAL + 1)}
+    windows = {f[i : i + PARTIAL] for f in forms if len(f) >= PARTIAL for i in range(len(f) - PARTIAL + 1)}
     runs: list[list[int]] = []
     for start in range(len(text) - PARTIAL + 1):
-        if text[start:start + PARTIAL] in windows:
+        if text[start : start + PARTIAL] in windows:
             if runs and start <= runs[-1][1]:  # overlapping windows merge into one run
                 runs[-1][1] = start + PARTIAL
             else:
@@ -90,8 +94,10 @@ def _scrub_value(value: object, known: Sequence[str], patterns: bool = True) -> 
     if isinstance(value, list):
         return [_scrub_value(v, known, patterns) for v in value]
     if isinstance(value, dict):
-        return {scrub_credentials(str(k), known, patterns=patterns): _scrub_value(v, known, patterns)
-                for k, v in value.items()}
+        return {
+            scrub_credentials(str(k), known, patterns=patterns): _scrub_value(v, known, patterns)
+            for k, v in value.items()
+        }
     return value
 
 
@@ -150,4 +156,12 @@ def _depth(value: object) -> int:
     return deepest
 
 
-__all__ = ["MAX_JSON_DEPTH", "is_event_line", "json_or_none", "scrub_answer", "scrub_body", "scrub_credentials", "secret_forms"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "is_event_line",
+    "json_or_none",
+    "scrub_answer",
+    "scrub_body",
+    "scrub_credentials",
+    "secret_forms",
+]

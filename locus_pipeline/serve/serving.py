@@ -21,15 +21,19 @@ def single_model(serve: str, snap: Snapshot, home: LocusHome | None = None) -> t
         choice = what_to_serve(verdict, force_router=serve == "router")
         if choice.router or choice.model in snap.routable:
             return choice.model, choice.reason + ("" if choice.router else " (--serve router to route anyway)")
-        return None, (f"{choice.reason}; but {choice.model} is not a routable pool model with an upstream here, "
-                      "so the router serves")
+        return None, (
+            f"{choice.reason}; but {choice.model} is not a routable pool model with an upstream here, "
+            "so the router serves"
+        )
     name = serve.split(":", 1)[1] if serve.startswith("single:") else ""
     if not name:
         raise ValueError(f"--serve {serve!r}: expected 'auto', 'router' or 'single:<pool model>'")
     if name not in snap.routable:
-        raise ValueError(f"--serve {serve!r}: {name!r} is not a routable pool model"
-                         + (" with an upstream" if snap.upstreams and not snap.dry_run else "")
-                         + f" (routable: {', '.join(snap.routable[:8])}{', ...' if len(snap.routable) > 8 else ''})")
+        raise ValueError(
+            f"--serve {serve!r}: {name!r} is not a routable pool model"
+            + (" with an upstream" if snap.upstreams and not snap.dry_run else "")
+            + f" (routable: {', '.join(snap.routable[:8])}{', ...' if len(snap.routable) > 8 else ''})"
+        )
     return name, "chosen by the operator (--serve single:MODEL)"
 
 
@@ -55,19 +59,28 @@ def cost_text(verdict: dict | None) -> str:
     if verdict is None:
         return f"{how} (no routing evaluation of this checkpoint says what that saves)"
     if verdict.get("cheaper") is None:
-        return (f"{how}; the routing evaluation found no router that reaches {verdict['best_single']}'s accuracy "
-                "for less (or it had no prices: locus evaluate --models-file)")
+        return (
+            f"{how}; the routing evaluation found no router that reaches {verdict['best_single']}'s accuracy "
+            "for less (or it had no prices: locus evaluate --models-file)"
+        )
     cheaper = verdict["cheaper"]
     mine = cheaper.get("locus") or {}
     reference = cheaper.get("reference") or verdict["best_single"]
     full, near = mine.get("at_best_single"), mine.get("at_95")
-    said = (f"{reference}'s accuracy at {100 * full:.0f}% of its cost"
-            + (f", 95% of it at {100 * near:.0f}%" if near is not None else "") if full is not None else
-            f"95% of {reference}'s accuracy at {100 * near:.0f}% of its cost (its full accuracy not for less)"
-            if near is not None else "")
-    return (f"{how}: in the routing evaluation LOCUS reached {said}" if said else
-            f"{how}; in the routing evaluation LOCUS did not reach {reference}'s accuracy for less") + \
-        f" (every router: {cheaper_text(cheaper, verdict['best_single'])})"
+    said = (
+        f"{reference}'s accuracy at {100 * full:.0f}% of its cost"
+        + (f", 95% of it at {100 * near:.0f}%" if near is not None else "")
+        if full is not None
+        else f"95% of {reference}'s accuracy at {100 * near:.0f}% of its cost (its full accuracy not for less)"
+        if near is not None
+        else ""
+    )
+    return (
+        f"{how}: in the routing evaluation LOCUS reached {said}"
+        if said
+        else f"{how}; in the routing evaluation LOCUS did not reach {reference}'s accuracy for less"
+    ) + f" (every router: {cheaper_text(cheaper, verdict['best_single'])})"
+
 
 def guard_text(snap: Snapshot, margin: float) -> str:
     """The guard in words: its margin and the routable model of highest standing it leans toward."""

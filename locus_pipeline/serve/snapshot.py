@@ -3,11 +3,9 @@ reload; :func:`watched_key` tells when the pool file (or the served portfolio's 
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
@@ -76,8 +74,14 @@ class Snapshot:
         return np.array([index[n] for n in self.routable], dtype=np.int64)
 
 
-def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = None, *,
-                  portfolio: str | None = None, dry_run: bool = False) -> Snapshot:
+def load_snapshot(
+    home: LocusHome,
+    config: ModelsConfig,
+    runtime: str | None = None,
+    *,
+    portfolio: str | None = None,
+    dry_run: bool = False,
+) -> Snapshot:
     """The pool as it is now, with the checkpoint it was embedded with; costs from the model catalog when it exists
     (its cost columns, as the cost_frontier asset reads them), with the models config's costs on top, and
     upstreams from the models config. ``runtime``: the encoder runtime (None: the checkpoint's). ``portfolio``: a
@@ -96,9 +100,11 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     try:  # the pipeline's own validator: a pool it would refuse to write is refused here too
         check_pool(pool, dim=checkpoint.model.config.d)
     except PoolError as err:
-        raise StorageError(f"the pool {home.pool_path} is not valid: {err}. How to fix: rebuild it (materialize "
-                           "model_embeddings) or put back the last good pool file; a running locus serve keeps "
-                           "serving the pool it loaded last") from None
+        raise StorageError(
+            f"the pool {home.pool_path} is not valid: {err}. How to fix: rebuild it (materialize "
+            "model_embeddings) or put back the last good pool file; a running locus serve keeps "
+            "serving the pool it loaded last"
+        ) from None
     pool_scorer = checkpoint.router.scorer(pool)
     names = list(pool_scorer.names)
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
@@ -108,19 +114,34 @@ def load_snapshot(home: LocusHome, config: ModelsConfig, runtime: str | None = N
     routable = dict(zip(names, pool["routable"].astype(bool)))
     served = tuple(n for n in names if n in member_set and routable[n])  # pool order, as the whole pool is served
     if not served and not portfolio:
-        raise StorageError(f"no model of the pool {home.pool_path} is routable (each has too few evaluations, the "
-                           "pool's `routable` column). How to fix: onboard models with more evaluations")
+        raise StorageError(
+            f"no model of the pool {home.pool_path} is routable (each has too few evaluations, the "
+            "pool's `routable` column). How to fix: onboard models with more evaluations"
+        )
     if not served:
-        raise StorageError(f"--portfolio {portfolio}: none of its {len(members)} models is in the pool "
-                           f"{home.pool_path} (a pool rebuilt since?). How to fix: re-materialize the portfolios asset")
-    return Snapshot(key=key, checkpoint_id=checkpoint.checkpoint_id, encoder=checkpoint.encoder,
-                    runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime), pool_scorer=pool_scorer,
-                    names=tuple(names), sources=tuple(pool["source"].astype(str)),
-                    costs=cost_table(names, cost_info(catalog, config.costs)),
-                    upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
-                    output_tokens=config.output_tokens, loaded_at=time.time(), portfolio=portfolio, served=served,
-                    portfolio_missing=tuple(n for n in members if n not in name_set), portfolio_key=portfolio_key,
-                    held_back=tuple(n for n in names if not routable[n]), dry_run=dry_run)
+        raise StorageError(
+            f"--portfolio {portfolio}: none of its {len(members)} models is in the pool "
+            f"{home.pool_path} (a pool rebuilt since?). How to fix: re-materialize the portfolios asset"
+        )
+    return Snapshot(
+        key=key,
+        checkpoint_id=checkpoint.checkpoint_id,
+        encoder=checkpoint.encoder,
+        runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime),
+        pool_scorer=pool_scorer,
+        names=tuple(names),
+        sources=tuple(pool["source"].astype(str)),
+        costs=cost_table(names, cost_info(catalog, config.costs)),
+        upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
+        output_tokens=config.output_tokens,
+        loaded_at=time.time(),
+        portfolio=portfolio,
+        served=served,
+        portfolio_missing=tuple(n for n in members if n not in name_set),
+        portfolio_key=portfolio_key,
+        held_back=tuple(n for n in names if not routable[n]),
+        dry_run=dry_run,
+    )
 
 
 def watched_key(home: LocusHome, portfolio: str | None) -> tuple | None:
@@ -128,4 +149,3 @@ def watched_key(home: LocusHome, portfolio: str | None) -> tuple | None:
     portfolios refresh after a rebuild changes the candidate set). None while there is no pool."""
     key = pool_key(home.pool_path)
     return None if key is None else (key, pool_key(home.table_path("portfolios")) if portfolio else None)
-

@@ -16,8 +16,14 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from locus_pipeline.serve.config import GatewaySettings, Upstream
-from locus_pipeline.serve.scrub import (MAX_JSON_DEPTH, is_event_line, json_or_none, scrub_answer, scrub_body,
-                                         scrub_credentials)
+from locus_pipeline.serve.scrub import (
+    MAX_JSON_DEPTH,
+    is_event_line,
+    json_or_none,
+    scrub_answer,
+    scrub_body,
+    scrub_credentials,
+)
 
 log = logging.getLogger("locus.serve")
 
@@ -60,8 +66,13 @@ class Bounds:
     def of(cls, upstream: Upstream, settings: GatewaySettings | None) -> "Bounds":
         if settings is None:
             return cls(upstream.timeout_s)
-        return cls(upstream.timeout_s, settings.max_response_bytes, settings.max_line_bytes,
-                   settings.max_error_bytes, settings.max_stream_s)
+        return cls(
+            upstream.timeout_s,
+            settings.max_response_bytes,
+            settings.max_line_bytes,
+            settings.max_error_bytes,
+            settings.max_stream_s,
+        )
 
 
 async def read_bounded(resp: httpx.Response, bounds: Bounds, deadline: float, *, prefix: int | None = None) -> bytes:
@@ -77,7 +88,9 @@ async def read_bounded(resp: httpx.Response, bounds: Bounds, deadline: float, *,
                 if size > cap:
                     if prefix is not None:
                         break
-                    raise ReadLimit("too_large", f"the answer is larger than {cap:,} bytes (gateway.max_response_bytes)")
+                    raise ReadLimit(
+                        "too_large", f"the answer is larger than {cap:,} bytes (gateway.max_response_bytes)"
+                    )
     except TimeoutError:
         raise ReadLimit("timeout", f"no complete answer within {bounds.timeout_s:g} s") from None
     return b"".join(chunks)[:cap]
@@ -98,8 +111,10 @@ async def event_lines(resp: httpx.Response, bounds: Bounds) -> AsyncIterator[str
         if newline < 0:
             scanned = len(buffer)
             if scanned > bounds.max_line_bytes:
-                raise ReadLimit("line_too_long", f"an event stream line is longer than {bounds.max_line_bytes:,} bytes "
-                                                 "(gateway.max_line_bytes)")
+                raise ReadLimit(
+                    "line_too_long",
+                    f"an event stream line is longer than {bounds.max_line_bytes:,} bytes (gateway.max_line_bytes)",
+                )
             left = min(next_event, end) - loop.time()
             try:
                 if left <= 0:
@@ -110,26 +125,36 @@ async def event_lines(resp: httpx.Response, bounds: Bounds) -> AsyncIterator[str
                     yield buffer.decode("utf-8", "replace")
                 return
             except TimeoutError:
-                raise ReadLimit("timeout", f"no event within {bounds.timeout_s:g} s" if loop.time() < end else
-                                f"the event stream lasted longer than {bounds.max_stream_s:g} s "
-                                "(gateway.max_stream_s)") from None
+                raise ReadLimit(
+                    "timeout",
+                    f"no event within {bounds.timeout_s:g} s"
+                    if loop.time() < end
+                    else f"the event stream lasted longer than {bounds.max_stream_s:g} s (gateway.max_stream_s)",
+                ) from None
             total += len(chunk)
             if total > bounds.max_response_bytes:
-                raise ReadLimit("too_large", f"the event stream is larger than {bounds.max_response_bytes:,} bytes "
-                                             "(gateway.max_response_bytes)")
+                raise ReadLimit(
+                    "too_large",
+                    f"the event stream is larger than {bounds.max_response_bytes:,} bytes (gateway.max_response_bytes)",
+                )
             buffer += chunk
             continue
         line = bytes(buffer[:newline]).rstrip(b"\r").decode("utf-8", "replace")
-        del buffer[:newline + 1]
+        del buffer[: newline + 1]
         scanned = 0
         if line.strip() and not line.startswith(":"):
             next_event = loop.time() + bounds.timeout_s
         yield line
 
 
-async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncIterator[str],
-                      on_usage: Callable[[object], None] = lambda usage: None,
-                      known: Sequence[str] = ()) -> AsyncIterator[bytes]:
+async def rewrite_sse(
+    resp: httpx.Response,
+    name: str,
+    first: str,
+    lines: AsyncIterator[str],
+    on_usage: Callable[[object], None] = lambda usage: None,
+    known: Sequence[str] = (),
+) -> AsyncIterator[bytes]:
     """Pass an SSE stream through line by line (``first``, then the rest of ``lines``), with each chunk's ``model``
     set to the pool model's name (a chunk's ``usage``, when the upstream sends one, goes to ``on_usage``). An
     upstream that fails mid-way, or breaks the gateway's bounds, ends the stream with an error event
@@ -161,16 +186,29 @@ async def rewrite_sse(resp: httpx.Response, name: str, first: str, lines: AsyncI
     except (httpx.HTTPError, ReadLimit) as err:
         what = err.detail if isinstance(err, ReadLimit) else type(err).__name__
         log.warning("upstream %s failed mid-stream (%s: %s)", name, type(err).__name__, scrub_credentials(str(err)))
-        error = {"error": {"message": f"the upstream of {name} failed mid-stream ({what}); the answer is incomplete",
-                           "type": "upstream_error", "code": "stream_interrupted"}}
+        error = {
+            "error": {
+                "message": f"the upstream of {name} failed mid-stream ({what}); the answer is incomplete",
+                "type": "upstream_error",
+                "code": "stream_interrupted",
+            }
+        }
         yield f"\ndata: {json.dumps(error)}\n\n".encode("utf-8")
     finally:
         await resp.aclose()
 
 
-async def forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body: dict, stream: bool, *,
-                  token: str | None = None, on_usage: Callable[[object], None] = lambda usage: None,
-                  settings: GatewaySettings | None = None) -> Response:
+async def forward(
+    client: httpx.AsyncClient,
+    name: str,
+    upstream: Upstream,
+    body: dict,
+    stream: bool,
+    *,
+    token: str | None = None,
+    on_usage: Callable[[object], None] = lambda usage: None,
+    settings: GatewaySettings | None = None,
+) -> Response:
     """The upstream's answer; raises UpstreamFailed on a timeout, a connection error, a retryable status, a 200
     that is not JSON (an event stream whose first line is not one, with ``stream``), an answer beyond the gateway's
     bounds (:class:`Bounds` from ``settings``) or anything else the answer breaks in the gateway: whatever an
@@ -181,26 +219,37 @@ async def forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body
     key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
     secrets_known = [s for s in (key, token) if s]
     try:
-        return await _forward(client, name, upstream, body, stream, key, secrets_known, on_usage,
-                              Bounds.of(upstream, settings))
+        return await _forward(
+            client, name, upstream, body, stream, key, secrets_known, on_usage, Bounds.of(upstream, settings)
+        )
     except UpstreamFailed as fail:
         fail.detail = scrub_credentials(fail.detail, secrets_known)
         raise
     except Exception as err:  # an answer that breaks the gateway in a way not foreseen: the next model, not a 500
-        log.exception("the answer of %s's upstream broke the gateway (%s): trying the next model", name,
-                      type(err).__name__)
+        log.exception(
+            "the answer of %s's upstream broke the gateway (%s): trying the next model", name, type(err).__name__
+        )
         raise UpstreamFailed(name, "bad_response", f"an answer the gateway cannot use ({type(err).__name__})") from None
 
 
-async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, body: dict, stream: bool,
-                   key: str | None, secrets_known: list[str], on_usage: Callable[[object], None],
-                   bounds: Bounds) -> Response:
+async def _forward(
+    client: httpx.AsyncClient,
+    name: str,
+    upstream: Upstream,
+    body: dict,
+    stream: bool,
+    key: str | None,
+    secrets_known: list[str],
+    on_usage: Callable[[object], None],
+    bounds: Bounds,
+) -> Response:
     payload = {**body, "model": upstream.model}
     headers = {"content-type": "application/json"}
     if key:
         headers["authorization"] = f"Bearer {key}"
-    request = client.build_request("POST", f"{upstream.base_url}/chat/completions", json=payload,
-                                   headers=headers, timeout=upstream.timeout_s)
+    request = client.build_request(
+        "POST", f"{upstream.base_url}/chat/completions", json=payload, headers=headers, timeout=upstream.timeout_s
+    )
     deadline = asyncio.get_running_loop().time() + upstream.timeout_s  # the headers and a whole non-streamed answer
     try:
         async with asyncio.timeout_at(deadline):
@@ -222,18 +271,32 @@ async def _forward(client: httpx.AsyncClient, name: str, upstream: Upstream, bod
         raise UpstreamFailed(name, "connection", f"{type(err).__name__}: {err}")
 
 
-async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: bool, secrets_known: list[str],
-                  on_usage: Callable[[object], None], bounds: Bounds, deadline: float) -> Response:
+async def _answer(
+    resp: httpx.Response,
+    name: str,
+    upstream: Upstream,
+    stream: bool,
+    secrets_known: list[str],
+    on_usage: Callable[[object], None],
+    bounds: Bounds,
+    deadline: float,
+) -> Response:
     if 300 <= resp.status_code < 400:  # never followed (the key would go where it points) nor relayed: a failure
         await resp.aclose()
-        raise UpstreamFailed(name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: a redirect, not an answer "
-                                   "(not followed: the upstream's base_url should name the endpoint itself)", 502)
+        raise UpstreamFailed(
+            name,
+            f"http_{resp.status_code}",
+            f"HTTP {resp.status_code}: a redirect, not an answer "
+            "(not followed: the upstream's base_url should name the endpoint itself)",
+            502,
+        )
     if resp.status_code >= 500 or resp.status_code in RETRY_STATUSES:  # a bounded prefix, scrubbed off the loop
         raw = await read_bounded(resp, bounds, deadline, prefix=bounds.max_error_bytes)
         await resp.aclose()
         _, text = await run_in_threadpool(scrub_body, raw, secrets_known)
-        raise UpstreamFailed(name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text[:MAX_DETAIL_CHARS]}",
-                             resp.status_code)
+        raise UpstreamFailed(
+            name, f"http_{resp.status_code}", f"HTTP {resp.status_code}: {text[:MAX_DETAIL_CHARS]}", resp.status_code
+        )
     headers_out = {"x-locus-model": name, "x-locus-upstream-model": upstream.model}
     if stream and resp.status_code == 200:  # the first event decides: an event stream, or the next model
         lines = event_lines(resp, bounds)
@@ -246,17 +309,26 @@ async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: b
             raise UpstreamFailed(name, "bad_response", "the event stream ended before its first event")
         if not is_event_line(first):
             await resp.aclose()
-            raise UpstreamFailed(name, "bad_response", f"not an event stream: {scrub_credentials(first[:200], secrets_known)!r}")
-        return StreamingResponse(rewrite_sse(resp, name, first, lines, on_usage, secrets_known), status_code=200,
-                                 headers=headers_out,
-                                 media_type=resp.headers.get("content-type", "text/event-stream"))
+            raise UpstreamFailed(
+                name, "bad_response", f"not an event stream: {scrub_credentials(first[:200], secrets_known)!r}"
+            )
+        return StreamingResponse(
+            rewrite_sse(resp, name, first, lines, on_usage, secrets_known),
+            status_code=200,
+            headers=headers_out,
+            media_type=resp.headers.get("content-type", "text/event-stream"),
+        )
     if resp.status_code != 200:  # relayed (a bounded prefix), less any credential it echoes (decoded, then scrubbed)
         raw = await read_bounded(resp, bounds, deadline, prefix=bounds.max_error_bytes)
         await resp.aclose()
         data, text = await run_in_threadpool(scrub_body, raw, secrets_known)
         if data is None:
-            return Response(text.encode("utf-8"), status_code=resp.status_code, headers=headers_out,
-                            media_type=resp.headers.get("content-type"))
+            return Response(
+                text.encode("utf-8"),
+                status_code=resp.status_code,
+                headers=headers_out,
+                media_type=resp.headers.get("content-type"),
+            )
         return _json_response(data, name, resp.status_code, headers_out)
     try:
         raw = await read_bounded(resp, bounds, deadline)
@@ -264,11 +336,14 @@ async def _answer(resp: httpx.Response, name: str, upstream: Upstream, stream: b
         await resp.aclose()
     data = await run_in_threadpool(json_or_none, raw) if len(raw) > 1 << 18 else json_or_none(raw)
     if data is None:
-        text = (await run_in_threadpool(scrub_body, raw[:bounds.max_error_bytes], secrets_known))[1]
+        text = (await run_in_threadpool(scrub_body, raw[: bounds.max_error_bytes], secrets_known))[1]
         raise UpstreamFailed(name, "bad_response", f"not JSON (or nested deeper than {MAX_JSON_DEPTH}): {text[:200]!r}")
     if secrets_known:  # an answer echoing the key: scrubbed before the client, the answer log or MLflow sees it
-        data = await run_in_threadpool(scrub_answer, data, secrets_known) if len(raw) > 1 << 16 else \
-            scrub_answer(data, secrets_known)
+        data = (
+            await run_in_threadpool(scrub_answer, data, secrets_known)
+            if len(raw) > 1 << 16
+            else scrub_answer(data, secrets_known)
+        )
     if isinstance(data, dict):
         data["model"] = name
         on_usage(data.get("usage"))
@@ -281,5 +356,8 @@ def _json_response(data: object, name: str, status: int, headers: dict) -> JSONR
     try:
         return JSONResponse(data, status_code=status, headers=headers)
     except ValueError:
-        raise UpstreamFailed(name, "bad_response", "the answer holds NaN or Infinity (e.g. in usage's token counts): "
-                                                   "not JSON, whose numbers are finite") from None
+        raise UpstreamFailed(
+            name,
+            "bad_response",
+            "the answer holds NaN or Infinity (e.g. in usage's token counts): not JSON, whose numbers are finite",
+        ) from None

@@ -24,7 +24,12 @@ or a URL such as ``s3://bucket/prefix``):
 
 from locus_pipeline.storage.checkpoints import CheckpointRecord, PoolCheckpoint, SavedCheckpoint  # noqa: F401
 from locus_pipeline.storage.files import (  # noqa: F401
-    StorageError, checkpoint_id, read_parquet, sha256_file, write_bytes_atomic, write_parquet_atomic,
+    StorageError,
+    checkpoint_id,
+    read_parquet,
+    sha256_file,
+    write_bytes_atomic,
+    write_parquet_atomic,
 )
 from locus_pipeline.storage.home import LocusHome  # noqa: F401
 from locus_pipeline.storage.pool import POOL  # noqa: F401

@@ -98,11 +98,15 @@ class Checkpoints:
         """The checkpoint with this id (cached per process); checkpoints are kept, so an older pool still loads."""
         path = self.checkpoint_file(checkpoint_id)
         if not path.exists():
-            raise StorageError(f"checkpoint {checkpoint_id} is not at {path}. How to fix: materialize "
-                               "locus_checkpoint, then model_embeddings (the pool is re-embedded with the new one)")
+            raise StorageError(
+                f"checkpoint {checkpoint_id} is not at {path}. How to fix: materialize "
+                "locus_checkpoint, then model_embeddings (the pool is re-embedded with the new one)"
+            )
         local = self._cached_checkpoint(checkpoint_id) if is_remote(path) else path
         router, extra = _load_checkpoint(str(local), local.stat().st_mtime_ns)
         encoder = str(extra.get("encoder", ""))
         if not encoder:
-            raise StorageError(f"checkpoint {path} does not name its sentence encoder. How to fix: materialize locus_checkpoint")
+            raise StorageError(
+                f"checkpoint {path} does not name its sentence encoder. How to fix: materialize locus_checkpoint"
+            )
         return PoolCheckpoint(router, checkpoint_id, encoder, str(extra.get("encoder_runtime", "torch")))

@@ -69,9 +69,13 @@ def push(home: Any, local_incoming: Path, pulled: dict[str, str]) -> list[str]:
         prefix = (remote / folder).path
         fs.invalidate_cache(prefix)
         have.update({p: s for p, s in fs.find(prefix, detail=True).items()} if fs.exists(prefix) else {})
-    files = [p for folder in ("accepted", "rejected") if (local_incoming / folder).exists()
-             for p in sorted((local_incoming / folder).rglob("*"))
-             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(local_incoming).parts)]
+    files = [
+        p
+        for folder in ("accepted", "rejected")
+        if (local_incoming / folder).exists()
+        for p in sorted((local_incoming / folder).rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(local_incoming).parts)
+    ]
     files.sort(key=lambda p: p.name.endswith(MANIFEST_SUFFIX))  # manifests last: an accepted file is complete first
     uploaded = []
     for file in files:

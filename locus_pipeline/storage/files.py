@@ -107,7 +107,10 @@ def version_of(path: Any) -> tuple | None:
             info = path.fs.info(path.path)
         except FileNotFoundError:
             return None
-        return (str(info.get("ETag") or info.get("etag") or info.get("generation") or info.get("mtime")), int(info["size"]))
+        return (
+            str(info.get("ETag") or info.get("etag") or info.get("generation") or info.get("mtime")),
+            int(info["size"]),
+        )
     try:
         st = os.stat(path)
     except FileNotFoundError:

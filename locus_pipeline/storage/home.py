@@ -18,8 +18,14 @@ from locus_model.data.encoders import resolve_encoder
 from locus_model.data.encoding import encode_queries_with_summary
 from locus_pipeline.home_location import default_home_location
 from locus_pipeline.storage.checkpoints import Checkpoints
-from locus_pipeline.storage.files import (StorageError, as_path, is_remote, read_parquet, write_bytes_atomic,
-                                          write_parquet_atomic)
+from locus_pipeline.storage.files import (
+    StorageError,
+    as_path,
+    is_remote,
+    read_parquet,
+    write_bytes_atomic,
+    write_parquet_atomic,
+)
 from locus_pipeline.storage.live import LiveAnswers
 from locus_pipeline.storage.locks import file_lock, object_lock
 from locus_pipeline.storage.pool import PoolAndStores
@@ -37,11 +43,16 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, TrafficLog, dg.Configur
     ``s3://bucket/prefix`` puts it in object storage): every path, lock and read-modify-write of the pipeline's
     data goes through this resource."""
 
-    root: str = Field(default="", description="Folder or URL (s3://bucket/prefix) for all outputs; empty = "
-                                              "$LOCUS_HOME or <repo>/data.")
-    cache: str = Field(default="", description="Local folder for a remote home's working files (reports before "
-                                               "upload, query-encoding cache, checkpoint copies); empty = "
-                                               "$LOCUS_CACHE or ~/.cache/locus/<home>. Unused for a local home.")
+    root: str = Field(
+        default="",
+        description="Folder or URL (s3://bucket/prefix) for all outputs; empty = $LOCUS_HOME or <repo>/data.",
+    )
+    cache: str = Field(
+        default="",
+        description="Local folder for a remote home's working files (reports before "
+        "upload, query-encoding cache, checkpoint copies); empty = "
+        "$LOCUS_CACHE or ~/.cache/locus/<home>. Unused for a local home.",
+    )
 
     # ------------------------------------------------------------------ paths
 
@@ -100,7 +111,11 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, TrafficLog, dg.Configur
         for top in PUBLISHED:
             local = self.local_path / top
             seen = _mirrored.setdefault(str(local), {})
-            for file in sorted(p for p in local.rglob("*") if p.is_file() and not p.name.startswith(".")) if local.exists() else []:
+            for file in (
+                sorted(p for p in local.rglob("*") if p.is_file() and not p.name.startswith("."))
+                if local.exists()
+                else []
+            ):
                 name = file.relative_to(local).as_posix()
                 if seen.get(name) != _stamp(file):
                     target = self.path / top / name
@@ -154,13 +169,20 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, TrafficLog, dg.Configur
         try:
             config = json.loads(text)
         except ValueError as err:
-            raise StorageError(f"{path} is not JSON ({err}). How to fix: delete it (make dev writes it again) or "
-                               'write {"dagster_url": "http://127.0.0.1:3000", "mlflow_url": "http://127.0.0.1:5000"}')
+            raise StorageError(
+                f"{path} is not JSON ({err}). How to fix: delete it (make dev writes it again) or "
+                'write {"dagster_url": "http://127.0.0.1:3000", "mlflow_url": "http://127.0.0.1:5000"}'
+            )
         bad = ([] if isinstance(config, dict) else ["the file"]) or [
-            k for k, v in config.items() if k in UI_KEYS and not (isinstance(v, str) and v.startswith(("http://", "https://")))]
+            k
+            for k, v in config.items()
+            if k in UI_KEYS and not (isinstance(v, str) and v.startswith(("http://", "https://")))
+        ]
         if bad:
-            raise StorageError(f"{path}: {', '.join(bad)} must be a JSON object of http(s) URLs ({', '.join(UI_KEYS)}). "
-                               "How to fix: delete it (make dev writes it again)")
+            raise StorageError(
+                f"{path}: {', '.join(bad)} must be a JSON object of http(s) URLs ({', '.join(UI_KEYS)}). "
+                "How to fix: delete it (make dev writes it again)"
+            )
         return {k: config[k] for k in UI_KEYS if k in config}
 
     def write_ui_config(self, **urls: str) -> Path:
@@ -183,8 +205,12 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, TrafficLog, dg.Configur
         return base / f"{partition}.parquet" if partition is not None else base.parent / f"{name}.parquet"
 
     def read_table(self, name: str, *, partition: str | None = None, columns: list[str] | None = None) -> pd.DataFrame:
-        return read_parquet(self.table_path(name, partition), what=f"the {name} table", columns=columns,
-                            fix=f"materialize {name} (make demo runs the whole graph)")
+        return read_parquet(
+            self.table_path(name, partition),
+            what=f"the {name} table",
+            columns=columns,
+            fix=f"materialize {name} (make demo runs the whole graph)",
+        )
 
     def write_table(self, name: str, frame: pd.DataFrame, *, partition: str | None = None) -> Any:
         path = self.table_path(name, partition)
@@ -203,7 +229,7 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, TrafficLog, dg.Configur
         created by a conditional write in S3, see storage/locks.py); yields False when ``blocking`` is off and
         another process holds it."""
         path = self.path / ".locks" / f"{name}.lock"
-        with (object_lock(path, blocking=blocking) if self.remote else file_lock(path, blocking=blocking)) as mine:
+        with object_lock(path, blocking=blocking) if self.remote else file_lock(path, blocking=blocking) as mine:
             yield mine
 
     # ------------------------------------------------------------------ query encodings
@@ -213,15 +239,30 @@ class LocusHome(Checkpoints, PoolAndStores, LiveAnswers, TrafficLog, dg.Configur
         remote home a per-machine cache."""
         return self.dir("encodings", resolve_encoder(encoder).name)
 
-    def encode(self, table: pd.DataFrame, encoder: str, *, runtime: str | None = None, progress: bool = False,
-               batch_size: int = 64, device: str = "cpu", threads: int | None = None):
+    def encode(
+        self,
+        table: pd.DataFrame,
+        encoder: str,
+        *,
+        runtime: str | None = None,
+        progress: bool = False,
+        batch_size: int = 64,
+        device: str = "cpu",
+        threads: int | None = None,
+    ):
         """(query_id + encoding frame, EncodeSummary) for the table's distinct queries, through the cache of
         (encoder, runtime); runtime None: the library's default."""
         queries = table.drop_duplicates("query_id")
-        vectors, report = encode_queries_with_summary(queries["query"].astype(str).tolist(), encoder=encoder,
-                                                     runtime=runtime, cache_dir=self.encoding_cache(encoder),
-                                                     progress=progress, batch_size=batch_size, device=device,
-                                                     threads=threads)
+        vectors, report = encode_queries_with_summary(
+            queries["query"].astype(str).tolist(),
+            encoder=encoder,
+            runtime=runtime,
+            cache_dir=self.encoding_cache(encoder),
+            progress=progress,
+            batch_size=batch_size,
+            device=device,
+            threads=threads,
+        )
         frame = pd.DataFrame({"query_id": queries["query_id"].astype(str).to_numpy(), "encoding": list(vectors)})
         return frame, report
 

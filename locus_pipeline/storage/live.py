@@ -18,8 +18,10 @@ class LiveAnswers:
 
     def _local_live_answers(self, model_key: str):
         if self.remote:
-            raise StorageError(f"live onboarding keeps its answer log on a local home; {self.location} is remote. "
-                               "How to fix: run locus onboard with a local LOCUS_HOME")
+            raise StorageError(
+                f"live onboarding keeps its answer log on a local home; {self.location} is remote. "
+                "How to fix: run locus onboard with a local LOCUS_HOME"
+            )
         path = self.live_answers_path(model_key)
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
@@ -48,8 +50,9 @@ class LiveAnswers:
                 try:
                     records.append(json.loads(line))
                 except ValueError:
-                    raise StorageError(f"{path} line {n} is not JSON. How to fix: remove that line (the question "
-                                       "is asked again)") from None
+                    raise StorageError(
+                        f"{path} line {n} is not JSON. How to fix: remove that line (the question is asked again)"
+                    ) from None
             if tail:
                 with open(path, "r+b") as handle:
                     handle.truncate(len(text.encode("utf-8")) - len(tail.encode("utf-8")))

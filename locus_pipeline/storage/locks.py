@@ -47,15 +47,20 @@ def _s3(path: Any) -> tuple[Any, str, str]:
     if path.protocol not in ("s3", "s3a"):
         raise NotImplementedError(
             f"locks on {path.protocol}:// homes are not implemented (only S3 and S3-compatible stores have the "
-            "conditional writes they need). How to fix: put LOCUS_HOME in an s3:// bucket, or on a local disk")
+            "conditional writes they need). How to fix: put LOCUS_HOME in an s3:// bucket, or on a local disk"
+        )
     bucket, key, _ = path.fs.split_path(path.path)
     return path.fs, bucket, key
 
 
 def _try_create(fs: Any, bucket: str, key: str) -> str | None:
     """Create the lease object if it does not exist; its ETag, or None when another process holds it."""
-    body = json.dumps({"holder": f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
-                       "expires": time.time() + lease_seconds()}).encode()
+    body = json.dumps(
+        {
+            "holder": f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}",
+            "expires": time.time() + lease_seconds(),
+        }
+    ).encode()
     try:
         return fs.call_s3("put_object", Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")["ETag"]
     except FileExistsError:  # 412 Precondition Failed: the object exists, someone holds the lock

@@ -47,8 +47,10 @@ class PoolAndStores:
         pool = self.read_table(POOL, columns=["checkpoint_id"]) if pool is None else pool
         ids = checkpoints_of(pool)
         if len(ids) != 1:
-            raise StorageError(f"the pool {self.pool_path} holds checkpoints {ids}, not one. How to fix: materialize "
-                               "model_embeddings (it re-embeds every model with the current checkpoint)")
+            raise StorageError(
+                f"the pool {self.pool_path} holds checkpoints {ids}, not one. How to fix: materialize "
+                "model_embeddings (it re-embeds every model with the current checkpoint)"
+            )
         return self.load_checkpoint(ids[0])
 
     def update_pool(self, change: Callable[[pd.DataFrame | None], pd.DataFrame]) -> pd.DataFrame:
@@ -76,16 +78,24 @@ class PoolAndStores:
         def change(current: pd.DataFrame | None) -> pd.DataFrame:
             rows = current[current["model"].astype(str) == name] if current is not None else current
             if rows is None or rows.empty:
-                near = difflib.get_close_matches(name, current["model"].astype(str).tolist(), n=3) if current is not None else []
-                raise StorageError(f"model {name!r} is not in the pool {self.pool_path}"
-                                   + (f" (nearest names: {near})" if near else "")
-                                   + ". How to fix: give the name exactly as the pool's `model` column (or GET /v1/models) has it")
+                near = (
+                    difflib.get_close_matches(name, current["model"].astype(str).tolist(), n=3)
+                    if current is not None
+                    else []
+                )
+                raise StorageError(
+                    f"model {name!r} is not in the pool {self.pool_path}"
+                    + (f" (nearest names: {near})" if near else "")
+                    + ". How to fix: give the name exactly as the pool's `model` column (or GET /v1/models) has it"
+                )
             source, key = str(rows["source"].iloc[0]), str(rows["model_key"].iloc[0])
             if source != "onboarded":
-                raise StorageError(f"model {name!r} is a model of the training source ({source}), not an onboarded one: "
-                                   "a rebuild embeds it from the evaluation table. How to fix: leave it out of the "
-                                   "raw evaluations and rebuild (locus_job), or leave it out of routing with "
-                                   "`locus serve --portfolio` / request candidates")
+                raise StorageError(
+                    f"model {name!r} is a model of the training source ({source}), not an onboarded one: "
+                    "a rebuild embeds it from the evaluation table. How to fix: leave it out of the "
+                    "raw evaluations and rebuild (locus_job), or leave it out of routing with "
+                    "`locus serve --portfolio` / request candidates"
+                )
             with self.lock(f"model-{key}"):
                 store = self.store_path(key)
                 if store.exists():
@@ -107,8 +117,11 @@ class PoolAndStores:
         return self.path / "onboarded" / f"{model_key}.parquet"
 
     def read_store(self, model_key: str) -> pd.DataFrame:
-        return read_parquet(self.store_path(model_key), what=f"the evaluations of onboarded model {model_key!r}",
-                            fix="drop an evaluation file for the model into incoming/")
+        return read_parquet(
+            self.store_path(model_key),
+            what=f"the evaluations of onboarded model {model_key!r}",
+            fix="drop an evaluation file for the model into incoming/",
+        )
 
     def record_evaluations(self, model_key: str, fresh: pd.DataFrame) -> pd.DataFrame:
         """Merge a model's new evaluations into its store under the model's lock (newest ``received_at`` wins
@@ -145,10 +158,19 @@ class PoolAndStores:
     def capability_estimates(self) -> pd.DataFrame:
         """Every onboarded model's stored capability estimates, one frame (empty when none was stored)."""
         folder = self.estimates_path("-").parent
-        frames = [read_parquet(p, what="an onboarded model's capability estimates", fix="onboard the model again")
-                  for p in sorted(folder.glob("*.parquet"))] if folder.exists() else []
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-            columns=["model", "checkpoint_id", "benchmark", "estimate", "lo", "hi", "observed", "n"])
+        frames = (
+            [
+                read_parquet(p, what="an onboarded model's capability estimates", fix="onboard the model again")
+                for p in sorted(folder.glob("*.parquet"))
+            ]
+            if folder.exists()
+            else []
+        )
+        return (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame(columns=["model", "checkpoint_id", "benchmark", "estimate", "lo", "hi", "observed", "n"])
+        )
 
     def training_models(self) -> set[str]:
         """Models of the training source (the evaluation table); an error, never an empty set, when it is missing."""

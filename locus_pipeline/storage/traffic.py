@@ -140,8 +140,11 @@ class SegmentTail:
             fs.invalidate_cache(self.folder.path)
             if not fs.exists(self.folder.path):
                 return []
-            return sorted((i["name"].rstrip("/").rsplit("/", 1)[-1], int(i["size"]))
-                          for i in fs.ls(self.folder.path, detail=True) if i["type"] == "file")
+            return sorted(
+                (i["name"].rstrip("/").rsplit("/", 1)[-1], int(i["size"]))
+                for i in fs.ls(self.folder.path, detail=True)
+                if i["type"] == "file"
+            )
         if not self.folder.exists():
             return []
         out = []
@@ -193,8 +196,11 @@ def prune(folder: Any, retention: Retention, *, now: float | None = None) -> lis
         fs = folder.fs
         if not fs.exists(folder.path):
             return []
-        items = [(i["name"].rstrip("/").rsplit("/", 1)[-1], int(i["size"]), _mtime(i))
-                 for i in fs.ls(folder.path, detail=True) if i["type"] == "file"]
+        items = [
+            (i["name"].rstrip("/").rsplit("/", 1)[-1], int(i["size"]), _mtime(i))
+            for i in fs.ls(folder.path, detail=True)
+            if i["type"] == "file"
+        ]
     else:
         if not folder.exists():
             return []
@@ -274,18 +280,38 @@ class TrafficLog:
             if not rid or rid in seen:
                 continue
             seen.add(rid)
-            base = {"score": float(r["score"]), "source": str(r.get("source", "user")), "time": float(r.get("time", 0.0))}
+            base = {
+                "score": float(r["score"]),
+                "source": str(r.get("source", "user")),
+                "time": float(r.get("time", 0.0)),
+            }
             if "query" in r and "model" in r:
                 digest = hashlib.sha256(str(r["query"]).encode("utf-8", "surrogatepass")).hexdigest()
-                rows.append({**base, "model": str(r["model"]), "query_id": f"traffic-{digest[:16]}", "query": str(r["query"]),
-                             "encoding": None, "checkpoint_id": None})
+                rows.append(
+                    {
+                        **base,
+                        "model": str(r["model"]),
+                        "query_id": f"traffic-{digest[:16]}",
+                        "query": str(r["query"]),
+                        "encoding": None,
+                        "checkpoint_id": None,
+                    }
+                )
                 continue
             d = decisions.get(rid)
             if d is None:
                 continue
             vector = np.frombuffer(base64.b64decode(d["encoding"]), np.float16).astype(np.float32)
-            rows.append({**base, "model": str(d["answered_by"]), "query_id": f"traffic-{d['query_sha256'][:16]}",
-                         "query": None, "encoding": vector, "checkpoint_id": str(d["checkpoint_id"])})
+            rows.append(
+                {
+                    **base,
+                    "model": str(d["answered_by"]),
+                    "query_id": f"traffic-{d['query_sha256'][:16]}",
+                    "query": None,
+                    "encoding": vector,
+                    "checkpoint_id": str(d["checkpoint_id"]),
+                }
+            )
         columns = ["model", "query_id", "score", "source", "time", "query", "encoding", "checkpoint_id"]
         frame = pd.DataFrame(rows, columns=columns)
         if len(frame):
@@ -303,8 +329,10 @@ class TrafficLog:
         try:
             return json.loads(path.read_bytes())
         except ValueError as err:
-            raise StorageError(f"the learner's state {path} is not JSON ({err}). How to fix: delete it; the gateway "
-                               "starts again from the router's estimates and reads the outcome log kept") from None
+            raise StorageError(
+                f"the learner's state {path} is not JSON ({err}). How to fix: delete it; the gateway "
+                "starts again from the router's estimates and reads the outcome log kept"
+            ) from None
 
     def write_learner_state(self, state: dict) -> None:
         write_bytes_atomic(json.dumps(state, separators=(",", ":")).encode(), self.learner_state_path)

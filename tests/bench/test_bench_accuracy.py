@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import locus_model.evaluation.protocol as protocol
-from bench.common import cached_fit_and_predict
 from bench.bench_onboarding_curve import onboarding_scores
+from bench.common import cached_fit_and_predict
 from tests.locus_model.tables import make_table
 
 METHODS = ("knn", "best_single", "oracle")  # no training: the test stays fast
@@ -19,8 +19,17 @@ def run(monkeypatch, cache: Path | None, only_folds) -> dict:
     if cache is not None:
         monkeypatch.setattr(protocol, "fit_and_predict", cached_fit_and_predict(cache, ""))
     enc = np.random.default_rng(0).normal(size=(60, 8)).astype(np.float32)
-    return protocol.evaluate(make_table(), enc, budget=12, folds=3, holdout_models=0.2, methods=METHODS,
-                            only_folds=only_folds, progress=False, n_boot=50)
+    return protocol.evaluate(
+        make_table(),
+        enc,
+        budget=12,
+        folds=3,
+        holdout_models=0.2,
+        methods=METHODS,
+        only_folds=only_folds,
+        progress=False,
+        n_boot=50,
+    )
 
 
 def test_fit_cache_gives_the_uncached_result_and_folds_add_up(monkeypatch, tmp_path):
@@ -49,7 +58,6 @@ def test_onboarding_sets_are_nested_anchor_subsets():
 
 def test_train_options_parse_optional_fields_as_numbers_or_none():
     from bench.common import apply_options
-
     from locus_model.training import TrainConfig
 
     cfg = apply_options(TrainConfig(), ["max_steps=600", "val_models=none", "epochs=24"])

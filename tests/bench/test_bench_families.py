@@ -8,8 +8,10 @@ from bench.bench_families import clustering_scores, tag, tag_scores
 
 
 def test_tags_come_from_the_name_after_the_organisation():
-    assert [tag(n) for n in ("org/WizardMath-7B", "x/deepseek-coder-6.7b", "NovoCode/Mistral-7B", "a/gsm8k-tune",
-                             "plain/llama")] == ["math", "code", "other", "math", "other"]
+    assert [
+        tag(n)
+        for n in ("org/WizardMath-7B", "x/deepseek-coder-6.7b", "NovoCode/Mistral-7B", "a/gsm8k-tune", "plain/llama")
+    ] == ["math", "code", "other", "math", "other"]
 
 
 def test_planted_families_score_far_above_the_shuffled_floor_and_tagged_clusters_find_their_own():

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
 from bench.bench_floor import RUNS, command, figures
@@ -24,9 +23,19 @@ def test_each_run_is_the_case_as_a_user_runs_it_with_its_thread_setting():
 
 
 def test_the_figures_are_the_verdict_as_locus_evaluate_prints_it(tmp_path):
-    result = {"verdict": {"pays": False, "best_single": "gemini", "delta": -0.8000000000000007, "lo": -1.6000000000000014,
-                          "hi": -0.19999999999998908, "cost_share": 0.9765},
-              "methods": {"locus": {"all": {"routing_acc": {"mean": 0.71}}}}, "settings": {"threads": 1}, "wall_s": 2239.8}
+    result = {
+        "verdict": {
+            "pays": False,
+            "best_single": "gemini",
+            "delta": -0.8000000000000007,
+            "lo": -1.6000000000000014,
+            "hi": -0.19999999999998908,
+            "cost_share": 0.9765,
+        },
+        "methods": {"locus": {"all": {"routing_acc": {"mean": 0.71}}}},
+        "settings": {"threads": 1},
+        "wall_s": 2239.8,
+    }
     path = tmp_path / "r.json"
     path.write_text(json.dumps(result))
     row = figures(path)

@@ -5,8 +5,6 @@ the cost_frontier asset's (the library's own tests: tests/locus_model/test_routi
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -32,32 +30,54 @@ def test_the_bench_runs_the_library_frontier_on_the_cached_fits(tmp_path, monkey
     names = [f"m{i}-{s}b" for i, s in enumerate([1, 3, 7, 13, 70])] + ["mystery"]
     scores = (rng.uniform(size=(6, 40)) < np.linspace(0.3, 0.8, 6)[:, None]).astype(np.float32)
     folds = [Fold(k, np.arange(0), np.arange(5), np.arange(0), np.arange(20 * k, 20 * k + 20)) for k in range(2)]
-    setup = SimpleNamespace(matrix=SimpleNamespace(models=names, queries=[f"q{q}" for q in range(40)]), scores=scores,
-                            splits=folds)
+    setup = SimpleNamespace(
+        matrix=SimpleNamespace(models=names, queries=[f"q{q}" for q in range(40)]), scores=scores, splits=folds
+    )
     models = tmp_path / "models.csv"
     models.write_text("model,params_b\n" + "".join(f"{n},{n.split('-')[1][:-1]}\n" for n in names[:5]))
     monkeypatch.setattr(bench_frontier, "protocol_setup", lambda *a, **k: setup)
     monkeypatch.setattr(bench_frontier, "MODELS_CSV", models)
-    monkeypatch.setattr(bench_frontier, "cached_probs", lambda cache, setup, name, fold, tags: (
-        np.clip(scores[:, fold.test] * 0.6 + rng.uniform(0, 0.4, size=(6, 20)), 0, 1), f"{name}_f{fold.index}.npz"))
+    monkeypatch.setattr(
+        bench_frontier,
+        "cached_probs",
+        lambda cache, setup, name, fold, tags: (
+            np.clip(scores[:, fold.test] * 0.6 + rng.uniform(0, 0.4, size=(6, 20)), 0, 1),
+            f"{name}_f{fold.index}.npz",
+        ),
+    )
     assert bench_frontier.main(["--out-dir", str(tmp_path), "--n-boot", "20", "--tag", "_t", "--folds", "2"]) == 0
     result = json.loads((tmp_path / "frontier_metabench_b256_t.json").read_text())
     assert result["settings"]["costs"]["models_of_unknown_cost"] == 1  # mystery: no size, never priced
-    assert set(result["frontier"]) == {*bench_frontier.METHODS, "oracle", "threshold_locus", "threshold_mf", "random_mix"}
+    assert set(result["frontier"]) == {
+        *bench_frontier.METHODS,
+        "oracle",
+        "threshold_locus",
+        "threshold_mf",
+        "random_mix",
+    }
     assert {f["best_single"] for f in result["frontier_folds"]} <= set(names[:5])
-    assert set(result["targets"]) == {"locus_aiq_at_least_every_label_free_router",
-                                      "best_single_accuracy_at_most_20_percent_of_its_cost"}
+    assert set(result["targets"]) == {
+        "locus_aiq_at_least_every_label_free_router",
+        "best_single_accuracy_at_most_20_percent_of_its_cost",
+    }
     assert (tmp_path / "frontier_metabench.png").stat().st_size > 0
     assert bench_frontier.main(["--table", str(tmp_path / "frontier_metabench_b256_t.json")]) == 0
 
 
 def test_targets_compare_locus_with_the_label_free_routers_only():
     def router(aiq, diff=None, share=None):
-        return {"aiq": {"mean": aiq}, "cost_share_at_best_single": {"mean": share, "ci_low": None, "ci_high": None},
-                **({"aiq_vs_locus": {"diff": diff, "ci_low": diff, "ci_high": diff}} if diff is not None else {})}
+        return {
+            "aiq": {"mean": aiq},
+            "cost_share_at_best_single": {"mean": share, "ci_low": None, "ci_high": None},
+            **({"aiq_vs_locus": {"diff": diff, "ci_low": diff, "ci_high": diff}} if diff is not None else {}),
+        }
 
-    frontier = {"locus": router(0.8, share=0.15), "irt": router(0.7, 0.1), "oracle": router(0.95, -0.15),
-                "per_benchmark": router(0.85, -0.05)}
+    frontier = {
+        "locus": router(0.8, share=0.15),
+        "irt": router(0.7, 0.1),
+        "oracle": router(0.95, -0.15),
+        "per_benchmark": router(0.85, -0.05),
+    }
     got = targets(frontier)
     assert got["locus_aiq_at_least_every_label_free_router"]["met"]  # the oracle and per-benchmark read labels
     assert got["best_single_accuracy_at_most_20_percent_of_its_cost"]["met"]
@@ -117,13 +137,28 @@ def test_the_asset_the_server_and_the_bench_decide_alike_with_unknown_costs_cand
     sizes = {n: np.nan if n == "mystery-model" else 1 + step * rank[i] for i, n in enumerate(pool_names)}
     catalog = pd.DataFrame({"model": pool_names, "params_b": [sizes[n] for n in pool_names]})
     home.write_table("model_catalog", catalog)  # the server reads the same catalog
-    home.write_table("raw_evaluations", pd.DataFrame({"source": ["long_format"], "root": ["tests"]}))  # the report's data note
-    preds = pd.DataFrame({"model": np.repeat(pool_names, len(qids)), "query_id": np.tile(qids, len(pool_names)),
-                          "prob": probs.ravel(), "label": labels.ravel(), "checkpoint_id": built["checkpoint_id"]})
+    home.write_table(
+        "raw_evaluations", pd.DataFrame({"source": ["long_format"], "root": ["tests"]})
+    )  # the report's data note
+    preds = pd.DataFrame(
+        {
+            "model": np.repeat(pool_names, len(qids)),
+            "query_id": np.tile(qids, len(pool_names)),
+            "prob": probs.ravel(),
+            "label": labels.ravel(),
+            "checkpoint_id": built["checkpoint_id"],
+        }
+    )
     evaluations = pd.DataFrame({"query_id": qids, "query": texts})
     with dg.build_asset_context() as context:
-        table = cost_frontier_asset(context, model_embeddings=home.read_pool(), test_query_predictions=preds,
-                                    model_catalog=catalog, evaluation_table=evaluations, home=home).set_index("quality_weight")
+        table = cost_frontier_asset(
+            context,
+            model_embeddings=home.read_pool(),
+            test_query_predictions=preds,
+            model_catalog=catalog,
+            evaluation_table=evaluations,
+            home=home,
+        ).set_index("quality_weight")
     costs = cost_table(pool_names, cost_info(catalog)).costs()  # (M,) params_b, NaN for mystery-model
     assert np.isnan(costs[pool_names.index("mystery-model")]) and set(table["cost_basis"]) == {"params_b"}
     known = np.flatnonzero(~np.isnan(costs))
@@ -135,22 +170,33 @@ def test_the_asset_the_server_and_the_bench_decide_alike_with_unknown_costs_cand
     rows = np.array(sorted(pool_names.index(n) for n in subset if n != "mystery-model"))
     cap = float(np.median(costs[rows]))
     small = rows[costs[rows] <= cap]
-    capped_frontier = frontier_of_pool(probs[rows], labels[rows], [pool_names[i] for i in rows], texts,
-                                       cost_table(pool_names, cost_info(catalog)), weights=weights)
+    capped_frontier = frontier_of_pool(
+        probs[rows],
+        labels[rows],
+        [pool_names[i] for i in rows],
+        texts,
+        cost_table(pool_names, cost_info(catalog)),
+        weights=weights,
+    )
     with client_for(built, tmp_path) as client:
         for k, w in enumerate(weights):
             served = []
             for text in texts:
-                body = {"query": text, "quality_weight": w} | ({} if w < 1 else {"candidates": [pool_names[i] for i in known]})
+                body = {"query": text, "quality_weight": w} | (
+                    {} if w < 1 else {"candidates": [pool_names[i] for i in known]}
+                )
                 decision = client.post("/route", json=body).json()
                 served.append(pool_names.index(decision["chosen"]))
                 if w < 1:
                     assert decision["unknown_cost"] == ["mystery-model"], decision
-                capped = client.post("/route", json={"query": text, "quality_weight": w, "candidates": subset,
-                                                     "max_params": cap}).json()
+                capped = client.post(
+                    "/route", json={"query": text, "quality_weight": w, "candidates": subset, "max_params": cap}
+                ).json()
                 assert pool_names.index(capped["chosen"]) == choices(probs, costs, [w], small)[0][texts.index(text)]
                 assert set(capped["over_params"]) == {pool_names[i] for i in rows if costs[i] > cap}
-                assert capped["unknown_params"] == ([] if w < 1 else ["mystery-model"])  # w < 1: left out as unknown cost
+                assert capped["unknown_params"] == (
+                    [] if w < 1 else ["mystery-model"]
+                )  # w < 1: left out as unknown cost
             assert served == bench[k].tolist(), w
             assert table.loc[w, "accuracy"] == pytest.approx(labels[bench[k], q].mean())  # the asset's point
             assert table.loc[w, "mean_cost"] == pytest.approx(costs[bench[k]].mean())

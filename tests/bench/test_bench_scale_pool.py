@@ -16,8 +16,20 @@ def test_the_latency_percentiles_are_numpy_s_linear_interpolation_in_ms():
 
 
 def test_a_small_pool_is_embedded_stored_and_routed_as_a_direct_computation_says(tmp_path):
-    out = main(["--models", "120", "--evaluations", "16", "--queries", "64", "--route-queries", "5",
-                "--out", str(tmp_path / "scale.json")])
+    out = main(
+        [
+            "--models",
+            "120",
+            "--evaluations",
+            "16",
+            "--queries",
+            "64",
+            "--route-queries",
+            "5",
+            "--out",
+            str(tmp_path / "scale.json"),
+        ]
+    )
     assert out["store"]["round_trip_equal"] and out["route"]["queries"] == 5 and out["decide"]["queries"] == 5
     assert (tmp_path / "scale.json").exists()
     # the same pool, embedded again: model 0's ten nearest by brute force, and the first query's route by hand
@@ -31,6 +43,6 @@ def test_a_small_pool_is_embedded_stored_and_routed_as_a_direct_computation_says
     rng = np.random.default_rng(1)
     costs = rng.uniform(0.1, 10, 120)
     q = rng.choice(64, 5)[0]
-    p = predict_proba(model, z, enc[q:q + 1])[:, 0].astype(np.float64)
+    p = predict_proba(model, z, enc[q : q + 1])[:, 0].astype(np.float64)
     score = 0.9 * p - 0.1 * costs / costs.max()  # quality weight 0.9, no standing: no guard
     assert out["route"]["chosen"][0] == int(np.argmax(score))

@@ -34,8 +34,15 @@ def test_the_budget_fits_the_training_queries():
 
 
 def test_summary_differences_are_paired_per_unit():
-    units = [{"models": "8", "questions": 500, "holdout": "strongest", "routing": {"locus": a, "best_single": b,
-              "per_benchmark": c, "oracle": 0.9}} for a, b, c in [(0.6, 0.5, 0.55), (0.7, 0.6, 0.65)]]
+    units = [
+        {
+            "models": "8",
+            "questions": 500,
+            "holdout": "strongest",
+            "routing": {"locus": a, "best_single": b, "per_benchmark": c, "oracle": 0.9},
+        }
+        for a, b, c in [(0.6, 0.5, 0.55), (0.7, 0.6, 0.65)]
+    ]
     rows = {r["method"]: r for r in summarise(units)}
     assert rows["locus"]["vs_best_single"]["diff"] == pytest.approx(0.1)
     assert rows["locus"]["vs_per_benchmark"]["diff"] == pytest.approx(0.05) and rows["locus"]["units"] == 2

@@ -19,6 +19,27 @@ def isolated_home(tmp_path, monkeypatch):
 
 def run_evaluate(tmp_path, table, *extra):
     out = tmp_path / "results.json"
-    code = main(["evaluate", "--evaluations", str(table), "--encoder", "hashing-256", "--budget", "16", "--epochs", "2",
-                 "--patience", "2", "--device", "cpu", "--threads", "1", "--quiet", "--out", str(out), *extra])
+    code = main(
+        [
+            "evaluate",
+            "--evaluations",
+            str(table),
+            "--encoder",
+            "hashing-256",
+            "--budget",
+            "16",
+            "--epochs",
+            "2",
+            "--patience",
+            "2",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
     return code, out

@@ -15,8 +15,13 @@ def make_table(n_models: int = 10, n_queries: int = 60, *, seed: int = 0, split:
     rows = []
     for m in range(n_models):
         for q in range(n_queries):
-            row = {"model": f"m{m:02d}", "query_id": f"q{q:03d}", "query": f"question {q}",
-                   "benchmark": ("mmlu_a", "mmlu_b", "gsm8k")[q % 3], "score": y[m, q]}
+            row = {
+                "model": f"m{m:02d}",
+                "query_id": f"q{q:03d}",
+                "query": f"question {q}",
+                "benchmark": ("mmlu_a", "mmlu_b", "gsm8k")[q % 3],
+                "score": y[m, q],
+            }
             if split:
                 row["split"] = "train" if q < n_queries * 0.6 else ("val" if q < n_queries * 0.8 else "test")
             rows.append(row)
@@ -34,10 +39,16 @@ def write_table(path, *, n_models: int = 8, n_queries: int = 50, split: bool = F
     difficulty = rng.normal(size=n_queries)
     y = (rng.random((n_models, n_queries)) < 1 / (1 + np.exp(-(ability[:, None] - difficulty)))).astype(int)
     rows = [
-        {"model": f"org/model {m}", "query_id": f"q{q}", "query": f"what is {q} plus {q % 7}?",
-         "benchmark": ("arith", "logic")[q % 2], "score": y[m, q],
-         **({"split": "train" if q < 30 else ("val" if q < 40 else "test")} if split else {})}
-        for m in range(n_models) for q in range(n_queries)
+        {
+            "model": f"org/model {m}",
+            "query_id": f"q{q}",
+            "query": f"what is {q} plus {q % 7}?",
+            "benchmark": ("arith", "logic")[q % 2],
+            "score": y[m, q],
+            **({"split": "train" if q < 30 else ("val" if q < 40 else "test")} if split else {}),
+        }
+        for m in range(n_models)
+        for q in range(n_queries)
     ]
     pd.DataFrame(rows).to_csv(path, index=False)
     return path

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-import pandas as pd
 import pytest
-import torch
 
 from locus_model.cli import build_parser, main
 from tests.locus_model.cli_runs import isolated_home, run_evaluate  # noqa: F401 (an autouse fixture)
@@ -15,8 +12,9 @@ from tests.locus_model.tables import write_table
 
 
 def test_evaluate_writes_results(tmp_path, capsys):
-    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--folds", "2",
-                             "--methods", "locus,knn,best_single,oracle")
+    code, out = run_evaluate(
+        tmp_path, write_table(tmp_path / "evals.csv"), "--folds", "2", "--methods", "locus,knn,best_single,oracle"
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert set(result) == {"settings", "sizes", "wall_s", "verdict", "warnings", "methods"}
@@ -28,15 +26,30 @@ def test_evaluate_writes_results(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "[held_out]" in printed and "wrote" in printed
     verdict = result["verdict"]
-    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note", "cheaper", "kept_on_best_single"}
+    assert set(verdict) == {
+        "pays",
+        "best_single",
+        "delta",
+        "lo",
+        "hi",
+        "cost_share",
+        "cost_note",
+        "cheaper",
+        "kept_on_best_single",
+    }
     assert verdict["lo"] <= verdict["delta"] <= verdict["hi"] and verdict["pays"] == (verdict["lo"] > 0)
     first = printed.splitlines()[0]  # the verdict comes first, before the table
-    assert first.startswith("routing pays" if verdict["pays"] else "routing does not pay") and verdict["best_single"] in first
+    assert (
+        first.startswith("routing pays" if verdict["pays"] else "routing does not pay")
+        and verdict["best_single"] in first
+    )
     assert (tmp_path / "cache" / "encodings" / "hashing-256").is_dir()  # the library's user cache, not a LOCUS_HOME
 
 
 def test_evaluate_uses_a_tables_own_split(tmp_path):
-    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv", split=True), "--methods", "best_single,oracle")
+    code, out = run_evaluate(
+        tmp_path, write_table(tmp_path / "evals.csv", split=True), "--methods", "best_single,oracle"
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert result["settings"]["protocol"] == "table_split" and result["settings"]["holdout_models"] == 0.0
@@ -57,8 +70,9 @@ def test_evaluate_errors_are_reported(tmp_path, capsys):
 
 def test_evaluate_holds_out_the_named_models(tmp_path, capsys):
     table = write_table(tmp_path / "evals.csv")
-    code, out = run_evaluate(tmp_path, table, "--folds", "2", "--methods", "best_single",
-                             "--holdout-models", "org/model 7, org/model 1")
+    code, out = run_evaluate(
+        tmp_path, table, "--folds", "2", "--methods", "best_single", "--holdout-models", "org/model 7, org/model 1"
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert result["settings"]["held_out_model_names"] == ["org/model 1", "org/model 7"]
@@ -83,7 +97,10 @@ def test_evaluate_refuses_a_models_file_price_that_is_not_a_number(tmp_path, cap
     models.write_text("model,params_b,price_input_per_mtok\norg/model 0,1,0.1\norg/model 1,2,abc\n")
     code, _ = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--models-file", str(models))
     assert code != 0
-    assert f"{models}, row 2 (line 3), column 'price_input_per_mtok': price_input_per_mtok 'abc' is not a number" in capsys.readouterr().err
+    assert (
+        f"{models}, row 2 (line 3), column 'price_input_per_mtok': price_input_per_mtok 'abc' is not a number"
+        in capsys.readouterr().err
+    )
 
 
 def test_evaluate_with_a_models_file_gives_every_methods_frontier(tmp_path, capsys):
@@ -92,11 +109,23 @@ def test_evaluate_with_a_models_file_gives_every_methods_frontier(tmp_path, caps
     from locus_model.evaluation.results import flatten_results
 
     models = tmp_path / "models.csv"  # the models file's columns; org/model 7 has a size but no price
-    models.write_text("model,params_b,price_input_per_mtok,price_output_per_mtok\n"
-                      + "".join(f"org/model {m},{m + 1},{0.1 * (m + 1)},{0.2 * (m + 1)}\n" for m in range(7))
-                      + "org/model 7,8,,\n")
-    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--folds", "2", "--methods",
-                             "locus,knn,best_single", "--models-file", str(models), "--plot", str(tmp_path / "f.png"))
+    models.write_text(
+        "model,params_b,price_input_per_mtok,price_output_per_mtok\n"
+        + "".join(f"org/model {m},{m + 1},{0.1 * (m + 1)},{0.2 * (m + 1)}\n" for m in range(7))
+        + "org/model 7,8,,\n"
+    )
+    code, out = run_evaluate(
+        tmp_path,
+        write_table(tmp_path / "evals.csv"),
+        "--folds",
+        "2",
+        "--methods",
+        "locus,knn,best_single",
+        "--models-file",
+        str(models),
+        "--plot",
+        str(tmp_path / "f.png"),
+    )
     assert code == 0
     result = json.loads(out.read_text())
     costs = result["settings"]["costs"]
@@ -105,10 +134,14 @@ def test_evaluate_with_a_models_file_gives_every_methods_frontier(tmp_path, caps
     assert set(frontier) == {"locus", "knn", "best_single", "threshold_locus", "random_mix"}
     for router, figures in frontier.items():
         for figure in ("aiq", "cost_share_at_best_single", "cost_share_at_95"):
-            assert set(figures[figure]) == {"mean", "ci_low", "ci_high"} | ({"not_reached"} if figure != "aiq" else set()), (router, figure)
+            assert set(figures[figure]) == {"mean", "ci_low", "ci_high"} | (
+                {"not_reached"} if figure != "aiq" else set()
+            ), (router, figure)
         assert 0 <= figures["aiq"]["mean"] <= 1
     assert all(fold["models_of_known_cost"] == 7 for fold in result["frontier_folds"])
-    chosen = {fold["best_single"] for fold in result["frontier_folds"]} | {fold["cheapest"] for fold in result["frontier_folds"]}
+    chosen = {fold["best_single"] for fold in result["frontier_folds"]} | {
+        fold["cheapest"] for fold in result["frontier_folds"]
+    }
     assert "org/model 7" not in chosen
     assert frontier["random_mix"]["cost_share_at_best_single"]["mean"] == pytest.approx(1.0)  # the line's end
     printed = capsys.readouterr().out
@@ -149,8 +182,24 @@ def test_evaluate_small_synthetic_pool_with_minilm(tmp_path):
     """End to end with the real MiniLM encoder on the small synthetic pool (~1 min on 2 cores)."""
     assert main(["synthetic-data", "--out", str(tmp_path), "--size", "small"]) == 0
     out = tmp_path / "result.json"
-    code = main(["evaluate", "--evaluations", str(tmp_path / "synthetic" / "evaluations.parquet"), "--folds", "2",
-                 "--budget", "128", "--epochs", "5", "--threads", "1", "--quiet", "--out", str(out)])
+    code = main(
+        [
+            "evaluate",
+            "--evaluations",
+            str(tmp_path / "synthetic" / "evaluations.parquet"),
+            "--folds",
+            "2",
+            "--budget",
+            "128",
+            "--epochs",
+            "5",
+            "--threads",
+            "1",
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     result = json.loads(out.read_text())
     assert result["settings"]["encoder"] == "all-MiniLM-L6-v2" and result["settings"]["encoding_dim"] == 384
@@ -175,13 +224,39 @@ def test_evaluate_checks_its_arguments_before_importing_torch(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from locus_model.cli import main; rc = main(sys.argv[1:]); "
-            "assert 'torch' not in sys.modules, 'torch was imported'; raise SystemExit(rc)")
-    done = subprocess.run([sys.executable, "-c", code, "evaluate", "--evaluations", str(tmp_path / "missing.csv"),
-                           "--out", str(tmp_path / "r.json")], capture_output=True, text=True)
+    code = (
+        "import sys; from locus_model.cli import main; rc = main(sys.argv[1:]); "
+        "assert 'torch' not in sys.modules, 'torch was imported'; raise SystemExit(rc)"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "evaluate",
+            "--evaluations",
+            str(tmp_path / "missing.csv"),
+            "--out",
+            str(tmp_path / "r.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "no such file or folder" in done.stderr, done.stderr
-    done = subprocess.run([sys.executable, "-c", code, "evaluate", "--evaluations", str(tmp_path),
-                           "--out", str(tmp_path / "nowhere" / "r.json")], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "evaluate",
+            "--evaluations",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "nowhere" / "r.json"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and "does not exist" in done.stderr, done.stderr
 
 
@@ -195,13 +270,30 @@ def test_the_fits_an_evaluation_runs_count_for_the_jobs_default():
 
 def test_evaluate_stream_replays_a_scenario_and_draws_its_curves(tmp_path, capsys):
     plot = tmp_path / "curve.png"
-    code, out = run_evaluate(tmp_path, write_table(tmp_path / "evals.csv"), "--stream", "stationary",
-                             "--stream-seeds", "1", "--stream-events", "300", "--plot", str(plot))
+    code, out = run_evaluate(
+        tmp_path,
+        write_table(tmp_path / "evals.csv"),
+        "--stream",
+        "stationary",
+        "--stream-seeds",
+        "1",
+        "--stream-events",
+        "300",
+        "--plot",
+        str(plot),
+    )
     assert code == 0, capsys.readouterr().err
     result = json.loads(out.read_text())
     methods = result["stream"]["stationary"]["methods"]
-    assert set(methods) == {"learning", "frozen", "thompson_group", "thompson", "best_single", "rule_full_labels",
-                            "oracle"}
+    assert set(methods) == {
+        "learning",
+        "frozen",
+        "thompson_group",
+        "thompson",
+        "best_single",
+        "rule_full_labels",
+        "oracle",
+    }
     assert all(methods[m]["routing_acc"] <= methods["oracle"]["routing_acc"] for m in methods)
     assert plot.stat().st_size > 0 and "learning minus it" in capsys.readouterr().out
 

@@ -10,7 +10,13 @@ import pytest
 import torch
 
 from locus_model import infer
-from locus_model.infer import cpu_has_bf16, embed_evaluation_set, embed_evaluation_sets, inference_precision, predict_proba
+from locus_model.infer import (
+    cpu_has_bf16,
+    embed_evaluation_set,
+    embed_evaluation_sets,
+    inference_precision,
+    predict_proba,
+)
 from locus_model.model import Locus, load_checkpoint, save_checkpoint
 from tests.locus_model.tiny_locus import CFG, D, tiny_model, tiny_pool
 
@@ -66,8 +72,10 @@ def test_a_set_gets_the_same_bits_alone_and_in_any_batch(model, threads, low_pre
     try:
         rng = np.random.default_rng(threads)
         enc = rng.normal(size=(2000, D)).astype(np.float32)
-        sets = [(rng.choice(2000, n, replace=False), (rng.random(n) > 0.5).astype(np.float32))
-                for n in (1, 2, 5, 63, 64, 65, 100, 300, 301, 1000, 300)]
+        sets = [
+            (rng.choice(2000, n, replace=False), (rng.random(n) > 0.5).astype(np.float32))
+            for n in (1, 2, 5, 63, 64, 65, 100, 300, 301, 1000, 300)
+        ]
         lp = {"low_precision": low_precision}
         together = embed_evaluation_sets(model, enc, sets, **lp)
         small_batches = embed_evaluation_sets(model, enc, sets, batch_size=3, max_tokens=700, **lp)
@@ -96,7 +104,7 @@ def test_determinism_in_process_and_across_processes(model, pool, tmp_path):
         from locus_model.infer import embed_evaluation_sets
         from locus_model.model import load_checkpoint
         torch.set_num_threads({torch.get_num_threads()})
-        m, _ = load_checkpoint(r"{tmp_path / 'ckpt.pt'}")
+        m, _ = load_checkpoint(r"{tmp_path / "ckpt.pt"}")
         d = r"{tmp_path}"
         z = embed_evaluation_sets(m, np.load(d + "/enc.npy"), [(np.load(d + "/idx.npy"), np.load(d + "/y.npy"))])
         np.save(d + "/z_sub.npy", z)
@@ -134,8 +142,11 @@ def test_inference_runs_in_inference_mode(model, pool, monkeypatch):
     monkeypatch.setattr(Locus, "embed_from_parts", spy)
     z = embed_evaluation_sets(model, enc, sets)
     real_split = Locus._predictor_split
-    monkeypatch.setattr(Locus, "_predictor_split", lambda self, z: (seen.append(torch.is_inference_mode_enabled()),
-                                                                     real_split(self, z))[1])
+    monkeypatch.setattr(
+        Locus,
+        "_predictor_split",
+        lambda self, z: (seen.append(torch.is_inference_mode_enabled()), real_split(self, z))[1],
+    )
     predict_proba(model, z, enc)
     assert seen and all(seen)
 
@@ -166,8 +177,10 @@ def test_auto_precision_follows_the_cpu_flags_and_the_default_is_fp32(model, poo
         assert inference_precision("cpu") == "fp32"  # the default: bf16 is opt-in
         assert embed_evaluation_sets(model, enc, sets, low_precision="auto").tobytes() == expected.tobytes()
         assert embed_evaluation_sets(model, enc, sets).tobytes() == fp32.tobytes()
-        assert (predict_proba(model, fp32, enc, low_precision="auto").tobytes()
-                == predict_proba(model, fp32, enc, low_precision=has).tobytes())
+        assert (
+            predict_proba(model, fp32, enc, low_precision="auto").tobytes()
+            == predict_proba(model, fp32, enc, low_precision=has).tobytes()
+        )
     assert inference_precision("cpu", low_precision=True) == "bf16"
     assert inference_precision("cpu", low_precision=False) == "fp32"
 

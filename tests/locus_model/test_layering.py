@@ -21,7 +21,13 @@ PIPELINE_WORDS = re.compile(r"warehouse|materiali[sz]|LOCUS_HOME|dagster", re.IG
 def test_a_library_module_imports_no_pipeline_and_names_no_storage(path: Path) -> None:
     source = path.read_text(encoding="utf-8")
     for node in ast.walk(ast.parse(source)):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         for name in names:
             assert name.split(".")[0] not in FORBIDDEN_IMPORTS, f"{path.name} imports {name}"
     hits = [line for line in source.splitlines() if PIPELINE_WORDS.search(line)]
@@ -41,8 +47,10 @@ def _import_graph(root: Path, package: str) -> dict[str, set[str]]:
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 # `from pkg import sub` imports the module pkg.sub when there is one
-                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                           for a in node.names]
+                targets = [
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                    for a in node.names
+                ]
             else:
                 continue
             graph[name] |= {t for t in targets if t in modules and t != name}
@@ -56,7 +64,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt] if nxt in path else path + [nxt]
+                return path[path.index(nxt) :] + [nxt] if nxt in path else path + [nxt]
             if nxt not in state and (found := visit(nxt, path + [nxt])):
                 return found
         state[node] = 2
@@ -111,14 +119,21 @@ def _imports(path: Path) -> tuple[list[tuple[int, str]], list[int]]:
     source = path.read_text(encoding="utf-8")
     found = []
     for node in ast.walk(ast.parse(source)):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            else []
+        )
         found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith("locus_model.")]
     return found, unexplained_local_imports(source)
 
 
 def test_every_library_module_has_a_rank() -> None:
-    assert {_package(p) for p in MODULES} - {"__init__"} <= set(RANK), sorted({_package(p) for p in MODULES} - set(RANK))
+    assert {_package(p) for p in MODULES} - {"__init__"} <= set(RANK), sorted(
+        {_package(p) for p in MODULES} - set(RANK)
+    )
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(LIBRARY)))
@@ -133,14 +148,18 @@ def test_a_module_imports_only_packages_at_or_below_its_own(path: Path) -> None:
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(LIBRARY)))
 def test_a_function_local_import_says_why(path: Path) -> None:
     unexplained = _imports(path)[1]
-    assert not unexplained, (f"{path.relative_to(LIBRARY)}: function-local imports without a reason at lines "
-                             f"{unexplained}: import at the top, or say why (`{WHY} ...`: a heavy optional dependency)")
+    assert not unexplained, (
+        f"{path.relative_to(LIBRARY)}: function-local imports without a reason at lines "
+        f"{unexplained}: import at the top, or say why (`{WHY} ...`: a heavy optional dependency)"
+    )
 
 
 def test_the_order_check_finds_an_upward_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from locus_model.evaluation.protocol import evaluate\n")
     assert _imports(module) == ([(2, "evaluation")], [2])
-    module.write_text("def f():\n    # why: heavy\n    import torch\n\n    from locus_model.model import Locus\n"
-                      "def g():\n    import numpy  # why: also\n")
+    module.write_text(
+        "def f():\n    # why: heavy\n    import torch\n\n    from locus_model.model import Locus\n"
+        "def g():\n    import numpy  # why: also\n"
+    )
     assert _imports(module)[1] == []

@@ -41,7 +41,9 @@ def test_forgetting_lets_a_changed_model_be_noticed() -> None:
         for _ in range(100):
             learner.observe(0, 0, 0.0, 0.6)
     p, g = np.array([[0.6], [0.5]]), np.array([0])
-    assert fast.proba(p, g)[0, 0] < 0.4 < slow.proba(p, g)[0, 0]  # 1000 right then 100 wrong: ~0.25 of the evidence right
+    assert (
+        fast.proba(p, g)[0, 0] < 0.4 < slow.proba(p, g)[0, 0]
+    )  # 1000 right then 100 wrong: ~0.25 of the evidence right
 
 
 def test_state_round_trip() -> None:
@@ -107,8 +109,9 @@ def test_a_client_that_contradicts_the_others_is_down_weighted_and_its_past_with
     for learner in (bounded, unbounded):
         for i in range(1000):
             poison = i % 10 == 0
-            learner.observe(0, 0, 0.0 if poison else float(rng.random() < 0.6), 0.6,
-                            client="poisoner" if poison else "judge")
+            learner.observe(
+                0, 0, 0.0 if poison else float(rng.random() < 0.6), 0.6, client="poisoner" if poison else "judge"
+            )
     p, g = np.array([[0.6], [0.5]]), np.array([0])
     assert bounded.observe(0, 0, 0.0, 0.6, client="poisoner") < 0.2  # ~50 effective reports 0.6 off: ~7 count
     assert abs(bounded.proba(p, g)[0, 0] - 0.6) < 0.03 < abs(unbounded.proba(p, g)[0, 0] - 0.6)
@@ -123,8 +126,12 @@ def test_two_honest_clients_keep_full_weight() -> None:
 
 def test_a_newcomer_prior_variance_lets_its_few_outcomes_move_it_further() -> None:
     narrow = _learner()
-    wide = Learner.start_from(["a", "b"], np.array([[0.6, 0.5], [0.55, 0.5]]), LearningConfig(),
-                              prior_var=np.array([[0.05, 0.05], [0.01, 0.01]]))
+    wide = Learner.start_from(
+        ["a", "b"],
+        np.array([[0.6, 0.5], [0.55, 0.5]]),
+        LearningConfig(),
+        prior_var=np.array([[0.05, 0.05], [0.01, 0.01]]),
+    )
     for learner in (narrow, wide):
         for i in range(15):  # 12 of 15 right where the prior says 0.6
             learner.observe(0, 0, float(i % 5 != 0), 0.6)
@@ -138,8 +145,14 @@ def test_a_state_written_before_the_per_client_sums_reads_back() -> None:
     learner = _learner()
     for i in range(40):
         learner.observe(0, 0, float(i % 4 == 0), 0.6)
-    old = {"names": ["a", "b"], "config": learner.state_dict()["config"], "start": learner.start.tolist(),
-           "right": learner.posterior.right.tolist(), "count": learner.posterior.count.tolist(),
-           "expected": learner.expected.tolist(), "clients": {}}
+    old = {
+        "names": ["a", "b"],
+        "config": learner.state_dict()["config"],
+        "start": learner.start.tolist(),
+        "right": learner.posterior.right.tolist(),
+        "count": learner.posterior.count.tolist(),
+        "expected": learner.expected.tolist(),
+        "clients": {},
+    }
     p, g = np.array([[0.6], [0.5]]), np.array([0])
     np.testing.assert_allclose(Learner.from_state(old).proba(p, g), learner.proba(p, g))

@@ -8,8 +8,14 @@ import pytest
 from locus_model.analysis._common import markdown_table
 from locus_model.markdown import escape_frame, escape_markdown
 
-HOSTILE = ["a | b | c", "[x](javascript:alert(1))", "![i](http://127.0.0.1:9/track.png)", "<img src=x onerror=alert(1)>",
-           "two\nlines", "`code` *bold* _it_ ~~s~~"]
+HOSTILE = [
+    "a | b | c",
+    "[x](javascript:alert(1))",
+    "![i](http://127.0.0.1:9/track.png)",
+    "<img src=x onerror=alert(1)>",
+    "two\nlines",
+    "`code` *bold* _it_ ~~s~~",
+]
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -27,8 +33,11 @@ def test_plain_names_stay_readable() -> None:
 
 def tables() -> list[str]:
     frame = pd.DataFrame({"model": HOSTILE, "score": range(len(HOSTILE))})
-    return [markdown_table(frame, max_rows=None), escape_frame(frame).to_markdown(index=False),
-            escape_frame(frame.set_index("model")).to_markdown()]
+    return [
+        markdown_table(frame, max_rows=None),
+        escape_frame(frame).to_markdown(index=False),
+        escape_frame(frame.set_index("model")).to_markdown(),
+    ]
 
 
 @pytest.mark.parametrize("table", tables())

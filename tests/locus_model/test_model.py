@@ -81,6 +81,7 @@ def test_fully_masked_rows_are_finite(model):
 def _plain_embed(model: Locus, phi: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # (n, D), (n,) -> (d,)
     """The encoder written out the plain way (the implementation before the speed work): one set, no masks,
     the tokenizer on [phi, y, phi (2y - 1)], every attention with explicit q, k, v and a softmax."""
+
     def mab(m, x, ys):
         h, d = m.n_heads, x.shape[-1]
         q, k, v = (lin(t).view(-1, h, d // h).transpose(0, 1) for lin, t in ((m.w_q, x), (m.w_k, ys), (m.w_v, ys)))

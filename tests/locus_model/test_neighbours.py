@@ -25,8 +25,10 @@ def _pools():
 
 # (cosine distances of 1e-12 between the "near" rows are below what 1 - cos in float64 can order: scipy's and ours
 # differ there in the last bits, so the near pool is checked in Euclidean distance only)
-@pytest.mark.parametrize(("pool", "metric"), [("spread", "euclidean"), ("spread", "cosine"), ("grid", "euclidean"),
-                                              ("grid", "cosine"), ("near", "euclidean")])
+@pytest.mark.parametrize(
+    ("pool", "metric"),
+    [("spread", "euclidean"), ("spread", "cosine"), ("grid", "euclidean"), ("grid", "cosine"), ("near", "euclidean")],
+)
 def test_blockwise_neighbours_equal_the_full_distance_matrix(pool, metric):
     z = _pools()[pool]
     full = _full(z, metric)

@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
-from tests.locus_model.tiny_locus import one_group_router
 import pytest
 
 from locus_model.onboarding import STORE_COLUMNS, as_store, merge_into_store, nearest_models, split_by_model
+from tests.locus_model.tiny_locus import one_group_router
 
 
 def rows_of(model: str, scores: dict[str, float]) -> pd.DataFrame:
-    return pd.DataFrame({"model": model, "query_id": list(scores), "query": [f"question {q}" for q in scores],
-                         "benchmark": "bench", "score": list(scores.values())})
+    return pd.DataFrame(
+        {
+            "model": model,
+            "query_id": list(scores),
+            "query": [f"question {q}" for q in scores],
+            "benchmark": "bench",
+            "score": list(scores.values()),
+        }
+    )
 
 
 def stamp(rows: pd.DataFrame, seconds: float, name: str) -> pd.DataFrame:
@@ -32,8 +38,13 @@ def test_the_newest_file_wins_per_query_whatever_the_order() -> None:
 
 
 def test_nearest_models_by_euclidean_distance() -> None:
-    pool = pd.DataFrame({"model": ["a", "b", "c", "d"], "source": ["training", "training", "onboarded", "held_out"],
-                         "embedding": [np.array(v, np.float32) for v in ([0, 0], [3, 4], [1, 0], [0, 2])]})
+    pool = pd.DataFrame(
+        {
+            "model": ["a", "b", "c", "d"],
+            "source": ["training", "training", "onboarded", "held_out"],
+            "embedding": [np.array(v, np.float32) for v in ([0, 0], [3, 4], [1, 0], [0, 2])],
+        }
+    )
     near = nearest_models(pool, "a", k=2)
     assert near["model"].tolist() == ["c", "d"] and near["distance"].tolist() == [1.0, 2.0]
     assert near["rank"].tolist() == [1, 2] and near["source"].tolist() == ["onboarded", "held_out"]
@@ -44,8 +55,10 @@ def test_nearest_models_by_euclidean_distance() -> None:
 
 def test_split_by_model_writes_one_validated_part_per_model(tmp_path) -> None:
     path = tmp_path / "evals.csv"
-    path.write_text("model,query_id,query,benchmark,score\n"
-                    '"org/a",q1,x,b,1\n"org/a",q2,y,b,0\nb,q1,x,b,0.5\n"org/a",q2,y,b,0\n', encoding="utf-8")
+    path.write_text(
+        'model,query_id,query,benchmark,score\n"org/a",q1,x,b,1\n"org/a",q2,y,b,0\nb,q1,x,b,0.5\n"org/a",q2,y,b,0\n',
+        encoding="utf-8",
+    )
     out = tmp_path / "parts"
     rows, models = split_by_model(path, out, chunk_rows=2)
     assert rows == 4 and [(m.model, m.rows, m.evaluations) for m in models] == [("b", 1, 1), ("org/a", 3, 2)]
@@ -57,8 +70,13 @@ def test_split_by_model_writes_one_validated_part_per_model(tmp_path) -> None:
 def test_split_by_model_gives_the_same_parts_whether_or_not_it_spills(tmp_path, buffer_rows) -> None:
     rng = np.random.default_rng(0)
     n = 200
-    table = pd.DataFrame({"model": rng.choice(["m/a", "m b", "c", "dü"], n), "query_id": [f"q{i % 37}" for i in range(n)],
-                          "benchmark": "b"})
+    table = pd.DataFrame(
+        {
+            "model": rng.choice(["m/a", "m b", "c", "dü"], n),
+            "query_id": [f"q{i % 37}" for i in range(n)],
+            "benchmark": "b",
+        }
+    )
     table["query"] = "question " + table["query_id"]
     table["score"] = (table["model"].str.len() + table["query_id"].str.len()) % 2  # repeats agree: dropped
     path = tmp_path / "evals.csv"
@@ -71,7 +89,10 @@ def test_split_by_model_gives_the_same_parts_whether_or_not_it_spills(tmp_path, 
         part = pd.read_parquet(out / f"{m.model_key}.parquet")
         mine = expected[expected["model"] == m.model].sort_values("query_id", kind="stable")
         assert m.rows == (table["model"] == m.model).sum() and m.evaluations == len(part) == len(mine)
-        assert part["query_id"].tolist() == mine["query_id"].tolist() and part["score"].tolist() == mine["score"].astype(float).tolist()
+        assert (
+            part["query_id"].tolist() == mine["query_id"].tolist()
+            and part["score"].tolist() == mine["score"].astype(float).tolist()
+        )
         assert list(part.columns) == ["model", "query_id", "query", "benchmark", "score", "_row"]
     assert sorted(p.name for p in out.iterdir()) == sorted(f"{m.model_key}.parquet" for m in models)  # no spill left
 
@@ -90,16 +111,19 @@ def test_split_by_model_names_two_scores_for_one_query_whether_or_not_it_spills(
 def test_neighbour_stability_is_certain_for_a_copy_and_shares_sum_to_one():
     """A model whose evaluations are another's exactly has that model nearest in every resample; the top-1 shares
     over the pool sum to 1 and the top-k shares to k."""
+    import torch
+
     from locus_model.model import Locus, LocusConfig
     from locus_model.onboarding import neighbour_stability
     from locus_model.pool import embed_models
-    import torch
 
     rng = np.random.default_rng(0)
     queries = [f"q{i}" for i in range(60)]
     encodings = pd.DataFrame({"query_id": queries, "encoding": list(rng.normal(size=(60, 8)).astype(np.float32))})
-    table = pd.DataFrame([(m, q, float(rng.random() < p)) for m, p in (("a", 0.9), ("b", 0.5), ("c", 0.1), ("d", 0.7))
-                          for q in queries], columns=["model", "query_id", "score"])
+    table = pd.DataFrame(
+        [(m, q, float(rng.random() < p)) for m, p in (("a", 0.9), ("b", 0.5), ("c", 0.1), ("d", 0.7)) for q in queries],
+        columns=["model", "query_id", "score"],
+    )
     torch.manual_seed(0)
     model = Locus(LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=16)).eval()
     pool = embed_models(one_group_router(model), table, encodings, checkpoint="x", source="training")
@@ -117,7 +141,9 @@ def test_the_benchmark_profile_puts_the_model_first_with_its_counts() -> None:
 
     accuracy = pd.DataFrame({"x": [0.5, 0.25, 1.0], "y": [np.nan, 0.5, 0.75]}, index=["new", "n1", "n2"])
     shown = benchmark_profile(accuracy, "new", ["n2", "n1"], {"x": 4})
-    assert shown.index.tolist() == ["new", "n2", "n1", "n (new)"] and shown.columns.tolist() == ["x"]  # only its benchmarks
+    assert shown.index.tolist() == ["new", "n2", "n1", "n (new)"] and shown.columns.tolist() == [
+        "x"
+    ]  # only its benchmarks
     assert shown.loc["n (new)", "x"] == 4 and benchmark_profile(accuracy, "gone", ["n1"]).shape == (2, 2)
 
 
@@ -145,13 +171,18 @@ def test_a_small_off_topic_drop_gets_every_warning_and_a_full_one_none():
     warnings = onboarding_warnings(9, 128, off)
     assert len(warnings) == 3
     assert warnings[0].startswith("9 evaluations, under the pool's floor of 32: kept in the pool but not routed")
-    assert warnings[1].startswith("9 evaluations, fewer than the 128 per model recommended: its accuracy is known to "
-                                  "about +-33 points (95%; +-9 at 128, +-9 at the checkpoint's 128 per model)")
+    assert warnings[1].startswith(
+        "9 evaluations, fewer than the 128 per model recommended: its accuracy is known to "
+        "about +-33 points (95%; +-9 at 128, +-9 at the checkpoint's 128 per model)"
+    )
     assert "mean best cosine similarity 0.45 against 0.55" in warnings[2] and "ratio 0.82 < 0.9" in warnings[2]
     assert onboarding_warnings(128, 128, QueryOverlap(overlap=0.55, baseline=0.55, queries=128)) == []
     assert onboarding_warnings(40, 128, None) == [onboarding_warnings(40, 128, None)[0]]  # only the count
     # the warning's threshold is the recommended count, whatever the checkpoint was trained with
-    assert onboarding_warnings(128, 512, None) == [] and "+-4 at the checkpoint's 512" in onboarding_warnings(64, 512, None)[0]
+    assert (
+        onboarding_warnings(128, 512, None) == []
+        and "+-4 at the checkpoint's 512" in onboarding_warnings(64, 512, None)[0]
+    )
 
 
 def test_the_accuracy_margin_of_n_answers():

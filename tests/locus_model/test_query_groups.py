@@ -10,9 +10,9 @@ import torch
 
 from locus_model.model import Locus, LocusConfig
 from locus_model.query_groups import (
+    SMOOTHING,
     Blend,
     QueryGroups,
-    SMOOTHING,
     fit_blend,
     fit_groups,
     fit_query_groups,

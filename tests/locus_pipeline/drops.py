@@ -33,7 +33,9 @@ def drop(home: Path, name: str, content: str, *, mtime: float = OLD) -> Path:
 
 
 def sensor_tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None):
-    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()})
+    context = dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()}
+    )
     return onboarding_drop_folder(context), context
 
 
@@ -44,7 +46,13 @@ def defs():
 
 
 def onboarding_tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None) -> dg.SensorResult:
-    result = onboarding_drop_folder(dg.build_sensor_context(instance=instance, cursor=cursor, resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()}))
+    result = onboarding_drop_folder(
+        dg.build_sensor_context(
+            instance=instance,
+            cursor=cursor,
+            resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()},
+        )
+    )
     for add in getattr(result, "dynamic_partitions_requests", None) or []:
         instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
     return result
@@ -52,9 +60,17 @@ def onboarding_tick(instance: dg.DagsterInstance, home: Path, cursor: str | None
 
 def run_onboarding(instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
     """The request's run in process, as the daemon launches it: its partition or its range of partitions (tags)."""
-    return defs().resolve_job_def("onboarding_job").execute_in_process(
-        instance=instance, partition_key=request.partition_key, run_config=request.run_config,
-        tags={**request.tags, "dagster/run_key": request.run_key}, raise_on_error=False)
+    return (
+        defs()
+        .resolve_job_def("onboarding_job")
+        .execute_in_process(
+            instance=instance,
+            partition_key=request.partition_key,
+            run_config=request.run_config,
+            tags={**request.tags, "dagster/run_key": request.run_key},
+            raise_on_error=False,
+        )
+    )
 
 
 def range_of(request: dg.RunRequest) -> tuple[str, str]:
@@ -75,8 +91,11 @@ def by_model(requests: list[dg.RunRequest]) -> dict[str, dg.RunRequest]:
 
 
 def materializations(result, asset: str) -> list[dg.AssetMaterialization]:
-    return [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
-            if e.event_specific_data.materialization.asset_key.to_user_string() == asset]
+    return [
+        e.event_specific_data.materialization
+        for e in result.get_asset_materialization_events()
+        if e.event_specific_data.materialization.asset_key.to_user_string() == asset
+    ]
 
 
 def new_model_rows(home: Path, name: str, n: int = 128) -> pd.DataFrame:

@@ -19,8 +19,13 @@ def s3_endpoint(bucket: str = BUCKET) -> Iterator[dict[str, str]]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": f"http://{host}:{port}", "MLFLOW_S3_ENDPOINT_URL": f"http://{host}:{port}"}
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "MLFLOW_S3_ENDPOINT_URL": f"http://{host}:{port}",
+    }
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     from s3fs import S3FileSystem

@@ -19,28 +19,33 @@ import torch
 from locus_model.data.encoders import resolve_encoder, resolve_runtime
 from locus_model.data.encoding import encode_queries
 from locus_model.model import Locus, LocusConfig
-from tests.locus_model.tiny_locus import one_group_router
 from locus_model.pool import embed_models, upsert_rows
-from locus_pipeline.storage import checkpoint_id
-from locus_pipeline.storage import LocusHome, write_parquet_atomic
+from locus_pipeline.storage import LocusHome, checkpoint_id, write_parquet_atomic
+from tests.locus_model.tiny_locus import one_group_router
 
 TOPICS = ("algebra", "biology", "chemistry", "history", "law", "physics", "economics", "philosophy")
 
 
 def queries(n: int, *, seed: int = 0) -> list[str]:
     rng = np.random.default_rng(seed)
-    return [f"question {i} about {TOPICS[i % len(TOPICS)]}: what is {rng.integers(1000)} plus {rng.integers(1000)}?"
-            for i in range(n)]
+    return [
+        f"question {i} about {TOPICS[i % len(TOPICS)]}: what is {rng.integers(1000)} plus {rng.integers(1000)}?"
+        for i in range(n)
+    ]
 
 
-def save_random_checkpoint(home: LocusHome, *, encoder: str, seed: int, full_size: bool = False,
-                           runtime: str | None = None) -> tuple[Locus, str]:
+def save_random_checkpoint(
+    home: LocusHome, *, encoder: str, seed: int, full_size: bool = False, runtime: str | None = None
+) -> tuple[Locus, str]:
     """A random Locus for ``encoder`` at checkpoints/locus-<id>.pt (tiny, or the default LocusConfig's size with
     ``full_size``), recording the encoder runtime (default: the library's); returns (model, checkpoint id)."""
     torch.manual_seed(seed)
     dim = resolve_encoder(encoder).dim
-    config = (LocusConfig(query_dim=dim) if full_size else
-              LocusConfig(query_dim=dim, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8))
+    config = (
+        LocusConfig(query_dim=dim)
+        if full_size
+        else LocusConfig(query_dim=dim, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)
+    )
     model = Locus(config).eval()
     tmp = home.dir("checkpoints") / f".tmp-{seed}.pt"
     one_group_router(model).save(tmp, encoder=encoder, encoder_runtime=resolve_runtime(encoder, runtime))
@@ -60,8 +65,18 @@ def evaluations(names: Sequence[str], texts: Sequence[str], *, seed: int) -> pd.
     return pd.DataFrame(rows, columns=["model", "query_id", "query", "score"])
 
 
-def embed(model: Locus, cid: str, names: Sequence[str], *, encoder: str, source: str, seed: int,
-          n_queries: int = 40, cache_dir: Path | None = None, runtime: str | None = None) -> pd.DataFrame:
+def embed(
+    model: Locus,
+    cid: str,
+    names: Sequence[str],
+    *,
+    encoder: str,
+    source: str,
+    seed: int,
+    n_queries: int = 40,
+    cache_dir: Path | None = None,
+    runtime: str | None = None,
+) -> pd.DataFrame:
     texts = queries(n_queries, seed=seed)
     table = evaluations(names, texts, seed=seed)
     vectors = encode_queries(texts, encoder=encoder, runtime=runtime, cache_dir=cache_dir, progress=False)
@@ -69,16 +84,37 @@ def embed(model: Locus, cid: str, names: Sequence[str], *, encoder: str, source:
     return embed_models(one_group_router(model), table, enc, checkpoint=cid, source=source)
 
 
-def build_home(root: Path, names: Sequence[str], *, encoder: str = "hashing-256", seed: int = 0,
-               n_queries: int = 40, full_size: bool = False, runtime: str | None = None) -> dict:
+def build_home(
+    root: Path,
+    names: Sequence[str],
+    *,
+    encoder: str = "hashing-256",
+    seed: int = 0,
+    n_queries: int = 40,
+    full_size: bool = False,
+    runtime: str | None = None,
+) -> dict:
     """A home with a checkpoint, warehouse/locus_checkpoint.parquet and a pool of ``names`` (encoded with
     ``runtime``, default the library's, which the checkpoint records)."""
     home = LocusHome(root=str(root))
     model, cid = save_random_checkpoint(home, encoder=encoder, seed=seed, full_size=full_size, runtime=runtime)
-    home.write_table("locus_checkpoint", pd.DataFrame(
-        {"checkpoint_id": [cid], "path": [home.relative(home.checkpoint_file(cid))], "encoder": [encoder]}))
-    pool = embed(model, cid, names, encoder=encoder, source="training", seed=seed, n_queries=n_queries,
-                 cache_dir=home.encoding_cache(encoder), runtime=runtime)
+    home.write_table(
+        "locus_checkpoint",
+        pd.DataFrame(
+            {"checkpoint_id": [cid], "path": [home.relative(home.checkpoint_file(cid))], "encoder": [encoder]}
+        ),
+    )
+    pool = embed(
+        model,
+        cid,
+        names,
+        encoder=encoder,
+        source="training",
+        seed=seed,
+        n_queries=n_queries,
+        cache_dir=home.encoding_cache(encoder),
+        runtime=runtime,
+    )
     write_parquet_atomic(pool, home.pool_path)
     return {"home": home, "model": model, "checkpoint_id": cid, "pool": pool, "encoder": encoder}
 
@@ -86,8 +122,15 @@ def build_home(root: Path, names: Sequence[str], *, encoder: str = "hashing-256"
 def onboard(built: dict, name: str, *, seed: int = 99) -> pd.DataFrame:
     """Add one model to the pool, as an onboarding run does: one more row, the file replaced atomically."""
     home = built["home"]
-    rows = embed(built["model"], built["checkpoint_id"], [name], encoder=built["encoder"], source="onboarded",
-                 seed=seed, cache_dir=home.encoding_cache(built["encoder"]))
+    rows = embed(
+        built["model"],
+        built["checkpoint_id"],
+        [name],
+        encoder=built["encoder"],
+        source="onboarded",
+        seed=seed,
+        cache_dir=home.encoding_cache(built["encoder"]),
+    )
     pool = upsert_rows(home.read_pool(), rows)
     write_parquet_atomic(pool, home.pool_path)
     return pool
@@ -104,8 +147,9 @@ class ServerThread:
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1,
-                                                    lifespan="on"))
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=1, lifespan="on")
+        )
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> "ServerThread":

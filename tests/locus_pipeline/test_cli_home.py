@@ -15,12 +15,33 @@ from tests.locus_model.tables import write_table
 def test_evaluate_reuses_the_homes_cached_query_encodings(tmp_path, monkeypatch, capsys):
     home, table = tmp_path / "home", write_table(tmp_path / "evals.csv")
     texts = pd.read_csv(table).drop_duplicates("query_id")["query"].tolist()
-    encode_queries_with_summary(texts, encoder="hashing-256", cache_dir=home / "encodings" / "hashing-256", progress=False)
+    encode_queries_with_summary(
+        texts, encoder="hashing-256", cache_dir=home / "encodings" / "hashing-256", progress=False
+    )
     monkeypatch.setenv("LOCUS_HOME", str(home))
     monkeypatch.setenv("LOCUS_CACHE_DIR", str(tmp_path / "user-cache"))  # empty: what is found comes from the home
     out = tmp_path / "results.json"
-    assert main(["evaluate", "--evaluations", str(table), "--encoder", "hashing-256", "--budget", "16", "--folds", "2",
-                 "--methods", "knn,best_single", "--quiet", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                "--evaluations",
+                str(table),
+                "--encoder",
+                "hashing-256",
+                "--budget",
+                "16",
+                "--folds",
+                "2",
+                "--methods",
+                "knn,best_single",
+                "--quiet",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     settings = json.loads(out.read_text())["settings"]
     assert settings["queries_encoded"] == 0 and settings["queries_from_cache"] == len(texts) == 50
     assert not (tmp_path / "user-cache" / "encodings").exists()

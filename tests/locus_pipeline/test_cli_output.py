@@ -33,11 +33,14 @@ sys.exit(cli.main({argv!r}))
 """
 
 
-@pytest.mark.parametrize("module, patched, argv", [
-    ("locus_model.cli", "run_evaluate", ["evaluate", "--evaluations", "x.csv", "--out", "r.json"]),
-    ("locus_pipeline.home_cli", "run_pool_remove", ["pool", "remove", "acme/x"]),
-    ("locus_pipeline.live_cli", "run_onboard", ["onboard", "--endpoint", "acme/x", "--models-config", "m.yaml"]),
-])
+@pytest.mark.parametrize(
+    "module, patched, argv",
+    [
+        ("locus_model.cli", "run_evaluate", ["evaluate", "--evaluations", "x.csv", "--out", "r.json"]),
+        ("locus_pipeline.home_cli", "run_pool_remove", ["pool", "remove", "acme/x"]),
+        ("locus_pipeline.live_cli", "run_onboard", ["onboard", "--endpoint", "acme/x", "--models-config", "m.yaml"]),
+    ],
+)
 def test_the_locus_command_prints_no_library_warnings(module, patched, argv) -> None:
     """`locus` (locus_pipeline.cli.main, the console script) around each command."""
     code = NOISY.format(module=module, patched=patched, argv=argv)
@@ -51,7 +54,8 @@ def test_the_locus_command_prints_no_library_warnings(module, patched, argv) -> 
 def test_without_the_filters_the_same_warnings_are_printed() -> None:
     """The check above can fail: the same command called past the entry point prints them."""
     code = NOISY.format(module="locus_model", patched="run_evaluate", argv=[]).replace(
-        "sys.exit(cli.main([]))", "sys.exit(noisy(None))")
+        "sys.exit(cli.main([]))", "sys.exit(noisy(None))"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "default"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
     assert "FutureWarning" in done.stderr and "BetaWarning" in done.stderr and "PreviewWarning" in done.stderr

@@ -29,7 +29,9 @@ def test_dagster_dev_materializes_the_pool_through_graphql(tmp_path: Path) -> No
                 )
             except Exception as err:  # connection refused while the server starts; reported at the deadline
                 if time.time() > deadline:
-                    raise AssertionError(f"dagster dev did not accept a run: {err}\n{(tmp_path / 'dagster.log').read_text()[-3000:]}")
+                    raise AssertionError(
+                        f"dagster dev did not accept a run: {err}\n{(tmp_path / 'dagster.log').read_text()[-3000:]}"
+                    )
                 time.sleep(2)
         status = None
         while time.time() < deadline + 300:

@@ -72,30 +72,57 @@ def test_dropped_files_are_onboarded_by_pool_materializations_and_race_a_rebuild
         assert len(list((home / "incoming" / "accepted").glob("*-new-model.csv"))) == 1
 
         with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+
             def pool_materialized():
                 event = instance.get_latest_materialization_event(dg.AssetKey("model_embeddings"))
-                return event if event is not None and event.asset_materialization.metadata["models"].value == len(before) + 1 else None
+                return (
+                    event
+                    if event is not None and event.asset_materialization.metadata["models"].value == len(before) + 1
+                    else None
+                )
 
             event = wait_for(pool_materialized, "the pool materialization", proc, log_path, timeout=30)
             meta = event.asset_materialization.metadata
             assert meta["onboarded_models"].value == 1 and meta["action"].value == "new"
             key = safe_model_key(MODEL)
-            view = wait_for(lambda: instance.get_latest_materialization_event(dg.AssetKey("onboarded_model_embedding")),
-                            "the onboarded model's materialization", proc, log_path, timeout=30)
+            view = wait_for(
+                lambda: instance.get_latest_materialization_event(dg.AssetKey("onboarded_model_embedding")),
+                "the onboarded model's materialization",
+                proc,
+                log_path,
+                timeout=30,
+            )
             assert view.asset_materialization.partition == key and view.run_id == event.run_id
             assert view.asset_materialization.metadata["nearest_model"].value in set(before["model"])
-            check = wait_for(lambda: instance.event_log_storage.get_latest_asset_check_execution_by_key(
-                [dg.AssetCheckKey(dg.AssetKey("model_embeddings"), "pool_embeddings_reproducible")]).get(
-                dg.AssetCheckKey(dg.AssetKey("model_embeddings"), "pool_embeddings_reproducible")),
-                "the blocking check", proc, log_path, timeout=30)
+            check = wait_for(
+                lambda: instance.event_log_storage.get_latest_asset_check_execution_by_key(
+                    [dg.AssetCheckKey(dg.AssetKey("model_embeddings"), "pool_embeddings_reproducible")]
+                ).get(dg.AssetCheckKey(dg.AssetKey("model_embeddings"), "pool_embeddings_reproducible")),
+                "the blocking check",
+                proc,
+                log_path,
+                timeout=30,
+            )
             assert check.run_id == event.run_id
 
         # a rebuild with a new checkpoint, started beside two more onboardings
         new_id = new_checkpoint(home)
         env = {**os.environ, "LOCUS_HOME": str(home), "DAGSTER_HOME": str(prepare_dagster_home(home))}
         rebuild = subprocess.Popen(
-            [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "--select", "model_embeddings",
-             "-m", "locus_pipeline.definitions"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                str(Path(sys.executable).parent / "dagster"),
+                "asset",
+                "materialize",
+                "--select",
+                "model_embeddings",
+                "-m",
+                "locus_pipeline.definitions",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         drop_renamed(home, "second.csv", new_model_rows(home, "second/model", 48))
         drop_renamed(home, "third.csv", new_model_rows(home, "third/model", 40))
         out, _ = rebuild.communicate(timeout=240)
@@ -123,12 +150,18 @@ def runs_of(instance: dg.DagsterInstance, job: str) -> list[dg.DagsterRun]:
 
 
 def step_started(instance: dg.DagsterInstance, run_id: str, step: str) -> bool:
-    return any(e.dagster_event.step_key == step for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START))
+    return any(
+        e.dagster_event.step_key == step for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+    )
 
 
 def materializations(instance: dg.DagsterInstance, asset: str, partition: str | None = None) -> int:
-    return len(instance.fetch_materializations(dg.AssetRecordsFilter(
-        asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None), limit=100).records)
+    return len(
+        instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None),
+            limit=100,
+        ).records
+    )
 
 
 def slots_held(instance: dg.DagsterInstance, pool: str = "model_embeddings") -> int:
@@ -156,9 +189,20 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
     try:
         with storage.lock("pool"):  # the onboarding's pool step waits here, holding the model_embeddings slot
             drop_renamed(home, "killed.csv", new_model_rows(home, MODEL, 64))
-            run = wait_for(lambda: next((r for r in runs_of(instance, "onboarding_job")
-                                         if step_started(instance, r.run_id, "model_embeddings")), None),
-                           "the onboarding's pool step", proc, log1, timeout)
+            run = wait_for(
+                lambda: next(
+                    (
+                        r
+                        for r in runs_of(instance, "onboarding_job")
+                        if step_started(instance, r.run_id, "model_embeddings")
+                    ),
+                    None,
+                ),
+                "the onboarding's pool step",
+                proc,
+                log1,
+                timeout,
+            )
             wait_for(lambda: slots_held(instance) == 1, "the model_embeddings slot claimed", proc, log1, 30)
             kill_group(proc)
         killed_at = time.time()
@@ -168,12 +212,26 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
         log2 = tmp_path / "dagster-2.log"
         proc, _ = start_dagster_dev(home, log2)
         key = safe_model_key(MODEL)
-        retry = wait_for(lambda: next((r for r in runs_of(instance, "onboarding_job")
-                                       if r.tags.get("locus/retry_of") == run.run_id and r.is_finished), None),
-                         "the retry of the killed onboarding", proc, log2, timeout)
+        retry = wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in runs_of(instance, "onboarding_job")
+                    if r.tags.get("locus/retry_of") == run.run_id and r.is_finished
+                ),
+                None,
+            ),
+            "the retry of the killed onboarding",
+            proc,
+            log2,
+            timeout,
+        )
         timings["restart -> killed onboarding done"] = time.time() - killed_at
         failed = instance.get_run_by_id(run.run_id)
-        assert failed.status == dg.DagsterRunStatus.FAILURE and failed.tags["dagster/failure_reason"] == "UNEXPECTED_TERMINATION"
+        assert (
+            failed.status == dg.DagsterRunStatus.FAILURE
+            and failed.tags["dagster/failure_reason"] == "UNEXPECTED_TERMINATION"
+        )
         assert retry.is_success and retry.tags["dagster/run_key"].endswith(":attempt-2")
         pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
         assert (pool["model"] == MODEL).sum() == 1 and set(pool["model"]) == before | {MODEL}
@@ -183,9 +241,20 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
         # the refresh after that onboarding, killed half-way: its first report is newer than the pool, the index is
         # not (its step waits to write its table)
         with storage.lock("table-analysis_reports"):
-            refresh = wait_for(lambda: next((r for r in runs_of(instance, "reports_refresh_job")
-                                             if step_started(instance, r.run_id, "analysis_reports")), None),
-                               "a reports refresh at its last step", proc, log2, 2 * timeout)
+            refresh = wait_for(
+                lambda: next(
+                    (
+                        r
+                        for r in runs_of(instance, "reports_refresh_job")
+                        if step_started(instance, r.run_id, "analysis_reports")
+                    ),
+                    None,
+                ),
+                "a reports refresh at its last step",
+                proc,
+                log2,
+                2 * timeout,
+            )
             assert materializations_after(instance, "test_query_predictions", refresh.run_id)
             kill_group(proc)
         killed_at = time.time()
@@ -195,16 +264,30 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
         proc, _ = start_dagster_dev(home, log3)
         wait_for(lambda: reports_lag(instance) == "" or None, "the reports to follow the pool", proc, log3, 2 * timeout)
         timings["restart -> reports follow the pool"] = time.time() - killed_at
-        retried = [r for r in runs_of(instance, "reports_refresh_job") if r.tags.get("locus/retry_of") == refresh.run_id]
+        retried = [
+            r for r in runs_of(instance, "reports_refresh_job") if r.tags.get("locus/retry_of") == refresh.run_id
+        ]
         assert [r.status for r in retried] == [dg.DagsterRunStatus.SUCCESS]
         assert instance.get_run_by_id(refresh.run_id).status == dg.DagsterRunStatus.FAILURE
 
         dropped = drop_renamed(home, "later.csv", new_model_rows(home, "later/model", 48))  # no slot to wait for
         wait_for(lambda: "later/model" in pool_models(home), "the later onboarding", proc, log3, timeout)
         timings["later drop -> in the pool"] = time.time() - dropped
-        later = wait_for(lambda: next((r for r in runs_of(instance, "onboarding_job") if r.is_finished
-                                       and r.tags.get("dagster/asset_partition_range_start") == safe_model_key("later/model")), None),
-                         "the later onboarding run to end", proc, log3, timeout)
+        later = wait_for(
+            lambda: next(
+                (
+                    r
+                    for r in runs_of(instance, "onboarding_job")
+                    if r.is_finished
+                    and r.tags.get("dagster/asset_partition_range_start") == safe_model_key("later/model")
+                ),
+                None,
+            ),
+            "the later onboarding run to end",
+            proc,
+            log3,
+            timeout,
+        )
         assert later.is_success and len(runs_of(instance, "onboarding_job")) == 3 and slots_held(instance) == 0
         return timings
     finally:
@@ -213,12 +296,15 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
 
 
 def materializations_after(instance: dg.DagsterInstance, asset: str, run_id: str) -> bool:
-    return any(r.event_log_entry.run_id == run_id
-               for r in instance.fetch_materializations(dg.AssetKey(asset), limit=5).records)
+    return any(
+        r.event_log_entry.run_id == run_id for r in instance.fetch_materializations(dg.AssetKey(asset), limit=5).records
+    )
 
 
 @pytest.mark.e2e
-def test_kill_9_mid_onboarding_and_mid_refresh_then_restart_ends_onboarded_once_with_no_slot_held(materialized, tmp_path: Path) -> None:
+def test_kill_9_mid_onboarding_and_mid_refresh_then_restart_ends_onboarded_once_with_no_slot_held(
+    materialized, tmp_path: Path
+) -> None:
     _, _, source = materialized
     home = tmp_path / "home"
     shutil.copytree(source, home, ignore=shutil.ignore_patterns(".locks", "dagster"))

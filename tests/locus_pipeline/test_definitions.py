@@ -9,7 +9,15 @@ import pytest
 
 from locus_pipeline.definitions import defs
 
-CHAIN = ["raw_evaluations", "evaluation_table", "query_encodings", "training_split", "locus_checkpoint", "model_embeddings", "routing_evaluation"]
+CHAIN = [
+    "raw_evaluations",
+    "evaluation_table",
+    "query_encodings",
+    "training_split",
+    "locus_checkpoint",
+    "model_embeddings",
+    "routing_evaluation",
+]
 
 
 def test_definitions_load_with_the_required_chain() -> None:
@@ -17,18 +25,29 @@ def test_definitions_load_with_the_required_chain() -> None:
     graph = d.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
     assert set(CHAIN) <= keys
-    parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()}
+    parents = {
+        k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()
+    }
     edges = [
-        ("raw_evaluations", "evaluation_table"), ("evaluation_table", "query_encodings"),
-        ("evaluation_table", "training_split"), ("query_encodings", "locus_checkpoint"),
-        ("training_split", "locus_checkpoint"), ("locus_checkpoint", "model_embeddings"),
-        ("query_encodings", "routing_evaluation"), ("training_split", "routing_evaluation"),
+        ("raw_evaluations", "evaluation_table"),
+        ("evaluation_table", "query_encodings"),
+        ("evaluation_table", "training_split"),
+        ("query_encodings", "locus_checkpoint"),
+        ("training_split", "locus_checkpoint"),
+        ("locus_checkpoint", "model_embeddings"),
+        ("query_encodings", "routing_evaluation"),
+        ("training_split", "routing_evaluation"),
     ]
     for upstream, downstream in edges:
         assert upstream in parents[downstream], (upstream, downstream)
     assert d.resolve_job_def("locus_job") is not None
     checks = {c.name for c in graph.asset_check_keys}
-    assert {"evaluation_table_valid", "pool_embeddings_finite", "pool_embeddings_reproducible", "locus_beats_best_single"} <= checks
+    assert {
+        "evaluation_table_valid",
+        "pool_embeddings_finite",
+        "pool_embeddings_reproducible",
+        "locus_beats_best_single",
+    } <= checks
 
 
 def test_training_is_in_a_pool_of_one() -> None:
@@ -44,18 +63,26 @@ def test_importing_the_definitions_is_cheap() -> None:
     # (no wall-clock bound: a test is no benchmark)
     heavy = ("sentence_transformers", "transformers", "onnxruntime", "mlflow")
     out = subprocess.run(
-        [sys.executable, "-c", "import sys, locus_pipeline.definitions as m; m.defs(); "
-         f"print(*[name in sys.modules for name in {heavy!r}])"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, locus_pipeline.definitions as m; m.defs(); "
+            f"print(*[name in sys.modules for name in {heavy!r}])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert out.stdout.split()[-len(heavy):] == ["False"] * len(heavy), out.stdout  # no model loading at import
+    assert out.stdout.split()[-len(heavy) :] == ["False"] * len(heavy), out.stdout  # no model loading at import
 
 
 def test_the_code_location_loads_without_torch() -> None:
     """Importing the code location and building its definitions imports no torch: the configs the launchpad shows
     (LocusConfig, TrainConfig) and the pool's schema live in torch-free modules; assets import torch in their body."""
-    code = ("import sys, locus_pipeline.definitions as m; assert 'torch' not in sys.modules, 'import'; "
-            "m.defs(); assert 'torch' not in sys.modules, 'defs()'")
+    code = (
+        "import sys, locus_pipeline.definitions as m; assert 'torch' not in sys.modules, 'import'; "
+        "m.defs(); assert 'torch' not in sys.modules, 'defs()'"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
 
@@ -68,8 +95,14 @@ def test_dg_cli_loads_the_project(tmp_path) -> None:
 
     env = {**os.environ, "LOCUS_HOME": str(tmp_path), "DAGSTER_HOME": str(prepare_dagster_home(tmp_path))}
     dg_cli = Path(sys.executable).parent / "dg"
-    out = subprocess.run([str(dg_cli), "list", "defs", "--json"], capture_output=True, text=True, env=env,
-                         cwd=Path(__file__).resolve().parents[2], timeout=180)
+    out = subprocess.run(
+        [str(dg_cli), "list", "defs", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     for name in ("locus_checkpoint", "model_embeddings", "locus_job"):
         assert name in out.stdout
@@ -82,21 +115,59 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
 
     model, train = TrainingConfig().to_library(query_dim=384)
     assert train == TrainConfig() and model == LocusConfig(query_dim=384)
-    _, train = TrainingConfig(draws=2, ema_decay=0.0, epochs=7, noise_start=0.5,
-                              select_from_epoch=3, finetune_steps=40, finetune_patience=20,
-                              finetune_noise=[1.5, 2.5]).to_library(384)
-    assert (train.draws, train.ema_decay, train.epochs, train.noise_start, train.select_from_epoch,
-            train.finetune_steps, train.finetune_patience, train.finetune_noise) == (2, 0.0, 7, 0.5, 3, 40, 20, (1.5, 2.5))
+    _, train = TrainingConfig(
+        draws=2,
+        ema_decay=0.0,
+        epochs=7,
+        noise_start=0.5,
+        select_from_epoch=3,
+        finetune_steps=40,
+        finetune_patience=20,
+        finetune_noise=[1.5, 2.5],
+    ).to_library(384)
+    assert (
+        train.draws,
+        train.ema_decay,
+        train.epochs,
+        train.noise_start,
+        train.select_from_epoch,
+        train.finetune_steps,
+        train.finetune_patience,
+        train.finetune_noise,
+    ) == (2, 0.0, 7, 0.5, 3, 40, 20, (1.5, 2.5))
 
 
 # A value other than the default for every field of the library's configs (a new field must be added here).
-NOT_DEFAULT_TRAIN = dict(epochs=7, max_steps=123, epoch_models=50, val_models=None,
-                         latent_steps=30, latent_noise=(0.5,),
-                         refit_alphas=(0.5, 2.0), batch_models=3, draws=2, enc_min=5, enc_max=40, dec_batch=33,
-                         val_set_max=None, lr_encoder=1e-3, lr_predictor=2e-3, weight_decay=0.01,
-                         noise_start=0.5, noise_end=0.25, noise_anneal_epochs=4, patience=9, select_from_epoch=3,
-                         seed=11, device="cpu", ema_decay=0.0, finetune_steps=40, finetune_patience=20,
-                         finetune_noise=(1.5, 2.5), predictor_step_cells=4096)
+NOT_DEFAULT_TRAIN = dict(
+    epochs=7,
+    max_steps=123,
+    epoch_models=50,
+    val_models=None,
+    latent_steps=30,
+    latent_noise=(0.5,),
+    refit_alphas=(0.5, 2.0),
+    batch_models=3,
+    draws=2,
+    enc_min=5,
+    enc_max=40,
+    dec_batch=33,
+    val_set_max=None,
+    lr_encoder=1e-3,
+    lr_predictor=2e-3,
+    weight_decay=0.01,
+    noise_start=0.5,
+    noise_end=0.25,
+    noise_anneal_epochs=4,
+    patience=9,
+    select_from_epoch=3,
+    seed=11,
+    device="cpu",
+    ema_decay=0.0,
+    finetune_steps=40,
+    finetune_patience=20,
+    finetune_noise=(1.5, 2.5),
+    predictor_step_cells=4096,
+)
 NOT_DEFAULT_MODEL = dict(d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=16, predictor_dropout=0.2)
 
 
@@ -173,14 +244,17 @@ def test_every_edge_of_the_readme_pipeline_graph_is_an_edge_of_the_asset_graph()
     from locus_pipeline.definitions import defs
 
     graph = defs().resolve_asset_graph()
-    parents = {k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys}
-               for k in graph.get_all_asset_keys()}
+    parents = {
+        k.to_user_string(): {p.to_user_string() for p in graph.get(k).parent_keys} for k in graph.get_all_asset_keys()
+    }
     readme = (Path(__file__).resolve().parents[2] / "docs" / "pipeline.md").read_text(encoding="utf-8")
     block = readme.split("## The pipeline", 1)[1].split("```", 2)[1]
     edges, seen = set(), set()
     for statement in re.split(r"[;\n]", block):
-        stages = [{w for w in re.findall(r"[a-z_]+", re.sub(r"\([^)]*\)|\[[^]]*\]", "", s)) if w in parents}
-                  for s in statement.split("->")]
+        stages = [
+            {w for w in re.findall(r"[a-z_]+", re.sub(r"\([^)]*\)|\[[^]]*\]", "", s)) if w in parents}
+            for s in statement.split("->")
+        ]
         seen |= set().union(*stages)
         edges |= {(a, b) for left, right in zip(stages, stages[1:]) for a in left for b in right}
     assert len(edges) > 20

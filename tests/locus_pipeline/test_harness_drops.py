@@ -15,10 +15,11 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from locus_model.data.contract import safe_model_key
 import locus_pipeline.intake.accept as accept  # where intake_file looks up sha256_entry
+from locus_model.data.contract import safe_model_key
 from locus_pipeline.intake import DropFolder, accepted_rows, intake_file, read_manifests, scan_incoming
-from tests.locus_pipeline.drops import OLD, range_of, sensor_tick as tick
+from tests.locus_pipeline.drops import OLD, range_of
+from tests.locus_pipeline.drops import sensor_tick as tick
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "harnesses"
 
@@ -53,7 +54,9 @@ def drop_archive(home: Path, harness: str, name: str) -> Path:
 @pytest.fixture()
 def home(tmp_path: Path) -> Path:
     (tmp_path / "home" / "warehouse").mkdir(parents=True)
-    pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(tmp_path / "home" / "warehouse" / "model_embeddings.parquet")
+    pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(
+        tmp_path / "home" / "warehouse" / "model_embeddings.parquet"
+    )
     return tmp_path / "home"
 
 
@@ -71,19 +74,26 @@ def test_every_harness_format_is_taken_in_and_the_tick_s_small_drops_share_one_r
     (request,) = result.run_requests  # seven files of at most 16 models: one run (sensors.SMALL_DROP_MODELS)
     (add,) = result.dynamic_partitions_requests
     keys = list(add.partition_keys)
-    assert sorted(keys) == sorted(safe_model_key(m) for m in ("dummy-a", "dummy-b", "simple/model1", "simple/model2",
-                                                              "mockllm/model-a", "mockllm/model-b"))
+    assert sorted(keys) == sorted(
+        safe_model_key(m)
+        for m in ("dummy-a", "dummy-b", "simple/model1", "simple/model2", "mockllm/model-a", "mockllm/model-b")
+    )
     assert range_of(request) == (keys[0], keys[-1])  # every model once, though two files hold dummy-a and dummy-b
     assert len(request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]) == 7
     manifests = {m.original_name: m for m in read_manifests(folder)}
     assert len(manifests) == 7 and (folder.accepted / manifests["lm-eval-out"].stem).is_dir()
-    for original, models in (("lm-eval-out", ("dummy-a", "dummy-b")), ("lighteval-out.tar.gz", ("dummy-a", "dummy-b")),
-                             ("helm-runs.zip", ("simple/model1", "simple/model2"))):
+    for original, models in (
+        ("lm-eval-out", ("dummy-a", "dummy-b")),
+        ("lighteval-out.tar.gz", ("dummy-a", "dummy-b")),
+        ("helm-runs.zip", ("simple/model1", "simple/model2")),
+    ):
         stem = manifests[original].stem
         ids = [set(accepted_rows(folder, stem, m)["query_id"]) for m in models]
         assert ids[0] == ids[1] and ids[0], original  # the same queries from both models' files
     lm = accepted_rows(folder, manifests["lm-eval-out"].stem, "dummy-a")
-    assert sorted(lm["benchmark"].unique()) == ["locus_arithmetic", "locus_capitals"] and len(lm) == 9  # two tasks, one model
+    assert (
+        sorted(lm["benchmark"].unique()) == ["locus_arithmetic", "locus_capitals"] and len(lm) == 9
+    )  # two tasks, one model
     capitals = [m for name, m in manifests.items() if "_capitals_" in name]
     ids = [set(accepted_rows(folder, m.stem, m.models[0].model)["query_id"]) for m in capitals]
     assert len(capitals) == 2 and ids[0] == ids[1]  # model-a's .eval and model-b's .json log: the same queries
@@ -107,11 +117,18 @@ def test_a_folder_is_read_once_settled_and_a_bad_one_is_rejected_with_the_reason
     assert result.run_requests == []
     message = result.skip_reason.skip_message
     assert "rejected photos: a folder, but not an evaluation harness's output" in message
-    assert "rejected broken-out: row 1 (line 1), column 'acc': record 1: acc is 'wrong', not a score in [0, 1]" in message
+    assert (
+        "rejected broken-out: row 1 (line 1), column 'acc': record 1: acc is 'wrong', not a score in [0, 1]" in message
+    )
     assert "waiting for 1 file(s) to settle: still-writing" in message
     reasons = {p.name.split("-", 2)[2]: p.read_text() for p in folder.rejected.glob("*.reason.txt")}
-    assert "samples_locus_capitals_" in reasons["broken-out.reason.txt"] and "how to fix: lm-eval writes" in reasons["broken-out.reason.txt"]
-    assert (folder.rejected / next(p.name for p in folder.rejected.iterdir() if p.name.endswith("-broken-out"))).is_dir()  # kept whole
+    assert (
+        "samples_locus_capitals_" in reasons["broken-out.reason.txt"]
+        and "how to fix: lm-eval writes" in reasons["broken-out.reason.txt"]
+    )
+    assert (
+        folder.rejected / next(p.name for p in folder.rejected.iterdir() if p.name.endswith("-broken-out"))
+    ).is_dir()  # kept whole
 
 
 def test_a_folder_that_changes_while_read_is_left_for_later(home: Path, tmp_path: Path, monkeypatch) -> None:
@@ -129,8 +146,11 @@ def test_a_folder_that_changes_while_read_is_left_for_later(home: Path, tmp_path
     assert not any(DropFolder.at(home).accepted.iterdir()) and not any(DropFolder.at(home).rejected.iterdir())
 
 
-def test_an_lm_eval_folder_is_onboarded_end_to_end(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.locus_pipeline.drops import materializations, onboarding_tick as tick_and_add, run_onboarding
+def test_an_lm_eval_folder_is_onboarded_end_to_end(
+    materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.locus_pipeline.drops import materializations, run_onboarding
+    from tests.locus_pipeline.drops import onboarding_tick as tick_and_add
 
     _, _, source = materialized
     home = tmp_path / "home"
@@ -151,8 +171,11 @@ def test_an_lm_eval_folder_is_onboarded_end_to_end(materialized, tmp_path: Path,
         assert view.metadata["routable"].value is False
         profile = view.metadata["per_benchmark_profile"].value
         assert "nan" not in profile.lower() and "—: that model has no evaluation on that benchmark" in profile
-        (check,) = [c for c in result.get_asset_check_evaluations()
-                    if c.check_name == "onboarded_model_trustworthy" and c.partition == "dummy-a"]
+        (check,) = [
+            c
+            for c in result.get_asset_check_evaluations()
+            if c.check_name == "onboarded_model_trustworthy" and c.partition == "dummy-a"
+        ]
         assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
         assert check.metadata["threshold_budget"].value == 128 and check.metadata["n_evaluations"].value == 9
         logged = [e.message for e in instance.all_logs(result.run_id) if e.level >= 30]  # logging.WARNING

@@ -43,8 +43,14 @@ def test_a_run_over_a_range_of_partitions_is_created_with_one_planned_event_per_
             monkeypatch.setenv(k, v) if switched else monkeypatch.delenv(k, raising=False)
         with dg.instance_for_test() as instance:
             instance.add_dynamic_partitions(onboarded_models.name, keys)
-            run = instance.create_run_for_job(job_def=job, tags=range_tags(keys[0], keys[-1]), run_config={
-                "ops": {"onboarded_evaluations": {"config": {"accepted_file": "x"}}}})
-            planned[switched] = len(instance.get_records_for_run(
-                run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED).records)
+            run = instance.create_run_for_job(
+                job_def=job,
+                tags=range_tags(keys[0], keys[-1]),
+                run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": "x"}}}},
+            )
+            planned[switched] = len(
+                instance.get_records_for_run(
+                    run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED
+                ).records
+            )
     assert planned[False] >= 2 * len(keys) and planned[True] <= 3  # per asset, whatever the file's models

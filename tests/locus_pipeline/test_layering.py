@@ -18,17 +18,21 @@ MODULES = sorted(PIPELINE.rglob("*.py"))
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PIPELINE)))
 def test_a_pipeline_function_local_import_says_why(path: Path) -> None:
     unexplained = unexplained_local_imports(path.read_text(encoding="utf-8"))
-    assert not unexplained, (f"locus_pipeline/{path.relative_to(PIPELINE)}: function-local imports without a reason at "
-                             f"lines {unexplained}: import at the top, or say why (`{WHY} ...`: torch out of the code "
-                             f"location's load, mlflow, CLI start-up)")
+    assert not unexplained, (
+        f"locus_pipeline/{path.relative_to(PIPELINE)}: function-local imports without a reason at "
+        f"lines {unexplained}: import at the top, or say why (`{WHY} ...`: torch out of the code "
+        f"location's load, mlflow, CLI start-up)"
+    )
 
 
 def test_the_check_finds_an_import_without_a_reason() -> None:
-    source = ("import os\n\n\ndef f():\n    import json\n\n    from locus_pipeline.storage import LocusHome\n"
-              "def g():\n    # why: torch stays out of the code location's load\n    import torch\n\n"
-              "    from locus_model.pool import pool_matrix\n"
-              "def h():\n    x = 1\n    import numpy  # why: on its line\n"
-              "async def k():\n    # a comment that is no reason\n    import httpx\n")
+    source = (
+        "import os\n\n\ndef f():\n    import json\n\n    from locus_pipeline.storage import LocusHome\n"
+        "def g():\n    # why: torch stays out of the code location's load\n    import torch\n\n"
+        "    from locus_model.pool import pool_matrix\n"
+        "def h():\n    x = 1\n    import numpy  # why: on its line\n"
+        "async def k():\n    # a comment that is no reason\n    import httpx\n"
+    )
     assert unexplained_local_imports(source) == [5, 7, 18]
 
 
@@ -57,14 +61,21 @@ def _pipeline_imports(path: Path) -> list[tuple[int, str]]:
     """(line, imported locus_pipeline package or root module) of every import in the module."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                 [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            else []
+        )
         found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith("locus_pipeline.")]
     return found
 
 
 def test_every_pipeline_package_has_a_rank() -> None:
-    assert {_package(p) for p in MODULES} - {"__init__"} <= set(RANK), sorted({_package(p) for p in MODULES} - set(RANK))
+    assert {_package(p) for p in MODULES} - {"__init__"} <= set(RANK), sorted(
+        {_package(p) for p in MODULES} - set(RANK)
+    )
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PIPELINE)))
@@ -78,6 +89,8 @@ def test_a_pipeline_module_imports_only_packages_at_or_below_its_own(path: Path)
 
 def test_the_order_check_sees_an_import_under_type_checking_and_inside_a_function(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from locus_pipeline.defs.resources "
-                      "import MlflowTracking\n\n\ndef f():\n    import locus_pipeline.live.onboard  # why: late\n")
+    module.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from locus_pipeline.defs.resources "
+        "import MlflowTracking\n\n\ndef f():\n    import locus_pipeline.live.onboard  # why: late\n"
+    )
     assert _pipeline_imports(module) == [(3, "defs"), (7, "live")]

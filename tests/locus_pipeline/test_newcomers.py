@@ -19,8 +19,11 @@ BENCH = np.array(["law", "math", "physics"])[np.arange(120) % 3]
 
 def source_tables(rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(an evaluation table of 60 models, each on 90 of the 120 queries; the queries' encodings)."""
-    rows = [(f"m{m:02d}", QUERIES[q], BENCH[q], float(rng.random() < 0.3 + 0.4 * m / 60))
-            for m in range(60) for q in rng.choice(120, 90, replace=False)]
+    rows = [
+        (f"m{m:02d}", QUERIES[q], BENCH[q], float(rng.random() < 0.3 + 0.4 * m / 60))
+        for m in range(60)
+        for q in rng.choice(120, 90, replace=False)
+    ]
     table = pd.DataFrame(rows, columns=["model", "query_id", "benchmark", "score"])
     encodings = pd.DataFrame({"query_id": QUERIES, "encoding": list(rng.normal(size=(120, 4)).astype(np.float32))})
     return table, encodings
@@ -28,8 +31,14 @@ def source_tables(rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]
 
 def store_of(model: str, rng: np.random.Generator, n: int = 30) -> pd.DataFrame:
     picks = rng.choice(120, n, replace=False)
-    return pd.DataFrame({"model": model, "query_id": [QUERIES[q] for q in picks], "benchmark": BENCH[picks],
-                         "score": (rng.random(n) < 0.5).astype(float)})
+    return pd.DataFrame(
+        {
+            "model": model,
+            "query_id": [QUERIES[q] for q in picks],
+            "benchmark": BENCH[picks],
+            "score": (rng.random(n) < 0.5).astype(float),
+        }
+    )
 
 
 class Home:
@@ -54,7 +63,8 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list:
 
 
 def test_the_estimator_is_fitted_once_for_the_run_and_again_only_for_a_copy_of_a_source_model(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     rng = np.random.default_rng(0)
     table, encodings = source_tables(rng)
     fits = counting(monkeypatch)
@@ -67,8 +77,10 @@ def test_the_estimator_is_fitted_once_for_the_run_and_again_only_for_a_copy_of_a
     copy = source.place(store_of("m07", rng), encodings.iloc[:0])  # a model of the source: not its own prior
     assert len(fits) == 22 and copy.estimator is not source.estimator and len(copy.estimator.prior_.scores) == 59
     extra = pd.DataFrame({"model": "new/x", "query_id": ["x1"], "benchmark": ["chess"], "score": [1.0]})
-    wider = source.place(pd.concat([store_of("new/x", rng), extra]),
-                         pd.DataFrame({"query_id": ["x1"], "encoding": [np.ones(4, dtype=np.float32)]}))
+    wider = source.place(
+        pd.concat([store_of("new/x", rng), extra]),
+        pd.DataFrame({"query_id": ["x1"], "encoding": [np.ones(4, dtype=np.float32)]}),
+    )
     assert len(fits) == 22 and wider.ids[-1] == "x1" and "chess" in wider.estimator.benchmarks  # no refit
     assert wider.newcomer[0][-1] == 120 and len(pivots) == 1
     frame = wider.estimator.estimate([wider.newcomer]).frame(0)

@@ -15,9 +15,19 @@ from locus_model.pool_schema import POOL_COLUMNS, POOL_SCHEMA, schema_difference
 def test_every_asset_and_check_succeeds(materialized) -> None:
     _, result, _ = materialized
     assert result.success
-    done = {e.event_specific_data.materialization.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
-    assert {"raw_evaluations", "evaluation_table", "query_encodings", "training_split", "locus_checkpoint",
-            "model_embeddings", "routing_evaluation"} <= done
+    done = {
+        e.event_specific_data.materialization.asset_key.to_user_string()
+        for e in result.get_asset_materialization_events()
+    }
+    assert {
+        "raw_evaluations",
+        "evaluation_table",
+        "query_encodings",
+        "training_split",
+        "locus_checkpoint",
+        "model_embeddings",
+        "routing_evaluation",
+    } <= done
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     for name in ("evaluation_table_valid", "pool_embeddings_finite", "pool_embeddings_reproducible"):
         assert checks[name].passed, name
@@ -30,7 +40,9 @@ def test_pool_table_schema_and_provenance(materialized) -> None:
     _, _, home = materialized
     pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
     assert tuple(pool.columns) == POOL_COLUMNS
-    assert schema_differences(pq.read_schema(home / "warehouse" / "model_embeddings.parquet")) == []  # POOL_SCHEMA's types
+    assert (
+        schema_differences(pq.read_schema(home / "warehouse" / "model_embeddings.parquet")) == []
+    )  # POOL_SCHEMA's types
     table = pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")
     assert sorted(pool["model"]) == sorted(table["model"].unique())
     z = np.stack(pool["embedding"].to_numpy())
@@ -72,8 +84,11 @@ def test_mlflow_run_contents(materialized) -> None:
     versions = client.search_model_versions("name = 'locus'")
     assert any(v.run_id == run.info.run_id for v in versions)
     # the Dagster materialization links to the run
-    event = next(e for e in result.get_asset_materialization_events()
-                 if e.event_specific_data.materialization.asset_key.to_user_string() == "locus_checkpoint")
+    event = next(
+        e
+        for e in result.get_asset_materialization_events()
+        if e.event_specific_data.materialization.asset_key.to_user_string() == "locus_checkpoint"
+    )
     url = event.event_specific_data.materialization.metadata["mlflow_run"].value
     assert url.endswith(f"/runs/{run.info.run_id}?workflowType=machine_learning")
 
@@ -94,7 +109,9 @@ def test_mlflow_experiment_model_and_links_back_to_dagster(materialized) -> None
 
     dagster_url = MlflowTracking(home=LocusHome(root=str(home))).dagster_run_url(result.run_id)
     assert dagster_url.endswith(f"/runs/{result.run_id}")
-    assert run.data.tags["dagster.run_url"] == dagster_url and f"]({dagster_url})" in run.data.tags["mlflow.note.content"]
+    assert (
+        run.data.tags["dagster.run_url"] == dagster_url and f"]({dagster_url})" in run.data.tags["mlflow.note.content"]
+    )
     model = client.get_registered_model("locus")
     assert "set encoder" in model.description
     current = client.get_model_version_by_alias("locus", "current")
@@ -113,8 +130,17 @@ def test_checkpoint_round_trip_reproduces_the_pool(materialized) -> None:
     assert not checkpoint["path"].startswith("/")  # stored relative to LOCUS_HOME: a copied home works
     router, extra = Router.load(home / checkpoint["path"])
     assert extra["encoder"] == "hashing-256"
-    table, split = pd.read_parquet(warehouse / "evaluation_table.parquet"), pd.read_parquet(warehouse / "training_split.parquet")
-    rows = embed_models(router, pool_evaluations(table, split), pd.read_parquet(warehouse / "query_encodings.parquet"), checkpoint="x", source="training")
+    table, split = (
+        pd.read_parquet(warehouse / "evaluation_table.parquet"),
+        pd.read_parquet(warehouse / "training_split.parquet"),
+    )
+    rows = embed_models(
+        router,
+        pool_evaluations(table, split),
+        pd.read_parquet(warehouse / "query_encodings.parquet"),
+        checkpoint="x",
+        source="training",
+    )
     pool = pd.read_parquet(warehouse / "model_embeddings.parquet").set_index("model")
     np.testing.assert_array_equal(np.stack(rows["embedding"]), np.stack(pool.loc[rows["model"], "embedding"]))
 
@@ -148,8 +174,17 @@ def test_routing_evaluation_scores_the_pools_checkpoint_without_training(materia
     # every method's quality-cost frontier, as locus evaluate --models-file gives it (the synthetic catalog has
     # sizes, no prices: parameter counts are the cost)
     assert report["settings"]["costs"]["basis"] == "params_b"
-    assert set(report["frontier"]) == {"locus", "embedllm_mf", "irt", "knn", "best_single", "oracle", "threshold_locus",
-                                       "threshold_mf", "random_mix"}
+    assert set(report["frontier"]) == {
+        "locus",
+        "embedllm_mf",
+        "irt",
+        "knn",
+        "best_single",
+        "oracle",
+        "threshold_locus",
+        "threshold_mf",
+        "random_mix",
+    }
     assert set(report["frontier"]["locus"]["aiq"]) == {"mean", "ci_low", "ci_high"}
     row = flat[(flat["method"] == "locus") & (flat["metric"] == "frontier.aiq.mean")]
     assert row["mean"].tolist() == [pytest.approx(report["frontier"]["locus"]["aiq"]["mean"])]
@@ -164,14 +199,27 @@ def test_routing_evaluation_gives_the_verdict(materialized) -> None:
 
     _, result, home = materialized
     verdict = json.loads((home / "reports" / "routing_evaluation.json").read_text())["verdict"]
-    assert set(verdict) == {"pays", "best_single", "delta", "lo", "hi", "cost_share", "cost_note", "cheaper", "kept_on_best_single"}
+    assert set(verdict) == {
+        "pays",
+        "best_single",
+        "delta",
+        "lo",
+        "hi",
+        "cost_share",
+        "cost_note",
+        "cheaper",
+        "kept_on_best_single",
+    }
     meta = _materialization(result, "routing_evaluation")
     assert meta["verdict"].value in (format_verdict(verdict), escape_markdown(format_verdict(verdict)))  # whole
     assert meta["verdict_figures"].value == verdict
     row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
     run = mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(row["mlflow_run_id"]).data
     assert run.tags["verdict"] == format_verdict(verdict) and run.tags["verdict.best_single"] == verdict["best_single"]
-    assert run.metrics["verdict/delta"] == pytest.approx(verdict["delta"]) and run.metrics["verdict/pays"] == verdict["pays"]
+    assert (
+        run.metrics["verdict/delta"] == pytest.approx(verdict["delta"])
+        and run.metrics["verdict/pays"] == verdict["pays"]
+    )
 
 
 def _materialization(result, asset: str):
@@ -187,7 +235,9 @@ def test_table_assets_carry_their_column_schema(materialized) -> None:
     _, result, _ = materialized
     schema = _materialization(result, "model_embeddings")["dagster/column_schema"].value
     assert tuple(c.name for c in schema.columns) == POOL_COLUMNS
-    assert [c.type for c in schema.columns] == [str(f.type) for f in POOL_SCHEMA] and all(c.description for c in schema.columns)
+    assert [c.type for c in schema.columns] == [str(f.type) for f in POOL_SCHEMA] and all(
+        c.description for c in schema.columns
+    )
     spec = next(s for s in defs().resolve_all_asset_specs() if s.key.to_user_string() == "model_embeddings")
     assert tuple(c.name for c in spec.metadata["dagster/column_schema"].columns) == POOL_COLUMNS
     assert spec.owners == ["team:locus"]
@@ -222,8 +272,12 @@ def test_training_runs_on_the_configured_threads(materialized) -> None:
     _, result, home = materialized
     assert _materialization(result, "locus_checkpoint")["torch_threads"].value == 1
     row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
-    assert mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(
-        row["mlflow_run_id"]).data.params["torch_threads"] == "1"
+    assert (
+        mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db")
+        .get_run(row["mlflow_run_id"])
+        .data.params["torch_threads"]
+        == "1"
+    )
 
 
 def test_the_training_run_states_the_routers_guard(materialized) -> None:
@@ -246,7 +300,9 @@ def test_training_logs_where_its_time_went(materialized) -> None:
     row = pd.read_parquet(home / "warehouse" / "locus_checkpoint.parquet").iloc[0]
     logged = mlflow.MlflowClient(f"sqlite:///{home}/mlflow/mlflow.db").get_run(row["mlflow_run_id"]).data.metrics
     stages = {k.split("/", 1)[1]: v for k, v in logged.items() if k.startswith("seconds/")}
-    assert {"latent_warmup", "epochs", "predictor_finetuning", "router"} <= set(stages) and all(v > 0 for v in stages.values())
+    assert {"latent_warmup", "epochs", "predictor_finetuning", "router"} <= set(stages) and all(
+        v > 0 for v in stages.values()
+    )
     table = _materialization(result, "locus_checkpoint")["stage_seconds"].value
     assert all(f"| {stage} | {value:.1f} |" in table for stage, value in stages.items()) and "| total |" in table
 
@@ -254,8 +310,13 @@ def test_training_logs_where_its_time_went(materialized) -> None:
 def test_metadata_paths_are_relative_to_the_home(materialized) -> None:
     """A copied home's metadata names its own files: $LOCUS_HOME/<relative path>, never the original's."""
     _, result, home = materialized
-    paths = {f"{e.asset_key.to_user_string()}.{k}": v.value for e in result.get_asset_materialization_events()
-             for e in [e.event_specific_data.materialization] for k, v in e.metadata.items() if type(v).__name__ == "PathMetadataValue"}
+    paths = {
+        f"{e.asset_key.to_user_string()}.{k}": v.value
+        for e in result.get_asset_materialization_events()
+        for e in [e.event_specific_data.materialization]
+        for k, v in e.metadata.items()
+        if type(v).__name__ == "PathMetadataValue"
+    }
     assert {"locus_checkpoint.checkpoint", "locus_checkpoint.path", "routing_evaluation.report"} <= set(paths)
     assert all(p.startswith("$LOCUS_HOME/") and str(home) not in p for p in paths.values()), paths
     assert (home / paths["locus_checkpoint.checkpoint"].removeprefix("$LOCUS_HOME/")).exists()
@@ -303,8 +364,12 @@ def test_the_readmes_pyfunc_instruction_runs_as_written(materialized, tmp_path) 
     start = "MLFLOW_TRACKING_URI=$(locus mlflow-uri)"
     command = start + readme.split("```bash\n" + start, 1)[1].split("\n```", 1)[0]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
-    env.update(LOCUS_HOME=str(home), PYTHONPATH=str(root), HF_HUB_OFFLINE="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # locus and python of this venv
+    env.update(
+        LOCUS_HOME=str(home),
+        PYTHONPATH=str(root),
+        HF_HUB_OFFLINE="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )  # locus and python of this venv
     done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "p_correct" in done.stdout and "What is 7 times 8?" in done.stdout

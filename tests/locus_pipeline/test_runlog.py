@@ -30,8 +30,9 @@ RUN = textwrap.dedent(
 
 def test_a_run_prints_its_start_its_steps_and_its_end_but_no_debug_step_events(tmp_path) -> None:
     shutil.copyfile(REPO_ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
-    done = subprocess.run([sys.executable, "-c", RUN, str(tmp_path)], capture_output=True, text=True, timeout=300,
-                          cwd=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT
+    )
     assert done.returncode == 0, done.stderr
     err = done.stderr
     assert "RUN_START" in err and "STEP_SUCCESS" in err and "RUN_SUCCESS" in err and "working" in err, err

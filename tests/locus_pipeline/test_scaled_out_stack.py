@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import pandas as pd
 import pytest
 
 from locus_model.data.contract import safe_model_key
@@ -49,8 +48,9 @@ def wait_until(predicate, what: str, proc: subprocess.Popen, log: Path, timeout:
 
 
 def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen(args, env=env, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        args, env=env, cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -74,22 +74,48 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
 
     def database_url(name: str) -> str:  # SQLAlchemy 2.1 reads postgresql:// as psycopg 3; the stack has psycopg2
         return postgres.get_uri(name).replace("postgresql://", "postgresql+psycopg2://", 1)
+
     procs: list[subprocess.Popen] = []
     with s3_endpoint() as s3:
         try:
             env = {**os.environ, **s3, "PYTHONPATH": str(ROOT), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
             mlflow_port = free_port()
             mlflow_log = tmp_path / "mlflow.log"
-            procs.append(start([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", database_url("mlflow"),
-                                "--artifacts-destination", f"s3://{BUCKET}/mlflow", "--host", "127.0.0.1",
-                                "--port", str(mlflow_port), "--workers", "1"], env, mlflow_log))
+            procs.append(
+                start(
+                    [
+                        sys.executable,
+                        "-m",
+                        "mlflow",
+                        "server",
+                        "--backend-store-uri",
+                        database_url("mlflow"),
+                        "--artifacts-destination",
+                        f"s3://{BUCKET}/mlflow",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(mlflow_port),
+                        "--workers",
+                        "1",
+                    ],
+                    env,
+                    mlflow_log,
+                )
+            )
             mlflow_url = f"http://127.0.0.1:{mlflow_port}"
             home_url = f"s3://{BUCKET}/home"
-            for key, value in {"LOCUS_HOME": home_url, "LOCUS_CACHE": str(tmp_path / "cache"),
-                               "MLFLOW_TRACKING_URI": mlflow_url, "LOCUS_DAGSTER_PG_URL": database_url("dagster"),
-                               "DAGSTER_HOME": str(tmp_path / "dagster")}.items():
+            for key, value in {
+                "LOCUS_HOME": home_url,
+                "LOCUS_CACHE": str(tmp_path / "cache"),
+                "MLFLOW_TRACKING_URI": mlflow_url,
+                "LOCUS_DAGSTER_PG_URL": database_url("dagster"),
+                "DAGSTER_HOME": str(tmp_path / "dagster"),
+            }.items():
                 monkeypatch.setenv(key, value)
-            wait_until(lambda: httpx.get(f"{mlflow_url}/health").status_code == 200, "mlflow server", procs[0], mlflow_log)
+            wait_until(
+                lambda: httpx.get(f"{mlflow_url}/health").status_code == 200, "mlflow server", procs[0], mlflow_log
+            )
 
             from locus_pipeline.definitions import defs as load_defs
             from locus_pipeline.defs.resources import DropFolderIntake
@@ -116,7 +142,8 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
 
                 # 1. the pool job: every table, the checkpoint and the pool in the bucket; the run in MLflow's server
                 result = defs.resolve_job_def("pool_job").execute_in_process(
-                    instance=instance, run_config=run_config_for(POOL_OPS), raise_on_error=True)
+                    instance=instance, run_config=run_config_for(POOL_OPS), raise_on_error=True
+                )
                 assert result.success
                 pool = home.read_pool()
                 record = home.current_checkpoint()
@@ -137,41 +164,68 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
                 serve_port = free_port()
                 serve_log = tmp_path / "serve.log"
                 serve_env = {**env, "LOCUS_HOME": home_url, "LOCUS_CACHE": str(tmp_path / "serve-cache")}
-                procs.append(start([sys.executable, "-m", "locus_pipeline.cli", "serve", "--port", str(serve_port),
-                                    "--poll-seconds", "0.5"], serve_env, serve_log))
+                procs.append(
+                    start(
+                        [
+                            sys.executable,
+                            "-m",
+                            "locus_pipeline.cli",
+                            "serve",
+                            "--port",
+                            str(serve_port),
+                            "--poll-seconds",
+                            "0.5",
+                        ],
+                        serve_env,
+                        serve_log,
+                    )
+                )
                 serve_url = f"http://127.0.0.1:{serve_port}"
 
                 def served() -> set[str]:
                     return {m["id"] for m in httpx.get(f"{serve_url}/v1/models", timeout=5).json()["data"]}
 
-                wait_until(lambda: httpx.get(f"{serve_url}/healthz", timeout=5).status_code == 200, "locus serve",
-                           procs[-1], serve_log)
+                wait_until(
+                    lambda: httpx.get(f"{serve_url}/healthz", timeout=5).status_code == 200,
+                    "locus serve",
+                    procs[-1],
+                    serve_log,
+                )
                 assert set(pool["model"]) <= served()
 
                 # 3. a file uploaded whole into the bucket's incoming/ is onboarded through the sensor
                 name = "newcomer-on-s3"
                 table = home.read_table("evaluation_table")
-                rows = table.drop_duplicates("query_id").head(96).assign(
-                    model=name, score=lambda f: (np.arange(len(f)) % 3 == 0).astype(float))
+                rows = (
+                    table.drop_duplicates("query_id")
+                    .head(96)
+                    .assign(model=name, score=lambda f: (np.arange(len(f)) % 3 == 0).astype(float))
+                )
                 local = tmp_path / "new.csv"
                 rows[["model", "query_id", "query", "benchmark", "score"]].to_csv(local, index=False)
                 target = home.path / "incoming" / "new.csv"
                 target.fs.put_file(str(local), target.path)
                 time.sleep(2.1)  # the intake's settle time, counted from the upload
-                tick = onboarding_drop_folder(dg.build_sensor_context(instance=instance, resources={"home": home, "intake": DropFolderIntake()}))
+                tick = onboarding_drop_folder(
+                    dg.build_sensor_context(instance=instance, resources={"home": home, "intake": DropFolderIntake()})
+                )
                 (request,) = tick.run_requests
                 assert range_of(request) == (safe_model_key(name),) * 2 and tick.cursor
                 for add in tick.dynamic_partitions_requests:
                     instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
                 assert safe_model_key(name) in instance.get_dynamic_partitions("onboarded_models")
                 onboarded = defs.resolve_job_def("onboarding_job").execute_in_process(
-                    instance=instance, run_config=request.run_config, tags=request.tags, raise_on_error=True)
+                    instance=instance, run_config=request.run_config, tags=request.tags, raise_on_error=True
+                )
                 checks = {c.check_name: c.passed for c in onboarded.get_asset_check_evaluations()}
                 assert checks.get("pool_embeddings_reproducible") is True
                 assert name in set(home.read_pool()["model"])
                 assert not target.exists()  # taken in: out of incoming/, into accepted/ in the bucket
-                again = onboarding_drop_folder(dg.build_sensor_context(instance=instance, cursor=tick.cursor,
-                                                                       resources={"home": home, "intake": DropFolderIntake()}))
+                again = onboarding_drop_folder(
+                    dg.build_sensor_context(
+                        instance=instance, cursor=tick.cursor, resources={"home": home, "intake": DropFolderIntake()}
+                    )
+                )
                 assert not getattr(again, "run_requests", None)  # the cursor holds: nothing requested twice
 
                 # 4. the router picks the new model up without a restart

@@ -10,12 +10,21 @@ from locus_pipeline.tables import pool_evaluations, training_arrays
 
 
 def evaluations() -> pd.DataFrame:
-    return pd.DataFrame({"model": ["b", "b", "b", "a", "a"], "query_id": ["q1", "q2", "q3", "q1", "q3"],
-                         "query": ["x", "y", "z", "x", "z"], "benchmark": "t", "score": [1.0, 0.0, 1.0, 0.0, 1.0]})
+    return pd.DataFrame(
+        {
+            "model": ["b", "b", "b", "a", "a"],
+            "query_id": ["q1", "q2", "q3", "q1", "q3"],
+            "query": ["x", "y", "z", "x", "z"],
+            "benchmark": "t",
+            "score": [1.0, 0.0, 1.0, 0.0, 1.0],
+        }
+    )
 
 
 def split() -> pd.DataFrame:
-    return pd.DataFrame({"query_id": ["q1", "q2", "q3"], "split": ["train", "val", "test"], "anchor": [True, False, False]})
+    return pd.DataFrame(
+        {"query_id": ["q1", "q2", "q3"], "split": ["train", "val", "test"], "anchor": [True, False, False]}
+    )
 
 
 def encodings() -> pd.DataFrame:

@@ -34,13 +34,25 @@ def test_a_training_run_logs_params_curves_the_checkpoint_and_registers_a_versio
     run = client.get_run(tracked.run_id)
     dagster_url = "http://dagster:3000/runs/0123456789abcdef"
     assert run.info.run_name == "locus-01234567" and run.info.status == "FINISHED"
-    assert {k: run.data.tags[k] for k in ("dagster.run_id", "dagster.run_url", "dagster.asset", "encoder", "checkpoint_id")} == {
-        "dagster.run_id": "0123456789abcdef", "dagster.run_url": dagster_url, "dagster.asset": "locus_checkpoint",
-        "encoder": "hashing-256", "checkpoint_id": saved.checkpoint_id}
+    assert {
+        k: run.data.tags[k] for k in ("dagster.run_id", "dagster.run_url", "dagster.asset", "encoder", "checkpoint_id")
+    } == {
+        "dagster.run_id": "0123456789abcdef",
+        "dagster.run_url": dagster_url,
+        "dagster.asset": "locus_checkpoint",
+        "encoder": "hashing-256",
+        "checkpoint_id": saved.checkpoint_id,
+    }
     assert f"[01234567]({dagster_url})" in run.data.tags["mlflow.note.content"]
     params = run.data.params
-    assert (params["model.query_dim"], params["train.seed"], params["seed"], params["encoder"], params["device"],
-            params["budget"]) == ("8", "3", "3", "hashing-256", "cpu", "16")
+    assert (
+        params["model.query_dim"],
+        params["train.seed"],
+        params["seed"],
+        params["encoder"],
+        params["device"],
+        params["budget"],
+    ) == ("8", "3", "3", "hashing-256", "cpu", "16")
     history = client.get_metric_history(run.info.run_id, "epoch/val_loss")
     assert [(m.step, round(m.value, 6)) for m in history] == [(0, 1.0), (1, 0.9), (2, 0.8)]
     # None is not logged; the kept checkpoint's figures are the only other metrics
@@ -51,15 +63,27 @@ def test_a_training_run_logs_params_curves_the_checkpoint_and_registers_a_versio
 
     current = client.get_model_version_by_alias(tracking.registered_model, CURRENT_ALIAS)
     assert str(current.version) == version == "1" and current.run_id == tracked.run_id
-    assert current.tags == {"checkpoint_id": saved.checkpoint_id, "encoder": "hashing-256",
-                            "dagster.run_id": "0123456789abcdef", "dagster.run_url": dagster_url}
-    assert current.description == f"Checkpoint `{saved.checkpoint_id}` (hashing-256), trained by Dagster run [01234567]({dagster_url})."
+    assert current.tags == {
+        "checkpoint_id": saved.checkpoint_id,
+        "encoder": "hashing-256",
+        "dagster.run_id": "0123456789abcdef",
+        "dagster.run_url": dagster_url,
+    }
+    assert (
+        current.description
+        == f"Checkpoint `{saved.checkpoint_id}` (hashing-256), trained by Dagster run [01234567]({dagster_url})."
+    )
     assert "set encoder" in client.get_registered_model(tracking.registered_model).description
 
     meta = tracked.output_metadata()
     experiment = run.info.experiment_id
-    assert meta["mlflow_run"].url == f"http://mlflow:5000/#/experiments/{experiment}/runs/{tracked.run_id}?workflowType=machine_learning"
-    assert meta["mlflow_experiment"].url == f"http://mlflow:5000/#/experiments/{experiment}?workflowType=machine_learning"
+    assert (
+        meta["mlflow_run"].url
+        == f"http://mlflow:5000/#/experiments/{experiment}/runs/{tracked.run_id}?workflowType=machine_learning"
+    )
+    assert (
+        meta["mlflow_experiment"].url == f"http://mlflow:5000/#/experiments/{experiment}?workflowType=machine_learning"
+    )
     assert meta["registered_model_version"] == "locus v1 (alias current)"
 
 
@@ -86,24 +110,45 @@ def test_an_onboardings_estimates_are_logged_per_benchmark_with_their_interval(t
 
     tracking = MlflowTracking(home=LocusHome(root=str(tmp_path)), dagster_url="http://dagster:3000")
     hostile = "../x: y/z"
-    cap = pd.DataFrame({"benchmark": ["law", "computer science", hostile], "estimate": [0.4, 0.6, 0.5],
-                        "lo": [0.3, 0.45, 0.2], "hi": [0.5, 0.7, 0.8], "observed": [0.5, np.nan, 1.0], "n": [12, 0, 2]})
-    like = pd.DataFrame({"model": ["org/twin", "other"], "agreement": [0.9, 0.7], "shared": [14, 14], "p_nearest": [0.8, 0.2]})
-    experiment, run_id = log_onboarding_estimates(tracking, "0123456789abcdef", "new/model ü", "abc123",
-                                                  NewcomerEstimates(capability=cap, answers_like=like))
+    cap = pd.DataFrame(
+        {
+            "benchmark": ["law", "computer science", hostile],
+            "estimate": [0.4, 0.6, 0.5],
+            "lo": [0.3, 0.45, 0.2],
+            "hi": [0.5, 0.7, 0.8],
+            "observed": [0.5, np.nan, 1.0],
+            "n": [12, 0, 2],
+        }
+    )
+    like = pd.DataFrame(
+        {"model": ["org/twin", "other"], "agreement": [0.9, 0.7], "shared": [14, 14], "p_nearest": [0.8, 0.2]}
+    )
+    experiment, run_id = log_onboarding_estimates(
+        tracking, "0123456789abcdef", "new/model ü", "abc123", NewcomerEstimates(capability=cap, answers_like=like)
+    )
     client = mlflow.MlflowClient(tracking.uri)
     run = client.get_run(run_id)
     assert run.info.experiment_id == experiment and run.info.run_name == "estimates new/model ü"
     metrics, odd = run.data.metrics, mlflow_key(hostile)
     assert "/" not in odd and ".." not in odd and odd != mlflow_key("../x_ y_z")  # never nested, never shared
-    assert (metrics["capability/law/estimate"], metrics["capability/law/lo"], metrics["capability/law/hi"]) == (0.4, 0.3, 0.5)
+    assert (metrics["capability/law/estimate"], metrics["capability/law/lo"], metrics["capability/law/hi"]) == (
+        0.4,
+        0.3,
+        0.5,
+    )
     assert (metrics["capability/law/observed"], metrics["capability/law/n"]) == (0.5, 12.0)
     assert "capability/computer science/estimate" in metrics and "capability/computer science/observed" not in metrics
     assert metrics[f"capability/{odd}/hi"] == 0.8 and round(metrics["widest_interval"], 9) == 0.6
     assert run.data.params["answers_like"] == "org/twin, other"
     tags = run.data.tags
     assert (tags["locus/kind"], tags["locus/model"], tags["answers_like_most"], tags["checkpoint_id"]) == (
-        "onboarding", "new/model ü", "org/twin", "abc123")
+        "onboarding",
+        "new/model ü",
+        "org/twin",
+        "abc123",
+    )
     assert tags["dagster.run_url"] == "http://dagster:3000/runs/0123456789abcdef"
     assert {a.path for a in client.list_artifacts(run_id, "estimates")} == {
-        "estimates/capability_estimates.json", "estimates/answers_like.json"}
+        "estimates/capability_estimates.json",
+        "estimates/answers_like.json",
+    }

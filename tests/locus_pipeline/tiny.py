@@ -9,8 +9,16 @@ TINY_RUN_CONFIG = {
         "raw_evaluations": {"config": {"source": "synthetic", "synthetic_size": "small"}},
         "query_encodings": {"config": {"encoder": "hashing-256"}},
         "training_split": {"config": {"budget": 128}},
-        "locus_checkpoint": {"config": {"epochs": 3, "patience": 3, "enc_max": 64, "finetune_steps": 40,
-                                         "latent_steps": 60, "threads": 1}},
+        "locus_checkpoint": {
+            "config": {
+                "epochs": 3,
+                "patience": 3,
+                "enc_max": 64,
+                "finetune_steps": 40,
+                "latent_steps": 60,
+                "threads": 1,
+            }
+        },
         "routing_evaluation": {"config": {"n_boot": 200}},
     }
 }

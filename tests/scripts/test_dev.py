@@ -36,12 +36,24 @@ def answers(port: int, path: str) -> bool:
 
 def start(tmp_path: Path, venv: Path, **env: str) -> tuple[subprocess.Popen, int, int]:
     dagster_port, mlflow_port = free_port(), free_port()
-    environ = {**os.environ, "LOCUS_HOME": str(tmp_path / "home"), "DAGSTER_PORT": str(dagster_port),
-               "MLFLOW_PORT": str(mlflow_port), "VENV": str(venv), **env}
+    environ = {
+        **os.environ,
+        "LOCUS_HOME": str(tmp_path / "home"),
+        "DAGSTER_PORT": str(dagster_port),
+        "MLFLOW_PORT": str(mlflow_port),
+        "VENV": str(venv),
+        **env,
+    }
     log = open(tmp_path / "dev.log", "wb")  # noqa: SIM115 (closed with the process)
-    proc = subprocess.Popen([str(DEV_SH)], env=environ, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True,  # like a terminal: Ctrl-C reaches the script, not its jobs
-                            preexec_fn=_default_stop_signals)
+    proc = subprocess.Popen(
+        [str(DEV_SH)],
+        env=environ,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # like a terminal: Ctrl-C reaches the script, not its jobs
+        preexec_fn=_default_stop_signals,
+    )
     return proc, dagster_port, mlflow_port
 
 
@@ -83,13 +95,17 @@ def test_ctrl_c_stops_both_servers_within_15_s(tmp_path: Path) -> None:
         deadline = time.monotonic() + 180
         while not (answers(dagster_port, "/server_info") and answers(mlflow_port, "/health")):
             assert proc.poll() is None, (tmp_path / "dev.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "servers did not answer in 180 s\n" + (tmp_path / "dev.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (
+                "servers did not answer in 180 s\n" + (tmp_path / "dev.log").read_text()[-3000:]
+            )
             time.sleep(1)
         pids = descendants(proc.pid)
         assert len(pids) >= 2
         took = stop_and_measure(proc, pids, 15)
         log = (tmp_path / "dev.log").read_text()
-        assert proc.poll() is not None and not alive(pids), f"left running after {took:.1f} s: {alive(pids)}\n{log[-3000:]}"
+        assert proc.poll() is not None and not alive(pids), (
+            f"left running after {took:.1f} s: {alive(pids)}\n{log[-3000:]}"
+        )
         assert took <= 15, log[-3000:]
         assert not answers(dagster_port, "/server_info") and not answers(mlflow_port, "/health")
         assert "stopped." in log
@@ -103,7 +119,7 @@ def stubborn_venv(tmp_path: Path) -> Path:
     (venv / "bin").mkdir(parents=True)
     # the project's python (a wrapper, not a symlink: a symlinked interpreter outside its venv loses the venv's
     # packages, and the script's link and home steps import the pipeline)
-    (venv / "bin" / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     (venv / "bin" / "python").chmod(0o755)
     stubborn = "#!/usr/bin/env bash\ntrap '' INT TERM\nsleep 300 & sleep 300\n"  # a child too: the whole group goes
     for name in ("dagster", "mlflow"):
@@ -112,8 +128,9 @@ def stubborn_venv(tmp_path: Path) -> Path:
     return venv
 
 
-@pytest.mark.parametrize("sig, grace, waited", [(signal.SIGINT, {"STOP_GRACE_S": "2"}, 2),
-                                                (signal.SIGTERM, {"STOP_GRACE_S": "30"}, 3)])  # TERM_GRACE_S: 3
+@pytest.mark.parametrize(
+    "sig, grace, waited", [(signal.SIGINT, {"STOP_GRACE_S": "2"}, 2), (signal.SIGTERM, {"STOP_GRACE_S": "30"}, 3)]
+)  # TERM_GRACE_S: 3
 def test_servers_that_ignore_the_stop_are_killed(tmp_path: Path, sig, grace, waited) -> None:
     """Stand-ins for dagster and mlflow that ignore SIGINT and SIGTERM: the script SIGKILLs their groups, after
     STOP_GRACE_S on Ctrl-C and after TERM_GRACE_S (3 s) on SIGTERM, whatever STOP_GRACE_S is (the grace it waited is
@@ -155,11 +172,22 @@ def test_runs_print_no_debug_lines_but_store_every_event(tmp_path: Path) -> None
     """The repository's dagster.yaml sets the runs' console logger to INFO (make dev printed ~200 DEBUG lines in
     30 minutes: every step event of every sensor-launched run); the event log (the UI) still has every event."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", RUN_A_JOB, str(tmp_path / "home")], capture_output=True, text=True,
-                         env=env, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", RUN_A_JOB, str(tmp_path / "home")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     printed = out.stdout + out.stderr
     assert "stored STEP_START events: 1" in printed
     assert " - DEBUG - " not in printed, [line for line in printed.splitlines() if " - DEBUG - " in line][:5]
     # the run's start and end are on the console (dagster.yaml's lifecycle handler), its step events are not
-    assert " - EVENT - " in printed and "RUN_START" in printed and "RUN_SUCCESS" in printed and " - STEP_START - " not in printed
+    assert (
+        " - EVENT - " in printed
+        and "RUN_START" in printed
+        and "RUN_SUCCESS" in printed
+        and " - STEP_START - " not in printed
+    )

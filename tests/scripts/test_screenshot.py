@@ -4,7 +4,6 @@ benchmark label of the selected model's bars drawn. End-to-end tier: needs chrom
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import urllib.parse
 from pathlib import Path
@@ -18,8 +17,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import screenshot  # noqa: E402
 
-needs_chromium = pytest.mark.skipif(screenshot.chromium() is None,
-                                    reason="chromium is not installed (Debian's chromium and chromium-driver: README, Tests)")
+needs_chromium = pytest.mark.skipif(
+    screenshot.chromium() is None,
+    reason="chromium is not installed (Debian's chromium and chromium-driver: README, Tests)",
+)
 
 
 def _atlas(tmp_path, n_families: int = 16, per_family: int = 2):
@@ -32,8 +33,14 @@ def _atlas(tmp_path, n_families: int = 16, per_family: int = 2):
     families = [f"family-{i // per_family:02d}" for i in range(m - 2)] + ["", ""]
     benchmarks = ["computer science", "engineering", "health", "history", "philosophy", "a-very-long-benchmark-name"]
     acc = pd.DataFrame(rng.random((m, len(benchmarks))), index=names, columns=benchmarks)
-    page = write_atlas(tmp_path / "atlas.html", embeddings=z, names=names, families=families, per_benchmark_acc=acc,
-                       onboarded=names[-2:])
+    page = write_atlas(
+        tmp_path / "atlas.html",
+        embeddings=z,
+        names=names,
+        families=families,
+        per_benchmark_acc=acc,
+        onboarded=names[-2:],
+    )
     return page, names, benchmarks
 
 

@@ -19,14 +19,19 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import screenshot  # noqa: E402
 import ui_walk  # noqa: E402
 
-needs_chromium = pytest.mark.skipif(screenshot.chromium() is None,
-                                    reason="chromium is not installed (Debian's chromium and chromium-driver: README, Tests)")
+needs_chromium = pytest.mark.skipif(
+    screenshot.chromium() is None,
+    reason="chromium is not installed (Debian's chromium and chromium-driver: README, Tests)",
+)
 
 
 def tree(root: Path) -> dict[str, bytes | str]:
     """Every file's bytes (a symlink: its target) under ``root``, by relative path."""
-    return {p.relative_to(root).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_bytes())
-            for p in sorted(root.rglob("*")) if p.is_symlink() or p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): (os.readlink(p) if p.is_symlink() else p.read_bytes())
+        for p in sorted(root.rglob("*"))
+        if p.is_symlink() or p.is_file()
+    }
 
 
 def test_the_walk_runs_on_a_copy_and_leaves_the_users_home_as_it_was(tmp_path: Path) -> None:
@@ -64,8 +69,10 @@ def test_the_walk_reads_the_ports_make_dev_reads(monkeypatch) -> None:
 @pytest.mark.e2e
 def test_the_browser_waits_for_text_a_script_adds_later(tmp_path: Path) -> None:
     page = tmp_path / "late.html"
-    page.write_text("<h1>now</h1><script>setTimeout(() => document.body.insertAdjacentHTML('beforeend', "
-                    "'<button onclick=\"this.textContent=`clicked`\">later</button>'), 700)</script>")
+    page.write_text(
+        "<h1>now</h1><script>setTimeout(() => document.body.insertAdjacentHTML('beforeend', "
+        "'<button onclick=\"this.textContent=`clicked`\">later</button>'), 700)</script>"
+    )
     with screenshot.Browser(width=800, height=600) as browser:
         browser.goto(str(page))
         assert browser.wait_for_text(["later"], timeout_s=20, settle_s=0) == []
@@ -83,12 +90,26 @@ def test_the_browser_waits_for_text_a_script_adds_later(tmp_path: Path) -> None:
 @pytest.mark.timeout(1500)
 def test_the_ui_walk_passes_every_item(tmp_path: Path) -> None:
     out = tmp_path / "walk"
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "ui_walk.py"), "--home", str(tmp_path / "home"),
-                           "--out", str(out), "--build-tiny"], capture_output=True, text=True, timeout=1400,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "ui_walk.py"),
+            "--home",
+            str(tmp_path / "home"),
+            "--out",
+            str(out),
+            "--build-tiny",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1400,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     printed = done.stdout + done.stderr
     assert done.returncode == 0, printed[-6000:]
-    assert [line.split(":")[0] for line in printed.splitlines() if line.startswith("PASS item")] == [f"PASS item {i}" for i in range(1, 13)]
+    assert [line.split(":")[0] for line in printed.splitlines() if line.startswith("PASS item")] == [
+        f"PASS item {i}" for i in range(1, 13)
+    ]
     assert len(list(out.glob("item*.png"))) >= 9
     assert "servers stopped in" in printed
     assert not list((tmp_path / "home" / "incoming").rglob("ui-walk*"))  # the walk ran on a copy of the home

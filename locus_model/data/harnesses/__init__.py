@@ -88,8 +88,9 @@ def is_harness_drop(path: str | Path) -> bool:
     any file a harness wrote (Inspect log, lm-eval samples file, lighteval details file). Never raises."""
     path = Path(path)
     try:
-        return not path.is_symlink() and (path.is_dir() or bool(archive_suffix(path)) or path.suffix == ".eval"
-                                          or detect_harness(path) is not None)
+        return not path.is_symlink() and (
+            path.is_dir() or bool(archive_suffix(path)) or path.suffix == ".eval" or detect_harness(path) is not None
+        )
     except OSError:
         return False
 
@@ -114,7 +115,9 @@ def _detect_names(names: list[str]) -> str | None:
         return "helm"
     if any(_DETAILS_NAME.match(b) for b in base):
         return "lighteval"
-    if any(b.endswith(".eval") for b in base) or ("header.json" in base and any(n.startswith("samples/") for n in names)):
+    if any(b.endswith(".eval") for b in base) or (
+        "header.json" in base and any(n.startswith("samples/") for n in names)
+    ):
         return "inspect"
     return None
 
@@ -133,8 +136,11 @@ def unpacked(path: Path) -> Iterator[Path]:
             else:
                 _untar(path, root, fix)
         except CORRUPT as err:
-            raise EvaluationDataError(f"the archive cannot be unpacked ({type(err).__name__}: {err})", file=path,
-                                      fix="the archive is cut off or damaged: " + fix) from None
+            raise EvaluationDataError(
+                f"the archive cannot be unpacked ({type(err).__name__}: {err})",
+                file=path,
+                fix="the archive is cut off or damaged: " + fix,
+            ) from None
         yield root
 
 
@@ -170,11 +176,16 @@ def _unzip(path: Path, root: Path, fix: str) -> None:
             _target(root, info.filename, path, fix)
             mode = (info.external_attr >> 16) & 0o170000
             if mode and mode not in (0o100000, 0o040000):
-                raise EvaluationDataError(f"the archive member {info.filename!r} is a link or a device, not a file", file=path, fix=fix)
+                raise EvaluationDataError(
+                    f"the archive member {info.filename!r} is a link or a device, not a file", file=path, fix=fix
+                )
             problem = zip_member_problem(info)
             if problem:
-                raise EvaluationDataError(f"the archive member {info.filename!r} {problem}", file=path,
-                                          fix="pack it again without a password, with zip's default compression")
+                raise EvaluationDataError(
+                    f"the archive member {info.filename!r} {problem}",
+                    file=path,
+                    fix="pack it again without a password, with zip's default compression",
+                )
         for info in members:
             target = _target(root, info.filename, path, fix)
             if info.is_dir():
@@ -194,7 +205,9 @@ def _untar(path: Path, root: Path, fix: str) -> None:
             elif member.isfile():
                 _write(archive.extractfile(member), target, f"{path} > {member.name}")
             else:
-                raise EvaluationDataError(f"the archive member {member.name!r} is a link or a device, not a file", file=path, fix=fix)
+                raise EvaluationDataError(
+                    f"the archive member {member.name!r} is a link or a device, not a file", file=path, fix=fix
+                )
 
 
 def check_entry(path: Path) -> None:
@@ -206,23 +219,38 @@ def check_entry(path: Path) -> None:
     if path.is_dir():
         check_regular_files(path)
     elif not path.is_file():
-        raise EvaluationDataError("not a regular file (a pipe, socket or device)", file=path, fix="drop regular files only")
+        raise EvaluationDataError(
+            "not a regular file (a pipe, socket or device)", file=path, fix="drop regular files only"
+        )
 
 
 def check_regular_files(folder: Path) -> None:
     """Refuse a folder holding anything but regular files and folders (a pipe, socket, device or link), found
     without opening anything (a pipe would block its reader; a link could point anywhere, and change later)."""
-    special = next((p for p in sorted(folder.rglob("*"))
-                    if not (stat.S_ISREG(p.lstat().st_mode) or stat.S_ISDIR(p.lstat().st_mode))), None)
+    special = next(
+        (
+            p
+            for p in sorted(folder.rglob("*"))
+            if not (stat.S_ISREG(p.lstat().st_mode) or stat.S_ISDIR(p.lstat().st_mode))
+        ),
+        None,
+    )
     if special is not None:
-        raise EvaluationDataError(f"the folder holds {special.relative_to(folder).as_posix()!r}, which is not a regular "
-                                  "file (a pipe, socket, device or link): nothing in the folder was read", file=folder,
-                                  fix="copy the harness's files themselves into the folder (cp -rL), then drop it again")
+        raise EvaluationDataError(
+            f"the folder holds {special.relative_to(folder).as_posix()!r}, which is not a regular "
+            "file (a pipe, socket, device or link): nothing in the folder was read",
+            file=folder,
+            fix="copy the harness's files themselves into the folder (cp -rL), then drop it again",
+        )
 
 
 def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
-    readers = {"lm_eval": read_lm_eval_output, "inspect": read_inspect_logs, "lighteval": read_lighteval_details,
-               "helm": read_helm_runs}
+    readers = {
+        "lm_eval": read_lm_eval_output,
+        "inspect": read_inspect_logs,
+        "lighteval": read_lighteval_details,
+        "helm": read_helm_runs,
+    }
     if kind not in readers:
         raise ValueError(f"unknown harness {kind!r}: one of {HARNESSES}")
     read = readers[kind]
@@ -237,14 +265,20 @@ def _renamed(err: EvaluationDataError, root: Path, archive: Path) -> EvaluationD
     except ValueError:
         member = None
     if member is None:
-        return err if file is not None and str(file) != str(root) else EvaluationDataError(
-            err.problem, file=archive, row=err.row, column=err.column, fix=err.fix, line=err.line)
+        return (
+            err
+            if file is not None and str(file) != str(root)
+            else EvaluationDataError(
+                err.problem, file=archive, row=err.row, column=err.column, fix=err.fix, line=err.line
+            )
+        )
     shown = f"{archive} > {member}" if member != "." else str(archive)
     return EvaluationDataError(err.problem, file=shown, row=err.row, column=err.column, fix=err.fix, line=err.line)
 
 
-def read_harness_output(path: str | Path, *, model: str | None = None, harness: str | None = None,
-                        limits: DropLimits | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
+def read_harness_output(
+    path: str | Path, *, model: str | None = None, harness: str | None = None, limits: DropLimits | None = None
+) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read what a harness wrote (see :func:`detect_harness`) into the long table; returns (table, report).
     ``model``: the model name for every record (else each harness's own record names it); ``harness``: skip
     the detection; ``limits``: the bounds of this read (:class:`DropLimits`: rows, models, unpacked bytes, JSON size and
@@ -254,8 +288,9 @@ def read_harness_output(path: str | Path, *, model: str | None = None, harness: 
     return read_checked_entry(path, model=model, harness=harness, limits=limits)
 
 
-def read_checked_entry(path: Path, *, model: str | None = None, harness: str | None = None,
-                       limits: DropLimits | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
+def read_checked_entry(
+    path: Path, *, model: str | None = None, harness: str | None = None, limits: DropLimits | None = None
+) -> tuple[pd.DataFrame, HarnessSummary]:
     """read_harness_output of an entry that check_entry has passed (intake checks once, before hashing it)."""
     with bounded(limits):
         return _read(path, model, harness)
@@ -268,8 +303,10 @@ def _read(path: Path, model: str | None, harness: str | None) -> tuple[pd.DataFr
             if kind is None:
                 raise EvaluationDataError(
                     "the archive holds no evaluation harness output (lm-eval samples_*.jsonl, Inspect logs, lighteval "
-                    "details_*.parquet, HELM scenario_state.json + per_instance_stats.json)", file=path,
-                    fix="pack the harness's output folder as it wrote it (see data/README.md)")
+                    "details_*.parquet, HELM scenario_state.json + per_instance_stats.json)",
+                    file=path,
+                    fix="pack the harness's output folder as it wrote it (see data/README.md)",
+                )
             try:
                 return _read_folder(kind, root, model)
             except EvaluationDataError as err:
@@ -278,6 +315,8 @@ def _read(path: Path, model: str | None, harness: str | None) -> tuple[pd.DataFr
     if kind is None:
         raise EvaluationDataError(
             "not an evaluation harness output: no lm-eval samples_*.jsonl, Inspect log, lighteval details_*.parquet "
-            "or HELM scenario_state.json + per_instance_stats.json", file=path,
-            fix="drop the folder the harness wrote as it is, an archive of it, or a long-format file (data/README.md)")
+            "or HELM scenario_state.json + per_instance_stats.json",
+            file=path,
+            fix="drop the folder the harness wrote as it is, an archive of it, or a long-format file (data/README.md)",
+        )
     return _read_folder(kind, path, model)

@@ -72,7 +72,9 @@ def bad(file: Path | str, record: int | None, field_name: str | None, problem: s
 def _not_json(file: Path, err: ValueError, fix: str, record: int | None = None) -> EvaluationDataError:
     if isinstance(err, UnicodeDecodeError):
         what = "the file" if record is None else "the line"
-        return bad(file, record, None, f"{what} is not valid UTF-8 ({err})", "the harness writes UTF-8: copy the file again")
+        return bad(
+            file, record, None, f"{what} is not valid UTF-8 ({err})", "the harness writes UTF-8: copy the file again"
+        )
     if isinstance(err, json.JSONDecodeError):
         where = f" at line {err.lineno}, column {err.colno}" if record is None else f" at column {err.colno}"
         error = bad(file, record, None, f"not valid JSON ({err.msg}{where})", fix)
@@ -84,7 +86,9 @@ def load_json(file: Path, *, fix: str) -> object:
     """A whole JSON file (a regular file within the document size and depth limits, data.limits), or an
     EvaluationDataError saying why it cannot be read."""
     if not file.is_file():
-        raise EvaluationDataError("not a regular file (a pipe, socket or device?)", file=file, fix="drop regular files only")
+        raise EvaluationDataError(
+            "not a regular file (a pipe, socket or device?)", file=file, fix="drop regular files only"
+        )
     with open(file, "rb") as handle:
         data = read_bounded(handle, file, unpacking=False)
     try:
@@ -128,15 +132,23 @@ def unit_score(value: object, file: Path | str, record: int | None, metric: str,
         return float(value)
     if isinstance(value, float) and not math.isnan(value) and 0.0 <= value <= 1.0:
         return value
-    shown = repr(value) if not isinstance(value, int) or abs(value) < 10**12 else f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    shown = (
+        repr(value)
+        if not isinstance(value, int) or abs(value) < 10**12
+        else f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+    )
     raise bad(file, record, metric, f"{metric} is {shown[:80]}, not a score in [0, 1]", fix)
 
 
 def check_model_name(name: object, file: Path | str, where: str) -> str:
     problem = model_name_problem(name)
     if problem:
-        raise EvaluationDataError(f"the model name from {where}: {problem}", file=file, column="model",
-                                  fix="fix the name in the harness output, or pass model= to the reader")
+        raise EvaluationDataError(
+            f"the model name from {where}: {problem}",
+            file=file,
+            column="model",
+            fix="fix the name in the harness output, or pass model= to the reader",
+        )
     return str(name)
 
 

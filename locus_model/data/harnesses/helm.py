@@ -26,19 +26,41 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
-                                               unit_score, with_options)
+from locus_model.data.harnesses.common import (
+    HarnessSummary,
+    bad,
+    check_model_name,
+    finish,
+    load_json,
+    make_query_id,
+    unit_score,
+    with_options,
+)
 
-METRICS = ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match", "math_equiv",
-           "math_equiv_chain_of_thought", "exact_match_indicator", "final_number_exact_match")
-FIX_LAYOUT = ("give HELM's run folders as helm-run wrote them (benchmark_output/runs/<suite>/<run>/ with run_spec.json, "
-              "scenario_state.json and per_instance_stats.json)")
+METRICS = (
+    "exact_match",
+    "quasi_exact_match",
+    "prefix_exact_match",
+    "quasi_prefix_exact_match",
+    "math_equiv",
+    "math_equiv_chain_of_thought",
+    "exact_match_indicator",
+    "final_number_exact_match",
+)
+FIX_LAYOUT = (
+    "give HELM's run folders as helm-run wrote them (benchmark_output/runs/<suite>/<run>/ with run_spec.json, "
+    "scenario_state.json and per_instance_stats.json)"
+)
 _MODEL_ARG = re.compile(r"(?:^|,)(?:model|model_deployment)=[^,]*")
 
 
 def run_folders(path: Path) -> list[Path]:
-    return sorted(p.parent for p in path.rglob("per_instance_stats.json")
-                  if (p.parent / "scenario_state.json").is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts))
+    return sorted(
+        p.parent
+        for p in path.rglob("per_instance_stats.json")
+        if (p.parent / "scenario_state.json").is_file()
+        and not any(s.startswith(".") for s in p.relative_to(path).parts)
+    )
 
 
 def is_helm_output(path: str | Path) -> bool:
@@ -63,13 +85,19 @@ def _mean(stat: dict, file: Path, record: int) -> object:
         return mean
     total = stat.get("sum", 0)
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (count, total)):
-        raise bad(file, record, "stats", f"a stat's count ({count!r}) and sum ({total!r}) are not numbers"[:200], FIX_LAYOUT)
+        raise bad(
+            file, record, "stats", f"a stat's count ({count!r}) and sum ({total!r}) are not numbers"[:200], FIX_LAYOUT
+        )
     return total / count
 
 
 def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict) -> tuple[str, str, list, str]:
     """(model, benchmark, [(query_id, query, score)], metric) of one run folder."""
-    spec_file, state_file, stats_file = folder / "run_spec.json", folder / "scenario_state.json", folder / "per_instance_stats.json"
+    spec_file, state_file, stats_file = (
+        folder / "run_spec.json",
+        folder / "scenario_state.json",
+        folder / "per_instance_stats.json",
+    )
     spec = load_json(spec_file, fix=FIX_LAYOUT) if spec_file.exists() else {}
     if not isinstance(spec, dict):
         raise EvaluationDataError("run_spec.json is not a JSON object", file=spec_file, fix=FIX_LAYOUT)
@@ -81,10 +109,16 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
         raise EvaluationDataError("per_instance_stats.json is not a list", file=stats_file, fix=FIX_LAYOUT)
     adapter = spec.get("adapter_spec") or state.get("adapter_spec") or {}
     if not isinstance(adapter, dict):
-        raise EvaluationDataError("adapter_spec is not a JSON object", file=spec_file if spec.get("adapter_spec") else state_file,
-                                  column="adapter_spec", fix=FIX_LAYOUT)
+        raise EvaluationDataError(
+            "adapter_spec is not a JSON object",
+            file=spec_file if spec.get("adapter_spec") else state_file,
+            column="adapter_spec",
+            fix=FIX_LAYOUT,
+        )
     if model is None:
-        where = "run_spec.json adapter_spec.model" if spec.get("adapter_spec") else "scenario_state.json adapter_spec.model"
+        where = (
+            "run_spec.json adapter_spec.model" if spec.get("adapter_spec") else "scenario_state.json adapter_spec.model"
+        )
         model = check_model_name(adapter.get("model"), spec_file if spec.get("adapter_spec") else state_file, where)
     run_name = spec.get("name") or folder.name
     key = task_key(run_name)
@@ -102,10 +136,18 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
         given = instance.get("input")
         question = given.get("text") if isinstance(given, dict) else None
         if not isinstance(question, str) or not question.strip():
-            raise bad(state_file, number, "instance.input.text", f"instance {instance['id']!r} has no input text", FIX_LAYOUT)
+            raise bad(
+                state_file, number, "instance.input.text", f"instance {instance['id']!r} has no input text", FIX_LAYOUT
+            )
         references = instance.get("references") if isinstance(instance.get("references"), list) else []
-        options = [r["output"].get("text", "") if isinstance(r, dict) and isinstance(r.get("output"), dict) else ""
-                   for r in references] if multiple_choice else None
+        options = (
+            [
+                r["output"].get("text", "") if isinstance(r, dict) and isinstance(r.get("output"), dict) else ""
+                for r in references
+            ]
+            if multiple_choice
+            else None
+        )
         texts[instance["id"]] = with_options(question, options)
 
     rows, used = [], metric
@@ -119,7 +161,13 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
         values = {}
         stats_list = entry.get("stats", [])
         if not isinstance(stats_list, list):
-            raise bad(stats_file, number, "stats", f"the entry's stats are a JSON {type(stats_list).__name__}, not a list", FIX_LAYOUT)
+            raise bad(
+                stats_file,
+                number,
+                "stats",
+                f"the entry's stats are a JSON {type(stats_list).__name__}, not a list",
+                FIX_LAYOUT,
+            )
         for stat in stats_list:
             name = stat.get("name", {}) if isinstance(stat, dict) else {}
             if isinstance(name, dict) and not name.get("perturbation") and stat.get("count"):
@@ -127,29 +175,46 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
         if used is None:
             used = next((m for m in METRICS if m in values), None)
             if used is None:
-                raise bad(stats_file, number, "stats",
-                          f"run {run_name!r} reports {sorted(map(str, values))[:12]}: none is an accuracy-like score in [0, 1] "
-                          f"(one of {list(METRICS)})", "leave this run out of the drop, or give metric= naming a stat in [0, 1]")
+                raise bad(
+                    stats_file,
+                    number,
+                    "stats",
+                    f"run {run_name!r} reports {sorted(map(str, values))[:12]}: none is an accuracy-like score in [0, 1] "
+                    f"(one of {list(METRICS)})",
+                    "leave this run out of the drop, or give metric= naming a stat in [0, 1]",
+                )
         if used not in values:
-            raise bad(stats_file, number, used, f"instance {entry['instance_id']!r} has no {used!r} stat",
-                      "every instance of a run has the same stats: the file is mixed or edited; run helm-run again")
+            raise bad(
+                stats_file,
+                number,
+                used,
+                f"instance {entry['instance_id']!r} has no {used!r} stat",
+                "every instance of a run has the same stats: the file is mixed or edited; run helm-run again",
+            )
         instance_id = entry["instance_id"]
         if instance_id not in texts:
-            raise bad(stats_file, number, "instance_id", f"instance {instance_id!r} is not in scenario_state.json",
-                      "keep the run folder's files together, as helm-run wrote them")
+            raise bad(
+                stats_file,
+                number,
+                "instance_id",
+                f"instance {instance_id!r} is not in scenario_state.json",
+                "keep the run folder's files together, as helm-run wrote them",
+            )
         score = unit_score(values[used], stats_file, number, used, "HELM writes exact-match stats as 0/1 per instance")
-        rows.append((make_query_id("helm", key, None, instance_id, texts[instance_id]),
-                     texts[instance_id], score))
+        rows.append((make_query_id("helm", key, None, instance_id, texts[instance_id]), texts[instance_id], score))
     return model, benchmark, rows, used
 
 
-def read_helm_runs(path: str | Path, *, model: str | None = None,
-                   metric: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
+def read_helm_runs(
+    path: str | Path, *, model: str | None = None, metric: str | None = None
+) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read one HELM run folder, or every run folder under ``path``, into the long table."""
     path = Path(path)
     folders = run_folders(path) if path.is_dir() else []
     if not folders:
-        raise EvaluationDataError("no HELM run folder (scenario_state.json + per_instance_stats.json) found", file=path, fix=FIX_LAYOUT)
+        raise EvaluationDataError(
+            "no HELM run folder (scenario_state.json + per_instance_stats.json) found", file=path, fix=FIX_LAYOUT
+        )
     counts = {"records": 0, "skipped": 0}
     rows, tasks, files = [], {}, []
     for folder in folders:
@@ -159,6 +224,13 @@ def read_helm_runs(path: str | Path, *, model: str | None = None,
         files += [str(folder / "scenario_state.json"), str(folder / "per_instance_stats.json")]
         rows += [(name, query_id, text, benchmark, score) for query_id, text, score in evaluations]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessSummary("helm", tuple(files), tuple(sorted(table["model"].unique())), tasks, len(table),
-                           counts["records"], counts["skipped"])
+    report = HarnessSummary(
+        "helm",
+        tuple(files),
+        tuple(sorted(table["model"].unique())),
+        tasks,
+        len(table),
+        counts["records"],
+        counts["skipped"],
+    )
     return table, report

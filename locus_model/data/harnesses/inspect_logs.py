@@ -31,8 +31,16 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, load_json, make_query_id,
-                                               unit_score, with_options)
+from locus_model.data.harnesses.common import (
+    HarnessSummary,
+    bad,
+    check_model_name,
+    finish,
+    load_json,
+    make_query_id,
+    unit_score,
+    with_options,
+)
 from locus_model.data.limits import CORRUPT, parse_json, read_bounded, zip_member_problem
 
 VALUE_TO_FLOAT = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
@@ -63,8 +71,17 @@ def log_files(path: Path) -> list[Path]:
     content (reading it says why it is not one)."""
     if path.is_file() and path.suffix == ".eval":
         return [path]
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.suffix in LOG_SUFFIXES and p.is_file()
-                                           and not any(s.startswith(".") for s in p.relative_to(path).parts)]
+    files = (
+        [path]
+        if path.is_file()
+        else [
+            p
+            for p in path.rglob("*")
+            if p.suffix in LOG_SUFFIXES
+            and p.is_file()
+            and not any(s.startswith(".") for s in p.relative_to(path).parts)
+        ]
+    )
     return sorted((p for p in files if is_inspect_log(p)), key=lambda p: p.as_posix())
 
 
@@ -83,31 +100,45 @@ def _load_log(file: Path) -> tuple[dict, list[tuple[int | None, object]]]:
             raise EvaluationDataError("the log is not a JSON object", file=file, fix=FIX_LAYOUT)
         samples = log.get("samples") or []
         if not isinstance(samples, list):
-            raise EvaluationDataError(f"the log's samples are a JSON {type(samples).__name__}, not a list", file=file,
-                                      column="samples", fix=FIX_LAYOUT)
+            raise EvaluationDataError(
+                f"the log's samples are a JSON {type(samples).__name__}, not a list",
+                file=file,
+                column="samples",
+                fix=FIX_LAYOUT,
+            )
         return log, [(i, _kept(s)) for i, s in enumerate(samples, start=1)]
     try:
         with zipfile.ZipFile(file) as archive:
             names = archive.namelist()
             if "header.json" not in names:
-                raise EvaluationDataError("the .eval log has no header.json: the eval did not finish (or was killed)",
-                                          file=file, fix="let the eval finish, or retry it (inspect eval-retry), then drop the log")
+                raise EvaluationDataError(
+                    "the .eval log has no header.json: the eval did not finish (or was killed)",
+                    file=file,
+                    fix="let the eval finish, or retry it (inspect eval-retry), then drop the log",
+                )
             header = parse_json(_member(archive, file, "header.json"), f"{file} > header.json")
             samples = []
             for n in sorted(names):
                 if n.startswith("samples/") and n.endswith(".json"):
                     samples.append((None, _kept(parse_json(_member(archive, file, n), f"{file} > {n}"))))
     except (*CORRUPT, zipfile.LargeZipFile) as err:
-        raise EvaluationDataError(f"not a readable .eval log ({type(err).__name__}: {err}); an .eval log is a zip archive",
-                                  file=file, fix="the log is cut off or damaged: copy it again") from None
+        raise EvaluationDataError(
+            f"not a readable .eval log ({type(err).__name__}: {err}); an .eval log is a zip archive",
+            file=file,
+            fix="the log is cut off or damaged: copy it again",
+        ) from None
     except EvaluationDataError:
         raise
     except ValueError as err:  # not UTF-8, not JSON
-        raise EvaluationDataError(f"a member of the .eval log is not valid JSON ({err})", file=file,
-                                  fix="the log is damaged: copy it again") from None
+        raise EvaluationDataError(
+            f"a member of the .eval log is not valid JSON ({err})", file=file, fix="the log is damaged: copy it again"
+        ) from None
     if not isinstance(header, dict):
-        raise EvaluationDataError(f"the .eval log's header.json is a JSON {type(header).__name__}, not an object",
-                                  file=file, fix="the log is damaged: copy it again")
+        raise EvaluationDataError(
+            f"the .eval log's header.json is a JSON {type(header).__name__}, not an object",
+            file=file,
+            fix="the log is damaged: copy it again",
+        )
     return header, samples
 
 
@@ -121,7 +152,9 @@ def _member(archive: zipfile.ZipFile, file: Path, name: str) -> bytes:
     where = f"{file} > {name}"
     problem = zip_member_problem(info, extra=(ZIP_ZSTANDARD,))
     if problem:
-        raise EvaluationDataError(f"the member {name!r} {problem}", file=file, fix="write the log with Inspect itself, unencrypted")
+        raise EvaluationDataError(
+            f"the member {name!r} {problem}", file=file, fix="write the log with Inspect itself, unencrypted"
+        )
     if info.compress_type != ZIP_ZSTANDARD:
         with archive.open(info) as handle:
             return read_bounded(handle, where, unpacking=True)
@@ -155,19 +188,27 @@ def input_text(value: object) -> str | None:
                 if isinstance(content, str):
                     return content
                 if isinstance(content, list):
-                    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+                    return "\n".join(
+                        p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+                    )
     return None
 
 
 def _score(value: object, file: Path, record: int | None, scorer: str) -> float:
     if isinstance(value, str) and value in VALUE_TO_FLOAT:
         return VALUE_TO_FLOAT[value]
-    return unit_score(value, file, record, f"scores.{scorer}.value",
-                      "a score must be C/I/P/N, a boolean or a number in [0, 1]; pass scorer= naming such a scorer")
+    return unit_score(
+        value,
+        file,
+        record,
+        f"scores.{scorer}.value",
+        "a score must be C/I/P/N, a boolean or a number in [0, 1]; pass scorer= naming such a scorer",
+    )
 
 
-def read_inspect_logs(path: str | Path, *, model: str | None = None,
-                      scorer: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
+def read_inspect_logs(
+    path: str | Path, *, model: str | None = None, scorer: str | None = None
+) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read one Inspect log, or every log in a folder (any depth), into the long table."""
     path = Path(path)
     files = log_files(path) if path.exists() else []
@@ -181,37 +222,70 @@ def read_inspect_logs(path: str | Path, *, model: str | None = None,
         header, samples = _load_log(file)
         status = header.get("status")
         if status != "success":
-            raise EvaluationDataError(f"the log's status is {status!r}, not 'success': its samples are incomplete",
-                                      file=file, column="status",
-                                      fix="let the eval finish, or retry it (inspect eval-retry), then drop the new log")
+            raise EvaluationDataError(
+                f"the log's status is {status!r}, not 'success': its samples are incomplete",
+                file=file,
+                column="status",
+                fix="let the eval finish, or retry it (inspect eval-retry), then drop the new log",
+            )
         spec = header.get("eval") if isinstance(header.get("eval"), dict) else {}
         task = spec.get("task")
         if not isinstance(task, str) or not task:
-            raise EvaluationDataError("the log names no task (eval.task)", file=file, column="eval.task", fix=FIX_LAYOUT)
+            raise EvaluationDataError(
+                "the log names no task (eval.task)", file=file, column="eval.task", fix=FIX_LAYOUT
+            )
         name = model if model is not None else check_model_name(spec.get("model"), file, "eval.model")
         check_model_name(name, file, "model=")
         results = header.get("results") if isinstance(header.get("results"), dict) else {}
-        listed = [s.get("name") for s in results.get("scores", []) if isinstance(s, dict)] if isinstance(results.get("scores"), list) else []
+        listed = (
+            [s.get("name") for s in results.get("scores", []) if isinstance(s, dict)]
+            if isinstance(results.get("scores"), list)
+            else []
+        )
         if not samples:
-            raise EvaluationDataError("the log holds no samples", file=file,
-                                      fix="run the eval with samples logged (the default; not --no-log-samples)")
+            raise EvaluationDataError(
+                "the log holds no samples",
+                file=file,
+                fix="run the eval with samples logged (the default; not --no-log-samples)",
+            )
         for record, sample in samples:
             records += 1
             if not isinstance(sample, dict):
                 raise bad(file, record, "samples", "a sample is not a JSON object", FIX_LAYOUT)
             given = sample.get("scores") or {}
             if not isinstance(given, dict):
-                raise bad(file, record, "scores", f"the sample's scores are a JSON {type(given).__name__}, not an object", FIX_LAYOUT)
-            use = scorer or next((s for s in listed if s in given), None) or (next(iter(given)) if len(given) == 1 else None)
+                raise bad(
+                    file,
+                    record,
+                    "scores",
+                    f"the sample's scores are a JSON {type(given).__name__}, not an object",
+                    FIX_LAYOUT,
+                )
+            use = (
+                scorer
+                or next((s for s in listed if s in given), None)
+                or (next(iter(given)) if len(given) == 1 else None)
+            )
             where = f"sample {sample.get('id')!r} (epoch {sample.get('epoch')})"
             if use is None or use not in given:
-                raise bad(file, record, "scores", f"{where} has no score{'' if use is None else f' from {use!r}'} (it has {sorted(given)})",
-                          "every sample needs a score from the scorer; pass scorer= to pick one of several")
+                raise bad(
+                    file,
+                    record,
+                    "scores",
+                    f"{where} has no score{'' if use is None else f' from {use!r}'} (it has {sorted(given)})",
+                    "every sample needs a score from the scorer; pass scorer= to pick one of several",
+                )
             value = given[use].get("value") if isinstance(given[use], dict) else given[use]
             score = _score(value, file, record, use)
             text = input_text(sample.get("input"))
             if text is None or not text.strip():
-                raise bad(file, record, "input", f"{where} has no input text", "the sample's input must be a text or chat messages")
+                raise bad(
+                    file,
+                    record,
+                    "input",
+                    f"{where} has no input text",
+                    "the sample's input must be a text or chat messages",
+                )
             choices = sample.get("choices") if isinstance(sample.get("choices"), list) else None
             text = with_options(text, choices)
             query_id = make_query_id("inspect", task, spec.get("task_version", 0), sample.get("id"), text)
@@ -220,7 +294,13 @@ def read_inspect_logs(path: str | Path, *, model: str | None = None,
             tasks[task] = use
     rows = [(m, q, texts[q][0], texts[q][1], sum(v) / len(v)) for (m, q), v in scores.items()]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessSummary("inspect", tuple(map(str, files)), tuple(sorted(table["model"].unique())), tasks, len(table),
-                           records, records - len(rows))
+    report = HarnessSummary(
+        "inspect",
+        tuple(map(str, files)),
+        tuple(sorted(table["model"].unique())),
+        tasks,
+        len(table),
+        records,
+        records - len(rows),
+    )
     return table, report
-

@@ -31,22 +31,47 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_model.data.harnesses.common import (HarnessSummary, bad, check_model_name, finish, iter_jsonl, load_json,
-                                               make_query_id, unit_score, with_options)
+from locus_model.data.harnesses.common import (
+    HarnessSummary,
+    bad,
+    check_model_name,
+    finish,
+    iter_jsonl,
+    load_json,
+    make_query_id,
+    unit_score,
+    with_options,
+)
 
 METRICS = ("acc", "exact_match", "acc_norm", "em", "exact", "pass@1", "accuracy", "correct")  # accuracy-like, in [0, 1]
-QUESTION_FIELDS = ("question", "query", "problem", "prompt", "input", "instruction", "text", "ctx", "sentence",
-                   "goal", "premise", "passage")
+QUESTION_FIELDS = (
+    "question",
+    "query",
+    "problem",
+    "prompt",
+    "input",
+    "instruction",
+    "text",
+    "ctx",
+    "sentence",
+    "goal",
+    "premise",
+    "passage",
+)
 CHOICE_FIELDS = ("choices", "options", "endings", "mc1_targets")
 _TIME = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d+"
 _RESULTS = re.compile(rf"^results_(?P<time>{_TIME})\.json$")
 _SAMPLES = re.compile(rf"^samples_(?P<task>.+)_(?P<time>{_TIME})\.jsonl$")
-FIX_LAYOUT = ("give the folder lm_eval --output_path wrote with --log_samples: results_<time>.json and "
-              "samples_<task>_<time>.jsonl side by side (see data/README.md)")
+FIX_LAYOUT = (
+    "give the folder lm_eval --output_path wrote with --log_samples: results_<time>.json and "
+    "samples_<task>_<time>.jsonl side by side (see data/README.md)"
+)
 
 
 def _files(path: Path) -> tuple[list[Path], list[Path]]:
-    files = [p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts)]
+    files = [
+        p for p in path.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(path).parts)
+    ]
     results = sorted((p for p in files if _RESULTS.match(p.name)), key=lambda p: p.as_posix())
     samples = sorted((p for p in files if _SAMPLES.match(p.name)), key=lambda p: p.as_posix())
     return results, samples
@@ -73,8 +98,12 @@ def _model_of(results: dict, file: Path) -> str:
             return check_model_name(str(args[key]), file, f"config.model_args.{key}")
     if config.get("model"):
         return check_model_name(str(config["model"]), file, "config.model")
-    raise EvaluationDataError("the results file names no model (no model_name, config.model_args or config.model)",
-                              file=file, column="model", fix="pass model= to the reader, or keep the results file lm_eval wrote")
+    raise EvaluationDataError(
+        "the results file names no model (no model_name, config.model_args or config.model)",
+        file=file,
+        column="model",
+        fix="pass model= to the reader, or keep the results file lm_eval wrote",
+    )
 
 
 def doc_question(doc: object, context: str | None, delimiter: str) -> str | None:
@@ -95,7 +124,11 @@ def doc_question(doc: object, context: str | None, delimiter: str) -> str | None
 
 def _first_context(arguments: object) -> str | None:
     """The first request's context: 0.4.x writes {"gen_args_0": {"arg_0": ctx, ...}}, older ones [[ctx, ...], ...]."""
-    first = next(iter(arguments.values()), None) if isinstance(arguments, dict) else (arguments[0] if isinstance(arguments, list) and arguments else None)
+    first = (
+        next(iter(arguments.values()), None)
+        if isinstance(arguments, dict)
+        else (arguments[0] if isinstance(arguments, list) and arguments else None)
+    )
     if isinstance(first, dict):
         first = first.get("arg_0")
     elif isinstance(first, list) and first:
@@ -103,8 +136,9 @@ def _first_context(arguments: object) -> str | None:
     return first if isinstance(first, str) else None
 
 
-def _read_samples(file: Path, task: str, version: object, metric: str | None, delimiter: str,
-                  report: dict) -> tuple[dict[str, tuple[str, float]], str]:
+def _read_samples(
+    file: Path, task: str, version: object, metric: str | None, delimiter: str, report: dict
+) -> tuple[dict[str, tuple[str, float]], str]:
     """query_id -> (query, score) of one samples file, and the metric used."""
     fix = "the file is cut off or not an lm-eval samples file: run lm_eval again"
     filters, first = set(), None  # a first pass: the filters and the metrics (streamed: nothing but these is kept)
@@ -116,15 +150,21 @@ def _read_samples(file: Path, task: str, version: object, metric: str | None, de
     chosen = "none" if "none" in filters else sorted(filters)[0]
     listed = first[1].get("metrics", [])
     if not isinstance(listed, list):
-        raise bad(file, first[0], "metrics", f"'metrics' is a JSON {type(listed).__name__}, not a list of metric names", fix)
+        raise bad(
+            file, first[0], "metrics", f"'metrics' is a JSON {type(listed).__name__}, not a list of metric names", fix
+        )
     names = [str(m) for m in listed] or [k for k in first[1] if k in METRICS]
     if metric is None:
         metric = next((m for m in METRICS if m in names or m in first[1]), None)
         if metric is None:
-            raise bad(file, first[0], "metrics",
-                      f"task {task!r} reports {names or 'no metrics'}: none is an accuracy-like per-doc score in [0, 1] "
-                      f"(one of {list(METRICS)})",
-                      "leave this task out of the drop, or give metric= naming a per-doc metric in [0, 1]")
+            raise bad(
+                file,
+                first[0],
+                "metrics",
+                f"task {task!r} reports {names or 'no metrics'}: none is an accuracy-like per-doc score in [0, 1] "
+                f"(one of {list(METRICS)})",
+                "leave this task out of the drop, or give metric= naming a per-doc metric in [0, 1]",
+            )
     out: dict[str, tuple[str, float]] = {}
     for number, sample in iter_jsonl(file, fix=fix):
         if str(sample.get("filter", "none")) != chosen:
@@ -133,34 +173,61 @@ def _read_samples(file: Path, task: str, version: object, metric: str | None, de
         report["records"] += 1
         for key in ("doc_id", "doc"):
             if key not in sample:
-                raise bad(file, number, key, f"the line has no '{key}' (it has {sorted(sample)})",
-                          "this is not an lm-eval samples line: keep the files lm_eval --log_samples wrote")
+                raise bad(
+                    file,
+                    number,
+                    key,
+                    f"the line has no '{key}' (it has {sorted(sample)})",
+                    "this is not an lm-eval samples line: keep the files lm_eval --log_samples wrote",
+                )
         if metric not in sample:
-            raise bad(file, number, metric, f"the line has no '{metric}' value (it has {sorted(sample)})",
-                      "every line of a task reports the same metrics: the file is mixed or edited; run lm_eval again")
-        score = unit_score(sample[metric], file, number, metric, "lm-eval writes 0/1 or a fraction per doc for this metric")
+            raise bad(
+                file,
+                number,
+                metric,
+                f"the line has no '{metric}' value (it has {sorted(sample)})",
+                "every line of a task reports the same metrics: the file is mixed or edited; run lm_eval again",
+            )
+        score = unit_score(
+            sample[metric], file, number, metric, "lm-eval writes 0/1 or a fraction per doc for this metric"
+        )
         text = doc_question(sample["doc"], _first_context(sample.get("arguments")), delimiter)
         if text is None:
-            raise bad(file, number, "doc", "neither the doc nor the prompt holds a question text",
-                      f"the doc needs a text field (one of {list(QUESTION_FIELDS)}) or the line its arguments")
+            raise bad(
+                file,
+                number,
+                "doc",
+                "neither the doc nor the prompt holds a question text",
+                f"the doc needs a text field (one of {list(QUESTION_FIELDS)}) or the line its arguments",
+            )
         query_id = make_query_id("lm-eval", task, version, sample["doc_id"], sample["doc"])
         if query_id in out and out[query_id][1] != score:
-            raise bad(file, number, metric, f"doc_id {sample['doc_id']} appears twice with different {metric}",
-                      "a samples file has one line per doc and filter: the file is mixed; run lm_eval again")
+            raise bad(
+                file,
+                number,
+                metric,
+                f"doc_id {sample['doc_id']} appears twice with different {metric}",
+                "a samples file has one line per doc and filter: the file is mixed; run lm_eval again",
+            )
         out[query_id] = (text, score)
     return out, metric
 
 
-def read_lm_eval_output(path: str | Path, *, model: str | None = None,
-                        metric: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]:
+def read_lm_eval_output(
+    path: str | Path, *, model: str | None = None, metric: str | None = None
+) -> tuple[pd.DataFrame, HarnessSummary]:
     """Read an lm-eval output folder (any depth: one folder per model, several runs each) into the long table."""
     path = Path(path)
     if not path.is_dir():
         raise EvaluationDataError("not a folder", file=path, fix=FIX_LAYOUT)
     results_files, samples_files = _files(path)
     if not samples_files:
-        raise EvaluationDataError("no samples_<task>_<time>.jsonl files" + (" (only results files: was --log_samples given?)" if results_files else ""),
-                                  file=path, fix=FIX_LAYOUT)
+        raise EvaluationDataError(
+            "no samples_<task>_<time>.jsonl files"
+            + (" (only results files: was --log_samples given?)" if results_files else ""),
+            file=path,
+            fix=FIX_LAYOUT,
+        )
     runs = {(f.parent, _RESULTS.match(f.name)["time"]): f for f in results_files}
     counts = {"records": 0, "skipped": 0}
     cells: dict[tuple[str, str], tuple[str, str, float, str]] = {}  # (model, query_id) -> (query, task, score, time)
@@ -176,15 +243,24 @@ def read_lm_eval_output(path: str | Path, *, model: str | None = None,
             if not isinstance(results, dict):
                 raise EvaluationDataError("the results file is not a JSON object", file=results_file, fix=FIX_LAYOUT)
         elif model is None:
-            raise EvaluationDataError(f"no results_{stamp}.json beside this samples file: the model's name is there",
-                                      file=file, fix="drop the whole folder lm_eval wrote (results and samples), or pass model=")
+            raise EvaluationDataError(
+                f"no results_{stamp}.json beside this samples file: the model's name is there",
+                file=file,
+                fix="drop the whole folder lm_eval wrote (results and samples), or pass model=",
+            )
         name = model if model is not None else _model_of(results, results_file)
         check_model_name(name, file, "model=")
         configs = results.get("configs", {}) if isinstance(results.get("configs"), dict) else {}
         versions = results.get("versions", {}) if isinstance(results.get("versions"), dict) else {}
         config = configs.get(task, {}) if isinstance(configs.get(task), dict) else {}
-        version = versions.get(task, (config.get("metadata") or {}).get("version") if isinstance(config.get("metadata"), dict) else None)
-        delimiter = config.get("fewshot_delimiter", "\n\n") if isinstance(config.get("fewshot_delimiter", "\n\n"), str) else "\n\n"
+        version = versions.get(
+            task, (config.get("metadata") or {}).get("version") if isinstance(config.get("metadata"), dict) else None
+        )
+        delimiter = (
+            config.get("fewshot_delimiter", "\n\n")
+            if isinstance(config.get("fewshot_delimiter", "\n\n"), str)
+            else "\n\n"
+        )
         evaluations, used = _read_samples(file, task, version, metric, delimiter, counts)
         tasks[task] = used
         read.extend([results_file, file] if results_file is not None and results_file not in read else [file])
@@ -192,6 +268,13 @@ def read_lm_eval_output(path: str | Path, *, model: str | None = None,
             cells[(name, query_id)] = (text, task, score, stamp)  # a later run overwrites: newest wins
     rows = [(m, q, text, task, score) for (m, q), (text, task, score, _) in cells.items()]
     table = finish(rows, path, fix=FIX_LAYOUT)
-    report = HarnessSummary("lm_eval", tuple(map(str, read)), tuple(sorted(table["model"].unique())), tasks, len(table),
-                           counts["records"], counts["skipped"])
+    report = HarnessSummary(
+        "lm_eval",
+        tuple(map(str, read)),
+        tuple(sorted(table["model"].unique())),
+        tasks,
+        len(table),
+        counts["records"],
+        counts["skipped"],
+    )
     return table, report

@@ -17,13 +17,23 @@ from locus_model.data.synthetic_text.knowledge import gpqa, medmcqa, mmlu, truth
 from locus_model.data.synthetic_text.maths import asdiv, gsm8k, mathqa
 from locus_model.data.synthetic_text.reasoning import logiqa, piqa, socialiqa
 
-_TEXT = {"synth-mathqa": mathqa, "synth-logiqa": logiqa, "synth-medmcqa": medmcqa, "synth-piqa": piqa,
-         "synth-truthfulqa": truthfulqa, "synth-mmlu": mmlu, "synth-gsm8k": gsm8k, "synth-gpqa": gpqa,
-         "synth-asdiv": asdiv, "synth-socialiqa": socialiqa}
+_TEXT = {
+    "synth-mathqa": mathqa,
+    "synth-logiqa": logiqa,
+    "synth-medmcqa": medmcqa,
+    "synth-piqa": piqa,
+    "synth-truthfulqa": truthfulqa,
+    "synth-mmlu": mmlu,
+    "synth-gsm8k": gsm8k,
+    "synth-gpqa": gpqa,
+    "synth-asdiv": asdiv,
+    "synth-socialiqa": socialiqa,
+}
 
 
-def query_texts(rng: np.random.Generator, plan: Sequence[tuple[str, Sequence[str], int]]
-                ) -> tuple[list[str], list[str], list[str]]:
+def query_texts(
+    rng: np.random.Generator, plan: Sequence[tuple[str, Sequence[str], int]]
+) -> tuple[list[str], list[str], list[str]]:
     """(benchmark, subtopic, text) of every query, in plan order: per (benchmark, its subtopics, n) n queries,
     each of a subtopic drawn from rng; a text already drawn is drawn again (texts are unique across the pool)."""
     bench, sub, texts = [], [], []
@@ -37,8 +47,10 @@ def query_texts(rng: np.random.Generator, plan: Sequence[tuple[str, Sequence[str
                 if t not in seen:
                     break
             else:
-                raise RuntimeError(f"synthetic text generator for {name}/{st} ran out of distinct texts after "
-                                   f"{len(seen)} queries. How to fix: add vocabulary to locus_model/data/synthetic_text/")
+                raise RuntimeError(
+                    f"synthetic text generator for {name}/{st} ran out of distinct texts after "
+                    f"{len(seen)} queries. How to fix: add vocabulary to locus_model/data/synthetic_text/"
+                )
             seen.add(t)
             bench.append(name)
             sub.append(st)

@@ -1,6 +1,5 @@
 """Query encodings phi(x), cached by (encoder, runtime, sha256 of the text): only new text is encoded."""
 
-
 import dagster as dg
 import pandas as pd
 from pydantic import Field
@@ -18,7 +17,10 @@ class EncodingConfig(dg.Config):
 
 @dg.asset(owners=OWNERS, kinds={"pytorch"}, group_name="encoding")
 def query_encodings(
-    context: dg.AssetExecutionContext, config: EncodingConfig, evaluation_table: pd.DataFrame, query_encoder: QueryEncoder
+    context: dg.AssetExecutionContext,
+    config: EncodingConfig,
+    evaluation_table: pd.DataFrame,
+    query_encoder: QueryEncoder,
 ) -> pd.DataFrame:
     """One row per query: query_id, encoder, runtime (the encoder runtime), encoding (list of floats, unit norm)."""
     queries = evaluation_table.drop_duplicates("query_id").sort_values("query_id")
@@ -34,5 +36,11 @@ def query_encodings(
             "sentences_per_s": round(report.encoded / report.seconds, 1) if report.encoded else 0.0,
         }
     )
-    return pd.DataFrame({"query_id": queries["query_id"].to_numpy(), "encoder": report.encoder,
-                         "runtime": report.runtime, "encoding": list(vectors)})
+    return pd.DataFrame(
+        {
+            "query_id": queries["query_id"].to_numpy(),
+            "encoder": report.encoder,
+            "runtime": report.runtime,
+            "encoding": list(vectors),
+        }
+    )

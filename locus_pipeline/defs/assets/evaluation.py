@@ -1,6 +1,5 @@
 """Routing evaluation of LOCUS against the baselines: the same code as `locus evaluate`."""
 
-
 import json
 
 import dagster as dg
@@ -8,8 +7,14 @@ import pandas as pd
 from pydantic import Field
 
 from locus_model.data.matrix import EvaluationMatrix
-from locus_model.evaluation.results import (flatten_results, format_frontier, format_results, frontier_rows,
-                                            headline_markdown, save_results)
+from locus_model.evaluation.results import (
+    flatten_results,
+    format_frontier,
+    format_results,
+    frontier_rows,
+    headline_markdown,
+    save_results,
+)
 from locus_model.evaluation.splits import given_fold
 from locus_model.evaluation.verdict import format_verdict
 from locus_model.markdown import escape_frame
@@ -20,7 +25,10 @@ from locus_pipeline.storage import LocusHome
 
 
 class RoutingEvaluationConfig(dg.Config):
-    methods: list[str] = Field(default=["locus", "embedllm_mf", "irt", "knn", "best_single", "oracle"], description="Methods to compare (locus is the pool's checkpoint, never retrained here).")
+    methods: list[str] = Field(
+        default=["locus", "embedllm_mf", "irt", "knn", "best_single", "oracle"],
+        description="Methods to compare (locus is the pool's checkpoint, never retrained here).",
+    )
     n_boot: int = Field(default=2000, description="Bootstrap resamples of the test queries for the paired intervals.")
 
 
@@ -57,14 +65,27 @@ def routing_evaluation(
     encodings = dict(zip(query_encodings["query_id"].astype(str), query_encodings["encoding"]))
     costs = cost_table(matrix.models, cost_info(model_catalog))
     result = evaluate(
-        matrix, encodings, budget=len(fold.anchors), fold=fold, held_out=held, router=checkpoint.router,
-        seed=0, methods=config.methods, n_boot=config.n_boot, progress=False,
+        matrix,
+        encodings,
+        budget=len(fold.anchors),
+        fold=fold,
+        held_out=held,
+        router=checkpoint.router,
+        seed=0,
+        methods=config.methods,
+        n_boot=config.n_boot,
+        progress=False,
         costs=None if costs.basis == "none" else costs,  # no price and no size: no frontier
     )
     result["settings"]["checkpoint_id"] = record.checkpoint_id
     path = save_results(result, home.routing_evaluation_path)
     verdict = result["verdict"]
-    text = format_verdict(verdict) + "\n\n" + format_results(result) + ("\n\n" + format_frontier(result) if "frontier" in result else "")
+    text = (
+        format_verdict(verdict)
+        + "\n\n"
+        + format_results(result)
+        + ("\n\n" + format_frontier(result) if "frontier" in result else "")
+    )
     context.log.info("\n" + text)
     flat = flatten_results(result)
     frontier = pd.DataFrame(frontier_rows(result))
@@ -77,7 +98,9 @@ def routing_evaluation(
             "routing_table": dg.MetadataValue.md(headline_markdown(flat)),
             "frontier_table": dg.MetadataValue.md(
                 escape_frame(frontier).to_markdown(index=False) + f"\n\nCost: {costs.basis_means}. {costs.note}."
-                if len(frontier) else f"No frontier: {costs.note}."),
+                if len(frontier)
+                else f"No frontier: {costs.note}."
+            ),
             "report": home_path(home, path),
             "sizes": dg.MetadataValue.json(json.loads(json.dumps(result["sizes"]))),
             "wall_s": result["wall_s"],
@@ -96,7 +119,11 @@ def log_verdict(home: LocusHome, mlflow: MlflowTracking, checkpoint_id: str, ver
     run = current.loc[current["checkpoint_id"].astype(str) == checkpoint_id, "mlflow_run_id"]
     if not len(run) or mlflow.experiment_of_run(str(run.iloc[0])) is None:
         return
-    metrics = {f"verdict/{k}": float(verdict[k]) for k in ("pays", "delta", "lo", "hi", "cost_share")
-               if verdict[k] is not None}
-    mlflow.log_to_run(str(run.iloc[0]), metrics, {"verdict": format_verdict(verdict),
-                                                  "verdict.best_single": str(verdict["best_single"])})
+    metrics = {
+        f"verdict/{k}": float(verdict[k]) for k in ("pays", "delta", "lo", "hi", "cost_share") if verdict[k] is not None
+    }
+    mlflow.log_to_run(
+        str(run.iloc[0]),
+        metrics,
+        {"verdict": format_verdict(verdict), "verdict.best_single": str(verdict["best_single"])},
+    )

@@ -49,7 +49,6 @@ class PoolView:
     def accuracy(self) -> pd.DataFrame:
         from locus_pipeline.reports import per_benchmark_accuracy  # why: reports imports torch (seconds): not at load
 
-
         return per_benchmark_accuracy(self.training, self.home.onboarded_evaluations())
 
     @cached_property
@@ -86,8 +85,9 @@ class Newcomer:
     checks: list[dg.AssetCheckEvaluation]
 
 
-def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: PoolView, key: str,
-             asset: dg.AssetKey) -> Newcomer:
+def newcomer(
+    log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: PoolView, key: str, asset: dg.AssetKey
+) -> Newcomer:
     """Model ``key`` as the pool holds it: its row, its five nearest models (Euclidean distance between model
     embeddings), its per-benchmark profile beside theirs; for an onboarded model, its neighbours' stability, its
     estimates (stored for the atlas, logged to an MLflow run linked to Dagster run ``run_id``) and the warnings of
@@ -100,8 +100,10 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
     pool = view.pool
     rows = pool[pool["model_key"] == key]
     if rows.empty:
-        raise dg.Failure(description=f"no model with key {key!r} is in the pool",
-                         metadata={"how_to_fix": "run the whole onboarding_job for this partition (it embeds the model first)"})
+        raise dg.Failure(
+            description=f"no model with key {key!r} is in the pool",
+            metadata={"how_to_fix": "run the whole onboarding_job for this partition (it embeds the model first)"},
+        )
     row = rows.iloc[0]
     name = str(row["model"])
     neighbours = nearest_models(pool, name, NEIGHBOURS)
@@ -111,10 +113,14 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
         n_rows = store.groupby("benchmark")["score"].size().to_dict()
         checkpoint = view.checkpoint
         encodings, _ = home.encode(store, checkpoint.encoder)  # cached: the onboarding run encoded them
-        result = neighbour_stability(checkpoint.model, store, encodings, pool, name, k=NEIGHBOURS, draws=STABILITY_DRAWS)
+        result = neighbour_stability(
+            checkpoint.model, store, encodings, pool, name, k=NEIGHBOURS, draws=STABILITY_DRAWS
+        )
         nearest = str(neighbours["model"].iloc[0]) if len(neighbours) else ""
-        stability = {"nearest_model_stability": round(result.share_top1(nearest), 3),
-                     "neighbours_under_resampling": dg.MetadataValue.md(result.to_markdown(nearest))}
+        stability = {
+            "nearest_model_stability": round(result.share_top1(nearest), 3),
+            "neighbours_under_resampling": dg.MetadataValue.md(result.to_markdown(nearest)),
+        }
         warnings, trust = trust_warnings(view, store, encodings, int(row["n_evaluations"]))
         estimates = newcomer_estimates(store, encodings, view.newcomer_source, pool)
         capability, like = estimates_markdown(estimates)
@@ -122,18 +128,26 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
         width = cap["hi"] - cap["lo"]
         wide = cap[width > WIDE_INTERVAL]
         if len(wide):
-            vague = (f"the estimate of {len(wide)} benchmark(s) spans over {WIDE_INTERVAL:.0%} (widest: "
-                     f"{wide['benchmark'].iloc[int(width[wide.index].argmax())]}, {width.max():.0%}): "
-                     "its answers there are too few to place it; ask it more questions")
+            vague = (
+                f"the estimate of {len(wide)} benchmark(s) spans over {WIDE_INTERVAL:.0%} (widest: "
+                f"{wide['benchmark'].iloc[int(width[wide.index].argmax())]}, {width.max():.0%}): "
+                "its answers there are too few to place it; ask it more questions"
+            )
             log.warning(f"{name}: {vague}")
-        precision = {"widest_interval": round(float(width.max()), 3), "threshold_interval": WIDE_INTERVAL,
-                     "wide_benchmarks": ", ".join(wide["benchmark"].astype(str)) or "none"}
+        precision = {
+            "widest_interval": round(float(width.max()), 3),
+            "threshold_interval": WIDE_INTERVAL,
+            "wide_benchmarks": ", ".join(wide["benchmark"].astype(str)) or "none",
+        }
         home.write_capability_estimates(key, cap.assign(model=name, checkpoint_id=str(row["checkpoint_id"])))
         experiment, mlflow_run = log_onboarding_estimates(mlflow, run_id, name, str(row["checkpoint_id"]), estimates)
-        estimated = {"capability_estimates": dg.MetadataValue.md(capability), "answers_like": dg.MetadataValue.md(like),
-                     "answers_like_most": str(estimates.answers_like["model"].iloc[0]) if len(estimates.answers_like) else "",
-                     "widest_interval": round(float(width.max()), 3),
-                     "mlflow_run": dg.MetadataValue.url(mlflow.run_url(experiment, mlflow_run))}
+        estimated = {
+            "capability_estimates": dg.MetadataValue.md(capability),
+            "answers_like": dg.MetadataValue.md(like),
+            "answers_like_most": str(estimates.answers_like["model"].iloc[0]) if len(estimates.answers_like) else "",
+            "widest_interval": round(float(width.max()), 3),
+            "mlflow_run": dg.MetadataValue.url(mlflow.run_url(experiment, mlflow_run)),
+        }
         for line in warnings:
             log.warning(f"{name}: {line}")
     shown = benchmark_profile(view.accuracy, name, neighbours["model"].tolist(), n_rows)
@@ -143,9 +157,13 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
         "n_evaluations": int(row["n_evaluations"]),
         "routable": bool(row["routable"]),
         # every check's warning, each with the check that raises it (the checks tab has its figures)
-        "warnings": dg.MetadataValue.md("\n".join(f"- {escape_markdown(w)} (check {check})" for check, w in
-                                                  [*((TRUST_CHECK, w) for w in warnings),
-                                                   *([(PRECISION_CHECK, vague)] if vague else [])]) or "none"),
+        "warnings": dg.MetadataValue.md(
+            "\n".join(
+                f"- {escape_markdown(w)} (check {check})"
+                for check, w in [*((TRUST_CHECK, w) for w in warnings), *([(PRECISION_CHECK, vague)] if vague else [])]
+            )
+            or "none"
+        ),
         "checkpoint_id": str(row["checkpoint_id"]),
         "nearest_model": str(neighbours["model"].iloc[0]) if len(neighbours) else "",
         **({"distance_to_nearest": round(float(neighbours["distance"].iloc[0]), 4)} if len(neighbours) else {}),
@@ -156,15 +174,33 @@ def newcomer(log, run_id: str, home: LocusHome, mlflow: MlflowTracking, view: Po
         "pool_models": len(pool),
         **atlas_link(home, mlflow, str(row["checkpoint_id"])),  # the model shows there after the reports refresh
     }
-    precision = precision or {"wide_benchmarks": "none", "note": "a model of the training source: no estimates (its "
-                                                                 "answers over the pool's queries are its accuracy)"}
-    checks = [dg.AssetCheckEvaluation(asset_key=asset, check_name=TRUST_CHECK, passed=not warnings, partition=key,
-                                      severity=dg.AssetCheckSeverity.WARN,
-                                      metadata={"n_evaluations": int(row["n_evaluations"]), "routable": bool(row["routable"]),
-                                                **trust, "warnings": "; ".join(warnings) or "none"}),
-              dg.AssetCheckEvaluation(asset_key=asset, check_name=PRECISION_CHECK, partition=key,
-                                      passed=precision["wide_benchmarks"] == "none",
-                                      severity=dg.AssetCheckSeverity.WARN, metadata=precision)]
+    precision = precision or {
+        "wide_benchmarks": "none",
+        "note": "a model of the training source: no estimates (its answers over the pool's queries are its accuracy)",
+    }
+    checks = [
+        dg.AssetCheckEvaluation(
+            asset_key=asset,
+            check_name=TRUST_CHECK,
+            passed=not warnings,
+            partition=key,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={
+                "n_evaluations": int(row["n_evaluations"]),
+                "routable": bool(row["routable"]),
+                **trust,
+                "warnings": "; ".join(warnings) or "none",
+            },
+        ),
+        dg.AssetCheckEvaluation(
+            asset_key=asset,
+            check_name=PRECISION_CHECK,
+            partition=key,
+            passed=precision["wide_benchmarks"] == "none",
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata=precision,
+        ),
+    ]
     return Newcomer(neighbours.assign(of_model=name, checkpoint_id=str(row["checkpoint_id"])), metadata, checks)
 
 
@@ -179,15 +215,21 @@ def profile_markdown(shown: pd.DataFrame, name: str, neighbours: list[str]) -> s
     if "n" in cells:
         cells["n"] = [MISSING if v is MISSING else int(v) for v in cells["n"]]
     cells = escape_frame(cells).set_axis(order, axis=1)  # the benchmarks escaped; the short headers as they are
-    lines = [cells.rename_axis("benchmark").to_markdown(), "",
-             f"model: {escape_markdown(name)}; n: its evaluations per benchmark; "
-             + "; ".join(f"#{i}: {escape_markdown(n)}" for i, n in enumerate(neighbours, 1)) + " (nearest_models)"]
+    lines = [
+        cells.rename_axis("benchmark").to_markdown(),
+        "",
+        f"model: {escape_markdown(name)}; n: its evaluations per benchmark; "
+        + "; ".join(f"#{i}: {escape_markdown(n)}" for i, n in enumerate(neighbours, 1))
+        + " (nearest_models)",
+    ]
     if table.drop(columns=["n"], errors="ignore").isna().to_numpy().any():
         lines.append(f"{MISSING}: that model has no evaluation on that benchmark (no accuracy to show)")
     return "\n".join(lines)
 
 
-def trust_warnings(view: PoolView, store: pd.DataFrame, encodings: pd.DataFrame, n_evaluations: int) -> tuple[list[str], dict]:
+def trust_warnings(
+    view: PoolView, store: pd.DataFrame, encodings: pd.DataFrame, n_evaluations: int
+) -> tuple[list[str], dict]:
     """(onboarding_warnings for the model's store, the figures beside their thresholds for the check): its count
     against the checkpoint's training budget (the training split's anchors) and the routable floor, its queries'
     overlap with the training source's (query_encodings)."""
@@ -196,7 +238,12 @@ def trust_warnings(view: PoolView, store: pd.DataFrame, encodings: pd.DataFrame,
 
     mine = encoding_matrix(encodings, store["query_id"].astype(str).unique(), what="the onboarded model's queries: ")
     overlap = query_overlap(mine, view.query_matrix)
-    figures = {"threshold_budget": view.budget, "threshold_routable": MIN_ROUTABLE_EVALUATIONS,
-               "query_overlap": round(overlap.overlap, 3), "query_overlap_pool_baseline": round(overlap.baseline, 3),
-               "query_overlap_ratio": round(overlap.ratio, 3), "threshold_query_overlap_ratio": OVERLAP_WARN_RATIO}
+    figures = {
+        "threshold_budget": view.budget,
+        "threshold_routable": MIN_ROUTABLE_EVALUATIONS,
+        "query_overlap": round(overlap.overlap, 3),
+        "query_overlap_pool_baseline": round(overlap.baseline, 3),
+        "query_overlap_ratio": round(overlap.ratio, 3),
+        "threshold_query_overlap_ratio": OVERLAP_WARN_RATIO,
+    }
     return onboarding_warnings(n_evaluations, view.budget, overlap), figures

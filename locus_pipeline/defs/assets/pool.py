@@ -11,7 +11,6 @@ Every change of the pool is a materialization of ``model_embeddings``:
 Both read and write under the pool lock (LocusHome.update_pool), so no update is ever lost, whatever the order.
 """
 
-
 import dagster as dg
 import pandas as pd
 from pydantic import Field
@@ -38,8 +37,10 @@ def onboard_change(home: LocusHome, keys: list[str], changed: dict):
 
     def change(current: pd.DataFrame | None) -> pd.DataFrame:
         if current is None:
-            raise dg.Failure(description="there is no pool yet to onboard into",
-                             metadata={"how_to_fix": "materialize locus_job (make demo) first"})
+            raise dg.Failure(
+                description="there is no pool yet to onboard into",
+                metadata={"how_to_fix": "materialize locus_job (make demo) first"},
+            )
         checkpoint = home.pool_checkpoint(current)
         training = home.training_models()
         actions, failed, stores = {}, {}, {}
@@ -98,8 +99,10 @@ def rebuild_change(home: LocusHome, changed: dict):
         stores = [home.read_store(k) for k in home.onboarded_keys()]
         onboarded = onboarded_rows(home, checkpoint, stores, set(trained["model"]))
         new = pd.concat([trained] + ([onboarded] if onboarded is not None else []), ignore_index=True)
-        changed.update({"action": "rebuilt", NEW_EVALUATIONS: models_with_new_evaluations(current, new)},
-                       previous_checkpoint=str(current["checkpoint_id"].iloc[0]) if current is not None and len(current) else "")
+        changed.update(
+            {"action": "rebuilt", NEW_EVALUATIONS: models_with_new_evaluations(current, new)},
+            previous_checkpoint=str(current["checkpoint_id"].iloc[0]) if current is not None and len(current) else "",
+        )
         return new
 
     return change
@@ -132,23 +135,30 @@ def pool_summary(pool: pd.DataFrame) -> dict:
         "onboarded_models": int(by_source.get("onboarded", 0)),
         "checkpoint_id": str(pool["checkpoint_id"].iloc[0]) if len(pool) else "",
         "dagster/row_count": len(pool),
-        "newest": dg.MetadataValue.md(escape_frame(newest[["model", "source", "n_evaluations", "embedded_at"]]).to_markdown(index=False)),
+        "newest": dg.MetadataValue.md(
+            escape_frame(newest[["model", "source", "n_evaluations", "embedded_at"]]).to_markdown(index=False)
+        ),
     }
 
 
 class PoolChangeConfig(dg.Config):
     """What a run changes in the pool besides a rebuild or an onboarding: a removal."""
 
-    remove_model: str = Field(default="", description="An onboarded model to remove from the pool, its name exactly "
-                              "as the pool's `model` column has it (pool_removal_job; `locus pool remove NAME`). "
-                              "Empty: a rebuild, or the onboarding run's model.")
+    remove_model: str = Field(
+        default="",
+        description="An onboarded model to remove from the pool, its name exactly "
+        "as the pool's `model` column has it (pool_removal_job; `locus pool remove NAME`). "
+        "Empty: a rebuild, or the onboarding run's model.",
+    )
 
 
 def removal(home: LocusHome, context: dg.AssetExecutionContext, name: str, changed: dict) -> pd.DataFrame:
     """The pool change of a removal (LocusHome.remove_onboarded), what happened in ``changed``."""
     if run_model_keys(context.instance, context.run.tags):
-        raise dg.Failure(description=f"remove_model={name!r} in an onboarding run (partitions {context.run.tags})",
-                         metadata={"how_to_fix": f"launch {REMOVAL_JOB} (or `locus pool remove NAME`) instead"})
+        raise dg.Failure(
+            description=f"remove_model={name!r} in an onboarding run (partitions {context.run.tags})",
+            metadata={"how_to_fix": f"launch {REMOVAL_JOB} (or `locus pool remove NAME`) instead"},
+        )
 
     try:
         pool, kept = home.remove_onboarded(name)
@@ -157,8 +167,13 @@ def removal(home: LocusHome, context: dg.AssetExecutionContext, name: str, chang
     key = safe_model_key(name)  # its onboarding partition goes too: the UI shows no removed model as onboarded
     if context.instance.has_dynamic_partition(onboarded_models.name, key):
         context.instance.delete_dynamic_partition(onboarded_models.name, key)
-    changed.update(action="removed", model=name, store_set_aside=kept, partition_removed=key,
-                   evaluations_kept="incoming/accepted/ (the files as dropped) and " + (kept or "no store"))
+    changed.update(
+        action="removed",
+        model=name,
+        store_set_aside=kept,
+        partition_removed=key,
+        evaluations_kept="incoming/accepted/ (the files as dropped) and " + (kept or "no store"),
+    )
     return pool
 
 
@@ -169,10 +184,18 @@ def removal(home: LocusHome, context: dg.AssetExecutionContext, name: str, chang
     owners=OWNERS,
     tags={"layer": "pool"},
     metadata={"dagster/column_schema": pool_schema(), "dagster/table_name": "warehouse/model_embeddings.parquet"},
-    deps=["evaluation_table", "query_encodings", "training_split", "model_split", "locus_checkpoint", "onboarded_evaluations"],
+    deps=[
+        "evaluation_table",
+        "query_encodings",
+        "training_split",
+        "model_split",
+        "locus_checkpoint",
+        "onboarded_evaluations",
+    ],
 )
-def model_embeddings(context: dg.AssetExecutionContext, config: PoolChangeConfig, home: LocusHome,
-                     mlflow: MlflowTracking) -> dg.MaterializeResult:
+def model_embeddings(
+    context: dg.AssetExecutionContext, config: PoolChangeConfig, home: LocusHome, mlflow: MlflowTracking
+) -> dg.MaterializeResult:
     """The pool (LOCUS_HOME/warehouse/model_embeddings.parquet): one model embedding per model, all from one
     checkpoint. A rebuild embeds every model with the current locus_checkpoint; an onboarding run (a partition or
     a range of them = model keys) embeds only those models, with the pool's own checkpoint; a removal (remove_model) takes one
@@ -181,23 +204,33 @@ def model_embeddings(context: dg.AssetExecutionContext, config: PoolChangeConfig
     if config.remove_model:
         pool = removal(home, context, config.remove_model, changed)
     elif context.job_name == REMOVAL_JOB:
-        raise dg.Failure(description=f"{REMOVAL_JOB} without a model to remove",
-                         metadata={"how_to_fix": "set ops.model_embeddings.config.remove_model in the launchpad"})
+        raise dg.Failure(
+            description=f"{REMOVAL_JOB} without a model to remove",
+            metadata={"how_to_fix": "set ops.model_embeddings.config.remove_model in the launchpad"},
+        )
     else:
         keys = run_model_keys(context.instance, context.run.tags)
         pool = home.update_pool(onboard_change(home, keys, changed) if keys else rebuild_change(home, changed))
     for name, action in changed.get("actions", {}).items():
         if action == "kept-training":
-            context.log.warning(f"{name} is a model of the training source: its pool row stays the training "
-                                "embedding; the new evaluations are recorded in its store only")
+            context.log.warning(
+                f"{name} is a model of the training source: its pool row stays the training "
+                "embedding; the new evaluations are recorded in its store only"
+            )
     for key, reason in changed.get("failed_models", {}).items():
         context.log.error(f"model key {key} is left out of the pool: {reason}")
     for field in ("actions", "failed_models"):
         if field in changed:
             changed[field] = dg.MetadataValue.json(changed[field])
     new = changed.pop(NEW_EVALUATIONS, [])
-    return dg.MaterializeResult(metadata={**pool_summary(pool), **changed, "path": home_path(home, home.pool_path),
-                                          "rows_with_new_evaluations": len(new),
-                                          NEW_EVALUATIONS: dg.MetadataValue.json(new),
-                                          "dagster/column_schema": pool_schema(),
-                                          **atlas_link(home, mlflow, str(pool["checkpoint_id"].iloc[0]))})
+    return dg.MaterializeResult(
+        metadata={
+            **pool_summary(pool),
+            **changed,
+            "path": home_path(home, home.pool_path),
+            "rows_with_new_evaluations": len(new),
+            NEW_EVALUATIONS: dg.MetadataValue.json(new),
+            "dagster/column_schema": pool_schema(),
+            **atlas_link(home, mlflow, str(pool["checkpoint_id"].iloc[0])),
+        }
+    )

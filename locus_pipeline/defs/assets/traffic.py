@@ -29,18 +29,22 @@ MIN_NEW_ANSWERS = 50  # graded answers a model gains before it is embedded again
 # Declarative automation: a partition is requested when its traffic_evaluations partition was newly materialized (the
 # sensor's threshold decided it was due), unless a run of it is in progress. Not eager(): that also waits on
 # model_embeddings' own materialization status, which a relearning does not need (it reads the pool it updates).
-AFTER_NEW_TRAFFIC = (dg.AutomationCondition.any_deps_match(dg.AutomationCondition.newly_updated()
-                                                            | dg.AutomationCondition.will_be_requested())
-                     .allow(dg.AssetSelection.assets("traffic_evaluations"))
-                     & ~dg.AutomationCondition.in_progress()).with_label("after new graded traffic")
+AFTER_NEW_TRAFFIC = (
+    dg.AutomationCondition.any_deps_match(
+        dg.AutomationCondition.newly_updated() | dg.AutomationCondition.will_be_requested()
+    ).allow(dg.AssetSelection.assets("traffic_evaluations"))
+    & ~dg.AutomationCondition.in_progress()
+).with_label("after new graded traffic")
 
 
 def pool_row(home: LocusHome, key: str, pool: pd.DataFrame | None = None) -> pd.Series:
     pool = home.read_pool() if pool is None else pool
     rows = pool[pool["model_key"].astype(str) == key]
     if rows.empty:
-        raise dg.Failure(description=f"no pool model has the key {key!r} (removed since its traffic was graded?)",
-                         metadata={"how_to_fix": "nothing to do for a removed model; otherwise check the pool"})
+        raise dg.Failure(
+            description=f"no pool model has the key {key!r} (removed since its traffic was graded?)",
+            metadata={"how_to_fix": "nothing to do for a removed model; otherwise check the pool"},
+        )
     return rows.iloc[0]
 
 
@@ -54,8 +58,10 @@ def traffic_evaluations(context: dg.AssetExecutionContext, home: LocusHome) -> d
     table = home.traffic_evaluations(checkpoint_id)
     table = table[table["model"] == name].reset_index(drop=True)
     if table.empty:
-        raise dg.Failure(description=f"{name} has no graded answer in the traffic log (routed with checkpoint "
-                                     f"{checkpoint_id})", metadata={"how_to_fix": "post outcomes (POST /v1/outcomes)"})
+        raise dg.Failure(
+            description=f"{name} has no graded answer in the traffic log (routed with checkpoint {checkpoint_id})",
+            metadata={"how_to_fix": "post outcomes (POST /v1/outcomes)"},
+        )
     texts = table["encoding"].isna()
     if texts.any():  # a dropped file's (model, query) rows: encoded with the checkpoint's encoder
         checkpoint = home.pool_checkpoint()
@@ -66,17 +72,29 @@ def traffic_evaluations(context: dg.AssetExecutionContext, home: LocusHome) -> d
     out = table[["model", "query_id", "score", "source", "time", "encoding"]]
     path = home.write_table("traffic_evaluations", out, partition=key)
     by_source = out.groupby("source")["score"].agg(answers="size", mean_score="mean").round(4)
-    return dg.MaterializeResult(metadata={
-        "model": name, "graded_answers": len(out), "mean_score": round(float(out["score"].mean()), 4),
-        "by_source": dg.MetadataValue.md(escape_frame(by_source).to_markdown()),
-        "dagster/row_count": len(out), "path": home_path(home, path)})
+    return dg.MaterializeResult(
+        metadata={
+            "model": name,
+            "graded_answers": len(out),
+            "mean_score": round(float(out["score"].mean()), 4),
+            "by_source": dg.MetadataValue.md(escape_frame(by_source).to_markdown()),
+            "dagster/row_count": len(out),
+            "path": home_path(home, path),
+        }
+    )
 
 
-@dg.asset(owners=OWNERS, partitions_def=traffic_models, group_name=GROUP, kinds={"pytorch"},
-          deps=[traffic_evaluations, "model_embeddings"],
-          automation_condition=AFTER_NEW_TRAFFIC)
-def traffic_model_embedding(context: dg.AssetExecutionContext, home: LocusHome,
-                            mlflow: MlflowTracking) -> dg.MaterializeResult:
+@dg.asset(
+    owners=OWNERS,
+    partitions_def=traffic_models,
+    group_name=GROUP,
+    kinds={"pytorch"},
+    deps=[traffic_evaluations, "model_embeddings"],
+    automation_condition=AFTER_NEW_TRAFFIC,
+)
+def traffic_model_embedding(
+    context: dg.AssetExecutionContext, home: LocusHome, mlflow: MlflowTracking
+) -> dg.MaterializeResult:
     """One pool model embedded again from its evaluations and its graded traffic (one forward pass; the pool is
     replaced under its lock): its row before and after, how far its embedding and its standing moved."""
     # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
@@ -94,28 +112,56 @@ def traffic_model_embedding(context: dg.AssetExecutionContext, home: LocusHome,
         checkpoint = home.pool_checkpoint(current)
         after = relearned_rows(home, checkpoint, str(before["model"]), str(before["source"]), traffic)
         standing = checkpoint.router.standing(np.stack([before["group_profile"], after["group_profile"].iloc[0]]))
-        moved.update(model=str(before["model"]), before=before, after=after.iloc[0], standing=standing,
-                     groups=list(checkpoint.router.groups.names))
+        moved.update(
+            model=str(before["model"]),
+            before=before,
+            after=after.iloc[0],
+            standing=standing,
+            groups=list(checkpoint.router.groups.names),
+        )
         return upsert_rows(current, after)
 
     home.update_pool(change)
     before, after = moved["before"], moved["after"]
-    shift = float(np.linalg.norm(np.asarray(after["embedding"], np.float64) - np.asarray(before["embedding"], np.float64)))
-    profiles = pd.DataFrame({"group": moved["groups"], "before": np.round(before["group_profile"], 4),
-                             "after": np.round(after["group_profile"], 4)})
-    metrics = {"traffic_answers": float(len(traffic)), "traffic_mean_score": float(traffic["score"].mean()),
-               "evaluations_before": float(before["n_evaluations"]), "evaluations_after": float(after["n_evaluations"]),
-               "embedding_shift": shift, "standing_before": float(moved["standing"][0]),
-               "standing_after": float(moved["standing"][1])}
-    with mlflow.start_run(f"relearning {moved['model']}", {
-            "locus/kind": "relearning", "locus/model": moved["model"], "dagster.run_id": context.run_id,
-            "dagster.run_url": mlflow.dagster_run_url(context.run_id), "dagster.asset": "traffic_model_embedding",
-            "checkpoint_id": str(after["checkpoint_id"])}) as run:
+    shift = float(
+        np.linalg.norm(np.asarray(after["embedding"], np.float64) - np.asarray(before["embedding"], np.float64))
+    )
+    profiles = pd.DataFrame(
+        {
+            "group": moved["groups"],
+            "before": np.round(before["group_profile"], 4),
+            "after": np.round(after["group_profile"], 4),
+        }
+    )
+    metrics = {
+        "traffic_answers": float(len(traffic)),
+        "traffic_mean_score": float(traffic["score"].mean()),
+        "evaluations_before": float(before["n_evaluations"]),
+        "evaluations_after": float(after["n_evaluations"]),
+        "embedding_shift": shift,
+        "standing_before": float(moved["standing"][0]),
+        "standing_after": float(moved["standing"][1]),
+    }
+    with mlflow.start_run(
+        f"relearning {moved['model']}",
+        {
+            "locus/kind": "relearning",
+            "locus/model": moved["model"],
+            "dagster.run_id": context.run_id,
+            "dagster.run_url": mlflow.dagster_run_url(context.run_id),
+            "dagster.asset": "traffic_model_embedding",
+            "checkpoint_id": str(after["checkpoint_id"]),
+        },
+    ) as run:
         import mlflow as mlflow_module  # why: seconds to import; only a relearning run needs it
 
         mlflow_module.log_metrics(metrics)
         url = mlflow.run_url(run.info.experiment_id, run.info.run_id)
-    return dg.MaterializeResult(metadata={
-        "model": moved["model"], **{k: round(v, 4) for k, v in metrics.items()},
-        "group_profiles": dg.MetadataValue.md(escape_frame(profiles).to_markdown(index=False)),
-        "mlflow_run": dg.MetadataValue.url(url)})
+    return dg.MaterializeResult(
+        metadata={
+            "model": moved["model"],
+            **{k: round(v, 4) for k, v in metrics.items()},
+            "group_profiles": dg.MetadataValue.md(escape_frame(profiles).to_markdown(index=False)),
+            "mlflow_run": dg.MetadataValue.url(url),
+        }
+    )

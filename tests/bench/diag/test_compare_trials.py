@@ -19,10 +19,17 @@ from locus_model.training import TrainConfig
 def small_setup(seed: int = 0) -> ProtocolSetup:
     rng = np.random.default_rng(seed)
     scores = (rng.uniform(size=(10, 60)) < 0.5).astype(np.float32)
-    return ProtocolSetup(matrix=None, encodings=rng.normal(size=(60, 8)).astype(np.float32), scores=scores,
-                        splits=kfold_splits(60, folds=3, budget=20, seed=seed), trained=np.arange(8),
-                        held=np.array([8, 9]), model_config=LocusConfig(query_dim=8),
-                        train_config=TrainConfig(device="cpu", seed=seed), seed=seed)
+    return ProtocolSetup(
+        matrix=None,
+        encodings=rng.normal(size=(60, 8)).astype(np.float32),
+        scores=scores,
+        splits=kfold_splits(60, folds=3, budget=20, seed=seed),
+        trained=np.arange(8),
+        held=np.array([8, 9]),
+        model_config=LocusConfig(query_dim=8),
+        train_config=TrainConfig(device="cpu", seed=seed),
+        seed=seed,
+    )
 
 
 def cache_probs(cache: Path, setup: ProtocolSetup, config: TrainConfig, probs_of) -> None:
@@ -66,16 +73,30 @@ def test_branch_trains_once_and_caches_each_trial_as_a_separate_fit(tmp_path, mo
 
     setup = small_setup(2)
     setup.model_config = LocusConfig(query_dim=8, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)
-    a = TrainConfig(device="cpu", seed=2, epochs=2, patience=2, select_from_epoch=0, latent_steps=20,
-                    latent_noise=(1.0,), finetune_steps=10, finetune_noise=(2.0,), batch_models=4, enc_min=4,
-                    enc_max=16, dec_batch=16, refit_alphas=(0.01,))
+    a = TrainConfig(
+        device="cpu",
+        seed=2,
+        epochs=2,
+        patience=2,
+        select_from_epoch=0,
+        latent_steps=20,
+        latent_noise=(1.0,),
+        finetune_steps=10,
+        finetune_noise=(2.0,),
+        batch_models=4,
+        enc_min=4,
+        enc_max=16,
+        dec_batch=16,
+        refit_alphas=(0.01,),
+    )
     b = replace(a, refit_alphas=(1.0,))
     branched = compare(setup, a, b, cache=tmp_path / "branched", folds=[0], n_boot=50, branch=True)
     # the same fold trained alone per trial, through bench_accuracy's fit cache
     alone = tmp_path / "alone"
     for config in (a, b):
-        cached_fit_and_predict(alone, "")(**{**setup.fit_args("locus", setup.splits[0]), "train_config": config,
-                                            "progress": False})
+        cached_fit_and_predict(alone, "")(
+            **{**setup.fit_args("locus", setup.splits[0]), "train_config": config, "progress": False}
+        )
     again = compare(setup, a, b, cache=alone, folds=[0], n_boot=50)  # reads the fits trained alone
     assert branched["groups"]["all"]["per_fold"] == again["groups"]["all"]["per_fold"]
     assert len(list((tmp_path / "branched").glob("locus_f0_*.npz"))) == 2

@@ -27,6 +27,7 @@ from locus_model.stats.metrics import routing_accuracy
 def _png(path) -> bool:
     return path.exists() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
+
 # ----------------------------------------------------------------------------- distance vs disagreement
 
 
@@ -66,6 +67,7 @@ def test_distance_vs_disagreement_rejects_misaligned_labels():
     with pytest.raises(ValueError, match="labels_test has shape"):
         distance_vs_disagreement(np.zeros((4, 2)), np.zeros((3, 5)))
 
+
 # ----------------------------------------------------------------------------- family clustering
 
 
@@ -95,6 +97,7 @@ def test_family_clustering_ignores_unknown_families_and_checks_linkage():
     assert np.isnan(family_clustering(z, names).adjusted_rand)
     with pytest.raises(ValueError, match="ward linkage is only defined for Euclidean"):
         family_clustering(z, names, fams, method="ward", metric="cosine")
+
 
 # ----------------------------------------------------------------------------- portfolio selection
 
@@ -130,7 +133,7 @@ def test_coverage_greedy_respects_the_budget():
     p_unknown[4] = np.nan  # unknown size: never chosen
     assert 4 not in coverage_greedy(z, p_unknown, 100, bandwidth=1.0)
     s = coverage_similarity(z, bandwidth=1.0)
-    assert coverage(s, [4, 1, 2]) == pytest.approx((1 + 2 * np.exp(-0.5 * 0.01 ** 2) * 2) / 5, rel=1e-4)
+    assert coverage(s, [4, 1, 2]) == pytest.approx((1 + 2 * np.exp(-0.5 * 0.01**2) * 2) / 5, rel=1e-4)
     with pytest.raises(ValueError, match="never 0"):
         coverage_greedy(z, np.array([0, 7, 8, 13, 1.0]), 15)
 
@@ -143,11 +146,21 @@ def test_coverage_greedy_falls_back_to_the_best_single_model():
     assert coverage_greedy(z, p, 10, bandwidth=1.0) == [0]
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("meta-llama/Llama-2-7b-chat-hf", 7.0), ("Qwen/Qwen1.5-1.8B-Chat", 1.8), ("upstage/SOLAR-10.7B-v1.0", 10.7),
-    ("facebook/opt-125m", 0.125), ("mistralai/Mixtral-8x7B-Instruct-v0.1", 56.0), ("Meta-Llama-3.1-70B", 70.0),
-    ("dolly-v2-12b", 12.0), ("gpt2-xl", np.nan), ("microsoft/phi-2", np.nan), ("intfloat/e5-base", np.nan),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("meta-llama/Llama-2-7b-chat-hf", 7.0),
+        ("Qwen/Qwen1.5-1.8B-Chat", 1.8),
+        ("upstage/SOLAR-10.7B-v1.0", 10.7),
+        ("facebook/opt-125m", 0.125),
+        ("mistralai/Mixtral-8x7B-Instruct-v0.1", 56.0),
+        ("Meta-Llama-3.1-70B", 70.0),
+        ("dolly-v2-12b", 12.0),
+        ("gpt2-xl", np.nan),
+        ("microsoft/phi-2", np.nan),
+        ("intfloat/e5-base", np.nan),
+    ],
+)
 def test_parse_params_b(name, expected):
     got = parse_params_b(name)
     assert (np.isnan(got) and np.isnan(expected)) or got == pytest.approx(expected)
@@ -183,11 +196,11 @@ def test_portfolio_curve_reaches_the_full_pool(tmp_path):
     med = portfolio_curve(z, probs, labels, method="k_medoids", ks=[2, 6], n_random=0)
     assert med.portfolios[0] == tuple(f"model_{i}" for i in k_medoids(z, 2))
 
-    cov = portfolio_curve(z, probs, labels, method="coverage_greedy", budgets_b=[7, 21, 1000],
-                          params_b=np.full(6, 7.0))
+    cov = portfolio_curve(z, probs, labels, method="coverage_greedy", budgets_b=[7, 21, 1000], params_b=np.full(6, 7.0))
     assert [len(p) for p in cov.portfolios][:2] == [1, 3] and cov.accuracy[-1] == pytest.approx(cov.full_accuracy)
     with pytest.raises(ValueError, match="needs budgets_b and params_b"):
         portfolio_curve(z, probs, labels, method="coverage_greedy")
+
 
 # ----------------------------------------------------------------------------- fallback
 
@@ -195,12 +208,8 @@ def test_portfolio_curve_reaches_the_full_pool(tmp_path):
 def test_fallback_on_a_hand_checked_case(tmp_path):
     z = np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 0.0]])  # nearest: 0 <-> 1, 2 -> 1
     n = np.nan
-    probs = np.array([[.9, .5, .1, .6, .9],
-                      [.5, .2, .8, .5, .9],
-                      [.1, .9, .7, .3, .9]])
-    labels = np.array([[1, 0, 1, 0, 1],
-                       [0, 1, 1, n, n],
-                       [1, 1, 0, 0, n]])
+    probs = np.array([[0.9, 0.5, 0.1, 0.6, 0.9], [0.5, 0.2, 0.8, 0.5, 0.9], [0.1, 0.9, 0.7, 0.3, 0.9]])
+    labels = np.array([[1, 0, 1, 0, 1], [0, 1, 1, n, n], [1, 1, 0, 0, n]])
     # q0: route 0, substitute 1 (label 0), second choice 1 (0); q1: route 2, substitute 1 (1), second 0 (0)
     # q2: route 1, substitute 0 (1), second 2 (0); q3: route 0, 1 unlabelled -> substitute 2 (0), second 2 (0)
     # q4: only model 0 is labelled -> no substitute, left out
@@ -217,16 +226,19 @@ def test_fallback_on_a_hand_checked_case(tmp_path):
     assert "66.7%" in r.to_markdown() and _png(r.plot(tmp_path / "fallback.png"))
     assert fallback(z, probs, labels, seed=3).random_accuracy == fallback(z, probs, labels, seed=3).random_accuracy
 
+
 # ----------------------------------------------------------------------------- near-duplicates
 
 
 def _profile_embed_fn(benchmark_of: np.ndarray, n_bench: int, noise: np.ndarray):
     """Stand-in embedder: per-benchmark (2 acc - 1) plus a small query-specific term."""
+
     def embed(idx: np.ndarray, scores: np.ndarray) -> np.ndarray:
         signed = 2.0 * scores - 1.0
-        onehot = np.eye(n_bench)[benchmark_of[idx]]                # (n, B)
+        onehot = np.eye(n_bench)[benchmark_of[idx]]  # (n, B)
         per_bench = (onehot * signed[:, None]).sum(0) / np.maximum(onehot.sum(0), 1)
         return np.concatenate([per_bench, (noise[idx] * signed[:, None]).mean(0)])
+
     return embed
 
 
@@ -253,6 +265,7 @@ def test_near_duplicates_with_deterministic_embeddings():
     np.testing.assert_array_equal(r.pairs.score, [0.0, np.inf, np.inf])
     assert r.pairs.near_duplicate.tolist() == [True, False, False]
 
+
 # ----------------------------------------------------------------------------- capability search
 
 
@@ -263,14 +276,23 @@ def test_capability_search_ranks_by_the_distance_to_the_named_benchmarks_of_the_
     names = ["m0", "m1", "m2", "m3"]
     pool = np.array([[0.0], [1.0], [2.0], [0.5]])
     acc = pd.DataFrame({"math": [0.5, 0.85, 0.2, np.nan], "law": [0.3, 0.3, 0.9, 0.3]}, index=names)
-    r = capability_search({"math": 0.9}, benchmarks=bench, embed_fn=lambda idx, y: np.zeros(1), pool_embeddings=pool,
-                          pool_names=names, pool_per_benchmark_acc=acc, k=4)
+    r = capability_search(
+        {"math": 0.9},
+        benchmarks=bench,
+        embed_fn=lambda idx, y: np.zeros(1),
+        pool_embeddings=pool,
+        pool_names=names,
+        pool_per_benchmark_acc=acc,
+        k=4,
+    )
     assert r.neighbours["model"].tolist() == ["m1", "m0", "m2", "m3"]
     np.testing.assert_allclose(r.neighbours["target_distance"].to_numpy()[:3], [0.05, 0.4, 0.7])
     assert np.isnan(r.neighbours["target_distance"].iloc[3])
     assert r.neighbours["embedding_distance"].tolist() == [1.0, 0.0, 2.0, 0.5]
     assert r.neighbours.loc[0, "law"] == 0.3  # each row carries its own model's accuracies
-    assert r.headline().startswith("closest to the target profile (given, 1 benchmarks): m1 (mean |actual - target| 0.050")
+    assert r.headline().startswith(
+        "closest to the target profile (given, 1 benchmarks): m1 (mean |actual - target| 0.050"
+    )
 
 
 def test_capability_search_returns_the_planted_model_first():
@@ -288,16 +310,37 @@ def test_capability_search_returns_the_planted_model_first():
     names = [f"m{i}" for i in range(len(profiles))]
     acc = pd.DataFrame(profiles, index=names, columns=bench_names)
     target = {"gsm8k": 1.0, "mmlu": 0.0, "piqa": 0.5}  # = m3
-    r = capability_search(target, benchmarks=bench_names[bench], embed_fn=embed, pool_embeddings=pool,
-                          pool_names=names, pool_per_benchmark_acc=acc, n_per_benchmark=8, seed=0, k=3)
+    r = capability_search(
+        target,
+        benchmarks=bench_names[bench],
+        embed_fn=embed,
+        pool_embeddings=pool,
+        pool_names=names,
+        pool_per_benchmark_acc=acc,
+        n_per_benchmark=8,
+        seed=0,
+        k=3,
+    )
     first = r.neighbours.iloc[0]
     assert first.model == "m3" and first.embedding_distance == pytest.approx(0.0, abs=1e-12)
     assert first.target_distance == pytest.approx(0.0) and first.gsm8k == 1.0
     assert r.realised == target and r.n_queries == {"gsm8k": 8, "mmlu": 8, "piqa": 8}
     assert len(r.table()) == 3 and "m3" in r.to_markdown()
     with pytest.raises(ValueError, match="no candidate queries for benchmark 'gpqa'"):
-        capability_search({"gpqa": 0.3}, benchmarks=bench_names[bench], embed_fn=embed, pool_embeddings=pool,
-                          pool_names=names, pool_per_benchmark_acc=acc)
+        capability_search(
+            {"gpqa": 0.3},
+            benchmarks=bench_names[bench],
+            embed_fn=embed,
+            pool_embeddings=pool,
+            pool_names=names,
+            pool_per_benchmark_acc=acc,
+        )
     with pytest.raises(ValueError, match="outside \\[0, 1\\]"):
-        capability_search({"mmlu": 62}, benchmarks=bench_names[bench], embed_fn=embed, pool_embeddings=pool,
-                          pool_names=names, pool_per_benchmark_acc=acc)
+        capability_search(
+            {"mmlu": 62},
+            benchmarks=bench_names[bench],
+            embed_fn=embed,
+            pool_embeddings=pool,
+            pool_names=names,
+            pool_per_benchmark_acc=acc,
+        )

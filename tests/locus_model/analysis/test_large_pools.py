@@ -7,9 +7,17 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from locus_model.analysis import (coverage, coverage_greedy, coverage_similarity, distance_vs_disagreement,
-                                  family_clustering, k_medoids, near_duplicates, portfolio_curve,
-                                  resample_embeddings)
+from locus_model.analysis import (
+    coverage,
+    coverage_greedy,
+    coverage_similarity,
+    distance_vs_disagreement,
+    family_clustering,
+    k_medoids,
+    near_duplicates,
+    portfolio_curve,
+    resample_embeddings,
+)
 from locus_model.analysis._common import pairwise_distances
 from locus_model.analysis.clustering import DENDROGRAM_MAX_LEAVES, LISTED_CLUSTERS
 from locus_model.neighbours import paired_distances
@@ -24,7 +32,7 @@ def _pool(m: int, seed: int = 0, d: int = 4, families: int = 6):
 
 def test_disagreement_of_fractional_scores_matches_the_pairwise_formula():
     z, names, _, rng = _pool(30)
-    y = rng.random((30, 12)).round(2)               # scores in [0, 1], not 0/1: the blockwise path
+    y = rng.random((30, 12)).round(2)  # scores in [0, 1], not 0/1: the blockwise path
     y[rng.random(y.shape) < 0.2] = np.nan
     r = distance_vs_disagreement(z, y, names)
     for a, b, dis in zip(r.pair_a, r.pair_b, r.disagreement):
@@ -48,15 +56,15 @@ def test_family_clustering_of_a_large_pool_draws_the_top_branches_and_lists_clus
     assert width == Image.open(small.plot(tmp_path / "small.png")).size[0]  # capped at DENDROGRAM_MAX_LEAVES leaves
     md = r.to_markdown()
     assert "adjusted Rand" in md and "| cluster | models |" in md
-    assert md.count("\n|") <= LISTED_CLUSTERS + 2   # the largest clusters, not one row per model
+    assert md.count("\n|") <= LISTED_CLUSTERS + 2  # the largest clusters, not one row per model
     clusters = r.cluster_table()
     assert clusters["models"].sum() == m and clusters["models"].is_monotonic_decreasing
-    assert len(r.table()) == m                    # every model's cluster is still in the table
+    assert len(r.table()) == m  # every model's cluster is still in the table
 
 
 def test_k_medoids_curve_shares_one_build_and_matches_each_k():
     z, names, _, rng = _pool(40, d=2)
-    z = np.round(z)                               # many ties between candidate exchanges
+    z = np.round(z)  # many ties between candidate exchanges
     probs, labels = rng.random((40, 15)), (rng.random((40, 15)) < 0.5).astype(float)
     curve = portfolio_curve(z, probs, labels, names=names, method="k_medoids", ks=range(1, 41), n_random=0)
     assert [list(p) for p in curve.portfolios] == [[names[i] for i in k_medoids(z, k)] for k in range(1, 41)]
@@ -93,8 +101,9 @@ def test_paired_distances_are_the_diagonal_of_pairwise(metric):
     rng = np.random.default_rng(1)
     a, b = rng.normal(size=(9, 5)), rng.normal(size=(9, 5))
     a[2] = 0.0
-    np.testing.assert_allclose(paired_distances(a, b, metric=metric), np.diag(pairwise_distances(a, b, metric=metric)),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        paired_distances(a, b, metric=metric), np.diag(pairwise_distances(a, b, metric=metric)), atol=1e-12
+    )
 
 
 def test_lazy_coverage_greedy_picks_what_recomputing_every_gain_picks():
@@ -103,7 +112,7 @@ def test_lazy_coverage_greedy_picks_what_recomputing_every_gain_picks():
     p[:5] = np.nan
     s = coverage_similarity(z)
     for budget in (1.0, 20.0, 200.0, float(np.nansum(p))):
-        chosen, cover, spent = [], np.zeros(60), 0.0     # the plain greedy: every gain recomputed each step
+        chosen, cover, spent = [], np.zeros(60), 0.0  # the plain greedy: every gain recomputed each step
         while True:
             gain = np.maximum(s, cover[None, :]).mean(axis=1) - cover.mean()
             ok = ~np.isnan(p) & (spent + np.nan_to_num(p, nan=np.inf) <= budget + 1e-9)

@@ -26,11 +26,17 @@ def small_table(n_queries: int = 12, seed: int = 0) -> pd.DataFrame:
         for m, model in enumerate(MODELS):
             if (q + m) % 7 == 6:
                 continue  # models need not share queries
-            rows.append({
-                "model": model, "query_id": str(q), "query": f'Question {q}, with "quotes",\nand a newline?',
-                "benchmark": merge_benchmark(category), "score": float(rng.integers(0, 2)),
-                "split": split, "category": category,
-            })
+            rows.append(
+                {
+                    "model": model,
+                    "query_id": str(q),
+                    "query": f'Question {q}, with "quotes",\nand a newline?',
+                    "benchmark": merge_benchmark(category),
+                    "score": float(rng.integers(0, 2)),
+                    "split": split,
+                    "category": category,
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -46,8 +46,9 @@ def inspect_json(root: Path, **changes) -> Path:
     return target
 
 
-def inspect_eval(root: Path, members: dict[str, bytes | str], *, name: str = "x.eval",
-                 compression: int = zipfile.ZIP_DEFLATED) -> Path:
+def inspect_eval(
+    root: Path, members: dict[str, bytes | str], *, name: str = "x.eval", compression: int = zipfile.ZIP_DEFLATED
+) -> Path:
     """An .eval zip holding ``members`` (header.json, samples/...)."""
     target = root / name
     with zipfile.ZipFile(target, "w", compression) as archive:

@@ -12,7 +12,9 @@ from locus_model.data.contract import safe_model_key
 
 
 def table() -> pd.DataFrame:
-    return pd.DataFrame({"model": ["org/llama-7b", "org/llama-7b", "phi-2", "mixtral-8x7b"], "query_id": ["a", "b", "a", "a"]})
+    return pd.DataFrame(
+        {"model": ["org/llama-7b", "org/llama-7b", "phi-2", "mixtral-8x7b"], "query_id": ["a", "b", "a", "a"]}
+    )
 
 
 def test_without_a_models_file_sizes_come_from_the_names() -> None:

@@ -137,22 +137,35 @@ def test_matrix_and_evaluations_digest(tmp_path: Path) -> None:
 
 def test_evaluations_digests_equal_each_models_own_digest() -> None:
     rng = np.random.default_rng(0)
-    table = pd.DataFrame({"model": rng.choice(["b", "a", "c"], 60), "query_id": [f"q{i}" for i in rng.permutation(60)],
-                          "score": rng.integers(0, 2, 60).astype(float)})
+    table = pd.DataFrame(
+        {
+            "model": rng.choice(["b", "a", "c"], 60),
+            "query_id": [f"q{i}" for i in rng.permutation(60)],
+            "score": rng.integers(0, 2, 60).astype(float),
+        }
+    )
     digests = evaluations_digests(table.sample(frac=1, random_state=1))  # any row order
     assert digests == {m: evaluations_digest(table[table["model"] == m]) for m in ("a", "b", "c")}
     assert len(set(digests.values())) == 3 and evaluations_digests(table.iloc[:0]) == {}
-
-
 
 
 def test_a_query_text_over_the_limit_is_rejected_naming_its_row() -> None:
     from locus_model.data.contract import MAX_QUERY_CHARS, validate_evaluations
     from locus_model.data.errors import EvaluationDataError
 
-    table = pd.DataFrame({"model": ["a", "a"], "query_id": ["q1", "q2"], "query": ["ok", "z" * (MAX_QUERY_CHARS + 1)],
-                          "benchmark": "b", "score": [1.0, 0.0]})
+    table = pd.DataFrame(
+        {
+            "model": ["a", "a"],
+            "query_id": ["q1", "q2"],
+            "query": ["ok", "z" * (MAX_QUERY_CHARS + 1)],
+            "benchmark": "b",
+            "score": [1.0, 0.0],
+        }
+    )
     with pytest.raises(EvaluationDataError, match="characters long") as err:
         validate_evaluations(table)
     assert err.value.row == 2 and err.value.column == "query" and len(str(err.value)) < 1000
-    assert validate_evaluations(table.assign(query=["ok", "z" * MAX_QUERY_CHARS]))["query"].str.len().max() == MAX_QUERY_CHARS
+    assert (
+        validate_evaluations(table.assign(query=["ok", "z" * MAX_QUERY_CHARS]))["query"].str.len().max()
+        == MAX_QUERY_CHARS
+    )

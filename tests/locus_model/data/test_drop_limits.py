@@ -22,8 +22,15 @@ from tests.locus_model.data import hostile
 
 
 def table(rows: int, models: int = 1) -> pd.DataFrame:
-    return pd.DataFrame({"model": [f"m{i % models}" for i in range(rows)], "query_id": [f"q{i}" for i in range(rows)],
-                         "query": "What is 2+2?", "benchmark": "b", "score": 1.0})
+    return pd.DataFrame(
+        {
+            "model": [f"m{i % models}" for i in range(rows)],
+            "query_id": [f"q{i}" for i in range(rows)],
+            "query": "What is 2+2?",
+            "benchmark": "b",
+            "score": 1.0,
+        }
+    )
 
 
 def test_a_parquet_file_over_the_rows_limit_is_refused_from_its_footer(tmp_path: Path, monkeypatch) -> None:
@@ -81,8 +88,9 @@ def test_a_json_document_over_the_limit_is_refused_before_it_is_parsed(tmp_path:
 def test_an_eval_member_that_inflates_past_the_limit_stops_inflating(tmp_path: Path) -> None:
     zstandard = pytest.importorskip("zstandard")
     packed = zstandard.ZstdCompressor().compress(b" " * 5_000_000 + b"{}")  # a few hundred bytes
-    log = hostile.patch_zip(hostile.inspect_eval(tmp_path, {"header.json": packed}, compression=zipfile.ZIP_STORED),
-                            method=93)  # Inspect's zstd members
+    log = hostile.patch_zip(
+        hostile.inspect_eval(tmp_path, {"header.json": packed}, compression=zipfile.ZIP_STORED), method=93
+    )  # Inspect's zstd members
     assert log.stat().st_size < 2_000
     with pytest.raises(EvaluationDataError, match="a JSON document larger than 1,000,000 bytes") as err:
         read_harness_output(log, limits=DropLimits(max_document_bytes=1_000_000))

@@ -10,7 +10,7 @@ import pytest
 
 from locus_model.data.embedllm import merge_benchmark, read_embedllm
 from locus_model.data.embedllm_files import is_embedllm_folder
-from tests.locus_model.data.embedllm_folder import MODELS, canonical, folder, small_table
+from tests.locus_model.data.embedllm_folder import MODELS, canonical, small_table
 
 
 def test_round_trip_gives_the_same_table(folder: Path) -> None:
@@ -50,7 +50,8 @@ def test_duplicate_pairs_keep_the_last_occurrence(folder: Path) -> None:
     last = first.copy()
     last["label"], last["category"] = first["label"], "gpqa_variant"
     pd.concat([train, again.to_frame().T, last.to_frame().T, again.to_frame().T]).to_csv(
-        folder / "train.csv", index=False)
+        folder / "train.csv", index=False
+    )
     table, report = read_embedllm(folder)
     assert report.duplicates_dropped_per_split == {"train": 3, "val": 0, "test": 0}
     assert report.rows_read_per_split["train"] == len(train) + 3
@@ -68,7 +69,8 @@ def test_duplicate_pairs_keep_the_last_occurrence(folder: Path) -> None:
 def test_streamed_reading_matches_one_chunk(folder: Path, chunk_rows: int) -> None:
     train = pd.read_csv(folder / "train.csv")
     pd.concat([train, train.iloc[[0, 5]].assign(label=lambda d: 1 - d["label"])]).to_csv(
-        folder / "train.csv", index=False)
+        folder / "train.csv", index=False
+    )
     whole, whole_report = read_embedllm(folder, chunk_rows=10_000)
     streamed, streamed_report = read_embedllm(folder, chunk_rows=chunk_rows, progress=True)
     pd.testing.assert_frame_equal(streamed, whole)

@@ -8,7 +8,6 @@ import pytest
 
 from locus_model.data.embedllm_download import EmbedLLMDownloadError, download_embedllm
 from locus_model.data.embedllm_files import EMBEDLLM_REVISION
-from tests.locus_model.data.embedllm_folder import folder
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from locus_model.data.embedllm import read_embedllm
 from locus_model.data.embedllm_files import EMBEDLLM_REVISION, is_embedllm_folder
 from locus_model.data.errors import EvaluationDataError
-from tests.locus_model.data.embedllm_folder import folder, small_table
+from tests.locus_model.data.embedllm_folder import small_table
 
 
 def edit_csv(path: Path, row: int, column: str, value: object) -> None:

@@ -11,7 +11,7 @@ import pytest
 from locus_model.data.embedllm import read_embedllm
 from locus_model.data.embedllm_writer import write_embedllm
 from locus_model.data.errors import EvaluationDataError
-from tests.locus_model.data.embedllm_folder import MODELS, canonical, folder, small_table
+from tests.locus_model.data.embedllm_folder import MODELS, canonical, small_table
 
 
 def test_written_files_have_embedllm_headers(folder: Path) -> None:

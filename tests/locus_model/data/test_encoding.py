@@ -26,7 +26,9 @@ def test_cache_encodes_only_new_text(tmp_path: Path) -> None:
     first, report = encode_queries_with_summary(TEXTS, encoder="hashing-256", cache_dir=tmp_path, progress=False)
     assert first.shape == (3, 256) and report.unique == 2 and report.encoded == 2
     np.testing.assert_array_equal(first[0], first[2])
-    again, report = encode_queries_with_summary(TEXTS + ["A new question?"], encoder="hashing-256", cache_dir=tmp_path, progress=False)
+    again, report = encode_queries_with_summary(
+        TEXTS + ["A new question?"], encoder="hashing-256", cache_dir=tmp_path, progress=False
+    )
     assert report.encoded == 1
     np.testing.assert_array_equal(again[:3], first)
     assert len(list((tmp_path / "hashing").glob("shard-*.npz"))) == 2
@@ -39,7 +41,12 @@ def test_unknown_encoder_lists_the_choices() -> None:
 
 
 def test_minilm_loads_offline_and_separates_topics(tmp_path: Path) -> None:
-    texts = ["What is 12 times 7?", "Compute 15 divided by 3.", "Which bone is in the thigh?", "Name the largest artery."]
+    texts = [
+        "What is 12 times 7?",
+        "Compute 15 divided by 3.",
+        "Which bone is in the thigh?",
+        "Name the largest artery.",
+    ]
     x = encode_queries(texts, encoder="all-MiniLM-L6-v2", cache_dir=tmp_path, progress=False)
     assert x.shape == (4, 384)
     np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-5)
@@ -73,15 +80,18 @@ def test_onnx_runtimes_agree_with_torch(runtime: str, min_cosine: float) -> None
 
 def test_the_cache_never_returns_another_runtimes_encoding(tmp_path: Path) -> None:
     texts = ["What is 12 times 7?", "Which bone is in the thigh?"]
-    torch_x, report = encode_queries_with_summary(texts, encoder="minilm", runtime="torch", cache_dir=tmp_path,
-                                                 progress=False)
+    torch_x, report = encode_queries_with_summary(
+        texts, encoder="minilm", runtime="torch", cache_dir=tmp_path, progress=False
+    )
     assert report.runtime == "torch" and report.encoded == 2
-    int8_x, report = encode_queries_with_summary(texts, encoder="minilm", runtime="onnx-int8", cache_dir=tmp_path,
-                                                progress=False)
+    int8_x, report = encode_queries_with_summary(
+        texts, encoder="minilm", runtime="onnx-int8", cache_dir=tmp_path, progress=False
+    )
     assert report.runtime == "onnx-int8" and report.encoded == 2  # the torch encodings were not taken
     assert not np.array_equal(torch_x, int8_x)
-    again, report = encode_queries_with_summary(texts, encoder="minilm", runtime="torch", cache_dir=tmp_path,
-                                               progress=False)
+    again, report = encode_queries_with_summary(
+        texts, encoder="minilm", runtime="torch", cache_dir=tmp_path, progress=False
+    )
     assert report.encoded == 0
     np.testing.assert_array_equal(again, torch_x)
     # a shard of another runtime put in a runtime's folder is refused, never read
@@ -102,7 +112,9 @@ def test_runtimes_are_named_and_checked() -> None:
 
 def test_a_lone_surrogate_is_refused_naming_the_text_and_character() -> None:
     check_texts(["fine", "café ☕"])
-    with pytest.raises(EncodingInputError, match=r"text 1 is not valid Unicode: character 2 is a lone surrogate") as err:
+    with pytest.raises(
+        EncodingInputError, match=r"text 1 is not valid Unicode: character 2 is a lone surrogate"
+    ) as err:
         check_texts(["fine", "x \ud800 y"])
     assert err.value.index == 1
     with pytest.raises(EncodingInputError):

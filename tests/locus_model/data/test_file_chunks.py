@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.locus_model.data.files import error_of as read_error
-from tests.locus_model.data.files import write
 from locus_model.data.contract import validate_evaluations
-from locus_model.data.errors import editor_line, EvaluationDataError
+from locus_model.data.errors import EvaluationDataError, editor_line
 from locus_model.data.file_chunks import ends_with_newline, iter_evaluation_chunks
 from locus_model.data.long_format import read_evaluations
+from tests.locus_model.data.files import error_of as read_error
+from tests.locus_model.data.files import write
 
 HEADER = "model,query_id,query,benchmark,score\n"
 ROWS = [
@@ -78,10 +78,15 @@ def test_csv_gz_that_is_not_gzip(tmp_path: Path) -> None:
 
 def parquet_bytes(tmp_path: Path) -> bytes:
     n = 2000
-    pd.DataFrame({
-        "model": [f"m{i % 5}" for i in range(n)], "query_id": [f"q{i // 5}" for i in range(n)],
-        "query": [f"text {i // 5}" for i in range(n)], "benchmark": "b", "score": (np.arange(n) % 2).astype(float),
-    }).to_parquet(tmp_path / "good.parquet", index=False)
+    pd.DataFrame(
+        {
+            "model": [f"m{i % 5}" for i in range(n)],
+            "query_id": [f"q{i // 5}" for i in range(n)],
+            "query": [f"text {i // 5}" for i in range(n)],
+            "benchmark": "b",
+            "score": (np.arange(n) % 2).astype(float),
+        }
+    ).to_parquet(tmp_path / "good.parquet", index=False)
     return (tmp_path / "good.parquet").read_bytes()
 
 
@@ -98,8 +103,13 @@ def test_parquet_cut_or_with_flipped_bytes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("row", "column"),
-    [("a\0b,q1,x,b,1\n", "model"), ("m,2\0zz,x,b,1\n", "query_id"), ("m,q1,x\0y,b,1\n", "query"),
-     ("m,q1,x,b\0,1\n", "benchmark"), ("m,q1,x,b,1\0\n", "score")],
+    [
+        ("a\0b,q1,x,b,1\n", "model"),
+        ("m,2\0zz,x,b,1\n", "query_id"),
+        ("m,q1,x\0y,b,1\n", "query"),
+        ("m,q1,x,b\0,1\n", "benchmark"),
+        ("m,q1,x,b,1\0\n", "score"),
+    ],
 )
 def test_nul_bytes_are_rejected_with_row_and_column(tmp_path: Path, row: str, column: str) -> None:
     err = error_of(write(tmp_path, HEADER + ROWS[0] + row))
@@ -127,7 +137,9 @@ def test_query_text_keeps_tabs_newlines_and_benchmark_escapes(tmp_path: Path) ->
     df = pd.DataFrame({"model": ["m"], "query_id": ["q"], "query": [text], "benchmark": ["b"], "score": [1.0]})
     assert validate_evaluations(df)["query"].tolist() == [text]
     table, _ = read_evaluations(write(tmp_path, GOOD))
-    assert table["query"].iloc[1] == 'Who wrote "Hamlet"?\nA. Marlowe\nB. Shakespeare' and "\t" in table["query"].iloc[4]
+    assert (
+        table["query"].iloc[1] == 'Who wrote "Hamlet"?\nA. Marlowe\nB. Shakespeare' and "\t" in table["query"].iloc[4]
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 3. parse errors
@@ -232,8 +244,12 @@ def test_fuzz_damaged_csv_gz_never_crashes_the_reader(tmp_path: Path, data: st.D
 
 
 def test_optional_columns_split_and_category(tmp_path: Path) -> None:
-    table, _ = read_evaluations(write(tmp_path, "model,query_id,query,benchmark,score,split,category\n"
-                                             "m1,q1,x,b,1,train,\nm1,q2,y,b,0,test,algebra\n"))
+    table, _ = read_evaluations(
+        write(
+            tmp_path,
+            "model,query_id,query,benchmark,score,split,category\nm1,q1,x,b,1,train,\nm1,q2,y,b,0,test,algebra\n",
+        )
+    )
     assert table["split"].tolist() == ["train", "test"] and table["category"].tolist() == ["", "algebra"]
     err = error_of(write(tmp_path, "model,query_id,query,benchmark,score,split\nm1,q1,x,b,1,train\nm1,q2,y,b,0,\n"))
     assert (err.row, err.column) == (2, "split")
@@ -245,4 +261,10 @@ def test_errors_survive_pickling_with_their_fields(tmp_path: Path) -> None:
     err = error_of(write(tmp_path, HEADER + ROWS[0] + "m1,q9,x,b,2\n"))
     again = pickle.loads(pickle.dumps(err))
     assert (again.file, again.row, again.line, again.column, again.fix, str(again)) == (
-        err.file, err.row, err.line, err.column, err.fix, str(err))
+        err.file,
+        err.row,
+        err.line,
+        err.column,
+        err.fix,
+        str(err),
+    )

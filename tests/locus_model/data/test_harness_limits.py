@@ -25,11 +25,14 @@ def refused(path: Path, match: str, **kwargs) -> EvaluationDataError:
     return err.value
 
 
-@pytest.mark.parametrize("value, match", [
-    ("1" + "0" * 400, r"acc is an integer of about 400 digits, not a score"),  # was OverflowError
-    ("1" + "0" * 5000, r"record 1: not valid JSON \(Exceeds the limit"),  # was ValueError
-    ("true", None),
-])
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ("1" + "0" * 400, r"acc is an integer of about 400 digits, not a score"),  # was OverflowError
+        ("1" + "0" * 5000, r"record 1: not valid JSON \(Exceeds the limit"),  # was ValueError
+        ("true", None),
+    ],
+)
 def test_lm_eval_huge_integers_are_data_errors(tmp_path: Path, value: str, match: str | None) -> None:
     folder = hostile.with_sample(tmp_path, acc=value)
     if match is None:
@@ -49,10 +52,13 @@ def test_inspect_eval_header_not_an_object(tmp_path: Path) -> None:
     refused(log, "header.json is a JSON list, not an object")  # was AttributeError
 
 
-@pytest.mark.parametrize("changes, match", [
-    ({"samples": 5}, "samples are a JSON int, not a list"),  # was TypeError
-    ({"results": [1, 2]}, None),  # was AttributeError: a results field that is no object names no scorer
-])
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"samples": 5}, "samples are a JSON int, not a list"),  # was TypeError
+        ({"results": [1, 2]}, None),  # was AttributeError: a results field that is no object names no scorer
+    ],
+)
 def test_inspect_json_fields_of_the_wrong_type(tmp_path: Path, changes: dict, match: str | None) -> None:
     log = hostile.inspect_json(tmp_path, **changes)
     if match is None:
@@ -71,7 +77,9 @@ def test_helm_count_and_input_of_the_wrong_type(tmp_path: Path) -> None:
     stats_file.write_text(json.dumps(stats))
     err = refused(folder, r"count \('x'\) and sum .* are not numbers")  # was TypeError
     assert err.file == stats_file and err.row == 1
-    stats_file.write_text(json.dumps(json.loads((hostile.FIXTURES / "helm" / stats_file.parent.name / stats_file.name).read_text())))
+    stats_file.write_text(
+        json.dumps(json.loads((hostile.FIXTURES / "helm" / stats_file.parent.name / stats_file.name).read_text()))
+    )
     state_file = stats_file.parent / "scenario_state.json"
     state = json.loads(state_file.read_text())
     state["request_states"][0]["instance"]["input"] = "a string"
@@ -82,7 +90,9 @@ def test_helm_count_and_input_of_the_wrong_type(tmp_path: Path) -> None:
 def test_zip_members_encrypted_or_of_an_unknown_method_are_refused(tmp_path: Path) -> None:
     encrypted = hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(tmp_path), tmp_path / "e.zip"), flags=1)
     refused(encrypted, "is encrypted")  # was RuntimeError
-    ppmd = hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(tmp_path, name="b"), tmp_path / "p.zip"), method=98)
+    ppmd = hostile.patch_zip(
+        hostile.zip_folder(hostile.lm_eval_folder(tmp_path, name="b"), tmp_path / "p.zip"), method=98
+    )
     refused(ppmd, "uses compression method 98")  # was NotImplementedError
     log = hostile.patch_zip(hostile.inspect_eval(tmp_path, {"header.json": "{}"}), flags=1)
     refused(log, "'header.json' is encrypted")
@@ -93,7 +103,13 @@ def test_json_nested_without_bound_is_refused_before_parsing(tmp_path: Path) -> 
     log.write_text(hostile.deep_json(100_000))
     err = refused(log, "^[^(]*the JSON nests deeper than 200 levels", harness="inspect")  # was RecursionError
     assert err.file == log
-    line = json.dumps(hostile.first_sample(hostile.FIXTURES / "lm_eval"))[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    line = (
+        json.dumps(hostile.first_sample(hostile.FIXTURES / "lm_eval"))[:-1]
+        + ', "x": '
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}"
+    )
     refused(hostile.lm_eval_folder(tmp_path, line), "nests deeper")
     assert json_depth(b'{"a": "[[[[", "b": [[{}]]}') == 4  # brackets inside strings do not count
     assert json_depth(b'["\\"[", 1]') == 1
@@ -117,7 +133,11 @@ def test_a_pipe_in_a_folder_is_refused_without_opening_it(tmp_path: Path) -> Non
             pass
         pytest.fail("the reader opened the named pipe and blocked")
     (err,) = outcome
-    assert isinstance(err, EvaluationDataError) and "not a regular file" in err.problem and "per_instance_stats.json" in err.problem
+    assert (
+        isinstance(err, EvaluationDataError)
+        and "not a regular file" in err.problem
+        and "per_instance_stats.json" in err.problem
+    )
 
 
 def test_unpacked_bytes_are_counted_as_read_for_archives_and_eval_members(tmp_path: Path) -> None:
@@ -143,7 +163,11 @@ def test_unpacked_bytes_are_counted_as_read_for_archives_and_eval_members(tmp_pa
 def test_a_jsonl_line_over_the_document_limit_is_refused(tmp_path: Path) -> None:
     limit = max(p.stat().st_size for p in hostile.FIXTURES.joinpath("lm_eval").rglob("*.json")) + 1  # results files fit
     line = json.dumps(hostile.first_sample(hostile.FIXTURES / "lm_eval"))[:-1] + ', "pad": "' + "x" * limit + '"}'
-    err = refused(hostile.lm_eval_folder(tmp_path, line), f"longer than {limit:,} bytes", limits=DropLimits(max_document_bytes=limit))
+    err = refused(
+        hostile.lm_eval_folder(tmp_path, line),
+        f"longer than {limit:,} bytes",
+        limits=DropLimits(max_document_bytes=limit),
+    )
     assert err.row == 1
 
 

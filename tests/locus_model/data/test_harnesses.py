@@ -17,8 +17,12 @@ from locus_model.data.harnesses import detect_harness, read_harness_output
 from locus_model.data.long_format import read_evaluations
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "harnesses"
-MODELS = {"lm_eval": ("dummy-a", "dummy-b"), "inspect": ("mockllm/model-a", "mockllm/model-b"),
-          "lighteval": ("dummy-a", "dummy-b"), "helm": ("simple/model1", "simple/model2")}
+MODELS = {
+    "lm_eval": ("dummy-a", "dummy-b"),
+    "inspect": ("mockllm/model-a", "mockllm/model-b"),
+    "lighteval": ("dummy-a", "dummy-b"),
+    "helm": ("simple/model1", "simple/model2"),
+}
 QUERIES = {"lm_eval": 9, "inspect": 9, "lighteval": 5, "helm": 5}
 
 
@@ -26,6 +30,7 @@ QUERIES = {"lm_eval": 9, "inspect": 9, "lighteval": 5, "helm": 5}
 def copy(tmp_path: Path):
     def make(harness: str) -> Path:
         return Path(shutil.copytree(FIXTURES / harness, tmp_path / harness))
+
     return make
 
 
@@ -47,7 +52,9 @@ def test_lm_eval_query_is_the_docs_question_not_the_few_shot_prompt() -> None:
     row = table[(table["model"] == "dummy-a") & (table["benchmark"] == "locus_capitals")].iloc[0]
     assert row["query"] == "What is the capital of France?\nA. Berlin\nB. Paris\nC. Rome\nD. Madrid"
     assert row["query_id"].startswith("lm-eval:locus_capitals:v1.0:0:") and "Italy" not in row["query"]
-    sample = json.loads(next((FIXTURES / "lm_eval" / "dummy-a").glob("samples_locus_capitals_*.jsonl")).read_text().splitlines()[0])
+    sample = json.loads(
+        next((FIXTURES / "lm_eval" / "dummy-a").glob("samples_locus_capitals_*.jsonl")).read_text().splitlines()[0]
+    )
     assert "Italy" in sample["arguments"]["gen_args_0"]["arg_0"]  # the 2-shot prompt holds the examples
     assert row["score"] == sample["acc"]  # acc, not acc_norm
     _, report = read_harness_output(FIXTURES / "lm_eval")
@@ -180,8 +187,12 @@ def test_helm_errors(copy) -> None:
     stats_file = run / "per_instance_stats.json"
     stats = json.loads(stats_file.read_text())
     for entry in stats:
-        entry["stats"] = [s for s in entry["stats"] if s["name"]["name"] not in (
-            "exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match")]
+        entry["stats"] = [
+            s
+            for s in entry["stats"]
+            if s["name"]["name"]
+            not in ("exact_match", "quasi_exact_match", "prefix_exact_match", "quasi_prefix_exact_match")
+        ]
     stats_file.write_text(json.dumps(stats))
     with pytest.raises(EvaluationDataError, match="none is an accuracy-like score") as err:
         read_harness_output(folder)

@@ -10,23 +10,32 @@ import pandas as pd
 import pytest
 
 from locus_model.data.mmlu_pro import build_query
-from locus_model.data.mmlu_pro_bank import (extract_answer, grade_answer, query_of_prompt, question_prompt,
-                                            read_answer_bank, split_query)
+from locus_model.data.mmlu_pro_bank import (
+    extract_answer,
+    grade_answer,
+    query_of_prompt,
+    question_prompt,
+    read_answer_bank,
+    split_query,
+)
 
 MMLU_PRO = Path(__file__).resolve().parents[3] / "data" / "mmlu-pro"
 
 
-@pytest.mark.parametrize("text, letter, rule", [
-    ("Let's see. The answer is (C).", "C", "answer is"),
-    ("so the answer is D because", "D", "answer is"),
-    ("**The answer is (E)**", "E", "answer is"),  # the scorer removes ** first
-    ("the answer is (B). Later: the answer is (C).", "B", "answer is"),  # the first match
-    ("Answer: F\nmore text", "F", "Answer:"),
-    ("answer: A then Answer: G", "G", "Answer:"),  # .* is greedy: the last on the line
-    ("I think it is B, or maybe J", "J", "last letter"),
-    ("no letters here", None, "none"),
-    ("The Answer Is (c)", None, "none"),  # lower-case letters are not answers
-])
+@pytest.mark.parametrize(
+    "text, letter, rule",
+    [
+        ("Let's see. The answer is (C).", "C", "answer is"),
+        ("so the answer is D because", "D", "answer is"),
+        ("**The answer is (E)**", "E", "answer is"),  # the scorer removes ** first
+        ("the answer is (B). Later: the answer is (C).", "B", "answer is"),  # the first match
+        ("Answer: F\nmore text", "F", "Answer:"),
+        ("answer: A then Answer: G", "G", "Answer:"),  # .* is greedy: the last on the line
+        ("I think it is B, or maybe J", "J", "last letter"),
+        ("no letters here", None, "none"),
+        ("The Answer Is (c)", None, "none"),  # lower-case letters are not answers
+    ],
+)
 def test_extract_answer_follows_the_scorers_three_rules(text: str, letter: str | None, rule: str) -> None:
     assert extract_answer(text) == (letter, rule)
 
@@ -43,7 +52,8 @@ def test_the_linear_last_letter_rule_is_the_scorers_regex() -> None:
 
 
 def test_the_linear_answer_colon_rule_is_the_scorers_regex() -> None:
-    from locus_model.data.mmlu_pro_bank import _AGAIN, _again as _answer_colon
+    from locus_model.data.mmlu_pro_bank import _AGAIN
+    from locus_model.data.mmlu_pro_bank import _again as _answer_colon
 
     rng = random.Random(1)
     pieces = ["Answer:", "answer:", "nswer:", " ", "\n", "A", "C", "J", "K", "x", "Answer: ", ":"]
@@ -116,8 +126,14 @@ def test_the_recorded_letters_reproduce_the_vendored_matrix(bank) -> None:
     assert ((both["pred"] == both["answer"]).astype(float) == both["score"]).all()
     assert bank.recorded_letter("Yi-6B", "mmlupro-70") == "H"
     with pytest.raises(KeyError):
-        bank.recorded_letter("DeepSeek-Coder-V2", next(q for q in bank.questions["query_id"]
-                                                        if q not in set(recorded.query_id[recorded.model == "DeepSeek-Coder-V2"])))
+        bank.recorded_letter(
+            "DeepSeek-Coder-V2",
+            next(
+                q
+                for q in bank.questions["query_id"]
+                if q not in set(recorded.query_id[recorded.model == "DeepSeek-Coder-V2"])
+            ),
+        )
 
 
 def test_the_linear_answer_rule_is_the_scorers_regex() -> None:

@@ -8,12 +8,27 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from locus_model.data.contract import (canonical_name, check_model_keys, confusable_skeleton, find_twin,
-                                       model_name_problem, validate_evaluations)
+from locus_model.data.contract import (
+    canonical_name,
+    check_model_keys,
+    confusable_skeleton,
+    find_twin,
+    model_name_problem,
+    validate_evaluations,
+)
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.long_format import read_evaluations
 
-POOL = ["Yi-6B", "c4ai-command-r-v01", "Phi-3-mini", "Llama-2-7b-hf", "Llama-2-13b", "Yi-9B", "Mistral-7B-v0.1", "gemma-7b"]
+POOL = [
+    "Yi-6B",
+    "c4ai-command-r-v01",
+    "Phi-3-mini",
+    "Llama-2-7b-hf",
+    "Llama-2-13b",
+    "Yi-9B",
+    "Mistral-7B-v0.1",
+    "gemma-7b",
+]
 TWINS = {  # the names: each reads as a pool model
     "Yi-\u034f6B": "Yi-6B",  # combining grapheme joiner
     "Yi-6B\ufe0f": "Yi-6B",  # variation selector-16
@@ -42,8 +57,22 @@ def test_a_look_alike_of_a_pool_model_names_its_twin(name: str, twin: str) -> No
     assert confusable_skeleton(name) == confusable_skeleton(twin)
 
 
-@pytest.mark.parametrize("name", ["Llama-2-7b", "Llama-2-13b", "Yi-6B", "Yi-9B", "Llama-2-7b-chat-hf", "Yi-6B-chat",
-                                  "modèle-ü", "org/llama 3 8b", "Mistral-7B-v0.2", "gemma-7b-it", "Yi-6B.1"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Llama-2-7b",
+        "Llama-2-13b",
+        "Yi-6B",
+        "Yi-9B",
+        "Llama-2-7b-chat-hf",
+        "Yi-6B-chat",
+        "modèle-ü",
+        "org/llama 3 8b",
+        "Mistral-7B-v0.2",
+        "gemma-7b-it",
+        "Yi-6B.1",
+    ],
+)
 def test_ordinary_distinct_names_are_no_twins(name: str) -> None:
     assert find_twin(name, POOL) is None
     assert find_twin("Llama-2-13b", ["Llama-2-7b"]) is None and find_twin("Yi-9B", ["Yi-6B"]) is None
@@ -60,16 +89,18 @@ def test_the_canonical_form_drops_invisible_and_combining_characters() -> None:
 def test_a_name_with_invisible_characters_is_refused_with_how_it_reads(name: str, tmp_path: Path) -> None:
     assert "invisible characters (it reads as 'Yi-6B')" in model_name_problem(name)
     path = tmp_path / "evals.csv"
-    pd.DataFrame({"model": ["Yi-6B", name], "query_id": ["q1", "q2"], "query": ["a", "b"], "benchmark": "b",
-                  "score": [1, 0]}).to_csv(path, index=False)
+    pd.DataFrame(
+        {"model": ["Yi-6B", name], "query_id": ["q1", "q2"], "query": ["a", "b"], "benchmark": "b", "score": [1, 0]}
+    ).to_csv(path, index=False)
     with pytest.raises(EvaluationDataError, match="invisible characters") as err:
         read_evaluations(path)
     assert (err.value.row, err.value.column) == (2, "model")
 
 
 def test_two_look_alike_names_in_one_table_are_refused() -> None:
-    table = pd.DataFrame({"model": ["Yi-6B", "\u04aei-6B"], "query_id": ["q1", "q1"], "query": "a", "benchmark": "b",
-                          "score": [1, 0]})
+    table = pd.DataFrame(
+        {"model": ["Yi-6B", "\u04aei-6B"], "query_id": ["q1", "q1"], "query": "a", "benchmark": "b", "score": [1, 0]}
+    )
     with pytest.raises(EvaluationDataError, match="look the same") as err:
         validate_evaluations(table)
     assert "'Yi-6B'" in str(err.value) and "'\u04aei-6B'" in str(err.value)

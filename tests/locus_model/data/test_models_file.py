@@ -30,7 +30,9 @@ def refused(path: Path, match: str) -> EvaluationDataError:
 
 @pytest.mark.parametrize("price", ["abc", "NaN", "nan", "1e309", "0x10", "inf", "-1", "1_000", "--1"])
 @pytest.mark.parametrize("column", ["price_input_per_mtok", "price_output_per_mtok", "cost_per_query", "params_b"])
-def test_a_price_or_size_that_is_not_a_number_names_file_row_and_column(tmp_path: Path, price: str, column: str) -> None:
+def test_a_price_or_size_that_is_not_a_number_names_file_row_and_column(
+    tmp_path: Path, price: str, column: str
+) -> None:
     path = write(tmp_path, f"model,{column}\nm1,0.5\nm2,{price}\n")
     err = refused(path, f"{column} '{price}' is not a number >= 0")
     assert (err.row, err.line, err.column) == (2, 3, column)
@@ -43,11 +45,14 @@ def test_good_prices_keep_the_usd_basis(tmp_path: Path) -> None:
     assert cost_table(["m1", "m2"], cost_info(models)).basis == "usd"
 
 
-@pytest.mark.parametrize("text, match, row", [
-    ("model,params_b\nm1,7\nm2,7,extra\n", "the row has 3 fields, the header has 2", 2),  # ragged
-    ('model,params_b\nm1,7\n"m2,7\n', "never closed", 2),  # an unclosed quote
-    (b"model,params_b\nm1,7\n\xff\xfe\x00\x01,3\n", "not valid UTF-8|NUL byte", 2),  # binary bytes
-])
+@pytest.mark.parametrize(
+    "text, match, row",
+    [
+        ("model,params_b\nm1,7\nm2,7,extra\n", "the row has 3 fields, the header has 2", 2),  # ragged
+        ('model,params_b\nm1,7\n"m2,7\n', "never closed", 2),  # an unclosed quote
+        (b"model,params_b\nm1,7\n\xff\xfe\x00\x01,3\n", "not valid UTF-8|NUL byte", 2),  # binary bytes
+    ],
+)
 def test_a_damaged_csv_names_the_file_and_row(tmp_path: Path, text, match: str, row: int) -> None:
     assert refused(write(tmp_path, text), match).row == row
 

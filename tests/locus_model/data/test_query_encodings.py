@@ -22,12 +22,16 @@ def test_a_frame_gives_its_rows_in_its_own_order_or_in_the_order_asked() -> None
 
 def test_a_mapping_gives_the_same_matrix_as_the_frame() -> None:
     mapping = dict(zip(frame()["query_id"], map(np.asarray, frame()["encoding"])))
-    np.testing.assert_array_equal(encoding_matrix(mapping, ["q1", "q2", "q3"]), encoding_matrix(frame(), ["q1", "q2", "q3"]))
+    np.testing.assert_array_equal(
+        encoding_matrix(mapping, ["q1", "q2", "q3"]), encoding_matrix(frame(), ["q1", "q2", "q3"])
+    )
 
 
 @pytest.mark.parametrize("encodings", [frame(), {"q1": np.ones(2)}])
 def test_a_missing_query_is_named_with_the_fix(encodings) -> None:
-    with pytest.raises(MissingEncodingError, match=r"model 'm': query_id 'q9' has no query encoding .*How to fix: encode"):
+    with pytest.raises(
+        MissingEncodingError, match=r"model 'm': query_id 'q9' has no query encoding .*How to fix: encode"
+    ):
         encoding_matrix(encodings, ["q1", "q9"], what="model 'm': ")
     for caught in (KeyError, ValueError):  # a lookup error, and what the commands catch to print the fix
         with pytest.raises(caught):

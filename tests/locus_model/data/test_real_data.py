@@ -11,7 +11,9 @@ from locus_model.data.long_format import read_evaluations
 from locus_model.data.matrix import EvaluationMatrix
 
 AE1 = Path(__file__).resolve().parents[4] / "shared" / "data" / "alpacaeval-ae1" / "evaluations.parquet"
-needs_ae1 = pytest.mark.skipif(not AE1.exists(), reason=f"real AE1 data not found at {AE1} (../shared is absent on this machine)")
+needs_ae1 = pytest.mark.skipif(
+    not AE1.exists(), reason=f"real AE1 data not found at {AE1} (../shared is absent on this machine)"
+)
 
 
 @needs_ae1

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from locus_model.data import long_format
+from locus_model.data.embedllm import read_embedllm
 from locus_model.data.synthetic import SYNTHETIC_FOLDER, generate_synthetic_pool
 from locus_model.data.synthetic_skills import load_synthetic_truth, make_synthetic_tables
-from locus_model.data.embedllm import read_embedllm
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,9 @@ def test_same_seed_gives_byte_identical_files_and_other_seed_differs(tmp_path: P
     b = generate_synthetic_pool(tmp_path / "b", size="small", seed=3, formats=formats)
     c = generate_synthetic_pool(tmp_path / "c", size="small", seed=4, formats=formats)
     files_a, files_b = _files(a.root), _files(b.root)
-    assert {"evaluations.parquet", "evaluations.csv.gz", "models.csv", "synthetic_truth.json", "README.txt"} <= set(files_a)
+    assert {"evaluations.parquet", "evaluations.csv.gz", "models.csv", "synthetic_truth.json", "README.txt"} <= set(
+        files_a
+    )
     assert files_a == files_b
     assert files_a["evaluations.parquet"] != _files(c.root)["evaluations.parquet"]
 
@@ -63,7 +65,8 @@ def test_long_format_files_pass_the_validator(pool, small) -> None:
         table, _ = long_format.read_evaluations(path)  # collapses the exact repeats
         assert len(table) == len(expected)
         assert set(zip(table["model"].astype(str), table["query_id"].astype(str), table["score"])) == set(
-            zip(expected["model"], expected["query_id"], expected["score"]))
+            zip(expected["model"], expected["query_id"], expected["score"])
+        )
     listed = long_format.read_models_file(pool.models_csv)
     assert list(listed["model"]) == list(models["model"]) and listed["params_b"].notna().all()
 

@@ -3,7 +3,6 @@ re-uploads, missing cells and repeats, specialists, by construction."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest

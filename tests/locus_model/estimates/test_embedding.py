@@ -9,9 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from locus_model.estimates import (LEVEL, accuracy_from_proba, answer_likeness, fit_reference_map, refine_embeddings,
-                                   reference_estimates)
-from locus_model.estimates import embedding
+from locus_model.estimates import (
+    LEVEL,
+    accuracy_from_proba,
+    answer_likeness,
+    embedding,
+    fit_reference_map,
+    reference_estimates,
+    refine_embeddings,
+)
 from locus_model.evaluation.capability import router_capability
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from tests.locus_model.tiny_locus import CFG, one_group_router, tiny_model, tiny_pool
@@ -119,7 +125,9 @@ def test_agreement_counts_only_the_questions_both_answered() -> None:
     pool = np.array([[1.0, 0.0, np.nan, np.nan], [np.nan, np.nan, np.nan, np.nan], [0.0, 0.0, 0.0, 1.0]])
     agree, shared = answer_agreement(pool, (np.array([0, 1, 2]), np.array([1.0, 0.0, 0.0])))
     assert shared.tolist() == [2, 0, 3]
-    assert agree[0] == 1.0 and np.isnan(agree[1]) and agree[2] == 2 / 3  # a question one never answered is not agreement
+    assert (
+        agree[0] == 1.0 and np.isnan(agree[1]) and agree[2] == 2 / 3
+    )  # a question one never answered is not agreement
 
 
 def test_the_blocked_laplace_spread_is_the_whole_jacobians(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,7 +49,9 @@ def test_a_benchmark_the_pool_never_saw_gets_the_rates_interval_not_zero_width(e
     lo, hi = cap.lo[0, 4], cap.hi[0, 4]
     # its rate from 5 of 10 under a flat prior (the pool knows nothing there): Beta(6, 6)'s 90% interval 0.27-0.73
     assert cap.estimate[0, 4] == pytest.approx(0.5, abs=0.01)
-    assert lo == pytest.approx(stats.beta.ppf(0.05, 6, 6), abs=0.05) and hi == pytest.approx(stats.beta.ppf(0.95, 6, 6), abs=0.05)
+    assert lo == pytest.approx(stats.beta.ppf(0.05, 6, 6), abs=0.05) and hi == pytest.approx(
+        stats.beta.ppf(0.95, 6, 6), abs=0.05
+    )
     assert np.all(cap.hi[0] - cap.lo[0] > 0.01)
 
 
@@ -60,7 +62,7 @@ def test_every_query_observed_is_the_accuracy_itself(estimator: Estimator) -> No
 
 
 def test_one_answer_at_a_time_is_all_at_once(estimator: Estimator) -> None:
-    (idx, scores), = draw_sets(pool(1, 3), 40, np.random.default_rng(4))
+    ((idx, scores),) = draw_sets(pool(1, 3), 40, np.random.default_rng(4))
     batch = estimator.posterior([(idx, scores)])
     online = estimator.empty_posterior()
     for q, s in zip(idx, scores):
@@ -104,7 +106,8 @@ def test_with_the_router_off_pool_a_newcomer_off_the_pools_questions_reads_the_r
     rng = np.random.default_rng(8)
     enc = rng.normal(size=(410, D)).astype(np.float32)
     est = Estimator(EstimatorConfig(rank=4, seed=1, reps=1, off_pool="router")).fit(
-        pool(30, 9), BENCH, router=one_group_router(tiny_model()), encodings=enc[:400])
+        pool(30, 9), BENCH, router=one_group_router(tiny_model()), encodings=enc[:400]
+    )
     wider = est.extended(np.array(["a"] * 10), enc[400:])  # ten more queries of "a" that no pool model answered
     off = (np.arange(400, 410), np.ones(10, np.float32))
     on = (np.arange(0, 40, 4), np.ones(10, np.float32))
@@ -112,11 +115,13 @@ def test_with_the_router_off_pool_a_newcomer_off_the_pools_questions_reads_the_r
     post = wider.posterior([off, on])
     np.testing.assert_allclose(post.prior_mean[0], np.clip(wider.router_means([off])[0], 0.005, 0.995))
     np.testing.assert_allclose(post.prior_var[0], np.maximum(wider.router_error_at(10), 1e-4))
-    np.testing.assert_allclose(post.prior_var[1], np.maximum(
-        wider.prior_.error_at(10, means=post.prior_mean[1:], share=0.25)[0], 1e-4))
+    np.testing.assert_allclose(
+        post.prior_var[1], np.maximum(wider.prior_.error_at(10, means=post.prior_mean[1:], share=0.25)[0], 1e-4)
+    )
     assert sorted(wider.router_errors_) == [("router", 8), ("router", 16)]  # the powers of two around 10 only
-    default = Estimator(EstimatorConfig(rank=4, seed=1)).fit(pool(30, 9), BENCH, router=one_group_router(tiny_model()),
-                                                             encodings=enc[:400])
+    default = Estimator(EstimatorConfig(rank=4, seed=1)).fit(
+        pool(30, 9), BENCH, router=one_group_router(tiny_model()), encodings=enc[:400]
+    )
     assert default.extended(np.array(["a"] * 10), enc[400:]).off_pool([off]).tolist() == [False]  # off by default
 
 

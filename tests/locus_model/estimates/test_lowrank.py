@@ -7,11 +7,17 @@ interpolation in log n."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from locus_model.estimates import (LEVEL, LowRank, LowRankPrior, beta_binomial_capability, benchmark_means, draw_sets,
-                                   simulate_prior_error)
+from locus_model.estimates import (
+    LEVEL,
+    LowRank,
+    LowRankPrior,
+    benchmark_means,
+    beta_binomial_capability,
+    draw_sets,
+    simulate_prior_error,
+)
 
 BENCH = np.array(["a", "b", "c", "d"])[np.arange(400) % 4]  # 100 queries each
 
@@ -25,8 +31,9 @@ def pool(n_models: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarra
 
 def noisy_prior(rate: np.ndarray, scale: float, seed: int):
     """A scorer that knows each model's rate per benchmark up to N(0, scale^2) (not the luck of its answers)."""
-    return lambda rows, sets: np.clip(rate[rows] + np.random.default_rng(seed + len(sets)).normal(
-        scale=scale, size=(len(rows), 4)), 0.01, 0.99)
+    return lambda rows, sets: np.clip(
+        rate[rows] + np.random.default_rng(seed + len(sets)).normal(scale=scale, size=(len(rows), 4)), 0.01, 0.99
+    )
 
 
 def test_intervals_from_a_measured_prior_error_cover_near_nominal():

@@ -42,9 +42,15 @@ def test_random_order_is_one_seeded_order_without_the_asked_and_the_failed() -> 
 
 
 def test_the_stopping_rule_needs_every_interval_narrower_than_the_points() -> None:
-    cap = Capability(benchmarks=("a", "b"), estimate=np.array([[0.5, 0.5]]), lo=np.array([[0.45, 0.40]]),
-                     hi=np.array([[0.55, 0.60]]), observed=np.full((1, 2), np.nan), n=np.zeros((1, 2)),
-                     draws=np.zeros((1, 1, 2)))
+    cap = Capability(
+        benchmarks=("a", "b"),
+        estimate=np.array([[0.5, 0.5]]),
+        lo=np.array([[0.45, 0.40]]),
+        hi=np.array([[0.55, 0.60]]),
+        observed=np.full((1, 2), np.nan),
+        n=np.zeros((1, 2)),
+        draws=np.zeros((1, 1, 2)),
+    )
     assert cap.widest() == ("b", pytest.approx(20.0))
     assert stop_reached(cap, 20.5) and not stop_reached(cap, 19.5) and not stop_reached(cap, None)
 

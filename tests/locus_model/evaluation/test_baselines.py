@@ -146,12 +146,16 @@ def test_latent_fit_is_deterministic():
     a, b = MatrixFactorization(cfg), MatrixFactorization(cfg)
     for m in (a, b):
         m.fit(enc, masked(scores, np.arange(60)), masked(scores, np.arange(60, 70)))
-    np.testing.assert_array_equal(a.predict_proba(np.arange(12), np.arange(70, 80)), b.predict_proba(np.arange(12), np.arange(70, 80)))
+    np.testing.assert_array_equal(
+        a.predict_proba(np.arange(12), np.arange(70, 80)), b.predict_proba(np.arange(12), np.arange(70, 80))
+    )
 
 
 def test_noise_level_is_chosen_on_validation():
     enc, scores = synthetic()
-    cfg = LatentConfig(dim=8, hidden=16, noise=(0.0, 0.1, 0.3), max_steps=200, eval_every=20, patience=100, onboard_iters=20)
+    cfg = LatentConfig(
+        dim=8, hidden=16, noise=(0.0, 0.1, 0.3), max_steps=200, eval_every=20, patience=100, onboard_iters=20
+    )
     method = IRT(cfg)
     method.fit(enc, masked(scores, np.arange(60)), masked(scores, np.arange(60, 70)))
     assert set(method.val_bce_by_noise) == {0.0, 0.1, 0.3}

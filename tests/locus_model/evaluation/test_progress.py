@@ -7,9 +7,19 @@ import pytest
 from locus_model.evaluation.progress import FitProgress, eta_seconds, format_duration
 
 
-@pytest.mark.parametrize("seconds, text", [(0, "0 s"), (44.6, "45 s"), (59.4, "59 s"), (60, "1 min 00 s"),
-                                           (185, "3 min 05 s"), (3599, "59 min 59 s"), (3720, "1 h 02 min"),
-                                           (-3, "0 s")])
+@pytest.mark.parametrize(
+    "seconds, text",
+    [
+        (0, "0 s"),
+        (44.6, "45 s"),
+        (59.4, "59 s"),
+        (60, "1 min 00 s"),
+        (185, "3 min 05 s"),
+        (3599, "59 min 59 s"),
+        (3720, "1 h 02 min"),
+        (-3, "0 s"),
+    ],
+)
 def test_durations_read_at_a_glance(seconds, text):
     assert format_duration(seconds) == text
 

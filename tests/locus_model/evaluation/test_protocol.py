@@ -11,14 +11,18 @@ import pytest
 
 from locus_model.data.matrix import EvaluationMatrix
 from locus_model.evaluation import methods, protocol, results
-from locus_model.stats import bootstrap, metrics
 from locus_model.evaluation.baselines import KNNConfig
 from locus_model.evaluation.latent import LatentConfig
 from locus_model.evaluation.splits import choose_held_out, kfold_splits
+from locus_model.stats import bootstrap, metrics
 from tests.locus_model.tables import make_table, unit_encodings
 
 FAST_LATENT = LatentConfig(dim=8, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30)
-FAST_BASELINES = {"embedllm_mf": FAST_LATENT, "irt": LatentConfig(dim=4, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30), "knn": KNNConfig(ks=(3, 5))}
+FAST_BASELINES = {
+    "embedllm_mf": FAST_LATENT,
+    "irt": LatentConfig(dim=4, hidden=16, noise=(0.05,), max_steps=200, eval_every=20, patience=60, onboard_iters=30),
+    "knn": KNNConfig(ks=(3, 5)),
+}
 BASELINE_METHODS = ("embedllm_mf", "irt", "knn", "best_single", "oracle")
 
 
@@ -50,7 +54,6 @@ def test_paired_bootstrap_hand_checked():
     assert tie == {"diff": 0.5, "ci_low": 0.0, "ci_high": 1.0}
     with pytest.raises(ValueError, match="equal length"):
         bootstrap.paired_bootstrap(np.ones(3), np.ones(4))
-
 
 
 def _labelled(seed: int, m: int = 5, q: int = 30) -> tuple[np.ndarray, np.ndarray]:
@@ -100,12 +103,15 @@ def test_bootstrap_comparisons_average_over_strata():
     qa, qb = np.clip(pa + 0.3 * np.nan_to_num(ya), 0, 1), np.clip(pb + 0.3 * np.nan_to_num(yb), 0, 1)
     out = bootstrap.bootstrap_comparisons({"x": [qa, qb], "y": [pa, pb]}, [ya, yb], against="x", n_boot=200)
     for metric, stat in out["y"].items():
-        per_fold = [metrics.score_predictions(q, y)[metric] - metrics.score_predictions(p, y)[metric]
-                    for q, p, y in ((qa, pa, ya), (qb, pb, yb))]
+        per_fold = [
+            metrics.score_predictions(q, y)[metric] - metrics.score_predictions(p, y)[metric]
+            for q, p, y in ((qa, pa, ya), (qb, pb, yb))
+        ]
         assert stat["diff"] == pytest.approx(np.mean(per_fold)), metric
         assert stat["ci_low"] <= stat["diff"] <= stat["ci_high"]
     with pytest.raises(ValueError, match="one array per stratum"):
         bootstrap.bootstrap_comparisons({"x": [qa], "y": [pa, pb]}, [ya, yb], against="x")
+
 
 def test_kfold_splits_partition_queries():
     splits = kfold_splits(100, folds=5, budget=30, seed=0, val_fraction=0.1)
@@ -138,10 +144,21 @@ def test_best_single_and_oracle_hand_checked():
     q = np.arange(40)
     rows = []
     for name, right in (("A", q % 4 != 0), ("B", q % 4 == 0), ("C", np.zeros(40, bool))):
-        rows += [{"model": name, "query_id": f"q{i:02d}", "query": f"x {i}", "benchmark": "b", "score": float(r)} for i, r in zip(q, right)]
+        rows += [
+            {"model": name, "query_id": f"q{i:02d}", "query": f"x {i}", "benchmark": "b", "score": float(r)}
+            for i, r in zip(q, right)
+        ]
     table = pd.DataFrame(rows)
-    res = protocol.evaluate(table, unit_encodings(40), budget=12, folds=2, holdout_models=0.0,
-                      methods=("best_single", "oracle"), progress=False, n_boot=500)
+    res = protocol.evaluate(
+        table,
+        unit_encodings(40),
+        budget=12,
+        folds=2,
+        holdout_models=0.0,
+        methods=("best_single", "oracle"),
+        progress=False,
+        n_boot=500,
+    )
     best, oracle = res["methods"]["best_single"], res["methods"]["oracle"]
     assert set(best) == {"all", "in_training"}  # nothing held out: no held_out group
     # routing always picks A (best budget mean); equal fold sizes, so the fold mean is the pooled 30/40
@@ -161,8 +178,16 @@ def check_stat(stat):
 
 def test_result_schema_key_by_key():
     table = make_table()
-    res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=BASELINE_METHODS,
-                      baseline_configs=FAST_BASELINES, progress=False, n_boot=200)
+    res = protocol.evaluate(
+        table,
+        unit_encodings(60),
+        budget=20,
+        folds=3,
+        methods=BASELINE_METHODS,
+        baseline_configs=FAST_BASELINES,
+        progress=False,
+        n_boot=200,
+    )
     json.dumps(res, allow_nan=False)  # strict JSON
     assert set(res) == {"settings", "sizes", "wall_s", "verdict", "warnings", "methods"}
     assert res["settings"]["budget"] == 20 and res["settings"]["folds"] == 3 and res["settings"]["protocol"] == "kfold"
@@ -173,7 +198,9 @@ def test_result_schema_key_by_key():
     for name, groups in res["methods"].items():
         assert set(groups) == {"all", "in_training", "held_out"}
         for entry in groups.values():
-            expected = set(metrics.METRICS) | {"per_benchmark"} | ({"vs_best_single"} if name != "best_single" else set())
+            expected = (
+                set(metrics.METRICS) | {"per_benchmark"} | ({"vs_best_single"} if name != "best_single" else set())
+            )
             assert set(entry) == expected
             for metric in metrics.METRICS:
                 check_stat(entry[metric])
@@ -216,8 +243,16 @@ def test_held_out_models_are_never_trained_on(monkeypatch):
         return spy
 
     monkeypatch.setattr(methods, "make_method", spy_make)
-    res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=("embedllm_mf", "irt", "knn", "best_single"),
-                      baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
+    res = protocol.evaluate(
+        table,
+        unit_encodings(60),
+        budget=20,
+        folds=3,
+        methods=("embedllm_mf", "irt", "knn", "best_single"),
+        baseline_configs=FAST_BASELINES,
+        progress=False,
+        n_boot=50,
+    )
     matrix = EvaluationMatrix.from_table(table)
     held = [matrix.models.index(n) for n in res["settings"]["held_out_model_names"]]
     trained = [i for i in range(len(matrix.models)) if i not in held]
@@ -255,9 +290,17 @@ def test_locus_in_the_protocol(monkeypatch):
     monkeypatch.setattr(methods, "train_locus", spy_train)
     table = make_table()
     res = protocol.evaluate(
-        table, unit_encodings(60), budget=20, folds=2, methods=("locus",), progress=False, n_boot=50,
+        table,
+        unit_encodings(60),
+        budget=20,
+        folds=2,
+        methods=("locus",),
+        progress=False,
+        n_boot=50,
         model_config=LocusConfig(query_dim=16, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8),
-        train_config=TrainConfig(epochs=2, batch_models=4, enc_min=4, enc_max=16, dec_batch=16, patience=5, device="cpu"),
+        train_config=TrainConfig(
+            epochs=2, batch_models=4, enc_min=4, enc_max=16, dec_batch=16, patience=5, device="cpu"
+        ),
     )
     assert shapes == [(8, 60), (8, 60)]  # 2 of 10 models held out, never trained on
     assert set(res["methods"]) == {"locus", "best_single"}
@@ -279,10 +322,23 @@ def test_locus_in_the_protocol(monkeypatch):
 
 def test_table_split_protocol_and_benchmark_merge():
     table = make_table(split=True)
-    res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=None, holdout_models=0.0, methods=("knn", "best_single"),
-                      baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
+    res = protocol.evaluate(
+        table,
+        unit_encodings(60),
+        budget=20,
+        folds=None,
+        holdout_models=0.0,
+        methods=("knn", "best_single"),
+        baseline_configs=FAST_BASELINES,
+        progress=False,
+        n_boot=50,
+    )
     assert res["settings"]["protocol"] == "table_split" and res["settings"]["folds"] is None
-    assert res["sizes"]["test_queries"] == [12] and res["sizes"]["val_queries"] == [12] and res["sizes"]["train_queries"] == [36]
+    assert (
+        res["sizes"]["test_queries"] == [12]
+        and res["sizes"]["val_queries"] == [12]
+        and res["sizes"]["train_queries"] == [36]
+    )
     assert set(res["methods"]["knn"]["all"]["per_benchmark"]) == {"mmlu", "gsm8k"}  # mmlu_* merged
     assert res["methods"]["knn"]["all"]["routing_acc"]["std"] == 0.0  # one fold
     with pytest.raises(ValueError, match="no 'split' column"):
@@ -302,14 +358,30 @@ def test_bad_inputs_are_explained():
 
 def test_extra_groups_report_chosen_models():
     table = make_table()
-    res = protocol.evaluate(table, unit_encodings(60), budget=20, folds=2, holdout_models=0.0, methods=("best_single", "oracle"),
-                      extra_groups={"probe": ["m01", "m05"]}, progress=False, n_boot=20)
+    res = protocol.evaluate(
+        table,
+        unit_encodings(60),
+        budget=20,
+        folds=2,
+        holdout_models=0.0,
+        methods=("best_single", "oracle"),
+        extra_groups={"probe": ["m01", "m05"]},
+        progress=False,
+        n_boot=20,
+    )
     assert set(res["methods"]["oracle"]) == {"all", "in_training", "probe"}
     assert res["settings"]["extra_groups"] == {"probe": ["m01", "m05"]}
     assert "[probe]" in results.format_results(res)
     with pytest.raises(ValueError, match="unknown"):
-        protocol.evaluate(table, unit_encodings(60), budget=20, folds=2, methods=("best_single",),
-                    extra_groups={"probe": ["nope"]}, progress=False)
+        protocol.evaluate(
+            table,
+            unit_encodings(60),
+            budget=20,
+            folds=2,
+            methods=("best_single",),
+            extra_groups={"probe": ["nope"]},
+            progress=False,
+        )
 
 
 def test_worker_processes_give_the_same_results():
@@ -320,11 +392,16 @@ def test_worker_processes_give_the_same_results():
 
     table = make_table()
     kwargs = dict(
-        budget=20, folds=2, methods=("locus", "irt", "knn", "best_single"), baseline_configs=FAST_BASELINES,
-        progress=False, n_boot=50,
+        budget=20,
+        folds=2,
+        methods=("locus", "irt", "knn", "best_single"),
+        baseline_configs=FAST_BASELINES,
+        progress=False,
+        n_boot=50,
         model_config=LocusConfig(query_dim=16, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8),
-        train_config=TrainConfig(epochs=2, batch_models=4, enc_min=4, enc_max=16, dec_batch=16, patience=5,
-                                 finetune_steps=20, device="cpu"),
+        train_config=TrainConfig(
+            epochs=2, batch_models=4, enc_min=4, enc_max=16, dec_batch=16, patience=5, finetune_steps=20, device="cpu"
+        ),
     )
     threads = torch.get_num_threads()
     torch.set_num_threads(2)  # the process's count: the fits are pinned to evaluate's threads (1) whatever it is
@@ -351,8 +428,18 @@ def test_worker_processes_give_the_same_results():
 @pytest.mark.parametrize("value", [0.0, 0.5, 1.0])
 def test_constant_labels_are_warned_about_and_no_interval_is_claimed(value: float) -> None:
     table = make_table(8, 60).assign(score=value)
-    result = protocol.evaluate(table, unit_encodings(60), budget=16, folds=2, holdout_models=0.25, seed=0,
-                              methods=("knn", "best_single"), baseline_configs=FAST_BASELINES, progress=False, n_boot=50)
+    result = protocol.evaluate(
+        table,
+        unit_encodings(60),
+        budget=16,
+        folds=2,
+        holdout_models=0.25,
+        seed=0,
+        methods=("knn", "best_single"),
+        baseline_configs=FAST_BASELINES,
+        progress=False,
+        n_boot=50,
+    )
     assert any(f"every score is {value:g}" in w for w in result["warnings"])
     knn = result["methods"]["knn"]["all"]["vs_best_single"]
     assert knn == {"diff": None, "ci_low": None, "ci_high": None}
@@ -368,14 +455,32 @@ def test_one_model_is_a_clear_error_not_a_nan_failure() -> None:
     table = make_table(8, 60)
     one = table[table["model"] == table["model"].iloc[0]]
     with pytest.raises(ValueError, match=r"1 model\(s\).*needs at least 2 models"):
-        protocol.evaluate(one, unit_encodings(60), budget=16, folds=2, holdout_models=0.0, seed=0,
-                         methods=("knn", "best_single"), baseline_configs=FAST_BASELINES, progress=False)
+        protocol.evaluate(
+            one,
+            unit_encodings(60),
+            budget=16,
+            folds=2,
+            holdout_models=0.0,
+            seed=0,
+            methods=("knn", "best_single"),
+            baseline_configs=FAST_BASELINES,
+            progress=False,
+        )
 
 
 def test_a_held_out_group_of_one_model_is_warned_about_and_its_routing_is_not_shown() -> None:
-    result = protocol.evaluate(make_table(8, 60), unit_encodings(60), budget=16, folds=2, holdout_models=0.125, seed=0,
-                               methods=("knn", "best_single", "oracle"), baseline_configs=FAST_BASELINES, progress=False,
-                               n_boot=50)
+    result = protocol.evaluate(
+        make_table(8, 60),
+        unit_encodings(60),
+        budget=16,
+        folds=2,
+        holdout_models=0.125,
+        seed=0,
+        methods=("knn", "best_single", "oracle"),
+        baseline_configs=FAST_BASELINES,
+        progress=False,
+        n_boot=50,
+    )
     assert result["sizes"]["held_out_models"] == 1
     text = results.format_results(result)
     assert "WARNING: the held_out group has one model" in text
@@ -399,11 +504,20 @@ def test_every_fit_runs_on_the_pinned_thread_count(monkeypatch):
 
     monkeypatch.setattr(protocol, "fit_and_predict", spy)
     before = torch.get_num_threads()
-    res = protocol.evaluate(make_table(), unit_encodings(60), budget=20, folds=2, methods=("knn", "best_single"),
-                            progress=False, n_boot=20, threads=3)
+    res = protocol.evaluate(
+        make_table(),
+        unit_encodings(60),
+        budget=20,
+        folds=2,
+        methods=("knn", "best_single"),
+        progress=False,
+        n_boot=20,
+        threads=3,
+    )
     assert seen and {n for _, n in seen} == {3}, seen
     assert res["settings"]["threads"] == 3
     assert torch.get_num_threads() == before
     with pytest.raises(ValueError, match="threads=0"):
-        protocol.evaluate(make_table(), unit_encodings(60), budget=20, folds=2, methods=("best_single",),
-                          progress=False, threads=0)
+        protocol.evaluate(
+            make_table(), unit_encodings(60), budget=20, folds=2, methods=("best_single",), progress=False, threads=0
+        )

@@ -10,11 +10,16 @@ from locus_model.evaluation.splits import given_fold, model_split, query_split, 
 
 
 def table(n_models: int = 10, n_queries: int = 50, split: bool = False) -> pd.DataFrame:
-    rows = [{"model": f"m{m}", "query_id": f"q{q:02d}", "query": f"text {q}", "benchmark": "ab"[q % 2], "score": 1.0}
-            for m in range(n_models) for q in range(n_queries)]
+    rows = [
+        {"model": f"m{m}", "query_id": f"q{q:02d}", "query": f"text {q}", "benchmark": "ab"[q % 2], "score": 1.0}
+        for m in range(n_models)
+        for q in range(n_queries)
+    ]
     frame = pd.DataFrame(rows)
     if split:
-        frame["split"] = np.where(frame["query_id"] < "q30", "train", np.where(frame["query_id"] < "q40", "val", "test"))
+        frame["split"] = np.where(
+            frame["query_id"] < "q30", "train", np.where(frame["query_id"] < "q40", "val", "test")
+        )
     return frame
 
 
@@ -65,6 +70,8 @@ def test_a_fold_gives_the_scores_on_its_anchors_and_on_its_val_queries_only() ->
     scores = np.arange(12, dtype=np.float32).reshape(2, 6)
     fold = Fold(index=0, train=np.array([0, 1, 2]), anchors=np.array([0, 2]), val=np.array([3]), test=np.array([4, 5]))
     budget, val = fold.budget_and_val(scores)
-    assert np.array_equal(np.flatnonzero(~np.isnan(budget[0])), [0, 2]) and np.array_equal(budget[:, [0, 2]], scores[:, [0, 2]])
+    assert np.array_equal(np.flatnonzero(~np.isnan(budget[0])), [0, 2]) and np.array_equal(
+        budget[:, [0, 2]], scores[:, [0, 2]]
+    )
     assert np.array_equal(np.flatnonzero(~np.isnan(val[1])), [3]) and np.array_equal(val[:, 3], scores[:, 3])
     assert not np.isnan(scores).any()  # the input is not touched

@@ -25,11 +25,22 @@ def _matrix(seed: int = 0, q: int = 240):
 
 def _hand_stream(p, labels, bench, group=None, **kw) -> Stream:
     m, n = labels.shape
-    fields = dict(p=np.asarray(p, float), group=np.zeros(n, int) if group is None else np.asarray(group),
-                  bench=np.asarray(bench), labels=np.asarray(labels, float), reported=np.asarray(labels, float),
-                  client=np.full(n, "judge", dtype=object), available=np.ones((m, n), bool),
-                  revealed=np.ones(n, bool), arrives=np.arange(n) + 1, standing=np.full(m, 0.5),
-                  profiles=np.full((m, 1), 0.5), shares=np.ones(1), margin=0.02, best_single=0)
+    fields = dict(
+        p=np.asarray(p, float),
+        group=np.zeros(n, int) if group is None else np.asarray(group),
+        bench=np.asarray(bench),
+        labels=np.asarray(labels, float),
+        reported=np.asarray(labels, float),
+        client=np.full(n, "judge", dtype=object),
+        available=np.ones((m, n), bool),
+        revealed=np.ones(n, bool),
+        arrives=np.arange(n) + 1,
+        standing=np.full(m, 0.5),
+        profiles=np.full((m, 1), 0.5),
+        shares=np.ones(1),
+        margin=0.02,
+        best_single=0,
+    )
     fields.update(kw)
     return Stream(**fields)
 
@@ -39,8 +50,18 @@ def result():
     scores, enc, bench = _matrix()
     train = TrainConfig(epochs=2, latent_steps=0, finetune_steps=0, select_from_epoch=0, device="cpu")
     model = LocusConfig(query_dim=D, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)
-    return replay(scores, enc, bench, ["m0", "m1", "m2", "m3"], SCENARIOS, seeds=2, progress=False,
-                  config=StreamConfig(events=600, window=200, n_boot=200), train_config=train, model_config=model)
+    return replay(
+        scores,
+        enc,
+        bench,
+        ["m0", "m1", "m2", "m3"],
+        SCENARIOS,
+        seeds=2,
+        progress=False,
+        config=StreamConfig(events=600, window=200, n_boot=200),
+        train_config=train,
+        model_config=model,
+    )
 
 
 def test_every_scenario_reports_the_keys_of_the_issue(result) -> None:
@@ -66,11 +87,20 @@ def test_the_oracle_bounds_every_method_on_every_seed(result) -> None:
 def test_learning_without_outcomes_or_exploration_is_frozen_locus() -> None:
     rng = np.random.default_rng(1)
     p, labels = rng.random((5, 300)), (rng.random((5, 300)) < 0.5).astype(float)
-    stream = _hand_stream(p, labels, np.zeros(300, int), group=rng.integers(0, 3, 300), revealed=np.zeros(300, bool),
-                          standing=rng.random(5), profiles=rng.uniform(0.2, 0.8, (5, 3)), shares=np.full(3, 1 / 3))
+    stream = _hand_stream(
+        p,
+        labels,
+        np.zeros(300, int),
+        group=rng.integers(0, 3, 300),
+        revealed=np.zeros(300, bool),
+        standing=rng.random(5),
+        profiles=rng.uniform(0.2, 0.8, (5, 3)),
+        shares=np.full(3, 1 / 3),
+    )
     config = StreamConfig(learning=LearningConfig(explore=0.0))
-    np.testing.assert_array_equal(route_stream(stream, "learning", config=config, seed=0),
-                                  route_stream(stream, "frozen", config=config, seed=0))
+    np.testing.assert_array_equal(
+        route_stream(stream, "learning", config=config, seed=0), route_stream(stream, "frozen", config=config, seed=0)
+    )
 
 
 def test_the_full_label_rule_picks_each_benchmarks_best_on_the_streams_labels() -> None:
@@ -78,8 +108,9 @@ def test_the_full_label_rule_picks_each_benchmarks_best_on_the_streams_labels() 
     labels = np.array([[1, 0, 0, 0, 1, 1], [1, 1, 1, 0, 0, 0]], float)
     bench = np.array([0, 0, 0, 0, 1, 1])
     stream = _hand_stream(np.full((2, 6), 0.5), labels, bench)
-    np.testing.assert_array_equal(route_stream(stream, "rule_full_labels", config=StreamConfig(), seed=0),
-                                  [1, 1, 1, 1, 0, 0])
+    np.testing.assert_array_equal(
+        route_stream(stream, "rule_full_labels", config=StreamConfig(), seed=0), [1, 1, 1, 1, 0, 0]
+    )
     # a model not yet available (a newcomer before it joins) is not chosen there; the next best is
     stream.available[1, :2] = False
     np.testing.assert_array_equal(route_stream(stream, "rule_full_labels", config=StreamConfig(), seed=0)[:2], [0, 0])
@@ -91,8 +122,7 @@ def test_learning_moves_off_a_model_that_got_worse() -> None:
     rng = np.random.default_rng(2)
     labels = np.stack([rng.random(n) < 0.2, rng.random(n) < 0.6]).astype(float)
     p = np.stack([np.full(n, 0.7), np.full(n, 0.6)])
-    stream = _hand_stream(p, labels, np.zeros(n, int), standing=np.array([0.7, 0.6]),
-                          profiles=np.array([[0.7], [0.6]]))
+    stream = _hand_stream(p, labels, np.zeros(n, int), standing=np.array([0.7, 0.6]), profiles=np.array([[0.7], [0.6]]))
     choice = route_stream(stream, "learning", config=StreamConfig(), seed=0)
     assert np.mean(route_stream(stream, "frozen", config=StreamConfig(), seed=0) == 0) == 1.0
     assert np.mean(choice[-200:] == 1) > 0.9

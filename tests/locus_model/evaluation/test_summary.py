@@ -42,9 +42,16 @@ def guarded_protocol(monkeypatch, margin: float | None) -> dict:
     table = make_table()
     top = table["model"] == "m09"
     table.loc[top, "score"] = (np.random.default_rng(1).random(top.sum()) < 0.9).astype(float)
-    return protocol.evaluate(table, unit_encodings(60), budget=20, folds=3, methods=("locus",),
-                             progress=False, n_boot=200,
-                             policy=RoutingPolicy() if margin is None else RoutingPolicy(guard_margin=margin))
+    return protocol.evaluate(
+        table,
+        unit_encodings(60),
+        budget=20,
+        folds=3,
+        methods=("locus",),
+        progress=False,
+        n_boot=200,
+        policy=RoutingPolicy() if margin is None else RoutingPolicy(guard_margin=margin),
+    )
 
 
 def test_the_protocol_routes_by_the_guarded_scores_and_scores_p_as_it_is(monkeypatch) -> None:

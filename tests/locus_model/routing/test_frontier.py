@@ -22,8 +22,9 @@ def run(probs, labels, costs, *, n_boot=64, names=NAMES, rates=None):
     y = np.asarray(labels, np.float64)
     c = np.broadcast_to(np.asarray(costs, np.float64)[:, None], y.shape)
     rates = y.mean(axis=1) if rates is None else rates  # the anchors say what the test says: C is the best single
-    return evaluate_frontiers({m: [p] for m, p in probs.items()}, [y], [c], [rates], names=names, n_boot=n_boot,
-                              weights=[0.0, 1.0])
+    return evaluate_frontiers(
+        {m: [p] for m, p in probs.items()}, [y], [c], [rates], names=names, n_boot=n_boot, weights=[0.0, 1.0]
+    )
 
 
 def test_monotone_hull_drops_points_below_a_chord_and_after_the_best():
@@ -101,14 +102,19 @@ def test_every_router_is_scored_on_the_same_resamples():
     out = run({"locus": PROBS, "copy": PROBS.copy()}, LABELS, COSTS, n_boot=200)
     same = out["methods"]["copy"]["aiq_vs_locus"]
     assert (same["diff"], same["ci_low"], same["ci_high"]) == (0.0, 0.0, 0.0)  # paired: identical draws
-    assert out["methods"]["random_mix"]["aiq_vs_locus"]["ci_low"] <= out["methods"]["random_mix"]["aiq_vs_locus"]["ci_high"]
+    assert (
+        out["methods"]["random_mix"]["aiq_vs_locus"]["ci_low"]
+        <= out["methods"]["random_mix"]["aiq_vs_locus"]["ci_high"]
+    )
 
 
 def test_cost_frontier_gives_the_figures_of_evaluate_frontiers():
     """The cost_frontier asset and locus evaluate --models-file compute AIQ and the cost shares by one code."""
     f = cost_frontier(PROBS, LABELS, COSTS, names=NAMES, weights=[0.0, 1.0])
     m = run({"locus": PROBS}, LABELS, COSTS)["methods"]["locus"]
-    assert f.figures == {k: pytest.approx(m[k]["mean"]) for k in ("aiq", "cost_share_at_best_single", "cost_share_at_95")}
+    assert f.figures == {
+        k: pytest.approx(m[k]["mean"]) for k in ("aiq", "cost_share_at_best_single", "cost_share_at_95")
+    }
     assert "AIQ 0.6042" in f.summary() and "68.8% of its cost" in f.summary()
 
 
@@ -124,15 +130,19 @@ def test_the_rule_curve_decides_as_locus_serve_for_every_query(w):
     chosen = rule_curve(probs, labels, c, known, [w]).chosen[0]
     rows = np.flatnonzero(~np.isnan(costs))
     for q in range(probs.shape[1]):
-        assert chosen[q] == rows[route(probs[rows, q], costs[rows], RoutingPolicy(quality_weight=w)).chosen]  # what serve calls
+        assert (
+            chosen[q] == rows[route(probs[rows, q], costs[rows], RoutingPolicy(quality_weight=w)).chosen]
+        )  # what serve calls
 
 
 def test_query_costs_charge_each_query_its_tokens_when_priced_by_token():
     texts = ["x" * 400, "x" * 4000]  # 100 and 1,000 input tokens
-    priced = cost_table(["a", "b"], {"a": {"price_input_per_mtok": 1.0, "price_output_per_mtok": 2.0},
-                                     "b": {"cost_per_query": 0.01}})
-    np.testing.assert_allclose(query_costs(priced, texts, output_tokens=50),
-                               [[(100 + 100) / 1e6, (1000 + 100) / 1e6], [0.01, 0.01]])
+    priced = cost_table(
+        ["a", "b"], {"a": {"price_input_per_mtok": 1.0, "price_output_per_mtok": 2.0}, "b": {"cost_per_query": 0.01}}
+    )
+    np.testing.assert_allclose(
+        query_costs(priced, texts, output_tokens=50), [[(100 + 100) / 1e6, (1000 + 100) / 1e6], [0.01, 0.01]]
+    )
     sized = cost_table(["a-7b", "b"], {})
     np.testing.assert_allclose(query_costs(sized, texts), [[7.0, 7.0], [np.nan, np.nan]])
 
@@ -149,14 +159,23 @@ def two_folds(n_boot: int = 64, *, oracle: bool = False):
     y2[2, 3] = 1.0
     probs = {"locus": [PROBS, PROBS]} | ({"oracle": [LABELS, y2]} if oracle else {})
     c = np.broadcast_to(COSTS[:, None], LABELS.shape)
-    return evaluate_frontiers(probs, [LABELS, y2], [c, c], [LABELS.mean(axis=1), y2.mean(axis=1)], names=NAMES,
-                              n_boot=n_boot, weights=[0.0, 0.5, 0.9, 1.0])
+    return evaluate_frontiers(
+        probs,
+        [LABELS, y2],
+        [c, c],
+        [LABELS.mean(axis=1), y2.mean(axis=1)],
+        names=NAMES,
+        n_boot=n_boot,
+        weights=[0.0, 0.5, 0.9, 1.0],
+    )
 
 
 def test_the_table_and_the_plot_read_the_cost_share_from_one_fold_mean_curve():
     out = two_folds()
-    hulls = [(np.array(f["routers"]["locus"]["hull_cost"]), np.array(f["routers"]["locus"]["hull_accuracy"]))
-             for f in out["folds"]]
+    hulls = [
+        (np.array(f["routers"]["locus"]["hull_cost"]), np.array(f["routers"]["locus"]["hull_accuracy"]))
+        for f in out["folds"]
+    ]
     units = [f["best_single_cost"] for f in out["folds"]]
     hx, hy = fold_mean_hull(hulls, units)
     best = np.mean([f["best_single_accuracy"] for f in out["folds"]])
@@ -165,8 +184,9 @@ def test_the_table_and_the_plot_read_the_cost_share_from_one_fold_mean_curve():
     assert 0 <= stat["not_reached"] <= 1
     # the mean of two piecewise-linear hulls (cost over each fold's best single cost) is linear between their vertices
     grid = np.linspace(hx[0], hx[-1], 50)
-    np.testing.assert_allclose(np.interp(grid, hx, hy),
-                               np.mean([np.interp(grid, h[0] / u, h[1]) for h, u in zip(hulls, units)], axis=0))
+    np.testing.assert_allclose(
+        np.interp(grid, hx, hy), np.mean([np.interp(grid, h[0] / u, h[1]) for h, u in zip(hulls, units)], axis=0)
+    )
     # random mixing ends at the best single model in every fold: its share at 100% of that accuracy is 1
     assert out["methods"]["random_mix"]["cost_share_at_best_single"]["mean"] == pytest.approx(1.0)
     ax = frontiers_figure(out["folds"]).axes[0]
@@ -177,12 +197,19 @@ def test_the_table_and_the_plot_read_the_cost_share_from_one_fold_mean_curve():
 def test_the_oracle_does_not_stretch_the_plot_and_its_level_is_written():
     # every model is right on its own queries: the oracle answers all eight, the best single model (C) half
     labels = np.array([[1.0, 1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1, 1, 1]])
-    probs = np.full(labels.shape, 0.5) + 0.01 * np.arange(3)[:, None]      # LOCUS knows little: always C at w=1
+    probs = np.full(labels.shape, 0.5) + 0.01 * np.arange(3)[:, None]  # LOCUS knows little: always C at w=1
     c = np.broadcast_to(COSTS[:, None], labels.shape)
-    out = evaluate_frontiers({"locus": [probs], "oracle": [labels]}, [labels], [c], [labels.mean(axis=1)],
-                             names=NAMES, n_boot=8, weights=[0.0, 0.5, 1.0])
+    out = evaluate_frontiers(
+        {"locus": [probs], "oracle": [labels]},
+        [labels],
+        [c],
+        [labels.mean(axis=1)],
+        names=NAMES,
+        n_boot=8,
+        weights=[0.0, 0.5, 1.0],
+    )
     ax = frontiers_figure(out["folds"]).axes[0]
     low, high = ax.get_ylim()
-    assert 0.5 < high < 1.0 and low < 0.25                                   # the routers and best single fit
+    assert 0.5 < high < 1.0 and low < 0.25  # the routers and best single fit
     assert any("oracle (knows the labels): up to 1.000" in t.get_text() for t in ax.texts)
     assert not any("oracle" in t.get_text() for t in frontiers_figure(two_folds(8)["folds"]).axes[0].texts)

@@ -13,8 +13,17 @@ import torch
 
 from locus_model.query_groups import Blend, QueryGroups, fit_query_groups
 from locus_model.router import Router
-from locus_model.routing import (GUARD_MARGIN, CostError, QualityWeightError, RoutingError, RoutingPolicy, incumbent,
-                                 route, route_many, routing_scores)
+from locus_model.routing import (
+    GUARD_MARGIN,
+    CostError,
+    QualityWeightError,
+    RoutingError,
+    RoutingPolicy,
+    incumbent,
+    route,
+    route_many,
+    routing_scores,
+)
 from tests.locus_model.tiny_locus import tiny_model
 
 STANDING = np.array([0.60, 0.72, 0.65])  # model 1 is the most accurate on its own evaluations
@@ -24,8 +33,10 @@ def test_only_the_incumbent_is_spared_the_handicap():
     assert incumbent(STANDING) == 1
     np.testing.assert_allclose(routing_scores(np.array([0.5, 0.5, 0.5]), STANDING, 0.05), [0.45, 0.5, 0.45])
     assert incumbent(STANDING, np.array([0, 2])) == 2  # among candidates without model 1
-    np.testing.assert_allclose(routing_scores(np.array([[0.9, 0.1], [0.5, 0.5], [0.2, 0.2]]), STANDING, 0.05),
-                               [[0.85, 0.05], [0.5, 0.5], [0.15, 0.15]])
+    np.testing.assert_allclose(
+        routing_scores(np.array([[0.9, 0.1], [0.5, 0.5], [0.2, 0.2]]), STANDING, 0.05),
+        [[0.85, 0.05], [0.5, 0.5], [0.15, 0.15]],
+    )
     np.testing.assert_allclose(routing_scores(np.array([0.9, 0.5]), None, 0.05), [0.9, 0.5])  # no standing: P
 
 
@@ -44,8 +55,14 @@ def test_a_margin_outside_zero_to_one_is_refused_when_the_policy_is_made(bad):
         RoutingPolicy(guard_margin=bad)
 
 
-@pytest.mark.parametrize("field, bad, error", [("quality_weight", 1.5, QualityWeightError),
-                                               ("max_cost", -1.0, CostError), ("max_params", float("inf"), CostError)])
+@pytest.mark.parametrize(
+    "field, bad, error",
+    [
+        ("quality_weight", 1.5, QualityWeightError),
+        ("max_cost", -1.0, CostError),
+        ("max_params", float("inf"), CostError),
+    ],
+)
 def test_a_policy_refuses_a_bad_weight_or_cap(field, bad, error):
     with pytest.raises(error, match=field):
         RoutingPolicy(**{field: bad})
@@ -104,14 +121,20 @@ def test_the_router_ranks_standing_by_the_groups_shares():
     # b is better at law, a at maths, the larger group: a stands higher
     profiles = np.array([[0.5, 0.9], [0.9, 0.6]])
     np.testing.assert_allclose(router.standing(profiles), [0.25 * 0.5 + 0.75 * 0.9, 0.25 * 0.9 + 0.75 * 0.6])
-    pool = pd.DataFrame({"model": ["a", "b"], "embedding": list(np.zeros((2, 32), np.float32)),
-                         "group_profile": list(profiles.astype(np.float32))})
+    pool = pd.DataFrame(
+        {
+            "model": ["a", "b"],
+            "embedding": list(np.zeros((2, 32), np.float32)),
+            "group_profile": list(profiles.astype(np.float32)),
+        }
+    )
     assert incumbent(router.scorer(pool).standing) == 0
 
 
 def test_a_checkpoint_carries_no_policy_and_an_older_one_with_a_margin_still_loads(tmp_path):
-    groups = fit_query_groups(np.random.default_rng(2).normal(size=(20, 32)).astype(np.float32),
-                              np.array(["a", "b"] * 10))
+    groups = fit_query_groups(
+        np.random.default_rng(2).normal(size=(20, 32)).astype(np.float32), np.array(["a", "b"] * 10)
+    )
     old = groups.to_dict()
     del old["share"]
     router = Router(tiny_model(), QueryGroups.from_dict(old), Blend())

@@ -7,19 +7,35 @@ import math
 import numpy as np
 import pytest
 
-from locus_model.routing import (CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingPolicy,
-                                 cost_frontier, cost_table, estimate_tokens, fallback_chain, normalized_costs, quality_lambda, route,
-                                 route_many, route_scores)
+from locus_model.routing import (
+    CostError,
+    CostUnknown,
+    NoCandidateWithinCap,
+    QualityWeightError,
+    RoutingPolicy,
+    cost_frontier,
+    cost_table,
+    estimate_tokens,
+    fallback_chain,
+    normalized_costs,
+    quality_lambda,
+    route,
+    route_many,
+    route_scores,
+)
 
 P = np.array([0.9, 0.8, 0.5])
 C = np.array([10.0, 2.0, 0.0])  # normalised: [1, 0.2, 0]
 
 
-@pytest.mark.parametrize("w, order, scores", [
-    (1.0, [0, 1, 2], [0.9, 0.8, 0.5]),
-    (0.5, [1, 2, 0], [-0.05, 0.3, 0.25]),  # 0.5 * P - 0.5 * c~
-    (0.0, [2, 1, 0], [-1.0, -0.2, 0.0]),
-])
+@pytest.mark.parametrize(
+    "w, order, scores",
+    [
+        (1.0, [0, 1, 2], [0.9, 0.8, 0.5]),
+        (0.5, [1, 2, 0], [-0.05, 0.3, 0.25]),  # 0.5 * P - 0.5 * c~
+        (0.0, [2, 1, 0], [-1.0, -0.2, 0.0]),
+    ],
+)
 def test_route_ranks_by_weighted_probability_minus_normalised_cost(w, order, scores):
     d = route(P, C, RoutingPolicy(quality_weight=w))
     assert d.ranking.tolist() == order and d.chosen == order[0]
@@ -69,13 +85,17 @@ def test_fallback_chain_is_nearest_embedding_neighbours_among_candidates():
     assert d.chosen == 0 and d.fallbacks.tolist() == [4, 3, 2, 1]  # the neighbours, tried in ranking order
     near = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.zeros(5), embeddings=z, n_fallbacks=2)
     assert near.fallbacks.tolist() == [4, 2]  # the two nearest (2 and 4), the better-scored first
-    capped = route(np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.array([0, 0, 5, 0, 0.0]), RoutingPolicy(max_cost=1), embeddings=z)
+    capped = route(
+        np.array([0.9, 0.1, 0.2, 0.3, 0.4]), np.array([0, 0, 5, 0, 0.0]), RoutingPolicy(max_cost=1), embeddings=z
+    )
     assert capped.fallbacks.tolist() == [4, 3, 1]  # the over-budget neighbour is not a fallback
 
 
 def test_cost_table_prefers_cost_per_query_then_token_prices():
-    t = cost_table(["a", "b", "c"], {"a": {"cost_per_query": 0.01},
-                                     "b": {"price_input_per_mtok": 1.0, "price_output_per_mtok": 2.0}})
+    t = cost_table(
+        ["a", "b", "c"],
+        {"a": {"cost_per_query": 0.01}, "b": {"price_input_per_mtok": 1.0, "price_output_per_mtok": 2.0}},
+    )
     assert t.basis == "usd" and t.unknown == ("c",) and "unknown cost" in t.note
     # b: (1000 * 1 + 500 * 2) / 1e6; c: unknown, never a made-up cost
     np.testing.assert_allclose(t.costs(input_tokens=1000, output_tokens=500), [0.01, 0.002, np.nan])
@@ -129,8 +149,9 @@ def test_cost_frontier_hand_checked():
 
 def test_cost_frontier_never_reaching_the_share(tmp_path):
     # the router picks the cheaper, more confident, always wrong model: never 95% of the best single model
-    f = cost_frontier(np.array([[0.1, 0.1], [0.9, 0.9]]), np.array([[1.0, 1.0], [0.0, 0.0]]), np.array([2.0, 1.0]),
-                      weights=[0.0, 1.0])
+    f = cost_frontier(
+        np.array([[0.1, 0.1], [0.9, 0.9]]), np.array([[1.0, 1.0], [0.0, 0.0]]), np.array([2.0, 1.0]), weights=[0.0, 1.0]
+    )
     assert f.cost_at_share is None and "never reached" in f.summary()
     assert f.plot(tmp_path / "f.png").stat().st_size > 0
 
@@ -144,7 +165,9 @@ def test_a_model_of_unknown_size_is_unknown_and_a_size_in_its_name_is_read():
     p = np.array([0.5, 0.4, 0.3, 0.9])
     cheap = route(p, t.costs(), RoutingPolicy(quality_weight=0.5))
     assert cheap.unknown_cost.tolist() == [3] and cheap.ranking.tolist() == [1, 2, 0]
-    plain = route(p, t.costs(), RoutingPolicy(quality_weight=1.0))  # cost does not matter: the unknown-cost model competes
+    plain = route(
+        p, t.costs(), RoutingPolicy(quality_weight=1.0)
+    )  # cost does not matter: the unknown-cost model competes
     assert plain.chosen == 3 and plain.unknown_cost.tolist() == []
     with pytest.raises(CostUnknown, match="every candidate's cost is unknown"):
         route(p[3:], t.costs()[3:], RoutingPolicy(quality_weight=0.5))
@@ -168,7 +191,9 @@ def test_an_unknown_cost_is_never_the_cheapest_on_a_tie():
     p, c = np.array([0.5, 0.5]), np.array([np.nan, 3.0])
     assert route(p, c).ranking.tolist() == [1, 0]  # w = 1: both ranked, the unknown after the known on a tie
     assert route_many(p[:, None], c).tolist() == [1]
-    assert route_many(np.array([[0.9], [0.1]]), c, RoutingPolicy(quality_weight=0.5)).tolist() == [1]  # w < 1: the unknown is left out
+    assert route_many(np.array([[0.9], [0.1]]), c, RoutingPolicy(quality_weight=0.5)).tolist() == [
+        1
+    ]  # w < 1: the unknown is left out
     assert route_many(np.array([[0.9], [0.1]]), c).tolist() == [0]  # w = 1: it competes on P(correct)
     with pytest.raises(CostUnknown, match="no candidate of known cost"):
         route_many(np.array([[0.9]]), np.array([np.nan]), RoutingPolicy(quality_weight=0.5))

@@ -31,10 +31,12 @@ def test_draws_put_several_evaluation_sets_of_each_model_in_a_step(tiny_pool, mo
 def test_ema_returns_the_average_of_the_trained_weights(tiny_pool):
     enc, train, val = tiny_pool
     base = dict(**{**FAST, "epochs": 6, "patience": 6}, seed=3)
-    plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, ema_decay=0.0),
-                        progress=False)
-    ema = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, ema_decay=0.9),
-                      progress=False)
+    plain = train_locus(
+        enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, ema_decay=0.0), progress=False
+    )
+    ema = train_locus(
+        enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, ema_decay=0.9), progress=False
+    )
     # the same optimisation path (same seed, same draws), but the returned weights are an average of it
     assert [h["train_loss"] for h in ema.history] == [h["train_loss"] for h in plain.history]
     w_plain, w_ema = plain.model.hidden.weight, ema.model.hidden.weight
@@ -67,10 +69,14 @@ def test_a_pool_larger_than_epoch_models_is_visited_evenly_in_shorter_epochs(tin
 
 def test_early_stopping_stops_after_patience(tiny_pool):
     enc, train, val = tiny_pool
-    res = train_locus(enc, train, val, model_config=MODEL_CFG,
-                      train_config=TrainConfig(**{**FAST, "epochs": 50, "patience": 2, "lr_encoder": 0.0,
-                                                  "lr_predictor": 0.0}),
-                      progress=False)
+    res = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        train_config=TrainConfig(**{**FAST, "epochs": 50, "patience": 2, "lr_encoder": 0.0, "lr_predictor": 0.0}),
+        progress=False,
+    )
     assert len(res.history) == res.best_epoch + 3  # stopped 2 epochs after the last improvement
 
 
@@ -100,7 +106,8 @@ def test_training_stops_at_max_steps_and_is_otherwise_the_same_run(tiny_pool):
     base = {**FAST, "epochs": 6, "patience": 6, "batch_models": 2, "epoch_models": 4, "seed": 0}
     full = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base), progress=False)
     # 2 steps per epoch: 7 steps round up to 4 epochs, which are the first 4 of the unbounded run
-    bounded = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, max_steps=7),
-                          progress=False)
+    bounded = train_locus(
+        enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base, max_steps=7), progress=False
+    )
     assert len(bounded.history) == 4
     assert [h["train_loss"] for h in bounded.history] == [h["train_loss"] for h in full.history[:4]]

@@ -24,8 +24,9 @@ def test_validation_scores_at_most_val_models_models_of_a_larger_pool(tiny_pool)
     enc, train, val = tiny_pool
     avail = [np.flatnonzero(~np.isnan(row)) for row in train]
     for cap, expected in ((5, 5), (None, 12), (50, 12)):
-        v = build_validation(train, val, avail, TrainConfig(val_models=cap), np.random.default_rng(0),
-                             torch.device("cpu"))
+        v = build_validation(
+            train, val, avail, TrainConfig(val_models=cap), np.random.default_rng(0), torch.device("cpu")
+        )
         assert len(v.sets) == len(v.rows) == v.labels.shape[0] == expected
         np.testing.assert_array_equal(v.labels, val[v.rows.numpy()][:, v.cols.numpy()])
     cfg = TrainConfig(**{**FAST, "epochs": 3, "finetune_steps": 20}, val_models=5, seed=0)

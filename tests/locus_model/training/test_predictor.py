@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.stats.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
+from locus_model.stats.metrics import routing_accuracy
 from locus_model.training import TrainConfig, train_locus
 from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
 
@@ -18,12 +18,21 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
     enc, train, val = tiny_pool
     base = dict(**{**FAST, "epochs": 6, "patience": 6, "finetune_steps": 0}, seed=5)
     plain = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**base), progress=False)
-    tuned = train_locus(enc, train, val, model_config=MODEL_CFG,
-                        train_config=TrainConfig(**{**base, "finetune_steps": 60}), progress=False)
+    tuned = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        train_config=TrainConfig(**{**base, "finetune_steps": 60}),
+        progress=False,
+    )
     assert plain.finetune == {} and tuned.best_epoch == plain.best_epoch
     predictor = {n for n, _ in tuned.model.named_parameters() if n.split(".")[0] in ("query_proj", "hidden", "head")}
-    changed = {n for (n, a), (_, b) in zip(plain.model.named_parameters(), tuned.model.named_parameters())
-               if not torch.equal(a, b)}
+    changed = {
+        n
+        for (n, a), (_, b) in zip(plain.model.named_parameters(), tuned.model.named_parameters())
+        if not torch.equal(a, b)
+    }
     assert changed <= predictor  # the encoder is untouched: onboarding gives the same embeddings
     sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
     z_plain = embed_evaluation_sets(plain.model, enc, sets, low_precision=False)  # fp32, as validation embeds
@@ -32,13 +41,26 @@ def test_predictor_finetuning_changes_only_the_predictor_and_lowers_val_loss(tin
     info = tuned.finetune
     ratios = TrainConfig().finetune_noise
     assert len(ratios) >= 2  # the default tries several noise ratios and keeps the lowest val BCE
-    assert set(info) == {"noise", "step", "steps_run", "val_loss_before", "val_loss_after", "val_routing_acc",
-                         *(f"val_loss_at_noise_{r:g}" for r in ratios)}
+    assert set(info) == {
+        "noise",
+        "step",
+        "steps_run",
+        "val_loss_before",
+        "val_loss_after",
+        "val_routing_acc",
+        *(f"val_loss_at_noise_{r:g}" for r in ratios),
+    }
     assert 0 <= info["step"] <= info["steps_run"] <= 60 and info["noise"] in ratios
     assert info["val_loss_after"] == min(info[f"val_loss_at_noise_{r:g}"] for r in ratios)
     assert info["val_loss_after"] == info[f"val_loss_at_noise_{info['noise']:g}"]
-    first = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,  # the grid's first run, alone
-                        train_config=TrainConfig(**{**base, "finetune_steps": 60, "finetune_noise": ratios[0]}))
+    first = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        progress=False,  # the grid's first run, alone
+        train_config=TrainConfig(**{**base, "finetune_steps": 60, "finetune_noise": ratios[0]}),
+    )
     assert first.finetune["val_loss_after"] == info[f"val_loss_at_noise_{ratios[0]:g}"]
     assert info["val_loss_after"] <= info["val_loss_before"]
     assert (info["step"] > 0) == bool(changed)  # step 0 = the selected checkpoint as it was
@@ -62,12 +84,22 @@ def test_predictor_finetuning_stops_after_patience_steps_without_a_lower_val_los
 
     enc, train, val = tiny_pool
     base = dict(**{**FAST, "epochs": 4, "patience": 4}, seed=3)
-    long = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
-                       train_config=TrainConfig(**{**base, "finetune_steps": 400, "finetune_patience": 400,
-                                                   "finetune_noise": 2.0}))
-    short = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
-                        train_config=TrainConfig(**{**base, "finetune_steps": 400, "finetune_patience": 10,
-                                                    "finetune_noise": 2.0}))
+    long = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        progress=False,
+        train_config=TrainConfig(**{**base, "finetune_steps": 400, "finetune_patience": 400, "finetune_noise": 2.0}),
+    )
+    short = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        progress=False,
+        train_config=TrainConfig(**{**base, "finetune_steps": 400, "finetune_patience": 10, "finetune_noise": 2.0}),
+    )
     assert long.finetune["steps_run"] == 400
     stopped = short.finetune
     assert stopped["steps_run"] < 400  # stopped early, and only after 10 steps without a better val BCE
@@ -84,8 +116,9 @@ LATENT = {**FAST, "epochs": 10, "patience": 10, "latent_steps": 200}
 @pytest.fixture(scope="module")
 def warmed(tiny_pool):
     enc, train, val = tiny_pool
-    return train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
-                       progress=False)
+    return train_locus(
+        enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3), progress=False
+    )
 
 
 def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(tiny_pool, warmed, monkeypatch):
@@ -96,7 +129,8 @@ def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(t
     probs = predict_proba(warmed.model, embed_evaluation_sets(warmed.model, enc, sets), enc)
     assert routing_accuracy(probs, val) > routing_accuracy(np.full_like(probs, 0.5), val) + 0.15
     assert warmed.latent["noise"] in TrainConfig().latent_noise and set(warmed.latent["steps_run"]) == {
-        f"{r:g}" for r in TrainConfig().latent_noise}
+        f"{r:g}" for r in TrainConfig().latent_noise
+    }
     seen = []  # every warm-up validation (they pass the free vectors as z)
     original = predictor.validate
 
@@ -107,8 +141,9 @@ def test_latent_warmup_routes_and_keeps_the_lowest_val_bce_of_its_noise_ratios(t
         return out
 
     monkeypatch.setattr(predictor, "validate", record)
-    again = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
-                        progress=False)
+    again = train_locus(
+        enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3), progress=False
+    )
     assert again.latent["val_loss"] == pytest.approx(min(seen)) and len(seen) > len(TrainConfig().latent_noise)
 
 
@@ -121,15 +156,19 @@ def test_latent_warmup_trains_the_encoder_towards_the_latents_through_a_frozen_p
 
     def capture(net, data, train_np, v, cfg):
         info, latents = original(net, data, train_np, v, cfg)
-        kept["predictor"] = {n: p.detach().clone() for n, p in net.named_parameters()
-                             if n.split(".")[0] in ("query_proj", "hidden", "head")}
+        kept["predictor"] = {
+            n: p.detach().clone()
+            for n, p in net.named_parameters()
+            if n.split(".")[0] in ("query_proj", "hidden", "head")
+        }
         kept["latents"] = latents.vectors.clone()
         kept["encoder"] = {n: p.detach().clone() for n, p in net.named_parameters() if n not in kept["predictor"]}
         return info, latents
 
     monkeypatch.setattr(train_mod, "fit_latents", capture)
-    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3),
-                      progress=False)
+    res = train_locus(
+        enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=3), progress=False
+    )
     params = dict(res.model.named_parameters())
     for name, value in kept["predictor"].items():  # the predictor is the warm-up's, untouched by the epochs
         torch.testing.assert_close(params[name], value, rtol=0, atol=0)

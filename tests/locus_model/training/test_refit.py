@@ -11,8 +11,7 @@ from tests.locus_model.training.tiny_train import FAST, MODEL_CFG
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-LATENT = {**FAST, "epochs": 4, "patience": 4, "latent_steps": 100,
-          "finetune_steps": 0}
+LATENT = {**FAST, "epochs": 4, "patience": 4, "latent_steps": 100, "finetune_steps": 0}
 
 
 def test_ridge_recovers_a_linear_map_and_shrinks_with_alpha():
@@ -36,11 +35,18 @@ def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(tin
     import locus_model.training.refit as refit_module
 
     enc, train, val = tiny_pool
-    plain = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,  # 12 models: left as trained
-                        train_config=TrainConfig(**LATENT, seed=2))
+    plain = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        progress=False,  # 12 models: left as trained
+        train_config=TrainConfig(**LATENT, seed=2),
+    )
     monkeypatch.setattr(refit_module, "MODELS_PER_WEIGHT", 0.25)  # now the refit runs
-    refit = train_locus(enc, train, val, model_config=MODEL_CFG,
-                        train_config=TrainConfig(**LATENT, seed=2), progress=False)
+    refit = train_locus(
+        enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=2), progress=False
+    )
     assert plain.refit["alpha"] is None and refit.best_epoch == plain.best_epoch
     info = refit.refit
     tried = [v for k, v in info.items() if k.startswith("val_loss_at_alpha_")]
@@ -59,15 +65,22 @@ def test_refit_keeps_the_lowest_val_bce_and_embedding_stays_one_forward_pass(tin
 
 def test_without_the_warmup_nothing_is_refitted(tiny_pool):
     enc, train, val = tiny_pool
-    result = train_locus(enc, train, val, model_config=MODEL_CFG, progress=False,
-                         train_config=TrainConfig(**{**LATENT, "latent_steps": 0}))
+    result = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        progress=False,
+        train_config=TrainConfig(**{**LATENT, "latent_steps": 0}),
+    )
     assert result.refit["alpha"] is None and "no latent warm-up" in result.refit["skipped"]
 
 
 def test_a_pool_with_too_few_models_per_weight_is_left_as_trained(tiny_pool):
     enc, train, val = tiny_pool
-    refit = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=2),
-                        progress=False)
+    refit = train_locus(
+        enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**LATENT, seed=2), progress=False
+    )
     assert refit.refit["alpha"] is None and "12 training models, fewer than 66" in refit.refit["skipped"]
     assert refit.refit.keys() == {"alpha", "skipped"}  # nothing tried: the layer is the trained one
 
@@ -86,9 +99,12 @@ def test_branches_share_the_epochs_and_equal_separate_runs(tiny_pool, few_models
         # every stage is timed; the shared ones are the same for both branches
         assert list(got.seconds) == list(STAGES)
         assert all(v > 0 for v in got.seconds.values())
-        assert {k: branched[0].seconds[k] for k in ("latent_warmup", "epochs")} == \
-            {k: got.seconds[k] for k in ("latent_warmup", "epochs")}
+        assert {k: branched[0].seconds[k] for k in ("latent_warmup", "epochs")} == {
+            k: got.seconds[k] for k in ("latent_warmup", "epochs")
+        }
         for k, v in alone.model.state_dict().items():
             assert torch.equal(v, got.model.state_dict()[k]), k
     with pytest.raises(ValueError, match="lr_encoder"):
-        train_branches(enc, train, val, model_config=MODEL_CFG, train_configs=[a, TrainConfig(**{**LATENT, "lr_encoder": 1e-3})])
+        train_branches(
+            enc, train, val, model_config=MODEL_CFG, train_configs=[a, TrainConfig(**{**LATENT, "lr_encoder": 1e-3})]
+        )

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from locus_model.stats.metrics import routing_accuracy
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.query_groups import Blend
+from locus_model.stats.metrics import routing_accuracy
 from locus_model.training import TrainConfig, train_locus
 from locus_model.training.train import STAGES
 from tests.locus_model.training.tiny_train import FAST, MODEL_CFG, SMALL
@@ -19,8 +19,15 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def trained(tiny_pool):
     enc, train, val = tiny_pool
     calls = []
-    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**SMALL, seed=1),
-                      on_epoch=calls.append, progress=False)
+    res = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        train_config=TrainConfig(**SMALL, seed=1),
+        on_epoch=calls.append,
+        progress=False,
+    )
     return res, calls
 
 
@@ -29,8 +36,9 @@ def test_training_beats_a_constant_predictor(tiny_pool, trained):
     res, _ = trained
     sets = [(np.flatnonzero(~np.isnan(r)), r[~np.isnan(r)]) for r in train]
     # fp32, as validation scores (a CPU with bf16 units would score in bf16 by default)
-    probs = predict_proba(res.model, embed_evaluation_sets(res.model, enc, sets, low_precision=False), enc,
-                          low_precision=False)
+    probs = predict_proba(
+        res.model, embed_evaluation_sets(res.model, enc, sets, low_precision=False), enc, low_precision=False
+    )
     constant = np.full_like(probs, 0.5)  # a constant predictor routes every query to model 0
     assert routing_accuracy(probs, val) > routing_accuracy(constant, val) + 0.15
     # the fine-tuning's figures are the returned model's (every model embedded from all its train cells)
@@ -42,12 +50,18 @@ def test_training_beats_a_constant_predictor(tiny_pool, trained):
 def test_on_epoch_is_called_every_epoch_with_the_history(trained):
     res, calls = trained
     assert len(calls) == len(res.history) and [c["epoch"] for c in calls] == list(range(len(calls)))
-    assert set(calls[0]) == {"epoch", "train_loss", "val_loss", "val_routing_acc", "val_correctness_acc", "noise",
-                             "seconds"}
+    assert set(calls[0]) == {
+        "epoch",
+        "train_loss",
+        "val_loss",
+        "val_routing_acc",
+        "val_correctness_acc",
+        "noise",
+        "seconds",
+    }
     best = res.history[res.best_epoch]
     eligible = res.history[TrainConfig().select_from_epoch :]  # earlier epochs are never kept
-    assert all((-h["val_loss"], h["val_routing_acc"]) <= (-best["val_loss"], best["val_routing_acc"])
-               for h in eligible)
+    assert all((-h["val_loss"], h["val_routing_acc"]) <= (-best["val_loss"], best["val_routing_acc"]) for h in eligible)
     assert res.best_metrics == best
     # every stage ran; the refit records why it left the encoder as trained (12 training models, under 2 (d + 1))
     assert list(res.seconds) == list(STAGES) and "skipped" in res.refit
@@ -68,8 +82,14 @@ def test_same_seed_same_result_and_caller_rng_untouched(tiny_pool):
     assert a.latent == b.latent and a.finetune == b.finetune and a.router.blend == b.router.blend
     for (k, v), w in zip(a.model.state_dict().items(), b.model.state_dict().values()):
         assert torch.equal(v, w), k
-    c = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=TrainConfig(**{**FAST, "epochs": 2}, seed=8),
-                    progress=False)
+    c = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        train_config=TrainConfig(**{**FAST, "epochs": 2}, seed=8),
+        progress=False,
+    )
     assert a.history[0]["train_loss"] != c.history[0]["train_loss"]
 
 
@@ -78,8 +98,16 @@ def test_training_returns_the_trained_router_and_says_each_stage_after_the_epoch
     labels = np.array(["maths", "law"] * (len(enc) // 2))
     lines: list[str] = []
     cfg = TrainConfig(**{**SMALL, "epochs": 2, "latent_steps": 20, "finetune_steps": 20}, seed=2)
-    res = train_locus(enc, train, val, model_config=MODEL_CFG, train_config=cfg, benchmarks=labels,
-                      on_stage=lines.append, progress=False)
+    res = train_locus(
+        enc,
+        train,
+        val,
+        model_config=MODEL_CFG,
+        train_config=cfg,
+        benchmarks=labels,
+        on_stage=lines.append,
+        progress=False,
+    )
     router = res.router
     assert router.groups.names == ("law", "maths") and router.model is res.model
     # the predictor's own calibration is the identity: the blend, fitted on the validation cells, is the only one
@@ -91,8 +119,7 @@ def test_training_returns_the_trained_router_and_says_each_stage_after_the_epoch
     # the in-training models' rows are those a pool gets from the same evaluations
     z, profiles = router.pool_rows(enc, train, labels)
     np.testing.assert_array_equal(res.embeddings, z)
-    np.testing.assert_allclose(router.scorer((z, profiles)).proba(enc[:3]),
-                               router.proba(z, profiles, enc[:3]))
+    np.testing.assert_allclose(router.scorer((z, profiles)).proba(enc[:3]), router.proba(z, profiles, enc[:3]))
 
 
 class RecordingConfig:
@@ -114,14 +141,27 @@ def test_each_stage_reads_only_the_config_fields_it_declares(tiny_pool, monkeypa
 
     enc, train, val = tiny_pool
     monkeypatch.setattr(refit, "MODELS_PER_WEIGHT", 0.25)  # the tiny pool's 12 models: let the refit run too
-    stages = {"prepare_inputs": train_module.INPUTS, "fit_latents": train_module.LATENT_WARMUP,
-              "train_epochs": train_module.EPOCHS, "refit_output": train_module.OUTPUT_REFIT,
-              "finetune_predictor": train_module.PREDICTOR_FINETUNING, "fit_router": train_module.ROUTER}
+    stages = {
+        "prepare_inputs": train_module.INPUTS,
+        "fit_latents": train_module.LATENT_WARMUP,
+        "train_epochs": train_module.EPOCHS,
+        "refit_output": train_module.OUTPUT_REFIT,
+        "finetune_predictor": train_module.PREDICTOR_FINETUNING,
+        "fit_router": train_module.ROUTER,
+    }
     read: dict[str, set[str]] = {}
     for function, stage in stages.items():  # each stage gets its own recording view of the config
+
         def recording(*args, _run=getattr(train_module, function), _seen=read.setdefault(stage.name, set()), **kw):
-            return _run(*(RecordingConfig(getattr(a, "config", a), _seen)
-                          if isinstance(a, (TrainConfig, RecordingConfig)) else a for a in args), **kw)
+            return _run(
+                *(
+                    RecordingConfig(getattr(a, "config", a), _seen)
+                    if isinstance(a, (TrainConfig, RecordingConfig))
+                    else a
+                    for a in args
+                ),
+                **kw,
+            )
 
         monkeypatch.setattr(train_module, function, recording)
     # every path of every stage: with the warm-up (run into its patience, as the fine-tuning; the refit runs) and
@@ -151,5 +191,10 @@ def test_branches_may_differ_only_in_fields_no_shared_stage_reads(tiny_pool):
     assert BRANCH_FIELDS == {"refit_alphas", "finetune_steps", "finetune_noise"}
     enc, train, val = tiny_pool
     with pytest.raises(ValueError, match="finetune_patience"):
-        train_branches(enc, train, val, model_config=MODEL_CFG,
-                       train_configs=[TrainConfig(**FAST), TrainConfig(**FAST, finetune_patience=7)])
+        train_branches(
+            enc,
+            train,
+            val,
+            model_config=MODEL_CFG,
+            train_configs=[TrainConfig(**FAST), TrainConfig(**FAST, finetune_patience=7)],
+        )

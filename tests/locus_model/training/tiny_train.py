@@ -11,8 +11,19 @@ D = 16
 MODEL_CFG = LocusConfig(query_dim=D, d=32, n_blocks=1, n_latents=8, n_heads=4, predictor_hidden=32)
 # the default path (every stage, every rule of TrainConfig's defaults), shrunk to the tiny pool: fewer epochs and
 # steps, smaller sets, larger learning rates for the few steps
-SMALL = dict(epochs=25, batch_models=4, enc_min=8, enc_max=64, dec_batch=64, lr_encoder=2e-3, lr_predictor=4e-3,
-             patience=25, device="cpu", latent_steps=100, finetune_steps=60)
+SMALL = dict(
+    epochs=25,
+    batch_models=4,
+    enc_min=8,
+    enc_max=64,
+    dec_batch=64,
+    lr_encoder=2e-3,
+    lr_predictor=4e-3,
+    patience=25,
+    device="cpu",
+    latent_steps=100,
+    finetune_steps=60,
+)
 FAST = {**SMALL, "latent_steps": 0, "finetune_steps": 0}  # the end-to-end epochs alone, for their own tests
 
 

@@ -28,8 +28,11 @@ def home(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def rebuild(instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
     from locus_pipeline.definitions import defs
 
-    return defs().resolve_job_def("pool_job").execute_in_process(
-        instance=instance, asset_selection=[dg.AssetKey("model_embeddings")], raise_on_error=False)
+    return (
+        defs()
+        .resolve_job_def("pool_job")
+        .execute_in_process(instance=instance, asset_selection=[dg.AssetKey("model_embeddings")], raise_on_error=False)
+    )
 
 
 def check_of(result: dg.ExecuteInProcessResult):
@@ -38,7 +41,8 @@ def check_of(result: dg.ExecuteInProcessResult):
 
 
 def test_a_rebuild_checks_its_new_rows_and_a_bounded_sample_and_catches_a_corrupted_new_row(
-        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     pool = pd.read_parquet(pool_file)
     new, other = str(pool["model"].iloc[3]), str(pool["model"].iloc[5])
@@ -48,11 +52,16 @@ def test_a_rebuild_checks_its_new_rows_and_a_bounded_sample_and_catches_a_corrup
         passed = rebuild(instance)
         meta = check_of(passed).metadata
         assert passed.success and check_of(passed).passed
-        assert meta["models_checked"].value == 1 + 3 and meta["pool_rows"].value == len(pool)  # 4 of 24 rows re-embedded
+        assert meta["models_checked"].value == 1 + 3 and meta["pool_rows"].value == len(
+            pool
+        )  # 4 of 24 rows re-embedded
         assert meta["share_of_rebuild"].value == pytest.approx(4 / len(pool), abs=1e-4)
         assert meta["scope"].value.startswith("rebuild: 1 of 1 rows with new evaluations, 3 sampled of the other 23")
         (event,) = [e.event_specific_data.materialization for e in passed.get_asset_materialization_events()]
-        assert event.metadata[pool_asset.NEW_EVALUATIONS].value == [new] and event.metadata["rows_with_new_evaluations"].value == 1
+        assert (
+            event.metadata[pool_asset.NEW_EVALUATIONS].value == [new]
+            and event.metadata["rows_with_new_evaluations"].value == 1
+        )
 
         pool[pool["model"] != new].to_parquet(pool_file, index=False)
         original = pool_asset.rebuild_change
@@ -66,6 +75,7 @@ def test_a_rebuild_checks_its_new_rows_and_a_bounded_sample_and_catches_a_corrup
                     i = out.index[out["model"] == name][0]
                     out.at[i, "embedding"] = out.at[i, "embedding"] + np.float32(1e-3)
                 return out
+
             return corrupted
 
         monkeypatch.setattr(pool_asset, "rebuild_change", corrupting)

@@ -36,8 +36,15 @@ def test_the_pools_newest_table_escapes_model_names() -> None:
     from locus_pipeline.defs.assets.pool import pool_summary
 
     names = ["ok", "a | b", "![i](http://127.0.0.1:9/track.png)", "[x](javascript:alert(1))"]
-    pool = pd.DataFrame({"model": names, "source": "onboarded", "n_evaluations": 3, "checkpoint_id": "c",
-                         "embedded_at": pd.date_range("2025-01-01", periods=len(names), tz="UTC")})
+    pool = pd.DataFrame(
+        {
+            "model": names,
+            "source": "onboarded",
+            "n_evaluations": 3,
+            "checkpoint_id": "c",
+            "embedded_at": pd.date_range("2025-01-01", periods=len(names), tz="UTC"),
+        }
+    )
     table = pool_summary(pool)["newest"].md_str
     lines = table.splitlines()
     assert len({line.replace("\\|", "").count("|") for line in lines}) == 1 and len(lines) == len(names) + 2
@@ -50,7 +57,11 @@ def test_shorten_tables_keeps_short_tables_and_cuts_long_ones():
     table = "| a |\n|---|\n" + "\n".join(f"| {i} |" for i in range(5))
     assert shorten_tables("x\n\n" + table + "\n\ny", "t", max_rows=5) == "x\n\n" + table + "\n\ny"
     cut = shorten_tables(table, "t", max_rows=2).splitlines()
-    assert cut[:4] == ["| a |", "|---|", "| 0 |", "| 1 |"] and "3 more rows" in cut[-1] and "warehouse/t.parquet" in cut[-1]
+    assert (
+        cut[:4] == ["| a |", "|---|", "| 0 |", "| 1 |"]
+        and "3 more rows" in cut[-1]
+        and "warehouse/t.parquet" in cut[-1]
+    )
 
 
 def test_every_column_of_embedding_geometry_has_a_description() -> None:
@@ -76,7 +87,7 @@ def test_long_text_metadata_goes_as_markdown_the_ui_shows_whole() -> None:
     long = "P(correct) = sigmoid(1.00 x predictor logit + 0.50 x group-table logit -0.10), fitted on validation cells"
     assert len(long) > TEXT_SHOWN
     assert shown_whole(long) == dg.MetadataValue.md(long)  # nothing in it to escape
-    assert shown_whole("a|b " * 20).md_str.startswith(r"a\|b")                                   # a name stays text
+    assert shown_whole("a|b " * 20).md_str.startswith(r"a\|b")  # a name stays text
 
     class Home:
         def read_table(self, name):

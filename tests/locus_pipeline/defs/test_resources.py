@@ -10,11 +10,19 @@ def test_the_mlflow_link_follows_the_configured_port_and_url(tmp_path, monkeypat
     home = LocusHome(root=str(tmp_path))
     monkeypatch.delenv("LOCUS_MLFLOW_URL", raising=False)
     monkeypatch.setenv("MLFLOW_PORT", "5123")
-    assert MlflowTracking(home=home).run_url("1", "abc") == "http://127.0.0.1:5123/#/experiments/1/runs/abc?workflowType=machine_learning"
+    assert (
+        MlflowTracking(home=home).run_url("1", "abc")
+        == "http://127.0.0.1:5123/#/experiments/1/runs/abc?workflowType=machine_learning"
+    )
     monkeypatch.setenv("LOCUS_MLFLOW_URL", "https://mlflow.example.org/")
-    assert MlflowTracking(home=home).run_url("1", "abc") == "https://mlflow.example.org/#/experiments/1/runs/abc?workflowType=machine_learning"
-    assert MlflowTracking(home=home, ui_url="http://h:1").run_url("2", "x") == "http://h:1/#/experiments/2/runs/x?workflowType=machine_learning"
-
+    assert (
+        MlflowTracking(home=home).run_url("1", "abc")
+        == "https://mlflow.example.org/#/experiments/1/runs/abc?workflowType=machine_learning"
+    )
+    assert (
+        MlflowTracking(home=home, ui_url="http://h:1").run_url("2", "x")
+        == "http://h:1/#/experiments/2/runs/x?workflowType=machine_learning"
+    )
 
 
 def test_the_dagster_link_follows_dagster_port(tmp_path, monkeypatch) -> None:
@@ -64,7 +72,9 @@ def test_a_missing_or_damaged_table_names_the_file_and_the_fix(tmp_path) -> None
     from locus_pipeline.storage import StorageError
 
     home = LocusHome(root=str(tmp_path))
-    with pytest.raises(StorageError, match="evaluation_table table does not exist .* How to fix: materialize evaluation_table"):
+    with pytest.raises(
+        StorageError, match="evaluation_table table does not exist .* How to fix: materialize evaluation_table"
+    ):
         home.training_models()  # never an empty set standing in for a missing table
     home.table_path("model_embeddings").parent.mkdir(parents=True)
     home.table_path("model_embeddings").write_bytes(b"PAR1 not a parquet file")
@@ -83,23 +93,38 @@ def test_links_stored_by_an_earlier_run_follow_the_configured_ports(tmp_path, mo
     monkeypatch.delenv("LOCUS_DAGSTER_URL", raising=False)
     home = LocusHome(root=str(tmp_path))
     demo = MlflowTracking(home=home, ui_url="http://127.0.0.1:5000", dagster_url="http://127.0.0.1:3000")
-    with demo.start_run("r", tags={"dagster.run_url": demo.dagster_run_url("abc"),
-                                   "mlflow.note.content": f"trained by [abc]({demo.dagster_run_url('abc')})"}) as run:
+    with demo.start_run(
+        "r",
+        tags={
+            "dagster.run_url": demo.dagster_run_url("abc"),
+            "mlflow.note.content": f"trained by [abc]({demo.dagster_run_url('abc')})",
+        },
+    ) as run:
         run_id, experiment_id = run.info.run_id, run.info.experiment_id
     client = mlflow.MlflowClient(demo.uri)
     # the store was created with the home's artifact root: even the unused Default experiment keeps to the home
     assert client.get_experiment("0").artifact_location == (tmp_path / "mlflow" / "artifacts" / "0").as_uri()
     client.create_registered_model("locus")
-    client.create_model_version("locus", source="x", run_id=run_id, tags={"dagster.run_url": demo.dagster_run_url("abc")},
-                                description=f"by [abc]({demo.dagster_run_url('abc')})")
+    client.create_model_version(
+        "locus",
+        source="x",
+        run_id=run_id,
+        tags={"dagster.run_url": demo.dagster_run_url("abc")},
+        description=f"by [abc]({demo.dagster_run_url('abc')})",
+    )
     dagster_home = tmp_path / "dagster"
     dagster_home.mkdir()
 
     @dg.asset
     def checkpoint(context) -> None:
-        context.add_output_metadata({"mlflow_run": dg.MetadataValue.url(demo.run_url(experiment_id, run_id)),
-                                     "atlas": dg.MetadataValue.url(f"http://127.0.0.1:5000/get-artifact?path=reports/atlas.html"
-                                                                   f"&run_uuid={run_id}")})
+        context.add_output_metadata(
+            {
+                "mlflow_run": dg.MetadataValue.url(demo.run_url(experiment_id, run_id)),
+                "atlas": dg.MetadataValue.url(
+                    f"http://127.0.0.1:5000/get-artifact?path=reports/atlas.html&run_uuid={run_id}"
+                ),
+            }
+        )
 
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         dg.materialize([checkpoint], instance=instance)
@@ -113,7 +138,9 @@ def test_links_stored_by_an_earlier_run_follow_the_configured_ports(tmp_path, mo
     assert run.data.tags["dagster.run_url"] == "http://127.0.0.1:3931/runs/abc"
     assert "(http://127.0.0.1:3931/runs/abc)" in run.data.tags["mlflow.note.content"]
     version = client.get_model_version("locus", "1")
-    assert version.tags["dagster.run_url"] == "http://127.0.0.1:3931/runs/abc" and ":3931/runs/abc" in version.description
+    assert (
+        version.tags["dagster.run_url"] == "http://127.0.0.1:3931/runs/abc" and ":3931/runs/abc" in version.description
+    )
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         meta = instance.get_latest_materialization_event(dg.AssetKey("checkpoint")).asset_materialization.metadata
     assert meta["mlflow_run"].url == dev.run_url(experiment_id, run_id)

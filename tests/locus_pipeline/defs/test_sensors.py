@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import uuid
 import time
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from locus_model.data.contract import safe_model_key
-from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.defs.partitions import onboarded_models
-from locus_pipeline.defs.sensors import onboarding_drop_folder, onboarding_job, reports_after_pool_change, reports_lag
+from locus_pipeline.defs.sensors import onboarding_job, reports_after_pool_change, reports_lag
 from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import LocusHome
-from tests.locus_pipeline.drops import HEADER, OLD, drop, range_of, request_key, sensor_tick as tick
+from tests.locus_pipeline.drops import HEADER, OLD, drop, range_of, request_key
+from tests.locus_pipeline.drops import sensor_tick as tick
 
 
 def evals(*models: str, n: int = 3) -> str:
@@ -28,11 +28,10 @@ def evals(*models: str, n: int = 3) -> str:
 @pytest.fixture()
 def home(tmp_path: Path) -> Path:
     (tmp_path / "warehouse").mkdir()
-    pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")  # "a pool exists"
+    pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(
+        tmp_path / "warehouse" / "model_embeddings.parquet"
+    )  # "a pool exists"
     return tmp_path
-
-
-
 
 
 def test_a_dropped_file_becomes_partitions_and_one_run_over_them(home: Path) -> None:
@@ -43,7 +42,9 @@ def test_a_dropped_file_becomes_partitions_and_one_run_over_them(home: Path) -> 
         assert isinstance(result, dg.SensorResult)
         (add,) = result.dynamic_partitions_requests
         keys = list(add.partition_keys)  # added in this order, after every partition there was: one range
-        assert add.partitions_def_name == onboarded_models.name and sorted(keys) == sorted(safe_model_key(m) for m in models)
+        assert add.partitions_def_name == onboarded_models.name and sorted(keys) == sorted(
+            safe_model_key(m) for m in models
+        )
         (request,) = result.run_requests  # one run for the file: the range of its models' partitions
         assert range_of(request) == (keys[0], keys[-1]) and request.partition_key is None
         stem = result.cursor
@@ -60,7 +61,10 @@ def test_partial_writes_wait_and_in_progress_names_are_ignored(home: Path) -> No
     drop(home, "fresh.csv", evals("n"), mtime=time.time() + 60)  # still being written
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, home)
-        assert result.run_requests == [] and "waiting for 1 file(s) to settle: fresh.csv" in result.skip_reason.skip_message
+        assert (
+            result.run_requests == []
+            and "waiting for 1 file(s) to settle: fresh.csv" in result.skip_reason.skip_message
+        )
         assert (home / "incoming" / "big.csv.part").exists() and (home / "incoming" / "fresh.csv").exists()
         os.replace(home / "incoming" / "big.csv.part", home / "incoming" / "big.csv")  # the writer's final rename
         result, _ = tick(instance, home, cursor=result.cursor)
@@ -77,8 +81,9 @@ def test_rejections_show_in_the_tick_and_move_the_file(home: Path) -> None:
         assert sorted(p.name.endswith(".reason.txt") for p in rejected) == [False, True]
 
 
-def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding_asset(home: Path,
-                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding_asset(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A tick that requests runs still shows the rejected file: a failed evaluation (WARN) of onboarded_evaluations'
     check dropped_files_accepted (the asset's Checks in the UI, not a green event) with the reason; a tick with
     only a rejection is SKIPPED with it and the same."""
@@ -119,7 +124,9 @@ def test_the_same_file_twice_requests_nothing_the_second_time(home: Path) -> Non
         # a changed file (new bytes) for the same model is a new onboarding run
         drop(home, "a.csv", evals("m", n=5))
         third, _ = tick(instance, home, cursor=second.cursor)
-        assert [request_key(r) for r in third.run_requests] == ["m"] and third.run_requests[0].run_key != first.run_requests[0].run_key
+        assert [request_key(r) for r in third.run_requests] == ["m"] and third.run_requests[
+            0
+        ].run_key != first.run_requests[0].run_key
 
 
 def test_accepted_files_wait_for_the_pool(tmp_path: Path) -> None:
@@ -128,7 +135,9 @@ def test_accepted_files_wait_for_the_pool(tmp_path: Path) -> None:
         result, _ = tick(instance, tmp_path)
         assert isinstance(result, dg.SkipReason) and "wait for the model embedding pool" in result.skip_message
         (tmp_path / "warehouse").mkdir()
-        pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(tmp_path / "warehouse" / "model_embeddings.parquet")
+        pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(
+            tmp_path / "warehouse" / "model_embeddings.parquet"
+        )
         result, _ = tick(instance, tmp_path)  # cursor was not advanced: the runs are requested now
         assert [request_key(r) for r in result.run_requests] == ["m"]
 
@@ -158,9 +167,17 @@ def test_reports_refresh_once_when_the_pool_is_newer_and_nothing_is_running() ->
         result = sense()
         (request,) = result.run_requests
         assert result.cursor and isinstance(sense(result.cursor), dg.SkipReason)  # one refresh per pool state
-        refresh = instance.add_run(dg.DagsterRun(job_name="reports_refresh_job", run_id=str(uuid.uuid4()),
-                                                 status=dg.DagsterRunStatus.STARTED, tags={"dagster/run_key": request.run_key}))
-        _materialize(instance, "test_query_predictions")  # the refresh's first asset is newer than the pool, the rest is not
+        refresh = instance.add_run(
+            dg.DagsterRun(
+                job_name="reports_refresh_job",
+                run_id=str(uuid.uuid4()),
+                status=dg.DagsterRunStatus.STARTED,
+                tags={"dagster/run_key": request.run_key},
+            )
+        )
+        _materialize(
+            instance, "test_query_predictions"
+        )  # the refresh's first asset is newer than the pool, the rest is not
         assert "a reports refresh is running" in sense(result.cursor).skip_message
         assert "reports_refresh_job" in reports_lag(instance)
         instance.report_run_failed(refresh)  # a step failed: said, not retried, not called up to date
@@ -181,7 +198,9 @@ def test_a_tick_never_reads_a_file_another_tick_is_reading(home: Path) -> None:
         assert [request_key(r) for r in result.run_requests] == ["m"]
 
 
-def test_an_unreadable_file_is_reported_and_does_not_block_the_others(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unreadable_file_is_reported_and_does_not_block_the_others(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import locus_pipeline.intake.folder as ob  # where sha256_entry looks up sha256_file
 
     locked = drop(home, "a-locked.csv", evals("m"))
@@ -326,7 +345,9 @@ def test_a_file_still_written_after_intake_waits_and_a_cut_one_is_rejected(home:
         assert second.run_requests == [] and "still being written after intake" in second.skip_reason.skip_message
         os.utime(accepted, (OLD + 60, OLD + 60))
         third, _ = tick(instance, home, cursor=second.cursor)
-    assert third.run_requests == [] and "changed after intake: taken in again, rejected" in third.skip_reason.skip_message
+    assert (
+        third.run_requests == [] and "changed after intake: taken in again, rejected" in third.skip_reason.skip_message
+    )
     assert accepted.read_text() == evals("writer", n=4)
     (reason,) = (home / "incoming" / "rejected").glob("*.reason.txt")
     assert "inplace.csv" in reason.read_text()
@@ -361,16 +382,35 @@ def _dead_pid() -> int:
     return proc.pid
 
 
-def _started_run(instance: dg.DagsterInstance, job_name: str, *, run_key: str, pid: int, partition: str | None = None,
-                 run_config: dict | None = None, reported_at: float | None = None) -> dg.DagsterRun:
+def _started_run(
+    instance: dg.DagsterInstance,
+    job_name: str,
+    *,
+    run_key: str,
+    pid: int,
+    partition: str | None = None,
+    run_config: dict | None = None,
+    reported_at: float | None = None,
+) -> dg.DagsterRun:
     """A STARTED run whose worker reported ``pid`` (at ``reported_at``, default now), as a run worker does."""
     from dagster._core.events import DagsterEvent, DagsterEventType, EngineEventData
 
     tags = {"dagster/run_key": run_key, **({"dagster/partition": partition} if partition else {})}
-    run = instance.add_run(dg.DagsterRun(job_name=job_name, run_id=str(uuid.uuid4()), status=dg.DagsterRunStatus.STARTED,
-                                         tags=tags, run_config=run_config or {}))
-    event = DagsterEvent(DagsterEventType.ENGINE_EVENT.value, job_name=job_name, message=f"Started process for run (pid: {pid}).",
-                         event_specific_data=EngineEventData.in_process(pid))
+    run = instance.add_run(
+        dg.DagsterRun(
+            job_name=job_name,
+            run_id=str(uuid.uuid4()),
+            status=dg.DagsterRunStatus.STARTED,
+            tags=tags,
+            run_config=run_config or {},
+        )
+    )
+    event = DagsterEvent(
+        DagsterEventType.ENGINE_EVENT.value,
+        job_name=job_name,
+        message=f"Started process for run (pid: {pid}).",
+        event_specific_data=EngineEventData.in_process(pid),
+    )
     instance.report_dagster_event(event, run.run_id, timestamp=reported_at)
     return run
 
@@ -380,7 +420,9 @@ def test_an_onboarding_whose_process_died_is_failed_its_slot_freed_and_requested
 
     config = {"ops": {"onboarded_evaluations": {"config": {"accepted_file": "stem", "model": "m"}}}}
     with dg.instance_for_test() as instance:
-        dead = _started_run(instance, onboarding_job.name, run_key="abc:m", pid=_dead_pid(), partition="m", run_config=config)
+        dead = _started_run(
+            instance, onboarding_job.name, run_key="abc:m", pid=_dead_pid(), partition="m", run_config=config
+        )
         alive = _started_run(instance, onboarding_job.name, run_key="def:n", pid=os.getpid(), partition="n")
         storage = instance.event_log_storage
         storage.set_concurrency_slots("model_embeddings", 1)
@@ -399,7 +441,9 @@ def test_a_killed_reports_refresh_is_not_waited_on_and_runs_again() -> None:
     with dg.instance_for_test() as instance:
         _materialize(instance, "analysis_reports")
         _materialize(instance, "model_embeddings")
-        pool_id = next(iter(instance.fetch_materializations(dg.AssetKey("model_embeddings"), limit=1).records)).storage_id
+        pool_id = next(
+            iter(instance.fetch_materializations(dg.AssetKey("model_embeddings"), limit=1).records)
+        ).storage_id
         killed = _started_run(instance, "reports_refresh_job", run_key=f"reports-for-pool-{pool_id}", pid=_dead_pid())
         _materialize(instance, "test_query_predictions")  # killed half-way: its first report is newer than the pool
         result = reports_after_pool_change(dg.build_sensor_context(instance=instance, cursor=str(pool_id)))
@@ -416,7 +460,9 @@ def test_a_pid_taken_by_a_later_process_is_not_the_run_s_worker() -> None:
     assert not pid_alive(os.getpid(), started_by=started - 24 * 3600)  # the run reported this pid before we existed
     assert not pid_alive(_dead_pid())
     with dg.instance_for_test() as instance:
-        reused = _started_run(instance, onboarding_job.name, run_key="abc:m", pid=os.getpid(), reported_at=started - 24 * 3600)
+        reused = _started_run(
+            instance, onboarding_job.name, run_key="abc:m", pid=os.getpid(), reported_at=started - 24 * 3600
+        )
         assert fail_dead_runs(instance, [onboarding_job.name]) == [reused.run_id]  # the pid is ours now, not the run's
         fresh = _started_run(instance, onboarding_job.name, run_key="def:n", pid=os.getpid())
         assert fail_dead_runs(instance, [onboarding_job.name]) == []
@@ -425,8 +471,14 @@ def test_a_pid_taken_by_a_later_process_is_not_the_run_s_worker() -> None:
 
 def test_a_run_that_failed_in_a_step_is_not_retried(home: Path) -> None:
     with dg.instance_for_test() as instance:
-        run = instance.add_run(dg.DagsterRun(job_name=onboarding_job.name, run_id=str(uuid.uuid4()),
-                                             status=dg.DagsterRunStatus.STARTED, tags={"dagster/run_key": "abc:m"}))
+        run = instance.add_run(
+            dg.DagsterRun(
+                job_name=onboarding_job.name,
+                run_id=str(uuid.uuid4()),
+                status=dg.DagsterRunStatus.STARTED,
+                tags={"dagster/run_key": "abc:m"},
+            )
+        )
         instance.report_run_failed(run)  # no failure reason of a crash: a step failed, a retry would fail the same way
         result, _ = tick(instance, home)
         assert isinstance(result, dg.SensorResult) and not result.run_requests
@@ -435,7 +487,9 @@ def test_a_run_that_failed_in_a_step_is_not_retried(home: Path) -> None:
 def _hostile_encrypted_zip(incoming: Path) -> Path:
     from tests.locus_model.data import hostile
 
-    return hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(incoming, name=".src"), incoming / "locked.zip"), flags=1)
+    return hostile.patch_zip(
+        hostile.zip_folder(hostile.lm_eval_folder(incoming, name=".src"), incoming / "locked.zip"), flags=1
+    )
 
 
 def _hostile_deep_json(incoming: Path) -> Path:
@@ -458,16 +512,20 @@ def _hostile_many_members(incoming: Path) -> Path:
     return hostile.many_members(incoming / "many.zip", 3000)
 
 
-@pytest.mark.parametrize("build, says, seconds", [
-    (_hostile_encrypted_zip, "is encrypted", 0.2),  # RuntimeError on the reader's side: the tick failed, 120 times
-    (_hostile_deep_json, "nests deeper", 0.2),  # RecursionError
-    (_hostile_fifo_folder, "not a regular file", 0.2),  # the tick hung on the pipe, holding the intake lock
-    # 150,000 empty members held the intake for minutes; a budget that any read of 3,000 members exceeds, whatever
-    # the machine's speed (0.2 s was not always exceeded on an idle machine)
-    (_hostile_many_members, "took longer than", 1e-6),
-])
-def test_a_hostile_drop_never_stops_the_folder(home: Path, monkeypatch: pytest.MonkeyPatch, build, says: str,
-                                               seconds: float) -> None:
+@pytest.mark.parametrize(
+    "build, says, seconds",
+    [
+        (_hostile_encrypted_zip, "is encrypted", 0.2),  # RuntimeError on the reader's side: the tick failed, 120 times
+        (_hostile_deep_json, "nests deeper", 0.2),  # RecursionError
+        (_hostile_fifo_folder, "not a regular file", 0.2),  # the tick hung on the pipe, holding the intake lock
+        # 150,000 empty members held the intake for minutes; a budget that any read of 3,000 members exceeds, whatever
+        # the machine's speed (0.2 s was not always exceeded on an idle machine)
+        (_hostile_many_members, "took longer than", 1e-6),
+    ],
+)
+def test_a_hostile_drop_never_stops_the_folder(
+    home: Path, monkeypatch: pytest.MonkeyPatch, build, says: str, seconds: float
+) -> None:
     """A hostile drop, then a good file: the hostile one is rejected with its reason in the same tick and the good
     one is accepted and gets its run (issue 47)."""
     import threading
@@ -547,11 +605,13 @@ def test_one_file_gets_one_run_whoever_publishes_it(home: Path) -> None:
 
     folder = DropFolder.at(home)
     with dg.instance_for_test() as instance:
+
         def publish(manifest) -> str:  # what locus onboard does under the lock: the run, keyed as the sensor keys it
             meanwhile, _ = tick(instance, home)  # a sensor tick while this process holds the lock
             assert meanwhile.run_requests == [] and meanwhile.cursor is None
-            return locus_onboard_run.execute_in_process(instance=instance,
-                                                        tags={"dagster/run_key": manifest.sha256}).run_id
+            return locus_onboard_run.execute_in_process(
+                instance=instance, tags={"dagster/run_key": manifest.sha256}
+            ).run_id
 
         handed = hand_in(folder, "live-first-3.csv", evals("org/first"), publish=publish, poll_s=0.1)
         assert handed.rejection is None and handed.manifest.original_name == "live-first-3.csv"
@@ -579,8 +639,9 @@ def test_the_front_door_tells_a_rejection_and_a_duplicate_and_publishes_neither(
 
 
 @pytest.mark.parametrize("content, accepted", [(evals("org/theirs"), True), ("model,query_id\nx,q1\n", False)])
-def test_a_file_another_process_took_in_is_told_its_outcome_from_the_folder(home: Path, monkeypatch, content,
-                                                                             accepted) -> None:
+def test_a_file_another_process_took_in_is_told_its_outcome_from_the_folder(
+    home: Path, monkeypatch, content, accepted
+) -> None:
     """A running sensor's tick took the handed-in file in first (its publish, not ours): the outcome is read back
     from accepted/ or rejected/, and nothing is published here."""
     import locus_pipeline.intake.tick as tick_module
@@ -626,7 +687,9 @@ def test_a_file_of_40_models_is_one_request_over_40_partitions(home: Path) -> No
         drop(home, "forty-changed.csv", evals(*models, n=4))  # other bytes, the same models: a run of its own
         changed, _ = tick(instance, home, cursor=copy.cursor)
         (other,) = changed.run_requests
-        assert other.run_key != request.run_key and sorted(_covered(instance, other)) == sorted(_covered(instance, request))
+        assert other.run_key != request.run_key and sorted(_covered(instance, other)) == sorted(
+            _covered(instance, request)
+        )
 
 
 def test_a_file_whose_models_are_not_one_range_gets_one_run_per_range(home: Path) -> None:
@@ -649,12 +712,19 @@ def test_a_crashed_run_over_a_range_is_requested_again_over_the_same_range(home:
     from locus_pipeline.defs.partitions import range_tags
 
     with dg.instance_for_test() as instance:
-        run = instance.add_run(dg.DagsterRun(job_name=onboarding_job.name, run_id=str(uuid.uuid4()),
-                                             status=dg.DagsterRunStatus.STARTED,
-                                             tags={"dagster/run_key": "abc", **range_tags("a", "c")}))
+        run = instance.add_run(
+            dg.DagsterRun(
+                job_name=onboarding_job.name,
+                run_id=str(uuid.uuid4()),
+                status=dg.DagsterRunStatus.STARTED,
+                tags={"dagster/run_key": "abc", **range_tags("a", "c")},
+            )
+        )
         from dagster._core.events import JobFailureData, RunFailureReason
 
-        instance.report_run_failed(run, "killed", JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION))
+        instance.report_run_failed(
+            run, "killed", JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION)
+        )
         result, _ = tick(instance, home)
         (retry,) = result.run_requests
         assert retry.run_key == "abc:attempt-2" and range_of(retry) == ("a", "c") and retry.partition_key is None
@@ -702,7 +772,8 @@ def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home:
         queued = instance.create_run_for_job(
             job_def=defs().resolve_job_def("onboarding_job"),
             tags={DROP_SIZE_TAG: "small", **range_tags("earlier", "earlier")},
-            run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": "x"}}}})
+            run_config={"ops": {"onboarded_evaluations": {"config": {"accepted_file": "x"}}}},
+        )
         drop(home, "zero.csv", evals("good/zero"))
         not_started, _ = tick(instance, home)  # created, not in the queue (a killed in-process run): not waited on
         assert len(not_started.run_requests) == 1
@@ -711,13 +782,17 @@ def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home:
         monkeypatch.setattr(sensors, "QUEUED", [dg.DagsterRunStatus.NOT_STARTED])
         drop(home, "first.csv", evals("good/first"))
         held, _ = tick(instance, home, cursor=not_started.cursor)
-        assert held.run_requests == [] and held.cursor == not_started.cursor  # accepted, not requested: the cursor stays
+        assert (
+            held.run_requests == [] and held.cursor == not_started.cursor
+        )  # accepted, not requested: the cursor stays
         assert "wait until the queued onboarding run starts" in held.skip_reason.skip_message
         drop(home, "second.csv", evals("good/second"))
         still, _ = tick(instance, home, cursor=held.cursor)
         assert still.run_requests == []
-        instance.handle_run_event(queued.run_id, dg.DagsterEvent(
-            event_type_value=dg.DagsterEventType.RUN_START.value, job_name="onboarding_job"))
+        instance.handle_run_event(
+            queued.run_id,
+            dg.DagsterEvent(event_type_value=dg.DagsterEventType.RUN_START.value, job_name="onboarding_job"),
+        )
         started, _ = tick(instance, home, cursor=still.cursor)
     (request,) = started.run_requests  # both drops, one run
     stems = request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]

@@ -34,7 +34,9 @@ def test_a_file_that_changes_while_read_is_left_for_later(folder: DropFolder, mo
 
 
 def test_accepted_file_is_split_by_model_with_a_manifest(folder: DropFolder) -> None:
-    content = csv_text([("a/model", "q1", 1), ("a/model", "q2", 0), ("b", "q1", 0.5), ("a/model", "q2", 0)])  # one exact repeat
+    content = csv_text(
+        [("a/model", "q1", 1), ("a/model", "q2", 0), ("b", "q1", 0.5), ("a/model", "q2", 0)]
+    )  # one exact repeat
     path = drop(folder, "evals.csv", content)
     result = intake_file(path, folder)
     assert result.status == "accepted" and not path.exists()
@@ -57,10 +59,30 @@ BAD = {
     "score not a number": (csv_text([("m", "q1", "yes")]).encode(), 1, "score", "not a number"),
     "non-UTF-8": (HEADER.encode() + b'm,q1,"caf\xe9",b,1\n', 1, None, "not valid UTF-8"),
     "conflicting scores": (csv_text([("m", "q1", 1), ("m", "q1", 0)]).encode(), 2, "score", "two different scores"),
-    "two texts for one query_id": (HEADER.encode() + b"m,q1,one,b,1\nn,q1,two,b,1\n", 2, "query", "two different texts"),
-    "cut inside a quoted field (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'"m",q2,"quest', None, None, "the last line has no newline"),
-    "cut before the score (partial write)": (csv_text([("m", "q1", 1)]).encode() + b'm,q2,quest', None, None, "the last line has no newline"),
-    "cut at a row boundary inside the last row": (csv_text([("m", "q1", 1), ("m", "q2", 0)]).encode()[:-3], None, None, "looks cut off"),
+    "two texts for one query_id": (
+        HEADER.encode() + b"m,q1,one,b,1\nn,q1,two,b,1\n",
+        2,
+        "query",
+        "two different texts",
+    ),
+    "cut inside a quoted field (partial write)": (
+        csv_text([("m", "q1", 1)]).encode() + b'"m",q2,"quest',
+        None,
+        None,
+        "the last line has no newline",
+    ),
+    "cut before the score (partial write)": (
+        csv_text([("m", "q1", 1)]).encode() + b"m,q2,quest",
+        None,
+        None,
+        "the last line has no newline",
+    ),
+    "cut at a row boundary inside the last row": (
+        csv_text([("m", "q1", 1), ("m", "q2", 0)]).encode()[:-3],
+        None,
+        None,
+        "looks cut off",
+    ),
     "model name with surrounding spaces": (csv_text([(" m ", "q1", 1)]).encode(), 1, "model", "whitespace"),
     "corrupt parquet": (b"PAR1 not really", None, None, "not a readable Parquet"),
 }
@@ -112,7 +134,9 @@ def test_hostile_model_names_stay_inside_the_drop_folder(folder: DropFolder, nam
 
 def _intake_peak(folder: DropFolder, n_models: int, n_queries: int) -> tuple[int, int]:
     filler = "x" * 400  # long query text, as in real benchmarks
-    lines = [HEADER] + [f"m{m},q{q},\"{q} {filler}\",b{q % 3},{(q * m) % 2}\n" for m in range(n_models) for q in range(n_queries)]
+    lines = [HEADER] + [
+        f'm{m},q{q},"{q} {filler}",b{q % 3},{(q * m) % 2}\n' for m in range(n_models) for q in range(n_queries)
+    ]
     path = drop(folder, f"big-{n_models}.csv", "".join(lines))
     size = path.stat().st_size
     del lines
@@ -173,11 +197,17 @@ COLLIDING = ("org llama 7b", safe_model_key("org llama 7b"))  # a name, and anot
 
 
 @pytest.mark.parametrize("first, second", [COLLIDING, COLLIDING[::-1]])
-def test_a_name_whose_key_names_another_model_is_rejected_in_either_order(folder: DropFolder, first: str, second: str) -> None:
+def test_a_name_whose_key_names_another_model_is_rejected_in_either_order(
+    folder: DropFolder, first: str, second: str
+) -> None:
     assert safe_model_key(first) == safe_model_key(second) and first != second
-    accepted = intake_file(drop(folder, "first.csv", csv_text([(first, "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder))
+    accepted = intake_file(
+        drop(folder, "first.csv", csv_text([(first, "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder)
+    )
     assert accepted.status == "accepted"
-    later = intake_file(drop(folder, "second.csv", csv_text([(second, "q1", 0)])), folder, claimed=claimed_keys(folder.home, folder))
+    later = intake_file(
+        drop(folder, "second.csv", csv_text([(second, "q1", 0)])), folder, claimed=claimed_keys(folder.home, folder)
+    )
     assert later.status == "rejected"
     assert f"already names the model {first!r}" in later.reason and "column: model" in later.reason
     assert len(intake.manifest_stems(folder)) == 1  # only the first file's models will be onboarded
@@ -186,7 +216,10 @@ def test_a_name_whose_key_names_another_model_is_rejected_in_either_order(folder
 def test_a_training_model_key_is_claimed_too(folder: DropFolder) -> None:
     warehouse = folder.home.path / "warehouse"
     warehouse.mkdir()
-    pd.DataFrame({"model": [COLLIDING[0]], "query_id": ["q1"], "query": ["x"], "benchmark": ["b"], "score": [1.0]}).to_parquet(
-        warehouse / "evaluation_table.parquet")
-    result = intake_file(drop(folder, "f.csv", csv_text([(COLLIDING[1], "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder))
+    pd.DataFrame(
+        {"model": [COLLIDING[0]], "query_id": ["q1"], "query": ["x"], "benchmark": ["b"], "score": [1.0]}
+    ).to_parquet(warehouse / "evaluation_table.parquet")
+    result = intake_file(
+        drop(folder, "f.csv", csv_text([(COLLIDING[1], "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder)
+    )
     assert result.status == "rejected" and repr(COLLIDING[0]) in result.reason

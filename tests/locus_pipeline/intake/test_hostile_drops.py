@@ -39,10 +39,14 @@ def _linked(root: Path) -> Path:
 
 HOSTILE = {  # name -> (builder into incoming/, what the reason says)
     "a link in a folder": (_linked, "'passwd', which is not a regular file"),
-    "encrypted zip": (lambda d: hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(d, name=".src"), d / "e.zip"), flags=1),
-                      "is encrypted (password-protected)"),
-    "unknown compression": (lambda d: hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(d, name=".src"), d / "p.zip"), method=98),
-                            "uses compression method 98"),
+    "encrypted zip": (
+        lambda d: hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(d, name=".src"), d / "e.zip"), flags=1),
+        "is encrypted (password-protected)",
+    ),
+    "unknown compression": (
+        lambda d: hostile.patch_zip(hostile.zip_folder(hostile.lm_eval_folder(d, name=".src"), d / "p.zip"), method=98),
+        "uses compression method 98",
+    ),
     "JSON 100,000 deep": (_deep, "nests deeper than 200 levels"),
     "a pipe in a HELM folder": (hostile.helm_with_fifo, "which is not a regular file"),
     "400-digit acc": (lambda d: hostile.with_sample(d, acc="1" + "0" * 400), "an integer of about 400 digits"),
@@ -59,10 +63,17 @@ def test_a_hostile_drop_is_rejected_with_its_reason(folder: DropFolder, case: st
     assert not path.exists() and (folder.rejected / f"{result.stored.name}.reason.txt").read_text() == result.reason
 
 
-@pytest.mark.parametrize("error", [RecursionError("maximum recursion depth exceeded"), MemoryError(),
-                                   NotImplementedError("That compression method is not supported"),
-                                   RuntimeError("File is encrypted, password required"), KeyError("doc"),
-                                   OSError(errno.EIO, "Input/output error")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        RecursionError("maximum recursion depth exceeded"),
+        MemoryError(),
+        NotImplementedError("That compression method is not supported"),
+        RuntimeError("File is encrypted, password required"),
+        KeyError("doc"),
+        OSError(errno.EIO, "Input/output error"),
+    ],
+)
 def test_whatever_a_reader_raises_rejects_the_drop_with_the_type(folder: DropFolder, monkeypatch, error) -> None:
     def reader(*args, **kwargs):
         raise error
@@ -121,9 +132,18 @@ def test_a_look_alike_model_name_is_refused(folder: DropFolder) -> None:
     assert result.status == "rejected" and "look the same" in result.reason
 
 
-LOOK_ALIKES = {"Y\u13a5-6B": "Yi-6B", "Y\u026a-6B": "Yi-6B", "Yi\u02d76B": "Yi-6B", "Yi-6\u15f7": "Yi-6B",
-               "Yi\u06d46B": "Yi-6B", "Yi\u27966B": "Yi-6B", "Mistral-7B-v\u03bf.1": "Mistral-7B-v0.1", "yi-6b": "Yi-6B",
-               "GEMMA-7B": "gemma-7b", "Yi-6B.": "Yi-6B"}
+LOOK_ALIKES = {
+    "Y\u13a5-6B": "Yi-6B",
+    "Y\u026a-6B": "Yi-6B",
+    "Yi\u02d76B": "Yi-6B",
+    "Yi-6\u15f7": "Yi-6B",
+    "Yi\u06d46B": "Yi-6B",
+    "Yi\u27966B": "Yi-6B",
+    "Mistral-7B-v\u03bf.1": "Mistral-7B-v0.1",
+    "yi-6b": "Yi-6B",
+    "GEMMA-7B": "gemma-7b",
+    "Yi-6B.": "Yi-6B",
+}
 
 
 @pytest.mark.parametrize("name", list(LOOK_ALIKES))
@@ -160,7 +180,9 @@ def test_a_drop_over_its_byte_or_model_limit_is_rejected_before_it_is_read(folde
     assert [m.original_name for m in outcome.accepted] == ["good.csv"]
 
 
-def test_a_link_inside_a_dropped_folder_is_refused_before_its_target_is_read(folder: DropFolder, tmp_path, monkeypatch) -> None:
+def test_a_link_inside_a_dropped_folder_is_refused_before_its_target_is_read(
+    folder: DropFolder, tmp_path, monkeypatch
+) -> None:
     """Nothing reads the target: no sha256 of it (the folder is refused from lstat alone), the link kept as dropped."""
     secret = tmp_path / "secret.jsonl"
     secret.write_text("private\n", encoding="utf-8")
@@ -173,7 +195,9 @@ def test_a_link_inside_a_dropped_folder_is_refused_before_its_target_is_read(fol
     result = intake_file(dropped, folder)
     assert result.status == "rejected" and "not a regular file" in result.rejection.problem
     assert hashed == [] and "samples_task_2024.jsonl" in result.rejection.problem
-    assert (result.stored / "samples_task_2024.jsonl").is_symlink() and secret.read_text(encoding="utf-8") == "private\n"
+    assert (result.stored / "samples_task_2024.jsonl").is_symlink() and secret.read_text(
+        encoding="utf-8"
+    ) == "private\n"
 
 
 def test_a_folder_drop_is_checked_for_regular_files_once(folder: DropFolder, monkeypatch) -> None:

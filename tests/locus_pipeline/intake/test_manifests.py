@@ -49,11 +49,15 @@ def test_a_junk_manifest_is_set_aside_with_its_name_and_the_tick_goes_on(folder:
     (folder.accepted / "zz.manifest.json").write_text("[]", encoding="utf-8")
     drop(folder, "good.csv", csv_text([("g", "q1", 1)]))
     outcome = intake_tick(folder)
-    assert sorted(r.file for r in outcome.rejections) == sorted([f"accepted/{real.manifest.stem}.manifest.json",
-                                                                "accepted/zz.manifest.json"])
+    assert sorted(r.file for r in outcome.rejections) == sorted(
+        [f"accepted/{real.manifest.stem}.manifest.json", "accepted/zz.manifest.json"]
+    )
     for item in outcome.rejections:
         reason = (folder.incoming / item.reason_file).read_text(encoding="utf-8")
         assert item.file in reason and "is not a manifest intake wrote" in reason
     assert [m.original_name for m in outcome.accepted] == ["real.csv", "good.csv"]  # recovered, then the new drop
     assert not (folder.accepted / "zz.manifest.json").exists()
-    assert [m.original_name for m in intake_tick(folder).manifests] == ["real.csv", "good.csv"]  # the next tick reads clean
+    assert [m.original_name for m in intake_tick(folder).manifests] == [
+        "real.csv",
+        "good.csv",
+    ]  # the next tick reads clean

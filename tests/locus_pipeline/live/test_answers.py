@@ -15,7 +15,9 @@ from locus_pipeline.serve.config import Upstream
 
 
 def body(content, usage=None) -> bytes:
-    return json.dumps({"choices": [{"message": {"content": content}}], **({"usage": usage} if usage is not None else {})}).encode()
+    return json.dumps(
+        {"choices": [{"message": {"content": content}}], **({"usage": usage} if usage is not None else {})}
+    ).encode()
 
 
 BAD = {
@@ -69,9 +71,11 @@ def test_no_token_count_makes_a_call_cost_less_than_its_text() -> None:
     prompt, text = "q" * 400, "a" * 40
     floor = call_cost(costs, prompt, text, {})
     assert floor == pytest.approx((estimate_tokens(prompt) * 1.0 + estimate_tokens(text) * 2.0) / 1e6)
-    for usage in ({"prompt_tokens": -10**9}, {"completion_tokens": -5}, {"prompt_tokens": 0, "completion_tokens": 0}):
+    for usage in ({"prompt_tokens": -(10**9)}, {"completion_tokens": -5}, {"prompt_tokens": 0, "completion_tokens": 0}):
         assert call_cost(costs, prompt, text, usage) == pytest.approx(floor)
-    assert call_cost(costs, prompt, text, {"prompt_tokens": 1000, "completion_tokens": 100}) == pytest.approx(1200 / 1e6)
+    assert call_cost(costs, prompt, text, {"prompt_tokens": 1000, "completion_tokens": 100}) == pytest.approx(
+        1200 / 1e6
+    )
 
 
 def test_nan_token_counts_fail_the_call_in_one_line_without_a_logged_traceback(caplog) -> None:

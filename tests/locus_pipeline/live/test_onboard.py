@@ -21,14 +21,24 @@ from locus_pipeline.serve.config import read_models_config
 from locus_pipeline.storage import LocusHome
 
 REPLAYED = "gemini-1.5-pro-002"
-TINY_MMLU = {"ops": {
-    "raw_evaluations": {"config": {"source": "mmlu_pro"}},
-    "evaluation_table": {"config": {"max_queries": 400}},
-    "query_encodings": {"config": {"encoder": "hashing-256"}},
-    "training_split": {"config": {"budget": 256}},
-    "locus_checkpoint": {"config": {"epochs": 10, "patience": 10, "enc_max": 64, "finetune_steps": 60,
-                                     "latent_steps": 150, "threads": 1}},
-}}
+TINY_MMLU = {
+    "ops": {
+        "raw_evaluations": {"config": {"source": "mmlu_pro"}},
+        "evaluation_table": {"config": {"max_queries": 400}},
+        "query_encodings": {"config": {"encoder": "hashing-256"}},
+        "training_split": {"config": {"budget": 256}},
+        "locus_checkpoint": {
+            "config": {
+                "epochs": 10,
+                "patience": 10,
+                "enc_max": 64,
+                "finetune_steps": 60,
+                "latent_steps": 150,
+                "threads": 1,
+            }
+        },
+    }
+}
 
 
 def free_port() -> int:
@@ -39,6 +49,7 @@ def free_port() -> int:
 
 # a whole MMLU-Pro home is built and onboarded through replay servers: the end-to-end tier
 pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocusHome]:
@@ -78,17 +89,27 @@ def replay_port() -> Iterator[int]:
 def models_config(tmp_path: Path, port: int, **extra) -> Path:
     path = tmp_path / "models.yaml"
     lines = [f"    {k}: {v}" for k, v in extra.items()]
-    path.write_text("models:\n  my-copy:\n" + f"    base_url: http://127.0.0.1:{port}/v1\n    model: {REPLAYED}\n"
-                    + "".join(line + "\n" for line in lines))
+    path.write_text(
+        "models:\n  my-copy:\n"
+        + f"    base_url: http://127.0.0.1:{port}/v1\n    model: {REPLAYED}\n"
+        + "".join(line + "\n" for line in lines)
+    )
     return path
 
 
-def test_onboarding_a_replayed_model_finds_it_among_the_nearest(home: LocusHome, replay_port: int, tmp_path: Path) -> None:
+def test_onboarding_a_replayed_model_finds_it_among_the_nearest(
+    home: LocusHome, replay_port: int, tmp_path: Path
+) -> None:
     pool_before = home.read_pool()
     config = read_models_config(models_config(tmp_path, replay_port, cost_per_query=0.001))
     start = time.monotonic()
-    result = onboard_endpoint(home, OnboardConfig(endpoint="my-copy", budget=64, concurrency=8), config,
-                              publish=lambda manifest: run_onboarding(home, manifest), tracking=MlflowTracking(home=home))
+    result = onboard_endpoint(
+        home,
+        OnboardConfig(endpoint="my-copy", budget=64, concurrency=8),
+        config,
+        publish=lambda manifest: run_onboarding(home, manifest),
+        tracking=MlflowTracking(home=home),
+    )
     seconds = time.monotonic() - start
     pool = home.read_pool()
     assert len(pool) == len(pool_before) + 1 and "my-copy" in set(pool["model"])
@@ -133,18 +154,21 @@ def test_an_unknown_endpoint_names_the_entries(home: LocusHome, tmp_path: Path) 
         onboard_endpoint(home, OnboardConfig(endpoint="nope"), read_models_config(models_config(tmp_path, 1)))
 
 
-def test_the_dagster_job_hands_the_graded_answers_to_the_intake_for_the_drop_folder_sensor(home: LocusHome, replay_port: int,
-                                                                               tmp_path: Path) -> None:
+def test_the_dagster_job_hands_the_graded_answers_to_the_intake_for_the_drop_folder_sensor(
+    home: LocusHome, replay_port: int, tmp_path: Path
+) -> None:
     from locus_pipeline.definitions import defs
     from locus_pipeline.intake import DropFolder
 
     path = tmp_path / "job.yaml"
     path.write_text(f"models:\n  job-copy:\n    base_url: http://127.0.0.1:{replay_port}/v1\n    model: {REPLAYED}\n")
-    run_config = {"ops": {"ask_and_drop": {"config": {"endpoint": "job-copy", "models_config": str(path),
-                                                      "budget": 16}}}}
+    run_config = {
+        "ops": {"ask_and_drop": {"config": {"endpoint": "job-copy", "models_config": str(path), "budget": 16}}}
+    }
     with dg.instance_for_test() as instance:
-        result = defs().resolve_job_def("live_onboarding_job").execute_in_process(instance=instance,
-                                                                                run_config=run_config)
+        result = (
+            defs().resolve_job_def("live_onboarding_job").execute_in_process(instance=instance, run_config=run_config)
+        )
     assert result.success
     (event,) = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
     meta = event.event_specific_data.asset_observation.metadata
@@ -166,10 +190,13 @@ def test_the_command_line_fails_clearly(home: LocusHome, tmp_path: Path, capsys:
 
 def test_the_money_budget_stops_the_asking(home: LocusHome, replay_port: int, tmp_path: Path) -> None:
     path = tmp_path / "priced.yaml"
-    path.write_text(f"models:\n  priced-copy:\n    base_url: http://127.0.0.1:{replay_port}/v1\n    model: {REPLAYED}\n"
-                    "    cost_per_query: 0.001\n")
-    result = onboard_endpoint(home, OnboardConfig(endpoint="priced-copy", budget=64, max_cost=0.0205),
-                              read_models_config(path))
+    path.write_text(
+        f"models:\n  priced-copy:\n    base_url: http://127.0.0.1:{replay_port}/v1\n    model: {REPLAYED}\n"
+        "    cost_per_query: 0.001\n"
+    )
+    result = onboard_endpoint(
+        home, OnboardConfig(endpoint="priced-copy", budget=64, max_cost=0.0205), read_models_config(path)
+    )
     assert result.answers == 20 and result.stopped_by == "max_cost" and result.cost_usd == pytest.approx(0.020)
     unpriced = models_config(tmp_path, replay_port)
     with pytest.raises(OnboardError, match="--max-cost needs a price"):
@@ -178,18 +205,43 @@ def test_the_money_budget_stops_the_asking(home: LocusHome, replay_port: int, tm
 
 def two_copies(tmp_path: Path, port: int) -> Path:
     path = tmp_path / "copies.yaml"
-    path.write_text("models:\n" + "".join(f"  {name}:\n    base_url: http://127.0.0.1:{port}/v1\n    model: {REPLAYED}\n"
-                                          for name in ("round-copy", "until-copy")))
+    path.write_text(
+        "models:\n"
+        + "".join(
+            f"  {name}:\n    base_url: http://127.0.0.1:{port}/v1\n    model: {REPLAYED}\n"
+            for name in ("round-copy", "until-copy")
+        )
+    )
     return path
 
 
-def test_the_command_asks_in_rounds_prints_each_and_stops_at_the_budget(home: LocusHome, replay_port: int,
-                                                                       tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_the_command_asks_in_rounds_prints_each_and_stops_at_the_budget(
+    home: LocusHome, replay_port: int, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     from locus_pipeline.cli import main
 
     path = two_copies(tmp_path, replay_port)
-    assert main(["onboard", "--endpoint", "round-copy", "--models-config", str(path), "--home", home.location,
-                 "--budget", "24", "--choice", "adaptive", "--until", "0.5", "--no-mlflow"]) == 0
+    assert (
+        main(
+            [
+                "onboard",
+                "--endpoint",
+                "round-copy",
+                "--models-config",
+                str(path),
+                "--home",
+                home.location,
+                "--budget",
+                "24",
+                "--choice",
+                "adaptive",
+                "--until",
+                "0.5",
+                "--no-mlflow",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     progress = [line for line in out.splitlines() if "widest 90% interval" in line]
     counts = [int(line.split(" answers")[0]) for line in progress]  # a question the replay has no answer to fails
@@ -201,21 +253,24 @@ def test_the_command_asks_in_rounds_prints_each_and_stops_at_the_budget(home: Lo
     assert len(home.read_live_answers("round-copy")) == 24
 
 
-def test_until_stops_at_the_first_round_whose_intervals_are_all_that_narrow(home: LocusHome, replay_port: int,
-                                                                            tmp_path: Path) -> None:
+def test_until_stops_at_the_first_round_whose_intervals_are_all_that_narrow(
+    home: LocusHome, replay_port: int, tmp_path: Path
+) -> None:
     from locus_pipeline.live.onboard import collect_answers
 
     models = read_models_config(two_copies(tmp_path, replay_port))
     lines: list[str] = []
-    _, full = collect_answers(home, OnboardConfig(endpoint="until-copy", budget=32, choice="adaptive"), models,
-                              lines.append)
+    _, full = collect_answers(
+        home, OnboardConfig(endpoint="until-copy", budget=32, choice="adaptive"), models, lines.append
+    )
     assert full["stopped_by"] == "budget" and len(full["rounds"]) == len(lines) == 4
     widths = [r["widest_points"] for r in full["rounds"]]
     until = widths[1] + 0.01
     first = next(i for i, w in enumerate(widths) if w < until)  # <= 1: the second round's widest is narrower
     home.live_answers_path("until-copy").unlink()  # the same questions asked again: the same answers, estimates
-    answers, early = collect_answers(home, OnboardConfig(endpoint="until-copy", budget=32, choice="adaptive",
-                                                         until=until), models)
+    answers, early = collect_answers(
+        home, OnboardConfig(endpoint="until-copy", budget=32, choice="adaptive", until=until), models
+    )
     assert early["stopped_by"] == "until" and len(answers) == full["rounds"][first]["answers"] < 32
     drop = lambda rounds: [{k: v for k, v in r.items() if k != "more_needed"} for r in rounds]  # noqa: E731
     assert drop(early["rounds"]) == drop(full["rounds"][: first + 1])  # the same rounds, the same estimates

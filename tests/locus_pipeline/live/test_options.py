@@ -34,14 +34,22 @@ def test_parsed_flags_and_a_run_config_make_the_same_config() -> None:
     add_options(parser)
     args = parser.parse_args(["--endpoint", "my-copy", "--budget", "24", "--until", "10"])
     from_flags = config_from(vars(args))
-    from_job = config_from(LiveOnboardingConfig(endpoint="my-copy", models_config="m.yaml", budget=24,
-                                                until=10.0).model_dump())
+    from_job = config_from(
+        LiveOnboardingConfig(endpoint="my-copy", models_config="m.yaml", budget=24, until=10.0).model_dump()
+    )
     assert from_flags == from_job == OnboardConfig(endpoint="my-copy", budget=24, until=10.0)
     assert from_flags.choice == DEFAULT_CHOICE and from_flags.max_cost is None  # the library's default choice
 
 
-@pytest.mark.parametrize("bad, message", [({"budget": 0}, "budget"), ({"choice": "greedy"}, "choice 'greedy'"),
-                                          ({"until": -1.0}, "until"), ({"max_cost": -0.5}, "max_cost")])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"budget": 0}, "budget"),
+        ({"choice": "greedy"}, "choice 'greedy'"),
+        ({"until": -1.0}, "until"),
+        ({"max_cost": -0.5}, "max_cost"),
+    ],
+)
 def test_a_bad_option_is_refused_once_whoever_gives_it(bad, message) -> None:
     with pytest.raises(OnboardError, match=message):
         OnboardConfig(endpoint="x", **bad)

@@ -24,16 +24,20 @@ QUERY = "What is the derivative of x squared?"
 UNGUARDED = RoutingPolicy(guard_margin=0.0)  # the tiny home's router is untrained: P(correct) alone ranks
 
 
-def client_for(built: dict, tmp_path: Path, *, models: dict | None = None, transport=None, clock=time.monotonic,
-               **config) -> TestClient:
+def client_for(
+    built: dict, tmp_path: Path, *, models: dict | None = None, transport=None, clock=time.monotonic, **config
+) -> TestClient:
     path = None
     if models is not None:
         path = tmp_path / "models.json"
         path.write_text(json.dumps(models))
     config.setdefault("policy", UNGUARDED)
     config.setdefault("explore", 0.0)  # decisions compared with P(correct): no Thompson draw (tests of it set one)
-    app = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path) if path else None, **config),
-                     transport=transport, clock=clock)
+    app = create_app(
+        ServeConfig(home=str(built["home"].path), models_config=str(path) if path else None, **config),
+        transport=transport,
+        clock=clock,
+    )
     return TestClient(app)
 
 
@@ -51,8 +55,11 @@ def nearest(built: dict, chosen: str, among: list[str]) -> list[str]:
 
 
 def chat(query: str = QUERY, model: str = "locus", **extra) -> dict:
-    return {"model": model, "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": query}],
-            **extra}
+    return {
+        "model": model,
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": query}],
+        **extra,
+    }
 
 
 class FakeUpstreams:
@@ -70,12 +77,26 @@ class FakeUpstreams:
         if host in self.slow:
             raise httpx.ReadTimeout("too slow", request=request)
         if body.get("stream"):
-            chunks = [{"id": "c", "object": "chat.completion.chunk", "model": body["model"],
-                       "choices": [{"index": 0, "delta": {"content": w}}]} for w in ("hello", " world")]
+            chunks = [
+                {
+                    "id": "c",
+                    "object": "chat.completion.chunk",
+                    "model": body["model"],
+                    "choices": [{"index": 0, "delta": {"content": w}}],
+                }
+                for w in ("hello", " world")
+            ]
             text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
             return httpx.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
-        return httpx.Response(200, json={"id": "x", "object": "chat.completion", "model": body["model"],
-                                         "choices": [{"index": 0, "message": {"role": "assistant", "content": f"from {host}"}}]})
+        return httpx.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": f"from {host}"}}],
+            },
+        )
 
 
 def host(name: str) -> str:
@@ -83,8 +104,13 @@ def host(name: str) -> str:
 
 
 def upstream_config(**extra) -> dict:
-    return {"models": {n: {"base_url": f"http://{host(n)}/v1", "model": f"upstream-{n}", "api_key_env": "LOCUS_TEST_KEY"}
-                       for n in NAMES}, **extra}
+    return {
+        "models": {
+            n: {"base_url": f"http://{host(n)}/v1", "model": f"upstream-{n}", "api_key_env": "LOCUS_TEST_KEY"}
+            for n in NAMES
+        },
+        **extra,
+    }
 
 
 def wait_for(predicate, what: str, seconds: float = 30.0):

@@ -25,7 +25,9 @@ def test_a_size_cap_keeps_the_models_of_at_most_that_many_parameters_whatever_th
         answer = client.post("/v1/chat/completions", json=chat(locus={"max_params": 2})).json()
     assert capped["cost_basis"] == "usd" and set(capped["over_params"]) == {"beta-13b", "gamma-70b"}
     assert {x["model"] for x in capped["ranking"]} == {"alpha-7b", "delta-1b", "org/epsilon 3b"}
-    assert {x["model"]: x["params_b"] for x in capped["ranking"]} == {n: SIZES[n] for n in ("alpha-7b", "delta-1b", "org/epsilon 3b")}
+    assert {x["model"]: x["params_b"] for x in capped["ranking"]} == {
+        n: SIZES[n] for n in ("alpha-7b", "delta-1b", "org/epsilon 3b")
+    }
     probs = expected_probs(built, QUERY)
     score = {x["model"]: x["score"] for x in capped["ranking"]}  # normalised by the dearest kept candidate (0.5)
     assert score["delta-1b"] == pytest.approx(0.5 * probs["delta-1b"] - 0.5 * 0.3 / 0.5, abs=1e-6)
@@ -44,14 +46,18 @@ def test_a_bad_size_cap_is_a_400(built, tmp_path, body):
 
 
 def test_a_model_of_unknown_cost_is_left_out_of_every_cost_aware_path_and_never_the_maximum(built, tmp_path):
-    models = {"models": {n: {"cost_per_query": c} for n, c in (("alpha-7b", 0.5), ("delta-1b", 0.1), ("gamma-70b", 2.0))}}
+    models = {
+        "models": {n: {"cost_per_query": c} for n, c in (("alpha-7b", 0.5), ("delta-1b", 0.1), ("gamma-70b", 2.0))}
+    }
     unpriced = {"beta-13b", "org/epsilon 3b"}
     with client_for(built, tmp_path, models=models, dry_run=True) as client:
         weighted = client.post("/route", json={"query": QUERY, "quality_weight": 0.5}).json()
         capped = client.post("/route", json={"query": QUERY, "max_cost": 100}).json()
         plain = client.post("/route", json={"query": QUERY}).json()
         cheapest = client.post("/v1/chat/completions", json=chat(model="locus:0")).json()
-        only_unpriced = client.post("/route", json={"query": QUERY, "quality_weight": 0.5, "candidates": sorted(unpriced)})
+        only_unpriced = client.post(
+            "/route", json={"query": QUERY, "quality_weight": 0.5, "candidates": sorted(unpriced)}
+        )
     for decision in (weighted, capped):
         assert set(decision["unknown_cost"]) == unpriced and not unpriced & {x["model"] for x in decision["ranking"]}
         assert max(x["expected_cost"] for x in decision["ranking"]) == 2.0
@@ -64,14 +70,24 @@ def test_a_model_of_unknown_cost_is_left_out_of_every_cost_aware_path_and_never_
 
 def write_portfolios(home, rows: dict[tuple[str, float], list[str]]) -> None:
     """A portfolios table as the asset writes it (method, x, portfolio joined by ", "; other columns left out)."""
-    home.write_table("portfolios", pd.DataFrame([{"method": m, "x_name": "k", "x": x, "portfolio": ", ".join(members)}
-                                                 for (m, x), members in rows.items()]))
+    home.write_table(
+        "portfolios",
+        pd.DataFrame(
+            [{"method": m, "x_name": "k", "x": x, "portfolio": ", ".join(members)} for (m, x), members in rows.items()]
+        ),
+    )
 
 
 def test_a_portfolio_is_served_as_the_candidate_set(built, tmp_path):
     home = built["home"]
-    write_portfolios(home, {("k_center", 2): ["gamma-70b", "delta-1b"], ("k_center", 3): ["gamma-70b", "delta-1b", "beta-13b"],
-                            ("k_medoids", 2): ["alpha-7b", "beta-13b"]})
+    write_portfolios(
+        home,
+        {
+            ("k_center", 2): ["gamma-70b", "delta-1b"],
+            ("k_center", 3): ["gamma-70b", "delta-1b", "beta-13b"],
+            ("k_medoids", 2): ["alpha-7b", "beta-13b"],
+        },
+    )
     with client_for(built, tmp_path, portfolio="k-center-2", poll_seconds=0.05, dry_run=True) as client:
         decision = client.post("/route", json={"query": QUERY}).json()
         inside = client.post("/route", json={"query": QUERY, "candidates": ["delta-1b"]}).json()
@@ -80,13 +96,20 @@ def test_a_portfolio_is_served_as_the_candidate_set(built, tmp_path):
         listed = {m["id"]: m["locus"] for m in client.get("/v1/models").json()["data"]}
         health = client.get("/healthz").json()
         write_portfolios(home, {("k_center", 2): ["alpha-7b", "beta-13b"]})  # the asset refreshed: served again
-        wait_for(lambda: client.get("/healthz").json()["routable_models"] == 2
-                 and client.post("/route", json={"query": QUERY}).json()["ranking"][0]["model"] in {"alpha-7b", "beta-13b"},
-                 "the refreshed portfolio served")
+        wait_for(
+            lambda: (
+                client.get("/healthz").json()["routable_models"] == 2
+                and client.post("/route", json={"query": QUERY}).json()["ranking"][0]["model"]
+                in {"alpha-7b", "beta-13b"}
+            ),
+            "the refreshed portfolio served",
+        )
         refreshed = client.post("/route", json={"query": QUERY}).json()
     probs = expected_probs(built, QUERY)
     assert [x["model"] for x in decision["ranking"]] == sorted(["gamma-70b", "delta-1b"], key=lambda n: -probs[n])
-    assert decision["portfolio"] == "k-center-2" and decision["candidates"] == 2 and decision["pool_models"] == len(NAMES)
+    assert (
+        decision["portfolio"] == "k-center-2" and decision["candidates"] == 2 and decision["pool_models"] == len(NAMES)
+    )
     assert set(decision["fallbacks"]) <= {"gamma-70b", "delta-1b"}
     assert inside["chosen"] == "delta-1b"
     assert outside.status_code == pinned.status_code == 400 and outside.json()["error"]["code"] == "not_in_portfolio"
@@ -103,8 +126,11 @@ def test_an_unknown_portfolio_names_the_available_ones(built, tmp_path):
     with pytest.raises(StorageError, match="materialize the portfolios asset"):
         create_app(config)
     write_portfolios(home, {("k_center", k): NAMES[:k] for k in (1, 2, 3)} | {("coverage_greedy", 80.5): NAMES[:2]})
-    with pytest.raises(StorageError, match=r"'k-center-15' is not in the portfolios table. Available: "
-                                           r"coverage-greedy-80.5; k-center-1 \.\.\. k-center-3 \(3\)"):
+    with pytest.raises(
+        StorageError,
+        match=r"'k-center-15' is not in the portfolios table. Available: "
+        r"coverage-greedy-80.5; k-center-1 \.\.\. k-center-3 \(3\)",
+    ):
         create_app(config)
     from locus_pipeline.cli import main
 
@@ -118,8 +144,16 @@ def test_a_model_with_too_few_evaluations_is_routed_to_only_when_a_request_names
     from tests.locus_pipeline.serve_home import embed
 
     home = built["home"]
-    tiny = embed(built["model"], built["checkpoint_id"], ["tiny-drop 1b"], encoder=built["encoder"], source="onboarded",
-                 seed=5, n_queries=9, cache_dir=home.encoding_cache(built["encoder"]))
+    tiny = embed(
+        built["model"],
+        built["checkpoint_id"],
+        ["tiny-drop 1b"],
+        encoder=built["encoder"],
+        source="onboarded",
+        seed=5,
+        n_queries=9,
+        cache_dir=home.encoding_cache(built["encoder"]),
+    )
     assert tiny["n_evaluations"].iloc[0] == 9 < MIN_ROUTABLE_EVALUATIONS and not tiny["routable"].iloc[0]
     write_parquet_atomic(upsert_rows(home.read_pool(), tiny), home.pool_path)
     with client_for(built, tmp_path) as client:
@@ -140,7 +174,9 @@ def test_the_guard_keeps_queries_on_the_candidate_of_highest_standing_unless_ano
     probs = expected_probs(built, QUERY)
     with client_for(built, tmp_path) as client:  # client_for's policy: no guard
         plain = client.post("/route", json={"query": QUERY}).json()
-    with client_for(built, tmp_path, policy=RoutingPolicy(guard_margin=0.99)) as client:  # nothing beats the incumbent by 0.99
+    with client_for(
+        built, tmp_path, policy=RoutingPolicy(guard_margin=0.99)
+    ) as client:  # nothing beats the incumbent by 0.99
         guarded = client.post("/route", json={"query": QUERY}).json()
         among = client.post("/route", json={"query": QUERY, "candidates": [n for n in NAMES if n != top]}).json()
     assert plain["guard"]["margin"] == 0.0 and plain["chosen"] == max(probs, key=probs.get)

@@ -26,7 +26,9 @@ def test_dry_run_answers_with_the_decision_clearly_marked(built, tmp_path):
     body = r.json()
     assert body["model"] == decision["chosen"] == r.headers["x-locus-model"]
     assert body["locus"]["dry_run"] is True and body["locus"]["fallbacks"] == decision["fallbacks"]
-    with client_for(built, tmp_path, dry_run=True) as client:  # /healthz and /v1/models agree on what a dry run can route
+    with client_for(
+        built, tmp_path, dry_run=True
+    ) as client:  # /healthz and /v1/models agree on what a dry run can route
         health, listed = client.get("/healthz").json(), client.get("/v1/models").json()["data"]
     assert health["routable_models"] == sum(m["locus"].get("routable", False) for m in listed) == len(NAMES)
     assert body["choices"][0]["message"]["content"].startswith("[locus dry-run] would route to")
@@ -34,15 +36,18 @@ def test_dry_run_answers_with_the_decision_clearly_marked(built, tmp_path):
     assert events[-1] == "data: [DONE]" and json.loads(events[0][6:])["model"] == decision["chosen"]
 
 
-@pytest.mark.parametrize("body, status, message", [
-    (chat(model="gpt-4o"), 404, "neither 'locus'"),
-    (chat(model="locus:2"), 400, "quality_weight=2.0 must be in [0, 1]"),
-    (chat(model="locus:high"), 400, "must be a number in [0, 1]"),
-    ({"model": "locus", "messages": [{"role": "system", "content": "hi"}]}, 400, "no user message"),
-    ({"model": "locus", "messages": []}, 400, "non-empty list"),
-    (chat(query=""), 400, "no text to route"),
-    (chat(locus={"candidates": ["nope"]}), 400, "unknown candidate"),
-])
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        (chat(model="gpt-4o"), 404, "neither 'locus'"),
+        (chat(model="locus:2"), 400, "quality_weight=2.0 must be in [0, 1]"),
+        (chat(model="locus:high"), 400, "must be a number in [0, 1]"),
+        ({"model": "locus", "messages": [{"role": "system", "content": "hi"}]}, 400, "no user message"),
+        ({"model": "locus", "messages": []}, 400, "non-empty list"),
+        (chat(query=""), 400, "no text to route"),
+        (chat(locus={"candidates": ["nope"]}), 400, "unknown candidate"),
+    ],
+)
 def test_chat_rejects_bad_requests(built, tmp_path, body, status, message):
     with client_for(built, tmp_path) as client:
         r = client.post("/v1/chat/completions", json=body)
@@ -59,7 +64,7 @@ def test_chat_forwards_to_the_chosen_model_and_says_which_answered(built, tmp_pa
     chosen = decision["chosen"]
     assert r.headers["x-locus-model"] == chosen and r.json()["model"] == chosen
     assert r.json()["choices"][0]["message"]["content"] == f"from {host(chosen)}"
-    (seen_host, forwarded, auth), = fake.seen
+    ((seen_host, forwarded, auth),) = fake.seen
     assert seen_host == host(chosen) and forwarded["model"] == f"upstream-{chosen}" and "locus" not in forwarded
     assert forwarded["messages"][1]["content"] == QUERY and auth == "Bearer k-123"
 
@@ -83,13 +88,18 @@ def test_an_upstream_error_moves_down_the_fallback_chain(built, tmp_path):
     assert explained["locus"]["chosen"] == chosen and explained["locus"]["answered_by"] == second
     assert explained["locus"]["fallbacks_used"] == 2 and explained["locus"]["ranking"][0]["model"] == chosen
     skipped = explained["locus"]["skipped"]  # why the chosen model and the first fallback did not answer
-    assert [(s["model"], s["reason"], s["status"]) for s in skipped] == [(chosen, "http_500", 500), (first, "timeout", 504)]
+    assert [(s["model"], s["reason"], s["status"]) for s in skipped] == [
+        (chosen, "http_500", 500),
+        (first, "timeout", 504),
+    ]
     assert "HTTP 500" in skipped[0]["detail"] and "no answer within" in skipped[1]["detail"]
 
 
 def test_every_upstream_failing_is_a_502_naming_them(built, tmp_path):
     fake = FakeUpstreams(failing={host(n) for n in NAMES})
-    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake), n_fallbacks=1) as client:
+    with client_for(
+        built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake), n_fallbacks=1
+    ) as client:
         r = client.post("/v1/chat/completions", json=chat())
     assert r.status_code == 502 and "every model of the fallback chain failed" in r.json()["error"]["message"]
     assert len(fake.seen) == 2
@@ -149,8 +159,10 @@ def test_a_pinned_model_whose_upstream_fails_returns_its_error_not_another_model
 @pytest.mark.parametrize("how", ["body", "list", "header", "config"])
 def test_a_pinned_model_falls_back_when_the_request_or_the_config_allows_it(built, tmp_path, how):
     fake = FakeUpstreams(failing={host("gamma-70b")})
-    body = chat(model="gamma-70b", **({"fallbacks": True} if how == "body" else
-                                      {"fallbacks": ["delta-1b"]} if how == "list" else {}))
+    body = chat(
+        model="gamma-70b",
+        **({"fallbacks": True} if how == "body" else {"fallbacks": ["delta-1b"]} if how == "list" else {}),
+    )
     headers = {"x-locus-fallbacks": "true"} if how == "header" else {}
     models = upstream_config(gateway={"pinned_fallbacks": True}) if how == "config" else upstream_config()
     with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(fake)) as client:

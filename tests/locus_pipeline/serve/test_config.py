@@ -28,7 +28,9 @@ def test_models_config_errors_name_the_problem(tmp_path):
     with pytest.raises(ConfigError, match="cost_per_query=-2 must be a number >= 0"):
         read_models_config(bad)
     ok = tmp_path / "ok.yaml"
-    ok.write_text("defaults: {timeout_s: 5}\nmodels:\n  a: {base_url: 'http://h/v1/', api_key_env: K, price_input_per_mtok: 1}\n")
+    ok.write_text(
+        "defaults: {timeout_s: 5}\nmodels:\n  a: {base_url: 'http://h/v1/', api_key_env: K, price_input_per_mtok: 1}\n"
+    )
     config = read_models_config(ok)
     assert config.upstreams["a"].base_url == "http://h/v1" and config.upstreams["a"].model == "a"
     assert config.upstreams["a"].timeout_s == 5 and config.costs["a"] == {"price_input_per_mtok": 1.0}
@@ -41,10 +43,21 @@ def test_the_default_body_limit_is_one_mib():
     assert ServeConfig().max_body_bytes == 1 << 20
 
 
-@pytest.mark.parametrize("flag, value", [("--fallbacks", "-1"), ("--poll-seconds", "nan"), ("--batch-wait-ms", "nan"),
-                                         ("--poll-seconds", "inf"), ("--poll-seconds", "0"), ("--batch-wait-ms", "-1"),
-                                         ("--threads", "-2"), ("--ranking-size", "-1"), ("--max-body-bytes", "-5"),
-                                         ("--port", "70000")])
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--fallbacks", "-1"),
+        ("--poll-seconds", "nan"),
+        ("--batch-wait-ms", "nan"),
+        ("--poll-seconds", "inf"),
+        ("--poll-seconds", "0"),
+        ("--batch-wait-ms", "-1"),
+        ("--threads", "-2"),
+        ("--ranking-size", "-1"),
+        ("--max-body-bytes", "-5"),
+        ("--port", "70000"),
+    ],
+)
 def test_locus_serve_refuses_a_number_out_of_range_naming_the_option(flag, value, tmp_path, capsys):
     from locus_pipeline.cli import main
 
@@ -81,20 +94,29 @@ def test_a_models_config_naming_no_pool_model_refuses_to_start_unless_dry_run(bu
     assert "'Qwen2-72B-Instruct'" in str(err.value) and "--dry-run" in str(err.value)
     assert main(["serve", "--home", str(built["home"].path), "--models-config", str(path)]) != 0  # before listening
     assert "none of its 2 models is in the pool" in capsys.readouterr().err
-    with TestClient(create_app(ServeConfig(home=str(built["home"].path), models_config=str(path), dry_run=True))) as client:
+    with TestClient(
+        create_app(ServeConfig(home=str(built["home"].path), models_config=str(path), dry_run=True))
+    ) as client:
         r = client.post("/v1/chat/completions", json=chat())
     assert r.status_code == 200 and r.headers["x-locus-dry-run"] == "true"
 
 
 def test_a_partial_match_warns_naming_each_unmatched_entry_and_its_nearest_pool_model(built, tmp_path, caplog):
-    models = {"models": {"alpha-7b": {"base_url": "http://a.test/v1"}, "gamma-70B": {"base_url": "http://g.test/v1"},
-                         "zzz": {"cost_per_query": 1}}}
+    models = {
+        "models": {
+            "alpha-7b": {"base_url": "http://a.test/v1"},
+            "gamma-70B": {"base_url": "http://g.test/v1"},
+            "zzz": {"cost_per_query": 1},
+        }
+    }
     with caplog.at_level(logging.WARNING, logger="locus.serve"):
         with client_for(built, tmp_path, models=models) as client:
             assert client.get("/healthz").json()["routable_models"] == 1
     warned = [r.getMessage() for r in caplog.records if "is not in the pool" in r.getMessage()]
     assert len(warned) == 2
-    assert "'gamma-70B' (nearest pool model: 'gamma-70b')" in warned[0] and "'zzz' (no pool model is close)" in warned[1]
+    assert (
+        "'gamma-70B' (nearest pool model: 'gamma-70b')" in warned[0] and "'zzz' (no pool model is close)" in warned[1]
+    )
 
 
 @pytest.mark.parametrize("models", [None, {"models": {n: {"cost_per_query": 1} for n in NAMES}}])
@@ -106,15 +128,21 @@ def test_a_chat_call_without_an_upstream_is_a_503_never_a_200(built, tmp_path, c
             s = client.post("/v1/chat/completions", json=chat(stream=True))
     assert decision.status_code == 200  # the decision alone still answers
     assert r.status_code == s.status_code == 503 and r.json()["error"]["code"] == "no_upstream_configured"
-    assert repr(decision.json()["chosen"]) in r.json()["error"]["message"] and "--models-config" in r.json()["error"]["message"]
+    assert (
+        repr(decision.json()["chosen"]) in r.json()["error"]["message"]
+        and "--models-config" in r.json()["error"]["message"]
+    )
     assert any("no pool model has an upstream" in rec.getMessage() for rec in caplog.records)
 
 
-@pytest.mark.parametrize("router, message", [
-    ({"pinned_fallbacks": "yes"}, "gateway.pinned_fallbacks='yes' must be true or false"),
-    ({"cooldown": 1}, "unknown gateway settings ['cooldown']"),
-    ([], "'gateway' must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "router, message",
+    [
+        ({"pinned_fallbacks": "yes"}, "gateway.pinned_fallbacks='yes' must be true or false"),
+        ({"cooldown": 1}, "unknown gateway settings ['cooldown']"),
+        ([], "'gateway' must be a mapping"),
+    ],
+)
 def test_the_gateway_section_is_checked(tmp_path, router, message):
     path = tmp_path / "models.json"
     path.write_text(json.dumps({"gateway": router, "models": {}}))

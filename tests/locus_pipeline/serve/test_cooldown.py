@@ -30,7 +30,9 @@ def test_a_failing_upstream_is_skipped_during_its_cooldown_and_tried_after_it(bu
     now = [1000.0]
     fake = FakeUpstreams(slow={host("gamma-70b")})
     models = upstream_config(gateway={"allowed_fails": 2, "cooldown_s": 30, "pinned_fallbacks": True})
-    with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(fake), clock=lambda: now[0]) as client:
+    with client_for(
+        built, tmp_path, models=models, transport=httpx.MockTransport(fake), clock=lambda: now[0]
+    ) as client:
         for _ in range(2):
             assert client.post("/v1/chat/completions", json=chat(model="gamma-70b")).status_code == 200
         assert [h for h, _, _ in fake.seen].count(host("gamma-70b")) == 2
@@ -58,8 +60,14 @@ def test_a_routed_503_when_every_model_is_cooled_down_says_when_to_try_again(bui
     now = [1000.0]
     fake = FakeUpstreams(failing={host(n) for n in NAMES})
     models = upstream_config(gateway={"allowed_fails": 1, "cooldown_s": 30})
-    with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(fake), clock=lambda: now[0],
-                    n_fallbacks=len(NAMES) - 1) as client:
+    with client_for(
+        built,
+        tmp_path,
+        models=models,
+        transport=httpx.MockTransport(fake),
+        clock=lambda: now[0],
+        n_fallbacks=len(NAMES) - 1,
+    ) as client:
         failed = client.post("/v1/chat/completions", json=chat())  # every model fails once: all cooled down
         now[0] += 10
         cooled = client.post("/v1/chat/completions", json=chat())

@@ -70,7 +70,9 @@ def test_a_hostile_upstream_is_cut_at_the_bounds_and_falls_back(built, tmp_path,
     def hostile(request: httpx.Request) -> httpx.Response:
         if isinstance(content, Endless):
             streams.append(content)
-            return httpx.Response(status, stream=content, headers={"content-type": "text/event-stream" if stream else "application/json"})
+            return httpx.Response(
+                status, stream=content, headers={"content-type": "text/event-stream" if stream else "application/json"}
+            )
         return httpx.Response(status, content=content)
 
     chosen = chosen_of(built, tmp_path)
@@ -115,42 +117,71 @@ def test_a_good_client_is_answered_while_an_upstream_sends_keep_alive_lines(buil
 
     path = tmp_path / "models.json"
     path.write_text(json.dumps(upstream_config(defaults={"timeout_s": 3}, gateway=SMALL)))
-    app = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path)),
-                     transport=hostile_first(chosen, hostile))
+    app = create_app(
+        ServeConfig(home=str(built["home"].path), models_config=str(path)), transport=hostile_first(chosen, hostile)
+    )
     results = {}
     with ServerThread(app) as router, httpx.Client(base_url=router.url, timeout=30) as client:
-        slow = threading.Thread(target=lambda: results.setdefault("slow", client.post(
-            "/v1/chat/completions", json=chat(stream=True))))
+        slow = threading.Thread(
+            target=lambda: results.setdefault("slow", client.post("/v1/chat/completions", json=chat(stream=True)))
+        )
         slow.start()
         assert started.wait(30)
-        good = client.post("/v1/chat/completions", json=chat(model=next(n for n in ["alpha-7b", "beta-13b"] if n != chosen)))
+        good = client.post(
+            "/v1/chat/completions", json=chat(model=next(n for n in ["alpha-7b", "beta-13b"] if n != chosen))
+        )
         slow.join(30)
     assert good.status_code == 200 and good.json()["choices"][0]["message"]["content"].startswith("from up-")
     assert results["slow"].status_code == 200 and results["slow"].headers["x-locus-fallbacks-used"] == "1"
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("max_tokens", int("9" * 400), "max_tokens=" + "9" * 20 + "... (400 characters) must be an integer in [1, 10000000]"),
-    ("max_completion_tokens", 0, "max_completion_tokens=0 must be an integer in [1, 10000000]"),
-    ("max_tokens", 1.5, "max_tokens=1.5 must be an integer"),
-    ("temperature", 3, "temperature=3 must be a number in [0, 2]"),
-    ("temperature", int("9" * 400), "temperature=999"),
-    ("n", 10**6, "n=1000000 must be an integer in [1, 128]"),
-    ("top_p", "high", "top_p='high' must be a number in [0, 1]"),
-    ("seed", 2**70, "seed=1180591620717411303424 must be an integer"),
-], ids=["max_tokens-400-digits", "max_completion_tokens-0", "max_tokens-float", "temperature-3",
-        "temperature-400-digits", "n-huge", "top_p-text", "seed-too-large"])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        (
+            "max_tokens",
+            int("9" * 400),
+            "max_tokens=" + "9" * 20 + "... (400 characters) must be an integer in [1, 10000000]",
+        ),
+        ("max_completion_tokens", 0, "max_completion_tokens=0 must be an integer in [1, 10000000]"),
+        ("max_tokens", 1.5, "max_tokens=1.5 must be an integer"),
+        ("temperature", 3, "temperature=3 must be a number in [0, 2]"),
+        ("temperature", int("9" * 400), "temperature=999"),
+        ("n", 10**6, "n=1000000 must be an integer in [1, 128]"),
+        ("top_p", "high", "top_p='high' must be a number in [0, 1]"),
+        ("seed", 2**70, "seed=1180591620717411303424 must be an integer"),
+    ],
+    ids=[
+        "max_tokens-400-digits",
+        "max_completion_tokens-0",
+        "max_tokens-float",
+        "temperature-3",
+        "temperature-400-digits",
+        "n-huge",
+        "top_p-text",
+        "seed-too-large",
+    ],
+)
 def test_numbers_out_of_range_are_a_400_naming_the_field(built, tmp_path, field, value, message):
-    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(FakeUpstreams())) as client:
+    with client_for(
+        built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(FakeUpstreams())
+    ) as client:
         r = client.post("/v1/chat/completions", json=chat(**{field: value}))
     assert r.status_code == 400 and message in r.json()["error"]["message"]
     assert r.json()["error"]["param"] == field
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"query": "x", "input_tokens": int("9" * 400)}, "input_tokens must be an integer in [0, 1,000,000,000] (got 400 digits)"),
-    ({"query": "x", "output_tokens": -1}, "output_tokens must be an integer in [0, 1,000,000,000] (got -1)"),
-], ids=["input_tokens-400-digits", "output_tokens-negative"])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            {"query": "x", "input_tokens": int("9" * 400)},
+            "input_tokens must be an integer in [0, 1,000,000,000] (got 400 digits)",
+        ),
+        ({"query": "x", "output_tokens": -1}, "output_tokens must be an integer in [0, 1,000,000,000] (got -1)"),
+    ],
+    ids=["input_tokens-400-digits", "output_tokens-negative"],
+)
 def test_route_range_checks_its_numbers(built, tmp_path, body, message):
     with client_for(built, tmp_path) as client:
         r = client.post("/route", json=body)

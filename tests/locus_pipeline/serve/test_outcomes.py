@@ -38,18 +38,28 @@ def test_every_routed_answer_carries_a_request_id_that_an_outcome_grades_once(bu
             assert r.status_code == 422 and "must be a number in [0, 1]" in r.json()["error"]["message"], bad
         r = client.post("/v1/outcomes", json={"request_id": rid2, "score": 1, "source": "me"})
         assert r.status_code == 422 and "source" in r.json()["error"]["message"]
-        other = client.post("/v1/outcomes", json={"request_id": rid2, "score": 1}, headers={"x-locus-client": "mallory"})
+        other = client.post(
+            "/v1/outcomes", json={"request_id": rid2, "score": 1}, headers={"x-locus-client": "mallory"}
+        )
         assert other.status_code == 403 and "another client" in other.json()["error"]["message"]
         # many at once: each gets its own status; the valid ones are taken
         rid3 = route(client).headers["x-locus-request-id"]
-        many = client.post("/v1/outcomes", json=[{"request_id": rid2, "score": 1}, {"request_id": rid, "score": 1},
-                                                 {"request_id": rid3, "score": 0.5}])
+        many = client.post(
+            "/v1/outcomes",
+            json=[
+                {"request_id": rid2, "score": 1},
+                {"request_id": rid, "score": 1},
+                {"request_id": rid3, "score": 0.5},
+            ],
+        )
         assert many.status_code == 409 and many.json()["accepted"] == 2
         assert [x["status"] for x in many.json()["results"]] == [202, 409, 202]
         metrics = client.get("/metrics").text
     assert f'locus_outcomes_total{{model="{chosen}",source="judge"}} 1.0' in metrics
-    assert sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-               if line.startswith("locus_outcomes_total")) == 3
+    assert (
+        sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("locus_outcomes_total"))
+        == 3
+    )
 
 
 def route_chosen(built, tmp_path) -> str:
@@ -64,8 +74,12 @@ def test_outcomes_need_the_token_and_are_taken_only_from_the_client_that_asked(b
         assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 401
         tenant = route(client, **auth, **{"x-locus-client": "team-a"}).headers["x-locus-request-id"]
         assert client.post("/v1/outcomes", json={"request_id": tenant, "score": 1}, headers=auth).status_code == 403
-        assert client.post("/v1/outcomes", json={"request_id": tenant, "score": 1},
-                           headers={**auth, "x-locus-client": "team-a"}).status_code == 202
+        assert (
+            client.post(
+                "/v1/outcomes", json={"request_id": tenant, "score": 1}, headers={**auth, "x-locus-client": "team-a"}
+            ).status_code
+            == 202
+        )
         assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}, headers=auth).status_code == 202
 
 
@@ -76,8 +90,12 @@ def demote(client, model: str, *, n: int) -> str:
         r = route(client)
         chosen = r.json()["chosen"]
         score = 0.0 if chosen == model else 1.0
-        assert client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
-                                                 "score": score}).status_code == 202
+        assert (
+            client.post(
+                "/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"], "score": score}
+            ).status_code
+            == 202
+        )
     return chosen
 
 
@@ -94,8 +112,10 @@ def test_a_model_graded_0_loses_the_traffic_it_had_and_a_restart_keeps_it(built,
         assert route(restarted).json()["chosen"] == last
         assert learning(restarted).counts() == counts
         r = route(restarted)
-        assert restarted.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
-                                                    "score": 1}).status_code == 202
+        assert (
+            restarted.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"], "score": 1}).status_code
+            == 202
+        )
     state = built["home"].read_learner_state()
     assert state["checkpoint_id"] == built["checkpoint_id"] and state["offsets"]
     with client_for(built, tmp_path, learn=False) as frozen:  # learning off: the router's own choice, no ids
@@ -115,8 +135,10 @@ def test_a_restart_without_a_saved_state_learns_again_from_the_log(built, tmp_pa
 
 
 def test_an_outcome_posted_to_one_replica_is_learned_by_the_other(built, tmp_path):
-    with client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as a, \
-            client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as b:
+    with (
+        client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as a,
+        client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as b,
+    ):
         r = route(a)
         rid, model = r.headers["x-locus-request-id"], r.json()["chosen"]
         ok = b.post("/v1/outcomes", json={"request_id": rid, "score": 0.0})  # b reads a's decision from the log
@@ -136,13 +158,16 @@ def test_exploration_stays_within_its_budget_and_says_so(built, tmp_path):
     assert 0 < len(explored) <= 0.5 * len(answers)
     why = explored[0].json()["exploration"]
     assert why["explored"] and "Thompson draw" in why["why"] and "best estimate" in why["why"]
-    assert sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-               if line.startswith("locus_explored_total")) == len(explored)
+    assert sum(
+        float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("locus_explored_total")
+    ) == len(explored)
     assert pinned.status_code == 503
     with client_for(built, tmp_path, explore=1.0, dry_run=True) as client:
         for _ in range(5):
             r = client.post("/v1/chat/completions", json=chat(model=NAMES[0], locus={"explain": True}))
-            assert r.headers["x-locus-explored"] == "false" and "one candidate" in r.json()["locus"]["exploration"]["why"]
+            assert (
+                r.headers["x-locus-explored"] == "false" and "one candidate" in r.json()["locus"]["exploration"]["why"]
+            )
             assert r.json()["locus"]["request_id"] == r.headers["x-locus-request-id"]
 
 
@@ -151,12 +176,16 @@ def test_the_answer_that_came_from_a_fallback_is_graded_for_the_model_that_gave_
     from tests.locus_pipeline.serve.helpers import host
 
     fake = FakeUpstreams(failing={host(chosen)})
-    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake), explore=0.0) as client:
+    with client_for(
+        built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake), explore=0.0
+    ) as client:
         r = client.post("/v1/chat/completions", json=chat(locus={"explain": True}))
         answered = r.headers["x-locus-model"]
         assert answered != chosen and r.json()["locus"]["request_id"] == r.headers["x-locus-request-id"]
-        assert client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
-                                                 "score": 1}).status_code == 202
+        assert (
+            client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"], "score": 1}).status_code
+            == 202
+        )
         assert learning(client).counts() == {answered: 1.0}
 
 
@@ -205,8 +234,10 @@ def test_a_dropped_file_of_graded_outcomes_is_learned_by_the_running_gateway(bui
         path.write_text(f'{{"request_id": "{rid}", "score": 0}}\n')
         assert intake_file(path, folder).status == "accepted"
         # (a cell's older evidence is discounted by the learner's half-life: 2 answers count 1.999)
-        wait_for(lambda: learning(client).counts() == pytest.approx({chosen: 1.0, other: 2.0}, abs=0.01),
-                 "the dropped outcomes learned")
+        wait_for(
+            lambda: learning(client).counts() == pytest.approx({chosen: 1.0, other: 2.0}, abs=0.01),
+            "the dropped outcomes learned",
+        )
         assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 409
         metrics = client.get("/metrics").text
     assert f'locus_outcomes_total{{model="{other}",source="file"}} 2.0' in metrics
@@ -219,11 +250,25 @@ def test_the_traffic_evaluations_are_the_graded_answers_with_their_encodings(bui
         for query, score in ((QUERY, 0.0), ("another question", 1.0), (QUERY, 1.0)):
             r = route(client, query)
             graded.append((r.json()["chosen"], score))
-            assert client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
-                                                     "score": score}).status_code == 202
+            assert (
+                client.post(
+                    "/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"], "score": score}
+                ).status_code
+                == 202
+            )
         route(client, "never graded")
-    home.append_outcome_records([{"request_id": "file-x-1", "model": NAMES[0], "query": "from a file", "score": 1.0,
-                                  "source": "file", "time": 1e12}])
+    home.append_outcome_records(
+        [
+            {
+                "request_id": "file-x-1",
+                "model": NAMES[0],
+                "query": "from a file",
+                "score": 1.0,
+                "source": "file",
+                "time": 1e12,
+            }
+        ]
+    )
     table = home.traffic_evaluations(built["checkpoint_id"])
     assert len(table) == 3 + 1 - (graded[0][0] == graded[2][0])  # the same model on the same query: newest wins
     from_log = table[table["encoding"].notna()]
@@ -237,8 +282,9 @@ def test_the_traffic_evaluations_are_the_graded_answers_with_their_encodings(bui
 @pytest.mark.e2e
 def test_two_replicas_on_a_home_in_object_storage_share_what_they_learn(built, tmp_path):
     """The same as on a local home, with LOCUS_HOME in a bucket (moto): segments uploaded whole, tailed by listing."""
-    from locus_pipeline.serve import ServeConfig, create_app
     from fastapi.testclient import TestClient
+
+    from locus_pipeline.serve import ServeConfig, create_app
     from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
 
     with s3_endpoint():

@@ -18,7 +18,9 @@ def test_route_ranks_the_pool_by_p_correct_with_nearest_neighbour_fallbacks(buil
     ranking = body["ranking"]
     assert [x["model"] for x in ranking] == sorted(probs, key=lambda n: -probs[n])  # quality_weight 1: by P(correct)
     for x in ranking:
-        assert x["p_correct"] == pytest.approx(probs[x["model"]], abs=1e-6) and x["score"] == pytest.approx(x["p_correct"], abs=1e-6)
+        assert x["p_correct"] == pytest.approx(probs[x["model"]], abs=1e-6) and x["score"] == pytest.approx(
+            x["p_correct"], abs=1e-6
+        )
     assert body["chosen"] == ranking[0]["model"]
     near = nearest(built, body["chosen"], list(built["pool"]["model"]))[:3]  # the three nearest, in ranking order
     assert body["fallbacks"] == [x["model"] for x in ranking if x["model"] in near]
@@ -42,8 +44,9 @@ def test_route_trades_quality_for_cost_and_honours_the_cost_cap(built, tmp_path)
     with client_for(built, tmp_path, models=models) as client:
         cheapest = client.post("/route", json={"query": QUERY, "quality_weight": 0}).json()
         capped = client.post("/route", json={"query": QUERY, "max_cost": 10}).json()
-        half = client.post("/route", json={"query": QUERY, "quality_weight": 0.5,
-                                           "candidates": ["gamma-70b", "delta-1b"]}).json()
+        half = client.post(
+            "/route", json={"query": QUERY, "quality_weight": 0.5, "candidates": ["gamma-70b", "delta-1b"]}
+        ).json()
     assert cheapest["chosen"] == "delta-1b" and cheapest["lambda"] is None  # infinite
     assert [x["model"] for x in cheapest["ranking"]] == sorted(costs, key=costs.get)
     assert set(capped["over_cost"]) == {"beta-13b", "gamma-70b"}
@@ -57,17 +60,20 @@ def test_route_trades_quality_for_cost_and_honours_the_cost_cap(built, tmp_path)
     assert {x["model"]: x["expected_cost"] for x in half["ranking"]} == {"gamma-70b": 70.0, "delta-1b": 1.0}
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"query": ""}, "query is empty"),
-    ({"query": "   "}, "query is empty"),
-    ({}, "query: Field required"),
-    ({"query": "x", "candidates": ["nope"]}, "unknown candidate model(s) ['nope']"),
-    ({"query": "x", "candidates": []}, "candidates is empty"),
-    ({"query": "x", "max_cost": -1}, "max_cost=-1.0 must be a number >= 0"),
-    ({"query": "x", "quality_weight": 1.5}, "quality_weight=1.5 must be in [0, 1]"),
-    ({"query": "x", "quality_weight": -0.1}, "quality_weight=-0.1 must be in [0, 1]"),
-    ({"query": "x", "temperature": 1}, "temperature: Extra inputs are not permitted"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"query": ""}, "query is empty"),
+        ({"query": "   "}, "query is empty"),
+        ({}, "query: Field required"),
+        ({"query": "x", "candidates": ["nope"]}, "unknown candidate model(s) ['nope']"),
+        ({"query": "x", "candidates": []}, "candidates is empty"),
+        ({"query": "x", "max_cost": -1}, "max_cost=-1.0 must be a number >= 0"),
+        ({"query": "x", "quality_weight": 1.5}, "quality_weight=1.5 must be in [0, 1]"),
+        ({"query": "x", "quality_weight": -0.1}, "quality_weight=-0.1 must be in [0, 1]"),
+        ({"query": "x", "temperature": 1}, "temperature: Extra inputs are not permitted"),
+    ],
+)
 def test_route_rejects_bad_requests_with_a_clear_message(built, tmp_path, body, message):
     with client_for(built, tmp_path) as client:
         r = client.post("/route", json=body)
@@ -88,7 +94,9 @@ def test_bearer_token_guards_everything_but_healthz(built, tmp_path):
         assert client.get("/healthz").status_code == 200
         assert client.post("/route", json={"query": QUERY}).status_code == 401
         assert client.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        assert client.post("/route", json={"query": QUERY}, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert (
+            client.post("/route", json={"query": QUERY}, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        )
 
 
 def test_metrics_count_requests_and_decisions(built, tmp_path):
@@ -109,7 +117,9 @@ def test_a_missing_pool_fails_at_startup(tmp_path):
 
 
 def test_healthz_without_the_token_names_no_model(built, tmp_path):
-    models = {"models": {"not-in-pool-model": {"base_url": "http://x.test/v1"}, "alpha-7b": {"base_url": "http://a.test/v1"}}}
+    models = {
+        "models": {"not-in-pool-model": {"base_url": "http://x.test/v1"}, "alpha-7b": {"base_url": "http://a.test/v1"}}
+    }
     with client_for(built, tmp_path, models=models, token="s3cret") as client:
         anonymous = client.get("/healthz").json()
         with_token = client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()

@@ -21,8 +21,10 @@ def test_an_onboarded_model_is_routable_without_restart(built, tmp_path):
         before = client.post("/route", json={"query": QUERY}).json()
         assert before["pool_models"] == len(NAMES)
         onboard(built, "zeta-new 2b")
-        wait_for(lambda: "zeta-new 2b" in [m["id"] for m in client.get("/v1/models").json()["data"]],
-                 "the onboarded model in /v1/models")
+        wait_for(
+            lambda: "zeta-new 2b" in [m["id"] for m in client.get("/v1/models").json()["data"]],
+            "the onboarded model in /v1/models",
+        )
         after = client.post("/route", json={"query": QUERY}).json()
         pinned = client.post("/route", json={"query": QUERY, "candidates": ["zeta-new 2b"]}).json()
         dry = client.post("/v1/chat/completions", json=chat(model="zeta-new 2b"))
@@ -53,6 +55,7 @@ def test_concurrent_requests_during_reloads_all_succeed_on_one_consistent_pool(b
 
     async def hammer(url: str) -> list:
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
             async def one(i: int):
                 return await client.post("/route", json={"query": f"{QUERY} #{i}"})
 
@@ -79,8 +82,10 @@ def test_a_removed_model_leaves_the_served_pool_at_the_next_reload(built, tmp_pa
     with client_for(built, tmp_path, poll_seconds=0.05) as client:
         assert "zeta-new 2b" in [m["id"] for m in client.get("/v1/models").json()["data"]]
         built["home"].remove_onboarded("zeta-new 2b")  # what pool_removal_job does (no store: nothing to set aside)
-        wait_for(lambda: "zeta-new 2b" not in [m["id"] for m in client.get("/v1/models").json()["data"]],
-                 "the removed model gone from /v1/models")
+        wait_for(
+            lambda: "zeta-new 2b" not in [m["id"] for m in client.get("/v1/models").json()["data"]],
+            "the removed model gone from /v1/models",
+        )
         ranking = client.post("/route", json={"query": QUERY}).json()
     assert {x["model"] for x in ranking["ranking"]} == set(NAMES)
 
@@ -99,11 +104,14 @@ def _narrow(pool):
     return pool.assign(embedding=[e[:3] for e in pool["embedding"]])
 
 
-@pytest.mark.parametrize("break_pool, message", [
-    (_duplicate, "model 'alpha-7b' appears twice in the pool"),
-    (_nan_embedding, "embedding is not finite (NaN or inf; 1 of 5 rows)"),
-    (_narrow, "embedding has shape (3,), not"),
-])
+@pytest.mark.parametrize(
+    "break_pool, message",
+    [
+        (_duplicate, "model 'alpha-7b' appears twice in the pool"),
+        (_nan_embedding, "embedding is not finite (NaN or inf; 1 of 5 rows)"),
+        (_narrow, "embedding has shape (3,), not"),
+    ],
+)
 def test_a_pool_the_pipeline_would_refuse_is_refused_at_start_and_on_reload(built, tmp_path, break_pool, message):
     home = built["home"]
     good = home.read_pool()

@@ -19,14 +19,17 @@ def usage_upstream(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
     usage = {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}
     if body.get("stream"):
-        chunks = [{"model": "m", "choices": [{"index": 0, "delta": {"content": "hi"}}]},
-                  {"model": "m", "choices": [], "usage": usage}]
+        chunks = [
+            {"model": "m", "choices": [{"index": 0, "delta": {"content": "hi"}}]},
+            {"model": "m", "choices": [], "usage": usage},
+        ]
         text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
         return httpx.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
     if body["messages"][-1]["content"] == "lie":  # negative counts: not counted
         usage = {"prompt_tokens": -5, "completion_tokens": 10**30}
-    return httpx.Response(200, json={"model": "m", "choices": [{"index": 0, "message": {"content": "hi"}}],
-                                     "usage": usage})
+    return httpx.Response(
+        200, json={"model": "m", "choices": [{"index": 0, "message": {"content": "hi"}}], "usage": usage}
+    )
 
 
 def test_metrics_count_each_models_tokens_and_spend_at_its_prices(built, tmp_path):
@@ -46,8 +49,9 @@ def test_metrics_count_each_models_tokens_and_spend_at_its_prices(built, tmp_pat
 
 def test_serve_single_answers_locus_with_that_model_and_the_router_by_default(built, tmp_path):
     fake = FakeUpstreams()
-    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake),
-                    serve="single:delta-1b") as client:
+    with client_for(
+        built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake), serve="single:delta-1b"
+    ) as client:
         r = client.post("/v1/chat/completions", json=chat())
         pinned = client.post("/v1/chat/completions", json=chat(model="gamma-70b"))
         health = client.get("/healthz").json()
@@ -73,13 +77,21 @@ def test_the_startup_summary_names_the_pool_what_it_serves_the_upstreams_and_the
     assert "at quality weight 1, guard 0.02 toward" in text  # the default policy
     pool = built["home"].read_pool()
     top = pool["model"].iloc[int(np.argmax([p[0] for p in pool["group_profile"]]))]  # one group: its accuracy
-    guarded = create_app(ServeConfig(home=str(built["home"].path), policy=RoutingPolicy(guard_margin=0.3))).state.gateway
+    guarded = create_app(
+        ServeConfig(home=str(built["home"].path), policy=RoutingPolicy(guard_margin=0.3))
+    ).state.gateway
     assert f"at quality weight 1, guard 0.3 toward {top})" in guarded.summary()
 
 
 def write_verdict(home, checkpoint_id: str, pays: bool, best: str = "beta-13b") -> None:
-    verdict = {"pays": pays, "best_single": best, "delta": 1.5 if pays else -0.6, "lo": 0.4 if pays else -2.0,
-               "hi": 2.6 if pays else 0.6, "cost_share": None}
+    verdict = {
+        "pays": pays,
+        "best_single": best,
+        "delta": 1.5 if pays else -0.6,
+        "lo": 0.4 if pays else -2.0,
+        "hi": 2.6 if pays else 0.6,
+        "cost_share": None,
+    }
     path = home.routing_evaluation_path
     path.write_text(json.dumps({"settings": {"checkpoint_id": checkpoint_id}, "verdict": verdict}))
 
@@ -94,8 +106,12 @@ def test_auto_serves_the_best_single_model_where_the_verdict_says_routing_does_n
         assert auto.single_model is None and "routing pays: +1.5 [+0.4, +2.6]" in auto.summary()
     else:
         assert auto.single_model == "beta-13b"
-        assert ("serves: the single model beta-13b" in auto.summary() and "routing does not pay on this data: call "
-                "beta-13b (LOCUS -0.6 [-2.0, +0.6]) (--serve router to route anyway)" in auto.summary())
+        assert (
+            "serves: the single model beta-13b" in auto.summary()
+            and "routing does not pay on this data: call "
+            "beta-13b (LOCUS -0.6 [-2.0, +0.6]) (--serve router to route anyway)"
+            in auto.summary()
+        )
     assert forced.single_model is None  # the operator's override
     write_verdict(home, "another-checkpoint", False)  # a verdict on another checkpoint decides nothing
     stale = create_app(ServeConfig(home=str(home.path), dry_run=True)).state.gateway
@@ -116,28 +132,32 @@ def route_body(**fields) -> dict:
     return {"query": QUERY, **fields}
 
 
-@pytest.mark.parametrize("request_fields, serves", [
-    ({}, "single"),  # nothing asked: the single model
-    ({"candidates": ["gamma-70b", "delta-1b"]}, "single"),  # allowed: it answers
-    ({"candidates": ["alpha-7b", "delta-1b"]}, "router"),  # not a candidate: the router among the candidates
-    ({"quality_weight": 0.5}, "router"),  # the request weighs cost
-    ({"quality_weight": 1.0}, "single"),
-    ({"max_cost": 1e-4}, "router"),  # gamma-70b's ~264 tokens cost ~1e-3 USD at 4 USD / Mtok
-    ({"max_params": 20}, "router"),  # 70 billion parameters
-])
+@pytest.mark.parametrize(
+    "request_fields, serves",
+    [
+        ({}, "single"),  # nothing asked: the single model
+        ({"candidates": ["gamma-70b", "delta-1b"]}, "single"),  # allowed: it answers
+        ({"candidates": ["alpha-7b", "delta-1b"]}, "router"),  # not a candidate: the router among the candidates
+        ({"quality_weight": 0.5}, "router"),  # the request weighs cost
+        ({"quality_weight": 1.0}, "single"),
+        ({"max_cost": 1e-4}, "router"),  # gamma-70b's ~264 tokens cost ~1e-3 USD at 4 USD / Mtok
+        ({"max_params": 20}, "router"),  # 70 billion parameters
+    ],
+)
 def test_single_model_mode_honours_the_requests_candidates_caps_and_weight_and_route_says_what_chat_does(
-        built, tmp_path, request_fields, serves):
+    built, tmp_path, request_fields, serves
+):
     fake = FakeUpstreams()
     models = priced_config()
     for name in NAMES:
         models["models"][name]["params_b"] = float(name.split("-")[-1].rstrip("b").split(" ")[-1])
-    with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(fake),
-                    serve="single:gamma-70b") as client:
+    with client_for(
+        built, tmp_path, models=models, transport=httpx.MockTransport(fake), serve="single:gamma-70b"
+    ) as client:
         routed = client.post("/route", json=route_body(**request_fields))
         weight = request_fields.get("quality_weight")
         extra = {k: v for k, v in request_fields.items() if k != "quality_weight"}
-        body = chat(model="locus" if weight is None else f"locus:{weight:g}",
-                    **({"locus": {**extra, "explain": True}}))
+        body = chat(model="locus" if weight is None else f"locus:{weight:g}", **({"locus": {**extra, "explain": True}}))
         answered = client.post("/v1/chat/completions", json=body)
     assert routed.status_code == 200 and answered.status_code == 200, (routed.text, answered.text)
     decision, explained = routed.json(), answered.json()["locus"]
@@ -157,14 +177,17 @@ def test_single_model_mode_honours_the_requests_candidates_caps_and_weight_and_r
 def test_in_single_model_mode_a_failing_upstream_falls_back_only_within_the_requests_candidates(built, tmp_path):
     fake = FakeUpstreams(failing={host(n) for n in NAMES})
     candidates = ["alpha-7b", "delta-1b"]
-    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake),
-                    serve="single:gamma-70b") as client:
+    with client_for(
+        built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake), serve="single:gamma-70b"
+    ) as client:
         r = client.post("/v1/chat/completions", json=chat(locus={"candidates": candidates}))
         single = client.post("/v1/chat/completions", json=chat(locus={"candidates": ["gamma-70b", "beta-13b"]}))
-        outside = client.post("/v1/chat/completions", json=chat(locus={"candidates": candidates},
-                                                                fallbacks=["alpha-7b", "beta-13b"]))
-        pinned = client.post("/v1/chat/completions", json=chat(model="beta-13b", fallbacks=True,
-                                                               locus={"candidates": candidates}))
+        outside = client.post(
+            "/v1/chat/completions", json=chat(locus={"candidates": candidates}, fallbacks=["alpha-7b", "beta-13b"])
+        )
+        pinned = client.post(
+            "/v1/chat/completions", json=chat(model="beta-13b", fallbacks=True, locus={"candidates": candidates})
+        )
     asked = [h for h, _, _ in fake.seen]
     assert r.status_code == 502 and sorted(asked[:2]) == sorted(host(n) for n in candidates) and len(asked) >= 5
     assert single.status_code == 502 and single.headers.get("x-locus-chosen") is None
@@ -186,22 +209,38 @@ def test_the_summary_and_healthz_say_the_guard_kept_every_query_and_where_routin
     """The demo's case: LOCUS +0.0 [+0.0, +0.0] because the guard keeps every query on the best single model; the
     routing evaluation's frontier says where cost-aware routing would pay."""
     home = built["home"]
-    verdict = {"pays": False, "best_single": "beta-13b", "delta": 0.0, "lo": 0.0, "hi": 0.0, "cost_share": 1.0,
-               "cost_note": None, "kept_on_best_single": 1.0,
-               "cheaper": {"reference": "beta-13b", "locus": {"at_best_single": None, "at_95": 0.6},
-                           "at_best_single": {"router": "irt", "cost_share": 0.86, "ci_low": 0.6, "ci_high": 1.0},
-                           "at_95": {"router": "locus", "cost_share": 0.6, "ci_low": 0.4, "ci_high": 0.8}}}
-    home.routing_evaluation_path.write_text(json.dumps({"settings": {"checkpoint_id": built["checkpoint_id"]},
-                                                        "verdict": verdict}))
+    verdict = {
+        "pays": False,
+        "best_single": "beta-13b",
+        "delta": 0.0,
+        "lo": 0.0,
+        "hi": 0.0,
+        "cost_share": 1.0,
+        "cost_note": None,
+        "kept_on_best_single": 1.0,
+        "cheaper": {
+            "reference": "beta-13b",
+            "locus": {"at_best_single": None, "at_95": 0.6},
+            "at_best_single": {"router": "irt", "cost_share": 0.86, "ci_low": 0.6, "ci_high": 1.0},
+            "at_95": {"router": "locus", "cost_share": 0.6, "ci_low": 0.4, "ci_high": 0.8},
+        },
+    }
+    home.routing_evaluation_path.write_text(
+        json.dumps({"settings": {"checkpoint_id": built["checkpoint_id"]}, "verdict": verdict})
+    )
     with client_for(built, tmp_path, dry_run=True) as client:
         health = client.get("/healthz").json()
         summary = client.app.state.gateway.summary()
     kept = "on this pool the guard keeps every test query on beta-13b: no other model is clearly better anywhere"
     assert kept in summary and kept in health["serves_because"] and health["serves"] == "single:beta-13b"
-    by_cost = ('requests with model "locus:<w>", w < 1, route by cost: in the routing evaluation LOCUS reached 95% of '
-               "beta-13b's accuracy at 60% of its cost (its full accuracy not for less) (every router: IRT reaches beta-13b's accuracy at 86% of its cost (95% CI 60-100%); 95% of "
-               "it: LOCUS at 60% (95% CI 40-80%))")
+    by_cost = (
+        'requests with model "locus:<w>", w < 1, route by cost: in the routing evaluation LOCUS reached 95% of '
+        "beta-13b's accuracy at 60% of its cost (its full accuracy not for less) (every router: IRT reaches beta-13b's accuracy at 86% of its cost (95% CI 60-100%); 95% of "
+        "it: LOCUS at 60% (95% CI 40-80%))"
+    )
     assert f"by cost: {by_cost}" in summary and health["by_cost"] == by_cost and health["verdict"] == verdict
     home.routing_evaluation_path.unlink()
     with client_for(built, tmp_path, dry_run=True) as client:
-        assert "no routing evaluation of this checkpoint says what that saves" in client.get("/healthz").json()["by_cost"]
+        assert (
+            "no routing evaluation of this checkpoint says what that saves" in client.get("/healthz").json()["by_cost"]
+        )

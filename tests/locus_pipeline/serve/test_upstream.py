@@ -27,13 +27,18 @@ def fake_upstream_app(kind: str) -> FastAPI:
         if kind == "failing":
             return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)
         if body.get("stream"):
+
             async def events():
                 for word in ("real", " socket"):
                     yield f"data: {json.dumps({'model': body['model'], 'choices': [{'delta': {'content': word}}]})}\n\n"
                 yield "data: [DONE]\n\n"
+
             return StreamingResponse(events(), media_type="text/event-stream")
-        return {"object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok from good"}}]}
+        return {
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok from good"}}],
+        }
 
     return app
 
@@ -42,13 +47,19 @@ def test_real_sockets_slow_and_failing_upstreams_fall_back(built, tmp_path):
     with client_for(built, tmp_path) as dry:
         decision = dry.post("/route", json={"query": QUERY}).json()
     chosen, first, second = decision["chosen"], *decision["fallbacks"][:2]
-    with ServerThread(fake_upstream_app("slow")) as slow, ServerThread(fake_upstream_app("failing")) as failing, \
-            ServerThread(fake_upstream_app("good")) as good:
+    with (
+        ServerThread(fake_upstream_app("slow")) as slow,
+        ServerThread(fake_upstream_app("failing")) as failing,
+        ServerThread(fake_upstream_app("good")) as good,
+    ):
         url = {chosen: slow.url, first: failing.url}
-        models = {"defaults": {"timeout_s": 0.5},
-                  "models": {n: {"base_url": f"{url.get(n, good.url)}/v1"} for n in NAMES}}
+        models = {
+            "defaults": {"timeout_s": 0.5},
+            "models": {n: {"base_url": f"{url.get(n, good.url)}/v1"} for n in NAMES},
+        }
         path = tmp_path / "models.yaml"
         import yaml
+
         path.write_text(yaml.safe_dump(models))
         app = create_app(ServeConfig(home=str(built["home"].path), models_config=str(path)))
         with ServerThread(app) as router:
@@ -71,10 +82,15 @@ def test_credentials_an_upstream_echoes_are_scrubbed_from_the_502_and_the_log(bu
     monkeypatch.setenv("LOCUS_TEST_KEY", "sk-live-0123456789abcdef")
 
     def echo(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(500, text=f"bad gateway; you sent Authorization: {request.headers['authorization']} "
-                                        f"and api_key=other-secret-123")
+        return httpx.Response(
+            500,
+            text=f"bad gateway; you sent Authorization: {request.headers['authorization']} "
+            f"and api_key=other-secret-123",
+        )
 
-    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo), n_fallbacks=1) as client:
+    with client_for(
+        built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo), n_fallbacks=1
+    ) as client:
         r = client.post("/v1/chat/completions", json=chat())
     assert r.status_code == 502
     for text in (r.text, caplog.text):
@@ -139,7 +155,9 @@ def test_a_key_written_as_unicode_escapes_in_a_client_error_is_scrubbed(built, t
     monkeypatch.setenv("LOCUS_TEST_KEY", KEY)
 
     def echo(request: httpx.Request) -> httpx.Response:
-        body = '{"error": {"message": "invalid key ' + _escaped(KEY) + '", "param": "' + _escaped("Bearer " + KEY) + '"}}'
+        body = (
+            '{"error": {"message": "invalid key ' + _escaped(KEY) + '", "param": "' + _escaped("Bearer " + KEY) + '"}}'
+        )
         return httpx.Response(401, content=body.encode(), headers={"content-type": "application/json"})
 
     with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo)) as client:
@@ -156,7 +174,9 @@ def test_a_key_near_the_cut_of_a_5xx_body_leaks_no_characters(built, tmp_path, m
     def echo(request: httpx.Request) -> httpx.Response:
         return httpx.Response(503, text="x" * 290 + KEY + " and more")
 
-    with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo), n_fallbacks=1) as client:
+    with client_for(
+        built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(echo), n_fallbacks=1
+    ) as client:
         r = client.post("/v1/chat/completions", json=chat())
     assert r.status_code == 502
     for text in (r.text, caplog.text):
@@ -178,7 +198,7 @@ def test_keys_split_cut_or_escaped_are_scrubbed():
 
 
 def _pieces(text: str, size: int = 7, sep: str = " ") -> str:
-    return sep.join(text[i:i + size] for i in range(0, len(text), size))
+    return sep.join(text[i : i + size] for i in range(0, len(text), size))
 
 
 ECHOES = {  # how a hostile upstream writes the key back
@@ -194,7 +214,9 @@ ECHOES = {  # how a hostile upstream writes the key back
 
 
 @pytest.mark.parametrize("echo", list(ECHOES))
-def test_a_key_echoed_in_pieces_invisibly_joined_base64_or_escaped_is_redacted(built, tmp_path, monkeypatch, caplog, echo):
+def test_a_key_echoed_in_pieces_invisibly_joined_base64_or_escaped_is_redacted(
+    built, tmp_path, monkeypatch, caplog, echo
+):
     monkeypatch.setenv("LOCUS_TEST_KEY", KEY)
     raw = base64.b64encode(KEY.encode()).decode()
 
@@ -202,16 +224,16 @@ def test_a_key_echoed_in_pieces_invisibly_joined_base64_or_escaped_is_redacted(b
         return lambda request: httpx.Response(status, text=ECHOES[echo](KEY))
 
     for status in (500, 401):  # a 5xx (the 502's detail and the log) and a relayed client error
-        with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(hostile(status)),
-                        n_fallbacks=0) as client:
+        with client_for(
+            built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(hostile(status)), n_fallbacks=0
+        ) as client:
             r = client.post("/v1/chat/completions", json=chat())
         assert r.status_code == status and "[redacted]" in r.text
         for text in (r.text, r.content.decode("unicode_escape", "replace"), caplog.text):
             flat = "".join(c for c in text if c.isalnum() or c in "-_")
             for i in range(0, len(KEY) - 6):  # no 7 characters of the key, in any form
-                assert KEY[i:i + 7] not in flat
+                assert KEY[i : i + 7] not in flat
             assert raw[4:12] not in text
-
 
 
 KEY = "sk-live-echoed-0123456789abcdef"
@@ -222,10 +244,20 @@ def echoing_200(request: httpx.Request) -> httpx.Response:
     said = f"you sent {request.headers['authorization']}; and with a zero-width space: {KEY[:10]}\u200b{KEY[10:]}"
     if json.loads(request.content).get("stream"):
         chunk = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": said}}]}
-        return httpx.Response(200, content=f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode(),
-                              headers={"content-type": "text/event-stream"})
-    return httpx.Response(200, json={"id": "x", "model": "m", KEY: "a key as a field name",
-                                     "choices": [{"index": 0, "message": {"role": "assistant", "content": said}}]})
+        return httpx.Response(
+            200,
+            content=f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode(),
+            headers={"content-type": "text/event-stream"},
+        )
+    return httpx.Response(
+        200,
+        json={
+            "id": "x",
+            "model": "m",
+            KEY: "a key as a field name",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": said}}],
+        },
+    )
 
 
 def test_a_key_an_upstream_echoes_in_a_200_answer_reaches_no_client(built, tmp_path, monkeypatch, caplog):
@@ -245,7 +277,7 @@ def test_a_key_an_upstream_echoes_in_a_200_answer_reaches_no_client(built, tmp_p
 def test_an_answer_without_the_key_is_passed_on_as_it_came():
     from locus_pipeline.serve.scrub import scrub_answer
 
-    answer = {"content": "api_key = 'sk-example-not-a-key' \u200d\U0001F469\u200d\U0001F467 \\u0041", "n": 3}
+    answer = {"content": "api_key = 'sk-example-not-a-key' \u200d\U0001f469\u200d\U0001f467 \\u0041", "n": 3}
     assert scrub_answer(answer, [KEY]) == answer  # code a model writes, emoji joined by ZWJ, escapes: untouched
     assert scrub_answer({"content": f"x{KEY}y"}, [KEY]) == {"content": "x[redacted]y"}
 
@@ -263,7 +295,9 @@ def test_a_redirect_is_an_upstream_failure_not_followed_and_not_relayed(built, t
         return fake(request)
 
     models = upstream_config(gateway={"allowed_fails": 1, "cooldown_s": 30})
-    with client_for(built, tmp_path, models=models, transport=httpx.MockTransport(redirecting), n_fallbacks=1) as client:
+    with client_for(
+        built, tmp_path, models=models, transport=httpx.MockTransport(redirecting), n_fallbacks=1
+    ) as client:
         moved = client.post("/v1/chat/completions", json=chat(locus={"explain": True}))
         alone = client.post("/v1/chat/completions", json=chat(model=chosen, fallbacks=False))
         metrics = client.get("/metrics").text

@@ -37,21 +37,36 @@ def test_removing_an_onboarded_model_takes_its_row_out_and_sets_its_store_aside(
 
 def test_removing_an_onboarded_model_drops_its_estimates_from_what_the_atlas_reads(built):
     home, name = built["home"], "ui-walk/onboarded model"
-    estimates = pd.DataFrame({"model": [name], "checkpoint_id": ["c"], "benchmark": ["b"], "estimate": [0.5],
-                              "lo": [0.3], "hi": [0.7], "observed": [0.5], "n": [8]})
+    estimates = pd.DataFrame(
+        {
+            "model": [name],
+            "checkpoint_id": ["c"],
+            "benchmark": ["b"],
+            "estimate": [0.5],
+            "lo": [0.3],
+            "hi": [0.7],
+            "observed": [0.5],
+            "n": [8],
+        }
+    )
     home.write_capability_estimates(safe_model_key(name), estimates)
     assert list(home.capability_estimates()["model"]) == [name]
     home.remove_onboarded(name)
     assert home.capability_estimates().empty
 
 
-@pytest.mark.parametrize("name, message", [
-    ("alpha-7b", "is a model of the training source (training)"),
-    ("ui-walk/onboarded modle", "nearest names: ['ui-walk/onboarded model'"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("alpha-7b", "is a model of the training source (training)"),
+        ("ui-walk/onboarded modle", "nearest names: ['ui-walk/onboarded model'"),
+    ],
+)
 def test_a_training_model_or_an_unknown_name_is_refused_and_nothing_changes(built, name, message):
     home = built["home"]
     before = home.pool_path.read_bytes()
     with pytest.raises(StorageError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         home.remove_onboarded(name)
-    assert home.pool_path.read_bytes() == before and home.onboarded_keys() == [safe_model_key("ui-walk/onboarded model")]
+    assert home.pool_path.read_bytes() == before and home.onboarded_keys() == [
+        safe_model_key("ui-walk/onboarded model")
+    ]

@@ -35,12 +35,20 @@ def home(s3, tmp_path, request) -> LocusHome:
 
 
 def pool_rows(models: list[str], checkpoint: str = "c0") -> pd.DataFrame:
-    return pd.DataFrame({
-        "model": models, "model_key": models, "embedding": [np.zeros(4, np.float32) for _ in models],
-        "group_profile": [np.zeros(0, np.float32) for _ in models],
-        "n_evaluations": [1] * len(models), "evaluations_digest": ["f"] * len(models),
-        "checkpoint_id": [checkpoint] * len(models), "source": ["onboarded"] * len(models),
-        "embedded_at": [pd.Timestamp.now(tz="UTC")] * len(models), "routable": [True] * len(models)})
+    return pd.DataFrame(
+        {
+            "model": models,
+            "model_key": models,
+            "embedding": [np.zeros(4, np.float32) for _ in models],
+            "group_profile": [np.zeros(0, np.float32) for _ in models],
+            "n_evaluations": [1] * len(models),
+            "evaluations_digest": ["f"] * len(models),
+            "checkpoint_id": [checkpoint] * len(models),
+            "source": ["onboarded"] * len(models),
+            "embedded_at": [pd.Timestamp.now(tz="UTC")] * len(models),
+            "routable": [True] * len(models),
+        }
+    )
 
 
 def test_tables_are_objects_and_paths_stay_relative(home: LocusHome) -> None:
@@ -49,7 +57,9 @@ def test_tables_are_objects_and_paths_stay_relative(home: LocusHome) -> None:
         home.read_table("things")
     path = home.write_table("things", pd.DataFrame({"a": [1, 2]}))
     assert str(path) == f"s3://{BUCKET}/{home.root.rsplit('/', 1)[1]}/warehouse/things.parquet"
-    assert home.relative(path) == "warehouse/things.parquet" and str(home.resolve("warehouse/things.parquet")) == str(path)
+    assert home.relative(path) == "warehouse/things.parquet" and str(home.resolve("warehouse/things.parquet")) == str(
+        path
+    )
     assert home.read_table("things")["a"].tolist() == [1, 2]
     home.write_table("things", pd.DataFrame({"a": [3]}), partition="p1")
     assert home.read_table("things", partition="p1")["a"].tolist() == [3]
@@ -98,8 +108,15 @@ WRITER = textwrap.dedent("""
 def test_two_writers_in_separate_processes_lose_no_update(home: LocusHome, s3, tmp_path) -> None:
     n = 6
     env = {**os.environ, **s3, "PYTHONPATH": str(ROOT)}
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, home.root, str(tmp_path / f"cache-{w}"), str(ROOT), w, str(n)],
-                                env=env, stderr=subprocess.PIPE, text=True) for w in ("x", "y")]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, home.root, str(tmp_path / f"cache-{w}"), str(ROOT), w, str(n)],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in ("x", "y")
+    ]
     for writer in writers:
         assert writer.wait(timeout=240) == 0, writer.stderr.read()
     models = sorted(home.read_pool()["model"])
@@ -120,8 +137,15 @@ def test_the_lock_is_exclusive_and_an_expired_lease_is_broken(home: LocusHome, m
 
 
 def test_an_uploaded_file_is_taken_in_and_the_outcome_published(home: LocusHome, tmp_path) -> None:
-    rows = pd.DataFrame({"model": ["new-model"] * 3, "query_id": ["q0", "q1", "q2"], "query": ["a", "b", "c"],
-                         "benchmark": ["bench"] * 3, "score": [1.0, 0.0, 1.0]})
+    rows = pd.DataFrame(
+        {
+            "model": ["new-model"] * 3,
+            "query_id": ["q0", "q1", "q2"],
+            "query": ["a", "b", "c"],
+            "benchmark": ["bench"] * 3,
+            "score": [1.0, 0.0, 1.0],
+        }
+    )
     local = tmp_path / "evals.csv"
     rows.to_csv(local, index=False)
     remote = home.path / "incoming" / "evals.csv"
@@ -149,7 +173,9 @@ def test_an_uploaded_file_is_taken_in_and_the_outcome_published(home: LocusHome,
 def test_capability_estimates_are_stored_per_model_and_read_back_together(home: LocusHome) -> None:
     assert home.capability_estimates().empty  # none stored: an empty frame, never an error
     for key, estimate in (("m-1", 0.4), ("m-2", 0.7)):
-        home.write_capability_estimates(key, pd.DataFrame({"model": [key], "benchmark": ["law"], "estimate": [estimate]}))
+        home.write_capability_estimates(
+            key, pd.DataFrame({"model": [key], "benchmark": ["law"], "estimate": [estimate]})
+        )
     assert home.relative(home.estimates_path("m-1")) == "onboarded/estimates/m-1.parquet"
     both = home.capability_estimates()
     assert both.set_index("model")["estimate"].to_dict() == {"m-1": 0.4, "m-2": 0.7}

@@ -25,7 +25,7 @@ def test_a_tail_reads_each_writers_lines_once_and_waits_for_a_line_being_written
         handle.write(b'{"n": 4')
     assert list(tail.read()) == []
     with open(segment, "ab") as handle:
-        handle.write(b'}\n')
+        handle.write(b"}\n")
     ((name, end, record),) = list(tail.read())
     assert record == {"n": 4} and end == segment.stat().st_size and name == segment.name
     again = home.traffic_tail("outcomes", offsets=tail.offsets)  # a reader resuming from saved offsets
@@ -48,8 +48,12 @@ def test_retention_removes_old_segments_then_the_oldest_past_the_size(tmp_path):
     folder = tmp_path / "traffic" / "outcomes"
     folder.mkdir(parents=True)
     now = time.time()
-    ages_days = {"20260101T000000-w-000001.jsonl": 40, "20260201T000000-w-000002.jsonl": 3,
-                 "20260202T000000-w-000003.jsonl": 2, "20260203T000000-w-000004.jsonl": 0}
+    ages_days = {
+        "20260101T000000-w-000001.jsonl": 40,
+        "20260201T000000-w-000002.jsonl": 3,
+        "20260202T000000-w-000003.jsonl": 2,
+        "20260203T000000-w-000004.jsonl": 0,
+    }
     for name, age in ages_days.items():
         (folder / name).write_bytes(b"x" * 1000 + b"\n")
         os.utime(folder / name, (now - age * 86400, now - age * 86400))
@@ -57,7 +61,10 @@ def test_retention_removes_old_segments_then_the_oldest_past_the_size(tmp_path):
     removed = prune(folder, retention, now=now)
     # 40 days: past the days; then the oldest until 2,500 bytes (the one written within the hour is kept)
     assert removed == ["20260101T000000-w-000001.jsonl", "20260201T000000-w-000002.jsonl"]
-    assert sorted(p.name for p in folder.iterdir()) == ["20260202T000000-w-000003.jsonl", "20260203T000000-w-000004.jsonl"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "20260202T000000-w-000003.jsonl",
+        "20260203T000000-w-000004.jsonl",
+    ]
 
 
 def test_retention_values_must_be_positive():
@@ -80,7 +87,9 @@ def test_the_log_in_object_storage_is_uploaded_whole_and_tailed(tmp_path):
     from tests.locus_pipeline.object_store import BUCKET, s3_endpoint
 
     with s3_endpoint():
-        home = LocusHome(root=f"s3://{BUCKET}/{tmp_path.name}", cache=str(tmp_path / "cache"))  # moto keeps buckets per process
+        home = LocusHome(
+            root=f"s3://{BUCKET}/{tmp_path.name}", cache=str(tmp_path / "cache")
+        )  # moto keeps buckets per process
         a, b = home.traffic_writer("outcomes", "replica-a"), home.traffic_writer("outcomes", "replica-b")
         tail = home.traffic_tail("outcomes")
         a.append([{"n": 1}], sync=True)

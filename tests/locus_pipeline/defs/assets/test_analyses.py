@@ -9,8 +9,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-REPORTS = ("embedding_geometry", "family_clusters", "portfolios", "fallback_report", "near_duplicates",
-           "capability_search", "model_atlas")
+REPORTS = (
+    "embedding_geometry",
+    "family_clusters",
+    "portfolios",
+    "fallback_report",
+    "near_duplicates",
+    "capability_search",
+    "model_atlas",
+)
 
 
 def _warehouse(home, name: str) -> pd.DataFrame:
@@ -81,7 +88,9 @@ def test_fallback_share_is_a_sensible_fraction(materialized):
     summary = _warehouse(home, "fallback_report").set_index("substitute")
     nearest = summary.loc["nearest embedding neighbour"]
     assert nearest["share_kept"] == pytest.approx(share, rel=1e-3)  # the metadata shows 4 significant digits
-    assert nearest["routing_accuracy"] == pytest.approx(nearest["share_kept"] * summary.loc["none (full router)", "routing_accuracy"])
+    assert nearest["routing_accuracy"] == pytest.approx(
+        nearest["share_kept"] * summary.loc["none (full router)", "routing_accuracy"]
+    )
 
 
 def test_near_duplicates_finds_the_exact_reupload(materialized):
@@ -91,11 +100,16 @@ def test_near_duplicates_finds_the_exact_reupload(materialized):
     scores = _warehouse(home, "evaluation_table").pivot(index="query_id", columns="model", values="score")
     # the small synthetic pool has two re-uploads; the "exact" one answers like its original on every shared query
     dup = catalog[catalog["duplicate_of"].fillna("") != ""]
-    exact = [(m, o) for m, o in zip(dup["model"], dup["duplicate_of"])
-             if (scores[m] == scores[o])[scores[m].notna() & scores[o].notna()].all()]
+    exact = [
+        (m, o)
+        for m, o in zip(dup["model"], dup["duplicate_of"])
+        if (scores[m] == scores[o])[scores[m].notna() & scores[o].notna()].all()
+    ]
     assert len(exact) == 1
     a, b = exact[0]
-    row = pairs[((pairs["model_a"] == a) & (pairs["model_b"] == b)) | ((pairs["model_a"] == b) & (pairs["model_b"] == a))]
+    row = pairs[
+        ((pairs["model_a"] == a) & (pairs["model_b"] == b)) | ((pairs["model_a"] == b) & (pairs["model_b"] == a))
+    ]
     assert row["near_duplicate"].item() and row["known_duplicate"].item()
     assert row.index[0] < max(1, len(pairs) // 20)  # among the lowest-scored 5% of pairs
     assert row["pool_cosine_distance"].item() == pairs["pool_cosine_distance"].min()  # the closest pool pair
@@ -123,10 +137,14 @@ def test_locus_search_cli(materialized, capsys):
     from locus_pipeline.cli import main
 
     _, _, home = materialized
-    assert main(["search", "--target", "synth-gsm8k=0.9,synth-mmlu=0.5", "--k", "3", "--home", str(home), "--json"]) == 0
+    assert (
+        main(["search", "--target", "synth-gsm8k=0.9,synth-mmlu=0.5", "--k", "3", "--home", str(home), "--json"]) == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["target"] == {"synth-gsm8k": 0.9, "synth-mmlu": 0.5}
-    assert len(out["neighbours"]) == 3 and {"model", "target_distance", "embedding_distance", "synth-gsm8k"} <= set(out["neighbours"][0])
+    assert len(out["neighbours"]) == 3 and {"model", "target_distance", "embedding_distance", "synth-gsm8k"} <= set(
+        out["neighbours"][0]
+    )
     gaps = [abs(n["synth-gsm8k"] - 0.9) + abs(n["synth-mmlu"] - 0.5) for n in out["neighbours"]]
     assert gaps == sorted(gaps) and out["neighbours"][0]["target_distance"] == pytest.approx(gaps[0] / 2)
     assert main(["search", "--target", "synth-gsm8k=0.9", "--home", str(home)]) == 0
@@ -167,15 +185,28 @@ def test_onboarded_models_stay_in_geometry_and_leave_label_based_analyses(materi
     train = set(_warehouse(copy, "training_split").query("split == 'train'")["query_id"])
     clone = table[(table["model"] == table["model"].iloc[0]) & table["query_id"].isin(train)].head(128)
     root = LocusHome(root=str(copy))
-    root.record_evaluations(safe_model_key("onboarded-clone"), as_store(
-        clone.assign(model="onboarded-clone")[["model", "query_id", "query", "benchmark", "score"]], None, "test"))
+    root.record_evaluations(
+        safe_model_key("onboarded-clone"),
+        as_store(
+            clone.assign(model="onboarded-clone")[["model", "query_id", "query", "benchmark", "score"]], None, "test"
+        ),
+    )
 
-    resources = {"home": root, "io_manager": WarehouseIOManager(home=root), "query_encoder": QueryEncoder(home=root),
-                 "mlflow": MlflowTracking(home=root)}
+    resources = {
+        "home": root,
+        "io_manager": WarehouseIOManager(home=root),
+        "query_encoder": QueryEncoder(home=root),
+        "mlflow": MlflowTracking(home=root),
+    }
     d = defs()
     selection = dg.AssetSelection.assets("model_embeddings") | dg.AssetSelection.groups("analyses")
-    result = dg.materialize(list(d.assets), selection=selection, resources=resources, instance=instance,
-                            run_config={"ops": {"near_duplicates": {"config": {"resamples": 2}}}})
+    result = dg.materialize(
+        list(d.assets),
+        selection=selection,
+        resources=resources,
+        instance=instance,
+        run_config={"ops": {"near_duplicates": {"config": {"resamples": 2}}}},
+    )
     assert result.success
     pool = _warehouse(copy, "model_embeddings")
     assert "onboarded-clone" in set(pool["model"])
@@ -242,7 +273,9 @@ def test_analyses_read_no_raw_evaluations_edge():
     """The graph reads left to right: the data note comes through LocusHome, not a lineage edge per analysis."""
     from locus_pipeline.definitions import defs
 
-    deps = {s.key.to_user_string(): {d.asset_key.to_user_string() for d in s.deps} for s in defs().resolve_all_asset_specs()}
+    deps = {
+        s.key.to_user_string(): {d.asset_key.to_user_string() for d in s.deps} for s in defs().resolve_all_asset_specs()
+    }
     for name in REPORTS + ("analysis_reports",):
         assert "raw_evaluations" not in deps[name], name
 

@@ -7,16 +7,26 @@ from __future__ import annotations
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
 import pandas as pd
 import pytest
 
 from locus_pipeline.storage import LocusHome
-from tests.locus_pipeline.drops import (COLUMNS, defs, drop_file, materializations, new_model_rows,
-                                        onboarding_tick as tick, run_onboarding)
+from tests.locus_pipeline.drops import (
+    COLUMNS,
+    defs,
+    drop_file,
+    materializations,
+    new_model_rows,
+    run_onboarding,
+)
+from tests.locus_pipeline.drops import (
+    onboarding_tick as tick,
+)
 
 
-def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_benchmark(home: Path, monkeypatch) -> None:
+def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_benchmark(
+    home: Path, monkeypatch
+) -> None:
     """... and its estimates are in its MLflow run and in the atlas's panel for it; the links go to the UIs the home
     is configured for (make dev on ports 3300 / 5300, this process started elsewhere: no port in its environment)."""
     import json
@@ -55,20 +65,26 @@ def test_a_copy_of_a_pool_model_is_recognised_by_its_answers_with_estimates_per_
     assert logged.tags["dagster.run_url"] == f"http://127.0.0.1:3300/runs/{result.run_id}"
     first = stored.iloc[0]
     assert [logged.metrics[f"capability/{first['benchmark']}/{k}"] for k in ("estimate", "lo", "hi")] == pytest.approx(
-        [first["estimate"], first["lo"], first["hi"]])
-    assert logged.tags["answers_like_most"] == source and logged.metrics["widest_interval"] == pytest.approx(widest, abs=1e-3)
-    assert dg.materialize(list(defs().assets), selection=dg.AssetSelection.assets("model_atlas"),
-                          resources=resources_for(storage)).success
+        [first["estimate"], first["lo"], first["hi"]]
+    )
+    assert logged.tags["answers_like_most"] == source and logged.metrics["widest_interval"] == pytest.approx(
+        widest, abs=1e-3
+    )
+    assert dg.materialize(
+        list(defs().assets), selection=dg.AssetSelection.assets("model_atlas"), resources=resources_for(storage)
+    ).success
     page = (home / "reports" / "atlas.html").read_text(encoding="utf-8")
     data = json.loads(page.split('<script id="atlas-data" type="application/json">', 1)[1].split("</script>", 1)[0])
     shown = data["estimates"][data["names"].index("copy/of-a-pool-model")]
     assert [r[0] for r in shown] == stored["benchmark"].tolist() and shown[0][1:] == [
-        round(float(first[k]), 4) for k in ("estimate", "lo", "hi")] + ["estimate"]
+        round(float(first[k]), 4) for k in ("estimate", "lo", "hi")
+    ] + ["estimate"]
     assert data["estimates"][data["names"].index(source)] is None  # a trained model: its observed accuracy instead
 
 
 def test_the_newcomers_of_one_run_share_one_estimator_and_get_its_estimates(
-        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The training source's estimator is fitted once for the run's three newcomers (its 1 + 10 LowRank fits, not
     three times that), and each newcomer's estimates are the frame an estimator fitted afresh on the source gives."""
     import locus_pipeline.newcomers as newcomers

@@ -15,19 +15,23 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from locus_model.data.contract import safe_model_key
-from locus_model.model import load_checkpoint, save_checkpoint
-from locus_pipeline.defs.partitions import onboarded_models, run_model_keys
-from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.defs.assets.pool import onboard_change, rebuild_change
-from locus_pipeline.defs.sensors import onboarding_drop_folder
+from locus_pipeline.defs.partitions import onboarded_models, run_model_keys
 from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import LocusHome
-from tests.locus_pipeline.drops import (defs, drop, drop_file, materializations, new_checkpoint,
-                                        new_model_rows, onboarding_tick as tick, request_key, run_onboarding)
-
+from tests.locus_pipeline.drops import (
+    defs,
+    drop_file,
+    materializations,
+    new_checkpoint,
+    new_model_rows,
+    run_onboarding,
+)
+from tests.locus_pipeline.drops import (
+    onboarding_tick as tick,
+)
 
 # ---------------------------------------------------------------------------------------------- one onboarding run
 
@@ -53,10 +57,19 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         views = {v.partition: v for v in materializations(result, "onboarded_model_embedding")}
         assert sorted(views) == sorted([safe_model_key(name), safe_model_key(trained_name)])  # one per model
         view = views[safe_model_key(name)]
-        neighbours = pd.read_parquet(home / "warehouse" / "onboarded_model_embedding" / f"{safe_model_key(name)}.parquet")
-        assert len(neighbours) == 5 and neighbours["distance"].is_monotonic_increasing and name not in set(neighbours["model"])
+        neighbours = pd.read_parquet(
+            home / "warehouse" / "onboarded_model_embedding" / f"{safe_model_key(name)}.parquet"
+        )
+        assert (
+            len(neighbours) == 5
+            and neighbours["distance"].is_monotonic_increasing
+            and name not in set(neighbours["model"])
+        )
         assert neighbours["model"].iloc[0] == view.metadata["nearest_model"].value
-        assert "distance" in view.metadata["nearest_models"].value and neighbours["model"].iloc[4] in view.metadata["nearest_models"].value
+        assert (
+            "distance" in view.metadata["nearest_models"].value
+            and neighbours["model"].iloc[4] in view.metadata["nearest_models"].value
+        )
         profile = view.metadata["per_benchmark_profile"].value
         assert name in profile and all(b in profile for b in new_model_rows(home, name)["benchmark"].unique())
         counts = new_model_rows(home, name).groupby("benchmark").size()
@@ -114,12 +127,15 @@ def embedding_of(storage: LocusHome, key: str, checkpoint: str) -> np.ndarray:
 
     store = storage.read_store(key)
     encodings, _ = storage.encode(store, storage.load_checkpoint(checkpoint).encoder)
-    return embed_models(storage.load_checkpoint(checkpoint).router, store, encodings, checkpoint=checkpoint, source="x")["embedding"].iloc[0]
+    return embed_models(
+        storage.load_checkpoint(checkpoint).router, store, encodings, checkpoint=checkpoint, source="x"
+    )["embedding"].iloc[0]
 
 
 @pytest.mark.parametrize("order", ["rebuild first", "onboarding first", "interleaved"])
-def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(home: Path, order: str,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(
+    home: Path, order: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from locus_model.onboarding import as_store
 
     storage = LocusHome(root=str(home))
@@ -127,7 +143,9 @@ def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(ho
     new_id = new_checkpoint(home)
 
     def record() -> None:
-        storage.record_evaluations(key, as_store(new_model_rows(home, "late/model", 64), pd.Timestamp.now(tz="UTC"), "f"))
+        storage.record_evaluations(
+            key, as_store(new_model_rows(home, "late/model", 64), pd.Timestamp.now(tz="UTC"), "f")
+        )
 
     def onboard() -> None:
         storage.update_pool(onboard_change(storage, [key], {}))
@@ -185,9 +203,15 @@ def test_an_onboarding_and_a_rebuild_end_with_every_model_from_one_checkpoint(ho
 def test_reports_refresh_while_models_are_onboarded_and_with_a_new_benchmark(home: Path) -> None:
     analyses = defs().resolve_job_def("reports_refresh_job")
     rows = new_model_rows(home, "brand/new", 64)
-    novel = pd.DataFrame({"model": "brand/new", "query_id": [f"novel-{i}" for i in range(20)],
-                          "query": [f"a question of a benchmark the pool never saw, number {i}" for i in range(20)],
-                          "benchmark": "never-seen-bench", "score": np.arange(20) % 2 * 1.0})
+    novel = pd.DataFrame(
+        {
+            "model": "brand/new",
+            "query_id": [f"novel-{i}" for i in range(20)],
+            "query": [f"a question of a benchmark the pool never saw, number {i}" for i in range(20)],
+            "benchmark": "never-seen-bench",
+            "score": np.arange(20) % 2 * 1.0,
+        }
+    )
     fast = {"ops": {"near_duplicates": {"config": {"resamples": 2}}}}
     with dg.instance_for_test() as instance:
         first = analyses.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("test_query_predictions")])
@@ -196,10 +220,16 @@ def test_reports_refresh_while_models_are_onboarded_and_with_a_new_benchmark(hom
         (request,) = tick(instance, home).run_requests
         assert run_onboarding(instance, request).success  # the pool changed after test_query_predictions read it
         group = dg.AssetSelection.groups("analyses").resolve(defs().resolve_asset_graph())
-        rest = analyses.execute_in_process(instance=instance, asset_selection=[
-            k for k in group if k.to_user_string() != "test_query_predictions"], run_config=fast, raise_on_error=False)
+        rest = analyses.execute_in_process(
+            instance=instance,
+            asset_selection=[k for k in group if k.to_user_string() != "test_query_predictions"],
+            run_config=fast,
+            raise_on_error=False,
+        )
         assert rest.success, [e.message for e in rest.all_events if e.is_failure]
-        again = analyses.execute_in_process(instance=instance, run_config=fast, raise_on_error=False)  # the refresh after onboarding
+        again = analyses.execute_in_process(
+            instance=instance, run_config=fast, raise_on_error=False
+        )  # the refresh after onboarding
         assert again.success, [e.message for e in again.all_events if e.is_failure]
     geometry = pd.read_parquet(home / "warehouse" / "model_atlas.parquet")
     assert "brand/new" in set(geometry["model"])
@@ -208,7 +238,9 @@ def test_reports_refresh_while_models_are_onboarded_and_with_a_new_benchmark(hom
 # ---------------------------------------------------------------------------------------------- a copied home
 
 
-def test_a_copied_home_works_with_the_original_deleted(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_copied_home_works_with_the_original_deleted(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import mlflow
 
     from locus_pipeline.defs.resources import MlflowTracking
@@ -233,8 +265,9 @@ def test_a_copied_home_works_with_the_original_deleted(home: Path, tmp_path: Pat
     client = mlflow.MlflowClient(tracking.uri)
     assert client.get_run(old_run).info.artifact_uri.startswith((copy / "mlflow" / "artifacts").as_uri())
     files = client.list_artifacts(old_run, "checkpoint")
-    assert files and mlflow.artifacts.download_artifacts(run_id=old_run, artifact_path=files[0].path, dst_path=str(tmp_path / "dl"),
-                                                         tracking_uri=tracking.uri)
+    assert files and mlflow.artifacts.download_artifacts(
+        run_id=old_run, artifact_path=files[0].path, dst_path=str(tmp_path / "dl"), tracking_uri=tracking.uri
+    )
     assert not home.exists()
 
 
@@ -262,9 +295,13 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
 
     good = new_model_rows(home, "bad-copy", 40).to_csv(index=False).encode()
     packed = gzip.compress(good)
-    bad = {"cut.csv.gz": packed[: len(packed) // 2], "flipped.csv.gz": packed[:20] + bytes([packed[20] ^ 0xFF]) + packed[21:],
-           "not-gzip.csv.gz": good, "nul.csv": good.replace(b"bad-copy", b"bad\0copy", 3),
-           "cut-row.csv": good[: len(good) - 7]}
+    bad = {
+        "cut.csv.gz": packed[: len(packed) // 2],
+        "flipped.csv.gz": packed[:20] + bytes([packed[20] ^ 0xFF]) + packed[21:],
+        "not-gzip.csv.gz": good,
+        "nul.csv": good.replace(b"bad-copy", b"bad\0copy", 3),
+        "cut-row.csv": good[: len(good) - 7],
+    }
     incoming = DropFolder.at(home).ensure().incoming
     for name, data in bad.items():
         (incoming / name).write_bytes(data)
@@ -275,20 +312,26 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
     before = pd.read_parquet(pool_file)
     with dg.instance_for_test() as instance:
         (request,) = tick(instance, home).run_requests  # the two small good files of the tick share one run
-        assert sorted(run_model_keys(instance, request.tags)) == sorted(safe_model_key(m) for m in ("good/one", "good/two"))
+        assert sorted(run_model_keys(instance, request.tags)) == sorted(
+            safe_model_key(m) for m in ("good/one", "good/two")
+        )
         assert len(request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]) == 2
         result = run_onboarding(instance, request)
         assert result.success
         views = {v.partition: v for v in materializations(result, "onboarded_evaluations")}
         assert {k: v.metadata["new_evaluations_in_file"].value for k, v in views.items()} == {
-            safe_model_key("good/one"): 64, safe_model_key("good/two"): 32}  # each model from its own file
+            safe_model_key("good/one"): 64,
+            safe_model_key("good/two"): 32,
+        }  # each model from its own file
     after = pd.read_parquet(pool_file)
     assert sorted(set(after["model"]) - set(before["model"])) == ["good/one", "good/two"]
     pd.testing.assert_frame_equal(after[after["model"].isin(before["model"])].reset_index(drop=True), before)
     rejected = home / "incoming" / "rejected"
     for name in bad:
         (kept,) = [p for p in rejected.iterdir() if p.name.endswith(f"-{name}")]
-        assert kept.read_bytes() == bad[name] and (rejected / f"{kept.name}.reason.txt").read_text().startswith("REJECTED: ")
+        assert kept.read_bytes() == bad[name] and (rejected / f"{kept.name}.reason.txt").read_text().startswith(
+            "REJECTED: "
+        )
     assert not [p for p in (home / "incoming").iterdir() if p.is_file()]
 
 
@@ -313,7 +356,9 @@ def test_a_model_in_two_small_files_of_one_tick_gets_both_the_newer_winning(home
 # ---------------------------------------------------------------------------------------------- removal
 
 
-def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_bring_the_model_back(home, monkeypatch, capsys):
+def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_bring_the_model_back(
+    home, monkeypatch, capsys
+):
     from locus_pipeline.cli import main
     from locus_pipeline.home_cli import remove_from_pool
 
@@ -323,8 +368,9 @@ def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_brin
     with dg.instance_for_test() as instance:
         (request,) = tick(instance, home).run_requests
         assert run_onboarding(instance, request).success
-        refused = remove_from_pool(str(pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")["model"].iloc[0]),
-                                   instance)
+        refused = remove_from_pool(
+            str(pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")["model"].iloc[0]), instance
+        )
         assert not refused.success
         assert "training source" in refused.get_step_failure_events()[0].step_failure_data.error.message
     before = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
@@ -352,7 +398,6 @@ def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_brin
 def test_locus_pool_remove_exits_0_after_the_removal_is_written_and_warns_of_a_failed_check(home, monkeypatch, capsys):
     """A blocking check failing on the new pool (here every re-embedded row made to differ) is a warning line on
     stderr, not a failure of the command: the removal was written. Float noise between processes passes the check."""
-    import locus_model.pool as library_pool
     import locus_pipeline.pool_rows as pool_rows
     from locus_pipeline.cli import main
 
@@ -370,6 +415,7 @@ def test_locus_pool_remove_exits_0_after_the_removal_is_written_and_warns_of_a_f
             again = again.copy()
             again["embedding"] = [np.asarray(e, np.float32) + np.float32(by) for e in again["embedding"]]
             return again, pending
+
         return embed_again
 
     monkeypatch.setattr(pool_rows, "embed_again", shifted(3.6e-7))  # another process's rounding
@@ -383,7 +429,10 @@ def test_locus_pool_remove_exits_0_after_the_removal_is_written_and_warns_of_a_f
     warned = [line for line in err.splitlines() if "pool_embeddings_reproducible" in line]
     assert len(warned) == 1, err
     warning = warned[0]
-    assert warning.startswith("locus pool remove: warning: check pool_embeddings_reproducible failed") and "Traceback" not in err
+    assert (
+        warning.startswith("locus pool remove: warning: check pool_embeddings_reproducible failed")
+        and "Traceback" not in err
+    )
     assert "e-02" in warning  # the max_abs_diff beside the tolerance
     assert names[1] not in set(pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")["model"])
     assert main(["pool", "remove", "walk/never-there", "--home", str(home)]) == 2  # a refused removal still fails
@@ -424,8 +473,9 @@ def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(h
         evaluations = {e.partition: e for e in materializations(result, "onboarded_evaluations")}
         assert {e.metadata["new_evaluations_in_file"].value for e in evaluations.values()} == {16}
         checks = [(c.check_name, c.partition) for c in result.get_asset_check_evaluations() if c.partition]
-        assert sorted(checks) == sorted((name, key) for key in keys
-                                        for name in ("onboarded_estimates_precise", "onboarded_model_trustworthy"))
+        assert sorted(checks) == sorted(
+            (name, key) for key in keys for name in ("onboarded_estimates_precise", "onboarded_model_trustworthy")
+        )
         assert instance.get_materialized_partitions(dg.AssetKey("onboarded_model_embedding")) == set(keys)
         assert len(asked) == 40  # each model's estimates asked for
         again = tick(instance, home, cursor=first.cursor)
@@ -463,7 +513,9 @@ def test_one_bad_model_of_a_file_does_not_keep_the_others_out(home: Path, monkey
     shown = sorted(e.partition for e in materializations(result, "onboarded_model_embedding"))
     assert shown == sorted(safe_model_key(n) for n in ("batch/good one", "batch/good two"))
     (failure,) = result.get_step_failure_events()
-    assert failure.step_key == "onboarded_model_embedding" and "1 of 3 model(s)" in failure.step_failure_data.error.message
+    assert (
+        failure.step_key == "onboarded_model_embedding" and "1 of 3 model(s)" in failure.step_failure_data.error.message
+    )
     assert bad in failure.step_failure_data.user_failure_data.metadata["failed_models"].value
     pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
     assert {"batch/good one", "batch/good two"} <= set(pool["model"]) and "batch/bad" not in set(pool["model"])

@@ -4,7 +4,6 @@ them, the pool replaced (the gateway reloads it), its check still reproducing th
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -19,7 +18,6 @@ from locus_pipeline.defs.sensors import traffic_sensor
 from locus_pipeline.serve import ServeConfig, create_app
 from locus_pipeline.storage import LocusHome
 from tests.locus_pipeline.drops import defs
-from tests.locus_pipeline.serve.helpers import wait_for
 
 
 def graded_traffic(home: Path, n: int) -> dict[str, int]:
@@ -31,8 +29,12 @@ def graded_traffic(home: Path, n: int) -> dict[str, int]:
         for i in range(n):
             r = client.post("/route", json={"query": f"traffic question {i}: what is {i} times {i + 1}?"})
             answered[r.json()["chosen"]] = answered.get(r.json()["chosen"], 0) + 1
-            assert client.post("/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"],
-                                                     "score": 1.0}).status_code == 202
+            assert (
+                client.post(
+                    "/v1/outcomes", json={"request_id": r.headers["x-locus-request-id"], "score": 1.0}
+                ).status_code
+                == 202
+            )
     return answered
 
 
@@ -51,8 +53,9 @@ def test_a_model_with_enough_graded_answers_is_embedded_again_with_them(home: Pa
         assert model in due
         assert sorted(r.tags["locus/model"] for r in result.run_requests) == due
         assert result.dynamic_partitions_requests[0].partition_keys == [safe_model_key(n) for n in due]
-        again = traffic_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor,
-                                                       resources={"home": store}))
+        again = traffic_sensor(
+            dg.build_sensor_context(instance=instance, cursor=result.cursor, resources={"home": store})
+        )
         assert isinstance(again, dg.SensorResult) and not again.run_requests  # counted once
         instance.add_dynamic_partitions(traffic_models.name, [key])
         before_tick = dg.evaluate_automation_conditions(defs=d, instance=instance)
