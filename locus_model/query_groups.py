@@ -26,8 +26,7 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.linear_model import LogisticRegression
 
-PROBA_FLOOR = 1e-4  # probabilities are clipped to [floor, 1 - floor] before a logit
-
+from locus_model.stats.logistic import PROBA_FLOOR, logit
 
 SMOOTHING = 1.0  # pseudo-count pulling a model's group accuracy toward its overall accuracy (the per-benchmark
 #   baseline's, evaluation.baselines.PerBenchmarkConfig, reads it from here); fixed: a pseudo-count estimated per pool
@@ -158,11 +157,6 @@ def group_profiles(
 def group_proba(profiles: np.ndarray, membership: np.ndarray) -> np.ndarray:
     """(M, Q) P(correct) of the group table: each model's profile (M, G) weighted by the queries' membership (Q, G)."""
     return (np.asarray(profiles, np.float32) @ np.asarray(membership, np.float32).T).astype(np.float32)
-
-
-def logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(np.asarray(p, np.float64), PROBA_FLOOR, 1 - PROBA_FLOOR)
-    return np.log(p) - np.log1p(-p)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from locus_model.estimates.posterior import ROBUST_WEIGHT, CellPosterior
 from locus_model.estimates.questions import choose_adaptive, factor_gain
 from locus_model.estimates.reference import ReferenceMap, fit_reference_map, reference_estimates
 from locus_model.infer import EvaluationSet
+from locus_model.stats.logistic import logit, sigmoid
 
 OFF_POOL_PRIORS = ("pool", "ability", "router")
 OFF_POOL_SHARE = 0.5  # a newcomer with more of its answers than this off the pool's queries reads the router's prior
@@ -204,13 +205,13 @@ class Estimator:
         """The pool's mean per benchmark shifted in logit by each newcomer's ability: the logit of its accuracy less
         that of the pool's mean P(correct) on the questions it answered (a one-factor model; no question shared
         needed)."""
-        base = _logit(self.coding_.means(self.prior_.full.mean[None].astype(np.float64))[0])  # (K,)
+        base = logit(self.coding_.means(self.prior_.full.mean[None].astype(np.float64))[0])  # (K,)
         out = np.empty((len(sets), self.coding_.K))
         for m, (idx, s) in enumerate(sets):
             idx = np.asarray(idx, np.int64)
             right, count = float(np.sum(s)) + 0.5, len(idx) + 1.0  # half a pseudo-answer each way: finite logits
             expected = (float(self.prior_.full.mean[idx].sum()) + 0.5) / count
-            out[m] = _sigmoid(base + _logit(right / count) - _logit(expected))
+            out[m] = sigmoid(base + logit(right / count) - logit(expected))
         return out
 
     def measured_error(self, kind: str, means, n: int) -> np.ndarray:
@@ -359,15 +360,6 @@ class Estimator:
         if self.reference_ is None:
             raise ValueError("Estimator.reference_scores: no reference map. How to fix: fit_reference(table) first")
         return reference_estimates(capability, self.reference_, seed=self.config.seed)
-
-
-def _logit(p) -> np.ndarray:
-    p = np.clip(np.asarray(p, np.float64), 1e-4, 1 - 1e-4)
-    return np.log(p) - np.log1p(-p)
-
-
-def _sigmoid(x) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
 
 
 __all__ = ["Estimator", "EstimatorConfig", "OFF_POOL_PRIORS"]
