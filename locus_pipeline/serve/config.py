@@ -167,6 +167,9 @@ SERVE_NUMBERS = (
 )
 
 
+LEARN_MODES = ("apply", "observe", "off")  # locus_model.learning.MODES: what graded outcomes do to routing
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     home: str = ""  # LOCUS_HOME (empty: $LOCUS_HOME or <repo>/data)
@@ -185,16 +188,22 @@ class ServeConfig:
     encoder_runtime: str | None = None  # None: the runtime the checkpoint's training encodings came from
     portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
     dry_run: bool = False  # chat calls answer with the decision only, never forwarded (asked for, never a fallback)
-    serve: str = "auto"  # what model "locus" answers with: "auto" (the routing evaluation's verdict decides), "router" or "single:<pool model>"
-    learn: bool = True  # learn from graded outcomes (POST /v1/outcomes; request ids, the traffic log); False: frozen
-    explore: float | None = None  # share of requests that may leave the best estimate (None: LearningConfig's; 0: off)
-    client_share: float | None = None  # most of a cell's evidence one client may hold (None: LearningConfig's)
+    serve: str = "auto"  # what model "locus" answers with: "auto" (the routing evaluation's verdict decides),
+    # "router" or "single:<pool model>"
+    learn: str = "apply"  # graded outcomes: "apply" (learned and routed on), "observe" (learned, logged beside the
+    # frozen choice served), "off" (no request ids, no traffic log); True / False read as apply / off
+    explore: float | None = None  # explored requests per graded outcome of a query group (None: LearningConfig's)
+    explore_seed: int | None = None  # the exploration draws' seeds' source (None: fresh each start)
     traffic_days: float = 30.0  # the traffic log's retention: days, and MB per kind (storage/traffic.py)
     traffic_max_mb: float = 1024.0
 
     def __post_init__(self) -> None:
         """Every number finite and in its range (a NaN poll interval would spin, -1 fallbacks an empty chain): a
         ValueError naming the option (locus serve's flag) and its range."""
+        if isinstance(self.learn, bool):
+            object.__setattr__(self, "learn", "apply" if self.learn else "off")
+        if self.learn not in LEARN_MODES:
+            raise ValueError(f"--learn {self.learn!r}: choose one of {', '.join(LEARN_MODES)}")
         for field_, flag, low, high, integer in SERVE_NUMBERS:
             value = getattr(self, field_)
             ok = (

@@ -84,7 +84,8 @@ def test_the_oracle_bounds_every_method_on_every_seed(result) -> None:
             assert (np.asarray(r["methods"][m]["per_seed"]) <= oracle + 1e-12).all(), m
 
 
-def test_learning_without_outcomes_or_exploration_is_frozen_locus() -> None:
+def test_learning_without_outcomes_is_frozen_locus_and_explores_nothing() -> None:
+    """Feedback 0: no outcome, so no exploration at the default budget and the learned P is the router's exactly."""
     rng = np.random.default_rng(1)
     p, labels = rng.random((5, 300)), (rng.random((5, 300)) < 0.5).astype(float)
     stream = _hand_stream(
@@ -97,7 +98,8 @@ def test_learning_without_outcomes_or_exploration_is_frozen_locus() -> None:
         profiles=rng.uniform(0.2, 0.8, (5, 3)),
         shares=np.full(3, 1 / 3),
     )
-    config = StreamConfig(learning=LearningConfig(explore=0.0))
+    config = StreamConfig(learning=LearningConfig())
+    assert config.learning.explore > 0
     np.testing.assert_array_equal(
         route_stream(stream, "learning", config=config, seed=0), route_stream(stream, "frozen", config=config, seed=0)
     )

@@ -1,0 +1,33 @@
+"""The learning loop's library part: the online learner of graded outcomes (``learner``), exploration only where
+outcomes arrive (``exploration``) and the routing strategies that `locus serve` and the replay both call
+(``strategies``)."""
+
+from locus_model.learning.exploration import Exploration
+from locus_model.learning.learner import POOLED, Learner, LearningConfig
+from locus_model.learning.strategies import (
+    MODES,
+    Decision,
+    Frozen,
+    Learning,
+    Query,
+    Request,
+    Strategy,
+    Thompson,
+    build_strategy,
+)
+
+__all__ = [
+    "MODES",
+    "POOLED",
+    "Decision",
+    "Exploration",
+    "Frozen",
+    "Learner",
+    "Learning",
+    "LearningConfig",
+    "Query",
+    "Request",
+    "Strategy",
+    "Thompson",
+    "build_strategy",
+]
