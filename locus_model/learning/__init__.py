@@ -4,6 +4,7 @@ outcomes arrive (``exploration``) and the routing strategies that `locus serve` 
 
 from locus_model.learning.exploration import Exploration
 from locus_model.learning.learner import POOLED, Learner, LearningConfig
+from locus_model.learning.prior import EMBED_EVERY, embed_graded, pool_prior, prior_variance
 from locus_model.learning.strategies import (
     MODES,
     Decision,
@@ -17,6 +18,7 @@ from locus_model.learning.strategies import (
 )
 
 __all__ = [
+    "EMBED_EVERY",
     "MODES",
     "POOLED",
     "Decision",
@@ -30,4 +32,7 @@ __all__ = [
     "Strategy",
     "Thompson",
     "build_strategy",
+    "embed_graded",
+    "pool_prior",
+    "prior_variance",
 ]

@@ -230,10 +230,13 @@ def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]
     }
 
 
-def check_models_against_pool(config: ModelsConfig, pool_names, *, path: str | None, dry_run: bool) -> list[str]:
+def check_models_against_pool(
+    config: ModelsConfig, pool_names, *, path: str | None, dry_run: bool, unevaluated=()
+) -> list[str]:
     """What `locus serve` says at start-up about the models config and the pool: raises ConfigError when the
     config has entries and none names a pool model (unless ``dry_run``); returns the warnings (each entry not in
-    the pool with its nearest pool name; no upstream at all)."""
+    the pool with its nearest pool name; no upstream at all). ``unevaluated``: entries served with no evaluations
+    (learning on), said so instead of ignored."""
     unmatched = unmatched_entries(config, pool_names)
     entries = set(config.upstreams) | set(config.costs)
     lines = [
@@ -246,7 +249,15 @@ def check_models_against_pool(config: ModelsConfig, pool_names, *, path: str | N
             f"{'; '.join(lines)}. How to fix: name the models as the pool does (GET /v1/models, or "
             "the pool table's `model` column), or pass --dry-run to serve decisions only"
         )
-    warnings = [f"the models config {path}: {entry} is not in the pool and is ignored" for entry in lines]
+    warnings = [
+        f"the models config {path}: {entry} is not in the pool and is "
+        + (
+            "served with no evaluations, at the pool's prior (learning is on: its graded answers teach the router)"
+            if name in set(unevaluated)
+            else "ignored"
+        )
+        for name, entry in zip(unmatched, lines)
+    ]
     if not dry_run and not any(name not in unmatched for name in config.upstreams):
         warnings.append(
             "no pool model has an upstream (base_url) in the models config: POST /route answers, "

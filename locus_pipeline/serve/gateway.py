@@ -80,8 +80,14 @@ class Gateway:
         self.home = LocusHome(root=config.home)
         self.models = read_models_config(config.models_config)
         self.snapshot = self._load()
+        snap = self.snapshot
+        unevaluated = [n for n, s in zip(snap.names, snap.sources) if s == "unevaluated"]
         for warning in check_models_against_pool(
-            self.models, self.snapshot.names, path=config.models_config, dry_run=config.dry_run
+            self.models,
+            [n for n, s in zip(snap.names, snap.sources) if s != "unevaluated"],
+            path=config.models_config,
+            dry_run=config.dry_run,
+            unevaluated=unevaluated,
         ):
             log.warning(warning)
         self.failed_key: tuple | None = None
@@ -235,6 +241,7 @@ class Gateway:
             self.config.encoder_runtime,
             portfolio=self.config.portfolio,
             dry_run=self.config.dry_run,
+            learning=self.config.learn != "off",
         )
 
     def _load_warm(self) -> Snapshot:

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from locus_model.learning import Decision, Exploration, Learner, LearningConfig
+from locus_model.learning import Decision, Exploration, Learner, LearningConfig, prior_variance
 from locus_model.learning import Learning as LearningStrategy
 from locus_pipeline.serve.batcher import Scored
 from locus_pipeline.serve.config import ServeConfig
@@ -139,9 +139,15 @@ class Learning:
 
     def _fresh(self, snap: Snapshot) -> LearningStrategy:
         """The learning strategy of this checkpoint with no outcomes yet."""
-        learner = Learner.start_from(snap.names, snap.pool_scorer.profiles, self.config)
+        learner = Learner.start_from(snap.names, snap.pool_scorer.profiles, self.config, prior_var=self._prior(snap))
         shares = snap.pool_scorer.router.groups.shares()
         return LearningStrategy(learner, shares=shares, mode=self.mode, seed=self.seed)
+
+    def _prior(self, snap: Snapshot) -> np.ndarray:
+        """(M, K) each cell's prior variance: what the estimator knows of the model (locus_model.learning.prior)."""
+        n = snap.n_evaluations or (1 << 20,) * len(snap.names)  # a snapshot without counts: trained models
+        shares = snap.pool_scorer.router.groups.shares()
+        return prior_variance(snap.pool_scorer.profiles, np.asarray(n), shares, router_var=self.config.prior_var)
 
     @property
     def learner(self) -> Learner:
@@ -161,7 +167,9 @@ class Learning:
         applied: dict[str, int] = {}
         if saved and saved.get("checkpoint_id") == snap.checkpoint_id:
             state = {**saved["learner"], "config": asdict(self.config)}  # the operator's settings of this start
-            self.learner = Learner.from_state(state).remapped(snap.names, snap.pool_scorer.profiles)
+            self.learner = Learner.from_state(state).remapped(
+                snap.names, snap.pool_scorer.profiles, prior_var=self._prior(snap)
+            )
             self.strategy.exploration = Exploration.from_state(
                 self.config.explore, self.learner.start.shape[1], saved.get("exploration")
             )
@@ -219,7 +227,9 @@ class Learning:
                 for j, n in enumerate(snap.names)
                 if n in old and np.allclose(old_profiles[old[n]], snap.pool_scorer.profiles[j], atol=1e-6)
             ]
-            self.learner = self.learner.remapped(snap.names, snap.pool_scorer.profiles, keep=keep)
+            self.learner = self.learner.remapped(
+                snap.names, snap.pool_scorer.profiles, keep=keep, prior_var=self._prior(snap)
+            )
         self.names, self.changed = snap.names, True
 
     # ------------------------------------------------------------------ decisions

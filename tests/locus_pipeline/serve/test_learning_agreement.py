@@ -39,6 +39,7 @@ def test_the_gateway_and_the_replay_make_the_same_choices_on_one_sequence(built,
             assert ok.status_code == 202
         scored = [gateway.batcher._score_group(snap, [q])[0] for q in QUERIES]  # each alone, as /route scored it
         config = learning_config(gateway.config)
+        prior_var = gateway.learning.learner.prior_var.copy()  # what the estimator knows: the replay's stream holds it
     n, m_count = len(QUERIES), len(snap.names)
     stream = Stream(
         p=np.stack([s.probs for s in scored], axis=1).astype(np.float64),
@@ -57,6 +58,7 @@ def test_the_gateway_and_the_replay_make_the_same_choices_on_one_sequence(built,
         shares=snap.pool_scorer.router.groups.shares(),
         margin=UNGUARDED.guard_margin,
         best_single=0,
+        prior_var=prior_var,
     )
     replayed = route_stream(stream, "learning", config=StreamConfig(learning=config), seed=SEED)
     assert any(explored)  # the sequence exercises exploration, not only the learned P

@@ -3,7 +3,7 @@ see (the start-up summary, /healthz, the explain body, /metrics, the decision lo
 
 from __future__ import annotations
 
-from tests.locus_pipeline.serve.helpers import NAMES, chat, client_for
+from tests.locus_pipeline.serve.helpers import NAMES, chat, client_for, upstream_config
 
 SINGLE = NAMES[2]
 QUERIES = [f"what is {i} plus {2 * i}?" for i in range(8)]
@@ -66,3 +66,19 @@ def test_learn_off_is_frozen_and_says_so(built, tmp_path) -> None:
         assert "x-locus-request-id" not in r.headers and r.json()["exploration"]["why"] == "no learning (--learn off)"
         assert client.get("/healthz").json()["learning"] == {"learn": "off"}
         assert "learning: off" in client.app.state.gateway.summary()
+
+
+def test_a_configured_model_with_no_evaluations_is_routable_when_learning_is_on(built, tmp_path) -> None:
+    models = upstream_config()
+    models["models"]["newbie-8b"] = {"base_url": "http://up-newbie.test/v1", "model": "newbie", "api_key_env": "K"}
+    with client_for(built, tmp_path, models=models, dry_run=True, explore=None) as client:
+        gateway = client.app.state.gateway
+        snap = gateway.snapshot
+        assert "newbie-8b" in snap.routable and snap.n_evaluations[snap.index["newbie-8b"]] == 0
+        learner = gateway.learning.learner
+        new, old = snap.index["newbie-8b"], snap.index[NAMES[0]]
+        assert (learner.prior_var[new] > learner.prior_var[old]).all()  # the pool's prior: as wide as its spread
+        ranked = {x["model"] for x in client.post("/route", json={"query": QUERIES[0]}).json()["ranking"]}
+        assert "newbie-8b" in ranked
+    with client_for(built, tmp_path, models=models, dry_run=True, learn="off") as client:
+        assert "newbie-8b" not in client.app.state.gateway.snapshot.names  # frozen: no row, no evaluations
