@@ -136,6 +136,7 @@ class Learner:
     picked: np.ndarray | None = field(default=None, repr=False)  # (M, K) whose move is shared (-1: none)
     shared: _View | None = field(default=None, repr=False)
     views: dict = field(default_factory=dict, repr=False)  # non-grader client -> its _View
+    _narrow: dict = field(default_factory=dict, repr=False)  # (client, group) -> (view, version, (M,) width)
 
     @classmethod
     def start_from(
@@ -284,10 +285,13 @@ class Learner:
 
     def narrowing(self, rows: np.ndarray, group: int, *, client: str | None = None) -> float:
         """How wide the rows' cells on ``group`` still are, in [0, 1]: the mean of posterior sd / prior sd."""
-        post = self.view(client).posterior
-        cells = (np.asarray(rows), np.full(len(rows), int(group)))
-        prior = np.sqrt(self.prior_var[cells])
-        return float(np.clip(np.mean(np.sqrt(post.var(cells)) / prior), 0.0, 1.0))
+        view = self.view(client)
+        cached = self._narrow.get((client, group))
+        if cached is None or cached[0] is not view or cached[1] != view.version:  # once per change of the evidence
+            cells = (np.arange(len(self.names)), np.full(len(self.names), int(group)))
+            width = np.sqrt(view.posterior.var(cells) / self.prior_var[cells])  # (M,)
+            cached = self._narrow[(client, group)] = (view, view.version, width)
+        return float(np.clip(np.mean(cached[2][np.asarray(rows)]), 0.0, 1.0))
 
     def counts(self) -> np.ndarray:
         """(M,) graded answers held per model, every client's (discounted by the half-life)."""
@@ -374,9 +378,10 @@ class Learner:
         }
 
     @classmethod
-    def from_state(cls, state: dict) -> "Learner":
+    def from_state(cls, state: dict, *, legacy_client: str = "") -> "Learner":
         """A learner from :meth:`state_dict`'s data, checked: every array's shape and values (ValueError saying
-        which entry is wrong and how to fix it)."""
+        which entry is wrong and how to fix it). A state written before the clients were told apart by agreement
+        (no ``graders``): its evidence summed as ``legacy_client``'s, a grader's (one trust domain, as then)."""
         how = "delete traffic/learner.json to rebuild the learner from the outcome log"
         if not isinstance(state, dict) or not isinstance(state.get("names"), list) or "start" not in state:
             raise ValueError(f"learner state: not a learner's state (names and start missing): {how}")
@@ -415,7 +420,11 @@ class Learner:
                     f"right answers than answers: {how}"
                 )
             learner.clients[str(client)] = sums
-        learner.graders = {str(g) for g in state.get("graders", [""] if "" in learner.clients else [])}
+        if "graders" in state:
+            learner.graders = {str(g) for g in state["graders"]}
+        elif learner.clients:
+            learner.clients = {legacy_client: sum(learner.clients.values())}
+            learner.graders = {legacy_client}
         learner._rebuild()
         return learner
 

@@ -404,12 +404,7 @@ class Gateway:
         if not isinstance(query, str) or not query.strip():
             raise ApiError(400, "query is empty: give the text to route")
         policy = self.request_policy(max_cost, quality_weight, max_params, input_tokens, output_tokens)
-        allowed = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
-        idx, target = allowed, None
-        if pinned is not None:  # the pinned model answers even outside the candidates; its fallbacks stay inside
-            target = int(self.candidate_indices(snap, [pinned], need_upstream=need_upstream)[0])
-            if target not in allowed:
-                idx = np.append(allowed, target)
+        allowed, idx, target = self.requested_rows(snap, candidates, pinned, need_upstream=need_upstream)
         n_in = estimate_tokens(query) if input_tokens is None else input_tokens
         n_out = snap.output_tokens if output_tokens is None else output_tokens
         # every pool row in order (no candidates, every model routable): views, not copies of the pool's arrays
@@ -450,12 +445,8 @@ class Gateway:
         if blocked is None and request.single is not None and request.single not in d.route.ranking:
             blocked = "is outside the request's caps (" + _outside_caps(request.single, d.route, max_cost, max_params)
             blocked += ")"
+        self.count(snap, d)
         names = snap.names
-        self.metrics.decisions.labels(names[d.chosen]).inc()
-        if d.explored:
-            self.metrics.explored.labels(names[d.chosen]).inc()
-        if d.by == "learned":
-            self.metrics.overturned.labels(names[d.chosen]).inc()
         body = self.body(snap, q, d, policy, pinned=pinned, blocked=blocked, aligned=aligned)
         body.update(
             max_cost=max_cost,
@@ -473,6 +464,26 @@ class Gateway:
             candidates=tuple(names[i] for i in idx[:64]),
             query_sha256=hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest(),
         )
+
+    def requested_rows(
+        self, snap: Snapshot, candidates: Sequence[str] | None, pinned: str | None, *, need_upstream: bool
+    ) -> tuple[np.ndarray, np.ndarray, int | None]:
+        """(the rows the request allows, the rows decided among, the pinned model's row): the pinned model answers
+        even outside the candidates; its fallbacks stay inside."""
+        allowed = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
+        if pinned is None:
+            return allowed, allowed, None
+        target = int(self.candidate_indices(snap, [pinned], need_upstream=need_upstream)[0])
+        return allowed, (allowed if target in allowed else np.append(allowed, target)), target
+
+    def count(self, snap: Snapshot, d: Decision) -> None:
+        """A decision in /metrics: the model chosen, and whether exploration or the outcomes chose it."""
+        name = snap.names[d.chosen]
+        self.metrics.decisions.labels(name).inc()
+        if d.explored:
+            self.metrics.explored.labels(name).inc()
+        if d.by == "learned":
+            self.metrics.overturned.labels(name).inc()
 
     def serves(self, snap: Snapshot, d: Decision, *, pinned: str | None, blocked: str | None) -> dict:
         """Which rule chose, and why, in words (the decision's ``serves``)."""

@@ -167,7 +167,7 @@ class Learning:
         applied: dict[str, int] = {}
         if saved and saved.get("checkpoint_id") == snap.checkpoint_id:
             state = {**saved["learner"], "config": asdict(self.config)}  # the operator's settings of this start
-            self.learner = Learner.from_state(state).remapped(
+            self.learner = Learner.from_state(state, legacy_client=OPERATOR).remapped(
                 snap.names, snap.pool_scorer.profiles, prior_var=self._prior(snap)
             )
             self.strategy.exploration = Exploration.from_state(
