@@ -35,7 +35,6 @@ from locus_pipeline.serve.learning import (
     REQUEST_ID_HEADER,
     Learning,
     Routed,
-    learner_identity,
     learning_config,
 )
 from locus_pipeline.serve.metrics import Metrics
@@ -421,7 +420,7 @@ class Gateway:
             costs=snap.costs.costs(n_in, n_out)[rows],
             params=snap.costs.params_b[rows],
             embeddings=snap.embeddings[rows],
-            client=None if client is None else learner_identity(client)[0],
+            client=None if client is None or self.learning is None else self.learning.identity(client)[0],
         )
         request = Request(
             policy,

@@ -122,6 +122,7 @@ class Learning:
         self.decision_log = home.traffic_writer("decisions", self.writer, retention)
         self.outcome_log = home.traffic_writer("outcomes", self.writer, retention)
         self.mode, self.seed = mode, seed
+        self.identity = learner_identity  # client_of's client -> (the learner's client, grader): the credentials' rule
         self.issued: dict[str, Issued] = {}
         self.graded: dict[str, float] = {}  # request id -> when its outcome was logged (each counts once)
         self.pending: list[dict] = []  # outcomes read before their decision
@@ -374,7 +375,7 @@ class Learning:
             return
         if not 0 <= score <= 1:
             return
-        who, grader = learner_identity(issued.client)
+        who, grader = self.identity(issued.client)
         self.strategy.observe(
             self.names.index(issued.model), issued.group, score, min(max(issued.p, 0.0), 1.0), client=who, grader=grader
         )
