@@ -44,6 +44,7 @@ from locus_model.evaluation.stream_routing import (
     METHODS,
     POISONER,
     SCENARIOS,
+    Reembedding,
     Stream,
     StreamConfig,
     guarded_argmax,
@@ -208,6 +209,8 @@ def build_stream(
         order_full = order.copy()
         order_full[new] = len(full.names) - 1
         p_full = full.proba(enc, order_full).astype(np.float64)
+        # the learning router embeds it again from its graded answers, as the pipeline's relearning does
+        stream.reembed = Reembedding(row=int(new), router=router, encodings=enc)
         info.update(
             model=int(new),
             join=join,

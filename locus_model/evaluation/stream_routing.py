@@ -4,10 +4,22 @@ outcomes revealed to it (locus_model.evaluation.stream builds the streams; the m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from locus_model.learning import Decision, LearningConfig, Query, Request, Strategy, build_strategy
+from locus_model.learning import (
+    EMBED_EVERY,
+    Decision,
+    Learning,
+    LearningConfig,
+    Query,
+    Request,
+    Strategy,
+    build_strategy,
+    embed_graded,
+    prior_variance,
+)
 from locus_model.routing.policy import RoutingPolicy, routing_scores
 
 SCENARIOS = ("stationary", "unlike", "newcomer", "drift", "poisoned")
@@ -67,6 +79,21 @@ class Stream:
     margin: float
     best_single: int
     prior_var: np.ndarray | None = None  # (M, G) the learner's prior variance (None: the config's)
+    reembed: "Reembedding | None" = None  # a model the learning router embeds again from its graded answers
+
+
+@dataclass
+class Reembedding:
+    """What the replay needs to embed ``row`` again from its graded answers every ``every`` outcomes, as the pipeline
+    does (traffic_sensor's condition, then traffic_model_embedding: locus_model.learning.embed_graded, one forward
+    pass): the trained router and the events' query encodings. Its P on later events and its standing follow the new
+    row, and the learner's evidence of it starts again from it (as a gateway's pool reload does)."""
+
+    row: int
+    router: Any
+    encodings: np.ndarray  # (T, D)
+    evaluations: int = 0  # the model's evaluations before the stream (none: a newcomer)
+    every: int = EMBED_EVERY
 
 
 def replay_strategy(stream: Stream, method: str, *, config: StreamConfig, seed: int) -> Strategy:
@@ -108,6 +135,8 @@ def replay_decisions(stream: Stream, strategy: Strategy) -> list[Decision]:
     costs = np.zeros(len(stream.profiles))
     pending: dict[int, list[tuple[int, int]]] = {}
     out = []
+    again = getattr(stream, "reembed", None) if isinstance(strategy, Learning) else None
+    p, standing, graded, embedded_at = stream.p, stream.standing, [], 0  # copied before a re-embedding changes them
     for t in range(n):
         for m, tt in pending.pop(t, ()):
             client = stream.client[tt]
@@ -115,16 +144,21 @@ def replay_decisions(stream: Stream, strategy: Strategy) -> list[Decision]:
                 m,
                 int(stream.group[tt]),
                 float(stream.reported[m, tt]),
-                float(stream.p[m, tt]),
+                float(p[m, tt]),
                 client=str(client),
                 grader=client == JUDGE,
             )
+            if again is not None and m == again.row:
+                graded.append(tt)
+        if again is not None and len(graded) - embedded_at >= again.every:  # as traffic_sensor's condition
+            p, standing = _reembed(stream, strategy, again, graded, t, p, standing)
+            embedded_at = len(graded)
         rows = np.flatnonzero(stream.available[:, t])
         query = Query(
             rows=rows,
-            p=stream.p[rows, t],
+            p=p[rows, t],
             group=int(stream.group[t]),
-            standing=stream.standing[rows],
+            standing=standing[rows],
             costs=costs[rows],
             client=str(stream.client[t]),
         )
@@ -133,6 +167,27 @@ def replay_decisions(stream: Stream, strategy: Strategy) -> list[Decision]:
         if stream.revealed[t]:
             pending.setdefault(int(stream.arrives[t]), []).append((decision.chosen, t))
     return out
+
+
+def _reembed(stream: Stream, strategy: Learning, again: Reembedding, graded: list, t: int, p, standing):
+    """``again.row`` embedded again from its graded answers so far (embed_graded): its P from event t on, its
+    standing, and the learner over the new row (its evidence starts again, its prior from its graded answers)."""
+    events = np.asarray(graded)
+    scores = stream.reported[again.row, events].astype(np.float64)
+    emb, prof = embed_graded(again.router, again.encodings[events], scores)
+    p, standing = p.copy(), standing.copy()
+    p[again.row, t:] = again.router.proba(emb[None], prof[None], again.encodings[t:])[0]
+    standing[again.row] = again.router.standing(prof[None])[0]
+    learner = strategy.learner
+    profiles = learner.start.copy()
+    profiles[again.row] = prof
+    n = np.full(len(profiles), 1 << 20, np.float64)
+    n[again.row] = again.evaluations + len(events)
+    prior_var = learner.prior_var.copy()
+    prior_var[again.row] = prior_variance(profiles, n, strategy.shares, router_var=learner.config.prior_var)[again.row]
+    keep = [name for i, name in enumerate(learner.names) if i != again.row]
+    strategy.learner = learner.remapped(learner.names, profiles, keep=keep, prior_var=prior_var)
+    return p, standing
 
 
 def guarded_argmax(p: np.ndarray, standing: np.ndarray, margin: float, available: np.ndarray) -> np.ndarray:

@@ -137,3 +137,30 @@ def test_unknown_scenario_and_incomplete_matrix_are_refused() -> None:
     scores[0, 0] = np.nan
     with pytest.raises(ValueError, match="cells are missing"):
         replay(scores, enc, bench, ["a", "b", "c", "d"], ["stationary"], progress=False)
+
+
+def test_the_learning_router_embeds_a_newcomer_again_from_its_graded_answers_every_50() -> None:
+    """As the pipeline's relearning: every EMBED_EVERY graded answers, one forward pass (embed_graded) gives the
+    newcomer a new row; its P on later events follows it and the learner starts it from its new profile."""
+    from locus_model.evaluation.stream_routing import Reembedding, replay_decisions, replay_strategy
+    from locus_model.learning import EMBED_EVERY, embed_graded
+    from tests.locus_model.tiny_locus import one_group_router, tiny_model, tiny_pool
+
+    router = one_group_router(tiny_model())
+    enc, _ = tiny_pool()
+    n = 2 * EMBED_EVERY + 20
+    enc = enc[:n]
+    labels = np.stack([np.ones(n), (np.arange(n) % 3 == 0).astype(float)])
+    stream = _hand_stream(np.full((2, n), 0.5), labels, np.zeros(n, int), profiles=np.full((2, 1), 0.5))
+    stream.available[0] = False  # only the newcomer answers: every outcome is its
+    stream.reembed = Reembedding(row=1, router=router, encodings=enc)
+    strategy = replay_strategy(stream, "learning", config=StreamConfig(), seed=0)
+    decisions = replay_decisions(stream, strategy)
+    assert all(d.chosen == 1 for d in decisions)
+    _, profile = embed_graded(router, enc[: 2 * EMBED_EVERY], labels[1, : 2 * EMBED_EVERY])
+    np.testing.assert_allclose(strategy.learner.start[1], np.clip(profile, 0.005, 0.995))  # the second re-embedding
+    emb, first = embed_graded(router, enc[:EMBED_EVERY], labels[1, :EMBED_EVERY])
+    fresh = router.proba(emb[None], first[None], enc[EMBED_EVERY : EMBED_EVERY + 1])[0, 0]
+    assert decisions[EMBED_EVERY].p[0] == pytest.approx(fresh)  # 50 graded by event 50: its new row, no evidence yet
+    assert decisions[EMBED_EVERY - 1].p[0] != pytest.approx(0.5)  # before: the old row, moved by its outcomes
+    np.testing.assert_array_equal(stream.p, 0.5)  # the stream itself is not changed (other methods read it)
