@@ -44,8 +44,8 @@ class Exploration:
         if self.explored[group] + 1 > room:
             return False, (
                 f"the exploration budget of this query's group is spent ({int(self.explored[group])} explored of "
-                f"{room:.1f} allowed: {self.explore:g} x {self.graded[group]:g} outcomes x {narrowing:.2f}, the "
-                "posterior's remaining width)"
+                f"{room:.1f} allowed: {self.explore:g} x {self.graded[group]:g} outcomes x "
+                + (f"{narrowing:.2f}, the posterior's remaining width)" if narrowing < 1 else "at most 1, its width)")
             )
         return True, (
             f"within the group's budget ({int(self.explored[group])} explored of {room:.1f} allowed: "

@@ -229,8 +229,10 @@ class Learning(Strategy):
         if len(query.rows) < 2:
             note = "one candidate: never explored"
         else:
-            narrowing = self.learner.narrowing(query.rows, query.group, client=query.client)
-            allowed, note = self.exploration.allows(query.group, narrowing)
+            allowed, note = self.exploration.allows(query.group, 1.0)  # the most it can be: no posterior read
+            if allowed:
+                narrowing = self.learner.narrowing(query.rows, query.group, client=query.client)
+                allowed, note = self.exploration.allows(query.group, narrowing)
             if allowed:
                 seed = int(self.seeds.integers(_SEED_BOUND))
                 drawn = self.learner.draw(
