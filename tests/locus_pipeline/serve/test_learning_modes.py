@@ -3,6 +3,9 @@ see (the start-up summary, /healthz, the explain body, /metrics, the decision lo
 
 from __future__ import annotations
 
+import pytest
+
+from locus_pipeline.serve import ServeConfig
 from tests.locus_pipeline.serve.helpers import NAMES, chat, client_for, upstream_config
 
 SINGLE = NAMES[2]
@@ -82,3 +85,15 @@ def test_a_configured_model_with_no_evaluations_is_routable_when_learning_is_on(
         assert "newbie-8b" in ranked
     with client_for(built, tmp_path, models=models, dry_run=True, learn="off") as client:
         assert "newbie-8b" not in client.app.state.gateway.snapshot.names  # frozen: no row, no evaluations
+
+
+def test_the_learn_flag_and_its_alias() -> None:
+    from locus_pipeline.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["serve"]).learn == "apply"
+    assert parser.parse_args(["serve", "--no-learn"]).learn == "off"
+    assert parser.parse_args(["serve", "--learn", "observe"]).learn == "observe"
+    with pytest.raises(ValueError, match="--learn 'maybe': choose one of apply, observe, off"):
+        ServeConfig(learn="maybe")
+    assert ServeConfig(learn=False).learn == "off" and ServeConfig(learn=True).learn == "apply"
