@@ -513,7 +513,9 @@ class Gateway:
         elif not aligned:
             why = "the pool was reloaded during this request: decided as frozen LOCUS"
         else:
-            why = d.why.replace(f"row {d.chosen}", snap.names[d.chosen]) if d.learned is None else d.why
+            why = d.why.replace(f"row {d.chosen}", snap.names[d.chosen])
+            if d.learned is not None:
+                why = why.replace(f"row {d.learned}", snap.names[d.learned])
         out = {"explored": d.explored, "why": why, "seed": d.seed, "probability": round(d.probability, 6)}
         if d.learned is not None:
             out["learned_choice"] = snap.names[d.learned]
