@@ -136,6 +136,7 @@ class Learner:
     picked: np.ndarray | None = field(default=None, repr=False)  # (M, K) whose move is shared (-1: none)
     shared: _View | None = field(default=None, repr=False)
     views: dict = field(default_factory=dict, repr=False)  # non-grader client -> its _View
+    _narrow: dict = field(default_factory=dict, repr=False)  # (client, group) -> (view, version, (M,) width)
 
     @classmethod
     def start_from(
@@ -318,9 +319,13 @@ class Learner:
 
     def narrowing(self, rows: np.ndarray, group: int, *, client: str | None = None) -> float:
         """How wide the rows' cells on ``group`` still are, in [0, 1]: the mean of posterior sd / prior sd."""
-        cells = (np.asarray(rows), np.full(len(rows), int(group)))
-        width = np.sqrt(self.view(client).posterior.var(cells) / self.prior_var[cells])  # (R,)
-        return float(np.clip(np.mean(width), 0.0, 1.0))
+        view = self.view(client)
+        cached = self._narrow.get((client, group))
+        if cached is None or cached[0] is not view or cached[1] != view.version:  # once per change of the evidence
+            cells = (np.arange(len(self.names)), np.full(len(self.names), int(group)))
+            width = np.sqrt(view.posterior.var(cells) / self.prior_var[cells])  # (M,)
+            cached = self._narrow[(client, group)] = (view, view.version, width)
+        return float(np.clip(np.mean(cached[2][np.asarray(rows)]), 0.0, 1.0))
 
     def counts(self) -> np.ndarray:
         """(M,) graded answers held per model, every client's (discounted by the half-life)."""
