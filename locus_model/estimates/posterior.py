@@ -11,9 +11,11 @@ router's calibrated P(correct)) and how wrong that mean is measured to be, tau^2
 mean, so that before any answer the posterior mean is mu and a cell nobody answered is not pulled toward 0.5 -- the
 estimates' choice), so that when the answers contradict the pool's view (128 of 128 right where the prior says 0.5)
 the flat part takes over and the posterior follows the answers instead of excluding them; where they agree the
-informed part carries almost all the weight. The posterior is the same mixture with each component updated by (r, c - r) and the weights
-multiplied by each component's marginal likelihood B(a + r, b + c - r) / B(a, b) (fractional scores included). Both
-depend on the answers only through (r, c): one more graded answer is two additions (``observe``), microseconds.
+informed part carries almost all the weight. The posterior is the same mixture with each component updated by
+(r, c - r) and the weights multiplied by each component's marginal likelihood B(a + r, b + c - r) / B(a, b)
+(fractional scores included). Both depend on the answers only through (r, c): one more graded answer is two
+additions (``observe``, weighted: ``weight`` answers), microseconds; ``assign`` sets a cell's sums to a combination
+of others' (the online learner's clients).
 
 ``forget`` (< 1) discounts the evidence already held before each new answer (exponential forgetting, half-life
 log(0.5) / log(forget) answers): an online learner that must notice a model that changed uses it; estimates of a
