@@ -114,7 +114,7 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
         latencies = []
         for _ in range(queries):
             t0 = time.perf_counter()
-            body = await router.decide(
+            routed = await router.decide(
                 snap,
                 "a query",
                 candidates=None,
@@ -124,7 +124,7 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
                 output_tokens=None,
             )
             latencies.append(time.perf_counter() - t0)
-        assert body["ranked"] == len(z)
+        assert routed.body["ranked"] == len(z)
         return latencies
 
     return {"queries": queries, "ranking_size": router.config.ranking_size, **latency_summary(asyncio.run(run()))}

@@ -18,7 +18,6 @@ from locus_model.evaluation.stream import (
     StreamConfig,
     _config_dict,
     format_stream,
-    newcomer_prior_var,
     plot_stream,
     score_stream,
     summarise,
@@ -49,8 +48,6 @@ def main() -> None:
                 with open(path, "rb") as f:
                     stream, info = pickle.load(f)
                 seed = int(path.stem.rsplit("_", 1)[1])
-                if scenario == "newcomer":  # the newcomer's prior as build_stream makes it now
-                    stream.prior_var = newcomer_prior_var(stream.profiles, [info["model"]], learning.prior_var)
                 runs.append(score_stream(scenario, stream, info, seed=seed, config=config))
             if not runs:
                 continue

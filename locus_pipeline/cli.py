@@ -140,7 +140,8 @@ def search_text(result) -> str:
 def add_serve(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "serve",
-        help="route live traffic: a cost-aware router over the pool (POST /route, OpenAI-compatible /v1/chat/completions)",
+        help="route live traffic: a cost-aware router over the pool (POST /route, OpenAI-compatible "
+        "/v1/chat/completions)",
         description=(
             "Serve LOCUS_HOME's pool: POST /route ranks the pool models for a query by P(correct) and cost; "
             "/v1/chat/completions with model 'locus' or 'locus:<quality_weight>' forwards the request to the chosen "
@@ -224,26 +225,28 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
         "pinned models and POST /route unchanged)",
     )
     p.add_argument(
-        "--explore",
-        type=float,
-        default=None,
-        metavar="SHARE",
-        help="share of requests that may leave the best estimate for a Thompson draw from what the "
-        "outcomes taught (default: LearningConfig's, 0.05; 0: never explore); pinned requests never",
+        "--learn",
+        choices=("apply", "observe", "off"),
+        default="apply",
+        help="graded outcomes (POST /v1/outcomes): 'apply' (default: learned and routed on; the single model "
+        "of --serve is the guard they may overturn), 'observe' (learned; the frozen choice is served and the "
+        "learned one logged beside it), 'off' (no request ids, no traffic log; /v1/outcomes answers 503)",
     )
     p.add_argument(
         "--no-learn",
         dest="learn",
-        action="store_false",
-        help="do not learn from outcomes: no request ids, no traffic log, POST /v1/outcomes answers 503",
+        action="store_const",
+        const="off",
+        help="the same as --learn off",
     )
     p.add_argument(
-        "--client-share",
+        "--explore",
         type=float,
         default=None,
         metavar="SHARE",
-        help="most of a (model, query group)'s evidence one client's outcomes may hold (default: "
-        "LearningConfig's; a client is a bearer token and its x-locus-client header)",
+        help="explored requests of a query group per graded outcome there, shrinking as the posterior narrows "
+        "(default: LearningConfig's, 0.05; 0: never explore); nothing is explored before outcomes arrive, "
+        "pinned requests never",
     )
     p.add_argument(
         "--traffic-days",
@@ -302,7 +305,6 @@ def run_serve(args: argparse.Namespace) -> int:
             serve=args.serve,
             learn=args.learn,
             explore=args.explore,
-            client_share=args.client_share,
             traffic_days=args.traffic_days,
             traffic_max_mb=args.traffic_max_mb,
         )

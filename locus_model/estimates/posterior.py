@@ -10,10 +10,12 @@ router's calibrated P(correct)) and how wrong that mean is measured to be, tau^2
 (with ``centred``, the second part Beta(2 mu, 2 (1 - mu)) instead: as wide as a uniform but centred on the same
 mean, so that before any answer the posterior mean is mu and a cell nobody answered is not pulled toward 0.5 -- the
 estimates' choice), so that when the answers contradict the pool's view (128 of 128 right where the prior says 0.5)
-the flat part takes over and the posterior follows the answers instead of excluding them; where they agree the informed part carries
-almost all the weight. The posterior is the same mixture with each component updated by (r, c - r) and the weights
-multiplied by each component's marginal likelihood B(a + r, b + c - r) / B(a, b) (fractional scores included). Both
-depend on the answers only through (r, c): one more graded answer is two additions (``observe``), microseconds.
+the flat part takes over and the posterior follows the answers instead of excluding them; where they agree the
+informed part carries almost all the weight. The posterior is the same mixture with each component updated by
+(r, c - r) and the weights multiplied by each component's marginal likelihood B(a + r, b + c - r) / B(a, b)
+(fractional scores included). Both depend on the answers only through (r, c): one more graded answer is two
+additions (``observe``, weighted: ``weight`` answers), microseconds; ``assign`` sets a cell's sums to a combination
+of others' (the online learner's clients).
 
 ``forget`` (< 1) discounts the evidence already held before each new answer (exponential forgetting, half-life
 log(0.5) / log(forget) answers): an online learner that must notice a model that changed uses it; estimates of a
@@ -65,13 +67,28 @@ class CellPosterior:
         )
 
     # ------------------------------------------------------------------------------------------------ the update
-    def observe(self, m: int, k: int, score: float, *, forget: float = 1.0) -> None:
-        """One graded answer (score in [0, 1]) of model m on cell k; ``forget`` < 1 discounts the evidence held."""
+    def observe(self, m: int, k: int, score: float, *, forget: float = 1.0, weight: float = 1.0) -> None:
+        """One graded answer (score in [0, 1]) of model m on cell k, counted as ``weight`` answers; ``forget`` < 1
+        discounts the evidence held."""
+        if not (0.0 <= score <= 1.0 and weight >= 0.0 and 0.0 < forget <= 1.0):
+            raise ValueError(
+                f"CellPosterior.observe: score {score!r} must be in [0, 1], weight {weight!r} >= 0, forget "
+                f"{forget!r} in (0, 1]"
+            )
         if forget != 1.0:
             self.right[m, k] *= forget
             self.count[m, k] *= forget
-        self.right[m, k] += score
-        self.count[m, k] += 1.0
+        self.right[m, k] += weight * score
+        self.count[m, k] += weight
+
+    def assign(self, cells, right, count) -> None:
+        """The evidence of the cells ``cells`` (any numpy index) set to a combination of others' (the online
+        learner's clients, combined by agreement): sums r <= c, both >= 0."""
+        right, count = np.asarray(right, np.float64), np.asarray(count, np.float64)
+        if (count < 0).any() or (right < -1e-9).any() or (right > count + 1e-9).any():
+            raise ValueError("CellPosterior.assign: the evidence must satisfy 0 <= right <= count")
+        self.right[cells] = np.clip(right, 0.0, count)
+        self.count[cells] = count
 
     def observe_many(self, m: np.ndarray, k: np.ndarray, score: np.ndarray) -> None:
         """Many graded answers at once (no forgetting): the same posterior as observing them one by one."""
@@ -109,6 +126,14 @@ class CellPosterior:
         """Posterior mean of the rate of the cells ``rows``."""
         w, a, b = self.components(rows)
         return (w * a / (a + b)).sum(axis=-1)
+
+    def var(self, rows=slice(None)) -> np.ndarray:
+        """Posterior variance of the rate of the cells ``rows`` (the mixture's)."""
+        w, a, b = self.components(rows)
+        m = a / (a + b)
+        second = m * m + a * b / ((a + b) ** 2 * (a + b + 1.0))
+        mean = (w * m).sum(axis=-1)
+        return np.maximum((w * second).sum(axis=-1) - mean**2, 0.0)
 
     def sample(self, rng: np.random.Generator, rows=slice(None)) -> np.ndarray:
         """One draw of each cell's rate (Thompson sampling): a component by its weight, then its Beta."""

@@ -4,12 +4,12 @@ A matrix (M models x Q queries, complete) is split, per seed, into the queries L
 the stream is the pool shuffled (repeated when the stream is longer than the pool) and its queries arrive one by one.
 Each method routes the query among the models available at that moment, and only the chosen model's outcome is
 revealed to it (to a ``feedback`` share of the events; a ``delayed`` share arrives ``delay`` events later), the same
-reveal and delay draws for every method (paired). Nothing is retrained per event: ``learning`` updates its
-:class:`~locus_model.learning.Learner` (two additions per outcome). The full matrix is kept for the oracle and the
-full-label rule.
+reveal and delay draws for every method (paired). Nothing is retrained per event: each method is the routing
+strategy `locus serve` runs (locus_model.learning, built from the same LearningConfig), deciding one event at a time
+and observing each outcome as it arrives. The full matrix is kept for the oracle and the full-label rule.
 
-Methods: ``learning`` (the router's P shifted by the learner's cell posteriors, Thompson draws within an
-:class:`~locus_model.learning.ExplorationBudget`, under the guard whose reference is the highest *learned* standing),
+Methods: ``learning`` (the router's P shifted by the learner's cell posteriors, Thompson draws within the
+exploration budget that only outcomes open, under the guard whose reference is the highest *learned* standing),
 ``frozen`` (today's LOCUS: the PoolScorer's P under the guard), ``thompson_group`` (Beta(1, 1) Bernoulli Thompson per
 (query group, model): LiteLLM's adaptive router, on the router's own query groups), ``thompson`` (one Beta(1, 1) per
 model), ``best_single`` (the model most accurate on the training queries), ``rule_full_labels`` (per benchmark the
@@ -17,9 +17,10 @@ model most accurate on the stream's own labels: the ceiling a lookup can reach),
 
 Scenarios (:data:`SCENARIOS`): ``stationary`` (a random half of the queries trains, the other half streams),
 ``unlike`` (LOCUS trained on half the benchmarks, the stream from the others), ``newcomer`` (the model most clearly
-best on one benchmark is held out of training and joins at ``join_at`` of the stream with the pool's prior: the mean
-of the trained models' embeddings and group profiles, weighted as two answers (:func:`newcomer_prior_var`) -- it has
-no evaluation, so the pool's average model is the only honest guess, and a guess its first answers must overrule),
+best on one benchmark is held out of training and joins at ``join_at`` of the stream with the pool's prior, as
+`locus serve` serves a configured model with no evaluations: the mean of the trained models' embeddings and group
+profiles, as wide as their spread (locus_model.learning.prior_variance) -- it has no evaluation, so the pool's average
+model is the only honest guess, and a guess its first answers must overrule),
 ``drift`` (at ``drift_at`` of the stream the model frozen LOCUS routes most to starts answering like the weakest
 model: that model's column under its name), ``poisoned`` (on ``poison_share`` of the events a client reports 0 for
 every answer of the most-routed model and 1 for every answer of the weakest; the honest judge grades the rest).
@@ -43,12 +44,13 @@ from locus_model.evaluation.stream_routing import (
     METHODS,
     POISONER,
     SCENARIOS,
+    Reembedding,
     Stream,
     StreamConfig,
     guarded_argmax,
     route_stream,
 )
-from locus_model.learning import LearningConfig
+from locus_model.learning import LearningConfig, pool_prior, prior_variance
 from locus_model.model_config import LocusConfig
 from locus_model.routing.policy import GUARD_MARGIN
 
@@ -149,12 +151,18 @@ def build_stream(
     extra = np.setdiff1d(np.arange(m_count), rows)  # the newcomer: no pool row from evaluations
     order = np.empty(m_count, np.int64)
     order[rows] = np.arange(len(rows))
-    prior_var = None
-    if len(extra):
-        mean_row = (scorer.embeddings.mean(axis=0, keepdims=True), scorer.profiles.mean(axis=0, keepdims=True))
-        scorer = scorer.extended(np.repeat(mean_row[0], len(extra), 0), np.repeat(mean_row[1], len(extra), 0))
+    if len(extra):  # the pool's prior, as locus serve's snapshot makes it for a model with no evaluations
+        emb, prof = pool_prior(scorer.profiles, scorer.embeddings, np.ones(len(rows), bool))
+        scorer = scorer.extended(np.repeat(emb[None], len(extra), 0), np.repeat(prof[None], len(extra), 0))
         order[extra] = np.arange(len(rows), len(rows) + len(extra))
-        prior_var = newcomer_prior_var(scorer.profiles[order].astype(np.float64), extra, config.learning.prior_var)
+    n_evaluations = np.zeros(m_count)
+    n_evaluations[rows] = len(trained.train)  # each trained model's evaluations: the training queries
+    prior_var = prior_variance(
+        scorer.profiles[order].astype(np.float64),
+        n_evaluations,
+        router.groups.shares(),
+        router_var=config.learning.prior_var,
+    )
     enc = method.encodings[queries]
     p = scorer.proba(enc, order).astype(np.float64)  # (M, T) in the matrix's model order
     membership = router.groups.membership(enc)
@@ -201,6 +209,8 @@ def build_stream(
         order_full = order.copy()
         order_full[new] = len(full.names) - 1
         p_full = full.proba(enc, order_full).astype(np.float64)
+        # the learning router embeds it again from its graded answers, as the pipeline's relearning does
+        stream.reembed = Reembedding(row=int(new), router=router, encodings=enc)
         info.update(
             model=int(new),
             join=join,
@@ -219,20 +229,6 @@ def build_stream(
         stream.reported[weakest, hostile] = 1.0
         info.update(down=most_routed, up=weakest, hostile_events=int(hostile.sum()))
     return stream, info
-
-
-NEWCOMER_PRIOR_ANSWERS = 2.0
-
-
-def newcomer_prior_var(profiles: np.ndarray, newcomers: np.ndarray, prior_var: float) -> np.ndarray:
-    """(M, G) the learner's prior variance: ``prior_var`` for the models LOCUS knows; for a newcomer (its profile the
-    pool's mean, a guess) mu (1 - mu) / (1 + NEWCOMER_PRIOR_ANSWERS): its prior counts as two answers, so its first
-    graded answers decide (checked on the replay: with the pool's spread as its variance, ~10 answers' worth, it
-    rarely earned its traffic: bench/README.md)."""
-    var = np.full(profiles.shape, float(prior_var))
-    mu = np.clip(profiles[np.asarray(newcomers)], 0.005, 0.995)
-    var[np.asarray(newcomers)] = mu * (1 - mu) / (1.0 + NEWCOMER_PRIOR_ANSWERS)
-    return var
 
 
 def choose_newcomer(scores: np.ndarray, benchmarks: np.ndarray) -> int:
@@ -392,7 +388,6 @@ __all__ = [
     "Stream",
     "StreamConfig",
     "format_stream",
-    "newcomer_prior_var",
     "plot_stream",
     "replay",
     "route_stream",

@@ -4,11 +4,23 @@ outcomes revealed to it (locus_model.evaluation.stream builds the streams; the m
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from locus_model.learning import ExplorationBudget, Learner, LearningConfig
-from locus_model.routing.policy import routing_scores
+from locus_model.learning import (
+    EMBED_EVERY,
+    Decision,
+    Learning,
+    LearningConfig,
+    Query,
+    Request,
+    Strategy,
+    build_strategy,
+    embed_graded,
+    prior_variance,
+)
+from locus_model.routing.policy import RoutingPolicy, routing_scores
 
 SCENARIOS = ("stationary", "unlike", "newcomer", "drift", "poisoned")
 METHODS = ("learning", "frozen", "thompson_group", "thompson", "best_single", "rule_full_labels", "oracle")
@@ -67,39 +79,115 @@ class Stream:
     margin: float
     best_single: int
     prior_var: np.ndarray | None = None  # (M, G) the learner's prior variance (None: the config's)
+    reembed: "Reembedding | None" = None  # a model the learning router embeds again from its graded answers
+
+
+@dataclass
+class Reembedding:
+    """What the replay needs to embed ``row`` again from its graded answers every ``every`` outcomes, as the pipeline
+    does (traffic_sensor's condition, then traffic_model_embedding: locus_model.learning.embed_graded, one forward
+    pass): the trained router and the events' query encodings. Its P on later events and its standing follow the new
+    row, and the learner's evidence of it starts again from it (as a gateway's pool reload does)."""
+
+    row: int
+    router: Any
+    encodings: np.ndarray  # (T, D)
+    evaluations: int = 0  # the model's evaluations before the stream (none: a newcomer)
+    every: int = EMBED_EVERY
+
+
+def replay_strategy(stream: Stream, method: str, *, config: StreamConfig, seed: int) -> Strategy:
+    """The routing strategy of ``method`` on ``stream``, built as the gateway builds its own
+    (locus_model.learning.build_strategy, one LearningConfig)."""
+    return build_strategy(
+        method,
+        names=[str(i) for i in range(len(stream.profiles))],
+        profiles=stream.profiles,
+        shares=stream.shares,
+        config=config.learning,
+        prior_var=stream.prior_var,
+        seed=seed,
+    )
 
 
 def route_stream(stream: Stream, method: str, *, config: StreamConfig, seed: int) -> np.ndarray:
-    """(T,) the model each event goes to under ``method``."""
-    m_count, n = stream.labels.shape
+    """(T,) the model each event goes to under ``method``: the oracle, the best single model and the full-label
+    lookup read the stream's labels; every other method is a routing strategy (locus_model.learning) deciding one
+    event at a time over the models available then, taking each outcome as it arrives."""
     if method == "oracle":
         return np.argmax(np.where(stream.available, stream.labels, -1.0), axis=0)
     if method == "best_single":
-        return np.full(n, stream.best_single)
+        return np.full(stream.labels.shape[1], stream.best_single)
     if method == "rule_full_labels":
         return _rule_full_labels(stream)
-    if method == "frozen":
-        return guarded_argmax(stream.p, stream.standing, stream.margin, stream.available)
-    rng = np.random.default_rng(seed)
-    if method == "learning":
-        return _learning(stream, config.learning, rng)
-    if method not in ("thompson", "thompson_group"):
+    if method not in METHODS:
         raise ValueError(f"unknown stream method {method!r}; choose from {list(METHODS)}")
-    choice = np.empty(n, np.int64)
+    decisions = replay_decisions(stream, replay_strategy(stream, method, config=config, seed=seed))
+    return np.array([d.chosen for d in decisions], np.int64)
+
+
+def replay_decisions(stream: Stream, strategy: Strategy) -> list[Decision]:
+    """Each event's decision by ``strategy``: the outcomes that arrived by then observed first (from the event's
+    client; the judge grades for the operator), then the event decided over the models available, under the guard
+    margin of the stream."""
+    n = stream.labels.shape[1]
+    request = Request(RoutingPolicy(guard_margin=stream.margin))
+    costs = np.zeros(len(stream.profiles))
     pending: dict[int, list[tuple[int, int]]] = {}
-    cells = np.zeros(n, np.int64) if method == "thompson" else stream.group
-    k = int(cells.max()) + 1
-    right, count = np.zeros((m_count, k)), np.zeros((m_count, k))
+    out = []
+    again = getattr(stream, "reembed", None) if isinstance(strategy, Learning) else None
+    p, standing, graded, embedded_at = stream.p, stream.standing, [], 0  # copied before a re-embedding changes them
     for t in range(n):
         for m, tt in pending.pop(t, ()):
-            right[m, cells[tt]] += stream.reported[m, tt]
-            count[m, cells[tt]] += 1.0
-        c = cells[t]
-        draw = rng.beta(1.0 + right[:, c], 1.0 + count[:, c] - right[:, c])
-        choice[t] = m = int(np.argmax(np.where(stream.available[:, t], draw, -1.0)))
+            client = stream.client[tt]
+            strategy.observe(
+                m,
+                int(stream.group[tt]),
+                float(stream.reported[m, tt]),
+                float(p[m, tt]),
+                client=str(client),
+                grader=client == JUDGE,
+            )
+            if again is not None and m == again.row:
+                graded.append(tt)
+        if again is not None and len(graded) - embedded_at >= again.every:  # as traffic_sensor's condition
+            p, standing = _reembed(stream, strategy, again, graded, t, p, standing)
+            embedded_at = len(graded)
+        rows = np.flatnonzero(stream.available[:, t])
+        query = Query(
+            rows=rows,
+            p=p[rows, t],
+            group=int(stream.group[t]),
+            standing=standing[rows],
+            costs=costs[rows],
+            client=str(stream.client[t]),
+        )
+        decision = strategy.decide(query, request)
+        out.append(decision)
         if stream.revealed[t]:
-            pending.setdefault(int(stream.arrives[t]), []).append((m, t))
-    return choice
+            pending.setdefault(int(stream.arrives[t]), []).append((decision.chosen, t))
+    return out
+
+
+def _reembed(stream: Stream, strategy: Learning, again: Reembedding, graded: list, t: int, p, standing):
+    """``again.row`` embedded again from its graded answers so far (embed_graded): its P from event t on, its
+    standing, and the learner over the new row (its evidence starts again, its prior from its graded answers)."""
+    events = np.asarray(graded)
+    scores = stream.reported[again.row, events].astype(np.float64)
+    emb, prof = embed_graded(again.router, again.encodings[events], scores)
+    p, standing = p.copy(), standing.copy()
+    p[again.row, t:] = again.router.proba(emb[None], prof[None], again.encodings[t:])[0]
+    standing[again.row] = again.router.standing(prof[None])[0]
+    learner = strategy.learner
+    profiles = learner.start.copy()
+    profiles[again.row] = prof
+    n = np.full(len(profiles), 1 << 20, np.float64)
+    n[again.row] = again.evaluations + len(events)
+    prior_var = learner.prior_var.copy()
+    prior_var[again.row] = prior_variance(profiles, n, strategy.shares, router_var=learner.config.prior_var)[again.row]
+    keep = [name for i, name in enumerate(learner.names) if i != again.row]
+    strategy.learner = learner.remapped(learner.names, profiles, keep=keep, prior_var=prior_var)
+    return p, standing
 
 
 def guarded_argmax(p: np.ndarray, standing: np.ndarray, margin: float, available: np.ndarray) -> np.ndarray:
@@ -122,61 +210,15 @@ def _rule_full_labels(stream: Stream) -> np.ndarray:
     return choice
 
 
-def _learning(stream: Stream, learning: LearningConfig, rng: np.random.Generator) -> np.ndarray:
-    """The learning router: the learner's P (or one Thompson draw, within the budget) under the guard whose reference
-    is the highest learned standing; outcomes update the learner as they arrive."""
-    _, n = stream.labels.shape
-    learner = Learner.start_from(
-        [str(i) for i in range(len(stream.profiles))], stream.profiles, learning, prior_var=stream.prior_var
-    )
-    budget = ExplorationBudget(learning.explore)
-    choice = np.empty(n, np.int64)
-    pending: dict[int, list[tuple[int, int]]] = {}
-    profiles = stream.profiles
-    shift = np.zeros_like(profiles)
-    for t in range(n):
-        arrived = pending.pop(t, ())
-        for m, tt in arrived:
-            learner.observe(
-                m,
-                int(stream.group[tt]),
-                float(stream.reported[m, tt]),
-                float(stream.p[m, tt]),
-                client=stream.client[tt],
-            )
-        if arrived:
-            shift = learner.shift()
-        k, avail = int(stream.group[t]), stream.available[:, t]
-        # the guard reads the learned estimates as it reads the trained ones: the standing moved by what the
-        # outcomes moved each group profile, weighted by the groups' shares (exactly the trained standing before any)
-        standing = stream.standing + (_sigmoid(_logit(profiles) + shift) - _sigmoid(_logit(profiles))) @ stream.shares
-        best = _guarded_one(_sigmoid(_logit(stream.p[:, t]) + shift[:, k]), standing, stream.margin, avail)
-        pick, explored = best, False
-        if budget.share > 0:
-            drawn = learner.draw(stream.p[:, t : t + 1], np.array([k]), rng)[:, 0]
-            candidate = _guarded_one(drawn, standing, stream.margin, avail)
-            if candidate != best and budget.allows():
-                pick, explored = candidate, True
-            budget.record(explored)
-        choice[t] = pick
-        if stream.revealed[t]:
-            pending.setdefault(int(stream.arrives[t]), []).append((pick, t))
-    return choice
-
-
-def _guarded_one(p: np.ndarray, standing: np.ndarray, margin: float, avail: np.ndarray) -> int:
-    """The available model of highest routing score (routing.policy.routing_scores) on one query."""
-    rows = np.flatnonzero(avail)
-    return int(rows[np.argmax(routing_scores(p[rows], standing[rows], margin))])
-
-
-def _logit(p):
-    p = np.clip(np.asarray(p, np.float64), 1e-4, 1 - 1e-4)
-    return np.log(p) - np.log1p(-p)
-
-
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-__all__ = ["JUDGE", "METHODS", "POISONER", "SCENARIOS", "Stream", "StreamConfig", "guarded_argmax", "route_stream"]
+__all__ = [
+    "JUDGE",
+    "METHODS",
+    "POISONER",
+    "SCENARIOS",
+    "Stream",
+    "StreamConfig",
+    "guarded_argmax",
+    "replay_decisions",
+    "replay_strategy",
+    "route_stream",
+]

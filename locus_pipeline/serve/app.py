@@ -123,6 +123,7 @@ def create_app(
             "configured_not_in_pool": sorted(set(gateway.models.upstreams) - set(snap.names)),
             "portfolio_not_in_pool": list(snap.portfolio_missing),
             "not_routable_by_default": list(snap.held_back),
+            "learning": gateway.learning_status(),
         }  # too few evaluations: only when named
         return health
 
@@ -135,7 +136,8 @@ def create_app(
     async def route_query(request: Request, body: RouteRequest) -> JSONResponse:
         authorize(request)
         snap = gateway.snapshot  # this request's pool, whatever reloads happen meanwhile
-        decision = await gateway.decide(
+        client = client_of(request.headers)
+        routed = await gateway.decide(
             snap,
             body.query,
             candidates=body.candidates,
@@ -144,9 +146,10 @@ def create_app(
             quality_weight=body.quality_weight,
             input_tokens=body.input_tokens,
             output_tokens=body.output_tokens,
+            client=client,
         )
-        headers = gateway.issue(decision, decision["chosen"], client_of(request.headers))
-        return JSONResponse(decision, headers=headers)
+        headers = gateway.issue(routed, routed.body["chosen"], client)
+        return JSONResponse(routed.body, headers=headers)
 
     @app.post("/v1/outcomes", status_code=202)
     async def outcomes(request: Request) -> JSONResponse:

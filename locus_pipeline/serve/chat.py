@@ -45,7 +45,8 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
-    decision = await gateway.decide(  # POST /route's own decision: the same candidates, caps and weight
+    client = client_of(headers or {})
+    routed = await gateway.decide(  # POST /route's own decision: the same candidates, caps and weight
         snap,
         text,
         candidates=extra.get("candidates"),
@@ -56,11 +57,12 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         output_tokens=max_tokens if isinstance(max_tokens, int) else None,
         need_upstream=True,
         pinned=pinned,
+        client=client,
     )
+    decision = routed.body
     decision["fallbacks"] = _chain_after(decision, allowed, snap, extra.get("candidates"))
-    client = client_of(headers or {})
     if snap.dry_run:
-        learned = gateway.issue(decision, decision["chosen"], client)
+        learned = gateway.issue(routed, decision["chosen"], client)
         response = _dry_run_answer(decision, stream)
         response.headers.update(learned)
         return response
@@ -108,7 +110,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
             continue
         gateway.cooldowns.succeeded(name)
         gateway.metrics.answers.labels(name).inc()
-        learned = gateway.issue(decision, name, client)  # the answer's request id: its outcome grades `name`
+        learned = gateway.issue(routed, name, client)  # the answer's request id: its outcome grades `name`
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
             answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
             if isinstance(answer, dict):

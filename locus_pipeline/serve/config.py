@@ -167,6 +167,9 @@ SERVE_NUMBERS = (
 )
 
 
+LEARN_MODES = ("apply", "observe", "off")  # locus_model.learning.MODES: what graded outcomes do to routing
+
+
 @dataclass(frozen=True)
 class ServeConfig:
     home: str = ""  # LOCUS_HOME (empty: $LOCUS_HOME or <repo>/data)
@@ -185,16 +188,22 @@ class ServeConfig:
     encoder_runtime: str | None = None  # None: the runtime the checkpoint's training encodings came from
     portfolio: str | None = None  # serve this portfolio of the portfolios table (e.g. "k-center-15"), not the pool
     dry_run: bool = False  # chat calls answer with the decision only, never forwarded (asked for, never a fallback)
-    serve: str = "auto"  # what model "locus" answers with: "auto" (the routing evaluation's verdict decides), "router" or "single:<pool model>"
-    learn: bool = True  # learn from graded outcomes (POST /v1/outcomes; request ids, the traffic log); False: frozen
-    explore: float | None = None  # share of requests that may leave the best estimate (None: LearningConfig's; 0: off)
-    client_share: float | None = None  # most of a cell's evidence one client may hold (None: LearningConfig's)
+    serve: str = "auto"  # what model "locus" answers with: "auto" (the routing evaluation's verdict decides),
+    # "router" or "single:<pool model>"
+    learn: str = "apply"  # graded outcomes: "apply" (learned and routed on), "observe" (learned, logged beside the
+    # frozen choice served), "off" (no request ids, no traffic log); True / False read as apply / off
+    explore: float | None = None  # explored requests per graded outcome of a query group (None: LearningConfig's)
+    explore_seed: int | None = None  # the exploration draws' seeds' source (None: fresh each start)
     traffic_days: float = 30.0  # the traffic log's retention: days, and MB per kind (storage/traffic.py)
     traffic_max_mb: float = 1024.0
 
     def __post_init__(self) -> None:
         """Every number finite and in its range (a NaN poll interval would spin, -1 fallbacks an empty chain): a
         ValueError naming the option (locus serve's flag) and its range."""
+        if isinstance(self.learn, bool):
+            object.__setattr__(self, "learn", "apply" if self.learn else "off")
+        if self.learn not in LEARN_MODES:
+            raise ValueError(f"--learn {self.learn!r}: choose one of {', '.join(LEARN_MODES)}")
         for field_, flag, low, high, integer in SERVE_NUMBERS:
             value = getattr(self, field_)
             ok = (
@@ -221,10 +230,13 @@ def unmatched_entries(config: ModelsConfig, pool_names) -> dict[str, str | None]
     }
 
 
-def check_models_against_pool(config: ModelsConfig, pool_names, *, path: str | None, dry_run: bool) -> list[str]:
+def check_models_against_pool(
+    config: ModelsConfig, pool_names, *, path: str | None, dry_run: bool, unevaluated=()
+) -> list[str]:
     """What `locus serve` says at start-up about the models config and the pool: raises ConfigError when the
     config has entries and none names a pool model (unless ``dry_run``); returns the warnings (each entry not in
-    the pool with its nearest pool name; no upstream at all)."""
+    the pool with its nearest pool name; no upstream at all). ``unevaluated``: entries served with no evaluations
+    (learning on), said so instead of ignored."""
     unmatched = unmatched_entries(config, pool_names)
     entries = set(config.upstreams) | set(config.costs)
     lines = [
@@ -237,7 +249,15 @@ def check_models_against_pool(config: ModelsConfig, pool_names, *, path: str | N
             f"{'; '.join(lines)}. How to fix: name the models as the pool does (GET /v1/models, or "
             "the pool table's `model` column), or pass --dry-run to serve decisions only"
         )
-    warnings = [f"the models config {path}: {entry} is not in the pool and is ignored" for entry in lines]
+    warnings = [
+        f"the models config {path}: {entry} is not in the pool and is "
+        + (
+            "served with no evaluations, at the pool's prior (learning is on: its graded answers teach the router)"
+            if name in set(unevaluated)
+            else "ignored"
+        )
+        for name, entry in zip(unmatched, lines)
+    ]
     if not dry_run and not any(name not in unmatched for name in config.upstreams):
         warnings.append(
             "no pool model has an upstream (base_url) in the models config: POST /route answers, "

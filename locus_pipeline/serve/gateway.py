@@ -16,21 +16,27 @@ import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from locus_model.data.encoding import EncodingInputError
+from locus_model.learning import Decision, Frozen, Query, Request, Strategy
 from locus_model.routing import (
     CostUnknown,
     NoCandidateWithinCap,
     RouteDecision,
     RoutingError,
+    RoutingPolicy,
     estimate_tokens,
-    fallback_chain,
     incumbent,
-    route,
 )
-from locus_pipeline.serve.batcher import QueryBatcher
+from locus_pipeline.serve.batcher import QueryBatcher, Scored
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
-from locus_pipeline.serve.learning import EXPLORED_HEADER, REQUEST_ID_HEADER, Learning, Trace, learning_config
+from locus_pipeline.serve.learning import (
+    EXPLORED_HEADER,
+    REQUEST_ID_HEADER,
+    Learning,
+    Routed,
+    learning_config,
+)
 from locus_pipeline.serve.metrics import Metrics
 from locus_pipeline.serve.serving import cost_text, guard_text, pool_verdict, single_model
 from locus_pipeline.serve.snapshot import Snapshot, load_snapshot, watched_key
@@ -41,6 +47,7 @@ log = logging.getLogger("locus.serve")
 ERROR_CODES = {NoCandidateWithinCap: "no_candidate_within_cost", CostUnknown: "cost_unknown"}  # the error body's code
 
 MAX_REPORTED_TOKENS = 10**9  # an upstream's usage beyond this is not counted
+FROZEN = Frozen()  # the strategy without learning (stateless)
 
 
 def _outside_caps(row: int, d: RouteDecision, max_cost: float | None, max_params: float | None) -> str:
@@ -72,8 +79,14 @@ class Gateway:
         self.home = LocusHome(root=config.home)
         self.models = read_models_config(config.models_config)
         self.snapshot = self._load()
+        snap = self.snapshot
+        unevaluated = [n for n, s in zip(snap.names, snap.sources) if s == "unevaluated"]
         for warning in check_models_against_pool(
-            self.models, self.snapshot.names, path=config.models_config, dry_run=config.dry_run
+            self.models,
+            [n for n, s in zip(snap.names, snap.sources) if s != "unevaluated"],
+            path=config.models_config,
+            dry_run=config.dry_run,
+            unevaluated=unevaluated,
         ):
             log.warning(warning)
         self.failed_key: tuple | None = None
@@ -107,9 +120,11 @@ class Gateway:
                 self.snapshot,
                 config=learning_config(config),
                 retention=Retention(days=config.traffic_days, max_mb=config.traffic_max_mb),
+                mode=config.learn,
+                seed=config.explore_seed,
                 metrics=self.metrics,
             )
-            if config.learn
+            if config.learn != "off"
             else None
         )
 
@@ -140,7 +155,8 @@ class Gateway:
             f'the single model {self.single_model} (model "locus" answers with it)'
             if self.single_model
             else f'the router (model "locus": the best of {len(snap.routable)} routable '
-            f"models at quality weight {self.config.policy.quality_weight:g}, {guard_text(snap, self.config.policy.guard_margin)})"
+            f"models at quality weight {self.config.policy.quality_weight:g}, "
+            f"{guard_text(snap, self.config.policy.guard_margin)})"
         ) + f": {self.serve_reason}"
         ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
         lines = [
@@ -161,7 +177,37 @@ class Gateway:
             f"{settings.allowed_fails} times in {settings.cooldown_window_s:g} s is skipped for "
             f"{settings.cooldown_s:g} s" + ("; bearer token required" if self.config.token else "; no token"),
         ]
+        lines.append(f"learning: {self.learning_text()}")
         return "\n".join("  " + line for line in lines)
+
+    def learning_status(self) -> dict:
+        """Learning in /healthz: the mode, the exploration budget, outcomes loaded, models whose standing moved."""
+        if self.learning is None:
+            return {"learn": "off"}
+        return self.learning.status()
+
+    def learning_text(self) -> str:
+        """Learning in the start-up summary, one line."""
+        if self.learning is None:
+            return "off (--learn off): routing is frozen LOCUS; POST /v1/outcomes answers 503"
+        st = self.learning.status()
+        moved = st["standing_moved"]
+        what = {
+            "apply": "graded outcomes move routing"
+            + (f", and may overturn the single model {self.single_model}" if self.single_model else ""),
+            "observe": "graded outcomes are learned and the learned choice logged beside the frozen one served",
+        }[st["learn"]]
+        return (
+            f"{st['learn']} ({what}); exploration {st['explore']:g} explored requests per graded outcome of a "
+            f"query group (none before outcomes arrive); {st['outcomes_loaded']:g} outcomes loaded; "
+            + (
+                "standing moved: "
+                + ", ".join(f"{n} {v:+.3f}" for n, v in list(moved.items())[:5])
+                + (f" (+{len(moved) - 5} more)" if len(moved) > 5 else "")
+                if moved
+                else "no model's standing moved yet"
+            )
+        )
 
     # -- reload
 
@@ -194,6 +240,7 @@ class Gateway:
             self.config.encoder_runtime,
             portfolio=self.config.portfolio,
             dry_run=self.config.dry_run,
+            learning=self.config.learn != "off",
         )
 
     def _load_warm(self) -> Snapshot:
@@ -242,23 +289,14 @@ class Gateway:
 
     # -- decisions
 
-    def single_blocked(
-        self,
-        row: int | None,
-        d: RouteDecision,
-        quality_weight: float | None,
-        max_cost: float | None,
-        max_params: float | None,
-    ) -> str | None:
-        """Why the server's single model may not answer a request (None: it may): it is not among the request's
-        candidates (``row`` None), the request weighs cost (a quality weight below 1: the single model is the
-        most accurate, not the cheapest choice), or it is outside the request's caps (not in ``d``'s ranking)."""
-        if row is None:
+    def single_blocked(self, at: int | None, quality_weight: float | None) -> str | None:
+        """Why the server's single model may not answer a request (None: it may, within the request's caps): it is
+        not among the request's candidates (``at`` None), or the request weighs cost (a quality weight below 1: the
+        single model is the most accurate, not the cheapest choice)."""
+        if at is None:
             return "is not among the request's candidates"
         if quality_weight is not None and quality_weight < 1:
             return f"answers for accuracy, and the request weighs cost (quality weight {quality_weight:g} < 1)"
-        if row not in d.ranking:
-            return "is outside the request's caps (" + _outside_caps(row, d, max_cost, max_params) + ")"
         return None
 
     def candidate_indices(self, snap: Snapshot, candidates: Sequence[str] | None, *, need_upstream: bool) -> np.ndarray:
@@ -295,30 +333,16 @@ class Gateway:
                 raise ApiError(400, f"candidate model(s) {missing[:5]} have no upstream in the models config")
         return np.array([index[c] for c in dict.fromkeys(candidates)], dtype=np.int64)
 
-    async def decide(
+    def request_policy(
         self,
-        snap: Snapshot,
-        query: str,
-        *,
-        candidates: Sequence[str] | None,
         max_cost: float | None,
         quality_weight: float | None,
+        max_params: float | None,
         input_tokens: int | None,
         output_tokens: int | None,
-        max_params: float | None = None,
-        need_upstream: bool = False,
-        pinned: str | None = None,
-    ) -> dict:
-        """The decision for ``query``, as the JSON body of POST /route, and what a chat request does: one function
-        for both. The request's candidates and caps bound every decision (locus_model.routing.route on the
-        scorer's P(correct) under the router's guard, and the snapshot's costs and sizes); within them a
-        ``pinned`` model (a chat request naming a pool model) answers, else the server's single model where the
-        request allows it (:meth:`single_blocked`), else the router's choice. The fallback chain is the chosen
-        model's embedding neighbours among the allowed candidates within the caps; ``serves`` says which rule chose."""
-        start = time.perf_counter()
-        if not isinstance(query, str) or not query.strip():
-            raise ApiError(400, "query is empty: give the text to route")
-        try:  # the operator's policy with the request's quality weight and caps, validated by the policy
+    ) -> RoutingPolicy:
+        """The operator's policy with the request's quality weight and caps, validated (ApiError 400 otherwise)."""
+        try:
             policy = replace(
                 self.config.policy,
                 max_cost=max_cost,
@@ -336,179 +360,215 @@ class Gateway:
                     f"{name} must be an integer in [0, {MAX_REPORTED_TOKENS:,}]"
                     + (f" (got {value})" if len(str(value)) <= 20 else f" (got {len(str(value))} digits)"),
                 )
-        allowed = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
-        idx = allowed
-        if pinned is not None:  # the pinned model answers even outside the candidates; its fallbacks stay inside
-            target = int(self.candidate_indices(snap, [pinned], need_upstream=need_upstream)[0])
-            if target not in allowed:
-                idx = np.append(allowed, target)
-        n_in = estimate_tokens(query) if input_tokens is None else input_tokens
-        n_out = snap.output_tokens if output_tokens is None else output_tokens
-        # every pool row in order (no candidates, every model routable): views, not copies of the pool's arrays
-        rows = slice(None) if len(idx) == len(snap.names) and (idx == np.arange(len(idx))).all() else idx
-        costs = snap.costs.costs(n_in, n_out)[rows]
-        params = snap.costs.params_b[rows]
+        return policy
 
+    async def score(self, snap: Snapshot, query: str) -> Scored:
+        """The router's P(correct) of every pool model on ``query`` and its group (ApiError 400: not encodable)."""
         try:
-            scored = await self.batcher.score_full(snap, query)
+            return await self.batcher.score_full(snap, query)
         except EncodingInputError as err:
             raise ApiError(
                 400,
                 f"the query cannot be encoded: {err}".replace("text 0 ", "the query text "),
                 code="invalid_query_text",
             )
-        learning = self.learning
-        probs = scored.probs[rows] if learning is None else learning.proba(snap, scored, rows)  # the learned P
-        # the guard's standing: the trained one, or what the outcomes taught (learning)
-        standing = snap.pool_scorer.standing[rows] if learning is None else learning.standing(snap, rows)
 
-        def decide_on(p: np.ndarray) -> RouteDecision:
-            return route(
-                p,
-                costs,
-                policy,
-                standing=standing,
-                params=params,
-                embeddings=snap.embeddings[rows],
-                n_fallbacks=self.config.n_fallbacks,
-            )
+    @property
+    def strategy(self) -> Strategy:
+        """The routing strategy deciding requests: frozen LOCUS without learning, else the learner's."""
+        return FROZEN if self.learning is None else self.learning.strategy
 
+    async def decide(
+        self,
+        snap: Snapshot,
+        query: str,
+        *,
+        candidates: Sequence[str] | None,
+        max_cost: float | None,
+        quality_weight: float | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        max_params: float | None = None,
+        need_upstream: bool = False,
+        pinned: str | None = None,
+        client: str | None = None,
+    ) -> Routed:
+        """The decision for ``query``: POST /route's and a chat request's, one function for both. The request's
+        candidates and caps bound every decision; the routing strategy (:attr:`strategy`, the replay's too) decides
+        on the scorer's P(correct) and the candidates' standing: a ``pinned`` model (a chat request naming a pool
+        model) answers, else the server's single model where the request allows it (:meth:`single_blocked`) as the
+        guard's incumbent that learning may overturn, else the router's choice. ``client`` (:func:`client_of`): whose
+        outcomes the learned P reads."""
+        start = time.perf_counter()
+        if not isinstance(query, str) or not query.strip():
+            raise ApiError(400, "query is empty: give the text to route")
+        policy = self.request_policy(max_cost, quality_weight, max_params, input_tokens, output_tokens)
+        allowed, idx, target = self.requested_rows(snap, candidates, pinned, need_upstream=need_upstream)
+        n_in = estimate_tokens(query) if input_tokens is None else input_tokens
+        n_out = snap.output_tokens if output_tokens is None else output_tokens
+        # every pool row in order (no candidates, every model routable): views, not copies of the pool's arrays
+        rows = slice(None) if len(idx) == len(snap.names) and (idx == np.arange(len(idx))).all() else idx
+        scored = await self.score(snap, query)
+        one = None if self.single_model is None else snap.index.get(self.single_model)
+        blocked = None if self.single_model is None else self.single_blocked(position(idx, one), quality_weight)
+        aligned = self.learning is None or self.learning.aligned(snap)  # a request begun before a reload: frozen
+        q = Query(
+            rows=idx,
+            p=scored.probs[rows],
+            group=scored.group,
+            standing=snap.pool_scorer.standing[rows],
+            costs=snap.costs.costs(n_in, n_out)[rows],
+            params=snap.costs.params_b[rows],
+            embeddings=snap.embeddings[rows],
+            client=None if client is None or self.learning is None else self.learning.identity(client)[0],
+        )
+        request = Request(
+            policy,
+            n_fallbacks=self.config.n_fallbacks,
+            single=position(idx, one) if pinned is None and blocked is None else None,
+            pinned=position(idx, target),
+        )
         try:
-            d = decide_on(probs)
-            explored, why = (
-                False,
-                (
-                    "no learning (--no-learn)"
-                    if learning is None
-                    else "one candidate (a pinned model): never explored"
-                    if pinned is not None
-                    else "one candidate (--serve single): never explored"
-                    if self.single_model is not None
-                    else ""
-                ),
-            )
-            if learning is not None and pinned is None and self.single_model is None:
-                explored, why = self.explore(snap, scored, rows, len(idx), d, decide_on)
-                if explored:
-                    best, d = d, explored
-                    why = (
-                        f"a Thompson draw from the learner chose it over the best estimate "
-                        f"{snap.names[idx[best.chosen]]} (budget: {learning.config.explore:g} of requests)"
-                    )
+            d = (self.strategy if aligned else FROZEN).decide(q, request)
         except RoutingError as err:
             raise ApiError(400, str(err), code=ERROR_CODES.get(type(err)))
-
-        def position(row: int | None) -> int | None:  # where pool row ``row`` is among the decided rows
-            at = np.flatnonzero(idx == row) if row is not None else ()
-            return int(at[0]) if len(at) else None
-
-        chosen, fallbacks = d.chosen, d.fallbacks
-        if pinned is not None:
-            chosen = position(target)
-            if chosen not in d.ranking:
-                raise ApiError(
-                    400,
-                    f"the pinned model {pinned} is outside the request's caps ("
-                    + _outside_caps(chosen, d, max_cost, max_params)
-                    + "). How to fix: raise the cap, "
-                    'or ask for model "locus" to route among the models within it',
-                    code=ERROR_CODES[NoCandidateWithinCap],
-                )
-            serves = {"by": "pinned", "why": f"the request named {pinned}"}
-        elif self.single_model is not None:
-            one = snap.index.get(self.single_model)
-            blocked = self.single_blocked(position(one), d, quality_weight, max_cost, max_params)
-            if blocked is None:
-                chosen = position(one)
-                serves = {"by": "single", "why": f"the single model this server serves ({self.serve_reason})"}
-            else:
-                serves = {
-                    "by": "router",
-                    "why": f"the router among the models the request allows: the single "
-                    f"model {self.single_model} {blocked}",
-                }
-        else:
-            serves = {"by": "router", "why": self.serve_reason}
-        if serves["by"] != "router":  # a named model answers: its embedding neighbours among the allowed within the
-            # caps are its fallbacks (the ranking holds exactly those, and the pinned model)
-            fallbacks = fallback_chain(snap.embeddings[rows], chosen, d.ranking, k=self.config.n_fallbacks)
+        if pinned is not None and d.position not in d.route.ranking:
+            raise ApiError(
+                400,
+                f"the pinned model {pinned} is outside the request's caps ("
+                + _outside_caps(d.position, d.route, max_cost, max_params)
+                + "). How to fix: raise the cap, "
+                'or ask for model "locus" to route among the models within it',
+                code=ERROR_CODES[NoCandidateWithinCap],
+            )
+        if blocked is None and request.single is not None and request.single not in d.route.ranking:
+            blocked = "is outside the request's caps (" + _outside_caps(request.single, d.route, max_cost, max_params)
+            blocked += ")"
+        self.count(snap, d)
         names = snap.names
-        self.metrics.decisions.labels(names[idx[chosen]]).inc()
-        shown = d.ranking[: self.config.ranking_size or None]  # the best; a 100,000-model list is ~1 s of JSON
+        body = self.body(snap, q, d, policy, pinned=pinned, blocked=blocked, aligned=aligned)
+        body.update(
+            max_cost=max_cost,
+            max_params=max_params,
+            candidates=len(allowed),
+            input_tokens=n_in,
+            output_tokens=n_out,
+            elapsed_ms=round(1000 * (time.perf_counter() - start), 3),
+        )
+        return Routed(
+            body=body,
+            decision=d,
+            scored=scored,
+            snap=snap,
+            candidates=tuple(names[i] for i in idx[:64]),
+            query_sha256=hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest(),
+        )
+
+    def requested_rows(
+        self, snap: Snapshot, candidates: Sequence[str] | None, pinned: str | None, *, need_upstream: bool
+    ) -> tuple[np.ndarray, np.ndarray, int | None]:
+        """(the rows the request allows, the rows decided among, the pinned model's row): the pinned model answers
+        even outside the candidates; its fallbacks stay inside."""
+        allowed = self.candidate_indices(snap, candidates, need_upstream=need_upstream)
+        if pinned is None:
+            return allowed, allowed, None
+        target = int(self.candidate_indices(snap, [pinned], need_upstream=need_upstream)[0])
+        return allowed, (allowed if target in allowed else np.append(allowed, target)), target
+
+    def count(self, snap: Snapshot, d: Decision) -> None:
+        """A decision in /metrics: the model chosen, and whether exploration or the outcomes chose it."""
+        name = snap.names[d.chosen]
+        self.metrics.decisions.labels(name).inc()
+        if d.explored:
+            self.metrics.explored.labels(name).inc()
+        if d.by == "learned":
+            self.metrics.overturned.labels(name).inc()
+
+    def serves(self, snap: Snapshot, d: Decision, *, pinned: str | None, blocked: str | None) -> dict:
+        """Which rule chose, and why, in words (the decision's ``serves``)."""
+        if d.by == "pinned":
+            return {"by": "pinned", "why": f"the request named {pinned}"}
+        if d.by == "single":
+            return {"by": "single", "why": f"the single model this server serves ({self.serve_reason}); {d.why}"}
+        if d.by == "learned":
+            return {
+                "by": "learned",
+                "why": f"the single model {self.single_model} ({self.serve_reason}) overturned: "
+                + d.why.replace(f"row {d.chosen}", snap.names[d.chosen]),
+            }
+        if self.single_model is not None and blocked is not None:
+            return {
+                "by": "router",
+                "why": f"the router among the models the request allows: the single model {self.single_model} "
+                f"{blocked}",
+            }
+        return {"by": "router", "why": self.serve_reason}
+
+    def exploration_text(self, snap: Snapshot, d: Decision, *, aligned: bool) -> dict:
+        """Whether the request was explored, why (or why not) in words, the draw's seed and the choice's probability."""
+        if self.learning is None:
+            why = "no learning (--learn off)"
+        elif d.by == "pinned":
+            why = "one candidate (a pinned model): never explored"
+        elif not aligned:
+            why = "the pool was reloaded during this request: decided as frozen LOCUS"
+        else:
+            why = d.why.replace(f"row {d.chosen}", snap.names[d.chosen])
+            if d.learned is not None:
+                why = why.replace(f"row {d.learned}", snap.names[d.learned])
+        out = {"explored": d.explored, "why": why, "seed": d.seed, "probability": round(d.probability, 6)}
+        if d.learned is not None:
+            out["learned_choice"] = snap.names[d.learned]
+        return out
+
+    def body(self, snap: Snapshot, q: Query, d: Decision, policy: RoutingPolicy, **how) -> dict:
+        """The decision as POST /route's JSON body (the ranking: the best ``ranking_size`` of it)."""
+        names, idx, r = snap.names, q.rows, d.route
+        shown = r.ranking[: self.config.ranking_size or None]  # the best; a 100,000-model list is ~1 s of JSON
         return {
-            "chosen": names[idx[chosen]],
-            "fallbacks": [names[i] for i in idx[fallbacks]],
-            "serves": serves,
+            "chosen": names[d.chosen],
+            "fallbacks": [names[i] for i in d.fallbacks],
+            "serves": self.serves(snap, d, pinned=how["pinned"], blocked=how["blocked"]),
             "ranking": [
                 {
                     "model": names[idx[i]],
-                    "p_correct": round(float(probs[i]), 6),
-                    "expected_cost": _json_number(float(costs[i])),
-                    "params_b": _json_number(float(params[i])),
-                    "score": round(float(d.scores[i]), 6),
+                    "p_correct": round(float(d.p[i]), 6),
+                    "expected_cost": _json_number(float(q.costs[i])),
+                    "params_b": _json_number(float(q.params[i])),
+                    "score": round(float(r.scores[i]), 6),
                 }
                 for i in shown
             ],
-            "ranked": len(d.ranking),
-            "over_cost": [names[i] for i in idx[d.over_cost]],
-            "unknown_cost": [names[i] for i in idx[d.unknown_cost]],  # left out of a cost-aware ranking: no cost known
-            "over_params": [names[i] for i in idx[d.over_params]],
-            "unknown_params": [names[i] for i in idx[d.unknown_params]],  # left out under max_params: no size known
-            "guard": {"incumbent": names[idx[incumbent(standing, d.ranking)]], "margin": policy.guard_margin},
+            "ranked": len(r.ranking),
+            "over_cost": [names[i] for i in idx[r.over_cost]],
+            "unknown_cost": [names[i] for i in idx[r.unknown_cost]],  # left out of a cost-aware ranking: no cost known
+            "over_params": [names[i] for i in idx[r.over_params]],
+            "unknown_params": [names[i] for i in idx[r.unknown_params]],  # left out under max_params: no size known
+            "guard": {"incumbent": names[idx[incumbent(d.standing, r.ranking)]], "margin": policy.guard_margin},
             "quality_weight": policy.quality_weight,
-            "lambda": _json_number(d.lam),
-            "max_cost": max_cost,
-            "max_params": max_params,
+            "lambda": _json_number(r.lam),
             "cost_basis": snap.costs.basis,
             "cost_basis_means": snap.costs.basis_means,
             "cost_note": snap.costs.note,
-            "candidates": len(allowed),
             "portfolio": snap.portfolio,
-            "input_tokens": n_in,
-            "output_tokens": n_out,
             "checkpoint_id": snap.checkpoint_id,
             "encoder": snap.encoder,
             "encoder_runtime": snap.runtime,
             "pool_models": len(snap.names),
-            "elapsed_ms": round(1000 * (time.perf_counter() - start), 3),
-            "exploration": {"explored": bool(explored), "why": why},
-            "_trace": None
-            if learning is None
-            else Trace(
-                scored=scored,
-                names=names,
-                index=snap.index,
-                checkpoint_id=snap.checkpoint_id,
-                candidates=tuple(names[i] for i in idx[:64]),
-                explored=bool(explored),
-                explore_reason=why,
-                query_sha256=hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest(),
-            ),
+            "exploration": self.exploration_text(snap, d, aligned=how["aligned"]),
         }
 
-    def issue(self, decision: dict, answered_by: str, client: str) -> dict[str, str]:
-        """The answer's request id (in ``decision`` and the decision log) and the headers saying it and whether the
+    def issue(self, routed: Routed, answered_by: str, client: str) -> dict[str, str]:
+        """The answer's request id (in the body and the decision log) and the headers saying it and whether the
         choice was exploration; nothing without learning."""
-        trace = decision.pop("_trace", None)
-        if trace is None:
+        if self.learning is None:
             return {}
-        decision["request_id"] = rid = self.learning.issue(trace, decision, answered_by=answered_by, client=client)
-        return {REQUEST_ID_HEADER: rid, EXPLORED_HEADER: "true" if trace.explored else "false"}
+        rid = self.learning.issue(routed, answered_by=answered_by, client=client)
+        routed.body["request_id"] = rid
+        return {REQUEST_ID_HEADER: rid, EXPLORED_HEADER: "true" if routed.decision.explored else "false"}
 
-    def explore(self, snap: Snapshot, scored, rows, n_candidates: int, best, route_on) -> tuple:
-        """(the explored decision or False, why): within the budget, the decision on one Thompson draw of the
-        learner (``route_on(drawn P)``: the request's own candidates, caps and guard) when it differs from ``best``."""
-        allowed, why = self.learning.may_explore(snap, n_candidates)
-        if not allowed:
-            return False, why
-        drawn = route_on(self.learning.draw(snap, scored, rows))
-        explored = drawn.chosen != best.chosen
-        self.learning.record_exploration(explored)
-        if explored:
-            self.metrics.explored.labels(snap.names[self.candidate_rows(snap, rows)[drawn.chosen]]).inc()
-            return drawn, ""
-        return False, "a Thompson draw from the learner agreed with the best estimate"
 
-    @staticmethod
-    def candidate_rows(snap: Snapshot, rows) -> np.ndarray:
-        return np.arange(len(snap.names)) if isinstance(rows, slice) else rows
+def position(idx: np.ndarray, row: int | None) -> int | None:
+    """Where pool row ``row`` is among the decided rows ``idx`` (None: not there)."""
+    at = np.flatnonzero(idx == row) if row is not None else ()
+    return int(at[0]) if len(at) else None

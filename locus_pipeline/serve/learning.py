@@ -3,8 +3,14 @@
 Every routed answer gets a request id and a line in the decision log (storage/traffic.py); ``POST /v1/outcomes``
 grades it ({request_id, score in [0, 1], source?}) and the outcome goes to the outcome log, then into the
 :class:`~locus_model.learning.Learner` (cells: the model that answered x the query's group; prior: the router's
-calibrated P(correct)). Requests are routed on the learned P; within ``--explore``'s budget a Thompson draw from the
-learner may choose instead (never outside the request's candidates and caps: the same ``route`` call decides).
+calibrated P(correct)). Requests are decided by the routing strategy (locus_model.learning: the learned P and standing
+under the guard; the single model of ``--serve`` as the guard's incumbent the outcomes may overturn; a Thompson draw
+within the exploration budget, which grows only with the outcomes of the query's group). ``--learn observe`` learns
+the same and serves the frozen choice, logging the learned one beside it.
+
+Who an outcome is from, for the learner (:func:`learner_identity`): a configured credential's name and whether it
+grades for the operator. Without credentials, or with the single ``--token``, the server is one trust domain: every
+outcome is the operator's, a grader's; ``x-locus-client`` is a label and never adds influence.
 
 Replicas sharing a home: each one tails both logs every poll, so a request routed by one can be graded at any
 other, and each applies every outcome once (by request id; the first in the log counts). The learner's state and
@@ -27,7 +33,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from locus_model.learning import ExplorationBudget, Learner, LearningConfig
+from locus_model.learning import Decision, Exploration, Learner, LearningConfig, prior_variance
+from locus_model.learning import Learning as LearningStrategy
 from locus_pipeline.serve.batcher import Scored
 from locus_pipeline.serve.config import ServeConfig
 from locus_pipeline.serve.snapshot import Snapshot
@@ -42,12 +49,20 @@ CLIENT_HEADER = "x-locus-client"
 SOURCES = ("user", "judge", "verifier", "file")  # who graded an answer ("file": a graded-outcomes file dropped)
 MAX_OUTCOMES = 1000  # outcomes in one POST /v1/outcomes
 MAX_PENDING = 100_000  # outcomes waiting for their decision to reach this replica's log reader
+OPERATOR = "operator"  # the learner's client of a server with no credentials, or one
+
+
+def learner_identity(client: str) -> tuple[str, bool]:
+    """(the learner's client, grader) of a request's client (:func:`client_of`). Without credentials or with one
+    (``--token``), every request is the operator's: one trust domain, a grader's outcomes; the label part never
+    makes a client of its own (free text would make the learner's state unbounded)."""
+    return OPERATOR, True
 
 
 def client_of(headers: Mapping[str, str]) -> str:
     """Who a request comes from: a hash of its bearer token, and the ``x-locus-client`` header (an application's
-    user or tenant) when given. Outcomes are taken only for requests issued to the same client, and each client's
-    share of a cell's evidence is bounded (LearningConfig.client_share)."""
+    user or tenant) when given. Outcomes are taken only for requests issued to the same client; what they teach whom
+    is the learner's (:func:`learner_identity`)."""
     token = headers.get("authorization", "")
     who = hashlib.sha256(token.encode()).hexdigest()[:12] if token else "anonymous"
     extra = headers.get(CLIENT_HEADER, "").strip()[:128]
@@ -66,18 +81,17 @@ class Issued:
     time: float
 
 
-@dataclass(frozen=True)
-class Trace:
-    """What a decision leaves for :meth:`Learning.issue` (not part of its JSON)."""
+@dataclass(frozen=True, eq=False)
+class Routed:
+    """A decided request: its JSON body (POST /route's, the chat explanation's) and what the decision log keeps of
+    it (the strategy's :class:`~locus_model.learning.Decision`, the scored query, the snapshot it was decided on)."""
 
+    body: dict
+    decision: Decision
     scored: Scored
-    names: tuple[str, ...]  # the snapshot's pool names (row i of scored.probs)
-    checkpoint_id: str
-    index: Mapping[str, int]  # name -> row
+    snap: Snapshot
     candidates: tuple[str, ...]
     query_sha256: str
-    explored: bool
-    explore_reason: str
 
 
 class OutcomeRefused(Exception):
@@ -99,6 +113,7 @@ class Learning:
         retention: Retention,
         save_seconds: float = 30.0,
         seed: int | None = None,
+        mode: str = "apply",
         metrics=None,
     ) -> None:
         self.home, self.config, self.retention, self.save_seconds = home, config, retention, save_seconds
@@ -106,25 +121,46 @@ class Learning:
         self.writer = writer_id()
         self.decision_log = home.traffic_writer("decisions", self.writer, retention)
         self.outcome_log = home.traffic_writer("outcomes", self.writer, retention)
-        self.budget = ExplorationBudget(config.explore)
-        self.rng = np.random.default_rng(seed)
+        self.mode, self.seed = mode, seed
+        self.identity = learner_identity  # client_of's client -> (the learner's client, grader): the credentials' rule
         self.issued: dict[str, Issued] = {}
         self.graded: dict[str, float] = {}  # request id -> when its outcome was logged (each counts once)
         self.pending: list[dict] = []  # outcomes read before their decision
         self.direct: set[str] = set()  # outcomes posted here and applied, not yet read back from the log
         self.reserved: set[str] = set()  # outcomes posted here, being written to the log
-        self._standing: tuple | None = None  # (the learner's shift it was computed from, (M,) learned standing)
         self.unscored: list[dict] = []  # graded (model, query) rows of a dropped file: the scorer places them
         self.changed, self.saved_at, self.pruned_at = False, time.monotonic(), 0.0
-        self.learner, self.names, self.checkpoint_id = self._fresh(snap), snap.names, snap.checkpoint_id
+        self.strategy = self._fresh(snap)
+        self.names, self.checkpoint_id = snap.names, snap.checkpoint_id
         self.decisions_tail = home.traffic_tail("decisions")
         self.outcomes_tail = home.traffic_tail("outcomes")
         self._start(snap)
 
     # ------------------------------------------------------------------ state
 
-    def _fresh(self, snap: Snapshot) -> Learner:
-        return Learner.start_from(snap.names, snap.pool_scorer.profiles, self.config)
+    def _fresh(self, snap: Snapshot) -> LearningStrategy:
+        """The learning strategy of this checkpoint with no outcomes yet."""
+        learner = Learner.start_from(snap.names, snap.pool_scorer.profiles, self.config, prior_var=self._prior(snap))
+        shares = snap.pool_scorer.router.groups.shares()
+        return LearningStrategy(learner, shares=shares, mode=self.mode, seed=self.seed)
+
+    def _prior(self, snap: Snapshot) -> np.ndarray:
+        """(M, K) each cell's prior variance: what the estimator knows of the model (locus_model.learning.prior)."""
+        n = snap.n_evaluations or (1 << 20,) * len(snap.names)  # a snapshot without counts: trained models
+        shares = snap.pool_scorer.router.groups.shares()
+        return prior_variance(snap.pool_scorer.profiles, np.asarray(n), shares, router_var=self.config.prior_var)
+
+    @property
+    def learner(self) -> Learner:
+        return self.strategy.learner
+
+    @learner.setter
+    def learner(self, learner: Learner) -> None:
+        self.strategy.learner = learner
+
+    @property
+    def exploration(self) -> Exploration:
+        return self.strategy.exploration
 
     def _start(self, snap: Snapshot) -> None:
         """The saved state, then what the logs hold past it."""
@@ -132,7 +168,12 @@ class Learning:
         applied: dict[str, int] = {}
         if saved and saved.get("checkpoint_id") == snap.checkpoint_id:
             state = {**saved["learner"], "config": asdict(self.config)}  # the operator's settings of this start
-            self.learner = Learner.from_state(state).remapped(snap.names, snap.pool_scorer.profiles)
+            self.learner = Learner.from_state(state, legacy_client=OPERATOR).remapped(
+                snap.names, snap.pool_scorer.profiles, prior_var=self._prior(snap)
+            )
+            self.strategy.exploration = Exploration.from_state(
+                self.config.explore, self.learner.start.shape[1], saved.get("exploration")
+            )
             applied = {str(k): int(v) for k, v in saved.get("offsets", {}).items()}
             self.pending = list(saved.get("pending", []))
             self.direct = set(saved.get("direct", []))
@@ -161,6 +202,7 @@ class Learning:
             "saved_at": time.time(),
             "writer": self.writer,
             "learner": self.learner.state_dict(),
+            "exploration": self.exploration.state_dict(),
             "offsets": dict(self.outcomes_tail.offsets),
             "pending": self.pending[-MAX_PENDING:],
             "direct": sorted(self.direct),
@@ -177,7 +219,7 @@ class Learning:
     def on_pool(self, snap: Snapshot) -> None:
         """A reloaded pool: the learner over its models (evidence kept where a model's row did not change)."""
         if snap.checkpoint_id != self.checkpoint_id:
-            self.learner, self.checkpoint_id = self._fresh(snap), snap.checkpoint_id
+            self.strategy, self.checkpoint_id = self._fresh(snap), snap.checkpoint_id
         else:
             old = {n: i for i, n in enumerate(self.names)}
             old_profiles = self.learner.start
@@ -186,7 +228,9 @@ class Learning:
                 for j, n in enumerate(snap.names)
                 if n in old and np.allclose(old_profiles[old[n]], snap.pool_scorer.profiles[j], atol=1e-6)
             ]
-            self.learner = self.learner.remapped(snap.names, snap.pool_scorer.profiles, keep=keep)
+            self.learner = self.learner.remapped(
+                snap.names, snap.pool_scorer.profiles, keep=keep, prior_var=self._prior(snap)
+            )
         self.names, self.changed = snap.names, True
 
     # ------------------------------------------------------------------ decisions
@@ -194,65 +238,33 @@ class Learning:
     def aligned(self, snap: Snapshot) -> bool:
         return snap.names == self.names and snap.checkpoint_id == self.checkpoint_id
 
-    def proba(self, snap: Snapshot, scored: Scored, rows) -> np.ndarray:
-        """(R,) the learned P(correct) of the pool rows ``rows`` (a slice or an index array) on the scored query."""
-        p = scored.probs[rows]
-        if not self.aligned(snap):  # a request that began before a reload: the router's P
-            return p
-        return self.learner.proba(p[:, None], [scored.group], None if isinstance(rows, slice) else rows)[:, 0]
-
-    def standing(self, snap: Snapshot, rows) -> np.ndarray:
-        """(R,) the guard's standing of the pool rows ``rows`` from the learned profiles: the incumbent is the model
-        the outcomes, not only the evaluations, say is most accurate (recomputed when the outcomes change)."""
-        if not self.aligned(snap):
-            return snap.pool_scorer.standing[rows]
-        shift = self.learner.shift()
-        if self._standing is None or self._standing[0] is not shift:
-            self._standing = (shift, snap.pool_scorer.router.standing(self.learner.profiles()))
-        return self._standing[1][rows]
-
-    def draw(self, snap: Snapshot, scored: Scored, rows) -> np.ndarray:
-        """(R,) one Thompson draw of the rows' P(correct)."""
-        idx = np.arange(len(snap.names)) if isinstance(rows, slice) else rows
-        return self.learner.draw(scored.probs[idx][:, None], [scored.group], self.rng, idx)[:, 0]
-
-    def may_explore(self, snap: Snapshot, n_candidates: int) -> tuple[bool, str]:
-        """Whether this request may be explored, and why (or why not)."""
-        if self.config.explore <= 0:
-            return False, "exploration is off (--explore 0)"
-        if n_candidates < 2:
-            return False, "one candidate (a pinned model or --serve single): never explored"
-        if not self.aligned(snap):
-            return False, "the pool was reloaded during this request"
-        if not self.budget.allows():
-            self.budget.record(False)
-            return False, f"the exploration budget ({self.config.explore:g} of requests) is spent for now"
-        return True, ""
-
-    def record_exploration(self, explored: bool) -> None:
-        self.budget.record(explored)
-
-    def issue(self, trace: Trace, decision: dict, *, answered_by: str, client: str) -> str:
+    def issue(self, routed: Routed, *, answered_by: str, client: str) -> str:
         """A request id for a routed answer, its line in the decision log and its entry in the index."""
         rid = "req-" + secrets.token_hex(12)
-        i = trace.index[answered_by]
-        encoding = np.asarray(trace.scored.encoding, np.float16)
+        snap, d, scored = routed.snap, routed.decision, routed.scored
+        i = snap.index[answered_by]
+        encoding = np.asarray(scored.encoding, np.float16)
         record = {
             "request_id": rid,
             "time": time.time(),
             "client": client,
-            "checkpoint_id": trace.checkpoint_id,
-            "query_sha256": trace.query_sha256,
+            "checkpoint_id": snap.checkpoint_id,
+            "query_sha256": routed.query_sha256,
             "encoding": base64.b64encode(encoding.tobytes()).decode(),
             "encoding_dtype": "float16",
-            "candidates": list(trace.candidates[:64]),
-            "n_candidates": decision.get("candidates"),
-            "chosen": decision["chosen"],
+            "candidates": list(routed.candidates[:64]),
+            "n_candidates": routed.body.get("candidates"),
+            "chosen": routed.body["chosen"],
             "answered_by": answered_by,
-            "group": trace.scored.group,
-            "p_router": round(float(trace.scored.probs[i]), 6),
-            "explored": trace.explored,
-            "explore_reason": trace.explore_reason,
+            "group": scored.group,
+            "p_router": float(scored.probs[i]),  # unrounded: the learner's prior for the answer, as decided
+            "serves": d.by,
+            "learn": self.mode,
+            "learned_choice": None if d.learned is None else snap.names[d.learned],
+            "explored": d.explored,
+            "explore_reason": d.why,
+            "explore_seed": d.seed,
+            "probability": round(d.probability, 6),
             "explore_share": self.config.explore,
         }
         self.decision_log.append([record], sync=False)
@@ -328,6 +340,7 @@ class Learning:
             if record["request_id"] not in self.graded:  # else the log's reader was faster
                 self._take(record)
                 self.direct.add(record["request_id"])
+        self.publish()
 
     def _take(self, record: dict) -> None:
         """Apply one outcome-log record (an outcome once per request id, or a reset)."""
@@ -362,8 +375,9 @@ class Learning:
             return
         if not 0 <= score <= 1:
             return
-        self.learner.observe(
-            self.names.index(issued.model), issued.group, score, min(max(issued.p, 0.0), 1.0), client=issued.client
+        who, grader = self.identity(issued.client)
+        self.strategy.observe(
+            self.names.index(issued.model), issued.group, score, min(max(issued.p, 0.0), 1.0), client=who, grader=grader
         )
         self.changed = True
         if self.metrics is not None:
@@ -379,9 +393,8 @@ class Learning:
             log.warning("a graded outcome of %r (a dropped file): not a pool model; not learned", model[:80])
             return
         m = snap.index[model]
-        self.learner.observe(
-            m, scored.group, float(record["score"]), float(scored.probs[m]), client=f"file:{record.get('file', '')}"
-        )
+        # a dropped file is the drop folder's owner's: the operator's, a grader's
+        self.strategy.observe(m, scored.group, float(record["score"]), float(scored.probs[m]), client=OPERATOR)
         self.changed = True
         if self.metrics is not None:
             self.metrics.outcomes.labels(model, str(record.get("source", "file"))).inc()
@@ -405,6 +418,8 @@ class Learning:
         for record in outcomes:
             self._take(record)
         self._retry_pending()
+        if outcomes:
+            self.publish()
 
     def housekeeping(self, state: dict | None) -> None:  # in the thread pool
         """Save ``state`` (from :meth:`due`), prune the logs hourly and forget the index past the retention."""
@@ -429,16 +444,41 @@ class Learning:
 
     def counts(self) -> dict[str, float]:
         """Graded answers per model held by the learner (discounted by the half-life)."""
-        total = self.learner.posterior.count.sum(axis=1)
+        total = self.learner.counts()
         return {n: round(float(c), 3) for n, c in zip(self.names, total) if c > 0}
+
+    def moved(self, threshold: float = 0.01) -> dict[str, float]:
+        """{model: learned standing - trained standing} of the models whose standing the outcomes moved by at least
+        ``threshold`` (the shared view: what a client without outcomes of its own is routed on)."""
+        shift = self.strategy.standing_shift()
+        return {n: round(float(v), 4) for n, v in zip(self.names, shift) if abs(v) >= threshold}
+
+    def status(self) -> dict:
+        """What /healthz and the start-up summary say of learning."""
+        return {
+            "learn": self.mode,
+            "explore": self.config.explore,
+            "explore_rule": "explored requests of a query group per graded outcome there, shrinking as the posterior "
+            "narrows: nothing explored before outcomes arrive",
+            "outcomes_loaded": round(float(self.exploration.graded.sum()), 3),
+            "outcomes_held": round(float(self.learner.counts().sum()), 3),
+            "explored": int(self.exploration.explored.sum()),
+            "standing_moved": self.moved(),
+            "clients": len(self.learner.clients),
+        }
+
+    def publish(self) -> None:
+        """The per-model learned standing shift and outcome counts into /metrics."""
+        if self.metrics is None:
+            return
+        counts, shift = self.learner.counts(), self.strategy.standing_shift()
+        for n, c, v in zip(self.names, counts, shift):
+            if c > 0 or v != 0:
+                self.metrics.learned_shift.labels(n).set(float(v))
+                self.metrics.learned_outcomes.labels(n).set(float(c))
 
 
 def learning_config(config: ServeConfig) -> LearningConfig:
-    """The learner's settings of this gateway: the library's defaults, ``--explore`` and ``--client-share`` over them."""
+    """The learner's settings of this gateway: the library's defaults, ``--explore`` over them."""
     default = LearningConfig()
-    return LearningConfig(
-        explore=default.explore if config.explore is None else config.explore,
-        prior_var=default.prior_var,
-        half_life=default.half_life,
-        client_share=default.client_share if config.client_share is None else config.client_share,
-    )
+    return LearningConfig(explore=default.explore if config.explore is None else config.explore)

@@ -76,6 +76,26 @@ class Metrics:
             ["model", "source"],
             registry=r,
         )
+        self.learned_shift = Gauge(
+            "locus_learned_standing_shift",
+            "what the graded outcomes moved a model's standing by (learned less trained accuracy on the training "
+            "mix; the view of clients without outcomes of their own), by model",
+            ["model"],
+            registry=r,
+        )
+        self.learned_outcomes = Gauge(
+            "locus_learned_outcomes",
+            "graded outcomes the learner holds of a model (discounted by the half-life), by model",
+            ["model"],
+            registry=r,
+        )
+        self.overturned = Counter(
+            "locus_single_overturned",
+            "requests the single model would have answered that the graded outcomes moved to another, by the model "
+            "chosen",
+            ["model"],
+            registry=r,
+        )
         self.batch_size = Histogram(
             "locus_scorer_batch_size",
             "queries encoded and scored together",

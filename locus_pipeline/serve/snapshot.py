@@ -1,8 +1,10 @@
 """The pool being served: one immutable :class:`Snapshot` (pool, checkpoint, costs, upstreams), swapped whole on a
-reload; :func:`watched_key` tells when the pool file (or the served portfolio's table) changed. Storage goes through LocusHome only."""
+reload; :func:`watched_key` tells when the pool file (or the served portfolio's table) changed. Storage goes through
+LocusHome only."""
 
 from __future__ import annotations
 
+import difflib
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from locus_model.data.encoders import resolve_runtime
+from locus_model.learning.prior import pool_prior
 from locus_model.pool import PoolError, check_pool
 from locus_model.routing import CostTable, cost_info, cost_table
 from locus_pipeline.serve.config import ModelsConfig, Upstream
@@ -20,6 +23,9 @@ from locus_pipeline.storage.files import version_of
 
 if TYPE_CHECKING:  # why: the router module loads torch, which the snapshot's readers get through the checkpoint
     from locus_model.router import PoolScorer
+
+
+TYPO_CUTOFF = 0.85  # difflib ratio from which a models config name not in the pool is read as a pool model's typo
 
 
 def pool_key(path) -> tuple | None:
@@ -50,6 +56,8 @@ class Snapshot:
     portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
     portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
     dry_run: bool = False  # asked for (--dry-run): chat calls answer with the decision, never forwarded
+    n_evaluations: tuple[int, ...] = ()  # per row: the evaluations its pool row was computed from (0: none, a model
+    # of the models config not in the pool, served at the pool's prior while learning is on)
 
     @property
     def embeddings(self) -> np.ndarray:  # (M, d) the pool's model embeddings (the fallback chains' distances)
@@ -81,12 +89,16 @@ def load_snapshot(
     *,
     portfolio: str | None = None,
     dry_run: bool = False,
+    learning: bool = False,
 ) -> Snapshot:
     """The pool as it is now, with the checkpoint it was embedded with; costs from the model catalog when it exists
     (its cost columns, as the cost_frontier asset reads them), with the models config's costs on top, and
     upstreams from the models config. ``runtime``: the encoder runtime (None: the checkpoint's). ``portfolio``: a
     portfolio of the portfolios table served as the candidate set (read again with each pool). ``dry_run``: chat
-    calls answer with the decision only."""
+    calls answer with the decision only. ``learning`` (outcomes are learned): the pool's models under the routing
+    minimum are served too, and the models config's upstreams not in the pool (and not named like a pool model: a
+    typo) are served as rows at the pool's prior (locus_model.learning.pool_prior; no evaluations: the learner
+    starts them wide and explores them)."""
     for _ in range(5):  # the pool may be replaced between stat and read: retry until both see one version
         key = pool_key(home.pool_path)
         if key is None:
@@ -107,11 +119,31 @@ def load_snapshot(
         ) from None
     pool_scorer = checkpoint.router.scorer(pool)
     names = list(pool_scorer.names)
+    n_evaluations = [int(n) for n in pool["n_evaluations"]]
+    sources = list(pool["source"].astype(str))
+    routable = dict(zip(names, pool["routable"].astype(bool) | learning))
+    # a name very close to a pool model's is a typo of it (the start-up warning says which), not a new model
+    known = set(names)
+    unevaluated = [
+        n
+        for n in (config.upstreams if learning and not portfolio else ())
+        if n not in known and not difflib.get_close_matches(n, names, n=1, cutoff=TYPO_CUTOFF)
+    ]
+    if unevaluated:  # rows at the pool's prior: the mean embedding and group profile of the evaluated models
+        emb, prof = pool_prior(pool_scorer.profiles, pool_scorer.embeddings, np.asarray(n_evaluations) > 0)
+        pool_scorer = pool_scorer.extended(
+            np.repeat(emb[None], len(unevaluated), 0).astype(pool_scorer.embeddings.dtype),
+            np.repeat(prof[None], len(unevaluated), 0).astype(pool_scorer.profiles.dtype),
+            tuple(unevaluated),
+        )
+        names += unevaluated
+        n_evaluations += [0] * len(unevaluated)
+        sources += ["unevaluated"] * len(unevaluated)
+        routable.update(dict.fromkeys(unevaluated, True))
     catalog = home.read_table("model_catalog") if home.table_path("model_catalog").exists() else None
     portfolio_key = pool_key(home.table_path("portfolios")) if portfolio else None  # before it is read
     members = read_portfolio(home, portfolio) if portfolio else tuple(names)
     member_set, name_set = set(members), set(names)
-    routable = dict(zip(names, pool["routable"].astype(bool)))
     served = tuple(n for n in names if n in member_set and routable[n])  # pool order, as the whole pool is served
     if not served and not portfolio:
         raise StorageError(
@@ -130,7 +162,7 @@ def load_snapshot(
         runtime=resolve_runtime(checkpoint.encoder, runtime or checkpoint.runtime),
         pool_scorer=pool_scorer,
         names=tuple(names),
-        sources=tuple(pool["source"].astype(str)),
+        sources=tuple(sources),
         costs=cost_table(names, cost_info(catalog, config.costs)),
         upstreams={n: u for n, u in config.upstreams.items() if n in name_set},
         output_tokens=config.output_tokens,
@@ -141,6 +173,7 @@ def load_snapshot(
         portfolio_key=portfolio_key,
         held_back=tuple(n for n in names if not routable[n]),
         dry_run=dry_run,
+        n_evaluations=tuple(n_evaluations),
     )
 
 

@@ -99,8 +99,8 @@ ORDER = (
     ("router",),  # the trained router: training's product
     ("training",),
     ("pool_schema", "pool", "onboarding", "estimates"),
-    ("learning",),  # the online learner on the estimates' posterior
     ("routing",),  # the cost-aware route, its curves and frontiers
+    ("learning",),  # the online learner on the estimates' posterior, the routing strategies on route
     ("evaluation",),
     ("analysis",),
     ("cli",),

@@ -84,7 +84,8 @@ def test_the_oracle_bounds_every_method_on_every_seed(result) -> None:
             assert (np.asarray(r["methods"][m]["per_seed"]) <= oracle + 1e-12).all(), m
 
 
-def test_learning_without_outcomes_or_exploration_is_frozen_locus() -> None:
+def test_learning_without_outcomes_is_frozen_locus_and_explores_nothing() -> None:
+    """Feedback 0: no outcome, so no exploration at the default budget and the learned P is the router's exactly."""
     rng = np.random.default_rng(1)
     p, labels = rng.random((5, 300)), (rng.random((5, 300)) < 0.5).astype(float)
     stream = _hand_stream(
@@ -97,7 +98,8 @@ def test_learning_without_outcomes_or_exploration_is_frozen_locus() -> None:
         profiles=rng.uniform(0.2, 0.8, (5, 3)),
         shares=np.full(3, 1 / 3),
     )
-    config = StreamConfig(learning=LearningConfig(explore=0.0))
+    config = StreamConfig(learning=LearningConfig())
+    assert config.learning.explore > 0
     np.testing.assert_array_equal(
         route_stream(stream, "learning", config=config, seed=0), route_stream(stream, "frozen", config=config, seed=0)
     )
@@ -135,3 +137,30 @@ def test_unknown_scenario_and_incomplete_matrix_are_refused() -> None:
     scores[0, 0] = np.nan
     with pytest.raises(ValueError, match="cells are missing"):
         replay(scores, enc, bench, ["a", "b", "c", "d"], ["stationary"], progress=False)
+
+
+def test_the_learning_router_embeds_a_newcomer_again_from_its_graded_answers_every_50() -> None:
+    """As the pipeline's relearning: every EMBED_EVERY graded answers, one forward pass (embed_graded) gives the
+    newcomer a new row; its P on later events follows it and the learner starts it from its new profile."""
+    from locus_model.evaluation.stream_routing import Reembedding, replay_decisions, replay_strategy
+    from locus_model.learning import EMBED_EVERY, embed_graded
+    from tests.locus_model.tiny_locus import one_group_router, tiny_model, tiny_pool
+
+    router = one_group_router(tiny_model())
+    enc, _ = tiny_pool()
+    n = 2 * EMBED_EVERY + 20
+    enc = enc[:n]
+    labels = np.stack([np.ones(n), (np.arange(n) % 3 == 0).astype(float)])
+    stream = _hand_stream(np.full((2, n), 0.5), labels, np.zeros(n, int), profiles=np.full((2, 1), 0.5))
+    stream.available[0] = False  # only the newcomer answers: every outcome is its
+    stream.reembed = Reembedding(row=1, router=router, encodings=enc)
+    strategy = replay_strategy(stream, "learning", config=StreamConfig(), seed=0)
+    decisions = replay_decisions(stream, strategy)
+    assert all(d.chosen == 1 for d in decisions)
+    _, profile = embed_graded(router, enc[: 2 * EMBED_EVERY], labels[1, : 2 * EMBED_EVERY])
+    np.testing.assert_allclose(strategy.learner.start[1], np.clip(profile, 0.005, 0.995))  # the second re-embedding
+    emb, first = embed_graded(router, enc[:EMBED_EVERY], labels[1, :EMBED_EVERY])
+    fresh = router.proba(emb[None], first[None], enc[EMBED_EVERY : EMBED_EVERY + 1])[0, 0]
+    assert decisions[EMBED_EVERY].p[0] == pytest.approx(fresh)  # 50 graded by event 50: its new row, no evidence yet
+    assert decisions[EMBED_EVERY - 1].p[0] != pytest.approx(0.5)  # before: the old row, moved by its outcomes
+    np.testing.assert_array_equal(stream.p, 0.5)  # the stream itself is not changed (other methods read it)

@@ -156,7 +156,7 @@ def test_a_model_with_too_few_evaluations_is_routed_to_only_when_a_request_names
     )
     assert tiny["n_evaluations"].iloc[0] == 9 < MIN_ROUTABLE_EVALUATIONS and not tiny["routable"].iloc[0]
     write_parquet_atomic(upsert_rows(home.read_pool(), tiny), home.pool_path)
-    with client_for(built, tmp_path) as client:
+    with client_for(built, tmp_path, learn="off") as client:  # frozen: only when named
         default = client.post("/route", json={"query": QUERY}).json()
         named = client.post("/route", json={"query": QUERY, "candidates": ["tiny-drop 1b", "alpha-7b"]}).json()
         health = client.get("/healthz").json()
@@ -165,6 +165,9 @@ def test_a_model_with_too_few_evaluations_is_routed_to_only_when_a_request_names
     assert {x["model"] for x in named["ranking"]} == {"tiny-drop 1b", "alpha-7b"}
     assert health["not_routable_by_default"] == ["tiny-drop 1b"] and health["routable_models"] == len(NAMES)
     assert listed["tiny-drop 1b"]["routable"] is False
+    with client_for(built, tmp_path) as client:  # learning on: routable, its prior as wide as its 9 answers allow
+        default = client.post("/route", json={"query": QUERY}).json()
+    assert {x["model"] for x in default["ranking"]} == {*NAMES, "tiny-drop 1b"}
 
 
 def test_the_guard_keeps_queries_on_the_candidate_of_highest_standing_unless_another_is_clearly_better(built, tmp_path):

@@ -149,15 +149,25 @@ def test_an_outcome_posted_to_one_replica_is_learned_by_the_other(built, tmp_pat
         assert dup.status_code == 409
 
 
-def test_exploration_stays_within_its_budget_and_says_so(built, tmp_path):
-    with client_for(built, tmp_path, explore=0.5) as client:
+def test_nothing_is_explored_before_outcomes_then_within_the_outcomes_budget_and_says_so(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.5, explore_seed=7) as client:
+        silent = [route(client) for _ in range(200)]  # nobody grades: nothing explored, and explain says why
+        assert all(r.headers["x-locus-explored"] == "false" for r in silent)
+        assert "nothing is explored where nobody grades" in silent[-1].json()["exploration"]["why"]
+        graded = [(r.headers["x-locus-request-id"], r.json()["chosen"]) for r in silent[:20]]
+        for rid, _ in graded:
+            assert client.post("/v1/outcomes", json={"request_id": rid, "score": 0.0}).status_code == 202
         answers = [route(client) for _ in range(60)]
         pinned = client.post("/v1/chat/completions", json=chat(model=NAMES[0]))  # no upstream: 503, never explored
         metrics = client.get("/metrics").text
+        records = [r for r in built["home"].traffic_tail("decisions").read()]
     explored = [r for r in answers if r.headers["x-locus-explored"] == "true"]
-    assert 0 < len(explored) <= 0.5 * len(answers)
+    assert 0 < len(explored) <= 0.5 * 20  # within explore x the group's outcomes (x the posterior's width)
     why = explored[0].json()["exploration"]
     assert why["explored"] and "Thompson draw" in why["why"] and "best estimate" in why["why"]
+    assert isinstance(why["seed"], int) and 0 < why["probability"] <= 1
+    logged = {rec["request_id"]: rec for _, _, rec in records}
+    assert logged[explored[0].headers["x-locus-request-id"]]["explore_seed"] == why["seed"]  # replays exactly
     assert sum(
         float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith("locus_explored_total")
     ) == len(explored)
