@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
+import math
 import time
 from contextlib import asynccontextmanager
 from typing import Callable
@@ -16,15 +16,16 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
-from locus_pipeline.serve.config import ServeConfig
+from locus_pipeline.serve.config import ConfigError, ServeConfig
 from locus_pipeline.serve.gateway import Gateway
-from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response
-from locus_pipeline.serve.learning import MAX_OUTCOMES, OutcomeRefused, client_of
+from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response, parse_json
+from locus_pipeline.serve.identity import Caller, Identity, IdentityError, OutcomeLimiter
+from locus_pipeline.serve.learning import MAX_OUTCOMES, OutcomeRefused
 from locus_pipeline.serve.metrics import MetricsMiddleware
 from locus_pipeline.serve.serving import cost_text
 
@@ -50,6 +51,14 @@ def create_app(
     the lifespan starts the scorer and the pool watcher. ``transport`` replaces the network for upstream calls
     (tests); ``clock`` times the upstreams' cooldowns (tests)."""
     gateway = Gateway(config, transport=transport, clock=clock)
+    try:
+        gateway.identity = identity = Identity(
+            token=config.token, clients=gateway.models.clients, secret=gateway.home.traffic_secret()
+        )
+    except IdentityError as err:
+        raise ConfigError(f"the models config {config.models_config}: {err}") from None
+    limiter = OutcomeLimiter(identity, clock=clock)
+    learning_metrics(gateway)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -82,7 +91,10 @@ def create_app(
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
-        return error_response(err.status, err.message, err.kind, **{k: v for k, v in err.extra.items() if v})
+        response = error_response(err.status, err.message, err.kind, **{k: v for k, v in err.extra.items() if v})
+        if err.extra.get("retry_after"):
+            response.headers["Retry-After"] = str(err.extra["retry_after"])
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
@@ -92,12 +104,14 @@ def create_app(
     wrong_tokens = WrongTokenLimiter()
 
     def authorized(request: Request) -> bool:
-        given = request.headers.get("authorization", "")
-        return config.token is None or secrets.compare_digest(given.encode(), f"Bearer {config.token}".encode())
+        return identity.client_of(request.headers) is not None
 
-    def authorize(request: Request) -> None:
-        if not authorized(request):
+    def authorize(request: Request) -> Caller:
+        """The request's caller by its credential; 401 (429 past the limit of wrong tokens) without one."""
+        caller = identity.caller_of(request.headers)
+        if caller is None:
             raise wrong_tokens.refuse(request.client.host if request.client else "unknown", request.url.path)
+        return caller
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict:
@@ -123,6 +137,8 @@ def create_app(
             "configured_not_in_pool": sorted(set(gateway.models.upstreams) - set(snap.names)),
             "portfolio_not_in_pool": list(snap.portfolio_missing),
             "not_routable_by_default": list(snap.held_back),
+            "learning": learning_health(gateway),
+            "trust": identity.describe(),
         }  # too few evaluations: only when named
         return health
 
@@ -133,7 +149,7 @@ def create_app(
 
     @app.post("/route")
     async def route_query(request: Request, body: RouteRequest) -> JSONResponse:
-        authorize(request)
+        caller = authorize(request)
         snap = gateway.snapshot  # this request's pool, whatever reloads happen meanwhile
         decision = await gateway.decide(
             snap,
@@ -145,14 +161,15 @@ def create_app(
             input_tokens=body.input_tokens,
             output_tokens=body.output_tokens,
         )
-        headers = gateway.issue(decision, decision["chosen"], client_of(request.headers))
+        headers = gateway.issue(decision, decision["chosen"], caller.client)
         return JSONResponse(decision, headers=headers)
 
     @app.post("/v1/outcomes", status_code=202)
     async def outcomes(request: Request) -> JSONResponse:
         """One graded answer {request_id, score, source?} or a list of them (202); each refused one with its status
-        (404 never issued here, 403 issued to another client, 409 already graded, 422 out of range) and reason."""
-        authorize(request)
+        (404 never issued here, 403 issued to another client, 409 already graded here or at another replica, 422 out
+        of range) and reason; 429 past the client's rate (before any parsing), 503 while learning is paused."""
+        caller = authorize(request)
         learning = gateway.learning
         if learning is None:
             raise ApiError(
@@ -161,17 +178,18 @@ def create_app(
                 kind="server_error",
                 code="learning_off",
             )
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ApiError(400, "the body is not JSON: send {request_id, score} or a list of them")
+        rate_limit(caller.client, 1)  # before the body is parsed: a flood costs no parsing
+        body = parse_json(await request.body())
         items = body if isinstance(body, list) else [body]
         if not items or len(items) > MAX_OUTCOMES:
             raise ApiError(422, f"send 1 to {MAX_OUTCOMES} outcomes per request (got {len(items)})")
-        client = client_of(request.headers)
+        rate_limit(caller.client, len(items) - 1)
 
         def unknown() -> bool:
-            return any(isinstance(i, dict) and i.get("request_id") not in learning.issued for i in items)
+            return any(
+                isinstance(i, dict) and isinstance(i.get("request_id"), str) and i["request_id"] not in learning.issued
+                for i in items
+            )
 
         if unknown():  # another replica's request: read the log before saying 404
             await gateway.learn_from_log()
@@ -183,7 +201,7 @@ def create_app(
         results, records = [], []
         for item in items:
             try:
-                record = learning.check(item, client)
+                record = outcome_record(learning, item, caller)
             except OutcomeRefused as refused:
                 rid = item.get("request_id") if isinstance(item, dict) else None
                 results.append(
@@ -199,16 +217,35 @@ def create_app(
             results.append({"request_id": record["request_id"], "status": 202})
         if records:
             try:
-                await run_in_threadpool(learning.log_outcomes, records)
-            except BaseException:
-                learning.reserved.difference_update(r["request_id"] for r in records)
-                raise
+                records = await run_in_threadpool(log_claimed, learning, records, results)
+            except OSError as err:
+                raise ApiError(
+                    503,
+                    f"learning is paused: the traffic log cannot be written ({type(err).__name__}: {err}); "
+                    "routing goes on. How to fix: free space or make LOCUS_HOME/traffic writable; learning "
+                    "resumes with the next write that succeeds (/healthz says when)",
+                    kind="server_error",
+                    code="learning_paused",
+                ) from None
             learning.take(records)
         refused = [r for r in results if r["status"] != 202]
         if not isinstance(body, list) and refused:
             raise ApiError(refused[0]["status"], refused[0]["reason"], code="outcome_refused")
         status = 202 if not refused else refused[0]["status"]
         return JSONResponse({"accepted": len(records), "refused": len(refused), "results": results}, status_code=status)
+
+    def rate_limit(client: str, n: int) -> None:
+        wait = limiter.take(client, n) if n > 0 else 0.0
+        if wait > 0:
+            raise ApiError(
+                429,
+                f"client {client!r} posts outcomes faster than its rate "
+                f"({identity.settings[client].outcomes_per_s:g}/s, {identity.settings[client].outcomes_burst:g} at "
+                f"once); retry in {wait:.1f} s",
+                kind="rate_limit_error",
+                code="outcome_rate",
+                retry_after=math.ceil(wait),
+            )
 
     @app.get("/v1/models")
     async def list_models(request: Request) -> dict:
@@ -244,12 +281,7 @@ def create_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         authorize(request)
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ApiError(400, "the body is not JSON")
-        except RecursionError:
-            raise ApiError(400, "the body nests JSON deeper than this gateway parses (about 1,000 levels)")
+        body = parse_json(await request.body())
         return await chat_completion(gateway, body, request.headers)
 
     return app
@@ -263,7 +295,87 @@ def serve(
     app = create_app(config)
     print(
         f"locus serve: http://{host}:{port} (POST /route, /v1/chat/completions; GET /v1/models, /metrics, /healthz)\n"
-        + app.state.gateway.summary(),
+        + app.state.gateway.summary()
+        + "\n"
+        + app.state.gateway.identity.describe(),
         flush=True,
     )
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)
+
+
+def outcome_record(learning, item, caller: Caller) -> dict:
+    """One posted outcome checked (learning.check) for its caller: a grader may grade any client's answer, another
+    client only its own. The record names the client that graded and whether it grades for everyone."""
+    owner = caller.client
+    if caller.grader and isinstance(item, dict) and isinstance(item.get("request_id"), str):
+        issued = learning.issued.get(item["request_id"])
+        owner = issued.client if issued is not None else owner
+    record = learning.check(item, owner)
+    record.update(client=caller.client, grader=caller.grader)
+    if caller.label:
+        record["label"] = caller.label  # the pseudonym, never the header's value
+    return record
+
+
+def log_claimed(learning, records: list[dict], results: list[dict]) -> list[dict]:
+    """In the thread pool: claim each outcome's request id across the replicas (the first claim wins; the others
+    are 409), then log the claimed ones durably (before the 202). A failed write releases its claims."""
+    home, kept = learning.home, []
+    for record in records:
+        rid = record["request_id"]
+        issued = learning.issued[rid]
+        if home.claim_outcome(rid, issued.time):
+            kept.append(record)
+            continue
+        learning.reserved.discard(rid)
+        for result in results:
+            if result["request_id"] == rid and result["status"] == 202:
+                result.update(
+                    status=409,
+                    reason=f"request id {rid[:80]!r} already has an outcome (graded at another "
+                    "replica): each answer is graded once",
+                )
+    if kept:
+        try:
+            learning.log_outcomes(kept)
+        except BaseException:
+            for record in kept:
+                home.release_outcome(record["request_id"], learning.issued[record["request_id"]].time)
+            learning.reserved.difference_update(r["request_id"] for r in records)
+            raise
+    return kept
+
+
+def learning_health(gateway: Gateway) -> dict | None:
+    """/healthz's word on learning: paused (and why) when the traffic log cannot be written, what was dropped."""
+    learning = gateway.learning
+    if learning is None:
+        return None
+    logs = {"decisions": learning.decision_log, "outcomes": learning.outcome_log}
+    failing = {kind: w.failing for kind, w in logs.items() if getattr(w, "failing", None)}
+    return {
+        "paused": bool(failing),
+        "why": "; ".join(f"the {k} log cannot be written ({v})" for k, v in failing.items()) or None,
+        "records_dropped": {k: getattr(w, "dropped", 0) + getattr(w, "failed", 0) for k, w in logs.items()},
+    }
+
+
+def learning_metrics(gateway: Gateway) -> None:
+    """The traffic log's health in /metrics: learning paused, records dropped by a full queue or a failing store."""
+    registry = gateway.metrics.registry
+    learning = gateway.learning
+    paused = Gauge(
+        "locus_learning_paused", "1 while the traffic log cannot be written (learning paused)", registry=registry
+    )
+    dropped = Gauge(
+        "locus_traffic_records_dropped",
+        "records of the traffic log dropped (a full queue) or lost (a failing store), by log",
+        ["log"],
+        registry=registry,
+    )
+    if learning is None:
+        paused.set(0)
+        return
+    paused.set_function(lambda: float(bool(learning_health(gateway)["paused"])))
+    for kind, writer in (("decisions", learning.decision_log), ("outcomes", learning.outcome_log)):
+        dropped.labels(kind).set_function(lambda w=writer: float(getattr(w, "dropped", 0) + getattr(w, "failed", 0)))

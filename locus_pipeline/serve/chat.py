@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse, Response
 from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens
 from locus_pipeline.serve.gateway import Gateway
 from locus_pipeline.serve.http import ApiError, error_response
-from locus_pipeline.serve.learning import client_of
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.serve.upstream import UpstreamFailed, forward
 
@@ -58,7 +57,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         pinned=pinned,
     )
     decision["fallbacks"] = _chain_after(decision, allowed, snap, extra.get("candidates"))
-    client = client_of(headers or {})
+    client = gateway.identity.client_of(headers or {})  # authorized before: a configured client's name
     if snap.dry_run:
         learned = gateway.issue(decision, decision["chosen"], client)
         response = _dry_run_answer(decision, stream)

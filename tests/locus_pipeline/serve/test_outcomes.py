@@ -38,10 +38,6 @@ def test_every_routed_answer_carries_a_request_id_that_an_outcome_grades_once(bu
             assert r.status_code == 422 and "must be a number in [0, 1]" in r.json()["error"]["message"], bad
         r = client.post("/v1/outcomes", json={"request_id": rid2, "score": 1, "source": "me"})
         assert r.status_code == 422 and "source" in r.json()["error"]["message"]
-        other = client.post(
-            "/v1/outcomes", json={"request_id": rid2, "score": 1}, headers={"x-locus-client": "mallory"}
-        )
-        assert other.status_code == 403 and "another client" in other.json()["error"]["message"]
         # many at once: each gets its own status; the valid ones are taken
         rid3 = route(client).headers["x-locus-request-id"]
         many = client.post(
@@ -67,20 +63,92 @@ def route_chosen(built, tmp_path) -> str:
         return client.post("/route", json={"query": QUERY}).json()["chosen"]
 
 
-def test_outcomes_need_the_token_and_are_taken_only_from_the_client_that_asked(built, tmp_path):
-    with client_for(built, tmp_path, token="s3cret", explore=0.0) as client:
-        auth = {"authorization": "Bearer s3cret"}
-        rid = route(client, **auth).headers["x-locus-request-id"]
-        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 401
-        tenant = route(client, **auth, **{"x-locus-client": "team-a"}).headers["x-locus-request-id"]
-        assert client.post("/v1/outcomes", json={"request_id": tenant, "score": 1}, headers=auth).status_code == 403
+CLIENTS = {
+    "team-a": {"token_env": "LOCUS_TEST_TEAM_A"},
+    "mallory": {"token_env": "LOCUS_TEST_MALLORY"},
+    "judge": {"token_env": "LOCUS_TEST_JUDGE", "grader": True},
+}
+TEAM_A, MALLORY, JUDGE = ({"authorization": f"Bearer {t}"} for t in ("tok-a", "tok-m", "tok-j"))
+
+
+@pytest.fixture()
+def credentials(monkeypatch):
+    for var, value in (("LOCUS_TEST_TEAM_A", "tok-a"), ("LOCUS_TEST_MALLORY", "tok-m"), ("LOCUS_TEST_JUDGE", "tok-j")):
+        monkeypatch.setenv(var, value)
+
+
+def test_outcomes_are_taken_by_credential_and_a_label_never_adds_influence(built, tmp_path, credentials):
+    with client_for(built, tmp_path, models={"clients": CLIENTS}, token="op", explore=0.0) as client:
+        victim = route(client, **TEAM_A, **{"x-locus-client": "victim@example.com"}).headers["x-locus-request-id"]
+        assert client.post("/v1/outcomes", json={"request_id": victim, "score": 0}).status_code == 401
         assert (
-            client.post(
-                "/v1/outcomes", json={"request_id": tenant, "score": 1}, headers={**auth, "x-locus-client": "team-a"}
-            ).status_code
-            == 202
+            client.post("/route", json={"query": QUERY}, headers={"authorization": "Bearer guess"}).status_code == 401
         )
-        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}, headers=auth).status_code == 202
+        stolen = client.post(  # the victim's label under another credential: still another client
+            "/v1/outcomes",
+            json={"request_id": victim, "score": 0},
+            headers={**MALLORY, "x-locus-client": "victim@example.com"},
+        )
+        assert stolen.status_code == 403 and "another client" in stolen.json()["error"]["message"]
+        relabelled = client.post(  # within the credential a label is only a label: the same client
+            "/v1/outcomes", json={"request_id": victim, "score": 1}, headers={**TEAM_A, "x-locus-client": "someone"}
+        )
+        assert relabelled.status_code == 202
+        theirs = route(client, **MALLORY).headers["x-locus-request-id"]
+        judged = client.post("/v1/outcomes", json={"request_id": theirs, "score": 1}, headers=JUDGE)
+        assert judged.status_code == 202  # a grader grades every client's answers
+        operator = route(client, authorization="Bearer op").headers["x-locus-request-id"]
+        assert (
+            client.post("/v1/outcomes", json={"request_id": operator, "score": 1}, headers=MALLORY).status_code == 403
+        )
+        health = client.get("/healthz", headers=TEAM_A).json()
+    assert "4 client(s) by credential" in health["trust"] and "judge, operator" in health["trust"]
+    home = built["home"]
+    decisions = [r for _, _, r in home.traffic_tail("decisions").read()]
+    outcomes = [r for _, _, r in home.traffic_tail("outcomes").read()]
+    assert [d["client"] for d in decisions] == ["team-a", "mallory", "operator"]
+    assert [(o["client"], o["grader"]) for o in outcomes] == [("team-a", False), ("judge", True)]
+    assert len(outcomes[0]["label"]) == 24
+    kept = b"".join(p.read_bytes() for p in (home.path / "traffic").rglob("*.json*"))
+    assert b"victim@example.com" not in kept and b"someone" not in kept and QUERY.encode() not in kept
+
+
+def test_a_server_without_credentials_says_anyone_can_steer_it(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        health = client.get("/healthz").json()
+        rid = route(client, **{"x-locus-client": "a"}).headers["x-locus-request-id"]
+        other = client.post("/v1/outcomes", json={"request_id": rid, "score": 1}, headers={"x-locus-client": "b"})
+    assert "anyone who can reach this port" in health["trust"]
+    assert other.status_code == 202  # one trust domain: every request is the operator's
+
+
+def test_a_client_past_its_outcome_rate_is_answered_429_before_its_body_is_parsed(built, tmp_path, credentials):
+    clients = {**CLIENTS, "team-a": {"token_env": "LOCUS_TEST_TEAM_A", "outcomes_per_s": 0.01, "outcomes_burst": 2}}
+    now = [0.0]
+    with client_for(built, tmp_path, models={"clients": clients}, explore=0.0, clock=lambda: now[0]) as client:
+        ids = [route(client, **TEAM_A).headers["x-locus-request-id"] for _ in range(3)]
+        assert client.post("/v1/outcomes", json={"request_id": ids[0], "score": 1}, headers=TEAM_A).status_code == 202
+        assert client.post("/v1/outcomes", json={"request_id": ids[1], "score": 1}, headers=TEAM_A).status_code == 202
+        limited = client.post("/v1/outcomes", content=b"not json at all", headers=TEAM_A)
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+        assert "faster than its rate" in limited.json()["error"]["message"]
+        other = route(client, **MALLORY).headers["x-locus-request-id"]  # another client has its own bucket
+        assert client.post("/v1/outcomes", json={"request_id": other, "score": 1}, headers=MALLORY).status_code == 202
+        now[0] += 100.0  # one outcome more after 100 s at 0.01/s
+        assert client.post("/v1/outcomes", json={"request_id": ids[2], "score": 1}, headers=TEAM_A).status_code == 202
+
+
+def test_hostile_bodies_get_their_documented_status_never_a_500(built, tmp_path):
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with client_for(built, tmp_path, explore=0.0) as client:
+        rid = route(client).headers["x-locus-request-id"]
+        assert client.post("/v1/outcomes", content=deep).status_code == 400
+        assert client.post("/v1/chat/completions", content=deep).status_code == 400
+        not_json = client.post("/v1/outcomes", content=b"{score: 1")
+        assert not_json.status_code == 400 and "not JSON" in not_json.json()["error"]["message"]
+        for item in ({"request_id": [rid], "score": 1}, {"request_id": {"a": 1}, "score": 1}, [[]], "x", 5):
+            assert client.post("/v1/outcomes", json=item).status_code == 422, item
+        assert client.post("/v1/outcomes", json=[]).status_code == 422
 
 
 def demote(client, model: str, *, n: int) -> str:
@@ -214,7 +282,8 @@ def test_the_traffic_log_keeps_what_the_decision_log_promises(built, tmp_path):
     with client_for(built, tmp_path, explore=0.0) as client:
         rid = route(client).headers["x-locus-request-id"]
     (record,) = [r for _, _, r in built["home"].traffic_tail("decisions").read()]
-    assert record["request_id"] == rid and len(record["query_sha256"]) == 64 and record["encoding_dtype"] == "float16"
+    assert record["request_id"] == rid and len(record["query_key"]) == 64 and record["encoding_dtype"] == "float16"
+    assert "query_sha256" not in record  # a keyed hash: a guessed query cannot be checked without the home's secret
     assert set(record["candidates"]) == set(NAMES) and record["explored"] is False and record["chosen"] in NAMES
     assert Retention().days == 30
 
