@@ -3,6 +3,10 @@ outcomes, a restart that keeps them, two replicas on one home, budgeted explorat
 
 from __future__ import annotations
 
+import errno
+import logging
+import threading
+
 import httpx
 import pytest
 
@@ -378,3 +382,104 @@ def test_two_replicas_on_a_home_in_object_storage_share_what_they_learn(built, t
             assert a.post("/v1/outcomes", json={"request_id": rid, "score": 1.0}).status_code == 409
         with replica() as c:  # a restart on the bucket: the state and the log are there
             assert learning(c).counts() == {model: 1.0}
+
+
+class Store:
+    """Stands in for a traffic segment writer: fails with ``error`` while set (disk full, read-only), or blocks every
+    write until ``release`` is set (a hung bucket upload)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.folder, self.error = inner, inner.folder, None
+        self.release = threading.Event()
+        self.release.set()
+
+    def append(self, records, *, sync):
+        self.release.wait(30)
+        if self.error is not None:
+            raise self.error
+        self.inner.append(records, sync=sync)
+
+    def flush(self):
+        self.inner.flush()
+
+    def close(self):
+        self.inner.close()
+
+
+def stores(client) -> tuple[Store, Store]:
+    logs = learning(client).decision_log, learning(client).outcome_log
+    for log in logs:
+        log.writer = Store(log.writer)
+    return logs[0].writer, logs[1].writer
+
+
+@pytest.mark.parametrize(
+    "error", [OSError(errno.ENOSPC, "No space left on device"), OSError(errno.EROFS, "Read-only file system")]
+)
+def test_a_full_or_read_only_traffic_folder_pauses_learning_and_routing_goes_on(built, tmp_path, error):
+    with client_for(built, tmp_path, explore=0.0, dry_run=True) as client:
+        decisions, outcomes = stores(client)
+        decisions.error = outcomes.error = error
+        for _ in range(3):
+            assert route(client).status_code == 200
+            assert client.post("/v1/chat/completions", json=chat()).status_code == 200
+        rid = route(client).headers["x-locus-request-id"]
+        learning(client).decision_log.drain()
+        paused = client.post("/v1/outcomes", json={"request_id": rid, "score": 1})
+        assert paused.status_code == 503 and paused.json()["error"]["code"] == "learning_paused"
+        health = client.get("/healthz").json()["learning"]
+        assert health["paused"] and error.strerror in health["why"]
+        assert "locus_learning_paused 1.0" in client.get("/metrics").text
+        decisions.error = outcomes.error = None  # room again: learning resumes, the same id may be graded now
+        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 202
+        route(client)
+        learning(client).decision_log.drain()
+        assert client.get("/healthz").json()["learning"]["paused"] is False
+        metrics = client.get("/metrics").text
+    assert "locus_learning_paused 0.0" in metrics
+    assert 'locus_traffic_records_dropped{log="decisions"} 7.0' in metrics  # 3 routes, 3 chats, the graded one
+
+
+def test_a_blocked_log_store_does_not_hold_up_route(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        decisions, _ = stores(client)
+        decisions.release.clear()  # every decision-log write hangs from now on
+        answers = [route(client, f"question {i}") for i in range(5)]  # each answers while the store is blocked
+        assert all(r.status_code == 200 for r in answers)
+        assert learning(client).decision_log.queued >= 4
+        decisions.release.set()
+        assert learning(client).decision_log.drain()
+    ids = {r["request_id"] for _, _, r in built["home"].traffic_tail("decisions").read()}
+    assert {r.headers["x-locus-request-id"] for r in answers} <= ids
+
+
+def test_two_replicas_take_one_outcome_per_request_id_the_first_durable_one(built, tmp_path):
+    with (
+        client_for(built, tmp_path, explore=0.0, poll_seconds=3600) as a,
+        client_for(built, tmp_path, explore=0.0, poll_seconds=3600) as b,
+    ):
+        rids = [route(a, f"question {i}").headers["x-locus-request-id"] for i in range(5)]
+        assert b.post("/v1/outcomes", json={"request_id": "req-none", "score": 1}).status_code == 404  # b reads a's
+        assert set(rids) <= set(learning(b).issued)  # decisions now, and never again (its watcher: hourly)
+        ok = a.post("/v1/outcomes", json=[{"request_id": rid, "score": 0} for rid in rids])
+        assert ok.status_code == 202
+        late = b.post("/v1/outcomes", json=[{"request_id": rid, "score": 1} for rid in rids])  # a race, as b sees it
+        assert late.status_code == 409 and late.json()["accepted"] == 0
+        assert all("another replica" in x["reason"] for x in late.json()["results"])
+    scores = [r["score"] for _, _, r in built["home"].traffic_tail("outcomes").read()]
+    assert scores == [0.0] * 5
+
+
+def test_a_damaged_learner_state_at_start_up_is_rebuilt_from_the_log(built, tmp_path, caplog):
+    first = route_chosen(built, tmp_path)
+    with client_for(built, tmp_path, explore=0.0) as client:
+        demote(client, first, n=20)
+        counts = learning(client).counts()
+    path = built["home"].learner_state_path
+    for damage in (b"{not json", path.read_bytes()[:100], b'{"checkpoint_id": 1, "learner": {"names": [1]}}'):
+        path.write_bytes(damage)
+        with caplog.at_level(logging.WARNING), client_for(built, tmp_path, explore=0.0) as restarted:
+            assert learning(restarted).counts() == pytest.approx(counts, abs=1e-3)
+            assert route(restarted).status_code == 200
+        assert "is dropped" in caplog.text and "rebuilds from the outcome log" in caplog.text
+        caplog.clear()
