@@ -26,6 +26,7 @@ from locus_pipeline.defs.partitions import key_ranges, onboarded_models, range_t
 from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
+from locus_pipeline.storage.traffic import before_reset
 
 WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal_job.name, reports_refresh_job.name]
 
@@ -309,17 +310,35 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
 )
 def traffic_sensor(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
     """Reads the outcome log from the cursor's offsets, counts graded answers per model since its last request
-    (a reset starts the count again) and requests ``traffic_evaluations[key]`` for each model past MIN_NEW_ANSWERS."""
+    (a reset starts the count again: what was written before it, by the log's positions, whatever order the
+    segments are read in) and requests ``traffic_evaluations[key]`` for each model past MIN_NEW_ANSWERS. Models not
+    in the pool are never counted (no partition, no run)."""
 
     state = json.loads(context.cursor) if context.cursor else {"offsets": {}, "since": {}, "total": {}}
     tail = home.traffic_tail("outcomes", state["offsets"])
     since, total = state["since"], state["total"]
-    for _, _, record in tail.read():
+    read = [(segment, end, record) for segment, end, record in tail.read()]
+    resets: dict[str, list[dict]] = {}
+    for _, _, record in read:
         if "reset" in record:
+            resets.setdefault(str(record["reset"]), []).append(record)
             since[str(record["reset"])] = 0
-        elif "model" in record:  # posted outcomes and a dropped file's rows name the model that answered
-            name = str(record["model"])
-            since[name], total[name] = since.get(name, 0) + 1, total.get(name, 0) + 1
+    counted = any("model" in r and "reset" not in r for _, _, r in read)
+    pool = (
+        set(home.read_table("model_embeddings", columns=["model"])["model"].astype(str))
+        if counted and home.has_pool()
+        else set()
+    )
+    for segment, end, record in read:
+        if "reset" in record or "model" not in record:  # posted outcomes and a dropped file's rows name the model
+            continue
+        name = str(record["model"])
+        if name not in pool:
+            continue
+        at = {"_at": (segment, end), "time": float(record.get("time", 0.0))}
+        if any(before_reset(at, reset) for reset in resets.get(name, ())):
+            continue  # graded before a reset read in this same tick (its segment may be read after this one)
+        since[name], total[name] = since.get(name, 0) + 1, total.get(name, 0) + 1
     due = sorted(name for name, n in since.items() if n >= traffic.MIN_NEW_ANSWERS)
     known = set(context.instance.get_dynamic_partitions(traffic_models.name)) if context.instance else set()
     keys = {name: safe_model_key(name) for name in due}
