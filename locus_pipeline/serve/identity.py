@@ -25,9 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from locus_pipeline.storage.traffic import keyed_hash
+from locus_pipeline.storage.traffic import OPERATOR, keyed_hash
 
-OPERATOR = "operator"  # the client of --token, of the drop folder, and of a server without credentials
 LABEL_HEADER = "x-locus-client"
 MAX_LABEL_CHARS = 128
 OUTCOMES_PER_S = 100.0  # a client's sustained rate of graded outcomes (the models config may set its own)

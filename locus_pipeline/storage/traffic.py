@@ -39,6 +39,7 @@ from locus_pipeline.storage.files import StorageError, is_remote, write_bytes_at
 log = logging.getLogger("locus.traffic")
 
 KINDS = ("decisions", "outcomes")
+OPERATOR = "operator"  # the client of --token, of the drop folder, and of a gateway without credentials
 
 
 @dataclass(frozen=True)
@@ -482,7 +483,7 @@ class TrafficLog:
                 "score": score,
                 "source": str(r.get("source", "user")),
                 "time": float(r.get("time", 0.0)),
-                "graded_by": str(r.get("client", "operator")),
+                "graded_by": str(r.get("client", OPERATOR)),
                 # why: a record without the flag was written by a gateway without credentials: the operator's
                 "grader": bool(r.get("grader", True)),
                 "_at": (segment, end),
