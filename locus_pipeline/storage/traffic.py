@@ -272,6 +272,7 @@ class SegmentTail:
     def __init__(self, folder: Any, offsets: dict[str, int] | None = None) -> None:
         self.folder = folder
         self.offsets: dict[str, int] = dict(offsets or {})
+        self._queries: dict[str, dict] = {}  # a dropped file's query texts (traffic/queries/<file>.json), once each
 
     def _segments(self) -> list[tuple[str, int]]:
         if is_remote(self.folder):
@@ -320,12 +321,30 @@ class SegmentTail:
                 offset += len(line)
                 try:
                     record = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     log.warning("traffic log %s: a line at byte %d is not JSON; skipped", self.folder / name, offset)
                     continue
+                if isinstance(record, dict) and "queries" in record and "query" not in record:
+                    record = self._with_query(record)
                 if isinstance(record, dict):
                     yield name, offset, record
             self.offsets[name] = start + end
+
+    def _with_query(self, record: dict) -> dict | None:
+        """A dropped file's (model, query, score) row with its query text from the file's query store (the log holds
+        only the text's keyed hash); None, with a warning, once the store is past the retention."""
+        stamp, key = str(record["queries"]), str(record.get("query_key", ""))
+        if key not in self._queries.get(stamp, {}):  # not read yet, or the same file taken in again since
+            path = self.folder.parent / "queries" / f"{stamp}.json"
+            try:
+                self._queries[stamp] = json.loads(path.read_bytes())
+            except (OSError, ValueError) as err:
+                log.warning(
+                    "the query texts of dropped file %s are not readable (%s): its rows are skipped", stamp, err
+                )
+                self._queries[stamp] = {}
+        text = self._queries[stamp].get(key)
+        return None if text is None else {**record, "query": text}
 
 
 CLOCK_TOLERANCE_S = 300.0  # a writer's clock this far from the store's is not trusted to judge the retention
@@ -435,11 +454,31 @@ class TrafficLog:
         """Segments past the retention (``now``: this process's clock, checked against the store's), and the
         claims of outcomes too old to be graded."""
         removed = [f"{kind}/{name}" for kind in KINDS for name in prune(self.traffic_folder(kind), retention, now=now)]
+        queries = self.path / "traffic" / "queries"
+        removed += [f"queries/{name}" for name in prune(queries, Retention(days=retention.days), now=now)]
         store = store_clock(self.traffic_folder("outcomes"))
         return removed + (self.prune_claims(retention, now=store) if store is not None else [])
 
     def append_outcome_records(self, records: list[dict]) -> None:
-        """Records appended to the outcome log by a one-shot writer of their own (the CLI's reset, an intake)."""
+        """Records appended to the outcome log by a one-shot writer of their own (the CLI's reset, an intake). A
+        dropped file's (model, query, score) rows keep their query text out of the log: the texts go to
+        ``traffic/queries/<file>.json`` (pruned with the log), the log holds each text's keyed hash."""
+        texts: dict[str, dict[str, str]] = {}
+        secret = self.traffic_secret() if any("query" in r for r in records) else b""
+        kept = []
+        for record in records:
+            if "query" in record:
+                stamp = str(record.get("file") or "cli")
+                key = query_key(secret, str(record["query"]))
+                texts.setdefault(stamp, {})[key] = str(record["query"])
+                record = {k: v for k, v in record.items() if k != "query"} | {"query_key": key, "queries": stamp}
+            kept.append(record)
+        for stamp, queries in texts.items():
+            path = self.path / "traffic" / "queries" / f"{stamp}.json"
+            if path.exists():  # the same file again: its texts so far, and these
+                queries = {**json.loads(path.read_bytes()), **queries}
+            write_bytes_atomic(json.dumps(queries, ensure_ascii=False).encode(), path)
+        records = kept
         writer = SegmentWriter(self.traffic_folder("outcomes"), writer_id(), Retention())
         try:
             writer.append(records, sync=True)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from locus_pipeline.intake import DropFolder, intake_file
-from locus_pipeline.storage.traffic import Retention, SegmentWriter
 from locus_pipeline.intake.tick import intake_tick
+from locus_pipeline.storage.traffic import Retention, SegmentWriter
 from tests.locus_pipeline.intake.helpers import drop
 
 
@@ -42,6 +42,8 @@ def test_rows_by_request_id_or_by_model_and_query_go_to_the_outcome_log(served: 
     assert [m.original_name for m in outcome.accepted] == ["graded.outcomes.jsonl"] and not rows.exists()
     (record,) = [r for r in logged(folder) if "model" in r]
     assert record["model"] == "m1" and record["query"] == "2+2?" and record["request_id"].startswith("file-")
+    log = b"".join(p.read_bytes() for p in folder.home.traffic_folder("outcomes").iterdir())
+    assert b"2+2?" not in log and record["query_key"].encode() in log  # the text in traffic/queries/, not the log
     assert "graded outcomes" in outcome.message()
     assert all(r["client"] == "operator" and r["grader"] for r in logged(folder))  # the folder's owner grades
 
