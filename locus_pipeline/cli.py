@@ -243,7 +243,7 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="SHARE",
         help="most of a (model, query group)'s evidence one client's outcomes may hold (default: "
-        "LearningConfig's; a client is a bearer token and its x-locus-client header)",
+        "LearningConfig's; a client is a credential: docs/serve.md, Who may grade)",
     )
     p.add_argument(
         "--traffic-days",
