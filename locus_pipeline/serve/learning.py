@@ -32,7 +32,7 @@ from locus_pipeline.serve.batcher import Scored
 from locus_pipeline.serve.config import ServeConfig
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.storage import LocusHome
-from locus_pipeline.storage.traffic import Retention, keyed_hash, writer_id
+from locus_pipeline.storage.traffic import OPERATOR, Retention, keyed_hash, writer_id
 
 log = logging.getLogger("locus.serve")
 
@@ -383,7 +383,12 @@ class Learning:
             return
         m = snap.index[model]
         self.learner.observe(
-            m, scored.group, float(record["score"]), float(scored.probs[m]), client=f"file:{record.get('file', '')}"
+            m,
+            scored.group,
+            float(record["score"]),
+            float(scored.probs[m]),
+            client=str(record.get("client") or OPERATOR),  # the drop folder's owner, whatever the file's name
+            **_grader(record),
         )
         self.changed = True
         if self.metrics is not None:

@@ -821,8 +821,9 @@ def outcome_lines(folder: Path, name: str, records: list[dict]) -> None:
         handle.writelines(json.dumps(r) + "\n" for r in records)
 
 
+@pytest.mark.parametrize("positions", [True, False], ids=["locus-learn-reset", "a-reset-with-its-time-only"])
 def test_graded_answers_after_a_reset_count_whatever_order_the_segments_are_read_in(
-    home: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, monkeypatch: pytest.MonkeyPatch, positions: bool
 ) -> None:
     from locus_pipeline.defs.assets import traffic
     from locus_pipeline.defs.sensors import traffic_sensor
@@ -831,9 +832,12 @@ def test_graded_answers_after_a_reset_count_whatever_order_the_segments_are_read
     store = LocusHome(root=str(home))
     folder = store.traffic_folder("outcomes")
     server = "20260101T000000-server-000001.jsonl"  # the server's segment, started long before the reset
-    graded = [{"request_id": f"r{i}", "model": "x", "score": 1.0, "time": 1.0} for i in range(8)]
+    graded = [{"request_id": f"r{i}", "model": "x", "score": 1.0, "time": 1.0 if i < 4 else 2e9} for i in range(8)]
     outcome_lines(folder, server, graded[:4])
-    store.append_reset("x")  # its own segment sorts after the server's, which goes on being written
+    if positions:  # its own segment sorts after the server's, which goes on being written
+        store.append_reset("x")
+    else:  # a reset written by an older locus: its time only
+        store.append_outcome_records([{"reset": "x", "time": 1.5}])
     outcome_lines(folder, server, graded[4:])
     outcome_lines(folder, server, [{"request_id": "g", "model": "ghost-model", "score": 1.0, "time": 2.0}])
     with dg.instance_for_test() as instance:

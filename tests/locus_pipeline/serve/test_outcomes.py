@@ -483,3 +483,27 @@ def test_a_damaged_learner_state_at_start_up_is_rebuilt_from_the_log(built, tmp_
             assert route(restarted).status_code == 200
         assert "is dropped" in caplog.text and "rebuilds from the outcome log" in caplog.text
         caplog.clear()
+
+
+def test_dropped_files_are_one_client_the_folders_owner_whatever_their_names(built, tmp_path):
+    from locus_pipeline.intake import DropFolder, intake_file
+
+    folder = DropFolder(built["home"]).ensure()
+    with client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as client:
+        for i in range(3):
+            path = folder.incoming / f"client-{i}.outcomes.csv"
+            path.write_text(f"model,query,score\n{NAMES[0]},question {i},0\n")
+            assert intake_file(path, folder).status == "accepted"
+        wait_for(lambda: learning(client).counts().get(NAMES[0], 0) > 2.9, "the dropped outcomes learned")
+        clients = set(learning(client).learner.clients)
+    assert clients == {"operator"}  # not one client per file: 20 files are not 20 voices
+
+
+def test_a_new_label_per_request_is_still_one_client_and_the_state_stays_bounded(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        for i in range(60):
+            label = {"x-locus-client": f"user-{i}@example.com"}
+            rid = route(client, f"question {i}", **label).headers["x-locus-request-id"]
+            assert client.post("/v1/outcomes", json={"request_id": rid, "score": 0}, headers=label).status_code == 202
+        assert set(learning(client).learner.clients) == {"operator"}
+    assert b"example.com" not in built["home"].learner_state_path.read_bytes()
