@@ -219,6 +219,7 @@ def create_app(
             try:
                 records = await run_in_threadpool(log_claimed, learning, records, results)
             except OSError as err:
+                learning.outcome_log.failing = f"{type(err).__name__}: {err}"  # until a write succeeds again
                 raise ApiError(
                     503,
                     f"learning is paused: the traffic log cannot be written ({type(err).__name__}: {err}); "
@@ -319,30 +320,33 @@ def outcome_record(learning, item, caller: Caller) -> dict:
 
 def log_claimed(learning, records: list[dict], results: list[dict]) -> list[dict]:
     """In the thread pool: claim each outcome's request id across the replicas (the first claim wins; the others
-    are 409), then log the claimed ones durably (before the 202). A failed write releases its claims."""
+    are 409), then log the claimed ones durably (before the 202). On a failure (a full or read-only store) nothing is
+    taken: the claims made are released and every id may be graded again."""
     home, kept = learning.home, []
-    for record in records:
-        rid = record["request_id"]
-        issued = learning.issued[rid]
-        if home.claim_outcome(rid, issued.time):
-            kept.append(record)
-            continue
-        learning.reserved.discard(rid)
-        for result in results:
-            if result["request_id"] == rid and result["status"] == 202:
-                result.update(
-                    status=409,
-                    reason=f"request id {rid[:80]!r} already has an outcome (graded at another "
-                    "replica): each answer is graded once",
-                )
-    if kept:
-        try:
+    try:
+        for record in records:
+            rid = record["request_id"]
+            if home.claim_outcome(rid, learning.issued[rid].time):
+                kept.append(record)
+                continue
+            learning.reserved.discard(rid)
+            for result in results:
+                if result["request_id"] == rid and result["status"] == 202:
+                    result.update(
+                        status=409,
+                        reason=f"request id {rid[:80]!r} already has an outcome (graded at another replica): each "
+                        "answer is graded once",
+                    )
+        if kept:
             learning.log_outcomes(kept)
-        except BaseException:
-            for record in kept:
+    except BaseException:
+        for record in kept:
+            try:
                 home.release_outcome(record["request_id"], learning.issued[record["request_id"]].time)
-            learning.reserved.difference_update(r["request_id"] for r in records)
-            raise
+            except OSError:
+                pass  # a store that fails: the claim stays, and the id answers 409 (logged nowhere: never learned)
+        learning.reserved.difference_update(r["request_id"] for r in records)
+        raise
     return kept
 
 
