@@ -68,6 +68,7 @@ def create_app(
         gateway.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
         gateway.batcher.start()
         gateway.log_lock = asyncio.Lock()  # this event loop's (an app may be started more than once, e.g. in tests)
+        read_lock[0] = asyncio.Lock()
         tasks = [asyncio.create_task(gateway.watch())]
         try:
             yield
@@ -179,6 +180,7 @@ def create_app(
                 code="learning_off",
             )
         rate_limit(caller.client, 1)  # before the body is parsed: a flood costs no parsing
+        arrived = time.monotonic()
         body = parse_json(await request.body())
         items = body if isinstance(body, list) else [body]
         if not items or len(items) > MAX_OUTCOMES:
@@ -192,7 +194,7 @@ def create_app(
             )
 
         if unknown():  # another replica's request: read the log before saying 404
-            await gateway.learn_from_log()
+            await read_log_since(arrived)
             # in a bucket a replica uploads its decisions at each tick: wait two ticks for them at most
             deadline = time.monotonic() + 2 * config.poll_seconds + 0.5
             while gateway.home.remote and unknown() and time.monotonic() < deadline:
@@ -234,6 +236,17 @@ def create_app(
             raise ApiError(refused[0]["status"], refused[0]["reason"], code="outcome_refused")
         status = 202 if not refused else refused[0]["status"]
         return JSONResponse({"accepted": len(records), "refused": len(refused), "results": results}, status_code=status)
+
+    last_read = [-math.inf]  # when the last read of the log for ids not known yet started
+    read_lock = [asyncio.Lock()]  # made again on the serving event loop (the lifespan)
+
+    async def read_log_since(arrived: float) -> None:
+        """Read the log for ids not known yet, unless a read that started after this request arrived has (a flood
+        of never-issued ids shares one read instead of one each)."""
+        async with read_lock[0]:
+            if last_read[0] < arrived:
+                last_read[0] = time.monotonic()
+                await gateway.learn_from_log()
 
     def rate_limit(client: str, n: int) -> None:
         wait = limiter.take(client, n) if n > 0 else 0.0

@@ -613,7 +613,14 @@ class TrafficLog:
         path = self.path / "traffic" / "secret.key"
         if is_remote(path):
             if not path.exists():
-                path.write_bytes(secrets.token_bytes(32))
+                from locus_pipeline.storage.locks import _s3
+
+                fs, bucket, key = _s3(path)
+                try:  # created only if absent: two replicas starting at once agree on the first one's key
+                    fs.call_s3("put_object", Bucket=bucket, Key=key, Body=secrets.token_bytes(32), IfNoneMatch="*")
+                except FileExistsError:
+                    pass
+                fs.invalidate_cache(path.path)
             return path.read_bytes()
         path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -507,3 +507,31 @@ def test_a_new_label_per_request_is_still_one_client_and_the_state_stays_bounded
             assert client.post("/v1/outcomes", json={"request_id": rid, "score": 0}, headers=label).status_code == 202
         assert set(learning(client).learner.clients) == {"operator"}
     assert b"example.com" not in built["home"].learner_state_path.read_bytes()
+
+
+def test_a_flood_of_never_issued_ids_shares_reads_of_the_log(built, tmp_path):
+    import asyncio
+
+    from locus_pipeline.serve import ServeConfig, create_app
+
+    app = create_app(ServeConfig(home=str(built["home"].path), explore=0.0))
+    gateway = app.state.gateway
+    reads = []
+    original = gateway.learn_from_log
+
+    async def counted():
+        reads.append(1)
+        await asyncio.sleep(0.05)  # a log read takes a while: the requests arriving meanwhile wait for it
+        await original()
+
+    gateway.learn_from_log = counted
+
+    async def flood():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            posts = [client.post("/v1/outcomes", json={"request_id": f"req-{i}", "score": 1}) for i in range(20)]
+            return await asyncio.gather(*posts)
+
+    answers = asyncio.run(flood())
+    assert [r.status_code for r in answers] == [404] * 20
+    assert len(reads) <= 3  # not one read of the log per request
