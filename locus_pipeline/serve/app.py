@@ -351,6 +351,9 @@ def log_claimed(learning, records: list[dict], results: list[dict]) -> list[dict
                         "answer is graded once",
                     )
         if kept:
+            # why: a graded answer's decision is written before its outcome is durable (a kill -9 after the 202 must
+            # not leave an outcome whose decision was still queued: never applied after the restart)
+            learning.decision_log.drain()
             learning.log_outcomes(kept)
     except BaseException:
         for record in kept:

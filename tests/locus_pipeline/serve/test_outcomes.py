@@ -535,3 +535,22 @@ def test_a_flood_of_never_issued_ids_shares_reads_of_the_log(built, tmp_path):
     answers = asyncio.run(flood())
     assert [r.status_code for r in answers] == [404] * 20
     assert len(reads) <= 3  # not one read of the log per request
+
+
+def test_an_outcome_is_durable_only_after_the_decision_it_grades(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        decisions, _ = stores(client)
+        decisions.release.clear()  # the decision log's store hangs: the decision is still queued
+        rid = route(client).headers["x-locus-request-id"]
+        answer = {}
+        post = threading.Thread(
+            target=lambda: answer.update(r=client.post("/v1/outcomes", json={"request_id": rid, "score": 1}))
+        )
+        post.start()
+        post.join(0.5)
+        assert post.is_alive() and not list(built["home"].traffic_tail("outcomes").read())  # no 202 yet
+        decisions.release.set()
+        post.join(30)
+        assert answer["r"].status_code == 202
+    logged = {r["request_id"] for _, _, r in built["home"].traffic_tail("decisions").read()}
+    assert rid in logged  # a kill -9 after the 202 leaves the decision with its outcome: applied after a restart
