@@ -554,3 +554,70 @@ def test_an_outcome_is_durable_only_after_the_decision_it_grades(built, tmp_path
         assert answer["r"].status_code == 202
     logged = {r["request_id"] for _, _, r in built["home"].traffic_tail("decisions").read()}
     assert rid in logged  # a kill -9 after the 202 leaves the decision with its outcome: applied after a restart
+
+
+@pytest.mark.e2e
+def test_kill_9_during_an_outcome_flood_applies_every_202d_outcome_once_after_the_restart(built, tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = str(built["home"].path)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", home, "--port", str(port), "--explore", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _up(base), "locus serve listening", seconds=120)
+        accepted, stop = [], threading.Event()
+
+        def grade(i: int) -> None:
+            with httpx.Client(base_url=base, timeout=10) as c:
+                while not stop.is_set():
+                    try:
+                        r = c.post("/route", json={"query": f"flood {i} {len(accepted)}"})
+                        rid = r.headers["x-locus-request-id"]
+                        if c.post("/v1/outcomes", json={"request_id": rid, "score": 0}).status_code == 202:
+                            accepted.append((rid, r.json()["chosen"]))
+                    except httpx.HTTPError:
+                        return  # the server is gone
+
+        with ThreadPoolExecutor(4) as pool:
+            for i in range(4):
+                pool.submit(grade, i)
+            wait_for(lambda: len(accepted) >= 40, "40 outcomes accepted", seconds=120)
+            server.send_signal(signal.SIGKILL)
+            server.wait(30)
+            stop.set()
+    finally:
+        if server.poll() is None:
+            server.kill()
+    with client_for(built, tmp_path, explore=0.0) as restarted:
+        counts = learning(restarted).counts()
+        graded = learning(restarted).graded
+    assert {rid for rid, _ in accepted} <= set(graded)  # every 202'd outcome is applied after the restart
+    expected: dict[str, int] = {}
+    for _, model in accepted:
+        expected[model] = expected.get(model, 0) + 1
+    durable: dict[str, int] = {}  # what the log holds: the 202'd ones and any made durable as the kill came
+    for _, _, r in built["home"].traffic_tail("outcomes").read():
+        durable[r["model"]] = durable.get(r["model"], 0) + 1
+    for model, n in expected.items():  # each once (the learner discounts by its half-life: n answers count < n)
+        assert n * 0.5 ** (durable[model] / 200) - 0.01 <= counts[model] <= durable[model] + 0.01
+
+
+def _up(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
