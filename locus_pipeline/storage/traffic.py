@@ -122,6 +122,7 @@ class SegmentWriter:
         if (
             self._path is None
             or (self._handle is None and not self.remote)
+            or (self._handle is not None and os.fstat(self._handle.fileno()).st_nlink == 0)  # deleted under us
             or size + len(data) > self.max_bytes
             or time.time() - self._started > self.max_age
         ):

@@ -150,6 +150,12 @@ def test_a_save_killed_half_way_leaves_a_temporary_file_that_the_next_start_remo
 class Failing:
     """A segment handle on a full disk: every write raises ENOSPC."""
 
+    def __init__(self, real) -> None:
+        self.real = real
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
     def tell(self) -> int:
         return 0
 
@@ -157,14 +163,14 @@ class Failing:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     def close(self) -> None:
-        pass
+        self.real.close()
 
 
 def test_a_writer_that_failed_writes_again_into_a_new_segment_once_the_disk_has_room(tmp_path):
     home = LocusHome(root=str(tmp_path / "home"))
     writer = SegmentWriter(home.traffic_folder("outcomes"), "w", Retention())
     writer.append([{"n": 1}], sync=True)
-    writer._handle = Failing()  # the disk fills up
+    writer._handle = Failing(writer._handle)  # the disk fills up
     with pytest.raises(OSError, match="No space left"):
         writer.append([{"n": 2}], sync=True)
     writer.append([{"n": 3}], sync=True)  # room again: not "'NoneType' object has no attribute 'write'"
@@ -331,3 +337,14 @@ def test_the_log_in_object_storage_is_uploaded_whole_and_tailed(tmp_path):
         home.write_learner_state(learner_state())
         assert home.read_learner_state() == json.loads(json.dumps(learner_state()))
         assert prune(home.traffic_folder("outcomes"), Retention(days=30)) == []
+
+
+def test_a_writer_whose_segment_was_deleted_under_it_writes_a_new_one(tmp_path):
+    home = LocusHome(root=str(tmp_path / "home"))
+    writer = SegmentWriter(home.traffic_folder("outcomes"), "w", Retention())
+    writer.append([{"n": 1}], sync=True)
+    (segment,) = home.traffic_folder("outcomes").iterdir()
+    segment.unlink()  # another replica's wrong retention (or an operator) removed it
+    writer.append([{"n": 2}], sync=True)  # durable somewhere a reader finds it, not in a deleted file
+    writer.close()
+    assert [r["n"] for _, _, r in home.traffic_tail("outcomes").read()] == [2]
