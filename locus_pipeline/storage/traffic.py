@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from locus_pipeline.storage.files import StorageError, is_remote, write_bytes_atomic
+from locus_pipeline.storage.locks import _s3
 
 log = logging.getLogger("locus.traffic")
 
@@ -568,8 +569,6 @@ class TrafficLog:
         name = hashlib.sha256(request_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
         path = self.path / "traffic" / "claims" / time.strftime("%Y%m%d", time.gmtime(day)) / name
         if is_remote(path):
-            from locus_pipeline.storage.locks import _s3
-
             fs, bucket, key = _s3(path)
             try:
                 fs.call_s3("put_object", Bucket=bucket, Key=key, Body=b"", IfNoneMatch="*")
@@ -614,8 +613,6 @@ class TrafficLog:
         path = self.path / "traffic" / "secret.key"
         if is_remote(path):
             if not path.exists():
-                from locus_pipeline.storage.locks import _s3
-
                 fs, bucket, key = _s3(path)
                 try:  # created only if absent: two replicas starting at once agree on the first one's key
                     fs.call_s3("put_object", Bucket=bucket, Key=key, Body=secrets.token_bytes(32), IfNoneMatch="*")
