@@ -302,7 +302,7 @@ class Learning:
             raise OutcomeRefused(
                 403,
                 f"request id {rid[:80]!r} was issued to another client: an outcome is taken "
-                "only with the bearer token (and x-locus-client) the request was sent with",
+                "only with the credential the request was sent with, or a grader's (docs/serve.md, Who may grade)",
             )
         if rid in self.graded or rid in self.reserved:
             raise OutcomeRefused(409, f"request id {rid[:80]!r} already has an outcome: each answer is graded once")
