@@ -138,7 +138,7 @@ def create_app(
             "configured_not_in_pool": sorted(set(gateway.models.upstreams) - set(snap.names)),
             "portfolio_not_in_pool": list(snap.portfolio_missing),
             "not_routable_by_default": list(snap.held_back),
-            "learning": learning_health(gateway),
+            "traffic_log": traffic_log_health(gateway),  # learning paused while it cannot be written
             "trust": identity.describe(),
         }  # too few evaluations: only when named
         return health
@@ -366,15 +366,15 @@ def log_claimed(learning, records: list[dict], results: list[dict]) -> list[dict
     return kept
 
 
-def learning_health(gateway: Gateway) -> dict | None:
-    """/healthz's word on learning: paused (and why) when the traffic log cannot be written, what was dropped."""
+def traffic_log_health(gateway: Gateway) -> dict | None:
+    """/healthz's word on the traffic log: learning paused (and why) while it cannot be written, what was dropped."""
     learning = gateway.learning
     if learning is None:
         return None
     logs = {"decisions": learning.decision_log, "outcomes": learning.outcome_log}
     failing = {kind: w.failing for kind, w in logs.items() if getattr(w, "failing", None)}
     return {
-        "paused": bool(failing),
+        "learning_paused": bool(failing),
         "why": "; ".join(f"the {k} log cannot be written ({v})" for k, v in failing.items()) or None,
         "records_dropped": {k: getattr(w, "dropped", 0) + getattr(w, "failed", 0) for k, w in logs.items()},
     }
@@ -396,6 +396,6 @@ def learning_metrics(gateway: Gateway) -> None:
     if learning is None:
         paused.set(0)
         return
-    paused.set_function(lambda: float(bool(learning_health(gateway)["paused"])))
+    paused.set_function(lambda: float(bool(traffic_log_health(gateway)["learning_paused"])))
     for kind, writer in (("decisions", learning.decision_log), ("outcomes", learning.outcome_log)):
         dropped.labels(kind).set_function(lambda w=writer: float(getattr(w, "dropped", 0) + getattr(w, "failed", 0)))

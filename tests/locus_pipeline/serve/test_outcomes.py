@@ -427,14 +427,14 @@ def test_a_full_or_read_only_traffic_folder_pauses_learning_and_routing_goes_on(
         learning(client).decision_log.drain()
         paused = client.post("/v1/outcomes", json={"request_id": rid, "score": 1})
         assert paused.status_code == 503 and paused.json()["error"]["code"] == "learning_paused"
-        health = client.get("/healthz").json()["learning"]
-        assert health["paused"] and error.strerror in health["why"]
+        health = client.get("/healthz").json()["traffic_log"]
+        assert health["learning_paused"] and error.strerror in health["why"]
         assert "locus_learning_paused 1.0" in client.get("/metrics").text
         decisions.error = outcomes.error = None  # room again: learning resumes, the same id may be graded now
         assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 202
         route(client)
         learning(client).decision_log.drain()
-        assert client.get("/healthz").json()["learning"]["paused"] is False
+        assert client.get("/healthz").json()["traffic_log"]["learning_paused"] is False
         metrics = client.get("/metrics").text
     assert "locus_learning_paused 0.0" in metrics
     assert 'locus_traffic_records_dropped{log="decisions"} 7.0' in metrics  # 3 routes, 3 chats, the graded one
