@@ -1,19 +1,24 @@
 """The gateway's traffic log (``traffic/`` under LOCUS_HOME): what `locus serve` decided and the outcomes graded since.
 
     traffic/decisions/<start>-<writer>-<seq>.jsonl   one JSON object a line per routed request (request id, time,
-                                                     the query text's sha256 and encoding, candidates, the model that
-                                                     answered, whether it was exploration)
-    traffic/outcomes/<start>-<writer>-<seq>.jsonl    one a line per graded answer {request_id, score, source, client}
-                                                     and per reset {reset: MODEL} (``locus learn reset``)
+                                                     client, the query's keyed hash and encoding, candidates, the
+                                                     model that answered, whether it was exploration)
+    traffic/outcomes/<start>-<writer>-<seq>.jsonl    one a line per graded answer {request_id, score, source, client,
+                                                     grader, label?} and per reset {reset: MODEL, before: positions}
+    traffic/queries/<file>.json                      a dropped file's query texts by keyed hash (never in the log)
+    traffic/claims/<day>/<id hash>                   the one outcome of a request id, claimed across replicas
     traffic/learner.json                             the learner's state and how far into each outcome segment it read
+    traffic/secret.key                               the home's key of the keyed hashes (queries, client labels)
 
 Each writer (one gateway process, one CLI call) appends only to segments of its own, so replicas sharing a home never
 write the same file: on a local home a segment is a file opened for appending (decisions flushed, outcomes synced
 to disk before the answer); in object storage, which has no append, a segment is this writer's own object, uploaded
 whole (one PUT) when it changes (outcomes at once, decisions at each tick of the gateway's watcher), and segments
-stay small there (``Retention.remote_segment_mb``). Readers (:class:`SegmentTail`) follow every writer's segments
-by byte offset, so each replica catches up from the log. Retention: segments older than ``days`` are deleted, and
-the oldest ones while the total passes ``max_mb`` (never one written in the last ``segment_minutes``).
+stay small there (``Retention.remote_segment_mb``). A gateway appends through a writer thread (:class:`QueuedWriter`):
+a slow store never holds up a request. Readers (:class:`SegmentTail`) follow every writer's segments by byte offset,
+so each replica catches up from the log. Retention: segments older than ``days`` are deleted, and the oldest ones
+while the total passes ``max_mb`` (never one written in the last ``segment_minutes``), judged by the store's clock.
+What counts for everyone (the shared pool row) out of the graded answers: :func:`shared_evidence`.
 """
 
 from __future__ import annotations
