@@ -348,3 +348,17 @@ def test_a_writer_whose_segment_was_deleted_under_it_writes_a_new_one(tmp_path):
     writer.append([{"n": 2}], sync=True)  # durable somewhere a reader finds it, not in a deleted file
     writer.close()
     assert [r["n"] for _, _, r in home.traffic_tail("outcomes").read()] == [2]
+
+
+def test_claims_and_a_dropped_files_query_texts_go_with_the_retention(tmp_path):
+    home = LocusHome(root=str(tmp_path / "home"))
+    now = time.time()
+    assert home.claim_outcome("req-old", now - 40 * 86400) and home.claim_outcome("req-new", now)
+    home.append_outcome_records([{"request_id": "file-a-1", "model": "m", "query": "q", "score": 1.0, "file": "a"}])
+    texts = home.path / "traffic" / "queries" / "a.json"
+    os.utime(texts, (now - 40 * 86400, now - 40 * 86400))
+    removed = home.prune_traffic(Retention(days=30))
+    assert "queries/a.json" in removed and not texts.exists()
+    assert [p.name for p in (home.path / "traffic" / "claims").iterdir()] == [time.strftime("%Y%m%d", time.gmtime(now))]
+    assert not home.claim_outcome("req-new", now)  # a live claim stays
+    assert [r for _, _, r in home.traffic_tail("outcomes").read()] == []  # its text gone: the row is skipped
