@@ -849,3 +849,41 @@ def test_graded_answers_after_a_reset_count_whatever_order_the_segments_are_read
         )
     assert [r.partition_key for r in second.run_requests] == ["x"]
     assert "ghost-model" not in json.dumps(json.loads(second.cursor))  # not in the pool: no partition, no run
+
+
+def test_one_client_alone_never_starts_a_relearning_whatever_it_posts(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from locus_pipeline.defs.assets import traffic
+    from locus_pipeline.defs.sensors import traffic_sensor
+
+    monkeypatch.setattr(traffic, "MIN_NEW_ANSWERS", 5)
+    store = LocusHome(root=str(home))
+    folder = store.traffic_folder("outcomes")
+    segment = "20260101T000000-server-000001.jsonl"
+
+    def graded(client: str, grader: bool, n: int, start: int) -> list[dict]:
+        return [
+            {"request_id": f"{client}-{start + i}", "model": "x", "score": 0.0, "client": client, "grader": grader}
+            for i in range(n)
+        ]
+
+    outcome_lines(folder, segment, graded("mallory", False, 60, 0))
+    with dg.instance_for_test() as instance:
+        first = traffic_sensor(dg.build_sensor_context(instance=instance, resources={"home": store}))
+        assert not first.run_requests and "a grader or two clients" in first.skip_reason.skip_message
+        outcome_lines(folder, segment, graded("team-a", False, 1, 0))  # a second client: its answers may agree
+        second = traffic_sensor(
+            dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"home": store})
+        )
+        assert [r.partition_key for r in second.run_requests] == ["x"]
+        outcome_lines(folder, segment, graded("mallory", False, 10, 60))
+        third = traffic_sensor(
+            dg.build_sensor_context(instance=instance, cursor=second.cursor, resources={"home": store})
+        )
+        assert not third.run_requests
+        outcome_lines(folder, segment, graded("judge", True, 1, 0))  # a grader's answer
+        fourth = traffic_sensor(
+            dg.build_sensor_context(instance=instance, cursor=third.cursor, resources={"home": store})
+        )
+    assert [r.partition_key for r in fourth.run_requests] == ["x"]
