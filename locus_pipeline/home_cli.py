@@ -112,7 +112,9 @@ def add_learn(subparsers: argparse._SubParsersAction) -> None:
         description="Forget what the gateways learned of MODEL from graded outcomes: a reset is appended to the home's "
         "outcome log (traffic/outcomes/), which every running `locus serve` on the home reads within its "
         "--poll-seconds and a gateway started later applies too; MODEL is then routed on the router's "
-        "own estimate again. Its outcomes stay in the log (and in its traffic evaluations).",
+        "own estimate again. Where MODEL's pool row was relearned from its traffic, it is embedded again "
+        "from its evaluations alone (traffic_evaluations and traffic_model_embedding materialized in the home's "
+        "Dagster instance, as in the UI). Its outcomes stay in the log, before the reset.",
     )
     r.add_argument("model", help="the model's name exactly as the pool's `model` column has it (GET /v1/models)")
     r.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
@@ -121,8 +123,7 @@ def add_learn(subparsers: argparse._SubParsersAction) -> None:
 
 def run_learn_reset(args: argparse.Namespace) -> int:
     # why: the storage (pandas) loads only for this command, not at CLI start-up
-    import time
-
+    from locus_model.data.contract import safe_model_key
     from locus_pipeline.storage import LocusHome, StorageError
 
     home = LocusHome(root=str(args.home) if args.home else "")
@@ -138,12 +139,53 @@ def run_learn_reset(args: argparse.Namespace) -> int:
                 "models; GET /v1/models or the pool table's `model` column lists them)"
             ),
         )
-    home.append_outcome_records([{"reset": args.model, "time": time.time()}])
+    home.append_reset(args.model)
     print(
         f"reset {args.model!r}: appended to {home.traffic_folder('outcomes')}; every locus serve on this home "
         "routes it on the router's own estimate again within its --poll-seconds"
     )
+    key = safe_model_key(args.model)
+    if not home.table_path("traffic_evaluations", key).exists():
+        return EXIT_OK  # never relearned: the pool row is the evaluations' already
+    try:
+        dagster_home = os.environ.get("DAGSTER_HOME") or str(prepare_dagster_home(Path(home.local_path)))
+    except ValueError as err:
+        return fail("learn reset", err)
+    with dg.DagsterInstance.from_config(dagster_home) as instance:
+        result = relearn(home, key, instance)
+    if not result.success:
+        failures = [e.step_failure_data.error.message.strip() for e in result.get_step_failure_events()]
+        return fail(
+            "learn reset", ValueError(f"the pool row of {args.model!r} was not embedded again: " + "; ".join(failures))
+        )
+    meta = {
+        k: v.value for k, v in result.asset_materializations_for_node("traffic_model_embedding")[0].metadata.items()
+    }
+    print(
+        f"the pool row of {args.model!r} is embedded again from its evaluations (run {result.run_id}): standing "
+        f"{meta['standing_before']} -> {meta['standing_after']}; locus serve reloads the pool within a poll"
+    )
     return EXIT_OK
+
+
+def relearn(home, key: str, instance):
+    """traffic_evaluations[key] then traffic_model_embedding[key] in this process on ``instance``, resources bound to
+    ``home`` (after a reset: the row from the evaluations and what the traffic log holds since)."""
+    # why: the Dagster definitions load only for this command, not at CLI start-up
+    from locus_pipeline.defs.assets.traffic import traffic_evaluations, traffic_model_embedding
+    from locus_pipeline.defs.partitions import traffic_models
+    from locus_pipeline.defs.resources import resources_for
+
+    if not instance.has_dynamic_partition(traffic_models.name, key):
+        instance.add_dynamic_partitions(traffic_models.name, [key])
+    return dg.materialize(
+        [traffic_evaluations, traffic_model_embedding],
+        partition_key=key,
+        instance=instance,
+        resources=resources_for(home),
+        raise_on_error=False,
+        tags={"locus/trigger": "learn-reset"},
+    )
 
 
 def removal_warnings(result) -> list[str]:

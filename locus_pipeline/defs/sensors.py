@@ -26,6 +26,7 @@ from locus_pipeline.defs.partitions import key_ranges, onboarded_models, range_t
 from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
+from locus_pipeline.storage.traffic import before_reset
 
 WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal_job.name, reports_refresh_job.name]
 
@@ -309,26 +310,67 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
 )
 def traffic_sensor(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
     """Reads the outcome log from the cursor's offsets, counts graded answers per model since its last request
-    (a reset starts the count again) and requests ``traffic_evaluations[key]`` for each model past MIN_NEW_ANSWERS."""
+    (a reset starts the count again: what was written before it, by the log's positions, whatever order the
+    segments are read in) and requests ``traffic_evaluations[key]`` for each model past MIN_NEW_ANSWERS whose new
+    answers can count for everyone (storage/traffic.py ``shared_evidence``): a grader's among them, or two clients'
+    (one client alone never starts a relearning, whatever it posts). Models not in the pool are never counted (no
+    partition, no run)."""
 
     state = json.loads(context.cursor) if context.cursor else {"offsets": {}, "since": {}, "total": {}}
     tail = home.traffic_tail("outcomes", state["offsets"])
     since, total = state["since"], state["total"]
-    for _, _, record in tail.read():
+    # per model since its last request: whether a grader graded it, and which other clients did (by credential)
+    graded, clients = state.get("graded", {}), {n: set(c) for n, c in state.get("clients", {}).items()}
+    read = [(segment, end, record) for segment, end, record in tail.read()]
+    resets: dict[str, list[dict]] = {}
+    for _, _, record in read:
         if "reset" in record:
+            resets.setdefault(str(record["reset"]), []).append(record)
             since[str(record["reset"])] = 0
-        elif "model" in record:  # posted outcomes and a dropped file's rows name the model that answered
-            name = str(record["model"])
-            since[name], total[name] = since.get(name, 0) + 1, total.get(name, 0) + 1
-    due = sorted(name for name, n in since.items() if n >= traffic.MIN_NEW_ANSWERS)
+            graded.pop(str(record["reset"]), None)
+            clients.pop(str(record["reset"]), None)
+    counted = any("model" in r and "reset" not in r for _, _, r in read)
+    pool = (
+        set(home.read_table("model_embeddings", columns=["model"])["model"].astype(str))
+        if counted and home.has_pool()
+        else set()
+    )
+    for segment, end, record in read:
+        if "reset" in record or "model" not in record:  # posted outcomes and a dropped file's rows name the model
+            continue
+        name = str(record["model"])
+        if name not in pool:
+            continue
+        at = {"_at": (segment, end), "time": float(record.get("time", 0.0))}
+        if any(before_reset(at, reset) for reset in resets.get(name, ())):
+            continue  # graded before a reset read in this same tick (its segment may be read after this one)
+        since[name], total[name] = since.get(name, 0) + 1, total.get(name, 0) + 1
+        if record.get("grader", True):  # a record without the flag: a gateway without credentials, the operator's
+            graded[name] = True
+        elif len(clients.setdefault(name, set())) < 2:
+            clients[name].add(str(record.get("client", "")))
+    due = sorted(
+        name
+        for name, n in since.items()
+        if n >= traffic.MIN_NEW_ANSWERS and (graded.get(name) or len(clients.get(name, ())) >= 2)
+    )
     known = set(context.instance.get_dynamic_partitions(traffic_models.name)) if context.instance else set()
     keys = {name: safe_model_key(name) for name in due}
     cursor = json.dumps(
-        {"offsets": tail.offsets, "since": {n: (0 if n in keys else c) for n, c in since.items()}, "total": total}
+        {
+            "offsets": tail.offsets,
+            "since": {n: (0 if n in keys else c) for n, c in since.items()},
+            "total": total,
+            "graded": {n: g for n, g in graded.items() if n not in keys},
+            "clients": {n: sorted(c) for n, c in clients.items() if n not in keys},
+        }
     )
     if not due:
         return dg.SensorResult(
-            skip_reason=dg.SkipReason(f"no model has {traffic.MIN_NEW_ANSWERS} new graded answers yet"), cursor=cursor
+            skip_reason=dg.SkipReason(
+                f"no model has {traffic.MIN_NEW_ANSWERS} new graded answers yet that a grader or two clients gave"
+            ),
+            cursor=cursor,
         )
     new = [keys[n] for n in due if keys[n] not in known]
     return dg.SensorResult(

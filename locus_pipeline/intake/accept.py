@@ -193,7 +193,7 @@ def intake_file(
 
     if is_outcomes_file(name) and path.is_file():  # graded outcomes of locus serve's answers: to the outcome log
         try:
-            records = read_outcomes(path, sha)
+            records = read_outcomes(path, sha, folder.home)
         except EvaluationDataError as err:
             if _changed(path, before):
                 return Intake("changed", path, None, sha)

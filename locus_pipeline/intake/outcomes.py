@@ -6,6 +6,11 @@ score`` (an answer of a pool model to a query, graded; the gateway finds its que
 Scores are in [0, 1]. The rows go to the home's outcome log (storage/traffic.py) with ids made from the file's
 sha256 and the row, so a file taken in twice counts once; the file itself goes to accepted/ like any drop (its
 manifest lists no model: it starts no onboarding run).
+
+Who grades: the drop folder's owner, the operator (``client: operator``, a grader, as ``locus serve --token`` is),
+whatever the file's name says. A file is refused whole, with one line saying how many rows and why, when a row names
+a model that is not in the pool (no partition, no run is ever made for it) or a request id the decision log does not
+hold (never issued by a gateway on this home, or past the log's retention).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
+from locus_pipeline.storage.traffic import OPERATOR
 
 OUTCOMES_SUFFIXES = (".outcomes.csv", ".outcomes.jsonl")
 MAX_ROWS = 1_000_000
@@ -32,8 +38,9 @@ def is_outcomes_file(name: str) -> bool:
     return name.lower().endswith(OUTCOMES_SUFFIXES)
 
 
-def read_outcomes(path: Path, sha256: str) -> list[dict]:
-    """The file's rows as outcome-log records, or an EvaluationDataError naming the row, the column and the fix."""
+def read_outcomes(path: Path, sha256: str, home=None) -> list[dict]:
+    """The file's rows as outcome-log records, or an EvaluationDataError naming the row, the column and the fix;
+    with ``home`` (a LocusHome) the rows are checked against its pool and its decision log (:func:`check_against`)."""
     try:
         if path.name.lower().endswith(".csv"):
             frame = pd.read_csv(
@@ -87,10 +94,53 @@ def read_outcomes(path: Path, sha256: str) -> list[dict]:
         for key in keys:
             if not isinstance(row[key], str) or not row[key].strip():
                 raise EvaluationDataError(f"{key} is empty", file=path, row=i + 1, column=key, fix=FIX)
-        record = {"score": float(score), "source": source, "time": now, "file": stamp}
+        record = {
+            "score": float(score),
+            "source": source,
+            "time": now,
+            "file": stamp,
+            "client": OPERATOR,
+            "grader": True,
+        }
         if by_id:
             record["request_id"] = row["request_id"].strip()
         else:
             record.update(request_id=f"file-{stamp}-{i + 1}", model=row["model"], query=row["query"])
         records.append(record)
+    if home is not None:
+        check_against(home, path, records)
     return records
+
+
+def check_against(home, path: Path, records: list[dict]) -> None:
+    """Refuse (EvaluationDataError, one line) a file whose rows name models not in the pool or request ids that
+    the decision log does not hold, saying how many of its rows and a few of the names."""
+    named = [r for r in records if "model" in r]
+    if named:
+        pool = set()
+        if home.has_pool():
+            pool = set(home.read_table("model_embeddings", columns=["model"])["model"].astype(str))
+        strangers = [r["model"] for r in named if r["model"] not in pool]
+        if strangers:
+            names = list(dict.fromkeys(strangers))
+            shown = ", ".join(repr(m[:60]) for m in names[:3]) + (", ..." if len(names) > 3 else "")
+            raise EvaluationDataError(
+                f"{len(strangers):,} of {len(records):,} rows name models not in the pool ({shown}): the file is "
+                "refused, nothing of it is learned",
+                file=path,
+                column="model",
+                fix="grade only models of the pool, named as GET /v1/models names them",
+            )
+    by_id = [r["request_id"] for r in records if "model" not in r]
+    if by_id:
+        issued = {str(r["request_id"]) for _, _, r in home.traffic_tail("decisions").read() if "request_id" in r}
+        unknown = sum(rid not in issued for rid in by_id)
+        if unknown:
+            raise EvaluationDataError(
+                f"{unknown:,} of {len(records):,} rows name a request id that the decision log does not hold (never "
+                "issued by a gateway on this home, or past the traffic log's retention): the file is refused, "
+                "nothing of it is learned",
+                file=path,
+                column="request_id",
+                fix="keep only the x-locus-request-id values of this home's gateways' answers",
+            )

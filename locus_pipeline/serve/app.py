@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
+import math
 import time
 from contextlib import asynccontextmanager
 from typing import Callable
@@ -16,15 +16,16 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, Gauge, generate_latest
 from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from locus_pipeline.serve.chat import ROUTER_MODEL, chat_completion
-from locus_pipeline.serve.config import ServeConfig
+from locus_pipeline.serve.config import ConfigError, ServeConfig
 from locus_pipeline.serve.gateway import Gateway
-from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response
-from locus_pipeline.serve.learning import MAX_OUTCOMES, OutcomeRefused, client_of
+from locus_pipeline.serve.http import ApiError, BodyLimitMiddleware, WrongTokenLimiter, error_response, parse_json
+from locus_pipeline.serve.identity import Caller, Identity, IdentityError, OutcomeLimiter
+from locus_pipeline.serve.learning import MAX_OUTCOMES, OutcomeRefused
 from locus_pipeline.serve.metrics import MetricsMiddleware
 from locus_pipeline.serve.serving import cost_text
 
@@ -50,6 +51,14 @@ def create_app(
     the lifespan starts the scorer and the pool watcher. ``transport`` replaces the network for upstream calls
     (tests); ``clock`` times the upstreams' cooldowns (tests)."""
     gateway = Gateway(config, transport=transport, clock=clock)
+    try:
+        gateway.identity = identity = Identity(
+            token=config.token, clients=gateway.models.clients, secret=gateway.home.traffic_secret()
+        )
+    except IdentityError as err:
+        raise ConfigError(f"the models config {config.models_config}: {err}") from None
+    limiter = OutcomeLimiter(identity, clock=clock)
+    learning_metrics(gateway)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -59,6 +68,7 @@ def create_app(
         gateway.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
         gateway.batcher.start()
         gateway.log_lock = asyncio.Lock()  # this event loop's (an app may be started more than once, e.g. in tests)
+        read_lock[0] = asyncio.Lock()
         tasks = [asyncio.create_task(gateway.watch())]
         try:
             yield
@@ -82,7 +92,10 @@ def create_app(
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
-        return error_response(err.status, err.message, err.kind, **{k: v for k, v in err.extra.items() if v})
+        response = error_response(err.status, err.message, err.kind, **{k: v for k, v in err.extra.items() if v})
+        if err.extra.get("retry_after"):
+            response.headers["Retry-After"] = str(err.extra["retry_after"])
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, err: RequestValidationError) -> JSONResponse:
@@ -92,12 +105,14 @@ def create_app(
     wrong_tokens = WrongTokenLimiter()
 
     def authorized(request: Request) -> bool:
-        given = request.headers.get("authorization", "")
-        return config.token is None or secrets.compare_digest(given.encode(), f"Bearer {config.token}".encode())
+        return identity.client_of(request.headers) is not None
 
-    def authorize(request: Request) -> None:
-        if not authorized(request):
+    def authorize(request: Request) -> Caller:
+        """The request's caller by its credential; 401 (429 past the limit of wrong tokens) without one."""
+        caller = identity.caller_of(request.headers)
+        if caller is None:
             raise wrong_tokens.refuse(request.client.host if request.client else "unknown", request.url.path)
+        return caller
 
     @app.get("/healthz")
     async def healthz(request: Request) -> dict:
@@ -124,6 +139,8 @@ def create_app(
             "portfolio_not_in_pool": list(snap.portfolio_missing),
             "not_routable_by_default": list(snap.held_back),
             "learning": gateway.learning_status(),
+            "traffic_log": traffic_log_health(gateway),  # learning paused while it cannot be written
+            "trust": identity.describe(),
         }  # too few evaluations: only when named
         return health
 
@@ -134,9 +151,8 @@ def create_app(
 
     @app.post("/route")
     async def route_query(request: Request, body: RouteRequest) -> JSONResponse:
-        authorize(request)
+        caller = authorize(request)
         snap = gateway.snapshot  # this request's pool, whatever reloads happen meanwhile
-        client = client_of(request.headers)
         routed = await gateway.decide(
             snap,
             body.query,
@@ -146,16 +162,17 @@ def create_app(
             quality_weight=body.quality_weight,
             input_tokens=body.input_tokens,
             output_tokens=body.output_tokens,
-            client=client,
+            client=caller.client,
         )
-        headers = gateway.issue(routed, routed.body["chosen"], client)
+        headers = gateway.issue(routed, routed.body["chosen"], caller.client)
         return JSONResponse(routed.body, headers=headers)
 
     @app.post("/v1/outcomes", status_code=202)
     async def outcomes(request: Request) -> JSONResponse:
         """One graded answer {request_id, score, source?} or a list of them (202); each refused one with its status
-        (404 never issued here, 403 issued to another client, 409 already graded, 422 out of range) and reason."""
-        authorize(request)
+        (404 never issued here, 403 issued to another client, 409 already graded here or at another replica, 422 out
+        of range) and reason; 429 past the client's rate (before any parsing), 503 while learning is paused."""
+        caller = authorize(request)
         learning = gateway.learning
         if learning is None:
             raise ApiError(
@@ -164,20 +181,22 @@ def create_app(
                 kind="server_error",
                 code="learning_off",
             )
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ApiError(400, "the body is not JSON: send {request_id, score} or a list of them")
+        rate_limit(caller.client, 1)  # before the body is parsed: a flood costs no parsing
+        arrived = time.monotonic()
+        body = parse_json(await request.body())
         items = body if isinstance(body, list) else [body]
         if not items or len(items) > MAX_OUTCOMES:
             raise ApiError(422, f"send 1 to {MAX_OUTCOMES} outcomes per request (got {len(items)})")
-        client = client_of(request.headers)
+        rate_limit(caller.client, len(items) - 1)
 
         def unknown() -> bool:
-            return any(isinstance(i, dict) and i.get("request_id") not in learning.issued for i in items)
+            return any(
+                isinstance(i, dict) and isinstance(i.get("request_id"), str) and i["request_id"] not in learning.issued
+                for i in items
+            )
 
         if unknown():  # another replica's request: read the log before saying 404
-            await gateway.learn_from_log()
+            await read_log_since(arrived)
             # in a bucket a replica uploads its decisions at each tick: wait two ticks for them at most
             deadline = time.monotonic() + 2 * config.poll_seconds + 0.5
             while gateway.home.remote and unknown() and time.monotonic() < deadline:
@@ -186,7 +205,7 @@ def create_app(
         results, records = [], []
         for item in items:
             try:
-                record = learning.check(item, client)
+                record = outcome_record(learning, item, caller)
             except OutcomeRefused as refused:
                 rid = item.get("request_id") if isinstance(item, dict) else None
                 results.append(
@@ -202,16 +221,47 @@ def create_app(
             results.append({"request_id": record["request_id"], "status": 202})
         if records:
             try:
-                await run_in_threadpool(learning.log_outcomes, records)
-            except BaseException:
-                learning.reserved.difference_update(r["request_id"] for r in records)
-                raise
+                records = await run_in_threadpool(log_claimed, learning, records, results)
+            except OSError as err:
+                learning.outcome_log.failing = f"{type(err).__name__}: {err}"  # until a write succeeds again
+                raise ApiError(
+                    503,
+                    f"learning is paused: the traffic log cannot be written ({type(err).__name__}: {err}); "
+                    "routing goes on. How to fix: free space or make LOCUS_HOME/traffic writable; learning "
+                    "resumes with the next write that succeeds (/healthz says when)",
+                    kind="server_error",
+                    code="learning_paused",
+                ) from None
             learning.take(records)
         refused = [r for r in results if r["status"] != 202]
         if not isinstance(body, list) and refused:
             raise ApiError(refused[0]["status"], refused[0]["reason"], code="outcome_refused")
         status = 202 if not refused else refused[0]["status"]
         return JSONResponse({"accepted": len(records), "refused": len(refused), "results": results}, status_code=status)
+
+    last_read = [-math.inf]  # when the last read of the log for ids not known yet started
+    read_lock = [asyncio.Lock()]  # made again on the serving event loop (the lifespan)
+
+    async def read_log_since(arrived: float) -> None:
+        """Read the log for ids not known yet, unless a read that started after this request arrived has (a flood
+        of never-issued ids shares one read instead of one each)."""
+        async with read_lock[0]:
+            if last_read[0] < arrived:
+                last_read[0] = time.monotonic()
+                await gateway.learn_from_log()
+
+    def rate_limit(client: str, n: int) -> None:
+        wait = limiter.take(client, n) if n > 0 else 0.0
+        if wait > 0:
+            raise ApiError(
+                429,
+                f"client {client!r} posts outcomes faster than its rate "
+                f"({identity.settings[client].outcomes_per_s:g}/s, {identity.settings[client].outcomes_burst:g} at "
+                f"once); retry in {wait:.1f} s",
+                kind="rate_limit_error",
+                code="outcome_rate",
+                retry_after=math.ceil(wait),
+            )
 
     @app.get("/v1/models")
     async def list_models(request: Request) -> dict:
@@ -247,12 +297,7 @@ def create_app(
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         authorize(request)
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ApiError(400, "the body is not JSON")
-        except RecursionError:
-            raise ApiError(400, "the body nests JSON deeper than this gateway parses (about 1,000 levels)")
+        body = parse_json(await request.body())
         return await chat_completion(gateway, body, request.headers)
 
     return app
@@ -266,7 +311,93 @@ def serve(
     app = create_app(config)
     print(
         f"locus serve: http://{host}:{port} (POST /route, /v1/chat/completions; GET /v1/models, /metrics, /healthz)\n"
-        + app.state.gateway.summary(),
+        + app.state.gateway.summary()
+        + "\n"
+        + app.state.gateway.identity.describe(),
         flush=True,
     )
     uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)
+
+
+def outcome_record(learning, item, caller: Caller) -> dict:
+    """One posted outcome checked (learning.check) for its caller: a grader may grade any client's answer, another
+    client only its own. The record names the client that graded and whether it grades for everyone."""
+    owner = caller.client
+    if caller.grader and isinstance(item, dict) and isinstance(item.get("request_id"), str):
+        issued = learning.issued.get(item["request_id"])
+        owner = issued.client if issued is not None else owner
+    record = learning.check(item, owner)
+    record.update(client=caller.client, grader=caller.grader)
+    if caller.label:
+        record["label"] = caller.label  # the pseudonym, never the header's value
+    return record
+
+
+def log_claimed(learning, records: list[dict], results: list[dict]) -> list[dict]:
+    """In the thread pool: claim each outcome's request id across the replicas (the first claim wins; the others
+    are 409), then log the claimed ones durably (before the 202). On a failure (a full or read-only store) nothing is
+    taken: the claims made are released and every id may be graded again."""
+    home, kept = learning.home, []
+    try:
+        for record in records:
+            rid = record["request_id"]
+            if home.claim_outcome(rid, learning.issued[rid].time):
+                kept.append(record)
+                continue
+            learning.reserved.discard(rid)
+            for result in results:
+                if result["request_id"] == rid and result["status"] == 202:
+                    result.update(
+                        status=409,
+                        reason=f"request id {rid[:80]!r} already has an outcome (graded at another replica): each "
+                        "answer is graded once",
+                    )
+        if kept:
+            # why: a graded answer's decision is written before its outcome is durable (a kill -9 after the 202 must
+            # not leave an outcome whose decision was still queued: never applied after the restart)
+            learning.decision_log.drain()
+            learning.log_outcomes(kept)
+    except BaseException:
+        for record in kept:
+            try:
+                home.release_outcome(record["request_id"], learning.issued[record["request_id"]].time)
+            except OSError:
+                pass  # a store that fails: the claim stays, and the id answers 409 (logged nowhere: never learned)
+        learning.reserved.difference_update(r["request_id"] for r in records)
+        raise
+    return kept
+
+
+def traffic_log_health(gateway: Gateway) -> dict | None:
+    """/healthz's word on the traffic log: learning paused (and why) while it cannot be written, what was dropped."""
+    learning = gateway.learning
+    if learning is None:
+        return None
+    logs = {"decisions": learning.decision_log, "outcomes": learning.outcome_log}
+    failing = {kind: w.failing for kind, w in logs.items() if getattr(w, "failing", None)}
+    return {
+        "learning_paused": bool(failing),
+        "why": "; ".join(f"the {k} log cannot be written ({v})" for k, v in failing.items()) or None,
+        "records_dropped": {k: getattr(w, "dropped", 0) + getattr(w, "failed", 0) for k, w in logs.items()},
+    }
+
+
+def learning_metrics(gateway: Gateway) -> None:
+    """The traffic log's health in /metrics: learning paused, records dropped by a full queue or a failing store."""
+    registry = gateway.metrics.registry
+    learning = gateway.learning
+    paused = Gauge(
+        "locus_learning_paused", "1 while the traffic log cannot be written (learning paused)", registry=registry
+    )
+    dropped = Gauge(
+        "locus_traffic_records_dropped",
+        "records of the traffic log dropped (a full queue) or lost (a failing store), by log",
+        ["log"],
+        registry=registry,
+    )
+    if learning is None:
+        paused.set(0)
+        return
+    paused.set_function(lambda: float(bool(traffic_log_health(gateway)["learning_paused"])))
+    for kind, writer in (("decisions", learning.decision_log), ("outcomes", learning.outcome_log)):
+        dropped.labels(kind).set_function(lambda w=writer: float(getattr(w, "dropped", 0) + getattr(w, "failed", 0)))

@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse, Response
 from locus_model.routing import RoutingError, check_quality_weight, estimate_tokens
 from locus_pipeline.serve.gateway import Gateway
 from locus_pipeline.serve.http import ApiError, error_response
-from locus_pipeline.serve.learning import client_of
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.serve.upstream import UpstreamFailed, forward
 
@@ -45,7 +44,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
-    client = client_of(headers or {})
+    client = gateway.identity.client_of(headers or {})  # authorized before: a configured client's name
     routed = await gateway.decide(  # POST /route's own decision: the same candidates, caps and weight
         snap,
         text,

@@ -13,6 +13,7 @@ from typing import Mapping
 import yaml
 
 from locus_model.routing import COST_KEYS, DEFAULT_OUTPUT_TOKENS, CostError, RoutingPolicy, check_cost
+from locus_pipeline.serve.identity import ClientSettings
 
 UPSTREAM_KEYS = ("base_url", "model", "api_key_env", "timeout_s")
 MODEL_KEYS = {*UPSTREAM_KEYS, *COST_KEYS}
@@ -53,6 +54,7 @@ class ModelsConfig:
     costs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> COST_KEYS subset
     output_tokens: int = DEFAULT_OUTPUT_TOKENS  # expected answer length when a request has no max_tokens
     gateway: GatewaySettings = GatewaySettings()
+    clients: Mapping[str, ClientSettings] = field(default_factory=dict)  # who may call, by bearer token (identity.py)
 
 
 class ConfigError(ValueError):
@@ -72,6 +74,12 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
       max_line_bytes: 1048576                    #   of one event-stream line; of an error body (its prefix)
       max_error_bytes: 65536
       max_stream_s: 600                          # a whole stream (each event within the upstream's timeout_s)
+    clients:                                     # optional: who may call, by bearer token (serve/identity.py)
+      team-a:
+        token_env: TEAM_A_TOKEN                  # the environment variable holding its token
+        grader: false                            # true: the operator's judge, its outcomes steer every client
+        outcomes_per_s: 100                      # its graded outcomes per second (token bucket), and at once
+        outcomes_burst: 1000
     models:
       <pool model name>:
         base_url: https://api.example.com/v1     # OpenAI-compatible; omit for a cost-only entry
@@ -97,6 +105,7 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
     if not isinstance(data, dict) or not isinstance(data.get("models", {}), dict):
         raise ConfigError(f"{path}: expected a mapping with 'models: {{<model>: {{...}}}}' (and optional 'defaults')")
     gateway = _gateway_settings(path, data.get("gateway"))
+    clients = _clients(path, data.get("clients"))
     defaults = dict(data.get("defaults") or {})
     unknown_defaults = set(defaults) - {"timeout_s", "output_tokens"}
     if unknown_defaults:
@@ -121,7 +130,42 @@ def read_models_config(path: str | Path | None) -> ModelsConfig:
             upstreams[str(name)] = Upstream(
                 url, str(entry.get("model") or name), entry.get("api_key_env"), float(entry.get("timeout_s", timeout))
             )
-    return ModelsConfig(upstreams, costs, int(defaults.get("output_tokens", DEFAULT_OUTPUT_TOKENS)), gateway)
+    return ModelsConfig(upstreams, costs, int(defaults.get("output_tokens", DEFAULT_OUTPUT_TOKENS)), gateway, clients)
+
+
+CLIENT_KEYS = tuple(ClientSettings.__dataclass_fields__)
+
+
+def _clients(path: Path, section) -> dict[str, ClientSettings]:
+    """The ``clients:`` section: per client name its token's environment variable, whether it grades for everyone
+    and its outcome rate (the tokens themselves are read when the server starts: identity.Identity)."""
+    section = {} if section is None else section
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: 'clients' must be a mapping {{<name>: {{token_env: VAR, grader: false}}}}")
+    out = {}
+    for name, entry in section.items():
+        where = f"{path}: clients.{name}"
+        if not isinstance(name, str) or not name.strip() or len(name) > 64:
+            raise ConfigError(f"{where}: a client's name is a non-empty string of at most 64 characters")
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where} must be a mapping with token_env (and optionally grader)")
+        unknown = set(entry) - set(CLIENT_KEYS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; allowed: {list(CLIENT_KEYS)}")
+        env = entry.get("token_env")
+        if not isinstance(env, str) or not env.strip():
+            raise ConfigError(f"{where}: token_env must name the environment variable holding the client's token")
+        grader = entry.get("grader", False)
+        if not isinstance(grader, bool):
+            raise ConfigError(f"{where}: grader={grader!r} must be true or false")
+        rates = {}
+        for key in ("outcomes_per_s", "outcomes_burst"):
+            value = entry.get(key, getattr(ClientSettings, key))
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{where}: {key}={value!r} must be a number > 0")
+            rates[key] = float(value)
+        out[name] = ClientSettings(token_env=env, grader=grader, **rates)
+    return out
 
 
 def _gateway_settings(path: Path, section) -> GatewaySettings:

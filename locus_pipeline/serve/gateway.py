@@ -397,7 +397,7 @@ class Gateway:
         candidates and caps bound every decision; the routing strategy (:attr:`strategy`, the replay's too) decides
         on the scorer's P(correct) and the candidates' standing: a ``pinned`` model (a chat request naming a pool
         model) answers, else the server's single model where the request allows it (:meth:`single_blocked`) as the
-        guard's incumbent that learning may overturn, else the router's choice. ``client`` (:func:`client_of`): whose
+        guard's incumbent that learning may overturn, else the router's choice. ``client`` (serve/identity.py): whose
         outcomes the learned P reads."""
         start = time.perf_counter()
         if not isinstance(query, str) or not query.strip():
@@ -420,7 +420,7 @@ class Gateway:
             costs=snap.costs.costs(n_in, n_out)[rows],
             params=snap.costs.params_b[rows],
             embeddings=snap.embeddings[rows],
-            client=None if client is None or self.learning is None else self.learning.identity(client)[0],
+            client=None if self.learning is None else client,
         )
         request = Request(
             policy,

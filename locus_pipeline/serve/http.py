@@ -3,6 +3,7 @@ limit (:class:`BodyLimitMiddleware`) and the limit on wrong bearer tokens (:clas
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import deque
@@ -22,6 +23,16 @@ class ApiError(Exception):
 def error_response(status: int, message: str, kind: str = "invalid_request_error", **extra: Any) -> JSONResponse:
     """OpenAI-style error body: {"error": {"message", "type", ...}}."""
     return JSONResponse({"error": {"message": message, "type": kind, **extra}}, status_code=status)
+
+
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON, or a 400 that says why (not JSON; nested deeper than the parser goes), never a 500."""
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise ApiError(400, "the body is not JSON (send Content-Type: application/json and a JSON body)") from None
+    except RecursionError:
+        raise ApiError(400, "the body nests JSON deeper than this gateway parses (about 1,000 levels)") from None
 
 
 class BodyLimitMiddleware:

@@ -8,9 +8,10 @@ under the guard; the single model of ``--serve`` as the guard's incumbent the ou
 within the exploration budget, which grows only with the outcomes of the query's group). ``--learn observe`` learns
 the same and serves the frozen choice, logging the learned one beside it.
 
-Who an outcome is from, for the learner (:func:`learner_identity`): a configured credential's name and whether it
-grades for the operator. Without credentials, or with the single ``--token``, the server is one trust domain: every
-outcome is the operator's, a grader's; ``x-locus-client`` is a label and never adds influence.
+Who an outcome is from, for the learner: the credential that posted it (serve/identity.py: its configured name and
+whether it grades for everyone), recorded in the outcome log. Without credentials, or with the single ``--token``,
+the server is one trust domain: every outcome is the operator's, a grader's; ``x-locus-client`` is a label and never
+adds influence.
 
 Replicas sharing a home: each one tails both logs every poll, so a request routed by one can be graded at any
 other, and each applies every outcome once (by request id; the first in the log counts). The learner's state and
@@ -23,13 +24,12 @@ re-embedded, e.g. from these very outcomes, starts from its new estimate).
 from __future__ import annotations
 
 import base64
-import hashlib
 import logging
 import math
 import secrets
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -39,34 +39,15 @@ from locus_pipeline.serve.batcher import Scored
 from locus_pipeline.serve.config import ServeConfig
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.storage import LocusHome
-from locus_pipeline.storage.traffic import Retention, writer_id
+from locus_pipeline.storage.traffic import OPERATOR, Retention, keyed_hash, writer_id
 
 log = logging.getLogger("locus.serve")
 
 REQUEST_ID_HEADER = "x-locus-request-id"
 EXPLORED_HEADER = "x-locus-explored"
-CLIENT_HEADER = "x-locus-client"
 SOURCES = ("user", "judge", "verifier", "file")  # who graded an answer ("file": a graded-outcomes file dropped)
 MAX_OUTCOMES = 1000  # outcomes in one POST /v1/outcomes
 MAX_PENDING = 100_000  # outcomes waiting for their decision to reach this replica's log reader
-OPERATOR = "operator"  # the learner's client of a server with no credentials, or one
-
-
-def learner_identity(client: str) -> tuple[str, bool]:
-    """(the learner's client, grader) of a request's client (:func:`client_of`). Without credentials or with one
-    (``--token``), every request is the operator's: one trust domain, a grader's outcomes; the label part never
-    makes a client of its own (free text would make the learner's state unbounded)."""
-    return OPERATOR, True
-
-
-def client_of(headers: Mapping[str, str]) -> str:
-    """Who a request comes from: a hash of its bearer token, and the ``x-locus-client`` header (an application's
-    user or tenant) when given. Outcomes are taken only for requests issued to the same client; what they teach whom
-    is the learner's (:func:`learner_identity`)."""
-    token = headers.get("authorization", "")
-    who = hashlib.sha256(token.encode()).hexdigest()[:12] if token else "anonymous"
-    extra = headers.get(CLIENT_HEADER, "").strip()[:128]
-    return f"{who}:{extra}" if extra else who
 
 
 @dataclass(frozen=True)
@@ -119,10 +100,10 @@ class Learning:
         self.home, self.config, self.retention, self.save_seconds = home, config, retention, save_seconds
         self.metrics = metrics
         self.writer = writer_id()
+        self.secret = home.traffic_secret()  # the decision log keeps a keyed hash of each query, never its text
         self.decision_log = home.traffic_writer("decisions", self.writer, retention)
         self.outcome_log = home.traffic_writer("outcomes", self.writer, retention)
         self.mode, self.seed = mode, seed
-        self.identity = learner_identity  # client_of's client -> (the learner's client, grader): the credentials' rule
         self.issued: dict[str, Issued] = {}
         self.graded: dict[str, float] = {}  # request id -> when its outcome was logged (each counts once)
         self.pending: list[dict] = []  # outcomes read before their decision
@@ -249,7 +230,7 @@ class Learning:
             "time": time.time(),
             "client": client,
             "checkpoint_id": snap.checkpoint_id,
-            "query_sha256": routed.query_sha256,
+            "query_key": keyed_hash(self.secret, routed.query_sha256),
             "encoding": base64.b64encode(encoding.tobytes()).decode(),
             "encoding_dtype": "float16",
             "candidates": list(routed.candidates[:64]),
@@ -316,7 +297,7 @@ class Learning:
             raise OutcomeRefused(
                 403,
                 f"request id {rid[:80]!r} was issued to another client: an outcome is taken "
-                "only with the bearer token (and x-locus-client) the request was sent with",
+                "only with the credential the request was sent with, or a grader's (docs/serve.md, Who may grade)",
             )
         if rid in self.graded or rid in self.reserved:
             raise OutcomeRefused(409, f"request id {rid[:80]!r} already has an outcome: each answer is graded once")
@@ -375,9 +356,13 @@ class Learning:
             return
         if not 0 <= score <= 1:
             return
-        who, grader = self.identity(issued.client)
         self.strategy.observe(
-            self.names.index(issued.model), issued.group, score, min(max(issued.p, 0.0), 1.0), client=who, grader=grader
+            self.names.index(issued.model),
+            issued.group,
+            score,
+            min(max(issued.p, 0.0), 1.0),
+            client=str(record.get("client") or issued.client),  # who graded, by credential (identity.py)
+            grader=bool(record.get("grader", True)),  # a record from before the credentials: the operator's
         )
         self.changed = True
         if self.metrics is not None:
@@ -394,7 +379,14 @@ class Learning:
             return
         m = snap.index[model]
         # a dropped file is the drop folder's owner's: the operator's, a grader's
-        self.strategy.observe(m, scored.group, float(record["score"]), float(scored.probs[m]), client=OPERATOR)
+        self.strategy.observe(
+            m,
+            scored.group,
+            float(record["score"]),
+            float(scored.probs[m]),
+            client=str(record.get("client") or OPERATOR),
+            grader=bool(record.get("grader", True)),
+        )
         self.changed = True
         if self.metrics is not None:
             self.metrics.outcomes.labels(model, str(record.get("source", "file"))).inc()

@@ -1,10 +1,13 @@
-"""Relearning from traffic: the answers `locus serve` routed and someone graded become evaluations of the model that gave
-them (docs/serve.md, "Learning from outcomes"), and the model is embedded again with them.
+"""Relearning from traffic: the answers `locus serve` routed and someone graded become evaluations of the model that
+gave them (docs/serve.md, "Learning from outcomes"), and the model is embedded again with them.
 
 Per pool model with graded traffic (a partition of ``traffic_models``, added by ``traffic_sensor`` once the model has
 gained ``MIN_NEW_ANSWERS`` graded answers since its last relearning):
 1. ``traffic_evaluations[key]``: the model's graded answers from the home's traffic log (LocusHome.traffic_evaluations,
-   the answers routed with the pool's checkpoint; a dropped file's queries encoded here), one row per query;
+   the answers routed with the pool's checkpoint; a dropped file's queries encoded here), one row per query, only
+   those that count for everyone (storage/traffic.py ``shared_evidence``: a grader's, or where at least two clients
+   by credential agree; one client alone steers its own routing, never the pool row); after a reset none may be
+   left, and the row goes back to the evaluations' embedding;
 2. ``traffic_model_embedding[key]`` (declarative automation: after each new ``traffic_evaluations[key]``): the model's
    pool row embedded again, by one forward pass, from its evaluations and these answers; the pool is replaced
    (``locus serve`` reloads it within a poll, no restart), the metadata and an MLflow run say how its estimates moved.
@@ -50,34 +53,33 @@ def pool_row(home: LocusHome, key: str, pool: pd.DataFrame | None = None) -> pd.
 
 @dg.asset(owners=OWNERS, partitions_def=traffic_models, group_name=GROUP, kinds={"parquet"})
 def traffic_evaluations(context: dg.AssetExecutionContext, home: LocusHome) -> dg.MaterializeResult:
-    """One pool model's graded answers in locus serve's traffic (traffic/ under LOCUS_HOME), as evaluations: model,
-    query_id (traffic-<query sha256 prefix>), score, source, time and the query's encoding (the text is not kept)."""
+    """One pool model's graded answers in locus serve's traffic (traffic/ under LOCUS_HOME) that count for everyone
+    (a grader's, or clients that agree), as evaluations: model, query_id (traffic-<the query's keyed hash prefix>),
+    score, source, time, graded_by (the clients) and the query's encoding (the text is not kept). None after a
+    reset: an empty table, and the row is embedded again from its evaluations alone."""
     key = context.partition_key
     row = pool_row(home, key)
     name, checkpoint_id = str(row["model"]), str(row["checkpoint_id"])
     table = home.traffic_evaluations(checkpoint_id)
     table = table[table["model"] == name].reset_index(drop=True)
-    if table.empty:
-        raise dg.Failure(
-            description=f"{name} has no graded answer in the traffic log (routed with checkpoint {checkpoint_id})",
-            metadata={"how_to_fix": "post outcomes (POST /v1/outcomes)"},
-        )
     texts = table["encoding"].isna()
-    if texts.any():  # a dropped file's (model, query) rows: encoded with the checkpoint's encoder
+    if texts.any() and len(table):  # a dropped file's (model, query) rows: encoded with the checkpoint's encoder
         checkpoint = home.pool_checkpoint()
         encoded, _ = home.encode(table[texts][["query_id", "query"]], checkpoint.encoder, runtime=checkpoint.runtime)
         vectors = dict(zip(encoded["query_id"], encoded["encoding"]))
         table.loc[texts, "encoding"] = table.loc[texts, "query_id"].map(vectors)
     table = table.assign(encoding=[np.asarray(v, np.float32) for v in table["encoding"]])
-    out = table[["model", "query_id", "score", "source", "time", "encoding"]]
+    out = table[["model", "query_id", "score", "source", "time", "graded_by", "encoding"]]
     path = home.write_table("traffic_evaluations", out, partition=key)
     by_source = out.groupby("source")["score"].agg(answers="size", mean_score="mean").round(4)
     return dg.MaterializeResult(
         metadata={
             "model": name,
             "graded_answers": len(out),
-            "mean_score": round(float(out["score"].mean()), 4),
-            "by_source": dg.MetadataValue.md(escape_frame(by_source).to_markdown()),
+            "mean_score": round(float(out["score"].mean()), 4) if len(out) else None,
+            "from_graders": int(table["grader"].sum()),
+            "from_agreeing_clients": int((~table["grader"].astype(bool)).sum()),
+            "by_source": dg.MetadataValue.md(escape_frame(by_source).to_markdown() if len(out) else "none"),
             "dagster/row_count": len(out),
             "path": home_path(home, path),
         }
@@ -135,7 +137,7 @@ def traffic_model_embedding(
     )
     metrics = {
         "traffic_answers": float(len(traffic)),
-        "traffic_mean_score": float(traffic["score"].mean()),
+        "traffic_mean_score": float(traffic["score"].mean()) if len(traffic) else 0.0,
         "evaluations_before": float(before["n_evaluations"]),
         "evaluations_after": float(after["n_evaluations"]),
         "embedding_shift": shift,

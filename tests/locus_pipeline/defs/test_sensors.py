@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -812,3 +813,77 @@ def test_small_drops_of_models_onboarded_before_keep_a_run_each(home: Path) -> N
     assert len(requests) == 3 and sorted(new) == sorted(["m1", "m2", *[f"x{i:02d}" for i in range(20)]])
     (shared,), new = coalesced_requests([a, b], known=["old"])
     assert new == ["m1", "m2"] and shared.tags["dagster/asset_partition_range_start"] == "m1"
+
+
+def outcome_lines(folder: Path, name: str, records: list[dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / name, "a") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in records)
+
+
+@pytest.mark.parametrize("positions", [True, False], ids=["locus-learn-reset", "a-reset-with-its-time-only"])
+def test_graded_answers_after_a_reset_count_whatever_order_the_segments_are_read_in(
+    home: Path, monkeypatch: pytest.MonkeyPatch, positions: bool
+) -> None:
+    from locus_pipeline.defs.assets import traffic
+    from locus_pipeline.defs.sensors import traffic_sensor
+
+    monkeypatch.setattr(traffic, "MIN_NEW_ANSWERS", 5)
+    store = LocusHome(root=str(home))
+    folder = store.traffic_folder("outcomes")
+    server = "20260101T000000-server-000001.jsonl"  # the server's segment, started long before the reset
+    graded = [{"request_id": f"r{i}", "model": "x", "score": 1.0, "time": 1.0 if i < 4 else 2e9} for i in range(8)]
+    outcome_lines(folder, server, graded[:4])
+    if positions:  # its own segment sorts after the server's, which goes on being written
+        store.append_reset("x")
+    else:  # a reset written by an older locus: its time only
+        store.append_outcome_records([{"reset": "x", "time": 1.5}])
+    outcome_lines(folder, server, graded[4:])
+    outcome_lines(folder, server, [{"request_id": "g", "model": "ghost-model", "score": 1.0, "time": 2.0}])
+    with dg.instance_for_test() as instance:
+        first = traffic_sensor(dg.build_sensor_context(instance=instance, resources={"home": store}))
+        assert json.loads(first.cursor)["since"] == {"x": 4}  # the 4 graded after the reset, not 0
+        outcome_lines(folder, server, [{"request_id": "r9", "model": "x", "score": 1.0, "time": 1.0}])
+        second = traffic_sensor(
+            dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"home": store})
+        )
+    assert [r.partition_key for r in second.run_requests] == ["x"]
+    assert "ghost-model" not in json.dumps(json.loads(second.cursor))  # not in the pool: no partition, no run
+
+
+def test_one_client_alone_never_starts_a_relearning_whatever_it_posts(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from locus_pipeline.defs.assets import traffic
+    from locus_pipeline.defs.sensors import traffic_sensor
+
+    monkeypatch.setattr(traffic, "MIN_NEW_ANSWERS", 5)
+    store = LocusHome(root=str(home))
+    folder = store.traffic_folder("outcomes")
+    segment = "20260101T000000-server-000001.jsonl"
+
+    def graded(client: str, grader: bool, n: int, start: int) -> list[dict]:
+        return [
+            {"request_id": f"{client}-{start + i}", "model": "x", "score": 0.0, "client": client, "grader": grader}
+            for i in range(n)
+        ]
+
+    outcome_lines(folder, segment, graded("mallory", False, 60, 0))
+    with dg.instance_for_test() as instance:
+        first = traffic_sensor(dg.build_sensor_context(instance=instance, resources={"home": store}))
+        assert not first.run_requests and "a grader or two clients" in first.skip_reason.skip_message
+        outcome_lines(folder, segment, graded("team-a", False, 1, 0))  # a second client: its answers may agree
+        second = traffic_sensor(
+            dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"home": store})
+        )
+        assert [r.partition_key for r in second.run_requests] == ["x"]
+        outcome_lines(folder, segment, graded("mallory", False, 10, 60))
+        third = traffic_sensor(
+            dg.build_sensor_context(instance=instance, cursor=second.cursor, resources={"home": store})
+        )
+        assert not third.run_requests
+        outcome_lines(folder, segment, graded("judge", True, 1, 0))  # a grader's answer
+        fourth = traffic_sensor(
+            dg.build_sensor_context(instance=instance, cursor=third.cursor, resources={"home": store})
+        )
+    assert [r.partition_key for r in fourth.run_requests] == ["x"]

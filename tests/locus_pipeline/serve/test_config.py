@@ -148,3 +148,37 @@ def test_the_gateway_section_is_checked(tmp_path, router, message):
     path.write_text(json.dumps({"gateway": router, "models": {}}))
     with pytest.raises(ConfigError, match=re.escape(message)):
         read_models_config(path)
+
+
+@pytest.mark.parametrize(
+    "clients, message",
+    [
+        ([1], "'clients' must be a mapping"),
+        ({"a": "TOKEN"}, "clients.a must be a mapping"),
+        ({"a": {}}, "clients.a: token_env must name"),
+        ({"a": {"token_env": "X", "grader": "yes"}}, "grader='yes' must be true or false"),
+        ({"a": {"token_env": "X", "outcomes_per_s": 0}}, "outcomes_per_s=0 must be a number > 0"),
+        ({"a": {"token_env": "X", "token": "inline"}}, "unknown keys ['token']"),
+    ],
+)
+def test_the_clients_section_is_checked(tmp_path, clients, message):
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"clients": clients}))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        read_models_config(path)
+
+
+def test_the_clients_section_is_read_with_its_defaults(tmp_path):
+    path = tmp_path / "models.yaml"
+    path.write_text(
+        "clients:\n  team-a: {token_env: TEAM_A}\n  judge: {token_env: JUDGE, grader: true, outcomes_per_s: 5}\n"
+    )
+    clients = read_models_config(path).clients
+    assert clients["team-a"].grader is False and clients["team-a"].outcomes_per_s == 100.0
+    assert clients["judge"].grader is True and clients["judge"].outcomes_per_s == 5.0
+
+
+def test_a_client_whose_token_variable_is_unset_stops_the_start_naming_it(built, tmp_path, monkeypatch):
+    monkeypatch.delenv("LOCUS_TEST_UNSET", raising=False)
+    with pytest.raises(ConfigError, match="LOCUS_TEST_UNSET is unset or empty"):
+        client_for(built, tmp_path, models={"clients": {"a": {"token_env": "LOCUS_TEST_UNSET"}}})

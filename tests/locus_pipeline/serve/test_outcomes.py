@@ -3,6 +3,10 @@ outcomes, a restart that keeps them, two replicas on one home, budgeted explorat
 
 from __future__ import annotations
 
+import errno
+import logging
+import threading
+
 import httpx
 import pytest
 
@@ -38,10 +42,6 @@ def test_every_routed_answer_carries_a_request_id_that_an_outcome_grades_once(bu
             assert r.status_code == 422 and "must be a number in [0, 1]" in r.json()["error"]["message"], bad
         r = client.post("/v1/outcomes", json={"request_id": rid2, "score": 1, "source": "me"})
         assert r.status_code == 422 and "source" in r.json()["error"]["message"]
-        other = client.post(
-            "/v1/outcomes", json={"request_id": rid2, "score": 1}, headers={"x-locus-client": "mallory"}
-        )
-        assert other.status_code == 403 and "another client" in other.json()["error"]["message"]
         # many at once: each gets its own status; the valid ones are taken
         rid3 = route(client).headers["x-locus-request-id"]
         many = client.post(
@@ -67,20 +67,92 @@ def route_chosen(built, tmp_path) -> str:
         return client.post("/route", json={"query": QUERY}).json()["chosen"]
 
 
-def test_outcomes_need_the_token_and_are_taken_only_from_the_client_that_asked(built, tmp_path):
-    with client_for(built, tmp_path, token="s3cret", explore=0.0) as client:
-        auth = {"authorization": "Bearer s3cret"}
-        rid = route(client, **auth).headers["x-locus-request-id"]
-        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 401
-        tenant = route(client, **auth, **{"x-locus-client": "team-a"}).headers["x-locus-request-id"]
-        assert client.post("/v1/outcomes", json={"request_id": tenant, "score": 1}, headers=auth).status_code == 403
+CLIENTS = {
+    "team-a": {"token_env": "LOCUS_TEST_TEAM_A"},
+    "mallory": {"token_env": "LOCUS_TEST_MALLORY"},
+    "judge": {"token_env": "LOCUS_TEST_JUDGE", "grader": True},
+}
+TEAM_A, MALLORY, JUDGE = ({"authorization": f"Bearer {t}"} for t in ("tok-a", "tok-m", "tok-j"))
+
+
+@pytest.fixture()
+def credentials(monkeypatch):
+    for var, value in (("LOCUS_TEST_TEAM_A", "tok-a"), ("LOCUS_TEST_MALLORY", "tok-m"), ("LOCUS_TEST_JUDGE", "tok-j")):
+        monkeypatch.setenv(var, value)
+
+
+def test_outcomes_are_taken_by_credential_and_a_label_never_adds_influence(built, tmp_path, credentials):
+    with client_for(built, tmp_path, models={"clients": CLIENTS}, token="op", explore=0.0) as client:
+        victim = route(client, **TEAM_A, **{"x-locus-client": "victim@example.com"}).headers["x-locus-request-id"]
+        assert client.post("/v1/outcomes", json={"request_id": victim, "score": 0}).status_code == 401
         assert (
-            client.post(
-                "/v1/outcomes", json={"request_id": tenant, "score": 1}, headers={**auth, "x-locus-client": "team-a"}
-            ).status_code
-            == 202
+            client.post("/route", json={"query": QUERY}, headers={"authorization": "Bearer guess"}).status_code == 401
         )
-        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}, headers=auth).status_code == 202
+        stolen = client.post(  # the victim's label under another credential: still another client
+            "/v1/outcomes",
+            json={"request_id": victim, "score": 0},
+            headers={**MALLORY, "x-locus-client": "victim@example.com"},
+        )
+        assert stolen.status_code == 403 and "another client" in stolen.json()["error"]["message"]
+        relabelled = client.post(  # within the credential a label is only a label: the same client
+            "/v1/outcomes", json={"request_id": victim, "score": 1}, headers={**TEAM_A, "x-locus-client": "someone"}
+        )
+        assert relabelled.status_code == 202
+        theirs = route(client, **MALLORY).headers["x-locus-request-id"]
+        judged = client.post("/v1/outcomes", json={"request_id": theirs, "score": 1}, headers=JUDGE)
+        assert judged.status_code == 202  # a grader grades every client's answers
+        operator = route(client, authorization="Bearer op").headers["x-locus-request-id"]
+        assert (
+            client.post("/v1/outcomes", json={"request_id": operator, "score": 1}, headers=MALLORY).status_code == 403
+        )
+        health = client.get("/healthz", headers=TEAM_A).json()
+    assert "4 client(s) by credential" in health["trust"] and "judge, operator" in health["trust"]
+    home = built["home"]
+    decisions = [r for _, _, r in home.traffic_tail("decisions").read()]
+    outcomes = [r for _, _, r in home.traffic_tail("outcomes").read()]
+    assert [d["client"] for d in decisions] == ["team-a", "mallory", "operator"]
+    assert [(o["client"], o["grader"]) for o in outcomes] == [("team-a", False), ("judge", True)]
+    assert len(outcomes[0]["label"]) == 24
+    kept = b"".join(p.read_bytes() for p in (home.path / "traffic").rglob("*.json*"))
+    assert b"victim@example.com" not in kept and b"someone" not in kept and QUERY.encode() not in kept
+
+
+def test_a_server_without_credentials_says_anyone_can_steer_it(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        health = client.get("/healthz").json()
+        rid = route(client, **{"x-locus-client": "a"}).headers["x-locus-request-id"]
+        other = client.post("/v1/outcomes", json={"request_id": rid, "score": 1}, headers={"x-locus-client": "b"})
+    assert "anyone who can reach this port" in health["trust"]
+    assert other.status_code == 202  # one trust domain: every request is the operator's
+
+
+def test_a_client_past_its_outcome_rate_is_answered_429_before_its_body_is_parsed(built, tmp_path, credentials):
+    clients = {**CLIENTS, "team-a": {"token_env": "LOCUS_TEST_TEAM_A", "outcomes_per_s": 0.01, "outcomes_burst": 2}}
+    now = [0.0]
+    with client_for(built, tmp_path, models={"clients": clients}, explore=0.0, clock=lambda: now[0]) as client:
+        ids = [route(client, **TEAM_A).headers["x-locus-request-id"] for _ in range(3)]
+        assert client.post("/v1/outcomes", json={"request_id": ids[0], "score": 1}, headers=TEAM_A).status_code == 202
+        assert client.post("/v1/outcomes", json={"request_id": ids[1], "score": 1}, headers=TEAM_A).status_code == 202
+        limited = client.post("/v1/outcomes", content=b"not json at all", headers=TEAM_A)
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+        assert "faster than its rate" in limited.json()["error"]["message"]
+        other = route(client, **MALLORY).headers["x-locus-request-id"]  # another client has its own bucket
+        assert client.post("/v1/outcomes", json={"request_id": other, "score": 1}, headers=MALLORY).status_code == 202
+        now[0] += 100.0  # one outcome more after 100 s at 0.01/s
+        assert client.post("/v1/outcomes", json={"request_id": ids[2], "score": 1}, headers=TEAM_A).status_code == 202
+
+
+def test_hostile_bodies_get_their_documented_status_never_a_500(built, tmp_path):
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with client_for(built, tmp_path, explore=0.0) as client:
+        rid = route(client).headers["x-locus-request-id"]
+        assert client.post("/v1/outcomes", content=deep).status_code == 400
+        assert client.post("/v1/chat/completions", content=deep).status_code == 400
+        not_json = client.post("/v1/outcomes", content=b"{score: 1")
+        assert not_json.status_code == 400 and "not JSON" in not_json.json()["error"]["message"]
+        for item in ({"request_id": [rid], "score": 1}, {"request_id": {"a": 1}, "score": 1}, [[]], "x", 5):
+            assert client.post("/v1/outcomes", json=item).status_code == 422, item
+        assert client.post("/v1/outcomes", json=[]).status_code == 422
 
 
 def demote(client, model: str, *, n: int) -> str:
@@ -224,7 +296,8 @@ def test_the_traffic_log_keeps_what_the_decision_log_promises(built, tmp_path):
     with client_for(built, tmp_path, explore=0.0) as client:
         rid = route(client).headers["x-locus-request-id"]
     (record,) = [r for _, _, r in built["home"].traffic_tail("decisions").read()]
-    assert record["request_id"] == rid and len(record["query_sha256"]) == 64 and record["encoding_dtype"] == "float16"
+    assert record["request_id"] == rid and len(record["query_key"]) == 64 and record["encoding_dtype"] == "float16"
+    assert "query_sha256" not in record  # a keyed hash: a guessed query cannot be checked without the home's secret
     assert set(record["candidates"]) == set(NAMES) and record["explored"] is False and record["chosen"] in NAMES
     assert Retention().days == 30
 
@@ -319,3 +392,242 @@ def test_two_replicas_on_a_home_in_object_storage_share_what_they_learn(built, t
             assert a.post("/v1/outcomes", json={"request_id": rid, "score": 1.0}).status_code == 409
         with replica() as c:  # a restart on the bucket: the state and the log are there
             assert learning(c).counts() == {model: 1.0}
+
+
+class Store:
+    """Stands in for a traffic segment writer: fails with ``error`` while set (disk full, read-only), or blocks every
+    write until ``release`` is set (a hung bucket upload)."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.folder, self.error = inner, inner.folder, None
+        self.release = threading.Event()
+        self.release.set()
+
+    def append(self, records, *, sync):
+        self.release.wait(30)
+        if self.error is not None:
+            raise self.error
+        self.inner.append(records, sync=sync)
+
+    def flush(self):
+        self.inner.flush()
+
+    def close(self):
+        self.inner.close()
+
+
+def stores(client) -> tuple[Store, Store]:
+    logs = learning(client).decision_log, learning(client).outcome_log
+    for log in logs:
+        log.writer = Store(log.writer)
+    return logs[0].writer, logs[1].writer
+
+
+@pytest.mark.parametrize(
+    "error", [OSError(errno.ENOSPC, "No space left on device"), OSError(errno.EROFS, "Read-only file system")]
+)
+def test_a_full_or_read_only_traffic_folder_pauses_learning_and_routing_goes_on(built, tmp_path, error):
+    with client_for(built, tmp_path, explore=0.0, dry_run=True) as client:
+        decisions, outcomes = stores(client)
+        decisions.error = outcomes.error = error
+        for _ in range(3):
+            assert route(client).status_code == 200
+            assert client.post("/v1/chat/completions", json=chat()).status_code == 200
+        rid = route(client).headers["x-locus-request-id"]
+        learning(client).decision_log.drain()
+        paused = client.post("/v1/outcomes", json={"request_id": rid, "score": 1})
+        assert paused.status_code == 503 and paused.json()["error"]["code"] == "learning_paused"
+        health = client.get("/healthz").json()["traffic_log"]
+        assert health["learning_paused"] and error.strerror in health["why"]
+        assert "locus_learning_paused 1.0" in client.get("/metrics").text
+        decisions.error = outcomes.error = None  # room again: learning resumes, the same id may be graded now
+        assert client.post("/v1/outcomes", json={"request_id": rid, "score": 1}).status_code == 202
+        route(client)
+        learning(client).decision_log.drain()
+        assert client.get("/healthz").json()["traffic_log"]["learning_paused"] is False
+        metrics = client.get("/metrics").text
+    assert "locus_learning_paused 0.0" in metrics
+    assert 'locus_traffic_records_dropped{log="decisions"} 7.0' in metrics  # 3 routes, 3 chats, the graded one
+
+
+def test_a_blocked_log_store_does_not_hold_up_route(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        decisions, _ = stores(client)
+        decisions.release.clear()  # every decision-log write hangs from now on
+        answers = [route(client, f"question {i}") for i in range(5)]  # each answers while the store is blocked
+        assert all(r.status_code == 200 for r in answers)
+        assert learning(client).decision_log.queued >= 4
+        decisions.release.set()
+        assert learning(client).decision_log.drain()
+    ids = {r["request_id"] for _, _, r in built["home"].traffic_tail("decisions").read()}
+    assert {r.headers["x-locus-request-id"] for r in answers} <= ids
+
+
+def test_two_replicas_take_one_outcome_per_request_id_the_first_durable_one(built, tmp_path):
+    with (
+        client_for(built, tmp_path, explore=0.0, poll_seconds=3600) as a,
+        client_for(built, tmp_path, explore=0.0, poll_seconds=3600) as b,
+    ):
+        rids = [route(a, f"question {i}").headers["x-locus-request-id"] for i in range(5)]
+        assert b.post("/v1/outcomes", json={"request_id": "req-none", "score": 1}).status_code == 404  # b reads a's
+        assert set(rids) <= set(learning(b).issued)  # decisions now, and never again (its watcher: hourly)
+        ok = a.post("/v1/outcomes", json=[{"request_id": rid, "score": 0} for rid in rids])
+        assert ok.status_code == 202
+        late = b.post("/v1/outcomes", json=[{"request_id": rid, "score": 1} for rid in rids])  # a race, as b sees it
+        assert late.status_code == 409 and late.json()["accepted"] == 0
+        assert all("another replica" in x["reason"] for x in late.json()["results"])
+    scores = [r["score"] for _, _, r in built["home"].traffic_tail("outcomes").read()]
+    assert scores == [0.0] * 5
+
+
+def test_a_damaged_learner_state_at_start_up_is_rebuilt_from_the_log(built, tmp_path, caplog):
+    first = route_chosen(built, tmp_path)
+    with client_for(built, tmp_path, explore=0.0) as client:
+        demote(client, first, n=20)
+        counts = learning(client).counts()
+    path = built["home"].learner_state_path
+    for damage in (b"{not json", path.read_bytes()[:100], b'{"checkpoint_id": 1, "learner": {"names": [1]}}'):
+        path.write_bytes(damage)
+        with caplog.at_level(logging.WARNING), client_for(built, tmp_path, explore=0.0) as restarted:
+            assert learning(restarted).counts() == pytest.approx(counts, abs=1e-3)
+            assert route(restarted).status_code == 200
+        assert "is dropped" in caplog.text and "rebuilds from the outcome log" in caplog.text
+        caplog.clear()
+
+
+def test_dropped_files_are_one_client_the_folders_owner_whatever_their_names(built, tmp_path):
+    from locus_pipeline.intake import DropFolder, intake_file
+
+    folder = DropFolder(built["home"]).ensure()
+    with client_for(built, tmp_path, explore=0.0, poll_seconds=0.05) as client:
+        for i in range(3):
+            path = folder.incoming / f"client-{i}.outcomes.csv"
+            path.write_text(f"model,query,score\n{NAMES[0]},question {i},0\n")
+            assert intake_file(path, folder).status == "accepted"
+        wait_for(lambda: learning(client).counts().get(NAMES[0], 0) > 2.9, "the dropped outcomes learned")
+        clients = set(learning(client).learner.clients)
+    assert clients == {"operator"}  # not one client per file: 20 files are not 20 voices
+
+
+def test_a_new_label_per_request_is_still_one_client_and_the_state_stays_bounded(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        for i in range(60):
+            label = {"x-locus-client": f"user-{i}@example.com"}
+            rid = route(client, f"question {i}", **label).headers["x-locus-request-id"]
+            assert client.post("/v1/outcomes", json={"request_id": rid, "score": 0}, headers=label).status_code == 202
+        assert set(learning(client).learner.clients) == {"operator"}
+    assert b"example.com" not in built["home"].learner_state_path.read_bytes()
+
+
+def test_a_flood_of_never_issued_ids_shares_reads_of_the_log(built, tmp_path):
+    import asyncio
+
+    from locus_pipeline.serve import ServeConfig, create_app
+
+    app = create_app(ServeConfig(home=str(built["home"].path), explore=0.0))
+    gateway = app.state.gateway
+    reads = []
+    original = gateway.learn_from_log
+
+    async def counted():
+        reads.append(1)
+        await asyncio.sleep(0.05)  # a log read takes a while: the requests arriving meanwhile wait for it
+        await original()
+
+    gateway.learn_from_log = counted
+
+    async def flood():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            posts = [client.post("/v1/outcomes", json={"request_id": f"req-{i}", "score": 1}) for i in range(20)]
+            return await asyncio.gather(*posts)
+
+    answers = asyncio.run(flood())
+    assert [r.status_code for r in answers] == [404] * 20
+    assert len(reads) <= 3  # not one read of the log per request
+
+
+def test_an_outcome_is_durable_only_after_the_decision_it_grades(built, tmp_path):
+    with client_for(built, tmp_path, explore=0.0) as client:
+        decisions, _ = stores(client)
+        decisions.release.clear()  # the decision log's store hangs: the decision is still queued
+        rid = route(client).headers["x-locus-request-id"]
+        answer = {}
+        post = threading.Thread(
+            target=lambda: answer.update(r=client.post("/v1/outcomes", json={"request_id": rid, "score": 1}))
+        )
+        post.start()
+        post.join(0.5)
+        assert post.is_alive() and not list(built["home"].traffic_tail("outcomes").read())  # no 202 yet
+        decisions.release.set()
+        post.join(30)
+        assert answer["r"].status_code == 202
+    logged = {r["request_id"] for _, _, r in built["home"].traffic_tail("decisions").read()}
+    assert rid in logged  # a kill -9 after the 202 leaves the decision with its outcome: applied after a restart
+
+
+@pytest.mark.e2e
+def test_kill_9_during_an_outcome_flood_applies_every_202d_outcome_once_after_the_restart(built, tmp_path):
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = str(built["home"].path)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "locus_pipeline.cli", "serve", "--home", home, "--port", str(port), "--explore", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _up(base), "locus serve listening", seconds=120)
+        accepted, stop = [], threading.Event()
+
+        def grade(i: int) -> None:
+            with httpx.Client(base_url=base, timeout=10) as c:
+                while not stop.is_set():
+                    try:
+                        r = c.post("/route", json={"query": f"flood {i} {len(accepted)}"})
+                        rid = r.headers["x-locus-request-id"]
+                        if c.post("/v1/outcomes", json={"request_id": rid, "score": 0}).status_code == 202:
+                            accepted.append((rid, r.json()["chosen"]))
+                    except httpx.HTTPError:
+                        return  # the server is gone
+
+        with ThreadPoolExecutor(4) as pool:
+            for i in range(4):
+                pool.submit(grade, i)
+            wait_for(lambda: len(accepted) >= 40, "40 outcomes accepted", seconds=120)
+            server.send_signal(signal.SIGKILL)
+            server.wait(30)
+            stop.set()
+    finally:
+        if server.poll() is None:
+            server.kill()
+    with client_for(built, tmp_path, explore=0.0) as restarted:
+        counts = learning(restarted).counts()
+        graded = learning(restarted).graded
+    assert {rid for rid, _ in accepted} <= set(graded)  # every 202'd outcome is applied after the restart
+    expected: dict[str, int] = {}
+    for _, model in accepted:
+        expected[model] = expected.get(model, 0) + 1
+    durable: dict[str, int] = {}  # what the log holds: the 202'd ones and any made durable as the kill came
+    for _, _, r in built["home"].traffic_tail("outcomes").read():
+        durable[r["model"]] = durable.get(r["model"], 0) + 1
+    for model, n in expected.items():  # each once (the learner discounts by its half-life: n answers count < n)
+        assert n * 0.5 ** (durable[model] / 200) - 0.01 <= counts[model] <= durable[model] + 0.01
+
+
+def _up(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
