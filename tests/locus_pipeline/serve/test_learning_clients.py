@@ -1,5 +1,5 @@
-"""The learner under a hostile client, through the gateway: with two credentials (here: two bearer tokens, each its
-own non-grader client by the credentials' rule the gateway is given), an attacker grading the best model 0 and the
+"""The learner under a hostile client, through the gateway: with clients named by credentials in the models config
+(serve/identity.py: each a bearer token, none a grader), an attacker grading the best model 0 and the
 weakest 1 on 400 pairs, after the honest client graded 100 pairs the other way, moves the honest client's share of
 the best model on 100 fixed questions by less than 10 points: with one label, and with a new label per request."""
 
@@ -12,8 +12,7 @@ from tests.locus_pipeline.serve.helpers import NAMES, chat, client_for
 QUESTIONS = [f"fixed question {i}: how many legs have {i} spiders?" for i in range(100)]
 
 
-def _credential(client: str) -> tuple[str, bool]:
-    return client.split(":", 1)[0], False  # the bearer token's hash: the credential; the label never counts
+CLIENTS = {name: {"token_env": f"LOCUS_TEST_{name.upper()}_TOKEN"} for name in ("honest", "attacker", "bystander")}
 
 
 def _grade(client, model: str, score: float, headers: dict) -> None:
@@ -34,10 +33,11 @@ def _share(client, model: str, headers: dict) -> float:
 # tests/locus_model/learning/test_learner.py, in milliseconds
 @pytest.mark.parametrize("new_label_per_request", [False, True])
 def test_an_attacker_with_four_times_the_volume_moves_the_honest_clients_routing_by_less_than_10_points(
-    built, tmp_path, new_label_per_request
+    built, tmp_path, monkeypatch, new_label_per_request
 ) -> None:
-    with client_for(built, tmp_path, dry_run=True, explore=0.0) as client:
-        client.app.state.gateway.learning.identity = _credential
+    for name, settings in CLIENTS.items():
+        monkeypatch.setenv(settings["token_env"], f"{name}-token")
+    with client_for(built, tmp_path, models={"clients": CLIENTS}, dry_run=True, explore=0.0) as client:
         standing = dict(
             zip(client.app.state.gateway.snapshot.names, client.app.state.gateway.snapshot.pool_scorer.standing)
         )
@@ -54,10 +54,10 @@ def test_an_attacker_with_four_times_the_volume_moves_the_honest_clients_routing
             _grade(client, best, 0.0, attacker)
             _grade(client, weakest, 1.0, attacker)
         after = _share(client, best, honest)
-        bystander = _share(client, best, {"authorization": "Bearer bystander"})
+        bystander = _share(client, best, {"authorization": "Bearer bystander-token"})
         learner = client.app.state.gateway.learning.learner
     assert abs(after - before) < 0.10, (before, after)
-    assert len(learner.clients) == 2  # two credentials, whatever the labels
+    assert set(learner.clients) == {"honest", "attacker"}  # two credentials graded, whatever the labels
     assert bystander == _share_without_attack(built, tmp_path, best)  # the attack moved nobody else
 
 
