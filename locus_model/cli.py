@@ -313,8 +313,7 @@ def routing_policy(args: argparse.Namespace):
     RoutingPolicy itself, the one place its rules live."""
     from locus_model.routing.policy import RoutingPolicy  # why: `locus --help` starts without numpy
 
-    margin = getattr(args, "guard_margin", None)
-    return RoutingPolicy() if margin is None else RoutingPolicy(guard_margin=margin)
+    return RoutingPolicy(guard_margin=getattr(args, "guard_margin", None))
 
 
 def holdout_option(value: str | None) -> float | tuple[str, ...] | None:

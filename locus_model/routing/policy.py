@@ -19,6 +19,11 @@ and the routing score is what ranks (:func:`routing_scores`; locus_model.routing
 place of P). P(correct) itself is untouched: calibration, AUC and the estimates read P. With margin 0 the guard is
 the plain argmax of P. The default margin of two points leaves large pools' routing as it was and keeps a small
 pool's routing from falling below its best model; the figures that chose it are in bench/README.md ("Small data").
+
+The measured guard (``guard_margin="measured"``) makes the margin follow what the router knows: P's error measured per
+query group on the validation answers (locus_model.router.measure_noise, kept in the checkpoint), so another candidate
+wins only where it is better with 95% probability (:func:`measured_margin`). A policy made without a margin routes
+under DEFAULT_GUARD (:func:`check_margin`: the one place "None means the default" is read).
 """
 
 from __future__ import annotations
