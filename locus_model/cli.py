@@ -479,7 +479,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 def _encode(args: argparse.Namespace, spec, texts: Sequence[str], progress: bool, *, summary: bool = False):
     """The query texts' encodings (Q, D) by the chosen encoder, through its cache (with ``summary``: and the
     encoding's report)."""
-    from locus_model.data.encoding import encode_queries_with_summary
+    from locus_model.data.encoding import encode_queries_with_summary  # why: the CLI starts without the encoder
 
     folder = args.encoding_cache
     if folder is None and getattr(args, "default_encoding_cache", None) is not None:
@@ -493,7 +493,7 @@ def _encode(args: argparse.Namespace, spec, texts: Sequence[str], progress: bool
 
 def _train_config(args: argparse.Namespace):
     """LOCUS's TrainConfig from --device, --epochs, --patience."""
-    from locus_model.training import TrainConfig
+    from locus_model.training import TrainConfig  # why: the CLI answers --help and argument errors without torch
 
     train_config = TrainConfig(device=args.device)
     if args.epochs is not None:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from locus_model.data.stream_log import read_stream_log
 from locus_model.evaluation.results import json_clean
 from locus_model.evaluation.stream import (
     Trained,
@@ -33,6 +34,7 @@ from locus_model.evaluation.stream import (
 )
 from locus_model.evaluation.stream_report import _config_dict, score_stream, summarise
 from locus_model.evaluation.stream_routing import JUDGE, Stream, StreamConfig, guarded_argmax
+from locus_model.model_config import LocusConfig
 
 SCENARIO = "log"
 
@@ -242,9 +244,6 @@ def replay_log(
 def run_log_replay(args, encode: Callable[[list[str]], np.ndarray], train_config, progress: bool) -> dict:
     """What `locus evaluate --stream-log FILE` does: the log read and validated, cut at ``--stream-log-start``, its
     queries encoded (``encode``: texts -> (Q, D)), replayed, saved, printed (and plotted with --plot)."""
-    from locus_model.data.stream_log import read_stream_log
-    from locus_model.model_config import LocusConfig
-
     config = stream_config(args)
     table = read_stream_log(args.stream_log)
     split = split_log(table, start=args.stream_log_start, train_fraction=config.train_fraction)
