@@ -127,7 +127,7 @@ def log_stream(split: LogSplit, trained: Trained, *, seed: int, config: StreamCo
     profiles = scorer.profiles[s_order].astype(np.float64)
     newcomers = np.flatnonzero(np.isin(split.stream_models, new))
     prior_var = newcomer_prior_var(profiles, newcomers, config.learning.prior_var) if len(newcomers) else None
-    train_acc = np.nanmean(np.where(np.isnan(split.train_scores), np.nan, split.train_scores), axis=1)
+    train_acc = _mean_before(split)
     known = np.flatnonzero(order[split.stream_models] < len(rows))
     best_single = int(known[np.argmax(train_acc[split.stream_models[known]])]) if len(known) else 0
     bench_names, bench = np.unique(split.benchmarks[split.event_query], return_inverse=True)
@@ -155,9 +155,16 @@ def log_stream(split: LogSplit, trained: Trained, *, seed: int, config: StreamCo
     return stream, {"benchmarks": [str(b) for b in bench_names], "frozen_share": np.bincount(frozen, minlength=len(p))}
 
 
+def _mean_before(split: LogSplit) -> np.ndarray:
+    """(M,) each model's mean score on the answers before the cut (NaN: none, a newcomer)."""
+    seen = ~np.isnan(split.train_scores)
+    total = np.where(seen, split.train_scores, 0.0).sum(axis=1)
+    return np.where(seen.any(axis=1), total / np.maximum(seen.sum(axis=1), 1), np.nan)
+
+
 def log_story(split: LogSplit, names: list[str]) -> str:
     """The log in words: its size, the cut, and the names whose accuracy moved most from before the cut to after."""
-    before = np.nanmean(split.train_scores[split.stream_models], axis=1)
+    before = _mean_before(split)[split.stream_models]
     after = np.nanmean(split.event_labels, axis=1)
     moved = sorted(
         ((after[i] - before[i], names[i]) for i in range(len(names)) if not np.isnan(before[i])), key=lambda x: x[0]

@@ -206,7 +206,7 @@ def test_the_verdict_reads_learning_against_frozen_on_every_scenario() -> None:
     reason="the learning router explores from its prior before any outcome arrives; issue 72 item 4 (no "
     "exploration until outcomes arrive) lands with the shared strategy objects (the loop helper's branch)",
 )
-def test_feedback_zero_shows_exactly_frozens_accuracy(result) -> None:
+def test_feedback_zero_shows_exactly_frozens_accuracy() -> None:
     scores, enc, bench = _matrix()
     train = TrainConfig(epochs=2, latent_steps=0, finetune_steps=0, select_from_epoch=0, device="cpu")
     model = LocusConfig(query_dim=D, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)

@@ -57,7 +57,10 @@ def test_the_cut_trains_on_what_came_before_and_replays_the_rest_in_order(tmp_pa
 
 
 def test_a_log_is_replayed_with_the_replays_methods_and_figures() -> None:
-    log = _log(60).sort_values(["time"], kind="stable").reset_index(drop=True)
+    log = _log(60)
+    after = log[(log["model"] == "m1") & (log["time"] >= 1000)]
+    log = pd.concat([log, after.assign(model="m3")])  # first graded after the cut: a newcomer
+    log = log.sort_values(["time"], kind="stable").reset_index(drop=True)
     log["_row"] = np.arange(1, len(log) + 1)
     split = split_log(log, start=1000)
     rng = np.random.default_rng(0)
@@ -77,4 +80,5 @@ def test_a_log_is_replayed_with_the_replays_methods_and_figures() -> None:
     for m in METHODS:
         assert r["methods"][m]["routing_acc"] <= r["methods"]["oracle"]["routing_acc"] + 1e-12
     assert "m0 answers" in r["story"] and "worse" in r["story"]  # the name that changed behaviour
+    assert "newcomers): m3" in r["story"] and result["settings"]["models"] == ["m0", "m1", "m2", "m3"]
     assert result["verdict"]["line"].startswith("learning ") and result["warnings"]  # 1 seed: warned
