@@ -15,7 +15,7 @@ from locus_model.evaluation.latent import IRT, MatrixFactorization
 from locus_model.evaluation.splits import Fold
 from locus_model.model_config import LocusConfig
 from locus_model.router import PoolScorer, Router
-from locus_model.routing.policy import GUARD_MARGIN, guard_margins, routing_scores
+from locus_model.routing.policy import DEFAULT_GUARD, guard_margins, routing_scores
 from locus_model.training import TrainConfig, train_locus
 
 METHODS = ("locus", "embedllm_mf", "irt", "knn", "query_groups", "per_benchmark", "best_single", "oracle")
@@ -178,7 +178,7 @@ def fit_and_predict(
     router: Router | None = None,
     on_fitted: Callable[[Any], None] | None = None,
     benchmarks: np.ndarray | None = None,  # (Q,) query labels, or None
-    guard_margin: float | str = GUARD_MARGIN,  # LOCUS's guard (routing.policy.guard_margins: a margin or "measured")
+    guard_margin: float | str = DEFAULT_GUARD,  # LOCUS's guard (routing.policy.guard_margins: a margin or "measured")
 ) -> Fitted:
     """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
     onboard the held-out models from their anchor cells, score every test query; Fitted((M, Q_test) P(correct),
