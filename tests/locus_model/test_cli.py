@@ -355,3 +355,13 @@ def test_evaluate_stream_log_arguments_are_checked(tmp_path, capsys):
     code = main(["evaluate", "--stream-log", str(bad), "--encoder", "hashing-256", "--out", str(tmp_path / "r.json")])
     err = capsys.readouterr().err
     assert code == 2 and "column 'time'" in err and "How to fix" in err
+
+
+def test_evaluate_guard_margin_takes_a_number_or_measured(tmp_path, capsys):
+    parser = build_parser()
+    base = ["evaluate", "--evaluations", "x.csv", "--out", "r.json"]
+    assert parser.parse_args([*base, "--guard-margin", "measured"]).guard_margin == "measured"
+    assert parser.parse_args([*base, "--guard-margin", "0.05"]).guard_margin == 0.05
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--guard-margin", "wide"])
+    assert "a number in [0, 1) or 'measured'" in capsys.readouterr().err

@@ -252,3 +252,13 @@ def test_the_plot_marks_the_change_and_draws_every_method(result, tmp_path) -> N
     marks = [line for line in drift.get_lines() if line.get_label() not in METHODS]
     assert [m.get_xdata()[0] for m in marks] == [300]  # the drift's event
     assert drift.get_xlabel().startswith("event")
+
+
+def test_the_replays_guard_is_validated_and_defaulted_by_the_routing_policy() -> None:
+    from locus_model.routing.errors import RoutingError
+    from locus_model.routing.policy import DEFAULT_GUARD
+
+    assert StreamConfig().guard_margin == DEFAULT_GUARD  # None: the policy's one default
+    assert StreamConfig(guard_margin="measured").guard_margin == "measured"
+    with pytest.raises(RoutingError, match="guard margin"):
+        StreamConfig(guard_margin=1.5)
