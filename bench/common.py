@@ -158,7 +158,8 @@ def load_fitted(path: Path) -> Fitted:
     with np.load(path) as z:
         if "standing" not in z.files:
             return Fitted(z["probs"], float(z["seconds"]))
-        return Fitted(z["probs"], float(z["seconds"]), z["standing"], float(z["margin"]))
+        margin = z["margin"]  # one margin, or one per test query (the measured guard)
+        return Fitted(z["probs"], float(z["seconds"]), z["standing"], float(margin) if margin.ndim == 0 else margin)
 
 
 @dataclass

@@ -62,7 +62,7 @@ def main() -> None:
                 "frozen": round(100 * r["methods"]["frozen"]["routing_acc"], 2),
                 "thompson_group": round(100 * r["methods"]["thompson_group"]["routing_acc"], 2),
                 "rule": round(100 * r["methods"]["rule_full_labels"]["routing_acc"], 2),
-                **{k: r[k] for k in ("traffic_share_at_500", "events_to_shift") if k in r},
+                **{k: r[k] for k in ("newcomer_share_at_500", "informed_share_at_500", "events_to_shift") if k in r},
                 **({"poison": round(100 * r["poison_effect"]["mean"], 2)} if "poison_effect" in r else {}),
             }
         print(setting or "defaults", json.dumps(row), flush=True)

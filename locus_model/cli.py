@@ -54,9 +54,10 @@ def add_evaluate(
     )
     p.add_argument(
         "--evaluations",
-        required=True,
         type=Path,
-        help="long-format file (.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder",
+        default=None,
+        help="long-format file (.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder (required but "
+        "with --stream-log)",
     )
     p.add_argument("--out", required=True, type=Path, help="where to write the result JSON")
     p.add_argument("--budget", type=int, default=256, help="evaluations (anchor queries) per model (default 256)")
@@ -107,12 +108,13 @@ def add_evaluate(
     )
     p.add_argument(
         "--guard-margin",
-        type=float,
+        type=margin_option,
         default=None,
-        metavar="P",
+        metavar="P|measured",
         help="LOCUS routes under this guard margin (another model than the one most accurate on its own "
-        "anchors wins a query only when its P(correct) is higher by more than P; default 0.02, the "
-        "router's; 0 = the highest P(correct) wins)",
+        "anchors wins a query only when its P(correct) is higher by more than P; 0 = the highest P(correct) "
+        "wins; measured = where it is better with 95%% probability given P's error measured per query group "
+        "on the validation answers; default: the routing policy's, routing.policy.DEFAULT_GUARD)",
     )
     p.add_argument("--device", default="auto", help="LOCUS training device: auto, cpu, cuda (default auto)")
     p.add_argument(
@@ -190,14 +192,53 @@ def add_evaluate(
         metavar="SHARE",
         help="with --stream: the learning router's exploration budget (default LearningConfig's)",
     )
+    p.add_argument(
+        "--stream-log",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="instead of --evaluations: replay a log of graded answers in its order (.csv, .csv.gz, .parquet; "
+        "the evaluation columns model, query_id, query, benchmark, score and a time; the answers to one "
+        "request share its time): LOCUS trained on the answers before --stream-log-start, the methods and "
+        "figures of --stream (evaluation.stream_log)",
+    )
+    p.add_argument(
+        "--stream-log-start",
+        type=float,
+        default=None,
+        metavar="TIME",
+        help="with --stream-log: where the replay starts, in the log's time (seconds; a date-time column is read "
+        "as seconds since the epoch); default: the time of the answer half-way through the log",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(run=run_evaluate, default_encoding_cache=encoding_cache)
+
+
+def margin_option(value: str) -> float | str:
+    """--guard-margin as given: "measured" or a number (validated by routing.policy.check_margin)."""
+    if value.strip().lower() == "measured":
+        return "measured"
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a number in [0, 1) or 'measured'") from None
 
 
 def check_evaluate_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, found before anything heavy is imported (torch takes seconds); None if
     nothing."""
-    if not Path(args.evaluations).exists():
+    stream_log = getattr(args, "stream_log", None)
+    if stream_log is not None:
+        if args.evaluations is not None or getattr(args, "stream", None) is not None:
+            return "--stream-log replays a log of its own: drop --evaluations and --stream, or run them apart"
+        if not Path(stream_log).is_file():
+            return (
+                f"--stream-log {stream_log}: no such file. How to fix: a .csv, .csv.gz or .parquet with the "
+                "columns model, query_id, query, benchmark, score, time (one row per graded answer)"
+            )
+    elif args.evaluations is None:
+        return "--evaluations is required (or --stream-log FILE, to replay a log of graded answers)"
+    elif not Path(args.evaluations).exists():
         return (
             f"--evaluations {args.evaluations}: no such file or folder. How to fix: give a long-format file "
             "(.csv, .csv.gz, .parquet), a folder of them, or an EmbedLLM folder"
@@ -237,6 +278,7 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         bad = [s for s in names if s not in SCENARIOS]
         if bad or not names:
             return f"--stream {stream}: unknown scenario(s) {bad}; choose from {', '.join(SCENARIOS)} (comma-separated)"
+    if replaying(args):
         if args.stream_seeds < 1:
             return f"--stream-seeds {args.stream_seeds}: must be at least 1"
         if args.stream_events is not None and args.stream_events < 1:
@@ -245,8 +287,11 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
             if v is not None and not 0.0 <= v <= 1.0:
                 return f"{flag} {v}: a share in [0, 1]"
         if args.models_file is not None or args.onboard_sizes is not None:
-            return "--stream replays a stream instead of the folds: drop --models-file / --onboard-sizes, or run them apart"
-    if args.plot is not None and args.models_file is None and stream is None:
+            return (
+                "--stream / --stream-log replay a stream instead of the folds: drop --models-file / "
+                "--onboard-sizes, or run them apart"
+            )
+    if args.plot is not None and args.models_file is None and not replaying(args):
         return (
             "--plot: draws the quality-cost frontiers (needs --models-file, the models' costs) or, with --stream, "
             "the replay's curves"
@@ -258,13 +303,17 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
     return None
 
 
+def replaying(args: argparse.Namespace) -> bool:
+    """Whether the command is the replay (--stream or --stream-log) rather than the folds."""
+    return getattr(args, "stream", None) is not None or getattr(args, "stream_log", None) is not None
+
+
 def routing_policy(args: argparse.Namespace):
     """The routing policy `locus evaluate`'s LOCUS routes under (--guard-margin, else the default): validated by
     RoutingPolicy itself, the one place its rules live."""
     from locus_model.routing.policy import RoutingPolicy  # why: `locus --help` starts without numpy
 
-    margin = getattr(args, "guard_margin", None)
-    return RoutingPolicy() if margin is None else RoutingPolicy(guard_margin=margin)
+    return RoutingPolicy(guard_margin=getattr(args, "guard_margin", None))
 
 
 def holdout_option(value: str | None) -> float | tuple[str, ...] | None:
@@ -306,7 +355,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
     import torch
 
     from locus_model.data.encoders import resolve_encoder
-    from locus_model.data.encoding import encode_queries_with_summary
     from locus_model.data.errors import EvaluationDataError
     from locus_model.data.long_format import read_evaluations
     from locus_model.data.matrix import EvaluationMatrix
@@ -316,7 +364,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from locus_model.evaluation.stream import run_replay
     from locus_model.evaluation.verdict import format_verdict
     from locus_model.model import LocusConfig
-    from locus_model.training import TrainConfig
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     unknown = [m for m in methods if m not in METHODS]
@@ -327,6 +374,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     progress = not args.quiet
     try:
         spec = resolve_encoder(args.encoder)
+        if getattr(args, "stream_log", None) is not None:
+            from locus_model.evaluation.stream_log import run_log_replay  # why: only with --stream-log
+
+            run_log_replay(args, lambda texts: _encode(args, spec, texts, progress), _train_config(args), progress)
+            return EXIT_OK
         start = time.perf_counter()
         table, _ = read_evaluations(args.evaluations)
         matrix = EvaluationMatrix.from_table(table)
@@ -353,24 +405,14 @@ def run_evaluate(args: argparse.Namespace) -> int:
             )
         cores, load = machine()
         jobs = args.jobs or default_jobs(cores, load, tasks=fit_count(folds, methods), threads=threads)
-        if progress:
+        if progress and not replaying(args):  # the replay counts its own trainings (evaluation.stream)
             print(
                 f"{fit_count(folds, methods)} fits, {jobs} at a time ({'--jobs' if args.jobs else 'the free cores'}: "
                 f"{cores} cores, load {load:.1f}), {threads} torch thread(s) each",
                 file=sys.stderr,
             )
-        folder = args.encoding_cache
-        if folder is None and getattr(args, "default_encoding_cache", None) is not None:
-            folder = args.default_encoding_cache()
-        cache = Path(folder) / spec.name if folder else None
-        encodings, report = encode_queries_with_summary(
-            matrix.queries, encoder=spec.name, runtime=args.encoder_runtime, cache_dir=cache, progress=progress
-        )
-        train_config = TrainConfig(device=args.device)
-        if args.epochs is not None:
-            train_config = replace(train_config, epochs=args.epochs)
-        if args.patience is not None:
-            train_config = replace(train_config, patience=args.patience)
+        encodings, report = _encode(args, spec, matrix.queries, progress, summary=True)
+        train_config = _train_config(args)
         if getattr(args, "stream", None) is not None:
             run_replay(args, matrix, encodings, train_config, progress)
             return EXIT_OK
@@ -432,6 +474,33 @@ def run_evaluate(args: argparse.Namespace) -> int:
         )
     print(f"\nwrote {path}")
     return EXIT_OK
+
+
+def _encode(args: argparse.Namespace, spec, texts: Sequence[str], progress: bool, *, summary: bool = False):
+    """The query texts' encodings (Q, D) by the chosen encoder, through its cache (with ``summary``: and the
+    encoding's report)."""
+    from locus_model.data.encoding import encode_queries_with_summary  # why: the CLI starts without the encoder
+
+    folder = args.encoding_cache
+    if folder is None and getattr(args, "default_encoding_cache", None) is not None:
+        folder = args.default_encoding_cache()
+    cache = Path(folder) / spec.name if folder else None
+    encodings, report = encode_queries_with_summary(
+        list(texts), encoder=spec.name, runtime=args.encoder_runtime, cache_dir=cache, progress=progress
+    )
+    return (encodings, report) if summary else encodings
+
+
+def _train_config(args: argparse.Namespace):
+    """LOCUS's TrainConfig from --device, --epochs, --patience."""
+    from locus_model.training import TrainConfig  # why: the CLI answers --help and argument errors without torch
+
+    train_config = TrainConfig(device=args.device)
+    if args.epochs is not None:
+        train_config = replace(train_config, epochs=args.epochs)
+    if args.patience is not None:
+        train_config = replace(train_config, patience=args.patience)
+    return train_config
 
 
 # ---------------------------------------------------------------------------------------------- synthetic-data

@@ -14,7 +14,7 @@ the evaluation protocol, ``locus serve``, the reports and the MLflow pyfunc.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
@@ -49,6 +49,25 @@ class Router:
     model: Locus  # set encoder + correctness predictor, eval mode
     groups: QueryGroups
     blend: Blend
+    noise: tuple[float, ...] | None = None  # (G,) P's measured error per query group (measure_noise); None: unmeasured
+
+    def with_noise(self, encodings: np.ndarray, val_scores: np.ndarray, embeddings: np.ndarray, profiles: np.ndarray):
+        """This router with its ``noise`` measured (measure_noise) on the validation cells ``val_scores`` (M, Q) of
+        models with these pool rows (embeddings (M, d), profiles (M, G)); itself when no cell is given."""
+        val_scores = np.asarray(val_scores, np.float32)
+        val_q = np.flatnonzero(~np.isnan(val_scores).all(0))
+        if len(val_q) == 0:
+            return self
+        enc = np.asarray(encodings, np.float32)[val_q]
+        p = self.proba(embeddings, profiles, enc)
+        noise = measure_noise(p, val_scores[:, val_q], self.groups.membership(enc))
+        return replace(self, noise=tuple(float(x) for x in noise))
+
+    def query_noise(self, encodings: np.ndarray) -> np.ndarray | None:
+        """(Q,) the measured error of P on each query: its groups' ``noise`` by membership; None when unmeasured."""
+        if self.noise is None:
+            return None
+        return self.groups.membership(encodings) @ np.asarray(self.noise, np.float64)
 
     def standing(self, profiles: np.ndarray) -> np.ndarray:
         """(M,) each model's accuracy on its own evaluations from its group profile (M, G): the profile weighted by
@@ -107,7 +126,8 @@ class Router:
 
     def to_dict(self) -> dict:
         """The groups and the blend as plain data (the model's weights are saved beside them)."""
-        return {"groups": self.groups.to_dict(), "blend": self.blend.to_dict()}
+        noise = {} if self.noise is None else {"noise": list(self.noise)}
+        return {"groups": self.groups.to_dict(), "blend": self.blend.to_dict(), **noise}
 
     def save(self, path: str | Path, **extra: Any) -> None:
         """One checkpoint: the model's config and weights, ``router`` (to_dict) and extra plain data."""
@@ -127,7 +147,8 @@ class Router:
                 f"{where} has no router (query groups and blend): it predates the trained router. {RETRAIN}."
             )
         d = extra["router"]  # a "guard_margin" saved by older checkpoints is a policy, not trained: left unread
-        return cls(model=model, groups=QueryGroups.from_dict(d["groups"]), blend=Blend(**d["blend"]))
+        noise = None if d.get("noise") is None else tuple(float(x) for x in d["noise"])  # older checkpoints: none
+        return cls(model=model, groups=QueryGroups.from_dict(d["groups"]), blend=Blend(**d["blend"]), noise=noise)
 
 
 @dataclass(frozen=True)
@@ -208,7 +229,29 @@ def fit_router(
         group_proba(profiles, router.groups.membership(val_enc)),
         val_scores[:, val_q],
     )
-    return Router(model=model, groups=router.groups, blend=blend), embeddings
+    fitted = Router(model=model, groups=router.groups, blend=blend)
+    return fitted.with_noise(encodings, val_scores, embeddings, profiles), embeddings
 
 
-__all__ = ["PoolScorer", "RETRAIN", "Router", "fit_router"]
+def measure_noise(probs: np.ndarray, labels: np.ndarray, membership: np.ndarray) -> np.ndarray:
+    """(G,) how far P(correct) is from what the answers say, per query group: the root mean square over models of a
+    model's mean error (label - P) on the group's cells, the cells weighted by their queries' membership (Q, G).
+    ``probs``, ``labels``: (M, Q) on validation queries, NaN = no cell. What the validation answers cannot tell
+    apart from zero counts in: a group seen on few cells is known less well, and measures larger. A group without a
+    cell takes the mean over the others (every group 0 when none has one)."""
+    p, y = np.asarray(probs, np.float64), np.asarray(labels, np.float64)
+    seen = ~np.isnan(y)
+    r = np.where(seen, y - p, 0.0)  # (M, Q)
+    w = np.asarray(membership, np.float64)  # (Q, G)
+    weight = seen.astype(np.float64) @ w  # (M, G) the cells' membership weight
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bias = (r @ w) / weight  # (M, G) each model's mean error on each group
+    has = weight > 0
+    count = has.sum(axis=0)
+    noise = np.full(w.shape[1], np.nan)
+    ok = count > 0
+    noise[ok] = np.sqrt(np.where(has, bias**2, 0.0).sum(axis=0)[ok] / count[ok])
+    return np.where(ok, noise, np.nanmean(noise) if ok.any() else 0.0)
+
+
+__all__ = ["PoolScorer", "RETRAIN", "Router", "fit_router", "measure_noise"]

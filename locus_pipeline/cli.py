@@ -272,7 +272,7 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     # why: the gateway (FastAPI, torch, pandas) loads only for locus serve, not at CLI start-up
-    from locus_model.routing import GUARD_MARGIN, RoutingError, RoutingPolicy
+    from locus_model.routing import RoutingError, RoutingPolicy
     from locus_pipeline.serve import ConfigError, ServeConfig, serve
     from locus_pipeline.serve.learning import learning_config
     from locus_pipeline.storage import StorageError
@@ -281,7 +281,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         policy = RoutingPolicy(
             quality_weight=args.quality_weight,
-            guard_margin=GUARD_MARGIN if args.guard_margin is None else args.guard_margin,
+            guard_margin=args.guard_margin,  # None: the policy's default (routing.policy.check_margin)
         )
     except RoutingError as err:
         return fail("serve", ValueError(f"--quality-weight / --guard-margin: {err}"))

@@ -1,5 +1,6 @@
 """The commands that change a home's state outside a drop: `locus pool remove` (a run of pool_removal_job) and
-`locus learn reset` (a reset appended to the outcome log every gateway reads)."""
+`locus learn reset` (a reset appended to the outcome log every gateway reads); and `locus learn show`, which reads
+what the gateways learned."""
 
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ def run_pool_remove(args: argparse.Namespace) -> int:
 def add_learn(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "learn",
-        help="what locus serve learned from graded outcomes: reset a model",
+        help="what locus serve learned from graded outcomes: show it, reset a model",
         description="What `locus serve` learns from the outcomes posted to it (docs/serve.md).",
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -119,6 +120,101 @@ def add_learn(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("model", help="the model's name exactly as the pool's `model` column has it (GET /v1/models)")
     r.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
     r.set_defaults(run=run_learn_reset)
+    add_learn_show(actions)
+
+
+# ---------------------------------------------------------------------------------------------- learn show
+
+SHOW_LEVEL = 0.9  # the learned standing's interval
+
+
+def add_learn_show(actions: argparse._SubParsersAction) -> None:
+    s = actions.add_parser(
+        "show",
+        help="per model: outcomes counted, learned vs trained standing, last relearning",
+        description="What the gateways learned from graded outcomes, as saved in the home's traffic/learner.json "
+        "(written by `locus serve` as it learns, and when it stops): per model, the outcomes counted (discounted "
+        "by the half-life), its standing as trained and as learned with a 90% interval, and when it was last "
+        "relearned (traffic_model_embedding in the home's Dagster instance).",
+    )
+    s.add_argument("--home", type=str, default=None, help="LOCUS_HOME (default: $LOCUS_HOME or <repo>/data)")
+    s.set_defaults(run=run_learn_show)
+
+
+def learned_standing(state: dict, shares, level: float = SHOW_LEVEL) -> list[dict]:
+    """Per model of a saved learner state (``state["learner"]``): outcomes counted, trained standing (its starting
+    profiles over the groups' ``shares``), learned standing and its ``level`` interval (each cell's bounds moved as
+    its mean is, over the shares). The one call of the library's Learner."""
+    import numpy as np
+
+    from locus_model.learning import Learner
+    from locus_model.stats.logistic import logit, sigmoid
+
+    learner = Learner.from_state(state["learner"])
+    w = np.asarray(shares, np.float64)
+    lo, hi = learner.posterior.interval(level)
+    base = learner._base()
+    start = logit(learner.start)
+    counts = learner.posterior.count.sum(axis=1)
+    rows = []
+    for i, name in enumerate(learner.names):
+        rows.append(
+            {
+                "model": name,
+                "outcomes": float(counts[i]),
+                "trained": float(learner.start[i] @ w),
+                "learned": float(learner.profiles()[i] @ w),
+                "lo": float(sigmoid(start[i] + logit(lo[i]) - logit(base[i])) @ w),
+                "hi": float(sigmoid(start[i] + logit(hi[i]) - logit(base[i])) @ w),
+            }
+        )
+    return rows
+
+
+def last_relearnings(home) -> dict[str, float]:
+    """{model key: time of its latest traffic_model_embedding materialization} in the home's Dagster instance."""
+    with dg.DagsterInstance.from_config(str(prepare_dagster_home(Path(home.local_path)))) as instance:
+        records = instance.fetch_materializations(dg.AssetKey("traffic_model_embedding"), limit=10_000).records
+    latest: dict[str, float] = {}
+    for record in records:
+        key = record.partition_key
+        if key is not None and record.timestamp > latest.get(key, 0.0):
+            latest[key] = record.timestamp
+    return latest
+
+
+def run_learn_show(args: argparse.Namespace) -> int:
+    # why: the storage (pandas), the checkpoint (torch) and the library load only for this command
+    import time
+
+    from locus_model.data.contract import safe_model_key
+    from locus_pipeline.storage import LocusHome, StorageError
+
+    home = LocusHome(root=str(args.home) if args.home else "")
+    try:
+        state = home.read_learner_state()
+        if state is None:
+            print(
+                f"no learner state in {home.learner_state_path}: no `locus serve` has learned from graded outcomes on "
+                "this home yet (POST /v1/outcomes; docs/serve.md)"
+            )
+            return EXIT_OK
+        checkpoint = home.pool_checkpoint()
+    except StorageError as err:
+        return fail("learn show", err)
+    if state.get("checkpoint_id") != checkpoint.checkpoint_id:
+        print(
+            f"the learner's state is of checkpoint {state.get('checkpoint_id')}, the pool's is "
+            f"{checkpoint.checkpoint_id}: the next `locus serve` starts learning afresh"
+        )
+    relearned = last_relearnings(home)
+    print(f"{'model':<40} {'outcomes':>9} {'trained':>8} {'learned [90% interval]':>26}  last relearning")
+    for row in learned_standing(state, checkpoint.router.groups.shares()):
+        when = relearned.get(safe_model_key(row["model"]))
+        stamp = "never" if when is None else time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when))
+        learned = f"{100 * row['learned']:.1f} [{100 * row['lo']:.1f}, {100 * row['hi']:.1f}]"
+        print(f"{row['model']:<40} {row['outcomes']:>9.1f} {100 * row['trained']:>7.1f}% {learned:>26}  {stamp}")
+    return EXIT_OK
 
 
 def run_learn_reset(args: argparse.Namespace) -> int:
@@ -210,4 +306,13 @@ def removal_warnings(result) -> list[str]:
     return lines
 
 
-__all__ = ["add_learn", "add_pool", "remove_from_pool", "removal_warnings", "run_learn_reset", "run_pool_remove"]
+__all__ = [
+    "add_learn",
+    "add_pool",
+    "learned_standing",
+    "remove_from_pool",
+    "removal_warnings",
+    "run_learn_reset",
+    "run_learn_show",
+    "run_pool_remove",
+]

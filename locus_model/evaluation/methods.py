@@ -15,7 +15,7 @@ from locus_model.evaluation.latent import IRT, MatrixFactorization
 from locus_model.evaluation.splits import Fold
 from locus_model.model_config import LocusConfig
 from locus_model.router import PoolScorer, Router
-from locus_model.routing.policy import GUARD_MARGIN, routing_scores
+from locus_model.routing.policy import DEFAULT_GUARD, guard_margins, routing_scores
 from locus_model.training import TrainConfig, train_locus
 
 METHODS = ("locus", "embedllm_mf", "irt", "knn", "query_groups", "per_benchmark", "best_single", "oracle")
@@ -81,10 +81,10 @@ class LocusMethod(Baseline):
                 f"are {self.encodings.shape[1]}-d: encode the queries with the checkpoint's encoder"
             )
         self.n_fitted_models = len(train_scores)
-        self.scorer = self.router.scorer(
-            self.router.pool_rows(self.encodings, train_scores, self.benchmarks, device=self._device()),
-            device=self._device(),
-        )
+        rows = self.router.pool_rows(self.encodings, train_scores, self.benchmarks, device=self._device())
+        if self.router.noise is None and val_scores is not None:  # a router kept from before its noise was measured
+            self.router = self.router.with_noise(self.encodings, val_scores, *rows)
+        self.scorer = self.router.scorer(rows, device=self._device())
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:
         encodings = self._require_fit()
@@ -113,7 +113,7 @@ class Fitted(NamedTuple):
     probs: np.ndarray
     seconds: float
     standing: np.ndarray | None = None
-    guard_margin: float = 0.0
+    guard_margin: float | np.ndarray = 0.0  # one, or (Q_test,) per test query (the measured guard)
 
     def routing_scores(self, rows: np.ndarray | None = None, known: np.ndarray | None = None) -> np.ndarray:
         """What ranks the models ``rows`` (all when None) on the test queries: policy.routing_scores, the guard's
@@ -178,7 +178,7 @@ def fit_and_predict(
     router: Router | None = None,
     on_fitted: Callable[[Any], None] | None = None,
     benchmarks: np.ndarray | None = None,  # (Q,) query labels, or None
-    guard_margin: float = GUARD_MARGIN,  # the margin of LOCUS's guard (routing.policy)
+    guard_margin: float | str = DEFAULT_GUARD,  # LOCUS's guard (routing.policy.guard_margins: a margin or "measured")
 ) -> Fitted:
     """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
     onboard the held-out models from their anchor cells, score every test query; Fitted((M, Q_test) P(correct),
@@ -212,5 +212,6 @@ def fit_and_predict(
     if isinstance(method, LocusMethod):  # its rows in the matrix's order: the fitted ones, then the onboarded
         order = np.empty(len(scores), np.int64)
         order[trained], order[held] = np.arange(len(trained)), held_rows
-        return Fitted(probs, time.perf_counter() - t0, method.standing(order), guard_margin)
+        margin = guard_margins(guard_margin, method.router.query_noise(np.asarray(encodings)[np.asarray(fold.test)]))
+        return Fitted(probs, time.perf_counter() - t0, method.standing(order), margin)
     return Fitted(probs, time.perf_counter() - t0)

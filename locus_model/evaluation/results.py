@@ -56,7 +56,13 @@ def format_results(result: dict) -> str:
         f"protocol={s['protocol']} budget={s['budget']} folds={s['folds']} held_out={z['held_out_models']}/{z['models']} "
         f"models, {z['queries']} queries, wall {result['wall_s']:.0f} s"
     ]
-    if s.get("guard_margin"):
+    if s.get("guard_margin") == "measured":
+        lines.append(
+            "locus routes under the measured guard: the model most accurate on its own anchors is left only where "
+            "another is better with 95% probability given P's error measured per query group on the validation "
+            "answers (routing, hit@3, the frontier; correct, AUC and Brier read P(correct) itself)"
+        )
+    elif s.get("guard_margin"):
         lines.append(
             f"locus routes under a guard of {s['guard_margin']:g}: the model most accurate on its own anchors "
             f"is left only for a P(correct) more than {s['guard_margin']:g} higher (routing, hit@3, the "

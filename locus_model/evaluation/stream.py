@@ -38,7 +38,15 @@ import numpy as np
 
 from locus_model.evaluation.methods import LocusMethod
 from locus_model.evaluation.results import json_clean, save_results
-from locus_model.evaluation.stream_report import _config_dict, format_stream, plot_stream, score_stream, summarise
+from locus_model.evaluation.stream_report import (
+    _config_dict,
+    format_stream,
+    plot_stream,
+    score_stream,
+    summarise,
+    verdict,
+    warnings_of,
+)
 from locus_model.evaluation.stream_routing import (
     JUDGE,
     METHODS,
@@ -52,7 +60,7 @@ from locus_model.evaluation.stream_routing import (
 )
 from locus_model.learning import LearningConfig, pool_prior, prior_variance
 from locus_model.model_config import LocusConfig
-from locus_model.routing.policy import GUARD_MARGIN
+from locus_model.routing.policy import guard_margins
 
 # ---------------------------------------------------------------------------------------------- one seed
 
@@ -169,7 +177,7 @@ def build_stream(
     group = np.argmax(membership, axis=1)
     bench_names, bench = np.unique(np.asarray(benchmarks)[queries].astype(str), return_inverse=True)
     labels = scores[:, queries].astype(np.float64)
-    margin = GUARD_MARGIN if config.guard_margin is None else config.guard_margin
+    margin = stream_margin(config, router, enc)
     profiles = scorer.profiles[order].astype(np.float64)
     standing = scorer.standing[order]
     train_acc = np.nanmean(scores[:, trained.train], axis=1)
@@ -231,6 +239,13 @@ def build_stream(
     return stream, info
 
 
+def stream_margin(config: StreamConfig, router, encodings: np.ndarray) -> float:
+    """The guard margin of a stream's routers: the config's fixed margin, or (``"measured"``) the mean over the
+    stream's queries (``encodings``) of the measured margin (routing.policy.guard_margins; the replay's routers
+    take one margin)."""
+    return float(np.mean(guard_margins(config.guard_margin, router.query_noise(encodings))))
+
+
 def choose_newcomer(scores: np.ndarray, benchmarks: np.ndarray) -> int:
     """The model most clearly best on one benchmark: max over benchmarks of its accuracy there less the best other
     model's (the newcomer must be stronger than every trained model on part of the traffic)."""
@@ -289,6 +304,8 @@ def replay(
     if seeds < 1:
         raise ValueError(f"seeds={seeds}: give 1 or more")
     start = time.perf_counter()
+    trainings = trainings_of(scenarios, seeds)
+    log(f"the replay trains LOCUS {trainings} time(s) ({seeds} seed(s) x the scenarios' splits), one at a time")
     runs: dict[str, list[dict]] = {s: [] for s in scenarios}
     done, total = 0, seeds * len(scenarios)
     newcomer = choose_newcomer(scores, benchmarks) if "newcomer" in scenarios else None
@@ -326,21 +343,32 @@ def replay(
                 f"seed {seed}: {scenario} streamed ({config.events} events); {done}/{total} done, "
                 f"{spent:.0f} s, ETA {spent / done * (total - done):.0f} s"
             )
-    return json_clean(
-        {
-            "settings": {
-                "seeds": seeds,
-                "first_seed": first_seed,
-                "scenarios": scenarios,
-                "models": list(models),
-                "queries": int(scores.shape[1]),
-                "config": _config_dict(config),
-                "newcomer": None if newcomer is None else models[newcomer],
-            },
-            "wall_s": round(time.perf_counter() - start, 1),
-            "stream": {s: summarise(s, runs[s], models, config) for s in scenarios},
-        }
-    )
+    result = {
+        "settings": {
+            "seeds": seeds,
+            "first_seed": first_seed,
+            "scenarios": scenarios,
+            "models": list(models),
+            "queries": int(scores.shape[1]),
+            "config": _config_dict(config),
+            "newcomer": None if newcomer is None else models[newcomer],
+            "trainings": trainings,
+        },
+        "wall_s": round(time.perf_counter() - start, 1),
+        "stream": {s: summarise(s, runs[s], models, config) for s in scenarios},
+    }
+    return json_clean(with_verdict(result))
+
+
+def with_verdict(result: dict) -> dict:
+    """The result with its line to act on (``verdict``) and its ``warnings`` first."""
+    return {"verdict": verdict(result), "warnings": warnings_of(result), **result}
+
+
+def trainings_of(scenarios: list[str], seeds: int) -> int:
+    """How many times the replay trains LOCUS: once per seed for each way the scenarios split the queries
+    (``unlike`` by benchmark, ``newcomer`` without the newcomer, the others alike)."""
+    return seeds * len({(s == "unlike", s == "newcomer") for s in scenarios})
 
 
 def run_replay(args, matrix, encodings: np.ndarray, train_config, progress: bool) -> dict:
@@ -354,13 +382,7 @@ def run_replay(args, matrix, encodings: np.ndarray, train_config, progress: bool
             "queries with a missing cell are left out",
             file=sys.stderr,
         )
-    learning = LearningConfig() if args.stream_explore is None else LearningConfig(explore=args.stream_explore)
-    config = StreamConfig(
-        learning=learning,
-        guard_margin=args.guard_margin,
-        **({} if args.stream_events is None else {"events": args.stream_events}),
-        **({} if args.stream_feedback is None else {"feedback": args.stream_feedback}),
-    )
+    config = stream_config(args)
     result = replay(
         scores[:, complete],
         encodings[complete],
@@ -374,6 +396,23 @@ def run_replay(args, matrix, encodings: np.ndarray, train_config, progress: bool
         progress=progress,
     )
     result["settings"].update({"evaluations": str(args.evaluations), "encoder": args.encoder, "seed": args.seed})
+    return report(result, args)
+
+
+def stream_config(args) -> StreamConfig:
+    """The StreamConfig of `locus evaluate --stream` / `--stream-log`'s arguments (validated by StreamConfig)."""
+    learning = LearningConfig() if args.stream_explore is None else LearningConfig(explore=args.stream_explore)
+    return StreamConfig(
+        learning=learning,
+        guard_margin=args.guard_margin,
+        **({} if args.stream_events is None else {"events": args.stream_events}),
+        **({} if args.stream_feedback is None else {"feedback": args.stream_feedback}),
+    )
+
+
+def report(result: dict, args) -> dict:
+    """The replay's result saved to ``args.out``, its text printed (the line to act on first) and, with
+    ``args.plot``, its curves drawn; the result returned."""
     path = save_results(result, args.out)
     print(format_stream(result))
     if args.plot is not None:

@@ -20,7 +20,7 @@ from locus_model.learning import (
     embed_graded,
     prior_variance,
 )
-from locus_model.routing.policy import RoutingPolicy, routing_scores
+from locus_model.routing.policy import RoutingPolicy, check_margin, routing_scores
 
 SCENARIOS = ("stationary", "unlike", "newcomer", "drift", "poisoned")
 METHODS = ("learning", "frozen", "thompson_group", "thompson", "best_single", "rule_full_labels", "oracle")
@@ -42,10 +42,11 @@ class StreamConfig:
     poison_share: float = 0.1  # poisoned: share of the events graded by the hostile client
     window: int = 1000  # events per point of the curve
     learning: LearningConfig = field(default_factory=LearningConfig)
-    guard_margin: float | None = None  # None: the routing policy's default
+    guard_margin: float | str | None = None  # the guard (routing.policy.check_margin; None: its default)
     n_boot: int = 2000
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "guard_margin", check_margin(self.guard_margin))
         for name in ("train_fraction", "val_fraction", "feedback", "delayed", "join_at", "drift_at", "poison_share"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:

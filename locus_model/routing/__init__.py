@@ -26,7 +26,9 @@ from locus_model.routing.curves import DEFAULT_WEIGHTS
 from locus_model.routing.errors import CostError, CostUnknown, NoCandidateWithinCap, QualityWeightError, RoutingError
 from locus_model.routing.frontier import CostFrontier, cost_frontier, frontier_of_pool
 from locus_model.routing.policy import (
+    DEFAULT_GUARD,
     GUARD_MARGIN,
+    MEASURED,
     RoutingPolicy,
     check_margin,
     check_quality_weight,
@@ -52,7 +54,9 @@ __all__ = [
     "cost_info",
     "cost_table",
     "estimate_tokens",
+    "DEFAULT_GUARD",
     "GUARD_MARGIN",
+    "MEASURED",
     "RoutingPolicy",
     "check_margin",
     "incumbent",

@@ -19,6 +19,11 @@ and the routing score is what ranks (:func:`routing_scores`; locus_model.routing
 place of P). P(correct) itself is untouched: calibration, AUC and the estimates read P. With margin 0 the guard is
 the plain argmax of P. The default margin of two points leaves large pools' routing as it was and keeps a small
 pool's routing from falling below its best model; the figures that chose it are in bench/README.md ("Small data").
+
+The measured guard (``guard_margin="measured"``) makes the margin follow what the router knows: P's error measured per
+query group on the validation answers (locus_model.router.measure_noise, kept in the checkpoint), so another candidate
+wins only where it is better with 95% probability (:func:`measured_margin`). A policy made without a margin routes
+under DEFAULT_GUARD (:func:`check_margin`: the one place "None means the default" is read).
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from locus_model.routing.costs import check_cost
 from locus_model.routing.errors import QualityWeightError, RoutingError
 
 GUARD_MARGIN = 0.02  # in P(correct) units: two points
+MEASURED = "measured"  # the guard margin that follows the router's measured noise (measured_margin)
+GUARD_Z = 1.645  # the measured margin: another candidate wins where it is better with 95% probability (one-sided)
+DEFAULT_GUARD: float | str = GUARD_MARGIN  # what a policy without a guard margin routes under: the one default
 
 
 def check_quality_weight(quality_weight) -> float:
@@ -49,15 +57,36 @@ def check_quality_weight(quality_weight) -> float:
     return float(quality_weight)
 
 
-def check_margin(margin) -> float:
-    """``margin`` as a float in [0, 1); else a RoutingError (a ValueError) saying what to give."""
+def check_margin(margin) -> float | str:
+    """The guard margin as given: None -> the default (DEFAULT_GUARD, the one place it is chosen), ``"measured"``
+    (the router's measured noise), or a float in [0, 1) (a fixed margin); else a RoutingError (a ValueError) saying
+    what to give."""
+    if margin is None:
+        return DEFAULT_GUARD
+    if isinstance(margin, str) and margin.strip().lower() == MEASURED:
+        return MEASURED
     ok = isinstance(margin, (int, float, np.integer, np.floating)) and not isinstance(margin, (bool, np.bool_))
     if not ok or not 0.0 <= float(margin) < 1.0:
         raise RoutingError(
             f"guard margin {margin!r}: give a number in [0, 1), in P(correct) units (0 = no guard; "
-            f"the default {GUARD_MARGIN} = two points)"
+            f"{GUARD_MARGIN} = two points), or {MEASURED!r} (the router's measured noise per query group)"
         )
     return float(margin)
+
+
+def measured_margin(noise: np.ndarray) -> np.ndarray:
+    """The margin of the measured guard from P's measured error on each query (locus_model.router.Router.query_noise):
+    two models' errors, independent, differ by sqrt(2) x noise; another candidate wins only beyond GUARD_Z of that
+    (better than the incumbent with 95% probability given what the validation answers say). Kept below 1."""
+    return np.minimum(GUARD_Z * math.sqrt(2.0) * np.asarray(noise, np.float64), 0.99)
+
+
+def guard_margins(guard_margin: float | str, noise: np.ndarray | None) -> float | np.ndarray:
+    """The margin the guard applies: a fixed ``guard_margin`` as it is; ``"measured"``: measured_margin of ``noise``
+    (Q,) per query, GUARD_MARGIN where the router carries no measured noise (a checkpoint from before)."""
+    if guard_margin == MEASURED:
+        return GUARD_MARGIN if noise is None else measured_margin(noise)
+    return float(guard_margin)
 
 
 @dataclass(frozen=True)
@@ -65,7 +94,8 @@ class RoutingPolicy:
     """How a query is routed: ``w * routing score - (1 - w) * cost / max cost`` over the candidates within the caps,
     the routing score being P(correct) under the guard (locus_model.routing.route)."""
 
-    guard_margin: float = GUARD_MARGIN  # another candidate than the one of highest standing wins only by more (0: none)
+    guard_margin: float | str | None = None  # another candidate than the incumbent wins only by more (0: none;
+    # "measured": the router's measured noise per query group; None: DEFAULT_GUARD)
     quality_weight: float = 1.0  # w: 1 = the best P(correct) whatever the cost, 0 = the cheapest candidate
     max_cost: float | None = None  # only candidates that cost at most this per query (None: no cap)
     max_params: float | None = None  # only candidates of at most this many billion parameters (None: no cap)
@@ -88,8 +118,17 @@ class RoutingPolicy:
         w = self.quality_weight
         return math.inf if w == 0 else (1.0 - w) / w
 
+    def margins(self, noise: np.ndarray | None) -> float | np.ndarray:
+        """The margin applied on each query (guard_margins), given P's measured error on each (Router.query_noise)."""
+        return guard_margins(self.guard_margin, noise)
+
     def describe_guard(self) -> str:
         """The guard in words (a run's metadata, `locus evaluate`)."""
+        if self.guard_margin == MEASURED:
+            return (
+                "guarded toward the model of highest standing (another wins only where it is better with 95% "
+                f"probability: a margin of {GUARD_Z:g} x sqrt(2) x P's measured error on the query's group)"
+            )
         if self.guard_margin == 0:
             return "no guard (the highest P(correct) wins)"
         return (
@@ -98,23 +137,34 @@ class RoutingPolicy:
         )
 
 
+def incumbents(standing: np.ndarray, known: np.ndarray) -> np.ndarray:
+    """(Q,) the guard's incumbent of each query: the candidate of highest ``standing`` (M,) among the rows ``known``
+    (M, Q) marks, the first of equals; -1 for a query with no candidate. The one place the incumbent is chosen."""
+    s = np.asarray(standing, np.float64).reshape(-1)
+    k = np.asarray(known, bool).reshape(len(s), -1)
+    ref = np.argmax(np.where(k, s[:, None], -np.inf), axis=0)
+    return np.where(k.any(axis=0), ref, -1)
+
+
 def incumbent(standing: np.ndarray, among: np.ndarray | None = None) -> int:
     """The guard's incumbent: the candidate of highest standing among ``among`` (indices; all when None), the first
     of equals."""
     s = np.asarray(standing, np.float64).reshape(-1)
-    rows = np.arange(len(s)) if among is None else np.asarray(among, np.int64).reshape(-1)
-    if len(rows) == 0:
+    known = np.zeros(len(s), bool)
+    known[np.arange(len(s)) if among is None else np.asarray(among, np.int64).reshape(-1)] = True
+    if not known.any():
         raise RoutingError("the guard's incumbent: no candidate to choose from")
-    return int(rows[np.argmax(s[rows])])
+    return int(incumbents(s, known)[0])
 
 
 def routing_scores(
-    probs: np.ndarray, standing: np.ndarray | None, guard_margin: float, known: np.ndarray | None = None
+    probs: np.ndarray, standing: np.ndarray | None, guard_margin: float | np.ndarray, known: np.ndarray | None = None
 ) -> np.ndarray:  # (M,) or (M, Q)
-    """What ranks: P(correct) ``probs`` (M,) or (M, Q) less the guard's handicap, ``guard_margin`` for every candidate
-    but the incumbent, the candidate of highest ``standing`` (M,) among each query's candidates (the rows ``known``
-    (M,) or (M, Q) marks; all when None). A query with no candidate has no incumbent (every row handicapped). No
-    standing: P(correct) as it is (a method without a guard). The one place the guard is applied."""
+    """What ranks: P(correct) ``probs`` (M,) or (M, Q) less the guard's handicap, ``guard_margin`` (one, or (Q,) per
+    query: RoutingPolicy.margins) for every candidate but the incumbent (:func:`incumbents`: the candidate of highest
+    ``standing`` (M,) among each query's candidates, the rows ``known`` (M,) or (M, Q) marks; all when None). A query
+    with no candidate has no incumbent (every row handicapped). No standing: P(correct) as it is (a method without a
+    guard). The one place the guard is applied."""
     p = np.asarray(probs, np.float64)
     if standing is None:
         return p
@@ -127,12 +177,24 @@ def routing_scores(
         if known is None
         else np.broadcast_to(np.asarray(known, bool).reshape(len(s), -1), p2.shape)
     )
-    ranked = np.where(k, s[:, None], -np.inf)
-    ref = np.argmax(ranked, axis=0)  # (Q,) the first of equals
-    handicap = np.full(p2.shape, guard_margin)
-    has = k.any(axis=0)
+    ref = incumbents(s, k)
+    handicap = np.broadcast_to(np.asarray(guard_margin, np.float64).reshape(1, -1), p2.shape).copy()
+    has = ref >= 0
     handicap[ref[has], np.flatnonzero(has)] = 0.0
     return (p2 - handicap).reshape(p.shape)
 
 
-__all__ = ["GUARD_MARGIN", "RoutingPolicy", "check_margin", "check_quality_weight", "incumbent", "routing_scores"]
+__all__ = [
+    "DEFAULT_GUARD",
+    "GUARD_MARGIN",
+    "GUARD_Z",
+    "MEASURED",
+    "RoutingPolicy",
+    "check_margin",
+    "check_quality_weight",
+    "guard_margins",
+    "incumbent",
+    "incumbents",
+    "measured_margin",
+    "routing_scores",
+]

@@ -100,6 +100,7 @@ def route(
     params: np.ndarray | None = None,  # (M,) parameter counts (billions, NaN = unknown), for the policy's max_params
     embeddings: np.ndarray | None = None,  # (M, d) model embeddings, for the fallback chain
     n_fallbacks: int | None = None,
+    noise: float | None = None,  # P's measured error on this query (Router.query_noise), for the measured guard
 ) -> RouteDecision:
     """Rank the candidates by :func:`route_scores` of the policy's quality weight (ties: cheaper first, then lower
     index), keeping only those that cost at most the policy's ``max_cost`` and have at most its ``max_params``
@@ -150,7 +151,9 @@ def route(
         raise NoCandidateWithinCap(_nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params))
     idx = np.flatnonzero(keep)
     scores = np.full(len(c), np.nan)
-    quality = routing_scores(p[idx], None if standing is None else np.asarray(standing)[idx], policy.guard_margin)
+    quality = routing_scores(
+        p[idx], None if standing is None else np.asarray(standing)[idx], policy.margins(noise), None
+    )
     scores[idx] = route_scores(quality, np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
     ranking = idx[rank_candidates(scores[idx], c[idx], idx)]
     chosen = int(ranking[0])
@@ -222,6 +225,7 @@ def route_many(
     known: np.ndarray | None = None,
     standing: np.ndarray | None = None,
     params: np.ndarray | None = None,
+    noise: np.ndarray | None = None,  # (Q,) P's measured error per query (Router.query_noise), for the measured guard
 ) -> np.ndarray:  # (Q,) chosen per query
     """The chosen model of each query (column) of ``probs`` (M, Q) by the rule of :func:`route` under ``policy``;
     costs (M,) or (M, Q), NaN = unknown (left out when cost ranks; at w = 1 ranked after the known on a tie, as
@@ -252,7 +256,7 @@ def route_many(
             "smaller candidates of known size."
         )
     c_known = np.where(known & ~np.isnan(c), c, 0.0)
-    quality = routing_scores(p, standing, policy.guard_margin, known)
+    quality = routing_scores(p, standing, policy.margins(noise), known)
     s = np.where(known, route_scores(quality, c_known, w), -np.inf)
     rows = np.broadcast_to(np.arange(p.shape[0])[:, None], p.shape)
     return rank_candidates(s, c, rows)[0]

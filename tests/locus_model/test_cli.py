@@ -304,3 +304,64 @@ def test_evaluate_stream_arguments_are_checked(tmp_path, capsys):
     assert code == 2 and "choose from stationary" in capsys.readouterr().err
     code, _ = run_evaluate(tmp_path, table, "--stream", "drift", "--stream-feedback", "1.5")
     assert code == 2 and "--stream-feedback" in capsys.readouterr().err
+
+
+def test_evaluate_stream_says_first_whether_learning_pays(tmp_path, capsys):
+    code, _ = run_evaluate(
+        tmp_path, write_table(tmp_path / "evals.csv"), "--stream", "stationary", "--stream-seeds", "1",
+        "--stream-events", "300",
+    )  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    lines = out.out.splitlines()
+    assert lines[0].startswith("learning ") and "over frozen" in lines[0]
+    assert lines[1].startswith("warning: only 1 seed(s)")
+    assert "fits," not in out.err  # the replay counts its trainings, not the folds' fits
+
+
+def test_evaluate_stream_log_replays_a_log_of_graded_answers(tmp_path, capsys):
+    from tests.locus_model.evaluation.test_stream_log import _log
+
+    path = tmp_path / "log.csv"
+    _log(40).to_csv(path, index=False)
+    out = tmp_path / "results.json"
+    code = main(
+        ["evaluate", "--stream-log", str(path), "--stream-log-start", "1000", "--stream-seeds", "1",
+         "--encoder", "hashing-256", "--epochs", "2", "--patience", "2", "--device", "cpu", "--threads", "1",
+         "--out", str(out), "--guard-margin", "measured"]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(out.read_text())
+    assert result["settings"]["events"] == 40 and result["settings"]["start"] == 1000
+    assert result["settings"]["config"]["guard_margin"] == "measured"
+    assert captured.out.splitlines()[0].startswith("learning ") and "stream: log" in captured.out
+    assert "the replay trains LOCUS 1 time(s)" in captured.err
+
+
+def test_evaluate_stream_log_arguments_are_checked(tmp_path, capsys):
+    code = main(["evaluate", "--stream-log", str(tmp_path / "none.csv"), "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--stream-log" in err and "no such file" in err
+    table = write_table(tmp_path / "evals.csv")
+    code = main(
+        ["evaluate", "--stream-log", str(table), "--evaluations", str(table), "--out", str(tmp_path / "r.json")]
+    )
+    assert code == 2 and "drop --evaluations" in capsys.readouterr().err
+    code = main(["evaluate", "--out", str(tmp_path / "r.json")])
+    assert code == 2 and "--evaluations is required" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("model,query_id,query,benchmark,score\nm,q,text,b,1\n")
+    code = main(["evaluate", "--stream-log", str(bad), "--encoder", "hashing-256", "--out", str(tmp_path / "r.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and "column 'time'" in err and "How to fix" in err
+
+
+def test_evaluate_guard_margin_takes_a_number_or_measured(tmp_path, capsys):
+    parser = build_parser()
+    base = ["evaluate", "--evaluations", "x.csv", "--out", "r.json"]
+    assert parser.parse_args([*base, "--guard-margin", "measured"]).guard_margin == "measured"
+    assert parser.parse_args([*base, "--guard-margin", "0.05"]).guard_margin == 0.05
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--guard-margin", "wide"])
+    assert "a number in [0, 1) or 'measured'" in capsys.readouterr().err

@@ -32,10 +32,20 @@ MIN_NEW_ANSWERS = 50  # graded answers a model gains before it is embedded again
 # Declarative automation: a partition is requested when its traffic_evaluations partition was newly materialized (the
 # sensor's threshold decided it was due), unless a run of it is in progress. Not eager(): that also waits on
 # model_embeddings' own materialization status, which a relearning does not need (it reads the pool it updates).
+# On its first evaluation (the automation sensor's first tick: defs/automation.py) newly_updated sees nothing, so a
+# partition whose traffic_evaluations was materialized before then is requested once by the second term (issue 75).
 AFTER_NEW_TRAFFIC = (
-    dg.AutomationCondition.any_deps_match(
-        dg.AutomationCondition.newly_updated() | dg.AutomationCondition.will_be_requested()
-    ).allow(dg.AssetSelection.assets("traffic_evaluations"))
+    (
+        dg.AutomationCondition.any_deps_match(
+            dg.AutomationCondition.newly_updated() | dg.AutomationCondition.will_be_requested()
+        ).allow(dg.AssetSelection.assets("traffic_evaluations"))
+        | (
+            dg.AutomationCondition.initial_evaluation()
+            & dg.AutomationCondition.any_deps_match(~dg.AutomationCondition.missing()).allow(
+                dg.AssetSelection.assets("traffic_evaluations")
+            )
+        ).with_label("graded traffic from before the first evaluation")
+    )
     & ~dg.AutomationCondition.in_progress()
 ).with_label("after new graded traffic")
 

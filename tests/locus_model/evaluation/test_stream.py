@@ -4,7 +4,8 @@ that never hears an outcome is frozen LOCUS, the full-label rule picks each benc
 import numpy as np
 import pytest
 
-from locus_model.evaluation.stream import METHODS, SCENARIOS, Stream, StreamConfig, replay, route_stream
+from locus_model.evaluation.stream import METHODS, SCENARIOS, Stream, StreamConfig, plot_stream, replay, route_stream
+from locus_model.evaluation.stream_report import paired_over_events, verdict, warnings_of
 from locus_model.learning import LearningConfig
 from locus_model.model import LocusConfig
 from locus_model.training import TrainConfig
@@ -71,10 +72,21 @@ def test_every_scenario_reports_the_keys_of_the_issue(result) -> None:
         for m in METHODS:
             assert 0.0 <= r["methods"][m]["routing_acc"] <= 1.0 and len(r["methods"][m]["curve"]) == 3  # 600 / 200
             if m != "learning":
-                assert set(r["paired"][f"learning_minus_{m}"]) == {"mean", "ci_low", "ci_high"}
-    assert "traffic_share_at_500" in result["stream"]["newcomer"]
-    assert "events_to_shift" in result["stream"]["drift"]
-    assert set(result["stream"]["poisoned"]["poison_effect"]) == {"mean", "ci_low", "ci_high"}
+                d = r["paired"][f"learning_minus_{m}"]
+                assert set(d) == {"mean", "ci_low", "ci_high", "events", "blocks"}
+                assert d["events"] == 2 * 600 and d["blocks"] == 2 * 6  # every event of both seeds, blocks of 100
+                assert d["ci_low"] <= d["mean"] <= d["ci_high"]
+        assert r["story"]
+    newcomer = result["stream"]["newcomer"]
+    for key in ("newcomer_share_at_500", "informed_share_at_500"):
+        assert 0.0 <= newcomer[key] <= 1.0 and all(0.0 <= x <= 1.0 for x in newcomer[f"{key}_per_seed"])
+    drift = result["stream"]["drift"]
+    assert len(drift["events_to_shift_per_seed"]) == 2 and drift["degraded"] in drift["story"]
+    assert drift["change_at"] == 300 and newcomer["change_at"] == 150  # drift_at 0.5, join_at 0.25 of 600
+    assert set(result["stream"]["poisoned"]["poison_effect"]) == {"mean", "ci_low", "ci_high", "events", "blocks"}
+    assert result["settings"]["trainings"] == 2 * 3  # per seed: stationary/drift/poisoned alike, unlike, newcomer
+    assert result["warnings"] and "2 seed(s)" in result["warnings"][0]  # under 5 seeds
+    assert result["verdict"]["line"].startswith("learning ")
 
 
 def test_the_oracle_bounds_every_method_on_every_seed(result) -> None:
@@ -164,3 +176,113 @@ def test_the_learning_router_embeds_a_newcomer_again_from_its_graded_answers_eve
     assert decisions[EMBED_EVERY].p[0] == pytest.approx(fresh)  # 50 graded by event 50: its new row, no evidence yet
     assert decisions[EMBED_EVERY - 1].p[0] != pytest.approx(0.5)  # before: the old row, moved by its outcomes
     np.testing.assert_array_equal(stream.p, 0.5)  # the stream itself is not changed (other methods read it)
+
+
+# ---------------------------------------------------------------------------------------------- the figures
+
+
+def test_paired_differences_are_per_event_and_pool_the_seeds_blocks() -> None:
+    # seed 0: learning right on 150 of 200 events, frozen on 100; seed 1: both right on all 100
+    a = [np.r_[np.ones(150), np.zeros(50)], np.ones(100)]
+    b = [np.r_[np.ones(100), np.zeros(100)], np.ones(100)]
+    d = paired_over_events(a, b, n_boot=500)
+    assert d["mean"] == pytest.approx(50 / 300)  # over the 300 events, not the mean of the seeds' means (0.125)
+    assert d["events"] == 300 and d["blocks"] == 3  # blocks of EVENT_BLOCK = 100 events
+    # the three blocks differ by 0.5, 0 and 0: a resample of three blocks lies in [0, 0.5]
+    assert 0.0 <= d["ci_low"] <= d["mean"] <= d["ci_high"] <= 0.5
+    same = paired_over_events([np.ones(100)], [np.ones(100)], n_boot=100)
+    assert (same["mean"], same["ci_low"], same["ci_high"]) == (0.0, 0.0, 0.0)
+
+
+def _drift_run(choices: np.ndarray, at: int = 0) -> dict:
+    return {"info": {"at": at, "model": 0, "like": 1, "informed_share": 0.0}, "choices": {"learning": choices}}
+
+
+def test_a_seed_that_never_shifts_counts_as_never_in_the_median() -> None:
+    never = np.zeros(400, int)  # always the degraded model
+    # off it after 50 events: within 5 points of full knowledge's 0 (5 of the last 100) at event 145
+    quick = np.r_[np.zeros(50, int), np.ones(350, int)]
+    from locus_model.evaluation.stream_report import _drift
+
+    two_never = _drift([_drift_run(never), _drift_run(never), _drift_run(quick)], ["a", "b"])
+    assert two_never["events_to_shift_per_seed"] == [None, None, 145]
+    assert two_never["events_to_shift"] is None and two_never["seeds_shifted"] == 1  # the median seed never did
+    one_never = _drift([_drift_run(never), _drift_run(quick), _drift_run(quick)], ["a", "b"])
+    assert one_never["events_to_shift"] == 145.0
+
+
+def test_the_verdict_reads_learning_against_frozen_on_every_scenario() -> None:
+    def result(*intervals):
+        return {
+            "settings": {"seeds": 5},
+            "stream": {
+                f"s{i}": {"paired": {"learning_minus_frozen": {"mean": m, "ci_low": lo, "ci_high": hi}}}
+                for i, (m, lo, hi) in enumerate(intervals)
+            },
+        }
+
+    pays = verdict(result((0.05, 0.03, 0.07), (0.0, -0.01, 0.01)))
+    assert pays["pays"] and pays["line"].startswith("learning pays on this data: s0 +5.0 [+3.0, +7.0]")
+    flat = verdict(result((0.0, -0.01, 0.01)))
+    assert not flat["pays"] and flat["line"].startswith("learning does not pay") and "keep --learn off" in flat["line"]
+    costs = verdict(result((0.05, 0.03, 0.07), (-0.02, -0.03, -0.01)))
+    assert costs["costs"] and not costs["pays"] and "keep --learn off" in costs["line"]
+    assert warnings_of(result((0.0, 0.0, 0.0))) == []  # 5 seeds: no warning
+
+
+def test_feedback_zero_shows_exactly_frozens_accuracy() -> None:
+    scores, enc, bench = _matrix()
+    train = TrainConfig(epochs=2, latent_steps=0, finetune_steps=0, select_from_epoch=0, device="cpu")
+    model = LocusConfig(query_dim=D, d=16, n_blocks=1, n_latents=4, n_heads=2, predictor_hidden=8)
+    silent = replay(
+        scores,
+        enc,
+        bench,
+        ["m0", "m1", "m2", "m3"],
+        ["stationary"],
+        seeds=1,
+        progress=False,
+        config=StreamConfig(events=600, window=200, n_boot=50, feedback=0.0),
+        train_config=train,
+        model_config=model,
+    )["stream"]["stationary"]
+    assert silent["methods"]["learning"]["per_seed"] == silent["methods"]["frozen"]["per_seed"]
+
+
+def test_the_plot_marks_the_change_and_draws_every_method(result, tmp_path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    drawn = {}
+    real = plt.subplots
+
+    def spy(*args, **kwargs):
+        fig, axes = real(*args, **kwargs)
+        drawn["axes"] = axes
+        return fig, axes
+
+    plt.subplots = spy
+    try:
+        path = plot_stream(result, tmp_path / "curve.png")
+    finally:
+        plt.subplots = real
+    assert (tmp_path / "curve.png").stat().st_size > 0 and path.endswith("curve.png")
+    panels = dict(zip(SCENARIOS, drawn["axes"][0]))
+    drift = panels["drift"]
+    styles = {(line.get_linestyle(), line.get_marker()) for line in drift.get_lines() if line.get_label() in METHODS}
+    assert len(styles) == len(METHODS)  # every method its own dash and marker: none hidden under another
+    marks = [line for line in drift.get_lines() if line.get_label() not in METHODS]
+    assert [m.get_xdata()[0] for m in marks] == [300]  # the drift's event
+    assert drift.get_xlabel().startswith("event")
+
+
+def test_the_replays_guard_is_validated_and_defaulted_by_the_routing_policy() -> None:
+    from locus_model.routing.errors import RoutingError
+    from locus_model.routing.policy import DEFAULT_GUARD
+
+    assert StreamConfig().guard_margin == DEFAULT_GUARD  # None: the policy's one default
+    assert StreamConfig(guard_margin="measured").guard_margin == "measured"
+    with pytest.raises(RoutingError, match="guard margin"):
+        StreamConfig(guard_margin=1.5)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from locus_model.query_groups import Blend, QueryGroups, fit_query_groups
-from locus_model.router import Router
+from locus_model.router import Router, measure_noise
 from locus_model.routing import (
     GUARD_MARGIN,
     CostError,
@@ -24,6 +24,7 @@ from locus_model.routing import (
     route_many,
     routing_scores,
 )
+from locus_model.routing.policy import DEFAULT_GUARD, GUARD_Z
 from tests.locus_model.tiny_locus import tiny_model
 
 STANDING = np.array([0.60, 0.72, 0.65])  # model 1 is the most accurate on its own evaluations
@@ -149,3 +150,53 @@ def test_a_checkpoint_carries_no_policy_and_an_older_one_with_a_margin_still_loa
     assert RoutingPolicy().guard_margin == GUARD_MARGIN == 0.02
     assert "0.05 of P(correct)" in RoutingPolicy(guard_margin=0.05).describe_guard()
     assert "no guard" in RoutingPolicy(guard_margin=0.0).describe_guard()
+
+
+# ---------------------------------------------------------------------------------------------- the measured guard
+
+
+def test_the_noise_is_the_root_mean_square_of_each_models_mean_error_per_group():
+    # group 0: model 0 right 1 of 2 at P 0.5 (error 0), model 1 right 2 of 2 at P 0.5 (error +0.5): sqrt(0.25 / 2)
+    # group 1: model 0 right 0 of 1 at P 0.2 (error -0.2), model 1 has no cell there: 0.2
+    probs = np.array([[0.5, 0.5, 0.2], [0.5, 0.5, 0.9]])
+    labels = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, np.nan]])
+    membership = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    np.testing.assert_allclose(measure_noise(probs, labels, membership), [np.sqrt(0.125), 0.2])
+    # a group without a cell takes the others' mean
+    three = np.c_[membership, np.zeros(3)]
+    np.testing.assert_allclose(measure_noise(probs, labels, three)[2], (np.sqrt(0.125) + 0.2) / 2)
+
+
+def test_the_measured_margin_follows_each_querys_noise_and_a_fixed_one_overrides_it():
+    noise = np.array([0.0, 0.01, 0.1])
+    measured = RoutingPolicy(guard_margin="measured")
+    np.testing.assert_allclose(measured.margins(noise), GUARD_Z * np.sqrt(2) * noise)
+    assert measured.margins(None) == GUARD_MARGIN  # a router without measured noise (an older checkpoint)
+    assert RoutingPolicy(guard_margin=0.05).margins(noise) == 0.05
+    assert RoutingPolicy().guard_margin == DEFAULT_GUARD and RoutingPolicy(guard_margin=None).margins(noise) == 0.02
+    assert "95% probability" in measured.describe_guard()
+    # per query: model 0 (P 0.70) beats the incumbent (model 1, P 0.66) where the margin is under 0.04 only
+    p = np.array([[0.70, 0.70, 0.70], [0.66, 0.66, 0.66], [0.1, 0.1, 0.1]])
+    chosen = np.argmax(routing_scores(p, STANDING, measured.margins(noise)), axis=0)
+    np.testing.assert_array_equal(chosen, [0, 0, 1])
+    np.testing.assert_array_equal(route_many(p, np.zeros(3), measured, standing=STANDING, noise=noise), [0, 0, 1])
+
+
+def test_a_router_measures_its_noise_and_keeps_it_in_its_checkpoint(tmp_path):
+    rng = np.random.default_rng(3)
+    enc = rng.normal(size=(40, 32)).astype(np.float32)
+    groups = fit_query_groups(enc, np.array(["a", "b"] * 20))
+    router = Router(tiny_model(), groups, Blend())
+    scores = (rng.random((3, 40)) < 0.6).astype(np.float32)
+    embeddings, profiles = router.pool_rows(enc, scores)
+    val = np.full_like(scores, np.nan)
+    val[:, :20] = scores[:, :20]
+    measured = router.with_noise(enc, val, embeddings, profiles)
+    assert measured.noise is not None and len(measured.noise) == 2 and all(x > 0 for x in measured.noise)
+    assert router.with_noise(enc, np.full_like(scores, np.nan), embeddings, profiles) is router  # no cell: unmeasured
+    measured.save(tmp_path / "r.pt")
+    back, _ = Router.load(tmp_path / "r.pt")
+    assert back.noise == measured.noise
+    np.testing.assert_allclose(back.query_noise(enc[:3]), groups.membership(enc[:3]) @ np.asarray(measured.noise))
+    router.save(tmp_path / "old.pt")  # a checkpoint from before the noise
+    assert Router.load(tmp_path / "old.pt")[0].query_noise(enc) is None
