@@ -152,10 +152,11 @@ def learned_standing(state: dict, shares, level: float = SHOW_LEVEL) -> list[dic
 
     learner = Learner.from_state(state["learner"])
     w = np.asarray(shares, np.float64)
-    lo, hi = learner.posterior.interval(level)
-    base = learner._base()
+    shared = learner.posterior  # what every client's routing reads (a grader's outcomes, clients that agree)
+    lo, hi = shared.interval(level)
+    base = (1.0 - shared.robust) * shared.prior_mean + shared.robust * 0.5  # the posterior mean with no outcomes
     start = logit(learner.start)
-    counts = learner.posterior.count.sum(axis=1)
+    counts = learner.counts()  # every client's graded answers, whether or not they moved the shared view
     rows = []
     for i, name in enumerate(learner.names):
         rows.append(

@@ -24,7 +24,6 @@ from locus_model.data.stream_log import read_stream_log
 from locus_model.evaluation.results import json_clean
 from locus_model.evaluation.stream import (
     Trained,
-    newcomer_prior_var,
     report,
     stream_config,
     stream_margin,
@@ -34,6 +33,7 @@ from locus_model.evaluation.stream import (
 )
 from locus_model.evaluation.stream_report import _config_dict, score_stream, summarise
 from locus_model.evaluation.stream_routing import JUDGE, Stream, StreamConfig, guarded_argmax
+from locus_model.learning import pool_prior, prior_variance
 from locus_model.model_config import LocusConfig
 
 SCENARIO = "log"
@@ -115,9 +115,9 @@ def log_stream(split: LogSplit, trained: Trained, *, seed: int, config: StreamCo
     order = np.full(len(split.models), -1, np.int64)
     order[rows] = np.arange(len(rows))
     new = np.array([s for s in split.stream_models if order[s] < 0], np.int64)  # first graded after start
-    if len(new):
-        mean_row = (scorer.embeddings.mean(axis=0, keepdims=True), scorer.profiles.mean(axis=0, keepdims=True))
-        scorer = scorer.extended(np.repeat(mean_row[0], len(new), 0), np.repeat(mean_row[1], len(new), 0))
+    if len(new):  # the pool's prior, as locus serve's snapshot makes it for a model with no evaluations
+        emb, prof = pool_prior(scorer.profiles, scorer.embeddings, np.ones(len(rows), bool))
+        scorer = scorer.extended(np.repeat(emb[None], len(new), 0), np.repeat(prof[None], len(new), 0))
         order[new] = np.arange(len(rows), len(rows) + len(new))
     s_order = order[split.stream_models]
     n = split.event_labels.shape[1]
@@ -125,8 +125,8 @@ def log_stream(split: LogSplit, trained: Trained, *, seed: int, config: StreamCo
     p = scorer.proba(enc, s_order).astype(np.float64)  # (S, T)
     margin = stream_margin(config, router, enc)
     profiles = scorer.profiles[s_order].astype(np.float64)
-    newcomers = np.flatnonzero(np.isin(split.stream_models, new))
-    prior_var = newcomer_prior_var(profiles, newcomers, config.learning.prior_var) if len(newcomers) else None
+    n_evaluations = (~np.isnan(split.train_scores[split.stream_models])).sum(axis=1)  # answers before the cut
+    prior_var = prior_variance(profiles, n_evaluations, router.groups.shares(), router_var=config.learning.prior_var)
     train_acc = _mean_before(split)
     known = np.flatnonzero(order[split.stream_models] < len(rows))
     best_single = int(known[np.argmax(train_acc[split.stream_models[known]])]) if len(known) else 0
