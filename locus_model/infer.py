@@ -2,8 +2,8 @@
 
 numpy in, numpy out; no autograd (inference_mode); deterministic: a set's embedding is the same bit for bit
 whether it is embedded alone or with any other sets (length_bucket, modules.rowwise). The device and batch
-heuristics (resolve_device, default_max_tokens; torch_threads is locus_model.threads') live here; the model itself (Locus, the tiles of its
-all-pairs scoring, checkpoints) is in locus_model.model.
+heuristics (resolve_device, default_max_tokens; torch_threads is locus_model.threads') live here; the model itself
+(Locus, the tiles of its all-pairs scoring, checkpoints) is in locus_model.model.
 """
 
 from __future__ import annotations

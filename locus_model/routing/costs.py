@@ -149,7 +149,10 @@ def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -
         unknown = [n for n, k in zip(names, usd) if not k]
         note = "cost in USD per query (cost_per_query, or token prices x estimated tokens)"
         if unknown:
-            note += f"; {len(unknown)} model(s) without a price have an unknown cost: left out of cost-aware routing ({_listed(unknown)})"
+            note += (
+                f"; {len(unknown)} model(s) without a price have an unknown "
+                f"cost: left out of cost-aware routing ({_listed(unknown)})"
+            )
         p_in, p_out = np.where(usd, np.nan_to_num(p_in), np.nan), np.where(usd, np.nan_to_num(p_out), np.nan)
         return CostTable(tuple(names), per_query, p_in, p_out, "usd", tuple(unknown), note, tuple(parsed), params)
     if (~np.isnan(params)).any():

@@ -1,17 +1,17 @@
 """``locus onboard --endpoint NAME``: onboard a model behind an OpenAI-compatible endpoint (its models config entry)
 by asking it MMLU-Pro questions in rounds (``choice``: one seeded random order, the default, or adaptive: where the
-per-benchmark estimates' intervals narrow most, locus_model.estimates.questions; bench/README.md "Adaptive onboarding"), then
-onboarding the graded answers the way a dropped evaluation file is onboarded.
+per-benchmark estimates' intervals narrow most, locus_model.estimates.questions; bench/README.md "Adaptive onboarding"),
+then onboarding the graded answers the way a dropped evaluation file is onboarded.
 
 1. The candidate questions are the MMLU-Pro bank's (data/mmlu-pro) that the home's training source holds (their
    encodings are in query_encodings).
 2. Rounds of ``concurrency`` questions: each asked through ``locus serve``'s upstream client
-   (live/asking.ask_one over serve/upstream.forward) with the entry's timeout and ``retries`` retries, graded (mmlu_pro_bank.grade_answer),
-   and appended to the home's answer log (``live/<model_key>.jsonl``) as it arrives, so a crash or Ctrl-C resumes
-   without asking again. After each round the per-benchmark capability estimates are recomputed (live/rounds.py)
-   and a progress line reported. It stops at ``budget`` answers, before ``max_cost`` USD (prices from the models
-   config), or when every estimate's 90% interval is narrower than ``until`` points. A round whose every call fails
-   ends the run with the last error and no pool change.
+   (live/asking.ask_one over serve/upstream.forward) with the entry's timeout and ``retries`` retries, graded
+   (mmlu_pro_bank.grade_answer), and appended to the home's answer log (``live/<model_key>.jsonl``) as it arrives, so a
+   crash or Ctrl-C resumes without asking again. After each round the per-benchmark capability estimates are recomputed
+   (live/rounds.py) and a progress line reported. It stops at ``budget`` answers, before ``max_cost`` USD (prices from
+   the models config), or when every estimate's 90% interval is narrower than ``until`` points. A round whose every call
+   fails ends the run with the last error and no pool change.
 3. The graded answers become an evaluation file (model, query_id, query, benchmark, score) handed to the drop
    folder's intake through its front door (locus_pipeline.intake.hand_in: written to incoming/ as any drop, taken
    in once settled, the outcome told back), then onboarded by ``onboarding_job`` (one forward pass, the pool

@@ -1,5 +1,6 @@
 """The pool being served: one immutable :class:`Snapshot` (pool, checkpoint, costs, upstreams), swapped whole on a
-reload; :func:`watched_key` tells when the pool file (or the served portfolio's table) changed. Storage goes through LocusHome only."""
+reload; :func:`watched_key` tells when the pool file (or the served portfolio's table) changed. Storage goes through
+LocusHome only."""
 
 from __future__ import annotations
 

@@ -53,7 +53,8 @@ def checkpoint_figures(result) -> Figures:
         (
             "epoch_val_loss",
             epoch.get("val_loss"),
-            f"validation BCE at the selected epoch {result.best_epoch}, before any fine-tuning (what selects the epoch)",
+            f"validation BCE at the selected epoch {result.best_epoch}, "
+            "before any fine-tuning (what selects the epoch)",
         ),
         ("epoch_val_routing_acc", epoch.get("val_routing_acc"), "validation routing accuracy at the selected epoch"),
         (
@@ -131,7 +132,8 @@ def figures_metadata(figures: Figures) -> dict:
 class SplitConfig(dg.Config):
     budget: int = Field(
         default=512,
-        description="Evaluations per model used for training: one shared random set of training queries (the anchors). Paper: 256 / 512 / 1024.",
+        description="Evaluations per model used for training: one shared random set of training queries (the anchors). "
+        "Paper: 256 / 512 / 1024.",
     )
     seed: int = Field(default=0, description="Seed of the query split, the anchors and the held-out models.")
     test_fraction: float = Field(
@@ -141,7 +143,8 @@ class SplitConfig(dg.Config):
     val_fraction: float = Field(default=0.1, description="Validation share of the remaining queries (early stopping).")
     holdout_models: float = Field(
         default=0.2,
-        description="Share of models never trained on: embedded by one forward pass like an onboarded model, and reported apart by routing_evaluation. 0 = train on every model.",
+        description="Share of models never trained on: embedded by one forward pass like an onboarded model, and "
+        "reported apart by routing_evaluation. 0 = train on every model.",
     )
 
 
