@@ -1,7 +1,6 @@
 """Training split + anchors, and the trained LOCUS checkpoint (tracked in MLflow)."""
 
 import ast
-import contextlib
 import dataclasses
 import inspect
 import json
@@ -259,8 +258,10 @@ TrainingConfig = create_model(
             default=0,
             ge=0,
             description=(
-                "torch CPU threads while training; 0 = torch's default (one per core). On a machine shared with other "
-                "jobs, 1 avoids oversubscribing the cores (on a busy 2-core machine an epoch took 3.5x longer with 2)."
+                "torch CPU threads while training; 0 = the cores free when the training starts (locus_model.threads."
+                "choose_threads: the cores less those other processes keep busy), recorded as the run's torch_threads. "
+                "Threads beyond the free cores wait for a core (on a busy 2-core machine an epoch took 3.5x longer "
+                "with 2)."
             ),
         ),
     ),
@@ -287,6 +288,7 @@ def locus_checkpoint(
 
     from locus_model.infer import inference_precision, resolve_device, torch_threads
     from locus_model.pool import embed_models
+    from locus_model.threads import choose_threads
     from locus_model.training import train_locus
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
@@ -297,8 +299,9 @@ def locus_checkpoint(
     # the runtime the training encodings came from: the pool and serving encode with the same one
     runtime = str(query_encodings["runtime"].iloc[0]) if "runtime" in query_encodings else "torch"
     digest, device = evaluations_digest(trained_on), str(resolve_device(train_config.device))
-    threads = torch_threads(config.threads) if config.threads else contextlib.nullcontext()
-    with threads, TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
+    threads = choose_threads(config.threads)  # the one threads rule: as asked, else the cores free now
+    context.log.info(f"training on {threads.describe()}")
+    with torch_threads(threads.threads), TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
         torch_threads_used = torch.get_num_threads()
         tracked.log_params(
             model_config,
@@ -361,6 +364,7 @@ def locus_checkpoint(
             "epochs_run": len(result.history),
             "device": device,
             "torch_threads": torch_threads_used,
+            "torch_threads_chosen": threads.describe(),
             "stage_seconds": dg.MetadataValue.md(stage_seconds_table(result.seconds)),
             "router": shown_whole(
                 router.describe()
