@@ -146,7 +146,7 @@ def inference_precision(device: str | torch.device = "cpu", low_precision: bool 
     return "fp16" if dev.type == "cuda" else "bf16"
 
 
-def _autocast(device: torch.device, precision: str):
+def _autocast(device: torch.device, precision: str) -> torch.autocast:
     """autocast to bf16 / fp16 unless fp32 (matrix products and attention; norms stay fp32)."""
     dtype = torch.float16 if precision == "fp16" else torch.bfloat16
     return torch.autocast(device_type=device.type, dtype=dtype, enabled=precision != "fp32")

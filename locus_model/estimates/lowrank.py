@@ -202,10 +202,10 @@ class LowRankPrior:
             out[m] = prior_variance(prior[near], truth[near], self.benchmarks, seen[near])
         return out
 
-    def _key(self, n: int, queries, reps: int) -> tuple:
+    def _key(self, n: int, queries: np.ndarray | None, reps: int) -> tuple:
         return (int(n), reps, None if queries is None else np.asarray(queries, dtype=np.int64).tobytes())
 
-    def _samples(self, n: int, queries, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _samples(self, n: int, queries: np.ndarray | None, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = self._key(n, queries, reps)
         if key not in self.draws:
             self.draws[key] = simulate_prior_samples(
