@@ -36,18 +36,17 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) -m locus_pipeline.demo
 
-# The project's lint (pyproject.toml: [tool.ruff], [tool.mypy]); each runs even when one before it failed.
-lint: setup
-	status=0; \
-	$(PY) -m ruff check . || status=$$?; \
+# The project's lint (pyproject.toml: [tool.ruff], [tool.mypy]); each runs even when one before it failed, and
+# `make test` runs it before the tests (which run whatever it found: one run shows every failure).
+LINT = $(PY) -m ruff check . || status=$$?; \
 	$(PY) -m ruff format --check . || status=$$?; \
-	$(PY) -m mypy || status=$$?; \
-	exit $$status
+	$(PY) -m mypy || status=$$?
 
-# The tests run even when the lint failed: one run shows every failure.
+lint: setup
+	status=0; $(LINT); exit $$status
+
 test: setup
-	status=0; \
-	$(MAKE) --no-print-directory lint || status=$$?; \
+	status=0; $(LINT); \
 	$(PY) -m pytest -q -m "not e2e" --durations=25 || status=$$?; \
 	exit $$status
 
