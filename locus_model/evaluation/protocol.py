@@ -146,7 +146,7 @@ def _verdict_and_frontier(
     *,
     n_boot: int,
     seed: int,
-) -> tuple[dict, dict | None]:
+) -> tuple[dict | None, dict | None]:
     """Does routing pay over the best single model (evaluation.verdict.routing_verdict), and with ``costs`` (of the
     matrix's models) every method's quality-cost frontier on the test queries (None without)."""
     frontier, share, cost_note = None, None, None

@@ -13,7 +13,8 @@ class RecordingQueue:
     """A queue holding given items that records every blocking wait the batcher asks of it."""
 
     def __init__(self, items: list, arriving: list | None = None) -> None:
-        self.items, self.arriving, self.waits = list(items), list(arriving or []), []
+        self.items, self.arriving = list(items), list(arriving or [])
+        self.waits: list[float] = []
 
     def get(self, timeout: float | None = None):
         if timeout is None:
