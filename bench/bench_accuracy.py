@@ -14,7 +14,8 @@ Suites:
     .venv/bin/python -m bench.bench_accuracy --suite synthetic --budgets 128 --probe-held-out   # held-out check
 
 Writes one JSON per (suite, budget) to bench/results/accuracy_<suite>_b<budget>.json (the protocol's result,
-see locus_model.evaluation) and prints the tables. Encodings are cached in the user cache (locus_model.data.encoders.user_cache_dir).
+see locus_model.evaluation) and prints the tables. Encodings are cached in the user cache
+(locus_model.data.encoders.user_cache_dir).
 """
 
 from __future__ import annotations

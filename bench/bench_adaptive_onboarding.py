@@ -28,10 +28,10 @@ Writes bench/results/adaptive_onboarding_mmlu.json and prints a markdown table.
 held-out model asked in rounds of --batch, adaptive (the widest interval's most narrowing questions under the
 estimator's posterior, Estimator.next_questions; the first round random) or random (--random-seeds orders); at each n
 of --sizes its per-benchmark capability estimates (locus_model.estimates.Estimator fitted once on the training
-models' answers; ``--estimate`` is kept for the older result files: only ``pool`` remains) against its accuracy over all its recorded answers: MAE in
-points, 90% interval coverage, the widest interval; paired bootstrap intervals over the held-out models of adaptive
-minus random at each n and of adaptive at 64 minus random at 128 (the issue's target). Writes
-bench/results/adaptive_capability_mmlu.json.
+models' answers; ``--estimate`` is kept for the older result files: only ``pool`` remains) against its accuracy over all
+its recorded answers: MAE in points, 90% interval coverage, the widest interval; paired bootstrap intervals over the
+held-out models of adaptive minus random at each n and of adaptive at 64 minus random at 128 (the issue's target).
+Writes bench/results/adaptive_capability_mmlu.json.
 """
 
 from __future__ import annotations
@@ -294,8 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=1))
     print(
         "relative embedding error / routing agreement % / local agreement % / P(correct) MAE / per-category "
-        "accuracy MAE (points); "
-        f"with all answers the per-category MAE is {summary['all']['benchmark_mae'] * 100:.1f}"
+        f"accuracy MAE (points); with all answers the per-category MAE is {summary['all']['benchmark_mae'] * 100:.1f}"
     )
     print("| strategy | " + " | ".join(f"n={n}" for n in args.sizes) + " |")
     print("|---|" + "---|" * len(args.sizes))
@@ -305,8 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {strategy} | "
             + " | ".join(
                 f"{c['relative_error']:.3f} / {c['routing_agreement'] * 100:.1f} / {c['local_agreement'] * 100:.1f} / "
-                f"{c['p_mae']:.3f} / "
-                f"{c['benchmark_mae'] * 100:.1f}"
+                f"{c['p_mae']:.3f} / {c['benchmark_mae'] * 100:.1f}"
                 for c in cells
             )
             + " |"
@@ -347,7 +345,8 @@ def capability_rows(bench_all, scores, held, candidates, args, start) -> list[di
                 if choice == "random" or cap is None:
                     new = random_order(len(askable), asked, np.empty(0, np.int64), k, seed=seed)
                 else:
-                    picks = estimator.next_questions(evaluation, cap, allowed, k)
+                    answered = (askable[asked], y[askable[asked]])  # the evaluation set asked so far
+                    picks = estimator.next_questions(answered, cap, allowed, k)
                     new = np.array([where[int(q)] for q in picks], dtype=np.int64)
                 asked = np.concatenate([asked, new])
                 n = len(asked)

@@ -196,7 +196,8 @@ def main() -> None:
     result = {"threads": args.threads, "batch_size": args.batch_size, "load_before": os.getloadavg()}
     result["throughput"] = {"rows": {}} if args.skip_throughput else throughput(args.n, args.threads, args.batch_size)
     print(
-        f"{'runtime':<10} {'texts':<6} {'q/s':>7} {'x torch':>8} {'q/cpu-s':>8} {'x torch':>8} {'cos mean':>9} {'cos min':>8}"
+        f"{'runtime':<10} {'texts':<6} {'q/s':>7} {'x torch':>8} "
+        f"{'q/cpu-s':>8} {'x torch':>8} {'cos mean':>9} {'cos min':>8}"
     )
     for row in result["throughput"]["rows"].values():
         print(

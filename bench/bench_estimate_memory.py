@@ -14,14 +14,17 @@ Each size runs in a fresh process (``--one N``): an untrained LOCUS of the defau
 newcomer answering all N: the estimator fitted on the pool (not counted), then the step a newcomer costs -- its
 posterior and capability (Estimator.estimate) and its refined embedding with the Laplace spread
 (Estimator.embedding: the encoder's error measured on 4 pool models, then L-BFGS and the Gauss-Newton Hessian). The
-figure is the process's peak resident memory (ru_maxrss) above what it held before the step, and the step's wall
-time. Torch at 1 thread.
+figures, each from that size's own process: the step's peak resident memory (VmHWM, reset through
+/proc/self/clear_refs when the step starts, so the fit before it does not hide the step's own peak) and its rise over
+the resident memory at the step's start; the whole process's peak (ru_maxrss of the fresh child: setup, fit and step);
+the step's wall time. Torch at 1 thread. Each line also gives the load average when the size started.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -52,13 +55,29 @@ def one(n: int, query_dim: int = 384, hidden: int = 64) -> dict:
     answers = (np.arange(n), (rng.random(n) < 0.6).astype(np.float32))
     est.estimate([(answers[0][:64], answers[1][:64])])  # warm-up: libraries loaded, small buffers allocated
     est.embedding([(answers[0][:64], answers[1][:64])])
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) starts again from the resident set now
+    start_mb = _status_mb("VmRSS")
     t0 = time.perf_counter()
     est.estimate([answers])
     est.embedding([answers])
     seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"n": n, "peak_mb": round((peak - before) / 1024, 1), "seconds": round(seconds, 2)}
+    step_peak_mb = _status_mb("VmHWM")
+    process_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux: this child's peak
+    return {
+        "n": n,
+        "step_peak_mb": round(step_peak_mb, 1),
+        "step_rise_mb": round(step_peak_mb - start_mb, 1),
+        "process_peak_mb": round(process_peak_mb, 1),
+        "seconds": round(seconds, 2),
+    }
+
+
+def _status_mb(field: str) -> float:
+    """A memory figure of /proc/self/status (VmRSS, VmHWM) in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError(f"/proc/self/status has no {field}: this benchmark needs Linux")
 
 
 def rounds() -> dict:
@@ -128,9 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows, start = [], time.time()
     for i, n in enumerate(args.sizes):
-        rows.append(measure(n, hidden=args.hidden, query_dim=args.query_dim))
+        load = os.getloadavg()[0]
+        rows.append({**measure(n, hidden=args.hidden, query_dim=args.query_dim), "load_at_start": round(load, 1)})
+        row = rows[-1]
         print(
-            f"{n} answers: {rows[-1]['peak_mb']} MB above the start, {rows[-1]['seconds']} s "
+            f"{n} answers: step peak {row['step_peak_mb']} MB ({row['step_rise_mb']} MB above its start), process "
+            f"peak {row['process_peak_mb']} MB, {row['seconds']} s; load {load:.1f} "
             f"({i + 1}/{len(args.sizes)}, {time.time() - start:.0f} s so far)",
             flush=True,
         )

@@ -2,9 +2,9 @@
 
 A thin caller of the library's frontier (locus_model.routing.frontier.evaluate_frontiers, the code of
 ``locus evaluate --models-file`` and of the ``routing_evaluation`` asset) on the five query folds of
-`python -m bench.bench_accuracy --suite metabench` (budget 256, the same test queries, anchors and held-out models). Nothing is
-retrained: each method's P(correct) comes from the fit cache that `python -m bench.bench_accuracy --fit-cache DIR [--tag T]` writes
-(``--reuse-tags`` as there); the oracle's is the labels.
+`python -m bench.bench_accuracy --suite metabench` (budget 256, the same test queries, anchors and held-out models).
+Nothing is retrained: each method's P(correct) comes from the fit cache that `python -m bench.bench_accuracy --fit-cache
+DIR [--tag T]` writes (``--reuse-tags`` as there); the oracle's is the labels.
 
 Routers (all 2,001 models are candidates, held-out ones included, as in the accuracy bench's "all" group): the
 library's cost-aware rule (locus_model.routing.route_many, locus serve's) on each method's P(correct) as the quality
@@ -107,8 +107,8 @@ def cached_probs(cache: Path, setup: ProtocolSetup, name: str, fold, tags: tuple
                 return z["probs"], path.name
     raise SystemExit(
         f"no cached fit of {name} on fold {fold.index} in {cache} (tried {tried} for tags {list(tags)}). "
-        f"How to fix: run python -m bench.bench_accuracy --suite metabench --budgets {len(fold.anchors)} --methods {name} "
-        f"--only-folds {fold.index} --fit-cache {cache} --tag T with the same LOCUS options, and pass "
+        f"How to fix: run python -m bench.bench_accuracy --suite metabench --budgets {len(fold.anchors)} --methods "
+        f"{name} --only-folds {fold.index} --fit-cache {cache} --tag T with the same LOCUS options, and pass "
         "--tag/--reuse-tags T here, or leave the method out with --methods"
     )
 

@@ -204,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
         print(
-            f"fold {fold.index + 1}: Pearson {dd.euclidean_corr.pearson:.3f} (Euclidean) / {dd.cosine_corr.pearson:.3f} "
-            f"(cosine)",
+            f"fold {fold.index + 1}: Pearson {dd.euclidean_corr.pearson:.3f} (Euclidean) / "
+            f"{dd.cosine_corr.pearson:.3f} (cosine)",
             file=sys.stderr,
             flush=True,
         )
@@ -228,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                 "nearest (embedding, cosine)": nn,
                 "same family": "yes" if fam and fam == nn_fam else "no",
                 "nearest (disagreement)": first["nn_disagreement"][i],
-                "embedding NN = disagreement NN, folds": f"{sum(f['nn_embedding'][i] == f['nn_disagreement'][i] for f in per_fold)}/{len(per_fold)}",
+                "embedding NN = disagreement NN, "
+                "folds": f"{sum(f['nn_embedding'][i] == f['nn_disagreement'][i] for f in per_fold)}/{len(per_fold)}",
                 "same NN as fold 1st, folds": f"{sum(f['nn_embedding'][i] == nn for f in per_fold)}/{len(per_fold)}",
             }
         )

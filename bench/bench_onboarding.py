@@ -280,10 +280,13 @@ def bench_big(gb: float) -> dict:
                 written += len(block)
                 q += 2000
         code = (
-            "import time, resource, json; from pathlib import Path; from locus_pipeline.intake import DropFolder, intake_file;"
+            "import time, resource, json; from pathlib import Path; from "
+            "locus_pipeline.intake import DropFolder, intake_file;"
             f"t = time.perf_counter(); r = intake_file(Path({str(path)!r}), DropFolder.at(Path({str(tmp)!r})));"
-            "print(json.dumps({'status': r.status, 'rows': r.manifest.rows if r.manifest else 0, 'models': len(r.manifest.models) if r.manifest else 0,"
-            "'seconds': time.perf_counter() - t, 'peak_rss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
+            "print(json.dumps({'status': r.status, 'rows': r.manifest.rows if r.manifest else 0, 'models': "
+            "len(r.manifest.models) if r.manifest else 0,"
+            "'seconds': time.perf_counter() - t, 'peak_rss_mb': "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
         )
         size = path.stat().st_size
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

@@ -1,7 +1,8 @@
 """Routing on small data (issue 57): models x questions drawn from a real matrix, five query folds per draw.
 
     python -m bench.bench_small_data --suite mmlu --models 8 --questions 500 --draws 3
-    python -m bench.bench_small_data --suite metabench --models 4 8 16 --questions 200 500 1500 --methods irt,knn,per_benchmark,best_single
+    python -m bench.bench_small_data --suite metabench --models 4 8 16 --questions 200 500 1500 --methods
+    irt,knn,per_benchmark,best_single
 
 Per (suite, models, questions, draw): a seeded draw of that many models and questions of the suite's matrix
 (``all`` = every model), then the protocol's five query folds (``kfold_splits``: validation slice, the budget's anchors

@@ -11,17 +11,17 @@ so it is kept in the ignored bench/.cache/ and never committed). Without it, the
 (b) score 4,096 queries x 112 models: reference `evaluation.score_queries_against_models` vs the plain loop
     vs `predict_proba` (fp32 and bf16).
 They run in one process, alternately, at each thread count; time = best and median of --repeats after a
-warm-up, wall and the process's CPU time ("cpu", less disturbed by other processes on a shared machine). The reference gets the library's weights copied in (its MAB has no bias on the q/k/v/o projections,
-so the library model here has those biases at 0; its MAB has a ReLU after the first LayerNorm, which the
-library's does not: outputs are compared on a copy of the reference with that ReLU removed, and timed on the
-unmodified reference).
-(c) one training epoch (default TrainConfig, validation included) on a random pool the size of the synthetic one (112 models x
-4,096 queries, 768-d, 80/20 query split): the current library vs the library in --before (default: commit
+warm-up, wall and the process's CPU time ("cpu", less disturbed by other processes on a shared machine). The reference
+gets the library's weights copied in (its MAB has no bias on the q/k/v/o projections, so the library model here has
+those biases at 0; its MAB has a ReLU after the first LayerNorm, which the library's does not: outputs are compared on a
+copy of the reference with that ReLU removed, and timed on the unmodified reference).
+(c) one training epoch (default TrainConfig, validation included) on a random pool the size of the synthetic one (112
+models x 4,096 queries, 768-d, 80/20 query split): the current library vs the library in --before (default: commit
 BEFORE_COMMIT, extracted to bench/.cache/before/), alternately, each in a fresh subprocess.
 GFLOP: counted with torch.utils.flop_counter's per-operator formulas on the library's own fp32 run (matrix products
-and attention, forward and backward, the CPU attention kernel included; padded work included). FLOP limit: the best GFLOP/s of a 2048^3 fp32 matmul
-measured in the same run at the same thread count; "x limit" = measured time / (GFLOP / that rate); both by CPU
-time (GFLOP/s = GFLOP / best CPU time).
+and attention, forward and backward, the CPU attention kernel included; padded work included). FLOP limit: the best
+GFLOP/s of a 2048^3 fp32 matmul measured in the same run at the same thread count; "x limit" = measured time / (GFLOP /
+that rate); both by CPU time (GFLOP/s = GFLOP / best CPU time).
 Peak MB: the rise of the process's peak resident set (VmHWM, reset via /proc/self/clear_refs) over the
 resident set before the warm-up call.
 """

@@ -5,13 +5,15 @@ evaluation pins each fit's threads and the latent baselines fit on one (locus_mo
 
 The fit: 300 full-batch Adam steps of a logistic model of 2,000 rows x 64 features (the size of a small IRT fit,
 evaluation/latent.py). Printed per thread count: best and median wall seconds over the repeats, run interleaved so
-that the load is shared alike; the machine's cores, load, and the thread default locus_model.threads gives it.
+that the load is shared alike; the machine's cores, its 1-minute load average, the cores other processes keep busy
+and the threads the one rule (locus_model.threads.choose_threads) chooses from them, which is also timed ("chosen").
 ``--busy N`` starts N busy Python loops beside the fits (stopped at the end) to measure a loaded machine on purpose.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -19,7 +21,7 @@ import time
 
 import torch
 
-from locus_model.threads import default_jobs, default_threads, machine, torch_threads
+from locus_model.threads import choose_threads, default_jobs, machine, torch_threads
 
 BUSY_LOOP = "t = 1.0\nwhile True:\n    t = t * 1.0000001 + 1\n"
 
@@ -49,24 +51,24 @@ def main(argv: list[str] | None = None) -> int:
     spinners = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(args.busy)]
     try:
         time.sleep(2 if spinners else 0)
-        cores, load = machine()
+        chosen = choose_threads()
         print(
-            f"{cores} cores, load {load:.1f}, {args.busy} busy loops started; default threads "
-            f"{default_threads(cores, load)}, default jobs for 30 fits {default_jobs(cores, load, 30)}"
+            f"{chosen.cores} cores, load average {os.getloadavg()[0]:.1f}, {args.busy} busy loops started; chosen: "
+            f"{chosen.describe()}; default jobs for 30 fits {default_jobs(chosen.cores, chosen.busy, 30)}"
         )
-        seconds: dict[int, list[float]] = {t: [] for t in args.threads}
+        counts = {f"{t} threads": t for t in args.threads} | {f"chosen ({chosen.threads})": chosen.threads}
+        seconds: dict[str, list[float]] = {name: [] for name in counts}
         for r in range(args.repeats):
-            for t in args.threads:
+            for name, t in counts.items():
                 with torch_threads(t):
-                    seconds[t].append(small_fit())
+                    seconds[name].append(small_fit())
             print(
-                f"repeat {r + 1}/{args.repeats}: "
-                + ", ".join(f"{t} threads {seconds[t][-1]:.2f} s" for t in args.threads),
+                f"repeat {r + 1}/{args.repeats}: " + ", ".join(f"{name} {seconds[name][-1]:.2f} s" for name in counts),
                 flush=True,
             )
-        for t in args.threads:
-            print(f"{t} threads: best {min(seconds[t]):.2f} s, median {statistics.median(seconds[t]):.2f} s")
-        print(f"load at the end {machine()[1]:.1f}")
+        for name in counts:
+            print(f"{name}: best {min(seconds[name]):.2f} s, median {statistics.median(seconds[name]):.2f} s")
+        print(f"at the end: load average {os.getloadavg()[0]:.1f}, {machine()[1]:.1f} cores busy elsewhere")
     finally:
         for s in spinners:
             s.kill()

@@ -2,8 +2,8 @@
 
 numpy in, numpy out; no autograd (inference_mode); deterministic: a set's embedding is the same bit for bit
 whether it is embedded alone or with any other sets (length_bucket, modules.rowwise). The device and batch
-heuristics (resolve_device, default_max_tokens; torch_threads is locus_model.threads') live here; the model itself (Locus, the tiles of its
-all-pairs scoring, checkpoints) is in locus_model.model.
+heuristics (resolve_device, default_max_tokens; torch_threads is locus_model.threads') live here; the model itself
+(Locus, the tiles of its all-pairs scoring, checkpoints) is in locus_model.model.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def inference_precision(device: str | torch.device = "cpu", low_precision: bool 
     return "fp16" if dev.type == "cuda" else "bf16"
 
 
-def _autocast(device: torch.device, precision: str):
+def _autocast(device: torch.device, precision: str) -> torch.autocast:
     """autocast to bf16 / fp16 unless fp32 (matrix products and attention; norms stay fp32)."""
     dtype = torch.float16 if precision == "fp16" else torch.bfloat16
     return torch.autocast(device_type=device.type, dtype=dtype, enabled=precision != "fp32")

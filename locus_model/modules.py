@@ -12,6 +12,7 @@ nothing and gets a zero attention output instead of NaN.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -160,7 +161,7 @@ class PMA(nn.Module):
         return rowwise(tail, pooled, real).view(B, k, d)
 
 
-def rowwise(fn, *xs: torch.Tensor, min_rows: int = MIN_ROWS) -> torch.Tensor:
+def rowwise(fn: Callable[..., torch.Tensor], *xs: torch.Tensor, min_rows: int = MIN_ROWS) -> torch.Tensor:
     """fn(*xs) for a row-wise fn, run on at least min_rows rows (zero rows appended, cut off after).
 
     CPU matrix products take another code path for a handful of rows, so a set's embedding would differ

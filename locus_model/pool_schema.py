@@ -10,6 +10,7 @@ No torch here: the pipeline shows the schema when its code location loads, befor
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 # A stated floor (a choice, not a measured threshold): an onboarded model with fewer evaluations stays in the pool
@@ -60,7 +61,7 @@ POOL_SCHEMA = pa.schema(
 POOL_COLUMNS = tuple(POOL_SCHEMA.names)
 
 
-def routable(source, n_evaluations):
+def routable(source: npt.ArrayLike, n_evaluations: npt.ArrayLike) -> np.ndarray:
     """The ``routable`` column: the training source's models, and onboarded ones with at least
     MIN_ROUTABLE_EVALUATIONS evaluations (arrays or Series in, a bool array out)."""
     return (np.asarray(source) != "onboarded") | (np.asarray(n_evaluations) >= MIN_ROUTABLE_EVALUATIONS)

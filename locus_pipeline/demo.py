@@ -1,6 +1,7 @@
 """`make demo`: materialize the whole graph on the embedded demo data, then say where things are.
 
-Usage: python -m locus_pipeline.demo [--source mmlu_pro|synthetic] [--max-queries N] [--size full|small] [--encoder NAME]
+Usage: python -m locus_pipeline.demo [--source mmlu_pro|synthetic] [--max-queries N] [--size full|small] [--encoder
+NAME]
 
 The default is real data: the vendored MMLU-Pro matrix (29 models; data/mmlu-pro/README.md), on a subset of
 DEMO_QUERIES of its 12,032 questions stratified by category, so that encoding the question texts stays within the
@@ -22,7 +23,8 @@ import warnings
 from locus_pipeline.instance import prepare_dagster_home
 
 DEMO_QUERIES = 1500  # MMLU-Pro questions in the demo (stratified by category; bench/README.md "make demo")
-# The small synthetic pool (24 models, 600 queries: ~400 training queries) cannot hold the default budget of 512 anchors.
+# The small synthetic pool (24 models, 600 queries: ~400 training queries) cannot hold the default budget of 512
+# anchors.
 SMALL_OPS = {"training_split": {"config": {"budget": 256}}}
 
 

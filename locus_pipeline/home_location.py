@@ -9,7 +9,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def default_home_location() -> str:
-    """``$LOCUS_HOME`` as given (a folder, or a URL such as ``s3://bucket/prefix``), else ``data/`` in the repository."""
+    """``$LOCUS_HOME`` as given (a folder, or a URL such as ``s3://bucket/prefix``), else ``data/`` in the
+    repository."""
     return os.environ.get("LOCUS_HOME") or str(REPO_ROOT / "data")
 
 

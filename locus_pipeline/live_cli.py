@@ -44,9 +44,9 @@ def add_onboard(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "onboard",
         help="onboard a live OpenAI-compatible endpoint: ask it MMLU-Pro questions, grade, add it to the pool",
-        description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions in rounds of --concurrency "
-        "(chosen by --choice), with bounded concurrency, timeouts and retries; after each round print the "
-        "answers, the spend and the widest per-benchmark 90% interval, and stop early once every interval "
+        description="Ask the endpoint (a models config entry) up to --budget MMLU-Pro questions in rounds of "
+        "--concurrency (chosen by --choice), with bounded concurrency, timeouts and retries; after each round print "
+        "the answers, the spend and the widest per-benchmark 90% interval, and stop early once every interval "
         "is narrower than --until points; log every answer "
         "under LOCUS_HOME/live/ as it arrives (a rerun resumes without asking again); grade; onboard the "
         "graded answers as the drop folder does (a pool row named after the entry); log an MLflow run.",

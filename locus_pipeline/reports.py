@@ -1,7 +1,8 @@
 """From evaluation tables and a pool table to the downstream analyses (locus_model.analysis): what the
 analysis assets and the `locus search` command share.
 
-- test_query_predictions: P(correct) of every pool model on the test queries (asset test_query_predictions), beside its labels
+- test_query_predictions: P(correct) of every pool model on the test queries (asset test_query_predictions), beside its
+labels
 - prediction_matrices: that long table as (M, Q) probs / labels in pool order
 - per_benchmark_accuracy / per_benchmark_answers: each model's actual accuracy per benchmark, and its answer count
 - pool_evaluation_sets / embed_fn: the evaluation set every pool embedding came from, and a function that

@@ -106,7 +106,8 @@ def base_run_key(run: dg.DagsterRun) -> str:
 
 
 def retry_request(run: dg.DagsterRun) -> dg.RunRequest | None:
-    """The same run again (config, partition or partition range, tags) under the run key ``<key>:attempt-<n>``, or None after
+    """The same run again (config, partition or partition range, tags) under the run key ``<key>:attempt-<n>``, or None
+    after
     MAX_ATTEMPTS attempts."""
     attempt = int(run.tags.get(ATTEMPT_TAG, "1"))
     if attempt >= MAX_ATTEMPTS or not base_run_key(run):

@@ -167,8 +167,8 @@ from lighteval.models.dummy.dummy_model import DummyModelConfig
 from lighteval.pipeline import ParallelismManager, Pipeline, PipelineParameters
 name, seed, out, tasks_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 pipeline = Pipeline(tasks="capitals|0", evaluation_tracker=EvaluationTracker(output_dir=out, save_details=True),
-                    pipeline_parameters=PipelineParameters(launcher_type=ParallelismManager.NONE, custom_tasks_directory=tasks_file),
-                    model_config=DummyModelConfig(model_name=name, seed=seed))
+                    pipeline_parameters=PipelineParameters(launcher_type=ParallelismManager.NONE,
+                    custom_tasks_directory=tasks_file), model_config=DummyModelConfig(model_name=name, seed=seed))
 pipeline.evaluate()
 pipeline.save_and_push_results()
 """

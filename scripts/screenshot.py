@@ -187,10 +187,12 @@ class Browser:
         return missing
 
     def click_text(self, text: str, selector: str = "button, a, [role=tab], span, div") -> bool:
-        """Click the innermost element matching ``selector`` whose own text is exactly ``text``; whether one was found."""
+        """Click the innermost element matching ``selector`` whose own text is exactly ``text``; whether one was
+        found."""
         js = f"""(() => {{
           const want = {json.dumps(text)};
-          const all = [...document.querySelectorAll({json.dumps(selector)})].filter(e => e.innerText && e.innerText.trim() === want);
+          const all = [...document.querySelectorAll({json.dumps(selector)})]
+            .filter(e => e.innerText && e.innerText.trim() === want);
           const inner = all.filter(e => !all.some(o => o !== e && e.contains(o)));
           if (!inner.length) return false;
           inner[0].scrollIntoView(); inner[0].click(); return true; }})()"""

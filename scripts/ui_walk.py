@@ -7,8 +7,8 @@
 Given a LOCUS_HOME that has been through the demo (`make demo`; or `--build-tiny`: a tiny synthetic home first,
 ~80 s), it copies the home to a temporary folder (the walk onboards a model and its servers write run history:
 the user's home is left as it was; the copy is removed at the end; `--in-place` walks the home itself), starts
-`make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on $DAGSTER_PORT / $MLFLOW_PORT (else free ports), onboards one
-model through the drop folder if the pool has none (as a user would: a CSV into incoming/), waits for the reports
+`make dev` (scripts/dev.sh: `dagster dev` and the MLflow UI) on $DAGSTER_PORT / $MLFLOW_PORT (else free ports), onboards
+one model through the drop folder if the pool has none (as a user would: a CSV into incoming/), waits for the reports
 refresh the sensor then launches, visits the screens of the issue's items 1-9 (and issue 58's items 7, 11 and 6 as
 10-12; 12 removes the onboarded model, so it comes last), saves a screenshot and the rendered
 DOM of each under --out, asserts on each page, prints one PASS/FAIL line per item (with what was checked) and exits
@@ -294,7 +294,8 @@ ops = {"raw_evaluations": {"config": {"source": "synthetic", "synthetic_size": "
        "locus_checkpoint": {"config": {"epochs": 3, "finetune_steps": 0, "select_from_epoch": 0}},
        "routing_evaluation": {"config": {"methods": ["locus", "best_single", "oracle"], "n_boot": 200}}}
 with dg.DagsterInstance.from_config(str(prepare_dagster_home(home.path))) as instance:
-    result = defs().resolve_job_def("locus_job").execute_in_process(instance=instance, run_config={"ops": ops}, raise_on_error=False)
+    job = defs().resolve_job_def("locus_job")
+    result = job.execute_in_process(instance=instance, run_config={"ops": ops}, raise_on_error=False)
 sys.exit(0 if result.success else 1)
 """
 
@@ -496,8 +497,10 @@ def item3(walk: Walk, item: Item) -> None:
     walk.browser.goto(f"{walk.servers.dagster}/asset-groups")
     walk.browser.wait_for_text(["ingestion", "analyses"], timeout_s=walk.timeout_s)
     xs = (
-        walk.browser.evaluate("""(() => { const b = {}; for (const g of ['ingestion','encoding','training','pool','analyses']) {
-        const found = [...document.querySelectorAll('div, span')].filter(e => e.children.length === 0 && e.textContent.trim() === g)
+        walk.browser.evaluate("""(() => { const b = {};
+        for (const g of ['ingestion','encoding','training','pool','analyses']) {
+        const found = [...document.querySelectorAll('div, span')]
+          .filter(e => e.children.length === 0 && e.textContent.trim() === g)
           .map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
         if (found.length) b[g] = Math.max(...found.map(r => r.x)); } return b; })()""")
         or {}
@@ -617,7 +620,8 @@ def item6(walk: Walk, item: Item) -> None:
     text = walk.page(item, "run", run_link, ["LOCUS checkpoint trained by Dagster run", "dagster.run_url"])
     item.check("Evaluation runs" not in text, "the run opens in the model-training view (not GenAI's evaluation runs)")
     links = walk.browser.evaluate(
-        "[...document.querySelectorAll('a')].map(a => a.href).filter(h => /:\\d+\\/runs\\//.test(h) && !h.includes('#')).join(' ')"
+        "[...document.querySelectorAll('a')].map(a => a.href).filter(h => /:\\d+\\/runs\\//.test(h) && "
+        "!h.includes('#')).join(' ')"
     )
     item.check(bool(links), f"the run's description links the Dagster run ({(links or '')[:120]})")
     walk.page(
@@ -636,7 +640,8 @@ def item6(walk: Walk, item: Item) -> None:
 
 
 def item7(walk: Walk, item: Item) -> None:
-    """incoming/ exists; make dev prints no DEBUG lines and no dagster.yaml warning; Default experiment's artifacts in the home."""
+    """incoming/ exists; make dev prints no DEBUG lines and no dagster.yaml warning; Default experiment's artifacts in
+    the home."""
     item.check((walk.home / "incoming").is_dir(), f"{walk.home / 'incoming'} exists")
     log = walk.servers.log_path.read_text(errors="replace")
     debug = [line for line in log.splitlines() if " - DEBUG - " in line]
@@ -680,7 +685,8 @@ def item8(walk: Walk, item: Item) -> None:
     }
     item.check(
         fields.get("epochs") == str(TrainConfig().epochs),
-        f"[graphql] launchpad epochs default {fields.get('epochs')} = the library's (and the demo's) {TrainConfig().epochs}",
+        f"[graphql] launchpad epochs default {fields.get('epochs')} = the library's (and the demo's) "
+        f"{TrainConfig().epochs}",
     )
 
 
@@ -787,13 +793,15 @@ def item11(walk: Walk, item: Item, onboarded_key: str) -> None:
     atlas = walk.latest_metadata("model_embeddings").get("atlas", {})
     item.check(
         atlas.get("__typename") in ("UrlMetadataEntry", "MarkdownMetadataEntry"),
-        f"[graphql] model_embeddings' atlas entry is a URL (or a markdown line saying why not): {atlas.get('__typename')}",
+        "[graphql] model_embeddings' atlas entry is a URL (or a markdown line saying why not): "
+        f"{atlas.get('__typename')}",
     )
 
 
 def item12(walk: Walk, item: Item, onboarded_key: str, onboarded_name: str) -> None:
     """Issue 58 item 6: after `locus pool remove`, the removed model's partition no longer looks live (the lead
-    checks this against the other helper's change: the partition is gone, or its latest materialization says removed)."""
+    checks this against the other helper's change: the partition is gone, or its latest materialization says
+    removed)."""
     if not onboarded_key:
         item.failures.append("no onboarded model in the pool (--no-onboard): nothing to remove")
         return

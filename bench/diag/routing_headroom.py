@@ -159,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
 
         pooled = {k: np.concatenate(v) for k, v in outcomes.items() if len(v) == len(args.folds)}
         print(
-            f"\n### {args.suite}, budget {budget} ({len(args.folds)} folds, {sum(len(setup.splits[f].test) for f in args.folds):,} "
-            f"test queries pooled; LOCUS from {locus_folds} cached folds{'' if locus_folds == len(args.folds) else ', so left out'})\n"
+            f"\n### {args.suite}, budget {budget} ({len(args.folds)} folds, "
+            f"{sum(len(setup.splits[f].test) for f in args.folds):,} "
+            f"test queries pooled; LOCUS from {locus_folds} cached "
+            f"folds{'' if locus_folds == len(args.folds) else ', so left out'})\n"
         )
         print("| router | from | routing | vs best single from the same evaluations (95% CI) |")
         print("|---|---|---|---|")

@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
             routes = [shortlist_routing(probs, labels, n) for n in args.shortlists]
             routes += [routing_accuracy(probs, labels)] if args.shortlists else []
             print(
-                f"| {budget} | {LABELS.get(name, name)} | {100 * s['routed_to_top']:.1f}% | {100 * s['pairs_above_top']:.1f}% "
+                f"| {budget} | {LABELS.get(name, name)} | {100 * s['routed_to_top']:.1f}% | "
+                f"{100 * s['pairs_above_top']:.1f}% "
                 f"| {s['gap_std']:.2f} | {s['logit_corr']:.3f} |" + "".join(f" {100 * r:.1f} |" for r in routes)
             )
         print(f"(budget {budget}: best single model on the anchors = {setup.matrix.models[top]})", file=sys.stderr)

@@ -65,7 +65,8 @@ KELLY = (
 )
 # The first 16 in the order that keeps them farthest apart: greedy farthest-point in CIE Lab over Kelly, Dark24
 # and Light24, starting from the onboarded black and the white background (their smallest pairwise CIE76 distance
-# is 42, from the black 41; Kelly's first 14 in order: 15, with three near-identical orange/yellows). Tested in test_atlas.py.
+# is 42, from the black 41; Kelly's first 14 in order: 15, with three near-identical orange/yellows). Tested in
+# test_atlas.py.
 DISTINCT = (
     "#511CFB",
     "#00FE35",

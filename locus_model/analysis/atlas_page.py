@@ -114,7 +114,8 @@ SCRIPT = """
                                                   text: row.map(r => r[2] === null ? '' : 'n = ' + r[2]),
                                                   textposition: 'outside', cliponaxis: false}],
           {height: 40 + 22 * row.length, width: 360, margin: {t: 10, b: 30, l: 10, r: 60},
-           xaxis: {range: [0, 1], title: {text: 'accuracy'}}, yaxis: {automargin: true, autorange: 'reversed', dtick: 1}},
+           xaxis: {range: [0, 1], title: {text: 'accuracy'}},
+           yaxis: {automargin: true, autorange: 'reversed', dtick: 1}},
           {displayModeBar: false});
         else Plotly.purge('benchmark-bars');
         // the arrow names the model unless the plot already draws its name beside it

@@ -58,8 +58,10 @@ class CapabilitySearch:
         """The closest model in one sentence; ``target_from`` says where the target came from ("pool median")."""
         top = self.neighbours.iloc[0]
         return (
-            f"closest to the target profile ({target_from}, {len(self.target)} benchmarks): {escape_markdown(top['model'])} "
-            f"(mean |actual - target| {top['target_distance']:.3f}, embedding distance {top['embedding_distance']:.4g})."
+            f"closest to the target profile ({target_from}, {len(self.target)} benchmarks): "
+            f"{escape_markdown(top['model'])} "
+            f"(mean |actual - target| {top['target_distance']:.3f}, embedding distance "
+            f"{top['embedding_distance']:.4g})."
         )
 
     def plot(self, path: str | Path, *, top: int = 3) -> Path:

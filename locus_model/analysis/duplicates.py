@@ -131,7 +131,8 @@ class NearDuplicates:
             if flagged > len(listed):
                 text += f"\n\n({flagged - len(listed)} more flagged pairs: the full table has them.)"
         if self.not_resampled:
-            text += f"\n\nNot resampled (evaluations not found): {', '.join(map(escape_markdown, self.not_resampled[:20]))}."
+            names = ", ".join(map(escape_markdown, self.not_resampled[:20]))
+            text += f"\n\nNot resampled (evaluations not found): {names}."
         return text
 
     def headline(self) -> str:

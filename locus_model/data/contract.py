@@ -297,7 +297,8 @@ def validate_chunk(frame: pd.DataFrame, file: Path) -> pd.DataFrame:
     if bad.any():
         first = int(bad.argmax())
         raise EvaluationDataError(
-            f"score {frame['score'].iloc[first]!r} is not a number in [0, 1] ({int(bad.sum())} such row(s) in this chunk)",
+            f"score {frame['score'].iloc[first]!r} is not a number in [0, 1] "
+            f"({int(bad.sum())} such row(s) in this chunk)",
             file=file,
             row=int(rows[first]),
             column="score",

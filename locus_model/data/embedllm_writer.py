@@ -25,13 +25,13 @@ def write_embedllm(
     """Write a long evaluation table as an EmbedLLM folder (the five files read_embedllm reads).
 
     split: None -> the table's `split` column; a str -> every query in that split; a Series or array
-    of len(table) -> one split per row (a Series aligned on the table's index); a mapping query_id -> split. Scores must be 0 or 1 (EmbedLLM labels are binary). Models get model_id 0..M-1 in
-    the order of the column's categories (Categorical) or of first appearance. query_ids that are all
-    distinct non-negative integers ("0", "17", ...) become their prompt_id, so a round trip keeps them;
-    otherwise queries are numbered 0..Q-1 in order of first appearance. category = the table's `category`
-    column if present, else its benchmark. Rows are written in table order; a repeated (model, query_id)
-    is written as repeated rows, as EmbedLLM has them (read_embedllm keeps the last). All three split files
-    are written, header-only when empty.
+    of len(table) -> one split per row (a Series aligned on the table's index); a mapping query_id -> split. Scores must
+    be 0 or 1 (EmbedLLM labels are binary). Models get model_id 0..M-1 in the order of the column's categories
+    (Categorical) or of first appearance. query_ids that are all distinct non-negative integers ("0", "17", ...) become
+    their prompt_id, so a round trip keeps them; otherwise queries are numbered 0..Q-1 in order of first appearance.
+    category = the table's `category` column if present, else its benchmark. Rows are written in table order; a repeated
+    (model, query_id) is written as repeated rows, as EmbedLLM has them (read_embedllm keeps the last). All three split
+    files are written, header-only when empty.
     """
     folder = Path(folder)
     source = "the table passed to write_embedllm"

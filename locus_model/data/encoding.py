@@ -57,6 +57,7 @@ from locus_model.data.encoders import (
 )
 from locus_model.data.encoding_cache import open_cache, text_key
 from locus_model.data.onnx_build import onnx_model_path
+from locus_model.threads import choose_threads
 
 
 class EncodingInputError(ValueError):
@@ -129,7 +130,7 @@ class SentenceEncoder:
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.no_padding()
         options = ort.SessionOptions()
-        workers = threads or _default_threads()
+        workers = threads or choose_threads().threads  # the one threads rule: the cores free when it loads
         # onnx-int8 encodes each text alone (see _run_onnx): `workers` texts at once, one thread each, which keeps
         # every thread busy on short texts where one text's products are too small to split across threads
         self._workers = workers if self.runtime == "onnx-int8" else 1
@@ -179,12 +180,6 @@ class SentenceEncoder:
         return (
             f"SentenceEncoder({self.name!r}, runtime={self.runtime!r}, device={self.device!r}, threads={self.threads})"
         )
-
-
-def _default_threads() -> int:
-    import torch  # why: torch only for the sentence-transformers runtime
-
-    return torch.get_num_threads()
 
 
 @lru_cache(maxsize=8)

@@ -213,17 +213,20 @@ def _parse_error(path: Path, err: Exception, n_columns: int) -> EvaluationDataEr
                     file=path,
                     row=row,
                     line=line,
-                    fix='quote values that hold commas ("a, b"), write a literal quote as "", and check for a cut or merged line',
+                    fix='quote values that hold commas ("a, b"), write a literal quote as "", and check for a cut or '
+                    "merged line",
                 )
     except RecordError:
         pass
     if "EOF inside string" in message and last is not None:
         return CutOffError(
-            "a quoted value starting in this row is never closed (EOF inside string: the quote runs to the end of the file)",
+            "a quoted value starting in this row is never closed (EOF inside "
+            "string: the quote runs to the end of the file)",
             file=path,
             row=last[0],
             line=last[1],
-            fix='close the quote; a literal quote inside a quoted value is written as ""; a cut file must be written again',
+            fix='close the quote; a literal quote inside a quoted value is written as ""; a cut file must be written '
+            "again",
         )
     found = re.search(r"in line (\d+)", message)
     row = int(found.group(1)) - 1 if found else None  # pandas counts the header as line 1

@@ -28,7 +28,10 @@ import numpy as np
 
 from locus_model.data.errors import EvaluationDataError
 
-FIX_SPLIT = "split the output into several drops (e.g. one per model or per task), each within the limits (docs/onboarding.md, Limits of one drop)"
+FIX_SPLIT = (
+    "split the output into several drops (e.g. one per model or per task), each within the limits "
+    "(docs/onboarding.md, Limits of one drop)"
+)
 
 
 @dataclass(frozen=True)

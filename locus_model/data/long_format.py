@@ -26,7 +26,8 @@ from locus_model.data.file_chunks import CSV_CHUNK_ROWS, is_evaluation_file, ite
 from locus_model.data.harnesses import detect_harness, is_harness_drop, read_harness_output
 from locus_model.data.limits import DropLimits, bounded
 
-# the per-model cost keys of a models file, the models config of ``locus serve`` and the model catalog (locus_model.routing.costs reads them)
+# the per-model cost keys of a models file, the models config of ``locus serve`` and the model catalog
+# (locus_model.routing.costs reads them)
 COST_KEYS = ("cost_per_query", "price_input_per_mtok", "price_output_per_mtok", "params_b")
 
 PARQUET_BATCH_ROWS = 1 << 22  # read_evaluations keeps the whole table anyway: few, dictionary-encoded batches

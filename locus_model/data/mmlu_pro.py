@@ -26,6 +26,7 @@ Format details: data/mmlu-pro/README.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -272,6 +273,101 @@ def _parse_record(entry: dict, file: Path, record: int) -> tuple[int, str, str, 
 # reading a file or a folder
 
 
+def _result_files_of(path: Path, model: str | None) -> tuple[Path, list[Path]]:
+    """(the folder model names are derived below, the result files to read): ``path`` checked, and ``model``."""
+    if not path.exists():
+        raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
+    problem = None if model is None else model_name_problem(model)
+    if problem:
+        raise EvaluationDataError(
+            problem,
+            file=path,
+            column="model",
+            fix="pass a printable model name without surrounding spaces",
+        )
+    files = _result_files(path) if path.is_dir() else [path]
+    if not files:
+        raise EvaluationDataError("the folder has no MMLU-Pro result files (*.json)", file=path, fix=_FIX_LAYOUT)
+    return (path if path.is_dir() else path.parent), files
+
+
+@dataclass
+class _Records:
+    """The question records read so far, one per (model, question_id), and what the reading counted."""
+
+    files: list[Path]
+    # (model, question_id) -> (gold answer, index of its file, score, category, record number)
+    rows: dict[tuple[str, int], tuple[str, int, float, str, int]] = dataclasses.field(default_factory=dict)
+    texts: dict[int, Counter] = dataclasses.field(
+        default_factory=dict
+    )  # qid -> query texts, insertion order = reading order
+    answers: dict[int, set[str]] = dataclasses.field(default_factory=dict)
+    records_read: int = 0
+    repeats: int = 0
+    skipped: int = 0
+    no_answer: int = 0
+
+    def add(self, name: str, f: int, record: int, entry: object) -> None:
+        """Entry ``record`` (1-based) of file ``f`` as model ``name``'s: a repeat with the same answer and score is
+        counted once, with another answer or score it is an error; a bare string is skipped (counted)."""
+        file = self.files[f]
+        if isinstance(entry, str):
+            self.skipped += 1
+            return
+        if not isinstance(entry, dict):
+            raise _bad(
+                file,
+                record,
+                "record",
+                f"a JSON {type(entry).__name__}, not an object",
+                "every entry of the list must be a record object",
+            )
+        qid, text, category, answer, pred = _parse_record(entry, file, record)
+        self.records_read += 1
+        self.no_answer += pred is None
+        score = 1.0 if pred == answer else 0.0
+        key = (name, qid)
+        if key in self.rows:
+            old_answer, old_file, old_score, _, old_record = self.rows[key]
+            where = f"record {old_record} of {self.files[old_file]}"
+            if old_answer != answer:
+                raise _bad(
+                    file,
+                    record,
+                    "answer",
+                    f"question_id {qid} of model {name!r} appears again with answer {answer!r}; "
+                    f"{where} has {old_answer!r}",
+                    "keep one record per question_id and model; remove results of an older dataset revision",
+                )
+            if old_score != score:
+                raise _bad(
+                    file,
+                    record,
+                    "pred",
+                    f"question_id {qid} of model {name!r} appears again with a different result "
+                    f"(pred {pred!r}); {where} scored {old_score:g}",
+                    "keep one record per question_id and model (merge or rerun the evaluation)",
+                )
+            self.repeats += 1
+            return
+        self.rows[key] = (answer, f, score, category, record)
+        self.texts.setdefault(qid, Counter())[text] += 1
+        self.answers.setdefault(qid, set()).add(answer)
+
+    def table(self) -> pd.DataFrame:
+        """The long table, each question's text the one found in most files (ties: the first read)."""
+        query_of = {qid: counter.most_common(1)[0][0] for qid, counter in self.texts.items()}
+        return pd.DataFrame(
+            {
+                "model": [m for m, _ in self.rows],
+                "query_id": [f"{QUERY_ID_PREFIX}{qid}" for _, qid in self.rows],
+                "query": [query_of[qid] for _, qid in self.rows],
+                "benchmark": [value[3] for value in self.rows.values()],
+                "score": [value[2] for value in self.rows.values()],
+            }
+        )
+
+
 def read_mmlu_pro_outputs(path: str | Path, *, model: str | None = None) -> tuple[pd.DataFrame, MmluProSummary]:
     """Read MMLU-Pro result files into the long evaluation table; returns (table, report).
 
@@ -291,25 +387,8 @@ def read_mmlu_pro_outputs(path: str | Path, *, model: str | None = None) -> tupl
     and the field (``column``), with a fix.
     """
     path = Path(path)
-    if not path.exists():
-        raise EvaluationDataError("no such file or folder", file=path, fix="check the path")
-    if model is not None and model_name_problem(model):
-        raise EvaluationDataError(
-            model_name_problem(model),
-            file=path,
-            column="model",
-            fix="pass a printable model name without surrounding spaces",
-        )
-    root = path if path.is_dir() else path.parent
-    files = _result_files(path) if path.is_dir() else [path]
-    if not files:
-        raise EvaluationDataError("the folder has no MMLU-Pro result files (*.json)", file=path, fix=_FIX_LAYOUT)
-
-    # (model, question_id) -> (gold answer, index of its file, score, category, record number)
-    rows: dict[tuple[str, int], tuple[str, int, float, str, int]] = {}
-    texts: dict[int, Counter] = {}  # qid -> Counter of query texts, insertion order = reading order
-    answers: dict[int, set[str]] = {}
-    records_read = repeats = skipped = no_answer = 0
+    root, files = _result_files_of(path, model)
+    records = _Records(files)
     for f, file in enumerate(files):
         name = model if model is not None else model_name_of(file, root)
         problem = model_name_problem(name)
@@ -321,72 +400,20 @@ def read_mmlu_pro_outputs(path: str | Path, *, model: str | None = None) -> tupl
                 fix="rename the folder or file, or pass model=",
             )
         for record, entry in enumerate(_load(file), start=1):
-            if isinstance(entry, str):
-                skipped += 1
-                continue
-            if not isinstance(entry, dict):
-                raise _bad(
-                    file,
-                    record,
-                    "record",
-                    f"a JSON {type(entry).__name__}, not an object",
-                    "every entry of the list must be a record object",
-                )
-            qid, text, category, answer, pred = _parse_record(entry, file, record)
-            records_read += 1
-            no_answer += pred is None
-            score = 1.0 if pred == answer else 0.0
-            key = (name, qid)
-            if key in rows:
-                old_answer, old_file, old_score, _, old_record = rows[key]
-                where = f"record {old_record} of {files[old_file]}"
-                if old_answer != answer:
-                    raise _bad(
-                        file,
-                        record,
-                        "answer",
-                        f"question_id {qid} of model {name!r} appears again with answer {answer!r}; "
-                        f"{where} has {old_answer!r}",
-                        "keep one record per question_id and model; remove results of an older dataset revision",
-                    )
-                if old_score != score:
-                    raise _bad(
-                        file,
-                        record,
-                        "pred",
-                        f"question_id {qid} of model {name!r} appears again with a different result "
-                        f"(pred {pred!r}); {where} scored {old_score:g}",
-                        "keep one record per question_id and model (merge or rerun the evaluation)",
-                    )
-                repeats += 1
-                continue
-            rows[key] = (answer, f, score, category, record)
-            texts.setdefault(qid, Counter())[text] += 1
-            answers.setdefault(qid, set()).add(answer)
-    if not rows:
+            records.add(name, f, record, entry)
+    if not records.rows:
         raise EvaluationDataError("no question records in the result files", file=path, fix=_FIX_LAYOUT)
-
-    query_of = {qid: counter.most_common(1)[0][0] for qid, counter in texts.items()}
-    table = pd.DataFrame(
-        {
-            "model": [m for m, _ in rows],
-            "query_id": [f"{QUERY_ID_PREFIX}{qid}" for _, qid in rows],
-            "query": [query_of[qid] for _, qid in rows],
-            "benchmark": [value[3] for value in rows.values()],
-            "score": [value[2] for value in rows.values()],
-        }
-    )
-    table = validate_evaluations(table, source=str(path))
+    table = validate_evaluations(records.table(), source=str(path))
     report = MmluProSummary(
         files=tuple(map(str, files)),
         models=table["model"].nunique(),
         queries=table["query_id"].nunique(),
         rows=len(table),
-        records_read=records_read,
-        repeats_dropped=repeats,
-        entries_skipped=skipped,
-        no_answer=no_answer,
-        queries_with_several_texts=sum(len(c) > 1 for c in texts.values()),
-        queries_with_several_answers=sum(len(a) > 1 for a in answers.values()),
+        records_read=records.records_read,
+        repeats_dropped=records.repeats,
+        entries_skipped=records.skipped,
+        no_answer=records.no_answer,
+        queries_with_several_texts=sum(len(c) > 1 for c in records.texts.values()),
+        queries_with_several_answers=sum(len(a) > 1 for a in records.answers.values()),
     )
     return table, report

@@ -42,7 +42,7 @@ from locus_model.estimates.capability import Capability, benchmark_posterior, ca
 from locus_model.estimates.coding import LEVEL, Benchmarks
 from locus_model.estimates.embedding import Posterior, encoder_spread, refine_embeddings
 from locus_model.estimates.likeness import answer_agreement, answer_likeness
-from locus_model.estimates.lowrank import LowRankPrior, simulate_prior_error
+from locus_model.estimates.lowrank import LowRankPrior, at_powers_of_two, simulate_prior_error
 from locus_model.estimates.posterior import ROBUST_WEIGHT, CellPosterior
 from locus_model.estimates.questions import choose_adaptive, factor_gain
 from locus_model.estimates.reference import ReferenceMap, fit_reference_map, reference_estimates
@@ -71,12 +71,11 @@ class EstimatorConfig:
     off_pool: str = "pool"  # the prior of newcomers mostly off the pool's queries: "pool" (the completion: the pool's
     # mean, its error at the answers it can project), "ability" (the pool's per-benchmark mean shifted in logit by the
     # newcomer's accuracy over what the pool expects of its questions) or "router" (the router's P(correct))
+    seed: int = 0  # every random draw: the error measures, the posterior's samples, the reference map
 
     def __post_init__(self) -> None:
         if self.off_pool not in OFF_POOL_PRIORS:
             raise ValueError(f"EstimatorConfig.off_pool = {self.off_pool!r}: use one of {OFF_POOL_PRIORS}")
-
-    seed: int = 0
 
 
 @dataclass
@@ -123,7 +122,7 @@ class Estimator:
         self.coding_ = Benchmarks.of(self.prior_.benchmarks)
         answered = ~np.isnan(self.prior_.scores)
         self.pool_answered_ = answered.any(axis=0)  # (Q,) queries some pool model answered
-        self.router_errors_: dict[int, np.ndarray] = {}
+        self.router_errors_: dict[tuple[str, int], np.ndarray] = {}  # (kind, n): tau^2 (K,)
         self.pool_known_ = (answered.any(axis=0) @ self.coding_.onehot) > 0  # (K,) the pool answered some query of b
         rng = np.random.default_rng(self.config.seed)
         rows = rng.permutation(len(answered))[: self.config.spread_models]
@@ -235,11 +234,7 @@ class Estimator:
                 )
             return self.router_errors_[kind, k]
 
-        lo = 2 ** int(np.floor(np.log2(max(n, 1))))
-        if lo == n:
-            return at(n)
-        t = np.log2(n / lo)
-        return (1 - t) * at(lo) + t * at(2 * lo)
+        return at_powers_of_two(n, at)
 
     def router_means(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, K)
         """The router's mean P(correct) over each benchmark's queries for newcomers embedded from their answers (one

@@ -83,6 +83,17 @@ def simulate_prior_error(
     return prior_variance(prior, truth, benchmarks, seen)
 
 
+def at_powers_of_two(n: int, at: Callable[[int], np.ndarray]) -> np.ndarray:
+    """``at(n)`` from measures at the powers of two around n only: linear in log2 n between ``at(lo)`` and
+    ``at(2 lo)``, lo the power of two at or below n (n < 1 reads as 1). The one interpolation of the measured errors
+    (the prior's and the router's), so a session that grows by rounds measures once per doubling, not per round."""
+    lo = 2 ** int(np.floor(np.log2(max(n, 1))))
+    if lo == n:
+        return at(n)
+    t = np.log2(max(n, 1) / lo)
+    return (1 - t) * at(lo) + t * at(2 * lo)
+
+
 @dataclass(frozen=True)
 class LowRank:
     """A rank-r completion of a pool's item matrix (models x queries, NaN = not asked; NaN filled by the query's
@@ -191,10 +202,10 @@ class LowRankPrior:
             out[m] = prior_variance(prior[near], truth[near], self.benchmarks, seen[near])
         return out
 
-    def _key(self, n: int, queries, reps: int) -> tuple:
+    def _key(self, n: int, queries: np.ndarray | None, reps: int) -> tuple:
         return (int(n), reps, None if queries is None else np.asarray(queries, dtype=np.int64).tobytes())
 
-    def _samples(self, n: int, queries, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _samples(self, n: int, queries: np.ndarray | None, reps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         key = self._key(n, queries, reps)
         if key not in self.draws:
             self.draws[key] = simulate_prior_samples(
@@ -217,11 +228,7 @@ class LowRankPrior:
                 return self.prior_error(k, queries=queries)
             return self.local_error(k, means, share, queries=queries)
 
-        lo = 2 ** int(np.floor(np.log2(max(n, 1))))
-        if lo == n:
-            return at(n)
-        t = np.log2(n / lo)
-        return (1 - t) * at(lo) + t * at(2 * lo)
+        return at_powers_of_two(n, at)
 
     def extended(self, benchmarks: np.ndarray) -> "LowRankPrior":
         """This prior over more queries no pool model answered (their ``benchmarks``, appended after the pool's):

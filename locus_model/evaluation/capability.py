@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -52,6 +52,7 @@ from locus_model.estimates import (
     refine_embeddings,
     simulate_prior_error,
 )
+from locus_model.estimates.reference import ReferenceMap
 from locus_model.evaluation.latent import IRT, LatentConfig
 from locus_model.evaluation.splits import query_folds
 from locus_model.infer import embed_evaluation_sets
@@ -119,6 +120,206 @@ def _score(cap, truth: np.ndarray) -> dict:
     }  # kept for paired intervals, dropped before JSON
 
 
+@dataclass
+class _Fold:
+    """What capability_evaluation reads for every n: the fold's pool (its models' answers, embeddings and accuracy),
+    the reference map, and the estimators fitted once."""
+
+    names: np.ndarray  # (K,) benchmark names
+    truth: np.ndarray  # (M, K) every model's accuracy over all of each benchmark's queries
+    train_sets: list  # the in-training models' evaluations on the training queries
+    pool_z: np.ndarray | None  # their embeddings (None without a model)
+    pool_mean: np.ndarray  # (K,) the in-training models' mean accuracy
+    estimator: Estimator | None  # the product's, fitted once for every n
+    unseen_estimator: Estimator | None  # the same pool without its answers off the training queries
+    unseen_queries: np.ndarray
+    low_rank: LowRank
+    coding: Benchmarks
+    sim_rows: np.ndarray  # the in-training rows router_eb's prior error is measured on
+    ref_map: ReferenceMap | None = None
+    ref_rows: np.ndarray | None = None  # held-out rows with every reference score
+    ref_truth: np.ndarray | None = None  # (H, R) their reference scores
+
+
+def _prepare_fold(
+    model,
+    encodings: np.ndarray,
+    scores: np.ndarray,
+    benchmarks: np.ndarray,
+    *,
+    trained: np.ndarray,
+    held: np.ndarray,
+    train_queries: np.ndarray,
+    methods: Sequence[str],
+    reference: pd.DataFrame | None,
+    router,
+    config: EstimatorConfig,
+    seed: int,
+) -> _Fold:
+    """The fold's pool, reference map and estimators, fitted once for every n."""
+    names, truth = true_accuracy(scores, benchmarks)
+    train_sets = []  # the in-training models' evaluations on the training queries: the pool's embeddings
+    for r in trained:
+        have = train_queries[~np.isnan(scores[r, train_queries])]
+        train_sets.append((have, scores[r, have]))
+    pool_z = None if model is None else embed_evaluation_sets(model, encodings, train_sets)
+    ref_map = ref_rows = ref_truth = None
+    if reference is not None:
+        ok = trained[~reference.iloc[trained].isna().any(axis=1).to_numpy()]
+        ref_map = fit_reference_map(truth[ok], reference.iloc[ok].reset_index(drop=True))
+        ref_rows = ~reference.iloc[held].isna().any(axis=1).to_numpy()
+        ref_truth = reference.iloc[held].to_numpy(dtype=float)
+    train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
+    # the product's estimator fitted once for every n (its completion is low_rank's), else the completion alone
+    estimator = (
+        Estimator(config).fit(train_matrix, benchmarks, router=router, encodings=encodings, asked_from=train_queries)
+        if "product" in methods
+        else None
+    )
+    # off the pool's questions: the same pool without its answers on the fold's other queries, the held-out models
+    # asked only those (capability_evaluation's unseen block)
+    unseen_queries = np.setdiff1d(np.arange(scores.shape[1]), train_queries)
+    unseen_estimator = None
+    if "product" in methods and len(unseen_queries):
+        seen_only = np.full_like(train_matrix, np.nan)
+        seen_only[:, train_queries] = train_matrix[:, train_queries]
+        unseen_estimator = Estimator(config).fit(seen_only, benchmarks, router=router, encodings=encodings)
+    return _Fold(
+        names=names,
+        truth=truth,
+        train_sets=train_sets,
+        pool_z=pool_z,
+        pool_mean=truth[trained].mean(axis=0),
+        estimator=estimator,
+        unseen_estimator=unseen_estimator,
+        unseen_queries=unseen_queries,
+        low_rank=estimator.prior_.full if estimator is not None else LowRank.fit(train_matrix, 16),
+        coding=Benchmarks.of(benchmarks),
+        sim_rows=trained[np.random.default_rng(seed).permutation(len(trained))[:200]],
+        ref_map=ref_map,
+        ref_rows=ref_rows,
+        ref_truth=ref_truth,
+    )
+
+
+def _method_capability(
+    method: str,
+    fold: _Fold,
+    sets: list,
+    n: int,
+    *,
+    model,
+    encodings: np.ndarray,
+    scores: np.ndarray,
+    benchmarks: np.ndarray,
+    train_queries: np.ndarray,
+    router,
+    irt,
+    embedded: tuple[np.ndarray, np.ndarray] | None,
+    samples: int,
+    seed: int,
+    out: dict,
+) -> Capability | None:
+    """One method's capability estimates of the held-out models from ``sets`` (n answers each); None where the
+    method has nothing to run on (no router, no IRT). ``embedded``: (the encoder's spread at n, the sets'
+    embeddings) when there is a model. router_eb records its prior's sd in ``out``."""
+    if method == "product":
+        return fold.estimator.estimate(sets)
+    if method == "locus":
+        spread, z0 = embedded
+        post = refine_embeddings(model, encodings, sets, spread, z0=z0)
+        return router_capability(router, encodings, benchmarks, post, sets, samples=samples, seed=seed)
+    if method == "locus_encoder":
+        spread, z0 = embedded
+        prior = Posterior(
+            mean=z0,
+            prior=z0,
+            chol=np.broadcast_to(np.diag(spread), (len(z0), *np.diag(spread).shape)),
+            log_lik=np.zeros(len(z0)),
+            log_lik_prior=np.zeros(len(z0)),
+        )
+        return router_capability(router, encodings, benchmarks, prior, sets, samples=samples, seed=seed)
+    if method == "observed":
+        return accuracy_from_proba(_observed_proba(sets, benchmarks, fold.pool_mean), sets, benchmarks, seed=seed)
+    if method == "low_rank":
+        return accuracy_from_proba(fold.low_rank.proba(sets)[:, None, :], sets, benchmarks, seed=seed)
+    if method == "router" and router is not None:
+        proba = _router_proba(router, encodings, benchmarks, sets)[:, None, :]
+        return accuracy_from_proba(proba, sets, benchmarks, seed=seed)
+    if method == "router_eb" and router is not None:  # its error on the in-training models: optimistic
+
+        def router_means(rows, sets) -> np.ndarray:  # (M, K) router_eb's prior means
+            return fold.coding.means(_router_proba(router, encodings, benchmarks, sets))
+
+        tau = simulate_prior_error(router_means, scores[fold.sim_rows], benchmarks, n, queries=train_queries, seed=seed)
+        out[f"prior_sd.{method}.{n}"] = float(np.sqrt(tau).mean())
+        return beta_binomial_capability(router_means(None, sets), tau, sets, benchmarks, samples=samples, seed=seed)
+    if method == "irt" and irt is not None:
+        rows = irt.onboard(_dense(sets, scores.shape[1]))
+        proba = irt.predict_proba(rows, np.arange(scores.shape[1]))[:, None, :]
+        return accuracy_from_proba(proba, sets, benchmarks, seed=seed)
+    return None
+
+
+def _record_scores(
+    caps: dict, fold: _Fold, truth: np.ndarray, n: int, *, seed: int, out: dict, per_model: dict
+) -> None:
+    """Each method's capability (MAE, coverage) against ``truth`` (H, K), and its reference-score estimates' where
+    the fold has a reference map: into ``out``, the per-model errors into ``per_model`` (paired comparisons)."""
+    for method, cap in caps.items():
+        s = _score(cap, truth)
+        out[f"capability.{method}.{n}.mae"], out[f"capability.{method}.{n}.coverage"] = s["mae"], s["coverage"]
+        per_model["capability", method, n] = s["mae_per_model"]
+        if fold.ref_map is not None:
+            est, lo, hi = reference_estimates(cap, fold.ref_map, seed=seed)
+            err = np.abs(est - fold.ref_truth)[fold.ref_rows]
+            out[f"reference.{method}.{n}.mae"] = float(err.mean())
+            out[f"reference.{method}.{n}.coverage"] = float(
+                ((fold.ref_truth >= lo) & (fold.ref_truth <= hi))[fold.ref_rows].mean()
+            )
+            for j, col in enumerate(fold.ref_map.scores):
+                out[f"reference.{method}.{n}.{col}.mae"] = float(err[:, j].mean())
+            per_model["reference", method, n] = err.mean(axis=1)
+
+
+def _unseen_figures(
+    fold: _Fold,
+    scores: np.ndarray,
+    benchmarks: np.ndarray,
+    *,
+    trained: np.ndarray,
+    held: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    identity_models: int,
+    router,
+    samples: int,
+    seed: int,
+    out: dict,
+    per_model: dict,
+) -> None:
+    """The held-out models asked n questions the pool never answered: the product's, the completion's and the
+    observed estimates; with a router, copies of in-training models recognised by the refined embedding alone."""
+    estimator = fold.unseen_estimator
+    sets = _draw_sets(scores, held, fold.unseen_queries, n, rng)
+    caps = {
+        "product": estimator.estimate(sets),
+        "low_rank": accuracy_from_proba(estimator.prior_.full.proba(sets)[:, None, :], sets, benchmarks, seed=seed),
+        "observed": accuracy_from_proba(_observed_proba(sets, benchmarks, fold.pool_mean), sets, benchmarks, seed=seed),
+    }
+    for method, cap in caps.items():
+        s = _score(cap, fold.truth[held])
+        for what in ("mae", "coverage", "bias"):
+            out[f"capability_unseen.{method}.{n}.{what}"] = s[what]
+        per_model["capability_unseen", method, n] = s["mae_per_model"]
+    if router is not None:  # copies recognised by the refined embedding alone: no question is shared
+        sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
+        copies = _draw_sets(scores, trained[sources], fold.unseen_queries, n, rng)
+        post = estimator.embedding(copies)
+        order, _ = answer_likeness(copies, estimator.prior_.scores, fold.pool_z, post, samples=samples, seed=seed)
+        out[f"identity_unseen.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
+
+
 def capability_evaluation(
     model,
     encodings: np.ndarray,
@@ -150,138 +351,81 @@ def capability_evaluation(
     Returns {key: value} plus "_per_model" {(kind, method, n): (H,) errors} for paired comparisons.
     """
     rng = np.random.default_rng(seed)
-    names, truth = true_accuracy(scores, benchmarks)
-    train_sets = []  # the in-training models' evaluations on the training queries: the pool's embeddings
-    for r in trained:
-        have = train_queries[~np.isnan(scores[r, train_queries])]
-        train_sets.append((have, scores[r, have]))
-    pool_z = None if model is None else embed_evaluation_sets(model, encodings, train_sets)
-    pool_mean = truth[trained].mean(axis=0)
-    ref_map = None
-    if reference is not None:
-        ok = trained[~reference.iloc[trained].isna().any(axis=1).to_numpy()]
-        ref_map = fit_reference_map(truth[ok], reference.iloc[ok].reset_index(drop=True))
-        ref_rows = ~reference.iloc[held].isna().any(axis=1).to_numpy()
-        ref_truth = reference.iloc[held].to_numpy(dtype=float)
-    train_matrix = scores[trained]  # the pool's data: its models' answers on every query (the issue's baseline)
-    # the product's estimator fitted once for every n (its completion is low_rank's), else the completion alone
     config = replace(estimator_config or EstimatorConfig(), seed=seed)
-    estimator = (
-        Estimator(config).fit(train_matrix, benchmarks, router=router, encodings=encodings, asked_from=train_queries)
-        if "product" in methods
-        else None
+    fold = _prepare_fold(
+        model,
+        encodings,
+        scores,
+        benchmarks,
+        trained=trained,
+        held=held,
+        train_queries=train_queries,
+        methods=methods,
+        reference=reference,
+        router=router,
+        config=config,
+        seed=seed,
     )
-    # off the pool's questions: the same pool without its answers on the fold's other queries, the held-out models
-    # asked only those (the unseen block below)
-    unseen_queries = np.setdiff1d(np.arange(scores.shape[1]), train_queries)
-    unseen_estimator = None
     unseen_rng = np.random.default_rng([seed, 1])  # its own draws: the shared questions' stay as they were
-    if "product" in methods and len(unseen_queries):
-        seen_only = np.full_like(train_matrix, np.nan)
-        seen_only[:, train_queries] = train_matrix[:, train_queries]
-        unseen_estimator = Estimator(config).fit(seen_only, benchmarks, router=router, encodings=encodings)
-    low_rank = estimator.prior_.full if estimator is not None else LowRank.fit(train_matrix, 16)
-    coding = Benchmarks.of(benchmarks)
-    sim_rows = trained[np.random.default_rng(seed).permutation(len(trained))[:200]]
-
-    def router_means(rows, sets) -> np.ndarray:  # (M, K) router_eb's prior means
-        return coding.means(_router_proba(router, encodings, benchmarks, sets))
-
     out: dict = {}
     per_model: dict = {}
     for n in sizes:
         sets = _draw_sets(scores, held, train_queries, n, rng)
+        embedded = None
         if model is not None:
-            spread = encoder_spread(model, encodings, train_sets[: min(200, len(train_sets))], n, seed=seed)
-            z0 = embed_evaluation_sets(model, encodings, sets)
+            spread = encoder_spread(model, encodings, fold.train_sets[: min(200, len(fold.train_sets))], n, seed=seed)
+            embedded = (spread, embed_evaluation_sets(model, encodings, sets))
         caps = {}
         for method in methods:
             t0 = time.perf_counter()
-            if method == "product":
-                caps[method] = estimator.estimate(sets)
-            elif method == "locus":
-                post = refine_embeddings(model, encodings, sets, spread, z0=z0)
-                caps[method] = router_capability(router, encodings, benchmarks, post, sets, samples=samples, seed=seed)
-            elif method == "locus_encoder":
-                prior = Posterior(
-                    mean=z0,
-                    prior=z0,
-                    chol=np.broadcast_to(np.diag(spread), (len(z0), *np.diag(spread).shape)),
-                    log_lik=np.zeros(len(z0)),
-                    log_lik_prior=np.zeros(len(z0)),
-                )
-                caps[method] = router_capability(router, encodings, benchmarks, prior, sets, samples=samples, seed=seed)
-            elif method == "observed":
-                caps[method] = accuracy_from_proba(
-                    _observed_proba(sets, benchmarks, pool_mean), sets, benchmarks, seed=seed
-                )
-            elif method == "low_rank":
-                caps[method] = accuracy_from_proba(low_rank.proba(sets)[:, None, :], sets, benchmarks, seed=seed)
-            elif method == "router" and router is not None:
-                proba = _router_proba(router, encodings, benchmarks, sets)[:, None, :]
-                caps[method] = accuracy_from_proba(proba, sets, benchmarks, seed=seed)
-            elif method == "router_eb" and router is not None:  # its error on the in-training models: optimistic
-                tau = simulate_prior_error(
-                    router_means, scores[sim_rows], benchmarks, n, queries=train_queries, seed=seed
-                )
-                caps[method] = beta_binomial_capability(
-                    router_means(None, sets), tau, sets, benchmarks, samples=samples, seed=seed
-                )
-                out[f"prior_sd.{method}.{n}"] = float(np.sqrt(tau).mean())
-            elif method == "irt" and irt is not None:
-                rows = irt.onboard(_dense(sets, scores.shape[1]))
-                proba = irt.predict_proba(rows, np.arange(scores.shape[1]))[:, None, :]
-                caps[method] = accuracy_from_proba(proba, sets, benchmarks, seed=seed)
+            cap = _method_capability(
+                method,
+                fold,
+                sets,
+                n,
+                model=model,
+                encodings=encodings,
+                scores=scores,
+                benchmarks=benchmarks,
+                train_queries=train_queries,
+                router=router,
+                irt=irt,
+                embedded=embedded,
+                samples=samples,
+                seed=seed,
+                out=out,
+            )
+            if cap is not None:
+                caps[method] = cap
             out[f"seconds.{method}.{n}"] = time.perf_counter() - t0
-        for method, cap in caps.items():
-            s = _score(cap, truth[held])
-            out[f"capability.{method}.{n}.mae"], out[f"capability.{method}.{n}.coverage"] = s["mae"], s["coverage"]
-            per_model["capability", method, n] = s["mae_per_model"]
-            if ref_map is not None:
-                est, lo, hi = reference_estimates(cap, ref_map, seed=seed)
-                err = np.abs(est - ref_truth)[ref_rows]
-                out[f"reference.{method}.{n}.mae"] = float(err.mean())
-                out[f"reference.{method}.{n}.coverage"] = float(
-                    ((ref_truth >= lo) & (ref_truth <= hi))[ref_rows].mean()
-                )
-                for j, col in enumerate(ref_map.scores):
-                    out[f"reference.{method}.{n}.{col}.mae"] = float(err[:, j].mean())
-                per_model["reference", method, n] = err.mean(axis=1)
-        if unseen_estimator is not None:  # answers on queries the pool never answered
-            unseen_sets = _draw_sets(scores, held, unseen_queries, n, unseen_rng)
-            unseen_caps = {
-                "product": unseen_estimator.estimate(unseen_sets),
-                "low_rank": accuracy_from_proba(
-                    unseen_estimator.prior_.full.proba(unseen_sets)[:, None, :], unseen_sets, benchmarks, seed=seed
-                ),
-                "observed": accuracy_from_proba(
-                    _observed_proba(unseen_sets, benchmarks, pool_mean), unseen_sets, benchmarks, seed=seed
-                ),
-            }
-            for method, cap in unseen_caps.items():
-                s = _score(cap, truth[held])
-                for what in ("mae", "coverage", "bias"):
-                    out[f"capability_unseen.{method}.{n}.{what}"] = s[what]
-                per_model["capability_unseen", method, n] = s["mae_per_model"]
-            if router is not None:  # copies recognised by the refined embedding alone: no question is shared
-                sources = unseen_rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
-                copies = _draw_sets(scores, trained[sources], unseen_queries, n, unseen_rng)
-                post = unseen_estimator.embedding(copies)
-                order, _ = answer_likeness(
-                    copies, unseen_estimator.prior_.scores, pool_z, post, samples=samples, seed=seed
-                )
-                out[f"identity_unseen.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
+        _record_scores(caps, fold, fold.truth[held], n, seed=seed, out=out, per_model=per_model)
+        if fold.unseen_estimator is not None:  # answers on queries the pool never answered
+            _unseen_figures(
+                fold,
+                scores,
+                benchmarks,
+                trained=trained,
+                held=held,
+                n=n,
+                rng=unseen_rng,
+                identity_models=identity_models,
+                router=router,
+                samples=samples,
+                seed=seed,
+                out=out,
+                per_model=per_model,
+            )
         # copy recognition: n of an in-training model's own evaluations under a new name
         sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
         copies = _draw_sets(scores, trained[sources], train_queries, n, rng)
         if model is None:
             continue
-        post = refine_embeddings(model, encodings, copies, spread)
-        order, prob = answer_likeness(copies, scores[trained], pool_z, post, samples=samples, seed=seed)
+        post = refine_embeddings(model, encodings, copies, embedded[0])
+        order, prob = answer_likeness(copies, scores[trained], fold.pool_z, post, samples=samples, seed=seed)
         out[f"identity.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
         out[f"identity.{n}.embedding_hit_at_1"] = float((prob.argmax(axis=1) == sources).mean())
     out["_per_model"] = per_model
-    out["benchmarks"] = list(names)
+    out["benchmarks"] = list(fold.names)
     return out
 
 

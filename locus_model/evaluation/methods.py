@@ -182,7 +182,8 @@ def fit_and_predict(
 ) -> Fitted:
     """One method on one fold: fit on the trained models' anchor cells (validation: the fold's val cells),
     onboard the held-out models from their anchor cells, score every test query; Fitted((M, Q_test) P(correct),
-    seconds, LOCUS's guard over the M models). A module-level function so that evaluate(jobs > 1) can run it in a worker process.
+    seconds, LOCUS's guard over the M models). A module-level function so that evaluate(jobs > 1) can run it in a worker
+    process.
     ``on_fitted(method)``: called once the method is fitted (e.g. to keep its trained model). ``benchmarks``:
     the query labels; the test queries' labels are blanked before a label-free method sees them."""
     t0 = time.perf_counter()

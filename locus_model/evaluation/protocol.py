@@ -102,6 +102,97 @@ def _fit_all(
     return fitted
 
 
+def _checked_methods(
+    methods: Sequence[str], *, jobs: int, threads: int, policy: RoutingPolicy, costs: Any
+) -> list[str]:
+    """The protocol's arguments checked before any work; the methods to run, best_single added (the reference)."""
+    if jobs < 1:
+        raise ValueError(f"jobs={jobs}: give the number of worker processes, 1 or more (1 = no workers)")
+    if policy.quality_weight != 1 or policy.max_cost is not None or policy.max_params is not None:
+        raise ValueError(
+            f"evaluate: {policy} -- the protocol measures routing at quality weight 1 and sweeps the "
+            "weight on its frontier, with no cap: give RoutingPolicy(guard_margin=...) only"
+        )
+    if threads < 1:
+        raise ValueError(f"threads={threads}: give the torch threads of each fit, 1 or more (1 = the default)")
+    if costs is not None and costs.basis == "none":
+        raise ValueError(
+            "costs: no model has a price or a parameter count, so there is no quality-cost frontier. How "
+            "to fix: give params_b, price_input_per_mtok / price_output_per_mtok or cost_per_query per model"
+        )
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
+    return list(dict.fromkeys([*methods, REFERENCE]))
+
+
+def _selected_folds(splits: list[Fold], only_folds: Sequence[int] | None) -> list[Fold]:
+    """The folds ``only_folds`` names (0-based, each once, in order), or every fold."""
+    if only_folds is None:
+        return splits
+    bad = [f for f in only_folds if not 0 <= f < len(splits)]
+    if bad or not only_folds:
+        raise ValueError(f"only_folds={list(only_folds)}: give fold indices in [0, {len(splits)})")
+    return [splits[f] for f in sorted(set(only_folds))]
+
+
+def _verdict_and_frontier(
+    scored: Any,
+    result_methods: dict,
+    methods: list[str],
+    matrix: EvaluationMatrix,
+    splits: list[Fold],
+    costs: Any,
+    *,
+    n_boot: int,
+    seed: int,
+) -> tuple[dict | None, dict | None]:
+    """Does routing pay over the best single model (evaluation.verdict.routing_verdict), and with ``costs`` (of the
+    matrix's models) every method's quality-cost frontier on the test queries (None without)."""
+    frontier, share, cost_note = None, None, None
+    if costs is not None:
+        fold_costs = [query_costs(costs, [matrix.queries[q] for q in f.test]) for f in splits]
+        frontier = frontier_summary(scored, methods, fold_costs, matrix.models, n_boot=n_boot, seed=seed)
+        if "locus" in methods:
+            share, cost_note = cost_share(
+                scored.route["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs, matrix.models
+            )
+    best_name = best_single_name(scored.probs[REFERENCE]["all"], matrix.models)
+    kept = (
+        kept_on_best_single(scored.route["locus"]["all"], scored.labels["all"], list(matrix.models).index(best_name))
+        if "locus" in methods
+        else None
+    )
+    verdict = routing_verdict(
+        result_methods,
+        best_name,
+        share,
+        cost_note,
+        frontier=None if frontier is None else frontier["methods"],
+        frontier_folds=() if frontier is None else frontier["folds"],
+        kept=kept,
+    )
+    return verdict, frontier
+
+
+def _sizes(scores: np.ndarray, splits: list[Fold], trained: np.ndarray, held: np.ndarray, counts: np.ndarray) -> dict:
+    """The result's "sizes": models, queries and evaluations, each fold's query counts, the anchor evaluations the
+    models have (``counts``: anchor_counts, (folds, M))."""
+    return {
+        "models": scores.shape[0],
+        "queries": scores.shape[1],
+        "evaluations": int((~np.isnan(scores)).sum()),
+        "in_training_models": len(trained),
+        "held_out_models": len(held),
+        "train_queries": [len(f.train) for f in splits],
+        "val_queries": [len(f.val) for f in splits],
+        "test_queries": [len(f.test) for f in splits],
+        "anchors": [len(f.anchors) for f in splits],
+        "mean_budget_evaluations_in_training": float(counts[:, trained].mean()),
+        "mean_budget_evaluations_held_out": float(counts[:, held].mean()) if len(held) else None,
+    }
+
+
 def evaluate(
     table: pd.DataFrame | EvaluationMatrix,
     encodings: np.ndarray | Mapping[str, np.ndarray],
@@ -180,28 +271,11 @@ def evaluate(
     """
     start = time.perf_counter()
     log = (lambda message: print(message, file=sys.stderr, flush=True)) if progress else (lambda message: None)
-    if jobs < 1:
-        raise ValueError(f"jobs={jobs}: give the number of worker processes, 1 or more (1 = no workers)")
-    if policy.quality_weight != 1 or policy.max_cost is not None or policy.max_params is not None:
-        raise ValueError(
-            f"evaluate: {policy} -- the protocol measures routing at quality weight 1 and sweeps the "
-            "weight on its frontier, with no cap: give RoutingPolicy(guard_margin=...) only"
-        )
-    if threads < 1:
-        raise ValueError(f"threads={threads}: give the torch threads of each fit, 1 or more (1 = the default)")
-    if costs is not None and costs.basis == "none":
-        raise ValueError(
-            "costs: no model has a price or a parameter count, so there is no quality-cost frontier. How "
-            "to fix: give params_b, price_input_per_mtok / price_output_per_mtok or cost_per_query per model"
-        )
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
-    methods = list(dict.fromkeys([*methods, REFERENCE]))
+    methods = _checked_methods(methods, jobs=jobs, threads=threads, policy=policy, costs=costs)
     matrix = table if isinstance(table, EvaluationMatrix) else EvaluationMatrix.from_table(table)
     enc = _align_encodings(encodings, matrix)
     scores = matrix.scores.astype(np.float32)  # (M, Q)
-    n_models, n_queries = scores.shape
+    n_models = scores.shape[0]
     if n_models < 2:  # routing chooses between models; every ranking metric is undefined on one
         raise ValueError(
             f"the table has {n_models} model(s) ({', '.join(matrix.models[:1])}): evaluating a router needs "
@@ -218,15 +292,11 @@ def evaluate(
         train_config = None if router is not None else (train_config or TrainConfig())
 
     total_folds = len(splits)
-    if only_folds is not None:
-        bad = [f for f in only_folds if not 0 <= f < len(splits)]
-        if bad or not only_folds:
-            raise ValueError(f"only_folds={list(only_folds)}: give fold indices in [0, {len(splits)})")
-        splits = [splits[f] for f in sorted(set(only_folds))]
+    splits = _selected_folds(splits, only_folds)
     trained, held, groups = model_groups(
         matrix, held_out=held_out, holdout_models=holdout_models, seed=seed, extra_groups=extra_groups
     )
-    counts = anchor_counts(scores, splits, matrix.models)  # (folds, M)
+    counts = anchor_counts(scores, splits, matrix.models)  # (folds, M); every model needs an anchor: checked here
 
     configs = dict(baseline_configs or {})
     if "per_benchmark" in methods and "per_benchmark" not in configs:
@@ -257,29 +327,10 @@ def evaluate(
     for warning in warnings:
         log(f"WARNING: {warning}")
     result_methods = summarise(scored, methods, groups, n_boot=n_boot, seed=seed, degenerate=degenerate)
-    frontier, share, cost_note = None, None, None
     if costs is not None:
         costs = costs if costs.names == tuple(matrix.models) else costs.subset(matrix.models)
-        fold_costs = [query_costs(costs, [matrix.queries[q] for q in f.test]) for f in splits]
-        frontier = frontier_summary(scored, methods, fold_costs, matrix.models, n_boot=n_boot, seed=seed)
-        if "locus" in methods:
-            share, cost_note = cost_share(
-                scored.route["locus"]["all"], scored.probs[REFERENCE]["all"], fold_costs, matrix.models
-            )
-    best_name = best_single_name(scored.probs[REFERENCE]["all"], matrix.models)
-    kept = (
-        kept_on_best_single(scored.route["locus"]["all"], scored.labels["all"], list(matrix.models).index(best_name))
-        if "locus" in methods
-        else None
-    )
-    verdict = routing_verdict(
-        result_methods,
-        best_name,
-        share,
-        cost_note,
-        frontier=None if frontier is None else frontier["methods"],
-        frontier_folds=() if frontier is None else frontier["folds"],
-        kept=kept,
+    verdict, frontier = _verdict_and_frontier(
+        scored, result_methods, methods, matrix, splits, costs, n_boot=n_boot, seed=seed
     )
     return json_clean(
         {
@@ -314,19 +365,7 @@ def evaluate(
                     "unknown_cost": list(costs.unknown),
                 },
             },
-            "sizes": {
-                "models": n_models,
-                "queries": n_queries,
-                "evaluations": int((~np.isnan(scores)).sum()),
-                "in_training_models": len(trained),
-                "held_out_models": len(held),
-                "train_queries": [len(f.train) for f in splits],
-                "val_queries": [len(f.val) for f in splits],
-                "test_queries": [len(f.test) for f in splits],
-                "anchors": [len(f.anchors) for f in splits],
-                "mean_budget_evaluations_in_training": float(counts[:, trained].mean()),
-                "mean_budget_evaluations_held_out": float(counts[:, held].mean()) if len(held) else None,
-            },
+            "sizes": _sizes(scores, splits, trained, held, counts),
             "wall_s": round(time.perf_counter() - start, 2),
             "verdict": verdict,  # evaluation.verdict: does routing pay, or call the best single model
             "warnings": warnings,  # label_warnings: degenerate labels, a one-model pool

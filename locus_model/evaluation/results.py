@@ -53,7 +53,8 @@ def format_results(result: dict) -> str:
     """The result as plain-text tables, one per group (percent; Brier x100; +- = std over folds)."""
     s, z = result["settings"], result["sizes"]
     lines = [
-        f"protocol={s['protocol']} budget={s['budget']} folds={s['folds']} held_out={z['held_out_models']}/{z['models']} "
+        f"protocol={s['protocol']} budget={s['budget']} folds={s['folds']} "
+        f"held_out={z['held_out_models']}/{z['models']} "
         f"models, {z['queries']} queries, wall {result['wall_s']:.0f} s"
     ]
     if s.get("guard_margin") == "measured":
@@ -77,8 +78,8 @@ def format_results(result: dict) -> str:
         )
     lines.append(
         "units: percent, mean±std over folds; Brier: the Brier score x 100 (lower is better); vs best_single: "
-        "routing accuracy minus the best single model's, in points [95% paired bootstrap CI], tie when it "
-        "covers 0"
+        "routing accuracy minus the best single model's, in points "
+        "[95% paired bootstrap CI], tie when it covers 0"
     )
     header = (
         f"{'method':<12} {'routing %':>11} {'hit@3 %':>11} {'correct %':>11} {'AUC %':>11} {'Brier x100':>11}  "
@@ -95,14 +96,16 @@ def format_results(result: dict) -> str:
         for name, entry in rows:
             vs_text = "n/a (one model)" if one_model else format_interval(entry.get("vs_best_single"))
             lines.append(
-                f"{name:<12} {routing(entry['routing_acc']):>11} {routing(entry['hit@3']):>11} {_fmt(entry['correctness_acc']):>11} "
+                f"{name:<12} {routing(entry['routing_acc']):>11} {routing(entry['hit@3']):>11} "
+                f"{_fmt(entry['correctness_acc']):>11} "
                 f"{_fmt(entry['auc']):>11} {_fmt(entry['brier']):>11}  {vs_text:<26}".rstrip()
             )
         locus = next((entry for m, entry in rows if m == "locus"), None)
         if locus and locus.get("vs_methods"):
             lines += [
                 "",
-                f"LOCUS minus each method [{group}] (fold means; 95% paired bootstrap CI over test queries within folds; Brier: negative favours LOCUS)",
+                f"LOCUS minus each method [{group}] (fold means; 95% paired bootstrap CI over test queries within "
+                "folds; Brier: negative favours LOCUS)",
                 (f"{'method':<12} " + " ".join(f"{k:<24}" for k in _PAIRED)).rstrip(),
             ]
             for other, stats in locus["vs_methods"].items():
@@ -184,9 +187,10 @@ def format_frontier(result: dict) -> str:
         "the verdict calls it and states its cost share as unknown)"
     )
     lines = [
-        f"Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = {costs['means']}; "
-        f"{costs['models_of_unknown_cost']} model(s) of unknown cost left out; {reference}; cost shares are of its cost fold by fold, read from the fold-mean hull (the plot's curve); AIQ: RouterBench's, cost range from the cheapest "
-        f"to the most expensive model"
+        "Quality-cost frontier [all models, test queries, fold means; 95% paired bootstrap CI]: cost = "
+        f"{costs['means']}; {costs['models_of_unknown_cost']} model(s) of unknown cost left out; {reference}; "
+        "cost shares are of its cost fold by fold, read from the fold-mean hull (the plot's curve); "
+        "AIQ: RouterBench's, cost range from the cheapest to the most expensive model"
     ]
     widths = {k: max(len(k), *(len(r[k]) for r in rows)) for k in rows[0]}
     lines.append("  ".join(f"{k:<{w}}" for k, w in widths.items()))

@@ -85,7 +85,8 @@ def choose_held_out(n_models: int, fraction: float, seed: int) -> np.ndarray:
     n = max(1, int(round(fraction * n_models)))
     if n_models - n < 2:
         raise ValueError(
-            f"holding out {n} of {n_models} models leaves fewer than 2 to train on; lower --holdout-models or add models"
+            f"holding out {n} of {n_models} models leaves fewer than 2 to "
+            "train on; lower --holdout-models or add models"
         )
     rng = np.random.default_rng([seed, 7919])  # its own stream: the held-out set does not move with the folds
     return np.sort(rng.choice(n_models, size=n, replace=False))
@@ -224,7 +225,7 @@ def anchor_counts(scores: np.ndarray, splits: list[Fold], models: list[str]) -> 
         if (counts[-1] == 0).any():
             name = models[int(np.flatnonzero(counts[-1] == 0)[0])]
             raise ValueError(
-                f"fold {fold.index + 1}: model {name!r} has no evaluation among the {len(fold.anchors)} anchor queries; "
-                "raise the budget or drop models with very few evaluations"
+                f"fold {fold.index + 1}: model {name!r} has no evaluation among the {len(fold.anchors)} anchor "
+                "queries; raise the budget or drop models with very few evaluations"
             )
     return np.stack(counts)

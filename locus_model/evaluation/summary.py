@@ -79,7 +79,8 @@ def score_folds(
                 if name == REFERENCE:
                     out.labels[group].append(y)
             log(
-                f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) {out.per_fold[name]['all'][-1]['routing_acc']:.4f}"
+                f"fold {fold.index + 1}/{total_folds} {name:<12} routing(all) "
+                f"{out.per_fold[name]['all'][-1]['routing_acc']:.4f}"
             )
     return out
 

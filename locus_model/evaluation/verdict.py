@@ -120,10 +120,10 @@ NOT_ROUTERS = ("oracle", "best_single", "random_mix")  # the frontier's referenc
 
 
 def cheaper_routers(frontier: Mapping, folds: Sequence[Mapping] = ()) -> dict | None:
-    """Where routing pays on cost: {"reference", "at_best_single", "at_95", "locus"}, each target {"router", "cost_share",
-    "ci_low", "ci_high"} the router of the frontier (``evaluate_frontiers``' "methods"; the oracle, best_single and
-    random mixing are references, not routers) that reaches the best single model's accuracy (100%, 95% of it) at
-    the lowest share of that model's cost below 1, or None when none does; ``reference`` names that model (the
+    """Where routing pays on cost: {"reference", "at_best_single", "at_95", "locus"}, each target {"router",
+    "cost_share", "ci_low", "ci_high"} the router of the frontier (``evaluate_frontiers``' "methods"; the oracle,
+    best_single and random mixing are references, not routers) that reaches the best single model's accuracy (100%, 95%
+    of it) at the lowest share of that model's cost below 1, or None when none does; ``reference`` names that model (the
     frontier's best single model of known cost, one per fold: their names joined); ``locus``: LOCUS's own shares
     {"at_best_single", "at_95"} (None where it does not reach the target cheaper: locus serve's cost-aware
     requests route by it). None when no router reaches either target cheaper."""

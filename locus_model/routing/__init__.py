@@ -36,7 +36,9 @@ from locus_model.routing.policy import (
     routing_scores,
 )
 from locus_model.routing.route import (
+    Caps,
     RouteDecision,
+    apply_caps,
     fallback_chain,
     normalized_costs,
     quality_lambda,
@@ -46,6 +48,8 @@ from locus_model.routing.route import (
 )
 
 __all__ = [
+    "Caps",
+    "apply_caps",
     "BASIS_MEANS",
     "COST_KEYS",
     "DEFAULT_OUTPUT_TOKENS",

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from locus_model.data.catalog import parse_params_b
 from locus_model.data.long_format import COST_KEYS
 from locus_model.routing.errors import CostError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 DEFAULT_OUTPUT_TOKENS = 256  # answer length assumed when the request does not say (max_tokens)
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text with BPE tokenizers
@@ -37,16 +40,15 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
 
 
-def check_cost(value, key: str) -> float:
+def check_cost(value: object, key: str) -> float:
     """``value`` as a float when it is a finite number >= 0 (a cost, price, parameter count or cap); else a
     CostError naming ``key``."""
-    ok = (
-        isinstance(value, (int, float, np.integer, np.floating))
-        and not isinstance(value, (bool, np.bool_))
-        and math.isfinite(value)
-        and value >= 0
-    )
-    if not ok:
+    if (
+        not isinstance(value, (int, float, np.integer, np.floating))
+        or isinstance(value, (bool, np.bool_))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise CostError(f"{key}={value!r} must be a number >= 0")
     return float(value)
 
@@ -96,7 +98,7 @@ class CostTable:
         return BASIS_MEANS[self.basis]
 
 
-def _number(value) -> float:
+def _number(value: Any) -> float:  # a table cell: anything
     """A table's value as a float; NaN where it is missing or not a number (unknown)."""
     try:
         out = float(value)
@@ -109,7 +111,9 @@ def _listed(names: Sequence[str]) -> str:
     return f"{', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
 
 
-def cost_info(models=None, overrides: Mapping[str, Mapping[str, object]] | None = None) -> dict[str, dict]:
+def cost_info(
+    models: pd.DataFrame | None = None, overrides: Mapping[str, Mapping[str, object]] | None = None
+) -> dict[str, dict]:
     """Per-model cost info for :func:`cost_table`: the :data:`COST_KEYS` columns a models table has (``model`` +
     any of them, e.g. the model catalog), then ``overrides`` (e.g. ``locus serve``'s models config) on top."""
     info: dict[str, dict] = {}
@@ -149,7 +153,10 @@ def cost_table(names: Sequence[str], info: Mapping[str, Mapping[str, object]]) -
         unknown = [n for n, k in zip(names, usd) if not k]
         note = "cost in USD per query (cost_per_query, or token prices x estimated tokens)"
         if unknown:
-            note += f"; {len(unknown)} model(s) without a price have an unknown cost: left out of cost-aware routing ({_listed(unknown)})"
+            note += (
+                f"; {len(unknown)} model(s) without a price have an unknown "
+                f"cost: left out of cost-aware routing ({_listed(unknown)})"
+            )
         p_in, p_out = np.where(usd, np.nan_to_num(p_in), np.nan), np.where(usd, np.nan_to_num(p_out), np.nan)
         return CostTable(tuple(names), per_query, p_in, p_out, "usd", tuple(unknown), note, tuple(parsed), params)
     if (~np.isnan(params)).any():

@@ -102,7 +102,8 @@ class CostFrontier:
             + (
                 ""
                 if self.figures is None
-                else f" Mixing weights at random (the hull, RouterBench): AIQ {self.figures['aiq']:.4f}; the best single "
+                else f" Mixing weights at random (the hull, RouterBench): AIQ {self.figures['aiq']:.4f}; the best "
+                "single "
                 f"model's accuracy at {share_text(self.figures['cost_share_at_best_single'])} of its cost, 95% of it "
                 f"at {share_text(self.figures['cost_share_at_95'])}."
             )

@@ -27,8 +27,9 @@ LABELS = {
 
 def plot_frontiers(folds: Sequence[dict], path, *, cost_label: str = "mean cost per query"):
     """Each router's fold-mean hull (fold_mean_hull: the curve the table's cost shares are read from) against the
-    share of the best single model's cost, the best single model (star, at 100%), 95% of its accuracy (dotted) and where LOCUS reaches it; ``folds`` as
-    :func:`evaluate_frontiers` returns them. The y-axis spans the routers' curves but the oracle's: an oracle far
+    share of the best single model's cost, the best single model (star, at 100%), 95% of its accuracy (dotted) and where
+    LOCUS reaches it; ``folds`` as :func:`evaluate_frontiers` returns them. The y-axis spans the routers' curves but the
+    oracle's: an oracle far
     above them would flatten them, so its level is written under the top edge, beside an up arrow, instead."""
     from locus_model.figures import save_figure  # why: matplotlib loads only when a plot is drawn
 

@@ -73,7 +73,44 @@ class RouteDecision:
     unknown_params: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # left out: size unknown
 
 
-def fallback_chain(embeddings: np.ndarray, chosen: int, among: Sequence[int], *, k: int | None = None) -> np.ndarray:
+@dataclass(frozen=True)
+class Caps:
+    """Which candidates a policy's caps keep and why the others are out: bool arrays shaped as the costs, (M,) for
+    one query or (M, Q) for many (the one caps rule of :func:`route` and :func:`route_many`)."""
+
+    keep: np.ndarray
+    unknown_cost: np.ndarray  # cost unknown (NaN) while the ranking uses cost
+    over_cost: np.ndarray  # known cost above max_cost
+    unknown_params: np.ndarray  # size unknown under max_params
+    over_params: np.ndarray  # known size above max_params
+
+
+def apply_caps(costs: np.ndarray, policy: RoutingPolicy, params: np.ndarray | None = None) -> Caps:
+    """The policy's caps on candidates of ``costs`` (M,) or (M, Q) (NaN = unknown), ``params`` (M,) in billions
+    (NaN or None = unknown). Nothing unknown is made up: a cost-aware ranking (w < 1 or max_cost) leaves out a
+    candidate of unknown cost; max_params leaves out one of unknown size. Each reason counts only the candidates
+    the reasons before it kept (cost unknown, over max_cost, size unknown, over max_params)."""
+    c = np.asarray(costs, dtype=np.float64)
+    none = np.zeros(c.shape, dtype=bool)
+    unknown_cost = np.isnan(c) if policy.uses_cost else none
+    keep = ~unknown_cost
+    over_cost = keep & (np.nan_to_num(c) > policy.max_cost) if policy.max_cost is not None else none
+    keep = keep & ~over_cost
+    unknown_params, over_params = none, none
+    if policy.max_params is not None:
+        n = np.full(c.shape[0], np.nan) if params is None else np.asarray(params, dtype=np.float64).reshape(-1)
+        if n.shape[0] != c.shape[0]:
+            raise RoutingError(f"params {n.shape} must have one entry per candidate of costs {c.shape}.")
+        n = n.reshape(-1, *([1] * (c.ndim - 1)))  # (M,) or (M, 1): one size per candidate, every query
+        unknown_params = keep & np.isnan(n)
+        over_params = keep & ~unknown_params & (np.nan_to_num(n) > policy.max_params)
+        keep = keep & ~unknown_params & ~over_params
+    return Caps(keep, unknown_cost, over_cost, unknown_params, over_params)
+
+
+def fallback_chain(
+    embeddings: np.ndarray, chosen: int, among: np.ndarray | Sequence[int], *, k: int | None = None
+) -> np.ndarray:
     """The models of ``among`` (other than ``chosen``) ordered by Euclidean distance of their model embedding to
     the chosen one's, nearest first (ties: lower index); at most ``k``."""
     z = np.asarray(embeddings)
@@ -121,19 +158,14 @@ def route(
         raise RoutingError("route: costs must be >= 0 (NaN = unknown).")
     if standing is not None and len(standing) != len(p):
         raise RoutingError(f"route: the guard stands over {len(standing)} candidates, the probs over {len(p)}")
-    w, max_cost, max_params = policy.quality_weight, policy.max_cost, policy.max_params
-    unknown = np.isnan(c)
+    w = policy.quality_weight
     uses_cost = policy.uses_cost
-    if uses_cost and unknown.all():
+    if uses_cost and np.isnan(c).all():
         raise CostUnknown(
             "route: every candidate's cost is unknown, so no cost-aware ranking (quality_weight < 1 or "
             "max_cost) is possible. How to fix: give prices (or parameter counts), or quality_weight=1."
         )
-    left_out = unknown if uses_cost else np.zeros(len(c), dtype=bool)
-    keep = ~left_out if max_cost is None else ~left_out & (np.nan_to_num(c) <= max_cost)
-    over_cost = ~keep & ~left_out
-    size_unknown = np.zeros(len(c), dtype=bool)
-    if max_params is not None:
+    if policy.max_params is not None:
         n = np.full(len(c), np.nan) if params is None else np.asarray(params, dtype=np.float64)
         if n.shape != c.shape:
             raise RoutingError(f"route: params {n.shape} must match costs {c.shape}.")
@@ -142,13 +174,10 @@ def route(
                 "route: every candidate's parameter count is unknown, so max_params cannot be applied. "
                 "How to fix: give params_b (models file or models config), or leave max_params out."
             )
-        size_unknown = keep & np.isnan(n)
-        over_params = keep & ~size_unknown & (np.nan_to_num(n) > max_params)
-        keep &= ~size_unknown & ~over_params
-    else:
-        over_params = np.zeros(len(c), dtype=bool)
+    caps = apply_caps(c, policy, params)
+    keep = caps.keep
     if not keep.any():
-        raise NoCandidateWithinCap(_nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params))
+        raise NoCandidateWithinCap(_nothing_within(c, caps, policy, params))
     idx = np.flatnonzero(keep)
     scores = np.full(len(c), np.nan)
     quality = routing_scores(
@@ -167,12 +196,12 @@ def route(
         scores,
         chosen,
         chain,
-        np.flatnonzero(over_cost),
+        np.flatnonzero(caps.over_cost),
         w,
         policy.lam,
-        np.flatnonzero(left_out),
-        np.flatnonzero(over_params),
-        np.flatnonzero(size_unknown),
+        np.flatnonzero(caps.unknown_cost),
+        np.flatnonzero(caps.over_params),
+        np.flatnonzero(caps.unknown_params),
     )
 
 
@@ -198,9 +227,10 @@ def _cost_aware_chain(
     return np.array(chain, dtype=np.int64)
 
 
-def _nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, params) -> str:
+def _nothing_within(c: np.ndarray, caps: Caps, policy: RoutingPolicy, params: np.ndarray | None) -> str:
     """What to say when the caps leave no candidate: the caps, the cheapest and the smallest left out."""
-    cheapest = float(np.min(np.where(left_out, np.inf, c))) if max_cost is not None else None
+    max_cost, max_params, over_params = policy.max_cost, policy.max_params, caps.over_params
+    cheapest = float(np.min(np.where(caps.unknown_cost, np.inf, c))) if max_cost is not None else None
     if max_params is None:
         return (
             f"route: no candidate costs at most max_cost={max_cost:g}; the cheapest costs {cheapest:g}. "
@@ -208,9 +238,10 @@ def _nothing_within(c, left_out, over_cost, max_cost, over_params, max_params, p
         )
     sizes = np.where(over_params, np.asarray(params, dtype=np.float64), np.nan)
     smallest = float(np.nanmin(sizes)) if over_params.any() else None
-    caps = ([f"max_cost={max_cost:g}"] if max_cost is not None else []) + [f"max_params={max_params:g} (billions)"]
+    limits = [f"max_cost={max_cost:g}"] if max_cost is not None else []
+    limits.append(f"max_params={max_params:g} (billions)")
     return (
-        f"route: no candidate of known size within {' and '.join(caps)}"
+        f"route: no candidate of known size within {' and '.join(limits)}"
         + (f"; the cheapest costs {cheapest:g}" if cheapest is not None else "")
         + (f"; the smallest over the size cap has {smallest:g}B" if smallest is not None else "")
         + ". How to fix: raise the cap or add cheaper / smaller candidates of known size."
@@ -236,19 +267,14 @@ def route_many(
     c = np.broadcast_to(np.asarray(costs, dtype=np.float64).reshape(p.shape[0], -1), p.shape)
     w = policy.quality_weight
     known = np.ones(p.shape, dtype=bool) if known is None else np.asarray(known, dtype=bool)
-    if policy.uses_cost:
-        known = known & ~np.isnan(c)
-        if not known.any(axis=0).all():
-            raise CostUnknown(
-                "route_many: a query has no candidate of known cost, so no cost-aware ranking "
-                "(quality_weight < 1 or max_cost) is possible. How to fix: give prices (or parameter "
-                "counts)."
-            )
-    if policy.max_cost is not None:
-        known = known & (np.nan_to_num(c) <= policy.max_cost)
-    if policy.max_params is not None:
-        n = np.full(p.shape[0], np.nan) if params is None else np.asarray(params, dtype=np.float64).reshape(-1)
-        known = known & (~np.isnan(n) & (np.nan_to_num(n) <= policy.max_params))[:, None]
+    caps = apply_caps(c, policy, params)
+    if policy.uses_cost and not (known & ~caps.unknown_cost).any(axis=0).all():
+        raise CostUnknown(
+            "route_many: a query has no candidate of known cost, so no cost-aware ranking "
+            "(quality_weight < 1 or max_cost) is possible. How to fix: give prices (or parameter "
+            "counts)."
+        )
+    known = known & caps.keep
     if (policy.max_cost is not None or policy.max_params is not None) and not known.any(axis=0).all():
         raise NoCandidateWithinCap(
             f"route_many: a query has no candidate within max_cost={policy.max_cost} and "

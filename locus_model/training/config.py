@@ -108,7 +108,8 @@ class TrainConfig:
     predictor_step_cells: int = 32_768
     """At most this many (model, query) cells per step of the latent warm-up and the fine-tuning (at most 256 models
     x 2,048 queries a step in any case): with more training models x train queries, a step takes a random subset of
-    the queries, so its cost stays that of 128 anchors at any budget. Pools and budgets under the cap are unchanged; 1_000_000 = no cap."""
+    the queries, so its cost stays that of 128 anchors at any budget. Pools and budgets under the cap are unchanged;
+    1_000_000 = no cap."""
 
     def __post_init__(self) -> None:
         for name in ("finetune_noise", "latent_noise", "refit_alphas"):

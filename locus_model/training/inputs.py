@@ -165,8 +165,8 @@ def projected_noise(
 
     W eps ~ N(0, std^2 W W^T) = N(0, std^2 R^T R) for the QR factorisation W^T = Q R (Q: D x k' orthonormal,
     k' = min(k, D)), so xi R with xi ~ N(0, std^2 I_k') has exactly its distribution; R is differentiable in W,
-    so the gradient is an unbiased estimate of the same expected loss. For the 768-d encodings this draws 128 (predictor) or 256
-    (tokens) numbers per query instead of 768, and multiplies by a k x k matrix instead of k x 768.
+    so the gradient is an unbiased estimate of the same expected loss. For the 768-d encodings this draws 128
+    (predictor) or 256 (tokens) numbers per query instead of 768, and multiplies by a k x k matrix instead of k x 768.
     """
     r = torch.linalg.qr(weight.T)[1]  # (min(k, D), k) upper triangular
     xi = torch.randn((*shape[:-1], r.shape[0]), generator=gen, device=weight.device, dtype=weight.dtype)

@@ -11,8 +11,8 @@ validation cells -- the one calibration of P(correct).
 This module is the order of the stages; each lives in its own module of locus_model.training and declares the
 TrainConfig fields it reads (a Stage): the inputs (inputs), the latent warm-up (predictor), the end-to-end epochs
 (epochs), then, from the kept epoch, the encoder's output refit (refit), the predictor fine-tuning (predictor) and the
-router (locus_model.router.fit_router). A stage takes its inputs and returns what it makes; the model it is given is the one it
-trains.
+router (locus_model.router.fit_router). A stage takes its inputs and returns what it makes; the model it is given is the
+one it trains.
 """
 
 from __future__ import annotations

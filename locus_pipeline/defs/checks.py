@@ -61,7 +61,8 @@ def new_evaluations_in_run(context: dg.AssetCheckExecutionContext) -> list[str] 
     blocking=True,
     description="Re-embedding pool rows from their evaluations (training source or onboarded store) with the pool's "
     "checkpoint reproduces them within float32 noise (each coordinate within 1e-5 x (1 + |value|): another "
-    "process or thread count sums in another order, ~1e-7 apart; a changed row moves >= 1e-3): the onboarded models after an onboarding; after a rebuild, every "
+    "process or thread count sums in another order, ~1e-7 apart; a changed row moves >= 1e-3): the onboarded models "
+    "after an onboarding; after a rebuild, every "
     f"row with new evaluations (up to {REPRODUCED_MAX_CHANGED}, a seeded sample beyond) and a seeded sample "
     f"of {REPRODUCED_SAMPLE} other rows, so the check costs at most {REPRODUCED_SAMPLE + REPRODUCED_MAX_CHANGED} "
     "rows of a rebuild's embedding work whatever the pool's size.",
@@ -105,7 +106,9 @@ def pool_embeddings_reproducible(context: dg.AssetCheckExecutionContext, home: L
             "tolerance": result.tolerance,
             "max_abs_diff": dg.MetadataValue.float(result.max_abs_diff),
             # why: the UI rounds a float of 3.6e-07 to 0; the text says it as computed
-            "max_abs_diff_vs_tolerance": f"{result.max_abs_diff:.2e} (tolerance {result.tolerance:.0e} x (1 + |value|))",
+            "max_abs_diff_vs_tolerance": (
+                f"{result.max_abs_diff:.2e} (tolerance {result.tolerance:.0e} x (1 + |value|))"
+            ),
             "models_not_bit_identical": result.not_bit_identical,
             "checkpoint_id": checkpoint.checkpoint_id,
             "pool_rows": len(pool),

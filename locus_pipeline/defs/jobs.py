@@ -9,7 +9,8 @@ from locus_pipeline.defs.partitions import onboarded_models
 locus_job = dg.define_asset_job(
     "locus_job",
     selection=dg.AssetSelection.all() - dg.AssetSelection.groups("onboarding", "traffic"),
-    description="Raw evaluations -> validated table -> query encodings -> training -> embedding pool -> evaluation and analyses.",
+    description="Raw evaluations -> validated table -> query encodings -> training -> embedding pool -> evaluation and "
+    "analyses.",
 )
 
 pool_job = dg.define_asset_job(
@@ -23,8 +24,8 @@ onboarding_job = dg.define_asset_job(
     selection=dg.AssetSelection.groups("onboarding") | dg.AssetSelection.assets("model_embeddings"),
     partitions_def=onboarded_models,
     executor_def=dg.in_process_executor,  # three small steps: no second process to start (saves seconds per model)
-    description="Onboard one model (partition = its key) from an accepted file: record its evaluations, embed it by one "
-    "forward pass of the pool's checkpoint into the pool, show its nearest models.",
+    description="Onboard one model (partition = its key) from an accepted file: record its evaluations, embed it by "
+    "one forward pass of the pool's checkpoint into the pool, show its nearest models.",
 )
 
 reports_refresh_job = dg.define_asset_job(

@@ -69,8 +69,8 @@ def ask_and_drop(
         dg.AssetObservation(
             asset_key="onboarded_evaluations",
             description=(
-                f"live answers of {result.model}: {result.answers}, taken in as {result.evaluation_file}; the drop-folder "
-                "sensor requests its onboarding run"
+                f"live answers of {result.model}: {result.answers}, taken in as {result.evaluation_file}; the "
+                "drop-folder sensor requests its onboarding run"
             ),
             metadata={
                 "model": result.model,
@@ -91,8 +91,8 @@ def ask_and_drop(
 
 @dg.job(
     description="Onboard a live OpenAI-compatible endpoint: MMLU-Pro questions -> graded answers -> the "
-    "drop folder's intake (its sensor runs onboarding_job). Launchpad: ops.ask_and_drop.config.endpoint and "
-    "models_config.",
+    "drop folder's intake (its sensor runs onboarding_job). Launchpad: "
+    "ops.ask_and_drop.config.endpoint and models_config.",
     tags={"locus/kind": "live-onboarding", "owner": OWNERS[0]},
 )
 def live_onboarding_job():

@@ -69,7 +69,8 @@ def _column_type(series: pd.Series) -> str:
 
 
 def table_schema(frame: pd.DataFrame, docs: dict[str, tuple[str, str]] | None = None) -> dg.TableSchema:
-    """A frame's columns as a Dagster table schema: type and meaning from ``docs`` where given, else the values' type."""
+    """A frame's columns as a Dagster table schema: type and meaning from ``docs`` where given, else the values'
+    type."""
     docs = docs or {}
     return dg.TableSchema(
         columns=[
@@ -120,7 +121,8 @@ def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> st
 
 
 def pool_schema() -> dg.TableSchema:
-    """The pool table's schema (locus_model.pool_schema.POOL_SCHEMA: Arrow types as written), known before any materialization."""
+    """The pool table's schema (locus_model.pool_schema.POOL_SCHEMA: Arrow types as written), known before any
+    materialization."""
     return dg.TableSchema(
         columns=[dg.TableColumn(name=f.name, type=str(f.type), description=column_doc(f.name)) for f in POOL_SCHEMA]
     )

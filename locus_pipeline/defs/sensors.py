@@ -306,7 +306,8 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="locus serve's outcome log (LOCUS_HOME/traffic/outcomes/): a pool model that gained enough graded "
-    "answers -> its traffic_evaluations partition (traffic_model_embedding follows: eager).",
+    "answers -> its traffic_evaluations partition (traffic_model_embedding follows by its automation condition: "
+    "when that partition is newly updated).",
 )
 def traffic_sensor(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.SensorResult | dg.SkipReason:
     """Reads the outcome log from the cursor's offsets, counts graded answers per model since its last request

@@ -4,7 +4,8 @@
    never read: write under such a name, then rename (atomic on one filesystem). As a safety net for writers
    that do not rename, a file is read only once its modification time is ``settle_seconds`` old, and it is
    set aside for a later tick if its size or modification time changed while it was read.
-2. *Intake* (:func:`intake_file`; a tick of the folder: :func:`intake_tick`): sha256, then one streamed pass that validates every row with the evaluation
+2. *Intake* (:func:`intake_file`; a tick of the folder: :func:`intake_tick`): sha256, then one streamed pass that
+validates every row with the evaluation
    data contract and splits the rows by model into ``accepted/<stem>.parts/<model_key>.parquet``
    (:func:`locus_model.onboarding.split_by_model`). ``<stem>`` is ``<UTC time>-<sha8>-<original name>``.
    A valid file moves to ``accepted/<stem>`` and gets ``accepted/<stem>.manifest.json`` (written last: the

@@ -313,7 +313,8 @@ def _split(path: Path, staging: Path, chunk_rows: int) -> tuple[int, list[ModelR
     if kind is None and path.is_dir():
         raise EvaluationDataError(
             "a folder, but not an evaluation harness's output: no lm-eval samples_<task>_<time>.jsonl, Inspect log "
-            "(.eval, .json), lighteval details_<task>_<time>.parquet, or HELM scenario_state.json + per_instance_stats.json in it",
+            "(.eval, .json), lighteval details_<task>_<time>.parquet, or HELM scenario_state.json + "
+            "per_instance_stats.json in it",
             file=path,
             fix="drop evaluation files themselves, or the folder a harness wrote as it is (write it elsewhere, "
             "then move it into incoming/), or an archive of it; see data/README.md",

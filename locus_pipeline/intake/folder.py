@@ -35,7 +35,8 @@ class DropFolder:
 
     @property
     def incoming(self) -> Path:
-        """The local drop folder: the home's own on a local home, its working copy on a remote one (storage/drops.py)."""
+        """The local drop folder: the home's own on a local home, its working copy on a remote one
+        (storage/drops.py)."""
         return self.home.local_path / "incoming"
 
     @property
@@ -193,7 +194,8 @@ def unusable_entries(folder: DropFolder) -> list[tuple[Path, str]]:
             out.append(
                 (
                     path,
-                    "neither a file nor a folder (a pipe, socket or device): drop evaluation files or a harness's output folder",
+                    "neither a file nor a folder (a pipe, socket or device): "
+                    "drop evaluation files or a harness's output folder",
                 )
             )
     return out
@@ -231,7 +233,7 @@ def reject_unusable(folder: DropFolder, path: Path, reason: str, *, now: float |
         path,
         stem,
         f"REJECTED: {path.name}\nrejected at: {when}\nproblem: {reason}\n"
-        "how to fix: see the problem; nothing was read from it, and it is kept here "
-        "unchanged.\n",
+        "how to fix: see the problem; nothing "
+        "was read from it, and it is kept here unchanged.\n",
     )
     return folder.rejected / stem

@@ -163,6 +163,12 @@ def retake(
         "rejected": f"rejected/{result.stored.name if result.stored else ''}",
         "changed": f"incoming/{result.source.name} (still being written; taken in once it settles)",
     }[result.status]
+    copy_note = (
+        "restored to the bytes that were onboarded"
+        if restored
+        else "NOT restored: its first bytes changed too (not an append); the onboarded rows are in "
+        f"{manifest.stem}{PARTS_SUFFIX}/"
+    )
     write_text_atomic(
         folder.accepted / f"{manifest.stem}{CHANGED_SUFFIX}",
         (
@@ -170,8 +176,7 @@ def retake(
             f"noticed at: {datetime.fromtimestamp(now, tz=timezone.utc).isoformat()}\n"
             f"onboarded from this file: {manifest.rows:,} rows, {manifest.bytes:,} bytes, sha256 {manifest.sha256}\n"
             f"the file then had: {grown_to:,} bytes (a writer kept writing it in place after intake)\n"
-            f"this copy: {'restored to the bytes that were onboarded' if restored else 'NOT restored: its first bytes changed too (not an append); the onboarded rows are in ' + manifest.stem + PARTS_SUFFIX + '/'}\n"
-            f"the new version: {where}\n"
+            f"this copy: {copy_note}\nthe new version: {where}\n"
             "To avoid this, write the file under a .part name and rename it when it is complete (docs/onboarding.md).\n"
         ),
     )

@@ -1,17 +1,17 @@
 """``locus onboard --endpoint NAME``: onboard a model behind an OpenAI-compatible endpoint (its models config entry)
 by asking it MMLU-Pro questions in rounds (``choice``: one seeded random order, the default, or adaptive: where the
-per-benchmark estimates' intervals narrow most, locus_model.estimates.questions; bench/README.md "Adaptive onboarding"), then
-onboarding the graded answers the way a dropped evaluation file is onboarded.
+per-benchmark estimates' intervals narrow most, locus_model.estimates.questions; bench/README.md "Adaptive onboarding"),
+then onboarding the graded answers the way a dropped evaluation file is onboarded.
 
 1. The candidate questions are the MMLU-Pro bank's (data/mmlu-pro) that the home's training source holds (their
    encodings are in query_encodings).
 2. Rounds of ``concurrency`` questions: each asked through ``locus serve``'s upstream client
-   (live/asking.ask_one over serve/upstream.forward) with the entry's timeout and ``retries`` retries, graded (mmlu_pro_bank.grade_answer),
-   and appended to the home's answer log (``live/<model_key>.jsonl``) as it arrives, so a crash or Ctrl-C resumes
-   without asking again. After each round the per-benchmark capability estimates are recomputed (live/rounds.py)
-   and a progress line reported. It stops at ``budget`` answers, before ``max_cost`` USD (prices from the models
-   config), or when every estimate's 90% interval is narrower than ``until`` points. A round whose every call fails
-   ends the run with the last error and no pool change.
+   (live/asking.ask_one over serve/upstream.forward) with the entry's timeout and ``retries`` retries, graded
+   (mmlu_pro_bank.grade_answer), and appended to the home's answer log (``live/<model_key>.jsonl``) as it arrives, so a
+   crash or Ctrl-C resumes without asking again. After each round the per-benchmark capability estimates are recomputed
+   (live/rounds.py) and a progress line reported. It stops at ``budget`` answers, before ``max_cost`` USD (prices from
+   the models config), or when every estimate's 90% interval is narrower than ``until`` points. A round whose every call
+   fails ends the run with the last error and no pool change.
 3. The graded answers become an evaluation file (model, query_id, query, benchmark, score) handed to the drop
    folder's intake through its front door (locus_pipeline.intake.hand_in: written to incoming/ as any drop, taken
    in once settled, the outcome told back), then onboarded by ``onboarding_job`` (one forward pass, the pool
@@ -38,13 +38,13 @@ from locus_model.data.mmlu_pro_bank import grade_answer, question_prompt, read_a
 from locus_model.data.query_encodings import encoding_matrix
 from locus_model.estimates.questions import DEFAULT_CHOICE
 from locus_model.onboarding import nearest_models
-from locus_model.routing.costs import cost_table
+from locus_model.routing.costs import CostTable, cost_table
 from locus_pipeline.home_location import REPO_ROOT
 from locus_pipeline.intake import DropFolder, Manifest, hand_in
 from locus_pipeline.live.asking import ask_one, call_cost
 from locus_pipeline.live.options import OnboardConfig, OnboardError
 from locus_pipeline.live.rounds import Rounds
-from locus_pipeline.serve.config import ModelsConfig
+from locus_pipeline.serve.config import ModelsConfig, Upstream
 from locus_pipeline.tracking import Tracking
 
 MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"  # the question bank: its questions, answers and grading
@@ -87,19 +87,14 @@ def _candidates(home, bank) -> tuple[pd.DataFrame, np.ndarray]:
     return questions, encoding_matrix(encodings, questions["query_id"].tolist())
 
 
-def collect_answers(
-    home, config: OnboardConfig, models: ModelsConfig, progress=None, *, data: str = str(MMLU_PRO)
-) -> tuple[pd.DataFrame, dict]:
-    """Ask, grade and log in rounds until the budget, the money or the questions run out or the estimates are narrow
-    enough (``until``); ``progress(line)`` gets one line per round; ``data``: the MMLU-Pro bank. Returns (the log as a
-    table, facts)."""
+def _endpoint(config: OnboardConfig, models: ModelsConfig) -> tuple[Upstream, CostTable | None]:
+    """The endpoint's models config entry and its prices in USD (None when it has none); --max-cost needs them."""
     if config.endpoint not in models.upstreams:
         raise OnboardError(
             f"no endpoint {config.endpoint!r} in the models config (entries with a base_url: "
             f"{sorted(models.upstreams) or 'none'}). How to fix: add "
             f"'{config.endpoint}: {{base_url: http://host:port/v1, model: <upstream name>}}' under models:"
         )
-    upstream = models.upstreams[config.endpoint]
     costs = None
     if config.endpoint in models.costs and models.costs[config.endpoint]:
         table = cost_table([config.endpoint], {config.endpoint: models.costs[config.endpoint]})
@@ -109,107 +104,145 @@ def collect_answers(
             f"--max-cost needs a price for {config.endpoint!r}: add cost_per_query or "
             "price_input_per_mtok / price_output_per_mtok to its models config entry"
         )
-    key = safe_model_key(config.endpoint)
-    bank = read_answer_bank(data)
-    questions, _ = _candidates(home, bank)
-    checkpoint = home.pool_checkpoint(home.read_pool())
+    return models.upstreams[config.endpoint], costs
 
-    log = home.read_live_answers(key)
-    index = {q: i for i, q in enumerate(questions["query_id"])}
-    done = [r for r in log if r["query_id"] in index]
-    resumed = len(done)
-    spent = sum(float(r.get("cost_usd", 0.0)) for r in log)
-    failed: dict[str, str] = {}
-    stopped_by = "budget"
-    asked_now = 0
-    rounds = Rounds(home, questions, choice=config.choice, until=config.until)
-    if done:  # resumed: the next round starts from what was answered
-        rounds.estimate(done)
 
-    async def run() -> None:
-        nonlocal spent, stopped_by, asked_now
+@dataclass
+class _Collection:
+    """One session of asking an endpoint: the answers so far (the home's log, resumed), the money spent, the calls
+    refused, and why it stopped."""
+
+    home: object
+    config: OnboardConfig
+    models: ModelsConfig
+    upstream: Upstream
+    costs: CostTable | None
+    questions: pd.DataFrame
+    rounds: Rounds
+    key: str  # the endpoint's model key: its answer log
+    done: list[dict]
+    spent: float
+    progress: Callable[[str], None] | None = None
+    failed: dict[str, str] = field(default_factory=dict)
+    stopped_by: str = "budget"
+    asked_now: int = 0
+
+    def __post_init__(self) -> None:
+        self.index = {q: i for i, q in enumerate(self.questions["query_id"])}
+
+    def next_round(self) -> np.ndarray | None:
+        """The questions of the next round (rows of ``questions``), or None with ``stopped_by`` set: the budget, the
+        estimates narrow enough (until), no question left, or the money (each call priced at its prompt and the
+        expected answer length)."""
+        config = self.config
+        if len(self.done) >= config.budget:
+            self.stopped_by = "budget"
+            return None
+        if self.rounds.done():
+            self.stopped_by = "until"
+            return None
+        asked = np.array([self.index[r["query_id"]] for r in self.done], dtype=np.int64)
+        skip = np.array([self.index[q] for q in self.failed], dtype=np.int64)
+        pick = self.rounds.next(asked, skip, min(config.concurrency, config.budget - len(self.done)))
+        if len(pick) == 0:
+            self.stopped_by = "questions"
+            return None
+        if config.max_cost is not None:
+            rows = self.questions.iloc[pick]
+            each = [
+                call_cost(self.costs, question_prompt(q, b), "", {"completion_tokens": self.models.output_tokens})
+                for q, b in zip(rows["query"], rows["benchmark"])
+            ]
+            pick = pick[self.spent + np.cumsum(each) <= config.max_cost]
+            if len(pick) == 0:
+                self.stopped_by = "max_cost"
+                return None
+        return pick
+
+    async def ask(self, client: httpx.AsyncClient, i: int) -> bool:
+        """Question ``i`` asked, graded and appended to the home's answer log; False when the endpoint refused it."""
+        row = self.questions.iloc[int(i)]
+        prompt = question_prompt(row["query"], row["benchmark"])
+        started = time.monotonic()
+        answer, billed = await ask_one(client, self.config.endpoint, self.upstream, prompt, self.config.retries)
+        if billed:  # answered, then failed: counted at what the budget priced it (never less)
+            self.spent += billed * call_cost(self.costs, prompt, "", {"completion_tokens": self.models.output_tokens})
+        if answer.text is None:  # one line per refused answer, the reason in it
+            self.failed[row["query_id"]] = answer.error
+            if self.progress is not None:
+                self.progress(f"refused answer to {row['query_id']}: {answer.error}")
+            return False
+        text, usage = answer.text, answer.usage
+        grade = grade_answer(text, row["answer"], int(row["n_options"]))
+        cost = call_cost(self.costs, prompt, text, usage)
+        record = {
+            "query_id": row["query_id"],
+            "benchmark": row["benchmark"],
+            "prompt": prompt,
+            "answer": text,
+            "letter": grade.letter,
+            "gold": row["answer"],
+            "score": grade.score,
+            "reason": grade.reason,
+            "cost_usd": cost,
+            "seconds": round(time.monotonic() - started, 3),
+            "usage": usage,
+            "at": time.time(),
+        }
+        self.home.append_live_answer(self.key, record)  # before anything else: a crash after this never re-asks
+        self.done.append(record)
+        self.spent += cost
+        self.asked_now += 1
+        return True
+
+    async def run(self) -> None:
+        """Rounds until next_round stops; a round whose every call fails ends the session with the last error."""
+        config = self.config
         async with httpx.AsyncClient(limits=httpx.Limits(max_connections=config.concurrency)) as client:
-            while len(done) < config.budget:
-                if rounds.done():
-                    stopped_by = "until"
-                    return
-                asked = np.array([index[r["query_id"]] for r in done], dtype=np.int64)
-                skip = np.array([index[q] for q in failed], dtype=np.int64)
-                k = min(config.concurrency, config.budget - len(done))
-                pick = rounds.next(asked, skip, k)
-                if len(pick) == 0:
-                    stopped_by = "questions"
-                    return
-                if config.max_cost is not None:  # each call priced at its prompt and the expected answer length
-                    rows = questions.iloc[pick]
-                    each = [
-                        call_cost(costs, question_prompt(q, b), "", {"completion_tokens": models.output_tokens})
-                        for q, b in zip(rows["query"], rows["benchmark"])
-                    ]
-                    pick = pick[spent + np.cumsum(each) <= config.max_cost]
-                    if len(pick) == 0:
-                        stopped_by = "max_cost"
-                        return
-
-                async def one(i: int) -> bool:
-                    nonlocal spent, asked_now
-                    row = questions.iloc[int(i)]
-                    prompt = question_prompt(row["query"], row["benchmark"])
-                    started = time.monotonic()
-                    answer, billed = await ask_one(client, config.endpoint, upstream, prompt, config.retries)
-                    if billed:  # answered, then failed: counted at what the budget priced it (never less)
-                        spent += billed * call_cost(costs, prompt, "", {"completion_tokens": models.output_tokens})
-                    if answer.text is None:  # one line per refused answer, the reason in it
-                        failed[row["query_id"]] = answer.error
-                        if progress is not None:
-                            progress(f"refused answer to {row['query_id']}: {answer.error}")
-                        return False
-                    text, usage = answer.text, answer.usage
-                    grade = grade_answer(text, row["answer"], int(row["n_options"]))
-                    cost = call_cost(costs, prompt, text, usage)
-                    record = {
-                        "query_id": row["query_id"],
-                        "benchmark": row["benchmark"],
-                        "prompt": prompt,
-                        "answer": text,
-                        "letter": grade.letter,
-                        "gold": row["answer"],
-                        "score": grade.score,
-                        "reason": grade.reason,
-                        "cost_usd": cost,
-                        "seconds": round(time.monotonic() - started, 3),
-                        "usage": usage,
-                        "at": time.time(),
-                    }
-                    home.append_live_answer(key, record)  # before anything else: a crash after this never re-asks
-                    done.append(record)
-                    spent += cost
-                    asked_now += 1
-                    return True
-
-                results = await asyncio.gather(*(one(i) for i in pick))
+            while (pick := self.next_round()) is not None:
+                results = await asyncio.gather(*(self.ask(client, i) for i in pick))
                 if not any(results):
-                    last = failed[questions["query_id"].iloc[int(pick[-1])]]
+                    last = self.failed[self.questions["query_id"].iloc[int(pick[-1])]]
                     raise OnboardError(
-                        f"every call of a round to {config.endpoint!r} ({upstream.base_url}) failed "
+                        f"every call of a round to {config.endpoint!r} ({self.upstream.base_url}) failed "
                         f"({len(pick)} calls, {config.retries} retries each); last error: {last}. "
                         "Nothing was added to the pool. How to fix: check the endpoint's base_url, "
                         "model and API key (api_key_env) in the models config"
                     )
-                rounds.estimate(done)
-                line = rounds.progress(len(done), spent)  # recorded in rounds.lines whoever listens
-                if progress is not None:
-                    progress(line)
+                self.rounds.estimate(self.done)
+                line = self.rounds.progress(len(self.done), self.spent)  # recorded in rounds.lines whoever listens
+                if self.progress is not None:
+                    self.progress(line)
 
-    asyncio.run(run())
+
+def collect_answers(
+    home, config: OnboardConfig, models: ModelsConfig, progress=None, *, data: str = str(MMLU_PRO)
+) -> tuple[pd.DataFrame, dict]:
+    """Ask, grade and log in rounds until the budget, the money or the questions run out or the estimates are narrow
+    enough (``until``); ``progress(line)`` gets one line per round; ``data``: the MMLU-Pro bank. Returns (the log as a
+    table, facts)."""
+    upstream, costs = _endpoint(config, models)
+    key = safe_model_key(config.endpoint)
+    questions, _ = _candidates(home, read_answer_bank(data))
+    checkpoint = home.pool_checkpoint(home.read_pool())
+    log = home.read_live_answers(key)
+    known = set(questions["query_id"])
+    done = [r for r in log if r["query_id"] in known]
+    resumed = len(done)
+    rounds = Rounds(home, questions, choice=config.choice, until=config.until)
+    if done:  # resumed: the next round starts from what was answered
+        rounds.estimate(done)
+    spent = sum(float(r.get("cost_usd", 0.0)) for r in log)
+    session = _Collection(home, config, models, upstream, costs, questions, rounds, key, done, spent, progress)
+    asyncio.run(session.run())
     if not done:
         raise OnboardError(f"no answers from {config.endpoint!r}; nothing was added to the pool")
     facts = {
         "resumed": resumed,
-        "asked_now": asked_now,
-        "failed_calls": len(failed),
-        "cost_usd": spent,
-        "stopped_by": stopped_by,
+        "asked_now": session.asked_now,
+        "failed_calls": len(session.failed),
+        "cost_usd": session.spent,
+        "stopped_by": session.stopped_by,
         "candidates": len(questions),
         "checkpoint_id": checkpoint.checkpoint_id,
         "choice": config.choice,

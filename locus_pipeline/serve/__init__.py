@@ -1,4 +1,5 @@
-"""`locus serve`: a gateway routing over LOCUS_HOME's pool by the trained router, in front of OpenAI-compatible endpoints.
+"""`locus serve`: a gateway routing over LOCUS_HOME's pool by the trained router, in front of OpenAI-compatible
+endpoints.
 
     POST /route                 {query, candidates?, max_cost?, max_params?, quality_weight?} -> ranking, chosen,
                                 fallback chain
@@ -16,9 +17,10 @@ process; encodings kept in an in-process LRU keyed by encoder, runtime and text)
 P(correct) for every candidate (locus_model.infer.predict_proba) and locus_model.routing ranks them by
 quality_weight * P - (1 - quality_weight) * cost / max cost, under the request's caps (cost, parameters). The
 candidate set is the pool, or with ``--portfolio k-center-15`` a portfolio of the portfolios table. Concurrent
-queries are encoded together: a micro-batching queue feeds the scorer's own thread, which takes the first waiting query and those
-arriving within ``batch_wait_ms`` of it (up to ``max_batch``), and encodes and scores them in one call. A query
-the encoder refuses (text that is not valid Unicode) fails alone with a 400; the others of its batch are answered.
+queries are encoded together: a micro-batching queue feeds the scorer's own thread, which takes what is waiting when it
+is free (up to ``max_batch``; a query alone at once, a batch others are joining within ``batch_wait_ms`` of its first),
+and encodes and scores them in one call. A query the encoder refuses (text that is not valid Unicode) fails alone with
+a 400; the others of its batch are answered.
 
 Hot reload: a background task polls the pool file's (mtime, size, inode) every ``poll_seconds`` (and the portfolios
 table's, when a portfolio is served); on a change it loads the new pool and its checkpoint off the event loop and

@@ -50,10 +50,12 @@ def _settle(future: asyncio.Future, result: "Scored | BaseException") -> None:  
 class QueryBatcher:
     """P(correct) of every pool model for a query, in micro-batches on the batcher's own thread.
 
-    Requests queue up; the thread takes the first and every request queued within ``batch_wait_ms`` of it (up
-    to ``max_batch``; one that already waited longer takes only what is queued), encodes the texts not in the
-    LRU in one call of the library encoder (locus_model.data.encoding.load_encoder) and predicts for the batch.
-    Each request gets its own result or its own error: a text the encoder refuses fails that request only."""
+    Requests queue up; a batch is what is waiting when the thread is free (up to ``max_batch``): a request alone is
+    encoded at once and a full batch goes at once, so while the encoder works the next batch gathers by itself. Only
+    a batch that others are joining (more than one waiting, fewer than ``max_batch``) waits for more, until
+    ``batch_wait_ms`` after its first request was queued. The thread encodes the texts not in the LRU in one call
+    of the library encoder (locus_model.data.encoding.load_encoder) and predicts for the batch. Each request gets
+    its own result or its own error: a text the encoder refuses fails that request only."""
 
     def __init__(
         self, *, max_batch: int, cache_size: int, batch_wait_ms: float = 2.0, threads: int | None = None, on_batch=None
@@ -111,22 +113,36 @@ class QueryBatcher:
         return out  # type: ignore[return-value]
 
     def _next_batch(self) -> list[_Pending] | None:
+        """The next batch, sized by what is waiting (the class docstring); None when the batcher stops."""
         first = self._queue.get()
         if first is None:
             return None
         batch = [first]
-        deadline = first.queued + self.batch_wait
+        if not self._take(batch, wait_until=None):  # what is waiting now, without waiting
+            return batch  # a stop is queued: this batch, then none
+        if 1 < len(batch) < self.max_batch and self.batch_wait > 0:  # others are arriving: let them join
+            self._take(batch, wait_until=first.queued + self.batch_wait)
+        return batch
+
+    def _take(self, batch: list[_Pending], *, wait_until: float | None) -> bool:
+        """Queued requests appended to ``batch`` up to max_batch: those waiting now, or (``wait_until``) those
+        arriving until that time.monotonic(). False when the stop was met (it stays queued for the next call)."""
         while len(batch) < self.max_batch:
-            wait = deadline - time.monotonic()
             try:
-                item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+                if wait_until is None:
+                    item = self._queue.get_nowait()
+                else:
+                    wait = wait_until - time.monotonic()
+                    if wait <= 0:
+                        return True
+                    item = self._queue.get(timeout=wait)
             except queue.Empty:
-                break
+                return True
             if item is None:  # stop after this batch
                 self._queue.put(None)
-                break
+                return False
             batch.append(item)
-        return batch
+        return True
 
     def _work(self) -> None:
         while (batch := self._next_batch()) is not None:

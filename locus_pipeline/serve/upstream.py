@@ -1,5 +1,6 @@
 """Forwarding a chat completion to a pool model's OpenAI-compatible upstream: what counts as a failure that moves
-down the fallback chain (:class:`UpstreamFailed`), credentials scrubbed from what is relayed or logged (serve/scrub.py), and an
+down the fallback chain (:class:`UpstreamFailed`), credentials scrubbed from what is relayed or logged (serve/scrub.py),
+and an
 event stream passed through with each chunk's ``model`` rewritten (:func:`rewrite_sse`)."""
 
 from __future__ import annotations
@@ -214,7 +215,8 @@ async def forward(
     bounds (:class:`Bounds` from ``settings``) or anything else the answer breaks in the gateway: whatever an
     upstream sends moves down the fallback chain, never a 500; a redirect (3xx) is a failure too, never followed.
     Credentials (the upstream's key, the gateway's ``token``) are scrubbed from every detail and relayed error body
-    (scrub_credentials) and from every answer, 200 or streamed (scrub_answer): the one boundary where bodies come in. The answer's ``usage``
+    (scrub_credentials) and from every answer, 200 or streamed (scrub_answer): the one boundary where bodies come in.
+    The answer's ``usage``
     goes to ``on_usage``."""
     key = os.environ.get(upstream.api_key_env) if upstream.api_key_env else None
     secrets_known = [s for s in (key, token) if s]

@@ -1,4 +1,5 @@
-"""The locus command line: evaluate end to end on a tiny table, synthetic-data (and its old name), and errors that say what to do."""
+"""The locus command line: evaluate end to end on a tiny table, synthetic-data (and its old name), and errors that
+say what to do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Exact nearest neighbours in blocks: the same indices (ties: lower index) and distances as the full distance matrix."""
+"""Exact nearest neighbours in blocks: the same indices (ties: lower index) and distances as the full distance
+matrix."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,6 @@
 """Onboarding's pieces on frames: a model's store (newest file wins, order-independent) and its nearest models.
-The drop folder is tested in tests/locus_pipeline/intake/, onboarding runs in tests/locus_pipeline/defs/assets/test_onboarding.py."""
+The drop folder is tested in tests/locus_pipeline/intake/, onboarding runs in
+tests/locus_pipeline/defs/assets/test_onboarding.py."""
 
 from __future__ import annotations
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
+from locus_model import threads
 from locus_model.threads import default_jobs, default_threads, free_cores, torch_threads
 
 
@@ -61,3 +64,42 @@ def test_the_pin_sets_and_restores_the_count():
         with torch_threads(other):
             raise RuntimeError("inside")
     assert torch.get_num_threads() == before
+
+
+def _stat(*cpus: tuple[int, int]) -> str:
+    """A /proc/stat text: per cpu (busy user ticks, idle ticks)."""
+    lines = ["cpu  0 0 0 0 0 0 0 0 0 0"] + [
+        f"cpu{i} {busy} 0 0 {idle} 0 0 0 0 0 0" for i, (busy, idle) in enumerate(cpus)
+    ]
+    return "\n".join(lines) + "\nintr 1 2 3\n"
+
+
+def _self_stat(utime: int, stime: int) -> str:
+    """A /proc/self/stat text whose command name holds a space and a parenthesis, as a real one may."""
+    return f"42 (py thon) x) R 1 1 1 0 -1 0 0 0 0 0 {utime} {stime} 0 0 20 0 1 0"
+
+
+def test_busy_elsewhere_is_the_cores_busy_less_this_process_own_time():
+    ticks = os.sysconf("SC_CLK_TCK")
+    before = (_stat((0, 0), (0, 0)), _self_stat(0, 0))
+    # over 2 s: cpu0 fully busy (2 s of ticks), cpu1 half busy; this process used 1 s of it
+    after = (_stat((2 * ticks, 0), (ticks, ticks)), _self_stat(ticks // 2, ticks // 2))
+    assert threads.busy_elsewhere({0, 1}, before, after, 2.0) == pytest.approx(1.0)  # (3 s - 1 s) / 2 s
+    assert threads.busy_elsewhere({1}, before, after, 2.0) == 0.0  # its own time exceeds cpu1's: never below 0
+
+
+def test_choose_threads_takes_the_request_else_the_free_cores(monkeypatch):
+    monkeypatch.setattr(threads, "machine", lambda: (2, 1.0))  # one of two cores busy with other work
+    chosen = threads.choose_threads()
+    assert (chosen.threads, chosen.cores, chosen.busy, chosen.requested) == (1, 2, 1.0, 0)
+    assert "1 torch thread(s), the cores free (2 cores, 1.0 busy" in chosen.describe()
+    assert threads.choose_threads(3).threads == 3  # asked for: as asked
+    monkeypatch.setattr(threads, "machine", lambda: (2, 0.0))
+    assert threads.choose_threads().threads == 2
+    with pytest.raises(ValueError, match="requested=-1"):
+        threads.choose_threads(-1)
+
+
+def test_machine_measures_this_machine():
+    cores, busy = threads.machine(window_s=0.05)
+    assert cores >= 1 and busy >= 0.0

@@ -236,7 +236,8 @@ def test_the_readme_names_every_asset_as_it_is() -> None:
 
 
 def test_every_edge_of_the_readme_pipeline_graph_is_an_edge_of_the_asset_graph() -> None:
-    """docs/pipeline.md's "The pipeline" block: each `a + b -> c, d -> e` says a and b are parents of c and d, c and d of e;
+    """docs/pipeline.md's "The pipeline" block: each `a + b -> c, d -> e` says a and b are parents of c and d, c and d
+    of e;
     every such edge is a dependency Dagster has, and every asset appears in the block."""
     import re
     from pathlib import Path

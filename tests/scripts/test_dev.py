@@ -163,7 +163,8 @@ def tiny() -> int:
 
 with dg.DagsterInstance.from_config(str(prepare_dagster_home(Path(sys.argv[1])))) as instance:
     result = dg.materialize([tiny], instance=instance)
-    steps = [e for e in instance.all_logs(result.run_id) if e.dagster_event and e.dagster_event.event_type_value == "STEP_START"]
+    events = instance.all_logs(result.run_id)
+    steps = [e for e in events if e.dagster_event and e.dagster_event.event_type_value == "STEP_START"]
     print("stored STEP_START events:", len(steps))
 """
 

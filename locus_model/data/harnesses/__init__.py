@@ -7,9 +7,9 @@
 
 :func:`detect_harness` recognises a folder, a log file, or an archive (.zip, .tar.gz, .tgz) of any of them by its
 content, never by its name alone; :func:`read_harness_output` reads it (an archive is unpacked into a temporary
-folder, safely: no absolute paths, no '..', no links, bounded size and time, :mod:`locus_model.data.limits`) and names the member in its errors as
-``<archive> > <member>``. The rules (metric -> score, stable query ids, query text, model name) are stated in
-each module and in data/README.md ("Evaluation harness outputs").
+folder, safely: no absolute paths, no '..', no links, bounded size and time, :mod:`locus_model.data.limits`) and names
+the member in its errors as ``<archive> > <member>``. The rules (metric -> score, stable query ids, query text, model
+name) are stated in each module and in data/README.md ("Evaluation harness outputs").
 """
 
 from __future__ import annotations

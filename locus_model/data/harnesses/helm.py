@@ -179,8 +179,8 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
                     stats_file,
                     number,
                     "stats",
-                    f"run {run_name!r} reports {sorted(map(str, values))[:12]}: none is an accuracy-like score in [0, 1] "
-                    f"(one of {list(METRICS)})",
+                    f"run {run_name!r} reports {sorted(map(str, values))[:12]}: none is an accuracy-like score in [0, "
+                    f"1] (one of {list(METRICS)})",
                     "leave this run out of the drop, or give metric= naming a stat in [0, 1]",
                 )
         if used not in values:

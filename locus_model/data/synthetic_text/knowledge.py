@@ -468,13 +468,16 @@ def gpqa(rng, sub):
         v = pick(
             rng,
             [
-                f"A particle of mass {rng.uniform(1, 9):.2f} x 10^-{int(rng.integers(25, 31))} kg is confined to a one-dimensional "
-                f"infinite square well of width {rng.uniform(0.1, 5):.2f} nm. What is the energy difference between the "
-                f"n = {int(rng.integers(2, 6))} and n = 1 eigenstates, to leading order?",
-                f"A spin-1/2 particle in a magnetic field of {rng.uniform(0.1, 3):.2f} T along z is prepared in an eigenstate of "
-                f"S_x. After a time of {int(rng.integers(1, 90))} ns, what is the probability of measuring S_x = +hbar/2?",
-                f"Two relativistic protons move toward each other, each with speed {rng.uniform(0.5, 0.99):.3f}c in the lab "
-                f"frame. What is the Lorentz factor of one proton in the rest frame of the other?",
+                f"A particle of mass {rng.uniform(1, 9):.2f} x "
+                f"10^-{int(rng.integers(25, 31))} kg is confined to a one-dimensional "
+                f"infinite square well of width {rng.uniform(0.1, 5):.2f} nm. What is the energy difference between "
+                f"the n = {int(rng.integers(2, 6))} and n = 1 eigenstates, to leading order?",
+                f"A spin-1/2 particle in a magnetic field of {rng.uniform(0.1, 3):.2f} "
+                "T along z is prepared in an eigenstate of "
+                f"S_x. After a time of {int(rng.integers(1, 90))} ns, what "
+                "is the probability of measuring S_x = +hbar/2?",
+                f"Two relativistic protons move toward each other, each with speed {rng.uniform(0.5, 0.99):.3f}c in "
+                f"the lab frame. What is the Lorentz factor of one proton in the rest frame of the other?",
             ],
         )
         opts = [f"{rng.uniform(0.01, 9):.3g}" for _ in range(4)]
@@ -496,11 +499,12 @@ def gpqa(rng, sub):
         v = pick(
             rng,
             [
-                f"Compound X (C{n}H{m}O{k}) is treated with {reagent} to give product Y. The 1H NMR spectrum of Y shows "
+                f"Compound X (C{n}H{m}O{k}) is treated with {reagent} to give "
+                "product Y. The 1H NMR spectrum of Y shows "
                 f"{int(rng.integers(2, 7))} signals, including a triplet at {rng.uniform(0.8, 4.5):.1f} ppm. How many "
                 f"chemically distinct carbon atoms does Y have?",
-                f"A racemic mixture of a C{n}H{m}O{k} ketone is reduced with {reagent} and the products are separated by "
-                f"chiral HPLC. How many stereoisomers are observed in the chromatogram?",
+                f"A racemic mixture of a C{n}H{m}O{k} ketone is reduced with {reagent} and the products are separated "
+                f"by chiral HPLC. How many stereoisomers are observed in the chromatogram?",
             ],
         )
         opts = [str(int(x)) for x in rng.choice(np.arange(1, 16), 4, replace=False)]

@@ -61,7 +61,10 @@ def mathqa(rng, sub):
         a, b, c = int(rng.integers(10, 120)), int(rng.integers(5, 80)), int(rng.integers(2, 30))
         place = pick(rng, ["rectangular field", "rectangular park", "hall floor", "square plot", "lawn", "courtyard"])
         work = pick(rng, ["levelling", "fencing", "paving", "carpeting", "tiling"])
-        q = f"the length of a {place} is {a} m and its breadth is {b} m . find the cost of {work} it at rs . {c} per sq m ."
+        q = (
+            f"the length of a {place} is {a} m and its breadth is {b} m . "
+            f"find the cost of {work} it at rs . {c} per sq m ."
+        )
         ans = a * b * c
     else:  # ratio
         a, b, s = int(rng.integers(2, 12)), int(rng.integers(2, 12)), int(rng.integers(3, 60))
@@ -89,7 +92,8 @@ def gsm8k(rng, sub):
             pick(rng, ["backpack", "lamp", "pair of shoes", "water bottle", "phone case"]),
         )
         return (
-            f"{name} buys {n} {item} for ${p} each and a {extra} for ${q}. {name} pays with a ${(n * p + q) // 50 * 50 + 50} "
+            f"{name} buys {n} {item} for ${p} each and a {extra} for ${q}. {name} pays with a "
+            f"${(n * p + q) // 50 * 50 + 50} "
             f"bill. How much change does {name} get back in dollars?"
         )
     if sub == "wages":
@@ -142,7 +146,10 @@ def asdiv(rng, sub):
     th, box = pick(rng, _ASDIV_THINGS), pick(rng, _ASDIV_BOX)
     a, b = int(rng.integers(2, 90)), int(rng.integers(2, 40))
     if sub == "addition":
-        return f"There are {a} {th} in the {box}. {kid} puts {b} more {th} in the {box}. How many {th} are in the {box} now?"
+        return (
+            f"There are {a} {th} in the {box}. {kid} puts {b} more {th} in the {box}. "
+            f"How many {th} are in the {box} now?"
+        )
     if sub == "subtraction":
         return f"{kid} had {a + b} {th}. {kid} gave {b} {th} to {kid2}. How many {th} does {kid} have left?"
     if sub == "multiplication":

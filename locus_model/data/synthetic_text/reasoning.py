@@ -205,7 +205,8 @@ _PIQA = {
 def piqa(rng, sub):
     goals, good, things = _PIQA[sub]
     i = int(rng.integers(len(goals)))
-    wrong = f"{pick(rng, ['rub', 'soak', 'freeze', 'bury', 'shake', 'wrap', 'boil', 'paint'])} it with a {pick(rng, things)}"
+    verb = pick(rng, ["rub", "soak", "freeze", "bury", "shake", "wrap", "boil", "paint"])
+    wrong = f"{verb} it with a {pick(rng, things)}"
     right = f"{good[i]} and then use a {pick(rng, things)}"
     sols = [right, wrong] if rng.random() < 0.5 else [wrong, right]
     return f"Goal: how to {goals[i]}?\nSolution 1: {sols[0]}.\nSolution 2: {sols[1]}."

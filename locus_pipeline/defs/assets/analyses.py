@@ -164,7 +164,8 @@ def test_query_predictions(
 ) -> pd.DataFrame:
     """One row per (pool model, held-out test query): model, query_id, benchmark, prob (the router's P(correct)
     from the pool embedding and group profile), route_score (prob under the router's guard: what ranks), label (NaN
-    where unknown, e.g. onboarded models), checkpoint_id. The analyses of one refresh use the pool as this asset read it."""
+    where unknown, e.g. onboarded models), checkpoint_id. The analyses of one refresh use the pool as this asset read
+    it."""
     # why: torch stays out of the code location's load (test_the_code_location_loads_without_torch)
     from locus_pipeline.reports import prediction_matrices
     from locus_pipeline.reports import test_query_predictions as predict

@@ -28,11 +28,15 @@ class SourceConfig(dg.Config):
 
     source: str = Field(
         default="mmlu_pro",
-        description="mmlu_pro (real: the vendored MMLU-Pro matrix, or a folder of MMLU-Pro's own per-model JSON outputs) | synthetic (a generated pool with a known latent structure) | long (a long-format file or folder, or what an evaluation harness wrote: an lm-eval, Inspect, lighteval or HELM output folder, an archive of one, an Inspect log) | embedllm (an EmbedLLM folder).",
+        description="mmlu_pro (real: the vendored MMLU-Pro matrix, or a folder of MMLU-Pro's own per-model JSON "
+        "outputs) | synthetic (a generated pool with a known latent structure) | long (a long-format file "
+        "or folder, or what an evaluation harness wrote: an lm-eval, Inspect, lighteval or HELM output "
+        "folder, an archive of one, an Inspect log) | embedllm (an EmbedLLM folder).",
     )
     path: str = Field(
         default="",
-        description="mmlu_pro: empty = the vendored data/mmlu-pro/evaluations.parquet, else a folder of MMLU-Pro JSON outputs; long/embedllm: the file or folder (empty with embedllm = LOCUS_HOME/sources/embedllm).",
+        description="mmlu_pro: empty = the vendored data/mmlu-pro/evaluations.parquet, else a folder of MMLU-Pro JSON "
+        "outputs; long/embedllm: the file or folder (empty with embedllm = LOCUS_HOME/sources/embedllm).",
     )
     models_file: str = Field(
         default="",
@@ -115,7 +119,8 @@ def raw_evaluations(context: dg.AssetExecutionContext, config: SourceConfig, hom
 class TableConfig(dg.Config):
     max_queries: int = Field(
         default=0,
-        description="Use a random subset of this many queries, stratified by benchmark (seeded); 0 = all. For a quick look at a large source: the demo uses 1,500 of MMLU-Pro's 12,032.",
+        description="Use a random subset of this many queries, stratified by benchmark (seeded); 0 = all. For a quick "
+        "look at a large source: the demo uses 1,500 of MMLU-Pro's 12,032.",
     )
     subset_seed: int = Field(default=0, description="Seed of that subset.")
 

@@ -198,7 +198,8 @@ def model_embeddings(
 ) -> dg.MaterializeResult:
     """The pool (LOCUS_HOME/warehouse/model_embeddings.parquet): one model embedding per model, all from one
     checkpoint. A rebuild embeds every model with the current locus_checkpoint; an onboarding run (a partition or
-    a range of them = model keys) embeds only those models, with the pool's own checkpoint; a removal (remove_model) takes one
+    a range of them = model keys) embeds only those models, with the pool's own checkpoint; a removal (remove_model)
+    takes one
     onboarded model out. Schema: locus_model.pool."""
     changed: dict = {}
     if config.remove_model:

@@ -1,7 +1,6 @@
 """Training split + anchors, and the trained LOCUS checkpoint (tracked in MLflow)."""
 
 import ast
-import contextlib
 import dataclasses
 import inspect
 import json
@@ -53,7 +52,8 @@ def checkpoint_figures(result) -> Figures:
         (
             "epoch_val_loss",
             epoch.get("val_loss"),
-            f"validation BCE at the selected epoch {result.best_epoch}, before any fine-tuning (what selects the epoch)",
+            f"validation BCE at the selected epoch {result.best_epoch}, "
+            "before any fine-tuning (what selects the epoch)",
         ),
         ("epoch_val_routing_acc", epoch.get("val_routing_acc"), "validation routing accuracy at the selected epoch"),
         (
@@ -131,7 +131,8 @@ def figures_metadata(figures: Figures) -> dict:
 class SplitConfig(dg.Config):
     budget: int = Field(
         default=512,
-        description="Evaluations per model used for training: one shared random set of training queries (the anchors). Paper: 256 / 512 / 1024.",
+        description="Evaluations per model used for training: one shared random set of training queries (the anchors). "
+        "Paper: 256 / 512 / 1024.",
     )
     seed: int = Field(default=0, description="Seed of the query split, the anchors and the held-out models.")
     test_fraction: float = Field(
@@ -141,7 +142,8 @@ class SplitConfig(dg.Config):
     val_fraction: float = Field(default=0.1, description="Validation share of the remaining queries (early stopping).")
     holdout_models: float = Field(
         default=0.2,
-        description="Share of models never trained on: embedded by one forward pass like an onboarded model, and reported apart by routing_evaluation. 0 = train on every model.",
+        description="Share of models never trained on: embedded by one forward pass like an onboarded model, and "
+        "reported apart by routing_evaluation. 0 = train on every model.",
     )
 
 
@@ -256,8 +258,10 @@ TrainingConfig = create_model(
             default=0,
             ge=0,
             description=(
-                "torch CPU threads while training; 0 = torch's default (one per core). On a machine shared with other "
-                "jobs, 1 avoids oversubscribing the cores (on a busy 2-core machine an epoch took 3.5x longer with 2)."
+                "torch CPU threads while training; 0 = the cores free when the training starts (locus_model.threads."
+                "choose_threads: the cores less those other processes keep busy), recorded as the run's torch_threads. "
+                "Threads beyond the free cores wait for a core (on a busy 2-core machine an epoch took 3.5x longer "
+                "with 2)."
             ),
         ),
     ),
@@ -284,6 +288,7 @@ def locus_checkpoint(
 
     from locus_model.infer import inference_precision, resolve_device, torch_threads
     from locus_model.pool import embed_models
+    from locus_model.threads import choose_threads
     from locus_model.training import train_locus
 
     in_training = set(model_split.loc[model_split["group"] == "in_training", "model"].astype(str))
@@ -294,8 +299,9 @@ def locus_checkpoint(
     # the runtime the training encodings came from: the pool and serving encode with the same one
     runtime = str(query_encodings["runtime"].iloc[0]) if "runtime" in query_encodings else "torch"
     digest, device = evaluations_digest(trained_on), str(resolve_device(train_config.device))
-    threads = torch_threads(config.threads) if config.threads else contextlib.nullcontext()
-    with threads, TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
+    threads = choose_threads(config.threads)  # the one threads rule: as asked, else the cores free now
+    context.log.info(f"training on {threads.describe()}")
+    with torch_threads(threads.threads), TrainingRun(mlflow, context.run_id, encoder=encoder) as tracked:
         torch_threads_used = torch.get_num_threads()
         tracked.log_params(
             model_config,
@@ -358,6 +364,7 @@ def locus_checkpoint(
             "epochs_run": len(result.history),
             "device": device,
             "torch_threads": torch_threads_used,
+            "torch_threads_chosen": threads.describe(),
             "stage_seconds": dg.MetadataValue.md(stage_seconds_table(result.seconds)),
             "router": shown_whole(
                 router.describe()

@@ -1,4 +1,5 @@
-"""EmbedLLM folders read as the long table: round trip, order, merged benchmarks, the last-occurrence rule, streaming."""
+"""EmbedLLM folders read as the long table: round trip, order, merged benchmarks, the last-occurrence rule,
+streaming."""
 
 from __future__ import annotations
 

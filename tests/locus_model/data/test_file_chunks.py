@@ -98,7 +98,8 @@ def test_parquet_cut_or_with_flipped_bytes(tmp_path: Path) -> None:
     assert "not a readable Parquet" in error_of(write(tmp_path, bytes(flipped), "flipped.parquet")).problem
 
 
-# ---------------------------------------------------------------------------------------------- 2. NUL and control characters
+# ---------------------------------------------------------------------------------------------- 2. NUL and control
+# characters
 
 
 @pytest.mark.parametrize(
@@ -168,7 +169,8 @@ def test_parse_errors_in_later_chunks_keep_their_row(tmp_path: Path) -> None:
     assert (info.value.row, info.value.line) == (51, 52)
 
 
-# ---------------------------------------------------------------------------------------------- 4. header and empty text
+# ---------------------------------------------------------------------------------------------- 4. header and empty
+# text
 
 
 def test_a_duplicated_header_is_rejected(tmp_path: Path) -> None:

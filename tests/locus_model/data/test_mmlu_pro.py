@@ -31,8 +31,8 @@ MODELS_CSV = MMLU_PRO / "models.csv"
 REAL_RECORDS = [
     {
         "question_id": 75,
-        "question": " Which of the following are the three broad groups of organizational characteristics segmentation "
-        "criteria?",
+        "question": " Which of the following are the three broad groups of "
+        "organizational characteristics segmentation criteria?",
         "options": [
             "Organizational size, industry type, and geographical location.",
             "Organizational size, industry type, and age of company.",
@@ -79,10 +79,8 @@ REAL_RECORDS = [
     },
     {
         "question_id": 319,
-        "question": "Suppose we are given the following information. Use this information to calculate abnormal return. "
-        "Rf: 4%\n"
-        "Rm: 12%\n"
-        "Beta of the Portfolio: 1.8\n"
+        "question": "Suppose we are given the following information. Use this information to calculate abnormal "
+        "return. Rf: 4%\nRm: 12%\nBeta of the Portfolio: 1.8\n"
         "Beginning Value of Portfolio: $50,000\n"
         "Ending Value of Portfolio: $60,000\n"
         "What is the abnormal return?",
@@ -112,8 +110,8 @@ REAL_RECORDS = [
     },
     {
         "question_id": 3544,
-        "question": "An electron confined to a metallic nanoparticle is modelled as a particle in a one-dimensional box "
-        "of length $L$. If the electron is in the state $n=1$, calculate the probability of finding it in "
+        "question": "An electron confined to a metallic nanoparticle is modelled as a particle in a one-dimensional "
+        "box of length $L$. If the electron is in the state $n=1$, calculate the probability of finding it in "
         "the following regions: $0 \\leq x \\leq \\frac{1}{2} L$.",
         "options": [
             "$\\frac{1}{4}$",
@@ -138,8 +136,8 @@ REAL_RECORDS = [
     {
         "question_id": 11355,
         "question": "Givenf(t) = ^+\\infty\\int_-\\infty h(\\sigma)\\textphi(t - \\sigma)d\\sigma determine the power "
-        "spectral density of f(t) in terms of the power spectral density of \\textphi(t) and the Fourier "
-        "transform of h(t).",
+        "spectral density of f(t) in terms of the power spectral "
+        "density of \\textphi(t) and the Fourier transform of h(t).",
         "options": [
             "G_f(\\omega) = \x0bertH(\\omega)\x0bert^2 G_\textphi(\\omega)",
             "\\( G_f(\\omega) = \\frac{G_{\\textphi}(\\omega)}{|H(\\omega)|^2} \\)",

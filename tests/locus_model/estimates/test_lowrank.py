@@ -18,6 +18,7 @@ from locus_model.estimates import (
     draw_sets,
     simulate_prior_error,
 )
+from locus_model.estimates.lowrank import at_powers_of_two
 
 BENCH = np.array(["a", "b", "c", "d"])[np.arange(400) % 4]  # 100 queries each
 
@@ -104,3 +105,19 @@ def test_the_prior_error_between_two_powers_of_two_is_their_interpolation_in_log
     t = np.log2(24 / 16)  # 0.585: 24 answers are 58.5% of the way from 16 to 32 in log n
     np.testing.assert_allclose(prior.error_at(24), (1 - t) * e16 + t * e32)
     assert sorted(k[0] for k in prior.errors) == [16, 32]  # measured at the powers of two only
+
+
+def test_errors_between_powers_of_two_are_linear_in_log2_n_and_measured_only_there():
+    """at_powers_of_two, the one interpolation of the prior's and the router's measured errors."""
+    asked: list[int] = []
+
+    def at(k: int) -> np.ndarray:
+        asked.append(k)
+        return np.array([float(k)])
+
+    assert at_powers_of_two(8, at).tolist() == [8.0] and asked == [8]  # a power of two: measured as is
+    asked.clear()
+    assert at_powers_of_two(12, at)[0] == pytest.approx(8 + (16 - 8) * np.log2(12 / 8))  # 0.585 of the way
+    assert asked == [8, 16]
+    asked.clear()
+    assert at_powers_of_two(0, at).tolist() == [1.0] and set(asked) <= {1, 2}  # below 1 reads as 1

@@ -111,7 +111,7 @@ def test_locus_against_the_best_single_model_is_one_interval_wherever_it_is_prin
     result = evaluate_with_a_stand_in_router(monkeypatch)
     table = format_results(result).splitlines()
     in_table = next(line for line in table[table.index("[all]") :] if line.startswith("locus "))
-    minus_each = table[table.index(next(l for l in table if l.startswith("LOCUS minus each method [all]"))) :]
+    minus_each = table[table.index(next(row for row in table if row.startswith("LOCUS minus each method [all]"))) :]
     in_comparisons = next(line for line in minus_each if line.startswith("best_single "))
     printed = [INTERVAL.search(text).groups() for text in (format_verdict(result["verdict"]), in_table, in_comparisons)]
     numbers = [tuple(float(x.replace(" ", "")) for x in groups) for groups in printed]
@@ -171,8 +171,8 @@ def test_the_verdict_names_the_cheapest_router_that_matches_the_best_single_mode
     assert verdict["cheaper"] == cheaper
     assert format_verdict(verdict) == (
         "routing does not pay on this data: call gemini-pro (LOCUS +0.0 [+0.0, +0.0]); on cost: IRT reaches "
-        "gemini-pro's accuracy at 86% of its cost (95% CI 60-100%); 95% of it: 2-model threshold (LOCUS P) at 60% "
-        "(95% CI 30-90%)"
+        "gemini-pro's accuracy at 86% of its cost (95% CI 60-100%); 95% of "
+        "it: 2-model threshold (LOCUS P) at 60% (95% CI 30-90%)"
     )
     only_95 = routing_verdict(
         methods_with(0.0, 0.0, 0.0),
@@ -217,7 +217,7 @@ def test_the_best_single_line_ends_at_the_tables_best_single_model_when_a_cheape
     assert end["knob"][-1] == 1.0 and end["accuracy"][-1] == 0.75 and end["mean_cost"][-1] == 4.0
     assert fixed["methods"]["best_single"]["cost_share_at_best_single"]["mean"] == pytest.approx(1.0)
     ax = frontiers_figure(fixed["folds"]).axes[0]  # the plot: the best-single line ends at the star
-    line = next(l for l in ax.get_lines() if l.get_label() == "best single (anchor rates)")
+    line = next(drawn for drawn in ax.get_lines() if drawn.get_label() == "best single (anchor rates)")
     star = next(c for c in ax.collections if c.get_label().startswith("best single (fold mean): 0.750"))
     assert max(line.get_ydata()) == pytest.approx(star.get_offsets()[0][1]) == pytest.approx(0.75)
 

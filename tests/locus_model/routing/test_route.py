@@ -12,7 +12,9 @@ from locus_model.routing import (
     CostUnknown,
     NoCandidateWithinCap,
     QualityWeightError,
+    RoutingError,
     RoutingPolicy,
+    apply_caps,
     cost_frontier,
     cost_table,
     estimate_tokens,
@@ -221,3 +223,22 @@ def test_route_many_chooses_what_route_chooses_query_by_query_ties_included(w: f
     many = route_many(probs, costs, RoutingPolicy(quality_weight=w))
     one = [route(probs[:, q], costs, RoutingPolicy(quality_weight=w)).chosen for q in range(probs.shape[1])]
     assert many.tolist() == one
+
+
+def test_the_caps_rule_says_why_each_candidate_is_out_for_one_query_and_for_many():
+    """apply_caps, the one caps rule route and route_many share: each candidate out for its first reason."""
+    costs = np.array([np.nan, 5.0, 1.0, 1.0, 2.0])  # unknown cost, dear, then three within max_cost
+    params = np.array([7.0, 7.0, np.nan, 70.0, 7.0])  # ..., size unknown, too big, within max_params
+    caps = apply_caps(costs, RoutingPolicy(max_cost=3.0, max_params=10.0), params)
+    assert caps.unknown_cost.tolist() == [True, False, False, False, False]
+    assert caps.over_cost.tolist() == [False, True, False, False, False]
+    assert caps.unknown_params.tolist() == [False, False, True, False, False]
+    assert caps.over_params.tolist() == [False, False, False, True, False]
+    assert caps.keep.tolist() == [False, False, False, False, True]
+    many = apply_caps(np.stack([costs, costs[::-1]], axis=1), RoutingPolicy(max_cost=3.0, max_params=10.0), params)
+    assert many.keep[:, 0].tolist() == caps.keep.tolist()  # (M, Q): the same rule per query, sizes per model
+    assert many.keep[:, 1].tolist() == [True, True, False, False, False]  # second query: costs 2, 1, 1, 5, unknown
+    quality_only = apply_caps(costs, RoutingPolicy(quality_weight=1.0))  # cost does not rank: nothing is out
+    assert quality_only.keep.all()
+    with pytest.raises(RoutingError, match="one entry per candidate"):
+        apply_caps(costs, RoutingPolicy(max_params=10.0), params[:2])

@@ -1,4 +1,5 @@
-"""What the intake tests share: a CSV of evaluations, and a file dropped into incoming/ with an old modification time."""
+"""What the intake tests share: a CSV of evaluations, and a file dropped into incoming/ with an old modification
+time."""
 
 from __future__ import annotations
 

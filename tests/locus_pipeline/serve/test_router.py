@@ -124,6 +124,7 @@ def test_healthz_without_the_token_names_no_model(built, tmp_path):
         anonymous = client.get("/healthz").json()
         with_token = client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()
     assert "not-in-pool-model" not in json.dumps(anonymous) and anonymous["status"] == "ok"
+    assert with_token["configured_not_in_pool"] == ["not-in-pool-model"]  # the token holder is told
 
 
 def test_healthz_without_the_token_says_only_ok_and_docs_show_no_pool(built, tmp_path):

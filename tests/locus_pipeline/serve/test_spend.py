@@ -235,7 +235,8 @@ def test_the_summary_and_healthz_say_the_guard_kept_every_query_and_where_routin
     assert kept in summary and kept in health["serves_because"] and health["serves"] == "single:beta-13b"
     by_cost = (
         'requests with model "locus:<w>", w < 1, route by cost: in the routing evaluation LOCUS reached 95% of '
-        "beta-13b's accuracy at 60% of its cost (its full accuracy not for less) (every router: IRT reaches beta-13b's accuracy at 86% of its cost (95% CI 60-100%); 95% of "
+        "beta-13b's accuracy at 60% of its cost (its full accuracy not for less) (every router: IRT reaches beta-13b's "
+        "accuracy at 86% of its cost (95% CI 60-100%); 95% of "
         "it: LOCUS at 60% (95% CI 40-80%))"
     )
     assert f"by cost: {by_cost}" in summary and health["by_cost"] == by_cost and health["verdict"] == verdict
