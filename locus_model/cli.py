@@ -49,7 +49,8 @@ def add_evaluate(
             "Split the queries into folds, give every model the same random budget of anchor evaluations, train "
             "LOCUS and the baselines on the in-training models, onboard the held-out models from their budget "
             "evaluations only, and score every (test query, model) pair. With a table that has its own split "
-            "(an EmbedLLM folder) and no --folds, its train/val/test split is used (the protocol of the authors' code release)."
+            "(an EmbedLLM folder) and no --folds, its train/val/test split is used (the protocol of the authors' "
+            "code release)."
         ),
     )
     p.add_argument(
@@ -88,7 +89,8 @@ def add_evaluate(
         default=None,
         choices=RUNTIMES,
         help=f"how the query encoder runs: onnx-int8, onnx-fp32, or torch (sentence-transformers fp32, the "
-        f"exact encoder the others are checked against); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for all-mpnet-base-v2",
+        f"exact encoder the others are checked against); default {DEFAULT_RUNTIME} for all-MiniLM-L6-v2, torch for "
+        "all-mpnet-base-v2",
     )
     p.add_argument(
         "--encoding-cache",
@@ -252,7 +254,10 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
         return f"--folds {args.folds}: must be at least 2 (or omitted: the table's own split, else 5)"
     holdout = holdout_option(args.holdout_models)
     if isinstance(holdout, float) and not 0.0 <= holdout < 1.0:
-        return f"--holdout-models {args.holdout_models}: a fraction must be in [0, 1); or give model names, comma-separated"
+        return (
+            f"--holdout-models {args.holdout_models}: a fraction must be in [0, 1); or give model names, "
+            "comma-separated"
+        )
     if isinstance(holdout, tuple) and not holdout:
         return f"--holdout-models {args.holdout_models!r}: give a fraction in [0, 1) or model names, comma-separated"
     if args.jobs is not None and args.jobs < 1:
@@ -269,7 +274,10 @@ def check_evaluate_args(args: argparse.Namespace) -> str | None:
             "price_input_per_mtok / price_output_per_mtok or cost_per_query"
         )
     if getattr(args, "reference_scores", None) is not None and not Path(args.reference_scores).is_file():
-        return f"--reference-scores {args.reference_scores}: no such file. How to fix: a CSV with a model column and scores"
+        return (
+            f"--reference-scores {args.reference_scores}: no such file. How to fix: a CSV with a model column and "
+            "scores"
+        )
     stream = getattr(args, "stream", None)
     if stream is not None:
         from locus_model.evaluation.stream_routing import SCENARIOS  # why: numpy only, no torch
@@ -470,7 +478,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         from locus_model.routing.frontier_plot import plot_frontiers  # why: matplotlib only with --plot
 
         print(
-            f"wrote {plot_frontiers(result['frontier_folds'], args.plot, cost_label=f'mean cost per query ({costs.basis_means})')}"
+            "wrote "
+            + str(
+                plot_frontiers(
+                    result["frontier_folds"], args.plot, cost_label=f"mean cost per query ({costs.basis_means})"
+                )
+            )
         )
     print(f"\nwrote {path}")
     return EXIT_OK

@@ -85,7 +85,8 @@ class Router:
         return self.embed(encodings, sets, device=device), self.profiles(encodings, scores, labels)
 
     def embed(self, encodings: np.ndarray, sets: Sequence[EvaluationSet], *, device: str = "cpu") -> np.ndarray:
-        """(M, d) model embeddings of evaluation sets (query indices into encodings (Q, D), scores): one forward pass."""
+        """(M, d) model embeddings of evaluation sets (query indices into encodings (Q, D), scores): one forward
+        pass."""
         return embed_evaluation_sets(self.model, encodings, sets, device=device)
 
     def profiles(self, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None) -> np.ndarray:

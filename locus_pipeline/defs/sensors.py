@@ -3,12 +3,14 @@
 ``onboarding_drop_folder`` (every 2 s, running by default) takes complete files from LOCUS_HOME/incoming/,
 validates each in one streamed pass, moves it to accepted/ or rejected/ (+ .reason.txt), adds one dynamic
 partition per model and requests onboarding runs over the range of their models' partitions: one per file
-(run_requests_for), the small files of a tick sharing one (coalesced_requests; the queue's order: SMALL_DROP_MODELS). The cursor is the stem of the last accepted file whose runs were requested; run_key = "<sha256
-of the file>", so the same bytes never onboard twice. ``reports_after_pool_change`` requests one run of the analyses once the pool is newer than the
-reports (the last report, analysis_reports, is older than the pool's latest materialization) and no onboarding,
-rebuild or refresh is queued or running (so 50 onboarded models refresh once).
+(run_requests_for), the small files of a tick sharing one (coalesced_requests; the queue's order:
+SMALL_DROP_MODELS). The cursor is the stem of the last accepted file whose runs were requested; run_key = "<sha256
+of the file>", so the same bytes never onboard twice. ``reports_after_pool_change`` requests one run of the analyses
+once the pool is newer than the reports (the last report, analysis_reports, is older than the pool's latest
+materialization) and no onboarding, rebuild or refresh is queued or running (so 50 onboarded models refresh once).
 ``traffic_sensor`` (every 30 s) reads the outcome log from its cursor and requests ``traffic_evaluations[key]`` for
-a model that gained ``MIN_NEW_ANSWERS`` graded answers (defs/assets/traffic.py). The first two fail runs whose process died and request them again (locus_pipeline/runs.py), so a killed run neither holds
+a model that gained ``MIN_NEW_ANSWERS`` graded answers (defs/assets/traffic.py). The first two fail runs whose
+process died and request them again (locus_pipeline/runs.py), so a killed run neither holds
 a concurrency slot nor blocks the reports for good.
 """
 
@@ -38,12 +40,14 @@ WATCHED_JOBS = [onboarding_job.name, locus_job.name, pool_job.name, pool_removal
 # queued run, never behind a queue of many, and never behind a large drop for a slot.
 SMALL_DROP_MODELS = 16
 DROP_SIZE_TAG = "locus/drop_size"
-# the run coordinator's queue only: a NOT_STARTED run (an in-process `locus onboard` killed before its start) never moves
+# the run coordinator's queue only: a NOT_STARTED run (an in-process `locus onboard` killed before its start) never
+# moves
 QUEUED = [dg.DagsterRunStatus.QUEUED]
 
 
 def lane_tags(models: int) -> dict[str, str]:
-    """The queue tags of an onboarding run of ``models`` models: its lane and its priority (higher is dequeued first)."""
+    """The queue tags of an onboarding run of ``models`` models: its lane and its priority (higher is dequeued
+    first)."""
     small = models <= SMALL_DROP_MODELS
     return {DROP_SIZE_TAG: "small" if small else "large", "dagster/priority": "1" if small else "0"}
 
