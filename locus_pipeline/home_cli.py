@@ -145,6 +145,7 @@ def learned_standing(state: dict, shares, level: float = SHOW_LEVEL) -> list[dic
     """Per model of a saved learner state (``state["learner"]``): outcomes counted, trained standing (its starting
     profiles over the groups' ``shares``), learned standing and its ``level`` interval (each cell's bounds moved as
     its mean is, over the shares). The one call of the library's Learner."""
+    # why: numpy and the learner load with `locus learn show` only, not with every `locus` command's start-up
     import numpy as np
 
     from locus_model.learning import Learner

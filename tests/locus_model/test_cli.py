@@ -321,10 +321,10 @@ def test_evaluate_stream_says_first_whether_learning_pays(tmp_path, capsys):
 
 
 def test_evaluate_stream_log_replays_a_log_of_graded_answers(tmp_path, capsys):
-    from tests.locus_model.evaluation.test_stream_log import _log
+    from tests.locus_model.evaluation.stream_logs import graded_log
 
     path = tmp_path / "log.csv"
-    _log(40).to_csv(path, index=False)
+    graded_log(40).to_csv(path, index=False)
     out = tmp_path / "results.json"
     code = main(
         ["evaluate", "--stream-log", str(path), "--stream-log-start", "1000", "--stream-seeds", "1",

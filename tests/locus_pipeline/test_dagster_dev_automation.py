@@ -16,7 +16,7 @@ from locus_pipeline.defs.assets.traffic import traffic_evaluations
 from locus_pipeline.defs.partitions import traffic_models
 from locus_pipeline.devserver import start_dagster_dev, stop_dagster_dev
 from locus_pipeline.instance import prepare_dagster_home
-from tests.locus_pipeline.defs.assets.test_traffic import graded_traffic
+from tests.locus_pipeline.defs.assets.traffic_helpers import graded_traffic
 from tests.locus_pipeline.drops import defs
 
 

@@ -7,11 +7,11 @@ import pytest
 
 from locus_model.data.errors import EvaluationDataError
 from locus_model.data.stream_log import read_stream_log
-from tests.locus_model.evaluation.test_stream_log import _log
+from tests.locus_model.evaluation.stream_logs import graded_log
 
 
 def test_a_log_is_read_in_time_order(tmp_path) -> None:
-    log = _log(4).sample(frac=1.0, random_state=0)  # the file out of order
+    log = graded_log(4).sample(frac=1.0, random_state=0)  # the file out of order
     path = tmp_path / "log.csv"
     log.to_csv(path, index=False)
     table = read_stream_log(path)
@@ -20,7 +20,7 @@ def test_a_log_is_read_in_time_order(tmp_path) -> None:
 
 
 def test_iso_times_are_read_as_seconds(tmp_path) -> None:
-    log = _log(2)
+    log = graded_log(2)
     log["time"] = pd.to_datetime(log["time"], unit="s", utc=True).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     log.to_csv(tmp_path / "log.csv", index=False)
     assert read_stream_log(tmp_path / "log.csv")["time"].max() == 1001.0
@@ -36,7 +36,7 @@ def test_iso_times_are_read_as_seconds(tmp_path) -> None:
 )
 def test_a_bad_log_says_where_and_how_to_fix(tmp_path, change, column, row) -> None:
     path = tmp_path / "log.csv"
-    change(_log(2)).to_csv(path, index=False)
+    change(graded_log(2)).to_csv(path, index=False)
     with pytest.raises(EvaluationDataError) as err:
         read_stream_log(path)
     assert err.value.column == column and err.value.row == row and err.value.fix
@@ -44,7 +44,7 @@ def test_a_bad_log_says_where_and_how_to_fix(tmp_path, change, column, row) -> N
 
 
 def test_two_scores_for_one_answer_at_one_time_are_refused(tmp_path) -> None:
-    log = _log(2)
+    log = graded_log(2)
     twice = log.iloc[[0]].assign(score=1.0 - log["score"].iloc[0])
     pd.concat([log, twice]).to_csv(tmp_path / "log.csv", index=False)
     with pytest.raises(EvaluationDataError, match="two different scores") as err:

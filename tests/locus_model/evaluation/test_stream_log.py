@@ -10,37 +10,13 @@ from locus_model.evaluation.stream_log import replay_log, split_log
 from locus_model.evaluation.stream_routing import METHODS, StreamConfig
 from locus_model.model import LocusConfig
 from locus_model.training import TrainConfig
+from tests.locus_model.evaluation.stream_logs import graded_log
 
 D = 16
 
 
-def _log(n_queries: int = 60, seed: int = 0) -> pd.DataFrame:
-    """3 models answer every query once before time 1000 and once after; m0 is right on benchmark a before the cut
-    and wrong on everything after it (a redeploy behind its name)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for when, offset in (("before", 0), ("after", 1000)):
-        for q in range(n_queries):
-            bench = "a" if q % 2 else "b"
-            for m, rate in (("m0", {"a": 0.9, "b": 0.3}), ("m1", {"a": 0.5, "b": 0.7}), ("m2", {"a": 0.4, "b": 0.4})):
-                right = rng.random() < rate[bench]
-                if m == "m0" and when == "after":
-                    right = False
-                rows.append(
-                    {
-                        "model": m,
-                        "query_id": f"q{q}",
-                        "query": f"question {q} about {bench}",
-                        "benchmark": bench,
-                        "score": float(right),
-                        "time": offset + q,
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
 def test_the_cut_trains_on_what_came_before_and_replays_the_rest_in_order(tmp_path) -> None:
-    log = _log(6)
+    log = graded_log(6)
     log.to_csv(tmp_path / "log.csv", index=False)
     split = split_log(read_stream_log(tmp_path / "log.csv"), start=1000)
     assert split.answers_before == 18 and split.event_labels.shape == (3, 6) and split.left_out == 0
@@ -57,7 +33,7 @@ def test_the_cut_trains_on_what_came_before_and_replays_the_rest_in_order(tmp_pa
 
 
 def test_a_log_is_replayed_with_the_replays_methods_and_figures() -> None:
-    log = _log(60)
+    log = graded_log(60)
     after = log[(log["model"] == "m1") & (log["time"] >= 1000)]
     log = pd.concat([log, after.assign(model="m3")])  # first graded after the cut: a newcomer
     log = log.sort_values(["time"], kind="stable").reset_index(drop=True)

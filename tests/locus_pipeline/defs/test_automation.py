@@ -14,7 +14,7 @@ from locus_pipeline.defs.assets import traffic
 from locus_pipeline.defs.assets.traffic import traffic_evaluations
 from locus_pipeline.defs.automation import AUTOMATION_SENSOR
 from locus_pipeline.defs.partitions import traffic_models
-from tests.locus_pipeline.defs.assets.test_traffic import graded_traffic
+from tests.locus_pipeline.defs.assets.traffic_helpers import graded_traffic
 from tests.locus_pipeline.drops import defs
 
 

@@ -124,7 +124,12 @@ def test_healthz_without_the_token_names_no_model(built, tmp_path):
         anonymous = client.get("/healthz").json()
         with_token = client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()
     assert "not-in-pool-model" not in json.dumps(anonymous) and anonymous["status"] == "ok"
-    assert with_token["configured_not_in_pool"] == ["not-in-pool-model"]  # the token holder is told
+    assert "checkpoint_id" in with_token and "checkpoint_id" not in anonymous  # the token holder sees the pool
+    with client_for(built, tmp_path, models=models, token="s3cret", learn="off") as client:
+        frozen = client.get("/healthz", headers={"Authorization": "Bearer s3cret"}).json()
+    assert frozen["configured_not_in_pool"] == [
+        "not-in-pool-model"
+    ]  # learning off: an upstream with no row is not served
 
 
 def test_healthz_without_the_token_says_only_ok_and_docs_show_no_pool(built, tmp_path):
