@@ -73,7 +73,7 @@ def test_query_predictions(
         .reindex(index=names, columns=qids)
     )
     labelled = labels.notna().any(axis=1).to_numpy()  # (M,)
-    route = routing_scores(probs, scorer.standing, policy.guard_margin, labelled[:, None])
+    route = routing_scores(probs, scorer.standing, policy.fixed_margin, labelled[:, None])
     bench = (
         table.drop_duplicates("query_id")
         .assign(query_id=lambda t: t["query_id"].astype(str))

@@ -111,7 +111,9 @@ def split_log(table: pd.DataFrame, *, start: float | None = None, train_fraction
 def log_stream(split: LogSplit, trained: Trained, *, seed: int, config: StreamConfig) -> tuple[Stream, dict]:
     """The stream of one seed (the log's events; the reveal and delay draws by seed) and its ``info``."""
     method, rows = trained.method, trained.trained_models
-    scorer, router = method.scorer, method.router
+    scorer, router, encodings = method.scorer, method.router, method.encodings
+    if scorer is None or router is None or encodings is None:
+        raise ValueError("log_stream: the LOCUS method is not fitted (no scorer, router or encodings): fit it first")
     order = np.full(len(split.models), -1, np.int64)
     order[rows] = np.arange(len(rows))
     new = np.array([s for s in split.stream_models if order[s] < 0], np.int64)  # first graded after start
@@ -121,7 +123,7 @@ def log_stream(split: LogSplit, trained: Trained, *, seed: int, config: StreamCo
         order[new] = np.arange(len(rows), len(rows) + len(new))
     s_order = order[split.stream_models]
     n = split.event_labels.shape[1]
-    enc = method.encodings[split.event_query]
+    enc = encodings[split.event_query]
     p = scorer.proba(enc, s_order).astype(np.float64)  # (S, T)
     margin = stream_margin(config, router, enc)
     profiles = scorer.profiles[s_order].astype(np.float64)
@@ -132,7 +134,7 @@ def log_stream(split: LogSplit, trained: Trained, *, seed: int, config: StreamCo
     best_single = int(known[np.argmax(train_acc[split.stream_models[known]])]) if len(known) else 0
     bench_names, bench = np.unique(split.benchmarks[split.event_query], return_inverse=True)
     rng = np.random.default_rng([seed, 68])
-    revealed = rng.random(n) < config.feedback
+    revealed = np.asarray(rng.random(n) < config.feedback)
     late = rng.random(n) < config.delayed
     stream = Stream(
         p=p,

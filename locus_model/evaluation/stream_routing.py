@@ -151,7 +151,8 @@ def replay_decisions(stream: Stream, strategy: Strategy) -> list[Decision]:
             )
             if again is not None and m == again.row:
                 graded.append(tt)
-        if again is not None and len(graded) - embedded_at >= again.every:  # as traffic_sensor's condition
+        # as traffic_sensor's condition (again is set only for a Learning strategy: the isinstance narrows it)
+        if again is not None and isinstance(strategy, Learning) and len(graded) - embedded_at >= again.every:
             p, standing = _reembed(stream, strategy, again, graded, t, p, standing)
             embedded_at = len(graded)
         rows = np.flatnonzero(stream.available[:, t])

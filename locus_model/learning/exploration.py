@@ -23,43 +23,50 @@ class Exploration:
 
     explore: float
     groups: int
-    graded: np.ndarray = field(default=None)  # (K,) outcomes taken per group
-    explored: np.ndarray = field(default=None)  # (K,) requests explored per group
+    graded: np.ndarray | None = field(default=None)  # (K,) outcomes taken per group
+    explored: np.ndarray | None = field(default=None)  # (K,) requests explored per group
 
     def __post_init__(self) -> None:
         self.graded = np.zeros(self.groups) if self.graded is None else np.asarray(self.graded, np.float64)
         self.explored = np.zeros(self.groups) if self.explored is None else np.asarray(self.explored, np.float64)
 
+    def _counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(graded, explored): arrays from __post_init__ on (None only as the constructor's default)."""
+        assert self.graded is not None and self.explored is not None, "Exploration: counts set in __post_init__"
+        return self.graded, self.explored
+
     def budget(self, group: int, narrowing: float) -> float:
         """Requests of ``group`` that may be explored in all: explore x graded x narrowing."""
-        return self.explore * float(self.graded[group]) * narrowing
+        return self.explore * float(self._counts()[0][group]) * narrowing
 
     def allows(self, group: int, narrowing: float) -> tuple[bool, str]:
         """Whether a request of ``group`` may be explored now, and why (or why not), in words."""
+        graded, explored = self._counts()
         if self.explore <= 0:
             return False, "exploration is off (explore 0)"
-        if self.graded[group] <= 0:
+        if graded[group] <= 0:
             return False, "no graded outcome in this query's group yet: nothing is explored where nobody grades"
         room = self.budget(group, narrowing)
-        if self.explored[group] + 1 > room:
+        if explored[group] + 1 > room:
             return False, (
-                f"the exploration budget of this query's group is spent ({int(self.explored[group])} explored of "
-                f"{room:.1f} allowed: {self.explore:g} x {self.graded[group]:g} outcomes x "
+                f"the exploration budget of this query's group is spent ({int(explored[group])} explored of "
+                f"{room:.1f} allowed: {self.explore:g} x {graded[group]:g} outcomes x "
                 + (f"{narrowing:.2f}, the posterior's remaining width)" if narrowing < 1 else "at most 1, its width)")
             )
         return True, (
-            f"within the group's budget ({int(self.explored[group])} explored of {room:.1f} allowed: "
-            f"{self.explore:g} x {self.graded[group]:g} outcomes x {narrowing:.2f}, the posterior's remaining width)"
+            f"within the group's budget ({int(explored[group])} explored of {room:.1f} allowed: "
+            f"{self.explore:g} x {graded[group]:g} outcomes x {narrowing:.2f}, the posterior's remaining width)"
         )
 
     def record(self, group: int, explored: bool) -> None:
-        self.explored[group] += float(explored)
+        self._counts()[1][group] += float(explored)
 
     def outcome(self, group: int) -> None:
-        self.graded[group] += 1.0
+        self._counts()[0][group] += 1.0
 
     def state_dict(self) -> dict:
-        return {"graded": self.graded.tolist(), "explored": self.explored.tolist()}
+        graded, explored = self._counts()
+        return {"graded": graded.tolist(), "explored": explored.tolist()}
 
     @classmethod
     def from_state(cls, explore: float, groups: int, state: dict | None) -> "Exploration":

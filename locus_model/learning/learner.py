@@ -29,7 +29,9 @@ clients (configured credentials; the rest pooled under one key); an outcome upda
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -161,6 +163,18 @@ class Learner:
 
     # ------------------------------------------------------------------------------------------------ state
 
+    def _shared(self) -> _View:
+        """The shared view, built by :meth:`_rebuild` (Learner.start_from); a clear error before that."""
+        if self.shared is None:
+            raise RuntimeError("Learner: no views yet (make the learner with Learner.start_from or from_state)")
+        return self.shared
+
+    def _picked(self) -> np.ndarray:
+        """(M, K) whose move is shared, set by :meth:`_rebuild` (Learner.start_from); a clear error before that."""
+        if self.picked is None:
+            raise RuntimeError("Learner: no views yet (make the learner with Learner.start_from or from_state)")
+        return self.picked
+
     def _new_view(self) -> _View:
         post = CellPosterior.from_prior(self.start, self.prior_var, robust=self.config.robust)
         return _View(post, np.zeros_like(self.start), np.zeros_like(self.start))
@@ -202,11 +216,11 @@ class Learner:
         """Recombine the cells ``cells`` (a (rows, cols) index or slice(None)) for everyone and every client view."""
         graded, shared, picked = self._combined(cells)
         if isinstance(cells, tuple):
-            self.picked[cells] = picked
+            self._picked()[cells] = picked
         else:
             self.picked = np.asarray(picked, np.int64).reshape(self.start.shape)
         total = graded + shared
-        self._set(self.shared, cells, total[0], total[1], total[2])
+        self._set(self._shared(), cells, total[0], total[1], total[2])
         order = {c: i for i, c in enumerate(self.clients)}
         for c, view in self.views.items():
             own = self.clients[c][(slice(None), *cells)] if isinstance(cells, tuple) else self.clients[c]
@@ -226,9 +240,9 @@ class Learner:
             moved, at = _agreement(sums[others])
             if at >= 0:
                 shared, picked = moved, int(others[at])
-        self.picked[m, k] = picked
+        self._picked()[m, k] = picked
         order = {c: i for i, c in enumerate(keys)}
-        views = [self.shared, *self.views.values()]
+        views = [self._shared(), *self.views.values()]
         rows = [graded + shared]
         for c in self.views:
             i = order[c]
@@ -257,16 +271,17 @@ class Learner:
 
     def view(self, client: str | None = None) -> _View:
         """What ``client``'s routing reads (None, a grader, or a client with no outcomes: the shared view)."""
-        return self.views.get(client, self.shared) if client is not None else self.shared
+        shared = self._shared()
+        return self.views.get(client, shared) if client is not None else shared
 
     @property
     def posterior(self) -> CellPosterior:
         """The shared view's cell posterior (what every client without outcomes of its own routes on)."""
-        return self.shared.posterior
+        return self._shared().posterior
 
     @property
     def version(self) -> int:
-        return self.shared.version + sum(v.version for v in self.views.values())
+        return self._shared().version + sum(v.version for v in self.views.values())
 
     # ------------------------------------------------------------------------------------------------ reading
 
@@ -282,7 +297,12 @@ class Learner:
         return np.where(shift == 0.0, self.start, sigmoid(logit(self.start) + shift))
 
     def proba(
-        self, p: np.ndarray, groups: np.ndarray, rows: np.ndarray | None = None, *, client: str | None = None
+        self,
+        p: np.ndarray,
+        groups: Sequence[int] | np.ndarray,
+        rows: np.ndarray | None = None,
+        *,
+        client: str | None = None,
     ) -> np.ndarray:
         """(R, Q) learned P(correct) from the router's P (R, Q) on queries of groups (Q,); ``rows``: p holds only
         these models' rows (R, Q). Where a cell has no outcome, the router's P exactly."""
@@ -294,7 +314,7 @@ class Learner:
     def draw(
         self,
         p: np.ndarray,
-        groups: np.ndarray,
+        groups: Sequence[int] | np.ndarray,
         rng: np.random.Generator,
         rows: np.ndarray | None = None,
         *,
@@ -421,7 +441,7 @@ class Learner:
             raise ValueError(f"learner state: not a learner's state (names and start missing): {how}")
         names = [str(n) for n in state["names"]]
         known = {f for f in LearningConfig.__dataclass_fields__}
-        config = {
+        config: dict[str, Any] = {  # the state's values, checked by LearningConfig
             k: (math.inf if k == "half_life" and v is None else v)
             for k, v in dict(state.get("config") or {}).items()
             if k in known

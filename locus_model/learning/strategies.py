@@ -303,7 +303,8 @@ class Learning(Strategy):
         p = np.asarray(query.p, np.float64)[:, None]
         drawn = self.learner.draw(p, [query.group], rng, query.rows, client=query.client, size=size)[:, :, 0]  # (S, R)
         kept = np.sort(np.asarray(d.ranking))
-        quality = routing_scores(drawn[:, kept].T, standing[kept], request.policy.guard_margin)  # (r, S)
+        margin = request.policy.margins(None)  # as _route's route applies it (no per-query noise there)
+        quality = routing_scores(drawn[:, kept].T, standing[kept], margin)  # (r, S)
         costs = np.nan_to_num(np.broadcast_to(np.asarray(query.costs, np.float64)[kept][:, None], quality.shape))
         scores = route_scores(quality, costs, request.policy.quality_weight)
         picks = kept[np.argmax(scores, axis=0)]

@@ -74,14 +74,14 @@ def check_margin(margin) -> float | str:
     return float(margin)
 
 
-def measured_margin(noise: np.ndarray) -> np.ndarray:
+def measured_margin(noise: float | np.ndarray) -> float | np.ndarray:
     """The margin of the measured guard from P's measured error on each query (locus_model.router.Router.query_noise):
     two models' errors, independent, differ by sqrt(2) x noise; another candidate wins only beyond GUARD_Z of that
     (better than the incumbent with 95% probability given what the validation answers say). Kept below 1."""
     return np.minimum(GUARD_Z * math.sqrt(2.0) * np.asarray(noise, np.float64), 0.99)
 
 
-def guard_margins(guard_margin: float | str, noise: np.ndarray | None) -> float | np.ndarray:
+def guard_margins(guard_margin: float | str, noise: float | np.ndarray | None) -> float | np.ndarray:
     """The margin the guard applies: a fixed ``guard_margin`` as it is; ``"measured"``: measured_margin of ``noise``
     (Q,) per query, GUARD_MARGIN where the router carries no measured noise (a checkpoint from before)."""
     if guard_margin == MEASURED:
@@ -118,9 +118,30 @@ class RoutingPolicy:
         w = self.quality_weight
         return math.inf if w == 0 else (1.0 - w) / w
 
-    def margins(self, noise: np.ndarray | None) -> float | np.ndarray:
+    @property
+    def margin(self) -> float | str:
+        """``guard_margin`` as __post_init__ left it (check_margin: a float or MEASURED, never None)."""
+        if self.guard_margin is None:
+            raise RoutingError(
+                "RoutingPolicy: guard_margin is None after __post_init__ (check_margin gives the default)"
+            )
+        return self.guard_margin
+
+    @property
+    def fixed_margin(self) -> float:
+        """The fixed guard margin, for a caller that applies one margin to every query; a RoutingError for the
+        measured guard, whose margin depends on each query's noise (:meth:`margins`)."""
+        margin = self.margin
+        if isinstance(margin, str):
+            raise RoutingError(
+                f"guard margin {margin!r}: this takes a fixed margin (a number in [0, 1)); the measured guard needs "
+                "each query's noise (RoutingPolicy.margins)"
+            )
+        return margin
+
+    def margins(self, noise: float | np.ndarray | None) -> float | np.ndarray:
         """The margin applied on each query (guard_margins), given P's measured error on each (Router.query_noise)."""
-        return guard_margins(self.guard_margin, noise)
+        return guard_margins(self.margin, noise)
 
     def describe_guard(self) -> str:
         """The guard in words (a run's metadata, `locus evaluate`)."""

@@ -27,7 +27,8 @@ def test_relearning_follows_graded_traffic_under_dagster_dev(materialized, tmp_p
     shutil.copytree(source, home, ignore=shutil.ignore_patterns(".locks", "dagster"))
     monkeypatch.setenv("LOCUS_HOME", str(home))
     answered = graded_traffic(home, 8)
-    key = safe_model_key(max(answered, key=answered.get))
+    key = safe_model_key(max(answered, key=lambda m: answered[m]))
+    assert traffic_models.name is not None  # named in locus_pipeline.defs.partitions
     with dg.DagsterInstance.from_config(str(prepare_dagster_home(home))) as instance:
         instance.add_dynamic_partitions(traffic_models.name, [key])
         dg.materialize([traffic_evaluations], partition_key=key, instance=instance, resources=defs().resources)
@@ -42,6 +43,8 @@ def test_relearning_follows_graded_traffic_under_dagster_dev(materialized, tmp_p
                 relearned = instance.get_latest_materialization_event(dg.AssetKey("traffic_model_embedding"))
             time.sleep(2)
         assert relearned is not None, "no relearning within 240 s\n" + log_path.read_text()[-5000:]
-        assert relearned.asset_materialization.partition == key
+        materialization = relearned.asset_materialization
+        assert materialization is not None, relearned  # a materialization event carries one
+        assert materialization.partition == key
     finally:
         stop_dagster_dev(proc)

@@ -183,7 +183,7 @@ def test_a_state_written_before_the_per_client_sums_reads_back() -> None:
         "start": learner.start.tolist(),
         "right": learner.posterior.right.tolist(),
         "count": learner.posterior.count.tolist(),
-        "expected": learner.shared.expected.tolist(),
+        "expected": learner.view().expected.tolist(),  # view(None): the shared view
         "clients": {},
     }
     p, g = np.array([[0.6], [0.5]]), np.array([0])

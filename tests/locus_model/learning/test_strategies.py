@@ -46,7 +46,9 @@ def test_a_single_model_graded_0_on_every_answer_loses_its_traffic_within_50_out
             learning.observe(0, t % 2, 0.0, 0.8)
             lost_at = None
         elif lost_at is None:
-            lost_at = int(learning.exploration.graded.sum())
+            graded = learning.exploration.graded
+            assert graded is not None  # set in Exploration.__post_init__
+            lost_at = int(graded.sum())
     assert lost_at is not None and lost_at <= 50, lost_at
     print("lost at", lost_at)
     assert d.by in ("learned", "router") and d.chosen != 0
@@ -102,7 +104,8 @@ def test_the_strategies_are_built_from_one_configuration() -> None:
     for method, kind in (("frozen", "frozen"), ("learning", "learning"), ("thompson", "thompson")):
         s = build_strategy(method, names="abcd", profiles=PROFILES, shares=SHARES, config=config, seed=0)
         assert s.name == kind
-    assert build_strategy("learning", names="abcd", profiles=PROFILES, shares=SHARES, config=config).config is config
+    learning = build_strategy("learning", names="abcd", profiles=PROFILES, shares=SHARES, config=config)
+    assert isinstance(learning, Learning) and learning.config is config
     assert build_strategy(
         "learning", names="abcd", profiles=PROFILES, shares=SHARES, config=config, mode="off"
     ).name == ("frozen")

@@ -41,7 +41,8 @@ def home(materialized, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_traffic_materialized_before_the_first_evaluation_is_relearned_once(home: Path, monkeypatch) -> None:
     monkeypatch.setattr(traffic, "MIN_NEW_ANSWERS", 5)
     answered = graded_traffic(home, 8)
-    key = safe_model_key(max(answered, key=answered.get))
+    key = safe_model_key(max(answered, key=lambda m: answered[m]))
+    assert traffic_models.name is not None  # named in locus_pipeline.defs.partitions
     d = defs()
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions(traffic_models.name, [key])

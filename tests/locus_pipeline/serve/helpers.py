@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import numpy as np
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from locus_model.data.encoding import encode_queries
@@ -39,6 +41,12 @@ def client_for(
         clock=clock,
     )
     return TestClient(app)
+
+
+def gateway_of(client: TestClient) -> Any:
+    """The gateway (app.state.gateway) of a client_for client. TestClient types its app as any ASGI app; client_for's
+    is create_app's FastAPI app, whence the cast."""
+    return cast(FastAPI, client.app).state.gateway
 
 
 def expected_probs(built: dict, query: str) -> dict[str, float]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from locus_model.evaluation.stream_routing import JUDGE, Stream, StreamConfig, route_stream
 from locus_pipeline.serve.learning import learning_config
-from tests.locus_pipeline.serve.helpers import UNGUARDED, client_for
+from tests.locus_pipeline.serve.helpers import UNGUARDED, client_for, gateway_of
 
 QUERIES = [
     f"question {i}: what is {i} times {i + 3}, and why does {i % 7} matter to a {i % 5}-sided die?" for i in range(60)
@@ -23,7 +23,7 @@ def _score(m: int, t: int) -> float:
 
 def test_the_gateway_and_the_replay_make_the_same_choices_on_one_sequence(built, tmp_path) -> None:
     with client_for(built, tmp_path, explore=0.5, explore_seed=SEED) as client:
-        gateway = client.app.state.gateway
+        gateway = gateway_of(client)
         snap = gateway.snapshot
         assert len(snap.routable_rows) == len(snap.names)  # every pool model a candidate, as in the stream
         served, explored = [], []
@@ -56,7 +56,7 @@ def test_the_gateway_and_the_replay_make_the_same_choices_on_one_sequence(built,
         standing=snap.pool_scorer.standing,
         profiles=snap.pool_scorer.profiles.astype(np.float64),
         shares=snap.pool_scorer.router.groups.shares(),
-        margin=UNGUARDED.guard_margin,
+        margin=UNGUARDED.fixed_margin,
         best_single=0,
         prior_var=prior_var,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.locus_pipeline.serve.helpers import NAMES, chat, client_for
+from tests.locus_pipeline.serve.helpers import NAMES, chat, client_for, gateway_of
 
 QUESTIONS = [f"fixed question {i}: how many legs have {i} spiders?" for i in range(100)]
 
@@ -38,10 +38,8 @@ def test_an_attacker_with_four_times_the_volume_moves_the_honest_clients_routing
     for name, settings in CLIENTS.items():
         monkeypatch.setenv(settings["token_env"], f"{name}-token")
     with client_for(built, tmp_path, models={"clients": CLIENTS}, dry_run=True, explore=0.0) as client:
-        standing = dict(
-            zip(client.app.state.gateway.snapshot.names, client.app.state.gateway.snapshot.pool_scorer.standing)
-        )
-        best, weakest = max(NAMES, key=standing.get), min(NAMES, key=standing.get)
+        standing = dict(zip(gateway_of(client).snapshot.names, gateway_of(client).snapshot.pool_scorer.standing))
+        best, weakest = max(NAMES, key=lambda n: standing[n]), min(NAMES, key=lambda n: standing[n])
         honest = {"authorization": "Bearer honest-token"}
         for _ in range(100):
             _grade(client, best, 1.0, honest)
@@ -55,7 +53,7 @@ def test_an_attacker_with_four_times_the_volume_moves_the_honest_clients_routing
             _grade(client, weakest, 1.0, attacker)
         after = _share(client, best, honest)
         bystander = _share(client, best, {"authorization": "Bearer bystander-token"})
-        learner = client.app.state.gateway.learning.learner
+        learner = gateway_of(client).learning.learner
     assert abs(after - before) < 0.10, (before, after)
     assert set(learner.clients) == {"honest", "attacker"}  # two credentials graded, whatever the labels
     assert bystander == _share_without_attack(built, tmp_path, best)  # the attack moved nobody else
