@@ -23,11 +23,10 @@ from pathlib import Path
 import pandas as pd
 
 from locus_model.data.errors import EvaluationDataError
-from locus_pipeline.storage.traffic import OPERATOR
+from locus_pipeline.storage.traffic import OPERATOR, SOURCES
 
 OUTCOMES_SUFFIXES = (".outcomes.csv", ".outcomes.jsonl")
 MAX_ROWS = 1_000_000
-SOURCES = ("user", "judge", "verifier", "file")
 FIX = (
     "give each row request_id and score (an answer of locus serve, by its x-locus-request-id), or model, query "
     "and score; scores in [0, 1] (docs/serve.md, Outcomes)"

@@ -39,13 +39,12 @@ from locus_pipeline.serve.batcher import Scored
 from locus_pipeline.serve.config import ServeConfig
 from locus_pipeline.serve.snapshot import Snapshot
 from locus_pipeline.storage import LocusHome
-from locus_pipeline.storage.traffic import OPERATOR, Retention, keyed_hash, writer_id
+from locus_pipeline.storage.traffic import OPERATOR, SOURCES, Retention, keyed_hash, writer_id
 
 log = logging.getLogger("locus.serve")
 
 REQUEST_ID_HEADER = "x-locus-request-id"
 EXPLORED_HEADER = "x-locus-explored"
-SOURCES = ("user", "judge", "verifier", "file")  # who graded an answer ("file": a graded-outcomes file dropped)
 MAX_OUTCOMES = 1000  # outcomes in one POST /v1/outcomes
 MAX_PENDING = 100_000  # outcomes waiting for their decision to reach this replica's log reader
 

@@ -46,6 +46,8 @@ log = logging.getLogger("locus.traffic")
 
 KINDS = ("decisions", "outcomes")
 OPERATOR = "operator"  # the client of --token, of the drop folder, and of a gateway without credentials
+# who graded an answer: a posted outcome says one of the first three; "file": a graded-outcomes file dropped
+SOURCES = ("user", "judge", "verifier", "file")
 
 
 @dataclass(frozen=True)
