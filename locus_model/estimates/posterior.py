@@ -122,6 +122,13 @@ class CellPosterior:
         w = np.exp(log_w)
         return w / w.sum(axis=-1, keepdims=True), a, b
 
+    def unanswered_mean(self, rows=slice(None)) -> np.ndarray:
+        """The posterior mean the cells ``rows`` have with no answers: the mixture's prior mean (the informed part's
+        mu, the flat part's 0.5, or mu when ``centred``)."""
+        mu = self.prior_mean[rows]
+        flat = mu if self.centred else 0.5
+        return (1.0 - self.robust) * mu + self.robust * flat
+
     def mean(self, rows=slice(None)) -> np.ndarray:
         """Posterior mean of the rate of the cells ``rows``."""
         w, a, b = self.components(rows)

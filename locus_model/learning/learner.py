@@ -179,10 +179,6 @@ class Learner:
         post = CellPosterior.from_prior(self.start, self.prior_var, robust=self.config.robust)
         return _View(post, np.zeros_like(self.start), np.zeros_like(self.start))
 
-    def _base(self, post: CellPosterior, cells=slice(None)) -> np.ndarray:
-        eps = post.robust
-        return (1.0 - eps) * post.prior_mean[cells] + eps * 0.5
-
     def _set(self, view: _View, cells, right, count, expected) -> None:
         """A view's cells ``cells`` from combined sums: the evidence, the prior mean (the router's mean P on what
         was graded there, the start counting as one answer) and the shift."""
@@ -190,7 +186,7 @@ class Learner:
         post.assign(cells, right, count)
         view.expected[cells] = expected
         post.prior_mean[cells] = np.clip((self.start[cells] + expected) / (1.0 + count), 0.005, 0.995)
-        moved = logit(post.mean(cells)) - logit(self._base(post, cells))
+        moved = logit(post.mean(cells)) - logit(post.unanswered_mean(cells))
         view.shift[cells] = np.where(np.asarray(count) > 0, moved, 0.0)
         view.version += 1
 
@@ -254,8 +250,7 @@ class Learner:
         cells = CellPosterior(prior[:, None], np.full((len(views), 1), var), right[:, None], count[:, None])
         cells.robust = self.config.robust
         mean = cells.mean()[:, 0]
-        base = (1.0 - cells.robust) * prior + cells.robust * 0.5
-        shift = np.where(count > 0, logit(mean) - logit(base), 0.0)
+        shift = np.where(count > 0, logit(mean) - logit(cells.unanswered_mean()[:, 0]), 0.0)
         for v, view in enumerate(views):
             post = view.posterior
             post.right[m, k], post.count[m, k] = min(max(right[v], 0.0), count[v]), count[v]
@@ -328,7 +323,7 @@ class Learner:
         cells = (rows[:, None], np.asarray(groups)[None, :])  # (R, Q)
         if size is not None:
             cells = (np.broadcast_to(rows[None, :, None], (size, len(rows), 1)), cells[1][None])
-        shift = logit(post.sample(rng, cells)) - logit(self._base(post, cells))
+        shift = logit(post.sample(rng, cells)) - logit(post.unanswered_mean(cells))
         return sigmoid(logit(np.asarray(p, np.float64)) + shift)
 
     def moments(self, rows: np.ndarray, group: int, *, client: str | None = None) -> tuple[np.ndarray, np.ndarray]:
