@@ -264,6 +264,23 @@ def test_checkpoint_figures_are_the_kept_models_in_dagster_and_mlflow(materializ
     assert "what it measures" in meta["figures"].value and "best_epoch" in meta
 
 
+def test_no_text_metadata_is_cut_in_the_ui(materialized) -> None:
+    """The asset page cuts a text entry to one line: every text entry of the main job's materializations is short
+    enough to show whole, longer ones go as markdown (shown_whole), as the UI walk's item 11 checks in a browser."""
+    from dagster import TextMetadataValue
+
+    from locus_pipeline.defs.metadata import TEXT_SHOWN
+
+    _, result, _ = materialized
+    cut = [
+        f"{e.asset_key.to_user_string()}.{k} ({len(v.value)} chars)"
+        for e in result.get_asset_materialization_events()
+        for k, v in e.materialization.metadata.items()
+        if isinstance(v, TextMetadataValue) and len(v.value) > TEXT_SHOWN
+    ]
+    assert not cut
+
+
 def test_training_runs_on_the_configured_threads(materialized) -> None:
     """The tiny config trains on 1 torch thread (``threads``) and the run logs it in Dagster and MLflow (that the
     process's setting is restored afterwards: test_reports.py, torch_threads)."""

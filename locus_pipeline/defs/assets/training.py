@@ -364,7 +364,7 @@ def locus_checkpoint(
             "epochs_run": len(result.history),
             "device": device,
             "torch_threads": torch_threads_used,
-            "torch_threads_chosen": threads.describe(),
+            "torch_threads_chosen": shown_whole(threads.describe()),
             "stage_seconds": dg.MetadataValue.md(stage_seconds_table(result.seconds)),
             "router": shown_whole(
                 router.describe()
