@@ -51,14 +51,14 @@ class LearningConfig:
     outvoted within ~200 of its answers there; ``robust`` 0.01 (the estimates' is 0.05): one wrong answer on a cell at
     0.88 moves it 8 points at 0.01 but 18 at 0.05; a run of them still wins; ``explore`` 0.05: explored requests of a
     query group per graded outcome there (no outcomes, no exploration), shrinking as the posterior narrows;
-    ``overturn`` 0.95: the posterior probability with which a candidate must beat the single model on a query's group
-    before it takes the query (not one lucky run)."""
+    ``overturn`` 0.95: the posterior probability with which a candidate must beat the guard's incumbent (the single
+    model, else frozen LOCUS's choice) on a query before it takes the query (not one lucky run)."""
 
     explore: float = 0.05  # explored requests per graded outcome of the query's group (0: never explore)
     prior_var: float = 0.01  # tau^2 where the estimator gives none: how wrong the router's mean P of a cell may be
     half_life: float = 200.0  # a client's graded answers of a cell after which its older ones count half (inf: never)
     robust: float = 0.01  # the cell posterior's flat component: a run of outcomes that contradicts the prior wins
-    overturn: float = 0.95  # P(candidate better than the single model on the group) that moves a query off it
+    overturn: float = 0.95  # P(candidate better than the incumbent on the query) that moves the query off it
     max_clients: int = 1024  # clients whose evidence is kept apart (the rest pooled): the bound on the state
 
     def __post_init__(self) -> None:
@@ -326,11 +326,14 @@ class Learner:
         shift = logit(post.sample(rng, cells)) - logit(post.unanswered_mean(cells))
         return sigmoid(logit(np.asarray(p, np.float64)) + shift)
 
-    def moments(self, rows: np.ndarray, group: int, *, client: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """((R,) posterior mean, (R,) posterior variance) of the rows' cells on ``group``."""
+    def moments(
+        self, rows: np.ndarray, group: int, *, client: str | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """((R,) posterior mean, (R,) posterior variance, (R,) the cell has outcomes) of the rows' cells on
+        ``group``."""
         post = self.view(client).posterior
         cells = (np.asarray(rows), np.full(len(rows), int(group)))
-        return post.mean(cells), post.var(cells)
+        return np.clip(post.mean(cells), 0.005, 0.995), post.var(cells), post.count[cells] > 0
 
     def narrowing(self, rows: np.ndarray, group: int, *, client: str | None = None) -> float:
         """How wide the rows' cells on ``group`` still are, in [0, 1]: the mean of posterior sd / prior sd."""

@@ -11,10 +11,11 @@ that this strategy in this state makes this choice (its propensity), and the exp
 exploration replays exactly. ``observe`` takes one graded outcome. The methods:
 
 - :class:`Frozen`: LOCUS as trained (``locus_model.routing.route`` on the router's P under the guard);
-- :class:`Learning`: the learner's P and learned standing under the same guard; the server's single model is the
-  guard's incumbent every query stays on until the posterior says another candidate is better on the query's group
-  with probability ``LearningConfig.overturn``; a Thompson draw may explore within :class:`Exploration`'s budget
-  (only where outcomes arrive). ``mode="observe"`` serves frozen LOCUS and computes the learned choice beside it;
+- :class:`Learning`: the learner's P and learned standing under the same guard, and one rule over it: the incumbent
+  (the server's single model, else frozen LOCUS's choice) keeps the query until the posterior says another candidate
+  is better on it with probability ``LearningConfig.overturn``; a Thompson draw may explore within
+  :class:`Exploration`'s budget (only where outcomes arrive). ``mode="observe"`` serves frozen LOCUS and computes
+  the learned choice beside it;
 - :class:`Thompson`: the replay's baselines, Thompson sampling from Beta(1, 1) per query group (``per_group``) or
   over all queries at once (non-contextual).
 """
@@ -71,7 +72,7 @@ class Decision:
     why: str  # why this choice (and why it was or was not explored), in words
     probability: float  # the chance that this strategy, in this state, makes this choice (1: deterministic)
     seed: int | None  # the exploration draw's seed (None: no draw): np.random.default_rng(seed) replays it
-    by: str  # "pinned", "single", "learned" (the single model overturned by the outcomes), "router"
+    by: str  # "pinned", "single", "learned" (the incumbent overturned by the outcomes), "router"
     route: RouteDecision  # the ranking the choice came from (positions)
     p: np.ndarray  # (R,) P(correct) the strategy ranked on
     standing: np.ndarray  # (R,) the guard's standing it ranked under
@@ -216,7 +217,7 @@ class Learning(Strategy):
         d = _route(query, request, p, standing)
         if request.pinned is not None:
             return _pinned(query, request, d, p, standing)
-        position, by, why = self._guarded(query, request, d)
+        position, by, why = self._guarded(query, request, d, p)
         if self.mode == "observe":
             served = Frozen().decide(query, request)
             return replace(
@@ -264,15 +265,29 @@ class Learning(Strategy):
             seed=seed,
         )
 
-    def _guarded(self, query: Query, request: Request, d: RouteDecision) -> tuple[int, str, str]:
-        """(position, by, why): route's choice; under a single model, the single model unless a ranked candidate
-        beats it on the query's group with posterior probability >= overturn (then the best ranked of those)."""
-        x = request.single
-        if x is None or x not in d.ranking:  # no single model, or outside the request's caps
+    def _guarded(self, query: Query, request: Request, d: RouteDecision, p: np.ndarray) -> tuple[int, str, str]:
+        """(position, by, why): the incumbent -- the server's single model, else frozen LOCUS's choice -- keeps the
+        query unless the posterior says, with probability >= overturn, that its P on this query is below a ranked
+        candidate's learned P (then the best ranked of those). The incumbent's uncertainty decides, not the
+        candidate's: a candidate's overestimate corrects itself once it answers, an incumbent's underestimate never
+        does once it has lost its queries (five unlucky answers locked the best model out on traffic unlike the
+        benchmarks: docs/experiments.md, 2026-12-07). Its variance is its cell's posterior variance carried to the
+        query's P through the logit. Only outcomes overturn: with no outcome of the incumbent's cell, only candidates
+        with outcomes are compared."""
+        single = request.single is not None and request.single in d.ranking
+        x = request.single if single else _route(query, request, np.asarray(query.p, np.float64), query.standing).chosen
+        name = "the single model" if single else "frozen LOCUS's choice"
+        if x is None or x not in d.ranking:  # the incumbent is outside the request's caps
             return d.chosen, "router", "the best learned estimate under the guard"
-        mean, var = self.learner.moments(query.rows, query.group, client=query.client)
-        prob = ndtr((mean - mean[x]) / np.sqrt(np.maximum(var + var[x], 1e-12)))  # P(rate_j > rate_x), normal approx
+        if not single and x == d.chosen:
+            return x, "router", "the best learned estimate under the guard (frozen LOCUS's choice too)"
+        mean, var, answered = self.learner.moments(query.rows, query.group, client=query.client)
+        scale = (p * (1.0 - p)) / (mean * (1.0 - mean))
+        v = var * scale**2
+        prob = ndtr((p - p[x]) / np.sqrt(np.maximum(v[x], 1e-12)))  # P(P_x < P_j), normal approx
         prob[x] = 0.0
+        if not answered[x]:
+            prob[~answered] = 0.0
         ranked = np.asarray(d.ranking)
         better = ranked[prob[ranked] >= self.config.overturn]
         if len(better):
@@ -281,16 +296,16 @@ class Learning(Strategy):
                 j,
                 "learned",
                 (
-                    f"the graded outcomes overturned the single model: row {int(query.rows[j])} is better on this "
-                    f"query's group with posterior probability {prob[j]:.3f} (>= {self.config.overturn:g})"
+                    f"the graded outcomes overturned {name}: row {int(query.rows[j])} is better on this query with "
+                    f"posterior probability {prob[j]:.3f} (>= {self.config.overturn:g})"
                 ),
             )
         best = int(np.argmax(prob))
         return (
             x,
-            "single",
+            "single" if single else "router",
             (
-                f"the single model keeps the query: no candidate is better on its group with posterior probability >= "
+                f"{name} keeps the query: no candidate is better on it with posterior probability >= "
                 f"{self.config.overturn:g}" + (f" (the closest: {prob[best]:.3f})" if len(prob) > 1 else "")
             ),
         )

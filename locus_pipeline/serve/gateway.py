@@ -491,10 +491,14 @@ class Gateway:
         if d.by == "single":
             return {"by": "single", "why": f"the single model this server serves ({self.serve_reason}); {d.why}"}
         if d.by == "learned":
+            overturned = (
+                f"the single model {self.single_model} ({self.serve_reason})"
+                if self.single_model is not None
+                else "frozen LOCUS's choice"
+            )
             return {
                 "by": "learned",
-                "why": f"the single model {self.single_model} ({self.serve_reason}) overturned: "
-                + d.why.replace(f"row {d.chosen}", snap.names[d.chosen]),
+                "why": f"{overturned} overturned: " + d.why.replace(f"row {d.chosen}", snap.names[d.chosen]),
             }
         if self.single_model is not None and blocked is not None:
             return {

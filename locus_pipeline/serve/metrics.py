@@ -90,9 +90,9 @@ class Metrics:
             registry=r,
         )
         self.overturned = Counter(
-            "locus_single_overturned",
-            "requests the single model would have answered that the graded outcomes moved to another, by the model "
-            "chosen",
+            "locus_overturned",
+            "requests the guard's incumbent (the single model, else frozen LOCUS's choice) would have answered that "
+            "the graded outcomes moved to another, by the model chosen",
             ["model"],
             registry=r,
         )

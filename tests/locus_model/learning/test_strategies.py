@@ -63,6 +63,45 @@ def test_one_lucky_run_does_not_overturn_the_single_model() -> None:
     assert d.chosen == 0 and d.by == "single" and "closest" in d.why
 
 
+def test_a_candidate_answering_only_the_queries_it_is_strong_on_does_not_overturn_the_single_model() -> None:
+    """Selection is not skill: the second-best model, graded only on queries where the router gave it 0.97 (and
+    right on them as predicted), has a raw rate far above the single model's 0.8 on everything; it answered as
+    predicted, so its learned profile is where it started and the single model keeps the query. A model that does
+    better than predicted does take it (no exploration here: the guard's choice alone)."""
+    learning = _learning(explore=0.0)
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        learning.observe(0, 0, float(rng.random() < 0.8), 0.8)  # the single model: as predicted, on every query
+        learning.observe(1, 0, float(rng.random() < 0.97), 0.97)  # the candidate: as predicted, on its easy ones
+    d = learning.decide(_query(0, rng), Request(POLICY, single=0))
+    assert d.chosen == 0 and d.by == "single", d.why
+    for _ in range(200):
+        learning.observe(1, 0, 1.0, 0.6)  # now right where the router expected 0.6: better than its profile
+    d = learning.decide(_query(0, rng), Request(POLICY, single=0))
+    assert d.chosen == 1 and d.by == "learned", d.why
+
+
+def test_frozen_locus_choice_keeps_a_query_after_an_unlucky_start_and_loses_it_to_a_run_of_wrong_answers() -> None:
+    """Router mode has the same guard, with frozen LOCUS's choice as the incumbent: five wrong answers of the best
+    model do not hand its queries to the second best (whose 300 answers say 0.6); a run of wrong answers does. A router
+    that routed on learned means alone locked the best model out after such a start (traffic unlike the
+    benchmarks: 3.3 points below frozen on metabench)."""
+    rng = np.random.default_rng(5)
+    learning = _learning(explore=0.0)
+    for _ in range(300):
+        learning.observe(1, 0, float(rng.random() < 0.6), 0.6)
+    for _ in range(5):
+        learning.observe(0, 0, 0.0, 0.8)
+    q = _query(0, rng)
+    assert Frozen().decide(q, Request(POLICY)).chosen == 0
+    d = learning.decide(q, Request(POLICY))
+    assert d.chosen == 0 and d.by == "router" and "keeps the query" in d.why, d.why
+    for _ in range(40):
+        learning.observe(0, 0, 0.0, 0.8)
+    d = learning.decide(q, Request(POLICY))
+    assert d.chosen != 0 and d.by == "learned" and "overturned frozen LOCUS's choice" in d.why, d.why
+
+
 def test_a_pinned_model_is_never_moved_or_explored() -> None:
     learning = _learning(explore=1.0)
     for t in range(100):

@@ -44,7 +44,7 @@ def test_a_single_model_graded_0_on_every_answer_loses_its_traffic_within_50_out
         summary = gateway.summary()
     assert health["learn"] == "apply" and health["outcomes_loaded"] == outcomes and health["standing_moved"][SINGLE] < 0
     assert f'locus_learned_standing_shift{{model="{SINGLE}"}} -' in metrics
-    assert f'locus_learned_outcomes{{model="{SINGLE}"}}' in metrics and "locus_single_overturned_total" in metrics
+    assert f'locus_learned_outcomes{{model="{SINGLE}"}}' in metrics and "locus_overturned_total" in metrics
     assert f"standing moved: {SINGLE} -" in summary
     record = [r for _, _, r in built["home"].traffic_tail("decisions").read()][-1]
     assert record["serves"] in ("learned", "pinned") and record["learn"] == "apply"
