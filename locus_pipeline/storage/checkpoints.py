@@ -76,7 +76,7 @@ class Checkpoints:
             folder.mkdir(parents=True, exist_ok=True)
         return folder / f"locus-{checkpoint_id}.pt"
 
-    def save_checkpoint(self, write: Callable[[Path], None]) -> SavedCheckpoint:
+    def save_checkpoint(self, write: Callable[[Path], object]) -> SavedCheckpoint:
         """Store a new checkpoint: ``write(path)`` writes it to a local staging file, which is named by its bytes
         and published whole (a rename on a local home, one upload to an object store)."""
         staging = self.dir("checkpoints") / f".{uuid.uuid4().hex}.pt"

@@ -45,7 +45,9 @@ def defs():
     return load()
 
 
-def onboarding_tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None) -> dg.SensorResult:
+def onboarding_tick(
+    instance: dg.DagsterInstance, home: Path, cursor: str | None = None
+) -> dg.SensorResult | dg.SkipReason:
     result = onboarding_drop_folder(
         dg.build_sensor_context(
             instance=instance,
@@ -53,7 +55,8 @@ def onboarding_tick(instance: dg.DagsterInstance, home: Path, cursor: str | None
             resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()},
         )
     )
-    for add in getattr(result, "dynamic_partitions_requests", None) or []:
+    assert isinstance(result, (dg.SensorResult, dg.SkipReason))  # the sensor returns one of the two
+    for add in (result.dynamic_partitions_requests if isinstance(result, dg.SensorResult) else None) or []:
         instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
     return result
 
