@@ -61,6 +61,30 @@ def onboarding_tick(
     return result
 
 
+def requests_of(result: dg.SensorResult | dg.SkipReason) -> list[dg.RunRequest]:
+    """The runs a tick requested (a tick that skipped fails the test)."""
+    assert isinstance(result, dg.SensorResult), result
+    return list(result.run_requests or [])
+
+
+def text(value: dg.MetadataValue) -> str:
+    """A text or markdown metadata value's text."""
+    assert isinstance(value.value, str), value
+    return value.value
+
+
+def number(value: dg.MetadataValue) -> float:
+    """A numeric metadata value."""
+    assert isinstance(value.value, (int, float)), value
+    return value.value
+
+
+def partition(event: dg.AssetMaterialization) -> str:
+    """The partition of a materialization of a partitioned asset."""
+    assert event.partition is not None, event
+    return event.partition
+
+
 def run_onboarding(instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:
     """The request's run in process, as the daemon launches it: its partition or its range of partitions (tags)."""
     return (
