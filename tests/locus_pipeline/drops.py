@@ -61,7 +61,7 @@ def onboarding_tick(
     return result
 
 
-def requests_of(result: dg.SensorResult | dg.SkipReason) -> list[dg.RunRequest]:
+def requests_of(result: object) -> list[dg.RunRequest]:
     """The runs a tick requested (a tick that skipped fails the test)."""
     assert isinstance(result, dg.SensorResult), result
     return list(result.run_requests or [])
