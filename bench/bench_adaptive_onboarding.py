@@ -354,6 +354,7 @@ def capability_rows(bench_all, scores, held, candidates, args, start) -> list[di
                 if choice != "random" or n in args.sizes:
                     cap = estimator.estimate([evaluation])
                 if n in args.sizes:
+                    assert cap is not None  # estimated just above at every size
                     rows.append(
                         {
                             "model": int(h),

@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     methods = list(dict.fromkeys([*(m.strip() for m in args.methods.split(",") if m.strip()), "best_single"]))
     folds = [f for f in setup.splits if args.only_folds is None or f.index in args.only_folds]
     probs: dict[str, list[np.ndarray]] = {m: [] for m in [*methods, "oracle"]}
-    labels, fold_costs, files = [], [], []
+    labels: list[np.ndarray] = []
+    fold_costs: list[np.ndarray] = []
+    files: list[dict[str, str]] = []  # per fold: method -> its cached file
     for fold in folds:
         y = setup.scores[:, fold.test].astype(np.float64)
         files.append({})

@@ -66,6 +66,8 @@ def load_old(ref: str):
     path = SCRATCH / f"evaluations_{ref}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"evaluations_{ref}", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"{path}: not importable as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)

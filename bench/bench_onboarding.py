@@ -143,7 +143,8 @@ def measure_many(home: Path, instance, n_models: int, rows: int, timeout: float 
     good = "bench/good-after-many"
     evaluations(home, good, 128).to_csv(incoming / "good.csv.part", index=False)
     os.replace(incoming / "good.csv.part", incoming / "good.csv")
-    good_dropped, done = time.time(), {}
+    good_dropped = time.time()
+    done: dict[str, float] = {}  # "many" / "good" -> when its models were all in the pool
     while len(done) < 2 and time.time() - dropped < timeout:
         for what, models in (("many", many), ("good", {good})):
             if what not in done and pooled(home, models):

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from bench.common import CACHE, LABELS, RESULTS, fold_locus, protocol_setup
+from locus_model.evaluation.baselines import Baseline
 from locus_model.evaluation.methods import LocusMethod, make_method
 from locus_model.stats.metrics import score_predictions
 
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         labels = scores[:, fold.test]
         for name in methods:
+            method: Baseline
             if name == "locus":  # the fold's trained LOCUS as it is: nothing is refitted
                 method = LocusMethod(
                     router=fold_locus(setup, fold, args.fit_cache, args.tag, tuple(args.reuse_tags)),

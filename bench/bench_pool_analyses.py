@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -51,7 +52,8 @@ class RssSampler(threading.Thread):
 
     def __init__(self, interval: float = 0.1):
         super().__init__(daemon=True)
-        self.interval, self.samples, self._halt = interval, [], threading.Event()
+        self.interval, self._halt = interval, threading.Event()
+        self.samples: list[tuple[float, int, float]] = []
 
     def run(self) -> None:
         while not self._halt.is_set():
@@ -59,7 +61,7 @@ class RssSampler(threading.Thread):
             self.samples.append((time.time(), rss_bytes(), t.user + t.system))
             self._halt.wait(self.interval)
 
-    def stop(self) -> list[tuple[float, int]]:
+    def stop(self) -> list[tuple[float, int, float]]:
         self._halt.set()
         self.join()
         return self.samples
@@ -197,7 +199,7 @@ def run_synthetic(args) -> int:
         acc = pd.DataFrame({b: labels[:, benchmarks == b].mean(axis=1) for b in np.unique(benchmarks)}, index=names)
         ks = list(range(1, min(args.max_k, m) + 1))
         budgets = list(np.geomspace(np.nanmin(params), np.nansum(params), 12))
-        calls = {
+        calls: dict[str, Callable[[], object] | None] = {  # near_duplicates: set below, on resample_embeddings' draws
             "distance_vs_disagreement": lambda: distance_vs_disagreement(z, labels, names),
             "family_clustering": lambda: family_clustering(z, names, fams),
             f"portfolio_curve k_center (k 1..{ks[-1]})": lambda: portfolio_curve(z, probs, labels, names=names, ks=ks),
@@ -232,7 +234,9 @@ def run_synthetic(args) -> int:
             if args.skip and any(s in name for s in args.skip):
                 continue
             if name.startswith("near_duplicates"):
-                call = lambda: near_duplicates(resampled, names)  # noqa: E731
+                assert resampled is not None  # resample_embeddings is called before it (the order of calls)
+                drawn = resampled
+                call = lambda: near_duplicates(drawn, names)  # noqa: E731
             result, wall, peak = measure(call)
             if name.startswith("resample_embeddings"):
                 resampled = result

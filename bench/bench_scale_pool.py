@@ -40,7 +40,10 @@ DIM = 384
 
 
 def _vm_mb(key: str) -> float:
-    return int(re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) / 1024
+    found = re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text())
+    if found is None:
+        raise RuntimeError(f"/proc/self/status has no {key} line: the bench measures memory on Linux only")
+    return int(found.group(1)) / 1024
 
 
 def latency_summary(seconds) -> dict:
@@ -106,7 +109,7 @@ def decide_latency(model: Locus, z: np.ndarray, enc: np.ndarray, queries: int) -
 
     router = object.__new__(Gateway)
     router.config, router.metrics = ServeConfig(policy=RoutingPolicy(quality_weight=0.9)), Metrics()
-    router.batcher = Batcher()
+    router.batcher = Batcher()  # type: ignore[assignment]  # a stand-in with the two calls the gateway makes
     router.learning = None  # routing alone: the bench measures the decision, not learning
     router.single_model, router.serve_reason = None, "the router (a bench of the decision)"
 

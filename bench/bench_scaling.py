@@ -29,7 +29,10 @@ D, Q_POOL = 768, 16384
 
 
 def _vm(key: str) -> int:  # kB
-    return int(re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
+    found = re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text())
+    if found is None:
+        raise RuntimeError(f"/proc/self/status has no {key} line: the bench measures memory on Linux only")
+    return int(found.group(1))
 
 
 def measure(fn) -> tuple[float, float]:  # seconds, peak MB over the start

@@ -41,6 +41,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -139,7 +140,7 @@ async def open_loop(port: int, queries: list[str], rate: float, seed: int = 0) -
     """Poisson arrivals at ``rate`` per second, whatever the answers do; each request on an idle keep-alive
     connection (a new one when none is idle), timed from its scheduled arrival."""
     latencies, server_ms, errors = [], [], []
-    idle: list[tuple] = []
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []  # open connections, free to reuse
     arrivals = np.cumsum(np.random.default_rng(seed).exponential(1 / rate, len(queries)))
 
     async def one(text: str, due: float) -> None:
@@ -261,7 +262,7 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict, extra: tupl
             f"basis {health['cost_basis']}, RSS {rss_mb(server.pid)}, load {os.getloadavg()}",
             flush=True,
         )
-        out = {"load_before": os.getloadavg()}
+        out: dict[str, Any] = {"load_before": os.getloadavg()}
         asyncio.run(load(args.port, texts["warm"], args.concurrency))
         out["sequential_short"] = asyncio.run(load(args.port, texts["sequential"], 1))
         print(f"[{runtime}] sequential {out['sequential_short']}", flush=True)
@@ -398,7 +399,8 @@ def hostile(args) -> dict:
 
             good_p50(20)  # warm
             alone = good_p50(args.sequential)
-            stop, outcomes = threading.Event(), {k: [] for k in HOSTILE}
+            stop = threading.Event()
+            outcomes: dict[str, list[int]] = {k: [] for k in HOSTILE}  # kind -> the status codes it got
 
             def attack(kind: str) -> None:
                 with httpx.Client(base_url=url, timeout=120) as client:
@@ -473,7 +475,8 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     runtimes = [r.strip() for r in args.runtimes.split(",") if r.strip()]
-    learning = {"on": [()], "off": [("--no-learn",)], "both": [(), ("--no-learn",)]}[args.learning]
+    settings: dict[str, list[tuple[str, ...]]] = {"on": [()], "off": [("--no-learn",)], "both": [(), ("--no-learn",)]}
+    learning = settings[args.learning]  # the server's extra flags, one run each
     runs = [(r, extra) for r in runtimes for extra in learning]
 
     with tempfile.TemporaryDirectory(prefix="locus-bench-serve-") as tmp:

@@ -167,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     scores_all = matrix.scores.astype(np.float32)
     bench_all = np.asarray(matrix.benchmarks).astype(str)
     out = args.out or RESULTS / f"small_data_{args.suite}.json"
-    units, start, encoded = [], time.perf_counter(), {}
+    units: list[dict] = []
+    start = time.perf_counter()
+    encoded: dict[int, np.ndarray] = {}  # query column -> its encoding, across draws
     for size in args.models:
         n_models = None if size == "all" else int(size)
         for n_questions in args.questions:
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                             f"{fold.index}: " + " ".join(f"{m} {100 * v:.1f}" for m, v in unit["routing"].items()),
                             flush=True,
                         )
-    rows = summarise(units)
+    summary = summarise(units)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
         json.dumps(
@@ -225,13 +227,13 @@ def main(argv: list[str] | None = None) -> int:
                     **{k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                     "source": source,
                 },
-                "summary": rows,
+                "summary": summary,
                 "units": units,
             },
             indent=1,
         )
     )
-    print(markdown(rows))
+    print(markdown(summary))
     print(f"wrote {out}")
     return 0
 

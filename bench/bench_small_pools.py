@@ -27,6 +27,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -212,7 +213,10 @@ def summarise(units: list[dict], methods: list[str]) -> dict:
                 mine = [u for u in group if name in u["routing"]]
                 if not mine:
                     continue
-                row = {"routing": float(np.mean([u["routing"][name] for u in mine])), "units": len(mine)}
+                row: dict[str, Any] = {  # routing, units, then auc and the vs_<ref> intervals
+                    "routing": float(np.mean([u["routing"][name] for u in mine])),
+                    "units": len(mine),
+                }
                 if name != "oracle":
                     aucs = [u["auc"][name] for u in mine if u["auc"][name] == u["auc"][name]]
                     row["auc"] = float(np.mean(aucs)) if aucs else None

@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -149,8 +150,10 @@ def cached_fit_and_predict(cache: Path, tag: str, reuse_tags: tuple[str, ...] = 
 
 def save_fitted(path: Path, fitted: Fitted) -> None:
     """A fit's test probabilities, seconds and (LOCUS) guard in one .npz."""
-    guard = {} if fitted.standing is None else {"standing": fitted.standing, "margin": fitted.guard_margin}
-    np.savez(path, probs=fitted.probs, seconds=fitted.seconds, **guard)
+    if fitted.standing is None:
+        np.savez(path, probs=fitted.probs, seconds=fitted.seconds)
+    else:
+        np.savez(path, probs=fitted.probs, seconds=fitted.seconds, standing=fitted.standing, margin=fitted.guard_margin)
 
 
 def load_fitted(path: Path) -> Fitted:
@@ -211,7 +214,7 @@ def protocol_setup(
     holdout_models: float = 0.2,
     encoder: str = "all-MiniLM-L6-v2",
     runtime: str = "torch",
-    train_options: list[str] = (),
+    train_options: Sequence[str] = (),
 ) -> ProtocolSetup:
     """The folds, anchors, held-out models and LOCUS configs of `bench_accuracy.py --suite S --budgets B` with the
     same options (TrainConfig(device="cpu", seed) plus --train-option overrides)."""
@@ -249,7 +252,7 @@ def fold_locus(setup: ProtocolSetup, fold, cache: Path, tag: str = "", reuse_tag
 def apply_options(config, options: list[str], flag: str = "--train-option"):
     """A config dataclass (TrainConfig, LocusConfig) with NAME=VALUE overrides, each VALUE parsed as the field's
     current type; `flag` names the command-line option in the error."""
-    changes = {}
+    changes: dict[str, object] = {}
     for option in options:
         name, sep, value = option.partition("=")
         if not sep or not hasattr(config, name):

@@ -11,6 +11,7 @@ import json
 import pickle
 import sys
 from pathlib import Path
+from typing import Any
 
 from bench.common import CACHE
 from locus_model.evaluation.results import json_clean, save_results
@@ -39,7 +40,8 @@ def main() -> None:
     args = ap.parse_args()
     folder = CACHE / "stream" / f"streams_{args.suite}"
     for setting in args.set or [""]:
-        learning = LearningConfig(**{k: float(v) for k, v in (kv.split("=") for kv in setting.split(",") if kv)})
+        overrides: dict[str, Any] = {k: float(v) for k, v in (kv.split("=") for kv in setting.split(",") if kv)}
+        learning = LearningConfig(**overrides)  # NAME=VALUE,..., every value read as a float
         config = StreamConfig(learning=learning, n_boot=500)
         row, full = {}, {}
         for scenario in args.scenarios.split(","):

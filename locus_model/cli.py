@@ -477,6 +477,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from locus_model.routing.frontier_plot import plot_frontiers  # why: matplotlib only with --plot
 
+        assert costs is not None  # outside a replay (returned above), --plot is refused without --models-file
+
         print(
             "wrote "
             + str(

@@ -29,6 +29,9 @@ from locus_model.modules import ISAB, PMA, rowwise
 class Locus(nn.Module):
     """Set encoder (evaluation set -> model embedding) plus correctness predictor G."""
 
+    temperature: torch.Tensor  # () buffers, registered in __init__
+    logit_bias: torch.Tensor
+
     def __init__(self, config: LocusConfig) -> None:
         super().__init__()
         self.config = config

@@ -107,10 +107,11 @@ def fit_query_groups(encodings: np.ndarray, benchmarks: np.ndarray | None = None
     labels = None if benchmarks is None else np.asarray(benchmarks).astype(str)
     if labels is not None and len(labels) != len(x):
         raise ValueError(f"fit_query_groups: {len(labels)} benchmark labels for {len(x)} queries")
-    labelled = labels is not None and len(np.unique(labels)) >= 2
-    if labelled:
-        names, y = np.unique(labels, return_inverse=True)
-        names = tuple(str(n) for n in names)
+    labelled = False
+    if labels is not None and len(np.unique(labels)) >= 2:
+        labelled = True
+        uniques, y = np.unique(labels, return_inverse=True)
+        names = tuple(str(n) for n in uniques)
     else:
         k = max(1, min(CLUSTERS, len(x) // 8))
         y = KMeans(k, n_init=4, random_state=0).fit_predict(x) if k > 1 else np.zeros(len(x), int)

@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  Dagster runs          {dagster_home}  (make dev opens the UI)")
     if result.success:
         for event in result.get_asset_materialization_events():
-            materialization = event.event_specific_data.materialization
+            materialization = event.step_materialization_data.materialization
             if materialization.asset_key.to_user_string() == "locus_checkpoint":
                 url = materialization.metadata.get("mlflow_run")
                 print(f"  MLflow run            {url.value if url else '?'}")

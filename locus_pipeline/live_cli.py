@@ -137,6 +137,7 @@ def run_onboarding(home, manifest) -> str | None:
     with dg.DagsterInstance.from_config(dagster_home) as instance:
         requests, new = run_requests_for(manifest, instance.get_dynamic_partitions("onboarded_models"))
         (request,) = requests  # the answers of one model: one partition
+        assert request.run_key is not None  # run_requests_for keys every run by the file's sha256
         earlier = instance.get_runs(dg.RunsFilter(tags={RUN_KEY_TAG: request.run_key}), limit=1)
         if earlier:
             return earlier[0].run_id

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 from mlflow.models import ModelSignature
+from mlflow.pyfunc import PythonModel
 from mlflow.types import ColSpec, Schema
 
 from locus_model.data.encoding import encode_queries
@@ -28,7 +29,7 @@ from locus_model.routing import RoutingPolicy, route_many
 ARTIFACT_PATH = "locus_router"  # the logged model's name in the run
 
 
-class LocusPyfunc(mlflow.pyfunc.PythonModel):
+class LocusPyfunc(PythonModel):
     """P(correct) of (query, model) pairs, or each query's routed model."""
 
     def load_context(self, context) -> None:

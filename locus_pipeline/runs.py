@@ -68,7 +68,7 @@ def run_worker_pid(instance: dg.DagsterInstance, run_id: str) -> tuple[int, floa
         data = entry.dagster_event.engine_event_data if entry.dagster_event else None
         pid = (data.metadata or {}).get("pid") if data is not None else None
         if pid is not None and str(pid.value).isdigit():
-            return int(pid.value), entry.timestamp
+            return int(str(pid.value)), entry.timestamp
     return None
 
 

@@ -42,6 +42,21 @@ class Tracking(Protocol):
     def dagster_run_url(self, run_id: str) -> str: ...
 
 
+class TrainingTracking(Tracking, Protocol):
+    """What a training run logs through besides: the model registry and the MLflow UI's links."""
+
+    @property
+    def registered_model(self) -> str: ...
+
+    def register_version(
+        self, logged: Any, *, run_id: str, alias: str, description: str, tags: dict[str, str], version_description: str
+    ) -> str: ...
+
+    def run_url(self, experiment_id: str, run_id: str) -> str: ...
+
+    def experiment_url(self, experiment_id: str) -> str: ...
+
+
 ASSET = "locus_checkpoint"
 CURRENT_ALIAS = "current"  # the registered model's newest version: models:/locus@current
 REGISTERED_MODEL_DESCRIPTION = (
@@ -68,7 +83,7 @@ class TrainingRun:
     context.add_output_metadata(tracked.output_metadata())
     """
 
-    def __init__(self, tracking: Tracking, dagster_run_id: str, *, encoder: str) -> None:
+    def __init__(self, tracking: TrainingTracking, dagster_run_id: str, *, encoder: str) -> None:
         self.tracking, self.dagster_run_id, self.encoder = tracking, dagster_run_id, encoder
         self.dagster_run_url = tracking.dagster_run_url(dagster_run_id)
         self.run: Any = None  # the MLflow run, from entering on

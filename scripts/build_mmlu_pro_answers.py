@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=int, default=300, help="records per file whose extraction is checked")
     args = parser.parse_args(argv)
     models = pd.read_csv(ROOT / "data" / "mmlu-pro" / "models.csv")["model"].tolist()
-    rows, agreement = [], Counter()
+    rows: list[tuple[str, str, str, str | None]] = []  # (model, query_id, gold answer, the recorded prediction)
+    agreement: Counter[bool] = Counter()  # does our extraction agree with the published prediction?
     for model in models:
         seen = set()
         for n, entry in enumerate(records_of(args.git_dir, model), start=1):

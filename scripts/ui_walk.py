@@ -189,7 +189,8 @@ def descendants(root: int) -> set[int]:
                 continue
             fields = stat[stat.rindex(")") + 2 :].split()
             state_of[int(entry.name)], parent_of[int(entry.name)] = fields[0], int(fields[1])
-    found, frontier = set(), {root}
+    found: set[int] = set()
+    frontier = {root}
     while frontier:
         frontier = {pid for pid, parent in parent_of.items() if parent in frontier} - found
         found |= frontier

@@ -26,7 +26,7 @@ def unexplained_local_imports(source: str) -> list[int]:
         line
         for n in ast.walk(tree)
         if isinstance(n, (ast.Import, ast.ImportFrom))
-        for line in range(n.lineno, n.end_lineno + 1)
+        for line in range(n.lineno, (n.end_lineno or n.lineno) + 1)  # ast.parse sets end_lineno
     }
 
     def says_why(line: int) -> bool:

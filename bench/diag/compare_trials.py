@@ -113,12 +113,13 @@ def compare(
     if branch and models:
         raise SystemExit("--branch shares the epochs of one LocusConfig: give --model-a/--model-b without --branch")
     splits = [f for f in setup.splits if folds is None or f.index in folds]
-    probs = {"a": [], "b": []}
-    labels, seconds = [], {"a": [], "b": []}
+    probs: dict[str, list[np.ndarray]] = {"a": [], "b": []}  # trial -> per fold (M, Q_test)
+    labels: list[np.ndarray] = []
+    seconds: dict[str, list[float]] = {"a": [], "b": []}
     for fold in splits:
         both = branched_fold_probs(setup, fold, config_a, config_b, cache, tag_a, tag_b) if branch else None
         for name, config, tag in (("a", config_a, tag_a), ("b", config_b, tag_b)):
-            p, s = both[name] if branch else fold_probs(setup, fold, config, cache, tag, models.get(name))[:2]
+            p, s = both[name] if both is not None else fold_probs(setup, fold, config, cache, tag, models.get(name))[:2]
             probs[name].append(np.asarray(p, np.float64))
             seconds[name].append(s)
         labels.append(setup.scores[:, fold.test].astype(np.float64))

@@ -31,7 +31,7 @@ from bench.bench_small_data import HOLDOUTS, cell_budget, draw_cell, held_out_ro
 from bench.bench_small_pools import chosen_scores, interval
 from bench.common import RESULTS, apply_options, load_suite
 from locus_model.data.encoding import encode_queries
-from locus_model.evaluation.methods import fit_and_predict
+from locus_model.evaluation.methods import LocusMethod, fit_and_predict
 from locus_model.evaluation.splits import kfold_splits
 from locus_model.router import fit_router
 from locus_model.routing import routing_scores
@@ -64,15 +64,16 @@ def group_smoothing(scores: np.ndarray, membership: np.ndarray, floor: float = 1
 def locus_pair(scores, enc, bench, fold, trained, held, seed, train_config) -> tuple[dict, dict]:
     """({"locus_k1": probs, "locus_eb": probs, "locus_guarded": routing scores}, facts) of one unit: one training,
     two routers; locus_k1's P(correct) routed as the product routes it (under its router's guard) too."""
-    kept = {}
+    kept: dict[str, LocusMethod] = {}  # the fitted method, from on_fitted
     args = dict(scores=scores, encodings=enc, fold=fold, trained=trained, held=held, benchmarks=bench, seed=seed)
     fitted = fit_and_predict(name="locus", train_config=train_config, on_fitted=lambda m: kept.update(m=m), **args)
     probs = fitted.probs
     router, labels = kept["m"].router, kept["m"].benchmarks  # the labels LOCUS read: the test queries' blanked
+    assert router is not None  # fitted
     budget, val = fold.budget_and_val(scores)
     k = group_smoothing(budget[trained], router.groups.membership(enc, labels))
     eb, _ = fit_router(router.model, enc, budget[trained], val[trained], labels, smoothing=k)
-    probs_eb, _, _ = fit_and_predict(name="locus", router=eb, **args)
+    probs_eb = fit_and_predict(name="locus", router=eb, **args).probs
     facts = {"smoothing": k, "blend_eb": eb.blend.to_dict(), "blend_k1": router.blend.to_dict()}
     return {"locus_eb": probs_eb, "locus_k1": probs, "locus_guarded": fitted.routing_scores()}, facts
 

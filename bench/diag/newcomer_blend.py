@@ -29,6 +29,7 @@ from bench.bench_small_data import cell_budget, draw_cell, held_out_rows
 from bench.common import load_suite
 from bench.diag.case_folds import CaseFolds, case_folds, print_against
 from locus_model.data.encoding import encode_queries
+from locus_model.evaluation.methods import LocusMethod
 from locus_model.evaluation.splits import kfold_splits
 from locus_model.model import LocusConfig
 from locus_model.query_groups import fit_blend, group_proba
@@ -71,11 +72,13 @@ def grid_cell(n_models: int, n_questions: int, draw: int, seed: int = 0) -> Case
 
 def trained_router(case: CaseFolds, fold, config: TrainConfig) -> Router:
     """The fold's router as the protocol trains it (the default blend)."""
-    kept = {}
+    kept: dict[str, LocusMethod] = {}  # the fitted method, from on_fitted
     case.predict(
         "locus", fold, train_config=replace(config, seed=fold.index), on_fitted=lambda m: kept.setdefault("m", m)
     )
-    return kept["m"].router
+    router = kept["m"].router
+    assert router is not None  # fitted
+    return router
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.diag.case_folds import case_folds, print_against
+from locus_model.evaluation.methods import LocusMethod
 
 
 def _logit(p: np.ndarray) -> np.ndarray:
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         router = case.kept_router(args.fits, fold)
         if router is None:
             continue
-        kept = {}
+        kept: dict[str, LocusMethod] = {}  # the fitted method, from on_fitted
         case.predict("locus", fold, router, on_fitted=lambda m: kept.setdefault("m", m))
         method = kept["m"]
         rows = np.concatenate([np.arange(len(case.trained)), len(case.trained) + np.arange(len(case.held))])
@@ -87,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         seen = np.flatnonzero(~np.isnan(own).all(axis=0))
         p_test, p_own = method.predict_proba(rows, fold.test), method.predict_proba(rows, seen)
         for s in args.strengths:
-            p = p_test if s == "none" else with_offsets(p_test, accuracy_offsets(p_own, own[:, seen], float(s)))
+            shifted = p_test if s == "none" else with_offsets(p_test, accuracy_offsets(p_own, own[:, seen], float(s)))
             out = np.empty((len(case.scores), len(fold.test)), np.float32)
-            out[order] = p
+            out[order] = shifted
             probs.setdefault(f"locus_{s}", []).append(out)
         best = case.predict("best_single", fold)
         probs.setdefault("best_single", []).append(best)

@@ -25,8 +25,9 @@ import json
 import os
 import time
 from collections import defaultdict
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -205,7 +206,7 @@ def run_task(
         progress=False,
         n_boot=50,
     )
-    row = {
+    row: dict[str, Any] = {
         "trial": trial,
         "suite": suite,
         "budget": budget,
@@ -248,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
     import multiprocessing as mp
 
     with ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as pool, args.out.open("a") as out:
-        pending = {}
+        pending: dict[Future[dict], tuple] = {}  # a running task -> its arguments
         queue = list(tasks)
         while queue or pending:
             while (

@@ -108,9 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         return out
 
     epochs.validate = traced  # the epochs' validations only
-    probs, seconds, _ = fit_and_predict(
-        **{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False}
-    )
+    fitted = fit_and_predict(**{**setup.fit_args("locus", fold), "model_config": model_config, "progress": False})
+    probs, seconds = fitted.probs, fitted.seconds
     print(
         json.dumps(
             {

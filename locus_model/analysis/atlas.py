@@ -162,8 +162,8 @@ def write_atlas(
             f"{where}: got {len(fams)} families for {len(z)} models. "
             "How to fix: pass one family per model ('' when unknown)."
         )
-    onboarded, portfolio_set = set(onboarded), set(portfolio)
-    fams = [ONBOARDED if not f and n in onboarded else f for f, n in zip(fams, names)]
+    onboarded_set, portfolio_set = set(onboarded), set(portfolio)
+    fams = [ONBOARDED if not f and n in onboarded_set else f for f, n in zip(fams, names)]
     unknown = sorted(portfolio_set - set(names))
     if unknown:
         raise ValueError(

@@ -75,6 +75,7 @@ class FamilyClustering:
         """One row per cluster at the cut, largest first: size, its most common families and a few members."""
         if self.clusters is None:
             return pd.DataFrame(columns=["cluster", "models", "top_families", "majority_share", "members"])
+        assert self.families is not None  # a cut is made only where families are given
         t = pd.DataFrame({"model": list(self.names), "family": list(self.families), "cluster": self.clusters})
         rows = []
         for c, g in t[t["cluster"] >= 0].groupby("cluster"):
@@ -131,6 +132,7 @@ class FamilyClustering:
             for tick in ax.get_xticklabels():
                 tick.set_color(colours.get(family_of.get(tick.get_text(), ""), UNKNOWN_COLOUR))
             entries = list(colours.items())
+            assert branch is not None  # computed above wherever families are given
             if MIXED_COLOUR in branch[m:]:
                 entries.append(("several families", MIXED_COLOUR))
             if "" in self.families:
@@ -302,6 +304,7 @@ class PoolClustering:
         for g, s in self.scored().items():
             if s is self.main:
                 continue
+            assert s.families is not None and s.clusters is not None  # scored(): cut, so families are given
             group_of, cluster_of = dict(zip(s.names, s.families)), dict(zip(s.names, s.clusters))
             table = table.assign(
                 **{

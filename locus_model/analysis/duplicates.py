@@ -77,6 +77,7 @@ def resample_embeddings(
                     f"{len(sets)} evaluation sets. How to fix: return one row per set, in order."
                 )
         else:
+            assert embed_fn is not None  # checked above: embed_fn or embed_many is given
             row = np.stack([np.asarray(embed_fn(i, y), dtype=np.float64) for i, y in subsets])
         out.append(row)
     return np.stack(out)  # (R, M, d)

@@ -122,7 +122,9 @@ def pam_swap(d: np.ndarray, start: Sequence[int], *, max_iter: int = 100) -> lis
         cost[chosen] = np.inf
         # each medoid's best candidate, its cost summed again directly (as one sum over models) so that
         # exchanges of equal cost compare as equal and the first medoid position wins, whatever the rounding above
-        best = (current - 1e-12 * max(current, 1.0), None, None)
+        best_cost = current - 1e-12 * max(current, 1.0)
+        best_pos: int | None = None
+        best_h: int | None = None
         for pos in range(k):
             h = _argmin(cost[:, pos])
             if not np.isfinite(cost[h, pos]):
@@ -130,12 +132,12 @@ def pam_swap(d: np.ndarray, start: Sequence[int], *, max_iter: int = 100) -> lis
             others = np.delete(dm, pos, axis=0)
             without = others.min(axis=0) if len(others) else np.full(m, np.inf)  # (M,)
             exact = np.minimum(without, d[h]).sum()
-            if exact < best[0]:
-                best = (exact, pos, h)
-        if best[1] is None:
+            if exact < best_cost:
+                best_cost, best_pos, best_h = exact, pos, h
+        if best_pos is None or best_h is None:  # set together: no exchange lowers the cost
             break
-        chosen[best[1]] = best[2]
-        current = best[0]
+        chosen[best_pos] = best_h
+        current = best_cost
     return sorted(chosen)
 
 

@@ -100,7 +100,8 @@ def _last_rows_win(rows: dict[str, SplitRows]) -> tuple[np.ndarray, np.ndarray, 
         keep = ~key.duplicated(keep="last").to_numpy()
         duplicate_rows[split] = int((~keep).sum())
         kept.append((r.prompt_id[keep], r.model[keep], r.label[keep], np.full(int(keep.sum()), s, np.int8)))
-    return (*(np.concatenate([k[c] for k in kept]) for c in range(4)), duplicate_rows)
+    prompt_id, model, label, split_code = (np.concatenate([k[c] for k in kept]) for c in range(4))
+    return prompt_id, model, label, split_code, duplicate_rows
 
 
 def _query_order(pid: np.ndarray, question_position: dict[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

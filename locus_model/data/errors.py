@@ -13,7 +13,7 @@ import gzip
 import io
 import zlib
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import Iterator
 
 EVALUATION_SUFFIXES = (".csv", ".csv.gz", ".parquet")
 CUT_OR_CORRUPT = (EOFError, OSError, zlib.error)  # gzip: cut (EOFError), not gzip/CRC (BadGzipFile), bad data (zlib)
@@ -76,7 +76,7 @@ class RecordError(Exception):
     """The csv module could not read a record (the error path only)."""
 
 
-def open_binary(path: Path) -> BinaryIO:
+def open_binary(path: Path) -> gzip.GzipFile | io.BufferedReader:
     return gzip.open(path, "rb") if suffix_of(path) == ".csv.gz" else open(path, "rb")
 
 

@@ -229,11 +229,11 @@ def _parse_error(path: Path, err: Exception, n_columns: int) -> EvaluationDataEr
             "again",
         )
     found = re.search(r"in line (\d+)", message)
-    row = int(found.group(1)) - 1 if found else None  # pandas counts the header as line 1
+    at_row = int(found.group(1)) - 1 if found else None  # pandas counts the header as line 1
     return EvaluationDataError(
         f"the CSV cannot be parsed ({message})",
         file=path,
-        row=row,
+        row=at_row,
         fix="check quoting and the number of fields per line",
     )
 
@@ -249,7 +249,7 @@ def _csv_chunks(
     """The CSV's rows in chunks, every column text (``categorical`` ones as categoricals)."""
     header = _csv_header(path)
     check_columns(header, required, path)
-    dtype = defaultdict(lambda: str, {c: "category" for c in categorical})
+    dtype: defaultdict[str, type[str] | str] = defaultdict(lambda: str, {c: "category" for c in categorical})
 
     def readable(step):  # noqa: ANN001, ANN202 (pandas raises these while it reads, at any chunk)
         try:

@@ -129,9 +129,10 @@ def bounded(limits: DropLimits | None = None) -> Iterator[Budget]:
     if outer is not None:
         yield outer
         return
-    token = _CURRENT.set(Budget(limits or DropLimits()))
+    current = Budget(limits or DropLimits())
+    token = _CURRENT.set(current)
     try:
-        yield _CURRENT.get()
+        yield current
     finally:
         _CURRENT.reset(token)
 

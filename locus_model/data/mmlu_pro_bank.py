@@ -108,7 +108,8 @@ def split_query(query: str) -> tuple[str, list[str]]:
     An option holding a line that itself starts with a later letter and ". " would split wrongly; the vendored
     bank has none (tested)."""
     parts = _OPTION_LINE.split(query)
-    question, options = parts[0], []
+    question = parts[0]
+    options: list[str] = []
     for part in parts[1:]:
         letter = CHOICES[len(options)] if len(options) < len(CHOICES) else None
         if letter is not None and part.startswith(f"{letter}. "):

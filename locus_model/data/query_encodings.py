@@ -5,12 +5,12 @@ pipeline's tables and reports) goes through these two functions."""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypeAlias
 
 import numpy as np
 import pandas as pd
 
-Encodings = pd.DataFrame | Mapping[str, np.ndarray]
+Encodings: TypeAlias = pd.DataFrame | Mapping[str, np.ndarray]
 
 
 class MissingEncodingError(KeyError, ValueError):
@@ -49,7 +49,7 @@ def encoding_matrix(encodings: Encodings, query_ids: Sequence | None = None, *, 
             vectors = vectors[query_rows(encodings, query_ids, what=what)]
         return np.stack(vectors).astype(np.float32) if len(vectors) else np.zeros((0, 0), np.float32)
     ids = [str(q) for q in (encodings if query_ids is None else query_ids)]
-    found = np.array([q in encodings for q in ids], dtype=bool)
+    found = np.array([q in encodings for q in ids], dtype=np.bool_)
     if not found.all():
         raise _missing(ids, found, what)
     return np.stack([np.asarray(encodings[q], np.float32) for q in ids]) if ids else np.zeros((0, 0), np.float32)

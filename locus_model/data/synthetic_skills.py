@@ -124,7 +124,7 @@ def _size_tag(params_b: float) -> str:
 
 def _model_specs(spec: SyntheticSize) -> list[dict]:
     """One dict per model, in pool order: base model, then its finetunes; re-uploads last."""
-    rows = []
+    rows: list[dict] = []
     for fam in spec.families:
         for size in fam.sizes:
             base = f"synth-{fam.name}-{_size_tag(size)}"
@@ -423,7 +423,7 @@ def make_synthetic_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFr
     slope = _vec(SIZE_SLOPE)
     noise = MODEL_SKILL_SD * rng_models.standard_normal((len(specs), K))  # (M, K)
     skills = np.zeros((len(specs), K))
-    index = {}
+    index: dict[str, int] = {}  # model -> its row
     for i, s in enumerate(specs):
         if s["duplicate_of"]:
             skills[i] = skills[index[s["duplicate_of"]]]
@@ -437,7 +437,7 @@ def make_synthetic_tables(size: str = "small", seed: int = 0) -> tuple[pd.DataFr
         index[s["model"]] = i
 
     # Queries: benchmark blocks in EmbedLLM's order, random subtopic, text unique across the pool.
-    plan = [(b.name, b.subtopics, n) for b, n in zip(BENCHMARKS, _benchmark_counts(spec.n_queries))]
+    plan = [(b.name, list(b.subtopics), n) for b, n in zip(BENCHMARKS, _benchmark_counts(spec.n_queries))]
     bench, sub, texts = query_texts(rng_text, plan)
     Q = len(texts)
     by_name = {b.name: b for b in BENCHMARKS}

@@ -92,7 +92,7 @@ def refine_embeddings(
     model,
     encodings: np.ndarray,
     sets: Sequence[EvaluationSet],
-    prior_scale: np.ndarray,
+    prior_scale: np.ndarray | float | np.floating,
     *,
     z0: np.ndarray | None = None,
     steps: int = 50,

@@ -239,13 +239,13 @@ class Estimator:
     def router_means(self, sets: Sequence[EvaluationSet]) -> np.ndarray:  # (M, K)
         """The router's mean P(correct) over each benchmark's queries for newcomers embedded from their answers (one
         forward pass of the set encoder, their group profiles from the same answers)."""
-        self._need_router("router_means")
+        encodings = self._need_router("router_means")
         dense = np.full((len(sets), self.coding_.Q), np.nan, np.float32)
         for m, (idx, s) in enumerate(sets):
             dense[m, np.asarray(idx, np.int64)] = s
-        z = self.router_.embed(self.encodings_, sets)
-        profiles = self.router_.profiles(self.encodings_, dense, self.prior_.benchmarks)
-        mean = self.coding_.means(self.router_.proba(z, profiles, self.encodings_))
+        z = self.router_.embed(encodings, sets)
+        profiles = self.router_.profiles(encodings, dense, self.prior_.benchmarks)
+        mean = self.coding_.means(self.router_.proba(z, profiles, encodings))
         return np.where(np.isnan(mean), 0.5, mean)
 
     def router_error_at(self, n: int) -> np.ndarray:
@@ -304,23 +304,23 @@ class Estimator:
         return choose_adaptive(gain, widths, np.asarray(candidates, dtype=bool) & ~seen, k, level=self.config.level)
 
     # ------------------------------------------------------------------------------------------------- the embedding
-    def _need_router(self, what: str) -> None:
+    def _need_router(self, what: str) -> np.ndarray:
+        """The queries' encodings (Q, D), or a ValueError where the router or the encodings were not given."""
         if self.router_ is None or self.encodings_ is None:
             raise ValueError(
                 f"Estimator.{what} needs the router and the queries' encodings. How to fix: "
                 "fit(..., router=, encodings=)"
             )
+        return self.encodings_
 
     def embedding(self, sets: Sequence[EvaluationSet]) -> Posterior:
         """The newcomers' refined embeddings with their Laplace spread (embedding.py), the prior's scale the encoder's
         error at the sets' median size (measured once per size on the pool's training models)."""
-        self._need_router("embedding")
+        encodings = self._need_router("embedding")
         n = max(int(np.median([len(i) for i, _ in sets])), 1)
         if n not in self.spreads_:
-            self.spreads_[n] = encoder_spread(
-                self.router_.model, self.encodings_, self.training_, n, seed=self.config.seed
-            )
-        return refine_embeddings(self.router_.model, self.encodings_, sets, self.spreads_[n])
+            self.spreads_[n] = encoder_spread(self.router_.model, encodings, self.training_, n, seed=self.config.seed)
+        return refine_embeddings(self.router_.model, encodings, sets, self.spreads_[n])
 
     def answers_like(
         self,

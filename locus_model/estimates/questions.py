@@ -118,6 +118,7 @@ def choose_adaptive(
         if rank is None:
             useful = (gain[left] > 0).any(axis=0)  # benchmarks some question left can still narrow
         else:
+            assert codes is not None  # given with rank (the docstring)
             useful = np.bincount(codes[left], minlength=gain.shape[1]) > 0
         order = [b for b in np.argsort(-var, kind="stable") if useful[b]]
         if not order:  # nothing narrows anything: the lowest candidates, in order

@@ -50,7 +50,9 @@ def fit_reference_map(accuracy: np.ndarray, reference: pd.DataFrame, *, alpha: f
     )
 
 
-def reference_estimates(capability: Capability, ref: ReferenceMap, *, seed: int = 0) -> tuple[np.ndarray, ...]:
+def reference_estimates(
+    capability: Capability, ref: ReferenceMap, *, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(estimate, lo, hi), each (M, R): the map of the accuracy estimates, its interval from the map of every
     accuracy draw plus the map's residual spread."""
     draws = ref.predict(capability.draws)  # (M, S, R)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from locus_model.query_groups import SMOOTHING, fit_groups, group_proba, group_profiles, group_rates
+from locus_model.query_groups import SMOOTHING, QueryGroups, fit_groups, group_proba, group_profiles, group_rates
 from locus_model.stats.metrics import brier, routing_accuracy
 
 
@@ -65,7 +65,7 @@ class Baseline(ABC):
 # ---------------------------------------------------------------------------------------------- non-parametric
 
 
-def append_anchor_scores(method: Baseline, scores: np.ndarray) -> np.ndarray:
+def append_anchor_scores(method: KNNRouter | PerBenchmark | QueryGroupTable, scores: np.ndarray) -> np.ndarray:
     """Onboarding of a method that keeps every model's own anchor scores (``method.scores``): append the held-out
     models' rows; returns their row indices."""
     encodings = method._require_fit()
@@ -107,13 +107,14 @@ class KNNRouter(Baseline):
             return
 
         rows = np.arange(self.n_fitted_models)
-        best = None
+        best: tuple[tuple[float, float], int] | None = None
         for k in self.config.ks:
             self.k = k
             probs = self.predict_proba(rows, val_q)
             key = (routing_accuracy(probs, val_scores[:, val_q]), -brier(probs, val_scores[:, val_q]))
             if best is None or key > best[0]:
                 best = (key, k)
+        assert best is not None  # ks is not empty: the constructor read ks[0]
         self.k = best[1]
 
     def onboard(self, scores: np.ndarray) -> np.ndarray:
@@ -229,7 +230,7 @@ class QueryGroupTable(Baseline):
         super().__init__()
         self.benchmarks = benchmarks  # (Q,) labels, "" where one must not be read (test queries), or None
         self.scores = np.zeros((0, 0), np.float32)
-        self.groups = None
+        self.groups: QueryGroups | None = None  # set by fit, with the encodings
 
     def fit(self, encodings: np.ndarray, train_scores: np.ndarray, val_scores: np.ndarray | None = None) -> None:
         self.encodings = np.asarray(encodings, dtype=np.float32)
@@ -242,6 +243,7 @@ class QueryGroupTable(Baseline):
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
         encodings = self._require_fit()
+        assert self.groups is not None  # fit sets the groups with the encodings
         profiles = group_profiles(
             self.groups, encodings, self.scores[np.asarray(model_rows, dtype=np.int64)], self.benchmarks
         )

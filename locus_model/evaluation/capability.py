@@ -224,12 +224,15 @@ def _method_capability(
     method has nothing to run on (no router, no IRT). ``embedded``: (the encoder's spread at n, the sets'
     embeddings) when there is a model. router_eb records its prior's sd in ``out``."""
     if method == "product":
+        assert fold.estimator is not None  # fitted wherever "product" is among the methods
         return fold.estimator.estimate(sets)
     if method == "locus":
+        assert embedded is not None  # LOCUS runs with its model, and the sets are embedded wherever there is one
         spread, z0 = embedded
         post = refine_embeddings(model, encodings, sets, spread, z0=z0)
         return router_capability(router, encodings, benchmarks, post, sets, samples=samples, seed=seed)
     if method == "locus_encoder":
+        assert embedded is not None  # as for "locus"
         spread, z0 = embedded
         prior = Posterior(
             mean=z0,
@@ -301,6 +304,7 @@ def _unseen_figures(
     """The held-out models asked n questions the pool never answered: the product's, the completion's and the
     observed estimates; with a router, copies of in-training models recognised by the refined embedding alone."""
     estimator = fold.unseen_estimator
+    assert estimator is not None  # the caller runs these figures only where the fold has one
     sets = _draw_sets(scores, held, fold.unseen_queries, n, rng)
     caps = {
         "product": estimator.estimate(sets),
@@ -316,6 +320,7 @@ def _unseen_figures(
         sources = rng.choice(len(trained), size=min(identity_models, len(trained)), replace=False)
         copies = _draw_sets(scores, trained[sources], fold.unseen_queries, n, rng)
         post = estimator.embedding(copies)
+        assert fold.pool_z is not None  # a router comes with its model, which embedded the pool
         order, _ = answer_likeness(copies, estimator.prior_.scores, fold.pool_z, post, samples=samples, seed=seed)
         out[f"identity_unseen.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
 
@@ -420,6 +425,7 @@ def capability_evaluation(
         copies = _draw_sets(scores, trained[sources], train_queries, n, rng)
         if model is None:
             continue
+        assert embedded is not None and fold.pool_z is not None  # both computed wherever there is a model
         post = refine_embeddings(model, encodings, copies, embedded[0])
         order, prob = answer_likeness(copies, scores[trained], fold.pool_z, post, samples=samples, seed=seed)
         out[f"identity.{n}.hit_at_1"] = float((order[:, 0] == sources).mean())
@@ -455,7 +461,8 @@ def capability_folds(
     held-out models), "folds": [...]}.
     trainer: (fold, train_locus's keyword arguments) -> the trained Router, in place of train_locus (a caller's
     cache)."""
-    folds, per_model = [], {}
+    folds: list[dict] = []
+    per_model: dict[tuple[str, str, int], list[np.ndarray]] = {}  # (kind, method, n) -> per fold (H,) errors
     for fold in splits:
         t0 = time.perf_counter()
         train = np.full((len(trained), scores.shape[1]), np.nan, np.float32)

@@ -73,6 +73,7 @@ class _IRTNet(_LatentNet):
     def __init__(self, n_models: int, query_dim: int, cfg: LatentConfig) -> None:
         super().__init__(n_models, query_dim, cfg)
         nn.init.normal_(self.models, std=0.1 * cfg.prior_std)
+        self.item: nn.Module  # phi (Q, D) -> (a, b) (Q, dim + 1)
         if cfg.hidden > 0:
             self.item = nn.Sequential(nn.Linear(query_dim, cfg.hidden), nn.GELU(), nn.Linear(cfg.hidden, cfg.dim + 1))
         else:
@@ -187,6 +188,7 @@ class _LatentBaseline(Baseline):
         """MAP fit of each new model's vector with every shared parameter frozen (convex: logistic regression)."""
         encodings = self._require_fit()
         assert self.net is not None
+        net = self.net  # the closure below reads the fitted net
         scores = check_scores(scores, len(encodings), "scores")
         rows = np.arange(len(self.vectors), len(self.vectors) + len(scores))
         if len(scores) == 0:
@@ -200,7 +202,7 @@ class _LatentBaseline(Baseline):
 
         def closure() -> torch.Tensor:
             opt.zero_grad()
-            logits = self.net.logits(new, phi)  # (H, Qa)
+            logits = net.logits(new, phi)  # (H, Qa)
             bce = (F.binary_cross_entropy_with_logits(logits, targets, reduction="none") * mask).sum(dim=1)
             prior = new.pow(2).sum(dim=1) / (2 * self.config.prior_std**2)
             loss = ((bce + prior) / counts).sum()  # separable: each model's own MAP objective

@@ -16,7 +16,7 @@ from locus_model.evaluation.splits import Fold
 from locus_model.model_config import LocusConfig
 from locus_model.router import PoolScorer, Router
 from locus_model.routing.policy import DEFAULT_GUARD, guard_margins, routing_scores
-from locus_model.training import TrainConfig, train_locus
+from locus_model.training import TrainConfig, TrainResult, train_locus
 
 METHODS = ("locus", "embedllm_mf", "irt", "knn", "query_groups", "per_benchmark", "best_single", "oracle")
 BASELINES: dict[str, type[Baseline]] = {
@@ -47,7 +47,7 @@ class LocusMethod(Baseline):
         self.router = router  # given: used as it is; else the one fit trains
         self.benchmarks = benchmarks  # (Q,) query labels for the query groups, "" where unread (test), or None
         self.scorer: PoolScorer | None = None  # the in-training models' rows, then the onboarded ones
-        self.train_result = None
+        self.train_result: TrainResult | None = None
 
     def _device(self) -> str:
         return getattr(self.train_config, "device", "cpu") if self.train_config is not None else "cpu"
@@ -86,24 +86,28 @@ class LocusMethod(Baseline):
             self.router = self.router.with_noise(self.encodings, val_scores, *rows)
         self.scorer = self.router.scorer(rows, device=self._device())
 
-    def onboard(self, scores: np.ndarray) -> np.ndarray:
+    def _fitted(self) -> tuple[np.ndarray, Router, PoolScorer]:
+        """(encodings, router, scorer) once fitted (a RuntimeError before)."""
         encodings = self._require_fit()
-        rows = np.arange(len(self.scorer.names), len(self.scorer.names) + len(scores))
+        assert self.router is not None and self.scorer is not None  # fit sets both with the encodings
+        return encodings, self.router, self.scorer
+
+    def onboard(self, scores: np.ndarray) -> np.ndarray:
+        encodings, router, scorer = self._fitted()
+        rows = np.arange(len(scorer.names), len(scorer.names) + len(scores))
         if len(scores):
-            self.scorer = self.scorer.extended(
-                *self.router.pool_rows(encodings, scores, self.benchmarks, device=self._device())
-            )
+            self.scorer = scorer.extended(*router.pool_rows(encodings, scores, self.benchmarks, device=self._device()))
         return rows
 
     def predict_proba(self, model_rows: np.ndarray, query_idx: np.ndarray) -> np.ndarray:
-        encodings = self._require_fit()
-        return self.scorer.proba(encodings[np.asarray(query_idx)], np.asarray(model_rows))
+        encodings, _, scorer = self._fitted()
+        return scorer.proba(encodings[np.asarray(query_idx)], np.asarray(model_rows))
 
     def standing(self, model_rows: np.ndarray) -> np.ndarray:
         """(len(model_rows),) the standing of these rows (fitted models first, then the onboarded: onboard's rows),
         what the guard leans toward."""
-        self._require_fit()
-        return self.scorer.standing[np.asarray(model_rows)]
+        _, _, scorer = self._fitted()
+        return scorer.standing[np.asarray(model_rows)]
 
 
 class Fitted(NamedTuple):
@@ -152,11 +156,14 @@ def make_method(
     if name == "query_groups":
         return QueryGroupTable(benchmarks)
     if name in ("embedllm_mf", "irt"):
-        method = BASELINES[name](baseline_config) if baseline_config is not None else BASELINES[name]()
-        method.config = replace(method.config, seed=seed)
-        return method
-    if name in ("knn", "per_benchmark"):
-        return BASELINES[name](baseline_config)
+        latent_class = MatrixFactorization if name == MatrixFactorization.name else IRT
+        latent = latent_class(baseline_config) if baseline_config is not None else latent_class()
+        latent.config = replace(latent.config, seed=seed)
+        return latent
+    if name == "knn":
+        return KNNRouter(baseline_config)
+    if name == "per_benchmark":
+        return PerBenchmark(baseline_config)
     if name in BASELINES:
         return BASELINES[name]()
     raise ValueError(f"unknown method {name!r}; choose from {list(METHODS)}")
@@ -213,6 +220,7 @@ def fit_and_predict(
     if isinstance(method, LocusMethod):  # its rows in the matrix's order: the fitted ones, then the onboarded
         order = np.empty(len(scores), np.int64)
         order[trained], order[held] = np.arange(len(trained)), held_rows
+        assert method.router is not None  # fitted above
         margin = guard_margins(guard_margin, method.router.query_noise(np.asarray(encodings)[np.asarray(fold.test)]))
         return Fitted(probs, time.perf_counter() - t0, method.standing(order), margin)
     return Fitted(probs, time.perf_counter() - t0)

@@ -53,7 +53,10 @@ def score_folds(
     """Every method's test-query metrics per fold and group (per benchmark too); the oracle knows the labels. A
     method with a guard (LOCUS) routes each group's queries by its routing scores among the group's labelled models
     (methods.Fitted.routing_scores)."""
-    empty = lambda: {m: {g: [] for g in groups} for m in methods}  # noqa: E731
+
+    def empty() -> dict[str, dict[str, list]]:
+        return {m: {g: [] for g in groups} for m in methods}
+
     out = FoldScores(empty(), empty(), empty(), {g: [] for g in groups}, empty())
     for fold in splits:
         labels = scores[:, fold.test]  # (M, Qte)
@@ -66,7 +69,7 @@ def score_folds(
                     continue
                 r = fit.routing_scores(rows, ~np.isnan(y))
                 in_bench = {b: bench[fold.test] == b for b in sorted(set(bench[fold.test]))}
-                result = score_predictions(p, y, r)
+                result: dict[str, Any] = score_predictions(p, y, r)  # the metrics, then per_benchmark: {b: metrics}
                 result["per_benchmark"] = {
                     b: score_predictions(p[:, c], y[:, c], r[:, c])
                     for b, c in in_bench.items()

@@ -186,7 +186,7 @@ def bootstrap_draws(
     draws: dict[str, dict[str, list[np.ndarray]]] = {name: {k: [] for k in point[name]} for name in probs}
     for start in range(0, n_boot, 256):  # chunks bound memory at (256, Q_k)
         size = min(n_boot, start + 256) - start
-        per_stratum = {name: [] for name in probs}
+        per_stratum: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in probs}
         for k, y in enumerate(labels):
             weights = resample_weights(rng, y.shape[1], size)
             for name, ss in stats.items():

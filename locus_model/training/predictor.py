@@ -152,6 +152,7 @@ def finetune_predictor(model: Locus, train_np: np.ndarray, data: Inputs, val: Va
         by_noise[f"val_loss_at_noise_{ratio:g}"] = info["val_loss_after"]
         if kept_state is None or info["val_loss_after"] < finetune["val_loss_after"]:
             finetune, kept_state = {**info, "noise": ratio}, copy.deepcopy(model.state_dict())
+    assert kept_state is not None  # TrainConfig holds at least one finetune_noise ratio
     model.load_state_dict(kept_state)
     finetune.update(by_noise)
     return finetune

@@ -27,7 +27,7 @@ MODELS_PER_WEIGHT = 2  # the refit runs only with at least this many training mo
 def pooled_features(model: Locus, enc: torch.Tensor, sets: list) -> torch.Tensor:  # (M, d)
     """The set encoder's pooled features of evaluation sets, before its output layer."""
     out = model.out
-    model.out = torch.nn.Identity()
+    model.out = torch.nn.Identity()  # type: ignore[assignment]  # a swap undone below: the features before `out`
     try:
         return embed_sets(model, enc, sets)
     finally:
@@ -74,20 +74,20 @@ def refit_output(
     h_val = pooled_features(model, data.enc, val.sets)
     trained = (model.out.weight.clone(), model.out.bias.clone())
     before = validate(model, data.enc, val, model.out(h_val))[0]
-    info = {
+    info: dict[str, float | None] = {
         "alpha": None,
         "val_loss_before": before,
         "val_loss_after": before,
         "latent_r2_before": _r2(model.out(h), latents.vectors),
     }
-    best = trained
+    best, best_loss = trained, before
     for alpha in cfg.refit_alphas:
         w, b = ridge(h, latents.vectors, alpha)
         loss = validate(model, data.enc, val, h_val @ w.T + b)[0]
         info[f"val_loss_at_alpha_{alpha:g}"] = loss
-        if loss < info["val_loss_after"]:
+        if loss < best_loss:
             info.update(alpha=alpha, val_loss_after=loss)
-            best = (w, b)
+            best, best_loss = (w, b), loss
     model.out.weight.copy_(best[0])
     model.out.bias.copy_(best[1])
     info["latent_r2_after"] = _r2(model.out(h), latents.vectors)

@@ -152,12 +152,12 @@ def train_branches(
             torch.get_rng_state(),
             data.gen.get_state(),
             copy.deepcopy(data.rng.bit_generator.state),
-            torch.cuda.get_rng_state(device) if cuda else None,
         )
+        cuda_state = torch.cuda.get_rng_state(device) if cuda else None
         for branch in train_configs:
             torch.set_rng_state(states[0])
-            if cuda:
-                torch.cuda.set_rng_state(states[3], device)
+            if cuda_state is not None:
+                torch.cuda.set_rng_state(cuda_state, device)
             data.gen.set_state(states[1])
             data.rng.bit_generator.state = copy.deepcopy(states[2])
             kept = copy.deepcopy(model) if len(train_configs) > 1 else model

@@ -87,7 +87,7 @@ def pool_embeddings_reproducible(context: dg.AssetCheckExecutionContext, home: L
             rows = pool[pool["model_key"].isin(keys)]
         again, pending = embed_again(home, checkpoint, rows)
     result = compare_embeddings(pool, again)
-    scope = (
+    scope: dict[str, str | float] = (
         {"scope": f"model key(s) {', '.join(keys[:20])}" + (f" and {len(keys) - 20} more" if len(keys) > 20 else "")}
         if keys is not None
         else {

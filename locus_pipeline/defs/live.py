@@ -4,6 +4,7 @@ requests their onboarding run (onboarding_job: the pool row, its check, its near
 onboard`` (locus_pipeline/live/onboard.py); the options are declared once (locus_pipeline/live/options.py)."""
 
 from dataclasses import MISSING
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from pydantic import Field, create_model
@@ -18,7 +19,7 @@ from locus_pipeline.storage import LocusHome
 def _config_fields() -> dict:
     """The run config's fields: every live onboarding option (locus_pipeline.live.options, described by its help)
     and the models config it reads."""
-    fields = {
+    fields: dict[str, tuple[object, Any]] = {  # name -> (its type, its pydantic Field)
         "models_config": (
             str,
             Field(description="Path of the YAML or JSON models config (locus serve's --models-config)."),
@@ -33,13 +34,22 @@ def _config_fields() -> dict:
     return fields
 
 
-LiveOnboardingConfig = create_model(
-    "LiveOnboardingConfig",
-    __base__=dg.Config,
-    __module__=__name__,
-    __doc__="What ``locus onboard`` takes on its command line.",
-    **_config_fields(),
-)
+if TYPE_CHECKING:  # the model built below, as the checker can see it: the op reads models_config by name, the
+    # options' fields through model_dump()
+
+    class LiveOnboardingConfig(dg.Config):
+        models_config: str
+
+        def __init__(self, **values: Any) -> None: ...
+
+else:
+    LiveOnboardingConfig = create_model(
+        "LiveOnboardingConfig",
+        __base__=dg.Config,
+        __module__=__name__,
+        __doc__="What ``locus onboard`` takes on its command line.",
+        **_config_fields(),
+    )
 
 
 @dg.op(

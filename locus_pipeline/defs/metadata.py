@@ -96,7 +96,8 @@ PREVIEW_ROWS = 10  # markdown tables in the UI's report are cut to this many row
 def shorten_tables(markdown: str, name: str, max_rows: int = PREVIEW_ROWS) -> str:
     """Every markdown table longer than ``max_rows`` rows cut to its first ``max_rows``, with a line saying how
     many more there are and where (the asset's Parquet output, warehouse/<name>.parquet)."""
-    out, block = [], []
+    out: list[str] = []
+    block: list[str] = []  # the lines of the markdown table being read
 
     def flush() -> None:
         rows = block[2:]  # header and separator first
@@ -164,10 +165,13 @@ def ui_png_markdown(png: Path, max_px: int = UI_FIGURE_PX) -> str:
     """A PNG as an inline markdown image for the UI's metadata viewer, scaled down to ``max_px`` wide so that the
     modal shows all of it (a wider image is clipped there, not scaled). The report file keeps the full PNG."""
     with Image.open(png) as image:
-        if image.width > max_px:
-            image = image.resize((max_px, round(image.height * max_px / image.width)), Image.LANCZOS)
+        scaled = (
+            image.resize((max_px, round(image.height * max_px / image.width)), Image.Resampling.LANCZOS)
+            if image.width > max_px
+            else image
+        )
         buffer = io.BytesIO()
-        image.save(buffer, format="PNG", optimize=True)
+        scaled.save(buffer, format="PNG", optimize=True)
     return f"![{Path(png).stem}](data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()})"
 
 

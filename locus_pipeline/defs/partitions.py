@@ -8,9 +8,11 @@ import dagster as dg
 from locus_pipeline.runs import RANGE_END_TAG, RANGE_START_TAG
 
 # Keys are locus_model.data.contract.safe_model_key(model name): ASCII, no "/", ".." or spaces; the sensor adds them.
-onboarded_models = dg.DynamicPartitionsDefinition(name="onboarded_models")
+ONBOARDED_MODELS = "onboarded_models"  # the definition's name (its `name` attribute is typed Optional)
+onboarded_models = dg.DynamicPartitionsDefinition(name=ONBOARDED_MODELS)
 # One per pool model with graded traffic (locus serve's outcomes), keyed the same way; the traffic sensor adds them.
-traffic_models = dg.DynamicPartitionsDefinition(name="traffic_models")
+TRAFFIC_MODELS = "traffic_models"
+traffic_models = dg.DynamicPartitionsDefinition(name=TRAFFIC_MODELS)
 
 PARTITION_TAG = "dagster/partition"
 
@@ -19,7 +21,10 @@ def key_ranges(keys: Sequence[str], order: Sequence[str]) -> list[tuple[str, str
     """The fewest (first, last) ranges of ``order`` (the partitions in insertion order, Dagster's order of a
     dynamic partitions definition) that cover exactly ``keys``: one when the keys were added together, more
     when some of them were onboarded before (they sit earlier, among other models)."""
-    wanted, ranges, start, last = set(keys), [], None, None
+    wanted = set(keys)
+    ranges: list[tuple[str, str]] = []
+    start: str | None = None
+    last = ""  # the range's last key so far, set with start
     for key in order:
         if key in wanted:
             start, last = start or key, key
@@ -40,13 +45,13 @@ def run_model_keys(instance: dg.DagsterInstance, tags: Mapping[str, str]) -> lis
         return [tags[PARTITION_TAG]]
     if RANGE_START_TAG not in tags:
         return None
-    keys = list(instance.get_dynamic_partitions(onboarded_models.name))
+    keys = list(instance.get_dynamic_partitions(ONBOARDED_MODELS))
     ends = [tags[RANGE_START_TAG], tags[RANGE_END_TAG]]
     missing = [key for key in ends if key not in keys]
     if missing:
         raise dg.Failure(
             description=f"the run's partition range {ends[0]}...{ends[1]} names {', '.join(missing)}, "
-            f"no longer a partition of {onboarded_models.name} (a model removed since)",
+            f"no longer a partition of {ONBOARDED_MODELS} (a model removed since)",
             metadata={
                 "how_to_fix": "launch the run again for the models still to onboard (drop their "
                 "file again, or pick their partitions in the UI)"

@@ -5,7 +5,7 @@ import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import dagster as dg
 import numpy as np
@@ -268,7 +268,7 @@ class MlflowTracking(dg.ConfigurableResource):
         return changed
 
     @contextmanager
-    def start_run(self, run_name: str, tags: dict[str, str]) -> Iterator[Any]:
+    def start_run(self, run_name: str, tags: Mapping[str, str]) -> Iterator[Any]:
         # why: mlflow (seconds to import) loads when a run logs, not with the code location
         import mlflow
 
@@ -284,7 +284,7 @@ class MlflowTracking(dg.ConfigurableResource):
             for key, value in EXPERIMENT_KIND.items():  # an experiment made before the tag existed
                 if experiment.tags.get(key) != value:
                     mlflow.MlflowClient().set_experiment_tag(experiment_id, key, value)
-        with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=tags) as run:
+        with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=dict(tags)) as run:
             yield run
 
     def register_version(
@@ -362,8 +362,8 @@ class MlflowTracking(dg.ConfigurableResource):
         client = mlflow.MlflowClient(self.uri)
         for key, value in metrics.items():
             client.log_metric(run_id, key, float(value))
-        for key, value in tags.items():
-            client.set_tag(run_id, key, value)
+        for key, text in tags.items():
+            client.set_tag(run_id, key, text)
 
     def dagster_run_url(self, run_id: str) -> str:
         return f"{self.dagster_ui_url}/runs/{run_id}"

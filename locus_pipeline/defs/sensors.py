@@ -24,7 +24,14 @@ from locus_model.data.contract import safe_model_key
 from locus_pipeline.defs.assets import traffic
 from locus_pipeline.defs.checks import REJECTION_CHECK
 from locus_pipeline.defs.jobs import locus_job, onboarding_job, pool_job, pool_removal_job, reports_refresh_job
-from locus_pipeline.defs.partitions import key_ranges, onboarded_models, range_tags, traffic_models
+from locus_pipeline.defs.partitions import (
+    ONBOARDED_MODELS,
+    TRAFFIC_MODELS,
+    key_ranges,
+    onboarded_models,
+    range_tags,
+    traffic_models,
+)
 from locus_pipeline.defs.resources import DropFolderIntake
 from locus_pipeline.runs import fail_dead_runs, retries_of_crashed_runs
 from locus_pipeline.storage import LocusHome
@@ -95,7 +102,8 @@ def coalesced_requests(manifests, known: Sequence[str] = ()) -> tuple[list[dg.Ru
     seen = set(known) | {e.model_key for m in manifests if m not in small for e in m.models}
     if len(small) < 2 or any(key in seen for key in keys):  # one file, or models known or in a large file: a run each
         small = []
-    requests, new = [], []
+    requests: list[dg.RunRequest] = []
+    new: list[str] = []  # model keys that are not partitions yet
     for manifest in (m for m in manifests if m not in small):
         r, n = run_requests_for(manifest, [*known, *new])
         requests, new = requests + r, new + n
@@ -180,7 +188,7 @@ def onboarding_drop_folder(
             f"{len(pending)} accepted file(s) wait until the queued onboarding run starts; then they share one run"
         )
         pending = []
-    known = list(context.instance.get_dynamic_partitions(onboarded_models.name)) if context.instance else []
+    known = list(context.instance.get_dynamic_partitions(ONBOARDED_MODELS)) if context.instance else []
     if context.instance is not None and pending:  # one file, one run: `locus onboard` may have run it already
         ran = [
             m
@@ -281,7 +289,9 @@ def reports_after_pool_change(context: dg.SensorEvaluationContext) -> dg.SensorR
                 f"{reports_refresh_job.name} run(s)); the reports follow the pool once it ends"
             )
         retries = [
-            r for r in retries_of_crashed_runs(instance, reports_refresh_job.name)[0] if r.run_key.startswith(f"{key}:")
+            r
+            for r in retries_of_crashed_runs(instance, reports_refresh_job.name)[0]
+            if r.run_key is not None and r.run_key.startswith(f"{key}:")  # a retry always has its run key
         ]
         if not retries:
             last = next(
@@ -359,7 +369,7 @@ def traffic_sensor(context: dg.SensorEvaluationContext, home: LocusHome) -> dg.S
         for name, n in since.items()
         if n >= traffic.MIN_NEW_ANSWERS and (graded.get(name) or len(clients.get(name, ())) >= 2)
     )
-    known = set(context.instance.get_dynamic_partitions(traffic_models.name)) if context.instance else set()
+    known = set(context.instance.get_dynamic_partitions(TRAFFIC_MODELS)) if context.instance else set()
     keys = {name: safe_model_key(name) for name in due}
     cursor = json.dumps(
         {

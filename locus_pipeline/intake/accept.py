@@ -12,6 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Mapping
 
@@ -171,7 +172,8 @@ def intake_file(
         return _reject(folder, path, err, name, "notread", now)
     sha = sha256_entry(path)
     stem = entry_stem(now, sha, name)
-    base = dict(
+    base = partial(  # the manifest's fields known before reading
+        Manifest,
         stem=stem,
         original_name=name,
         sha256=sha,
@@ -186,7 +188,7 @@ def intake_file(
     if duplicate is not None:
         if _changed(path, before):
             return Intake("changed", path, None, sha)
-        manifest = Manifest(**base, rows=0, models=[], duplicate_of=duplicate)
+        manifest = base(rows=0, models=[], duplicate_of=duplicate)
         os.replace(path, folder.accepted / stem)
         write_text_atomic(folder.accepted / f"{stem}{MANIFEST_SUFFIX}", manifest.to_json())
         return Intake("duplicate", path, folder.accepted / stem, sha, manifest)
@@ -201,7 +203,7 @@ def intake_file(
         if _changed(path, before):
             return Intake("changed", path, None, sha)
         folder.home.append_outcome_records(records)  # ids from the file's sha256: taken twice, counted once
-        manifest = Manifest(**base, rows=len(records), models=[])
+        manifest = base(rows=len(records), models=[])
         os.replace(path, folder.accepted / stem)
         write_text_atomic(folder.accepted / f"{stem}{MANIFEST_SUFFIX}", manifest.to_json())
         return Intake("accepted", path, folder.accepted / stem, sha, manifest)
@@ -226,7 +228,7 @@ def intake_file(
             return _reject(folder, path, err, name, sha, now)
         if _changed(path, before):
             return Intake("changed", path, None, sha)
-        manifest = Manifest(**base, rows=rows, models=models)
+        manifest = base(rows=rows, models=models)
         os.replace(staging, folder.accepted / f"{stem}{PARTS_SUFFIX}")
         os.replace(path, folder.accepted / stem)
         write_text_atomic(folder.accepted / f"{stem}{MANIFEST_SUFFIX}", manifest.to_json())  # the commit

@@ -119,7 +119,8 @@ def scan_incoming(
     counts as "just written"). ``accepted/`` and ``rejected/`` are not entries.
     """
     now = time.time() if now is None else now
-    ready, settling = [], []
+    ready: list[Path] = []
+    settling: list[Path] = []
     if not folder.incoming.exists():
         return ready, settling
     entries = []
@@ -176,7 +177,7 @@ def unusable_entries(folder: DropFolder) -> list[tuple[Path, str]]:
     """Entries of ``incoming/`` that are never read, with the reason: symlinks (and anything neither a file nor a
     folder). Folders are read (harness outputs; a folder that holds none is rejected by intake, with the reason).
     Hidden and in-progress names are not listed: they are the writers' convention (write, then rename)."""
-    out = []
+    out: list[tuple[Path, str]] = []
     if not folder.incoming.exists():
         return out
     for path in sorted(folder.incoming.iterdir()):

@@ -58,7 +58,7 @@ def recover_orphans(
     moving the file and the commit) and files held under a hidden name in incoming/ (killed during a recovery
     or a re-take); a killed intake's hidden staging folder is removed (the file it was made from is never in it).
     Call it under the intake lock. Returns what was recovered."""
-    out = []
+    out: list[Intake] = []
     if not folder.accepted.exists():
         return out
     for staging in folder.accepted.glob(f".*{PARTS_SUFFIX}.*.tmp"):  # a killed intake's parts; its file is still in

@@ -105,8 +105,8 @@ def _take_in(folder: DropFolder, outcome: TickOutcome, limits: IntakeLimits, now
         if result.manifest is not None:
             manifests.append(result.manifest)
             claimed.update({m.model_key: m.model for m in result.manifest.models})
-        if result.status == "accepted":
-            outcome.accepted.append(result.manifest)
+            if result.status == "accepted":  # an accepted intake always has its manifest
+                outcome.accepted.append(result.manifest)
         if result.rejection is not None:
             rejections.append(result.rejection)
 
@@ -151,6 +151,7 @@ def _take_in(folder: DropFolder, outcome: TickOutcome, limits: IntakeLimits, now
             continue
         name = printable(path.name)
         if result.status == "duplicate":
+            assert result.manifest is not None  # a duplicate's manifest names the earlier file
             notes.append(
                 f"{name} was already onboarded (accepted/{printable(result.manifest.duplicate_of)}); nothing to do"
             )
@@ -159,6 +160,7 @@ def _take_in(folder: DropFolder, outcome: TickOutcome, limits: IntakeLimits, now
                 f"{name}: {result.reason}" if result.reason else f"{name} changed while being read; retrying next tick"
             )
         elif result.status == "accepted":
+            assert result.manifest is not None  # written with the accepted file
             models = ", ".join(f"{printable(m.model)} ({m.evaluations})" for m in result.manifest.models[:10])
             notes.append(
                 f"accepted {name}: {result.manifest.rows} rows; "

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import httpx
 import numpy as np
@@ -46,6 +46,9 @@ from locus_pipeline.live.options import OnboardConfig, OnboardError
 from locus_pipeline.live.rounds import Rounds
 from locus_pipeline.serve.config import ModelsConfig, Upstream
 from locus_pipeline.tracking import Tracking
+
+if TYPE_CHECKING:
+    from locus_pipeline.storage import LocusHome
 
 MMLU_PRO = REPO_ROOT / "data" / "mmlu-pro"  # the question bank: its questions, answers and grading
 Publish = Callable[[Manifest], "str | None"]  # starts the onboarding run of an accepted file; returns its id
@@ -112,7 +115,7 @@ class _Collection:
     """One session of asking an endpoint: the answers so far (the home's log, resumed), the money spent, the calls
     refused, and why it stopped."""
 
-    home: object
+    home: LocusHome
     config: OnboardConfig
     models: ModelsConfig
     upstream: Upstream
@@ -229,6 +232,7 @@ def collect_answers(
     known = set(questions["query_id"])
     done = [r for r in log if r["query_id"] in known]
     resumed = len(done)
+    assert config.choice is not None  # OnboardConfig fills in the library's default when made
     rounds = Rounds(home, questions, choice=config.choice, until=config.until)
     if done:  # resumed: the next round starts from what was answered
         rounds.estimate(done)
@@ -285,6 +289,7 @@ def onboard_rows(home, model: str, rows: pd.DataFrame, *, publish: Publish | Non
             f"the drop folder's intake did not accept the answers of {model!r}: "
             f"{handed.rejection.summary()} (see incoming/{handed.rejection.reason_file})"
         )
+    assert handed.manifest is not None  # taken in: accepted, or a duplicate of an earlier file
     return str(folder.accepted / handed.manifest.stem), handed.published
 
 
@@ -301,6 +306,7 @@ def log_to_mlflow(
     # why: mlflow loads only when the run is logged (not with --no-mlflow)
     import mlflow
 
+    assert config.choice is not None  # OnboardConfig fills in the library's default when made
     tags = {
         "locus/kind": "live-onboarding",
         "locus/model": config.endpoint,
@@ -356,6 +362,7 @@ def onboard_endpoint(
     MLflow run is logged (None: not logged). ``dagster_run_id``: the Dagster run asking (live_onboarding_job), linked
     from the MLflow run when no onboarding run was started here. ``progress(line)``: one line per round."""
     start = time.monotonic()
+    assert config.choice is not None  # OnboardConfig fills in the library's default when made
     answers, facts = collect_answers(home, config, models, progress, data=data)
     rows = evaluation_rows(config.endpoint, answers)
     stored, run_id = onboard_rows(home, config.endpoint, rows, publish=publish)

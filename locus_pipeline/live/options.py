@@ -85,8 +85,9 @@ def add_options(p: argparse.ArgumentParser) -> None:
             p.add_argument(flag, type=kind, default=default, help=help.replace("%", "%%"))
 
 
-def config_from(values: typing.Mapping[str, object]) -> OnboardConfig:
-    """The OnboardConfig of parsed flags or a run config (other keys ignored)."""
+def config_from(values: typing.Mapping[str, typing.Any]) -> OnboardConfig:
+    """The OnboardConfig of parsed flags or a run config (other keys ignored; the values as argparse or the run
+    config typed them)."""
     return OnboardConfig(**{name: values[name] for name, *_ in options() if name in values})
 
 

@@ -72,6 +72,7 @@ class Rounds:
 
     def progress(self, answers: int, spent: float) -> str:
         """The round's line: answers so far, spend, the widest 90% interval and its benchmark, what the target needs."""
+        assert self.capability is not None  # estimate() runs before each round's line
         name, width = self.capability.widest()
         more = self.more_needed()
         self.lines.append(

@@ -7,7 +7,10 @@ import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from locus_pipeline.storage.files import StorageError, checkpoint_id, is_remote, put_file
 
@@ -57,13 +60,23 @@ def _load_checkpoint(path: str, mtime_ns: int):
 class Checkpoints:
     """The checkpoint half of LocusHome (a mixin: it uses the home's ``path``, ``dir`` and ``read_table``)."""
 
+    if TYPE_CHECKING:  # the home's, which LocusHome gives its mixins
+
+        @property
+        def path(self) -> Any: ...
+        def dir(self, *parts: str) -> Path: ...
+        def relative(self, path: Any) -> str: ...
+        def read_table(
+            self, name: str, *, partition: str | None = None, columns: list[str] | None = None
+        ) -> pd.DataFrame: ...
+
     def checkpoint_file(self, checkpoint_id: str) -> Any:
         folder = self.path / "checkpoints"
         if not is_remote(folder):
             folder.mkdir(parents=True, exist_ok=True)
         return folder / f"locus-{checkpoint_id}.pt"
 
-    def save_checkpoint(self, write: Callable[[Path], None]) -> SavedCheckpoint:
+    def save_checkpoint(self, write: Callable[[Path], object]) -> SavedCheckpoint:
         """Store a new checkpoint: ``write(path)`` writes it to a local staging file, which is named by its bytes
         and published whole (a rename on a local home, one upload to an object store)."""
         staging = self.dir("checkpoints") / f".{uuid.uuid4().hex}.pt"

@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from locus_pipeline.storage.files import StorageError
 
 
 class LiveAnswers:
     """The live-answers half of LocusHome (a mixin: it uses the home's paths and locks)."""
+
+    if TYPE_CHECKING:  # the home's, which LocusHome gives its mixins
+
+        @property
+        def location(self) -> str: ...
+        @property
+        def path(self) -> Any: ...
+        @property
+        def remote(self) -> bool: ...
+        def lock(self, name: str, *, blocking: bool = True) -> AbstractContextManager[bool]: ...
 
     def live_answers_path(self, model_key: str) -> Any:
         return self.path / "live" / f"{model_key}.jsonl"

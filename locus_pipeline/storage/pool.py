@@ -5,8 +5,9 @@ estimates in ``onboarded/estimates/``): their read-modify-writes, each under its
 from __future__ import annotations
 
 import difflib
+from contextlib import AbstractContextManager
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,18 @@ POOL = "model_embeddings"
 
 class PoolAndStores:
     """The pool and store half of LocusHome (a mixin: it uses the home's paths, tables, locks and checkpoints)."""
+
+    if TYPE_CHECKING:  # the home's, which LocusHome gives its mixins
+
+        @property
+        def path(self) -> Any: ...
+        def relative(self, path: Any) -> str: ...
+        def table_path(self, name: str, partition: str | None = None) -> Any: ...
+        def read_table(
+            self, name: str, *, partition: str | None = None, columns: list[str] | None = None
+        ) -> pd.DataFrame: ...
+        def lock(self, name: str, *, blocking: bool = True) -> AbstractContextManager[bool]: ...
+        def load_checkpoint(self, checkpoint_id: str) -> PoolCheckpoint: ...
 
     # ------------------------------------------------------------------ the pool
 
@@ -76,8 +89,8 @@ class PoolAndStores:
         kept: list[str] = []
 
         def change(current: pd.DataFrame | None) -> pd.DataFrame:
-            rows = current[current["model"].astype(str) == name] if current is not None else current
-            if rows is None or rows.empty:
+            rows = current[current["model"].astype(str) == name] if current is not None else pd.DataFrame()
+            if current is None or rows.empty:
                 near = (
                     difflib.get_close_matches(name, current["model"].astype(str).tolist(), n=3)
                     if current is not None

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import io
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -92,7 +93,9 @@ class SegmentWriter:
         limit = retention.remote_segment_mb if self.remote else retention.segment_mb
         self.max_bytes, self.max_age = int(limit * (1 << 20)), retention.segment_minutes * 60
         self._lock = threading.Lock()
-        self._seq, self._path, self._handle, self._started = 0, None, None, 0.0
+        self._seq, self._started = 0, 0.0
+        self._path: Any = None  # the current segment (a Path or UPath); None before the first and after a failure
+        self._handle: io.BufferedWriter | None = None  # the current local segment, open to append
         self._buffer, self._dirty = bytearray(), False  # object storage: the current segment, uploaded whole
 
     def _rotate(self) -> None:
@@ -141,6 +144,7 @@ class SegmentWriter:
             if sync:
                 self._upload()
             return
+        assert self._handle is not None  # a local segment is open: _rotate opened it where there was none
         self._handle.write(data)
         self._handle.flush()
         if sync:
@@ -182,7 +186,8 @@ class QueuedWriter:
 
     def __init__(self, writer: SegmentWriter, *, max_queued: int = 10_000) -> None:
         self.writer, self.max_queued = writer, max_queued
-        self.dropped, self.failed, self.failing = 0, 0, None  # records dropped (queue full), lost (store failing)
+        self.dropped, self.failed = 0, 0  # records dropped (queue full), lost (store failing)
+        self.failing: str | None = None  # the last write error while the store fails
         self._queue: list[list[dict]] = []
         self._queued = 0
         self._busy = False
@@ -435,13 +440,18 @@ def prune(folder: Any, retention: Retention, *, now: float | None = None) -> lis
 
 def _mtime(info: dict) -> float:
     stamp = info.get("LastModified") or info.get("mtime") or info.get("created")
-    if hasattr(stamp, "timestamp"):
+    if stamp is not None and hasattr(stamp, "timestamp"):
         return stamp.timestamp()
     return float(stamp) if stamp is not None else time.time()
 
 
 class TrafficLog:
     """The traffic-log half of LocusHome (a mixin: it uses the home's paths)."""
+
+    if TYPE_CHECKING:  # the home's, which LocusHome gives its mixins
+
+        @property
+        def path(self) -> Any: ...
 
     def traffic_folder(self, kind: str) -> Any:
         if kind not in KINDS:
@@ -512,7 +522,9 @@ class TrafficLog:
         routed with that checkpoint (their encodings are its encoder's)."""
         decisions = {str(r["request_id"]): r for _, _, r in self.traffic_tail("decisions").read() if "request_id" in r}
         secret = self.traffic_secret()
-        rows, seen, resets = [], set(), {}
+        rows: list[dict] = []
+        seen: set[str] = set()
+        resets: dict[str, list[dict]] = {}  # model -> its reset records
         for segment, end, r in self.traffic_tail("outcomes").read():
             if "reset" in r:
                 resets.setdefault(str(r["reset"]), []).append(r)

@@ -22,7 +22,9 @@ def choices(probs: np.ndarray, costs: np.ndarray, weights, rows: np.ndarray) -> 
     known[rows] = True
     c = np.broadcast_to(np.nan_to_num(costs, nan=0.0)[:, None], probs.shape).copy()
     c[~known] = np.nan
-    return rule_curve(probs, np.zeros(probs.shape), c, known, weights).chosen
+    chosen = rule_curve(probs, np.zeros(probs.shape), c, known, weights).chosen
+    assert chosen is not None
+    return chosen
 
 
 def test_the_bench_runs_the_library_frontier_on_the_cached_fits(tmp_path, monkeypatch):

@@ -53,7 +53,9 @@ def test_the_dockerfile_installs_what_make_setup_installs() -> None:
 
 def test_the_image_is_pinned_and_offline_at_run_time() -> None:
     text = (REPO / "Dockerfile").read_text(encoding="utf-8")
-    python = re.search(r'requires-python = ">=(\d+\.\d+)', (REPO / "pyproject.toml").read_text()).group(1)
+    found = re.search(r'requires-python = ">=(\d+\.\d+)', (REPO / "pyproject.toml").read_text())
+    assert found, "pyproject.toml names no requires-python"
+    python = found.group(1)
     assert re.search(rf"^FROM python:{re.escape(python)}\.\d+-slim-\w+$", text, flags=re.M)  # a patch version
     assert "HF_HUB_OFFLINE=1" in text and "TRANSFORMERS_OFFLINE=1" in text and "LOCUS_CACHE_DIR=" in text
     assert "image only:" in text and "dagster-k8s==0.29.27" in (REPO / "docs" / "deploy.md").read_text()

@@ -79,7 +79,8 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 @pytest.mark.parametrize("package", ["locus_model", "locus_pipeline"])
 def test_no_import_cycle(package: str) -> None:
     graph = _import_graph(LIBRARY.parent / package, package)
-    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
+    cycle = _cycle(graph)
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -119,13 +120,12 @@ def _imports(path: Path) -> tuple[list[tuple[int, str]], list[int]]:
     source = path.read_text(encoding="utf-8")
     found = []
     for node in ast.walk(ast.parse(source)):
-        names = (
-            [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module]
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-            else []
-        )
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        else:
+            continue
         found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith("locus_model.")]
     return found, unexplained_local_imports(source)
 

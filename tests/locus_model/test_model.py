@@ -7,6 +7,7 @@ import torch
 
 from locus_model.infer import embed_evaluation_sets, predict_proba
 from locus_model.model import Locus, load_checkpoint, save_checkpoint
+from locus_model.modules import ISAB
 from tests.locus_model.tiny_locus import CFG, D, tiny_model, tiny_pool
 
 
@@ -91,6 +92,7 @@ def _plain_embed(model: Locus, phi: torch.Tensor, y: torch.Tensor) -> torch.Tens
 
     tokens = model.tokenizer(torch.cat([phi, y[:, None], phi * (2 * y[:, None] - 1)], dim=-1))
     for block in model.blocks:
+        assert isinstance(block, ISAB)
         tokens = mab(block.broadcast, tokens, mab(block.compress, block.latents[0], tokens))
     return model.out(mab(model.pool.mab, model.pool.seeds[0], tokens)[0])
 

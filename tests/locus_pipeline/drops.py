@@ -45,7 +45,9 @@ def defs():
     return load()
 
 
-def onboarding_tick(instance: dg.DagsterInstance, home: Path, cursor: str | None = None) -> dg.SensorResult:
+def onboarding_tick(
+    instance: dg.DagsterInstance, home: Path, cursor: str | None = None
+) -> dg.SensorResult | dg.SkipReason:
     result = onboarding_drop_folder(
         dg.build_sensor_context(
             instance=instance,
@@ -53,9 +55,34 @@ def onboarding_tick(instance: dg.DagsterInstance, home: Path, cursor: str | None
             resources={"home": LocusHome(root=str(home)), "intake": DropFolderIntake()},
         )
     )
-    for add in getattr(result, "dynamic_partitions_requests", None) or []:
+    assert isinstance(result, (dg.SensorResult, dg.SkipReason))  # the sensor returns one of the two
+    for add in (result.dynamic_partitions_requests if isinstance(result, dg.SensorResult) else None) or []:
         instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
     return result
+
+
+def requests_of(result: object) -> list[dg.RunRequest]:
+    """The runs a tick requested (a tick that skipped fails the test)."""
+    assert isinstance(result, dg.SensorResult), result
+    return list(result.run_requests or [])
+
+
+def text(value: dg.MetadataValue) -> str:
+    """A text or markdown metadata value's text."""
+    assert isinstance(value.value, str), value
+    return value.value
+
+
+def number(value: dg.MetadataValue) -> float:
+    """A numeric metadata value."""
+    assert isinstance(value.value, (int, float)), value
+    return value.value
+
+
+def partition(event: dg.AssetMaterialization) -> str:
+    """The partition of a materialization of a partitioned asset."""
+    assert event.partition is not None, event
+    return event.partition
 
 
 def run_onboarding(instance: dg.DagsterInstance, request: dg.RunRequest) -> dg.ExecuteInProcessResult:

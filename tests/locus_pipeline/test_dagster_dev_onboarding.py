@@ -145,13 +145,20 @@ def test_dropped_files_are_onboarded_by_pool_materializations_and_race_a_rebuild
 # ------------------------------------------------------------------------------ kill -9 of dagster dev, restart
 
 
+def run_of(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:
+    run = instance.get_run_by_id(run_id)
+    assert run is not None, f"no run {run_id}"
+    return run
+
+
 def runs_of(instance: dg.DagsterInstance, job: str) -> list[dg.DagsterRun]:
     return list(instance.get_runs(dg.RunsFilter(job_name=job)))
 
 
 def step_started(instance: dg.DagsterInstance, run_id: str, step: str) -> bool:
     return any(
-        e.dagster_event.step_key == step for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+        e.dagster_event is not None and e.dagster_event.step_key == step
+        for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
     )
 
 
@@ -206,7 +213,7 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
             wait_for(lambda: slots_held(instance) == 1, "the model_embeddings slot claimed", proc, log1, 30)
             kill_group(proc)
         killed_at = time.time()
-        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTED and slots_held(instance) == 1
+        assert run_of(instance, run.run_id).status == dg.DagsterRunStatus.STARTED and slots_held(instance) == 1
         assert MODEL not in pool_models(home)
 
         log2 = tmp_path / "dagster-2.log"
@@ -227,7 +234,7 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
             timeout,
         )
         timings["restart -> killed onboarding done"] = time.time() - killed_at
-        failed = instance.get_run_by_id(run.run_id)
+        failed = run_of(instance, run.run_id)
         assert (
             failed.status == dg.DagsterRunStatus.FAILURE
             and failed.tags["dagster/failure_reason"] == "UNEXPECTED_TERMINATION"
@@ -258,7 +265,7 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
             assert materializations_after(instance, "test_query_predictions", refresh.run_id)
             kill_group(proc)
         killed_at = time.time()
-        assert not instance.get_run_by_id(refresh.run_id).is_finished and reports_lag(instance)
+        assert not run_of(instance, refresh.run_id).is_finished and reports_lag(instance)
 
         log3 = tmp_path / "dagster-3.log"
         proc, _ = start_dagster_dev(home, log3)
@@ -268,7 +275,7 @@ def kill_and_restart(home: Path, tmp_path: Path, *, timeout: float = 150) -> dic
             r for r in runs_of(instance, "reports_refresh_job") if r.tags.get("locus/retry_of") == refresh.run_id
         ]
         assert [r.status for r in retried] == [dg.DagsterRunStatus.SUCCESS]
-        assert instance.get_run_by_id(refresh.run_id).status == dg.DagsterRunStatus.FAILURE
+        assert run_of(instance, refresh.run_id).status == dg.DagsterRunStatus.FAILURE
 
         dropped = drop_renamed(home, "later.csv", new_model_rows(home, "later/model", 48))  # no slot to wait for
         wait_for(lambda: "later/model" in pool_models(home), "the later onboarding", proc, log3, timeout)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -138,7 +139,7 @@ def test_training_config_defaults_are_the_library_defaults_and_every_field_reach
 
 
 # A value other than the default for every field of the library's configs (a new field must be added here).
-NOT_DEFAULT_TRAIN = dict(
+NOT_DEFAULT_TRAIN: dict[str, Any] = dict(
     epochs=7,
     max_steps=123,
     epoch_models=50,
@@ -168,7 +169,9 @@ NOT_DEFAULT_TRAIN = dict(
     finetune_noise=(1.5, 2.5),
     predictor_step_cells=4096,
 )
-NOT_DEFAULT_MODEL = dict(d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=16, predictor_dropout=0.2)
+NOT_DEFAULT_MODEL: dict[str, Any] = dict(
+    d=32, n_blocks=1, n_latents=8, n_heads=2, predictor_hidden=16, predictor_dropout=0.2
+)
 
 
 def test_every_field_of_the_library_configs_reaches_the_library_unchanged() -> None:

@@ -158,7 +158,9 @@ def test_an_lm_eval_folder_is_onboarded_end_to_end(
     monkeypatch.setenv("LOCUS_HOME", str(home))
     drop_folder(home, "lm_eval", "lm-eval-out", tmp_path)
     with dg.instance_for_test() as instance:
-        (request,) = tick_and_add(instance, home).run_requests  # the folder's two models, one run
+        ticked = tick_and_add(instance, home)
+        assert isinstance(ticked, dg.SensorResult)
+        (request,) = ticked.run_requests or []  # the folder's two models, one run
         assert sorted(range_of(request)) == ["dummy-a", "dummy-b"]
         result = run_onboarding(instance, request)
         assert result.success
@@ -167,9 +169,11 @@ def test_an_lm_eval_folder_is_onboarded_end_to_end(
         # 9 evaluations of arithmetic and capitals: kept, said to be untrustworthy, not routed to by default
         (view,) = [v for v in materializations(result, "onboarded_model_embedding") if v.partition == "dummy-a"]
         warnings = view.metadata["warnings"].value
+        assert isinstance(warnings, str)
         assert "9 evaluations, under the pool's floor of 32" in warnings and "fewer than the 128 per model" in warnings
         assert view.metadata["routable"].value is False
         profile = view.metadata["per_benchmark_profile"].value
+        assert isinstance(profile, str)
         assert "nan" not in profile.lower() and "—: that model has no evaluation on that benchmark" in profile
         (check,) = [
             c
@@ -178,7 +182,9 @@ def test_an_lm_eval_folder_is_onboarded_end_to_end(
         ]
         assert not check.passed and check.severity == dg.AssetCheckSeverity.WARN
         assert check.metadata["threshold_budget"].value == 128 and check.metadata["n_evaluations"].value == 9
-        logged = [e.message for e in instance.all_logs(result.run_id) if e.level >= 30]  # logging.WARNING
+        logged = [
+            e.message for e in instance.all_logs(result.run_id) if isinstance(e.level, int) and e.level >= 30
+        ]  # logging.WARNING and above
         assert any("dummy-a: 9 evaluations, under the pool's floor" in m for m in logged)
     pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
     row = pool[pool["model"] == "dummy-a"].iloc[0]

@@ -28,7 +28,7 @@ def test_a_run_over_a_range_of_partitions_is_created_with_one_planned_event_per_
     import dagster as dg
 
     from locus_pipeline.definitions import defs
-    from locus_pipeline.defs.partitions import onboarded_models, range_tags
+    from locus_pipeline.defs.partitions import ONBOARDED_MODELS, range_tags
     from locus_pipeline.devserver import start_dagster_dev  # noqa: F401  (the env it passes is RUN_CREATION_ENV)
     from locus_pipeline.instance import RUN_CREATION_ENV
 
@@ -42,7 +42,7 @@ def test_a_run_over_a_range_of_partitions_is_created_with_one_planned_event_per_
         for k, v in RUN_CREATION_ENV.items():
             monkeypatch.setenv(k, v) if switched else monkeypatch.delenv(k, raising=False)
         with dg.instance_for_test() as instance:
-            instance.add_dynamic_partitions(onboarded_models.name, keys)
+            instance.add_dynamic_partitions(ONBOARDED_MODELS, keys)
             run = instance.create_run_for_job(
                 job_def=job,
                 tags=range_tags(keys[0], keys[-1]),

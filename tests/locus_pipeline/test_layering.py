@@ -61,13 +61,12 @@ def _pipeline_imports(path: Path) -> list[tuple[int, str]]:
     """(line, imported locus_pipeline package or root module) of every import in the module."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = (
-            [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module]
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-            else []
-        )
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        else:
+            continue
         found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith("locus_pipeline.")]
     return found
 

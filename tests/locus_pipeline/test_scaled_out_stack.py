@@ -209,9 +209,10 @@ def test_pool_job_sensor_onboarding_and_serve_on_postgres_s3_and_an_mlflow_serve
                 tick = onboarding_drop_folder(
                     dg.build_sensor_context(instance=instance, resources={"home": home, "intake": DropFolderIntake()})
                 )
-                (request,) = tick.run_requests
+                assert isinstance(tick, dg.SensorResult)
+                (request,) = tick.run_requests or []
                 assert range_of(request) == (safe_model_key(name),) * 2 and tick.cursor
-                for add in tick.dynamic_partitions_requests:
+                for add in tick.dynamic_partitions_requests or []:
                     instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))
                 assert safe_model_key(name) in instance.get_dynamic_partitions("onboarded_models")
                 onboarded = defs.resolve_job_def("onboarding_job").execute_in_process(

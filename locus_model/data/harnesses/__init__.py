@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import pandas as pd
 
@@ -244,8 +244,14 @@ def check_regular_files(folder: Path) -> None:
         )
 
 
+class _Reader(Protocol):
+    """What every harness reader takes (each has its own optional metric/scorer keyword besides)."""
+
+    def __call__(self, path: str | Path, *, model: str | None = None) -> tuple[pd.DataFrame, HarnessSummary]: ...
+
+
 def _read_folder(kind: str, folder: Path, model: str | None) -> tuple[pd.DataFrame, HarnessSummary]:
-    readers = {
+    readers: dict[str, _Reader] = {
         "lm_eval": read_lm_eval_output,
         "inspect": read_inspect_logs,
         "lighteval": read_lighteval_details,

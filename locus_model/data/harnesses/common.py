@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pandas as pd
 
@@ -31,7 +31,8 @@ class HarnessSummary:
     harness: str  # lm_eval | inspect | lighteval | helm
     files: tuple[str, ...]  # files read, in reading order
     models: tuple[str, ...]
-    tasks: dict[str, str] = field(default_factory=dict)  # task -> the metric (or scorer, stat) its score came from
+    # task -> the metric (or scorer, stat) its score came from; None where a task's files held no record (lighteval)
+    tasks: Mapping[str, str | None] = field(default_factory=dict)
     rows: int = 0
     records_read: int = 0
     records_skipped: int = 0  # records not used, by rule (other filters, perturbed instances, later trials ...)

@@ -91,8 +91,11 @@ def _mean(stat: dict, file: Path, record: int) -> object:
     return total / count
 
 
-def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict) -> tuple[str, str, list, str]:
-    """(model, benchmark, [(query_id, query, score)], metric) of one run folder."""
+def _read_run(
+    folder: Path, model: str | None, metric: str | None, counts: dict
+) -> tuple[str, str, list[tuple[str, str, float]], str | None]:
+    """(model, benchmark, [(query_id, query, score)], metric) of one run folder; the metric is None when ``metric``
+    is None and the run has no instance stats to find it in."""
     spec_file, state_file, stats_file = (
         folder / "run_spec.json",
         folder / "scenario_state.json",
@@ -139,7 +142,8 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
             raise bad(
                 state_file, number, "instance.input.text", f"instance {instance['id']!r} has no input text", FIX_LAYOUT
             )
-        references = instance.get("references") if isinstance(instance.get("references"), list) else []
+        listed = instance.get("references")
+        references = listed if isinstance(listed, list) else []
         options = (
             [
                 r["output"].get("text", "") if isinstance(r, dict) and isinstance(r.get("output"), dict) else ""
@@ -158,7 +162,7 @@ def _read_run(folder: Path, model: str | None, metric: str | None, counts: dict)
         if entry.get("perturbation") or entry.get("train_trial_index", 0) != 0:
             counts["skipped"] += 1
             continue
-        values = {}
+        values: dict[object, object] = {}  # stat name -> its mean
         stats_list = entry.get("stats", [])
         if not isinstance(stats_list, list):
             raise bad(

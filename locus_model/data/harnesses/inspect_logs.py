@@ -228,7 +228,8 @@ def read_inspect_logs(
                 column="status",
                 fix="let the eval finish, or retry it (inspect eval-retry), then drop the new log",
             )
-        spec = header.get("eval") if isinstance(header.get("eval"), dict) else {}
+        found = header.get("eval")
+        spec = found if isinstance(found, dict) else {}
         task = spec.get("task")
         if not isinstance(task, str) or not task:
             raise EvaluationDataError(
@@ -236,7 +237,8 @@ def read_inspect_logs(
             )
         name = model if model is not None else check_model_name(spec.get("model"), file, "eval.model")
         check_model_name(name, file, "model=")
-        results = header.get("results") if isinstance(header.get("results"), dict) else {}
+        found = header.get("results")
+        results = found if isinstance(found, dict) else {}
         listed = (
             [s.get("name") for s in results.get("scores", []) if isinstance(s, dict)]
             if isinstance(results.get("scores"), list)

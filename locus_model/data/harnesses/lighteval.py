@@ -110,7 +110,7 @@ def _plain(value: object) -> object:
     return value
 
 
-def _records(file: Path) -> list[tuple[int, dict, dict]]:
+def _records(file: Path) -> list[tuple[int, object, object]]:
     """(row, doc, metrics) per row of a details file, in either layout; a file of more rows than the rows limit is
     refused from its footer, before any row is read."""
     import pyarrow.parquet as pq  # why: pyarrow only for lighteval's Parquet details
@@ -134,7 +134,7 @@ def _records(file: Path) -> list[tuple[int, dict, dict]]:
     if "doc" in frame.columns and "metric" in frame.columns:
         return [(i, _plain(d), _plain(m)) for i, (d, m) in enumerate(zip(frame["doc"], frame["metric"]), start=1)]
     if "metrics" in frame.columns and ("example" in frame.columns or "full_prompt" in frame.columns):
-        out = []
+        out: list[tuple[int, object, object]] = []
         for i, row in enumerate(frame.to_dict("records"), start=1):
             metrics = row["metrics"]
             if isinstance(metrics, str):
@@ -167,9 +167,13 @@ def read_lighteval_details(
         raise EvaluationDataError(
             "no details_<task>_<time>.parquet files (was --save-details given?)", file=path, fix=FIX_LAYOUT
         )
-    rows, tasks, read, records = [], {}, [], 0
+    rows: list[tuple[str, str, str, str, float]] = []
+    tasks: dict[str, str | None] = {}  # None: the task's details files held no record
+    read: list[str] = []
+    records = 0
     for file in files:
         found = _DETAILS.match(file.name)
+        assert found is not None, file  # detail_files and the single file above keep only matching names
         task, stamp = found["task"], found["time"]
         results_file, results = _results_for(root, stamp)
         if model is not None:

@@ -77,6 +77,13 @@ def _files(path: Path) -> tuple[list[Path], list[Path]]:
     return results, samples
 
 
+def _match(pattern: re.Pattern[str], file: Path) -> re.Match[str]:
+    """The match of a file that :func:`_files` selected by this pattern."""
+    found = pattern.match(file.name)
+    assert found is not None, file  # _files keeps only the names that match
+    return found
+
+
 def is_lm_eval_output(path: str | Path) -> bool:
     """A folder holding at least one lm-eval samples_<task>_<time>.jsonl (at any depth). Never raises."""
     path = Path(path)
@@ -89,7 +96,8 @@ def is_lm_eval_output(path: str | Path) -> bool:
 def _model_of(results: dict, file: Path) -> str:
     if isinstance(results.get("model_name"), str) and results["model_name"]:
         return check_model_name(results["model_name"], file, "model_name")
-    config = results.get("config") if isinstance(results.get("config"), dict) else {}
+    found = results.get("config")
+    config = found if isinstance(found, dict) else {}
     args = config.get("model_args")
     if isinstance(args, str):  # "pretrained=org/name,dtype=float16"
         args = dict(part.split("=", 1) for part in args.split(",") if "=" in part)
@@ -228,27 +236,32 @@ def read_lm_eval_output(
             file=path,
             fix=FIX_LAYOUT,
         )
-    runs = {(f.parent, _RESULTS.match(f.name)["time"]): f for f in results_files}
+    runs = {(f.parent, _match(_RESULTS, f)["time"]): f for f in results_files}
     counts = {"records": 0, "skipped": 0}
     cells: dict[tuple[str, str], tuple[str, str, float, str]] = {}  # (model, query_id) -> (query, task, score, time)
     tasks: dict[str, str] = {}
     read: list[Path] = []
-    for file in sorted(samples_files, key=lambda f: (_SAMPLES.match(f.name)["time"], f.as_posix())):  # oldest run first
-        found = _SAMPLES.match(file.name)
+    for file in sorted(samples_files, key=lambda f: (_match(_SAMPLES, f)["time"], f.as_posix())):  # oldest run first
+        found = _match(_SAMPLES, file)
         task, stamp = found["task"], found["time"]
         results_file = runs.get((file.parent, stamp))
-        results = {}
+        results: dict = {}
         if results_file is not None:
-            results = load_json(results_file, fix="the results file is cut off: run lm_eval again")
-            if not isinstance(results, dict):
+            loaded = load_json(results_file, fix="the results file is cut off: run lm_eval again")
+            if not isinstance(loaded, dict):
                 raise EvaluationDataError("the results file is not a JSON object", file=results_file, fix=FIX_LAYOUT)
+            results = loaded
         elif model is None:
             raise EvaluationDataError(
                 f"no results_{stamp}.json beside this samples file: the model's name is there",
                 file=file,
                 fix="drop the whole folder lm_eval wrote (results and samples), or pass model=",
             )
-        name = model if model is not None else _model_of(results, results_file)
+        if model is not None:
+            name = model
+        else:
+            assert results_file is not None  # a samples file without its results file and without model= raised above
+            name = _model_of(results, results_file)
         check_model_name(name, file, "model=")
         configs = results.get("configs", {}) if isinstance(results.get("configs"), dict) else {}
         versions = results.get("versions", {}) if isinstance(results.get("versions"), dict) else {}

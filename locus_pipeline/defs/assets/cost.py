@@ -41,6 +41,7 @@ def cost_frontier(
     )
     result = frontier_of_pool(preds.route, preds.labels, names, list(texts), table)  # P under the guard ranks
     basis, unknown = table.basis_means, list(result.unknown_cost)
+    assert result.figures is not None  # cost_frontier, under frontier_of_pool, computes RouterBench's figures
     png = result.plot(home.dir("reports") / "cost_frontier.png", cost_label=f"mean cost per query ({basis})")
     summary = result.summary() + f" Cost basis: {basis}. Costs: {table.note}."
     body = (

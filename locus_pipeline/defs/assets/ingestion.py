@@ -66,6 +66,7 @@ def resolve_source(config: SourceConfig, home: LocusHome) -> tuple[Path, Path | 
         pool = generate_synthetic_pool(
             parent, size=config.synthetic_size, seed=config.synthetic_seed, formats=("long",)
         )  # deterministic
+        assert pool.evaluations_parquet is not None  # the long format (formats=("long",)) is its Parquet file
         return pool.evaluations_parquet, models or pool.models_csv
     if config.source == "embedllm":
         folder = Path(config.path) if config.path else home.dir("sources", "embedllm")

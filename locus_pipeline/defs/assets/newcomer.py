@@ -107,7 +107,13 @@ def newcomer(
     row = rows.iloc[0]
     name = str(row["model"])
     neighbours = nearest_models(pool, name, NEIGHBOURS)
-    stability, n_rows, warnings, trust, estimated, precision, vague = {}, {}, [], {}, {}, None, ""
+    stability: dict[str, object] = {}  # metadata: the neighbours under resampling
+    n_rows: dict = {}  # benchmark -> the store's evaluations there
+    warnings: list[str] = []
+    trust: dict = {}  # the trust check's figures beside their thresholds
+    estimated: dict[str, object] = {}  # metadata: the capability estimates
+    precision: dict[str, float | str] | None = None  # the precision check's metadata
+    vague = ""
     if str(row["source"]) == "onboarded":  # its evaluations are its store: how much can they say?
         store = home.read_store(key)
         n_rows = store.groupby("benchmark")["score"].size().to_dict()

@@ -20,7 +20,7 @@ def small_setup(seed: int = 0) -> ProtocolSetup:
     rng = np.random.default_rng(seed)
     scores = (rng.uniform(size=(10, 60)) < 0.5).astype(np.float32)
     return ProtocolSetup(
-        matrix=None,
+        matrix=None,  # type: ignore[arg-type]  # the comparison reads the scores, not the matrix
         encodings=rng.normal(size=(60, 8)).astype(np.float32),
         scores=scores,
         splits=kfold_splits(60, folds=3, budget=20, seed=seed),

@@ -7,6 +7,7 @@ import matplotlib.colors
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.collections import LineCollection
 
 from locus_model.analysis import (
     cluster_pool,
@@ -83,9 +84,14 @@ def test_dendrogram_branches_take_the_family_colour_of_their_models_with_a_legen
     z, _, _, names = pool()
     families = [n.split("/")[0] for n in names[:-1]] + [""]
     ax = family_clustering(z, names, families).figure().axes[0]
-    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    shown = ax.get_legend()
+    assert shown is not None
+    legend = [t.get_text() for t in shown.get_texts()]
     assert legend == ["fam0", "fam1", "fam2", "several families", "unknown family"]
-    drawn = {matplotlib.colors.to_hex(c) for coll in ax.collections for c in coll.get_colors()}
+    drawn: set[str] = set()
+    for coll in ax.collections:
+        assert isinstance(coll, LineCollection)  # the dendrogram's branches, one collection per colour
+        drawn |= {matplotlib.colors.to_hex(c) for c in np.asarray(coll.get_colors())}  # (n, 4) RGBA
     pool_colours = family_colours(families)
     assert set(pool_colours.values()) | {MIXED_COLOUR} == drawn  # three tight families, joined by black branches
     labels = {t.get_text(): matplotlib.colors.to_hex(t.get_color()) for t in ax.get_xticklabels()}

@@ -40,6 +40,7 @@ def test_bad_values_name_file_row_and_column(
     with pytest.raises(EvaluationDataError, match=problem) as info:
         read_embedllm(folder, chunk_rows=2)
     err = info.value
+    assert err.file is not None
     assert (Path(err.file).name, err.row, err.column) == (file, row, column)
     assert "How to fix" in str(err)
 
@@ -50,7 +51,7 @@ def test_missing_file_says_how_to_get_it(folder: Path, file: str) -> None:
     assert not is_embedllm_folder(folder)
     with pytest.raises(EvaluationDataError, match="missing") as info:
         read_embedllm(folder)
-    assert Path(info.value.file).name == file
+    assert info.value.file is not None and Path(info.value.file).name == file
     assert EMBEDLLM_REVISION in str(info.value) and "download_embedllm" in str(info.value)
 
 
@@ -59,6 +60,7 @@ def test_missing_column_is_named(folder: Path, file: str, column: str) -> None:
     pd.read_csv(folder / file).drop(columns=column).to_csv(folder / file, index=False)
     with pytest.raises(EvaluationDataError, match="column is missing") as info:
         read_embedllm(folder)
+    assert info.value.file is not None
     assert (Path(info.value.file).name, info.value.column) == (file, column)
 
 

@@ -125,7 +125,7 @@ def test_lm_eval_errors_name_file_record_field_and_fix(copy) -> None:
     shutil.rmtree(folder / "dummy-a")
     with pytest.raises(EvaluationDataError, match=r"reports \['bleu'\]: none is an accuracy-like") as err:
         read_harness_output(folder)
-    assert err.value.column == "metrics" and "leave this task out" in err.value.fix
+    assert err.value.column == "metrics" and err.value.fix is not None and "leave this task out" in err.value.fix
 
 
 def test_lm_eval_samples_without_results_or_results_without_samples(copy) -> None:
@@ -150,13 +150,18 @@ def test_inspect_errors(copy, tmp_path: Path) -> None:
     log.write_text(json.dumps(data))
     with pytest.raises(EvaluationDataError, match="status is 'error'") as err:
         read_harness_output(log)
-    assert err.value.column == "status" and "eval-retry" in err.value.fix
+    assert err.value.column == "status" and err.value.fix is not None and "eval-retry" in err.value.fix
     data["status"] = "success"
     data["samples"][1]["scores"]["choice"]["value"] = "maybe"
     log.write_text(json.dumps(data))
     with pytest.raises(EvaluationDataError) as err:
         read_harness_output(log)
-    assert err.value.row == 2 and err.value.column == "scores.choice.value" and "C/I/P/N" in err.value.fix
+    assert (
+        err.value.row == 2
+        and err.value.column == "scores.choice.value"
+        and err.value.fix is not None
+        and "C/I/P/N" in err.value.fix
+    )
     (packed,) = folder.glob("*_capitals_*.eval")
     unfinished = tmp_path / "unfinished.eval"
     with zipfile.ZipFile(packed) as source, zipfile.ZipFile(unfinished, "w") as target:
@@ -200,7 +205,11 @@ def test_helm_errors(copy) -> None:
     (run / "scenario_state.json").write_text('{"adapter_spec": {}, "request_st')
     with pytest.raises(EvaluationDataError, match="not valid JSON") as err:
         read_harness_output(folder)
-    assert err.value.file == run / "scenario_state.json" and "helm-run may still be running" in err.value.fix
+    assert (
+        err.value.file == run / "scenario_state.json"
+        and err.value.fix is not None
+        and "helm-run may still be running" in err.value.fix
+    )
 
 
 def test_a_folder_of_something_else_is_no_harness_output(tmp_path: Path) -> None:

@@ -364,6 +364,7 @@ def test_bad_records_name_file_record_and_field(tmp_path: Path, case: str) -> No
     with pytest.raises(EvaluationDataError) as caught:
         read_mmlu_pro_outputs(tmp_path)
     err = caught.value
+    assert err.file is not None
     assert (Path(err.file), err.row, err.column) == (file, row, field)
     assert words in str(err) and f"record {row}" in str(err) and "How to fix" in str(err)
 
@@ -383,7 +384,7 @@ def test_unreadable_files_are_named(tmp_path: Path, content: bytes, words: str) 
     file.write_bytes(content)
     with pytest.raises(EvaluationDataError, match=words) as caught:
         read_mmlu_pro_outputs(file)
-    assert Path(caught.value.file) == file and "How to fix" in str(caught.value)
+    assert caught.value.file is not None and Path(caught.value.file) == file and "How to fix" in str(caught.value)
 
 
 def test_empty_folder_and_missing_path(tmp_path: Path) -> None:

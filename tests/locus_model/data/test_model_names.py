@@ -87,7 +87,8 @@ def test_the_canonical_form_drops_invisible_and_combining_characters() -> None:
 
 @pytest.mark.parametrize("name", ["Yi-\u034f6B", "Yi-6B\ufe0f", "Yi-6B\u3164", "Yi-6B\u200b"])
 def test_a_name_with_invisible_characters_is_refused_with_how_it_reads(name: str, tmp_path: Path) -> None:
-    assert "invisible characters (it reads as 'Yi-6B')" in model_name_problem(name)
+    problem = model_name_problem(name)
+    assert problem is not None and "invisible characters (it reads as 'Yi-6B')" in problem
     path = tmp_path / "evals.csv"
     pd.DataFrame(
         {"model": ["Yi-6B", name], "query_id": ["q1", "q2"], "query": ["a", "b"], "benchmark": "b", "score": [1, 0]}

@@ -57,7 +57,7 @@ def test_a_rebuild_checks_its_new_rows_and_a_bounded_sample_and_catches_a_corrup
         )  # 4 of 24 rows re-embedded
         assert meta["share_of_rebuild"].value == pytest.approx(4 / len(pool), abs=1e-4)
         assert meta["scope"].value.startswith("rebuild: 1 of 1 rows with new evaluations, 3 sampled of the other 23")
-        (event,) = [e.event_specific_data.materialization for e in passed.get_asset_materialization_events()]
+        (event,) = [e.step_materialization_data.materialization for e in passed.get_asset_materialization_events()]
         assert (
             event.metadata[pool_asset.NEW_EVALUATIONS].value == [new]
             and event.metadata["rows_with_new_evaluations"].value == 1

@@ -17,7 +17,9 @@ def _png(path, width: int, height: int):
 
 
 def _embedded_size(markdown: str) -> tuple[int, int]:
-    data = re.fullmatch(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", markdown).group(1)
+    found = re.fullmatch(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", markdown)
+    assert found, markdown[:80]
+    data = found.group(1)
     return Image.open(io.BytesIO(base64.b64decode(data))).size
 
 
@@ -94,4 +96,5 @@ def test_long_text_metadata_goes_as_markdown_the_ui_shows_whole() -> None:
             return pd.DataFrame({"checkpoint_id": ["other"], "mlflow_run_id": ["r"]})
 
     link = atlas_link(Home(), None, "abc123")["atlas"]
-    assert isinstance(link, dg.MarkdownMetadataValue) and "checkpoint abc123 is not the current" in link.md_str
+    assert isinstance(link, dg.MarkdownMetadataValue) and link.md_str is not None
+    assert "checkpoint abc123 is not the current" in link.md_str

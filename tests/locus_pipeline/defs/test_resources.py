@@ -138,10 +138,15 @@ def test_links_stored_by_an_earlier_run_follow_the_configured_ports(tmp_path, mo
     assert run.data.tags["dagster.run_url"] == "http://127.0.0.1:3931/runs/abc"
     assert "(http://127.0.0.1:3931/runs/abc)" in run.data.tags["mlflow.note.content"]
     version = client.get_model_version("locus", "1")
+    assert version.description is not None
     assert (
         version.tags["dagster.run_url"] == "http://127.0.0.1:3931/runs/abc" and ":3931/runs/abc" in version.description
     )
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-        meta = instance.get_latest_materialization_event(dg.AssetKey("checkpoint")).asset_materialization.metadata
-    assert meta["mlflow_run"].url == dev.run_url(experiment_id, run_id)
-    assert meta["atlas"].url.startswith("http://127.0.0.1:5031/get-artifact?")
+        event = instance.get_latest_materialization_event(dg.AssetKey("checkpoint"))
+        assert event is not None and event.asset_materialization is not None
+        meta = event.asset_materialization.metadata
+    run_link, atlas = meta["mlflow_run"], meta["atlas"]
+    assert isinstance(run_link, dg.UrlMetadataValue) and run_link.url == dev.run_url(experiment_id, run_id)
+    assert isinstance(atlas, dg.UrlMetadataValue) and atlas.url is not None
+    assert atlas.url.startswith("http://127.0.0.1:5031/get-artifact?")

@@ -14,12 +14,30 @@ import pandas as pd
 import pytest
 
 from locus_model.data.contract import safe_model_key
-from locus_pipeline.defs.partitions import onboarded_models
+from locus_pipeline.defs.partitions import ONBOARDED_MODELS
 from locus_pipeline.defs.sensors import onboarding_job, reports_after_pool_change, reports_lag
 from locus_pipeline.intake import DropFolder
 from locus_pipeline.storage import LocusHome
-from tests.locus_pipeline.drops import HEADER, OLD, drop, range_of, request_key
+from tests.locus_pipeline.drops import HEADER, OLD, drop, range_of, request_key, requests_of, text
 from tests.locus_pipeline.drops import sensor_tick as tick
+
+
+def sensed(result: object) -> dg.SensorResult:
+    """A sensor's result, which must be a SensorResult."""
+    assert isinstance(result, dg.SensorResult), result
+    return result
+
+
+def skip_message(result: object) -> str:
+    """What a sensor that skipped (a SkipReason) says."""
+    assert isinstance(result, dg.SkipReason) and result.skip_message is not None, result
+    return result.skip_message
+
+
+def run_of(instance: dg.DagsterInstance, run_id: str) -> dg.DagsterRun:
+    run = instance.get_run_by_id(run_id)
+    assert run is not None, f"no run {run_id}"
+    return run
 
 
 def evals(*models: str, n: int = 3) -> str:
@@ -41,14 +59,13 @@ def test_a_dropped_file_becomes_partitions_and_one_run_over_them(home: Path) -> 
     with dg.instance_for_test() as instance:
         result, context = tick(instance, home)
         assert isinstance(result, dg.SensorResult)
-        (add,) = result.dynamic_partitions_requests
+        (add,) = result.dynamic_partitions_requests or []
         keys = list(add.partition_keys)  # added in this order, after every partition there was: one range
-        assert add.partitions_def_name == onboarded_models.name and sorted(keys) == sorted(
-            safe_model_key(m) for m in models
-        )
-        (request,) = result.run_requests  # one run for the file: the range of its models' partitions
+        assert add.partitions_def_name == ONBOARDED_MODELS and sorted(keys) == sorted(safe_model_key(m) for m in models)
+        (request,) = requests_of(result)  # one run for the file: the range of its models' partitions
         assert range_of(request) == (keys[0], keys[-1]) and request.partition_key is None
         stem = result.cursor
+        assert stem is not None and request.run_key is not None
         assert stem.endswith("-evals.csv") and (home / "incoming" / "accepted" / stem).exists()
         assert request.run_config["ops"]["onboarded_evaluations"]["config"] == {"accepted_file": stem}
         assert len(request.run_key) == 64 and request.tags["locus/accepted_file"] == stem  # the file's sha256
@@ -97,8 +114,8 @@ def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding
         assert isinstance(seen, dg.AssetCheckEvaluation) and seen.asset_key == dg.AssetKey("onboarded_evaluations")
         assert seen.check_name == "dropped_files_accepted" and not seen.passed
         assert seen.severity == dg.AssetCheckSeverity.WARN
-        assert seen.metadata["rejected_file"].value == "bad.csv" and "column 'score'" in seen.metadata["reason"].value
-        assert (home / seen.metadata["reason_file"].value).exists()
+        assert seen.metadata["rejected_file"].value == "bad.csv" and "column 'score'" in text(seen.metadata["reason"])
+        assert (home / text(seen.metadata["reason_file"])).exists()
         drop(home, "worse.csv", "not,a,header\n1,2,3\n")
         alone, _ = tick(instance, home, cursor=result.cursor)
         assert alone.run_requests == [] and "rejected worse.csv" in alone.skip_reason.skip_message
@@ -106,12 +123,14 @@ def test_a_rejection_beside_an_accepted_file_is_a_failed_check_of_the_onboarding
         from locus_pipeline.defs.checks import dropped_files_accepted
 
         by_hand = dropped_files_accepted(home=LocusHome(root=str(home)))  # the newest file was rejected
+        assert isinstance(by_hand, dg.AssetCheckResult)
         assert not by_hand.passed and by_hand.metadata["rejected_files"].value == 2
         drop(home, "later.csv", evals("org/later 7b"))
         later = time.time() + 2  # stems start with the UTC time to the second: the later file's is later
         monkeypatch.setattr("locus_pipeline.intake.accept.time", SimpleNamespace(time=lambda: later))
         tick(instance, home, cursor=alone.cursor)
-        assert dropped_files_accepted(home=LocusHome(root=str(home))).passed
+        checked = dropped_files_accepted(home=LocusHome(root=str(home)))
+        assert isinstance(checked, dg.AssetCheckResult) and checked.passed
 
 
 def test_the_same_file_twice_requests_nothing_the_second_time(home: Path) -> None:
@@ -134,7 +153,7 @@ def test_accepted_files_wait_for_the_pool(tmp_path: Path) -> None:
     drop(tmp_path, "a.csv", evals("m"))
     with dg.instance_for_test() as instance:
         result, _ = tick(instance, tmp_path)
-        assert isinstance(result, dg.SkipReason) and "wait for the model embedding pool" in result.skip_message
+        assert "wait for the model embedding pool" in skip_message(result)
         (tmp_path / "warehouse").mkdir()
         pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(
             tmp_path / "warehouse" / "model_embeddings.parquet"
@@ -154,20 +173,21 @@ def _materialize(instance: dg.DagsterInstance, asset: str) -> None:
 def test_reports_refresh_once_when_the_pool_is_newer_and_nothing_is_running() -> None:
     with dg.instance_for_test() as instance:
         sense = lambda cursor=None: reports_after_pool_change(dg.build_sensor_context(instance=instance, cursor=cursor))  # noqa: E731
-        assert "no pool yet" in sense().skip_message
+        assert "no pool yet" in skip_message(sense())
         _materialize(instance, "model_embeddings")
         _materialize(instance, "analysis_reports")
-        assert "up to date with the pool" in sense().skip_message and reports_lag(instance) == ""
+        assert "up to date with the pool" in skip_message(sense()) and reports_lag(instance) == ""
         _materialize(instance, "model_embeddings")  # an onboarding changed the pool
         _add_run(instance, dg.DagsterRunStatus.STARTED)  # and another one is still going
-        assert "waiting for 1 onboarding_job run" in sense().skip_message
+        assert "waiting for 1 onboarding_job run" in skip_message(sense())
         assert "1 onboarding_job" in reports_lag(instance)
         for record in instance.get_run_records(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
             instance.report_run_failed(record.dagster_run)
         assert "older than the pool" in reports_lag(instance)
-        result = sense()
-        (request,) = result.run_requests
+        result = sensed(sense())
+        (request,) = requests_of(result)
         assert result.cursor and isinstance(sense(result.cursor), dg.SkipReason)  # one refresh per pool state
+        assert request.run_key is not None  # keyed by the pool's materialization
         refresh = instance.add_run(
             dg.DagsterRun(
                 job_name="reports_refresh_job",
@@ -179,13 +199,13 @@ def test_reports_refresh_once_when_the_pool_is_newer_and_nothing_is_running() ->
         _materialize(
             instance, "test_query_predictions"
         )  # the refresh's first asset is newer than the pool, the rest is not
-        assert "a reports refresh is running" in sense(result.cursor).skip_message
+        assert "a reports refresh is running" in skip_message(sense(result.cursor))
         assert "reports_refresh_job" in reports_lag(instance)
         instance.report_run_failed(refresh)  # a step failed: said, not retried, not called up to date
-        assert "the refresh for this pool failed" in sense(result.cursor).skip_message
+        assert "the refresh for this pool failed" in skip_message(sense(result.cursor))
         assert "older than the pool" in reports_lag(instance)
         _materialize(instance, "model_embeddings")
-        assert len(sense(result.cursor).run_requests) == 1  # the pool changed again
+        assert len(requests_of(sense(result.cursor))) == 1  # the pool changed again
 
 
 def test_a_tick_never_reads_a_file_another_tick_is_reading(home: Path) -> None:
@@ -279,10 +299,10 @@ def test_fuzz_corrupt_files_beside_a_good_one_never_fail_a_tick(tmp_path_factory
         home = tmp_path_factory.mktemp("fuzz")
         (home / "warehouse").mkdir()
         pd.DataFrame({"model": ["x"], "model_key": ["x"]}).to_parquet(home / "warehouse" / "model_embeddings.parquet")
-        data = bytearray(good)
+        edited = bytearray(good)
         for at, value in edits:
-            data[at] = value
-        data = bytes(data[:cut])
+            edited[at] = value
+        data = bytes(edited[:cut])
         name = "bad.csv.gz" if gz else "bad.csv"
         if gz:
             packed = gzip.compress(good)
@@ -430,8 +450,8 @@ def test_an_onboarding_whose_process_died_is_failed_its_slot_freed_and_requested
         storage.claim_concurrency_slot("model_embeddings", dead.run_id, "model_embeddings")
         assert storage.get_concurrency_info("model_embeddings").active_slot_count == 1 and pid_alive(os.getpid())
         result, _ = tick(instance, home)
-        assert instance.get_run_by_id(dead.run_id).status == dg.DagsterRunStatus.FAILURE
-        assert instance.get_run_by_id(alive.run_id).status == dg.DagsterRunStatus.STARTED  # its process is there
+        assert run_of(instance, dead.run_id).status == dg.DagsterRunStatus.FAILURE
+        assert run_of(instance, alive.run_id).status == dg.DagsterRunStatus.STARTED  # its process is there
         assert storage.get_concurrency_info("model_embeddings").active_slot_count == 0
         (retry,) = result.run_requests
         assert retry.run_key == "abc:m:attempt-2" and retry.partition_key == "m" and retry.run_config == config
@@ -448,8 +468,8 @@ def test_a_killed_reports_refresh_is_not_waited_on_and_runs_again() -> None:
         killed = _started_run(instance, "reports_refresh_job", run_key=f"reports-for-pool-{pool_id}", pid=_dead_pid())
         _materialize(instance, "test_query_predictions")  # killed half-way: its first report is newer than the pool
         result = reports_after_pool_change(dg.build_sensor_context(instance=instance, cursor=str(pool_id)))
-        assert instance.get_run_by_id(killed.run_id).status == dg.DagsterRunStatus.FAILURE
-        (request,) = result.run_requests
+        assert run_of(instance, killed.run_id).status == dg.DagsterRunStatus.FAILURE
+        (request,) = requests_of(result)
         assert request.run_key == f"reports-for-pool-{pool_id}:attempt-2"
 
 
@@ -467,7 +487,7 @@ def test_a_pid_taken_by_a_later_process_is_not_the_run_s_worker() -> None:
         assert fail_dead_runs(instance, [onboarding_job.name]) == [reused.run_id]  # the pid is ours now, not the run's
         fresh = _started_run(instance, onboarding_job.name, run_key="def:n", pid=os.getpid())
         assert fail_dead_runs(instance, [onboarding_job.name]) == []
-        assert instance.get_run_by_id(fresh.run_id).status == dg.DagsterRunStatus.STARTED
+        assert run_of(instance, fresh.run_id).status == dg.DagsterRunStatus.STARTED
 
 
 def test_a_run_that_failed_in_a_step_is_not_retried(home: Path) -> None:
@@ -615,6 +635,7 @@ def test_one_file_gets_one_run_whoever_publishes_it(home: Path) -> None:
             ).run_id
 
         handed = hand_in(folder, "live-first-3.csv", evals("org/first"), publish=publish, poll_s=0.1)
+        assert handed.manifest is not None
         assert handed.rejection is None and handed.manifest.original_name == "live-first-3.csv"
         assert handed.published == instance.get_runs(limit=1)[0].run_id
         assert not (folder.incoming / "live-first-3.csv").exists()
@@ -629,12 +650,14 @@ def test_the_front_door_tells_a_rejection_and_a_duplicate_and_publishes_neither(
     from locus_pipeline.intake import hand_in
 
     folder = DropFolder.at(home)
-    published = []
+    published: list = []  # the manifests publish was given
     bad = hand_in(folder, "live-bad-1.csv", "model,query_id\nx,q1\n", publish=published.append, poll_s=0.1)
+    assert bad.rejection is not None
     assert bad.manifest is None and "score" in bad.rejection.problem
     assert (folder.incoming / bad.rejection.reason_file).is_file()
     first = hand_in(folder, "live-same-3.csv", evals("org/same"), publish=published.append, poll_s=0.1)
     again = hand_in(folder, "live-same-3.csv", evals("org/same"), publish=published.append, poll_s=0.1)
+    assert again.manifest is not None and first.manifest is not None
     assert again.manifest.duplicate_of == first.manifest.stem and again.published is None
     assert published == [first.manifest]  # the accepted file only
 
@@ -650,12 +673,14 @@ def test_a_file_another_process_took_in_is_told_its_outcome_from_the_folder(
 
     real = tick_module.intake_tick
     monkeypatch.setattr(tick_module, "intake_tick", lambda folder, **kw: real(folder, limits=kw.get("limits")))
-    published = []
+    published: list = []  # the manifests publish was given
     handed = hand_in(DropFolder.at(home), "live-theirs-3.csv", content, publish=published.append, poll_s=0.1)
     assert published == [] and handed.published is None
     if accepted:
+        assert handed.manifest is not None
         assert handed.manifest.original_name == "live-theirs-3.csv" and handed.rejection is None
     else:
+        assert handed.rejection is not None
         assert handed.manifest is None and "score" in handed.rejection.problem
 
 
@@ -665,14 +690,16 @@ def test_a_file_another_process_took_in_is_told_its_outcome_from_the_folder(
 def _covered(instance: dg.DagsterInstance, request: dg.RunRequest) -> list[str]:
     from locus_pipeline.defs.partitions import run_model_keys
 
-    return run_model_keys(instance, request.tags)
+    keys = run_model_keys(instance, request.tags)
+    assert keys is not None  # a run over partitions
+    return keys
 
 
 def test_a_file_of_40_models_is_one_request_over_40_partitions(home: Path) -> None:
     models = [f"org/model {i:02d}" for i in range(40)]
     drop(home, "forty.csv", evals(*models))
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(onboarded_models.name, ["older"])  # onboarded before: not in the range
+        instance.add_dynamic_partitions(ONBOARDED_MODELS, ["older"])  # onboarded before: not in the range
         result, _ = tick(instance, home)
         (add,) = result.dynamic_partitions_requests
         instance.add_dynamic_partitions(add.partitions_def_name, list(add.partition_keys))  # as the daemon does
@@ -697,11 +724,11 @@ def test_a_file_whose_models_are_not_one_range_gets_one_run_per_range(home: Path
     """Partitions keep their insertion order: models onboarded before sit among others, so the file's keys make
     two ranges here, each a run with a run key of its own."""
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(onboarded_models.name, ["a", "other", "b"])
+        instance.add_dynamic_partitions(ONBOARDED_MODELS, ["a", "other", "b"])
         drop(home, "mixed.csv", evals("a", "b", "c"))
         result, _ = tick(instance, home)
         assert list(result.dynamic_partitions_requests[0].partition_keys) == ["c"]
-        instance.add_dynamic_partitions(onboarded_models.name, ["c"])
+        instance.add_dynamic_partitions(ONBOARDED_MODELS, ["c"])
         ranges = sorted(range_of(r) for r in result.run_requests)
         assert ranges == [("a", "a"), ("b", "c")]
         sha = result.run_requests[0].run_key.split(":")[0]
@@ -769,7 +796,7 @@ def test_while_a_small_run_is_queued_new_drops_wait_and_then_share_one_run(home:
     from tests.locus_pipeline.drops import defs
 
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(onboarded_models.name, ["earlier"])
+        instance.add_dynamic_partitions(ONBOARDED_MODELS, ["earlier"])
         queued = instance.create_run_for_job(
             job_def=defs().resolve_job_def("onboarding_job"),
             tags={DROP_SIZE_TAG: "small", **range_tags("earlier", "earlier")},
@@ -841,13 +868,15 @@ def test_graded_answers_after_a_reset_count_whatever_order_the_segments_are_read
     outcome_lines(folder, server, graded[4:])
     outcome_lines(folder, server, [{"request_id": "g", "model": "ghost-model", "score": 1.0, "time": 2.0}])
     with dg.instance_for_test() as instance:
-        first = traffic_sensor(dg.build_sensor_context(instance=instance, resources={"home": store}))
+        first = sensed(traffic_sensor(dg.build_sensor_context(instance=instance, resources={"home": store})))
+        assert first.cursor is not None
         assert json.loads(first.cursor)["since"] == {"x": 4}  # the 4 graded after the reset, not 0
         outcome_lines(folder, server, [{"request_id": "r9", "model": "x", "score": 1.0, "time": 1.0}])
-        second = traffic_sensor(
-            dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"home": store})
+        second = sensed(
+            traffic_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"home": store}))
         )
-    assert [r.partition_key for r in second.run_requests] == ["x"]
+    assert [r.partition_key for r in requests_of(second)] == ["x"]
+    assert second.cursor is not None
     assert "ghost-model" not in json.dumps(json.loads(second.cursor))  # not in the pool: no partition, no run
 
 
@@ -870,20 +899,21 @@ def test_one_client_alone_never_starts_a_relearning_whatever_it_posts(
 
     outcome_lines(folder, segment, graded("mallory", False, 60, 0))
     with dg.instance_for_test() as instance:
-        first = traffic_sensor(dg.build_sensor_context(instance=instance, resources={"home": store}))
+        first = sensed(traffic_sensor(dg.build_sensor_context(instance=instance, resources={"home": store})))
+        assert first.skip_reason is not None and first.skip_reason.skip_message is not None
         assert not first.run_requests and "a grader or two clients" in first.skip_reason.skip_message
         outcome_lines(folder, segment, graded("team-a", False, 1, 0))  # a second client: its answers may agree
-        second = traffic_sensor(
-            dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"home": store})
+        second = sensed(
+            traffic_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"home": store}))
         )
-        assert [r.partition_key for r in second.run_requests] == ["x"]
+        assert [r.partition_key for r in requests_of(second)] == ["x"]
         outcome_lines(folder, segment, graded("mallory", False, 10, 60))
-        third = traffic_sensor(
-            dg.build_sensor_context(instance=instance, cursor=second.cursor, resources={"home": store})
+        third = sensed(
+            traffic_sensor(dg.build_sensor_context(instance=instance, cursor=second.cursor, resources={"home": store}))
         )
         assert not third.run_requests
         outcome_lines(folder, segment, graded("judge", True, 1, 0))  # a grader's answer
-        fourth = traffic_sensor(
-            dg.build_sensor_context(instance=instance, cursor=third.cursor, resources={"home": store})
+        fourth = sensed(
+            traffic_sensor(dg.build_sensor_context(instance=instance, cursor=third.cursor, resources={"home": store}))
         )
-    assert [r.partition_key for r in fourth.run_requests] == ["x"]
+    assert [r.partition_key for r in requests_of(fourth)] == ["x"]

@@ -13,7 +13,7 @@ HEADER = "model,query_id,query,benchmark,score\n"
 OLD = time.time() - 3600
 
 
-def csv_text(rows: list[tuple[str, str, float]], text: str = "question {q}") -> str:
+def csv_text(rows: list[tuple[str, str, float | str]], text: str = "question {q}") -> str:  # a score, or bad text
     return HEADER + "".join(f'"{m}",{q},"{text.format(q=q)}",bench,{s}\n' for m, q, s in rows)
 
 

@@ -40,6 +40,7 @@ def test_accepted_file_is_split_by_model_with_a_manifest(folder: DropFolder) -> 
     path = drop(folder, "evals.csv", content)
     result = intake_file(path, folder)
     assert result.status == "accepted" and not path.exists()
+    assert result.stored is not None and result.manifest is not None
     assert result.stored.read_text() == content  # the original bytes, moved, not rewritten
     stem = result.manifest.stem
     assert stem.endswith("-evals.csv") and result.sha256[:8] in stem
@@ -95,6 +96,7 @@ def test_bad_files_are_rejected_with_row_column_and_fix(folder: DropFolder, case
     path = drop(folder, name, content)
     result = intake_file(path, folder)
     assert result.status == "rejected" and not path.exists()
+    assert result.stored is not None
     assert result.stored.parent == folder.rejected and result.stored.read_bytes() == content  # kept, unchanged
     reason = (folder.rejected / f"{result.stored.name}.reason.txt").read_text()
     assert reason == result.reason and problem in reason and "how to fix:" in reason
@@ -107,13 +109,14 @@ def test_bad_files_are_rejected_with_row_column_and_fix(folder: DropFolder, case
 
 def test_unsupported_file_type_is_rejected(folder: DropFolder) -> None:
     result = intake_file(drop(folder, "evals.xlsx", b"\x00\x01"), folder)
-    assert result.status == "rejected" and "unsupported file type" in result.reason
+    assert result.status == "rejected" and result.reason is not None and "unsupported file type" in result.reason
 
 
 def test_the_same_bytes_twice_onboard_nothing_the_second_time(folder: DropFolder) -> None:
     content = csv_text([("m", "q1", 1)])
     first = intake_file(drop(folder, "a.csv", content), folder)
     second = intake_file(drop(folder, "a-again.csv", content), folder)
+    assert first.manifest is not None and second.manifest is not None and second.stored is not None
     assert second.status == "duplicate" and second.manifest.duplicate_of == first.manifest.stem
     assert second.manifest.models == [] and second.stored.exists()  # kept, with a manifest saying why
 
@@ -122,9 +125,9 @@ def test_the_same_bytes_twice_onboard_nothing_the_second_time(folder: DropFolder
 def test_hostile_model_names_stay_inside_the_drop_folder(folder: DropFolder, name: str) -> None:
     result = intake_file(drop(folder, "names.csv", csv_text([(name, "q1", 1)])), folder)
     if name == "..":
-        assert result.status == "rejected" and "path component" in result.reason
+        assert result.status == "rejected" and result.reason is not None and "path component" in result.reason
         return
-    assert result.status == "accepted"
+    assert result.status == "accepted" and result.manifest is not None
     key = result.manifest.models[0].model_key
     assert key == safe_model_key(name) and "/" not in key and "\\" not in key and ".." not in key and key.isascii()
     part = folder.accepted / f"{result.manifest.stem}.parts" / f"{key}.parquet"
@@ -145,7 +148,8 @@ def _intake_peak(folder: DropFolder, n_models: int, n_queries: int) -> tuple[int
     result = intake_file(path, folder, chunk_rows=1000)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert result.status == "accepted" and result.manifest.rows == n_models * n_queries
+    assert result.status == "accepted" and result.manifest is not None
+    assert result.manifest.rows == n_models * n_queries
     return peak, size
 
 
@@ -168,7 +172,7 @@ def test_one_long_text_costs_its_own_size_not_rows_times_its_size(folder: DropFo
     result = intake_file(path, folder, chunk_rows=1000)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert result.status == "accepted" and result.manifest.rows == 2000
+    assert result.status == "accepted" and result.manifest is not None and result.manifest.rows == 2000
     assert peak < 40e6, f"peak {peak / 1e6:.0f} MB for a {result.manifest.bytes / 1e6:.2f} MB file"
 
 
@@ -188,6 +192,7 @@ def test_a_1mb_query_in_10000_rows_is_rejected_with_its_row_and_the_drop_folder_
     tracemalloc.stop()
     assert [r.status for r in results] == ["rejected", "accepted"]
     reason = results[0].reason
+    assert reason is not None
     assert "row: 4322 " in reason and "column: query" in reason  # 1-based data row
     assert f"1,000,000 characters long (at most {MAX_QUERY_CHARS:,})" in reason and len(reason) < 2000
     assert peak < 200e6, f"peak {peak / 1e6:.0f} MB"
@@ -208,7 +213,7 @@ def test_a_name_whose_key_names_another_model_is_rejected_in_either_order(
     later = intake_file(
         drop(folder, "second.csv", csv_text([(second, "q1", 0)])), folder, claimed=claimed_keys(folder.home, folder)
     )
-    assert later.status == "rejected"
+    assert later.status == "rejected" and later.reason is not None
     assert f"already names the model {first!r}" in later.reason and "column: model" in later.reason
     assert len(intake.manifest_stems(folder)) == 1  # only the first file's models will be onboarded
 
@@ -222,4 +227,4 @@ def test_a_training_model_key_is_claimed_too(folder: DropFolder) -> None:
     result = intake_file(
         drop(folder, "f.csv", csv_text([(COLLIDING[1], "q1", 1)])), folder, claimed=claimed_keys(folder.home, folder)
     )
-    assert result.status == "rejected" and repr(COLLIDING[0]) in result.reason
+    assert result.status == "rejected" and result.reason is not None and repr(COLLIDING[0]) in result.reason

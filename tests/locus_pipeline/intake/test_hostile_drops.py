@@ -59,7 +59,9 @@ def test_a_hostile_drop_is_rejected_with_its_reason(folder: DropFolder, case: st
     build, says = HOSTILE[case]
     path = build(folder.incoming)
     result = intake_file(path, folder)
-    assert result.status == "rejected" and says in result.reason, result.reason
+    assert result.status == "rejected" and result.reason is not None, result.reason
+    assert says in result.reason, result.reason
+    assert result.stored is not None
     assert not path.exists() and (folder.rejected / f"{result.stored.name}.reason.txt").read_text() == result.reason
 
 
@@ -81,7 +83,8 @@ def test_whatever_a_reader_raises_rejects_the_drop_with_the_type(folder: DropFol
     monkeypatch.setattr(accept, "_split", reader)
     path = drop(folder, "x.csv", csv_text([("m", "q1", 1)]))
     result = intake_file(path, folder)
-    assert result.status == "rejected" and f"error type: {type(error).__name__}" in result.reason
+    assert result.status == "rejected" and result.reason is not None, result.reason
+    assert f"error type: {type(error).__name__}" in result.reason
     assert f"({type(error).__name__}" in result.reason  # the problem line names it too (the tick shows that line)
 
 
@@ -99,7 +102,8 @@ def test_an_os_error_of_this_machine_is_left_for_the_tick_to_retry(folder: DropF
 def test_a_drop_past_its_time_budget_is_rejected(folder: DropFolder) -> None:
     archive = hostile.many_members(folder.incoming / "many.zip", 2000)
     result = intake_file(archive, folder, limits=IntakeLimits(read=DropLimits(seconds=0)))
-    assert result.status == "rejected" and "took longer than 0 s" in result.reason
+    assert result.status == "rejected" and result.reason is not None, result.reason
+    assert "took longer than 0 s" in result.reason
     assert accept.DROP_LIMITS.seconds == 30  # the drop folder's own budget (docs/onboarding.md, Limits)
 
 
@@ -109,7 +113,8 @@ def test_a_writer_pausing_inside_a_quoted_multi_line_field_is_waited_on(folder: 
     paused = HEADER + '"m",q1,"a question\nthat spans lines",bench,1\n"m",q2,"second\n'
     path = drop(folder, "paused.csv", paused, mtime=time.time() - 5)
     result = intake_file(path, folder)
-    assert result.status == "changed" and "never closed" in result.reason and "may still be writing" in result.reason
+    assert result.status == "changed" and result.reason is not None, result.reason
+    assert "never closed" in result.reason and "may still be writing" in result.reason
     assert path.read_text() == paused
     with open(path, "a") as writer:  # the writer goes on and finishes
         writer.write('question",bench,0\n')
@@ -117,7 +122,8 @@ def test_a_writer_pausing_inside_a_quoted_multi_line_field_is_waited_on(folder: 
     assert intake_file(path, folder).status == "accepted"
     cut = drop(folder, "cut.csv", paused, mtime=time.time() - accept.CUT_OFF_WAIT_SECONDS - 1)
     result = intake_file(cut, folder)
-    assert result.status == "rejected" and "never closed" in result.reason
+    assert result.status == "rejected" and result.reason is not None, result.reason
+    assert "never closed" in result.reason
 
 
 def test_a_look_alike_model_name_is_refused(folder: DropFolder) -> None:
@@ -126,10 +132,12 @@ def test_a_look_alike_model_name_is_refused(folder: DropFolder) -> None:
     claimed = {safe_model_key("Org/Model"): "Org/Model"}
     path = drop(folder, "fullwidth.csv", csv_text([("Org\uff0fModel", "q1", 1)]))
     result = intake_file(path, folder, claimed=claimed)
-    assert result.status == "rejected" and "looks the same as the model 'Org/Model'" in result.reason
+    assert result.status == "rejected" and result.reason is not None, result.reason
+    assert "looks the same as the model 'Org/Model'" in result.reason
     both = drop(folder, "both.csv", csv_text([("Org/Model", "q1", 1), ("Org\u2215Model", "q1", 0)]))
     result = intake_file(both, folder)
-    assert result.status == "rejected" and "look the same" in result.reason
+    assert result.status == "rejected" and result.reason is not None, result.reason
+    assert "look the same" in result.reason
 
 
 LOOK_ALIKES = {
@@ -154,7 +162,8 @@ def test_a_look_alike_the_confusables_data_knows_is_refused_naming_its_twin(fold
     claimed = {safe_model_key(n): n for n in ("Yi-6B", "Mistral-7B-v0.1", "gemma-7b")}
     path = drop(folder, f"look-alike-{safe_model_key(name)}.csv", csv_text([(name, "q1", 1)]))
     result = intake_file(path, folder, claimed=claimed)
-    assert result.status == "rejected" and f"looks the same as the model {LOOK_ALIKES[name]!r}" in result.reason
+    assert result.status == "rejected" and result.reason is not None, result.reason
+    assert f"looks the same as the model {LOOK_ALIKES[name]!r}" in result.reason
     again = drop(folder, "the-pool-name.csv", csv_text([("Yi-6B", "q2", 1)]))  # a pool model's own name: itself
     assert intake_file(again, folder, claimed=claimed).status == "accepted"
 
@@ -170,9 +179,14 @@ def test_a_drop_over_its_byte_or_model_limit_is_rejected_before_it_is_read(folde
     os.utime(sparse, (OLD, OLD))
     drop(folder, "many.csv", csv_text([(f"model-{i}", "q1", 1) for i in range(40)]))
     drop(folder, "good.csv", csv_text([("good", "q1", 1)]), mtime=OLD + 1)
-    hashed = []
+    hashed: list[str] = []
     real_sha = accept.sha256_entry
-    monkeypatch.setattr(accept, "sha256_entry", lambda path: hashed.append(path.name) or real_sha(path))
+
+    def hashing(path: Path) -> str:
+        hashed.append(path.name)
+        return real_sha(path)
+
+    monkeypatch.setattr(accept, "sha256_entry", hashing)
     outcome = intake_tick(folder, limits=IntakeLimits(max_bytes=1 << 30, max_models=10))
     reasons = {r.file: r.problem for r in outcome.rejections}
     assert "over the drop limit of 1,073,741,824" in reasons["huge.csv"] and "huge.csv" not in hashed
@@ -190,9 +204,15 @@ def test_a_link_inside_a_dropped_folder_is_refused_before_its_target_is_read(
     dropped.mkdir()
     (dropped / "samples_task_2024.jsonl").symlink_to(secret)
     os.utime(dropped, (OLD, OLD))
-    hashed = []
-    monkeypatch.setattr("locus_pipeline.intake.folder.sha256_file", lambda path: hashed.append(path) or "0" * 64)
+    hashed: list[Path] = []
+
+    def hashing(path: Path) -> str:
+        hashed.append(path)
+        return "0" * 64
+
+    monkeypatch.setattr("locus_pipeline.intake.folder.sha256_file", hashing)
     result = intake_file(dropped, folder)
+    assert result.rejection is not None and result.stored is not None
     assert result.status == "rejected" and "not a regular file" in result.rejection.problem
     assert hashed == [] and "samples_task_2024.jsonl" in result.rejection.problem
     assert (result.stored / "samples_task_2024.jsonl").is_symlink() and secret.read_text(
@@ -202,9 +222,13 @@ def test_a_link_inside_a_dropped_folder_is_refused_before_its_target_is_read(
 
 def test_a_folder_drop_is_checked_for_regular_files_once(folder: DropFolder, monkeypatch) -> None:
     """One check of the rule per drop: intake runs the library's check_entry before hashing, then reads unchecked."""
-    checked = []
+    checked: list[Path] = []
     check = harnesses.check_regular_files
-    counted = lambda path: checked.append(path) or check(path)  # noqa: E731
+
+    def counted(path: Path) -> None:
+        checked.append(path)
+        check(path)
+
     for module in (harnesses, accept):  # wherever a caller would find it
         monkeypatch.setattr(module, "check_regular_files", counted, raising=False)
     dropped = hostile.lm_eval_folder(folder.incoming)

@@ -13,10 +13,13 @@ def test_newest_is_the_file_taken_in_last_whatever_its_modification_time(folder:
 
     first = intake_file(drop(folder, "first.csv", csv_text([("m", "q1", 1)]), mtime=OLD), folder, now=OLD + 100)
     fix = intake_file(drop(folder, "fix.csv", csv_text([("m", "q1", 0)]), mtime=OLD - 86_400), folder, now=OLD + 200)
+    assert first.manifest is not None and fix.manifest is not None
     store = None
     for result in (fix, first):  # whatever order the runs finish in
+        assert result.manifest is not None
         rows = ob.accepted_rows(folder, result.manifest.stem, "m")
         store = merge_into_store(store, as_store(rows, ob.intake_order(result.manifest), result.manifest.stem))
+    assert store is not None
     assert store["score"].tolist() == [0.0] and store["source_file"].tolist() == [fix.manifest.stem]
 
 
@@ -26,6 +29,7 @@ def test_received_at_is_when_intake_took_the_file_in_not_its_modification_time(f
 
     result = intake_file(drop(folder, "old.csv", csv_text([("m", "q1", 1)]), mtime=OLD - 86_400), folder, now=OLD + 100)
     manifest = result.manifest
+    assert manifest is not None
     assert manifest.received_at == datetime.fromtimestamp(OLD + 100, tz=timezone.utc).isoformat()
     assert abs(manifest.received_at_ns - (OLD + 100) * 1e9) < 1e3
     assert abs(manifest.mtime_ns - (OLD - 86_400) * 1e9) < 1e3  # what a later change is told apart by
@@ -45,6 +49,7 @@ def test_a_junk_manifest_is_set_aside_with_its_name_and_the_tick_goes_on(folder:
     from locus_pipeline.intake import intake_tick
 
     real = intake_file(drop(folder, "real.csv", csv_text([("m", "q1", 1)])), folder, now=OLD)
+    assert real.manifest is not None
     (folder.accepted / f"{real.manifest.stem}.manifest.json").write_text('{"stem": ', encoding="utf-8")
     (folder.accepted / "zz.manifest.json").write_text("[]", encoding="utf-8")
     drop(folder, "good.csv", csv_text([("g", "q1", 1)]))

@@ -32,6 +32,7 @@ def test_rows_by_request_id_or_by_model_and_query_go_to_the_outcome_log(served: 
     folder = served
     by_id = drop(folder, "week1.outcomes.csv", "request_id,score,source\nreq-a,1,judge\nreq-b,0.25,\n")
     result = intake_file(by_id, folder)
+    assert result.manifest is not None
     assert result.status == "accepted" and result.manifest.rows == 2 and result.manifest.models == []
     assert [(r["request_id"], r["score"], r["source"]) for r in logged(folder)] == [
         ("req-a", 1.0, "judge"),
@@ -66,7 +67,8 @@ def test_a_file_naming_models_outside_the_pool_or_unknown_ids_is_refused_in_one_
     served: DropFolder, content: str, said: str
 ) -> None:
     result = intake_file(drop(served, "victim.outcomes.csv", content), served)
-    assert result.status == "rejected" and said in result.reason and "nothing of it is learned" in result.reason
+    assert result.status == "rejected" and result.reason is not None
+    assert said in result.reason and "nothing of it is learned" in result.reason
     assert [r for r in logged(served) if "score" in r] == []
 
 
@@ -82,5 +84,6 @@ def test_a_file_naming_models_outside_the_pool_or_unknown_ids_is_refused_in_one_
 )
 def test_a_bad_outcomes_file_is_rejected_with_where_and_how_to_fix(folder: DropFolder, content, where) -> None:
     result = intake_file(drop(folder, "bad.outcomes.csv", content), folder)
-    assert result.status == "rejected" and where in result.reason and "How to fix" in result.reason
+    assert result.status == "rejected" and result.reason is not None
+    assert where in result.reason and "How to fix" in result.reason
     assert not folder.home.traffic_folder("outcomes").exists()

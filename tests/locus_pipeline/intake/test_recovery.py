@@ -9,11 +9,15 @@ from tests.locus_pipeline.intake.helpers import csv_text, drop
 
 def test_a_killed_intake_is_recovered(folder: DropFolder) -> None:
     result = intake_file(drop(folder, "a.csv", csv_text([("m", "q1", 1)])), folder)
+    assert result.manifest is not None
     manifest = folder.accepted / f"{result.manifest.stem}.manifest.json"
     manifest.unlink()  # as if the process died between moving the file and the commit
     recovered = ob.recover_orphans(folder)
     assert [r.status for r in recovered] == ["accepted"]
-    assert len(ob.manifest_stems(folder)) == 1 and recovered[0].stored.read_text() == csv_text([("m", "q1", 1)])
+    stored = recovered[0].stored
+    assert (
+        len(ob.manifest_stems(folder)) == 1 and stored is not None and stored.read_text() == csv_text([("m", "q1", 1)])
+    )
 
 
 def test_a_killed_intakes_staging_folder_is_removed_and_its_file_taken_in(folder: DropFolder) -> None:

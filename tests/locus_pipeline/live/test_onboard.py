@@ -171,12 +171,14 @@ def test_the_dagster_job_hands_the_graded_answers_to_the_intake_for_the_drop_fol
         )
     assert result.success
     (event,) = [e for e in result.all_events if e.event_type_value == "ASSET_OBSERVATION"]
-    meta = event.event_specific_data.asset_observation.metadata
-    assert meta["answers"].value == 16 and "low" in meta["per_category"].value
+    meta = event.asset_observation_data.asset_observation.metadata
+    per_category, stored = meta["per_category"].value, meta["evaluation_file"].value
+    assert isinstance(per_category, str) and isinstance(stored, str)
+    assert meta["answers"].value == 16 and "low" in per_category
     folder = DropFolder(home)  # taken in by the intake (the job's tick): the drop-folder sensor requests its run
     assert not (folder.incoming / "live-job-copy-16.csv").exists()
-    assert meta["evaluation_file"].value.startswith("incoming/accepted/")
-    assert len(pd.read_csv(home.path / meta["evaluation_file"].value)) == 16
+    assert stored.startswith("incoming/accepted/")
+    assert len(pd.read_csv(home.path / stored)) == 16
 
 
 def test_the_command_line_fails_clearly(home: LocusHome, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

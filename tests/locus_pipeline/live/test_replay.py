@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from locus_model.data.mmlu_pro_bank import extract_answer, question_prompt
@@ -48,7 +49,9 @@ def test_an_unknown_model_is_refused_with_the_known_ones() -> None:
 def test_the_startup_summary_says_what_it_answers_as_and_where(client: TestClient) -> None:
     from locus_pipeline.live.replay import startup_summary
 
-    text = startup_summary(client.app, "Yi-6B", "127.0.0.1", 8001)
+    app = client.app
+    assert isinstance(app, FastAPI)  # replay_app's
+    text = startup_summary(app, "Yi-6B", "127.0.0.1", 8001)
     assert text.startswith("locus replay: http://127.0.0.1:8001/v1 answers as Yi-6B (its ")
-    assert f"recorded answers to {client.app.state.questions:,} MMLU-Pro questions" in text
-    assert 0 < client.app.state.recorded <= client.app.state.questions
+    assert f"recorded answers to {app.state.questions:,} MMLU-Pro questions" in text
+    assert 0 < app.state.recorded <= app.state.questions

@@ -118,6 +118,7 @@ def test_two_writers_in_separate_processes_lose_no_update(home: LocusHome, s3, t
         for w in ("x", "y")
     ]
     for writer in writers:
+        assert writer.stderr is not None  # piped
         assert writer.wait(timeout=240) == 0, writer.stderr.read()
     models = sorted(home.read_pool()["model"])
     assert models == sorted([f"x-{i}" for i in range(n)] + [f"y-{i}" for i in range(n)])
@@ -157,7 +158,7 @@ def test_an_uploaded_file_is_taken_in_and_the_outcome_published(home: LocusHome,
         ready, _ = scan_incoming(folder, now=time.time() + 10)
         assert [p.name for p in ready] == ["evals.csv"]
         result = intake_file(ready[0], folder)
-    assert result.status == "accepted"
+    assert result.status == "accepted" and result.manifest is not None
     stem = result.manifest.stem
     incoming = home.path / "incoming"
     assert not (incoming / "evals.csv").exists() and (incoming / "half.csv.part").exists()

@@ -27,7 +27,11 @@ from tests.locus_pipeline.drops import (
     materializations,
     new_checkpoint,
     new_model_rows,
+    number,
+    partition,
+    requests_of,
     run_onboarding,
+    text,
 )
 from tests.locus_pipeline.drops import (
     onboarding_tick as tick,
@@ -44,7 +48,7 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     before = pd.read_parquet(pool_file)
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests  # one run for the file's two models
+        (request,) = requests_of(tick(instance, home))  # one run for the file's two models
         result = run_onboarding(instance, request)
         assert result.success
         (pool_event,) = materializations(result, "model_embeddings")  # the pool, once
@@ -53,8 +57,8 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         assert meta["actions"].value == {name: "new", trained_name: "kept-training"}
         (check,) = [c for c in result.get_asset_check_evaluations() if c.check_name == "pool_embeddings_reproducible"]
         assert check.passed and check.metadata["models_checked"].value == 2
-        assert check.metadata["scope"].value.startswith("model key(s) ")
-        views = {v.partition: v for v in materializations(result, "onboarded_model_embedding")}
+        assert text(check.metadata["scope"]).startswith("model key(s) ")
+        views = {partition(v): v for v in materializations(result, "onboarded_model_embedding")}
         assert sorted(views) == sorted([safe_model_key(name), safe_model_key(trained_name)])  # one per model
         view = views[safe_model_key(name)]
         neighbours = pd.read_parquet(
@@ -66,11 +70,9 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
             and name not in set(neighbours["model"])
         )
         assert neighbours["model"].iloc[0] == view.metadata["nearest_model"].value
-        assert (
-            "distance" in view.metadata["nearest_models"].value
-            and neighbours["model"].iloc[4] in view.metadata["nearest_models"].value
-        )
-        profile = view.metadata["per_benchmark_profile"].value
+        nearest = text(view.metadata["nearest_models"])
+        assert "distance" in nearest and neighbours["model"].iloc[4] in nearest
+        profile = text(view.metadata["per_benchmark_profile"])
         assert name in profile and all(b in profile for b in new_model_rows(home, name)["benchmark"].unique())
         counts = new_model_rows(home, name).groupby("benchmark").size()
         header, _, *body = [line.strip("|").split("|") for line in profile.split("\n\n")[0].splitlines()]
@@ -83,14 +85,14 @@ def test_an_onboarding_run_materializes_the_pool_with_its_check_and_the_models_n
         precise = checks["onboarded_estimates_precise", safe_model_key(name)]
         assert precise.passed == (precise.metadata["wide_benchmarks"].value == "none")  # ~20 answers a benchmark: wide
         # the partition's warnings are every check's: "none" only when no check warns (issue 69)
-        shown = view.metadata["warnings"].value
+        shown = text(view.metadata["warnings"])
         assert (shown == "none") == precise.passed
         if not precise.passed:
             assert "(check onboarded_estimates_precise)" in shown and "ask it more questions" in shown
         assert precise.metadata["widest_interval"].value == view.metadata["widest_interval"].value
-        assert trust.metadata["query_overlap_ratio"].value >= 1.0 and view.metadata["routable"].value is True
-        stability = view.metadata["nearest_model_stability"].value
-        assert 0.0 <= stability <= 1.0 and "bootstrap resamples" in view.metadata["neighbours_under_resampling"].value
+        assert number(trust.metadata["query_overlap_ratio"]) >= 1.0 and view.metadata["routable"].value is True
+        stability = number(view.metadata["nearest_model_stability"])
+        assert 0.0 <= stability <= 1.0 and "bootstrap resamples" in text(view.metadata["neighbours_under_resampling"])
         assert str(before["checkpoint_id"].iloc[0]) == view.metadata["checkpoint_id"].value
         # the model of the training source: recorded, its training row kept (actions above), its own checks
         assert views[safe_model_key(trained_name)].metadata["source"].value == "training"
@@ -107,13 +109,14 @@ def test_a_failing_run_shows_the_reason_and_leaves_the_pool(home: Path) -> None:
     drop_file(home, "solo.csv", new_model_rows(home, "solo", 4))
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests
+        (request,) = requests_of(tick(instance, home))
         before = pool_file.read_bytes()
         stem = request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_file"]
         (home / "incoming" / "accepted" / f"{stem}.parts" / "solo.parquet").unlink()  # the file's rows went missing
         result = run_onboarding(instance, request)
         assert not result.success
         failure = result.get_step_failure_events()[0].step_failure_data
+        assert failure.error is not None
         assert "model 'solo' has no rows in this accepted file" in failure.error.message
         assert "How to fix" in failure.error.message
         assert pool_file.read_bytes() == before
@@ -217,7 +220,7 @@ def test_reports_refresh_while_models_are_onboarded_and_with_a_new_benchmark(hom
         first = analyses.execute_in_process(instance=instance, asset_selection=[dg.AssetKey("test_query_predictions")])
         assert first.success
         drop_file(home, "brand new.csv", pd.concat([rows, novel]))
-        (request,) = tick(instance, home).run_requests
+        (request,) = requests_of(tick(instance, home))
         assert run_onboarding(instance, request).success  # the pool changed after test_query_predictions read it
         group = dg.AssetSelection.groups("analyses").resolve(defs().resolve_asset_graph())
         rest = analyses.execute_in_process(
@@ -255,7 +258,7 @@ def test_a_copied_home_works_with_the_original_deleted(
     assert storage.pool_checkpoint(pool).checkpoint_id == pool["checkpoint_id"].iloc[0]
     drop_file(copy, "after the move.csv", new_model_rows(copy, "moved/model", 32))
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, copy).run_requests
+        (request,) = requests_of(tick(instance, copy))
         assert run_onboarding(instance, request).success
     assert "moved/model" in set(storage.read_pool()["model"])
     tracking = MlflowTracking(home=storage)
@@ -275,14 +278,16 @@ def test_a_run_onboards_nothing_from_a_file_that_changed_after_intake(home: Path
     drop_file(home, "growing.csv", new_model_rows(home, "grower", 8))
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests
+        (request,) = requests_of(tick(instance, home))
         before = pool_file.read_bytes()
         stem = request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_file"]
         with open(home / "incoming" / "accepted" / stem, "a", encoding="utf-8") as writer:  # the writer goes on
             writer.write(new_model_rows(home, "grower", 12).tail(4).to_csv(index=False, header=False))
         result = run_onboarding(instance, request)
     assert not result.success
-    message = result.get_step_failure_events()[0].step_failure_data.error.message
+    error = result.get_step_failure_events()[0].step_failure_data.error
+    assert error is not None
+    message = error.message
     assert "growing.csv changed after it was taken in" in message and "Nothing was onboarded" in message
     assert pool_file.read_bytes() == before and not (home / "onboarded" / "grower.parquet").exists()
 
@@ -311,8 +316,8 @@ def test_corrupt_files_beside_good_ones_onboard_only_the_good_models(home: Path)
     pool_file = home / "warehouse" / "model_embeddings.parquet"
     before = pd.read_parquet(pool_file)
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests  # the two small good files of the tick share one run
-        assert sorted(run_model_keys(instance, request.tags)) == sorted(
+        (request,) = requests_of(tick(instance, home))  # the two small good files of the tick share one run
+        assert sorted(run_model_keys(instance, request.tags) or []) == sorted(
             safe_model_key(m) for m in ("good/one", "good/two")
         )
         assert len(request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]) == 2
@@ -343,7 +348,7 @@ def test_a_model_in_two_small_files_of_one_tick_gets_both_the_newer_winning(home
     time.sleep(0.01)
     drop_file(home, "twice-2.csv", second)
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests
+        (request,) = requests_of(tick(instance, home))
         assert len(request.run_config["ops"]["onboarded_evaluations"]["config"]["accepted_files"]) == 2
         assert run_onboarding(instance, request).success
     store = pd.read_parquet(home / "onboarded" / f"{safe_model_key('twice/m')}.parquet").set_index("query_id")
@@ -366,7 +371,7 @@ def test_locus_pool_remove_is_a_pool_materialization_and_a_rebuild_does_not_brin
     drop_file(home, "walk.csv", new_model_rows(home, name))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests
+        (request,) = requests_of(tick(instance, home))
         assert run_onboarding(instance, request).success
         refused = remove_from_pool(
             str(pd.read_parquet(home / "warehouse" / "evaluation_table.parquet")["model"].iloc[0]), instance
@@ -405,7 +410,7 @@ def test_locus_pool_remove_exits_0_after_the_removal_is_written_and_warns_of_a_f
     names = ["walk/noise", "walk/changed"]
     drop_file(home, "walk2.csv", pd.concat([new_model_rows(home, n) for n in names]))
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests
+        (request,) = requests_of(tick(instance, home))
         assert run_onboarding(instance, request).success
     original = pool_rows.embed_again
 
@@ -446,7 +451,8 @@ def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(h
     check results, and the pool once; a second tick and the same bytes dropped again request nothing."""
     import locus_pipeline.newcomers as newcomers
 
-    real, asked = newcomers.newcomer_estimates, []
+    real = newcomers.newcomer_estimates
+    asked: list = []  # the estimates given, one per model
 
     def once(*args, **kwargs):  # the estimates (~2 s a model here) are the one-model tests' subject: computed once
         asked.append(asked[0] if asked else real(*args, **kwargs))
@@ -460,7 +466,8 @@ def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(h
     keys = sorted(safe_model_key(n) for n in names)
     with dg.instance_for_test() as instance:
         first = tick(instance, home)
-        (request,) = first.run_requests
+        assert isinstance(first, dg.SensorResult)
+        (request,) = requests_of(first)
         result = run_onboarding(instance, request)
         assert result.success
         assert len(instance.get_runs()) == 1  # one run for 40 models
@@ -468,7 +475,7 @@ def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(h
         assert pool_event.metadata["actions"].value == {name: "new" for name in names}
         for asset in ("onboarded_evaluations", "onboarded_model_embedding"):
             events = materializations(result, asset)
-            assert sorted(e.partition for e in events) == keys  # each model its own partition's materialization
+            assert sorted(partition(e) for e in events) == keys  # each model its own partition's materialization
             assert {e.partition: e.metadata["model"].value for e in events} == {safe_model_key(n): n for n in names}
         evaluations = {e.partition: e for e in materializations(result, "onboarded_evaluations")}
         assert {e.metadata["new_evaluations_in_file"].value for e in evaluations.values()} == {16}
@@ -478,10 +485,9 @@ def test_a_file_of_40_models_is_onboarded_in_one_run_and_the_pool_holds_all_40(h
         )
         assert instance.get_materialized_partitions(dg.AssetKey("onboarded_model_embedding")) == set(keys)
         assert len(asked) == 40  # each model's estimates asked for
-        again = tick(instance, home, cursor=first.cursor)
-        assert not again.run_requests
+        assert not requests_of(tick(instance, home, cursor=first.cursor))
         drop_file(home, "forty again.csv", rows)  # the same bytes under another name
-        assert not tick(instance, home, cursor=first.cursor).run_requests
+        assert not requests_of(tick(instance, home, cursor=first.cursor))
     after = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
     assert set(after["model"]) == set(before["model"]) | set(names) and len(after) == len(before) + 40
     assert (after[after["model"].isin(names)]["n_evaluations"] == 16).all()
@@ -503,19 +509,21 @@ def test_one_bad_model_of_a_file_does_not_keep_the_others_out(home: Path, monkey
     names = ["batch/good one", "batch/bad", "batch/good two"]
     drop_file(home, "three.csv", pd.concat([new_model_rows(home, name, 16) for name in names]))
     with dg.instance_for_test() as instance:
-        (request,) = tick(instance, home).run_requests
+        (request,) = requests_of(tick(instance, home))
         result = run_onboarding(instance, request)
     assert not result.success
     (pool_event,) = materializations(result, "model_embeddings")
     bad = safe_model_key("batch/bad")
-    assert list(pool_event.metadata["failed_models"].value) == [bad]
-    assert "an embedding that cannot be made" in pool_event.metadata["failed_models"].value[bad]
-    shown = sorted(e.partition for e in materializations(result, "onboarded_model_embedding"))
+    failed = pool_event.metadata["failed_models"].value
+    assert isinstance(failed, dict) and list(failed) == [bad]
+    assert "an embedding that cannot be made" in failed[bad]
+    shown = sorted(partition(e) for e in materializations(result, "onboarded_model_embedding"))
     assert shown == sorted(safe_model_key(n) for n in ("batch/good one", "batch/good two"))
     (failure,) = result.get_step_failure_events()
-    assert (
-        failure.step_key == "onboarded_model_embedding" and "1 of 3 model(s)" in failure.step_failure_data.error.message
-    )
-    assert bad in failure.step_failure_data.user_failure_data.metadata["failed_models"].value
+    error, user = failure.step_failure_data.error, failure.step_failure_data.user_failure_data
+    assert error is not None and user is not None
+    assert failure.step_key == "onboarded_model_embedding" and "1 of 3 model(s)" in error.message
+    named = user.metadata["failed_models"].value
+    assert isinstance(named, dict) and bad in named
     pool = pd.read_parquet(home / "warehouse" / "model_embeddings.parquet")
     assert {"batch/good one", "batch/good two"} <= set(pool["model"]) and "batch/bad" not in set(pool["model"])
