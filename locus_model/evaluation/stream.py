@@ -73,6 +73,8 @@ class Trained:
     train: np.ndarray  # query indices trained on (train + val)
     pool: np.ndarray  # query indices the stream is drawn from
     trained_models: np.ndarray  # model rows trained on
+    fitted_scores: np.ndarray  # (M, Q) every model's scores on the training queries (NaN elsewhere): the row a
+    # model onboarded later reads (its training column)
 
 
 def split_queries(
@@ -115,9 +117,10 @@ def train_once(
     train_config: Any = None,
     model_config: Any = None,
     progress: bool = False,
-) -> LocusMethod:
+) -> tuple[LocusMethod, np.ndarray]:
     """LOCUS trained on ``trained_models``' scores on the ``train`` queries (a ``val_fraction`` of them for early
-    stopping), the other queries' labels blanked; the fitted method (its scorer holds the trained models' rows)."""
+    stopping), the other queries' labels blanked: the fitted method (its scorer holds the trained models' rows) and
+    the scores it was fitted on, every model's (M, Q) with the other queries blanked (:attr:`Trained.fitted_scores`)."""
     from locus_model.training import TrainConfig  # why: torch loads only when a replay trains
 
     train_config = replace(train_config or TrainConfig(), seed=seed)
@@ -132,8 +135,7 @@ def train_once(
     labels[tr] = np.asarray(benchmarks)[tr]
     method = LocusMethod(model_config=model_config, train_config=train_config, progress=progress, benchmarks=labels)
     method.fit(encodings, train_scores[trained_models], val_scores[trained_models])
-    method.fitted_scores = train_scores  # the rows a model onboarded later reads (its training column)
-    return method
+    return method, train_scores
 
 
 def build_stream(
@@ -154,8 +156,8 @@ def build_stream(
     reps = int(math.ceil(n / len(trained.pool)))
     queries = np.concatenate([rng.permutation(trained.pool) for _ in range(reps)])[:n]  # (T,)
     method, rows = trained.method, trained.trained_models
-    scorer = method.scorer
-    router = method.router
+    scorer, router, fitted_encodings = method.scorer, method.router, method.encodings
+    assert scorer is not None and router is not None and fitted_encodings is not None, "train_once fitted the method"
     extra = np.setdiff1d(np.arange(m_count), rows)  # the newcomer: no pool row from evaluations
     order = np.empty(m_count, np.int64)
     order[rows] = np.arange(len(rows))
@@ -171,7 +173,7 @@ def build_stream(
         router.groups.shares(),
         router_var=config.learning.prior_var,
     )
-    enc = method.encodings[queries]
+    enc = fitted_encodings[queries]
     p = scorer.proba(enc, order).astype(np.float64)  # (M, T) in the matrix's model order
     membership = router.groups.membership(enc)
     group = np.argmax(membership, axis=1)
@@ -212,7 +214,7 @@ def build_stream(
         stream.available[new, :join] = False
         # full knowledge: LOCUS with the newcomer's row from its own training column (no retraining)
         full = scorer.extended(
-            *router.pool_rows(method.encodings, method.fitted_scores[new : new + 1], method.benchmarks)
+            *router.pool_rows(fitted_encodings, trained.fitted_scores[new : new + 1], method.benchmarks)
         )
         order_full = order.copy()
         order_full[new] = len(full.names) - 1
@@ -243,7 +245,9 @@ def stream_margin(config: StreamConfig, router, encodings: np.ndarray) -> float:
     """The guard margin of a stream's routers: the config's fixed margin, or (``"measured"``) the mean over the
     stream's queries (``encodings``) of the measured margin (routing.policy.guard_margins; the replay's routers
     take one margin)."""
-    return float(np.mean(guard_margins(config.guard_margin, router.query_noise(encodings))))
+    margin = config.guard_margin
+    assert margin is not None, "StreamConfig.__post_init__ gives the default guard margin (check_margin)"
+    return float(np.mean(guard_margins(margin, router.query_noise(encodings))))
 
 
 def choose_newcomer(scores: np.ndarray, benchmarks: np.ndarray) -> int:
@@ -313,11 +317,15 @@ def replay(
         cache: dict[tuple, Trained] = {}
         for scenario in scenarios:
             train, pool = split_queries(scenario, benchmarks, seed, config)
-            rows = np.arange(len(scores)) if scenario != "newcomer" else np.delete(np.arange(len(scores)), newcomer)
+            if scenario != "newcomer":
+                rows = np.arange(len(scores))
+            else:
+                assert newcomer is not None, "chosen above: the scenarios include the newcomer"
+                rows = np.delete(np.arange(len(scores)), newcomer)
             key = (scenario == "unlike", scenario == "newcomer")
             if key not in cache:
                 t0 = time.perf_counter()
-                method = train_once(
+                method, fitted_scores = train_once(
                     scores,
                     encodings,
                     benchmarks,
@@ -328,7 +336,7 @@ def replay(
                     train_config=train_config,
                     model_config=model_config,
                 )
-                cache[key] = Trained(method, train, pool, rows)
+                cache[key] = Trained(method, train, pool, rows, fitted_scores)
                 log(
                     f"seed {seed}: trained LOCUS for {scenario} ({len(rows)} models x {len(train)} queries) in "
                     f"{time.perf_counter() - t0:.0f} s"
@@ -378,7 +386,7 @@ def run_replay(args, matrix, encodings: np.ndarray, train_config, progress: bool
     complete = ~np.isnan(scores).any(axis=0)
     if progress and not complete.all():
         print(
-            f"the replay reads every model's score on each query: {int((~complete).sum())} of {len(complete)} "
+            f"the replay reads every model's score on each query: {int((~complete).sum())} of {scores.shape[1]} "
             "queries with a missing cell are left out",
             file=sys.stderr,
         )

@@ -215,7 +215,7 @@ def replay_log(
     log(f"the replay trains LOCUS {trainings_of([SCENARIO], seeds)} time(s) ({seeds} seed(s)), one at a time")
     for seed in range(first_seed, first_seed + seeds):
         t0 = time.perf_counter()
-        method = train_once(
+        method, fitted_scores = train_once(
             split.train_scores,
             encodings,
             split.benchmarks,
@@ -226,7 +226,7 @@ def replay_log(
             train_config=train_config,
             model_config=model_config,
         )
-        trained = Trained(method, train_q, np.zeros(0, np.int64), trained_rows)
+        trained = Trained(method, train_q, np.zeros(0, np.int64), trained_rows, fitted_scores)
         stream, info = log_stream(split, trained, seed=seed, config=config)
         info["story"] = log_story(split, names)
         runs.append(score_stream(SCENARIO, stream, info, seed=seed, config=config))

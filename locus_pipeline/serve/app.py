@@ -8,7 +8,8 @@ import logging
 import math
 import time
 from contextlib import asynccontextmanager
-from typing import Callable
+from functools import partial
+from typing import Callable, Required, TypedDict
 
 import httpx
 import torch
@@ -39,6 +40,14 @@ class RouteRequest(BaseModel):
     max_params: float | None = None  # billions: only candidates of known size at most this
     input_tokens: int | None = None  # default: estimated from the query (4 characters a token)
     output_tokens: int | None = None  # default: the models config's output_tokens (256)
+
+
+class OutcomeResult(TypedDict, total=False):
+    """One outcome's entry in POST /v1/outcomes' results: its request id, its status and, when refused, why."""
+
+    request_id: Required[str | None]
+    status: Required[int]
+    reason: str
 
 
 def create_app(
@@ -202,17 +211,18 @@ def create_app(
             while gateway.home.remote and unknown() and time.monotonic() < deadline:
                 await asyncio.sleep(min(config.poll_seconds / 2, 0.5))
                 await gateway.learn_from_log()
-        results, records = [], []
+        results: list[OutcomeResult] = []
+        records: list[dict] = []
         for item in items:
             try:
                 record = outcome_record(learning, item, caller)
-            except OutcomeRefused as refused:
+            except OutcomeRefused as refusal:
                 rid = item.get("request_id") if isinstance(item, dict) else None
                 results.append(
                     {
                         "request_id": rid if isinstance(rid, str) else None,
-                        "status": refused.status,
-                        "reason": refused.reason,
+                        "status": refusal.status,
+                        "reason": refusal.reason,
                     }
                 )
                 continue
@@ -333,7 +343,7 @@ def outcome_record(learning, item, caller: Caller) -> dict:
     return record
 
 
-def log_claimed(learning, records: list[dict], results: list[dict]) -> list[dict]:
+def log_claimed(learning, records: list[dict], results: list[OutcomeResult]) -> list[dict]:
     """In the thread pool: claim each outcome's request id across the replicas (the first claim wins; the others
     are 409), then log the claimed ones durably (before the 202). On a failure (a full or read-only store) nothing is
     taken: the claims made are released and every id may be graded again."""
@@ -347,10 +357,10 @@ def log_claimed(learning, records: list[dict], results: list[dict]) -> list[dict
             learning.reserved.discard(rid)
             for result in results:
                 if result["request_id"] == rid and result["status"] == 202:
-                    result.update(
-                        status=409,
-                        reason=f"request id {rid[:80]!r} already has an outcome (graded at another replica): each "
-                        "answer is graded once",
+                    result["status"] = 409
+                    result["reason"] = (
+                        f"request id {rid[:80]!r} already has an outcome (graded at another replica): each "
+                        "answer is graded once"
                     )
         if kept:
             # why: a graded answer's decision is written before its outcome is durable (a kill -9 after the 202 must
@@ -398,6 +408,17 @@ def learning_metrics(gateway: Gateway) -> None:
     if learning is None:
         paused.set(0)
         return
-    paused.set_function(lambda: float(bool(traffic_log_health(gateway)["learning_paused"])))
+
+    def learning_paused() -> float:
+        health = traffic_log_health(gateway)
+        assert health is not None, "learning is on (gateway.learning, set once): the traffic log has a health"
+        return float(bool(health["learning_paused"]))
+
+    paused.set_function(learning_paused)
     for kind, writer in (("decisions", learning.decision_log), ("outcomes", learning.outcome_log)):
-        dropped.labels(kind).set_function(lambda w=writer: float(getattr(w, "dropped", 0) + getattr(w, "failed", 0)))
+        dropped.labels(kind).set_function(partial(_records_dropped, writer))
+
+
+def _records_dropped(writer: object) -> float:
+    """A traffic log writer's records dropped (a full queue) and lost (a failing store)."""
+    return float(getattr(writer, "dropped", 0) + getattr(writer, "failed", 0))

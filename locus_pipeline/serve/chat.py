@@ -10,6 +10,7 @@ import logging
 import math
 import secrets
 import time
+from functools import partial
 from typing import Any, Mapping
 
 from fastapi.responses import JSONResponse, Response
@@ -44,7 +45,8 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
     stream = bool(body.get("stream", False))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
-    client = gateway.identity.client_of(headers or {})  # authorized before: a configured client's name
+    client = gateway.identity.client_of(headers or {})
+    assert client is not None, "the app authorizes the request before this: its caller is a configured client"
     routed = await gateway.decide(  # POST /route's own decision: the same candidates, caps and weight
         snap,
         text,
@@ -90,6 +92,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
                 }
             )
             continue
+        assert gateway.client is not None, "the app's lifespan opens the upstream client before requests are served"
         try:
             resp = await forward(
                 gateway.client,
@@ -98,7 +101,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
                 body,
                 stream,
                 token=gateway.config.token,
-                on_usage=lambda usage, name=name: gateway.record_usage(snap, name, usage),
+                on_usage=partial(gateway.record_usage, snap, name),
                 settings=gateway.models.gateway,
             )
         except UpstreamFailed as fail:
@@ -111,7 +114,7 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         gateway.metrics.answers.labels(name).inc()
         learned = gateway.issue(routed, name, client)  # the answer's request id: its outcome grades `name`
         if extra.get("explain") is True and isinstance(resp, JSONResponse) and resp.status_code == 200:
-            answer = json.loads(resp.body)  # the routing explanation in the body too: {"locus": {...}}
+            answer = json.loads(bytes(resp.body))  # the routing explanation in the body too: {"locus": {...}}
             if isinstance(answer, dict):
                 answer["locus"] = {
                     **decision,
@@ -126,31 +129,31 @@ async def chat_completion(gateway: Gateway, body: Any, headers: Mapping[str, str
         resp.headers.update(learned)
         return resp
     if len(chain) == 1:  # no fallback allowed: the upstream's own failure, scrubbed
-        fail = errors[0]
+        failure = errors[0]
         how = (
             'pinned requests do not fall back unless asked: send "fallbacks": true (or a list of pool models), '
             f"the header {FALLBACKS_HEADER}: true, or set gateway.pinned_fallbacks in the models config"
             if pinned
             else "fallbacks were turned off by this request"
         )
-        what = f"is {fail['detail']}" if fail["reason"] == "cooldown" else f"failed: {fail['detail']}"
+        what = f"is {failure['detail']}" if failure["reason"] == "cooldown" else f"failed: {failure['detail']}"
         headers = {
-            "x-locus-model": fail["model"],
-            "x-locus-chosen": fail["model"],
+            "x-locus-model": failure["model"],
+            "x-locus-chosen": failure["model"],
             "x-locus-fallbacks-used": "0",
             "x-locus-serves": decision["serves"]["by"],
         }
-        if fail["reason"] == "cooldown":
-            headers["retry-after"] = str(math.ceil(gateway.cooldowns.remaining(fail["model"])))
+        if failure["reason"] == "cooldown":
+            headers["retry-after"] = str(math.ceil(gateway.cooldowns.remaining(failure["model"])))
         return JSONResponse(
             {
                 "error": {
-                    "message": f"the upstream of {fail['model']} {what} ({how})",
+                    "message": f"the upstream of {failure['model']} {what} ({how})",
                     "type": "upstream_error",
-                    "code": fail["reason"],
+                    "code": failure["reason"],
                 }
             },
-            status_code=fail["status"],
+            status_code=failure["status"],
             headers=headers,
         )
     if all(e["reason"] == "cooldown" for e in errors):  # as the pinned 503: when to try again (the soonest back)

@@ -9,7 +9,7 @@ import logging
 import math
 import time
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeGuard
 
 import httpx
 import numpy as np
@@ -30,6 +30,7 @@ from locus_pipeline.serve.batcher import QueryBatcher, Scored
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
 from locus_pipeline.serve.http import ApiError
+from locus_pipeline.serve.identity import Identity
 from locus_pipeline.serve.learning import (
     EXPLORED_HEADER,
     REQUEST_ID_HEADER,
@@ -39,7 +40,7 @@ from locus_pipeline.serve.learning import (
 )
 from locus_pipeline.serve.metrics import Metrics
 from locus_pipeline.serve.serving import cost_text, guard_text, pool_verdict, single_model
-from locus_pipeline.serve.snapshot import Snapshot, load_snapshot, watched_key
+from locus_pipeline.serve.snapshot import Snapshot, WatchedKey, load_snapshot, watched_key
 from locus_pipeline.storage import LocusHome
 from locus_pipeline.storage.traffic import Retention
 
@@ -68,6 +69,8 @@ def _json_number(x: float) -> float | None:
 class Gateway:
     """The served state: the current snapshot (swapped whole), the scorer, the metrics."""
 
+    identity: Identity  # the credentials, set by create_app (serve/app.py) before any request is served
+
     def __init__(
         self,
         config: ServeConfig,
@@ -89,7 +92,7 @@ class Gateway:
             unevaluated=unevaluated,
         ):
             log.warning(warning)
-        self.failed_key: tuple | None = None
+        self.failed_key: WatchedKey | None = None
         self.last_reload_error: str | None = None
         self.metrics = Metrics()
         self.batcher = QueryBatcher(
@@ -134,9 +137,7 @@ class Gateway:
         if not isinstance(usage, dict):
             return
         n_in, n_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if not all(
-            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_REPORTED_TOKENS for n in (n_in, n_out)
-        ):
+        if not (_is_token_count(n_in) and _is_token_count(n_out)):
             return
         self.metrics.tokens.labels(name, "input").inc(n_in)
         self.metrics.tokens.labels(name, "output").inc(n_out)
@@ -156,7 +157,7 @@ class Gateway:
             if self.single_model
             else f'the router (model "locus": the best of {len(snap.routable)} routable '
             f"models at quality weight {self.config.policy.quality_weight:g}, "
-            f"{guard_text(snap, self.config.policy.guard_margin)})"
+            f"{guard_text(snap, self.config.policy.margin)})"
         ) + f": {self.serve_reason}"
         ups = [f"{n} -> {u.base_url} ({u.model})" for n, u in snap.upstreams.items()]
         lines = [
@@ -263,13 +264,13 @@ class Gateway:
         if self.log_lock is None:
             self.log_lock = asyncio.Lock()
         async with self.log_lock:  # the watcher's tick and an outcome for an id not read yet: one reader at a time
-            await self._learn_from_log()
+            await self._learn_from_log(self.learning)
 
-    async def _learn_from_log(self) -> None:
+    async def _learn_from_log(self, learning: Learning) -> None:
         try:
-            decisions, outcomes = await run_in_threadpool(self.learning.read_logs)
-            self.learning.catch_up(decisions, outcomes)
-            snap, waiting = self.snapshot, self.learning.unscored
+            decisions, outcomes = await run_in_threadpool(learning.read_logs)
+            learning.catch_up(decisions, outcomes)
+            snap, waiting = self.snapshot, learning.unscored
             while waiting:  # a dropped file's (model, query, score) rows: the router places each query, a batch at once
                 chunk = waiting[: self.config.max_batch]
                 results = await asyncio.gather(
@@ -281,9 +282,9 @@ class Gateway:
                     elif isinstance(scored, BaseException):
                         raise scored  # the chunk stays for the next tick (each row counts once: by its id)
                     else:
-                        self.learning.take_scored(snap, record, scored)
+                        learning.take_scored(snap, record, scored)
                 del waiting[: len(chunk)]
-            await run_in_threadpool(self.learning.housekeeping, self.learning.due())
+            await run_in_threadpool(learning.housekeeping, learning.due())
         except Exception as err:  # keep serving; the next tick reads again from the same offsets
             log.error("reading the traffic log failed (tried again in %g s): %s", self.config.poll_seconds, err)
 
@@ -408,6 +409,8 @@ class Gateway:
         n_out = snap.output_tokens if output_tokens is None else output_tokens
         # every pool row in order (no candidates, every model routable): views, not copies of the pool's arrays
         rows = slice(None) if len(idx) == len(snap.names) and (idx == np.arange(len(idx))).all() else idx
+        params_b = snap.costs.params_b
+        assert params_b is not None, "cost_table gives every model's parameter count (NaN: unknown)"
         scored = await self.score(snap, query)
         one = None if self.single_model is None else snap.index.get(self.single_model)
         blocked = None if self.single_model is None else self.single_blocked(position(idx, one), quality_weight)
@@ -418,7 +421,7 @@ class Gateway:
             group=scored.group,
             standing=snap.pool_scorer.standing[rows],
             costs=snap.costs.costs(n_in, n_out)[rows],
-            params=snap.costs.params_b[rows],
+            params=params_b[rows],
             embeddings=snap.embeddings[rows],
             client=None if self.learning is None else client,
         )
@@ -527,7 +530,8 @@ class Gateway:
 
     def body(self, snap: Snapshot, q: Query, d: Decision, policy: RoutingPolicy, **how) -> dict:
         """The decision as POST /route's JSON body (the ranking: the best ``ranking_size`` of it)."""
-        names, idx, r = snap.names, q.rows, d.route
+        names, idx, r, params = snap.names, q.rows, d.route, q.params
+        assert params is not None, "decide() gives the query the snapshot's parameter counts"
         shown = r.ranking[: self.config.ranking_size or None]  # the best; a 100,000-model list is ~1 s of JSON
         return {
             "chosen": names[d.chosen],
@@ -538,7 +542,7 @@ class Gateway:
                     "model": names[idx[i]],
                     "p_correct": round(float(d.p[i]), 6),
                     "expected_cost": _json_number(float(q.costs[i])),
-                    "params_b": _json_number(float(q.params[i])),
+                    "params_b": _json_number(float(params[i])),
                     "score": round(float(r.scores[i]), 6),
                 }
                 for i in shown
@@ -574,5 +578,13 @@ class Gateway:
 
 def position(idx: np.ndarray, row: int | None) -> int | None:
     """Where pool row ``row`` is among the decided rows ``idx`` (None: not there)."""
-    at = np.flatnonzero(idx == row) if row is not None else ()
+    if row is None:
+        return None
+    at = np.flatnonzero(idx == row)
     return int(at[0]) if len(at) else None
+
+
+def _is_token_count(n: object) -> TypeGuard[int]:
+    """Whether an upstream's reported token count is a count the gateway takes: an int (not a bool) in
+    [0, MAX_REPORTED_TOKENS]."""
+    return isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_REPORTED_TOKENS

@@ -446,14 +446,16 @@ class Learning:
 
     def status(self) -> dict:
         """What /healthz and the start-up summary say of learning."""
+        graded, explored = self.exploration.graded, self.exploration.explored
+        assert graded is not None and explored is not None, "Exploration sets its counts in __post_init__"
         return {
             "learn": self.mode,
             "explore": self.config.explore,
             "explore_rule": "explored requests of a query group per graded outcome there, shrinking as the posterior "
             "narrows: nothing explored before outcomes arrive",
-            "outcomes_loaded": round(float(self.exploration.graded.sum()), 3),
+            "outcomes_loaded": round(float(graded.sum()), 3),
             "outcomes_held": round(float(self.learner.counts().sum()), 3),
-            "explored": int(self.exploration.explored.sum()),
+            "explored": int(explored.sum()),
             "standing_moved": self.moved(),
             "clients": len(self.learner.clients),
         }

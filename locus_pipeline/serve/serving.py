@@ -82,13 +82,14 @@ def cost_text(verdict: dict | None) -> str:
     ) + f" (every router: {cheaper_text(cheaper, verdict['best_single'])})"
 
 
-def guard_text(snap: Snapshot, margin: float) -> str:
+def guard_text(snap: Snapshot, margin: float | str) -> str:
     """The guard in words: its margin and the routable model of highest standing it leans toward."""
     rows = snap.routable_rows
     if margin == 0:
         return "no guard"
     leaned = snap.names[int(rows[incumbent(snap.pool_scorer.standing[rows])])] if len(rows) else "none"
-    return f"guard {margin:g} toward {leaned}"
+    shown = margin if isinstance(margin, str) else f"{margin:g}"  # a str: the measured guard (routing.policy)
+    return f"guard {shown} toward {leaned}"
 
 
 __all__ = ["cost_text", "guard_text", "pool_verdict", "single_model"]

@@ -8,7 +8,7 @@ import difflib
 import time
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, TypeAlias
 
 import numpy as np
 
@@ -19,16 +19,18 @@ from locus_model.routing import CostTable, cost_info, cost_table
 from locus_pipeline.serve.config import ModelsConfig, Upstream
 from locus_pipeline.serve.portfolio import read_portfolio
 from locus_pipeline.storage import LocusHome, StorageError
-from locus_pipeline.storage.files import version_of
+from locus_pipeline.storage.files import FileVersion, version_of
 
 if TYPE_CHECKING:  # why: the router module loads torch, which the snapshot's readers get through the checkpoint
     from locus_model.router import PoolScorer
 
 
+# what a reload watches (watched_key): the pool file's version and the portfolios table's (None: no portfolio served)
+WatchedKey: TypeAlias = tuple[FileVersion, FileVersion | None]
 TYPO_CUTOFF = 0.85  # difflib ratio from which a models config name not in the pool is read as a pool model's typo
 
 
-def pool_key(path) -> tuple | None:
+def pool_key(path) -> FileVersion | None:
     """What changes whenever the file is replaced, None when it is missing: (mtime_ns, size, inode) on a local home
     (an atomic rewrite changes the inode), the object's ETag in object storage (storage.files.version_of)."""
     return version_of(path)
@@ -38,7 +40,7 @@ def pool_key(path) -> tuple | None:
 class Snapshot:
     """One pool with its checkpoint and costs; immutable, swapped whole on a reload."""
 
-    key: tuple[int, int, int]
+    key: FileVersion
     checkpoint_id: str
     encoder: str
     runtime: str  # the encoder runtime (locus_model.data.encoders.RUNTIMES)
@@ -54,7 +56,7 @@ class Snapshot:
     # less the rows the pool marks not routable (too few evaluations: reached only when a request names them)
     held_back: tuple[str, ...] = ()  # pool models not routable by default (the pool's `routable` column)
     portfolio_missing: tuple[str, ...] = ()  # members of the portfolio that are not in the pool (not served)
-    portfolio_key: tuple[int, int, int] | None = None  # pool_key of the portfolios table it was read from
+    portfolio_key: FileVersion | None = None  # pool_key of the portfolios table it was read from
     dry_run: bool = False  # asked for (--dry-run): chat calls answer with the decision, never forwarded
     n_evaluations: tuple[int, ...] = ()  # per row: the evaluations its pool row was computed from (0: none, a model
     # of the models config not in the pool, served at the pool's prior while learning is on)
@@ -106,6 +108,7 @@ def load_snapshot(
         pool = home.read_pool()
         if pool_key(home.pool_path) == key:
             break
+    assert key is not None  # each pass above raised on a missing pool
     if len(pool) == 0:
         raise StorageError(f"the pool {home.pool_path} is empty. How to fix: materialize model_embeddings")
     checkpoint = home.pool_checkpoint(pool)
@@ -177,7 +180,7 @@ def load_snapshot(
     )
 
 
-def watched_key(home: LocusHome, portfolio: str | None) -> tuple | None:
+def watched_key(home: LocusHome, portfolio: str | None) -> WatchedKey | None:
     """What a reload watches: the pool file's key and, when a portfolio is served, the portfolios table's (a
     portfolios refresh after a rebuild changes the candidate set). None while there is no pool."""
     key = pool_key(home.pool_path)

@@ -175,6 +175,7 @@ async def rewrite_sse(
                     if chunk.get("usage"):
                         on_usage(chunk["usage"])
                     scrubbed = scrub_answer(chunk, known)
+                    assert isinstance(scrubbed, dict)  # scrub_answer keeps a dict a dict (only strings change)
                     if "model" in chunk or scrubbed != chunk:
                         if "model" in scrubbed:
                             scrubbed["model"] = name

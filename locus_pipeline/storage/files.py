@@ -13,9 +13,12 @@ import io
 import os
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import pandas as pd
+
+# what version_of returns: (mtime_ns, size, inode) for a local file, (ETag, size) for an object in object storage
+FileVersion: TypeAlias = tuple[int, int, int] | tuple[str, int]
 
 
 class StorageError(RuntimeError):
@@ -99,7 +102,7 @@ def read_parquet(path: Any, *, what: str, fix: str, columns: list[str] | None = 
         raise StorageError(f"{what} at {path} cannot be read ({type(err).__name__}: {err}). How to fix: {fix}") from err
 
 
-def version_of(path: Any) -> tuple | None:
+def version_of(path: Any) -> FileVersion | None:
     """What changes whenever the file is replaced, None when it is missing: (mtime_ns, size, inode) locally
     (an atomic rewrite changes the inode), the object's ETag in object storage."""
     if is_remote(path):

@@ -185,7 +185,10 @@ def test_every_field_of_the_library_configs_reaches_the_library_unchanged() -> N
     assert set(NOT_DEFAULT_MODEL) == {f.name for f in dataclasses.fields(LocusConfig)} - {"query_dim"}
     assert all(getattr(TrainConfig(), k) != v for k, v in NOT_DEFAULT_TRAIN.items())
     assert all(getattr(LocusConfig(), k) != v for k, v in NOT_DEFAULT_MODEL.items())
-    given = {k: list(v) if isinstance(v, tuple) else v for k, v in {**NOT_DEFAULT_TRAIN, **NOT_DEFAULT_MODEL}.items()}
+    # the library's fields, which a type checker does not see on TrainingConfig (create_model makes them)
+    given: dict[str, Any] = {
+        k: list(v) if isinstance(v, tuple) else v for k, v in {**NOT_DEFAULT_TRAIN, **NOT_DEFAULT_MODEL}.items()
+    }
     model, train = TrainingConfig(**given).to_library(query_dim=96)
     assert train == TrainConfig(**NOT_DEFAULT_TRAIN)
     assert model == LocusConfig(query_dim=96, **NOT_DEFAULT_MODEL)
@@ -210,7 +213,9 @@ def test_the_launchpad_describes_each_field_by_its_docstring_in_the_library() ->
         names = {f.name for f in dataclasses.fields(cls)}
         assert set(docs) == names and all(len(doc) > 10 for doc in docs.values()), names - set(docs)
         assert all(described[name] == doc for name, doc in docs.items() if name != "query_dim")
-    assert described["refit_alphas"].startswith("After the epochs (with the warm-up), the encoder's output layer")
+    refit_alphas = described["refit_alphas"]
+    assert refit_alphas is not None
+    assert refit_alphas.startswith("After the epochs (with the warm-up), the encoder's output layer")
 
     @dataclasses.dataclass(frozen=True)
     class Undocumented:

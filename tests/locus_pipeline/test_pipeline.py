@@ -113,10 +113,11 @@ def test_mlflow_experiment_model_and_links_back_to_dagster(materialized) -> None
         run.data.tags["dagster.run_url"] == dagster_url and f"]({dagster_url})" in run.data.tags["mlflow.note.content"]
     )
     model = client.get_registered_model("locus")
-    assert "set encoder" in model.description
+    assert model.description is not None and "set encoder" in model.description
     current = client.get_model_version_by_alias("locus", "current")
     assert str(current.version) == checkpoint["model_version"] and current.run_id == run.info.run_id
-    assert current.tags["dagster.run_url"] == dagster_url and dagster_url in current.description
+    assert current.description is not None and dagster_url in current.description
+    assert current.tags["dagster.run_url"] == dagster_url
 
 
 def test_checkpoint_round_trip_reproduces_the_pool(materialized) -> None:

@@ -5,6 +5,7 @@ import dataclasses
 import inspect
 import json
 import textwrap
+import types
 import typing
 from dataclasses import asdict
 
@@ -197,7 +198,9 @@ def field_docs(cls: type) -> dict[str, str]:
     """A config dataclass's field docstrings (the string under each field, as Sphinx and pydantic's
     use_attribute_docstrings read them), each on one line: the one description of each field, shown by the
     launchpad."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    definition = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(definition, ast.ClassDef), f"the source of {cls.__name__} is its class definition"
+    body = definition.body
     return {
         node.target.id: " ".join(doc.value.value.split())
         for node, doc in zip(body, body[1:])
@@ -209,11 +212,12 @@ def field_docs(cls: type) -> dict[str, str]:
     }
 
 
-def config_fields(cls: type, skip: tuple[str, ...] = ()) -> dict[str, tuple]:
+def config_fields(cls: type, skip: tuple[str, ...] = ()) -> dict[str, typing.Any]:
     """A library config dataclass's fields as pydantic fields: same names, types and defaults (tuples as lists),
-    described by their docstrings."""
+    described by their docstrings. Each value is (type, FieldInfo); typed Any, as create_model's
+    ``**field_definitions`` are (a dict unpacked there is checked against its ``__config__``, ``__doc__``... too)."""
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
-    out = {}
+    out: dict[str, typing.Any] = {}
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
@@ -224,7 +228,8 @@ def config_fields(cls: type, skip: tuple[str, ...] = ()) -> dict[str, tuple]:
             )
         kind, default = hints[f.name], f.default
         if typing.get_origin(kind) is tuple:  # Dagster config has lists, not tuples
-            kind, default = list[typing.get_args(kind)[0]], list(default)
+            assert isinstance(default, tuple), f"{cls.__name__}.{f.name}: a tuple field's default is a tuple"
+            kind, default = types.GenericAlias(list, typing.get_args(kind)[0]), list(default)  # list[item type]
         out[f.name] = (kind, Field(default=default, description=docs[f.name]))
     return out
 
@@ -241,7 +246,7 @@ class _TrainingConfigBase(dg.Config):
         return model, train
 
 
-TrainingConfig = create_model(
+_training_config = create_model(
     "TrainingConfig",
     __base__=_TrainingConfigBase,
     __doc__="LOCUS training: every field of the library's TrainConfig and LocusConfig (but query_dim), with their "
@@ -266,6 +271,16 @@ TrainingConfig = create_model(
         ),
     ),
 )
+if typing.TYPE_CHECKING:
+
+    class TrainingConfig(_TrainingConfigBase):
+        """What a type checker sees of the model create_model builds above (its fields are made at run time from the
+        library's dataclasses): the field the asset reads besides to_library's, with its default."""
+
+        threads: int = 0
+
+else:
+    TrainingConfig = _training_config  # the class Dagster reads from the asset's signature
 
 
 @dg.asset(

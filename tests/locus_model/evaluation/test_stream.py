@@ -1,6 +1,8 @@
 """The replay: each scenario's JSON keys, and invariants a hand can check (the oracle bounds every method, learning
 that never hears an outcome is frozen LOCUS, the full-label rule picks each benchmark's best)."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -26,7 +28,7 @@ def _matrix(seed: int = 0, q: int = 240):
 
 def _hand_stream(p, labels, bench, group=None, **kw) -> Stream:
     m, n = labels.shape
-    fields = dict(
+    fields: dict[str, Any] = dict(
         p=np.asarray(p, float),
         group=np.zeros(n, int) if group is None else np.asarray(group),
         bench=np.asarray(bench),
@@ -155,7 +157,7 @@ def test_the_learning_router_embeds_a_newcomer_again_from_its_graded_answers_eve
     """As the pipeline's relearning: every EMBED_EVERY graded answers, one forward pass (embed_graded) gives the
     newcomer a new row; its P on later events follows it and the learner starts it from its new profile."""
     from locus_model.evaluation.stream_routing import Reembedding, replay_decisions, replay_strategy
-    from locus_model.learning import EMBED_EVERY, embed_graded
+    from locus_model.learning import EMBED_EVERY, Learning, embed_graded
     from tests.locus_model.tiny_locus import one_group_router, tiny_model, tiny_pool
 
     router = one_group_router(tiny_model())
@@ -167,6 +169,7 @@ def test_the_learning_router_embeds_a_newcomer_again_from_its_graded_answers_eve
     stream.available[0] = False  # only the newcomer answers: every outcome is its
     stream.reembed = Reembedding(row=1, router=router, encodings=enc)
     strategy = replay_strategy(stream, "learning", config=StreamConfig(), seed=0)
+    assert isinstance(strategy, Learning)
     decisions = replay_decisions(stream, strategy)
     assert all(d.chosen == 1 for d in decisions)
     _, profile = embed_graded(router, enc[: 2 * EMBED_EVERY], labels[1, : 2 * EMBED_EVERY])

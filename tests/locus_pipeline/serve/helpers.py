@@ -74,7 +74,8 @@ class FakeUpstreams:
     """httpx MockTransport: one host per pool model; ``failing`` answer 500, ``slow`` time out."""
 
     def __init__(self, failing=(), slow=()) -> None:
-        self.failing, self.slow, self.seen = set(failing), set(slow), []
+        self.failing, self.slow = set(failing), set(slow)
+        self.seen: list[tuple[str, Any, str | None]] = []  # (host, the forwarded JSON body, its authorization)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host

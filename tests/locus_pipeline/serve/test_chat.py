@@ -72,7 +72,8 @@ def test_chat_forwards_to_the_chosen_model_and_says_which_answered(built, tmp_pa
 def test_an_upstream_error_moves_down_the_fallback_chain(built, tmp_path):
     with client_for(built, tmp_path) as dry:
         decision = dry.post("/route", json={"query": QUERY}).json()
-    chosen, first, second = decision["chosen"], *decision["fallbacks"][:2]
+    chosen = decision["chosen"]
+    first, second = decision["fallbacks"][:2]
     fake = FakeUpstreams(failing={host(chosen)}, slow={host(first)})
     with client_for(built, tmp_path, models=upstream_config(), transport=httpx.MockTransport(fake)) as client:
         r = client.post("/v1/chat/completions", json=chat())

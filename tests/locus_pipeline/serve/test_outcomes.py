@@ -168,6 +168,7 @@ def demote(client, model: str, *, n: int) -> str:
             ).status_code
             == 202
         )
+    assert chosen is not None, "n >= 1: at least one request was routed"
     return chosen
 
 

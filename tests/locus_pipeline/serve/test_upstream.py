@@ -46,7 +46,8 @@ def fake_upstream_app(kind: str) -> FastAPI:
 def test_real_sockets_slow_and_failing_upstreams_fall_back(built, tmp_path):
     with client_for(built, tmp_path) as dry:
         decision = dry.post("/route", json={"query": QUERY}).json()
-    chosen, first, second = decision["chosen"], *decision["fallbacks"][:2]
+    chosen = decision["chosen"]
+    first, second = decision["fallbacks"][:2]
     with (
         ServerThread(fake_upstream_app("slow")) as slow,
         ServerThread(fake_upstream_app("failing")) as failing,
