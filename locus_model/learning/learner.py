@@ -29,7 +29,7 @@ clients (configured credentials; the rest pooled under one key); an outcome upda
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ import numpy as np
 from locus_model.estimates.posterior import CellPosterior
 from locus_model.stats.logistic import logit, sigmoid
 
+Cells = tuple[np.ndarray, np.ndarray] | slice  # cells of the (M, K) table: (rows, groups) index arrays, or all
 POOLED = "(pooled)"  # the key of the clients past LearningConfig.max_clients
 _EPS = 1e-9
 
@@ -142,7 +143,12 @@ class Learner:
 
     @classmethod
     def start_from(
-        cls, names, profiles: np.ndarray, config: LearningConfig | None = None, *, prior_var: np.ndarray | None = None
+        cls,
+        names: Iterable[str],
+        profiles: np.ndarray,
+        config: LearningConfig | None = None,
+        *,
+        prior_var: np.ndarray | None = None,
     ) -> "Learner":
         """No outcomes yet: each cell's prior mean is the model's group profile (M, K); its variance ``prior_var``
         (M, K) where given (what the estimator measured), else ``config.prior_var``."""
@@ -179,7 +185,7 @@ class Learner:
         post = CellPosterior.from_prior(self.start, self.prior_var, robust=self.config.robust)
         return _View(post, np.zeros_like(self.start), np.zeros_like(self.start))
 
-    def _set(self, view: _View, cells, right, count, expected) -> None:
+    def _set(self, view: _View, cells: Cells, right: np.ndarray, count: np.ndarray, expected: np.ndarray) -> None:
         """A view's cells ``cells`` from combined sums: the evidence, the prior mean (the router's mean P on what
         was graded there, the start counting as one answer) and the shift."""
         post = view.posterior
@@ -190,7 +196,7 @@ class Learner:
         view.shift[cells] = np.where(np.asarray(count) > 0, moved, 0.0)
         view.version += 1
 
-    def _combined(self, cells) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _combined(self, cells: Cells) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(graders' sums (3, ...), the shared move (3, ...), the index in ``clients`` of the client whose evidence
         it is (..., -1: none)) at ``cells``."""
         shape = self.start[cells].shape
@@ -208,7 +214,7 @@ class Learner:
         table = np.array([*at, -1], np.int64)
         return graded, shared, table[np.where(picked >= 0, picked, len(at))]
 
-    def _update(self, cells) -> None:
+    def _update(self, cells: Cells) -> None:
         """Recombine the cells ``cells`` (a (rows, cols) index or slice(None)) for everyone and every client view."""
         graded, shared, picked = self._combined(cells)
         if isinstance(cells, tuple):
@@ -353,7 +359,7 @@ class Learner:
 
     # ------------------------------------------------------------------------------------------------ updates
 
-    def _check_cell(self, m, k, where: str) -> tuple[int, int]:
+    def _check_cell(self, m: int, k: int, where: str) -> tuple[int, int]:
         n_models, n_groups = self.start.shape
         for name, v, n in (("model", m, n_models), ("group", k, n_groups)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < n:
@@ -401,7 +407,14 @@ class Learner:
             sums[:, m] = 0.0
         self._update((np.full(self.start.shape[1], m), np.arange(self.start.shape[1])))
 
-    def remapped(self, names, profiles: np.ndarray, *, keep=None, prior_var: np.ndarray | None = None) -> "Learner":
+    def remapped(
+        self,
+        names: Iterable[str],
+        profiles: np.ndarray,
+        *,
+        keep: Iterable[str] | None = None,
+        prior_var: np.ndarray | None = None,
+    ) -> "Learner":
         """This learner over another pool of the same query groups (profiles (M', K)): the models of ``keep``
         (default: every model in both) carry their evidence over, the others start from their profiles."""
         out = Learner.start_from(names, profiles, self.config, prior_var=prior_var)

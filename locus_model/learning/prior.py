@@ -12,6 +12,8 @@ pool row, by the pipeline's relearning (traffic_model_embedding) and the replay.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 EMBED_EVERY = 50  # new graded answers of a model after which it is embedded again (the traffic sensor's condition)
@@ -46,7 +48,17 @@ def pool_prior(profiles: np.ndarray, embeddings: np.ndarray, evaluated: np.ndarr
     return np.asarray(embeddings)[known].mean(axis=0), np.asarray(profiles)[known].mean(axis=0)
 
 
-def embed_graded(router, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None):
+class PoolRows(Protocol):
+    """What :func:`embed_graded` needs of a trained router (locus_model.router.Router has it)."""
+
+    def pool_rows(
+        self, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+def embed_graded(
+    router: PoolRows, encodings: np.ndarray, scores: np.ndarray, labels: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(embedding (d,), group profile (G,)) of one model from its graded answers: the scores (Q,) in [0, 1] (NaN:
     not graded) of queries with these encodings (Q, D) and benchmark labels (Q,) where known. One forward pass of
     the trained ``router`` (Router.pool_rows), no fit."""

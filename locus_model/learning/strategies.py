@@ -22,6 +22,7 @@ exploration replays exactly. ``observe`` takes one graded outcome. The methods:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -145,9 +146,11 @@ def _decision(
     )
 
 
-def _pinned(query, request, d, p, standing) -> Decision:
+def _pinned(
+    query: Query, request: Request, d: RouteDecision, p: np.ndarray, standing: np.ndarray, pinned: int
+) -> Decision:
     return _decision(
-        query, request, d, p, standing, request.pinned, by="pinned", why="the request named it: never moved or explored"
+        query, request, d, p, standing, pinned, by="pinned", why="the request named it: never moved or explored"
     )
 
 
@@ -161,7 +164,7 @@ class Frozen(Strategy):
         p, standing = np.asarray(query.p, np.float64), np.asarray(query.standing, np.float64)
         d = _route(query, request, p, standing)
         if request.pinned is not None:
-            return _pinned(query, request, d, p, standing)
+            return _pinned(query, request, d, p, standing, request.pinned)
         if request.single is not None and request.single in d.ranking:
             return _decision(query, request, d, p, standing, request.single, by="single", why="the single model")
         return _decision(query, request, d, p, standing, d.chosen, by="router", why="the router's best estimate")
@@ -216,7 +219,7 @@ class Learning(Strategy):
         p, standing = self.learned(query)
         d = _route(query, request, p, standing)
         if request.pinned is not None:
-            return _pinned(query, request, d, p, standing)
+            return _pinned(query, request, d, p, standing, request.pinned)
         position, by, why = self._guarded(query, request, d, p)
         if self.mode == "observe":
             served = Frozen().decide(query, request)
@@ -310,7 +313,9 @@ class Learning(Strategy):
             ),
         )
 
-    def _propensity(self, query: Query, request: Request, d: RouteDecision, standing, seed: int, choice: int) -> float:
+    def _propensity(
+        self, query: Query, request: Request, d: RouteDecision, standing: np.ndarray, seed: int, choice: int
+    ) -> float:
         """The chance a draw routes to ``choice``: the share of PROPENSITY_DRAWS more draws (their own stream of
         ``seed``) and the one made that choose it, each ranked as route ranks (its kept candidates, score)."""
         rng = np.random.default_rng([seed, 1])
@@ -352,7 +357,7 @@ class Thompson(Strategy):
         drawn = rng.beta(a, b)
         d = _route(query, request, drawn, None)
         if request.pinned is not None:
-            return _pinned(query, request, d, drawn, np.asarray(query.standing, np.float64))
+            return _pinned(query, request, d, drawn, np.asarray(query.standing, np.float64), request.pinned)
         more = rng.beta(a, b, size=(PROPENSITY_DRAWS, len(rows)))
         probability = (np.sum(np.argmax(more, axis=1) == d.chosen) + 1) / (PROPENSITY_DRAWS + 1)
         return _decision(
@@ -380,7 +385,7 @@ class Thompson(Strategy):
 def build_strategy(
     method: str,
     *,
-    names,
+    names: Iterable[str],
     profiles: np.ndarray,
     shares: np.ndarray,
     config: LearningConfig,
