@@ -10,6 +10,20 @@ import ast
 WHY = "# why:"
 
 
+def package_imports(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, imported sub-package or root module of ``package``) of every absolute import in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        else:
+            continue
+        found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith(f"{package}.")]
+    return found
+
+
 def unexplained_local_imports(source: str) -> list[int]:
     """The lines of ``source``'s function-local imports with no `# why:` on the line, nor on a comment line right above
     its block of imports (a run of import lines and blank lines)."""

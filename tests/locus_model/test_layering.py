@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local_imports import WHY, unexplained_local_imports
+from tests.local_imports import WHY, package_imports, unexplained_local_imports
 
 LIBRARY = Path(__file__).resolve().parents[2] / "locus_model"
 MODULES = sorted(LIBRARY.rglob("*.py"))
@@ -118,16 +118,7 @@ def _imports(path: Path) -> tuple[list[tuple[int, str]], list[int]]:
     """(line, imported locus_model package) of every import in the module, and the lines of its function-local
     imports that do not say why (tests/local_imports.py)."""
     source = path.read_text(encoding="utf-8")
-    found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        else:
-            continue
-        found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith("locus_model.")]
-    return found, unexplained_local_imports(source)
+    return package_imports(source, "locus_model"), unexplained_local_imports(source)
 
 
 def test_every_library_module_has_a_rank() -> None:

@@ -4,12 +4,11 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
-from tests.local_imports import WHY, unexplained_local_imports
+from tests.local_imports import WHY, package_imports, unexplained_local_imports
 
 PIPELINE = Path(__file__).resolve().parents[2] / "locus_pipeline"
 MODULES = sorted(PIPELINE.rglob("*.py"))
@@ -59,16 +58,7 @@ def _package(path: Path) -> str:
 
 def _pipeline_imports(path: Path) -> list[tuple[int, str]]:
     """(line, imported locus_pipeline package or root module) of every import in the module."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        else:
-            continue
-        found += [(node.lineno, n.split(".")[1]) for n in names if n.startswith("locus_pipeline.")]
-    return found
+    return package_imports(path.read_text(encoding="utf-8"), "locus_pipeline")
 
 
 def test_every_pipeline_package_has_a_rank() -> None:
