@@ -161,8 +161,17 @@ class Frozen(Strategy):
     name = "frozen"
 
     def decide(self, query: Query, request: Request) -> Decision:
+        return self.decided(query, request, self.route(query, request))
+
+    @staticmethod
+    def route(query: Query, request: Request) -> RouteDecision:
+        """Frozen LOCUS's ranking of the query (the router's P under the trained standing's guard)."""
+        return _route(query, request, np.asarray(query.p, np.float64), np.asarray(query.standing, np.float64))
+
+    @staticmethod
+    def decided(query: Query, request: Request, d: RouteDecision) -> Decision:
+        """The decision of :meth:`route`'s ranking ``d``: the pinned model, the single model, else its choice."""
         p, standing = np.asarray(query.p, np.float64), np.asarray(query.standing, np.float64)
-        d = _route(query, request, p, standing)
         if request.pinned is not None:
             return _pinned(query, request, d, p, standing, request.pinned)
         if request.single is not None and request.single in d.ranking:
@@ -220,9 +229,10 @@ class Learning(Strategy):
         d = _route(query, request, p, standing)
         if request.pinned is not None:
             return _pinned(query, request, d, p, standing, request.pinned)
-        position, by, why = self._guarded(query, request, d, p)
+        frozen = Frozen.route(query, request)  # the guard's incumbent where no single model is served
+        position, by, why = self._guarded(query, request, d, p, frozen)
         if self.mode == "observe":
-            served = Frozen().decide(query, request)
+            served = Frozen.decided(query, request, frozen)
             return replace(
                 served,
                 learned=int(query.rows[position]),
@@ -268,26 +278,27 @@ class Learning(Strategy):
             seed=seed,
         )
 
-    def _guarded(self, query: Query, request: Request, d: RouteDecision, p: np.ndarray) -> tuple[int, str, str]:
+    def _guarded(
+        self, query: Query, request: Request, d: RouteDecision, p: np.ndarray, frozen: RouteDecision
+    ) -> tuple[int, str, str]:
         """(position, by, why): the incumbent -- the server's single model, else frozen LOCUS's choice -- keeps the
         query unless the posterior says, with probability >= overturn, that its P on this query is below a ranked
         candidate's learned P (then the best ranked of those). The incumbent's uncertainty decides, not the
         candidate's: a candidate's overestimate corrects itself once it answers, an incumbent's underestimate never
-        does once it has lost its queries (five unlucky answers locked the best model out on traffic unlike the
-        benchmarks: docs/experiments.md, 2026-12-07). Its variance is its cell's posterior variance carried to the
+        does once it has lost its queries (routed on learned means alone, a few unlucky early answers lock the best
+        model out of a group for good). Its variance is its cell's posterior variance carried to the
         query's P through the logit. Only outcomes overturn: with no outcome of the incumbent's cell, only candidates
         with outcomes are compared."""
         single = request.single is not None and request.single in d.ranking
-        x = request.single if single else _route(query, request, np.asarray(query.p, np.float64), query.standing).chosen
+        x = request.single if single else frozen.chosen
         name = "the single model" if single else "frozen LOCUS's choice"
         if x is None or x not in d.ranking:  # the incumbent is outside the request's caps
             return d.chosen, "router", "the best learned estimate under the guard"
         if not single and x == d.chosen:
             return x, "router", "the best learned estimate under the guard (frozen LOCUS's choice too)"
         mean, var, answered = self.learner.moments(query.rows, query.group, client=query.client)
-        scale = (p * (1.0 - p)) / (mean * (1.0 - mean))
-        v = var * scale**2
-        prob = ndtr((p - p[x]) / np.sqrt(np.maximum(v[x], 1e-12)))  # P(P_x < P_j), normal approx
+        v_x = var[x] * (p[x] * (1.0 - p[x]) / (mean[x] * (1.0 - mean[x]))) ** 2  # its cell's variance at its P
+        prob = ndtr((p - p[x]) / np.sqrt(max(v_x, 1e-12)))  # P(P_x < P_j), normal approx
         prob[x] = 0.0
         if not answered[x]:
             prob[~answered] = 0.0
