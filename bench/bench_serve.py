@@ -1,7 +1,7 @@
 """Gateway serving load: POST /route over real HTTP to `locus serve` in a subprocess (dry run, no upstream).
 
     .venv/bin/python -m bench.bench_serve [--runtimes torch,onnx-int8] [--requests 1000] [--concurrency 16]
-        [--sequential 300] [--open-loop-rate 100] [--open-loop 1000] [--threads 1] [--models 30]
+        [--sequential 300] [--open-loop-rate 100] [--open-loop 1000] [--threads 0] [--models 30]
     .venv/bin/python -m bench.bench_serve --hostile [--sequential 300] [--hostile-clients 2]
     .venv/bin/python -m bench.bench_serve --runtimes onnx-int8 --learning both   (learning on, then --no-learn)
 
@@ -17,6 +17,9 @@
    - closed loop: --requests at --concurrency at a time over keep-alive HTTP/1.1 connections (a minimal
      asyncio client: httpx would spend more of the shared cores than the server);
    - cached: as many requests drawn from 100 queries already sent (the encoding LRU answers: routing alone);
+   - beside the closed-loop and cached runs of a learning server, a grader posts --outcomes-per-s outcomes a second
+     (POST /v1/outcomes, one each) of the answers routed so far; with --learning both the last lines hold learning
+     on against off (issue 76: within 5% in throughput and p99);
    - open loop: --open-loop requests with Poisson arrivals at --open-loop-rate per second, each timed from its
      scheduled arrival (a late client counts against the server, as a user would see it);
    - whole: --long-requests distinct whole questions with their ten options (mean ~650 characters), at
@@ -76,9 +79,9 @@ def query_texts(n: int, seed: int = 0, *, short: bool = False) -> list[str]:
     return [texts[i] for i in rng.permutation(len(texts))[:n]]
 
 
-async def _post(reader, writer, host: str, body: bytes) -> tuple[int, bytes]:
+async def _post(reader, writer, host: str, body: bytes, path: bytes = b"/route") -> tuple[int, bytes]:
     writer.write(
-        b"POST /route HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
+        b"POST " + path + b" HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
     )
     await writer.drain()
@@ -111,9 +114,13 @@ def summarize(latencies: list[float], server_ms: list[float], errors: list[bytes
     }
 
 
-async def load(port: int, queries: list[str], concurrency: int) -> dict:
-    """Send every query once, ``concurrency`` connections each sending one request after another."""
+async def load(port: int, queries: list[str], concurrency: int, *, outcomes_per_s: float = 0.0) -> dict:
+    """Send every query once, ``concurrency`` connections each sending one request after another; with
+    ``outcomes_per_s`` a grader beside them posts that many outcomes a second (one per POST /v1/outcomes) of the
+    answers routed so far (a learning server: its request ids)."""
     latencies, server_ms, errors = [], [], []
+    issued: list[str] = []  # request ids of answers not graded yet
+    done = asyncio.Event()
     todo = iter(enumerate(queries))
 
     async def worker() -> None:
@@ -127,13 +134,62 @@ async def load(port: int, queries: list[str], concurrency: int) -> dict:
                 if status != 200:
                     errors.append(raw[:200])
                 else:
-                    server_ms.append(json.loads(raw)["elapsed_ms"])
+                    answer = json.loads(raw)
+                    server_ms.append(answer["elapsed_ms"])
+                    if "request_id" in answer:
+                        issued.append(answer["request_id"])
         finally:
             writer.close()
 
     start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return summarize(latencies, server_ms, errors, time.perf_counter() - start, len(queries))
+    workers = asyncio.gather(*(worker() for _ in range(concurrency)))
+    graders = [  # GRADERS connections, each at its share of the rate: one waits on its outcome's sync write
+        asyncio.ensure_future(grade(port, issued, outcomes_per_s / GRADERS, done, seed=i))
+        for i in range(GRADERS if outcomes_per_s > 0 else 0)
+    ]
+    await workers
+    done.set()
+    out = summarize(latencies, server_ms, errors, time.perf_counter() - start, len(queries))
+    if outcomes_per_s > 0:
+        graded = await asyncio.gather(*graders)
+        statuses: dict[int, int] = {}
+        for g in graded:
+            for status, n in g["statuses"].items():
+                statuses[status] = statuses.get(status, 0) + n
+        out["outcomes"] = {
+            "posted": sum(g["posted"] for g in graded),
+            "per_s": round(sum(g["per_s"] for g in graded), 1),
+            "statuses": statuses,
+        }
+    return out
+
+
+GRADERS = 4
+
+
+async def grade(port: int, issued: list[str], rate: float, done: asyncio.Event, seed: int = 0) -> dict:
+    """Post one outcome (score 0 or 1 at random) every 1 / ``rate`` s for the newest ungraded request id, until
+    ``done``: the graded traffic beside the routed one (issue 76: outcomes at 100/s alongside)."""
+    rng = np.random.default_rng(seed)
+    statuses: dict[int, int] = {}
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    start, sent = time.perf_counter(), 0
+    try:
+        while not done.is_set():
+            due = start + sent / rate
+            if (delay := due - time.perf_counter()) > 0:
+                await asyncio.sleep(delay)
+            if not issued:
+                await asyncio.sleep(0.001)
+                continue
+            body = json.dumps({"request_id": issued.pop(), "score": float(rng.random() < 0.5)}).encode()
+            status, _ = await _post(reader, writer, f"127.0.0.1:{port}", body, b"/v1/outcomes")
+            statuses[status] = statuses.get(status, 0) + 1
+            sent += 1
+    finally:
+        writer.close()
+    wall = time.perf_counter() - start
+    return {"posted": sent, "per_s": round(sent / wall, 1), "statuses": statuses}
 
 
 async def open_loop(port: int, queries: list[str], rate: float, seed: int = 0) -> dict:
@@ -175,6 +231,25 @@ async def open_loop(port: int, queries: list[str], rate: float, seed: int = 0) -
         writer.close()
     out = summarize(latencies, server_ms, errors, wall, len(queries))
     out["offered_rps"] = rate
+    return out
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """The process's (user, system) CPU time so far (every thread), from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def measured(pid: int, run) -> dict:
+    """``asyncio.run(run)``'s summary with the server's CPU time per request beside it (what the request costs the
+    server, whatever the client on the same cores does)."""
+    user, system = cpu_seconds(pid)
+    out = asyncio.run(run)
+    user_after, system_after = cpu_seconds(pid)
+    n = out["requests"]
+    out["server_cpu_ms_per_request"] = round(1000 * (user_after - user + system_after - system) / n, 3)
+    out["server_system_ms_per_request"] = round(1000 * (system_after - system) / n, 3)  # the kernel's share
     return out
 
 
@@ -266,7 +341,10 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict, extra: tupl
         asyncio.run(load(args.port, texts["warm"], args.concurrency))
         out["sequential_short"] = asyncio.run(load(args.port, texts["sequential"], 1))
         print(f"[{runtime}] sequential {out['sequential_short']}", flush=True)
-        out["concurrent_short"] = asyncio.run(load(args.port, texts["distinct"], args.concurrency))
+        grading = 0.0 if "--no-learn" in extra else args.outcomes_per_s  # a server without learning takes none
+        out["concurrent_short"] = measured(
+            server.pid, load(args.port, texts["distinct"], args.concurrency, outcomes_per_s=grading)
+        )
         print(f"[{runtime}] {args.concurrency}-way {out['concurrent_short']}", flush=True)
         # the encoder alone on other distinct texts of the same kind, right after, beside the idle server
         out["encoder_alone"] = encoder_alone(texts["encoder"], runtime, args.threads, args.concurrency)
@@ -275,9 +353,16 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict, extra: tupl
         print(f"[{runtime}] encoder alone {out['encoder_alone']}; routed / encoder {share:.2f}", flush=True)
         rng = np.random.default_rng(1)
         seen = texts["distinct"][:100]
-        out["cached"] = asyncio.run(
-            load(args.port, [seen[i] for i in rng.integers(0, len(seen), len(texts["distinct"]))], args.concurrency)
+        out["cached"] = measured(
+            server.pid,
+            load(
+                args.port,
+                [seen[i] for i in rng.integers(0, len(seen), len(texts["distinct"]))],
+                args.concurrency,
+                outcomes_per_s=grading,
+            ),
         )
+        print(f"[{runtime}] cached {out['cached']}", flush=True)
         if texts["open"]:  # --open-loop 0: none
             out["open_loop_short"] = asyncio.run(open_loop(args.port, texts["open"], args.open_loop_rate))
             print(f"[{runtime}] open loop {out['open_loop_short']}", flush=True)
@@ -455,7 +540,9 @@ def main() -> None:
         help="distinct whole MMLU-Pro questions with their options (~160 tokens each)",
     )
     parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=1, help="the server's CPU threads (--threads of locus serve)")
+    parser.add_argument(
+        "--threads", type=int, default=0, help="the server's CPU threads (--threads of locus serve; 0: its default)"
+    )
     parser.add_argument("--batch-wait-ms", type=float, default=2.0, help="--batch-wait-ms of locus serve")
     parser.add_argument("--models", type=int, default=30)
     parser.add_argument("--port", type=int, default=18731)
@@ -467,6 +554,12 @@ def main() -> None:
         default="on",
         help="learning from outcomes (request ids, the decision log, the learned P, exploration at "
         "its default budget) on, off (--no-learn), or both in turn per runtime",
+    )
+    parser.add_argument(
+        "--outcomes-per-s",
+        type=float,
+        default=100.0,
+        help="outcomes a grader posts a second beside the 16-way and cached runs of a learning server (0: none)",
     )
     parser.add_argument("--hostile", action="store_true", help="the hostile-upstream run instead (see above)")
     parser.add_argument("--hostile-clients", type=int, default=2, help="clients looping per hostile behaviour")
@@ -523,6 +616,20 @@ def main() -> None:
                 r["open_loop_short"]["p99_ms"] <= 100 and not r["open_loop_short"]["errors"]
             )
         print(f"{runtime}: " + "; ".join(f"{k}: {'met' if v else 'missed'}" for k, v in checks.items()))
+    for runtime in runtimes:
+        on, off = results.get(f"{runtime}/learning-on"), results.get(f"{runtime}/learning-off")
+        if on is None or off is None:
+            continue
+        for run in ("concurrent_short", "cached"):
+            rps = on[run]["throughput_rps"] / off[run]["throughput_rps"]
+            p99 = on[run]["p99_ms"] / off[run]["p99_ms"]
+            met = rps >= 0.95 and p99 <= 1.05
+            cpu = on[run]["server_cpu_ms_per_request"] / off[run]["server_cpu_ms_per_request"]
+            print(
+                f"{runtime} {run}: learning on / off throughput {rps:.2f}, p99 {p99:.2f}, server CPU per request "
+                f"{cpu:.2f} (outcomes "
+                f"{on[run].get('outcomes', {}).get('per_s', 0)}/s): within 5%: {'met' if met else 'missed'}"
+            )
 
 
 if __name__ == "__main__":

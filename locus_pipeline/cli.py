@@ -2,7 +2,7 @@
 LOCUS_HOME through the pipeline's storage (search, serve, pool, mlflow-uri).
 
     locus search --target 'math=0.9,law=0.3' [--k 5] [--home PATH] [--json]
-    locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 1]
+    locus serve [--host 127.0.0.1] [--port 8000] [--home PATH] [--token T] [--models-config models.yaml] [--threads 0]
                 [--portfolio k-center-15] [--dry-run]
     locus pool remove NAME [--home PATH]
     locus learn reset MODEL [--home PATH]
@@ -166,7 +166,13 @@ def add_serve(subparsers: argparse._SubParsersAction) -> None:
         help="YAML or JSON: per pool model its OpenAI-compatible base_url, model, api_key_env and "
         "cost_per_query or price_input_per_mtok / price_output_per_mtok or params_b (README.md, docs/serve.md)",
     )
-    p.add_argument("--threads", type=int, default=1, help="CPU threads for encoding and prediction (default 1)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="CPU threads for encoding and prediction (default 0: the cores free when it starts, as every fit "
+        "chooses them)",
+    )
     p.add_argument(
         "--encoder-runtime",
         default=None,

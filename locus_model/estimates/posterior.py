@@ -136,11 +136,15 @@ class CellPosterior:
 
     def var(self, rows=slice(None)) -> np.ndarray:
         """Posterior variance of the rate of the cells ``rows`` (the mixture's)."""
+        return self.moments(rows)[1]
+
+    def moments(self, rows=slice(None)) -> tuple[np.ndarray, np.ndarray]:
+        """(posterior mean, posterior variance) of the rate of the cells ``rows``, from one reading of the mixture."""
         w, a, b = self.components(rows)
         m = a / (a + b)
         second = m * m + a * b / ((a + b) ** 2 * (a + b + 1.0))
         mean = (w * m).sum(axis=-1)
-        return np.maximum((w * second).sum(axis=-1) - mean**2, 0.0)
+        return mean, np.maximum((w * second).sum(axis=-1) - mean**2, 0.0)
 
     def sample(self, rng: np.random.Generator, rows=slice(None)) -> np.ndarray:
         """One draw of each cell's rate (Thompson sampling): a component by its weight, then its Beta."""

@@ -139,7 +139,7 @@ class Learner:
     picked: np.ndarray | None = field(default=None, repr=False)  # (M, K) whose move is shared (-1: none)
     shared: _View | None = field(default=None, repr=False)
     views: dict = field(default_factory=dict, repr=False)  # non-grader client -> its _View
-    _narrow: dict = field(default_factory=dict, repr=False)  # (client, group) -> (view, version, (M,) width)
+    _narrow: dict = field(default_factory=dict, repr=False)  # (client, group) -> (view, version, mean, var)
 
     @classmethod
     def start_from(
@@ -332,24 +332,35 @@ class Learner:
         shift = logit(post.sample(rng, cells)) - logit(post.unanswered_mean(cells))
         return sigmoid(logit(np.asarray(p, np.float64)) + shift)
 
+    def _group(self, group: int, client: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """((M,) posterior mean, (M,) posterior variance) of every model's cell on ``group`` in ``client``'s view,
+        read once per change of that view's evidence (a request reads an index of it)."""
+        view = self.view(client)
+        cached = self._narrow.get((client, group))
+        if cached is None or cached[0] is not view or cached[1] != view.version:
+            cells = (np.arange(len(self.names)), np.full(len(self.names), int(group)))
+            mean, var = view.posterior.moments(cells)
+            cached = self._narrow[(client, group)] = (view, view.version, mean, var)
+        return cached[2], cached[3]
+
     def moments(
         self, rows: np.ndarray, group: int, *, client: str | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """((R,) posterior mean, (R,) posterior variance, (R,) the cell has outcomes) of the rows' cells on
         ``group``."""
-        post = self.view(client).posterior
-        cells = (np.asarray(rows), np.full(len(rows), int(group)))
-        return np.clip(post.mean(cells), 0.005, 0.995), post.var(cells), post.count[cells] > 0
+        rows = np.asarray(rows)
+        mean, var = self._group(int(group), client)
+        return np.clip(mean[rows], 0.005, 0.995), var[rows], self.answered(rows, group, client=client)
+
+    def answered(self, rows: np.ndarray, group: int, *, client: str | None = None) -> np.ndarray:
+        """(R,) whether the rows' cells on ``group`` have outcomes (in ``client``'s view)."""
+        return self.view(client).posterior.count[np.asarray(rows), int(group)] > 0
 
     def narrowing(self, rows: np.ndarray, group: int, *, client: str | None = None) -> float:
         """How wide the rows' cells on ``group`` still are, in [0, 1]: the mean of posterior sd / prior sd."""
-        view = self.view(client)
-        cached = self._narrow.get((client, group))
-        if cached is None or cached[0] is not view or cached[1] != view.version:  # once per change of the evidence
-            cells = (np.arange(len(self.names)), np.full(len(self.names), int(group)))
-            width = np.sqrt(view.posterior.var(cells) / self.prior_var[cells])  # (M,)
-            cached = self._narrow[(client, group)] = (view, view.version, width)
-        return float(np.clip(np.mean(cached[2][np.asarray(rows)]), 0.0, 1.0))
+        rows = np.asarray(rows)
+        var = self._group(int(group), client)[1][rows]
+        return float(np.clip(np.mean(np.sqrt(var / self.prior_var[rows, int(group)])), 0.0, 1.0))
 
     def counts(self) -> np.ndarray:
         """(M,) graded answers held per model, every client's (discounted by the half-life)."""

@@ -164,8 +164,11 @@ class Frozen(Strategy):
         return self.decided(query, request, self.route(query, request))
 
     @staticmethod
-    def route(query: Query, request: Request) -> RouteDecision:
-        """Frozen LOCUS's ranking of the query (the router's P under the trained standing's guard)."""
+    def route(query: Query, request: Request, *, chain: bool = True) -> RouteDecision:
+        """Frozen LOCUS's ranking of the query (the router's P under the trained standing's guard); ``chain=False``:
+        without its fallback chain (the learning router reads only its choice, the guard's incumbent)."""
+        if not chain:
+            query = replace(query, embeddings=None)
         return _route(query, request, np.asarray(query.p, np.float64), np.asarray(query.standing, np.float64))
 
     @staticmethod
@@ -219,17 +222,23 @@ class Learning(Strategy):
             cached = self._standing[client] = (view, view.version, moved)
         return cached[2]
 
-    def learned(self, query: Query) -> tuple[np.ndarray, np.ndarray]:
-        """((R,) learned P, (R,) learned standing) of the query's candidates."""
-        p = self.learner.proba(np.asarray(query.p, np.float64)[:, None], [query.group], query.rows, client=query.client)
-        return p[:, 0], np.asarray(query.standing, np.float64) + self.standing_shift(query.client)[query.rows]
+    def learned(self, query: Query) -> tuple[np.ndarray, np.ndarray, bool]:
+        """((R,) learned P, (R,) learned standing, whether the outcomes moved either) of the query's candidates."""
+        rows = np.asarray(query.rows)
+        p = np.asarray(query.p, np.float64)
+        standing = np.asarray(query.standing, np.float64)
+        shift, moved = self.learner.shift(query.client)[rows, query.group], self.standing_shift(query.client)[rows]
+        if not shift.any() and not moved.any():  # no outcome on these cells: frozen LOCUS's view, exactly
+            return p, standing, False
+        return self.learner.proba(p[:, None], [query.group], rows, client=query.client)[:, 0], standing + moved, True
 
     def decide(self, query: Query, request: Request) -> Decision:
-        p, standing = self.learned(query)
+        p, standing, moved = self.learned(query)
         d = _route(query, request, p, standing)
         if request.pinned is not None:
             return _pinned(query, request, d, p, standing, request.pinned)
-        frozen = Frozen.route(query, request)  # the guard's incumbent where no single model is served
+        # the guard's incumbent where no single model is served (its chain only where observe mode serves it)
+        frozen = Frozen.route(query, request, chain=self.mode == "observe") if moved else d
         position, by, why = self._guarded(query, request, d, p, frozen)
         if self.mode == "observe":
             served = Frozen.decided(query, request, frozen)
@@ -296,12 +305,13 @@ class Learning(Strategy):
             return d.chosen, "router", "the best learned estimate under the guard"
         if not single and x == d.chosen:
             return x, "router", "the best learned estimate under the guard (frozen LOCUS's choice too)"
-        mean, var, answered = self.learner.moments(query.rows, query.group, client=query.client)
-        v_x = var[x] * (p[x] * (1.0 - p[x]) / (mean[x] * (1.0 - mean[x]))) ** 2  # its cell's variance at its P
+        rows = np.asarray(query.rows)
+        mean, var, answered = self.learner.moments(rows[[x]], query.group, client=query.client)
+        v_x = var[0] * (p[x] * (1.0 - p[x]) / (mean[0] * (1.0 - mean[0]))) ** 2  # its cell's variance at its P
         prob = ndtr((p - p[x]) / np.sqrt(max(v_x, 1e-12)))  # P(P_x < P_j), normal approx
         prob[x] = 0.0
-        if not answered[x]:
-            prob[~answered] = 0.0
+        if not answered[0]:
+            prob[~self.learner.answered(rows, query.group, client=query.client)] = 0.0
         ranked = np.asarray(d.ranking)
         better = ranked[prob[ranked] >= self.config.overturn]
         if len(better):

@@ -36,6 +36,8 @@ from locus_model.neighbours import nearest_neighbours, paired_distances
 from locus_model.routing.errors import CostUnknown, NoCandidateWithinCap, RoutingError
 from locus_model.routing.policy import RoutingPolicy, check_quality_weight, routing_scores
 
+DIRECT_CHAIN = 4096  # candidates up to which a fallback chain sorts every distance (screening pays off past it)
+
 
 def quality_lambda(quality_weight: float) -> float:
     """lambda of ``P - lambda * normalised cost`` for a quality weight w: (1 - w) / w (infinite at w = 0)."""
@@ -116,10 +118,12 @@ def fallback_chain(
     z = np.asarray(embeddings)
     others = np.asarray(among, dtype=np.int64).reshape(-1)
     others = others[others != chosen]
-    if k is not None and k < len(others):  # a few of many (a pool of 100,000): screened in blocks, still exact
-        return nearest_neighbours(z, k, rows=np.array([chosen]), among=others)[0][0] if k > 0 else others[:0]
-    dist = paired_distances(z[others], np.broadcast_to(z[chosen], (len(others), z.shape[1])))
-    return others[np.lexsort((others, dist))]
+    if k is not None and k <= 0:
+        return others[:0]
+    if k is not None and k < len(others) and len(others) > DIRECT_CHAIN:  # a few of many: screened, still exact
+        return nearest_neighbours(z, k, rows=np.array([chosen]), among=others)[0][0]
+    dist = paired_distances(z[others], z[chosen][None, :])  # (1, d) broadcast against each row
+    return others[np.lexsort((others, dist))][:k]  # the same distances and order as nearest_neighbours'
 
 
 def rank_candidates(scores: np.ndarray, costs: np.ndarray, index: np.ndarray) -> np.ndarray:  # (M,) or (M, Q)
@@ -178,12 +182,13 @@ def route(
     keep = caps.keep
     if not keep.any():
         raise NoCandidateWithinCap(_nothing_within(c, caps, policy, params))
-    idx = np.flatnonzero(keep)
+    idx = _rows(keep)
     scores = np.full(len(c), np.nan)
     quality = routing_scores(
         p[idx], None if standing is None else np.asarray(standing)[idx], policy.margins(noise), None
     )
-    scores[idx] = route_scores(quality, np.nan_to_num(c[idx]), w)  # NaN only at w = 1, where cost has no weight
+    # at w = 1 cost has no weight (a cost may be unknown, NaN): the score is the quality itself
+    scores[idx] = quality if w == 1.0 else route_scores(quality, np.nan_to_num(c[idx]), w)
     ranking = idx[rank_candidates(scores[idx], c[idx], idx)]
     chosen = int(ranking[0])
     chain = (
@@ -196,13 +201,18 @@ def route(
         scores,
         chosen,
         chain,
-        np.flatnonzero(caps.over_cost),
+        _rows(caps.over_cost),
         w,
         policy.lam,
-        np.flatnonzero(caps.unknown_cost),
-        np.flatnonzero(caps.over_params),
-        np.flatnonzero(caps.unknown_params),
+        _rows(caps.unknown_cost),
+        _rows(caps.over_params),
+        _rows(caps.unknown_params),
     )
+
+
+def _rows(mask: np.ndarray) -> np.ndarray:
+    """The indices ``mask`` marks (an empty array at once where it marks none: most caps on most requests)."""
+    return np.flatnonzero(mask) if mask.any() else np.zeros(0, dtype=np.int64)
 
 
 def _cost_aware_chain(

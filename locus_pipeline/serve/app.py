@@ -71,8 +71,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        if config.threads:
-            torch.set_num_threads(config.threads)
+        torch.set_num_threads(gateway.threads.threads)  # the predictor's, beside the encoder's (the same choice)
         await run_in_threadpool(gateway.batcher.encode, gateway.snapshot, ["warm up"])
         gateway.client = httpx.AsyncClient(transport=transport, limits=httpx.Limits(max_connections=256))
         gateway.batcher.start()

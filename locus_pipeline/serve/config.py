@@ -219,7 +219,8 @@ class ServeConfig:
     home: str = ""  # LOCUS_HOME (empty: $LOCUS_HOME or <repo>/data)
     token: str | None = None  # bearer token every endpoint but /healthz requires
     models_config: str | None = None  # YAML or JSON (read_models_config)
-    threads: int = 1  # CPU threads of the encoder and the predictor (both run in the scorer's thread)
+    threads: int = 1  # CPU threads of the encoder and the predictor (both run in the scorer's thread); 0: the cores
+    # free when it starts (locus serve's default)
     poll_seconds: float = 1.0  # how often the pool file is checked for a change
     policy: RoutingPolicy = RoutingPolicy()  # the default routing policy (guard margin, quality weight); a request
     # overrides its quality weight and caps

@@ -26,6 +26,7 @@ from locus_model.routing import (
     estimate_tokens,
     incumbent,
 )
+from locus_model.threads import choose_threads
 from locus_pipeline.serve.batcher import QueryBatcher, Scored
 from locus_pipeline.serve.config import ServeConfig, check_models_against_pool, read_models_config
 from locus_pipeline.serve.cooldown import Cooldowns
@@ -95,11 +96,12 @@ class Gateway:
         self.failed_key: WatchedKey | None = None
         self.last_reload_error: str | None = None
         self.metrics = Metrics()
+        self.threads = choose_threads(config.threads)  # 0: the cores free now (the one threads rule)
         self.batcher = QueryBatcher(
             max_batch=config.max_batch,
             cache_size=config.cache_size,
             batch_wait_ms=config.batch_wait_ms,
-            threads=config.threads or None,
+            threads=self.threads.threads,
             on_batch=self.metrics.batch_size.observe,
         )
         self.metrics.pool_models.set(len(self.snapshot.names))
@@ -164,7 +166,8 @@ class Gateway:
             f"pool: {len(snap.names)} models ({len(snap.routable)} routable"
             + (f", portfolio {snap.portfolio}" if snap.portfolio else "")
             + f"), checkpoint {snap.checkpoint_id}, "
-            f"encoder {snap.encoder} ({snap.runtime}), cost basis {snap.costs.basis}",
+            f"encoder {snap.encoder} ({snap.runtime}, {self.threads.describe().replace('torch ', '')}), "
+            f"cost basis {snap.costs.basis}",
             f"serves: {serves}" + (" -- DRY RUN: chat calls answer with the decision only" if snap.dry_run else ""),
             f"upstreams: {len(ups)}"
             + (

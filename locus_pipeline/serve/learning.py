@@ -112,7 +112,7 @@ class Learning:
         self.changed, self.saved_at, self.pruned_at = False, time.monotonic(), 0.0
         self.strategy = self._fresh(snap)
         self.names, self.checkpoint_id = snap.names, snap.checkpoint_id
-        self.decisions_tail = home.traffic_tail("decisions")
+        self.decisions_tail = home.traffic_tail("decisions", skip_writer=self.writer)  # its own: indexed by issue()
         self.outcomes_tail = home.traffic_tail("outcomes")
         self._start(snap)
 
@@ -320,7 +320,7 @@ class Learning:
             if record["request_id"] not in self.graded:  # else the log's reader was faster
                 self._take(record)
                 self.direct.add(record["request_id"])
-        self.publish()
+        self.publish({str(record.get("model")) for record in records})  # an outcome moves its own model's row only
 
     def _take(self, record: dict) -> None:
         """Apply one outcome-log record (an outcome once per request id, or a reset)."""
@@ -460,13 +460,13 @@ class Learning:
             "clients": len(self.learner.clients),
         }
 
-    def publish(self) -> None:
-        """The per-model learned standing shift and outcome counts into /metrics."""
+    def publish(self, models: set[str] | None = None) -> None:
+        """The per-model learned standing shift and outcome counts into /metrics (of ``models``; None: every one)."""
         if self.metrics is None:
             return
         counts, shift = self.learner.counts(), self.strategy.standing_shift()
         for n, c, v in zip(self.names, counts, shift):
-            if c > 0 or v != 0:
+            if (models is None or n in models) and (c > 0 or v != 0):
                 self.metrics.learned_shift.labels(n).set(float(v))
                 self.metrics.learned_outcomes.labels(n).set(float(c))
 

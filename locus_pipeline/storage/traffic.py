@@ -120,16 +120,27 @@ class SegmentWriter:
     def append(self, records: list[dict], *, sync: bool) -> None:
         """Append ``records``; with ``sync`` they are durable on return (synced to disk, or uploaded). A failed write
         (disk full, a read-only folder: OSError) leaves its segment behind: the next append starts a new one."""
-        data = b"".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for r in records)
+        lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" for r in records]
         with self._lock:
             try:
-                self._append(data, sync)
+                start = 0
+                while start < len(lines):  # as many lines as the segment has room for, in one write (at least one)
+                    room, end = self.max_bytes - self._size(), start + 1
+                    used = len(lines[start])
+                    while end < len(lines) and used + len(lines[end]) <= room:
+                        used += len(lines[end])
+                        end += 1
+                    self._append(b"".join(lines[start:end]), sync)
+                    start = end
             except OSError:
                 self._abandon()
                 raise
 
+    def _size(self) -> int:
+        return len(self._buffer) if self.remote else (self._handle.tell() if self._handle else 0)
+
     def _append(self, data: bytes, sync: bool) -> None:
-        size = len(self._buffer) if self.remote else (self._handle.tell() if self._handle else 0)
+        size = self._size()
         if (
             self._path is None
             or (self._handle is None and not self.remote)
@@ -250,8 +261,7 @@ class QueuedWriter:
                     return
                 batch, self._queue = self._queue, []
                 self._busy = True
-            for part in batch:  # each as appended: the segment's size limit holds per append
-                self._write(part, sync=False, raise_=False)
+            self._write([r for part in batch for r in part], sync=False, raise_=False)  # one write, not one each
             with self._cond:
                 self._queued -= sum(len(part) for part in batch)
                 self._busy = False
@@ -283,9 +293,11 @@ class SegmentTail:
     """Follows every writer's segments of one kind: each :meth:`read` returns the complete lines written since the
     last one, each with (segment, end offset) so that a reader can say how far it got."""
 
-    def __init__(self, folder: Any, offsets: dict[str, int] | None = None) -> None:
+    def __init__(self, folder: Any, offsets: dict[str, int] | None = None, *, skip_writer: str | None = None) -> None:
         self.folder = folder
         self.offsets: dict[str, int] = dict(offsets or {})
+        # a writer whose segments are passed over unread (a gateway's own decisions: indexed as it wrote them)
+        self.skip = None if skip_writer is None else f"-{skip_writer}-"
         self._queries: dict[str, dict] = {}  # a dropped file's query texts (traffic/queries/<file>.json), once each
 
     def _segments(self) -> list[tuple[str, int]]:
@@ -323,6 +335,9 @@ class SegmentTail:
         self.offsets = {n: o for n, o in self.offsets.items() if n in present}  # pruned segments
         for name, size in segments:
             if not name.endswith(".jsonl") or size <= self.offsets.get(name, 0):
+                continue
+            if self.skip is not None and self.skip in name:
+                self.offsets[name] = size
                 continue
             start = self.offsets.get(name, 0)
             try:
@@ -466,8 +481,11 @@ class TrafficLog:
         """This writer's segments of ``kind``, appended by a writer thread (:class:`QueuedWriter`)."""
         return QueuedWriter(SegmentWriter(self.traffic_folder(kind), writer, retention or Retention()))
 
-    def traffic_tail(self, kind: str, offsets: dict[str, int] | None = None) -> SegmentTail:
-        return SegmentTail(self.traffic_folder(kind), offsets)
+    def traffic_tail(
+        self, kind: str, offsets: dict[str, int] | None = None, *, skip_writer: str | None = None
+    ) -> SegmentTail:
+        """A reader of every writer's segments of ``kind`` (``skip_writer``'s passed over unread)."""
+        return SegmentTail(self.traffic_folder(kind), offsets, skip_writer=skip_writer)
 
     def prune_traffic(self, retention: Retention, *, now: float | None = None) -> list[str]:
         """Segments past the retention (``now``: this process's clock, checked against the store's), and the
