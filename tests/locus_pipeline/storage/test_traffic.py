@@ -214,6 +214,35 @@ def test_a_blocked_store_never_blocks_an_append_and_a_full_queue_drops_and_count
     queued.close()
 
 
+def test_what_queues_while_the_store_writes_goes_in_one_write(tmp_path):
+    home = LocusHome(root=str(tmp_path / "home"))
+    store = Blocked(SegmentWriter(home.traffic_folder("decisions"), "w", Retention()))
+    queued = QueuedWriter(store)
+    queued.append([{"i": 0}], sync=False)  # the writer takes it and blocks in the store
+    for i in range(1, 50):  # these queue meanwhile
+        queued.append([{"i": i}], sync=False)
+    store.release.set()
+    assert queued.drain()
+    assert store.calls <= 3  # not one write per request (the first, then what queued behind it)
+    assert [r["i"] for _, _, r in home.traffic_tail("decisions").read()] == list(range(50))
+    queued.close()
+
+
+def test_a_tail_passes_over_its_own_writers_segments_and_reads_the_others(tmp_path):
+    home = LocusHome(root=str(tmp_path / "home"))
+    mine = home.traffic_writer("decisions", "me", Retention())
+    other = home.traffic_writer("decisions", "other", Retention())
+    mine.append([{"by": "me"}], sync=True)
+    other.append([{"by": "other"}], sync=True)
+    tail = home.traffic_tail("decisions", skip_writer="me")
+    assert [r["by"] for _, _, r in tail.read()] == ["other"]
+    mine.append([{"by": "me"}], sync=True)
+    assert list(tail.read()) == []  # its own lines: never parsed, the offset moved past them
+    assert sorted(r["by"] for _, _, r in home.traffic_tail("decisions").read()) == ["me", "me", "other"]  # others do
+    mine.close()
+    other.close()
+
+
 def test_a_failing_store_says_so_until_a_write_succeeds_again(tmp_path):
     home = LocusHome(root=str(tmp_path / "home"))
     store = Blocked(SegmentWriter(home.traffic_folder("decisions"), "w", Retention()))
