@@ -29,6 +29,7 @@ from locus_pipeline.serve.identity import Caller, Identity, IdentityError, Outco
 from locus_pipeline.serve.learning import MAX_OUTCOMES, OutcomeRefused
 from locus_pipeline.serve.metrics import MetricsMiddleware
 from locus_pipeline.serve.serving import cost_text
+from locus_pipeline.storage.traffic import LINGER_S
 
 
 class RouteRequest(BaseModel):
@@ -205,6 +206,9 @@ def create_app(
 
         if unknown():  # another replica's request: read the log before saying 404
             await read_log_since(arrived)
+            if not gateway.home.remote and unknown():  # on a disk a replica's writer writes within LINGER_S
+                await asyncio.sleep(2 * LINGER_S)
+                await read_log_since(arrived + 2 * LINGER_S)  # one more read, shared as the first
             # in a bucket a replica uploads its decisions at each tick: wait two ticks for them at most
             deadline = time.monotonic() + 2 * config.poll_seconds + 0.5
             while gateway.home.remote and unknown() and time.monotonic() < deadline:

@@ -29,6 +29,7 @@ import hmac
 import io
 import json
 import logging
+import math
 import os
 import secrets
 import socket
@@ -187,6 +188,9 @@ class SegmentWriter:
                 self._handle = None
 
 
+LINGER_S = 0.01  # how long a writer thread's first record waits for others to join its write
+
+
 class QueuedWriter:
     """A :class:`SegmentWriter` fed by a writer thread, so that a request never waits on the disk or the bucket.
 
@@ -203,6 +207,8 @@ class QueuedWriter:
         self._queued = 0
         self._busy = False
         self._closed = False
+        self._idle, self._draining = False, 0  # the writer waits for a first record; drains waiting
+        self._written = -math.inf  # when the writer thread last wrote (time.monotonic())
         self._cond = threading.Condition()
         self._last_warning = 0.0
         self._thread = threading.Thread(target=self._run, name=f"traffic-{writer.folder.name}", daemon=True)
@@ -227,7 +233,8 @@ class QueuedWriter:
                 return
             self._queue.append(records)
             self._queued += len(records)
-            self._cond.notify_all()
+            if self._idle:  # a lingering writer is not woken per record: it takes them all when its wait ends
+                self._cond.notify_all()
 
     def _warn(self, message: str) -> None:
         now = time.monotonic()
@@ -255,13 +262,22 @@ class QueuedWriter:
     def _run(self) -> None:
         while True:
             with self._cond:
+                self._idle = True
                 while not self._queue and not self._closed:
                     self._cond.wait()
+                self._idle = False
                 if not self._queue:
                     return
+                # under load (a write less than LINGER_S ago) the first record waits for those behind it until
+                # LINGER_S after that write (one write, one wake-up, not one each); an idle writer writes at once; a
+                # drain (an outcome waiting for its decision) or a close cuts the wait short
+                deadline = self._written + LINGER_S
+                while not self._closed and not self._draining and (left := deadline - time.monotonic()) > 0:
+                    self._cond.wait(left)
                 batch, self._queue = self._queue, []
                 self._busy = True
             self._write([r for part in batch for r in part], sync=False, raise_=False)  # one write, not one each
+            self._written = time.monotonic()
             with self._cond:
                 self._queued -= sum(len(part) for part in batch)
                 self._busy = False
@@ -270,7 +286,12 @@ class QueuedWriter:
     def drain(self, timeout: float | None = 30.0) -> bool:
         """Wait until what was queued is written (or ``timeout`` s); whether it was."""
         with self._cond:
-            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+            self._draining += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+            finally:
+                self._draining -= 1
 
     @property
     def queued(self) -> int:

@@ -74,7 +74,9 @@ def test_the_startup_summary_names_the_pool_what_it_serves_the_upstreams_and_the
     assert "an upstream failing 2 times in 60 s is skipped for 30 s" in text
     single = create_app(ServeConfig(home=str(built["home"].path), serve="single:beta-13b", dry_run=True)).state.gateway
     assert "serves: the single model beta-13b" in single.summary() and "DRY RUN" in single.summary()
-    assert "encoder hashing-256 (hashing, 1 thread(s), as requested" in text  # ServeConfig's 1; locus serve's default 0 chooses
+    assert (
+        "encoder hashing-256 (hashing, 1 thread(s), as requested" in text
+    )  # ServeConfig's 1; locus serve's default 0 chooses
     free = create_app(ServeConfig(home=str(built["home"].path), threads=0)).state.gateway
     assert free.threads.threads >= 1 and "thread(s), the cores free (" in free.summary()
     assert "at quality weight 1, guard 0.02 toward" in text  # the default policy
