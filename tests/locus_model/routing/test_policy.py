@@ -200,3 +200,12 @@ def test_a_router_measures_its_noise_and_keeps_it_in_its_checkpoint(tmp_path):
     np.testing.assert_allclose(back.query_noise(enc[:3]), groups.membership(enc[:3]) @ np.asarray(measured.noise))
     router.save(tmp_path / "old.pt")  # a checkpoint from before the noise
     assert Router.load(tmp_path / "old.pt")[0].query_noise(enc) is None
+
+
+def test_one_querys_guard_is_the_many_queries_guard_of_one_column():
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        p, standing = rng.uniform(0, 1, 9), np.round(rng.uniform(0, 1, 9), 1)  # rounded: equal standings
+        one = routing_scores(p, standing, 0.03)
+        many = routing_scores(p[:, None], standing, np.array([0.03]))[:, 0]
+        assert np.array_equal(one, many)

@@ -242,3 +242,15 @@ def test_the_caps_rule_says_why_each_candidate_is_out_for_one_query_and_for_many
     assert quality_only.keep.all()
     with pytest.raises(RoutingError, match="one entry per candidate"):
         apply_caps(costs, RoutingPolicy(max_params=10.0), params[:2])
+
+
+def test_a_small_pools_chain_is_the_screened_search_s_own_answer():
+    from locus_model.neighbours import nearest_neighbours
+
+    rng = np.random.default_rng(3)
+    z = np.round(rng.normal(size=(200, 8)), 1)  # rounded: ties among the distances
+    among = np.arange(200)
+    for chosen in range(0, 200, 17):
+        others = among[among != chosen]
+        screened = nearest_neighbours(z, 5, rows=np.array([chosen]), among=others)[0][0]
+        assert fallback_chain(z, chosen, among, k=5).tolist() == screened.tolist()
