@@ -253,6 +253,36 @@ def measured(pid: int, run) -> dict:
     return out
 
 
+async def outcome_cost(port: int, pid: int, queries: list[str]) -> dict:
+    """The server's CPU time per outcome, outcomes alone: route ``queries`` one after another, then post one outcome
+    for each of their answers one after another, the server's user and system time over the posts only."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    host = f"127.0.0.1:{port}"
+    try:
+        ids = [
+            json.loads((await _post(reader, writer, host, json.dumps({"query": q}).encode()))[1])["request_id"]
+            for q in queries
+        ]
+        user, system = cpu_seconds(pid)
+        start, statuses = time.perf_counter(), dict[int, int]()
+        for i, rid in enumerate(ids):
+            body = json.dumps({"request_id": rid, "score": float(i % 2)}).encode()
+            status, _ = await _post(reader, writer, host, body, b"/v1/outcomes")
+            statuses[status] = statuses.get(status, 0) + 1
+        wall = time.perf_counter() - start
+        user_after, system_after = cpu_seconds(pid)
+    finally:
+        writer.close()
+    n = len(ids)
+    return {
+        "outcomes": n,
+        "statuses": statuses,
+        "wall_s": round(wall, 2),
+        "server_user_ms_per_outcome": round(1000 * (user_after - user) / n, 3),
+        "server_system_ms_per_outcome": round(1000 * (system_after - system) / n, 3),
+    }
+
+
 def rss_mb(pid: int) -> dict:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -363,6 +393,10 @@ def serve_one(home: Path, tmp: str, runtime: str, args, texts: dict, extra: tupl
             ),
         )
         print(f"[{runtime}] cached {out['cached']}", flush=True)
+        if grading and args.outcome_cost:  # a learning server: what one outcome costs it, outcomes alone
+            seen = texts["distinct"][: args.outcome_cost]
+            out["outcome_cost"] = asyncio.run(outcome_cost(args.port, server.pid, seen))
+            print(f"[{runtime}] outcomes alone {out['outcome_cost']}", flush=True)
         if texts["open"]:  # --open-loop 0: none
             out["open_loop_short"] = asyncio.run(open_loop(args.port, texts["open"], args.open_loop_rate))
             print(f"[{runtime}] open loop {out['open_loop_short']}", flush=True)
@@ -560,6 +594,13 @@ def main() -> None:
         type=float,
         default=100.0,
         help="outcomes a grader posts a second beside the 16-way and cached runs of a learning server (0: none)",
+    )
+    parser.add_argument(
+        "--outcome-cost",
+        type=int,
+        default=400,
+        help="a learning server: route this many cached queries, then post their outcomes one after another and "
+        "print the server's CPU per outcome (0: not measured; at most the outcome rate limit's burst)",
     )
     parser.add_argument("--hostile", action="store_true", help="the hostile-upstream run instead (see above)")
     parser.add_argument("--hostile-clients", type=int, default=2, help="clients looping per hostile behaviour")
