@@ -108,8 +108,11 @@ def choose_threads(requested: int = 0) -> ThreadChoice:
     (:func:`default_threads` of :func:`machine`), so a fit never spins on a core another process holds."""
     if requested < 0:
         raise ValueError(f"choose_threads: requested={requested}; give 1 or more threads, or 0 for the free cores")
+    if requested:  # as asked: no half-second measuring window (a server or a test starts at once); the load average
+        cores, busy = machine(window_s=0)
+        return ThreadChoice(requested, cores, busy, requested)
     cores, busy = machine()
-    return ThreadChoice(requested or default_threads(cores, busy), cores, busy, requested)
+    return ThreadChoice(default_threads(cores, busy), cores, busy, requested)
 
 
 @contextmanager

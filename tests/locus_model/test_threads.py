@@ -89,15 +89,21 @@ def test_busy_elsewhere_is_the_cores_busy_less_this_process_own_time():
 
 
 def test_choose_threads_takes_the_request_else_the_free_cores(monkeypatch):
-    monkeypatch.setattr(threads, "machine", lambda: (2, 1.0))  # one of two cores busy with other work
+    monkeypatch.setattr(threads, "machine", lambda window_s=0.5: (2, 1.0))  # one of two cores busy with other work
     chosen = threads.choose_threads()
     assert (chosen.threads, chosen.cores, chosen.busy, chosen.requested) == (1, 2, 1.0, 0)
     assert "1 torch thread(s), the cores free (2 cores, 1.0 busy" in chosen.describe()
     assert threads.choose_threads(3).threads == 3  # asked for: as asked
-    monkeypatch.setattr(threads, "machine", lambda: (2, 0.0))
+    monkeypatch.setattr(threads, "machine", lambda window_s=0.5: (2, 0.0))
     assert threads.choose_threads().threads == 2
     with pytest.raises(ValueError, match="requested=-1"):
         threads.choose_threads(-1)
+
+
+def test_threads_asked_for_are_taken_without_the_measuring_window(monkeypatch):
+    monkeypatch.setattr(threads.time, "sleep", lambda s: pytest.fail(f"asked for 3 threads, it measured {s} s"))
+    chosen = threads.choose_threads(3)
+    assert (chosen.threads, chosen.requested) == (3, 3) and "as requested" in chosen.describe()
 
 
 def test_machine_measures_this_machine():
