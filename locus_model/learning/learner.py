@@ -139,7 +139,7 @@ class Learner:
     picked: np.ndarray | None = field(default=None, repr=False)  # (M, K) whose move is shared (-1: none)
     shared: _View | None = field(default=None, repr=False)
     views: dict = field(default_factory=dict, repr=False)  # non-grader client -> its _View
-    _narrow: dict = field(default_factory=dict, repr=False)  # (client, group) -> (view, version, mean, var)
+    _moments: dict = field(default_factory=dict, repr=False)  # (client, group) -> (view, version, mean, var)
 
     @classmethod
     def start_from(
@@ -336,11 +336,11 @@ class Learner:
         """((M,) posterior mean, (M,) posterior variance) of every model's cell on ``group`` in ``client``'s view,
         read once per change of that view's evidence (a request reads an index of it)."""
         view = self.view(client)
-        cached = self._narrow.get((client, group))
+        cached = self._moments.get((client, group))
         if cached is None or cached[0] is not view or cached[1] != view.version:
             cells = (np.arange(len(self.names)), np.full(len(self.names), int(group)))
             mean, var = view.posterior.moments(cells)
-            cached = self._narrow[(client, group)] = (view, view.version, mean, var)
+            cached = self._moments[(client, group)] = (view, view.version, mean, var)
         return cached[2], cached[3]
 
     def moments(

@@ -194,7 +194,7 @@ def routing_scores(
         raise RoutingError(f"the guard stands over {len(s)} candidates, the probs over {p.shape[0]}")
     if known is None and p.ndim == 1 and np.ndim(guard_margin) == 0:  # one query, every row known: the request path
         out = p - float(guard_margin)
-        top = int(np.argmax(s))  # the incumbent as incumbents() chooses it (the first of equals)
+        top = int(incumbents(s, np.ones(len(s), bool))[0])  # the one place the incumbent is chosen
         out[top] = p[top]
         return out
     p2 = p.reshape(len(s), -1)  # (M, Q)
